@@ -1,0 +1,156 @@
+/*
+** core.c: status strings, the thread-local error message, logging, allocation,
+** version and thread-count helpers. See core.h for the contracts.
+*/
+#define _POSIX_C_SOURCE 200809L
+#include "core.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CDB_ERRMSG_MAX 1024
+
+static _Thread_local char tl_errmsg[CDB_ERRMSG_MAX];
+
+int cdb_libversion_number(void) { return CDB_VERSION_NUMBER; }
+const char *cdb_libversion(void) { return CDB_VERSION_STRING; }
+
+const char *cdb_status_str(cdb_status rc) {
+    switch (rc) {
+#define CDB_X_STR(name, str) \
+    case name:               \
+        return str;
+        CDB_STATUS_MAP(CDB_X_STR)
+#undef CDB_X_STR
+    default:
+        return "unknown status";
+    }
+}
+
+const char *cdb_errmsg(void) { return tl_errmsg; }
+
+void cdb_clearerr(void) { tl_errmsg[0] = '\0'; }
+
+cdb_status cdb_seterr(cdb_status rc, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(tl_errmsg, sizeof tl_errmsg, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+cdb_status cdb_errctx(cdb_status rc, const char *fmt, ...) {
+    char old[CDB_ERRMSG_MAX];
+    size_t n;
+    va_list ap;
+    memcpy(old, tl_errmsg, sizeof old);
+    va_start(ap, fmt);
+    vsnprintf(tl_errmsg, sizeof tl_errmsg, fmt, ap);
+    va_end(ap);
+    n = strlen(tl_errmsg);
+    if (n + 2 < sizeof tl_errmsg) {
+        memcpy(tl_errmsg + n, ": ", 3);
+        n += 2;
+        /* the old message, or the status string when there was none; truncated */
+        const char *tail = old[0] ? old : cdb_status_str(rc);
+        size_t room = sizeof tl_errmsg - n - 1, len = strlen(tail);
+        if (len > room) len = room;
+        memcpy(tl_errmsg + n, tail, len);
+        tl_errmsg[n + len] = '\0';
+    }
+    return rc;
+}
+
+/* ---- logging ---------------------------------------------------------------- */
+
+static cdb_log_fn g_log_fn;
+static void *g_log_ud;
+static int g_log_level = -1; /* -1: not read from the environment yet */
+
+static cdb_log_level level_from_env(void) {
+    const char *s = getenv("CLIPDB_LOG");
+    if (!s || !*s) return CDB_LOG_LEVEL_WARN;
+    if (!strcasecmp(s, "debug")) return CDB_LOG_LEVEL_DEBUG;
+    if (!strcasecmp(s, "info")) return CDB_LOG_LEVEL_INFO;
+    if (!strcasecmp(s, "warn") || !strcasecmp(s, "warning")) return CDB_LOG_LEVEL_WARN;
+    if (!strcasecmp(s, "error")) return CDB_LOG_LEVEL_ERROR;
+    if (!strcasecmp(s, "off") || !strcasecmp(s, "none")) return CDB_LOG_LEVEL_OFF;
+    return CDB_LOG_LEVEL_WARN;
+}
+
+void cdb_log_set(cdb_log_fn fn, void *ud) {
+    g_log_fn = fn;
+    g_log_ud = ud;
+    if (!fn) g_log_level = (int)level_from_env();
+}
+
+void cdb_log_set_level(cdb_log_level lvl) { g_log_level = (int)lvl; }
+
+cdb_log_level cdb_log_get_level(void) {
+    if (g_log_level < 0) g_log_level = (int)level_from_env();
+    return (cdb_log_level)g_log_level;
+}
+
+static const char *level_name(cdb_log_level lvl) {
+    switch (lvl) {
+    case CDB_LOG_LEVEL_DEBUG: return "debug";
+    case CDB_LOG_LEVEL_INFO: return "info";
+    case CDB_LOG_LEVEL_WARN: return "warning";
+    case CDB_LOG_LEVEL_ERROR: return "error";
+    default: return "log";
+    }
+}
+
+void cdb_log(cdb_log_level lvl, const char *fmt, ...) {
+    char msg[2048];
+    va_list ap;
+    if (lvl < cdb_log_get_level() || lvl >= CDB_LOG_LEVEL_OFF) return;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (g_log_fn)
+        g_log_fn(lvl, msg, g_log_ud);
+    else
+        fprintf(stderr, "clipdb: %s: %s\n", level_name(lvl), msg);
+}
+
+/* ---- memory ----------------------------------------------------------------- */
+
+void *cdb_malloc(size_t n) { return malloc(n ? n : 1); }
+void *cdb_calloc(size_t n, size_t size) { return calloc(n ? n : 1, size ? size : 1); }
+void *cdb_realloc(void *p, size_t n) { return realloc(p, n ? n : 1); }
+void cdb_free(void *p) { free(p); }
+
+char *cdb_strdup(const char *s) {
+    size_t n;
+    char *d;
+    if (!s) return NULL;
+    n = strlen(s) + 1;
+    d = (char *)cdb_malloc(n);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+/* ---- misc ------------------------------------------------------------------- */
+
+int cdb_default_threads(void) {
+    const char *s = getenv("CLIPDB_THREADS");
+    long n;
+    if (s && *s) {
+        n = strtol(s, NULL, 10);
+        if (n > 0 && n < 4096) return (int)n;
+    }
+    n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+int64_t cdb_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}

@@ -1,0 +1,138 @@
+/*
+** core.h: the conventions every clipdb module shares, and nothing else.
+**
+** - cdb_status: the one return type of every fallible call (X-macro list, so the
+**   enum and its strings can never drift apart).
+** - A thread-local detail message for the last failure (cdb_errmsg), set with
+**   cdb_seterr(), which also returns the status so callers write
+**   `return cdb_seterr(CDB_IO, "open %s: %s", path, strerror(errno));`.
+** - Logging to a callback (default: stderr, level from CLIPDB_LOG).
+** - One allocator pair (cdb_malloc/cdb_free) for memory handed across the API.
+** - Version macros and cdb_default_threads().
+**
+** Library code never calls exit()/abort() on bad input and never writes to stdout.
+** Thread-safety: everything here may be called from any thread. cdb_log_set()
+** should be called once before other threads start.
+*/
+#ifndef CDB_CORE_H
+#define CDB_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CDB_VERSION_MAJOR 0
+#define CDB_VERSION_MINOR 1
+#define CDB_VERSION_PATCH 0
+#define CDB_VERSION_STRING "0.1.0"
+#define CDB_VERSION_NUMBER (CDB_VERSION_MAJOR * 10000 + CDB_VERSION_MINOR * 100 + CDB_VERSION_PATCH)
+
+/* Version of the library actually linked (may differ from the header's). */
+int cdb_libversion_number(void);
+const char *cdb_libversion(void);
+
+#if defined(__GNUC__) || defined(__clang__)
+#define CDB_PRINTF(fmt_idx, arg_idx) __attribute__((format(printf, fmt_idx, arg_idx)))
+#define CDB_DEPRECATED(fn, msg) fn __attribute__((deprecated(msg)))
+#define CDB_WARN_UNUSED __attribute__((warn_unused_result))
+#else
+#define CDB_PRINTF(fmt_idx, arg_idx)
+#define CDB_DEPRECATED(fn, msg) fn
+#define CDB_WARN_UNUSED
+#endif
+
+/* X(name, string). Append only: the numeric values are part of the ABI. */
+#define CDB_STATUS_MAP(X)                                                    \
+    X(CDB_OK, "ok")                                                          \
+    X(CDB_ERROR, "error")                                                    \
+    X(CDB_NOMEM, "out of memory")                                            \
+    X(CDB_IO, "I/O error")                                                   \
+    X(CDB_CORRUPT, "corrupt data")                                           \
+    X(CDB_INVALID, "invalid argument")                                       \
+    X(CDB_NOTFOUND, "not found")                                             \
+    X(CDB_DIM_MISMATCH, "dimension mismatch")                                \
+    X(CDB_UNSUPPORTED, "unsupported")                                        \
+    X(CDB_DEVICE, "device error")                                            \
+    X(CDB_BUSY, "busy")                                                      \
+    X(CDB_TOO_LARGE, "too large")                                            \
+    X(CDB_INTERRUPTED, "interrupted")                                        \
+    X(CDB_NOSPACE, "no space left on device")                                \
+    X(CDB_VERSION, "version mismatch")
+
+typedef enum cdb_status {
+#define CDB_X_ENUM(name, str) name,
+    CDB_STATUS_MAP(CDB_X_ENUM)
+#undef CDB_X_ENUM
+    CDB_STATUS_COUNT_
+} cdb_status;
+
+/* Static string naming rc, never NULL ("unknown status" for out-of-range values). */
+const char *cdb_status_str(cdb_status rc);
+
+/* Detail of the last failure on this thread, e.g. "open /x/catalog.db: Permission
+** denied". Never NULL ("" when none). Valid until the next cdb_seterr() on this
+** thread; copy it if you need it longer. */
+const char *cdb_errmsg(void);
+
+/* Records a formatted detail message for this thread and returns rc unchanged.
+** Messages longer than 1 KiB are truncated. */
+cdb_status cdb_seterr(cdb_status rc, const char *fmt, ...) CDB_PRINTF(2, 3);
+
+/* Prepends "<context>: " to this thread's message (for adding the file/call a lower
+** layer did not know) and returns rc. */
+cdb_status cdb_errctx(cdb_status rc, const char *fmt, ...) CDB_PRINTF(2, 3);
+
+/* Clears this thread's message. */
+void cdb_clearerr(void);
+
+/* ---- logging ---------------------------------------------------------------- */
+
+typedef enum cdb_log_level {
+    CDB_LOG_LEVEL_DEBUG = 0,
+    CDB_LOG_LEVEL_INFO,
+    CDB_LOG_LEVEL_WARN,
+    CDB_LOG_LEVEL_ERROR,
+    CDB_LOG_LEVEL_OFF
+} cdb_log_level;
+
+typedef void (*cdb_log_fn)(cdb_log_level lvl, const char *msg, void *ud);
+
+/* Installs the log sink. fn == NULL restores the default: stderr, threshold from
+** the CLIPDB_LOG environment variable (debug|info|warn|error|off; default warn). */
+void cdb_log_set(cdb_log_fn fn, void *ud);
+/* Messages below lvl are dropped before formatting. */
+void cdb_log_set_level(cdb_log_level lvl);
+cdb_log_level cdb_log_get_level(void);
+void cdb_log(cdb_log_level lvl, const char *fmt, ...) CDB_PRINTF(2, 3);
+
+#define CDB_LOG_DEBUG(...) cdb_log(CDB_LOG_LEVEL_DEBUG, __VA_ARGS__)
+#define CDB_LOG_INFO(...) cdb_log(CDB_LOG_LEVEL_INFO, __VA_ARGS__)
+#define CDB_LOG_WARN(...) cdb_log(CDB_LOG_LEVEL_WARN, __VA_ARGS__)
+#define CDB_LOG_ERROR(...) cdb_log(CDB_LOG_LEVEL_ERROR, __VA_ARGS__)
+
+/* ---- memory ----------------------------------------------------------------- */
+
+/* Memory returned across the public API is allocated with cdb_malloc and must be
+** released with cdb_free (NULL is fine). */
+void *cdb_malloc(size_t n);
+void *cdb_calloc(size_t n, size_t size);
+void *cdb_realloc(void *p, size_t n);
+char *cdb_strdup(const char *s);
+void cdb_free(void *p);
+
+/* ---- misc ------------------------------------------------------------------- */
+
+/* Threads to use when a params field says 0: CLIPDB_THREADS if set, else the
+** number of online CPUs (at least 1). */
+int cdb_default_threads(void);
+
+/* Monotonic clock in nanoseconds. */
+int64_t cdb_now_ns(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CDB_CORE_H */

@@ -1,0 +1,19 @@
+/*
+** cpu_int.h: private declarations shared by kernels/cpu/ files. The *_avx2
+** functions are defined in files compiled with -mavx2 -mfma -mf16c and must only
+** be called after cdb_k_cpu_isa() >= CDB_K_ISA_AVX2. CDB_HAVE_AVX2 is set by CMake
+** when those files are part of the build (x86-64).
+*/
+#ifndef CDB_KERNELS_CPU_INT_H
+#define CDB_KERNELS_CPU_INT_H
+
+#include "kernels/kernels.h"
+
+#ifndef CDB_HAVE_AVX2
+#define CDB_HAVE_AVX2 0
+#endif
+
+void cdb_k_f16_to_f32_avx2(const uint16_t *src, float *dst, size_t n);
+void cdb_k_f32_to_f16_avx2(const float *src, uint16_t *dst, size_t n);
+
+#endif

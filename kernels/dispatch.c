@@ -1,0 +1,44 @@
+/*
+** dispatch.c: picks the CPU ISA level once per process (cpuid via the compiler's
+** builtins), capped by CLIPDB_ISA. Kernel groups ask cdb_k_cpu_isa() and keep
+** their own function pointers.
+*/
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels.h"
+
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static cdb_k_isa g_isa = CDB_K_ISA_SCALAR;
+
+static void detect(void) {
+    cdb_k_isa best = CDB_K_ISA_SCALAR;
+    const char *cap = getenv("CLIPDB_ISA");
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+        __builtin_cpu_supports("f16c"))
+        best = CDB_K_ISA_AVX2;
+#endif
+    if (cap && !strcmp(cap, "scalar")) best = CDB_K_ISA_SCALAR;
+    g_isa = best;
+}
+
+cdb_k_isa cdb_k_cpu_isa(void) {
+    pthread_once(&g_once, detect);
+    return g_isa;
+}
+
+const char *cdb_k_isa_name(cdb_k_isa isa) {
+    switch (isa) {
+    case CDB_K_ISA_SCALAR: return "scalar";
+    case CDB_K_ISA_AVX2: return "avx2";
+    }
+    return "unknown";
+}
+
+#if !defined(CDB_HAVE_CUDA)
+int cdb_k_cuda_device_count(void) { return 0; }
+int cdb_k_cuda_built(void) { return 0; }
+#endif

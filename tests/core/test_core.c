@@ -1,0 +1,122 @@
+/*
+** test_core.c: the status/error-message/logging conventions of core/core.h.
+*/
+#include <pthread.h>
+
+#include "cdb_test.h"
+#include "core/core.h"
+
+CDB_TEST(status_strings_cover_every_code) {
+    /* every code in the X-macro list has its own, non-generic string */
+    for (int i = 0; i < CDB_STATUS_COUNT_; i++) {
+        const char *s = cdb_status_str((cdb_status)i);
+        CHECK(s != NULL);
+        CHECK_MSG(strcmp(s, "unknown status") != 0, "code %d has no string", i);
+        for (int j = 0; j < i; j++)
+            CHECK_MSG(strcmp(s, cdb_status_str((cdb_status)j)) != 0, "codes %d and %d share \"%s\"", i, j, s);
+    }
+    CHECK_EQ_STR(cdb_status_str(CDB_OK), "ok");
+    CHECK_EQ_STR(cdb_status_str((cdb_status)9999), "unknown status");
+    CHECK_EQ_STR(cdb_status_str((cdb_status)-1), "unknown status");
+}
+
+CDB_TEST(seterr_returns_code_and_formats) {
+    cdb_clearerr();
+    CHECK_EQ_STR(cdb_errmsg(), "");
+    CHECK_EQ_INT(cdb_seterr(CDB_IO, "open %s: %d", "/x/catalog.db", 13), CDB_IO);
+    CHECK_EQ_STR(cdb_errmsg(), "open /x/catalog.db: 13");
+    CHECK_EQ_INT(cdb_errctx(CDB_IO, "ingest %s", "/photos"), CDB_IO);
+    CHECK_EQ_STR(cdb_errmsg(), "ingest /photos: open /x/catalog.db: 13");
+    cdb_clearerr();
+    CHECK_EQ_INT(cdb_errctx(CDB_NOMEM, "load"), CDB_NOMEM);
+    CHECK_EQ_STR(cdb_errmsg(), "load: out of memory");
+}
+
+CDB_TEST(seterr_truncates_long_messages) {
+    char big[5000];
+    memset(big, 'a', sizeof big - 1);
+    big[sizeof big - 1] = 0;
+    cdb_seterr(CDB_INVALID, "%s", big);
+    CHECK(strlen(cdb_errmsg()) < 1024);
+    CHECK(strlen(cdb_errmsg()) > 1000);
+}
+
+static void *thread_sets_error(void *arg) {
+    (void)arg;
+    cdb_seterr(CDB_CORRUPT, "from the other thread");
+    return (void *)(intptr_t)(strcmp(cdb_errmsg(), "from the other thread") == 0);
+}
+
+CDB_TEST(errmsg_is_thread_local) {
+    pthread_t th;
+    void *ok = NULL;
+    cdb_seterr(CDB_IO, "main thread");
+    CHECK_EQ_INT(pthread_create(&th, NULL, thread_sets_error, NULL), 0);
+    pthread_join(th, &ok);
+    CHECK(ok != NULL);
+    CHECK_EQ_STR(cdb_errmsg(), "main thread");
+}
+
+typedef struct log_capture {
+    int n;
+    cdb_log_level last_level;
+    char last[256];
+} log_capture;
+
+static void capture_log(cdb_log_level lvl, const char *msg, void *ud) {
+    log_capture *c = (log_capture *)ud;
+    c->n++;
+    c->last_level = lvl;
+    snprintf(c->last, sizeof c->last, "%s", msg);
+}
+
+CDB_TEST(log_levels_filter_and_callback_receives) {
+    log_capture cap = {0, CDB_LOG_LEVEL_DEBUG, ""};
+    cdb_log_set(capture_log, &cap);
+    cdb_log_set_level(CDB_LOG_LEVEL_WARN);
+    CDB_LOG_DEBUG("dropped %d", 1);
+    CDB_LOG_INFO("dropped %d", 2);
+    CHECK_EQ_INT(cap.n, 0);
+    CDB_LOG_WARN("shard %s: %d tombstones", "0001.db", 7);
+    CHECK_EQ_INT(cap.n, 1);
+    CHECK_EQ_INT(cap.last_level, CDB_LOG_LEVEL_WARN);
+    CHECK_EQ_STR(cap.last, "shard 0001.db: 7 tombstones");
+    cdb_log_set_level(CDB_LOG_LEVEL_DEBUG);
+    CDB_LOG_DEBUG("now kept");
+    CHECK_EQ_INT(cap.n, 2);
+    cdb_log_set(NULL, NULL);
+}
+
+CDB_TEST(log_level_from_environment) {
+    setenv("CLIPDB_LOG", "error", 1);
+    cdb_log_set(NULL, NULL);
+    CHECK_EQ_INT(cdb_log_get_level(), CDB_LOG_LEVEL_ERROR);
+    setenv("CLIPDB_LOG", "debug", 1);
+    cdb_log_set(NULL, NULL);
+    CHECK_EQ_INT(cdb_log_get_level(), CDB_LOG_LEVEL_DEBUG);
+    setenv("CLIPDB_LOG", "bogus", 1);
+    cdb_log_set(NULL, NULL);
+    CHECK_EQ_INT(cdb_log_get_level(), CDB_LOG_LEVEL_WARN);
+    unsetenv("CLIPDB_LOG");
+    cdb_log_set(NULL, NULL);
+}
+
+CDB_TEST(default_threads_and_version) {
+    setenv("CLIPDB_THREADS", "3", 1);
+    CHECK_EQ_INT(cdb_default_threads(), 3);
+    setenv("CLIPDB_THREADS", "0", 1);
+    CHECK(cdb_default_threads() >= 1);
+    unsetenv("CLIPDB_THREADS");
+    CHECK(cdb_default_threads() >= 1);
+    CHECK_EQ_INT(cdb_libversion_number(), CDB_VERSION_NUMBER);
+    CHECK_EQ_STR(cdb_libversion(), CDB_VERSION_STRING);
+    char *d = cdb_strdup("abc");
+    CHECK_EQ_STR(d, "abc");
+    cdb_free(d);
+    cdb_free(NULL);
+}
+
+CDB_TEST_MAIN(status_strings_cover_every_code, seterr_returns_code_and_formats,
+              seterr_truncates_long_messages, errmsg_is_thread_local,
+              log_levels_filter_and_callback_receives, log_level_from_environment,
+              default_threads_and_version)
