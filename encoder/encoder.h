@@ -1,15 +1,188 @@
 /*
-** encoder.h: clipdb's CLIP encoder (models, tokenizer, image preprocessing, image
-** and text towers). The module's whole public contract.
+** encoder.h: clipdb's CLIP encoder: models (safetensors, both key namings), the
+** CLIP BPE tokenizer, image decoding + PIL-exact preprocessing, and the image and
+** text towers. The module's whole public contract; everything else in encoder/ is
+** private.
+**
+** Precision: the CPU path runs fp32 weights and activations; every embedding is
+** returned as fp32 and, unless raw output is asked for, L2-normalized in fp32.
+**
+** Threading: a cdb_tok is immutable after open and may be shared by threads. Image
+** functions are reentrant. A cdb_model holds weights only; encode calls on one
+** model may run concurrently (each call owns its scratch).
+**
+** Sections are owned by different files: TOKENIZER (tokenizer.c, text_clean.c),
+** IMAGE (image.c, preprocess.c), MODEL (safetensors.c, model.c, clip.c).
 */
 #ifndef CDB_ENCODER_H
 #define CDB_ENCODER_H
+
+#include <stddef.h>
+#include <stdint.h>
 
 #include "core/core.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* ==== TOKENIZER ================================================================
+** CLIP's byte-level BPE, identical to OpenAI CLIP's simple_tokenizer. */
+
+typedef struct cdb_tok cdb_tok;
+
+/* Opens a vocabulary: a bpe_simple_vocab_16e6.txt.gz-style merges file (gzip or
+** plain), or a folder / vocab.json path with vocab.json + merges.txt beside it.
+** out: owned by the caller, freed with cdb_tok_free. */
+cdb_status cdb_tok_open(const char *path, cdb_tok **out /* OUT */);
+void cdb_tok_free(cdb_tok *tok);
+
+int cdb_tok_vocab_size(const cdb_tok *tok);
+int cdb_tok_sot_id(const cdb_tok *tok); /* <|startoftext|>, 49406 in the standard vocab */
+int cdb_tok_eot_id(const cdb_tok *tok); /* <|endoftext|>, 49407 in the standard vocab */
+/* Token string (byte-level unicode form, "</w>" suffix included); NULL if out of
+** range. Borrowed: lives as long as tok. */
+const char *cdb_tok_token_str(const cdb_tok *tok, int id);
+
+/* The text cleaning step alone (ftfy-like fixes, HTML unescape twice, whitespace
+** collapse, strip, lowercase), for tests and `clipdb tokenize --verbose`.
+** Invalid UTF-8 is replaced, never fatal. *out: NUL-terminated, cdb_free it. */
+cdb_status cdb_tok_clean(const char *text, size_t len, char **out /* OUT */);
+
+/* BPE ids of text without start/end tokens. Writes at most max_ids ids; *n_ids
+** gets the full count (which may exceed max_ids). */
+cdb_status cdb_tok_encode(const cdb_tok *tok, const char *text, size_t len, int32_t *ids,
+                          int max_ids, int *n_ids /* OUT */);
+
+/* What a model sees: [sot, ids..., eot] padded with 0 to context_len; when too
+** long, keeps the first context_len-2 ids then eot (as clip.tokenize(truncate=True)).
+** ids: caller-owned, context_len entries. eot_index / truncated may be NULL. */
+cdb_status cdb_tok_tokenize(const cdb_tok *tok, const char *text, size_t len, int context_len,
+                            int32_t *ids /* OUT */, int *eot_index /* OUT */,
+                            int *truncated /* OUT */);
+
+/* ==== IMAGE ====================================================================
+** Decoding (stb_image, from memory) and the reference CLIP transform: resize the
+** short side with PIL's bicubic, center crop (torchvision offsets), convert to RGB,
+** scale to [0,1], normalize with mean/std. */
+
+#define CDB_IMAGE_DEFAULT_MAX_PIXELS 89478485LL /* PIL's decompression-bomb limit */
+
+typedef enum cdb_interp {
+    CDB_INTERP_BICUBIC = 0, /* PIL Image.BICUBIC (CLIP's default) */
+    CDB_INTERP_BILINEAR = 1
+} cdb_interp;
+
+typedef struct cdb_image_params {
+    int64_t max_pixels; /* refuse images with more declared pixels; 0 = default */
+    int apply_exif;     /* 1: apply JPEG EXIF orientation (default); 0: ignore (reference parity) */
+} cdb_image_params;
+cdb_image_params cdb_image_params_default(void);
+
+/* A decoded image in its own mode, before any conversion. */
+typedef struct cdb_image {
+    int width, height;
+    int channels;       /* 1 gray, 2 gray+alpha, 3 RGB, 4 RGBA */
+    int bits;           /* 8 or 16 (16-bit PNG) */
+    int is_palette;     /* source was palette-based (resized with nearest, as PIL does) */
+    void *pixels;       /* width*height*channels samples of uint8_t or uint16_t */
+} cdb_image;
+
+/* Reads width/height from the header only (no pixel decode). */
+cdb_status cdb_image_probe(const void *buf, size_t n, int *width /* OUT */,
+                           int *height /* OUT */);
+
+/* Decodes buf (JPEG, PNG, BMP, GIF first frame, TGA, PNM). Refuses images over
+** max_pixels before decoding pixels (CDB_TOO_LARGE); unsupported or corrupt data
+** gives CDB_UNSUPPORTED / CDB_CORRUPT with a one-line reason in cdb_errmsg().
+** *out: free with cdb_image_free. */
+cdb_status cdb_image_decode(const void *buf, size_t n, const cdb_image_params *p,
+                            cdb_image **out /* OUT */);
+cdb_status cdb_image_load(const char *path, const cdb_image_params *p, cdb_image **out /* OUT */);
+void cdb_image_free(cdb_image *img);
+
+typedef struct cdb_preprocess_params {
+    int size;          /* output is size x size (model's image size) */
+    float mean[3];
+    float std[3];
+    cdb_interp interp;
+} cdb_preprocess_params;
+/* OpenAI CLIP's constants at 224. */
+cdb_preprocess_params cdb_preprocess_params_default(void);
+
+/* The reference transform. out: caller-owned 3*size*size floats, CHW order.
+** crop_rgb8 (optional, may be NULL): size*size*3 bytes, the uint8 RGB crop before
+** scaling (HWC), for exact comparison with PIL. */
+cdb_status cdb_image_preprocess(const cdb_image *img, const cdb_preprocess_params *p,
+                                float *out /* OUT */, uint8_t *crop_rgb8 /* OUT */);
+
+/* ==== MODEL ====================================================================
+** A model is a folder (weights + tokenizer files + configs) or a single
+** .safetensors file. Architecture is read from tensor shapes. */
+
+typedef struct cdb_model cdb_model;
+
+typedef enum cdb_act {
+    CDB_ACT_DEFAULT = 0, /* from config; QuickGELU when nothing says (OpenAI CLIP) */
+    CDB_ACT_QUICK_GELU = 1,
+    CDB_ACT_GELU = 2
+} cdb_act;
+
+typedef enum cdb_device_kind {
+    CDB_DEVICE_AUTO = 0, /* a usable GPU, else CPU */
+    CDB_DEVICE_CPU = 1,
+    CDB_DEVICE_CUDA = 2
+} cdb_device_kind;
+
+typedef struct cdb_model_params {
+    cdb_act act;             /* override the activation */
+    int load_vision;         /* 1 (default): load the image tower */
+    int load_text;           /* 1 (default): load the text tower */
+    int n_threads;           /* 0 = cdb_default_threads() */
+    cdb_device_kind device;  /* default CDB_DEVICE_CPU until the CUDA backend lands */
+    int device_index;        /* cuda:N */
+    const char *tokenizer_path; /* NULL: from the model folder, else the standard vocabulary */
+    int image_size_override; /* 0: from config / shapes */
+} cdb_model_params;
+cdb_model_params cdb_model_params_default(void);
+
+typedef struct cdb_model_info {
+    int embed_dim;
+    int image_size, patch_size, vision_width, vision_layers, vision_heads;
+    int context_length, vocab_size, text_width, text_layers, text_heads;
+    cdb_act act;
+    const char *act_source;     /* "config.json", "flag", "default (assumed)" ... */
+    const char *naming;         /* "openai" or "hf" */
+    const char *weights_dtype;  /* "F32", "F16", "BF16" */
+    char hash[33];              /* hex, identity of the weights file(s) */
+    const char *name;           /* folder or file name */
+    const char *description;    /* from the model folder's metadata; may be "" */
+    cdb_preprocess_params preprocess;
+    int has_vision, has_text;
+} cdb_model_info;
+
+/* Loads and validates a model (header, dtypes, shapes, offsets before any data is
+** touched). out: close with cdb_model_close. */
+cdb_status cdb_model_open(const char *path, const cdb_model_params *p, cdb_model **out /* OUT */);
+void cdb_model_close(cdb_model *m);
+/* Borrowed: lives as long as m. */
+const cdb_model_info *cdb_model_get_info(const cdb_model *m);
+/* The model's tokenizer, or NULL if the text tower is not loaded. Borrowed. */
+const cdb_tok *cdb_model_tokenizer(const cdb_model *m);
+
+/* Text embeddings. out: caller-owned n*embed_dim floats. normalize: 1 for
+** L2-normalized (fp32), 0 for raw. */
+cdb_status cdb_encode_texts(cdb_model *m, const char *const *texts, int n, int normalize,
+                            float *out /* OUT */);
+/* From token ids (n * context_length, as cdb_tok_tokenize gives). */
+cdb_status cdb_encode_tokens(cdb_model *m, const int32_t *ids, int n, int normalize,
+                             float *out /* OUT */);
+/* Image embeddings from preprocessed pixels (n * 3 * size * size, CHW). */
+cdb_status cdb_encode_pixels(cdb_model *m, const float *pixels, int n, int normalize,
+                             float *out /* OUT */);
+/* Convenience: decode + preprocess + encode image files / memory buffers. */
+cdb_status cdb_encode_image_file(cdb_model *m, const char *path, const cdb_image_params *ip,
+                                 int normalize, float *out /* OUT */);
 
 #ifdef __cplusplus
 }
