@@ -27,13 +27,20 @@ extern "C" {
 #endif
 
 /* ==== TOKENIZER ================================================================
-** CLIP's byte-level BPE, identical to OpenAI CLIP's simple_tokenizer. */
+** CLIP's byte-level BPE, identical to OpenAI CLIP's simple_tokenizer (cleaning
+** included: ftfy 6.3.1's fix_text, html.unescape twice, whitespace, Python's
+** str.lower()). What is reproduced and what differs: docs/tokenizer.md. */
 
 typedef struct cdb_tok cdb_tok;
 
 /* Opens a vocabulary: a bpe_simple_vocab_16e6.txt.gz-style merges file (gzip or
-** plain), or a folder / vocab.json path with vocab.json + merges.txt beside it.
-** out: owned by the caller, freed with cdb_tok_free. */
+** plain; merges 1..48894 as OpenAI CLIP reads them), or a folder / vocab.json path
+** with vocab.json + merges.txt beside it (ids and special tokens from vocab.json).
+** A folder without vocab.json may hold bpe_simple_vocab_16e6.txt.gz instead.
+** Errors: CDB_NOTFOUND (no such file), CDB_CORRUPT (bad gzip or JSON, malformed
+** merge line, a byte symbol, merge result or special token missing from the
+** vocabulary), CDB_IO, CDB_NOMEM, CDB_INVALID (NULL or empty path).
+** out: owned by the caller, freed with cdb_tok_free (which accepts NULL). */
 cdb_status cdb_tok_open(const char *path, cdb_tok **out /* OUT */);
 void cdb_tok_free(cdb_tok *tok);
 
@@ -46,17 +53,24 @@ const char *cdb_tok_token_str(const cdb_tok *tok, int id);
 
 /* The text cleaning step alone (ftfy-like fixes, HTML unescape twice, whitespace
 ** collapse, strip, lowercase), for tests and `clipdb tokenize --verbose`.
-** Invalid UTF-8 is replaced, never fatal. *out: NUL-terminated, cdb_free it. */
+** Invalid UTF-8 is replaced (U+FFFD per bad byte), never fatal; len bytes are read,
+** NULs included (text may be NULL when len is 0). *out: NUL-terminated, cdb_free it.
+** Thread-safe; linear time in practice (a 1 MB text takes well under a second). */
 cdb_status cdb_tok_clean(const char *text, size_t len, char **out /* OUT */);
 
-/* BPE ids of text without start/end tokens. Writes at most max_ids ids; *n_ids
-** gets the full count (which may exceed max_ids). */
+/* BPE ids of text without start/end tokens (special tokens written in the text,
+** in any case, give their ids). Writes at most max_ids ids (ids may be NULL when
+** max_ids is 0); *n_ids gets the full count (which may exceed max_ids). */
 cdb_status cdb_tok_encode(const cdb_tok *tok, const char *text, size_t len, int32_t *ids,
                           int max_ids, int *n_ids /* OUT */);
 
 /* What a model sees: [sot, ids..., eot] padded with 0 to context_len; when too
 ** long, keeps the first context_len-2 ids then eot (as clip.tokenize(truncate=True)).
-** ids: caller-owned, context_len entries. eot_index / truncated may be NULL. */
+** ids: caller-owned, context_len entries; context_len >= 2 (else CDB_INVALID).
+** *eot_index: the first position holding eot, where CLIP pools (argmax of the ids:
+** eot is the largest standard id); earlier than the appended eot only when the text
+** itself spells <|endoftext|>. *truncated: 1 when ids were dropped. Both may be NULL.
+** Only the ids that fit are BPE-encoded; the whole text is still cleaned. */
 cdb_status cdb_tok_tokenize(const cdb_tok *tok, const char *text, size_t len, int context_len,
                             int32_t *ids /* OUT */, int *eot_index /* OUT */,
                             int *truncated /* OUT */);
@@ -64,7 +78,9 @@ cdb_status cdb_tok_tokenize(const cdb_tok *tok, const char *text, size_t len, in
 /* ==== IMAGE ====================================================================
 ** Decoding (stb_image, from memory) and the reference CLIP transform: resize the
 ** short side with PIL's bicubic, center crop (torchvision offsets), convert to RGB,
-** scale to [0,1], normalize with mean/std. */
+** scale to [0,1], normalize with mean/std. Bit-exact with PIL 9.4 + torchvision for
+** lossless inputs; what is reproduced and where we differ: docs/images.md.
+** All image functions are reentrant (no shared state). */
 
 #define CDB_IMAGE_DEFAULT_MAX_PIXELS 89478485LL /* PIL's decompression-bomb limit */
 
@@ -74,32 +90,42 @@ typedef enum cdb_interp {
 } cdb_interp;
 
 typedef struct cdb_image_params {
-    int64_t max_pixels; /* refuse images with more declared pixels; 0 = default */
-    int apply_exif;     /* 1: apply JPEG EXIF orientation (default); 0: ignore (reference parity) */
+    int64_t max_pixels; /* refuse images with more declared pixels; 0 = default; < 0 invalid */
+    int apply_exif;     /* 1: apply JPEG EXIF orientation 2-8 like PIL's ImageOps.exif_transpose
+                           (default); 0: ignore (reference parity). JPEG only. */
 } cdb_image_params;
 cdb_image_params cdb_image_params_default(void);
 
-/* A decoded image in its own mode, before any conversion. */
+/* A decoded image in its own mode (the mode PIL would give it), before any
+** conversion. Rows top to bottom, channels interleaved, after EXIF rotation. */
 typedef struct cdb_image {
     int width, height;
     int channels;       /* 1 gray, 2 gray+alpha, 3 RGB, 4 RGBA */
-    int bits;           /* 8 or 16 (16-bit PNG) */
-    int is_palette;     /* source was palette-based (resized with nearest, as PIL does) */
+    int bits;           /* 8, or 16 (16-bit PNG, PNM gray maxval > 255): host-endian uint16_t */
+    int is_palette;     /* resize with nearest, as PIL does for modes "P" and "1": palette
+                           PNG/GIF/BMP/TGA (expanded to RGB, RGBA when the palette has
+                           transparency) and 1-bit gray/black-and-white images */
     void *pixels;       /* width*height*channels samples of uint8_t or uint16_t */
 } cdb_image;
 
-/* Reads width/height from the header only (no pixel decode). */
+/* Reads the stored width/height from the header only (no pixel decode, no EXIF
+** rotation, no max_pixels check). Errors as cdb_image_decode. */
 cdb_status cdb_image_probe(const void *buf, size_t n, int *width /* OUT */,
                            int *height /* OUT */);
 
-/* Decodes buf (JPEG, PNG, BMP, GIF first frame, TGA, PNM). Refuses images over
-** max_pixels before decoding pixels (CDB_TOO_LARGE); unsupported or corrupt data
-** gives CDB_UNSUPPORTED / CDB_CORRUPT with a one-line reason in cdb_errmsg().
-** *out: free with cdb_image_free. */
+/* Decodes buf (JPEG baseline/progressive, PNG, BMP, GIF first frame, TGA, binary
+** PNM P5/P6). p == NULL means defaults. Refuses images over max_pixels, or with a
+** side over 2^24, before decoding pixels (CDB_TOO_LARGE); unsupported data
+** (arithmetic/lossless/12-bit JPEG, RLE BMP, PBM, unknown formats) gives
+** CDB_UNSUPPORTED, corrupt or truncated data CDB_CORRUPT, with a one-line reason in
+** cdb_errmsg(). buf: not retained; at most 1 GiB. *out: NULL on error, else free
+** with cdb_image_free. */
 cdb_status cdb_image_decode(const void *buf, size_t n, const cdb_image_params *p,
                             cdb_image **out /* OUT */);
+/* Reads a regular file (CDB_NOTFOUND / CDB_IO on failure) and decodes it; errors
+** name the path. */
 cdb_status cdb_image_load(const char *path, const cdb_image_params *p, cdb_image **out /* OUT */);
-void cdb_image_free(cdb_image *img);
+void cdb_image_free(cdb_image *img); /* NULL is fine */
 
 typedef struct cdb_preprocess_params {
     int size;          /* output is size x size (model's image size) */
@@ -112,7 +138,10 @@ cdb_preprocess_params cdb_preprocess_params_default(void);
 
 /* The reference transform. out: caller-owned 3*size*size floats, CHW order.
 ** crop_rgb8 (optional, may be NULL): size*size*3 bytes, the uint8 RGB crop before
-** scaling (HWC), for exact comparison with PIL. */
+** scaling (HWC), for exact comparison with PIL. Resizes in the image's own mode
+** (gray as gray, alpha premultiplied, palette with nearest); 16-bit samples use
+** their high byte. size: 1..16384. CDB_INVALID for a malformed image or params
+** (std == 0, non-finite mean/std), CDB_NOMEM. Only the crop window is computed. */
 cdb_status cdb_image_preprocess(const cdb_image *img, const cdb_preprocess_params *p,
                                 float *out /* OUT */, uint8_t *crop_rgb8 /* OUT */);
 
