@@ -191,7 +191,18 @@ typedef struct cdb_model_info {
 } cdb_model_info;
 
 /* Loads and validates a model (header, dtypes, shapes, offsets before any data is
-** touched). out: close with cdb_model_close. */
+** touched). path: a folder (model.safetensors / open_clip_model.safetensors, else
+** every *.safetensors in name order; configs and tokenizer files beside it) or one
+** .safetensors file (no configs read). Key naming (OpenAI/OpenCLIP or Hugging Face)
+** is detected. The tokenizer: p->tokenizer_path, else the folder's vocab.json +
+** merges.txt or bpe_simple_vocab_16e6.txt.gz, else the standard vocabulary
+** (CLIPDB_VOCAB, or data/ in the source tree) when it fits the model's embedding;
+** without one, text must come as ids. Weights in F32 are used from the mapping in
+** place (CPU); F16/BF16 are widened to fp32 once.
+** Errors: CDB_NOTFOUND (no such path / no weights in the folder), CDB_IO,
+** CDB_CORRUPT (bad file or missing/misshapen tensor; the message names it),
+** CDB_UNSUPPORTED (ModifiedResNet towers, unknown dtypes or activations, a CUDA
+** device in a CPU-only build). out: close with cdb_model_close (NULL ok). */
 cdb_status cdb_model_open(const char *path, const cdb_model_params *p, cdb_model **out /* OUT */);
 void cdb_model_close(cdb_model *m);
 /* Borrowed: lives as long as m. */
@@ -200,10 +211,14 @@ const cdb_model_info *cdb_model_get_info(const cdb_model *m);
 const cdb_tok *cdb_model_tokenizer(const cdb_model *m);
 
 /* Text embeddings. out: caller-owned n*embed_dim floats. normalize: 1 for
-** L2-normalized (fp32), 0 for raw. */
+** L2-normalized (fp32), 0 for raw. CDB_UNSUPPORTED when the model has no tokenizer.
+** All encode calls: CDB_INVALID when the tower is not loaded or an argument is bad;
+** n == 0 is a no-op; a non-finite result gives CDB_ERROR (never returned as data). */
 cdb_status cdb_encode_texts(cdb_model *m, const char *const *texts, int n, int normalize,
                             float *out /* OUT */);
-/* From token ids (n * context_length, as cdb_tok_tokenize gives). */
+/* From token ids (n * context_length, as cdb_tok_tokenize gives). Pools at the first
+** end token (the tokenizer's, else vocab_size - 1), argmax when none, as OpenAI
+** CLIP; every id must lie in [0, vocab_size) (CDB_INVALID otherwise). */
 cdb_status cdb_encode_tokens(cdb_model *m, const int32_t *ids, int n, int normalize,
                              float *out /* OUT */);
 /* Image embeddings from preprocessed pixels (n * 3 * size * size, CHW). */

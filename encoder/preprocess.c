@@ -1,0 +1,433 @@
+/*
+** preprocess.c: the reference CLIP image transform, bit-exact with PIL 9.4 +
+** torchvision on PIL images (OpenAI CLIP's _transform):
+**
+**   Resize(size, BICUBIC) -> CenterCrop(size) -> convert("RGB") -> ToTensor -> Normalize
+**
+** - Resize: the short side becomes `size`, the long side int(size * long / short)
+**   (truncated). PIL's ImagingResample: separable, horizontal pass first (into a
+**   uint8 intermediate covering only the rows the vertical pass reads), then
+**   vertical; a pass is skipped when its axis keeps its size. Filter support is
+**   scaled by the reduction factor (antialiasing); coefficients are computed in
+**   double, normalized per output pixel, then rounded to 22-bit fixed point
+**   (PRECISION_BITS = 32 - 8 - 2) away from zero; accumulation starts at the
+**   rounding bias 1 << 21 and the result is clipped to 0..255 after >> 22.
+** - The resize runs in the image's own mode: gray as one channel, gray+alpha and
+**   RGBA premultiplied first (PIL's "La"/"RGBa" detour, MULDIV255 going in,
+**   255*v/a integer division coming out, so fully transparent pixels end black),
+**   palette images with nearest neighbour (PIL forces NEAREST for "P"), computed
+**   the way ImagingScaleAffine does (a source coordinate accumulated in double).
+**   When the size does not change, PIL returns a copy and so do we (no
+**   premultiply round trip).
+** - Only the centre crop of the resized image is ever computed: each output pixel
+**   of PIL's resampler depends only on its own coefficients, so computing the
+**   crop window alone gives the same bytes for a fraction of the work.
+** - Crop offsets: int(round((resized - size) / 2.0)) with Python's round half to even.
+** - convert("RGB") after the crop: gray replicated, alpha dropped.
+** - ToTensor + Normalize: float32 v / 255.0f, then (x - mean) / std, one float32
+**   operation at a time (no FMA contraction is possible in this expression).
+**
+** 16-bit images (PNG) are reduced to 8 bits by their high byte first: PIL does
+** exactly that for 16-bit RGB/RGBA/LA PNGs. For 16-bit grayscale PIL instead keeps
+** 32-bit "I" mode and convert("RGB") saturates everything above 255 to white; we
+** deliberately do not reproduce that defect (docs/images.md).
+**
+** Reentrant: no globals; all scratch is allocated per call.
+*/
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "encoder/encoder.h"
+
+#define PP_PRECISION_BITS (32 - 8 - 2)
+#define PP_MAX_SIZE 16384 /* output side limit: keeps every buffer size sane */
+
+/* MULDIV255 as in PIL's ImPlatform/Convert: round(a*b/255) for 8-bit a, b. */
+static inline unsigned muldiv255(unsigned a, unsigned b) {
+    unsigned t = a * b + 128;
+    return ((t >> 8) + t) >> 8;
+}
+
+static inline uint8_t clip8_fixed(int ss) {
+    int v = ss >> PP_PRECISION_BITS; /* arithmetic shift, as PIL's lookup index */
+    return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+}
+
+static double filter_bicubic(double x) {
+    const double a = -0.5;
+    if (x < 0.0) x = -x;
+    if (x < 1.0) return ((a + 2.0) * x - (a + 3.0)) * x * x + 1;
+    if (x < 2.0) return (((x - 5) * x + 8) * x - 4) * a;
+    return 0.0;
+}
+
+static double filter_bilinear(double x) {
+    if (x < 0.0) x = -x;
+    if (x < 1.0) return 1.0 - x;
+    return 0.0;
+}
+
+/* Coefficients for output positions [first, first + count) of an axis resized from
+** in_size to out_size (PIL's precompute_coeffs + normalize_coeffs_8bpc, restricted to
+** a window). bounds[2*i] = first source index, bounds[2*i+1] = tap count; kk holds
+** ksize fixed-point taps per output position. */
+typedef struct pp_coeffs {
+    int ksize;
+    int *bounds;
+    int32_t *kk;
+} pp_coeffs;
+
+static void coeffs_free(pp_coeffs *c) {
+    cdb_free(c->bounds);
+    cdb_free(c->kk);
+    c->bounds = NULL;
+    c->kk = NULL;
+}
+
+static cdb_status coeffs_make(int in_size, int out_size, int first, int count, cdb_interp interp,
+                              pp_coeffs *c /* OUT */) {
+    double (*filter)(double) = interp == CDB_INTERP_BILINEAR ? filter_bilinear : filter_bicubic;
+    double fsupport = interp == CDB_INTERP_BILINEAR ? 1.0 : 2.0;
+    /* PIL: in0/in1 are floats (the resize box); (double)(in1 - in0) / outSize. */
+    float in0 = 0.0f, in1 = (float)in_size;
+    double scale = (double)(in1 - in0) / out_size;
+    double filterscale = scale < 1.0 ? 1.0 : scale;
+    double support = fsupport * filterscale;
+    double *w = NULL;
+    c->bounds = NULL;
+    c->kk = NULL;
+    c->ksize = (int)ceil(support) * 2 + 1;
+    c->bounds = cdb_malloc((size_t)count * 2 * sizeof(int));
+    c->kk = cdb_malloc((size_t)count * (size_t)c->ksize * sizeof(int32_t));
+    w = cdb_malloc((size_t)c->ksize * sizeof(double));
+    if (!c->bounds || !c->kk || !w) {
+        cdb_free(w);
+        coeffs_free(c);
+        return cdb_seterr(CDB_NOMEM, "resize: out of memory for %d x %d coefficients", count,
+                          c->ksize);
+    }
+    for (int i = 0; i < count; i++) {
+        int xx = first + i;
+        double center = in0 + (xx + 0.5) * scale;
+        double ww = 0.0, ss = 1.0 / filterscale;
+        int xmin = (int)(center - support + 0.5);
+        int xmax = (int)(center + support + 0.5);
+        int x;
+        if (xmin < 0) xmin = 0;
+        if (xmax > in_size) xmax = in_size;
+        xmax -= xmin;
+        for (x = 0; x < xmax; x++) {
+            double v = filter((x + xmin - center + 0.5) * ss);
+            w[x] = v;
+            ww += v;
+        }
+        for (x = 0; x < xmax; x++)
+            if (ww != 0.0) w[x] /= ww;
+        for (; x < c->ksize; x++) w[x] = 0;
+        for (x = 0; x < c->ksize; x++) {
+            double v = w[x] * (1 << PP_PRECISION_BITS);
+            c->kk[(size_t)i * c->ksize + x] = (int32_t)(w[x] < 0 ? -0.5 + v : 0.5 + v);
+        }
+        c->bounds[2 * i] = xmin;
+        c->bounds[2 * i + 1] = xmax;
+    }
+    cdb_free(w);
+    return CDB_OK;
+}
+
+/* Fixed-point dot product of n source bytes with n taps, plus the rounding bias.
+** Contiguous operands so the compiler can vectorize it (exact: integer). */
+static inline int dot_u8_i32(const uint8_t *p, const int32_t *k, int n) {
+    int ss = 1 << (PP_PRECISION_BITS - 1);
+    for (int x = 0; x < n; x++) ss += p[x] * k[x];
+    return ss;
+}
+
+/* One horizontal pass over rows [y0, y0 + n_rows) of src (sw wide, nch interleaved
+** channels): dst gets n_rows x count pixels. Each source row is first split into
+** channel planes (plane: nch * sw bytes of scratch) so every tap loop runs over
+** contiguous memory; the arithmetic is PIL's, only the memory order differs. */
+static void resample_h(const uint8_t *src, int sw, int nch, int y0, int n_rows,
+                       const pp_coeffs *c, int count, uint8_t *dst, uint8_t *scratch) {
+    uint8_t *p0 = scratch, *p1 = scratch + sw, *p2 = scratch + 2 * (size_t)sw,
+            *p3 = scratch + 3 * (size_t)sw;
+    for (int r = 0; r < n_rows; r++) {
+        const uint8_t *row = src + ((size_t)(y0 + r) * sw) * nch;
+        const uint8_t *plane = scratch;
+        uint8_t *out = dst + (size_t)r * count * nch;
+        switch (nch) { /* constant channel counts keep these loops tight */
+        case 1: plane = row; break;
+        case 2:
+            for (int x = 0; x < sw; x++) {
+                p0[x] = row[2 * x];
+                p1[x] = row[2 * x + 1];
+            }
+            break;
+        case 3:
+            for (int x = 0; x < sw; x++) {
+                p0[x] = row[3 * x];
+                p1[x] = row[3 * x + 1];
+                p2[x] = row[3 * x + 2];
+            }
+            break;
+        default:
+            for (int x = 0; x < sw; x++) {
+                p0[x] = row[4 * x];
+                p1[x] = row[4 * x + 1];
+                p2[x] = row[4 * x + 2];
+                p3[x] = row[4 * x + 3];
+            }
+            break;
+        }
+        for (int i = 0; i < count; i++) {
+            const int32_t *k = c->kk + (size_t)i * c->ksize;
+            int x0 = c->bounds[2 * i], n = c->bounds[2 * i + 1];
+            for (int ch = 0; ch < nch; ch++)
+                out[(size_t)i * nch + ch] =
+                    clip8_fixed(dot_u8_i32(plane + (size_t)ch * sw + x0, k, n));
+        }
+    }
+}
+
+/* One vertical pass: src is sw wide; output rows use coefficients c (bounds already
+** relative to src's first row); dst gets count rows of sw pixels. */
+static void resample_v(const uint8_t *src, int sw, int nch, const pp_coeffs *c, int count,
+                       uint8_t *dst) {
+    size_t stride = (size_t)sw * nch;
+    for (int i = 0; i < count; i++) {
+        const int32_t *k = c->kk + (size_t)i * c->ksize;
+        const uint8_t *base = src + (size_t)c->bounds[2 * i] * stride;
+        int n = c->bounds[2 * i + 1];
+        uint8_t *out = dst + (size_t)i * stride;
+        for (size_t j = 0; j < stride; j++) {
+            int ss = 1 << (PP_PRECISION_BITS - 1);
+            const uint8_t *p = base + j;
+            for (int y = 0; y < n; y++) ss += p[(size_t)y * stride] * k[y];
+            out[j] = clip8_fixed(ss);
+        }
+    }
+}
+
+/* PIL's ImagingScaleAffine for one axis: source index of each output position in
+** [0, first + count), accumulated in double exactly as PIL does; -1 = outside
+** (PIL fills those with 0). */
+static void nearest_table(int in_size, int out_size, int first, int count, int *tab /* OUT */) {
+    float in1 = (float)in_size;
+    double a = (double)(in1 - 0.0f) / out_size;
+    double o = 0.0 + a * 0.5;
+    for (int x = 0; x < first + count; x++) {
+        int v = o < 0.0 ? -1 : (int)o;
+        if (x >= first) tab[x - first] = (v >= 0 && v < in_size) ? v : -1;
+        o += a;
+    }
+}
+
+/* Python's int(round(d / 2.0)) for d >= 0: half to even. */
+static int crop_offset(int64_t d) {
+    int64_t k = d / 2;
+    if (d % 2 == 0) return (int)k;
+    return (int)(k % 2 == 0 ? k : k + 1);
+}
+
+cdb_preprocess_params cdb_preprocess_params_default(void) {
+    cdb_preprocess_params p;
+    p.size = 224;
+    p.mean[0] = 0.48145466f;
+    p.mean[1] = 0.4578275f;
+    p.mean[2] = 0.40821073f;
+    p.std[0] = 0.26862954f;
+    p.std[1] = 0.26130258f;
+    p.std[2] = 0.27577711f;
+    p.interp = CDB_INTERP_BICUBIC;
+    return p;
+}
+
+cdb_status cdb_image_preprocess(const cdb_image *img, const cdb_preprocess_params *p,
+                                float *out /* OUT */, uint8_t *crop_rgb8 /* OUT */) {
+    cdb_status rc = CDB_OK;
+    uint8_t *src8 = NULL, *tmp = NULL, *crop = NULL;
+    const uint8_t *src = NULL;
+    int *xtab = NULL, *ytab = NULL;
+    pp_coeffs ch = {0, NULL, NULL}, cv = {0, NULL, NULL};
+    int w, h, nch, size, has_alpha, premul;
+    int64_t nw, nh;
+    size_t npix;
+    int left, top;
+
+    if (!img || !p || !out)
+        return cdb_seterr(CDB_INVALID, "image_preprocess: NULL argument");
+    w = img->width;
+    h = img->height;
+    nch = img->channels;
+    size = p->size;
+    if (w <= 0 || h <= 0 || nch < 1 || nch > 4 || (img->bits != 8 && img->bits != 16) ||
+        !img->pixels)
+        return cdb_seterr(CDB_INVALID, "image_preprocess: malformed image (%dx%d, %d ch, %d bit)",
+                          w, h, nch, img->bits);
+    if (size <= 0 || size > PP_MAX_SIZE)
+        return cdb_seterr(CDB_INVALID, "image_preprocess: size %d out of range 1..%d", size,
+                          PP_MAX_SIZE);
+    if (p->interp != CDB_INTERP_BICUBIC && p->interp != CDB_INTERP_BILINEAR)
+        return cdb_seterr(CDB_INVALID, "image_preprocess: unknown interpolation %d",
+                          (int)p->interp);
+    for (int c = 0; c < 3; c++)
+        if (!(p->std[c] != 0.0f) || !isfinite(p->std[c]) || !isfinite(p->mean[c]))
+            return cdb_seterr(CDB_INVALID, "image_preprocess: bad mean/std for channel %d", c);
+
+    /* torchvision's _compute_resized_output_size: the long side truncated. The
+    ** quotient of two exact integers never lands within one ulp of the next integer
+    ** at these magnitudes, so integer division equals int(float division). */
+    if (w <= h) {
+        nw = size;
+        nh = (int64_t)size * h / w;
+    } else {
+        nh = size;
+        nw = (int64_t)size * w / h;
+    }
+    if (nw > INT_MAX / 8 || nh > INT_MAX / 8)
+        return cdb_seterr(CDB_TOO_LARGE, "image_preprocess: resized size %lldx%lld too large",
+                          (long long)nw, (long long)nh);
+    left = crop_offset(nw - size);
+    top = crop_offset(nh - size);
+    npix = (size_t)w * (size_t)h;
+
+    /* 8-bit working copy in the image's own mode (high byte of 16-bit samples). */
+    has_alpha = (nch == 2 || nch == 4);
+    premul = has_alpha && !img->is_palette && !(nw == w && nh == h);
+    if (img->bits == 16 || premul) {
+        src8 = cdb_malloc(npix * nch);
+        if (!src8) {
+            rc = cdb_seterr(CDB_NOMEM, "image_preprocess: out of memory (%dx%d)", w, h);
+            goto done;
+        }
+        if (img->bits == 16) {
+            const uint16_t *s16 = img->pixels;
+            for (size_t i = 0; i < npix * nch; i++) src8[i] = (uint8_t)(s16[i] >> 8);
+        } else {
+            memcpy(src8, img->pixels, npix * nch);
+        }
+        if (premul && nch == 2) {
+            for (size_t i = 0; i < npix; i++)
+                src8[2 * i] = (uint8_t)muldiv255(src8[2 * i], src8[2 * i + 1]);
+        } else if (premul) {
+            for (size_t i = 0; i < npix; i++) {
+                uint8_t *px = src8 + 4 * i;
+                px[0] = (uint8_t)muldiv255(px[0], px[3]);
+                px[1] = (uint8_t)muldiv255(px[1], px[3]);
+                px[2] = (uint8_t)muldiv255(px[2], px[3]);
+            }
+        }
+    }
+    src = src8 ? src8 : (const uint8_t *)img->pixels;
+
+    crop = cdb_malloc((size_t)size * size * nch);
+    if (!crop) {
+        rc = cdb_seterr(CDB_NOMEM, "image_preprocess: out of memory");
+        goto done;
+    }
+
+    if (nw == w && nh == h) {
+        /* PIL returns a copy: the crop reads the source directly. */
+        for (int y = 0; y < size; y++)
+            memcpy(crop + (size_t)y * size * nch, src + ((size_t)(top + y) * w + left) * nch,
+                   (size_t)size * nch);
+    } else if (img->is_palette) {
+        xtab = cdb_malloc((size_t)size * sizeof(int));
+        ytab = cdb_malloc((size_t)size * sizeof(int));
+        if (!xtab || !ytab) {
+            rc = cdb_seterr(CDB_NOMEM, "image_preprocess: out of memory");
+            goto done;
+        }
+        nearest_table(w, (int)nw, left, size, xtab);
+        nearest_table(h, (int)nh, top, size, ytab);
+        for (int y = 0; y < size; y++)
+            for (int x = 0; x < size; x++) {
+                uint8_t *d = crop + ((size_t)y * size + x) * nch;
+                if (ytab[y] < 0 || xtab[x] < 0)
+                    memset(d, 0, nch);
+                else
+                    memcpy(d, src + ((size_t)ytab[y] * w + xtab[x]) * nch, nch);
+            }
+    } else {
+        int need_h = nw != w, need_v = nh != h;
+        const uint8_t *vin = src;
+        int vin_w = w;
+        if (need_v) {
+            if ((rc = coeffs_make(h, (int)nh, top, size, p->interp, &cv)) != CDB_OK) goto done;
+        }
+        if (need_h) {
+            /* Rows the vertical pass reads (all rows when it is skipped: then the
+            ** crop rows themselves). */
+            int y0, y1;
+            if (need_v) {
+                y0 = cv.bounds[0];
+                y1 = cv.bounds[2 * (size - 1)] + cv.bounds[2 * (size - 1) + 1];
+                for (int i = 0; i < size; i++) cv.bounds[2 * i] -= y0;
+            } else {
+                y0 = top;
+                y1 = top + size;
+            }
+            if ((rc = coeffs_make(w, (int)nw, left, size, p->interp, &ch)) != CDB_OK) goto done;
+            tmp = cdb_malloc((size_t)(y1 - y0) * size * nch + (size_t)w * nch);
+            if (!tmp) {
+                rc = cdb_seterr(CDB_NOMEM, "image_preprocess: out of memory");
+                goto done;
+            }
+            resample_h(src, w, nch, y0, y1 - y0, &ch, size, tmp,
+                       tmp + (size_t)(y1 - y0) * size * nch);
+            if (!need_v) {
+                memcpy(crop, tmp, (size_t)size * size * nch);
+                goto converted;
+            }
+            vin = tmp;
+            vin_w = size;
+        } else {
+            /* Width unchanged (== size): the crop columns are [left, left+size) = all. */
+            vin_w = w;
+        }
+        resample_v(vin, vin_w, nch, &cv, size, crop);
+    }
+
+converted:
+    /* Undo premultiplication (PIL's RGBa -> RGBA), then convert("RGB") + normalize. */
+    {
+        size_t plane = (size_t)size * size;
+        for (size_t i = 0; i < plane; i++) {
+            uint8_t *px = crop + i * nch;
+            uint8_t rgb[3];
+            if (premul) {
+                unsigned a = px[nch - 1];
+                if (a != 0 && a != 255)
+                    for (int c = 0; c < nch - 1; c++) {
+                        unsigned v = 255u * px[c] / a;
+                        px[c] = (uint8_t)(v > 255 ? 255 : v);
+                    }
+            }
+            if (nch <= 2) {
+                rgb[0] = rgb[1] = rgb[2] = px[0];
+            } else {
+                rgb[0] = px[0];
+                rgb[1] = px[1];
+                rgb[2] = px[2];
+            }
+            for (int c = 0; c < 3; c++) {
+                float x = (float)rgb[c] / 255.0f;
+                x = x - p->mean[c];
+                out[c * plane + i] = x / p->std[c];
+            }
+            if (crop_rgb8) memcpy(crop_rgb8 + i * 3, rgb, 3);
+        }
+    }
+
+done:
+    coeffs_free(&ch);
+    coeffs_free(&cv);
+    cdb_free(xtab);
+    cdb_free(ytab);
+    cdb_free(tmp);
+    cdb_free(crop);
+    cdb_free(src8);
+    return rc;
+}

@@ -1,0 +1,592 @@
+/*
+** test_image.c: image decoding and the reference CLIP transform against golden
+** fixtures from PIL 9.4 + torch (tests/golden/images, made by
+** tests/reference/make_image_fixtures.py; see tests/golden/README.md).
+**
+** - Lossless inputs (PNG 8/16-bit, gray, 1-bit, palette, tRNS, RGBA, LA, BMP, GIF,
+**   TGA, PNM): the uint8 RGB crop must equal PIL's at every value, and every
+**   normalized value must equal torch's ToTensor+Normalize of that byte (norm_lut)
+**   to 1e-6; two cases also compare their whole CHW tensor.
+** - JPEG inputs (stb_image vs libjpeg): mean |diff| <= 0.01, max <= 0.1 after
+**   normalization; EXIF orientations 1-8 against PIL's ImageOps.exif_transpose.
+** - Bad inputs (empty, text, truncated, corrupt, unsupported JPEG processes,
+**   decompression bombs, absurd PNG chunk lengths, random byte flips): a clear
+**   error, never a crash.
+** - Speed figures for a 4000x3000 JPEG (printed, not asserted).
+*/
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <zlib.h>
+
+#include "cdb_test.h"
+#include "encoder/encoder.h"
+
+
+#define GOLDEN CDB_SOURCE_DIR "/tests/golden/images"
+
+/* ---- helpers ---------------------------------------------------------------- */
+
+typedef struct npy {
+    char dtype[8]; /* "u1" or "f4" (little-endian) */
+    int ndim;
+    long shape[4];
+    size_t count;
+    void *data;
+    void *raw;
+} npy;
+
+static void npy_free(npy *a) {
+    free(a->raw);
+    memset(a, 0, sizeof *a);
+}
+
+/* Reads a (gzipped or plain) .npy file: version 1/2, C order, u1 or <f4. */
+static int npy_load(const char *path, npy *a) {
+    gzFile g = gzopen(path, "rb");
+    size_t cap = 1 << 16, n = 0;
+    unsigned char *buf = NULL;
+    memset(a, 0, sizeof *a);
+    if (!g) return -1;
+    buf = malloc(cap);
+    for (;;) {
+        int r;
+        if (n == cap) buf = realloc(buf, cap *= 2);
+        r = gzread(g, buf + n, (unsigned)(cap - n));
+        if (r <= 0) break;
+        n += (size_t)r;
+    }
+    gzclose(g);
+    if (n < 12 || memcmp(buf, "\x93NUMPY", 6)) goto bad;
+    {
+        size_t hlen = buf[6] == 1 ? (size_t)(buf[8] | buf[9] << 8)
+                                  : (size_t)(buf[8] | buf[9] << 8 | buf[10] << 16);
+        size_t off = buf[6] == 1 ? 10 : 12;
+        char hdr[512];
+        const char *d, *s;
+        if (hlen >= sizeof hdr || off + hlen > n) goto bad;
+        memcpy(hdr, buf + off, hlen);
+        hdr[hlen] = 0;
+        d = strstr(hdr, "'descr': '");
+        s = strstr(hdr, "'shape': (");
+        if (!d || !s || strstr(hdr, "'fortran_order': True")) goto bad;
+        d += 10;
+        if (!strncmp(d, "|u1", 3)) strcpy(a->dtype, "u1");
+        else if (!strncmp(d, "<f4", 3)) strcpy(a->dtype, "f4");
+        else goto bad;
+        s += 10;
+        a->count = 1;
+        while (*s && *s != ')' && a->ndim < 4) {
+            char *e;
+            long v = strtol(s, &e, 10);
+            if (e == s) break;
+            a->shape[a->ndim++] = v;
+            a->count *= (size_t)v;
+            s = e;
+            while (*s == ',' || *s == ' ') s++;
+        }
+        if (off + hlen + a->count * (a->dtype[0] == 'u' ? 1 : 4) > n) goto bad;
+        a->raw = buf;
+        a->data = buf + off + hlen;
+        return 0;
+    }
+bad:
+    free(buf);
+    return -1;
+}
+
+static unsigned char *read_file(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    unsigned char *b;
+    long len;
+    *n = 0;
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    b = malloc(len > 0 ? (size_t)len : 1);
+    *n = fread(b, 1, (size_t)len, f);
+    fclose(f);
+    return b;
+}
+
+typedef struct gcase {
+    char name[96], input[96], kind[16], crop[128], tensor[128];
+    int size, apply_exif, interp;
+} gcase;
+
+static int load_manifest(gcase *cs, int max) {
+    FILE *f = fopen(GOLDEN "/manifest.txt", "r");
+    char line[1024];
+    int n = 0;
+    if (!f) return -1;
+    while (fgets(line, sizeof line, f) && n < max) {
+        gcase *c = &cs[n];
+        if (line[0] == '#' || line[0] == '\n') continue;
+        if (sscanf(line, "%95s %95s %d %d %d %15s %127s %127s", c->name, c->input, &c->size,
+                   &c->apply_exif, &c->interp, c->kind, c->crop, c->tensor) == 8)
+            n++;
+    }
+    fclose(f);
+    return n;
+}
+
+typedef struct result {
+    int ok;
+    long mismatches;
+    int max_u8_diff;
+    double mean_abs, max_abs;     /* normalized tensor vs reference (via norm_lut) */
+    double lut_max_err;           /* our tensor vs norm_lut of our own crop */
+    char why[256];
+} result;
+
+/* Runs one golden case; fills r. */
+static void run_case(const gcase *c, const npy *lut, result *r) {
+    char path[512];
+    cdb_image *img = NULL;
+    cdb_image_params ip = cdb_image_params_default();
+    cdb_preprocess_params pp = cdb_preprocess_params_default();
+    npy ref;
+    size_t S = (size_t)c->size, plane = S * S;
+    float *out = malloc(3 * plane * sizeof(float));
+    uint8_t *crop = malloc(plane * 3);
+    const float *L = lut->data;
+    memset(r, 0, sizeof *r);
+    ip.apply_exif = c->apply_exif;
+    pp.size = c->size;
+    pp.interp = c->interp ? CDB_INTERP_BILINEAR : CDB_INTERP_BICUBIC;
+    snprintf(path, sizeof path, "%s/%s", GOLDEN, c->input);
+    if (cdb_image_load(path, &ip, &img) != CDB_OK) {
+        snprintf(r->why, sizeof r->why, "decode: %s", cdb_errmsg());
+        goto done;
+    }
+    if (cdb_image_preprocess(img, &pp, out, crop) != CDB_OK) {
+        snprintf(r->why, sizeof r->why, "preprocess: %s", cdb_errmsg());
+        goto done;
+    }
+    snprintf(path, sizeof path, "%s/%s", GOLDEN, c->crop);
+    if (npy_load(path, &ref) || strcmp(ref.dtype, "u1") || ref.count != plane * 3) {
+        snprintf(r->why, sizeof r->why, "bad fixture %s", c->crop);
+        goto done;
+    }
+    for (size_t i = 0; i < plane; i++)
+        for (int ch = 0; ch < 3; ch++) {
+            int a = crop[i * 3 + ch], b = ((uint8_t *)ref.data)[i * 3 + ch];
+            float mine = out[ch * plane + i];
+            double d = fabs((double)mine - (double)L[ch * 256 + b]);
+            double e = fabs((double)mine - (double)L[ch * 256 + a]);
+            if (a != b) r->mismatches++;
+            if (abs(a - b) > r->max_u8_diff) r->max_u8_diff = abs(a - b);
+            r->mean_abs += d;
+            if (d > r->max_abs) r->max_abs = d;
+            if (e > r->lut_max_err) r->lut_max_err = e;
+        }
+    r->mean_abs /= (double)(plane * 3);
+    npy_free(&ref);
+    r->ok = 1;
+done:
+    cdb_image_free(img);
+    free(out);
+    free(crop);
+}
+
+/* ---- tests ------------------------------------------------------------------ */
+
+CDB_TEST(image_defaults) {
+    cdb_preprocess_params pp = cdb_preprocess_params_default();
+    cdb_image_params ip = cdb_image_params_default();
+    CHECK_EQ_INT(pp.size, 224);
+    CHECK_EQ_INT(pp.interp, CDB_INTERP_BICUBIC);
+    /* OpenAI CLIP's constants (clip/clip.py _transform), as float32. */
+    CHECK(pp.mean[0] == 0.48145466f && pp.mean[1] == 0.4578275f && pp.mean[2] == 0.40821073f);
+    CHECK(pp.std[0] == 0.26862954f && pp.std[1] == 0.26130258f && pp.std[2] == 0.27577711f);
+    CHECK_EQ_INT(ip.max_pixels, 89478485LL);
+    CHECK_EQ_INT(ip.apply_exif, 1);
+}
+
+static void golden_kind(cdb_test_ctx *cdb_t_, const char *kind) {
+    static gcase cs[128];
+    npy lut;
+    int n = load_manifest(cs, 128), ran = 0, failed = 0;
+    CHECK_MSG(n > 0, "cannot read %s/manifest.txt", GOLDEN);
+    CHECK_MSG(npy_load(GOLDEN "/norm_lut.npy.gz", &lut) == 0 && lut.count == 768 &&
+                  !strcmp(lut.dtype, "f4"),
+              "cannot read norm_lut.npy.gz");
+    for (int i = 0; i < n; i++) {
+        result r;
+        int bad;
+        if (strcmp(cs[i].kind, kind)) continue;
+        run_case(&cs[i], &lut, &r);
+        ran++;
+        if (!strcmp(kind, "exact"))
+            bad = !r.ok || r.mismatches != 0 || r.lut_max_err > 1e-6;
+        else
+            bad = !r.ok || r.mean_abs > 0.01 || r.max_abs > 0.1 || r.lut_max_err > 1e-6;
+        if (bad || getenv("CDB_TEST_VERBOSE")) {
+            fprintf(stderr,
+                    "    %-26s %s: %s mismatches=%ld max_u8=%d mean=%.5f max=%.5f lut=%.2g\n",
+                    cs[i].name, bad ? "FAIL" : "ok", r.ok ? "" : r.why, r.mismatches,
+                    r.max_u8_diff, r.mean_abs, r.max_abs, r.lut_max_err);
+        }
+        failed += bad;
+    }
+    npy_free(&lut);
+    CHECK_MSG(ran >= 5, "only %d '%s' cases in the manifest", ran, kind);
+    CHECK_MSG(failed == 0, "%d of %d '%s' golden cases failed", failed, ran, kind);
+}
+
+CDB_TEST(golden_lossless) { golden_kind(cdb_t_, "exact"); }
+CDB_TEST(golden_jpeg) { golden_kind(cdb_t_, "jpeg"); }
+
+/* The whole CHW tensor for the cases that store one, to 1e-6. */
+CDB_TEST(golden_tensor) {
+    static gcase cs[128];
+    int n = load_manifest(cs, 128), checked = 0;
+    CHECK(n > 0);
+    for (int i = 0; i < n; i++) {
+        char path[512];
+        npy ref;
+        cdb_image *img = NULL;
+        cdb_image_params ip = cdb_image_params_default();
+        cdb_preprocess_params pp = cdb_preprocess_params_default();
+        float *out;
+        double maxd = 0;
+        if (!strcmp(cs[i].tensor, "-")) continue;
+        snprintf(path, sizeof path, "%s/%s", GOLDEN, cs[i].tensor);
+        CHECK_MSG(npy_load(path, &ref) == 0 && !strcmp(ref.dtype, "f4"), "bad %s", path);
+        CHECK_EQ_INT(ref.count, 3 * cs[i].size * cs[i].size);
+        ip.apply_exif = cs[i].apply_exif;
+        pp.size = cs[i].size;
+        pp.interp = cs[i].interp ? CDB_INTERP_BILINEAR : CDB_INTERP_BICUBIC;
+        snprintf(path, sizeof path, "%s/%s", GOLDEN, cs[i].input);
+        CHECK_OK(cdb_image_load(path, &ip, &img));
+        out = malloc(ref.count * sizeof(float));
+        CHECK_OK(cdb_image_preprocess(img, &pp, out, NULL));
+        for (size_t k = 0; k < ref.count; k++) {
+            double d = fabs((double)out[k] - (double)((float *)ref.data)[k]);
+            if (d > maxd) maxd = d;
+        }
+        free(out);
+        cdb_image_free(img);
+        npy_free(&ref);
+        CHECK_MSG(maxd <= 1e-6, "%s: max |diff| %.3g > 1e-6", cs[i].name, maxd);
+        checked++;
+    }
+    CHECK(checked >= 2);
+}
+
+static cdb_image *load_golden(cdb_test_ctx *cdb_t_, const char *name, int apply_exif) {
+    char path[512];
+    cdb_image *img = NULL;
+    cdb_image_params ip = cdb_image_params_default();
+    ip.apply_exif = apply_exif;
+    snprintf(path, sizeof path, "%s/%s", GOLDEN, name);
+    if (cdb_image_load(path, &ip, &img) != CDB_OK) {
+        fprintf(stderr, "    load %s: %s\n", name, cdb_errmsg());
+        cdb_t_->failed = 1;
+        return NULL;
+    }
+    return img;
+}
+
+/* The mode each format's header implies (what PIL would call it). */
+CDB_TEST(decode_modes) {
+    static const struct {
+        const char *file;
+        int w, h, channels, bits, palette;
+    } want[] = {
+        {"rgb_7x5.png", 7, 5, 3, 8, 0},        {"gray_150x110.png", 150, 110, 1, 8, 0},
+        {"bw_45x37.png", 45, 37, 1, 8, 1},     {"pal_120x90.png", 120, 90, 3, 8, 1},
+        {"pal_trns_53x71.png", 53, 71, 4, 8, 1}, {"rgb16_80x60.png", 80, 60, 3, 16, 0},
+        {"gray16_70x90.png", 70, 90, 1, 16, 0}, {"rgba_130x100.png", 130, 100, 4, 8, 0},
+        {"la_61x77.png", 61, 77, 2, 8, 0},     {"rgb_90x70.bmp", 90, 70, 3, 8, 0},
+        {"rgba_60x50.bmp", 60, 50, 3, 8, 0},   {"pal_70x50.bmp", 70, 50, 3, 8, 1},
+        {"gray_66x40.bmp", 66, 40, 1, 8, 0},   {"pal_75x55.gif", 75, 55, 4, 8, 1},
+        {"rgb_57x83.tga", 57, 83, 3, 8, 0},    {"rgba_50x40.tga", 50, 40, 4, 8, 0},
+        {"rgb_44x70.ppm", 44, 70, 3, 8, 0},    {"gray_70x44.pgm", 70, 44, 1, 8, 0},
+        {"photo_320x240.jpg", 320, 240, 3, 8, 0}, {"photo_320x240_prog.jpg", 320, 240, 3, 8, 0},
+        {"photo_gray_320x240.jpg", 320, 240, 1, 8, 0},
+        {"photo_cmyk_160x120.jpg", 160, 120, 3, 8, 0}, {"rgba16_60x45.png", 60, 45, 4, 16, 0},
+        {"la16_60x45.png", 60, 45, 2, 16, 0},  {"gray_40x30_max1000.pgm", 40, 30, 1, 16, 0},
+        {"rgb_30x40_max1000.ppm", 30, 40, 3, 8, 0}, {"bw_37x29.bmp", 37, 29, 1, 8, 1},
+        {"gray2_35x21.png", 35, 21, 1, 8, 0},  {"pal1_50x40.png", 50, 40, 3, 8, 1},
+        {"pal_66x48.gif", 66, 48, 3, 8, 1},    {"rgba_80x60_rle.tga", 80, 60, 4, 8, 0},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        cdb_image *img = load_golden(cdb_t_, want[i].file, 1);
+        if (!img) return;
+        CHECK_MSG(img->width == want[i].w && img->height == want[i].h &&
+                      img->channels == want[i].channels && img->bits == want[i].bits &&
+                      img->is_palette == want[i].palette,
+                  "%s: got %dx%d ch=%d bits=%d pal=%d", want[i].file, img->width, img->height,
+                  img->channels, img->bits, img->is_palette);
+        cdb_image_free(img);
+    }
+}
+
+/* Orientations 5-8 swap the axes; apply_exif=0 keeps the stored layout. */
+CDB_TEST(exif_dims) {
+    for (int o = 1; o <= 8; o++) {
+        char name[64];
+        cdb_image *a, *b;
+        snprintf(name, sizeof name, "exif_o%d_96x64.jpg", o);
+        a = load_golden(cdb_t_, name, 1);
+        b = load_golden(cdb_t_, name, 0);
+        if (!a || !b) return;
+        CHECK_EQ_INT(b->width, 96);
+        CHECK_EQ_INT(a->width, o >= 5 ? 64 : 96);
+        CHECK_EQ_INT(a->height, o >= 5 ? 96 : 64);
+        if (o == 1) CHECK(!memcmp(a->pixels, b->pixels, 96 * 64 * 3));
+        if (o == 3) { /* ROTATE_180: first pixel of a is the last of b */
+            CHECK(!memcmp(a->pixels, (uint8_t *)b->pixels + (96 * 64 - 1) * 3, 3));
+        }
+        cdb_image_free(a);
+        cdb_image_free(b);
+    }
+}
+
+static size_t make_png(unsigned char *b, uint32_t w, uint32_t h, uint32_t idat_len,
+                       const unsigned char *idat, size_t idat_n);
+
+CDB_TEST(probe_and_limits) {
+    size_t n;
+    unsigned char *buf = read_file(GOLDEN "/photo_320x240.jpg", &n);
+    int w = 0, h = 0;
+    cdb_image *img = NULL;
+    cdb_image_params ip = cdb_image_params_default();
+    CHECK(buf != NULL);
+    CHECK_OK(cdb_image_probe(buf, n, &w, &h));
+    CHECK_EQ_INT(w, 320);
+    CHECK_EQ_INT(h, 240);
+    ip.max_pixels = 320 * 240 - 1;
+    CHECK_RC(cdb_image_decode(buf, n, &ip, &img), CDB_TOO_LARGE);
+    CHECK(img == NULL);
+    CHECK(strstr(cdb_errmsg(), "76800") != NULL);
+    ip.max_pixels = 320 * 240;
+    CHECK_OK(cdb_image_decode(buf, n, &ip, &img));
+    cdb_image_free(img);
+    ip.max_pixels = -1;
+    CHECK_RC(cdb_image_decode(buf, n, &ip, &img), CDB_INVALID);
+    free(buf);
+    /* probe reads the header only: a 100000 x 100000 PNG (a bomb) still probes */
+    {
+        unsigned char png[128], z[9] = {0x78, 0x9c, 0x63, 0, 0, 0, 1, 0, 1};
+        size_t np = make_png(png, 100000, 100000, 9, z, 9);
+        CHECK_OK(cdb_image_probe(png, np, &w, &h));
+        CHECK_EQ_INT(w, 100000);
+        CHECK_EQ_INT(h, 100000);
+        CHECK_RC(cdb_image_probe("hello", 5, &w, &h), CDB_UNSUPPORTED);
+        CHECK_RC(cdb_image_probe(png, 0, &w, &h), CDB_CORRUPT);
+    }
+}
+
+/* A PNG header with the given IHDR size and one IDAT of the given declared length. */
+static size_t make_png(unsigned char *b, uint32_t w, uint32_t h, uint32_t idat_len,
+                       const unsigned char *idat, size_t idat_n) {
+    static const unsigned char sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    size_t o = 0;
+    unsigned char ihdr[13] = {0};
+#define PUT32(v) (b[o++] = (unsigned char)((v) >> 24), b[o++] = (unsigned char)((v) >> 16), \
+                  b[o++] = (unsigned char)((v) >> 8), b[o++] = (unsigned char)(v))
+    memcpy(b, sig, 8);
+    o = 8;
+    ihdr[0] = (unsigned char)(w >> 24); ihdr[1] = (unsigned char)(w >> 16);
+    ihdr[2] = (unsigned char)(w >> 8);  ihdr[3] = (unsigned char)w;
+    ihdr[4] = (unsigned char)(h >> 24); ihdr[5] = (unsigned char)(h >> 16);
+    ihdr[6] = (unsigned char)(h >> 8);  ihdr[7] = (unsigned char)h;
+    ihdr[8] = 8; ihdr[9] = 2;
+    PUT32(13u);
+    memcpy(b + o, "IHDR", 4); o += 4;
+    memcpy(b + o, ihdr, 13); o += 13;
+    PUT32(crc32(crc32(0, (const Bytef *)"IHDR", 4), ihdr, 13));
+    PUT32(idat_len);
+    memcpy(b + o, "IDAT", 4); o += 4;
+    memcpy(b + o, idat, idat_n); o += idat_n;
+    PUT32(0u);
+    PUT32(0u);
+    memcpy(b + o, "IEND", 4); o += 4;
+    PUT32(0xAE426082u);
+#undef PUT32
+    return o;
+}
+
+static void expect_error(cdb_test_ctx *cdb_t_, const char *what, const void *buf, size_t n,
+                         int want_rc) {
+    cdb_image *img = (cdb_image *)(uintptr_t)1;
+    cdb_status rc = cdb_image_decode(buf, n, NULL, &img);
+    if (rc == CDB_OK) {
+        cdb_image_free(img);
+        CDB_TEST_FAIL_("%s: decoded without error", what);
+    }
+    CHECK_MSG(img == NULL, "%s: *out not NULL on error", what);
+    CHECK_MSG(cdb_errmsg()[0] != 0, "%s: empty error message", what);
+    if (want_rc >= 0)
+        CHECK_MSG((int)rc == want_rc, "%s: %s (%s), want %s", what, cdb_status_str(rc),
+                  cdb_errmsg(), cdb_status_str((cdb_status)want_rc));
+    if (getenv("CDB_TEST_VERBOSE"))
+        fprintf(stderr, "    %-22s -> %s: %s\n", what, cdb_status_str(rc), cdb_errmsg());
+}
+
+CDB_TEST(bad_files) {
+    size_t nj, np;
+    unsigned char *jpg = read_file(GOLDEN "/photo_320x240.jpg", &nj);
+    unsigned char *png = read_file(GOLDEN "/rgb_320x241.png", &np);
+    unsigned char *b;
+    unsigned char small[256], zeros[64] = {0};
+    static const char text[] = "This is a text file, not an image.\nclipdb\n";
+    CHECK(jpg && png);
+    b = malloc(nj > np ? nj : np);
+
+    expect_error(cdb_t_, "zero bytes", small, 0, CDB_CORRUPT);
+    expect_error(cdb_t_, "text file", text, sizeof text - 1, CDB_UNSUPPORTED);
+    expect_error(cdb_t_, "zeros", zeros, sizeof zeros, CDB_UNSUPPORTED);
+    expect_error(cdb_t_, "jpeg header only", jpg, 20, -1);
+    expect_error(cdb_t_, "jpeg truncated 50%", jpg, nj / 2, -1);
+    expect_error(cdb_t_, "png truncated 50%", png, np / 2, CDB_CORRUPT);
+    expect_error(cdb_t_, "png signature only", png, 8, CDB_CORRUPT);
+    /* corrupt: garbage after the JPEG headers */
+    memcpy(b, jpg, nj);
+    for (size_t i = nj / 4; i < nj; i++) b[i] = (unsigned char)(i * 131u);
+    expect_error(cdb_t_, "jpeg corrupt body", b, nj, -1);
+    memcpy(b, png, np);
+    for (size_t i = 60; i < np - 12; i++) b[i] = (unsigned char)(i * 7u);
+    expect_error(cdb_t_, "png corrupt body", b, np, -1);
+    /* unsupported JPEG processes: patch the SOF marker / precision */
+    for (size_t i = 2; i + 10 < nj; i++)
+        if (jpg[i] == 0xFF && jpg[i + 1] == 0xC0) {
+            memcpy(b, jpg, nj);
+            b[i + 1] = 0xC9;
+            expect_error(cdb_t_, "jpeg arithmetic", b, nj, CDB_UNSUPPORTED);
+            b[i + 1] = 0xC3;
+            expect_error(cdb_t_, "jpeg lossless", b, nj, CDB_UNSUPPORTED);
+            b[i + 1] = 0xC0;
+            b[i + 4] = 12;
+            expect_error(cdb_t_, "jpeg 12-bit", b, nj, CDB_UNSUPPORTED);
+            b[i + 4] = 8;
+            CHECK_EQ_INT(b[i + 11], 0x22); /* 4:2:0 luma */
+            b[i + 14] = 0x31;              /* chroma 3x1: 3 is not a multiple of 2 */
+            expect_error(cdb_t_, "jpeg fractional sampling", b, nj, CDB_UNSUPPORTED);
+            b[i + 14] = 0x05;
+            expect_error(cdb_t_, "jpeg sampling 0x5", b, nj, CDB_CORRUPT);
+            break;
+        }
+    /* decompression bomb: 100000 x 100000 declared, 100 bytes of file */
+    {
+        unsigned char z[16] = {0x78, 0x9c, 0x63, 0, 0, 0, 1, 0, 1};
+        size_t n = make_png(small, 100000, 100000, 9, z, 9);
+        expect_error(cdb_t_, "png bomb", small, n, CDB_TOO_LARGE);
+        n = make_png(small, 20000, 20000, 9, z, 9); /* 4e8 > 89478485 */
+        expect_error(cdb_t_, "png bomb 20000^2", small, n, CDB_TOO_LARGE);
+        n = make_png(small, 16, 16, 0x7FFFFFF0u, z, 9);
+        expect_error(cdb_t_, "png absurd chunk len", small, n, CDB_CORRUPT);
+        n = make_png(small, 16, 16, 0xFFFFFFFFu, z, 9);
+        expect_error(cdb_t_, "png chunk len 2^32-1", small, n, CDB_CORRUPT);
+        n = make_png(small, 0, 16, 9, z, 9);
+        expect_error(cdb_t_, "png zero width", small, n, -1);
+    }
+    expect_error(cdb_t_, "pbm P4", "P4\n8 8\n\0\0\0\0\0\0\0\0", 14, CDB_UNSUPPORTED);
+    expect_error(cdb_t_, "pgm huge header", "P5\n99999999999 2\n255\n", 21, CDB_TOO_LARGE);
+    expect_error(cdb_t_, "pgm truncated", "P5\n64 64\n255\n\1\2\3", 16, -1);
+    expect_error(cdb_t_, "gif header only", "GIF89a\x10\0\x10\0\0\0\0", 13, -1);
+    expect_error(cdb_t_, "bmp header only", "BM\0\0\0\0\0\0\0\0\x36\0\0\0", 14, -1);
+    {
+        size_t nt = 0, nb = 0;
+        unsigned char *tga = read_file(GOLDEN "/rgb_57x83.tga", &nt);
+        unsigned char *bmp = read_file(GOLDEN "/rgb_90x70.bmp", &nb);
+        CHECK(tga && bmp);
+        expect_error(cdb_t_, "tga truncated", tga, nt - 100, CDB_CORRUPT);
+        expect_error(cdb_t_, "bmp truncated", bmp, nb - 100, CDB_CORRUPT);
+        free(tga);
+        free(bmp);
+    }
+    {
+        cdb_image *img = NULL;
+        CHECK_RC(cdb_image_load(GOLDEN "/no_such_file.png", NULL, &img), CDB_NOTFOUND);
+        CHECK(img == NULL);
+    }
+    free(jpg);
+    free(png);
+    free(b);
+}
+
+/* Random byte flips in valid files of every format: errors are fine, crashes are
+** not (run under CLIPDB_SANITIZE=ON for the full value; CDB_TEST_MUTATIONS=N sets
+** the iterations per file). */
+CDB_TEST(mutations_never_crash) {
+    static const char *files[] = {"photo_320x240_prog.jpg", "exif_o6_96x64.jpg",
+                                  "pal_trns_53x71.png", "rgb16_80x60.png", "pal_75x55.gif",
+                                  "pal_70x50.bmp", "rgba_50x40.tga", "gray_70x44.pgm",
+                                  "rgb_30x40_max1000.ppm", "rgba_80x60_rle.tga", "bw_37x29.bmp"};
+    uint32_t seed = 12345;
+    int decoded = 0, refused = 0;
+    int iters = getenv("CDB_TEST_MUTATIONS") ? atoi(getenv("CDB_TEST_MUTATIONS")) : 40;
+    for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
+        char path[512];
+        size_t n;
+        unsigned char *orig, *b;
+        snprintf(path, sizeof path, "%s/%s", GOLDEN, files[f]);
+        orig = read_file(path, &n);
+        CHECK(orig != NULL);
+        b = malloc(n);
+        for (int it = 0; it < iters; it++) {
+            cdb_image *img = NULL;
+            memcpy(b, orig, n);
+            for (int k = 0; k < 1 + it % 4; k++) {
+                seed = seed * 1664525u + 1013904223u;
+                size_t pos = (seed >> 8) % (it % 2 ? (n < 200 ? n : 200) : n);
+                seed = seed * 1664525u + 1013904223u;
+                b[pos] = (unsigned char)(seed >> 24);
+            }
+            size_t len = n - (it % 3 == 2 ? (seed >> 4) % n : 0); /* some truncated */
+            if (cdb_image_decode(b, len, NULL, &img) == CDB_OK) {
+                cdb_preprocess_params pp = cdb_preprocess_params_default();
+                float *out = malloc(3 * 32 * 32 * sizeof(float));
+                pp.size = 32;
+                CHECK_OK(cdb_image_preprocess(img, &pp, out, NULL));
+                free(out);
+                cdb_image_free(img);
+                decoded++;
+            } else {
+                CHECK(cdb_errmsg()[0] != 0);
+                refused++;
+            }
+        }
+        free(b);
+        free(orig);
+    }
+    CHECK(decoded + refused == (int)(sizeof files / sizeof files[0]) * iters);
+    if (getenv("CDB_TEST_VERBOSE"))
+        fprintf(stderr, "    %d decoded, %d refused\n", decoded, refused);
+}
+
+CDB_TEST(preprocess_args) {
+    uint8_t px[12] = {0};
+    cdb_image img = {2, 2, 3, 8, 0, px};
+    cdb_preprocess_params pp = cdb_preprocess_params_default();
+    float out[3 * 4];
+    pp.size = 2;
+    CHECK_OK(cdb_image_preprocess(&img, &pp, out, NULL));
+    CHECK(out[0] == (0.0f - pp.mean[0]) / pp.std[0]);
+    CHECK_RC(cdb_image_preprocess(NULL, &pp, out, NULL), CDB_INVALID);
+    CHECK_RC(cdb_image_preprocess(&img, NULL, out, NULL), CDB_INVALID);
+    CHECK_RC(cdb_image_preprocess(&img, &pp, NULL, NULL), CDB_INVALID);
+    pp.size = 0;
+    CHECK_RC(cdb_image_preprocess(&img, &pp, out, NULL), CDB_INVALID);
+    pp.size = 2;
+    pp.std[1] = 0.0f;
+    CHECK_RC(cdb_image_preprocess(&img, &pp, out, NULL), CDB_INVALID);
+    pp = cdb_preprocess_params_default();
+    pp.size = 2;
+    img.channels = 5;
+    CHECK_RC(cdb_image_preprocess(&img, &pp, out, NULL), CDB_INVALID);
+    img.channels = 3;
+    img.width = 0;
+    CHECK_RC(cdb_image_preprocess(&img, &pp, out, NULL), CDB_INVALID);
+    cdb_image_free(NULL);
+}
+
+
+CDB_TEST_MAIN(image_defaults, golden_lossless, golden_jpeg, golden_tensor, decode_modes,
+              exif_dims, probe_and_limits, bad_files, mutations_never_crash, preprocess_args)

@@ -1,0 +1,329 @@
+#!/usr/bin/python3
+"""make_image_fixtures.py: golden fixtures for clipdb's image decode + preprocess.
+
+Writes tests/golden/images/: input files in many formats and modes (made with
+PIL 9.4 + numpy from a fixed seed), and for each test case the uint8 RGB centre
+crop that the reference transform produces, as gzipped .npy. The reference is OpenAI
+CLIP's _transform as torchvision runs it on PIL images, written out here because
+torchvision is not a Debian package:
+
+    Resize(size, BICUBIC)   short side -> size, long side int(size * long / short)
+    CenterCrop(size)        offsets int(round((dim - size) / 2.0))
+    convert("RGB")
+    ToTensor                torch uint8 -> float32, .div(255)
+    Normalize(mean, std)    .sub(mean).div(std) in float32
+
+ToTensor + Normalize act per element, so norm_lut.npy.gz (float32 [3][256], computed
+with torch exactly as above) is the reference for every crop value; two cases
+also store their full normalized CHW tensor.
+
+Run with Debian's python3 (PIL 9.4, numpy, torch), from anywhere:
+    /usr/bin/python3 tests/reference/make_image_fixtures.py
+It rewrites tests/golden/images/ completely. See tests/golden/README.md.
+"""
+import gzip
+import io
+import os
+import shutil
+import struct
+import zlib
+
+import numpy as np
+import PIL
+import torch
+from PIL import Image, ImageOps
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "golden", "images")
+MEAN = (0.48145466, 0.4578275, 0.40821073)
+STD = (0.26862954, 0.26130258, 0.27577711)
+rng = np.random.default_rng(20261129)
+
+
+# ---- reference transform ---------------------------------------------------------
+
+def resized_size(w, h, size):
+    # torchvision _compute_resized_output_size for an int size (max_size None)
+    short, long = (w, h) if w <= h else (h, w)
+    new_short, new_long = size, int(size * long / short)
+    return (new_short, new_long) if w <= h else (new_long, new_short)
+
+
+def reference_crop(im, size, interp=Image.BICUBIC):
+    w, h = im.size
+    nw, nh = resized_size(w, h, size)
+    if (nw, nh) != (w, h):  # torchvision returns the image unchanged otherwise
+        im = im.resize((nw, nh), interp)
+    top = int(round((nh - size) / 2.0))
+    left = int(round((nw - size) / 2.0))
+    im = im.crop((left, top, left + size, top + size))
+    im = im.convert("RGB")
+    arr = np.array(im, dtype=np.uint8)
+    assert arr.shape == (size, size, 3)
+    return arr
+
+
+def to_tensor_normalize(arr):
+    t = torch.from_numpy(arr.copy()).permute(2, 0, 1).contiguous()
+    t = t.to(dtype=torch.float32).div(255)
+    mean = torch.as_tensor(MEAN, dtype=torch.float32)[:, None, None]
+    std = torch.as_tensor(STD, dtype=torch.float32)[:, None, None]
+    return t.sub(mean).div(std).numpy()
+
+
+# ---- synthetic content -------------------------------------------------------------
+
+def photo_like(w, h, noise=3):
+    """Smooth colour field + shapes + mild noise: realistic and compressible."""
+    yy, xx = np.mgrid[0:h, 0:w].astype(np.float64)
+    img = np.zeros((h, w, 3))
+    for c in range(3):
+        fx, fy, ph = rng.uniform(0.5, 3.0), rng.uniform(0.5, 3.0), rng.uniform(0, 6.28)
+        img[..., c] = 127 + 100 * np.sin(fx * 6.28 * xx / max(w, 1) + ph) * np.cos(fy * 6.28 * yy / max(h, 1))
+    for _ in range(4):  # hard-edged discs
+        cx, cy, r = rng.uniform(0, w), rng.uniform(0, h), rng.uniform(0.05, 0.3) * max(w, h)
+        m = (xx - cx) ** 2 + (yy - cy) ** 2 < r * r
+        img[m] = rng.uniform(0, 255, 3)
+    img[: max(1, h // 8), : max(1, w // 4)] = (250, 20, 20)  # asymmetric marker (EXIF tests)
+    img += rng.normal(0, noise, img.shape)
+    return np.clip(np.rint(img), 0, 255).astype(np.uint8)
+
+
+def noise(w, h, c):
+    shape = (h, w) if c == 1 else (h, w, c)
+    return rng.integers(0, 256, shape, dtype=np.uint8)
+
+
+def png_raw(w, h, depth, ctype, rows, interlace=0):
+    """A minimal PNG writer for what PIL cannot save (16-bit RGB, low bit depths,
+    Adam7 interlacing). rows: packed scanlines; interlace=1 needs depth >= 8."""
+    def chunk(t, d):
+        return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d) & 0xFFFFFFFF)
+    if interlace:
+        bpp = len(rows[0]) // w
+        raw = b""
+        for xs, ys, dx, dy in ((0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4),
+                               (1, 0, 2, 2), (0, 1, 1, 2)):
+            if xs >= w or ys >= h:
+                continue
+            for y in range(ys, h, dy):
+                raw += b"\x00" + b"".join(rows[y][x * bpp:(x + 1) * bpp] for x in range(xs, w, dx))
+    else:
+        raw = b"".join(b"\x00" + r for r in rows)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, depth, ctype, 0, 0, interlace))
+            + chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b""))
+
+
+# ---- cases ---------------------------------------------------------------------------
+
+cases = []  # (name, file, size, apply_exif, interp, kind, crop_file, tensor_file)
+inputs = {}
+
+
+def add_input(fname, data):
+    inputs[fname] = data
+    with open(os.path.join(OUT, fname), "wb") as f:
+        f.write(data)
+
+
+def save(im, fname, fmt, **kw):
+    b = io.BytesIO()
+    im.save(b, fmt, **kw)
+    add_input(fname, b.getvalue())
+    return b.getvalue()
+
+
+def save_npy_gz(fname, arr):
+    b = io.BytesIO()
+    np.save(b, arr)
+    with open(os.path.join(OUT, fname), "wb") as f:  # mtime 0: reproducible bytes
+        f.write(gzip.compress(b.getvalue(), 9, mtime=0))
+
+
+def add_case(name, fname, size, kind="exact", apply_exif=0, interp=0, tensor=False, ref_image=None):
+    im = ref_image if ref_image is not None else Image.open(io.BytesIO(inputs[fname]))
+    if apply_exif:
+        im = ImageOps.exif_transpose(im)
+    arr = reference_crop(im, size, Image.BILINEAR if interp == 1 else Image.BICUBIC)
+    crop_file = name + ".crop.npy.gz"
+    save_npy_gz(crop_file, arr)
+    tensor_file = "-"
+    if tensor:
+        tensor_file = name + ".tensor.npy.gz"
+        save_npy_gz(tensor_file, to_tensor_normalize(arr).astype(np.float32))
+    cases.append((name, fname, size, apply_exif, interp, kind, crop_file, tensor_file))
+
+
+def main():
+    if os.path.isdir(OUT):
+        shutil.rmtree(OUT)
+    os.makedirs(OUT)
+
+    # Lossless RGB: tiny, extreme aspect, down- and upscaling, two sizes.
+    save(Image.fromarray(noise(1, 1, 3)), "rgb_1x1.png", "PNG")
+    add_case("rgb_1x1_s64", "rgb_1x1.png", 64)
+    add_case("rgb_1x1_s224", "rgb_1x1.png", 224)
+    save(Image.fromarray(noise(7, 5, 3)), "rgb_7x5.png", "PNG")
+    add_case("rgb_7x5_s64", "rgb_7x5.png", 64, tensor=True)
+    save(Image.fromarray(photo_like(1000, 10)), "rgb_1000x10.png", "PNG")
+    add_case("rgb_1000x10_s64", "rgb_1000x10.png", 64)
+    add_case("rgb_1000x10_s224", "rgb_1000x10.png", 224)
+    save(Image.fromarray(photo_like(10, 333)), "rgb_10x333.png", "PNG")
+    add_case("rgb_10x333_s64", "rgb_10x333.png", 64)
+    save(Image.fromarray(photo_like(320, 241)), "rgb_320x241.png", "PNG")
+    add_case("rgb_320x241_s224", "rgb_320x241.png", 224)
+    add_case("rgb_320x241_s64", "rgb_320x241.png", 64, tensor=True)
+    add_case("rgb_320x241_s64_bilinear", "rgb_320x241.png", 64, interp=1)
+    save(Image.fromarray(noise(97, 64, 3)), "rgb_97x64_noise.png", "PNG")
+    add_case("rgb_97x64_noise_s64", "rgb_97x64_noise.png", 64)      # crop only (short side == size)
+    add_case("rgb_97x64_noise_s50", "rgb_97x64_noise.png", 50)      # odd crop offsets
+    add_case("rgb_97x64_noise_s65", "rgb_97x64_noise.png", 65)
+
+    # Gray, 1-bit, palette, palette + tRNS.
+    save(Image.fromarray(photo_like(150, 110)[..., 1], "L"), "gray_150x110.png", "PNG")
+    add_case("gray_150x110_s64", "gray_150x110.png", 64)
+    save(Image.fromarray(noise(45, 37, 1) > 127).convert("1"), "bw_45x37.png", "PNG")
+    add_case("bw_45x37_s64", "bw_45x37.png", 64)
+    pal = Image.fromarray(photo_like(120, 90)).quantize(colors=48)
+    save(pal, "pal_120x90.png", "PNG")
+    add_case("pal_120x90_s64", "pal_120x90.png", 64)
+    add_case("pal_120x90_s224", "pal_120x90.png", 224)
+    palt = Image.fromarray(photo_like(53, 71)).quantize(colors=16)
+    save(palt, "pal_trns_53x71.png", "PNG", transparency=3)
+    add_case("pal_trns_53x71_s64", "pal_trns_53x71.png", 64)
+
+    # 16-bit: RGB (PIL keeps the high byte) and gray (documented deviation: we take
+    # the high byte too, PIL's convert("RGB") would saturate everything to white).
+    a16 = (photo_like(80, 60).astype(np.uint16) * 257 + rng.integers(0, 257, (60, 80, 3))).astype(">u2")
+    add_input("rgb16_80x60.png", png_raw(80, 60, 16, 2, [a16[y].tobytes() for y in range(60)]))
+    add_case("rgb16_80x60_s64", "rgb16_80x60.png", 64)
+    g16 = (photo_like(70, 90)[..., 0].astype(np.uint16) * 257 + rng.integers(0, 257, (90, 70))).astype(np.uint16)
+    save(Image.fromarray(g16), "gray16_70x90.png", "PNG")
+    assert Image.open(io.BytesIO(inputs["gray16_70x90.png"])).mode == "I"
+    as_l = Image.fromarray((np.array(Image.open(io.BytesIO(inputs["gray16_70x90.png"]))) >> 8).astype(np.uint8), "L")
+    add_case("gray16_70x90_s64", "gray16_70x90.png", 64, ref_image=as_l)
+
+    # Alpha: premultiplied resize, fully transparent pixels end black.
+    rgba = np.dstack([photo_like(130, 100), noise(130, 100, 1)])
+    rgba[10:40, 20:90, 3] = 0
+    rgba[50:70, :, 3] = 255
+    rgba[80:, 100:, 3] = rng.integers(1, 8, (20, 30))
+    save(Image.fromarray(rgba, "RGBA"), "rgba_130x100.png", "PNG")
+    add_case("rgba_130x100_s64", "rgba_130x100.png", 64)
+    add_case("rgba_130x100_s224", "rgba_130x100.png", 224)
+    add_case("rgba_130x100_s100", "rgba_130x100.png", 100)  # no resize: no premultiply round trip
+    la = np.dstack([photo_like(61, 77)[..., 2], noise(61, 77, 1)])
+    la[:20, :30, 1] = 0
+    save(Image.fromarray(la, "LA"), "la_61x77.png", "PNG")
+    add_case("la_61x77_s64", "la_61x77.png", 64)
+
+    # Other lossless formats.
+    save(Image.fromarray(photo_like(90, 70)), "rgb_90x70.bmp", "BMP")
+    add_case("bmp24_s64", "rgb_90x70.bmp", 64)
+    save(Image.fromarray(rgba[:50, :60].copy(), "RGBA"), "rgba_60x50.bmp", "BMP")  # PIL reads BGRX
+    add_case("bmp32_s64", "rgba_60x50.bmp", 64)
+    save(pal.crop((0, 0, 70, 50)), "pal_70x50.bmp", "BMP")
+    add_case("bmp8_pal_s64", "pal_70x50.bmp", 64)
+    save(Image.fromarray(photo_like(66, 40)[..., 0], "L"), "gray_66x40.bmp", "BMP")
+    add_case("bmp8_gray_s64", "gray_66x40.bmp", 64)
+    gif = Image.fromarray(photo_like(75, 55)).quantize(colors=32)
+    save(gif, "pal_75x55.gif", "GIF", transparency=5)
+    add_case("gif_s64", "pal_75x55.gif", 64)
+    save(Image.fromarray(photo_like(57, 83)), "rgb_57x83.tga", "TGA")
+    add_case("tga24_s64", "rgb_57x83.tga", 64)
+    save(Image.fromarray(rgba[:40, :50].copy(), "RGBA"), "rgba_50x40.tga", "TGA")
+    add_case("tga32_s64", "rgba_50x40.tga", 64)
+    save(Image.fromarray(photo_like(44, 70)), "rgb_44x70.ppm", "PPM")
+    add_case("ppm_s64", "rgb_44x70.ppm", 64)
+    save(Image.fromarray(photo_like(70, 44)[..., 1], "L"), "gray_70x44.pgm", "PPM")
+    add_case("pgm_s64", "gray_70x44.pgm", 64)
+
+    # PNM maxval != 255: PIL rescales with round(v / maxval * out_max).
+    g = photo_like(40, 30)[..., 0]
+    add_input("gray_40x30_max100.pgm", b"P5\n40 30\n100\n" + (g.astype(np.uint32) * 100 // 255).astype(np.uint8).tobytes())
+    add_case("pgm_max100_s64", "gray_40x30_max100.pgm", 64)
+    c = photo_like(30, 40)
+    add_input("rgb_30x40_max1000.ppm", b"P6\n30 40\n1000\n" + (c.astype(np.uint32) * 1000 // 255).astype(">u2").tobytes())
+    add_case("ppm_max1000_s64", "rgb_30x40_max1000.ppm", 64)
+    add_input("gray_40x30_max1000.pgm", b"P5\n40 30\n1000\n" + (g.astype(np.uint32) * 1000 // 255 + 3).astype(">u2").tobytes())
+    pim = Image.open(io.BytesIO(inputs["gray_40x30_max1000.pgm"]))
+    assert pim.mode == "I"
+    add_case("pgm16_max1000_s64", "gray_40x30_max1000.pgm", 64,
+             ref_image=Image.fromarray((np.array(pim) >> 8).astype(np.uint8), "L"))
+
+    # Low bit depths, 16-bit with alpha, RLE TGA, 1-bit BMP, GIF without transparency.
+    for depth in (2, 4):
+        v = rng.integers(0, 1 << depth, (21, 35))
+        rows = []
+        for y in range(21):
+            bits = "".join(format(int(x), "0%db" % depth) for x in v[y])
+            bits += "0" * (-len(bits) % 8)
+            rows.append(int(bits, 2).to_bytes(len(bits) // 8, "big"))
+        add_input("gray%d_35x21.png" % depth, png_raw(35, 21, depth, 0, rows))
+        add_case("gray%d_35x21_s64" % depth, "gray%d_35x21.png" % depth, 64)
+    r16 = (rgba[:45, :60].astype(np.uint16) * 257 + rng.integers(0, 257, (45, 60, 4))).astype(">u2")
+    r16[:10, :10, 3] = 0
+    add_input("rgba16_60x45.png", png_raw(60, 45, 16, 6, [r16[y].tobytes() for y in range(45)]))
+    add_case("rgba16_60x45_s64", "rgba16_60x45.png", 64)
+    la16 = r16[:, :, [0, 3]].copy()
+    add_input("la16_60x45.png", png_raw(60, 45, 16, 4, [la16[y].tobytes() for y in range(45)]))
+    add_case("la16_60x45_s64", "la16_60x45.png", 64)
+    save(Image.fromarray(photo_like(50, 40)).quantize(colors=2), "pal1_50x40.png", "PNG")
+    add_case("pal1_50x40_s64", "pal1_50x40.png", 64)
+    save(Image.fromarray(rgba[:60, :80].copy(), "RGBA"), "rgba_80x60_rle.tga", "TGA", compression="tga_rle")
+    add_case("tga_rle_s64", "rgba_80x60_rle.tga", 64)
+    save(Image.fromarray(noise(37, 29, 1) > 100).convert("1"), "bw_37x29.bmp", "BMP")
+    add_case("bmp1_s64", "bw_37x29.bmp", 64)
+    save(Image.fromarray(photo_like(66, 48)).quantize(colors=64), "pal_66x48.gif", "GIF")
+    add_case("gif_opaque_s64", "pal_66x48.gif", 64)
+    il = photo_like(43, 29)
+    add_input("rgb_43x29_interlaced.png", png_raw(43, 29, 8, 2, [il[y].tobytes() for y in range(29)], interlace=1))
+    assert Image.open(io.BytesIO(inputs["rgb_43x29_interlaced.png"])).info.get("interlace") == 1
+    add_case("png_interlaced_s64", "rgb_43x29_interlaced.png", 64)
+    save(Image.fromarray(photo_like(600, 450, noise=0)), "rgb_600x450.png", "PNG")
+    add_case("rgb_600x450_s64", "rgb_600x450.png", 64)   # 7x reduction: wide antialias support
+
+    # JPEG (stb and libjpeg decode differently: compared with tolerances).
+    photo = Image.fromarray(photo_like(320, 240, noise=2))
+    save(photo, "photo_320x240.jpg", "JPEG", quality=90)
+    add_case("jpeg_s224", "photo_320x240.jpg", 224, kind="jpeg")
+    add_case("jpeg_s64", "photo_320x240.jpg", 64, kind="jpeg")
+    save(photo, "photo_320x240_prog.jpg", "JPEG", quality=90, progressive=True)
+    add_case("jpeg_prog_s64", "photo_320x240_prog.jpg", 64, kind="jpeg")
+    save(photo.convert("L"), "photo_gray_320x240.jpg", "JPEG", quality=90)
+    add_case("jpeg_gray_s64", "photo_gray_320x240.jpg", 64, kind="jpeg")
+    save(photo.resize((160, 120)).convert("CMYK"), "photo_cmyk_160x120.jpg", "JPEG", quality=95)
+    assert Image.open(io.BytesIO(inputs["photo_cmyk_160x120.jpg"])).mode == "CMYK"
+    add_case("jpeg_cmyk_s64", "photo_cmyk_160x120.jpg", 64, kind="jpeg")
+    small = Image.fromarray(photo_like(96, 64, noise=1))
+    for o in range(1, 9):
+        ex = Image.Exif()
+        ex[0x0112] = o
+        fname = "exif_o%d_96x64.jpg" % o
+        save(small, fname, "JPEG", quality=95, exif=ex.tobytes())
+        add_case("exif%d_s64" % o, fname, 64, kind="jpeg", apply_exif=1)
+    add_case("exif6_noexif_s64", "exif_o6_96x64.jpg", 64, kind="jpeg", apply_exif=0)
+    add_case("exif6_s100", "exif_o6_96x64.jpg", 100, kind="jpeg", apply_exif=1)  # upscale
+    add_case("exif8_s40", "exif_o8_96x64.jpg", 40, kind="jpeg", apply_exif=1)    # downscale
+    add_case("exif5_s40", "exif_o5_96x64.jpg", 40, kind="jpeg", apply_exif=1)
+    # Big-endian ("MM") TIFF block with a LONG-free minimal IFD0: orientation 6.
+    tiff = b"MM\x00\x2a\x00\x00\x00\x08" + struct.pack(">HHHIHH", 1, 0x0112, 3, 1, 6, 0) + b"\x00" * 4
+    save(small, "exif_o6_be_96x64.jpg", "JPEG", quality=95, exif=b"Exif\x00\x00" + tiff)
+    assert ImageOps.exif_transpose(Image.open(io.BytesIO(inputs["exif_o6_be_96x64.jpg"]))).size == (64, 96)
+    add_case("exif6_be_s64", "exif_o6_be_96x64.jpg", 64, kind="jpeg", apply_exif=1)
+
+    # ToTensor + Normalize for every byte value, per channel.
+    lut = np.stack([to_tensor_normalize(np.full((1, 1, 3), v, np.uint8))[:, 0, 0] for v in range(256)], axis=1)
+    save_npy_gz("norm_lut.npy.gz", lut.astype(np.float32))
+
+    with open(os.path.join(OUT, "manifest.txt"), "w") as f:
+        f.write("# generated by tests/reference/make_image_fixtures.py (PIL %s, numpy %s, torch %s)\n"
+                % (PIL.__version__, np.__version__, torch.__version__))
+        f.write("# name input size apply_exif interp(0 bicubic,1 bilinear) kind(exact|jpeg) crop.npy.gz tensor.npy.gz|-\n")
+        for c in cases:
+            f.write("%s %s %d %d %d %s %s %s\n" % c)
+    total = sum(os.path.getsize(os.path.join(OUT, p)) for p in os.listdir(OUT))
+    print("%d cases, %d files, %d bytes in %s" % (len(cases), len(os.listdir(OUT)), total, OUT))
+
+
+if __name__ == "__main__":
+    main()
