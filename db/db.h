@@ -1,15 +1,374 @@
 /*
 ** db.h: clipdb's on-disk database (catalog + SQLite shards). The module's whole
-** public contract.
+** public contract; the layout, invariants and write order are in db/README.md.
+**
+** A database is a directory:
+**     catalog.db       meta, models, roots, files, shards, runs, the vector directory
+**     shards/NNNN.db   vectors: (model_id, file_id) -> fp16 blob, dim*2 bytes LE
+**     lock             the writer lock (holds the writer's pid)
+**
+** Writes go through batches (cdb_db_batch_*). A commit runs the crash-safe write
+** order of DESIGN.md: (1) one catalog transaction marks the batch's files pending
+** and assigns shards, (2) one transaction per touched shard upserts/deletes the
+** vectors, (3) one catalog transaction marks them ok/error/deleted and records the
+** vector sequence numbers. A crash at any point leaves at most `pending` rows; the
+** next run lists them (cdb_db_files_foreach with CDB_DB_MASK_PENDING) and redoes
+** them, and the upserts are idempotent.
+**
+** Threading: a cdb_db handle is used by one thread at a time (open one handle per
+** thread). Any number of reader handles (params.readonly) may be open, in any
+** processes, while one writer handle writes: readers never block and are never
+** blocked (SQLite WAL). Only one writer handle per database exists at a time (lock
+** file); a second fails at once with CDB_BUSY naming the holder's pid, or waits.
+** Do not fork() while a writer handle is open (the child would share its lock).
+** SQLITE_BUSY never escapes: it is retried with backoff for params.busy_timeout_ms
+** and then reported as CDB_BUSY.
+**
+** Errors: every call returns cdb_status; SQLite's own message goes to cdb_errmsg().
 */
 #ifndef CDB_DB_H
 #define CDB_DB_H
+
+#include <stddef.h>
+#include <stdint.h>
 
 #include "core/core.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* Catalog schema version this build writes. A database with a larger version
+** (written by a newer clipdb) is refused with CDB_VERSION and left untouched; a
+** smaller one is migrated forward when opened by a writer. */
+#define CDB_DB_SCHEMA_VERSION 2
+#define CDB_DB_SHARD_SCHEMA_VERSION 1
+#define CDB_DB_DEFAULT_SHARD_CAPACITY ((int64_t)256 << 20) /* bytes */
+
+typedef struct cdb_db cdb_db;
+typedef struct cdb_db_batch cdb_db_batch;
+typedef struct cdb_db_iter cdb_db_iter;
+
+/* ---- open / close ------------------------------------------------------------ */
+
+typedef enum cdb_db_sync {
+    /* fsync every commit of catalog and shards (SQLite synchronous=FULL): a power
+    ** loss also keeps the write order, so it can never leave an ok file without
+    ** its vector. The default. */
+    CDB_DB_SYNC_FULL = 0,
+    /* synchronous=NORMAL: safe against kill -9 / crashes of clipdb (nothing
+    ** committed is lost); after a power loss or OS crash the last commits may roll
+    ** back independently per file, so run cdb_db_verify (and repair) afterwards. */
+    CDB_DB_SYNC_NORMAL = 1
+} cdb_db_sync;
+
+typedef struct cdb_db_params {
+    int create;          /* 1: create the directory and catalog if absent (writer only) */
+    int readonly;        /* 1: reader handle: takes no lock, never writes */
+    int lock_wait_ms;    /* writer lock: 0 fail at once (default), > 0 wait up to, -1 forever */
+    int busy_timeout_ms; /* bounded retry with backoff on SQLITE_BUSY; 0 = 10000 */
+    int64_t shard_capacity_bytes; /* soft bound per shard; 0 = value stored at creation
+                                     (CDB_DB_DEFAULT_SHARD_CAPACITY unless set then) */
+    cdb_db_sync sync;    /* CDB_DB_SYNC_FULL (default) | CDB_DB_SYNC_NORMAL */
+} cdb_db_params;
+
+cdb_db_params cdb_db_params_default(void); /* p == NULL also means defaults */
+
+/* Opens (or with p->create, creates) the database directory `dir`.
+** Returns CDB_NOTFOUND when there is no database there and !create; CDB_BUSY
+** when another writer holds the lock (message names its pid) and the wait ran out;
+** CDB_VERSION when the database was written by a newer clipdb (nothing is
+** changed) or, for a reader, when it needs a migration a writer must do first;
+** CDB_CORRUPT when catalog.db is not a clipdb catalog; CDB_IO on file errors.
+** A lock left by a killed process is taken over (logged at INFO). */
+cdb_status cdb_db_open(const char *dir, const cdb_db_params *p, cdb_db **out /* OUT */);
+/* Closes the handle and releases the writer lock. Free the handle's batches and
+** iterators first. NULL is fine. */
+void cdb_db_close(cdb_db *db);
+
+/* The directory this handle was opened on (borrowed; lives as long as db). */
+const char *cdb_db_dir(const cdb_db *db);
+int cdb_db_is_readonly(const cdb_db *db);
+
+/* Pid recorded in dir's lock file (0 when none); for messages like "ingest running
+** as pid N". *held is 1 when a live writer currently holds the lock. */
+cdb_status cdb_db_lock_info(const char *dir, int *pid /* OUT */, int *held /* OUT */);
+
+/* ---- content hash -------------------------------------------------------------- */
+
+#define CDB_DB_HASH_BYTES 16
+/* XXH3-128 of buf, canonical (big-endian) byte order, as stored in files.hash. */
+void cdb_db_hash_buf(const void *buf, size_t n, uint8_t out[CDB_DB_HASH_BYTES]);
+
+/* ---- models ---------------------------------------------------------------------- */
+
+typedef struct cdb_db_model {
+    int64_t id;
+    char weights_hash[80]; /* as given at registration (e.g. hex XXH3-128 of weights) */
+    char name[128];
+    int dim;
+    int is_default;
+} cdb_db_model;
+
+/* Get-or-create the model with this weights hash. The first model registered
+** becomes the default. info_json (may be NULL) is stored verbatim. Returns
+** CDB_DIM_MISMATCH if the hash is known with another dim, CDB_UNSUPPORTED beyond
+** CDB_DB_MAX_MODELS models. Writer only. */
+#define CDB_DB_MAX_MODELS 64
+cdb_status cdb_db_model_register(cdb_db *db, const char *weights_hash, const char *name,
+                                 int dim, const char *info_json, int64_t *model_id /* OUT */);
+/* CDB_NOTFOUND when absent. */
+cdb_status cdb_db_model_get(cdb_db *db, int64_t model_id, cdb_db_model *out /* OUT */);
+cdb_status cdb_db_model_find(cdb_db *db, const char *weights_hash, cdb_db_model *out /* OUT */);
+/* The default model; CDB_NOTFOUND when no model is registered yet. */
+cdb_status cdb_db_model_default(cdb_db *db, cdb_db_model *out /* OUT */);
+cdb_status cdb_db_model_set_default(cdb_db *db, int64_t model_id);
+/* The model's info JSON (heap, cdb_free; NULL when none stored). */
+cdb_status cdb_db_model_info(cdb_db *db, int64_t model_id, char **json /* OUT */);
+/* Calls fn for each model in id order; fn returning nonzero stops (not an error). */
+typedef int (*cdb_db_model_fn)(const cdb_db_model *m, void *ud);
+cdb_status cdb_db_models_foreach(cdb_db *db, cdb_db_model_fn fn, void *ud);
+
+/* ---- roots ------------------------------------------------------------------------- */
+
+/* Get-or-create a root by its path (bytes, NUL-terminated; normally absolute).
+** Writer only. */
+cdb_status cdb_db_root_add(cdb_db *db, const char *path, int64_t *root_id /* OUT */);
+/* CDB_NOTFOUND when absent. *path is heap (cdb_free). */
+cdb_status cdb_db_root_get(cdb_db *db, int64_t root_id, char **path /* OUT */);
+cdb_status cdb_db_root_find(cdb_db *db, const char *path, int64_t *root_id /* OUT */);
+typedef int (*cdb_db_root_fn)(int64_t root_id, const char *path, void *ud);
+cdb_status cdb_db_roots_foreach(cdb_db *db, cdb_db_root_fn fn, void *ud);
+
+/* ---- files ------------------------------------------------------------------------- */
+
+typedef enum cdb_db_file_state {
+    CDB_DB_PENDING = 1, /* being (re)written; the next run redoes it */
+    CDB_DB_OK = 2,      /* metadata current; vectors present (see README) */
+    CDB_DB_ERROR = 3,   /* unusable; quarantined until its size or mtime changes */
+    CDB_DB_DELETED = 4  /* gone from disk; no vectors */
+} cdb_db_file_state;
+const char *cdb_db_file_state_str(cdb_db_file_state s); /* "pending", ... */
+
+#define CDB_DB_MASK(state) (1u << (state))
+#define CDB_DB_MASK_PENDING CDB_DB_MASK(CDB_DB_PENDING)
+#define CDB_DB_MASK_OK CDB_DB_MASK(CDB_DB_OK)
+#define CDB_DB_MASK_ERROR CDB_DB_MASK(CDB_DB_ERROR)
+#define CDB_DB_MASK_DELETED CDB_DB_MASK(CDB_DB_DELETED)
+#define CDB_DB_MASK_ALL 0x1Eu
+
+/* What the caller knows about a file on disk. */
+typedef struct cdb_db_file_meta {
+    int64_t size;          /* bytes */
+    int64_t mtime_ns;      /* st_mtim in ns */
+    uint8_t hash[CDB_DB_HASH_BYTES]; /* cdb_db_hash_buf of the content */
+    int has_hash;          /* 0: hash unknown (stored as NULL) */
+    int32_t width, height; /* pixels after EXIF orientation; 0 = unknown */
+} cdb_db_file_meta;
+
+typedef struct cdb_db_file {
+    int64_t id, root_id;
+    const char *relpath;   /* bytes (maybe non-UTF-8), NUL-terminated; see ownership below */
+    cdb_db_file_meta meta;
+    cdb_db_file_state state;
+    const char *error;     /* one-line reason for CDB_DB_ERROR, else NULL */
+    int32_t shard;         /* shard holding the file's vectors; 0 = none yet */
+    int64_t created_ns, updated_ns; /* wall clock */
+} cdb_db_file;
+
+/* Looks up the file at (root_id, relpath). CDB_NOTFOUND when the path was never
+** recorded. relpath/error in *out are heap copies freed by cdb_db_file_clear. */
+cdb_status cdb_db_file_lookup(cdb_db *db, int64_t root_id, const char *relpath,
+                              cdb_db_file *out /* OUT */);
+cdb_status cdb_db_file_get(cdb_db *db, int64_t file_id, cdb_db_file *out /* OUT */);
+void cdb_db_file_clear(cdb_db_file *f); /* frees the heap copies; NULL is fine */
+
+/* Full path (root + "/" + relpath) of a file, heap (cdb_free). CDB_NOTFOUND. */
+cdb_status cdb_db_file_path(cdb_db *db, int64_t file_id, char **path /* OUT */);
+
+/* Up to cap ids of files in root_id in state ok whose content hash is hash, in id
+** order (move/rename detection: the caller checks which old path is gone). */
+cdb_status cdb_db_files_by_hash(cdb_db *db, int64_t root_id, const uint8_t hash[CDB_DB_HASH_BYTES],
+                                int64_t *ids /* OUT cap */, int cap, int *n_out /* OUT */);
+
+/* Calls fn for every file of root_id (0 = all roots) whose state is in mask, in id
+** order. The cdb_db_file passed to fn is borrowed for that call only. fn returning
+** nonzero stops. fn must not write through the same handle. */
+typedef int (*cdb_db_file_fn)(const cdb_db_file *f, void *ud);
+cdb_status cdb_db_files_foreach(cdb_db *db, int64_t root_id, unsigned state_mask,
+                                cdb_db_file_fn fn, void *ud);
+
+/* Change detection for one path found by a walk, from (size, mtime) alone: what
+** the ingest must do with it. `out` (may be NULL) receives the recorded row when
+** there is one (cdb_db_file_clear it). */
+typedef enum cdb_db_change {
+    CDB_DB_CHANGE_NEW = 1,     /* not recorded (or recorded as deleted): read, hash, encode */
+    CDB_DB_CHANGE_SAME,        /* ok, same size and mtime, has model's vector: skip unread */
+    CDB_DB_CHANGE_MODIFIED,    /* ok but size or mtime differ: re-hash; same hash -> touch,
+                                  else encode (same hash at another path -> move) */
+    CDB_DB_CHANGE_NEEDS_VECTOR,/* ok and unchanged, but no vector for model_id yet: encode */
+    CDB_DB_CHANGE_REDO,        /* pending (an interrupted run): encode again */
+    CDB_DB_CHANGE_QUARANTINED, /* error, same size and mtime: skip (quarantine) */
+    CDB_DB_CHANGE_RETRY        /* error, but size or mtime changed: try again */
+} cdb_db_change;
+cdb_status cdb_db_classify(cdb_db *db, int64_t model_id, int64_t root_id, const char *relpath,
+                           int64_t size, int64_t mtime_ns, cdb_db_change *change /* OUT */,
+                           cdb_db_file *out /* OUT, may be NULL */);
+
+/* 1 in *has when the file has a stored vector for model_id (per the catalog). */
+cdb_status cdb_db_file_has_vector(cdb_db *db, int64_t model_id, int64_t file_id,
+                                  int *has /* OUT */);
+
+/* ---- writing: batches ---------------------------------------------------------------- */
+
+/* A batch of file updates for one model, committed with the write order above.
+** Typical size: a few hundred files. Writer only. Staging validates and encodes
+** (normalize in fp32, round to fp16) immediately; nothing touches disk before
+** cdb_db_batch_commit. */
+cdb_status cdb_db_batch_new(cdb_db *db, int64_t model_id, cdb_db_batch **out /* OUT */);
+void cdb_db_batch_free(cdb_db_batch *b); /* discards staged, uncommitted work; NULL ok */
+int cdb_db_batch_count(const cdb_db_batch *b); /* staged operations */
+
+/* Stages (root_id, relpath) as ok with meta and its embedding `vec` (dim fp32
+** values of any scale; dim must equal the model's). The vector is L2-normalized
+** in fp32 and rounded to fp16; CDB_INVALID (nothing staged) when it has NaN/Inf,
+** is all zeros, or fails the unit-norm check after rounding — the caller then
+** stages put_error for that file. If the content hash changed, the file's vectors
+** for other models are dropped (they describe the old content). */
+cdb_status cdb_db_batch_put(cdb_db_batch *b, int64_t root_id, const char *relpath,
+                            const cdb_db_file_meta *meta, const float *vec, int dim);
+/* Stages a file as unusable (quarantine) with a one-line reason (newlines are
+** replaced by spaces); its vectors, if any, are removed. */
+cdb_status cdb_db_batch_put_error(cdb_db_batch *b, int64_t root_id, const char *relpath,
+                                  const cdb_db_file_meta *meta, const char *reason);
+/* Stages a recorded file as deleted; its vectors are removed. */
+cdb_status cdb_db_batch_delete(cdb_db_batch *b, int64_t file_id);
+/* Stages a move/rename of an ok file to new_relpath in the same root, with new
+** meta; its vectors stay (no re-encode). A row already at new_relpath in state
+** deleted or error is replaced; one in state ok or pending makes the commit fail
+** with CDB_INVALID. */
+cdb_status cdb_db_batch_move(cdb_db_batch *b, int64_t file_id, const char *new_relpath,
+                             const cdb_db_file_meta *meta);
+/* Stages a metadata-only update (size/mtime/... changed, same content) of an ok file. */
+cdb_status cdb_db_batch_touch(cdb_db_batch *b, int64_t file_id, const cdb_db_file_meta *meta);
+
+/* Commits the staged operations (write order above) and empties the batch for
+** reuse. file_ids (may be NULL) receives one file id per staged operation, in
+** staging order. On failure nothing is lost that was committed before, the files
+** touched are left pending at worst, and the batch keeps its operations (retry
+** the commit or free it). */
+cdb_status cdb_db_batch_commit(cdb_db_batch *b, int64_t *file_ids /* OUT count */);
+
+/* Test hook: when set, commit calls it between its steps (after_step = 1, 2) and
+** before step 1 (0); used by the crash tests to die at precise points. */
+typedef void (*cdb_db_commit_hook)(int after_step, void *ud);
+void cdb_db_set_commit_hook(cdb_db *db, cdb_db_commit_hook fn, void *ud);
+
+/* Normalizes vec (dim fp32) into out (dim fp16) exactly as stored: scaled L2 norm
+** in fp32, division in fp32, round-to-nearest-even, then validation (finite, unit
+** norm within 1e-3 after decoding, fp32 accumulation). CDB_INVALID if refused. */
+cdb_status cdb_db_encode_vector(const float *vec, int dim, uint16_t *out /* OUT dim */);
+
+/* ---- reading vectors --------------------------------------------------------------- */
+
+/* Iterates every stored vector of model_id in ascending file id, across shards.
+** Vectors of pending files may appear (their last committed vector); files in
+** state error/deleted never do. The iterator holds read snapshots until freed;
+** do not write through the same handle while it is open. */
+cdb_status cdb_db_iter_new(cdb_db *db, int64_t model_id, cdb_db_iter **out /* OUT */);
+/* Reads up to cap vectors: ids[i], and (each may be NULL) f32[i*dim..] decoded
+** exactly from fp16, f16[i*dim..] raw. *n_out == 0 means the end. */
+cdb_status cdb_db_iter_read(cdb_db_iter *it, int cap, int64_t *ids /* OUT cap */,
+                            float *f32 /* OUT cap*dim */, uint16_t *f16 /* OUT cap*dim */,
+                            int *n_out /* OUT */);
+void cdb_db_iter_free(cdb_db_iter *it);
+
+/* Vectors of n files for model_id (re-rank): out[i*dim..] decoded to fp32;
+** found[i] = 0 (row zero-filled) when file i has no vector. */
+cdb_status cdb_db_vectors_get(cdb_db *db, int64_t model_id, const int64_t *file_ids, int n,
+                              float *out /* OUT n*dim */, uint8_t *found /* OUT n */);
+
+/* ---- generations: what changed since the index was built ------------------------------ */
+
+/* Every vector write or removal takes the next value of one database-wide,
+** strictly increasing sequence. cdb_db_generation gives the latest value handed
+** out (0 for a new database). An index built from vectors up to generation G
+** catches up by applying removed_since(G) and then added_since(G): a replaced
+** vector appears in both. fn returning nonzero stops. */
+cdb_status cdb_db_generation(cdb_db *db, int64_t *gen /* OUT */);
+typedef int (*cdb_db_seq_fn)(int64_t file_id, int64_t seq, void *ud);
+cdb_status cdb_db_added_since(cdb_db *db, int64_t model_id, int64_t since, cdb_db_seq_fn fn,
+                              void *ud);
+cdb_status cdb_db_removed_since(cdb_db *db, int64_t model_id, int64_t since,
+                                cdb_db_seq_fn fn, void *ud);
+/* Forgets removal records with seq <= upto (after every index has caught up). */
+cdb_status cdb_db_prune_removed(cdb_db *db, int64_t upto);
+
+/* ---- counts, runs ------------------------------------------------------------------- */
+
+typedef struct cdb_db_counts {
+    int64_t files[5];  /* indexed by cdb_db_file_state; [0] unused */
+    int64_t n_roots, n_models, n_shards;
+    int64_t n_vectors; /* of the model asked for (0 = default model) */
+    int64_t generation;
+} cdb_db_counts;
+cdb_status cdb_db_get_counts(cdb_db *db, int64_t model_id, cdb_db_counts *out /* OUT */);
+
+/* Ingest/reindex history. kind: "ingest", "reindex", ...; status: "ok",
+** "partial", "failed", ...; summary_json stored verbatim (may be NULL). */
+cdb_status cdb_db_run_begin(cdb_db *db, const char *kind, int64_t *run_id /* OUT */);
+cdb_status cdb_db_run_finish(cdb_db *db, int64_t run_id, const char *status,
+                             const char *summary_json);
+typedef struct cdb_db_run {
+    int64_t id;
+    const char *kind, *status, *summary_json; /* borrowed for the callback; may be NULL */
+    int64_t started_ns, finished_ns;          /* finished_ns 0: unfinished (or killed) */
+} cdb_db_run;
+typedef int (*cdb_db_run_fn)(const cdb_db_run *r, void *ud);
+/* The last `limit` runs (<= 0: all), newest first. */
+cdb_status cdb_db_runs_foreach(cdb_db *db, int limit, cdb_db_run_fn fn, void *ud);
+
+/* ---- verification --------------------------------------------------------------------- */
+
+typedef enum cdb_db_problem_kind {
+    CDB_DB_SHARD_MISSING = 1, /* shard file deleted or replaced behind clipdb's back */
+    CDB_DB_SHARD_DAMAGED,     /* truncated / unreadable / not ours */
+    CDB_DB_VECTOR_MISSING,    /* catalog says a vector exists; the shard lacks it */
+    CDB_DB_VECTOR_BAD,        /* wrong size, NaN/Inf, or not unit norm */
+    CDB_DB_VECTOR_ORPHAN,     /* in a shard without a catalog entry (or wrong shard) */
+    CDB_DB_FILE_NO_VECTOR     /* ok file lacking a vector for the default model */
+} cdb_db_problem_kind;
+
+typedef struct cdb_db_problem {
+    cdb_db_problem_kind kind;
+    int32_t shard;    /* 0 when not shard-specific */
+    int64_t model_id; /* 0 when n/a */
+    int64_t file_id;  /* 0 when n/a */
+    char msg[192];
+} cdb_db_problem;
+
+typedef struct cdb_db_report {
+    int64_t n_problems;           /* all found (may exceed n_listed) */
+    int n_listed;                 /* entries in problems[] (capped at 1000) */
+    cdb_db_problem *problems;
+    int64_t n_vectors_checked, n_files_ok, n_files_pending;
+} cdb_db_report;
+
+/* Quick check: every shard the catalog lists exists, is not truncated (file size
+** vs the page count in its header) and carries this database's identity. Problems
+** go to *out (heap, cdb_db_report_free). Cheap: no vector is read. */
+cdb_status cdb_db_check_shards(cdb_db *db, cdb_db_report **out /* OUT */);
+/* Full check: the quick check, then every vector in every shard (size, finite,
+** unit norm within 1e-3 in fp32) against the catalog's vector directory, both ways,
+** and every ok file's default-model vector. Returns CDB_OK with the problems in
+** *out (an empty list means healthy); fails only when it could not run. */
+cdb_status cdb_db_verify(cdb_db *db, cdb_db_report **out /* OUT */);
+void cdb_db_report_free(cdb_db_report *r);
+/* Repairs what verify found (writer only): files whose vectors are missing or bad
+** (also all files of a missing/damaged shard) are marked pending and lose their
+** shard entry so the next ingest re-encodes them; orphan vectors are deleted.
+** *n_fixed counts the files/vectors changed. */
+cdb_status cdb_db_repair(cdb_db *db, const cdb_db_report *r, int64_t *n_fixed /* OUT */);
 
 #ifdef __cplusplus
 }

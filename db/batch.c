@@ -1,0 +1,568 @@
+/*
+** batch.c: the write path. Vectors are normalized in fp32 (power-of-two scaled
+** norm, so any finite magnitude works), rounded to fp16 and validated when staged;
+** a commit applies the staged file updates with the crash-safe write order:
+**   step 1  catalog txn: resolve/insert the file rows, mark them pending, assign
+**           shards (creating the next shard when the current one is full);
+**   step 2  one txn per touched shard: upsert / delete the vectors;
+**   step 3  catalog txn: final states (ok / error / deleted / moved / touched),
+**           the vector directory with fresh sequence numbers, the removal log.
+** A crash between steps leaves the batch's files pending with at most their new
+** vectors already in the shard; redoing them repeats idempotent upserts.
+** See db/README.md for why this order is safe and what power loss changes.
+*/
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "db/db_int.h"
+#include "kernels/kernels.h"
+
+enum { OP_PUT = 1, OP_ERROR, OP_DELETE, OP_MOVE, OP_TOUCH };
+
+typedef struct batch_op {
+    int kind;
+    int64_t root_id; /* PUT/ERROR */
+    char *relpath;   /* PUT/ERROR: the path; MOVE: the new path */
+    cdb_db_file_meta meta;
+    char *reason;    /* ERROR */
+    int64_t file_id; /* given (DELETE/MOVE/TOUCH) or resolved in step 1 */
+    int32_t shard;   /* resolved in step 1; 0 = none */
+    int drop_others; /* PUT: content changed, other models' vectors are stale */
+    int inserted;    /* PUT/ERROR: row created by this commit's step 1 */
+    size_t vec;      /* PUT: index into b->vecs (in vectors) */
+} batch_op;
+
+struct cdb_db_batch {
+    cdb_db *db;
+    int64_t model_id;
+    int dim;
+    batch_op *ops;
+    int n_ops, cap_ops;
+    uint16_t *vecs; /* staged fp16 vectors, dim each */
+    size_t n_vecs, cap_vecs;
+};
+
+/* ---- vector encoding --------------------------------------------------------------- */
+
+#define CHUNK 256
+
+float db_f16_norm(const uint16_t *v, int dim) {
+    float tmp[CHUNK], acc[8] = {0};
+    for (int i = 0; i < dim; i += CHUNK) {
+        int n = dim - i < CHUNK ? dim - i : CHUNK;
+        cdb_k_f16_to_f32(v + i, tmp, (size_t)n);
+        for (int j = 0; j < n; j++) acc[j & 7] += tmp[j] * tmp[j];
+    }
+    return sqrtf(((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])));
+}
+
+/* out[j] = x[j] * 2^-e, exactly: a multiply by a power of two when 2^-e is a
+** normal float (the usual case, vectorizable), ldexpf otherwise. */
+static void scale_pow2(const float *x, int n, int e, float *out) {
+    if (e > -126 && e < 127) {
+        const float s = ldexpf(1.0f, -e);
+        for (int j = 0; j < n; j++) out[j] = x[j] * s;
+    } else {
+        for (int j = 0; j < n; j++) out[j] = ldexpf(x[j], -e);
+    }
+}
+
+cdb_status cdb_db_encode_vector(const float *vec, int dim, uint16_t *out) {
+    float maxabs = 0.0f, acc[8] = {0}, tmp[CHUNK];
+    int e = 0, bad = 0;
+    if (dim <= 0) return cdb_seterr(CDB_INVALID, "vector dim %d", dim);
+    for (int i = 0; i < dim; i++) {
+        float a = fabsf(vec[i]);
+        bad |= !(a <= FLT_MAX); /* NaN or Inf */
+        maxabs = a > maxabs ? a : maxabs;
+    }
+    if (bad) {
+        for (int i = 0; i < dim; i++)
+            if (!isfinite(vec[i]))
+                return cdb_seterr(CDB_INVALID, "vector element %d is %s", i,
+                                  isnan(vec[i]) ? "NaN" : "Inf");
+    }
+    if (maxabs == 0.0f) return cdb_seterr(CDB_INVALID, "vector is all zeros (no direction)");
+    /* Scale by 2^-e with maxabs = f * 2^e, f in [0.5, 1): every scaled element is
+    ** <= 1, so the sum of squares is <= dim and cannot overflow, whatever the
+    ** input magnitude (1e5, 1e30, subnormals). */
+    (void)frexpf(maxabs, &e);
+    for (int i = 0; i < dim; i += CHUNK) {
+        int n = dim - i < CHUNK ? dim - i : CHUNK;
+        scale_pow2(vec + i, n, e, tmp);
+        for (int j = 0; j < n; j++) acc[j & 7] += tmp[j] * tmp[j];
+    }
+    const float norm =
+        sqrtf(((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])));
+    for (int i = 0; i < dim; i += CHUNK) {
+        int n = dim - i < CHUNK ? dim - i : CHUNK;
+        scale_pow2(vec + i, n, e, tmp);
+        for (int j = 0; j < n; j++) tmp[j] /= norm;
+        cdb_k_f32_to_f16(tmp, out + i, (size_t)n);
+    }
+    for (int i = 0; i < dim; i++)
+        if ((out[i] & 0x7c00) == 0x7c00)
+            return cdb_seterr(CDB_INVALID, "vector element %d is not finite after rounding", i);
+    float n2 = db_f16_norm(out, dim);
+    if (!(fabsf(n2 - 1.0f) <= 1e-3f))
+        return cdb_seterr(CDB_INVALID, "vector norm after fp16 rounding is %.6g, not 1 +- 1e-3",
+                          (double)n2);
+    return CDB_OK;
+}
+
+/* ---- staging ---------------------------------------------------------------------- */
+
+cdb_status cdb_db_batch_new(cdb_db *db, int64_t model_id, cdb_db_batch **out) {
+    cdb_db_model m;
+    cdb_status rc;
+    *out = NULL;
+    if ((rc = db_writer(db, "write batch")) != CDB_OK) return rc;
+    if ((rc = cdb_db_model_get(db, model_id, &m)) != CDB_OK) return rc;
+    cdb_db_batch *b = cdb_calloc(1, sizeof *b);
+    if (!b) return cdb_seterr(CDB_NOMEM, "out of memory");
+    b->db = db;
+    b->model_id = model_id;
+    b->dim = m.dim;
+    *out = b;
+    return CDB_OK;
+}
+
+static void batch_clear(cdb_db_batch *b) {
+    for (int i = 0; i < b->n_ops; i++) {
+        cdb_free(b->ops[i].relpath);
+        cdb_free(b->ops[i].reason);
+    }
+    b->n_ops = 0;
+    b->n_vecs = 0;
+}
+
+void cdb_db_batch_free(cdb_db_batch *b) {
+    if (!b) return;
+    batch_clear(b);
+    cdb_free(b->ops);
+    cdb_free(b->vecs);
+    cdb_free(b);
+}
+
+int cdb_db_batch_count(const cdb_db_batch *b) { return b->n_ops; }
+
+static cdb_status push_op(cdb_db_batch *b, int kind, const char *relpath,
+                          const cdb_db_file_meta *meta, batch_op **out) {
+    if (b->n_ops == b->cap_ops) {
+        int cap = b->cap_ops ? b->cap_ops * 2 : 64;
+        batch_op *n = cdb_realloc(b->ops, (size_t)cap * sizeof *n);
+        if (!n) return cdb_seterr(CDB_NOMEM, "out of memory");
+        b->ops = n;
+        b->cap_ops = cap;
+    }
+    batch_op *op = &b->ops[b->n_ops];
+    memset(op, 0, sizeof *op);
+    op->kind = kind;
+    if (meta) op->meta = *meta;
+    if (relpath) {
+        if (!*relpath) return cdb_seterr(CDB_INVALID, "empty relative path");
+        if (!(op->relpath = cdb_strdup(relpath))) return cdb_seterr(CDB_NOMEM, "out of memory");
+    }
+    b->n_ops++;
+    *out = op;
+    return CDB_OK;
+}
+
+cdb_status cdb_db_batch_put(cdb_db_batch *b, int64_t root_id, const char *relpath,
+                            const cdb_db_file_meta *meta, const float *vec, int dim) {
+    batch_op *op = NULL;
+    cdb_status rc;
+    if (!relpath || !meta || !vec) return cdb_seterr(CDB_INVALID, "batch put: NULL argument");
+    if (dim != b->dim)
+        return cdb_seterr(CDB_DIM_MISMATCH, "batch put %s: vector dim %d != model dim %d", relpath,
+                          dim, b->dim);
+    if (b->n_vecs == b->cap_vecs) {
+        size_t cap = b->cap_vecs ? b->cap_vecs * 2 : 64;
+        uint16_t *n = cdb_realloc(b->vecs, cap * (size_t)b->dim * sizeof *n);
+        if (!n) return cdb_seterr(CDB_NOMEM, "out of memory");
+        b->vecs = n;
+        b->cap_vecs = cap;
+    }
+    if ((rc = cdb_db_encode_vector(vec, dim, b->vecs + b->n_vecs * (size_t)b->dim)) != CDB_OK)
+        return cdb_errctx(rc, "refused vector for %s", relpath);
+    if ((rc = push_op(b, OP_PUT, relpath, meta, &op)) != CDB_OK) return rc;
+    op->root_id = root_id;
+    op->vec = b->n_vecs++;
+    return CDB_OK;
+}
+
+cdb_status cdb_db_batch_put_error(cdb_db_batch *b, int64_t root_id, const char *relpath,
+                                  const cdb_db_file_meta *meta, const char *reason) {
+    batch_op *op = NULL;
+    if (!relpath || !meta) return cdb_seterr(CDB_INVALID, "batch put_error: NULL argument");
+    cdb_status rc = push_op(b, OP_ERROR, relpath, meta, &op);
+    if (rc != CDB_OK) return rc;
+    op->root_id = root_id;
+    op->reason = cdb_strdup(reason && *reason ? reason : "unknown error");
+    if (!op->reason) return cdb_seterr(CDB_NOMEM, "out of memory");
+    if (strlen(op->reason) > 500) op->reason[500] = '\0';
+    for (char *p = op->reason; *p; p++)
+        if (*p == '\n' || *p == '\r' || *p == '\t') *p = ' ';
+    return CDB_OK;
+}
+
+cdb_status cdb_db_batch_delete(cdb_db_batch *b, int64_t file_id) {
+    batch_op *op = NULL;
+    cdb_status rc = push_op(b, OP_DELETE, NULL, NULL, &op);
+    if (rc == CDB_OK) op->file_id = file_id;
+    return rc;
+}
+
+cdb_status cdb_db_batch_move(cdb_db_batch *b, int64_t file_id, const char *new_relpath,
+                             const cdb_db_file_meta *meta) {
+    batch_op *op = NULL;
+    if (!new_relpath || !meta) return cdb_seterr(CDB_INVALID, "batch move: NULL argument");
+    cdb_status rc = push_op(b, OP_MOVE, new_relpath, meta, &op);
+    if (rc == CDB_OK) op->file_id = file_id;
+    return rc;
+}
+
+cdb_status cdb_db_batch_touch(cdb_db_batch *b, int64_t file_id, const cdb_db_file_meta *meta) {
+    batch_op *op = NULL;
+    if (!meta) return cdb_seterr(CDB_INVALID, "batch touch: NULL argument");
+    cdb_status rc = push_op(b, OP_TOUCH, NULL, meta, &op);
+    if (rc == CDB_OK) op->file_id = file_id;
+    return rc;
+}
+
+/* ---- commit -------------------------------------------------------------------------- */
+
+static void bind_meta(sqlite3_stmt *st, const cdb_db_file_meta *m, int i_size) {
+    sqlite3_bind_int64(st, i_size, m->size);
+    sqlite3_bind_int64(st, i_size + 1, m->mtime_ns);
+    if (m->has_hash)
+        sqlite3_bind_blob(st, i_size + 2, m->hash, CDB_DB_HASH_BYTES, SQLITE_TRANSIENT);
+    else
+        sqlite3_bind_null(st, i_size + 2);
+    sqlite3_bind_int(st, i_size + 3, m->width);
+    sqlite3_bind_int(st, i_size + 4, m->height);
+}
+
+static cdb_status step_stmt(cdb_db *db, sqlite3_stmt *st, const char *what) {
+    int s = sqlite3_step(st);
+    sqlite3_reset(st);
+    return s == SQLITE_DONE ? CDB_OK : db_sqlerr(sqlite3_db_handle(st), s, what);
+}
+
+/* Step 1 for one op: resolve the row (inserting new files), mark pending, assign a shard. */
+static cdb_status step1_op(cdb_db_batch *b, batch_op *op, int64_t now, db_shard_alloc *alloc) {
+    /* A retried commit re-resolves everything from the catalog. */
+    op->inserted = op->drop_others = 0;
+    if (op->kind == OP_PUT || op->kind == OP_ERROR) op->shard = 0;
+    cdb_db *db = b->db;
+    sqlite3_stmt *st = NULL;
+    cdb_status rc;
+    int exists = 0, state = 0, old_has_hash = 0;
+    uint8_t old_hash[CDB_DB_HASH_BYTES];
+    if (op->kind == OP_PUT || op->kind == OP_ERROR) {
+        if ((rc = db_stmt(db, ST_FILE_BY_PATH, &st)) != CDB_OK) return rc;
+        sqlite3_bind_int64(st, 1, op->root_id);
+        sqlite3_bind_blob(st, 2, op->relpath, (int)strlen(op->relpath), SQLITE_STATIC);
+    } else {
+        if ((rc = db_stmt(db, ST_FILE_BY_ID, &st)) != CDB_OK) return rc;
+        sqlite3_bind_int64(st, 1, op->file_id);
+    }
+    int s = sqlite3_step(st);
+    if (s == SQLITE_ROW) {
+        exists = 1;
+        op->file_id = sqlite3_column_int64(st, 0);
+        state = sqlite3_column_int(st, 1);
+        if (sqlite3_column_bytes(st, 2) == CDB_DB_HASH_BYTES) {
+            memcpy(old_hash, sqlite3_column_blob(st, 2), CDB_DB_HASH_BYTES);
+            old_has_hash = 1;
+        }
+        op->shard = sqlite3_column_int(st, 3);
+    } else if (s != SQLITE_DONE) {
+        return db_sqlerr(db->cat, s, "look up file");
+    }
+    sqlite3_reset(st);
+
+    if (op->kind == OP_MOVE || op->kind == OP_TOUCH) {
+        if (!exists || state != CDB_DB_OK)
+            return cdb_seterr(CDB_INVALID, "%s file %lld: it is %s, not ok",
+                              op->kind == OP_MOVE ? "move" : "touch", (long long)op->file_id,
+                              exists ? cdb_db_file_state_str((cdb_db_file_state)state)
+                                     : "not recorded");
+        return CDB_OK; /* catalog-only: applied in step 3 */
+    }
+    if (!exists && op->kind == OP_DELETE)
+        return cdb_seterr(CDB_NOTFOUND, "delete file %lld: not recorded", (long long)op->file_id);
+    int64_t need = (int64_t)b->dim * 2 + DB_VEC_OVERHEAD;
+    if (!exists) {
+        /* New file: inserted pending with its meta and (for a PUT) its shard. */
+        if (op->kind == OP_PUT && (rc = db_shard_for_new(db, alloc, need, &op->shard)) != CDB_OK)
+            return rc;
+        if ((rc = db_stmt(db, ST_FILE_INSERT, &st)) != CDB_OK) return rc;
+        sqlite3_bind_int64(st, 1, op->root_id);
+        sqlite3_bind_blob(st, 2, op->relpath, (int)strlen(op->relpath), SQLITE_STATIC);
+        bind_meta(st, &op->meta, 3);
+        if (op->shard > 0)
+            sqlite3_bind_int(st, 8, op->shard);
+        else
+            sqlite3_bind_null(st, 8);
+        sqlite3_bind_int64(st, 9, now);
+        if ((rc = step_stmt(db, st, "insert file")) != CDB_OK) return rc;
+        op->file_id = sqlite3_last_insert_rowid(db->cat);
+        op->inserted = 1;
+        return CDB_OK;
+    }
+    if (op->kind == OP_PUT) {
+        /* The old meta stays until step 3, so a redo after a crash sees the same
+        ** hash change again and drops the stale vectors again. */
+        op->drop_others = old_has_hash && op->meta.has_hash &&
+                          memcmp(old_hash, op->meta.hash, CDB_DB_HASH_BYTES) != 0;
+    }
+    if (op->kind == OP_PUT) {
+        if (op->shard <= 0) {
+            if ((rc = db_shard_for_new(db, alloc, need, &op->shard)) != CDB_OK) return rc;
+        } else {
+            int has = 0;
+            if ((rc = cdb_db_file_has_vector(db, b->model_id, op->file_id, &has)) != CDB_OK)
+                return rc;
+            if (!has) {
+                if ((rc = db_stmt(db, ST_SHARD_RESERVE, &st)) != CDB_OK) return rc;
+                sqlite3_bind_int(st, 1, op->shard);
+                sqlite3_bind_int64(st, 2, need);
+                if ((rc = step_stmt(db, st, "reserve shard space")) != CDB_OK) return rc;
+            }
+        }
+    }
+    if ((rc = db_stmt(db, ST_FILE_SET_PENDING, &st)) != CDB_OK) return rc;
+    sqlite3_bind_int64(st, 1, op->file_id);
+    if (op->shard > 0)
+        sqlite3_bind_int(st, 2, op->shard);
+    else
+        sqlite3_bind_null(st, 2);
+    sqlite3_bind_int64(st, 3, now);
+    return step_stmt(db, st, "mark file pending");
+}
+
+/* Step 2: one transaction per shard touched, in shard order. */
+static cdb_status step2(cdb_db_batch *b) {
+    cdb_db *db = b->db;
+    cdb_status rc = CDB_OK;
+    int32_t done_upto = 0;
+    for (;;) {
+        int32_t cur = 0; /* smallest shard id above done_upto used by the batch */
+        for (int i = 0; i < b->n_ops; i++) {
+            const batch_op *op = &b->ops[i];
+            if ((op->kind == OP_PUT || op->kind == OP_ERROR || op->kind == OP_DELETE) &&
+                op->shard > done_upto && (!cur || op->shard < cur))
+                cur = op->shard;
+        }
+        if (!cur) return CDB_OK;
+        db_shard *sh = NULL;
+        if ((rc = db_shard_get(db, cur, &sh)) != CDB_OK) return rc;
+        if ((rc = db_begin(sh->conn)) != CDB_OK) return rc;
+        for (int i = 0; i < b->n_ops && rc == CDB_OK; i++) {
+            const batch_op *op = &b->ops[i];
+            if (op->shard != cur) continue;
+            if (op->kind == OP_PUT) {
+                sqlite3_bind_int64(sh->st_put, 1, b->model_id);
+                sqlite3_bind_int64(sh->st_put, 2, op->file_id);
+                sqlite3_bind_blob(sh->st_put, 3, b->vecs + op->vec * (size_t)b->dim, b->dim * 2,
+                                  SQLITE_STATIC);
+                rc = step_stmt(db, sh->st_put, "store vector");
+                if (rc == CDB_OK && op->drop_others) {
+                    sqlite3_bind_int64(sh->st_del, 1, op->file_id);
+                    sqlite3_bind_int64(sh->st_del, 2, b->model_id);
+                    rc = step_stmt(db, sh->st_del, "drop stale vectors");
+                }
+            } else if (op->kind == OP_ERROR || op->kind == OP_DELETE) {
+                sqlite3_bind_int64(sh->st_del, 1, op->file_id);
+                sqlite3_bind_int64(sh->st_del, 2, 0);
+                rc = step_stmt(db, sh->st_del, "remove vectors");
+            }
+        }
+        if (rc == CDB_OK)
+            rc = db_commit(sh->conn);
+        else
+            db_rollback(sh->conn);
+        if (rc != CDB_OK) return cdb_errctx(rc, "shard %04d", (int)cur);
+        done_upto = cur;
+    }
+}
+
+/* Removes directory entries of file (all models, or all but keep_model when
+** keep_model > 0, or only only_model when only_model > 0), logging each removal. */
+static cdb_status dir_remove(cdb_db *db, int64_t file_id, int64_t keep_model, int64_t only_model,
+                             int64_t *gen) {
+    int64_t models[CDB_DB_MAX_MODELS];
+    int n = 0;
+    sqlite3_stmt *st = NULL;
+    cdb_status rc = db_stmt(db, ST_DIR_OF_FILE, &st);
+    if (rc != CDB_OK) return rc;
+    sqlite3_bind_int64(st, 1, file_id);
+    int s;
+    while ((s = sqlite3_step(st)) == SQLITE_ROW && n < CDB_DB_MAX_MODELS) {
+        int64_t m = sqlite3_column_int64(st, 0);
+        if ((keep_model > 0 && m == keep_model) || (only_model > 0 && m != only_model)) continue;
+        models[n++] = m;
+    }
+    sqlite3_reset(st);
+    if (s != SQLITE_ROW && s != SQLITE_DONE) return db_sqlerr(db->cat, s, "read vector directory");
+    for (int i = 0; i < n && rc == CDB_OK; i++) {
+        if ((rc = db_stmt(db, ST_TOMB_PUT, &st)) != CDB_OK) break;
+        sqlite3_bind_int64(st, 1, ++*gen);
+        sqlite3_bind_int64(st, 2, models[i]);
+        sqlite3_bind_int64(st, 3, file_id);
+        if ((rc = step_stmt(db, st, "log removal")) != CDB_OK) break;
+        if ((rc = db_stmt(db, ST_DIR_DEL, &st)) != CDB_OK) break;
+        sqlite3_bind_int64(st, 1, models[i]);
+        sqlite3_bind_int64(st, 2, file_id);
+        rc = step_stmt(db, st, "remove from vector directory");
+    }
+    return rc;
+}
+
+static cdb_status step3_move(cdb_db *db, batch_op *op, int64_t now) {
+    sqlite3_stmt *st = NULL;
+    cdb_status rc =
+        db_prepare(db->cat,
+                   "SELECT t.id, t.state FROM files f JOIN files t ON t.root_id = f.root_id"
+                   " AND t.relpath = ?2 WHERE f.id = ?1",
+                   &st);
+    if (rc != CDB_OK) return rc;
+    sqlite3_bind_int64(st, 1, op->file_id);
+    sqlite3_bind_blob(st, 2, op->relpath, (int)strlen(op->relpath), SQLITE_STATIC);
+    int s = sqlite3_step(st);
+    int64_t other = s == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+    int other_state = s == SQLITE_ROW ? sqlite3_column_int(st, 1) : 0;
+    sqlite3_finalize(st);
+    if (s != SQLITE_ROW && s != SQLITE_DONE) return db_sqlerr(db->cat, s, "move file");
+    if (other && other != op->file_id) {
+        if (other_state != CDB_DB_DELETED && other_state != CDB_DB_ERROR)
+            return cdb_seterr(CDB_INVALID,
+                              "move file %lld to %s: that path is tracked as file %lld (%s)",
+                              (long long)op->file_id, op->relpath, (long long)other,
+                              cdb_db_file_state_str((cdb_db_file_state)other_state));
+        /* A deleted/error row has no vectors (invariant): it can simply go. */
+        if ((rc = db_prepare(db->cat, "DELETE FROM files WHERE id=?1", &st)) != CDB_OK) return rc;
+        sqlite3_bind_int64(st, 1, other);
+        s = sqlite3_step(st);
+        sqlite3_finalize(st);
+        if (s != SQLITE_DONE) return db_sqlerr(db->cat, s, "move file");
+    }
+    if ((rc = db_prepare(db->cat,
+                         "UPDATE files SET relpath=?2, size=?3, mtime_ns=?4, hash=?5, width=?6,"
+                         " height=?7, updated_ns=?8 WHERE id=?1",
+                         &st)) != CDB_OK)
+        return rc;
+    sqlite3_bind_int64(st, 1, op->file_id);
+    sqlite3_bind_blob(st, 2, op->relpath, (int)strlen(op->relpath), SQLITE_STATIC);
+    bind_meta(st, &op->meta, 3);
+    sqlite3_bind_int64(st, 8, now);
+    s = sqlite3_step(st);
+    sqlite3_finalize(st);
+    return s == SQLITE_DONE ? CDB_OK : db_sqlerr(db->cat, s, "move file");
+}
+
+static cdb_status step3_op(cdb_db_batch *b, batch_op *op, int64_t now, int64_t *gen) {
+    cdb_db *db = b->db;
+    sqlite3_stmt *st = NULL;
+    cdb_status rc = CDB_OK;
+    switch (op->kind) {
+    case OP_PUT:
+        if (op->inserted) {
+            if ((rc = db_stmt(db, ST_FILE_SET_OK_NEW, &st)) != CDB_OK) return rc;
+            sqlite3_bind_int64(st, 1, op->file_id);
+            sqlite3_bind_int64(st, 2, now);
+        } else {
+            if ((rc = db_stmt(db, ST_FILE_SET_OK, &st)) != CDB_OK) return rc;
+            sqlite3_bind_int64(st, 1, op->file_id);
+            bind_meta(st, &op->meta, 2);
+            sqlite3_bind_int64(st, 7, now);
+        }
+        if ((rc = step_stmt(db, st, "mark file ok")) != CDB_OK) return rc;
+        if (op->inserted) goto dir_put; /* a new file has no directory entries */
+        /* A replaced vector is logged as removed, so an index drops the old one. */
+        if ((rc = dir_remove(db, op->file_id, 0, b->model_id, gen)) != CDB_OK) return rc;
+        if (op->drop_others && (rc = dir_remove(db, op->file_id, b->model_id, 0, gen)) != CDB_OK)
+            return rc;
+    dir_put:
+        if ((rc = db_stmt(db, ST_DIR_PUT, &st)) != CDB_OK) return rc;
+        sqlite3_bind_int64(st, 1, b->model_id);
+        sqlite3_bind_int64(st, 2, op->file_id);
+        sqlite3_bind_int64(st, 3, ++*gen);
+        return step_stmt(db, st, "record vector");
+    case OP_ERROR:
+        if ((rc = db_stmt(db, ST_FILE_SET_ERROR, &st)) != CDB_OK) return rc;
+        sqlite3_bind_int64(st, 1, op->file_id);
+        bind_meta(st, &op->meta, 2);
+        sqlite3_bind_int64(st, 7, now);
+        sqlite3_bind_text(st, 8, op->reason, -1, SQLITE_STATIC);
+        if ((rc = step_stmt(db, st, "mark file error")) != CDB_OK) return rc;
+        return dir_remove(db, op->file_id, 0, 0, gen);
+    case OP_DELETE:
+        if ((rc = db_stmt(db, ST_FILE_SET_DELETED, &st)) != CDB_OK) return rc;
+        sqlite3_bind_int64(st, 1, op->file_id);
+        sqlite3_bind_int64(st, 2, now);
+        if ((rc = step_stmt(db, st, "mark file deleted")) != CDB_OK) return rc;
+        return dir_remove(db, op->file_id, 0, 0, gen);
+    case OP_MOVE: return step3_move(db, op, now);
+    case OP_TOUCH:
+        if ((rc = db_prepare(db->cat,
+                             "UPDATE files SET size=?2, mtime_ns=?3, hash=?4, width=?5, height=?6,"
+                             " updated_ns=?7 WHERE id=?1 AND state=2",
+                             &st)) != CDB_OK)
+            return rc;
+        sqlite3_bind_int64(st, 1, op->file_id);
+        bind_meta(st, &op->meta, 2);
+        sqlite3_bind_int64(st, 7, now);
+        {
+            int s = sqlite3_step(st);
+            sqlite3_finalize(st);
+            return s == SQLITE_DONE ? CDB_OK : db_sqlerr(db->cat, s, "update file");
+        }
+    }
+    return cdb_seterr(CDB_ERROR, "bad batch op %d", op->kind);
+}
+
+cdb_status cdb_db_batch_commit(cdb_db_batch *b, int64_t *file_ids) {
+    cdb_db *db = b->db;
+    cdb_status rc;
+    int64_t now = db_wall_ns(), gen = 0;
+    if (b->n_ops == 0) return CDB_OK;
+    if (db->hook) db->hook(0, db->hook_ud);
+
+    /* step 1: pending + shard assignment */
+    db_shard_alloc alloc;
+    memset(&alloc, 0, sizeof alloc);
+    if ((rc = db_begin(db->cat)) != CDB_OK) return rc;
+    for (int i = 0; i < b->n_ops && rc == CDB_OK; i++) rc = step1_op(b, &b->ops[i], now, &alloc);
+    if (rc == CDB_OK) rc = db_shard_alloc_flush(db, &alloc);
+    if (rc == CDB_OK)
+        rc = db_commit(db->cat);
+    else
+        db_rollback(db->cat);
+    if (rc != CDB_OK) return cdb_errctx(rc, "commit (step 1, catalog)");
+    if (db->hook) db->hook(1, db->hook_ud);
+
+    /* step 2: vectors */
+    if ((rc = step2(b)) != CDB_OK) return cdb_errctx(rc, "commit (step 2, shards)");
+    if (db->hook) db->hook(2, db->hook_ud);
+
+    /* step 3: final states + directory */
+    if ((rc = db_begin(db->cat)) != CDB_OK) return rc;
+    rc = db_meta_get_int(db, "generation", &gen);
+    for (int i = 0; i < b->n_ops && rc == CDB_OK; i++) rc = step3_op(b, &b->ops[i], now, &gen);
+    if (rc == CDB_OK) rc = db_meta_set_int(db, "generation", gen);
+    if (rc == CDB_OK)
+        rc = db_commit(db->cat);
+    else
+        db_rollback(db->cat);
+    if (rc != CDB_OK) return cdb_errctx(rc, "commit (step 3, catalog)");
+
+    if (file_ids)
+        for (int i = 0; i < b->n_ops; i++) file_ids[i] = b->ops[i].file_id;
+    batch_clear(b);
+    return CDB_OK;
+}

@@ -1,0 +1,614 @@
+/*
+** catalog.c: the catalog's read/write calls that are not batch writes: models
+** (default model by weights hash), roots, file lookups for change detection
+** (by path, by id, by content hash), the vector directory's generations for
+** incremental index updates, counts, and the runs history.
+** Tables and invariants: db/README.md.
+*/
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "db/db_int.h"
+
+const char *cdb_db_file_state_str(cdb_db_file_state s) {
+    switch (s) {
+    case CDB_DB_PENDING: return "pending";
+    case CDB_DB_OK: return "ok";
+    case CDB_DB_ERROR: return "error";
+    case CDB_DB_DELETED: return "deleted";
+    }
+    return "unknown";
+}
+
+/* Steps a one-shot statement expecting DONE; finalizes it. */
+static cdb_status step_done(sqlite3 *conn, sqlite3_stmt *st, const char *what) {
+    int s = sqlite3_step(st);
+    cdb_status rc = s == SQLITE_DONE || s == SQLITE_ROW ? CDB_OK : db_sqlerr(conn, s, what);
+    sqlite3_finalize(st);
+    return rc;
+}
+
+static void copy_text(char *dst, size_t cap, const unsigned char *src) {
+    snprintf(dst, cap, "%s", src ? (const char *)src : "");
+}
+
+static cdb_status count_sql(cdb_db *db, const char *sql, int64_t arg, int64_t *out);
+
+/* ---- models ---------------------------------------------------------------------------- */
+
+#define MODEL_COLS "id, weights_hash, name, dim, is_default"
+
+static void model_from_row(sqlite3_stmt *st, cdb_db_model *m) {
+    memset(m, 0, sizeof *m);
+    m->id = sqlite3_column_int64(st, 0);
+    copy_text(m->weights_hash, sizeof m->weights_hash, sqlite3_column_text(st, 1));
+    copy_text(m->name, sizeof m->name, sqlite3_column_text(st, 2));
+    m->dim = sqlite3_column_int(st, 3);
+    m->is_default = sqlite3_column_int(st, 4);
+}
+
+/* One model row selected by sql with ?1 bound to an int64 or text. */
+static cdb_status model_query(cdb_db *db, const char *sql, int64_t id, const char *text,
+                              cdb_db_model *out, const char *what) {
+    sqlite3_stmt *st = NULL;
+    cdb_status rc = db_prepare(db->cat, sql, &st);
+    if (rc != CDB_OK) return rc;
+    if (text)
+        sqlite3_bind_text(st, 1, text, -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_int64(st, 1, id);
+    int s = sqlite3_step(st);
+    if (s == SQLITE_ROW)
+        model_from_row(st, out);
+    else if (s == SQLITE_DONE)
+        rc = cdb_seterr(CDB_NOTFOUND, "%s: no such model", what);
+    else
+        rc = db_sqlerr(db->cat, s, what);
+    sqlite3_finalize(st);
+    return rc;
+}
+
+cdb_status cdb_db_model_get(cdb_db *db, int64_t model_id, cdb_db_model *out) {
+    cdb_status rc = model_query(db, "SELECT " MODEL_COLS " FROM models WHERE id=?1", model_id, NULL,
+                                out, "model");
+    if (rc == CDB_NOTFOUND)
+        return cdb_seterr(rc, "model %lld is not registered", (long long)model_id);
+    return rc;
+}
+
+cdb_status cdb_db_model_find(cdb_db *db, const char *weights_hash, cdb_db_model *out) {
+    return model_query(db, "SELECT " MODEL_COLS " FROM models WHERE weights_hash=?1", 0,
+                       weights_hash, out, "find model");
+}
+
+cdb_status cdb_db_model_default(cdb_db *db, cdb_db_model *out) {
+    cdb_status rc = model_query(db, "SELECT " MODEL_COLS " FROM models WHERE is_default=1 LIMIT ?1",
+                                1, NULL, out, "default model");
+    if (rc == CDB_NOTFOUND) return cdb_seterr(rc, "database %s has no model yet", db->dir);
+    return rc;
+}
+
+cdb_status cdb_db_model_register(cdb_db *db, const char *weights_hash, const char *name, int dim,
+                                 const char *info_json, int64_t *model_id) {
+    cdb_db_model m;
+    sqlite3_stmt *st = NULL;
+    cdb_status rc;
+    if ((rc = db_writer(db, "register model")) != CDB_OK) return rc;
+    if (!weights_hash || !*weights_hash || strlen(weights_hash) >= sizeof m.weights_hash)
+        return cdb_seterr(CDB_INVALID, "register model: bad weights hash");
+    if (dim <= 0 || dim > 65536) return cdb_seterr(CDB_INVALID, "register model: bad dim %d", dim);
+    rc = cdb_db_model_find(db, weights_hash, &m);
+    if (rc == CDB_OK) {
+        if (m.dim != dim)
+            return cdb_seterr(CDB_DIM_MISMATCH, "model %s is registered with dim %d, not %d",
+                              weights_hash, m.dim, dim);
+        *model_id = m.id;
+        return CDB_OK;
+    }
+    if (rc != CDB_NOTFOUND) return rc;
+    int64_t n_models = 0;
+    if ((rc = count_sql(db, "SELECT count(*) FROM models", 0, &n_models)) != CDB_OK) return rc;
+    if (n_models >= CDB_DB_MAX_MODELS)
+        return cdb_seterr(CDB_UNSUPPORTED, "register model: a database holds at most %d models",
+                          CDB_DB_MAX_MODELS);
+    if ((rc = db_begin(db->cat)) != CDB_OK) return rc;
+    rc = db_prepare(db->cat,
+                    "INSERT INTO models(weights_hash, name, dim, info, is_default, created_ns)"
+                    " VALUES(?1, ?2, ?3, ?4, NOT EXISTS(SELECT 1 FROM models), ?5)",
+                    &st);
+    if (rc == CDB_OK) {
+        sqlite3_bind_text(st, 1, weights_hash, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, name ? name : "", -1, SQLITE_STATIC);
+        sqlite3_bind_int(st, 3, dim);
+        if (info_json) sqlite3_bind_text(st, 4, info_json, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 5, db_wall_ns());
+        rc = step_done(db->cat, st, "register model");
+    }
+    if (rc == CDB_OK) {
+        *model_id = sqlite3_last_insert_rowid(db->cat);
+        rc = db_commit(db->cat);
+    } else {
+        db_rollback(db->cat);
+    }
+    return rc;
+}
+
+cdb_status cdb_db_model_set_default(cdb_db *db, int64_t model_id) {
+    cdb_db_model m;
+    sqlite3_stmt *st = NULL;
+    cdb_status rc;
+    if ((rc = db_writer(db, "set default model")) != CDB_OK) return rc;
+    if ((rc = cdb_db_model_get(db, model_id, &m)) != CDB_OK) return rc;
+    if ((rc = db_prepare(db->cat, "UPDATE models SET is_default=(id=?1)", &st)) != CDB_OK)
+        return rc;
+    sqlite3_bind_int64(st, 1, model_id);
+    return step_done(db->cat, st, "set default model");
+}
+
+cdb_status cdb_db_model_info(cdb_db *db, int64_t model_id, char **json) {
+    sqlite3_stmt *st = NULL;
+    *json = NULL;
+    cdb_status rc = db_prepare(db->cat, "SELECT info FROM models WHERE id=?1", &st);
+    if (rc != CDB_OK) return rc;
+    sqlite3_bind_int64(st, 1, model_id);
+    int s = sqlite3_step(st);
+    if (s == SQLITE_ROW) {
+        const unsigned char *t = sqlite3_column_text(st, 0);
+        if (t && !(*json = cdb_strdup((const char *)t)))
+            rc = cdb_seterr(CDB_NOMEM, "out of memory");
+    } else if (s == SQLITE_DONE) {
+        rc = cdb_seterr(CDB_NOTFOUND, "model %lld is not registered", (long long)model_id);
+    } else {
+        rc = db_sqlerr(db->cat, s, "model info");
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+cdb_status cdb_db_models_foreach(cdb_db *db, cdb_db_model_fn fn, void *ud) {
+    sqlite3_stmt *st = NULL;
+    cdb_status rc = db_prepare(db->cat, "SELECT " MODEL_COLS " FROM models ORDER BY id", &st);
+    if (rc != CDB_OK) return rc;
+    int s;
+    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+        cdb_db_model m;
+        model_from_row(st, &m);
+        if (fn(&m, ud)) {
+            s = SQLITE_DONE;
+            break;
+        }
+    }
+    if (s != SQLITE_DONE) rc = db_sqlerr(db->cat, s, "list models");
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* ---- roots ---------------------------------------------------------------------------- */
+
+cdb_status cdb_db_root_find(cdb_db *db, const char *path, int64_t *root_id) {
+    sqlite3_stmt *st = NULL;
+    cdb_status rc = db_prepare(db->cat, "SELECT id FROM roots WHERE path=?1", &st);
+    if (rc != CDB_OK) return rc;
+    sqlite3_bind_blob(st, 1, path, (int)strlen(path), SQLITE_STATIC);
+    int s = sqlite3_step(st);
+    if (s == SQLITE_ROW)
+        *root_id = sqlite3_column_int64(st, 0);
+    else if (s == SQLITE_DONE)
+        rc = cdb_seterr(CDB_NOTFOUND, "root %s is not recorded", path);
+    else
+        rc = db_sqlerr(db->cat, s, "find root");
+    sqlite3_finalize(st);
+    return rc;
+}
+
+cdb_status cdb_db_root_add(cdb_db *db, const char *path, int64_t *root_id) {
+    sqlite3_stmt *st = NULL;
+    cdb_status rc;
+    if ((rc = db_writer(db, "add root")) != CDB_OK) return rc;
+    if (!path || !*path) return cdb_seterr(CDB_INVALID, "add root: empty path");
+    rc = cdb_db_root_find(db, path, root_id);
+    if (rc != CDB_NOTFOUND) return rc;
+    if ((rc = db_prepare(db->cat, "INSERT INTO roots(path, created_ns) VALUES(?1, ?2)", &st)) !=
+        CDB_OK)
+        return rc;
+    sqlite3_bind_blob(st, 1, path, (int)strlen(path), SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, db_wall_ns());
+    if ((rc = step_done(db->cat, st, "add root")) == CDB_OK)
+        *root_id = sqlite3_last_insert_rowid(db->cat);
+    return rc;
+}
+
+/* Heap copy of a BLOB/TEXT column as a NUL-terminated string. */
+static char *column_strdup(sqlite3_stmt *st, int col) {
+    const void *b = sqlite3_column_blob(st, col);
+    int n = sqlite3_column_bytes(st, col);
+    char *s = cdb_malloc((size_t)n + 1);
+    if (!s) return NULL;
+    if (n) memcpy(s, b, (size_t)n);
+    s[n] = '\0';
+    return s;
+}
+
+cdb_status cdb_db_root_get(cdb_db *db, int64_t root_id, char **path) {
+    sqlite3_stmt *st = NULL;
+    *path = NULL;
+    cdb_status rc = db_prepare(db->cat, "SELECT path FROM roots WHERE id=?1", &st);
+    if (rc != CDB_OK) return rc;
+    sqlite3_bind_int64(st, 1, root_id);
+    int s = sqlite3_step(st);
+    if (s == SQLITE_ROW) {
+        if (!(*path = column_strdup(st, 0))) rc = cdb_seterr(CDB_NOMEM, "out of memory");
+    } else if (s == SQLITE_DONE) {
+        rc = cdb_seterr(CDB_NOTFOUND, "root %lld is not recorded", (long long)root_id);
+    } else {
+        rc = db_sqlerr(db->cat, s, "get root");
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+cdb_status cdb_db_roots_foreach(cdb_db *db, cdb_db_root_fn fn, void *ud) {
+    sqlite3_stmt *st = NULL;
+    cdb_status rc =
+        db_prepare(db->cat, "SELECT id, CAST(path AS TEXT) FROM roots ORDER BY id", &st);
+    if (rc != CDB_OK) return rc;
+    int s;
+    while ((s = sqlite3_step(st)) == SQLITE_ROW)
+        if (fn(sqlite3_column_int64(st, 0), (const char *)sqlite3_column_text(st, 1), ud)) {
+            s = SQLITE_DONE;
+            break;
+        }
+    if (s != SQLITE_DONE) rc = db_sqlerr(db->cat, s, "list roots");
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* ---- files ---------------------------------------------------------------------------- */
+
+#define FILE_COLS                                                                                  \
+    "id, root_id, relpath, size, mtime_ns, hash, width, height, state, error, shard,"              \
+    " created_ns, updated_ns"
+
+/* Fills f from a FILE_COLS row; relpath/error borrowed from the statement. */
+static void file_from_row(sqlite3_stmt *st, cdb_db_file *f) {
+    memset(f, 0, sizeof *f);
+    f->id = sqlite3_column_int64(st, 0);
+    f->root_id = sqlite3_column_int64(st, 1);
+    f->relpath = (const char *)sqlite3_column_text(st, 2); /* BLOB -> NUL-terminated bytes */
+    f->meta.size = sqlite3_column_int64(st, 3);
+    f->meta.mtime_ns = sqlite3_column_int64(st, 4);
+    if (sqlite3_column_bytes(st, 5) == CDB_DB_HASH_BYTES) {
+        memcpy(f->meta.hash, sqlite3_column_blob(st, 5), CDB_DB_HASH_BYTES);
+        f->meta.has_hash = 1;
+    }
+    f->meta.width = sqlite3_column_int(st, 6);
+    f->meta.height = sqlite3_column_int(st, 7);
+    f->state = (cdb_db_file_state)sqlite3_column_int(st, 8);
+    f->error = (const char *)sqlite3_column_text(st, 9);
+    f->shard = sqlite3_column_int(st, 10);
+    f->created_ns = sqlite3_column_int64(st, 11);
+    f->updated_ns = sqlite3_column_int64(st, 12);
+}
+
+/* Runs a FILE_COLS query expected to give at most one row; heap-copies the strings. */
+static cdb_status file_one(cdb_db *db, sqlite3_stmt *st, cdb_db_file *out, const char *what) {
+    cdb_status rc = CDB_OK;
+    int s = sqlite3_step(st);
+    memset(out, 0, sizeof *out);
+    if (s == SQLITE_ROW) {
+        cdb_db_file f;
+        file_from_row(st, &f);
+        *out = f;
+        out->relpath = column_strdup(st, 2);
+        out->error = f.error ? cdb_strdup(f.error) : NULL;
+        if (!out->relpath || (f.error && !out->error)) {
+            cdb_db_file_clear(out);
+            rc = cdb_seterr(CDB_NOMEM, "out of memory");
+        }
+    } else if (s == SQLITE_DONE) {
+        rc = cdb_seterr(CDB_NOTFOUND, "%s: no such file", what);
+    } else {
+        rc = db_sqlerr(db->cat, s, what);
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+void cdb_db_file_clear(cdb_db_file *f) {
+    if (!f) return;
+    cdb_free((void *)f->relpath);
+    cdb_free((void *)f->error);
+    f->relpath = f->error = NULL;
+}
+
+cdb_status cdb_db_file_lookup(cdb_db *db, int64_t root_id, const char *relpath, cdb_db_file *out) {
+    sqlite3_stmt *st = NULL;
+    cdb_status rc =
+        db_prepare(db->cat, "SELECT " FILE_COLS " FROM files WHERE root_id=?1 AND relpath=?2", &st);
+    memset(out, 0, sizeof *out);
+    if (rc != CDB_OK) return rc;
+    sqlite3_bind_int64(st, 1, root_id);
+    sqlite3_bind_blob(st, 2, relpath, (int)strlen(relpath), SQLITE_STATIC);
+    return file_one(db, st, out, "look up file");
+}
+
+cdb_status cdb_db_file_get(cdb_db *db, int64_t file_id, cdb_db_file *out) {
+    sqlite3_stmt *st = NULL;
+    cdb_status rc = db_prepare(db->cat, "SELECT " FILE_COLS " FROM files WHERE id=?1", &st);
+    memset(out, 0, sizeof *out);
+    if (rc != CDB_OK) return rc;
+    sqlite3_bind_int64(st, 1, file_id);
+    rc = file_one(db, st, out, "get file");
+    if (rc == CDB_NOTFOUND) return cdb_seterr(rc, "file %lld is not recorded", (long long)file_id);
+    return rc;
+}
+
+cdb_status cdb_db_file_path(cdb_db *db, int64_t file_id, char **path) {
+    sqlite3_stmt *st = NULL;
+    *path = NULL;
+    cdb_status rc = db_prepare(db->cat,
+                               "SELECT r.path || CAST('/' AS BLOB) || f.relpath FROM files f"
+                               " JOIN roots r ON r.id = f.root_id WHERE f.id=?1",
+                               &st);
+    if (rc != CDB_OK) return rc;
+    sqlite3_bind_int64(st, 1, file_id);
+    int s = sqlite3_step(st);
+    if (s == SQLITE_ROW) {
+        if (!(*path = column_strdup(st, 0))) rc = cdb_seterr(CDB_NOMEM, "out of memory");
+    } else if (s == SQLITE_DONE) {
+        rc = cdb_seterr(CDB_NOTFOUND, "file %lld is not recorded", (long long)file_id);
+    } else {
+        rc = db_sqlerr(db->cat, s, "file path");
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+cdb_status cdb_db_files_by_hash(cdb_db *db, int64_t root_id, const uint8_t hash[CDB_DB_HASH_BYTES],
+                                int64_t *ids, int cap, int *n_out) {
+    sqlite3_stmt *st = NULL;
+    *n_out = 0;
+    cdb_status rc = db_prepare(db->cat,
+                               "SELECT id FROM files WHERE root_id=?1 AND hash=?2 AND state=2"
+                               " ORDER BY id LIMIT ?3",
+                               &st);
+    if (rc != CDB_OK) return rc;
+    sqlite3_bind_int64(st, 1, root_id);
+    sqlite3_bind_blob(st, 2, hash, CDB_DB_HASH_BYTES, SQLITE_STATIC);
+    sqlite3_bind_int(st, 3, cap);
+    int s;
+    while ((s = sqlite3_step(st)) == SQLITE_ROW) ids[(*n_out)++] = sqlite3_column_int64(st, 0);
+    if (s != SQLITE_DONE) rc = db_sqlerr(db->cat, s, "find files by hash");
+    sqlite3_finalize(st);
+    return rc;
+}
+
+cdb_status cdb_db_files_foreach(cdb_db *db, int64_t root_id, unsigned state_mask, cdb_db_file_fn fn,
+                                void *ud) {
+    sqlite3_stmt *st = NULL;
+    cdb_status rc = db_prepare(db->cat,
+                               "SELECT " FILE_COLS " FROM files WHERE (?1 = 0 OR root_id = ?1)"
+                               " AND ((?2 >> state) & 1) ORDER BY id",
+                               &st);
+    if (rc != CDB_OK) return rc;
+    sqlite3_bind_int64(st, 1, root_id);
+    sqlite3_bind_int64(st, 2, (int64_t)state_mask);
+    int s;
+    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+        cdb_db_file f;
+        file_from_row(st, &f);
+        if (fn(&f, ud)) {
+            s = SQLITE_DONE;
+            break;
+        }
+    }
+    if (s != SQLITE_DONE) rc = db_sqlerr(db->cat, s, "list files");
+    sqlite3_finalize(st);
+    return rc;
+}
+
+cdb_status cdb_db_file_has_vector(cdb_db *db, int64_t model_id, int64_t file_id, int *has) {
+    sqlite3_stmt *st = NULL;
+    cdb_status rc = db_stmt(db, ST_DIR_GET, &st);
+    if (rc != CDB_OK) return rc;
+    sqlite3_bind_int64(st, 1, model_id);
+    sqlite3_bind_int64(st, 2, file_id);
+    int s = sqlite3_step(st);
+    *has = s == SQLITE_ROW;
+    if (s != SQLITE_ROW && s != SQLITE_DONE) rc = db_sqlerr(db->cat, s, "look up vector");
+    sqlite3_reset(st);
+    return rc;
+}
+
+cdb_status cdb_db_classify(cdb_db *db, int64_t model_id, int64_t root_id, const char *relpath,
+                           int64_t size, int64_t mtime_ns, cdb_db_change *change,
+                           cdb_db_file *out) {
+    cdb_db_file f;
+    cdb_status rc = cdb_db_file_lookup(db, root_id, relpath, &f);
+    if (out) memset(out, 0, sizeof *out);
+    if (rc == CDB_NOTFOUND) {
+        *change = CDB_DB_CHANGE_NEW;
+        cdb_clearerr();
+        return CDB_OK;
+    }
+    if (rc != CDB_OK) return rc;
+    int same = f.meta.size == size && f.meta.mtime_ns == mtime_ns;
+    switch (f.state) {
+    case CDB_DB_DELETED: *change = CDB_DB_CHANGE_NEW; break;
+    case CDB_DB_PENDING: *change = CDB_DB_CHANGE_REDO; break;
+    case CDB_DB_ERROR: *change = same ? CDB_DB_CHANGE_QUARANTINED : CDB_DB_CHANGE_RETRY; break;
+    case CDB_DB_OK:
+    default:
+        if (!same) {
+            *change = CDB_DB_CHANGE_MODIFIED;
+        } else {
+            int has = 0;
+            if ((rc = cdb_db_file_has_vector(db, model_id, f.id, &has)) != CDB_OK) break;
+            *change = has ? CDB_DB_CHANGE_SAME : CDB_DB_CHANGE_NEEDS_VECTOR;
+        }
+        break;
+    }
+    if (rc == CDB_OK && out)
+        *out = f;
+    else
+        cdb_db_file_clear(&f);
+    return rc;
+}
+
+/* ---- generations ---------------------------------------------------------------------- */
+
+cdb_status cdb_db_generation(cdb_db *db, int64_t *gen) {
+    return db_meta_get_int(db, "generation", gen);
+}
+
+static cdb_status seq_query(cdb_db *db, const char *sql, int64_t model_id, int64_t since,
+                            cdb_db_seq_fn fn, void *ud) {
+    sqlite3_stmt *st = NULL;
+    cdb_status rc = db_prepare(db->cat, sql, &st);
+    if (rc != CDB_OK) return rc;
+    sqlite3_bind_int64(st, 1, model_id);
+    sqlite3_bind_int64(st, 2, since);
+    int s;
+    while ((s = sqlite3_step(st)) == SQLITE_ROW)
+        if (fn(sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1), ud)) {
+            s = SQLITE_DONE;
+            break;
+        }
+    if (s != SQLITE_DONE) rc = db_sqlerr(db->cat, s, "changes since");
+    sqlite3_finalize(st);
+    return rc;
+}
+
+cdb_status cdb_db_added_since(cdb_db *db, int64_t model_id, int64_t since, cdb_db_seq_fn fn,
+                              void *ud) {
+    return seq_query(db,
+                     "SELECT file_id, seq FROM vectors WHERE model_id=?1 AND seq>?2 ORDER BY seq",
+                     model_id, since, fn, ud);
+}
+
+cdb_status cdb_db_removed_since(cdb_db *db, int64_t model_id, int64_t since, cdb_db_seq_fn fn,
+                                void *ud) {
+    return seq_query(db,
+                     "SELECT file_id, seq FROM removed WHERE model_id=?1 AND seq>?2 ORDER BY seq",
+                     model_id, since, fn, ud);
+}
+
+cdb_status cdb_db_prune_removed(cdb_db *db, int64_t upto) {
+    sqlite3_stmt *st = NULL;
+    cdb_status rc = db_writer(db, "prune removal log");
+    if (rc == CDB_OK) rc = db_prepare(db->cat, "DELETE FROM removed WHERE seq<=?1", &st);
+    if (rc != CDB_OK) return rc;
+    sqlite3_bind_int64(st, 1, upto);
+    return step_done(db->cat, st, "prune removal log");
+}
+
+/* ---- counts ---------------------------------------------------------------------------- */
+
+static cdb_status count_sql(cdb_db *db, const char *sql, int64_t arg, int64_t *out) {
+    sqlite3_stmt *st = NULL;
+    cdb_status rc = db_prepare(db->cat, sql, &st);
+    if (rc != CDB_OK) return rc;
+    if (sqlite3_bind_parameter_count(st) > 0) sqlite3_bind_int64(st, 1, arg);
+    int s = sqlite3_step(st);
+    if (s == SQLITE_ROW)
+        *out = sqlite3_column_int64(st, 0);
+    else
+        rc = db_sqlerr(db->cat, s, "count");
+    sqlite3_finalize(st);
+    return rc;
+}
+
+cdb_status cdb_db_get_counts(cdb_db *db, int64_t model_id, cdb_db_counts *out) {
+    sqlite3_stmt *st = NULL;
+    memset(out, 0, sizeof *out);
+    /* One read transaction so the numbers agree with each other. */
+    cdb_status rc = db_exec(db->cat, "BEGIN");
+    if (rc != CDB_OK) return rc;
+    if ((rc = db_prepare(db->cat, "SELECT state, count(*) FROM files GROUP BY state", &st)) ==
+        CDB_OK) {
+        int s;
+        while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+            int k = sqlite3_column_int(st, 0);
+            if (k >= 1 && k <= 4) out->files[k] = sqlite3_column_int64(st, 1);
+        }
+        if (s != SQLITE_DONE) rc = db_sqlerr(db->cat, s, "count files");
+        sqlite3_finalize(st);
+    }
+    if (rc == CDB_OK) rc = count_sql(db, "SELECT count(*) FROM roots", 0, &out->n_roots);
+    if (rc == CDB_OK) rc = count_sql(db, "SELECT count(*) FROM models", 0, &out->n_models);
+    if (rc == CDB_OK) rc = count_sql(db, "SELECT count(*) FROM shards", 0, &out->n_shards);
+    if (rc == CDB_OK) {
+        if (model_id > 0)
+            rc = count_sql(db, "SELECT count(*) FROM vectors WHERE model_id=?1", model_id,
+                           &out->n_vectors);
+        else
+            rc = count_sql(db,
+                           "SELECT count(*) FROM vectors WHERE model_id ="
+                           " (SELECT id FROM models WHERE is_default=1)",
+                           0, &out->n_vectors);
+    }
+    if (rc == CDB_OK) rc = db_meta_get_int(db, "generation", &out->generation);
+    sqlite3_exec(db->cat, "COMMIT", NULL, NULL, NULL);
+    return rc;
+}
+
+/* ---- runs ------------------------------------------------------------------------------ */
+
+cdb_status cdb_db_run_begin(cdb_db *db, const char *kind, int64_t *run_id) {
+    sqlite3_stmt *st = NULL;
+    cdb_status rc = db_writer(db, "record run");
+    if (rc == CDB_OK)
+        rc = db_prepare(db->cat, "INSERT INTO runs(kind, started_ns) VALUES(?1, ?2)", &st);
+    if (rc != CDB_OK) return rc;
+    sqlite3_bind_text(st, 1, kind ? kind : "", -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, db_wall_ns());
+    if ((rc = step_done(db->cat, st, "record run")) == CDB_OK)
+        *run_id = sqlite3_last_insert_rowid(db->cat);
+    return rc;
+}
+
+cdb_status cdb_db_run_finish(cdb_db *db, int64_t run_id, const char *status,
+                             const char *summary_json) {
+    sqlite3_stmt *st = NULL;
+    cdb_status rc = db_writer(db, "finish run");
+    if (rc == CDB_OK)
+        rc = db_prepare(db->cat,
+                        "UPDATE runs SET status=?2, summary=?3, finished_ns=?4 WHERE id=?1", &st);
+    if (rc != CDB_OK) return rc;
+    sqlite3_bind_int64(st, 1, run_id);
+    sqlite3_bind_text(st, 2, status ? status : "", -1, SQLITE_STATIC);
+    if (summary_json) sqlite3_bind_text(st, 3, summary_json, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 4, db_wall_ns());
+    rc = step_done(db->cat, st, "finish run");
+    if (rc == CDB_OK && sqlite3_changes(db->cat) == 0)
+        rc = cdb_seterr(CDB_NOTFOUND, "run %lld is not recorded", (long long)run_id);
+    return rc;
+}
+
+cdb_status cdb_db_runs_foreach(cdb_db *db, int limit, cdb_db_run_fn fn, void *ud) {
+    sqlite3_stmt *st = NULL;
+    cdb_status rc = db_prepare(db->cat,
+                               "SELECT id, kind, status, summary, started_ns, finished_ns FROM runs"
+                               " ORDER BY id DESC LIMIT ?1",
+                               &st);
+    if (rc != CDB_OK) return rc;
+    sqlite3_bind_int(st, 1, limit > 0 ? limit : -1);
+    int s;
+    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+        cdb_db_run r;
+        r.id = sqlite3_column_int64(st, 0);
+        r.kind = (const char *)sqlite3_column_text(st, 1);
+        r.status = (const char *)sqlite3_column_text(st, 2);
+        r.summary_json = (const char *)sqlite3_column_text(st, 3);
+        r.started_ns = sqlite3_column_int64(st, 4);
+        r.finished_ns = sqlite3_column_int64(st, 5);
+        if (fn(&r, ud)) {
+            s = SQLITE_DONE;
+            break;
+        }
+    }
+    if (s != SQLITE_DONE) rc = db_sqlerr(db->cat, s, "list runs");
+    sqlite3_finalize(st);
+    return rc;
+}

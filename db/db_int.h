@@ -1,0 +1,107 @@
+/*
+** db_int.h: internals of the db/ module shared by its .c files (never included
+** outside db/). The handle, shard connections, cached statements, and the small
+** SQLite helpers that map SQLite errors to cdb_status at the module boundary.
+*/
+#ifndef CDB_DB_INT_H
+#define CDB_DB_INT_H
+
+#include <sqlite3.h>
+
+#include "db/db.h"
+
+/* Per-vector catalog/shard overhead assumed when filling shards (row header,
+** index entry, page slack). */
+#define DB_VEC_OVERHEAD 64
+
+typedef struct db_shard {
+    int32_t id;
+    sqlite3 *conn;        /* NULL until first use */
+    sqlite3_stmt *st_put; /* INSERT OR REPLACE (model, file, vec) */
+    sqlite3_stmt *st_del; /* DELETE a file's vectors except model ?2 (0 = all) */
+    sqlite3_stmt *st_get; /* SELECT vec for (model, file) */
+} db_shard;
+
+/* Cached catalog statements (prepared on first use). */
+enum {
+    ST_FILE_BY_PATH,
+    ST_FILE_BY_ID,
+    ST_FILE_INSERT,
+    ST_FILE_SET_PENDING,
+    ST_FILE_SET_OK,
+    ST_FILE_SET_OK_NEW, /* row inserted by this commit's step 1: meta already right */
+    ST_FILE_SET_ERROR,
+    ST_FILE_SET_DELETED,
+    ST_DIR_GET,
+    ST_DIR_PUT,
+    ST_DIR_DEL,
+    ST_DIR_OF_FILE,
+    ST_TOMB_PUT,
+    ST_SHARD_RESERVE,
+    ST_SHARD_CURRENT,
+    ST_COUNT_
+};
+
+struct cdb_db {
+    char *dir;
+    char *uuid;   /* identity written into every shard */
+    sqlite3 *cat; /* catalog.db */
+    int readonly;
+    int lock_fd; /* -1 for readers */
+    int busy_timeout_ms;
+    cdb_db_sync sync;
+    int64_t shard_capacity;
+    sqlite3_stmt *st[ST_COUNT_];
+    db_shard *shards; /* indexed by shard id; [0] unused */
+    int n_shards_alloc;
+    cdb_db_commit_hook hook;
+    void *hook_ud;
+};
+
+/* ---- helpers (db.c) ---- */
+cdb_status db_sqlerr(sqlite3 *conn, int rc, const char *what);
+cdb_status db_exec(sqlite3 *conn, const char *sql);
+cdb_status db_prepare(sqlite3 *conn, const char *sql, sqlite3_stmt **st);
+/* The cached catalog statement `which`, reset and with bindings cleared. */
+cdb_status db_stmt(cdb_db *db, int which, sqlite3_stmt **st);
+cdb_status db_begin(sqlite3 *conn); /* BEGIN IMMEDIATE (busy-retried) */
+cdb_status db_commit(sqlite3 *conn);
+void db_rollback(sqlite3 *conn);                          /* never fails; used on error paths */
+cdb_status db_writer(const cdb_db *db, const char *what); /* CDB_INVALID on readers */
+int64_t db_wall_ns(void);
+cdb_status db_meta_get_int(cdb_db *db, const char *key, int64_t *v);
+cdb_status db_meta_set_int(cdb_db *db, const char *key, int64_t v);
+cdb_status db_configure_conn(cdb_db *db, sqlite3 *conn);
+
+/* ---- shards (shard.c) ---- */
+/* The open connection for shard id (opened and identity-checked on first use).
+** CDB_CORRUPT names the shard when it is missing, truncated or foreign. */
+cdb_status db_shard_get(cdb_db *db, int32_t id, db_shard **out);
+/* Creates the shard file for id (or adopts a valid leftover of a rolled-back
+** creation) and its catalog row, inside the caller's catalog transaction. */
+cdb_status db_shard_create(cdb_db *db, int32_t id);
+/* Shard assignment during one step-1 transaction: the current shard is read once
+** and reservations are summed in memory, then written by db_shard_alloc_flush. */
+typedef struct db_shard_alloc {
+    int32_t cur; /* 0 = not read yet */
+    int32_t max_id;
+    int64_t used;    /* bytes reserved in cur, including `pending` */
+    int64_t pending; /* not yet written to the catalog */
+} db_shard_alloc;
+/* The shard new files go to, sealing the current one and creating the next when
+** `need` more bytes would exceed the capacity; reserves need bytes in it. Inside
+** the caller's catalog transaction. */
+cdb_status db_shard_for_new(cdb_db *db, db_shard_alloc *a, int64_t need, int32_t *id);
+cdb_status db_shard_alloc_flush(cdb_db *db, db_shard_alloc *a);
+/* Quick on-disk check of one shard file; fills msg and returns a problem kind, or 0. */
+int db_shard_check_file(cdb_db *db, int32_t id, char *msg, size_t msg_len);
+void db_shard_close_all(cdb_db *db);
+void db_shard_close_one(cdb_db *db, int32_t id);
+void db_shard_path(const cdb_db *db, int32_t id, char *buf, size_t len);
+void db_decode_blob(const void *blob, int dim, float *out);
+
+/* ---- vectors (batch.c) ---- */
+/* Max |x| scaled fp32 norm, used by encode and verify: sum in fp32 of squares. */
+float db_f16_norm(const uint16_t *v, int dim);
+
+#endif /* CDB_DB_INT_H */

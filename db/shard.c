@@ -1,0 +1,507 @@
+/*
+** shard.c: the shard files (shards/NNNN.db): creating them as the current one
+** fills, opening them with an identity check (shard id + database uuid, so a shard
+** copied from another database or replaced behind our back is refused), the quick
+** on-disk check used to detect deleted or truncated shards, and the read paths over
+** vectors: the ordered multi-shard iterator and lookup by file ids for re-rank.
+** On-disk layout: db/README.md.
+*/
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "db/db_int.h"
+#include "kernels/kernels.h"
+
+static const char k_shard_schema[] =
+    "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value);"
+    /* One B-tree, clustered by file: a file's vectors (all models) sit together,
+    ** deletes by file are a key-prefix range, and the common one-model case
+    ** iterates in file order with no second index to maintain. */
+    "CREATE TABLE IF NOT EXISTS vectors(file_id INTEGER NOT NULL, model_id INTEGER NOT NULL,"
+    " vec BLOB NOT NULL, PRIMARY KEY(file_id, model_id)) WITHOUT ROWID;";
+
+void db_shard_path(const cdb_db *db, int32_t id, char *buf, size_t len) {
+    snprintf(buf, len, "%s/shards/%04d.db", db->dir, (int)id);
+}
+
+static void shard_close(db_shard *sh) {
+    sqlite3_finalize(sh->st_put);
+    sqlite3_finalize(sh->st_del);
+    sqlite3_finalize(sh->st_get);
+    if (sh->conn) sqlite3_close_v2(sh->conn);
+    memset(sh, 0, sizeof *sh);
+}
+
+void db_shard_close_one(cdb_db *db, int32_t id) {
+    if (id > 0 && id < db->n_shards_alloc) shard_close(&db->shards[id]);
+}
+
+void db_shard_close_all(cdb_db *db) {
+    for (int i = 0; i < db->n_shards_alloc; i++) shard_close(&db->shards[i]);
+    cdb_free(db->shards);
+    db->shards = NULL;
+    db->n_shards_alloc = 0;
+}
+
+static uint32_t be32(const uint8_t *p) {
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+int db_shard_check_file(cdb_db *db, int32_t id, char *msg, size_t msg_len) {
+    char path[4096];
+    struct stat sb;
+    uint8_t hdr[100];
+    db_shard_path(db, id, path, sizeof path);
+    if (stat(path, &sb) != 0) {
+        snprintf(msg, msg_len, "shard %s is missing (%s)", path, strerror(errno));
+        return CDB_DB_SHARD_MISSING;
+    }
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? pread(fd, hdr, sizeof hdr, 0) : -1;
+    if (fd >= 0) close(fd);
+    if (n != (ssize_t)sizeof hdr || memcmp(hdr, "SQLite format 3", 16) != 0) {
+        snprintf(msg, msg_len, "shard %s is truncated or not a SQLite file (%lld bytes)", path,
+                 (long long)sb.st_size);
+        return CDB_DB_SHARD_DAMAGED;
+    }
+    uint32_t page = (uint32_t)hdr[16] << 8 | hdr[17];
+    if (page == 1) page = 65536;
+    uint32_t pages = be32(hdr + 28);
+    /* The in-header page count is valid only when the change counter matches
+    ** version-valid-for (SQLite file format, section 1.3.7). */
+    if (be32(hdr + 24) == be32(hdr + 92) && (int64_t)sb.st_size < (int64_t)page * pages) {
+        snprintf(msg, msg_len, "shard %s is truncated: %lld bytes, its header says %lld", path,
+                 (long long)sb.st_size, (long long)page * pages);
+        return CDB_DB_SHARD_DAMAGED;
+    }
+    return 0;
+}
+
+static cdb_status shard_slot(cdb_db *db, int32_t id, db_shard **out) {
+    if (id <= 0) return cdb_seterr(CDB_INVALID, "bad shard id %d", (int)id);
+    if (id >= db->n_shards_alloc) {
+        int n = db->n_shards_alloc ? db->n_shards_alloc : 8;
+        while (n <= id) n *= 2;
+        db_shard *s = cdb_realloc(db->shards, (size_t)n * sizeof *s);
+        if (!s) return cdb_seterr(CDB_NOMEM, "out of memory");
+        memset(s + db->n_shards_alloc, 0, (size_t)(n - db->n_shards_alloc) * sizeof *s);
+        db->shards = s;
+        db->n_shards_alloc = n;
+    }
+    *out = &db->shards[id];
+    return CDB_OK;
+}
+
+/* Reads the shard's identity; CDB_CORRUPT when it is not shard `id` of this db. */
+static cdb_status shard_check_identity(cdb_db *db, db_shard *sh, int32_t id, const char *path) {
+    sqlite3_stmt *st = NULL;
+    int64_t sid = -1;
+    char uuid[64] = "";
+    cdb_status rc = db_prepare(sh->conn, "SELECT key, value FROM meta", &st);
+    if (rc != CDB_OK)
+        return cdb_seterr(CDB_CORRUPT, "shard %s is damaged or not a clipdb shard: %s", path,
+                          cdb_errmsg());
+    int s;
+    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *k = (const char *)sqlite3_column_text(st, 0);
+        if (k && !strcmp(k, "shard_id")) sid = sqlite3_column_int64(st, 1);
+        if (k && !strcmp(k, "uuid") && sqlite3_column_text(st, 1))
+            snprintf(uuid, sizeof uuid, "%s", (const char *)sqlite3_column_text(st, 1));
+    }
+    if (s != SQLITE_DONE) rc = db_sqlerr(sh->conn, s, "read shard identity");
+    sqlite3_finalize(st);
+    if (rc != CDB_OK) return cdb_seterr(CDB_CORRUPT, "shard %s is damaged: %s", path, cdb_errmsg());
+    if (sid != id || strcmp(uuid, db->uuid ? db->uuid : ""))
+        return cdb_seterr(CDB_CORRUPT,
+                          "shard %s does not belong to this database (shard id %lld, uuid %s); "
+                          "was it replaced? run `clipdb verify`",
+                          path, (long long)sid, uuid);
+    return CDB_OK;
+}
+
+static cdb_status shard_prepare(db_shard *sh) {
+    cdb_status rc = db_prepare(
+        sh->conn, "INSERT OR REPLACE INTO vectors(file_id, model_id, vec) VALUES(?2, ?1, ?3)",
+        &sh->st_put);
+    /* ?1 = file; ?2 = a model to keep (0: none) */
+    if (rc == CDB_OK)
+        rc = db_prepare(sh->conn, "DELETE FROM vectors WHERE file_id=?1 AND model_id<>?2",
+                        &sh->st_del);
+    if (rc == CDB_OK)
+        rc = db_prepare(sh->conn, "SELECT vec FROM vectors WHERE file_id=?2 AND model_id=?1",
+                        &sh->st_get);
+    return rc;
+}
+
+static cdb_status shard_open_conn(cdb_db *db, db_shard *sh, int32_t id, int create) {
+    char path[4096];
+    db_shard_path(db, id, path, sizeof path);
+    int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | (create ? SQLITE_OPEN_CREATE : 0);
+    int s = sqlite3_open_v2(path, &sh->conn, flags, NULL);
+    cdb_status rc = s == SQLITE_OK ? CDB_OK : db_sqlerr(sh->conn, s, "open shard");
+    if (rc == CDB_OK) rc = db_configure_conn(db, sh->conn);
+    sh->id = id;
+    return rc;
+}
+
+cdb_status db_shard_get(cdb_db *db, int32_t id, db_shard **out) {
+    char path[4096], msg[512];
+    db_shard *sh = NULL;
+    cdb_status rc = shard_slot(db, id, &sh);
+    if (rc != CDB_OK) return rc;
+    if (sh->conn) {
+        *out = sh;
+        return CDB_OK;
+    }
+    db_shard_path(db, id, path, sizeof path);
+    if (db_shard_check_file(db, id, msg, sizeof msg))
+        return cdb_seterr(CDB_CORRUPT, "%s (changed behind clipdb's back?): run `clipdb verify`",
+                          msg);
+    if ((rc = shard_open_conn(db, sh, id, 0)) == CDB_OK &&
+        (rc = shard_check_identity(db, sh, id, path)) == CDB_OK)
+        rc = shard_prepare(sh);
+    if (rc != CDB_OK) {
+        shard_close(sh);
+        return rc;
+    }
+    *out = sh;
+    return CDB_OK;
+}
+
+static void fsync_dir(const char *path) {
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        (void)fsync(fd);
+        close(fd);
+    }
+}
+
+/* 1 when path is a SQLite file with no tables: a creation that died before its
+** one transaction committed (the schema and identity commit together). */
+static int shard_is_blank(const char *path) {
+    sqlite3 *c = NULL;
+    sqlite3_stmt *st = NULL;
+    int blank = 0;
+    if (sqlite3_open_v2(path, &c, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK &&
+        sqlite3_prepare_v2(c, "SELECT count(*) FROM sqlite_master", -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW)
+        blank = sqlite3_column_int(st, 0) == 0;
+    sqlite3_finalize(st);
+    sqlite3_close_v2(c);
+    return blank;
+}
+
+cdb_status db_shard_create(cdb_db *db, int32_t id) {
+    char path[4096], sql[256];
+    struct stat sb;
+    db_shard *sh = NULL;
+    cdb_status rc = shard_slot(db, id, &sh);
+    if (rc != CDB_OK) return rc;
+    shard_close(sh);
+    db_shard_path(db, id, path, sizeof path);
+    if (stat(path, &sb) == 0 && sb.st_size > 0 && !shard_is_blank(path)) {
+        /* A leftover from a creation whose catalog transaction rolled back: adopt
+        ** it if it is ours, never overwrite a stranger. */
+        if ((rc = db_shard_get(db, id, &sh)) != CDB_OK)
+            return cdb_errctx(CDB_CORRUPT, "cannot create shard %d: %s exists", (int)id, path);
+    } else {
+        if ((rc = shard_open_conn(db, sh, id, 1)) != CDB_OK) goto fail;
+        /* 16 KiB pages: ~15 vectors of 512-d per leaf instead of 3, fewer splits. */
+        if ((rc = db_exec(sh->conn, "PRAGMA page_size=16384; PRAGMA journal_mode=WAL")) != CDB_OK)
+            goto fail;
+        if ((rc = db_begin(sh->conn)) != CDB_OK) goto fail;
+        if ((rc = db_exec(sh->conn, k_shard_schema)) != CDB_OK) goto fail;
+        snprintf(sql, sizeof sql,
+                 "INSERT OR REPLACE INTO meta VALUES('shard_id', %d);"
+                 "INSERT OR REPLACE INTO meta VALUES('schema_version', %d);",
+                 (int)id, CDB_DB_SHARD_SCHEMA_VERSION);
+        if ((rc = db_exec(sh->conn, sql)) != CDB_OK) goto fail;
+        sqlite3_stmt *st = NULL;
+        if ((rc = db_prepare(sh->conn, "INSERT OR REPLACE INTO meta VALUES('uuid', ?1)", &st)) !=
+            CDB_OK)
+            goto fail;
+        sqlite3_bind_text(st, 1, db->uuid, -1, SQLITE_STATIC);
+        int s = sqlite3_step(st);
+        sqlite3_finalize(st);
+        if (s != SQLITE_DONE) {
+            rc = db_sqlerr(sh->conn, s, "create shard");
+            goto fail;
+        }
+        if ((rc = db_commit(sh->conn)) != CDB_OK) goto fail;
+        /* Move the header into the main file so a truncation is detectable at once. */
+        if ((rc = db_exec(sh->conn, "PRAGMA wal_checkpoint(TRUNCATE)")) != CDB_OK) goto fail;
+        snprintf(path, sizeof path, "%s/shards", db->dir);
+        fsync_dir(path);
+        if ((rc = shard_prepare(sh)) != CDB_OK) goto fail;
+    }
+    sqlite3_stmt *ins = NULL;
+    if ((rc = db_prepare(db->cat,
+                         "INSERT OR IGNORE INTO shards(id, bytes_reserved, sealed, created_ns)"
+                         " VALUES(?1, 0, 0, ?2)",
+                         &ins)) != CDB_OK)
+        return rc;
+    sqlite3_bind_int(ins, 1, id);
+    sqlite3_bind_int64(ins, 2, db_wall_ns());
+    int s = sqlite3_step(ins);
+    sqlite3_finalize(ins);
+    if (s != SQLITE_DONE) return db_sqlerr(db->cat, s, "register shard");
+    CDB_LOG_INFO("db: created shard %s/shards/%04d.db", db->dir, (int)id);
+    return CDB_OK;
+fail:
+    shard_close(sh);
+    return cdb_errctx(rc, "create shard %d", (int)id);
+}
+
+cdb_status db_shard_alloc_flush(cdb_db *db, db_shard_alloc *a) {
+    sqlite3_stmt *st = NULL;
+    if (!a->cur || !a->pending) return CDB_OK;
+    cdb_status rc = db_stmt(db, ST_SHARD_RESERVE, &st);
+    if (rc != CDB_OK) return rc;
+    sqlite3_bind_int(st, 1, a->cur);
+    sqlite3_bind_int64(st, 2, a->pending);
+    int s = sqlite3_step(st);
+    sqlite3_reset(st);
+    if (s != SQLITE_DONE) return db_sqlerr(db->cat, s, "reserve shard space");
+    a->pending = 0;
+    return CDB_OK;
+}
+
+cdb_status db_shard_for_new(cdb_db *db, db_shard_alloc *a, int64_t need, int32_t *id) {
+    sqlite3_stmt *st = NULL;
+    cdb_status rc;
+    if (!a->cur) {
+        if ((rc = db_stmt(db, ST_SHARD_CURRENT, &st)) != CDB_OK) return rc;
+        int s = sqlite3_step(st);
+        if (s == SQLITE_ROW) {
+            a->max_id = sqlite3_column_int(st, 0);
+            if (!sqlite3_column_int(st, 2)) {
+                a->cur = a->max_id;
+                a->used = sqlite3_column_int64(st, 1);
+            }
+        } else if (s != SQLITE_DONE) {
+            sqlite3_reset(st);
+            return db_sqlerr(db->cat, s, "choose shard");
+        }
+        sqlite3_reset(st);
+    }
+    if (a->cur && a->used > 0 && a->used + need > db->shard_capacity) {
+        char sql[96];
+        if ((rc = db_shard_alloc_flush(db, a)) != CDB_OK) return rc;
+        snprintf(sql, sizeof sql, "UPDATE shards SET sealed=1 WHERE id=%d", (int)a->cur);
+        if ((rc = db_exec(db->cat, sql)) != CDB_OK) return rc;
+        a->cur = 0;
+    }
+    if (!a->cur) {
+        a->cur = ++a->max_id;
+        a->used = 0;
+        if ((rc = db_shard_create(db, a->cur)) != CDB_OK) return rc;
+    }
+    a->used += need;
+    a->pending += need;
+    *id = a->cur;
+    return CDB_OK;
+}
+
+/* Decodes a stored blob (dim little-endian binary16 values) to fp32. SQLite hands
+** out blobs at any byte offset, so unaligned ones go through an aligned copy. */
+void db_decode_blob(const void *blob, int dim, float *out) {
+    if (((uintptr_t)blob & 1) == 0) {
+        cdb_k_f16_to_f32((const uint16_t *)blob, out, (size_t)dim);
+        return;
+    }
+    uint16_t tmp[256];
+    for (int i = 0; i < dim; i += 256) {
+        int n = dim - i < 256 ? dim - i : 256;
+        memcpy(tmp, (const uint8_t *)blob + (size_t)i * 2, (size_t)n * 2);
+        cdb_k_f16_to_f32(tmp, out + i, (size_t)n);
+    }
+}
+
+/* ---- reading ----------------------------------------------------------------------- */
+
+static cdb_status model_dim(cdb_db *db, int64_t model_id, int *dim) {
+    cdb_db_model m;
+    cdb_status rc = cdb_db_model_get(db, model_id, &m);
+    if (rc == CDB_OK) *dim = m.dim;
+    return rc;
+}
+
+typedef struct iter_src {
+    sqlite3_stmt *st;
+    int32_t shard;
+    int live; /* st is positioned on a row */
+    int64_t file_id;
+} iter_src;
+
+struct cdb_db_iter {
+    cdb_db *db;
+    int64_t model_id;
+    int dim;
+    int n_src;
+    iter_src *src;
+};
+
+static cdb_status src_step(cdb_db_iter *it, iter_src *s) {
+    int r = sqlite3_step(s->st);
+    if (r == SQLITE_ROW) {
+        s->live = 1;
+        s->file_id = sqlite3_column_int64(s->st, 0);
+        return CDB_OK;
+    }
+    s->live = 0;
+    if (r == SQLITE_DONE) return CDB_OK;
+    return cdb_errctx(db_sqlerr(sqlite3_db_handle(s->st), r, "read vectors"), "shard %04d",
+                      (int)s->shard);
+}
+
+cdb_status cdb_db_iter_new(cdb_db *db, int64_t model_id, cdb_db_iter **out) {
+    sqlite3_stmt *st = NULL;
+    cdb_db_iter *it = NULL;
+    int cap = 0;
+    *out = NULL;
+    cdb_status rc;
+    it = cdb_calloc(1, sizeof *it);
+    if (!it) return cdb_seterr(CDB_NOMEM, "out of memory");
+    it->db = db;
+    it->model_id = model_id;
+    if ((rc = model_dim(db, model_id, &it->dim)) != CDB_OK) goto fail;
+    if ((rc = db_prepare(db->cat, "SELECT id FROM shards ORDER BY id", &st)) != CDB_OK) goto fail;
+    int s;
+    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+        db_shard *sh = NULL;
+        int32_t id = sqlite3_column_int(st, 0);
+        if ((rc = db_shard_get(db, id, &sh)) != CDB_OK) goto fail;
+        if (it->n_src == cap) {
+            cap = cap ? cap * 2 : 8;
+            iter_src *n = cdb_realloc(it->src, (size_t)cap * sizeof *n);
+            if (!n) {
+                rc = cdb_seterr(CDB_NOMEM, "out of memory");
+                goto fail;
+            }
+            it->src = n;
+        }
+        iter_src *src = &it->src[it->n_src];
+        memset(src, 0, sizeof *src);
+        src->shard = id;
+        if ((rc = db_prepare(sh->conn,
+                             "SELECT file_id, vec FROM vectors WHERE model_id=?1 ORDER BY file_id",
+                             &src->st)) != CDB_OK)
+            goto fail;
+        it->n_src++;
+        sqlite3_bind_int64(src->st, 1, model_id);
+        if ((rc = src_step(it, src)) != CDB_OK) goto fail;
+    }
+    if (s != SQLITE_DONE) {
+        rc = db_sqlerr(db->cat, s, "list shards");
+        goto fail;
+    }
+    sqlite3_finalize(st);
+    *out = it;
+    return CDB_OK;
+fail:
+    sqlite3_finalize(st);
+    cdb_db_iter_free(it);
+    return rc;
+}
+
+cdb_status cdb_db_iter_read(cdb_db_iter *it, int cap, int64_t *ids, float *f32, uint16_t *f16,
+                            int *n_out) {
+    int n = 0;
+    size_t want = (size_t)it->dim * 2;
+    *n_out = 0;
+    while (n < cap) {
+        iter_src *best = NULL;
+        for (int i = 0; i < it->n_src; i++)
+            if (it->src[i].live && (!best || it->src[i].file_id < best->file_id))
+                best = &it->src[i];
+        if (!best) break;
+        const void *blob = sqlite3_column_blob(best->st, 1);
+        size_t len = (size_t)sqlite3_column_bytes(best->st, 1);
+        if (!blob || len != want)
+            return cdb_seterr(CDB_CORRUPT,
+                              "shard %04d: vector of file %lld has %zu bytes, want %zu: run "
+                              "`clipdb verify`",
+                              (int)best->shard, (long long)best->file_id, len, want);
+        if (ids) ids[n] = best->file_id;
+        /* Blobs are little-endian binary16; this build assumes a little-endian host. */
+        if (f16) memcpy(f16 + (size_t)n * it->dim, blob, want);
+        if (f32) db_decode_blob(blob, it->dim, f32 + (size_t)n * it->dim);
+        n++;
+        cdb_status rc = src_step(it, best);
+        if (rc != CDB_OK) return rc;
+    }
+    *n_out = n;
+    return CDB_OK;
+}
+
+void cdb_db_iter_free(cdb_db_iter *it) {
+    if (!it) return;
+    for (int i = 0; i < it->n_src; i++) sqlite3_finalize(it->src[i].st);
+    cdb_free(it->src);
+    cdb_free(it);
+}
+
+static cdb_status get_one(cdb_db *db, int64_t model_id, int dim, int64_t file_id, float *row,
+                          uint8_t *found) {
+    sqlite3_stmt *st = NULL;
+    int32_t shard = 0;
+    cdb_status rc;
+    *found = 0;
+    memset(row, 0, (size_t)dim * sizeof *row);
+    if ((rc = db_stmt(db, ST_FILE_BY_ID, &st)) != CDB_OK) return rc;
+    sqlite3_bind_int64(st, 1, file_id);
+    int s = sqlite3_step(st);
+    if (s == SQLITE_ROW) shard = sqlite3_column_int(st, 3);
+    sqlite3_reset(st);
+    if (s != SQLITE_ROW && s != SQLITE_DONE) return db_sqlerr(db->cat, s, "look up file");
+    if (shard <= 0) return CDB_OK;
+    db_shard *sh = NULL;
+    if ((rc = db_shard_get(db, shard, &sh)) != CDB_OK) return rc;
+    if (sqlite3_get_autocommit(sh->conn) && (rc = db_exec(sh->conn, "BEGIN")) != CDB_OK) return rc;
+    sqlite3_reset(sh->st_get);
+    sqlite3_bind_int64(sh->st_get, 1, model_id);
+    sqlite3_bind_int64(sh->st_get, 2, file_id);
+    s = sqlite3_step(sh->st_get);
+    if (s == SQLITE_ROW) {
+        const void *blob = sqlite3_column_blob(sh->st_get, 0);
+        size_t len = (size_t)sqlite3_column_bytes(sh->st_get, 0);
+        if (!blob || len != (size_t)dim * 2)
+            rc = cdb_seterr(CDB_CORRUPT, "shard %04d: vector of file %lld has %zu bytes, want %d",
+                            (int)shard, (long long)file_id, len, dim * 2);
+        else {
+            db_decode_blob(blob, dim, row);
+            *found = 1;
+        }
+    } else if (s != SQLITE_DONE) {
+        rc = db_sqlerr(sh->conn, s, "read vector");
+    }
+    sqlite3_reset(sh->st_get);
+    return rc;
+}
+
+/* Commits the read transactions vectors_get opened (catalog + shards). */
+static void end_reads(cdb_db *db) {
+    for (int i = 1; i < db->n_shards_alloc; i++)
+        if (db->shards[i].conn && !sqlite3_get_autocommit(db->shards[i].conn))
+            sqlite3_exec(db->shards[i].conn, "COMMIT", NULL, NULL, NULL);
+    if (!sqlite3_get_autocommit(db->cat)) sqlite3_exec(db->cat, "COMMIT", NULL, NULL, NULL);
+}
+
+cdb_status cdb_db_vectors_get(cdb_db *db, int64_t model_id, const int64_t *file_ids, int n,
+                              float *out, uint8_t *found) {
+    int dim = 0;
+    cdb_status rc = model_dim(db, model_id, &dim);
+    if (rc != CDB_OK) return rc;
+    /* One read snapshot per database file for the whole call: consistent, and
+    ** no lock round trip per id. */
+    if ((rc = db_exec(db->cat, "BEGIN")) != CDB_OK) return rc;
+    for (int i = 0; i < n && rc == CDB_OK; i++)
+        rc = get_one(db, model_id, dim, file_ids[i], out + (size_t)i * dim, &found[i]);
+    end_reads(db);
+    return rc;
+}

@@ -1,0 +1,64 @@
+/*
+** db_test_util.h: helpers shared by the db/ tests: temporary database
+** directories (removed afterwards), a deterministic PRNG for vectors, and the
+** reference normalization (in double) the stored fp16 vectors are checked against.
+*/
+#ifndef CDB_DB_TEST_UTIL_H
+#define CDB_DB_TEST_UTIL_H
+
+#include <ftw.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "db/db.h"
+
+static inline uint64_t tu_splitmix(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Uniform in [-1, 1). */
+static inline float tu_uniform(uint64_t *s) {
+    return (float)((double)(tu_splitmix(s) >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+static inline void tu_vec(uint64_t seed, float scale, float *v, int dim) {
+    uint64_t s = seed * 7919 + 17;
+    for (int i = 0; i < dim; i++) v[i] = tu_uniform(&s) * scale;
+}
+
+static inline int tu_rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *f) {
+    (void)sb;
+    (void)flag;
+    (void)f;
+    return remove(p);
+}
+
+static inline void tu_rmtree(const char *dir) { nftw(dir, tu_rm_cb, 16, FTW_DEPTH | FTW_PHYS); }
+
+/* A fresh temporary directory path (the directory itself) in buf. */
+static inline void tu_tmpdir(char *buf, size_t len, const char *tag) {
+    snprintf(buf, len, "/tmp/cdb_%s_XXXXXX", tag);
+    if (!mkdtemp(buf)) buf[0] = '\0';
+}
+
+static inline cdb_db_file_meta tu_meta(int64_t size, int64_t mtime, uint64_t content_seed) {
+    cdb_db_file_meta m;
+    memset(&m, 0, sizeof m);
+    m.size = size;
+    m.mtime_ns = mtime;
+    m.has_hash = 1;
+    cdb_db_hash_buf(&content_seed, sizeof content_seed, m.hash);
+    m.width = 640;
+    m.height = 480;
+    return m;
+}
+
+#endif /* CDB_DB_TEST_UTIL_H */

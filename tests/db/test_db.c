@@ -1,0 +1,960 @@
+/*
+** test_db.c: the db/ module in one process: opening/creating, vector encoding
+** (normalization of any magnitude, NaN/Inf refusal, the fp16 round trip against a
+** double-precision reference), files CRUD with non-UTF-8 paths, quarantine,
+** moves, deletes, models and default model, generations, shard rollover, a
+** database from the future, the v1 -> v2 migration, and verify/repair catching
+** a deleted or truncated shard and bad/orphan vectors. Process-level behaviour
+** (locks, readers during writes, kill -9) is in test_db_proc.c.
+*/
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <sqlite3.h>
+
+#include "cdb_test.h"
+#include "db/db.h"
+#include "db_test_util.h"
+#include "kernels/kernels.h"
+
+#define DIM 64
+
+/* A writer on a fresh temp dir with one model and one root. */
+typedef struct fixture {
+    char dir[256];
+    cdb_db *db;
+    int64_t model, root;
+} fixture;
+
+static cdb_status fx_open(fixture *fx, const char *tag, int64_t capacity) {
+    cdb_db_params p = cdb_db_params_default();
+    cdb_status rc;
+    memset(fx, 0, sizeof *fx);
+    tu_tmpdir(fx->dir, sizeof fx->dir, tag);
+    strcat(fx->dir, "/db");
+    p.create = 1;
+    p.sync = CDB_DB_SYNC_NORMAL;
+    p.shard_capacity_bytes = capacity;
+    if ((rc = cdb_db_open(fx->dir, &p, &fx->db)) != CDB_OK) return rc;
+    if ((rc = cdb_db_model_register(fx->db, "hash-m1", "m1", DIM, "{\"k\":1}", &fx->model)) !=
+        CDB_OK)
+        return rc;
+    return cdb_db_root_add(fx->db, "/photos", &fx->root);
+}
+
+static void fx_close(fixture *fx) {
+    char parent[256];
+    cdb_db_close(fx->db);
+    fx->db = NULL;
+    snprintf(parent, sizeof parent, "%s", fx->dir);
+    char *slash = strrchr(parent, '/');
+    if (slash) *slash = '\0';
+    tu_rmtree(parent);
+}
+
+/* Stages and commits files [from, to) named f%05d.jpg with vectors tu_vec(seed=i). */
+static cdb_status fx_put_range(fixture *fx, int from, int to, int64_t *ids) {
+    cdb_db_batch *b = NULL;
+    float v[DIM];
+    char name[64];
+    cdb_status rc = cdb_db_batch_new(fx->db, fx->model, &b);
+    for (int i = from; i < to && rc == CDB_OK; i++) {
+        cdb_db_file_meta m = tu_meta(1000 + i, 5000 + i, (uint64_t)i);
+        snprintf(name, sizeof name, "f%05d.jpg", i);
+        tu_vec((uint64_t)i, 1.0f, v, DIM);
+        rc = cdb_db_batch_put(b, fx->root, name, &m, v, DIM);
+    }
+    if (rc == CDB_OK) rc = cdb_db_batch_commit(b, ids);
+    cdb_db_batch_free(b);
+    return rc;
+}
+
+static int count_iter(cdb_db *db, int64_t model, int64_t *last_id_out) {
+    cdb_db_iter *it = NULL;
+    int64_t ids[7], last = -1;
+    int n = 0, got = 0;
+    if (cdb_db_iter_new(db, model, &it) != CDB_OK) return -1;
+    do {
+        if (cdb_db_iter_read(it, 7, ids, NULL, NULL, &got) != CDB_OK) {
+            n = -1;
+            break;
+        }
+        for (int i = 0; i < got; i++) {
+            if (ids[i] <= last) {
+                n = -2;
+                break;
+            } /* must ascend */
+            last = ids[i];
+        }
+        n += got;
+    } while (got > 0 && n >= 0);
+    cdb_db_iter_free(it);
+    if (last_id_out) *last_id_out = last;
+    return n;
+}
+
+/* fp16 ulp at |x| (binary16: 10 fraction bits, min normal 2^-14). */
+static double f16_ulp(double x) {
+    int e;
+    x = fabs(x);
+    if (x < ldexp(1.0, -14)) return ldexp(1.0, -24);
+    frexp(x, &e);
+    return ldexp(1.0, e - 11);
+}
+
+CDB_TEST(open_create_reopen) {
+    char base[256], dir[300];
+    cdb_db *db = NULL;
+    cdb_db_params p = cdb_db_params_default();
+    tu_tmpdir(base, sizeof base, "open");
+    snprintf(dir, sizeof dir, "%s/db", base);
+    CHECK_RC(cdb_db_open(dir, NULL, &db), CDB_NOTFOUND);
+    CHECK(db == NULL);
+    p.create = 1;
+    CHECK_OK(cdb_db_open(dir, &p, &db));
+    CHECK(!cdb_db_is_readonly(db));
+    CHECK_EQ_STR(cdb_db_dir(db), dir);
+    cdb_db_close(db);
+    char path[400];
+    snprintf(path, sizeof path, "%s/catalog.db", dir);
+    CHECK(access(path, F_OK) == 0);
+    snprintf(path, sizeof path, "%s/shards", dir);
+    CHECK(access(path, F_OK) == 0);
+    CHECK_OK(cdb_db_open(dir, NULL, &db));
+    cdb_db_counts c;
+    CHECK_OK(cdb_db_get_counts(db, 0, &c));
+    CHECK_EQ_INT(c.n_models, 0);
+    CHECK_EQ_INT(c.generation, 0);
+    cdb_db_model m;
+    CHECK_RC(cdb_db_model_default(db, &m), CDB_NOTFOUND);
+    cdb_db_close(db);
+    /* A directory holding something else is not a database. */
+    snprintf(path, sizeof path, "%s/other", base);
+    mkdir(path, 0755);
+    snprintf(dir, sizeof dir, "%s/other/catalog.db", base);
+    FILE *f = fopen(dir, "wb");
+    CHECK(f != NULL);
+    fputs("this is not sqlite at all, just text padding padding padding padding padding padding "
+          "padding padding",
+          f);
+    fclose(f);
+    CHECK_RC(cdb_db_open(path, NULL, &db), CDB_CORRUPT);
+    cdb_db_close(NULL);
+    tu_rmtree(base);
+}
+
+CDB_TEST(encode_matches_double_reference) {
+    float v[1000];
+    uint16_t h[1000];
+    float back[1000];
+    int dims[] = {1, 3, 64, 512, 1000};
+    for (int t = 0; t < 5; t++) {
+        int dim = dims[t];
+        tu_vec(100 + t, 3.0f, v, dim);
+        CHECK_OK(cdb_db_encode_vector(v, dim, h));
+        double ss = 0;
+        for (int i = 0; i < dim; i++) ss += (double)v[i] * v[i];
+        double nrm = sqrt(ss), bn = 0;
+        cdb_k_f16_to_f32(h, back, (size_t)dim);
+        for (int i = 0; i < dim; i++) {
+            double ref = v[i] / nrm;
+            /* round-to-nearest: within half an ulp (plus fp32 normalization slack) */
+            CHECK_MSG(fabs(back[i] - ref) <= 0.5 * f16_ulp(ref) + 4e-7 * fabs(ref) + 1e-12,
+                      "dim %d elem %d: stored %.9g ref %.9g", dim, i, back[i], ref);
+            bn += (double)back[i] * back[i];
+        }
+        CHECK_NEAR(sqrt(bn), 1.0, 1e-3);
+    }
+}
+
+CDB_TEST(encode_any_magnitude) {
+    float v[DIM], w[DIM];
+    uint16_t h0[DIM], h1[DIM];
+    tu_vec(7, 1.0f, v, DIM);
+    CHECK_OK(cdb_db_encode_vector(v, DIM, h0));
+    /* Exact power-of-two rescalings (huge, tiny) give bit-identical results. */
+    const int exps[] = {40, 100, 126, -60, -100};
+    for (int k = 0; k < 5; k++) {
+        for (int i = 0; i < DIM; i++) w[i] = ldexpf(v[i], exps[k]);
+        CHECK_OK(cdb_db_encode_vector(w, DIM, h1));
+        CHECK_MSG(!memcmp(h0, h1, sizeof h0), "2^%d scaling changed the stored bits", exps[k]);
+    }
+    /* 1e5 per element (sum of squares 5e11.. fine) and 1e30 (squares overflow fp32
+    ** without scaling): still unit vectors pointing the same way. */
+    const float scales[] = {1e5f, 1e30f, 3e38f};
+    for (int k = 0; k < 3; k++) {
+        float back[DIM], ref[DIM];
+        for (int i = 0; i < DIM; i++)
+            w[i] = v[i] >= 0 ? scales[k] * (0.5f + 0.5f * v[i]) : -scales[k] * 0.25f;
+        CHECK_OK(cdb_db_encode_vector(w, DIM, h1));
+        cdb_k_f16_to_f32(h1, back, DIM);
+        double dot = 0, nb = 0, nr = 0;
+        for (int i = 0; i < DIM; i++) {
+            ref[i] = v[i] >= 0 ? (0.5f + 0.5f * v[i]) : -0.25f;
+            dot += (double)back[i] * ref[i];
+            nb += (double)back[i] * back[i];
+            nr += (double)ref[i] * ref[i];
+        }
+        CHECK_NEAR(sqrt(nb), 1.0, 1e-3);
+        CHECK_MSG(dot / sqrt(nb * nr) > 0.9999, "scale %g: cosine %.6f", scales[k],
+                  dot / sqrt(nb * nr));
+    }
+    /* A single huge spike plus tiny noise: the spike dominates. */
+    for (int i = 0; i < DIM; i++) w[i] = 1e-30f;
+    w[5] = 1e30f;
+    CHECK_OK(cdb_db_encode_vector(w, DIM, h1));
+    CHECK_EQ_INT(h1[5], 0x3c00); /* exactly 1.0 */
+    /* A 59,136-element vector (precision contract example). */
+    float *big = malloc(59136 * sizeof *big);
+    uint16_t *hb = malloc(59136 * sizeof *hb);
+    CHECK(big && hb);
+    tu_vec(9, 1.0f, big, 59136);
+    CHECK_OK(cdb_db_encode_vector(big, 59136, hb));
+    free(big);
+    free(hb);
+}
+
+CDB_TEST(encode_refuses_bad) {
+    float v[DIM];
+    uint16_t h[DIM];
+    fixture fx;
+    CHECK_OK(fx_open(&fx, "bad", 0));
+    cdb_db_batch *b = NULL;
+    CHECK_OK(cdb_db_batch_new(fx.db, fx.model, &b));
+    cdb_db_file_meta m = tu_meta(1, 1, 1);
+    tu_vec(1, 1.0f, v, DIM);
+    v[10] = NAN;
+    CHECK_RC(cdb_db_encode_vector(v, DIM, h), CDB_INVALID);
+    CHECK_RC(cdb_db_batch_put(b, fx.root, "nan.jpg", &m, v, DIM), CDB_INVALID);
+    v[10] = INFINITY;
+    CHECK_RC(cdb_db_batch_put(b, fx.root, "inf.jpg", &m, v, DIM), CDB_INVALID);
+    v[10] = -INFINITY;
+    CHECK_RC(cdb_db_batch_put(b, fx.root, "inf.jpg", &m, v, DIM), CDB_INVALID);
+    memset(v, 0, sizeof v);
+    CHECK_RC(cdb_db_batch_put(b, fx.root, "zero.jpg", &m, v, DIM), CDB_INVALID);
+    tu_vec(1, 1.0f, v, DIM);
+    CHECK_RC(cdb_db_batch_put(b, fx.root, "dim.jpg", &m, v, DIM - 1), CDB_DIM_MISMATCH);
+    CHECK_EQ_INT(cdb_db_batch_count(b), 0);
+    CHECK_OK(cdb_db_batch_commit(b, NULL)); /* empty: no-op */
+    cdb_db_batch_free(b);
+    cdb_db_counts c;
+    CHECK_OK(cdb_db_get_counts(fx.db, 0, &c));
+    CHECK_EQ_INT(c.files[CDB_DB_OK] + c.files[CDB_DB_PENDING], 0);
+    fx_close(&fx);
+}
+
+CDB_TEST(crud_put_lookup_read) {
+    fixture fx;
+    int64_t ids[100];
+    CHECK_OK(fx_open(&fx, "crud", 0));
+    CHECK_OK(fx_put_range(&fx, 0, 100, ids));
+    for (int i = 1; i < 100; i++) CHECK(ids[i] > ids[i - 1]);
+    cdb_db_file f;
+    CHECK_OK(cdb_db_file_lookup(fx.db, fx.root, "f00042.jpg", &f));
+    CHECK_EQ_INT(f.id, ids[42]);
+    CHECK_EQ_INT(f.state, CDB_DB_OK);
+    CHECK_EQ_INT(f.meta.size, 1042);
+    CHECK_EQ_INT(f.meta.mtime_ns, 5042);
+    CHECK_EQ_INT(f.meta.width, 640);
+    CHECK(f.meta.has_hash);
+    cdb_db_file_meta want = tu_meta(0, 0, 42);
+    CHECK(!memcmp(f.meta.hash, want.hash, 16));
+    CHECK(f.shard == 1);
+    CHECK(f.error == NULL);
+    CHECK_EQ_STR(f.relpath, "f00042.jpg");
+    cdb_db_file_clear(&f);
+    CHECK_RC(cdb_db_file_lookup(fx.db, fx.root, "nope.jpg", &f), CDB_NOTFOUND);
+    char *path = NULL;
+    CHECK_OK(cdb_db_file_path(fx.db, ids[7], &path));
+    CHECK_EQ_STR(path, "/photos/f00007.jpg");
+    cdb_free(path);
+
+    /* Iteration: ascending ids, the exact encoded bits. */
+    cdb_db_iter *it = NULL;
+    int64_t rid[100];
+    uint16_t *h = malloc(100 * DIM * 2), want_h[DIM];
+    float *f32 = malloc(100 * DIM * 4), v[DIM];
+    int n = 0;
+    CHECK_OK(cdb_db_iter_new(fx.db, fx.model, &it));
+    CHECK_OK(cdb_db_iter_read(it, 100, rid, f32, h, &n));
+    CHECK_EQ_INT(n, 100);
+    int got = -1;
+    CHECK_OK(cdb_db_iter_read(it, 100, rid, NULL, NULL, &got));
+    CHECK_EQ_INT(got, 0);
+    cdb_db_iter_free(it);
+    for (int i = 0; i < 100; i++) {
+        tu_vec((uint64_t)i, 1.0f, v, DIM);
+        CHECK_OK(cdb_db_encode_vector(v, DIM, want_h));
+        CHECK_EQ_INT(rid[i], ids[i]);
+        CHECK_MSG(!memcmp(h + i * DIM, want_h, sizeof want_h), "file %d: stored bits differ", i);
+        for (int j = 0; j < DIM; j++) CHECK(f32[i * DIM + j] == cdb_k_f16_to_f32_1(want_h[j]));
+    }
+    /* Lookup by ids (re-rank), including an unknown id. */
+    int64_t q[3] = {ids[99], 987654, ids[0]};
+    float out[3 * DIM];
+    uint8_t found[3];
+    CHECK_OK(cdb_db_vectors_get(fx.db, fx.model, q, 3, out, found));
+    CHECK(found[0] && !found[1] && found[2]);
+    CHECK(!memcmp(out, f32 + 99 * DIM, DIM * 4));
+    CHECK(!memcmp(out + 2 * DIM, f32, DIM * 4));
+    CHECK(out[DIM] == 0.0f);
+    free(h);
+    free(f32);
+
+    /* Re-putting the same content is idempotent: still 100 vectors, one per file. */
+    CHECK_OK(fx_put_range(&fx, 0, 100, NULL));
+    cdb_db_counts c;
+    CHECK_OK(cdb_db_get_counts(fx.db, 0, &c));
+    CHECK_EQ_INT(c.files[CDB_DB_OK], 100);
+    CHECK_EQ_INT(c.n_vectors, 100);
+    CHECK_EQ_INT(c.n_shards, 1);
+    CHECK_EQ_INT(count_iter(fx.db, fx.model, NULL), 100);
+    cdb_db_report *r = NULL;
+    CHECK_OK(cdb_db_verify(fx.db, &r));
+    CHECK_MSG(r->n_problems == 0, "verify: %s", r->n_listed ? r->problems[0].msg : "");
+    CHECK_EQ_INT(r->n_vectors_checked, 100);
+    cdb_db_report_free(r);
+    fx_close(&fx);
+}
+
+CDB_TEST(odd_paths) {
+    fixture fx;
+    CHECK_OK(fx_open(&fx, "paths", 0));
+    char longname[1100];
+    memset(longname, 'x', 1000);
+    strcpy(longname + 1000, ".jpg");
+    const char *names[] = {"with space.jpg", "new\nline.jpg", "\xff\xfe latin1 \xe9.jpg",
+                           "dir/sub dir/\x80.png", longname};
+    cdb_db_batch *b = NULL;
+    float v[DIM];
+    CHECK_OK(cdb_db_batch_new(fx.db, fx.model, &b));
+    for (int i = 0; i < 5; i++) {
+        cdb_db_file_meta m = tu_meta(i, i, (uint64_t)i);
+        tu_vec((uint64_t)i, 1.0f, v, DIM);
+        CHECK_OK(cdb_db_batch_put(b, fx.root, names[i], &m, v, DIM));
+    }
+    int64_t ids[5];
+    CHECK_OK(cdb_db_batch_commit(b, ids));
+    cdb_db_batch_free(b);
+    for (int i = 0; i < 5; i++) {
+        cdb_db_file f;
+        CHECK_OK(cdb_db_file_lookup(fx.db, fx.root, names[i], &f));
+        CHECK_EQ_INT(f.id, ids[i]);
+        CHECK(!strcmp(f.relpath, names[i]));
+        cdb_db_file_clear(&f);
+        char *p = NULL, want[1200];
+        CHECK_OK(cdb_db_file_path(fx.db, ids[i], &p));
+        snprintf(want, sizeof want, "/photos/%s", names[i]);
+        CHECK(!strcmp(p, want));
+        cdb_free(p);
+    }
+    fx_close(&fx);
+}
+
+typedef struct id_acc {
+    int64_t *ids;
+    int *n;
+} id_acc;
+
+static int collect(int64_t file_id, int64_t seq, void *ud) {
+    id_acc *acc = ud;
+    (void)seq;
+    acc->ids[(*acc->n)++] = file_id;
+    return *acc->n >= 8;
+}
+
+CDB_TEST(quarantine_move_delete) {
+    fixture fx;
+    int64_t ids[10];
+    CHECK_OK(fx_open(&fx, "qmd", 0));
+    CHECK_OK(fx_put_range(&fx, 0, 10, ids));
+    int64_t gen0 = 0;
+    CHECK_OK(cdb_db_generation(fx.db, &gen0));
+    CHECK_EQ_INT(gen0, 10);
+
+    cdb_db_batch *b = NULL;
+    CHECK_OK(cdb_db_batch_new(fx.db, fx.model, &b));
+    /* f3 became corrupt: error with a one-line reason, its vector removed. */
+    cdb_db_file_meta m3 = tu_meta(7, 7, 333);
+    CHECK_OK(cdb_db_batch_put_error(b, fx.root, "f00003.jpg", &m3, "truncated JPEG\nat byte 7"));
+    /* a brand new unreadable file */
+    CHECK_OK(cdb_db_batch_put_error(b, fx.root, "broken.png", &m3, "not an image"));
+    /* f4 renamed to g4 (same content) */
+    cdb_db_file_meta m4 = tu_meta(1004, 9999, 4);
+    int64_t same[4];
+    int nsame = 0;
+    CHECK_OK(cdb_db_files_by_hash(fx.db, fx.root, m4.hash, same, 4, &nsame));
+    CHECK_EQ_INT(nsame, 1);
+    CHECK_EQ_INT(same[0], ids[4]);
+    CHECK_OK(cdb_db_batch_move(b, ids[4], "renamed/g4.jpg", &m4));
+    /* f5 deleted; f6 touched (mtime only) */
+    CHECK_OK(cdb_db_batch_delete(b, ids[5]));
+    cdb_db_file_meta m6 = tu_meta(1006, 123456, 6);
+    CHECK_OK(cdb_db_batch_touch(b, ids[6], &m6));
+    CHECK_OK(cdb_db_batch_commit(b, NULL));
+
+    cdb_db_file f;
+    CHECK_OK(cdb_db_file_lookup(fx.db, fx.root, "f00003.jpg", &f));
+    CHECK_EQ_INT(f.state, CDB_DB_ERROR);
+    CHECK_EQ_STR(f.error, "truncated JPEG at byte 7");
+    CHECK_EQ_INT(f.meta.size, 7); /* quarantine key: retried only when size/mtime change */
+    cdb_db_file_clear(&f);
+    CHECK_OK(cdb_db_file_lookup(fx.db, fx.root, "broken.png", &f));
+    CHECK_EQ_INT(f.state, CDB_DB_ERROR);
+    cdb_db_file_clear(&f);
+    CHECK_RC(cdb_db_file_lookup(fx.db, fx.root, "f00004.jpg", &f), CDB_NOTFOUND);
+    CHECK_OK(cdb_db_file_lookup(fx.db, fx.root, "renamed/g4.jpg", &f));
+    CHECK_EQ_INT(f.id, ids[4]);
+    CHECK_EQ_INT(f.state, CDB_DB_OK);
+    CHECK_EQ_INT(f.meta.mtime_ns, 9999);
+    cdb_db_file_clear(&f);
+    CHECK_OK(cdb_db_file_get(fx.db, ids[5], &f));
+    CHECK_EQ_INT(f.state, CDB_DB_DELETED);
+    cdb_db_file_clear(&f);
+    CHECK_OK(cdb_db_file_get(fx.db, ids[6], &f));
+    CHECK_EQ_INT(f.meta.mtime_ns, 123456);
+    CHECK_EQ_INT(f.state, CDB_DB_OK);
+    cdb_db_file_clear(&f);
+
+    int has = 1;
+    CHECK_OK(cdb_db_file_has_vector(fx.db, fx.model, ids[3], &has));
+    CHECK_EQ_INT(has, 0);
+    CHECK_OK(cdb_db_file_has_vector(fx.db, fx.model, ids[4], &has));
+    CHECK_EQ_INT(has, 1);
+    int64_t last = 0;
+    CHECK_EQ_INT(count_iter(fx.db, fx.model, &last), 8); /* 10 - f3 - f5 */
+    float out[2 * DIM];
+    uint8_t found[2];
+    int64_t q[2] = {ids[5], ids[4]};
+    CHECK_OK(cdb_db_vectors_get(fx.db, fx.model, q, 2, out, found));
+    CHECK(!found[0] && found[1]);
+
+    /* Removals since gen0: f3 and f5; nothing added. */
+    int64_t rem[8];
+    int nrem = 0;
+    id_acc acc = {rem, &nrem};
+    CHECK_OK(cdb_db_removed_since(fx.db, fx.model, gen0, collect, &acc));
+    CHECK_EQ_INT(nrem, 2);
+    CHECK(rem[0] == ids[3] && rem[1] == ids[5]);
+    nrem = 0;
+    CHECK_OK(cdb_db_added_since(fx.db, fx.model, gen0, collect, &acc));
+    CHECK_EQ_INT(nrem, 0);
+
+    /* f3 fixed (content changed): it comes back with a vector. */
+    CHECK_OK(fx_put_range(&fx, 3, 4, NULL));
+    CHECK_OK(cdb_db_file_lookup(fx.db, fx.root, "f00003.jpg", &f));
+    CHECK_EQ_INT(f.state, CDB_DB_OK);
+    CHECK(f.error == NULL);
+    cdb_db_file_clear(&f);
+    /* Moving onto a tracked ok path is refused at commit; nothing changes. */
+    CHECK_OK(cdb_db_batch_move(b, ids[4], "f00003.jpg", &m4));
+    CHECK_RC(cdb_db_batch_commit(b, NULL), CDB_INVALID);
+    cdb_db_batch_free(b);
+    /* Moving onto a deleted row's path replaces that row. */
+    CHECK_OK(cdb_db_batch_new(fx.db, fx.model, &b));
+    CHECK_OK(cdb_db_batch_move(b, ids[4], "f00005.jpg", &m4));
+    CHECK_OK(cdb_db_batch_commit(b, NULL));
+    cdb_db_batch_free(b);
+    CHECK_OK(cdb_db_file_lookup(fx.db, fx.root, "f00005.jpg", &f));
+    CHECK_EQ_INT(f.id, ids[4]);
+    cdb_db_file_clear(&f);
+
+    cdb_db_counts c;
+    CHECK_OK(cdb_db_get_counts(fx.db, 0, &c));
+    CHECK_EQ_INT(c.files[CDB_DB_OK], 9);
+    CHECK_EQ_INT(c.files[CDB_DB_ERROR], 1);
+    CHECK_EQ_INT(c.files[CDB_DB_PENDING], 0);
+    CHECK_EQ_INT(c.n_vectors, 9);
+    cdb_db_report *r = NULL;
+    CHECK_OK(cdb_db_verify(fx.db, &r));
+    CHECK_MSG(r->n_problems == 0, "verify: %s", r->n_listed ? r->problems[0].msg : "");
+    cdb_db_report_free(r);
+    fx_close(&fx);
+}
+
+CDB_TEST(models_side_by_side) {
+    fixture fx;
+    int64_t ids[4], m2 = 0, again = 0;
+    CHECK_OK(fx_open(&fx, "models", 0));
+    CHECK_OK(cdb_db_model_register(fx.db, "hash-m1", "m1", DIM, NULL, &again));
+    CHECK_EQ_INT(again, fx.model);
+    CHECK_RC(cdb_db_model_register(fx.db, "hash-m1", "m1", DIM + 1, NULL, &again),
+             CDB_DIM_MISMATCH);
+    CHECK_OK(cdb_db_model_register(fx.db, "hash-m2", "m2", 32, NULL, &m2));
+    cdb_db_model m;
+    CHECK_OK(cdb_db_model_default(fx.db, &m));
+    CHECK_EQ_INT(m.id, fx.model);
+    CHECK_EQ_STR(m.weights_hash, "hash-m1");
+    char *info = NULL;
+    CHECK_OK(cdb_db_model_info(fx.db, fx.model, &info));
+    CHECK_EQ_STR(info, "{\"k\":1}");
+    cdb_free(info);
+
+    CHECK_OK(fx_put_range(&fx, 0, 4, ids));
+    /* Second model's vectors for the same files, beside the first. */
+    cdb_db_batch *b = NULL;
+    float v[32];
+    CHECK_OK(cdb_db_batch_new(fx.db, m2, &b));
+    for (int i = 0; i < 4; i++) {
+        char name[32];
+        cdb_db_file_meta mm = tu_meta(1000 + i, 5000 + i, (uint64_t)i);
+        snprintf(name, sizeof name, "f%05d.jpg", i);
+        tu_vec(1000 + (uint64_t)i, 1.0f, v, 32);
+        CHECK_OK(cdb_db_batch_put(b, fx.root, name, &mm, v, 32));
+    }
+    CHECK_OK(cdb_db_batch_commit(b, NULL));
+    CHECK_EQ_INT(count_iter(fx.db, fx.model, NULL), 4);
+    CHECK_EQ_INT(count_iter(fx.db, m2, NULL), 4);
+    /* f1's content changes and is re-encoded with m1: m2's stale vector goes. */
+    cdb_db_file_meta changed = tu_meta(1, 2, 999);
+    float v1[DIM];
+    tu_vec(5, 1.0f, v1, DIM);
+    cdb_db_batch_free(b);
+    CHECK_OK(cdb_db_batch_new(fx.db, fx.model, &b));
+    CHECK_OK(cdb_db_batch_put(b, fx.root, "f00001.jpg", &changed, v1, DIM));
+    /* f2 re-put with the same content: m2's vector stays. */
+    cdb_db_file_meta same = tu_meta(1002, 5002, 2);
+    CHECK_OK(cdb_db_batch_put(b, fx.root, "f00002.jpg", &same, v1, DIM));
+    CHECK_OK(cdb_db_batch_commit(b, NULL));
+    cdb_db_batch_free(b);
+    int has = 0;
+    CHECK_OK(cdb_db_file_has_vector(fx.db, m2, ids[1], &has));
+    CHECK_EQ_INT(has, 0);
+    CHECK_OK(cdb_db_file_has_vector(fx.db, m2, ids[2], &has));
+    CHECK_EQ_INT(has, 1);
+    CHECK_EQ_INT(count_iter(fx.db, m2, NULL), 3);
+    CHECK_EQ_INT(count_iter(fx.db, fx.model, NULL), 4);
+    CHECK_OK(cdb_db_model_set_default(fx.db, m2));
+    CHECK_OK(cdb_db_model_default(fx.db, &m));
+    CHECK_EQ_INT(m.id, m2);
+    cdb_db_counts c;
+    CHECK_OK(cdb_db_get_counts(fx.db, fx.model, &c));
+    CHECK_EQ_INT(c.n_vectors, 4);
+    CHECK_OK(cdb_db_get_counts(fx.db, 0, &c)); /* default = m2 now */
+    CHECK_EQ_INT(c.n_vectors, 3);
+    CHECK_EQ_INT(c.n_models, 2);
+    /* verify: with m2 default, f1 (ok) lacks an m2 vector: reported. */
+    cdb_db_report *r = NULL;
+    CHECK_OK(cdb_db_verify(fx.db, &r));
+    CHECK_EQ_INT(r->n_problems, 1);
+    CHECK_EQ_INT(r->problems[0].kind, CDB_DB_FILE_NO_VECTOR);
+    CHECK_EQ_INT(r->problems[0].file_id, ids[1]);
+    cdb_db_report_free(r);
+    fx_close(&fx);
+}
+
+static int count_seq(int64_t file_id, int64_t seq, void *ud) {
+    (void)file_id;
+    int64_t *n = ud;
+    n[0]++;
+    if (seq > n[1]) n[1] = seq;
+    return 0;
+}
+
+CDB_TEST(generations) {
+    fixture fx;
+    int64_t ids[5], g1 = 0, g2 = 0;
+    CHECK_OK(fx_open(&fx, "gen", 0));
+    CHECK_OK(fx_put_range(&fx, 0, 5, ids));
+    CHECK_OK(cdb_db_generation(fx.db, &g1));
+    /* Replace f0's vector (new content) and delete f1. */
+    CHECK_OK(fx_put_range(&fx, 0, 1, NULL)); /* same content: still a new seq */
+    cdb_db_batch *b = NULL;
+    CHECK_OK(cdb_db_batch_new(fx.db, fx.model, &b));
+    CHECK_OK(cdb_db_batch_delete(b, ids[1]));
+    CHECK_OK(cdb_db_batch_commit(b, NULL));
+    cdb_db_batch_free(b);
+    CHECK_OK(cdb_db_generation(fx.db, &g2));
+    CHECK(g2 > g1);
+    int64_t added[2] = {0, 0}, removed[2] = {0, 0};
+    CHECK_OK(cdb_db_added_since(fx.db, fx.model, g1, count_seq, added));
+    CHECK_OK(cdb_db_removed_since(fx.db, fx.model, g1, count_seq, removed));
+    CHECK_EQ_INT(added[0], 1);   /* f0 again */
+    CHECK_EQ_INT(removed[0], 2); /* f0's old vector, f1 */
+    CHECK(added[1] <= g2 && removed[1] <= g2);
+    added[0] = 0;
+    CHECK_OK(cdb_db_added_since(fx.db, fx.model, 0, count_seq, added));
+    CHECK_EQ_INT(added[0], 4);
+    CHECK_OK(cdb_db_prune_removed(fx.db, g2));
+    removed[0] = 0;
+    CHECK_OK(cdb_db_removed_since(fx.db, fx.model, 0, count_seq, removed));
+    CHECK_EQ_INT(removed[0], 0);
+    fx_close(&fx);
+}
+
+CDB_TEST(shard_rollover) {
+    fixture fx;
+    int64_t ids[300];
+    /* 64-d vectors: 128 bytes + overhead; 8 KiB shards hold ~42 each. */
+    CHECK_OK(fx_open(&fx, "roll", 8192));
+    for (int i = 0; i < 300; i += 50) CHECK_OK(fx_put_range(&fx, i, i + 50, ids + i));
+    cdb_db_counts c;
+    CHECK_OK(cdb_db_get_counts(fx.db, 0, &c));
+    CHECK_MSG(c.n_shards >= 6, "only %lld shards", (long long)c.n_shards);
+    int64_t last = 0;
+    CHECK_EQ_INT(count_iter(fx.db, fx.model, &last), 300);
+    CHECK_EQ_INT(last, ids[299]);
+    cdb_db_file f;
+    CHECK_OK(cdb_db_file_get(fx.db, ids[299], &f));
+    CHECK(f.shard == c.n_shards);
+    cdb_db_file_clear(&f);
+    /* Capacity is remembered: reopen without the param and keep filling. */
+    char dir[256];
+    snprintf(dir, sizeof dir, "%s", fx.dir);
+    cdb_db_close(fx.db);
+    CHECK_OK(cdb_db_open(dir, NULL, &fx.db));
+    CHECK_OK(fx_put_range(&fx, 300, 400, NULL));
+    cdb_db_counts c2;
+    CHECK_OK(cdb_db_get_counts(fx.db, 0, &c2));
+    CHECK(c2.n_shards > c.n_shards);
+    CHECK_EQ_INT(count_iter(fx.db, fx.model, NULL), 400);
+    cdb_db_report *r = NULL;
+    CHECK_OK(cdb_db_verify(fx.db, &r));
+    CHECK_MSG(r->n_problems == 0, "verify: %s", r->n_listed ? r->problems[0].msg : "");
+    cdb_db_report_free(r);
+    fx_close(&fx);
+}
+
+static int sql_exec_file(const char *path, const char *sql) {
+    sqlite3 *c = NULL;
+    int rc = sqlite3_open(path, &c);
+    if (rc == SQLITE_OK) rc = sqlite3_exec(c, sql, NULL, NULL, NULL);
+    sqlite3_close(c);
+    return rc;
+}
+
+static int read_file(const char *path, char *buf, size_t cap, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    *n = fread(buf, 1, cap, f);
+    fclose(f);
+    return 0;
+}
+
+CDB_TEST(schema_from_the_future) {
+    fixture fx;
+    char dir[256], cat[300];
+    CHECK_OK(fx_open(&fx, "future", 0));
+    CHECK_OK(fx_put_range(&fx, 0, 3, NULL));
+    snprintf(dir, sizeof dir, "%s", fx.dir);
+    cdb_db_close(fx.db);
+    fx.db = NULL;
+    snprintf(cat, sizeof cat, "%s/catalog.db", dir);
+    CHECK_EQ_INT(sql_exec_file(cat, "UPDATE meta SET value=99 WHERE key='schema_version';"
+                                    "UPDATE meta SET value='9.9.9' WHERE key='last_writer';"
+                                    "PRAGMA wal_checkpoint(TRUNCATE);"),
+                 SQLITE_OK);
+    static char before[1 << 20], after[1 << 20];
+    size_t nb = 0, na = 0;
+    CHECK(read_file(cat, before, sizeof before, &nb) == 0);
+    cdb_db *db = NULL;
+    CHECK_RC(cdb_db_open(dir, NULL, &db), CDB_VERSION);
+    CHECK(strstr(cdb_errmsg(), "99") && strstr(cdb_errmsg(), "9.9.9"));
+    cdb_db_params p = cdb_db_params_default();
+    p.readonly = 1;
+    CHECK_RC(cdb_db_open(dir, &p, &db), CDB_VERSION);
+    CHECK(db == NULL);
+    CHECK(read_file(cat, after, sizeof after, &na) == 0);
+    CHECK_EQ_INT(na, nb);
+    CHECK_MSG(!memcmp(before, after, nb), "catalog.db changed when refused");
+    fx_close(&fx);
+}
+
+CDB_TEST(migrate_v1_to_v2) {
+    fixture fx;
+    char dir[256], cat[300];
+    CHECK_OK(fx_open(&fx, "migrate", 0));
+    CHECK_OK(fx_put_range(&fx, 0, 20, NULL));
+    snprintf(dir, sizeof dir, "%s", fx.dir);
+    cdb_db_close(fx.db);
+    fx.db = NULL;
+    /* Make it a v1 catalog: no vector directory, no removal log. */
+    snprintf(cat, sizeof cat, "%s/catalog.db", dir);
+    CHECK_EQ_INT(sql_exec_file(cat, "DROP TABLE vectors; DROP TABLE removed;"
+                                    "DELETE FROM meta WHERE key='generation';"
+                                    "UPDATE meta SET value=1 WHERE key='schema_version';"),
+                 SQLITE_OK);
+    cdb_db_params p = cdb_db_params_default();
+    p.readonly = 1;
+    CHECK_RC(cdb_db_open(dir, &p, &fx.db), CDB_VERSION); /* a reader cannot migrate */
+    CHECK_OK(cdb_db_open(dir, NULL, &fx.db));
+    cdb_db_counts c;
+    CHECK_OK(cdb_db_get_counts(fx.db, 0, &c));
+    CHECK_EQ_INT(c.n_vectors, 20);
+    CHECK_EQ_INT(c.generation, 1);
+    cdb_db_report *r = NULL;
+    CHECK_OK(cdb_db_verify(fx.db, &r));
+    CHECK_MSG(r->n_problems == 0, "verify: %s", r->n_listed ? r->problems[0].msg : "");
+    cdb_db_report_free(r);
+    cdb_db_close(fx.db);
+    p.readonly = 1;
+    CHECK_OK(cdb_db_open(dir, &p, &fx.db));
+    fx_close(&fx);
+}
+
+static int has_kind(const cdb_db_report *r, cdb_db_problem_kind k, int32_t shard) {
+    for (int i = 0; i < r->n_listed; i++)
+        if (r->problems[i].kind == k && (shard < 0 || r->problems[i].shard == shard)) return 1;
+    return 0;
+}
+
+CDB_TEST(verify_missing_and_truncated_shard) {
+    fixture fx;
+    char dir[256], path[400];
+    CHECK_OK(fx_open(&fx, "vshard", 8192));
+    for (int i = 0; i < 150; i += 30) CHECK_OK(fx_put_range(&fx, i, i + 30, NULL));
+    snprintf(dir, sizeof dir, "%s", fx.dir);
+    cdb_db_close(fx.db);
+    /* Somebody deletes shard 1 and truncates shard 2. */
+    snprintf(path, sizeof path, "%s/shards/0001.db", dir);
+    CHECK(unlink(path) == 0);
+    snprintf(path, sizeof path, "%s/shards/0002.db", dir);
+    struct stat sb;
+    CHECK(stat(path, &sb) == 0);
+    CHECK(truncate(path, sb.st_size / 2) == 0);
+    CHECK_OK(cdb_db_open(dir, NULL, &fx.db));
+    cdb_db_report *r = NULL;
+    CHECK_OK(cdb_db_check_shards(fx.db, &r));
+    CHECK(has_kind(r, CDB_DB_SHARD_MISSING, 1));
+    CHECK(has_kind(r, CDB_DB_SHARD_DAMAGED, 2));
+    CHECK_EQ_INT(r->n_problems, 2);
+    cdb_db_report_free(r);
+    /* Reads that need them fail with a clear error instead of silently skipping. */
+    cdb_db_iter *it = NULL;
+    CHECK_RC(cdb_db_iter_new(fx.db, fx.model, &it), CDB_CORRUPT);
+    CHECK(strstr(cdb_errmsg(), "0001.db") != NULL);
+    CHECK_OK(cdb_db_verify(fx.db, &r));
+    CHECK(has_kind(r, CDB_DB_SHARD_MISSING, 1));
+    CHECK(has_kind(r, CDB_DB_SHARD_DAMAGED, 2));
+    /* Repair: those shards' files become pending, empty shards replace them. */
+    int64_t fixed = 0;
+    CHECK_OK(cdb_db_repair(fx.db, r, &fixed));
+    cdb_db_report_free(r);
+    CHECK(fixed > 0);
+    cdb_db_counts c;
+    CHECK_OK(cdb_db_get_counts(fx.db, 0, &c));
+    CHECK_EQ_INT(c.files[CDB_DB_PENDING], fixed);
+    CHECK_EQ_INT(c.files[CDB_DB_OK] + c.files[CDB_DB_PENDING], 150);
+    CHECK_EQ_INT(c.n_vectors, 150 - fixed);
+    CHECK_OK(cdb_db_verify(fx.db, &r));
+    CHECK_MSG(r->n_problems == 0, "verify after repair: %s", r->n_listed ? r->problems[0].msg : "");
+    CHECK_EQ_INT(r->n_files_pending, fixed);
+    cdb_db_report_free(r);
+    /* Redo the pending files (what the next ingest does): healthy and complete. */
+    CHECK_OK(fx_put_range(&fx, 0, 150, NULL));
+    CHECK_EQ_INT(count_iter(fx.db, fx.model, NULL), 150);
+    CHECK_OK(cdb_db_verify(fx.db, &r));
+    CHECK_MSG(r->n_problems == 0, "verify after redo: %s", r->n_listed ? r->problems[0].msg : "");
+    cdb_db_report_free(r);
+    fx_close(&fx);
+}
+
+CDB_TEST(verify_bad_and_orphan_vectors) {
+    fixture fx;
+    int64_t ids[10];
+    char dir[256], path[400], sql[512];
+    CHECK_OK(fx_open(&fx, "vvec", 0));
+    CHECK_OK(fx_put_range(&fx, 0, 10, ids));
+    snprintf(dir, sizeof dir, "%s", fx.dir);
+    cdb_db_close(fx.db);
+    snprintf(path, sizeof path, "%s/shards/0001.db", dir);
+    /* f2: not unit norm (all 1.0 = 0x3c00); f3: wrong size; orphan for file 9999;
+    ** f4: vector row gone. */
+    snprintf(sql, sizeof sql,
+             "UPDATE vectors SET vec=zeroblob(128) WHERE file_id=%lld;"
+             "UPDATE vectors SET vec=x'003c' WHERE file_id=%lld;"
+             "INSERT INTO vectors(model_id, file_id, vec) SELECT model_id, 9999, vec FROM vectors"
+             " WHERE file_id=%lld;"
+             "DELETE FROM vectors WHERE file_id=%lld;",
+             (long long)ids[2], (long long)ids[3], (long long)ids[0], (long long)ids[4]);
+    CHECK_EQ_INT(sql_exec_file(path, sql), SQLITE_OK);
+    CHECK_OK(cdb_db_open(dir, NULL, &fx.db));
+    cdb_db_report *r = NULL;
+    CHECK_OK(cdb_db_verify(fx.db, &r));
+    CHECK_EQ_INT(r->n_problems, 4);
+    CHECK(has_kind(r, CDB_DB_VECTOR_BAD, 1));
+    CHECK(has_kind(r, CDB_DB_VECTOR_ORPHAN, 1));
+    CHECK(has_kind(r, CDB_DB_VECTOR_MISSING, 1));
+    int64_t fixed = 0;
+    CHECK_OK(cdb_db_repair(fx.db, r, &fixed));
+    cdb_db_report_free(r);
+    CHECK_EQ_INT(fixed, 4);
+    CHECK_OK(cdb_db_verify(fx.db, &r));
+    CHECK_MSG(r->n_problems == 0, "verify after repair: %s", r->n_listed ? r->problems[0].msg : "");
+    CHECK_EQ_INT(r->n_files_pending, 3);
+    cdb_db_report_free(r);
+    fx_close(&fx);
+}
+
+static int count_run(const cdb_db_run *r, void *ud) {
+    int *n = ud;
+    if (*n == 0 && (!r->status || strcmp(r->status, "partial"))) return 1;
+    (*n)++;
+    return 0;
+}
+
+CDB_TEST(runs_and_readonly) {
+    fixture fx;
+    int64_t run = 0;
+    CHECK_OK(fx_open(&fx, "runs", 0));
+    CHECK_OK(cdb_db_run_begin(fx.db, "ingest", &run));
+    CHECK_OK(cdb_db_run_finish(fx.db, run, "ok", "{\"added\":3}"));
+    CHECK_OK(cdb_db_run_begin(fx.db, "reindex", &run));
+    CHECK_OK(cdb_db_run_finish(fx.db, run, "partial", NULL));
+    CHECK_RC(cdb_db_run_finish(fx.db, 777, "ok", NULL), CDB_NOTFOUND);
+    int n = 0;
+    CHECK_OK(cdb_db_runs_foreach(fx.db, 0, count_run, &n));
+    CHECK_EQ_INT(n, 2); /* newest first: "partial" then the other */
+    CHECK_OK(fx_put_range(&fx, 0, 3, NULL));
+    /* A reader beside the writer sees everything and cannot write. */
+    cdb_db_params p = cdb_db_params_default();
+    p.readonly = 1;
+    cdb_db *rd = NULL;
+    CHECK_OK(cdb_db_open(fx.dir, &p, &rd));
+    CHECK(cdb_db_is_readonly(rd));
+    CHECK_EQ_INT(count_iter(rd, fx.model, NULL), 3);
+    cdb_db_batch *b = NULL;
+    CHECK_RC(cdb_db_batch_new(rd, fx.model, &b), CDB_INVALID);
+    int64_t x;
+    CHECK_RC(cdb_db_root_add(rd, "/elsewhere", &x), CDB_INVALID);
+    cdb_db_close(rd);
+    fx_close(&fx);
+}
+
+/* A foreign connection holding catalog.db's write lock (as a crashed tool or an
+** external sqlite3 shell might): clipdb waits with backoff and succeeds, or after
+** busy_timeout_ms reports CDB_BUSY; SQLITE_BUSY itself never escapes. */
+static pid_t hold_write_lock(const char *path, int ms, int *ready_fd) {
+    int p[2];
+    if (pipe(p) != 0) return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        sqlite3 *c = NULL;
+        char x = 1;
+        if (sqlite3_open(path, &c) != SQLITE_OK ||
+            sqlite3_exec(c, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+            _exit(2);
+        if (write(p[1], &x, 1) != 1) _exit(3);
+        usleep((useconds_t)ms * 1000);
+        sqlite3_exec(c, "COMMIT", NULL, NULL, NULL);
+        sqlite3_close(c);
+        _exit(0);
+    }
+    close(p[1]);
+    *ready_fd = p[0];
+    return pid;
+}
+
+CDB_TEST(busy_is_retried_then_reported) {
+    fixture fx;
+    char cat[300], c;
+    int fd = -1, st = 0;
+    CHECK_OK(fx_open(&fx, "busy", 0));
+    snprintf(cat, sizeof cat, "%s/catalog.db", fx.dir);
+    /* Held for 300 ms: the commit waits it out. */
+    pid_t pid = hold_write_lock(cat, 300, &fd);
+    CHECK(pid > 0);
+    CHECK(read(fd, &c, 1) == 1);
+    close(fd);
+    int64_t t0 = cdb_now_ns();
+    CHECK_OK(fx_put_range(&fx, 0, 5, NULL));
+    CHECK(cdb_now_ns() - t0 > 100000000LL);
+    waitpid(pid, &st, 0);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    /* Held longer than the handle's busy timeout: CDB_BUSY with SQLite's text. */
+    char dir[256];
+    snprintf(dir, sizeof dir, "%s", fx.dir);
+    cdb_db_close(fx.db);
+    cdb_db_params p = cdb_db_params_default();
+    p.busy_timeout_ms = 200;
+    CHECK_OK(cdb_db_open(dir, &p, &fx.db));
+    pid = hold_write_lock(cat, 1500, &fd);
+    CHECK(pid > 0);
+    CHECK(read(fd, &c, 1) == 1);
+    close(fd);
+    CHECK_RC(fx_put_range(&fx, 5, 10, NULL), CDB_BUSY);
+    CHECK(strstr(cdb_errmsg(), "locked") != NULL || strstr(cdb_errmsg(), "busy") != NULL);
+    waitpid(pid, &st, 0);
+    /* Nothing half-done: the failed commit left no rows; a retry works. */
+    cdb_db_counts cn;
+    CHECK_OK(cdb_db_get_counts(fx.db, 0, &cn));
+    CHECK_EQ_INT(cn.files[CDB_DB_OK], 5);
+    CHECK_EQ_INT(cn.files[CDB_DB_PENDING], 0);
+    CHECK_OK(fx_put_range(&fx, 5, 10, NULL));
+    CHECK_OK(cdb_db_get_counts(fx.db, 0, &cn));
+    CHECK_EQ_INT(cn.files[CDB_DB_OK], 10);
+    fx_close(&fx);
+}
+
+static void die_after_step1(int after_step, void *ud) {
+    (void)ud;
+    if (after_step == 1) raise(SIGKILL);
+}
+
+CDB_TEST(classify_changes) {
+    fixture fx;
+    int64_t ids[4], m2 = 0;
+    cdb_db_change ch;
+    cdb_db_file f;
+    CHECK_OK(fx_open(&fx, "classify", 0));
+    CHECK_OK(fx_put_range(&fx, 0, 4, ids)); /* f0..f3: size 1000+i, mtime 5000+i */
+    CHECK_OK(cdb_db_classify(fx.db, fx.model, fx.root, "new.jpg", 1, 1, &ch, NULL));
+    CHECK_EQ_INT(ch, CDB_DB_CHANGE_NEW);
+    CHECK_OK(cdb_db_classify(fx.db, fx.model, fx.root, "f00001.jpg", 1001, 5001, &ch, &f));
+    CHECK_EQ_INT(ch, CDB_DB_CHANGE_SAME);
+    CHECK_EQ_INT(f.id, ids[1]);
+    cdb_db_file_clear(&f);
+    CHECK_OK(cdb_db_classify(fx.db, fx.model, fx.root, "f00001.jpg", 1001, 9999, &ch, NULL));
+    CHECK_EQ_INT(ch, CDB_DB_CHANGE_MODIFIED);
+    CHECK_OK(cdb_db_model_register(fx.db, "hash-m2", "m2", DIM, NULL, &m2));
+    CHECK_OK(cdb_db_classify(fx.db, m2, fx.root, "f00001.jpg", 1001, 5001, &ch, NULL));
+    CHECK_EQ_INT(ch, CDB_DB_CHANGE_NEEDS_VECTOR);
+    /* quarantine: same size/mtime -> skip; changed -> retry */
+    cdb_db_batch *b = NULL;
+    cdb_db_file_meta bad = tu_meta(77, 88, 5);
+    CHECK_OK(cdb_db_batch_new(fx.db, fx.model, &b));
+    CHECK_OK(cdb_db_batch_put_error(b, fx.root, "f00002.jpg", &bad, "corrupt"));
+    CHECK_OK(cdb_db_batch_delete(b, ids[3]));
+    CHECK_OK(cdb_db_batch_commit(b, NULL));
+    cdb_db_batch_free(b);
+    CHECK_OK(cdb_db_classify(fx.db, fx.model, fx.root, "f00002.jpg", 77, 88, &ch, NULL));
+    CHECK_EQ_INT(ch, CDB_DB_CHANGE_QUARANTINED);
+    CHECK_OK(cdb_db_classify(fx.db, fx.model, fx.root, "f00002.jpg", 78, 88, &ch, NULL));
+    CHECK_EQ_INT(ch, CDB_DB_CHANGE_RETRY);
+    CHECK_OK(cdb_db_classify(fx.db, fx.model, fx.root, "f00003.jpg", 1003, 5003, &ch, NULL));
+    CHECK_EQ_INT(ch, CDB_DB_CHANGE_NEW);
+    /* pending: a writer killed between steps 1 and 2 leaves f00000 pending */
+    char dir[256];
+    snprintf(dir, sizeof dir, "%s", fx.dir);
+    cdb_db_close(fx.db);
+    fx.db = NULL;
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        cdb_db *db = NULL;
+        cdb_db_batch *cb = NULL;
+        float v[DIM];
+        cdb_db_file_meta m = tu_meta(1, 2, 999);
+        tu_vec(3, 1.0f, v, DIM);
+        if (cdb_db_open(dir, NULL, &db) != CDB_OK ||
+            cdb_db_batch_new(db, fx.model, &cb) != CDB_OK ||
+            cdb_db_batch_put(cb, fx.root, "f00000.jpg", &m, v, DIM) != CDB_OK)
+            _exit(2);
+        cdb_db_set_commit_hook(db, die_after_step1, NULL);
+        cdb_db_batch_commit(cb, NULL);
+        _exit(3);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    CHECK(WIFSIGNALED(st));
+    CHECK_OK(cdb_db_open(dir, NULL, &fx.db));
+    CHECK_OK(cdb_db_classify(fx.db, fx.model, fx.root, "f00000.jpg", 1000, 5000, &ch, NULL));
+    CHECK_EQ_INT(ch, CDB_DB_CHANGE_REDO);
+    fx_close(&fx);
+}
+
+CDB_TEST_MAIN(open_create_reopen, encode_matches_double_reference, encode_any_magnitude,
+              encode_refuses_bad, crud_put_lookup_read, odd_paths, quarantine_move_delete,
+              models_side_by_side, generations, shard_rollover, schema_from_the_future,
+              migrate_v1_to_v2, verify_missing_and_truncated_shard, verify_bad_and_orphan_vectors,
+              runs_and_readonly, busy_is_retried_then_reported, classify_changes)
