@@ -1,0 +1,150 @@
+#!/usr/bin/python3
+"""encoder_baseline.py: the PyTorch side of bench/bench_encoder (run by it).
+
+  encoder_baseline.py --make-weights PATH   write ViT-B/32-shaped random weights
+                                            (OpenAI naming, F32 safetensors)
+  encoder_baseline.py --measure PATH [--vocab BPE_GZ] [--batch 32] [--threads 2]
+      loads PATH into scripts/clip_torch.py's CLIP (fp32, torch.set_num_threads),
+      prints machine-readable lines:
+        torch_image_per_s=<images/s at the batch size>   (best of 3 after a warm-up)
+        torch_text_ms=<ms for one short query: tokenize + encode_text>  (median)
+        torch_rss_mb=<peak RSS>
+
+The tokenizer here is a compact re-implementation of OpenAI CLIP's simple_tokenizer
+(byte-level BPE over the same merges; no ftfy, ASCII-class regex) so the latency
+includes tokenization as clipdb's does. Only for benchmarking.
+"""
+import argparse
+import gzip
+import html
+import os
+import re
+import resource
+import sys
+import time
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "scripts"))
+import clip_torch  # noqa: E402
+
+
+def bytes_to_unicode():
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
+        list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return dict(zip(bs, [chr(c) for c in cs]))
+
+
+class Tokenizer:
+    def __init__(self, path):
+        merges = gzip.open(path).read().decode("utf-8").split("\n")[1:49152 - 256 - 2 + 1]
+        merges = [tuple(m.split()) for m in merges]
+        self.byte_encoder = bytes_to_unicode()
+        vocab = list(self.byte_encoder.values())
+        vocab = vocab + [v + "</w>" for v in vocab] + ["".join(m) for m in merges]
+        vocab += ["<|startoftext|>", "<|endoftext|>"]
+        self.encoder = {v: i for i, v in enumerate(vocab)}
+        self.ranks = {m: i for i, m in enumerate(merges)}
+        self.pat = re.compile(r"""<\|startoftext\|>|<\|endoftext\|>|'s|'t|'re|'ve|'m|'ll|'d|"""
+                              r"""[^\W\d_]+|\d|[^\s\w]+""", re.IGNORECASE)
+
+    def bpe(self, token):
+        word = tuple(token[:-1]) + (token[-1] + "</w>",)
+        while len(word) > 1:
+            pairs = {(word[i], word[i + 1]) for i in range(len(word) - 1)}
+            best = min(pairs, key=lambda p: self.ranks.get(p, float("inf")))
+            if best not in self.ranks:
+                break
+            a, b = best
+            out, i = [], 0
+            while i < len(word):
+                if i < len(word) - 1 and word[i] == a and word[i + 1] == b:
+                    out.append(a + b)
+                    i += 2
+                else:
+                    out.append(word[i])
+                    i += 1
+            word = tuple(out)
+        return word
+
+    def tokenize(self, text, ctx=77):
+        text = re.sub(r"\s+", " ", html.unescape(html.unescape(text))).strip().lower()
+        ids = [self.encoder["<|startoftext|>"]]
+        for tok in self.pat.findall(text):
+            tok = "".join(self.byte_encoder[b] for b in tok.encode("utf-8"))
+            ids += [self.encoder[t] for t in self.bpe(tok)]
+        ids = ids[:ctx - 1] + [self.encoder["<|endoftext|>"]]
+        out = torch.zeros(1, ctx, dtype=torch.long)
+        out[0, :len(ids)] = torch.tensor(ids)
+        return out
+
+
+def make_weights(path):
+    torch.manual_seed(0)
+    m = clip_torch.CLIP()  # ViT-B/32 shapes: 88M visual + 63M text parameters
+    sd = {k: v.detach() for k, v in m.state_dict().items()}
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = path + ".tmp"
+    clip_torch.save_safetensors(sd, tmp, {"description": "random ViT-B/32-shaped CLIP (bench)"})
+    os.replace(tmp, path)
+
+
+def measure(args):
+    torch.set_num_threads(args.threads)
+    sd = clip_torch.load_safetensors(args.measure)
+    m = clip_torch.CLIP().eval()
+    m.load_state_dict(sd)
+    del sd
+    torch.manual_seed(1)
+    x = torch.randn(args.batch, 3, 224, 224)
+    with torch.inference_mode():
+        m.encode_image(x)
+        best = float("inf")
+        for _ in range(args.runs):
+            t = time.perf_counter()
+            m.encode_image(x)
+            best = min(best, time.perf_counter() - t)
+    print(f"torch_image_per_s={args.batch / best:.3f}", flush=True)
+    if args.vocab and os.path.exists(args.vocab):
+        tok = Tokenizer(args.vocab)
+        with torch.inference_mode():
+            for _ in range(3):
+                m.encode_text(tok.tokenize(args.text))
+            ts = []
+            for _ in range(args.text_runs):
+                t = time.perf_counter()
+                m.encode_text(tok.tokenize(args.text))
+                ts.append(time.perf_counter() - t)
+        ts.sort()
+        print(f"torch_text_ms={1000 * ts[len(ts) // 2]:.3f}", flush=True)
+    print(f"torch_rss_mb={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.1f}",
+          flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--make-weights")
+    ap.add_argument("--measure")
+    ap.add_argument("--vocab")
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--text-runs", type=int, default=15)
+    ap.add_argument("--text", default="a dog on a beach")
+    args = ap.parse_args()
+    if args.make_weights:
+        make_weights(args.make_weights)
+    if args.measure:
+        measure(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,953 @@
+/*
+** model.c: the MODEL section of encoder.h. Opens a model (a folder or a single
+** .safetensors file), hashes its weights (XXH3-128 over the files' bytes in name
+** order: the model's identity), recognizes the key naming (OpenAI/OpenCLIP
+** state_dict or Hugging Face CLIPModel; a ModifiedResNet image tower is refused),
+** reads the architecture from tensor shapes, the activation / heads /
+** preprocessing from config.json, open_clip_config.json or preprocessor_config.json
+** (params override; assumed defaults are named in info.act_source and logged),
+** validates every tensor's dtype and shape, and uploads the weights to a backend
+** in the layout encoder/clip.c expects (nn.Linear [out, in]; HF q/k/v concatenated;
+** OpenAI's x @ proj projections transposed). Also picks the tokenizer and
+** implements the encode_* entry points (validation + normalization around the
+** graph in clip.c).
+*/
+#include <dirent.h>
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "encoder/encoder_int.h"
+
+typedef enum naming { NAMING_OPENAI = 0, NAMING_HF = 1 } naming;
+
+typedef struct load_ctx {
+    cdb_model *m;
+    naming nm;
+    const char *dir;    /* model folder, or NULL for a single file */
+    json_t *hf_cfg;     /* config.json */
+    json_t *oc_cfg;     /* open_clip_config.json */
+    json_t *pp_cfg;     /* preprocessor_config.json */
+    int dtype_seen[3];  /* F32, F16, BF16 */
+} load_ctx;
+
+cdb_model_params cdb_model_params_default(void) {
+    cdb_model_params p;
+    memset(&p, 0, sizeof p);
+    p.act = CDB_ACT_DEFAULT;
+    p.load_vision = 1;
+    p.load_text = 1;
+    p.device = CDB_DEVICE_CPU;
+    return p;
+}
+
+/* ---- tensors ---------------------------------------------------------------- */
+
+static const cdb_st_tensor *find(const cdb_model *m, const char *name) {
+    for (int i = 0; i < m->n_files; i++) {
+        const cdb_st_tensor *t = cdb_st_find(m->files[i], name);
+        if (t) return t;
+    }
+    return NULL;
+}
+
+static int has_prefix_key(const cdb_model *m, const char *prefix) {
+    size_t n = strlen(prefix);
+    for (int i = 0; i < m->n_files; i++)
+        for (int j = 0; j < m->files[i]->n_tensors; j++)
+            if (!strncmp(m->files[i]->tensors[j].name, prefix, n)) return 1;
+    return 0;
+}
+
+/* The tensor `name` (printf-style), checked to be a float type with the given
+** dims (-1: any; the dim's value is returned through dims[]). */
+static cdb_status get_t(load_ctx *c, const cdb_st_tensor **out, int nd, int64_t *dims,
+                        const char *fmt, ...) CDB_PRINTF(5, 6);
+static cdb_status get_t(load_ctx *c, const cdb_st_tensor **out, int nd, int64_t *dims,
+                        const char *fmt, ...) {
+    char name[256];
+    va_list ap;
+    const cdb_st_tensor *t;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
+    *out = NULL;
+    t = find(c->m, name);
+    if (!t) return cdb_seterr(CDB_CORRUPT, "missing tensor '%s'", name);
+    if (t->dtype != CDB_ST_F32 && t->dtype != CDB_ST_F16 && t->dtype != CDB_ST_BF16)
+        return cdb_seterr(CDB_UNSUPPORTED, "tensor '%s': dtype %s (F32, F16 or BF16 expected)",
+                          name, t->dtype_name);
+    if (t->n_dims != nd)
+        return cdb_seterr(CDB_CORRUPT, "tensor '%s': %d dims, expected %d", name, t->n_dims, nd);
+    for (int i = 0; i < nd; i++) {
+        if (dims[i] >= 0 && t->shape[i] != dims[i])
+            return cdb_seterr(CDB_CORRUPT, "tensor '%s': shape[%d] = %lld, expected %lld", name,
+                              i, (long long)t->shape[i], (long long)dims[i]);
+        if (t->shape[i] <= 0 || t->shape[i] > (1 << 24))
+            return cdb_seterr(CDB_CORRUPT, "tensor '%s': shape[%d] = %lld out of range", name, i,
+                              (long long)t->shape[i]);
+        dims[i] = t->shape[i];
+    }
+    c->dtype_seen[t->dtype]++;
+    *out = t;
+    return CDB_OK;
+}
+
+static cdb_k_dtype kdt(cdb_st_dtype d) {
+    return d == CDB_ST_F16 ? CDB_K_F16 : d == CDB_ST_BF16 ? CDB_K_BF16 : CDB_K_F32;
+}
+
+/* A tensor that was copied or converted is not read again: drop its file pages
+** from our RSS (they stay in the page cache; a later read would fault them back). */
+static void drop_pages(const cdb_st_tensor *t) {
+    static long pg = 0;
+    uintptr_t a = (uintptr_t)t->data, b = a + t->n_bytes;
+    if (!pg) pg = sysconf(_SC_PAGESIZE);
+    if (pg <= 0) return;
+    a = (a + (uintptr_t)pg - 1) & ~((uintptr_t)pg - 1);
+    b &= ~((uintptr_t)pg - 1);
+    if (b > a) madvise((void *)a, b - a, MADV_DONTNEED);
+}
+
+static cdb_status upload(load_ctx *c, const cdb_st_tensor *t, cdb_k_wrole role, cdb_k_buf **out) {
+    cdb_k_backend *be = c->m->be;
+    cdb_status rc = be->ops->weight_upload(be, t->data, kdt(t->dtype), (size_t)t->n_elems, role,
+                                           CDB_K_UPLOAD_BORROW, out);
+    if (t->dtype != CDB_ST_F32) drop_pages(t); /* F32 may be used in place */
+    return rc;
+}
+
+/* Fetch + upload in one step. */
+#define GETUP(buf, role, nd, ...)                                                    \
+    do {                                                                             \
+        const cdb_st_tensor *t_;                                                     \
+        if ((rc = get_t(c, &t_, nd, d, __VA_ARGS__)) != CDB_OK) goto cleanup;        \
+        if ((rc = upload(c, t_, role, &(buf))) != CDB_OK) goto cleanup;              \
+    } while (0)
+
+static float *widen(const cdb_st_tensor *t) {
+    float *f = malloc((size_t)t->n_elems * sizeof(float));
+    const unsigned char *s = t->data;
+    if (!f) return NULL;
+    for (int64_t i = 0; i < t->n_elems; i++) {
+        if (t->dtype == CDB_ST_F32) {
+            memcpy(&f[i], s + 4 * i, 4);
+        } else {
+            uint16_t h = (uint16_t)(s[2 * i] | (s[2 * i + 1] << 8));
+            if (t->dtype == CDB_ST_F16) {
+                f[i] = cdb_k_f16_to_f32_1(h);
+            } else {
+                uint32_t u = (uint32_t)h << 16;
+                memcpy(&f[i], &u, 4);
+            }
+        }
+    }
+    return f;
+}
+
+/* proj: OpenAI stores [width, embed] used as x @ proj; the graph wants [embed, width]. */
+static cdb_status upload_transposed(load_ctx *c, const cdb_st_tensor *t, cdb_k_buf **out) {
+    int64_t r = t->shape[0], k = t->shape[1];
+    float *src = widen(t), *dst = malloc((size_t)t->n_elems * sizeof(float));
+    cdb_status rc = CDB_OK;
+    if (!src || !dst) {
+        rc = cdb_seterr(CDB_NOMEM, "transposing '%s'", t->name);
+    } else {
+        for (int64_t i = 0; i < r; i++)
+            for (int64_t j = 0; j < k; j++) dst[j * r + i] = src[i * k + j];
+        rc = c->m->be->ops->weight_upload(c->m->be, dst, CDB_K_F32, (size_t)t->n_elems,
+                                          CDB_K_W_MATRIX, 0, out);
+    }
+    free(src);
+    free(dst);
+    drop_pages(t);
+    return rc;
+}
+
+/* HF: q, k, v (weights or biases) concatenated along rows. */
+static cdb_status upload_concat3(load_ctx *c, const cdb_st_tensor *t[3], cdb_k_wrole role,
+                                 cdb_k_buf **out) {
+    size_t n = (size_t)t[0]->n_elems;
+    float *dst = malloc(3 * n * sizeof(float));
+    cdb_status rc = CDB_OK;
+    if (!dst) return cdb_seterr(CDB_NOMEM, "q/k/v concat");
+    for (int i = 0; i < 3; i++) {
+        float *w = widen(t[i]);
+        if (!w) {
+            free(dst);
+            return cdb_seterr(CDB_NOMEM, "q/k/v concat");
+        }
+        memcpy(dst + i * n, w, n * sizeof(float));
+        free(w);
+        drop_pages(t[i]);
+    }
+    rc = c->m->be->ops->weight_upload(c->m->be, dst, CDB_K_F32, 3 * n, role, 0, out);
+    free(dst);
+    return rc;
+}
+
+static int count_layers(const cdb_model *m, const char *fmt) {
+    char name[256];
+    int n = 0;
+    for (;;) {
+        snprintf(name, sizeof name, fmt, n);
+        if (!find(m, name)) return n;
+        n++;
+    }
+}
+
+static cdb_status load_block(load_ctx *c, const char *pre, int W, cdb_clip_block *b, int *mlp) {
+    cdb_status rc = CDB_OK;
+    int64_t d[2];
+    const int hf = c->nm == NAMING_HF;
+    const char *ln1 = hf ? "layer_norm1" : "ln_1", *ln2 = hf ? "layer_norm2" : "ln_2";
+    const char *outp = hf ? "self_attn.out_proj" : "attn.out_proj";
+    const char *fc = hf ? "mlp.fc1" : "mlp.c_fc", *pj = hf ? "mlp.fc2" : "mlp.c_proj";
+
+    d[0] = W;
+    GETUP(b->ln1_g, CDB_K_W_PARAM, 1, "%s%s.weight", pre, ln1);
+    d[0] = W;
+    GETUP(b->ln1_b, CDB_K_W_PARAM, 1, "%s%s.bias", pre, ln1);
+    d[0] = W;
+    GETUP(b->ln2_g, CDB_K_W_PARAM, 1, "%s%s.weight", pre, ln2);
+    d[0] = W;
+    GETUP(b->ln2_b, CDB_K_W_PARAM, 1, "%s%s.bias", pre, ln2);
+    if (hf) {
+        const cdb_st_tensor *w[3], *bb[3];
+        static const char *qkv[3] = {"q", "k", "v"};
+        for (int i = 0; i < 3; i++) {
+            d[0] = W, d[1] = W;
+            if ((rc = get_t(c, &w[i], 2, d, "%sself_attn.%s_proj.weight", pre, qkv[i])) != CDB_OK)
+                goto cleanup;
+            d[0] = W;
+            if ((rc = get_t(c, &bb[i], 1, d, "%sself_attn.%s_proj.bias", pre, qkv[i])) != CDB_OK)
+                goto cleanup;
+        }
+        if ((rc = upload_concat3(c, w, CDB_K_W_MATRIX, &b->qkv_w)) != CDB_OK) goto cleanup;
+        if ((rc = upload_concat3(c, bb, CDB_K_W_PARAM, &b->qkv_b)) != CDB_OK) goto cleanup;
+    } else {
+        d[0] = 3 * W, d[1] = W;
+        GETUP(b->qkv_w, CDB_K_W_MATRIX, 2, "%sattn.in_proj_weight", pre);
+        d[0] = 3 * W;
+        GETUP(b->qkv_b, CDB_K_W_PARAM, 1, "%sattn.in_proj_bias", pre);
+    }
+    d[0] = W, d[1] = W;
+    GETUP(b->out_w, CDB_K_W_MATRIX, 2, "%s%s.weight", pre, outp);
+    d[0] = W;
+    GETUP(b->out_b, CDB_K_W_PARAM, 1, "%s%s.bias", pre, outp);
+    d[0] = *mlp > 0 ? *mlp : -1, d[1] = W;
+    GETUP(b->fc_w, CDB_K_W_MATRIX, 2, "%s%s.weight", pre, fc);
+    *mlp = (int)d[0];
+    d[0] = *mlp;
+    GETUP(b->fc_b, CDB_K_W_PARAM, 1, "%s%s.bias", pre, fc);
+    d[0] = W, d[1] = *mlp;
+    GETUP(b->proj_w, CDB_K_W_MATRIX, 2, "%s%s.weight", pre, pj);
+    d[0] = W;
+    GETUP(b->proj_b, CDB_K_W_PARAM, 1, "%s%s.bias", pre, pj);
+cleanup:
+    return rc;
+}
+
+/* ---- configs ---------------------------------------------------------------- */
+
+static json_t *load_json(const char *dir, const char *name) {
+    char path[4096];
+    json_error_t e;
+    json_t *j;
+    struct stat st;
+    if (!dir) return NULL;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (stat(path, &st) != 0) return NULL;
+    j = json_load_file(path, 0, &e);
+    if (!j) CDB_LOG_WARN("model: %s: bad JSON (%s), ignored", path, e.text);
+    if (j && !json_is_object(j)) {
+        CDB_LOG_WARN("model: %s: not a JSON object, ignored", path);
+        json_decref(j);
+        j = NULL;
+    }
+    return j;
+}
+
+/* obj[k1][k2]... (NULL-terminated path), or NULL. */
+static json_t *jget(json_t *o, ...) {
+    va_list ap;
+    const char *k;
+    va_start(ap, o);
+    while (o && (k = va_arg(ap, const char *)) != NULL) o = json_object_get(o, k);
+    va_end(ap);
+    return o;
+}
+
+static int act_from_str(const char *s, cdb_k_act *out) {
+    if (!s) return 0;
+    if (!strcmp(s, "quick_gelu")) *out = CDB_K_ACT_QUICK_GELU;
+    else if (!strcmp(s, "gelu")) *out = CDB_K_ACT_GELU;
+    else return 0;
+    return 1;
+}
+
+static cdb_status pick_act(load_ctx *c, const cdb_model_params *p) {
+    cdb_model *m = c->m;
+    const char *src = NULL;
+    if (p->act == CDB_ACT_QUICK_GELU || p->act == CDB_ACT_GELU) {
+        m->act = p->act == CDB_ACT_GELU ? CDB_K_ACT_GELU : CDB_K_ACT_QUICK_GELU;
+        src = "flag";
+    } else if (c->hf_cfg) {
+        json_t *v = jget(c->hf_cfg, "vision_config", "hidden_act", NULL);
+        json_t *t = jget(c->hf_cfg, "text_config", "hidden_act", NULL);
+        cdb_k_act av, at;
+        int hv = act_from_str(json_string_value(v), &av), ht = act_from_str(json_string_value(t), &at);
+        if (hv && ht && av != at)
+            return cdb_seterr(CDB_UNSUPPORTED, "config.json: different activations per tower");
+        if (hv || ht) {
+            m->act = hv ? av : at;
+            src = "config.json";
+        } else if (v || t) {
+            return cdb_seterr(CDB_UNSUPPORTED, "config.json: hidden_act '%s' not supported",
+                              json_string_value(v ? v : t));
+        }
+    }
+    if (!src && c->oc_cfg) {
+        json_t *q = jget(c->oc_cfg, "model_cfg", "quick_gelu", NULL);
+        if (!q) q = json_object_get(c->oc_cfg, "quick_gelu");
+        m->act = json_is_true(q) ? CDB_K_ACT_QUICK_GELU : CDB_K_ACT_GELU;
+        src = q ? "open_clip_config.json" : "open_clip_config.json (no quick_gelu: GELU, as OpenCLIP)";
+    }
+    if (!src) {
+        m->act = CDB_K_ACT_QUICK_GELU;
+        src = "default (assumed QuickGELU, as OpenAI CLIP)";
+        CDB_LOG_INFO("model %s: no config names the activation; assuming QuickGELU", m->name);
+    }
+    m->act_source = strdup(src);
+    m->info.act = m->act == CDB_K_ACT_GELU ? CDB_ACT_GELU : CDB_ACT_QUICK_GELU;
+    m->info.act_source = m->act_source ? m->act_source : "";
+    return CDB_OK;
+}
+
+/* heads: config.json num_attention_heads, open_clip_config head_width / heads,
+** else 16 for the known ViT-H/g/bigG vision widths, else width / 64 (CLIP's head
+** width; right for every OpenAI model and every OpenCLIP text tower). */
+static cdb_status pick_heads(load_ctx *c, int vision, int width, int *heads) {
+    json_t *h = jget(c->hf_cfg, vision ? "vision_config" : "text_config", "num_attention_heads",
+                     NULL);
+    json_int_t v = 0; /* configs are untrusted: any value is range-checked below */
+    int n = 0;
+    if (json_is_integer(h)) v = json_integer_value(h);
+    if (!v) {
+        json_t *cfg = jget(c->oc_cfg, "model_cfg", vision ? "vision_cfg" : "text_cfg", NULL);
+        if (!cfg) cfg = jget(c->oc_cfg, vision ? "vision_cfg" : "text_cfg", NULL);
+        json_t *hw = json_object_get(cfg, "head_width"), *hh = json_object_get(cfg, "heads");
+        if (json_is_integer(hh)) {
+            v = json_integer_value(hh);
+        } else if (json_is_integer(hw)) {
+            json_int_t w = json_integer_value(hw);
+            if (w <= 0 || w > width)
+                return cdb_seterr(CDB_CORRUPT, "open_clip_config.json: head_width %lld invalid "
+                                  "for width %d", (long long)w, width);
+            v = width / w;
+        }
+    }
+    if (v < 0 || v > width)
+        return cdb_seterr(CDB_CORRUPT, "%s: %lld heads invalid for width %d",
+                          vision ? "vision" : "text", (long long)v, width);
+    n = (int)v;
+    if (!n && vision && (width == 1280 || width == 1408 || width == 1664)) {
+        /* OpenCLIP's ViT-H/14, ViT-g/14, ViT-bigG/14 image towers use head widths 80,
+        ** 88 and 104: 16 heads each, not width / 64. */
+        n = 16;
+        CDB_LOG_INFO("vision width %d: assuming 16 heads (OpenCLIP ViT-H/g/bigG)", width);
+    }
+    if (!n) {
+        if (width % 64)
+            return cdb_seterr(CDB_UNSUPPORTED, "%s width %d is not a multiple of 64 and no config "
+                              "gives the number of heads", vision ? "vision" : "text", width);
+        n = width / 64;
+    }
+    if (n <= 0 || width % n)
+        return cdb_seterr(CDB_CORRUPT, "%s: %d heads do not divide width %d",
+                          vision ? "vision" : "text", n, width);
+    *heads = n;
+    return CDB_OK;
+}
+
+static int json_floats3(json_t *a, float out[3]) {
+    if (!json_is_array(a) || json_array_size(a) != 3) return 0;
+    for (int i = 0; i < 3; i++) {
+        json_t *v = json_array_get(a, i);
+        if (!json_is_number(v)) return 0;
+        out[i] = (float)json_number_value(v);
+    }
+    return 1;
+}
+
+static void pick_preprocess(load_ctx *c) {
+    cdb_preprocess_params *pp = &c->m->info.preprocess;
+    static const float mean[3] = {0.48145466f, 0.4578275f, 0.40821073f};
+    static const float std[3] = {0.26862954f, 0.26130258f, 0.27577711f};
+    int have = 0;
+    memcpy(pp->mean, mean, sizeof mean);
+    memcpy(pp->std, std, sizeof std);
+    pp->interp = CDB_INTERP_BICUBIC;
+    pp->size = c->m->info.image_size;
+    if (c->pp_cfg) {
+        json_t *r = json_object_get(c->pp_cfg, "resample");
+        have = json_floats3(json_object_get(c->pp_cfg, "image_mean"), pp->mean) +
+               json_floats3(json_object_get(c->pp_cfg, "image_std"), pp->std);
+        if (json_is_integer(r) && json_integer_value(r) == 2) pp->interp = CDB_INTERP_BILINEAR;
+    } else if (c->oc_cfg) {
+        json_t *cfg = json_object_get(c->oc_cfg, "preprocess_cfg");
+        json_t *in = json_object_get(cfg, "interpolation");
+        have = json_floats3(json_object_get(cfg, "mean"), pp->mean) +
+               json_floats3(json_object_get(cfg, "std"), pp->std);
+        if (json_is_string(in) && !strcmp(json_string_value(in), "bilinear"))
+            pp->interp = CDB_INTERP_BILINEAR;
+    }
+    for (int i = 0; i < 3; i++)
+        if (!isfinite(pp->mean[i]) || !isfinite(pp->std[i]) || !(pp->std[i] > 0)) {
+            CDB_LOG_WARN("model %s: preprocessing mean/std in the config unusable; using "
+                         "OpenAI CLIP's", c->m->name);
+            memcpy(pp->mean, mean, sizeof mean);
+            memcpy(pp->std, std, sizeof std);
+            have = 0;
+            break;
+        }
+    if (have < 2)
+        CDB_LOG_INFO("model %s: no preprocessing config; assuming OpenAI CLIP's mean/std, "
+                     "bicubic, size %d", c->m->name, pp->size);
+}
+
+/* ---- towers ----------------------------------------------------------------- */
+
+static cdb_status load_vision(load_ctx *c, const cdb_model_params *p) {
+    cdb_model *m = c->m;
+    cdb_clip_tower *v = &m->vision;
+    cdb_status rc = CDB_OK;
+    const int hf = c->nm == NAMING_HF;
+    const cdb_st_tensor *t;
+    int64_t d[4] = {-1, 3, -1, -1};
+    int W, P, G, S;
+    char pre[128];
+
+    if ((rc = get_t(c, &t, 4, d, "%s", hf ? "vision_model.embeddings.patch_embedding.weight"
+                                          : "visual.conv1.weight")) != CDB_OK)
+        goto cleanup;
+    W = (int)d[0];
+    P = (int)d[2];
+    if (d[2] != d[3]) {
+        rc = cdb_seterr(CDB_CORRUPT, "'%s': non-square patch %lldx%lld", t->name,
+                        (long long)d[2], (long long)d[3]);
+        goto cleanup;
+    }
+    if ((rc = upload(c, t, CDB_K_W_MATRIX, &v->patch_w)) != CDB_OK) goto cleanup;
+    d[0] = -1, d[1] = W;
+    GETUP(v->pos, CDB_K_W_EMBED, 2, "%s", hf ? "vision_model.embeddings.position_embedding.weight"
+                                             : "visual.positional_embedding");
+    S = (int)d[0];
+    G = (int)lround(sqrt((double)(S - 1)));
+    if (S < 2 || G * G != S - 1) {
+        rc = cdb_seterr(CDB_CORRUPT, "vision positional embedding has %d rows, not 1 + a square", S);
+        goto cleanup;
+    }
+    if (p->image_size_override && p->image_size_override != G * P) {
+        rc = cdb_seterr(CDB_UNSUPPORTED, "image size %d requested, but the positional embedding "
+                        "fixes it at %d", p->image_size_override, G * P);
+        goto cleanup;
+    }
+    d[0] = W;
+    GETUP(v->cls, CDB_K_W_EMBED, 1, "%s", hf ? "vision_model.embeddings.class_embedding"
+                                             : "visual.class_embedding");
+    d[0] = W;
+    GETUP(v->ln_pre_g, CDB_K_W_PARAM, 1, "%s", hf ? "vision_model.pre_layrnorm.weight"
+                                                  : "visual.ln_pre.weight");
+    d[0] = W;
+    GETUP(v->ln_pre_b, CDB_K_W_PARAM, 1, "%s", hf ? "vision_model.pre_layrnorm.bias"
+                                                  : "visual.ln_pre.bias");
+    d[0] = W;
+    GETUP(v->ln_post_g, CDB_K_W_PARAM, 1, "%s", hf ? "vision_model.post_layernorm.weight"
+                                                   : "visual.ln_post.weight");
+    d[0] = W;
+    GETUP(v->ln_post_b, CDB_K_W_PARAM, 1, "%s", hf ? "vision_model.post_layernorm.bias"
+                                                   : "visual.ln_post.bias");
+    if (hf) {
+        d[0] = -1, d[1] = W;
+        GETUP(v->proj, CDB_K_W_MATRIX, 2, "visual_projection.weight");
+        m->info.embed_dim = (int)d[0];
+    } else {
+        d[0] = W, d[1] = -1;
+        if ((rc = get_t(c, &t, 2, d, "visual.proj")) != CDB_OK) goto cleanup;
+        if ((rc = upload_transposed(c, t, &v->proj)) != CDB_OK) goto cleanup;
+        m->info.embed_dim = (int)d[1];
+    }
+    v->width = W;
+    v->layers = count_layers(m, hf ? "vision_model.encoder.layers.%d.layer_norm1.weight"
+                                   : "visual.transformer.resblocks.%d.ln_1.weight");
+    if (v->layers == 0) {
+        rc = cdb_seterr(CDB_CORRUPT, "vision tower has no transformer blocks");
+        goto cleanup;
+    }
+    if ((rc = pick_heads(c, 1, W, &v->heads)) != CDB_OK) goto cleanup;
+    v->blocks = calloc(v->layers, sizeof *v->blocks);
+    if (!v->blocks) {
+        rc = cdb_seterr(CDB_NOMEM, "vision blocks");
+        goto cleanup;
+    }
+    v->mlp_width = 0;
+    for (int i = 0; i < v->layers; i++) {
+        snprintf(pre, sizeof pre, hf ? "vision_model.encoder.layers.%d."
+                                     : "visual.transformer.resblocks.%d.", i);
+        if ((rc = load_block(c, pre, W, &v->blocks[i], &v->mlp_width)) != CDB_OK) goto cleanup;
+    }
+    m->info.image_size = G * P;
+    m->info.patch_size = P;
+    m->info.vision_width = W;
+    m->info.vision_layers = v->layers;
+    m->info.vision_heads = v->heads;
+    m->info.has_vision = 1;
+cleanup:
+    return rc;
+}
+
+static cdb_status load_text(load_ctx *c) {
+    cdb_model *m = c->m;
+    cdb_clip_tower *x = &m->text;
+    cdb_status rc = CDB_OK;
+    const int hf = c->nm == NAMING_HF;
+    const cdb_st_tensor *t;
+    int64_t d[2] = {-1, -1};
+    int W, E;
+    char pre[128];
+
+    GETUP(x->tok_emb, CDB_K_W_EMBED, 2, "%s", hf ? "text_model.embeddings.token_embedding.weight"
+                                                 : "token_embedding.weight");
+    m->info.vocab_size = (int)d[0];
+    W = (int)d[1];
+    d[0] = -1, d[1] = W;
+    GETUP(x->pos, CDB_K_W_EMBED, 2, "%s", hf ? "text_model.embeddings.position_embedding.weight"
+                                             : "positional_embedding");
+    m->info.context_length = (int)d[0];
+    d[0] = W;
+    GETUP(x->ln_post_g, CDB_K_W_PARAM, 1, "%s", hf ? "text_model.final_layer_norm.weight"
+                                                   : "ln_final.weight");
+    d[0] = W;
+    GETUP(x->ln_post_b, CDB_K_W_PARAM, 1, "%s", hf ? "text_model.final_layer_norm.bias"
+                                                   : "ln_final.bias");
+    if (hf) {
+        d[0] = -1, d[1] = W;
+        GETUP(x->proj, CDB_K_W_MATRIX, 2, "text_projection.weight");
+        E = (int)d[0];
+    } else {
+        d[0] = W, d[1] = -1;
+        if ((rc = get_t(c, &t, 2, d, "text_projection")) != CDB_OK) goto cleanup;
+        if ((rc = upload_transposed(c, t, &x->proj)) != CDB_OK) goto cleanup;
+        E = (int)d[1];
+    }
+    if (m->info.has_vision && E != m->info.embed_dim) {
+        rc = cdb_seterr(CDB_CORRUPT, "text projection gives %d dims, image projection %d", E,
+                        m->info.embed_dim);
+        goto cleanup;
+    }
+    m->info.embed_dim = E;
+    x->width = W;
+    x->layers = count_layers(m, hf ? "text_model.encoder.layers.%d.layer_norm1.weight"
+                                   : "transformer.resblocks.%d.ln_1.weight");
+    if (x->layers == 0) {
+        rc = cdb_seterr(CDB_CORRUPT, "text tower has no transformer blocks");
+        goto cleanup;
+    }
+    if ((rc = pick_heads(c, 0, W, &x->heads)) != CDB_OK) goto cleanup;
+    x->blocks = calloc(x->layers, sizeof *x->blocks);
+    if (!x->blocks) {
+        rc = cdb_seterr(CDB_NOMEM, "text blocks");
+        goto cleanup;
+    }
+    for (int i = 0; i < x->layers; i++) {
+        snprintf(pre, sizeof pre, hf ? "text_model.encoder.layers.%d."
+                                     : "transformer.resblocks.%d.", i);
+        if ((rc = load_block(c, pre, W, &x->blocks[i], &x->mlp_width)) != CDB_OK) goto cleanup;
+    }
+    m->info.text_width = W;
+    m->info.text_layers = x->layers;
+    m->info.text_heads = x->heads;
+    m->info.has_text = 1;
+cleanup:
+    return rc;
+}
+
+static void free_tower(cdb_k_backend *be, cdb_clip_tower *t) {
+    if (!be) return;
+    if (t->blocks)
+        for (int i = 0; i < t->layers; i++) {
+            cdb_clip_block *b = &t->blocks[i];
+            cdb_k_buf *all[] = {b->ln1_g, b->ln1_b, b->qkv_w, b->qkv_b, b->out_w, b->out_b,
+                                b->ln2_g, b->ln2_b, b->fc_w,  b->fc_b,  b->proj_w, b->proj_b};
+            for (size_t j = 0; j < sizeof all / sizeof all[0]; j++) be->ops->buf_free(be, all[j]);
+        }
+    free(t->blocks);
+    cdb_k_buf *rest[] = {t->ln_pre_g, t->ln_pre_b, t->ln_post_g, t->ln_post_b, t->proj,
+                         t->patch_w,  t->cls,      t->pos,       t->tok_emb};
+    for (size_t j = 0; j < sizeof rest / sizeof rest[0]; j++) be->ops->buf_free(be, rest[j]);
+    memset(t, 0, sizeof *t);
+}
+
+/* ---- files, hash, tokenizer -------------------------------------------------- */
+
+static int ends_with(const char *s, const char *suf) {
+    size_t n = strlen(s), k = strlen(suf);
+    return n >= k && !strcmp(s + n - k, suf);
+}
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The weights files of a folder: model.safetensors / open_clip_model.safetensors
+** when present, else every *.safetensors (sharded checkpoints), in name order. */
+static cdb_status list_weights(const char *dir, char ***out, int *n_out) {
+    static const char *preferred[] = {"open_clip_model.safetensors", "model.safetensors"};
+    char **v = NULL;
+    int n = 0, cap = 0;
+    DIR *d;
+    struct dirent *e;
+    struct stat st;
+    char path[4096];
+    *out = NULL;
+    *n_out = 0;
+    for (size_t i = 0; i < sizeof preferred / sizeof preferred[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, preferred[i]);
+        if (stat(path, &st) == 0) {
+            v = malloc(sizeof *v);
+            if (!v || !(v[0] = strdup(path))) return cdb_seterr(CDB_NOMEM, "model files");
+            *out = v;
+            *n_out = 1;
+            return CDB_OK;
+        }
+    }
+    d = opendir(dir);
+    if (!d) return cdb_seterr(CDB_IO, "opendir %s: %s", dir, strerror(errno));
+    while ((e = readdir(d)) != NULL) {
+        if (!ends_with(e->d_name, ".safetensors")) continue;
+        if (n == cap) {
+            char **nv = realloc(v, (cap = cap ? 2 * cap : 8) * sizeof *v);
+            if (!nv) break;
+            v = nv;
+        }
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (!(v[n] = strdup(path))) break;
+        n++;
+    }
+    closedir(d);
+    if (n == 0) {
+        free(v);
+        return cdb_seterr(CDB_NOTFOUND, "%s: no .safetensors file in the model folder", dir);
+    }
+    qsort(v, n, sizeof *v, cmp_str);
+    *out = v;
+    *n_out = n;
+    return CDB_OK;
+}
+
+static void hash_files(cdb_model *m) {
+    XXH3_state_t *s = XXH3_createState();
+    XXH128_hash_t h;
+    if (!s) return;
+    XXH3_128bits_reset(s);
+    for (int i = 0; i < m->n_files; i++) {
+        XXH3_128bits_update(s, m->files[i]->map, m->files[i]->size);
+        /* Drop the pages from our RSS: what is used later faults back in from the
+        ** page cache, what is converted is read once. */
+        madvise(m->files[i]->map, m->files[i]->size, MADV_DONTNEED);
+    }
+    h = XXH3_128bits_digest(s);
+    XXH3_freeState(s);
+    snprintf(m->info.hash, sizeof m->info.hash, "%016llx%016llx", (unsigned long long)h.high64,
+             (unsigned long long)h.low64);
+}
+
+static cdb_status open_tokenizer(load_ctx *c, const cdb_model_params *p) {
+    cdb_model *m = c->m;
+    char path[4096];
+    struct stat st;
+    const char *env = getenv("CLIPDB_VOCAB");
+    const char *explicit_path = NULL;
+    cdb_status rc;
+    if (p->tokenizer_path) {
+        explicit_path = p->tokenizer_path;
+    } else if (c->dir) {
+        snprintf(path, sizeof path, "%s/vocab.json", c->dir);
+        if (stat(path, &st) == 0) explicit_path = c->dir;
+        snprintf(path, sizeof path, "%s/bpe_simple_vocab_16e6.txt.gz", c->dir);
+        if (!explicit_path && stat(path, &st) == 0) explicit_path = path;
+    }
+    if (explicit_path) {
+        if ((rc = cdb_tok_open(explicit_path, &m->tok)) != CDB_OK)
+            return cdb_errctx(rc, "model tokenizer");
+    } else {
+        const char *def = env && *env ? env : CDB_DEFAULT_VOCAB;
+        if (cdb_tok_open(def, &m->tok) != CDB_OK) {
+            CDB_LOG_WARN("model %s: no tokenizer (standard vocabulary %s: %s); text must be "
+                         "given as token ids", m->name, def, cdb_errmsg());
+            m->tok = NULL;
+            cdb_clearerr();
+            return CDB_OK;
+        }
+        if (cdb_tok_vocab_size(m->tok) > m->info.vocab_size) {
+            /* A model with its own small vocabulary and no tokenizer files. */
+            CDB_LOG_INFO("model %s: the standard vocabulary (%d tokens) does not fit the "
+                         "model's %d-token embedding; text must be given as token ids",
+                         m->name, cdb_tok_vocab_size(m->tok), m->info.vocab_size);
+            cdb_tok_free(m->tok);
+            m->tok = NULL;
+            return CDB_OK;
+        }
+    }
+    if (cdb_tok_vocab_size(m->tok) > m->info.vocab_size)
+        CDB_LOG_WARN("model %s: tokenizer has %d tokens, the model's embedding %d",
+                     m->name, cdb_tok_vocab_size(m->tok), m->info.vocab_size);
+    if (cdb_tok_eot_id(m->tok) < m->info.vocab_size) m->eot_id = cdb_tok_eot_id(m->tok);
+    return CDB_OK;
+}
+
+/* ---- public API ----------------------------------------------------------------- */
+
+cdb_status cdb_model_open(const char *path, const cdb_model_params *params, cdb_model **out) {
+    cdb_model_params p = params ? *params : cdb_model_params_default();
+    cdb_status rc = CDB_OK;
+    cdb_model *m = NULL;
+    load_ctx c;
+    char **paths = NULL;
+    int n_paths = 0;
+    struct stat st;
+    const char *base;
+    int add_ctx = 0;
+
+    memset(&c, 0, sizeof c);
+    *out = NULL;
+    if (!path) return cdb_seterr(CDB_INVALID, "model path is NULL");
+    if (stat(path, &st) != 0)
+        return cdb_seterr(errno == ENOENT ? CDB_NOTFOUND : CDB_IO, "model %s: %s", path,
+                          strerror(errno));
+    m = calloc(1, sizeof *m);
+    if (!m) return cdb_seterr(CDB_NOMEM, "model");
+    c.m = m;
+    base = strrchr(path, '/');
+    base = base && base[1] ? base + 1 : path;
+    m->name = strdup(base);
+    m->info.name = m->name ? m->name : "";
+    m->info.description = "";
+    if (S_ISDIR(st.st_mode)) {
+        c.dir = path;
+        if ((rc = list_weights(path, &paths, &n_paths)) != CDB_OK) goto cleanup;
+    } else {
+        paths = malloc(sizeof *paths);
+        if (!paths || !(paths[0] = strdup(path))) {
+            rc = cdb_seterr(CDB_NOMEM, "model");
+            goto cleanup;
+        }
+        n_paths = 1;
+    }
+    m->files = calloc(n_paths, sizeof *m->files);
+    if (!m->files) {
+        rc = cdb_seterr(CDB_NOMEM, "model");
+        goto cleanup;
+    }
+    for (int i = 0; i < n_paths; i++) {
+        if ((rc = cdb_st_open(paths[i], &m->files[i])) != CDB_OK) goto cleanup; /* names the file */
+        m->n_files++;
+    }
+    add_ctx = 1;
+
+    /* Naming. */
+    if (has_prefix_key(m, "visual.layer1.") || has_prefix_key(m, "visual.attnpool.")) {
+        rc = cdb_seterr(CDB_UNSUPPORTED, "%s: ModifiedResNet (RN50-family) image tower: not "
+                        "supported yet (ViT CLIP models only)", path);
+        goto cleanup;
+    }
+    if (has_prefix_key(m, "vision_model.") || has_prefix_key(m, "text_model.")) {
+        c.nm = NAMING_HF;
+    } else if (has_prefix_key(m, "visual.") || find(m, "token_embedding.weight")) {
+        c.nm = NAMING_OPENAI;
+    } else {
+        rc = cdb_seterr(CDB_CORRUPT, "%s: no CLIP tensors (neither OpenAI 'visual.*' / "
+                        "'token_embedding.weight' nor Hugging Face 'vision_model.*' / "
+                        "'text_model.*' keys)", path);
+        goto cleanup;
+    }
+    m->info.naming = c.nm == NAMING_HF ? "hf" : "openai";
+
+    c.hf_cfg = load_json(c.dir, "config.json");
+    c.oc_cfg = load_json(c.dir, "open_clip_config.json");
+    c.pp_cfg = load_json(c.dir, "preprocessor_config.json");
+    if ((rc = pick_act(&c, &p)) != CDB_OK) goto cleanup;
+    {
+        const char *md = m->files[0]->metadata_json;
+        json_t *j = md ? json_loads(md, 0, NULL) : NULL;
+        const char *desc = json_string_value(json_object_get(j, "description"));
+        if (desc) m->description = strdup(desc);
+        json_decref(j);
+        if (m->description) m->info.description = m->description;
+    }
+
+    hash_files(m);
+
+    {
+        cdb_k_backend_params bp = cdb_k_backend_params_default();
+        bp.kind = p.device == CDB_DEVICE_CUDA ? CDB_K_BACKEND_CUDA
+                  : p.device == CDB_DEVICE_AUTO ? CDB_K_BACKEND_AUTO : CDB_K_BACKEND_CPU;
+        bp.n_threads = p.n_threads;
+        bp.device_index = p.device_index;
+        if ((rc = cdb_k_backend_new(&bp, &m->be)) != CDB_OK) goto cleanup;
+    }
+
+    if (p.load_vision && (find(m, "visual.conv1.weight") ||
+                          find(m, "vision_model.embeddings.patch_embedding.weight"))) {
+        if ((rc = load_vision(&c, &p)) != CDB_OK) goto cleanup;
+    }
+    if (p.load_text && (find(m, "token_embedding.weight") ||
+                        find(m, "text_model.embeddings.token_embedding.weight"))) {
+        if ((rc = load_text(&c)) != CDB_OK) goto cleanup;
+    }
+    if (!m->info.has_vision && !m->info.has_text) {
+        rc = cdb_seterr(CDB_CORRUPT, "%s: no %s tower found", path,
+                        p.load_vision && p.load_text ? "image or text"
+                        : p.load_vision              ? "image"
+                        : p.load_text                ? "text" : "requested");
+        goto cleanup;
+    }
+    {
+        int n = 0;
+        for (int i = 0; i < 3; i++) n += c.dtype_seen[i] > 0;
+        m->info.weights_dtype = n > 1 ? "mixed" : c.dtype_seen[1] ? "F16"
+                                : c.dtype_seen[2] ? "BF16" : "F32";
+    }
+    if (m->info.has_vision) pick_preprocess(&c);
+    m->eot_id = m->info.vocab_size - 1;
+    if (m->info.has_text && (rc = open_tokenizer(&c, &p)) != CDB_OK) goto cleanup;
+    *out = m;
+    m = NULL;
+
+cleanup:
+    if (rc != CDB_OK && rc != CDB_NOMEM && add_ctx) cdb_errctx(rc, "model %s", path);
+    json_decref(c.hf_cfg);
+    json_decref(c.oc_cfg);
+    json_decref(c.pp_cfg);
+    for (int i = 0; i < n_paths; i++) free(paths[i]);
+    free(paths);
+    cdb_model_close(m);
+    return rc;
+}
+
+void cdb_model_close(cdb_model *m) {
+    if (!m) return;
+    free_tower(m->be, &m->vision);
+    free_tower(m->be, &m->text);
+    cdb_k_backend_free(m->be);
+    cdb_tok_free(m->tok);
+    for (int i = 0; i < m->n_files; i++) cdb_st_close(m->files[i]);
+    free(m->files);
+    free(m->name);
+    free(m->description);
+    free(m->act_source);
+    free(m);
+}
+
+const cdb_model_info *cdb_model_get_info(const cdb_model *m) { return m ? &m->info : NULL; }
+
+const cdb_tok *cdb_model_tokenizer(const cdb_model *m) { return m ? m->tok : NULL; }
+
+static void l2_normalize(float *v, int n, int dim) {
+    for (int i = 0; i < n; i++) {
+        float *x = v + (size_t)i * dim;
+        double s = 0;
+        for (int j = 0; j < dim; j++) s += (double)x[j] * x[j];
+        if (s > 0) {
+            float inv = (float)(1.0 / sqrt(s));
+            for (int j = 0; j < dim; j++) x[j] *= inv;
+        }
+    }
+}
+
+static cdb_status check_finite(const float *v, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(v[i]))
+            return cdb_seterr(CDB_ERROR, "encoder produced a non-finite value (bad weights?)");
+    return CDB_OK;
+}
+
+cdb_status cdb_encode_tokens(cdb_model *m, const int32_t *ids, int n, int normalize, float *out) {
+    cdb_status rc;
+    if (!m || (!ids && n) || (!out && n) || n < 0) return cdb_seterr(CDB_INVALID, "encode_tokens: bad arguments");
+    if (!m->info.has_text) return cdb_seterr(CDB_INVALID, "model %s: text tower not loaded", m->name);
+    if (n == 0) return CDB_OK;
+    if ((rc = cdb_clip_text_forward(m, ids, n, out)) != CDB_OK) return rc;
+    if ((rc = check_finite(out, (size_t)n * m->info.embed_dim)) != CDB_OK) return rc;
+    if (normalize) l2_normalize(out, n, m->info.embed_dim);
+    return CDB_OK;
+}
+
+cdb_status cdb_encode_texts(cdb_model *m, const char *const *texts, int n, int normalize,
+                            float *out) {
+    cdb_status rc = CDB_OK;
+    int32_t *ids;
+    int ctx;
+    if (!m || (!texts && n) || n < 0) return cdb_seterr(CDB_INVALID, "encode_texts: bad arguments");
+    if (!m->info.has_text) return cdb_seterr(CDB_INVALID, "model %s: text tower not loaded", m->name);
+    if (!m->tok)
+        return cdb_seterr(CDB_UNSUPPORTED, "model %s: no tokenizer (set CLIPDB_VOCAB or the "
+                          "tokenizer path)", m->name);
+    if (n == 0) return CDB_OK;
+    ctx = m->info.context_length;
+    ids = malloc((size_t)n * ctx * sizeof *ids);
+    if (!ids) return cdb_seterr(CDB_NOMEM, "token ids");
+    for (int i = 0; i < n && rc == CDB_OK; i++)
+        rc = cdb_tok_tokenize(m->tok, texts[i] ? texts[i] : "", texts[i] ? strlen(texts[i]) : 0,
+                              ctx, ids + (size_t)i * ctx, NULL, NULL);
+    if (rc == CDB_OK) rc = cdb_encode_tokens(m, ids, n, normalize, out);
+    free(ids);
+    return rc;
+}
+
+cdb_status cdb_encode_pixels(cdb_model *m, const float *pixels, int n, int normalize, float *out) {
+    cdb_status rc;
+    if (!m || (!pixels && n) || (!out && n) || n < 0)
+        return cdb_seterr(CDB_INVALID, "encode_pixels: bad arguments");
+    if (!m->info.has_vision)
+        return cdb_seterr(CDB_INVALID, "model %s: image tower not loaded", m->name);
+    if (n == 0) return CDB_OK;
+    if ((rc = cdb_clip_image_forward(m, pixels, n, out)) != CDB_OK) return rc;
+    if ((rc = check_finite(out, (size_t)n * m->info.embed_dim)) != CDB_OK) return rc;
+    if (normalize) l2_normalize(out, n, m->info.embed_dim);
+    return CDB_OK;
+}
+
+cdb_status cdb_encode_image_file(cdb_model *m, const char *path, const cdb_image_params *ip,
+                                 int normalize, float *out) {
+    cdb_status rc;
+    cdb_image *img = NULL;
+    float *px = NULL;
+    int sz;
+    if (!m || !path || !out) return cdb_seterr(CDB_INVALID, "encode_image_file: bad arguments");
+    if (!m->info.has_vision)
+        return cdb_seterr(CDB_INVALID, "model %s: image tower not loaded", m->name);
+    sz = m->info.preprocess.size;
+    if ((rc = cdb_image_load(path, ip, &img)) != CDB_OK) goto cleanup;
+    px = malloc((size_t)3 * sz * sz * sizeof(float));
+    if (!px) {
+        rc = cdb_seterr(CDB_NOMEM, "pixels");
+        goto cleanup;
+    }
+    if ((rc = cdb_image_preprocess(img, &m->info.preprocess, px, NULL)) != CDB_OK) goto cleanup;
+    rc = cdb_encode_pixels(m, px, 1, normalize, out);
+cleanup:
+    cdb_image_free(img);
+    free(px);
+    if (rc != CDB_OK) cdb_errctx(rc, "%s", path);
+    return rc;
+}

@@ -1,0 +1,227 @@
+/*
+** backend_cpu_ref.c: the scalar reference implementation of the BACKEND interface
+** (kernels.h): plain loops, one thread, double accumulators for every reduction.
+** Slow by design; the optimized CPU backend and any GPU backend are tested against
+** it (tests/kernels/test_backend_cpu.c). Weights are always copied.
+*/
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/backend_int.h"
+
+static cdb_status ref_buf_alloc(cdb_k_backend *be, size_t n, cdb_k_buf **out) {
+    cdb_k_buf *b = calloc(1, sizeof *b);
+    *out = NULL;
+    if (!b) return cdb_seterr(CDB_NOMEM, "backend buffer");
+    b->data = calloc(n ? n : 1, sizeof(float));
+    if (!b->data) {
+        free(b);
+        return cdb_seterr(CDB_NOMEM, "backend buffer of %zu floats", n);
+    }
+    b->n = n;
+    b->owned = 1;
+    *out = b;
+    return CDB_OK;
+}
+
+static void ref_buf_free(cdb_k_backend *be, cdb_k_buf *b) {
+    if (!b) return;
+    free(b->data);
+    free(b);
+}
+
+static cdb_status ref_weight_upload(cdb_k_backend *be, const void *src, cdb_k_dtype dt, size_t n,
+                                    cdb_k_wrole role, int flags, cdb_k_buf **out) {
+    cdb_status rc;
+    if (dt != CDB_K_F32 && dt != CDB_K_F16 && dt != CDB_K_BF16) {
+        *out = NULL;
+        return cdb_seterr(CDB_INVALID, "weight_upload: unknown dtype %d", (int)dt);
+    }
+    if ((rc = ref_buf_alloc(be, n, out)) != CDB_OK) return rc;
+    cdb_k_cpu_convert_to_f32(src, dt, (*out)->data, n);
+    return CDB_OK;
+}
+
+static cdb_status ref_buf_upload(cdb_k_backend *be, cdb_k_buf *dst, size_t off, const float *src,
+                                 size_t n) {
+    if (off > dst->n || n > dst->n - off)
+        return cdb_seterr(CDB_INVALID, "buf_upload: [%zu,+%zu) outside %zu", off, n, dst->n);
+    for (size_t i = 0; i < n; i++) dst->data[off + i] = src[i];
+    return CDB_OK;
+}
+
+static cdb_status ref_buf_download(cdb_k_backend *be, const cdb_k_buf *src, size_t off,
+                                   float *dst, size_t n) {
+    if (off > src->n || n > src->n - off)
+        return cdb_seterr(CDB_INVALID, "buf_download: [%zu,+%zu) outside %zu", off, n, src->n);
+    for (size_t i = 0; i < n; i++) dst[i] = src->data[off + i];
+    return CDB_OK;
+}
+
+static double ref_act1(double x, cdb_k_act a) {
+    switch (a) {
+    case CDB_K_ACT_QUICK_GELU: return x / (1.0 + exp(-1.702 * x));
+    case CDB_K_ACT_GELU: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+    default: return x;
+    }
+}
+
+static int fits(const cdb_k_buf *b, size_t need) { return b && b->n >= need; }
+
+static cdb_status ref_gemm(cdb_k_backend *be, const cdb_k_buf *x, const cdb_k_buf *w,
+                           const cdb_k_buf *bias, cdb_k_buf *y, int m, int n, int k,
+                           cdb_k_act act, int accumulate) {
+    if (m < 0 || n <= 0 || k <= 0 || !fits(x, (size_t)m * k) || !fits(w, (size_t)n * k) ||
+        !fits(y, (size_t)m * n) || (bias && !fits(bias, (size_t)n)))
+        return cdb_seterr(CDB_INVALID, "gemm: bad shape %dx%dx%d", m, n, k);
+    if (accumulate && act != CDB_K_ACT_NONE)
+        return cdb_seterr(CDB_INVALID, "gemm: accumulate with an activation");
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            double s = bias ? bias->data[j] : 0.0;
+            for (int l = 0; l < k; l++)
+                s += (double)x->data[(size_t)i * k + l] * w->data[(size_t)j * k + l];
+            if (accumulate) s += y->data[(size_t)i * n + j];
+            y->data[(size_t)i * n + j] = (float)ref_act1(s, act);
+        }
+    return CDB_OK;
+}
+
+static cdb_status ref_layernorm(cdb_k_backend *be, const cdb_k_buf *x, const cdb_k_buf *gamma,
+                                const cdb_k_buf *beta, cdb_k_buf *y, int m, int n, float eps) {
+    if (m < 0 || n <= 0 || !fits(x, (size_t)m * n) || !fits(y, (size_t)m * n) ||
+        !fits(gamma, (size_t)n) || !fits(beta, (size_t)n))
+        return cdb_seterr(CDB_INVALID, "layernorm: bad shape %dx%d", m, n);
+    for (int r = 0; r < m; r++) {
+        const float *xr = x->data + (size_t)r * n;
+        float *yr = y->data + (size_t)r * n;
+        double mean = 0, var = 0, inv;
+        for (int j = 0; j < n; j++) mean += xr[j];
+        mean /= n;
+        for (int j = 0; j < n; j++) var += (xr[j] - mean) * (xr[j] - mean);
+        var /= n;
+        inv = 1.0 / sqrt(var + eps);
+        for (int j = 0; j < n; j++)
+            yr[j] = (float)((xr[j] - mean) * inv * gamma->data[j] + beta->data[j]);
+    }
+    return CDB_OK;
+}
+
+static cdb_status ref_act(cdb_k_backend *be, cdb_k_buf *x, size_t n, cdb_k_act act) {
+    if (!fits(x, n)) return cdb_seterr(CDB_INVALID, "act: buffer too small");
+    for (size_t i = 0; i < n; i++) x->data[i] = (float)ref_act1(x->data[i], act);
+    return CDB_OK;
+}
+
+static cdb_status ref_add(cdb_k_backend *be, cdb_k_buf *y, const cdb_k_buf *x, size_t n) {
+    if (!fits(x, n) || !fits(y, n)) return cdb_seterr(CDB_INVALID, "add: buffer too small");
+    for (size_t i = 0; i < n; i++) y->data[i] += x->data[i];
+    return CDB_OK;
+}
+
+static cdb_status ref_attention(cdb_k_backend *be, const cdb_k_buf *qkv, cdb_k_buf *out,
+                                int batch, int seq, int heads, int head_dim, int causal) {
+    int d = heads * head_dim;
+    double *p;
+    if (batch < 0 || seq <= 0 || heads <= 0 || head_dim <= 0 ||
+        !fits(qkv, (size_t)batch * seq * 3 * d) || !fits(out, (size_t)batch * seq * d))
+        return cdb_seterr(CDB_INVALID, "attention: bad shape");
+    p = malloc((size_t)seq * sizeof(double));
+    if (!p) return cdb_seterr(CDB_NOMEM, "attention scratch");
+    for (int b = 0; b < batch; b++)
+        for (int h = 0; h < heads; h++)
+            for (int i = 0; i < seq; i++) {
+                const float *q = qkv->data + ((size_t)b * seq + i) * 3 * d + (size_t)h * head_dim;
+                int lim = causal ? i + 1 : seq;
+                double mx = -INFINITY, sum = 0;
+                for (int j = 0; j < lim; j++) {
+                    const float *k =
+                        qkv->data + ((size_t)b * seq + j) * 3 * d + d + (size_t)h * head_dim;
+                    double s = 0;
+                    for (int l = 0; l < head_dim; l++) s += (double)q[l] * k[l];
+                    p[j] = s / sqrt((double)head_dim);
+                    if (p[j] > mx) mx = p[j];
+                }
+                for (int j = 0; j < lim; j++) {
+                    p[j] = exp(p[j] - mx);
+                    sum += p[j];
+                }
+                for (int l = 0; l < head_dim; l++) {
+                    double o = 0;
+                    for (int j = 0; j < lim; j++)
+                        o += p[j] * qkv->data[((size_t)b * seq + j) * 3 * d + 2 * d +
+                                              (size_t)h * head_dim + l];
+                    out->data[((size_t)b * seq + i) * d + (size_t)h * head_dim + l] =
+                        (float)(o / sum);
+                }
+            }
+    free(p);
+    return CDB_OK;
+}
+
+static cdb_status ref_embed_tokens(cdb_k_backend *be, const cdb_k_buf *table, const cdb_k_buf *pos,
+                                   const int32_t *ids, int n_rows, int seq, int width,
+                                   cdb_k_buf *out) {
+    if (n_rows < 0 || seq <= 0 || width <= 0 || !fits(out, (size_t)n_rows * width) ||
+        !fits(pos, (size_t)seq * width))
+        return cdb_seterr(CDB_INVALID, "embed_tokens: bad shape");
+    for (int r = 0; r < n_rows; r++) {
+        if (ids[r] < 0 || (size_t)ids[r] >= table->n / (size_t)width)
+            return cdb_seterr(CDB_INVALID, "embed_tokens: id %d out of range", ids[r]);
+        for (int j = 0; j < width; j++)
+            out->data[(size_t)r * width + j] = table->data[(size_t)ids[r] * width + j] +
+                                               pos->data[(size_t)(r % seq) * width + j];
+    }
+    return CDB_OK;
+}
+
+static cdb_status ref_embed_patches(cdb_k_backend *be, const cdb_k_buf *patches,
+                                    const cdb_k_buf *cls, const cdb_k_buf *pos, int batch,
+                                    int n_patches, int width, cdb_k_buf *out) {
+    int s = n_patches + 1;
+    if (batch < 0 || n_patches <= 0 || width <= 0 ||
+        !fits(patches, (size_t)batch * n_patches * width) || !fits(cls, (size_t)width) ||
+        !fits(pos, (size_t)s * width) || !fits(out, (size_t)batch * s * width))
+        return cdb_seterr(CDB_INVALID, "embed_patches: bad shape");
+    for (int b = 0; b < batch; b++)
+        for (int t = 0; t < s; t++)
+            for (int j = 0; j < width; j++) {
+                float v = t == 0 ? cls->data[j]
+                                 : patches->data[((size_t)b * n_patches + t - 1) * width + j];
+                out->data[((size_t)b * s + t) * width + j] = v + pos->data[(size_t)t * width + j];
+            }
+    return CDB_OK;
+}
+
+static cdb_status ref_gather_rows(cdb_k_backend *be, const cdb_k_buf *x, const int32_t *rows,
+                                  int n, int width, cdb_k_buf *out) {
+    if (n < 0 || width <= 0 || !fits(out, (size_t)n * width))
+        return cdb_seterr(CDB_INVALID, "gather_rows: bad shape");
+    for (int i = 0; i < n; i++) {
+        if (rows[i] < 0 || (size_t)rows[i] >= x->n / (size_t)width)
+            return cdb_seterr(CDB_INVALID, "gather_rows: row %d out of range", rows[i]);
+        for (int j = 0; j < width; j++)
+            out->data[(size_t)i * width + j] = x->data[(size_t)rows[i] * width + j];
+    }
+    return CDB_OK;
+}
+
+static cdb_status ref_sync(cdb_k_backend *be) { return CDB_OK; }
+static void ref_destroy(cdb_k_backend *be) { free(be); }
+
+static const cdb_k_backend_ops ref_ops = {
+    "cpu-ref",       ref_destroy,      ref_buf_alloc,    ref_buf_free,      ref_weight_upload,
+    ref_buf_upload,  ref_buf_download, ref_gemm,         ref_layernorm,     ref_act,
+    ref_add,         ref_attention,    ref_embed_tokens, ref_embed_patches, ref_gather_rows,
+    ref_sync,
+};
+
+cdb_status cdb_k_backend_cpu_ref_new(cdb_k_backend **out) {
+    cdb_k_backend *be = calloc(1, sizeof *be);
+    *out = NULL;
+    if (!be) return cdb_seterr(CDB_NOMEM, "cpu-ref backend");
+    be->ops = &ref_ops;
+    *out = be;
+    return CDB_OK;
+}

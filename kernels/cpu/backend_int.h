@@ -1,0 +1,23 @@
+/*
+** backend_int.h: private pieces shared by the two CPU backends of the BACKEND
+** interface (backend_cpu.c, the optimized one, and backend_cpu_ref.c, the scalar
+** reference): the buffer layout and the dtype widening.
+*/
+#ifndef CDB_KERNELS_CPU_BACKEND_INT_H
+#define CDB_KERNELS_CPU_BACKEND_INT_H
+
+#include "kernels/kernels.h"
+
+/* A CPU buffer: n fp32 values. */
+struct cdb_k_buf {
+    float *data;
+    size_t n;
+    int owned; /* 0: borrowed from the caller (weight_upload with CDB_K_UPLOAD_BORROW) */
+};
+
+/* 64-byte aligned, free() it; NULL when out of memory. */
+float *cdb_k_cpu_alloc_f32(size_t n);
+/* Widens n elements of dt (any alignment, little-endian) to fp32. */
+void cdb_k_cpu_convert_to_f32(const void *src, cdb_k_dtype dt, float *dst, size_t n);
+
+#endif

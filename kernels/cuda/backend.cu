@@ -1,0 +1,583 @@
+/*
+** backend.cu: the CUDA implementation of cdb_k_backend_ops (kernels.h, section
+** BACKEND), so encoder/clip.c runs its graph on the GPU unchanged.
+**
+** Storage: weight matrices fp16; biases, LayerNorm parameters and embeddings
+** fp32; activations carry their current type (see cuda_backend.cuh): GEMM outputs
+** fp16 unless accumulated into the fp32 residual stream; LayerNorm reads fp32 and
+** writes fp16 GEMM operands; attention reads and writes fp16. This is what
+** PyTorch's fp16 autocast does to CLIP (the residual stream stays fp32), with fp32
+** accumulation in every GEMM and fp32 LayerNorm/softmax statistics.
+**
+** Threads: one mutex per backend serializes every op (they share the scratch
+** buffer, the index buffer and the compute stream); each op first makes the
+** backend's device current on the calling thread.
+*/
+#include <limits.h>
+#include <string.h>
+
+#include "kernels/cuda/cuda_backend.cuh"
+
+/* Defined at the end; its address identifies CUDA backends. */
+extern const cdb_k_backend_ops cdb_kc_cuda_ops_;
+#define g_cuda_ops cdb_kc_cuda_ops_
+
+extern "C" cdb_kc_backend *cdb_kc_backend_of(cdb_k_backend *be) {
+    if (!be || be->ops != &g_cuda_ops) {
+        cdb_seterr(CDB_INVALID, "not a CUDA backend");
+        return NULL;
+    }
+    return (cdb_kc_backend *)be;
+}
+
+extern "C" cdb_status cdb_kc_backend_ws(cdb_kc_backend *b, size_t bytes) {
+    cdb_status rc = CDB_OK;
+    void *p = NULL;
+    if (bytes <= b->ws_bytes) return CDB_OK;
+    bytes += bytes / 4;
+    if ((rc = cdb_kc_sync(b->c)) != CDB_OK) return rc;
+    cdb_kc_free(b->c, b->ws);
+    b->ws = NULL;
+    b->ws_bytes = 0;
+    rc = cdb_kc_malloc(b->c, bytes, &p);
+    if (rc == CDB_NOMEM && b->n_cache > 0) { /* give cached blocks back, try again */
+        for (int i = 0; i < b->n_cache; i++) cdb_kc_free(b->c, b->cache_ptr[i]);
+        b->n_cache = 0;
+        rc = cdb_kc_malloc(b->c, bytes, &p);
+    }
+    if (rc != CDB_OK) return cdb_errctx(rc, "cuda backend scratch (%zu bytes)", bytes);
+    b->ws = p;
+    b->ws_bytes = bytes;
+    return CDB_OK;
+}
+
+/* Enter/leave an op: lock, bind the device. */
+#define OP_ENTER(be)                                                           \
+    cdb_kc_backend *b = (cdb_kc_backend *)(be);                                \
+    cdb_status rc = CDB_OK;                                                    \
+    pthread_mutex_lock(&b->mu);                                                \
+    if ((rc = cdb_kc_ctx_bind(b->c)) != CDB_OK) goto done
+
+#define OP_LEAVE()                                                             \
+    pthread_mutex_unlock(&b->mu);                                              \
+    return rc
+
+#define NEED(cond, ...)                                                        \
+    do {                                                                       \
+        if (!(cond)) {                                                         \
+            rc = cdb_seterr(CDB_INVALID, __VA_ARGS__);                         \
+            goto done;                                                         \
+        }                                                                      \
+    } while (0)
+
+#define TRY(call)                                                              \
+    do {                                                                       \
+        if ((rc = (call)) != CDB_OK) goto done;                                \
+    } while (0)
+
+/* ---- buffers ------------------------------------------------------------------ */
+
+static void cache_flush(cdb_kc_backend *b) {
+    for (int i = 0; i < b->n_cache; i++) cdb_kc_free(b->c, b->cache_ptr[i]);
+    b->n_cache = 0;
+}
+
+/* A cached block of at least bytes (and at most twice that), or a new one; on
+** out-of-memory the cache is released and the allocation retried once. */
+static cdb_status dev_alloc(cdb_kc_backend *b, size_t bytes, void **out, size_t *cap) {
+    cdb_status rc;
+    int best = -1;
+    for (int i = 0; i < b->n_cache; i++)
+        if (b->cache_bytes[i] >= bytes && b->cache_bytes[i] <= 2 * bytes &&
+            (best < 0 || b->cache_bytes[i] < b->cache_bytes[best]))
+            best = i;
+    if (best >= 0) {
+        *out = b->cache_ptr[best];
+        *cap = b->cache_bytes[best];
+        b->n_cache--;
+        b->cache_ptr[best] = b->cache_ptr[b->n_cache];
+        b->cache_bytes[best] = b->cache_bytes[b->n_cache];
+        return CDB_OK;
+    }
+    *cap = bytes;
+    rc = cdb_kc_malloc(b->c, bytes, out);
+    if (rc == CDB_NOMEM && b->n_cache > 0) {
+        cache_flush(b);
+        rc = cdb_kc_malloc(b->c, bytes, out);
+    }
+    return rc;
+}
+
+static void dev_release(cdb_kc_backend *b, void *d, size_t cap) {
+    if (!d) return;
+    if (b->n_cache < CDB_KC_CACHE_SLOTS) {
+        b->cache_ptr[b->n_cache] = d;
+        b->cache_bytes[b->n_cache] = cap;
+        b->n_cache++;
+        return;
+    }
+    cdb_kc_free(b->c, d);
+}
+
+static cdb_status be_buf_new(cdb_kc_backend *b, size_t n, size_t bytes, int f32, int is_weight,
+                             cdb_k_buf **out) {
+    cdb_status rc;
+    cdb_k_buf *x = (cdb_k_buf *)cdb_calloc(1, sizeof *x);
+    *out = NULL;
+    if (!x) return cdb_seterr(CDB_NOMEM, "cuda buffer header: out of memory");
+    if (is_weight)
+        rc = cdb_kc_malloc(b->c, bytes, &x->d);
+    else
+        rc = dev_alloc(b, bytes, &x->d, &bytes);
+    if (rc != CDB_OK) {
+        cdb_free(x);
+        return cdb_errctx(rc, "cuda buffer of %zu elements", n);
+    }
+    x->n = n;
+    x->cap_bytes = bytes;
+    x->f32 = f32;
+    x->is_weight = is_weight;
+    *out = x;
+    return CDB_OK;
+}
+
+static cdb_status cuda_buf_alloc(cdb_k_backend *be, size_t n, cdb_k_buf **out) {
+    OP_ENTER(be);
+    rc = be_buf_new(b, n, (n ? n : 1) * 4, 1, 0, out);
+done:
+    OP_LEAVE();
+}
+
+static void cuda_buf_free(cdb_k_backend *be, cdb_k_buf *x) {
+    cdb_kc_backend *b = (cdb_kc_backend *)be;
+    if (!x) return;
+    pthread_mutex_lock(&b->mu);
+    (void)cdb_kc_ctx_bind(b->c);
+    if (x->is_weight)
+        cdb_kc_free(b->c, x->d); /* cudaFree waits for queued ops reading x */
+    else
+        dev_release(b, x->d, x->cap_bytes); /* later users queue after earlier readers */
+    pthread_mutex_unlock(&b->mu);
+    cdb_free(x);
+}
+
+/* Host src of dtype dt -> fp32 (into f32) or f16 (into h16), n elements. */
+static void host_convert(const void *src, cdb_k_dtype dt, size_t n, float *f32, uint16_t *h16) {
+    if (dt == CDB_K_F16 && h16) {
+        memcpy(h16, src, n * 2);
+        return;
+    }
+    if (dt == CDB_K_F32) {
+        if (f32) memcpy(f32, src, n * 4);
+        if (h16) cdb_k_f32_to_f16((const float *)src, h16, n);
+        return;
+    }
+    if (dt == CDB_K_F16) { /* to f32 */
+        cdb_k_f16_to_f32((const uint16_t *)src, f32, n);
+        return;
+    }
+    /* BF16: the high half of a binary32 */
+    for (size_t i = 0; i < n; i++) {
+        uint16_t v;
+        uint32_t u;
+        float f;
+        memcpy(&v, (const char *)src + 2 * i, 2);
+        u = (uint32_t)v << 16;
+        memcpy(&f, &u, 4);
+        if (f32)
+            f32[i] = f;
+        else
+            h16[i] = cdb_k_f32_to_f16_1(f);
+    }
+}
+
+static cdb_status cuda_weight_upload(cdb_k_backend *be, const void *src, cdb_k_dtype dt, size_t n,
+                                     cdb_k_wrole role, int flags, cdb_k_buf **out) {
+    void *tmp = NULL;
+    int f32 = role != CDB_K_W_MATRIX;
+    size_t bytes = (n ? n : 1) * (f32 ? 4 : 2);
+    OP_ENTER(be);
+    (void)flags; /* device memory never aliases the host's: always copied */
+    *out = NULL;
+    NEED(src || n == 0, "weight_upload: NULL source");
+    NEED(dt == CDB_K_F32 || dt == CDB_K_F16 || dt == CDB_K_BF16, "weight_upload: dtype %d",
+         (int)dt);
+    tmp = cdb_malloc(bytes);
+    if (!tmp) {
+        rc = cdb_seterr(CDB_NOMEM, "weight_upload: %zu bytes of host memory", bytes);
+        goto done;
+    }
+    host_convert(src, dt, n, f32 ? (float *)tmp : NULL, f32 ? NULL : (uint16_t *)tmp);
+    TRY(be_buf_new(b, n, bytes, f32, 1, out));
+    if ((rc = cdb_kc_upload(b->c, (*out)->d, tmp, n * (f32 ? 4 : 2))) != CDB_OK) {
+        cdb_kc_free(b->c, (*out)->d);
+        cdb_free(*out);
+        *out = NULL;
+    }
+done:
+    cdb_free(tmp);
+    OP_LEAVE();
+}
+
+static cdb_status cuda_buf_upload(cdb_k_backend *be, cdb_k_buf *dst, size_t off, const float *src,
+                                  size_t n) {
+    uint16_t *tmp = NULL;
+    OP_ENTER(be);
+    NEED(dst && off <= dst->n && n <= dst->n - off, "buf_upload: [%zu, +%zu) outside %zu elements",
+         off, n, dst ? dst->n : 0);
+    if (off == 0 && n == dst->n && dst->cap_bytes >= n * 4) dst->f32 = 1; /* whole rewrite */
+    if (dst->f32) {
+        TRY(cdb_kc_upload(b->c, (char *)dst->d + off * 4, src, n * 4));
+    } else {
+        tmp = (uint16_t *)cdb_malloc((n ? n : 1) * 2);
+        if (!tmp) {
+            rc = cdb_seterr(CDB_NOMEM, "buf_upload: host memory");
+            goto done;
+        }
+        cdb_k_f32_to_f16(src, tmp, n);
+        TRY(cdb_kc_upload(b->c, (char *)dst->d + off * 2, tmp, n * 2));
+    }
+done:
+    cdb_free(tmp);
+    OP_LEAVE();
+}
+
+static cdb_status cuda_buf_download(cdb_k_backend *be, const cdb_k_buf *src, size_t off,
+                                    float *dst, size_t n) {
+    uint16_t *tmp = NULL;
+    OP_ENTER(be);
+    NEED(src && off <= src->n && n <= src->n - off,
+         "buf_download: [%zu, +%zu) outside %zu elements", off, n, src ? src->n : 0);
+    if (src->f32) {
+        TRY(cdb_kc_download(b->c, dst, (const char *)src->d + off * 4, n * 4));
+    } else {
+        tmp = (uint16_t *)cdb_malloc((n ? n : 1) * 2);
+        if (!tmp) {
+            rc = cdb_seterr(CDB_NOMEM, "buf_download: host memory");
+            goto done;
+        }
+        TRY(cdb_kc_download(b->c, tmp, (const char *)src->d + off * 2, n * 2));
+        cdb_k_f16_to_f32(tmp, dst, n);
+    }
+done:
+    cdb_free(tmp);
+    OP_LEAVE();
+}
+
+/* ---- operand helpers (caller holds mu) ---------------------------------------- */
+
+/* x's first n elements as fp16: x itself, or a converted copy at *scratch
+** (advanced past it). */
+static cdb_status as_f16(cdb_kc_backend *b, const cdb_k_buf *x, size_t n, char **scratch,
+                         const uint16_t **out) {
+    cdb_status rc;
+    if (!x->f32) {
+        *out = (const uint16_t *)x->d;
+        return CDB_OK;
+    }
+    if ((rc = cdb_kc_f32_to_f16(b->c, (const float *)x->d, (uint16_t *)*scratch, n)) != CDB_OK)
+        return rc;
+    *out = (const uint16_t *)*scratch;
+    *scratch += (n * 2 + 255) & ~(size_t)255;
+    return CDB_OK;
+}
+
+static size_t f16_copy_bytes(const cdb_k_buf *x, size_t n) {
+    return x->f32 ? ((n * 2 + 255) & ~(size_t)255) : 0;
+}
+
+/* fp32 view of a parameter vector (copy into scratch when stored fp16). */
+static cdb_status as_f32(cdb_kc_backend *b, const cdb_k_buf *x, size_t n, char **scratch,
+                         const float **out) {
+    cdb_status rc;
+    if (!x) {
+        *out = NULL;
+        return CDB_OK;
+    }
+    if (x->f32) {
+        *out = (const float *)x->d;
+        return CDB_OK;
+    }
+    if ((rc = cdb_kc_f16_to_f32(b->c, (const uint16_t *)x->d, (float *)*scratch, n)) != CDB_OK)
+        return rc;
+    *out = (const float *)*scratch;
+    *scratch += (n * 4 + 255) & ~(size_t)255;
+    return CDB_OK;
+}
+
+static size_t f32_copy_bytes(const cdb_k_buf *x, size_t n) {
+    return (x && !x->f32) ? ((n * 4 + 255) & ~(size_t)255) : 0;
+}
+
+/* Turns an activation holding fp16 into fp32 in place (through the scratch). */
+static cdb_status promote_f32(cdb_kc_backend *b, cdb_k_buf *x) {
+    cdb_status rc = CDB_OK;
+    if (x->f32) return CDB_OK;
+    if (x->cap_bytes < x->n * 4)
+        return cdb_seterr(CDB_INVALID, "cuda backend: an fp16 weight cannot be written");
+    if ((rc = cdb_kc_backend_ws(b, x->n * 2)) != CDB_OK) return rc;
+    CDB_CUDA_CHECK(cudaMemcpyAsync(b->ws, x->d, x->n * 2, cudaMemcpyDeviceToDevice, b->c->compute));
+    if ((rc = cdb_kc_f16_to_f32(b->c, (const uint16_t *)b->ws, (float *)x->d, x->n)) != CDB_OK)
+        return rc;
+    x->f32 = 1;
+done:
+    return rc;
+}
+
+/* ---- ops ------------------------------------------------------------------------ */
+
+static cdb_status cuda_gemm(cdb_k_backend *be, const cdb_k_buf *x, const cdb_k_buf *w,
+                            const cdb_k_buf *bias, cdb_k_buf *y, int m, int n, int k,
+                            cdb_k_act act, int accumulate) {
+    char *sc;
+    const uint16_t *xa, *wb;
+    const float *bf;
+    size_t need;
+    OP_ENTER(be);
+    NEED(x && w && y && m >= 0 && n >= 0 && k >= 0, "gemm: bad arguments");
+    NEED(x->n >= (size_t)m * k && w->n >= (size_t)n * k && y->n >= (size_t)m * n &&
+             (!bias || bias->n >= (size_t)n),
+         "gemm: %dx%dx%d does not fit its buffers", m, n, k);
+    NEED(!accumulate || act == CDB_K_ACT_NONE, "gemm: accumulate needs act none");
+    NEED(x != y && !y->is_weight, "gemm: y must be a distinct activation buffer");
+    if (accumulate) TRY(promote_f32(b, y));
+    need = f16_copy_bytes(x, (size_t)m * k) + f16_copy_bytes(w, (size_t)n * k) +
+           f32_copy_bytes(bias, (size_t)n);
+    TRY(cdb_kc_backend_ws(b, need));
+    sc = (char *)b->ws;
+    TRY(as_f16(b, x, (size_t)m * k, &sc, &xa));
+    TRY(as_f16(b, w, (size_t)n * k, &sc, &wb));
+    TRY(as_f32(b, bias, (size_t)n, &sc, &bf));
+    if (accumulate) {
+        TRY(cdb_kc_gemm(b->c, m, n, k, xa, wb, 1, y->d, 1, 1.f, 1.f));
+        TRY(cdb_kc_add_bias_f32(b->c, (float *)y->d, bf, m, n));
+    } else {
+        TRY(cdb_kc_gemm(b->c, m, n, k, xa, wb, 1, y->d, 0, 1.f, 0.f));
+        y->f32 = 0;
+        TRY(cdb_kc_bias_act(b->c, y->d, 0, bf, m, n, act));
+    }
+done:
+    OP_LEAVE();
+}
+
+static cdb_status cuda_layernorm(cdb_k_backend *be, const cdb_k_buf *x, const cdb_k_buf *gamma,
+                                 const cdb_k_buf *beta, cdb_k_buf *y, int m, int n, float eps) {
+    char *sc;
+    const float *g, *bt;
+    int y_f32;
+    OP_ENTER(be);
+    NEED(x && y && m >= 0 && n > 0 && x->n >= (size_t)m * n && y->n >= (size_t)m * n,
+         "layernorm: %d x %d does not fit its buffers", m, n);
+    NEED(!y->is_weight, "layernorm: y is a weight");
+    TRY(cdb_kc_backend_ws(b, f32_copy_bytes(gamma, n) + f32_copy_bytes(beta, n)));
+    sc = (char *)b->ws;
+    TRY(as_f32(b, gamma, (size_t)n, &sc, &g));
+    TRY(as_f32(b, beta, (size_t)n, &sc, &bt));
+    /* In place keeps the type; otherwise write fp16 (the next op is a GEMM). */
+    y_f32 = (x == y) ? x->f32 : 0;
+    TRY(cdb_kc_layernorm(b->c, x->d, x->f32, (size_t)n, y->d, y_f32, g, bt, m, n, eps));
+    y->f32 = y_f32;
+done:
+    OP_LEAVE();
+}
+
+static cdb_status cuda_act(cdb_k_backend *be, cdb_k_buf *x, size_t n, cdb_k_act act) {
+    OP_ENTER(be);
+    NEED(x && n <= x->n && n <= (size_t)INT_MAX && !x->is_weight, "act: bad arguments");
+    TRY(cdb_kc_bias_act(b->c, x->d, x->f32, NULL, 1, (int)n, act));
+done:
+    OP_LEAVE();
+}
+
+static cdb_status cuda_add(cdb_k_backend *be, cdb_k_buf *y, const cdb_k_buf *x, size_t n) {
+    OP_ENTER(be);
+    NEED(x && y && n <= x->n && n <= y->n && !y->is_weight, "add: bad arguments");
+    TRY(promote_f32(b, y)); /* sums (residuals) are kept in fp32 */
+    TRY(cdb_kc_add(b->c, y->d, y->f32, x->d, x->f32, n));
+done:
+    OP_LEAVE();
+}
+
+static cdb_status cuda_attention(cdb_k_backend *be, const cdb_k_buf *qkv, cdb_k_buf *out,
+                                 int batch, int seq, int heads, int head_dim, int causal) {
+    size_t rows = (size_t)batch * seq, w = (size_t)heads * head_dim;
+    OP_ENTER(be);
+    NEED(qkv && out && qkv != out && batch >= 0 && seq > 0 && heads > 0 && head_dim > 0,
+         "attention: bad arguments");
+    NEED(qkv->n >= rows * 3 * w && out->n >= rows * w && !out->is_weight,
+         "attention: %d x %d x %d x %d does not fit its buffers", batch, seq, heads, head_dim);
+    TRY(cdb_kc_backend_ws(b, cdb_kc_attention_ws_bytes(batch, seq, heads, head_dim)));
+    TRY(cdb_kc_attention(b->c, qkv->d, qkv->f32, (uint16_t *)out->d, batch, seq, heads, head_dim,
+                         causal, b->ws));
+    out->f32 = 0;
+done:
+    OP_LEAVE();
+}
+
+/* Uploads n host indices to b->d_idx (growing it). Caller holds mu. */
+static cdb_status upload_idx(cdb_kc_backend *b, const int32_t *idx, int n) {
+    cdb_status rc;
+    if ((size_t)n > b->idx_cap) {
+        void *p = NULL;
+        size_t cap = (size_t)n + 1024;
+        if ((rc = cdb_kc_sync(b->c)) != CDB_OK) return rc;
+        cdb_kc_free(b->c, b->d_idx);
+        b->d_idx = NULL;
+        b->idx_cap = 0;
+        if ((rc = cdb_kc_malloc(b->c, cap * 4, &p)) != CDB_OK) return rc;
+        b->d_idx = (int32_t *)p;
+        b->idx_cap = cap;
+    }
+    /* Synchronous: the previous op reading d_idx has finished when it returns. */
+    return cdb_kc_upload(b->c, b->d_idx, idx, (size_t)n * 4);
+}
+
+static cdb_status cuda_embed_tokens(cdb_k_backend *be, const cdb_k_buf *table,
+                                    const cdb_k_buf *pos, const int32_t *ids, int n_rows, int seq,
+                                    int width, cdb_k_buf *out) {
+    char *sc;
+    const float *pf;
+    OP_ENTER(be);
+    NEED(table && out && ids && n_rows >= 0 && seq > 0 && width > 0 &&
+             out->n >= (size_t)n_rows * width && (!pos || pos->n >= (size_t)seq * width),
+         "embed_tokens: bad arguments");
+    for (int i = 0; i < n_rows; i++)
+        NEED(ids[i] >= 0 && (size_t)ids[i] * width < table->n, "embed_tokens: id %d out of range",
+             ids[i]);
+    TRY(cdb_kc_backend_ws(b, f32_copy_bytes(pos, (size_t)seq * width)));
+    sc = (char *)b->ws;
+    TRY(as_f32(b, pos, (size_t)seq * width, &sc, &pf));
+    TRY(upload_idx(b, ids, n_rows));
+    TRY(cdb_kc_embed_tokens(b->c, table->d, table->f32, pf, b->d_idx, n_rows, seq, width,
+                            (float *)out->d));
+    out->f32 = 1;
+done:
+    OP_LEAVE();
+}
+
+static cdb_status cuda_embed_patches(cdb_k_backend *be, const cdb_k_buf *patches,
+                                     const cdb_k_buf *cls, const cdb_k_buf *pos, int batch,
+                                     int n_patches, int width, cdb_k_buf *out) {
+    char *sc;
+    const float *cf, *pf;
+    size_t tok = (size_t)n_patches + 1;
+    OP_ENTER(be);
+    NEED(patches && cls && pos && out && batch >= 0 && n_patches >= 0 && width > 0,
+         "embed_patches: bad arguments");
+    NEED(patches->n >= (size_t)batch * n_patches * width && cls->n >= (size_t)width &&
+             pos->n >= tok * width && out->n >= (size_t)batch * tok * width,
+         "embed_patches: sizes do not fit the buffers");
+    TRY(cdb_kc_backend_ws(b, f32_copy_bytes(cls, width) + f32_copy_bytes(pos, tok * width)));
+    sc = (char *)b->ws;
+    TRY(as_f32(b, cls, (size_t)width, &sc, &cf));
+    TRY(as_f32(b, pos, tok * width, &sc, &pf));
+    TRY(cdb_kc_embed_patches(b->c, patches->d, patches->f32, cf, pf, batch, n_patches, width,
+                             (float *)out->d));
+    out->f32 = 1;
+done:
+    OP_LEAVE();
+}
+
+static cdb_status cuda_gather_rows(cdb_k_backend *be, const cdb_k_buf *x, const int32_t *rows,
+                                   int n, int width, cdb_k_buf *out) {
+    OP_ENTER(be);
+    NEED(x && out && rows && n >= 0 && width > 0 && out->n >= (size_t)n * width && x != out,
+         "gather_rows: bad arguments");
+    for (int i = 0; i < n; i++)
+        NEED(rows[i] >= 0 && ((size_t)rows[i] + 1) * width <= x->n,
+             "gather_rows: row %d out of range", rows[i]);
+    TRY(upload_idx(b, rows, n));
+    TRY(cdb_kc_gather_rows(b->c, x->d, b->d_idx, n, width, x->f32 ? 4 : 2, out->d));
+    out->f32 = x->f32;
+done:
+    OP_LEAVE();
+}
+
+static cdb_status cuda_sync(cdb_k_backend *be) {
+    OP_ENTER(be);
+    TRY(cdb_kc_sync(b->c));
+done:
+    OP_LEAVE();
+}
+
+static void cuda_destroy(cdb_k_backend *be) {
+    cdb_kc_backend *b = (cdb_kc_backend *)be;
+    if (!b) return;
+    if (b->c) {
+        (void)cdb_kc_ctx_bind(b->c);
+        cache_flush(b);
+        cdb_kc_free(b->c, b->ws);
+        cdb_kc_free(b->c, b->d_idx);
+        cdb_kc_ctx_close(b->c);
+    }
+    pthread_mutex_destroy(&b->mu);
+    cdb_free(b);
+}
+
+const cdb_k_backend_ops cdb_kc_cuda_ops_ = {
+    "cuda",
+    cuda_destroy,
+    cuda_buf_alloc,
+    cuda_buf_free,
+    cuda_weight_upload,
+    cuda_buf_upload,
+    cuda_buf_download,
+    cuda_gemm,
+    cuda_layernorm,
+    cuda_act,
+    cuda_add,
+    cuda_attention,
+    cuda_embed_tokens,
+    cuda_embed_patches,
+    cuda_gather_rows,
+    cuda_sync,
+};
+
+extern "C" cdb_status cdb_k_backend_cuda_new(int device_index, cdb_k_backend **out) {
+    cdb_status rc;
+    cdb_kc_backend *b;
+    *out = NULL;
+    b = (cdb_kc_backend *)cdb_calloc(1, sizeof *b);
+    if (!b) return cdb_seterr(CDB_NOMEM, "cuda backend: out of memory");
+    b->base.ops = &g_cuda_ops;
+    pthread_mutex_init(&b->mu, NULL);
+    if ((rc = cdb_kc_ctx_open(device_index, &b->c)) != CDB_OK) {
+        cuda_destroy(&b->base);
+        return rc;
+    }
+    *out = &b->base;
+    return CDB_OK;
+}
+
+extern "C" cdb_status cdb_k_backend_cuda_mem(cdb_k_backend *be, size_t *free_b, size_t *total_b) {
+    cdb_kc_backend *b = cdb_kc_backend_of(be);
+    cdb_status rc;
+    if (!b) return CDB_INVALID;
+    pthread_mutex_lock(&b->mu);
+    rc = cdb_kc_ctx_bind(b->c);
+    if (rc == CDB_OK) rc = cdb_kc_mem_info(b->c, free_b, total_b);
+    pthread_mutex_unlock(&b->mu);
+    return rc;
+}
+
+extern "C" cdb_status cdb_k_cuda_im2col(cdb_k_backend *be, const cdb_k_buf *pixels, int n,
+                                        int size, int patch, cdb_k_buf *cols) {
+    size_t g, npix, ncol;
+    char *sc;
+    const float *pf;
+    if (!cdb_kc_backend_of(be)) return cdb_errctx(CDB_INVALID, "cdb_k_cuda_im2col");
+    OP_ENTER(be);
+    NEED(pixels && cols && n >= 0 && patch > 0 && size % patch == 0, "im2col: bad arguments");
+    g = (size_t)(size / patch);
+    npix = (size_t)n * 3 * size * size;
+    ncol = (size_t)n * g * g * 3 * patch * patch;
+    NEED(pixels->n >= npix && cols->n >= ncol && !cols->is_weight && pixels != cols,
+         "im2col: sizes do not fit the buffers");
+    TRY(cdb_kc_backend_ws(b, f32_copy_bytes(pixels, npix)));
+    sc = (char *)b->ws;
+    TRY(as_f32(b, pixels, npix, &sc, &pf));
+    TRY(cdb_kc_im2col(b->c, pf, n, size, patch, (uint16_t *)cols->d));
+    cols->f32 = 0;
+done:
+    OP_LEAVE();
+}

@@ -1,0 +1,191 @@
+/*
+** cuda_int.h: private declarations of the CUDA backend (kernels/cuda/). Included
+** by the .cu files and by the GPU tests (tests/gpu/); nothing outside kernels/
+** and tests/ may include it. Compiles as C and as C++ and needs no CUDA header:
+** device pointers are plain pointers, streams are hidden in cdb_kc_ctx.
+**
+** Conventions of every launcher below:
+**  - runs on the context's compute stream, asynchronously; returns CDB_OK once
+**    queued, CDB_DEVICE (message: call, file:line, CUDA's error string) if a
+**    launch or cuBLAS call fails, CDB_NOMEM if a device allocation fails;
+**  - matrices are row-major; "f16" arrays are IEEE binary16 stored as uint16_t;
+**  - per-row vectors (bias, LayerNorm gain/shift, class/positional embeddings)
+**    are fp32 on the device; every reduction accumulates in fp32.
+*/
+#ifndef CDB_KERNELS_CUDA_INT_H
+#define CDB_KERNELS_CUDA_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/kernels.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One device context: a device ordinal, a compute stream, a copy stream, a
+** cuBLAS handle bound to the compute stream. Owned by one backend or test. */
+typedef struct cdb_kc_ctx cdb_kc_ctx;
+
+/* Opens device `device` (cudaSetDevice on the calling thread), creates both
+** streams and the cuBLAS handle. CDB_UNSUPPORTED when no device / no cuBLAS (the
+** message says which and how to fix it). */
+cdb_status cdb_kc_ctx_open(int device, cdb_kc_ctx **out /* OUT */);
+void cdb_kc_ctx_close(cdb_kc_ctx *c); /* NULL ok; waits for queued work */
+/* Makes c's device current on the calling thread (cheap; call before any op on a
+** thread that did not open c). */
+cdb_status cdb_kc_ctx_bind(cdb_kc_ctx *c);
+cdb_status cdb_kc_sync(cdb_kc_ctx *c);           /* waits for both streams */
+cdb_status cdb_kc_malloc(cdb_kc_ctx *c, size_t bytes, void **out /* OUT */);
+void cdb_kc_free(cdb_kc_ctx *c, void *d);        /* NULL ok */
+cdb_status cdb_kc_mem_info(cdb_kc_ctx *c, size_t *free_b /* OUT */, size_t *total_b /* OUT */);
+/* Synchronous copies on the compute stream (wait for earlier ops). */
+cdb_status cdb_kc_upload(cdb_kc_ctx *c, void *d_dst, const void *h_src, size_t bytes);
+cdb_status cdb_kc_download(cdb_kc_ctx *c, void *h_dst, const void *d_src, size_t bytes);
+/* Pinned (page-locked) host memory for overlapped copies. */
+cdb_status cdb_kc_host_alloc(size_t bytes, void **out /* OUT */);
+void cdb_kc_host_free(void *h);
+
+/* ---- cuBLAS (loaded with dlopen on first use; see gemm.cu for why) --------- */
+
+/* Loads libcublas once per process. CDB_UNSUPPORTED with the paths tried when it
+** is missing. Thread-safe. */
+cdb_status cdb_kc_cublas_load(void);
+
+/* C[M,N] = alpha * A[M,K] . B^T + beta * C, where B is [N,K] when b_trans (the
+** nn.Linear layout) else [K,N]. A and B f16; C f16 (c_f32 == 0) or fp32.
+** fp32 accumulation (CUBLAS_COMPUTE_32F, tensor cores). */
+cdb_status cdb_kc_gemm(cdb_kc_ctx *c, int m, int n, int k, const uint16_t *a, const uint16_t *b,
+                       int b_trans, void *cmat, int c_f32, float alpha, float beta);
+
+/* Strided batched form: C_i = alpha * A_i . op(B_i) + beta * C_i for i < batch,
+** X_i = X + i * stride_x elements. */
+cdb_status cdb_kc_gemm_batched(cdb_kc_ctx *c, int m, int n, int k, const uint16_t *a,
+                               long long stride_a, const uint16_t *b, int b_trans,
+                               long long stride_b, void *cmat, int c_f32, long long stride_c,
+                               int batch, float alpha, float beta);
+
+/* ---- elementwise / row kernels -------------------------------------------- */
+
+/* Bit-exact with cdb_k_f32_to_f16_scalar / cdb_k_f16_to_f32_scalar. */
+cdb_status cdb_kc_f32_to_f16(cdb_kc_ctx *c, const float *src, uint16_t *dst, size_t n);
+cdb_status cdb_kc_f16_to_f32(cdb_kc_ctx *c, const uint16_t *src, float *dst, size_t n);
+
+/* y[r,:] = LayerNorm(x[r,:]) * gamma + beta for r < rows; x row r starts at
+** x + r*x_stride elements. x_f32/y_f32 choose fp32 (1) or f16 (0) storage.
+** fp32 statistics (two-pass mean/variance over the row held in registers/smem).
+** y may equal x only when x_f32 == y_f32 and x_stride == cols. */
+cdb_status cdb_kc_layernorm(cdb_kc_ctx *c, const void *x, int x_f32, size_t x_stride, void *y,
+                            int y_f32, const float *gamma, const float *beta, int rows, int cols,
+                            float eps);
+
+/* In place on y [rows, cols] (f16 if y_f32 == 0, else fp32):
+** y = act(y + bias) (bias fp32 [cols], may be NULL), computed in fp32. */
+cdb_status cdb_kc_bias_act(cdb_kc_ctx *c, void *y, int y_f32, const float *bias, int rows,
+                           int cols, cdb_k_act act);
+/* y[i] += x[i] for i < n; each operand fp32 or f16; computed in fp32. */
+cdb_status cdb_kc_add(cdb_kc_ctx *c, void *y, int y_f32, const void *x, int x_f32, size_t n);
+/* y[r,:] += bias (fp32) for r < rows; y fp32. */
+cdb_status cdb_kc_add_bias_f32(cdb_kc_ctx *c, float *y, const float *bias, int rows, int cols);
+
+/* ---- attention -------------------------------------------------------------- */
+
+/* Softmax over each row of s [rows, cols] (fp32 scores), written as f16 to p.
+** fp32 max subtraction and sum. causal: row r is query i = r % cols of a square
+** [cols, cols] block; keys j > i get probability 0. */
+cdb_status cdb_kc_softmax(cdb_kc_ctx *c, const float *s, uint16_t *p, int rows, int cols,
+                          int causal);
+/* Device workspace attention needs (bytes). */
+size_t cdb_kc_attention_ws_bytes(int batch, int seq, int heads, int head_dim);
+/* out[batch*seq, heads*head_dim] (f16) from qkv[batch*seq, 3*heads*head_dim] (f16
+** or fp32), as cdb_k_backend_ops.attention. ws: cdb_kc_attention_ws_bytes. */
+cdb_status cdb_kc_attention(cdb_kc_ctx *c, const void *qkv, int qkv_f32, uint16_t *out,
+                            int batch, int seq, int heads, int head_dim, int causal, void *ws);
+
+/* ---- embeddings / gathers --------------------------------------------------- */
+
+/* out[r,:] (fp32) = table[ids[r],:] + pos[r % seq,:]; table f16 or fp32
+** (table_f32), pos fp32; d_ids on the device. */
+cdb_status cdb_kc_embed_tokens(cdb_kc_ctx *c, const void *table, int table_f32, const float *pos,
+                               const int32_t *d_ids, int n_rows, int seq, int width, float *out);
+/* ViT tokens (fp32 out [batch*(n_patches+1), width]); patches f16 or fp32. */
+cdb_status cdb_kc_embed_patches(cdb_kc_ctx *c, const void *patches, int patches_f32,
+                                const float *cls, const float *pos, int batch, int n_patches,
+                                int width, float *out);
+/* out[i,:] = x[rows[i],:]; elem_bytes 2 or 4; d_rows on the device. */
+cdb_status cdb_kc_gather_rows(cdb_kc_ctx *c, const void *x, const int32_t *d_rows, int n,
+                              int width, size_t elem_bytes, void *out);
+/* im2col for a stride == kernel convolution (ViT patch embedding):
+** pix [batch,3,size,size] fp32 -> cols [batch*g*g, 3*patch*patch] f16, g = size/patch,
+** column order (channel, ky, kx) = the flattened conv1 weight [width,3,patch,patch]. */
+cdb_status cdb_kc_im2col(cdb_kc_ctx *c, const float *pix, int batch, int size, int patch,
+                         uint16_t *cols);
+
+/* x[r,:] /= |x[r,:]| in fp32 (sum of squares accumulated in fp32); rows with a zero
+** or non-finite norm are left unchanged and counted in *d_bad (device int, may be
+** NULL). */
+cdb_status cdb_kc_l2norm(cdb_kc_ctx *c, float *x, int rows, int dim, int *d_bad);
+
+/* ---- preprocessing ------------------------------------------------------------
+** PIL-compatible bicubic resize (short side to `size`, torchvision's int()
+** rounding of the long side), center crop (torchvision's round-half-even
+** offsets), scale to [0,1], normalize: 8-bit RGB (HWC, tightly packed) in,
+** fp32 CHW out. Coefficients are computed on the host exactly as PIL's
+** Resample.c (double precision, 22-bit fixed point, 8-bit intermediate after the
+** horizontal pass), so GPU and PIL agree bit for bit on the uint8 crop. */
+
+typedef struct cdb_kc_resize_plan {
+    int in_w, in_h;          /* source size */
+    int rs_w, rs_h;          /* resized size (before crop) */
+    int crop_x, crop_y;      /* crop offset in the resized image */
+    int size;                /* crop is size x size */
+    int row0, n_rows;        /* source rows the vertical pass reads: [row0, row0+n_rows) */
+    int ksize_h, ksize_v;    /* taps per output column / row */
+    /* horizontal: for each of the `size` cropped output columns, xmin + ksize_h taps;
+    ** vertical: for each of the `size` cropped output rows, ymin (relative to row0)
+    ** + ksize_v taps. Fixed-point weights (PIL's normalize_coeffs_8bpc). */
+    int32_t *xmin, *kh;      /* size, size*ksize_h */
+    int32_t *ymin, *kv;      /* size, size*ksize_v */
+} cdb_kc_resize_plan;
+
+/* Builds the plan for one image (host only, no GPU). Free with
+** cdb_kc_resize_plan_free. CDB_INVALID for empty images or size < 1. */
+cdb_status cdb_kc_resize_plan_new(int in_w, int in_h, int size, cdb_kc_resize_plan *out /* OUT */);
+void cdb_kc_resize_plan_free(cdb_kc_resize_plan *p);
+/* PIL's coefficient table for one axis (exposed for host tests): out_size rows of
+** *ksize fixed-point taps plus bounds (xmin, count). Caller frees with cdb_free. */
+cdb_status cdb_kc_pil_coeffs(int in_size, int out_size, int *ksize /* OUT */,
+                             int32_t **bounds /* OUT: 2*out_size */,
+                             int32_t **kk /* OUT: out_size * ksize */);
+/* Resized size of the CLIP transform: short side -> size, long side
+** int(size * long / short). */
+void cdb_kc_resize_dims(int w, int h, int size, int *rw /* OUT */, int *rh /* OUT */);
+/* torchvision CenterCrop offset: int(round((in - crop) / 2.0)), round half to even. */
+int cdb_kc_center_offset(int in, int crop);
+/* CPU reference of the whole transform's uint8 crop via the plan (no GPU):
+** rgb [in_h, in_w, 3] -> crop [size, size, 3]. Tests compare the GPU with it. */
+void cdb_kc_resize_plan_run_cpu(const cdb_kc_resize_plan *p, const uint8_t *rgb,
+                                uint8_t *crop /* OUT */);
+
+/* One batch of images on the device. d_tables: per image, the plan tables packed
+** by cdb_kc_preprocess_pack; see preprocess.cu. */
+typedef struct cdb_kc_pre_desc {
+    int64_t src_off;   /* byte offset of the image in the packed source buffer */
+    int64_t tmp_off;   /* byte offset of its intermediate (n_rows * size * 3 bytes) */
+    int64_t tab_off;   /* int32 offset of its tables in the packed table buffer */
+    int in_w, row0, n_rows, ksize_h, ksize_v;
+} cdb_kc_pre_desc;
+
+/* Runs resize + crop + normalize for n images whose sources, descriptors and
+** tables are already on the device. out: n * 3 * size * size fp32, CHW per image.
+** d_tmp: sum of n_rows*size*3 bytes over images. mean/std: host arrays of 3. */
+cdb_status cdb_kc_preprocess(cdb_kc_ctx *c, const uint8_t *d_src, const cdb_kc_pre_desc *d_desc,
+                             const int32_t *d_tables, uint8_t *d_tmp, int n, int size,
+                             const float mean[3], const float std[3], float *out,
+                             uint8_t *crop_u8 /* optional OUT: n*size*size*3 HWC, may be NULL */);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CDB_KERNELS_CUDA_INT_H */

@@ -1,0 +1,619 @@
+/*
+** test_cuda_kernels.c: the GPU path against the CPU references.
+**
+**  - each CUDA kernel vs its CPU counterpart on random inputs of odd sizes
+**    (fp16 conversion bit-exact; GEMM, LayerNorm, activations, softmax, attention,
+**    embeddings, L2 norm within fp16-operand tolerances; preprocessing bit-exact
+**    on the uint8 crop);
+**  - every op of the CUDA backend vs the scalar reference backend (NMSE);
+**  - a ViT-B/32-shaped image tower with random weights, CPU backend vs CUDA
+**    backend: cosine >= 0.9995 for every item;
+**  - the encoder on the fixture models (tests/golden/models), device cpu vs cuda,
+**    images and texts: cosine >= 0.9995 per item; the stored form (fp32
+**    normalized, then fp16) has the same format and no NaN/Inf;
+**  - GPU preprocessing (resize/crop/normalize) vs the encoder's PIL-exact CPU
+**    path (the plan itself is checked against it without a GPU in
+**    tests/kernels/test_cuda_host.c).
+**
+** Exits 77 (skip) when no usable GPU is present.
+*/
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cdb_test.h"
+#include "encoder/encoder.h"
+#include "gpu_vit.h"
+#include "kernels/cuda/cuda_int.h"
+#include "kernels/kernels.h"
+
+#define COS_MIN 0.9995
+
+static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
+static float frand(void) { /* uniform in [-1, 1) */
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return (float)((g_rng >> 40) / (double)(1 << 24)) * 2.0f - 1.0f;
+}
+static float *rand_vec(size_t n, float scale) {
+    float *v = malloc((n ? n : 1) * sizeof(float));
+    for (size_t i = 0; i < n; i++) v[i] = frand() * scale;
+    return v;
+}
+static double nmse(const float *a, const float *ref, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        num += ((double)a[i] - ref[i]) * ((double)a[i] - ref[i]);
+        den += (double)ref[i] * ref[i];
+    }
+    return den > 0 ? num / den : num;
+}
+/* fp16 rounding of a host vector (what the GPU's operands are). */
+static void round_f16(float *v, size_t n) {
+    for (size_t i = 0; i < n; i++) v[i] = cdb_k_f16_to_f32_1(cdb_k_f32_to_f16_1(v[i]));
+}
+
+static int gpu_usable(void) {
+    return cdb_k_cuda_built() && cdb_k_cuda_device_count() > 0 && !*cdb_k_cuda_unusable_reason();
+}
+
+#define NEED_GPU()                                                                     \
+    do {                                                                               \
+        if (!gpu_usable()) CDB_SKIP("no usable GPU: %s", cdb_k_cuda_unusable_reason()); \
+    } while (0)
+
+/* ---- raw kernels through a device context ---------------------------------------- */
+
+static cdb_kc_ctx *g_ctx;
+static cdb_kc_ctx *ctx(void) {
+    if (!g_ctx && cdb_kc_ctx_open(0, &g_ctx) != CDB_OK) {
+        fprintf(stderr, "    cdb_kc_ctx_open: %s\n", cdb_errmsg());
+        return NULL;
+    }
+    return g_ctx;
+}
+static void *dup_to_dev(const void *h, size_t bytes) {
+    void *d = NULL;
+    if (cdb_kc_malloc(ctx(), bytes, &d) != CDB_OK) return NULL;
+    if (cdb_kc_upload(ctx(), d, h, bytes) != CDB_OK) return NULL;
+    return d;
+}
+static void *dev_alloc(size_t bytes) {
+    void *d = NULL;
+    return cdb_kc_malloc(ctx(), bytes, &d) == CDB_OK ? d : NULL;
+}
+
+CDB_TEST(k_fp16_conversion_bit_exact) {
+    size_t n = 65536 + 777;
+    float *f = malloc(n * 4), *back = malloc(n * 4), *ref32 = malloc(n * 4);
+    uint16_t *h = malloc(n * 2), *ref16 = malloc(n * 2), *allh = malloc(65536 * 2);
+    void *df, *dh;
+    NEED_GPU();
+    CHECK(ctx() != NULL);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u = (uint32_t)(frand() * 2147483647.0f) * 2654435761u;
+        memcpy(&f[i], &u, 4); /* arbitrary bit patterns: NaN, Inf, subnormals, huge */
+    }
+    f[0] = 65520.f;
+    f[1] = -65519.99f;
+    f[2] = 5.96e-8f;
+    f[3] = 2.98e-8f;
+    cdb_k_f32_to_f16_scalar(f, ref16, n);
+    df = dup_to_dev(f, n * 4);
+    dh = dev_alloc(n * 2);
+    CHECK(df && dh);
+    CHECK_OK(cdb_kc_f32_to_f16(ctx(), df, dh, n));
+    CHECK_OK(cdb_kc_download(ctx(), h, dh, n * 2));
+    for (size_t i = 0; i < n; i++)
+        CHECK_MSG(h[i] == ref16[i], "f32->f16 %zu (%08x): gpu %04x ref %04x", i,
+                  ((uint32_t *)f)[i], h[i], ref16[i]);
+    for (int i = 0; i < 65536; i++) allh[i] = (uint16_t)i;
+    cdb_k_f16_to_f32_scalar(allh, ref32, 65536);
+    CHECK_OK(cdb_kc_upload(ctx(), dh, allh, 65536 * 2));
+    CHECK_OK(cdb_kc_f16_to_f32(ctx(), dh, df, 65536));
+    CHECK_OK(cdb_kc_download(ctx(), back, df, 65536 * 4));
+    CHECK(memcmp(back, ref32, 65536 * 4) == 0);
+    cdb_kc_free(ctx(), df);
+    cdb_kc_free(ctx(), dh);
+    free(f), free(back), free(ref32), free(h), free(ref16), free(allh);
+}
+
+CDB_TEST(k_gemm_odd_shapes) {
+    static const int shapes[][3] = {{1, 1, 1}, {37, 45, 29}, {50, 2304, 768}, {7, 13, 3072},
+                                    {129, 65, 33}};
+    NEED_GPU();
+    CHECK(ctx() != NULL);
+    for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
+        int m = shapes[t][0], n = shapes[t][1], k = shapes[t][2];
+        float *a = rand_vec((size_t)m * k, 1), *b = rand_vec((size_t)n * k, 1);
+        float *c = malloc((size_t)m * n * 4), *ref = malloc((size_t)m * n * 4);
+        uint16_t *ah = malloc((size_t)m * k * 2), *bh = malloc((size_t)n * k * 2);
+        void *da, *db, *dc;
+        round_f16(a, (size_t)m * k);
+        round_f16(b, (size_t)n * k);
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < n; j++) {
+                double s = 0;
+                for (int q = 0; q < k; q++) s += (double)a[(size_t)i * k + q] * b[(size_t)j * k + q];
+                ref[(size_t)i * n + j] = (float)s;
+            }
+        cdb_k_f32_to_f16(a, ah, (size_t)m * k);
+        cdb_k_f32_to_f16(b, bh, (size_t)n * k);
+        da = dup_to_dev(ah, (size_t)m * k * 2);
+        db = dup_to_dev(bh, (size_t)n * k * 2);
+        dc = dev_alloc((size_t)m * n * 4);
+        CHECK(da && db && dc);
+        /* fp32 output: only accumulation-order differences */
+        CHECK_OK(cdb_kc_gemm(ctx(), m, n, k, da, db, 1, dc, 1, 1.f, 0.f));
+        CHECK_OK(cdb_kc_download(ctx(), c, dc, (size_t)m * n * 4));
+        CHECK_MSG(nmse(c, ref, (size_t)m * n) < 1e-10, "gemm %dx%dx%d f32 nmse %g", m, n, k,
+                  nmse(c, ref, (size_t)m * n));
+        /* fp16 output: plus one rounding */
+        CHECK_OK(cdb_kc_gemm(ctx(), m, n, k, da, db, 1, dc, 0, 1.f, 0.f));
+        {
+            uint16_t *ch = malloc((size_t)m * n * 2);
+            CHECK_OK(cdb_kc_download(ctx(), ch, dc, (size_t)m * n * 2));
+            cdb_k_f16_to_f32(ch, c, (size_t)m * n);
+            free(ch);
+        }
+        CHECK_MSG(nmse(c, ref, (size_t)m * n) < 1e-6, "gemm %dx%dx%d f16 nmse %g", m, n, k,
+                  nmse(c, ref, (size_t)m * n));
+        cdb_kc_free(ctx(), da), cdb_kc_free(ctx(), db), cdb_kc_free(ctx(), dc);
+        free(a), free(b), free(c), free(ref), free(ah), free(bh);
+    }
+}
+
+CDB_TEST(k_l2norm_rows) {
+    int rows = 33, dim = 513;
+    float *x = rand_vec((size_t)rows * dim, 3), *y = malloc((size_t)rows * dim * 4);
+    int bad = -1;
+    void *dx, *dbad;
+    NEED_GPU();
+    CHECK(ctx() != NULL);
+    for (int j = 0; j < dim; j++) x[5 * dim + j] = 0;      /* zero row: left alone, counted */
+    x[7 * dim + 3] = NAN;                                  /* NaN row: counted */
+    for (int j = 0; j < dim; j++) x[9 * dim + j] = 1e30f;  /* huge: no overflow */
+    dx = dup_to_dev(x, (size_t)rows * dim * 4);
+    dbad = dev_alloc(4);
+    CHECK(dx && dbad);
+    bad = 0;
+    CHECK_OK(cdb_kc_upload(ctx(), dbad, &bad, 4));
+    CHECK_OK(cdb_kc_l2norm(ctx(), dx, rows, dim, dbad));
+    CHECK_OK(cdb_kc_download(ctx(), y, dx, (size_t)rows * dim * 4));
+    CHECK_OK(cdb_kc_download(ctx(), &bad, dbad, 4));
+    CHECK_EQ_INT(bad, 2);
+    for (int r = 0; r < rows; r++) {
+        float ref[513];
+        if (r == 5 || r == 7) continue;
+        memcpy(ref, x + (size_t)r * dim, sizeof ref);
+        CHECK_OK(cdb_k_normalize_f32(ref, dim, NULL));
+        for (int j = 0; j < dim; j++)
+            CHECK_NEAR(y[(size_t)r * dim + j], ref[j], 2e-7 + 2e-6 * fabsf(ref[j]));
+    }
+    cdb_kc_free(ctx(), dx), cdb_kc_free(ctx(), dbad);
+    free(x), free(y);
+}
+
+/* ---- backend ops vs the scalar reference backend ------------------------------- */
+
+typedef struct bpair {
+    cdb_k_backend *gpu, *ref;
+} bpair;
+
+static int bpair_new(bpair *p) {
+    memset(p, 0, sizeof *p);
+    if (cdb_k_backend_cuda_new(0, &p->gpu) != CDB_OK) {
+        fprintf(stderr, "    cuda backend: %s\n", cdb_errmsg());
+        return 0;
+    }
+    return cdb_k_backend_cpu_ref_new(&p->ref) == CDB_OK;
+}
+static void bpair_free(bpair *p) {
+    cdb_k_backend_free(p->gpu);
+    cdb_k_backend_free(p->ref);
+}
+static cdb_k_buf *up(cdb_k_backend *be, const float *v, size_t n) {
+    cdb_k_buf *b = NULL;
+    if (be->ops->buf_alloc(be, n, &b) != CDB_OK) return NULL;
+    if (be->ops->buf_upload(be, b, 0, v, n) != CDB_OK) return NULL;
+    return b;
+}
+static cdb_k_buf *wup(cdb_k_backend *be, const float *v, size_t n, cdb_k_wrole role) {
+    cdb_k_buf *b = NULL;
+    return be->ops->weight_upload(be, v, CDB_K_F32, n, role, 0, &b) == CDB_OK ? b : NULL;
+}
+static float *down(cdb_k_backend *be, const cdb_k_buf *b, size_t n) {
+    float *v = malloc((n ? n : 1) * sizeof(float));
+    if (be->ops->buf_download(be, b, 0, v, n) != CDB_OK) {
+        fprintf(stderr, "    download: %s\n", cdb_errmsg());
+        for (size_t i = 0; i < n; i++) v[i] = NAN;
+    }
+    return v;
+}
+
+CDB_TEST(be_gemm_act_accumulate) {
+    static const int shapes[][3] = {{3, 5, 7}, {37, 45, 29}, {101, 96, 64}, {1, 768, 512}};
+    static const cdb_k_act acts[] = {CDB_K_ACT_NONE, CDB_K_ACT_QUICK_GELU, CDB_K_ACT_GELU};
+    bpair p;
+    NEED_GPU();
+    CHECK(bpair_new(&p));
+    for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++)
+        for (size_t a = 0; a < 4; a++) {
+            int m = shapes[t][0], n = shapes[t][1], k = shapes[t][2], acc = a == 3;
+            cdb_k_act act = acc ? CDB_K_ACT_NONE : acts[a];
+            float *x = rand_vec((size_t)m * k, 1), *w = rand_vec((size_t)n * k, 0.3f),
+                  *bias = rand_vec(n, 0.5f), *y0 = rand_vec((size_t)m * n, 2);
+            float *out[2];
+            cdb_k_backend *be[2] = {p.gpu, p.ref};
+            for (int i = 0; i < 2; i++) {
+                cdb_k_buf *bx = up(be[i], x, (size_t)m * k), *bw = wup(be[i], w, (size_t)n * k, CDB_K_W_MATRIX),
+                          *bb = wup(be[i], bias, n, CDB_K_W_PARAM), *by = up(be[i], y0, (size_t)m * n);
+                CHECK(bx && bw && bb && by);
+                CHECK_OK(be[i]->ops->gemm(be[i], bx, bw, bb, by, m, n, k, act, acc));
+                out[i] = down(be[i], by, (size_t)m * n);
+                be[i]->ops->buf_free(be[i], bx), be[i]->ops->buf_free(be[i], bw);
+                be[i]->ops->buf_free(be[i], bb), be[i]->ops->buf_free(be[i], by);
+            }
+            CHECK_MSG(nmse(out[0], out[1], (size_t)m * n) < 1e-5, "gemm %dx%dx%d act %d acc %d: nmse %g",
+                      m, n, k, (int)act, acc, nmse(out[0], out[1], (size_t)m * n));
+            free(out[0]), free(out[1]), free(x), free(w), free(bias), free(y0);
+        }
+    bpair_free(&p);
+}
+
+CDB_TEST(be_layernorm_act_add) {
+    static const int shapes[][2] = {{1, 1}, {3, 7}, {51, 768}, {5, 1023}};
+    bpair p;
+    NEED_GPU();
+    CHECK(bpair_new(&p));
+    for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
+        int m = shapes[t][0], n = shapes[t][1];
+        size_t mn = (size_t)m * n;
+        float *x = rand_vec(mn, 4), *g = rand_vec(n, 1), *b = rand_vec(n, 1), *o[2][4];
+        cdb_k_backend *be[2] = {p.gpu, p.ref};
+        for (size_t i = 0; i < mn; i++) x[i] += 3.0f; /* a large mean: two-pass statistics */
+        for (int i = 0; i < 2; i++) {
+            cdb_k_buf *bx = up(be[i], x, mn), *by = NULL, *bg = wup(be[i], g, n, CDB_K_W_PARAM),
+                      *bb = wup(be[i], b, n, CDB_K_W_PARAM), *bz = up(be[i], x, mn);
+            CHECK(be[i]->ops->buf_alloc(be[i], mn, &by) == CDB_OK && bx && bg && bb && bz);
+            CHECK_OK(be[i]->ops->layernorm(be[i], bx, bg, bb, by, m, n, 1e-5f));
+            o[i][0] = down(be[i], by, mn);
+            CHECK_OK(be[i]->ops->layernorm(be[i], bz, bg, bb, bz, m, n, 1e-5f)); /* in place */
+            o[i][1] = down(be[i], bz, mn);
+            CHECK_OK(be[i]->ops->act(be[i], by, mn, CDB_K_ACT_GELU));
+            o[i][2] = down(be[i], by, mn);
+            CHECK_OK(be[i]->ops->add(be[i], bz, by, mn));
+            CHECK_OK(be[i]->ops->act(be[i], bz, mn, CDB_K_ACT_QUICK_GELU));
+            o[i][3] = down(be[i], bz, mn);
+            be[i]->ops->buf_free(be[i], bx), be[i]->ops->buf_free(be[i], by);
+            be[i]->ops->buf_free(be[i], bg), be[i]->ops->buf_free(be[i], bb);
+            be[i]->ops->buf_free(be[i], bz);
+        }
+        for (int q = 0; q < 4; q++) {
+            /* q 0 and 2 went through fp16 storage; q 1 stayed fp32 (in place) */
+            double tol = (q == 1) ? 1e-10 : 1e-6;
+            CHECK_MSG(nmse(o[0][q], o[1][q], mn) < tol, "%dx%d step %d: nmse %g", m, n, q,
+                      nmse(o[0][q], o[1][q], mn));
+            free(o[0][q]), free(o[1][q]);
+        }
+        free(x), free(g), free(b);
+    }
+    bpair_free(&p);
+}
+
+CDB_TEST(be_attention_odd) {
+    static const int shapes[][5] = {/* batch seq heads head_dim causal */
+                                    {1, 1, 1, 1, 0}, {2, 5, 3, 7, 0}, {3, 50, 12, 64, 0},
+                                    {2, 77, 8, 64, 1}, {1, 13, 2, 24, 1}, {4, 257, 4, 16, 0}};
+    bpair p;
+    NEED_GPU();
+    CHECK(bpair_new(&p));
+    for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
+        int B = shapes[t][0], T = shapes[t][1], H = shapes[t][2], D = shapes[t][3], causal = shapes[t][4];
+        size_t nq = (size_t)B * T * 3 * H * D, no = (size_t)B * T * H * D;
+        float *qkv = rand_vec(nq, 2), *o[2];
+        cdb_k_backend *be[2] = {p.gpu, p.ref};
+        for (int i = 0; i < 2; i++) {
+            cdb_k_buf *bq = up(be[i], qkv, nq), *bo = NULL;
+            CHECK(be[i]->ops->buf_alloc(be[i], no, &bo) == CDB_OK && bq);
+            CHECK_OK(be[i]->ops->attention(be[i], bq, bo, B, T, H, D, causal));
+            o[i] = down(be[i], bo, no);
+            be[i]->ops->buf_free(be[i], bq), be[i]->ops->buf_free(be[i], bo);
+        }
+        CHECK_MSG(nmse(o[0], o[1], no) < 2e-5, "attention B%d T%d H%d D%d causal %d: nmse %g", B, T,
+                  H, D, causal, nmse(o[0], o[1], no));
+        free(o[0]), free(o[1]), free(qkv);
+    }
+    bpair_free(&p);
+}
+
+CDB_TEST(be_embed_gather) {
+    int V = 301, C = 13, W = 37, n_rows = 2 * C, B = 3, N = 9;
+    bpair p;
+    int32_t ids[26], rows[5] = {0, 25, 7, 7, 13};
+    float *table = rand_vec((size_t)V * W, 1), *pos = rand_vec((size_t)C * W, 1);
+    float *patches = rand_vec((size_t)B * N * W, 1), *cls = rand_vec(W, 1),
+          *ppos = rand_vec((size_t)(N + 1) * W, 1);
+    float *o[2][3];
+    cdb_k_backend *be[2];
+    NEED_GPU();
+    CHECK(bpair_new(&p));
+    be[0] = p.gpu;
+    be[1] = p.ref;
+    for (int i = 0; i < n_rows; i++) ids[i] = (i * 7919) % V;
+    for (int i = 0; i < 2; i++) {
+        cdb_k_buf *bt = wup(be[i], table, (size_t)V * W, CDB_K_W_EMBED),
+                  *bp = wup(be[i], pos, (size_t)C * W, CDB_K_W_EMBED), *bo = NULL, *bg = NULL,
+                  *bpa = up(be[i], patches, (size_t)B * N * W), *bc = wup(be[i], cls, W, CDB_K_W_EMBED),
+                  *bpp = wup(be[i], ppos, (size_t)(N + 1) * W, CDB_K_W_EMBED), *bv = NULL;
+        CHECK(be[i]->ops->buf_alloc(be[i], (size_t)n_rows * W, &bo) == CDB_OK);
+        CHECK(be[i]->ops->buf_alloc(be[i], (size_t)5 * W, &bg) == CDB_OK);
+        CHECK(be[i]->ops->buf_alloc(be[i], (size_t)B * (N + 1) * W, &bv) == CDB_OK);
+        CHECK_OK(be[i]->ops->embed_tokens(be[i], bt, bp, ids, n_rows, C, W, bo));
+        o[i][0] = down(be[i], bo, (size_t)n_rows * W);
+        CHECK_OK(be[i]->ops->gather_rows(be[i], bo, rows, 5, W, bg));
+        o[i][1] = down(be[i], bg, (size_t)5 * W);
+        CHECK_OK(be[i]->ops->embed_patches(be[i], bpa, bc, bpp, B, N, W, bv));
+        o[i][2] = down(be[i], bv, (size_t)B * (N + 1) * W);
+        be[i]->ops->buf_free(be[i], bt), be[i]->ops->buf_free(be[i], bp);
+        be[i]->ops->buf_free(be[i], bo), be[i]->ops->buf_free(be[i], bg);
+        be[i]->ops->buf_free(be[i], bpa), be[i]->ops->buf_free(be[i], bc);
+        be[i]->ops->buf_free(be[i], bpp), be[i]->ops->buf_free(be[i], bv);
+    }
+    /* fp32 embeddings: exact */
+    CHECK(memcmp(o[0][0], o[1][0], (size_t)n_rows * W * 4) == 0);
+    CHECK(memcmp(o[0][1], o[1][1], (size_t)5 * W * 4) == 0);
+    CHECK(memcmp(o[0][2], o[1][2], (size_t)B * (N + 1) * W * 4) == 0);
+    for (int i = 0; i < 2; i++)
+        for (int q = 0; q < 3; q++) free(o[i][q]);
+    /* bad input: errors, not crashes */
+    {
+        cdb_k_buf *bt = wup(p.gpu, table, (size_t)V * W, CDB_K_W_EMBED), *bo = NULL;
+        int32_t bad_id = V;
+        CHECK(p.gpu->ops->buf_alloc(p.gpu, (size_t)W, &bo) == CDB_OK);
+        CHECK_RC(p.gpu->ops->embed_tokens(p.gpu, bt, NULL, &bad_id, 1, 1, W, bo), CDB_INVALID);
+        CHECK_RC(p.gpu->ops->gemm(p.gpu, bo, bt, NULL, bo, 1, 1, W, CDB_K_ACT_NONE, 0), CDB_INVALID);
+        CHECK_RC(p.gpu->ops->gemm(p.gpu, bt, bt, NULL, bo, 100000, 1, W, CDB_K_ACT_NONE, 0),
+                 CDB_INVALID);
+        p.gpu->ops->buf_free(p.gpu, bt), p.gpu->ops->buf_free(p.gpu, bo);
+    }
+    free(table), free(pos), free(patches), free(cls), free(ppos);
+    bpair_free(&p);
+}
+
+CDB_TEST(be_oom_is_nomem_not_abort) {
+    cdb_k_backend *be = NULL;
+    cdb_k_buf *b = NULL;
+    size_t fr = 0, tot = 0;
+    NEED_GPU();
+    CHECK_OK(cdb_k_backend_cuda_new(0, &be));
+    CHECK_OK(cdb_k_backend_cuda_mem(be, &fr, &tot));
+    CHECK(fr > 0 && tot >= fr);
+    /* 4x the card: cudaMalloc fails, the backend says CDB_NOMEM and stays usable */
+    CHECK_RC(be->ops->buf_alloc(be, tot, &b), CDB_NOMEM);
+    CHECK(b == NULL);
+    CHECK_OK(be->ops->buf_alloc(be, 1000, &b));
+    be->ops->buf_free(be, b);
+    {
+        cdb_k_backend *none = (cdb_k_backend *)1;
+        CHECK_RC(cdb_k_backend_cuda_new(1 << 20, &none), CDB_UNSUPPORTED);
+        CHECK(none == NULL);
+    }
+    cdb_k_backend_free(be);
+}
+
+/* ---- whole towers -------------------------------------------------------------------- */
+
+CDB_TEST(vit_b32_random_weights_cpu_vs_gpu) {
+    gv_host h;
+    gv_dev d[2];
+    gv_scratch s[2];
+    cdb_k_backend *be[2] = {NULL, NULL};
+    int n = 6;
+    size_t npix = (size_t)n * 3 * 224 * 224;
+    float *pix = rand_vec(npix, 2), *out[2];
+    NEED_GPU();
+    memset(d, 0, sizeof d);
+    CHECK(gv_host_new(GV_B32, 1234, &h));
+    CHECK_OK(cdb_k_backend_cuda_new(0, &be[0]));
+    CHECK_OK(cdb_k_backend_cpu_new(0, &be[1]));
+    for (int i = 0; i < 2; i++) {
+        CHECK_OK(gv_dev_new(be[i], &h, &d[i]));
+        CHECK_OK(gv_scratch_new(be[i], GV_B32, n, &s[i]));
+        out[i] = malloc((size_t)n * GV_B32.embed * 4);
+        CHECK_OK(gv_forward_host(&d[i], &s[i], pix, n, out[i]));
+    }
+    for (int j = 0; j < n; j++) {
+        double c = gv_cosine(out[0] + (size_t)j * 512, out[1] + (size_t)j * 512, 512);
+        printf("    ViT-B/32 random weights, image %d: cosine(cpu, gpu) = %.7f\n", j, c);
+        CHECK_MSG(c >= COS_MIN, "image %d: cosine %.7f < %.4f", j, c, COS_MIN);
+    }
+    for (int i = 0; i < 2; i++) {
+        gv_scratch_free(be[i], &s[i]);
+        gv_dev_free(&d[i]);
+        cdb_k_backend_free(be[i]);
+        free(out[i]);
+    }
+    gv_host_free(&h);
+    free(pix);
+}
+
+/* The checkout: CLIPDB_SOURCE_DIR (set by tests/gpu/run.sh, for prebuilt binaries
+** run elsewhere) or the one this was built from. */
+static const char *src_dir(void) {
+    const char *e = getenv("CLIPDB_SOURCE_DIR");
+    return e && *e ? e : CDB_SOURCE_DIR;
+}
+
+static char *read_file(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    long len;
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    buf = malloc(len > 0 ? (size_t)len : 1);
+    if (buf && fread(buf, 1, (size_t)len, f) != (size_t)len) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    *n = (size_t)len;
+    return buf;
+}
+
+CDB_TEST(encoder_fixtures_cpu_vs_gpu) {
+    static const char *models[] = {"openai_qgelu", "openai_f16.safetensors", "hf_gelu", "hf_bf16"};
+    char path[4096];
+    size_t npx = 0, ntok = 0;
+    float *pixels, *e[2], *t[2];
+    int32_t *tokens;
+    int n_models = 0;
+    NEED_GPU();
+    snprintf(path, sizeof path, "%s/tests/golden/models/pixels.f32", src_dir());
+    pixels = (float *)read_file(path, &npx);
+    snprintf(path, sizeof path, "%s/tests/golden/models/tokens.i32", src_dir());
+    tokens = (int32_t *)read_file(path, &ntok);
+    CHECK_MSG(pixels && tokens, "fixtures missing in %s/tests/golden/models", src_dir());
+    for (size_t mi = 0; mi < sizeof models / sizeof models[0]; mi++) {
+        cdb_model *m[2] = {NULL, NULL};
+        const cdb_model_info *info;
+        int n_img, n_txt, E;
+        snprintf(path, sizeof path, "%s/tests/golden/models/%s", src_dir(), models[mi]);
+        for (int i = 0; i < 2; i++) {
+            cdb_model_params mp = cdb_model_params_default();
+            mp.device = i == 0 ? CDB_DEVICE_CUDA : CDB_DEVICE_CPU;
+            CHECK_OK(cdb_model_open(path, &mp, &m[i]));
+        }
+        info = cdb_model_get_info(m[1]);
+        E = info->embed_dim;
+        n_img = (int)(npx / 4 / (3 * (size_t)info->image_size * info->image_size));
+        n_txt = (int)(ntok / 4 / (size_t)info->context_length);
+        CHECK(n_img > 0 && n_txt > 0);
+        for (int i = 0; i < 2; i++) {
+            e[i] = malloc((size_t)n_img * E * 4);
+            t[i] = malloc((size_t)n_txt * E * 4);
+            CHECK_OK(cdb_encode_pixels(m[i], pixels, n_img, 1, e[i]));
+            CHECK_OK(cdb_encode_tokens(m[i], tokens, n_txt, 1, t[i]));
+        }
+        for (int j = 0; j < n_img; j++) {
+            double c = gv_cosine(e[0] + (size_t)j * E, e[1] + (size_t)j * E, E);
+            CHECK_MSG(c >= COS_MIN, "%s image %d: cosine %.7f", models[mi], j, c);
+        }
+        for (int j = 0; j < n_txt; j++) {
+            double c = gv_cosine(t[0] + (size_t)j * E, t[1] + (size_t)j * E, E);
+            CHECK_MSG(c >= COS_MIN, "%s text %d: cosine %.7f", models[mi], j, c);
+        }
+        /* Stored form: the same function stores both; same length, finite, unit norm. */
+        for (int j = 0; j < n_img; j++) {
+            uint16_t *v[2];
+            for (int i = 0; i < 2; i++) {
+                v[i] = malloc((size_t)E * 2);
+                CHECK_OK(cdb_k_normalize_to_f16(e[i] + (size_t)j * E, (size_t)E, v[i]));
+                for (int q = 0; q < E; q++) CHECK(((v[i][q] >> 10) & 0x1f) != 0x1f);
+                CHECK_NEAR(cdb_k_l2norm_f16(v[i], (size_t)E), 1.0, 2e-3);
+            }
+            CHECK(cdb_k_cosine_f16(v[0], v[1], (size_t)E) >= COS_MIN);
+            free(v[0]), free(v[1]);
+        }
+        for (int i = 0; i < 2; i++) {
+            free(e[i]), free(t[i]);
+            cdb_model_close(m[i]);
+        }
+        n_models++;
+    }
+    CHECK(n_models > 0);
+    free(pixels), free(tokens);
+}
+
+/* ---- preprocessing ----------------------------------------------------------------- */
+
+static uint8_t *rand_image(int w, int h, uint64_t seed) {
+    uint8_t *img = malloc((size_t)w * h * 3);
+    uint64_t s = seed | 1;
+    for (size_t i = 0; i < (size_t)w * h * 3; i++) {
+        /* smooth + noise, so both the filter and the clipping are exercised */
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        img[i] = (uint8_t)(((i / 3) % (size_t)w * 255 / (size_t)w + (s >> 58) * 4) & 0xff);
+        if ((s >> 20) % 97 == 0) img[i] = (s >> 30) & 1 ? 255 : 0; /* hard edges: overshoot */
+    }
+    return img;
+}
+
+static const int g_dims[][2] = {{640, 480}, {480, 640}, {224, 224}, {225, 224}, {223, 301},
+                                {31, 17},   {600, 13},  {13, 600}, {1, 1},     {4032, 3024}};
+
+CDB_TEST(gpu_preprocess_matches_cpu) {
+    cdb_preprocess_params pp = cdb_preprocess_params_default();
+    int n = (int)(sizeof g_dims / sizeof g_dims[0]), size = pp.size;
+    cdb_k_backend *be = NULL;
+    cdb_k_cuda_ingest *ing = NULL;
+    cdb_k_image_u8 imgs[16];
+    uint8_t *rgb[16];
+    cdb_k_buf *pix = NULL;
+    float *gpu, *cpu = malloc((size_t)3 * size * size * 4);
+    size_t plane = (size_t)3 * size * size;
+    NEED_GPU();
+    CHECK_OK(cdb_k_backend_cuda_new(0, &be));
+    CHECK_OK(cdb_k_cuda_ingest_new(be, size, pp.mean, pp.std, n, 0, &ing));
+    CHECK_OK(be->ops->buf_alloc(be, (size_t)n * plane, &pix));
+    for (int i = 0; i < n; i++) {
+        rgb[i] = rand_image(g_dims[i][0], g_dims[i][1], 1000 + i);
+        imgs[i].rgb = rgb[i], imgs[i].width = g_dims[i][0], imgs[i].height = g_dims[i][1];
+    }
+    /* twice: the second call reuses the other slot, the third the first one */
+    for (int rep = 0; rep < 3; rep++) CHECK_OK(cdb_k_cuda_ingest_preprocess(ing, imgs, n, pix));
+    gpu = down(be, pix, (size_t)n * plane);
+    for (int i = 0; i < n; i++) {
+        cdb_image img;
+        memset(&img, 0, sizeof img);
+        img.width = imgs[i].width, img.height = imgs[i].height, img.channels = 3, img.bits = 8;
+        img.pixels = rgb[i];
+        CHECK_OK(cdb_image_preprocess(&img, &pp, cpu, NULL));
+        for (size_t q = 0; q < plane; q++)
+            CHECK_MSG(fabsf(gpu[(size_t)i * plane + q] - cpu[q]) <= 1e-6f * (1 + fabsf(cpu[q])),
+                      "image %d (%dx%d) element %zu: gpu %.8g cpu %.8g", i, img.width, img.height,
+                      q, gpu[(size_t)i * plane + q], cpu[q]);
+    }
+    /* too large: refused before any work */
+    {
+        cdb_k_cuda_ingest *small = NULL;
+        CHECK_OK(cdb_k_cuda_ingest_new(be, size, pp.mean, pp.std, 2, 1000, &small));
+        CHECK_RC(cdb_k_cuda_ingest_preprocess(small, imgs, 1, pix), CDB_TOO_LARGE);
+        cdb_k_cuda_ingest_free(small);
+    }
+    for (int i = 0; i < n; i++) free(rgb[i]);
+    free(gpu), free(cpu);
+    be->ops->buf_free(be, pix);
+    cdb_k_cuda_ingest_free(ing);
+    cdb_k_backend_free(be);
+}
+
+CDB_TEST(gpu_im2col_matches_host_unfold) {
+    int n = 3, size = 224, P = 32, G = 7, K = 3 * P * P;
+    size_t npix = (size_t)n * 3 * size * size, ncol = (size_t)n * G * G * K;
+    float *pix = rand_vec(npix, 2), *ref = malloc(ncol * 4), *got;
+    cdb_k_backend *be = NULL;
+    cdb_k_buf *bp = NULL, *bc = NULL;
+    NEED_GPU();
+    gv_unfold(GV_B32, pix, n, ref);
+    round_f16(ref, ncol);
+    CHECK_OK(cdb_k_backend_cuda_new(0, &be));
+    bp = up(be, pix, npix);
+    CHECK(bp != NULL);
+    CHECK_OK(be->ops->buf_alloc(be, ncol, &bc));
+    CHECK_OK(cdb_k_cuda_im2col(be, bp, n, size, P, bc));
+    got = down(be, bc, ncol);
+    CHECK(memcmp(got, ref, ncol * 4) == 0);
+    free(got), free(pix), free(ref);
+    be->ops->buf_free(be, bp), be->ops->buf_free(be, bc);
+    cdb_k_backend_free(be);
+}
+
+CDB_TEST_MAIN(k_fp16_conversion_bit_exact,
+              k_gemm_odd_shapes, k_l2norm_rows, be_gemm_act_accumulate, be_layernorm_act_add,
+              be_attention_odd, be_embed_gather, be_oom_is_nomem_not_abort,
+              gpu_preprocess_matches_cpu, gpu_im2col_matches_host_unfold,
+              vit_b32_random_weights_cpu_vs_gpu, encoder_fixtures_cpu_vs_gpu)

@@ -1,0 +1,251 @@
+/*
+** test_backend_cpu.c: differential tests of the optimized CPU backend (OpenBLAS +
+** OpenMP) against the scalar reference backend, op by op, on odd shapes (sizes
+** that are not multiples of 8/16, one row, one head), with an NMSE threshold as
+** ggml's test-backend-ops; plus weight upload from F16/BF16/F32 (borrowed and
+** unaligned) and the error paths (bad sizes give CDB_INVALID, never a crash).
+*/
+#include <stdlib.h>
+#include <string.h>
+
+#include "cdb_test.h"
+#include "kernels/kernels.h"
+
+static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
+static float frand(void) { /* uniform in [-1, 1) */
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return (float)((g_rng >> 40) / (double)(1 << 24)) * 2.0f - 1.0f;
+}
+static float *rand_vec(size_t n, float scale) {
+    float *v = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) v[i] = frand() * scale;
+    return v;
+}
+static double nmse(const float *a, const float *ref, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        num += ((double)a[i] - ref[i]) * ((double)a[i] - ref[i]);
+        den += (double)ref[i] * ref[i];
+    }
+    return den > 0 ? num / den : num;
+}
+
+typedef struct pair {
+    cdb_k_backend *be[2]; /* 0: optimized, 1: reference */
+} pair;
+
+static int pair_new(pair *p) {
+    memset(p, 0, sizeof *p);
+    return cdb_k_backend_cpu_new(2, &p->be[0]) == CDB_OK &&
+           cdb_k_backend_cpu_ref_new(&p->be[1]) == CDB_OK;
+}
+static void pair_free(pair *p) {
+    cdb_k_backend_free(p->be[0]);
+    cdb_k_backend_free(p->be[1]);
+}
+static cdb_k_buf *up(cdb_k_backend *be, const float *v, size_t n) {
+    cdb_k_buf *b = NULL;
+    if (be->ops->buf_alloc(be, n, &b) != CDB_OK) return NULL;
+    be->ops->buf_upload(be, b, 0, v, n);
+    return b;
+}
+static float *down(cdb_k_backend *be, const cdb_k_buf *b, size_t n) {
+    float *v = malloc(n * sizeof(float));
+    be->ops->buf_download(be, b, 0, v, n);
+    return v;
+}
+
+CDB_TEST(gemm_odd_shapes) {
+    static const int shapes[][3] = {{1, 1, 1}, {1, 7, 13}, {5, 3, 17}, {33, 65, 31},
+                                    {50, 97, 129}, {7, 768, 64}};
+    pair p;
+    CHECK(pair_new(&p));
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int act = 0; act < 3; act++)
+            for (int acc = 0; acc < 2; acc++)
+                for (int hasb = 0; hasb < 2; hasb++) {
+                    int m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+                    float *x = rand_vec((size_t)m * k, 2), *w = rand_vec((size_t)n * k, 0.5f);
+                    float *bias = rand_vec(n, 1), *y0 = rand_vec((size_t)m * n, 1), *r[2];
+                    if (acc && act) {
+                        free(x), free(w), free(bias), free(y0);
+                        continue;
+                    }
+                    for (int i = 0; i < 2; i++) {
+                        cdb_k_backend *be = p.be[i];
+                        cdb_k_buf *bx = up(be, x, (size_t)m * k), *bw = NULL, *bb = NULL,
+                                  *by = up(be, y0, (size_t)m * n);
+                        CHECK_OK(be->ops->weight_upload(be, w, CDB_K_F32, (size_t)n * k,
+                                                        CDB_K_W_MATRIX, 0, &bw));
+                        CHECK_OK(be->ops->weight_upload(be, bias, CDB_K_F32, n, CDB_K_W_PARAM, 0,
+                                                        &bb));
+                        CHECK_OK(be->ops->gemm(be, bx, bw, hasb ? bb : NULL, by, m, n, k,
+                                               (cdb_k_act)act, acc));
+                        r[i] = down(be, by, (size_t)m * n);
+                        be->ops->buf_free(be, bx), be->ops->buf_free(be, bw);
+                        be->ops->buf_free(be, bb), be->ops->buf_free(be, by);
+                    }
+                    double e = nmse(r[0], r[1], (size_t)m * n);
+                    free(x), free(w), free(bias), free(y0), free(r[0]), free(r[1]);
+                    CHECK_MSG(e < 1e-10, "gemm %dx%dx%d act=%d acc=%d bias=%d nmse %.3g", m, n,
+                              k, act, acc, hasb, e);
+                }
+    pair_free(&p);
+}
+
+CDB_TEST(layernorm_act_add) {
+    static const int shapes[][2] = {{1, 1}, {1, 5}, {3, 17}, {40, 768}, {9, 1025}};
+    pair p;
+    CHECK(pair_new(&p));
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int m = shapes[s][0], n = shapes[s][1];
+        size_t mn = (size_t)m * n;
+        float *x = rand_vec(mn, 4), *g = rand_vec(n, 1), *b = rand_vec(n, 1), *x2 = rand_vec(mn, 1);
+        float *r[2][4];
+        for (size_t i = 0; i < mn; i++) x[i] += 10.0f; /* a large mean tests the two-pass variance */
+        for (int i = 0; i < 2; i++) {
+            cdb_k_backend *be = p.be[i];
+            cdb_k_buf *bx = up(be, x, mn), *bg = up(be, g, n), *bb = up(be, b, n),
+                      *by = up(be, x2, mn), *bz = up(be, x, mn);
+            CHECK_OK(be->ops->layernorm(be, bx, bg, bb, by, m, n, 1e-5f));
+            r[i][0] = down(be, by, mn);
+            CHECK_OK(be->ops->layernorm(be, bz, bg, bb, bz, m, n, 1e-5f)); /* in place */
+            r[i][1] = down(be, bz, mn);
+            CHECK_OK(be->ops->act(be, bz, mn, CDB_K_ACT_GELU));
+            r[i][2] = down(be, bz, mn);
+            CHECK_OK(be->ops->add(be, bz, by, mn));
+            CHECK_OK(be->ops->act(be, bz, mn, CDB_K_ACT_QUICK_GELU));
+            r[i][3] = down(be, bz, mn);
+            be->ops->buf_free(be, bx), be->ops->buf_free(be, bg), be->ops->buf_free(be, bb);
+            be->ops->buf_free(be, by), be->ops->buf_free(be, bz);
+        }
+        double e[4];
+        for (int t = 0; t < 4; t++) e[t] = nmse(r[0][t], r[1][t], mn);
+        for (int t = 0; t < 4; t++) free(r[0][t]), free(r[1][t]);
+        free(x), free(g), free(b), free(x2);
+        for (int t = 0; t < 4; t++)
+            CHECK_MSG(e[t] < 1e-11, "m=%d n=%d step %d nmse %.3g", m, n, t, e[t]);
+    }
+    pair_free(&p);
+}
+
+CDB_TEST(attention_odd_shapes) {
+    static const int shapes[][4] = {/* batch, seq, heads, head_dim */
+                                    {1, 1, 1, 1}, {2, 5, 3, 7}, {3, 50, 2, 64}, {1, 77, 8, 16},
+                                    {4, 13, 1, 33}};
+    pair p;
+    CHECK(pair_new(&p));
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int causal = 0; causal < 2; causal++) {
+            int B = shapes[s][0], S = shapes[s][1], H = shapes[s][2], hd = shapes[s][3];
+            size_t nin = (size_t)B * S * 3 * H * hd, nout = (size_t)B * S * H * hd;
+            float *qkv = rand_vec(nin, 3), *r[2];
+            for (int i = 0; i < 2; i++) {
+                cdb_k_backend *be = p.be[i];
+                cdb_k_buf *bq = up(be, qkv, nin), *bo = NULL;
+                CHECK_OK(be->ops->buf_alloc(be, nout, &bo));
+                CHECK_OK(be->ops->attention(be, bq, bo, B, S, H, hd, causal));
+                r[i] = down(be, bo, nout);
+                be->ops->buf_free(be, bq), be->ops->buf_free(be, bo);
+            }
+            double e = nmse(r[0], r[1], nout);
+            /* causal: query 0 sees only key 0, so its output is exactly v_0 */
+            int v0_ok = 1;
+            if (causal)
+                for (int l = 0; l < H * hd; l++)
+                    if (fabsf(r[1][l] - qkv[2 * H * hd + l]) > 1e-6f) v0_ok = 0;
+            free(qkv), free(r[0]), free(r[1]);
+            CHECK_MSG(e < 1e-10, "attention b=%d s=%d h=%d hd=%d causal=%d nmse %.3g", B, S, H,
+                      hd, causal, e);
+            CHECK(v0_ok);
+        }
+    pair_free(&p);
+}
+
+CDB_TEST(embed_and_gather) {
+    pair p;
+    int W = 19, V = 11, S = 7, N = 9, B = 3;
+    int32_t ids[14] = {0, 10, 3, 4, 5, 6, 7, 1, 2, 3, 9, 9, 9, 9};
+    int32_t rows[4] = {0, 13, 5, 5};
+    float *table = rand_vec((size_t)V * W, 1), *pos = rand_vec((size_t)(N + 1) * W, 1);
+    float *cls = rand_vec(W, 1), *patches = rand_vec((size_t)B * N * W, 1);
+    float *r[2][3];
+    CHECK(pair_new(&p));
+    for (int i = 0; i < 2; i++) {
+        cdb_k_backend *be = p.be[i];
+        cdb_k_buf *bt = NULL, *bp = NULL, *bc = NULL, *bpa = up(be, patches, (size_t)B * N * W);
+        cdb_k_buf *o1 = NULL, *o2 = NULL, *o3 = NULL;
+        CHECK_OK(be->ops->weight_upload(be, table, CDB_K_F32, (size_t)V * W, CDB_K_W_EMBED,
+                                        CDB_K_UPLOAD_BORROW, &bt));
+        CHECK_OK(be->ops->weight_upload(be, pos, CDB_K_F32, (size_t)(N + 1) * W, CDB_K_W_EMBED,
+                                        0, &bp));
+        CHECK_OK(be->ops->weight_upload(be, cls, CDB_K_F32, W, CDB_K_W_EMBED, 0, &bc));
+        CHECK_OK(be->ops->buf_alloc(be, (size_t)14 * W, &o1));
+        CHECK_OK(be->ops->buf_alloc(be, (size_t)B * (N + 1) * W, &o2));
+        CHECK_OK(be->ops->buf_alloc(be, (size_t)4 * W, &o3));
+        CHECK_OK(be->ops->embed_tokens(be, bt, bp, ids, 14, S, W, o1));
+        CHECK_OK(be->ops->embed_patches(be, bpa, bc, bp, B, N, W, o2));
+        CHECK_OK(be->ops->gather_rows(be, o1, rows, 4, W, o3));
+        /* errors: out-of-range ids and rows are refused */
+        int32_t bad = V;
+        CHECK_RC(be->ops->embed_tokens(be, bt, bp, &bad, 1, S, W, o1), CDB_INVALID);
+        bad = 14;
+        CHECK_RC(be->ops->gather_rows(be, o1, &bad, 1, W, o3), CDB_INVALID);
+        CHECK_RC(be->ops->gemm(be, o1, bt, NULL, o3, 14, V, W, CDB_K_ACT_NONE, 0), CDB_INVALID);
+        r[i][0] = down(be, o1, (size_t)14 * W);
+        r[i][1] = down(be, o2, (size_t)B * (N + 1) * W);
+        r[i][2] = down(be, o3, (size_t)4 * W);
+        be->ops->buf_free(be, bt), be->ops->buf_free(be, bp), be->ops->buf_free(be, bc);
+        be->ops->buf_free(be, bpa), be->ops->buf_free(be, o1), be->ops->buf_free(be, o2);
+        be->ops->buf_free(be, o3);
+    }
+    CHECK(memcmp(r[0][0], r[1][0], (size_t)14 * W * 4) == 0);
+    CHECK(memcmp(r[0][1], r[1][1], (size_t)B * (N + 1) * W * 4) == 0);
+    CHECK(memcmp(r[0][2], r[1][2], (size_t)4 * W * 4) == 0);
+    /* spot checks against the definition */
+    CHECK_NEAR(r[1][0][1 * W + 2], table[10 * W + 2] + pos[1 * W + 2], 1e-6);
+    CHECK_NEAR(r[1][0][8 * W + 0], table[2 * W + 0] + pos[1 * W + 0], 1e-6); /* r % seq */
+    CHECK_NEAR(r[1][1][(N + 1) * W + 3], cls[3] + pos[3], 1e-6);
+    CHECK_NEAR(r[1][1][(N + 2) * W + 3], patches[N * W + 3] + pos[W + 3], 1e-6);
+    CHECK_NEAR(r[1][2][1 * W + 4], r[1][0][13 * W + 4], 0);
+    for (int i = 0; i < 2; i++)
+        for (int t = 0; t < 3; t++) free(r[i][t]);
+    free(table), free(pos), free(cls), free(patches);
+    pair_free(&p);
+}
+
+CDB_TEST(weight_dtypes) {
+    /* F16 and BF16 widen exactly; an unaligned F32 source is copied, not borrowed. */
+    cdb_k_backend *be = NULL;
+    uint16_t h[5] = {0x3C00, 0xC000, 0x0001, 0x7BFF, 0x0000};      /* 1, -2, 2^-24, 65504, 0 */
+    uint16_t bf[4] = {0x3F80, 0xC040, 0x0000, 0x4049};             /* 1, -3, 0, 3.140625 */
+    float want_h[5] = {1.0f, -2.0f, 5.9604644775390625e-08f, 65504.0f, 0.0f};
+    float want_bf[4] = {1.0f, -3.0f, 0.0f, 3.140625f};
+    unsigned char raw[4 * 3 + 1];
+    float f3[3] = {1.5f, -2.25f, 1e-30f}, got[5];
+    cdb_k_buf *b = NULL;
+    CHECK_OK(cdb_k_backend_cpu_new(1, &be));
+    CHECK_OK(be->ops->weight_upload(be, h, CDB_K_F16, 5, CDB_K_W_MATRIX, 0, &b));
+    CHECK_OK(be->ops->buf_download(be, b, 0, got, 5));
+    for (int i = 0; i < 5; i++) CHECK_NEAR(got[i], want_h[i], 0);
+    be->ops->buf_free(be, b);
+    CHECK_OK(be->ops->weight_upload(be, bf, CDB_K_BF16, 4, CDB_K_W_MATRIX, 0, &b));
+    CHECK_OK(be->ops->buf_download(be, b, 0, got, 4));
+    for (int i = 0; i < 4; i++) CHECK_NEAR(got[i], want_bf[i], 0);
+    be->ops->buf_free(be, b);
+    memcpy(raw + 1, f3, sizeof f3);
+    CHECK_OK(be->ops->weight_upload(be, raw + 1, CDB_K_F32, 3, CDB_K_W_MATRIX,
+                                    CDB_K_UPLOAD_BORROW, &b));
+    CHECK_OK(be->ops->buf_download(be, b, 0, got, 3));
+    for (int i = 0; i < 3; i++) CHECK_NEAR(got[i], f3[i], 0);
+    CHECK_RC(be->ops->buf_download(be, b, 2, got, 2), CDB_INVALID);
+    be->ops->buf_free(be, b);
+    CHECK_RC(be->ops->weight_upload(be, f3, (cdb_k_dtype)9, 3, CDB_K_W_MATRIX, 0, &b), CDB_INVALID);
+    cdb_k_backend_free(be);
+    cdb_k_backend_free(NULL);
+}
+
+CDB_TEST_MAIN(gemm_odd_shapes, layernorm_act_add, attention_odd_shapes, embed_and_gather,
+              weight_dtypes)
