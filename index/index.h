@@ -1,15 +1,253 @@
 /*
 ** index.h: clipdb's vector index (FAISS through its C API) and exact fp32
-** re-rank. The module's whole public contract.
+** re-rank. The module's whole public contract; FAISS types never appear here.
+**
+** Model. A cdb_index maps int64 ids (>= 0, e.g. file ids) to unit vectors of dim
+** elements under inner product. Vectors come in as the store's fp16 (IEEE binary16
+** as uint16_t) and are widened to fp32 for FAISS, which may keep them as fp32
+** (Flat), fp16 (SQfp16) or PQ codes. FAISS only proposes candidates: every score a
+** search returns is recomputed as the fp32-accumulated dot product of the
+** normalized query with the candidate's *stored* fp16 vector (kernels/kernels.h),
+** clamped to [-1, 1]. So scores are cosines that do not depend on the index type,
+** and the exact search over an fp16 array gives bit-identical scores.
+**
+** Decoupling from db/: vectors are read through callbacks (cdb_index_source for
+** builds, cdb_index_fetch_fn for re-rank), so the index needs nothing from db/'s
+** API. A fetch that reports an id as absent is how deleted files disappear.
+**
+** Freshness. The index records the set of ids it covers and a caller-defined
+** 64-bit watermark (e.g. the store's change sequence at build time), both
+** persisted in the same file. Vectors stored since (uncovered, or changed) are
+** passed to cdb_index_search() as "extra" vectors, searched exactly and merged,
+** so a photo is findable the moment it is stored. cdb_index_refresh_decide() says
+** whether to add incrementally or rebuild; cdb_index_save() replaces the file
+** atomically (temp name + fsync + rename), so a reader that loaded the old file
+** keeps working and a reader that opens the path gets one whole version.
+**
+** Thread-safety: cdb_index_search() and the other const functions may run
+** concurrently on one index; train/add/set_search_params need exclusive access.
+** FAISS runs its own OpenMP threads for training and adding.
 */
 #ifndef CDB_INDEX_H
 #define CDB_INDEX_H
+
+#include <stddef.h>
+#include <stdint.h>
 
 #include "core/core.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+typedef struct cdb_index cdb_index;
+
+/* One search result. */
+typedef struct cdb_hit {
+    int64_t id;  /* -1 in padding slots */
+    float score; /* cosine in [-1, 1]; -INFINITY in padding slots */
+} cdb_hit;
+
+/* Index families. AUTO picks one by collection size and memory (cdb_index_plan). */
+typedef enum cdb_index_kind {
+    CDB_INDEX_AUTO = 0,
+    CDB_INDEX_FLAT,   /* "IDMap,Flat": exact, fp32 copy; small collections */
+    CDB_INDEX_HNSW,   /* "IDMap,HNSW32_SQfp16": graph over fp16 codes; medium */
+    CDB_INDEX_IVF_SQ, /* "IVF<nlist>,SQfp16": inverted lists of fp16 codes; medium-large */
+    CDB_INDEX_IVF_PQ, /* "IVF<nlist>,PQ<m>": compressed, re-ranked from the store; large */
+    CDB_INDEX_CUSTOM  /* a user-forced factory string */
+} cdb_index_kind;
+
+/* Static lower-case name ("auto", "flat", "hnsw", "ivf-sq", "ivf-pq", "custom"). */
+const char *cdb_index_kind_name(cdb_index_kind kind);
+
+typedef struct cdb_index_params {
+    int dim;                 /* vector dimension, > 0 (required) */
+    cdb_index_kind kind;     /* AUTO (default), or force a family with planned sizes */
+    const char *factory;     /* non-empty: any FAISS factory string (inner product),
+                                overrides kind; "IDMap," is prepended when the string
+                                has neither IDMap nor IVF (ids need it). Copied. */
+    size_t mem_budget_bytes; /* index memory allowed; 0 = a quarter of MemAvailable */
+    int nprobe;              /* IVF lists probed per query; 0 = planned */
+    int ef_search;           /* HNSW efSearch; 0 = planned */
+    int rerank_factor;       /* R: FAISS returns k*R candidates to re-rank; 0 = planned */
+} cdb_index_params;
+
+/* Defaults: dim 0 (must be set), AUTO, no factory, planned values. */
+cdb_index_params cdb_index_params_default(void);
+
+/* What an index is (or would be): reportable in `clipdb index info`. */
+typedef struct cdb_index_info {
+    cdb_index_kind kind;
+    char factory[128];    /* the FAISS factory string used */
+    int dim;
+    int64_t n_planned;    /* collection size the choice was made for */
+    int64_t n_indexed;    /* vectors inside FAISS (0 for a plan) */
+    int64_t n_covered;    /* distinct ids covered (0 for a plan) */
+    int64_t n_train;      /* training sample size (0: needs no training) */
+    int nlist;            /* IVF lists (0 if not IVF) */
+    int pq_m;             /* PQ sub-quantizers (0 if not PQ) */
+    int nprobe;           /* 0 if not IVF */
+    int ef_search;        /* 0 if not HNSW */
+    int rerank_factor;    /* R */
+    size_t est_bytes;     /* estimated index memory */
+    size_t mem_budget_bytes;
+    uint64_t watermark;   /* caller-defined coverage mark (0 for a plan) */
+    char reason[256];     /* why this choice, in words */
+} cdb_index_info;
+
+/* Chooses an index for n vectors of p->dim under p's memory budget, FAISS's
+** guidelines for nlist (~4*sqrt(n), a power of two) and training (40 points per
+** centroid, capped by n). Pure computation. CDB_INVALID for dim <= 0 or n < 0. */
+cdb_status cdb_index_plan(int64_t n, const cdb_index_params *p, cdb_index_info *out /* OUT */);
+
+/* Describes ix (plan fields plus current sizes and watermark). */
+void cdb_index_get_info(const cdb_index *ix, cdb_index_info *out /* OUT */);
+
+/* Human-readable multi-line description, snprintf-style: returns the length the
+** full text needs (excluding NUL) and writes at most size bytes. */
+int cdb_index_info_format(const cdb_index_info *info, char *buf, size_t size);
+
+/* ---- building ------------------------------------------------------------------ */
+
+/* Reads the vectors at positions [pos, pos + n) of a source of src->n vectors:
+** ids[n] and vecs[n * dim] (fp16, unit-normalized). Return CDB_OK or an error
+** (with cdb_seterr), which aborts the build. */
+typedef cdb_status (*cdb_index_read_fn)(void *ctx, int64_t pos, int64_t n,
+                                        int64_t *ids /* OUT */, uint16_t *vecs /* OUT */);
+
+typedef struct cdb_index_source {
+    int64_t n;              /* number of vectors */
+    cdb_index_read_fn read; /* random access by position, any chunk size */
+    void *ctx;
+} cdb_index_source;
+
+/* Plans for src->n (or builds p->factory / p->kind), trains on an evenly spread
+** sample, adds everything in chunks, and returns a new index (free with
+** cdb_index_free). The watermark starts at 0. */
+cdb_status cdb_index_build(const cdb_index_params *p, const cdb_index_source *src,
+                           cdb_index **out /* OUT */);
+
+/* cdb_index_build over caller arrays ids[n], vecs[n * p->dim] (not retained). */
+cdb_status cdb_index_build_arrays(const cdb_index_params *p, const int64_t *ids,
+                                  const uint16_t *vecs, int64_t n, cdb_index **out /* OUT */);
+
+/* Lower level: an empty index planned for n_planned vectors. */
+cdb_status cdb_index_new(const cdb_index_params *p, int64_t n_planned, cdb_index **out /* OUT */);
+/* 1 when the index needs no (more) training. */
+int cdb_index_is_trained(const cdb_index *ix);
+/* Trains on n fp16 vectors (a representative sample; see info.n_train). */
+cdb_status cdb_index_train(cdb_index *ix, const uint16_t *vecs, int64_t n);
+/* Adds n vectors with their ids (>= 0; CDB_INVALID otherwise). Re-adding an id
+** (a changed file) is allowed: searches report each id once, scored from the
+** store. Requires a trained index. */
+cdb_status cdb_index_add(cdb_index *ix, const int64_t *ids, const uint16_t *vecs, int64_t n);
+
+void cdb_index_free(cdb_index *ix); /* NULL is fine */
+
+/* ---- persistence ---------------------------------------------------------------- */
+
+/* Writes ix to path atomically: "<path>.tmp.<pid>", fsync, rename over path,
+** fsync of the directory. One file holds the header, the covered ids, the
+** watermark and the FAISS index. CDB_IO on failure (the old file is untouched). */
+cdb_status cdb_index_save(const cdb_index *ix, const char *path);
+
+/* Loads a file written by cdb_index_save. CDB_NOTFOUND if absent, CDB_CORRUPT or
+** CDB_VERSION for foreign or damaged files. */
+cdb_status cdb_index_load(const char *path, cdb_index **out /* OUT */);
+
+/* ---- coverage ------------------------------------------------------------------- */
+
+void cdb_index_set_watermark(cdb_index *ix, uint64_t watermark);
+uint64_t cdb_index_watermark(const cdb_index *ix);
+/* 1 if id was added to the index. O(log n). */
+int cdb_index_covers(const cdb_index *ix, int64_t id);
+int cdb_index_dim(const cdb_index *ix);
+/* Distinct ids covered. */
+int64_t cdb_index_count(const cdb_index *ix);
+
+typedef enum cdb_index_refresh_action {
+    CDB_INDEX_REFRESH_NONE = 0, /* up to date */
+    CDB_INDEX_REFRESH_ADD,      /* cdb_index_add the uncovered vectors, then save */
+    CDB_INDEX_REFRESH_REBUILD   /* cdb_index_build from the store, then save */
+} cdb_index_refresh_action;
+
+/* Decides how to refresh ix (NULL: none yet) for a store of n_live vectors, of
+** which n_uncovered are not in the index and n_stale indexed ids were deleted or
+** changed since. Rebuild when: no index; the automatic choice for n_live is a
+** different family (and p does not force one); stale entries pass 20% of the
+** index; or an IVF index has grown past 4x the size it was trained for. why
+** (optional) receives the reason. */
+cdb_status cdb_index_refresh_decide(const cdb_index *ix, const cdb_index_params *p,
+                                    int64_t n_live, int64_t n_uncovered, int64_t n_stale,
+                                    cdb_index_refresh_action *out /* OUT */, char *why,
+                                    size_t why_size);
+
+/* Changes search-time parameters (0 keeps the current value). Exclusive access. */
+cdb_status cdb_index_set_search_params(cdb_index *ix, int nprobe, int ef_search,
+                                       int rerank_factor);
+
+/* ---- search ------------------------------------------------------------------- */
+
+/* Copies the stored fp16 vectors of ids[n] into vecs[n * dim] and sets found[i]
+** to 1, or to 0 for an id that is no longer stored (deleted): such candidates are
+** dropped. Called once or a few times per search, from the searching thread. */
+typedef cdb_status (*cdb_index_fetch_fn)(void *ctx, const int64_t *ids, size_t n,
+                                         uint16_t *vecs /* OUT */, uint8_t *found /* OUT */);
+
+typedef struct cdb_index_search_opts {
+    int k;                          /* results wanted, > 0 */
+    int rerank_factor;              /* 0 = the index's R */
+    float min_score;                /* drop results scoring below; default -INFINITY */
+    cdb_index_fetch_fn fetch;       /* required when searching an index */
+    void *fetch_ctx;
+    /* Vectors the index does not cover yet (or that changed): scored exactly and
+    ** merged; an id here overrides the index's entry for it. Not retained. */
+    const int64_t *extra_ids;
+    const uint16_t *extra_vecs;     /* n_extra * dim fp16 */
+    size_t n_extra;
+    /* Ids that must not appear (deleted, filtered out), sorted ascending. */
+    const int64_t *exclude_ids;
+    size_t n_exclude;
+} cdb_index_search_opts;
+
+cdb_index_search_opts cdb_index_search_opts_default(void);
+
+/* Top-k over the index (ix may be NULL: then only the extra vectors are searched)
+** for one query q[dim] (any non-zero norm: it is normalized in fp32 here).
+** out: caller-owned, k slots, best first (ties by smaller id); *n_out receives the
+** number filled (<= k, fewer when min_score, deletions or a small collection
+** leave fewer); the rest are padded with {-1, -INFINITY}. Each id appears once.
+** CDB_INVALID for a NaN/Inf/zero query or bad options, CDB_DIM_MISMATCH when dim
+** differs from the index's, FAISS failures as CDB_ERROR with FAISS's message, and
+** fetch errors as returned by fetch. */
+cdb_status cdb_index_search(const cdb_index *ix, const float *q, int dim,
+                            const cdb_index_search_opts *o, cdb_hit *out /* OUT: k */,
+                            int *n_out /* OUT */);
+
+/* Exact search over an fp16 array (the store, or a slice of it): n_q queries
+** (each normalized in fp32 first), vecs[n * dim] with ids[n] (NULL: ids are the
+** positions). Scores are the same fp32-accumulated dots cdb_index_search
+** returns. exclude_ids sorted ascending (may be NULL). out: n_q * k hits, row per
+** query, padded as above. n_threads 0 = cdb_default_threads(). */
+cdb_status cdb_index_exact_search(const float *q, int n_q, int dim, const int64_t *ids,
+                                  const uint16_t *vecs, size_t n, int k, float min_score,
+                                  const int64_t *exclude_ids, size_t n_exclude, int n_threads,
+                                  cdb_hit *out /* OUT: n_q * k */);
+
+/* ---- query helpers ---------------------------------------------------------------- */
+
+/* CDB_OK if q[dim] is finite and non-zero; else CDB_INVALID naming the first bad
+** element ("query element 3 is NaN"). */
+cdb_status cdb_index_query_check(const float *q, int dim);
+
+/* out = normalize(sum_t weights[t] * terms[t]) computed in double, rounded to fp32:
+** weighted positive (w > 0) and negative (w < 0) terms, e.g. "beach + sunset -
+** people" is weights {1, 1, -1}. Each term is normalized first, so weights are
+** relative importances. CDB_INVALID for NaN/Inf inputs or weights, n_terms < 1,
+** or a zero result (e.g. "a - a"). out may not alias terms. */
+cdb_status cdb_index_query_combine(const float *terms, const float *weights, int n_terms,
+                                   int dim, float *out /* OUT: dim */);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,285 @@
+/*
+** bench_search.c: time-to-first-result of `clipdb search "a red circle"` as a whole
+** process (exec, model load, text encode, index load, search, print) on a
+** 10,000-image database, as a user at a terminal experiences it.
+**
+**   bar 1: default (bundled) model, 10,000 vectors:           median under 100 ms
+**   bar 2: ViT-B/32-shaped weights (text tower only loaded):  median under 300 ms
+**
+** The database is made with `clipdb init`, then filled through db/'s batch API
+** with 10,000 random unit vectors under fake paths (a search's cost does not
+** depend on what the vectors mean, and encoding 10,000 real images would take
+** the bench half an hour), then indexed with `clipdb index build`. Each search is
+** run 7 times after one warm-up; the figures are min and median wall time. The
+** exact scan without an index is printed too.
+**
+** Also printed (issue 5's bar, the ingest pipeline's fast path): re-ingesting an
+** unchanged library of N files, which must read no file and encode nothing:
+**   bar 3: under 1 s per 10,000 files
+** The files are tiny stand-ins recorded in the catalog with their true size and
+** mtime, so only the walk and the change check run.
+**
+** Usage: bench_search [--n N] [--model PATH] [--b32 WEIGHTS] [--runs R]
+** Model: --model, else $CLIPDB_MODEL, else the first models/<name>/ with weights.
+** ViT-B/32 weights: --b32, else $BENCH_WEIGHTS, else
+** <build>/bench_data/vitb32_random.safetensors (written by bench_encoder's
+** baseline script); that half is skipped when there are none.
+** Exit 0 unless something failed to run (a missed bar is printed, not an error).
+*/
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "db/db.h"
+
+#ifndef CDB_SOURCE_DIR
+#define CDB_SOURCE_DIR "."
+#endif
+#ifndef CDB_BINARY_DIR
+#define CDB_BINARY_DIR "."
+#endif
+#define CLIPDB CDB_BINARY_DIR "/clipdb"
+
+/* Runs clipdb with args (stdout/stderr to /dev/null unless show); exit code or -1. */
+static int run(const char *const *args, int show, double *ms) {
+    int64_t t0 = cdb_now_ns();
+    int status = 0;
+    pid_t pid = fork();
+    if (pid == 0) {
+        const char *argv[32];
+        int n = 0;
+        if (!show) {
+            int fd = open("/dev/null", O_WRONLY);
+            dup2(fd, 1);
+            dup2(fd, 2);
+        }
+        argv[n++] = CLIPDB;
+        for (int i = 0; args[i] && n < 31; i++) argv[n++] = args[i];
+        argv[n] = NULL;
+        execv(CLIPDB, (char *const *)argv);
+        _exit(127);
+    }
+    if (pid < 0 || waitpid(pid, &status, 0) < 0) return -1;
+    if (ms) *ms = (double)(cdb_now_ns() - t0) / 1e6;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static uint64_t g_rng = 0x9E3779B97F4A7C15ULL;
+static double rnd_normal(void) { /* Box-Muller over xorshift64* */
+    double u1, u2;
+    g_rng ^= g_rng >> 12, g_rng ^= g_rng << 25, g_rng ^= g_rng >> 27;
+    u1 = ((double)((g_rng * 2685821657736338717ULL) >> 11) + 1.0) / 9007199254740993.0;
+    g_rng ^= g_rng >> 12, g_rng ^= g_rng << 25, g_rng ^= g_rng >> 27;
+    u2 = (double)((g_rng * 2685821657736338717ULL) >> 11) / 9007199254740992.0;
+    return sqrt(-2.0 * log(u1)) * cos(2 * M_PI * u2);
+}
+
+/* Creates a database for model at dir with n random vectors; 0 on success. With
+** files_root, the n files are created there (tiny) and recorded with their real
+** size and mtime under that root. */
+static int make_db(const char *dir, const char *model, int64_t n, const char *files_root) {
+    cdb_db *db = NULL;
+    cdb_db_batch *b = NULL;
+    cdb_db_model dm;
+    cdb_db_params p = cdb_db_params_default();
+    int64_t root = 0;
+    float *v = NULL;
+    int rc = -1;
+    double ms;
+    if (run((const char *[]){"init", "--db", dir, "--model", model, NULL}, 1, &ms) != 0) return -1;
+    p.sync = CDB_DB_SYNC_NORMAL;
+    if (cdb_db_open(dir, &p, &db) != CDB_OK || cdb_db_model_default(db, &dm) != CDB_OK ||
+        cdb_db_root_add(db, files_root ? files_root : "/bench/photos", &root) != CDB_OK ||
+        cdb_db_batch_new(db, dm.id, &b) != CDB_OK)
+        goto done;
+    if (!(v = malloc(sizeof *v * (size_t)dm.dim))) goto done;
+    for (int64_t i = 0; i < n; i++) {
+        char rel[64];
+        cdb_db_file_meta meta;
+        memset(&meta, 0, sizeof meta);
+        snprintf(rel, sizeof rel, "%03lld/img_%07lld.jpg", (long long)(i / 1000), (long long)i);
+        meta.size = 100000 + i;
+        meta.mtime_ns = 1700000000000000000LL + i;
+        meta.has_hash = 1;
+        for (int k = 0; k < CDB_DB_HASH_BYTES; k++) meta.hash[k] = (uint8_t)(rnd_normal() * 1000);
+        memcpy(meta.hash, &i, sizeof i); /* unique */
+        meta.width = meta.height = 224;
+        if (files_root) { /* a real file, so the walk finds it unchanged */
+            char full[4096], sub[4096];
+            struct stat st;
+            FILE *f;
+            snprintf(sub, sizeof sub, "%s/%03lld", files_root, (long long)(i / 1000));
+            mkdir(sub, 0777);
+            snprintf(full, sizeof full, "%s/%s", files_root, rel);
+            if (!(f = fopen(full, "wb"))) goto done;
+            fprintf(f, "stand-in %lld\n", (long long)i);
+            fclose(f);
+            if (stat(full, &st) != 0) goto done;
+            meta.size = (int64_t)st.st_size;
+            meta.mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+        }
+        for (int d = 0; d < dm.dim; d++) v[d] = (float)rnd_normal();
+        if (cdb_db_batch_put(b, root, rel, &meta, v, dm.dim) != CDB_OK) goto done;
+        if (cdb_db_batch_count(b) >= 1000 && cdb_db_batch_commit(b, NULL) != CDB_OK) goto done;
+    }
+    if (cdb_db_batch_commit(b, NULL) != CDB_OK) goto done;
+    rc = 0;
+done:
+    if (rc) fprintf(stderr, "bench_search: cannot fill %s: %s\n", dir, cdb_errmsg());
+    free(v);
+    cdb_db_batch_free(b);
+    cdb_db_close(db);
+    return rc;
+}
+
+/* Times the search; prints one line; returns the median in ms (< 0 on failure). */
+static double time_search(const char *label, const char *db, int runs) {
+    double t[64], ms = 0;
+    if (runs > 64) runs = 64;
+    if (run((const char *[]){"search", "--db", db, "a red circle", NULL}, 0, &ms) != 0) {
+        fprintf(stderr, "bench_search: the search failed; rerun by hand: %s search --db %s \"a red circle\"\n",
+                CLIPDB, db);
+        return -1;
+    }
+    for (int i = 0; i < runs; i++)
+        if (run((const char *[]){"search", "--db", db, "a red circle", NULL}, 0, &t[i]) != 0) return -1;
+    qsort(t, (size_t)runs, sizeof t[0], cmp_d);
+    printf("  %-34s min %7.1f ms   median %7.1f ms\n", label, t[0], t[runs / 2]);
+    return t[runs / 2];
+}
+
+static int bench_model(const char *name, const char *model, int64_t n, int runs, double bar_ms,
+                       const char *tmp) {
+    char db[1024], idx[1200], cmd[64];
+    double med, ms = 0;
+    int64_t t0;
+    snprintf(db, sizeof db, "%s/%s", tmp, name);
+    printf("%s: model %s, %lld vectors\n", name, model, (long long)n);
+    t0 = cdb_now_ns();
+    if (make_db(db, model, n, NULL) != 0) return -1;
+    printf("  filled in %.1f s\n", (double)(cdb_now_ns() - t0) / 1e9);
+    if (run((const char *[]){"index", "build", "--db", db, NULL}, 0, &ms) != 0) {
+        fprintf(stderr, "bench_search: index build failed\n");
+        return -1;
+    }
+    printf("  clipdb index build: %.0f ms\n", ms);
+    med = time_search("clipdb search \"a red circle\"", db, runs);
+    if (med < 0) return -1;
+    printf("  bar: median under %.0f ms: %s\n", bar_ms, med < bar_ms ? "MET" : "MISSED");
+    /* without the index: the exact scan of every vector */
+    snprintf(idx, sizeof idx, "%s/index", db);
+    snprintf(cmd, sizeof cmd, "%s", "(no index, exact scan)");
+    {
+        DIR *d = opendir(idx);
+        struct dirent *e;
+        while (d && (e = readdir(d))) {
+            char p[1500];
+            if (e->d_name[0] == '.') continue;
+            snprintf(p, sizeof p, "%s/%s", idx, e->d_name);
+            remove(p);
+        }
+        if (d) closedir(d);
+    }
+    time_search(cmd, db, runs);
+    return 0;
+}
+
+/* Re-ingest of an unchanged library of n files: the walk + change check only. */
+static int bench_reingest(const char *model, int64_t n, int runs, const char *tmp) {
+    char db[1024], files[1024], sn[32];
+    double t[64], ms;
+    if (runs > 64) runs = 64;
+    snprintf(db, sizeof db, "%s/reingest-db", tmp);
+    snprintf(files, sizeof files, "%s/reingest-files", tmp);
+    mkdir(files, 0777);
+    printf("re-ingest: %lld unchanged files\n", (long long)n);
+    if (make_db(db, model, n, files) != 0) return -1;
+    snprintf(sn, sizeof sn, "%lld", (long long)n);
+    for (int i = 0; i < runs; i++)
+        if (run((const char *[]){"ingest", "--db", db, files, NULL}, i == 0, &t[i]) != 0) {
+            fprintf(stderr, "bench_search: re-ingest failed\n");
+            return -1;
+        }
+    qsort(t, (size_t)runs, sizeof t[0], cmp_d);
+    ms = t[runs / 2] * 10000.0 / (double)n;
+    printf("  clipdb ingest (nothing changed)    min %7.1f ms   median %7.1f ms  (%.0f ms per 10,000)\n",
+           t[0], t[runs / 2], ms);
+    printf("  bar: under 1000 ms per 10,000 files: %s\n", ms < 1000.0 ? "MET" : "MISSED");
+    (void)sn;
+    return 0;
+}
+
+static const char *default_model(char *buf, size_t size) {
+    const char *env = getenv("CLIPDB_MODEL");
+    char dir[1024];
+    DIR *d;
+    struct dirent *e;
+    if (env && *env) return env;
+    snprintf(dir, sizeof dir, "%s/models", CDB_SOURCE_DIR);
+    if (!(d = opendir(dir))) return NULL;
+    while ((e = readdir(d))) {
+        struct stat st;
+        if (e->d_name[0] == '.') continue;
+        snprintf(buf, size, "%s/%s/model.safetensors", dir, e->d_name);
+        if (stat(buf, &st) == 0) {
+            snprintf(buf, size, "%s/%s", dir, e->d_name);
+            closedir(d);
+            return buf;
+        }
+    }
+    closedir(d);
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    char mbuf[2048], b32buf[2048], tmp[] = "/tmp/clipdb-bench-search-XXXXXX";
+    const char *model = NULL, *b32 = getenv("BENCH_WEIGHTS");
+    int64_t n = 10000;
+    int runs = 7, rc = 0;
+    struct stat st;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--n") && i + 1 < argc) n = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "--model") && i + 1 < argc) model = argv[++i];
+        else if (!strcmp(argv[i], "--b32") && i + 1 < argc) b32 = argv[++i];
+        else if (!strcmp(argv[i], "--runs") && i + 1 < argc) runs = atoi(argv[++i]);
+        else {
+            fprintf(stderr, "usage: bench_search [--n N] [--model PATH] [--b32 WEIGHTS] [--runs R]\n");
+            return 2;
+        }
+    }
+    if (!model) model = default_model(mbuf, sizeof mbuf);
+    if (!b32 || !*b32) {
+        snprintf(b32buf, sizeof b32buf, "%s/bench_data/vitb32_random.safetensors", CDB_BINARY_DIR);
+        b32 = b32buf;
+    }
+    if (!mkdtemp(tmp)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    printf("bench_search: time to first result of a whole `clipdb search` process, %d runs\n", runs);
+    if (model) {
+        if (bench_model("default", model, n, runs, 100.0, tmp) != 0) rc = 1;
+        if (bench_reingest(model, n, runs, tmp) != 0) rc = 1;
+    } else {
+        printf("default: skipped (no model: --model, CLIPDB_MODEL or models/<name>/)\n");
+    }
+    if (stat(b32, &st) == 0) {
+        if (bench_model("vit-b32", b32, n, runs, 300.0, tmp) != 0) rc = 1;
+    } else {
+        printf("vit-b32: skipped (no ViT-B/32-shaped weights at %s; bench_encoder writes them)\n", b32);
+    }
+    printf("(databases left in %s)\n", tmp);
+    return rc;
+}

@@ -1,0 +1,226 @@
+/*
+** args.c: the small option parser every clipdb command uses (see cli.h for the
+** accepted syntax). It never prints: a failure leaves one line in a->err, and the
+** caller turns it into a usage error (exit 2).
+*/
+#include <assert.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+static int find_long(const cli_args *a, const char *name, size_t len) {
+    for (int i = 0; i < a->n_spec; i++)
+        if (strlen(a->spec[i].name) == len && !strncmp(a->spec[i].name, name, len)) return i;
+    return -1;
+}
+
+static int find_short(const cli_args *a, char c) {
+    for (int i = 0; i < a->n_spec; i++)
+        if (a->spec[i].short_name && a->spec[i].short_name == c) return i;
+    return -1;
+}
+
+static int push(const char ***arr, int *n, const char *v) {
+    const char **p = realloc(*arr, sizeof **arr * (size_t)(*n + 1));
+    if (!p) return -1;
+    p[(*n)++] = v;
+    *arr = p;
+    return 0;
+}
+
+static int add_value(cli_args *a, int i, const char *v, int argi) {
+    int n = a->count[i];
+    int *pi;
+    if (a->spec[i].kind == CLI_FLAG) {
+        a->count[i]++;
+        return 0;
+    }
+    pi = realloc(a->argi[i], sizeof *pi * (size_t)(n + 1));
+    if (pi) a->argi[i] = pi;
+    if (!pi || push(&a->vals[i], &n, v)) {
+        snprintf(a->err, sizeof a->err, "out of memory");
+        return -1;
+    }
+    pi[n - 1] = argi;
+    a->count[i] = n;
+    return 0;
+}
+
+int cli_args_parse(cli_args *a, const cli_optspec *spec, int argc, char **argv) {
+    int only_pos = 0;
+    memset(a, 0, sizeof *a);
+    a->spec = spec;
+    while (spec[a->n_spec].name) a->n_spec++;
+    assert(a->n_spec <= CLI_MAX_OPTS);
+
+    for (int k = 0; k < argc; k++) {
+        const char *s = argv[k];
+        if (only_pos || s[0] != '-' || s[1] == '\0') { /* positional, or a lone "-" */
+            if (push(&a->pos, &a->n_pos, s)) goto nomem;
+            continue;
+        }
+        if (!strcmp(s, "--")) {
+            only_pos = 1;
+            continue;
+        }
+        if (s[1] == '-') { /* --name, --name=value, --name value */
+            const char *name = s + 2, *eq = strchr(name, '=');
+            size_t len = eq ? (size_t)(eq - name) : strlen(name);
+            int i = find_long(a, name, len);
+            if (i < 0) {
+                snprintf(a->err, sizeof a->err, "unknown option --%.*s", (int)len, name);
+                return -1;
+            }
+            if (spec[i].kind == CLI_FLAG) {
+                if (eq) {
+                    snprintf(a->err, sizeof a->err, "option --%s takes no value", spec[i].name);
+                    return -1;
+                }
+                if (add_value(a, i, NULL, k)) return -1;
+            } else if (eq) {
+                if (add_value(a, i, eq + 1, k)) return -1;
+            } else {
+                if (k + 1 >= argc) {
+                    snprintf(a->err, sizeof a->err, "option --%s needs a value", spec[i].name);
+                    return -1;
+                }
+                if (add_value(a, i, argv[k + 1], k)) return -1;
+                k++;
+            }
+            continue;
+        }
+        /* short options: -k 5, -k5, -qv (bundled flags), -qk5 */
+        for (const char *c = s + 1; *c; c++) {
+            int i = find_short(a, *c);
+            if (i < 0) {
+                snprintf(a->err, sizeof a->err, "unknown option -%c", *c);
+                return -1;
+            }
+            if (spec[i].kind == CLI_FLAG) {
+                if (add_value(a, i, NULL, k)) return -1;
+                continue;
+            }
+            if (c[1]) {
+                if (add_value(a, i, c + 1, k)) return -1;
+            } else {
+                if (k + 1 >= argc) {
+                    snprintf(a->err, sizeof a->err, "option -%c needs a value", *c);
+                    return -1;
+                }
+                if (add_value(a, i, argv[k + 1], k)) return -1;
+                k++;
+            }
+            break;
+        }
+    }
+    return 0;
+nomem:
+    snprintf(a->err, sizeof a->err, "out of memory");
+    return -1;
+}
+
+void cli_args_free(cli_args *a) {
+    if (!a) return;
+    for (int i = 0; i < a->n_spec; i++) {
+        free(a->vals[i]);
+        free(a->argi[i]);
+    }
+    free(a->pos);
+    memset(a->vals, 0, sizeof a->vals);
+    memset(a->argi, 0, sizeof a->argi);
+    a->pos = NULL;
+    a->n_pos = 0;
+}
+
+/* "-k" for one-letter long names, else "--name": how the user typed it. */
+static const char *dashed(const char *name, char *buf, size_t size) {
+    snprintf(buf, size, "%s%s", name[1] ? "--" : "-", name);
+    return buf;
+}
+
+static int index_of(const cli_args *a, const char *name) {
+    int i = find_long(a, name, strlen(name));
+    assert(i >= 0 && "option not in the command's table");
+    return i;
+}
+
+int cli_has(const cli_args *a, const char *name) {
+    int i = index_of(a, name);
+    return i < 0 ? 0 : a->count[i];
+}
+
+const char *cli_get(const cli_args *a, const char *name) {
+    int i = index_of(a, name);
+    if (i < 0 || a->count[i] == 0 || a->spec[i].kind == CLI_FLAG) return NULL;
+    return a->vals[i][a->count[i] - 1];
+}
+
+int cli_get_all(const cli_args *a, const char *name, const char ***vals) {
+    int i = index_of(a, name);
+    if (i < 0 || a->spec[i].kind == CLI_FLAG) {
+        *vals = NULL;
+        return 0;
+    }
+    *vals = a->vals[i];
+    return a->count[i];
+}
+
+int cli_get_int(cli_args *a, const char *name, long def, long lo, long hi, long *out) {
+    const char *v = cli_get(a, name);
+    char *end = NULL;
+    long x;
+    if (!v) {
+        *out = def;
+        return 0;
+    }
+    errno = 0;
+    x = strtol(v, &end, 10);
+    if (!*v || *end || errno || x < lo || x > hi) {
+        char d[64];
+        snprintf(a->err, sizeof a->err, "%s: expected an integer in [%ld, %ld], got '%s'",
+                 dashed(name, d, sizeof d), lo, hi, v);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+int cli_get_double(cli_args *a, const char *name, double def, double lo, double hi,
+                   double *out) {
+    const char *v = cli_get(a, name);
+    char *end = NULL;
+    double x;
+    if (!v) {
+        *out = def;
+        return 0;
+    }
+    errno = 0;
+    x = strtod(v, &end);
+    if (!*v || *end || errno || isnan(x) || x < lo || x > hi) {
+        char d[64];
+        snprintf(a->err, sizeof a->err, "%s: expected a number in [%g, %g], got '%s'",
+                 dashed(name, d, sizeof d), lo, hi, v);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+int cli_get_choice(cli_args *a, const char *name, const char *const *choices, int def) {
+    const char *v = cli_get(a, name);
+    size_t used = 0;
+    char d[64];
+    if (!v) return def;
+    for (int i = 0; choices[i]; i++)
+        if (!strcmp(v, choices[i])) return i;
+    used = (size_t)snprintf(a->err, sizeof a->err, "%s: expected one of",
+                            dashed(name, d, sizeof d));
+    for (int i = 0; choices[i] && used < sizeof a->err; i++)
+        used += (size_t)snprintf(a->err + used, sizeof a->err - used, "%s%s", i ? "|" : " ",
+                                 choices[i]);
+    if (used < sizeof a->err) snprintf(a->err + used, sizeof a->err - used, ", got '%s'", v);
+    return -1;
+}

@@ -1,0 +1,93 @@
+/*
+** config.c: where things are. The database: --db, then $CLIPDB_DB, then ./clipdb.
+** The model: --model, then $CLIPDB_MODEL, then the bundled default, which is the
+** first folder (by name) under the source tree's models/ (CDB_MODELS_DIR, set by
+** CMake) or, for an installed clipdb, under CDB_SHARE_MODELS_DIR. The device:
+** --device, then $CLIPDB_DEVICE, then auto.
+*/
+#include <dirent.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli/cli.h"
+
+#ifndef CDB_MODELS_DIR
+#define CDB_MODELS_DIR "models"
+#endif
+#ifndef CDB_SHARE_MODELS_DIR
+#define CDB_SHARE_MODELS_DIR "/usr/local/share/clipdb/models"
+#endif
+
+static const char *g_global_db;
+
+void cli_set_global_db(const char *dir) { g_global_db = dir; }
+
+const char *cli_db_path(const char *flag_value, const char **source) {
+    const char *env = getenv("CLIPDB_DB");
+    const char *src = "default", *path = "clipdb";
+    if (flag_value && *flag_value) {
+        src = "--db";
+        path = flag_value;
+    } else if (g_global_db && *g_global_db) {
+        src = "--db";
+        path = g_global_db;
+    } else if (env && *env) {
+        src = "CLIPDB_DB";
+        path = env;
+    }
+    if (source) *source = src;
+    return path;
+}
+
+static int is_dir(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static int not_hidden_dir(const struct dirent *e) { return e->d_name[0] != '.'; }
+
+/* The first subfolder of dir by name into buf; 0 if found. */
+static int first_subdir(const char *dir, char *buf, size_t size) {
+    struct dirent **list = NULL;
+    int n = scandir(dir, &list, not_hidden_dir, alphasort), found = -1;
+    for (int i = 0; i < n; i++) {
+        if (found < 0) {
+            snprintf(buf, size, "%s/%s", dir, list[i]->d_name);
+            if (is_dir(buf)) found = 0;
+        }
+        free(list[i]);
+    }
+    free(list);
+    return found;
+}
+
+const char *cli_model_path(const char *flag_value, const char **source) {
+    static char buf[4096];
+    const char *env = getenv("CLIPDB_MODEL");
+    const char *dummy;
+    if (!source) source = &dummy;
+    if (flag_value && *flag_value) {
+        *source = "--model";
+        return flag_value;
+    }
+    if (env && *env) {
+        *source = "CLIPDB_MODEL";
+        return env;
+    }
+    *source = "bundled default";
+    if (first_subdir(CDB_MODELS_DIR, buf, sizeof buf) == 0) return buf;
+    if (first_subdir(CDB_SHARE_MODELS_DIR, buf, sizeof buf) == 0) return buf;
+    *source = "none";
+    return NULL;
+}
+
+int cli_device(const char *flag_value, const char **text) {
+    static const char *names[] = {"auto", "cpu", "cuda"};
+    const char *v = flag_value && *flag_value ? flag_value : getenv("CLIPDB_DEVICE");
+    if (!v || !*v) v = "auto";
+    if (text) *text = v;
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(v, names[i])) return i;
+    return -1;
+}

@@ -1,0 +1,277 @@
+/*
+** indexing.c: the glue between db/ (where vectors live) and index/ (FAISS + exact
+** re-rank): where a model's index file is, building it from the store, bringing
+** it up to date after an ingest (add or rebuild, as cdb_index_refresh_decide
+** says), and the callbacks a search uses to fetch stored vectors and to find the
+** vectors the index does not cover yet.
+**
+** Index files: <db>/index/model_<model id>.cdbidx, replaced atomically by
+** cdb_index_save. The index's watermark is the database generation read *before*
+** the vectors were read, so anything written meanwhile shows up as "added since"
+** and is searched exactly until the next refresh.
+*/
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli/cli.h"
+
+#if CDB_CLI_HAVE_DB && CDB_CLI_HAVE_INDEX
+#include "db/db.h"
+#include "index/index.h"
+#include "kernels/kernels.h"
+
+void cli_index_path(struct cdb_db *db, int64_t model_id, char *buf, size_t size) {
+    snprintf(buf, size, "%s/index/model_%lld.cdbidx", cdb_db_dir(db), (long long)model_id);
+}
+
+/* ---- fetch: stored fp16 vectors by id ------------------------------------------------ */
+
+cdb_status cli_fetch_vectors(void *ctx, const int64_t *ids, size_t n, uint16_t *vecs,
+                             uint8_t *found) {
+    cli_fetch_ctx *c = ctx;
+    float *tmp;
+    cdb_status rc;
+    if (n == 0) return CDB_OK;
+    if (!(tmp = malloc(sizeof *tmp * n * (size_t)c->dim))) return cdb_seterr(CDB_NOMEM, "fetch");
+    rc = cdb_db_vectors_get(c->db, c->model_id, ids, (int)n, tmp, found);
+    /* fp16 -> fp32 was exact, so rounding back gives the stored bits */
+    if (rc == CDB_OK) cdb_k_f32_to_f16(tmp, vecs, n * (size_t)c->dim);
+    free(tmp);
+    return rc;
+}
+
+/* ---- reading the whole store ------------------------------------------------------------ */
+
+cdb_status cli_read_all_vectors(struct cdb_db *db, int64_t model_id, int dim, int64_t **ids,
+                                uint16_t **vecs, int64_t *n) {
+    cdb_db_iter *it = NULL;
+    int64_t cap = 0, len = 0, *I = NULL;
+    uint16_t *V = NULL;
+    cdb_status rc = cdb_db_iter_new(db, model_id, &it);
+    const int chunk = 4096;
+    *ids = NULL;
+    *vecs = NULL;
+    *n = 0;
+    while (rc == CDB_OK) {
+        int got = 0;
+        if (len + chunk > cap) {
+            int64_t nc = cap ? cap * 2 : 16384;
+            int64_t *ni = realloc(I, sizeof *I * (size_t)nc);
+            uint16_t *nv;
+            if (ni) I = ni;
+            nv = ni ? realloc(V, sizeof *V * (size_t)nc * (size_t)dim) : NULL;
+            if (!ni || !nv) {
+                rc = cdb_seterr(CDB_NOMEM, "out of memory reading %lld vectors", (long long)nc);
+                break;
+            }
+            V = nv;
+            cap = nc;
+        }
+        rc = cdb_db_iter_read(it, chunk, I + len, NULL, V + (size_t)len * (size_t)dim, &got);
+        if (rc != CDB_OK || got == 0) break;
+        len += got;
+    }
+    cdb_db_iter_free(it);
+    if (rc != CDB_OK) {
+        free(I);
+        free(V);
+        return rc;
+    }
+    *ids = I;
+    *vecs = V;
+    *n = len;
+    return CDB_OK;
+}
+
+/* ---- ids added / removed since a watermark ------------------------------------------------ */
+
+typedef struct id_list {
+    int64_t *v;
+    size_t n, cap;
+} id_list;
+
+static int push_id(int64_t id, int64_t seq, void *ud) {
+    id_list *l = ud;
+    (void)seq;
+    if (l->n == l->cap) {
+        size_t nc = l->cap ? l->cap * 2 : 256;
+        int64_t *p = realloc(l->v, sizeof *p * nc);
+        if (!p) return 1;
+        l->v = p;
+        l->cap = nc;
+    }
+    l->v[l->n++] = id;
+    return 0;
+}
+
+static int cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Sorts and removes duplicates. */
+static void uniq(id_list *l) {
+    size_t o = 0;
+    if (!l->n) return;
+    qsort(l->v, l->n, sizeof *l->v, cmp_i64);
+    for (size_t i = 0; i < l->n; i++)
+        if (!o || l->v[o - 1] != l->v[i]) l->v[o++] = l->v[i];
+    l->n = o;
+}
+
+cdb_status cli_ids_since(struct cdb_db *db, int64_t model_id, int64_t since, int removed,
+                         int64_t **ids, size_t *n) {
+    id_list l = {0};
+    cdb_status rc = removed ? cdb_db_removed_since(db, model_id, since, push_id, &l)
+                            : cdb_db_added_since(db, model_id, since, push_id, &l);
+    if (rc != CDB_OK) {
+        free(l.v);
+        return rc;
+    }
+    uniq(&l);
+    *ids = l.v;
+    *n = l.n;
+    return CDB_OK;
+}
+
+/* ---- build and refresh ------------------------------------------------------------------- */
+
+cdb_status cli_index_build(struct cdb_db *db, int64_t model_id, int dim, int kind,
+                           cli_index_result *res) {
+    char path[4096], dir[4096];
+    int64_t *ids = NULL, n = 0, gen = 0;
+    uint16_t *vecs = NULL;
+    cdb_index *ix = NULL;
+    cdb_index_params p = cdb_index_params_default();
+    cdb_status rc;
+    int64_t t0 = cdb_now_ns();
+    memset(res, 0, sizeof *res);
+    p.dim = dim;
+    p.kind = (cdb_index_kind)kind;
+    if ((rc = cdb_db_generation(db, &gen)) != CDB_OK) return rc;
+    if ((rc = cli_read_all_vectors(db, model_id, dim, &ids, &vecs, &n)) != CDB_OK) return rc;
+    if (n == 0) {
+        free(ids);
+        free(vecs);
+        return cdb_seterr(CDB_NOTFOUND, "no vectors to index yet (ingest some photos first)");
+    }
+    rc = cdb_index_build_arrays(&p, ids, vecs, n, &ix);
+    free(ids);
+    free(vecs);
+    if (rc != CDB_OK) return rc;
+    cdb_index_set_watermark(ix, (uint64_t)gen);
+    snprintf(dir, sizeof dir, "%s/index", cdb_db_dir(db));
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        cdb_index_free(ix);
+        return cdb_seterr(CDB_IO, "mkdir %s: %s", dir, strerror(errno));
+    }
+    cli_index_path(db, model_id, path, sizeof path);
+    rc = cdb_index_save(ix, path);
+    if (rc == CDB_OK) {
+        res->action = 2;
+        res->n_vectors = cdb_index_count(ix);
+        cdb_index_get_info(ix, &res->info);
+    }
+    res->seconds = (double)(cdb_now_ns() - t0) / 1e9;
+    cdb_index_free(ix);
+    return rc;
+}
+
+cdb_status cli_index_refresh(struct cdb_db *db, int64_t model_id, int dim, int force_rebuild,
+                             cli_index_result *res) {
+    char path[4096];
+    cdb_index *ix = NULL;
+    cdb_index_params p = cdb_index_params_default();
+    cdb_index_refresh_action act = CDB_INDEX_REFRESH_REBUILD;
+    cdb_db_counts counts;
+    int64_t *added = NULL, *removed = NULL, gen = 0, n_uncov = 0, n_stale = 0;
+    size_t n_added = 0, n_removed = 0;
+    uint64_t wm;
+    cdb_status rc;
+    int64_t t0 = cdb_now_ns();
+    memset(res, 0, sizeof *res);
+    p.dim = dim;
+    cli_index_path(db, model_id, path, sizeof path);
+    rc = cdb_index_load(path, &ix);
+    if (rc != CDB_OK && rc != CDB_NOTFOUND) {
+        /* a damaged index is rebuilt, never fatal: the store is the truth */
+        CDB_LOG_WARN("index %s unusable (%s); rebuilding", path, cdb_errmsg());
+        ix = NULL;
+    }
+    if ((rc = cdb_db_get_counts(db, model_id, &counts)) != CDB_OK) goto done;
+    if ((rc = cdb_db_generation(db, &gen)) != CDB_OK) goto done;
+    if (counts.n_vectors == 0 && !ix) {
+        res->action = 0;
+        snprintf(res->why, sizeof res->why, "no vectors yet");
+        goto done;
+    }
+    wm = ix ? cdb_index_watermark(ix) : 0;
+    if (ix && !force_rebuild) {
+        if ((rc = cli_ids_since(db, model_id, (int64_t)wm, 0, &added, &n_added)) != CDB_OK ||
+            (rc = cli_ids_since(db, model_id, (int64_t)wm, 1, &removed, &n_removed)) != CDB_OK)
+            goto done;
+        for (size_t i = 0; i < n_added; i++)
+            if (!cdb_index_covers(ix, added[i])) n_uncov++;
+        for (size_t i = 0; i < n_removed; i++)
+            if (cdb_index_covers(ix, removed[i])) n_stale++;
+        rc = cdb_index_refresh_decide(ix, &p, counts.n_vectors, n_uncov, n_stale, &act, res->why,
+                                      sizeof res->why);
+        if (rc != CDB_OK) goto done;
+    } else {
+        snprintf(res->why, sizeof res->why, "%s", force_rebuild ? "full rebuild asked" : "no index yet");
+    }
+    if (act == CDB_INDEX_REFRESH_NONE) {
+        res->action = 0;
+        res->n_vectors = cdb_index_count(ix);
+        cdb_index_get_info(ix, &res->info);
+    } else if (act == CDB_INDEX_REFRESH_ADD && n_added) {
+        uint16_t *vecs = malloc(sizeof *vecs * n_added * (size_t)dim);
+        uint8_t *found = malloc(n_added);
+        int64_t *keep = malloc(sizeof *keep * n_added);
+        size_t nk = 0;
+        cli_fetch_ctx fc = {db, model_id, dim};
+        if (!vecs || !found || !keep) {
+            rc = cdb_seterr(CDB_NOMEM, "out of memory refreshing the index");
+        } else if ((rc = cli_fetch_vectors(&fc, added, n_added, vecs, found)) == CDB_OK) {
+            for (size_t i = 0; i < n_added; i++) /* compact to the ids still stored */
+                if (found[i]) {
+                    if (nk != i) memmove(vecs + nk * (size_t)dim, vecs + i * (size_t)dim,
+                                         sizeof *vecs * (size_t)dim);
+                    keep[nk++] = added[i];
+                }
+            rc = cdb_index_add(ix, keep, vecs, (int64_t)nk);
+            if (rc == CDB_OK) {
+                cdb_index_set_watermark(ix, (uint64_t)gen);
+                rc = cdb_index_save(ix, path);
+            }
+            res->action = 1;
+            res->n_added = (int64_t)nk;
+            res->n_vectors = cdb_index_count(ix);
+            cdb_index_get_info(ix, &res->info);
+        }
+        free(vecs);
+        free(found);
+        free(keep);
+    } else if (act == CDB_INDEX_REFRESH_ADD) { /* only removals: move the watermark */
+        cdb_index_set_watermark(ix, (uint64_t)gen);
+        rc = cdb_index_save(ix, path);
+        res->action = 1;
+        res->n_vectors = cdb_index_count(ix);
+        cdb_index_get_info(ix, &res->info);
+    } else {
+        char why[256];
+        snprintf(why, sizeof why, "%s", res->why);
+        rc = cli_index_build(db, model_id, dim, CDB_INDEX_AUTO, res);
+        snprintf(res->why, sizeof res->why, "%s", why);
+    }
+done:
+    if (!res->seconds) res->seconds = (double)(cdb_now_ns() - t0) / 1e9;
+    cdb_index_free(ix);
+    free(added);
+    free(removed);
+    return rc;
+}
+
+#endif /* CDB_CLI_HAVE_DB && CDB_CLI_HAVE_INDEX */

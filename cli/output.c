@@ -1,0 +1,378 @@
+/*
+** output.c: everything clipdb says that is not a command's result: error, warning
+** and hint lines (`clipdb: error: <what> (<why>)`), colors (stderr on a terminal,
+** never with NO_COLOR), the live progress line, number formatting, and a small
+** streaming JSON writer.
+**
+** JSON and non-UTF-8: strings are emitted as valid UTF-8 JSON; a byte sequence
+** that is not valid UTF-8 becomes U+FFFD. Paths are where that matters, so
+** cli_json_path() also writes "<key>_b64" with the exact bytes (base64, RFC 4648)
+** whenever the path is not valid UTF-8. A consumer that needs exact paths uses
+** <key>_b64 when present, else <key>.
+*/
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+
+static int g_quiet, g_tty, g_color;
+
+void cli_output_init(int quiet) {
+    const char *nc = getenv("NO_COLOR");
+    const char *term = getenv("TERM");
+    g_quiet = quiet;
+    g_tty = isatty(STDERR_FILENO);
+    g_color = g_tty && !(nc && *nc) && !(term && !strcmp(term, "dumb"));
+}
+
+int cli_quiet(void) { return g_quiet; }
+int cli_stderr_is_tty(void) { return g_tty; }
+
+static void vline(const char *tag, const char *color, const char *fmt, va_list ap) {
+    if (g_color)
+        fprintf(stderr, "clipdb: %s%s:\033[0m ", color, tag);
+    else
+        fprintf(stderr, "clipdb: %s: ", tag);
+    vfprintf(stderr, fmt, ap);
+}
+
+int cli_error(const char *why, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vline("error", "\033[1;31m", fmt, ap);
+    va_end(ap);
+    if (why && *why) fprintf(stderr, " (%s)", why);
+    fputc('\n', stderr);
+    return CLI_EXIT_FAIL;
+}
+
+int cli_error_status(cdb_status rc, const char *fmt, ...) {
+    const char *why = cdb_errmsg();
+    va_list ap;
+    if (!why || !*why) why = cdb_status_str(rc);
+    va_start(ap, fmt);
+    vline("error", "\033[1;31m", fmt, ap);
+    va_end(ap);
+    fprintf(stderr, " (%s)\n", why);
+    return CLI_EXIT_FAIL;
+}
+
+void cli_warn(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vline("warning", "\033[1;33m", fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+void cli_hint(const char *fmt, ...) {
+    va_list ap;
+    fputs(g_color ? "\033[36mhint:\033[0m " : "hint: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+int cli_usage_error(const char *cmd, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vline("error", "\033[1;31m", fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    cli_print_usage_lines(stderr, cmd);
+    fprintf(stderr, "Run 'clipdb %s%s--help' for more.\n", cmd ? cmd : "", cmd ? " " : "");
+    return CLI_EXIT_USAGE;
+}
+
+int cli_not_available(const char *cmd, const char *what) {
+    return cli_error(what, "'clipdb %s' is not available in this build yet", cmd);
+}
+
+/* ---- numbers ------------------------------------------------------------------------ */
+
+const char *cli_fmt_count(int64_t n, char *buf, size_t size) {
+    char tmp[32];
+    int len, neg = n < 0, o = 0;
+    uint64_t u = neg ? (uint64_t)(-(n + 1)) + 1 : (uint64_t)n;
+    len = snprintf(tmp, sizeof tmp, "%llu", (unsigned long long)u);
+    char out[48];
+    if (neg) out[o++] = '-';
+    for (int i = 0; i < len; i++) {
+        if (i && (len - i) % 3 == 0) out[o++] = ',';
+        out[o++] = tmp[i];
+    }
+    out[o] = '\0';
+    snprintf(buf, size, "%s", out);
+    return buf;
+}
+
+const char *cli_fmt_duration(double s, char *buf, size_t size) {
+    if (!(s >= 0) || s > 1e9) snprintf(buf, size, "?");
+    else if (s < 10) snprintf(buf, size, "%.1f s", s);
+    else if (s < 60) snprintf(buf, size, "%.0f s", s);
+    else if (s < 3600) snprintf(buf, size, "%d min %02d s", (int)s / 60, (int)s % 60);
+    else snprintf(buf, size, "%d h %02d min", (int)s / 3600, ((int)s % 3600) / 60);
+    return buf;
+}
+
+const char *cli_fmt_bytes(int64_t n, char *buf, size_t size) {
+    static const char *units[] = {"B", "KB", "MB", "GB", "TB", "PB"};
+    double v = (double)n;
+    int u = 0;
+    while (v >= 1000.0 && u < 5) {
+        v /= 1000.0;
+        u++;
+    }
+    if (u == 0) snprintf(buf, size, "%lld B", (long long)n);
+    else snprintf(buf, size, "%.1f %s", v, units[u]);
+    return buf;
+}
+
+/* ---- progress ----------------------------------------------------------------------- */
+
+void cli_progress_start(cli_progress *p, const char *label, int64_t total) {
+    memset(p, 0, sizeof *p);
+    p->label = label;
+    p->total = total;
+    p->t0_ns = cdb_now_ns();
+    p->live = g_tty && !g_quiet;
+}
+
+static void draw(cli_progress *p, int64_t now) {
+    char done[32], total[32], eta[32], errs[32];
+    double el = (double)(now - p->t0_ns) / 1e9;
+    double rate = el > 0 ? (double)p->done / el : 0;
+    fprintf(stderr, "\r\033[K%s: %s", p->label, cli_fmt_count(p->done, done, sizeof done));
+    if (p->total >= 0) {
+        fprintf(stderr, "/%s", cli_fmt_count(p->total, total, sizeof total));
+        if (p->total > 0)
+            fprintf(stderr, " (%d%%)", (int)(100.0 * (double)p->done / (double)p->total));
+    }
+    fprintf(stderr, ", %.1f files/s", rate);
+    if (p->total >= 0 && rate > 0 && p->done > 0)
+        fprintf(stderr, ", ETA %s",
+                cli_fmt_duration((double)(p->total - p->done) / rate, eta, sizeof eta));
+    if (p->errors)
+        fprintf(stderr, ", %s error%s", cli_fmt_count(p->errors, errs, sizeof errs),
+                p->errors == 1 ? "" : "s");
+    fflush(stderr);
+    p->drawn = 1;
+    p->last_draw_ns = now;
+}
+
+void cli_progress_update(cli_progress *p) {
+    int64_t now;
+    if (!p->live) return;
+    now = cdb_now_ns();
+    if (p->drawn && now - p->last_draw_ns < 100000000LL) return;
+    draw(p, now);
+}
+
+void cli_progress_end(cli_progress *p) {
+    if (p->live && p->drawn) {
+        fputs("\r\033[K", stderr);
+        fflush(stderr);
+    }
+    p->drawn = 0;
+}
+
+/* ---- JSON --------------------------------------------------------------------------- */
+
+/* Length of the valid UTF-8 sequence at s (1..4), or 0 if invalid (overlongs,
+** surrogates and code points above U+10FFFF are invalid). */
+static size_t utf8_seq(const unsigned char *s, size_t n) {
+    unsigned c = s[0];
+    if (c < 0x80) return 1;
+    if (c >= 0xC2 && c <= 0xDF) return n >= 2 && (s[1] & 0xC0) == 0x80 ? 2 : 0;
+    if (c >= 0xE0 && c <= 0xEF) {
+        if (n < 3 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80) return 0;
+        if (c == 0xE0 && s[1] < 0xA0) return 0; /* overlong */
+        if (c == 0xED && s[1] >= 0xA0) return 0; /* surrogate */
+        return 3;
+    }
+    if (c >= 0xF0 && c <= 0xF4) {
+        if (n < 4 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80 || (s[3] & 0xC0) != 0x80)
+            return 0;
+        if (c == 0xF0 && s[1] < 0x90) return 0;  /* overlong */
+        if (c == 0xF4 && s[1] >= 0x90) return 0; /* > U+10FFFF */
+        return 4;
+    }
+    return 0;
+}
+
+int cli_utf8_valid(const char *s, size_t n) {
+    const unsigned char *u = (const unsigned char *)s;
+    size_t i = 0;
+    while (i < n) {
+        size_t k = utf8_seq(u + i, n - i);
+        if (!k) return 0;
+        i += k;
+    }
+    return 1;
+}
+
+void cli_json_write_string(FILE *f, const char *s, size_t n) {
+    const unsigned char *u = (const unsigned char *)s;
+    size_t i = 0;
+    fputc('"', f);
+    while (i < n) {
+        unsigned c = u[i];
+        size_t k;
+        switch (c) {
+        case '"': fputs("\\\"", f); i++; continue;
+        case '\\': fputs("\\\\", f); i++; continue;
+        case '\n': fputs("\\n", f); i++; continue;
+        case '\r': fputs("\\r", f); i++; continue;
+        case '\t': fputs("\\t", f); i++; continue;
+        case '\b': fputs("\\b", f); i++; continue;
+        case '\f': fputs("\\f", f); i++; continue;
+        default: break;
+        }
+        if (c < 0x20 || c == 0x7F) {
+            fprintf(f, "\\u%04x", c);
+            i++;
+            continue;
+        }
+        k = utf8_seq(u + i, n - i);
+        if (!k) {
+            fputs("\xEF\xBF\xBD", f); /* U+FFFD for one invalid byte */
+            i++;
+            continue;
+        }
+        fwrite(u + i, 1, k, f);
+        i += k;
+    }
+    fputc('"', f);
+}
+
+void cli_json_init(cli_json *j, FILE *f, int pretty) {
+    memset(j, 0, sizeof *j);
+    j->f = f;
+    j->pretty = pretty;
+}
+
+static void indent(cli_json *j) {
+    if (!j->pretty) return;
+    fputc('\n', j->f);
+    for (int i = 0; i < j->depth; i++) fputs("  ", j->f);
+}
+
+/* Before any value: a comma if needed, then a newline+indent (not after a key). */
+static void pre_value(cli_json *j) {
+    if (j->after_key) {
+        j->after_key = 0;
+        return;
+    }
+    if (j->depth > 0) {
+        if (j->need_comma[j->depth]) fputc(',', j->f);
+        j->need_comma[j->depth] = 1;
+        indent(j);
+    }
+}
+
+static void open_(cli_json *j, int ch) {
+    pre_value(j);
+    fputc(ch, j->f);
+    if (j->depth < 63) j->depth++;
+    j->need_comma[j->depth] = 0;
+}
+
+static void close_(cli_json *j, int ch) {
+    int had = j->need_comma[j->depth];
+    if (j->depth > 0) j->depth--;
+    if (had) indent(j);
+    fputc(ch, j->f);
+}
+
+void cli_json_begin_object(cli_json *j) { open_(j, '{'); }
+void cli_json_end_object(cli_json *j) { close_(j, '}'); }
+void cli_json_begin_array(cli_json *j) { open_(j, '['); }
+void cli_json_end_array(cli_json *j) { close_(j, ']'); }
+
+void cli_json_key(cli_json *j, const char *key) {
+    pre_value(j);
+    cli_json_write_string(j->f, key, strlen(key));
+    fputs(j->pretty ? ": " : ":", j->f);
+    j->after_key = 1;
+}
+
+void cli_json_strn(cli_json *j, const char *s, size_t n) {
+    pre_value(j);
+    cli_json_write_string(j->f, s, n);
+}
+
+void cli_json_str(cli_json *j, const char *s) {
+    if (!s) {
+        cli_json_null(j);
+        return;
+    }
+    cli_json_strn(j, s, strlen(s));
+}
+
+void cli_json_int(cli_json *j, int64_t v) {
+    pre_value(j);
+    fprintf(j->f, "%lld", (long long)v);
+}
+
+void cli_json_num(cli_json *j, double v, int decimals) {
+    pre_value(j);
+    if (!isfinite(v)) fputs("null", j->f);
+    else fprintf(j->f, "%.*f", decimals, v);
+}
+
+/* Always written as a JSON real ("1.0", never "1"), so a score of exactly 1 still
+** reads back as a floating-point number in typed parsers. */
+void cli_json_float(cli_json *j, float v) {
+    char buf[64];
+    pre_value(j);
+    if (!isfinite(v)) {
+        fputs("null", j->f);
+        return;
+    }
+    snprintf(buf, sizeof buf, "%.9g", (double)v);
+    fputs(buf, j->f);
+    if (!strpbrk(buf, ".eE")) fputs(".0", j->f);
+}
+
+void cli_json_bool(cli_json *j, int v) {
+    pre_value(j);
+    fputs(v ? "true" : "false", j->f);
+}
+
+void cli_json_null(cli_json *j) {
+    pre_value(j);
+    fputs("null", j->f);
+}
+
+static void write_b64(FILE *f, const unsigned char *s, size_t n) {
+    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    fputc('"', f);
+    for (size_t i = 0; i < n; i += 3) {
+        unsigned v = (unsigned)s[i] << 16;
+        if (i + 1 < n) v |= (unsigned)s[i + 1] << 8;
+        if (i + 2 < n) v |= s[i + 2];
+        fputc(tab[(v >> 18) & 63], f);
+        fputc(tab[(v >> 12) & 63], f);
+        fputc(i + 1 < n ? tab[(v >> 6) & 63] : '=', f);
+        fputc(i + 2 < n ? tab[v & 63] : '=', f);
+    }
+    fputc('"', f);
+}
+
+void cli_json_path(cli_json *j, const char *key, const char *path) {
+    size_t n = path ? strlen(path) : 0;
+    char k2[128];
+    cli_json_key(j, key);
+    cli_json_str(j, path);
+    if (path && !cli_utf8_valid(path, n)) {
+        snprintf(k2, sizeof k2, "%s_b64", key);
+        cli_json_key(j, k2);
+        pre_value(j);
+        write_b64(j->f, (const unsigned char *)path, n);
+    }
+}
+
+void cli_json_done(cli_json *j) { fputc('\n', j->f); }

@@ -1,0 +1,89 @@
+/*
+** queue.c: a bounded, blocking FIFO of pointers connecting the pipeline's stages.
+** push blocks while full, pop blocks while empty; after close, push fails and pop
+** drains what is left then returns NULL. The bound is what keeps ingest memory
+** flat however large the library is.
+*/
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "cli/cli.h"
+
+struct cli_queue {
+    pthread_mutex_t mu;
+    pthread_cond_t not_empty, not_full;
+    void **items;
+    int cap, head, n, closed;
+};
+
+cli_queue *cli_queue_new(int cap) {
+    cli_queue *q = calloc(1, sizeof *q);
+    if (!q) return NULL;
+    if (!(q->items = calloc((size_t)cap, sizeof *q->items))) {
+        free(q);
+        return NULL;
+    }
+    q->cap = cap;
+    pthread_mutex_init(&q->mu, NULL);
+    pthread_cond_init(&q->not_empty, NULL);
+    pthread_cond_init(&q->not_full, NULL);
+    return q;
+}
+
+void cli_queue_free(cli_queue *q) {
+    if (!q) return;
+    pthread_mutex_destroy(&q->mu);
+    pthread_cond_destroy(&q->not_empty);
+    pthread_cond_destroy(&q->not_full);
+    free(q->items);
+    free(q);
+}
+
+int cli_queue_push(cli_queue *q, void *item) {
+    pthread_mutex_lock(&q->mu);
+    while (q->n == q->cap && !q->closed) pthread_cond_wait(&q->not_full, &q->mu);
+    if (q->closed) {
+        pthread_mutex_unlock(&q->mu);
+        return -1;
+    }
+    q->items[(q->head + q->n) % q->cap] = item;
+    q->n++;
+    pthread_cond_signal(&q->not_empty);
+    pthread_mutex_unlock(&q->mu);
+    return 0;
+}
+
+void *cli_queue_pop(cli_queue *q) {
+    void *item = NULL;
+    pthread_mutex_lock(&q->mu);
+    while (q->n == 0 && !q->closed) pthread_cond_wait(&q->not_empty, &q->mu);
+    if (q->n > 0) {
+        item = q->items[q->head];
+        q->head = (q->head + 1) % q->cap;
+        q->n--;
+        pthread_cond_signal(&q->not_full);
+    }
+    pthread_mutex_unlock(&q->mu);
+    return item;
+}
+
+void *cli_queue_try_pop(cli_queue *q) {
+    void *item = NULL;
+    pthread_mutex_lock(&q->mu);
+    if (q->n > 0) {
+        item = q->items[q->head];
+        q->head = (q->head + 1) % q->cap;
+        q->n--;
+        pthread_cond_signal(&q->not_full);
+    }
+    pthread_mutex_unlock(&q->mu);
+    return item;
+}
+
+void cli_queue_close(cli_queue *q) {
+    pthread_mutex_lock(&q->mu);
+    q->closed = 1;
+    pthread_cond_broadcast(&q->not_empty);
+    pthread_cond_broadcast(&q->not_full);
+    pthread_mutex_unlock(&q->mu);
+}

@@ -1,0 +1,347 @@
+/*
+** usage.c: the --help text of every clipdb command. These texts are the CLI's
+** spec: tests/cli/golden/<command>.txt holds the expected output of
+** `clipdb <command> --help`, so a change here is a deliberate, reviewed change.
+** The first paragraph of each text ("usage: ..." lines) is also what a usage
+** error prints.
+*/
+#include <string.h>
+
+#include "cli/cli.h"
+
+static const char help_main[] =
+    "usage: clipdb <command> [options] [args]\n"
+    "       clipdb --version | --help\n"
+    "\n"
+    "A photo search database with a built-in CLIP encoder.\n"
+    "\n"
+    "Database commands:\n"
+    "  init        create a database bound to a model\n"
+    "  ingest      add photos (folders or files) to the database\n"
+    "  search      find the photos that best match a text or an image\n"
+    "  reindex     rescan every ingested folder and apply the changes (nightly job)\n"
+    "  index       build or describe the vector index (index build | index info)\n"
+    "  stats       files by state, vectors per model, shards, index, disk use\n"
+    "  verify      check that every file has exactly one valid vector\n"
+    "  errors      list the files that could not be ingested, and why\n"
+    "  export      write paths, ids and vectors out (npy or jsonl)\n"
+    "\n"
+    "Encoder commands:\n"
+    "  models      describe the model (by default the bundled one)\n"
+    "  tokenize    print the token ids of texts\n"
+    "  embed       compute embeddings of texts and images\n"
+    "  preprocess  write the model's input tensor for an image (.npy)\n"
+    "\n"
+    "Other commands:\n"
+    "  demo        generate a photo library, ingest it, search it, score the hits\n"
+    "  help        show the help of a command (same as: clipdb <command> --help)\n"
+    "  version     print the version and the compute backends\n"
+    "\n"
+    "Global options (before the command):\n"
+    "  --db DIR      the database directory (default: $CLIPDB_DB, else ./clipdb)\n"
+    "  -q, --quiet   no progress line\n"
+    "  -h, --help    show this help\n"
+    "  --version     same as 'clipdb version'\n"
+    "\n"
+    "Environment:\n"
+    "  CLIPDB_DB       database directory when --db is not given\n"
+    "  CLIPDB_MODEL    model folder or .safetensors file when --model is not given\n"
+    "  CLIPDB_DEVICE   auto, cpu or cuda when --device is not given\n"
+    "  CLIPDB_THREADS  default number of threads\n"
+    "  CLIPDB_LOG      log level on stderr: debug, info, warn (default), error, off\n"
+    "  NO_COLOR        when set, no colors on stderr\n"
+    "\n"
+    "Exit status:\n"
+    "  0    success\n"
+    "  1    failure: the command could not do its job\n"
+    "  2    usage error: unknown option, missing or bad argument\n"
+    "  3    partial success: some files failed (listed by 'clipdb errors')\n"
+    "  130  interrupted (Ctrl-C): stopped after the current batch, work kept\n"
+    "\n"
+    "Run 'clipdb <command> --help' for the options of a command.\n";
+
+static const char help_init[] =
+    "usage: clipdb init [--db DIR] [--model PATH]\n"
+    "\n"
+    "Creates an empty database in DIR, bound to a model: the model given, else\n"
+    "$CLIPDB_MODEL, else the bundled default. Fails if DIR already holds one.\n"
+    "\n"
+    "Options:\n"
+    "  --db DIR        where to create it (default: $CLIPDB_DB, else ./clipdb)\n"
+    "  --model PATH    model folder or .safetensors file\n"
+    "  -q, --quiet     print nothing on success\n"
+    "  -h, --help      show this help\n";
+
+static const char help_ingest[] =
+    "usage: clipdb ingest [options] PATH...\n"
+    "\n"
+    "Adds the images under each PATH (folders, walked recursively, or single\n"
+    "files) to the database. Images are recognized by content as well as by\n"
+    "extension. Unchanged files are skipped without being read, changed ones are\n"
+    "re-encoded, moved ones keep their vectors, deleted ones are marked deleted.\n"
+    "Files that look like images but cannot be used are recorded as errors\n"
+    "('clipdb errors'); other files are skipped and counted, and so are hidden\n"
+    "files and folders (names starting with '.') and the database's own folder.\n"
+    "A PATH inside a folder ingested before updates just that part of it.\n"
+    "\n"
+    "Options:\n"
+    "  --db DIR              the database (default: $CLIPDB_DB, else ./clipdb)\n"
+    "  --model PATH          encode with this model (default: the database's)\n"
+    "  --device auto|cpu|cuda  where to run the encoder (default: $CLIPDB_DEVICE, else auto)\n"
+    "  --batch N             images per encoder batch (default: 32)\n"
+    "  --threads N           reader/decoder threads (default: the number of cores)\n"
+    "  --follow-symlinks     follow symbolic links (loops are detected)\n"
+    "  --no-exif             ignore EXIF orientation\n"
+    "  --wait                wait for another writer to finish instead of failing\n"
+    "  --json                print the summary as JSON\n"
+    "  -q, --quiet           no progress line\n"
+    "  -h, --help            show this help\n"
+    "\n"
+    "Ctrl-C stops after the current batch; everything ingested so far is kept.\n"
+    "Exit status: 0 all files processed, 3 some files failed, 1 the run failed,\n"
+    "130 interrupted.\n";
+
+static const char help_search[] =
+    "usage: clipdb search [options] QUERY...\n"
+    "       clipdb search [options] --image PATH [QUERY...]\n"
+    "\n"
+    "Prints the images that best match the query, best first: one line per hit\n"
+    "with the rank, the score (cosine similarity, 4 decimals) and the path.\n"
+    "The words of QUERY are joined with spaces. Terms separated by ' + ' and ' - '\n"
+    "are added and subtracted: \"beach + sunset - people\". A term may carry a\n"
+    "weight: \"2*beach + sunset\".\n"
+    "\n"
+    "Options:\n"
+    "  --db DIR           the database (default: $CLIPDB_DB, else ./clipdb)\n"
+    "  -k N               number of hits (default: 10)\n"
+    "  --image PATH       query by example image (repeatable; adds to the text)\n"
+    "  --not TEXT         push results away from TEXT (repeatable)\n"
+    "  --min-score S      drop hits scoring below S\n"
+    "  --under PREFIX     only files in the folder PREFIX, or whose path starts\n"
+    "                     with PREFIX (relative paths are taken from here)\n"
+    "  --sort score|time  order hits by score (default) or by file time, newest first\n"
+    "  --model PATH       the model whose vectors to search (default: the database's)\n"
+    "  --device auto|cpu|cuda  where to run the encoder\n"
+    "  --no-exif          ignore EXIF orientation of --image files\n"
+    "  --json             print one JSON document\n"
+    "  --paths            print bare paths, one per line\n"
+    "  -0, --null         with --paths: end each path with NUL instead of newline\n"
+    "  -h, --help         show this help\n"
+    "\n"
+    "Exit status: 0 (also when nothing matched), 1 failure, 2 usage error.\n";
+
+static const char help_reindex[] =
+    "usage: clipdb reindex [--db DIR] [--full] [--json] [options]\n"
+    "\n"
+    "The nightly job: rescans every folder ever ingested, encodes only what is\n"
+    "new or changed, keeps the vectors of moved files, marks deleted files, then\n"
+    "refreshes the index. Safe to run from cron (no terminal needed) and to rerun\n"
+    "after a crash or kill. Prints a summary: added, changed, moved, deleted,\n"
+    "errors, duration. A folder that is missing or empty (an unmounted drive)\n"
+    "keeps its files, with a warning and exit status 3.\n"
+    "\n"
+    "Options:\n"
+    "  --db DIR              the database (default: $CLIPDB_DB, else ./clipdb)\n"
+    "  --full                re-hash every file and rebuild the index from scratch\n"
+    "  --device auto|cpu|cuda  where to run the encoder\n"
+    "  --batch N             images per encoder batch (default: 32)\n"
+    "  --threads N           reader/decoder threads (default: the number of cores)\n"
+    "  --wait                wait for another writer to finish instead of failing\n"
+    "  --json                print the summary as JSON\n"
+    "  -q, --quiet           no progress line\n"
+    "  -h, --help            show this help\n"
+    "\n"
+    "Crontab example (every night at 03:00):\n"
+    "  0 3 * * *  clipdb reindex --db /srv/photos.clipdb --quiet >>/var/log/clipdb.log 2>&1\n"
+    "\n"
+    "Exit status: 0 all files processed, 3 some files failed, 1 the run failed,\n"
+    "130 interrupted.\n";
+
+static const char help_index[] =
+    "usage: clipdb index build [--db DIR] [--model PATH] [--type TYPE]\n"
+    "       clipdb index info [--db DIR] [--json]\n"
+    "\n"
+    "build: (re)builds the vector index of a model from the stored vectors and\n"
+    "swaps it in atomically. 'auto' picks by size: exact (flat) for small\n"
+    "databases, HNSW or IVF for large ones. Searches always re-rank exactly.\n"
+    "info: the index of each model: type, vectors covered, size, age.\n"
+    "\n"
+    "Options:\n"
+    "  --db DIR       the database (default: $CLIPDB_DB, else ./clipdb)\n"
+    "  --model PATH   which model's index (default: the database's)\n"
+    "  --type TYPE    auto (default), flat, hnsw, ivf-sq or ivf-pq\n"
+    "  --json         print JSON (info)\n"
+    "  -q, --quiet    no progress line\n"
+    "  -h, --help     show this help\n";
+
+static const char help_stats[] =
+    "usage: clipdb stats [--db DIR] [--json]\n"
+    "\n"
+    "Files by state (ok, pending, error, deleted), vectors per model, shards,\n"
+    "index type and coverage, disk use.\n"
+    "\n"
+    "Options:\n"
+    "  --db DIR     the database (default: $CLIPDB_DB, else ./clipdb)\n"
+    "  --json       print one JSON document\n"
+    "  -h, --help   show this help\n";
+
+static const char help_verify[] =
+    "usage: clipdb verify [--db DIR] [--json]\n"
+    "\n"
+    "Checks that every ok file has exactly one vector of the right size and unit\n"
+    "norm, that no vector is orphaned, and that each index covers what it claims.\n"
+    "Prints the problems found, one per line.\n"
+    "\n"
+    "Options:\n"
+    "  --db DIR     the database (default: $CLIPDB_DB, else ./clipdb)\n"
+    "  --json       print one JSON document\n"
+    "  -q, --quiet  print nothing when all is well\n"
+    "  -h, --help   show this help\n"
+    "\n"
+    "Exit status: 0 no problem, 1 problems found (or the check failed).\n";
+
+static const char help_errors[] =
+    "usage: clipdb errors [--db DIR] [--json]\n"
+    "\n"
+    "Lists the files that could not be ingested (unreadable, truncated, corrupt,\n"
+    "unsupported, too large) with the reason, one per line: path, tab, reason.\n"
+    "They are retried only when they change.\n"
+    "\n"
+    "Options:\n"
+    "  --db DIR     the database (default: $CLIPDB_DB, else ./clipdb)\n"
+    "  --json       print one JSON document\n"
+    "  -0, --null   end each line with NUL instead of newline\n"
+    "  -h, --help   show this help\n";
+
+static const char help_export[] =
+    "usage: clipdb export [--db DIR] [--model PATH] [--format npy|jsonl]\n"
+    "                     [--dtype fp16|fp32] --out DIR\n"
+    "\n"
+    "Writes the vectors of every ok file with their ids and paths, so they can be\n"
+    "used elsewhere. npy: DIR/vectors.npy (N x dim), DIR/ids.npy (int64) and\n"
+    "DIR/paths.txt (one per line, in the same order). jsonl: DIR/vectors.jsonl,\n"
+    "one {\"id\", \"path\", \"vector\"} object per line.\n"
+    "\n"
+    "Options:\n"
+    "  --db DIR             the database (default: $CLIPDB_DB, else ./clipdb)\n"
+    "  --model PATH         which model's vectors (default: the database's)\n"
+    "  --format npy|jsonl   output format (default: npy)\n"
+    "  --dtype fp16|fp32    fp16 exactly as stored (default), or fp32\n"
+    "  --out DIR            output folder (created if needed)\n"
+    "  -q, --quiet          no progress line\n"
+    "  -h, --help           show this help\n";
+
+static const char help_models[] =
+    "usage: clipdb models [--model PATH] [--json]\n"
+    "\n"
+    "Describes a model: where it was found, architecture, embedding size,\n"
+    "tokenizer, preprocessing, weights. With no --model, the one clipdb uses by\n"
+    "default ($CLIPDB_MODEL, else the bundled model, which only knows the\n"
+    "generated shapes world).\n"
+    "\n"
+    "Options:\n"
+    "  --model PATH   model folder or .safetensors file\n"
+    "  --json         print one JSON document\n"
+    "  -h, --help     show this help\n";
+
+static const char help_tokenize[] =
+    "usage: clipdb tokenize [--model PATH] [--json] [--verbose] TEXT...\n"
+    "\n"
+    "Prints, for each TEXT, the token ids the text tower sees: start token, BPE\n"
+    "ids, end token, zero padding to the model's context length (77 for CLIP).\n"
+    "One line per text, ids separated by spaces.\n"
+    "\n"
+    "Options:\n"
+    "  --model PATH   whose tokenizer (default: $CLIPDB_MODEL, else the bundled model)\n"
+    "  --json         print one JSON document\n"
+    "  --verbose      also print the cleaned text and each token's string\n"
+    "  -h, --help     show this help\n";
+
+static const char help_embed[] =
+    "usage: clipdb embed [--model PATH] (--text TEXT | --image PATH)...\n"
+    "                    [--format json|npy] [--raw] [--out FILE]\n"
+    "\n"
+    "Computes fp32 embeddings, one row per --text / --image in the order given,\n"
+    "L2-normalized unless --raw.\n"
+    "\n"
+    "Options:\n"
+    "  --model PATH           default: $CLIPDB_MODEL, else the bundled model\n"
+    "  --text TEXT            a text to embed (repeatable)\n"
+    "  --image PATH           an image file to embed (repeatable)\n"
+    "  --format json|npy      json (default): {\"model\", \"dim\", \"embeddings\": [...]};\n"
+    "                         npy: an N x dim float32 array (needs --out)\n"
+    "  --raw                  do not L2-normalize\n"
+    "  --out FILE             write to FILE instead of stdout\n"
+    "  --device auto|cpu|cuda where to run the encoder\n"
+    "  --no-exif              ignore EXIF orientation\n"
+    "  -h, --help             show this help\n";
+
+static const char help_preprocess[] =
+    "usage: clipdb preprocess [--model PATH] IMAGE --out FILE.npy [--no-exif]\n"
+    "\n"
+    "Decodes IMAGE and applies the model's preprocessing (bicubic resize of the\n"
+    "short side, center crop, normalization), writing the 3 x H x W float32\n"
+    "tensor the image tower sees as a .npy file.\n"
+    "\n"
+    "Options:\n"
+    "  --model PATH   default: $CLIPDB_MODEL, else the bundled model\n"
+    "  --out FILE     the .npy file to write\n"
+    "  --no-exif      ignore EXIF orientation (as the reference CLIP does)\n"
+    "  -h, --help     show this help\n";
+
+static const char help_demo[] =
+    "usage: clipdb demo [DIR] [options]\n"
+    "\n"
+    "Shows clipdb's whole job on a machine with nothing downloaded: generates a\n"
+    "library of shape images with known captions in DIR (default: a new temporary\n"
+    "folder), creates a database there, ingests it, builds the index, runs a few\n"
+    "text queries, prints the hits with their scores and whether each truly\n"
+    "matches, then the precision.\n"
+    "\n"
+    "Options:\n"
+    "  --count N      images to generate (default: 500)\n"
+    "  --seed N       world seed (default: 1)\n"
+    "  -k N           hits shown per query (default: 5)\n"
+    "  --model PATH   default: $CLIPDB_MODEL, else the bundled model\n"
+    "  --threads N    decoder threads (default: the number of cores)\n"
+    "  --device auto|cpu|cuda  where to run the encoder\n"
+    "  -q, --quiet    no progress line\n"
+    "  -h, --help     show this help\n";
+
+static const char help_version[] =
+    "usage: clipdb version\n"
+    "       clipdb --version\n"
+    "\n"
+    "Prints clipdb's version, the CPU kernels in use and whether CUDA is built\n"
+    "and usable.\n";
+
+static const char help_help[] =
+    "usage: clipdb help [COMMAND]\n"
+    "\n"
+    "Shows the help of COMMAND, or the list of commands.\n";
+
+static const struct {
+    const char *cmd;
+    const char *text;
+} g_help[] = {
+    {"init", help_init},         {"ingest", help_ingest},   {"search", help_search},
+    {"reindex", help_reindex},   {"index", help_index},     {"stats", help_stats},
+    {"verify", help_verify},     {"errors", help_errors},   {"export", help_export},
+    {"models", help_models},     {"tokenize", help_tokenize}, {"embed", help_embed},
+    {"preprocess", help_preprocess}, {"demo", help_demo},   {"version", help_version},
+    {"help", help_help},
+};
+
+const char *cli_help_text(const char *cmd) {
+    if (!cmd) return help_main;
+    for (size_t i = 0; i < sizeof g_help / sizeof g_help[0]; i++)
+        if (!strcmp(g_help[i].cmd, cmd)) return g_help[i].text;
+    return NULL;
+}
+
+void cli_print_usage_lines(FILE *f, const char *cmd) {
+    const char *t = cli_help_text(cmd), *end;
+    if (!t) t = help_main;
+    end = strstr(t, "\n\n");
+    fwrite(t, 1, end ? (size_t)(end - t) + 1 : strlen(t), f);
+}

@@ -1,0 +1,254 @@
+/*
+** walk.c: finds the files under an ingest root, and tells images from other files.
+**
+** The walk is depth-first with the entries of each folder sorted by name (bytes),
+** so two runs over the same tree visit files in the same order. Symbolic links are
+** skipped unless follow_symlinks; when followed, every folder's (device, inode) is
+** remembered, so a link back to an ancestor (a loop) or a second link to a folder
+** already walked is not entered twice. Hidden entries (names starting with '.')
+** and the folder given as `skip` (the database itself, when it lives inside the
+** root) are skipped. Memory: the open folders' entry lists plus the set of
+** visited folders; never the list of all files.
+**
+** Classification: a file "claims to be an image" when its extension is an image
+** extension (cli_image_ext) or its first bytes are an image signature
+** (cli_image_magic); only those go to the decoder.
+*/
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+
+int cli_image_ext(const char *name) {
+    static const char *const exts[] = {"jpg",  "jpeg", "jpe", "jfif", "png",  "bmp", "dib",
+                                       "gif",  "tga",  "pnm", "ppm",  "pgm",  "pbm", "webp",
+                                       "tif",  "tiff", "heic", "heif", "avif", "psd", "hdr",
+                                       NULL};
+    const char *dot = strrchr(name, '.');
+    if (!dot || dot == name || strchr(dot, '/')) return 0;
+    for (int i = 0; exts[i]; i++)
+        if (!strcasecmp(dot + 1, exts[i])) return 1;
+    return 0;
+}
+
+const char *cli_image_magic(const unsigned char *b, size_t n) {
+    if (n >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF) return "jpeg";
+    if (n >= 8 && !memcmp(b, "\x89PNG\r\n\x1a\n", 8)) return "png";
+    if (n >= 6 && (!memcmp(b, "GIF87a", 6) || !memcmp(b, "GIF89a", 6))) return "gif";
+    if (n >= 14 && b[0] == 'B' && b[1] == 'M') {
+        /* "BM" + a plausible DIB header size, to avoid matching text starting "BM" */
+        unsigned hs = b[14] | (unsigned)(n > 15 ? b[15] : 0) << 8;
+        if (n < 16 || hs == 12 || hs == 40 || hs == 52 || hs == 56 || hs == 64 || hs == 108 ||
+            hs == 124)
+            return "bmp";
+    }
+    if (n >= 4 && (!memcmp(b, "II*\0", 4) || !memcmp(b, "MM\0*", 4))) return "tiff";
+    if (n >= 12 && !memcmp(b, "RIFF", 4) && !memcmp(b + 8, "WEBP", 4)) return "webp";
+    if (n >= 12 && !memcmp(b + 4, "ftyp", 4) &&
+        (!memcmp(b + 8, "heic", 4) || !memcmp(b + 8, "heix", 4) || !memcmp(b + 8, "mif1", 4) ||
+         !memcmp(b + 8, "avif", 4)))
+        return "heif";
+    if (n >= 4 && !memcmp(b, "8BPS", 4)) return "psd";
+    if (n >= 3 && b[0] == 'P' && b[1] >= '1' && b[1] <= '6' &&
+        (b[2] == ' ' || b[2] == '\n' || b[2] == '\r' || b[2] == '\t'))
+        return "pnm";
+    return NULL;
+}
+
+/* ---- visited folders: an open-addressing set of (dev, ino) ----------------------- */
+
+typedef struct devino_set {
+    uint64_t *keys; /* pairs: dev, ino; dev == ~0 marks empty */
+    size_t cap, n;
+} devino_set;
+
+static size_t dh(uint64_t dev, uint64_t ino, size_t cap) {
+    uint64_t h = (dev * 0x9E3779B97F4A7C15ULL) ^ (ino * 0xC2B2AE3D27D4EB4FULL);
+    h ^= h >> 29;
+    return (size_t)(h & (cap - 1));
+}
+
+/* 1 if inserted, 0 if present, -1 on OOM. */
+static int devino_add(devino_set *s, uint64_t dev, uint64_t ino) {
+    size_t i;
+    if ((s->n + 1) * 2 > s->cap) {
+        size_t nc = s->cap ? s->cap * 2 : 64;
+        uint64_t *nk = malloc(sizeof *nk * 2 * nc);
+        if (!nk) return -1;
+        for (size_t k = 0; k < nc; k++) nk[2 * k] = ~0ULL;
+        for (size_t k = 0; k < s->cap; k++) {
+            if (s->keys[2 * k] == ~0ULL) continue;
+            i = dh(s->keys[2 * k], s->keys[2 * k + 1], nc);
+            while (nk[2 * i] != ~0ULL) i = (i + 1) & (nc - 1);
+            nk[2 * i] = s->keys[2 * k];
+            nk[2 * i + 1] = s->keys[2 * k + 1];
+        }
+        free(s->keys);
+        s->keys = nk;
+        s->cap = nc;
+    }
+    i = dh(dev, ino, s->cap);
+    while (s->keys[2 * i] != ~0ULL) {
+        if (s->keys[2 * i] == dev && s->keys[2 * i + 1] == ino) return 0;
+        i = (i + 1) & (s->cap - 1);
+    }
+    s->keys[2 * i] = dev;
+    s->keys[2 * i + 1] = ino;
+    s->n++;
+    return 1;
+}
+
+/* ---- the walk ------------------------------------------------------------------- */
+
+typedef struct walker {
+    const char *root;
+    int follow;
+    uint64_t skip_dev, skip_ino;
+    int has_skip;
+    devino_set seen;
+    cli_walk_fn fn;
+    void *ud;
+    cli_walk_stats *st;
+    int stop;
+} walker;
+
+static int cmp_names(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void report(walker *w, const char *rel, const char *what, int err) {
+    cli_walk_entry e;
+    memset(&e, 0, sizeof e);
+    e.relpath = rel;
+    e.error = what;
+    e.err = err;
+    w->st->n_errors++;
+    if (w->fn(&e, w->ud)) w->stop = 1;
+}
+
+/* Walks folder `rel` ("" for the root); path buffers are built per level. */
+static void walk_dir(walker *w, const char *rel, int depth) {
+    char full[8192];
+    DIR *d;
+    struct dirent *de;
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    snprintf(full, sizeof full, "%s%s%s", w->root, *rel ? "/" : "", rel);
+    if (depth > 4096) {
+        report(w, rel, "too deeply nested", ELOOP);
+        return;
+    }
+    if (!(d = opendir(full))) {
+        report(w, rel, "cannot open folder", errno);
+        return;
+    }
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.') {
+            if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) w->st->n_hidden++;
+            continue;
+        }
+        if (n == cap) {
+            char **nn = realloc(names, sizeof *names * (cap = cap ? cap * 2 : 64));
+            if (!nn) break;
+            names = nn;
+        }
+        if (!(names[n] = strdup(de->d_name))) break;
+        n++;
+    }
+    closedir(d);
+    qsort(names, n, sizeof *names, cmp_names);
+    for (size_t i = 0; i < n && !w->stop; i++) {
+        char *child_rel;
+        size_t rl = strlen(rel), nl = strlen(names[i]);
+        struct stat st;
+        if (!(child_rel = malloc(rl + nl + 2))) break;
+        if (rl) {
+            memcpy(child_rel, rel, rl);
+            child_rel[rl] = '/';
+            memcpy(child_rel + rl + 1, names[i], nl + 1);
+        } else {
+            memcpy(child_rel, names[i], nl + 1);
+        }
+        snprintf(full, sizeof full, "%s/%s", w->root, child_rel);
+        if (lstat(full, &st) != 0) {
+            report(w, child_rel, "cannot stat", errno);
+            free(child_rel);
+            continue;
+        }
+        if (S_ISLNK(st.st_mode)) {
+            if (!w->follow) {
+                w->st->n_links_skipped++;
+                free(child_rel);
+                continue;
+            }
+            if (stat(full, &st) != 0) {
+                report(w, child_rel, "broken symbolic link", errno);
+                free(child_rel);
+                continue;
+            }
+        }
+        if (S_ISDIR(st.st_mode)) {
+            int added;
+            if (w->has_skip && (uint64_t)st.st_dev == w->skip_dev &&
+                (uint64_t)st.st_ino == w->skip_ino) {
+                free(child_rel);
+                continue;
+            }
+            added = devino_add(&w->seen, (uint64_t)st.st_dev, (uint64_t)st.st_ino);
+            if (added == 0) {
+                w->st->n_loops++; /* already walked: a loop or a second link */
+            } else if (added > 0) {
+                w->st->n_dirs++;
+                walk_dir(w, child_rel, depth + 1);
+            }
+        } else if (S_ISREG(st.st_mode)) {
+            cli_walk_entry e;
+            memset(&e, 0, sizeof e);
+            e.relpath = child_rel;
+            e.size = (int64_t)st.st_size;
+            e.mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+            e.dev = (uint64_t)st.st_dev;
+            e.ino = (uint64_t)st.st_ino;
+            w->st->n_files++;
+            if (w->fn(&e, w->ud)) w->stop = 1;
+        } else {
+            w->st->n_special++;
+        }
+        free(child_rel);
+    }
+    for (size_t i = 0; i < n; i++) free(names[i]);
+    free(names);
+}
+
+int cli_walk(const char *root, int follow_symlinks, const char *skip_dir, cli_walk_fn fn,
+             void *ud, cli_walk_stats *st) {
+    walker w;
+    struct stat rs;
+    memset(&w, 0, sizeof w);
+    memset(st, 0, sizeof *st);
+    w.root = root;
+    w.follow = follow_symlinks;
+    w.fn = fn;
+    w.ud = ud;
+    w.st = st;
+    if (skip_dir) {
+        struct stat ss;
+        if (stat(skip_dir, &ss) == 0) {
+            w.has_skip = 1;
+            w.skip_dev = (uint64_t)ss.st_dev;
+            w.skip_ino = (uint64_t)ss.st_ino;
+        }
+    }
+    if (stat(root, &rs) != 0) return -1;
+    devino_add(&w.seen, (uint64_t)rs.st_dev, (uint64_t)rs.st_ino);
+    st->n_dirs = 1;
+    walk_dir(&w, "", 0);
+    free(w.seen.keys);
+    return w.stop ? 1 : 0;
+}

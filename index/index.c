@@ -1,0 +1,404 @@
+/*
+** index.c: the FAISS side of cdb_index: create from a plan (faiss_index_factory,
+** inner product), train, add with ids, search parameters (ParameterSpace), and
+** the single-file persistence with atomic replacement. Also the coverage record
+** (sorted distinct ids) that freshness and refresh decisions rely on.
+**
+** File layout (little-endian, the host order on every supported platform):
+**   "CDBIDX01" | u32 version | u32 dim | u32 kind | i32 nlist | i32 pq_m |
+**   i32 nprobe | i32 ef_search | i32 rerank | u64 watermark | i64 n_planned |
+**   i64 n_train | i64 n_trained_for | char factory[128] | i64 n_cov | i64 ids[n_cov] |
+**   FAISS index (faiss_write_index) | "CDBIDXND"
+*/
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <faiss/c_api/AutoTune_c.h>
+#include <faiss/c_api/error_c.h>
+#include <faiss/c_api/index_factory_c.h>
+#include <faiss/c_api/index_io_c.h>
+
+#include "index/index_int.h"
+#include "kernels/kernels.h"
+
+#define FILE_MAGIC "CDBIDX01"
+#define FILE_END "CDBIDXND"
+#define FILE_VERSION 1u
+#define ADD_CHUNK 65536
+
+cdb_status cdb_index_faiss_err_(int frc, const char *what) {
+    const char *m = faiss_get_last_error();
+    if (!m) m = "(no message)";
+    if (strstr(m, "bad_alloc") || strstr(m, "Cannot allocate"))
+        return cdb_seterr(CDB_NOMEM, "faiss: %s: %s", what, m);
+    return cdb_seterr(CDB_ERROR, "faiss: %s failed (%d): %s", what, frc, m);
+}
+
+cdb_status cdb_index_apply_params_(cdb_index *ix) {
+    FaissParameterSpace *ps = NULL;
+    cdb_status rc = CDB_OK;
+    int frc;
+    if (!ix->info.nprobe && !ix->info.ef_search) return CDB_OK;
+    if ((frc = faiss_ParameterSpace_new(&ps)) != 0) return cdb_index_faiss_err_(frc, "ParameterSpace");
+    if (ix->info.nprobe &&
+        (frc = faiss_ParameterSpace_set_index_parameter(ps, ix->fx, "nprobe", ix->info.nprobe)) != 0) {
+        rc = cdb_index_faiss_err_(frc, "set nprobe");
+        goto done;
+    }
+    if (ix->info.ef_search &&
+        (frc = faiss_ParameterSpace_set_index_parameter(ps, ix->fx, "efSearch",
+                                                         ix->info.ef_search)) != 0) {
+        rc = cdb_index_faiss_err_(frc, "set efSearch");
+        goto done;
+    }
+done:
+    faiss_ParameterSpace_free(ps);
+    return rc;
+}
+
+static cdb_status make_faiss(cdb_index *ix) {
+    int frc = faiss_index_factory(&ix->fx, ix->info.dim, ix->info.factory, METRIC_INNER_PRODUCT);
+    if (frc != 0) {
+        ix->fx = NULL;
+        return cdb_index_faiss_err_(frc, ix->info.factory);
+    }
+    return cdb_index_apply_params_(ix);
+}
+
+cdb_status cdb_index_new(const cdb_index_params *p, int64_t n_planned, cdb_index **out) {
+    cdb_index *ix = NULL;
+    cdb_status rc;
+    if (!out) return cdb_seterr(CDB_INVALID, "cdb_index_new: out is NULL");
+    *out = NULL;
+    if (!(ix = cdb_calloc(1, sizeof *ix))) return cdb_seterr(CDB_NOMEM, "cdb_index_new");
+    if ((rc = cdb_index_plan(n_planned, p, &ix->info)) != CDB_OK) goto fail;
+    ix->n_trained_for = n_planned;
+    if ((rc = make_faiss(ix)) != CDB_OK) goto fail;
+    *out = ix;
+    return CDB_OK;
+fail:
+    cdb_index_free(ix);
+    return rc;
+}
+
+void cdb_index_free(cdb_index *ix) {
+    if (!ix) return;
+    if (ix->fx) faiss_Index_free(ix->fx);
+    cdb_free(ix->cov);
+    cdb_free(ix);
+}
+
+int cdb_index_is_trained(const cdb_index *ix) { return ix && faiss_Index_is_trained(ix->fx); }
+
+/* Widens fp16 rows to fp32 for FAISS. */
+static float *widen(const uint16_t *vecs, int64_t n, int dim) {
+    float *x = cdb_malloc((size_t)n * (size_t)dim * sizeof(float));
+    if (x) cdb_k_f16_to_f32(vecs, x, (size_t)n * (size_t)dim);
+    return x;
+}
+
+cdb_status cdb_index_train(cdb_index *ix, const uint16_t *vecs, int64_t n) {
+    float *x = NULL;
+    int frc;
+    if (!ix || (!vecs && n > 0) || n < 0) return cdb_seterr(CDB_INVALID, "cdb_index_train: bad arguments");
+    if (faiss_Index_is_trained(ix->fx)) return CDB_OK;
+    if (n == 0) return cdb_seterr(CDB_INVALID, "index %s needs training vectors", ix->info.factory);
+    if (!(x = widen(vecs, n, ix->info.dim))) return cdb_seterr(CDB_NOMEM, "train: %lld vectors", (long long)n);
+    frc = faiss_Index_train(ix->fx, n, x);
+    cdb_free(x);
+    if (frc != 0) return cdb_index_faiss_err_(frc, "train");
+    ix->n_trained_for = ix->info.n_planned > n ? ix->info.n_planned : n;
+    return cdb_index_apply_params_(ix);
+}
+
+static int cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Merges ids[n] into the sorted distinct coverage array. */
+static cdb_status cover(cdb_index *ix, const int64_t *ids, int64_t n) {
+    int64_t *add = NULL, *merged = NULL, na = 0, i = 0, j = 0, m = 0;
+    if (n == 0) return CDB_OK;
+    if (!(add = cdb_malloc((size_t)n * sizeof *add))) return cdb_seterr(CDB_NOMEM, "coverage");
+    memcpy(add, ids, (size_t)n * sizeof *add);
+    qsort(add, (size_t)n, sizeof *add, cmp_i64);
+    for (i = 0; i < n; i++)
+        if (na == 0 || add[na - 1] != add[i]) add[na++] = add[i];
+    if (!(merged = cdb_malloc((size_t)(ix->n_cov + na) * sizeof *merged))) {
+        cdb_free(add);
+        return cdb_seterr(CDB_NOMEM, "coverage");
+    }
+    for (i = 0, j = 0; i < ix->n_cov || j < na;) {
+        int64_t v;
+        if (j >= na || (i < ix->n_cov && ix->cov[i] < add[j])) v = ix->cov[i++];
+        else if (i >= ix->n_cov || add[j] < ix->cov[i]) v = add[j++];
+        else v = ix->cov[i++], j++;
+        merged[m++] = v;
+    }
+    cdb_free(ix->cov);
+    cdb_free(add);
+    ix->cov = merged;
+    ix->n_cov = ix->cap_cov = m;
+    return CDB_OK;
+}
+
+cdb_status cdb_index_add(cdb_index *ix, const int64_t *ids, const uint16_t *vecs, int64_t n) {
+    float *x = NULL;
+    cdb_status rc = CDB_OK;
+    if (!ix || n < 0 || (n > 0 && (!ids || !vecs))) return cdb_seterr(CDB_INVALID, "cdb_index_add: bad arguments");
+    if (!faiss_Index_is_trained(ix->fx))
+        return cdb_seterr(CDB_INVALID, "index %s is not trained yet", ix->info.factory);
+    for (int64_t i = 0; i < n; i++)
+        if (ids[i] < 0) return cdb_seterr(CDB_INVALID, "id %lld < 0 at %lld", (long long)ids[i], (long long)i);
+    for (int64_t off = 0; off < n; off += ADD_CHUNK) {
+        int64_t c = n - off < ADD_CHUNK ? n - off : ADD_CHUNK;
+        int frc;
+        if (!(x = widen(vecs + (size_t)off * (size_t)ix->info.dim, c, ix->info.dim)))
+            return cdb_seterr(CDB_NOMEM, "add: %lld vectors", (long long)c);
+        frc = faiss_Index_add_with_ids(ix->fx, c, x, ids + off);
+        cdb_free(x);
+        if (frc != 0) return cdb_index_faiss_err_(frc, "add_with_ids");
+        if ((rc = cover(ix, ids + off, c)) != CDB_OK) return rc;
+    }
+    return CDB_OK;
+}
+
+cdb_status cdb_index_build(const cdb_index_params *p, const cdb_index_source *src, cdb_index **out) {
+    cdb_index *ix = NULL;
+    cdb_status rc;
+    int64_t *ids = NULL;
+    uint16_t *vecs = NULL;
+    int dim;
+    if (!out) return cdb_seterr(CDB_INVALID, "cdb_index_build: out is NULL");
+    *out = NULL;
+    if (!src || !src->read || src->n < 0) return cdb_seterr(CDB_INVALID, "cdb_index_build: bad source");
+    if ((rc = cdb_index_new(p, src->n, &ix)) != CDB_OK) return rc;
+    dim = ix->info.dim;
+    if (!faiss_Index_is_trained(ix->fx)) {
+        /* Evenly spread sample: chunks of up to 256 consecutive vectors. */
+        int64_t nt = ix->info.n_train > 0 ? ix->info.n_train : src->n, got = 0;
+        int64_t n_chunks = (nt + 255) / 256;
+        if (nt > src->n) nt = src->n;
+        if (nt == 0) { rc = cdb_seterr(CDB_INVALID, "index %s needs training vectors, source is empty", ix->info.factory); goto done; }
+        if (!(ids = cdb_malloc((size_t)nt * sizeof *ids)) ||
+            !(vecs = cdb_malloc((size_t)nt * (size_t)dim * 2))) { rc = cdb_seterr(CDB_NOMEM, "training sample"); goto done; }
+        for (int64_t c = 0; c < n_chunks && got < nt; c++) {
+            int64_t pos = (int64_t)((double)c * (double)src->n / (double)n_chunks);
+            int64_t len = nt - got < 256 ? nt - got : 256;
+            if (pos + len > src->n) len = src->n - pos;
+            if (len <= 0) continue;
+            if ((rc = src->read(src->ctx, pos, len, ids + got, vecs + (size_t)got * (size_t)dim)) != CDB_OK)
+                goto done;
+            got += len;
+        }
+        if ((rc = cdb_index_train(ix, vecs, got)) != CDB_OK) goto done;
+        cdb_free(ids), cdb_free(vecs);
+        ids = NULL, vecs = NULL;
+    }
+    if (!(ids = cdb_malloc((size_t)ADD_CHUNK * sizeof *ids)) ||
+        !(vecs = cdb_malloc((size_t)ADD_CHUNK * (size_t)dim * 2))) { rc = cdb_seterr(CDB_NOMEM, "add buffer"); goto done; }
+    for (int64_t pos = 0; pos < src->n; pos += ADD_CHUNK) {
+        int64_t len = src->n - pos < ADD_CHUNK ? src->n - pos : ADD_CHUNK;
+        if ((rc = src->read(src->ctx, pos, len, ids, vecs)) != CDB_OK) goto done;
+        if ((rc = cdb_index_add(ix, ids, vecs, len)) != CDB_OK) goto done;
+    }
+done:
+    cdb_free(ids);
+    cdb_free(vecs);
+    if (rc != CDB_OK) cdb_index_free(ix);
+    else *out = ix;
+    return rc;
+}
+
+typedef struct arrays_src { const int64_t *ids; const uint16_t *vecs; int dim; } arrays_src;
+
+static cdb_status arrays_read(void *ctx, int64_t pos, int64_t n, int64_t *ids, uint16_t *vecs) {
+    const arrays_src *a = ctx;
+    memcpy(ids, a->ids + pos, (size_t)n * sizeof *ids);
+    memcpy(vecs, a->vecs + (size_t)pos * (size_t)a->dim, (size_t)n * (size_t)a->dim * 2);
+    return CDB_OK;
+}
+
+cdb_status cdb_index_build_arrays(const cdb_index_params *p, const int64_t *ids, const uint16_t *vecs,
+                                  int64_t n, cdb_index **out) {
+    arrays_src a;
+    cdb_index_source src;
+    if (!p || n < 0 || (n > 0 && (!ids || !vecs))) {
+        if (out) *out = NULL;
+        return cdb_seterr(CDB_INVALID, "cdb_index_build_arrays: bad arguments");
+    }
+    a.ids = ids, a.vecs = vecs, a.dim = p->dim;
+    src.n = n, src.read = arrays_read, src.ctx = &a;
+    return cdb_index_build(p, &src, out);
+}
+
+/* ---- coverage and parameters ---------------------------------------------------- */
+
+void cdb_index_set_watermark(cdb_index *ix, uint64_t w) { if (ix) ix->info.watermark = w; }
+uint64_t cdb_index_watermark(const cdb_index *ix) { return ix ? ix->info.watermark : 0; }
+int cdb_index_dim(const cdb_index *ix) { return ix ? ix->info.dim : 0; }
+int64_t cdb_index_count(const cdb_index *ix) { return ix ? ix->n_cov : 0; }
+
+int cdb_index_covers(const cdb_index *ix, int64_t id) {
+    int64_t lo = 0, hi;
+    if (!ix) return 0;
+    hi = ix->n_cov;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (ix->cov[mid] < id) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < ix->n_cov && ix->cov[lo] == id;
+}
+
+void cdb_index_get_info(const cdb_index *ix, cdb_index_info *out) {
+    if (!out) return;
+    if (!ix) { memset(out, 0, sizeof *out); return; }
+    *out = ix->info;
+    out->n_indexed = faiss_Index_ntotal(ix->fx);
+    out->n_covered = ix->n_cov;
+}
+
+cdb_status cdb_index_set_search_params(cdb_index *ix, int nprobe, int ef_search, int rerank_factor) {
+    if (!ix) return cdb_seterr(CDB_INVALID, "set_search_params: index is NULL");
+    if (nprobe < 0 || ef_search < 0 || rerank_factor < 0)
+        return cdb_seterr(CDB_INVALID, "set_search_params: negative value");
+    if (nprobe && !ix->info.nlist) return cdb_seterr(CDB_UNSUPPORTED, "nprobe: %s is not an IVF index", ix->info.factory);
+    if (ef_search && !strstr(ix->info.factory, "HNSW"))
+        return cdb_seterr(CDB_UNSUPPORTED, "efSearch: %s is not an HNSW index", ix->info.factory);
+    if (nprobe) ix->info.nprobe = nprobe < ix->info.nlist ? nprobe : ix->info.nlist;
+    if (ef_search) ix->info.ef_search = ef_search;
+    if (rerank_factor) ix->info.rerank_factor = rerank_factor;
+    return cdb_index_apply_params_(ix);
+}
+
+/* ---- persistence ------------------------------------------------------------------ */
+
+typedef struct file_hdr {
+    char magic[8];
+    uint32_t version, dim, kind;
+    int32_t nlist, pq_m, nprobe, ef_search, rerank;
+    uint64_t watermark;
+    int64_t n_planned, n_train, n_trained_for;
+    char factory[128];
+    int64_t n_cov;
+} file_hdr;
+
+static cdb_status fsync_dir(const char *path) {
+    char *copy = cdb_strdup(path);
+    int fd;
+    if (!copy) return cdb_seterr(CDB_NOMEM, "fsync_dir");
+    fd = open(dirname(copy), O_RDONLY | O_DIRECTORY);
+    cdb_free(copy);
+    if (fd < 0) return CDB_OK; /* best effort: some filesystems refuse */
+    (void)fsync(fd);
+    close(fd);
+    return CDB_OK;
+}
+
+cdb_status cdb_index_save(const cdb_index *ix, const char *path) {
+    char *tmp = NULL;
+    FILE *f = NULL;
+    cdb_status rc = CDB_OK;
+    file_hdr h;
+    size_t len;
+    int frc;
+    if (!ix || !path) return cdb_seterr(CDB_INVALID, "cdb_index_save: bad arguments");
+    len = strlen(path) + 32;
+    if (!(tmp = cdb_malloc(len))) return cdb_seterr(CDB_NOMEM, "save");
+    snprintf(tmp, len, "%s.tmp.%ld", path, (long)getpid());
+    if (!(f = fopen(tmp, "wb"))) { rc = cdb_seterr(CDB_IO, "create %s: %s", tmp, strerror(errno)); goto done; }
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, FILE_MAGIC, 8);
+    h.version = FILE_VERSION, h.dim = (uint32_t)ix->info.dim, h.kind = (uint32_t)ix->info.kind;
+    h.nlist = ix->info.nlist, h.pq_m = ix->info.pq_m, h.nprobe = ix->info.nprobe;
+    h.ef_search = ix->info.ef_search, h.rerank = ix->info.rerank_factor;
+    h.watermark = ix->info.watermark, h.n_planned = ix->info.n_planned;
+    h.n_train = ix->info.n_train, h.n_trained_for = ix->n_trained_for;
+    memcpy(h.factory, ix->info.factory, sizeof h.factory);
+    h.n_cov = ix->n_cov;
+    if (fwrite(&h, sizeof h, 1, f) != 1 ||
+        (ix->n_cov && fwrite(ix->cov, sizeof *ix->cov, (size_t)ix->n_cov, f) != (size_t)ix->n_cov)) {
+        rc = cdb_seterr(CDB_IO, "write %s: %s", tmp, strerror(errno));
+        goto done;
+    }
+    if ((frc = faiss_write_index(ix->fx, f)) != 0) {
+        rc = cdb_index_faiss_err_(frc, "write_index");
+        rc = cdb_errctx(CDB_IO, "%s", tmp);
+        goto done;
+    }
+    if (fwrite(FILE_END, 8, 1, f) != 1 || fflush(f) != 0 || fsync(fileno(f)) != 0) {
+        rc = cdb_seterr(errno == ENOSPC ? CDB_NOSPACE : CDB_IO, "write %s: %s", tmp, strerror(errno));
+        goto done;
+    }
+    if (fclose(f) != 0) { f = NULL; rc = cdb_seterr(CDB_IO, "close %s: %s", tmp, strerror(errno)); goto done; }
+    f = NULL;
+    if (rename(tmp, path) != 0) { rc = cdb_seterr(CDB_IO, "rename %s -> %s: %s", tmp, path, strerror(errno)); goto done; }
+    rc = fsync_dir(path);
+done:
+    if (f) fclose(f);
+    if (rc != CDB_OK && tmp) unlink(tmp);
+    cdb_free(tmp);
+    return rc;
+}
+
+cdb_status cdb_index_load(const char *path, cdb_index **out) {
+    FILE *f = NULL;
+    cdb_index *ix = NULL;
+    cdb_status rc = CDB_OK;
+    file_hdr h;
+    char end[8];
+    int frc;
+    if (!path || !out) return cdb_seterr(CDB_INVALID, "cdb_index_load: bad arguments");
+    *out = NULL;
+    if (!(f = fopen(path, "rb")))
+        return cdb_seterr(errno == ENOENT ? CDB_NOTFOUND : CDB_IO, "open %s: %s", path, strerror(errno));
+    if (fread(&h, sizeof h, 1, f) != 1 || memcmp(h.magic, FILE_MAGIC, 8)) {
+        rc = cdb_seterr(CDB_CORRUPT, "%s: not a clipdb index file", path);
+        goto done;
+    }
+    if (h.version != FILE_VERSION) { rc = cdb_seterr(CDB_VERSION, "%s: index file version %u, expected %u", path, h.version, FILE_VERSION); goto done; }
+    if (h.dim == 0 || h.dim > (1u << 20) || h.n_cov < 0 || h.kind > CDB_INDEX_CUSTOM ||
+        memchr(h.factory, 0, sizeof h.factory) == NULL) {
+        rc = cdb_seterr(CDB_CORRUPT, "%s: damaged header", path);
+        goto done;
+    }
+    if (!(ix = cdb_calloc(1, sizeof *ix))) { rc = cdb_seterr(CDB_NOMEM, "load"); goto done; }
+    ix->info.kind = (cdb_index_kind)h.kind, ix->info.dim = (int)h.dim;
+    memcpy(ix->info.factory, h.factory, sizeof h.factory);
+    ix->info.nlist = h.nlist, ix->info.pq_m = h.pq_m, ix->info.nprobe = h.nprobe;
+    ix->info.ef_search = h.ef_search, ix->info.rerank_factor = h.rerank;
+    ix->info.watermark = h.watermark, ix->info.n_planned = h.n_planned, ix->info.n_train = h.n_train;
+    ix->n_trained_for = h.n_trained_for;
+    snprintf(ix->info.reason, sizeof ix->info.reason, "loaded from %s", path);
+    if (h.n_cov > 0) {
+        if (!(ix->cov = cdb_malloc((size_t)h.n_cov * sizeof *ix->cov))) { rc = cdb_seterr(CDB_NOMEM, "load ids"); goto done; }
+        if (fread(ix->cov, sizeof *ix->cov, (size_t)h.n_cov, f) != (size_t)h.n_cov) {
+            rc = cdb_seterr(CDB_CORRUPT, "%s: truncated id list", path);
+            goto done;
+        }
+        ix->n_cov = ix->cap_cov = h.n_cov;
+    }
+    if ((frc = faiss_read_index(f, 0, &ix->fx)) != 0) {
+        ix->fx = NULL;
+        cdb_index_faiss_err_(frc, "read_index");
+        rc = cdb_errctx(CDB_CORRUPT, "%s", path);
+        goto done;
+    }
+    if (fread(end, 8, 1, f) != 1 || memcmp(end, FILE_END, 8)) { rc = cdb_seterr(CDB_CORRUPT, "%s: truncated (no end mark)", path); goto done; }
+    if (faiss_Index_d(ix->fx) != ix->info.dim) { rc = cdb_seterr(CDB_CORRUPT, "%s: FAISS dim %d != header dim %d", path, faiss_Index_d(ix->fx), ix->info.dim); goto done; }
+    ix->info.mem_budget_bytes = 0;
+    rc = cdb_index_apply_params_(ix);
+done:
+    if (f) fclose(f);
+    if (rc != CDB_OK) cdb_index_free(ix);
+    else *out = ix;
+    return rc;
+}

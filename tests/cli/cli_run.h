@@ -1,0 +1,173 @@
+/*
+** cli_run.h: runs the built clipdb binary (CDB_BINARY_DIR "/clipdb") as a child
+** process and captures its exit code, stdout and stderr, for the CLI tests. The
+** child gets a clean environment for clipdb (CLIPDB_* unset, NO_COLOR=1) plus
+** the "NAME=value" strings given.
+*/
+#ifndef CDB_TEST_CLI_RUN_H
+#define CDB_TEST_CLI_RUN_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef CDB_BINARY_DIR
+#define CDB_BINARY_DIR "."
+#endif
+#define CLIPDB_BIN CDB_BINARY_DIR "/clipdb"
+
+typedef struct cli_run_result {
+    int exit_code; /* -signal when killed by a signal, -1000 when it could not run */
+    char *out;     /* stdout, NUL-terminated (may contain NULs: see out_len) */
+    size_t out_len;
+    char *err;     /* stderr, NUL-terminated */
+    size_t err_len;
+} cli_run_result;
+
+static inline void cli_run_free(cli_run_result *r) {
+    free(r->out);
+    free(r->err);
+    memset(r, 0, sizeof *r);
+}
+
+static inline void cli_run_append_(char **buf, size_t *len, const char *data, size_t n) {
+    char *b = realloc(*buf, *len + n + 1);
+    if (!b) return;
+    memcpy(b + *len, data, n);
+    *len += n;
+    b[*len] = '\0';
+    *buf = b;
+}
+
+/* args: NULL-terminated, without the program name. env: NULL-terminated extra
+** "NAME=value" entries, or NULL. cwd: directory to run in, or NULL. */
+static inline int cli_run_in(const char *cwd, const char *const *args, const char *const *env,
+                             cli_run_result *r) {
+    int po[2], pe[2], status = 0;
+    pid_t pid;
+    memset(r, 0, sizeof *r);
+    r->out = calloc(1, 1);
+    r->err = calloc(1, 1);
+    if (pipe(po) || pipe(pe)) return r->exit_code = -1000;
+    pid = fork();
+    if (pid < 0) return r->exit_code = -1000;
+    if (pid == 0) {
+        const char *argv[128];
+        int n = 0;
+        dup2(po[1], 1);
+        dup2(pe[1], 2);
+        close(po[0]), close(po[1]), close(pe[0]), close(pe[1]);
+        if (cwd && chdir(cwd) != 0) _exit(127);
+        unsetenv("CLIPDB_DB");
+        unsetenv("CLIPDB_MODEL");
+        unsetenv("CLIPDB_DEVICE");
+        unsetenv("CLIPDB_LOG");
+        setenv("NO_COLOR", "1", 1);
+        for (int i = 0; env && env[i]; i++) putenv((char *)env[i]);
+        argv[n++] = CLIPDB_BIN;
+        for (int i = 0; args[i] && n < 127; i++) argv[n++] = args[i];
+        argv[n] = NULL;
+        execv(CLIPDB_BIN, (char *const *)argv);
+        _exit(127);
+    }
+    close(po[1]);
+    close(pe[1]);
+    {
+        struct pollfd fds[2] = {{po[0], POLLIN, 0}, {pe[0], POLLIN, 0}};
+        int open_ = 2;
+        char buf[65536];
+        while (open_ > 0) {
+            if (poll(fds, 2, -1) < 0) {
+                if (errno == EINTR) continue;
+                break;
+            }
+            for (int i = 0; i < 2; i++) {
+                ssize_t k;
+                if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+                k = read(fds[i].fd, buf, sizeof buf);
+                if (k <= 0) {
+                    close(fds[i].fd);
+                    fds[i].fd = -1;
+                    open_--;
+                } else if (i == 0) {
+                    cli_run_append_(&r->out, &r->out_len, buf, (size_t)k);
+                } else {
+                    cli_run_append_(&r->err, &r->err_len, buf, (size_t)k);
+                }
+            }
+        }
+    }
+    waitpid(pid, &status, 0);
+    if (WIFEXITED(status)) r->exit_code = WEXITSTATUS(status);
+    else if (WIFSIGNALED(status)) r->exit_code = -WTERMSIG(status);
+    else r->exit_code = -1000;
+    return r->exit_code;
+}
+
+static inline int cli_run(const char *const *args, cli_run_result *r) {
+    return cli_run_in(NULL, args, NULL, r);
+}
+
+/* Starts clipdb in the background with stdout/stderr going to out_path/err_path.
+** Returns the pid, or -1. Reap it with cli_wait(). */
+static inline pid_t cli_spawn(const char *const *args, const char *out_path, const char *err_path) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        const char *argv[128];
+        int n = 0, fo = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644),
+            fe = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fo < 0 || fe < 0) _exit(127);
+        dup2(fo, 1);
+        dup2(fe, 2);
+        unsetenv("CLIPDB_DB");
+        unsetenv("CLIPDB_MODEL");
+        setenv("NO_COLOR", "1", 1);
+        argv[n++] = CLIPDB_BIN;
+        for (int i = 0; args[i] && n < 127; i++) argv[n++] = args[i];
+        argv[n] = NULL;
+        execv(CLIPDB_BIN, (char *const *)argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+/* Waits for pid; its exit code, -signal, or -1000. */
+static inline int cli_wait(pid_t pid) {
+    int status = 0;
+    if (waitpid(pid, &status, 0) < 0) return -1000;
+    if (WIFEXITED(status)) return WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) return -WTERMSIG(status);
+    return -1000;
+}
+
+/* Reads a whole file; NULL if it cannot. *len may be NULL. */
+static inline char *cli_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    size_t n = 0;
+    char chunk[65536];
+    size_t k;
+    if (!f) return NULL;
+    buf = calloc(1, 1);
+    while ((k = fread(chunk, 1, sizeof chunk, f)) > 0) cli_run_append_(&buf, &n, chunk, k);
+    fclose(f);
+    if (len) *len = n;
+    return buf;
+}
+
+/* A fresh empty directory under $TMPDIR (or /tmp); the path is static per call. */
+static inline const char *cli_tmpdir(char *buf, size_t size) {
+    const char *t = getenv("TMPDIR");
+    snprintf(buf, size, "%s/clipdb-test-XXXXXX", t && *t ? t : "/tmp");
+    return mkdtemp(buf);
+}
+
+#endif /* CDB_TEST_CLI_RUN_H */

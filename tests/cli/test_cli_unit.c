@@ -1,0 +1,398 @@
+/*
+** test_cli_unit.c: unit tests of the CLI's building blocks, in-process: the
+** option parser (cli/args.c), the query language (cli/query.c), the JSON writer
+** (cli/output.c; its output is read back with jansson, a real parser), the .npy
+** writer (cli/npy.c) and number formatting.
+*/
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cdb_test.h"
+#include "cli/cli.h"
+
+static const cli_optspec spec[] = {
+    {"db", 0, CLI_VALUE},   {"k", 'k', CLI_VALUE},    {"not", 0, CLI_MULTI},
+    {"json", 0, CLI_FLAG},  {"quiet", 'q', CLI_FLAG}, {"verbose", 'v', CLI_FLAG},
+    {"min-score", 0, CLI_VALUE}, {"sort", 0, CLI_VALUE}, {0}};
+
+#define ARGV(...) ((char *[]){__VA_ARGS__, NULL})
+#define ARGC(...) ((int)(sizeof((char *[]){__VA_ARGS__}) / sizeof(char *)))
+#define PARSE(a, ...) cli_args_parse(a, spec, ARGC(__VA_ARGS__), ARGV(__VA_ARGS__))
+
+CDB_TEST(args_long_forms) {
+    cli_args a;
+    CHECK_EQ_INT(PARSE(&a, "--db=/x", "--k", "5", "cat", "--json", "dog"), 0);
+    CHECK_EQ_STR(cli_get(&a, "db"), "/x");
+    CHECK_EQ_STR(cli_get(&a, "k"), "5");
+    CHECK_EQ_INT(cli_has(&a, "json"), 1);
+    CHECK_EQ_INT(cli_has(&a, "quiet"), 0);
+    CHECK_EQ_INT(a.n_pos, 2);
+    CHECK_EQ_STR(a.pos[0], "cat");
+    CHECK_EQ_STR(a.pos[1], "dog");
+    cli_args_free(&a);
+}
+
+CDB_TEST(args_short_forms) {
+    cli_args a;
+    long k = 0;
+    CHECK_EQ_INT(PARSE(&a, "-k", "7", "x"), 0);
+    CHECK_EQ_INT(cli_get_int(&a, "k", 10, 1, 100, &k), 0);
+    CHECK_EQ_INT((int)k, 7);
+    cli_args_free(&a);
+    CHECK_EQ_INT(PARSE(&a, "-k12"), 0);
+    CHECK_EQ_STR(cli_get(&a, "k"), "12");
+    cli_args_free(&a);
+    /* bundled flags, then a value-taking short option at the end of the bundle */
+    CHECK_EQ_INT(PARSE(&a, "-qvk", "3"), 0);
+    CHECK_EQ_INT(cli_has(&a, "quiet"), 1);
+    CHECK_EQ_INT(cli_has(&a, "verbose"), 1);
+    CHECK_EQ_STR(cli_get(&a, "k"), "3");
+    cli_args_free(&a);
+    CHECK_EQ_INT(PARSE(&a, "-qk9"), 0);
+    CHECK_EQ_STR(cli_get(&a, "k"), "9");
+    cli_args_free(&a);
+}
+
+CDB_TEST(args_repeated_and_last_wins) {
+    cli_args a;
+    const char **v = NULL;
+    CHECK_EQ_INT(PARSE(&a, "--not", "people", "q", "--not=cars", "-k", "1", "-k", "2"), 0);
+    CHECK_EQ_INT(cli_get_all(&a, "not", &v), 2);
+    CHECK_EQ_STR(v[0], "people");
+    CHECK_EQ_STR(v[1], "cars");
+    CHECK_EQ_STR(cli_get(&a, "k"), "2");
+    CHECK_EQ_INT(a.count[1], 2);
+    /* argv positions keep the interleaving order */
+    CHECK(a.argi[2][0] < a.argi[2][1]);
+    cli_args_free(&a);
+    CHECK_EQ_INT(PARSE(&a, "-v", "-v", "--verbose"), 0);
+    CHECK_EQ_INT(cli_has(&a, "verbose"), 3);
+    cli_args_free(&a);
+}
+
+CDB_TEST(args_double_dash_and_lone_dash) {
+    cli_args a;
+    CHECK_EQ_INT(PARSE(&a, "a", "--", "--json", "-k", "-"), 0);
+    CHECK_EQ_INT(cli_has(&a, "json"), 0);
+    CHECK_EQ_INT(a.n_pos, 4);
+    CHECK_EQ_STR(a.pos[1], "--json");
+    CHECK_EQ_STR(a.pos[2], "-k");
+    CHECK_EQ_STR(a.pos[3], "-");
+    cli_args_free(&a);
+    /* a value that starts with a dash is still a value */
+    CHECK_EQ_INT(PARSE(&a, "--min-score", "-0.5"), 0);
+    CHECK_EQ_STR(cli_get(&a, "min-score"), "-0.5");
+    cli_args_free(&a);
+    /* an empty value is a value */
+    CHECK_EQ_INT(PARSE(&a, "--db="), 0);
+    CHECK_EQ_STR(cli_get(&a, "db"), "");
+    cli_args_free(&a);
+}
+
+CDB_TEST(args_errors) {
+    cli_args a;
+    CHECK_EQ_INT(PARSE(&a, "--bogus"), -1);
+    CHECK(strstr(a.err, "unknown option --bogus") != NULL);
+    cli_args_free(&a);
+    CHECK_EQ_INT(PARSE(&a, "-x"), -1);
+    CHECK(strstr(a.err, "unknown option -x") != NULL);
+    cli_args_free(&a);
+    CHECK_EQ_INT(PARSE(&a, "cat", "-k"), -1);
+    CHECK(strstr(a.err, "-k needs a value") != NULL);
+    cli_args_free(&a);
+    CHECK_EQ_INT(PARSE(&a, "--db"), -1);
+    CHECK(strstr(a.err, "--db needs a value") != NULL);
+    cli_args_free(&a);
+    CHECK_EQ_INT(PARSE(&a, "--json=yes"), -1);
+    CHECK(strstr(a.err, "--json takes no value") != NULL);
+    cli_args_free(&a);
+    /* a prefix of a long option is not accepted (no abbreviations) */
+    CHECK_EQ_INT(PARSE(&a, "--jso"), -1);
+    cli_args_free(&a);
+}
+
+CDB_TEST(args_numbers_and_choices) {
+    static const char *const sorts[] = {"score", "time", NULL};
+    cli_args a;
+    long k;
+    double s;
+    CHECK_EQ_INT(PARSE(&a, "-k", "0"), 0);
+    CHECK_EQ_INT(cli_get_int(&a, "k", 10, 1, 100, &k), -1);
+    CHECK(strstr(a.err, "-k: expected an integer in [1, 100], got '0'") != NULL);
+    cli_args_free(&a);
+    CHECK_EQ_INT(PARSE(&a, "-k", "5x"), 0);
+    CHECK_EQ_INT(cli_get_int(&a, "k", 10, 1, 100, &k), -1);
+    cli_args_free(&a);
+    CHECK_EQ_INT(PARSE(&a, "-k", ""), 0);
+    CHECK_EQ_INT(cli_get_int(&a, "k", 10, 1, 100, &k), -1);
+    cli_args_free(&a);
+    CHECK_EQ_INT(PARSE(&a, "x"), 0);
+    CHECK_EQ_INT(cli_get_int(&a, "k", 10, 1, 100, &k), 0);
+    CHECK_EQ_INT((int)k, 10);
+    CHECK_EQ_INT(cli_get_double(&a, "min-score", -2, -1, 1, &s), 0);
+    CHECK_NEAR(s, -2.0, 0);
+    CHECK_EQ_INT(cli_get_choice(&a, "sort", sorts, 0), 0);
+    cli_args_free(&a);
+    CHECK_EQ_INT(PARSE(&a, "--min-score", "0.25", "--sort", "time"), 0);
+    CHECK_EQ_INT(cli_get_double(&a, "min-score", -2, -1, 1, &s), 0);
+    CHECK_NEAR(s, 0.25, 0);
+    CHECK_EQ_INT(cli_get_choice(&a, "sort", sorts, 0), 1);
+    cli_args_free(&a);
+    CHECK_EQ_INT(PARSE(&a, "--min-score", "nan", "--sort", "size"), 0);
+    CHECK_EQ_INT(cli_get_double(&a, "min-score", -2, -1, 1, &s), -1);
+    CHECK_EQ_INT(cli_get_choice(&a, "sort", sorts, 0), -1);
+    CHECK(strstr(a.err, "expected one of score|time, got 'size'") != NULL);
+    cli_args_free(&a);
+}
+
+/* ---- query language ---- */
+
+static void check_terms(cdb_test_ctx *cdb_t_, const char *q, int n_want, const char **texts,
+                        const double *weights) {
+    cli_term *t = NULL;
+    int n = 0;
+    char err[256] = "";
+    if (cli_query_parse(q, &t, &n, err, sizeof err) != 0) {
+        CDB_TEST_FAIL_("parse '%s' failed: %s", q, err);
+        return;
+    }
+    CHECK_EQ_INT(n, n_want);
+    for (int i = 0; i < n && i < n_want; i++) {
+        CHECK_EQ_STR(t[i].text, texts[i]);
+        CHECK_NEAR(t[i].weight, weights[i], 1e-12);
+    }
+    cli_query_free(t, n);
+}
+
+CDB_TEST(query_terms) {
+    check_terms(cdb_t_, "a red circle", 1, (const char *[]){"a red circle"}, (double[]){1});
+    check_terms(cdb_t_, "beach + sunset - people", 3,
+                (const char *[]){"beach", "sunset", "people"}, (double[]){1, 1, -1});
+    check_terms(cdb_t_, "  a  dog   on a beach ", 1, (const char *[]){"a dog on a beach"},
+                (double[]){1});
+    check_terms(cdb_t_, "2*beach + 0.5*red sunset", 2,
+                (const char *[]){"beach", "red sunset"}, (double[]){2, 0.5});
+    check_terms(cdb_t_, "- people", 1, (const char *[]){"people"}, (double[]){-1});
+    check_terms(cdb_t_, "red t-shirt - 3*cars", 2, (const char *[]){"red t-shirt", "cars"},
+                (double[]){1, -3});
+    check_terms(cdb_t_, "+ sunset", 1, (const char *[]){"sunset"}, (double[]){1});
+    /* '*' that is not a number prefix stays text */
+    check_terms(cdb_t_, "a*b", 1, (const char *[]){"a*b"}, (double[]){1});
+}
+
+CDB_TEST(query_errors) {
+    const char *bad[] = {"", "   ", "beach +", "beach + - sunset", "- - y", "2* + x", "+"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cli_term *t = NULL;
+        int n = 0;
+        char err[256] = "";
+        int rc = cli_query_parse(bad[i], &t, &n, err, sizeof err);
+        if (rc == 0) CDB_TEST_FAIL_("query '%s' should fail", bad[i]);
+        CHECK(err[0] != '\0');
+        cli_query_free(t, n);
+    }
+}
+
+/* ---- JSON ---- */
+
+static char *json_to_string(void (*fill)(cli_json *j, void *ud), void *ud, int pretty) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    cli_json j;
+    cli_json_init(&j, f, pretty);
+    fill(&j, ud);
+    cli_json_done(&j);
+    fclose(f);
+    return buf;
+}
+
+static void fill_doc(cli_json *j, void *ud) {
+    const char *path = ud;
+    cli_json_begin_object(j);
+    cli_json_key(j, "s");
+    cli_json_str(j, "quote\" backslash\\ nl\n tab\t cr\r bell\a del\x7f slash/ é 日本 \xF0\x9F\x98\x80");
+    cli_json_key(j, "n");
+    cli_json_int(j, -42);
+    cli_json_key(j, "x");
+    cli_json_num(j, 0.123456, 4);
+    cli_json_key(j, "nan");
+    cli_json_num(j, 0.0 / 0.0, 4);
+    cli_json_key(j, "f");
+    cli_json_float(j, 0.1f);
+    cli_json_key(j, "b");
+    cli_json_bool(j, 1);
+    cli_json_key(j, "z");
+    cli_json_null(j);
+    cli_json_key(j, "one");
+    cli_json_float(j, 1.0f); /* a perfect score must still be a JSON real */
+    cli_json_key(j, "arr");
+    cli_json_begin_array(j);
+    cli_json_int(j, 1);
+    cli_json_begin_object(j);
+    cli_json_end_object(j);
+    cli_json_begin_array(j);
+    cli_json_end_array(j);
+    cli_json_str(j, NULL);
+    cli_json_end_array(j);
+    cli_json_path(j, "path", path);
+    cli_json_end_object(j);
+}
+
+static void check_doc(cdb_test_ctx *cdb_t_, const char *text, const char *path) {
+    json_error_t e;
+    json_t *root = json_loads(text, 0, &e);
+    if (!root) {
+        CDB_TEST_FAIL_("jansson rejects the output: %s (line %d)\n%s", e.text, e.line, text);
+        return;
+    }
+    CHECK_EQ_STR(json_string_value(json_object_get(root, "s")),
+                 "quote\" backslash\\ nl\n tab\t cr\r bell\a del\x7f slash/ é 日本 \xF0\x9F\x98\x80");
+    CHECK_EQ_INT((int)json_integer_value(json_object_get(root, "n")), -42);
+    CHECK_NEAR(json_real_value(json_object_get(root, "x")), 0.1235, 1e-12);
+    CHECK(json_is_null(json_object_get(root, "nan")));
+    CHECK((float)json_real_value(json_object_get(root, "f")) == 0.1f); /* round-trips */
+    CHECK(json_is_real(json_object_get(root, "one")));
+    CHECK(json_real_value(json_object_get(root, "one")) == 1.0);
+    CHECK(json_is_true(json_object_get(root, "b")));
+    CHECK(json_is_null(json_object_get(root, "z")));
+    CHECK_EQ_INT((int)json_array_size(json_object_get(root, "arr")), 4);
+    if (path && cli_utf8_valid(path, strlen(path))) {
+        CHECK_EQ_STR(json_string_value(json_object_get(root, "path")), path);
+        CHECK(json_object_get(root, "path_b64") == NULL);
+    }
+    json_decref(root);
+}
+
+CDB_TEST(json_escaping_parses_back) {
+    const char *path = "/photos/a b/\"quoted\"/new\nline.jpg";
+    for (int pretty = 0; pretty < 2; pretty++) {
+        char *s = json_to_string(fill_doc, (void *)path, pretty);
+        check_doc(cdb_t_, s, path);
+        /* control bytes never appear raw */
+        for (const char *p = s; *p; p++)
+            if ((unsigned char)*p < 0x20 && *p != '\n') CDB_TEST_FAIL_("raw control byte %d", *p);
+        free(s);
+    }
+}
+
+static int b64_decode(const char *in, unsigned char *out) {
+    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    int n = 0, bits = 0;
+    unsigned v = 0;
+    for (; *in && *in != '='; in++) {
+        const char *p = strchr(tab, *in);
+        if (!p) return -1;
+        v = (v << 6) | (unsigned)(p - tab);
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            out[n++] = (unsigned char)(v >> bits);
+        }
+    }
+    return n;
+}
+
+CDB_TEST(json_non_utf8_path) {
+    /* invalid: lone continuation, overlong, truncated sequence, surrogate, latin-1 */
+    const char *paths[] = {"/p/caf\xE9.jpg", "/p/\x80x", "/p/\xC0\xAF", "/p/\xE6\x97",
+                           "/p/\xED\xA0\x80", "/p/\xF5\x80\x80\x80", "a", "ab", "abc"};
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+        char *s = json_to_string(fill_doc, (void *)paths[i], 1);
+        json_error_t e;
+        json_t *root = json_loads(s, 0, &e);
+        int valid = cli_utf8_valid(paths[i], strlen(paths[i]));
+        if (!root) {
+            CDB_TEST_FAIL_("jansson rejects output for path %zu: %s", i, e.text);
+            free(s);
+            continue;
+        }
+        if (valid) {
+            CHECK(json_object_get(root, "path_b64") == NULL);
+        } else {
+            const char *b64 = json_string_value(json_object_get(root, "path_b64"));
+            const char *lossy = json_string_value(json_object_get(root, "path"));
+            unsigned char raw[256];
+            int n = b64 ? b64_decode(b64, raw) : -1;
+            CHECK(b64 != NULL);
+            CHECK_EQ_INT(n, (int)strlen(paths[i]));
+            if (n == (int)strlen(paths[i])) CHECK(memcmp(raw, paths[i], (size_t)n) == 0);
+            CHECK(lossy && strstr(lossy, "\xEF\xBF\xBD") != NULL); /* U+FFFD */
+        }
+        json_decref(root);
+        free(s);
+    }
+    CHECK_EQ_INT(cli_utf8_valid("\xF0\x9F\x98\x80 \xC3\xA9", 7), 1);
+    CHECK_EQ_INT(cli_utf8_valid("\xED\xA0\x80", 3), 0);
+    CHECK_EQ_INT(cli_utf8_valid("\xF4\x90\x80\x80", 4), 0);
+}
+
+/* ---- npy ---- */
+
+CDB_TEST(npy_header_and_data) {
+    char dir[256], path[300];
+    float data[6] = {1, 2, 3, 4, 5, -6.5f};
+    int64_t shape[2] = {2, 3};
+    unsigned char buf[512];
+    size_t n;
+    FILE *f;
+    snprintf(dir, sizeof dir, "/tmp/cdb-npy-XXXXXX");
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(path, sizeof path, "%s/a.npy", dir);
+    CHECK_EQ_INT(cli_npy_write(path, "<f4", shape, 2, data, sizeof data[0]), 0);
+    f = fopen(path, "rb");
+    CHECK(f != NULL);
+    if (!f) return;
+    n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    CHECK(memcmp(buf, "\x93NUMPY\x01\x00", 8) == 0);
+    {
+        size_t hl = buf[8] | (size_t)buf[9] << 8, off = 10 + hl;
+        char hdr[256];
+        float back[6];
+        CHECK_EQ_INT((int)(off % 64), 0);
+        CHECK_EQ_INT((int)n, (int)(off + sizeof data));
+        memcpy(hdr, buf + 10, hl < 255 ? hl : 255);
+        hdr[hl < 255 ? hl : 255] = '\0';
+        CHECK(strstr(hdr, "'descr': '<f4'") != NULL);
+        CHECK(strstr(hdr, "'fortran_order': False") != NULL);
+        CHECK(strstr(hdr, "'shape': (2, 3)") != NULL);
+        CHECK_EQ_INT(hdr[hl - 1], '\n');
+        memcpy(back, buf + off, sizeof back);
+        CHECK(memcmp(back, data, sizeof data) == 0);
+    }
+    /* a 1-d shape keeps its trailing comma: (5,) */
+    shape[0] = 5;
+    f = fopen(path, "wb");
+    CHECK_EQ_INT(cli_npy_header(f, "<i8", shape, 1), 0);
+    fclose(f);
+    f = fopen(path, "rb");
+    n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    buf[n < sizeof buf ? n : sizeof buf - 1] = 0;
+    CHECK(strstr((char *)buf + 10, "'shape': (5,)") != NULL);
+    remove(path);
+    rmdir(dir);
+}
+
+CDB_TEST(format_numbers) {
+    char b[64];
+    CHECK_EQ_STR(cli_fmt_count(0, b, sizeof b), "0");
+    CHECK_EQ_STR(cli_fmt_count(999, b, sizeof b), "999");
+    CHECK_EQ_STR(cli_fmt_count(1000, b, sizeof b), "1,000");
+    CHECK_EQ_STR(cli_fmt_count(1234567, b, sizeof b), "1,234,567");
+    CHECK_EQ_STR(cli_fmt_count(-1234, b, sizeof b), "-1,234");
+    CHECK_EQ_STR(cli_fmt_duration(1.25, b, sizeof b), "1.2 s");
+    CHECK_EQ_STR(cli_fmt_duration(75, b, sizeof b), "1 min 15 s");
+    CHECK_EQ_STR(cli_fmt_bytes(512, b, sizeof b), "512 B");
+    CHECK_EQ_STR(cli_fmt_bytes(2500000, b, sizeof b), "2.5 MB");
+}
+
+CDB_TEST_MAIN(args_long_forms, args_short_forms, args_repeated_and_last_wins,
+              args_double_dash_and_lone_dash, args_errors, args_numbers_and_choices,
+              query_terms, query_errors, json_escaping_parses_back, json_non_utf8_path,
+              npy_header_and_data, format_numbers)

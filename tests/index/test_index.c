@@ -1,0 +1,510 @@
+/*
+** test_index.c: index/ — automatic choice, build/train/add through FAISS, exact
+** re-rank, scores independent of the index type, freshness (uncovered vectors,
+** deletions, changed vectors), atomic persistence, refresh policy, and the query
+** helpers (NaN/Inf refusal, weighted combination). Expected values come from
+** independent computations here (long double dots over the fp16 data, brute
+** force), never from the code under test.
+*/
+#include <unistd.h>
+
+#include "cdb_test.h"
+#include "index/index.h"
+
+static uint64_t rng_state = 12345;
+static uint64_t rng_next(void) {
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+static double unif(void) { return (double)(rng_next() >> 11) * (1.0 / 9007199254740992.0); }
+static double gauss(void) { return sqrt(-2.0 * log(unif() + 1e-300)) * cos(6.283185307179586 * unif()); }
+
+static uint16_t to_half(double d) {
+    _Float16 h = (_Float16)(float)d;
+    uint16_t u;
+    memcpy(&u, &h, 2);
+    return u;
+}
+static double from_half(uint16_t u) {
+    _Float16 h;
+    memcpy(&h, &u, 2);
+    return (double)h;
+}
+
+/* n unit vectors (fp16) around n_clusters centers; ids = 10*i + 7. */
+typedef struct store {
+    int dim;
+    int64_t n;
+    int64_t *ids;
+    uint16_t *vecs;
+    uint8_t *deleted;
+    int fetch_calls;
+} store;
+
+static void unit_into(const double *x, int dim, uint16_t *out) {
+    double s = 0;
+    for (int i = 0; i < dim; i++) s += x[i] * x[i];
+    s = sqrt(s);
+    for (int i = 0; i < dim; i++) out[i] = to_half(x[i] / s);
+}
+
+static store *store_make(int64_t n, int dim, int n_clusters, double noise) {
+    store *s = calloc(1, sizeof *s);
+    double *c = malloc((size_t)n_clusters * dim * sizeof *c), *x = malloc(dim * sizeof *x);
+    s->dim = dim, s->n = n;
+    s->ids = malloc(n * sizeof *s->ids);
+    s->vecs = malloc((size_t)n * dim * 2);
+    s->deleted = calloc((size_t)n, 1);
+    for (int i = 0; i < n_clusters * dim; i++) c[i] = gauss();
+    for (int64_t i = 0; i < n; i++) {
+        const double *ci = c + (size_t)(rng_next() % (uint64_t)n_clusters) * dim;
+        for (int d = 0; d < dim; d++) x[d] = ci[d] + noise * gauss();
+        unit_into(x, dim, s->vecs + (size_t)i * dim);
+        s->ids[i] = 10 * i + 7;
+    }
+    free(c), free(x);
+    return s;
+}
+
+static void store_free(store *s) {
+    if (!s) return;
+    free(s->ids), free(s->vecs), free(s->deleted), free(s);
+}
+
+static int64_t pos_of(const store *s, int64_t id) {
+    if (id < 7 || (id - 7) % 10) return -1;
+    return (id - 7) / 10 < s->n ? (id - 7) / 10 : -1;
+}
+
+static cdb_status fetch(void *ctx, const int64_t *ids, size_t n, uint16_t *vecs, uint8_t *found) {
+    store *s = ctx;
+    s->fetch_calls++;
+    for (size_t i = 0; i < n; i++) {
+        int64_t p = pos_of(s, ids[i]);
+        found[i] = p >= 0 && !s->deleted[p];
+        if (found[i]) memcpy(vecs + i * s->dim, s->vecs + (size_t)p * s->dim, (size_t)s->dim * 2);
+    }
+    return CDB_OK;
+}
+
+static void query_from(const store *s, int64_t pos, float *q) {
+    for (int d = 0; d < s->dim; d++) q[d] = (float)(from_half(s->vecs[(size_t)pos * s->dim + d]) + 0.05 * gauss());
+}
+
+/* Independent score: long double dot of the fp16 vector with the normalized query. */
+static double ref_score(const store *s, int64_t pos, const float *q) {
+    long double n = 0, d = 0;
+    for (int i = 0; i < s->dim; i++) n += (long double)q[i] * q[i];
+    n = sqrtl(n);
+    for (int i = 0; i < s->dim; i++) d += (long double)from_half(s->vecs[(size_t)pos * s->dim + i]) * ((long double)q[i] / n);
+    return (double)d;
+}
+
+/* Brute-force top-k positions by ref_score, skipping deleted. */
+static void ref_topk(const store *s, const float *q, int k, int64_t *out_ids) {
+    double *best = malloc(k * sizeof *best);
+    for (int i = 0; i < k; i++) best[i] = -1e9, out_ids[i] = -1;
+    for (int64_t p = 0; p < s->n; p++) {
+        double sc;
+        int j;
+        if (s->deleted[p]) continue;
+        sc = ref_score(s, p, q);
+        if (sc <= best[k - 1]) continue;
+        for (j = k - 1; j > 0 && best[j - 1] < sc; j--) best[j] = best[j - 1], out_ids[j] = out_ids[j - 1];
+        best[j] = sc, out_ids[j] = s->ids[p];
+    }
+    free(best);
+}
+
+static cdb_index_params params_for(int dim) {
+    cdb_index_params p = cdb_index_params_default();
+    p.dim = dim;
+    return p;
+}
+
+CDB_TEST(plan_automatic_choice) {
+    cdb_index_params p = params_for(512);
+    cdb_index_info in;
+    char buf[2048];
+    p.mem_budget_bytes = (size_t)8 << 30;
+    CHECK_OK(cdb_index_plan(1000, &p, &in));
+    CHECK_EQ_INT(in.kind, CDB_INDEX_FLAT);
+    CHECK_EQ_INT(in.n_train, 0);
+    CHECK_OK(cdb_index_plan(50000, &p, &in));
+    CHECK_EQ_INT(in.kind, CDB_INDEX_HNSW);
+    CHECK(strstr(in.factory, "HNSW") && strstr(in.factory, "IDMap"));
+    CHECK_OK(cdb_index_plan(300000, &p, &in));
+    CHECK_EQ_INT(in.kind, CDB_INDEX_IVF_SQ);
+    CHECK(strstr(in.factory, "SQfp16") != NULL);
+    CHECK_OK(cdb_index_plan(1000000, &p, &in));
+    CHECK_EQ_INT(in.kind, CDB_INDEX_IVF_PQ);
+    /* FAISS guidelines: 4*sqrt(n) <= nlist*2 and nlist <= 16*sqrt(n); >= 30 points per centroid */
+    CHECK(in.nlist >= 2000 && in.nlist <= 16000);
+    CHECK(in.n_train >= 30 * (int64_t)in.nlist && in.n_train <= 256 * (int64_t)in.nlist);
+    CHECK(in.est_bytes <= (size_t)1200 << 20);
+    CHECK(in.rerank_factor > 1);
+    CHECK(cdb_index_info_format(&in, buf, sizeof buf) > 0);
+    CHECK(strstr(buf, "ivf-pq") && strstr(buf, in.factory));
+    /* a tight memory budget pushes a medium collection to a compact family */
+    p.mem_budget_bytes = (size_t)20 << 20;
+    CHECK_OK(cdb_index_plan(100000, &p, &in));
+    CHECK_EQ_INT(in.kind, CDB_INDEX_IVF_PQ);
+    CHECK(strstr(in.reason, "budget") != NULL);
+    /* forced factory gets IDMap when it cannot take ids */
+    p.factory = "HNSW16";
+    CHECK_OK(cdb_index_plan(100, &p, &in));
+    CHECK_EQ_INT(in.kind, CDB_INDEX_CUSTOM);
+    CHECK_EQ_STR(in.factory, "IDMap,HNSW16");
+    p.factory = "IVF64,Flat";
+    CHECK_OK(cdb_index_plan(100000, &p, &in));
+    CHECK_EQ_STR(in.factory, "IVF64,Flat");
+    CHECK_EQ_INT(in.nlist, 64);
+    p = params_for(0);
+    CHECK_RC(cdb_index_plan(10, &p, &in), CDB_INVALID);
+}
+
+/* Every returned score is the exact dot of the query with the stored fp16 vector,
+** and every kind returns the same score for the same item. */
+CDB_TEST(scores_identical_across_index_types) {
+    const int dim = 64, k = 10, n_q = 20;
+    store *s = store_make(6000, dim, 40, 0.5);
+    const char *factories[] = {NULL, "IDMap,HNSW16", "IVF32,PQ8np", "IVF32,SQfp16"};
+    cdb_index *ix[4] = {0};
+    cdb_hit hits[4][10];
+    int nh[4];
+    float q[64];
+    cdb_index_search_opts o = cdb_index_search_opts_default();
+    o.k = k, o.fetch = fetch, o.fetch_ctx = s;
+    for (int f = 0; f < 4; f++) {
+        cdb_index_params p = params_for(dim);
+        p.factory = factories[f];
+        if (!factories[f]) p.kind = CDB_INDEX_FLAT;
+        CHECK_OK(cdb_index_build_arrays(&p, s->ids, s->vecs, s->n, &ix[f]));
+        CHECK_EQ_INT(cdb_index_count(ix[f]), s->n);
+    }
+    int shared = 0, recall_hits = 0;
+    for (int t = 0; t < n_q; t++) {
+        int64_t want[10];
+        query_from(s, (int64_t)(rng_next() % (uint64_t)s->n), q);
+        ref_topk(s, q, k, want);
+        for (int f = 0; f < 4; f++) {
+            CHECK_OK(cdb_index_search(ix[f], q, dim, &o, hits[f], &nh[f]));
+            CHECK_EQ_INT(nh[f], k);
+            for (int i = 0; i < nh[f]; i++) {
+                int64_t p = pos_of(s, hits[f][i].id);
+                CHECK(p >= 0);
+                CHECK_NEAR(hits[f][i].score, ref_score(s, p, q), 1e-6);
+                CHECK(hits[f][i].score <= 1.0f && hits[f][i].score >= -1.0f);
+                if (i) CHECK(hits[f][i - 1].score >= hits[f][i].score);
+            }
+        }
+        /* flat + re-rank is exact */
+        for (int i = 0; i < k; i++) recall_hits += hits[0][i].id == want[i];
+        for (int a = 0; a < 4; a++)
+            for (int b = a + 1; b < 4; b++)
+                for (int i = 0; i < nh[a]; i++)
+                    for (int j = 0; j < nh[b]; j++)
+                        if (hits[a][i].id == hits[b][j].id) {
+                            CHECK_MSG(memcmp(&hits[a][i].score, &hits[b][j].score, 4) == 0,
+                                      "id %lld: %.9g (%s) vs %.9g (%s)", (long long)hits[a][i].id,
+                                      hits[a][i].score, factories[a] ? factories[a] : "flat",
+                                      hits[b][j].score, factories[b] ? factories[b] : "flat");
+                            shared++;
+                        }
+    }
+    CHECK(shared > n_q * k); /* the comparison actually happened */
+    CHECK_MSG(recall_hits >= n_q * k - 2, "flat+re-rank ranks %d/%d like brute force", recall_hits, n_q * k);
+    /* exact search over the array gives the same numbers */
+    {
+        cdb_hit ex[10];
+        CHECK_OK(cdb_index_exact_search(q, 1, dim, s->ids, s->vecs, (size_t)s->n, k, -INFINITY, NULL, 0, 2, ex));
+        for (int i = 0; i < k; i++) {
+            CHECK_EQ_INT(ex[i].id, hits[0][i].id);
+            CHECK(memcmp(&ex[i].score, &hits[0][i].score, 4) == 0);
+        }
+    }
+    for (int f = 0; f < 4; f++) cdb_index_free(ix[f]);
+    store_free(s);
+}
+
+CDB_TEST(freshness_uncovered_deleted_changed) {
+    const int dim = 32;
+    store *s = store_make(3000, dim, 20, 0.4);
+    cdb_index *ix = NULL;
+    cdb_index_params p = params_for(dim);
+    cdb_hit hits[5];
+    int n = 0;
+    float q[32];
+    cdb_index_search_opts o = cdb_index_search_opts_default();
+    o.k = 5, o.fetch = fetch, o.fetch_ctx = s;
+    /* index covers the first 2500; the last 500 are "stored since" */
+    CHECK_OK(cdb_index_build_arrays(&p, s->ids, s->vecs, 2500, &ix));
+    CHECK(cdb_index_covers(ix, s->ids[0]) && cdb_index_covers(ix, s->ids[2499]));
+    CHECK(!cdb_index_covers(ix, s->ids[2500]) && !cdb_index_covers(ix, 8));
+    /* a query equal to an uncovered vector: not found without extra, found with */
+    for (int d = 0; d < dim; d++) q[d] = (float)from_half(s->vecs[(size_t)2900 * dim + d]);
+    CHECK_OK(cdb_index_search(ix, q, dim, &o, hits, &n));
+    CHECK(hits[0].id != s->ids[2900]);
+    o.extra_ids = s->ids + 2500, o.extra_vecs = s->vecs + (size_t)2500 * dim, o.n_extra = 500;
+    CHECK_OK(cdb_index_search(ix, q, dim, &o, hits, &n));
+    CHECK_EQ_INT(hits[0].id, s->ids[2900]);
+    CHECK_NEAR(hits[0].score, 1.0, 1e-3);
+    /* deleted (fetch says absent) and excluded ids never appear */
+    for (int d = 0; d < dim; d++) q[d] = (float)from_half(s->vecs[(size_t)100 * dim + d]);
+    CHECK_OK(cdb_index_search(ix, q, dim, &o, hits, &n));
+    CHECK_EQ_INT(hits[0].id, s->ids[100]);
+    s->deleted[100] = 1;
+    CHECK_OK(cdb_index_search(ix, q, dim, &o, hits, &n));
+    CHECK_EQ_INT(n, 5);
+    for (int i = 0; i < n; i++) CHECK(hits[i].id != s->ids[100]);
+    {
+        int64_t excl[1] = {hits[0].id};
+        o.exclude_ids = excl, o.n_exclude = 1;
+        CHECK_OK(cdb_index_search(ix, q, dim, &o, hits, &n));
+        for (int i = 0; i < n; i++) CHECK(hits[i].id != excl[0]);
+        o.exclude_ids = NULL, o.n_exclude = 0;
+    }
+    /* mass deletion: search widens and still fills k from what is left */
+    for (int64_t i = 0; i < 2500; i++) s->deleted[i] = (i % 10) != 0;
+    CHECK_OK(cdb_index_search(ix, q, dim, &o, hits, &n));
+    CHECK_EQ_INT(n, 5);
+    for (int i = 0; i < n; i++) {
+        int64_t pp = pos_of(s, hits[i].id);
+        CHECK(pp >= 0 && !s->deleted[pp]);
+    }
+    memset(s->deleted, 0, (size_t)s->n);
+    /* a changed vector (id 0 re-stored as another vector) is scored from extra */
+    {
+        int64_t id0 = s->ids[0];
+        o.extra_ids = &id0, o.extra_vecs = s->vecs + (size_t)2900 * dim, o.n_extra = 1;
+        for (int d = 0; d < dim; d++) q[d] = (float)from_half(s->vecs[(size_t)2900 * dim + d]);
+        CHECK_OK(cdb_index_search(ix, q, dim, &o, hits, &n));
+        CHECK_EQ_INT(hits[0].id, id0);
+        CHECK_NEAR(hits[0].score, 1.0, 1e-3);
+        for (int i = 1; i < n; i++) CHECK(hits[i].id != id0); /* once */
+    }
+    /* min_score */
+    o.extra_ids = NULL, o.n_extra = 0, o.min_score = 0.99f;
+    CHECK_OK(cdb_index_search(ix, q, dim, &o, hits, &n));
+    for (int i = 0; i < n; i++) CHECK(hits[i].score >= 0.99f);
+    for (int i = n; i < 5; i++) CHECK(hits[i].id == -1 && isinf(hits[i].score));
+    /* incremental add makes the rest covered */
+    CHECK_OK(cdb_index_add(ix, s->ids + 2500, s->vecs + (size_t)2500 * dim, 500));
+    CHECK(cdb_index_covers(ix, s->ids[2900]));
+    CHECK_EQ_INT(cdb_index_count(ix), 3000);
+    /* no index at all: extra alone is an exact search */
+    o.min_score = -INFINITY, o.extra_ids = s->ids, o.extra_vecs = s->vecs, o.n_extra = (size_t)s->n;
+    CHECK_OK(cdb_index_search(NULL, q, dim, &o, hits, &n));
+    CHECK_EQ_INT(hits[0].id, s->ids[2900]);
+    cdb_index_free(ix);
+    store_free(s);
+}
+
+CDB_TEST(persist_atomic_roundtrip) {
+    const int dim = 48;
+    store *s = store_make(4000, dim, 16, 0.5);
+    cdb_index *ix = NULL, *ld = NULL, *old = NULL;
+    cdb_index_params p = params_for(dim);
+    char dir[] = "/tmp/cdb_index_testXXXXXX", path[256], tmp[300];
+    cdb_hit a[8], b[8];
+    int na, nb;
+    float q[48];
+    cdb_index_search_opts o = cdb_index_search_opts_default();
+    cdb_index_info info;
+    FILE *f;
+    o.k = 8, o.fetch = fetch, o.fetch_ctx = s;
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(path, sizeof path, "%s/model1.index", dir);
+    CHECK_RC(cdb_index_load(path, &ld), CDB_NOTFOUND);
+    p.factory = "IVF16,PQ8np";
+    p.nprobe = 4;
+    CHECK_OK(cdb_index_build_arrays(&p, s->ids, s->vecs, 3000, &ix));
+    cdb_index_set_watermark(ix, 424242);
+    CHECK_OK(cdb_index_save(ix, path));
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    CHECK(access(tmp, F_OK) != 0); /* no temp left behind */
+    CHECK_OK(cdb_index_load(path, &ld));
+    CHECK_EQ_INT(cdb_index_watermark(ld), 424242);
+    CHECK_EQ_INT(cdb_index_count(ld), 3000);
+    CHECK(cdb_index_covers(ld, s->ids[2999]) && !cdb_index_covers(ld, s->ids[3000]));
+    cdb_index_get_info(ld, &info);
+    CHECK_EQ_INT(info.nprobe, 4);
+    CHECK_EQ_INT(info.n_indexed, 3000);
+    CHECK_EQ_STR(info.factory, "IVF16,PQ8np");
+    for (int t = 0; t < 5; t++) {
+        query_from(s, t * 300, q);
+        CHECK_OK(cdb_index_search(ix, q, dim, &o, a, &na));
+        CHECK_OK(cdb_index_search(ld, q, dim, &o, b, &nb));
+        CHECK_EQ_INT(na, nb);
+        for (int i = 0; i < na; i++) CHECK(a[i].id == b[i].id && a[i].score == b[i].score);
+    }
+    /* replace the file while "old" (loaded earlier) keeps serving */
+    old = ld, ld = NULL;
+    CHECK_OK(cdb_index_add(ix, s->ids + 3000, s->vecs + (size_t)3000 * dim, 1000));
+    cdb_index_set_watermark(ix, 424243);
+    CHECK_OK(cdb_index_save(ix, path));
+    query_from(s, 10, q);
+    CHECK_OK(cdb_index_search(old, q, dim, &o, a, &na));
+    CHECK_EQ_INT(na, 8);
+    CHECK_OK(cdb_index_load(path, &ld));
+    CHECK_EQ_INT(cdb_index_count(ld), 4000);
+    CHECK_EQ_INT(cdb_index_watermark(ld), 424243);
+    cdb_index_free(ld), ld = NULL;
+    /* damaged files are refused, not crashed on */
+    f = fopen(path, "r+b");
+    CHECK(f != NULL);
+    fseek(f, 0, SEEK_END);
+    {
+        long sz = ftell(f);
+        CHECK(ftruncate(fileno(f), sz / 2) == 0);
+    }
+    fclose(f);
+    CHECK_RC(cdb_index_load(path, &ld), CDB_CORRUPT);
+    f = fopen(path, "wb");
+    fputs("not an index at all, just text", f);
+    fclose(f);
+    CHECK_RC(cdb_index_load(path, &ld), CDB_CORRUPT);
+    CHECK(ld == NULL);
+    unlink(path);
+    rmdir(dir);
+    cdb_index_free(ix), cdb_index_free(old);
+    store_free(s);
+}
+
+CDB_TEST(query_refuses_nan_inf_and_checks_dims) {
+    const int dim = 16;
+    store *s = store_make(500, dim, 4, 0.3);
+    cdb_index *ix = NULL;
+    cdb_index_params p = params_for(dim);
+    cdb_hit hits[3];
+    int n = 0;
+    float q[16];
+    cdb_index_search_opts o = cdb_index_search_opts_default();
+    o.k = 3, o.fetch = fetch, o.fetch_ctx = s;
+    CHECK_OK(cdb_index_build_arrays(&p, s->ids, s->vecs, s->n, &ix));
+    query_from(s, 1, q);
+    q[5] = NAN;
+    CHECK_RC(cdb_index_search(ix, q, dim, &o, hits, &n), CDB_INVALID);
+    CHECK(strstr(cdb_errmsg(), "NaN") && strstr(cdb_errmsg(), "5"));
+    q[5] = -INFINITY;
+    CHECK_RC(cdb_index_search(ix, q, dim, &o, hits, &n), CDB_INVALID);
+    CHECK(strstr(cdb_errmsg(), "infinite") != NULL);
+    CHECK_RC(cdb_index_query_check(q, dim), CDB_INVALID);
+    memset(q, 0, sizeof q);
+    CHECK_RC(cdb_index_search(ix, q, dim, &o, hits, &n), CDB_INVALID);
+    CHECK(strstr(cdb_errmsg(), "zero") != NULL);
+    query_from(s, 1, q);
+    CHECK_RC(cdb_index_search(ix, q, dim - 1, &o, hits, &n), CDB_DIM_MISMATCH);
+    CHECK_RC(cdb_index_exact_search(q, 1, dim, NULL, s->vecs, 0, 0, 0, NULL, 0, 1, hits), CDB_INVALID);
+    o.fetch = NULL;
+    CHECK_RC(cdb_index_search(ix, q, dim, &o, hits, &n), CDB_INVALID);
+    /* an un-normalized query (x1e5) gives the same result as the normalized one */
+    {
+        cdb_hit h2[3];
+        int n2;
+        float big[16];
+        o.fetch = fetch;
+        for (int i = 0; i < dim; i++) big[i] = q[i] * 1e5f;
+        CHECK_OK(cdb_index_search(ix, q, dim, &o, hits, &n));
+        CHECK_OK(cdb_index_search(ix, big, dim, &o, h2, &n2));
+        for (int i = 0; i < n; i++) CHECK(hits[i].id == h2[i].id && fabsf(hits[i].score - h2[i].score) <= 1e-6f);
+    }
+    /* ids must be >= 0 */
+    {
+        int64_t bad = -5;
+        CHECK_RC(cdb_index_add(ix, &bad, s->vecs, 1), CDB_INVALID);
+    }
+    cdb_index_free(ix);
+    store_free(s);
+}
+
+CDB_TEST(query_combine_weighted) {
+    const int dim = 24;
+    float t[3 * 24], out[24], w[3] = {1.0f, 0.5f, -1.0f};
+    double want[24], s = 0;
+    for (int i = 0; i < 3 * dim; i++) t[i] = (float)(gauss() * (i < dim ? 1e5 : 1.0));
+    for (int i = 0; i < dim; i++) want[i] = 0;
+    for (int k = 0; k < 3; k++) {
+        double n = 0;
+        for (int i = 0; i < dim; i++) n += (double)t[k * dim + i] * t[k * dim + i];
+        n = sqrt(n);
+        for (int i = 0; i < dim; i++) want[i] += w[k] * t[k * dim + i] / n;
+    }
+    for (int i = 0; i < dim; i++) s += want[i] * want[i];
+    s = sqrt(s);
+    CHECK_OK(cdb_index_query_combine(t, w, 3, dim, out));
+    for (int i = 0; i < dim; i++) CHECK_NEAR(out[i], want[i] / s, 1e-6);
+    /* "a - a" cancels: refused */
+    memcpy(t + dim, t, dim * sizeof *t);
+    w[1] = -1.0f;
+    CHECK_RC(cdb_index_query_combine(t, w, 2, dim, out), CDB_INVALID);
+    t[3] = NAN;
+    w[1] = 1.0f;
+    CHECK_RC(cdb_index_query_combine(t, w, 2, dim, out), CDB_INVALID);
+    CHECK(strstr(cdb_errmsg(), "NaN") != NULL);
+    t[3] = 1;
+    w[0] = INFINITY;
+    CHECK_RC(cdb_index_query_combine(t, w, 2, dim, out), CDB_INVALID);
+}
+
+CDB_TEST(refresh_policy) {
+    const int dim = 16;
+    store *s = store_make(1000, dim, 4, 0.3);
+    cdb_index *ix = NULL;
+    cdb_index_params p = params_for(dim);
+    cdb_index_refresh_action a;
+    char why[256];
+    CHECK_OK(cdb_index_refresh_decide(NULL, &p, 100, 100, 0, &a, why, sizeof why));
+    CHECK_EQ_INT(a, CDB_INDEX_REFRESH_REBUILD);
+    CHECK_OK(cdb_index_build_arrays(&p, s->ids, s->vecs, s->n, &ix));
+    CHECK_OK(cdb_index_refresh_decide(ix, &p, 1000, 0, 0, &a, why, sizeof why));
+    CHECK_EQ_INT(a, CDB_INDEX_REFRESH_NONE);
+    CHECK_OK(cdb_index_refresh_decide(ix, &p, 1050, 50, 10, &a, why, sizeof why));
+    CHECK_EQ_INT(a, CDB_INDEX_REFRESH_ADD);
+    CHECK_OK(cdb_index_refresh_decide(ix, &p, 1000, 0, 300, &a, why, sizeof why));
+    CHECK_EQ_INT(a, CDB_INDEX_REFRESH_REBUILD);
+    CHECK(strstr(why, "20%") != NULL);
+    /* outgrowing the flat size class */
+    CHECK_OK(cdb_index_refresh_decide(ix, &p, 100000, 99000, 0, &a, why, sizeof why));
+    CHECK_EQ_INT(a, CDB_INDEX_REFRESH_REBUILD);
+    cdb_index_free(ix);
+    store_free(s);
+}
+
+CDB_TEST(exact_search_multi_query_threads) {
+    const int dim = 40, k = 7, n_q = 5;
+    store *s = store_make(9000, dim, 30, 0.6);
+    float q[5 * 40];
+    cdb_hit multi[5 * 7], one[7], one1[7];
+    int64_t excl[3];
+    for (int j = 0; j < n_q; j++) query_from(s, j * 1000, q + j * dim);
+    CHECK_OK(cdb_index_exact_search(q, n_q, dim, s->ids, s->vecs, (size_t)s->n, k, -INFINITY, NULL, 0, 2, multi));
+    for (int j = 0; j < n_q; j++) {
+        int64_t want[7];
+        ref_topk(s, q + j * dim, k, want);
+        CHECK_OK(cdb_index_exact_search(q + j * dim, 1, dim, s->ids, s->vecs, (size_t)s->n, k, -INFINITY, NULL, 0, 1, one));
+        for (int i = 0; i < k; i++) {
+            CHECK_EQ_INT(multi[j * k + i].id, one[i].id);
+            CHECK(memcmp(&multi[j * k + i].score, &one[i].score, 4) == 0);
+            CHECK_EQ_INT(one[i].id, want[i]);
+        }
+    }
+    /* exclusions (sorted) and positions as ids */
+    excl[0] = one[0].id, excl[1] = one[2].id, excl[2] = one[4].id;
+    if (excl[0] > excl[1]) { int64_t t = excl[0]; excl[0] = excl[1]; excl[1] = t; }
+    if (excl[1] > excl[2]) { int64_t t = excl[1]; excl[1] = excl[2]; excl[2] = t; }
+    if (excl[0] > excl[1]) { int64_t t = excl[0]; excl[0] = excl[1]; excl[1] = t; }
+    CHECK_OK(cdb_index_exact_search(q + (n_q - 1) * dim, 1, dim, s->ids, s->vecs, (size_t)s->n, k, -INFINITY, excl, 3, 2, one1));
+    for (int i = 0; i < k; i++) CHECK(one1[i].id != excl[0] && one1[i].id != excl[1] && one1[i].id != excl[2]);
+    CHECK_EQ_INT(one1[0].id, one[1].id);
+    CHECK_OK(cdb_index_exact_search(q, 1, dim, NULL, s->vecs, (size_t)s->n, k, -INFINITY, NULL, 0, 2, one1));
+    CHECK_EQ_INT(one1[0].id * 10 + 7, multi[0].id);
+    store_free(s);
+}
+
+CDB_TEST_MAIN(plan_automatic_choice, scores_identical_across_index_types,
+              freshness_uncovered_deleted_changed, persist_atomic_roundtrip,
+              query_refuses_nan_inf_and_checks_dims, query_combine_weighted, refresh_policy,
+              exact_search_multi_query_threads)
