@@ -11,7 +11,6 @@
 ** vectors already in the shard; redoing them repeats idempotent upserts.
 ** See db/README.md for why this order is safe and what power loss changes.
 */
-#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,14 +48,30 @@ struct cdb_db_batch {
 
 #define CHUNK 256
 
+/* acc[k] += x[j]^2 for the elements j = k (mod 8) of x[0..n), n a multiple of 8
+** except possibly in the last chunk; x starts at a multiple of 8 of the vector.
+** Written as 8 fixed lanes so the compiler vectorizes it: the additions into each
+** lane happen in the same order as a plain `acc[j & 7] += ...` loop, so the result
+** is bit for bit the same. */
+static void sumsq_lanes(const float *x, int n, float acc[8]) {
+    int j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int k = 0; k < 8; k++) acc[k] += x[j + k] * x[j + k];
+    for (; j < n; j++) acc[j & 7] += x[j] * x[j];
+}
+
+static float fold_lanes(const float acc[8]) {
+    return sqrtf(((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])));
+}
+
 float db_f16_norm(const uint16_t *v, int dim) {
     float tmp[CHUNK], acc[8] = {0};
     for (int i = 0; i < dim; i += CHUNK) {
         int n = dim - i < CHUNK ? dim - i : CHUNK;
         cdb_k_f16_to_f32(v + i, tmp, (size_t)n);
-        for (int j = 0; j < n; j++) acc[j & 7] += tmp[j] * tmp[j];
+        sumsq_lanes(tmp, n, acc);
     }
-    return sqrtf(((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])));
+    return fold_lanes(acc);
 }
 
 /* out[j] = x[j] * 2^-e, exactly: a multiply by a power of two when 2^-e is a
@@ -71,20 +86,27 @@ static void scale_pow2(const float *x, int n, int e, float *out) {
 }
 
 cdb_status cdb_db_encode_vector(const float *vec, int dim, uint16_t *out) {
-    float maxabs = 0.0f, acc[8] = {0}, tmp[CHUNK];
-    int e = 0, bad = 0;
+    float maxabs, acc[8] = {0}, tmp[CHUNK];
+    uint32_t maxbits = 0;
+    unsigned inf16 = 0;
+    int e = 0;
     if (dim <= 0) return cdb_seterr(CDB_INVALID, "vector dim %d", dim);
+    /* max |x| on the bit patterns (for non-negative floats the integer order is
+    ** the numeric order, and NaN/Inf are the patterns >= 0x7f800000): one
+    ** vectorizable pass finds both the magnitude and any non-finite element. */
     for (int i = 0; i < dim; i++) {
-        float a = fabsf(vec[i]);
-        bad |= !(a <= FLT_MAX); /* NaN or Inf */
-        maxabs = a > maxabs ? a : maxabs;
+        uint32_t u;
+        memcpy(&u, vec + i, sizeof u);
+        u &= 0x7fffffffu;
+        maxbits = u > maxbits ? u : maxbits;
     }
-    if (bad) {
+    if (maxbits >= 0x7f800000u) {
         for (int i = 0; i < dim; i++)
             if (!isfinite(vec[i]))
                 return cdb_seterr(CDB_INVALID, "vector element %d is %s", i,
                                   isnan(vec[i]) ? "NaN" : "Inf");
     }
+    memcpy(&maxabs, &maxbits, sizeof maxabs);
     if (maxabs == 0.0f) return cdb_seterr(CDB_INVALID, "vector is all zeros (no direction)");
     /* Scale by 2^-e with maxabs = f * 2^e, f in [0.5, 1): every scaled element is
     ** <= 1, so the sum of squares is <= dim and cannot overflow, whatever the
@@ -93,19 +115,22 @@ cdb_status cdb_db_encode_vector(const float *vec, int dim, uint16_t *out) {
     for (int i = 0; i < dim; i += CHUNK) {
         int n = dim - i < CHUNK ? dim - i : CHUNK;
         scale_pow2(vec + i, n, e, tmp);
-        for (int j = 0; j < n; j++) acc[j & 7] += tmp[j] * tmp[j];
+        sumsq_lanes(tmp, n, acc);
     }
-    const float norm =
-        sqrtf(((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])));
+    const float norm = fold_lanes(acc);
     for (int i = 0; i < dim; i += CHUNK) {
         int n = dim - i < CHUNK ? dim - i : CHUNK;
         scale_pow2(vec + i, n, e, tmp);
         for (int j = 0; j < n; j++) tmp[j] /= norm;
         cdb_k_f32_to_f16(tmp, out + i, (size_t)n);
     }
-    for (int i = 0; i < dim; i++)
-        if ((out[i] & 0x7c00) == 0x7c00)
-            return cdb_seterr(CDB_INVALID, "vector element %d is not finite after rounding", i);
+    for (int i = 0; i < dim; i++) inf16 |= (out[i] & 0x7c00u) == 0x7c00u;
+    if (inf16) {
+        for (int i = 0; i < dim; i++)
+            if ((out[i] & 0x7c00) == 0x7c00)
+                return cdb_seterr(CDB_INVALID, "vector element %d is not finite after rounding",
+                                  i);
+    }
     float n2 = db_f16_norm(out, dim);
     if (!(fabsf(n2 - 1.0f) <= 1e-3f))
         return cdb_seterr(CDB_INVALID, "vector norm after fp16 rounding is %.6g, not 1 +- 1e-3",
@@ -235,13 +260,25 @@ cdb_status cdb_db_batch_touch(cdb_db_batch *b, int64_t file_id, const cdb_db_fil
 
 /* ---- commit -------------------------------------------------------------------------- */
 
+/* The indexed move-detection key: the hash's first 8 bytes as a big-endian int64
+** (files.hkey, schema v3). The full hash is compared after the index lookup. */
+int64_t db_hash_key(const uint8_t hash[CDB_DB_HASH_BYTES]) {
+    uint64_t k = 0;
+    for (int i = 0; i < 8; i++) k = k << 8 | hash[i];
+    return (int64_t)k;
+}
+
+/* Binds size, mtime, hash, width, height at i_size.. and hkey at DB_P_HKEY. */
 static void bind_meta(sqlite3_stmt *st, const cdb_db_file_meta *m, int i_size) {
     sqlite3_bind_int64(st, i_size, m->size);
     sqlite3_bind_int64(st, i_size + 1, m->mtime_ns);
-    if (m->has_hash)
-        sqlite3_bind_blob(st, i_size + 2, m->hash, CDB_DB_HASH_BYTES, SQLITE_TRANSIENT);
-    else
+    if (m->has_hash) {
+        sqlite3_bind_blob(st, i_size + 2, m->hash, CDB_DB_HASH_BYTES, SQLITE_STATIC);
+        sqlite3_bind_int64(st, DB_P_HKEY, db_hash_key(m->hash));
+    } else {
         sqlite3_bind_null(st, i_size + 2);
+        sqlite3_bind_null(st, DB_P_HKEY);
+    }
     sqlite3_bind_int(st, i_size + 3, m->width);
     sqlite3_bind_int(st, i_size + 4, m->height);
 }
@@ -262,7 +299,33 @@ static cdb_status step1_op(cdb_db_batch *b, batch_op *op, int64_t now, db_shard_
     cdb_status rc;
     int exists = 0, state = 0, old_has_hash = 0;
     uint8_t old_hash[CDB_DB_HASH_BYTES];
+    int64_t need = (int64_t)b->dim * 2 + DB_VEC_OVERHEAD;
     if (op->kind == OP_PUT || op->kind == OP_ERROR) {
+        /* Most staged paths are new: try the insert first (pending, with its meta
+        ** and, for a PUT, its shard); only a path already recorded (the UNIQUE
+        ** (root_id, relpath) conflict) takes the lookup below. */
+        if (op->kind == OP_PUT && (rc = db_shard_for_new(db, alloc, need, &op->shard)) != CDB_OK)
+            return rc;
+        if ((rc = db_stmt(db, ST_FILE_INSERT, &st)) != CDB_OK) return rc;
+        sqlite3_bind_int64(st, 1, op->root_id);
+        sqlite3_bind_blob(st, 2, op->relpath, (int)strlen(op->relpath), SQLITE_STATIC);
+        bind_meta(st, &op->meta, 3);
+        if (op->shard > 0)
+            sqlite3_bind_int(st, 8, op->shard);
+        else
+            sqlite3_bind_null(st, 8);
+        sqlite3_bind_int64(st, 9, now);
+        if ((rc = step_stmt(db, st, "insert file")) != CDB_OK) return rc;
+        if (sqlite3_changes(db->cat) == 1) {
+            op->file_id = sqlite3_last_insert_rowid(db->cat);
+            op->inserted = 1;
+            return CDB_OK;
+        }
+        if (op->shard > 0) { /* recorded already: give the reservation back */
+            alloc->used -= need;
+            alloc->pending -= need;
+            op->shard = 0;
+        }
         if ((rc = db_stmt(db, ST_FILE_BY_PATH, &st)) != CDB_OK) return rc;
         sqlite3_bind_int64(st, 1, op->root_id);
         sqlite3_bind_blob(st, 2, op->relpath, (int)strlen(op->relpath), SQLITE_STATIC);
@@ -284,6 +347,8 @@ static cdb_status step1_op(cdb_db_batch *b, batch_op *op, int64_t now, db_shard_
         return db_sqlerr(db->cat, s, "look up file");
     }
     sqlite3_reset(st);
+    if (!exists && op->kind != OP_DELETE)
+        return cdb_seterr(CDB_ERROR, "file %s: neither inserted nor found", op->relpath);
 
     if (op->kind == OP_MOVE || op->kind == OP_TOUCH) {
         if (!exists || state != CDB_DB_OK)
@@ -295,25 +360,6 @@ static cdb_status step1_op(cdb_db_batch *b, batch_op *op, int64_t now, db_shard_
     }
     if (!exists && op->kind == OP_DELETE)
         return cdb_seterr(CDB_NOTFOUND, "delete file %lld: not recorded", (long long)op->file_id);
-    int64_t need = (int64_t)b->dim * 2 + DB_VEC_OVERHEAD;
-    if (!exists) {
-        /* New file: inserted pending with its meta and (for a PUT) its shard. */
-        if (op->kind == OP_PUT && (rc = db_shard_for_new(db, alloc, need, &op->shard)) != CDB_OK)
-            return rc;
-        if ((rc = db_stmt(db, ST_FILE_INSERT, &st)) != CDB_OK) return rc;
-        sqlite3_bind_int64(st, 1, op->root_id);
-        sqlite3_bind_blob(st, 2, op->relpath, (int)strlen(op->relpath), SQLITE_STATIC);
-        bind_meta(st, &op->meta, 3);
-        if (op->shard > 0)
-            sqlite3_bind_int(st, 8, op->shard);
-        else
-            sqlite3_bind_null(st, 8);
-        sqlite3_bind_int64(st, 9, now);
-        if ((rc = step_stmt(db, st, "insert file")) != CDB_OK) return rc;
-        op->file_id = sqlite3_last_insert_rowid(db->cat);
-        op->inserted = 1;
-        return CDB_OK;
-    }
     if (op->kind == OP_PUT) {
         /* The old meta stays until step 3, so a redo after a crash sees the same
         ** hash change again and drops the stale vectors again. */
@@ -387,6 +433,7 @@ static cdb_status step2(cdb_db_batch *b) {
         else
             db_rollback(sh->conn);
         if (rc != CDB_OK) return cdb_errctx(rc, "shard %04d", (int)cur);
+        sh->unsynced = 1;
         done_upto = cur;
     }
 }
@@ -453,7 +500,7 @@ static cdb_status step3_move(cdb_db *db, batch_op *op, int64_t now) {
     }
     if ((rc = db_prepare(db->cat,
                          "UPDATE files SET relpath=?2, size=?3, mtime_ns=?4, hash=?5, width=?6,"
-                         " height=?7, updated_ns=?8 WHERE id=?1",
+                         " height=?7, updated_ns=?8, hkey=?20 WHERE id=?1",
                          &st)) != CDB_OK)
         return rc;
     sqlite3_bind_int64(st, 1, op->file_id);
@@ -511,7 +558,7 @@ static cdb_status step3_op(cdb_db_batch *b, batch_op *op, int64_t now, int64_t *
     case OP_TOUCH:
         if ((rc = db_prepare(db->cat,
                              "UPDATE files SET size=?2, mtime_ns=?3, hash=?4, width=?5, height=?6,"
-                             " updated_ns=?7 WHERE id=?1 AND state=2",
+                             " updated_ns=?7, hkey=?20 WHERE id=?1 AND state=2",
                              &st)) != CDB_OK)
             return rc;
         sqlite3_bind_int64(st, 1, op->file_id);
@@ -524,6 +571,44 @@ static cdb_status step3_op(cdb_db_batch *b, batch_op *op, int64_t now, int64_t *
         }
     }
     return cdb_seterr(CDB_ERROR, "bad batch op %d", op->kind);
+}
+
+/* Length of the run of ops from i on that are PUTs of files inserted by this
+** commit's step 1 with consecutive ids (a batch of new files is one run). */
+static int new_run(const cdb_db_batch *b, int i) {
+    int n = 0;
+    while (i + n < b->n_ops) {
+        const batch_op *op = &b->ops[i + n];
+        if (op->kind != OP_PUT || !op->inserted) break;
+        if (n && op->file_id != b->ops[i].file_id + n) break;
+        n++;
+    }
+    return n;
+}
+
+/* Step 3 for a run of n new files (ids lo..lo+n-1): the same rows and sequence
+** numbers as n step3_op calls (seq gen+1.. in id order), in two statements. */
+static cdb_status step3_new_run(cdb_db_batch *b, int i, int n, int64_t now, int64_t *gen) {
+    cdb_db *db = b->db;
+    sqlite3_stmt *st = NULL;
+    int64_t lo = b->ops[i].file_id, hi = lo + n - 1;
+    cdb_status rc = db_stmt(db, ST_FILE_RUN_OK, &st);
+    if (rc != CDB_OK) return rc;
+    sqlite3_bind_int64(st, 1, lo);
+    sqlite3_bind_int64(st, 2, hi);
+    sqlite3_bind_int64(st, 3, now);
+    if ((rc = step_stmt(db, st, "mark files ok")) != CDB_OK) return rc;
+    if (sqlite3_changes(db->cat) != n)
+        return cdb_seterr(CDB_ERROR, "mark files %lld..%lld ok: %d rows changed, want %d",
+                          (long long)lo, (long long)hi, sqlite3_changes(db->cat), n);
+    if ((rc = db_stmt(db, ST_DIR_PUT_RUN, &st)) != CDB_OK) return rc;
+    sqlite3_bind_int64(st, 1, b->model_id);
+    sqlite3_bind_int64(st, 2, lo);
+    sqlite3_bind_int64(st, 3, hi);
+    sqlite3_bind_int64(st, 4, *gen + 1 - lo);
+    if ((rc = step_stmt(db, st, "record vectors")) != CDB_OK) return rc;
+    *gen += n;
+    return CDB_OK;
 }
 
 cdb_status cdb_db_batch_commit(cdb_db_batch *b, int64_t *file_ids) {
@@ -553,7 +638,15 @@ cdb_status cdb_db_batch_commit(cdb_db_batch *b, int64_t *file_ids) {
     /* step 3: final states + directory */
     if ((rc = db_begin(db->cat)) != CDB_OK) return rc;
     rc = db_meta_get_int(db, "generation", &gen);
-    for (int i = 0; i < b->n_ops && rc == CDB_OK; i++) rc = step3_op(b, &b->ops[i], now, &gen);
+    for (int i = 0; i < b->n_ops && rc == CDB_OK;) {
+        int n = new_run(b, i);
+        if (n >= 2) {
+            rc = step3_new_run(b, i, n, now, &gen);
+            i += n;
+        } else {
+            rc = step3_op(b, &b->ops[i++], now, &gen);
+        }
+    }
     if (rc == CDB_OK) rc = db_meta_set_int(db, "generation", gen);
     if (rc == CDB_OK)
         rc = db_commit(db->cat);

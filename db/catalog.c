@@ -370,13 +370,14 @@ cdb_status cdb_db_files_by_hash(cdb_db *db, int64_t root_id, const uint8_t hash[
     sqlite3_stmt *st = NULL;
     *n_out = 0;
     cdb_status rc = db_prepare(db->cat,
-                               "SELECT id FROM files WHERE root_id=?1 AND hash=?2 AND state=2"
-                               " ORDER BY id LIMIT ?3",
+                               "SELECT id FROM files WHERE root_id=?1 AND hkey=?4 AND hash=?2"
+                               " AND state=2 ORDER BY id LIMIT ?3",
                                &st);
     if (rc != CDB_OK) return rc;
     sqlite3_bind_int64(st, 1, root_id);
     sqlite3_bind_blob(st, 2, hash, CDB_DB_HASH_BYTES, SQLITE_STATIC);
     sqlite3_bind_int(st, 3, cap);
+    sqlite3_bind_int64(st, 4, db_hash_key(hash));
     int s;
     while ((s = sqlite3_step(st)) == SQLITE_ROW) ids[(*n_out)++] = sqlite3_column_int64(st, 0);
     if (s != SQLITE_DONE) rc = db_sqlerr(db->cat, s, "find files by hash");
@@ -525,7 +526,9 @@ cdb_status cdb_db_get_counts(cdb_db *db, int64_t model_id, cdb_db_counts *out) {
     /* One read transaction so the numbers agree with each other. */
     cdb_status rc = db_exec(db->cat, "BEGIN");
     if (rc != CDB_OK) return rc;
-    if ((rc = db_prepare(db->cat, "SELECT state, count(*) FROM files GROUP BY state", &st)) ==
+    /* files_notok indexes every state but ok: ok = all - the others. */
+    if ((rc = db_prepare(db->cat,
+                         "SELECT state, count(*) FROM files WHERE state<>2 GROUP BY state", &st)) ==
         CDB_OK) {
         int s;
         while ((s = sqlite3_step(st)) == SQLITE_ROW) {
@@ -535,6 +538,11 @@ cdb_status cdb_db_get_counts(cdb_db *db, int64_t model_id, cdb_db_counts *out) {
         if (s != SQLITE_DONE) rc = db_sqlerr(db->cat, s, "count files");
         sqlite3_finalize(st);
     }
+    int64_t n_all = 0;
+    if (rc == CDB_OK) rc = count_sql(db, "SELECT count(*) FROM files", 0, &n_all);
+    if (rc == CDB_OK)
+        out->files[CDB_DB_OK] =
+            n_all - out->files[CDB_DB_PENDING] - out->files[CDB_DB_ERROR] - out->files[CDB_DB_DELETED];
     if (rc == CDB_OK) rc = count_sql(db, "SELECT count(*) FROM roots", 0, &out->n_roots);
     if (rc == CDB_OK) rc = count_sql(db, "SELECT count(*) FROM models", 0, &out->n_models);
     if (rc == CDB_OK) rc = count_sql(db, "SELECT count(*) FROM shards", 0, &out->n_shards);
@@ -583,6 +591,8 @@ cdb_status cdb_db_run_finish(cdb_db *db, int64_t run_id, const char *status,
     rc = step_done(db->cat, st, "finish run");
     if (rc == CDB_OK && sqlite3_changes(db->cat) == 0)
         rc = cdb_seterr(CDB_NOTFOUND, "run %lld is not recorded", (long long)run_id);
+    /* A finished run is durable whatever the sync mode (power-safe). */
+    if (rc == CDB_OK) rc = cdb_db_flush(db);
     return rc;
 }
 

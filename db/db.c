@@ -59,15 +59,17 @@ cdb_status db_prepare(sqlite3 *conn, const char *sql, sqlite3_stmt **st) {
 static const char *const k_stmt_sql[ST_COUNT_] = {
     [ST_FILE_BY_PATH] = "SELECT id, state, hash, shard FROM files WHERE root_id=?1 AND relpath=?2",
     [ST_FILE_BY_ID] = "SELECT id, state, hash, shard, root_id FROM files WHERE id=?1",
+    /* A recorded path is left alone (sqlite3_changes() == 0): the caller looks it up. */
     [ST_FILE_INSERT] = "INSERT INTO files(root_id, relpath, size, mtime_ns, hash, width, height,"
-                       " state, shard, created_ns, updated_ns)"
-                       " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, 1, ?8, ?9, ?9)",
+                       " state, shard, created_ns, updated_ns, hkey)"
+                       " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, 1, ?8, ?9, ?9, ?20)"
+                       " ON CONFLICT(root_id, relpath) DO NOTHING",
     [ST_FILE_SET_PENDING] = "UPDATE files SET state=1, shard=?2, updated_ns=?3 WHERE id=?1",
     [ST_FILE_SET_OK_NEW] = "UPDATE files SET state=2, updated_ns=?2 WHERE id=?1",
     [ST_FILE_SET_OK] = "UPDATE files SET state=2, size=?2, mtime_ns=?3, hash=?4, width=?5,"
-                       " height=?6, error=NULL, updated_ns=?7 WHERE id=?1",
+                       " height=?6, error=NULL, updated_ns=?7, hkey=?20 WHERE id=?1",
     [ST_FILE_SET_ERROR] = "UPDATE files SET state=3, size=?2, mtime_ns=?3, hash=?4, width=?5,"
-                          " height=?6, error=?8, updated_ns=?7 WHERE id=?1",
+                          " height=?6, error=?8, updated_ns=?7, hkey=?20 WHERE id=?1",
     [ST_FILE_SET_DELETED] = "UPDATE files SET state=4, error=NULL, updated_ns=?2 WHERE id=?1",
     [ST_DIR_GET] = "SELECT seq FROM vectors WHERE model_id=?1 AND file_id=?2",
     [ST_DIR_PUT] = "INSERT OR REPLACE INTO vectors(model_id, file_id, seq) VALUES(?1, ?2, ?3)",
@@ -76,6 +78,10 @@ static const char *const k_stmt_sql[ST_COUNT_] = {
     [ST_TOMB_PUT] = "INSERT INTO removed(seq, model_id, file_id) VALUES(?1, ?2, ?3)",
     [ST_SHARD_RESERVE] = "UPDATE shards SET bytes_reserved = bytes_reserved + ?2 WHERE id=?1",
     [ST_SHARD_CURRENT] = "SELECT id, bytes_reserved, sealed FROM shards ORDER BY id DESC LIMIT 1",
+    [ST_FILE_RUN_OK] = "UPDATE files SET state=2, updated_ns=?3 WHERE id BETWEEN ?1 AND ?2"
+                       " AND state=1",
+    [ST_DIR_PUT_RUN] = "INSERT OR REPLACE INTO vectors(model_id, file_id, seq)"
+                       " SELECT ?1, id, id + ?4 FROM files WHERE id BETWEEN ?2 AND ?3 ORDER BY id",
 };
 
 cdb_status db_stmt(cdb_db *db, int which, sqlite3_stmt **st) {
@@ -196,8 +202,10 @@ static int busy_cb(void *ud, int n) {
 cdb_status db_configure_conn(cdb_db *db, sqlite3 *conn) {
     sqlite3_busy_handler(conn, busy_cb, db);
     sqlite3_extended_result_codes(conn, 1);
-    /* 16 MiB page cache. No mmap: a shard truncated behind our back would SIGBUS. */
-    cdb_status rc = db_exec(conn, "PRAGMA cache_size=-16384");
+    /* 16 MiB page cache. No mmap: a shard truncated behind our back would SIGBUS.
+    ** Statement journals (the multi-row statements of a commit's step 3) and temp
+    ** b-trees in memory: otherwise each spills to a new temp file past 64 KiB. */
+    cdb_status rc = db_exec(conn, "PRAGMA cache_size=-16384; PRAGMA temp_store=MEMORY");
     if (rc != CDB_OK) return rc;
     if (db->readonly) return db_exec(conn, "PRAGMA query_only=1");
     return db_exec(conn, db->sync == CDB_DB_SYNC_NORMAL ? "PRAGMA synchronous=NORMAL"
@@ -321,6 +329,43 @@ static const char k_schema_v2[] =
     "CREATE INDEX removed_model ON removed(model_id, seq);"
     "INSERT OR IGNORE INTO meta(key, value) VALUES('generation', 0);";
 
+/* v3: move detection looks files up by an 8-byte integer prefix of the hash
+** (files.hkey) instead of the 16-byte blob: a random insert into a much smaller
+** index per stored file (the main cost of storing a new file; db/README.md). */
+static const char k_schema_v3_index[] =
+    "DROP INDEX IF EXISTS files_hash;"
+    "CREATE INDEX IF NOT EXISTS files_hkey ON files(root_id, hkey);"
+    /* Only unfinished/error/deleted files are indexed by state: storing an ok file
+    ** no longer adds an entry (counts of ok = all - the others). */
+    "DROP INDEX IF EXISTS files_state;"
+    "CREATE INDEX IF NOT EXISTS files_notok ON files(state) WHERE state<>2;";
+
+static cdb_status migrate_v3(cdb_db *db) {
+    sqlite3_stmt *st = NULL, *rd = NULL, *up = NULL;
+    int has_col = 0, s;
+    /* The column may exist already (a catalog whose version was set back). */
+    cdb_status rc =
+        db_prepare(db->cat, "SELECT 1 FROM pragma_table_info('files') WHERE name='hkey'", &st);
+    if (rc != CDB_OK) return rc;
+    has_col = sqlite3_step(st) == SQLITE_ROW;
+    sqlite3_finalize(st);
+    if (!has_col && (rc = db_exec(db->cat, "ALTER TABLE files ADD COLUMN hkey INTEGER")) != CDB_OK)
+        return rc;
+    rc = db_prepare(db->cat, "SELECT id, hash FROM files WHERE length(hash)=16", &rd);
+    if (rc == CDB_OK) rc = db_prepare(db->cat, "UPDATE files SET hkey=?2 WHERE id=?1", &up);
+    while (rc == CDB_OK && (s = sqlite3_step(rd)) == SQLITE_ROW) {
+        sqlite3_reset(up);
+        sqlite3_bind_int64(up, 1, sqlite3_column_int64(rd, 0));
+        sqlite3_bind_int64(up, 2, db_hash_key(sqlite3_column_blob(rd, 1)));
+        if ((s = sqlite3_step(up)) != SQLITE_DONE) break;
+    }
+    if (rc == CDB_OK && s != SQLITE_DONE) rc = db_sqlerr(db->cat, s, "migrate v3");
+    sqlite3_finalize(rd);
+    sqlite3_finalize(up);
+    if (rc == CDB_OK) rc = db_exec(db->cat, k_schema_v3_index);
+    return rc;
+}
+
 /* v1 -> v2 also fills the new directory from what the shards hold (all at seq 1). */
 static cdb_status migrate_v2_fill(cdb_db *db) {
     sqlite3_stmt *sh = NULL, *ins = NULL, *rd = NULL;
@@ -384,6 +429,8 @@ static cdb_status migrate(cdb_db *db, int64_t from) {
         } else if (v == 2) {
             rc = db_exec(db->cat, k_schema_v2);
             if (rc == CDB_OK) rc = migrate_v2_fill(db);
+        } else if (v == 3) {
+            rc = migrate_v3(db);
         }
         if (rc == CDB_OK) rc = db_meta_set_int(db, "schema_version", v);
         if (rc == CDB_OK) rc = meta_set_text(db, "last_writer", CDB_VERSION_STRING);
@@ -424,7 +471,7 @@ static cdb_status read_schema_version(cdb_db *db, int64_t *v) {
 cdb_db_params cdb_db_params_default(void) {
     cdb_db_params p;
     memset(&p, 0, sizeof p);
-    p.sync = CDB_DB_SYNC_FULL;
+    p.sync = CDB_DB_SYNC_NORMAL; /* + cdb_db_flush at run end / close: db/README.md */
     return p;
 }
 
@@ -528,8 +575,67 @@ fail:
     return rc;
 }
 
+void db_fsync_dir(const char *path) {
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        (void)fsync(fd);
+        close(fd);
+    }
+}
+
+static cdb_status fsync_path(const char *path, int must_exist) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT && !must_exist) return CDB_OK;
+        return cdb_seterr(CDB_IO, "open %s: %s", path, strerror(errno));
+    }
+    /* fsync flushes the file's dirty pages whichever descriptor wrote them. */
+    int r = fsync(fd), e = errno;
+    close(fd);
+    return r == 0 ? CDB_OK : cdb_seterr(CDB_IO, "fsync %s: %s", path, strerror(e));
+}
+
+cdb_status db_fsync_db_file(const char *path) {
+    char wal[4200];
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    cdb_status rc = fsync_path(wal, 0);
+    if (rc == CDB_OK) rc = fsync_path(path, 1);
+    return rc;
+}
+
+cdb_status cdb_db_flush(cdb_db *db) {
+    char path[4200];
+    cdb_status rc = CDB_OK;
+    if (!db || db->readonly || !db->cat) return CDB_OK;
+    int64_t changes = sqlite3_total_changes64(db->cat);
+    int shards_dirty = 0;
+    for (int i = 1; i < db->n_shards_alloc; i++) shards_dirty |= db->shards[i].unsynced;
+    if (changes == db->synced_changes && !shards_dirty) return CDB_OK; /* nothing new */
+    /* Shards before the catalog: an ok row must never be durable without its vector. */
+    for (int i = 1; i < db->n_shards_alloc && rc == CDB_OK; i++) {
+        db_shard *sh = &db->shards[i];
+        if (!sh->conn || !sh->unsynced) continue;
+        db_shard_path(db, sh->id, path, sizeof path);
+        if ((rc = db_fsync_db_file(path)) == CDB_OK) sh->unsynced = 0;
+    }
+    if (rc == CDB_OK) {
+        snprintf(path, sizeof path, "%s/shards", db->dir);
+        db_fsync_dir(path);
+        snprintf(path, sizeof path, "%s/catalog.db", db->dir);
+        rc = db_fsync_db_file(path);
+    }
+    if (rc == CDB_OK) {
+        db_fsync_dir(db->dir);
+        db->synced_changes = changes;
+    }
+    return rc;
+}
+
 void cdb_db_close(cdb_db *db) {
     if (!db) return;
+    if (!db->readonly && db->cat && db->uuid && cdb_db_flush(db) != CDB_OK)
+        CDB_LOG_WARN("db: %s: could not make the last commits durable: %s", db->dir,
+                     cdb_errmsg());
     for (int i = 0; i < ST_COUNT_; i++) sqlite3_finalize(db->st[i]);
     db_shard_close_all(db);
     if (db->cat) sqlite3_close_v2(db->cat);

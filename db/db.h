@@ -41,7 +41,7 @@ extern "C" {
 /* Catalog schema version this build writes. A database with a larger version
 ** (written by a newer clipdb) is refused with CDB_VERSION and left untouched; a
 ** smaller one is migrated forward when opened by a writer. */
-#define CDB_DB_SCHEMA_VERSION 2
+#define CDB_DB_SCHEMA_VERSION 3
 #define CDB_DB_SHARD_SCHEMA_VERSION 1
 #define CDB_DB_DEFAULT_SHARD_CAPACITY ((int64_t)256 << 20) /* bytes */
 
@@ -53,12 +53,16 @@ typedef struct cdb_db_iter cdb_db_iter;
 
 typedef enum cdb_db_sync {
     /* fsync every commit of catalog and shards (SQLite synchronous=FULL): a power
-    ** loss also keeps the write order, so it can never leave an ok file without
-    ** its vector. The default. */
+    ** loss at any moment also keeps the write order on disk, so it can never leave
+    ** an ok file without its vector. Slower: three fsyncs per batch commit. */
     CDB_DB_SYNC_FULL = 0,
-    /* synchronous=NORMAL: safe against kill -9 / crashes of clipdb (nothing
-    ** committed is lost); after a power loss or OS crash the last commits may roll
-    ** back independently per file, so run cdb_db_verify (and repair) afterwards. */
+    /* synchronous=NORMAL, the default (cdb_db_params_default): safe against kill -9
+    ** and crashes of clipdb (nothing committed is lost, the write order holds).
+    ** Commits are made durable at checkpoints and by cdb_db_flush, which
+    ** cdb_db_run_finish and cdb_db_close (writer) call: a finished run is power-
+    ** safe. A power loss or OS crash *during* a run may roll the catalog and a
+    ** shard back independently; cdb_db_verify finds that and cdb_db_repair fixes it
+    ** (db/README.md). */
     CDB_DB_SYNC_NORMAL = 1
 } cdb_db_sync;
 
@@ -69,7 +73,8 @@ typedef struct cdb_db_params {
     int busy_timeout_ms; /* bounded retry with backoff on SQLITE_BUSY; 0 = 10000 */
     int64_t shard_capacity_bytes; /* soft bound per shard; 0 = value stored at creation
                                      (CDB_DB_DEFAULT_SHARD_CAPACITY unless set then) */
-    cdb_db_sync sync;    /* CDB_DB_SYNC_FULL (default) | CDB_DB_SYNC_NORMAL */
+    cdb_db_sync sync;    /* CDB_DB_SYNC_NORMAL (cdb_db_params_default) | CDB_DB_SYNC_FULL;
+                            note a zeroed struct means FULL */
 } cdb_db_params;
 
 cdb_db_params cdb_db_params_default(void); /* p == NULL also means defaults */
@@ -85,6 +90,14 @@ cdb_status cdb_db_open(const char *dir, const cdb_db_params *p, cdb_db **out /* 
 /* Closes the handle and releases the writer lock. Free the handle's batches and
 ** iterators first. NULL is fine. */
 void cdb_db_close(cdb_db *db);
+
+/* Makes everything this writer committed so far durable against power loss:
+** fsyncs the catalog's and every written shard's WAL and database files and the
+** directories, shards first. With CDB_DB_SYNC_FULL every commit already is; with
+** CDB_DB_SYNC_NORMAL call it at the end of a unit of work (cdb_db_run_finish and
+** cdb_db_close do). Cheap when this handle wrote nothing since the last flush (no
+** fsync at all). A no-op (CDB_OK) on readers. CDB_IO when an fsync fails. */
+cdb_status cdb_db_flush(cdb_db *db);
 
 /* The directory this handle was opened on (borrowed; lives as long as db). */
 const char *cdb_db_dir(const cdb_db *db);

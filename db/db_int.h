@@ -20,6 +20,7 @@ typedef struct db_shard {
     sqlite3_stmt *st_put; /* INSERT OR REPLACE (model, file, vec) */
     sqlite3_stmt *st_del; /* DELETE a file's vectors except model ?2 (0 = all) */
     sqlite3_stmt *st_get; /* SELECT vec for (model, file) */
+    int unsynced;         /* committed writes not yet made durable by cdb_db_flush */
 } db_shard;
 
 /* Cached catalog statements (prepared on first use). */
@@ -39,6 +40,8 @@ enum {
     ST_TOMB_PUT,
     ST_SHARD_RESERVE,
     ST_SHARD_CURRENT,
+    ST_FILE_RUN_OK, /* ids ?1..?2, all inserted pending by this commit's step 1 */
+    ST_DIR_PUT_RUN,
     ST_COUNT_
 };
 
@@ -53,10 +56,15 @@ struct cdb_db {
     int64_t shard_capacity;
     sqlite3_stmt *st[ST_COUNT_];
     db_shard *shards; /* indexed by shard id; [0] unused */
+    int64_t synced_changes; /* sqlite3_total_changes(cat) at the last cdb_db_flush */
     int n_shards_alloc;
     cdb_db_commit_hook hook;
     void *hook_ud;
 };
+
+/* Statements that write a file's meta bind files.hkey at this parameter. */
+#define DB_P_HKEY 20
+int64_t db_hash_key(const uint8_t hash[CDB_DB_HASH_BYTES]);
 
 /* ---- helpers (db.c) ---- */
 cdb_status db_sqlerr(sqlite3 *conn, int rc, const char *what);
@@ -72,6 +80,10 @@ int64_t db_wall_ns(void);
 cdb_status db_meta_get_int(cdb_db *db, const char *key, int64_t *v);
 cdb_status db_meta_set_int(cdb_db *db, const char *key, int64_t v);
 cdb_status db_configure_conn(cdb_db *db, sqlite3 *conn);
+
+/* fsyncs path (and path-wal when present); CDB_IO on failure. */
+cdb_status db_fsync_db_file(const char *path);
+void db_fsync_dir(const char *path);
 
 /* ---- shards (shard.c) ---- */
 /* The open connection for shard id (opened and identity-checked on first use).

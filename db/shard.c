@@ -30,6 +30,11 @@ void db_shard_path(const cdb_db *db, int32_t id, char *buf, size_t len) {
 }
 
 static void shard_close(db_shard *sh) {
+    /* Closing does not lose the durability promise of cdb_db_flush. */
+    if (sh->conn && sh->unsynced) {
+        const char *f = sqlite3_db_filename(sh->conn, "main");
+        if (f && *f) (void)db_fsync_db_file(f);
+    }
     sqlite3_finalize(sh->st_put);
     sqlite3_finalize(sh->st_del);
     sqlite3_finalize(sh->st_get);
@@ -173,14 +178,6 @@ cdb_status db_shard_get(cdb_db *db, int32_t id, db_shard **out) {
     return CDB_OK;
 }
 
-static void fsync_dir(const char *path) {
-    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        (void)fsync(fd);
-        close(fd);
-    }
-}
-
 /* 1 when path is a SQLite file with no tables: a creation that died before its
 ** one transaction committed (the schema and identity commit together). */
 static int shard_is_blank(const char *path) {
@@ -236,7 +233,7 @@ cdb_status db_shard_create(cdb_db *db, int32_t id) {
         /* Move the header into the main file so a truncation is detectable at once. */
         if ((rc = db_exec(sh->conn, "PRAGMA wal_checkpoint(TRUNCATE)")) != CDB_OK) goto fail;
         snprintf(path, sizeof path, "%s/shards", db->dir);
-        fsync_dir(path);
+        db_fsync_dir(path);
         if ((rc = shard_prepare(sh)) != CDB_OK) goto fail;
     }
     sqlite3_stmt *ins = NULL;

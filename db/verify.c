@@ -462,6 +462,7 @@ cdb_status cdb_db_repair(cdb_db *db, const cdb_db_report *r, int64_t *n_fixed) {
         int s = sqlite3_step(st);
         sqlite3_finalize(st);
         if (s != SQLITE_DONE) rc = db_sqlerr(sh->conn, s, "repair: delete vector");
+        sh->unsynced = 1; /* made durable by cdb_db_flush */
         if (p->kind == CDB_DB_VECTOR_ORPHAN) (*n_fixed)++;
     }
     return rc;

@@ -692,6 +692,111 @@ CDB_TEST(migrate_v1_to_v2) {
     fx_close(&fx);
 }
 
+/* A v2 catalog (before files.hkey): the writer adds the column, fills it from the
+** stored hashes and swaps the indexes; move detection and counts work after. */
+CDB_TEST(migrate_v2_to_v3) {
+    fixture fx;
+    char dir[256], cat[300];
+    CHECK_OK(fx_open(&fx, "migrate3", 0));
+    CHECK_OK(fx_put_range(&fx, 0, 30, NULL));
+    cdb_db_batch *b = NULL;
+    cdb_db_file_meta bad = tu_meta(7, 7, 777);
+    CHECK_OK(cdb_db_batch_new(fx.db, fx.model, &b));
+    CHECK_OK(cdb_db_batch_put_error(b, fx.root, "broken.jpg", &bad, "truncated"));
+    CHECK_OK(cdb_db_batch_commit(b, NULL));
+    cdb_db_batch_free(b);
+    snprintf(dir, sizeof dir, "%s", fx.dir);
+    cdb_db_close(fx.db);
+    fx.db = NULL;
+    snprintf(cat, sizeof cat, "%s/catalog.db", dir);
+    CHECK_EQ_INT(sql_exec_file(cat, "DROP INDEX files_hkey; DROP INDEX files_notok;"
+                                    "ALTER TABLE files DROP COLUMN hkey;"
+                                    "CREATE INDEX files_hash ON files(root_id, hash);"
+                                    "CREATE INDEX files_state ON files(state);"
+                                    "UPDATE meta SET value=2 WHERE key='schema_version';"),
+                 SQLITE_OK);
+    cdb_db_params p = cdb_db_params_default();
+    p.readonly = 1;
+    CHECK_RC(cdb_db_open(dir, &p, &fx.db), CDB_VERSION); /* a reader cannot migrate */
+    CHECK_OK(cdb_db_open(dir, NULL, &fx.db));
+    cdb_db_counts c;
+    CHECK_OK(cdb_db_get_counts(fx.db, 0, &c));
+    CHECK_EQ_INT(c.n_vectors, 30);
+    CHECK_EQ_INT(c.files[CDB_DB_OK], 30);
+    CHECK_EQ_INT(c.files[CDB_DB_ERROR], 1);
+    CHECK_EQ_INT(c.files[CDB_DB_PENDING], 0);
+    for (int i = 0; i < 30; i += 7) {
+        cdb_db_file_meta m = tu_meta(1000 + i, 5000 + i, (uint64_t)i);
+        int64_t ids[4];
+        int n = 0;
+        char name[64];
+        cdb_db_file f;
+        snprintf(name, sizeof name, "f%05d.jpg", i);
+        CHECK_OK(cdb_db_file_lookup(fx.db, fx.root, name, &f));
+        CHECK_OK(cdb_db_files_by_hash(fx.db, fx.root, m.hash, ids, 4, &n));
+        CHECK_EQ_INT(n, 1);
+        CHECK_EQ_INT(ids[0], f.id);
+        cdb_db_file_clear(&f);
+    }
+    /* The error file has a hash but is not ok: not a move candidate. */
+    int64_t ids[4];
+    int n = 0;
+    CHECK_OK(cdb_db_files_by_hash(fx.db, fx.root, bad.hash, ids, 4, &n));
+    CHECK_EQ_INT(n, 0);
+    cdb_db_report *r = NULL;
+    CHECK_OK(cdb_db_verify(fx.db, &r));
+    CHECK_MSG(r->n_problems == 0, "verify: %s", r->n_listed ? r->problems[0].msg : "");
+    cdb_db_report_free(r);
+    CHECK_OK(cdb_db_flush(fx.db));
+    fx_close(&fx);
+}
+
+/* Runs of new files take the range statements of step 3; mixed batches (new,
+** re-stored, error, duplicate paths) keep per-file semantics and sequence numbers. */
+CDB_TEST(mixed_batch_runs) {
+    fixture fx;
+    float v[DIM];
+    int64_t ids[8], gen0 = 0, gen1 = 0;
+    CHECK_OK(fx_open(&fx, "runs", 0));
+    CHECK_OK(fx_put_range(&fx, 0, 3, NULL)); /* f00000..f00002 exist */
+    CHECK_OK(cdb_db_generation(fx.db, &gen0));
+    cdb_db_batch *b = NULL;
+    CHECK_OK(cdb_db_batch_new(fx.db, fx.model, &b));
+    const char *names[] = {"n1.jpg", "n2.jpg", "f00001.jpg", "n3.jpg", "n3.jpg", "bad.jpg", "n4.jpg"};
+    for (int i = 0; i < 7; i++) {
+        cdb_db_file_meta m = tu_meta(100 + i, 200 + i, 900 + (uint64_t)i);
+        tu_vec(900 + (uint64_t)i, 2.0f, v, DIM);
+        if (i == 5)
+            CHECK_OK(cdb_db_batch_put_error(b, fx.root, names[i], &m, "corrupt"));
+        else
+            CHECK_OK(cdb_db_batch_put(b, fx.root, names[i], &m, v, DIM));
+    }
+    CHECK_OK(cdb_db_batch_commit(b, ids));
+    cdb_db_batch_free(b);
+    CHECK(ids[3] == ids[4]); /* same path twice: one file */
+    CHECK_OK(cdb_db_generation(fx.db, &gen1));
+    /* 6 puts (one replaces f00001's vector: logged as removed + added) */
+    CHECK_EQ_INT(gen1 - gen0, 6 + 1 + 1);
+    cdb_db_counts c;
+    CHECK_OK(cdb_db_get_counts(fx.db, 0, &c));
+    CHECK_EQ_INT(c.files[CDB_DB_OK], 3 + 4);
+    CHECK_EQ_INT(c.files[CDB_DB_ERROR], 1);
+    CHECK_EQ_INT(c.files[CDB_DB_PENDING], 0);
+    CHECK_EQ_INT(c.n_vectors, 7);
+    for (int i = 0; i < 7; i++) {
+        cdb_db_file f;
+        CHECK_OK(cdb_db_file_get(fx.db, ids[i], &f));
+        CHECK_EQ_STR(f.relpath, names[i]);
+        CHECK_EQ_INT(f.state, i == 5 ? CDB_DB_ERROR : CDB_DB_OK);
+        cdb_db_file_clear(&f);
+    }
+    cdb_db_report *r = NULL;
+    CHECK_OK(cdb_db_verify(fx.db, &r));
+    CHECK_MSG(r->n_problems == 0, "verify: %s", r->n_listed ? r->problems[0].msg : "");
+    cdb_db_report_free(r);
+    fx_close(&fx);
+}
+
 static int has_kind(const cdb_db_report *r, cdb_db_problem_kind k, int32_t shard) {
     for (int i = 0; i < r->n_listed; i++)
         if (r->problems[i].kind == k && (shard < 0 || r->problems[i].shard == shard)) return 1;
@@ -956,5 +1061,5 @@ CDB_TEST(classify_changes) {
 CDB_TEST_MAIN(open_create_reopen, encode_matches_double_reference, encode_any_magnitude,
               encode_refuses_bad, crud_put_lookup_read, odd_paths, quarantine_move_delete,
               models_side_by_side, generations, shard_rollover, schema_from_the_future,
-              migrate_v1_to_v2, verify_missing_and_truncated_shard, verify_bad_and_orphan_vectors,
-              runs_and_readonly, busy_is_retried_then_reported, classify_changes)
+              migrate_v1_to_v2, migrate_v2_to_v3, mixed_batch_runs,
+              verify_missing_and_truncated_shard, verify_bad_and_orphan_vectors, runs_and_readonly, busy_is_retried_then_reported, classify_changes)

@@ -11,7 +11,7 @@ CDB_TEST(header_alone) {
     CHECK_EQ_INT(p.create, 0);
     CHECK_EQ_INT(p.readonly, 0);
     CHECK_EQ_INT(p.lock_wait_ms, 0);
-    CHECK_EQ_INT(p.sync, CDB_DB_SYNC_FULL);
+    CHECK_EQ_INT(p.sync, CDB_DB_SYNC_NORMAL); /* + cdb_db_flush at run end */
     CHECK_EQ_STR(cdb_db_file_state_str(CDB_DB_PENDING), "pending");
     CHECK_EQ_STR(cdb_db_file_state_str(CDB_DB_DELETED), "deleted");
     CHECK_EQ_INT(CDB_DB_MASK_ALL,
