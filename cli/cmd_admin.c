@@ -736,7 +736,11 @@ int cli_cmd_export(int argc, char **argv) {
                 goto x_done;
             }
         }
-        if ((fv && fclose(fv)) | (fi && fclose(fi)) | (fp && fclose(fp))) {
+        int close_failed = 0; /* close all three even when one fails */
+        if (fv && fclose(fv)) close_failed = 1;
+        if (fi && fclose(fi)) close_failed = 1;
+        if (fp && fclose(fp)) close_failed = 1;
+        if (close_failed) {
             fv = fi = fp = NULL;
             rc = cli_error(strerror(errno), "cannot write in %s", out);
             goto x_done;

@@ -41,7 +41,7 @@ const char *cli_image_magic(const unsigned char *b, size_t n) {
     if (n >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF) return "jpeg";
     if (n >= 8 && !memcmp(b, "\x89PNG\r\n\x1a\n", 8)) return "png";
     if (n >= 6 && (!memcmp(b, "GIF87a", 6) || !memcmp(b, "GIF89a", 6))) return "gif";
-    if (n >= 14 && b[0] == 'B' && b[1] == 'M') {
+    if (n >= 15 && b[0] == 'B' && b[1] == 'M') {
         /* "BM" + a plausible DIB header size, to avoid matching text starting "BM" */
         unsigned hs = b[14] | (unsigned)(n > 15 ? b[15] : 0) << 8;
         if (n < 16 || hs == 12 || hs == 40 || hs == 52 || hs == 56 || hs == 64 || hs == 108 ||

@@ -254,11 +254,19 @@ cdb_status cdb_db_roots_foreach(cdb_db *db, cdb_db_root_fn fn, void *ud) {
         db_prepare(db->cat, "SELECT id, CAST(path AS TEXT) FROM roots ORDER BY id", &st);
     if (rc != CDB_OK) return rc;
     int s;
-    while ((s = sqlite3_step(st)) == SQLITE_ROW)
-        if (fn(sqlite3_column_int64(st, 0), (const char *)sqlite3_column_text(st, 1), ud)) {
+    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *path = (const char *)sqlite3_column_text(st, 1);
+        if (!path) { /* a damaged catalog: never hand the callback a NULL path */
+            rc = cdb_seterr(CDB_CORRUPT, "catalog: root %lld has no path",
+                            (long long)sqlite3_column_int64(st, 0));
             s = SQLITE_DONE;
             break;
         }
+        if (fn(sqlite3_column_int64(st, 0), path, ud)) {
+            s = SQLITE_DONE;
+            break;
+        }
+    }
     if (s != SQLITE_DONE) rc = db_sqlerr(db->cat, s, "list roots");
     sqlite3_finalize(st);
     return rc;

@@ -4,6 +4,9 @@
 ** their own function pointers.
 */
 #include <pthread.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,9 +19,12 @@ static void detect(void) {
     cdb_k_isa best = CDB_K_ISA_SCALAR;
     const char *cap = getenv("CLIPDB_ISA");
 #if defined(__x86_64__) || defined(__i386__)
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    int f16c = 0;
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-        __builtin_cpu_supports("f16c"))
+    /* F16C is CPUID.1:ECX bit 29 (clang 14 has no __builtin_cpu_supports("f16c")) */
+    if (__get_cpuid(1, &a, &b, &c, &d)) f16c = (c >> 29) & 1;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c)
         best = CDB_K_ISA_AVX2;
 #endif
     if (cap && !strcmp(cap, "scalar")) best = CDB_K_ISA_SCALAR;

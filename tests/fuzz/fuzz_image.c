@@ -1,0 +1,102 @@
+/*
+** fuzz_image.c: libFuzzer target for image decoding + preprocessing from arbitrary
+** bytes: cdb_image_probe, cdb_image_decode (with and without EXIF orientation) and
+** cdb_image_preprocess (bicubic and bilinear, two output sizes).
+**
+** max_pixels is lowered to 4 Mpx so that a fuzzed 8000x8000 header is refused
+** quickly (the default limit itself is exercised by tests/fuzz/test_hostile_image.c).
+** Invariants: a decoded image has sane fields and is no larger than max_pixels;
+** probe agrees with the decoded size (up to the EXIF transpose); preprocess either
+** succeeds with finite outputs inside the normalized [0,1] range or refuses cleanly.
+*/
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "encoder/encoder.h"
+#include "fuzz_util.h"
+
+#define FUZZ_MAX_PIXELS (4LL << 20)
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    (void)argc, (void)argv;
+    fuzz_quiet();
+    return 0;
+}
+
+static void check_preprocess(const cdb_image *img, int size, cdb_interp interp) {
+    static float out[3 * 37 * 37];
+    static uint8_t crop[37 * 37 * 3];
+    cdb_preprocess_params pp = cdb_preprocess_params_default();
+    cdb_status rc;
+    pp.size = size;
+    pp.interp = interp;
+    rc = cdb_image_preprocess(img, &pp, out, crop);
+    FUZZ_CHECK(rc == CDB_OK || rc == CDB_NOMEM, "preprocess %dx%d c%d b%d pal%d size %d: %s: %s",
+               img->width, img->height, img->channels, img->bits, img->is_palette, size,
+               cdb_status_str(rc), cdb_errmsg());
+    if (rc != CDB_OK) return;
+    for (int c = 0; c < 3; c++) {
+        /* (x - mean) / std for x in [0, 1], with a little slack for rounding */
+        float lo = (0.0f - pp.mean[c]) / pp.std[c] - 1e-4f, hi = (1.0f - pp.mean[c]) / pp.std[c] + 1e-4f;
+        for (int i = 0; i < size * size; i++) {
+            float v = out[c * size * size + i];
+            FUZZ_CHECK(isfinite(v) && v >= lo && v <= hi, "pixel %d of channel %d = %g", i, c, v);
+            FUZZ_CHECK(fabsf(v - ((float)crop[i * 3 + c] / 255.0f - pp.mean[c]) / pp.std[c]) < 1e-4f,
+                       "crop and tensor disagree at %d/%d", i, c);
+        }
+    }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
+    cdb_image_params ip = cdb_image_params_default();
+    cdb_image *img = NULL;
+    int pw = -1, ph = -1, probed;
+    cdb_status rc;
+
+    probed = cdb_image_probe(data, n, &pw, &ph) == CDB_OK;
+    if (probed) FUZZ_CHECK(pw > 0 && ph > 0, "probe gave %dx%d", pw, ph);
+
+    for (int exif = 0; exif <= 1; exif++) {
+        ip.max_pixels = FUZZ_MAX_PIXELS;
+        ip.apply_exif = exif;
+        rc = cdb_image_decode(data, n, &ip, &img);
+        if (rc != CDB_OK) {
+            FUZZ_CHECK(img == NULL, "error %s left an image", cdb_status_str(rc));
+            FUZZ_CHECK(rc == CDB_CORRUPT || rc == CDB_UNSUPPORTED || rc == CDB_TOO_LARGE ||
+                           rc == CDB_NOMEM,
+                       "decode: unexpected status %s: %s", cdb_status_str(rc), cdb_errmsg());
+            FUZZ_CHECK(cdb_errmsg()[0] != 0, "decode failed (%s) without a message",
+                       cdb_status_str(rc));
+            return 0;
+        }
+        FUZZ_CHECK(img && img->pixels, "decode OK without pixels");
+        FUZZ_CHECK(img->width > 0 && img->height > 0 &&
+                       (int64_t)img->width * img->height <= FUZZ_MAX_PIXELS,
+                   "decoded size %dx%d", img->width, img->height);
+        FUZZ_CHECK(img->channels >= 1 && img->channels <= 4, "channels %d", img->channels);
+        FUZZ_CHECK(img->bits == 8 || img->bits == 16, "bits %d", img->bits);
+        if (probed)
+            FUZZ_CHECK((img->width == pw && img->height == ph) ||
+                           (exif && img->width == ph && img->height == pw),
+                       "probe %dx%d, decode %dx%d", pw, ph, img->width, img->height);
+        if (!exif) {
+            check_preprocess(img, 37, CDB_INTERP_BICUBIC);
+        } else {
+            check_preprocess(img, 8, CDB_INTERP_BILINEAR);
+            check_preprocess(img, 1, CDB_INTERP_BICUBIC);
+        }
+        /* touch every sample so ASan sees the whole buffer */
+        {
+            size_t bytes = (size_t)img->width * img->height * img->channels * (img->bits / 8);
+            volatile uint8_t sink = 0;
+            const uint8_t *p = img->pixels;
+            for (size_t i = 0; i < bytes; i += 61) sink ^= p[i];
+            sink ^= p[bytes - 1];
+            (void)sink;
+        }
+        cdb_image_free(img);
+        img = NULL;
+    }
+    return 0;
+}
