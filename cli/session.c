@@ -7,6 +7,8 @@
 ** an info JSON with the model's absolute path ("path"), so later commands can load
 ** the database's default model without --model. If that path no longer holds the
 ** same weights, the bundled/CLIPDB_MODEL model is tried, and the hash decides.
+** The info also holds the weights files' stat key ("files_key"): while the files
+** at "path" keep it, the recorded hash is trusted and the weights are not reread.
 */
 #include <errno.h>
 #include <limits.h>
@@ -68,6 +70,7 @@ char *cli_model_info_json(const char *path, const struct cdb_model *m) {
     json_object_set_new(o, "path", json_string(abs));
     json_object_set_new(o, "name", json_string(mi->name ? mi->name : ""));
     json_object_set_new(o, "hash", json_string(mi->hash));
+    if (mi->files_key[0]) json_object_set_new(o, "files_key", json_string(mi->files_key));
     json_object_set_new(o, "embed_dim", json_integer(mi->embed_dim));
     json_object_set_new(o, "image_size", json_integer(mi->image_size));
     json_object_set_new(o, "context_length", json_integer(mi->context_length));
@@ -82,9 +85,14 @@ static int g_model_threads; /* 0: the encoder's default */
 
 void cli_set_model_threads(int n) { g_model_threads = n; }
 
-static cdb_model *try_open(const char *path, int vision, int text, int device) {
+/* known_hash/known_key: the identity recorded with the database's model and the
+** weights files' key recorded with it (NULL: hash the weights). */
+static cdb_model *try_open(const char *path, int vision, int text, int device,
+                           const char *known_hash, const char *known_key) {
     cdb_model_params mp = cdb_model_params_default();
     cdb_model *m = NULL;
+    mp.known_hash = known_hash;
+    mp.known_files_key = known_key;
     mp.n_threads = g_model_threads;
     mp.load_vision = vision;
     mp.load_text = text;
@@ -132,7 +140,7 @@ int cli_db_model(struct cdb_db *db, const char *model_flag, int vision, int text
         }
     } else {
         char *info = NULL;
-        const char *path = NULL, *src;
+        const char *path = NULL, *src, *key = NULL;
         json_t *root = NULL;
         if (!have_def) {
             cli_error("it has no model", "the database is not initialized");
@@ -143,15 +151,17 @@ int cli_db_model(struct cdb_db *db, const char *model_flag, int vision, int text
         if (cdb_db_model_info(db, def.id, &info) == CDB_OK && info) {
             root = json_loads(info, 0, NULL);
             path = json_string_value(json_object_get(root, "path"));
+            key = json_string_value(json_object_get(root, "files_key"));
         }
-        if (path) m = try_open(path, vision, text, device);
+        /* Unchanged files (same key as at registration) need no rehash. */
+        if (path) m = try_open(path, vision, text, device, def.weights_hash, key);
         if (m && strcmp(cdb_model_get_info(m)->hash, def.weights_hash)) {
             cdb_model_close(m);
             m = NULL;
         }
         if (!m) { /* the recorded path moved: try CLIPDB_MODEL / the bundled model */
             const char *alt = cli_model_path(NULL, &src);
-            if (alt) m = try_open(alt, vision, text, device);
+            if (alt) m = try_open(alt, vision, text, device, NULL, NULL);
             if (m && strcmp(cdb_model_get_info(m)->hash, def.weights_hash)) {
                 cdb_model_close(m);
                 m = NULL;

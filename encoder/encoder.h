@@ -172,6 +172,14 @@ typedef struct cdb_model_params {
     int device_index;        /* cuda:N */
     const char *tokenizer_path; /* NULL: from the model folder, else the standard vocabulary */
     int image_size_override; /* 0: from config / shapes */
+    /* Skipping the weights hash (reading every byte of a 577 MB ViT-B/32 costs a
+    ** search more than the encode). A caller that recorded info.hash with
+    ** info.files_key may pass both back: when the weights files' key (device, inode,
+    ** size, mtime and ctime of each) is unchanged, info.hash is known_hash and the
+    ** weights are not read to hash them; otherwise, or when either is NULL or
+    ** malformed, they are hashed as usual. Borrowed for the call. */
+    const char *known_hash;
+    const char *known_files_key;
 } cdb_model_params;
 cdb_model_params cdb_model_params_default(void);
 
@@ -188,6 +196,10 @@ typedef struct cdb_model_info {
     const char *description;    /* from the model folder's metadata; may be "" */
     cdb_preprocess_params preprocess;
     int has_vision, has_text;
+    char files_key[33];         /* hex key of the weights files' stat fields (see
+                                   cdb_model_params.known_files_key); "" if they changed
+                                   while opening */
+    int hash_trusted;           /* 1: hash is the caller's known_hash, not computed */
 } cdb_model_info;
 
 /* Loads and validates a model (header, dtypes, shapes, offsets before any data is

@@ -1,7 +1,8 @@
 /*
 ** model.c: the MODEL section of encoder.h. Opens a model (a folder or a single
 ** .safetensors file), hashes its weights (XXH3-128 over the files' bytes in name
-** order: the model's identity), recognizes the key naming (OpenAI/OpenCLIP
+** order: the model's identity; skipped when the caller passes a hash recorded with
+** the files' unchanged stat key), recognizes the key naming (OpenAI/OpenCLIP
 ** state_dict or Hugging Face CLIPModel; a ModifiedResNet image tower is refused),
 ** reads the architecture from tensor shapes, the activation / heads /
 ** preprocessing from config.json, open_clip_config.json or preprocessor_config.json
@@ -671,6 +672,44 @@ static void hash_files(cdb_model *m) {
              (unsigned long long)h.low64);
 }
 
+/* The weights files' key: XXH3-128 over (dev, inode, size, mtime, ctime) of each
+** file in order, as hex; "" when one cannot be stat'ed. Any rewrite, replacement
+** or touch of a file changes it (ctime cannot be set back by the user). */
+static void files_key(char *const *paths, int n, char out[33]) {
+    XXH3_state_t *s = XXH3_createState();
+    XXH128_hash_t h;
+    out[0] = '\0';
+    if (!s) return;
+    XXH3_128bits_reset(s);
+    for (int i = 0; i < n; i++) {
+        struct stat st;
+        int64_t v[7];
+        if (stat(paths[i], &st) != 0) {
+            XXH3_freeState(s);
+            return;
+        }
+        v[0] = (int64_t)st.st_dev;
+        v[1] = (int64_t)st.st_ino;
+        v[2] = (int64_t)st.st_size;
+        v[3] = (int64_t)st.st_mtim.tv_sec;
+        v[4] = (int64_t)st.st_mtim.tv_nsec;
+        v[5] = (int64_t)st.st_ctim.tv_sec;
+        v[6] = (int64_t)st.st_ctim.tv_nsec;
+        XXH3_128bits_update(s, v, sizeof v);
+    }
+    h = XXH3_128bits_digest(s);
+    XXH3_freeState(s);
+    snprintf(out, 33, "%016llx%016llx", (unsigned long long)h.high64,
+             (unsigned long long)h.low64);
+}
+
+static int is_hex32(const char *s) {
+    if (!s) return 0;
+    for (int i = 0; i < 32; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) return 0;
+    return s[32] == '\0';
+}
+
 static cdb_status open_tokenizer(load_ctx *c, const cdb_model_params *p) {
     cdb_model *m = c->m;
     char path[4096];
@@ -727,6 +766,7 @@ cdb_status cdb_model_open(const char *path, const cdb_model_params *params, cdb_
     struct stat st;
     const char *base;
     int add_ctx = 0;
+    char key0[33], key1[33];
 
     memset(&c, 0, sizeof c);
     *out = NULL;
@@ -758,6 +798,7 @@ cdb_status cdb_model_open(const char *path, const cdb_model_params *params, cdb_
         rc = cdb_seterr(CDB_NOMEM, "model");
         goto cleanup;
     }
+    files_key(paths, n_paths, key0); /* before mapping: a later change shows as a mismatch */
     for (int i = 0; i < n_paths; i++) {
         if ((rc = cdb_st_open(paths[i], &m->files[i])) != CDB_OK) goto cleanup; /* names the file */
         m->n_files++;
@@ -795,7 +836,24 @@ cdb_status cdb_model_open(const char *path, const cdb_model_params *params, cdb_
         if (m->description) m->info.description = m->description;
     }
 
-    hash_files(m);
+    /* The identity: the caller's known hash when the files are provably the ones it
+    ** was computed from, else the hash of every byte. */
+    if (key0[0] && is_hex32(p.known_hash) && p.known_files_key &&
+        !strcmp(p.known_files_key, key0)) {
+        memcpy(m->info.hash, p.known_hash, 33);
+        m->info.hash_trusted = 1;
+    } else {
+        hash_files(m);
+    }
+    files_key(paths, n_paths, key1);
+    if (strcmp(key0, key1)) { /* changed while opening: hash what was mapped, record no key */
+        if (m->info.hash_trusted) hash_files(m);
+        m->info.hash_trusted = 0;
+        key0[0] = '\0';
+    }
+    memcpy(m->info.files_key, key0, sizeof key0);
+    CDB_LOG_DEBUG("model %s: weights hash %s (%s)", m->name, m->info.hash,
+                  m->info.hash_trusted ? "recorded; files unchanged" : "computed");
 
     {
         cdb_k_backend_params bp = cdb_k_backend_params_default();

@@ -16,6 +16,11 @@
 #include <string.h>
 
 #include "kernels/cpu/backend_int.h"
+#include "kernels/cpu/cpu_int.h"
+
+#if CDB_HAVE_AVX2
+#include <immintrin.h>
+#endif
 
 typedef struct cpu_backend {
     cdb_k_backend base;
@@ -145,6 +150,59 @@ static int sizes_ok(const cdb_k_buf *b, size_t need) { return b && b->n >= need;
 /* At most this many rows: gemm splits the output columns over threads itself. */
 #define SMALL_M 32
 
+#if CDB_HAVE_AVX2
+/* At most this many rows (a short text query: its tokens up to the end token), y =
+** x W^T is a few dot products per row of W: each W row is read once, from memory,
+** against x's rows kept in L1, with no packing of W (OpenBLAS packs all of W first,
+** which doubled a ViT-B/32 text encode's time). Columns [n0, n1) of y only. */
+#define TINY_M 8
+
+static inline __attribute__((always_inline, target("avx2,fma"))) void
+tiny_gemm_r(const float *x, const float *w, const float *bias, float *y, int R, int n0, int n1,
+            int k, int ldy, int accumulate) {
+    for (int j = n0; j < n1; j++) {
+        const float *wr = w + (size_t)j * k;
+        __m256 acc[TINY_M];
+        float s[TINY_M];
+        int kk = 0;
+        for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+        for (; kk + 8 <= k; kk += 8) {
+            __m256 wv = _mm256_loadu_ps(wr + kk);
+            for (int r = 0; r < R; r++)
+                acc[r] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + (size_t)r * k + kk), acc[r]);
+        }
+        for (int r = 0; r < R; r++) {
+            __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc[r]), _mm256_extractf128_ps(acc[r], 1));
+            h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+            h = _mm_add_ss(h, _mm_movehdup_ps(h));
+            s[r] = _mm_cvtss_f32(h);
+        }
+        for (; kk < k; kk++)
+            for (int r = 0; r < R; r++) s[r] += wr[kk] * x[(size_t)r * k + kk];
+        for (int r = 0; r < R; r++) {
+            float *o = y + (size_t)r * ldy + j;
+            *o = (accumulate ? *o : 0.0f) + (bias ? bias[j] : 0.0f) + s[r];
+        }
+    }
+}
+
+__attribute__((target("avx2,fma"))) static void tiny_gemm(const float *x, const float *w,
+                                                          const float *bias, float *y, int m,
+                                                          int n0, int n1, int k, int ldy,
+                                                          int accumulate) {
+    switch (m) { /* a constant R: the accumulators stay in registers */
+    case 1: tiny_gemm_r(x, w, bias, y, 1, n0, n1, k, ldy, accumulate); break;
+    case 2: tiny_gemm_r(x, w, bias, y, 2, n0, n1, k, ldy, accumulate); break;
+    case 3: tiny_gemm_r(x, w, bias, y, 3, n0, n1, k, ldy, accumulate); break;
+    case 4: tiny_gemm_r(x, w, bias, y, 4, n0, n1, k, ldy, accumulate); break;
+    case 5: tiny_gemm_r(x, w, bias, y, 5, n0, n1, k, ldy, accumulate); break;
+    case 6: tiny_gemm_r(x, w, bias, y, 6, n0, n1, k, ldy, accumulate); break;
+    case 7: tiny_gemm_r(x, w, bias, y, 7, n0, n1, k, ldy, accumulate); break;
+    default: tiny_gemm_r(x, w, bias, y, 8, n0, n1, k, ldy, accumulate); break;
+    }
+}
+#endif
+
 static cdb_status cpu_gemm(cdb_k_backend *be, const cdb_k_buf *x, const cdb_k_buf *w,
                            const cdb_k_buf *bias, cdb_k_buf *y, int m, int n, int k,
                            cdb_k_act act, int accumulate) {
@@ -158,6 +216,24 @@ static cdb_status cpu_gemm(cdb_k_backend *be, const cdb_k_buf *x, const cdb_k_bu
     if (accumulate && act != CDB_K_ACT_NONE)
         return cdb_seterr(CDB_INVALID, "gemm: accumulate with an activation");
     if (m == 0) return CDB_OK;
+#if CDB_HAVE_AVX2
+    if (m <= TINY_M && cdb_k_cpu_isa() >= CDB_K_ISA_AVX2) {
+        const float *xd = x->data, *wd = w->data, *bd = bias ? bias->data : NULL;
+        float *yd = y->data;
+        if (nt > 1 && n < 64 * nt) nt = 1;
+#pragma omp parallel num_threads(nt) if (nt > 1)
+        {
+            int t = omp_get_thread_num(), T = omp_get_num_threads();
+            int n0 = (int)((long)n * t / T), n1 = (int)((long)n * (t + 1) / T);
+            tiny_gemm(xd, wd, bd, yd, m, n0, n1, k, n, accumulate);
+            if (act != CDB_K_ACT_NONE)
+                for (int r2 = 0; r2 < m; r2++)
+                    for (int j = n0; j < n1; j++)
+                        yd[(size_t)r2 * n + j] = act1(yd[(size_t)r2 * n + j], act);
+        }
+        return CDB_OK;
+    }
+#endif
     if (m <= SMALL_M && nt > 1 && n >= 64 * nt) {
         /* Few rows (a text query): the product is bound by reading W. Split W's rows
         ** (the output columns) across threads, each calling sgemm on its slice
