@@ -24,7 +24,11 @@
 ** JPEG segment lengths must fit the buffer, JPEG Huffman tables and sampling
 ** factors must be sane, and uncompressed BMP/TGA/PNM pixel data must be present:
 ** each guards a known stb 2.27 defect (out-of-bounds writes/reads, uninitialized
-** output); docs/images.md lists them. JPEG EXIF orientation (1-8) is applied like
+** output); docs/images.md lists them. Then payload_check refuses files too small
+** to hold the image they declare (stb allocates it whole and fills what is
+** missing): the PNG zlib stream is inflated once here, bounded by the exact raw
+** size, and JPEG, GIF and RLE TGA data must meet a lower bound on compressed
+** size. JPEG EXIF orientation (1-8) is applied like
 ** PIL's ImageOps.exif_transpose when params ask for it.
 **
 ** Reentrant: no globals (stb's failure reason is thread-local).
@@ -38,6 +42,7 @@
 #include <sys/stat.h>
 
 #include <stb_image.h>
+#include <zlib.h>
 
 #include "encoder/encoder.h"
 
@@ -78,6 +83,10 @@ typedef struct img_info {
     size_t pnm_data;   /* offset of the first sample */
     int gif_trans;     /* GIF transparent index, -1 none */
     uint8_t gif_rgb[3];/* its colour */
+    int png_depth, png_ctype, png_interlace, png_cgbi; /* IHDR; CgBI: Apple's raw deflate */
+    int64_t jpeg_min_bits;  /* entropy-coded bits any valid file of this frame holds */
+    int64_t gif_frame_px;   /* first frame's pixels, -1: no frame found */
+    int64_t gif_lzw_bytes;  /* its LZW sub-block payload, as far as the file goes */
 } img_info;
 
 static uint32_t rd_be32(const uint8_t *p) {
@@ -219,6 +228,28 @@ static cdb_status jpeg_scan(const uint8_t *b, size_t n, img_info *ii) {
             ii->decl_h = rd_be16(b + i + 5);
             ii->decl_w = rd_be16(b + i + 7);
             ii->jpeg_comp = b[i + 9];
+            /* Every data unit (8x8 block) of every component has its DC coefficient
+            ** Huffman-coded in some scan (sequential, or the progressive DC-first
+            ** scan), and a Huffman code is at least 1 bit: the entropy-coded data holds
+            ** at least one bit per data unit (component c: ceil(ceil(w*Hc/Hmax)/8) x
+            ** ceil(ceil(h*Vc/Vmax)/8) units; MCU padding only adds). AC scans may cost
+            ** almost nothing (EOBRUN), so this is the only bound counted. */
+            {
+                unsigned hmax = 1, vmax = 1;
+                int64_t w = ii->decl_w, h = ii->decl_h, bits = 0;
+                for (unsigned c = 0; c < b[i + 9]; c++) {
+                    unsigned hv = b[i + 11 + 3 * c];
+                    if ((hv >> 4) > hmax) hmax = hv >> 4;
+                    if ((hv & 15) > vmax) vmax = hv & 15;
+                }
+                for (unsigned c = 0; c < b[i + 9]; c++) {
+                    unsigned hv = b[i + 11 + 3 * c];
+                    int64_t cw = (w * (hv >> 4) + hmax - 1) / hmax;
+                    int64_t ch = (h * (hv & 15) + vmax - 1) / vmax;
+                    bits += ((cw + 7) / 8) * ((ch + 7) / 8);
+                }
+                ii->jpeg_min_bits = bits;
+            }
             seen_sof = 1;
         }
         i += 2 + len;
@@ -252,6 +283,9 @@ static cdb_status png_scan(const uint8_t *b, size_t n, img_info *ii) {
             ii->decl_h = rd_be32(b + i + 12);
             depth = b[i + 8 + 8];
             ctype = b[i + 8 + 9];
+            ii->png_interlace = b[i + 8 + 12];
+        } else if (!memcmp(type, "CgBI", 4) && depth < 0) {
+            ii->png_cgbi = 1; /* stb then reads IDAT as raw deflate */
         } else if (!memcmp(type, "tRNS", 4)) {
             has_trns = 1;
         } else if (!memcmp(type, "IEND", 4)) {
@@ -265,6 +299,8 @@ static cdb_status png_scan(const uint8_t *b, size_t n, img_info *ii) {
         return cdb_seterr(CDB_CORRUPT, "PNG: invalid size %lldx%lld", (long long)ii->decl_w,
                           (long long)ii->decl_h);
     if (!seen_iend) return cdb_seterr(CDB_CORRUPT, "PNG: no IEND chunk (truncated file)");
+    ii->png_depth = depth;
+    ii->png_ctype = ctype;
     switch (ctype) {
     case 0: ii->want_channels = 1; ii->is_palette = depth == 1; break;
     case 2: ii->want_channels = 3; break;
@@ -283,6 +319,7 @@ static void gif_scan(const uint8_t *b, size_t n, img_info *ii) {
     int trans = -1;
     ii->is_palette = 1;
     ii->gif_trans = -1;
+    ii->gif_frame_px = -1;
     if (n < 13) return;
     ii->decl_w = rd_le16(b + 6);
     ii->decl_h = rd_le16(b + 8);
@@ -308,6 +345,16 @@ static void gif_scan(const uint8_t *b, size_t n, img_info *ii) {
             } else {
                 table = gct;
                 table_n = gct_n;
+            }
+            ii->gif_frame_px = (int64_t)rd_le16(b + i + 5) * rd_le16(b + i + 7);
+            /* LZW data: code size byte, then sub-blocks up to a 0 (or the file's end) */
+            {
+                size_t k = i + 10 + (b[i + 9] & 0x80 ? 3 * table_n : 0) + 1;
+                while (k < n && b[k] != 0) {
+                    size_t len = b[k], have = n - k - 1;
+                    ii->gif_lzw_bytes += (int64_t)(len < have ? len : have);
+                    k += 1 + len;
+                }
             }
             break;
         } else {
@@ -446,6 +493,151 @@ static cdb_status tga_scan(const uint8_t *b, size_t n, img_info *ii) {
     return CDB_OK;
 }
 
+/* ---- payload bounds: small files that declare big images --------------------- */
+/* stb allocates the full image and fills whatever the data does not cover (zeros,
+** or stb's inflate output held whole in memory), so a few bytes declaring a size
+** under max_pixels could still cost hundreds of MiB. These run after the
+** max_pixels check, before stb sees the data, and refuse (CDB_CORRUPT) a file that
+** cannot hold the image it declares. Every bound is one no valid file can break. */
+
+/* Bytes of filtered scanlines (one filter byte per row) PNG's zlib stream must
+** inflate to: the image, or the sum of the 7 Adam7 passes; -1 for a depth/colour
+** type combination stb will refuse itself. */
+static int64_t png_raw_bytes(const img_info *ii) {
+    static const int x0[7] = {0, 4, 0, 2, 0, 1, 0}, y0[7] = {0, 0, 4, 0, 2, 0, 1};
+    static const int dx[7] = {8, 8, 4, 4, 2, 2, 1}, dy[7] = {8, 8, 8, 4, 4, 2, 2};
+    int64_t w = ii->decl_w, h = ii->decl_h, total = 0;
+    int samples, bits;
+    switch (ii->png_ctype) {
+    case 0: case 3: samples = 1; break;
+    case 2: samples = 3; break;
+    case 4: samples = 2; break;
+    case 6: samples = 4; break;
+    default: return -1;
+    }
+    if (ii->png_depth != 1 && ii->png_depth != 2 && ii->png_depth != 4 && ii->png_depth != 8 &&
+        ii->png_depth != 16)
+        return -1;
+    bits = samples * ii->png_depth;
+    if (ii->png_interlace != 1) return h * (1 + (w * bits + 7) / 8);
+    for (int p = 0; p < 7; p++) {
+        int64_t pw = (w - x0[p] + dx[p] - 1) / dx[p], ph = (h - y0[p] + dy[p] - 1) / dy[p];
+        if (pw > 0 && ph > 0) total += ph * (1 + (pw * bits + 7) / 8);
+    }
+    return total;
+}
+
+/* PNG: stb inflates all IDAT data into one buffer before it compares the result
+** with the image size (stb 2.27 accepts extra data, stb issue #276), so a 1x1 PNG
+** can inflate to gigabytes. Inflate it here first, streaming into a small buffer
+** that is thrown away, and refuse when the output passes the exact raw size plus
+** a slack (1/8 + 64 KiB, for encoders that leave extra zero rows), when it is
+** short (truncated: stb refuses too, and PIL raises), or when zlib finds an error
+** (PIL inflates with zlib). The zlib header is checked as stb does and the rest
+** inflated raw, so the Adler-32 trailer is not checked (stb does not check it). */
+static cdb_status png_inflate_check(const uint8_t *b, size_t n, const img_info *ii) {
+    int64_t want = png_raw_bytes(ii), limit, got = 0;
+    size_t i = 8;
+    int zrc = Z_OK, header = ii->png_cgbi ? 2 : 0; /* zlib header bytes still to skip */
+    uint8_t hdr[2], out[1 << 14];
+    z_stream z;
+    cdb_status rc = CDB_OK;
+    if (want < 0) return CDB_OK; /* bad IHDR: stb's own error is clearer */
+    limit = want + want / 8 + 65536;
+    memset(&z, 0, sizeof z);
+    if (inflateInit2(&z, -15) != Z_OK) return cdb_seterr(CDB_NOMEM, "PNG: out of memory");
+    while (i + 12 <= n && zrc != Z_STREAM_END) {
+        uint32_t len = rd_be32(b + i); /* fits: png_scan checked every length */
+        const uint8_t *d = b + i + 8;
+        if (!memcmp(b + i + 4, "IEND", 4)) break;
+        i += 12 + (size_t)len;
+        if (memcmp(d - 4, "IDAT", 4)) continue;
+        while (len > 0 && header < 2) {
+            hdr[header++] = *d++;
+            len--;
+            if (header == 2 && ((hdr[0] & 15) != 8 || (hdr[0] * 256 + hdr[1]) % 31 ||
+                                (hdr[1] & 32))) {
+                rc = cdb_seterr(CDB_CORRUPT, "PNG: bad zlib header %02X %02X", hdr[0], hdr[1]);
+                goto done;
+            }
+        }
+        z.next_in = (Bytef *)d;
+        z.avail_in = len;
+        do { /* a full buffer may leave output pending even with no input left */
+            z.next_out = out;
+            z.avail_out = sizeof out;
+            zrc = inflate(&z, Z_NO_FLUSH);
+            got += (int64_t)(sizeof out - z.avail_out);
+            if (zrc == Z_MEM_ERROR) {
+                rc = cdb_seterr(CDB_NOMEM, "PNG: out of memory");
+                goto done;
+            }
+            if (zrc != Z_OK && zrc != Z_STREAM_END && zrc != Z_BUF_ERROR) {
+                rc = cdb_seterr(CDB_CORRUPT, "PNG: image data is not valid deflate (%s) after "
+                                "%lld bytes", z.msg ? z.msg : "zlib error", (long long)got);
+                goto done;
+            }
+            if (got > limit) {
+                rc = cdb_seterr(CDB_CORRUPT, "PNG: image data inflates to more than %lld bytes, "
+                                "%lldx%lld needs %lld (zlib bomb?)", (long long)limit,
+                                (long long)ii->decl_w, (long long)ii->decl_h, (long long)want);
+                goto done;
+            }
+            if (zrc == Z_BUF_ERROR && z.avail_out > 0) break; /* needs more input */
+        } while ((z.avail_in > 0 || z.avail_out == 0) && zrc != Z_STREAM_END);
+    }
+    if (got < want)
+        rc = cdb_seterr(CDB_CORRUPT, "PNG: image data inflates to %lld bytes, %lldx%lld needs "
+                        "%lld (truncated)", (long long)got, (long long)ii->decl_w,
+                        (long long)ii->decl_h, (long long)want);
+done:
+    inflateEnd(&z);
+    return rc;
+}
+
+static cdb_status payload_check(const uint8_t *b, size_t n, const img_info *ii) {
+    int64_t px = ii->decl_w * ii->decl_h;
+    switch (ii->fmt) {
+    case FMT_PNG: return png_inflate_check(b, n, ii);
+    case FMT_JPEG:
+        /* at least one bit per data unit (jpeg_scan), stb zero-fills missing scan data */
+        if ((int64_t)n * 8 < ii->jpeg_min_bits)
+            return cdb_seterr(CDB_CORRUPT, "JPEG: %zu bytes cannot hold a %lldx%lld image (at "
+                              "least %lld bytes of scan data; truncated?)", n,
+                              (long long)ii->decl_w, (long long)ii->decl_h,
+                              (long long)((ii->jpeg_min_bits + 7) / 8));
+        return CDB_OK;
+    case FMT_GIF:
+        /* stb allocates the canvas before it finds a frame */
+        if (ii->gif_frame_px < 0)
+            return cdb_seterr(CDB_CORRUPT, "GIF: no image in %zu bytes (truncated?)", n);
+        /* LZW: the dictionary entry at index e spells at most e - clear pixels, and a
+        ** code naming it is at least log2(e + 1) bits wide, so one code of b bits
+        ** gives at most 2^b - 2 pixels (entries stop at 4095, 8191 for 13-bit codes,
+        ** i.e. at most 4095 pixels per code): under 342 pixels per bit, 2731 per
+        ** byte. stb leaves pixels the data does not reach at the background. */
+        if (ii->gif_lzw_bytes * 2731 < ii->gif_frame_px)
+            return cdb_seterr(CDB_CORRUPT, "GIF: %lld bytes of LZW data cannot hold a %lld-pixel "
+                              "frame (truncated?)", (long long)ii->gif_lzw_bytes,
+                              (long long)ii->gif_frame_px);
+        return CDB_OK;
+    case FMT_TGA:
+        /* RLE: one packet (1 header byte + one pixel value) covers at most 128
+        ** pixels; stb reads past the end as zeros. Counted from the end of the
+        ** header, ID and colour map. */
+        if (b[2] >= 9) {
+            int64_t bpp = (b[16] + 7) / 8, cmap = b[1] ? (int64_t)rd_le16(b + 5) * ((b[7] + 7) / 8) : 0;
+            int64_t have = (int64_t)n - 18 - b[0] - cmap, need = (px + 127) / 128 * (1 + bpp);
+            if (have < need)
+                return cdb_seterr(CDB_CORRUPT, "TGA: %lld bytes of RLE data cannot hold %lldx%lld "
+                                  "pixels (at least %lld; truncated?)", (long long)have,
+                                  (long long)ii->decl_w, (long long)ii->decl_h, (long long)need);
+        }
+        return CDB_OK;
+    default: return CDB_OK; /* BMP, PNM: uncompressed data is checked by their scans */
+    }
+}
+
 static cdb_status stb_error(img_fmt f) {
     const char *why = stbi_failure_reason();
     if (!why) why = "decode failed";
@@ -577,6 +769,7 @@ cdb_status cdb_image_decode(const void *buf, size_t n, const cdb_image_params *p
     if (ii.decl_w > IMG_MAX_SIDE || ii.decl_h > IMG_MAX_SIDE)
         return cdb_seterr(CDB_TOO_LARGE, "%s: declared size %lldx%lld is absurd",
                           fmt_name(ii.fmt), (long long)ii.decl_w, (long long)ii.decl_h);
+    if ((rc = payload_check(b, n, &ii)) != CDB_OK) return rc;
     if (ii.fmt == FMT_JPEG) ii.want_channels = ii.jpeg_comp == 1 ? 1 : 3;
     if (ii.want_channels < 0 || ii.want_channels > 4)
         return cdb_seterr(CDB_UNSUPPORTED, "%s: %d channels", fmt_name(ii.fmt), ii.want_channels);
