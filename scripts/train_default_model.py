@@ -480,8 +480,12 @@ def train(work, world_bin, tok_dir, budget_s):
 def export(model, out_dir, vocab_size, description):
     os.makedirs(out_dir, exist_ok=True)
     sd = {k: v.detach().to(torch.float16) for k, v in model.state_dict().items()}
-    clip_torch.save_safetensors(sd, os.path.join(out_dir, "model.safetensors"),
+    # write to a temporary name and rename: a clipdb process may have the old file
+    # mmapped, and rewriting it in place would kill that process with SIGBUS
+    weights = os.path.join(out_dir, "model.safetensors")
+    clip_torch.save_safetensors(sd, weights + ".tmp",
                                 metadata={"format": "pt", "description": description})
+    os.replace(weights + ".tmp", weights)
     cfg = {
         "model_cfg": {
             "embed_dim": HP["embed_dim"], "quick_gelu": HP["act"] == "quick_gelu",
