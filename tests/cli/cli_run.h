@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -168,6 +169,33 @@ static inline const char *cli_tmpdir(char *buf, size_t size) {
     const char *t = getenv("TMPDIR");
     snprintf(buf, size, "%s/clipdb-test-XXXXXX", t && *t ? t : "/tmp");
     return mkdtemp(buf);
+}
+
+/* The model the end-to-end tests use: $CLIPDB_TEST_MODEL, else the first
+** models/<name>/ with a model.safetensors; NULL when there is none (tests skip). */
+static inline const char *cli_find_model(void) {
+    static char g_model[4096];
+    const char *env = getenv("CLIPDB_TEST_MODEL");
+    char dir[1024];
+    DIR *d;
+    struct dirent *e;
+    if (env && *env) return env;
+    snprintf(dir, sizeof dir, "%s/models", CDB_SOURCE_DIR);
+    if (!(d = opendir(dir))) return NULL;
+    while ((e = readdir(d))) {
+        char p[4096];
+        FILE *f;
+        if (e->d_name[0] == '.') continue;
+        snprintf(p, sizeof p, "%s/%s/model.safetensors", dir, e->d_name);
+        if ((f = fopen(p, "rb"))) {
+            fclose(f);
+            snprintf(g_model, sizeof g_model, "%s/%s", dir, e->d_name);
+            closedir(d);
+            return g_model;
+        }
+    }
+    closedir(d);
+    return NULL;
 }
 
 #endif /* CDB_TEST_CLI_RUN_H */

@@ -23,34 +23,8 @@
 #include "cli_run.h"
 #include "world/world.h"
 
-static char g_model[4096];
-
-static const char *find_model(void) {
-    const char *env = getenv("CLIPDB_TEST_MODEL");
-    char dir[1024];
-    DIR *d;
-    struct dirent *e;
-    if (env && *env) return env;
-    snprintf(dir, sizeof dir, "%s/models", CDB_SOURCE_DIR);
-    if (!(d = opendir(dir))) return NULL;
-    while ((e = readdir(d))) {
-        char p[4096];
-        FILE *f;
-        if (e->d_name[0] == '.') continue;
-        snprintf(p, sizeof p, "%s/%s/model.safetensors", dir, e->d_name);
-        if ((f = fopen(p, "rb"))) {
-            fclose(f);
-            snprintf(g_model, sizeof g_model, "%s/%s", dir, e->d_name);
-            closedir(d);
-            return g_model;
-        }
-    }
-    closedir(d);
-    return NULL;
-}
-
 #define NEED_MODEL(m)                                                         \
-    const char *m = find_model();                                             \
+    const char *m = cli_find_model();                                             \
     if (!m) CDB_SKIP("no model: set CLIPDB_TEST_MODEL or add models/<name>/")
 
 static json_t *parse(cdb_test_ctx *cdb_t_, const cli_run_result *r) {

@@ -54,32 +54,6 @@
 #define KILL_MIN_LANDED 12 /* kills that hit a running ingest, over all rounds */
 #define KILL_MAX_ROUNDS 400
 
-static char g_model[4096];
-
-static const char *find_model(void) {
-    const char *env = getenv("CLIPDB_TEST_MODEL");
-    char dir[1024];
-    DIR *d;
-    struct dirent *e;
-    if (env && *env) return env;
-    snprintf(dir, sizeof dir, "%s/models", CDB_SOURCE_DIR);
-    if (!(d = opendir(dir))) return NULL;
-    while ((e = readdir(d))) {
-        char p[4096];
-        FILE *f;
-        if (e->d_name[0] == '.') continue;
-        snprintf(p, sizeof p, "%s/%s/model.safetensors", dir, e->d_name);
-        if ((f = fopen(p, "rb"))) {
-            fclose(f);
-            snprintf(g_model, sizeof g_model, "%s/%s", dir, e->d_name);
-            closedir(d);
-            return g_model;
-        }
-    }
-    closedir(d);
-    return NULL;
-}
-
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -387,7 +361,7 @@ static int ingest_killed(const char *db, double delay, long at_write, const char
 /* ---- the test --------------------------------------------------------------------- */
 
 CDB_TEST(kill9_anywhere_then_rerun_gives_the_clean_result) {
-    const char *model = find_model();
+    const char *model = cli_find_model();
     const char *budget_env = getenv("CLIPDB_KILL_SECONDS"), *seed_env = getenv("CLIPDB_KILL_SEED");
     double budget = budget_env && *budget_env ? atof(budget_env) : 60.0;
     char ref_db[700], db2[700], db[700], p[1200];
