@@ -180,6 +180,16 @@ typedef struct cdb_model_params {
     ** malformed, they are hashed as usual. Borrowed for the call. */
     const char *known_hash;
     const char *known_files_key;
+    /* 1: inspect only. Every file, header, dtype, shape and config is validated and
+    ** info is filled in exactly as a full open would (architecture, activation,
+    ** heads, preprocessing, tokenizer), but no weight byte is read, hashed, widened
+    ** or uploaded and no backend is created: cost and memory are those of the
+    ** headers, whatever the model's size (a 5 GB F16 ViT-bigG/14 opens in well
+    ** under a second, most of it reading the tokenizer). info.inspect_only is set;
+    ** info.hash is "" unless known_hash / known_files_key apply as above. Encode
+    ** calls on such a model return CDB_INVALID; cdb_model_tokenizer works.
+    ** Default 0 (a full load). */
+    int inspect_only;
 } cdb_model_params;
 cdb_model_params cdb_model_params_default(void);
 
@@ -200,6 +210,15 @@ typedef struct cdb_model_info {
                                    cdb_model_params.known_files_key); "" if they changed
                                    while opening */
     int hash_trusted;           /* 1: hash is the caller's known_hash, not computed */
+    /* Appended fields. */
+    int vision_mlp_width;       /* MLP hidden width, from the fc weights' shapes: 4 * width */
+    int text_mlp_width;         /* for most CLIPs, 8192 for ViT-bigG/14's 1664-wide tower */
+    int64_t n_params;           /* elements of every weight the loaded towers use
+                                   (logit_scale and buffers such as position_ids excluded) */
+    int64_t weights_f32_bytes;  /* n_params * 4: what the CPU backend holds once F16/BF16
+                                   weights are widened (F32 files are used in place from the
+                                   mapping instead) */
+    int inspect_only;           /* 1: opened with params.inspect_only; cannot encode */
 } cdb_model_info;
 
 /* Loads and validates a model (header, dtypes, shapes, offsets before any data is
@@ -214,7 +233,13 @@ typedef struct cdb_model_info {
 ** Errors: CDB_NOTFOUND (no such path / no weights in the folder), CDB_IO,
 ** CDB_CORRUPT (bad file or missing/misshapen tensor; the message names it),
 ** CDB_UNSUPPORTED (ModifiedResNet towers, unknown dtypes or activations, a CUDA
-** device in a CPU-only build). out: close with cdb_model_close (NULL ok). */
+** device in a CPU-only build). out: close with cdb_model_close (NULL ok).
+** Heads come from config.json (vision_config_dict / text_config_dict first, as
+** transformers reads them, then vision_config / text_config), open_clip_config.json
+** (heads, else width / head_width), else 16 for the ViT-H/g/bigG image widths
+** (1280, 1408, 1664), else width / 64. Every ViT CLIP size loads in both namings:
+** B/32, B/16, L/14, L/14-336, H/14, g/14, bigG/14 (docs/models.md).
+** p->inspect_only: validate and describe without loading the weights (above). */
 cdb_status cdb_model_open(const char *path, const cdb_model_params *p, cdb_model **out /* OUT */);
 void cdb_model_close(cdb_model *m);
 /* Borrowed: lives as long as m. */

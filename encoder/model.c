@@ -11,7 +11,9 @@
 ** in the layout encoder/clip.c expects (nn.Linear [out, in]; HF q/k/v concatenated;
 ** OpenAI's x @ proj projections transposed). Also picks the tokenizer and
 ** implements the encode_* entry points (validation + normalization around the
-** graph in clip.c).
+** graph in clip.c). With params.inspect_only the same validation runs but nothing
+** is hashed, widened or uploaded (no backend): a model of any size is described
+** from its headers and configs alone.
 */
 #include <dirent.h>
 #include <errno.h>
@@ -38,6 +40,8 @@ typedef struct load_ctx {
     json_t *oc_cfg;     /* open_clip_config.json */
     json_t *pp_cfg;     /* preprocessor_config.json */
     int dtype_seen[3];  /* F32, F16, BF16 */
+    int inspect;        /* params.inspect_only: validate shapes, touch no weight byte */
+    int64_t n_params;   /* elements of the tensors fetched by get_t */
 } load_ctx;
 
 cdb_model_params cdb_model_params_default(void) {
@@ -98,6 +102,7 @@ static cdb_status get_t(load_ctx *c, const cdb_st_tensor **out, int nd, int64_t 
         dims[i] = t->shape[i];
     }
     c->dtype_seen[t->dtype]++;
+    c->n_params += t->n_elems; /* each tensor is fetched once */
     *out = t;
     return CDB_OK;
 }
@@ -120,8 +125,13 @@ static void drop_pages(const cdb_st_tensor *t) {
 
 static cdb_status upload(load_ctx *c, const cdb_st_tensor *t, cdb_k_wrole role, cdb_k_buf **out) {
     cdb_k_backend *be = c->m->be;
-    cdb_status rc = be->ops->weight_upload(be, t->data, kdt(t->dtype), (size_t)t->n_elems, role,
-                                           CDB_K_UPLOAD_BORROW, out);
+    cdb_status rc;
+    if (c->inspect) { /* validated by get_t; nothing is read */
+        *out = NULL;
+        return CDB_OK;
+    }
+    rc = be->ops->weight_upload(be, t->data, kdt(t->dtype), (size_t)t->n_elems, role,
+                                CDB_K_UPLOAD_BORROW, out);
     if (t->dtype != CDB_ST_F32) drop_pages(t); /* F32 may be used in place */
     return rc;
 }
@@ -157,8 +167,14 @@ static float *widen(const cdb_st_tensor *t) {
 /* proj: OpenAI stores [width, embed] used as x @ proj; the graph wants [embed, width]. */
 static cdb_status upload_transposed(load_ctx *c, const cdb_st_tensor *t, cdb_k_buf **out) {
     int64_t r = t->shape[0], k = t->shape[1];
-    float *src = widen(t), *dst = malloc((size_t)t->n_elems * sizeof(float));
+    float *src, *dst;
     cdb_status rc = CDB_OK;
+    if (c->inspect) {
+        *out = NULL;
+        return CDB_OK;
+    }
+    src = widen(t);
+    dst = malloc((size_t)t->n_elems * sizeof(float));
     if (!src || !dst) {
         rc = cdb_seterr(CDB_NOMEM, "transposing '%s'", t->name);
     } else {
@@ -177,8 +193,13 @@ static cdb_status upload_transposed(load_ctx *c, const cdb_st_tensor *t, cdb_k_b
 static cdb_status upload_concat3(load_ctx *c, const cdb_st_tensor *t[3], cdb_k_wrole role,
                                  cdb_k_buf **out) {
     size_t n = (size_t)t[0]->n_elems;
-    float *dst = malloc(3 * n * sizeof(float));
+    float *dst;
     cdb_status rc = CDB_OK;
+    if (c->inspect) {
+        *out = NULL;
+        return CDB_OK;
+    }
+    dst = malloc(3 * n * sizeof(float));
     if (!dst) return cdb_seterr(CDB_NOMEM, "q/k/v concat");
     for (int i = 0; i < 3; i++) {
         float *w = widen(t[i]);
@@ -287,6 +308,15 @@ static json_t *jget(json_t *o, ...) {
     return o;
 }
 
+/* A key of one tower's section of config.json: "<tower>_config_dict" first (older
+** transformers configs, e.g. LAION's, carry both, and CLIPConfig lets the _dict
+** override), then "<tower>_config". NULL when neither has it. */
+static json_t *hf_tower_key(const load_ctx *c, int vision, const char *key) {
+    json_t *v = jget(c->hf_cfg, vision ? "vision_config_dict" : "text_config_dict", key, NULL);
+    if (!v || json_is_null(v)) v = jget(c->hf_cfg, vision ? "vision_config" : "text_config", key, NULL);
+    return v && !json_is_null(v) ? v : NULL;
+}
+
 static int act_from_str(const char *s, cdb_k_act *out) {
     if (!s) return 0;
     if (!strcmp(s, "quick_gelu")) *out = CDB_K_ACT_QUICK_GELU;
@@ -302,8 +332,8 @@ static cdb_status pick_act(load_ctx *c, const cdb_model_params *p) {
         m->act = p->act == CDB_ACT_GELU ? CDB_K_ACT_GELU : CDB_K_ACT_QUICK_GELU;
         src = "flag";
     } else if (c->hf_cfg) {
-        json_t *v = jget(c->hf_cfg, "vision_config", "hidden_act", NULL);
-        json_t *t = jget(c->hf_cfg, "text_config", "hidden_act", NULL);
+        json_t *v = hf_tower_key(c, 1, "hidden_act");
+        json_t *t = hf_tower_key(c, 0, "hidden_act");
         cdb_k_act av, at;
         int hv = act_from_str(json_string_value(v), &av), ht = act_from_str(json_string_value(t), &at);
         if (hv && ht && av != at)
@@ -333,12 +363,12 @@ static cdb_status pick_act(load_ctx *c, const cdb_model_params *p) {
     return CDB_OK;
 }
 
-/* heads: config.json num_attention_heads, open_clip_config head_width / heads,
+/* heads: config.json num_attention_heads (the tower's _dict, then its config),
+** open_clip_config heads / head_width,
 ** else 16 for the known ViT-H/g/bigG vision widths, else width / 64 (CLIP's head
 ** width; right for every OpenAI model and every OpenCLIP text tower). */
 static cdb_status pick_heads(load_ctx *c, int vision, int width, int *heads) {
-    json_t *h = jget(c->hf_cfg, vision ? "vision_config" : "text_config", "num_attention_heads",
-                     NULL);
+    json_t *h = hf_tower_key(c, vision, "num_attention_heads");
     json_int_t v = 0; /* configs are untrusted: any value is range-checked below */
     int n = 0;
     if (json_is_integer(h)) v = json_integer_value(h);
@@ -457,6 +487,13 @@ static cdb_status load_vision(load_ctx *c, const cdb_model_params *p) {
         rc = cdb_seterr(CDB_CORRUPT, "vision positional embedding has %d rows, not 1 + a square", S);
         goto cleanup;
     }
+    /* image_size = G * P, and the graph indexes 3 * size * size pixels in int: keep
+    ** it within what preprocessing accepts (16384; ViT-L/14-336 is 24 * 14). */
+    if ((int64_t)G * P > 16384) {
+        rc = cdb_seterr(CDB_CORRUPT, "vision tower: %d x %d patches of %d pixels (image size "
+                        "%lld > 16384)", G, G, P, (long long)G * P);
+        goto cleanup;
+    }
     if (p->image_size_override && p->image_size_override != G * P) {
         rc = cdb_seterr(CDB_UNSUPPORTED, "image size %d requested, but the positional embedding "
                         "fixes it at %d", p->image_size_override, G * P);
@@ -508,6 +545,7 @@ static cdb_status load_vision(load_ctx *c, const cdb_model_params *p) {
     }
     m->info.image_size = G * P;
     m->info.patch_size = P;
+    m->info.vision_mlp_width = v->mlp_width;
     m->info.vision_width = W;
     m->info.vision_layers = v->layers;
     m->info.vision_heads = v->heads;
@@ -575,6 +613,7 @@ static cdb_status load_text(load_ctx *c) {
         if ((rc = load_block(c, pre, W, &x->blocks[i], &x->mlp_width)) != CDB_OK) goto cleanup;
     }
     m->info.text_width = W;
+    m->info.text_mlp_width = x->mlp_width;
     m->info.text_layers = x->layers;
     m->info.text_heads = x->heads;
     m->info.has_text = 1;
@@ -583,8 +622,7 @@ cleanup:
 }
 
 static void free_tower(cdb_k_backend *be, cdb_clip_tower *t) {
-    if (!be) return;
-    if (t->blocks)
+    if (be && t->blocks) /* no backend (inspect only, or failed early): no buffers */
         for (int i = 0; i < t->layers; i++) {
             cdb_clip_block *b = &t->blocks[i];
             cdb_k_buf *all[] = {b->ln1_g, b->ln1_b, b->qkv_w, b->qkv_b, b->out_w, b->out_b,
@@ -592,9 +630,11 @@ static void free_tower(cdb_k_backend *be, cdb_clip_tower *t) {
             for (size_t j = 0; j < sizeof all / sizeof all[0]; j++) be->ops->buf_free(be, all[j]);
         }
     free(t->blocks);
-    cdb_k_buf *rest[] = {t->ln_pre_g, t->ln_pre_b, t->ln_post_g, t->ln_post_b, t->proj,
-                         t->patch_w,  t->cls,      t->pos,       t->tok_emb};
-    for (size_t j = 0; j < sizeof rest / sizeof rest[0]; j++) be->ops->buf_free(be, rest[j]);
+    if (be) {
+        cdb_k_buf *rest[] = {t->ln_pre_g, t->ln_pre_b, t->ln_post_g, t->ln_post_b, t->proj,
+                             t->patch_w,  t->cls,      t->pos,       t->tok_emb};
+        for (size_t j = 0; j < sizeof rest / sizeof rest[0]; j++) be->ops->buf_free(be, rest[j]);
+    }
     memset(t, 0, sizeof *t);
 }
 
@@ -661,10 +701,16 @@ static void hash_files(cdb_model *m) {
     if (!s) return;
     XXH3_128bits_reset(s);
     for (int i = 0; i < m->n_files; i++) {
-        XXH3_128bits_update(s, m->files[i]->map, m->files[i]->size);
-        /* Drop the pages from our RSS: what is used later faults back in from the
-        ** page cache, what is converted is read once. */
-        madvise(m->files[i]->map, m->files[i]->size, MADV_DONTNEED);
+        /* In 64 MiB steps, dropping each from our RSS once hashed (what is used later
+        ** faults back in from the page cache, what is converted is read once): the
+        ** hash of a 5 GB ViT-bigG/14 never holds more than one step resident. */
+        const size_t step = (size_t)64 << 20;
+        const unsigned char *base = m->files[i]->map;
+        for (size_t off = 0; off < m->files[i]->size; off += step) {
+            size_t n = m->files[i]->size - off < step ? m->files[i]->size - off : step;
+            XXH3_128bits_update(s, base + off, n);
+            madvise((void *)(base + off), n, MADV_DONTNEED); /* off is page-aligned */
+        }
     }
     h = XXH3_128bits_digest(s);
     XXH3_freeState(s);
@@ -769,6 +815,7 @@ cdb_status cdb_model_open(const char *path, const cdb_model_params *params, cdb_
     char key0[33], key1[33];
 
     memset(&c, 0, sizeof c);
+    c.inspect = p.inspect_only != 0;
     *out = NULL;
     if (!path) return cdb_seterr(CDB_INVALID, "model path is NULL");
     if (stat(path, &st) != 0)
@@ -842,20 +889,23 @@ cdb_status cdb_model_open(const char *path, const cdb_model_params *params, cdb_
         !strcmp(p.known_files_key, key0)) {
         memcpy(m->info.hash, p.known_hash, 33);
         m->info.hash_trusted = 1;
-    } else {
+    } else if (!c.inspect) {
         hash_files(m);
     }
     files_key(paths, n_paths, key1);
     if (strcmp(key0, key1)) { /* changed while opening: hash what was mapped, record no key */
-        if (m->info.hash_trusted) hash_files(m);
+        if (m->info.hash_trusted && !c.inspect) hash_files(m);
+        if (c.inspect) m->info.hash[0] = '\0';
         m->info.hash_trusted = 0;
         key0[0] = '\0';
     }
     memcpy(m->info.files_key, key0, sizeof key0);
     CDB_LOG_DEBUG("model %s: weights hash %s (%s)", m->name, m->info.hash,
-                  m->info.hash_trusted ? "recorded; files unchanged" : "computed");
+                  m->info.hash_trusted ? "recorded; files unchanged"
+                  : c.inspect ? "not computed: inspect only" : "computed");
 
-    {
+    m->info.inspect_only = c.inspect;
+    if (!c.inspect) {
         cdb_k_backend_params bp = cdb_k_backend_params_default();
         bp.kind = p.device == CDB_DEVICE_CUDA ? CDB_K_BACKEND_CUDA
                   : p.device == CDB_DEVICE_AUTO ? CDB_K_BACKEND_AUTO : CDB_K_BACKEND_CPU;
@@ -885,6 +935,8 @@ cdb_status cdb_model_open(const char *path, const cdb_model_params *params, cdb_
         m->info.weights_dtype = n > 1 ? "mixed" : c.dtype_seen[1] ? "F16"
                                 : c.dtype_seen[2] ? "BF16" : "F32";
     }
+    m->info.n_params = c.n_params;
+    m->info.weights_f32_bytes = c.n_params * (int64_t)sizeof(float);
     if (m->info.has_vision) pick_preprocess(&c);
     m->eot_id = m->info.vocab_size - 1;
     if (m->info.has_text && (rc = open_tokenizer(&c, &p)) != CDB_OK) goto cleanup;
@@ -943,6 +995,8 @@ cdb_status cdb_encode_tokens(cdb_model *m, const int32_t *ids, int n, int normal
     cdb_status rc;
     if (!m || (!ids && n) || (!out && n) || n < 0) return cdb_seterr(CDB_INVALID, "encode_tokens: bad arguments");
     if (!m->info.has_text) return cdb_seterr(CDB_INVALID, "model %s: text tower not loaded", m->name);
+    if (m->info.inspect_only)
+        return cdb_seterr(CDB_INVALID, "model %s: opened for inspection only", m->name);
     if (n == 0) return CDB_OK;
     if ((rc = cdb_clip_text_forward(m, ids, n, out)) != CDB_OK) return rc;
     if ((rc = check_finite(out, (size_t)n * m->info.embed_dim)) != CDB_OK) return rc;
@@ -978,6 +1032,8 @@ cdb_status cdb_encode_pixels(cdb_model *m, const float *pixels, int n, int norma
         return cdb_seterr(CDB_INVALID, "encode_pixels: bad arguments");
     if (!m->info.has_vision)
         return cdb_seterr(CDB_INVALID, "model %s: image tower not loaded", m->name);
+    if (m->info.inspect_only)
+        return cdb_seterr(CDB_INVALID, "model %s: opened for inspection only", m->name);
     if (n == 0) return CDB_OK;
     if ((rc = cdb_clip_image_forward(m, pixels, n, out)) != CDB_OK) return rc;
     if ((rc = check_finite(out, (size_t)n * m->info.embed_dim)) != CDB_OK) return rc;
