@@ -243,6 +243,16 @@ typedef struct cli_ingest_summary {
     int64_t links_skipped, loops;
     double seconds;
     int interrupted;
+    /* Where the time went (ns, monotonic clock). Busy time per stage, summed over
+    ** the stage's threads, waits excluded; encode is the time inside
+    ** cdb_encode_pixels (one thread), encode_wait the encoder waiting for images. */
+    int64_t ns_walk;       /* walker: walking + catalog change checks */
+    int64_t ns_read;       /* readers: open + read + hash + move lookups */
+    int64_t ns_decode;     /* readers: image decode */
+    int64_t ns_preprocess; /* readers: resize + crop + normalize */
+    int64_t ns_encode, ns_encode_wait;
+    int64_t ns_store;      /* writer: staging + commits */
+    int64_t n_batches;     /* encoder batches run */
 } cli_ingest_summary;
 
 struct cdb_db;

@@ -91,6 +91,9 @@ typedef struct pipe_ctx {
     atomic_llong n_done, n_errors, n_found;
     atomic_int abort;     /* a fatal error: stop everything */
     atomic_int readers_left, writer_done;
+    /* stage times (ns): readers add up; the walker, encoder and writer own theirs */
+    atomic_llong ns_read, ns_decode, ns_preprocess;
+    int64_t ns_walk_blocked, ns_encode, ns_encode_wait, ns_store, n_batches;
     pthread_mutex_t mu;   /* guards claimed[], fatal[] */
     int64_t *claimed;     /* file ids taken by a move in this run */
     int n_claimed, cap_claimed;
@@ -227,10 +230,12 @@ static int on_file_(const cli_walk_entry *e, walk_ud *ud) {
     }
     j->sniff = !cli_image_ext(e->relpath) && !(rc == CDB_OK && f.state != CDB_DB_DELETED);
     cdb_db_file_clear(&f);
+    int64_t t0 = cdb_now_ns();
     if (cli_queue_push(c->q1, j) != 0) {
         job_free(j);
         return 1;
     }
+    c->ns_walk_blocked += cdb_now_ns() - t0; /* readers busy: not walking */
     tick(c);
     return 0;
 }
@@ -294,7 +299,9 @@ static void status_reason(job *j, const char *what, cdb_status rc) {
     one_line(j->reason);
 }
 
-static void process(pipe_ctx *c, cdb_db *rdb, job *j) {
+/* Reads, hashes and classifies one job; decodes and preprocesses an image. t0:
+** when it started; *timed = 1 once the read time (up to the decode) is counted. */
+static void process_(pipe_ctx *c, cdb_db *rdb, job *j, int64_t t0, int *timed) {
     char path[8192];
     unsigned char *buf = NULL;
     int fd;
@@ -362,8 +369,13 @@ static void process(pipe_ctx *c, cdb_db *rdb, job *j) {
         return;
     }
     ip.apply_exif = !c->o->no_exif;
+    int64_t t1 = cdb_now_ns();
+    atomic_fetch_add(&c->ns_read, t1 - t0);
+    *timed = 1;
     rc = cdb_image_decode(buf, got, &ip, &img);
     free(buf);
+    t0 = cdb_now_ns();
+    atomic_fetch_add(&c->ns_decode, t0 - t1);
     if (rc != CDB_OK) {
         status_reason(j, "cannot decode", rc);
         return;
@@ -377,6 +389,7 @@ static void process(pipe_ctx *c, cdb_db *rdb, job *j) {
     }
     rc = cdb_image_preprocess(img, c->pp, j->pixels, NULL);
     cdb_image_free(img);
+    atomic_fetch_add(&c->ns_preprocess, cdb_now_ns() - t0);
     if (rc != CDB_OK) {
         free(j->pixels);
         j->pixels = NULL;
@@ -384,6 +397,13 @@ static void process(pipe_ctx *c, cdb_db *rdb, job *j) {
         return;
     }
     j->kind = R_IMAGE;
+}
+
+static void process(pipe_ctx *c, cdb_db *rdb, job *j) {
+    int64_t t0 = cdb_now_ns();
+    int timed = 0;
+    process_(c, rdb, j, t0, &timed);
+    if (!timed) atomic_fetch_add(&c->ns_read, cdb_now_ns() - t0); /* ended before a decode */
 }
 
 static void *reader_main(void *arg) {
@@ -415,10 +435,16 @@ static void encode_batch(pipe_ctx *c, job **b, int n, float *px, float *out) {
     size_t per = 3 * (size_t)c->pp->size * (size_t)c->pp->size;
     cdb_status rc;
     for (int i = 0; i < n; i++) memcpy(px + per * (size_t)i, b[i]->pixels, per * sizeof *px);
+    int64_t t0 = cdb_now_ns();
     rc = cdb_encode_pixels(c->model, px, n, 1, out);
+    c->ns_encode += cdb_now_ns() - t0;
+    c->n_batches++;
     for (int i = 0; i < n; i++) {
-        if (rc != CDB_OK && n > 1) /* find the culprit: encode one by one */
+        if (rc != CDB_OK && n > 1) { /* find the culprit: encode one by one */
+            t0 = cdb_now_ns();
             rc = cdb_encode_pixels(c->model, b[i]->pixels, 1, 1, out + (size_t)i * c->dim);
+            c->ns_encode += cdb_now_ns() - t0;
+        }
         if (rc != CDB_OK) {
             status_reason(b[i], "cannot encode", rc);
         } else if ((b[i]->vec = malloc(sizeof(float) * (size_t)c->dim))) {
@@ -441,7 +467,10 @@ static void *encoder_main(void *arg) {
     float *out = malloc(sizeof *out * (size_t)c->dim * (size_t)cap);
     job *j;
     if (!b || !px || !out) set_fatal(c, "out of memory for the encoder batch%s%s", "", "");
-    while ((j = cli_queue_pop(c->q2))) {
+    for (;;) {
+        int64_t t0 = cdb_now_ns();
+        if (!(j = cli_queue_pop(c->q2))) break;
+        c->ns_encode_wait += cdb_now_ns() - t0;
         if (j->kind != R_IMAGE || !b || !px || !out) {
             if (cli_queue_push(c->q3, j) != 0) job_free(j);
             continue;
@@ -521,6 +550,7 @@ static void *writer_main(void *arg) {
     if (cdb_db_batch_new(c->db, c->model_id, &b) != CDB_OK)
         set_fatal(c, "cannot start a database batch (%s%s)", cdb_errmsg(), "");
     while ((j = cli_queue_pop(c->q3))) {
+        int64_t t0 = cdb_now_ns();
         if (b && !atomic_load(&c->abort)) {
             stage(c, b, j);
             atomic_fetch_add(&c->n_done, 1);
@@ -531,8 +561,11 @@ static void *writer_main(void *arg) {
             }
         }
         job_free(j);
+        c->ns_store += cdb_now_ns() - t0;
     }
+    int64_t t0 = cdb_now_ns();
     if (b && !atomic_load(&c->abort)) commit(c, b);
+    c->ns_store += cdb_now_ns() - t0;
     cdb_db_batch_free(b);
     atomic_store(&c->writer_done, 1);
     return NULL;
@@ -679,6 +712,7 @@ cdb_status cli_pipeline_run(cdb_db *db, const char *db_dir, cdb_model *model, in
     if (!started || !enc_ok || !wri_ok) {
         set_fatal(&c, "cannot start the pipeline threads%s%s", "", "");
     } else {
+        int64_t tw = cdb_now_ns();
         for (int r = 0; r < n_roots && !stopping(&c); r++) {
             walk_ud ud = {&c, NULL};
             cli_walk_stats ws;
@@ -717,6 +751,7 @@ cdb_status cli_pipeline_run(cdb_db *db, const char *db_dir, cdb_model *model, in
             sum->loops += ws.n_loops;
             if (w == 0 && !stopping(&c)) walked[r] = 1;
         }
+        sum->ns_walk = cdb_now_ns() - tw - c.ns_walk_blocked;
     }
     prog.total = atomic_load(&c.n_found);
     cli_queue_close(c.q1);
@@ -745,6 +780,13 @@ done:
     sum->found = atomic_load(&c.n_found);
     sum->interrupted = cli_interrupted();
     sum->seconds = (double)(cdb_now_ns() - t0) / 1e9;
+    sum->ns_read = atomic_load(&c.ns_read);
+    sum->ns_decode = atomic_load(&c.ns_decode);
+    sum->ns_preprocess = atomic_load(&c.ns_preprocess);
+    sum->ns_encode = c.ns_encode;
+    sum->ns_encode_wait = c.ns_encode_wait;
+    sum->ns_store = c.ns_store;
+    sum->n_batches = c.n_batches;
     cdb_db_close(c.rdb);
     cli_queue_free(c.q1);
     cli_queue_free(c.q2);

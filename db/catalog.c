@@ -373,13 +373,39 @@ cdb_status cdb_db_file_path(cdb_db *db, int64_t file_id, char **path) {
     return rc;
 }
 
+/* Schema v4: move detection finds files by hkey through a two-level index
+** instead of an index on files. A B-tree on a random key dirties about one page
+** per new file once it outgrows a commit, and each dirty page is written to the
+** WAL and checkpointed again: the largest cost of storing a new file. New keys go
+** to hkeys_new, small enough that a commit dirties only a few of its pages; a
+** merge folds it into hkeys in key order (db_hkeys_maybe_merge), one pass over
+** hkeys for thousands of keys. Invariant: every ok files row with a hash has
+** (hkey, id) in hkeys or hkeys_new (batch.c adds it in the commit's step 3, where
+** a file becomes ok or an ok file gets new meta). Entries are never removed (a
+** file whose content changed keeps its old key too): lookups check the files row
+** (root, full hash, state ok), so a stale entry never matches. (Not triggers: a
+** statement with a trigger runs with a statement journal, which copies every
+** page it writes: slower than the index it replaces.) */
+static const char k_schema_v4[] =
+    "DROP INDEX IF EXISTS files_hkey;"
+    "CREATE TABLE IF NOT EXISTS hkeys(hkey INTEGER NOT NULL, file_id INTEGER NOT NULL,"
+    " PRIMARY KEY(hkey, file_id)) WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS hkeys_new(hkey INTEGER NOT NULL, file_id INTEGER NOT NULL,"
+    " PRIMARY KEY(hkey, file_id)) WITHOUT ROWID;"
+    "INSERT OR IGNORE INTO hkeys(hkey, file_id) SELECT hkey, id FROM files"
+    " WHERE hkey IS NOT NULL ORDER BY hkey, id;";
+
+cdb_status db_migrate_v4(cdb_db *db) { return db_exec(db->cat, k_schema_v4); }
+
 cdb_status cdb_db_files_by_hash(cdb_db *db, int64_t root_id, const uint8_t hash[CDB_DB_HASH_BYTES],
                                 int64_t *ids, int cap, int *n_out) {
     sqlite3_stmt *st = NULL;
     *n_out = 0;
     cdb_status rc = db_prepare(db->cat,
-                               "SELECT id FROM files WHERE root_id=?1 AND hkey=?4 AND hash=?2"
-                               " AND state=2 ORDER BY id LIMIT ?3",
+                               "SELECT id FROM files WHERE id IN (SELECT file_id FROM hkeys"
+                               " WHERE hkey=?4 UNION ALL SELECT file_id FROM hkeys_new WHERE"
+                               " hkey=?4) AND root_id=?1 AND hash=?2 AND state=2"
+                               " ORDER BY id LIMIT ?3",
                                &st);
     if (rc != CDB_OK) return rc;
     sqlite3_bind_int64(st, 1, root_id);

@@ -82,6 +82,10 @@ static const char *const k_stmt_sql[ST_COUNT_] = {
                        " AND state=1",
     [ST_DIR_PUT_RUN] = "INSERT OR REPLACE INTO vectors(model_id, file_id, seq)"
                        " SELECT ?1, id, id + ?4 FROM files WHERE id BETWEEN ?2 AND ?3 ORDER BY id",
+    [ST_HKEYS_LEVELS] = "SELECT (SELECT count(*) FROM hkeys_new), (SELECT max(id) FROM files)",
+    [ST_HKEY_PUT] = "INSERT OR IGNORE INTO hkeys_new(hkey, file_id) VALUES(?1, ?2)",
+    [ST_HKEY_PUT_RUN] = "INSERT OR IGNORE INTO hkeys_new(hkey, file_id) SELECT hkey, id FROM files"
+                        " WHERE id BETWEEN ?1 AND ?2 AND hkey IS NOT NULL",
 };
 
 cdb_status db_stmt(cdb_db *db, int which, sqlite3_stmt **st) {
@@ -431,6 +435,8 @@ static cdb_status migrate(cdb_db *db, int64_t from) {
             if (rc == CDB_OK) rc = migrate_v2_fill(db);
         } else if (v == 3) {
             rc = migrate_v3(db);
+        } else if (v == 4) {
+            rc = db_migrate_v4(db);
         }
         if (rc == CDB_OK) rc = db_meta_set_int(db, "schema_version", v);
         if (rc == CDB_OK) rc = meta_set_text(db, "last_writer", CDB_VERSION_STRING);

@@ -42,6 +42,9 @@ enum {
     ST_SHARD_CURRENT,
     ST_FILE_RUN_OK, /* ids ?1..?2, all inserted pending by this commit's step 1 */
     ST_DIR_PUT_RUN,
+    ST_HKEYS_LEVELS, /* entries in hkeys_new, largest file id (schema v4) */
+    ST_HKEY_PUT,     /* (hkey, file) into hkeys_new */
+    ST_HKEY_PUT_RUN, /* the same for files ?1..?2 */
     ST_COUNT_
 };
 
@@ -60,11 +63,19 @@ struct cdb_db {
     int n_shards_alloc;
     cdb_db_commit_hook hook;
     void *hook_ud;
+    struct db_ckpt *ckpt; /* background checkpointer (shard.c); NULL until first needed */
 };
 
 /* Statements that write a file's meta bind files.hkey at this parameter. */
 #define DB_P_HKEY 20
 int64_t db_hash_key(const uint8_t hash[CDB_DB_HASH_BYTES]);
+/* Schema v4 (catalog.c): the two-level move-detection index hkeys + hkeys_new;
+** replaces the files_hkey index. Every ok file with a hash has (hkey, id) in one
+** of them: the writes that make a file ok or give an ok file new meta add it. */
+cdb_status db_migrate_v4(cdb_db *db);
+/* Folds hkeys_new into hkeys when it has grown past its bound (batch.c; inside
+** the caller's catalog transaction). */
+cdb_status db_hkeys_maybe_merge(cdb_db *db);
 
 /* ---- helpers (db.c) ---- */
 cdb_status db_sqlerr(sqlite3 *conn, int rc, const char *what);
@@ -107,7 +118,14 @@ cdb_status db_shard_for_new(cdb_db *db, db_shard_alloc *a, int64_t need, int32_t
 cdb_status db_shard_alloc_flush(cdb_db *db, db_shard_alloc *a);
 /* Quick on-disk check of one shard file; fills msg and returns a problem kind, or 0. */
 int db_shard_check_file(cdb_db *db, int32_t id, char *msg, size_t msg_len);
-void db_shard_close_all(cdb_db *db);
+void db_shard_close_all(cdb_db *db); /* stops the background checkpointer first */
+/* Background checkpoints (writer handles): conn's WAL (the catalog's or a shard's)
+** is checkpointed by a thread of this handle, on its own short-lived connection,
+** at the same size as SQLite's autocheckpoint would, instead of by the commit that
+** crossed the mark, so the writer never waits for a checkpoint's copying and
+** fsyncs. Same checkpoints, same sync mode: durability and crash safety are
+** unchanged. */
+cdb_status db_ckpt_attach(cdb_db *db, sqlite3 *conn);
 void db_shard_close_one(cdb_db *db, int32_t id);
 void db_shard_path(const cdb_db *db, int32_t id, char *buf, size_t len);
 void db_decode_blob(const void *blob, int dim, float *out);

@@ -8,6 +8,7 @@
 */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,12 +26,142 @@ static const char k_shard_schema[] =
     "CREATE TABLE IF NOT EXISTS vectors(file_id INTEGER NOT NULL, model_id INTEGER NOT NULL,"
     " vec BLOB NOT NULL, PRIMARY KEY(file_id, model_id)) WITHOUT ROWID;";
 
+/* ---- background checkpoints -------------------------------------------------------
+** A WAL hook on each writer connection (catalog and shards) replaces SQLite's
+** autocheckpoint: past the same WAL size it queues the database file's path, and one
+** thread per writer handle runs a PASSIVE checkpoint of it on a fresh connection
+** (same synchronous mode: WAL fsynced before the copy, database file after). A
+** passive checkpoint never blocks the writer, which appends meanwhile; when a
+** checkpoint has caught up, the writer's next transaction restarts the WAL, as
+** with autocheckpoint. The checkpointer holds no connection between runs; closing
+** a shard or the handle first waits for a run in progress (db_ckpt_quiesce). */
+#define CKPT_QUEUE 8
+
+typedef struct db_ckpt {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_t thread;
+    int started, stop, running;
+    int n_queued;
+    char *queued[CKPT_QUEUE]; /* paths waiting for a checkpoint */
+    int sync;                 /* cdb_db_sync of the handle */
+} db_ckpt;
+
+static void *ckpt_main(void *arg) {
+    db_ckpt *k = arg;
+    pthread_mutex_lock(&k->mu);
+    for (;;) {
+        while (!k->stop && k->n_queued == 0) pthread_cond_wait(&k->cv, &k->mu);
+        if (k->stop) break;
+        char *path = k->queued[0];
+        memmove(k->queued, k->queued + 1, (size_t)(k->n_queued - 1) * sizeof *k->queued);
+        k->n_queued--;
+        k->running = 1;
+        pthread_mutex_unlock(&k->mu);
+        sqlite3 *c = NULL;
+        int s = sqlite3_open_v2(path, &c, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
+        if (s == SQLITE_OK)
+            s = sqlite3_exec(c, k->sync == CDB_DB_SYNC_NORMAL ? "PRAGMA synchronous=NORMAL"
+                                                               : "PRAGMA synchronous=FULL",
+                             NULL, NULL, NULL);
+        if (s == SQLITE_OK) s = sqlite3_wal_checkpoint_v2(c, "main", SQLITE_CHECKPOINT_PASSIVE,
+                                                          NULL, NULL);
+        /* BUSY: another checkpoint runs; anything else: the WAL grows until the next
+        ** request, as when an autocheckpoint fails. Neither loses a commit. */
+        if (s != SQLITE_OK && (s & 0xff) != SQLITE_BUSY)
+            CDB_LOG_WARN("db: background checkpoint of %s: %s", path,
+                         c ? sqlite3_errmsg(c) : sqlite3_errstr(s));
+        sqlite3_close_v2(c);
+        cdb_free(path);
+        pthread_mutex_lock(&k->mu);
+        k->running = 0;
+        pthread_cond_broadcast(&k->cv);
+    }
+    pthread_mutex_unlock(&k->mu);
+    return NULL;
+}
+
+/* Waits for a checkpoint in progress and drops the queued ones. */
+static void db_ckpt_quiesce(cdb_db *db) {
+    db_ckpt *k = db->ckpt;
+    if (!k) return;
+    pthread_mutex_lock(&k->mu);
+    while (k->n_queued > 0) cdb_free(k->queued[--k->n_queued]);
+    while (k->running) pthread_cond_wait(&k->cv, &k->mu);
+    pthread_mutex_unlock(&k->mu);
+}
+
+static void db_ckpt_stop(cdb_db *db) {
+    db_ckpt *k = db->ckpt;
+    if (!k) return;
+    db_ckpt_quiesce(db);
+    pthread_mutex_lock(&k->mu);
+    k->stop = 1;
+    pthread_cond_broadcast(&k->cv);
+    pthread_mutex_unlock(&k->mu);
+    if (k->started) pthread_join(k->thread, NULL);
+    pthread_cond_destroy(&k->cv);
+    pthread_mutex_destroy(&k->mu);
+    cdb_free(k);
+    db->ckpt = NULL;
+}
+
+/* Frames (pages) of WAL that trigger a checkpoint: the catalog's as set at open
+** (wal_autocheckpoint=10000, db.c), shards' SQLite's default 1000 (16 MiB). */
+#define CKPT_FRAMES_CATALOG 10000
+#define CKPT_FRAMES_SHARD 1000
+
+/* The WAL hook (ud: the cdb_db, which outlives its connections). */
+static int ckpt_on_commit(void *ud, sqlite3 *conn, const char *name, int n_frames) {
+    cdb_db *db = ud;
+    db_ckpt *k = db->ckpt;
+    const char *path = sqlite3_db_filename(conn, name);
+    if (n_frames < (conn == db->cat ? CKPT_FRAMES_CATALOG : CKPT_FRAMES_SHARD)) return SQLITE_OK;
+    if (!k || !path || !*path) { /* no checkpointer (closing): checkpoint here */
+        sqlite3_wal_checkpoint_v2(conn, name, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+        return SQLITE_OK;
+    }
+    pthread_mutex_lock(&k->mu);
+    int dup = 0;
+    for (int i = 0; i < k->n_queued; i++) dup |= !strcmp(k->queued[i], path);
+    if (!dup && k->n_queued < CKPT_QUEUE) {
+        char *p = cdb_strdup(path);
+        if (p) k->queued[k->n_queued++] = p;
+    }
+    if (!k->started && !k->stop)
+        k->started = pthread_create(&k->thread, NULL, ckpt_main, k) == 0;
+    if (!k->started) { /* no thread: checkpoint here, as autocheckpoint would */
+        while (k->n_queued > 0) cdb_free(k->queued[--k->n_queued]);
+        pthread_mutex_unlock(&k->mu);
+        sqlite3_wal_checkpoint_v2(conn, name, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+        return SQLITE_OK;
+    }
+    pthread_cond_signal(&k->cv);
+    pthread_mutex_unlock(&k->mu);
+    return SQLITE_OK;
+}
+
+cdb_status db_ckpt_attach(cdb_db *db, sqlite3 *conn) {
+    if (db->readonly) return CDB_OK;
+    if (!db->ckpt) {
+        db_ckpt *k = cdb_calloc(1, sizeof *k);
+        if (!k) return cdb_seterr(CDB_NOMEM, "out of memory");
+        pthread_mutex_init(&k->mu, NULL);
+        pthread_cond_init(&k->cv, NULL);
+        k->sync = db->sync;
+        db->ckpt = k;
+    }
+    sqlite3_wal_hook(conn, ckpt_on_commit, db); /* replaces the autocheckpoint */
+    return CDB_OK;
+}
+
 void db_shard_path(const cdb_db *db, int32_t id, char *buf, size_t len) {
     snprintf(buf, len, "%s/shards/%04d.db", db->dir, (int)id);
 }
 
 static void shard_close(db_shard *sh) {
-    /* Closing does not lose the durability promise of cdb_db_flush. */
+    /* Closing does not lose the durability promise of cdb_db_flush. The caller
+    ** has quiesced the checkpointer (a repair may replace the file next). */
     if (sh->conn && sh->unsynced) {
         const char *f = sqlite3_db_filename(sh->conn, "main");
         if (f && *f) (void)db_fsync_db_file(f);
@@ -43,10 +174,12 @@ static void shard_close(db_shard *sh) {
 }
 
 void db_shard_close_one(cdb_db *db, int32_t id) {
+    db_ckpt_quiesce(db);
     if (id > 0 && id < db->n_shards_alloc) shard_close(&db->shards[id]);
 }
 
 void db_shard_close_all(cdb_db *db) {
+    db_ckpt_stop(db);
     for (int i = 0; i < db->n_shards_alloc; i++) shard_close(&db->shards[i]);
     cdb_free(db->shards);
     db->shards = NULL;
@@ -150,6 +283,7 @@ static cdb_status shard_open_conn(cdb_db *db, db_shard *sh, int32_t id, int crea
     int s = sqlite3_open_v2(path, &sh->conn, flags, NULL);
     cdb_status rc = s == SQLITE_OK ? CDB_OK : db_sqlerr(sh->conn, s, "open shard");
     if (rc == CDB_OK) rc = db_configure_conn(db, sh->conn);
+    if (rc == CDB_OK) rc = db_ckpt_attach(db, sh->conn);
     sh->id = id;
     return rc;
 }
@@ -199,6 +333,7 @@ cdb_status db_shard_create(cdb_db *db, int32_t id) {
     db_shard *sh = NULL;
     cdb_status rc = shard_slot(db, id, &sh);
     if (rc != CDB_OK) return rc;
+    db_ckpt_quiesce(db);
     shard_close(sh);
     db_shard_path(db, id, path, sizeof path);
     if (stat(path, &sb) == 0 && sb.st_size > 0 && !shard_is_blank(path)) {

@@ -709,8 +709,8 @@ CDB_TEST(migrate_v2_to_v3) {
     cdb_db_close(fx.db);
     fx.db = NULL;
     snprintf(cat, sizeof cat, "%s/catalog.db", dir);
-    CHECK_EQ_INT(sql_exec_file(cat, "DROP INDEX files_hkey; DROP INDEX files_notok;"
-                                    "ALTER TABLE files DROP COLUMN hkey;"
+    CHECK_EQ_INT(sql_exec_file(cat, "DROP TABLE hkeys; DROP TABLE hkeys_new;"
+                                    "DROP INDEX files_notok; ALTER TABLE files DROP COLUMN hkey;"
                                     "CREATE INDEX files_hash ON files(root_id, hash);"
                                     "CREATE INDEX files_state ON files(state);"
                                     "UPDATE meta SET value=2 WHERE key='schema_version';"),
@@ -748,6 +748,105 @@ CDB_TEST(migrate_v2_to_v3) {
     CHECK_MSG(r->n_problems == 0, "verify: %s", r->n_listed ? r->problems[0].msg : "");
     cdb_db_report_free(r);
     CHECK_OK(cdb_db_flush(fx.db));
+    fx_close(&fx);
+}
+
+static int64_t sql_count(const char *path, const char *sql) {
+    sqlite3 *c = NULL;
+    sqlite3_stmt *st = NULL;
+    int64_t n = -1;
+    if (sqlite3_open_v2(path, &c, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+        sqlite3_prepare_v2(c, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+        n = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(c);
+    return n;
+}
+
+/* 1 when files_by_hash finds exactly file i (f%05d.jpg of fx_put_range) for its hash. */
+static int found_by_hash(fixture *fx, int i) {
+    cdb_db_file_meta m = tu_meta(1000 + i, 5000 + i, (uint64_t)i);
+    cdb_db_file f;
+    int64_t ids[4];
+    int n = 0, ok;
+    char name[64];
+    snprintf(name, sizeof name, "f%05d.jpg", i);
+    if (cdb_db_file_lookup(fx->db, fx->root, name, &f) != CDB_OK) return 0;
+    ok = cdb_db_files_by_hash(fx->db, fx->root, m.hash, ids, 4, &n) == CDB_OK && n == 1 &&
+         ids[0] == f.id;
+    cdb_db_file_clear(&f);
+    return ok;
+}
+
+/* A v3 catalog (files_hkey index on files): the writer builds the two-level hash
+** index (hkeys + hkeys_new) from files.hkey and drops files_hkey; move detection
+** finds old and new files, through both levels and across a merge. */
+CDB_TEST(migrate_v3_to_v4) {
+    fixture fx;
+    char dir[256], cat[300];
+    CHECK_OK(fx_open(&fx, "migrate4", 0));
+    CHECK_OK(fx_put_range(&fx, 0, 40, NULL));
+    cdb_db_batch *b = NULL;
+    cdb_db_file_meta bad = tu_meta(7, 7, 777);
+    CHECK_OK(cdb_db_batch_new(fx.db, fx.model, &b));
+    CHECK_OK(cdb_db_batch_put_error(b, fx.root, "broken.jpg", &bad, "truncated"));
+    CHECK_OK(cdb_db_batch_commit(b, NULL));
+    cdb_db_batch_free(b);
+    b = NULL;
+    snprintf(dir, sizeof dir, "%s", fx.dir);
+    cdb_db_close(fx.db);
+    fx.db = NULL;
+    snprintf(cat, sizeof cat, "%s/catalog.db", dir);
+    CHECK_EQ_INT(sql_exec_file(cat, "DROP TABLE hkeys; DROP TABLE hkeys_new;"
+                                    "CREATE INDEX files_hkey ON files(root_id, hkey);"
+                                    "UPDATE meta SET value=3 WHERE key='schema_version';"),
+                 SQLITE_OK);
+    cdb_db_params p = cdb_db_params_default();
+    p.readonly = 1;
+    CHECK_RC(cdb_db_open(dir, &p, &fx.db), CDB_VERSION); /* a reader cannot migrate */
+    CHECK_OK(cdb_db_open(dir, NULL, &fx.db));
+    CHECK_EQ_INT(sql_count(cat, "SELECT value FROM meta WHERE key='schema_version'"), 4);
+    CHECK_EQ_INT(sql_count(cat, "SELECT count(*) FROM sqlite_master WHERE name='files_hkey'"), 0);
+    CHECK_EQ_INT(sql_count(cat, "SELECT count(*) FROM hkeys"), 41);
+    for (int i = 0; i < 40; i += 3) CHECK_MSG(found_by_hash(&fx, i), "file %d", i);
+    int64_t ids[4];
+    int n = 0;
+    CHECK_OK(cdb_db_files_by_hash(fx.db, fx.root, bad.hash, ids, 4, &n));
+    CHECK_EQ_INT(n, 0); /* error: not a move candidate */
+    /* New files after the migration go to hkeys_new, then (past its bound) are
+    ** merged into hkeys; found before and after. */
+    CHECK_OK(fx_put_range(&fx, 40, 1040, NULL));
+    CHECK_EQ_INT(sql_count(cat, "SELECT count(*) FROM hkeys_new"), 1000);
+    for (int i = 40; i < 1040; i += 97) CHECK_MSG(found_by_hash(&fx, i), "file %d", i);
+    for (int k = 1; k <= 4; k++) CHECK_OK(fx_put_range(&fx, 40 + 1000 * k, 1040 + 1000 * k, NULL));
+    CHECK(sql_count(cat, "SELECT count(*) FROM hkeys_new") < 1000);
+    CHECK_EQ_INT(sql_count(cat, "SELECT count(*) FROM hkeys") +
+                     sql_count(cat, "SELECT count(*) FROM hkeys_new"),
+                 5041);
+    for (int i = 0; i < 5040; i += 61) CHECK_MSG(found_by_hash(&fx, i), "file %d", i);
+    /* A file whose content changed is found by its new hash only; a moved file
+    ** under its new path. */
+    cdb_db_file_meta m5 = tu_meta(1005, 6005, 555555), m6 = tu_meta(1006, 6006, 6);
+    cdb_db_file f6;
+    float v[DIM];
+    tu_vec(555555, 1.0f, v, DIM);
+    CHECK_OK(cdb_db_file_lookup(fx.db, fx.root, "f00006.jpg", &f6));
+    CHECK_OK(cdb_db_batch_new(fx.db, fx.model, &b));
+    CHECK_OK(cdb_db_batch_put(b, fx.root, "f00005.jpg", &m5, v, DIM));
+    CHECK_OK(cdb_db_batch_move(b, f6.id, "moved/f6.jpg", &m6));
+    CHECK_OK(cdb_db_batch_commit(b, NULL));
+    cdb_db_batch_free(b);
+    CHECK(!found_by_hash(&fx, 5));
+    CHECK_OK(cdb_db_files_by_hash(fx.db, fx.root, m5.hash, ids, 4, &n));
+    CHECK_EQ_INT(n, 1);
+    CHECK_OK(cdb_db_files_by_hash(fx.db, fx.root, m6.hash, ids, 4, &n));
+    CHECK_EQ_INT(n, 1);
+    CHECK_EQ_INT(ids[0], f6.id);
+    cdb_db_file_clear(&f6);
+    cdb_db_report *r = NULL;
+    CHECK_OK(cdb_db_verify(fx.db, &r));
+    CHECK_MSG(r->n_problems == 0, "verify: %s", r->n_listed ? r->problems[0].msg : "");
+    cdb_db_report_free(r);
     fx_close(&fx);
 }
 
@@ -1061,5 +1160,5 @@ CDB_TEST(classify_changes) {
 CDB_TEST_MAIN(open_create_reopen, encode_matches_double_reference, encode_any_magnitude,
               encode_refuses_bad, crud_put_lookup_read, odd_paths, quarantine_move_delete,
               models_side_by_side, generations, shard_rollover, schema_from_the_future,
-              migrate_v1_to_v2, migrate_v2_to_v3, mixed_batch_runs,
+              migrate_v1_to_v2, migrate_v2_to_v3, migrate_v3_to_v4, mixed_batch_runs,
               verify_missing_and_truncated_shard, verify_bad_and_orphan_vectors, runs_and_readonly, busy_is_retried_then_reported, classify_changes)

@@ -1,0 +1,363 @@
+/*
+** bench_ingest.c: the whole ingest pipeline (walk -> read + hash -> decode ->
+** preprocess -> encode -> store), run through the same functions as `clipdb
+** ingest` (cli/pipeline.c via the cdb_cli library), on libraries generated with
+** the shapes world (world/world.h) under $TMPDIR (default /tmp), deleted at the end.
+**
+**   (a) ViT-B/32-shaped random weights (as bench_encoder: BENCH_WEIGHTS or
+**       <build>/bench_data/vitb32_random.safetensors, written by
+**       bench/encoder_baseline.py when missing), N images, 2 decode threads: total
+**       time, time inside the encoder (cdb_encode_pixels), time outside it (walk,
+**       read, decode, preprocess, store, and the encoder waiting for images).
+**       Bar (issue 5): outside <= 15% of the total.
+**   (b) the bundled default model (found as the CLI finds it: CLIPDB_MODEL, then
+**       <source>/models): files/s and where the time goes, per stage.
+**   (c) peak memory (the ingest process's ru_maxrss = VmHWM) with the default
+**       model for N and N_LARGE files. Bar: N_LARGE within 10% of N.
+**
+**   bench_ingest [--n N] [--n-large N] [--parts abc] [--threads T] [--batch B]
+**   env: BENCH_INGEST_N (default 2000), BENCH_INGEST_N_LARGE (20000),
+**        BENCH_INGEST_PARTS (abc), BENCH_WEIGHTS, TMPDIR
+**
+** Every ingest runs in a fresh child process (this program re-executed with
+** --child), so its peak memory is its own and a model's pages never leak into
+** the next measurement. Wall-clock figures count other programs' time on a busy
+** machine: the child's CPU time and the load average are printed with them.
+** Exit status: 0 when every bar measured is met, 1 when one is missed, 2 on error.
+*/
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "db/db.h"
+#include "encoder/encoder.h"
+#include "world/world.h"
+
+#ifndef CDB_SOURCE_DIR
+#define CDB_SOURCE_DIR "."
+#endif
+#ifndef CDB_BINARY_DIR
+#define CDB_BINARY_DIR "."
+#endif
+#define PY "/usr/bin/python3"
+#define WORLD_SEED 515151ull /* a seed no training run uses */
+#define BAR_OUTSIDE 0.15
+#define BAR_MEM 0.10
+
+/* ---- child: one ingest, as `clipdb init` + `clipdb ingest` do it ------------------ */
+
+static int child_ingest(const char *model_path, const char *lib, const char *dir, int threads,
+                        int batch) {
+    cdb_db_params p = cdb_db_params_default();
+    cdb_db *db = NULL;
+    cdb_model *m = NULL;
+    int64_t model_id = 0, root_id = 0, run_id = 0;
+    int is_default = 0;
+    char abs[PATH_MAX];
+    cli_ingest_opts o;
+    cli_ingest_summary sum;
+    cli_ingest_root root;
+    cdb_status rc;
+    p.create = 1;
+    if ((rc = cdb_db_open(dir, &p, &db)) != CDB_OK) goto fail;
+    int64_t t_load = cdb_now_ns();
+    if (cli_db_model(db, model_path, 1, 0, 0, 1, &m, &model_id, &is_default) != CLI_EXIT_OK) {
+        cdb_db_close(db);
+        return 2; /* cli_db_model printed why */
+    }
+    t_load = cdb_now_ns() - t_load;
+    if (!realpath(lib, abs)) {
+        rc = cdb_seterr(CDB_IO, "realpath %s: %s", lib, strerror(errno));
+        goto fail;
+    }
+    if ((rc = cdb_db_root_add(db, abs, &root_id)) != CDB_OK) goto fail;
+    memset(&o, 0, sizeof o);
+    o.batch = batch;
+    o.threads = threads;
+    o.label = "ingest";
+    memset(&root, 0, sizeof root);
+    root.root_id = root_id;
+    root.path = abs;
+    int64_t t0 = cdb_now_ns();
+    if ((rc = cdb_db_run_begin(db, "ingest", &run_id)) != CDB_OK) goto fail;
+    if ((rc = cli_pipeline_run(db, dir, m, model_id, is_default, &root, 1, &o, &sum)) != CDB_OK)
+        goto fail;
+    if ((rc = cdb_db_run_finish(db, run_id, "ok", NULL)) != CDB_OK) goto fail; /* + flush */
+    int64_t total = cdb_now_ns() - t0;
+    cdb_model_close(m);
+    cdb_db_close(db);
+    printf("RESULT total_ns=%lld load_ns=%lld added=%lld errors=%lld found=%lld walk=%lld "
+           "read=%lld decode=%lld preprocess=%lld encode=%lld encode_wait=%lld store=%lld "
+           "batches=%lld\n",
+           (long long)total, (long long)t_load, (long long)sum.added, (long long)sum.errors,
+           (long long)sum.found, (long long)sum.ns_walk, (long long)sum.ns_read,
+           (long long)sum.ns_decode, (long long)sum.ns_preprocess, (long long)sum.ns_encode,
+           (long long)sum.ns_encode_wait, (long long)sum.ns_store, (long long)sum.n_batches);
+    return 0;
+fail:
+    fprintf(stderr, "bench_ingest (child): %s: %s\n", cdb_status_str(rc), cdb_errmsg());
+    cdb_model_close(m);
+    cdb_db_close(db);
+    return 2;
+}
+
+/* ---- parent ------------------------------------------------------------------------ */
+
+typedef struct result {
+    double total, load, walk, read, decode, preprocess, encode, encode_wait, store;
+    long long added, errors, found, batches;
+    double cpu_s, maxrss_mb;
+} result;
+
+static double loadavg1(void) {
+    double l[3] = {0, 0, 0};
+    return getloadavg(l, 3) >= 1 ? l[0] : -1.0;
+}
+
+static double field(const char *line, const char *key) {
+    char k[64];
+    snprintf(k, sizeof k, " %s=", key);
+    const char *p = strstr(line, k);
+    return p ? atof(p + strlen(k)) : 0.0;
+}
+
+/* Runs one ingest in a child process; 0 on success. */
+static int run_child(const char *model, const char *lib, const char *dir, int threads, int batch,
+                     result *r) {
+    char t[16], b[16], line[1024] = "";
+    int fd[2];
+    struct rusage ru;
+    int st = 0;
+    snprintf(t, sizeof t, "%d", threads);
+    snprintf(b, sizeof b, "%d", batch);
+    fflush(stdout);
+    if (pipe(fd) != 0) return -1;
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        dup2(fd[1], 1);
+        close(fd[0]);
+        close(fd[1]);
+        execl("/proc/self/exe", "bench_ingest", "--child", model, lib, dir, t, b, (char *)NULL);
+        _exit(127);
+    }
+    close(fd[1]);
+    FILE *f = fdopen(fd[0], "r");
+    char buf[1024];
+    while (f && fgets(buf, sizeof buf, f))
+        if (!strncmp(buf, "RESULT ", 7)) snprintf(line, sizeof line, "%s", buf + 6);
+    if (f) fclose(f);
+    if (wait4(pid, &st, 0, &ru) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0 || !line[0]) {
+        fprintf(stderr, "bench_ingest: the ingest of %s failed (status %d)\n", lib, st);
+        return -1;
+    }
+    memset(r, 0, sizeof *r);
+    r->total = field(line, "total_ns") / 1e9;
+    r->load = field(line, "load_ns") / 1e9;
+    r->walk = field(line, "walk") / 1e9;
+    r->read = field(line, "read") / 1e9;
+    r->decode = field(line, "decode") / 1e9;
+    r->preprocess = field(line, "preprocess") / 1e9;
+    r->encode = field(line, "encode") / 1e9;
+    r->encode_wait = field(line, "encode_wait") / 1e9;
+    r->store = field(line, "store") / 1e9;
+    r->added = (long long)field(line, "added");
+    r->errors = (long long)field(line, "errors");
+    r->found = (long long)field(line, "found");
+    r->batches = (long long)field(line, "batches");
+    r->cpu_s = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec +
+               ru.ru_stime.tv_usec / 1e6;
+    r->maxrss_mb = ru.ru_maxrss / 1024.0;
+    return 0;
+}
+
+static void rmrf(const char *dir) {
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "bench_ingest: could not remove %s\n", dir);
+}
+
+static int file_exists(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0;
+}
+
+/* Scenes [0, n) of the bench seed into dir, images only (no manifest). */
+static int make_library(const char *dir, int n) {
+    cdb_world_library_params lp = cdb_world_library_params_default();
+    char man[4200];
+    int64_t t0 = cdb_now_ns();
+    printf("generating %d images into %s ...\n", n, dir);
+    fflush(stdout);
+    if (cdb_world_generate(dir, WORLD_SEED, 0, n, &lp) != CDB_OK) {
+        fprintf(stderr, "bench_ingest: generate: %s\n", cdb_errmsg());
+        return -1;
+    }
+    snprintf(man, sizeof man, "%s/manifest.jsonl", dir);
+    unlink(man);
+    printf("  generated in %.1f s\n", (cdb_now_ns() - t0) / 1e9);
+    return 0;
+}
+
+static void print_stages(const result *r, int threads) {
+    printf("    where the time goes (busy seconds; readers summed over %d threads):\n", threads);
+    printf("      walk + change checks %7.2f s   read + hash %7.2f s   decode %7.2f s   "
+           "preprocess %7.2f s\n",
+           r->walk, r->read, r->decode, r->preprocess);
+    printf("      encode (image tower) %7.2f s   encoder waiting for images %7.2f s   "
+           "store (stage + commit) %7.2f s\n",
+           r->encode, r->encode_wait, r->store);
+    double n = r->found > 0 ? (double)r->found : 1.0;
+    printf("      per file: read %.2f ms, decode %.2f ms, preprocess %.2f ms, encode %.2f ms, "
+           "store %.3f ms; %lld encoder batches\n",
+           r->read * 1e3 / n, r->decode * 1e3 / n, r->preprocess * 1e3 / n, r->encode * 1e3 / n,
+           r->store * 1e3 / n, r->batches);
+}
+
+static int env_int(const char *name, int def) {
+    const char *v = getenv(name);
+    return v && atoi(v) > 0 ? atoi(v) : def;
+}
+
+int main(int argc, char **argv) {
+    if (argc == 7 && !strcmp(argv[1], "--child"))
+        return child_ingest(argv[2], argv[3], argv[4], atoi(argv[5]), atoi(argv[6]));
+    int n = env_int("BENCH_INGEST_N", 2000), n_large = env_int("BENCH_INGEST_N_LARGE", 20000);
+    int threads = 2, batch = 32, status = 0;
+    const char *parts = getenv("BENCH_INGEST_PARTS") ? getenv("BENCH_INGEST_PARTS") : "abc";
+    for (int i = 1; i < argc; i++) {
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(argv[i], "--n") && v) n = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--n-large") && v) n_large = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--parts") && v) parts = argv[++i];
+        else if (!strcmp(argv[i], "--threads") && v) threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--batch") && v) batch = atoi(argv[++i]);
+        else {
+            fprintf(stderr, "usage: bench_ingest [--n N] [--n-large N] [--parts abc] "
+                            "[--threads T] [--batch B]\n");
+            return 2;
+        }
+    }
+    if (n < 1 || n_large < 1 || threads < 1 || batch < 1) {
+        fprintf(stderr, "bench_ingest: sizes, threads and batch must be positive\n");
+        return 2;
+    }
+    const char *tmp = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    char base[1024], lib[1200], lib_large[1200], dir[1200];
+    snprintf(base, sizeof base, "%s/cdb_bench_ingest_%d", tmp, (int)getpid());
+    snprintf(lib, sizeof lib, "%s/lib_%d", base, n);
+    snprintf(lib_large, sizeof lib_large, "%s/lib_%d", base, n_large);
+    if (mkdir(base, 0755) != 0) {
+        fprintf(stderr, "bench_ingest: mkdir %s: %s\n", base, strerror(errno));
+        return 2;
+    }
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    printf("bench_ingest: %d-image library (world seed %llu), %d decode threads, batch %d; "
+           "%ld CPUs, load average %.1f\n",
+           n, (unsigned long long)WORLD_SEED, threads, batch, ncpu, loadavg1());
+    if (make_library(lib, n) != 0) {
+        rmrf(base);
+        return 2;
+    }
+    result r_small;
+    int have_small = 0;
+
+    /* (a) ViT-B/32-shaped random weights: the encoder's share of the wall time */
+    if (strchr(parts, 'a')) {
+        char weights[1024], cmd[4096];
+        const char *env_w = getenv("BENCH_WEIGHTS");
+        if (env_w && *env_w)
+            snprintf(weights, sizeof weights, "%s", env_w);
+        else
+            snprintf(weights, sizeof weights, "%s/bench_data/vitb32_random.safetensors",
+                     CDB_BINARY_DIR);
+        if (!file_exists(weights)) {
+            printf("generating ViT-B/32-shaped random weights: %s\n", weights);
+            fflush(stdout);
+            snprintf(cmd, sizeof cmd, PY " %s/bench/encoder_baseline.py --make-weights '%s'",
+                     CDB_SOURCE_DIR, weights);
+            if (system(cmd) != 0) weights[0] = '\0';
+        }
+        result r;
+        printf("(a) ViT-B/32-shaped random weights (%s), %d images:\n", weights, n);
+        fflush(stdout);
+        snprintf(dir, sizeof dir, "%s/db_a", base);
+        if (!weights[0] || !file_exists(weights)) {
+            printf("    skipped: no weights (needs %s with torch to generate them)\n", PY);
+        } else if (run_child(weights, lib, dir, threads, batch, &r) != 0) {
+            status = 2;
+        } else {
+            double outside = r.total - r.encode, frac = r.total > 0 ? outside / r.total : 1;
+            printf("    total %.2f s (%.1f files/s; model load %.2f s before it), inside the "
+                   "encoder %.2f s, outside %.2f s = %.1f%% of the total\n",
+                   r.total, r.found / r.total, r.load, r.encode, outside, 100 * frac);
+            printf("    ingest process: %.1f s CPU (%.2f cores busy on average), peak RSS %.0f "
+                   "MB, load average now %.1f\n",
+                   r.cpu_s, r.cpu_s / (r.total + r.load), r.maxrss_mb, loadavg1());
+            print_stages(&r, threads);
+            printf("    bar: outside the encoder <= %.0f%% of the total: %s (%.1f%%)\n",
+                   100 * BAR_OUTSIDE, frac <= BAR_OUTSIDE ? "met" : "NOT met", 100 * frac);
+            if (frac > BAR_OUTSIDE && status == 0) status = 1;
+        }
+        rmrf(dir);
+    }
+
+    /* (b) the default model: throughput and stages; also (c)'s small library */
+    const char *src = NULL, *model = cli_model_path(NULL, &src);
+    char model_buf[PATH_MAX];
+    if ((strchr(parts, 'b') || strchr(parts, 'c')) && !model) {
+        printf("(b, c) skipped: no default model found (models/ or CLIPDB_MODEL)\n");
+    } else if (strchr(parts, 'b') || strchr(parts, 'c')) {
+        snprintf(model_buf, sizeof model_buf, "%s", model);
+        snprintf(dir, sizeof dir, "%s/db_b", base);
+        if (run_child(model_buf, lib, dir, threads, batch, &r_small) != 0) {
+            status = 2;
+        } else {
+            have_small = 1;
+            printf("(b) default model (%s, from %s), %d images:\n", model_buf, src, n);
+            printf("    %.0f files/s: %lld added, %lld errors in %.2f s (model load %.2f s "
+                   "before it); %.1f s CPU, load average now %.1f\n",
+                   r_small.found / r_small.total, r_small.added, r_small.errors, r_small.total,
+                   r_small.load, r_small.cpu_s, loadavg1());
+            print_stages(&r_small, threads);
+        }
+        rmrf(dir);
+    }
+
+    /* (c) peak memory: the large library against the small one */
+    if (strchr(parts, 'c') && have_small) {
+        result r;
+        rmrf(lib); /* only one library on disk at a time */
+        if (make_library(lib_large, n_large) != 0) {
+            status = 2;
+        } else {
+            snprintf(dir, sizeof dir, "%s/db_c", base);
+            if (run_child(model_buf, lib_large, dir, threads, batch, &r) != 0) {
+                status = 2;
+            } else {
+                double ratio = r.maxrss_mb / r_small.maxrss_mb;
+                printf("(c) peak memory, default model: %d files %.1f MB, %d files %.1f MB: "
+                       "ratio %.3f (%d files at %.0f files/s)\n",
+                       n, r_small.maxrss_mb, n_large, r.maxrss_mb, ratio, n_large,
+                       r.found / r.total);
+                printf("    bar: peak memory at %d files within %.0f%% of %d files: %s\n",
+                       n_large, 100 * BAR_MEM, n,
+                       ratio <= 1 + BAR_MEM ? "met" : "NOT met");
+                if (ratio > 1 + BAR_MEM && status == 0) status = 1;
+            }
+            rmrf(dir);
+        }
+    }
+    rmrf(base);
+    printf("load average at the end: %.1f on %ld CPUs\n", loadavg1(), ncpu);
+    return status;
+}
