@@ -453,6 +453,19 @@ int cli_cmd_verify(int argc, char **argv) {
             }
         }
 #endif
+        /* vectors lost with missing/damaged shards: what 'reindex --repair' re-encodes */
+        int64_t n_lost = 0, n_lost_files = 0;
+        for (int i = 0; i < r->n_listed; i++) {
+            const cdb_db_problem *p = &r->problems[i];
+            int first = 1;
+            if (p->kind != CDB_DB_VECTOR_MISSING || p->shard <= 0 || !strstr(p->msg, "lost with shard"))
+                continue;
+            n_lost++;
+            for (int k = 0; k < i && first; k++)
+                first = !(r->problems[k].kind == CDB_DB_VECTOR_MISSING &&
+                          r->problems[k].file_id == p->file_id && strstr(r->problems[k].msg, "lost with shard"));
+            n_lost_files += first;
+        }
         if (json) {
             cli_json j;
             cli_json_init(&j, stdout, 1);
@@ -462,6 +475,9 @@ int cli_cmd_verify(int argc, char **argv) {
             cli_json_key(&j, "vectors_checked"); cli_json_int(&j, r->n_vectors_checked);
             cli_json_key(&j, "files_ok"); cli_json_int(&j, r->n_files_ok);
             cli_json_key(&j, "files_pending"); cli_json_int(&j, r->n_files_pending);
+            cli_json_key(&j, "vectors_lost"); cli_json_int(&j, n_lost);
+            cli_json_key(&j, "files_lost"); cli_json_int(&j, n_lost_files);
+            cli_json_key(&j, "problems_listed_all"); cli_json_bool(&j, r->n_problems == r->n_listed);
             cli_json_key(&j, "problems");
             cli_json_begin_array(&j);
             for (int i = 0; i < r->n_listed; i++) {
@@ -490,6 +506,10 @@ int cli_cmd_verify(int argc, char **argv) {
             for (int i = 0; i < n_idx_msg; i++) printf("index: %s\n", idx_msg[i]);
             if (r->n_problems > r->n_listed)
                 printf("... and %lld more\n", (long long)(r->n_problems - r->n_listed));
+            if (n_lost)
+                printf("lost: %s%lld vector%s of %lld file%s (in missing or damaged shards)\n",
+                       r->n_problems > r->n_listed ? "at least " : "", (long long)n_lost,
+                       n_lost == 1 ? "" : "s", (long long)n_lost_files, n_lost_files == 1 ? "" : "s");
             if (r->n_problems + idx_problems == 0 && !cli_quiet())
                 printf("ok: %s files, %s vectors checked, no problems\n",
                        cli_fmt_count(r->n_files_ok, b1, sizeof b1),
@@ -498,7 +518,8 @@ int cli_cmd_verify(int argc, char **argv) {
         if (r->n_problems + idx_problems) {
             rc = cli_error(NULL, "%lld problem%s found", (long long)(r->n_problems + idx_problems),
                            r->n_problems + idx_problems == 1 ? "" : "s");
-            cli_hint("'clipdb reindex' re-encodes files whose vectors are missing or bad");
+            cli_hint("'clipdb reindex --repair' re-encodes the files whose vectors are missing, "
+                     "lost or bad");
         } else {
             rc = CLI_EXIT_OK;
         }

@@ -6,9 +6,13 @@
 ** live progress line is on stderr).
 **
 ** Exit codes: 0 everything processed, 3 some files failed (recorded as errors),
-** 1 the run failed, 130 interrupted (what was committed stays).
+** 1 the run failed (a full disk included: its own message and hint), 130
+** interrupted (what was committed stays). `reindex --repair` first turns what
+** cdb_db_verify finds into pending work (cdb_db_repair) that the rescan redoes.
 */
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <libgen.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -26,6 +30,39 @@
 
 #define NO_DB "the database module (db/) is not linked into this build"
 #define NO_ENCODER "the encoder module is not linked into this build"
+
+/* A run that failed because the disk is full. The pipeline reports its fatal
+** errors as CDB_ERROR with the cause in the message (SQLite's SQLITE_FULL text,
+** or strerror(ENOSPC)), so the message is checked as well as the status. */
+static int disk_full(cdb_status rc) {
+    const char *m = cdb_errmsg();
+    if (rc == CDB_OK) return 0;
+    return rc == CDB_NOSPACE || strstr(m, "database or disk is full") ||
+           strstr(m, "No space left on device") || strstr(m, "no space left on device");
+}
+
+#define FREE_SPACE_HINT \
+    "free space on the disk that holds the database, then run the same command again: " \
+    "what was committed is kept, the rest is redone"
+
+#if CDB_CLI_HAVE_DB && CDB_CLI_HAVE_ENCODER
+/* cli_error_status for the database steps of init/ingest/reindex: a full disk gets
+** its own wording and a hint (the exit code stays 1). */
+static int ingest_error(cdb_status st, const char *fmt, ...) CDB_PRINTF(2, 3);
+static int ingest_error(cdb_status st, const char *fmt, ...) {
+    char what[512];
+    va_list ap;
+    int full = disk_full(st);
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    if (!full) return cli_error_status(st, "%s", what);
+    cli_error_status(st, "%s: no space left on device", what);
+    cli_hint(FREE_SPACE_HINT);
+    return CLI_EXIT_FAIL;
+}
+#endif
+
 
 int cli_cmd_init(int argc, char **argv) {
     static const cli_optspec spec[] = {{"db", 0, CLI_VALUE}, {"model", 0, CLI_VALUE},
@@ -73,7 +110,7 @@ int cli_cmd_init(int argc, char **argv) {
         p.create = 1;
         if ((st_rc = cdb_db_open(dir, &p, &db)) != CDB_OK) {
             cdb_model_close(m);
-            rc = cli_error_status(st_rc, "cannot create a database at %s", dir);
+            rc = ingest_error(st_rc, "cannot create a database at %s", dir);
             goto done;
         }
         info = cli_model_info_json(mpath, m);
@@ -81,7 +118,7 @@ int cli_cmd_init(int argc, char **argv) {
                                       cdb_model_get_info(m)->embed_dim, info, &model_id);
         if (st_rc == CDB_OK) st_rc = cdb_db_model_set_default(db, model_id);
         if (st_rc != CDB_OK) {
-            rc = cli_error_status(st_rc, "cannot record the model in %s", dir);
+            rc = ingest_error(st_rc, "cannot record the model in %s", dir);
         } else {
             if (!cli_quiet())
                 printf("Created the database %s (model %s, %d dimensions, %s)\n", dir,
@@ -121,7 +158,7 @@ static int parse_run_opts(const char *cmd, cli_args *a, cli_ingest_opts *o) {
 
 /* The summary (stdout) and the exit code of a run. */
 static int report(const char *cmd, const cli_ingest_summary *s, cdb_status rc, int json,
-                  const char *index_note) {
+                  const char *index_note, const char *repair_note) {
     int code = rc != CDB_OK        ? CLI_EXIT_FAIL
                : s->interrupted    ? CLI_EXIT_INTERRUPTED
                : (s->errors || s->walk_errors) ? CLI_EXIT_PARTIAL
@@ -150,6 +187,10 @@ static int report(const char *cmd, const cli_ingest_summary *s, cdb_status rc, i
         cli_json_key(&j, "symlinks_skipped"); cli_json_int(&j, s->links_skipped);
         cli_json_key(&j, "seconds"); cli_json_num(&j, s->seconds, 3);
         cli_json_key(&j, "interrupted"); cli_json_bool(&j, s->interrupted);
+        if (repair_note) {
+            cli_json_key(&j, "repair");
+            cli_json_str(&j, repair_note);
+        }
         if (index_note) {
             cli_json_key(&j, "index");
             cli_json_str(&j, index_note);
@@ -171,13 +212,22 @@ static int report(const char *cmd, const cli_ingest_summary *s, cdb_status rc, i
                cli_fmt_count(s->unchanged + s->touched, b[6], 32),
                cli_fmt_count(s->skipped, b[7], 32), cli_fmt_duration(s->seconds, dur, sizeof dur),
                rate, s->interrupted ? " [interrupted]" : "");
+        if (repair_note) printf("repair: %s\n", repair_note);
         if (index_note) printf("index: %s\n", index_note);
     }
     fflush(stdout);
-    if (rc != CDB_OK) cli_error_status(rc, "%s failed", cmd);
-    else if (s->interrupted) cli_hint("interrupted: what was done is saved; run it again to finish");
-    else if (s->errors) cli_hint("run 'clipdb errors' to see why %s file%s failed", 
+    if (disk_full(rc)) {
+        /* exit 1 like any failure, but say what to do: nothing committed is lost */
+        cli_error_status(rc, "%s stopped: no space left on device", cmd);
+        cli_hint(FREE_SPACE_HINT);
+    } else if (rc != CDB_OK) {
+        cli_error_status(rc, "%s failed", cmd);
+    } else if (s->interrupted) {
+        cli_hint("interrupted: what was done is saved; run it again to finish");
+    } else if (s->errors) {
+        cli_hint("run 'clipdb errors' to see why %s file%s failed", 
                                  s->errors == 1 ? "a" : "some", s->errors == 1 ? "" : "s");
+    }
     return code;
 }
 
@@ -187,7 +237,7 @@ static cdb_status run_pipeline(const char *kind, cdb_db *db, cdb_model *m, int64
                                int is_default, const cli_ingest_root *roots, int n,
                                const cli_ingest_opts *o, cli_ingest_summary *sum) {
     int64_t run_id = 0;
-    char js[512];
+    char js[512], why[1024] = "";
     cdb_status rc;
     cdb_db_run_begin(db, kind, &run_id);
     rc = cli_pipeline_run(db, cdb_db_dir(db), m, model_id, is_default, roots, n, o, sum);
@@ -199,6 +249,8 @@ static cdb_status run_pipeline(const char *kind, cdb_db *db, cdb_model *m, int64
              (long long)sum->moved, (long long)sum->touched, (long long)sum->deleted,
              (long long)sum->errors, (long long)sum->unchanged, (long long)sum->skipped,
              sum->seconds);
+    if (rc != CDB_OK) /* recording the run must not overwrite why it failed */
+        snprintf(why, sizeof why, "%s", cdb_errmsg());
     if (run_id)
         cdb_db_run_finish(db, run_id,
                           rc != CDB_OK         ? "failed"
@@ -206,6 +258,7 @@ static cdb_status run_pipeline(const char *kind, cdb_db *db, cdb_model *m, int64
                           : sum->errors        ? "partial"
                                                : "ok",
                           js);
+    if (rc != CDB_OK) cdb_seterr(rc, "%s", why);
     return rc;
 }
 #endif
@@ -307,7 +360,7 @@ int cli_cmd_ingest(int argc, char **argv) {
                                &is_default)) != CLI_EXIT_OK)
             goto ingest_done;
         if ((st = cdb_db_roots_foreach(db, on_root, &known)) != CDB_OK) {
-            rc = cli_error_status(st, "cannot list the ingested folders");
+            rc = ingest_error(st, "cannot list the ingested folders");
             goto ingest_done;
         }
         /* a PATH inside a recorded folder is ingested as that part of it (one copy of
@@ -336,7 +389,7 @@ int cli_cmd_ingest(int argc, char **argv) {
                 goto ingest_done;
             }
             if ((st = cdb_db_root_add(db, own[2 * i], &roots[i].root_id)) != CDB_OK) {
-                rc = cli_error_status(st, "cannot record the folder %s", own[2 * i]);
+                rc = ingest_error(st, "cannot record the folder %s", own[2 * i]);
                 goto ingest_done;
             }
             roots[i].path = own[2 * i];
@@ -345,7 +398,7 @@ int cli_cmd_ingest(int argc, char **argv) {
             if (!is_file[i]) on_root(roots[i].root_id, own[2 * i], &known); /* for later PATHs */
         }
         st = run_pipeline("ingest", db, m, model_id, is_default, roots, a.n_pos, &o, &sum);
-        rc = report("ingest", &sum, st, o.json, NULL);
+        rc = report("ingest", &sum, st, o.json, NULL, NULL);
     ingest_done:
         cdb_model_close(m);
         cdb_db_close(db);
@@ -368,12 +421,47 @@ done:
 }
 
 
+#if CDB_CLI_HAVE_DB && CDB_CLI_HAVE_ENCODER
+/* reindex --repair, before the rescan: verify the whole database and turn what
+** it finds into work for the rescan (cdb_db_repair: files whose vectors are
+** missing, lost with a deleted or damaged shard, or bad become pending and are
+** re-encoded from the image files; orphan vectors are deleted). Repeated while
+** the report was longer than its listed part. `note` gets a one-line summary. */
+static int repair(cdb_db *db, char *note, size_t note_size, int64_t *n_fixed) {
+    int64_t found = 0, fixed = 0;
+    for (int round = 0; round < 1000; round++) {
+        cdb_db_report *r = NULL;
+        int64_t n = 0;
+        int more;
+        cdb_status st = cdb_db_verify(db, &r);
+        if (st != CDB_OK) return ingest_error(st, "cannot verify the database");
+        found += r->n_problems;
+        more = r->n_problems > r->n_listed;
+        if (r->n_problems && (st = cdb_db_repair(db, r, &n)) != CDB_OK) {
+            cdb_db_report_free(r);
+            return ingest_error(st, "cannot repair the database");
+        }
+        cdb_db_report_free(r);
+        fixed += n;
+        if (!more || n == 0) break;
+    }
+    *n_fixed = fixed;
+    if ((found = found < 0 ? 0 : found) == 0)
+        snprintf(note, note_size, "no problems found");
+    else
+        snprintf(note, note_size, "%lld problem%s found, %lld file%s and vector%s requeued",
+                 (long long)found, found == 1 ? "" : "s", (long long)fixed, fixed == 1 ? "" : "s",
+                 fixed == 1 ? "" : "s");
+    return CLI_EXIT_OK;
+}
+#endif
+
 int cli_cmd_reindex(int argc, char **argv) {
     static const cli_optspec spec[] = {
         {"db", 0, CLI_VALUE},     {"full", 0, CLI_FLAG},    {"device", 0, CLI_VALUE},
         {"batch", 0, CLI_VALUE},  {"threads", 0, CLI_VALUE}, {"wait", 0, CLI_FLAG},
         {"json", 0, CLI_FLAG},    {"quiet", 'q', CLI_FLAG},  {"help", 'h', CLI_FLAG},
-        {0}};
+        {"repair", 0, CLI_FLAG},  {0}};
     cli_args a;
     cli_ingest_opts o;
     int rc;
@@ -394,15 +482,20 @@ int cli_cmd_reindex(int argc, char **argv) {
         int is_default = 1;
         root_list roots = {0};
         cli_ingest_summary sum;
-        char note[400] = "";
+        char note[400] = "", repair_note[200] = "";
+        int64_t repaired = 0; /* files requeued by --repair: the index is rebuilt */
         cdb_status st;
         if ((rc = cli_open_db(cli_get(&a, "db"), 1, o.wait, &db)) != CLI_EXIT_OK) goto re_done;
         if ((rc = cli_db_model(db, NULL, 1, 0, o.device, 0, &m, &model_id, &is_default)) !=
             CLI_EXIT_OK)
             goto re_done;
         if ((st = cdb_db_roots_foreach(db, on_root, &roots)) != CDB_OK) {
-            rc = cli_error_status(st, "cannot list the ingested folders");
+            rc = ingest_error(st, "cannot list the ingested folders");
             goto re_done;
+        }
+        if (cli_has(&a, "repair") > 0) {
+            if ((rc = repair(db, repair_note, sizeof repair_note, &repaired)) != CLI_EXIT_OK)
+                goto re_done;
         }
         st = run_pipeline("reindex", db, m, model_id, is_default, roots.r, roots.n, &o, &sum);
 #if CDB_CLI_HAVE_INDEX
@@ -410,7 +503,7 @@ int cli_cmd_reindex(int argc, char **argv) {
             cli_index_result res;
             char b[32];
             cdb_status ist = cli_index_refresh(db, model_id, cdb_model_get_info(m)->embed_dim,
-                                               o.full, &res);
+                                               o.full || repaired > 0, &res);
             if (ist != CDB_OK)
                 snprintf(note, sizeof note, "refresh failed: %s", cdb_errmsg());
             else if (res.action == 0)
@@ -425,7 +518,8 @@ int cli_cmd_reindex(int argc, char **argv) {
             if (ist != CDB_OK) st = ist; /* the run failed: exit 1 */
         }
 #endif
-        rc = report("reindex", &sum, st, o.json, note[0] ? note : NULL);
+        rc = report("reindex", &sum, st, o.json, note[0] ? note : NULL,
+                    repair_note[0] ? repair_note : NULL);
     re_done:
         cdb_model_close(m);
         cdb_db_close(db);

@@ -27,6 +27,11 @@
 #define CLI_SEARCH_WIRED 0
 #endif
 
+/* The most text a query may hold (all words plus --not texts), documented in
+** 'clipdb search --help'. CLIP's text tower reads 77 tokens per term; 64 KiB is
+** far beyond any useful query and keeps tokenizing cheap and memory bounded. */
+#define CLI_QUERY_MAX_BYTES 65536
+
 #define NO_MODULES "the database, index and encoder modules are not all linked into this build"
 
 /* Joins the positionals with spaces (the query text); NULL when there are none. */
@@ -44,6 +49,32 @@ static char *join_words(const char **w, int n) {
     }
     s[o] = '\0';
     return s;
+}
+
+/* Reads the query text from stdin into *text (heap, NUL-terminated): at most
+** CLI_QUERY_MAX_BYTES + 1 bytes are read; *too_long is set when there were more. */
+static int read_query_stdin(char **text, size_t *len, int *too_long) {
+    char *buf = malloc(CLI_QUERY_MAX_BYTES + 2);
+    size_t got = 0;
+    *text = NULL;
+    *len = 0;
+    *too_long = 0;
+    if (!buf) return cli_error("out of memory", "cannot search");
+    while (got < CLI_QUERY_MAX_BYTES + 1) {
+        ssize_t k = read(0, buf + got, CLI_QUERY_MAX_BYTES + 1 - got);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) {
+            free(buf);
+            return cli_error(strerror(errno), "cannot read the query from standard input");
+        }
+        if (k == 0) break;
+        got += (size_t)k;
+    }
+    buf[got] = '\0';
+    *too_long = got > CLI_QUERY_MAX_BYTES;
+    *text = buf;
+    *len = got;
+    return CLI_EXIT_OK;
 }
 
 #if CLI_SEARCH_WIRED
@@ -262,8 +293,38 @@ int cli_cmd_search(int argc, char **argv) {
         rc = cli_usage_error("search", "no QUERY given (give text, or --image PATH)");
         goto done;
     }
+    { /* bounded work and memory whatever the caller passes: checked before any copy */
+        size_t total = 0;
+        for (int i = 0; i < a.n_pos; i++) total += strlen(a.pos[i]) + 1;
+        for (int i = 0; i < n_not; i++) total += strlen(nots[i]) + 1;
+        if (total > CLI_QUERY_MAX_BYTES) {
+            rc = cli_usage_error("search",
+                                 "query too long: %zu bytes of text (the limit is %d bytes, 64 KiB)",
+                                 total, CLI_QUERY_MAX_BYTES);
+            goto done;
+        }
+    }
+    if (a.n_pos == 1 && !strcmp(a.pos[0], "-")) {
+        /* the query text from standard input: at most the limit is ever read */
+        size_t got = 0;
+        int too_long = 0;
+        if ((rc = read_query_stdin(&text, &got, &too_long)) != CLI_EXIT_OK) goto done;
+        if (too_long) {
+            rc = cli_usage_error("search",
+                                 "query too long: more than %d bytes on standard input (the limit "
+                                 "is %d bytes, 64 KiB)",
+                                 CLI_QUERY_MAX_BYTES, CLI_QUERY_MAX_BYTES);
+            goto done;
+        }
+        while (got && (text[got - 1] == '\n' || text[got - 1] == '\r')) text[--got] = '\0';
+        if (!got || memchr(text, '\0', got)) {
+            rc = cli_usage_error("search", "%s query on standard input",
+                                 got ? "a NUL byte in the" : "an empty");
+            goto done;
+        }
+    }
     if (a.n_pos) {
-        if (!(text = join_words(a.pos, a.n_pos))) {
+        if (!text && !(text = join_words(a.pos, a.n_pos))) {
             rc = cli_error("out of memory", "cannot search");
             goto done;
         }
@@ -352,7 +413,7 @@ int cli_cmd_search(int argc, char **argv) {
             }
             if (!under || n_hits >= k || n_out < want || want > 1000000) break;
         }
-        if (sort == 1) qsort(hits, (size_t)n_hits, sizeof *hits, by_time);
+        if (sort == 1 && n_hits > 1) qsort(hits, (size_t)n_hits, sizeof *hits, by_time);
         print_hits(hits, n_hits, cli_has(&a, "json") > 0, cli_has(&a, "paths") > 0,
                    cli_has(&a, "null") > 0, text ? text : "", cdb_model_get_info(m)->name);
         rc = CLI_EXIT_OK;

@@ -98,8 +98,9 @@ static const char help_ingest[] =
     "  -h, --help            show this help\n"
     "\n"
     "Ctrl-C stops after the current batch; everything ingested so far is kept.\n"
-    "Exit status: 0 all files processed, 3 some files failed, 1 the run failed,\n"
-    "130 interrupted.\n";
+    "Exit status: 0 all files processed, 3 some files failed (unreadable, corrupt:\n"
+    "see 'clipdb errors'), 1 the run failed (also when the disk is full: free\n"
+    "space and rerun, nothing committed is lost), 130 interrupted.\n";
 
 static const char help_search[] =
     "usage: clipdb search [options] QUERY...\n"
@@ -109,7 +110,9 @@ static const char help_search[] =
     "with the rank, the score (cosine similarity, 4 decimals) and the path.\n"
     "The words of QUERY are joined with spaces. Terms separated by ' + ' and ' - '\n"
     "are added and subtracted: \"beach + sunset - people\". A term may carry a\n"
-    "weight: \"2*beach + sunset\".\n"
+    "weight: \"2*beach + sunset\". QUERY '-' reads the query text from standard\n"
+    "input. The query text (all words and --not texts) is limited to 64 KiB; a\n"
+    "longer one is a usage error.\n"
     "\n"
     "Options:\n"
     "  --db DIR           the database (default: $CLIPDB_DB, else ./clipdb)\n"
@@ -131,7 +134,7 @@ static const char help_search[] =
     "Exit status: 0 (also when nothing matched), 1 failure, 2 usage error.\n";
 
 static const char help_reindex[] =
-    "usage: clipdb reindex [--db DIR] [--full] [--json] [options]\n"
+    "usage: clipdb reindex [--db DIR] [--full] [--repair] [--json] [options]\n"
     "\n"
     "The nightly job: rescans every folder ever ingested, encodes only what is\n"
     "new or changed, keeps the vectors of moved files, marks deleted files, then\n"
@@ -143,6 +146,8 @@ static const char help_reindex[] =
     "Options:\n"
     "  --db DIR              the database (default: $CLIPDB_DB, else ./clipdb)\n"
     "  --full                re-hash every file and rebuild the index from scratch\n"
+    "  --repair              first run 'clipdb verify' and re-encode what it finds\n"
+    "                        missing, lost (a deleted or damaged shard) or bad\n"
     "  --device auto|cpu|cuda  where to run the encoder\n"
     "  --batch N             images per encoder batch (default: 32)\n"
     "  --threads N           reader/decoder threads (default: the number of cores)\n"
@@ -154,8 +159,8 @@ static const char help_reindex[] =
     "Crontab example (every night at 03:00):\n"
     "  0 3 * * *  clipdb reindex --db /srv/photos.clipdb --quiet >>/var/log/clipdb.log 2>&1\n"
     "\n"
-    "Exit status: 0 all files processed, 3 some files failed, 1 the run failed,\n"
-    "130 interrupted.\n";
+    "Exit status: 0 all files processed, 3 some files failed, 1 the run failed\n"
+    "(also when the disk is full: free space and rerun), 130 interrupted.\n";
 
 static const char help_index[] =
     "usage: clipdb index build [--db DIR] [--model PATH] [--type TYPE]\n"
@@ -190,7 +195,9 @@ static const char help_verify[] =
     "\n"
     "Checks that every ok file has exactly one vector of the right size and unit\n"
     "norm, that no vector is orphaned, and that each index covers what it claims.\n"
-    "Prints the problems found, one per line.\n"
+    "Prints the problems found, one per line; a shard file deleted or damaged\n"
+    "behind clipdb's back is listed with every vector lost with it, then a count.\n"
+    "'clipdb reindex --repair' re-encodes what was lost.\n"
     "\n"
     "Options:\n"
     "  --db DIR     the database (default: $CLIPDB_DB, else ./clipdb)\n"

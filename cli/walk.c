@@ -162,7 +162,7 @@ static void walk_dir(walker *w, const char *rel, int depth) {
         n++;
     }
     closedir(d);
-    qsort(names, n, sizeof *names, cmp_names);
+    if (n > 1) qsort(names, n, sizeof *names, cmp_names); /* names is NULL when empty */
     for (size_t i = 0; i < n && !w->stop; i++) {
         char *child_rel;
         size_t rl = strlen(rel), nl = strlen(names[i]);

@@ -219,7 +219,7 @@ done:
 static cdb_status verify_directory(cdb_db *db, cdb_db_report *r) {
     sqlite3_stmt *st = NULL;
     cdb_status rc = db_prepare(db->cat,
-                               "SELECT v.model_id, v.file_id, f.shard, f.state FROM vectors v"
+                               "SELECT v.model_id, v.file_id, f.shard, f.state, f.relpath FROM vectors v"
                                " LEFT JOIN files f ON f.id = v.file_id ORDER BY f.shard, v.file_id",
                                &st);
     if (rc != CDB_OK) return rc;
@@ -235,11 +235,19 @@ static cdb_status verify_directory(cdb_db *db, cdb_db_report *r) {
                        (long long)file);
             continue;
         }
-        if (shard <= 0 || shard_is_bad(r, shard)) {
-            if (shard <= 0)
-                report_add(r, CDB_DB_VECTOR_MISSING, 0, model, file, "file %lld has no shard",
-                           (long long)file);
-            continue; /* a bad shard is reported once, as such */
+        if (shard <= 0) {
+            report_add(r, CDB_DB_VECTOR_MISSING, 0, model, file, "file %lld has no shard",
+                       (long long)file);
+            continue;
+        }
+        if (shard_is_bad(r, shard)) {
+            /* The shard is reported as such; each vector it held is lost too, and
+            ** listed, so the report says exactly what a repair re-encodes. */
+            const char *rel = (const char *)sqlite3_column_text(st, 4);
+            report_add(r, CDB_DB_VECTOR_MISSING, shard, model, file,
+                       "file %lld (%.100s): vector for model %lld lost with shard %04d",
+                       (long long)file, rel ? rel : "?", (long long)model, (int)shard);
+            continue;
         }
         db_shard *sh = NULL;
         if ((rc = db_shard_get(db, shard, &sh)) != CDB_OK) break;
@@ -417,6 +425,9 @@ cdb_status cdb_db_repair(cdb_db *db, const cdb_db_report *r, int64_t *n_fixed) {
         case CDB_DB_VECTOR_MISSING:
         case CDB_DB_VECTOR_BAD:
         case CDB_DB_FILE_NO_VECTOR:
+            /* the vectors of a bad shard: repair_shard requeues its files */
+            if (p->kind == CDB_DB_VECTOR_MISSING && p->shard > 0 && shard_is_bad(r, p->shard))
+                break;
             rc = requeue_file(db, p->file_id, p->model_id, 0, &gen);
             (*n_fixed)++;
             break;

@@ -1,7 +1,8 @@
 /*
 ** index.c: the FAISS side of cdb_index: create from a plan (faiss_index_factory,
 ** inner product), train, add with ids, search parameters (ParameterSpace), and
-** the single-file persistence with atomic replacement. Also the coverage record
+** the single-file persistence with atomic replacement (a temp file, fsync, rename;
+** a save also removes the temp files of saves killed before their rename). Also the coverage record
 ** (sorted distinct ids) that freshness and refresh decisions rely on.
 **
 ** File layout (little-endian, the host order on every supported platform):
@@ -10,13 +11,16 @@
 **   i64 n_train | i64 n_trained_for | char factory[128] | i64 n_cov | i64 ids[n_cov] |
 **   FAISS index (faiss_write_index) | "CDBIDXND"
 */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #include <faiss/c_api/AutoTune_c.h>
@@ -303,6 +307,48 @@ static cdb_status fsync_dir(const char *path) {
     return CDB_OK;
 }
 
+/* Removes "<path>.tmp.<pid>" files left by saves that were killed before their
+** rename (their pid is gone). Best effort: a failure leaves a stray file, never
+** a broken index, since the index itself is only ever replaced by rename. */
+static void remove_stale_temps(const char *path) {
+    char *copy = cdb_strdup(path), *dir, *base;
+    size_t base_len;
+    DIR *d;
+    struct dirent *e;
+    if (!copy) return;
+    base = strrchr(copy, '/');
+    if (base) {
+        *base++ = '\0';
+        dir = *copy ? copy : "/";
+    } else {
+        base = copy;
+        dir = ".";
+    }
+    base_len = strlen(base);
+    if ((d = opendir(dir))) {
+        while ((e = readdir(d))) {
+            const char *p = e->d_name;
+            char *end;
+            long pid;
+            if (strncmp(p, base, base_len) || strncmp(p + base_len, ".tmp.", 5)) continue;
+            pid = strtol(p + base_len + 5, &end, 10);
+            if (*end || pid <= 0 || pid == (long)getpid()) continue;
+            if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* alive (or not ours) */
+            {
+                size_t n = strlen(dir) + strlen(p) + 2;
+                char *full = cdb_malloc(n);
+                if (full) {
+                    snprintf(full, n, "%s/%s", dir, p);
+                    (void)unlink(full);
+                    cdb_free(full);
+                }
+            }
+        }
+        closedir(d);
+    }
+    cdb_free(copy);
+}
+
 cdb_status cdb_index_save(const cdb_index *ix, const char *path) {
     char *tmp = NULL;
     FILE *f = NULL;
@@ -311,6 +357,7 @@ cdb_status cdb_index_save(const cdb_index *ix, const char *path) {
     size_t len;
     int frc;
     if (!ix || !path) return cdb_seterr(CDB_INVALID, "cdb_index_save: bad arguments");
+    remove_stale_temps(path);
     len = strlen(path) + 32;
     if (!(tmp = cdb_malloc(len))) return cdb_seterr(CDB_NOMEM, "save");
     snprintf(tmp, len, "%s.tmp.%ld", path, (long)getpid());

@@ -4,6 +4,11 @@
 #
 #   scripts/sanitize.sh               build-asan/, then ctest (every test)
 #   scripts/sanitize.sh -L unit       extra arguments go to ctest
+#   scripts/sanitize.sh -R fault      e.g. only the fault-injection tests
+#
+# `scripts/setup.sh test` (what CI runs) calls this after the main suite passes
+# (skip with CLIPDB_TEST_QUICK=1), with CLIPDB_KILL_SECONDS=20 to bound the kill -9
+# test's time budget.
 #
 # It is scripts/setup.sh test with another build folder and the sanitizer runtime
 # options below, so dependencies are installed the same way. Environment: BUILD_DIR

@@ -4,8 +4,22 @@
 #
 #   scripts/setup.sh            install dependencies (if missing) and build
 #   scripts/setup.sh demo       ... then run `clipdb demo` on the bundled model
-#   scripts/setup.sh test       ... then run the whole test suite (ctest)
+#   scripts/setup.sh test       ... then run the whole test suite (ctest), and when
+#                               it passes, the hardening stages CI runs: the whole
+#                               suite again in an ASan + UBSan build
+#                               (scripts/sanitize.sh, build-asan/) and every libFuzzer
+#                               target for 30 s (scripts/fuzz.sh, build-fuzz/)
 #   scripts/setup.sh deps       only install dependencies
+#
+# `test` prints ctest's output for the main suite, then one summary line per stage
+# (the hardening stages' full output goes to a log file named in that line, and
+# the tail of it is shown when a stage fails). The exit status is non-zero when
+# any stage failed. Extra arguments go to ctest (both suites).
+#   CLIPDB_TEST_QUICK=1         only the main suite (for developers; CI runs all)
+#   CLIPDB_FUZZ_SECONDS=N       seconds per fuzz target (default 30)
+#   CLIPDB_SANITIZE_ARGS="..."  extra ctest arguments for the ASan + UBSan suite only
+#                               (e.g. "-LE slow"; default: the whole suite)
+#   SANITIZE_BUILD_DIR, FUZZ_BUILD_DIR   their build folders (build-asan, build-fuzz)
 #
 # Idempotent and quiet when there is nothing to do. Needs root (or sudo) only when
 # a package is missing. Touches nothing outside this checkout except Debian's
@@ -14,9 +28,12 @@
 # machine's apt configuration unchanged.
 #
 # Environment: BUILD_DIR (default build), CLIPDB_CUDA (AUTO|ON|OFF, default AUTO),
-# CLIPDB_SANITIZE (OFF|ON), JOBS (default: number of CPUs).
+# CLIPDB_SANITIZE (OFF|ON; ON builds with ASan + UBSan and `test` runs only that
+# suite: this is how scripts/sanitize.sh calls it), JOBS (default: number of CPUs).
 set -euo pipefail
-
+# The whole script is one compound command, parsed before it runs: editing this file
+# while a long `test` runs (it takes minutes) cannot derail it.
+{
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$here"
 mode=${1:-build}
@@ -33,6 +50,18 @@ PACKAGES=(
   libsqlite3-dev libfaiss-dev libopenblas-openmp-dev libopenblas0-openmp
   liblapack-dev libstb-dev libutf8proc-dev zlib1g-dev libjansson-dev libxxhash-dev
 )
+
+# `test` also runs the sanitizer and fuzzing stages: clang, libFuzzer and the
+# sanitizer runtimes for clang (only Recommended by clang-14, so named here), and
+# llvm-symbolizer for stack traces. gcc's ASan/UBSan runtimes (libasan8,
+# libubsan1) come with build-essential.
+hardening_stages() {
+  [ "$mode" = test ] && [ "${CLIPDB_TEST_QUICK:-0}" != 1 ] && [ "${CLIPDB_SANITIZE:-OFF}" != ON ] &&
+    [ "${CLIPDB_TEST_INNER:-0}" != 1 ]
+}
+if hardening_stages; then
+  PACKAGES+=(clang libclang-rt-14-dev llvm-14)
+fi
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
@@ -115,6 +144,69 @@ fi
 case "$mode" in
   build) say "built: $BUILD_DIR/clipdb" ;;
   demo) exec "$BUILD_DIR/clipdb" demo "${@:2}" ;;
-  test) cd "$BUILD_DIR" && exec ctest --output-on-failure -j "$JOBS" "${@:2}" ;;
+  test) ;;
   *) say "unknown mode '$mode' (build|demo|test|deps)"; exit 2 ;;
 esac
+
+# ---- 4. tests ---------------------------------------------------------------------
+# A stage's summary line: "setup: [stage] passed|FAILED (N s): detail".
+stage_line() { # name rc seconds detail
+  local verdict=passed
+  [ "$2" -eq 0 ] || verdict="FAILED (exit $2)"
+  printf 'setup: %-22s %s in %ss: %s\n' "[$1]" "$verdict" "$3" "$4" >&2
+}
+# The summary a ctest log ends with ("100% tests passed, 0 tests failed out of N").
+ctest_summary() {
+  grep -a -E '^[0-9]+% tests passed|No tests were found' "$1" | tail -1 || echo "see $1"
+}
+
+t0=$SECONDS
+rc=0
+log="$BUILD_DIR/ctest.log"
+set +e
+(cd "$BUILD_DIR" && ctest --output-on-failure -j "$JOBS" "${@:2}") 2>&1 | tee "$log"
+rc=${PIPESTATUS[0]}
+set -e
+stage_line "test suite" "$rc" $((SECONDS - t0)) "$(ctest_summary "$log") ($BUILD_DIR)"
+if [ "$rc" -ne 0 ] || ! hardening_stages; then
+  [ "$rc" -eq 0 ] && [ "${CLIPDB_TEST_QUICK:-0}" = 1 ] && say "CLIPDB_TEST_QUICK=1: sanitizer and fuzzing stages skipped"
+  exit "$rc"
+fi
+
+failed=0
+export CLIPDB_TEST_INNER=1
+# ASan + UBSan: the whole suite again. The kill -9 test adapts its rounds to a time
+# budget; a shorter one keeps CI within bounds (it still needs its minimum of kills).
+t0=$SECONDS
+san_dir=${SANITIZE_BUILD_DIR:-build-asan}
+mkdir -p "$san_dir"
+san_log="$san_dir/ci-sanitize.log"
+rc=0
+# shellcheck disable=SC2086  # CLIPDB_SANITIZE_ARGS is a list of ctest arguments
+CLIPDB_KILL_SECONDS=${CLIPDB_KILL_SECONDS:-20} BUILD_DIR="$san_dir" \
+  "$here/scripts/sanitize.sh" "${@:2}" ${CLIPDB_SANITIZE_ARGS:-} >"$san_log" 2>&1 || rc=$?
+stage_line "asan+ubsan suite" "$rc" $((SECONDS - t0)) "$(ctest_summary "$san_log") (log: $san_log)"
+if [ "$rc" -ne 0 ]; then
+  failed=1
+  { grep -a -A30 'The following tests FAILED' "$san_log" ||
+    grep -a -m20 -E 'ERROR: (Address|Leak)Sanitizer|runtime error:|error:' "$san_log" ||
+    tail -30 "$san_log"; } | sed 's/^/    /' >&2
+fi
+
+# libFuzzer: every target, CLIPDB_FUZZ_SECONDS each.
+t0=$SECONDS
+fuzz_dir=${FUZZ_BUILD_DIR:-build-fuzz}
+mkdir -p "$fuzz_dir"
+fuzz_log="$fuzz_dir/ci-fuzz.log"
+rc=0
+BUILD_DIR="$fuzz_dir" "$here/scripts/fuzz.sh" "${CLIPDB_FUZZ_SECONDS:-30}" >"$fuzz_log" 2>&1 || rc=$?
+n_targets=$(grep -a -c -E '^fuzz_[a-z_]+ +[0-9]+' "$fuzz_log" || true)
+n_clean=$(grep -a -c -E '^fuzz_[a-z_]+ .* 0 findings' "$fuzz_log" || true)
+stage_line "fuzzing" "$rc" $((SECONDS - t0)) \
+  "$n_clean of $n_targets targets without findings, ${CLIPDB_FUZZ_SECONDS:-30} s each (log: $fuzz_log)"
+if [ "$rc" -ne 0 ]; then
+  failed=1
+  { grep -a -A12 '^fuzz results' "$fuzz_log" || tail -30 "$fuzz_log"; } | sed 's/^/    /' >&2
+fi
+exit "$failed"
+}
