@@ -10,16 +10,18 @@ last checkpoint):
   2. the tokenizer: byte-level BPE trained on those captions (scripts/train_bpe.py);
   3. the images preprocessed once with the reference CLIP transform (PIL bicubic
      resize of the short side, center crop, RGB), kept as uint8 crops;
-  4. contrastive training of scripts/clip_torch.py's CLIP on (image, random caption
-     variant) pairs, with mild pixel augmentation. The targets are multi-positive:
-     a caption counts as a positive for every image in the batch whose scene it truly
-     describes ("a star" matches every image with a star), judged from the scene
-     records. Plus, during training only, an auxiliary loss: linear heads on the image
-     embedding predict the scene's attributes (which shapes, colors, shape+color
-     pairs and positions occur; the background), a dense signal that makes the small
-     image tower learn in the few steps a shared CPU allows; the heads are not
-     exported. Learning rate: warmup then cosine, over whichever runs out first of
-     MAX_STEPS and the wall-clock budget;
+  4. contrastive training of scripts/clip_torch.py's CLIP (patch positions initialized
+     with a 2D sin-cos table) on (image, random caption variant) pairs, with mild pixel
+     augmentation. The targets are multi-positive: a caption counts as a positive for
+     every image in the batch whose scene it truly describes ("a star" matches every
+     image with a star), judged from the scene records. Plus, during training only,
+     two auxiliary losses: a linear head on the image embedding predicts the scene's
+     attributes (which shapes, colors, shape+color pairs and positions occur; the
+     background), and a linear head on every patch token predicts whether an object
+     lies under the patch and which shape and color it has. They are the dense signal
+     that makes the small image tower learn shapes in the few steps two CPU cores
+     allow; the heads are not exported. Learning rate: warmup then cosine, over
+     whichever runs out first of MAX_STEPS and the wall-clock budget;
   5. export: fp16 safetensors in OpenAI/OpenCLIP naming, open_clip_config.json,
      vocab.json, merges.txt, README.md;
   6. evaluation on a held-out library (EVAL_SEED, never used in training), with the
@@ -72,8 +74,9 @@ HP = dict(
     text_width=128, text_layers=2, context_length=32, embed_dim=128,
     head_width=32, act="quick_gelu",
     aux_weight=1.0,           # auxiliary attribute loss on the image embedding (training only)
+    dense_weight=1.0,         # auxiliary per-patch shape/color loss on the patch tokens (training only)
     batch=128, lr=2e-3, min_lr=3e-5, weight_decay=0.1, warmup=100, max_steps=8000,
-    budget_min=32.0,          # training wall-clock budget (minutes)
+    budget_min=55.0,          # training wall-clock budget (minutes)
     ckpt_every=100, val_every=250,
     threads=2,
     mean=[0.48145466, 0.4578275, 0.40821073], std=[0.26862954, 0.26130258, 0.27577711],
@@ -177,6 +180,39 @@ def scene_arrays(records):
     return objs, bg
 
 
+def patch_targets(records, size=None, patch=None):
+    """Per-patch labels for the dense auxiliary loss: for each image and each patch of
+    the size x size crop (row-major, as the ViT's tokens), the shape and color of the
+    object under the patch center (nearest object center within its radius), or
+    len(SHAPES) / len(COLORS) for background. Coordinates follow preprocess_u8 (short
+    side resized to `size` with torchvision's rounding, centered crop)."""
+    size = size or HP["image_size"]
+    patch = patch or HP["patch"]
+    g = size // patch
+    n = len(records)
+    shp = np.full((n, g * g), len(SHAPES), dtype=np.int64)
+    col = np.full((n, g * g), len(COLORS), dtype=np.int64)
+    c = (np.arange(g) + 0.5) * patch                    # patch centers in crop pixels
+    for i, r in enumerate(records):
+        s = r["scene"]
+        w, h = s["width"], s["height"]
+        if w <= h:
+            ow, oh = size, int(size * h / w)
+        else:
+            ow, oh = int(size * w / h), size
+        left, top = int(round((ow - size) / 2.0)), int(round((oh - size) / 2.0))
+        px = ((c[None, :] + left) * w / ow).repeat(g, 0).ravel()   # original pixels
+        py = ((c[:, None] + top) * h / oh).repeat(g, 1).ravel()
+        best = np.full(g * g, np.inf)
+        for o in s["objects"]:
+            d = np.hypot(px - o["x"], py - o["y"]) / o["radius"]
+            m = (d < 1.0) & (d < best)
+            best[m] = d[m]
+            shp[i, m] = SHAPES.index(o["shape"])
+            col[i, m] = COLORS.index(o["color"])
+    return shp, col
+
+
 def query_array(q):
     """(3, 5) terms (shape, color, size, position, count; -1 = any; UNUSED rows) and bg."""
     t = np.full((3, 5), UNUSED, dtype=np.int64)
@@ -233,11 +269,12 @@ def build_training_set(work, world_bin, tok_dir):
     tok = train_bpe.ClipBPE(tok_dir)
     pix = preprocess_folder(lib, records, os.path.join(work, "train_u8.npy"))
     objs, bg = scene_arrays(records)
+    dense = patch_targets(records)
     n, k = len(records), HP["n_variants"] + 1
     cache = os.path.join(work, f"train_text_{HP['context_length']}.npz")
     if os.path.exists(cache):
         z = np.load(cache)
-        return pix, objs, bg, z["ids"], z["qt"], z["qb"], tok
+        return pix, objs, bg, dense, z["ids"], z["qt"], z["qb"], tok
     ids = np.zeros((n, k, HP["context_length"]), dtype=np.int64)
     qt = np.zeros((n, k, 3, 5), dtype=np.int64)
     qb = np.zeros((n, k), dtype=np.int64)
@@ -251,7 +288,7 @@ def build_training_set(work, world_bin, tok_dir):
         mm = match_matrix(qt[i], qb[i], objs[i:i + 1], bg[i:i + 1])
         assert mm.all(), (i, records[i]["caption"])
     np.savez(cache, ids=ids, qt=qt, qb=qb)
-    return pix, objs, bg, ids, qt, qb, tok
+    return pix, objs, bg, dense, ids, qt, qb, tok
 
 
 # ---- model --------------------------------------------------------------------------
@@ -302,6 +339,41 @@ def param_groups(model):
             decay.append(p)
     return [{"params": decay, "weight_decay": HP["weight_decay"]},
             {"params": no_decay, "weight_decay": 0.0}]
+
+
+def init_vision_positions(model):
+    """Initializes the image tower's patch position embeddings with a fixed 2D sin-cos
+    table (as MAE does; still trained): attention then finds a patch's neighbours from
+    the first step instead of after the positions have been learned from noise, which
+    is what lets a small ViT learn the shapes in the few steps two CPU cores allow.
+    Only an initialization: the exported architecture is unchanged."""
+    v = model.visual
+    width = v.positional_embedding.shape[1]
+    g = int(round((v.positional_embedding.shape[0] - 1) ** 0.5))
+    quarter = width // 4
+    omega = 1.0 / 10000 ** (torch.arange(quarter, dtype=torch.float64) / quarter)
+    ys, xs = torch.meshgrid(torch.arange(g, dtype=torch.float64),
+                            torch.arange(g, dtype=torch.float64), indexing="ij")
+    parts = []
+    for coord in (xs.reshape(-1), ys.reshape(-1)):
+        a = coord[:, None] * omega[None, :]
+        parts += [torch.sin(a), torch.cos(a)]
+    table = torch.cat(parts, dim=1)                       # g*g, 4*quarter
+    with torch.no_grad():
+        v.positional_embedding.zero_()
+        v.positional_embedding[1:, :table.shape[1]] = table.float()
+
+
+def vision_tokens(model, x):
+    """The image tower up to (not including) ln_post, every token: (B, 1 + P, width).
+    model.encode_image(x) == ln_post(tokens[:, 0]) @ proj (clip_torch.VisionTransformer)."""
+    v = model.visual
+    x = v.conv1(x)
+    x = x.reshape(x.shape[0], x.shape[1], -1).permute(0, 2, 1)
+    cls = v.class_embedding.to(x.dtype) + torch.zeros(x.shape[0], 1, x.shape[-1], dtype=x.dtype)
+    x = torch.cat([cls, x], dim=1) + v.positional_embedding.to(x.dtype)
+    x = v.ln_pre(x).permute(1, 0, 2)
+    return v.transformer(x).permute(1, 0, 2)
 
 
 def encode_text_trimmed(model, ids):
@@ -393,7 +465,7 @@ def evaluate(model, tok, world_bin, u8, lib_seed, lib_n, tag):
 # ---- training -----------------------------------------------------------------------
 
 def train(work, world_bin, tok_dir, budget_s):
-    pix, objs, bg, ids, qt, qb, tok = build_training_set(work, world_bin, tok_dir)
+    pix, objs, bg, (dshape, dcolor), ids, qt, qb, tok = build_training_set(work, world_bin, tok_dir)
     vocab_size = len(tok.encoder)
     val_lib = os.path.join(work, "val")
     generate(world_bin, val_lib, HP["val_seed"], HP["n_val"])
@@ -401,17 +473,24 @@ def train(work, world_bin, tok_dir, budget_s):
 
     torch.manual_seed(HP["seed"])
     model = make_model(vocab_size)
+    init_vision_positions(model)
     aux_head = torch.nn.Linear(HP["embed_dim"], N_AUX + len(BACKGROUNDS))
+    dense_head = torch.nn.Linear(HP["vision_width"], 1 + len(SHAPES) + len(COLORS))
     groups = param_groups(model)
-    groups[0]["params"] = groups[0]["params"] + list(aux_head.parameters())
+    groups[0]["params"] = (groups[0]["params"] + list(aux_head.parameters()) +
+                           list(dense_head.parameters()))
     opt = torch.optim.AdamW(groups, lr=HP["lr"], betas=(0.9, 0.98), eps=1e-6)
     ckpt = os.path.join(work, "ckpt.pt")
     step, elapsed = 0, 0.0
     rng = np.random.default_rng(HP["seed"])
-    if os.path.exists(ckpt):
-        st = torch.load(ckpt)
+    st = torch.load(ckpt) if os.path.exists(ckpt) else None
+    if st is not None and st.get("hp") != HP:
+        log(f"{ckpt} was written with other hyper-parameters: not resumed, training anew")
+        st = None
+    if st is not None:
         model.load_state_dict(st["model"])
         aux_head.load_state_dict(st["aux_head"])
+        dense_head.load_state_dict(st["dense_head"])
         opt.load_state_dict(st["opt"])
         step, elapsed = st["step"], st["elapsed"]
         rng = np.random.default_rng(HP["seed"] + step)
@@ -421,7 +500,7 @@ def train(work, world_bin, tok_dir, budget_s):
         f"budget {budget_s / 60:.1f} min, max {HP['max_steps']} steps")
     n, k = len(pix), ids.shape[1]
     t_start = time.time() - elapsed
-    loss_avg, aux_avg, done = None, None, False
+    loss_avg, aux_avg, dense_avg, done = None, None, None, False
     model.train()
     while not done:
         frac = max(step / HP["max_steps"], (time.time() - t_start) / budget_s)
@@ -437,15 +516,26 @@ def train(work, world_bin, tok_dir, budget_s):
         x = augment(pix[bi], rng)
         t = torch.from_numpy(ids[bi, vi])
         target = torch.from_numpy(match_matrix(qt[bi, vi], qb[bi, vi], objs[bi], bg[bi])).float()
-        ie_raw = model.encode_image(x)
-        ie = F.normalize(ie_raw, dim=-1)
+        tokens = vision_tokens(model, x)
+        ie = F.normalize(model.visual.ln_post(tokens[:, 0]) @ model.visual.proj, dim=-1)
         te = F.normalize(encode_text_trimmed(model, t), dim=-1)
         logits = model.logit_scale.exp().clamp(max=100) * te @ ie.t()
         loss_c = 0.5 * (soft_ce(logits, target) + soft_ce(logits.t(), target.t()))
         aux = aux_head(ie * math.sqrt(HP["embed_dim"]))
         loss_a = F.binary_cross_entropy_with_logits(aux[:, :N_AUX], aux_targets(objs[bi])) + \
             F.cross_entropy(aux[:, N_AUX:], torch.from_numpy(bg[bi]))
-        loss = loss_c + HP["aux_weight"] * loss_a
+        # dense: every patch token says whether an object lies under it, and every
+        # object patch names the object's shape and color (only ~10% of patches are
+        # object patches: a loss over all patches would mostly teach "background")
+        dl = dense_head(model.visual.ln_post(tokens[:, 1:]))       # B, P, 1+S+C
+        ds, dc = torch.from_numpy(dshape[bi]), torch.from_numpy(dcolor[bi])
+        fg = ds < len(SHAPES)
+        ns = len(SHAPES)
+        loss_d = F.binary_cross_entropy_with_logits(dl[..., 0], fg.float())
+        if fg.any():
+            loss_d = loss_d + F.cross_entropy(dl[..., 1:1 + ns][fg], ds[fg]) + \
+                F.cross_entropy(dl[..., 1 + ns:][fg], dc[fg])
+        loss = loss_c + HP["aux_weight"] * loss_a + HP["dense_weight"] * loss_d
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -456,12 +546,14 @@ def train(work, world_bin, tok_dir, budget_s):
         lc = loss_c.item()
         loss_avg = lc if loss_avg is None else 0.95 * loss_avg + 0.05 * lc
         aux_avg = loss_a.item() if step == 1 or aux_avg is None else 0.95 * aux_avg + 0.05 * loss_a.item()
+        dense_avg = loss_d.item() if step == 1 or dense_avg is None else 0.95 * dense_avg + 0.05 * loss_d.item()
         if step % 20 == 0:
             el = time.time() - t_start
-            log(f"step {step} loss {loss_avg:.4f} aux {aux_avg:.4f} lr {lr:.2e} scale {model.logit_scale.exp().item():.1f} "
+            log(f"step {step} loss {loss_avg:.4f} aux {aux_avg:.4f} dense {dense_avg:.4f} lr {lr:.2e} scale {model.logit_scale.exp().item():.1f} "
                 f"{el / 60:.1f} min ({step * HP['batch'] / el:.0f} img/s)")
         if step % HP["ckpt_every"] == 0:
             torch.save({"model": model.state_dict(), "aux_head": aux_head.state_dict(),
+                        "dense_head": dense_head.state_dict(), "hp": HP,
                         "opt": opt.state_dict(), "step": step,
                         "elapsed": time.time() - t_start}, ckpt + ".tmp")
             os.replace(ckpt + ".tmp", ckpt)
@@ -469,6 +561,7 @@ def train(work, world_bin, tok_dir, budget_s):
             evaluate(model, tok, world_bin, val_u8, HP["val_seed"], HP["n_val"], f"val step {step}")
     el = time.time() - t_start
     torch.save({"model": model.state_dict(), "aux_head": aux_head.state_dict(),
+                "dense_head": dense_head.state_dict(), "hp": HP,
                 "opt": opt.state_dict(), "step": step, "elapsed": el}, ckpt)
     log(f"training done: {step} steps, {el / 60:.1f} min, final contrastive loss {loss_avg}")
     return model, tok, {"steps": step, "train_minutes": el / 60, "final_loss": loss_avg,
@@ -583,9 +676,13 @@ photos are meaningless. For real photo search, point clipdb at a real CLIP check
   caption per image per step; mild pixel augmentation (brightness, noise, 2 px shifts).
 - Loss: CLIP's symmetric contrastive loss with multi-positive targets (a caption is a
   positive for every image in the batch it truly describes, judged from the scene records),
-  plus (training only, weight {HP['aux_weight']}) a linear head on the image embedding predicting
-  the scene's attributes (shapes, colors, shape+color pairs, positions, background); the
-  head is not part of the exported model.
+  plus two training-only auxiliary losses whose heads are not exported: a linear head on
+  the image embedding predicting the scene's attributes (shapes, colors, shape+color pairs,
+  positions, background; weight {HP['aux_weight']}), and a linear head on every patch token
+  predicting whether an object lies under the patch and, for object patches, its shape and
+  color (weight {HP['dense_weight']}; labels from the scene records).
+- Initialization: clip_torch's, except the image tower's patch position embeddings, which
+  start as a fixed 2D sin-cos table (then trained).
 - AdamW (lr {HP['lr']}, weight decay {HP['weight_decay']}), warmup {HP['warmup']} steps then cosine, batch {HP['batch']},
   seed {HP['seed']}; stops at {HP['max_steps']} steps or {HP['budget_min']:.0f} minutes of training, whichever comes first.
 {train_line}
