@@ -148,7 +148,7 @@ static int exif_orientation(const uint8_t *t, size_t n) {
 ** coding processes stb cannot decode with a precise reason, checks segment lengths
 ** and Huffman tables (stb 2.27 writes past its tables when a DHT declares more than
 ** 256 codes), records the first SOF's size and components, and reads EXIF. */
-static cdb_status jpeg_dht_check(const uint8_t *p, long L) {
+static cdb_status jpeg_dht_check(const uint8_t *p, long L, unsigned *defined /* IN/OUT */) {
     while (L > 0) {
         long sum = 0;
         if (L < 17) return cdb_seterr(CDB_CORRUPT, "JPEG: truncated Huffman table");
@@ -158,15 +158,47 @@ static cdb_status jpeg_dht_check(const uint8_t *p, long L) {
         if (sum > 256)
             return cdb_seterr(CDB_CORRUPT, "JPEG: Huffman table declares %ld codes (max 256)", sum);
         if (17 + sum > L) return cdb_seterr(CDB_CORRUPT, "JPEG: Huffman table past its segment");
+        *defined |= 1u << ((p[0] >> 4) * 4 + (p[0] & 15)); /* bit class*4 + id */
         p += 17 + sum;
         L -= 17 + sum;
     }
     return CDB_OK;
 }
 
+/* A scan header (SOS) must name only Huffman tables some earlier DHT defined: stb
+** 2.27 keeps its tables in uninitialized memory and decodes with whatever is there,
+** reading far out of bounds (found by fuzz_image: a progressive AC refinement scan
+** whose AC table is defined only after it). Which tables a scan decodes with:
+** sequential scans use the DC and the AC table of every component; progressive DC
+** scans (Ss = 0) the DC table in the first pass only (Ah = 0; refinement bits are
+** raw); progressive AC scans (Ss > 0) the AC table. */
+static cdb_status jpeg_sos_check(const uint8_t *p, unsigned L, unsigned defined,
+                                 int progressive) {
+    unsigned ns = L >= 1 ? p[0] : 0;
+    if (ns < 1 || ns > 4 || L < 1 + 2 * ns + 3)
+        return cdb_seterr(CDB_CORRUPT, "JPEG: bad scan header (%u components, %u bytes)", ns, L);
+    unsigned ss = p[1 + 2 * ns], ah = p[3 + 2 * ns] >> 4;
+    int need_dc = !progressive || (ss == 0 && ah == 0);
+    int need_ac = !progressive || ss > 0;
+    for (unsigned c = 0; c < ns; c++) {
+        unsigned td = p[2 + 2 * c] >> 4, ta = p[2 + 2 * c] & 15;
+        if (td > 3 || ta > 3)
+            return cdb_seterr(CDB_CORRUPT, "JPEG: bad Huffman table selector 0x%02X in a scan",
+                              p[2 + 2 * c]);
+        if (need_dc && !(defined & (1u << td)))
+            return cdb_seterr(CDB_CORRUPT, "JPEG: a scan uses DC Huffman table %u before any "
+                              "definition of it", td);
+        if (need_ac && !(defined & (1u << (4 + ta))))
+            return cdb_seterr(CDB_CORRUPT, "JPEG: a scan uses AC Huffman table %u before any "
+                              "definition of it", ta);
+    }
+    return CDB_OK;
+}
+
 static cdb_status jpeg_scan(const uint8_t *b, size_t n, img_info *ii) {
     size_t i = 2;
-    int seen_sof = 0, seen_sos = 0, seen_exif = 0;
+    int seen_sof = 0, seen_sos = 0, seen_exif = 0, progressive = 0;
+    unsigned huff = 0; /* Huffman tables defined so far (jpeg_dht_check) */
     cdb_status rc;
     while (i + 4 <= n) {
         unsigned m, len;
@@ -184,7 +216,10 @@ static cdb_status jpeg_scan(const uint8_t *b, size_t n, img_info *ii) {
             ii->orientation = exif_orientation(b + i + 10, len - 8);
             seen_exif = 1;
         }
-        if (m == 0xC4 && (rc = jpeg_dht_check(b + i + 4, (long)len - 2)) != CDB_OK) return rc;
+        if (m == 0xC4 && (rc = jpeg_dht_check(b + i + 4, (long)len - 2, &huff)) != CDB_OK)
+            return rc;
+        if (m == 0xDA && (rc = jpeg_sos_check(b + i + 4, len - 2, huff, progressive)) != CDB_OK)
+            return rc;
         if (m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC && !seen_sof) {
             if (m == 0xC3 || m == 0xC7 || m == 0xCB || m == 0xCF)
                 return cdb_seterr(CDB_UNSUPPORTED, "JPEG: lossless JPEG (SOF%u) is not supported",
@@ -228,6 +263,7 @@ static cdb_status jpeg_scan(const uint8_t *b, size_t n, img_info *ii) {
             ii->decl_h = rd_be16(b + i + 5);
             ii->decl_w = rd_be16(b + i + 7);
             ii->jpeg_comp = b[i + 9];
+            progressive = m == 0xC2;
             /* Every data unit (8x8 block) of every component has its DC coefficient
             ** Huffman-coded in some scan (sequential, or the progressive DC-first
             ** scan), and a Huffman code is at least 1 bit: the entropy-coded data holds

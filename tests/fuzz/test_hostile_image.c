@@ -165,15 +165,22 @@ CDB_TEST(declared_size_bombs) {
     png_idat_zeros(&png, 100 * 101);
     png_chunk(&png, "IEND", NULL, 0, 0);
     RUN_CASE("PNG 100x100 over max_pixels=1000", png.p, png.n, 1000, CDB_TOO_LARGE, 8, 1);
-    /* JPEG: SOI, SOF0 65500x65500x3, SOS, 16 bytes of scan data, EOI */
+    /* JPEG: SOI, SOF0 65500x65500x3, DHT, SOS, 16 bytes of scan data, EOI */
     {
         static const uint8_t soi[2] = {0xff, 0xd8}, eoi[2] = {0xff, 0xd9};
         static const uint8_t sof[] = {0xff, 0xc0, 0x00, 0x11, 8, 0xff, 0xdc, 0xff, 0xdc, 3,
                                       1, 0x22, 0, 2, 0x11, 1, 3, 0x11, 1};
+        /* DC and AC tables 0 and 1 (the ones the scan names), a single 1-bit code each */
+        static const uint8_t dht[] = {0xff, 0xc4, 0x00, 0x4a,
+                                      0x00, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x00,
+                                      0x10, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x00,
+                                      0x01, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x00,
+                                      0x11, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x00};
         static const uint8_t sos[] = {0xff, 0xda, 0x00, 0x0c, 3, 1, 0x00, 2, 0x11, 3, 0x11,
                                       0, 63, 0};
         put(&jpg, soi, 2);
         put(&jpg, sof, sizeof sof);
+        put(&jpg, dht, sizeof dht);
         put(&jpg, sos, sizeof sos);
         put(&jpg, "0123456789abcdef", 16);
         put(&jpg, eoi, 2);
@@ -368,4 +375,38 @@ CDB_TEST(truncations) {
     CHECK_EQ_INT(failures, 0);
 }
 
-CDB_TEST_MAIN(declared_size_bombs, tiny_files_under_limit, zlib_bomb, absurd_lengths, truncations)
+/* Every input the fuzzer ever crashed or stalled on (tests/fuzz/crashes/fuzz_image)
+** decodes cleanly in a child now; the JPEG whose scan uses a Huffman table before
+** defining it is refused as corrupt, before stb sees it. */
+CDB_TEST(saved_fuzz_findings) {
+    static const struct { const char *file; int want; } finds[] = {
+        {"slow_tga_rle_91_bytes_26482x101", -1},
+        {"jpeg_scan_uses_undefined_huffman_table", CDB_CORRUPT},
+    };
+    int failures = 0, found = 0;
+    for (size_t i = 0; i < sizeof finds / sizeof finds[0]; i++) {
+        char path[4096];
+        static uint8_t data[1 << 16];
+        FILE *f;
+        decode_case c;
+        snprintf(path, sizeof path, "%s/tests/fuzz/crashes/fuzz_image/%s", CDB_SOURCE_DIR,
+                 finds[i].file);
+        if (!(f = fopen(path, "rb"))) continue;
+        memset(&c, 0, sizeof c);
+        c.name = finds[i].file;
+        c.n = fread(data, 1, sizeof data, f);
+        c.p = data;
+        c.want = finds[i].want;
+        c.max_rss_mb = 256;
+        c.max_seconds = 20;
+        fclose(f);
+        found++;
+        if (hostile_in_child(c.name, run_decode, &c)) failures++;
+    }
+    if (!found) CDB_SKIP("tests/fuzz/crashes/fuzz_image not present");
+    CHECK_EQ_INT(found, 2);
+    CHECK_EQ_INT(failures, 0);
+}
+
+CDB_TEST_MAIN(declared_size_bombs, tiny_files_under_limit, zlib_bomb, absurd_lengths, truncations,
+              saved_fuzz_findings)
