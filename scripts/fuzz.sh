@@ -50,8 +50,9 @@ targets=("$@")
 # ---- dependencies ----------------------------------------------------------------------
 # The project's own (and the FAISS C API) through setup.sh, then what fuzzing adds:
 # clang, libFuzzer + the sanitizer runtimes (only Recommended by clang-14, so named
-# here), llvm-symbolizer for stack traces.
-FUZZ_PACKAGES=(clang libclang-rt-14-dev llvm-14)
+# here), clang's OpenMP (libomp-14-dev: the project links OpenMP, and gcc's libgomp
+# headers do not serve clang), llvm-symbolizer for stack traces.
+FUZZ_PACKAGES=(clang libclang-rt-14-dev llvm-14 libomp-14-dev)
 "$here/scripts/setup.sh" deps
 missing=()
 for p in "${FUZZ_PACKAGES[@]}"; do

@@ -60,7 +60,7 @@ hardening_stages() {
     [ "${CLIPDB_TEST_INNER:-0}" != 1 ]
 }
 if hardening_stages; then
-  PACKAGES+=(clang libclang-rt-14-dev llvm-14)
+  PACKAGES+=(clang libclang-rt-14-dev llvm-14 libomp-14-dev)
 fi
 
 SUDO=""
