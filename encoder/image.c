@@ -796,12 +796,14 @@ cdb_status cdb_image_decode(const void *buf, size_t n, const cdb_image_params *p
     if (prm.max_pixels == 0) prm.max_pixels = CDB_IMAGE_DEFAULT_MAX_PIXELS;
 
     if ((rc = scan_header(b, n, &ii)) != CDB_OK) return rc;
-    /* Declared size first: nothing is decoded for a bomb. */
-    if (ii.decl_w * ii.decl_h > prm.max_pixels)
+    /* Declared size first: nothing is decoded for a bomb. Two 32-bit sides (PNG's
+    ** IHDR) can overflow even an int64 product (found by fuzz_image): saturate. */
+    int64_t decl_px;
+    if (__builtin_mul_overflow(ii.decl_w, ii.decl_h, &decl_px)) decl_px = INT64_MAX;
+    if (decl_px > prm.max_pixels)
         return cdb_seterr(CDB_TOO_LARGE, "%s: %lldx%lld = %lld pixels exceeds the limit of %lld "
                           "(decompression bomb?)", fmt_name(ii.fmt), (long long)ii.decl_w,
-                          (long long)ii.decl_h, (long long)(ii.decl_w * ii.decl_h),
-                          (long long)prm.max_pixels);
+                          (long long)ii.decl_h, (long long)decl_px, (long long)prm.max_pixels);
     if (ii.decl_w > IMG_MAX_SIDE || ii.decl_h > IMG_MAX_SIDE)
         return cdb_seterr(CDB_TOO_LARGE, "%s: declared size %lldx%lld is absurd",
                           fmt_name(ii.fmt), (long long)ii.decl_w, (long long)ii.decl_h);

@@ -222,7 +222,7 @@ static int read_state(const char *db, dbstate *s) {
         }
         closedir(d);
     }
-    qsort(s->f, (size_t)s->n, sizeof *s->f, by_path);
+    if (s->n > 1) qsort(s->f, (size_t)s->n, sizeof *s->f, by_path); /* qsort(NULL, 0) is UB */
     return s->err[0] ? -1 : 0;
 }
 
