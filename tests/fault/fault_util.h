@@ -290,4 +290,24 @@ static inline int fu_count_lines(const char *s, const char *needle) {
     return n;
 }
 
+/* The outputs of `clipdb search --db DB -k K --device cpu Q` for every query, one
+** after the other (heap; NULL when a search fails). */
+static inline char *fu_search_all(const char *db, const char *const *queries, int n_queries,
+                                  const char *k) {
+    char *all = calloc(1, 1);
+    size_t n = 0;
+    for (int i = 0; i < n_queries; i++) {
+        cli_run_result r;
+        if (fu_run_expect((const char *[]){"search", "--db", db, "-k", k, "--device", "cpu", queries[i], NULL},
+                          NULL, 0, &r) != 0) {
+            cli_run_free(&r);
+            free(all);
+            return NULL;
+        }
+        cli_run_append_(&all, &n, r.out, r.out_len);
+        cli_run_free(&r);
+    }
+    return all;
+}
+
 #endif /* CDB_TEST_FAULT_UTIL_H */

@@ -18,20 +18,7 @@ static const char *const g_queries[] = {"a red circle", "a blue square", "a yell
 #define N_QUERIES 3
 
 static char *search_all(const char *db) {
-    char *all = calloc(1, 1);
-    size_t n = 0;
-    for (int i = 0; i < N_QUERIES; i++) {
-        cli_run_result r;
-        if (fu_run_expect((const char *[]){"search", "--db", db, "-k", "10", "--device", "cpu", g_queries[i], NULL},
-                          NULL, 0, &r) != 0) {
-            cli_run_free(&r);
-            free(all);
-            return NULL;
-        }
-        cli_run_append_(&all, &n, r.out, r.out_len);
-        cli_run_free(&r);
-    }
-    return all;
+    return fu_search_all(db, g_queries, N_QUERIES, "10");
 }
 
 static int count_temps(const char *dir) {

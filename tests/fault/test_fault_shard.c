@@ -52,22 +52,8 @@ static int build_db(const char *db, const char *lib) {
     return rc;
 }
 
-/* The outputs of every query, concatenated (heap). */
 static char *search_all(const char *db) {
-    char *all = calloc(1, 1);
-    size_t n = 0;
-    for (int i = 0; i < N_QUERIES; i++) {
-        cli_run_result r;
-        if (fu_run_expect((const char *[]){"search", "--db", db, "-k", "8", "--device", "cpu", g_queries[i], NULL},
-                          NULL, 0, &r) != 0) {
-            cli_run_free(&r);
-            free(all);
-            return NULL;
-        }
-        cli_run_append_(&all, &n, r.out, r.out_len);
-        cli_run_free(&r);
-    }
-    return all;
+    return fu_search_all(db, g_queries, N_QUERIES, "8");
 }
 
 /* File ids whose vectors the shard file holds. */
