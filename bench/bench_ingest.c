@@ -61,7 +61,6 @@ static int child_ingest(const char *model_path, const char *lib, const char *dir
     cdb_db *db = NULL;
     cdb_model *m = NULL;
     int64_t model_id = 0, root_id = 0, run_id = 0;
-    int is_default = 0;
     char abs[PATH_MAX];
     cli_ingest_opts o;
     cli_ingest_summary sum;
@@ -70,7 +69,7 @@ static int child_ingest(const char *model_path, const char *lib, const char *dir
     p.create = 1;
     if ((rc = cdb_db_open(dir, &p, &db)) != CDB_OK) goto fail;
     int64_t t_load = cdb_now_ns();
-    if (cli_db_model(db, model_path, 1, 0, 0, 1, &m, &model_id, &is_default) != CLI_EXIT_OK) {
+    if (cli_db_model(db, model_path, 1, 0, 0, 1, &m, &model_id, NULL) != CLI_EXIT_OK) {
         cdb_db_close(db);
         return 2; /* cli_db_model printed why */
     }
@@ -84,13 +83,18 @@ static int child_ingest(const char *model_path, const char *lib, const char *dir
     o.batch = batch;
     o.threads = threads;
     o.label = "ingest";
+    o.follow_symlinks = -1;
     memset(&root, 0, sizeof root);
     root.root_id = root_id;
     root.path = abs;
+    root.kind = CDB_DB_ROOT_FOLDER;
     int64_t t0 = cdb_now_ns();
+    cli_library roots;
+    if ((rc = cli_library_load(db, &roots)) != CDB_OK) goto fail;
     if ((rc = cdb_db_run_begin(db, "ingest", &run_id)) != CDB_OK) goto fail;
-    if ((rc = cli_pipeline_run(db, dir, m, model_id, is_default, &root, 1, &o, &sum)) != CDB_OK)
-        goto fail;
+    rc = cli_pipeline_run(db, dir, m, model_id, &roots, &root, 1, &o, &sum);
+    cli_library_free(&roots);
+    if (rc != CDB_OK) goto fail;
     if ((rc = cdb_db_run_finish(db, run_id, "ok", NULL)) != CDB_OK) goto fail; /* + flush */
     int64_t total = cdb_now_ns() - t0;
     cdb_model_close(m);

@@ -18,8 +18,11 @@
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/stat.h>
 
 #include "core/core.h"
+#include "db/db.h"
+#include "encoder/encoder.h"
 
 /* Which modules this build links (set by cli/CMakeLists.txt as they land). */
 #ifndef CDB_CLI_HAVE_ENCODER
@@ -170,16 +173,26 @@ int cli_utf8_valid(const char *s, size_t n);
 
 /* ---- ingest options (cmd_ingest.c -> pipeline.c) ----------------------------------- */
 
+/* The encoder call of the pipeline: cdb_encode_pixels by default; tests inject
+** failures through it (a transient error for one batch, an unusable vector). */
+typedef cdb_status (*cli_encode_fn)(void *ud, cdb_model *m, const float *pixels, int n,
+                                    float *out /* OUT n * dim */);
+
 typedef struct cli_ingest_opts {
     int batch;           /* images per encoder batch */
     int threads;         /* reader/decoder threads */
     int device;          /* cdb_device_kind */
-    int follow_symlinks;
+    int follow_symlinks; /* ingest: -1 keep each root's setting, 0 no, 1 yes */
     int no_exif;
     int wait;            /* wait for the writer lock */
     int json;            /* summary as JSON */
     int full;            /* reindex --full */
     const char *label;   /* progress line label: "ingest", "reindex" */
+    /* A later pass of one run, for another model's vectors: the first pass did the
+    ** deletions, moves and root bookkeeping, and reported the walk's problems. */
+    int secondary;
+    cli_encode_fn encode; /* NULL: cdb_encode_pixels */
+    void *encode_ud;
 } cli_ingest_opts;
 
 /* ---- bounded queue (queue.c) -------------------------------------------------------- */
@@ -196,7 +209,7 @@ void cli_queue_close(cli_queue *q);
 
 typedef struct cli_walk_entry {
     const char *relpath;      /* relative to the root, '/'-separated; borrowed for the call */
-    int64_t size, mtime_ns;
+    int64_t size, mtime_ns, ctime_ns;
     uint64_t dev, ino;
     const char *error;        /* non-NULL: this entry could not be walked (err = errno) */
     int err;
@@ -204,16 +217,25 @@ typedef struct cli_walk_entry {
 
 typedef struct cli_walk_stats {
     int64_t n_files, n_dirs, n_hidden, n_links_skipped, n_loops, n_special, n_errors;
+    int64_t n_links_covered; /* followed links not entered: the target is in the library */
 } cli_walk_stats;
 
 /* Called for every regular file (and every walk error); nonzero stops the walk. */
 typedef int (*cli_walk_fn)(const cli_walk_entry *e, void *ud);
 
-/* Walks root (a folder) as described in walk.c; skip_dir (may be NULL) is a folder
-** never entered. Returns 0 when done, 1 when fn stopped it, -1 when root cannot
-** be read (errno). */
-int cli_walk(const char *root, int follow_symlinks, const char *skip_dir, cli_walk_fn fn,
-             void *ud, cli_walk_stats *st /* OUT */);
+typedef struct cli_walk_opts {
+    int follow_symlinks;
+    const char *skip_dir; /* a folder never entered (the database's own), or NULL */
+    /* With follow_symlinks: 1 when the link at path (a full path) leads to what the
+    ** library holds at its real path, so the link is not followed. NULL: follow all. */
+    int (*link_covered)(const char *path, void *ud);
+    void *link_ud;
+} cli_walk_opts;
+
+/* Walks root (a folder) as described in walk.c. Returns 0 when done, 1 when fn
+** stopped it, -1 when root cannot be read (errno). */
+int cli_walk(const char *root, const cli_walk_opts *o, cli_walk_fn fn, void *ud,
+             cli_walk_stats *st /* OUT */);
 /* 1 when the name has an image extension (case-insensitive). */
 int cli_image_ext(const char *name);
 /* The image format whose signature starts b ("jpeg", "png", ...), or NULL. */
@@ -221,13 +243,17 @@ const char *cli_image_magic(const unsigned char *b, size_t n);
 
 /* ---- ingest pipeline (pipeline.c) --------------------------------------------------- */
 
+/* One thing a run scans: a whole root, or a part of a folder root. */
 typedef struct cli_ingest_root {
     int64_t root_id;
-    const char *path;      /* absolute folder */
+    const char *path;      /* the root's absolute path (a folder, or a file root's file) */
+    int kind;              /* CDB_DB_ROOT_FOLDER | CDB_DB_ROOT_FILE */
+    int follow_symlinks;   /* the root's setting */
     const char *sub;       /* NULL: the whole root; else a folder or file inside it
                               (relative path): only that part is walked, and only
                               that part's deleted files are marked deleted */
     int sub_is_file;
+    int named;             /* the user named this one file: retried even if quarantined */
 } cli_ingest_root;
 
 typedef struct cli_ingest_summary {
@@ -238,9 +264,13 @@ typedef struct cli_ingest_summary {
     int64_t touched;        /* metadata updated, same content */
     int64_t deleted;        /* gone from disk, marked deleted */
     int64_t errors;         /* unusable images, recorded (see `clipdb errors`) */
+    int64_t retry;          /* transient failures, left pending for the next run */
     int64_t skipped;        /* not images */
-    int64_t walk_errors;    /* folders or entries that could not be read */
-    int64_t links_skipped, loops;
+    int64_t walk_errors;    /* folders or entries that could not be read, missing roots */
+    int64_t missing_roots;  /* roots whose path is gone (kept as they are) */
+    int64_t unreachable;    /* gone files whose place is not mounted (kept as they are) */
+    int64_t forgotten_roots;/* missing roots all of whose files were found elsewhere */
+    int64_t links_skipped, loops, links_covered;
     double seconds;
     int interrupted;
     /* Where the time went (ns, monotonic clock). Busy time per stage, summed over
@@ -258,6 +288,80 @@ typedef struct cli_ingest_summary {
 struct cdb_db;
 struct cdb_model;
 
+/* ---- reading photos (imagefile.c) -------------------------------------------------- */
+
+typedef enum cli_fail {
+    CLI_FAIL_NONE = 0,
+    CLI_FAIL_GONE,      /* not there any more (deleted or moved since the walk) */
+    CLI_FAIL_NOT_IMAGE, /* sniffed: no image signature */
+    CLI_FAIL_TRANSIENT, /* I/O, permission, memory: retry later */
+    CLI_FAIL_PERMANENT  /* the bytes cannot be used: quarantine until the file changes */
+} cli_fail;
+/* size, mtime, ctime, dev, ino of a stat into m. */
+void cli_stat_meta(const struct stat *st, cdb_db_file_meta *m);
+/* Reads the whole file at path: *buf (malloc'd, the caller frees) and meta's stat
+** fields and hash. sniff: the name is not an image's; the first bytes decide
+** (CLI_FAIL_NOT_IMAGE). On failure reason gets one line. */
+cli_fail cli_read_file(const char *path, int sniff, unsigned char **buf /* OUT */,
+                       cdb_db_file_meta *meta /* OUT */, char *reason, size_t reason_size);
+/* Decodes buf and preprocesses it into pixels (3 * pp->size^2); *width, *height: the
+** image's size after EXIF orientation. ns (may be NULL): += decode and preprocess
+** nanoseconds. */
+cli_fail cli_decode_pixels(const unsigned char *buf, size_t n, int apply_exif,
+                           const cdb_preprocess_params *pp, float *pixels /* OUT */,
+                           int32_t *width /* OUT */, int32_t *height /* OUT */, int64_t ns[2],
+                           char *reason, size_t reason_size);
+
+/* ---- the library: recorded roots (library.c) ----------------------------------------- */
+
+typedef struct cli_root {
+    int64_t id;
+    char *path;            /* heap */
+    int kind;              /* CDB_DB_ROOT_FOLDER | CDB_DB_ROOT_FILE */
+    int follow_symlinks;
+    uint64_t dev_recorded; /* st_dev at its last scan (0: unknown) */
+    uint64_t dev_now;      /* st_dev now (0: the path is not there) */
+    int present;           /* the path exists now, with the recorded kind */
+} cli_root;
+
+typedef struct cli_library {
+    cli_root *r;
+    int n;
+    char *db_dir; /* the database folder's real path: never part of the library */
+} cli_library;
+
+/* Reads the roots of db and stats each. Free with cli_library_free. */
+cdb_status cli_library_load(struct cdb_db *db, cli_library *lib /* OUT */);
+void cli_library_free(cli_library *lib);
+const cli_root *cli_library_root(const cli_library *lib, int64_t root_id); /* NULL: unknown */
+/* 1 when the real path of `path` (a symbolic link, say) is in the library at its own
+** path: inside a folder root, not under a hidden folder, not in the database folder;
+** or a file root. */
+int cli_library_covers(const cli_library *lib, const char *path);
+/* 1 when the file recorded at path (root root_id, st_dev file_dev, 0 = unknown) is
+** gone from a place that is still there: deleted, moved or renamed. 0 when it is
+** there, or when its place is not reachable: the nearest folder above it that
+** exists is on another device than the file was (a drive or share not mounted). */
+int cli_library_gone(const cli_library *lib, int64_t root_id, const char *path,
+                     uint64_t file_dev);
+/* Folds every root that lies inside a folder root into it (cdb_db_root_adopt; legacy
+** databases could record both), then reloads lib. *n_adopted (may be NULL). */
+cdb_status cli_library_normalize(struct cdb_db *db, int64_t model_id, cli_library *lib,
+                                 int *n_adopted /* OUT */);
+
+/* What `ingest PATH...` scans: each PATH (real, absolute; a folder or a regular
+** file) is the whole of a recorded root, a part of one, or a new root; a new folder
+** root adopts the roots inside it. follow: -1 keep the roots' setting, else record
+** it on every root named. Duplicates and PATHs inside another PATH are dropped.
+** *targets: heap array of n_targets, strings owned by it (cli_targets_free). */
+cdb_status cli_library_resolve(struct cdb_db *db, int64_t model_id, cli_library *lib,
+                               char *const *paths, const int *is_file, int n, int follow,
+                               cli_ingest_root **targets /* OUT */, int *n_targets /* OUT */);
+/* Every root, whole (reindex). */
+cdb_status cli_library_all(const cli_library *lib, cli_ingest_root **targets /* OUT */,
+                           int *n_targets /* OUT */);
+void cli_targets_free(cli_ingest_root *t, int n);
+
 /* ---- opening a database and its model (session.c) ------------------------------------ */
 
 /* Opens the database of --db/CLIPDB_DB/./clipdb as writer or reader (wait: wait for
@@ -269,17 +373,26 @@ int cli_open_db(const char *flag_db, int writer, int wait, struct cdb_db **out /
 int cli_db_model(struct cdb_db *db, const char *model_flag, int vision, int text, int device,
                  int register_it, struct cdb_model **out /* OUT */, int64_t *model_id /* OUT */,
                  int *is_default /* OUT */);
+/* Loads the registered model dm from the path recorded with it (or $CLIPDB_MODEL /
+** the bundled model when that has the same weights). quiet: print nothing when it
+** cannot be found. Returns a CLI_EXIT_*. */
+int cli_load_db_model(struct cdb_db *db, const cdb_db_model *dm, int vision, int text, int device,
+                      int quiet, struct cdb_model **out /* OUT */);
+/* A registered model named by number, name, weights hash (or 6+ leading hex
+** digits), or a model path (its weights hash). Prints errors; returns a CLI_EXIT_*. */
+int cli_find_db_model(struct cdb_db *db, const char *spec, cdb_db_model *out /* OUT */);
 /* Threads for models opened by cli_db_model (0: the encoder's default). A search
 ** of one short text runs fastest on one thread: no OpenMP team to wake. */
 void cli_set_model_threads(int n);
 /* The info JSON stored with a model at registration (path, name, hash, dims); free(). */
 char *cli_model_info_json(const char *path, const struct cdb_model *m);
-/* Runs the pipeline over roots with the writer handle db (opened on db_dir),
-** encoding with model (registered as model_id). Fills *sum. Returns CDB_OK also
-** when files failed (sum->errors) or on Ctrl-C (sum->interrupted); an error
-** (message in cdb_errmsg) only when the run itself failed. */
+/* Runs the pipeline over the targets with the writer handle db (opened on db_dir),
+** encoding with model (registered as model_id); lib: the database's roots (link
+** coverage, move sources). Fills *sum. Returns CDB_OK also when files failed
+** (sum->errors, sum->retry) or on Ctrl-C (sum->interrupted); an error (message in
+** cdb_errmsg) only when the run itself failed. */
 cdb_status cli_pipeline_run(struct cdb_db *db, const char *db_dir, struct cdb_model *model,
-                            int64_t model_id, int is_default_model,
+                            int64_t model_id, const cli_library *lib,
                             const cli_ingest_root *roots, int n_roots,
                             const cli_ingest_opts *o, cli_ingest_summary *sum /* OUT */);
 
@@ -311,6 +424,7 @@ typedef struct cli_index_result {
     int action;        /* 0 none (up to date), 1 added, 2 rebuilt */
     int64_t n_vectors; /* covered after */
     int64_t n_added;
+    int64_t n_removed; /* deleted or changed vectors taken out */
     double seconds;
     char why[256];
     cdb_index_info info;
@@ -329,6 +443,25 @@ cdb_status cli_index_build(struct cdb_db *db, int64_t model_id, int dim, int kin
 cdb_status cli_index_refresh(struct cdb_db *db, int64_t model_id, int dim, int force_rebuild,
                              cli_index_result *res /* OUT */);
 #endif
+
+/* ---- the deep check (deep.c) --------------------------------------------------------- */
+
+/* Fraction of the files `verify --deep` re-encodes by default. */
+#define CLI_DEEP_SAMPLE 0.05
+/* Re-reads every ok file and compares its bytes with the recorded hash, and
+** re-encodes a sample (the files whose id hashes below `sample`, the same sample
+** every time) with model m (the database's model_id), comparing the vector with the
+** stored one: equal within one fp16 ulp per element (the encoder is not batch-
+** invariant yet, so bit-equality cannot be asked). Problems are added to r
+** (CDB_DB_FILE_CHANGED, CDB_DB_VECTOR_MISMATCH, each naming the path);
+** informational counts go to *info (may be NULL). Files whose stat changed since
+** they were stored are stale, not problems (the next reindex updates them). */
+typedef struct cli_deep_info {
+    int64_t n_files, n_hashed, n_encoded, n_stale, n_gone, n_unreadable;
+    int64_t max_ulp; /* largest element difference among the re-encoded vectors */
+} cli_deep_info;
+cdb_status cli_deep_check(struct cdb_db *db, struct cdb_model *m, int64_t model_id,
+                          double sample, cdb_db_report *r, cli_deep_info *info /* OUT */);
 
 /* ---- search query language (query.c) ----------------------------------------------- */
 
@@ -396,6 +529,12 @@ int cli_cmd_stats(int argc, char **argv);
 int cli_cmd_verify(int argc, char **argv);
 int cli_cmd_errors(int argc, char **argv);
 int cli_cmd_export(int argc, char **argv);
+int cli_cmd_folders(int argc, char **argv);
+int cli_cmd_forget(int argc, char **argv);
+int cli_cmd_move(int argc, char **argv);
+/* `models` with a database: lists its vector sets, or (make_default) makes one the
+** default once its set is complete (cmd_admin.c). */
+int cli_models_db(const char *db_flag, const char *make_default, int json);
 int cli_cmd_demo(int argc, char **argv);
 
 /* Common prologue of every command: parses argv with spec, handles --help (prints

@@ -246,6 +246,7 @@ static int on_model_stats(const cdb_db_model *m, void *ud_) {
         cli_json_key(ud->j, "dim"); cli_json_int(ud->j, m->dim);
         cli_json_key(ud->j, "default"); cli_json_bool(ud->j, m->is_default);
         cli_json_key(ud->j, "vectors"); cli_json_int(ud->j, c.n_vectors);
+        cli_json_key(ud->j, "files_without_vector"); cli_json_int(ud->j, c.n_missing);
 #if CDB_CLI_HAVE_INDEX
         {
             char path[4096];
@@ -269,6 +270,8 @@ static int on_model_stats(const cdb_db_model *m, void *ud_) {
     } else {
         printf("  %s %s (%d dims): %s vectors", m->is_default ? "*" : " ", m->name, m->dim,
                cli_fmt_count(c.n_vectors, b, sizeof b));
+        if (c.n_missing) /* 'clipdb reindex' completes the set */
+            printf(" (%s files without one)", cli_fmt_count(c.n_missing, b, sizeof b));
 #if CDB_CLI_HAVE_INDEX
         {
             char path[4096], b2[32];
@@ -290,6 +293,59 @@ static int on_model_stats(const cdb_db_model *m, void *ud_) {
     return 0;
 }
 #endif
+
+int cli_models_db(const char *db_flag, const char *make_default, int json) {
+    cdb_db *db = NULL;
+    cdb_db_model dm;
+    cdb_db_counts c;
+    cdb_status st;
+    int rc;
+    if ((rc = cli_open_db(db_flag, make_default != NULL, 0, &db)) != CLI_EXIT_OK) return rc;
+    if (make_default) {
+        char b[32];
+        if ((rc = cli_find_db_model(db, make_default, &dm)) != CLI_EXIT_OK) goto done;
+        memset(&c, 0, sizeof c);
+        if ((st = cdb_db_get_counts(db, dm.id, &c)) != CDB_OK) {
+            rc = cli_error_status(st, "cannot count the vectors of '%s'", dm.name);
+            goto done;
+        }
+        /* the default answers every search: it must know every photo */
+        if (c.n_missing) {
+            rc = cli_error(NULL, "model '%s' has no vector yet for %s of the %s files", dm.name,
+                           cli_fmt_count(c.n_missing, b, sizeof b),
+                           cli_fmt_count(c.files[CDB_DB_OK], b, sizeof b));
+            cli_hint("run 'clipdb reindex --model %s' to complete its set first", make_default);
+            goto done;
+        }
+        if ((st = cdb_db_model_set_default(db, dm.id)) != CDB_OK) {
+            rc = cli_error_status(st, "cannot make '%s' the default", dm.name);
+            goto done;
+        }
+        if (!cli_quiet()) printf("The default model is now %s (%d dims)\n", dm.name, dm.dim);
+        rc = CLI_EXIT_OK;
+        goto done;
+    }
+    if (json) {
+        cli_json j;
+        stats_ud ud = {db, &j, 1};
+        cli_json_init(&j, stdout, 1);
+        cli_json_begin_object(&j);
+        cli_json_key(&j, "models");
+        cli_json_begin_array(&j);
+        st = cdb_db_models_foreach(db, on_model_stats, &ud);
+        cli_json_end_array(&j);
+        cli_json_end_object(&j);
+        cli_json_done(&j);
+    } else {
+        stats_ud ud = {db, NULL, 0};
+        printf("models of %s (* = default):\n", cdb_db_dir(db));
+        st = cdb_db_models_foreach(db, on_model_stats, &ud);
+    }
+    rc = st == CDB_OK ? CLI_EXIT_OK : cli_error_status(st, "cannot list the models");
+done:
+    cdb_db_close(db);
+    return rc;
+}
 
 /* stats, verify, errors: --db, --json, no positionals. */
 static int simple_args(const char *cmd, cli_args *a, const cli_optspec *spec, int argc,
@@ -335,8 +391,10 @@ int cli_cmd_stats(int argc, char **argv) {
                 cli_json_key(&j, cdb_db_file_state_str((cdb_db_file_state)s));
                 cli_json_int(&j, c.files[s]);
             }
+            cli_json_key(&j, "to_retry"); cli_json_int(&j, c.n_retry);
             cli_json_end_object(&j);
             cli_json_key(&j, "roots"); cli_json_int(&j, c.n_roots);
+            cli_json_key(&j, "walk_problems"); cli_json_int(&j, c.n_walk_problems);
             cli_json_key(&j, "shards"); cli_json_int(&j, c.n_shards);
             cli_json_key(&j, "generation"); cli_json_int(&j, c.generation);
             cli_json_key(&j, "disk_bytes"); cli_json_int(&j, disk);
@@ -350,12 +408,17 @@ int cli_cmd_stats(int argc, char **argv) {
             char b[6][32];
             stats_ud ud = {db, NULL, 0};
             printf("database:  %s\n", cdb_db_dir(db));
-            printf("files:     %s ok, %s pending, %s errors, %s deleted\n",
+            printf("files:     %s ok, %s pending, %s errors, %s deleted",
                    cli_fmt_count(c.files[CDB_DB_OK], b[0], 32),
                    cli_fmt_count(c.files[CDB_DB_PENDING], b[1], 32),
                    cli_fmt_count(c.files[CDB_DB_ERROR], b[2], 32),
                    cli_fmt_count(c.files[CDB_DB_DELETED], b[3], 32));
-            printf("folders:   %s\n", cli_fmt_count(c.n_roots, b[4], 32));
+            if (c.n_retry)
+                printf(" (%s to retry)", cli_fmt_count(c.n_retry, b[0], 32));
+            printf("\nfolders:   %s", cli_fmt_count(c.n_roots, b[4], 32));
+            if (c.n_walk_problems)
+                printf(" (%s problems: 'clipdb errors')", cli_fmt_count(c.n_walk_problems, b[0], 32));
+            printf("\n");
             printf("shards:    %s\n", cli_fmt_count(c.n_shards, b[5], 32));
             printf("disk:      %s\n", cli_fmt_bytes(disk, b[0], 32));
             printf("models:    (* = default)\n");
@@ -384,6 +447,8 @@ static const char *problem_name(int kind) {
     case CDB_DB_VECTOR_BAD: return "vector-bad";
     case CDB_DB_VECTOR_ORPHAN: return "vector-orphan";
     case CDB_DB_FILE_NO_VECTOR: return "file-without-vector";
+    case CDB_DB_FILE_CHANGED: return "file-changed";
+    case CDB_DB_VECTOR_MISMATCH: return "vector-mismatch";
     default: return "problem";
     }
 }
@@ -392,21 +457,38 @@ static const char *problem_name(int kind) {
 int cli_cmd_verify(int argc, char **argv) {
     static const cli_optspec spec[] = {{"db", 0, CLI_VALUE},     {"json", 0, CLI_FLAG},
                                        {"quiet", 'q', CLI_FLAG}, {"help", 'h', CLI_FLAG},
+                                       {"deep", 0, CLI_FLAG},    {"sample", 0, CLI_VALUE},
                                        {0}};
     cli_args a;
     int rc;
+    double sample = CLI_DEEP_SAMPLE;
     if (!simple_args("verify", &a, spec, argc, argv, &rc)) goto done;
-#if CDB_CLI_HAVE_DB
+    if (cli_get_double(&a, "sample", CLI_DEEP_SAMPLE, 0, 1, &sample)) {
+        rc = cli_usage_error("verify", "%s", a.err);
+        goto done;
+    }
+    if (cli_get(&a, "sample") && !cli_has(&a, "deep")) {
+        rc = cli_usage_error("verify", "--sample goes with --deep");
+        goto done;
+    }
     {
         cdb_db *db = NULL;
+        cdb_model *m = NULL;
+        int64_t model_id = 0;
         cdb_db_report *r = NULL;
         cdb_status st;
-        int json = cli_has(&a, "json") > 0;
+        int json = cli_has(&a, "json") > 0, deep = cli_has(&a, "deep") > 0;
+        cli_deep_info di;
         int64_t idx_problems = 0;
         char idx_msg[8][256];
         int n_idx_msg = 0;
+        memset(&di, 0, sizeof di);
         if ((rc = cli_open_db(cli_get(&a, "db"), 0, 0, &db)) != CLI_EXIT_OK) goto v_done;
-        if ((st = cdb_db_verify(db, &r)) != CDB_OK) {
+        if (deep && (rc = cli_db_model(db, NULL, 1, 0, CDB_DEVICE_CPU, 0, &m, &model_id, NULL)) !=
+                        CLI_EXIT_OK)
+            goto v_done;
+        if ((st = cdb_db_verify(db, &r)) != CDB_OK ||
+            (deep && (st = cli_deep_check(db, m, model_id, sample, r, &di)) != CDB_OK)) {
             rc = cli_error_status(st, "cannot verify the database");
             goto v_done;
         }
@@ -478,6 +560,19 @@ int cli_cmd_verify(int argc, char **argv) {
             cli_json_key(&j, "vectors_lost"); cli_json_int(&j, n_lost);
             cli_json_key(&j, "files_lost"); cli_json_int(&j, n_lost_files);
             cli_json_key(&j, "problems_listed_all"); cli_json_bool(&j, r->n_problems == r->n_listed);
+            if (deep) {
+                cli_json_key(&j, "deep");
+                cli_json_begin_object(&j);
+                cli_json_key(&j, "files"); cli_json_int(&j, di.n_files);
+                cli_json_key(&j, "rehashed"); cli_json_int(&j, di.n_hashed);
+                cli_json_key(&j, "reencoded"); cli_json_int(&j, di.n_encoded);
+                cli_json_key(&j, "stale"); cli_json_int(&j, di.n_stale);
+                cli_json_key(&j, "gone"); cli_json_int(&j, di.n_gone);
+                cli_json_key(&j, "unreadable"); cli_json_int(&j, di.n_unreadable);
+                cli_json_key(&j, "max_ulp"); cli_json_int(&j, di.max_ulp);
+                cli_json_key(&j, "sample"); cli_json_num(&j, sample, 4);
+                cli_json_end_object(&j);
+            }
             cli_json_key(&j, "problems");
             cli_json_begin_array(&j);
             for (int i = 0; i < r->n_listed; i++) {
@@ -510,6 +605,20 @@ int cli_cmd_verify(int argc, char **argv) {
                 printf("lost: %s%lld vector%s of %lld file%s (in missing or damaged shards)\n",
                        r->n_problems > r->n_listed ? "at least " : "", (long long)n_lost,
                        n_lost == 1 ? "" : "s", (long long)n_lost_files, n_lost_files == 1 ? "" : "s");
+            if (deep && !cli_quiet()) {
+                char b3[32], b4[32];
+                printf("deep: %s files re-read and hashed, %s re-encoded (largest difference %lld "
+                       "fp16 ulp)",
+                       cli_fmt_count(di.n_hashed, b1, sizeof b1),
+                       cli_fmt_count(di.n_encoded, b2, sizeof b2), (long long)di.max_ulp);
+                if (di.n_stale || di.n_gone || di.n_unreadable)
+                    printf("; not checked: %s changed since the last scan, %s gone, %s unreadable "
+                           "(the next reindex updates them)",
+                           cli_fmt_count(di.n_stale, b3, sizeof b3),
+                           cli_fmt_count(di.n_gone, b4, sizeof b4),
+                           cli_fmt_count(di.n_unreadable, b1, sizeof b1));
+                printf("\n");
+            }
             if (r->n_problems + idx_problems == 0 && !cli_quiet())
                 printf("ok: %s files, %s vectors checked, no problems\n",
                        cli_fmt_count(r->n_files_ok, b1, sizeof b1),
@@ -525,11 +634,9 @@ int cli_cmd_verify(int argc, char **argv) {
         }
     v_done:
         cdb_db_report_free(r);
+        cdb_model_close(m);
         cdb_db_close(db);
     }
-#else
-    rc = cli_not_available("verify", NO_DB);
-#endif
 done:
     cli_args_free(&a);
     return rc;
@@ -537,47 +644,64 @@ done:
 
 /* ---- errors ------------------------------------------------------------------------ */
 
-#if CDB_CLI_HAVE_DB
+/* What `errors` lists, in this order: files that cannot be used (kind "error",
+** quarantined until they change), files that failed for a passing reason (kind
+** "retry": the next run tries them again), and what the walks could not read
+** (kind "walk": unreadable folders, broken links, missing folders). */
 typedef struct errors_ud {
-    cdb_db *db;
+    cli_library lib;
     cli_json *j;
     int json, nul;
     int64_t n;
-    int64_t last_root;
-    char *root;
+    const char *kind;
 } errors_ud;
+
+static void error_line(errors_ud *ud, int64_t id, const char *path, const char *reason,
+                       int64_t size) {
+    if (ud->json) {
+        cli_json_begin_object(ud->j);
+        cli_json_key(ud->j, "kind"); cli_json_str(ud->j, ud->kind);
+        if (id) {
+            cli_json_key(ud->j, "id");
+            cli_json_int(ud->j, id);
+        }
+        cli_json_path(ud->j, "path", path);
+        cli_json_key(ud->j, "reason"); cli_json_str(ud->j, reason);
+        if (id) {
+            cli_json_key(ud->j, "size");
+            cli_json_int(ud->j, size);
+        }
+        cli_json_end_object(ud->j);
+    } else {
+        printf("%s\t%s%s%c", path, strcmp(ud->kind, "retry") ? "" : "will retry: ", reason,
+               ud->nul ? '\0' : '\n');
+    }
+    ud->n++;
+}
+
+static char *root_join(const errors_ud *ud, int64_t root_id, const char *relpath) {
+    const cli_root *r = cli_library_root(&ud->lib, root_id);
+    return cdb_db_path_join(r ? r->path : "?", relpath);
+}
 
 static int on_error_file(const cdb_db_file *f, void *ud_) {
     errors_ud *ud = ud_;
     char *full;
-    size_t rl, pl;
-    if (f->root_id != ud->last_root) {
-        cdb_free(ud->root);
-        ud->root = NULL;
-        if (cdb_db_root_get(ud->db, f->root_id, &ud->root) != CDB_OK) ud->root = NULL;
-        ud->last_root = f->root_id;
-    }
-    rl = ud->root ? strlen(ud->root) : 0;
-    pl = strlen(f->relpath);
-    if (!(full = malloc(rl + pl + 2))) return 1;
-    memcpy(full, ud->root ? ud->root : "", rl);
-    full[rl] = '/';
-    memcpy(full + rl + 1, f->relpath, pl + 1);
-    if (ud->json) {
-        cli_json_begin_object(ud->j);
-        cli_json_key(ud->j, "id"); cli_json_int(ud->j, f->id);
-        cli_json_path(ud->j, "path", full);
-        cli_json_key(ud->j, "reason"); cli_json_str(ud->j, f->error ? f->error : "");
-        cli_json_key(ud->j, "size"); cli_json_int(ud->j, f->meta.size);
-        cli_json_end_object(ud->j);
-    } else {
-        printf("%s\t%s%c", full, f->error ? f->error : "", ud->nul ? '\0' : '\n');
-    }
+    if (f->state == CDB_DB_PENDING && !f->error) return 0; /* work of an interrupted run */
+    if (!(full = root_join(ud, f->root_id, f->relpath))) return 1;
+    error_line(ud, f->id, full, f->error ? f->error : "", f->meta.size);
     free(full);
-    ud->n++;
     return 0;
 }
-#endif
+
+static int on_walk_problem(const cdb_db_walk_problem *p, void *ud_) {
+    errors_ud *ud = ud_;
+    char *full = root_join(ud, p->root_id, p->relpath);
+    if (!full) return 1;
+    error_line(ud, 0, full, p->reason, 0);
+    free(full);
+    return 0;
+}
 
 int cli_cmd_errors(int argc, char **argv) {
     static const cli_optspec spec[] = {{"db", 0, CLI_VALUE},    {"json", 0, CLI_FLAG},
@@ -585,44 +709,44 @@ int cli_cmd_errors(int argc, char **argv) {
                                        {0}};
     cli_args a;
     int rc;
+    cdb_db *db = NULL;
+    cdb_status st;
+    cli_json j;
+    errors_ud ud;
+    memset(&ud, 0, sizeof ud);
     if (!simple_args("errors", &a, spec, argc, argv, &rc)) goto done;
-#if CDB_CLI_HAVE_DB
-    {
-        cdb_db *db = NULL;
-        cdb_status st;
-        cli_json j;
-        errors_ud ud;
-        memset(&ud, 0, sizeof ud);
-        ud.json = cli_has(&a, "json") > 0;
-        ud.nul = cli_has(&a, "null") > 0;
-        ud.j = &j;
-        ud.last_root = -1;
-        if ((rc = cli_open_db(cli_get(&a, "db"), 0, 0, &db)) != CLI_EXIT_OK) goto e_done;
-        ud.db = db;
-        if (ud.json) {
-            cli_json_init(&j, stdout, 1);
-            cli_json_begin_object(&j);
-            cli_json_key(&j, "errors");
-            cli_json_begin_array(&j);
-        }
-        st = cdb_db_files_foreach(db, 0, CDB_DB_MASK_ERROR, on_error_file, &ud);
-        if (ud.json) {
-            cli_json_end_array(&j);
-            cli_json_key(&j, "count");
-            cli_json_int(&j, ud.n);
-            cli_json_end_object(&j);
-            cli_json_done(&j);
-        }
-        fflush(stdout);
-        rc = st == CDB_OK ? CLI_EXIT_OK : cli_error_status(st, "cannot list the errors");
-    e_done:
-        cdb_free(ud.root);
-        cdb_db_close(db);
+    ud.json = cli_has(&a, "json") > 0;
+    ud.nul = cli_has(&a, "null") > 0;
+    ud.j = &j;
+    if ((rc = cli_open_db(cli_get(&a, "db"), 0, 0, &db)) != CLI_EXIT_OK) goto done;
+    if ((st = cli_library_load(db, &ud.lib)) != CDB_OK) {
+        rc = cli_error_status(st, "cannot list the errors");
+        goto done;
     }
-#else
-    rc = cli_not_available("errors", NO_DB);
-#endif
+    if (ud.json) {
+        cli_json_init(&j, stdout, 1);
+        cli_json_begin_object(&j);
+        cli_json_key(&j, "errors");
+        cli_json_begin_array(&j);
+    }
+    ud.kind = "error";
+    st = cdb_db_files_foreach(db, 0, CDB_DB_MASK_ERROR, on_error_file, &ud);
+    ud.kind = "retry";
+    if (st == CDB_OK) st = cdb_db_files_foreach(db, 0, CDB_DB_MASK_PENDING, on_error_file, &ud);
+    ud.kind = "walk";
+    if (st == CDB_OK) st = cdb_db_walk_problems_foreach(db, 0, on_walk_problem, &ud);
+    if (ud.json) {
+        cli_json_end_array(&j);
+        cli_json_key(&j, "count");
+        cli_json_int(&j, ud.n);
+        cli_json_end_object(&j);
+        cli_json_done(&j);
+    }
+    fflush(stdout);
+    rc = st == CDB_OK ? CLI_EXIT_OK : cli_error_status(st, "cannot list the errors");
 done:
+    cli_library_free(&ud.lib);
+    cdb_db_close(db);
     cli_args_free(&a);
     return rc;
 }

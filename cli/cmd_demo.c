@@ -81,6 +81,7 @@ int cli_cmd_demo(int argc, char **argv) {
         char *info = NULL;
         cli_ingest_opts o;
         cli_ingest_root root;
+        cli_library lib = {0};
         cli_ingest_summary sum;
         cli_index_result ires;
         int n_q = (int)(sizeof g_demo_queries / sizeof g_demo_queries[0]);
@@ -158,20 +159,22 @@ int cli_cmd_demo(int argc, char **argv) {
         o.batch = 32;
         o.threads = threads ? (int)threads : cdb_default_threads();
         o.device = device;
-        root.path = photos;
-        root.sub = NULL;
-        root.sub_is_file = 0;
+        o.follow_symlinks = -1;
         {
             char abs[PATH_MAX];
             if (realpath(photos, abs)) snprintf(photos, sizeof photos, "%s", abs);
         }
-        if ((st = cdb_db_root_add(db, photos, &root.root_id)) != CDB_OK) {
+        memset(&root, 0, sizeof root);
+        root.path = photos;
+        root.kind = CDB_DB_ROOT_FOLDER;
+        if ((st = cdb_db_root_add(db, photos, &root.root_id)) != CDB_OK ||
+            (st = cli_library_load(db, &lib)) != CDB_OK) {
             rc = cli_error_status(st, "cannot record the folder");
             goto d_done;
         }
         printf("3. Ingesting\n");
         fflush(stdout);
-        st = cli_pipeline_run(db, dbdir, m, model_id, 1, &root, 1, &o, &sum);
+        st = cli_pipeline_run(db, dbdir, m, model_id, &lib, &root, 1, &o, &sum);
         if (st != CDB_OK) {
             rc = cli_error_status(st, "ingest failed");
             goto d_done;
@@ -245,6 +248,7 @@ int cli_cmd_demo(int argc, char **argv) {
                "  clipdb search --db %s \"a red star\"\n", dir, dbdir);
         rc = CLI_EXIT_OK;
     d_done:
+        cli_library_free(&lib);
         free(q);
         free(hits);
         free(info);

@@ -57,8 +57,10 @@ static cdb_model *open_model(const char *flag, int load_vision, int load_text,
 /* ---- models ------------------------------------------------------------------------- */
 
 int cli_cmd_models(int argc, char **argv) {
-    static const cli_optspec spec[] = {
-        {"model", 0, CLI_VALUE}, {"json", 0, CLI_FLAG}, {"help", 'h', CLI_FLAG}, {0}};
+    static const cli_optspec spec[] = {{"model", 0, CLI_VALUE}, {"json", 0, CLI_FLAG},
+                                       {"help", 'h', CLI_FLAG},  {"db", 0, CLI_VALUE},
+                                       {"default", 0, CLI_VALUE}, {"quiet", 'q', CLI_FLAG},
+                                       {0}};
     cli_args a;
     int rc = CLI_EXIT_FAIL;
     cdb_model *m = NULL;
@@ -66,6 +68,15 @@ int cli_cmd_models(int argc, char **argv) {
     if (!cli_begin("models", &a, spec, argc, argv, &rc)) goto done;
     if (a.n_pos) {
         rc = cli_usage_error("models", "unexpected argument '%s'", a.pos[0]);
+        goto done;
+    }
+    if (cli_get(&a, "db") || cli_get(&a, "default")) { /* a database's vector sets */
+        if (cli_get(&a, "model")) {
+            rc = cli_usage_error("models", "--model describes a model file; with --db or "
+                                           "--default, name the model in --default");
+            goto done;
+        }
+        rc = cli_models_db(cli_get(&a, "db"), cli_get(&a, "default"), cli_has(&a, "json") > 0);
         goto done;
     }
     if (!CDB_CLI_HAVE_ENCODER) {

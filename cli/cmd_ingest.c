@@ -1,14 +1,17 @@
 /*
 ** cmd_ingest.c: the commands that write to a database: `init` (create one bound
-** to a model), `ingest PATH...` and `reindex` (the nightly job). Both ingest and
-** reindex run the pipeline of pipeline.c; this file parses options, opens the
-** database and the model, records the run, and prints the summary (stdout; the
-** live progress line is on stderr).
+** to a model), `ingest PATH...` and `reindex` (the nightly job). Both turn their
+** folders into scan targets (library.c) and run the pipeline of pipeline.c once per
+** vector set: the default model's pass first (it also records deletions and moves),
+** then one pass for every other model the database holds, so each set stays
+** complete. This file parses options, opens the database and the models, records
+** the run, and prints the summary (stdout; the live progress line is on stderr).
 **
-** Exit codes: 0 everything processed, 3 some files failed (recorded as errors),
-** 1 the run failed (a full disk included: its own message and hint), 130
-** interrupted (what was committed stays). `reindex --repair` first turns what
-** cdb_db_verify finds into pending work (cdb_db_repair) that the rescan redoes.
+** Exit codes: 0 everything processed, 3 partial (some files failed or are to be
+** retried, a folder is missing or unreadable, a model's weights are missing), 1 the
+** run failed (a full disk included: its own message and hint), 130 interrupted
+** (what was committed stays). `reindex --repair` first turns what cdb_db_verify and
+** the deep check find into pending work (cdb_db_repair) that the rescan redoes.
 */
 #include <errno.h>
 #include <stdarg.h>
@@ -20,16 +23,7 @@
 #include <sys/stat.h>
 
 #include "cli/cli.h"
-
-#if CDB_CLI_HAVE_DB
-#include "db/db.h"
-#endif
-#if CDB_CLI_HAVE_ENCODER
-#include "encoder/encoder.h"
-#endif
-
-#define NO_DB "the database module (db/) is not linked into this build"
-#define NO_ENCODER "the encoder module is not linked into this build"
+#include "index/index.h"
 
 /* A run that failed because the disk is full. The pipeline reports its fatal
 ** errors as CDB_ERROR with the cause in the message (SQLite's SQLITE_FULL text,
@@ -45,7 +39,6 @@ static int disk_full(cdb_status rc) {
     "free space on the disk that holds the database, then run the same command again: " \
     "what was committed is kept, the rest is redone"
 
-#if CDB_CLI_HAVE_DB && CDB_CLI_HAVE_ENCODER
 /* cli_error_status for the database steps of init/ingest/reindex: a full disk gets
 ** its own wording and a hint (the exit code stays 1). */
 static int ingest_error(cdb_status st, const char *fmt, ...) CDB_PRINTF(2, 3);
@@ -61,7 +54,6 @@ static int ingest_error(cdb_status st, const char *fmt, ...) {
     cli_hint(FREE_SPACE_HINT);
     return CLI_EXIT_FAIL;
 }
-#endif
 
 
 int cli_cmd_init(int argc, char **argv) {
@@ -76,7 +68,6 @@ int cli_cmd_init(int argc, char **argv) {
                              a.pos[0]);
         goto done;
     }
-#if CDB_CLI_HAVE_DB && CDB_CLI_HAVE_ENCODER
     {
         const char *src, *msrc;
         const char *dir = cli_db_path(cli_get(&a, "db"), &src);
@@ -129,9 +120,6 @@ int cli_cmd_init(int argc, char **argv) {
         cdb_db_close(db);
         cdb_model_close(m);
     }
-#else
-    rc = cli_not_available("init", CDB_CLI_HAVE_DB ? NO_ENCODER : NO_DB);
-#endif
 done:
     cli_args_free(&a);
     return rc;
@@ -152,21 +140,190 @@ static int parse_run_opts(const char *cmd, cli_args *a, cli_ingest_opts *o) {
         return cli_usage_error(cmd, "bad device '%s' (expected auto, cpu or cuda)", dev_text);
     o->wait = cli_has(a, "wait") > 0;
     o->json = cli_has(a, "json") > 0;
+    o->follow_symlinks = -1;
     o->label = cmd;
     return CLI_EXIT_OK;
 }
 
+/* ---- a run: one pass per vector set ------------------------------------------------- */
+
+/* One vector set of a run: its model and what its pass did. sets[0] is the first
+** pass (deletions, moves, the roots' bookkeeping); the others only encode what their
+** set lacks. */
+typedef struct run_set {
+    cdb_db_model dm;
+    cdb_model *m;         /* NULL: its weights could not be found (the set is skipped) */
+    cli_ingest_summary sum;
+    cdb_status rc;
+    int ran;
+} run_set;
+
+typedef struct run_plan {
+    run_set *s;
+    int n, cap;
+} run_plan;
+
+static void plan_free(run_plan *p) {
+    for (int i = 0; i < p->n; i++) cdb_model_close(p->s[i].m);
+    free(p->s);
+    memset(p, 0, sizeof *p);
+}
+
+static int plan_has(const run_plan *p, int64_t id) {
+    for (int i = 0; i < p->n; i++)
+        if (p->s[i].dm.id == id) return 1;
+    return 0;
+}
+
+/* Adds a set (m already loaded, or NULL: loaded here from its recorded path). */
+static int plan_add(run_plan *p, cdb_db *db, const cdb_db_model *dm, cdb_model *m, int device) {
+    if (plan_has(p, dm->id)) {
+        cdb_model_close(m);
+        return CLI_EXIT_OK;
+    }
+    if (p->n == p->cap) {
+        int nc = p->cap ? p->cap * 2 : 4;
+        run_set *s = realloc(p->s, sizeof *s * (size_t)nc);
+        if (!s) {
+            cdb_model_close(m);
+            return cli_error("out of memory", "cannot plan the run");
+        }
+        p->s = s;
+        p->cap = nc;
+    }
+    run_set *s = &p->s[p->n++];
+    memset(s, 0, sizeof *s);
+    s->dm = *dm;
+    s->m = m;
+    if (!s->m && cli_load_db_model(db, dm, 1, 0, device, 1, &s->m) != CLI_EXIT_OK) s->m = NULL;
+    return CLI_EXIT_OK;
+}
+
+typedef struct models_ud {
+    run_plan *p;
+    cdb_db *db;
+    int device, rc;
+} models_ud;
+
+static int add_other_model(const cdb_db_model *m, void *ud_) {
+    models_ud *ud = ud_;
+    if (!plan_has(ud->p, m->id)) ud->rc = plan_add(ud->p, ud->db, m, NULL, ud->device);
+    return ud->rc != CLI_EXIT_OK;
+}
+
+/* Every registered model after the ones already planned: each vector set current. */
+static int plan_add_all(run_plan *p, cdb_db *db, int device) {
+    models_ud ud = {p, db, device, CLI_EXIT_OK};
+    cdb_status st = cdb_db_models_foreach(db, add_other_model, &ud);
+    if (st != CDB_OK) return cli_error_status(st, "cannot list the database's models");
+    return ud.rc;
+}
+
+static void summary_json(char *js, size_t size, const cli_ingest_summary *s) {
+    snprintf(js, size,
+             "{\"found\":%lld,\"added\":%lld,\"changed\":%lld,\"moved\":%lld,\"touched\":%lld,"
+             "\"deleted\":%lld,\"errors\":%lld,\"retry\":%lld,\"unchanged\":%lld,"
+             "\"not_images\":%lld,\"walk_errors\":%lld,\"seconds\":%.3f}",
+             (long long)s->found, (long long)s->added, (long long)s->changed, (long long)s->moved,
+             (long long)s->touched, (long long)s->deleted, (long long)s->errors,
+             (long long)s->retry, (long long)s->unchanged, (long long)s->skipped,
+             (long long)s->walk_errors, s->seconds);
+}
+
+static int set_partial(const run_set *s) {
+    return !s->m || s->sum.errors || s->sum.retry || s->sum.walk_errors;
+}
+
+/* Runs every set's pass, recorded as one run. Returns the first failure (the sets
+** after it do not run). */
+static cdb_status run_passes(const char *kind, cdb_db *db, const cli_library *lib,
+                             const cli_ingest_root *t, int nt, run_plan *p,
+                             const cli_ingest_opts *o0) {
+    int64_t run_id = 0;
+    char js[600], why[1024] = "";
+    cdb_status rc = CDB_OK;
+    int partial = 0;
+    cdb_db_run_begin(db, kind, &run_id);
+    for (int i = 0; i < p->n && rc == CDB_OK && !cli_interrupted(); i++) {
+        run_set *s = &p->s[i];
+        cli_ingest_opts o = *o0;
+        if (!s->m) {
+            cli_warn("cannot find the weights of model '%s' (%.12s...): its vectors are not "
+                     "brought up to date", s->dm.name, s->dm.weights_hash);
+            continue;
+        }
+        o.secondary = i > 0;
+        rc = s->rc = cli_pipeline_run(db, cdb_db_dir(db), s->m, s->dm.id, lib, t, nt, &o, &s->sum);
+        s->ran = 1;
+    }
+    for (int i = 0; i < p->n; i++) partial |= set_partial(&p->s[i]);
+    summary_json(js, sizeof js, &p->s[0].sum);
+    if (rc != CDB_OK) /* recording the run must not overwrite why it failed */
+        snprintf(why, sizeof why, "%s", cdb_errmsg());
+    if (run_id)
+        cdb_db_run_finish(db, run_id,
+                          rc != CDB_OK         ? "failed"
+                          : cli_interrupted()  ? "interrupted"
+                          : partial            ? "partial"
+                                               : "ok",
+                          js);
+    if (rc != CDB_OK) cdb_seterr(rc, "%s", why);
+    return rc;
+}
+
+/* ---- the summary ---------------------------------------------------------------------- */
+
+static void summary_line(const char *label, const cli_ingest_summary *s) {
+    char b[9][32], dur[32], retry[64] = "";
+    double rate = s->seconds > 0 ? (double)(s->found) / s->seconds : 0;
+    if (s->retry)
+        snprintf(retry, sizeof retry, ", %s to retry", cli_fmt_count(s->retry, b[8], 32));
+    printf("%s: %s files: %s added, %s changed, %s moved, %s deleted, %s errors%s, "
+           "%s unchanged, %s not images (%s, %.1f files/s)%s\n",
+           label, cli_fmt_count(s->found, b[0], 32), cli_fmt_count(s->added, b[1], 32),
+           cli_fmt_count(s->changed, b[2], 32), cli_fmt_count(s->moved, b[3], 32),
+           cli_fmt_count(s->deleted, b[4], 32), cli_fmt_count(s->errors, b[5], 32), retry,
+           cli_fmt_count(s->unchanged + s->touched, b[6], 32), cli_fmt_count(s->skipped, b[7], 32),
+           cli_fmt_duration(s->seconds, dur, sizeof dur), rate,
+           s->interrupted ? " [interrupted]" : "");
+}
+
+static void summary_fields(cli_json *j, const cli_ingest_summary *s) {
+    cli_json_key(j, "found"); cli_json_int(j, s->found);
+    cli_json_key(j, "added"); cli_json_int(j, s->added);
+    cli_json_key(j, "changed"); cli_json_int(j, s->changed);
+    cli_json_key(j, "moved"); cli_json_int(j, s->moved);
+    cli_json_key(j, "touched"); cli_json_int(j, s->touched);
+    cli_json_key(j, "deleted"); cli_json_int(j, s->deleted);
+    cli_json_key(j, "unchanged"); cli_json_int(j, s->unchanged);
+    cli_json_key(j, "errors"); cli_json_int(j, s->errors);
+    cli_json_key(j, "retry"); cli_json_int(j, s->retry);
+    cli_json_key(j, "not_images"); cli_json_int(j, s->skipped);
+    cli_json_key(j, "walk_errors"); cli_json_int(j, s->walk_errors);
+    cli_json_key(j, "missing_folders"); cli_json_int(j, s->missing_roots);
+    cli_json_key(j, "symlinks_skipped"); cli_json_int(j, s->links_skipped);
+    cli_json_key(j, "seconds"); cli_json_num(j, s->seconds, 3);
+}
+
 /* The summary (stdout) and the exit code of a run. */
-static int report(const char *cmd, const cli_ingest_summary *s, cdb_status rc, int json,
+static int report(const char *cmd, const run_plan *p, cdb_status rc, int json,
                   const char *index_note, const char *repair_note) {
+    const cli_ingest_summary *s = &p->s[0].sum;
+    int partial = 0;
+    for (int i = 0; i < p->n; i++) partial |= set_partial(&p->s[i]);
     int code = rc != CDB_OK        ? CLI_EXIT_FAIL
-               : s->interrupted    ? CLI_EXIT_INTERRUPTED
-               : (s->errors || s->walk_errors) ? CLI_EXIT_PARTIAL
+               : cli_interrupted() ? CLI_EXIT_INTERRUPTED
+               : partial           ? CLI_EXIT_PARTIAL
                                    : CLI_EXIT_OK;
     const char *status = code == CLI_EXIT_OK        ? "ok"
                          : code == CLI_EXIT_PARTIAL ? "partial"
                          : code == CLI_EXIT_INTERRUPTED ? "interrupted"
                                                     : "failed";
+    int64_t errors = 0, retry = 0;
+    for (int i = 0; i < p->n; i++) {
+        errors += p->s[i].sum.errors;
+        retry += p->s[i].sum.retry;
+    }
     if (json) {
         cli_json j;
         cli_json_init(&j, stdout, 1);
@@ -174,19 +331,20 @@ static int report(const char *cmd, const cli_ingest_summary *s, cdb_status rc, i
         cli_json_key(&j, "command"); cli_json_str(&j, cmd);
         cli_json_key(&j, "status"); cli_json_str(&j, status);
         cli_json_key(&j, "exit_code"); cli_json_int(&j, code);
-        cli_json_key(&j, "found"); cli_json_int(&j, s->found);
-        cli_json_key(&j, "added"); cli_json_int(&j, s->added);
-        cli_json_key(&j, "changed"); cli_json_int(&j, s->changed);
-        cli_json_key(&j, "moved"); cli_json_int(&j, s->moved);
-        cli_json_key(&j, "touched"); cli_json_int(&j, s->touched);
-        cli_json_key(&j, "deleted"); cli_json_int(&j, s->deleted);
-        cli_json_key(&j, "unchanged"); cli_json_int(&j, s->unchanged);
-        cli_json_key(&j, "errors"); cli_json_int(&j, s->errors);
-        cli_json_key(&j, "not_images"); cli_json_int(&j, s->skipped);
-        cli_json_key(&j, "walk_errors"); cli_json_int(&j, s->walk_errors);
-        cli_json_key(&j, "symlinks_skipped"); cli_json_int(&j, s->links_skipped);
-        cli_json_key(&j, "seconds"); cli_json_num(&j, s->seconds, 3);
-        cli_json_key(&j, "interrupted"); cli_json_bool(&j, s->interrupted);
+        cli_json_key(&j, "model"); cli_json_str(&j, p->s[0].dm.name);
+        summary_fields(&j, s);
+        cli_json_key(&j, "interrupted"); cli_json_bool(&j, cli_interrupted());
+        cli_json_key(&j, "sets"); /* every vector set this run brought up to date */
+        cli_json_begin_array(&j);
+        for (int i = 0; i < p->n; i++) {
+            cli_json_begin_object(&j);
+            cli_json_key(&j, "model"); cli_json_str(&j, p->s[i].dm.name);
+            cli_json_key(&j, "model_id"); cli_json_int(&j, p->s[i].dm.id);
+            cli_json_key(&j, "ran"); cli_json_bool(&j, p->s[i].ran);
+            if (p->s[i].ran) summary_fields(&j, &p->s[i].sum);
+            cli_json_end_object(&j);
+        }
+        cli_json_end_array(&j);
         if (repair_note) {
             cli_json_key(&j, "repair");
             cli_json_str(&j, repair_note);
@@ -202,16 +360,13 @@ static int report(const char *cmd, const cli_ingest_summary *s, cdb_status rc, i
         cli_json_end_object(&j);
         cli_json_done(&j);
     } else {
-        char b[8][32], dur[32];
-        double rate = s->seconds > 0 ? (double)(s->found) / s->seconds : 0;
-        printf("%s: %s files: %s added, %s changed, %s moved, %s deleted, %s errors, "
-               "%s unchanged, %s not images (%s, %.1f files/s)%s\n",
-               cmd, cli_fmt_count(s->found, b[0], 32), cli_fmt_count(s->added, b[1], 32),
-               cli_fmt_count(s->changed, b[2], 32), cli_fmt_count(s->moved, b[3], 32),
-               cli_fmt_count(s->deleted, b[4], 32), cli_fmt_count(s->errors, b[5], 32),
-               cli_fmt_count(s->unchanged + s->touched, b[6], 32),
-               cli_fmt_count(s->skipped, b[7], 32), cli_fmt_duration(s->seconds, dur, sizeof dur),
-               rate, s->interrupted ? " [interrupted]" : "");
+        summary_line(cmd, s);
+        for (int i = 1; i < p->n; i++) {
+            char label[200];
+            if (!p->s[i].ran) continue;
+            snprintf(label, sizeof label, "%s [%s]", cmd, p->s[i].dm.name);
+            summary_line(label, &p->s[i].sum);
+        }
         if (repair_note) printf("repair: %s\n", repair_note);
         if (index_note) printf("index: %s\n", index_note);
     }
@@ -222,219 +377,169 @@ static int report(const char *cmd, const cli_ingest_summary *s, cdb_status rc, i
         cli_hint(FREE_SPACE_HINT);
     } else if (rc != CDB_OK) {
         cli_error_status(rc, "%s failed", cmd);
-    } else if (s->interrupted) {
+    } else if (cli_interrupted()) {
         cli_hint("interrupted: what was done is saved; run it again to finish");
-    } else if (s->errors) {
-        cli_hint("run 'clipdb errors' to see why %s file%s failed", 
-                                 s->errors == 1 ? "a" : "some", s->errors == 1 ? "" : "s");
+    } else if (errors || retry || s->walk_errors) {
+        cli_hint("run 'clipdb errors' to see what failed%s",
+                 retry ? "; files that failed for a passing reason are retried by the next run"
+                       : "");
     }
     return code;
 }
 
-#if CDB_CLI_HAVE_DB && CDB_CLI_HAVE_ENCODER
-/* Records a run in the catalog around the pipeline. */
-static cdb_status run_pipeline(const char *kind, cdb_db *db, cdb_model *m, int64_t model_id,
-                               int is_default, const cli_ingest_root *roots, int n,
-                               const cli_ingest_opts *o, cli_ingest_summary *sum) {
-    int64_t run_id = 0;
-    char js[512], why[1024] = "";
-    cdb_status rc;
-    cdb_db_run_begin(db, kind, &run_id);
-    rc = cli_pipeline_run(db, cdb_db_dir(db), m, model_id, is_default, roots, n, o, sum);
-    snprintf(js, sizeof js,
-             "{\"found\":%lld,\"added\":%lld,\"changed\":%lld,\"moved\":%lld,\"touched\":%lld,"
-             "\"deleted\":%lld,\"errors\":%lld,\"unchanged\":%lld,\"not_images\":%lld,"
-             "\"seconds\":%.3f}",
-             (long long)sum->found, (long long)sum->added, (long long)sum->changed,
-             (long long)sum->moved, (long long)sum->touched, (long long)sum->deleted,
-             (long long)sum->errors, (long long)sum->unchanged, (long long)sum->skipped,
-             sum->seconds);
-    if (rc != CDB_OK) /* recording the run must not overwrite why it failed */
-        snprintf(why, sizeof why, "%s", cdb_errmsg());
-    if (run_id)
-        cdb_db_run_finish(db, run_id,
-                          rc != CDB_OK         ? "failed"
-                          : sum->interrupted   ? "interrupted"
-                          : sum->errors        ? "partial"
-                                               : "ok",
-                          js);
-    if (rc != CDB_OK) cdb_seterr(rc, "%s", why);
-    return rc;
-}
-#endif
-
-#if CDB_CLI_HAVE_DB && CDB_CLI_HAVE_ENCODER
-typedef struct root_list {
-    cli_ingest_root *r;
-    int n, cap;
-} root_list;
-
-static int on_root(int64_t id, const char *path, void *ud) {
-    root_list *l = ud;
-    if (l->n == l->cap) {
-        int nc = l->cap ? l->cap * 2 : 16;
-        cli_ingest_root *p = realloc(l->r, sizeof *p * (size_t)nc);
-        if (!p) return 1;
-        l->r = p;
-        l->cap = nc;
+/* After a reindex: every set's index brought up to date. */
+static cdb_status refresh_indexes(cdb_db *db, const run_plan *p, int force, char *note,
+                                  size_t size) {
+    cdb_status st = CDB_OK;
+    size_t o = 0;
+    note[0] = '\0';
+    for (int i = 0; i < p->n && st == CDB_OK; i++) {
+        const run_set *s = &p->s[i];
+        cli_index_result res;
+        char b[32], b2[32], one[400];
+        if (!s->ran) continue;
+        st = cli_index_refresh(db, s->dm.id, s->dm.dim, force, &res);
+        if (st != CDB_OK)
+            snprintf(one, sizeof one, "refresh failed: %s", cdb_errmsg());
+        else if (res.action == 0)
+            snprintf(one, sizeof one, "up to date (%s)", res.why);
+        else if (res.action == 1)
+            snprintf(one, sizeof one, "updated: %s added, %s removed (%s)",
+                     cli_fmt_count(res.n_added, b, sizeof b),
+                     cli_fmt_count(res.n_removed, b2, sizeof b2), res.why);
+        else
+            snprintf(one, sizeof one, "rebuilt %s over %s vectors (%s)",
+                     cdb_index_kind_name(res.info.kind), cli_fmt_count(res.n_vectors, b, sizeof b),
+                     res.why);
+        o += (size_t)snprintf(note + o, o < size ? size - o : 0, "%s%s%s%s", i ? "; " : "",
+                              p->n > 1 ? s->dm.name : "", p->n > 1 ? ": " : "", one);
     }
-    l->r[l->n].root_id = id;
-    l->r[l->n].sub = NULL;
-    l->r[l->n].sub_is_file = 0;
-    if (!(l->r[l->n].path = strdup(path))) return 1;
-    l->n++;
-    return 0;
+    return st;
 }
-#endif
 
-#if CDB_CLI_HAVE_DB && CDB_CLI_HAVE_ENCODER
-/* The recorded root that holds abs (itself or an ancestor; the longest), or -1. */
-static int containing_root(const root_list *l, const char *abs) {
-    int best = -1;
-    size_t best_len = 0;
-    for (int i = 0; i < l->n; i++) {
-        size_t n = strlen(l->r[i].path);
-        if (strncmp(abs, l->r[i].path, n) || (abs[n] != '\0' && abs[n] != '/')) continue;
-        if (best < 0 || n > best_len) {
-            best = i;
-            best_len = n;
-        }
+/* ---- ingest ----------------------------------------------------------------------------- */
+
+/* The PATHs as real, absolute paths of existing folders or regular files: nothing is
+** written before every one of them checks out. */
+static int real_paths(const cli_args *a, char **abs, int *is_file) {
+    for (int i = 0; i < a->n_pos; i++) {
+        char buf[PATH_MAX];
+        struct stat sb;
+        if (!realpath(a->pos[i], buf) || stat(buf, &sb) != 0)
+            return cli_error(strerror(errno), "cannot ingest %s", a->pos[i]);
+        if (!S_ISDIR(sb.st_mode) && !S_ISREG(sb.st_mode))
+            return cli_error("not a folder or a regular file", "cannot ingest %s", a->pos[i]);
+        is_file[i] = S_ISREG(sb.st_mode);
+        if (!(abs[i] = strdup(buf))) return cli_error("out of memory", "cannot ingest");
     }
-    return best;
+    return CLI_EXIT_OK;
 }
-#endif
 
 int cli_cmd_ingest(int argc, char **argv) {
     static const cli_optspec spec[] = {
         {"db", 0, CLI_VALUE},       {"model", 0, CLI_VALUE},  {"device", 0, CLI_VALUE},
         {"batch", 0, CLI_VALUE},    {"threads", 0, CLI_VALUE}, {"follow-symlinks", 0, CLI_FLAG},
-        {"no-exif", 0, CLI_FLAG},   {"wait", 0, CLI_FLAG},     {"json", 0, CLI_FLAG},
-        {"quiet", 'q', CLI_FLAG},   {"help", 'h', CLI_FLAG},   {0}};
+        {"no-follow-symlinks", 0, CLI_FLAG}, {"no-exif", 0, CLI_FLAG},   {"wait", 0, CLI_FLAG},
+        {"json", 0, CLI_FLAG},      {"quiet", 'q', CLI_FLAG},  {"help", 'h', CLI_FLAG},   {0}};
     cli_args a;
     cli_ingest_opts o;
     int rc;
+    cdb_db *db = NULL;
+    cdb_model *m = NULL;
+    int64_t model_id = 0;
+    int is_default = 1;
+    char **abs = NULL;
+    int *is_file = NULL;
+    cli_library lib = {0};
+    cli_ingest_root *targets = NULL;
+    int n_targets = 0;
+    run_plan plan = {0};
+    cdb_status st = CDB_OK;
+    cdb_db_model dm;
     if (!cli_begin("ingest", &a, spec, argc, argv, &rc)) goto done;
     if (a.n_pos == 0) {
         rc = cli_usage_error("ingest", "no PATH given");
         goto done;
     }
     if ((rc = parse_run_opts("ingest", &a, &o)) != CLI_EXIT_OK) goto done;
-    o.follow_symlinks = cli_has(&a, "follow-symlinks") > 0;
-    o.no_exif = cli_has(&a, "no-exif") > 0;
-#if CDB_CLI_HAVE_DB && CDB_CLI_HAVE_ENCODER
-    {
-        cdb_db *db = NULL;
-        cdb_model *m = NULL;
-        int64_t model_id = 0;
-        int is_default = 1;
-        cli_ingest_root *roots = calloc((size_t)a.n_pos, sizeof *roots);
-        char **abs = calloc((size_t)a.n_pos, sizeof *abs), **own = calloc((size_t)a.n_pos * 2, sizeof *own);
-        int *is_file = calloc((size_t)a.n_pos, sizeof *is_file);
-        root_list known = {0};
-        cli_ingest_summary sum;
-        cdb_status st = CDB_OK;
-        if (!roots || !abs || !own || !is_file) {
-            rc = cli_error("out of memory", "cannot ingest");
-            goto ingest_done;
-        }
-        /* every PATH must exist before anything is written */
-        for (int i = 0; i < a.n_pos; i++) {
-            char buf[PATH_MAX];
-            struct stat sb;
-            if (!realpath(a.pos[i], buf) || stat(buf, &sb) != 0) {
-                rc = cli_error(strerror(errno), "cannot ingest %s", a.pos[i]);
-                goto ingest_done;
-            }
-            if (!S_ISDIR(sb.st_mode) && !S_ISREG(sb.st_mode)) {
-                rc = cli_error("not a folder or a regular file", "cannot ingest %s", a.pos[i]);
-                goto ingest_done;
-            }
-            is_file[i] = S_ISREG(sb.st_mode);
-            if (!(abs[i] = strdup(buf))) {
-                rc = cli_error("out of memory", "cannot ingest");
-                goto ingest_done;
-            }
-        }
-        if ((rc = cli_open_db(cli_get(&a, "db"), 1, o.wait, &db)) != CLI_EXIT_OK) goto ingest_done;
-        if ((rc = cli_db_model(db, cli_get(&a, "model"), 1, 0, o.device, 1, &m, &model_id,
-                               &is_default)) != CLI_EXIT_OK)
-            goto ingest_done;
-        if ((st = cdb_db_roots_foreach(db, on_root, &known)) != CDB_OK) {
-            rc = ingest_error(st, "cannot list the ingested folders");
-            goto ingest_done;
-        }
-        /* a PATH inside a recorded folder is ingested as that part of it (one copy of
-        ** each file); otherwise it becomes a new root (a file: its folder, that file) */
-        for (int i = 0; i < a.n_pos; i++) {
-            int k = containing_root(&known, abs[i]);
-            if (k >= 0) {
-                size_t n = strlen(known.r[k].path);
-                roots[i].root_id = known.r[k].root_id;
-                roots[i].path = known.r[k].path;
-                roots[i].sub = abs[i][n] ? abs[i] + n + 1 : NULL;
-                roots[i].sub_is_file = is_file[i];
-                continue;
-            }
-            if (is_file[i]) {
-                char *d = strdup(abs[i]), *b = strdup(abs[i]);
-                own[2 * i] = d ? strdup(dirname(d)) : NULL;
-                own[2 * i + 1] = b ? strdup(basename(b)) : NULL;
-                free(d);
-                free(b);
-            } else {
-                own[2 * i] = strdup(abs[i]);
-            }
-            if (!own[2 * i] || (is_file[i] && !own[2 * i + 1])) {
-                rc = cli_error("out of memory", "cannot ingest");
-                goto ingest_done;
-            }
-            if ((st = cdb_db_root_add(db, own[2 * i], &roots[i].root_id)) != CDB_OK) {
-                rc = ingest_error(st, "cannot record the folder %s", own[2 * i]);
-                goto ingest_done;
-            }
-            roots[i].path = own[2 * i];
-            roots[i].sub = own[2 * i + 1];
-            roots[i].sub_is_file = is_file[i];
-            if (!is_file[i]) on_root(roots[i].root_id, own[2 * i], &known); /* for later PATHs */
-        }
-        st = run_pipeline("ingest", db, m, model_id, is_default, roots, a.n_pos, &o, &sum);
-        rc = report("ingest", &sum, st, o.json, NULL, NULL);
-    ingest_done:
-        cdb_model_close(m);
-        cdb_db_close(db);
-        for (int i = 0; own && i < 2 * a.n_pos; i++) free(own[i]);
-        for (int i = 0; abs && i < a.n_pos; i++) free(abs[i]);
-        for (int i = 0; i < known.n; i++) free((char *)known.r[i].path);
-        free(known.r);
-        free(own);
-        free(abs);
-        free(is_file);
-        free(roots);
+    if (cli_has(&a, "follow-symlinks") && cli_has(&a, "no-follow-symlinks")) {
+        rc = cli_usage_error("ingest", "--follow-symlinks and --no-follow-symlinks exclude each other");
+        goto done;
     }
-#else
-    (void)report;
-    rc = cli_not_available("ingest", CDB_CLI_HAVE_DB ? NO_ENCODER : NO_DB);
-#endif
+    o.follow_symlinks = cli_has(&a, "follow-symlinks")      ? 1
+                        : cli_has(&a, "no-follow-symlinks") ? 0
+                                                            : -1;
+    o.no_exif = cli_has(&a, "no-exif") > 0;
+    abs = calloc((size_t)a.n_pos, sizeof *abs);
+    is_file = calloc((size_t)a.n_pos, sizeof *is_file);
+    if (!abs || !is_file) {
+        rc = cli_error("out of memory", "cannot ingest");
+        goto done;
+    }
+    if ((rc = real_paths(&a, abs, is_file)) != CLI_EXIT_OK) goto done;
+    if ((rc = cli_open_db(cli_get(&a, "db"), 1, o.wait, &db)) != CLI_EXIT_OK) goto done;
+    if ((rc = cli_db_model(db, cli_get(&a, "model"), 1, 0, o.device, 1, &m, &model_id,
+                           &is_default)) != CLI_EXIT_OK)
+        goto done;
+    if ((st = cli_library_load(db, &lib)) != CDB_OK ||
+        (st = cli_library_normalize(db, model_id, &lib, NULL)) != CDB_OK ||
+        (st = cli_library_resolve(db, model_id, &lib, abs, is_file, a.n_pos, o.follow_symlinks,
+                                  &targets, &n_targets)) != CDB_OK) {
+        rc = ingest_error(st, "cannot record the folders to ingest");
+        goto done;
+    }
+    /* the default set first (it does the deletions and moves), then every other set,
+    ** the --model one included: each vector set stays complete */
+    if (!is_default && (st = cdb_db_model_default(db, &dm)) == CDB_OK &&
+        (rc = plan_add(&plan, db, &dm, NULL, o.device)) != CLI_EXIT_OK)
+        goto done;
+    if ((st = cdb_db_model_get(db, model_id, &dm)) != CDB_OK) {
+        rc = ingest_error(st, "cannot read the model record");
+        goto done;
+    }
+    if ((rc = plan_add(&plan, db, &dm, m, o.device)) != CLI_EXIT_OK) goto done;
+    m = NULL;
+    if (!plan.s[0].m) { /* the default's weights are not where they were recorded */
+        rc = cli_load_db_model(db, &plan.s[0].dm, 1, 0, o.device, 0, &plan.s[0].m);
+        goto done;
+    }
+    if ((rc = plan_add_all(&plan, db, o.device)) != CLI_EXIT_OK) goto done;
+    st = run_passes("ingest", db, &lib, targets, n_targets, &plan, &o);
+    rc = report("ingest", &plan, st, o.json, NULL, NULL);
 done:
+    plan_free(&plan);
+    cdb_model_close(m);
+    cli_targets_free(targets, n_targets);
+    cli_library_free(&lib);
+    cdb_db_close(db);
+    for (int i = 0; abs && i < a.n_pos; i++) free(abs[i]);
+    free(abs);
+    free(is_file);
     cli_args_free(&a);
     return rc;
 }
 
+/* ---- reindex ------------------------------------------------------------------------------ */
 
-#if CDB_CLI_HAVE_DB && CDB_CLI_HAVE_ENCODER
-/* reindex --repair, before the rescan: verify the whole database and turn what
-** it finds into work for the rescan (cdb_db_repair: files whose vectors are
-** missing, lost with a deleted or damaged shard, or bad become pending and are
-** re-encoded from the image files; orphan vectors are deleted). Repeated while
-** the report was longer than its listed part. `note` gets a one-line summary. */
-static int repair(cdb_db *db, char *note, size_t note_size, int64_t *n_fixed) {
+/* reindex --repair, before the rescan: verify the whole database (and, with deep,
+** re-read the files and re-encode a sample: cli_deep_check) and turn what it finds
+** into work for the rescan (cdb_db_repair: files whose vectors are missing, lost
+** with a deleted or damaged shard, bad, or no longer match the file become pending
+** and are re-encoded from the image files; orphan vectors are deleted). Repeated
+** while the report was longer than its listed part. `note`: a one-line summary. */
+static int repair(cdb_db *db, cdb_model *m, int64_t model_id, double sample, char *note,
+                  size_t note_size, int64_t *n_fixed) {
     int64_t found = 0, fixed = 0;
     for (int round = 0; round < 1000; round++) {
         cdb_db_report *r = NULL;
         int64_t n = 0;
         int more;
         cdb_status st = cdb_db_verify(db, &r);
-        if (st != CDB_OK) return ingest_error(st, "cannot verify the database");
+        if (st == CDB_OK && m && round == 0) st = cli_deep_check(db, m, model_id, sample, r, NULL);
+        if (st != CDB_OK) {
+            cdb_db_report_free(r);
+            return ingest_error(st, "cannot verify the database");
+        }
         found += r->n_problems;
         more = r->n_problems > r->n_listed;
         if (r->n_problems && (st = cdb_db_repair(db, r, &n)) != CDB_OK) {
@@ -454,17 +559,27 @@ static int repair(cdb_db *db, char *note, size_t note_size, int64_t *n_fixed) {
                  fixed == 1 ? "" : "s");
     return CLI_EXIT_OK;
 }
-#endif
 
 int cli_cmd_reindex(int argc, char **argv) {
     static const cli_optspec spec[] = {
         {"db", 0, CLI_VALUE},     {"full", 0, CLI_FLAG},    {"device", 0, CLI_VALUE},
         {"batch", 0, CLI_VALUE},  {"threads", 0, CLI_VALUE}, {"wait", 0, CLI_FLAG},
         {"json", 0, CLI_FLAG},    {"quiet", 'q', CLI_FLAG},  {"help", 'h', CLI_FLAG},
-        {"repair", 0, CLI_FLAG},  {0}};
+        {"repair", 0, CLI_FLAG},  {"model", 0, CLI_VALUE},   {"sample", 0, CLI_VALUE},
+        {0}};
     cli_args a;
     cli_ingest_opts o;
     int rc;
+    cdb_db *db = NULL;
+    cli_library lib = {0};
+    cli_ingest_root *targets = NULL;
+    int n_targets = 0;
+    run_plan plan = {0};
+    char note[1200] = "", repair_note[200] = "";
+    int64_t repaired = 0; /* files requeued by --repair: the index is rebuilt */
+    double sample = 0;
+    cdb_db_model dm;
+    cdb_status st;
     if (!cli_begin("reindex", &a, spec, argc, argv, &rc)) goto done;
     if (a.n_pos) {
         rc = cli_usage_error("reindex", "unexpected argument '%s' (reindex rescans the "
@@ -473,63 +588,48 @@ int cli_cmd_reindex(int argc, char **argv) {
         goto done;
     }
     if ((rc = parse_run_opts("reindex", &a, &o)) != CLI_EXIT_OK) goto done;
-    o.full = cli_has(&a, "full") > 0;
-#if CDB_CLI_HAVE_DB && CDB_CLI_HAVE_ENCODER
-    {
-        cdb_db *db = NULL;
-        cdb_model *m = NULL;
-        int64_t model_id = 0;
-        int is_default = 1;
-        root_list roots = {0};
-        cli_ingest_summary sum;
-        char note[400] = "", repair_note[200] = "";
-        int64_t repaired = 0; /* files requeued by --repair: the index is rebuilt */
-        cdb_status st;
-        if ((rc = cli_open_db(cli_get(&a, "db"), 1, o.wait, &db)) != CLI_EXIT_OK) goto re_done;
-        if ((rc = cli_db_model(db, NULL, 1, 0, o.device, 0, &m, &model_id, &is_default)) !=
-            CLI_EXIT_OK)
-            goto re_done;
-        if ((st = cdb_db_roots_foreach(db, on_root, &roots)) != CDB_OK) {
-            rc = ingest_error(st, "cannot list the ingested folders");
-            goto re_done;
-        }
-        if (cli_has(&a, "repair") > 0) {
-            if ((rc = repair(db, repair_note, sizeof repair_note, &repaired)) != CLI_EXIT_OK)
-                goto re_done;
-        }
-        st = run_pipeline("reindex", db, m, model_id, is_default, roots.r, roots.n, &o, &sum);
-#if CDB_CLI_HAVE_INDEX
-        if (st == CDB_OK && !sum.interrupted) { /* the nightly job also refreshes the index */
-            cli_index_result res;
-            char b[32];
-            cdb_status ist = cli_index_refresh(db, model_id, cdb_model_get_info(m)->embed_dim,
-                                               o.full || repaired > 0, &res);
-            if (ist != CDB_OK)
-                snprintf(note, sizeof note, "refresh failed: %s", cdb_errmsg());
-            else if (res.action == 0)
-                snprintf(note, sizeof note, "up to date (%s)", res.why);
-            else if (res.action == 1)
-                snprintf(note, sizeof note, "added %s vectors (%s)",
-                         cli_fmt_count(res.n_added, b, sizeof b), res.why);
-            else
-                snprintf(note, sizeof note, "rebuilt %s over %s vectors (%s)",
-                         cdb_index_kind_name(res.info.kind),
-                         cli_fmt_count(res.n_vectors, b, sizeof b), res.why);
-            if (ist != CDB_OK) st = ist; /* the run failed: exit 1 */
-        }
-#endif
-        rc = report("reindex", &sum, st, o.json, note[0] ? note : NULL,
-                    repair_note[0] ? repair_note : NULL);
-    re_done:
-        cdb_model_close(m);
-        cdb_db_close(db);
-        for (int i = 0; i < roots.n; i++) free((char *)roots.r[i].path);
-        free(roots.r);
+    if (cli_get_double(&a, "sample", CLI_DEEP_SAMPLE, 0, 1, &sample)) {
+        rc = cli_usage_error("reindex", "%s", a.err);
+        goto done;
     }
-#else
-    rc = cli_not_available("reindex", CDB_CLI_HAVE_DB ? NO_ENCODER : NO_DB);
-#endif
+    o.full = cli_has(&a, "full") > 0;
+    if ((rc = cli_open_db(cli_get(&a, "db"), 1, o.wait, &db)) != CLI_EXIT_OK) goto done;
+    if (cli_get(&a, "model")) { /* only that set */
+        if ((rc = cli_find_db_model(db, cli_get(&a, "model"), &dm)) != CLI_EXIT_OK) goto done;
+    } else if ((st = cdb_db_model_default(db, &dm)) != CDB_OK) {
+        rc = cli_error("it has no model", "the database is not initialized");
+        cli_hint("run 'clipdb init' (it binds the database to a model)");
+        goto done;
+    }
+    if ((rc = plan_add(&plan, db, &dm, NULL, o.device)) != CLI_EXIT_OK) goto done;
+    if (!plan.s[0].m) {
+        rc = cli_load_db_model(db, &dm, 1, 0, o.device, 0, &plan.s[0].m);
+        goto done;
+    }
+    if (!cli_get(&a, "model") && (rc = plan_add_all(&plan, db, o.device)) != CLI_EXIT_OK)
+        goto done;
+    if ((st = cli_library_load(db, &lib)) != CDB_OK ||
+        (st = cli_library_normalize(db, dm.id, &lib, NULL)) != CDB_OK ||
+        (st = cli_library_all(&lib, &targets, &n_targets)) != CDB_OK) {
+        rc = ingest_error(st, "cannot list the ingested folders");
+        goto done;
+    }
+    if (cli_has(&a, "repair") > 0 &&
+        (rc = repair(db, plan.s[0].m, dm.id, sample, repair_note, sizeof repair_note,
+                     &repaired)) != CLI_EXIT_OK)
+        goto done;
+    st = run_passes("reindex", db, &lib, targets, n_targets, &plan, &o);
+    if (st == CDB_OK && !cli_interrupted()) { /* the nightly job also refreshes the indexes */
+        cdb_status ist = refresh_indexes(db, &plan, o.full || repaired > 0, note, sizeof note);
+        if (ist != CDB_OK) st = ist; /* the run failed: exit 1 */
+    }
+    rc = report("reindex", &plan, st, o.json, note[0] ? note : NULL,
+                repair_note[0] ? repair_note : NULL);
 done:
+    plan_free(&plan);
+    cli_targets_free(targets, n_targets);
+    cli_library_free(&lib);
+    cdb_db_close(db);
     cli_args_free(&a);
     return rc;
 }

@@ -179,6 +179,37 @@ cdb_status cli_index_build(struct cdb_db *db, int64_t model_id, int dim, int kin
     return rc;
 }
 
+/* Adds the vectors of ids[n] that the index does not cover and the store still has. */
+static cdb_status add_uncovered(struct cdb_db *db, int64_t model_id, int dim, cdb_index *ix,
+                                const int64_t *ids, size_t n, int64_t *n_added) {
+    uint16_t *vecs = malloc(sizeof *vecs * (n ? n : 1) * (size_t)dim);
+    uint8_t *found = malloc(n ? n : 1);
+    int64_t *keep = malloc(sizeof *keep * (n ? n : 1)), *want = malloc(sizeof *want * (n ? n : 1));
+    size_t nw = 0, nk = 0;
+    cli_fetch_ctx fc = {db, model_id, dim};
+    cdb_status rc = CDB_OK;
+    *n_added = 0;
+    if (!vecs || !found || !keep || !want) rc = cdb_seterr(CDB_NOMEM, "out of memory refreshing the index");
+    for (size_t i = 0; rc == CDB_OK && i < n; i++)
+        if (!cdb_index_covers(ix, ids[i])) want[nw++] = ids[i];
+    if (rc == CDB_OK && nw) rc = cli_fetch_vectors(&fc, want, nw, vecs, found);
+    if (rc == CDB_OK && nw) {
+        for (size_t i = 0; i < nw; i++) /* compact to the ids still stored */
+            if (found[i]) {
+                if (nk != i)
+                    memmove(vecs + nk * (size_t)dim, vecs + i * (size_t)dim, sizeof *vecs * (size_t)dim);
+                keep[nk++] = want[i];
+            }
+        rc = cdb_index_add(ix, keep, vecs, (int64_t)nk);
+        if (rc == CDB_OK) *n_added = (int64_t)nk;
+    }
+    free(vecs);
+    free(found);
+    free(keep);
+    free(want);
+    return rc;
+}
+
 cdb_status cli_index_refresh(struct cdb_db *db, int64_t model_id, int dim, int force_rebuild,
                              cli_index_result *res) {
     char path[4096];
@@ -212,8 +243,10 @@ cdb_status cli_index_refresh(struct cdb_db *db, int64_t model_id, int dim, int f
         if ((rc = cli_ids_since(db, model_id, (int64_t)wm, 0, &added, &n_added)) != CDB_OK ||
             (rc = cli_ids_since(db, model_id, (int64_t)wm, 1, &removed, &n_removed)) != CDB_OK)
             goto done;
-        for (size_t i = 0; i < n_added; i++)
-            if (!cdb_index_covers(ix, added[i])) n_uncov++;
+        for (size_t i = 0; i < n_added; i++) /* new, or changed (removed, then added back) */
+            if (!cdb_index_covers(ix, added[i]) ||
+                bsearch(&added[i], removed, n_removed, sizeof *removed, cmp_i64))
+                n_uncov++;
         for (size_t i = 0; i < n_removed; i++)
             if (cdb_index_covers(ix, removed[i])) n_stale++;
         rc = cdb_index_refresh_decide(ix, &p, counts.n_vectors, n_uncov, n_stale, &act, res->why,
@@ -226,38 +259,18 @@ cdb_status cli_index_refresh(struct cdb_db *db, int64_t model_id, int dim, int f
         res->action = 0;
         res->n_vectors = cdb_index_count(ix);
         cdb_index_get_info(ix, &res->info);
-    } else if (act == CDB_INDEX_REFRESH_ADD && n_added) {
-        uint16_t *vecs = malloc(sizeof *vecs * n_added * (size_t)dim);
-        uint8_t *found = malloc(n_added);
-        int64_t *keep = malloc(sizeof *keep * n_added);
-        size_t nk = 0;
-        cli_fetch_ctx fc = {db, model_id, dim};
-        if (!vecs || !found || !keep) {
-            rc = cdb_seterr(CDB_NOMEM, "out of memory refreshing the index");
-        } else if ((rc = cli_fetch_vectors(&fc, added, n_added, vecs, found)) == CDB_OK) {
-            for (size_t i = 0; i < n_added; i++) /* compact to the ids still stored */
-                if (found[i]) {
-                    if (nk != i) memmove(vecs + nk * (size_t)dim, vecs + i * (size_t)dim,
-                                         sizeof *vecs * (size_t)dim);
-                    keep[nk++] = added[i];
-                }
-            rc = cdb_index_add(ix, keep, vecs, (int64_t)nk);
-            if (rc == CDB_OK) {
-                cdb_index_set_watermark(ix, (uint64_t)gen);
-                rc = cdb_index_save(ix, path);
-            }
-            res->action = 1;
-            res->n_added = (int64_t)nk;
-            res->n_vectors = cdb_index_count(ix);
-            cdb_index_get_info(ix, &res->info);
+    } else if (act == CDB_INDEX_REFRESH_ADD) {
+        /* deleted and changed ids out first (a changed id is in both lists: its new
+        ** vector goes back in below), then whatever the index does not cover */
+        int64_t before = cdb_index_count(ix);
+        if ((rc = cdb_index_remove(ix, removed, (int64_t)n_removed)) == CDB_OK)
+            rc = add_uncovered(db, model_id, dim, ix, added, n_added, &res->n_added);
+        if (rc == CDB_OK) {
+            cdb_index_set_watermark(ix, (uint64_t)gen);
+            rc = cdb_index_save(ix, path);
         }
-        free(vecs);
-        free(found);
-        free(keep);
-    } else if (act == CDB_INDEX_REFRESH_ADD) { /* only removals: move the watermark */
-        cdb_index_set_watermark(ix, (uint64_t)gen);
-        rc = cdb_index_save(ix, path);
         res->action = 1;
+        res->n_removed = before - (cdb_index_count(ix) - res->n_added);
         res->n_vectors = cdb_index_count(ix);
         cdb_index_get_info(ix, &res->info);
     } else {

@@ -19,6 +19,8 @@ static const struct {
     {"index", cli_cmd_index},       {"stats", cli_cmd_stats},
     {"verify", cli_cmd_verify},     {"errors", cli_cmd_errors},
     {"export", cli_cmd_export},     {"models", cli_cmd_models},
+    {"folders", cli_cmd_folders},   {"forget", cli_cmd_forget},
+    {"move", cli_cmd_move},
     {"tokenize", cli_cmd_tokenize}, {"embed", cli_cmd_embed},
     {"preprocess", cli_cmd_preprocess}, {"demo", cli_cmd_demo},
     {"version", cli_cmd_version},

@@ -101,6 +101,98 @@ static cdb_model *try_open(const char *path, int vision, int text, int device,
     return m;
 }
 
+int cli_load_db_model(struct cdb_db *db, const cdb_db_model *dm, int vision, int text, int device,
+                      int quiet, struct cdb_model **out) {
+    char *info = NULL;
+    const char *path = NULL, *src, *key = NULL;
+    json_t *root = NULL;
+    cdb_model *m = NULL;
+    *out = NULL;
+    if (cdb_db_model_info(db, dm->id, &info) == CDB_OK && info) {
+        root = json_loads(info, 0, NULL);
+        path = json_string_value(json_object_get(root, "path"));
+        key = json_string_value(json_object_get(root, "files_key"));
+    }
+    /* Unchanged files (same key as at registration) need no rehash. */
+    if (path) m = try_open(path, vision, text, device, dm->weights_hash, key);
+    if (m && strcmp(cdb_model_get_info(m)->hash, dm->weights_hash)) {
+        cdb_model_close(m);
+        m = NULL;
+    }
+    if (!m) { /* the recorded path moved: try CLIPDB_MODEL / the bundled model */
+        const char *alt = cli_model_path(NULL, &src);
+        if (alt) m = try_open(alt, vision, text, device, NULL, NULL);
+        if (m && strcmp(cdb_model_get_info(m)->hash, dm->weights_hash)) {
+            cdb_model_close(m);
+            m = NULL;
+        }
+    }
+    if (!m && !quiet) {
+        cli_error(path ? path : "no path recorded",
+                  "cannot find the database's model '%s' (weights %s)", dm->name,
+                  dm->weights_hash);
+        cli_hint("pass --model PATH (the same weights the database was created with)");
+    }
+    json_decref(root);
+    cdb_free(info);
+    if (!m) return CLI_EXIT_FAIL;
+    *out = m;
+    return CLI_EXIT_OK;
+}
+
+typedef struct model_match {
+    const char *spec;
+    cdb_db_model found;
+    int n;
+} model_match;
+
+/* A registered model by number, name or weights hash (or a prefix of 6+ hex digits). */
+static int match_model(const cdb_db_model *m, void *ud_) {
+    model_match *ud = ud_;
+    char id[32];
+    size_t sl = strlen(ud->spec);
+    snprintf(id, sizeof id, "%lld", (long long)m->id);
+    if (!strcmp(ud->spec, id) || !strcmp(ud->spec, m->name) ||
+        (sl >= 6 && !strncmp(ud->spec, m->weights_hash, sl))) {
+        ud->found = *m;
+        ud->n++;
+    }
+    return 0;
+}
+
+int cli_find_db_model(struct cdb_db *db, const char *spec, cdb_db_model *out) {
+    model_match ud;
+    struct stat sb;
+    cdb_status st;
+    memset(&ud, 0, sizeof ud);
+    ud.spec = spec;
+    if ((st = cdb_db_models_foreach(db, match_model, &ud)) != CDB_OK)
+        return cli_error_status(st, "cannot list the database's models");
+    if (ud.n == 1) {
+        *out = ud.found;
+        return CLI_EXIT_OK;
+    }
+    if (ud.n > 1) {
+        cli_error("several models match", "model '%s' is ambiguous", spec);
+        cli_hint("name it by its number or full hash ('clipdb stats' lists them)");
+        return CLI_EXIT_FAIL;
+    }
+    if (stat(spec, &sb) == 0) { /* a model folder or file: its weights hash decides */
+        cdb_model *m = NULL;
+        int64_t id = 0;
+        int rc = cli_db_model(db, spec, 0, 1, 1, 0, &m, &id, NULL);
+        cdb_model_close(m);
+        if (rc != CLI_EXIT_OK) return rc;
+        if ((st = cdb_db_model_get(db, id, out)) != CDB_OK)
+            return cli_error_status(st, "cannot read the model record");
+        return CLI_EXIT_OK;
+    }
+    cli_error("no model of this database has that number, name or hash", "unknown model '%s'",
+              spec);
+    cli_hint("'clipdb stats' lists the database's models");
+    return CLI_EXIT_FAIL;
+}
+
 int cli_db_model(struct cdb_db *db, const char *model_flag, int vision, int text, int device,
                  int register_it, struct cdb_model **out, int64_t *model_id, int *is_default) {
     cdb_db_model dm, def;
@@ -139,45 +231,15 @@ int cli_db_model(struct cdb_db *db, const char *model_flag, int vision, int text
             return cli_error_status(rc, "cannot register the model %s", model_flag);
         }
     } else {
-        char *info = NULL;
-        const char *path = NULL, *src, *key = NULL;
-        json_t *root = NULL;
+        int rc2;
         if (!have_def) {
             cli_error("it has no model", "the database is not initialized");
             cli_hint("run 'clipdb init' (it binds the database to a model)");
             return CLI_EXIT_FAIL;
         }
         dm = def;
-        if (cdb_db_model_info(db, def.id, &info) == CDB_OK && info) {
-            root = json_loads(info, 0, NULL);
-            path = json_string_value(json_object_get(root, "path"));
-            key = json_string_value(json_object_get(root, "files_key"));
-        }
-        /* Unchanged files (same key as at registration) need no rehash. */
-        if (path) m = try_open(path, vision, text, device, def.weights_hash, key);
-        if (m && strcmp(cdb_model_get_info(m)->hash, def.weights_hash)) {
-            cdb_model_close(m);
-            m = NULL;
-        }
-        if (!m) { /* the recorded path moved: try CLIPDB_MODEL / the bundled model */
-            const char *alt = cli_model_path(NULL, &src);
-            if (alt) m = try_open(alt, vision, text, device, NULL, NULL);
-            if (m && strcmp(cdb_model_get_info(m)->hash, def.weights_hash)) {
-                cdb_model_close(m);
-                m = NULL;
-            }
-        }
-        if (!m) {
-            cli_error(path ? path : "no path recorded",
-                      "cannot find the database's model '%s' (weights %s)", def.name,
-                      def.weights_hash);
-            cli_hint("pass --model PATH (the same weights the database was created with)");
-            json_decref(root);
-            cdb_free(info);
-            return CLI_EXIT_FAIL;
-        }
-        json_decref(root);
-        cdb_free(info);
+        if ((rc2 = cli_load_db_model(db, &def, vision, text, device, 0, &m)) != CLI_EXIT_OK)
+            return rc2;
     }
     *out = m;
     if (model_id) *model_id = dm.id;

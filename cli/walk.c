@@ -3,12 +3,14 @@
 **
 ** The walk is depth-first with the entries of each folder sorted by name (bytes),
 ** so two runs over the same tree visit files in the same order. Symbolic links are
-** skipped unless follow_symlinks; when followed, every folder's (device, inode) is
-** remembered, so a link back to an ancestor (a loop) or a second link to a folder
-** already walked is not entered twice. Hidden entries (names starting with '.')
-** and the folder given as `skip` (the database itself, when it lives inside the
-** root) are skipped. Memory: the open folders' entry lists plus the set of
-** visited folders; never the list of all files.
+** skipped unless follow_symlinks; when followed, a link whose target the library
+** already holds at its own path (opts.link_covered) is not followed, so a photo is
+** never found twice, and every folder's (device, inode) is remembered, so a link
+** back to an ancestor (a loop) or a second link to a folder already walked is not
+** entered twice. A broken link is a walk problem. Hidden entries (names starting
+** with '.') and the folder given as `skip_dir` (the database itself, when it lives
+** inside the root) are skipped. Memory: the open folders' entry lists plus the set
+** of visited folders; never the list of all files.
 **
 ** Classification: a file "claims to be an image" when its extension is an image
 ** extension (cli_image_ext) or its first bytes are an image signature
@@ -109,6 +111,8 @@ static int devino_add(devino_set *s, uint64_t dev, uint64_t ino) {
 typedef struct walker {
     const char *root;
     int follow;
+    int (*link_covered)(const char *path, void *ud);
+    void *link_ud;
     uint64_t skip_dev, skip_ino;
     int has_skip;
     devino_set seen;
@@ -192,6 +196,11 @@ static void walk_dir(walker *w, const char *rel, int depth) {
                 free(child_rel);
                 continue;
             }
+            if (w->link_covered && w->link_covered(full, w->link_ud)) {
+                w->st->n_links_covered++; /* found at its real path instead */
+                free(child_rel);
+                continue;
+            }
         }
         if (S_ISDIR(st.st_mode)) {
             int added;
@@ -215,6 +224,7 @@ static void walk_dir(walker *w, const char *rel, int depth) {
             e.mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
             e.dev = (uint64_t)st.st_dev;
             e.ino = (uint64_t)st.st_ino;
+            e.ctime_ns = (int64_t)st.st_ctim.tv_sec * 1000000000LL + st.st_ctim.tv_nsec;
             w->st->n_files++;
             if (w->fn(&e, w->ud)) w->stop = 1;
         } else {
@@ -226,20 +236,22 @@ static void walk_dir(walker *w, const char *rel, int depth) {
     free(names);
 }
 
-int cli_walk(const char *root, int follow_symlinks, const char *skip_dir, cli_walk_fn fn,
-             void *ud, cli_walk_stats *st) {
+int cli_walk(const char *root, const cli_walk_opts *o, cli_walk_fn fn, void *ud,
+             cli_walk_stats *st) {
     walker w;
     struct stat rs;
     memset(&w, 0, sizeof w);
     memset(st, 0, sizeof *st);
     w.root = root;
-    w.follow = follow_symlinks;
+    w.follow = o->follow_symlinks;
+    w.link_covered = o->link_covered;
+    w.link_ud = o->link_ud;
     w.fn = fn;
     w.ud = ud;
     w.st = st;
-    if (skip_dir) {
+    if (o->skip_dir) {
         struct stat ss;
-        if (stat(skip_dir, &ss) == 0) {
+        if (stat(o->skip_dir, &ss) == 0) {
             w.has_skip = 1;
             w.skip_dev = (uint64_t)ss.st_dev;
             w.skip_ino = (uint64_t)ss.st_ino;

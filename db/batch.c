@@ -19,6 +19,7 @@
 #include "db/db_int.h"
 #include "kernels/kernels.h"
 
+/* OP_ERROR covers both failures: `retry` says which (pending vs error). */
 enum { OP_PUT = 1, OP_ERROR, OP_DELETE, OP_MOVE, OP_TOUCH };
 
 typedef struct batch_op {
@@ -27,6 +28,8 @@ typedef struct batch_op {
     char *relpath;   /* PUT/ERROR: the path; MOVE: the new path */
     cdb_db_file_meta meta;
     char *reason;    /* ERROR */
+    int retry;       /* ERROR: a transient failure (final state pending, not error) */
+    int64_t new_root;/* MOVE: the root it moves to (0: its own) */
     int64_t file_id; /* given (DELETE/MOVE/TOUCH) or resolved in step 1 */
     int32_t shard;   /* resolved in step 1; 0 = none */
     int drop_others; /* PUT: content changed, other models' vectors are stale */
@@ -192,10 +195,8 @@ static cdb_status push_op(cdb_db_batch *b, int kind, const char *relpath,
     memset(op, 0, sizeof *op);
     op->kind = kind;
     if (meta) op->meta = *meta;
-    if (relpath) {
-        if (!*relpath) return cdb_seterr(CDB_INVALID, "empty relative path");
-        if (!(op->relpath = cdb_strdup(relpath))) return cdb_seterr(CDB_NOMEM, "out of memory");
-    }
+    /* "" is a file root's file (db.h) */
+    if (relpath && !(op->relpath = cdb_strdup(relpath))) return cdb_seterr(CDB_NOMEM, "out of memory");
     b->n_ops++;
     *out = op;
     return CDB_OK;
@@ -224,19 +225,30 @@ cdb_status cdb_db_batch_put(cdb_db_batch *b, int64_t root_id, const char *relpat
     return CDB_OK;
 }
 
-cdb_status cdb_db_batch_put_error(cdb_db_batch *b, int64_t root_id, const char *relpath,
-                                  const cdb_db_file_meta *meta, const char *reason) {
+static cdb_status stage_failure(cdb_db_batch *b, int64_t root_id, const char *relpath,
+                                const cdb_db_file_meta *meta, const char *reason, int retry) {
     batch_op *op = NULL;
     if (!relpath || !meta) return cdb_seterr(CDB_INVALID, "batch put_error: NULL argument");
     cdb_status rc = push_op(b, OP_ERROR, relpath, meta, &op);
     if (rc != CDB_OK) return rc;
     op->root_id = root_id;
+    op->retry = retry;
     op->reason = cdb_strdup(reason && *reason ? reason : "unknown error");
     if (!op->reason) return cdb_seterr(CDB_NOMEM, "out of memory");
     if (strlen(op->reason) > 500) op->reason[500] = '\0';
     for (char *p = op->reason; *p; p++)
         if (*p == '\n' || *p == '\r' || *p == '\t') *p = ' ';
     return CDB_OK;
+}
+
+cdb_status cdb_db_batch_put_error(cdb_db_batch *b, int64_t root_id, const char *relpath,
+                                  const cdb_db_file_meta *meta, const char *reason) {
+    return stage_failure(b, root_id, relpath, meta, reason, 0);
+}
+
+cdb_status cdb_db_batch_put_retry(cdb_db_batch *b, int64_t root_id, const char *relpath,
+                                  const cdb_db_file_meta *meta, const char *reason) {
+    return stage_failure(b, root_id, relpath, meta, reason, 1);
 }
 
 cdb_status cdb_db_batch_delete(cdb_db_batch *b, int64_t file_id) {
@@ -246,13 +258,21 @@ cdb_status cdb_db_batch_delete(cdb_db_batch *b, int64_t file_id) {
     return rc;
 }
 
-cdb_status cdb_db_batch_move(cdb_db_batch *b, int64_t file_id, const char *new_relpath,
-                             const cdb_db_file_meta *meta) {
+cdb_status cdb_db_batch_move_to(cdb_db_batch *b, int64_t file_id, int64_t new_root_id,
+                                const char *new_relpath, const cdb_db_file_meta *meta) {
     batch_op *op = NULL;
     if (!new_relpath || !meta) return cdb_seterr(CDB_INVALID, "batch move: NULL argument");
     cdb_status rc = push_op(b, OP_MOVE, new_relpath, meta, &op);
-    if (rc == CDB_OK) op->file_id = file_id;
+    if (rc == CDB_OK) {
+        op->file_id = file_id;
+        op->new_root = new_root_id;
+    }
     return rc;
+}
+
+cdb_status cdb_db_batch_move(cdb_db_batch *b, int64_t file_id, const char *new_relpath,
+                             const cdb_db_file_meta *meta) {
+    return cdb_db_batch_move_to(b, file_id, 0, new_relpath, meta);
 }
 
 cdb_status cdb_db_batch_touch(cdb_db_batch *b, int64_t file_id, const cdb_db_file_meta *meta) {
@@ -286,6 +306,15 @@ static void bind_meta(sqlite3_stmt *st, const cdb_db_file_meta *m, int i_size) {
     }
     sqlite3_bind_int(st, i_size + 3, m->width);
     sqlite3_bind_int(st, i_size + 4, m->height);
+    if (m->ino) {
+        sqlite3_bind_int64(st, DB_P_DEV, (int64_t)m->dev);
+        sqlite3_bind_int64(st, DB_P_DEV + 1, (int64_t)m->ino);
+        sqlite3_bind_int64(st, DB_P_DEV + 2, m->ctime_ns);
+    } else {
+        sqlite3_bind_null(st, DB_P_DEV);
+        sqlite3_bind_null(st, DB_P_DEV + 1);
+        sqlite3_bind_null(st, DB_P_DEV + 2);
+    }
 }
 
 static cdb_status step_stmt(cdb_db *db, sqlite3_stmt *st, const char *what) {
@@ -494,12 +523,14 @@ static cdb_status step3_move(cdb_db *db, batch_op *op, int64_t now) {
     sqlite3_stmt *st = NULL;
     cdb_status rc =
         db_prepare(db->cat,
-                   "SELECT t.id, t.state FROM files f JOIN files t ON t.root_id = f.root_id"
+                   "SELECT t.id, t.state FROM files f JOIN files t ON t.root_id ="
+                   " (CASE WHEN ?3 > 0 THEN ?3 ELSE f.root_id END)"
                    " AND t.relpath = ?2 WHERE f.id = ?1",
                    &st);
     if (rc != CDB_OK) return rc;
     sqlite3_bind_int64(st, 1, op->file_id);
     sqlite3_bind_blob(st, 2, op->relpath, (int)strlen(op->relpath), SQLITE_STATIC);
+    sqlite3_bind_int64(st, 3, op->new_root);
     int s = sqlite3_step(st);
     int64_t other = s == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
     int other_state = s == SQLITE_ROW ? sqlite3_column_int(st, 1) : 0;
@@ -520,13 +551,15 @@ static cdb_status step3_move(cdb_db *db, batch_op *op, int64_t now) {
     }
     if ((rc = db_prepare(db->cat,
                          "UPDATE files SET relpath=?2, size=?3, mtime_ns=?4, hash=?5, width=?6,"
-                         " height=?7, updated_ns=?8, hkey=?20 WHERE id=?1",
+                         " height=?7, updated_ns=?8, hkey=?20, dev=?21, ino=?22, ctime_ns=?23,"
+                         " root_id=(CASE WHEN ?9 > 0 THEN ?9 ELSE root_id END) WHERE id=?1",
                          &st)) != CDB_OK)
         return rc;
     sqlite3_bind_int64(st, 1, op->file_id);
     sqlite3_bind_blob(st, 2, op->relpath, (int)strlen(op->relpath), SQLITE_STATIC);
     bind_meta(st, &op->meta, 3);
     sqlite3_bind_int64(st, 8, now);
+    sqlite3_bind_int64(st, 9, op->new_root);
     s = sqlite3_step(st);
     sqlite3_finalize(st);
     if (s != SQLITE_DONE) return db_sqlerr(db->cat, s, "move file");
@@ -568,6 +601,7 @@ static cdb_status step3_op(cdb_db_batch *b, batch_op *op, int64_t now, int64_t *
         bind_meta(st, &op->meta, 2);
         sqlite3_bind_int64(st, 7, now);
         sqlite3_bind_text(st, 8, op->reason, -1, SQLITE_STATIC);
+        sqlite3_bind_int(st, 9, op->retry ? CDB_DB_PENDING : CDB_DB_ERROR);
         if ((rc = step_stmt(db, st, "mark file error")) != CDB_OK) return rc;
         return dir_remove(db, op->file_id, 0, 0, gen);
     case OP_DELETE:
@@ -580,7 +614,8 @@ static cdb_status step3_op(cdb_db_batch *b, batch_op *op, int64_t now, int64_t *
     case OP_TOUCH:
         if ((rc = db_prepare(db->cat,
                              "UPDATE files SET size=?2, mtime_ns=?3, hash=?4, width=?5, height=?6,"
-                             " updated_ns=?7, hkey=?20 WHERE id=?1 AND state=2",
+                             " updated_ns=?7, hkey=?20, dev=?21, ino=?22, ctime_ns=?23"
+                             " WHERE id=?1 AND state=2",
                              &st)) != CDB_OK)
             return rc;
         sqlite3_bind_int64(st, 1, op->file_id);

@@ -22,7 +22,7 @@ const char *cdb_db_file_state_str(cdb_db_file_state s) {
 }
 
 /* Steps a one-shot statement expecting DONE; finalizes it. */
-static cdb_status step_done(sqlite3 *conn, sqlite3_stmt *st, const char *what) {
+cdb_status db_step_done(sqlite3 *conn, sqlite3_stmt *st, const char *what) {
     int s = sqlite3_step(st);
     cdb_status rc = s == SQLITE_DONE || s == SQLITE_ROW ? CDB_OK : db_sqlerr(conn, s, what);
     sqlite3_finalize(st);
@@ -33,7 +33,16 @@ static void copy_text(char *dst, size_t cap, const unsigned char *src) {
     snprintf(dst, cap, "%s", src ? (const char *)src : "");
 }
 
-static cdb_status count_sql(cdb_db *db, const char *sql, int64_t arg, int64_t *out);
+/* Heap copy of a BLOB/TEXT column as a NUL-terminated string (NULL on OOM). */
+char *db_column_strdup(sqlite3_stmt *st, int col) {
+    const void *b = sqlite3_column_blob(st, col);
+    int n = sqlite3_column_bytes(st, col);
+    char *s = cdb_malloc((size_t)n + 1);
+    if (!s) return NULL;
+    if (n) memcpy(s, b, (size_t)n);
+    s[n] = '\0';
+    return s;
+}
 
 /* ---- models ---------------------------------------------------------------------------- */
 
@@ -108,7 +117,7 @@ cdb_status cdb_db_model_register(cdb_db *db, const char *weights_hash, const cha
     }
     if (rc != CDB_NOTFOUND) return rc;
     int64_t n_models = 0;
-    if ((rc = count_sql(db, "SELECT count(*) FROM models", 0, &n_models)) != CDB_OK) return rc;
+    if ((rc = db_count_sql(db, "SELECT count(*) FROM models", 0, &n_models)) != CDB_OK) return rc;
     if (n_models >= CDB_DB_MAX_MODELS)
         return cdb_seterr(CDB_UNSUPPORTED, "register model: a database holds at most %d models",
                           CDB_DB_MAX_MODELS);
@@ -123,7 +132,7 @@ cdb_status cdb_db_model_register(cdb_db *db, const char *weights_hash, const cha
         sqlite3_bind_int(st, 3, dim);
         if (info_json) sqlite3_bind_text(st, 4, info_json, -1, SQLITE_STATIC);
         sqlite3_bind_int64(st, 5, db_wall_ns());
-        rc = step_done(db->cat, st, "register model");
+        rc = db_step_done(db->cat, st, "register model");
     }
     if (rc == CDB_OK) {
         *model_id = sqlite3_last_insert_rowid(db->cat);
@@ -143,7 +152,7 @@ cdb_status cdb_db_model_set_default(cdb_db *db, int64_t model_id) {
     if ((rc = db_prepare(db->cat, "UPDATE models SET is_default=(id=?1)", &st)) != CDB_OK)
         return rc;
     sqlite3_bind_int64(st, 1, model_id);
-    return step_done(db->cat, st, "set default model");
+    return db_step_done(db->cat, st, "set default model");
 }
 
 cdb_status cdb_db_model_info(cdb_db *db, int64_t model_id, char **json) {
@@ -184,99 +193,11 @@ cdb_status cdb_db_models_foreach(cdb_db *db, cdb_db_model_fn fn, void *ud) {
     return rc;
 }
 
-/* ---- roots ---------------------------------------------------------------------------- */
-
-cdb_status cdb_db_root_find(cdb_db *db, const char *path, int64_t *root_id) {
-    sqlite3_stmt *st = NULL;
-    cdb_status rc = db_prepare(db->cat, "SELECT id FROM roots WHERE path=?1", &st);
-    if (rc != CDB_OK) return rc;
-    sqlite3_bind_blob(st, 1, path, (int)strlen(path), SQLITE_STATIC);
-    int s = sqlite3_step(st);
-    if (s == SQLITE_ROW)
-        *root_id = sqlite3_column_int64(st, 0);
-    else if (s == SQLITE_DONE)
-        rc = cdb_seterr(CDB_NOTFOUND, "root %s is not recorded", path);
-    else
-        rc = db_sqlerr(db->cat, s, "find root");
-    sqlite3_finalize(st);
-    return rc;
-}
-
-cdb_status cdb_db_root_add(cdb_db *db, const char *path, int64_t *root_id) {
-    sqlite3_stmt *st = NULL;
-    cdb_status rc;
-    if ((rc = db_writer(db, "add root")) != CDB_OK) return rc;
-    if (!path || !*path) return cdb_seterr(CDB_INVALID, "add root: empty path");
-    rc = cdb_db_root_find(db, path, root_id);
-    if (rc != CDB_NOTFOUND) return rc;
-    if ((rc = db_prepare(db->cat, "INSERT INTO roots(path, created_ns) VALUES(?1, ?2)", &st)) !=
-        CDB_OK)
-        return rc;
-    sqlite3_bind_blob(st, 1, path, (int)strlen(path), SQLITE_STATIC);
-    sqlite3_bind_int64(st, 2, db_wall_ns());
-    if ((rc = step_done(db->cat, st, "add root")) == CDB_OK)
-        *root_id = sqlite3_last_insert_rowid(db->cat);
-    return rc;
-}
-
-/* Heap copy of a BLOB/TEXT column as a NUL-terminated string. */
-static char *column_strdup(sqlite3_stmt *st, int col) {
-    const void *b = sqlite3_column_blob(st, col);
-    int n = sqlite3_column_bytes(st, col);
-    char *s = cdb_malloc((size_t)n + 1);
-    if (!s) return NULL;
-    if (n) memcpy(s, b, (size_t)n);
-    s[n] = '\0';
-    return s;
-}
-
-cdb_status cdb_db_root_get(cdb_db *db, int64_t root_id, char **path) {
-    sqlite3_stmt *st = NULL;
-    *path = NULL;
-    cdb_status rc = db_prepare(db->cat, "SELECT path FROM roots WHERE id=?1", &st);
-    if (rc != CDB_OK) return rc;
-    sqlite3_bind_int64(st, 1, root_id);
-    int s = sqlite3_step(st);
-    if (s == SQLITE_ROW) {
-        if (!(*path = column_strdup(st, 0))) rc = cdb_seterr(CDB_NOMEM, "out of memory");
-    } else if (s == SQLITE_DONE) {
-        rc = cdb_seterr(CDB_NOTFOUND, "root %lld is not recorded", (long long)root_id);
-    } else {
-        rc = db_sqlerr(db->cat, s, "get root");
-    }
-    sqlite3_finalize(st);
-    return rc;
-}
-
-cdb_status cdb_db_roots_foreach(cdb_db *db, cdb_db_root_fn fn, void *ud) {
-    sqlite3_stmt *st = NULL;
-    cdb_status rc =
-        db_prepare(db->cat, "SELECT id, CAST(path AS TEXT) FROM roots ORDER BY id", &st);
-    if (rc != CDB_OK) return rc;
-    int s;
-    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-        const char *path = (const char *)sqlite3_column_text(st, 1);
-        if (!path) { /* a damaged catalog: never hand the callback a NULL path */
-            rc = cdb_seterr(CDB_CORRUPT, "catalog: root %lld has no path",
-                            (long long)sqlite3_column_int64(st, 0));
-            s = SQLITE_DONE;
-            break;
-        }
-        if (fn(sqlite3_column_int64(st, 0), path, ud)) {
-            s = SQLITE_DONE;
-            break;
-        }
-    }
-    if (s != SQLITE_DONE) rc = db_sqlerr(db->cat, s, "list roots");
-    sqlite3_finalize(st);
-    return rc;
-}
-
 /* ---- files ---------------------------------------------------------------------------- */
 
 #define FILE_COLS                                                                                  \
     "id, root_id, relpath, size, mtime_ns, hash, width, height, state, error, shard,"              \
-    " created_ns, updated_ns"
+    " created_ns, updated_ns, dev, ino, ctime_ns"
 
 /* Fills f from a FILE_COLS row; relpath/error borrowed from the statement. */
 static void file_from_row(sqlite3_stmt *st, cdb_db_file *f) {
@@ -284,6 +205,7 @@ static void file_from_row(sqlite3_stmt *st, cdb_db_file *f) {
     f->id = sqlite3_column_int64(st, 0);
     f->root_id = sqlite3_column_int64(st, 1);
     f->relpath = (const char *)sqlite3_column_text(st, 2); /* BLOB -> NUL-terminated bytes */
+    if (!f->relpath) f->relpath = "";                      /* a file root's file */
     f->meta.size = sqlite3_column_int64(st, 3);
     f->meta.mtime_ns = sqlite3_column_int64(st, 4);
     if (sqlite3_column_bytes(st, 5) == CDB_DB_HASH_BYTES) {
@@ -297,6 +219,9 @@ static void file_from_row(sqlite3_stmt *st, cdb_db_file *f) {
     f->shard = sqlite3_column_int(st, 10);
     f->created_ns = sqlite3_column_int64(st, 11);
     f->updated_ns = sqlite3_column_int64(st, 12);
+    f->meta.dev = (uint64_t)sqlite3_column_int64(st, 13); /* NULL reads as 0: unknown */
+    f->meta.ino = (uint64_t)sqlite3_column_int64(st, 14);
+    f->meta.ctime_ns = sqlite3_column_int64(st, 15);
 }
 
 /* Runs a FILE_COLS query expected to give at most one row; heap-copies the strings. */
@@ -308,7 +233,7 @@ static cdb_status file_one(cdb_db *db, sqlite3_stmt *st, cdb_db_file *out, const
         cdb_db_file f;
         file_from_row(st, &f);
         *out = f;
-        out->relpath = column_strdup(st, 2);
+        out->relpath = db_column_strdup(st, 2);
         out->error = f.error ? cdb_strdup(f.error) : NULL;
         if (!out->relpath || (f.error && !out->error)) {
             cdb_db_file_clear(out);
@@ -352,18 +277,35 @@ cdb_status cdb_db_file_get(cdb_db *db, int64_t file_id, cdb_db_file *out) {
     return rc;
 }
 
+char *cdb_db_path_join(const char *root, const char *relpath) {
+    size_t rl = strlen(root), pl = relpath ? strlen(relpath) : 0;
+    char *s = cdb_malloc(rl + pl + 2);
+    if (!s) return NULL;
+    memcpy(s, root, rl);
+    if (pl) {
+        s[rl] = '/';
+        memcpy(s + rl + 1, relpath, pl);
+    }
+    s[rl + (pl ? pl + 1 : 0)] = '\0';
+    return s;
+}
+
 cdb_status cdb_db_file_path(cdb_db *db, int64_t file_id, char **path) {
     sqlite3_stmt *st = NULL;
     *path = NULL;
     cdb_status rc = db_prepare(db->cat,
-                               "SELECT r.path || CAST('/' AS BLOB) || f.relpath FROM files f"
+                               "SELECT r.path, f.relpath FROM files f"
                                " JOIN roots r ON r.id = f.root_id WHERE f.id=?1",
                                &st);
     if (rc != CDB_OK) return rc;
     sqlite3_bind_int64(st, 1, file_id);
     int s = sqlite3_step(st);
     if (s == SQLITE_ROW) {
-        if (!(*path = column_strdup(st, 0))) rc = cdb_seterr(CDB_NOMEM, "out of memory");
+        char *root = db_column_strdup(st, 0), *rel = db_column_strdup(st, 1);
+        if (!root || !rel || !(*path = cdb_db_path_join(root, rel)))
+            rc = cdb_seterr(CDB_NOMEM, "out of memory");
+        cdb_free(root);
+        cdb_free(rel);
     } else if (s == SQLITE_DONE) {
         rc = cdb_seterr(CDB_NOTFOUND, "file %lld is not recorded", (long long)file_id);
     } else {
@@ -404,7 +346,7 @@ cdb_status cdb_db_files_by_hash(cdb_db *db, int64_t root_id, const uint8_t hash[
     cdb_status rc = db_prepare(db->cat,
                                "SELECT id FROM files WHERE id IN (SELECT file_id FROM hkeys"
                                " WHERE hkey=?4 UNION ALL SELECT file_id FROM hkeys_new WHERE"
-                               " hkey=?4) AND root_id=?1 AND hash=?2 AND state=2"
+                               " hkey=?4) AND (?1 = 0 OR root_id=?1) AND hash=?2 AND state=2"
                                " ORDER BY id LIMIT ?3",
                                &st);
     if (rc != CDB_OK) return rc;
@@ -443,6 +385,13 @@ cdb_status cdb_db_files_foreach(cdb_db *db, int64_t root_id, unsigned state_mask
     return rc;
 }
 
+cdb_status cdb_db_max_file_id(cdb_db *db, int64_t *id) {
+    *id = 0;
+    return db_count_sql(db, "SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name='files'),"
+                            " (SELECT max(id) FROM files), 0)",
+                        0, id);
+}
+
 cdb_status cdb_db_file_has_vector(cdb_db *db, int64_t model_id, int64_t file_id, int *has) {
     sqlite3_stmt *st = NULL;
     cdb_status rc = db_stmt(db, ST_DIR_GET, &st);
@@ -456,8 +405,14 @@ cdb_status cdb_db_file_has_vector(cdb_db *db, int64_t model_id, int64_t file_id,
     return rc;
 }
 
+int cdb_db_same_stat(const cdb_db_file_meta *row, const cdb_db_file_meta *st) {
+    if (row->size != st->size || row->mtime_ns != st->mtime_ns) return 0;
+    if (!row->ino) return 1; /* no identity recorded (schema < 5) */
+    return row->dev == st->dev && row->ino == st->ino && row->ctime_ns == st->ctime_ns;
+}
+
 cdb_status cdb_db_classify(cdb_db *db, int64_t model_id, int64_t root_id, const char *relpath,
-                           int64_t size, int64_t mtime_ns, cdb_db_change *change,
+                           const cdb_db_file_meta *stat_meta, cdb_db_change *change,
                            cdb_db_file *out) {
     cdb_db_file f;
     cdb_status rc = cdb_db_file_lookup(db, root_id, relpath, &f);
@@ -468,7 +423,7 @@ cdb_status cdb_db_classify(cdb_db *db, int64_t model_id, int64_t root_id, const 
         return CDB_OK;
     }
     if (rc != CDB_OK) return rc;
-    int same = f.meta.size == size && f.meta.mtime_ns == mtime_ns;
+    int same = cdb_db_same_stat(&f.meta, stat_meta);
     switch (f.state) {
     case CDB_DB_DELETED: *change = CDB_DB_CHANGE_NEW; break;
     case CDB_DB_PENDING: *change = CDB_DB_CHANGE_REDO; break;
@@ -480,7 +435,9 @@ cdb_status cdb_db_classify(cdb_db *db, int64_t model_id, int64_t root_id, const 
         } else {
             int has = 0;
             if ((rc = cdb_db_file_has_vector(db, model_id, f.id, &has)) != CDB_OK) break;
-            *change = has ? CDB_DB_CHANGE_SAME : CDB_DB_CHANGE_NEEDS_VECTOR;
+            *change = !has          ? CDB_DB_CHANGE_NEEDS_VECTOR
+                      : f.meta.ino ? CDB_DB_CHANGE_SAME
+                                   : CDB_DB_CHANGE_RESTAT;
         }
         break;
     }
@@ -535,12 +492,12 @@ cdb_status cdb_db_prune_removed(cdb_db *db, int64_t upto) {
     if (rc == CDB_OK) rc = db_prepare(db->cat, "DELETE FROM removed WHERE seq<=?1", &st);
     if (rc != CDB_OK) return rc;
     sqlite3_bind_int64(st, 1, upto);
-    return step_done(db->cat, st, "prune removal log");
+    return db_step_done(db->cat, st, "prune removal log");
 }
 
 /* ---- counts ---------------------------------------------------------------------------- */
 
-static cdb_status count_sql(cdb_db *db, const char *sql, int64_t arg, int64_t *out) {
+cdb_status db_count_sql(cdb_db *db, const char *sql, int64_t arg, int64_t *out) {
     sqlite3_stmt *st = NULL;
     cdb_status rc = db_prepare(db->cat, sql, &st);
     if (rc != CDB_OK) return rc;
@@ -573,24 +530,36 @@ cdb_status cdb_db_get_counts(cdb_db *db, int64_t model_id, cdb_db_counts *out) {
         sqlite3_finalize(st);
     }
     int64_t n_all = 0;
-    if (rc == CDB_OK) rc = count_sql(db, "SELECT count(*) FROM files", 0, &n_all);
+    if (rc == CDB_OK) rc = db_count_sql(db, "SELECT count(*) FROM files", 0, &n_all);
     if (rc == CDB_OK)
         out->files[CDB_DB_OK] =
             n_all - out->files[CDB_DB_PENDING] - out->files[CDB_DB_ERROR] - out->files[CDB_DB_DELETED];
-    if (rc == CDB_OK) rc = count_sql(db, "SELECT count(*) FROM roots", 0, &out->n_roots);
-    if (rc == CDB_OK) rc = count_sql(db, "SELECT count(*) FROM models", 0, &out->n_models);
-    if (rc == CDB_OK) rc = count_sql(db, "SELECT count(*) FROM shards", 0, &out->n_shards);
+    if (rc == CDB_OK) rc = db_count_sql(db, "SELECT count(*) FROM roots", 0, &out->n_roots);
+    if (rc == CDB_OK) rc = db_count_sql(db, "SELECT count(*) FROM models", 0, &out->n_models);
+    if (rc == CDB_OK) rc = db_count_sql(db, "SELECT count(*) FROM shards", 0, &out->n_shards);
     if (rc == CDB_OK) {
         if (model_id > 0)
-            rc = count_sql(db, "SELECT count(*) FROM vectors WHERE model_id=?1", model_id,
+            rc = db_count_sql(db, "SELECT count(*) FROM vectors WHERE model_id=?1", model_id,
                            &out->n_vectors);
         else
-            rc = count_sql(db,
+            rc = db_count_sql(db,
                            "SELECT count(*) FROM vectors WHERE model_id ="
                            " (SELECT id FROM models WHERE is_default=1)",
                            0, &out->n_vectors);
     }
     if (rc == CDB_OK) rc = db_meta_get_int(db, "generation", &out->generation);
+    if (rc == CDB_OK)
+        rc = db_count_sql(db, "SELECT count(*) FROM files WHERE state=1 AND error IS NOT NULL", 0,
+                          &out->n_retry);
+    if (rc == CDB_OK)
+        rc = db_count_sql(db,
+                          "SELECT count(*) FROM files f WHERE f.state=2 AND NOT EXISTS("
+                          "SELECT 1 FROM vectors v WHERE v.file_id=f.id AND v.model_id ="
+                          " (CASE WHEN ?1 > 0 THEN ?1 ELSE (SELECT id FROM models WHERE"
+                          " is_default=1) END))",
+                          model_id, &out->n_missing);
+    if (rc == CDB_OK)
+        rc = db_count_sql(db, "SELECT count(*) FROM walk_problems", 0, &out->n_walk_problems);
     sqlite3_exec(db->cat, "COMMIT", NULL, NULL, NULL);
     return rc;
 }
@@ -605,7 +574,7 @@ cdb_status cdb_db_run_begin(cdb_db *db, const char *kind, int64_t *run_id) {
     if (rc != CDB_OK) return rc;
     sqlite3_bind_text(st, 1, kind ? kind : "", -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 2, db_wall_ns());
-    if ((rc = step_done(db->cat, st, "record run")) == CDB_OK)
+    if ((rc = db_step_done(db->cat, st, "record run")) == CDB_OK)
         *run_id = sqlite3_last_insert_rowid(db->cat);
     return rc;
 }
@@ -622,7 +591,7 @@ cdb_status cdb_db_run_finish(cdb_db *db, int64_t run_id, const char *status,
     sqlite3_bind_text(st, 2, status ? status : "", -1, SQLITE_STATIC);
     if (summary_json) sqlite3_bind_text(st, 3, summary_json, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 4, db_wall_ns());
-    rc = step_done(db->cat, st, "finish run");
+    rc = db_step_done(db->cat, st, "finish run");
     if (rc == CDB_OK && sqlite3_changes(db->cat) == 0)
         rc = cdb_seterr(CDB_NOTFOUND, "run %lld is not recorded", (long long)run_id);
     /* A finished run is durable whatever the sync mode (power-safe). */

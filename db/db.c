@@ -61,15 +61,18 @@ static const char *const k_stmt_sql[ST_COUNT_] = {
     [ST_FILE_BY_ID] = "SELECT id, state, hash, shard, root_id FROM files WHERE id=?1",
     /* A recorded path is left alone (sqlite3_changes() == 0): the caller looks it up. */
     [ST_FILE_INSERT] = "INSERT INTO files(root_id, relpath, size, mtime_ns, hash, width, height,"
-                       " state, shard, created_ns, updated_ns, hkey)"
-                       " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, 1, ?8, ?9, ?9, ?20)"
+                       " state, shard, created_ns, updated_ns, hkey, dev, ino, ctime_ns)"
+                       " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, 1, ?8, ?9, ?9, ?20, ?21, ?22, ?23)"
                        " ON CONFLICT(root_id, relpath) DO NOTHING",
     [ST_FILE_SET_PENDING] = "UPDATE files SET state=1, shard=?2, updated_ns=?3 WHERE id=?1",
     [ST_FILE_SET_OK_NEW] = "UPDATE files SET state=2, updated_ns=?2 WHERE id=?1",
     [ST_FILE_SET_OK] = "UPDATE files SET state=2, size=?2, mtime_ns=?3, hash=?4, width=?5,"
-                       " height=?6, error=NULL, updated_ns=?7, hkey=?20 WHERE id=?1",
-    [ST_FILE_SET_ERROR] = "UPDATE files SET state=3, size=?2, mtime_ns=?3, hash=?4, width=?5,"
-                          " height=?6, error=?8, updated_ns=?7, hkey=?20 WHERE id=?1",
+                       " height=?6, error=NULL, updated_ns=?7, hkey=?20, dev=?21, ino=?22,"
+                       " ctime_ns=?23 WHERE id=?1",
+    /* ?9: the final state, 3 (error) or 1 (pending: a transient failure to retry) */
+    [ST_FILE_SET_ERROR] = "UPDATE files SET state=?9, size=?2, mtime_ns=?3, hash=?4, width=?5,"
+                          " height=?6, error=?8, updated_ns=?7, hkey=?20, dev=?21, ino=?22,"
+                          " ctime_ns=?23 WHERE id=?1",
     [ST_FILE_SET_DELETED] = "UPDATE files SET state=4, error=NULL, updated_ns=?2 WHERE id=?1",
     [ST_DIR_GET] = "SELECT seq FROM vectors WHERE model_id=?1 AND file_id=?2",
     [ST_DIR_PUT] = "INSERT OR REPLACE INTO vectors(model_id, file_id, seq) VALUES(?1, ?2, ?3)",
@@ -201,6 +204,76 @@ static int busy_cb(void *ud, int n) {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
     return 1;
+}
+
+/* "file:" URI of a path, with everything but unreserved characters and '/'
+** percent-encoded (SQLite decodes %HH; '?', '#' and '%' would otherwise end or
+** garble the path). */
+static void path_uri(const char *path, const char *query, char *buf, size_t size) {
+    static const char hex[] = "0123456789ABCDEF";
+    size_t o = 0;
+    o += (size_t)snprintf(buf, size, "file:");
+    for (const unsigned char *p = (const unsigned char *)path; *p && o + 4 < size; p++) {
+        int plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+                    (*p >= '0' && *p <= '9') || strchr("/-._~", *p);
+        if (plain) {
+            buf[o++] = (char)*p;
+        } else {
+            buf[o++] = '%';
+            buf[o++] = hex[*p >> 4];
+            buf[o++] = hex[*p & 15];
+        }
+    }
+    snprintf(buf + o, size > o ? size - o : 0, "?%s", query);
+}
+
+static int busy_cb(void *ud, int n);
+
+/* A reader's first read: where a read-only open of a WAL database fails (no -shm
+** and none can be created), SQLite says so at the first statement. A writer busy
+** with a checkpoint or a WAL restart is waited for as everywhere else. */
+static int probe_read(cdb_db *db, sqlite3 *conn) {
+    sqlite3_busy_handler(conn, busy_cb, db);
+    return sqlite3_exec(conn, "SELECT count(*) FROM sqlite_master", NULL, NULL, NULL);
+}
+
+cdb_status db_open_conn(cdb_db *db, const char *path, int create, sqlite3 **out) {
+    char uri[8400];
+    int s;
+    *out = NULL;
+    if (!db->readonly) {
+        int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | (create ? SQLITE_OPEN_CREATE : 0);
+        s = sqlite3_open_v2(path, out, flags, NULL);
+        return s == SQLITE_OK ? CDB_OK : db_sqlerr(*out, s, "open");
+    }
+    /* Readers never write: mode=ro opens the files read-only and, while a writer (or
+    ** the leftovers of a killed one) keeps a -shm file, shares the WAL index read-only,
+    ** so they see every committed batch. */
+    path_uri(path, "mode=ro", uri, sizeof uri);
+    s = sqlite3_open_v2(uri, out, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX,
+                        NULL);
+    if (s == SQLITE_OK) s = probe_read(db, *out);
+    if (s == SQLITE_OK) return CDB_OK;
+    if ((s & 0xff) != SQLITE_READONLY && (s & 0xff) != SQLITE_CANTOPEN)
+        return db_sqlerr(*out, s, "open");
+    /* A read-only folder (or mount) and no writer: there is no -shm to share and none
+    ** may be created. No -wal either means the database file is complete: read it
+    ** as immutable (no locks, no -shm). A -wal that cannot be shared is a killed
+    ** writer's: its last commits are not visible until a writer opens the database. */
+    char wal[4200];
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    if (access(wal, F_OK) == 0)
+        CDB_LOG_WARN("db: %s is read-only and has a write-ahead log that cannot be shared; "
+                     "reading without its last commits (open it once for writing to fold them in)",
+                     path);
+    sqlite3_close_v2(*out);
+    *out = NULL;
+    path_uri(path, "immutable=1", uri, sizeof uri);
+    s = sqlite3_open_v2(uri, out, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX,
+                        NULL);
+    if (s == SQLITE_OK) s = probe_read(db, *out);
+    if (s == SQLITE_OK) CDB_LOG_DEBUG("db: %s opened immutable (read-only, no writer)", path);
+    return s == SQLITE_OK ? CDB_OK : db_sqlerr(*out, s, "open");
 }
 
 cdb_status db_configure_conn(cdb_db *db, sqlite3 *conn) {
@@ -407,6 +480,51 @@ static cdb_status migrate_v2_fill(cdb_db *db) {
     return rc;
 }
 
+/* v5: the library model (issue 13). Roots know their kind (a folder, or a single
+** file whose row has the empty relpath), whether walks follow symbolic links, and
+** the outcome of their last scan; files record their identity (dev, inode, ctime)
+** so a same-size, same-mtime replacement is seen; walk problems are kept per root
+** for `clipdb errors`. Old rows get NULL identities: compared by size and mtime
+** until the next scan records them without reading the files. Columns that exist
+** already (a catalog whose version was set back) are left as they are. */
+static const char *const k_v5_columns[][3] = {
+    {"roots", "kind", "INTEGER NOT NULL DEFAULT 0"},
+    {"roots", "follow_symlinks", "INTEGER NOT NULL DEFAULT 0"},
+    {"roots", "dev", "INTEGER"},
+    {"roots", "scanned_ns", "INTEGER"},
+    {"roots", "status", "TEXT"},
+    {"files", "dev", "INTEGER"},
+    {"files", "ino", "INTEGER"},
+    {"files", "ctime_ns", "INTEGER"},
+};
+
+static cdb_status add_column(cdb_db *db, const char *table, const char *col, const char *type) {
+    sqlite3_stmt *st = NULL;
+    char sql[256];
+    snprintf(sql, sizeof sql, "SELECT 1 FROM pragma_table_info('%s') WHERE name='%s'", table, col);
+    cdb_status rc = db_prepare(db->cat, sql, &st);
+    if (rc != CDB_OK) return rc;
+    int has = sqlite3_step(st) == SQLITE_ROW;
+    sqlite3_finalize(st);
+    if (has) return CDB_OK;
+    snprintf(sql, sizeof sql, "ALTER TABLE %s ADD COLUMN %s %s", table, col, type);
+    return db_exec(db->cat, sql);
+}
+
+static cdb_status migrate_v5(cdb_db *db) {
+    cdb_status rc = CDB_OK;
+    for (size_t i = 0; i < sizeof k_v5_columns / sizeof k_v5_columns[0] && rc == CDB_OK; i++)
+        rc = add_column(db, k_v5_columns[i][0], k_v5_columns[i][1], k_v5_columns[i][2]);
+    if (rc == CDB_OK)
+        rc = db_exec(db->cat,
+                     "CREATE TABLE IF NOT EXISTS walk_problems(id INTEGER PRIMARY KEY,"
+                     " root_id INTEGER NOT NULL, relpath BLOB NOT NULL, reason TEXT NOT NULL,"
+                     " seen_ns INTEGER NOT NULL);"
+                     "CREATE INDEX IF NOT EXISTS walk_problems_root ON walk_problems(root_id,"
+                     " relpath);");
+    return rc;
+}
+
 static cdb_status migrate(cdb_db *db, int64_t from) {
     cdb_status rc = CDB_OK;
     for (int64_t v = from + 1; v <= CDB_DB_SCHEMA_VERSION && rc == CDB_OK; v++) {
@@ -437,6 +555,8 @@ static cdb_status migrate(cdb_db *db, int64_t from) {
             rc = migrate_v3(db);
         } else if (v == 4) {
             rc = db_migrate_v4(db);
+        } else if (v == 5) {
+            rc = migrate_v5(db);
         }
         if (rc == CDB_OK) rc = db_meta_set_int(db, "schema_version", v);
         if (rc == CDB_OK) rc = meta_set_text(db, "last_writer", CDB_VERSION_STRING);
@@ -531,10 +651,8 @@ cdb_status cdb_db_open(const char *dir, const cdb_db_params *p, cdb_db **out) {
     if (!db->readonly && (rc = lock_acquire(db, p->lock_wait_ms)) != CDB_OK) goto fail;
 
     snprintf(path, sizeof path, "%s/catalog.db", dir);
-    int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | (p->create ? SQLITE_OPEN_CREATE : 0);
-    int s = sqlite3_open_v2(path, &db->cat, flags, NULL);
-    if (s != SQLITE_OK) {
-        rc = db_sqlerr(db->cat, s, "open catalog");
+    if ((rc = db_open_conn(db, path, p->create, &db->cat)) != CDB_OK) {
+        rc = cdb_errctx(rc, "open catalog");
         goto fail;
     }
     if ((rc = db_configure_conn(db, db->cat)) != CDB_OK) goto fail;

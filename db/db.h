@@ -41,7 +41,7 @@ extern "C" {
 /* Catalog schema version this build writes. A database with a larger version
 ** (written by a newer clipdb) is refused with CDB_VERSION and left untouched; a
 ** smaller one is migrated forward when opened by a writer. */
-#define CDB_DB_SCHEMA_VERSION 4
+#define CDB_DB_SCHEMA_VERSION 5
 #define CDB_DB_SHARD_SCHEMA_VERSION 1
 #define CDB_DB_DEFAULT_SHARD_CAPACITY ((int64_t)256 << 20) /* bytes */
 
@@ -68,7 +68,13 @@ typedef enum cdb_db_sync {
 
 typedef struct cdb_db_params {
     int create;          /* 1: create the directory and catalog if absent (writer only) */
-    int readonly;        /* 1: reader handle: takes no lock, never writes */
+    int readonly;        /* 1: reader handle: takes no lock, never writes, and opens every
+                            file read-only (SQLite mode=ro), so it works on a database
+                            whose files or folder are not writable by this user or are
+                            on a read-only mount. When such a database has no -shm file
+                            (no writer has it open: SQLite cannot share a WAL index it
+                            cannot create) it is opened immutable=1, a snapshot of the
+                            database files; nothing is ever created there. */
     int lock_wait_ms;    /* writer lock: 0 fail at once (default), > 0 wait up to, -1 forever */
     int busy_timeout_ms; /* bounded retry with backoff on SQLITE_BUSY; 0 = 10000 */
     int64_t shard_capacity_bytes; /* soft bound per shard; 0 = value stored at creation
@@ -144,21 +150,115 @@ cdb_status cdb_db_models_foreach(cdb_db *db, cdb_db_model_fn fn, void *ud);
 
 /* ---- roots ------------------------------------------------------------------------- */
 
-/* Get-or-create a root by its path (bytes, NUL-terminated; normally absolute).
+/* A root is a folder or a single file the user ingested, recorded by its absolute,
+** normalized (realpath) path. The library model (DESIGN.md, cli/README.md): no root
+** lies inside another, so every file belongs to exactly one root; a file root's one
+** file has the empty relpath; a folder root's files have '/'-separated relpaths. */
+typedef enum cdb_db_root_kind {
+    CDB_DB_ROOT_FOLDER = 0,
+    CDB_DB_ROOT_FILE = 1
+} cdb_db_root_kind;
+
+typedef struct cdb_db_root {
+    int64_t id;
+    const char *path;        /* bytes, NUL-terminated; borrowed (callbacks) or heap (get) */
+    cdb_db_root_kind kind;
+    int follow_symlinks;     /* walks follow symbolic links (recorded with the root) */
+    uint64_t dev;            /* st_dev of the path at the last scan; 0 = unknown */
+    int64_t scanned_ns;      /* wall clock of the last scan; 0 = never */
+    const char *status;      /* last scan: "ok", "missing", "empty", "unreadable"; NULL = never */
+} cdb_db_root;
+
+/* Get-or-create a folder root by its path (bytes, NUL-terminated; normally absolute).
 ** Writer only. */
 cdb_status cdb_db_root_add(cdb_db *db, const char *path, int64_t *root_id /* OUT */);
+/* Get-or-create a root of the given kind; a new root records follow_symlinks, an
+** existing one keeps its settings (see cdb_db_root_set_follow). CDB_INVALID when
+** the path is recorded with the other kind. Writer only. */
+cdb_status cdb_db_root_create(cdb_db *db, const char *path, cdb_db_root_kind kind,
+                              int follow_symlinks, int64_t *root_id /* OUT */);
 /* CDB_NOTFOUND when absent. *path is heap (cdb_free). */
 cdb_status cdb_db_root_get(cdb_db *db, int64_t root_id, char **path /* OUT */);
+/* The whole record; out->path and out->status are heap: cdb_db_root_clear. */
+cdb_status cdb_db_root_info(cdb_db *db, int64_t root_id, cdb_db_root *out /* OUT */);
+void cdb_db_root_clear(cdb_db_root *r); /* NULL is fine */
 cdb_status cdb_db_root_find(cdb_db *db, const char *path, int64_t *root_id /* OUT */);
-typedef int (*cdb_db_root_fn)(int64_t root_id, const char *path, void *ud);
+/* Calls fn for each root in id order (the record is borrowed for the call). */
+typedef int (*cdb_db_root_fn)(const cdb_db_root *r, void *ud);
 cdb_status cdb_db_roots_foreach(cdb_db *db, cdb_db_root_fn fn, void *ud);
+
+/* Writer only, each one catalog transaction: */
+cdb_status cdb_db_root_set_follow(cdb_db *db, int64_t root_id, int follow_symlinks);
+/* Records the outcome of a scan of the root: its device (0: leave as is), the status
+** word (see cdb_db_root) and the time. */
+cdb_status cdb_db_root_set_scan(cdb_db *db, int64_t root_id, uint64_t dev, const char *status);
+/* Rewrites the root's path (the library moved: `clipdb move`); its files, relpaths
+** and vectors stay. CDB_INVALID when new_path is another root's path. */
+cdb_status cdb_db_root_set_path(cdb_db *db, int64_t root_id, const char *new_path);
+
+/* Folds root child into root parent, whose folder contains it (child's path is
+** parent's path + "/" + prefix): every file row of child gets root parent and the
+** relpath prefix + "/" + relpath (prefix alone for a file root's file); vectors stay
+** where they are (ids do not change); child's walk problems and the child root are
+** removed. Where both roots have a row for the same resulting path, the row with
+** vectors wins: first a batch marks child's row deleted when both are live (ok or
+** pending: the write order removes its vectors), then one catalog transaction drops
+** the rows left without vectors and re-roots the rest. Safe to rerun after a crash.
+** *n_files: rows re-rooted. CDB_INVALID when child is not inside parent. */
+cdb_status cdb_db_root_adopt(cdb_db *db, int64_t model_id, int64_t parent_id, int64_t child_id,
+                             int64_t *n_files /* OUT, may be NULL */);
+/* Removes a root and everything recorded under it: a batch marks every live file
+** deleted (the write order removes their vectors and logs the removals for the
+** index), then one catalog transaction drops the file rows, walk problems and the
+** root. Safe to rerun after a crash. *n_files: files that had vectors. Space in the
+** shards is reclaimed by cdb_db_compact. */
+cdb_status cdb_db_root_forget(cdb_db *db, int64_t model_id, int64_t root_id,
+                              int64_t *n_files /* OUT, may be NULL */);
+/* Live (ok, pending or error) files of a root. */
+cdb_status cdb_db_root_count_live(cdb_db *db, int64_t root_id, int64_t *n /* OUT */);
+/* Files of a root by state (indexed by cdb_db_file_state; [0] unused), those to
+** retry, and its vectors of model_id (0 = the default model). One read transaction. */
+typedef struct cdb_db_root_counts {
+    int64_t files[5];
+    int64_t n_retry, n_vectors, n_walk_problems;
+} cdb_db_root_counts;
+cdb_status cdb_db_root_get_counts(cdb_db *db, int64_t root_id, int64_t model_id,
+                                  cdb_db_root_counts *out /* OUT */);
+
+/* Rewrites every shard that holds free pages, and the catalog, to their minimum size
+** (SQLite VACUUM), e.g. after cdb_db_root_forget. Writer only; needs free disk space
+** about the size of the largest shard. *bytes_freed (may be NULL). */
+cdb_status cdb_db_compact(cdb_db *db, int64_t *bytes_freed /* OUT */);
+
+/* ---- walk problems -------------------------------------------------------------------- */
+
+/* What a walk could not read (a folder without permission, a broken symbolic link,
+** a missing root), kept per root until the next scan of that part of the root, so
+** `clipdb errors` lists them. relpath "" means the root itself. */
+typedef struct cdb_db_walk_problem {
+    int64_t root_id;
+    const char *relpath; /* borrowed for the call */
+    const char *reason;
+    int64_t seen_ns;
+} cdb_db_walk_problem;
+/* Replaces the problems recorded for root_id under `under` (a relpath prefix: the
+** folder of a partial scan; NULL or "" = the whole root) by the n given (relpaths
+** and reasons copied; root_id fields ignored). One transaction. Writer only. */
+cdb_status cdb_db_walk_problems_set(cdb_db *db, int64_t root_id, const char *under,
+                                    const cdb_db_walk_problem *p, int n);
+typedef int (*cdb_db_walk_problem_fn)(const cdb_db_walk_problem *p, void *ud);
+/* All recorded problems, by root then relpath (0 = all roots). */
+cdb_status cdb_db_walk_problems_foreach(cdb_db *db, int64_t root_id, cdb_db_walk_problem_fn fn,
+                                        void *ud);
 
 /* ---- files ------------------------------------------------------------------------- */
 
 typedef enum cdb_db_file_state {
-    CDB_DB_PENDING = 1, /* being (re)written; the next run redoes it */
+    CDB_DB_PENDING = 1, /* being (re)written, or a transient failure (error text set:
+                           I/O, permission, memory, device): the next run redoes it */
     CDB_DB_OK = 2,      /* metadata current; vectors present (see README) */
-    CDB_DB_ERROR = 3,   /* unusable; quarantined until its size or mtime changes */
+    CDB_DB_ERROR = 3,   /* the bytes cannot be used (a permanent failure): quarantined
+                           until the file changes */
     CDB_DB_DELETED = 4  /* gone from disk; no vectors */
 } cdb_db_file_state;
 const char *cdb_db_file_state_str(cdb_db_file_state s); /* "pending", ... */
@@ -177,6 +277,11 @@ typedef struct cdb_db_file_meta {
     uint8_t hash[CDB_DB_HASH_BYTES]; /* cdb_db_hash_buf of the content */
     int has_hash;          /* 0: hash unknown (stored as NULL) */
     int32_t width, height; /* pixels after EXIF orientation; 0 = unknown */
+    /* The file's identity when it was read (stat): a replacement with the same size
+    ** and mtime (a new inode, or a new ctime) is a change. 0 = unknown (rows written
+    ** before schema 5): then only size and mtime are compared. */
+    uint64_t dev, ino;
+    int64_t ctime_ns;
 } cdb_db_file_meta;
 
 typedef struct cdb_db_file {
@@ -196,11 +301,16 @@ cdb_status cdb_db_file_lookup(cdb_db *db, int64_t root_id, const char *relpath,
 cdb_status cdb_db_file_get(cdb_db *db, int64_t file_id, cdb_db_file *out /* OUT */);
 void cdb_db_file_clear(cdb_db_file *f); /* frees the heap copies; NULL is fine */
 
-/* Full path (root + "/" + relpath) of a file, heap (cdb_free). CDB_NOTFOUND. */
+/* Full path of a file (cdb_db_path_join of its root and relpath), heap (cdb_free).
+** CDB_NOTFOUND. */
 cdb_status cdb_db_file_path(cdb_db *db, int64_t file_id, char **path /* OUT */);
+/* root + "/" + relpath, or root alone for the empty relpath (a file root's file).
+** Heap (cdb_free); NULL when out of memory. */
+char *cdb_db_path_join(const char *root, const char *relpath);
 
-/* Up to cap ids of files in root_id in state ok whose content hash is hash, in id
-** order (move/rename detection: the caller checks which old path is gone). */
+/* Up to cap ids of files in state ok whose content hash is hash, in id order, in
+** root_id (0: in any root) (move/rename detection: the caller checks which old path
+** is gone). */
 cdb_status cdb_db_files_by_hash(cdb_db *db, int64_t root_id, const uint8_t hash[CDB_DB_HASH_BYTES],
                                 int64_t *ids /* OUT cap */, int cap, int *n_out /* OUT */);
 
@@ -211,22 +321,34 @@ typedef int (*cdb_db_file_fn)(const cdb_db_file *f, void *ud);
 cdb_status cdb_db_files_foreach(cdb_db *db, int64_t root_id, unsigned state_mask,
                                 cdb_db_file_fn fn, void *ud);
 
-/* Change detection for one path found by a walk, from (size, mtime) alone: what
-** the ingest must do with it. `out` (may be NULL) receives the recorded row when
-** there is one (cdb_db_file_clear it). */
+/* Change detection for one path found by a walk, from its stat alone (st: size,
+** mtime_ns, dev, ino, ctime_ns; the hash is not looked at): what the ingest must do
+** with it. "Same stat" means same size and mtime and, when the row records an
+** identity, same (dev, ino, ctime). `out` (may be NULL) receives the recorded row
+** when there is one (cdb_db_file_clear it). */
 typedef enum cdb_db_change {
     CDB_DB_CHANGE_NEW = 1,     /* not recorded (or recorded as deleted): read, hash, encode */
-    CDB_DB_CHANGE_SAME,        /* ok, same size and mtime, has model's vector: skip unread */
-    CDB_DB_CHANGE_MODIFIED,    /* ok but size or mtime differ: re-hash; same hash -> touch,
+    CDB_DB_CHANGE_SAME,        /* ok, same stat, has model's vector: skip unread */
+    CDB_DB_CHANGE_MODIFIED,    /* ok but the stat differs: re-hash; same hash -> touch,
                                   else encode (same hash at another path -> move) */
     CDB_DB_CHANGE_NEEDS_VECTOR,/* ok and unchanged, but no vector for model_id yet: encode */
-    CDB_DB_CHANGE_REDO,        /* pending (an interrupted run): encode again */
-    CDB_DB_CHANGE_QUARANTINED, /* error, same size and mtime: skip (quarantine) */
-    CDB_DB_CHANGE_RETRY        /* error, but size or mtime changed: try again */
+    CDB_DB_CHANGE_REDO,        /* pending (an interrupted run, or a transient failure
+                                  to retry): encode again */
+    CDB_DB_CHANGE_QUARANTINED, /* error, same stat: skip (quarantine) */
+    CDB_DB_CHANGE_RETRY,       /* error, but the stat changed: try again */
+    CDB_DB_CHANGE_RESTAT       /* ok, same size and mtime, has model's vector, but the row
+                                  records no identity yet (schema < 5): record the stat
+                                  (cdb_db_batch_touch with the stored hash), skip unread */
 } cdb_db_change;
 cdb_status cdb_db_classify(cdb_db *db, int64_t model_id, int64_t root_id, const char *relpath,
-                           int64_t size, int64_t mtime_ns, cdb_db_change *change /* OUT */,
+                           const cdb_db_file_meta *st, cdb_db_change *change /* OUT */,
                            cdb_db_file *out /* OUT, may be NULL */);
+/* 1 when the stat fields of a walked file (st) match the row's (the rule above). */
+int cdb_db_same_stat(const cdb_db_file_meta *row, const cdb_db_file_meta *st);
+
+/* The largest file id handed out so far (0: none). Ids only grow (AUTOINCREMENT):
+** rows with a larger id were inserted after this call. */
+cdb_status cdb_db_max_file_id(cdb_db *db, int64_t *id /* OUT */);
 
 /* 1 in *has when the file has a stored vector for model_id (per the catalog). */
 cdb_status cdb_db_file_has_vector(cdb_db *db, int64_t model_id, int64_t file_id,
@@ -254,6 +376,12 @@ cdb_status cdb_db_batch_put(cdb_db_batch *b, int64_t root_id, const char *relpat
 ** replaced by spaces); its vectors, if any, are removed. */
 cdb_status cdb_db_batch_put_error(cdb_db_batch *b, int64_t root_id, const char *relpath,
                                   const cdb_db_file_meta *meta, const char *reason);
+/* Stages a transient failure (I/O, permission, memory, device: nothing says the
+** bytes are bad): the file is left pending with the reason as its error text, so
+** the next run retries it; its vectors, if any, are removed (its content is not
+** known). */
+cdb_status cdb_db_batch_put_retry(cdb_db_batch *b, int64_t root_id, const char *relpath,
+                                  const cdb_db_file_meta *meta, const char *reason);
 /* Stages a recorded file as deleted; its vectors are removed. */
 cdb_status cdb_db_batch_delete(cdb_db_batch *b, int64_t file_id);
 /* Stages a move/rename of an ok file to new_relpath in the same root, with new
@@ -262,6 +390,9 @@ cdb_status cdb_db_batch_delete(cdb_db_batch *b, int64_t file_id);
 ** with CDB_INVALID. */
 cdb_status cdb_db_batch_move(cdb_db_batch *b, int64_t file_id, const char *new_relpath,
                              const cdb_db_file_meta *meta);
+/* The same into another root (new_root_id; 0 = the file's own root). */
+cdb_status cdb_db_batch_move_to(cdb_db_batch *b, int64_t file_id, int64_t new_root_id,
+                                const char *new_relpath, const cdb_db_file_meta *meta);
 /* Stages a metadata-only update (size/mtime/... changed, same content) of an ok file. */
 cdb_status cdb_db_batch_touch(cdb_db_batch *b, int64_t file_id, const cdb_db_file_meta *meta);
 
@@ -324,6 +455,9 @@ typedef struct cdb_db_counts {
     int64_t n_roots, n_models, n_shards;
     int64_t n_vectors; /* of the model asked for (0 = default model) */
     int64_t generation;
+    int64_t n_retry;   /* pending files with a transient failure to retry (in files[PENDING]) */
+    int64_t n_missing; /* ok files without a vector of the model asked for */
+    int64_t n_walk_problems;
 } cdb_db_counts;
 cdb_status cdb_db_get_counts(cdb_db *db, int64_t model_id, cdb_db_counts *out /* OUT */);
 
@@ -349,7 +483,11 @@ typedef enum cdb_db_problem_kind {
     CDB_DB_VECTOR_MISSING,    /* catalog says a vector exists; the shard lacks it */
     CDB_DB_VECTOR_BAD,        /* wrong size, NaN/Inf, or not unit norm */
     CDB_DB_VECTOR_ORPHAN,     /* in a shard without a catalog entry (or wrong shard) */
-    CDB_DB_FILE_NO_VECTOR     /* ok file lacking a vector for the default model */
+    CDB_DB_FILE_NO_VECTOR,    /* ok file lacking a vector for the default model */
+    /* found by the deep check (cli: verify --deep), never by cdb_db_verify: */
+    CDB_DB_FILE_CHANGED,      /* the file's bytes differ from its recorded hash, its stat
+                                 does not show it (bit rot, a replace behind our back) */
+    CDB_DB_VECTOR_MISMATCH    /* re-encoding the file gives another vector */
 } cdb_db_problem_kind;
 
 typedef struct cdb_db_problem {
@@ -377,9 +515,15 @@ cdb_status cdb_db_check_shards(cdb_db *db, cdb_db_report **out /* OUT */);
 ** *out (an empty list means healthy); fails only when it could not run. */
 cdb_status cdb_db_verify(cdb_db *db, cdb_db_report **out /* OUT */);
 void cdb_db_report_free(cdb_db_report *r);
+/* An empty report, and adding a problem to one (for checks made outside db/, such as
+** the deep check; repaired by cdb_db_repair like the others). */
+cdb_status cdb_db_report_new(cdb_db_report **out /* OUT */);
+void cdb_db_report_add(cdb_db_report *r, cdb_db_problem_kind kind, int32_t shard, int64_t model_id,
+                       int64_t file_id, const char *fmt, ...) CDB_PRINTF(6, 7);
 /* Repairs what verify found (writer only): files whose vectors are missing or bad
 ** (also all files of a missing/damaged shard) are marked pending and lose their
-** shard entry so the next ingest re-encodes them; orphan vectors are deleted.
+** shard entry so the next ingest re-encodes them; changed files and mismatched
+** vectors (the deep check) are marked pending; orphan vectors are deleted.
 ** *n_fixed counts the files/vectors changed. */
 cdb_status cdb_db_repair(cdb_db *db, const cdb_db_report *r, int64_t *n_fixed /* OUT */);
 

@@ -66,8 +66,10 @@ struct cdb_db {
     struct db_ckpt *ckpt; /* background checkpointer (shard.c); NULL until first needed */
 };
 
-/* Statements that write a file's meta bind files.hkey at this parameter. */
+/* Statements that write a file's meta bind files.hkey at this parameter, and its
+** identity (dev, ino, ctime_ns) at the three after it. */
 #define DB_P_HKEY 20
+#define DB_P_DEV 21
 int64_t db_hash_key(const uint8_t hash[CDB_DB_HASH_BYTES]);
 /* Schema v4 (catalog.c): the two-level move-detection index hkeys + hkeys_new;
 ** replaces the files_hkey index. Every ok file with a hash has (hkey, id) in one
@@ -91,6 +93,16 @@ int64_t db_wall_ns(void);
 cdb_status db_meta_get_int(cdb_db *db, const char *key, int64_t *v);
 cdb_status db_meta_set_int(cdb_db *db, const char *key, int64_t v);
 cdb_status db_configure_conn(cdb_db *db, sqlite3 *conn);
+/* Steps a one-shot statement expecting DONE (or a row); finalizes it (catalog.c). */
+cdb_status db_step_done(sqlite3 *conn, sqlite3_stmt *st, const char *what);
+/* Heap copy of a BLOB/TEXT column, NUL-terminated; NULL on OOM (catalog.c). */
+char *db_column_strdup(sqlite3_stmt *st, int col);
+/* One integer from sql, with ?1 bound to arg when it has a parameter (catalog.c). */
+cdb_status db_count_sql(cdb_db *db, const char *sql, int64_t arg, int64_t *out);
+/* Opens one of the database's SQLite files: a writer read-write (create: may create
+** it), a reader read-only, immutable when the file cannot be shared (cdb_db_params
+** .readonly). */
+cdb_status db_open_conn(cdb_db *db, const char *path, int create, sqlite3 **out);
 
 /* fsyncs path (and path-wal when present); CDB_IO on failure. */
 cdb_status db_fsync_db_file(const char *path);

@@ -279,9 +279,8 @@ static cdb_status shard_prepare(db_shard *sh) {
 static cdb_status shard_open_conn(cdb_db *db, db_shard *sh, int32_t id, int create) {
     char path[4096];
     db_shard_path(db, id, path, sizeof path);
-    int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | (create ? SQLITE_OPEN_CREATE : 0);
-    int s = sqlite3_open_v2(path, &sh->conn, flags, NULL);
-    cdb_status rc = s == SQLITE_OK ? CDB_OK : db_sqlerr(sh->conn, s, "open shard");
+    cdb_status rc = db_open_conn(db, path, create, &sh->conn);
+    if (rc != CDB_OK) rc = cdb_errctx(rc, "open shard");
     if (rc == CDB_OK) rc = db_configure_conn(db, sh->conn);
     if (rc == CDB_OK) rc = db_ckpt_attach(db, sh->conn);
     sh->id = id;

@@ -18,7 +18,7 @@
 
 #define MAX_LISTED 1000
 
-static cdb_status report_new(cdb_db_report **out) {
+cdb_status cdb_db_report_new(cdb_db_report **out) {
     *out = cdb_calloc(1, sizeof **out);
     return *out ? CDB_OK : cdb_seterr(CDB_NOMEM, "out of memory");
 }
@@ -29,9 +29,7 @@ void cdb_db_report_free(cdb_db_report *r) {
     cdb_free(r);
 }
 
-static void report_add(cdb_db_report *r, cdb_db_problem_kind kind, int32_t shard, int64_t model,
-                       int64_t file, const char *fmt, ...) CDB_PRINTF(6, 7);
-static void report_add(cdb_db_report *r, cdb_db_problem_kind kind, int32_t shard, int64_t model,
+void cdb_db_report_add(cdb_db_report *r, cdb_db_problem_kind kind, int32_t shard, int64_t model,
                        int64_t file, const char *fmt, ...) {
     r->n_problems++;
     if (r->n_listed >= MAX_LISTED) return;
@@ -72,12 +70,12 @@ static cdb_status check_shards_into(cdb_db *db, cdb_db_report *r) {
         int kind = db_shard_check_file(db, id, msg, sizeof msg);
         if (kind) {
             db_shard_close_one(db, id);
-            report_add(r, (cdb_db_problem_kind)kind, id, 0, 0, "%s", msg);
+            cdb_db_report_add(r, (cdb_db_problem_kind)kind, id, 0, 0, "%s", msg);
             continue;
         }
         db_shard *sh = NULL;
         if (db_shard_get(db, id, &sh) != CDB_OK)
-            report_add(r, CDB_DB_SHARD_DAMAGED, id, 0, 0, "%s", cdb_errmsg());
+            cdb_db_report_add(r, CDB_DB_SHARD_DAMAGED, id, 0, 0, "%s", cdb_errmsg());
     }
     if (s != SQLITE_DONE) rc = db_sqlerr(db->cat, s, "list shards");
     sqlite3_finalize(st);
@@ -90,7 +88,7 @@ static cdb_status check_shards_into(cdb_db *db, cdb_db_report *r) {
         return rc;
     while ((s = sqlite3_step(st)) == SQLITE_ROW) {
         int32_t id = sqlite3_column_int(st, 0);
-        report_add(r, CDB_DB_SHARD_MISSING, id, 0, 0,
+        cdb_db_report_add(r, CDB_DB_SHARD_MISSING, id, 0, 0,
                    "files refer to shard %04d, which the catalog does not list", (int)id);
     }
     if (s != SQLITE_DONE) rc = db_sqlerr(db->cat, s, "check shard references");
@@ -99,7 +97,7 @@ static cdb_status check_shards_into(cdb_db *db, cdb_db_report *r) {
 }
 
 cdb_status cdb_db_check_shards(cdb_db *db, cdb_db_report **out) {
-    cdb_status rc = report_new(out);
+    cdb_status rc = cdb_db_report_new(out);
     if (rc == CDB_OK && (rc = check_shards_into(db, *out)) != CDB_OK) {
         cdb_db_report_free(*out);
         *out = NULL;
@@ -137,7 +135,7 @@ static cdb_status verify_shard(cdb_db *db, int32_t id, const model_list *ml, cdb
     sqlite3_stmt *rd = NULL, *look = NULL;
     cdb_status rc = db_shard_get(db, id, &sh);
     if (rc != CDB_OK) {
-        report_add(r, CDB_DB_SHARD_DAMAGED, id, 0, 0, "%s", cdb_errmsg());
+        cdb_db_report_add(r, CDB_DB_SHARD_DAMAGED, id, 0, 0, "%s", cdb_errmsg());
         return CDB_OK;
     }
     if ((rc = db_prepare(sh->conn, "SELECT model_id, file_id, vec FROM vectors", &rd)) != CDB_OK)
@@ -155,12 +153,12 @@ static cdb_status verify_shard(cdb_db *db, int32_t id, const model_list *ml, cdb
         int len = sqlite3_column_bytes(rd, 2), dim = dim_of(ml, model);
         r->n_vectors_checked++;
         if (!dim) {
-            report_add(r, CDB_DB_VECTOR_ORPHAN, id, model, file, "vector of unknown model %lld",
+            cdb_db_report_add(r, CDB_DB_VECTOR_ORPHAN, id, model, file, "vector of unknown model %lld",
                        (long long)model);
             continue;
         }
         if (len != dim * 2) {
-            report_add(r, CDB_DB_VECTOR_BAD, id, model, file, "vector has %d bytes, want %d", len,
+            cdb_db_report_add(r, CDB_DB_VECTOR_BAD, id, model, file, "vector has %d bytes, want %d", len,
                        dim * 2);
         } else {
             /* Decode (alignment-safe), then finiteness and norm in fp32. */
@@ -178,7 +176,7 @@ static cdb_status verify_shard(cdb_db *db, int32_t id, const model_list *ml, cdb
             float nrm = sqrtf(((acc[0] + acc[1]) + (acc[2] + acc[3])) +
                               ((acc[4] + acc[5]) + (acc[6] + acc[7])));
             if (!finite || !(fabsf(nrm - 1.0f) <= 1e-3f))
-                report_add(r, CDB_DB_VECTOR_BAD, id, model, file, "vector %s (norm %.6g)",
+                cdb_db_report_add(r, CDB_DB_VECTOR_BAD, id, model, file, "vector %s (norm %.6g)",
                            finite ? "is not unit length" : "has NaN/Inf", (double)nrm);
         }
         sqlite3_reset(look);
@@ -186,17 +184,17 @@ static cdb_status verify_shard(cdb_db *db, int32_t id, const model_list *ml, cdb
         sqlite3_bind_int64(look, 2, file);
         int t = sqlite3_step(look);
         if (t == SQLITE_DONE) {
-            report_add(r, CDB_DB_VECTOR_ORPHAN, id, model, file, "vector of unrecorded file %lld",
+            cdb_db_report_add(r, CDB_DB_VECTOR_ORPHAN, id, model, file, "vector of unrecorded file %lld",
                        (long long)file);
         } else if (t == SQLITE_ROW) {
             int fshard = sqlite3_column_int(look, 0), state = sqlite3_column_int(look, 1);
             int in_dir = sqlite3_column_int(look, 2);
             if (fshard != id)
-                report_add(r, CDB_DB_VECTOR_ORPHAN, id, model, file,
+                cdb_db_report_add(r, CDB_DB_VECTOR_ORPHAN, id, model, file,
                            "vector of file %lld, which lives in shard %04d", (long long)file,
                            fshard);
             else if (!in_dir && state != CDB_DB_PENDING)
-                report_add(r, CDB_DB_VECTOR_ORPHAN, id, model, file,
+                cdb_db_report_add(r, CDB_DB_VECTOR_ORPHAN, id, model, file,
                            "vector of %s file %lld without a catalog entry",
                            cdb_db_file_state_str((cdb_db_file_state)state), (long long)file);
         } else {
@@ -206,7 +204,7 @@ static cdb_status verify_shard(cdb_db *db, int32_t id, const model_list *ml, cdb
     }
     if (s != SQLITE_DONE) {
         /* A damaged shard file reads as SQLITE_CORRUPT part way through. */
-        report_add(r, CDB_DB_SHARD_DAMAGED, id, 0, 0, "shard %04d unreadable: %s", (int)id,
+        cdb_db_report_add(r, CDB_DB_SHARD_DAMAGED, id, 0, 0, "shard %04d unreadable: %s", (int)id,
                    sqlite3_errmsg(sh->conn));
     }
 done:
@@ -229,14 +227,14 @@ static cdb_status verify_directory(cdb_db *db, cdb_db_report *r) {
         int32_t shard = sqlite3_column_int(st, 2);
         int state = sqlite3_column_int(st, 3);
         if (state != CDB_DB_OK && state != CDB_DB_PENDING) {
-            report_add(r, CDB_DB_VECTOR_ORPHAN, shard, model, file,
+            cdb_db_report_add(r, CDB_DB_VECTOR_ORPHAN, shard, model, file,
                        "catalog lists a vector for %s file %lld",
                        state ? cdb_db_file_state_str((cdb_db_file_state)state) : "unrecorded",
                        (long long)file);
             continue;
         }
         if (shard <= 0) {
-            report_add(r, CDB_DB_VECTOR_MISSING, 0, model, file, "file %lld has no shard",
+            cdb_db_report_add(r, CDB_DB_VECTOR_MISSING, 0, model, file, "file %lld has no shard",
                        (long long)file);
             continue;
         }
@@ -244,7 +242,7 @@ static cdb_status verify_directory(cdb_db *db, cdb_db_report *r) {
             /* The shard is reported as such; each vector it held is lost too, and
             ** listed, so the report says exactly what a repair re-encodes. */
             const char *rel = (const char *)sqlite3_column_text(st, 4);
-            report_add(r, CDB_DB_VECTOR_MISSING, shard, model, file,
+            cdb_db_report_add(r, CDB_DB_VECTOR_MISSING, shard, model, file,
                        "file %lld (%.100s): vector for model %lld lost with shard %04d",
                        (long long)file, rel ? rel : "?", (long long)model, (int)shard);
             continue;
@@ -257,11 +255,11 @@ static cdb_status verify_directory(cdb_db *db, cdb_db_report *r) {
         int t = sqlite3_step(sh->st_get);
         sqlite3_reset(sh->st_get);
         if (t == SQLITE_DONE && state == CDB_DB_OK)
-            report_add(r, CDB_DB_VECTOR_MISSING, shard, model, file,
+            cdb_db_report_add(r, CDB_DB_VECTOR_MISSING, shard, model, file,
                        "file %lld: vector for model %lld missing from shard %04d", (long long)file,
                        (long long)model, (int)shard);
         else if (t != SQLITE_ROW && t != SQLITE_DONE)
-            report_add(r, CDB_DB_SHARD_DAMAGED, shard, 0, 0, "shard %04d unreadable: %s",
+            cdb_db_report_add(r, CDB_DB_SHARD_DAMAGED, shard, 0, 0, "shard %04d unreadable: %s",
                        (int)shard, sqlite3_errmsg(sh->conn));
     }
     if (rc == CDB_OK && s != SQLITE_DONE) rc = db_sqlerr(db->cat, s, "verify directory");
@@ -277,7 +275,7 @@ cdb_status cdb_db_verify(cdb_db *db, cdb_db_report **out) {
     int n_ids = 0;
     memset(&ml, 0, sizeof ml);
     *out = NULL;
-    cdb_status rc = report_new(&r);
+    cdb_status rc = cdb_db_report_new(&r);
     if (rc == CDB_OK) rc = check_shards_into(db, r);
     if (rc == CDB_OK) rc = cdb_db_models_foreach(db, collect_model, &ml);
     if (rc == CDB_OK) rc = db_prepare(db->cat, "SELECT id FROM shards ORDER BY id", &st);
@@ -308,7 +306,7 @@ cdb_status cdb_db_verify(cdb_db *db, cdb_db_report **out) {
             sqlite3_bind_int64(st, 1, ml.default_id);
             int s;
             while ((s = sqlite3_step(st)) == SQLITE_ROW)
-                report_add(r, CDB_DB_FILE_NO_VECTOR, 0, ml.default_id, sqlite3_column_int64(st, 0),
+                cdb_db_report_add(r, CDB_DB_FILE_NO_VECTOR, 0, ml.default_id, sqlite3_column_int64(st, 0),
                            "ok file %lld has no vector for the default model",
                            (long long)sqlite3_column_int64(st, 0));
             if (s != SQLITE_DONE) rc = db_sqlerr(db->cat, s, "verify files");
@@ -429,6 +427,14 @@ cdb_status cdb_db_repair(cdb_db *db, const cdb_db_report *r, int64_t *n_fixed) {
             if (p->kind == CDB_DB_VECTOR_MISSING && p->shard > 0 && shard_is_bad(r, p->shard))
                 break;
             rc = requeue_file(db, p->file_id, p->model_id, 0, &gen);
+            (*n_fixed)++;
+            break;
+        case CDB_DB_FILE_CHANGED:
+        case CDB_DB_VECTOR_MISMATCH:
+            /* the file is read and encoded again (its stale vector, if any, is
+            ** replaced by the redo's upsert) */
+            rc = requeue_file(db, p->file_id, p->kind == CDB_DB_FILE_CHANGED ? 0 : p->model_id, 0,
+                              &gen);
             (*n_fixed)++;
             break;
         case CDB_DB_VECTOR_ORPHAN: {

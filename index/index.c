@@ -25,6 +25,7 @@
 
 #include <faiss/c_api/AutoTune_c.h>
 #include <faiss/c_api/error_c.h>
+#include <faiss/c_api/impl/AuxIndexStructures_c.h>
 #include <faiss/c_api/index_factory_c.h>
 #include <faiss/c_api/index_io_c.h>
 
@@ -171,6 +172,43 @@ cdb_status cdb_index_add(cdb_index *ix, const int64_t *ids, const uint16_t *vecs
         if (frc != 0) return cdb_index_faiss_err_(frc, "add_with_ids");
         if ((rc = cover(ix, ids + off, c)) != CDB_OK) return rc;
     }
+    return CDB_OK;
+}
+
+cdb_status cdb_index_remove(cdb_index *ix, const int64_t *ids, int64_t n) {
+    FaissIDSelectorBatch *sel = NULL;
+    int64_t *sorted = NULL, m = 0;
+    size_t n_removed = 0;
+    if (!ix || n < 0 || (n > 0 && !ids)) return cdb_seterr(CDB_INVALID, "cdb_index_remove: bad arguments");
+    if (n == 0) return CDB_OK;
+    if (!(sorted = cdb_malloc((size_t)n * sizeof *sorted))) return cdb_seterr(CDB_NOMEM, "remove");
+    for (int64_t i = 0; i < n; i++) /* only what is covered */
+        if (cdb_index_covers(ix, ids[i])) sorted[m++] = ids[i];
+    if (m == 0) {
+        cdb_free(sorted);
+        return CDB_OK;
+    }
+    qsort(sorted, (size_t)m, sizeof *sorted, cmp_i64);
+    if (faiss_IDSelectorBatch_new(&sel, (size_t)m, sorted) != 0) {
+        cdb_free(sorted);
+        return cdb_index_faiss_err_(1, "IDSelectorBatch");
+    }
+    /* Flat and IVF indexes drop the entries. HNSW cannot: its entries stay behind as
+    ** tombstones that a search drops (the store no longer has them, or re-ranks the
+    ** id from its current vector), counted as n_indexed - n_covered until a rebuild. */
+    if (faiss_Index_remove_ids(ix->fx, (const FaissIDSelector *)sel, &n_removed) != 0)
+        CDB_LOG_DEBUG("index %s keeps %lld removed entries as tombstones", ix->info.factory,
+                      (long long)m);
+    faiss_IDSelector_free((FaissIDSelector *)sel);
+    /* coverage: a merge of two sorted lists */
+    int64_t o = 0, k = 0;
+    for (int64_t i = 0; i < ix->n_cov; i++) {
+        while (k < m && sorted[k] < ix->cov[i]) k++;
+        if (k < m && sorted[k] == ix->cov[i]) continue;
+        ix->cov[o++] = ix->cov[i];
+    }
+    ix->n_cov = o;
+    cdb_free(sorted);
     return CDB_OK;
 }
 

@@ -143,6 +143,12 @@ cdb_status cdb_index_train(cdb_index *ix, const uint16_t *vecs, int64_t n);
 ** store. Requires a trained index. */
 cdb_status cdb_index_add(cdb_index *ix, const int64_t *ids, const uint16_t *vecs, int64_t n);
 
+/* Takes ids out of the index (deleted files; changed ones, before their new vector
+** is added): they are no longer covered. Flat and IVF indexes drop the entries;
+** HNSW keeps them as tombstones (info.n_indexed - n_covered) that searches drop or
+** re-rank from the store, until a rebuild. Ids not covered are ignored. */
+cdb_status cdb_index_remove(cdb_index *ix, const int64_t *ids, int64_t n);
+
 void cdb_index_free(cdb_index *ix); /* NULL is fine */
 
 /* ---- persistence ---------------------------------------------------------------- */
@@ -175,9 +181,11 @@ typedef enum cdb_index_refresh_action {
 /* Decides how to refresh ix (NULL: none yet) for a store of n_live vectors, of
 ** which n_uncovered are not in the index and n_stale indexed ids were deleted or
 ** changed since. Rebuild when: no index; the automatic choice for n_live is a
-** different family (and p does not force one); stale entries pass 20% of the
-** index; or an IVF index has grown past 4x the size it was trained for. why
-** (optional) receives the reason. */
+** different family (and p does not force one); stale entries, with the tombstones
+** left by earlier removals, pass 20% of the index; or an IVF index has grown past
+** 4x the size it was trained for. Else ADD (cdb_index_remove the stale ids, then
+** cdb_index_add the uncovered ones) when there is either. why (optional) receives
+** the reason. */
 cdb_status cdb_index_refresh_decide(const cdb_index *ix, const cdb_index_params *p,
                                     int64_t n_live, int64_t n_uncovered, int64_t n_stale,
                                     cdb_index_refresh_action *out /* OUT */, char *why,

@@ -259,10 +259,13 @@ cdb_status cdb_index_refresh_decide(const cdb_index *ix, const cdb_index_params 
             return CDB_OK;
         }
     }
-    if (n_stale > 0 && (double)n_stale > 0.2 * (double)(ix->n_cov > 0 ? ix->n_cov : 1)) {
+    int64_t tombstones = faiss_Index_ntotal(ix->fx) - ix->n_cov;
+    if (tombstones < 0) tombstones = 0;
+    if (n_stale + tombstones > 0 &&
+        (double)(n_stale + tombstones) > 0.2 * (double)(ix->n_cov > 0 ? ix->n_cov : 1)) {
         *out = CDB_INDEX_REFRESH_REBUILD;
         say(why, why_size, "%lld of %lld indexed vectors are deleted or changed (> 20%%)",
-            (long long)n_stale, (long long)ix->n_cov);
+            (long long)(n_stale + tombstones), (long long)ix->n_cov);
         return CDB_OK;
     }
     if (ix->info.nlist && n_live > 4 * (ix->n_trained_for > 0 ? ix->n_trained_for : 1)) {
@@ -271,9 +274,10 @@ cdb_status cdb_index_refresh_decide(const cdb_index *ix, const cdb_index_params 
             (long long)n_live, (long long)ix->n_trained_for);
         return CDB_OK;
     }
-    if (n_uncovered > 0) {
+    if (n_uncovered > 0 || n_stale > 0) {
         *out = CDB_INDEX_REFRESH_ADD;
-        say(why, why_size, "%lld new or changed vectors to add", (long long)n_uncovered);
+        say(why, why_size, "%lld new or changed vectors to add, %lld to remove",
+            (long long)n_uncovered, (long long)n_stale);
         return CDB_OK;
     }
     *out = CDB_INDEX_REFRESH_NONE;

@@ -805,7 +805,8 @@ CDB_TEST(migrate_v3_to_v4) {
     p.readonly = 1;
     CHECK_RC(cdb_db_open(dir, &p, &fx.db), CDB_VERSION); /* a reader cannot migrate */
     CHECK_OK(cdb_db_open(dir, NULL, &fx.db));
-    CHECK_EQ_INT(sql_count(cat, "SELECT value FROM meta WHERE key='schema_version'"), 4);
+    CHECK_EQ_INT(sql_count(cat, "SELECT value FROM meta WHERE key='schema_version'"),
+                 CDB_DB_SCHEMA_VERSION);
     CHECK_EQ_INT(sql_count(cat, "SELECT count(*) FROM sqlite_master WHERE name='files_hkey'"), 0);
     CHECK_EQ_INT(sql_count(cat, "SELECT count(*) FROM hkeys"), 41);
     for (int i = 0; i < 40; i += 3) CHECK_MSG(found_by_hash(&fx, i), "file %d", i);
@@ -1095,6 +1096,16 @@ static void die_after_step1(int after_step, void *ud) {
     if (after_step == 1) raise(SIGKILL);
 }
 
+/* cdb_db_classify from size and mtime alone (rows written without an identity). */
+static cdb_status classify_sm(cdb_db *db, int64_t model, int64_t root, const char *rel, int64_t size,
+                              int64_t mtime, cdb_db_change *ch, cdb_db_file *out) {
+    cdb_db_file_meta st;
+    memset(&st, 0, sizeof st);
+    st.size = size;
+    st.mtime_ns = mtime;
+    return cdb_db_classify(db, model, root, rel, &st, ch, out);
+}
+
 CDB_TEST(classify_changes) {
     fixture fx;
     int64_t ids[4], m2 = 0;
@@ -1102,16 +1113,16 @@ CDB_TEST(classify_changes) {
     cdb_db_file f;
     CHECK_OK(fx_open(&fx, "classify", 0));
     CHECK_OK(fx_put_range(&fx, 0, 4, ids)); /* f0..f3: size 1000+i, mtime 5000+i */
-    CHECK_OK(cdb_db_classify(fx.db, fx.model, fx.root, "new.jpg", 1, 1, &ch, NULL));
+    CHECK_OK(classify_sm(fx.db, fx.model, fx.root, "new.jpg", 1, 1, &ch, NULL));
     CHECK_EQ_INT(ch, CDB_DB_CHANGE_NEW);
-    CHECK_OK(cdb_db_classify(fx.db, fx.model, fx.root, "f00001.jpg", 1001, 5001, &ch, &f));
-    CHECK_EQ_INT(ch, CDB_DB_CHANGE_SAME);
+    CHECK_OK(classify_sm(fx.db, fx.model, fx.root, "f00001.jpg", 1001, 5001, &ch, &f));
+    CHECK_EQ_INT(ch, CDB_DB_CHANGE_RESTAT); /* same, but no identity recorded yet */
     CHECK_EQ_INT(f.id, ids[1]);
     cdb_db_file_clear(&f);
-    CHECK_OK(cdb_db_classify(fx.db, fx.model, fx.root, "f00001.jpg", 1001, 9999, &ch, NULL));
+    CHECK_OK(classify_sm(fx.db, fx.model, fx.root, "f00001.jpg", 1001, 9999, &ch, NULL));
     CHECK_EQ_INT(ch, CDB_DB_CHANGE_MODIFIED);
     CHECK_OK(cdb_db_model_register(fx.db, "hash-m2", "m2", DIM, NULL, &m2));
-    CHECK_OK(cdb_db_classify(fx.db, m2, fx.root, "f00001.jpg", 1001, 5001, &ch, NULL));
+    CHECK_OK(classify_sm(fx.db, m2, fx.root, "f00001.jpg", 1001, 5001, &ch, NULL));
     CHECK_EQ_INT(ch, CDB_DB_CHANGE_NEEDS_VECTOR);
     /* quarantine: same size/mtime -> skip; changed -> retry */
     cdb_db_batch *b = NULL;
@@ -1121,11 +1132,11 @@ CDB_TEST(classify_changes) {
     CHECK_OK(cdb_db_batch_delete(b, ids[3]));
     CHECK_OK(cdb_db_batch_commit(b, NULL));
     cdb_db_batch_free(b);
-    CHECK_OK(cdb_db_classify(fx.db, fx.model, fx.root, "f00002.jpg", 77, 88, &ch, NULL));
+    CHECK_OK(classify_sm(fx.db, fx.model, fx.root, "f00002.jpg", 77, 88, &ch, NULL));
     CHECK_EQ_INT(ch, CDB_DB_CHANGE_QUARANTINED);
-    CHECK_OK(cdb_db_classify(fx.db, fx.model, fx.root, "f00002.jpg", 78, 88, &ch, NULL));
+    CHECK_OK(classify_sm(fx.db, fx.model, fx.root, "f00002.jpg", 78, 88, &ch, NULL));
     CHECK_EQ_INT(ch, CDB_DB_CHANGE_RETRY);
-    CHECK_OK(cdb_db_classify(fx.db, fx.model, fx.root, "f00003.jpg", 1003, 5003, &ch, NULL));
+    CHECK_OK(classify_sm(fx.db, fx.model, fx.root, "f00003.jpg", 1003, 5003, &ch, NULL));
     CHECK_EQ_INT(ch, CDB_DB_CHANGE_NEW);
     /* pending: a writer killed between steps 1 and 2 leaves f00000 pending */
     char dir[256];
@@ -1152,7 +1163,7 @@ CDB_TEST(classify_changes) {
     waitpid(pid, &st, 0);
     CHECK(WIFSIGNALED(st));
     CHECK_OK(cdb_db_open(dir, NULL, &fx.db));
-    CHECK_OK(cdb_db_classify(fx.db, fx.model, fx.root, "f00000.jpg", 1000, 5000, &ch, NULL));
+    CHECK_OK(classify_sm(fx.db, fx.model, fx.root, "f00000.jpg", 1000, 5000, &ch, NULL));
     CHECK_EQ_INT(ch, CDB_DB_CHANGE_REDO);
     fx_close(&fx);
 }

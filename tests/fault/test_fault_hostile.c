@@ -27,10 +27,9 @@
 #include "cdb_test.h"
 #include "fault_util.h"
 
-static int on_root(int64_t id, const char *path, void *ud) {
+static int on_root(const cdb_db_root *r, void *ud) {
     char **first = ud;
-    (void)id;
-    if (!*first) *first = strdup(path);
+    if (!*first) *first = strdup(r->path);
     return 0;
 }
 

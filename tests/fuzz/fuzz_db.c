@@ -124,9 +124,9 @@ static int on_model(const cdb_db_model *m, void *ud) {
                "model strings not terminated");
     return 0;
 }
-static int on_root(int64_t id, const char *path, void *ud) {
-    (void)id, (void)ud;
-    FUZZ_CHECK(path != NULL, "root without a path");
+static int on_root(const cdb_db_root *r, void *ud) {
+    (void)ud;
+    FUZZ_CHECK(r->path != NULL, "root without a path");
     return 0;
 }
 static int on_file(const cdb_db_file *f, void *ud) {

@@ -1,0 +1,187 @@
+/*
+** deep.c: `verify --deep` and the deep half of `reindex --repair`: the checks that
+** need the photos themselves, not only the database.
+**
+**   - every ok file is read again and its bytes compared with the recorded hash:
+**     a file whose bytes changed while its size, times and inode did not (bit rot,
+**     a copy made behind clipdb's back) holds a vector of other content;
+**   - a sample of them is decoded and encoded again and the vector compared with
+**     the stored one, element by element in fp16 ulps (one ulp allowed: the
+**     encoder is not yet batch-invariant, so a batch of 32 and a batch of 1 may
+**     round the last bit differently).
+**
+** The sample is the files whose id hashes below the fraction asked for, so verify
+** and a repair after it look at the same files. Files whose stat changed since
+** they were stored are stale (the next reindex updates them), files that are gone
+** or on a folder that is missing are counted, none of them is a problem.
+*/
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli/cli.h"
+#include "kernels/kernels.h"
+
+typedef struct deep_ctx {
+    cdb_db *db;
+    cdb_model *m;
+    int64_t model_id;
+    int dim;
+    const cdb_preprocess_params *pp;
+    double sample;
+    cli_library lib;
+    cdb_db_report *r;
+    cli_deep_info info;
+    float *pixels, *vec, *stored;
+    uint16_t *v16, *s16;
+    cli_progress prog;
+    cdb_status rc;
+} deep_ctx;
+
+/* splitmix64: a fixed, well-mixed hash of the file id. */
+static uint64_t mix64(uint64_t x) {
+    x += 0x9E3779B97F4A7C15ULL;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+    return x ^ (x >> 31);
+}
+
+static int in_sample(int64_t id, double fraction) {
+    return (double)(mix64((uint64_t)id) >> 11) < fraction * 9007199254740992.0; /* 2^53 */
+}
+
+/* fp16 bit patterns on one ordered integer line, so ulps are a subtraction. */
+static int32_t f16_order(uint16_t h) { return h & 0x8000 ? -(int32_t)(h & 0x7fff) : (int32_t)h; }
+
+static float cosine(const float *a, const float *b, int n) {
+    double ab = 0, aa = 0, bb = 0;
+    for (int i = 0; i < n; i++) {
+        ab += (double)a[i] * b[i];
+        aa += (double)a[i] * a[i];
+        bb += (double)b[i] * b[i];
+    }
+    return aa > 0 && bb > 0 ? (float)(ab / sqrt(aa * bb)) : 0.0f;
+}
+
+/* Re-encodes a file whose bytes are buf and compares with its stored vector. */
+static void check_vector(deep_ctx *d, const cdb_db_file *f, const char *path,
+                         const unsigned char *buf, size_t n) {
+    char reason[256];
+    int32_t w, h;
+    uint8_t found = 0;
+    cdb_status rc;
+    if ((rc = cdb_db_vectors_get(d->db, d->model_id, &f->id, 1, d->stored, &found)) != CDB_OK) {
+        if (rc == CDB_NOMEM) d->rc = rc;
+        else d->info.n_unreadable++; /* a missing or damaged shard: cdb_db_verify reports it */
+        return;
+    }
+    if (!found) return; /* cdb_db_verify reports an ok file without its vector */
+    cli_fail k = cli_decode_pixels(buf, n, 1, d->pp, d->pixels, &w, &h, NULL, reason, sizeof reason);
+    if (k != CLI_FAIL_NONE) {
+        cdb_db_report_add(d->r, CDB_DB_VECTOR_MISMATCH, f->shard, d->model_id, f->id,
+                          "%s: stored as ok, but now %s", path, reason);
+        return;
+    }
+    if ((rc = cdb_encode_pixels(d->m, d->pixels, 1, 1, d->vec)) != CDB_OK ||
+        cdb_db_encode_vector(d->vec, d->dim, d->v16) != CDB_OK) {
+        d->info.n_unreadable++; /* the encoder, not the file: nothing to say about it */
+        return;
+    }
+    d->info.n_encoded++;
+    cdb_k_f32_to_f16(d->stored, d->s16, (size_t)d->dim); /* exact: the stored bits */
+    int32_t worst = 0;
+    for (int i = 0; i < d->dim; i++) {
+        int32_t u = abs(f16_order(d->v16[i]) - f16_order(d->s16[i]));
+        if (u > worst) worst = u;
+    }
+    if (worst > d->info.max_ulp) d->info.max_ulp = worst;
+    if (worst > 1) {
+        cdb_k_f16_to_f32(d->v16, d->vec, (size_t)d->dim);
+        cdb_db_report_add(d->r, CDB_DB_VECTOR_MISMATCH, f->shard, d->model_id, f->id,
+                          "%s: encoding it again gives another vector (elements differ by up to "
+                          "%d fp16 ulps, cosine %.6f)",
+                          path, (int)worst, (double)cosine(d->vec, d->stored, d->dim));
+    }
+}
+
+static int on_ok_file(const cdb_db_file *f, void *ud) {
+    deep_ctx *d = ud;
+    const cli_root *root = cli_library_root(&d->lib, f->root_id);
+    cdb_db_file_meta now;
+    unsigned char *buf = NULL;
+    char reason[256];
+    struct stat st;
+    char *path;
+    d->info.n_files++;
+    d->prog.done++;
+    cli_progress_update(&d->prog);
+    if (!root || !root->present) {
+        d->info.n_gone++; /* its folder is missing: reindex reports it */
+        return 0;
+    }
+    if (!(path = cdb_db_path_join(root->path, f->relpath))) {
+        d->rc = cdb_seterr(CDB_NOMEM, "out of memory");
+        return 1;
+    }
+    memset(&now, 0, sizeof now);
+    if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode)) {
+        d->info.n_gone++;
+    } else if (cli_stat_meta(&st, &now), !cdb_db_same_stat(&f->meta, &now)) {
+        d->info.n_stale++;
+    } else if (cli_read_file(path, 0, &buf, &now, reason, sizeof reason) != CLI_FAIL_NONE) {
+        d->info.n_unreadable++;
+    } else {
+        d->info.n_hashed++;
+        if (!f->meta.has_hash || memcmp(now.hash, f->meta.hash, CDB_DB_HASH_BYTES))
+            cdb_db_report_add(d->r, CDB_DB_FILE_CHANGED, f->shard, 0, f->id,
+                              "%s: its bytes differ from what was stored (same size, times and "
+                              "inode): its vector describes other content",
+                              path);
+        else if (in_sample(f->id, d->sample))
+            check_vector(d, f, path, buf, (size_t)now.size);
+    }
+    free(buf);
+    cdb_free(path);
+    return d->rc != CDB_OK;
+}
+
+cdb_status cli_deep_check(cdb_db *db, cdb_model *m, int64_t model_id, double sample,
+                          cdb_db_report *r, cli_deep_info *info) {
+    deep_ctx d;
+    cdb_db_counts counts;
+    cdb_status rc;
+    memset(&d, 0, sizeof d);
+    d.db = db;
+    d.m = m;
+    d.model_id = model_id;
+    d.dim = cdb_model_get_info(m)->embed_dim;
+    d.pp = &cdb_model_get_info(m)->preprocess;
+    d.sample = sample;
+    d.r = r;
+    d.pixels = malloc(sizeof *d.pixels * 3 * (size_t)d.pp->size * (size_t)d.pp->size);
+    d.vec = malloc(sizeof *d.vec * (size_t)d.dim);
+    d.stored = malloc(sizeof *d.stored * (size_t)d.dim);
+    d.v16 = malloc(sizeof *d.v16 * (size_t)d.dim);
+    d.s16 = malloc(sizeof *d.s16 * (size_t)d.dim);
+    if (!d.pixels || !d.vec || !d.stored || !d.v16 || !d.s16) {
+        rc = cdb_seterr(CDB_NOMEM, "out of memory");
+        goto done;
+    }
+    if ((rc = cli_library_load(db, &d.lib)) != CDB_OK) goto done;
+    memset(&counts, 0, sizeof counts);
+    cdb_db_get_counts(db, model_id, &counts);
+    cli_progress_start(&d.prog, "verify --deep", counts.files[CDB_DB_OK]);
+    rc = cdb_db_files_foreach(db, 0, CDB_DB_MASK_OK, on_ok_file, &d);
+    if (rc == CDB_OK) rc = d.rc;
+    cli_progress_end(&d.prog);
+done:
+    if (info) *info = d.info;
+    cli_library_free(&d.lib);
+    free(d.pixels);
+    free(d.vec);
+    free(d.stored);
+    free(d.v16);
+    free(d.s16);
+    return rc;
+}

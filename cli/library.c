@@ -1,0 +1,306 @@
+/*
+** library.c: the library model on the CLI side (DESIGN.md, cli/README.md): which
+** roots a database records, what an `ingest PATH...` means in terms of them, and
+** the questions the pipeline asks about places on disk.
+**
+**   - Every root is a real, absolute path (realpath), a folder or a single file.
+**   - No root lies inside another: ingesting a folder that holds recorded roots
+**     adopts them (their files and vectors move under it, nothing is re-encoded);
+**     ingesting a path inside a root scans that part of the root; legacy databases
+**     that recorded both are folded together before any run (normalize).
+**   - A followed symbolic link whose target the library holds at its real path is
+**     not followed: every photo is found once, at its own path.
+**   - A recorded file that is not where it was counts as gone (deleted, moved)
+**     only when the place it was in is still there: when the nearest folder above
+**     it that exists is on another device than the file was, its drive or share is
+**     not mounted, and its files and vectors are kept.
+*/
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli/cli.h"
+
+/* 1 when `path` is `dir` or lies under it ('/'-separated, no trailing slash). */
+static int path_within(const char *path, const char *dir, int strictly) {
+    size_t n = strlen(dir);
+    if (strncmp(path, dir, n) != 0) return 0;
+    if (path[n] == '\0') return !strictly;
+    return path[n] == '/' || (n == 1 && dir[0] == '/'); /* dir "/" */
+}
+
+/* The part of path below dir (path_within(path, dir, 1) holds). */
+static const char *below(const char *path, const char *dir) {
+    size_t n = strlen(dir);
+    return path + n + (dir[n - 1] == '/' ? 0 : 1);
+}
+
+/* ---- loading --------------------------------------------------------------------- */
+
+typedef struct load_ud {
+    cli_library *lib;
+    int cap, oom;
+} load_ud;
+
+static int on_root(const cdb_db_root *r, void *ud_) {
+    load_ud *ud = ud_;
+    cli_library *lib = ud->lib;
+    if (lib->n == ud->cap) {
+        int nc = ud->cap ? ud->cap * 2 : 16;
+        cli_root *p = realloc(lib->r, sizeof *p * (size_t)nc);
+        if (!p) return ud->oom = 1;
+        lib->r = p;
+        ud->cap = nc;
+    }
+    cli_root *c = &lib->r[lib->n];
+    memset(c, 0, sizeof *c);
+    if (!(c->path = strdup(r->path))) return ud->oom = 1;
+    c->id = r->id;
+    c->kind = r->kind;
+    c->follow_symlinks = r->follow_symlinks;
+    c->dev_recorded = r->dev;
+    lib->n++;
+    return 0;
+}
+
+static void stat_root(cli_root *c) {
+    struct stat st;
+    c->present = 0;
+    c->dev_now = 0;
+    if (stat(c->path, &st) != 0) return;
+    if (c->kind == CDB_DB_ROOT_FILE ? !S_ISREG(st.st_mode) : !S_ISDIR(st.st_mode)) return;
+    c->present = 1;
+    c->dev_now = (uint64_t)st.st_dev;
+}
+
+cdb_status cli_library_load(cdb_db *db, cli_library *lib) {
+    load_ud ud = {lib, 0, 0};
+    char real[PATH_MAX];
+    memset(lib, 0, sizeof *lib);
+    cdb_status rc = cdb_db_roots_foreach(db, on_root, &ud);
+    if (rc == CDB_OK && ud.oom) rc = cdb_seterr(CDB_NOMEM, "out of memory");
+    if (rc == CDB_OK && realpath(cdb_db_dir(db), real) && !(lib->db_dir = strdup(real)))
+        rc = cdb_seterr(CDB_NOMEM, "out of memory");
+    if (rc != CDB_OK) {
+        cli_library_free(lib);
+        return rc;
+    }
+    for (int i = 0; i < lib->n; i++) stat_root(&lib->r[i]);
+    return CDB_OK;
+}
+
+void cli_library_free(cli_library *lib) {
+    if (!lib) return;
+    for (int i = 0; i < lib->n; i++) free(lib->r[i].path);
+    free(lib->r);
+    free(lib->db_dir);
+    memset(lib, 0, sizeof *lib);
+}
+
+const cli_root *cli_library_root(const cli_library *lib, int64_t root_id) {
+    for (int i = 0; i < lib->n; i++)
+        if (lib->r[i].id == root_id) return &lib->r[i];
+    return NULL;
+}
+
+/* ---- questions about places ---------------------------------------------------------- */
+
+/* 1 when a component of rel ('/'-separated) starts with '.': the walk skips it. */
+static int has_hidden_part(const char *rel) {
+    for (const char *p = rel; *p;) {
+        if (*p == '.') return 1;
+        const char *slash = strchr(p, '/');
+        if (!slash) break;
+        p = slash + 1;
+    }
+    return 0;
+}
+
+int cli_library_covers(const cli_library *lib, const char *path) {
+    char real[PATH_MAX];
+    if (!realpath(path, real)) return 0;
+    if (lib->db_dir && path_within(real, lib->db_dir, 0)) return 1; /* never indexed */
+    for (int i = 0; i < lib->n; i++) {
+        const cli_root *r = &lib->r[i];
+        if (!strcmp(real, r->path)) return 1;
+        if (r->kind == CDB_DB_ROOT_FOLDER && path_within(real, r->path, 1) &&
+            !has_hidden_part(below(real, r->path)))
+            return 1;
+    }
+    return 0;
+}
+
+int cli_library_gone(const cli_library *lib, int64_t root_id, const char *path, uint64_t file_dev) {
+    char up[PATH_MAX];
+    struct stat st;
+    if (lstat(path, &st) == 0) return 0;
+    if (errno != ENOENT && errno != ENOTDIR) return 0; /* EIO, EACCES: nothing is known */
+    if (!file_dev) return 1; /* recorded before identities were: as before, gone */
+    snprintf(up, sizeof up, "%s", path);
+    for (;;) {
+        char *slash = strrchr(up, '/');
+        if (!slash) return 0;
+        if (slash == up) slash[1] = '\0';
+        else *slash = '\0';
+        if (stat(up, &st) == 0) break;
+        if (slash == up) return 0;
+    }
+    if ((uint64_t)st.st_dev == file_dev) return 1;
+    /* the same filesystem under a new device number (after a reboot, say) */
+    const cli_root *r = cli_library_root(lib, root_id);
+    return r && r->dev_recorded == file_dev && r->dev_now && (uint64_t)st.st_dev == r->dev_now;
+}
+
+/* ---- normalizing: no root inside another ----------------------------------------------- */
+
+/* The outermost folder root holding root i (-1: none). */
+static int outermost_container(const cli_library *lib, int i) {
+    int best = -1;
+    for (int k = 0; k < lib->n; k++) {
+        if (k == i || lib->r[k].kind != CDB_DB_ROOT_FOLDER) continue;
+        if (!path_within(lib->r[i].path, lib->r[k].path, 1)) continue;
+        if (best < 0 || strlen(lib->r[k].path) < strlen(lib->r[best].path)) best = k;
+    }
+    return best;
+}
+
+static cdb_status reload(cdb_db *db, cli_library *lib) {
+    cli_library_free(lib);
+    return cli_library_load(db, lib);
+}
+
+cdb_status cli_library_normalize(cdb_db *db, int64_t model_id, cli_library *lib, int *n_adopted) {
+    int n = 0;
+    cdb_status rc = CDB_OK;
+    if (n_adopted) *n_adopted = 0;
+    for (int i = 0; i < lib->n && rc == CDB_OK; i++) {
+        int k = outermost_container(lib, i);
+        if (k < 0) continue;
+        CDB_LOG_INFO("library: %s lies inside %s: folded into it", lib->r[i].path, lib->r[k].path);
+        rc = cdb_db_root_adopt(db, model_id, lib->r[k].id, lib->r[i].id, NULL);
+        n++;
+    }
+    if (rc == CDB_OK && n) rc = reload(db, lib);
+    if (n_adopted) *n_adopted = n;
+    return rc;
+}
+
+/* ---- resolving ingest PATHs ----------------------------------------------------------- */
+
+void cli_targets_free(cli_ingest_root *t, int n) {
+    for (int i = 0; t && i < n; i++) {
+        free((char *)t[i].path);
+        free((char *)t[i].sub);
+    }
+    free(t);
+}
+
+/* Appends a target for root r (sub NULL: the whole root). */
+static cdb_status add_target(cli_ingest_root *t, int *n, const cli_root *r, const char *sub,
+                             int sub_is_file, int named) {
+    cli_ingest_root *x = &t[*n];
+    memset(x, 0, sizeof *x);
+    x->root_id = r->id;
+    x->kind = r->kind;
+    x->follow_symlinks = r->follow_symlinks;
+    x->sub_is_file = sub && sub_is_file;
+    x->named = named;
+    x->path = strdup(r->path);
+    x->sub = sub ? strdup(sub) : NULL;
+    (*n)++;
+    if (!x->path || (sub && !x->sub)) return cdb_seterr(CDB_NOMEM, "out of memory");
+    return CDB_OK;
+}
+
+cdb_status cli_library_all(const cli_library *lib, cli_ingest_root **targets, int *n_targets) {
+    cli_ingest_root *t = calloc((size_t)(lib->n ? lib->n : 1), sizeof *t);
+    int n = 0;
+    cdb_status rc = t ? CDB_OK : cdb_seterr(CDB_NOMEM, "out of memory");
+    for (int i = 0; i < lib->n && rc == CDB_OK; i++) rc = add_target(t, &n, &lib->r[i], NULL, 0, 0);
+    if (rc != CDB_OK) {
+        cli_targets_free(t, n);
+        return rc;
+    }
+    *targets = t;
+    *n_targets = n;
+    return CDB_OK;
+}
+
+/* 1 when paths[i] repeats an earlier one or lies inside another folder PATH. */
+static int covered_by_other(char *const *paths, const int *is_file, int n, int i) {
+    for (int k = 0; k < n; k++) {
+        if (k == i) continue;
+        if (!strcmp(paths[k], paths[i])) {
+            if (k < i) return 1;
+            continue;
+        }
+        if (!is_file[k] && path_within(paths[i], paths[k], 1)) return 1;
+    }
+    return 0;
+}
+
+/* A new root at path; a new folder root adopts the roots inside it. */
+static cdb_status new_root(cdb_db *db, int64_t model_id, cli_library *lib, const char *path,
+                           int is_file, int follow, int64_t *id) {
+    cdb_status rc = cdb_db_root_create(db, path, is_file ? CDB_DB_ROOT_FILE : CDB_DB_ROOT_FOLDER,
+                                       follow > 0, id);
+    for (int i = 0; rc == CDB_OK && !is_file && i < lib->n; i++)
+        if (path_within(lib->r[i].path, path, 1))
+            rc = cdb_db_root_adopt(db, model_id, *id, lib->r[i].id, NULL);
+    if (rc == CDB_OK) rc = reload(db, lib);
+    return rc;
+}
+
+/* The root equal to path (exact), else the folder root holding it; -1: none. */
+static int root_for(const cli_library *lib, const char *path, int *exact) {
+    for (int i = 0; i < lib->n; i++)
+        if (!strcmp(lib->r[i].path, path)) {
+            *exact = 1;
+            return i;
+        }
+    *exact = 0;
+    for (int i = 0; i < lib->n; i++)
+        if (lib->r[i].kind == CDB_DB_ROOT_FOLDER && path_within(path, lib->r[i].path, 1)) return i;
+    return -1;
+}
+
+cdb_status cli_library_resolve(cdb_db *db, int64_t model_id, cli_library *lib,
+                               char *const *paths, const int *is_file, int n, int follow,
+                               cli_ingest_root **targets, int *n_targets) {
+    cli_ingest_root *t = calloc((size_t)(n > 0 ? n : 1), sizeof *t);
+    int nt = 0;
+    cdb_status rc = t ? CDB_OK : cdb_seterr(CDB_NOMEM, "out of memory");
+    for (int i = 0; i < n && rc == CDB_OK; i++) {
+        int exact = 0, k;
+        if (covered_by_other(paths, is_file, n, i)) continue;
+        if ((k = root_for(lib, paths[i], &exact)) < 0) {
+            int64_t id = 0;
+            if ((rc = new_root(db, model_id, lib, paths[i], is_file[i], follow, &id)) != CDB_OK)
+                break;
+            exact = 1;
+            for (k = 0; k < lib->n && lib->r[k].id != id; k++) {
+            }
+            if (k == lib->n) {
+                rc = cdb_seterr(CDB_ERROR, "root %s vanished while it was recorded", paths[i]);
+                break;
+            }
+        }
+        cli_root *r = &lib->r[k];
+        if (follow >= 0 && r->follow_symlinks != follow) {
+            if ((rc = cdb_db_root_set_follow(db, r->id, follow)) != CDB_OK) break;
+            r->follow_symlinks = follow;
+        }
+        rc = add_target(t, &nt, r, exact ? NULL : below(paths[i], r->path), is_file[i], is_file[i]);
+    }
+    /* targets made before a later PATH adopted their root point at a root that is
+    ** gone: they are inside that later PATH, which covered_by_other dropped them for */
+    if (rc != CDB_OK) {
+        cli_targets_free(t, nt);
+        return rc;
+    }
+    *targets = t;
+    *n_targets = nt;
+    return CDB_OK;
+}

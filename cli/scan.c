@@ -1,0 +1,487 @@
+/*
+** scan.c: the walker's side of the ingest pipeline (pipeline_int.h).
+**
+** For each target (a whole root, or a part of a folder root): a missing root is
+** reported and left as it is, never taken for "everything deleted"; otherwise the
+** walk (walk.c) meets every file, cdb_db_classify compares its stat with the row,
+** and what is not unchanged becomes a job with its own root id and paths. What the
+** walk could not read is collected as walk problems.
+**
+** After the stages have drained (first pass of a run only): the deletion pass marks
+** deleted the recorded files of each fully walked target that are gone from a place
+** that is still there (cli_library_gone), keeps those under a folder the walk could
+** not read or on a drive that is not mounted, and drops those that exist but are no
+** longer in scope (now hidden, reached only through a link that is not followed);
+** then the walk problems and each root's scan status are recorded, and a missing
+** root all of whose files turned up elsewhere is forgotten.
+*/
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli/pipeline_int.h"
+
+#define DEL_COMMIT_EVERY 256
+#define MAX_WARNINGS 10
+
+/* ---- bookkeeping ---------------------------------------------------------------------- */
+
+static void mark_seen(pipe_ctx *c, int64_t id);
+
+void scan_mark_seen(pipe_ctx *c, int64_t id) {
+    pthread_mutex_lock(&c->mu);
+    mark_seen(c, id);
+    pthread_mutex_unlock(&c->mu);
+}
+
+static void mark_seen(pipe_ctx *c, int64_t id) {
+    if (id <= 0) return;
+    if (id >= c->seen_bits) {
+        int64_t nb = (id + 1) * 2;
+        uint8_t *ns = realloc(c->seen, (size_t)((nb + 7) / 8));
+        if (!ns) return;
+        memset(ns + (c->seen_bits + 7) / 8, 0, (size_t)((nb + 7) / 8 - (c->seen_bits + 7) / 8));
+        c->seen = ns;
+        c->seen_bits = nb;
+    }
+    c->seen[id / 8] |= (uint8_t)(1u << (id % 8));
+}
+
+static int was_seen(const pipe_ctx *c, int64_t id) {
+    return id > 0 && id < c->seen_bits && (c->seen[id / 8] >> (id % 8)) & 1;
+}
+
+/* A walk problem of the current target (first pass only: later passes walk the same). */
+static void add_problem(pipe_ctx *c, const char *relpath, const char *reason) {
+    target_state *t = &c->ts[c->cur];
+    c->sum->walk_errors++;
+    if (c->o->secondary) return;
+    if (t->n_probs == t->cap_probs) {
+        int nc = t->cap_probs ? t->cap_probs * 2 : 16;
+        cdb_db_walk_problem *p = realloc(t->probs, sizeof *p * (size_t)nc);
+        if (!p) return;
+        t->probs = p;
+        t->cap_probs = nc;
+    }
+    cdb_db_walk_problem *p = &t->probs[t->n_probs];
+    memset(p, 0, sizeof *p);
+    p->root_id = c->targets[c->cur].root_id;
+    p->relpath = strdup(relpath);
+    p->reason = strdup(reason);
+    if (p->relpath && p->reason) {
+        t->n_probs++;
+    } else {
+        free((char *)p->relpath);
+        free((char *)p->reason);
+    }
+}
+
+/* A warning line about the walk (the first MAX_WARNINGS of a run; none in later
+** passes, which walk the same folders). */
+static void warn(pipe_ctx *c, const char *fmt, ...) CDB_PRINTF(2, 3);
+static void warn(pipe_ctx *c, const char *fmt, ...) {
+    char line[1024];
+    va_list ap;
+    if (c->o->secondary || c->sum->walk_errors > MAX_WARNINGS) return;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    cli_progress_end(c->prog);
+    cli_warn("%s", line);
+}
+
+/* ---- the walk ---------------------------------------------------------------------------- */
+
+typedef struct walk_ud {
+    pipe_ctx *c;
+    const char *prefix; /* relpaths are prefix + "/" + the walk's relpath */
+} walk_ud;
+
+/* What to do with a file the walk met, from its catalog row (if any). Returns the
+** job to queue, NULL to skip it (*stop set when the run must stop). */
+static job *classify(pipe_ctx *c, const cli_walk_entry *e, int *stop) {
+    const cli_ingest_root *t = &c->targets[c->cur];
+    cdb_db_file_meta st;
+    cdb_db_file f;
+    cdb_db_change ch;
+    job *j;
+    memset(&st, 0, sizeof st);
+    st.size = e->size;
+    st.mtime_ns = e->mtime_ns;
+    st.ctime_ns = e->ctime_ns;
+    st.dev = e->dev;
+    st.ino = e->ino;
+    cdb_status rc = cdb_db_classify(c->rdb, c->model_id, t->root_id, e->relpath, &st, &ch, &f);
+    if (rc != CDB_OK) {
+        pipe_fatal(c, rc, "catalog lookup failed (%s)", cdb_errmsg());
+        *stop = 1;
+        return NULL;
+    }
+    int recorded = f.relpath != NULL;
+    if (recorded) scan_mark_seen(c, f.id);
+    int skip = !c->o->full && (ch == CDB_DB_CHANGE_SAME ||
+                               (ch == CDB_DB_CHANGE_QUARANTINED && !t->named));
+    if (skip) {
+        c->sum->unchanged++;
+        atomic_fetch_add(&c->n_done, 1);
+        cdb_db_file_clear(&f);
+        pipe_tick(c);
+        return NULL;
+    }
+    if (!(j = calloc(1, sizeof *j)) || !(j->relpath = strdup(e->relpath)) ||
+        !(j->path = cdb_db_path_join(t->path, e->relpath))) {
+        job_free(j);
+        cdb_db_file_clear(&f);
+        pipe_fatal(c, CDB_NOMEM, "out of memory");
+        *stop = 1;
+        return NULL;
+    }
+    j->root_id = t->root_id;
+    j->meta = st;
+    if (recorded) {
+        int ok = f.state == CDB_DB_OK;
+        j->file_id = f.id;
+        j->was_ok = ok;
+        j->for_model = ch == CDB_DB_CHANGE_NEEDS_VECTOR;
+        j->row_current = ok && cdb_db_same_stat(&f.meta, &st);
+        /* same content as the stored ok row -> metadata only; with --full the
+        ** content is re-checked but an identical hash still keeps the vector */
+        if (ok && f.meta.has_hash && !j->for_model) {
+            j->has_old_hash = 1;
+            memcpy(j->old_hash, f.meta.hash, CDB_DB_HASH_BYTES);
+        }
+        if (ch == CDB_DB_CHANGE_RESTAT && !c->o->full) { /* record the identity, unread */
+            j->kind = R_TOUCH;
+            st.has_hash = f.meta.has_hash;
+            memcpy(st.hash, f.meta.hash, CDB_DB_HASH_BYTES);
+            st.width = f.meta.width;
+            st.height = f.meta.height;
+            j->meta = st;
+        }
+    }
+    j->sniff = !cli_image_ext(e->relpath[0] ? e->relpath : t->path) &&
+               !(recorded && f.state != CDB_DB_DELETED);
+    cdb_db_file_clear(&f);
+    return j;
+}
+
+static int on_entry(const cli_walk_entry *e, walk_ud *ud) {
+    pipe_ctx *c = ud->c;
+    int stop = 0;
+    job *j;
+    if (pipe_stopping(c)) return 1;
+    if (e->error) {
+        char why[300];
+        char *full = cdb_db_path_join(c->targets[c->cur].path, e->relpath);
+        snprintf(why, sizeof why, "%s (%s)", e->error, strerror(e->err));
+        warn(c, "%s: %s", full ? full : e->relpath, why);
+        add_problem(c, e->relpath, why);
+        cdb_free(full);
+        return 0;
+    }
+    atomic_fetch_add(&c->n_found, 1);
+    c->ts[c->cur].n_found++;
+    if (!(j = classify(c, e, &stop))) return stop;
+    int64_t t0 = cdb_now_ns();
+    if (cli_queue_push(c->q1, j) != 0) {
+        job_free(j);
+        return 1;
+    }
+    c->ns_walk_blocked += cdb_now_ns() - t0; /* readers busy: not walking */
+    pipe_tick(c);
+    return 0;
+}
+
+static int on_walk(const cli_walk_entry *e, void *ud_) {
+    walk_ud *ud = ud_;
+    char rel[8192];
+    cli_walk_entry e2;
+    if (!ud->prefix) return on_entry(e, ud);
+    e2 = *e;
+    snprintf(rel, sizeof rel, "%s%s%s", ud->prefix, e->relpath[0] ? "/" : "", e->relpath);
+    e2.relpath = rel;
+    return on_entry(&e2, ud);
+}
+
+static int link_covered(const char *path, void *ud) {
+    return cli_library_covers(((pipe_ctx *)ud)->lib, path);
+}
+
+/* One file: a file root, or a file named inside a folder root. */
+static void walk_one_file(pipe_ctx *c, const char *full, const char *relpath) {
+    walk_ud ud = {c, NULL};
+    struct stat sb;
+    cli_walk_entry e;
+    memset(&e, 0, sizeof e);
+    e.relpath = relpath;
+    if (stat(full, &sb) != 0) {
+        e.error = "cannot stat";
+        e.err = errno;
+    } else if (!S_ISREG(sb.st_mode)) {
+        e.error = "not a regular file";
+        e.err = EINVAL;
+    } else {
+        e.size = (int64_t)sb.st_size;
+        e.mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000LL + sb.st_mtim.tv_nsec;
+        e.ctime_ns = (int64_t)sb.st_ctim.tv_sec * 1000000000LL + sb.st_ctim.tv_nsec;
+        e.dev = (uint64_t)sb.st_dev;
+        e.ino = (uint64_t)sb.st_ino;
+    }
+    c->ts[c->cur].walked = e.error == NULL;
+    on_entry(&e, &ud);
+}
+
+/* The folder a target walks: the root, or the part of it the user named. */
+static char *target_base(const cli_ingest_root *t) {
+    return cdb_db_path_join(t->path, t->sub);
+}
+
+static void walk_target(pipe_ctx *c) {
+    const cli_ingest_root *t = &c->targets[c->cur];
+    const cli_root *r = cli_library_root(c->lib, t->root_id);
+    char *base;
+    if (r && !r->present) {
+        c->sum->missing_roots++;
+        warn(c, "%s is missing%s; its files are kept as they are (run 'clipdb move' if it moved, "
+                "'clipdb forget' if it is gone for good)",
+             t->path, r->dev_recorded ? " (not mounted?)" : "");
+        add_problem(c, "", "missing: not mounted, moved or deleted");
+        return;
+    }
+    if (!(base = target_base(t))) {
+        pipe_fatal(c, CDB_NOMEM, "out of memory");
+        return;
+    }
+    if (t->kind == CDB_DB_ROOT_FILE || t->sub_is_file) {
+        walk_one_file(c, base, t->sub ? t->sub : "");
+    } else {
+        walk_ud ud = {c, t->sub};
+        cli_walk_opts wo = {t->follow_symlinks, c->db_dir, link_covered, c};
+        cli_walk_stats ws;
+        int w = cli_walk(base, &wo, on_walk, &ud, &ws);
+        if (w < 0) {
+            char why[300];
+            snprintf(why, sizeof why, "cannot read the folder (%s)", strerror(errno));
+            warn(c, "%s: %s; its files are kept as they are", base, why);
+            add_problem(c, t->sub ? t->sub : "", why);
+        } else {
+            c->sum->links_skipped += ws.n_links_skipped;
+            c->sum->links_covered += ws.n_links_covered;
+            c->sum->loops += ws.n_loops;
+            c->ts[c->cur].walked = w == 0 && !pipe_stopping(c);
+        }
+    }
+    free(base);
+}
+
+void scan_walk_all(pipe_ctx *c) {
+    for (c->cur = 0; c->cur < c->n_targets && !pipe_stopping(c); c->cur++) walk_target(c);
+}
+
+/* ---- pre-count (only for a live progress line: gives done/total and an ETA) ---- */
+
+static int count_one(const cli_walk_entry *e, void *ud) {
+    if (!e->error) (*(int64_t *)ud)++;
+    return cli_interrupted();
+}
+
+int64_t scan_count_files(const pipe_ctx *c) {
+    int64_t n = 0;
+    for (int i = 0; i < c->n_targets && !cli_interrupted(); i++) {
+        const cli_ingest_root *t = &c->targets[i];
+        cli_walk_opts wo = {t->follow_symlinks, c->db_dir, link_covered, (void *)c};
+        cli_walk_stats ws;
+        char *base;
+        if (t->kind == CDB_DB_ROOT_FILE || t->sub_is_file) {
+            n++;
+            continue;
+        }
+        if (!(base = target_base(t))) break;
+        cli_walk(base, &wo, count_one, &n, &ws);
+        free(base);
+    }
+    return n;
+}
+
+/* ---- the deletion pass ------------------------------------------------------------------- */
+
+typedef struct del_ud {
+    pipe_ctx *c;
+    const cli_ingest_root *t;
+    const target_state *ts;
+    int64_t *ids;
+    int n, cap;
+    int64_t unreachable;
+    int oom;
+} del_ud;
+
+/* 1 when relpath lies in a folder the walk reported it could not read. */
+static int under_problem(const target_state *ts, const char *relpath) {
+    for (int i = 0; i < ts->n_probs; i++) {
+        const char *p = ts->probs[i].relpath;
+        size_t n = strlen(p);
+        if (!n || (!strncmp(relpath, p, n) && (relpath[n] == '/' || relpath[n] == '\0'))) return 1;
+    }
+    return 0;
+}
+
+static int in_target(const cli_ingest_root *t, const char *relpath) {
+    size_t pl;
+    if (!t->sub) return 1;
+    pl = strlen(t->sub);
+    return !strncmp(relpath, t->sub, pl) && (relpath[pl] == '/' || relpath[pl] == '\0');
+}
+
+static int on_known(const cdb_db_file *f, void *ud_) {
+    del_ud *d = ud_;
+    struct stat st;
+    char *path;
+    int drop;
+    if (f->id > d->c->max_id_before || was_seen(d->c, f->id) || !in_target(d->t, f->relpath) ||
+        under_problem(d->ts, f->relpath))
+        return 0;
+    if (!(path = cdb_db_path_join(d->t->path, f->relpath))) return d->oom = 1;
+    if (lstat(path, &st) == 0) {
+        drop = 1; /* there, but the walk did not meet it: no longer in scope */
+    } else if (cli_library_gone(d->c->lib, f->root_id, path, f->meta.dev)) {
+        drop = 1;
+    } else {
+        drop = 0;
+        if (errno == ENOENT || errno == ENOTDIR) d->unreachable++; /* not mounted */
+    }
+    cdb_free(path);
+    if (!drop) return 0;
+    if (d->n == d->cap) {
+        int nc = d->cap ? d->cap * 2 : 256;
+        int64_t *p = realloc(d->ids, sizeof *p * (size_t)nc);
+        if (!p) return d->oom = 1;
+        d->ids = p;
+        d->cap = nc;
+    }
+    d->ids[d->n++] = f->id;
+    return 0;
+}
+
+/* Marks deleted what target i no longer has. A walk that met no file at all while
+** files are recorded there is what an unmounted drive or a missing network share
+** looks like: nothing is marked deleted and a warning says why. */
+static cdb_status delete_gone(pipe_ctx *c, int i, const char **status) {
+    const cli_ingest_root *t = &c->targets[i];
+    del_ud d = {c, t, &c->ts[i], NULL, 0, 0, 0, 0};
+    cdb_db_batch *b = NULL;
+    cdb_status rc = cdb_db_files_foreach(
+        c->db, t->root_id, CDB_DB_MASK_OK | CDB_DB_MASK_ERROR | CDB_DB_MASK_PENDING, on_known, &d);
+    if (rc == CDB_OK && d.oom) rc = cdb_seterr(CDB_NOMEM, "out of memory");
+    if (rc == CDB_OK && d.n && c->ts[i].n_found == 0 && t->kind == CDB_DB_ROOT_FOLDER) {
+        char *base = target_base(t);
+        c->cur = i;
+        warn(c, "%s is empty now; its %d recorded files are kept as they are (unmounted?)",
+             base ? base : t->path, d.n);
+        add_problem(c, t->sub ? t->sub : "", "empty: no file found where files were recorded");
+        free(base);
+        *status = "empty";
+        d.n = 0;
+    }
+    if (rc == CDB_OK && d.unreachable) {
+        c->cur = i;
+        warn(c, "%s: %lld recorded files are on a drive or share that is not mounted; kept as "
+                "they are", t->path, (long long)d.unreachable);
+        add_problem(c, t->sub ? t->sub : "", "some files are on a drive that is not mounted");
+        c->sum->unreachable += d.unreachable;
+    }
+    if (rc == CDB_OK && d.n) rc = cdb_db_batch_new(c->db, c->model_id, &b);
+    for (int k = 0; rc == CDB_OK && k < d.n; k++) {
+        rc = cdb_db_batch_delete(b, d.ids[k]);
+        if (rc == CDB_OK && cdb_db_batch_count(b) >= DEL_COMMIT_EVERY)
+            rc = cdb_db_batch_commit(b, NULL);
+    }
+    if (rc == CDB_OK && b) rc = cdb_db_batch_commit(b, NULL);
+    if (rc == CDB_OK) c->sum->deleted += d.n;
+    cdb_db_batch_free(b);
+    free(d.ids);
+    return rc;
+}
+
+/* ---- after the walk ------------------------------------------------------------------------- */
+
+/* A missing root: its files stay as they are, and it is listed as missing; unless
+** every one of its files was found elsewhere (moves), then it holds nothing and goes. */
+static cdb_status finish_missing(pipe_ctx *c, int i) {
+    const cli_ingest_root *t = &c->targets[i];
+    int64_t live = 0;
+    cdb_status rc = cdb_db_root_count_live(c->db, t->root_id, &live);
+    if (rc != CDB_OK) return rc;
+    if (live > 0) {
+        rc = cdb_db_walk_problems_set(c->db, t->root_id, NULL, c->ts[i].probs, c->ts[i].n_probs);
+        if (rc == CDB_OK) rc = cdb_db_root_set_scan(c->db, t->root_id, 0, "missing");
+        return rc;
+    }
+    if ((rc = cdb_db_root_forget(c->db, c->model_id, t->root_id, NULL)) != CDB_OK) return rc;
+    c->sum->forgotten_roots++;
+    c->sum->missing_roots--;
+    c->sum->walk_errors--;
+    cli_progress_end(c->prog);
+    cli_warn("%s is gone and all its files were found elsewhere: it is no longer recorded",
+             t->path);
+    return CDB_OK;
+}
+
+static cdb_status finish_target(pipe_ctx *c, int i) {
+    const cli_ingest_root *t = &c->targets[i];
+    const cli_root *r = cli_library_root(c->lib, t->root_id);
+    const char *status = "ok";
+    cdb_status rc = CDB_OK;
+    if (r && !r->present) return finish_missing(c, i);
+    if (c->ts[i].walked) rc = delete_gone(c, i, &status);
+    else status = "unreadable";
+    /* a partial scan replaces the problems under its part of the root only */
+    if (rc == CDB_OK)
+        rc = cdb_db_walk_problems_set(c->db, t->root_id, t->sub, c->ts[i].probs, c->ts[i].n_probs);
+    if (rc == CDB_OK && !t->sub)
+        rc = cdb_db_root_set_scan(c->db, t->root_id, r ? r->dev_now : 0, status);
+    return rc;
+}
+
+/* A root this run did not scan that is missing and whose files all moved into the
+** scanned ones (a renamed root ingested under its new name) goes too. */
+static cdb_status forget_emptied_roots(pipe_ctx *c) {
+    cdb_status rc = CDB_OK;
+    for (int i = 0; i < c->lib->n && rc == CDB_OK; i++) {
+        const cli_root *r = &c->lib->r[i];
+        int64_t live = 1;
+        int scanned = 0;
+        for (int k = 0; k < c->n_targets; k++) scanned |= c->targets[k].root_id == r->id;
+        if (scanned || r->present) continue;
+        if ((rc = cdb_db_root_count_live(c->db, r->id, &live)) != CDB_OK || live) continue;
+        if ((rc = cdb_db_root_forget(c->db, c->model_id, r->id, NULL)) != CDB_OK) break;
+        c->sum->forgotten_roots++;
+        cli_progress_end(c->prog);
+        cli_warn("%s is gone and all its files were found elsewhere: it is no longer recorded",
+                 r->path);
+    }
+    return rc;
+}
+
+cdb_status scan_finish(pipe_ctx *c) {
+    cdb_status rc = CDB_OK;
+    if (c->o->secondary) return CDB_OK;
+    for (int i = 0; i < c->n_targets && rc == CDB_OK && !pipe_stopping(c); i++) rc = finish_target(c, i);
+    if (rc == CDB_OK && !pipe_stopping(c)) rc = forget_emptied_roots(c);
+    if (rc != CDB_OK) pipe_fatal(c, rc, "cannot record what the scan found (%s)", cdb_errmsg());
+    return rc;
+}
+
+void scan_free(pipe_ctx *c) {
+    for (int i = 0; c->ts && i < c->n_targets; i++) {
+        for (int k = 0; k < c->ts[i].n_probs; k++) {
+            free((char *)c->ts[i].probs[k].relpath);
+            free((char *)c->ts[i].probs[k].reason);
+        }
+        free(c->ts[i].probs);
+    }
+    free(c->ts);
+    c->ts = NULL;
+}
