@@ -183,7 +183,7 @@ typedef struct cli_ingest_opts {
     int threads;         /* reader/decoder threads */
     int device;          /* cdb_device_kind */
     int follow_symlinks; /* ingest: -1 keep each root's setting, 0 no, 1 yes */
-    int no_exif;
+    int no_exif;         /* ingest: -1 keep each root's setting, 0 EXIF applied, 1 ignored */
     int wait;            /* wait for the writer lock */
     int json;            /* summary as JSON */
     int full;            /* reindex --full */
@@ -218,10 +218,17 @@ typedef struct cli_walk_entry {
 typedef struct cli_walk_stats {
     int64_t n_files, n_dirs, n_hidden, n_links_skipped, n_loops, n_special, n_errors;
     int64_t n_links_covered; /* followed links not entered: the target is in the library */
+    int64_t n_same_file;     /* files met again under another name (links, hard links) */
 } cli_walk_stats;
 
 /* Called for every regular file (and every walk error); nonzero stops the walk. */
 typedef int (*cli_walk_fn)(const cli_walk_entry *e, void *ud);
+
+/* A set of (device, inode) pairs (walk.c). */
+typedef struct cli_devino_set cli_devino_set;
+cli_devino_set *cli_devino_new(void); /* NULL on OOM */
+void cli_devino_free(cli_devino_set *s);
+int cli_devino_add(cli_devino_set *s, uint64_t dev, uint64_t ino); /* 1 new, 0 present, -1 OOM */
 
 typedef struct cli_walk_opts {
     int follow_symlinks;
@@ -230,6 +237,10 @@ typedef struct cli_walk_opts {
     ** library holds at its real path, so the link is not followed. NULL: follow all. */
     int (*link_covered)(const char *path, void *ud);
     void *link_ud;
+    /* Folders and multiply-reachable files met so far (NULL: this walk's own): the
+    ** walks of one run share them, so a folder or file reachable from two roots (a
+    ** bind mount, a hard link, links) is met once. */
+    cli_devino_set *dirs, *files;
 } cli_walk_opts;
 
 /* Walks root (a folder) as described in walk.c. Returns 0 when done, 1 when fn
@@ -248,12 +259,14 @@ typedef struct cli_ingest_root {
     int64_t root_id;
     const char *path;      /* the root's absolute path (a folder, or a file root's file) */
     int kind;              /* CDB_DB_ROOT_FOLDER | CDB_DB_ROOT_FILE */
-    int follow_symlinks;   /* the root's setting */
+    int follow_symlinks;   /* the root's settings */
+    int no_exif;
     const char *sub;       /* NULL: the whole root; else a folder or file inside it
                               (relative path): only that part is walked, and only
                               that part's deleted files are marked deleted */
     int sub_is_file;
     int named;             /* the user named this one file: retried even if quarantined */
+    int reencode;          /* the decode settings changed: every photo is encoded again */
 } cli_ingest_root;
 
 typedef struct cli_ingest_summary {
@@ -269,7 +282,6 @@ typedef struct cli_ingest_summary {
     int64_t walk_errors;    /* folders or entries that could not be read, missing roots */
     int64_t missing_roots;  /* roots whose path is gone (kept as they are) */
     int64_t unreachable;    /* gone files whose place is not mounted (kept as they are) */
-    int64_t forgotten_roots;/* missing roots all of whose files were found elsewhere */
     int64_t links_skipped, loops, links_covered;
     double seconds;
     int interrupted;
@@ -302,12 +314,12 @@ void cli_stat_meta(const struct stat *st, cdb_db_file_meta *m);
 /* Reads the whole file at path: *buf (malloc'd, the caller frees) and meta's stat
 ** fields and hash. sniff: the name is not an image's; the first bytes decide
 ** (CLI_FAIL_NOT_IMAGE). On failure reason gets one line. */
-cli_fail cli_read_file(const char *path, int sniff, unsigned char **buf /* OUT */,
+cli_fail cli_read_photo(const char *path, int sniff, unsigned char **buf /* OUT */,
                        cdb_db_file_meta *meta /* OUT */, char *reason, size_t reason_size);
 /* Decodes buf and preprocesses it into pixels (3 * pp->size^2); *width, *height: the
 ** image's size after EXIF orientation. ns (may be NULL): += decode and preprocess
 ** nanoseconds. */
-cli_fail cli_decode_pixels(const unsigned char *buf, size_t n, int apply_exif,
+cli_fail cli_decode_photo(const unsigned char *buf, size_t n, int apply_exif,
                            const cdb_preprocess_params *pp, float *pixels /* OUT */,
                            int32_t *width /* OUT */, int32_t *height /* OUT */, int64_t ns[2],
                            char *reason, size_t reason_size);
@@ -318,7 +330,7 @@ typedef struct cli_root {
     int64_t id;
     char *path;            /* heap */
     int kind;              /* CDB_DB_ROOT_FOLDER | CDB_DB_ROOT_FILE */
-    int follow_symlinks;
+    int follow_symlinks, no_exif;
     uint64_t dev_recorded; /* st_dev at its last scan (0: unknown) */
     uint64_t dev_now;      /* st_dev now (0: the path is not there) */
     int present;           /* the path exists now, with the recorded kind */
@@ -351,12 +363,14 @@ cdb_status cli_library_normalize(struct cdb_db *db, int64_t model_id, cli_librar
 
 /* What `ingest PATH...` scans: each PATH (real, absolute; a folder or a regular
 ** file) is the whole of a recorded root, a part of one, or a new root; a new folder
-** root adopts the roots inside it. follow: -1 keep the roots' setting, else record
-** it on every root named. Duplicates and PATHs inside another PATH are dropped.
+** root adopts the roots inside it. follow, no_exif: -1 keep the roots' setting, else
+** record it on every root named. Duplicates and PATHs inside another PATH are
+** dropped; a PATH hidden inside a recorded folder is refused (CDB_INVALID).
 ** *targets: heap array of n_targets, strings owned by it (cli_targets_free). */
 cdb_status cli_library_resolve(struct cdb_db *db, int64_t model_id, cli_library *lib,
                                char *const *paths, const int *is_file, int n, int follow,
-                               cli_ingest_root **targets /* OUT */, int *n_targets /* OUT */);
+                               int no_exif, cli_ingest_root **targets /* OUT */,
+                               int *n_targets /* OUT */);
 /* Every root, whole (reindex). */
 cdb_status cli_library_all(const cli_library *lib, cli_ingest_root **targets /* OUT */,
                            int *n_targets /* OUT */);
@@ -451,8 +465,8 @@ cdb_status cli_index_refresh(struct cdb_db *db, int64_t model_id, int dim, int f
 /* Re-reads every ok file and compares its bytes with the recorded hash, and
 ** re-encodes a sample (the files whose id hashes below `sample`, the same sample
 ** every time) with model m (the database's model_id), comparing the vector with the
-** stored one: equal within one fp16 ulp per element (the encoder is not batch-
-** invariant yet, so bit-equality cannot be asked). Problems are added to r
+** stored one: equal within one fp16 ulp per element, or 2^-20 near zero (the
+** encoder is not batch-invariant yet, so bit-equality cannot be asked). Problems are added to r
 ** (CDB_DB_FILE_CHANGED, CDB_DB_VECTOR_MISMATCH, each naming the path);
 ** informational counts go to *info (may be NULL). Files whose stat changed since
 ** they were stored are stale, not problems (the next reindex updates them). */
@@ -488,6 +502,7 @@ int cli_npy_write(const char *path, const char *descr, const int64_t *shape, int
 const char *cli_db_path(const char *flag_value, const char **source /* OUT, may be NULL */);
 /* --db given before the command (`clipdb --db X stats`); a command's own --db wins. */
 void cli_set_global_db(const char *dir);
+int cli_global_db_given(void); /* 1 when --db came before the command */
 /* The model: --model, then CLIPDB_MODEL, then the bundled default (first folder
 ** under <source>/models, then the installed share dir). NULL when none found.
 ** The result stays valid until the next call. */

@@ -302,7 +302,7 @@ int cli_models_db(const char *db_flag, const char *make_default, int json) {
     int rc;
     if ((rc = cli_open_db(db_flag, make_default != NULL, 0, &db)) != CLI_EXIT_OK) return rc;
     if (make_default) {
-        char b[32];
+        char b[32], b2[32];
         if ((rc = cli_find_db_model(db, make_default, &dm)) != CLI_EXIT_OK) goto done;
         memset(&c, 0, sizeof c);
         if ((st = cdb_db_get_counts(db, dm.id, &c)) != CDB_OK) {
@@ -313,9 +313,18 @@ int cli_models_db(const char *db_flag, const char *make_default, int json) {
         if (c.n_missing) {
             rc = cli_error(NULL, "model '%s' has no vector yet for %s of the %s files", dm.name,
                            cli_fmt_count(c.n_missing, b, sizeof b),
-                           cli_fmt_count(c.files[CDB_DB_OK], b, sizeof b));
+                           cli_fmt_count(c.files[CDB_DB_OK], b2, sizeof b2));
             cli_hint("run 'clipdb reindex --model %s' to complete its set first", make_default);
             goto done;
+        }
+        { /* searches encode texts with the default: it needs a text tower and a tokenizer */
+            cdb_model *m = NULL;
+            if ((rc = cli_load_db_model(db, &dm, 0, 1, CDB_DEVICE_CPU, 1, &m)) != CLI_EXIT_OK) {
+                rc = cli_error(NULL, "model '%s' cannot encode text (no text tower or tokenizer "
+                                     "where it is recorded): text searches would fail", dm.name);
+                goto done;
+            }
+            cdb_model_close(m);
         }
         if ((st = cdb_db_model_set_default(db, dm.id)) != CDB_OK) {
             rc = cli_error_status(st, "cannot make '%s' the default", dm.name);
@@ -582,6 +591,10 @@ int cli_cmd_verify(int argc, char **argv) {
                 cli_json_key(&j, "shard"); cli_json_int(&j, p->shard);
                 cli_json_key(&j, "model_id"); cli_json_int(&j, p->model_id);
                 cli_json_key(&j, "file_id"); cli_json_int(&j, p->file_id);
+                char *path = NULL;
+                if (p->file_id > 0 && cdb_db_file_path(db, p->file_id, &path) == CDB_OK)
+                    cli_json_path(&j, "path", path);
+                cdb_free(path);
                 cli_json_key(&j, "message"); cli_json_str(&j, p->msg);
                 cli_json_end_object(&j);
             }
@@ -596,8 +609,17 @@ int cli_cmd_verify(int argc, char **argv) {
             cli_json_done(&j);
         } else {
             char b1[32], b2[32];
-            for (int i = 0; i < r->n_listed; i++)
-                printf("%s: %s\n", problem_name(r->problems[i].kind), r->problems[i].msg);
+            for (int i = 0; i < r->n_listed; i++) {
+                const cdb_db_problem *p = &r->problems[i];
+                char *path = NULL;
+                /* name the photo (the deep check's messages start with it already) */
+                if (p->file_id > 0 && p->kind != CDB_DB_FILE_CHANGED &&
+                    p->kind != CDB_DB_VECTOR_MISMATCH && cdb_db_file_path(db, p->file_id, &path) == CDB_OK)
+                    printf("%s: %s: %s\n", problem_name(p->kind), path, p->msg);
+                else
+                    printf("%s: %s\n", problem_name(p->kind), p->msg);
+                cdb_free(path);
+            }
             for (int i = 0; i < n_idx_msg; i++) printf("index: %s\n", idx_msg[i]);
             if (r->n_problems > r->n_listed)
                 printf("... and %lld more\n", (long long)(r->n_problems - r->n_listed));
@@ -785,7 +807,8 @@ int cli_cmd_export(int argc, char **argv) {
         cdb_db_iter *it = NULL;
         cdb_status st;
         FILE *fv = NULL, *fi = NULL, *fp = NULL;
-        char p_vec[4096], p_ids[4096], p_paths[4096];
+        char p_vec[4096], p_ids[4096], p_paths[4096], p_paths0[4096];
+        FILE *fp0 = NULL;
         int64_t n = 0, shape[2];
         long hdr_end_v = 0, hdr_end_i = 0;
         const int chunk = 1024;
@@ -812,12 +835,14 @@ int cli_cmd_export(int argc, char **argv) {
             snprintf(p_vec, sizeof p_vec, "%s/vectors.npy", out);
             snprintf(p_ids, sizeof p_ids, "%s/ids.npy", out);
             snprintf(p_paths, sizeof p_paths, "%s/paths.txt", out);
+            snprintf(p_paths0, sizeof p_paths0, "%s/paths0.txt", out);
             fv = fopen(p_vec, "wb");
             fi = fopen(p_ids, "wb");
             fp = fopen(p_paths, "wb");
+            fp0 = fopen(p_paths0, "wb");
             shape[0] = counts.n_vectors; /* rewritten at the end with the true count */
             shape[1] = dm.dim;
-            if (!fv || !fi || !fp || cli_npy_header(fv, dtype ? "<f4" : "<f2", shape, 2) ||
+            if (!fv || !fi || !fp || !fp0 || cli_npy_header(fv, dtype ? "<f4" : "<f2", shape, 2) ||
                 cli_npy_header(fi, "<i8", shape, 1)) {
                 rc = cli_error(strerror(errno), "cannot write in %s", out);
                 goto x_done;
@@ -847,8 +872,16 @@ int cli_cmd_export(int argc, char **argv) {
                 char *path = NULL;
                 cdb_db_file_path(db, ids[i], &path);
                 if (fmt == 0) {
-                    fputs(path ? path : "", fp);
+                    /* one line per row: a newline in a name is written as \n there;
+                    ** paths0.txt has the exact bytes, NUL after each */
+                    for (const char *c = path ? path : ""; *c; c++) {
+                        if (*c == '\n') fputs("\\n", fp);
+                        else if (*c == '\r') fputs("\\r", fp);
+                        else fputc(*c, fp);
+                    }
                     fputc('\n', fp);
+                    fputs(path ? path : "", fp0);
+                    fputc('\0', fp0);
                 } else {
                     cli_json j;
                     cli_json_init(&j, fv, 0);
@@ -885,12 +918,13 @@ int cli_cmd_export(int argc, char **argv) {
         if (fv && fclose(fv)) close_failed = 1;
         if (fi && fclose(fi)) close_failed = 1;
         if (fp && fclose(fp)) close_failed = 1;
+        if (fp0 && fclose(fp0)) close_failed = 1;
         if (close_failed) {
-            fv = fi = fp = NULL;
+            fv = fi = fp = fp0 = NULL;
             rc = cli_error(strerror(errno), "cannot write in %s", out);
             goto x_done;
         }
-        fv = fi = fp = NULL;
+        fv = fi = fp = fp0 = NULL;
         if (!cli_quiet()) {
             char b[32];
             printf("Exported %s vectors (%s, %d dims, model %s) to %s\n",
@@ -901,6 +935,7 @@ int cli_cmd_export(int argc, char **argv) {
         if (fv) fclose(fv);
         if (fi) fclose(fi);
         if (fp) fclose(fp);
+        if (fp0) fclose(fp0);
         cdb_db_iter_free(it);
         free(ids);
         free(v16);

@@ -70,7 +70,7 @@ int cli_cmd_models(int argc, char **argv) {
         rc = cli_usage_error("models", "unexpected argument '%s'", a.pos[0]);
         goto done;
     }
-    if (cli_get(&a, "db") || cli_get(&a, "default")) { /* a database's vector sets */
+    if (cli_get(&a, "db") || cli_get(&a, "default") || cli_global_db_given()) { /* a database's */
         if (cli_get(&a, "model")) {
             rc = cli_usage_error("models", "--model describes a model file; with --db or "
                                            "--default, name the model in --default");

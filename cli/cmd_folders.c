@@ -123,15 +123,17 @@ static int on_folder(const cdb_db_root *r, void *ud_) {
         cli_json_key(j, "walk_problems"); cli_json_int(j, c.n_walk_problems);
         cli_json_key(j, "vectors"); cli_json_int(j, c.n_vectors);
         cli_json_key(j, "follow_symlinks"); cli_json_bool(j, r->follow_symlinks);
+        cli_json_key(j, "exif"); cli_json_bool(j, !r->no_exif);
         cli_json_key(j, "last_scan_ns");
         if (r->scanned_ns) cli_json_int(j, r->scanned_ns);
         else cli_json_null(j);
         cli_json_end_object(j);
     } else {
-        printf("%-8s %-6s %9s %9s %9s  %-16s  %s%s\n", status,
+        printf("%-8s %-6s %9s %9s %9s  %-16s  %s%s%s\n", status,
                r->kind == CDB_DB_ROOT_FILE ? "file" : "folder", cli_fmt_count(live, b[0], 32),
                cli_fmt_count(c.n_vectors, b[1], 32), cli_fmt_count(problems, b[2], 32), when,
-               r->path, r->follow_symlinks ? "  (follows links)" : "");
+               r->path, r->follow_symlinks ? "  (follows links)" : "",
+               r->no_exif ? "  (EXIF orientation ignored)" : "");
     }
     return 0;
 }

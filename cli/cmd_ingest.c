@@ -403,6 +403,8 @@ static cdb_status refresh_indexes(cdb_db *db, const run_plan *p, int force, char
             snprintf(one, sizeof one, "refresh failed: %s", cdb_errmsg());
         else if (res.action == 0)
             snprintf(one, sizeof one, "up to date (%s)", res.why);
+        else if (res.action == 2 && res.n_vectors == 0)
+            snprintf(one, sizeof one, "%s", res.why);
         else if (res.action == 1)
             snprintf(one, sizeof one, "updated: %s added, %s removed (%s)",
                      cli_fmt_count(res.n_added, b, sizeof b),
@@ -425,11 +427,23 @@ static int real_paths(const cli_args *a, char **abs, int *is_file) {
     for (int i = 0; i < a->n_pos; i++) {
         char buf[PATH_MAX];
         struct stat sb;
-        if (!realpath(a->pos[i], buf) || stat(buf, &sb) != 0)
-            return cli_error(strerror(errno), "cannot ingest %s", a->pos[i]);
+        if (!realpath(a->pos[i], buf) || stat(buf, &sb) != 0) {
+            cli_error(strerror(errno), "cannot ingest %s", a->pos[i]);
+            cli_hint("nothing was ingested: every PATH must exist");
+            return CLI_EXIT_FAIL;
+        }
         if (!S_ISDIR(sb.st_mode) && !S_ISREG(sb.st_mode))
             return cli_error("not a folder or a regular file", "cannot ingest %s", a->pos[i]);
         is_file[i] = S_ISREG(sb.st_mode);
+        if (is_file[i] && !cli_image_ext(buf)) { /* a single file is recorded: one that is a photo */
+            unsigned char head[32];
+            FILE *f = fopen(buf, "rb");
+            size_t k = f ? fread(head, 1, sizeof head, f) : 0;
+            if (f) fclose(f);
+            if (!cli_image_magic(head, k))
+                return cli_error("neither its name nor its first bytes are an image's",
+                                 "cannot ingest %s", a->pos[i]);
+        }
         if (!(abs[i] = strdup(buf))) return cli_error("out of memory", "cannot ingest");
     }
     return CLI_EXIT_OK;
@@ -440,6 +454,7 @@ int cli_cmd_ingest(int argc, char **argv) {
         {"db", 0, CLI_VALUE},       {"model", 0, CLI_VALUE},  {"device", 0, CLI_VALUE},
         {"batch", 0, CLI_VALUE},    {"threads", 0, CLI_VALUE}, {"follow-symlinks", 0, CLI_FLAG},
         {"no-follow-symlinks", 0, CLI_FLAG}, {"no-exif", 0, CLI_FLAG},   {"wait", 0, CLI_FLAG},
+        {"exif", 0, CLI_FLAG},
         {"json", 0, CLI_FLAG},      {"quiet", 'q', CLI_FLAG},  {"help", 'h', CLI_FLAG},   {0}};
     cli_args a;
     cli_ingest_opts o;
@@ -469,7 +484,11 @@ int cli_cmd_ingest(int argc, char **argv) {
     o.follow_symlinks = cli_has(&a, "follow-symlinks")      ? 1
                         : cli_has(&a, "no-follow-symlinks") ? 0
                                                             : -1;
-    o.no_exif = cli_has(&a, "no-exif") > 0;
+    if (cli_has(&a, "exif") && cli_has(&a, "no-exif")) {
+        rc = cli_usage_error("ingest", "--exif and --no-exif exclude each other");
+        goto done;
+    }
+    o.no_exif = cli_has(&a, "no-exif") ? 1 : cli_has(&a, "exif") ? 0 : -1;
     abs = calloc((size_t)a.n_pos, sizeof *abs);
     is_file = calloc((size_t)a.n_pos, sizeof *is_file);
     if (!abs || !is_file) {
@@ -483,7 +502,7 @@ int cli_cmd_ingest(int argc, char **argv) {
         goto done;
     if ((st = cli_library_load(db, &lib)) != CDB_OK ||
         (st = cli_library_normalize(db, model_id, &lib, NULL)) != CDB_OK ||
-        (st = cli_library_resolve(db, model_id, &lib, abs, is_file, a.n_pos, o.follow_symlinks,
+        (st = cli_library_resolve(db, model_id, &lib, abs, is_file, a.n_pos, o.follow_symlinks, o.no_exif,
                                   &targets, &n_targets)) != CDB_OK) {
         rc = ingest_error(st, "cannot record the folders to ingest");
         goto done;

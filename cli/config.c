@@ -22,6 +22,7 @@
 static const char *g_global_db;
 
 void cli_set_global_db(const char *dir) { g_global_db = dir; }
+int cli_global_db_given(void) { return g_global_db && *g_global_db; }
 
 const char *cli_db_path(const char *flag_value, const char **source) {
     const char *env = getenv("CLIPDB_DB");

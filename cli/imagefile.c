@@ -41,7 +41,7 @@ void cli_stat_meta(const struct stat *st, cdb_db_file_meta *m) {
     m->ino = (uint64_t)st->st_ino;
 }
 
-cli_fail cli_read_file(const char *path, int sniff, unsigned char **buf_out, cdb_db_file_meta *meta,
+cli_fail cli_read_photo(const char *path, int sniff, unsigned char **buf_out, cdb_db_file_meta *meta,
                        char *reason, size_t reason_size) {
     unsigned char *buf = NULL;
     struct stat st;
@@ -116,7 +116,7 @@ static cli_fail status_fail(cdb_status rc, const char *what, char *reason, size_
                   text);
 }
 
-cli_fail cli_decode_pixels(const unsigned char *buf, size_t n, int apply_exif,
+cli_fail cli_decode_photo(const unsigned char *buf, size_t n, int apply_exif,
                            const cdb_preprocess_params *pp, float *pixels, int32_t *width,
                            int32_t *height, int64_t ns[2], char *reason, size_t reason_size) {
     cdb_image *img = NULL;

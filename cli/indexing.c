@@ -238,6 +238,15 @@ cdb_status cli_index_refresh(struct cdb_db *db, int64_t model_id, int dim, int f
         snprintf(res->why, sizeof res->why, "no vectors yet");
         goto done;
     }
+    if (counts.n_vectors == 0) { /* everything was deleted or forgotten */
+        if (remove(path) != 0 && errno != ENOENT) {
+            rc = cdb_seterr(CDB_IO, "remove %s: %s", path, strerror(errno));
+            goto done;
+        }
+        res->action = 2;
+        snprintf(res->why, sizeof res->why, "no vectors left: index removed");
+        goto done;
+    }
     wm = ix ? cdb_index_watermark(ix) : 0;
     if (ix && !force_rebuild) {
         if ((rc = cli_ids_since(db, model_id, (int64_t)wm, 0, &added, &n_added)) != CDB_OK ||

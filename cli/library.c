@@ -60,16 +60,19 @@ static int on_root(const cdb_db_root *r, void *ud_) {
     c->id = r->id;
     c->kind = r->kind;
     c->follow_symlinks = r->follow_symlinks;
+    c->no_exif = r->no_exif;
     c->dev_recorded = r->dev;
     lib->n++;
     return 0;
 }
 
+/* Present: the path is there with its kind. A root recorded as a real path that is a
+** symbolic link now (a folder replaced by a link to another) is not followed. */
 static void stat_root(cli_root *c) {
     struct stat st;
     c->present = 0;
     c->dev_now = 0;
-    if (stat(c->path, &st) != 0) return;
+    if (lstat(c->path, &st) != 0) return;
     if (c->kind == CDB_DB_ROOT_FILE ? !S_ISREG(st.st_mode) : !S_ISDIR(st.st_mode)) return;
     c->present = 1;
     c->dev_now = (uint64_t)st.st_dev;
@@ -205,6 +208,7 @@ static cdb_status add_target(cli_ingest_root *t, int *n, const cli_root *r, cons
     x->root_id = r->id;
     x->kind = r->kind;
     x->follow_symlinks = r->follow_symlinks;
+    x->no_exif = r->no_exif;
     x->sub_is_file = sub && sub_is_file;
     x->named = named;
     x->path = strdup(r->path);
@@ -241,14 +245,21 @@ static int covered_by_other(char *const *paths, const int *is_file, int n, int i
     return 0;
 }
 
-/* A new root at path; a new folder root adopts the roots inside it. */
+/* A new root at path; a new folder root adopts the roots inside it. One that lies
+** under a hidden folder of it (or is hidden itself) is adopted too, but its files are
+** out of the new root's scope: the scan drops them, and says so beforehand. */
 static cdb_status new_root(cdb_db *db, int64_t model_id, cli_library *lib, const char *path,
-                           int is_file, int follow, int64_t *id) {
+                           int is_file, int follow, int no_exif, int64_t *id) {
     cdb_status rc = cdb_db_root_create(db, path, is_file ? CDB_DB_ROOT_FILE : CDB_DB_ROOT_FOLDER,
                                        follow > 0, id);
+    if (rc == CDB_OK && no_exif > 0) rc = cdb_db_root_set_options(db, *id, -1, 1);
     for (int i = 0; rc == CDB_OK && !is_file && i < lib->n; i++)
-        if (path_within(lib->r[i].path, path, 1))
+        if (path_within(lib->r[i].path, path, 1)) {
+            if (has_hidden_part(below(lib->r[i].path, path)))
+                cli_warn("%s is hidden inside %s (names starting with '.' are skipped there): "
+                         "its photos leave the database", lib->r[i].path, path);
             rc = cdb_db_root_adopt(db, model_id, *id, lib->r[i].id, NULL);
+        }
     if (rc == CDB_OK) rc = reload(db, lib);
     return rc;
 }
@@ -266,20 +277,36 @@ static int root_for(const cli_library *lib, const char *path, int *exact) {
     return -1;
 }
 
+static int targeted(const cli_ingest_root *t, int nt, int64_t root_id) {
+    for (int i = 0; i < nt; i++)
+        if (t[i].root_id == root_id) return 1;
+    return 0;
+}
+
 cdb_status cli_library_resolve(cdb_db *db, int64_t model_id, cli_library *lib,
                                char *const *paths, const int *is_file, int n, int follow,
-                               cli_ingest_root **targets, int *n_targets) {
+                               int no_exif, cli_ingest_root **targets, int *n_targets) {
     cli_ingest_root *t = calloc((size_t)(n > 0 ? n : 1), sizeof *t);
-    int nt = 0;
+    int nt = 0, created = 0;
     cdb_status rc = t ? CDB_OK : cdb_seterr(CDB_NOMEM, "out of memory");
+    /* nothing is written before every PATH checks out */
+    for (int i = 0; i < n && rc == CDB_OK; i++) {
+        int exact = 0, k = covered_by_other(paths, is_file, n, i) ? -1 : root_for(lib, paths[i], &exact);
+        if (k >= 0 && !exact && has_hidden_part(below(paths[i], lib->r[k].path)))
+            rc = cdb_seterr(CDB_INVALID,
+                            "%s is hidden inside the folder %s, whose scans skip names starting "
+                            "with '.'", paths[i], lib->r[k].path);
+    }
     for (int i = 0; i < n && rc == CDB_OK; i++) {
         int exact = 0, k;
         if (covered_by_other(paths, is_file, n, i)) continue;
         if ((k = root_for(lib, paths[i], &exact)) < 0) {
             int64_t id = 0;
-            if ((rc = new_root(db, model_id, lib, paths[i], is_file[i], follow, &id)) != CDB_OK)
+            if ((rc = new_root(db, model_id, lib, paths[i], is_file[i], follow, no_exif, &id)) !=
+                CDB_OK)
                 break;
             exact = 1;
+            created = 1;
             for (k = 0; k < lib->n && lib->r[k].id != id; k++) {
             }
             if (k == lib->n) {
@@ -288,14 +315,29 @@ cdb_status cli_library_resolve(cdb_db *db, int64_t model_id, cli_library *lib,
             }
         }
         cli_root *r = &lib->r[k];
-        if (follow >= 0 && r->follow_symlinks != follow) {
-            if ((rc = cdb_db_root_set_follow(db, r->id, follow)) != CDB_OK) break;
-            r->follow_symlinks = follow;
+        int reencode = no_exif >= 0 && r->no_exif != no_exif;
+        if ((follow >= 0 && r->follow_symlinks != follow) || reencode) {
+            if ((rc = cdb_db_root_set_options(db, r->id, follow, no_exif)) != CDB_OK) break;
+            if (follow >= 0) r->follow_symlinks = follow;
+            if (no_exif >= 0) r->no_exif = no_exif;
         }
-        rc = add_target(t, &nt, r, exact ? NULL : below(paths[i], r->path), is_file[i], is_file[i]);
+        /* the stored vectors were made with the other orientation: the whole root again */
+        rc = add_target(t, &nt, r, exact || reencode ? NULL : below(paths[i], r->path),
+                        is_file[i] && !reencode, is_file[i] && !reencode);
+        if (rc == CDB_OK) t[nt - 1].reencode = reencode;
     }
-    /* targets made before a later PATH adopted their root point at a root that is
-    ** gone: they are inside that later PATH, which covered_by_other dropped them for */
+    /* (No target points at a root a later PATH adopted: such a target lay inside that
+    ** PATH, and covered_by_other dropped it.) A new root can hold what other roots
+    ** reach through links: those roots are scanned again, so no photo is found twice. */
+    if (created && rc == CDB_OK) {
+        cli_ingest_root *g = realloc(t, sizeof *t * (size_t)(nt + lib->n + 1));
+        if (!g) rc = cdb_seterr(CDB_NOMEM, "out of memory");
+        else t = g;
+        for (int i = 0; i < lib->n && rc == CDB_OK; i++)
+            if (lib->r[i].follow_symlinks && lib->r[i].kind == CDB_DB_ROOT_FOLDER &&
+                !targeted(t, nt, lib->r[i].id))
+                rc = add_target(t, &nt, &lib->r[i], NULL, 0, 0);
+    }
     if (rc != CDB_OK) {
         cli_targets_free(t, nt);
         return rc;

@@ -132,7 +132,7 @@ static void process(pipe_ctx *c, cdb_db *rdb, job *j) {
     int64_t t0 = cdb_now_ns(), ns[2] = {0, 0};
     cli_fail k;
     if (j->kind == R_TOUCH) return; /* decided by the walker (a first identity) */
-    k = cli_read_file(j->path, j->sniff, &buf, &m, j->reason, sizeof j->reason);
+    k = cli_read_photo(j->path, j->sniff, &buf, &m, j->reason, sizeof j->reason);
     atomic_fetch_add(&c->ns_read, cdb_now_ns() - t0);
     if (k != CLI_FAIL_NONE) {
         job_failed(j, k);
@@ -158,7 +158,7 @@ static void process(pipe_ctx *c, cdb_db *rdb, job *j) {
         job_failed(j, CLI_FAIL_TRANSIENT);
         return;
     }
-    k = cli_decode_pixels(buf, (size_t)j->meta.size, !c->o->no_exif, c->pp, j->pixels,
+    k = cli_decode_photo(buf, (size_t)j->meta.size, !j->no_exif, c->pp, j->pixels,
                           &j->meta.width, &j->meta.height, ns, j->reason, sizeof j->reason);
     free(buf);
     atomic_fetch_add(&c->ns_decode, ns[0]);
@@ -427,6 +427,12 @@ cdb_status cli_pipeline_run(cdb_db *db, const char *db_dir, cdb_model *model, in
         rc = cdb_seterr(CDB_NOMEM, "out of memory");
         goto done;
     }
+    c.walked_dirs = cli_devino_new();
+    c.walked_files = cli_devino_new();
+    if (!c.walked_dirs || !c.walked_files) {
+        rc = cdb_seterr(CDB_NOMEM, "out of memory");
+        goto done;
+    }
     if (prog.live) prog.total = scan_count_files(&c);
     if ((rc = cdb_db_open(db_dir, &rp, &c.rdb)) != CDB_OK ||
         (rc = cdb_db_max_file_id(db, &c.max_id_before)) != CDB_OK)
@@ -458,6 +464,8 @@ done:
     cli_queue_free(c.q2);
     cli_queue_free(c.q3);
     scan_free(&c);
+    cli_devino_free(c.walked_dirs);
+    cli_devino_free(c.walked_files);
     free(c.claimed);
     free(c.seen);
     pthread_mutex_destroy(&c.mu);

@@ -39,6 +39,7 @@ typedef struct job {
     int has_old_hash;
     uint8_t old_hash[CDB_DB_HASH_BYTES];
     int sniff;            /* not an image extension: check the magic bytes first */
+    int no_exif;          /* the root's setting: decode without the EXIF orientation */
     cdb_db_file_meta meta;
     job_kind kind;        /* 0 until a reader decides (R_TOUCH when the walker does) */
     int64_t move_from;    /* R_MOVE: the file id that moved */
@@ -79,11 +80,12 @@ typedef struct pipe_ctx {
     /* stage times (ns): readers add up; the walker, encoder and writer own theirs */
     atomic_llong ns_read, ns_decode, ns_preprocess;
     int64_t ns_walk_blocked, ns_encode, ns_encode_wait, ns_store, n_batches;
-    pthread_mutex_t mu;   /* guards claimed[], fatal */
+    pthread_mutex_t mu;   /* guards claimed[], seen, fatal */
     int64_t *claimed;     /* file ids taken by a move in this run */
     int n_claimed, cap_claimed;
     cdb_status fatal_rc;  /* the first fatal error, kept with its status */
     char fatal[512];
+    cli_devino_set *walked_dirs, *walked_files; /* shared by the run's walks (walk.c) */
     uint8_t *seen;        /* bitset of catalog file ids met by the walk or moved by this
                              run (under mu: the walker and the writer both mark) */
     int64_t seen_bits;
@@ -100,6 +102,7 @@ void job_free(job *j);
 /* Records that file id is accounted for by this run (met by the walk, or moved to
 ** a path it met): the deletion pass leaves it alone. Thread-safe. */
 void scan_mark_seen(pipe_ctx *c, int64_t id);
+
 /* Walks every target (the calling thread), queueing jobs on c->q1. */
 void scan_walk_all(pipe_ctx *c);
 /* After the stages have drained: deletions, walk problems and root statuses (first

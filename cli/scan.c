@@ -122,8 +122,8 @@ static job *classify(pipe_ctx *c, const cli_walk_entry *e, int *stop) {
     }
     int recorded = f.relpath != NULL;
     if (recorded) scan_mark_seen(c, f.id);
-    int skip = !c->o->full && (ch == CDB_DB_CHANGE_SAME ||
-                               (ch == CDB_DB_CHANGE_QUARANTINED && !t->named));
+    int skip = !c->o->full && !t->reencode &&
+               (ch == CDB_DB_CHANGE_SAME || (ch == CDB_DB_CHANGE_QUARANTINED && !t->named));
     if (skip) {
         c->sum->unchanged++;
         atomic_fetch_add(&c->n_done, 1);
@@ -140,20 +140,24 @@ static job *classify(pipe_ctx *c, const cli_walk_entry *e, int *stop) {
         return NULL;
     }
     j->root_id = t->root_id;
+    j->no_exif = t->no_exif;
     j->meta = st;
     if (recorded) {
         int ok = f.state == CDB_DB_OK;
         j->file_id = f.id;
         j->was_ok = ok;
         j->for_model = ch == CDB_DB_CHANGE_NEEDS_VECTOR;
-        j->row_current = ok && cdb_db_same_stat(&f.meta, &st);
+        /* a transient failure keeps such a row as it is: its size, mtime and inode say
+        ** the content is what was stored (a chmod changes the ctime only) */
+        j->row_current = ok && f.meta.size == st.size && f.meta.mtime_ns == st.mtime_ns &&
+                         (!f.meta.ino || (f.meta.ino == st.ino && f.meta.dev == st.dev));
         /* same content as the stored ok row -> metadata only; with --full the
         ** content is re-checked but an identical hash still keeps the vector */
-        if (ok && f.meta.has_hash && !j->for_model) {
+        if (ok && f.meta.has_hash && !j->for_model && !t->reencode) {
             j->has_old_hash = 1;
             memcpy(j->old_hash, f.meta.hash, CDB_DB_HASH_BYTES);
         }
-        if (ch == CDB_DB_CHANGE_RESTAT && !c->o->full) { /* record the identity, unread */
+        if (ch == CDB_DB_CHANGE_RESTAT && !c->o->full && !t->reencode) { /* the identity, unread */
             j->kind = R_TOUCH;
             st.has_hash = f.meta.has_hash;
             memcpy(st.hash, f.meta.hash, CDB_DB_HASH_BYTES);
@@ -244,10 +248,23 @@ static void walk_target(pipe_ctx *c) {
     const cli_root *r = cli_library_root(c->lib, t->root_id);
     char *base;
     if (r && !r->present) {
+        int64_t live = 1;
+        struct stat sb;
+        char parent[4096];
+        snprintf(parent, sizeof parent, "%s", t->path);
+        if (strrchr(parent, '/')) *strrchr(parent, '/') = '\0';
+        cdb_db_root_count_live(c->rdb, t->root_id, &live);
         c->sum->missing_roots++;
-        warn(c, "%s is missing%s; its files are kept as they are (run 'clipdb move' if it moved, "
-                "'clipdb forget' if it is gone for good)",
-             t->path, r->dev_recorded ? " (not mounted?)" : "");
+        if (live == 0)
+            warn(c, "%s is missing and holds no recorded file any more (they were moved or "
+                    "deleted): 'clipdb forget %s' stops checking it", t->path, t->path);
+        else if (t->kind == CDB_DB_ROOT_FILE && lstat(parent, &sb) == 0)
+            warn(c, "%s is gone (deleted, or moved out of the folders clipdb knows); its vector is "
+                    "kept until 'clipdb forget %s'", t->path, t->path);
+        else
+            warn(c, "%s is missing%s; its %lld files are kept as they are (run 'clipdb move' if it "
+                    "moved, 'clipdb forget' if it is gone for good)",
+                 t->path, r->dev_recorded ? " (not mounted?)" : "", (long long)live);
         add_problem(c, "", "missing: not mounted, moved or deleted");
         return;
     }
@@ -259,7 +276,8 @@ static void walk_target(pipe_ctx *c) {
         walk_one_file(c, base, t->sub ? t->sub : "");
     } else {
         walk_ud ud = {c, t->sub};
-        cli_walk_opts wo = {t->follow_symlinks, c->db_dir, link_covered, c};
+        cli_walk_opts wo = {t->follow_symlinks, c->db_dir, link_covered, c, c->walked_dirs,
+                            c->walked_files};
         cli_walk_stats ws;
         int w = cli_walk(base, &wo, on_walk, &ud, &ws);
         if (w < 0) {
@@ -292,7 +310,7 @@ int64_t scan_count_files(const pipe_ctx *c) {
     int64_t n = 0;
     for (int i = 0; i < c->n_targets && !cli_interrupted(); i++) {
         const cli_ingest_root *t = &c->targets[i];
-        cli_walk_opts wo = {t->follow_symlinks, c->db_dir, link_covered, (void *)c};
+        cli_walk_opts wo = {t->follow_symlinks, c->db_dir, link_covered, (void *)c, NULL, NULL};
         cli_walk_stats ws;
         char *base;
         if (t->kind == CDB_DB_ROOT_FILE || t->sub_is_file) {
@@ -315,6 +333,7 @@ typedef struct del_ud {
     int64_t *ids;
     int n, cap;
     int64_t unreachable;
+    int n_legacy; /* gone rows recorded without a device: nothing tells a mount point */
     int oom;
 } del_ud;
 
@@ -348,6 +367,7 @@ static int on_known(const cdb_db_file *f, void *ud_) {
         drop = 1; /* there, but the walk did not meet it: no longer in scope */
     } else if (cli_library_gone(d->c->lib, f->root_id, path, f->meta.dev)) {
         drop = 1;
+        d->n_legacy += f->meta.dev == 0;
     } else {
         drop = 0;
         if (errno == ENOENT || errno == ENOTDIR) d->unreachable++; /* not mounted */
@@ -365,17 +385,19 @@ static int on_known(const cdb_db_file *f, void *ud_) {
     return 0;
 }
 
-/* Marks deleted what target i no longer has. A walk that met no file at all while
-** files are recorded there is what an unmounted drive or a missing network share
-** looks like: nothing is marked deleted and a warning says why. */
+/* Marks deleted what target i no longer has. Rows recorded with their device are
+** judged by cli_library_gone (an empty mount point is on another device). For rows
+** from before schema 5 only the old rule is left: a walk that met no file at all
+** while files are recorded there is what an unmounted drive or a missing network
+** share looks like, so nothing is marked deleted and a warning says why. */
 static cdb_status delete_gone(pipe_ctx *c, int i, const char **status) {
     const cli_ingest_root *t = &c->targets[i];
-    del_ud d = {c, t, &c->ts[i], NULL, 0, 0, 0, 0};
+    del_ud d = {c, t, &c->ts[i], NULL, 0, 0, 0, 0, 0};
     cdb_db_batch *b = NULL;
     cdb_status rc = cdb_db_files_foreach(
         c->db, t->root_id, CDB_DB_MASK_OK | CDB_DB_MASK_ERROR | CDB_DB_MASK_PENDING, on_known, &d);
     if (rc == CDB_OK && d.oom) rc = cdb_seterr(CDB_NOMEM, "out of memory");
-    if (rc == CDB_OK && d.n && c->ts[i].n_found == 0 && t->kind == CDB_DB_ROOT_FOLDER) {
+    if (rc == CDB_OK && d.n_legacy && c->ts[i].n_found == 0 && t->kind == CDB_DB_ROOT_FOLDER) {
         char *base = target_base(t);
         c->cur = i;
         warn(c, "%s is empty now; its %d recorded files are kept as they are (unmounted?)",
@@ -407,26 +429,15 @@ static cdb_status delete_gone(pipe_ctx *c, int i, const char **status) {
 
 /* ---- after the walk ------------------------------------------------------------------------- */
 
-/* A missing root: its files stay as they are, and it is listed as missing; unless
-** every one of its files was found elsewhere (moves), then it holds nothing and goes. */
+/* A missing root: its files stay as they are and it is listed as missing. Never
+** dropped on its own, not even when all its files turned up elsewhere (a renamed
+** folder, or copies made before a drive was unplugged): only `clipdb forget` does. */
 static cdb_status finish_missing(pipe_ctx *c, int i) {
     const cli_ingest_root *t = &c->targets[i];
-    int64_t live = 0;
-    cdb_status rc = cdb_db_root_count_live(c->db, t->root_id, &live);
-    if (rc != CDB_OK) return rc;
-    if (live > 0) {
-        rc = cdb_db_walk_problems_set(c->db, t->root_id, NULL, c->ts[i].probs, c->ts[i].n_probs);
-        if (rc == CDB_OK) rc = cdb_db_root_set_scan(c->db, t->root_id, 0, "missing");
-        return rc;
-    }
-    if ((rc = cdb_db_root_forget(c->db, c->model_id, t->root_id, NULL)) != CDB_OK) return rc;
-    c->sum->forgotten_roots++;
-    c->sum->missing_roots--;
-    c->sum->walk_errors--;
-    cli_progress_end(c->prog);
-    cli_warn("%s is gone and all its files were found elsewhere: it is no longer recorded",
-             t->path);
-    return CDB_OK;
+    cdb_status rc = cdb_db_walk_problems_set(c->db, t->root_id, NULL, c->ts[i].probs,
+                                             c->ts[i].n_probs);
+    if (rc == CDB_OK) rc = cdb_db_root_set_scan(c->db, t->root_id, 0, "missing");
+    return rc;
 }
 
 static cdb_status finish_target(pipe_ctx *c, int i) {
@@ -445,31 +456,10 @@ static cdb_status finish_target(pipe_ctx *c, int i) {
     return rc;
 }
 
-/* A root this run did not scan that is missing and whose files all moved into the
-** scanned ones (a renamed root ingested under its new name) goes too. */
-static cdb_status forget_emptied_roots(pipe_ctx *c) {
-    cdb_status rc = CDB_OK;
-    for (int i = 0; i < c->lib->n && rc == CDB_OK; i++) {
-        const cli_root *r = &c->lib->r[i];
-        int64_t live = 1;
-        int scanned = 0;
-        for (int k = 0; k < c->n_targets; k++) scanned |= c->targets[k].root_id == r->id;
-        if (scanned || r->present) continue;
-        if ((rc = cdb_db_root_count_live(c->db, r->id, &live)) != CDB_OK || live) continue;
-        if ((rc = cdb_db_root_forget(c->db, c->model_id, r->id, NULL)) != CDB_OK) break;
-        c->sum->forgotten_roots++;
-        cli_progress_end(c->prog);
-        cli_warn("%s is gone and all its files were found elsewhere: it is no longer recorded",
-                 r->path);
-    }
-    return rc;
-}
-
 cdb_status scan_finish(pipe_ctx *c) {
     cdb_status rc = CDB_OK;
     if (c->o->secondary) return CDB_OK;
     for (int i = 0; i < c->n_targets && rc == CDB_OK && !pipe_stopping(c); i++) rc = finish_target(c, i);
-    if (rc == CDB_OK && !pipe_stopping(c)) rc = forget_emptied_roots(c);
     if (rc != CDB_OK) pipe_fatal(c, rc, "cannot record what the scan found (%s)", cdb_errmsg());
     return rc;
 }

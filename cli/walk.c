@@ -6,8 +6,10 @@
 ** skipped unless follow_symlinks; when followed, a link whose target the library
 ** already holds at its own path (opts.link_covered) is not followed, so a photo is
 ** never found twice, and every folder's (device, inode) is remembered, so a link
-** back to an ancestor (a loop) or a second link to a folder already walked is not
-** entered twice. A broken link is a walk problem. Hidden entries (names starting
+** back to an ancestor (a loop), a second link to a folder already walked, or a bind
+** mount of one (with opts.dirs shared by all the walks of a run) is not entered
+** twice; a file met through a link or with several names (hard links) is passed on
+** once (opts.files). A broken link is a walk problem. Hidden entries (names starting
 ** with '.') and the folder given as `skip_dir` (the database itself, when it lives
 ** inside the root) are skipped. Memory: the open folders' entry lists plus the set
 ** of visited folders; never the list of all files.
@@ -63,12 +65,21 @@ const char *cli_image_magic(const unsigned char *b, size_t n) {
     return NULL;
 }
 
-/* ---- visited folders: an open-addressing set of (dev, ino) ----------------------- */
+/* ---- visited folders and files: an open-addressing set of (dev, ino) -------------- */
 
-typedef struct devino_set {
+struct cli_devino_set {
     uint64_t *keys; /* pairs: dev, ino; dev == ~0 marks empty */
     size_t cap, n;
-} devino_set;
+};
+typedef cli_devino_set devino_set;
+
+cli_devino_set *cli_devino_new(void) { return calloc(1, sizeof(cli_devino_set)); }
+
+void cli_devino_free(cli_devino_set *s) {
+    if (!s) return;
+    free(s->keys);
+    free(s);
+}
 
 static size_t dh(uint64_t dev, uint64_t ino, size_t cap) {
     uint64_t h = (dev * 0x9E3779B97F4A7C15ULL) ^ (ino * 0xC2B2AE3D27D4EB4FULL);
@@ -77,7 +88,7 @@ static size_t dh(uint64_t dev, uint64_t ino, size_t cap) {
 }
 
 /* 1 if inserted, 0 if present, -1 on OOM. */
-static int devino_add(devino_set *s, uint64_t dev, uint64_t ino) {
+int cli_devino_add(cli_devino_set *s, uint64_t dev, uint64_t ino) {
     size_t i;
     if ((s->n + 1) * 2 > s->cap) {
         size_t nc = s->cap ? s->cap * 2 : 64;
@@ -115,7 +126,9 @@ typedef struct walker {
     void *link_ud;
     uint64_t skip_dev, skip_ino;
     int has_skip;
-    devino_set seen;
+    cli_devino_set *dirs;  /* folders walked (this walk's, or the run's: opts.dirs) */
+    cli_devino_set *files; /* files that could be met twice: reached through a link, or
+                              with more than one name (opts.files) */
     cli_walk_fn fn;
     void *ud;
     cli_walk_stats *st;
@@ -136,8 +149,9 @@ static void report(walker *w, const char *rel, const char *what, int err) {
     if (w->fn(&e, w->ud)) w->stop = 1;
 }
 
-/* Walks folder `rel` ("" for the root); path buffers are built per level. */
-static void walk_dir(walker *w, const char *rel, int depth) {
+/* Walks folder `rel` ("" for the root); path buffers are built per level. via_link:
+** the walk came into this folder through a symbolic link. */
+static void walk_dir(walker *w, const char *rel, int depth, int via_link) {
     char full[8192];
     DIR *d;
     struct dirent *de;
@@ -171,6 +185,7 @@ static void walk_dir(walker *w, const char *rel, int depth) {
         char *child_rel;
         size_t rl = strlen(rel), nl = strlen(names[i]);
         struct stat st;
+        int is_link = 0;
         if (!(child_rel = malloc(rl + nl + 2))) break;
         if (rl) {
             memcpy(child_rel, rel, rl);
@@ -186,6 +201,7 @@ static void walk_dir(walker *w, const char *rel, int depth) {
             continue;
         }
         if (S_ISLNK(st.st_mode)) {
+            is_link = 1;
             if (!w->follow) {
                 w->st->n_links_skipped++;
                 free(child_rel);
@@ -209,15 +225,21 @@ static void walk_dir(walker *w, const char *rel, int depth) {
                 free(child_rel);
                 continue;
             }
-            added = devino_add(&w->seen, (uint64_t)st.st_dev, (uint64_t)st.st_ino);
+            added = cli_devino_add(w->dirs, (uint64_t)st.st_dev, (uint64_t)st.st_ino);
             if (added == 0) {
                 w->st->n_loops++; /* already walked: a loop or a second link */
             } else if (added > 0) {
                 w->st->n_dirs++;
-                walk_dir(w, child_rel, depth + 1);
+                walk_dir(w, child_rel, depth + 1, via_link || is_link);
             }
         } else if (S_ISREG(st.st_mode)) {
             cli_walk_entry e;
+            if ((via_link || is_link || st.st_nlink > 1) &&
+                cli_devino_add(w->files, (uint64_t)st.st_dev, (uint64_t)st.st_ino) == 0) {
+                w->st->n_same_file++; /* met under another name already */
+                free(child_rel);
+                continue;
+            }
             memset(&e, 0, sizeof e);
             e.relpath = child_rel;
             e.size = (int64_t)st.st_size;
@@ -246,6 +268,14 @@ int cli_walk(const char *root, const cli_walk_opts *o, cli_walk_fn fn, void *ud,
     w.follow = o->follow_symlinks;
     w.link_covered = o->link_covered;
     w.link_ud = o->link_ud;
+    w.dirs = o->dirs ? o->dirs : cli_devino_new();
+    w.files = o->files ? o->files : cli_devino_new();
+    if (!w.dirs || !w.files) {
+        if (!o->dirs) cli_devino_free(w.dirs);
+        if (!o->files) cli_devino_free(w.files);
+        errno = ENOMEM;
+        return -1;
+    }
     w.fn = fn;
     w.ud = ud;
     w.st = st;
@@ -257,10 +287,19 @@ int cli_walk(const char *root, const cli_walk_opts *o, cli_walk_fn fn, void *ud,
             w.skip_ino = (uint64_t)ss.st_ino;
         }
     }
-    if (stat(root, &rs) != 0) return -1;
-    devino_add(&w.seen, (uint64_t)rs.st_dev, (uint64_t)rs.st_ino);
-    st->n_dirs = 1;
-    walk_dir(&w, "", 0);
-    free(w.seen.keys);
-    return w.stop ? 1 : 0;
+    int rc = 0;
+    if (stat(root, &rs) != 0) {
+        rc = -1;
+    } else if (cli_devino_add(w.dirs, (uint64_t)rs.st_dev, (uint64_t)rs.st_ino) == 0) {
+        st->n_loops++; /* walked already in this run (a bind mount of a walked folder) */
+    } else {
+        st->n_dirs = 1;
+        walk_dir(&w, "", 0, 0);
+        rc = w.stop ? 1 : 0;
+    }
+    int e = errno;
+    if (!o->dirs) cli_devino_free(w.dirs);
+    if (!o->files) cli_devino_free(w.files);
+    errno = e;
+    return rc;
 }

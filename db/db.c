@@ -490,6 +490,7 @@ static cdb_status migrate_v2_fill(cdb_db *db) {
 static const char *const k_v5_columns[][3] = {
     {"roots", "kind", "INTEGER NOT NULL DEFAULT 0"},
     {"roots", "follow_symlinks", "INTEGER NOT NULL DEFAULT 0"},
+    {"roots", "no_exif", "INTEGER NOT NULL DEFAULT 0"},
     {"roots", "dev", "INTEGER"},
     {"roots", "scanned_ns", "INTEGER"},
     {"roots", "status", "TEXT"},

@@ -164,6 +164,7 @@ typedef struct cdb_db_root {
     const char *path;        /* bytes, NUL-terminated; borrowed (callbacks) or heap (get) */
     cdb_db_root_kind kind;
     int follow_symlinks;     /* walks follow symbolic links (recorded with the root) */
+    int no_exif;             /* photos decoded without their EXIF orientation */
     uint64_t dev;            /* st_dev of the path at the last scan; 0 = unknown */
     int64_t scanned_ns;      /* wall clock of the last scan; 0 = never */
     const char *status;      /* last scan: "ok", "missing", "empty", "unreadable"; NULL = never */
@@ -173,7 +174,7 @@ typedef struct cdb_db_root {
 ** Writer only. */
 cdb_status cdb_db_root_add(cdb_db *db, const char *path, int64_t *root_id /* OUT */);
 /* Get-or-create a root of the given kind; a new root records follow_symlinks, an
-** existing one keeps its settings (see cdb_db_root_set_follow). CDB_INVALID when
+** existing one keeps its settings (see cdb_db_root_set_options). CDB_INVALID when
 ** the path is recorded with the other kind. Writer only. */
 cdb_status cdb_db_root_create(cdb_db *db, const char *path, cdb_db_root_kind kind,
                               int follow_symlinks, int64_t *root_id /* OUT */);
@@ -188,7 +189,8 @@ typedef int (*cdb_db_root_fn)(const cdb_db_root *r, void *ud);
 cdb_status cdb_db_roots_foreach(cdb_db *db, cdb_db_root_fn fn, void *ud);
 
 /* Writer only, each one catalog transaction: */
-cdb_status cdb_db_root_set_follow(cdb_db *db, int64_t root_id, int follow_symlinks);
+/* The root's walk and decode settings; -1 keeps one as it is. */
+cdb_status cdb_db_root_set_options(cdb_db *db, int64_t root_id, int follow_symlinks, int no_exif);
 /* Records the outcome of a scan of the root: its device (0: leave as is), the status
 ** word (see cdb_db_root) and the time. */
 cdb_status cdb_db_root_set_scan(cdb_db *db, int64_t root_id, uint64_t dev, const char *status);

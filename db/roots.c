@@ -14,7 +14,9 @@
 
 #include "db/db_int.h"
 
-#define ROOT_COLS "id, path, kind, follow_symlinks, dev, scanned_ns, status"
+static cdb_status exec_id(cdb_db *db, const char *sql, int64_t id, const char *what);
+
+#define ROOT_COLS "id, path, kind, follow_symlinks, dev, scanned_ns, status, no_exif"
 
 /* Fills r from a ROOT_COLS row; path/status borrowed from the statement. */
 static void root_from_row(sqlite3_stmt *st, cdb_db_root *r) {
@@ -26,6 +28,7 @@ static void root_from_row(sqlite3_stmt *st, cdb_db_root *r) {
     r->dev = (uint64_t)sqlite3_column_int64(st, 4);
     r->scanned_ns = sqlite3_column_int64(st, 5);
     r->status = (const char *)sqlite3_column_text(st, 6);
+    r->no_exif = sqlite3_column_int(st, 7) != 0;
 }
 
 void cdb_db_root_clear(cdb_db_root *r) {
@@ -156,15 +159,20 @@ static cdb_status root_update(cdb_db *db, sqlite3_stmt *st, const char *what) {
     return rc;
 }
 
-cdb_status cdb_db_root_set_follow(cdb_db *db, int64_t root_id, int follow_symlinks) {
+cdb_status cdb_db_root_set_options(cdb_db *db, int64_t root_id, int follow_symlinks, int no_exif) {
     sqlite3_stmt *st = NULL;
-    cdb_status rc = db_writer(db, "set root option");
+    cdb_status rc = db_writer(db, "set root options");
     if (rc == CDB_OK)
-        rc = db_prepare(db->cat, "UPDATE roots SET follow_symlinks=?2 WHERE id=?1", &st);
+        rc = db_prepare(db->cat,
+                        "UPDATE roots SET follow_symlinks=CASE WHEN ?2 < 0 THEN follow_symlinks"
+                        " ELSE ?2 END, no_exif=CASE WHEN ?3 < 0 THEN no_exif ELSE ?3 END"
+                        " WHERE id=?1",
+                        &st);
     if (rc != CDB_OK) return rc;
     sqlite3_bind_int64(st, 1, root_id);
-    sqlite3_bind_int(st, 2, follow_symlinks != 0);
-    return root_update(db, st, "set root option");
+    sqlite3_bind_int(st, 2, follow_symlinks < 0 ? -1 : follow_symlinks != 0);
+    sqlite3_bind_int(st, 3, no_exif < 0 ? -1 : no_exif != 0);
+    return root_update(db, st, "set root options");
 }
 
 cdb_status cdb_db_root_set_scan(cdb_db *db, int64_t root_id, uint64_t dev, const char *status) {
@@ -196,11 +204,19 @@ cdb_status cdb_db_root_set_path(cdb_db *db, int64_t root_id, const char *new_pat
     if (rc == CDB_OK) return CDB_OK; /* already there */
     if (rc != CDB_NOTFOUND) return rc;
     cdb_clearerr();
-    if ((rc = db_prepare(db->cat, "UPDATE roots SET path=?2, dev=NULL WHERE id=?1", &st)) != CDB_OK)
-        return rc;
-    sqlite3_bind_int64(st, 1, root_id);
-    sqlite3_bind_blob(st, 2, new_path, (int)strlen(new_path), SQLITE_STATIC);
-    return root_update(db, st, "move root");
+    /* what the last scan said (missing, its problems) was about the old place */
+    if ((rc = db_begin(db->cat)) != CDB_OK) return rc;
+    rc = db_prepare(db->cat, "UPDATE roots SET path=?2, dev=NULL, status=NULL WHERE id=?1", &st);
+    if (rc == CDB_OK) {
+        sqlite3_bind_int64(st, 1, root_id);
+        sqlite3_bind_blob(st, 2, new_path, (int)strlen(new_path), SQLITE_STATIC);
+        rc = root_update(db, st, "move root");
+    }
+    if (rc == CDB_OK)
+        rc = exec_id(db, "DELETE FROM walk_problems WHERE root_id=?1", root_id, "move root");
+    if (rc == CDB_OK) return db_commit(db->cat);
+    db_rollback(db->cat);
+    return rc;
 }
 
 cdb_status cdb_db_root_count_live(cdb_db *db, int64_t root_id, int64_t *n) {
@@ -490,9 +506,11 @@ static cdb_status vacuum_conn(sqlite3 *conn, const char *path, int64_t *freed) {
     if (sqlite3_step(st) == SQLITE_ROW) free_pages = sqlite3_column_int64(st, 0);
     sqlite3_finalize(st);
     if (free_pages == 0) return CDB_OK;
+    /* Pages live in the WAL until a checkpoint: TRUNCATE folds them into the file
+    ** (before, to measure; after, to give the space back now). */
+    if ((rc = db_exec(conn, "PRAGMA wal_checkpoint(TRUNCATE)")) != CDB_OK)
+        return cdb_errctx(rc, "compact %s", path);
     before = file_size(path);
-    /* The WAL holds the rewritten pages until a checkpoint: TRUNCATE folds them in
-    ** and gives the space back now. */
     if ((rc = db_exec(conn, "VACUUM")) != CDB_OK) return cdb_errctx(rc, "compact %s", path);
     if ((rc = db_exec(conn, "PRAGMA wal_checkpoint(TRUNCATE)")) != CDB_OK)
         return cdb_errctx(rc, "compact %s", path);

@@ -12,6 +12,9 @@
 **                              next one fails.
 **   CDB_FAULT_EIO_MATCH=S      read/pread/readv on regular files whose path contains
 **                              S fail with EIO (a bad sector under that file).
+**   CDB_FAULT_EACCES_MATCH=S   open/open64 for reading and opendir of paths containing
+**                              S fail with EACCES (a file or folder without read
+**                              permission, as a user other than root meets it).
 **   CDB_FAULT_KILL_FSYNC=S     SIGKILL just before fsync/fdatasync of a regular
 **                              file whose path contains S (its data is written,
 **                              not yet durable nor renamed).
@@ -30,7 +33,9 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <dirent.h>
 #include <dlfcn.h>
+#include <stdarg.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -170,6 +175,40 @@ ssize_t pread64(int fd, void *buf, size_t n, off64_t off) {
 ssize_t readv(int fd, const struct iovec *iov, int n) {
     if (eio_for(fd)) return -1;
     return NEXT(readv)(fd, iov, n);
+}
+
+static int eacces_for(const char *path, int flags) {
+    const char *m = getenv("CDB_FAULT_EACCES_MATCH");
+    if (!m || !*m || !path || (flags & O_ACCMODE) != O_RDONLY || !strstr(path, m)) return 0;
+    fault_log("EACCES", path);
+    errno = EACCES;
+    return 1;
+}
+int open(const char *path, int flags, ...) {
+    mode_t mode = 0;
+    if (flags & (O_CREAT | O_TMPFILE)) {
+        va_list ap;
+        va_start(ap, flags);
+        mode = (mode_t)va_arg(ap, int);
+        va_end(ap);
+    }
+    if (eacces_for(path, flags)) return -1;
+    return NEXT(open)(path, flags, mode);
+}
+int open64(const char *path, int flags, ...) {
+    mode_t mode = 0;
+    if (flags & (O_CREAT | O_TMPFILE)) {
+        va_list ap;
+        va_start(ap, flags);
+        mode = (mode_t)va_arg(ap, int);
+        va_end(ap);
+    }
+    if (eacces_for(path, flags)) return -1;
+    return NEXT(open64)(path, flags, mode);
+}
+DIR *opendir(const char *path) {
+    if (eacces_for(path, O_RDONLY)) return NULL;
+    return NEXT(opendir)(path);
 }
 
 static void kill_if(const char *env, const char *path) {

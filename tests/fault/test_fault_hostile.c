@@ -90,7 +90,7 @@ CDB_TEST(symlinks_out_of_the_root_only_with_follow) {
     }
     fu_state_free(&s);
 
-    /* --follow-symlinks: the outside files under the links' paths, loops ended */
+    /* --follow-symlinks: the outside files under the links' paths, each once, loops ended */
     snprintf(db, sizeof db, "%s/db_follow", g_tmp);
     CHECK_EQ_INT(fu_init(db), 0);
     CHECK_EQ_INT(fu_run_expect((const char *[]){"ingest", "--db", db, lib, "--follow-symlinks", "--json", "--quiet",
@@ -99,7 +99,9 @@ CDB_TEST(symlinks_out_of_the_root_only_with_follow) {
                  0);
     cli_run_free(&r);
     CHECK_EQ_INT(fu_state_read(db, &s), 0);
-    CHECK_EQ_INT(s.n, 6 + 3 + 1);
+    /* one_outside.png and to_outside/ reach one same file: stored once, under the
+    ** path the walk meets first (names in byte order: one_outside.png) */
+    CHECK_EQ_INT(s.n, 6 + 3);
     {
         int n_out = 0, n_file = 0;
         for (int i = 0; i < s.n; i++) {
@@ -110,7 +112,7 @@ CDB_TEST(symlinks_out_of_the_root_only_with_follow) {
             n_out += !strncmp(s.f[i].path, p, strlen(p));
             n_file += strstr(s.f[i].path, "/one_outside.png") != NULL;
         }
-        CHECK_EQ_INT(n_out, 3);
+        CHECK_EQ_INT(n_out, 2);
         CHECK_EQ_INT(n_file, 1);
     }
     fu_state_free(&s);

@@ -1,0 +1,200 @@
+/*
+** test_encoder_faults.c: the ingest pipeline in-process with an encoder that fails
+** where the test says (cli_ingest_opts.encode wraps cdb_encode_pixels):
+**
+**   transient_batch_failure_is_retried  batch k fails (a device error), and so does
+**       item j on its own: every other item of the batch gets its own vector; item j
+**       is left pending with the reason (not quarantined) and the next run stores it
+**   failing_first_item_does_not_shift   the batch fails and its first item keeps
+**       failing alone: the items after it must not get stale vectors (issue 13's
+**       copy from the failed call's buffer)
+**   unusable_vector_is_quarantined      the encoder returns NaN for one item: that
+**       file is an error (permanent), the next run skips it
+**
+** After each run the database is checked with the oracle of lib_util.h: every
+** stored path holds the embedding of its own bytes (clipdb embed), once.
+*/
+#include "cli/cli.h"
+#include "lib_util.h"
+
+#define N_PHOTOS 14
+#define BATCH 4
+
+typedef struct fault_plan {
+    int fail_call;   /* 1-based encoder call that fails (0: none) */
+    int item;        /* the item of that call that keeps failing alone */
+    int nan;         /* 1: the item gets NaN instead of an error */
+    int calls;
+    uint64_t bad;    /* pixel hash of the failing item, once known */
+    int n_singles_failed;
+} fault_plan;
+
+static uint64_t pixel_hash(const float *px, size_t n) {
+    uint64_t h = 1469598103934665603ULL;
+    const unsigned char *b = (const unsigned char *)px;
+    for (size_t i = 0; i < n * sizeof *px; i += 7) h = (h ^ b[i]) * 1099511628211ULL;
+    return h;
+}
+
+static cdb_status faulty_encode(void *ud, cdb_model *m, const float *px, int n, float *out) {
+    fault_plan *p = ud;
+    size_t per = 3 * (size_t)cdb_model_get_info(m)->preprocess.size *
+                 (size_t)cdb_model_get_info(m)->preprocess.size;
+    int dim = cdb_model_get_info(m)->embed_dim;
+    p->calls++;
+    if (p->fail_call && p->calls == p->fail_call && n > p->item) {
+        p->bad = pixel_hash(px + per * (size_t)p->item, per);
+        if (!p->nan) return cdb_seterr(CDB_DEVICE, "injected device error (batch %d)", p->calls);
+    }
+    cdb_status rc = cdb_encode_pixels(m, px, n, 1, out);
+    for (int i = 0; rc == CDB_OK && p->bad && i < n; i++) {
+        if (pixel_hash(px + per * (size_t)i, per) != p->bad) continue;
+        if (p->nan) {
+            for (int d = 0; d < dim; d++) out[(size_t)i * dim + d] = NAN;
+        } else if (n == 1) {
+            p->n_singles_failed++;
+            return cdb_seterr(CDB_DEVICE, "injected device error (the same item again)");
+        }
+    }
+    return rc;
+}
+
+/* One ingest of lib into db in this process, with plan (NULL: no fault). */
+static cdb_status ingest(const char *db_dir, const char *lib, fault_plan *plan,
+                         cli_ingest_summary *sum) {
+    cdb_db *db = NULL;
+    cdb_model *m = NULL;
+    int64_t model_id = 0;
+    cli_library L = {0};
+    cli_ingest_root *t = NULL;
+    int nt = 0, is_file = 0;
+    char real[4096];
+    char *paths[1] = {real};
+    cli_ingest_opts o;
+    cdb_db_params dp = cdb_db_params_default();
+    cdb_status rc = CDB_ERROR;
+    memset(&o, 0, sizeof o);
+    o.batch = BATCH;
+    o.threads = 2;
+    o.follow_symlinks = -1;
+    o.label = "ingest";
+    o.encode = plan ? faulty_encode : NULL;
+    o.encode_ud = plan;
+    if (!realpath(lib, real)) return CDB_IO;
+    if ((rc = cdb_db_open(db_dir, &dp, &db)) != CDB_OK) return rc;
+    if (cli_db_model(db, NULL, 1, 0, CDB_DEVICE_CPU, 0, &m, &model_id, NULL) != CLI_EXIT_OK) {
+        rc = CDB_NOTFOUND;
+        goto done;
+    }
+    if ((rc = cli_library_load(db, &L)) != CDB_OK ||
+        (rc = cli_library_resolve(db, model_id, &L, paths, &is_file, 1, -1, -1, &t, &nt)) != CDB_OK)
+        goto done;
+    rc = cli_pipeline_run(db, db_dir, m, model_id, &L, t, nt, &o, sum);
+done:
+    cli_targets_free(t, nt);
+    cli_library_free(&L);
+    cdb_model_close(m);
+    cdb_db_close(db);
+    return rc;
+}
+
+/* The oracle over the whole export: every path its own vector, `want` paths. */
+static int exact(const char *db, int want) {
+    lu_export e;
+    if (lu_export_read(db, &e) != 0) return -1;
+    int bad = lu_check_export_against_files(&e);
+    if (e.n != want) {
+        fprintf(stderr, "    %d paths stored, want %d\n", e.n, want);
+        bad++;
+    }
+    lu_export_free(&e);
+    return bad;
+}
+
+static int setup_case(const char *tag, char *lib, char *db, size_t size) {
+    char rel[200];
+    snprintf(rel, sizeof rel, "%s/photos", tag);
+    lu_path(lib, size, rel);
+    snprintf(rel, sizeof rel, "%s/db", tag);
+    lu_path(db, size, rel);
+    if (lu_generate(lib, 7000 + (uint64_t)strlen(tag), 0, N_PHOTOS) != 0) return -1;
+    return lu_init(db);
+}
+
+CDB_TEST(transient_batch_failure_is_retried) {
+    char lib[700], db[700];
+    cli_ingest_summary s;
+    fault_plan plan = {2, 1, 0, 0, 0, 0};
+    LU_NEED_SETUP();
+    CHECK_EQ_INT(setup_case("transient", lib, db, sizeof lib), 0);
+    CHECK_OK(ingest(db, lib, &plan, &s));
+    CHECK_MSG(plan.n_singles_failed == 1, "the failing item was encoded alone %d times",
+              plan.n_singles_failed);
+    CHECK_EQ_INT(s.added, N_PHOTOS - 1);
+    CHECK_EQ_INT(s.retry, 1);
+    CHECK_EQ_INT(s.errors, 0);
+    CHECK_EQ_INT(exact(db, N_PHOTOS - 1), 0);
+    cli_run_result r;
+    CHECK_EQ_INT(lu_expect((const char *[]){"errors", "--db", db, NULL}, 0, &r), 0);
+    CHECK_MSG(strstr(r.out, "will retry: cannot encode") && strstr(r.out, "injected device error"),
+              "%s", r.out);
+    cli_run_free(&r);
+    /* the device is fine again: the next run (nothing changed on disk) stores it */
+    CHECK_OK(ingest(db, lib, NULL, &s));
+    CHECK_EQ_INT(s.added, 1);
+    CHECK_EQ_INT(s.unchanged, N_PHOTOS - 1);
+    CHECK_EQ_INT(exact(db, N_PHOTOS), 0);
+    CHECK_EQ_INT(lu_expect((const char *[]){"verify", "--db", db, "--quiet", NULL}, 0, NULL), 0);
+}
+
+CDB_TEST(failing_first_item_does_not_shift) {
+    char lib[700], db[700];
+    cli_ingest_summary s;
+    fault_plan plan = {1, 0, 0, 0, 0, 0};
+    LU_NEED_SETUP();
+    CHECK_EQ_INT(setup_case("shift", lib, db, sizeof lib), 0);
+    CHECK_OK(ingest(db, lib, &plan, &s));
+    CHECK_EQ_INT(s.added, N_PHOTOS - 1);
+    CHECK_EQ_INT(s.retry, 1);
+    CHECK_EQ_INT(exact(db, N_PHOTOS - 1), 0); /* items 1..3 of batch 1: their own vectors */
+    for (int i = 0; i < N_PHOTOS; i += 3) {
+        char p[900];
+        lu_img(lib, i, p, sizeof p);
+        lu_export e;
+        CHECK_EQ_INT(lu_export_read(db, &e), 0);
+        int at = lu_export_find(&e, p, NULL);
+        lu_export_free(&e);
+        if (at >= 0) CHECK_EQ_INT(lu_search_finds_itself(db, p), 0);
+    }
+}
+
+CDB_TEST(unusable_vector_is_quarantined) {
+    char lib[700], db[700];
+    cli_ingest_summary s;
+    fault_plan plan = {3, 2, 1, 0, 0, 0};
+    LU_NEED_SETUP();
+    CHECK_EQ_INT(setup_case("nan", lib, db, sizeof lib), 0);
+    CHECK_OK(ingest(db, lib, &plan, &s));
+    CHECK_EQ_INT(s.added, N_PHOTOS - 1);
+    CHECK_EQ_INT(s.errors, 1);
+    CHECK_EQ_INT(s.retry, 0);
+    CHECK_EQ_INT(exact(db, N_PHOTOS - 1), 0);
+    cli_run_result r;
+    CHECK_EQ_INT(lu_expect((const char *[]){"errors", "--db", db, NULL}, 0, &r), 0);
+    CHECK_MSG(strstr(r.out, "unusable vector") && !strstr(r.out, "will retry"), "%s", r.out);
+    cli_run_free(&r);
+    CHECK_OK(ingest(db, lib, NULL, &s)); /* quarantined: not read again */
+    CHECK_EQ_INT(s.added, 0);
+    CHECK_EQ_INT(s.unchanged, N_PHOTOS);
+}
+
+int main(int argc, char **argv) {
+    static const cdb_test_entry tests[] = {
+        {"transient_batch_failure_is_retried", transient_batch_failure_is_retried},
+        {"failing_first_item_does_not_shift", failing_first_item_does_not_shift},
+        {"unusable_vector_is_quarantined", unusable_vector_is_quarantined},
+    };
+    int rc = cdb_test_run_(tests, (int)(sizeof tests / sizeof tests[0]), argc, argv);
+    if (lu_tmp[0] && rc == 0 && !getenv("CLIPDB_KEEP_TMP")) lu_rm_rf(lu_tmp);
+    return rc;
+}

@@ -1,0 +1,272 @@
+/*
+** test_library_edges.c: regressions found by a hostile review of the library model
+** (issue 13), each as the reviewer reproduced it, checked with the oracle of
+** lib_util.h:
+**
+**   copies_made_before_a_drive_goes   a missing root whose photos were copied
+**                                     elsewhere first is never dropped; when it
+**                                     comes back it is scanned again
+**   deep_check_on_a_fresh_database    verify --deep --sample 1 right after an ingest
+**                                     is clean (fp16 subnormals differ by 2 ulps
+**                                     between batches)
+**   no_exif_is_the_folders_setting    --no-exif is remembered, used by reindex and
+**                                     verify --deep, and --exif encodes them again
+**   hidden_paths_named                a hidden path inside a recorded folder is
+**                                     refused instead of stored and then deleted
+**   unreadable_photo_keeps_its_vector a chmod (ctime only) and a permission error:
+**                                     the vector stays, the file is retried
+**   one_photo_through_two_links       two links to one photo, then its folder
+**                                     ingested: one vector at every moment
+**   export_names_with_newlines        paths.txt keeps one line per row
+*/
+#include "lib_util.h"
+
+static int exact(const char *db, int want) {
+    lu_export e;
+    if (lu_export_read(db, &e) != 0) return -1;
+    int bad = lu_check_export_against_files(&e);
+    if (want >= 0 && e.n != want) {
+        fprintf(stderr, "    %d paths stored, want %d\n", e.n, want);
+        bad++;
+    }
+    lu_export_free(&e);
+    return bad;
+}
+
+CDB_TEST(copies_made_before_a_drive_goes) {
+    char main_[700], card[700], copy[700], away[700], db[700], cmd[3000];
+    cli_run_result r;
+    LU_NEED_SETUP();
+    lu_path(main_, sizeof main_, "card/lib/main");
+    lu_path(card, sizeof card, "card/drive/card");
+    lu_path(copy, sizeof copy, "card/lib/main/from_card");
+    lu_path(away, sizeof away, "card/unplugged");
+    lu_path(db, sizeof db, "card/db");
+    CHECK_EQ_INT(lu_generate(main_, 1, 0, 3), 0);
+    CHECK_EQ_INT(lu_generate(card, 2, 0, 3), 0);
+    CHECK_EQ_INT(lu_init(db), 0);
+    CHECK_EQ_INT(lu_expect((const char *[]){"ingest", "--db", db, main_, card, "--quiet", NULL}, 0,
+                           NULL),
+                 0);
+    snprintf(cmd, sizeof cmd, "cp -a %s %s && mv %s %s", card, copy, card, away);
+    CHECK_EQ_INT(system(cmd), 0);
+    CHECK_EQ_INT(lu_expect((const char *[]){"reindex", "--db", db, NULL}, 3, &r), 3);
+    cli_run_free(&r);
+    CHECK_EQ_INT(lu_expect((const char *[]){"folders", "--db", db, NULL}, 0, &r), 0);
+    CHECK_MSG(strstr(r.out, card) && strstr(r.out, "missing"), "%s", r.out);
+    cli_run_free(&r);
+    CHECK_EQ_INT(exact(db, -1), 0);
+    /* plugged in again: scanned again, every photo once */
+    CHECK_EQ_INT(rename(away, card), 0);
+    CHECK_EQ_INT(lu_expect((const char *[]){"reindex", "--db", db, "--quiet", NULL}, 0, NULL), 0);
+    CHECK_EQ_INT(exact(db, 9), 0);
+    char p[900];
+    CHECK_EQ_INT(lu_search_finds_itself(db, lu_img(card, 1, p, sizeof p)), 0);
+}
+
+CDB_TEST(deep_check_on_a_fresh_database) {
+    char lib[700], db[700], dir[800];
+    cdb_world_library_params lp = cdb_world_library_params_default();
+    LU_NEED_SETUP();
+    lu_path(lib, sizeof lib, "deep/lib");
+    lu_path(db, sizeof db, "deep/db");
+    lp.n_threads = 2;
+    lp.scene.png_fraction = 0; /* the reviewer's library: JPEGs only */
+    for (int k = 0; k < 3; k++) {
+        snprintf(dir, sizeof dir, "%s/%c", lib, 'a' + k);
+        CHECK_EQ_INT(lu_mkdirs(dir), 0);
+        CHECK(cdb_world_generate(dir, 81 + (uint64_t)k, 0, k == 2 ? 4 : 5, &lp) == CDB_OK);
+    }
+    CHECK_EQ_INT(lu_init(db), 0);
+    snprintf(dir, sizeof dir, "%s/a", lib);
+    char b[800], c[800];
+    snprintf(b, sizeof b, "%s/b", lib);
+    snprintf(c, sizeof c, "%s/c", lib);
+    CHECK_EQ_INT(lu_expect((const char *[]){"ingest", "--db", db, dir, b, c, "--quiet", NULL}, 0, NULL),
+                 0);
+    CHECK_EQ_INT(lu_expect((const char *[]){"verify", "--db", db, "--deep", "--sample", "1", NULL}, 0,
+                           NULL),
+                 0);
+}
+
+CDB_TEST(no_exif_is_the_folders_setting) {
+    char lib[700], db[700], src[900], p[900];
+    cli_run_result r;
+    LU_NEED_SETUP();
+    lu_path(lib, sizeof lib, "exif/lib");
+    lu_path(db, sizeof db, "exif/db");
+    CHECK_EQ_INT(lu_mkdirs(lib), 0);
+    for (int o = 5; o <= 8; o++) { /* orientations that turn the picture */
+        snprintf(src, sizeof src, "%s/tests/golden/images/exif_o%d_96x64.jpg", CDB_SOURCE_DIR, o);
+        snprintf(p, sizeof p, "%s/o%d.jpg", lib, o);
+        CHECK_EQ_INT(lu_copy(src, p), 0);
+    }
+    CHECK_EQ_INT(lu_init(db), 0);
+    CHECK_EQ_INT(lu_expect((const char *[]){"ingest", "--db", db, "--no-exif", lib, "--quiet", NULL},
+                           0, NULL),
+                 0);
+    /* stored without the orientation: what `embed --no-exif` gives */
+    lu_export e;
+    CHECK_EQ_INT(lu_export_read(db, &e), 0);
+    CHECK_EQ_INT(e.n, 4);
+    for (int i = 0; i < e.n; i++) {
+        char npy[800];
+        float *want = NULL;
+        int rows = 0, dim = 0;
+        snprintf(npy, sizeof npy, "%s/exif/one.npy", lu_tmp);
+        CHECK_EQ_INT(lu_expect((const char *[]){"embed", "--model", lu_model, "--no-exif", "--image",
+                                                e.paths[i], "--format", "npy", "--out", npy, NULL},
+                               0, NULL),
+                     0);
+        CHECK((want = lu_npy(npy, &rows, &dim)) && dim == e.dim);
+        CHECK_MSG(want && lu_same_vector(e.vecs + (size_t)i * dim, want, dim, NULL),
+                  "%s is not stored as its --no-exif embedding", e.paths[i]);
+        free(want);
+    }
+    lu_export_free(&e);
+    CHECK_EQ_INT(lu_expect((const char *[]){"verify", "--db", db, "--deep", "--sample", "1", NULL}, 0,
+                           NULL),
+                 0);
+    CHECK_EQ_INT(lu_expect((const char *[]){"folders", "--db", db, NULL}, 0, &r), 0);
+    CHECK_MSG(strstr(r.out, "EXIF orientation ignored"), "%s", r.out);
+    cli_run_free(&r);
+    /* an edited photo is encoded again the same way */
+    snprintf(src, sizeof src, "%s/tests/golden/images/exif_o6_be_96x64.jpg", CDB_SOURCE_DIR);
+    snprintf(p, sizeof p, "%s/o6.jpg", lib);
+    CHECK_EQ_INT(lu_copy(src, p), 0);
+    CHECK_EQ_INT(lu_expect((const char *[]){"reindex", "--db", db, "--quiet", NULL}, 0, NULL), 0);
+    CHECK_EQ_INT(lu_expect((const char *[]){"verify", "--db", db, "--deep", "--sample", "1", NULL}, 0,
+                           NULL),
+                 0);
+    /* and back: --exif encodes the folder again, with the orientation */
+    CHECK_EQ_INT(lu_expect((const char *[]){"ingest", "--db", db, "--exif", lib, NULL}, 0, &r), 0);
+    CHECK_MSG(strstr(r.out, "4 changed"), "%s", r.out);
+    cli_run_free(&r);
+    CHECK_EQ_INT(exact(db, 4), 0); /* lu_embed applies EXIF, as clipdb embed does by default */
+}
+
+CDB_TEST(hidden_paths_named) {
+    char lib[700], hid[700], db[700], p[900];
+    cli_run_result r;
+    LU_NEED_SETUP();
+    lu_path(lib, sizeof lib, "hidden/lib");
+    lu_path(hid, sizeof hid, "hidden/lib/.hidden");
+    lu_path(db, sizeof db, "hidden/db");
+    CHECK_EQ_INT(lu_generate(lib, 3, 0, 3), 0);
+    CHECK_EQ_INT(lu_generate(hid, 4, 10, 2), 0);
+    CHECK_EQ_INT(lu_init(db), 0);
+    CHECK_EQ_INT(lu_expect((const char *[]){"ingest", "--db", db, lib, "--quiet", NULL}, 0, NULL), 0);
+    CHECK_EQ_INT(lu_expect((const char *[]){"ingest", "--db", db, lu_img(hid, 10, p, sizeof p), NULL},
+                           1, &r),
+                 1);
+    CHECK_MSG(strstr(r.err, "hidden"), "%s", r.err);
+    cli_run_free(&r);
+    CHECK_EQ_INT(lu_expect((const char *[]){"reindex", "--db", db, NULL}, 0, &r), 0);
+    CHECK_MSG(strstr(r.out, " 0 deleted"), "%s", r.out);
+    cli_run_free(&r);
+    CHECK_EQ_INT(exact(db, 3), 0);
+}
+
+CDB_TEST(unreadable_photo_keeps_its_vector) {
+    char lib[700], db[700], p[900], env[1000];
+    cli_run_result r;
+    LU_NEED_SETUP();
+    if (!CDB_FAULT_SHIM[0]) CDB_SKIP("no fault shim");
+    lu_path(lib, sizeof lib, "perm/lib");
+    lu_path(db, sizeof db, "perm/db");
+    CHECK_EQ_INT(lu_generate(lib, 61, 0, 5), 0);
+    CHECK_EQ_INT(lu_init(db), 0);
+    CHECK_EQ_INT(lu_expect((const char *[]){"ingest", "--db", db, lib, "--quiet", NULL}, 0, NULL), 0);
+    lu_img(lib, 3, p, sizeof p);
+    CHECK_EQ_INT(chmod(p, 0600), 0); /* the ctime changes, nothing else */
+    snprintf(env, sizeof env, "CDB_FAULT_EACCES_MATCH=%s", p);
+    CHECK_EQ_INT(lu_run_env((const char *[]){"reindex", "--db", db, NULL},
+                            (const char *[]){"LD_PRELOAD=" CDB_FAULT_SHIM, env, NULL}, &r),
+                 3);
+    CHECK_MSG(strstr(r.out, "1 to retry"), "%s%s", r.out, r.err);
+    cli_run_free(&r);
+    CHECK_EQ_INT(exact(db, 5), 0); /* still searchable */
+    CHECK_EQ_INT(lu_expect((const char *[]){"reindex", "--db", db, NULL}, 0, &r), 0);
+    CHECK_MSG(strstr(r.out, " 0 added") && strstr(r.out, " 0 changed"), "%s", r.out);
+    cli_run_free(&r);
+    CHECK_EQ_INT(exact(db, 5), 0);
+}
+
+CDB_TEST(one_photo_through_two_links) {
+    char lib[700], out[700], db[700], p[900], q[900];
+    lu_export e;
+    LU_NEED_SETUP();
+    lu_path(lib, sizeof lib, "twolinks/lib/a");
+    lu_path(out, sizeof out, "twolinks/outside/o");
+    lu_path(db, sizeof db, "twolinks/db");
+    CHECK_EQ_INT(lu_generate(lib, 41, 0, 3), 0);
+    CHECK_EQ_INT(lu_generate(out, 43, 10, 3), 0);
+    snprintf(p, sizeof p, "%s/outlink", lib);
+    CHECK_EQ_INT(symlink(out, p), 0);
+    snprintf(p, sizeof p, "%s/fav.jpg", lib);
+    CHECK_EQ_INT(symlink(lu_img(out, 11, q, sizeof q), p), 0);
+    CHECK_EQ_INT(lu_init(db), 0);
+    CHECK_EQ_INT(lu_expect((const char *[]){"ingest", "--db", db, "--follow-symlinks", lib, "--quiet",
+                                            NULL},
+                           0, NULL),
+                 0);
+    CHECK_EQ_INT(exact(db, 6), 0); /* 3 + the 3 outside ones, the favourite once */
+    /* the outside folder joins the library: the links no longer count, at once */
+    CHECK_EQ_INT(lu_expect((const char *[]){"ingest", "--db", db, out, "--quiet", NULL}, 0, NULL), 0);
+    CHECK_EQ_INT(exact(db, 6), 0);
+    CHECK_EQ_INT(lu_export_read(db, &e), 0);
+    int under_out = 0;
+    for (int i = 0; i < e.n; i++) under_out += !strncmp(e.paths[i], out, strlen(out));
+    lu_export_free(&e);
+    CHECK_EQ_INT(under_out, 3);
+    CHECK_EQ_INT(lu_search_finds_itself(db, q), 0);
+}
+
+CDB_TEST(export_names_with_newlines) {
+    char lib[700], db[700], p[900], q[900], ex[800];
+    LU_NEED_SETUP();
+    lu_path(lib, sizeof lib, "newline/lib");
+    lu_path(db, sizeof db, "newline/db");
+    lu_path(ex, sizeof ex, "newline/export");
+    CHECK_EQ_INT(lu_generate(lib, 51, 0, 3), 0);
+    snprintf(p, sizeof p, "%s/new\nline.jpg", lib);
+    CHECK_EQ_INT(lu_copy(lu_img(lib, 0, q, sizeof q), p), 0);
+    CHECK_EQ_INT(lu_init(db), 0);
+    CHECK_EQ_INT(lu_expect((const char *[]){"ingest", "--db", db, lib, "--quiet", NULL}, 0, NULL), 0);
+    CHECK_EQ_INT(lu_expect((const char *[]){"export", "--db", db, "--out", ex, "--quiet", NULL}, 0,
+                           NULL),
+                 0);
+    size_t n = 0, n0 = 0;
+    snprintf(q, sizeof q, "%s/paths.txt", ex);
+    char *t = cli_read_file(q, &n);
+    snprintf(q, sizeof q, "%s/paths0.txt", ex);
+    char *z = cli_read_file(q, &n0);
+    CHECK(t && z);
+    int lines = 0, nuls = 0, found = 0;
+    for (size_t i = 0; i < n; i++) lines += t[i] == '\n';
+    for (size_t i = 0; i < n0; i += strlen(z + i) + 1) {
+        nuls++;
+        found |= !strcmp(z + i, p);
+    }
+    CHECK_EQ_INT(lines, 4);
+    CHECK_EQ_INT(nuls, 4);
+    CHECK_MSG(found, "paths0.txt lacks the exact name");
+    CHECK(strstr(t, "new\\nline.jpg") != NULL);
+    free(t);
+    free(z);
+}
+
+int main(int argc, char **argv) {
+    static const cdb_test_entry tests[] = {
+        {"copies_made_before_a_drive_goes", copies_made_before_a_drive_goes},
+        {"deep_check_on_a_fresh_database", deep_check_on_a_fresh_database},
+        {"no_exif_is_the_folders_setting", no_exif_is_the_folders_setting},
+        {"hidden_paths_named", hidden_paths_named},
+        {"unreadable_photo_keeps_its_vector", unreadable_photo_keeps_its_vector},
+        {"one_photo_through_two_links", one_photo_through_two_links},
+        {"export_names_with_newlines", export_names_with_newlines},
+    };
+    int rc = cdb_test_run_(tests, (int)(sizeof tests / sizeof tests[0]), argc, argv);
+    if (lu_tmp[0] && rc == 0 && !getenv("CLIPDB_KEEP_TMP")) lu_rm_rf(lu_tmp);
+    return rc;
+}

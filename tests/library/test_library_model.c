@@ -1,0 +1,714 @@
+/*
+** test_library_model.c: a model-based random test of the library (issue 13). A
+** seeded generator plays a history of a photo library and of what its owner runs,
+** and after every step the database is checked against an independent truth.
+**
+** The library: folders that reuse the same file names (cam1, cam2, their sub/,
+** misc/deep/, ...), single files, links/ with symbolic links to photos and dangling
+** ones. Contents come from a pool of distinct photos (generated JPEG/PNG, and P6
+** images of one size, so one can replace another without a size change); the truth
+** is the pool's embeddings, computed once by `clipdb embed` from the pool's files.
+**
+** The history: add, delete, move (within and across folders and recorded roots),
+** rename a folder, edit in place, replace with the same size and mtime, touch,
+** add/remove links, and the commands `ingest` (folders, parts of roots, single files,
+** parents of roots, with or without --follow-symlinks), `reindex`, `forget`, a root
+** renamed away (a missing root: kept, exit 3) then `move` or put back, a read error
+** injected on one file (retried later), and kill -9 at a random moment followed by
+** the same command again.
+**
+** After every step (the expected roots are this file's own model of the rules):
+**   - `verify` exits 0; the roots `folders` lists are the expected ones;
+**   - every exported path appears once; each one the history has not touched since
+**     a scan covered it exists, is in scope, and holds its own content's embedding;
+**   - every file in scope that is not stale is exported;
+**   - two such files found by `search --image` first; every few steps `verify
+**     --deep --sample 0.3` exits 0.
+** CLIPDB_LIBRARY_STEPS (default 70) and CLIPDB_LIBRARY_SEED choose the history; a
+** failure prints the seed and step to replay it (with CLIPDB_KEEP_TMP=1 the files
+** stay). Every history that ever failed is replayed first (k_regressions).
+*/
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "lib_util.h"
+
+#define MAX_FILES 400
+#define MAX_ROOTS 16
+#define POOL_GEN 20
+#define POOL_PPM 4
+#define POOL (POOL_GEN + POOL_PPM)
+
+/* Histories that once failed, replayed on every run (seed, steps). */
+static const struct {
+    uint64_t seed;
+    int steps;
+} k_regressions[] = {{1, 8}};
+
+static const char *const k_places[] = {"cam1", "cam2", "cam1/sub", "cam2/sub", "misc",
+                                       "misc/deep/er", "single", "links"};
+#define N_PLACES (int)(sizeof k_places / sizeof k_places[0])
+static const char *const k_names[] = {"img_0", "img_1", "img_2", "img_3", "img_4", "IMG 5"};
+#define N_NAMES (int)(sizeof k_names / sizeof k_names[0])
+
+/* A path the history made: a photo, a link, or a ghost (the path of a photo that
+** was deleted or moved away: stale until a scan covers it). */
+#define GHOST (-2)
+typedef struct file_t {
+    char path[800];
+    int content; /* pool index; -1 for a symbolic link (see link_to); GHOST */
+    char link_to[800];
+    int dirty;   /* changed since a completed scan covered it */
+} file_t;
+
+typedef struct root_t {
+    char path[800];
+    int is_file, follow;
+} root_t;
+
+typedef struct model {
+    char base[700], db[700], pool_dir[700];
+    uint64_t rng;
+    unsigned char *pool[POOL];
+    size_t pool_n[POOL];
+    char pool_ext[POOL][8];
+    float *oracle; /* POOL * dim */
+    int dim;
+    file_t f[MAX_FILES];
+    int n_files;
+    root_t r[MAX_ROOTS];
+    int n_roots;
+    int step;
+} model;
+
+static uint64_t rnd(model *m) {
+    uint64_t z = (m->rng += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static int pick(model *m, int n) { return n > 0 ? (int)(rnd(m) % (uint64_t)n) : 0; }
+
+static int within(const char *path, const char *dir) {
+    size_t n = strlen(dir);
+    return !strncmp(path, dir, n) && (path[n] == '/' || path[n] == '\0');
+}
+
+/* ---- the pool and its oracle --------------------------------------------------------- */
+
+static int make_pool(model *m) {
+    char dir[800], p[900];
+    const char *files[POOL];
+    char names[POOL][900];
+    snprintf(m->pool_dir, sizeof m->pool_dir, "%s/pool", m->base);
+    snprintf(dir, sizeof dir, "%s/gen", m->pool_dir);
+    if (lu_generate(dir, 4242, 0, POOL_GEN) != 0) return -1;
+    for (int i = 0; i < POOL; i++) {
+        if (i < POOL_GEN) {
+            lu_img(dir, i, names[i], sizeof names[i]);
+            m->pool[i] = (unsigned char *)cli_read_file(names[i], &m->pool_n[i]);
+            snprintf(m->pool_ext[i], sizeof m->pool_ext[i], "%s", strrchr(names[i], '.'));
+        } else {
+            m->pool[i] = lu_ppm(48, 40, (uint64_t)i * 31 + 5, &m->pool_n[i]);
+            snprintf(m->pool_ext[i], sizeof m->pool_ext[i], ".ppm");
+            snprintf(names[i], sizeof names[i], "%s/p%d.ppm", m->pool_dir, i);
+            if (lu_write(names[i], m->pool[i], m->pool_n[i])) return -1;
+        }
+        if (!m->pool[i]) return -1;
+        files[i] = names[i];
+    }
+    if (lu_embed(files, POOL, &m->oracle, &m->dim) != 0) return -1;
+    /* the oracle must tell every pool photo from every other */
+    for (int i = 0; i < POOL; i++)
+        for (int k = 0; k < i; k++)
+            if (lu_same_vector(m->oracle + (size_t)i * m->dim, m->oracle + (size_t)k * m->dim,
+                               m->dim, NULL)) {
+                fprintf(stderr, "    pool photos %d and %d embed alike\n", i, k);
+                return -1;
+            }
+    (void)p;
+    return 0;
+}
+
+/* ---- the disk and its model ----------------------------------------------------------- */
+
+static file_t *find_file(model *m, const char *path) {
+    for (int i = 0; i < m->n_files; i++)
+        if (!strcmp(m->f[i].path, path)) return &m->f[i];
+    return NULL;
+}
+
+/* What is on disk at path (a photo or a link), NULL for nothing or a ghost. */
+static file_t *on_disk(model *m, const char *path) {
+    file_t *f = find_file(m, path);
+    return f && f->content != GHOST ? f : NULL;
+}
+
+static void drop_file(model *m, file_t *f) { *f = m->f[--m->n_files]; }
+
+/* The path is gone from disk: the database may still hold it until a scan. */
+static void leave_ghost(model *m, const char *where) {
+    char path[800];
+    snprintf(path, sizeof path, "%s", where); /* where may be the record itself */
+    file_t *g = find_file(m, path);
+    if (!g) {
+        if (m->n_files >= MAX_FILES) return;
+        g = &m->f[m->n_files++];
+        memset(g, 0, sizeof *g);
+        memcpy(g->path, path, sizeof path);
+    }
+    g->content = GHOST;
+    g->link_to[0] = '\0';
+    g->dirty = 1;
+}
+
+static const char *ext_of(model *m, int content) { return m->pool_ext[content]; }
+
+/* A path for a new file in a place, with one of the shared names. */
+static void new_path(model *m, char *out, size_t size, int place, int content) {
+    snprintf(out, size, "%s/lib/%s/%s%s", m->base, k_places[place], k_names[pick(m, N_NAMES)],
+             ext_of(m, content));
+}
+
+static int write_content(model *m, const char *path, int content) {
+    char dir[800];
+    snprintf(dir, sizeof dir, "%s", path);
+    *strrchr(dir, '/') = '\0';
+    if (lu_mkdirs(dir) != 0) return -1;
+    return lu_write(path, m->pool[content], m->pool_n[content]);
+}
+
+static int is_file_root(model *m, const char *path) {
+    for (int i = 0; i < m->n_roots; i++)
+        if (m->r[i].is_file && !strcmp(m->r[i].path, path)) return 1;
+    return 0;
+}
+
+/* A random regular file of the model that is not a file root's (those stay put). */
+static file_t *some_photo(model *m) {
+    for (int tries = 0; tries < 20 && m->n_files; tries++) {
+        file_t *f = &m->f[pick(m, m->n_files)];
+        if (f->content >= 0 && !is_file_root(m, f->path)) return f;
+    }
+    return NULL;
+}
+
+static void mark_dirty_under(model *m, const char *dir) {
+    for (int i = 0; i < m->n_files; i++)
+        if (within(m->f[i].path, dir)) m->f[i].dirty = 1;
+}
+
+/* One random change on disk. Returns what it did, for the log. */
+static const char *disk_op(model *m) {
+    static char what[1200];
+    int op = pick(m, 100);
+    file_t *f;
+    char p[800];
+    if (op < 30 || m->n_files < 6) { /* add (or overwrite) */
+        int c = pick(m, POOL), place = pick(m, N_PLACES - 1); /* not links/ */
+        new_path(m, p, sizeof p, place, c);
+        if (is_file_root(m, p)) return "skip";
+        if (write_content(m, p, c) != 0) return NULL;
+        if (!(f = find_file(m, p))) { /* a new path, or a ghost's */
+            if (m->n_files >= MAX_FILES) return "skip";
+            f = &m->f[m->n_files++];
+            memset(f, 0, sizeof *f);
+            snprintf(f->path, sizeof f->path, "%s", p);
+        }
+        f->content = c;
+        f->link_to[0] = '\0';
+        f->dirty = 1;
+        snprintf(what, sizeof what, "add %s (%d)", p, c);
+    } else if (op < 42) { /* delete */
+        if (!(f = some_photo(m))) return "skip";
+        snprintf(what, sizeof what, "delete %s", f->path);
+        if (unlink(f->path) != 0) return NULL;
+        leave_ghost(m, f->path);
+    } else if (op < 56) { /* move within or across folders and roots */
+        if (!(f = some_photo(m))) return "skip";
+        new_path(m, p, sizeof p, pick(m, N_PLACES - 1), f->content);
+        if (on_disk(m, p) || is_file_root(m, p) || m->n_files >= MAX_FILES - 1) return "skip";
+        char dir[800], old[800];
+        snprintf(dir, sizeof dir, "%s", p);
+        *strrchr(dir, '/') = '\0';
+        if (lu_mkdirs(dir) != 0 || rename(f->path, p) != 0) return NULL;
+        snprintf(what, sizeof what, "move %s -> %s", f->path, p);
+        snprintf(old, sizeof old, "%s", f->path);
+        int content = f->content;
+        leave_ghost(m, old);
+        if (!(f = find_file(m, p))) {
+            f = &m->f[m->n_files++];
+            memset(f, 0, sizeof *f);
+            snprintf(f->path, sizeof f->path, "%s", p);
+        }
+        f->content = content;
+        f->link_to[0] = '\0';
+        f->dirty = 1;
+    } else if (op < 64) { /* edit in place */
+        if (!(f = some_photo(m))) return "skip";
+        f->content = pick(m, POOL);
+        if (write_content(m, f->path, f->content) != 0) return NULL;
+        f->dirty = 1;
+        snprintf(what, sizeof what, "edit %s (%d)", f->path, f->content);
+    } else if (op < 70) { /* same size, same mtime, another photo (P6 files only) */
+        f = some_photo(m);
+        if (!f || f->content < POOL_GEN) return "skip";
+        int64_t mt = lu_mtime(f->path);
+        f->content = POOL_GEN + (f->content - POOL_GEN + 1 + pick(m, POOL_PPM - 1)) % POOL_PPM;
+        if (write_content(m, f->path, f->content) != 0 || lu_set_mtime(f->path, mt) != 0) return NULL;
+        f->dirty = 1;
+        snprintf(what, sizeof what, "replace same size+mtime %s (%d)", f->path, f->content);
+    } else if (op < 76) { /* touch */
+        if (!(f = some_photo(m))) return "skip";
+        if (lu_set_mtime(f->path, lu_mtime(f->path) + 1000000000LL) != 0) return NULL;
+        f->dirty = 1;
+        snprintf(what, sizeof what, "touch %s", f->path);
+    } else if (op < 84) { /* rename a folder that is not a root */
+        static const char *const dirs[] = {"cam1/sub", "cam2/sub", "misc/deep", "misc/deep/er"};
+        static const char *const alt[] = {"cam1/sub2", "cam2/sub2", "misc/deeper", "misc/deep/er2"};
+        int k = pick(m, 4), back = pick(m, 2);
+        char from[800], to[800];
+        snprintf(from, sizeof from, "%s/lib/%s", m->base, back ? alt[k] : dirs[k]);
+        snprintf(to, sizeof to, "%s/lib/%s", m->base, back ? dirs[k] : alt[k]);
+        for (int i = 0; i < m->n_roots; i++)
+            if (within(m->r[i].path, from)) return "skip"; /* a root, or holding one: root_away */
+        if (access(from, F_OK) != 0 || access(to, F_OK) == 0) return "skip";
+        if (rename(from, to) != 0) return NULL;
+        for (int i = 0, n = m->n_files; i < n; i++)
+            if (within(m->f[i].path, from) && m->f[i].content != GHOST) {
+                char np[800];
+                snprintf(np, sizeof np, "%s%s", to, m->f[i].path + strlen(from));
+                file_t moved = m->f[i];
+                snprintf(moved.path, sizeof moved.path, "%s", np);
+                moved.dirty = 1;
+                leave_ghost(m, m->f[i].path); /* m->f[i] becomes the ghost */
+                file_t *dst = find_file(m, np);
+                if (!dst) {
+                    if (m->n_files >= MAX_FILES) return NULL;
+                    dst = &m->f[m->n_files++];
+                }
+                *dst = moved;
+            }
+        snprintf(what, sizeof what, "rename folder %s -> %s", from, to);
+    } else if (op < 92) { /* a link to a photo, or a dangling one */
+        file_t *t = some_photo(m);
+        snprintf(p, sizeof p, "%s/lib/links/l%d.jpg", m->base, pick(m, 6));
+        if (on_disk(m, p) || m->n_files >= MAX_FILES) return "skip";
+        char dir[800];
+        snprintf(dir, sizeof dir, "%s/lib/links", m->base);
+        lu_mkdirs(dir);
+        const char *target = t && pick(m, 4) ? t->path : "/nonexistent/photo.jpg";
+        if (symlink(target, p) != 0) return NULL;
+        if (!(f = find_file(m, p))) f = &m->f[m->n_files++];
+        memset(f, 0, sizeof *f);
+        snprintf(f->path, sizeof f->path, "%s", p);
+        snprintf(f->link_to, sizeof f->link_to, "%s", target);
+        f->content = -1;
+        f->dirty = 1;
+        snprintf(what, sizeof what, "link %s -> %s", p, target);
+    } else { /* remove a link */
+        for (int i = 0; i < m->n_files; i++)
+            if (m->f[i].content == -1) {
+                snprintf(what, sizeof what, "unlink %s", m->f[i].path);
+                unlink(m->f[i].path);
+                leave_ghost(m, m->f[i].path);
+                return what;
+            }
+        return "skip";
+    }
+    return what;
+}
+
+/* ---- the roots, by the rules (DESIGN.md) --------------------------------------------- */
+
+static root_t *root_of(model *m, const char *path, int exact) {
+    for (int i = 0; i < m->n_roots; i++)
+        if (!strcmp(m->r[i].path, path)) return &m->r[i];
+    if (exact) return NULL;
+    for (int i = 0; i < m->n_roots; i++)
+        if (!m->r[i].is_file && within(path, m->r[i].path)) return &m->r[i];
+    return NULL;
+}
+
+/* `ingest path`: a new root (adopting the roots inside a folder), or part of one. */
+static void rules_ingest(model *m, const char *path, int is_file, int follow) {
+    root_t *r = root_of(m, path, 0);
+    if (!r) {
+        for (int i = 0; !is_file && i < m->n_roots;)
+            if (within(m->r[i].path, path)) m->r[i] = m->r[--m->n_roots];
+            else i++;
+        r = &m->r[m->n_roots++];
+        memset(r, 0, sizeof *r);
+        snprintf(r->path, sizeof r->path, "%s", path);
+        r->is_file = is_file;
+        r->follow = follow > 0;
+    } else if (follow >= 0) {
+        r->follow = follow;
+    }
+}
+
+static int is_hidden_below(const char *path, const char *root) {
+    for (const char *p = path + strlen(root); *p; p++)
+        if (*p == '/' && p[1] == '.') return 1;
+    return 0;
+}
+
+/* The root holding path at its own place (real path), or NULL. */
+static root_t *holder(model *m, const char *path) {
+    root_t *r = root_of(m, path, 0);
+    return r && !is_hidden_below(path, r->path) ? r : NULL;
+}
+
+/* Whether file f is in the library's scope now, and (links) with which content. */
+static int in_scope(model *m, const file_t *f, int *content) {
+    root_t *r = holder(m, f->path);
+    if (!r || f->content == GHOST) return 0;
+    if (f->content >= 0) {
+        *content = f->content;
+        return 1;
+    }
+    /* a link: followed by its root, to a photo the library does not hold itself */
+    file_t *t = find_file(m, f->link_to);
+    if (!r->follow || !t || t->content < 0 || holder(m, t->path)) return 0;
+    *content = t->content;
+    return 1;
+}
+
+/* Which links are in scope depends on the roots (a link to a photo the library
+** holds elsewhere is not followed): when the roots change, every link is stale
+** until a scan of its folder. */
+static void roots_changed(model *m) {
+    for (int i = 0; i < m->n_files; i++)
+        if (m->f[i].content == -1) m->f[i].dirty = 1;
+}
+
+/* A link scanned while its target is stale (not scanned by the same run) stays stale. */
+static int is_stale_target(model *m, const file_t *link) {
+    file_t *t = find_file(m, link->link_to);
+    return t && t->dirty && !holder(m, t->path);
+}
+
+/* A link's content is its target's: it is stale when its target is. */
+static int is_stale(model *m, const file_t *f) {
+    if (f->dirty) return 1;
+    if (f->content != -1) return 0;
+    file_t *t = find_file(m, f->link_to);
+    return t && t->dirty;
+}
+
+/* Marks clean what a completed scan of `path` covered (a root, or a part of one). */
+static void scanned(model *m, const char *path) {
+    root_t *r = root_of(m, path, 0);
+    const char *what = r && !strcmp(r->path, path) ? r->path : path;
+    for (int i = 0; i < m->n_files; i++) /* links first: their targets may be cleared */
+        if (m->f[i].content == -1 && within(m->f[i].path, what))
+            m->f[i].dirty = is_stale_target(m, &m->f[i]);
+    for (int i = 0; i < m->n_files; i++)
+        if (m->f[i].content >= 0 && within(m->f[i].path, what)) m->f[i].dirty = 0;
+    for (int i = 0; i < m->n_files;) /* a scanned ghost is gone from the database too */
+        if (m->f[i].content == GHOST && within(m->f[i].path, what)) drop_file(m, &m->f[i]);
+        else i++;
+}
+
+/* ---- checks ------------------------------------------------------------------------------ */
+
+static int check_roots(model *m) {
+    cli_run_result r;
+    int bad = 0;
+    if (lu_expect((const char *[]){"folders", "--db", m->db, "--json", NULL}, 0, &r)) return 1;
+    int listed = 0;
+    for (const char *p = r.out; (p = strstr(p, "\"path\": \"")); p += 9) {
+        char path[800];
+        const char *e = strchr(p + 9, '"');
+        snprintf(path, sizeof path, "%.*s", (int)(e - p - 9), p + 9);
+        listed++;
+        if (!root_of(m, path, 1) && bad++ < 5) fprintf(stderr, "    unexpected root %s\n", path);
+    }
+    if (listed != m->n_roots && bad++ < 5)
+        fprintf(stderr, "    %d roots listed, %d expected\n", listed, m->n_roots);
+    cli_run_free(&r);
+    return bad;
+}
+
+static int check_db(model *m, int deep) {
+    lu_export e;
+    int bad = 0;
+    if (lu_expect((const char *[]){"verify", "--db", m->db, "--quiet", NULL}, 0, NULL)) bad++;
+    if (deep && lu_expect((const char *[]){"verify", "--db", m->db, "--deep", "--sample", "0.3",
+                                           "--quiet", NULL},
+                          0, NULL))
+        bad++;
+    bad += check_roots(m);
+    if (lu_export_read(m->db, &e) != 0) return bad + 1;
+    /* every exported path: once; if untouched since its scan: there, in scope, its own */
+    for (int i = 0; i < e.n; i++) {
+        int count = 0, c = -1;
+        lu_export_find(&e, e.paths[i], &count);
+        if (count != 1 && bad++ < 8) fprintf(stderr, "    %s stored %d times\n", e.paths[i], count);
+        file_t *f = find_file(m, e.paths[i]);
+        if (f && is_stale(m, f)) continue;
+        if (!f || !in_scope(m, f, &c)) {
+            if (f && f->content == GHOST) f = NULL;
+            if (bad++ < 8) fprintf(stderr, "    %s is stored but %s\n", e.paths[i],
+                                   f ? "out of scope" : "not on disk");
+            continue;
+        }
+        if (!lu_same_vector(e.vecs + (size_t)i * e.dim, m->oracle + (size_t)c * m->dim, m->dim, NULL) &&
+            bad++ < 8)
+            fprintf(stderr, "    %s holds a vector that is not its content's (%d)\n", e.paths[i], c);
+    }
+    /* every file in scope, untouched since its scan: stored */
+    for (int i = 0; i < m->n_files; i++) {
+        int c, count = 0;
+        if (is_stale(m, &m->f[i]) || !in_scope(m, &m->f[i], &c)) continue;
+        lu_export_find(&e, m->f[i].path, &count);
+        if (count != 1 && bad++ < 8) fprintf(stderr, "    %s is in scope but stored %d times\n",
+                                             m->f[i].path, count);
+    }
+    lu_export_free(&e);
+    /* two of them found first by their own image */
+    for (int k = 0, tries = 0; k < 2 && tries < 20; tries++) {
+        int c;
+        file_t *f = m->n_files ? &m->f[pick(m, m->n_files)] : NULL;
+        if (!f || is_stale(m, f) || f->content < 0 || !in_scope(m, f, &c)) continue;
+        if (lu_search_finds_itself(m->db, f->path) != 0) bad++;
+        k++;
+    }
+    return bad;
+}
+
+/* ---- commands ----------------------------------------------------------------------------- */
+
+static int run_cmd(model *m, const char *const *args, const char *const *env, int *killed) {
+    cli_run_result r;
+    int rc;
+    *killed = 0;
+    if (killed && pick(m, 6) == 0) { /* kill -9 at a random moment, then the same again */
+        char out[800], err[800];
+        snprintf(out, sizeof out, "%s/killed.out", m->base);
+        snprintf(err, sizeof err, "%s/killed.err", m->base);
+        pid_t pid = cli_spawn(args, out, err);
+        struct timespec ts = {0, (long)pick(m, 250) * 1000000L};
+        nanosleep(&ts, NULL);
+        kill(pid, SIGKILL);
+        cli_wait(pid);
+        *killed = 1;
+    }
+    rc = lu_run_env(args, env, &r);
+    if (rc != 0 && rc != 3) fprintf(stderr, "    exit %d\n%s%s", rc, r.out, r.err);
+    cli_run_free(&r);
+    return rc;
+}
+
+/* An ingest of 1 or 2 random things: places, single files, the whole library. */
+static int cmd_ingest(model *m, char *log, size_t size) {
+    char paths[2][800];
+    const char *args[16] = {"ingest", "--db", m->db, "--quiet", "--threads", "2", "--batch", "3"};
+    int n = 8, k = 1 + pick(m, 2), follow = -1, killed;
+    int roll = pick(m, 10);
+    if (roll == 0) follow = 1;
+    else if (roll == 1) follow = 0;
+    if (follow == 1) args[n++] = "--follow-symlinks";
+    if (follow == 0) args[n++] = "--no-follow-symlinks";
+    snprintf(log, size, "ingest%s", follow == 1 ? " --follow-symlinks" : follow == 0 ? " --no-follow" : "");
+    int is_file[2];
+    for (int i = 0; i < k; i++) {
+        int what = pick(m, 30);
+        is_file[i] = 0;
+        if (what == 0) {
+            snprintf(paths[i], sizeof paths[i], "%s/lib", m->base);
+        } else if (what < 8 && m->n_files) {
+            file_t *f = some_photo(m);
+            if (!f) return 0;
+            snprintf(paths[i], sizeof paths[i], "%s", f->path);
+            is_file[i] = 1;
+        } else {
+            snprintf(paths[i], sizeof paths[i], "%s/lib/%s", m->base, k_places[pick(m, N_PLACES)]);
+            if (access(paths[i], F_OK) != 0) lu_mkdirs(paths[i]);
+        }
+        args[n++] = paths[i];
+        snprintf(log + strlen(log), size - strlen(log), " %s", paths[i] + strlen(m->base));
+    }
+    args[n] = NULL;
+    int rc = run_cmd(m, args, NULL, &killed);
+    if (killed) snprintf(log + strlen(log), size - strlen(log), " [killed, rerun]");
+    if (rc != 0 && rc != 3) return -1;
+    for (int i = 0; i < k; i++) rules_ingest(m, paths[i], is_file[i], follow);
+    roots_changed(m);
+    for (int i = 0; i < k; i++) scanned(m, paths[i]);
+    return 0;
+}
+
+static int cmd_reindex(model *m, char *log, size_t size, int with_fault) {
+    const char *args[] = {"reindex", "--db", m->db, "--quiet", "--threads", "2", NULL};
+    char match[900], *shim_env[3] = {NULL, NULL, NULL};
+    file_t *victim = NULL;
+    int killed;
+    snprintf(log, size, "reindex");
+    if (with_fault && CDB_FAULT_SHIM[0] && (victim = some_photo(m))) {
+        snprintf(match, sizeof match, "CDB_FAULT_EACCES_MATCH=%s", victim->path);
+        shim_env[0] = "LD_PRELOAD=" CDB_FAULT_SHIM;
+        shim_env[1] = match;
+        snprintf(log, size, "reindex with %s unreadable", victim->path);
+    }
+    int rc = run_cmd(m, args, (const char *const *)(victim ? shim_env : NULL), &killed);
+    if (killed) snprintf(log + strlen(log), size - strlen(log), " [killed, rerun]");
+    if (rc != 0 && rc != 3) return -1;
+    char vpath[800] = "";
+    if (victim) snprintf(vpath, sizeof vpath, "%s", victim->path); /* scanned() moves records */
+    for (int i = 0; i < m->n_roots; i++) scanned(m, m->r[i].path);
+    if (victim && (victim = find_file(m, vpath))) victim->dirty = 1; /* retried later */
+    return 0;
+}
+
+static int cmd_forget(model *m, char *log, size_t size) {
+    if (!m->n_roots) return 0;
+    root_t r = m->r[pick(m, m->n_roots)];
+    snprintf(log, size, "forget %s", r.path);
+    if (lu_expect((const char *[]){"forget", "--db", m->db, r.path, "--quiet", NULL}, 0, NULL))
+        return -1;
+    for (int i = 0; i < m->n_roots;)
+        if (within(m->r[i].path, r.path)) m->r[i] = m->r[--m->n_roots];
+        else i++;
+    roots_changed(m);
+    return 0;
+}
+
+/* A recorded folder renamed away (a drive unmounted, a folder renamed): kept, exit
+** 3; then either put back or `clipdb move`d to its new name. */
+static int cmd_root_away(model *m, char *log, size_t size) {
+    root_t *r = NULL;
+    for (int tries = 0; tries < 10 && !r; tries++) {
+        root_t *x = m->n_roots ? &m->r[pick(m, m->n_roots)] : NULL;
+        if (x && !x->is_file && access(x->path, F_OK) == 0 && strcmp(strrchr(x->path, '/'), "/lib"))
+            r = x;
+    }
+    if (!r) return 0;
+    char away[900];
+    snprintf(away, sizeof away, "%s.away", r->path);
+    if (access(away, F_OK) == 0) return 0;
+    int to_move = pick(m, 2);
+    snprintf(log, size, "root %s away, reindex, then %s", r->path, to_move ? "move" : "back");
+    mark_dirty_under(m, r->path);
+    if (rename(r->path, away) != 0) return -1;
+    cli_run_result res;
+    int rc = lu_run((const char *[]){"reindex", "--db", m->db, NULL}, &res);
+    int ok = rc == 3 && strstr(res.err, "is missing") != NULL;
+    if (!ok) fprintf(stderr, "    reindex with a missing root: exit %d\n%s%s", rc, res.out, res.err);
+    cli_run_free(&res);
+    if (!ok) return -1;
+    if (to_move) {
+        if (lu_expect((const char *[]){"move", "--db", m->db, r->path, away, "--quiet", NULL}, 0,
+                      NULL))
+            return -1;
+        for (int i = 0; i < m->n_files; i++)
+            if (within(m->f[i].path, r->path)) {
+                char np[900];
+                snprintf(np, sizeof np, "%s%s", away, m->f[i].path + strlen(r->path));
+                snprintf(m->f[i].path, sizeof m->f[i].path, "%s", np);
+            }
+        snprintf(r->path, sizeof r->path, "%s", away);
+        /* rename back on disk and `move` again, so the places keep their names */
+        char back[800];
+        snprintf(back, sizeof back, "%.*s", (int)(strlen(away) - 5), away);
+        if (rename(away, back) != 0 ||
+            lu_expect((const char *[]){"move", "--db", m->db, away, back, "--quiet", NULL}, 0, NULL))
+            return -1;
+        for (int i = 0; i < m->n_files; i++)
+            if (within(m->f[i].path, away)) {
+                char np[900];
+                snprintf(np, sizeof np, "%s%s", back, m->f[i].path + strlen(away));
+                snprintf(m->f[i].path, sizeof m->f[i].path, "%s", np);
+            }
+        snprintf(r->path, sizeof r->path, "%s", back);
+    } else if (rename(away, r->path) != 0) {
+        return -1;
+    }
+    return cmd_reindex(m, log + strlen(log), size - strlen(log), 0);
+}
+
+/* ---- the history ------------------------------------------------------------------------ */
+
+static int history(uint64_t seed, int steps, double seconds) {
+    static model mm;
+    model *m = &mm;
+    char log[4000];
+    int64_t t0 = cdb_now_ns();
+    for (int i = 0; i < POOL; i++) free(m->pool[i]);
+    free(m->oracle);
+    memset(m, 0, sizeof *m);
+    m->rng = seed;
+    snprintf(m->base, sizeof m->base, "%s/model_%llu", lu_tmp, (unsigned long long)seed);
+    lu_rm_rf(m->base);
+    snprintf(m->db, sizeof m->db, "%s/db", m->base);
+    if (make_pool(m) != 0 || lu_init(m->db) != 0) return -1;
+    for (m->step = 1; m->step <= steps; m->step++) {
+        if (seconds > 0 && (double)(cdb_now_ns() - t0) / 1e9 > seconds) break;
+        char did[3][1300];
+        int n_ops = 1 + pick(m, 3);
+        for (int k = 0; k < 3; k++) did[k][0] = '\0';
+        for (int k = 0; k < n_ops; k++) {
+            const char *w = disk_op(m);
+            if (!w) {
+                fprintf(stderr, "    disk operation failed: %s\n", strerror(errno));
+                return -1;
+            }
+            snprintf(did[k], sizeof did[k], "%s", w);
+        }
+        int which = pick(m, 100), rc;
+        log[0] = '\0';
+        if (which < 50) rc = cmd_ingest(m, log, sizeof log);
+        else if (which < 82) rc = cmd_reindex(m, log, sizeof log, 0);
+        else if (which < 88) rc = cmd_reindex(m, log, sizeof log, 1);
+        else if (which < 93) rc = cmd_forget(m, log, sizeof log);
+        else rc = cmd_root_away(m, log, sizeof log);
+        int bad = rc != 0 ? 1 : check_db(m, m->step % 5 == 0);
+        if (getenv("CDB_TEST_VERBOSE") || bad) {
+            fprintf(stderr, "    seed %llu step %d: %s | %s | %s | %s\n", (unsigned long long)seed,
+                    m->step, did[0], did[1], did[2], log);
+        }
+        if (bad) {
+            fprintf(stderr,
+                    "    replay: CLIPDB_LIBRARY_SEED=%llu CLIPDB_LIBRARY_STEPS=%d "
+                    "CLIPDB_KEEP_TMP=1 %s/tests/library/test_library_model\n",
+                    (unsigned long long)seed, m->step, CDB_BINARY_DIR);
+            return -1;
+        }
+    }
+    /* the end: one more full scan, and everything must be exact */
+    for (int i = 0; i < m->n_files; i++) m->f[i].dirty = 1;
+    if (cmd_reindex(m, log, sizeof log, 0) != 0 || check_db(m, 1) != 0) {
+        fprintf(stderr, "    seed %llu: the final reindex is not exact\n", (unsigned long long)seed);
+        return -1;
+    }
+    fprintf(stderr, "    seed %llu: %d steps, %d files, %d roots (%.1f s)\n", (unsigned long long)seed,
+            m->step - 1, m->n_files, m->n_roots, (double)(cdb_now_ns() - t0) / 1e9);
+    if (!getenv("CLIPDB_KEEP_TMP")) lu_rm_rf(m->base);
+    return 0;
+}
+
+CDB_TEST(regressions) {
+    LU_NEED_SETUP();
+    for (size_t i = 0; i < sizeof k_regressions / sizeof k_regressions[0]; i++)
+        CHECK_EQ_INT(history(k_regressions[i].seed, k_regressions[i].steps, 0), 0);
+}
+
+CDB_TEST(random_history) {
+    const char *s = getenv("CLIPDB_LIBRARY_SEED"), *n = getenv("CLIPDB_LIBRARY_STEPS");
+    uint64_t seed = s && *s ? strtoull(s, NULL, 10) : (uint64_t)time(NULL);
+    int steps = n && *n ? atoi(n) : 70;
+    LU_NEED_SETUP();
+    /* bounded in CI (about a minute); as long as asked otherwise */
+    CHECK_EQ_INT(history(seed, steps, n && *n ? 0 : 60), 0);
+}
+
+int main(int argc, char **argv) {
+    static const cdb_test_entry tests[] = {
+        {"regressions", regressions},
+        {"random_history", random_history},
+    };
+    int rc = cdb_test_run_(tests, (int)(sizeof tests / sizeof tests[0]), argc, argv);
+    if (lu_tmp[0] && rc == 0 && !getenv("CLIPDB_KEEP_TMP")) lu_rm_rf(lu_tmp);
+    return rc;
+}
