@@ -3,8 +3,10 @@
 ** exactly the vectors a clean run gives (issue 5, part 5), at the process level with
 ** the real clipdb binary and a real model.
 **
-** A generated library (world/) plus a corrupt JPEG, a truncated PNG and a text file
-** is ingested once cleanly: that is the reference. A second clean run must give the
+** A generated library (world/) of several roots, as real ones are: two camera
+** folders with the same file names and other photos (cam1, cam2), and a single file
+** (loose/x.png), plus a corrupt JPEG, a truncated PNG and a text file, is ingested
+** once cleanly (`ingest cam1 cam2 loose/x.png`): that is the reference. A second clean run must give the
 ** same bytes (the encoder is deterministic; otherwise "bit for bit" means nothing).
 ** Then, for as many rounds as the time budget allows (and at least until
 ** KILL_MIN_LANDED kills have landed while the process was still running): a fresh
@@ -268,6 +270,7 @@ static int compare(const dbstate *ref, const dbstate *s, const char *what) {
 static const char *g_batch = "1";
 static char g_count[700]; /* the shim writes a finished run's count of writes here */
 static char g_tmp[512], g_lib[600], g_out[600], g_errf[600];
+static char g_cam1[700], g_cam2[700], g_loose[700];
 
 static int run_ok(const char *const *args) {
     cli_run_result r;
@@ -282,9 +285,10 @@ static int init_db(const char *db, const char *model) {
 }
 
 static const char *const *ingest_args(const char *db) {
-    static const char *a[12];
-    a[0] = "ingest", a[1] = "--db", a[2] = db, a[3] = g_lib, a[4] = "--threads", a[5] = "2",
-    a[6] = "--batch", a[7] = g_batch, a[8] = "--quiet", a[9] = "--device", a[10] = "cpu", a[11] = NULL;
+    static const char *a[14];
+    a[0] = "ingest", a[1] = "--db", a[2] = db, a[3] = g_cam1, a[4] = g_cam2, a[5] = g_loose,
+    a[6] = "--threads", a[7] = "2", a[8] = "--batch", a[9] = g_batch, a[10] = "--quiet",
+    a[11] = "--device", a[12] = "cpu", a[13] = NULL;
     return a;
 }
 
@@ -390,23 +394,34 @@ CDB_TEST(kill9_anywhere_then_rerun_gives_the_clean_result) {
         size_t n = 0;
         char *png = NULL;
         lp.n_threads = 2;
-        if (cdb_world_generate(g_lib, 11, 0, N_IMG, &lp) != CDB_OK)
+        snprintf(g_cam1, sizeof g_cam1, "%s/cam1", g_lib);
+        snprintf(g_cam2, sizeof g_cam2, "%s/cam2", g_lib);
+        snprintf(g_loose, sizeof g_loose, "%s/loose/x.png", g_lib);
+        mkdir(g_lib, 0755);
+        /* the same names in both folders, other photos */
+        if (cdb_world_generate(g_cam1, 11, 0, N_IMG / 2, &lp) != CDB_OK ||
+            cdb_world_generate(g_cam2, 12, 0, N_IMG / 2, &lp) != CDB_OK)
             CDB_TEST_FAIL_("cannot generate the library: %s", cdb_errmsg());
-        snprintf(p, sizeof p, "%s/manifest.jsonl", g_lib);
-        remove(p);
+        for (int k = 0; k < 2; k++) {
+            snprintf(p, sizeof p, "%s/manifest.jsonl", k ? g_cam2 : g_cam1);
+            remove(p);
+        }
         /* bad files: a corrupt JPEG, a truncated PNG, and a text file (skipped) */
-        write_file((snprintf(p, sizeof p, "%s/broken.jpg", g_lib), p), "\xFF\xD8\xFF garbage", 12);
-        write_file((snprintf(p, sizeof p, "%s/notes.txt", g_lib), p), "hello\n", 6);
-        for (int i = 0; i < N_IMG; i++) {
-            snprintf(p, sizeof p, "%s/img_%07d.png", g_lib, i);
-            if ((png = cli_read_file(p, &n))) break;
+        write_file((snprintf(p, sizeof p, "%s/broken.jpg", g_cam1), p), "\xFF\xD8\xFF garbage", 12);
+        write_file((snprintf(p, sizeof p, "%s/notes.txt", g_cam1), p), "hello\n", 6);
+        for (int i = 0; i < N_IMG / 2 && !png; i++) {
+            snprintf(p, sizeof p, "%s/img_%07d.png", g_cam2, i);
+            png = cli_read_file(p, &n);
         }
         CHECK(png != NULL); /* world/ writes some PNGs */
         if (png) {
-            snprintf(p, sizeof p, "%s/sub", g_lib);
+            snprintf(p, sizeof p, "%s/sub", g_cam2);
             mkdir(p, 0755);
-            snprintf(p, sizeof p, "%s/sub/cut.png", g_lib);
+            snprintf(p, sizeof p, "%s/sub/cut.png", g_cam2);
             write_file(p, png, n / 3);
+            snprintf(p, sizeof p, "%s/loose", g_lib); /* a single file, its own root */
+            mkdir(p, 0755);
+            write_file(g_loose, png, n);
             free(png);
         }
     }
@@ -443,9 +458,9 @@ CDB_TEST(kill9_anywhere_then_rerun_gives_the_clean_result) {
     {
         int n_ok = 0, n_err = 0;
         for (int i = 0; i < ref.n; i++) n_ok += ref.f[i].state == 2, n_err += ref.f[i].state == 3;
-        CHECK_EQ_INT(n_ok, N_IMG);
+        CHECK_EQ_INT(n_ok, N_IMG + 1);
         CHECK_EQ_INT(n_err, 2);
-        CHECK_EQ_INT(ref.n_vec_rows, N_IMG);
+        CHECK_EQ_INT(ref.n_vec_rows, N_IMG + 1);
     }
     CHECK_EQ_INT(compare(&ref, &ref, "reference"), 0);
     CHECK_EQ_INT(init_db(db2, model), 0);
