@@ -145,7 +145,10 @@ static void process(pipe_ctx *c, cdb_db *rdb, job *j) {
         return;
     }
     t0 = cdb_now_ns();
-    j->move_from = j->was_ok ? 0 : find_moved(c, rdb, j);
+    /* A move lands on this path: only where no row with vectors may be (a pending row
+    ** of an interrupted run may hold one already: it is simply encoded again, and the
+    ** gone file's row is marked deleted by the deletion pass). */
+    j->move_from = j->was_ok || j->was_pending ? 0 : find_moved(c, rdb, j);
     atomic_fetch_add(&c->ns_read, cdb_now_ns() - t0);
     if (j->move_from > 0) {
         free(buf);

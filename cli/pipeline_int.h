@@ -34,6 +34,7 @@ typedef struct job {
     char *path;           /* heap: the full path, what the readers open */
     int64_t file_id;      /* catalog row at this path (0: none) */
     int was_ok;           /* that row was ok (so a re-encode counts as "changed") */
+    int was_pending;      /* that row was pending (it may hold a vector already) */
     int for_model;        /* ok, but no vector of this model yet: "added" */
     int row_current;      /* the walk's stat equals the row's and the row is ok */
     int has_old_hash;

@@ -146,6 +146,7 @@ static job *classify(pipe_ctx *c, const cli_walk_entry *e, int *stop) {
         int ok = f.state == CDB_DB_OK;
         j->file_id = f.id;
         j->was_ok = ok;
+        j->was_pending = f.state == CDB_DB_PENDING;
         j->for_model = ch == CDB_DB_CHANGE_NEEDS_VECTOR;
         /* a transient failure keeps such a row as it is: its size, mtime and inode say
         ** the content is what was stored (a chmod changes the ctime only) */

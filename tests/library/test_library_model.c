@@ -40,11 +40,16 @@
 #define POOL_PPM 4
 #define POOL (POOL_GEN + POOL_PPM)
 
-/* Histories that once failed, replayed on every run (seed, steps). */
+/* Histories that once failed, replayed on every run (seed, steps): what each found. */
 static const struct {
     uint64_t seed;
     int steps;
-} k_regressions[] = {{1, 8}};
+} k_regressions[] = {
+    {12, 6},   /* forget of the last root: the index refresh failed on no vectors */
+    {14, 11},  /* a root of links renamed away was dropped as "emptied" */
+    {11, 27},  /* a folder root emptied by deletes was kept as "unmounted?" */
+    {102, 85}, /* after a kill, a move onto a pending row's path failed the commit */
+};
 
 static const char *const k_places[] = {"cam1", "cam2", "cam1/sub", "cam2/sub", "misc",
                                        "misc/deep/er", "single", "links"};
@@ -699,8 +704,8 @@ CDB_TEST(random_history) {
     uint64_t seed = s && *s ? strtoull(s, NULL, 10) : (uint64_t)time(NULL);
     int steps = n && *n ? atoi(n) : 70;
     LU_NEED_SETUP();
-    /* bounded in CI (about a minute); as long as asked otherwise */
-    CHECK_EQ_INT(history(seed, steps, n && *n ? 0 : 60), 0);
+    /* bounded in CI (45 s, after the replays); as long as asked otherwise */
+    CHECK_EQ_INT(history(seed, steps, n && *n ? 0 : 45), 0);
 }
 
 int main(int argc, char **argv) {
