@@ -155,6 +155,10 @@ static void run_case(const gcase *c, const npy *lut, result *r) {
     const float *L = lut->data;
     memset(r, 0, sizeof *r);
     ip.apply_exif = c->apply_exif;
+    if (!strcmp(c->kind, "fast")) {
+        ip.decode = CDB_DECODE_FAST;
+        ip.target_size = c->size;
+    }
     pp.size = c->size;
     pp.interp = c->interp ? CDB_INTERP_BILINEAR : CDB_INTERP_BICUBIC;
     snprintf(path, sizeof path, "%s/%s", GOLDEN, c->input);
@@ -207,9 +211,9 @@ CDB_TEST(image_defaults) {
 }
 
 static void golden_kind(cdb_test_ctx *cdb_t_, const char *kind) {
-    static gcase cs[128];
+    static gcase cs[256];
     npy lut;
-    int n = load_manifest(cs, 128), ran = 0, failed = 0;
+    int n = load_manifest(cs, 256), ran = 0, failed = 0;
     CHECK_MSG(n > 0, "cannot read %s/manifest.txt", GOLDEN);
     CHECK_MSG(npy_load(GOLDEN "/norm_lut.npy.gz", &lut) == 0 && lut.count == 768 &&
                   !strcmp(lut.dtype, "f4"),
@@ -220,10 +224,7 @@ static void golden_kind(cdb_test_ctx *cdb_t_, const char *kind) {
         if (strcmp(cs[i].kind, kind)) continue;
         run_case(&cs[i], &lut, &r);
         ran++;
-        if (!strcmp(kind, "exact"))
-            bad = !r.ok || r.mismatches != 0 || r.lut_max_err > 1e-6;
-        else
-            bad = !r.ok || r.mean_abs > 0.01 || r.max_abs > 0.1 || r.lut_max_err > 1e-6;
+        bad = !r.ok || r.mismatches != 0 || r.lut_max_err > 1e-6;
         if (bad || getenv("CDB_TEST_VERBOSE")) {
             fprintf(stderr,
                     "    %-26s %s: %s mismatches=%ld max_u8=%d mean=%.5f max=%.5f lut=%.2g\n",
@@ -237,13 +238,16 @@ static void golden_kind(cdb_test_ctx *cdb_t_, const char *kind) {
     CHECK_MSG(failed == 0, "%d of %d '%s' golden cases failed", failed, ran, kind);
 }
 
-CDB_TEST(golden_lossless) { golden_kind(cdb_t_, "exact"); }
-CDB_TEST(golden_jpeg) { golden_kind(cdb_t_, "jpeg"); }
+/* Every decode, lossless or not (JPEG through libjpeg-turbo as PIL, WebP, TIFF,
+** HEIC/AVIF against heif-convert), must give the reference's bytes. */
+CDB_TEST(golden_exact) { golden_kind(cdb_t_, "exact"); }
+/* Fast mode on JPEG is PIL's Image.draft: the same bytes as PIL's draft + transform. */
+CDB_TEST(golden_fast) { golden_kind(cdb_t_, "fast"); }
 
 /* The whole CHW tensor for the cases that store one, to 1e-6. */
 CDB_TEST(golden_tensor) {
-    static gcase cs[128];
-    int n = load_manifest(cs, 128), checked = 0;
+    static gcase cs[256];
+    int n = load_manifest(cs, 256), checked = 0;
     CHECK(n > 0);
     for (int i = 0; i < n; i++) {
         char path[512];
@@ -308,7 +312,7 @@ CDB_TEST(decode_modes) {
         {"rgb_44x70.ppm", 44, 70, 3, 8, 0},    {"gray_70x44.pgm", 70, 44, 1, 8, 0},
         {"photo_320x240.jpg", 320, 240, 3, 8, 0}, {"photo_320x240_prog.jpg", 320, 240, 3, 8, 0},
         {"photo_gray_320x240.jpg", 320, 240, 1, 8, 0},
-        {"photo_cmyk_160x120.jpg", 160, 120, 3, 8, 0}, {"rgba16_60x45.png", 60, 45, 4, 16, 0},
+        {"photo_cmyk_160x120.jpg", 160, 120, 4, 8, 0}, {"rgba16_60x45.png", 60, 45, 4, 16, 0},
         {"la16_60x45.png", 60, 45, 2, 16, 0},  {"gray_40x30_max1000.pgm", 40, 30, 1, 16, 0},
         {"rgb_30x40_max1000.ppm", 30, 40, 3, 8, 0}, {"bw_37x29.bmp", 37, 29, 1, 8, 1},
         {"gray2_35x21.png", 35, 21, 1, 8, 0},  {"pal1_50x40.png", 50, 40, 3, 8, 1},
@@ -319,7 +323,8 @@ CDB_TEST(decode_modes) {
         if (!img) return;
         CHECK_MSG(img->width == want[i].w && img->height == want[i].h &&
                       img->channels == want[i].channels && img->bits == want[i].bits &&
-                      img->is_palette == want[i].palette,
+                      img->is_palette == want[i].palette &&
+                      img->is_cmyk == (strstr(want[i].file, "cmyk") != NULL),
                   "%s: got %dx%d ch=%d bits=%d pal=%d", want[i].file, img->width, img->height,
                   img->channels, img->bits, img->is_palette);
         cdb_image_free(img);
@@ -457,8 +462,6 @@ CDB_TEST(bad_files) {
     for (size_t i = 2; i + 10 < nj; i++)
         if (jpg[i] == 0xFF && jpg[i + 1] == 0xC0) {
             memcpy(b, jpg, nj);
-            b[i + 1] = 0xC9;
-            expect_error(cdb_t_, "jpeg arithmetic", b, nj, CDB_UNSUPPORTED);
             b[i + 1] = 0xC3;
             expect_error(cdb_t_, "jpeg lossless", b, nj, CDB_UNSUPPORTED);
             b[i + 1] = 0xC0;
@@ -563,7 +566,7 @@ CDB_TEST(mutations_never_crash) {
 
 CDB_TEST(preprocess_args) {
     uint8_t px[12] = {0};
-    cdb_image img = {2, 2, 3, 8, 0, px};
+    cdb_image img = {.width = 2, .height = 2, .channels = 3, .bits = 8, .pixels = px};
     cdb_preprocess_params pp = cdb_preprocess_params_default();
     float out[3 * 4];
     pp.size = 2;
@@ -588,5 +591,5 @@ CDB_TEST(preprocess_args) {
 }
 
 
-CDB_TEST_MAIN(image_defaults, golden_lossless, golden_jpeg, golden_tensor, decode_modes,
+CDB_TEST_MAIN(image_defaults, golden_exact, golden_fast, golden_tensor, decode_modes,
               exif_dims, probe_and_limits, bad_files, mutations_never_crash, preprocess_args)
