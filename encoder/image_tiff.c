@@ -20,7 +20,8 @@
 **
 ** Safety: libtiff reports through per-handle handlers (TIFFOpenOptions, 4.5), never
 ** a global one, and its single allocations are capped; the size is checked against
-** max_pixels before any pixel buffer exists. Reentrant.
+** max_pixels, and the file size against the data it must hold (uncompressed: all
+** of it; compressed: 1/4096 of it), before any pixel buffer exists. Reentrant.
 */
 #include <stdarg.h>
 #include <stdio.h>
@@ -317,6 +318,17 @@ cdb_status cdb_img_tiff_decode(const uint8_t *b, size_t n, const img_opts *o, cd
         row_bytes < ((size_t)w * bits * (planes > 1 ? 1 : spp) + 7) / 8) {
         rc = tiff_fail(&m, CDB_CORRUPT, "bad scanline size");
         goto done;
+    }
+    /* A small file cannot hold a big image: uncompressed data must be there, and no
+    ** TIFF codec expands more than 4096x (deflate ~1032x, LZW < 3641x, PackBits
+    ** 64x) except the bilevel fax codes, whose 1-bit images are small anyway. */
+    {
+        uint64_t need = (uint64_t)planes * h * row_bytes;
+        if (comp == COMPRESSION_NONE ? need > n : bits > 1 && need / 4096 > n) {
+            rc = cdb_seterr(CDB_CORRUPT, "TIFF: %zu bytes cannot hold %ux%u x %u samples of %u "
+                            "bits (truncated or a bomb?)", n, w, h, spp, bits);
+            goto done;
+        }
     }
     if (!(raw = cdb_malloc((size_t)planes * h * row_bytes))) {
         rc = cdb_seterr(CDB_NOMEM, "TIFF: out of memory for %ux%u", w, h);

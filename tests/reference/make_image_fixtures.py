@@ -319,6 +319,7 @@ def main():
     add_case("exif6_be_s64", "exif_o6_be_96x64.jpg", 64, kind="exact", apply_exif=1)
 
     more_jpeg()
+    psd_cases()
     webp_cases()
     tiff_cases()
     heif_cases()
@@ -404,6 +405,32 @@ def more_jpeg():
     add_case("fast_ycck_s40", "jpeg_ycck_120x90.jpg", 40, kind="fast")
     add_case("fast_exif6_s30", "exif_o6_96x64.jpg", 30, kind="fast", apply_exif=1)
     add_case("fast_gray_s64", "photo_gray_320x240.jpg", 64, kind="fast")
+
+
+def psd_bytes(arr, rle=False):
+    """A minimal Photoshop file: header, empty colour-mode/resources/layer sections,
+    the merged image as planes (raw, or PackBits rows of literal runs)."""
+    h, w, c = arr.shape
+    out = b"8BPS" + struct.pack(">H6xHIIHH", 1, c, h, w, 8, 3) + struct.pack(">III", 0, 0, 0)
+    if not rle:
+        return out + struct.pack(">H", 0) + b"".join(arr[..., k].tobytes() for k in range(c))
+    rows = []
+    for k in range(c):
+        for y in range(h):
+            r, row = arr[y, :, k].tobytes(), b""
+            for i in range(0, len(r), 128):
+                part = r[i:i + 128]
+                row += bytes([len(part) - 1]) + part
+            rows.append(row)
+    return out + struct.pack(">H", 1) + b"".join(struct.pack(">H", len(r)) for r in rows) + b"".join(rows)
+
+
+def psd_cases():
+    add_input("psd_rgb_150x97.psd", psd_bytes(photo_like(150, 97)))
+    assert Image.open(io.BytesIO(inputs["psd_rgb_150x97.psd"])).mode == "RGB"
+    add_case("psd_rgb_s64", "psd_rgb_150x97.psd", 64)
+    add_input("psd_rle_150x97.psd", psd_bytes(photo_like(150, 97), rle=True))
+    add_case("psd_rle_s64", "psd_rle_150x97.psd", 64)
 
 
 def webp_cases():
