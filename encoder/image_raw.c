@@ -106,13 +106,14 @@ cdb_status cdb_img_raw_decode(const uint8_t *b, size_t n, const img_opts *o, cdb
     th = lr->thumbnail.theight;
     {
         int tlong = tw > th ? tw : th, tshort = tw < th ? tw : th, ilong = fw > fh ? fw : fh;
-        use_thumb = tw > 0 && th > 0 && (lr->thumbnail.tformat == LIBRAW_THUMBNAIL_JPEG ||
-                                         lr->thumbnail.tformat == LIBRAW_THUMBNAIL_BITMAP) &&
+        /* the thumbnail's format is known only once it is unpacked */
+        use_thumb = tw > 0 && th > 0 &&
                     ((int64_t)tlong * 10 >= (int64_t)ilong * 9 ||
                      (o->fast && tshort >= o->target_size));
     }
     if (use_thumb && (err = libraw_unpack_thumb(lr)) == LIBRAW_SUCCESS &&
-        (p = libraw_dcraw_make_mem_thumb(lr, &err)) != NULL) {
+        (p = libraw_dcraw_make_mem_thumb(lr, &err)) != NULL &&
+        (p->type == LIBRAW_IMAGE_JPEG || p->type == LIBRAW_IMAGE_BITMAP)) {
         if (p->type == LIBRAW_IMAGE_JPEG) {
             img_opts jo = *o;
             jo.apply_exif = 0;

@@ -582,16 +582,19 @@ CDB_TEST(mutations_never_crash) {
 CDB_TEST(formats_and_info) {
     static const struct {
         const char *file, *fmt, *source, *lib;
-        int w, h;
+        int w, h, full_w, full_h, scale; /* 0: full = w x h, scale 1 */
     } want[] = {
-        {"photo_320x240.jpg", "JPEG", "decoded", NULL, 320, 240},
-        {"psd_rgb_150x97.psd", "PSD", "decoded", NULL, 150, 97},
-        {"webp_lossy_150x110.webp", "WebP", "decoded", "libwebp", 150, 110},
-        {"webp_anim_80x60.webp", "WebP", "first frame", "libwebp", 80, 60},
-        {"tiff_lzw_130x90.tif", "TIFF", "decoded", "libtiff", 130, 90},
-        {"tiff_orient6_130x90.tif", "TIFF", "decoded", "libtiff", 90, 130},
-        {"heic_o6_120x90.heic", "HEIC", "primary image", "libheif", 90, 120},
-        {"avif_o1_alpha_64x48.avif", "AVIF", "primary image", "libheif", 64, 48},
+        {"photo_320x240.jpg", "JPEG", "decoded", NULL, 320, 240, 0, 0, 0},
+        {"psd_rgb_150x97.psd", "PSD", "decoded", NULL, 150, 97, 0, 0, 0},
+        {"webp_lossy_150x110.webp", "WebP", "decoded", "libwebp", 150, 110, 0, 0, 0},
+        {"webp_anim_80x60.webp", "WebP", "first frame", "libwebp", 80, 60, 0, 0, 0},
+        {"tiff_lzw_130x90.tif", "TIFF", "decoded", "libtiff", 130, 90, 0, 0, 0},
+        {"tiff_orient6_130x90.tif", "TIFF", "decoded", "libtiff", 90, 130, 0, 0, 0},
+        {"heic_o6_120x90.heic", "HEIC", "primary image", "libheif", 90, 120, 0, 0, 0},
+        {"avif_o1_alpha_64x48.avif", "AVIF", "primary image", "libheif", 64, 48, 0, 0, 0},
+        {"dng_preview_160x120.dng", "RAW", "embedded preview", "libraw", 160, 120, 0, 0, 0},
+        {"dng_preview_o6_160x120.dng", "RAW", "embedded preview", "libraw", 120, 160, 0, 0, 0},
+        {"dng_nopreview_160x120.dng", "RAW", "half-size demosaic", "libraw", 80, 60, 160, 120, 2},
     };
     const char *have = cdb_image_formats(0), *detail = cdb_image_formats(1);
     CHECK(strstr(have, "JPEG") && strstr(have, "PNG") && strstr(have, "PSD"));
@@ -614,8 +617,9 @@ CDB_TEST(formats_and_info) {
         CHECK_MSG(rc == CDB_OK, "%s: %s", want[i].file, cdb_errmsg());
         CHECK_MSG(!strcmp(img->format, want[i].fmt) && !strcmp(img->source, want[i].source) &&
                       img->width == want[i].w && img->height == want[i].h &&
-                      img->full_width == want[i].w && img->full_height == want[i].h &&
-                      img->scale_denom == 1,
+                      img->full_width == (want[i].full_w ? want[i].full_w : want[i].w) &&
+                      img->full_height == (want[i].full_h ? want[i].full_h : want[i].h) &&
+                      img->scale_denom == (want[i].scale ? want[i].scale : 1),
                   "%s: %s/%s %dx%d full %dx%d /%d", want[i].file, img->format, img->source,
                   img->width, img->height, img->full_width, img->full_height, img->scale_denom);
         cdb_image_free(img);

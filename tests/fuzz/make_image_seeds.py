@@ -53,6 +53,9 @@ def main():
     put("tiny_pal_12x9.tif", pil(rgb.quantize(8), "TIFF", compression="packbits"))
     put("tiny_bw_12x9.tif", pil(rgb.convert("1"), "TIFF", compression="group4"))
     put("tiny_raw_9x7.psd", fx.psd_bytes(img(9, 7)))
+    bayer = rng.integers(100, 4000, (12, 16)).astype(np.uint16)
+    put("tiny_preview_16x12.dng", fx.dng_bytes(bayer, img(16, 12)))
+    put("tiny_nopreview_16x12.dng", fx.dng_bytes(bayer))
     put("tiny_rle_9x7.psd", fx.psd_bytes(img(9, 7), rle=True))
     jpg = pil(rgb, "JPEG", quality=70)
     with tempfile.TemporaryDirectory() as d:

@@ -323,6 +323,7 @@ def main():
     webp_cases()
     tiff_cases()
     heif_cases()
+    raw_cases()
 
     # ToTensor + Normalize for every byte value, per channel.
     lut = np.stack([to_tensor_normalize(np.full((1, 1, 3), v, np.uint8))[:, 0, 0] for v in range(256)], axis=1)
@@ -431,6 +432,76 @@ def psd_cases():
     add_case("psd_rgb_s64", "psd_rgb_150x97.psd", 64)
     add_input("psd_rle_150x97.psd", psd_bytes(photo_like(150, 97), rle=True))
     add_case("psd_rle_s64", "psd_rle_150x97.psd", 64)
+
+
+def tiff_ifd(entries, base, next_ifd=0):
+    """One little-endian TIFF IFD at file offset `base`, its out-of-line values right
+    after it. entries: (tag, type, values) sorted by tag; types 1 BYTE, 2 ASCII,
+    3 SHORT, 4 LONG, 10 SRATIONAL (values: pairs)."""
+    ifd_len = 2 + 12 * len(entries) + 4
+    out, extra = struct.pack("<H", len(entries)), b""
+    for tag, typ, vals in entries:
+        if typ == 2:
+            data, count = vals.encode() + b"\0", len(vals) + 1
+        elif typ == 10:
+            data, count = struct.pack("<" + "i" * (2 * len(vals)), *[x for v in vals for x in v]), len(vals)
+        else:
+            data = struct.pack("<" + {1: "B", 3: "H", 4: "I"}[typ] * len(vals), *vals)
+            count = len(vals)
+        if len(data) <= 4:
+            out += struct.pack("<HHI", tag, typ, count) + data.ljust(4, b"\0")
+        else:
+            out += struct.pack("<HHII", tag, typ, count, base + ifd_len + len(extra))
+            extra += data + b"\0" * (len(data) % 2)
+    return out + struct.pack("<I", next_ifd) + extra
+
+
+def dng_bytes(raw, preview=None, orient=1):
+    """A minimal DNG 1.4: IFD0 = an uncompressed RGB preview (or a 1x1 one when
+    preview is None, too small to be used), SubIFD = the 16-bit RGGB CFA image."""
+    if preview is None:
+        preview = np.zeros((1, 1, 3), np.uint8)
+    ph, pw, _ = preview.shape
+    rh, rw = raw.shape
+    cm = [(8000, 10000), (-2000, 10000), (-1000, 10000), (-3000, 10000), (11000, 10000),
+          (2000, 10000), (-500, 10000), (1500, 10000), (6000, 10000)]
+
+    def build(raw_ifd_off, prev_off, raw_off):
+        ifd0 = [(254, 4, [1]), (256, 4, [pw]), (257, 4, [ph]), (258, 3, [8, 8, 8]), (259, 3, [1]),
+                (262, 3, [2]), (271, 2, "clipdb"), (272, 2, "fixture"), (273, 4, [prev_off]),
+                (274, 3, [orient]), (277, 3, [3]), (278, 4, [ph]), (279, 4, [pw * ph * 3]),
+                (284, 3, [1]), (330, 4, [raw_ifd_off]), (50706, 1, [1, 4, 0, 0]),
+                (50708, 2, "clipdb fixture"), (50721, 10, cm), (50778, 3, [21])]
+        sub = [(254, 4, [0]), (256, 4, [rw]), (257, 4, [rh]), (258, 3, [16]), (259, 3, [1]),
+               (262, 3, [32803]), (273, 4, [raw_off]), (277, 3, [1]), (278, 4, [rh]),
+               (279, 4, [rw * rh * 2]), (33421, 3, [2, 2]), (33422, 1, [0, 1, 1, 2]),
+               (50717, 4, [4095])]
+        a = tiff_ifd(ifd0, 8)
+        b = tiff_ifd(sub, 8 + len(a))
+        return a, b
+
+    a, b = build(0, 0, 0)
+    raw_ifd_off = 8 + len(a)
+    prev_off = raw_ifd_off + len(b)
+    raw_off = prev_off + pw * ph * 3 + (pw * ph * 3) % 2
+    a, b = build(raw_ifd_off, prev_off, raw_off)
+    pad = b"\0" * ((pw * ph * 3) % 2)
+    return (b"II*\0" + struct.pack("<I", 8) + a + b + preview.tobytes() + pad +
+            raw.astype("<u2").tobytes())
+
+
+def raw_cases():
+    """Camera RAW (DNG written above): a full-size embedded preview is what clipdb
+    decodes, so its reference is the preview itself through PIL's transform."""
+    prev = photo_like(160, 120, noise=2)
+    bayer = (rng.integers(200, 4000, (120, 160))).astype(np.uint16)
+    add_input("dng_preview_160x120.dng", dng_bytes(bayer, prev))
+    add_case("dng_preview_s64", "dng_preview_160x120.dng", 64, ref_image=Image.fromarray(prev))
+    add_input("dng_preview_o6_160x120.dng", dng_bytes(bayer, prev, orient=6))
+    add_case("dng_preview_o6_s64", "dng_preview_o6_160x120.dng", 64,
+             ref_image=Image.fromarray(prev).transpose(Image.Transpose.ROTATE_270))
+    # no usable preview: libraw's half-size demosaic (checked for size and source only)
+    add_input("dng_nopreview_160x120.dng", dng_bytes(bayer))
 
 
 def webp_cases():
