@@ -80,6 +80,7 @@ typedef struct img_jpeg_hdr {
     int comps;
     int orientation;       /* from the first Exif APP1, 1 when none */
     int64_t min_bits;      /* entropy-coded bits any valid file of this frame holds */
+    int progressive;       /* SOF2 (or SOF10) */
 } img_jpeg_hdr;
 
 /* Walks the markers up to the first scan: refuses what libjpeg-turbo 2.1 cannot

@@ -14,7 +14,9 @@
 **     convert("RGB") runs after the crop (preprocess.c).
 **   - Fast mode is PIL's Image.draft("RGB", (size, size)): scale_denom 8, 4 or 2, the
 **     largest s with min(w // size, h // size) >= s; libjpeg then decodes in the DCT
-**     domain (still ISLOW, still fancy upsampling: PIL's draft flag stays 0).
+**     domain (still ISLOW, still fancy upsampling: PIL's draft flag stays 0). At 1/8
+**     a progressive file is decoded from its DC scans only (dc_only_stream): the
+**     same bytes, a fraction of the entropy decoding.
 **   - Arithmetic coding, progressive, restart markers: libjpeg-turbo decodes them.
 **     12-bit, lossless and hierarchical JPEG are refused before libjpeg sees them,
 **     as PIL refuses 12-bit ("cannot handle 12-bit layers").
@@ -97,6 +99,7 @@ static cdb_status sof_parse(const uint8_t *s, unsigned m, unsigned len, img_jpeg
     h->h = rd_be16(s + 1);
     h->w = rd_be16(s + 3);
     h->comps = (int)nc;
+    h->progressive = m == 0xC2 || m == 0xCA;
     /* Every 8x8 data unit of every component has its DC coefficient entropy-coded
     ** (at least 1 bit) in a sequential scan or the progressive DC-first scan; MCU
     ** padding only adds. AC scans may cost almost nothing (EOBRUN). */
@@ -211,6 +214,76 @@ static cdb_status map_error(const jerr *e) {
     }
 }
 
+/* Fast mode at 1/8 on a progressive file: a copy of the stream without the AC scans
+** of its full-resolution components (SOS with Ss > 0 naming a component whose
+** sampling factors are the maximum, and their entropy-coded data). At 1/8 such a
+** component goes through libjpeg's 1x1 IDCT, which reads only each block's DC
+** coefficient, and the DC scans (first pass and refinements) determine that
+** completely. Subsampled components keep their AC scans: libjpeg-turbo gives them a
+** larger IDCT (2x2 for 4:2:0 chroma) to save upsampling work, which reads low AC
+** coefficients too. Block smoothing is switched off (for the full file it does
+** nothing: its coefficient bits are all final), so the output is the full file's
+** 1/8 decode byte for byte (tests: fast_prog_s64 against PIL's draft, and
+** test_photos on real progressive photos). Luma AC scans are most of a progressive
+** file's bytes and of its decode time. NULL when out of memory or when nothing can
+** be dropped (the caller then decodes the whole file). */
+static uint8_t *dc_only_stream(const uint8_t *b, size_t n, size_t *out_n) {
+    uint8_t *o = cdb_malloc(n + 2);
+    size_t i = 2, k = 2;
+    unsigned full_res[256] = {0}; /* component id -> 1 when not subsampled */
+    int dropped = 0;
+    if (!o) return NULL;
+    memcpy(o, b, 2);
+    while (i + 4 <= n) {
+        unsigned m = b[i + 1], len;
+        size_t start = i, end;
+        int drop = 0;
+        if (b[i] != 0xFF) { i++; continue; }
+        if (m == 0xFF) { i++; continue; }
+        if (m == 0xD9) break;
+        if ((m >= 0xD0 && m <= 0xD7) || m == 0x01 || m == 0x00) { i += 2; continue; }
+        len = rd_be16(b + i + 2);
+        if (len < 2 || i + 2 + len > n) break;
+        end = i + 2 + len;
+        if ((m == 0xC2 || m == 0xCA) && len >= 8) {
+            unsigned nc = b[i + 9], hmax = 0, vmax = 0;
+            for (unsigned c = 0; c < nc && 10 + 3 * c + 2 < 2 + len; c++) {
+                unsigned hv = b[i + 11 + 3 * c];
+                if ((hv >> 4) > hmax) hmax = hv >> 4;
+                if ((hv & 15) > vmax) vmax = hv & 15;
+            }
+            for (unsigned c = 0; c < nc && 10 + 3 * c + 2 < 2 + len; c++) {
+                unsigned hv = b[i + 11 + 3 * c];
+                full_res[b[i + 10 + 3 * c]] = (hv >> 4) == hmax && (hv & 15) == vmax;
+            }
+        }
+        if (m == 0xDA) {
+            unsigned ns = b[i + 4];
+            if (ns == 1 && len >= 2 + 1 + 2 + 3)
+                drop = b[i + 7] > 0 && full_res[b[i + 5]]; /* Ss > 0, full-resolution */
+            while (end + 1 < n && !(b[end] == 0xFF && b[end + 1] != 0 &&
+                                    !(b[end + 1] >= 0xD0 && b[end + 1] <= 0xD7)))
+                end++;
+            if (end + 1 >= n) end = n;
+        }
+        if (drop) {
+            dropped = 1;
+        } else {
+            memcpy(o + k, b + start, end - start);
+            k += end - start;
+        }
+        i = end;
+    }
+    if (!dropped) {
+        cdb_free(o);
+        return NULL;
+    }
+    o[k++] = 0xFF;
+    o[k++] = 0xD9;
+    *out_n = k;
+    return o;
+}
+
 /* PIL's draft scale: the largest s in {8, 4, 2} with min(w // t, h // t) >= s. */
 static int draft_scale(int64_t w, int64_t h, int t) {
     int64_t k;
@@ -225,6 +298,8 @@ cdb_status cdb_img_jpeg_decode(const uint8_t *b, size_t n, const img_opts *o,
     jerr je;
     jprogress jp;
     img_jpeg_hdr hdr;
+    uint8_t *volatile dc = NULL;
+    volatile size_t dc_n = 0;
     cdb_image *volatile img = NULL;
     volatile int created = 0;
     cdb_status rc = CDB_OK;
@@ -257,7 +332,15 @@ cdb_status cdb_img_jpeg_decode(const uint8_t *b, size_t n, const img_opts *o,
     jp.pub.progress_monitor = on_progress;
     jp.err = &je;
     ci.progress = &jp.pub;
-    jpeg_mem_src(&ci, b, (unsigned long)n);
+    if (scale == 8 && hdr.progressive) {
+        size_t k = 0;
+        dc = dc_only_stream(b, n, &k);
+        dc_n = k;
+    }
+    if (dc)
+        jpeg_mem_src(&ci, dc, (unsigned long)dc_n);
+    else
+        jpeg_mem_src(&ci, b, (unsigned long)n);
     (void)jpeg_read_header(&ci, TRUE);
     if ((int64_t)ci.image_width != hdr.w || (int64_t)ci.image_height != hdr.h ||
         ci.num_components != hdr.comps) {
@@ -271,6 +354,7 @@ cdb_status cdb_img_jpeg_decode(const uint8_t *b, size_t n, const img_opts *o,
         ci.scale_num = 1;
         ci.scale_denom = (unsigned)scale;
     }
+    if (dc) ci.do_block_smoothing = FALSE; /* see dc_only_stream */
     (void)jpeg_start_decompress(&ci);
     if (ci.output_components != hdr.comps || ci.output_width == 0 || ci.output_height == 0) {
         rc = cdb_seterr(CDB_CORRUPT, "JPEG: decoder gives %ux%u with %d components",
@@ -314,6 +398,7 @@ cdb_status cdb_img_jpeg_decode(const uint8_t *b, size_t n, const img_opts *o,
 
 done:
     if (created) jpeg_destroy_decompress(&ci);
+    cdb_free(dc);
     if (rc != CDB_OK) {
         cdb_image_free(img);
         return rc;

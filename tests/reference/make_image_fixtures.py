@@ -402,6 +402,13 @@ def more_jpeg():
     add_case("fast1_s400", "photo_800x600.jpg", 400, kind="fast")  # no reduction possible
     save(big, "photo_800x600_prog.jpg", "JPEG", quality=90, progressive=True, subsampling=1)
     add_case("fast_prog_s64", "photo_800x600_prog.jpg", 64, kind="fast")
+    # 1/8 on progressive files decodes without the full-resolution AC scans: 4:2:0 (chroma
+    # keeps its AC: libjpeg-turbo gives it a 2x2 IDCT) and 4:4:4 (everything dropped)
+    for sub, tag in ((2, "420"), (0, "444")):
+        fname = "photo_800x600_prog%s.jpg" % tag
+        save(big, fname, "JPEG", quality=85, progressive=True, subsampling=sub)
+        add_case("fast_prog%s_s64" % tag, fname, 64, kind="fast")
+        add_case("fast_prog%s_s100" % tag, fname, 100, kind="fast")  # 1/4: whole file
     add_case("fast_cmyk_s40", "photo_cmyk_160x120.jpg", 40, kind="fast")
     add_case("fast_ycck_s40", "jpeg_ycck_120x90.jpg", 40, kind="fast")
     add_case("fast_exif6_s30", "exif_o6_96x64.jpg", 30, kind="fast", apply_exif=1)
