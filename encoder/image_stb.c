@@ -18,8 +18,8 @@
 #define STBI_ONLY_PNM
 #define STBI_NO_LINEAR
 #define STBI_NO_HDR
-#define STBI_MALLOC(sz) cdb_malloc(sz)
-#define STBI_REALLOC(p, newsz) cdb_realloc(p, newsz)
+#define STBI_MALLOC(sz) stb_malloc(sz)
+#define STBI_REALLOC(p, newsz) stb_realloc(p, newsz)
 #define STBI_FREE(p) cdb_free(p)
 
 #include <math.h>
@@ -27,6 +27,30 @@
 
 #include "core/core.h"
 #include "encoder/image_int.h"
+
+/* Every allocation stb makes while decoding one file is capped (thread-local, set
+** around the stb call): stb 2.27 inflates a PNG's whole IDAT stream into a buffer it
+** grows by doubling, without comparing with the image size first (stb issue #276),
+** so a 1x1 PNG can inflate to gigabytes. The cap, 16 bytes per declared pixel plus
+** the file size plus 64 KiB, is above anything a valid file needs (the raw data of a
+** 16-bit RGBA image is 8 bytes per pixel, and stb's buffer at most doubles past it),
+** so a zlib bomb fails after a bounded allocation instead. */
+static _Thread_local size_t g_stb_cap;
+static _Thread_local int g_stb_capped;
+static void *stb_malloc(size_t n) {
+    if (g_stb_cap && n > g_stb_cap) {
+        g_stb_capped = 1;
+        return NULL;
+    }
+    return cdb_malloc(n);
+}
+static void *stb_realloc(void *p, size_t n) {
+    if (g_stb_cap && n > g_stb_cap) {
+        g_stb_capped = 1;
+        return NULL;
+    }
+    return cdb_realloc(p, n);
+}
 
 #if defined(__GNUC__)
 #pragma GCC diagnostic push
@@ -67,10 +91,17 @@ cdb_status cdb_img_stb_decode(const uint8_t *b, size_t n, const img_info *ii, co
     if (want < 0 || want > 4)
         return cdb_seterr(CDB_UNSUPPORTED, "%s: %d channels", cdb_img_fmt_name(ii->fmt), want);
     is16 = (ii->fmt == FMT_PNG || ii->fmt == FMT_PNM) && stbi_is_16_bit_from_memory(b, (int)n);
+    g_stb_cap = (size_t)ii->decl_w * (size_t)ii->decl_h * 16 + n + 65536;
+    g_stb_capped = 0;
     if (is16)
         pix = stbi_load_16_from_memory(b, (int)n, &w, &h, &got, want);
     else
         pix = stbi_load_from_memory(b, (int)n, &w, &h, &got, want);
+    g_stb_cap = 0;
+    if (!pix && g_stb_capped)
+        return cdb_seterr(CDB_CORRUPT, "%s: the data decodes to more than %lldx%lld needs (a "
+                          "zlib bomb?)", cdb_img_fmt_name(ii->fmt), (long long)ii->decl_w,
+                          (long long)ii->decl_h);
     if (!pix) return stb_error(ii->fmt);
     if (want == 0) want = got; /* the format's own count */
     if (want < 1 || want > 4 || (int64_t)w * h > o->max_pixels || w != ii->decl_w ||

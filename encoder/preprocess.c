@@ -145,11 +145,15 @@ static cdb_status coeffs_make(int in_size, int out_size, int first, int count, c
 ** contiguous memory; the arithmetic is PIL's (kernels/kernels.h, AVX2 or scalar),
 ** only the memory order differs. */
 static void resample_h(const uint8_t *src, int sw, int nch, int y0, int n_rows,
-                       const pp_coeffs *c, int count, uint8_t *dst, uint8_t *scratch) {
+                       const pp_coeffs *c, int count, uint8_t *dst, uint8_t *scratch,
+                       int premul_rows) {
     for (int r = 0; r < n_rows; r++) {
         const uint8_t *row = src + ((size_t)(y0 + r) * sw) * nch;
         const uint8_t *plane = row;
-        if (nch > 1) {
+        if (premul_rows) { /* PIL's La/RGBa conversion, row by row on the way */
+            cdb_k_premul_deinterleave_u8(row, (size_t)sw, nch, scratch, (size_t)sw);
+            plane = scratch;
+        } else if (nch > 1) {
             cdb_k_deinterleave_u8(row, (size_t)sw, nch, scratch, (size_t)sw);
             plane = scratch;
         }
@@ -255,7 +259,11 @@ cdb_status cdb_image_preprocess(const cdb_image *img, const cdb_preprocess_param
     /* 8-bit working copy in the image's own mode (high byte of 16-bit samples). */
     has_alpha = (nch == 2 || nch == 4) && !img->is_cmyk;
     premul = has_alpha && !img->is_palette && !(nw == w && nh == h);
-    if (img->bits == 16 || premul) {
+    /* 8-bit with a horizontal pass: premultiplied row by row inside it (no copy of
+    ** the whole image); otherwise (16-bit, or a vertical pass only) a premultiplied
+    ** 8-bit copy first. */
+    int premul_rows = premul && img->bits == 8 && nw != w;
+    if (img->bits == 16 || (premul && !premul_rows)) {
         src8 = cdb_malloc(npix * nch);
         if (!src8) {
             rc = cdb_seterr(CDB_NOMEM, "image_preprocess: out of memory (%dx%d)", w, h);
@@ -335,7 +343,7 @@ cdb_status cdb_image_preprocess(const cdb_image *img, const cdb_preprocess_param
                 goto done;
             }
             resample_h(src, w, nch, y0, y1 - y0, &ch, size, tmp,
-                       tmp + (size_t)(y1 - y0) * size * nch);
+                       tmp + (size_t)(y1 - y0) * size * nch, premul_rows);
             if (!need_v) {
                 memcpy(crop, tmp, (size_t)size * size * nch);
                 goto converted;

@@ -375,7 +375,15 @@ void cdb_k_resample_v_u8(const uint8_t *src, size_t stride, const int32_t *k, in
 /* Splits n_px interleaved pixels of nch (1..4) bytes into planes. */
 void cdb_k_deinterleave_u8(const uint8_t *src, size_t n_px, int nch,
                            uint8_t *planes /* OUT: nch * plane_stride */, size_t plane_stride);
+/* The same split for gray+alpha (nch 2) or RGBA (nch 4) with the colour channels
+** premultiplied on the way, as PIL's "La"/"RGBa" conversion: MULDIV255(c, a), i.e.
+** t = c * a + 128, ((t >> 8) + t) >> 8; the alpha plane is copied. */
+void cdb_k_premul_deinterleave_u8(const uint8_t *src, size_t n_px, int nch,
+                                  uint8_t *planes /* OUT: nch * plane_stride */,
+                                  size_t plane_stride);
 /* The scalar references, for differential tests. */
+void cdb_k_premul_deinterleave_u8_scalar(const uint8_t *src, size_t n_px, int nch,
+                                         uint8_t *planes, size_t plane_stride);
 void cdb_k_resample_h_u8_scalar(const uint8_t *planes, size_t plane_stride, int nch,
                                 const int *bounds, const int32_t *kk, int ksize, int n_out,
                                 uint8_t *out);

@@ -16,4 +16,7 @@ void cdb_k_resample_v_u8_avx2(const uint8_t *src, size_t stride, const int32_t *
 void cdb_k_deinterleave_u8_avx2(const uint8_t *src, size_t n_px, int nch, uint8_t *planes,
                                 size_t plane_stride);
 
+void cdb_k_premul_deinterleave_u8_avx2(const uint8_t *src, size_t n_px, int nch,
+                                       uint8_t *planes, size_t plane_stride);
+
 #endif

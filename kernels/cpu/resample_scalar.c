@@ -46,6 +46,20 @@ void cdb_k_deinterleave_u8_scalar(const uint8_t *src, size_t n_px, int nch, uint
     }
 }
 
+void cdb_k_premul_deinterleave_u8_scalar(const uint8_t *src, size_t n_px, int nch,
+                                         uint8_t *planes, size_t plane_stride) {
+    uint8_t *a = planes + (size_t)(nch - 1) * plane_stride;
+    for (size_t x = 0; x < n_px; x++) {
+        const uint8_t *px = src + x * (size_t)nch;
+        unsigned al = px[nch - 1];
+        for (int c = 0; c < nch - 1; c++) {
+            unsigned t = px[c] * al + 128;
+            planes[(size_t)c * plane_stride + x] = (uint8_t)(((t >> 8) + t) >> 8);
+        }
+        a[x] = (uint8_t)al;
+    }
+}
+
 #if CDB_HAVE_AVX2
 #define CDB_RS_AVX2 (cdb_k_cpu_isa() >= CDB_K_ISA_AVX2)
 #else
@@ -83,4 +97,15 @@ void cdb_k_deinterleave_u8(const uint8_t *src, size_t n_px, int nch, uint8_t *pl
     }
 #endif
     cdb_k_deinterleave_u8_scalar(src, n_px, nch, planes, plane_stride);
+}
+
+void cdb_k_premul_deinterleave_u8(const uint8_t *src, size_t n_px, int nch, uint8_t *planes,
+                                  size_t plane_stride) {
+#if CDB_HAVE_AVX2
+    if (CDB_RS_AVX2 && nch == 4) {
+        cdb_k_premul_deinterleave_u8_avx2(src, n_px, nch, planes, plane_stride);
+        return;
+    }
+#endif
+    cdb_k_premul_deinterleave_u8_scalar(src, n_px, nch, planes, plane_stride);
 }

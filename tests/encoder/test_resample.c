@@ -71,10 +71,29 @@ CDB_TEST(deinterleave_matches_scalar) {
     }
 }
 
+CDB_TEST(premul_deinterleave_matches_scalar) {
+    for (int it = 0; it < 200; it++) {
+        int nch = it % 2 ? 4 : 2;
+        size_t n = 1 + rnd() % 300;
+        uint8_t *src = malloc(n * (size_t)nch), *a = malloc(n * (size_t)nch), *b = malloc(n * (size_t)nch);
+        for (size_t i = 0; i < n * (size_t)nch; i++) src[i] = (uint8_t)rnd();
+        for (size_t i = 0; i < n && it % 3 == 0; i++) src[i * nch + nch - 1] = i % 2 ? 255 : 0;
+        cdb_k_premul_deinterleave_u8(src, n, nch, a, n);
+        cdb_k_premul_deinterleave_u8_scalar(src, n, nch, b, n);
+        CHECK_MSG(!memcmp(a, b, n * (size_t)nch), "premul: nch=%d n=%zu differ", nch, n);
+        /* and the scalar one is MULDIV255 as PIL computes it: round(c * a / 255) */
+        for (size_t i = 0; i < n; i++) {
+            unsigned al = src[i * nch + nch - 1], c = src[i * nch];
+            CHECK_EQ_INT(b[i], (c * al + 127) / 255);
+        }
+        free(src), free(a), free(b);
+    }
+}
+
 CDB_TEST(isa_reported) {
     fprintf(stderr, "    resample kernels: %s\n", cdb_k_isa_name(cdb_k_cpu_isa()));
     CHECK(cdb_k_isa_name(cdb_k_cpu_isa()) != NULL);
 }
 
 CDB_TEST_MAIN(vertical_matches_scalar, horizontal_matches_scalar, deinterleave_matches_scalar,
-              isa_reported)
+              premul_deinterleave_matches_scalar, isa_reported)
