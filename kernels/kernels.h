@@ -360,7 +360,9 @@ cdb_status cdb_k_cuda_im2col(cdb_k_backend *be, const cdb_k_buf *pixels, int n, 
 ** caller computed PIL's way (22-bit fixed point, CDB_K_RESAMPLE_PRECISION). Every
 ** sum starts at the rounding bias 1 << 21 and gives clip(sum >> 22, 0, 255). Integer
 ** arithmetic only: the AVX2 and scalar versions give identical bytes
-** (tests/kernels/test_resample.c). Reentrant; dispatched by cdb_k_cpu_isa(). */
+** (tests/encoder/test_resample.c). Precondition: 255 * sum |taps| fits in int32, as
+** for PIL's normalized taps (sum |k| <= ~1.3 * 2^22). Reentrant; dispatched by
+** cdb_k_cpu_isa(). */
 #define CDB_K_RESAMPLE_PRECISION 22
 
 /* Horizontal: nch channel planes (plane c at planes + c * plane_stride, contiguous

@@ -3,7 +3,7 @@
 ** Resample.c, ImagingResampleHorizontal_8bpc / ImagingResampleVertical_8bpc): the
 ** scalar reference, and the public entry points, which dispatch to
 ** resample_avx2.c when the CPU has AVX2 (cdb_k_cpu_isa()). Integer arithmetic
-** throughout, so every ISA gives the same bytes (tests/kernels/test_resample.c
+** throughout, so every ISA gives the same bytes (tests/encoder/test_resample.c
 ** checks them against each other; tests/encoder/test_image.c against PIL).
 */
 #include "kernels/cpu/resample_int.h"

@@ -1,7 +1,7 @@
 /*
 ** test_resample.c: the AVX2 PIL-resample kernels (kernels/cpu/resample_avx2.c)
 ** against their scalar reference, byte for byte, on random data, random taps
-** (including negative ones and sums that clip), tap counts 1..70 and lengths that
+** (including negative ones and sums that clip, within PIL's tap magnitudes), tap counts 1..70 and lengths that
 ** are not multiples of 8/16/32; and cdb_image_preprocess with the dispatch forced
 ** to scalar vs the default, on random images of every channel count. Skips the
 ** AVX2 half on a CPU without AVX2 (then both paths are the scalar one).
@@ -14,6 +14,20 @@
 #include "kernels/kernels.h"
 
 static uint32_t g_seed = 2463534242u;
+static uint32_t rnd(void);
+
+/* n random taps, some negative, scaled so that sum |k| <= 1.25 * 2^22: like PIL's
+** normalized bicubic taps, every sum of 255 * |k| fits in int32 (the kernels'
+** precondition), and the clamp to 0..255 still gets exercised. */
+static void rand_taps(int32_t *k, int n) {
+    int64_t sum = 0;
+    for (int i = 0; i < n; i++) {
+        k[i] = (int32_t)(rnd() % (3u << 21)) - (1 << 20);
+        sum += k[i] < 0 ? -(int64_t)k[i] : k[i];
+    }
+    if (sum > (5 << 20))
+        for (int i = 0; i < n; i++) k[i] = (int32_t)((int64_t)k[i] * (5 << 20) / sum);
+}
 static uint32_t rnd(void) {
     g_seed ^= g_seed << 13, g_seed ^= g_seed >> 17, g_seed ^= g_seed << 5;
     return g_seed;
@@ -26,7 +40,7 @@ CDB_TEST(vertical_matches_scalar) {
         uint8_t *src = malloc(stride * (size_t)n), *a = malloc(len), *b = malloc(len);
         int32_t *k = malloc(sizeof *k * (size_t)n);
         for (size_t i = 0; i < stride * (size_t)n; i++) src[i] = (uint8_t)rnd();
-        for (int y = 0; y < n; y++) k[y] = (int32_t)(rnd() % (3u << 21)) - (1 << 21);
+        rand_taps(k, n);
         cdb_k_resample_v_u8(src, stride, k, n, len, a);
         cdb_k_resample_v_u8_scalar(src, stride, k, n, len, b);
         CHECK_MSG(!memcmp(a, b, len), "vertical: n=%d len=%zu differ", n, len);
@@ -47,8 +61,7 @@ CDB_TEST(horizontal_matches_scalar) {
             int taps = 1 + (int)(rnd() % (unsigned)ksize);
             bounds[2 * i] = (int)(rnd() % (unsigned)(sw - (size_t)taps + 1));
             bounds[2 * i + 1] = taps;
-            for (int x = 0; x < ksize; x++)
-                kk[(size_t)i * ksize + x] = (int32_t)(rnd() % (3u << 21)) - (1 << 21);
+            rand_taps(kk + (size_t)i * ksize, ksize);
         }
         cdb_k_resample_h_u8(pl, sw, nch, bounds, kk, ksize, n_out, a);
         cdb_k_resample_h_u8_scalar(pl, sw, nch, bounds, kk, ksize, n_out, b);
