@@ -118,6 +118,13 @@ cdb_status cdb_img_heif_decode(const uint8_t *b, size_t n, img_fmt f, const img_
         goto done;
     }
     if ((rc = cdb_img_check_size(fmt, w, h, o->max_pixels)) != CDB_OK) goto done;
+    if (use == hd && (w != fw || h != fh)) {
+        /* libheif does not compare the coded image with the ispe box (found by
+        ** fuzz_image: ispe 4107x12 around a 16x12 AV1 frame) */
+        rc = cdb_seterr(CDB_CORRUPT, "%s: the image decodes to %dx%d but its header says %dx%d",
+                        fmt, w, h, fw, fh);
+        goto done;
+    }
     if ((rc = cdb_img_new(w, h, ch, 8, fmt, &img)) != CDB_OK) goto done;
     for (int y = 0; y < h; y++)
         memcpy((uint8_t *)img->pixels + (size_t)y * w * ch, plane + (size_t)y * stride,

@@ -474,6 +474,7 @@ CDB_TEST(saved_fuzz_findings) {
         {"slow_tga_rle_91_bytes_26482x101", -1},
         {"jpeg_scan_uses_undefined_huffman_table", CDB_CORRUPT},
         {"png_declared_pixels_overflow_int64", CDB_TOO_LARGE},
+        {"avif_ispe_disagrees_with_bitstream", CDB_CORRUPT},
     };
     int failures = 0, found = 0;
     for (size_t i = 0; i < sizeof finds / sizeof finds[0]; i++) {
@@ -496,7 +497,7 @@ CDB_TEST(saved_fuzz_findings) {
         if (hostile_in_child(c.name, run_decode, &c)) failures++;
     }
     if (!found) CDB_SKIP("tests/fuzz/crashes/fuzz_image not present");
-    CHECK_EQ_INT(found, 3);
+    CHECK_EQ_INT(found, 4);
     CHECK_EQ_INT(failures, 0);
 }
 
