@@ -331,12 +331,16 @@ CDB_TEST(library_format_bombs) {
     RUN_CASE("WebP VP8X 16384x16384", w.p, w.n, 0, -1, 8, 1);
     w.p[24] = 0x27, w.p[25] = 0x23, w.p[27] = 0x27, w.p[28] = 0x23; /* 9000 x 9000 */
     RUN_CASE("WebP VP8X 9000x9000 without frames", w.p, w.n, 0, -1, 64, 5);
+    /* a build without libtiff refuses TIFF by name instead */
+    int tiff = strstr(cdb_image_formats(0), "TIFF") != NULL;
     tiff_ifd(&t, 100000, 100000, 1, 16);
-    RUN_CASE("TIFF 100000x100000", t.p, t.n, 0, CDB_TOO_LARGE, 8, 1);
+    RUN_CASE("TIFF 100000x100000", t.p, t.n, 0, tiff ? CDB_TOO_LARGE : CDB_UNSUPPORTED, 8, 1);
     tiff_ifd(&t2, 5000, 5000, 1, 5000 * 5000 * 3);
-    RUN_CASE("TIFF 5000x5000 uncompressed in 150 bytes", t2.p, t2.n, 0, CDB_CORRUPT, 64, 5);
+    RUN_CASE("TIFF 5000x5000 uncompressed in 150 bytes", t2.p, t2.n, 0,
+             tiff ? CDB_CORRUPT : CDB_UNSUPPORTED, 64, 5);
     tiff_ifd(&t3, 5000, 5000, 8, 16); /* deflate */
-    RUN_CASE("TIFF 5000x5000 deflate in 150 bytes", t3.p, t3.n, 0, CDB_CORRUPT, 64, 5);
+    RUN_CASE("TIFF 5000x5000 deflate in 150 bytes", t3.p, t3.n, 0,
+             tiff ? CDB_CORRUPT : CDB_UNSUPPORTED, 64, 5);
     /* HEIF / AVIF: the primary image's ispe box patched to 60000 x 60000 */
     for (int k = 0; k < 2; k++) {
         size_t n = 0;
@@ -490,6 +494,8 @@ CDB_TEST(saved_fuzz_findings) {
         c.n = fread(data, 1, sizeof data, f);
         c.p = data;
         c.want = finds[i].want;
+        if (!strncmp(c.name, "avif", 4) && !strstr(cdb_image_formats(0), "AVIF"))
+            c.want = CDB_UNSUPPORTED; /* a build without libheif */
         c.max_rss_mb = 256;
         c.max_seconds = 20;
         fclose(f);
