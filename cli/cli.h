@@ -191,6 +191,9 @@ typedef struct cli_ingest_opts {
     /* A later pass of one run, for another model's vectors: the first pass did the
     ** deletions, moves and root bookkeeping, and reported the walk's problems. */
     int secondary;
+    int decode_req;       /* --decode: -1 keep each set's mode, 0 exact, 1 fast */
+    int decode;           /* this pass's vector set: 0 exact, 1 fast (cdb_decode_mode) */
+    int reencode;         /* this set's decode mode changed: every photo encoded again */
     cli_encode_fn encode; /* NULL: cdb_encode_pixels */
     void *encode_ud;
 } cli_ingest_opts;
@@ -316,10 +319,10 @@ void cli_stat_meta(const struct stat *st, cdb_db_file_meta *m);
 ** (CLI_FAIL_NOT_IMAGE). On failure reason gets one line. */
 cli_fail cli_read_photo(const char *path, int sniff, unsigned char **buf /* OUT */,
                        cdb_db_file_meta *meta /* OUT */, char *reason, size_t reason_size);
-/* Decodes buf and preprocesses it into pixels (3 * pp->size^2); *width, *height: the
-** image's size after EXIF orientation. ns (may be NULL): += decode and preprocess
-** nanoseconds. */
-cli_fail cli_decode_photo(const unsigned char *buf, size_t n, int apply_exif,
+/* Decodes buf (decode: 0 exact, PIL's pixels; 1 fast, cdb_decode_mode) and
+** preprocesses it into pixels (3 * pp->size^2); *width, *height: the image's full
+** size after EXIF orientation. ns (may be NULL): += decode and preprocess ns. */
+cli_fail cli_decode_photo(const unsigned char *buf, size_t n, int apply_exif, int decode,
                            const cdb_preprocess_params *pp, float *pixels /* OUT */,
                            int32_t *width /* OUT */, int32_t *height /* OUT */, int64_t ns[2],
                            char *reason, size_t reason_size);

@@ -247,6 +247,7 @@ static int on_model_stats(const cdb_db_model *m, void *ud_) {
         cli_json_key(ud->j, "default"); cli_json_bool(ud->j, m->is_default);
         cli_json_key(ud->j, "vectors"); cli_json_int(ud->j, c.n_vectors);
         cli_json_key(ud->j, "files_without_vector"); cli_json_int(ud->j, c.n_missing);
+        cli_json_key(ud->j, "decode"); cli_json_str(ud->j, m->decode ? "fast" : "exact");
 #if CDB_CLI_HAVE_INDEX
         {
             char path[4096];
@@ -272,6 +273,7 @@ static int on_model_stats(const cdb_db_model *m, void *ud_) {
                cli_fmt_count(c.n_vectors, b, sizeof b));
         if (c.n_missing) /* 'clipdb reindex' completes the set */
             printf(" (%s files without one)", cli_fmt_count(c.n_missing, b, sizeof b));
+        if (m->decode) printf(", fast decode%s", m->decode_settled ? "" : " (not every vector yet)");
 #if CDB_CLI_HAVE_INDEX
         {
             char path[4096], b2[32];

@@ -142,6 +142,9 @@ static int parse_run_opts(const char *cmd, cli_args *a, cli_ingest_opts *o) {
     o->json = cli_has(a, "json") > 0;
     o->follow_symlinks = -1;
     o->label = cmd;
+    static const char *const modes[] = {"exact", "fast", NULL};
+    if ((o->decode_req = cli_get_choice(a, "decode", modes, -1)) < 0 && cli_get(a, "decode"))
+        return cli_usage_error(cmd, "%s", a->err);
     return CLI_EXIT_OK;
 }
 
@@ -253,8 +256,18 @@ static cdb_status run_passes(const char *kind, cdb_db *db, const cli_library *li
             continue;
         }
         o.secondary = i > 0;
+        /* the set's decode mode: a change is recorded first as unsettled, so an
+        ** interrupted run's successor encodes the set again too */
+        o.decode = o0->decode_req < 0 ? s->dm.decode : o0->decode_req;
+        if (o.decode != s->dm.decode || !s->dm.decode_settled) {
+            if ((rc = cdb_db_model_set_decode(db, s->dm.id, o.decode, 0)) != CDB_OK) break;
+            o.reencode = 1;
+        }
         rc = s->rc = cli_pipeline_run(db, cdb_db_dir(db), s->m, s->dm.id, lib, t, nt, &o, &s->sum);
         s->ran = 1;
+        if (rc == CDB_OK && o.reencode && !s->sum.interrupted && !s->sum.walk_errors &&
+            !s->sum.retry)
+            rc = cdb_db_model_set_decode(db, s->dm.id, o.decode, 1);
     }
     for (int i = 0; i < p->n; i++) partial |= set_partial(&p->s[i]);
     summary_json(js, sizeof js, &p->s[0].sum);
@@ -454,7 +467,7 @@ int cli_cmd_ingest(int argc, char **argv) {
         {"db", 0, CLI_VALUE},       {"model", 0, CLI_VALUE},  {"device", 0, CLI_VALUE},
         {"batch", 0, CLI_VALUE},    {"threads", 0, CLI_VALUE}, {"follow-symlinks", 0, CLI_FLAG},
         {"no-follow-symlinks", 0, CLI_FLAG}, {"no-exif", 0, CLI_FLAG},   {"wait", 0, CLI_FLAG},
-        {"exif", 0, CLI_FLAG},
+        {"exif", 0, CLI_FLAG},      {"decode", 0, CLI_VALUE},
         {"json", 0, CLI_FLAG},      {"quiet", 'q', CLI_FLAG},  {"help", 'h', CLI_FLAG},   {0}};
     cli_args a;
     cli_ingest_opts o;
@@ -585,6 +598,7 @@ int cli_cmd_reindex(int argc, char **argv) {
         {"batch", 0, CLI_VALUE},  {"threads", 0, CLI_VALUE}, {"wait", 0, CLI_FLAG},
         {"json", 0, CLI_FLAG},    {"quiet", 'q', CLI_FLAG},  {"help", 'h', CLI_FLAG},
         {"repair", 0, CLI_FLAG},  {"model", 0, CLI_VALUE},   {"sample", 0, CLI_VALUE},
+        {"decode", 0, CLI_VALUE},
         {0}};
     cli_args a;
     cli_ingest_opts o;

@@ -28,7 +28,7 @@ typedef struct deep_ctx {
     cdb_db *db;
     cdb_model *m;
     int64_t model_id;
-    int dim;
+    int dim, decode; /* the vector set's decode mode */
     const cdb_preprocess_params *pp;
     double sample;
     cli_library lib;
@@ -78,8 +78,8 @@ static void check_vector(deep_ctx *d, const cdb_db_file *f, const cli_root *root
         return;
     }
     if (!found) return; /* cdb_db_verify reports an ok file without its vector */
-    cli_fail k = cli_decode_photo(buf, n, !root->no_exif, d->pp, d->pixels, &w, &h, NULL, reason,
-                                  sizeof reason);
+    cli_fail k = cli_decode_photo(buf, n, !root->no_exif, d->decode, d->pp, d->pixels, &w, &h, NULL,
+                                  reason, sizeof reason);
     if (k != CLI_FAIL_NONE) {
         cdb_db_report_add(d->r, CDB_DB_VECTOR_MISMATCH, f->shard, d->model_id, f->id,
                           "%s: stored as ok, but now %s", path, reason);
@@ -164,6 +164,8 @@ cdb_status cli_deep_check(cdb_db *db, cdb_model *m, int64_t model_id, double sam
     d.db = db;
     d.m = m;
     d.model_id = model_id;
+    cdb_db_model dm;
+    if (cdb_db_model_get(db, model_id, &dm) == CDB_OK) d.decode = dm.decode;
     d.dim = cdb_model_get_info(m)->embed_dim;
     d.pp = &cdb_model_get_info(m)->preprocess;
     d.sample = sample;

@@ -116,7 +116,7 @@ static cli_fail status_fail(cdb_status rc, const char *what, char *reason, size_
                   text);
 }
 
-cli_fail cli_decode_photo(const unsigned char *buf, size_t n, int apply_exif,
+cli_fail cli_decode_photo(const unsigned char *buf, size_t n, int apply_exif, int decode,
                            const cdb_preprocess_params *pp, float *pixels, int32_t *width,
                            int32_t *height, int64_t ns[2], char *reason, size_t reason_size) {
     cdb_image *img = NULL;
@@ -124,12 +124,14 @@ cli_fail cli_decode_photo(const unsigned char *buf, size_t n, int apply_exif,
     cdb_status rc;
     int64_t t0 = cdb_now_ns(), t1;
     ip.apply_exif = apply_exif;
+    ip.decode = decode ? CDB_DECODE_FAST : CDB_DECODE_EXACT;
+    ip.target_size = pp->size;
     rc = cdb_image_decode(buf, n, &ip, &img);
     t1 = cdb_now_ns();
     if (ns) ns[0] += t1 - t0;
     if (rc != CDB_OK) return status_fail(rc, "cannot decode", reason, reason_size);
-    *width = img->width;
-    *height = img->height;
+    *width = img->full_width > 0 ? img->full_width : img->width; /* fast mode shrinks */
+    *height = img->full_height > 0 ? img->full_height : img->height;
     rc = cdb_image_preprocess(img, pp, pixels, NULL);
     cdb_image_free(img);
     if (ns) ns[1] += cdb_now_ns() - t1;

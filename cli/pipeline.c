@@ -95,7 +95,9 @@ static int claim(pipe_ctx *c, int64_t id) {
 }
 
 /* An ok file of any root with this content whose path is gone (from a place that is
-** still there, cli_library_gone): a move. */
+** still there, cli_library_gone): a move. Not out of a root that is missing: its rows
+** stay as they are until it comes back, is moved (`clipdb move`) or forgotten (copies
+** made before a drive was unplugged are new files, not its files moving away). */
 static int64_t find_moved(pipe_ctx *c, cdb_db *rdb, const job *j) {
     int64_t ids[16];
     int n = 0;
@@ -107,7 +109,7 @@ static int64_t find_moved(pipe_ctx *c, cdb_db *rdb, const job *j) {
         int gone;
         if (ids[i] == j->file_id || cdb_db_file_get(rdb, ids[i], &f) != CDB_OK) continue;
         r = cli_library_root(c->lib, f.root_id);
-        path = r ? cdb_db_path_join(r->path, f.relpath) : NULL;
+        path = r && r->present ? cdb_db_path_join(r->path, f.relpath) : NULL;
         gone = path && cli_library_gone(c->lib, f.root_id, path, f.meta.dev);
         cdb_free(path);
         cdb_db_file_clear(&f);
@@ -161,7 +163,7 @@ static void process(pipe_ctx *c, cdb_db *rdb, job *j) {
         job_failed(j, CLI_FAIL_TRANSIENT);
         return;
     }
-    k = cli_decode_photo(buf, (size_t)j->meta.size, !j->no_exif, c->pp, j->pixels,
+    k = cli_decode_photo(buf, (size_t)j->meta.size, !j->no_exif, c->o->decode, c->pp, j->pixels,
                           &j->meta.width, &j->meta.height, ns, j->reason, sizeof j->reason);
     free(buf);
     atomic_fetch_add(&c->ns_decode, ns[0]);

@@ -122,7 +122,8 @@ static job *classify(pipe_ctx *c, const cli_walk_entry *e, int *stop) {
     }
     int recorded = f.relpath != NULL;
     if (recorded) scan_mark_seen(c, f.id);
-    int skip = !c->o->full && !t->reencode &&
+    int reencode = t->reencode || c->o->reencode;
+    int skip = !c->o->full && !reencode &&
                (ch == CDB_DB_CHANGE_SAME || (ch == CDB_DB_CHANGE_QUARANTINED && !t->named));
     if (skip) {
         c->sum->unchanged++;
@@ -154,11 +155,11 @@ static job *classify(pipe_ctx *c, const cli_walk_entry *e, int *stop) {
                          (!f.meta.ino || (f.meta.ino == st.ino && f.meta.dev == st.dev));
         /* same content as the stored ok row -> metadata only; with --full the
         ** content is re-checked but an identical hash still keeps the vector */
-        if (ok && f.meta.has_hash && !j->for_model && !t->reencode) {
+        if (ok && f.meta.has_hash && !j->for_model && !reencode) {
             j->has_old_hash = 1;
             memcpy(j->old_hash, f.meta.hash, CDB_DB_HASH_BYTES);
         }
-        if (ch == CDB_DB_CHANGE_RESTAT && !c->o->full && !t->reencode) { /* the identity, unread */
+        if (ch == CDB_DB_CHANGE_RESTAT && !c->o->full && !reencode) { /* the identity, unread */
             j->kind = R_TOUCH;
             st.has_hash = f.meta.has_hash;
             memcpy(st.hash, f.meta.hash, CDB_DB_HASH_BYTES);
@@ -257,8 +258,8 @@ static void walk_target(pipe_ctx *c) {
         cdb_db_root_count_live(c->rdb, t->root_id, &live);
         c->sum->missing_roots++;
         if (live == 0)
-            warn(c, "%s is missing and holds no recorded file any more (they were moved or "
-                    "deleted): 'clipdb forget %s' stops checking it", t->path, t->path);
+            warn(c, "%s is missing and holds no recorded file: 'clipdb forget %s' stops "
+                    "checking it", t->path, t->path);
         else if (t->kind == CDB_DB_ROOT_FILE && lstat(parent, &sb) == 0)
             warn(c, "%s is gone (deleted, or moved out of the folders clipdb knows); its vector is "
                     "kept until 'clipdb forget %s'", t->path, t->path);

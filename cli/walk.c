@@ -30,10 +30,14 @@
 #include "cli/cli.h"
 
 int cli_image_ext(const char *name) {
-    static const char *const exts[] = {"jpg",  "jpeg", "jpe", "jfif", "png",  "bmp", "dib",
-                                       "gif",  "tga",  "pnm", "ppm",  "pgm",  "pbm", "webp",
-                                       "tif",  "tiff", "heic", "heif", "avif", "psd", "hdr",
-                                       NULL};
+    static const char *const exts[] = {
+        "jpg", "jpeg", "jpe", "jfif", "png", "bmp", "dib", "gif", "tga", "pnm", "ppm", "pgm",
+        "pbm", "webp", "tif", "tiff", "heic", "heif", "hif", "heics", "heifs", "avif", "avifs",
+        "psd",
+        /* camera RAW (libraw) */
+        "dng", "cr2", "cr3", "crw", "nef", "nrw", "arw", "srf", "sr2", "raf", "orf", "rw2", "pef",
+        "srw", "x3f", "3fr", "fff", "iiq", "mrw", "mos", "erf", "kdc", "dcr", "rwl", "mef", "raw",
+        NULL};
     const char *dot = strrchr(name, '.');
     if (!dot || dot == name || strchr(dot, '/')) return 0;
     for (int i = 0; exts[i]; i++)
@@ -52,12 +56,21 @@ const char *cli_image_magic(const unsigned char *b, size_t n) {
             hs == 124)
             return "bmp";
     }
-    if (n >= 4 && (!memcmp(b, "II*\0", 4) || !memcmp(b, "MM\0*", 4))) return "tiff";
+    if (n >= 4 && (!memcmp(b, "II*\0", 4) || !memcmp(b, "MM\0*", 4) || !memcmp(b, "II+\0", 4) ||
+                   !memcmp(b, "MM\0+", 4)))
+        return "tiff"; /* and the TIFF-based RAW files: DNG, CR2, NEF, ARW, ... */
+    if (n >= 4 && (!memcmp(b, "IIRO", 4) || !memcmp(b, "IIRS", 4) || !memcmp(b, "MMOR", 4) ||
+                   !memcmp(b, "IIU\0", 4) || !memcmp(b, "\0MRM", 4) || !memcmp(b, "FOVb", 4)))
+        return "raw"; /* ORF, RW2, MRW, X3F */
+    if (n >= 15 && !memcmp(b, "FUJIFILMCCD-RAW", 15)) return "raw";
+    if (n >= 14 && !memcmp(b + 6, "HEAPCCDR", 8)) return "raw"; /* CRW */
     if (n >= 12 && !memcmp(b, "RIFF", 4) && !memcmp(b + 8, "WEBP", 4)) return "webp";
-    if (n >= 12 && !memcmp(b + 4, "ftyp", 4) &&
-        (!memcmp(b + 8, "heic", 4) || !memcmp(b + 8, "heix", 4) || !memcmp(b + 8, "mif1", 4) ||
-         !memcmp(b + 8, "avif", 4)))
-        return "heif";
+    if (n >= 12 && !memcmp(b + 4, "ftyp", 4)) { /* ISO media: the major brand */
+        static const char *const brands[] = {"heic", "heix", "heim", "heis", "hevc", "hevx", "mif1",
+                                             "msf1", "avif", "avis", "crx ", NULL};
+        for (int i = 0; brands[i]; i++)
+            if (!memcmp(b + 8, brands[i], 4)) return strcmp(brands[i], "crx ") ? "heif" : "raw";
+    }
     if (n >= 4 && !memcmp(b, "8BPS", 4)) return "psd";
     if (n >= 3 && b[0] == 'P' && b[1] >= '1' && b[1] <= '6' &&
         (b[2] == ' ' || b[2] == '\n' || b[2] == '\r' || b[2] == '\t'))

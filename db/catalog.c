@@ -46,7 +46,7 @@ char *db_column_strdup(sqlite3_stmt *st, int col) {
 
 /* ---- models ---------------------------------------------------------------------------- */
 
-#define MODEL_COLS "id, weights_hash, name, dim, is_default"
+#define MODEL_COLS "id, weights_hash, name, dim, is_default, decode, decode_settled"
 
 static void model_from_row(sqlite3_stmt *st, cdb_db_model *m) {
     memset(m, 0, sizeof *m);
@@ -55,6 +55,8 @@ static void model_from_row(sqlite3_stmt *st, cdb_db_model *m) {
     copy_text(m->name, sizeof m->name, sqlite3_column_text(st, 2));
     m->dim = sqlite3_column_int(st, 3);
     m->is_default = sqlite3_column_int(st, 4);
+    m->decode = sqlite3_column_int(st, 5);
+    m->decode_settled = sqlite3_column_int(st, 6);
 }
 
 /* One model row selected by sql with ?1 bound to an int64 or text. */
@@ -153,6 +155,19 @@ cdb_status cdb_db_model_set_default(cdb_db *db, int64_t model_id) {
         return rc;
     sqlite3_bind_int64(st, 1, model_id);
     return db_step_done(db->cat, st, "set default model");
+}
+
+cdb_status cdb_db_model_set_decode(cdb_db *db, int64_t model_id, int decode, int settled) {
+    sqlite3_stmt *st = NULL;
+    cdb_status rc;
+    if ((rc = db_writer(db, "set decode mode")) != CDB_OK) return rc;
+    if ((rc = db_prepare(db->cat, "UPDATE models SET decode=?2, decode_settled=?3 WHERE id=?1",
+                         &st)) != CDB_OK)
+        return rc;
+    sqlite3_bind_int64(st, 1, model_id);
+    sqlite3_bind_int(st, 2, decode);
+    sqlite3_bind_int(st, 3, settled != 0);
+    return db_step_done(db->cat, st, "set decode mode");
 }
 
 cdb_status cdb_db_model_info(cdb_db *db, int64_t model_id, char **json) {

@@ -497,6 +497,8 @@ static const char *const k_v5_columns[][3] = {
     {"files", "dev", "INTEGER"},
     {"files", "ino", "INTEGER"},
     {"files", "ctime_ns", "INTEGER"},
+    {"models", "decode", "INTEGER NOT NULL DEFAULT 0"},
+    {"models", "decode_settled", "INTEGER NOT NULL DEFAULT 1"},
 };
 
 static cdb_status add_column(cdb_db *db, const char *table, const char *col, const char *type) {

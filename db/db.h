@@ -127,6 +127,8 @@ typedef struct cdb_db_model {
     char name[128];
     int dim;
     int is_default;
+    int decode;            /* how its photos are decoded: 0 exact, 1 fast (cdb_decode_mode) */
+    int decode_settled;    /* 0: the mode changed and not every vector is made with it yet */
 } cdb_db_model;
 
 /* Get-or-create the model with this weights hash. The first model registered
@@ -142,6 +144,9 @@ cdb_status cdb_db_model_find(cdb_db *db, const char *weights_hash, cdb_db_model 
 /* The default model; CDB_NOTFOUND when no model is registered yet. */
 cdb_status cdb_db_model_default(cdb_db *db, cdb_db_model *out /* OUT */);
 cdb_status cdb_db_model_set_default(cdb_db *db, int64_t model_id);
+/* Records how the model's vector set decodes photos (0 exact, 1 fast), and whether
+** every vector of the set is made that way yet (settled). Writer only. */
+cdb_status cdb_db_model_set_decode(cdb_db *db, int64_t model_id, int decode, int settled);
 /* The model's info JSON (heap, cdb_free; NULL when none stored). */
 cdb_status cdb_db_model_info(cdb_db *db, int64_t model_id, char **json /* OUT */);
 /* Calls fn for each model in id order; fn returning nonzero stops (not an error). */

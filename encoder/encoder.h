@@ -76,10 +76,13 @@ cdb_status cdb_tok_tokenize(const cdb_tok *tok, const char *text, size_t len, in
                             int *truncated /* OUT */);
 
 /* ==== IMAGE ====================================================================
-** Decoding (stb_image, from memory) and the reference CLIP transform: resize the
-** short side with PIL's bicubic, center crop (torchvision offsets), convert to RGB,
-** scale to [0,1], normalize with mean/std. Bit-exact with PIL 9.4 + torchvision for
-** lossless inputs; what is reproduced and where we differ: docs/images.md.
+** Decoding from memory, by content (never by file name): JPEG through libjpeg-turbo
+** with PIL's settings; WebP (libwebp), TIFF (libtiff), HEIC/HEIF and AVIF (libheif),
+** camera RAW (libraw); PNG, GIF, BMP, TGA, PSD and PNM through stb_image. Then the
+** reference CLIP transform: resize the short side with PIL's bicubic, center crop
+** (torchvision offsets), convert to RGB, scale to [0,1], normalize with mean/std.
+** Bit-exact with PIL 9.4 + torchvision wherever PIL decodes the format (JPEG, PNG,
+** WebP, TIFF, ...); what is reproduced and where we differ: docs/images.md.
 ** All image functions are reentrant (no shared state). */
 
 #define CDB_IMAGE_DEFAULT_MAX_PIXELS 89478485LL /* PIL's decompression-bomb limit */
@@ -89,10 +92,27 @@ typedef enum cdb_interp {
     CDB_INTERP_BILINEAR = 1
 } cdb_interp;
 
+typedef enum cdb_decode_mode {
+    CDB_DECODE_EXACT = 0, /* full-resolution decode: PIL's pixels (the default) */
+    CDB_DECODE_FAST = 1   /* the cheapest decode that still covers target_size (below) */
+} cdb_decode_mode;
+
 typedef struct cdb_image_params {
     int64_t max_pixels; /* refuse images with more declared pixels; 0 = default; < 0 invalid */
-    int apply_exif;     /* 1: apply JPEG EXIF orientation 2-8 like PIL's ImageOps.exif_transpose
-                           (default); 0: ignore (reference parity). JPEG only. */
+    int apply_exif;     /* 1: apply the EXIF orientation 2-8 like PIL's ImageOps.exif_transpose
+                           (JPEG APP1, WebP EXIF chunk, PNG eXIf, TIFF tag 274; default);
+                           0: ignore (reference parity). HEIF's irot/imir and RAW
+                           orientation are part of those formats and always applied. */
+    /* Appended fields (zero = the previous behaviour). */
+    cdb_decode_mode decode;
+    /* CDB_DECODE_FAST: the model's input size (cdb_model_info.preprocess.size); 0 means
+    ** 224. The decoder may shrink the image while decoding as long as its short side
+    ** stays >= target_size: JPEG scales in the DCT domain by the largest s of 1/2,
+    ** 1/4, 1/8 with min(w / t, h / t) >= 1/s (integer division), as PIL's
+    ** Image.draft("RGB", (t, t)) picks it, giving PIL's draft pixels; camera RAW files without a large enough preview use
+    ** libraw's half-size demosaic; WebP, HEIF and TIFF decode at full size (their
+    ** libraries have no cheaper exact-enough path). Ignored in CDB_DECODE_EXACT. */
+    int target_size;
 } cdb_image_params;
 cdb_image_params cdb_image_params_default(void);
 
@@ -100,12 +120,25 @@ cdb_image_params cdb_image_params_default(void);
 ** conversion. Rows top to bottom, channels interleaved, after EXIF rotation. */
 typedef struct cdb_image {
     int width, height;
-    int channels;       /* 1 gray, 2 gray+alpha, 3 RGB, 4 RGBA */
-    int bits;           /* 8, or 16 (16-bit PNG, PNM gray maxval > 255): host-endian uint16_t */
+    int channels;       /* 1 gray, 2 gray+alpha, 3 RGB, 4 RGBA (or CMYK, see is_cmyk) */
+    int bits;           /* 8, or 16 (16-bit PNG/TIFF, PNM gray maxval > 255): host-endian uint16_t */
     int is_palette;     /* resize with nearest, as PIL does for modes "P" and "1": palette
-                           PNG/GIF/BMP/TGA (expanded to RGB, RGBA when the palette has
+                           PNG/GIF/BMP/TGA/TIFF (expanded to RGB, RGBA when the palette has
                            transparency) and 1-bit gray/black-and-white images */
     void *pixels;       /* width*height*channels samples of uint8_t or uint16_t */
+    /* Appended fields. */
+    int is_cmyk;        /* channels == 4 holds PIL's mode "CMYK" (0 = no ink), not RGBA: a
+                           4-component JPEG or a CMYK TIFF. cdb_image_preprocess resizes it
+                           in CMYK and converts to RGB after the crop, as PIL does. */
+    int full_width, full_height; /* the image's size at full resolution, after the
+                           orientation: width/height times the decode's reduction (equal to
+                           width/height unless scale_denom > 1). What a catalog records. */
+    int scale_denom;    /* 1; 2, 4, 8: JPEG DCT scaling (fast mode); 2: RAW half-size */
+    const char *format; /* static: "JPEG", "PNG", "GIF", "BMP", "TGA", "PSD", "PNM", "WebP",
+                           "TIFF", "HEIF", "AVIF", "RAW" */
+    const char *source; /* static: "decoded" (the file's own image), "embedded preview" or
+                           "half-size demosaic" (camera RAW), "first frame" (animated
+                           WebP/GIF...), "primary image" (HEIF/AVIF) */
 } cdb_image;
 
 /* Reads the stored width/height from the header only (no pixel decode, no EXIF
@@ -113,19 +146,29 @@ typedef struct cdb_image {
 cdb_status cdb_image_probe(const void *buf, size_t n, int *width /* OUT */,
                            int *height /* OUT */);
 
-/* Decodes buf (JPEG baseline/progressive, PNG, BMP, GIF first frame, TGA, binary
-** PNM P5/P6). p == NULL means defaults. Refuses images over max_pixels, or with a
-** side over 2^24, before decoding pixels (CDB_TOO_LARGE); unsupported data
-** (arithmetic/lossless/12-bit JPEG, RLE BMP, PBM, unknown formats) gives
-** CDB_UNSUPPORTED, corrupt or truncated data CDB_CORRUPT, with a one-line reason in
-** cdb_errmsg(). buf: not retained; at most 1 GiB. *out: NULL on error, else free
-** with cdb_image_free. */
+/* Decodes buf, its format sniffed from the content: JPEG (baseline, progressive,
+** arithmetic; gray, YCbCr/RGB, CMYK/YCCK), PNG, BMP, GIF (first frame), TGA, PSD (RGB
+** composite), binary PNM P5/P6, WebP (lossy/lossless, first frame of an animation),
+** TIFF (first page), HEIC/HEIF/AVIF (primary image), camera RAW (DNG, CR2, CR3, NEF,
+** ARW, RAF, ORF, RW2, PEF, ...: the embedded full-size JPEG preview when there is one,
+** else a half-size demosaic; cdb_image.source says which). p == NULL means defaults.
+** Refuses images over max_pixels, or with a side over 2^24, before decoding pixels
+** (CDB_TOO_LARGE); unsupported data (12-bit/lossless JPEG, RLE BMP, PBM, unknown
+** formats, a format this build has no library for: "HEIC: this clipdb was built
+** without libheif") gives CDB_UNSUPPORTED, corrupt or truncated data CDB_CORRUPT,
+** with a one-line reason in cdb_errmsg(). buf: not retained; at most 1 GiB. *out:
+** NULL on error (never a partial image), else free with cdb_image_free. */
 cdb_status cdb_image_decode(const void *buf, size_t n, const cdb_image_params *p,
                             cdb_image **out /* OUT */);
 /* Reads a regular file (CDB_NOTFOUND / CDB_IO on failure) and decodes it; errors
 ** name the path. */
 cdb_status cdb_image_load(const char *path, const cdb_image_params *p, cdb_image **out /* OUT */);
 void cdb_image_free(cdb_image *img); /* NULL is fine */
+
+/* The formats this build decodes, comma-separated ("JPEG, PNG, ..., HEIC, AVIF, RAW"),
+** and the library behind each on request (detail = 1: "JPEG (libjpeg-turbo 2.1.5), ...").
+** Static string. */
+const char *cdb_image_formats(int detail);
 
 typedef struct cdb_preprocess_params {
     int size;          /* output is size x size (model's image size) */
@@ -139,8 +182,10 @@ cdb_preprocess_params cdb_preprocess_params_default(void);
 /* The reference transform. out: caller-owned 3*size*size floats, CHW order.
 ** crop_rgb8 (optional, may be NULL): size*size*3 bytes, the uint8 RGB crop before
 ** scaling (HWC), for exact comparison with PIL. Resizes in the image's own mode
-** (gray as gray, alpha premultiplied, palette with nearest); 16-bit samples use
-** their high byte. size: 1..16384. CDB_INVALID for a malformed image or params
+** (gray as gray, alpha premultiplied, palette with nearest, CMYK as CMYK then PIL's
+** cmyk2rgb); 16-bit samples use their high byte. The resampling runs AVX2 code when
+** the CPU has it (cdb_k_cpu_isa(); CLIPDB_ISA=scalar forces the scalar reference):
+** the bytes are the same either way. size: 1..16384. CDB_INVALID for a malformed image or params
 ** (std == 0, non-finite mean/std), CDB_NOMEM. Only the crop window is computed. */
 cdb_status cdb_image_preprocess(const cdb_image *img, const cdb_preprocess_params *p,
                                 float *out /* OUT */, uint8_t *crop_rgb8 /* OUT */);

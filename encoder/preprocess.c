@@ -23,9 +23,14 @@
 **   of PIL's resampler depends only on its own coefficients, so computing the
 **   crop window alone gives the same bytes for a fraction of the work.
 ** - Crop offsets: int(round((resized - size) / 2.0)) with Python's round half to even.
-** - convert("RGB") after the crop: gray replicated, alpha dropped.
+** - convert("RGB") after the crop: gray replicated, alpha dropped, CMYK through
+**   PIL's cmyk2rgb (nk = 255 - K; each channel nk - MULDIV255(C, nk)); CMYK is
+**   resized as four plain channels (PIL premultiplies only LA and RGBA).
 ** - ToTensor + Normalize: float32 v / 255.0f, then (x - mean) / std, one float32
-**   operation at a time (no FMA contraction is possible in this expression).
+**   operation at a time (no FMA contraction is possible in this expression),
+**   tabulated per byte value (the same floats, looked up).
+** - The resampling passes and the channel split are kernels/ primitives (AVX2 when
+**   the CPU has it, else the scalar reference; identical bytes).
 **
 ** 16-bit images (PNG) are reduced to 8 bits by their high byte first: PIL does
 ** exactly that for 16-bit RGB/RGBA/LA PNGs. For 16-bit grayscale PIL instead keeps
@@ -40,8 +45,9 @@
 #include <string.h>
 
 #include "encoder/encoder.h"
+#include "kernels/kernels.h"
 
-#define PP_PRECISION_BITS (32 - 8 - 2)
+#define PP_PRECISION_BITS CDB_K_RESAMPLE_PRECISION /* 32 - 8 - 2, as PIL */
 #define PP_MAX_SIZE 16384 /* output side limit: keeps every buffer size sane */
 
 /* MULDIV255 as in PIL's ImPlatform/Convert: round(a*b/255) for 8-bit a, b. */
@@ -50,10 +56,6 @@ static inline unsigned muldiv255(unsigned a, unsigned b) {
     return ((t >> 8) + t) >> 8;
 }
 
-static inline uint8_t clip8_fixed(int ss) {
-    int v = ss >> PP_PRECISION_BITS; /* arithmetic shift, as PIL's lookup index */
-    return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
-}
 
 static double filter_bicubic(double x) {
     const double a = -0.5;
@@ -137,57 +139,26 @@ static cdb_status coeffs_make(int in_size, int out_size, int first, int count, c
     return CDB_OK;
 }
 
-/* Fixed-point dot product of n source bytes with n taps, plus the rounding bias.
-** Contiguous operands so the compiler can vectorize it (exact: integer). */
-static inline int dot_u8_i32(const uint8_t *p, const int32_t *k, int n) {
-    int ss = 1 << (PP_PRECISION_BITS - 1);
-    for (int x = 0; x < n; x++) ss += p[x] * k[x];
-    return ss;
-}
-
 /* One horizontal pass over rows [y0, y0 + n_rows) of src (sw wide, nch interleaved
 ** channels): dst gets n_rows x count pixels. Each source row is first split into
 ** channel planes (plane: nch * sw bytes of scratch) so every tap loop runs over
-** contiguous memory; the arithmetic is PIL's, only the memory order differs. */
+** contiguous memory; the arithmetic is PIL's (kernels/kernels.h, AVX2 or scalar),
+** only the memory order differs. */
 static void resample_h(const uint8_t *src, int sw, int nch, int y0, int n_rows,
-                       const pp_coeffs *c, int count, uint8_t *dst, uint8_t *scratch) {
-    uint8_t *p0 = scratch, *p1 = scratch + sw, *p2 = scratch + 2 * (size_t)sw,
-            *p3 = scratch + 3 * (size_t)sw;
+                       const pp_coeffs *c, int count, uint8_t *dst, uint8_t *scratch,
+                       int premul_rows) {
     for (int r = 0; r < n_rows; r++) {
         const uint8_t *row = src + ((size_t)(y0 + r) * sw) * nch;
-        const uint8_t *plane = scratch;
-        uint8_t *out = dst + (size_t)r * count * nch;
-        switch (nch) { /* constant channel counts keep these loops tight */
-        case 1: plane = row; break;
-        case 2:
-            for (int x = 0; x < sw; x++) {
-                p0[x] = row[2 * x];
-                p1[x] = row[2 * x + 1];
-            }
-            break;
-        case 3:
-            for (int x = 0; x < sw; x++) {
-                p0[x] = row[3 * x];
-                p1[x] = row[3 * x + 1];
-                p2[x] = row[3 * x + 2];
-            }
-            break;
-        default:
-            for (int x = 0; x < sw; x++) {
-                p0[x] = row[4 * x];
-                p1[x] = row[4 * x + 1];
-                p2[x] = row[4 * x + 2];
-                p3[x] = row[4 * x + 3];
-            }
-            break;
+        const uint8_t *plane = row;
+        if (premul_rows) { /* PIL's La/RGBa conversion, row by row on the way */
+            cdb_k_premul_deinterleave_u8(row, (size_t)sw, nch, scratch, (size_t)sw);
+            plane = scratch;
+        } else if (nch > 1) {
+            cdb_k_deinterleave_u8(row, (size_t)sw, nch, scratch, (size_t)sw);
+            plane = scratch;
         }
-        for (int i = 0; i < count; i++) {
-            const int32_t *k = c->kk + (size_t)i * c->ksize;
-            int x0 = c->bounds[2 * i], n = c->bounds[2 * i + 1];
-            for (int ch = 0; ch < nch; ch++)
-                out[(size_t)i * nch + ch] =
-                    clip8_fixed(dot_u8_i32(plane + (size_t)ch * sw + x0, k, n));
-        }
+        cdb_k_resample_h_u8(plane, (size_t)sw, nch, c->bounds, c->kk, c->ksize, count,
+                            dst + (size_t)r * count * nch);
     }
 }
 
@@ -196,18 +167,10 @@ static void resample_h(const uint8_t *src, int sw, int nch, int y0, int n_rows,
 static void resample_v(const uint8_t *src, int sw, int nch, const pp_coeffs *c, int count,
                        uint8_t *dst) {
     size_t stride = (size_t)sw * nch;
-    for (int i = 0; i < count; i++) {
-        const int32_t *k = c->kk + (size_t)i * c->ksize;
-        const uint8_t *base = src + (size_t)c->bounds[2 * i] * stride;
-        int n = c->bounds[2 * i + 1];
-        uint8_t *out = dst + (size_t)i * stride;
-        for (size_t j = 0; j < stride; j++) {
-            int ss = 1 << (PP_PRECISION_BITS - 1);
-            const uint8_t *p = base + j;
-            for (int y = 0; y < n; y++) ss += p[(size_t)y * stride] * k[y];
-            out[j] = clip8_fixed(ss);
-        }
-    }
+    for (int i = 0; i < count; i++)
+        cdb_k_resample_v_u8(src + (size_t)c->bounds[2 * i] * stride, stride,
+                            c->kk + (size_t)i * c->ksize, c->bounds[2 * i + 1], stride,
+                            dst + (size_t)i * stride);
 }
 
 /* PIL's ImagingScaleAffine for one axis: source index of each output position in
@@ -294,9 +257,13 @@ cdb_status cdb_image_preprocess(const cdb_image *img, const cdb_preprocess_param
     npix = (size_t)w * (size_t)h;
 
     /* 8-bit working copy in the image's own mode (high byte of 16-bit samples). */
-    has_alpha = (nch == 2 || nch == 4);
+    has_alpha = (nch == 2 || nch == 4) && !img->is_cmyk;
     premul = has_alpha && !img->is_palette && !(nw == w && nh == h);
-    if (img->bits == 16 || premul) {
+    /* 8-bit with a horizontal pass: premultiplied row by row inside it (no copy of
+    ** the whole image); otherwise (16-bit, or a vertical pass only) a premultiplied
+    ** 8-bit copy first. */
+    int premul_rows = premul && img->bits == 8 && nw != w;
+    if (img->bits == 16 || (premul && !premul_rows)) {
         src8 = cdb_malloc(npix * nch);
         if (!src8) {
             rc = cdb_seterr(CDB_NOMEM, "image_preprocess: out of memory (%dx%d)", w, h);
@@ -376,7 +343,7 @@ cdb_status cdb_image_preprocess(const cdb_image *img, const cdb_preprocess_param
                 goto done;
             }
             resample_h(src, w, nch, y0, y1 - y0, &ch, size, tmp,
-                       tmp + (size_t)(y1 - y0) * size * nch);
+                       tmp + (size_t)(y1 - y0) * size * nch, premul_rows);
             if (!need_v) {
                 memcpy(crop, tmp, (size_t)size * size * nch);
                 goto converted;
@@ -391,9 +358,18 @@ cdb_status cdb_image_preprocess(const cdb_image *img, const cdb_preprocess_param
     }
 
 converted:
-    /* Undo premultiplication (PIL's RGBa -> RGBA), then convert("RGB") + normalize. */
+    /* Undo premultiplication (PIL's RGBa -> RGBA), then convert("RGB") + normalize.
+    ** ToTensor + Normalize act per byte value, so each channel's 256 results are
+    ** computed once, with torch's float32 operations, and looked up. */
     {
         size_t plane = (size_t)size * size;
+        float lut[3][256];
+        for (int c = 0; c < 3; c++)
+            for (int v = 0; v < 256; v++) {
+                float x = (float)v / 255.0f;
+                x = x - p->mean[c];
+                lut[c][v] = x / p->std[c];
+            }
         for (size_t i = 0; i < plane; i++) {
             uint8_t *px = crop + i * nch;
             uint8_t rgb[3];
@@ -407,16 +383,17 @@ converted:
             }
             if (nch <= 2) {
                 rgb[0] = rgb[1] = rgb[2] = px[0];
+            } else if (img->is_cmyk) { /* PIL's cmyk2rgb */
+                unsigned nk = 255u - px[3];
+                for (int c = 0; c < 3; c++) rgb[c] = (uint8_t)(nk - muldiv255(px[c], nk));
             } else {
                 rgb[0] = px[0];
                 rgb[1] = px[1];
                 rgb[2] = px[2];
             }
-            for (int c = 0; c < 3; c++) {
-                float x = (float)rgb[c] / 255.0f;
-                x = x - p->mean[c];
-                out[c * plane + i] = x / p->std[c];
-            }
+            out[i] = lut[0][rgb[0]];
+            out[plane + i] = lut[1][rgb[1]];
+            out[2 * plane + i] = lut[2][rgb[2]];
             if (crop_rgb8) memcpy(crop_rgb8 + i * 3, rgb, 3);
         }
     }

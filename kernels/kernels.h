@@ -355,6 +355,45 @@ cdb_status cdb_k_cuda_ingest_preprocess(cdb_k_cuda_ingest *ing, const cdb_k_imag
 cdb_status cdb_k_cuda_im2col(cdb_k_backend *be, const cdb_k_buf *pixels, int n, int size,
                              int patch, cdb_k_buf *cols);
 
+/* ---- PIL 8-bit resampling (encoder/preprocess.c) ------------------------------------
+** The two passes of PIL 9.4's ImagingResample for 8-bit bands, with coefficients the
+** caller computed PIL's way (22-bit fixed point, CDB_K_RESAMPLE_PRECISION). Every
+** sum starts at the rounding bias 1 << 21 and gives clip(sum >> 22, 0, 255). Integer
+** arithmetic only: the AVX2 and scalar versions give identical bytes
+** (tests/encoder/test_resample.c). Precondition: 255 * sum |taps| fits in int32, as
+** for PIL's normalized taps (sum |k| <= ~1.3 * 2^22). Reentrant; dispatched by
+** cdb_k_cpu_isa(). */
+#define CDB_K_RESAMPLE_PRECISION 22
+
+/* Horizontal: nch channel planes (plane c at planes + c * plane_stride, contiguous
+** source pixels); for output i, bounds[2i] is the first source pixel and bounds[2i+1]
+** the tap count, kk + i*ksize the taps. out: n_out pixels of nch interleaved bytes. */
+void cdb_k_resample_h_u8(const uint8_t *planes, size_t plane_stride, int nch,
+                         const int *bounds, const int32_t *kk, int ksize, int n_out,
+                         uint8_t *out /* OUT: n_out * nch */);
+/* Vertical: out[j] = clip(bias + sum_y src[y * stride + j] * k[y]) for j < len, y < n. */
+void cdb_k_resample_v_u8(const uint8_t *src, size_t stride, const int32_t *k, int n,
+                         size_t len, uint8_t *out /* OUT: len */);
+/* Splits n_px interleaved pixels of nch (1..4) bytes into planes. */
+void cdb_k_deinterleave_u8(const uint8_t *src, size_t n_px, int nch,
+                           uint8_t *planes /* OUT: nch * plane_stride */, size_t plane_stride);
+/* The same split for gray+alpha (nch 2) or RGBA (nch 4) with the colour channels
+** premultiplied on the way, as PIL's "La"/"RGBa" conversion: MULDIV255(c, a), i.e.
+** t = c * a + 128, ((t >> 8) + t) >> 8; the alpha plane is copied. */
+void cdb_k_premul_deinterleave_u8(const uint8_t *src, size_t n_px, int nch,
+                                  uint8_t *planes /* OUT: nch * plane_stride */,
+                                  size_t plane_stride);
+/* The scalar references, for differential tests. */
+void cdb_k_premul_deinterleave_u8_scalar(const uint8_t *src, size_t n_px, int nch,
+                                         uint8_t *planes, size_t plane_stride);
+void cdb_k_resample_h_u8_scalar(const uint8_t *planes, size_t plane_stride, int nch,
+                                const int *bounds, const int32_t *kk, int ksize, int n_out,
+                                uint8_t *out);
+void cdb_k_resample_v_u8_scalar(const uint8_t *src, size_t stride, const int32_t *k, int n,
+                                size_t len, uint8_t *out);
+void cdb_k_deinterleave_u8_scalar(const uint8_t *src, size_t n_px, int nch, uint8_t *planes,
+                                  size_t plane_stride);
+
 #ifdef __cplusplus
 }
 #endif

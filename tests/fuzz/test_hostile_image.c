@@ -9,10 +9,14 @@
 **   file). Whatever the status, decoding must not allocate anywhere near that (stb
 **   inflates the whole IDAT stream into memory before looking at the size, so image.c
 **   has to bound the inflated size itself).
+** - The formats behind libwebp, libtiff and libheif: a 16384^2 WebP canvas, a
+**   100000^2 TIFF, 60000^2 HEIC/AVIF (patched ispe), tiny TIFFs declaring 25 Mpx.
 ** - Absurd chunk / segment lengths (PNG chunk length 0xFFFFFFF0, JPEG segment lengths
 **   0, 1 and past the end, an EXIF IFD with 65535 entries pointing outside) give a
 **   clean CDB_CORRUPT/UNSUPPORTED or a valid decode, never a crash.
-** - Every truncation of a small valid PNG, JPEG, GIF and BMP fails cleanly.
+** - Every truncation of a small valid PNG, JPEG (arithmetic, YCCK), GIF, BMP, PGM,
+**   WebP (lossy, animated, EXIF), TIFF (LZW, tiled, JPEG) HEIC and AVIF fails cleanly
+**   (about 2000 evenly spaced prefixes of files over 4 KiB).
 ** Each case runs in a child process, so a crash fails only that case.
 */
 #include <stdlib.h>
@@ -270,6 +274,91 @@ CDB_TEST(tiny_files_under_limit) {
     CHECK_EQ_INT(failures, 0);
 }
 
+/* The formats behind other libraries: declared-size bombs refused from the header
+** before the library allocates (WebP VP8X canvas, TIFF IFD, HEIF ispe), tiny files
+** declaring images under the limit refused as unable to hold them (TIFF), and the
+** RSS of each attempt bounded. */
+static void tiff_ifd(buf *b, uint32_t w, uint32_t h, unsigned comp, uint32_t strip_bytes) {
+    /* little-endian classic TIFF, RGB 8-bit, one strip right after the IFD */
+    static const unsigned tags[][3] = {{256, 4, 0}, {257, 4, 0}, {258, 3, 8}, {259, 3, 0},
+                                       {262, 3, 2}, {273, 4, 0}, {277, 3, 3}, {278, 4, 0},
+                                       {279, 4, 0}};
+    uint32_t n = sizeof tags / sizeof tags[0], data_off = 8 + 2 + 12 * n + 4;
+    put(b, "II*\0", 4);
+    put_le32(b, 8);
+    put_le16(b, n);
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t v = tags[i][2];
+        if (tags[i][0] == 256) v = w;
+        if (tags[i][0] == 257 || tags[i][0] == 278) v = h;
+        if (tags[i][0] == 259) v = comp;
+        if (tags[i][0] == 273) v = data_off;
+        if (tags[i][0] == 279) v = strip_bytes;
+        put_le16(b, tags[i][0]);
+        put_le16(b, tags[i][1]);
+        put_le32(b, 1);
+        if (tags[i][1] == 3) {
+            put_le16(b, v);
+            put_le16(b, 0);
+        } else {
+            put_le32(b, v);
+        }
+    }
+    put_le32(b, 0);
+    put(b, "0123456789abcdef", 16);
+}
+
+static uint8_t *read_golden(const char *name, size_t *n) {
+    char path[4096];
+    static uint8_t data[1 << 16];
+    FILE *f;
+    snprintf(path, sizeof path, "%s/tests/golden/images/%s", CDB_SOURCE_DIR, name);
+    if (!(f = fopen(path, "rb"))) return NULL;
+    *n = fread(data, 1, sizeof data, f);
+    fclose(f);
+    return data;
+}
+
+CDB_TEST(library_format_bombs) {
+    int failures = 0;
+    buf w = {0}, t = {0}, t2 = {0}, t3 = {0};
+    /* WebP: VP8X canvas 16384 x 16384 (fields hold size - 1, 24 bits each), nothing else */
+    put(&w, "RIFF", 4);
+    put_le32(&w, 4 + 8 + 10);
+    put(&w, "WEBPVP8X", 8);
+    put_le32(&w, 10);
+    put(&w, "\x02\0\0\0\xff\x3f\0\xff\x3f\0", 10); /* animation flag */
+    RUN_CASE("WebP VP8X 16384x16384", w.p, w.n, 0, -1, 8, 1);
+    w.p[24] = 0x27, w.p[25] = 0x23, w.p[27] = 0x27, w.p[28] = 0x23; /* 9000 x 9000 */
+    RUN_CASE("WebP VP8X 9000x9000 without frames", w.p, w.n, 0, -1, 64, 5);
+    /* a build without libtiff refuses TIFF by name instead */
+    int tiff = strstr(cdb_image_formats(0), "TIFF") != NULL;
+    tiff_ifd(&t, 100000, 100000, 1, 16);
+    RUN_CASE("TIFF 100000x100000", t.p, t.n, 0, tiff ? CDB_TOO_LARGE : CDB_UNSUPPORTED, 8, 1);
+    tiff_ifd(&t2, 5000, 5000, 1, 5000 * 5000 * 3);
+    RUN_CASE("TIFF 5000x5000 uncompressed in 150 bytes", t2.p, t2.n, 0,
+             tiff ? CDB_CORRUPT : CDB_UNSUPPORTED, 64, 5);
+    tiff_ifd(&t3, 5000, 5000, 8, 16); /* deflate */
+    RUN_CASE("TIFF 5000x5000 deflate in 150 bytes", t3.p, t3.n, 0,
+             tiff ? CDB_CORRUPT : CDB_UNSUPPORTED, 64, 5);
+    /* HEIF / AVIF: the primary image's ispe box patched to 60000 x 60000 */
+    for (int k = 0; k < 2; k++) {
+        size_t n = 0;
+        uint8_t *d = read_golden(k ? "avif_o1_120x90.avif" : "heic_o1_120x90.heic", &n);
+        int patched = 0;
+        if (!d) continue;
+        for (size_t i = 4; i + 20 <= n; i++)
+            if (!memcmp(d + i, "ispe", 4)) {
+                memcpy(d + i + 8, "\0\0\xea\x60\0\0\xea\x60", 8);
+                patched++;
+            }
+        CHECK_MSG(patched > 0, "no ispe box found");
+        RUN_CASE(k ? "AVIF ispe 60000x60000" : "HEIC ispe 60000x60000", d, n, 0, -1, 16, 5);
+    }
+    free(w.p), free(t.p), free(t2.p), free(t3.p);
+    CHECK_EQ_INT(failures, 0);
+}
+
 CDB_TEST(zlib_bomb) {
     int failures = 0;
     buf png = {0};
@@ -331,13 +420,13 @@ CDB_TEST(absurd_lengths) {
 
 typedef struct trunc_arg {
     const uint8_t *p;
-    size_t n;
+    size_t n, step; /* every step-th prefix length (1: all) */
 } trunc_arg;
 
 static int run_truncations(void *arg) {
     const trunc_arg *t = arg;
     int bad = 0;
-    for (size_t len = 0; len < t->n; len++) {
+    for (size_t len = 0; len < t->n; len += t->step) {
         cdb_image *img = NULL;
         uint8_t *copy = malloc(len ? len : 1); /* exact-size heap copy: ASan sees overreads */
         cdb_status rc;
@@ -356,7 +445,12 @@ static int run_truncations(void *arg) {
 
 CDB_TEST(truncations) {
     static const char *const files[] = {"bw_45x37.png", "exif_o6_96x64.jpg", "pal_75x55.gif",
-                                        "bw_37x29.bmp", "gray_40x30_max100.pgm"};
+                                        "bw_37x29.bmp", "gray_40x30_max100.pgm",
+                                        "jpeg_arith_prog_203x157.jpg", "jpeg_ycck_120x90.jpg",
+                                        "webp_lossy_150x110.webp", "webp_anim_80x60.webp",
+                                        "webp_exif6_96x64.webp", "tiff_lzw_130x90.tif",
+                                        "tiff_tiled_130x90.tif", "tiff_jpeg_130x90.tif",
+                                        "heic_o6_120x90.heic", "avif_o1_alpha_64x48.avif"};
     int failures = 0, found = 0;
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         char path[4096];
@@ -367,6 +461,7 @@ CDB_TEST(truncations) {
         if (!(f = fopen(path, "rb"))) continue;
         t.n = fread(data, 1, sizeof data, f);
         t.p = data;
+        t.step = t.n <= 4096 ? 1 : t.n / 2048; /* about 2000 prefixes of the big ones */
         fclose(f);
         found++;
         if (hostile_in_child(files[i], run_truncations, &t)) failures++;
@@ -383,6 +478,7 @@ CDB_TEST(saved_fuzz_findings) {
         {"slow_tga_rle_91_bytes_26482x101", -1},
         {"jpeg_scan_uses_undefined_huffman_table", CDB_CORRUPT},
         {"png_declared_pixels_overflow_int64", CDB_TOO_LARGE},
+        {"avif_ispe_disagrees_with_bitstream", CDB_CORRUPT},
     };
     int failures = 0, found = 0;
     for (size_t i = 0; i < sizeof finds / sizeof finds[0]; i++) {
@@ -398,6 +494,8 @@ CDB_TEST(saved_fuzz_findings) {
         c.n = fread(data, 1, sizeof data, f);
         c.p = data;
         c.want = finds[i].want;
+        if (!strncmp(c.name, "avif", 4) && !strstr(cdb_image_formats(0), "AVIF"))
+            c.want = CDB_UNSUPPORTED; /* a build without libheif */
         c.max_rss_mb = 256;
         c.max_seconds = 20;
         fclose(f);
@@ -405,9 +503,9 @@ CDB_TEST(saved_fuzz_findings) {
         if (hostile_in_child(c.name, run_decode, &c)) failures++;
     }
     if (!found) CDB_SKIP("tests/fuzz/crashes/fuzz_image not present");
-    CHECK_EQ_INT(found, 3);
+    CHECK_EQ_INT(found, 4);
     CHECK_EQ_INT(failures, 0);
 }
 
-CDB_TEST_MAIN(declared_size_bombs, tiny_files_under_limit, zlib_bomb, absurd_lengths, truncations,
-              saved_fuzz_findings)
+CDB_TEST_MAIN(declared_size_bombs, tiny_files_under_limit, library_format_bombs, zlib_bomb,
+              absurd_lengths, truncations, saved_fuzz_findings)

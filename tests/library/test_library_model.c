@@ -586,7 +586,11 @@ static int cmd_root_away(model *m, char *log, size_t size) {
     root_t *r = NULL;
     for (int tries = 0; tries < 10 && !r; tries++) {
         root_t *x = m->n_roots ? &m->r[pick(m, m->n_roots)] : NULL;
-        if (x && !x->is_file && access(x->path, F_OK) == 0 && strcmp(strrchr(x->path, '/'), "/lib"))
+        int recorded = 0; /* `move` checks that some recorded file is at the new place */
+        for (int i = 0; x && i < m->n_files; i++)
+            recorded |= m->f[i].content >= 0 && !m->f[i].dirty && within(m->f[i].path, x->path);
+        if (x && recorded && !x->is_file && access(x->path, F_OK) == 0 &&
+            strcmp(strrchr(x->path, '/'), "/lib"))
             r = x;
     }
     if (!r) return 0;

@@ -1,0 +1,164 @@
+/*
+** image_heif.c: HEIC/HEIF and AVIF through libheif 1.15 (Debian's libheif1, with
+** libde265 for HEVC and dav1d/aom for AV1 decoding). The primary image is decoded
+** with libheif's defaults: its YCbCr -> RGB conversion (the colour profile's matrix,
+** nclx when present), its irot/imir transformations applied, an alpha plane kept
+** (RGBA) when the image has one; HDR (10/12-bit) images come out as 8-bit
+** (convert_hdr_to_8bit). PIL 9.4 cannot open these formats, so libheif itself is
+** the reference (heif-convert gives the same pixels; tests/reference).
+**
+** Fast mode: libheif has no reduced decode; its cheapest equivalent is the
+** file's own thumbnail image (iPhones store a 320x240 one) when that thumbnail's
+** short side is at least target_size, otherwise the full decode.
+**
+** Safety: the primary image's size is checked against max_pixels before decoding,
+** and libheif's own maximum image side is set; errors come back as values (no
+** longjmp, no global handler). Reentrant: one heif_context per call.
+*/
+#include <string.h>
+
+#include "encoder/image_int.h"
+
+#if CDB_HAVE_HEIF
+#include <libheif/heif.h>
+
+static cdb_status heif_fail(const char *fmt, struct heif_error e, const char *what) {
+    cdb_status rc = e.code == heif_error_Memory_allocation_error ? CDB_NOMEM
+                    : e.code == heif_error_Unsupported_feature ||
+                              e.code == heif_error_Unsupported_filetype ||
+                              (e.code == heif_error_Decoder_plugin_error &&
+                               e.subcode == heif_suberror_Unsupported_codec)
+                        ? CDB_UNSUPPORTED
+                        : CDB_CORRUPT;
+    return cdb_seterr(rc, "%s: %s (%s)", fmt, what, e.message ? e.message : "libheif error");
+}
+
+static cdb_status open_ctx(const uint8_t *b, size_t n, const char *fmt, struct heif_context **ctx,
+                           struct heif_image_handle **h) {
+    struct heif_error e;
+    *h = NULL;
+    if (!(*ctx = heif_context_alloc())) return cdb_seterr(CDB_NOMEM, "%s: out of memory", fmt);
+    heif_context_set_maximum_image_size_limit(*ctx, IMG_MAX_SIDE);
+    e = heif_context_read_from_memory_without_copy(*ctx, b, n, NULL);
+    if (e.code != heif_error_Ok) return heif_fail(fmt, e, "cannot read the file");
+    e = heif_context_get_primary_image_handle(*ctx, h);
+    if (e.code != heif_error_Ok) return heif_fail(fmt, e, "no primary image");
+    return CDB_OK;
+}
+
+cdb_status cdb_img_heif_probe(const uint8_t *b, size_t n, img_fmt f, int *w, int *h) {
+    struct heif_context *ctx = NULL;
+    struct heif_image_handle *hd = NULL;
+    cdb_status rc = open_ctx(b, n, cdb_img_fmt_name(f), &ctx, &hd);
+    if (rc == CDB_OK) {
+        *w = heif_image_handle_get_width(hd);
+        *h = heif_image_handle_get_height(hd);
+    }
+    heif_image_handle_release(hd);
+    heif_context_free(ctx);
+    return rc;
+}
+
+/* The first thumbnail whose short side covers t, or NULL. */
+static struct heif_image_handle *pick_thumb(struct heif_image_handle *h, int t) {
+    heif_item_id ids[8];
+    int k = heif_image_handle_get_list_of_thumbnail_IDs(h, ids, 8);
+    for (int i = 0; i < k; i++) {
+        struct heif_image_handle *th = NULL;
+        if (heif_image_handle_get_thumbnail(h, ids[i], &th).code != heif_error_Ok) continue;
+        int tw = heif_image_handle_get_width(th), tt = heif_image_handle_get_height(th);
+        if ((tw < tt ? tw : tt) >= t) return th;
+        heif_image_handle_release(th);
+    }
+    return NULL;
+}
+
+cdb_status cdb_img_heif_decode(const uint8_t *b, size_t n, img_fmt f, const img_opts *o,
+                               cdb_image **out) {
+    const char *fmt = cdb_img_fmt_name(f);
+    struct heif_context *ctx = NULL;
+    struct heif_image_handle *hd = NULL, *use = NULL;
+    struct heif_image *im = NULL;
+    struct heif_decoding_options *dopt = NULL;
+    struct heif_error e;
+    cdb_image *img = NULL;
+    cdb_status rc;
+    int w, h, alpha, ch, stride = 0, fw, fh;
+    const uint8_t *plane;
+
+    *out = NULL;
+    if ((rc = open_ctx(b, n, fmt, &ctx, &hd)) != CDB_OK) goto done;
+    fw = heif_image_handle_get_width(hd);
+    fh = heif_image_handle_get_height(hd);
+    if ((rc = cdb_img_check_size(fmt, fw, fh, o->max_pixels)) != CDB_OK) goto done;
+    use = hd;
+    if (o->fast) {
+        struct heif_image_handle *th = pick_thumb(hd, o->target_size);
+        if (th) use = th;
+    }
+    alpha = heif_image_handle_has_alpha_channel(use);
+    ch = alpha ? 4 : 3;
+    if (!(dopt = heif_decoding_options_alloc())) {
+        rc = cdb_seterr(CDB_NOMEM, "%s: out of memory", fmt);
+        goto done;
+    }
+    dopt->convert_hdr_to_8bit = 1;
+    e = heif_decode_image(use, &im, heif_colorspace_RGB,
+                          alpha ? heif_chroma_interleaved_RGBA : heif_chroma_interleaved_RGB, dopt);
+    if (e.code != heif_error_Ok) {
+        rc = heif_fail(fmt, e, "cannot decode the image");
+        goto done;
+    }
+    w = heif_image_get_width(im, heif_channel_interleaved);
+    h = heif_image_get_height(im, heif_channel_interleaved);
+    plane = heif_image_get_plane_readonly(im, heif_channel_interleaved, &stride);
+    if (!plane || w <= 0 || h <= 0 || stride < w * ch ||
+        heif_image_get_bits_per_pixel_range(im, heif_channel_interleaved) != 8) {
+        rc = cdb_seterr(CDB_CORRUPT, "%s: decoder returned no 8-bit RGB image", fmt);
+        goto done;
+    }
+    if ((rc = cdb_img_check_size(fmt, w, h, o->max_pixels)) != CDB_OK) goto done;
+    if (use == hd && (w != fw || h != fh)) {
+        /* libheif does not compare the coded image with the ispe box (found by
+        ** fuzz_image: ispe 4107x12 around a 16x12 AV1 frame) */
+        rc = cdb_seterr(CDB_CORRUPT, "%s: the image decodes to %dx%d but its header says %dx%d",
+                        fmt, w, h, fw, fh);
+        goto done;
+    }
+    if ((rc = cdb_img_new(w, h, ch, 8, fmt, &img)) != CDB_OK) goto done;
+    for (int y = 0; y < h; y++)
+        memcpy((uint8_t *)img->pixels + (size_t)y * w * ch, plane + (size_t)y * stride,
+               (size_t)w * ch);
+    img->source = use == hd ? "primary image" : "thumbnail";
+    img->full_width = fw;
+    img->full_height = fh;
+    if (use != hd) img->scale_denom = fw / (w > 0 ? w : 1) > 0 ? fw / w : 1;
+done:
+    heif_decoding_options_free(dopt);
+    heif_image_release(im);
+    if (use && use != hd) heif_image_handle_release(use);
+    heif_image_handle_release(hd);
+    heif_context_free(ctx);
+    if (rc != CDB_OK) {
+        cdb_image_free(img);
+        return rc;
+    }
+    *out = img;
+    return CDB_OK;
+}
+
+#else /* !CDB_HAVE_HEIF */
+
+cdb_status cdb_img_heif_probe(const uint8_t *b, size_t n, img_fmt f, int *w, int *h) {
+    (void)b, (void)n, (void)w, (void)h;
+    return cdb_seterr(CDB_UNSUPPORTED, "%s: this clipdb was built without libheif",
+                      cdb_img_fmt_name(f));
+}
+cdb_status cdb_img_heif_decode(const uint8_t *b, size_t n, img_fmt f, const img_opts *o,
+                               cdb_image **out) {
+    (void)b, (void)n, (void)o;
+    *out = NULL;
+    return cdb_seterr(CDB_UNSUPPORTED, "%s: this clipdb was built without libheif",
+                      cdb_img_fmt_name(f));
+}
+#endif

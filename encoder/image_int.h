@@ -1,0 +1,140 @@
+/*
+** image_int.h: private interface of the encoder's IMAGE section, between image.c
+** (sniffing, the declared-size checks, EXIF orientation, the public API) and one
+** file per decoder family:
+**
+**   image_jpeg.c   JPEG through libjpeg-turbo with PIL 9.4's decoder settings
+**   image_stb.c    PNG, GIF, BMP, TGA, PSD, PNM through stb_image (header scans
+**                  and payload bounds in image_scan.c)
+**   image_webp.c   WebP (libwebp)            image_tiff.c   TIFF (libtiff)
+**   image_heif.c   HEIC/HEIF/AVIF (libheif)  image_raw.c    camera RAW (libraw)
+**
+** Contract every decoder keeps: the size comes from the header and is checked with
+** cdb_img_check_size() before any pixel buffer exists; on error nothing is left
+** allocated and *out stays NULL; errors are one line naming the format. A format
+** the build lacks is still sniffed, and refused with "<FMT>: this clipdb was built
+** without <lib>" (CDB_UNSUPPORTED).
+** Not installed; only encoder/image*.c include it.
+*/
+#ifndef CDB_ENCODER_IMAGE_INT_H
+#define CDB_ENCODER_IMAGE_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "encoder/encoder.h"
+
+#define IMG_MAX_FILE_BYTES ((int64_t)1 << 30) /* stb takes an int length */
+#define IMG_MAX_SIDE (1 << 24)                  /* stb's STBI_MAX_DIMENSIONS */
+
+typedef enum img_fmt {
+    FMT_UNKNOWN = 0,
+    FMT_JPEG,
+    FMT_PNG,
+    FMT_GIF,
+    FMT_BMP,
+    FMT_PNM,
+    FMT_TGA,
+    FMT_PSD,
+    FMT_WEBP,
+    FMT_TIFF,
+    FMT_HEIF, /* HEIC and other HEIF brands */
+    FMT_AVIF,
+    FMT_RAW   /* camera RAW in its own container (CR3, RAF, ORF, RW2...); TIFF-based RAW
+                 files (DNG, CR2, NEF, ARW) are told apart from plain TIFF in image.c */
+} img_fmt;
+
+/* Static name of a format, as errors and cdb_image.format spell it. */
+const char *cdb_img_fmt_name(img_fmt f);
+
+/* What image.c hands every decoder. */
+typedef struct img_opts {
+    int64_t max_pixels; /* > 0 */
+    int apply_exif;
+    int fast;           /* cdb_image_params.decode == CDB_DECODE_FAST */
+    int target_size;    /* fast mode: the short side is never reduced below this */
+} img_opts;
+
+/* Saturating w*h against max_pixels and the 2^24 side limit: CDB_TOO_LARGE with a
+** message naming fmt, else CDB_OK. Every decoder calls it on the header's size. */
+cdb_status cdb_img_check_size(const char *fmt, int64_t w, int64_t h, int64_t max_pixels);
+
+/* A zeroed cdb_image with pixels of w*h*channels*(bits/8) bytes (cdb_malloc), format
+** and source filled in; CDB_NOMEM leaves *out NULL. */
+cdb_status cdb_img_new(int w, int h, int channels, int bits, const char *format,
+                       cdb_image **out /* OUT */);
+
+/* EXIF orientation (1-8; 1 when absent or malformed) from a TIFF-structured block
+** (what follows "Exif\0\0" in a JPEG APP1, a WebP EXIF chunk, a PNG eXIf chunk). */
+int cdb_img_exif_orientation(const uint8_t *tiff, size_t n);
+
+/* ImageOps.exif_transpose for orientation o (2-8; others are a no-op): replaces
+** img's pixels; full_width/full_height follow the swap. CDB_NOMEM keeps img as it was. */
+cdb_status cdb_img_orient(cdb_image *img, int o);
+
+/* ---- JPEG (image_jpeg.c) -------------------------------------------------------- */
+
+/* Header facts the JPEG pre-scan finds (markers only, no entropy decoding). */
+typedef struct img_jpeg_hdr {
+    int64_t w, h;
+    int comps;
+    int orientation;       /* from the first Exif APP1, 1 when none */
+    int64_t min_bits;      /* entropy-coded bits any valid file of this frame holds */
+    int progressive;       /* SOF2 (or SOF10) */
+} img_jpeg_hdr;
+
+/* Walks the markers up to the first scan: refuses what libjpeg-turbo 2.1 cannot
+** decode (lossless, hierarchical, 12-bit) with a precise reason, checks segment
+** lengths and Huffman tables, reads the size and the EXIF orientation. */
+cdb_status cdb_img_jpeg_scan(const uint8_t *b, size_t n, img_jpeg_hdr *h /* OUT */);
+cdb_status cdb_img_jpeg_decode(const uint8_t *b, size_t n, const img_opts *o,
+                               cdb_image **out /* OUT */);
+
+/* ---- stb formats (image_scan.c + image_stb.c) ------------------------------------- */
+
+/* What the format headers say beyond stb's (w, h, comp). */
+typedef struct img_info {
+    img_fmt fmt;
+    int want_channels; /* channels to ask stb for (0 = stb's own) */
+    int is_palette;    /* resize with nearest (PIL "P" or "1") */
+    int64_t decl_w, decl_h; /* size the header declares */
+    int pnm_maxval;    /* PNM only */
+    size_t pnm_data;   /* offset of the first sample */
+    int gif_trans;     /* GIF transparent index, -1 none */
+    uint8_t gif_rgb[3];/* its colour */
+    int png_depth, png_ctype, png_interlace, png_cgbi; /* IHDR; CgBI: Apple's raw deflate */
+    int64_t gif_frame_px;   /* first frame's pixels, -1: no frame found */
+    int64_t gif_lzw_bytes;  /* its LZW sub-block payload, as far as the file goes */
+    int orientation;        /* PNG eXIf orientation, 1 when none */
+    int psd_channels, psd_depth, psd_rle; /* PSD header */
+    size_t psd_data;        /* PSD: offset of the image data after the compression word */
+} img_info;
+
+/* Header scan of a PNG/GIF/BMP/PNM/TGA/PSD file (ii->fmt set by the caller): the
+** declared size, PIL's mode, and the checks that guard stb 2.27's known defects. */
+cdb_status cdb_img_stb_scan(const uint8_t *b, size_t n, img_info *ii /* IN/OUT */);
+/* Refuses a file too small to hold the image it declares (stb allocates it whole
+** and fills what is missing). Runs after the size check. */
+cdb_status cdb_img_stb_payload_check(const uint8_t *b, size_t n, const img_info *ii);
+/* Decodes with stb (the scans above already ran) into PIL's mode. */
+cdb_status cdb_img_stb_decode(const uint8_t *b, size_t n, const img_info *ii, const img_opts *o,
+                              cdb_image **out /* OUT */);
+
+/* ---- other libraries ----------------------------------------------------------------
+** Each probe reads the header only (the stored size, before any orientation);
+** each decode does the size check first. */
+cdb_status cdb_img_webp_probe(const uint8_t *b, size_t n, int *w, int *h);
+cdb_status cdb_img_webp_decode(const uint8_t *b, size_t n, const img_opts *o, cdb_image **out);
+cdb_status cdb_img_tiff_probe(const uint8_t *b, size_t n, int *w, int *h);
+cdb_status cdb_img_tiff_decode(const uint8_t *b, size_t n, const img_opts *o, cdb_image **out);
+cdb_status cdb_img_heif_probe(const uint8_t *b, size_t n, img_fmt f, int *w, int *h);
+cdb_status cdb_img_heif_decode(const uint8_t *b, size_t n, img_fmt f, const img_opts *o,
+                               cdb_image **out);
+cdb_status cdb_img_raw_probe(const uint8_t *b, size_t n, int *w, int *h);
+cdb_status cdb_img_raw_decode(const uint8_t *b, size_t n, const img_opts *o, cdb_image **out);
+/* 1 when the TIFF-structured file is a camera RAW (DNG/CR2/NEF/ARW/...) that libraw
+** should open rather than libtiff: a DNGVersion tag, a CR2 signature, or a maker
+** name libraw knows in IFD0 with no usable strip/tile image of its own. */
+int cdb_img_tiff_is_raw(const uint8_t *b, size_t n);
+
+#endif

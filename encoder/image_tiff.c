@@ -1,0 +1,412 @@
+/*
+** image_tiff.c: TIFF (first page) through libtiff 4.5 (Debian's libtiff6, the
+** library Debian 12's PIL 9.4 decodes compressed TIFFs with), unpacked into the mode
+** PIL's TiffImagePlugin gives the file, so the pixels are PIL's:
+**
+**   gray 1-bit -> "1" (nearest resize); 2/4/8-bit -> L (2/4-bit scaled by 85/17,
+**   MINISWHITE inverted); 16-bit gray kept 16-bit (the high byte is used, see
+**   docs/images.md); RGB 8-bit -> RGB; 16-bit RGB -> RGB from the high byte (PIL's
+**   "RGB;16B/N" unpackers); RGB + unassociated alpha -> RGBA; + associated alpha
+**   -> RGBA un-premultiplied as PIL's "RGBa" unpacker; + unspecified extra sample ->
+**   RGB (PIL's "RGBX": the fourth byte never reaches convert("RGB")); palette 1-8 bit
+**   -> P (colormap >> 8); CMYK 8-bit (SEPARATED) -> CMYK; YCbCr: JPEG-compressed
+**   read with JPEGCOLORMODE_RGB (libjpeg converts, as in PIL), others through
+**   TIFFReadRGBAImage as PIL's _decodeAsRGBA does. Strips or tiles, contiguous or
+**   separate planes. Other layouts (float, 32-bit, Lab...) are CDB_UNSUPPORTED.
+**   The Orientation tag (274) is always applied, once: PIL 9.4 applies it itself when
+**   it loads a TIFF (TiffImageFile.load_end), so the reference pipeline sees the
+**   rotated picture (ImageOps.exif_transpose would then rotate it a second time, a
+**   PIL bug clipdb does not copy).
+**
+** Safety: libtiff reports through per-handle handlers (TIFFOpenOptions, 4.5), never
+** a global one, and its single allocations are capped; the size is checked against
+** max_pixels, and the file size against the data it must hold (uncompressed: all
+** of it; compressed: 1/4096 of it), before any pixel buffer exists. Reentrant.
+*/
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "encoder/image_int.h"
+
+static uint32_t rd32(const uint8_t *p, int le) {
+    return le ? (uint32_t)p[3] << 24 | (uint32_t)p[2] << 16 | (uint32_t)p[1] << 8 | p[0]
+              : (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+static unsigned rd16(const uint8_t *p, int le) {
+    return le ? (unsigned)p[1] << 8 | p[0] : (unsigned)p[0] << 8 | p[1];
+}
+
+/* IFD0 of a classic TIFF: a DNGVersion tag, CR2's "CR" signature, or a camera make
+** with SubIFDs (NEF, ARW, PEF, SRW...) or a CFA photometric mark a camera RAW file. */
+int cdb_img_tiff_is_raw(const uint8_t *b, size_t n) {
+    int le = b[0] == 'I', make = 0, subifd = 0, cfa = 0;
+    uint32_t ifd;
+    unsigned count;
+    if (n < 16 || rd16(b + 2, le) != 42) return 0;
+    if (n >= 10 && b[8] == 'C' && b[9] == 'R') return 1; /* CR2 */
+    ifd = rd32(b + 4, le);
+    if (ifd < 8 || ifd > n - 2) return 0;
+    count = rd16(b + ifd, le);
+    for (unsigned i = 0; i < count; i++) {
+        size_t e = (size_t)ifd + 2 + (size_t)i * 12;
+        unsigned tag;
+        if (e + 12 > n) break;
+        tag = rd16(b + e, le);
+        if (tag == 50706) return 1; /* DNGVersion */
+        if (tag == 0x010F) make = 1;
+        if (tag == 0x014A) subifd = 1;
+        if (tag == 0x0106) {
+            unsigned v = rd16(b + e + 8, le);
+            if (v == 32803 || v == 34892) cfa = 1; /* CFA, LinearRaw */
+        }
+    }
+    return make && (subifd || cfa);
+}
+
+#if CDB_HAVE_TIFF
+#include <tiffio.h>
+
+typedef struct tmem {
+    const uint8_t *b;
+    toff_t n, pos;
+    char err[256];
+} tmem;
+
+static tsize_t m_read(thandle_t h, tdata_t d, tsize_t k) {
+    tmem *m = (tmem *)h;
+    toff_t left = m->pos < m->n ? m->n - m->pos : 0;
+    if (k < 0) return -1;
+    if ((toff_t)k > left) k = (tsize_t)left;
+    memcpy(d, m->b + m->pos, (size_t)k);
+    m->pos += (toff_t)k;
+    return k;
+}
+static tsize_t m_write(thandle_t h, tdata_t d, tsize_t k) { (void)h, (void)d, (void)k; return -1; }
+static toff_t m_seek(thandle_t h, toff_t off, int whence) {
+    tmem *m = (tmem *)h;
+    toff_t base = whence == SEEK_SET ? 0 : whence == SEEK_CUR ? m->pos : m->n;
+    if (off > (toff_t)1 << 62) return (toff_t)-1;
+    m->pos = base + off;
+    return m->pos;
+}
+static int m_close(thandle_t h) { (void)h; return 0; }
+static toff_t m_size(thandle_t h) { return ((tmem *)h)->n; }
+static int m_map(thandle_t h, tdata_t *base, toff_t *size) {
+    tmem *m = (tmem *)h;
+    *base = (tdata_t)m->b;
+    *size = m->n;
+    return 1;
+}
+static void m_unmap(thandle_t h, tdata_t base, toff_t size) { (void)h, (void)base, (void)size; }
+
+static int on_error(TIFF *t, void *ud, const char *module, const char *fmt, va_list ap) {
+    tmem *m = ud;
+    (void)t;
+    if (!m->err[0]) {
+        int k = snprintf(m->err, sizeof m->err, "%s: ", module ? module : "libtiff");
+        if (k > 0 && (size_t)k < sizeof m->err) vsnprintf(m->err + k, sizeof m->err - k, fmt, ap);
+    }
+    return 1;
+}
+static int on_warning(TIFF *t, void *ud, const char *module, const char *fmt, va_list ap) {
+    (void)t, (void)ud, (void)module, (void)fmt, (void)ap;
+    return 1;
+}
+
+static TIFF *open_mem(tmem *m, const uint8_t *b, size_t n, int64_t max_alloc) {
+    TIFFOpenOptions *op = TIFFOpenOptionsAlloc();
+    TIFF *t;
+    memset(m, 0, sizeof *m);
+    m->b = b;
+    m->n = n;
+    if (!op) return NULL;
+    TIFFOpenOptionsSetErrorHandlerExtR(op, on_error, m);
+    TIFFOpenOptionsSetWarningHandlerExtR(op, on_warning, m);
+    TIFFOpenOptionsSetMaxSingleMemAlloc(op, (tmsize_t)max_alloc);
+    /* "m": no memory-mapping of our own buffer beyond what m_map gives; "h": header only */
+    t = TIFFClientOpenExt("tiff", "rm", (thandle_t)m, m_read, m_write, m_seek, m_close, m_size,
+                          m_map, m_unmap, op);
+    TIFFOpenOptionsFree(op);
+    return t;
+}
+
+static cdb_status tiff_fail(const tmem *m, cdb_status rc, const char *what) {
+    return cdb_seterr(rc, "TIFF: %s%s%s", what, m->err[0] ? " (" : "", m->err[0] ? m->err : "");
+}
+
+cdb_status cdb_img_tiff_probe(const uint8_t *b, size_t n, int *w, int *h) {
+    tmem m;
+    uint32_t tw = 0, th = 0;
+    TIFF *t = open_mem(&m, b, n, (int64_t)64 << 20);
+    if (!t) return tiff_fail(&m, CDB_CORRUPT, "cannot read the header");
+    TIFFGetField(t, TIFFTAG_IMAGEWIDTH, &tw);
+    TIFFGetField(t, TIFFTAG_IMAGELENGTH, &th);
+    TIFFClose(t);
+    if (tw == 0 || th == 0 || tw > (1u << 30) || th > (1u << 30))
+        return cdb_seterr(CDB_CORRUPT, "TIFF: invalid size %ux%u", tw, th);
+    *w = (int)tw;
+    *h = (int)th;
+    return CDB_OK;
+}
+
+/* Reads every row of every plane into buf (planes x h x row_bytes, packed as stored). */
+static cdb_status read_raw(TIFF *t, const tmem *m, uint32_t w, uint32_t h, int planes,
+                           size_t row_bytes, uint8_t *buf) {
+    uint8_t *tmp = NULL;
+    cdb_status rc = CDB_OK;
+    if (TIFFIsTiled(t)) {
+        uint32_t tw = 0, th = 0;
+        tmsize_t ts = TIFFTileSize(t), trow = TIFFTileRowSize(t);
+        TIFFGetField(t, TIFFTAG_TILEWIDTH, &tw);
+        TIFFGetField(t, TIFFTAG_TILELENGTH, &th);
+        if (tw == 0 || th == 0 || ts <= 0 || trow <= 0)
+            return tiff_fail(m, CDB_CORRUPT, "bad tile layout");
+        if (!(tmp = cdb_malloc((size_t)ts))) return cdb_seterr(CDB_NOMEM, "TIFF: out of memory");
+        for (int p = 0; p < planes; p++)
+            for (uint32_t y = 0; y < h; y += th)
+                for (uint32_t x = 0; x < w; x += tw) {
+                    /* tile widths are multiples of 16: x starts on a byte boundary */
+                    size_t xoff = (size_t)((uint64_t)x * row_bytes / w), ncopy;
+                    if (TIFFReadTile(t, tmp, x, y, 0, (uint16_t)p) < 0) {
+                        rc = tiff_fail(m, CDB_CORRUPT, "cannot read a tile");
+                        goto done;
+                    }
+                    ncopy = x + tw >= w ? row_bytes - xoff : (size_t)trow;
+                    if (ncopy > (size_t)trow) ncopy = (size_t)trow;
+                    for (uint32_t r = 0; r < th && y + r < h; r++)
+                        memcpy(buf + ((size_t)p * h + y + r) * row_bytes + xoff,
+                               tmp + (size_t)r * (size_t)trow, ncopy);
+                }
+    } else {
+        uint32_t rps = 0;
+        tmsize_t ss = TIFFStripSize(t);
+        TIFFGetFieldDefaulted(t, TIFFTAG_ROWSPERSTRIP, &rps);
+        if (rps == 0 || rps > h) rps = h;
+        if (ss <= 0) return tiff_fail(m, CDB_CORRUPT, "bad strip layout");
+        if (!(tmp = cdb_malloc((size_t)ss))) return cdb_seterr(CDB_NOMEM, "TIFF: out of memory");
+        for (int p = 0; p < planes; p++)
+            for (uint32_t y = 0; y < h; y += rps) {
+                uint32_t rows = h - y < rps ? h - y : rps;
+                tmsize_t got = TIFFReadEncodedStrip(t, TIFFComputeStrip(t, y, (uint16_t)p), tmp,
+                                                    (tmsize_t)(rows * row_bytes));
+                if (got < (tmsize_t)(rows * row_bytes)) {
+                    rc = tiff_fail(m, CDB_CORRUPT, "cannot read a strip (corrupt or truncated)");
+                    goto done;
+                }
+                memcpy(buf + ((size_t)p * h + y) * row_bytes, tmp, (size_t)rows * row_bytes);
+            }
+    }
+done:
+    cdb_free(tmp);
+    return rc;
+}
+
+static unsigned sample(const uint8_t *row, uint32_t i, int bits) {
+    switch (bits) {
+    case 8: return row[i];
+    case 16: return (unsigned)row[2 * i] | (unsigned)row[2 * i + 1] << 8; /* host order */
+    default: {
+        uint32_t bit = i * (uint32_t)bits;
+        return (row[bit >> 3] >> (8 - bits - (bit & 7))) & ((1u << bits) - 1);
+    }
+    }
+}
+
+/* PIL's decode through TIFFRGBAImage (YCbCr without JPEG): ABGR words, oriented top-left. */
+static cdb_status decode_rgba(TIFF *t, const tmem *m, uint32_t w, uint32_t h, cdb_image **out) {
+    cdb_image *img = NULL;
+    uint32_t *rgba = NULL;
+    cdb_status rc;
+    if ((rc = cdb_img_new((int)w, (int)h, 3, 8, "TIFF", &img)) != CDB_OK) return rc;
+    if (!(rgba = cdb_malloc((size_t)w * h * 4))) {
+        cdb_image_free(img);
+        return cdb_seterr(CDB_NOMEM, "TIFF: out of memory");
+    }
+    if (!TIFFReadRGBAImageOriented(t, w, h, rgba, ORIENTATION_TOPLEFT, 0)) {
+        cdb_free(rgba);
+        cdb_image_free(img);
+        return tiff_fail(m, CDB_CORRUPT, "cannot decode the image");
+    }
+    for (size_t i = 0; i < (size_t)w * h; i++) {
+        uint8_t *d = (uint8_t *)img->pixels + 3 * i;
+        d[0] = (uint8_t)TIFFGetR(rgba[i]);
+        d[1] = (uint8_t)TIFFGetG(rgba[i]);
+        d[2] = (uint8_t)TIFFGetB(rgba[i]);
+    }
+    cdb_free(rgba);
+    *out = img;
+    return CDB_OK;
+}
+
+cdb_status cdb_img_tiff_decode(const uint8_t *b, size_t n, const img_opts *o, cdb_image **out) {
+    tmem m;
+    TIFF *t;
+    uint32_t w = 0, h = 0;
+    uint16_t bits = 1, spp = 1, photo = 0, planar = PLANARCONFIG_CONTIG, fmt = SAMPLEFORMAT_UINT;
+    uint16_t comp = COMPRESSION_NONE, orient = ORIENTATION_TOPLEFT, nextra = 0, *extra = NULL;
+    uint16_t *cmap[3] = {NULL, NULL, NULL}, inkset = INKSET_CMYK;
+    cdb_image *img = NULL;
+    uint8_t *raw = NULL;
+    cdb_status rc = CDB_OK;
+    int planes, out_ch, alpha_kind = 0; /* 1 unassociated, 2 associated */
+    size_t row_bytes;
+    int64_t max_alloc = o->max_pixels * 8 < ((int64_t)1 << 30) ? o->max_pixels * 8 : (int64_t)1 << 30;
+
+    *out = NULL;
+    if (!(t = open_mem(&m, b, n, max_alloc + (64 << 20))))
+        return tiff_fail(&m, CDB_CORRUPT, "cannot read the header");
+    TIFFGetField(t, TIFFTAG_IMAGEWIDTH, &w);
+    TIFFGetField(t, TIFFTAG_IMAGELENGTH, &h);
+    if ((rc = cdb_img_check_size("TIFF", w, h, o->max_pixels)) != CDB_OK) goto done;
+    TIFFGetFieldDefaulted(t, TIFFTAG_BITSPERSAMPLE, &bits);
+    TIFFGetFieldDefaulted(t, TIFFTAG_SAMPLESPERPIXEL, &spp);
+    TIFFGetFieldDefaulted(t, TIFFTAG_PLANARCONFIG, &planar);
+    TIFFGetFieldDefaulted(t, TIFFTAG_SAMPLEFORMAT, &fmt);
+    TIFFGetFieldDefaulted(t, TIFFTAG_ORIENTATION, &orient);
+    TIFFGetFieldDefaulted(t, TIFFTAG_EXTRASAMPLES, &nextra, &extra);
+    TIFFGetField(t, TIFFTAG_COMPRESSION, &comp);
+    if (!TIFFGetField(t, TIFFTAG_PHOTOMETRIC, &photo)) {
+        rc = cdb_seterr(CDB_CORRUPT, "TIFF: no PhotometricInterpretation tag");
+        goto done;
+    }
+    if (photo == PHOTOMETRIC_YCBCR) {
+        if (comp == COMPRESSION_JPEG && planar == PLANARCONFIG_CONTIG) {
+            TIFFSetField(t, TIFFTAG_JPEGCOLORMODE, JPEGCOLORMODE_RGB); /* as PIL */
+            photo = PHOTOMETRIC_RGB;
+        } else {
+            rc = decode_rgba(t, &m, w, h, &img);
+            goto oriented;
+        }
+    }
+    if (fmt != SAMPLEFORMAT_UINT || (bits != 1 && bits != 2 && bits != 4 && bits != 8 &&
+                                      bits != 16) ||
+        spp < 1 || spp > 4) {
+        rc = cdb_seterr(CDB_UNSUPPORTED, "TIFF: %u samples of %u bits (format %u) are not "
+                        "supported", spp, bits, fmt);
+        goto done;
+    }
+    if (nextra >= 1 && extra) alpha_kind = extra[0] == EXTRASAMPLE_UNASSALPHA ? 1
+                                         : extra[0] == EXTRASAMPLE_ASSOCALPHA ? 2 : 0;
+    switch (photo) {
+    case PHOTOMETRIC_MINISBLACK: case PHOTOMETRIC_MINISWHITE:
+        out_ch = spp >= 2 && alpha_kind ? 2 : 1;
+        break;
+    case PHOTOMETRIC_RGB:
+        if (spp < 3 || bits < 8) goto unsupported;
+        out_ch = spp >= 4 && alpha_kind ? 4 : 3;
+        break;
+    case PHOTOMETRIC_PALETTE:
+        if (spp != 1 || bits > 8 || !TIFFGetField(t, TIFFTAG_COLORMAP, &cmap[0], &cmap[1], &cmap[2]))
+            goto unsupported;
+        out_ch = 3;
+        break;
+    case PHOTOMETRIC_SEPARATED:
+        TIFFGetFieldDefaulted(t, TIFFTAG_INKSET, &inkset);
+        if (spp != 4 || bits != 8 || inkset != INKSET_CMYK) goto unsupported;
+        out_ch = 4;
+        break;
+    default:
+    unsupported:
+        rc = cdb_seterr(CDB_UNSUPPORTED, "TIFF: photometric %u with %u samples of %u bits is not "
+                        "supported", photo, spp, bits);
+        goto done;
+    }
+    planes = planar == PLANARCONFIG_SEPARATE ? spp : 1;
+    row_bytes = (size_t)TIFFScanlineSize64(t);
+    if (row_bytes == 0 ||
+        row_bytes < ((size_t)w * bits * (planes > 1 ? 1 : spp) + 7) / 8) {
+        rc = tiff_fail(&m, CDB_CORRUPT, "bad scanline size");
+        goto done;
+    }
+    /* A small file cannot hold a big image: uncompressed data must be there, and no
+    ** TIFF codec expands more than 4096x (deflate ~1032x, LZW < 3641x, PackBits
+    ** 64x) except the bilevel fax codes, whose 1-bit images are small anyway. */
+    {
+        uint64_t need = (uint64_t)planes * h * row_bytes;
+        if (comp == COMPRESSION_NONE ? need > n : bits > 1 && need / 4096 > n) {
+            rc = cdb_seterr(CDB_CORRUPT, "TIFF: %zu bytes cannot hold %ux%u x %u samples of %u "
+                            "bits (truncated or a bomb?)", n, w, h, spp, bits);
+            goto done;
+        }
+    }
+    if (!(raw = cdb_malloc((size_t)planes * h * row_bytes))) {
+        rc = cdb_seterr(CDB_NOMEM, "TIFF: out of memory for %ux%u", w, h);
+        goto done;
+    }
+    if ((rc = read_raw(t, &m, w, h, planes, row_bytes, raw)) != CDB_OK) goto done;
+    if ((rc = cdb_img_new((int)w, (int)h, out_ch,
+                          bits == 16 && photo != PHOTOMETRIC_RGB && out_ch == 1 ? 16 : 8, "TIFF",
+                          &img)) != CDB_OK)
+        goto done;
+    img->is_cmyk = photo == PHOTOMETRIC_SEPARATED;
+    img->is_palette = photo == PHOTOMETRIC_PALETTE || (bits == 1 && out_ch == 1);
+    for (uint32_t y = 0; y < h; y++)
+        for (uint32_t x = 0; x < w; x++) {
+            unsigned v[4] = {0, 0, 0, 0};
+            for (int c = 0; c < spp && c < 4; c++) {
+                const uint8_t *row = raw + ((size_t)(planes > 1 ? c : 0) * h + y) * row_bytes;
+                v[c] = sample(row, planes > 1 ? x : x * spp + (uint32_t)c, bits);
+            }
+            if (img->bits == 16) { /* 16-bit gray (PIL "I;16") */
+                uint16_t g = (uint16_t)v[0];
+                if (photo == PHOTOMETRIC_MINISWHITE) g = (uint16_t)(65535 - g);
+                ((uint16_t *)img->pixels)[(size_t)y * w + x] = g;
+                continue;
+            }
+            if (bits == 16) /* PIL's 16-bit unpackers keep the high byte */
+                for (int c = 0; c < 4; c++) v[c] >>= 8;
+            uint8_t *d = (uint8_t *)img->pixels + ((size_t)y * w + x) * out_ch;
+            switch (photo) {
+            case PHOTOMETRIC_PALETTE:
+                for (int c = 0; c < 3; c++) d[c] = (uint8_t)(cmap[c][v[0]] >> 8);
+                break;
+            case PHOTOMETRIC_MINISBLACK: case PHOTOMETRIC_MINISWHITE: {
+                unsigned g = bits == 1 ? v[0] * 255 : bits == 2 ? v[0] * 85 : bits == 4 ? v[0] * 17
+                                                                                         : v[0];
+                if (photo == PHOTOMETRIC_MINISWHITE) g = 255 - g;
+                d[0] = (uint8_t)g;
+                if (out_ch == 2) d[1] = (uint8_t)(bits == 8 || bits == 16 ? v[1] : v[1] * 255);
+                break;
+            }
+            default:
+                for (int c = 0; c < out_ch; c++) d[c] = (uint8_t)v[c];
+                if (out_ch == 4 && alpha_kind == 2) { /* PIL's "RGBa" unpacker */
+                    unsigned a = d[3];
+                    for (int c = 0; c < 3; c++) {
+                        unsigned q = a == 0 ? 0 : a == 255 ? d[c] : d[c] * 255u / a;
+                        d[c] = (uint8_t)(q > 255 ? 255 : q);
+                    }
+                }
+                break;
+            }
+        }
+oriented:
+    if (rc == CDB_OK && orient >= 2 && orient <= 8)
+        rc = cdb_img_orient(img, orient);
+done:
+    TIFFClose(t);
+    cdb_free(raw);
+    if (rc != CDB_OK) {
+        cdb_image_free(img);
+        return rc;
+    }
+    *out = img;
+    return CDB_OK;
+}
+
+#else /* !CDB_HAVE_TIFF */
+
+static cdb_status missing(void) {
+    return cdb_seterr(CDB_UNSUPPORTED, "TIFF: this clipdb was built without libtiff");
+}
+cdb_status cdb_img_tiff_probe(const uint8_t *b, size_t n, int *w, int *h) {
+    (void)b, (void)n, (void)w, (void)h;
+    return missing();
+}
+cdb_status cdb_img_tiff_decode(const uint8_t *b, size_t n, const img_opts *o, cdb_image **out) {
+    (void)b, (void)n, (void)o;
+    *out = NULL;
+    return missing();
+}
+#endif

@@ -1,0 +1,81 @@
+/*
+** test_photos.c (optional): clipdb's crops of the real-photo set against PIL's, byte
+** for byte. The photos (<build>/photos/list.txt, from bench/fetch_photos) and PIL's
+** crops (<build>/photos/pil_crops/, written by bench/pil_photos.py: PIL 9.4 +
+** torchvision's Resize(224, BICUBIC) + CenterCrop(224) + convert("RGB"); for JPEGs
+** also after Image.draft) are made by running bench_photos once; without them this
+** test is skipped (exit 77). EXIF is not applied (OpenAI's transform does not).
+*/
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cdb_test.h"
+#include "encoder/encoder.h"
+
+#define DIR CDB_BINARY_DIR "/photos"
+#define SZ 224
+
+static unsigned char *slurp(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    unsigned char *b = NULL;
+    long len;
+    *n = 0;
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    if (len > 0 && (b = malloc((size_t)len)) && fread(b, 1, (size_t)len, f) == (size_t)len)
+        *n = (size_t)len;
+    fclose(f);
+    if (!*n) free(b), b = NULL;
+    return b;
+}
+
+static void compare(cdb_test_ctx *cdb_t_, int fast) {
+    FILE *f = fopen(DIR "/list.txt", "r");
+    char line[1200], ref[1300];
+    int idx = 0, compared = 0, differ = 0;
+    float *px;
+    uint8_t *crop;
+    cdb_preprocess_params pp = cdb_preprocess_params_default();
+    if (!f) CDB_SKIP("no %s/list.txt: run bench_photos once to fetch the photos", DIR);
+    px = malloc(sizeof(float) * 3 * SZ * SZ);
+    crop = malloc(3 * SZ * SZ);
+    while (fgets(line, sizeof line, f)) {
+        size_t n, nr;
+        unsigned char *b, *r;
+        cdb_image *img = NULL;
+        cdb_image_params ip = cdb_image_params_default();
+        line[strcspn(line, "\n")] = 0;
+        snprintf(ref, sizeof ref, DIR "/pil_crops/%d%s.rgb", idx++, fast ? ".fast" : "");
+        if (!(r = slurp(ref, &nr))) continue; /* fast: PNGs have no draft crop */
+        b = slurp(line, &n);
+        CHECK_MSG(b != NULL, "cannot read %s", line);
+        ip.apply_exif = 0;
+        if (fast) ip.decode = CDB_DECODE_FAST, ip.target_size = SZ;
+        CHECK_MSG(cdb_image_decode(b, n, &ip, &img) == CDB_OK, "%s: %s", line, cdb_errmsg());
+        CHECK_OK(cdb_image_preprocess(img, &pp, px, crop));
+        compared++;
+        if (nr != 3 * SZ * SZ || memcmp(crop, r, nr)) {
+            int md = 0;
+            for (size_t k = 0; k < nr && k < 3 * SZ * SZ; k++)
+                if (abs(crop[k] - r[k]) > md) md = abs(crop[k] - r[k]);
+            fprintf(stderr, "    %s: differs from PIL (max %d)\n", line, md);
+            differ++;
+        }
+        cdb_image_free(img);
+        free(b), free(r);
+    }
+    fclose(f);
+    free(px), free(crop);
+    if (!compared) CDB_SKIP("no PIL crops in %s/pil_crops: run bench_photos once", DIR);
+    fprintf(stderr, "    %d photos compared (%s), %d differ\n", compared, fast ? "fast" : "exact",
+            differ);
+    CHECK_EQ_INT(differ, 0);
+}
+
+CDB_TEST(photos_exact_equal_pil) { compare(cdb_t_, 0); }
+CDB_TEST(photos_fast_equal_pil_draft) { compare(cdb_t_, 1); }
+
+CDB_TEST_MAIN(photos_exact_equal_pil, photos_fast_equal_pil_draft)
