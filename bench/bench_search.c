@@ -129,6 +129,10 @@ static int make_db(const char *dir, const char *model, int64_t n, const char *fi
             if (stat(full, &st) != 0) goto done;
             meta.size = (int64_t)st.st_size;
             meta.mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+            /* the identity an ingest records (schema 5): unchanged means unchanged */
+            meta.ctime_ns = (int64_t)st.st_ctim.tv_sec * 1000000000LL + st.st_ctim.tv_nsec;
+            meta.dev = (uint64_t)st.st_dev;
+            meta.ino = (uint64_t)st.st_ino;
         }
         for (int d = 0; d < dm.dim; d++) v[d] = (float)rnd_normal();
         if (cdb_db_batch_put(b, root, rel, &meta, v, dm.dim) != CDB_OK) goto done;

@@ -251,9 +251,9 @@ int cli_cmd_forget(int argc, char **argv) {
         }
         files += k;
         if (!cli_quiet())
-            printf("Forgot %s (%s): %s file%s and their vectors\n", r->path,
+            printf("Forgot %s (%s): %s file%s and %s\n", r->path,
                    r->kind == CDB_DB_ROOT_FILE ? "file" : "folder", cli_fmt_count(k, b[0], 32),
-                   k == 1 ? "" : "s");
+                   k == 1 ? "" : "s", k == 1 ? "its vectors" : "their vectors");
     }
     if ((st = cdb_db_compact(db, &freed)) != CDB_OK) {
         rc = cli_error_status(st, "forgotten, but the space could not be given back");
@@ -262,7 +262,7 @@ int cli_cmd_forget(int argc, char **argv) {
     rc = refresh_all_indexes(db);
     if (!cli_quiet() && n > 1)
         printf("%d folders, %s files in all\n", n, cli_fmt_count(files, b[0], 32));
-    if (!cli_quiet()) printf("Freed %s\n", cli_fmt_bytes(freed, b[1], 32));
+    if (!cli_quiet() && freed > 0) printf("Freed %s\n", cli_fmt_bytes(freed, b[1], 32));
 done:
     free(idx);
     free(path);
@@ -370,8 +370,9 @@ int cli_cmd_move(int argc, char **argv) {
             printf(" (%s not found there: the next reindex marks them deleted)",
                    cli_fmt_count(there.live - there.present, b[1], 32));
         printf("\n");
-        cli_hint("run 'clipdb reindex': it checks the moved files (reading them, not "
-                 "encoding them again)");
+        fflush(stdout);
+        cli_hint("the next 'clipdb reindex' checks the moved files (reading what changed, "
+                 "encoding nothing again)");
     }
     rc = CLI_EXIT_OK;
 done:

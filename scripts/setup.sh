@@ -143,7 +143,7 @@ if ! cmake --build "$BUILD_DIR" -j "$JOBS" >"$BUILD_DIR/build.log" 2>&1; then
 fi
 
 case "$mode" in
-  build) say "built: $BUILD_DIR/clipdb" ;;
+  build) say "built: $BUILD_DIR/clipdb"; exit 0 ;;
   demo) exec "$BUILD_DIR/clipdb" demo "${@:2}" ;;
   test) ;;
   *) say "unknown mode '$mode' (build|demo|test|deps)"; exit 2 ;;

@@ -83,6 +83,20 @@ static void make_template(void) {
     if (cdb_db_batch_delete(b, ids[0]) || cdb_db_batch_move(b, ids[1], "moved/img_1.jpg", &meta))
         die("delete/move");
     if (cdb_db_batch_commit(b, NULL)) die("commit 2");
+    /* the library model's rows (schema 5): a file root, a retry, a walk problem */
+    int64_t file_root = 0;
+    if (cdb_db_root_create(db, "/single.jpg", CDB_DB_ROOT_FILE, 0, &file_root) ||
+        cdb_db_root_set_scan(db, root, 42, "ok") || cdb_db_root_set_options(db, root2, 1, 1))
+        die("roots");
+    for (int k = 0; k < DIM; k++) v[k] = 0.5f + (float)k;
+    memset(&meta, 0, sizeof meta);
+    meta.size = 9, meta.dev = 1, meta.ino = 2, meta.ctime_ns = 3;
+    if (cdb_db_batch_put(b, file_root, "", &meta, v, DIM) ||
+        cdb_db_batch_put_retry(b, root2, "locked.jpg", &meta, "cannot open: Permission denied") ||
+        cdb_db_batch_commit(b, NULL))
+        die("commit 3");
+    cdb_db_walk_problem wp = {0, "dir/locked", "cannot open folder (Permission denied)", 0};
+    if (cdb_db_walk_problems_set(db, root, NULL, &wp, 1)) die("walk problems");
     cdb_db_batch_free(b);
     if (cdb_db_run_finish(db, run, "ok", "{\"added\": 5}")) die("run finish");
     cdb_db_close(db);
@@ -125,8 +139,26 @@ static int on_model(const cdb_db_model *m, void *ud) {
     return 0;
 }
 static int on_root(const cdb_db_root *r, void *ud) {
-    (void)ud;
+    cdb_db *db = ud;
+    cdb_db_root info;
+    cdb_db_root_counts rc;
+    int64_t live;
     FUZZ_CHECK(r->path != NULL, "root without a path");
+    if (r->status) (void)strlen(r->status);
+    if (db && cdb_db_root_info(db, r->id, &info) == CDB_OK) {
+        FUZZ_CHECK(info.path != NULL && !strcmp(info.path, r->path), "root info differs");
+        cdb_db_root_clear(&info);
+    }
+    if (db) {
+        (void)cdb_db_root_get_counts(db, r->id, 0, &rc);
+        (void)cdb_db_root_count_live(db, r->id, &live);
+    }
+    return 0;
+}
+static int on_walk_problem(const cdb_db_walk_problem *p, void *ud) {
+    (void)ud;
+    FUZZ_CHECK(p->relpath && p->reason, "walk problem without text");
+    (void)strlen(p->relpath), (void)strlen(p->reason);
     return 0;
 }
 static int on_file(const cdb_db_file *f, void *ud) {
@@ -167,7 +199,8 @@ static void read_all(cdb_db *db) {
 
     (void)cdb_db_get_counts(db, 0, &counts);
     (void)cdb_db_models_foreach(db, on_model, NULL);
-    (void)cdb_db_roots_foreach(db, on_root, NULL);
+    (void)cdb_db_roots_foreach(db, on_root, db);
+    (void)cdb_db_walk_problems_foreach(db, 0, on_walk_problem, NULL);
     (void)cdb_db_files_foreach(db, 0, CDB_DB_MASK_ALL, on_file, fids);
     (void)cdb_db_runs_foreach(db, 0, on_run, NULL);
     (void)cdb_db_generation(db, &gen);

@@ -18,8 +18,18 @@
 **   one_photo_through_two_links       two links to one photo, then its folder
 **                                     ingested: one vector at every moment
 **   export_names_with_newlines        paths.txt keeps one line per row
+**   deep_problems_are_repaired        bytes changed behind the stat, swapped vectors:
+**                                     verify --deep names them, reindex --repair fixes
 */
+#include <sqlite3.h>
+
 #include "lib_util.h"
+
+static int count_lines(const char *out, const char *needle) {
+    int n = 0;
+    for (const char *p = out; (p = strstr(p, needle)); p++) n++;
+    return n;
+}
 
 static int exact(const char *db, int want) {
     lu_export e;
@@ -268,6 +278,53 @@ CDB_TEST(export_names_with_newlines) {
     free(z);
 }
 
+/* One SQL statement on a database file, straight through SQLite (damage behind
+** clipdb's back). */
+static int sql(const char *file, const char *stmt) {
+    sqlite3 *c = NULL;
+    int rc = sqlite3_open(file, &c);
+    if (rc == SQLITE_OK) rc = sqlite3_exec(c, stmt, NULL, NULL, NULL);
+    if (rc != SQLITE_OK) fprintf(stderr, "    sql %s: %s\n", stmt, c ? sqlite3_errmsg(c) : "?");
+    sqlite3_close(c);
+    return rc;
+}
+
+CDB_TEST(deep_problems_are_repaired) {
+    char lib[700], db[700], cat[800], shard[800];
+    cli_run_result r;
+    LU_NEED_SETUP();
+    lu_path(lib, sizeof lib, "repair/lib");
+    lu_path(db, sizeof db, "repair/db");
+    CHECK_EQ_INT(lu_generate(lib, 71, 0, 6), 0);
+    CHECK_EQ_INT(lu_init(db), 0);
+    CHECK_EQ_INT(lu_expect((const char *[]){"ingest", "--db", db, lib, "--quiet", NULL}, 0, NULL), 0);
+    snprintf(cat, sizeof cat, "%s/catalog.db", db);
+    snprintf(shard, sizeof shard, "%s/shards/0001.db", db);
+    /* file 2's bytes "changed" without its stat showing it; files 3 and 4 hold each
+    ** other's vectors (both still unit vectors: only re-encoding can tell) */
+    CHECK_EQ_INT(sql(cat, "UPDATE files SET hash=randomblob(16) WHERE id=2"), SQLITE_OK);
+    CHECK_EQ_INT(sql(shard, "UPDATE vectors SET file_id=-3 WHERE file_id=3;"
+                            "UPDATE vectors SET file_id=3 WHERE file_id=4;"
+                            "UPDATE vectors SET file_id=4 WHERE file_id=-3"),
+                 SQLITE_OK);
+    CHECK_EQ_INT(lu_expect((const char *[]){"verify", "--db", db, NULL}, 0, NULL), 0); /* blind */
+    CHECK_EQ_INT(lu_expect((const char *[]){"verify", "--db", db, "--deep", "--sample", "1", NULL}, 1,
+                           &r),
+                 1);
+    CHECK_MSG(strstr(r.out, "file-changed") && count_lines(r.out, "vector-mismatch") == 2,
+              "%s", r.out);
+    cli_run_free(&r);
+    CHECK_EQ_INT(lu_expect((const char *[]){"reindex", "--db", db, "--repair", "--sample", "1", NULL},
+                           0, &r),
+                 0);
+    CHECK_MSG(strstr(r.out, "3 problems found"), "%s", r.out);
+    cli_run_free(&r);
+    CHECK_EQ_INT(lu_expect((const char *[]){"verify", "--db", db, "--deep", "--sample", "1", NULL}, 0,
+                           NULL),
+                 0);
+    CHECK_EQ_INT(exact(db, 6), 0);
+}
+
 int main(int argc, char **argv) {
     static const cdb_test_entry tests[] = {
         {"copies_made_before_a_drive_goes", copies_made_before_a_drive_goes},
@@ -277,6 +334,7 @@ int main(int argc, char **argv) {
         {"unreadable_photo_keeps_its_vector", unreadable_photo_keeps_its_vector},
         {"one_photo_through_two_links", one_photo_through_two_links},
         {"export_names_with_newlines", export_names_with_newlines},
+        {"deep_problems_are_repaired", deep_problems_are_repaired},
     };
     int rc = cdb_test_run_(tests, (int)(sizeof tests / sizeof tests[0]), argc, argv);
     if (lu_tmp[0] && rc == 0 && !getenv("CLIPDB_KEEP_TMP")) lu_rm_rf(lu_tmp);

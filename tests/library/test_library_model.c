@@ -24,9 +24,10 @@
 **   - every file in scope that is not stale is exported;
 **   - two such files found by `search --image` first; every few steps `verify
 **     --deep --sample 0.3` exits 0.
-** CLIPDB_LIBRARY_STEPS (default 70) and CLIPDB_LIBRARY_SEED choose the history; a
-** failure prints the seed and step to replay it (with CLIPDB_KEEP_TMP=1 the files
-** stay). Every history that ever failed is replayed first (k_regressions).
+** --steps N / --seed S (or CLIPDB_LIBRARY_STEPS, default 70, bounded to 45 s in CI,
+** and CLIPDB_LIBRARY_SEED, default the time) choose the history; a failure prints the
+** seed and step to replay it (with CLIPDB_KEEP_TMP=1 the files stay). Every history
+** that ever failed is replayed first (k_regressions).
 */
 #include <signal.h>
 #include <sys/wait.h>
@@ -717,6 +718,18 @@ int main(int argc, char **argv) {
         {"regressions", regressions},
         {"random_history", random_history},
     };
+    /* --seed S --steps N: the same as CLIPDB_LIBRARY_SEED / CLIPDB_LIBRARY_STEPS */
+    int n = 1;
+    for (int i = 1; i < argc; i++) {
+        if ((!strcmp(argv[i], "--seed") || !strcmp(argv[i], "--steps")) && i + 1 < argc) {
+            setenv(strcmp(argv[i], "--seed") ? "CLIPDB_LIBRARY_STEPS" : "CLIPDB_LIBRARY_SEED",
+                   argv[i + 1], 1);
+            i++;
+        } else {
+            argv[n++] = argv[i];
+        }
+    }
+    argc = n;
     int rc = cdb_test_run_(tests, (int)(sizeof tests / sizeof tests[0]), argc, argv);
     if (lu_tmp[0] && rc == 0 && !getenv("CLIPDB_KEEP_TMP")) lu_rm_rf(lu_tmp);
     return rc;
