@@ -181,6 +181,16 @@ done:
 
 /* ---- forget ------------------------------------------------------------------------------ */
 
+/* forget and move: the writer handle, the default model, the roots. */
+static int open_library(cli_args *a, cdb_db **db, cdb_db_model *dm, cli_library *lib) {
+    cdb_status st;
+    int rc = cli_open_db(cli_get(a, "db"), 1, cli_has(a, "wait") > 0, db);
+    if (rc != CLI_EXIT_OK) return rc;
+    if ((st = cdb_db_model_default(*db, dm)) != CDB_OK || (st = cli_library_load(*db, lib)) != CDB_OK)
+        return cli_error_status(st, "cannot read the database");
+    return CLI_EXIT_OK;
+}
+
 typedef struct model_list {
     cdb_db_model m[CDB_DB_MAX_MODELS];
     int n;
@@ -231,12 +241,7 @@ int cli_cmd_forget(int argc, char **argv) {
         rc = cli_error(strerror(errno), "cannot forget %s", a.pos[0]);
         goto done;
     }
-    if ((rc = cli_open_db(cli_get(&a, "db"), 1, cli_has(&a, "wait") > 0, &db)) != CLI_EXIT_OK)
-        goto done;
-    if ((st = cdb_db_model_default(db, &dm)) != CDB_OK || (st = cli_library_load(db, &lib)) != CDB_OK) {
-        rc = cli_error_status(st, "cannot read the database");
-        goto done;
-    }
+    if ((rc = open_library(&a, &db, &dm, &lib)) != CLI_EXIT_OK) goto done;
     if (!(idx = calloc((size_t)(lib.n ? lib.n : 1), sizeof *idx))) {
         rc = cli_error("out of memory", "cannot forget %s", path);
         goto done;
@@ -314,12 +319,7 @@ int cli_cmd_move(int argc, char **argv) {
         rc = cli_error(strerror(errno), "cannot move %s", a.pos[0]);
         goto done;
     }
-    if ((rc = cli_open_db(cli_get(&a, "db"), 1, cli_has(&a, "wait") > 0, &db)) != CLI_EXIT_OK)
-        goto done;
-    if ((st = cdb_db_model_default(db, &dm)) != CDB_OK || (st = cli_library_load(db, &lib)) != CDB_OK) {
-        rc = cli_error_status(st, "cannot read the database");
-        goto done;
-    }
+    if ((rc = open_library(&a, &db, &dm, &lib)) != CLI_EXIT_OK) goto done;
     idx = calloc((size_t)(lib.n ? lib.n : 1), sizeof *idx);
     dest = calloc((size_t)(lib.n ? lib.n : 1), sizeof *dest);
     if (!idx || !dest) {

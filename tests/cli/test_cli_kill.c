@@ -183,7 +183,7 @@ static int read_state(const char *db, dbstate *s) {
         f->path = malloc((size_t)nr + (size_t)nl + 2);
         memcpy(f->path, root, (size_t)nr);
         f->path[nr] = '/';
-        memcpy(f->path + nr + 1, rel, (size_t)nl);
+        if (nl) memcpy(f->path + nr + 1, rel, (size_t)nl); /* a file root's file: "" (NULL blob) */
         f->path[nr + 1 + nl] = '\0';
         if (f->state == 1) s->n_pending++;
     }

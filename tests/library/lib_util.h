@@ -105,10 +105,26 @@ static inline int lu_copy(const char *from, const char *to) {
     return rc;
 }
 
-/* Runs clipdb; the exit code. r is freed unless keep (then the caller frees it). */
+/* Runs clipdb (env: extra "NAME=value", NULL-terminated, may be NULL); the exit code;
+** *out (may be NULL: freed here) gets the output. When env preloads the fault shim
+** into a sanitized clipdb, ASan must not insist on coming first in the library list. */
 static inline int lu_run_env(const char *const *args, const char *const *env, cli_run_result *out) {
     cli_run_result r;
-    int rc = cli_run_in(NULL, args, env, &r);
+    const char *e[32];
+    static char asan[1024];
+    int n = 0, preload = 0;
+    for (int i = 0; env && env[i] && n < 28; i++) {
+        e[n++] = env[i];
+        preload |= !strncmp(env[i], "LD_PRELOAD=", 11);
+    }
+    if (preload) {
+        const char *cur = getenv("ASAN_OPTIONS");
+        snprintf(asan, sizeof asan, "ASAN_OPTIONS=%s%sverify_asan_link_order=0", cur ? cur : "",
+                 cur && *cur ? ":" : "");
+        e[n++] = asan;
+    }
+    e[n] = NULL;
+    int rc = cli_run_in(NULL, args, e, &r);
     if (out) *out = r;
     else cli_run_free(&r);
     return rc;
