@@ -1,16 +1,17 @@
 /*
 ** test_tokenizer.c: the CLIP BPE tokenizer (encoder/tokenizer.c, text_clean.c).
 **
-** - tok_golden: every case of ../shared/golden/tokenizer_golden.json (computed by
-**   OpenAI CLIP's own tokenizer with ftfy 6.3.1; see that folder's README) must
-**   match: cleaned text, BPE pieces, raw ids, the 77 ids, eot index, truncation.
+** - tok_golden: every case of tests/golden/tokenizer/tokenizer_golden.json
+**   (computed by OpenAI CLIP's own tokenizer with ftfy 6.3.1; see
+**   tests/golden/README.md) must match: cleaned text, BPE pieces, raw ids, the 77
+**   ids, eot index, truncation. The file is committed: a missing copy fails.
 ** - Edge cases: empty text, invalid UTF-8, 1 MB inputs (time and memory bounded),
 **   special tokens inside text and their case-insensitivity, short contexts,
 **   the Hugging Face vocab.json + merges.txt layout (a tiny vocabulary written
 **   here), and errors for missing or corrupt vocabulary files.
 ** Expected ids not in the golden file are taken from it (e.g. "a</w>" = 320) or
 ** from CLIP's published layout (49406/49407, 49408 tokens), never from the code.
-** Tests that need ../shared or the standard vocabulary skip when it is absent.
+** The standard vocabulary is committed (data/); ../shared's copy is preferred when present.
 */
 #include <pthread.h>
 #include <stdio.h>
@@ -80,7 +81,7 @@ static cdb_tok *std_tok(void) {
 
 #define NEED_TOK(t)                                                                        \
     cdb_tok *t = std_tok();                                                                \
-    if (!t) CDB_SKIP("standard vocabulary not found (../shared/data or data/ in the repo)")
+    CHECK_MSG(t, "the standard vocabulary is committed as data/bpe_simple_vocab_16e6.txt.gz")
 
 static size_t unhex(const char *hex, char *out) {
     size_t n = strlen(hex) / 2;
@@ -95,13 +96,9 @@ static size_t unhex(const char *hex, char *out) {
 /* ---- golden ------------------------------------------------------------------ */
 
 CDB_TEST(tok_golden) {
-    const char *shared = cdb_test_shared_dir();
     char path[8192];
-    if (!shared) CDB_SKIP("../shared is absent: no golden file");
-    snprintf(path, sizeof path, "%s/golden/tokenizer_golden.json", shared);
-    FILE *probe = fopen(path, "rb");
-    if (!probe) CDB_SKIP("%s is absent", path);
-    fclose(probe);
+    snprintf(path, sizeof path, "%s/tests/golden/tokenizer/tokenizer_golden.json",
+             CDB_SOURCE_DIR);
     NEED_TOK(tok);
     json_error_t jerr;
     json_t *root = json_load_file(path, JSON_ALLOW_NUL, &jerr);
