@@ -67,7 +67,7 @@ static float fold_lanes(const float acc[8]) {
     return sqrtf(((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])));
 }
 
-float db_f16_norm(const uint16_t *v, int dim) {
+static float f16_norm(const uint16_t *v, int dim) {
     float tmp[CHUNK], acc[8] = {0};
     for (int i = 0; i < dim; i += CHUNK) {
         int n = dim - i < CHUNK ? dim - i : CHUNK;
@@ -134,7 +134,7 @@ cdb_status cdb_db_encode_vector(const float *vec, int dim, uint16_t *out) {
                 return cdb_seterr(CDB_INVALID, "vector element %d is not finite after rounding",
                                   i);
     }
-    float n2 = db_f16_norm(out, dim);
+    float n2 = f16_norm(out, dim);
     if (!(fabsf(n2 - 1.0f) <= 1e-3f))
         return cdb_seterr(CDB_INVALID, "vector norm after fp16 rounding is %.6g, not 1 +- 1e-3",
                           (double)n2);
@@ -147,13 +147,13 @@ cdb_status cdb_db_batch_new(cdb_db *db, int64_t model_id, cdb_db_batch **out) {
     cdb_db_model m;
     cdb_status rc;
     *out = NULL;
-    if ((rc = db_writer(db, "write batch")) != CDB_OK) return rc;
+    if ((rc = cdb_sql_need_writer(db, "write batch")) != CDB_OK) return rc;
     if ((rc = cdb_db_model_get(db, model_id, &m)) != CDB_OK) return rc;
-    if ((rc = db_ckpt_attach(db, db->cat)) != CDB_OK) return rc; /* checkpoints off the writer */
+    if ((rc = cdb_shard_ckpt_attach(db, db->cat)) != CDB_OK) return rc; /* checkpoints off the writer */
     /* Memory flat whatever the library's size: a writer's working set in the
     ** catalog (the rightmost leaves, hkeys_new) is far below 2 MiB; pages it
-    ** wrote once are not worth keeping (default 16 MiB, db.c). */
-    if ((rc = db_exec(db->cat, "PRAGMA cache_size=-2048")) != CDB_OK) return rc;
+    ** wrote once are not worth keeping (default 16 MiB, sql.c). */
+    if ((rc = cdb_sql_exec(db->cat, "PRAGMA cache_size=-2048")) != CDB_OK) return rc;
     cdb_db_batch *b = cdb_calloc(1, sizeof *b);
     if (!b) return cdb_seterr(CDB_NOMEM, "out of memory");
     b->db = db;
@@ -285,21 +285,13 @@ cdb_status cdb_db_batch_touch(cdb_db_batch *b, int64_t file_id, const cdb_db_fil
 
 /* ---- commit -------------------------------------------------------------------------- */
 
-/* The indexed move-detection key: the hash's first 8 bytes as a big-endian int64
-** (files.hkey, schema v3). The full hash is compared after the index lookup. */
-int64_t db_hash_key(const uint8_t hash[CDB_DB_HASH_BYTES]) {
-    uint64_t k = 0;
-    for (int i = 0; i < 8; i++) k = k << 8 | hash[i];
-    return (int64_t)k;
-}
-
 /* Binds size, mtime, hash, width, height at i_size.. and hkey at DB_P_HKEY. */
 static void bind_meta(sqlite3_stmt *st, const cdb_db_file_meta *m, int i_size) {
     sqlite3_bind_int64(st, i_size, m->size);
     sqlite3_bind_int64(st, i_size + 1, m->mtime_ns);
     if (m->has_hash) {
         sqlite3_bind_blob(st, i_size + 2, m->hash, CDB_DB_HASH_BYTES, SQLITE_STATIC);
-        sqlite3_bind_int64(st, DB_P_HKEY, db_hash_key(m->hash));
+        sqlite3_bind_int64(st, DB_P_HKEY, cdb_sql_hash_key(m->hash));
     } else {
         sqlite3_bind_null(st, i_size + 2);
         sqlite3_bind_null(st, DB_P_HKEY);
@@ -320,7 +312,7 @@ static void bind_meta(sqlite3_stmt *st, const cdb_db_file_meta *m, int i_size) {
 static cdb_status step_stmt(cdb_db *db, sqlite3_stmt *st, const char *what) {
     int s = sqlite3_step(st);
     sqlite3_reset(st);
-    return s == SQLITE_DONE ? CDB_OK : db_sqlerr(sqlite3_db_handle(st), s, what);
+    return s == SQLITE_DONE ? CDB_OK : cdb_sql_err(sqlite3_db_handle(st), s, what);
 }
 
 /* Step 1 for one op: resolve the row (inserting new files), mark pending, assign a shard. */
@@ -338,9 +330,9 @@ static cdb_status step1_op(cdb_db_batch *b, batch_op *op, int64_t now, db_shard_
         /* Most staged paths are new: try the insert first (pending, with its meta
         ** and, for a PUT, its shard); only a path already recorded (the UNIQUE
         ** (root_id, relpath) conflict) takes the lookup below. */
-        if (op->kind == OP_PUT && (rc = db_shard_for_new(db, alloc, need, &op->shard)) != CDB_OK)
+        if (op->kind == OP_PUT && (rc = cdb_shard_for_new(db, alloc, need, &op->shard)) != CDB_OK)
             return rc;
-        if ((rc = db_stmt(db, ST_FILE_INSERT, &st)) != CDB_OK) return rc;
+        if ((rc = cdb_sql_stmt(db, ST_FILE_INSERT, &st)) != CDB_OK) return rc;
         sqlite3_bind_int64(st, 1, op->root_id);
         sqlite3_bind_blob(st, 2, op->relpath, (int)strlen(op->relpath), SQLITE_STATIC);
         bind_meta(st, &op->meta, 3);
@@ -360,11 +352,11 @@ static cdb_status step1_op(cdb_db_batch *b, batch_op *op, int64_t now, db_shard_
             alloc->pending -= need;
             op->shard = 0;
         }
-        if ((rc = db_stmt(db, ST_FILE_BY_PATH, &st)) != CDB_OK) return rc;
+        if ((rc = cdb_sql_stmt(db, ST_FILE_BY_PATH, &st)) != CDB_OK) return rc;
         sqlite3_bind_int64(st, 1, op->root_id);
         sqlite3_bind_blob(st, 2, op->relpath, (int)strlen(op->relpath), SQLITE_STATIC);
     } else {
-        if ((rc = db_stmt(db, ST_FILE_BY_ID, &st)) != CDB_OK) return rc;
+        if ((rc = cdb_sql_stmt(db, ST_FILE_BY_ID, &st)) != CDB_OK) return rc;
         sqlite3_bind_int64(st, 1, op->file_id);
     }
     int s = sqlite3_step(st);
@@ -378,7 +370,7 @@ static cdb_status step1_op(cdb_db_batch *b, batch_op *op, int64_t now, db_shard_
         }
         op->shard = sqlite3_column_int(st, 3);
     } else if (s != SQLITE_DONE) {
-        return db_sqlerr(db->cat, s, "look up file");
+        return cdb_sql_err(db->cat, s, "look up file");
     }
     sqlite3_reset(st);
     if (!exists && op->kind != OP_DELETE)
@@ -402,20 +394,20 @@ static cdb_status step1_op(cdb_db_batch *b, batch_op *op, int64_t now, db_shard_
     }
     if (op->kind == OP_PUT) {
         if (op->shard <= 0) {
-            if ((rc = db_shard_for_new(db, alloc, need, &op->shard)) != CDB_OK) return rc;
+            if ((rc = cdb_shard_for_new(db, alloc, need, &op->shard)) != CDB_OK) return rc;
         } else {
             int has = 0;
             if ((rc = cdb_db_file_has_vector(db, b->model_id, op->file_id, &has)) != CDB_OK)
                 return rc;
             if (!has) {
-                if ((rc = db_stmt(db, ST_SHARD_RESERVE, &st)) != CDB_OK) return rc;
+                if ((rc = cdb_sql_stmt(db, ST_SHARD_RESERVE, &st)) != CDB_OK) return rc;
                 sqlite3_bind_int(st, 1, op->shard);
                 sqlite3_bind_int64(st, 2, need);
                 if ((rc = step_stmt(db, st, "reserve shard space")) != CDB_OK) return rc;
             }
         }
     }
-    if ((rc = db_stmt(db, ST_FILE_SET_PENDING, &st)) != CDB_OK) return rc;
+    if ((rc = cdb_sql_stmt(db, ST_FILE_SET_PENDING, &st)) != CDB_OK) return rc;
     sqlite3_bind_int64(st, 1, op->file_id);
     if (op->shard > 0)
         sqlite3_bind_int(st, 2, op->shard);
@@ -440,8 +432,8 @@ static cdb_status step2(cdb_db_batch *b) {
         }
         if (!cur) return CDB_OK;
         db_shard *sh = NULL;
-        if ((rc = db_shard_get(db, cur, &sh)) != CDB_OK) return rc;
-        if ((rc = db_begin(sh->conn)) != CDB_OK) return rc;
+        if ((rc = cdb_shard_get(db, cur, &sh)) != CDB_OK) return rc;
+        if ((rc = cdb_sql_begin(sh->conn)) != CDB_OK) return rc;
         for (int i = 0; i < b->n_ops && rc == CDB_OK; i++) {
             const batch_op *op = &b->ops[i];
             if (op->shard != cur) continue;
@@ -463,9 +455,9 @@ static cdb_status step2(cdb_db_batch *b) {
             }
         }
         if (rc == CDB_OK)
-            rc = db_commit(sh->conn);
+            rc = cdb_sql_commit(sh->conn);
         else
-            db_rollback(sh->conn);
+            cdb_sql_rollback(sh->conn);
         if (rc != CDB_OK) return cdb_errctx(rc, "shard %04d", (int)cur);
         sh->unsynced = 1;
         /* Vectors are written once: keeping their pages cached would only make
@@ -482,7 +474,7 @@ static cdb_status dir_remove(cdb_db *db, int64_t file_id, int64_t keep_model, in
     int64_t models[CDB_DB_MAX_MODELS];
     int n = 0;
     sqlite3_stmt *st = NULL;
-    cdb_status rc = db_stmt(db, ST_DIR_OF_FILE, &st);
+    cdb_status rc = cdb_sql_stmt(db, ST_DIR_OF_FILE, &st);
     if (rc != CDB_OK) return rc;
     sqlite3_bind_int64(st, 1, file_id);
     int s;
@@ -492,14 +484,14 @@ static cdb_status dir_remove(cdb_db *db, int64_t file_id, int64_t keep_model, in
         models[n++] = m;
     }
     sqlite3_reset(st);
-    if (s != SQLITE_ROW && s != SQLITE_DONE) return db_sqlerr(db->cat, s, "read vector directory");
+    if (s != SQLITE_ROW && s != SQLITE_DONE) return cdb_sql_err(db->cat, s, "read vector directory");
     for (int i = 0; i < n && rc == CDB_OK; i++) {
-        if ((rc = db_stmt(db, ST_TOMB_PUT, &st)) != CDB_OK) break;
+        if ((rc = cdb_sql_stmt(db, ST_TOMB_PUT, &st)) != CDB_OK) break;
         sqlite3_bind_int64(st, 1, ++*gen);
         sqlite3_bind_int64(st, 2, models[i]);
         sqlite3_bind_int64(st, 3, file_id);
         if ((rc = step_stmt(db, st, "log removal")) != CDB_OK) break;
-        if ((rc = db_stmt(db, ST_DIR_DEL, &st)) != CDB_OK) break;
+        if ((rc = cdb_sql_stmt(db, ST_DIR_DEL, &st)) != CDB_OK) break;
         sqlite3_bind_int64(st, 1, models[i]);
         sqlite3_bind_int64(st, 2, file_id);
         rc = step_stmt(db, st, "remove from vector directory");
@@ -512,9 +504,9 @@ static cdb_status dir_remove(cdb_db *db, int64_t file_id, int64_t keep_model, in
 static cdb_status hkey_put(cdb_db *db, int64_t file_id, const cdb_db_file_meta *m) {
     sqlite3_stmt *st = NULL;
     if (!m->has_hash) return CDB_OK;
-    cdb_status rc = db_stmt(db, ST_HKEY_PUT, &st);
+    cdb_status rc = cdb_sql_stmt(db, ST_HKEY_PUT, &st);
     if (rc != CDB_OK) return rc;
-    sqlite3_bind_int64(st, 1, db_hash_key(m->hash));
+    sqlite3_bind_int64(st, 1, cdb_sql_hash_key(m->hash));
     sqlite3_bind_int64(st, 2, file_id);
     return step_stmt(db, st, "index file hash");
 }
@@ -522,7 +514,7 @@ static cdb_status hkey_put(cdb_db *db, int64_t file_id, const cdb_db_file_meta *
 static cdb_status step3_move(cdb_db *db, batch_op *op, int64_t now) {
     sqlite3_stmt *st = NULL;
     cdb_status rc =
-        db_prepare(db->cat,
+        cdb_sql_prepare(db->cat,
                    "SELECT t.id, t.state FROM files f JOIN files t ON t.root_id ="
                    " (CASE WHEN ?3 > 0 THEN ?3 ELSE f.root_id END)"
                    " AND t.relpath = ?2 WHERE f.id = ?1",
@@ -535,7 +527,7 @@ static cdb_status step3_move(cdb_db *db, batch_op *op, int64_t now) {
     int64_t other = s == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
     int other_state = s == SQLITE_ROW ? sqlite3_column_int(st, 1) : 0;
     sqlite3_finalize(st);
-    if (s != SQLITE_ROW && s != SQLITE_DONE) return db_sqlerr(db->cat, s, "move file");
+    if (s != SQLITE_ROW && s != SQLITE_DONE) return cdb_sql_err(db->cat, s, "move file");
     if (other && other != op->file_id) {
         if (other_state != CDB_DB_DELETED && other_state != CDB_DB_ERROR)
             return cdb_seterr(CDB_INVALID,
@@ -543,13 +535,13 @@ static cdb_status step3_move(cdb_db *db, batch_op *op, int64_t now) {
                               (long long)op->file_id, op->relpath, (long long)other,
                               cdb_db_file_state_str((cdb_db_file_state)other_state));
         /* A deleted/error row has no vectors (invariant): it can simply go. */
-        if ((rc = db_prepare(db->cat, "DELETE FROM files WHERE id=?1", &st)) != CDB_OK) return rc;
+        if ((rc = cdb_sql_prepare(db->cat, "DELETE FROM files WHERE id=?1", &st)) != CDB_OK) return rc;
         sqlite3_bind_int64(st, 1, other);
         s = sqlite3_step(st);
         sqlite3_finalize(st);
-        if (s != SQLITE_DONE) return db_sqlerr(db->cat, s, "move file");
+        if (s != SQLITE_DONE) return cdb_sql_err(db->cat, s, "move file");
     }
-    if ((rc = db_prepare(db->cat,
+    if ((rc = cdb_sql_prepare(db->cat,
                          "UPDATE files SET relpath=?2, size=?3, mtime_ns=?4, hash=?5, width=?6,"
                          " height=?7, updated_ns=?8, hkey=?20, dev=?21, ino=?22, ctime_ns=?23,"
                          " root_id=(CASE WHEN ?9 > 0 THEN ?9 ELSE root_id END) WHERE id=?1",
@@ -562,7 +554,7 @@ static cdb_status step3_move(cdb_db *db, batch_op *op, int64_t now) {
     sqlite3_bind_int64(st, 9, op->new_root);
     s = sqlite3_step(st);
     sqlite3_finalize(st);
-    if (s != SQLITE_DONE) return db_sqlerr(db->cat, s, "move file");
+    if (s != SQLITE_DONE) return cdb_sql_err(db->cat, s, "move file");
     return hkey_put(db, op->file_id, &op->meta);
 }
 
@@ -573,11 +565,11 @@ static cdb_status step3_op(cdb_db_batch *b, batch_op *op, int64_t now, int64_t *
     switch (op->kind) {
     case OP_PUT:
         if (op->inserted) {
-            if ((rc = db_stmt(db, ST_FILE_SET_OK_NEW, &st)) != CDB_OK) return rc;
+            if ((rc = cdb_sql_stmt(db, ST_FILE_SET_OK_NEW, &st)) != CDB_OK) return rc;
             sqlite3_bind_int64(st, 1, op->file_id);
             sqlite3_bind_int64(st, 2, now);
         } else {
-            if ((rc = db_stmt(db, ST_FILE_SET_OK, &st)) != CDB_OK) return rc;
+            if ((rc = cdb_sql_stmt(db, ST_FILE_SET_OK, &st)) != CDB_OK) return rc;
             sqlite3_bind_int64(st, 1, op->file_id);
             bind_meta(st, &op->meta, 2);
             sqlite3_bind_int64(st, 7, now);
@@ -590,13 +582,13 @@ static cdb_status step3_op(cdb_db_batch *b, batch_op *op, int64_t now, int64_t *
         if (op->drop_others && (rc = dir_remove(db, op->file_id, b->model_id, 0, gen)) != CDB_OK)
             return rc;
     dir_put:
-        if ((rc = db_stmt(db, ST_DIR_PUT, &st)) != CDB_OK) return rc;
+        if ((rc = cdb_sql_stmt(db, ST_DIR_PUT, &st)) != CDB_OK) return rc;
         sqlite3_bind_int64(st, 1, b->model_id);
         sqlite3_bind_int64(st, 2, op->file_id);
         sqlite3_bind_int64(st, 3, ++*gen);
         return step_stmt(db, st, "record vector");
     case OP_ERROR:
-        if ((rc = db_stmt(db, ST_FILE_SET_ERROR, &st)) != CDB_OK) return rc;
+        if ((rc = cdb_sql_stmt(db, ST_FILE_SET_ERROR, &st)) != CDB_OK) return rc;
         sqlite3_bind_int64(st, 1, op->file_id);
         bind_meta(st, &op->meta, 2);
         sqlite3_bind_int64(st, 7, now);
@@ -605,14 +597,14 @@ static cdb_status step3_op(cdb_db_batch *b, batch_op *op, int64_t now, int64_t *
         if ((rc = step_stmt(db, st, "mark file error")) != CDB_OK) return rc;
         return dir_remove(db, op->file_id, 0, 0, gen);
     case OP_DELETE:
-        if ((rc = db_stmt(db, ST_FILE_SET_DELETED, &st)) != CDB_OK) return rc;
+        if ((rc = cdb_sql_stmt(db, ST_FILE_SET_DELETED, &st)) != CDB_OK) return rc;
         sqlite3_bind_int64(st, 1, op->file_id);
         sqlite3_bind_int64(st, 2, now);
         if ((rc = step_stmt(db, st, "mark file deleted")) != CDB_OK) return rc;
         return dir_remove(db, op->file_id, 0, 0, gen);
     case OP_MOVE: return step3_move(db, op, now);
     case OP_TOUCH:
-        if ((rc = db_prepare(db->cat,
+        if ((rc = cdb_sql_prepare(db->cat,
                              "UPDATE files SET size=?2, mtime_ns=?3, hash=?4, width=?5, height=?6,"
                              " updated_ns=?7, hkey=?20, dev=?21, ino=?22, ctime_ns=?23"
                              " WHERE id=?1 AND state=2",
@@ -624,7 +616,7 @@ static cdb_status step3_op(cdb_db_batch *b, batch_op *op, int64_t now, int64_t *
         {
             int s = sqlite3_step(st);
             sqlite3_finalize(st);
-            if (s != SQLITE_DONE) return db_sqlerr(db->cat, s, "update file");
+            if (s != SQLITE_DONE) return cdb_sql_err(db->cat, s, "update file");
             return hkey_put(db, op->file_id, &op->meta);
         }
     }
@@ -650,7 +642,7 @@ static cdb_status step3_new_run(cdb_db_batch *b, int i, int n, int64_t now, int6
     cdb_db *db = b->db;
     sqlite3_stmt *st = NULL;
     int64_t lo = b->ops[i].file_id, hi = lo + n - 1;
-    cdb_status rc = db_stmt(db, ST_FILE_RUN_OK, &st);
+    cdb_status rc = cdb_sql_stmt(db, ST_FILE_RUN_OK, &st);
     if (rc != CDB_OK) return rc;
     sqlite3_bind_int64(st, 1, lo);
     sqlite3_bind_int64(st, 2, hi);
@@ -659,13 +651,13 @@ static cdb_status step3_new_run(cdb_db_batch *b, int i, int n, int64_t now, int6
     if (sqlite3_changes(db->cat) != n)
         return cdb_seterr(CDB_ERROR, "mark files %lld..%lld ok: %d rows changed, want %d",
                           (long long)lo, (long long)hi, sqlite3_changes(db->cat), n);
-    if ((rc = db_stmt(db, ST_DIR_PUT_RUN, &st)) != CDB_OK) return rc;
+    if ((rc = cdb_sql_stmt(db, ST_DIR_PUT_RUN, &st)) != CDB_OK) return rc;
     sqlite3_bind_int64(st, 1, b->model_id);
     sqlite3_bind_int64(st, 2, lo);
     sqlite3_bind_int64(st, 3, hi);
     sqlite3_bind_int64(st, 4, *gen + 1 - lo);
     if ((rc = step_stmt(db, st, "record vectors")) != CDB_OK) return rc;
-    if ((rc = db_stmt(db, ST_HKEY_PUT_RUN, &st)) != CDB_OK) return rc;
+    if ((rc = cdb_sql_stmt(db, ST_HKEY_PUT_RUN, &st)) != CDB_OK) return rc;
     sqlite3_bind_int64(st, 1, lo);
     sqlite3_bind_int64(st, 2, hi);
     if ((rc = step_stmt(db, st, "index file hashes")) != CDB_OK) return rc;
@@ -680,17 +672,17 @@ static cdb_status step3_new_run(cdb_db_batch *b, int i, int n, int64_t now, int6
 ** (the optimum sqrt(n B) for B = 1,024; measured best for batches of 256 and
 ** 1,000 alike): 100,000 files, ~10,000 keys, ~0.05-0.2 page per file instead of
 ** 0.5 (batches of 1,000) to 1 (256) with one index on files. */
-cdb_status db_hkeys_maybe_merge(cdb_db *db) {
+static cdb_status hkeys_maybe_merge(cdb_db *db) {
     sqlite3_stmt *st = NULL;
-    cdb_status rc = db_stmt(db, ST_HKEYS_LEVELS, &st);
+    cdb_status rc = cdb_sql_stmt(db, ST_HKEYS_LEVELS, &st);
     if (rc != CDB_OK) return rc;
     int s = sqlite3_step(st);
     double n_new = s == SQLITE_ROW ? (double)sqlite3_column_int64(st, 0) : 0;
     double n_files = s == SQLITE_ROW ? (double)sqlite3_column_int64(st, 1) : 0;
     sqlite3_reset(st);
-    if (s != SQLITE_ROW) return db_sqlerr(db->cat, s, "size the hash index");
+    if (s != SQLITE_ROW) return cdb_sql_err(db->cat, s, "size the hash index");
     if (n_new < 4096 || n_new * n_new < 1024.0 * n_files) return CDB_OK; /* T above */
-    return db_exec(db->cat, "INSERT OR IGNORE INTO hkeys(hkey, file_id)"
+    return cdb_sql_exec(db->cat, "INSERT OR IGNORE INTO hkeys(hkey, file_id)"
                             " SELECT hkey, file_id FROM hkeys_new ORDER BY hkey, file_id;"
                             "DELETE FROM hkeys_new;");
 }
@@ -698,20 +690,20 @@ cdb_status db_hkeys_maybe_merge(cdb_db *db) {
 cdb_status cdb_db_batch_commit(cdb_db_batch *b, int64_t *file_ids) {
     cdb_db *db = b->db;
     cdb_status rc;
-    int64_t now = db_wall_ns(), gen = 0;
+    int64_t now = cdb_sql_wall_ns(), gen = 0;
     if (b->n_ops == 0) return CDB_OK;
     if (db->hook) db->hook(0, db->hook_ud);
 
     /* step 1: pending + shard assignment */
     db_shard_alloc alloc;
     memset(&alloc, 0, sizeof alloc);
-    if ((rc = db_begin(db->cat)) != CDB_OK) return rc;
+    if ((rc = cdb_sql_begin(db->cat)) != CDB_OK) return rc;
     for (int i = 0; i < b->n_ops && rc == CDB_OK; i++) rc = step1_op(b, &b->ops[i], now, &alloc);
-    if (rc == CDB_OK) rc = db_shard_alloc_flush(db, &alloc);
+    if (rc == CDB_OK) rc = cdb_shard_alloc_flush(db, &alloc);
     if (rc == CDB_OK)
-        rc = db_commit(db->cat);
+        rc = cdb_sql_commit(db->cat);
     else
-        db_rollback(db->cat);
+        cdb_sql_rollback(db->cat);
     if (rc != CDB_OK) return cdb_errctx(rc, "commit (step 1, catalog)");
     if (db->hook) db->hook(1, db->hook_ud);
 
@@ -720,8 +712,8 @@ cdb_status cdb_db_batch_commit(cdb_db_batch *b, int64_t *file_ids) {
     if (db->hook) db->hook(2, db->hook_ud);
 
     /* step 3: final states + directory */
-    if ((rc = db_begin(db->cat)) != CDB_OK) return rc;
-    rc = db_meta_get_int(db, "generation", &gen);
+    if ((rc = cdb_sql_begin(db->cat)) != CDB_OK) return rc;
+    rc = cdb_sql_meta_get_int(db, "generation", &gen);
     for (int i = 0; i < b->n_ops && rc == CDB_OK;) {
         int n = new_run(b, i);
         if (n >= 2) {
@@ -731,12 +723,12 @@ cdb_status cdb_db_batch_commit(cdb_db_batch *b, int64_t *file_ids) {
             rc = step3_op(b, &b->ops[i++], now, &gen);
         }
     }
-    if (rc == CDB_OK) rc = db_meta_set_int(db, "generation", gen);
-    if (rc == CDB_OK) rc = db_hkeys_maybe_merge(db);
+    if (rc == CDB_OK) rc = cdb_sql_meta_set_int(db, "generation", gen);
+    if (rc == CDB_OK) rc = hkeys_maybe_merge(db);
     if (rc == CDB_OK)
-        rc = db_commit(db->cat);
+        rc = cdb_sql_commit(db->cat);
     else
-        db_rollback(db->cat);
+        cdb_sql_rollback(db->cat);
     if (rc != CDB_OK) return cdb_errctx(rc, "commit (step 3, catalog)");
 
     if (file_ids)

@@ -21,27 +21,8 @@ const char *cdb_db_file_state_str(cdb_db_file_state s) {
     return "unknown";
 }
 
-/* Steps a one-shot statement expecting DONE; finalizes it. */
-cdb_status db_step_done(sqlite3 *conn, sqlite3_stmt *st, const char *what) {
-    int s = sqlite3_step(st);
-    cdb_status rc = s == SQLITE_DONE || s == SQLITE_ROW ? CDB_OK : db_sqlerr(conn, s, what);
-    sqlite3_finalize(st);
-    return rc;
-}
-
 static void copy_text(char *dst, size_t cap, const unsigned char *src) {
     snprintf(dst, cap, "%s", src ? (const char *)src : "");
-}
-
-/* Heap copy of a BLOB/TEXT column as a NUL-terminated string (NULL on OOM). */
-char *db_column_strdup(sqlite3_stmt *st, int col) {
-    const void *b = sqlite3_column_blob(st, col);
-    int n = sqlite3_column_bytes(st, col);
-    char *s = cdb_malloc((size_t)n + 1);
-    if (!s) return NULL;
-    if (n) memcpy(s, b, (size_t)n);
-    s[n] = '\0';
-    return s;
 }
 
 /* ---- models ---------------------------------------------------------------------------- */
@@ -63,7 +44,7 @@ static void model_from_row(sqlite3_stmt *st, cdb_db_model *m) {
 static cdb_status model_query(cdb_db *db, const char *sql, int64_t id, const char *text,
                               cdb_db_model *out, const char *what) {
     sqlite3_stmt *st = NULL;
-    cdb_status rc = db_prepare(db->cat, sql, &st);
+    cdb_status rc = cdb_sql_prepare(db->cat, sql, &st);
     if (rc != CDB_OK) return rc;
     if (text)
         sqlite3_bind_text(st, 1, text, -1, SQLITE_STATIC);
@@ -75,7 +56,7 @@ static cdb_status model_query(cdb_db *db, const char *sql, int64_t id, const cha
     else if (s == SQLITE_DONE)
         rc = cdb_seterr(CDB_NOTFOUND, "%s: no such model", what);
     else
-        rc = db_sqlerr(db->cat, s, what);
+        rc = cdb_sql_err(db->cat, s, what);
     sqlite3_finalize(st);
     return rc;
 }
@@ -105,7 +86,7 @@ cdb_status cdb_db_model_register(cdb_db *db, const char *weights_hash, const cha
     cdb_db_model m;
     sqlite3_stmt *st = NULL;
     cdb_status rc;
-    if ((rc = db_writer(db, "register model")) != CDB_OK) return rc;
+    if ((rc = cdb_sql_need_writer(db, "register model")) != CDB_OK) return rc;
     if (!weights_hash || !*weights_hash || strlen(weights_hash) >= sizeof m.weights_hash)
         return cdb_seterr(CDB_INVALID, "register model: bad weights hash");
     if (dim <= 0 || dim > 65536) return cdb_seterr(CDB_INVALID, "register model: bad dim %d", dim);
@@ -119,12 +100,12 @@ cdb_status cdb_db_model_register(cdb_db *db, const char *weights_hash, const cha
     }
     if (rc != CDB_NOTFOUND) return rc;
     int64_t n_models = 0;
-    if ((rc = db_count_sql(db, "SELECT count(*) FROM models", 0, &n_models)) != CDB_OK) return rc;
+    if ((rc = cdb_sql_count(db, "SELECT count(*) FROM models", 0, &n_models)) != CDB_OK) return rc;
     if (n_models >= CDB_DB_MAX_MODELS)
         return cdb_seterr(CDB_UNSUPPORTED, "register model: a database holds at most %d models",
                           CDB_DB_MAX_MODELS);
-    if ((rc = db_begin(db->cat)) != CDB_OK) return rc;
-    rc = db_prepare(db->cat,
+    if ((rc = cdb_sql_begin(db->cat)) != CDB_OK) return rc;
+    rc = cdb_sql_prepare(db->cat,
                     "INSERT INTO models(weights_hash, name, dim, info, is_default, created_ns)"
                     " VALUES(?1, ?2, ?3, ?4, NOT EXISTS(SELECT 1 FROM models), ?5)",
                     &st);
@@ -133,14 +114,14 @@ cdb_status cdb_db_model_register(cdb_db *db, const char *weights_hash, const cha
         sqlite3_bind_text(st, 2, name ? name : "", -1, SQLITE_STATIC);
         sqlite3_bind_int(st, 3, dim);
         if (info_json) sqlite3_bind_text(st, 4, info_json, -1, SQLITE_STATIC);
-        sqlite3_bind_int64(st, 5, db_wall_ns());
-        rc = db_step_done(db->cat, st, "register model");
+        sqlite3_bind_int64(st, 5, cdb_sql_wall_ns());
+        rc = cdb_sql_step_done(db->cat, st, "register model");
     }
     if (rc == CDB_OK) {
         *model_id = sqlite3_last_insert_rowid(db->cat);
-        rc = db_commit(db->cat);
+        rc = cdb_sql_commit(db->cat);
     } else {
-        db_rollback(db->cat);
+        cdb_sql_rollback(db->cat);
     }
     return rc;
 }
@@ -149,31 +130,31 @@ cdb_status cdb_db_model_set_default(cdb_db *db, int64_t model_id) {
     cdb_db_model m;
     sqlite3_stmt *st = NULL;
     cdb_status rc;
-    if ((rc = db_writer(db, "set default model")) != CDB_OK) return rc;
+    if ((rc = cdb_sql_need_writer(db, "set default model")) != CDB_OK) return rc;
     if ((rc = cdb_db_model_get(db, model_id, &m)) != CDB_OK) return rc;
-    if ((rc = db_prepare(db->cat, "UPDATE models SET is_default=(id=?1)", &st)) != CDB_OK)
+    if ((rc = cdb_sql_prepare(db->cat, "UPDATE models SET is_default=(id=?1)", &st)) != CDB_OK)
         return rc;
     sqlite3_bind_int64(st, 1, model_id);
-    return db_step_done(db->cat, st, "set default model");
+    return cdb_sql_step_done(db->cat, st, "set default model");
 }
 
 cdb_status cdb_db_model_set_decode(cdb_db *db, int64_t model_id, int decode, int settled) {
     sqlite3_stmt *st = NULL;
     cdb_status rc;
-    if ((rc = db_writer(db, "set decode mode")) != CDB_OK) return rc;
-    if ((rc = db_prepare(db->cat, "UPDATE models SET decode=?2, decode_settled=?3 WHERE id=?1",
+    if ((rc = cdb_sql_need_writer(db, "set decode mode")) != CDB_OK) return rc;
+    if ((rc = cdb_sql_prepare(db->cat, "UPDATE models SET decode=?2, decode_settled=?3 WHERE id=?1",
                          &st)) != CDB_OK)
         return rc;
     sqlite3_bind_int64(st, 1, model_id);
     sqlite3_bind_int(st, 2, decode);
     sqlite3_bind_int(st, 3, settled != 0);
-    return db_step_done(db->cat, st, "set decode mode");
+    return cdb_sql_step_done(db->cat, st, "set decode mode");
 }
 
 cdb_status cdb_db_model_info(cdb_db *db, int64_t model_id, char **json) {
     sqlite3_stmt *st = NULL;
     *json = NULL;
-    cdb_status rc = db_prepare(db->cat, "SELECT info FROM models WHERE id=?1", &st);
+    cdb_status rc = cdb_sql_prepare(db->cat, "SELECT info FROM models WHERE id=?1", &st);
     if (rc != CDB_OK) return rc;
     sqlite3_bind_int64(st, 1, model_id);
     int s = sqlite3_step(st);
@@ -184,7 +165,7 @@ cdb_status cdb_db_model_info(cdb_db *db, int64_t model_id, char **json) {
     } else if (s == SQLITE_DONE) {
         rc = cdb_seterr(CDB_NOTFOUND, "model %lld is not registered", (long long)model_id);
     } else {
-        rc = db_sqlerr(db->cat, s, "model info");
+        rc = cdb_sql_err(db->cat, s, "model info");
     }
     sqlite3_finalize(st);
     return rc;
@@ -192,7 +173,7 @@ cdb_status cdb_db_model_info(cdb_db *db, int64_t model_id, char **json) {
 
 cdb_status cdb_db_models_foreach(cdb_db *db, cdb_db_model_fn fn, void *ud) {
     sqlite3_stmt *st = NULL;
-    cdb_status rc = db_prepare(db->cat, "SELECT " MODEL_COLS " FROM models ORDER BY id", &st);
+    cdb_status rc = cdb_sql_prepare(db->cat, "SELECT " MODEL_COLS " FROM models ORDER BY id", &st);
     if (rc != CDB_OK) return rc;
     int s;
     while ((s = sqlite3_step(st)) == SQLITE_ROW) {
@@ -203,7 +184,7 @@ cdb_status cdb_db_models_foreach(cdb_db *db, cdb_db_model_fn fn, void *ud) {
             break;
         }
     }
-    if (s != SQLITE_DONE) rc = db_sqlerr(db->cat, s, "list models");
+    if (s != SQLITE_DONE) rc = cdb_sql_err(db->cat, s, "list models");
     sqlite3_finalize(st);
     return rc;
 }
@@ -248,7 +229,7 @@ static cdb_status file_one(cdb_db *db, sqlite3_stmt *st, cdb_db_file *out, const
         cdb_db_file f;
         file_from_row(st, &f);
         *out = f;
-        out->relpath = db_column_strdup(st, 2);
+        out->relpath = cdb_sql_column_strdup(st, 2);
         out->error = f.error ? cdb_strdup(f.error) : NULL;
         if (!out->relpath || (f.error && !out->error)) {
             cdb_db_file_clear(out);
@@ -257,7 +238,7 @@ static cdb_status file_one(cdb_db *db, sqlite3_stmt *st, cdb_db_file *out, const
     } else if (s == SQLITE_DONE) {
         rc = cdb_seterr(CDB_NOTFOUND, "%s: no such file", what);
     } else {
-        rc = db_sqlerr(db->cat, s, what);
+        rc = cdb_sql_err(db->cat, s, what);
     }
     sqlite3_finalize(st);
     return rc;
@@ -273,7 +254,7 @@ void cdb_db_file_clear(cdb_db_file *f) {
 cdb_status cdb_db_file_lookup(cdb_db *db, int64_t root_id, const char *relpath, cdb_db_file *out) {
     sqlite3_stmt *st = NULL;
     cdb_status rc =
-        db_prepare(db->cat, "SELECT " FILE_COLS " FROM files WHERE root_id=?1 AND relpath=?2", &st);
+        cdb_sql_prepare(db->cat, "SELECT " FILE_COLS " FROM files WHERE root_id=?1 AND relpath=?2", &st);
     memset(out, 0, sizeof *out);
     if (rc != CDB_OK) return rc;
     sqlite3_bind_int64(st, 1, root_id);
@@ -283,7 +264,7 @@ cdb_status cdb_db_file_lookup(cdb_db *db, int64_t root_id, const char *relpath, 
 
 cdb_status cdb_db_file_get(cdb_db *db, int64_t file_id, cdb_db_file *out) {
     sqlite3_stmt *st = NULL;
-    cdb_status rc = db_prepare(db->cat, "SELECT " FILE_COLS " FROM files WHERE id=?1", &st);
+    cdb_status rc = cdb_sql_prepare(db->cat, "SELECT " FILE_COLS " FROM files WHERE id=?1", &st);
     memset(out, 0, sizeof *out);
     if (rc != CDB_OK) return rc;
     sqlite3_bind_int64(st, 1, file_id);
@@ -308,7 +289,7 @@ char *cdb_db_path_join(const char *root, const char *relpath) {
 cdb_status cdb_db_file_path(cdb_db *db, int64_t file_id, char **path) {
     sqlite3_stmt *st = NULL;
     *path = NULL;
-    cdb_status rc = db_prepare(db->cat,
+    cdb_status rc = cdb_sql_prepare(db->cat,
                                "SELECT r.path, f.relpath FROM files f"
                                " JOIN roots r ON r.id = f.root_id WHERE f.id=?1",
                                &st);
@@ -316,7 +297,7 @@ cdb_status cdb_db_file_path(cdb_db *db, int64_t file_id, char **path) {
     sqlite3_bind_int64(st, 1, file_id);
     int s = sqlite3_step(st);
     if (s == SQLITE_ROW) {
-        char *root = db_column_strdup(st, 0), *rel = db_column_strdup(st, 1);
+        char *root = cdb_sql_column_strdup(st, 0), *rel = cdb_sql_column_strdup(st, 1);
         if (!root || !rel || !(*path = cdb_db_path_join(root, rel)))
             rc = cdb_seterr(CDB_NOMEM, "out of memory");
         cdb_free(root);
@@ -324,41 +305,17 @@ cdb_status cdb_db_file_path(cdb_db *db, int64_t file_id, char **path) {
     } else if (s == SQLITE_DONE) {
         rc = cdb_seterr(CDB_NOTFOUND, "file %lld is not recorded", (long long)file_id);
     } else {
-        rc = db_sqlerr(db->cat, s, "file path");
+        rc = cdb_sql_err(db->cat, s, "file path");
     }
     sqlite3_finalize(st);
     return rc;
 }
 
-/* Schema v4: move detection finds files by hkey through a two-level index
-** instead of an index on files. A B-tree on a random key dirties about one page
-** per new file once it outgrows a commit, and each dirty page is written to the
-** WAL and checkpointed again: the largest cost of storing a new file. New keys go
-** to hkeys_new, small enough that a commit dirties only a few of its pages; a
-** merge folds it into hkeys in key order (db_hkeys_maybe_merge), one pass over
-** hkeys for thousands of keys. Invariant: every ok files row with a hash has
-** (hkey, id) in hkeys or hkeys_new (batch.c adds it in the commit's step 3, where
-** a file becomes ok or an ok file gets new meta). Entries are never removed (a
-** file whose content changed keeps its old key too): lookups check the files row
-** (root, full hash, state ok), so a stale entry never matches. (Not triggers: a
-** statement with a trigger runs with a statement journal, which copies every
-** page it writes: slower than the index it replaces.) */
-static const char k_schema_v4[] =
-    "DROP INDEX IF EXISTS files_hkey;"
-    "CREATE TABLE IF NOT EXISTS hkeys(hkey INTEGER NOT NULL, file_id INTEGER NOT NULL,"
-    " PRIMARY KEY(hkey, file_id)) WITHOUT ROWID;"
-    "CREATE TABLE IF NOT EXISTS hkeys_new(hkey INTEGER NOT NULL, file_id INTEGER NOT NULL,"
-    " PRIMARY KEY(hkey, file_id)) WITHOUT ROWID;"
-    "INSERT OR IGNORE INTO hkeys(hkey, file_id) SELECT hkey, id FROM files"
-    " WHERE hkey IS NOT NULL ORDER BY hkey, id;";
-
-cdb_status db_migrate_v4(cdb_db *db) { return db_exec(db->cat, k_schema_v4); }
-
 cdb_status cdb_db_files_by_hash(cdb_db *db, int64_t root_id, const uint8_t hash[CDB_DB_HASH_BYTES],
                                 int64_t *ids, int cap, int *n_out) {
     sqlite3_stmt *st = NULL;
     *n_out = 0;
-    cdb_status rc = db_prepare(db->cat,
+    cdb_status rc = cdb_sql_prepare(db->cat,
                                "SELECT id FROM files WHERE id IN (SELECT file_id FROM hkeys"
                                " WHERE hkey=?4 UNION ALL SELECT file_id FROM hkeys_new WHERE"
                                " hkey=?4) AND (?1 = 0 OR root_id=?1) AND hash=?2 AND state=2"
@@ -368,10 +325,10 @@ cdb_status cdb_db_files_by_hash(cdb_db *db, int64_t root_id, const uint8_t hash[
     sqlite3_bind_int64(st, 1, root_id);
     sqlite3_bind_blob(st, 2, hash, CDB_DB_HASH_BYTES, SQLITE_STATIC);
     sqlite3_bind_int(st, 3, cap);
-    sqlite3_bind_int64(st, 4, db_hash_key(hash));
+    sqlite3_bind_int64(st, 4, cdb_sql_hash_key(hash));
     int s;
     while ((s = sqlite3_step(st)) == SQLITE_ROW) ids[(*n_out)++] = sqlite3_column_int64(st, 0);
-    if (s != SQLITE_DONE) rc = db_sqlerr(db->cat, s, "find files by hash");
+    if (s != SQLITE_DONE) rc = cdb_sql_err(db->cat, s, "find files by hash");
     sqlite3_finalize(st);
     return rc;
 }
@@ -379,7 +336,7 @@ cdb_status cdb_db_files_by_hash(cdb_db *db, int64_t root_id, const uint8_t hash[
 cdb_status cdb_db_files_foreach(cdb_db *db, int64_t root_id, unsigned state_mask, cdb_db_file_fn fn,
                                 void *ud) {
     sqlite3_stmt *st = NULL;
-    cdb_status rc = db_prepare(db->cat,
+    cdb_status rc = cdb_sql_prepare(db->cat,
                                "SELECT " FILE_COLS " FROM files WHERE (?1 = 0 OR root_id = ?1)"
                                " AND ((?2 >> state) & 1) ORDER BY id",
                                &st);
@@ -395,27 +352,27 @@ cdb_status cdb_db_files_foreach(cdb_db *db, int64_t root_id, unsigned state_mask
             break;
         }
     }
-    if (s != SQLITE_DONE) rc = db_sqlerr(db->cat, s, "list files");
+    if (s != SQLITE_DONE) rc = cdb_sql_err(db->cat, s, "list files");
     sqlite3_finalize(st);
     return rc;
 }
 
 cdb_status cdb_db_max_file_id(cdb_db *db, int64_t *id) {
     *id = 0;
-    return db_count_sql(db, "SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name='files'),"
+    return cdb_sql_count(db, "SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name='files'),"
                             " (SELECT max(id) FROM files), 0)",
                         0, id);
 }
 
 cdb_status cdb_db_file_has_vector(cdb_db *db, int64_t model_id, int64_t file_id, int *has) {
     sqlite3_stmt *st = NULL;
-    cdb_status rc = db_stmt(db, ST_DIR_GET, &st);
+    cdb_status rc = cdb_sql_stmt(db, ST_DIR_GET, &st);
     if (rc != CDB_OK) return rc;
     sqlite3_bind_int64(st, 1, model_id);
     sqlite3_bind_int64(st, 2, file_id);
     int s = sqlite3_step(st);
     *has = s == SQLITE_ROW;
-    if (s != SQLITE_ROW && s != SQLITE_DONE) rc = db_sqlerr(db->cat, s, "look up vector");
+    if (s != SQLITE_ROW && s != SQLITE_DONE) rc = cdb_sql_err(db->cat, s, "look up vector");
     sqlite3_reset(st);
     return rc;
 }
@@ -466,13 +423,13 @@ cdb_status cdb_db_classify(cdb_db *db, int64_t model_id, int64_t root_id, const 
 /* ---- generations ---------------------------------------------------------------------- */
 
 cdb_status cdb_db_generation(cdb_db *db, int64_t *gen) {
-    return db_meta_get_int(db, "generation", gen);
+    return cdb_sql_meta_get_int(db, "generation", gen);
 }
 
 static cdb_status seq_query(cdb_db *db, const char *sql, int64_t model_id, int64_t since,
                             cdb_db_seq_fn fn, void *ud) {
     sqlite3_stmt *st = NULL;
-    cdb_status rc = db_prepare(db->cat, sql, &st);
+    cdb_status rc = cdb_sql_prepare(db->cat, sql, &st);
     if (rc != CDB_OK) return rc;
     sqlite3_bind_int64(st, 1, model_id);
     sqlite3_bind_int64(st, 2, since);
@@ -482,7 +439,7 @@ static cdb_status seq_query(cdb_db *db, const char *sql, int64_t model_id, int64
             s = SQLITE_DONE;
             break;
         }
-    if (s != SQLITE_DONE) rc = db_sqlerr(db->cat, s, "changes since");
+    if (s != SQLITE_DONE) rc = cdb_sql_err(db->cat, s, "changes since");
     sqlite3_finalize(st);
     return rc;
 }
@@ -503,37 +460,23 @@ cdb_status cdb_db_removed_since(cdb_db *db, int64_t model_id, int64_t since, cdb
 
 cdb_status cdb_db_prune_removed(cdb_db *db, int64_t upto) {
     sqlite3_stmt *st = NULL;
-    cdb_status rc = db_writer(db, "prune removal log");
-    if (rc == CDB_OK) rc = db_prepare(db->cat, "DELETE FROM removed WHERE seq<=?1", &st);
+    cdb_status rc = cdb_sql_need_writer(db, "prune removal log");
+    if (rc == CDB_OK) rc = cdb_sql_prepare(db->cat, "DELETE FROM removed WHERE seq<=?1", &st);
     if (rc != CDB_OK) return rc;
     sqlite3_bind_int64(st, 1, upto);
-    return db_step_done(db->cat, st, "prune removal log");
+    return cdb_sql_step_done(db->cat, st, "prune removal log");
 }
 
 /* ---- counts ---------------------------------------------------------------------------- */
-
-cdb_status db_count_sql(cdb_db *db, const char *sql, int64_t arg, int64_t *out) {
-    sqlite3_stmt *st = NULL;
-    cdb_status rc = db_prepare(db->cat, sql, &st);
-    if (rc != CDB_OK) return rc;
-    if (sqlite3_bind_parameter_count(st) > 0) sqlite3_bind_int64(st, 1, arg);
-    int s = sqlite3_step(st);
-    if (s == SQLITE_ROW)
-        *out = sqlite3_column_int64(st, 0);
-    else
-        rc = db_sqlerr(db->cat, s, "count");
-    sqlite3_finalize(st);
-    return rc;
-}
 
 cdb_status cdb_db_get_counts(cdb_db *db, int64_t model_id, cdb_db_counts *out) {
     sqlite3_stmt *st = NULL;
     memset(out, 0, sizeof *out);
     /* One read transaction so the numbers agree with each other. */
-    cdb_status rc = db_exec(db->cat, "BEGIN");
+    cdb_status rc = cdb_sql_exec(db->cat, "BEGIN");
     if (rc != CDB_OK) return rc;
     /* files_notok indexes every state but ok: ok = all - the others. */
-    if ((rc = db_prepare(db->cat,
+    if ((rc = cdb_sql_prepare(db->cat,
                          "SELECT state, count(*) FROM files WHERE state<>2 GROUP BY state", &st)) ==
         CDB_OK) {
         int s;
@@ -541,40 +484,40 @@ cdb_status cdb_db_get_counts(cdb_db *db, int64_t model_id, cdb_db_counts *out) {
             int k = sqlite3_column_int(st, 0);
             if (k >= 1 && k <= 4) out->files[k] = sqlite3_column_int64(st, 1);
         }
-        if (s != SQLITE_DONE) rc = db_sqlerr(db->cat, s, "count files");
+        if (s != SQLITE_DONE) rc = cdb_sql_err(db->cat, s, "count files");
         sqlite3_finalize(st);
     }
     int64_t n_all = 0;
-    if (rc == CDB_OK) rc = db_count_sql(db, "SELECT count(*) FROM files", 0, &n_all);
+    if (rc == CDB_OK) rc = cdb_sql_count(db, "SELECT count(*) FROM files", 0, &n_all);
     if (rc == CDB_OK)
         out->files[CDB_DB_OK] =
             n_all - out->files[CDB_DB_PENDING] - out->files[CDB_DB_ERROR] - out->files[CDB_DB_DELETED];
-    if (rc == CDB_OK) rc = db_count_sql(db, "SELECT count(*) FROM roots", 0, &out->n_roots);
-    if (rc == CDB_OK) rc = db_count_sql(db, "SELECT count(*) FROM models", 0, &out->n_models);
-    if (rc == CDB_OK) rc = db_count_sql(db, "SELECT count(*) FROM shards", 0, &out->n_shards);
+    if (rc == CDB_OK) rc = cdb_sql_count(db, "SELECT count(*) FROM roots", 0, &out->n_roots);
+    if (rc == CDB_OK) rc = cdb_sql_count(db, "SELECT count(*) FROM models", 0, &out->n_models);
+    if (rc == CDB_OK) rc = cdb_sql_count(db, "SELECT count(*) FROM shards", 0, &out->n_shards);
     if (rc == CDB_OK) {
         if (model_id > 0)
-            rc = db_count_sql(db, "SELECT count(*) FROM vectors WHERE model_id=?1", model_id,
+            rc = cdb_sql_count(db, "SELECT count(*) FROM vectors WHERE model_id=?1", model_id,
                            &out->n_vectors);
         else
-            rc = db_count_sql(db,
+            rc = cdb_sql_count(db,
                            "SELECT count(*) FROM vectors WHERE model_id ="
                            " (SELECT id FROM models WHERE is_default=1)",
                            0, &out->n_vectors);
     }
-    if (rc == CDB_OK) rc = db_meta_get_int(db, "generation", &out->generation);
+    if (rc == CDB_OK) rc = cdb_sql_meta_get_int(db, "generation", &out->generation);
     if (rc == CDB_OK)
-        rc = db_count_sql(db, "SELECT count(*) FROM files WHERE state=1 AND error IS NOT NULL", 0,
+        rc = cdb_sql_count(db, "SELECT count(*) FROM files WHERE state=1 AND error IS NOT NULL", 0,
                           &out->n_retry);
     if (rc == CDB_OK)
-        rc = db_count_sql(db,
+        rc = cdb_sql_count(db,
                           "SELECT count(*) FROM files f WHERE f.state=2 AND NOT EXISTS("
                           "SELECT 1 FROM vectors v WHERE v.file_id=f.id AND v.model_id ="
                           " (CASE WHEN ?1 > 0 THEN ?1 ELSE (SELECT id FROM models WHERE"
                           " is_default=1) END))",
                           model_id, &out->n_missing);
     if (rc == CDB_OK)
-        rc = db_count_sql(db, "SELECT count(*) FROM walk_problems", 0, &out->n_walk_problems);
+        rc = cdb_sql_count(db, "SELECT count(*) FROM walk_problems", 0, &out->n_walk_problems);
     sqlite3_exec(db->cat, "COMMIT", NULL, NULL, NULL);
     return rc;
 }
@@ -583,13 +526,13 @@ cdb_status cdb_db_get_counts(cdb_db *db, int64_t model_id, cdb_db_counts *out) {
 
 cdb_status cdb_db_run_begin(cdb_db *db, const char *kind, int64_t *run_id) {
     sqlite3_stmt *st = NULL;
-    cdb_status rc = db_writer(db, "record run");
+    cdb_status rc = cdb_sql_need_writer(db, "record run");
     if (rc == CDB_OK)
-        rc = db_prepare(db->cat, "INSERT INTO runs(kind, started_ns) VALUES(?1, ?2)", &st);
+        rc = cdb_sql_prepare(db->cat, "INSERT INTO runs(kind, started_ns) VALUES(?1, ?2)", &st);
     if (rc != CDB_OK) return rc;
     sqlite3_bind_text(st, 1, kind ? kind : "", -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 2, db_wall_ns());
-    if ((rc = db_step_done(db->cat, st, "record run")) == CDB_OK)
+    sqlite3_bind_int64(st, 2, cdb_sql_wall_ns());
+    if ((rc = cdb_sql_step_done(db->cat, st, "record run")) == CDB_OK)
         *run_id = sqlite3_last_insert_rowid(db->cat);
     return rc;
 }
@@ -597,16 +540,16 @@ cdb_status cdb_db_run_begin(cdb_db *db, const char *kind, int64_t *run_id) {
 cdb_status cdb_db_run_finish(cdb_db *db, int64_t run_id, const char *status,
                              const char *summary_json) {
     sqlite3_stmt *st = NULL;
-    cdb_status rc = db_writer(db, "finish run");
+    cdb_status rc = cdb_sql_need_writer(db, "finish run");
     if (rc == CDB_OK)
-        rc = db_prepare(db->cat,
+        rc = cdb_sql_prepare(db->cat,
                         "UPDATE runs SET status=?2, summary=?3, finished_ns=?4 WHERE id=?1", &st);
     if (rc != CDB_OK) return rc;
     sqlite3_bind_int64(st, 1, run_id);
     sqlite3_bind_text(st, 2, status ? status : "", -1, SQLITE_STATIC);
     if (summary_json) sqlite3_bind_text(st, 3, summary_json, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 4, db_wall_ns());
-    rc = db_step_done(db->cat, st, "finish run");
+    sqlite3_bind_int64(st, 4, cdb_sql_wall_ns());
+    rc = cdb_sql_step_done(db->cat, st, "finish run");
     if (rc == CDB_OK && sqlite3_changes(db->cat) == 0)
         rc = cdb_seterr(CDB_NOTFOUND, "run %lld is not recorded", (long long)run_id);
     /* A finished run is durable whatever the sync mode (power-safe). */
@@ -616,7 +559,7 @@ cdb_status cdb_db_run_finish(cdb_db *db, int64_t run_id, const char *status,
 
 cdb_status cdb_db_runs_foreach(cdb_db *db, int limit, cdb_db_run_fn fn, void *ud) {
     sqlite3_stmt *st = NULL;
-    cdb_status rc = db_prepare(db->cat,
+    cdb_status rc = cdb_sql_prepare(db->cat,
                                "SELECT id, kind, status, summary, started_ns, finished_ns FROM runs"
                                " ORDER BY id DESC LIMIT ?1",
                                &st);
@@ -636,7 +579,7 @@ cdb_status cdb_db_runs_foreach(cdb_db *db, int limit, cdb_db_run_fn fn, void *ud
             break;
         }
     }
-    if (s != SQLITE_DONE) rc = db_sqlerr(db->cat, s, "list runs");
+    if (s != SQLITE_DONE) rc = cdb_sql_err(db->cat, s, "list runs");
     sqlite3_finalize(st);
     return rc;
 }

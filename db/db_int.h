@@ -70,53 +70,62 @@ struct cdb_db {
 ** identity (dev, ino, ctime_ns) at the three after it. */
 #define DB_P_HKEY 20
 #define DB_P_DEV 21
-int64_t db_hash_key(const uint8_t hash[CDB_DB_HASH_BYTES]);
-/* Schema v4 (catalog.c): the two-level move-detection index hkeys + hkeys_new;
-** replaces the files_hkey index. Every ok file with a hash has (hkey, id) in one
-** of them: the writes that make a file ok or give an ok file new meta add it. */
-cdb_status db_migrate_v4(cdb_db *db);
-/* Folds hkeys_new into hkeys when it has grown past its bound (batch.c; inside
-** the caller's catalog transaction). */
-cdb_status db_hkeys_maybe_merge(cdb_db *db);
 
-/* ---- helpers (db.c) ---- */
-cdb_status db_sqlerr(sqlite3 *conn, int rc, const char *what);
-cdb_status db_exec(sqlite3 *conn, const char *sql);
-cdb_status db_prepare(sqlite3 *conn, const char *sql, sqlite3_stmt **st);
+/* Private symbols: every extern name in db/ starts with cdb_. The public API
+** (db.h) is cdb_db_*; the files below share cdb_sql_* (sql.c), cdb_shard_*
+** (shard.c) and cdb_schema_* (schema.c). Each file calls only the ones below it:
+** db.c -> schema.c -> verify.c, roots.c -> batch.c -> catalog.c -> shard.c -> sql.c. */
+
+/* ---- SQLite helpers (sql.c: calls nothing else in db/) ---- */
+cdb_status cdb_sql_err(sqlite3 *conn, int rc, const char *what);
+cdb_status cdb_sql_exec(sqlite3 *conn, const char *sql);
+cdb_status cdb_sql_prepare(sqlite3 *conn, const char *sql, sqlite3_stmt **st);
 /* The cached catalog statement `which`, reset and with bindings cleared. */
-cdb_status db_stmt(cdb_db *db, int which, sqlite3_stmt **st);
-cdb_status db_begin(sqlite3 *conn); /* BEGIN IMMEDIATE (busy-retried) */
-cdb_status db_commit(sqlite3 *conn);
-void db_rollback(sqlite3 *conn);                          /* never fails; used on error paths */
-cdb_status db_writer(const cdb_db *db, const char *what); /* CDB_INVALID on readers */
-int64_t db_wall_ns(void);
-cdb_status db_meta_get_int(cdb_db *db, const char *key, int64_t *v);
-cdb_status db_meta_set_int(cdb_db *db, const char *key, int64_t v);
-cdb_status db_configure_conn(cdb_db *db, sqlite3 *conn);
-/* Steps a one-shot statement expecting DONE (or a row); finalizes it (catalog.c). */
-cdb_status db_step_done(sqlite3 *conn, sqlite3_stmt *st, const char *what);
-/* Heap copy of a BLOB/TEXT column, NUL-terminated; NULL on OOM (catalog.c). */
-char *db_column_strdup(sqlite3_stmt *st, int col);
-/* One integer from sql, with ?1 bound to arg when it has a parameter (catalog.c). */
-cdb_status db_count_sql(cdb_db *db, const char *sql, int64_t arg, int64_t *out);
+cdb_status cdb_sql_stmt(cdb_db *db, int which, sqlite3_stmt **st);
+cdb_status cdb_sql_begin(sqlite3 *conn); /* BEGIN IMMEDIATE (busy-retried) */
+cdb_status cdb_sql_commit(sqlite3 *conn);
+void cdb_sql_rollback(sqlite3 *conn); /* never fails; used on error paths */
+cdb_status cdb_sql_need_writer(const cdb_db *db, const char *what); /* CDB_INVALID on readers */
+int64_t cdb_sql_wall_ns(void); /* the wall clock written into catalog rows */
+cdb_status cdb_sql_meta_get_int(cdb_db *db, const char *key, int64_t *v);
+cdb_status cdb_sql_meta_set_int(cdb_db *db, const char *key, int64_t v);
+/* A text meta value (heap copy); CDB_CORRUPT when the key is missing. */
+cdb_status cdb_sql_meta_get_text(cdb_db *db, const char *key, char **out);
+cdb_status cdb_sql_meta_set_text(cdb_db *db, const char *key, const char *v);
+/* Steps a one-shot statement expecting DONE (or a row); finalizes it. */
+cdb_status cdb_sql_step_done(sqlite3 *conn, sqlite3_stmt *st, const char *what);
+/* Heap copy of a BLOB/TEXT column, NUL-terminated; NULL on OOM. */
+char *cdb_sql_column_strdup(sqlite3_stmt *st, int col);
+/* One integer from sql, with ?1 bound to arg when it has a parameter. */
+cdb_status cdb_sql_count(cdb_db *db, const char *sql, int64_t arg, int64_t *out);
 /* Opens one of the database's SQLite files: a writer read-write (create: may create
 ** it), a reader read-only, immutable when the file cannot be shared (cdb_db_params
 ** .readonly). */
-cdb_status db_open_conn(cdb_db *db, const char *path, int create, sqlite3 **out);
-
+cdb_status cdb_sql_open_conn(cdb_db *db, const char *path, int create, sqlite3 **out);
+/* Busy handler with backoff, page cache, synchronous mode; query_only on readers. */
+cdb_status cdb_sql_configure_conn(cdb_db *db, sqlite3 *conn);
 /* fsyncs path (and path-wal when present); CDB_IO on failure. */
-cdb_status db_fsync_db_file(const char *path);
-void db_fsync_dir(const char *path);
+cdb_status cdb_sql_fsync_file(const char *path);
+void cdb_sql_fsync_dir(const char *path);
+/* The move index's key: the hash's first 8 bytes as a big-endian int64. */
+int64_t cdb_sql_hash_key(const uint8_t hash[CDB_DB_HASH_BYTES]);
+
+/* ---- schema (schema.c) ---- */
+/* Schema version of the open catalog: 0 for an empty file, CDB_CORRUPT for a
+** SQLite file that is not a clipdb catalog. Reads only. */
+cdb_status cdb_schema_read_version(cdb_db *db, int64_t *v);
+/* Runs migrations from+1 .. CDB_DB_SCHEMA_VERSION, each in its own transaction. */
+cdb_status cdb_schema_migrate(cdb_db *db, int64_t from);
 
 /* ---- shards (shard.c) ---- */
 /* The open connection for shard id (opened and identity-checked on first use).
 ** CDB_CORRUPT names the shard when it is missing, truncated or foreign. */
-cdb_status db_shard_get(cdb_db *db, int32_t id, db_shard **out);
+cdb_status cdb_shard_get(cdb_db *db, int32_t id, db_shard **out);
 /* Creates the shard file for id (or adopts a valid leftover of a rolled-back
 ** creation) and its catalog row, inside the caller's catalog transaction. */
-cdb_status db_shard_create(cdb_db *db, int32_t id);
+cdb_status cdb_shard_create(cdb_db *db, int32_t id);
 /* Shard assignment during one step-1 transaction: the current shard is read once
-** and reservations are summed in memory, then written by db_shard_alloc_flush. */
+** and reservations are summed in memory, then written by cdb_shard_alloc_flush. */
 typedef struct db_shard_alloc {
     int32_t cur; /* 0 = not read yet */
     int32_t max_id;
@@ -126,24 +135,20 @@ typedef struct db_shard_alloc {
 /* The shard new files go to, sealing the current one and creating the next when
 ** `need` more bytes would exceed the capacity; reserves need bytes in it. Inside
 ** the caller's catalog transaction. */
-cdb_status db_shard_for_new(cdb_db *db, db_shard_alloc *a, int64_t need, int32_t *id);
-cdb_status db_shard_alloc_flush(cdb_db *db, db_shard_alloc *a);
+cdb_status cdb_shard_for_new(cdb_db *db, db_shard_alloc *a, int64_t need, int32_t *id);
+cdb_status cdb_shard_alloc_flush(cdb_db *db, db_shard_alloc *a);
 /* Quick on-disk check of one shard file; fills msg and returns a problem kind, or 0. */
-int db_shard_check_file(cdb_db *db, int32_t id, char *msg, size_t msg_len);
-void db_shard_close_all(cdb_db *db); /* stops the background checkpointer first */
+int cdb_shard_check_file(cdb_db *db, int32_t id, char *msg, size_t msg_len);
+void cdb_shard_close_all(cdb_db *db); /* stops the background checkpointer first */
 /* Background checkpoints (writer handles): conn's WAL (the catalog's or a shard's)
 ** is checkpointed by a thread of this handle, on its own short-lived connection,
 ** at the same size as SQLite's autocheckpoint would, instead of by the commit that
 ** crossed the mark, so the writer never waits for a checkpoint's copying and
 ** fsyncs. Same checkpoints, same sync mode: durability and crash safety are
 ** unchanged. */
-cdb_status db_ckpt_attach(cdb_db *db, sqlite3 *conn);
-void db_shard_close_one(cdb_db *db, int32_t id);
-void db_shard_path(const cdb_db *db, int32_t id, char *buf, size_t len);
-void db_decode_blob(const void *blob, int dim, float *out);
-
-/* ---- vectors (batch.c) ---- */
-/* Max |x| scaled fp32 norm, used by encode and verify: sum in fp32 of squares. */
-float db_f16_norm(const uint16_t *v, int dim);
+cdb_status cdb_shard_ckpt_attach(cdb_db *db, sqlite3 *conn);
+void cdb_shard_close_one(cdb_db *db, int32_t id);
+void cdb_shard_path(const cdb_db *db, int32_t id, char *buf, size_t len);
+void cdb_shard_decode_blob(const void *blob, int dim, float *out);
 
 #endif /* CDB_DB_INT_H */

@@ -41,7 +41,7 @@ void cdb_db_root_clear(cdb_db_root *r) {
 cdb_status cdb_db_root_info(cdb_db *db, int64_t root_id, cdb_db_root *out) {
     sqlite3_stmt *st = NULL;
     memset(out, 0, sizeof *out);
-    cdb_status rc = db_prepare(db->cat, "SELECT " ROOT_COLS " FROM roots WHERE id=?1", &st);
+    cdb_status rc = cdb_sql_prepare(db->cat, "SELECT " ROOT_COLS " FROM roots WHERE id=?1", &st);
     if (rc != CDB_OK) return rc;
     sqlite3_bind_int64(st, 1, root_id);
     int s = sqlite3_step(st);
@@ -49,7 +49,7 @@ cdb_status cdb_db_root_info(cdb_db *db, int64_t root_id, cdb_db_root *out) {
         cdb_db_root r;
         root_from_row(st, &r);
         *out = r;
-        out->path = db_column_strdup(st, 1);
+        out->path = cdb_sql_column_strdup(st, 1);
         out->status = r.status ? cdb_strdup(r.status) : NULL;
         if (!out->path || (r.status && !out->status)) {
             cdb_db_root_clear(out);
@@ -58,7 +58,7 @@ cdb_status cdb_db_root_info(cdb_db *db, int64_t root_id, cdb_db_root *out) {
     } else if (s == SQLITE_DONE) {
         rc = cdb_seterr(CDB_NOTFOUND, "root %lld is not recorded", (long long)root_id);
     } else {
-        rc = db_sqlerr(db->cat, s, "get root");
+        rc = cdb_sql_err(db->cat, s, "get root");
     }
     sqlite3_finalize(st);
     return rc;
@@ -76,7 +76,7 @@ cdb_status cdb_db_root_get(cdb_db *db, int64_t root_id, char **path) {
 
 cdb_status cdb_db_root_find(cdb_db *db, const char *path, int64_t *root_id) {
     sqlite3_stmt *st = NULL;
-    cdb_status rc = db_prepare(db->cat, "SELECT id FROM roots WHERE path=?1", &st);
+    cdb_status rc = cdb_sql_prepare(db->cat, "SELECT id FROM roots WHERE path=?1", &st);
     if (rc != CDB_OK) return rc;
     sqlite3_bind_blob(st, 1, path, (int)strlen(path), SQLITE_STATIC);
     int s = sqlite3_step(st);
@@ -85,7 +85,7 @@ cdb_status cdb_db_root_find(cdb_db *db, const char *path, int64_t *root_id) {
     else if (s == SQLITE_DONE)
         rc = cdb_seterr(CDB_NOTFOUND, "root %s is not recorded", path);
     else
-        rc = db_sqlerr(db->cat, s, "find root");
+        rc = cdb_sql_err(db->cat, s, "find root");
     sqlite3_finalize(st);
     return rc;
 }
@@ -94,7 +94,7 @@ cdb_status cdb_db_root_create(cdb_db *db, const char *path, cdb_db_root_kind kin
                               int follow_symlinks, int64_t *root_id) {
     sqlite3_stmt *st = NULL;
     cdb_status rc;
-    if ((rc = db_writer(db, "add root")) != CDB_OK) return rc;
+    if ((rc = cdb_sql_need_writer(db, "add root")) != CDB_OK) return rc;
     if (!path || !*path) return cdb_seterr(CDB_INVALID, "add root: empty path");
     rc = cdb_db_root_find(db, path, root_id);
     if (rc == CDB_OK) {
@@ -110,16 +110,16 @@ cdb_status cdb_db_root_create(cdb_db *db, const char *path, cdb_db_root_kind kin
     }
     if (rc != CDB_NOTFOUND) return rc;
     cdb_clearerr();
-    if ((rc = db_prepare(db->cat,
+    if ((rc = cdb_sql_prepare(db->cat,
                          "INSERT INTO roots(path, created_ns, kind, follow_symlinks)"
                          " VALUES(?1, ?2, ?3, ?4)",
                          &st)) != CDB_OK)
         return rc;
     sqlite3_bind_blob(st, 1, path, (int)strlen(path), SQLITE_STATIC);
-    sqlite3_bind_int64(st, 2, db_wall_ns());
+    sqlite3_bind_int64(st, 2, cdb_sql_wall_ns());
     sqlite3_bind_int(st, 3, (int)kind);
     sqlite3_bind_int(st, 4, follow_symlinks != 0);
-    if ((rc = db_step_done(db->cat, st, "add root")) == CDB_OK)
+    if ((rc = cdb_sql_step_done(db->cat, st, "add root")) == CDB_OK)
         *root_id = sqlite3_last_insert_rowid(db->cat);
     return rc;
 }
@@ -130,7 +130,7 @@ cdb_status cdb_db_root_add(cdb_db *db, const char *path, int64_t *root_id) {
 
 cdb_status cdb_db_roots_foreach(cdb_db *db, cdb_db_root_fn fn, void *ud) {
     sqlite3_stmt *st = NULL;
-    cdb_status rc = db_prepare(db->cat, "SELECT " ROOT_COLS " FROM roots ORDER BY id", &st);
+    cdb_status rc = cdb_sql_prepare(db->cat, "SELECT " ROOT_COLS " FROM roots ORDER BY id", &st);
     if (rc != CDB_OK) return rc;
     int s;
     while ((s = sqlite3_step(st)) == SQLITE_ROW) {
@@ -146,14 +146,14 @@ cdb_status cdb_db_roots_foreach(cdb_db *db, cdb_db_root_fn fn, void *ud) {
             break;
         }
     }
-    if (s != SQLITE_DONE) rc = db_sqlerr(db->cat, s, "list roots");
+    if (s != SQLITE_DONE) rc = cdb_sql_err(db->cat, s, "list roots");
     sqlite3_finalize(st);
     return rc;
 }
 
 /* One UPDATE of a root row; CDB_NOTFOUND when no row changed. */
 static cdb_status root_update(cdb_db *db, sqlite3_stmt *st, const char *what) {
-    cdb_status rc = db_step_done(db->cat, st, what);
+    cdb_status rc = cdb_sql_step_done(db->cat, st, what);
     if (rc == CDB_OK && sqlite3_changes(db->cat) == 0)
         rc = cdb_seterr(CDB_NOTFOUND, "%s: no such root", what);
     return rc;
@@ -161,9 +161,9 @@ static cdb_status root_update(cdb_db *db, sqlite3_stmt *st, const char *what) {
 
 cdb_status cdb_db_root_set_options(cdb_db *db, int64_t root_id, int follow_symlinks, int no_exif) {
     sqlite3_stmt *st = NULL;
-    cdb_status rc = db_writer(db, "set root options");
+    cdb_status rc = cdb_sql_need_writer(db, "set root options");
     if (rc == CDB_OK)
-        rc = db_prepare(db->cat,
+        rc = cdb_sql_prepare(db->cat,
                         "UPDATE roots SET follow_symlinks=CASE WHEN ?2 < 0 THEN follow_symlinks"
                         " ELSE ?2 END, no_exif=CASE WHEN ?3 < 0 THEN no_exif ELSE ?3 END"
                         " WHERE id=?1",
@@ -177,16 +177,16 @@ cdb_status cdb_db_root_set_options(cdb_db *db, int64_t root_id, int follow_symli
 
 cdb_status cdb_db_root_set_scan(cdb_db *db, int64_t root_id, uint64_t dev, const char *status) {
     sqlite3_stmt *st = NULL;
-    cdb_status rc = db_writer(db, "record scan");
+    cdb_status rc = cdb_sql_need_writer(db, "record scan");
     if (rc == CDB_OK)
-        rc = db_prepare(db->cat,
+        rc = cdb_sql_prepare(db->cat,
                         "UPDATE roots SET dev=CASE WHEN ?2 = 0 THEN dev ELSE ?2 END,"
                         " scanned_ns=?3, status=?4 WHERE id=?1",
                         &st);
     if (rc != CDB_OK) return rc;
     sqlite3_bind_int64(st, 1, root_id);
     sqlite3_bind_int64(st, 2, (int64_t)dev);
-    sqlite3_bind_int64(st, 3, db_wall_ns());
+    sqlite3_bind_int64(st, 3, cdb_sql_wall_ns());
     sqlite3_bind_text(st, 4, status ? status : "ok", -1, SQLITE_STATIC);
     return root_update(db, st, "record scan");
 }
@@ -194,7 +194,7 @@ cdb_status cdb_db_root_set_scan(cdb_db *db, int64_t root_id, uint64_t dev, const
 cdb_status cdb_db_root_set_path(cdb_db *db, int64_t root_id, const char *new_path) {
     sqlite3_stmt *st = NULL;
     int64_t other = 0;
-    cdb_status rc = db_writer(db, "move root");
+    cdb_status rc = cdb_sql_need_writer(db, "move root");
     if (rc != CDB_OK) return rc;
     if (!new_path || !*new_path) return cdb_seterr(CDB_INVALID, "move root: empty path");
     rc = cdb_db_root_find(db, new_path, &other);
@@ -205,8 +205,8 @@ cdb_status cdb_db_root_set_path(cdb_db *db, int64_t root_id, const char *new_pat
     if (rc != CDB_NOTFOUND) return rc;
     cdb_clearerr();
     /* what the last scan said (missing, its problems) was about the old place */
-    if ((rc = db_begin(db->cat)) != CDB_OK) return rc;
-    rc = db_prepare(db->cat, "UPDATE roots SET path=?2, dev=NULL, status=NULL WHERE id=?1", &st);
+    if ((rc = cdb_sql_begin(db->cat)) != CDB_OK) return rc;
+    rc = cdb_sql_prepare(db->cat, "UPDATE roots SET path=?2, dev=NULL, status=NULL WHERE id=?1", &st);
     if (rc == CDB_OK) {
         sqlite3_bind_int64(st, 1, root_id);
         sqlite3_bind_blob(st, 2, new_path, (int)strlen(new_path), SQLITE_STATIC);
@@ -214,22 +214,22 @@ cdb_status cdb_db_root_set_path(cdb_db *db, int64_t root_id, const char *new_pat
     }
     if (rc == CDB_OK)
         rc = exec_id(db, "DELETE FROM walk_problems WHERE root_id=?1", root_id, "move root");
-    if (rc == CDB_OK) return db_commit(db->cat);
-    db_rollback(db->cat);
+    if (rc == CDB_OK) return cdb_sql_commit(db->cat);
+    cdb_sql_rollback(db->cat);
     return rc;
 }
 
 cdb_status cdb_db_root_count_live(cdb_db *db, int64_t root_id, int64_t *n) {
-    return db_count_sql(db, "SELECT count(*) FROM files WHERE root_id=?1 AND state<>4", root_id, n);
+    return cdb_sql_count(db, "SELECT count(*) FROM files WHERE root_id=?1 AND state<>4", root_id, n);
 }
 
 cdb_status cdb_db_root_get_counts(cdb_db *db, int64_t root_id, int64_t model_id,
                                   cdb_db_root_counts *out) {
     sqlite3_stmt *st = NULL;
     memset(out, 0, sizeof *out);
-    cdb_status rc = db_exec(db->cat, "BEGIN");
+    cdb_status rc = cdb_sql_exec(db->cat, "BEGIN");
     if (rc != CDB_OK) return rc;
-    rc = db_prepare(db->cat,
+    rc = cdb_sql_prepare(db->cat,
                     "SELECT state, count(*), count(error) FROM files WHERE root_id=?1 GROUP BY state",
                     &st);
     if (rc == CDB_OK) {
@@ -240,10 +240,10 @@ cdb_status cdb_db_root_get_counts(cdb_db *db, int64_t root_id, int64_t model_id,
             if (k >= 1 && k <= 4) out->files[k] = sqlite3_column_int64(st, 1);
             if (k == CDB_DB_PENDING) out->n_retry = sqlite3_column_int64(st, 2);
         }
-        if (s != SQLITE_DONE) rc = db_sqlerr(db->cat, s, "count files");
+        if (s != SQLITE_DONE) rc = cdb_sql_err(db->cat, s, "count files");
         sqlite3_finalize(st);
     }
-    if (rc == CDB_OK && (rc = db_prepare(db->cat,
+    if (rc == CDB_OK && (rc = cdb_sql_prepare(db->cat,
                                          "SELECT count(*) FROM vectors v JOIN files f ON f.id ="
                                          " v.file_id WHERE f.root_id=?1 AND v.model_id = (CASE"
                                          " WHEN ?2 > 0 THEN ?2 ELSE (SELECT id FROM models"
@@ -252,11 +252,11 @@ cdb_status cdb_db_root_get_counts(cdb_db *db, int64_t root_id, int64_t model_id,
         sqlite3_bind_int64(st, 1, root_id);
         sqlite3_bind_int64(st, 2, model_id);
         if (sqlite3_step(st) == SQLITE_ROW) out->n_vectors = sqlite3_column_int64(st, 0);
-        else rc = db_sqlerr(db->cat, sqlite3_errcode(db->cat), "count vectors");
+        else rc = cdb_sql_err(db->cat, sqlite3_errcode(db->cat), "count vectors");
         sqlite3_finalize(st);
     }
     if (rc == CDB_OK)
-        rc = db_count_sql(db, "SELECT count(*) FROM walk_problems WHERE root_id=?1", root_id,
+        rc = cdb_sql_count(db, "SELECT count(*) FROM walk_problems WHERE root_id=?1", root_id,
                           &out->n_walk_problems);
     sqlite3_exec(db->cat, "COMMIT", NULL, NULL, NULL);
     return rc;
@@ -300,10 +300,10 @@ static cdb_status adopt_plan(cdb_db *db, int64_t parent_id, int64_t child_id, co
     sqlite3_stmt *st = NULL, *clash = NULL;
     adopt_row *v = NULL;
     int64_t n = 0, cap = 0;
-    cdb_status rc = db_prepare(db->cat, "SELECT id, state, relpath FROM files WHERE root_id=?1"
+    cdb_status rc = cdb_sql_prepare(db->cat, "SELECT id, state, relpath FROM files WHERE root_id=?1"
                                         " ORDER BY id", &st);
     if (rc == CDB_OK)
-        rc = db_prepare(db->cat, "SELECT id, state FROM files WHERE root_id=?1 AND relpath=?2",
+        rc = cdb_sql_prepare(db->cat, "SELECT id, state FROM files WHERE root_id=?1 AND relpath=?2",
                         &clash);
     if (rc == CDB_OK) sqlite3_bind_int64(st, 1, child_id);
     int s = SQLITE_DONE;
@@ -336,10 +336,10 @@ static cdb_status adopt_plan(cdb_db *db, int64_t parent_id, int64_t child_id, co
             r->clash_id = sqlite3_column_int64(clash, 0);
             r->clash_state = sqlite3_column_int(clash, 1);
         } else if (c != SQLITE_DONE) {
-            rc = db_sqlerr(db->cat, c, "adopt root");
+            rc = cdb_sql_err(db->cat, c, "adopt root");
         }
     }
-    if (rc == CDB_OK && s != SQLITE_DONE) rc = db_sqlerr(db->cat, s, "adopt root");
+    if (rc == CDB_OK && s != SQLITE_DONE) rc = cdb_sql_err(db->cat, s, "adopt root");
     sqlite3_finalize(st);
     sqlite3_finalize(clash);
     if (rc != CDB_OK) {
@@ -370,10 +370,10 @@ static cdb_status adopt_drop_live_clashes(cdb_db *db, int64_t model_id, adopt_ro
 
 static cdb_status exec_id(cdb_db *db, const char *sql, int64_t id, const char *what) {
     sqlite3_stmt *st = NULL;
-    cdb_status rc = db_prepare(db->cat, sql, &st);
+    cdb_status rc = cdb_sql_prepare(db->cat, sql, &st);
     if (rc != CDB_OK) return rc;
     sqlite3_bind_int64(st, 1, id);
-    return db_step_done(db->cat, st, what);
+    return cdb_sql_step_done(db->cat, st, what);
 }
 
 /* Step B, one transaction: of each clash the row without vectors goes (the child's
@@ -382,9 +382,9 @@ static cdb_status exec_id(cdb_db *db, const char *sql, int64_t id, const char *w
 static cdb_status adopt_apply(cdb_db *db, int64_t parent_id, int64_t child_id, adopt_row *v,
                               int64_t n) {
     sqlite3_stmt *up = NULL;
-    cdb_status rc = db_begin(db->cat);
+    cdb_status rc = cdb_sql_begin(db->cat);
     if (rc != CDB_OK) return rc;
-    rc = db_prepare(db->cat, "UPDATE files SET root_id=?2, relpath=?3 WHERE id=?1", &up);
+    rc = cdb_sql_prepare(db->cat, "UPDATE files SET root_id=?2, relpath=?3 WHERE id=?1", &up);
     for (int64_t i = 0; i < n && rc == CDB_OK; i++) {
         if (v[i].clash_id) {
             int child_wins = is_live(v[i].state) && !is_live(v[i].clash_state);
@@ -397,14 +397,14 @@ static cdb_status adopt_apply(cdb_db *db, int64_t parent_id, int64_t child_id, a
         sqlite3_bind_int64(up, 2, parent_id);
         sqlite3_bind_blob(up, 3, v[i].newrel, (int)strlen(v[i].newrel), SQLITE_STATIC);
         int s = sqlite3_step(up);
-        if (s != SQLITE_DONE) rc = db_sqlerr(db->cat, s, "adopt root");
+        if (s != SQLITE_DONE) rc = cdb_sql_err(db->cat, s, "adopt root");
     }
     sqlite3_finalize(up);
     if (rc == CDB_OK)
         rc = exec_id(db, "DELETE FROM walk_problems WHERE root_id=?1", child_id, "adopt root");
     if (rc == CDB_OK) rc = exec_id(db, "DELETE FROM roots WHERE id=?1", child_id, "adopt root");
-    if (rc == CDB_OK) return db_commit(db->cat);
-    db_rollback(db->cat);
+    if (rc == CDB_OK) return cdb_sql_commit(db->cat);
+    cdb_sql_rollback(db->cat);
     return rc;
 }
 
@@ -413,7 +413,7 @@ cdb_status cdb_db_root_adopt(cdb_db *db, int64_t model_id, int64_t parent_id, in
     cdb_db_root parent, child;
     adopt_row *v = NULL;
     int64_t n = 0;
-    cdb_status rc = db_writer(db, "adopt root");
+    cdb_status rc = cdb_sql_need_writer(db, "adopt root");
     if (n_files) *n_files = 0;
     if (rc != CDB_OK) return rc;
     if ((rc = cdb_db_root_info(db, parent_id, &parent)) != CDB_OK) return rc;
@@ -463,7 +463,7 @@ static int collect_id(const cdb_db_file *f, void *ud) {
 cdb_status cdb_db_root_forget(cdb_db *db, int64_t model_id, int64_t root_id, int64_t *n_files) {
     id_vec live = {0};
     cdb_db_batch *b = NULL;
-    cdb_status rc = db_writer(db, "forget root");
+    cdb_status rc = cdb_sql_need_writer(db, "forget root");
     if (n_files) *n_files = 0;
     if (rc != CDB_OK) return rc;
     rc = cdb_db_files_foreach(db, root_id, CDB_DB_MASK_OK | CDB_DB_MASK_PENDING | CDB_DB_MASK_ERROR,
@@ -479,13 +479,13 @@ cdb_status cdb_db_root_forget(cdb_db *db, int64_t model_id, int64_t root_id, int
     cdb_free(live.v);
     if (rc != CDB_OK) return cdb_errctx(rc, "forget root");
     /* Everything under the root is deleted now (no vectors): the rows can go. */
-    if ((rc = db_begin(db->cat)) != CDB_OK) return rc;
+    if ((rc = cdb_sql_begin(db->cat)) != CDB_OK) return rc;
     rc = exec_id(db, "DELETE FROM files WHERE root_id=?1", root_id, "forget root");
     if (rc == CDB_OK)
         rc = exec_id(db, "DELETE FROM walk_problems WHERE root_id=?1", root_id, "forget root");
     if (rc == CDB_OK) rc = exec_id(db, "DELETE FROM roots WHERE id=?1", root_id, "forget root");
-    if (rc == CDB_OK) rc = db_commit(db->cat);
-    else db_rollback(db->cat);
+    if (rc == CDB_OK) rc = cdb_sql_commit(db->cat);
+    else cdb_sql_rollback(db->cat);
     if (rc == CDB_OK && n_files) *n_files = live.n;
     return rc;
 }
@@ -501,18 +501,18 @@ static int64_t file_size(const char *path) {
 static cdb_status vacuum_conn(sqlite3 *conn, const char *path, int64_t *freed) {
     sqlite3_stmt *st = NULL;
     int64_t free_pages = 0, before;
-    cdb_status rc = db_prepare(conn, "PRAGMA freelist_count", &st);
+    cdb_status rc = cdb_sql_prepare(conn, "PRAGMA freelist_count", &st);
     if (rc != CDB_OK) return rc;
     if (sqlite3_step(st) == SQLITE_ROW) free_pages = sqlite3_column_int64(st, 0);
     sqlite3_finalize(st);
     if (free_pages == 0) return CDB_OK;
     /* Pages live in the WAL until a checkpoint: TRUNCATE folds them into the file
     ** (before, to measure; after, to give the space back now). */
-    if ((rc = db_exec(conn, "PRAGMA wal_checkpoint(TRUNCATE)")) != CDB_OK)
+    if ((rc = cdb_sql_exec(conn, "PRAGMA wal_checkpoint(TRUNCATE)")) != CDB_OK)
         return cdb_errctx(rc, "compact %s", path);
     before = file_size(path);
-    if ((rc = db_exec(conn, "VACUUM")) != CDB_OK) return cdb_errctx(rc, "compact %s", path);
-    if ((rc = db_exec(conn, "PRAGMA wal_checkpoint(TRUNCATE)")) != CDB_OK)
+    if ((rc = cdb_sql_exec(conn, "VACUUM")) != CDB_OK) return cdb_errctx(rc, "compact %s", path);
+    if ((rc = cdb_sql_exec(conn, "PRAGMA wal_checkpoint(TRUNCATE)")) != CDB_OK)
         return cdb_errctx(rc, "compact %s", path);
     *freed += before - file_size(path);
     return CDB_OK;
@@ -522,16 +522,16 @@ cdb_status cdb_db_compact(cdb_db *db, int64_t *bytes_freed) {
     sqlite3_stmt *st = NULL;
     int64_t freed = 0;
     char path[4200];
-    cdb_status rc = db_writer(db, "compact");
+    cdb_status rc = cdb_sql_need_writer(db, "compact");
     if (bytes_freed) *bytes_freed = 0;
     if (rc != CDB_OK) return rc;
-    if ((rc = db_prepare(db->cat, "SELECT id FROM shards ORDER BY id", &st)) != CDB_OK) return rc;
+    if ((rc = cdb_sql_prepare(db->cat, "SELECT id FROM shards ORDER BY id", &st)) != CDB_OK) return rc;
     int s;
     while (rc == CDB_OK && (s = sqlite3_step(st)) == SQLITE_ROW) {
         int32_t id = sqlite3_column_int(st, 0);
         db_shard *sh = NULL;
-        if ((rc = db_shard_get(db, id, &sh)) != CDB_OK) break;
-        db_shard_path(db, id, path, sizeof path);
+        if ((rc = cdb_shard_get(db, id, &sh)) != CDB_OK) break;
+        cdb_shard_path(db, id, path, sizeof path);
         rc = vacuum_conn(sh->conn, path, &freed);
         if (rc == CDB_OK) sh->unsynced = 1;
     }
@@ -548,12 +548,12 @@ cdb_status cdb_db_compact(cdb_db *db, int64_t *bytes_freed) {
 cdb_status cdb_db_walk_problems_set(cdb_db *db, int64_t root_id, const char *under,
                                     const cdb_db_walk_problem *p, int n) {
     sqlite3_stmt *del = NULL, *ins = NULL;
-    cdb_status rc = db_writer(db, "record walk problems");
+    cdb_status rc = cdb_sql_need_writer(db, "record walk problems");
     if (rc != CDB_OK) return rc;
-    if ((rc = db_begin(db->cat)) != CDB_OK) return rc;
+    if ((rc = cdb_sql_begin(db->cat)) != CDB_OK) return rc;
     size_t ul = under ? strlen(under) : 0;
     /* a partial scan of folder `under` replaces what was under it (and it itself) */
-    rc = db_prepare(db->cat,
+    rc = cdb_sql_prepare(db->cat,
                     "DELETE FROM walk_problems WHERE root_id=?1 AND (?3 = 0 OR relpath=?2 OR"
                     " substr(relpath, 1, ?3 + 1) = CAST(?2 || '/' AS BLOB))",
                     &del);
@@ -561,10 +561,10 @@ cdb_status cdb_db_walk_problems_set(cdb_db *db, int64_t root_id, const char *und
         sqlite3_bind_int64(del, 1, root_id);
         sqlite3_bind_blob(del, 2, ul ? under : "", (int)ul, SQLITE_STATIC);
         sqlite3_bind_int(del, 3, (int)ul);
-        rc = db_step_done(db->cat, del, "record walk problems");
+        rc = cdb_sql_step_done(db->cat, del, "record walk problems");
     }
     if (rc == CDB_OK)
-        rc = db_prepare(db->cat,
+        rc = cdb_sql_prepare(db->cat,
                         "INSERT INTO walk_problems(root_id, relpath, reason, seen_ns)"
                         " VALUES(?1, ?2, ?3, ?4)",
                         &ins);
@@ -574,20 +574,20 @@ cdb_status cdb_db_walk_problems_set(cdb_db *db, int64_t root_id, const char *und
         sqlite3_bind_blob(ins, 2, p[i].relpath ? p[i].relpath : "",
                           (int)(p[i].relpath ? strlen(p[i].relpath) : 0), SQLITE_STATIC);
         sqlite3_bind_text(ins, 3, p[i].reason ? p[i].reason : "unreadable", -1, SQLITE_STATIC);
-        sqlite3_bind_int64(ins, 4, p[i].seen_ns ? p[i].seen_ns : db_wall_ns());
+        sqlite3_bind_int64(ins, 4, p[i].seen_ns ? p[i].seen_ns : cdb_sql_wall_ns());
         int s = sqlite3_step(ins);
-        if (s != SQLITE_DONE) rc = db_sqlerr(db->cat, s, "record walk problems");
+        if (s != SQLITE_DONE) rc = cdb_sql_err(db->cat, s, "record walk problems");
     }
     sqlite3_finalize(ins);
-    if (rc == CDB_OK) return db_commit(db->cat);
-    db_rollback(db->cat);
+    if (rc == CDB_OK) return cdb_sql_commit(db->cat);
+    cdb_sql_rollback(db->cat);
     return rc;
 }
 
 cdb_status cdb_db_walk_problems_foreach(cdb_db *db, int64_t root_id, cdb_db_walk_problem_fn fn,
                                         void *ud) {
     sqlite3_stmt *st = NULL;
-    cdb_status rc = db_prepare(db->cat,
+    cdb_status rc = cdb_sql_prepare(db->cat,
                                "SELECT root_id, relpath, reason, seen_ns FROM walk_problems"
                                " WHERE ?1 = 0 OR root_id=?1 ORDER BY root_id, relpath",
                                &st);
@@ -607,7 +607,7 @@ cdb_status cdb_db_walk_problems_foreach(cdb_db *db, int64_t root_id, cdb_db_walk
             break;
         }
     }
-    if (s != SQLITE_DONE) rc = db_sqlerr(db->cat, s, "list walk problems");
+    if (s != SQLITE_DONE) rc = cdb_sql_err(db->cat, s, "list walk problems");
     sqlite3_finalize(st);
     return rc;
 }

@@ -3,7 +3,8 @@
 ** fills, opening them with an identity check (shard id + database uuid, so a shard
 ** copied from another database or replaced behind our back is refused), the quick
 ** on-disk check used to detect deleted or truncated shards, and the read paths over
-** vectors: the ordered multi-shard iterator and lookup by file ids for re-rank.
+** vectors: the ordered multi-shard iterator and lookup by file ids for re-rank,
+** and cdb_db_flush (shards made durable before the catalog).
 ** On-disk layout: db/README.md.
 */
 #include <errno.h>
@@ -34,7 +35,7 @@ static const char k_shard_schema[] =
 ** passive checkpoint never blocks the writer, which appends meanwhile; when a
 ** checkpoint has caught up, the writer's next transaction restarts the WAL, as
 ** with autocheckpoint. The checkpointer holds no connection between runs; closing
-** a shard or the handle first waits for a run in progress (db_ckpt_quiesce). */
+** a shard or the handle first waits for a run in progress (ckpt_quiesce). */
 #define CKPT_QUEUE 8
 
 typedef struct db_ckpt {
@@ -82,7 +83,7 @@ static void *ckpt_main(void *arg) {
 }
 
 /* Waits for a checkpoint in progress and drops the queued ones. */
-static void db_ckpt_quiesce(cdb_db *db) {
+static void ckpt_quiesce(cdb_db *db) {
     db_ckpt *k = db->ckpt;
     if (!k) return;
     pthread_mutex_lock(&k->mu);
@@ -91,10 +92,10 @@ static void db_ckpt_quiesce(cdb_db *db) {
     pthread_mutex_unlock(&k->mu);
 }
 
-static void db_ckpt_stop(cdb_db *db) {
+static void ckpt_stop(cdb_db *db) {
     db_ckpt *k = db->ckpt;
     if (!k) return;
-    db_ckpt_quiesce(db);
+    ckpt_quiesce(db);
     pthread_mutex_lock(&k->mu);
     k->stop = 1;
     pthread_cond_broadcast(&k->cv);
@@ -141,7 +142,7 @@ static int ckpt_on_commit(void *ud, sqlite3 *conn, const char *name, int n_frame
     return SQLITE_OK;
 }
 
-cdb_status db_ckpt_attach(cdb_db *db, sqlite3 *conn) {
+cdb_status cdb_shard_ckpt_attach(cdb_db *db, sqlite3 *conn) {
     if (db->readonly) return CDB_OK;
     if (!db->ckpt) {
         db_ckpt *k = cdb_calloc(1, sizeof *k);
@@ -155,7 +156,7 @@ cdb_status db_ckpt_attach(cdb_db *db, sqlite3 *conn) {
     return CDB_OK;
 }
 
-void db_shard_path(const cdb_db *db, int32_t id, char *buf, size_t len) {
+void cdb_shard_path(const cdb_db *db, int32_t id, char *buf, size_t len) {
     snprintf(buf, len, "%s/shards/%04d.db", db->dir, (int)id);
 }
 
@@ -164,7 +165,7 @@ static void shard_close(db_shard *sh) {
     ** has quiesced the checkpointer (a repair may replace the file next). */
     if (sh->conn && sh->unsynced) {
         const char *f = sqlite3_db_filename(sh->conn, "main");
-        if (f && *f) (void)db_fsync_db_file(f);
+        if (f && *f) (void)cdb_sql_fsync_file(f);
     }
     sqlite3_finalize(sh->st_put);
     sqlite3_finalize(sh->st_del);
@@ -173,13 +174,13 @@ static void shard_close(db_shard *sh) {
     memset(sh, 0, sizeof *sh);
 }
 
-void db_shard_close_one(cdb_db *db, int32_t id) {
-    db_ckpt_quiesce(db);
+void cdb_shard_close_one(cdb_db *db, int32_t id) {
+    ckpt_quiesce(db);
     if (id > 0 && id < db->n_shards_alloc) shard_close(&db->shards[id]);
 }
 
-void db_shard_close_all(cdb_db *db) {
-    db_ckpt_stop(db);
+void cdb_shard_close_all(cdb_db *db) {
+    ckpt_stop(db);
     for (int i = 0; i < db->n_shards_alloc; i++) shard_close(&db->shards[i]);
     cdb_free(db->shards);
     db->shards = NULL;
@@ -190,11 +191,11 @@ static uint32_t be32(const uint8_t *p) {
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
-int db_shard_check_file(cdb_db *db, int32_t id, char *msg, size_t msg_len) {
+int cdb_shard_check_file(cdb_db *db, int32_t id, char *msg, size_t msg_len) {
     char path[4096];
     struct stat sb;
     uint8_t hdr[100];
-    db_shard_path(db, id, path, sizeof path);
+    cdb_shard_path(db, id, path, sizeof path);
     if (stat(path, &sb) != 0) {
         snprintf(msg, msg_len, "shard %s is missing (%s)", path, strerror(errno));
         return CDB_DB_SHARD_MISSING;
@@ -248,7 +249,7 @@ static cdb_status shard_check_identity(cdb_db *db, db_shard *sh, int32_t id, con
     sqlite3_stmt *st = NULL;
     int64_t sid = -1;
     char uuid[64] = "";
-    cdb_status rc = db_prepare(sh->conn, "SELECT key, value FROM meta", &st);
+    cdb_status rc = cdb_sql_prepare(sh->conn, "SELECT key, value FROM meta", &st);
     if (rc != CDB_OK)
         return cdb_seterr(CDB_CORRUPT, "shard %s is damaged or not a clipdb shard: %s", path,
                           cdb_errmsg());
@@ -259,7 +260,7 @@ static cdb_status shard_check_identity(cdb_db *db, db_shard *sh, int32_t id, con
         if (k && !strcmp(k, "uuid") && sqlite3_column_text(st, 1))
             snprintf(uuid, sizeof uuid, "%s", (const char *)sqlite3_column_text(st, 1));
     }
-    if (s != SQLITE_DONE) rc = db_sqlerr(sh->conn, s, "read shard identity");
+    if (s != SQLITE_DONE) rc = cdb_sql_err(sh->conn, s, "read shard identity");
     sqlite3_finalize(st);
     if (rc != CDB_OK) return cdb_seterr(CDB_CORRUPT, "shard %s is damaged: %s", path, cdb_errmsg());
     if (sid != id || strcmp(uuid, db->uuid ? db->uuid : ""))
@@ -271,31 +272,31 @@ static cdb_status shard_check_identity(cdb_db *db, db_shard *sh, int32_t id, con
 }
 
 static cdb_status shard_prepare(db_shard *sh) {
-    cdb_status rc = db_prepare(
+    cdb_status rc = cdb_sql_prepare(
         sh->conn, "INSERT OR REPLACE INTO vectors(file_id, model_id, vec) VALUES(?2, ?1, ?3)",
         &sh->st_put);
     /* ?1 = file; ?2 = a model to keep (0: none) */
     if (rc == CDB_OK)
-        rc = db_prepare(sh->conn, "DELETE FROM vectors WHERE file_id=?1 AND model_id<>?2",
+        rc = cdb_sql_prepare(sh->conn, "DELETE FROM vectors WHERE file_id=?1 AND model_id<>?2",
                         &sh->st_del);
     if (rc == CDB_OK)
-        rc = db_prepare(sh->conn, "SELECT vec FROM vectors WHERE file_id=?2 AND model_id=?1",
+        rc = cdb_sql_prepare(sh->conn, "SELECT vec FROM vectors WHERE file_id=?2 AND model_id=?1",
                         &sh->st_get);
     return rc;
 }
 
 static cdb_status shard_open_conn(cdb_db *db, db_shard *sh, int32_t id, int create) {
     char path[4096];
-    db_shard_path(db, id, path, sizeof path);
-    cdb_status rc = db_open_conn(db, path, create, &sh->conn);
+    cdb_shard_path(db, id, path, sizeof path);
+    cdb_status rc = cdb_sql_open_conn(db, path, create, &sh->conn);
     if (rc != CDB_OK) rc = cdb_errctx(rc, "open shard");
-    if (rc == CDB_OK) rc = db_configure_conn(db, sh->conn);
-    if (rc == CDB_OK) rc = db_ckpt_attach(db, sh->conn);
+    if (rc == CDB_OK) rc = cdb_sql_configure_conn(db, sh->conn);
+    if (rc == CDB_OK) rc = cdb_shard_ckpt_attach(db, sh->conn);
     sh->id = id;
     return rc;
 }
 
-cdb_status db_shard_get(cdb_db *db, int32_t id, db_shard **out) {
+cdb_status cdb_shard_get(cdb_db *db, int32_t id, db_shard **out) {
     char path[4096], msg[512];
     db_shard *sh = NULL;
     cdb_status rc = shard_slot(db, id, &sh);
@@ -304,8 +305,8 @@ cdb_status db_shard_get(cdb_db *db, int32_t id, db_shard **out) {
         *out = sh;
         return CDB_OK;
     }
-    db_shard_path(db, id, path, sizeof path);
-    if (db_shard_check_file(db, id, msg, sizeof msg))
+    cdb_shard_path(db, id, path, sizeof path);
+    if (cdb_shard_check_file(db, id, msg, sizeof msg))
         return cdb_seterr(CDB_CORRUPT, "%s (changed behind clipdb's back?): run `clipdb verify`",
                           msg);
     if ((rc = shard_open_conn(db, sh, id, 0)) == CDB_OK &&
@@ -334,61 +335,61 @@ static int shard_is_blank(const char *path) {
     return blank;
 }
 
-cdb_status db_shard_create(cdb_db *db, int32_t id) {
+cdb_status cdb_shard_create(cdb_db *db, int32_t id) {
     char path[4096], sql[256];
     struct stat sb;
     db_shard *sh = NULL;
     cdb_status rc = shard_slot(db, id, &sh);
     if (rc != CDB_OK) return rc;
-    db_ckpt_quiesce(db);
+    ckpt_quiesce(db);
     shard_close(sh);
-    db_shard_path(db, id, path, sizeof path);
+    cdb_shard_path(db, id, path, sizeof path);
     if (stat(path, &sb) == 0 && sb.st_size > 0 && !shard_is_blank(path)) {
         /* A leftover from a creation whose catalog transaction rolled back: adopt
         ** it if it is ours, never overwrite a stranger. */
-        if ((rc = db_shard_get(db, id, &sh)) != CDB_OK)
+        if ((rc = cdb_shard_get(db, id, &sh)) != CDB_OK)
             return cdb_errctx(CDB_CORRUPT, "cannot create shard %d: %s exists", (int)id, path);
     } else {
         if ((rc = shard_open_conn(db, sh, id, 1)) != CDB_OK) goto fail;
         /* 16 KiB pages: ~15 vectors of 512-d per leaf instead of 3, fewer splits. */
-        if ((rc = db_exec(sh->conn, "PRAGMA page_size=16384; PRAGMA journal_mode=WAL")) != CDB_OK)
+        if ((rc = cdb_sql_exec(sh->conn, "PRAGMA page_size=16384; PRAGMA journal_mode=WAL")) != CDB_OK)
             goto fail;
-        if ((rc = db_begin(sh->conn)) != CDB_OK) goto fail;
-        if ((rc = db_exec(sh->conn, k_shard_schema)) != CDB_OK) goto fail;
+        if ((rc = cdb_sql_begin(sh->conn)) != CDB_OK) goto fail;
+        if ((rc = cdb_sql_exec(sh->conn, k_shard_schema)) != CDB_OK) goto fail;
         snprintf(sql, sizeof sql,
                  "INSERT OR REPLACE INTO meta VALUES('shard_id', %d);"
                  "INSERT OR REPLACE INTO meta VALUES('schema_version', %d);",
                  (int)id, CDB_DB_SHARD_SCHEMA_VERSION);
-        if ((rc = db_exec(sh->conn, sql)) != CDB_OK) goto fail;
+        if ((rc = cdb_sql_exec(sh->conn, sql)) != CDB_OK) goto fail;
         sqlite3_stmt *st = NULL;
-        if ((rc = db_prepare(sh->conn, "INSERT OR REPLACE INTO meta VALUES('uuid', ?1)", &st)) !=
+        if ((rc = cdb_sql_prepare(sh->conn, "INSERT OR REPLACE INTO meta VALUES('uuid', ?1)", &st)) !=
             CDB_OK)
             goto fail;
         sqlite3_bind_text(st, 1, db->uuid, -1, SQLITE_STATIC);
         int s = sqlite3_step(st);
         sqlite3_finalize(st);
         if (s != SQLITE_DONE) {
-            rc = db_sqlerr(sh->conn, s, "create shard");
+            rc = cdb_sql_err(sh->conn, s, "create shard");
             goto fail;
         }
-        if ((rc = db_commit(sh->conn)) != CDB_OK) goto fail;
+        if ((rc = cdb_sql_commit(sh->conn)) != CDB_OK) goto fail;
         /* Move the header into the main file so a truncation is detectable at once. */
-        if ((rc = db_exec(sh->conn, "PRAGMA wal_checkpoint(TRUNCATE)")) != CDB_OK) goto fail;
+        if ((rc = cdb_sql_exec(sh->conn, "PRAGMA wal_checkpoint(TRUNCATE)")) != CDB_OK) goto fail;
         snprintf(path, sizeof path, "%s/shards", db->dir);
-        db_fsync_dir(path);
+        cdb_sql_fsync_dir(path);
         if ((rc = shard_prepare(sh)) != CDB_OK) goto fail;
     }
     sqlite3_stmt *ins = NULL;
-    if ((rc = db_prepare(db->cat,
+    if ((rc = cdb_sql_prepare(db->cat,
                          "INSERT OR IGNORE INTO shards(id, bytes_reserved, sealed, created_ns)"
                          " VALUES(?1, 0, 0, ?2)",
                          &ins)) != CDB_OK)
         return rc;
     sqlite3_bind_int(ins, 1, id);
-    sqlite3_bind_int64(ins, 2, db_wall_ns());
+    sqlite3_bind_int64(ins, 2, cdb_sql_wall_ns());
     int s = sqlite3_step(ins);
     sqlite3_finalize(ins);
-    if (s != SQLITE_DONE) return db_sqlerr(db->cat, s, "register shard");
+    if (s != SQLITE_DONE) return cdb_sql_err(db->cat, s, "register shard");
     CDB_LOG_INFO("db: created shard %s/shards/%04d.db", db->dir, (int)id);
     return CDB_OK;
 fail:
@@ -396,25 +397,25 @@ fail:
     return cdb_errctx(rc, "create shard %d", (int)id);
 }
 
-cdb_status db_shard_alloc_flush(cdb_db *db, db_shard_alloc *a) {
+cdb_status cdb_shard_alloc_flush(cdb_db *db, db_shard_alloc *a) {
     sqlite3_stmt *st = NULL;
     if (!a->cur || !a->pending) return CDB_OK;
-    cdb_status rc = db_stmt(db, ST_SHARD_RESERVE, &st);
+    cdb_status rc = cdb_sql_stmt(db, ST_SHARD_RESERVE, &st);
     if (rc != CDB_OK) return rc;
     sqlite3_bind_int(st, 1, a->cur);
     sqlite3_bind_int64(st, 2, a->pending);
     int s = sqlite3_step(st);
     sqlite3_reset(st);
-    if (s != SQLITE_DONE) return db_sqlerr(db->cat, s, "reserve shard space");
+    if (s != SQLITE_DONE) return cdb_sql_err(db->cat, s, "reserve shard space");
     a->pending = 0;
     return CDB_OK;
 }
 
-cdb_status db_shard_for_new(cdb_db *db, db_shard_alloc *a, int64_t need, int32_t *id) {
+cdb_status cdb_shard_for_new(cdb_db *db, db_shard_alloc *a, int64_t need, int32_t *id) {
     sqlite3_stmt *st = NULL;
     cdb_status rc;
     if (!a->cur) {
-        if ((rc = db_stmt(db, ST_SHARD_CURRENT, &st)) != CDB_OK) return rc;
+        if ((rc = cdb_sql_stmt(db, ST_SHARD_CURRENT, &st)) != CDB_OK) return rc;
         int s = sqlite3_step(st);
         if (s == SQLITE_ROW) {
             a->max_id = sqlite3_column_int(st, 0);
@@ -424,21 +425,21 @@ cdb_status db_shard_for_new(cdb_db *db, db_shard_alloc *a, int64_t need, int32_t
             }
         } else if (s != SQLITE_DONE) {
             sqlite3_reset(st);
-            return db_sqlerr(db->cat, s, "choose shard");
+            return cdb_sql_err(db->cat, s, "choose shard");
         }
         sqlite3_reset(st);
     }
     if (a->cur && a->used > 0 && a->used + need > db->shard_capacity) {
         char sql[96];
-        if ((rc = db_shard_alloc_flush(db, a)) != CDB_OK) return rc;
+        if ((rc = cdb_shard_alloc_flush(db, a)) != CDB_OK) return rc;
         snprintf(sql, sizeof sql, "UPDATE shards SET sealed=1 WHERE id=%d", (int)a->cur);
-        if ((rc = db_exec(db->cat, sql)) != CDB_OK) return rc;
+        if ((rc = cdb_sql_exec(db->cat, sql)) != CDB_OK) return rc;
         a->cur = 0;
     }
     if (!a->cur) {
         a->cur = ++a->max_id;
         a->used = 0;
-        if ((rc = db_shard_create(db, a->cur)) != CDB_OK) return rc;
+        if ((rc = cdb_shard_create(db, a->cur)) != CDB_OK) return rc;
     }
     a->used += need;
     a->pending += need;
@@ -448,7 +449,7 @@ cdb_status db_shard_for_new(cdb_db *db, db_shard_alloc *a, int64_t need, int32_t
 
 /* Decodes a stored blob (dim little-endian binary16 values) to fp32. SQLite hands
 ** out blobs at any byte offset, so unaligned ones go through an aligned copy. */
-void db_decode_blob(const void *blob, int dim, float *out) {
+void cdb_shard_decode_blob(const void *blob, int dim, float *out) {
     if (((uintptr_t)blob & 1) == 0) {
         cdb_k_f16_to_f32((const uint16_t *)blob, out, (size_t)dim);
         return;
@@ -461,12 +462,45 @@ void db_decode_blob(const void *blob, int dim, float *out) {
     }
 }
 
+cdb_status cdb_db_flush(cdb_db *db) {
+    char path[4200];
+    cdb_status rc = CDB_OK;
+    if (!db || db->readonly || !db->cat) return CDB_OK;
+    int64_t changes = sqlite3_total_changes64(db->cat);
+    int shards_dirty = 0;
+    for (int i = 1; i < db->n_shards_alloc; i++) shards_dirty |= db->shards[i].unsynced;
+    if (changes == db->synced_changes && !shards_dirty) return CDB_OK; /* nothing new */
+    /* Shards before the catalog: an ok row must never be durable without its vector. */
+    for (int i = 1; i < db->n_shards_alloc && rc == CDB_OK; i++) {
+        db_shard *sh = &db->shards[i];
+        if (!sh->conn || !sh->unsynced) continue;
+        cdb_shard_path(db, sh->id, path, sizeof path);
+        if ((rc = cdb_sql_fsync_file(path)) == CDB_OK) sh->unsynced = 0;
+    }
+    if (rc == CDB_OK) {
+        snprintf(path, sizeof path, "%s/shards", db->dir);
+        cdb_sql_fsync_dir(path);
+        snprintf(path, sizeof path, "%s/catalog.db", db->dir);
+        rc = cdb_sql_fsync_file(path);
+    }
+    if (rc == CDB_OK) {
+        cdb_sql_fsync_dir(db->dir);
+        db->synced_changes = changes;
+    }
+    return rc;
+}
+
 /* ---- reading ----------------------------------------------------------------------- */
 
+/* The vector width of a registered model (read here, not through catalog.c, which
+** sits above shard.c). */
 static cdb_status model_dim(cdb_db *db, int64_t model_id, int *dim) {
-    cdb_db_model m;
-    cdb_status rc = cdb_db_model_get(db, model_id, &m);
-    if (rc == CDB_OK) *dim = m.dim;
+    int64_t n = 0, d = 0;
+    cdb_status rc = cdb_sql_count(db, "SELECT count(*) FROM models WHERE id=?1", model_id, &n);
+    if (rc == CDB_OK && n == 0)
+        return cdb_seterr(CDB_NOTFOUND, "model %lld is not registered", (long long)model_id);
+    if (rc == CDB_OK) rc = cdb_sql_count(db, "SELECT dim FROM models WHERE id=?1", model_id, &d);
+    if (rc == CDB_OK) *dim = (int)d;
     return rc;
 }
 
@@ -494,7 +528,7 @@ static cdb_status src_step(cdb_db_iter *it, iter_src *s) {
     }
     s->live = 0;
     if (r == SQLITE_DONE) return CDB_OK;
-    return cdb_errctx(db_sqlerr(sqlite3_db_handle(s->st), r, "read vectors"), "shard %04d",
+    return cdb_errctx(cdb_sql_err(sqlite3_db_handle(s->st), r, "read vectors"), "shard %04d",
                       (int)s->shard);
 }
 
@@ -509,12 +543,12 @@ cdb_status cdb_db_iter_new(cdb_db *db, int64_t model_id, cdb_db_iter **out) {
     it->db = db;
     it->model_id = model_id;
     if ((rc = model_dim(db, model_id, &it->dim)) != CDB_OK) goto fail;
-    if ((rc = db_prepare(db->cat, "SELECT id FROM shards ORDER BY id", &st)) != CDB_OK) goto fail;
+    if ((rc = cdb_sql_prepare(db->cat, "SELECT id FROM shards ORDER BY id", &st)) != CDB_OK) goto fail;
     int s;
     while ((s = sqlite3_step(st)) == SQLITE_ROW) {
         db_shard *sh = NULL;
         int32_t id = sqlite3_column_int(st, 0);
-        if ((rc = db_shard_get(db, id, &sh)) != CDB_OK) goto fail;
+        if ((rc = cdb_shard_get(db, id, &sh)) != CDB_OK) goto fail;
         if (it->n_src == cap) {
             cap = cap ? cap * 2 : 8;
             iter_src *n = cdb_realloc(it->src, (size_t)cap * sizeof *n);
@@ -527,7 +561,7 @@ cdb_status cdb_db_iter_new(cdb_db *db, int64_t model_id, cdb_db_iter **out) {
         iter_src *src = &it->src[it->n_src];
         memset(src, 0, sizeof *src);
         src->shard = id;
-        if ((rc = db_prepare(sh->conn,
+        if ((rc = cdb_sql_prepare(sh->conn,
                              "SELECT file_id, vec FROM vectors WHERE model_id=?1 ORDER BY file_id",
                              &src->st)) != CDB_OK)
             goto fail;
@@ -536,7 +570,7 @@ cdb_status cdb_db_iter_new(cdb_db *db, int64_t model_id, cdb_db_iter **out) {
         if ((rc = src_step(it, src)) != CDB_OK) goto fail;
     }
     if (s != SQLITE_DONE) {
-        rc = db_sqlerr(db->cat, s, "list shards");
+        rc = cdb_sql_err(db->cat, s, "list shards");
         goto fail;
     }
     sqlite3_finalize(st);
@@ -569,7 +603,7 @@ cdb_status cdb_db_iter_read(cdb_db_iter *it, int cap, int64_t *ids, float *f32, 
         if (ids) ids[n] = best->file_id;
         /* Blobs are little-endian binary16; this build assumes a little-endian host. */
         if (f16) memcpy(f16 + (size_t)n * it->dim, blob, want);
-        if (f32) db_decode_blob(blob, it->dim, f32 + (size_t)n * it->dim);
+        if (f32) cdb_shard_decode_blob(blob, it->dim, f32 + (size_t)n * it->dim);
         n++;
         cdb_status rc = src_step(it, best);
         if (rc != CDB_OK) return rc;
@@ -592,16 +626,16 @@ static cdb_status get_one(cdb_db *db, int64_t model_id, int dim, int64_t file_id
     cdb_status rc;
     *found = 0;
     memset(row, 0, (size_t)dim * sizeof *row);
-    if ((rc = db_stmt(db, ST_FILE_BY_ID, &st)) != CDB_OK) return rc;
+    if ((rc = cdb_sql_stmt(db, ST_FILE_BY_ID, &st)) != CDB_OK) return rc;
     sqlite3_bind_int64(st, 1, file_id);
     int s = sqlite3_step(st);
     if (s == SQLITE_ROW) shard = sqlite3_column_int(st, 3);
     sqlite3_reset(st);
-    if (s != SQLITE_ROW && s != SQLITE_DONE) return db_sqlerr(db->cat, s, "look up file");
+    if (s != SQLITE_ROW && s != SQLITE_DONE) return cdb_sql_err(db->cat, s, "look up file");
     if (shard <= 0) return CDB_OK;
     db_shard *sh = NULL;
-    if ((rc = db_shard_get(db, shard, &sh)) != CDB_OK) return rc;
-    if (sqlite3_get_autocommit(sh->conn) && (rc = db_exec(sh->conn, "BEGIN")) != CDB_OK) return rc;
+    if ((rc = cdb_shard_get(db, shard, &sh)) != CDB_OK) return rc;
+    if (sqlite3_get_autocommit(sh->conn) && (rc = cdb_sql_exec(sh->conn, "BEGIN")) != CDB_OK) return rc;
     sqlite3_reset(sh->st_get);
     sqlite3_bind_int64(sh->st_get, 1, model_id);
     sqlite3_bind_int64(sh->st_get, 2, file_id);
@@ -613,11 +647,11 @@ static cdb_status get_one(cdb_db *db, int64_t model_id, int dim, int64_t file_id
             rc = cdb_seterr(CDB_CORRUPT, "shard %04d: vector of file %lld has %zu bytes, want %d",
                             (int)shard, (long long)file_id, len, dim * 2);
         else {
-            db_decode_blob(blob, dim, row);
+            cdb_shard_decode_blob(blob, dim, row);
             *found = 1;
         }
     } else if (s != SQLITE_DONE) {
-        rc = db_sqlerr(sh->conn, s, "read vector");
+        rc = cdb_sql_err(sh->conn, s, "read vector");
     }
     sqlite3_reset(sh->st_get);
     return rc;
@@ -638,7 +672,7 @@ cdb_status cdb_db_vectors_get(cdb_db *db, int64_t model_id, const int64_t *file_
     if (rc != CDB_OK) return rc;
     /* One read snapshot per database file for the whole call: consistent, and
     ** no lock round trip per id. */
-    if ((rc = db_exec(db->cat, "BEGIN")) != CDB_OK) return rc;
+    if ((rc = cdb_sql_exec(db->cat, "BEGIN")) != CDB_OK) return rc;
     for (int i = 0; i < n && rc == CDB_OK; i++)
         rc = get_one(db, model_id, dim, file_ids[i], out + (size_t)i * dim, &found[i]);
     end_reads(db);

@@ -62,26 +62,26 @@ static int shard_is_bad(const cdb_db_report *r, int32_t id) {
 static cdb_status check_shards_into(cdb_db *db, cdb_db_report *r) {
     sqlite3_stmt *st = NULL;
     char msg[512];
-    cdb_status rc = db_prepare(db->cat, "SELECT id FROM shards ORDER BY id", &st);
+    cdb_status rc = cdb_sql_prepare(db->cat, "SELECT id FROM shards ORDER BY id", &st);
     if (rc != CDB_OK) return rc;
     int s;
     while ((s = sqlite3_step(st)) == SQLITE_ROW) {
         int32_t id = sqlite3_column_int(st, 0);
-        int kind = db_shard_check_file(db, id, msg, sizeof msg);
+        int kind = cdb_shard_check_file(db, id, msg, sizeof msg);
         if (kind) {
-            db_shard_close_one(db, id);
+            cdb_shard_close_one(db, id);
             cdb_db_report_add(r, (cdb_db_problem_kind)kind, id, 0, 0, "%s", msg);
             continue;
         }
         db_shard *sh = NULL;
-        if (db_shard_get(db, id, &sh) != CDB_OK)
+        if (cdb_shard_get(db, id, &sh) != CDB_OK)
             cdb_db_report_add(r, CDB_DB_SHARD_DAMAGED, id, 0, 0, "%s", cdb_errmsg());
     }
-    if (s != SQLITE_DONE) rc = db_sqlerr(db->cat, s, "list shards");
+    if (s != SQLITE_DONE) rc = cdb_sql_err(db->cat, s, "list shards");
     sqlite3_finalize(st);
     if (rc != CDB_OK) return rc;
     /* Files pointing at a shard the catalog does not list. */
-    if ((rc = db_prepare(db->cat,
+    if ((rc = cdb_sql_prepare(db->cat,
                          "SELECT DISTINCT shard FROM files WHERE shard IS NOT NULL AND shard NOT IN"
                          " (SELECT id FROM shards)",
                          &st)) != CDB_OK)
@@ -91,7 +91,7 @@ static cdb_status check_shards_into(cdb_db *db, cdb_db_report *r) {
         cdb_db_report_add(r, CDB_DB_SHARD_MISSING, id, 0, 0,
                    "files refer to shard %04d, which the catalog does not list", (int)id);
     }
-    if (s != SQLITE_DONE) rc = db_sqlerr(db->cat, s, "check shard references");
+    if (s != SQLITE_DONE) rc = cdb_sql_err(db->cat, s, "check shard references");
     sqlite3_finalize(st);
     return rc;
 }
@@ -133,14 +133,14 @@ static int dim_of(const model_list *l, int64_t id) {
 static cdb_status verify_shard(cdb_db *db, int32_t id, const model_list *ml, cdb_db_report *r) {
     db_shard *sh = NULL;
     sqlite3_stmt *rd = NULL, *look = NULL;
-    cdb_status rc = db_shard_get(db, id, &sh);
+    cdb_status rc = cdb_shard_get(db, id, &sh);
     if (rc != CDB_OK) {
         cdb_db_report_add(r, CDB_DB_SHARD_DAMAGED, id, 0, 0, "%s", cdb_errmsg());
         return CDB_OK;
     }
-    if ((rc = db_prepare(sh->conn, "SELECT model_id, file_id, vec FROM vectors", &rd)) != CDB_OK)
+    if ((rc = cdb_sql_prepare(sh->conn, "SELECT model_id, file_id, vec FROM vectors", &rd)) != CDB_OK)
         goto done;
-    if ((rc = db_prepare(
+    if ((rc = cdb_sql_prepare(
              db->cat,
              "SELECT f.shard, f.state, EXISTS(SELECT 1 FROM vectors v WHERE v.model_id=?1"
              " AND v.file_id=f.id) FROM files f WHERE f.id=?2",
@@ -167,7 +167,7 @@ static cdb_status verify_shard(cdb_db *db, int32_t id, const model_list *ml, cdb
             const uint8_t *p = blob;
             for (int i = 0; i < dim; i += 256) {
                 int n = dim - i < 256 ? dim - i : 256;
-                db_decode_blob(p + (size_t)i * 2, n, chunk);
+                cdb_shard_decode_blob(p + (size_t)i * 2, n, chunk);
                 for (int j = 0; j < n; j++) {
                     finite &= isfinite(chunk[j]) != 0;
                     acc[j & 7] += chunk[j] * chunk[j];
@@ -198,7 +198,7 @@ static cdb_status verify_shard(cdb_db *db, int32_t id, const model_list *ml, cdb
                            "vector of %s file %lld without a catalog entry",
                            cdb_db_file_state_str((cdb_db_file_state)state), (long long)file);
         } else {
-            rc = db_sqlerr(db->cat, t, "verify lookup");
+            rc = cdb_sql_err(db->cat, t, "verify lookup");
             goto done;
         }
     }
@@ -216,7 +216,7 @@ done:
 /* Pass B: every directory entry has its vector in its file's shard. */
 static cdb_status verify_directory(cdb_db *db, cdb_db_report *r) {
     sqlite3_stmt *st = NULL;
-    cdb_status rc = db_prepare(db->cat,
+    cdb_status rc = cdb_sql_prepare(db->cat,
                                "SELECT v.model_id, v.file_id, f.shard, f.state, f.relpath FROM vectors v"
                                " LEFT JOIN files f ON f.id = v.file_id ORDER BY f.shard, v.file_id",
                                &st);
@@ -248,7 +248,7 @@ static cdb_status verify_directory(cdb_db *db, cdb_db_report *r) {
             continue;
         }
         db_shard *sh = NULL;
-        if ((rc = db_shard_get(db, shard, &sh)) != CDB_OK) break;
+        if ((rc = cdb_shard_get(db, shard, &sh)) != CDB_OK) break;
         sqlite3_reset(sh->st_get);
         sqlite3_bind_int64(sh->st_get, 1, model);
         sqlite3_bind_int64(sh->st_get, 2, file);
@@ -262,7 +262,7 @@ static cdb_status verify_directory(cdb_db *db, cdb_db_report *r) {
             cdb_db_report_add(r, CDB_DB_SHARD_DAMAGED, shard, 0, 0, "shard %04d unreadable: %s",
                        (int)shard, sqlite3_errmsg(sh->conn));
     }
-    if (rc == CDB_OK && s != SQLITE_DONE) rc = db_sqlerr(db->cat, s, "verify directory");
+    if (rc == CDB_OK && s != SQLITE_DONE) rc = cdb_sql_err(db->cat, s, "verify directory");
     sqlite3_finalize(st);
     return rc;
 }
@@ -278,7 +278,7 @@ cdb_status cdb_db_verify(cdb_db *db, cdb_db_report **out) {
     cdb_status rc = cdb_db_report_new(&r);
     if (rc == CDB_OK) rc = check_shards_into(db, r);
     if (rc == CDB_OK) rc = cdb_db_models_foreach(db, collect_model, &ml);
-    if (rc == CDB_OK) rc = db_prepare(db->cat, "SELECT id FROM shards ORDER BY id", &st);
+    if (rc == CDB_OK) rc = cdb_sql_prepare(db->cat, "SELECT id FROM shards ORDER BY id", &st);
     if (rc == CDB_OK) {
         int s;
         while ((s = sqlite3_step(st)) == SQLITE_ROW) {
@@ -290,7 +290,7 @@ cdb_status cdb_db_verify(cdb_db *db, cdb_db_report **out) {
             ids = n;
             ids[n_ids++] = sqlite3_column_int(st, 0);
         }
-        if (rc == CDB_OK && s != SQLITE_DONE) rc = db_sqlerr(db->cat, s, "list shards");
+        if (rc == CDB_OK && s != SQLITE_DONE) rc = cdb_sql_err(db->cat, s, "list shards");
         sqlite3_finalize(st);
         st = NULL;
     }
@@ -298,7 +298,7 @@ cdb_status cdb_db_verify(cdb_db *db, cdb_db_report **out) {
         if (!shard_is_bad(r, ids[i])) rc = verify_shard(db, ids[i], &ml, r);
     if (rc == CDB_OK) rc = verify_directory(db, r);
     if (rc == CDB_OK && ml.default_id > 0) {
-        rc = db_prepare(db->cat,
+        rc = cdb_sql_prepare(db->cat,
                         "SELECT id FROM files WHERE state=2 AND id NOT IN"
                         " (SELECT file_id FROM vectors WHERE model_id=?1) ORDER BY id",
                         &st);
@@ -309,7 +309,7 @@ cdb_status cdb_db_verify(cdb_db *db, cdb_db_report **out) {
                 cdb_db_report_add(r, CDB_DB_FILE_NO_VECTOR, 0, ml.default_id, sqlite3_column_int64(st, 0),
                            "ok file %lld has no vector for the default model",
                            (long long)sqlite3_column_int64(st, 0));
-            if (s != SQLITE_DONE) rc = db_sqlerr(db->cat, s, "verify files");
+            if (s != SQLITE_DONE) rc = cdb_sql_err(db->cat, s, "verify files");
             sqlite3_finalize(st);
         }
     }
@@ -341,32 +341,32 @@ static cdb_status requeue_file(cdb_db *db, int64_t file_id, int64_t model, int c
         sql, sizeof sql,
         "INSERT INTO removed(seq, model_id, file_id) SELECT ?3 + row_number() OVER (), model_id,"
         " file_id FROM vectors WHERE file_id=?1 AND (?2 = 0 OR model_id=?2)");
-    cdb_status rc = db_prepare(db->cat, sql, &st);
+    cdb_status rc = cdb_sql_prepare(db->cat, sql, &st);
     if (rc != CDB_OK) return rc;
     sqlite3_bind_int64(st, 1, file_id);
     sqlite3_bind_int64(st, 2, model);
     sqlite3_bind_int64(st, 3, *gen);
     int s = sqlite3_step(st);
     sqlite3_finalize(st);
-    if (s != SQLITE_DONE) return db_sqlerr(db->cat, s, "repair");
+    if (s != SQLITE_DONE) return cdb_sql_err(db->cat, s, "repair");
     *gen += sqlite3_changes(db->cat);
     if ((rc =
-             db_prepare(db->cat, "DELETE FROM vectors WHERE file_id=?1 AND (?2 = 0 OR model_id=?2)",
+             cdb_sql_prepare(db->cat, "DELETE FROM vectors WHERE file_id=?1 AND (?2 = 0 OR model_id=?2)",
                         &st)) != CDB_OK)
         return rc;
     sqlite3_bind_int64(st, 1, file_id);
     sqlite3_bind_int64(st, 2, model);
     s = sqlite3_step(st);
     sqlite3_finalize(st);
-    if (s != SQLITE_DONE) return db_sqlerr(db->cat, s, "repair");
+    if (s != SQLITE_DONE) return cdb_sql_err(db->cat, s, "repair");
     snprintf(sql, sizeof sql,
              "UPDATE files SET state=CASE state WHEN 2 THEN 1 ELSE state END%s WHERE id=?1",
              clear_shard ? ", shard=NULL" : "");
-    if ((rc = db_prepare(db->cat, sql, &st)) != CDB_OK) return rc;
+    if ((rc = cdb_sql_prepare(db->cat, sql, &st)) != CDB_OK) return rc;
     sqlite3_bind_int64(st, 1, file_id);
     s = sqlite3_step(st);
     sqlite3_finalize(st);
-    return s == SQLITE_DONE ? CDB_OK : db_sqlerr(db->cat, s, "repair");
+    return s == SQLITE_DONE ? CDB_OK : cdb_sql_err(db->cat, s, "repair");
 }
 
 /* Moves a bad shard file (and its -wal/-shm) aside and creates an empty shard
@@ -375,9 +375,9 @@ static cdb_status repair_shard(cdb_db *db, int32_t id, int64_t *gen, int64_t *n_
     char path[4096], aside[4200];
     sqlite3_stmt *st = NULL;
     static const char *const sfx[] = {"", "-wal", "-shm"};
-    db_shard_close_one(db, id);
-    db_shard_path(db, id, path, sizeof path);
-    int64_t stamp = db_wall_ns();
+    cdb_shard_close_one(db, id);
+    cdb_shard_path(db, id, path, sizeof path);
+    int64_t stamp = cdb_sql_wall_ns();
     for (int i = 0; i < 3; i++) {
         char p[4200];
         snprintf(p, sizeof p, "%s%s", path, sfx[i]);
@@ -385,8 +385,8 @@ static cdb_status repair_shard(cdb_db *db, int32_t id, int64_t *gen, int64_t *n_
         if (access(p, F_OK) == 0 && rename(p, aside) != 0)
             return cdb_seterr(CDB_IO, "repair: cannot move %s aside", p);
     }
-    cdb_status rc = db_shard_create(db, id);
-    if (rc == CDB_OK) rc = db_prepare(db->cat, "SELECT id FROM files WHERE shard=?1", &st);
+    cdb_status rc = cdb_shard_create(db, id);
+    if (rc == CDB_OK) rc = cdb_sql_prepare(db->cat, "SELECT id FROM files WHERE shard=?1", &st);
     if (rc != CDB_OK) return rc;
     sqlite3_bind_int(st, 1, id);
     int64_t *files = NULL;
@@ -410,11 +410,11 @@ static cdb_status repair_shard(cdb_db *db, int32_t id, int64_t *gen, int64_t *n_
 
 cdb_status cdb_db_repair(cdb_db *db, const cdb_db_report *r, int64_t *n_fixed) {
     int64_t gen = 0;
-    cdb_status rc = db_writer(db, "repair");
+    cdb_status rc = cdb_sql_need_writer(db, "repair");
     *n_fixed = 0;
     if (rc != CDB_OK) return rc;
-    if ((rc = db_begin(db->cat)) != CDB_OK) return rc;
-    rc = db_meta_get_int(db, "generation", &gen);
+    if ((rc = cdb_sql_begin(db->cat)) != CDB_OK) return rc;
+    rc = cdb_sql_meta_get_int(db, "generation", &gen);
     for (int i = 0; i < r->n_listed && rc == CDB_OK; i++) {
         const cdb_db_problem *p = &r->problems[i];
         switch (p->kind) {
@@ -440,7 +440,7 @@ cdb_status cdb_db_repair(cdb_db *db, const cdb_db_report *r, int64_t *n_fixed) {
         case CDB_DB_VECTOR_ORPHAN: {
             /* Catalog side only for entries of files that are no longer ok/pending. */
             sqlite3_stmt *st = NULL;
-            if ((rc = db_prepare(
+            if ((rc = cdb_sql_prepare(
                      db->cat,
                      "DELETE FROM vectors WHERE model_id=?1 AND file_id=?2 AND file_id NOT IN"
                      " (SELECT id FROM files WHERE state IN (1, 2))",
@@ -449,17 +449,17 @@ cdb_status cdb_db_repair(cdb_db *db, const cdb_db_report *r, int64_t *n_fixed) {
             sqlite3_bind_int64(st, 1, p->model_id);
             sqlite3_bind_int64(st, 2, p->file_id);
             if (sqlite3_step(st) != SQLITE_DONE)
-                rc = db_sqlerr(db->cat, sqlite3_errcode(db->cat), "repair");
+                rc = cdb_sql_err(db->cat, sqlite3_errcode(db->cat), "repair");
             sqlite3_finalize(st);
             break;
         }
         }
     }
-    if (rc == CDB_OK) rc = db_meta_set_int(db, "generation", gen);
+    if (rc == CDB_OK) rc = cdb_sql_meta_set_int(db, "generation", gen);
     if (rc == CDB_OK)
-        rc = db_commit(db->cat);
+        rc = cdb_sql_commit(db->cat);
     else
-        db_rollback(db->cat);
+        cdb_sql_rollback(db->cat);
     if (rc != CDB_OK) return cdb_errctx(rc, "repair");
     /* Shard side after the catalog: bad vectors (their files are pending now) and
     ** orphans are deleted; a crash in between leaves only pending work. */
@@ -470,15 +470,15 @@ cdb_status cdb_db_repair(cdb_db *db, const cdb_db_report *r, int64_t *n_fixed) {
             continue;
         db_shard *sh = NULL;
         sqlite3_stmt *st = NULL;
-        if ((rc = db_shard_get(db, p->shard, &sh)) != CDB_OK) break;
-        if ((rc = db_prepare(sh->conn, "DELETE FROM vectors WHERE model_id=?1 AND file_id=?2",
+        if ((rc = cdb_shard_get(db, p->shard, &sh)) != CDB_OK) break;
+        if ((rc = cdb_sql_prepare(sh->conn, "DELETE FROM vectors WHERE model_id=?1 AND file_id=?2",
                              &st)) != CDB_OK)
             break;
         sqlite3_bind_int64(st, 1, p->model_id);
         sqlite3_bind_int64(st, 2, p->file_id);
         int s = sqlite3_step(st);
         sqlite3_finalize(st);
-        if (s != SQLITE_DONE) rc = db_sqlerr(sh->conn, s, "repair: delete vector");
+        if (s != SQLITE_DONE) rc = cdb_sql_err(sh->conn, s, "repair: delete vector");
         sh->unsynced = 1; /* made durable by cdb_db_flush */
         if (p->kind == CDB_DB_VECTOR_ORPHAN) (*n_fixed)++;
     }

@@ -9,6 +9,8 @@
 ** here and nowhere else.
 */
 #define STB_IMAGE_IMPLEMENTATION
+#define STB_IMAGE_STATIC /* its functions stay private to this file: no stbi_* symbol
+                         ** in libcdb_encoder.a can collide with a user's own stb_image */
 #define STBI_NO_STDIO
 #define STBI_ONLY_PNG
 #define STBI_ONLY_BMP
@@ -65,6 +67,10 @@ static void *stb_realloc(void *p, size_t n) {
 #include <stb_image.h>
 #if defined(__GNUC__)
 #pragma GCC diagnostic pop
+/* With STB_IMAGE_STATIC, stb 2.27 declares stbi_set_unpremultiply_on_load_thread
+** static without defining it; GCC reports that at the end of the file, after the
+** pop above. */
+#pragma GCC diagnostic ignored "-Wunused-function"
 #endif
 
 static cdb_status stb_error(img_fmt f) {

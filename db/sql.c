@@ -1,0 +1,360 @@
+/*
+** sql.c: the bottom of db/: the SQLite helpers every other db/ file uses and that
+** call nothing else in db/ (error mapping to cdb_status, statements and the
+** catalog's statement cache, transactions, the meta table, opening and configuring
+** connections, fsync of a database file), and the hash key the move index uses.
+** Layering (each file calls only those below it): db.c -> schema.c -> verify.c,
+** roots.c -> batch.c -> catalog.c -> shard.c -> sql.c. db/README.md.
+*/
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "db/db_int.h"
+
+/* ---- SQLite helpers ------------------------------------------------------------ */
+
+cdb_status cdb_sql_err(sqlite3 *conn, int rc, const char *what) {
+    const char *msg = conn ? sqlite3_errmsg(conn) : sqlite3_errstr(rc);
+    const char *file = conn ? sqlite3_db_filename(conn, "main") : NULL;
+    cdb_status st;
+    switch (rc & 0xff) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED: st = CDB_BUSY; break;
+    case SQLITE_NOMEM: st = CDB_NOMEM; break;
+    case SQLITE_FULL: st = CDB_NOSPACE; break;
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB: st = CDB_CORRUPT; break;
+    case SQLITE_IOERR:
+    case SQLITE_CANTOPEN:
+    case SQLITE_READONLY:
+    case SQLITE_PERM: st = CDB_IO; break;
+    case SQLITE_CONSTRAINT:
+    case SQLITE_RANGE:
+    case SQLITE_TOOBIG: st = CDB_INVALID; break;
+    case SQLITE_INTERRUPT: st = CDB_INTERRUPTED; break;
+    default: st = CDB_ERROR; break;
+    }
+    if (st == CDB_BUSY)
+        return cdb_seterr(st, "%s: %s (%s): still busy after the retry timeout", what, msg,
+                          file && *file ? file : "sqlite");
+    return cdb_seterr(st, "%s: %s (%s)", what, msg, file && *file ? file : "sqlite");
+}
+
+cdb_status cdb_sql_exec(sqlite3 *conn, const char *sql) {
+    int rc = sqlite3_exec(conn, sql, NULL, NULL, NULL);
+    return rc == SQLITE_OK ? CDB_OK : cdb_sql_err(conn, rc, "sql");
+}
+
+cdb_status cdb_sql_prepare(sqlite3 *conn, const char *sql, sqlite3_stmt **st) {
+    int rc = sqlite3_prepare_v3(conn, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL);
+    return rc == SQLITE_OK ? CDB_OK : cdb_sql_err(conn, rc, "prepare");
+}
+
+static const char *const k_stmt_sql[ST_COUNT_] = {
+    [ST_FILE_BY_PATH] = "SELECT id, state, hash, shard FROM files WHERE root_id=?1 AND relpath=?2",
+    [ST_FILE_BY_ID] = "SELECT id, state, hash, shard, root_id FROM files WHERE id=?1",
+    /* A recorded path is left alone (sqlite3_changes() == 0): the caller looks it up. */
+    [ST_FILE_INSERT] = "INSERT INTO files(root_id, relpath, size, mtime_ns, hash, width, height,"
+                       " state, shard, created_ns, updated_ns, hkey, dev, ino, ctime_ns)"
+                       " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, 1, ?8, ?9, ?9, ?20, ?21, ?22, ?23)"
+                       " ON CONFLICT(root_id, relpath) DO NOTHING",
+    [ST_FILE_SET_PENDING] = "UPDATE files SET state=1, shard=?2, updated_ns=?3 WHERE id=?1",
+    [ST_FILE_SET_OK_NEW] = "UPDATE files SET state=2, updated_ns=?2 WHERE id=?1",
+    [ST_FILE_SET_OK] = "UPDATE files SET state=2, size=?2, mtime_ns=?3, hash=?4, width=?5,"
+                       " height=?6, error=NULL, updated_ns=?7, hkey=?20, dev=?21, ino=?22,"
+                       " ctime_ns=?23 WHERE id=?1",
+    /* ?9: the final state, 3 (error) or 1 (pending: a transient failure to retry) */
+    [ST_FILE_SET_ERROR] = "UPDATE files SET state=?9, size=?2, mtime_ns=?3, hash=?4, width=?5,"
+                          " height=?6, error=?8, updated_ns=?7, hkey=?20, dev=?21, ino=?22,"
+                          " ctime_ns=?23 WHERE id=?1",
+    [ST_FILE_SET_DELETED] = "UPDATE files SET state=4, error=NULL, updated_ns=?2 WHERE id=?1",
+    [ST_DIR_GET] = "SELECT seq FROM vectors WHERE model_id=?1 AND file_id=?2",
+    [ST_DIR_PUT] = "INSERT OR REPLACE INTO vectors(model_id, file_id, seq) VALUES(?1, ?2, ?3)",
+    [ST_DIR_DEL] = "DELETE FROM vectors WHERE model_id=?1 AND file_id=?2",
+    [ST_DIR_OF_FILE] = "SELECT model_id, seq FROM vectors WHERE file_id=?1",
+    [ST_TOMB_PUT] = "INSERT INTO removed(seq, model_id, file_id) VALUES(?1, ?2, ?3)",
+    [ST_SHARD_RESERVE] = "UPDATE shards SET bytes_reserved = bytes_reserved + ?2 WHERE id=?1",
+    [ST_SHARD_CURRENT] = "SELECT id, bytes_reserved, sealed FROM shards ORDER BY id DESC LIMIT 1",
+    [ST_FILE_RUN_OK] = "UPDATE files SET state=2, updated_ns=?3 WHERE id BETWEEN ?1 AND ?2"
+                       " AND state=1",
+    [ST_DIR_PUT_RUN] = "INSERT OR REPLACE INTO vectors(model_id, file_id, seq)"
+                       " SELECT ?1, id, id + ?4 FROM files WHERE id BETWEEN ?2 AND ?3 ORDER BY id",
+    [ST_HKEYS_LEVELS] = "SELECT (SELECT count(*) FROM hkeys_new), (SELECT max(id) FROM files)",
+    [ST_HKEY_PUT] = "INSERT OR IGNORE INTO hkeys_new(hkey, file_id) VALUES(?1, ?2)",
+    [ST_HKEY_PUT_RUN] = "INSERT OR IGNORE INTO hkeys_new(hkey, file_id) SELECT hkey, id FROM files"
+                        " WHERE id BETWEEN ?1 AND ?2 AND hkey IS NOT NULL",
+};
+
+cdb_status cdb_sql_stmt(cdb_db *db, int which, sqlite3_stmt **st) {
+    if (!db->st[which]) {
+        cdb_status rc = cdb_sql_prepare(db->cat, k_stmt_sql[which], &db->st[which]);
+        if (rc != CDB_OK) return rc;
+    }
+    sqlite3_reset(db->st[which]);
+    sqlite3_clear_bindings(db->st[which]);
+    *st = db->st[which];
+    return CDB_OK;
+}
+
+cdb_status cdb_sql_begin(sqlite3 *conn) {
+    int rc = sqlite3_exec(conn, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+    return rc == SQLITE_OK ? CDB_OK : cdb_sql_err(conn, rc, "begin transaction");
+}
+
+cdb_status cdb_sql_commit(sqlite3 *conn) {
+    int rc = sqlite3_exec(conn, "COMMIT", NULL, NULL, NULL);
+    if (rc == SQLITE_OK) return CDB_OK;
+    cdb_status st = cdb_sql_err(conn, rc, "commit");
+    cdb_sql_rollback(conn);
+    return st;
+}
+
+void cdb_sql_rollback(sqlite3 *conn) {
+    if (conn && !sqlite3_get_autocommit(conn)) sqlite3_exec(conn, "ROLLBACK", NULL, NULL, NULL);
+}
+
+cdb_status cdb_sql_need_writer(const cdb_db *db, const char *what) {
+    if (db->readonly)
+        return cdb_seterr(CDB_INVALID, "%s: the database %s was opened read-only", what, db->dir);
+    return CDB_OK;
+}
+
+int64_t cdb_sql_wall_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+cdb_status cdb_sql_meta_get_int(cdb_db *db, const char *key, int64_t *v) {
+    sqlite3_stmt *st = NULL;
+    cdb_status rc = cdb_sql_prepare(db->cat, "SELECT value FROM meta WHERE key=?1", &st);
+    if (rc != CDB_OK) return rc;
+    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+    int s = sqlite3_step(st);
+    if (s == SQLITE_ROW)
+        *v = sqlite3_column_int64(st, 0);
+    else if (s == SQLITE_DONE)
+        rc = cdb_seterr(CDB_NOTFOUND, "meta key %s not found in %s/catalog.db", key, db->dir);
+    else
+        rc = cdb_sql_err(db->cat, s, "read meta");
+    sqlite3_finalize(st);
+    return rc;
+}
+
+cdb_status cdb_sql_meta_set_int(cdb_db *db, const char *key, int64_t v) {
+    sqlite3_stmt *st = NULL;
+    cdb_status rc =
+        cdb_sql_prepare(db->cat, "INSERT OR REPLACE INTO meta(key, value) VALUES(?1, ?2)", &st);
+    if (rc != CDB_OK) return rc;
+    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, v);
+    int s = sqlite3_step(st);
+    if (s != SQLITE_DONE) rc = cdb_sql_err(db->cat, s, "write meta");
+    sqlite3_finalize(st);
+    return rc;
+}
+
+cdb_status cdb_sql_meta_set_text(cdb_db *db, const char *key, const char *v) {
+    sqlite3_stmt *st = NULL;
+    cdb_status rc =
+        cdb_sql_prepare(db->cat, "INSERT OR REPLACE INTO meta(key, value) VALUES(?1, ?2)", &st);
+    if (rc != CDB_OK) return rc;
+    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, v, -1, SQLITE_STATIC);
+    int s = sqlite3_step(st);
+    if (s != SQLITE_DONE) rc = cdb_sql_err(db->cat, s, "write meta");
+    sqlite3_finalize(st);
+    return rc;
+}
+
+cdb_status cdb_sql_meta_get_text(cdb_db *db, const char *key, char **out) {
+    sqlite3_stmt *st = NULL;
+    cdb_status rc = cdb_sql_prepare(db->cat, "SELECT value FROM meta WHERE key=?1", &st);
+    if (rc != CDB_OK) return rc;
+    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+    int s = sqlite3_step(st);
+    if (s == SQLITE_ROW) {
+        const char *t = (const char *)sqlite3_column_text(st, 0);
+        *out = cdb_strdup(t ? t : "");
+        if (!*out) rc = cdb_seterr(CDB_NOMEM, "out of memory");
+    } else if (s == SQLITE_DONE) {
+        rc = cdb_seterr(CDB_CORRUPT, "%s/catalog.db: meta key %s missing", db->dir, key);
+    } else {
+        rc = cdb_sql_err(db->cat, s, "read meta");
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* Bounded retry with exponential backoff (1, 2, 4, ... 64, then 100 ms) until
+** busy_timeout_ms have been slept for this one wait; then SQLite returns BUSY,
+** which cdb_sql_err turns into CDB_BUSY. */
+static int busy_cb(void *ud, int n) {
+    const cdb_db *db = ud;
+    int64_t slept = 0;
+    for (int k = 0; k < n; k++) slept += k < 7 ? (1 << k) : 100;
+    if (slept >= db->busy_timeout_ms) return 0;
+    int ms = n < 7 ? (1 << n) : 100;
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+    return 1;
+}
+
+/* "file:" URI of a path, with everything but unreserved characters and '/'
+** percent-encoded (SQLite decodes %HH; '?', '#' and '%' would otherwise end or
+** garble the path). */
+static void path_uri(const char *path, const char *query, char *buf, size_t size) {
+    static const char hex[] = "0123456789ABCDEF";
+    size_t o = 0;
+    o += (size_t)snprintf(buf, size, "file:");
+    for (const unsigned char *p = (const unsigned char *)path; *p && o + 4 < size; p++) {
+        int plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+                    (*p >= '0' && *p <= '9') || strchr("/-._~", *p);
+        if (plain) {
+            buf[o++] = (char)*p;
+        } else {
+            buf[o++] = '%';
+            buf[o++] = hex[*p >> 4];
+            buf[o++] = hex[*p & 15];
+        }
+    }
+    snprintf(buf + o, size > o ? size - o : 0, "?%s", query);
+}
+
+/* A reader's first read: where a read-only open of a WAL database fails (no -shm
+** and none can be created), SQLite says so at the first statement. A writer busy
+** with a checkpoint or a WAL restart is waited for as everywhere else. */
+static int probe_read(cdb_db *db, sqlite3 *conn) {
+    sqlite3_busy_handler(conn, busy_cb, db);
+    return sqlite3_exec(conn, "SELECT count(*) FROM sqlite_master", NULL, NULL, NULL);
+}
+
+cdb_status cdb_sql_open_conn(cdb_db *db, const char *path, int create, sqlite3 **out) {
+    char uri[8400];
+    int s;
+    *out = NULL;
+    if (!db->readonly) {
+        int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | (create ? SQLITE_OPEN_CREATE : 0);
+        s = sqlite3_open_v2(path, out, flags, NULL);
+        return s == SQLITE_OK ? CDB_OK : cdb_sql_err(*out, s, "open");
+    }
+    /* Readers never write: mode=ro opens the files read-only and, while a writer (or
+    ** the leftovers of a killed one) keeps a -shm file, shares the WAL index read-only,
+    ** so they see every committed batch. */
+    path_uri(path, "mode=ro", uri, sizeof uri);
+    s = sqlite3_open_v2(uri, out, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX,
+                        NULL);
+    if (s == SQLITE_OK) s = probe_read(db, *out);
+    if (s == SQLITE_OK) return CDB_OK;
+    if ((s & 0xff) != SQLITE_READONLY && (s & 0xff) != SQLITE_CANTOPEN)
+        return cdb_sql_err(*out, s, "open");
+    /* A read-only folder (or mount) and no writer: there is no -shm to share and none
+    ** may be created. No -wal either means the database file is complete: read it
+    ** as immutable (no locks, no -shm). A -wal that cannot be shared is a killed
+    ** writer's: its last commits are not visible until a writer opens the database. */
+    char wal[4200];
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    if (access(wal, F_OK) == 0)
+        CDB_LOG_WARN("db: %s is read-only and has a write-ahead log that cannot be shared; "
+                     "reading without its last commits (open it once for writing to fold them in)",
+                     path);
+    sqlite3_close_v2(*out);
+    *out = NULL;
+    path_uri(path, "immutable=1", uri, sizeof uri);
+    s = sqlite3_open_v2(uri, out, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX,
+                        NULL);
+    if (s == SQLITE_OK) s = probe_read(db, *out);
+    if (s == SQLITE_OK) CDB_LOG_DEBUG("db: %s opened immutable (read-only, no writer)", path);
+    return s == SQLITE_OK ? CDB_OK : cdb_sql_err(*out, s, "open");
+}
+
+cdb_status cdb_sql_configure_conn(cdb_db *db, sqlite3 *conn) {
+    sqlite3_busy_handler(conn, busy_cb, db);
+    sqlite3_extended_result_codes(conn, 1);
+    /* 16 MiB page cache. No mmap: a shard truncated behind our back would SIGBUS.
+    ** Statement journals (the multi-row statements of a commit's step 3) and temp
+    ** b-trees in memory: otherwise each spills to a new temp file past 64 KiB. */
+    cdb_status rc = cdb_sql_exec(conn, "PRAGMA cache_size=-16384; PRAGMA temp_store=MEMORY");
+    if (rc != CDB_OK) return rc;
+    if (db->readonly) return cdb_sql_exec(conn, "PRAGMA query_only=1");
+    return cdb_sql_exec(conn, db->sync == CDB_DB_SYNC_NORMAL ? "PRAGMA synchronous=NORMAL"
+                                                        : "PRAGMA synchronous=FULL");
+}
+
+/* ---- statements that return one value ------------------------------------------ */
+
+/* Steps a one-shot statement expecting DONE; finalizes it. */
+cdb_status cdb_sql_step_done(sqlite3 *conn, sqlite3_stmt *st, const char *what) {
+    int s = sqlite3_step(st);
+    cdb_status rc = s == SQLITE_DONE || s == SQLITE_ROW ? CDB_OK : cdb_sql_err(conn, s, what);
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* Heap copy of a BLOB/TEXT column as a NUL-terminated string (NULL on OOM). */
+char *cdb_sql_column_strdup(sqlite3_stmt *st, int col) {
+    const void *b = sqlite3_column_blob(st, col);
+    int n = sqlite3_column_bytes(st, col);
+    char *s = cdb_malloc((size_t)n + 1);
+    if (!s) return NULL;
+    if (n) memcpy(s, b, (size_t)n);
+    s[n] = '\0';
+    return s;
+}
+
+cdb_status cdb_sql_count(cdb_db *db, const char *sql, int64_t arg, int64_t *out) {
+    sqlite3_stmt *st = NULL;
+    cdb_status rc = cdb_sql_prepare(db->cat, sql, &st);
+    if (rc != CDB_OK) return rc;
+    if (sqlite3_bind_parameter_count(st) > 0) sqlite3_bind_int64(st, 1, arg);
+    int s = sqlite3_step(st);
+    if (s == SQLITE_ROW)
+        *out = sqlite3_column_int64(st, 0);
+    else
+        rc = cdb_sql_err(db->cat, s, "count");
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* ---- durability ---------------------------------------------------------------------- */
+
+void cdb_sql_fsync_dir(const char *path) {
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        (void)fsync(fd);
+        close(fd);
+    }
+}
+
+static cdb_status fsync_path(const char *path, int must_exist) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT && !must_exist) return CDB_OK;
+        return cdb_seterr(CDB_IO, "open %s: %s", path, strerror(errno));
+    }
+    /* fsync flushes the file's dirty pages whichever descriptor wrote them. */
+    int r = fsync(fd), e = errno;
+    close(fd);
+    return r == 0 ? CDB_OK : cdb_seterr(CDB_IO, "fsync %s: %s", path, strerror(e));
+}
+
+cdb_status cdb_sql_fsync_file(const char *path) {
+    char wal[4200];
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    cdb_status rc = fsync_path(wal, 0);
+    if (rc == CDB_OK) rc = fsync_path(path, 1);
+    return rc;
+}
+
+/* The indexed move-detection key: the hash's first 8 bytes as a big-endian int64
+** (files.hkey, schema v3). The full hash is compared after the index lookup. */
+int64_t cdb_sql_hash_key(const uint8_t hash[CDB_DB_HASH_BYTES]) {
+    uint64_t k = 0;
+    for (int i = 0; i < 8; i++) k = k << 8 | hash[i];
+    return (int64_t)k;
+}
