@@ -6,6 +6,7 @@
 #include "core.h"
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,7 +71,10 @@ cdb_status cdb_errctx(cdb_status rc, const char *fmt, ...) {
 
 static cdb_log_fn g_log_fn;
 static void *g_log_ud;
-static int g_log_level = -1; /* -1: not read from the environment yet */
+/* Read by every thread on every log call: atomic (relaxed: the level is a single
+** word with no data published through it). -1: CLIPDB_LOG not read yet; two
+** threads that both read it store the same value. */
+static atomic_int g_log_level = -1;
 
 static cdb_log_level level_from_env(void) {
     const char *s = getenv("CLIPDB_LOG");
@@ -86,14 +90,24 @@ static cdb_log_level level_from_env(void) {
 void cdb_log_set(cdb_log_fn fn, void *ud) {
     g_log_fn = fn;
     g_log_ud = ud;
-    if (!fn) g_log_level = (int)level_from_env();
+    if (!fn) atomic_store_explicit(&g_log_level, (int)level_from_env(), memory_order_relaxed);
 }
 
-void cdb_log_set_level(cdb_log_level lvl) { g_log_level = (int)lvl; }
+void cdb_log_set_level(cdb_log_level lvl) {
+    atomic_store_explicit(&g_log_level, (int)lvl, memory_order_relaxed);
+}
 
 cdb_log_level cdb_log_get_level(void) {
-    if (g_log_level < 0) g_log_level = (int)level_from_env();
-    return (cdb_log_level)g_log_level;
+    int lvl = atomic_load_explicit(&g_log_level, memory_order_relaxed);
+    if (lvl < 0) {
+        int expected = -1;
+        lvl = (int)level_from_env();
+        /* A cdb_log_set_level racing with the first read wins. */
+        if (!atomic_compare_exchange_strong_explicit(&g_log_level, &expected, lvl,
+                                                     memory_order_relaxed, memory_order_relaxed))
+            lvl = expected;
+    }
+    return (cdb_log_level)lvl;
 }
 
 static const char *level_name(cdb_log_level lvl) {
