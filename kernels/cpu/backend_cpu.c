@@ -144,8 +144,32 @@ static inline float act1(float x, cdb_k_act a) {
 static void act_range(float *x, size_t n, cdb_k_act a, int nt) {
     long i, nn = (long)n;
     if (a == CDB_K_ACT_NONE) return;
+    if (a == CDB_K_ACT_RELU) { /* its own loop: vectorized (the switch in act1 is not) */
+#pragma omp parallel for num_threads(nt) schedule(static) if (nn > 65536)
+        for (i = 0; i < nn; i++) x[i] = x[i] < 0.0f ? 0.0f : x[i];
+        return;
+    }
 #pragma omp parallel for num_threads(nt) schedule(static) if (nn > 16384)
     for (i = 0; i < nn; i++) x[i] = act1(x[i], a);
+}
+
+/* y[r, :] = act(y[r, :] + bias) for r < m, in one pass (bias may be NULL). */
+static void bias_act_rows(float *y, const float *bias, long m, int n, cdb_k_act a, int nt) {
+    long r;
+#pragma omp parallel for num_threads(nt) schedule(static) if (m * n > 65536)
+    for (r = 0; r < m; r++) {
+        float *row = y + (size_t)r * n;
+        if (a == CDB_K_ACT_RELU) {
+            for (int j = 0; j < n; j++) {
+                float v = row[j] + bias[j];
+                row[j] = v < 0.0f ? 0.0f : v; /* NaN compares false: kept */
+            }
+        } else if (a == CDB_K_ACT_NONE) {
+            for (int j = 0; j < n; j++) row[j] += bias[j];
+        } else {
+            for (int j = 0; j < n; j++) row[j] = act1(row[j] + bias[j], a);
+        }
+    }
 }
 
 static int sizes_ok(const cdb_k_buf *b, size_t need) { return b && b->n >= need; }
@@ -267,22 +291,23 @@ static cdb_status cpu_gemm(cdb_k_backend *be, const cdb_k_buf *x, const cdb_k_bu
         }
         return CDB_OK;
     }
-    if (bias) {
+    if (bias && accumulate) { /* y += bias, then y += x . w^T */
         const float *bd = bias->data;
         float *yd = y->data;
 #pragma omp parallel for num_threads(nt) schedule(static) if ((long)m * n > 16384)
         for (r = 0; r < m; r++) {
             float *row = yd + (size_t)r * n;
-            if (accumulate)
-                for (int j = 0; j < n; j++) row[j] += bd[j];
-            else
-                memcpy(row, bd, (size_t)n * sizeof(float));
+            for (int j = 0; j < n; j++) row[j] += bd[j];
         }
-        beta = 1.0f;
     }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, x->data, k, w->data, k,
                 beta, y->data, n);
-    act_range(y->data, (size_t)m * n, act, nt);
+    /* one pass for the epilogue: (x . w^T) + bias, then the activation, the same
+    ** single rounding of the sum as adding the bias inside sgemm (beta = 1) */
+    if (bias && !accumulate)
+        bias_act_rows(y->data, bias->data, m, n, act, nt);
+    else
+        act_range(y->data, (size_t)m * n, act, nt);
     return CDB_OK;
 }
 
