@@ -10,6 +10,10 @@
       loads PATH into scripts/clip_torch.py's ModifiedResNet CLIP (fp32, eval, NCHW
       as OpenAI's clip runs it), prints torch_rn50_image_per_s=<images/s> (best of
       --runs after a warm-up) and torch_rn50_rss_mb=<peak RSS>
+  encoder_baseline.py --serve-rn50 PATH [--batch 32] [--threads 2]
+      the same model, timed one batch per "run" line read from stdin (answers
+      "t=<seconds>"; "ready" after the warm-up): bench_encoder interleaves these
+      with its own batches
   encoder_baseline.py --measure PATH [--vocab BPE_GZ] [--batch 32] [--threads 2]
       loads PATH into scripts/clip_torch.py's CLIP (fp32, torch.set_num_threads),
       prints machine-readable lines:
@@ -160,6 +164,27 @@ def measure_rn50(args):
           flush=True)
 
 
+def serve_rn50(args):
+    """Interleaved timing: after a warm-up, one timed batch per "run" line on stdin,
+    answered with "t=<seconds>", so that bench_encoder alternates clipdb and PyTorch
+    batches and both see the same machine load."""
+    torch.set_num_threads(args.threads)
+    m = load_rn50(args.serve_rn50)
+    torch.manual_seed(1)
+    x = torch.randn(args.batch, 3, 224, 224)
+    with torch.inference_mode():
+        m.encode_image(x)
+        print("ready", flush=True)
+        for line in sys.stdin:
+            if line.strip() != "run":
+                break
+            t = time.perf_counter()
+            m.encode_image(x)
+            print(f"t={time.perf_counter() - t:.6f}", flush=True)
+    print(f"torch_rn50_rss_mb={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.1f}",
+          flush=True)
+
+
 def measure(args):
     torch.set_num_threads(args.threads)
     sd = clip_torch.load_safetensors(args.measure)
@@ -198,6 +223,7 @@ def main():
     ap.add_argument("--measure")
     ap.add_argument("--make-weights-rn50")
     ap.add_argument("--measure-rn50")
+    ap.add_argument("--serve-rn50")
     ap.add_argument("--vocab")
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--threads", type=int, default=2)
@@ -213,6 +239,8 @@ def main():
         make_weights_rn50(args.make_weights_rn50)
     if args.measure_rn50:
         measure_rn50(args)
+    if args.serve_rn50:
+        serve_rn50(args)
 
 
 if __name__ == "__main__":

@@ -689,7 +689,14 @@ static cdb_status load_vision_rn(load_ctx *c, const cdb_model_params *p) {
             int need_down, has_down;
             b->stride = s > 0 && j == 0 ? 2 : 1;
             snprintf(fmt, sizeof fmt, "visual.layer%d.%d.", s + 1, j);
-#define RN_CONV(cv, name, bnname, cout_, cin_, k_, pad_)                                         do {                                                                                             snprintf(wn, sizeof wn, "%s" name ".weight", pre);                                           snprintf(bn, sizeof bn, "%s" bnname, pre);                                                   co = (cout_), ci = (cin_);                                                                   if ((rc = load_rn_conv(c, wn, bn, &co, &ci, k_, 1, pad_, &(cv))) != CDB_OK)                       goto cleanup;                                                                        } while (0)
+#define RN_CONV(cv, name, bnname, cout_, cin_, k_, pad_)                                   \
+    do {                                                                                   \
+        snprintf(wn, sizeof wn, "%s" name ".weight", pre);                                 \
+        snprintf(bn, sizeof bn, "%s" bnname, pre);                                         \
+        co = (cout_), ci = (cin_);                                                         \
+        if ((rc = load_rn_conv(c, wn, bn, &co, &ci, k_, 1, pad_, &(cv))) != CDB_OK)         \
+            goto cleanup;                                                                  \
+    } while (0)
             RN_CONV(b->c1, "conv1", "bn1", planes, inpl, 1, 0);
             RN_CONV(b->c2, "conv2", "bn2", planes, planes, 3, 1);
             RN_CONV(b->c3, "conv3", "bn3", 4 * planes, planes, 1, 0);

@@ -36,8 +36,9 @@ static __global__ void k_attention_q(const void *__restrict__ q, int q_f32,
     float mx = -INFINITY, sum = 0.f, inv;
     for (int j = threadIdx.x; j < seq; j += blockDim.x) {
         float s = 0.f;
+        size_t krow = kbase + (size_t)j * 2 * d;
         for (int l = 0; l < hd; l++)
-            s += cdb_kc_ld(q, q_f32, qoff + l) * cdb_kc_ld(kv, kv_f32, kbase + (size_t)j * 2 * d + l);
+            s += cdb_kc_ld(q, q_f32, qoff + l) * cdb_kc_ld(kv, kv_f32, krow + l);
         p[j] = s * scale;
         mx = fmaxf(mx, p[j]);
     }

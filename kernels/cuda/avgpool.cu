@@ -13,9 +13,10 @@ static __global__ void k_avgpool_nhwc(const void *__restrict__ x, int x_f32, int
         size_t b = i / ((size_t)c * wo * ho);
         float sum = 0.f;
         for (int dy = 0; dy < s; dy++)
-            for (int dx = 0; dx < s; dx++)
-                sum += cdb_kc_ld(x, x_f32,
-                                 ((b * h + (size_t)oy * s + dy) * w + (size_t)ox * s + dx) * c + ch);
+            for (int dx = 0; dx < s; dx++) {
+                size_t iy = (size_t)oy * s + dy, ix = (size_t)ox * s + dx;
+                sum += cdb_kc_ld(x, x_f32, ((b * h + iy) * w + ix) * c + ch);
+            }
         cdb_kc_st(out, out_f32, i, sum / (float)(s * s));
     }
 }
