@@ -8,7 +8,9 @@ Bottlenecks with stride-2 average pools, attention pooling; OpenAI naming), with
 BatchNorm running statistics calibrated on random images (so every layer's output
 is O(1), as in a trained network, rather than vanishing or exploding) and then
 perturbed, random BatchNorm gains/shifts and biases (a dropped or swapped one
-shows), and the text MLPs scaled up so that the text activation is measurable:
+shows), the attention pool's q_proj scaled so that its scores have a standard
+deviation of 1.5 (neither uniform nor one-hot: the query token matters), and the
+text MLPs scaled up so that the text activation is measurable:
   rn_qgelu/   image 64 (2x2 grid), width 8, blocks 1-2-1-1 (attention pool 256 wide,
               4 heads of 64), text width 64, F32, open_clip_config.json with
               quick_gelu (OpenCLIP's RN50-quickgelu), num_batches_tracked I64 buffers
@@ -35,6 +37,7 @@ import sys
 import numpy as np
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "scripts"))
@@ -97,7 +100,34 @@ def build(seed, image, width, blocks, text_width, head_width, act):
         for lin in (ap.q_proj, ap.k_proj, ap.v_proj, ap.c_proj):
             lin.bias.normal_(0.0, 0.1)
     calibrate(m.visual, image, seed + 1000)
+    temper_attention(m.visual, image, seed + 2000)
     return m.eval()
+
+
+def temper_attention(visual, size, seed, target=1.5):
+    """Scale q_proj so that the attention pool's scores have a standard deviation of
+    `target` on random images: the residual stream grows to O(100) through the
+    blocks, and with raw random projections the softmax is one-hot, so which token
+    queries (and the softmax itself) would not show in the embeddings."""
+    g = torch.Generator().manual_seed(seed)
+    ap = visual.attnpool
+    with torch.no_grad():
+        x = torch.randn(8, 3, size, size, generator=g)
+        v = visual
+        x = F.relu(v.bn1(v.conv1(x)))
+        x = F.relu(v.bn2(v.conv2(x)))
+        x = v.avgpool(F.relu(v.bn3(v.conv3(x))))
+        x = v.layer4(v.layer3(v.layer2(v.layer1(x))))
+        t = x.flatten(2).permute(2, 0, 1)
+        t = torch.cat([t.mean(0, keepdim=True), t]) + ap.positional_embedding[:, None, :]
+        S, N, C = t.shape
+        H = ap.num_heads
+        q = ap.q_proj(t[:1]).reshape(1, N, H, C // H)
+        k = ap.k_proj(t).reshape(S, N, H, C // H)
+        scores = torch.einsum("qnhd,snhd->nhs", q, k) / (C // H) ** 0.5
+        f = target / scores.std().item()
+        ap.q_proj.weight.mul_(f)
+        ap.q_proj.bias.mul_(f)
 
 
 def openai_f16(sd):
