@@ -3,6 +3,17 @@
 
   encoder_baseline.py --make-weights PATH   write ViT-B/32-shaped random weights
                                             (OpenAI naming, F32 safetensors)
+  encoder_baseline.py --make-weights-rn50 PATH   RN50-shaped random weights (OpenAI
+                                            naming, F32; BatchNorm statistics
+                                            calibrated on random images)
+  encoder_baseline.py --measure-rn50 PATH [--batch 32] [--threads 2] [--runs 2]
+      loads PATH into scripts/clip_torch.py's ModifiedResNet CLIP (fp32, eval, NCHW
+      as OpenAI's clip runs it), prints torch_rn50_image_per_s=<images/s> (best of
+      --runs after a warm-up) and torch_rn50_rss_mb=<peak RSS>
+  encoder_baseline.py --serve-rn50 PATH [--batch 32] [--threads 2]
+      the same model, timed one batch per "run" line read from stdin (answers
+      "t=<seconds>"; "ready" after the warm-up): bench_encoder interleaves these
+      with its own batches
   encoder_baseline.py --measure PATH [--vocab BPE_GZ] [--batch 32] [--threads 2]
       loads PATH into scripts/clip_torch.py's CLIP (fp32, torch.set_num_threads),
       prints machine-readable lines:
@@ -97,6 +108,83 @@ def make_weights(path):
     os.replace(tmp, path)
 
 
+RN50 = dict(embed_dim=1024, image_size=224, vision_width=64, vision_layers=(3, 4, 6, 3),
+            text_width=512, text_layers=12)
+
+
+def make_weights_rn50(path):
+    """RN50 shapes (102.01M parameters). OpenAI's init zeroes every bn3 gain (the
+    residual branches would then add nothing); here they are 0.5 and the running
+    statistics are the batch statistics of random images, so activations have the
+    scale of a trained network's (this matters for the precision figures of
+    docs/models.md, not for speed)."""
+    torch.manual_seed(0)
+    m = clip_torch.CLIP(**RN50)
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for name, p in m.visual.named_parameters():
+            if name.endswith("bn3.weight"):
+                p.fill_(0.5)
+        for mod in m.visual.modules():
+            if isinstance(mod, torch.nn.BatchNorm2d):
+                mod.reset_running_stats()
+                mod.momentum = None
+        m.visual.train()
+        for _ in range(2):
+            m.visual(torch.randn(4, 3, 224, 224, generator=g))
+        m.visual.eval()
+    sd = {k: v.detach() for k, v in m.state_dict().items()}
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = path + ".tmp"
+    clip_torch.save_safetensors(sd, tmp, {"description": "random RN50-shaped CLIP (bench)"})
+    os.replace(tmp, path)
+
+
+def load_rn50(path):
+    sd = clip_torch.load_safetensors(path)
+    m = clip_torch.CLIP(**RN50).eval()
+    m.load_state_dict(sd)
+    return m
+
+
+def measure_rn50(args):
+    torch.set_num_threads(args.threads)
+    m = load_rn50(args.measure_rn50)
+    torch.manual_seed(1)
+    x = torch.randn(args.batch, 3, 224, 224)
+    with torch.inference_mode():
+        m.encode_image(x)
+        best = float("inf")
+        for _ in range(args.runs):
+            t = time.perf_counter()
+            m.encode_image(x)
+            best = min(best, time.perf_counter() - t)
+    print(f"torch_rn50_image_per_s={args.batch / best:.3f}", flush=True)
+    print(f"torch_rn50_rss_mb={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.1f}",
+          flush=True)
+
+
+def serve_rn50(args):
+    """Interleaved timing: after a warm-up, one timed batch per "run" line on stdin,
+    answered with "t=<seconds>", so that bench_encoder alternates clipdb and PyTorch
+    batches and both see the same machine load."""
+    torch.set_num_threads(args.threads)
+    m = load_rn50(args.serve_rn50)
+    torch.manual_seed(1)
+    x = torch.randn(args.batch, 3, 224, 224)
+    with torch.inference_mode():
+        m.encode_image(x)
+        print("ready", flush=True)
+        for line in sys.stdin:
+            if line.strip() != "run":
+                break
+            t = time.perf_counter()
+            m.encode_image(x)
+            print(f"t={time.perf_counter() - t:.6f}", flush=True)
+    print(f"torch_rn50_rss_mb={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.1f}",
+          flush=True)
+
+
 def measure(args):
     torch.set_num_threads(args.threads)
     sd = clip_torch.load_safetensors(args.measure)
@@ -133,6 +221,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--make-weights")
     ap.add_argument("--measure")
+    ap.add_argument("--make-weights-rn50")
+    ap.add_argument("--measure-rn50")
+    ap.add_argument("--serve-rn50")
     ap.add_argument("--vocab")
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--threads", type=int, default=2)
@@ -144,6 +235,12 @@ def main():
         make_weights(args.make_weights)
     if args.measure:
         measure(args)
+    if args.make_weights_rn50:
+        make_weights_rn50(args.make_weights_rn50)
+    if args.measure_rn50:
+        measure_rn50(args)
+    if args.serve_rn50:
+        serve_rn50(args)
 
 
 if __name__ == "__main__":

@@ -106,6 +106,7 @@ int cli_cmd_models(int argc, char **argv) {
             cli_json_key(&j, "activation_source"); cli_json_str(&j, mi->act_source);
             cli_json_key(&j, "vision");
             cli_json_begin_object(&j);
+            cli_json_key(&j, "family"); cli_json_str(&j, mi->vision_family);
             cli_json_key(&j, "image_size"); cli_json_int(&j, mi->image_size);
             cli_json_key(&j, "patch_size"); cli_json_int(&j, mi->patch_size);
             cli_json_key(&j, "width"); cli_json_int(&j, mi->vision_width);
@@ -143,9 +144,17 @@ int cli_cmd_models(int argc, char **argv) {
             printf("weights:      %s, %s naming, hash %s\n", mi->weights_dtype, mi->naming,
                    mi->hash);
             printf("embedding:    %d dims\n", mi->embed_dim);
-            printf("image tower:  ViT, %dx%d input, patch %d, width %d, %d layers, %d heads\n",
-                   mi->image_size, mi->image_size, mi->patch_size, mi->vision_width,
-                   mi->vision_layers, mi->vision_heads);
+            if (!strcmp(mi->vision_family, "ResNet"))
+                printf("image tower:  ResNet, %dx%d input, width %d, blocks %d-%d-%d-%d, "
+                       "attention pool %d wide, %d heads\n", mi->image_size, mi->image_size,
+                       mi->vision_width, mi->vision_stage_blocks[0], mi->vision_stage_blocks[1],
+                       mi->vision_stage_blocks[2], mi->vision_stage_blocks[3],
+                       mi->vision_pool_width, mi->vision_heads);
+            else
+                printf("image tower:  %s, %dx%d input, patch %d, width %d, %d layers, %d heads\n",
+                       mi->has_vision ? mi->vision_family : "none", mi->image_size,
+                       mi->image_size, mi->patch_size, mi->vision_width, mi->vision_layers,
+                       mi->vision_heads);
             printf("text tower:   context %d, vocab %d, width %d, %d layers, %d heads\n",
                    mi->context_length, mi->vocab_size, mi->text_width, mi->text_layers,
                    mi->text_heads);

@@ -1,6 +1,7 @@
 /*
 ** clip.c: the CLIP forward graph, written once against the BACKEND interface of
 ** kernels/kernels.h (any backend — CPU today, CUDA later — runs it unchanged).
+** A ModifiedResNet image tower is resnet.c's; cdb_clip_image_forward dispatches.
 **
 ** Image tower (ViT): the stride-p convolution is a GEMM over non-overlapping
 ** patches unfolded on the host (a pure permutation, so the upload is the same
@@ -104,7 +105,7 @@ cleanup:
     return rc;
 }
 
-cdb_status cdb_clip_image_forward(cdb_model *m, const float *pixels, int n, float *out) {
+static cdb_status vit_image_forward(cdb_model *m, const float *pixels, int n, float *out) {
     cdb_k_backend *be = m->be;
     const cdb_clip_tower *t = &m->vision;
     cdb_status rc = CDB_OK;
@@ -156,6 +157,11 @@ cleanup:
     free(unf);
     free(rows);
     return rc;
+}
+
+cdb_status cdb_clip_image_forward(cdb_model *m, const float *pixels, int n, float *out) {
+    return m->vision_rn ? cdb_rn_image_forward(m, pixels, n, out) /* resnet.c */
+                        : vit_image_forward(m, pixels, n, out);
 }
 
 cdb_status cdb_clip_text_forward(cdb_model *m, const int32_t *ids, int n, float *out) {

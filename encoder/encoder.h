@@ -264,6 +264,17 @@ typedef struct cdb_model_info {
                                    weights are widened (F32 files are used in place from the
                                    mapping instead) */
     int inspect_only;           /* 1: opened with params.inspect_only; cannot encode */
+    /* Appended: the image tower's family. For a ResNet, image_size is 32 x the
+    ** attention pool's grid, patch_size is 32 (the tower's total stride: image_size /
+    ** grid), vision_width its base width (layer1.0.conv1's outputs, 64 for RN50, as
+    ** OpenAI's build_model reads it), vision_layers the Bottleneck count (16 for
+    ** RN50), vision_heads the attention pool's heads (32 * vision_width / 64, or
+    ** open_clip_config.json's head_width), vision_mlp_width 0. */
+    const char *vision_family;  /* "ViT", "ResNet" (OpenAI's ModifiedResNet); "" when no
+                                   image tower is loaded */
+    int vision_stage_blocks[4]; /* ResNet: Bottlenecks per stage (RN50: 3 4 6 3); ViT: 0 */
+    int vision_pool_width;      /* ResNet: the attention pool's width, 32 * vision_width
+                                   (2048 for RN50); ViT: 0 */
 } cdb_model_info;
 
 /* Loads and validates a model (header, dtypes, shapes, offsets before any data is
@@ -277,13 +288,17 @@ typedef struct cdb_model_info {
 ** place (CPU); F16/BF16 are widened to fp32 once.
 ** Errors: CDB_NOTFOUND (no such path / no weights in the folder), CDB_IO,
 ** CDB_CORRUPT (bad file or missing/misshapen tensor; the message names it),
-** CDB_UNSUPPORTED (ModifiedResNet towers, unknown dtypes or activations, a CUDA
-** device in a CPU-only build). out: close with cdb_model_close (NULL ok).
+** CDB_UNSUPPORTED (timm image towers, 'visual.trunk.*'; unknown dtypes or
+** activations; a CUDA device in a CPU-only build). out: close with cdb_model_close (NULL ok).
 ** Heads come from config.json (vision_config_dict / text_config_dict first, as
 ** transformers reads them, then vision_config / text_config), open_clip_config.json
 ** (heads, else width / head_width), else 16 for the ViT-H/g/bigG image widths
 ** (1280, 1408, 1664), else width / 64. Every ViT CLIP size loads in both namings:
-** B/32, B/16, L/14, L/14-336, H/14, g/14, bigG/14 (docs/models.md).
+** B/32, B/16, L/14, L/14-336, H/14, g/14, bigG/14; and OpenAI's ModifiedResNet
+** image towers (RN50, RN101, RN50x4, RN50x16, RN50x64) in OpenAI/OpenCLIP naming,
+** their BatchNorms (running statistics, eps 1e-5) folded into the convolutions at
+** load; the tower's text activation comes from the configs as for a ViT
+** (OpenCLIP's RN50-quickgelu: QuickGELU; RN50: GELU) (docs/models.md).
 ** p->inspect_only: validate and describe without loading the weights (above). */
 cdb_status cdb_model_open(const char *path, const cdb_model_params *p, cdb_model **out /* OUT */);
 void cdb_model_close(cdb_model *m);

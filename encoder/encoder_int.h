@@ -1,8 +1,8 @@
 /*
 ** encoder_int.h: private declarations of the encoder's MODEL section, shared by
 ** safetensors.c (the file format), model.c (key namings, architecture, configs,
-** tokenizer, the public API) and clip.c (the forward graph). Not installed; no
-** other module includes it.
+** tokenizer, the public API), clip.c (the ViT and text forward graph) and resnet.c
+** (the ModifiedResNet image graph). Not installed; no other module includes it.
 */
 #ifndef CDB_ENCODER_INT_H
 #define CDB_ENCODER_INT_H
@@ -81,6 +81,35 @@ typedef struct cdb_clip_tower {
     cdb_k_buf *tok_emb; /* [vocab, width] */
 } cdb_clip_tower;
 
+/* ModifiedResNet (OpenAI's RN50 ... RN50x64 image towers). Convolutions run as
+** gemm over NHWC activations; every BatchNorm is folded into its convolution at
+** load (model.c, in double): w' = w * gamma / sqrt(var + eps), b' = beta - mean *
+** gamma / sqrt(var + eps), eps 1e-5. */
+typedef struct cdb_rn_conv {
+    cdb_k_buf *w; /* [cout, k*k*cin]: columns in (ky, kx, cin) order, the im2col order */
+    cdb_k_buf *b; /* [cout]: the folded BatchNorm shift */
+    int cin, cout, k, stride, pad;
+} cdb_rn_conv;
+
+typedef struct cdb_rn_block {
+    cdb_rn_conv c1, c2, c3; /* 1x1 -> 3x3 (pad 1) -> 1x1 (4x channels) */
+    cdb_rn_conv down;       /* the shortcut's 1x1 (down.w NULL: identity shortcut) */
+    int stride;             /* 2: avg pool after c2 and before down (anti-aliasing) */
+} cdb_rn_block;
+
+typedef struct cdb_rn_tower {
+    int width;              /* base width: the stem's output, layer1's planes */
+    int stage_blocks[4];    /* Bottlenecks per stage (RN50: 3 4 6 3) */
+    int n_blocks;
+    cdb_rn_conv stem[3];    /* 3x3 stride 2, 3x3, 3x3 (ReLU after each), then avg pool 2 */
+    cdb_rn_block *blocks;   /* n_blocks, stage after stage */
+    int grid, pool_width, heads; /* attention pool: grid^2 + 1 tokens, 32 * width wide */
+    cdb_k_buf *pos;         /* [grid^2 + 1, pool_width] */
+    cdb_k_buf *q_w, *q_b;   /* [pool_width, pool_width], [pool_width] */
+    cdb_k_buf *kv_w, *kv_b; /* k_proj | v_proj rows: [2 * pool_width, pool_width], [2 * ...] */
+    cdb_k_buf *c_w, *c_b;   /* c_proj: [embed_dim, pool_width], [embed_dim] */
+} cdb_rn_tower;
+
 struct cdb_model {
     cdb_model_info info;
     cdb_k_backend *be;
@@ -88,6 +117,8 @@ struct cdb_model {
     int n_files;
     cdb_st_file **files;
     cdb_clip_tower vision, text;
+    int vision_rn;   /* 1: the image tower is rn (ModifiedResNet), not vision (ViT) */
+    cdb_rn_tower rn;
     cdb_tok *tok;
     int eot_id; /* pooling token: the tokenizer's end token, else vocab_size - 1 */
     /* storage for the info strings */
@@ -100,5 +131,13 @@ struct cdb_model {
 ** for shape; ids are checked against the vocabulary here. */
 cdb_status cdb_clip_image_forward(cdb_model *m, const float *pixels, int n, float *out /* OUT */);
 cdb_status cdb_clip_text_forward(cdb_model *m, const int32_t *ids, int n, float *out /* OUT */);
+
+/* ---- ModifiedResNet graph (resnet.c) ----------------------------------------------- */
+
+/* The ResNet image tower on n preprocessed images (NCHW, image_size square): raw
+** embeddings, n * embed_dim floats. cdb_clip_image_forward calls it for m->vision_rn. */
+cdb_status cdb_rn_image_forward(cdb_model *m, const float *pixels, int n, float *out /* OUT */);
+/* Frees the tower's buffers (be may be NULL: nothing was uploaded) and zeroes it. */
+void cdb_rn_tower_free(cdb_k_backend *be, cdb_rn_tower *t);
 
 #endif

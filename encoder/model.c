@@ -3,8 +3,9 @@
 ** .safetensors file), hashes its weights (XXH3-128 over the files' bytes in name
 ** order: the model's identity; skipped when the caller passes a hash recorded with
 ** the files' unchanged stat key), recognizes the key naming (OpenAI/OpenCLIP
-** state_dict or Hugging Face CLIPModel; a ModifiedResNet image tower is refused),
-** reads the architecture from tensor shapes, the activation / heads /
+** state_dict or Hugging Face CLIPModel; the image tower a ViT or OpenAI's
+** ModifiedResNet, its BatchNorms folded into the convolutions here; timm towers
+** are refused), reads the architecture from tensor shapes, the activation / heads /
 ** preprocessing from config.json, open_clip_config.json or preprocessor_config.json
 ** (params override; assumed defaults are named in info.act_source and logged),
 ** validates every tensor's dtype and shape, and uploads the weights to a backend
@@ -189,9 +190,10 @@ static cdb_status upload_transposed(load_ctx *c, const cdb_st_tensor *t, cdb_k_b
     return rc;
 }
 
-/* HF: q, k, v (weights or biases) concatenated along rows. */
-static cdb_status upload_concat3(load_ctx *c, const cdb_st_tensor *t[3], cdb_k_wrole role,
-                                 cdb_k_buf **out) {
+/* n_t same-sized tensors (weights or biases) concatenated along rows: HF's q, k, v;
+** the ResNet attention pool's k, v. */
+static cdb_status upload_concat(load_ctx *c, const cdb_st_tensor *const *t, int n_t,
+                                cdb_k_wrole role, cdb_k_buf **out) {
     size_t n = (size_t)t[0]->n_elems;
     float *dst;
     cdb_status rc = CDB_OK;
@@ -199,19 +201,19 @@ static cdb_status upload_concat3(load_ctx *c, const cdb_st_tensor *t[3], cdb_k_w
         *out = NULL;
         return CDB_OK;
     }
-    dst = malloc(3 * n * sizeof(float));
-    if (!dst) return cdb_seterr(CDB_NOMEM, "q/k/v concat");
-    for (int i = 0; i < 3; i++) {
+    dst = malloc((size_t)n_t * n * sizeof(float));
+    if (!dst) return cdb_seterr(CDB_NOMEM, "%s concat", t[0]->name);
+    for (int i = 0; i < n_t; i++) {
         float *w = widen(t[i]);
         if (!w) {
             free(dst);
-            return cdb_seterr(CDB_NOMEM, "q/k/v concat");
+            return cdb_seterr(CDB_NOMEM, "%s concat", t[0]->name);
         }
         memcpy(dst + i * n, w, n * sizeof(float));
         free(w);
         drop_pages(t[i]);
     }
-    rc = c->m->be->ops->weight_upload(c->m->be, dst, CDB_K_F32, 3 * n, role, 0, out);
+    rc = c->m->be->ops->weight_upload(c->m->be, dst, CDB_K_F32, (size_t)n_t * n, role, 0, out);
     free(dst);
     return rc;
 }
@@ -253,8 +255,8 @@ static cdb_status load_block(load_ctx *c, const char *pre, int W, cdb_clip_block
             if ((rc = get_t(c, &bb[i], 1, d, "%sself_attn.%s_proj.bias", pre, qkv[i])) != CDB_OK)
                 goto cleanup;
         }
-        if ((rc = upload_concat3(c, w, CDB_K_W_MATRIX, &b->qkv_w)) != CDB_OK) goto cleanup;
-        if ((rc = upload_concat3(c, bb, CDB_K_W_PARAM, &b->qkv_b)) != CDB_OK) goto cleanup;
+        if ((rc = upload_concat(c, w, 3, CDB_K_W_MATRIX, &b->qkv_w)) != CDB_OK) goto cleanup;
+        if ((rc = upload_concat(c, bb, 3, CDB_K_W_PARAM, &b->qkv_b)) != CDB_OK) goto cleanup;
     } else {
         d[0] = 3 * W, d[1] = W;
         GETUP(b->qkv_w, CDB_K_W_MATRIX, 2, "%sattn.in_proj_weight", pre);
@@ -549,6 +551,229 @@ static cdb_status load_vision(load_ctx *c, const cdb_model_params *p) {
     m->info.vision_width = W;
     m->info.vision_layers = v->layers;
     m->info.vision_heads = v->heads;
+    m->info.vision_family = "ViT";
+    m->info.has_vision = 1;
+cleanup:
+    return rc;
+}
+
+/* ---- the ModifiedResNet image tower -------------------------------------------- */
+
+#define BN_EPS 1e-5 /* torch.nn.BatchNorm2d's default, as OpenAI's ModifiedResNet */
+
+/* A convolution wname [cout, cin, k, k] (*cout, *cin < 0: any, returned) and its
+** BatchNorm bn.{weight, bias, running_mean, running_var} [cout], folded in double
+** into cv: w' = w * s, b' = beta - mean * s with s = gamma / sqrt(var + eps), the
+** columns reordered to (ky, kx, cin) for the NHWC im2col. The running statistics
+** are buffers, not parameters: not counted in info.n_params (OpenCLIP's totals). */
+static cdb_status load_rn_conv(load_ctx *c, const char *wname, const char *bn, int *cout,
+                               int *cin, int k, int stride, int pad, cdb_rn_conv *cv) {
+    static const char *bn_keys[4] = {"weight", "bias", "running_mean", "running_var"};
+    const cdb_st_tensor *tw, *tb[4];
+    cdb_status rc = CDB_OK;
+    int64_t d[4] = {*cout, *cin, k, k};
+    float *w = NULL, *f[4] = {NULL, NULL, NULL, NULL}, *wf = NULL, *bf = NULL;
+    int co, ci;
+
+    if ((rc = get_t(c, &tw, 4, d, "%s", wname)) != CDB_OK) goto cleanup;
+    co = (int)d[0];
+    ci = (int)d[1];
+    for (int i = 0; i < 4; i++) {
+        d[0] = co;
+        if ((rc = get_t(c, &tb[i], 1, d, "%s.%s", bn, bn_keys[i])) != CDB_OK) goto cleanup;
+        if (i >= 2) c->n_params -= tb[i]->n_elems;
+    }
+    *cout = co, *cin = ci;
+    cv->cout = co, cv->cin = ci, cv->k = k, cv->stride = stride, cv->pad = pad;
+    if (c->inspect) goto cleanup; /* validated; nothing is read */
+    w = widen(tw);
+    for (int i = 0; i < 4; i++) f[i] = widen(tb[i]);
+    wf = malloc((size_t)tw->n_elems * sizeof *wf);
+    bf = malloc((size_t)co * sizeof *bf);
+    if (!w || !f[0] || !f[1] || !f[2] || !f[3] || !wf || !bf) {
+        rc = cdb_seterr(CDB_NOMEM, "folding '%s' into '%s'", bn, wname);
+        goto cleanup;
+    }
+    for (int o = 0; o < co; o++) {
+        double var = f[3][o], sc;
+        if (!(var + BN_EPS > 0)) { /* also NaN */
+            rc = cdb_seterr(CDB_CORRUPT, "tensor '%s.running_var'[%d] = %g: a variance must "
+                            "be >= 0", bn, o, var);
+            goto cleanup;
+        }
+        sc = (double)f[0][o] / sqrt(var + BN_EPS);
+        bf[o] = (float)((double)f[1][o] - (double)f[2][o] * sc);
+        for (int i = 0; i < ci; i++)
+            for (int ky = 0; ky < k; ky++)
+                for (int kx = 0; kx < k; kx++)
+                    wf[(((size_t)o * k + ky) * k + kx) * ci + i] =
+                        (float)(w[(((size_t)o * ci + i) * k + ky) * k + kx] * sc);
+    }
+    rc = c->m->be->ops->weight_upload(c->m->be, wf, CDB_K_F32, (size_t)tw->n_elems,
+                                      CDB_K_W_MATRIX, 0, &cv->w);
+    if (rc == CDB_OK)
+        rc = c->m->be->ops->weight_upload(c->m->be, bf, CDB_K_F32, (size_t)co, CDB_K_W_PARAM, 0,
+                                          &cv->b);
+    drop_pages(tw);
+    for (int i = 0; i < 4; i++) drop_pages(tb[i]);
+cleanup:
+    free(w);
+    for (int i = 0; i < 4; i++) free(f[i]);
+    free(wf);
+    free(bf);
+    return rc;
+}
+
+/* OpenAI's ModifiedResNet, its architecture read from the shapes as OpenAI's
+** build_model reads it: blocks per stage from the layerN.M keys, the base width from
+** layer1.0.conv1, the grid from the attention pool's positional embedding (image size
+** = 32 x grid); heads = 32 * width / head_width, head_width from
+** open_clip_config.json's vision_cfg (OpenCLIP) else 64 (OpenAI). Every tensor's
+** shape follows from those, and is checked. */
+static cdb_status load_vision_rn(load_ctx *c, const cdb_model_params *p) {
+    cdb_model *m = c->m;
+    cdb_rn_tower *t = &m->rn;
+    cdb_status rc = CDB_OK;
+    const cdb_st_tensor *tk[2], *tv[2];
+    int64_t d[2];
+    int W, PW, S, G, hw = 64, inpl, idx = 0, co, ci;
+    char fmt[64], wn[128], bn[128];
+    json_t *jhw;
+
+    m->vision_rn = 1;
+    for (int s = 0; s < 4; s++) {
+        snprintf(fmt, sizeof fmt, "visual.layer%d.%%d.conv1.weight", s + 1);
+        t->stage_blocks[s] = count_layers(m, fmt);
+        if (t->stage_blocks[s] == 0) {
+            rc = cdb_seterr(CDB_CORRUPT, "ResNet image tower: no 'visual.layer%d.0.conv1.weight' "
+                            "(ModifiedResNet has 4 stages)", s + 1);
+            goto cleanup;
+        }
+        t->n_blocks += t->stage_blocks[s];
+    }
+    {
+        const cdb_st_tensor *w0 = find(m, "visual.layer1.0.conv1.weight");
+        if (w0->n_dims != 4 || w0->shape[0] < 2 || w0->shape[0] % 2 || w0->shape[0] > 16384) {
+            rc = cdb_seterr(CDB_CORRUPT, "'%s': %d dims, %lld outputs (an even base width <= "
+                            "16384 expected)", w0->name, w0->n_dims, (long long)w0->shape[0]);
+            goto cleanup;
+        }
+        W = (int)w0->shape[0];
+    }
+    t->width = W;
+    PW = 32 * W;
+    /* the stem: 3x3 stride 2 (3 -> W/2), 3x3 (W/2 -> W/2), 3x3 (W/2 -> W) */
+    co = W / 2, ci = 3;
+    if ((rc = load_rn_conv(c, "visual.conv1.weight", "visual.bn1", &co, &ci, 3, 2, 1,
+                           &t->stem[0])) != CDB_OK)
+        goto cleanup;
+    co = W / 2, ci = W / 2;
+    if ((rc = load_rn_conv(c, "visual.conv2.weight", "visual.bn2", &co, &ci, 3, 1, 1,
+                           &t->stem[1])) != CDB_OK)
+        goto cleanup;
+    co = W, ci = W / 2;
+    if ((rc = load_rn_conv(c, "visual.conv3.weight", "visual.bn3", &co, &ci, 3, 1, 1,
+                           &t->stem[2])) != CDB_OK)
+        goto cleanup;
+    t->blocks = calloc((size_t)t->n_blocks, sizeof *t->blocks);
+    if (!t->blocks) {
+        rc = cdb_seterr(CDB_NOMEM, "ResNet blocks");
+        goto cleanup;
+    }
+    inpl = W;
+    for (int s = 0; s < 4; s++) {
+        const int planes = W << s;
+        for (int j = 0; j < t->stage_blocks[s]; j++, idx++) {
+            cdb_rn_block *b = &t->blocks[idx];
+            const char *pre = fmt;
+            int need_down, has_down;
+            b->stride = s > 0 && j == 0 ? 2 : 1;
+            snprintf(fmt, sizeof fmt, "visual.layer%d.%d.", s + 1, j);
+#define RN_CONV(cv, name, bnname, cout_, cin_, k_, pad_)                                   \
+    do {                                                                                   \
+        snprintf(wn, sizeof wn, "%s" name ".weight", pre);                                 \
+        snprintf(bn, sizeof bn, "%s" bnname, pre);                                         \
+        co = (cout_), ci = (cin_);                                                         \
+        if ((rc = load_rn_conv(c, wn, bn, &co, &ci, k_, 1, pad_, &(cv))) != CDB_OK)         \
+            goto cleanup;                                                                  \
+    } while (0)
+            RN_CONV(b->c1, "conv1", "bn1", planes, inpl, 1, 0);
+            RN_CONV(b->c2, "conv2", "bn2", planes, planes, 3, 1);
+            RN_CONV(b->c3, "conv3", "bn3", 4 * planes, planes, 1, 0);
+            need_down = b->stride > 1 || inpl != 4 * planes;
+            snprintf(wn, sizeof wn, "%sdownsample.0.weight", pre);
+            has_down = find(m, wn) != NULL;
+            if (has_down != need_down) {
+                rc = cdb_seterr(CDB_CORRUPT, "'%s' %s: ModifiedResNet has a downsample exactly "
+                                "where a block changes stride or width", wn,
+                                has_down ? "present" : "missing");
+                goto cleanup;
+            }
+            if (need_down) RN_CONV(b->down, "downsample.0", "downsample.1", 4 * planes, inpl, 1, 0);
+#undef RN_CONV
+            inpl = 4 * planes;
+        }
+    }
+    /* the attention pool over layer4's 32 * W channels */
+    d[0] = -1, d[1] = PW;
+    GETUP(t->pos, CDB_K_W_EMBED, 2, "visual.attnpool.positional_embedding");
+    S = (int)d[0];
+    G = (int)lround(sqrt((double)(S - 1)));
+    if (S < 2 || G * G != S - 1) {
+        rc = cdb_seterr(CDB_CORRUPT, "attention pool positional embedding has %d rows, not 1 + "
+                        "a square", S);
+        goto cleanup;
+    }
+    if ((int64_t)G * 32 > 16384) {
+        rc = cdb_seterr(CDB_CORRUPT, "ResNet tower: a %dx%d grid (image size %lld > 16384)", G, G,
+                        (long long)G * 32);
+        goto cleanup;
+    }
+    if (p->image_size_override && p->image_size_override != G * 32) {
+        rc = cdb_seterr(CDB_UNSUPPORTED, "image size %d requested, but the attention pool's "
+                        "positional embedding fixes it at %d", p->image_size_override, G * 32);
+        goto cleanup;
+    }
+    d[0] = PW, d[1] = PW;
+    GETUP(t->q_w, CDB_K_W_MATRIX, 2, "visual.attnpool.q_proj.weight");
+    d[0] = PW;
+    GETUP(t->q_b, CDB_K_W_PARAM, 1, "visual.attnpool.q_proj.bias");
+    for (int i = 0; i < 2; i++) {
+        const char *nm = i ? "v_proj" : "k_proj";
+        d[0] = PW, d[1] = PW;
+        if ((rc = get_t(c, &tk[i], 2, d, "visual.attnpool.%s.weight", nm)) != CDB_OK) goto cleanup;
+        d[0] = PW;
+        if ((rc = get_t(c, &tv[i], 1, d, "visual.attnpool.%s.bias", nm)) != CDB_OK) goto cleanup;
+    }
+    if ((rc = upload_concat(c, tk, 2, CDB_K_W_MATRIX, &t->kv_w)) != CDB_OK) goto cleanup;
+    if ((rc = upload_concat(c, tv, 2, CDB_K_W_PARAM, &t->kv_b)) != CDB_OK) goto cleanup;
+    d[0] = -1, d[1] = PW;
+    GETUP(t->c_w, CDB_K_W_MATRIX, 2, "visual.attnpool.c_proj.weight");
+    m->info.embed_dim = (int)d[0];
+    GETUP(t->c_b, CDB_K_W_PARAM, 1, "visual.attnpool.c_proj.bias");
+    jhw = jget(c->oc_cfg, "model_cfg", "vision_cfg", "head_width", NULL);
+    if (!jhw) jhw = jget(c->oc_cfg, "vision_cfg", "head_width", NULL);
+    if (json_is_integer(jhw)) {
+        json_int_t v = json_integer_value(jhw); /* untrusted: range-checked */
+        if (v <= 0 || v > PW || PW % v) {
+            rc = cdb_seterr(CDB_CORRUPT, "open_clip_config.json: head_width %lld does not divide "
+                            "the attention pool's width %d", (long long)v, PW);
+            goto cleanup;
+        }
+        hw = (int)v;
+    }
+    t->grid = G;
+    t->pool_width = PW;
+    t->heads = PW / hw;
+    m->info.image_size = 32 * G;
+    m->info.patch_size = 32;
+    m->info.vision_width = W;
+    m->info.vision_layers = t->n_blocks;
+    m->info.vision_heads = t->heads;
+    m->info.vision_mlp_width = 0;
+    memcpy(m->info.vision_stage_blocks, t->stage_blocks, sizeof t->stage_blocks);
+    m->info.vision_pool_width = PW;
+    m->info.vision_family = "ResNet";
     m->info.has_vision = 1;
 cleanup:
     return rc;
@@ -853,9 +1078,12 @@ cdb_status cdb_model_open(const char *path, const cdb_model_params *params, cdb_
     add_ctx = 1;
 
     /* Naming. */
-    if (has_prefix_key(m, "visual.layer1.") || has_prefix_key(m, "visual.attnpool.")) {
-        rc = cdb_seterr(CDB_UNSUPPORTED, "%s: ModifiedResNet (RN50-family) image tower: not "
-                        "supported yet (ViT CLIP models only)", path);
+    if (p.load_vision && has_prefix_key(m, "visual.trunk.")) {
+        rc = cdb_seterr(CDB_UNSUPPORTED, "%s: a timm image tower ('visual.trunk.*': OpenCLIP's "
+                        "timm-based ResNets such as timm-resnet50d / timm-resnetaa50d / "
+                        "timm-resnetblur50, or ConvNeXt): not supported; clipdb runs ViT and "
+                        "OpenAI's ModifiedResNet (RN50, RN101, RN50x4, RN50x16, RN50x64) image "
+                        "towers (load the text tower alone to use its text side)", path);
         goto cleanup;
     }
     if (has_prefix_key(m, "vision_model.") || has_prefix_key(m, "text_model.")) {
@@ -914,8 +1142,12 @@ cdb_status cdb_model_open(const char *path, const cdb_model_params *params, cdb_
         if ((rc = cdb_k_backend_new(&bp, &m->be)) != CDB_OK) goto cleanup;
     }
 
-    if (p.load_vision && (find(m, "visual.conv1.weight") ||
-                          find(m, "vision_model.embeddings.patch_embedding.weight"))) {
+    m->info.vision_family = "";
+    if (p.load_vision && c.nm == NAMING_OPENAI &&
+        (has_prefix_key(m, "visual.layer1.") || has_prefix_key(m, "visual.attnpool."))) {
+        if ((rc = load_vision_rn(&c, &p)) != CDB_OK) goto cleanup; /* ModifiedResNet */
+    } else if (p.load_vision && (find(m, "visual.conv1.weight") ||
+                                 find(m, "vision_model.embeddings.patch_embedding.weight"))) {
         if ((rc = load_vision(&c, &p)) != CDB_OK) goto cleanup;
     }
     if (p.load_text && (find(m, "token_embedding.weight") ||
@@ -957,6 +1189,7 @@ cleanup:
 void cdb_model_close(cdb_model *m) {
     if (!m) return;
     free_tower(m->be, &m->vision);
+    cdb_rn_tower_free(m->be, &m->rn);
     free_tower(m->be, &m->text);
     cdb_k_backend_free(m->be);
     cdb_tok_free(m->tok);

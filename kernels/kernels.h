@@ -141,7 +141,8 @@ typedef enum cdb_k_dtype {
 typedef enum cdb_k_act {
     CDB_K_ACT_NONE = 0,
     CDB_K_ACT_QUICK_GELU = 1, /* x * sigmoid(1.702 x)  (OpenAI CLIP) */
-    CDB_K_ACT_GELU = 2        /* 0.5 x (1 + erf(x / sqrt 2)), exact, not tanh */
+    CDB_K_ACT_GELU = 2,       /* 0.5 x (1 + erf(x / sqrt 2)), exact, not tanh */
+    CDB_K_ACT_RELU = 3        /* max(x, 0) (ModifiedResNet); NaN stays NaN */
 } cdb_k_act;
 
 /* What a weight is used for, so a backend can pick its storage: MATRIX (the B
@@ -211,6 +212,37 @@ typedef struct cdb_k_backend_ops {
                               int n, int width, cdb_k_buf *out /* OUT */);
     /* Waits for every queued op (a no-op on the CPU). */
     cdb_status (*sync)(cdb_k_backend *be);
+
+    /* ---- appended: the ModifiedResNet image tower (encoder/resnet.c) ----
+    ** Images are NHWC: x [n, h, w, c] is n*h*w rows of c channels, so a 1x1
+    ** convolution is a gemm and a k x k one is im2col followed by a gemm. */
+
+    /* Patch matrix of a k x k convolution with stride `stride` and zero padding
+    ** `pad`: cols [n*ho*wo, k*k*c] with ho = (h + 2*pad - k) / stride + 1 (wo the
+    ** same with w); row (b, oy, ox) holds x[b, oy*stride - pad + ky, ox*stride - pad
+    ** + kx, 0..c) for ky, kx < k in that order, zeros outside the image. A weight
+    ** stored [cout, k, k, c] then gives the convolution as gemm(cols, weight).
+    ** k, stride >= 1, 0 <= pad < k, ho and wo >= 1. cols must not overlap x. */
+    cdb_status (*im2col)(cdb_k_backend *be, const cdb_k_buf *x, int n, int h, int w, int c,
+                         int k, int stride, int pad, cdb_k_buf *cols /* OUT */);
+    /* torch.nn.AvgPool2d(s) on NHWC x [n, h, w, c]: out [n, h/s, w/s, c] (floor: a
+    ** trailing row/column that does not fill a window is dropped), each the mean of
+    ** its s x s window. s == 1 copies. out must not overlap x. */
+    cdb_status (*avgpool)(cdb_k_backend *be, const cdb_k_buf *x, int n, int h, int w, int c,
+                          int s, cdb_k_buf *out /* OUT */);
+    /* The attention pool's tokens: x [batch*hw, width] (hw grid rows per item), pos
+    ** [hw+1, width]; out row b*(hw+1) = mean_p x[b*hw + p] + pos[0] (the mean summed
+    ** in fp32 or wider), out row b*(hw+1) + 1 + p = x[b*hw + p] + pos[1 + p]. */
+    cdb_status (*pool_tokens)(cdb_k_backend *be, const cdb_k_buf *x, const cdb_k_buf *pos,
+                              int batch, int hw, int width, cdb_k_buf *out /* OUT */);
+    /* Multi-head attention with separate queries (the attention pool: one query
+    ** per item): q [batch*n_q, heads*head_dim], kv [batch*seq, 2*heads*head_dim]
+    ** (each row k | v, each heads blocks of head_dim); out [batch*n_q,
+    ** heads*head_dim] = per head softmax(q.k^T / sqrt(head_dim)) . v over the item's
+    ** seq keys, not causal, fp32 softmax. out must not overlap q or kv. */
+    cdb_status (*attention_q)(cdb_k_backend *be, const cdb_k_buf *q, const cdb_k_buf *kv,
+                              cdb_k_buf *out /* OUT */, int batch, int n_q, int seq, int heads,
+                              int head_dim);
 } cdb_k_backend_ops;
 
 /* Every backend struct starts with this header; the graph calls be->ops->fn(be, ...). */

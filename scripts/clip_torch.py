@@ -1,6 +1,6 @@
-"""clip_torch.py: a plain PyTorch CLIP (ViT image tower + causal text tower), the
-reference clipdb's C encoder is tested against and the model the bundled default is
-trained as.
+"""clip_torch.py: a plain PyTorch CLIP (ViT or ModifiedResNet image tower + causal
+text tower), the reference clipdb's C encoder is tested against and the model the
+bundled default is trained as.
 
 The module structure and parameter names follow OpenAI CLIP's model.py (and so
 OpenCLIP's state_dict naming): visual.conv1, visual.class_embedding,
@@ -8,6 +8,15 @@ visual.positional_embedding, visual.ln_pre, visual.transformer.resblocks.N.{ln_1
 attn.in_proj_weight, attn.in_proj_bias, attn.out_proj, ln_2, mlp.c_fc, mlp.c_proj},
 visual.ln_post, visual.proj; token_embedding, positional_embedding,
 transformer.resblocks.N..., ln_final, text_projection, logit_scale.
+
+The ResNet image tower (RN50, RN101, RN50x4, RN50x16, RN50x64 when vision_layers is
+a tuple of four block counts) is OpenAI's ModifiedResNet, written out here from its
+description: visual.{conv1,bn1,conv2,bn2,conv3,bn3} (3-convolution stem, ReLU, 2x2
+average pool), visual.layerS.B.{conv1,bn1,conv2,bn2,conv3,bn3,downsample.0,
+downsample.1} (anti-aliased Bottlenecks: the stride is an average pool after the 3x3
+convolution, and in the shortcut before its 1x1 convolution), visual.attnpool.
+{positional_embedding,q_proj,k_proj,v_proj,c_proj} (attention pooling: the spatial
+mean prepended as a query token, multi-head attention, that token's output).
 
 Also: to_hf_state_dict() (Hugging Face CLIPModel naming) and save_safetensors() /
 load_safetensors() (the format is a JSON header + raw little-endian tensors, written
@@ -88,15 +97,126 @@ class VisionTransformer(nn.Module):
         return self.ln_post(x[:, 0, :]) @ self.proj
 
 
+class Bottleneck(nn.Module):
+    """ModifiedResNet's block: 1x1 -> 3x3 -> (avg pool when strided) -> 1x1 (x4
+    channels), BatchNorm + ReLU after each convolution (the last ReLU after the
+    residual sum). The shortcut, when the shape changes: avg pool (identity at stride
+    1), 1x1 convolution, BatchNorm. Keys downsample.0 / downsample.1 as OpenAI's
+    ("-1" is the parameterless pool)."""
+    expansion = 4
+
+    def __init__(self, inplanes, planes, stride=1):
+        super().__init__()
+        self.conv1 = nn.Conv2d(inplanes, planes, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(planes)
+        self.conv2 = nn.Conv2d(planes, planes, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(planes)
+        self.avgpool = nn.AvgPool2d(stride) if stride > 1 else nn.Identity()
+        self.conv3 = nn.Conv2d(planes, planes * self.expansion, 1, bias=False)
+        self.bn3 = nn.BatchNorm2d(planes * self.expansion)
+        self.downsample = None
+        if stride > 1 or inplanes != planes * self.expansion:
+            self.downsample = nn.Sequential(OrderedDict([
+                ("-1", nn.AvgPool2d(stride)),
+                ("0", nn.Conv2d(inplanes, planes * self.expansion, 1, stride=1, bias=False)),
+                ("1", nn.BatchNorm2d(planes * self.expansion)),
+            ]))
+
+    def forward(self, x):
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = F.relu(self.bn2(self.conv2(out)))
+        out = self.bn3(self.conv3(self.avgpool(out)))
+        identity = self.downsample(x) if self.downsample is not None else x
+        return F.relu(out + identity)
+
+
+class AttentionPool2d(nn.Module):
+    """The mean of the grid's tokens is prepended, positional embeddings added, and
+    multi-head attention (q/k/v/c_proj, scaled dot product) run with that token as
+    the only query; its output (c_proj's width: the embedding) is the result."""
+
+    def __init__(self, grid, width, heads, output_dim):
+        super().__init__()
+        self.positional_embedding = nn.Parameter(torch.randn(grid * grid + 1, width) /
+                                                 width ** 0.5)
+        self.k_proj = nn.Linear(width, width)
+        self.q_proj = nn.Linear(width, width)
+        self.v_proj = nn.Linear(width, width)
+        self.c_proj = nn.Linear(width, output_dim)
+        self.num_heads = heads
+
+    def forward(self, x):  # (batch, width, grid, grid)
+        x = x.flatten(start_dim=2).permute(2, 0, 1)  # (grid^2, batch, width)
+        x = torch.cat([x.mean(dim=0, keepdim=True), x], dim=0)
+        x = x + self.positional_embedding[:, None, :].to(x.dtype)
+        x, _ = F.multi_head_attention_forward(
+            query=x[:1], key=x, value=x, embed_dim_to_check=x.shape[-1],
+            num_heads=self.num_heads, q_proj_weight=self.q_proj.weight,
+            k_proj_weight=self.k_proj.weight, v_proj_weight=self.v_proj.weight,
+            in_proj_weight=None,
+            in_proj_bias=torch.cat([self.q_proj.bias, self.k_proj.bias, self.v_proj.bias]),
+            bias_k=None, bias_v=None, add_zero_attn=False, dropout_p=0.0,
+            out_proj_weight=self.c_proj.weight, out_proj_bias=self.c_proj.bias,
+            use_separate_proj_weight=True, training=False, need_weights=False)
+        return x.squeeze(0)
+
+
+class ModifiedResNet(nn.Module):
+    """OpenAI CLIP's ResNet image tower. layers: blocks per stage (RN50: 3, 4, 6, 3);
+    width: the stem / first stage width (64 for RN50); image_size: a multiple of 32
+    (the attention pool sees an image_size / 32 square grid)."""
+
+    def __init__(self, layers, output_dim, heads, image_size=224, width=64):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, width // 2, 3, stride=2, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(width // 2)
+        self.conv2 = nn.Conv2d(width // 2, width // 2, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(width // 2)
+        self.conv3 = nn.Conv2d(width // 2, width, 3, padding=1, bias=False)
+        self.bn3 = nn.BatchNorm2d(width)
+        self.avgpool = nn.AvgPool2d(2)
+        self._inplanes = width
+        self.layer1 = self._make_layer(width, layers[0])
+        self.layer2 = self._make_layer(width * 2, layers[1], stride=2)
+        self.layer3 = self._make_layer(width * 4, layers[2], stride=2)
+        self.layer4 = self._make_layer(width * 8, layers[3], stride=2)
+        self.attnpool = AttentionPool2d(image_size // 32, width * 32, heads, output_dim)
+
+    def _make_layer(self, planes, blocks, stride=1):
+        out = [Bottleneck(self._inplanes, planes, stride)]
+        self._inplanes = planes * Bottleneck.expansion
+        out += [Bottleneck(self._inplanes, planes) for _ in range(1, blocks)]
+        return nn.Sequential(*out)
+
+    def forward(self, x):  # (batch, 3, H, W), normalized
+        x = x.to(self.conv1.weight.dtype)
+        x = F.relu(self.bn1(self.conv1(x)))
+        x = F.relu(self.bn2(self.conv2(x)))
+        x = F.relu(self.bn3(self.conv3(x)))
+        x = self.avgpool(x)
+        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+        return self.attnpool(x)
+
+
 class CLIP(nn.Module):
+    """vision_layers: an int for a ViT image tower, a tuple of four block counts for a
+    ModifiedResNet one (then vision_width is its base width, vision_patch is unused
+    and the image tower has vision_width * 32 / head_width heads, as OpenAI's)."""
+
     def __init__(self, embed_dim=512, image_size=224, vision_patch=32, vision_width=768,
                  vision_layers=12, context_length=77, vocab_size=49408, text_width=512,
                  text_layers=12, act="quick_gelu", head_width=64):
         super().__init__()
         self.context_length = context_length
         self.act = act
-        self.visual = VisionTransformer(image_size, vision_patch, vision_width, vision_layers,
-                                        vision_width // head_width, embed_dim, act)
+        if isinstance(vision_layers, (tuple, list)):
+            self.visual = ModifiedResNet(vision_layers, embed_dim,
+                                         vision_width * 32 // head_width, image_size,
+                                         vision_width)
+        else:
+            self.visual = VisionTransformer(image_size, vision_patch, vision_width,
+                                            vision_layers, vision_width // head_width,
+                                            embed_dim, act)
         mask = torch.full((context_length, context_length), float("-inf")).triu_(1)
         self.transformer = Transformer(text_width, text_layers, text_width // head_width, act,
                                        attn_mask=mask)
@@ -111,6 +231,16 @@ class CLIP(nn.Module):
         # as OpenAI CLIP's initialize_parameters
         nn.init.normal_(self.token_embedding.weight, std=0.02)
         nn.init.normal_(self.positional_embedding, std=0.01)
+        if isinstance(self.visual, ModifiedResNet):
+            ap = self.visual.attnpool
+            std = ap.c_proj.in_features ** -0.5
+            for lin in (ap.q_proj, ap.k_proj, ap.v_proj, ap.c_proj):
+                nn.init.normal_(lin.weight, std=std)
+            for stage in (self.visual.layer1, self.visual.layer2, self.visual.layer3,
+                          self.visual.layer4):
+                for name, p in stage.named_parameters():
+                    if name.endswith("bn3.weight"):
+                        nn.init.zeros_(p)
         proj_std = (width ** -0.5) * ((2 * layers) ** -0.5)
         attn_std = width ** -0.5
         fc_std = (2 * width) ** -0.5

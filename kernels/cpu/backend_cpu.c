@@ -8,6 +8,8 @@
 **
 ** Inside an OpenMP parallel region OpenBLAS (OpenMP build) runs single-threaded,
 ** so the attention loop parallelizes over (batch, head) and calls sgemm per pair.
+** The ModifiedResNet ops (im2col, avgpool, pool_tokens, attention_q) are OpenMP
+** loops over output rows; their convolutions are the gemm above.
 */
 #include <cblas.h>
 #include <math.h>
@@ -134,6 +136,7 @@ static inline float act1(float x, cdb_k_act a) {
     switch (a) {
     case CDB_K_ACT_QUICK_GELU: return x / (1.0f + expf(-1.702f * x));
     case CDB_K_ACT_GELU: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+    case CDB_K_ACT_RELU: return x < 0.0f ? 0.0f : x; /* NaN compares false: kept */
     default: return x;
     }
 }
@@ -141,8 +144,32 @@ static inline float act1(float x, cdb_k_act a) {
 static void act_range(float *x, size_t n, cdb_k_act a, int nt) {
     long i, nn = (long)n;
     if (a == CDB_K_ACT_NONE) return;
+    if (a == CDB_K_ACT_RELU) { /* its own loop: vectorized (the switch in act1 is not) */
+#pragma omp parallel for num_threads(nt) schedule(static) if (nn > 65536)
+        for (i = 0; i < nn; i++) x[i] = x[i] < 0.0f ? 0.0f : x[i];
+        return;
+    }
 #pragma omp parallel for num_threads(nt) schedule(static) if (nn > 16384)
     for (i = 0; i < nn; i++) x[i] = act1(x[i], a);
+}
+
+/* y[r, :] = act(y[r, :] + bias) for r < m, in one pass (bias may be NULL). */
+static void bias_act_rows(float *y, const float *bias, long m, int n, cdb_k_act a, int nt) {
+    long r;
+#pragma omp parallel for num_threads(nt) schedule(static) if (m * n > 65536)
+    for (r = 0; r < m; r++) {
+        float *row = y + (size_t)r * n;
+        if (a == CDB_K_ACT_RELU) {
+            for (int j = 0; j < n; j++) {
+                float v = row[j] + bias[j];
+                row[j] = v < 0.0f ? 0.0f : v; /* NaN compares false: kept */
+            }
+        } else if (a == CDB_K_ACT_NONE) {
+            for (int j = 0; j < n; j++) row[j] += bias[j];
+        } else {
+            for (int j = 0; j < n; j++) row[j] = act1(row[j] + bias[j], a);
+        }
+    }
 }
 
 static int sizes_ok(const cdb_k_buf *b, size_t need) { return b && b->n >= need; }
@@ -264,22 +291,23 @@ static cdb_status cpu_gemm(cdb_k_backend *be, const cdb_k_buf *x, const cdb_k_bu
         }
         return CDB_OK;
     }
-    if (bias) {
+    if (bias && accumulate) { /* y += bias, then y += x . w^T */
         const float *bd = bias->data;
         float *yd = y->data;
 #pragma omp parallel for num_threads(nt) schedule(static) if ((long)m * n > 16384)
         for (r = 0; r < m; r++) {
             float *row = yd + (size_t)r * n;
-            if (accumulate)
-                for (int j = 0; j < n; j++) row[j] += bd[j];
-            else
-                memcpy(row, bd, (size_t)n * sizeof(float));
+            for (int j = 0; j < n; j++) row[j] += bd[j];
         }
-        beta = 1.0f;
     }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, x->data, k, w->data, k,
                 beta, y->data, n);
-    act_range(y->data, (size_t)m * n, act, nt);
+    /* one pass for the epilogue: (x . w^T) + bias, then the activation, the same
+    ** single rounding of the sum as adding the bias inside sgemm (beta = 1) */
+    if (bias && !accumulate)
+        bias_act_rows(y->data, bias->data, m, n, act, nt);
+    else
+        act_range(y->data, (size_t)m * n, act, nt);
     return CDB_OK;
 }
 
@@ -439,6 +467,165 @@ static cdb_status cpu_gather_rows(cdb_k_backend *be, const cdb_k_buf *x, const i
     return CDB_OK;
 }
 
+/* ---- ModifiedResNet ops (NHWC) ------------------------------------------------- */
+
+static cdb_status cpu_im2col(cdb_k_backend *be, const cdb_k_buf *x, int n, int h, int w, int c,
+                             int k, int stride, int pad, cdb_k_buf *cols) {
+    int ho, wo;
+    long r, n_rows;
+    if (n < 0 || h <= 0 || w <= 0 || c <= 0 || k <= 0 || stride <= 0 || pad < 0 || pad >= k ||
+        h + 2 * pad < k || w + 2 * pad < k)
+        return cdb_seterr(CDB_INVALID, "im2col: bad shape n=%d h=%d w=%d c=%d k=%d s=%d p=%d", n,
+                          h, w, c, k, stride, pad);
+    ho = (h + 2 * pad - k) / stride + 1;
+    wo = (w + 2 * pad - k) / stride + 1;
+    if (!sizes_ok(x, (size_t)n * h * w * c) || !sizes_ok(cols, (size_t)n * ho * wo * k * k * c))
+        return cdb_seterr(CDB_INVALID, "im2col: buffer too small");
+    n_rows = (long)n * ho; /* one output image row per iteration */
+#pragma omp parallel for num_threads(nthreads(be)) schedule(static) \
+    if ((double)n_rows * wo * k * k * c > 65536.0)
+    for (r = 0; r < n_rows; r++) {
+        int b = (int)(r / ho), oy = (int)(r % ho);
+        const float *img = x->data + (size_t)b * h * w * c;
+        float *dst = cols->data + (size_t)r * wo * k * k * c;
+        for (int ox = 0; ox < wo; ox++)
+            for (int ky = 0; ky < k; ky++) {
+                int iy = oy * stride - pad + ky;
+                for (int kx = 0; kx < k; kx++, dst += c) {
+                    int ix = ox * stride - pad + kx;
+                    if (iy < 0 || iy >= h || ix < 0 || ix >= w)
+                        memset(dst, 0, (size_t)c * sizeof(float));
+                    else
+                        memcpy(dst, img + ((size_t)iy * w + ix) * c, (size_t)c * sizeof(float));
+                }
+            }
+    }
+    return CDB_OK;
+}
+
+static cdb_status cpu_avgpool(cdb_k_backend *be, const cdb_k_buf *x, int n, int h, int w, int c,
+                              int s, cdb_k_buf *out) {
+    int ho, wo;
+    long r, n_rows;
+    if (n < 0 || h <= 0 || w <= 0 || c <= 0 || s <= 0 || s > h || s > w)
+        return cdb_seterr(CDB_INVALID, "avgpool: bad shape n=%d h=%d w=%d c=%d s=%d", n, h, w, c,
+                          s);
+    ho = h / s;
+    wo = w / s;
+    if (!sizes_ok(x, (size_t)n * h * w * c) || !sizes_ok(out, (size_t)n * ho * wo * c))
+        return cdb_seterr(CDB_INVALID, "avgpool: buffer too small");
+    n_rows = (long)n * ho;
+#pragma omp parallel for num_threads(nthreads(be)) schedule(static) \
+    if ((double)n_rows * wo * c * s * s > 65536.0)
+    for (r = 0; r < n_rows; r++) {
+        int b = (int)(r / ho), oy = (int)(r % ho);
+        const float *row0 = x->data + ((size_t)b * h + (size_t)oy * s) * w * c;
+        float *o = out->data + (size_t)r * wo * c;
+        const float div = (float)(s * s);
+        for (int ox = 0; ox < wo; ox++, o += c) {
+            const float *p0 = row0 + (size_t)ox * s * c;
+            /* the window's sum in row-major order, then one division (as torch) */
+            for (int j = 0; j < c; j++) o[j] = 0.0f;
+            for (int dy = 0; dy < s; dy++)
+                for (int dx = 0; dx < s; dx++) {
+                    const float *p = p0 + ((size_t)dy * w + dx) * c;
+                    for (int j = 0; j < c; j++) o[j] += p[j];
+                }
+            for (int j = 0; j < c; j++) o[j] /= div;
+        }
+    }
+    return CDB_OK;
+}
+
+static cdb_status cpu_pool_tokens(cdb_k_backend *be, const cdb_k_buf *x, const cdb_k_buf *pos,
+                                  int batch, int hw, int width, cdb_k_buf *out) {
+    size_t s = (size_t)hw + 1;
+    long b;
+    int fail = 0;
+    if (batch < 0 || hw <= 0 || width <= 0 || !sizes_ok(x, (size_t)batch * hw * width) ||
+        !sizes_ok(pos, s * width) || !sizes_ok(out, (size_t)batch * s * width))
+        return cdb_seterr(CDB_INVALID, "pool_tokens: bad shape");
+#pragma omp parallel for num_threads(nthreads(be)) schedule(static) if (batch > 1)
+    for (b = 0; b < batch; b++) {
+        const float *xb = x->data + (size_t)b * hw * width;
+        float *ob = out->data + (size_t)b * s * width;
+        double *sum = malloc((size_t)width * sizeof *sum); /* the mean in double */
+        if (!sum) {
+#pragma omp atomic write
+            fail = 1;
+            continue;
+        }
+        for (int j = 0; j < width; j++) sum[j] = 0.0;
+        for (int p = 0; p < hw; p++) {
+            const float *xr = xb + (size_t)p * width, *pr = pos->data + (1 + (size_t)p) * width;
+            float *orow = ob + (1 + (size_t)p) * width;
+            for (int j = 0; j < width; j++) {
+                sum[j] += xr[j];
+                orow[j] = xr[j] + pr[j];
+            }
+        }
+        for (int j = 0; j < width; j++) ob[j] = (float)(sum[j] / hw + pos->data[j]);
+        free(sum);
+    }
+    if (fail) return cdb_seterr(CDB_NOMEM, "pool_tokens scratch");
+    return CDB_OK;
+}
+
+static cdb_status cpu_attention_q(cdb_k_backend *be, const cdb_k_buf *q, const cdb_k_buf *kv,
+                                  cdb_k_buf *out, int batch, int n_q, int seq, int heads,
+                                  int head_dim) {
+    int d = heads * head_dim, nt = nthreads(be), fail = 0;
+    long bh, n_bh = (long)batch * heads;
+    float scale;
+    if (batch < 0 || n_q <= 0 || seq <= 0 || heads <= 0 || head_dim <= 0 ||
+        !sizes_ok(q, (size_t)batch * n_q * d) || !sizes_ok(kv, (size_t)batch * seq * 2 * d) ||
+        !sizes_ok(out, (size_t)batch * n_q * d))
+        return cdb_seterr(CDB_INVALID, "attention_q: bad shape b=%d nq=%d s=%d h=%d hd=%d", batch,
+                          n_q, seq, heads, head_dim);
+    scale = 1.0f / sqrtf((float)head_dim);
+    if ((double)n_bh * n_q * seq * head_dim < 65536.0) nt = 1;
+#pragma omp parallel num_threads(nt)
+    {
+        float *p = malloc((size_t)seq * sizeof(float));
+        if (!p) {
+#pragma omp atomic write
+            fail = 1;
+        }
+#pragma omp for schedule(static)
+        for (bh = 0; bh < n_bh; bh++) {
+            int b = (int)(bh / heads), h = (int)(bh % heads);
+            const float *kb = kv->data + (size_t)b * seq * 2 * d + (size_t)h * head_dim;
+            if (!p) continue;
+            for (int i = 0; i < n_q; i++) {
+                const float *qr = q->data + ((size_t)b * n_q + i) * d + (size_t)h * head_dim;
+                float *o = out->data + ((size_t)b * n_q + i) * d + (size_t)h * head_dim;
+                float mx = -INFINITY, sum = 0.0f, inv;
+                for (int j = 0; j < seq; j++) {
+                    const float *kr = kb + (size_t)j * 2 * d;
+                    float sc = 0.0f;
+                    for (int l = 0; l < head_dim; l++) sc += qr[l] * kr[l];
+                    p[j] = sc * scale;
+                    mx = p[j] > mx ? p[j] : mx;
+                }
+                for (int j = 0; j < seq; j++) {
+                    p[j] = expf(p[j] - mx);
+                    sum += p[j];
+                }
+                inv = 1.0f / sum;
+                for (int l = 0; l < head_dim; l++) o[l] = 0.0f;
+                for (int j = 0; j < seq; j++) {
+                    const float *vr = kb + (size_t)j * 2 * d + d;
+                    float pj = p[j] * inv;
+                    for (int l = 0; l < head_dim; l++) o[l] += pj * vr[l];
+                }
+            }
+        }
+        free(p);
+    }
+    if (fail) return cdb_seterr(CDB_NOMEM, "attention_q scratch (%d keys)", seq);
+    return CDB_OK;
+}
+
 static cdb_status cpu_sync(cdb_k_backend *be) { return CDB_OK; }
 
 static void cpu_destroy(cdb_k_backend *be) { free(be); }
@@ -447,7 +634,7 @@ static const cdb_k_backend_ops cpu_ops = {
     "cpu",           cpu_destroy,      cpu_buf_alloc,     cpu_buf_free,     cpu_weight_upload,
     cpu_buf_upload,  cpu_buf_download, cpu_gemm,          cpu_layernorm,    cpu_act,
     cpu_add,         cpu_attention,    cpu_embed_tokens,  cpu_embed_patches, cpu_gather_rows,
-    cpu_sync,
+    cpu_sync,        cpu_im2col,       cpu_avgpool,       cpu_pool_tokens,  cpu_attention_q,
 };
 
 cdb_status cdb_k_backend_cpu_new(int n_threads, cdb_k_backend **out) {

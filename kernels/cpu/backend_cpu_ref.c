@@ -63,6 +63,7 @@ static double ref_act1(double x, cdb_k_act a) {
     switch (a) {
     case CDB_K_ACT_QUICK_GELU: return x / (1.0 + exp(-1.702 * x));
     case CDB_K_ACT_GELU: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+    case CDB_K_ACT_RELU: return x < 0 ? 0.0 : x; /* NaN compares false: kept */
     default: return x;
     }
 }
@@ -207,6 +208,121 @@ static cdb_status ref_gather_rows(cdb_k_backend *be, const cdb_k_buf *x, const i
     return CDB_OK;
 }
 
+/* ---- ModifiedResNet ops --------------------------------------------------------- */
+
+static int conv_out(int in, int k, int stride, int pad) { return (in + 2 * pad - k) / stride + 1; }
+
+static cdb_status ref_im2col(cdb_k_backend *be, const cdb_k_buf *x, int n, int h, int w, int c,
+                             int k, int stride, int pad, cdb_k_buf *cols) {
+    int ho, wo;
+    if (n < 0 || h <= 0 || w <= 0 || c <= 0 || k <= 0 || stride <= 0 || pad < 0 || pad >= k ||
+        h + 2 * pad < k || w + 2 * pad < k)
+        return cdb_seterr(CDB_INVALID, "im2col: bad shape");
+    ho = conv_out(h, k, stride, pad);
+    wo = conv_out(w, k, stride, pad);
+    if (!fits(x, (size_t)n * h * w * c) || !fits(cols, (size_t)n * ho * wo * k * k * c))
+        return cdb_seterr(CDB_INVALID, "im2col: buffer too small");
+    for (int b = 0; b < n; b++)
+        for (int oy = 0; oy < ho; oy++)
+            for (int ox = 0; ox < wo; ox++)
+                for (int ky = 0; ky < k; ky++)
+                    for (int kx = 0; kx < k; kx++)
+                        for (int ch = 0; ch < c; ch++) {
+                            int iy = oy * stride - pad + ky, ix = ox * stride - pad + kx;
+                            size_t o = ((((size_t)b * ho + oy) * wo + ox) * k * k +
+                                        (size_t)ky * k + kx) * c + ch;
+                            cols->data[o] = iy < 0 || iy >= h || ix < 0 || ix >= w
+                                                ? 0.0f
+                                                : x->data[(((size_t)b * h + iy) * w + ix) * c + ch];
+                        }
+    return CDB_OK;
+}
+
+static cdb_status ref_avgpool(cdb_k_backend *be, const cdb_k_buf *x, int n, int h, int w, int c,
+                              int s, cdb_k_buf *out) {
+    int ho, wo;
+    if (n < 0 || h <= 0 || w <= 0 || c <= 0 || s <= 0 || s > h || s > w)
+        return cdb_seterr(CDB_INVALID, "avgpool: bad shape");
+    ho = h / s;
+    wo = w / s;
+    if (!fits(x, (size_t)n * h * w * c) || !fits(out, (size_t)n * ho * wo * c))
+        return cdb_seterr(CDB_INVALID, "avgpool: buffer too small");
+    for (int b = 0; b < n; b++)
+        for (int oy = 0; oy < ho; oy++)
+            for (int ox = 0; ox < wo; ox++)
+                for (int ch = 0; ch < c; ch++) {
+                    double sum = 0;
+                    for (int dy = 0; dy < s; dy++)
+                        for (int dx = 0; dx < s; dx++)
+                            sum += x->data[(((size_t)b * h + oy * s + dy) * w + ox * s + dx) * c +
+                                           ch];
+                    out->data[(((size_t)b * ho + oy) * wo + ox) * c + ch] =
+                        (float)(sum / ((double)s * s));
+                }
+    return CDB_OK;
+}
+
+static cdb_status ref_pool_tokens(cdb_k_backend *be, const cdb_k_buf *x, const cdb_k_buf *pos,
+                                  int batch, int hw, int width, cdb_k_buf *out) {
+    size_t s = (size_t)hw + 1;
+    if (batch < 0 || hw <= 0 || width <= 0 || !fits(x, (size_t)batch * hw * width) ||
+        !fits(pos, s * width) || !fits(out, (size_t)batch * s * width))
+        return cdb_seterr(CDB_INVALID, "pool_tokens: bad shape");
+    for (int b = 0; b < batch; b++)
+        for (int j = 0; j < width; j++) {
+            double sum = 0;
+            for (int p = 0; p < hw; p++) {
+                float v = x->data[((size_t)b * hw + p) * width + j];
+                sum += v;
+                out->data[((size_t)b * s + 1 + p) * width + j] =
+                    v + pos->data[(1 + (size_t)p) * width + j];
+            }
+            out->data[(size_t)b * s * width + j] = (float)(sum / hw + pos->data[j]);
+        }
+    return CDB_OK;
+}
+
+static cdb_status ref_attention_q(cdb_k_backend *be, const cdb_k_buf *q, const cdb_k_buf *kv,
+                                  cdb_k_buf *out, int batch, int n_q, int seq, int heads,
+                                  int head_dim) {
+    int d = heads * head_dim;
+    double *p;
+    if (batch < 0 || n_q <= 0 || seq <= 0 || heads <= 0 || head_dim <= 0 ||
+        !fits(q, (size_t)batch * n_q * d) || !fits(kv, (size_t)batch * seq * 2 * d) ||
+        !fits(out, (size_t)batch * n_q * d))
+        return cdb_seterr(CDB_INVALID, "attention_q: bad shape");
+    p = malloc((size_t)seq * sizeof(double));
+    if (!p) return cdb_seterr(CDB_NOMEM, "attention_q scratch");
+    for (int b = 0; b < batch; b++)
+        for (int h = 0; h < heads; h++)
+            for (int i = 0; i < n_q; i++) {
+                const float *qr = q->data + ((size_t)b * n_q + i) * d + (size_t)h * head_dim;
+                double mx = -INFINITY, sum = 0;
+                for (int j = 0; j < seq; j++) {
+                    const float *kr =
+                        kv->data + ((size_t)b * seq + j) * 2 * d + (size_t)h * head_dim;
+                    double s = 0;
+                    for (int l = 0; l < head_dim; l++) s += (double)qr[l] * kr[l];
+                    p[j] = s / sqrt((double)head_dim);
+                    if (p[j] > mx) mx = p[j];
+                }
+                for (int j = 0; j < seq; j++) {
+                    p[j] = exp(p[j] - mx);
+                    sum += p[j];
+                }
+                for (int l = 0; l < head_dim; l++) {
+                    double o = 0;
+                    for (int j = 0; j < seq; j++)
+                        o += p[j] * kv->data[((size_t)b * seq + j) * 2 * d + d +
+                                             (size_t)h * head_dim + l];
+                    out->data[((size_t)b * n_q + i) * d + (size_t)h * head_dim + l] =
+                        (float)(o / sum);
+                }
+            }
+    free(p);
+    return CDB_OK;
+}
+
 static cdb_status ref_sync(cdb_k_backend *be) { return CDB_OK; }
 static void ref_destroy(cdb_k_backend *be) { free(be); }
 
@@ -214,7 +330,7 @@ static const cdb_k_backend_ops ref_ops = {
     "cpu-ref",       ref_destroy,      ref_buf_alloc,    ref_buf_free,      ref_weight_upload,
     ref_buf_upload,  ref_buf_download, ref_gemm,         ref_layernorm,     ref_act,
     ref_add,         ref_attention,    ref_embed_tokens, ref_embed_patches, ref_gather_rows,
-    ref_sync,
+    ref_sync,        ref_im2col,       ref_avgpool,      ref_pool_tokens,   ref_attention_q,
 };
 
 cdb_status cdb_k_backend_cpu_ref_new(cdb_k_backend **out) {

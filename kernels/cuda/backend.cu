@@ -493,6 +493,78 @@ done:
     OP_LEAVE();
 }
 
+/* ---- ModifiedResNet ops (NHWC) ------------------------------------------------- */
+
+static cdb_status cuda_im2col(cdb_k_backend *be, const cdb_k_buf *x, int n, int h, int w, int c,
+                              int k, int stride, int pad, cdb_k_buf *cols) {
+    size_t ho, wo;
+    OP_ENTER(be);
+    NEED(x && cols && x != cols && !cols->is_weight && n >= 0 && h > 0 && w > 0 && c > 0 &&
+             k > 0 && stride > 0 && pad >= 0 && pad < k && h + 2 * pad >= k && w + 2 * pad >= k,
+         "im2col: bad arguments");
+    ho = (size_t)((h + 2 * pad - k) / stride + 1);
+    wo = (size_t)((w + 2 * pad - k) / stride + 1);
+    NEED(x->n >= (size_t)n * h * w * c && cols->n >= (size_t)n * ho * wo * k * k * c,
+         "im2col: sizes do not fit the buffers");
+    TRY(cdb_kc_im2col_nhwc(b->c, x->d, x->f32, n, h, w, c, k, stride, pad, (uint16_t *)cols->d));
+    cols->f32 = 0; /* a GEMM operand */
+done:
+    OP_LEAVE();
+}
+
+static cdb_status cuda_avgpool(cdb_k_backend *be, const cdb_k_buf *x, int n, int h, int w, int c,
+                               int s, cdb_k_buf *out) {
+    OP_ENTER(be);
+    NEED(x && out && x != out && !out->is_weight && n >= 0 && h > 0 && w > 0 && c > 0 && s > 0 &&
+             s <= h && s <= w,
+         "avgpool: bad arguments");
+    NEED(x->n >= (size_t)n * h * w * c && out->n >= (size_t)n * (h / s) * (w / s) * c,
+         "avgpool: sizes do not fit the buffers");
+    /* the output keeps the input's storage type */
+    TRY(cdb_kc_avgpool_nhwc(b->c, x->d, x->f32, n, h, w, c, s, out->d, x->f32));
+    out->f32 = x->f32;
+done:
+    OP_LEAVE();
+}
+
+static cdb_status cuda_pool_tokens(cdb_k_backend *be, const cdb_k_buf *x, const cdb_k_buf *pos,
+                                   int batch, int hw, int width, cdb_k_buf *out) {
+    char *sc;
+    const float *pf;
+    size_t s = (size_t)hw + 1;
+    OP_ENTER(be);
+    NEED(x && pos && out && x != out && !out->is_weight && batch >= 0 && hw > 0 && width > 0,
+         "pool_tokens: bad arguments");
+    NEED(x->n >= (size_t)batch * hw * width && pos->n >= s * width &&
+             out->n >= (size_t)batch * s * width,
+         "pool_tokens: sizes do not fit the buffers");
+    TRY(cdb_kc_backend_ws(b, f32_copy_bytes(pos, s * width)));
+    sc = (char *)b->ws;
+    TRY(as_f32(b, pos, s * width, &sc, &pf));
+    TRY(cdb_kc_pool_tokens(b->c, x->d, x->f32, pf, batch, hw, width, (float *)out->d));
+    out->f32 = 1;
+done:
+    OP_LEAVE();
+}
+
+static cdb_status cuda_attention_q(cdb_k_backend *be, const cdb_k_buf *q, const cdb_k_buf *kv,
+                                   cdb_k_buf *out, int batch, int n_q, int seq, int heads,
+                                   int head_dim) {
+    size_t d = (size_t)heads * head_dim;
+    OP_ENTER(be);
+    NEED(q && kv && out && out != q && out != kv && !out->is_weight && batch >= 0 && n_q > 0 &&
+             seq > 0 && heads > 0 && head_dim > 0,
+         "attention_q: bad arguments");
+    NEED(q->n >= (size_t)batch * n_q * d && kv->n >= (size_t)batch * seq * 2 * d &&
+             out->n >= (size_t)batch * n_q * d,
+         "attention_q: sizes do not fit the buffers");
+    TRY(cdb_kc_attention_q(b->c, q->d, q->f32, kv->d, kv->f32, (uint16_t *)out->d, batch, n_q,
+                           seq, heads, head_dim));
+    out->f32 = 0;
+done:
+    OP_LEAVE();
+}
+
 static cdb_status cuda_sync(cdb_k_backend *be) {
     OP_ENTER(be);
     TRY(cdb_kc_sync(b->c));
@@ -531,6 +603,10 @@ const cdb_k_backend_ops cdb_kc_cuda_ops_ = {
     cuda_embed_patches,
     cuda_gather_rows,
     cuda_sync,
+    cuda_im2col,
+    cuda_avgpool,
+    cuda_pool_tokens,
+    cuda_attention_q,
 };
 
 extern "C" cdb_status cdb_k_backend_cuda_new(int device_index, cdb_k_backend **out) {

@@ -122,6 +122,28 @@ cdb_status cdb_kc_gather_rows(cdb_kc_ctx *c, const void *x, const int32_t *d_row
 cdb_status cdb_kc_im2col(cdb_kc_ctx *c, const float *pix, int batch, int size, int patch,
                          uint16_t *cols);
 
+/* ---- ModifiedResNet (NHWC activations; see kernels.h's appended ops) -------- */
+
+/* cols [n*ho*wo, k*k*c] (f16) = the k x k / stride / pad patch matrix of x [n,h,w,c]
+** (f16 or fp32), column order (ky, kx, channel), zeros outside the image. */
+cdb_status cdb_kc_im2col_nhwc(cdb_kc_ctx *c, const void *x, int x_f32, int n, int h, int w,
+                              int ch, int k, int stride, int pad, uint16_t *cols);
+/* out [n, h/s, w/s, c] = s x s window means of x [n,h,w,c] (floor), fp32 sums;
+** out stored fp32 (out_f32) or f16. */
+cdb_status cdb_kc_avgpool_nhwc(cdb_kc_ctx *c, const void *x, int x_f32, int n, int h, int w,
+                               int ch, int s, void *out, int out_f32);
+/* out [batch*(hw+1), width] fp32: row 0 of each item the fp32 mean of its hw rows of x
+** (f16 or fp32) + pos[0], then x's rows + pos[1..hw]. */
+cdb_status cdb_kc_pool_tokens(cdb_kc_ctx *c, const void *x, int x_f32, const float *pos,
+                              int batch, int hw, int width, float *out);
+/* out [batch*n_q, heads*head_dim] (f16) from q [batch*n_q, heads*head_dim] and kv
+** [batch*seq, 2*heads*head_dim] (each f16 or fp32), as cdb_k_backend_ops.attention_q:
+** one thread block per (item, head, query), fp32 scores/softmax/sums in shared memory
+** (seq <= 8192). */
+cdb_status cdb_kc_attention_q(cdb_kc_ctx *c, const void *q, int q_f32, const void *kv,
+                              int kv_f32, uint16_t *out, int batch, int n_q, int seq, int heads,
+                              int head_dim);
+
 /* x[r,:] /= |x[r,:]| in fp32 (sum of squares accumulated in fp32); rows with a zero
 ** or non-finite norm are left unchanged and counted in *d_bad (device int, may be
 ** NULL). */

@@ -451,9 +451,14 @@ static void ed_transposed(json_t *h) { /* [3W, W] claimed as [W, 3W]: same size 
     json_object_set_new(json_object_get(h, "visual.transformer.resblocks.1.attn.in_proj_weight"),
                         "shape", json_pack("[i,i]", 64, 192));
 }
-static void ed_rn50(json_t *h) {
+static void ed_rn50(json_t *h) { /* a ResNet key in a ViT: a ResNet missing its stages */
     json_t *v = json_object_get(h, "visual.conv1.weight");
     json_object_set(h, "visual.layer1.0.conv1.weight", v);
+    json_object_del(h, "visual.conv1.weight");
+}
+static void ed_timm(json_t *h) { /* OpenCLIP's timm towers keep their weights under trunk */
+    json_t *v = json_object_get(h, "visual.conv1.weight");
+    json_object_set(h, "visual.trunk.conv1.weight", v);
     json_object_del(h, "visual.conv1.weight");
 }
 static void ed_past_end(json_t *h) {
@@ -478,8 +483,9 @@ CDB_TEST(bad_models) {
                      "visual.ln_post.weight");
     CHECK_OPEN_FAILS(rewrite(src, "transposed.safetensors", ed_transposed), CDB_CORRUPT,
                      "in_proj_weight");
-    CHECK_OPEN_FAILS(rewrite(src, "rn50.safetensors", ed_rn50), CDB_UNSUPPORTED,
-                     "not supported yet");
+    CHECK_OPEN_FAILS(rewrite(src, "rn50.safetensors", ed_rn50), CDB_CORRUPT,
+                     "ModifiedResNet has 4 stages");
+    CHECK_OPEN_FAILS(rewrite(src, "timm.safetensors", ed_timm), CDB_UNSUPPORTED, "timm");
     CHECK_OPEN_FAILS(rewrite(src, "past.safetensors", ed_past_end), CDB_CORRUPT, "past the end");
     CHECK_OPEN_FAILS(rewrite(src, "pos.safetensors", ed_pos), CDB_CORRUPT, "1 + a square");
     {

@@ -43,6 +43,8 @@
 
 #include "cdb_test.h"
 #include "encoder/encoder.h"
+#define CDB_TEST_TMP_TAG "families"
+#include "model_test_util.h"
 
 #define GOLD CDB_SOURCE_DIR "/tests/golden/models"
 #define MIN_COS 0.99999      /* the bar */
@@ -50,30 +52,6 @@
 
 static const float k_openai_mean[3] = {0.48145466f, 0.4578275f, 0.40821073f};
 static const float k_openai_std[3] = {0.26862954f, 0.26130258f, 0.27577711f};
-
-/* ---- temporary folder ------------------------------------------------------------ */
-
-static char g_tmp[256];
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-    (void)st, (void)flag, (void)ftw;
-    return remove(path);
-}
-
-static void rm_tmpdir(void) {
-    if (g_tmp[0]) nftw(g_tmp, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
-}
-
-static const char *tmpdir(void) {
-    if (!g_tmp[0]) {
-        snprintf(g_tmp, sizeof g_tmp, "/tmp/cdb_test_families_XXXXXX");
-        if (!mkdtemp(g_tmp))
-            g_tmp[0] = 0;
-        else
-            atexit(rm_tmpdir);
-    }
-    return g_tmp;
-}
 
 /* ---- the families ---------------------------------------------------------------- */
 
@@ -121,94 +99,11 @@ static int64_t family_params(const family *f) {
     return v + x;
 }
 
-/* ---- a safetensors header over a hole ------------------------------------------------ */
 
-typedef struct st_writer {
-    json_t *hdr;
-    int64_t off;              /* bytes of data so far */
-    struct st_writer *shard2; /* non-NULL: the text tower goes to this second file */
-} st_writer;
-
-static void st_add(st_writer *w, const char *dtype, int64_t esize, int nd, const int64_t *shape,
-                   const char *fmt, ...) CDB_PRINTF(6, 7);
-static void st_add(st_writer *w, const char *dtype, int64_t esize, int nd, const int64_t *shape,
-                   const char *fmt, ...) {
-    char name[256];
-    va_list ap;
-    json_t *sh = json_array(), *e = json_object();
-    int64_t n = 1;
-    va_start(ap, fmt);
-    vsnprintf(name, sizeof name, fmt, ap);
-    va_end(ap);
-    if (w->shard2 && (!strncmp(name, "text_", 5) || !strcmp(name, "logit_scale")))
-        w = w->shard2; /* as model-00002-of-00002.safetensors */
-    for (int i = 0; i < nd; i++) {
-        json_array_append_new(sh, json_integer(shape[i]));
-        n *= shape[i];
-    }
-    json_object_set_new(e, "dtype", json_string(dtype));
-    json_object_set_new(e, "shape", sh);
-    json_object_set_new(e, "data_offsets", json_pack("[II]", (json_int_t)w->off,
-                                                      (json_int_t)(w->off + n * esize)));
-    json_object_set_new(w->hdr, name, e);
-    w->off += n * esize;
-}
-
-#define T1(w, a, ...) st_add(w, "F16", 2, 1, (int64_t[]){a}, __VA_ARGS__)
-#define T2(w, a, b, ...) st_add(w, "F16", 2, 2, (int64_t[]){a, b}, __VA_ARGS__)
-
-static void add_block(st_writer *w, const char *pre, int64_t W, int64_t M, int hf) {
-    const char *ln1 = hf ? "layer_norm1" : "ln_1", *ln2 = hf ? "layer_norm2" : "ln_2";
-    const char *outp = hf ? "self_attn.out_proj" : "attn.out_proj";
-    const char *fc = hf ? "mlp.fc1" : "mlp.c_fc", *pj = hf ? "mlp.fc2" : "mlp.c_proj";
-    T1(w, W, "%s%s.weight", pre, ln1);
-    T1(w, W, "%s%s.bias", pre, ln1);
-    if (hf) {
-        static const char *qkv[3] = {"q", "k", "v"};
-        for (int i = 0; i < 3; i++) {
-            T2(w, W, W, "%sself_attn.%s_proj.weight", pre, qkv[i]);
-            T1(w, W, "%sself_attn.%s_proj.bias", pre, qkv[i]);
-        }
-    } else {
-        T2(w, 3 * W, W, "%sattn.in_proj_weight", pre);
-        T1(w, 3 * W, "%sattn.in_proj_bias", pre);
-    }
-    T2(w, W, W, "%s%s.weight", pre, outp);
-    T1(w, W, "%s%s.bias", pre, outp);
-    T1(w, W, "%s%s.weight", pre, ln2);
-    T1(w, W, "%s%s.bias", pre, ln2);
-    T2(w, M, W, "%s%s.weight", pre, fc);
-    T1(w, M, "%s%s.bias", pre, fc);
-    T2(w, W, M, "%s%s.weight", pre, pj);
-    T1(w, W, "%s%s.bias", pre, pj);
-}
 
 /* Mutations of the real layout, for the "still validated" checks. */
 enum { MUT_NONE = 0, MUT_TRUNCATE = 1, MUT_BAD_MLP = 2 };
 
-/* u64 length + header (padded with spaces to 8, as the reference writer) + a hole. */
-static int write_header(const char *path, st_writer *w, int mut) {
-    char *h;
-    size_t hl, pad;
-    int fd, ok = 0;
-    unsigned char len8[8];
-    json_object_set_new(w->hdr, "__metadata__", json_pack("{ss}", "format", "pt"));
-    h = json_dumps(w->hdr, JSON_COMPACT | JSON_SORT_KEYS);
-    json_decref(w->hdr);
-    if (!h) return 0;
-    hl = strlen(h);
-    pad = (8 - hl % 8) % 8;
-    for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)(hl + pad) >> (8 * i));
-    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (fd >= 0) {
-        ok = write(fd, len8, 8) == 8 && write(fd, h, hl) == (ssize_t)hl &&
-             write(fd, "        ", pad) == (ssize_t)pad &&
-             ftruncate(fd, (off_t)(8 + hl + pad) + (off_t)w->off - (mut == MUT_TRUNCATE)) == 0;
-        ok = close(fd) == 0 && ok;
-    }
-    free(h);
-    return ok;
-}
 
 /* The family's state_dict in one naming, as a header; data = a hole. path2 (HF only,
 ** may be NULL): shard the text tower into a second file, as the hub's
@@ -270,8 +165,8 @@ static int write_sparse2(const char *path, const char *path2, const family *f, i
         T2(&w, T, E, "text_projection");
     }
     st_add(&w, "F32", 4, 0, NULL, "logit_scale");
-    ok = write_header(path, &w, mut);
-    if (path2) ok = write_header(path2, &w2, MUT_NONE) && ok;
+    ok = write_header(path, &w, mut == MUT_TRUNCATE);
+    if (path2) ok = write_header(path2, &w2, 0) && ok;
     else json_decref(w2.hdr);
     return ok;
 }
@@ -290,18 +185,6 @@ enum cfg_kind {
     CFG_HF_SHARDED = 4 /* config.json, weights in model-0000{1,2}-of-00002.safetensors */
 };
 
-static int write_json(const char *dir, const char *name, json_t *j) {
-    char path[700];
-    int rc;
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    rc = json_dump_file(j, path, JSON_INDENT(2) | JSON_SORT_KEYS);
-    json_decref(j);
-    return rc == 0;
-}
-
-static json_t *floats3(const float v[3]) {
-    return json_pack("[fff]", (double)v[0], (double)v[1], (double)v[2]);
-}
 
 static int write_configs(const char *dir, const family *f, int kind) {
     const char *act = f->openai ? "quick_gelu" : "gelu";
@@ -405,44 +288,6 @@ static const fcase k_cases[] = {
     {F_BIGG, 1, CFG_NONE, CDB_ACT_QUICK_GELU, "default"},
 };
 
-static long max_rss_kb(void) {
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return ru.ru_maxrss;
-}
-
-/* Bytes of path in the page cache (mincore over a fresh mapping), or -1. The sparse
-** files are written with write() for the header and ftruncate() for the rest, so
-** their data is cached only if someone read it: a full open hashes every byte. */
-static int64_t cached_bytes(const char *path) {
-    int fd = open(path, O_RDONLY);
-    struct stat st;
-    long pg = sysconf(_SC_PAGESIZE);
-    int64_t n = -1;
-    if (fd < 0) return -1;
-    if (fstat(fd, &st) == 0 && st.st_size > 0 && pg > 0) {
-        void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
-        size_t n_pages = ((size_t)st.st_size + (size_t)pg - 1) / (size_t)pg;
-        unsigned char *vec = malloc(n_pages);
-        if (map != MAP_FAILED && vec && mincore(map, (size_t)st.st_size, vec) == 0) {
-            n = 0;
-            for (size_t i = 0; i < n_pages; i++) n += (vec[i] & 1) ? pg : 0;
-        }
-        free(vec);
-        if (map != MAP_FAILED) munmap(map, (size_t)st.st_size);
-    }
-    close(fd);
-    return n;
-}
-
-/* Linux: writing 5 to clear_refs resets the peak RSS to the current RSS. */
-static void reset_peak_rss(void) {
-    FILE *f = fopen("/proc/self/clear_refs", "w");
-    if (f) {
-        fputs("5", f);
-        fclose(f);
-    }
-}
 
 static void run_case(cdb_test_ctx *cdb_t_, const fcase *fc, int idx) {
     const family *f = &k_fam[fc->fam];
@@ -676,34 +521,6 @@ CDB_TEST(inspect_matches_full_open) {
 
 /* ---- part 2: the graph features, against PyTorch ---------------------------------------- */
 
-static void *read_all(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    void *buf = NULL;
-    long sz;
-    *n = 0;
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    buf = malloc(sz > 0 ? (size_t)sz : 1);
-    if (buf && fread(buf, 1, (size_t)sz, f) != (size_t)sz) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    if (buf) *n = (size_t)sz;
-    return buf;
-}
-
-static double cosine(const float *a, const float *b, int n) {
-    double ab = 0, aa = 0, bb = 0;
-    for (int i = 0; i < n; i++) {
-        ab += (double)a[i] * b[i];
-        aa += (double)a[i] * a[i];
-        bb += (double)b[i] * b[i];
-    }
-    return ab / sqrt(aa * bb);
-}
 
 /* The shapes of tests/reference/make_family_fixtures.py. */
 #define FX_IMAGE 56

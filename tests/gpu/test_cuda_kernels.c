@@ -10,7 +10,9 @@
 **    backend: cosine >= 0.9995 for every item;
 **  - the encoder on the fixture models (tests/golden/models), device cpu vs cuda,
 **    images and texts: cosine >= 0.9995 per item; the stored form (fp32
-**    normalized, then fp16) has the same format and no NaN/Inf;
+**    normalized, then fp16) has the same format and no NaN/Inf; the same for the
+**    ModifiedResNet fixtures (rn_*), after its ops (im2col, avgpool, ReLU,
+**    pool_tokens, attention_q) against the scalar reference backend;
 **  - GPU preprocessing (resize/crop/normalize) vs the encoder's PIL-exact CPU
 **    path (the plan itself is checked against it without a GPU in
 **    tests/kernels/test_cuda_host.c).
@@ -528,6 +530,134 @@ CDB_TEST(encoder_fixtures_cpu_vs_gpu) {
     free(pixels), free(tokens);
 }
 
+/* ---- the ModifiedResNet ops and towers --------------------------------------------- */
+
+CDB_TEST(be_resnet_ops) {
+    /* n h w c k stride pad (im2col); avgpool uses n h w c and s = stride + 1 */
+    static const int conv[][7] = {{1, 1, 1, 1, 1, 1, 0}, {2, 7, 5, 3, 3, 2, 1},
+                                  {1, 9, 9, 17, 3, 1, 1}, {4, 56, 56, 64, 3, 1, 1}};
+    /* batch hw width heads n_q (pool_tokens + attention_q) */
+    static const int pool[][5] = {{1, 1, 64, 1, 1}, {3, 49, 2048, 32, 1}, {2, 9, 21, 3, 2}};
+    bpair p;
+    cdb_k_backend *be[2];
+    NEED_GPU();
+    CHECK(bpair_new(&p));
+    be[0] = p.gpu, be[1] = p.ref;
+    for (size_t t = 0; t < sizeof conv / sizeof conv[0]; t++) {
+        int n = conv[t][0], h = conv[t][1], w = conv[t][2], c = conv[t][3], k = conv[t][4];
+        int st = conv[t][5], pad = conv[t][6], s = st + 1;
+        int ho = (h + 2 * pad - k) / st + 1, wo = (w + 2 * pad - k) / st + 1;
+        size_t nin = (size_t)n * h * w * c, ncol = (size_t)n * ho * wo * k * k * c;
+        size_t npool = (size_t)n * (h / s) * (w / s) * c;
+        float *x = rand_vec(nin, 2), *o[2][3];
+        for (int i = 0; i < 2; i++) {
+            cdb_k_buf *bx = up(be[i], x, nin), *bc = NULL, *bp = NULL, *by = NULL;
+            CHECK(bx && be[i]->ops->buf_alloc(be[i], ncol, &bc) == CDB_OK &&
+                  be[i]->ops->buf_alloc(be[i], npool ? npool : 1, &bp) == CDB_OK &&
+                  be[i]->ops->buf_alloc(be[i], nin, &by) == CDB_OK);
+            CHECK_OK(be[i]->ops->im2col(be[i], bx, n, h, w, c, k, st, pad, bc));
+            o[i][0] = down(be[i], bc, ncol);
+            if (npool) CHECK_OK(be[i]->ops->avgpool(be[i], bx, n, h, w, c, s, bp));
+            o[i][1] = down(be[i], bp, npool);
+            CHECK_OK(be[i]->ops->buf_upload(be[i], by, 0, x, nin));
+            CHECK_OK(be[i]->ops->act(be[i], by, nin, CDB_K_ACT_RELU));
+            o[i][2] = down(be[i], by, nin);
+            be[i]->ops->buf_free(be[i], bx), be[i]->ops->buf_free(be[i], bc);
+            be[i]->ops->buf_free(be[i], bp), be[i]->ops->buf_free(be[i], by);
+        }
+        /* im2col writes fp16 (a GEMM operand); avgpool and ReLU keep fp32 here */
+        CHECK_MSG(nmse(o[0][0], o[1][0], ncol) < 1e-6, "im2col case %zu: nmse %g", t,
+                  nmse(o[0][0], o[1][0], ncol));
+        CHECK_MSG(nmse(o[0][1], o[1][1], npool) < 1e-12, "avgpool case %zu: nmse %g", t,
+                  nmse(o[0][1], o[1][1], npool));
+        CHECK(!memcmp(o[0][2], o[1][2], nin * sizeof(float)));
+        for (int i = 0; i < 2; i++) free(o[i][0]), free(o[i][1]), free(o[i][2]);
+        free(x);
+    }
+    for (size_t t = 0; t < sizeof pool / sizeof pool[0]; t++) {
+        int B = pool[t][0], HW = pool[t][1], W = pool[t][2], H = pool[t][3], NQ = pool[t][4];
+        int S = HW + 1;
+        size_t ntok = (size_t)B * S * W, nq = (size_t)B * NQ * W, nkv = (size_t)B * S * 2 * W;
+        float *x = rand_vec((size_t)B * HW * W, 2), *pos = rand_vec((size_t)S * W, 1);
+        float *q = rand_vec(nq, 2), *kv = rand_vec(nkv, 2), *o[2][2];
+        for (int i = 0; i < 2; i++) {
+            cdb_k_buf *bx = up(be[i], x, (size_t)B * HW * W), *bp = wup(be[i], pos, (size_t)S * W,
+                                                                          CDB_K_W_EMBED);
+            cdb_k_buf *bq = up(be[i], q, nq), *bkv = up(be[i], kv, nkv), *bt = NULL, *bo = NULL;
+            CHECK(bx && bp && bq && bkv && be[i]->ops->buf_alloc(be[i], ntok, &bt) == CDB_OK &&
+                  be[i]->ops->buf_alloc(be[i], nq, &bo) == CDB_OK);
+            CHECK_OK(be[i]->ops->pool_tokens(be[i], bx, bp, B, HW, W, bt));
+            CHECK_OK(be[i]->ops->attention_q(be[i], bq, bkv, bo, B, NQ, S, H, W / H));
+            o[i][0] = down(be[i], bt, ntok);
+            o[i][1] = down(be[i], bo, nq);
+            be[i]->ops->buf_free(be[i], bx), be[i]->ops->buf_free(be[i], bp);
+            be[i]->ops->buf_free(be[i], bq), be[i]->ops->buf_free(be[i], bkv);
+            be[i]->ops->buf_free(be[i], bt), be[i]->ops->buf_free(be[i], bo);
+        }
+        CHECK_MSG(nmse(o[0][0], o[1][0], ntok) < 1e-12, "pool_tokens case %zu: nmse %g", t,
+                  nmse(o[0][0], o[1][0], ntok));
+        CHECK_MSG(nmse(o[0][1], o[1][1], nq) < 2e-5, "attention_q case %zu: nmse %g", t,
+                  nmse(o[0][1], o[1][1], nq));
+        for (int i = 0; i < 2; i++) free(o[i][0]), free(o[i][1]);
+        free(x), free(pos), free(q), free(kv);
+    }
+    bpair_free(&p);
+}
+
+/* The ResNet fixtures (tests/golden/models/rn_*) through the encoder, cuda vs cpu. */
+CDB_TEST(encoder_resnet_fixtures_cpu_vs_gpu) {
+    static const struct { const char *model; int size; } fx[] = {
+        {"rn_qgelu", 64}, {"rn_gelu", 96}, {"rn_openai_f16.safetensors", 64}};
+    char path[4096];
+    size_t ntok = 0;
+    int32_t *tokens;
+    NEED_GPU();
+    snprintf(path, sizeof path, "%s/tests/golden/models/tokens.i32", src_dir());
+    tokens = (int32_t *)read_file(path, &ntok);
+    CHECK_MSG(tokens != NULL, "fixtures missing in %s/tests/golden/models", src_dir());
+    for (size_t mi = 0; mi < sizeof fx / sizeof fx[0]; mi++) {
+        cdb_model *m[2] = {NULL, NULL};
+        size_t npx = 0;
+        float *pixels, *e[2], *t[2];
+        int n_img, n_txt, E;
+        snprintf(path, sizeof path, "%s/tests/golden/models/rn_pixels%d.f32", src_dir(),
+                 fx[mi].size);
+        pixels = (float *)read_file(path, &npx);
+        CHECK(pixels != NULL);
+        snprintf(path, sizeof path, "%s/tests/golden/models/%s", src_dir(), fx[mi].model);
+        for (int i = 0; i < 2; i++) {
+            cdb_model_params mp = cdb_model_params_default();
+            mp.device = i == 0 ? CDB_DEVICE_CUDA : CDB_DEVICE_CPU;
+            CHECK_OK(cdb_model_open(path, &mp, &m[i]));
+        }
+        E = cdb_model_get_info(m[1])->embed_dim;
+        CHECK_EQ_STR(cdb_model_get_info(m[0])->vision_family, "ResNet");
+        n_img = (int)(npx / 4 / (3 * (size_t)fx[mi].size * fx[mi].size));
+        n_txt = (int)(ntok / 4 / 77);
+        for (int i = 0; i < 2; i++) {
+            e[i] = malloc((size_t)n_img * E * 4);
+            t[i] = malloc((size_t)n_txt * E * 4);
+            CHECK_OK(cdb_encode_pixels(m[i], pixels, n_img, 1, e[i]));
+            CHECK_OK(cdb_encode_tokens(m[i], tokens, n_txt, 1, t[i]));
+        }
+        for (int j = 0; j < n_img; j++) {
+            double c = gv_cosine(e[0] + (size_t)j * E, e[1] + (size_t)j * E, E);
+            printf("     %s image %d: cuda vs cpu cosine %.7f\n", fx[mi].model, j, c);
+            CHECK_MSG(c >= COS_MIN, "%s image %d: cosine %.7f", fx[mi].model, j, c);
+        }
+        for (int j = 0; j < n_txt; j++) {
+            double c = gv_cosine(t[0] + (size_t)j * E, t[1] + (size_t)j * E, E);
+            CHECK_MSG(c >= COS_MIN, "%s text %d: cosine %.7f", fx[mi].model, j, c);
+        }
+        for (int i = 0; i < 2; i++) {
+            free(e[i]), free(t[i]);
+            cdb_model_close(m[i]);
+        }
+        free(pixels);
+    }
+    free(tokens);
+}
+
 /* ---- preprocessing ----------------------------------------------------------------- */
 
 static uint8_t *rand_image(int w, int h, uint64_t seed) {
@@ -616,4 +746,5 @@ CDB_TEST_MAIN(k_fp16_conversion_bit_exact,
               k_gemm_odd_shapes, k_l2norm_rows, be_gemm_act_accumulate, be_layernorm_act_add,
               be_attention_odd, be_embed_gather, be_oom_is_nomem_not_abort,
               gpu_preprocess_matches_cpu, gpu_im2col_matches_host_unfold,
-              vit_b32_random_weights_cpu_vs_gpu, encoder_fixtures_cpu_vs_gpu)
+              vit_b32_random_weights_cpu_vs_gpu, encoder_fixtures_cpu_vs_gpu, be_resnet_ops,
+              encoder_resnet_fixtures_cpu_vs_gpu)
