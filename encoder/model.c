@@ -115,9 +115,8 @@ static cdb_k_dtype kdt(cdb_st_dtype d) {
 /* A tensor that was copied or converted is not read again: drop its file pages
 ** from our RSS (they stay in the page cache; a later read would fault them back). */
 static void drop_pages(const cdb_st_tensor *t) {
-    static long pg = 0;
+    long pg = sysconf(_SC_PAGESIZE); /* per call: a cached static would be a data race */
     uintptr_t a = (uintptr_t)t->data, b = a + t->n_bytes;
-    if (!pg) pg = sysconf(_SC_PAGESIZE);
     if (pg <= 0) return;
     a = (a + (uintptr_t)pg - 1) & ~((uintptr_t)pg - 1);
     b &= ~((uintptr_t)pg - 1);
