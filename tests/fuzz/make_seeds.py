@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Regenerates the model seeds of the fuzz targets (deterministic; stdlib only):
 
-  corpus/fuzz_safetensors/*   tiny CLIP models in both key namings and dtypes, plus
+  corpus/fuzz_safetensors/*   tiny CLIP models in both key namings and dtypes (ViT and
+                              OpenAI's ModifiedResNet image towers), plus
                               edge cases of the file format (empty header, metadata,
                               header length past the end, offsets past the end, ...)
   corpus/fuzz_model_config/*  config.json \\0 open_clip_config.json \\0
@@ -79,6 +80,36 @@ def clip_tensors(naming, W, layers=1, patch=2, grid=2, vocab=16, ctx=4, embed=4,
     return t
 
 
+def resnet_tensors(W, grid=2, embed=4, text_w=8, vocab=16, ctx=4):
+    """OpenAI's ModifiedResNet naming: a stem of three convs, four stages of one
+    Bottleneck each (planes W, 2W, 4W, 8W; expansion 4; a downsample in each), the
+    attention pool over grid*grid + 1 positions (width 32W), and the text tower."""
+    t = []
+    def bn(pre, c):
+        for k in ("weight", "bias", "running_mean", "running_var"):
+            t.append((f"{pre}.{k}", [c]))
+    t += [("visual.conv1.weight", [W // 2, 3, 3, 3]), ("visual.conv2.weight", [W // 2, W // 2, 3, 3]),
+          ("visual.conv3.weight", [W, W // 2, 3, 3])]
+    bn("visual.bn1", W // 2); bn("visual.bn2", W // 2); bn("visual.bn3", W)
+    inp = W
+    for i in range(4):
+        planes = W << i
+        pre = f"visual.layer{i + 1}.0"
+        t += [(f"{pre}.conv1.weight", [planes, inp, 1, 1]), (f"{pre}.conv2.weight", [planes, planes, 3, 3]),
+              (f"{pre}.conv3.weight", [planes * 4, planes, 1, 1]),
+              (f"{pre}.downsample.0.weight", [planes * 4, inp, 1, 1])]
+        bn(f"{pre}.bn1", planes); bn(f"{pre}.bn2", planes); bn(f"{pre}.bn3", planes * 4)
+        bn(f"{pre}.downsample.1", planes * 4)
+        inp = planes * 4
+    E = W * 32
+    t.append(("visual.attnpool.positional_embedding", [grid * grid + 1, E]))
+    for q in "qkv":
+        t += [(f"visual.attnpool.{q}_proj.weight", [E, E]), (f"visual.attnpool.{q}_proj.bias", [E])]
+    t += [("visual.attnpool.c_proj.weight", [embed, E]), ("visual.attnpool.c_proj.bias", [embed])]
+    t += [x for x in clip_tensors("openai", text_w, vision=False, vocab=vocab, ctx=ctx, embed=embed)]
+    return t
+
+
 def safetensors(tensors, dtype="F32", metadata=None, fill=0x3c):
     header, off, data = {}, 0, bytearray()
     for name, shape in tensors:
@@ -129,6 +160,7 @@ write(S + "dup_keys.safetensors",
       raw(b'{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}', b"\0"))
 write(S + "huge_shape.safetensors",
       raw({"a": {"dtype": "F32", "shape": [1 << 40, 1 << 40], "data_offsets": [0, 0]}}))
+write(S + "openai_rn_w2_f16.safetensors", safetensors(resnet_tensors(2, text_w=64), "F16"))
 write(S + "resnet_keys.safetensors", raw({"visual.layer1.0.conv1.weight": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}, b"\0" * 4))
 
 # fixed model for fuzz_model_config: width 64 (default heads = 1), F16, zero-ish weights
