@@ -45,6 +45,46 @@ typedef struct load_ctx {
     int64_t n_params;   /* elements of the tensors fetched by get_t */
 } load_ctx;
 
+/* Every tensor name that differs between the two namings the loader reads (the
+** ModifiedResNet tower exists in OpenAI naming only). Tower names are prefixes
+** without ".weight"/".bias"; a block's names follow its prefix (block_fmt % i). */
+typedef struct tensor_names {
+    const char *v_patch, *v_pos, *v_cls, *v_ln_pre, *v_ln_post, *v_proj, *v_block_fmt;
+    const char *t_tok, *t_pos, *t_ln_final, *t_proj, *t_block_fmt;
+    const char *ln1, *ln2, *attn_out, *mlp_fc, *mlp_proj;
+    int proj_transposed; /* OpenAI's projections are [width, embed] (x @ proj); HF's are
+                         ** Linear weights [embed, width], as the graph wants */
+    int qkv_split;       /* HF: q_proj, k_proj, v_proj; OpenAI: one in_proj */
+} tensor_names;
+
+static const tensor_names k_names[2] = {
+    [NAMING_OPENAI] = {
+        .v_patch = "visual.conv1.weight", .v_pos = "visual.positional_embedding",
+        .v_cls = "visual.class_embedding", .v_ln_pre = "visual.ln_pre",
+        .v_ln_post = "visual.ln_post", .v_proj = "visual.proj",
+        .v_block_fmt = "visual.transformer.resblocks.%d.",
+        .t_tok = "token_embedding.weight", .t_pos = "positional_embedding",
+        .t_ln_final = "ln_final", .t_proj = "text_projection",
+        .t_block_fmt = "transformer.resblocks.%d.",
+        .ln1 = "ln_1", .ln2 = "ln_2", .attn_out = "attn.out_proj", .mlp_fc = "mlp.c_fc",
+        .mlp_proj = "mlp.c_proj", .proj_transposed = 1, .qkv_split = 0,
+    },
+    [NAMING_HF] = {
+        .v_patch = "vision_model.embeddings.patch_embedding.weight",
+        .v_pos = "vision_model.embeddings.position_embedding.weight",
+        .v_cls = "vision_model.embeddings.class_embedding",
+        .v_ln_pre = "vision_model.pre_layrnorm", /* sic: Hugging Face's spelling */
+        .v_ln_post = "vision_model.post_layernorm", .v_proj = "visual_projection.weight",
+        .v_block_fmt = "vision_model.encoder.layers.%d.",
+        .t_tok = "text_model.embeddings.token_embedding.weight",
+        .t_pos = "text_model.embeddings.position_embedding.weight",
+        .t_ln_final = "text_model.final_layer_norm", .t_proj = "text_projection.weight",
+        .t_block_fmt = "text_model.encoder.layers.%d.",
+        .ln1 = "layer_norm1", .ln2 = "layer_norm2", .attn_out = "self_attn.out_proj",
+        .mlp_fc = "mlp.fc1", .mlp_proj = "mlp.fc2", .proj_transposed = 0, .qkv_split = 1,
+    },
+};
+
 cdb_model_params cdb_model_params_default(void) {
     cdb_model_params p;
     memset(&p, 0, sizeof p);
@@ -75,16 +115,11 @@ static int has_prefix_key(const cdb_model *m, const char *prefix) {
 
 /* The tensor `name` (printf-style), checked to be a float type with the given
 ** dims (-1: any; the dim's value is returned through dims[]). */
-static cdb_status get_t(load_ctx *c, const cdb_st_tensor **out, int nd, int64_t *dims,
-                        const char *fmt, ...) CDB_PRINTF(5, 6);
-static cdb_status get_t(load_ctx *c, const cdb_st_tensor **out, int nd, int64_t *dims,
-                        const char *fmt, ...) {
+static cdb_status vget_t(load_ctx *c, const cdb_st_tensor **out, int nd, int64_t *dims,
+                         const char *fmt, va_list ap) {
     char name[256];
-    va_list ap;
     const cdb_st_tensor *t;
-    va_start(ap, fmt);
     vsnprintf(name, sizeof name, fmt, ap);
-    va_end(ap);
     *out = NULL;
     t = find(c->m, name);
     if (!t) return cdb_seterr(CDB_CORRUPT, "missing tensor '%s'", name);
@@ -106,6 +141,17 @@ static cdb_status get_t(load_ctx *c, const cdb_st_tensor **out, int nd, int64_t 
     c->n_params += t->n_elems; /* each tensor is fetched once */
     *out = t;
     return CDB_OK;
+}
+
+static cdb_status get_t(load_ctx *c, const cdb_st_tensor **out, int nd, int64_t *dims,
+                        const char *fmt, ...) CDB_PRINTF(5, 6);
+static cdb_status get_t(load_ctx *c, const cdb_st_tensor **out, int nd, int64_t *dims,
+                        const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    cdb_status rc = vget_t(c, out, nd, dims, fmt, ap);
+    va_end(ap);
+    return rc;
 }
 
 static cdb_k_dtype kdt(cdb_st_dtype d) {
@@ -136,13 +182,37 @@ static cdb_status upload(load_ctx *c, const cdb_st_tensor *t, cdb_k_wrole role, 
     return rc;
 }
 
-/* Fetch + upload in one step. */
-#define GETUP(buf, role, nd, ...)                                                    \
-    do {                                                                             \
-        const cdb_st_tensor *t_;                                                     \
-        if ((rc = get_t(c, &t_, nd, d, __VA_ARGS__)) != CDB_OK) goto cleanup;        \
-        if ((rc = upload(c, t_, role, &(buf))) != CDB_OK) goto cleanup;              \
-    } while (0)
+/* get_t + upload: the tensor `fmt` checked against dims (as get_t) into *buf. */
+static cdb_status fetch_upload(load_ctx *c, cdb_k_buf **buf, cdb_k_wrole role, int nd,
+                               int64_t *dims, const char *fmt, ...) CDB_PRINTF(6, 7);
+static cdb_status fetch_upload(load_ctx *c, cdb_k_buf **buf, cdb_k_wrole role, int nd,
+                               int64_t *dims, const char *fmt, ...) {
+    const cdb_st_tensor *t;
+    va_list ap;
+    va_start(ap, fmt);
+    cdb_status rc = vget_t(c, &t, nd, dims, fmt, ap);
+    va_end(ap);
+    return rc == CDB_OK ? upload(c, t, role, buf) : rc;
+}
+
+/* A LayerNorm's weight and bias, `prefix`.weight / .bias, both [W]. */
+static cdb_status fetch_layernorm(load_ctx *c, const char *prefix, const char *name, int64_t W,
+                                  cdb_k_buf **g, cdb_k_buf **b) {
+    int64_t d[1] = {W};
+    cdb_status rc = fetch_upload(c, g, CDB_K_W_PARAM, 1, d, "%s%s.weight", prefix, name);
+    if (rc == CDB_OK) rc = fetch_upload(c, b, CDB_K_W_PARAM, 1, d, "%s%s.bias", prefix, name);
+    return rc;
+}
+
+/* A Linear layer's weight [*out_dim (or -1: any, returned), in_dim] and bias [*out_dim]. */
+static cdb_status fetch_linear(load_ctx *c, const char *prefix, const char *name, int *out_dim,
+                               int64_t in_dim, cdb_k_buf **w, cdb_k_buf **b) {
+    int64_t d[2] = {*out_dim, in_dim};
+    cdb_status rc = fetch_upload(c, w, CDB_K_W_MATRIX, 2, d, "%s%s.weight", prefix, name);
+    if (rc != CDB_OK) return rc;
+    *out_dim = (int)d[0];
+    return fetch_upload(c, b, CDB_K_W_PARAM, 1, d, "%s%s.bias", prefix, name);
+}
 
 static float *widen(const cdb_st_tensor *t) {
     float *f = malloc((size_t)t->n_elems * sizeof(float));
@@ -217,86 +287,71 @@ static cdb_status upload_concat(load_ctx *c, const cdb_st_tensor *const *t, int 
     return rc;
 }
 
-static int count_layers(const cdb_model *m, const char *fmt) {
-    char name[256];
+/* Blocks 0, 1, ... while block_fmt % i followed by `probe` names a tensor. */
+static int count_layers(const cdb_model *m, const char *block_fmt, const char *probe) {
+    char pre[192], name[192 + 64];
     int n = 0;
     for (;;) {
-        snprintf(name, sizeof name, fmt, n);
+        snprintf(pre, sizeof pre, block_fmt, n);
+        snprintf(name, sizeof name, "%s%s", pre, probe);
         if (!find(m, name)) return n;
         n++;
     }
 }
 
 static cdb_status load_block(load_ctx *c, const char *pre, int W, cdb_clip_block *b, int *mlp) {
-    cdb_status rc = CDB_OK;
-    int64_t d[2];
-    const int hf = c->nm == NAMING_HF;
-    const char *ln1 = hf ? "layer_norm1" : "ln_1", *ln2 = hf ? "layer_norm2" : "ln_2";
-    const char *outp = hf ? "self_attn.out_proj" : "attn.out_proj";
-    const char *fc = hf ? "mlp.fc1" : "mlp.c_fc", *pj = hf ? "mlp.fc2" : "mlp.c_proj";
-
-    d[0] = W;
-    GETUP(b->ln1_g, CDB_K_W_PARAM, 1, "%s%s.weight", pre, ln1);
-    d[0] = W;
-    GETUP(b->ln1_b, CDB_K_W_PARAM, 1, "%s%s.bias", pre, ln1);
-    d[0] = W;
-    GETUP(b->ln2_g, CDB_K_W_PARAM, 1, "%s%s.weight", pre, ln2);
-    d[0] = W;
-    GETUP(b->ln2_b, CDB_K_W_PARAM, 1, "%s%s.bias", pre, ln2);
-    if (hf) {
+    const tensor_names *n = &k_names[c->nm];
+    cdb_status rc = fetch_layernorm(c, pre, n->ln1, W, &b->ln1_g, &b->ln1_b);
+    if (rc == CDB_OK) rc = fetch_layernorm(c, pre, n->ln2, W, &b->ln2_g, &b->ln2_b);
+    if (rc != CDB_OK) return rc;
+    if (n->qkv_split) {
         const cdb_st_tensor *w[3], *bb[3];
         static const char *qkv[3] = {"q", "k", "v"};
-        for (int i = 0; i < 3; i++) {
-            d[0] = W, d[1] = W;
-            if ((rc = get_t(c, &w[i], 2, d, "%sself_attn.%s_proj.weight", pre, qkv[i])) != CDB_OK)
-                goto cleanup;
-            d[0] = W;
-            if ((rc = get_t(c, &bb[i], 1, d, "%sself_attn.%s_proj.bias", pre, qkv[i])) != CDB_OK)
-                goto cleanup;
+        for (int i = 0; i < 3 && rc == CDB_OK; i++) {
+            int64_t d[2] = {W, W};
+            rc = get_t(c, &w[i], 2, d, "%sself_attn.%s_proj.weight", pre, qkv[i]);
+            if (rc == CDB_OK) rc = get_t(c, &bb[i], 1, d, "%sself_attn.%s_proj.bias", pre, qkv[i]);
         }
-        if ((rc = upload_concat(c, w, 3, CDB_K_W_MATRIX, &b->qkv_w)) != CDB_OK) goto cleanup;
-        if ((rc = upload_concat(c, bb, 3, CDB_K_W_PARAM, &b->qkv_b)) != CDB_OK) goto cleanup;
+        if (rc == CDB_OK) rc = upload_concat(c, w, 3, CDB_K_W_MATRIX, &b->qkv_w);
+        if (rc == CDB_OK) rc = upload_concat(c, bb, 3, CDB_K_W_PARAM, &b->qkv_b);
     } else {
-        d[0] = 3 * W, d[1] = W;
-        GETUP(b->qkv_w, CDB_K_W_MATRIX, 2, "%sattn.in_proj_weight", pre);
-        d[0] = 3 * W;
-        GETUP(b->qkv_b, CDB_K_W_PARAM, 1, "%sattn.in_proj_bias", pre);
+        int64_t d[2] = {3 * W, W};
+        rc = fetch_upload(c, &b->qkv_w, CDB_K_W_MATRIX, 2, d, "%sattn.in_proj_weight", pre);
+        if (rc == CDB_OK)
+            rc = fetch_upload(c, &b->qkv_b, CDB_K_W_PARAM, 1, d, "%sattn.in_proj_bias", pre);
     }
-    d[0] = W, d[1] = W;
-    GETUP(b->out_w, CDB_K_W_MATRIX, 2, "%s%s.weight", pre, outp);
-    d[0] = W;
-    GETUP(b->out_b, CDB_K_W_PARAM, 1, "%s%s.bias", pre, outp);
-    d[0] = *mlp > 0 ? *mlp : -1, d[1] = W;
-    GETUP(b->fc_w, CDB_K_W_MATRIX, 2, "%s%s.weight", pre, fc);
-    *mlp = (int)d[0];
-    d[0] = *mlp;
-    GETUP(b->fc_b, CDB_K_W_PARAM, 1, "%s%s.bias", pre, fc);
-    d[0] = W, d[1] = *mlp;
-    GETUP(b->proj_w, CDB_K_W_MATRIX, 2, "%s%s.weight", pre, pj);
-    d[0] = W;
-    GETUP(b->proj_b, CDB_K_W_PARAM, 1, "%s%s.bias", pre, pj);
-cleanup:
+    int out_w = W, fc_w = *mlp > 0 ? *mlp : -1, proj_w = W;
+    if (rc == CDB_OK) rc = fetch_linear(c, pre, n->attn_out, &out_w, W, &b->out_w, &b->out_b);
+    if (rc == CDB_OK) rc = fetch_linear(c, pre, n->mlp_fc, &fc_w, W, &b->fc_w, &b->fc_b);
+    if (rc == CDB_OK) rc = fetch_linear(c, pre, n->mlp_proj, &proj_w, fc_w, &b->proj_w, &b->proj_b);
+    if (rc == CDB_OK) *mlp = fc_w;
     return rc;
 }
 
 /* ---- configs ---------------------------------------------------------------- */
 
-static json_t *load_json(const char *dir, const char *name) {
+/* dir/name parsed into *out (NULL when the file does not exist). A config that
+** exists but is not a JSON object is an error naming the file: falling back to
+** defaults would silently change the activation or the heads (a GELU model run as
+** QuickGELU gives wrong embeddings). */
+static cdb_status load_json(const char *dir, const char *name, json_t **out) {
     char path[4096];
     json_error_t e;
-    json_t *j;
     struct stat st;
-    if (!dir) return NULL;
+    *out = NULL;
+    if (!dir) return CDB_OK;
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    if (stat(path, &st) != 0) return NULL;
-    j = json_load_file(path, 0, &e);
-    if (!j) CDB_LOG_WARN("model: %s: bad JSON (%s), ignored", path, e.text);
-    if (j && !json_is_object(j)) {
-        CDB_LOG_WARN("model: %s: not a JSON object, ignored", path);
+    if (stat(path, &st) != 0) return CDB_OK;
+    json_t *j = json_load_file(path, 0, &e);
+    if (!j)
+        return cdb_seterr(CDB_CORRUPT, "%s: not valid JSON (line %d: %s); fix or remove it",
+                          path, e.line, e.text);
+    if (!json_is_object(j)) {
         json_decref(j);
-        j = NULL;
+        return cdb_seterr(CDB_CORRUPT, "%s: not a JSON object; fix or remove it", path);
     }
-    return j;
+    *out = j;
+    return CDB_OK;
 }
 
 /* obj[k1][k2]... (NULL-terminated path), or NULL. */
@@ -458,92 +513,86 @@ static void pick_preprocess(load_ctx *c) {
 
 /* ---- towers ----------------------------------------------------------------- */
 
+/* A tower's projection to the embedding, from width W to *E dims (returned), as the
+** graph's [E, W] matrix whatever the naming stores. */
+static cdb_status fetch_projection(load_ctx *c, const char *name, int W, int *E, cdb_k_buf **out) {
+    const tensor_names *n = &k_names[c->nm];
+    const cdb_st_tensor *t;
+    int64_t d[2] = {-1, W};
+    cdb_status rc;
+    if (!n->proj_transposed) {
+        rc = fetch_upload(c, out, CDB_K_W_MATRIX, 2, d, "%s", name);
+        if (rc == CDB_OK) *E = (int)d[0];
+        return rc;
+    }
+    d[0] = W, d[1] = -1;
+    if ((rc = get_t(c, &t, 2, d, "%s", name)) != CDB_OK) return rc;
+    *E = (int)d[1];
+    return upload_transposed(c, t, out);
+}
+
+/* A transformer tower's heads and blocks (block_fmt % i for i = 0 .. layers - 1). */
+static cdb_status load_blocks(load_ctx *c, int vision, const char *block_fmt, int W,
+                              cdb_clip_tower *x) {
+    const char *what = vision ? "vision" : "text";
+    char pre[128];
+    cdb_status rc;
+    char probe[48];
+    snprintf(probe, sizeof probe, "%s.weight", k_names[c->nm].ln1);
+    x->layers = count_layers(c->m, block_fmt, probe);
+    if (x->layers == 0)
+        return cdb_seterr(CDB_CORRUPT, "%s tower has no transformer blocks", what);
+    if ((rc = pick_heads(c, vision, W, &x->heads)) != CDB_OK) return rc;
+    x->blocks = calloc(x->layers, sizeof *x->blocks);
+    if (!x->blocks) return cdb_seterr(CDB_NOMEM, "%s blocks", what);
+    x->mlp_width = 0;
+    for (int i = 0; i < x->layers; i++) {
+        snprintf(pre, sizeof pre, block_fmt, i);
+        if ((rc = load_block(c, pre, W, &x->blocks[i], &x->mlp_width)) != CDB_OK) return rc;
+    }
+    return CDB_OK;
+}
+
 static cdb_status load_vision(load_ctx *c, const cdb_model_params *p) {
     cdb_model *m = c->m;
     cdb_clip_tower *v = &m->vision;
+    const tensor_names *n = &k_names[c->nm];
     cdb_status rc = CDB_OK;
-    const int hf = c->nm == NAMING_HF;
     const cdb_st_tensor *t;
     int64_t d[4] = {-1, 3, -1, -1};
-    int W, P, G, S;
-    char pre[128];
+    int W, P, G, S, E;
 
-    if ((rc = get_t(c, &t, 4, d, "%s", hf ? "vision_model.embeddings.patch_embedding.weight"
-                                          : "visual.conv1.weight")) != CDB_OK)
-        goto cleanup;
+    if ((rc = get_t(c, &t, 4, d, "%s", n->v_patch)) != CDB_OK) return rc;
     W = (int)d[0];
     P = (int)d[2];
-    if (d[2] != d[3]) {
-        rc = cdb_seterr(CDB_CORRUPT, "'%s': non-square patch %lldx%lld", t->name,
-                        (long long)d[2], (long long)d[3]);
-        goto cleanup;
-    }
-    if ((rc = upload(c, t, CDB_K_W_MATRIX, &v->patch_w)) != CDB_OK) goto cleanup;
+    if (d[2] != d[3])
+        return cdb_seterr(CDB_CORRUPT, "'%s': non-square patch %lldx%lld", t->name,
+                          (long long)d[2], (long long)d[3]);
+    if ((rc = upload(c, t, CDB_K_W_MATRIX, &v->patch_w)) != CDB_OK) return rc;
     d[0] = -1, d[1] = W;
-    GETUP(v->pos, CDB_K_W_EMBED, 2, "%s", hf ? "vision_model.embeddings.position_embedding.weight"
-                                             : "visual.positional_embedding");
+    if ((rc = fetch_upload(c, &v->pos, CDB_K_W_EMBED, 2, d, "%s", n->v_pos)) != CDB_OK) return rc;
     S = (int)d[0];
     G = (int)lround(sqrt((double)(S - 1)));
-    if (S < 2 || G * G != S - 1) {
-        rc = cdb_seterr(CDB_CORRUPT, "vision positional embedding has %d rows, not 1 + a square", S);
-        goto cleanup;
-    }
+    if (S < 2 || G * G != S - 1)
+        return cdb_seterr(CDB_CORRUPT, "vision positional embedding has %d rows, not 1 + a square",
+                          S);
     /* image_size = G * P, and the graph indexes 3 * size * size pixels in int: keep
     ** it within what preprocessing accepts (16384; ViT-L/14-336 is 24 * 14). */
-    if ((int64_t)G * P > 16384) {
-        rc = cdb_seterr(CDB_CORRUPT, "vision tower: %d x %d patches of %d pixels (image size "
-                        "%lld > 16384)", G, G, P, (long long)G * P);
-        goto cleanup;
-    }
-    if (p->image_size_override && p->image_size_override != G * P) {
-        rc = cdb_seterr(CDB_UNSUPPORTED, "image size %d requested, but the positional embedding "
-                        "fixes it at %d", p->image_size_override, G * P);
-        goto cleanup;
-    }
+    if ((int64_t)G * P > 16384)
+        return cdb_seterr(CDB_CORRUPT, "vision tower: %d x %d patches of %d pixels (image size "
+                          "%lld > 16384)", G, G, P, (long long)G * P);
+    if (p->image_size_override && p->image_size_override != G * P)
+        return cdb_seterr(CDB_UNSUPPORTED, "image size %d requested, but the positional "
+                          "embedding fixes it at %d", p->image_size_override, G * P);
     d[0] = W;
-    GETUP(v->cls, CDB_K_W_EMBED, 1, "%s", hf ? "vision_model.embeddings.class_embedding"
-                                             : "visual.class_embedding");
-    d[0] = W;
-    GETUP(v->ln_pre_g, CDB_K_W_PARAM, 1, "%s", hf ? "vision_model.pre_layrnorm.weight"
-                                                  : "visual.ln_pre.weight");
-    d[0] = W;
-    GETUP(v->ln_pre_b, CDB_K_W_PARAM, 1, "%s", hf ? "vision_model.pre_layrnorm.bias"
-                                                  : "visual.ln_pre.bias");
-    d[0] = W;
-    GETUP(v->ln_post_g, CDB_K_W_PARAM, 1, "%s", hf ? "vision_model.post_layernorm.weight"
-                                                   : "visual.ln_post.weight");
-    d[0] = W;
-    GETUP(v->ln_post_b, CDB_K_W_PARAM, 1, "%s", hf ? "vision_model.post_layernorm.bias"
-                                                   : "visual.ln_post.bias");
-    if (hf) {
-        d[0] = -1, d[1] = W;
-        GETUP(v->proj, CDB_K_W_MATRIX, 2, "visual_projection.weight");
-        m->info.embed_dim = (int)d[0];
-    } else {
-        d[0] = W, d[1] = -1;
-        if ((rc = get_t(c, &t, 2, d, "visual.proj")) != CDB_OK) goto cleanup;
-        if ((rc = upload_transposed(c, t, &v->proj)) != CDB_OK) goto cleanup;
-        m->info.embed_dim = (int)d[1];
-    }
+    if ((rc = fetch_upload(c, &v->cls, CDB_K_W_EMBED, 1, d, "%s", n->v_cls)) != CDB_OK) return rc;
+    if ((rc = fetch_layernorm(c, "", n->v_ln_pre, W, &v->ln_pre_g, &v->ln_pre_b)) != CDB_OK ||
+        (rc = fetch_layernorm(c, "", n->v_ln_post, W, &v->ln_post_g, &v->ln_post_b)) != CDB_OK ||
+        (rc = fetch_projection(c, n->v_proj, W, &E, &v->proj)) != CDB_OK)
+        return rc;
+    m->info.embed_dim = E;
     v->width = W;
-    v->layers = count_layers(m, hf ? "vision_model.encoder.layers.%d.layer_norm1.weight"
-                                   : "visual.transformer.resblocks.%d.ln_1.weight");
-    if (v->layers == 0) {
-        rc = cdb_seterr(CDB_CORRUPT, "vision tower has no transformer blocks");
-        goto cleanup;
-    }
-    if ((rc = pick_heads(c, 1, W, &v->heads)) != CDB_OK) goto cleanup;
-    v->blocks = calloc(v->layers, sizeof *v->blocks);
-    if (!v->blocks) {
-        rc = cdb_seterr(CDB_NOMEM, "vision blocks");
-        goto cleanup;
-    }
-    v->mlp_width = 0;
-    for (int i = 0; i < v->layers; i++) {
-        snprintf(pre, sizeof pre, hf ? "vision_model.encoder.layers.%d."
-                                     : "visual.transformer.resblocks.%d.", i);
-        if ((rc = load_block(c, pre, W, &v->blocks[i], &v->mlp_width)) != CDB_OK) goto cleanup;
-    }
+    if ((rc = load_blocks(c, 1, n->v_block_fmt, W, v)) != CDB_OK) return rc;
     m->info.image_size = G * P;
     m->info.patch_size = P;
     m->info.vision_mlp_width = v->mlp_width;
@@ -552,8 +601,7 @@ static cdb_status load_vision(load_ctx *c, const cdb_model_params *p) {
     m->info.vision_heads = v->heads;
     m->info.vision_family = "ViT";
     m->info.has_vision = 1;
-cleanup:
-    return rc;
+    return CDB_OK;
 }
 
 /* ---- the ModifiedResNet image tower -------------------------------------------- */
@@ -623,6 +671,17 @@ cleanup:
     return rc;
 }
 
+/* One convolution of a Bottleneck (block prefix pre): pre`name`.weight with its
+** BatchNorm pre`bn`, stride 1 (the anti-aliasing pool does the striding), "same"
+** padding for k = 3. */
+static cdb_status load_block_conv(load_ctx *c, const char *pre, const char *name,
+                                  const char *bn, int cout, int cin, int k, cdb_rn_conv *cv) {
+    char wn[128], bnn[128];
+    snprintf(wn, sizeof wn, "%s%s.weight", pre, name);
+    snprintf(bnn, sizeof bnn, "%s%s", pre, bn);
+    return load_rn_conv(c, wn, bnn, &cout, &cin, k, 1, k / 2, cv);
+}
+
 /* OpenAI's ModifiedResNet, its architecture read from the shapes as OpenAI's
 ** build_model reads it: blocks per stage from the layerN.M keys, the base width from
 ** layer1.0.conv1, the grid from the attention pool's positional embedding (image size
@@ -636,13 +695,13 @@ static cdb_status load_vision_rn(load_ctx *c, const cdb_model_params *p) {
     const cdb_st_tensor *tk[2], *tv[2];
     int64_t d[2];
     int W, PW, S, G, hw = 64, inpl, idx = 0, co, ci;
-    char fmt[64], wn[128], bn[128];
+    char fmt[64], wn[128];
     json_t *jhw;
 
     m->vision_rn = 1;
     for (int s = 0; s < 4; s++) {
-        snprintf(fmt, sizeof fmt, "visual.layer%d.%%d.conv1.weight", s + 1);
-        t->stage_blocks[s] = count_layers(m, fmt);
+        snprintf(fmt, sizeof fmt, "visual.layer%d.%%d.", s + 1);
+        t->stage_blocks[s] = count_layers(m, fmt, "conv1.weight");
         if (t->stage_blocks[s] == 0) {
             rc = cdb_seterr(CDB_CORRUPT, "ResNet image tower: no 'visual.layer%d.0.conv1.weight' "
                             "(ModifiedResNet has 4 stages)", s + 1);
@@ -688,17 +747,10 @@ static cdb_status load_vision_rn(load_ctx *c, const cdb_model_params *p) {
             int need_down, has_down;
             b->stride = s > 0 && j == 0 ? 2 : 1;
             snprintf(fmt, sizeof fmt, "visual.layer%d.%d.", s + 1, j);
-#define RN_CONV(cv, name, bnname, cout_, cin_, k_, pad_)                                   \
-    do {                                                                                   \
-        snprintf(wn, sizeof wn, "%s" name ".weight", pre);                                 \
-        snprintf(bn, sizeof bn, "%s" bnname, pre);                                         \
-        co = (cout_), ci = (cin_);                                                         \
-        if ((rc = load_rn_conv(c, wn, bn, &co, &ci, k_, 1, pad_, &(cv))) != CDB_OK)         \
-            goto cleanup;                                                                  \
-    } while (0)
-            RN_CONV(b->c1, "conv1", "bn1", planes, inpl, 1, 0);
-            RN_CONV(b->c2, "conv2", "bn2", planes, planes, 3, 1);
-            RN_CONV(b->c3, "conv3", "bn3", 4 * planes, planes, 1, 0);
+            if ((rc = load_block_conv(c, pre, "conv1", "bn1", planes, inpl, 1, &b->c1)) ||
+                (rc = load_block_conv(c, pre, "conv2", "bn2", planes, planes, 3, &b->c2)) ||
+                (rc = load_block_conv(c, pre, "conv3", "bn3", 4 * planes, planes, 1, &b->c3)))
+                goto cleanup;
             need_down = b->stride > 1 || inpl != 4 * planes;
             snprintf(wn, sizeof wn, "%sdownsample.0.weight", pre);
             has_down = find(m, wn) != NULL;
@@ -708,14 +760,16 @@ static cdb_status load_vision_rn(load_ctx *c, const cdb_model_params *p) {
                                 has_down ? "present" : "missing");
                 goto cleanup;
             }
-            if (need_down) RN_CONV(b->down, "downsample.0", "downsample.1", 4 * planes, inpl, 1, 0);
-#undef RN_CONV
+            if (need_down && (rc = load_block_conv(c, pre, "downsample.0", "downsample.1",
+                                                   4 * planes, inpl, 1, &b->down)))
+                goto cleanup;
             inpl = 4 * planes;
         }
     }
     /* the attention pool over layer4's 32 * W channels */
     d[0] = -1, d[1] = PW;
-    GETUP(t->pos, CDB_K_W_EMBED, 2, "visual.attnpool.positional_embedding");
+    rc = fetch_upload(c, &t->pos, CDB_K_W_EMBED, 2, d, "visual.attnpool.positional_embedding");
+    if (rc != CDB_OK) goto cleanup;
     S = (int)d[0];
     G = (int)lround(sqrt((double)(S - 1)));
     if (S < 2 || G * G != S - 1) {
@@ -733,10 +787,9 @@ static cdb_status load_vision_rn(load_ctx *c, const cdb_model_params *p) {
                         "positional embedding fixes it at %d", p->image_size_override, G * 32);
         goto cleanup;
     }
-    d[0] = PW, d[1] = PW;
-    GETUP(t->q_w, CDB_K_W_MATRIX, 2, "visual.attnpool.q_proj.weight");
-    d[0] = PW;
-    GETUP(t->q_b, CDB_K_W_PARAM, 1, "visual.attnpool.q_proj.bias");
+    co = PW;
+    if ((rc = fetch_linear(c, "visual.attnpool.", "q_proj", &co, PW, &t->q_w, &t->q_b)) != CDB_OK)
+        goto cleanup;
     for (int i = 0; i < 2; i++) {
         const char *nm = i ? "v_proj" : "k_proj";
         d[0] = PW, d[1] = PW;
@@ -746,10 +799,10 @@ static cdb_status load_vision_rn(load_ctx *c, const cdb_model_params *p) {
     }
     if ((rc = upload_concat(c, tk, 2, CDB_K_W_MATRIX, &t->kv_w)) != CDB_OK) goto cleanup;
     if ((rc = upload_concat(c, tv, 2, CDB_K_W_PARAM, &t->kv_b)) != CDB_OK) goto cleanup;
-    d[0] = -1, d[1] = PW;
-    GETUP(t->c_w, CDB_K_W_MATRIX, 2, "visual.attnpool.c_proj.weight");
-    m->info.embed_dim = (int)d[0];
-    GETUP(t->c_b, CDB_K_W_PARAM, 1, "visual.attnpool.c_proj.bias");
+    co = -1;
+    if ((rc = fetch_linear(c, "visual.attnpool.", "c_proj", &co, PW, &t->c_w, &t->c_b)) != CDB_OK)
+        goto cleanup;
+    m->info.embed_dim = co;
     jhw = jget(c->oc_cfg, "model_cfg", "vision_cfg", "head_width", NULL);
     if (!jhw) jhw = jget(c->oc_cfg, "vision_cfg", "head_width", NULL);
     if (json_is_integer(jhw)) {
@@ -781,68 +834,33 @@ cleanup:
 static cdb_status load_text(load_ctx *c) {
     cdb_model *m = c->m;
     cdb_clip_tower *x = &m->text;
-    cdb_status rc = CDB_OK;
-    const int hf = c->nm == NAMING_HF;
-    const cdb_st_tensor *t;
+    const tensor_names *n = &k_names[c->nm];
+    cdb_status rc;
     int64_t d[2] = {-1, -1};
     int W, E;
-    char pre[128];
 
-    GETUP(x->tok_emb, CDB_K_W_EMBED, 2, "%s", hf ? "text_model.embeddings.token_embedding.weight"
-                                                 : "token_embedding.weight");
+    if ((rc = fetch_upload(c, &x->tok_emb, CDB_K_W_EMBED, 2, d, "%s", n->t_tok)) != CDB_OK)
+        return rc;
     m->info.vocab_size = (int)d[0];
     W = (int)d[1];
     d[0] = -1, d[1] = W;
-    GETUP(x->pos, CDB_K_W_EMBED, 2, "%s", hf ? "text_model.embeddings.position_embedding.weight"
-                                             : "positional_embedding");
+    if ((rc = fetch_upload(c, &x->pos, CDB_K_W_EMBED, 2, d, "%s", n->t_pos)) != CDB_OK) return rc;
     m->info.context_length = (int)d[0];
-    d[0] = W;
-    GETUP(x->ln_post_g, CDB_K_W_PARAM, 1, "%s", hf ? "text_model.final_layer_norm.weight"
-                                                   : "ln_final.weight");
-    d[0] = W;
-    GETUP(x->ln_post_b, CDB_K_W_PARAM, 1, "%s", hf ? "text_model.final_layer_norm.bias"
-                                                   : "ln_final.bias");
-    if (hf) {
-        d[0] = -1, d[1] = W;
-        GETUP(x->proj, CDB_K_W_MATRIX, 2, "text_projection.weight");
-        E = (int)d[0];
-    } else {
-        d[0] = W, d[1] = -1;
-        if ((rc = get_t(c, &t, 2, d, "text_projection")) != CDB_OK) goto cleanup;
-        if ((rc = upload_transposed(c, t, &x->proj)) != CDB_OK) goto cleanup;
-        E = (int)d[1];
-    }
-    if (m->info.has_vision && E != m->info.embed_dim) {
-        rc = cdb_seterr(CDB_CORRUPT, "text projection gives %d dims, image projection %d", E,
-                        m->info.embed_dim);
-        goto cleanup;
-    }
+    if ((rc = fetch_layernorm(c, "", n->t_ln_final, W, &x->ln_post_g, &x->ln_post_b)) != CDB_OK ||
+        (rc = fetch_projection(c, n->t_proj, W, &E, &x->proj)) != CDB_OK)
+        return rc;
+    if (m->info.has_vision && E != m->info.embed_dim)
+        return cdb_seterr(CDB_CORRUPT, "text projection gives %d dims, image projection %d", E,
+                          m->info.embed_dim);
     m->info.embed_dim = E;
     x->width = W;
-    x->layers = count_layers(m, hf ? "text_model.encoder.layers.%d.layer_norm1.weight"
-                                   : "transformer.resblocks.%d.ln_1.weight");
-    if (x->layers == 0) {
-        rc = cdb_seterr(CDB_CORRUPT, "text tower has no transformer blocks");
-        goto cleanup;
-    }
-    if ((rc = pick_heads(c, 0, W, &x->heads)) != CDB_OK) goto cleanup;
-    x->blocks = calloc(x->layers, sizeof *x->blocks);
-    if (!x->blocks) {
-        rc = cdb_seterr(CDB_NOMEM, "text blocks");
-        goto cleanup;
-    }
-    for (int i = 0; i < x->layers; i++) {
-        snprintf(pre, sizeof pre, hf ? "text_model.encoder.layers.%d."
-                                     : "transformer.resblocks.%d.", i);
-        if ((rc = load_block(c, pre, W, &x->blocks[i], &x->mlp_width)) != CDB_OK) goto cleanup;
-    }
+    if ((rc = load_blocks(c, 0, n->t_block_fmt, W, x)) != CDB_OK) return rc;
     m->info.text_width = W;
     m->info.text_mlp_width = x->mlp_width;
     m->info.text_layers = x->layers;
     m->info.text_heads = x->heads;
     m->info.has_text = 1;
-cleanup:
-    return rc;
+    return CDB_OK;
 }
 
 static void free_tower(cdb_k_backend *be, cdb_clip_tower *t) {
@@ -1097,9 +1115,10 @@ cdb_status cdb_model_open(const char *path, const cdb_model_params *params, cdb_
     }
     m->info.naming = c.nm == NAMING_HF ? "hf" : "openai";
 
-    c.hf_cfg = load_json(c.dir, "config.json");
-    c.oc_cfg = load_json(c.dir, "open_clip_config.json");
-    c.pp_cfg = load_json(c.dir, "preprocessor_config.json");
+    if ((rc = load_json(c.dir, "config.json", &c.hf_cfg)) != CDB_OK ||
+        (rc = load_json(c.dir, "open_clip_config.json", &c.oc_cfg)) != CDB_OK ||
+        (rc = load_json(c.dir, "preprocessor_config.json", &c.pp_cfg)) != CDB_OK)
+        goto cleanup;
     if ((rc = pick_act(&c, &p)) != CDB_OK) goto cleanup;
     {
         const char *md = m->files[0]->metadata_json;

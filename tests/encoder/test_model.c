@@ -510,6 +510,22 @@ CDB_TEST(bad_models) {
             CHECK(write_all(file, cfgs[i][0], strlen(cfgs[i][0])));
             CHECK_OPEN_FAILS(dir, CDB_CORRUPT, cfgs[i][1]);
         }
+        unlink(file);
+        /* A config that is not a JSON object is an error naming the file, never
+        ** defaults (a GELU model's config.json ignored would run it as QuickGELU). */
+        static const char *names[] = {"config.json", "open_clip_config.json",
+                                      "preprocessor_config.json"};
+        static const char *bodies[][2] = {{"{\"hidden_act\": \"gelu\",", "not valid JSON"},
+                                          {"[\"gelu\"]", "not a JSON object"}};
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+            for (size_t j = 0; j < sizeof bodies / sizeof bodies[0]; j++) {
+                char want[200];
+                snprintf(file, sizeof file, "%s/%s", dir, names[i]);
+                CHECK(write_all(file, bodies[j][0], strlen(bodies[j][0])));
+                snprintf(want, sizeof want, "/%s: %s", names[i], bodies[j][1]);
+                CHECK_OPEN_FAILS(dir, CDB_CORRUPT, want);
+                unlink(file);
+            }
     }
 }
 
