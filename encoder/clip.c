@@ -1,6 +1,6 @@
 /*
 ** clip.c: the CLIP forward graph, written once against the BACKEND interface of
-** kernels/kernels.h (any backend — CPU today, CUDA later — runs it unchanged).
+** kernels/kernels.h (the CPU, the scalar reference and the CUDA backends run it unchanged).
 ** A ModifiedResNet image tower is resnet.c's; cdb_clip_image_forward dispatches.
 **
 ** Image tower (ViT): the stride-p convolution is a GEMM over non-overlapping

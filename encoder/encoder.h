@@ -213,7 +213,7 @@ typedef struct cdb_model_params {
     int load_vision;         /* 1 (default): load the image tower */
     int load_text;           /* 1 (default): load the text tower */
     int n_threads;           /* 0 = cdb_default_threads() */
-    cdb_device_kind device;  /* default CDB_DEVICE_CPU until the CUDA backend lands */
+    cdb_device_kind device;  /* CDB_DEVICE_CPU (default) or CDB_DEVICE_CUDA */
     int device_index;        /* cuda:N */
     const char *tokenizer_path; /* NULL: from the model folder, else the standard vocabulary */
     int image_size_override; /* 0: from config / shapes */
