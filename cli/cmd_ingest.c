@@ -34,13 +34,25 @@ static int disk_full(cdb_status rc) {
            strstr(m, "no space left on device");
 }
 
+/* --thumb-size N: 0 or CDB_ENGINE_THUMB_MIN..MAX (the value stays *px when absent). */
+static int thumb_size_opt(const char *cmd, cli_args *a, long *px) {
+    if (cli_get_int(a, "thumb-size", *px, 0, CDB_ENGINE_THUMB_MAX, px))
+        return cli_usage_error(cmd, "%s", a->err);
+    if (*px > 0 && *px < CDB_ENGINE_THUMB_MIN)
+        return cli_usage_error(cmd, "--thumb-size: %ld is too small (0 for none, or %d to %d)",
+                               *px, CDB_ENGINE_THUMB_MIN, CDB_ENGINE_THUMB_MAX);
+    return CLI_EXIT_OK;
+}
+
 int cli_cmd_init(int argc, char **argv) {
-    static const cli_optspec spec[] = {{"db", 0, CLI_VALUE}, {"model", 0, CLI_VALUE},
-                                       {"quiet", 'q', CLI_FLAG}, {"help", 'h', CLI_FLAG},
-                                       {0}};
+    static const cli_optspec spec[] = {{"db", 0, CLI_VALUE},       {"model", 0, CLI_VALUE},
+                                       {"thumb-size", 0, CLI_VALUE}, {"quiet", 'q', CLI_FLAG},
+                                       {"help", 'h', CLI_FLAG},      {0}};
     cli_args a;
     int rc;
+    long thumb = CDB_ENGINE_THUMB_DEFAULT;
     if (!cli_begin("init", &a, spec, argc, argv, &rc)) goto done;
+    if ((rc = thumb_size_opt("init", &a, &thumb)) != CLI_EXIT_OK) goto done;
     if (a.n_pos) {
         rc = cli_usage_error("init", "unexpected argument '%s' (the folder goes in --db)",
                              a.pos[0]);
@@ -69,6 +81,14 @@ int cli_cmd_init(int argc, char **argv) {
         if (cdb_engine_create(dir, mpath, &info) != CDB_OK) {
             rc = cli_engine_fail(dir);
             goto done;
+        }
+        if (thumb != CDB_ENGINE_THUMB_DEFAULT) {
+            cdb_engine *e = NULL;
+            if ((rc = cli_engine_open(dir, 1, 0, CDB_ENGINE_DEVICE_CPU, 0, &e)) != CLI_EXIT_OK)
+                goto done;
+            if (cdb_engine_set_thumb_size(e, (int)thumb) != CDB_OK) rc = cli_engine_fail(NULL);
+            cdb_engine_close(e);
+            if (rc != CLI_EXIT_OK) goto done;
         }
         if (!cli_quiet())
             printf("Created the database %s (model %s, %d dimensions, %s)\n", dir, info.model_name,
@@ -287,11 +307,12 @@ int cli_cmd_reindex(int argc, char **argv) {
         {"batch", 0, CLI_VALUE},  {"threads", 0, CLI_VALUE}, {"wait", 0, CLI_FLAG},
         {"json", 0, CLI_FLAG},    {"quiet", 'q', CLI_FLAG},  {"help", 'h', CLI_FLAG},
         {"repair", 0, CLI_FLAG},  {"model", 0, CLI_VALUE},   {"sample", 0, CLI_VALUE},
-        {"decode", 0, CLI_VALUE},
+        {"decode", 0, CLI_VALUE}, {"thumb-size", 0, CLI_VALUE},
         {0}};
     cli_args a;
     run_opts o;
     int rc;
+    long thumb = -1;
     cdb_engine *e = NULL;
     cdb_engine_run_report *r = NULL;
     cdb_status st;
@@ -307,6 +328,7 @@ int cli_cmd_reindex(int argc, char **argv) {
         rc = cli_usage_error("reindex", "%s", a.err);
         goto done;
     }
+    if ((rc = thumb_size_opt("reindex", &a, &thumb)) != CLI_EXIT_OK) goto done;
     o.rp.full = cli_has(&a, "full") > 0;
     o.rp.repair = cli_has(&a, "repair") > 0;
     o.rp.model = cli_get(&a, "model");
@@ -316,6 +338,10 @@ int cli_cmd_reindex(int argc, char **argv) {
     }
     if ((rc = cli_engine_open(cli_get(&a, "db"), 1, o.wait, o.device, 0, &e)) != CLI_EXIT_OK)
         goto done;
+    if (thumb >= 0 && cdb_engine_set_thumb_size(e, (int)thumb) != CDB_OK) {
+        rc = cli_engine_fail(NULL);
+        goto done;
+    }
     st = cdb_engine_reindex(e, &o.rp, r);
     if (st != CDB_OK && !r->started) {
         rc = cli_engine_fail(cli_get(&a, "model"));

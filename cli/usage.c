@@ -28,6 +28,7 @@ static const char help_main[] =
     "  verify      check that every file has exactly one valid vector\n"
     "  errors      list what could not be ingested or scanned, and why\n"
     "  export      write paths, ids and vectors out (npy or jsonl)\n"
+
     "\n"
     "Encoder commands:\n"
     "  models      describe the model (by default the bundled one)\n"
@@ -65,7 +66,7 @@ static const char help_main[] =
     "Run 'clipdb <command> --help' for the options of a command.\n";
 
 static const char help_init[] =
-    "usage: clipdb init [--db DIR] [--model PATH]\n"
+    "usage: clipdb init [--db DIR] [--model PATH] [--thumb-size N]\n"
     "\n"
     "Creates an empty database in DIR, bound to a model: the model given, else\n"
     "$CLIPDB_MODEL, else the bundled default. Fails if DIR already holds one.\n"
@@ -73,6 +74,8 @@ static const char help_init[] =
     "Options:\n"
     "  --db DIR        where to create it (default: $CLIPDB_DB, else ./clipdb)\n"
     "  --model PATH    model folder or .safetensors file\n"
+    "  --thumb-size N  long side of the thumbnails ingest makes for 'clipdb serve',\n"
+    "                  in pixels: 32 to 512 (default: 384), or 0 for none\n"
     "  -q, --quiet     print nothing on success\n"
     "  -h, --help      show this help\n";
 
@@ -174,6 +177,8 @@ static const char help_reindex[] =
     "  --sample F            with --repair: the fraction of photos encoded again to\n"
     "                        compare (default: 0.05)\n"
     "  --model M             only this model's vectors (a number, name or hash)\n"
+    "  --thumb-size N        change the thumbnails' long side (32 to 512 pixels, 0:\n"
+    "                        none); this run makes the missing and resized ones\n"
     "  --decode exact|fast   change how the vector sets decode photos (see ingest)\n"
     "  --device auto|cpu|cuda  where to run the encoder\n"
     "  --batch N             images per encoder batch (default: 32)\n"

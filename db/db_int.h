@@ -64,6 +64,7 @@ struct cdb_db {
     cdb_db_commit_hook hook;
     void *hook_ud;
     struct db_ckpt *ckpt; /* background checkpointer (shard.c); NULL until first needed */
+    sqlite3 *thumbs;      /* thumbs.db (thumbs.c); NULL until first used */
 };
 
 /* Statements that write a file's meta bind files.hkey at this parameter, and its
@@ -141,6 +142,9 @@ cdb_status db_ckpt_attach(cdb_db *db, sqlite3 *conn);
 void db_shard_close_one(cdb_db *db, int32_t id);
 void db_shard_path(const cdb_db *db, int32_t id, char *buf, size_t len);
 void db_decode_blob(const void *blob, int dim, float *out);
+
+/* ---- thumbnails (thumbs.c) ---- */
+void db_thumbs_close(cdb_db *db);
 
 /* ---- vectors (batch.c) ---- */
 /* Max |x| scaled fp32 norm, used by encode and verify: sum in fp32 of squares. */

@@ -2,8 +2,8 @@
 ** engine.h: clipdb as a C library. What a user runs over one database: create it,
 ** ingest folders and files, reindex, search (text in the query language, example
 ** images, "more like this", raw embeddings), keep the vector index fresh, verify,
-** and manage the recorded folders (list, forget, move), plus the originals of
-** search hits by id. The module's whole public contract: `clipdb` (cli/),
+** and manage the recorded folders (list, forget, move), plus the thumbnails and
+** originals of search hits by id. The module's whole public contract: `clipdb` (cli/),
 ** `clipdb serve` (serve/) and programs that embed clipdb use nothing else of it,
 ** and there is one search code path for all of them.
 **
@@ -19,7 +19,7 @@
 ** Memory handed out is freed by the matching _free function. The library never
 ** prints: warnings, progress and cancellation go through cdb_engine_events.
 **
-** Threading: on one handle, cdb_engine_search, cdb_engine_file_get,
+** Threading: on one handle, cdb_engine_search, cdb_engine_file_get, cdb_engine_thumb,
 ** cdb_engine_stats_get, cdb_engine_folders, cdb_engine_load_model and
 ** cdb_engine_encode_text may run
 ** concurrently from any number of threads (the handle keeps one database reader per
@@ -304,6 +304,22 @@ typedef struct cdb_engine_file {
 cdb_status cdb_engine_file_get(cdb_engine *e, int64_t id, cdb_engine_file *out /* OUT */);
 void cdb_engine_file_clear(cdb_engine_file *f); /* NULL is fine */
 
+/* The stored JPEG thumbnail of file id (long side <= the database's thumbnail size),
+** made at ingest from the decoded image. *jpeg: heap (cdb_free), *n bytes.
+** A file that has none yet (made before thumbnails, or the file changed since: the
+** next reindex makes it) gets one made from its original on the fly, not stored.
+** CDB_NOTFOUND with E_UNKNOWN_ID (not an ok file) or E_NO_THUMB (thumbnails are off,
+** or the original cannot be read). Concurrent calls OK. */
+cdb_status cdb_engine_thumb(cdb_engine *e, int64_t id, void **jpeg /* OUT */,
+                            size_t *n /* OUT */);
+/* The thumbnail setting: long side in pixels, 0 = thumbnails off. Set (writer): the
+** next ingest or reindex makes the missing ones and those of another size. */
+#define CDB_ENGINE_THUMB_DEFAULT 384 /* the setting of a new database */
+#define CDB_ENGINE_THUMB_MIN 32
+#define CDB_ENGINE_THUMB_MAX 512
+cdb_status cdb_engine_thumb_size(cdb_engine *e, int *px /* OUT */);
+cdb_status cdb_engine_set_thumb_size(cdb_engine *e, int px);
+
 /* ---- ingest and reindex --------------------------------------------------------- */
 
 /* The function the pipeline encodes a batch of preprocessed images with (n * 3 *
@@ -348,6 +364,7 @@ typedef struct cdb_engine_summary {
     int64_t missing_roots;  /* roots whose path is gone (kept as they are) */
     int64_t unreachable;    /* gone files whose place is not mounted (kept as they are) */
     int64_t links_skipped, loops, links_covered;
+    int64_t thumbs;         /* thumbnails made (new files, and unchanged ones that had none) */
     double seconds;
     int interrupted;
     /* Where the time went (ns, monotonic). Busy time per stage, summed over the
@@ -454,6 +471,7 @@ typedef struct cdb_engine_stats {
     int64_t files[5];      /* by state: [1] pending, [2] ok, [3] errors, [4] deleted */
     int64_t n_retry;       /* pending files with a transient failure to retry */
     int64_t n_roots, n_walk_problems, n_shards, generation, disk_bytes;
+    int thumb_size;        /* the thumbnail setting: long side in pixels, 0 = off */
     cdb_engine_model_stats *models; /* heap: cdb_engine_stats_free */
     int n_models;
 } cdb_engine_stats;

@@ -15,6 +15,8 @@
 **                and the per-model search state that keeps searches fresh.
 ** - query.c:     the query language's parser.
 ** - deep.c, verify.c: verify (deep), stats.
+** - files.c:     files by id (originals, thumbnails), errors, the vectors for export.
+** - thumbs.c:    thumbnails (made from the decoded image, stored by db/).
 ** - folders.c:   listing, forgetting and moving roots.
 */
 #ifndef CDB_ENGINE_INT_H
@@ -129,15 +131,32 @@ void eng_stat_meta(const struct stat *st, cdb_db_file_meta *m);
 ** (ENG_FAIL_NOT_IMAGE). On failure reason gets one line. */
 eng_readfail eng_read_photo(const char *path, int sniff, unsigned char **buf /* OUT */,
                         cdb_db_file_meta *meta /* OUT */, char *reason, size_t reason_size);
+/* A thumbnail made while decoding (thumbs.c): JPEG bytes, heap. */
+typedef struct eng_thumb {
+    unsigned char *jpeg;
+    size_t n;
+    int32_t width, height;
+} eng_thumb;
 /* Decodes buf (decode: 0 exact, PIL's pixels; 1 fast, cdb_decode_mode) and
 ** preprocesses it into pixels (3 * pp->size^2); *width, *height: the image's full
-** size after EXIF orientation. ns (may be NULL): += decode and preprocess ns. */
+** size after EXIF orientation. ns (may be NULL): += decode and preprocess ns.
+** thumb_px > 0: also a thumbnail of the decoded image into *thumb (long side <=
+** thumb_px); failing to make one is not a failure of the photo (thumb->jpeg NULL).
+** pixels NULL: decode for the thumbnail only (no preprocessing). */
 eng_readfail eng_decode_photo(const unsigned char *buf, size_t n, int apply_exif, int decode,
-                          const cdb_preprocess_params *pp, float *pixels /* OUT */,
-                          int32_t *width /* OUT */, int32_t *height /* OUT */, int64_t ns[2],
-                          char *reason, size_t reason_size);
+                              const cdb_preprocess_params *pp, float *pixels /* OUT */,
+                              int32_t *width /* OUT */, int32_t *height /* OUT */, int64_t ns[2],
+                              int thumb_px, eng_thumb *thumb /* OUT, may be NULL */,
+                              char *reason, size_t reason_size);
 /* The MIME type of a file by its first bytes (static). */
 const char *eng_mime(const unsigned char *head, size_t n);
+
+/* ---- thumbnails (thumbs.c) ----------------------------------------------------------- */
+
+/* A JPEG (quality 80) of img scaled down to long side <= px (area-averaged; never
+** up). CDB_OK with the bytes in *t (heap: eng_thumb_clear). */
+cdb_status eng_thumb_make(const cdb_image *img, int px, eng_thumb *t /* OUT */);
+void eng_thumb_clear(eng_thumb *t);
 
 /* ---- the library: recorded roots (library.c) ----------------------------------------- */
 
@@ -217,6 +236,7 @@ typedef struct eng_ingest_opts {
     int secondary;
     int decode;           /* this pass's vector set: 0 exact, 1 fast (cdb_decode_mode) */
     int reencode;         /* this set's decode mode changed: every photo encoded again */
+    int thumb_px;         /* thumbnails to make and backfill (long side), 0: none */
     cdb_engine_encode_fn encode; /* NULL: cdb_encode_pixels */
     void *encode_ud;
     const cdb_engine_events *ev; /* progress, warnings, stop (may be NULL) */

@@ -2,7 +2,7 @@
 ** files.c: what the catalog says about files, read by id or in bulk: the ok file
 ** behind a search hit (its path, size, size in pixels, and its type from its first
 ** bytes, so a server can send the original without ever taking a path from a
-** request), what could not be ingested and why (`clipdb errors`), and every stored
+** request) and its thumbnail, what could not be ingested and why (`clipdb errors`), and every stored
 ** vector with its path (`clipdb export`).
 */
 #include <errno.h>
@@ -59,6 +59,109 @@ cdb_status cdb_engine_file_get(cdb_engine *e, int64_t id, cdb_engine_file *out) 
         out->mime = eng_mime(head, k > 0 ? (size_t)k : 0);
     }
     cdb_free(path);
+    cdb_db_file_clear(&f);
+    eng_reader_put(e, r);
+    return st;
+}
+
+/* ---- thumbnails -------------------------------------------------------------------- */
+
+cdb_status cdb_engine_thumb_size(cdb_engine *e, int *px) {
+    eng_reader *r = NULL;
+    cdb_status st;
+    eng_clear();
+    if ((st = eng_reader_get(e, &r)) != CDB_OK) return st;
+    st = cdb_db_thumb_size(r->db, px);
+    eng_reader_put(e, r);
+    return st == CDB_OK ? CDB_OK : eng_fail(st, CDB_ENGINE_E_NONE, "cannot read the thumbnail size");
+}
+
+cdb_status cdb_engine_set_thumb_size(cdb_engine *e, int px) {
+    cdb_status st;
+    eng_clear();
+    if ((st = eng_writer(e, "setting the thumbnail size")) != CDB_OK) return st;
+    if ((st = cdb_db_set_thumb_size(e->db, px)) != CDB_OK)
+        return eng_fail(st, CDB_ENGINE_E_NONE, "cannot set the thumbnail size");
+    return CDB_OK;
+}
+
+/* A thumbnail made now from the original (a file ingested before thumbnails). The
+** decode may shrink a JPEG in the DCT domain: the result is px wide or more. */
+static cdb_status thumb_now(cdb_db *db, const cdb_db_file *f, int px, void **jpeg, size_t *n) {
+    char *path = NULL, reason[256];
+    unsigned char *buf = NULL;
+    cdb_db_file_meta m;
+    cdb_db_root root;
+    cdb_image *img = NULL;
+    cdb_image_params ip = cdb_image_params_default();
+    eng_thumb t;
+    cdb_status st = CDB_OK;
+    memset(&t, 0, sizeof t);
+    memset(&root, 0, sizeof root);
+    if (cdb_db_file_path(db, f->id, &path) != CDB_OK ||
+        eng_read_photo(path, 0, &buf, &m, reason, sizeof reason) != ENG_FAIL_NONE) {
+        st = eng_failw(CDB_NOTFOUND, CDB_ENGINE_E_NO_THUMB, NULL,
+                       "no thumbnail for %lld (its original cannot be read)", (long long)f->id);
+        goto done;
+    }
+    ip.apply_exif = !(cdb_db_root_info(db, f->root_id, &root) == CDB_OK && root.no_exif);
+    ip.decode = CDB_DECODE_FAST;
+    ip.target_size = px;
+    if ((st = cdb_image_decode(buf, (size_t)m.size, &ip, &img)) != CDB_OK ||
+        (st = eng_thumb_make(img, px, &t)) != CDB_OK) {
+        st = eng_fail(CDB_NOTFOUND, CDB_ENGINE_E_NO_THUMB, "no thumbnail for %lld", (long long)f->id);
+        goto done;
+    }
+    *jpeg = t.jpeg; /* malloc'd: cdb_free frees it */
+    *n = t.n;
+    t.jpeg = NULL;
+done:
+    eng_thumb_clear(&t);
+    cdb_image_free(img);
+    cdb_db_root_clear(&root);
+    free(buf);
+    cdb_free(path);
+    return st;
+}
+
+cdb_status cdb_engine_thumb(cdb_engine *e, int64_t id, void **jpeg, size_t *n) {
+    eng_reader *r = NULL;
+    cdb_db_file f;
+    cdb_db_thumb t;
+    int px = 0;
+    cdb_status st;
+    eng_clear();
+    *jpeg = NULL;
+    *n = 0;
+    memset(&f, 0, sizeof f);
+    memset(&t, 0, sizeof t);
+    if ((st = eng_reader_get(e, &r)) != CDB_OK) return st;
+    st = id > 0 ? cdb_db_file_get(r->db, id, &f) : CDB_NOTFOUND;
+    if (st == CDB_OK && f.state != CDB_DB_OK) st = CDB_NOTFOUND;
+    if (st == CDB_NOTFOUND) {
+        st = eng_failw(CDB_NOTFOUND, CDB_ENGINE_E_UNKNOWN_ID, NULL, "no photo has the id %lld",
+                       (long long)id);
+        goto done;
+    }
+    if (st != CDB_OK || (st = cdb_db_thumb_size(r->db, &px)) != CDB_OK) {
+        st = eng_fail(st, CDB_ENGINE_E_NONE, "cannot look up the thumbnail of %lld", (long long)id);
+        goto done;
+    }
+    if (px == 0) {
+        st = eng_failw(CDB_NOTFOUND, CDB_ENGINE_E_NO_THUMB, NULL,
+                       "thumbnails are off in this database");
+        goto done;
+    }
+    st = cdb_db_thumb_get(r->db, id, &t);
+    if (st == CDB_OK && f.meta.has_hash && !memcmp(t.hash, f.meta.hash, CDB_DB_HASH_BYTES)) {
+        *jpeg = (void *)t.jpeg;
+        *n = t.n_bytes;
+        t.jpeg = NULL;
+    } else {
+        st = thumb_now(r->db, &f, px, jpeg, n);
+    }
+done:
+    cdb_db_thumb_clear(&t);
     cdb_db_file_clear(&f);
     eng_reader_put(e, r);
     return st;

@@ -207,6 +207,8 @@ cdb_status cdb_engine_forget(cdb_engine *e, const char *path_in, cdb_engine_forg
         f->files = k;
         out->files += k;
     }
+    if (cdb_db_thumbs_prune(e->db, NULL) != CDB_OK) /* a cache: never fatal */
+        CDB_LOG_WARN("the forgotten files' thumbnails were not dropped: %s", cdb_errmsg());
     if ((st = cdb_db_compact(e->db, &out->bytes_freed)) != CDB_OK) {
         st = eng_fail(st, CDB_ENGINE_E_NONE, "forgotten, but the space could not be given back");
         goto done;

@@ -118,8 +118,9 @@ static eng_readfail status_fail(cdb_status rc, const char *what, char *reason, s
 }
 
 eng_readfail eng_decode_photo(const unsigned char *buf, size_t n, int apply_exif, int decode,
-                           const cdb_preprocess_params *pp, float *pixels, int32_t *width,
-                           int32_t *height, int64_t ns[2], char *reason, size_t reason_size) {
+                              const cdb_preprocess_params *pp, float *pixels, int32_t *width,
+                              int32_t *height, int64_t ns[2], int thumb_px, eng_thumb *thumb,
+                              char *reason, size_t reason_size) {
     cdb_image *img = NULL;
     cdb_image_params ip = cdb_image_params_default();
     cdb_status rc;
@@ -133,10 +134,15 @@ eng_readfail eng_decode_photo(const unsigned char *buf, size_t n, int apply_exif
     if (rc != CDB_OK) return status_fail(rc, "cannot decode", reason, reason_size);
     *width = img->full_width > 0 ? img->full_width : img->width; /* fast mode shrinks */
     *height = img->full_height > 0 ? img->full_height : img->height;
-    rc = cdb_image_preprocess(img, pp, pixels, NULL);
+    if (thumb_px > 0 && thumb && eng_thumb_make(img, thumb_px, thumb) != CDB_OK)
+        CDB_LOG_DEBUG("no thumbnail: %s", cdb_errmsg()); /* the photo itself is fine */
+    rc = pixels ? cdb_image_preprocess(img, pp, pixels, NULL) : CDB_OK;
     cdb_image_free(img);
     if (ns) ns[1] += cdb_now_ns() - t1;
-    if (rc != CDB_OK) return status_fail(rc, "cannot preprocess", reason, reason_size);
+    if (rc != CDB_OK) {
+        if (thumb) eng_thumb_clear(thumb);
+        return status_fail(rc, "cannot preprocess", reason, reason_size);
+    }
     return ENG_FAIL_NONE;
 }
 

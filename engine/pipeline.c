@@ -40,6 +40,7 @@
 
 void job_free(job *j) {
     if (!j) return;
+    eng_thumb_clear(&j->thumb);
     free(j->relpath);
     free(j->path);
     free(j->pixels);
@@ -133,6 +134,18 @@ static void process(pipe_ctx *c, cdb_db *rdb, job *j) {
     int64_t t0 = cdb_now_ns(), ns[2] = {0, 0};
     eng_readfail k;
     if (j->kind == R_TOUCH) return; /* decided by the walker (a first identity) */
+    if (j->thumb_only) { /* unchanged: only its thumbnail, from the same bytes */
+        int32_t w, h;
+        j->kind = R_THUMB;
+        k = eng_read_photo(j->path, 0, &buf, &m, j->reason, sizeof j->reason);
+        atomic_fetch_add(&c->ns_read, cdb_now_ns() - t0);
+        if (k == ENG_FAIL_NONE && !memcmp(j->old_hash, m.hash, CDB_DB_HASH_BYTES))
+            eng_decode_photo(buf, (size_t)m.size, !j->no_exif, c->o->decode, c->pp, NULL, &w, &h,
+                             ns, c->o->thumb_px, &j->thumb, j->reason, sizeof j->reason);
+        atomic_fetch_add(&c->ns_decode, ns[0]);
+        free(buf);
+        return;
+    }
     k = eng_read_photo(j->path, j->sniff, &buf, &m, j->reason, sizeof j->reason);
     atomic_fetch_add(&c->ns_read, cdb_now_ns() - t0);
     if (k != ENG_FAIL_NONE) {
@@ -163,7 +176,8 @@ static void process(pipe_ctx *c, cdb_db *rdb, job *j) {
         return;
     }
     k = eng_decode_photo(buf, (size_t)j->meta.size, !j->no_exif, c->o->decode, c->pp, j->pixels,
-                          &j->meta.width, &j->meta.height, ns, j->reason, sizeof j->reason);
+                         &j->meta.width, &j->meta.height, ns, c->o->thumb_px, &j->thumb, j->reason,
+                         sizeof j->reason);
     free(buf);
     atomic_fetch_add(&c->ns_decode, ns[0]);
     atomic_fetch_add(&c->ns_preprocess, ns[1]);
@@ -273,11 +287,84 @@ static void *encoder_main(void *arg) {
 
 /* ---- writer ------------------------------------------------------------------------ */
 
-static void commit(pipe_ctx *c, cdb_db_batch *b) {
+/* Thumbnails waiting for their batch's commit (the file ids of new files are known
+** only then): op >= 0 is the staged operation's index in the batch, else file_id is
+** known already (thumbnail-only jobs). */
+typedef struct pending_thumb {
+    int op;
+    cdb_db_thumb t;
+    unsigned char *jpeg; /* owned */
+} pending_thumb;
+
+typedef struct writer_state {
+    pending_thumb *p;
+    int n, cap;
+    int64_t *ids;        /* one per staged operation, filled by the commit */
+    int ids_cap;
+} writer_state;
+
+static void thumbs_free(writer_state *w) {
+    for (int i = 0; i < w->n; i++) free(w->p[i].jpeg);
+    w->n = 0;
+}
+
+/* Takes j's thumbnail (for operation op, or for j's file when op < 0). */
+static void keep_thumb(pipe_ctx *c, writer_state *w, job *j, int op) {
+    if (!j->thumb.jpeg) return;
+    if (w->n == w->cap) {
+        int nc = w->cap ? w->cap * 2 : 64;
+        pending_thumb *p = realloc(w->p, sizeof *p * (size_t)nc);
+        if (!p) return; /* only a thumbnail: the next reindex makes it */
+        w->p = p;
+        w->cap = nc;
+    }
+    pending_thumb *t = &w->p[w->n++];
+    memset(t, 0, sizeof *t);
+    t->op = op;
+    t->t.file_id = op < 0 ? j->file_id : 0;
+    memcpy(t->t.hash, op < 0 ? j->old_hash : j->meta.hash, CDB_DB_HASH_BYTES);
+    t->t.px = c->o->thumb_px;
+    t->t.width = j->thumb.width;
+    t->t.height = j->thumb.height;
+    t->t.jpeg = t->jpeg = j->thumb.jpeg;
+    t->t.n_bytes = j->thumb.n;
+    j->thumb.jpeg = NULL;
+}
+
+/* Commits the batch, then stores the thumbnails it made (a failure to store them is
+** logged: they are a cache, made again by the next reindex). */
+static void commit(pipe_ctx *c, cdb_db_batch *b, writer_state *w) {
     cdb_status rc;
-    if (cdb_db_batch_count(b) == 0) return;
-    if ((rc = cdb_db_batch_commit(b, NULL)) != CDB_OK)
-        pipe_fatal(c, rc, "cannot commit to the database (%s)", cdb_errmsg());
+    int n = cdb_db_batch_count(b);
+    if (n > 0) {
+        if (n > w->ids_cap) {
+            int64_t *p = realloc(w->ids, sizeof *p * (size_t)n);
+            if (p) {
+                w->ids = p;
+                w->ids_cap = n;
+            }
+        }
+        if ((rc = cdb_db_batch_commit(b, n <= w->ids_cap ? w->ids : NULL)) != CDB_OK) {
+            pipe_fatal(c, rc, "cannot commit to the database (%s)", cdb_errmsg());
+            thumbs_free(w);
+            return;
+        }
+    }
+    if (w->n) {
+        cdb_db_thumb *t = malloc(sizeof *t * (size_t)w->n);
+        int k = 0;
+        for (int i = 0; t && i < w->n; i++) {
+            pending_thumb *p = &w->p[i];
+            if (p->op >= 0) p->t.file_id = p->op < n && n <= w->ids_cap ? w->ids[p->op] : 0;
+            if (p->t.file_id > 0) t[k++] = p->t;
+        }
+        if (t && k && (rc = cdb_db_thumbs_put(c->db, t, k)) != CDB_OK)
+            CDB_LOG_WARN("thumbnails not stored (%s); the next reindex makes them", cdb_errmsg());
+        else if (t)
+            c->sum->thumbs += k;
+        free(t);
+        thumbs_free(w);
+    }
 }
 
 static void count_error(pipe_ctx *c) {
@@ -285,12 +372,14 @@ static void count_error(pipe_ctx *c) {
     atomic_fetch_add(&c->n_errors, 1);
 }
 
-static void stage(pipe_ctx *c, cdb_db_batch *b, job *j) {
+static void stage(pipe_ctx *c, cdb_db_batch *b, writer_state *w, job *j) {
     cdb_engine_summary *s = c->sum;
     cdb_status rc = CDB_OK;
+    int op = cdb_db_batch_count(b);
     switch (j->kind) {
     case R_IMAGE:
         rc = cdb_db_batch_put(b, j->root_id, j->relpath, &j->meta, j->vec, c->dim);
+        if (rc == CDB_OK) keep_thumb(c, w, j, op);
         if (rc == CDB_INVALID) { /* NaN, Inf, zero: the same for these bytes every time */
             char why[300];
             snprintf(why, sizeof why, "the encoder gave an unusable vector: %s", cdb_errmsg());
@@ -325,6 +414,7 @@ static void stage(pipe_ctx *c, cdb_db_batch *b, job *j) {
         s->moved++;
         break;
     case R_SKIP: s->skipped++; break;
+    case R_THUMB: keep_thumb(c, w, j, -1); break;
     default: break; /* R_GONE: the deletion pass decides */
     }
     if (rc != CDB_OK) pipe_fatal(c, rc, "cannot stage %s (%s)", j->path, cdb_errmsg());
@@ -333,18 +423,20 @@ static void stage(pipe_ctx *c, cdb_db_batch *b, job *j) {
 static void *writer_main(void *arg) {
     pipe_ctx *c = arg;
     cdb_db_batch *b = NULL;
+    writer_state w;
     job *j;
     int64_t last = cdb_now_ns();
     cdb_status rc = cdb_db_batch_new(c->db, c->model_id, &b);
+    memset(&w, 0, sizeof w);
     if (rc != CDB_OK) pipe_fatal(c, rc, "cannot start a database batch (%s)", cdb_errmsg());
     while ((j = eng_queue_pop(c->q3))) {
         int64_t t0 = cdb_now_ns();
         if (b && !atomic_load(&c->abort)) {
-            stage(c, b, j);
+            stage(c, b, &w, j);
             atomic_fetch_add(&c->n_done, 1);
-            if (cdb_db_batch_count(b) >= ENG_COMMIT_EVERY ||
-                (cdb_db_batch_count(b) > 0 && cdb_now_ns() - last > ENG_COMMIT_NS)) {
-                commit(c, b);
+            if (cdb_db_batch_count(b) >= ENG_COMMIT_EVERY || w.n >= ENG_COMMIT_EVERY ||
+                ((cdb_db_batch_count(b) > 0 || w.n > 0) && cdb_now_ns() - last > ENG_COMMIT_NS)) {
+                commit(c, b, &w);
                 last = cdb_now_ns();
             }
         }
@@ -352,8 +444,11 @@ static void *writer_main(void *arg) {
         c->ns_store += cdb_now_ns() - t0;
     }
     int64_t t0 = cdb_now_ns();
-    if (b && !atomic_load(&c->abort)) commit(c, b);
+    if (b && !atomic_load(&c->abort)) commit(c, b, &w);
     c->ns_store += cdb_now_ns() - t0;
+    thumbs_free(&w);
+    free(w.p);
+    free(w.ids);
     cdb_db_batch_free(b);
     atomic_store(&c->writer_done, 1);
     return NULL;

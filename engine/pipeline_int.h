@@ -24,7 +24,8 @@ typedef enum job_kind {
     R_TOUCH,     /* same content, new metadata (or a first identity: RESTAT) */
     R_MOVE,      /* content of file move_from, now at (root_id, relpath) */
     R_SKIP,      /* not an image */
-    R_GONE       /* vanished between the walk and the read: the deletion pass decides */
+    R_GONE,      /* vanished between the walk and the read: the deletion pass decides */
+    R_THUMB      /* an unchanged ok file whose thumbnail was missing: thumb (may be empty) */
 } job_kind;
 
 /* One file's trip through the pipeline (job, then result: the same struct). */
@@ -47,6 +48,8 @@ typedef struct job {
     char reason[256];     /* R_ERROR, R_RETRY */
     float *pixels;        /* R_IMAGE, before encoding */
     float *vec;           /* R_IMAGE, after encoding */
+    int thumb_only;       /* the walker found it unchanged but without its thumbnail */
+    eng_thumb thumb;      /* R_IMAGE, R_THUMB: made from the decoded image (may be empty) */
 } job;
 
 /* Per target: what its walk found and could not read. */

@@ -134,6 +134,7 @@ static cdb_status run_passes(cdb_engine *e, const char *kind, const eng_library 
     o0.encode = rp->encode;
     o0.encode_ud = rp->encode_ud;
     o0.ev = ev;
+    if (cdb_db_thumb_size(e->db, &o0.thumb_px) != CDB_OK) o0.thumb_px = 0;
     cdb_db_run_begin(e->db, kind, &run_id);
     for (int i = 0; i < p->n && rc == CDB_OK && !eng_should_stop(ev); i++) {
         run_set *s = &p->s[i];
@@ -144,6 +145,7 @@ static cdb_status run_passes(cdb_engine *e, const char *kind, const eng_library 
             continue;
         }
         o.secondary = i > 0;
+        if (o.secondary) o.thumb_px = 0; /* one thumbnail per photo, by the first pass */
         /* the set's decode mode: a change is recorded first as unsettled, so an
         ** interrupted run's successor encodes the set again too */
         o.decode = rp->decode < 0 ? s->dm.decode : rp->decode;
@@ -418,6 +420,11 @@ cdb_status cdb_engine_reindex(cdb_engine *e, const cdb_engine_run_params *rp,
         goto done;
     report->started = 1;
     st = run_passes(e, "reindex", &lib, targets, n_targets, &plan, rp, &stopped);
+    if (st == CDB_OK && !eng_should_stop(&e->p.events)) {
+        int64_t dropped = 0; /* thumbnails of files gone or changed (a cache: never fatal) */
+        if (cdb_db_thumbs_prune(e->db, &dropped) != CDB_OK)
+            CDB_LOG_WARN("stale thumbnails not dropped: %s", cdb_errmsg());
+    }
     if (st == CDB_OK && !eng_should_stop(&e->p.events)) { /* the nightly job refreshes indexes */
         cdb_status ist = refresh_indexes(e, &plan, rp->full || repaired > 0, report->index_note,
                                          sizeof report->index_note);

@@ -99,6 +99,16 @@ typedef struct walk_ud {
     const char *prefix; /* relpaths are prefix + "/" + the walk's relpath */
 } walk_ud;
 
+/* 1 when the first pass makes thumbnails and this unchanged ok file has no current one
+** (a database from before thumbnails, a changed size setting): the reindex backfills. */
+static int needs_thumb(pipe_ctx *c, const cdb_db_file *f) {
+    int current = 1;
+    if (c->o->thumb_px <= 0 || c->o->secondary || !f->meta.has_hash) return 0;
+    if (cdb_db_thumb_current(c->rdb, f->id, f->meta.hash, c->o->thumb_px, &current) != CDB_OK)
+        return 0; /* a cache: not worth failing the run over */
+    return !current;
+}
+
 /* What to do with a file the walk met, from its catalog row (if any). Returns the
 ** job to queue, NULL to skip it (*stop set when the run must stop). */
 static job *classify(pipe_ctx *c, const eng_walk_entry *e, int *stop) {
@@ -124,7 +134,7 @@ static job *classify(pipe_ctx *c, const eng_walk_entry *e, int *stop) {
     int reencode = t->reencode || c->o->reencode;
     int skip = !c->o->full && !reencode &&
                (ch == CDB_DB_CHANGE_SAME || (ch == CDB_DB_CHANGE_QUARANTINED && !t->named));
-    if (skip) {
+    if (skip && !(ch == CDB_DB_CHANGE_SAME && needs_thumb(c, &f))) {
         c->sum->unchanged++;
         atomic_fetch_add(&c->n_done, 1);
         cdb_db_file_clear(&f);
@@ -142,6 +152,14 @@ static job *classify(pipe_ctx *c, const eng_walk_entry *e, int *stop) {
     j->root_id = t->root_id;
     j->no_exif = t->no_exif;
     j->meta = st;
+    if (skip) { /* unchanged, counted so; only its thumbnail is made (pipeline.c) */
+        c->sum->unchanged++;
+        j->thumb_only = 1;
+        j->file_id = f.id;
+        memcpy(j->old_hash, f.meta.hash, CDB_DB_HASH_BYTES);
+        cdb_db_file_clear(&f);
+        return j;
+    }
     if (recorded) {
         int ok = f.state == CDB_DB_OK;
         j->file_id = f.id;

@@ -100,6 +100,7 @@ cdb_status cdb_engine_stats_get(cdb_engine *e, unsigned what, cdb_engine_stats *
     out->n_shards = c.n_shards;
     out->generation = c.generation;
     if (what & CDB_ENGINE_STATS_DISK) out->disk_bytes = du(e->dir);
+    if (cdb_db_thumb_size(r->db, &out->thumb_size) != CDB_OK) out->thumb_size = 0;
     ud.db = r->db;
     ud.what = what;
     ud.s = out;
