@@ -222,6 +222,8 @@ int cli_device(const char *flag_value, const char **text /* OUT */);
 ** finish the current batch and commit); a second one exits at once (130). */
 void cli_signals_install(void);
 int cli_interrupted(void);
+/* What the first signal prints (a static string; the default speaks of batches). */
+void cli_signals_message(const char *msg);
 
 /* ---- help texts (usage.c) ---------------------------------------------------------- */
 
@@ -256,6 +258,7 @@ int cli_cmd_move(int argc, char **argv);
 ** default once its set is complete (cmd_admin.c). */
 int cli_models_db(const char *db_flag, const char *make_default, int json);
 int cli_cmd_demo(int argc, char **argv);
+int cli_cmd_serve(int argc, char **argv);
 
 /* Common prologue of every command: parses argv with spec, handles --help (prints
 ** the help, returns CLI_EXIT_OK via *exit_code) and --quiet. Returns 1 when the

@@ -225,6 +225,7 @@ void cdb_engine_terms_free(cdb_engine_term *terms, int n);
 ** example images and "more like this" combine freely. At least one part. */
 typedef struct cdb_engine_query {
     const char *text;              /* the query language above; NULL: none */
+    int text_literal;              /* 1: text is one term as it is (no +/- parsing) */
     const char *const *nots;       /* texts pushed away (weight -1 each) */
     int n_nots;
     const char *const *image_paths;/* example image files (weight +1 each) */

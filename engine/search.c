@@ -501,7 +501,20 @@ cdb_status cdb_engine_search(cdb_engine *e, const cdb_engine_query *qu,
                                    "query too long: %zu bytes of text (the limit is %d bytes, 64 KiB)",
                                    total, CDB_ENGINE_QUERY_MAX_BYTES),
                         CDB_ENGINE_E_QUERY);
-    if (qu->text && (st = cdb_engine_query_parse(qu->text, &terms, &n_terms)) != CDB_OK) return st;
+    if (qu->text && qu->text_literal) { /* one term as given */
+        const char *t = qu->text;
+        while (*t == ' ' || *t == '\t' || *t == '\n' || *t == '\r') t++;
+        if (*t) {
+            if (!(terms = calloc(1, sizeof *terms)) || !(terms[0].text = strdup(qu->text))) {
+                free(terms);
+                return cdb_seterr(CDB_NOMEM, "out of memory");
+            }
+            terms[0].weight = 1.0;
+            n_terms = 1;
+        }
+    } else if (qu->text && (st = cdb_engine_query_parse(qu->text, &terms, &n_terms)) != CDB_OK) {
+        return st;
+    }
     if (!n_terms && !qu->n_nots && !qu->n_image_paths && !qu->image_bytes && !qu->n_like_ids &&
         !qu->vector) {
         st = eng_code(cdb_seterr(CDB_INVALID, "empty query"), CDB_ENGINE_E_QUERY);
