@@ -72,8 +72,9 @@ int cli_cmd_serve(int argc, char **argv) {
         goto done;
     /* the access log is what a server says: info unless CLIPDB_LOG or --quiet decide */
     if (!getenv("CLIPDB_LOG") && !cli_quiet()) cdb_log_set_level(CDB_LOG_LEVEL_INFO);
-    /* each request encodes on one thread: requests in parallel keep the cores busy */
-    if ((rc = cli_engine_open(cli_get(&a, "db"), 0, 0, device, 1, &e)) != CLI_EXIT_OK) goto done;
+    /* the engine encodes texts on one thread (requests in parallel keep the cores busy)
+    ** and images on every core, as `clipdb search` does, so the scores are its scores */
+    if ((rc = cli_engine_open(cli_get(&a, "db"), 0, 0, device, 0, &e)) != CLI_EXIT_OK) goto done;
     if (cdb_engine_load_model(e, cli_get(&a, "model"), 1, 1, &m) != CDB_OK) {
         rc = cli_engine_fail(cli_get(&a, "model"));
         goto done;

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include <jansson.h>
+#include <omp.h>
 
 #include "engine/engine_int.h"
 
@@ -109,6 +110,19 @@ void eng_progress(const cdb_engine_events *ev, cdb_engine_phase ph, const char *
     p.total = total;
     p.errors = errors;
     ev->progress(ev->ud, &p);
+}
+
+/* BLAS (OpenBLAS, OpenMP build) sizes each GEMM by the calling thread's OpenMP thread
+** count, not by the backend's setting, and a GEMM (or a kernel loop) split another
+** way rounds the last bit of an embedding differently. So the engine, not its caller,
+** decides how many threads encode a query (eng_search_threads) and binds them. */
+void eng_bind_threads(int threads) {
+    int n = threads > 0 ? threads : cdb_default_threads();
+    if (omp_get_max_threads() != n) omp_set_num_threads(n);
+}
+
+int eng_search_threads(const cdb_engine *e, int images) {
+    return images ? e->p.model_threads : 1;
 }
 
 /* ---- params ------------------------------------------------------------------------------- */
@@ -316,13 +330,13 @@ char *eng_model_info_json(const char *path, const cdb_model *m) {
 
 /* known_hash/known_key: the identity recorded with the database's model and the
 ** weights files' key recorded with it (NULL: hash the weights). */
-static cdb_model *try_open(cdb_engine *e, const char *path, int vision, int text,
+static cdb_model *try_open(cdb_engine *e, const char *path, int vision, int text, int threads,
                            const char *known_hash, const char *known_key) {
     cdb_model_params mp = cdb_model_params_default();
     cdb_model *m = NULL;
     mp.known_hash = known_hash;
     mp.known_files_key = known_key;
-    mp.n_threads = e->p.model_threads;
+    mp.n_threads = threads;
     mp.load_vision = vision;
     mp.load_text = text;
     mp.device = (cdb_device_kind)e->p.device;
@@ -330,8 +344,8 @@ static cdb_model *try_open(cdb_engine *e, const char *path, int vision, int text
     return m;
 }
 
-cdb_status eng_load_db_model(cdb_engine *e, cdb_db *db, const cdb_db_model *dm, int vision,
-                             int text, int quiet, cdb_model **out) {
+static cdb_status load_db_model(cdb_engine *e, cdb_db *db, const cdb_db_model *dm, int vision,
+                                int text, int threads, int quiet, cdb_model **out) {
     char *info = NULL;
     const char *path = NULL, *key = NULL;
     json_t *root = NULL;
@@ -344,13 +358,13 @@ cdb_status eng_load_db_model(cdb_engine *e, cdb_db *db, const cdb_db_model *dm, 
         key = json_string_value(json_object_get(root, "files_key"));
     }
     /* Unchanged files (same key as at registration) need no rehash. */
-    if (path) m = try_open(e, path, vision, text, dm->weights_hash, key);
+    if (path) m = try_open(e, path, vision, text, threads, dm->weights_hash, key);
     if (m && strcmp(cdb_model_get_info(m)->hash, dm->weights_hash)) {
         cdb_model_close(m);
         m = NULL;
     }
     if (!m && e->fallback_model) { /* the recorded path moved: try the fallback */
-        m = try_open(e, e->fallback_model, vision, text, NULL, NULL);
+        m = try_open(e, e->fallback_model, vision, text, threads, NULL, NULL);
         if (m && strcmp(cdb_model_get_info(m)->hash, dm->weights_hash)) {
             cdb_model_close(m);
             m = NULL;
@@ -371,14 +385,19 @@ cdb_status eng_load_db_model(cdb_engine *e, cdb_db *db, const cdb_db_model *dm, 
     return rc;
 }
 
+cdb_status eng_load_db_model(cdb_engine *e, cdb_db *db, const cdb_db_model *dm, int vision,
+                             int text, int quiet, cdb_model **out) {
+    return load_db_model(e, db, dm, vision, text, e->p.model_threads, quiet, out);
+}
+
 /* The model at path (towers as asked; text for its hash alone) and its record. */
 static cdb_status path_model(cdb_engine *e, cdb_db *db, const char *path, int vision, int text,
-                             int device, cdb_model **m_out, cdb_db_model *dm) {
+                             int threads, int device, cdb_model **m_out, cdb_db_model *dm) {
     cdb_model_params mp = cdb_model_params_default();
     cdb_model *m = NULL;
     cdb_status rc;
     *m_out = NULL;
-    mp.n_threads = e->p.model_threads;
+    mp.n_threads = threads;
     mp.load_vision = vision;
     mp.load_text = text;
     mp.device = (cdb_device_kind)device;
@@ -412,37 +431,41 @@ static int same_spec(const char *a, const char *b) {
     return (!a && !b) || (a && b && !strcmp(a, b));
 }
 
-static eng_model *cached(cdb_engine *e, const char *path, int vision, int text) {
+static eng_model *cached(cdb_engine *e, const char *path, int vision, int text, int threads) {
     eng_model *found = NULL;
     pthread_mutex_lock(&e->mu);
     for (eng_model *m = e->models; m && !found; m = m->next)
-        if (same_spec(m->spec, path) && m->vision >= vision && m->text >= text) found = m;
+        if (same_spec(m->spec, path) && m->vision >= vision && m->text >= text &&
+            (m->threads == threads || (!vision && !text)))
+            found = m;
     pthread_mutex_unlock(&e->mu);
     return found;
 }
 
 cdb_status eng_model_get(cdb_engine *e, cdb_db *db, const char *path, int vision, int text,
-                         eng_model **out) {
+                         int threads, eng_model **out) {
     eng_model *slot;
     cdb_status rc = CDB_OK;
     if (path && !*path) path = NULL;
+    if (threads < 0) threads = e->p.model_threads;
     *out = NULL;
-    if ((slot = cached(e, path, vision, text))) {
+    if ((slot = cached(e, path, vision, text, threads))) {
         *out = slot;
         return CDB_OK;
     }
     pthread_mutex_lock(&e->load_mu);
-    if ((slot = cached(e, path, vision, text))) goto done;
+    if ((slot = cached(e, path, vision, text, threads))) goto done;
     if (!(slot = calloc(1, sizeof *slot)) || (path && !(slot->spec = strdup(path)))) {
         rc = cdb_seterr(CDB_NOMEM, "out of memory");
         goto done;
     }
     slot->vision = vision;
     slot->text = text;
+    slot->threads = threads;
     if (path) {
-        rc = path_model(e, db, path, vision, text, e->p.device, &slot->m, &slot->dm);
+        rc = path_model(e, db, path, vision, text, threads, e->p.device, &slot->m, &slot->dm);
     } else if ((rc = default_model(db, &slot->dm)) == CDB_OK && (vision || text)) {
-        rc = eng_load_db_model(e, db, &slot->dm, vision, text, 0, &slot->m);
+        rc = load_db_model(e, db, &slot->dm, vision, text, threads, 0, &slot->m);
     }
     if (rc != CDB_OK) goto done;
     slot->model_id = slot->dm.id;
@@ -500,7 +523,9 @@ cdb_status eng_find_db_model(cdb_engine *e, cdb_db *db, const char *spec, cdb_db
     if (stat(spec, &sb) == 0) { /* a model folder or file: its weights hash decides */
         cdb_model *m = NULL;
         cdb_db_model dm;
-        if ((st = path_model(e, db, spec, 0, 1, CDB_DEVICE_CPU, &m, &dm)) != CDB_OK) return st;
+        if ((st = path_model(e, db, spec, 0, 1, e->p.model_threads, CDB_DEVICE_CPU, &m, &dm)) !=
+            CDB_OK)
+            return st;
         cdb_model_close(m);
         if ((st = cdb_db_model_get(db, dm.id, out)) != CDB_OK)
             return eng_fail(st, CDB_ENGINE_E_NONE, "cannot read the model record");
@@ -527,7 +552,15 @@ cdb_status cdb_engine_load_model(cdb_engine *e, const char *model_path, int visi
     cdb_status rc;
     eng_clear();
     if ((rc = eng_reader_get(e, &r)) != CDB_OK) return rc;
-    rc = eng_model_get(e, r->db, model_path, vision, text, &m);
+    /* as searches will ask for them (eng_search_threads): texts alone on one thread,
+    ** with images on model_threads */
+    if (text && (rc = eng_model_get(e, r->db, model_path, 0, 1, eng_search_threads(e, 0), &m)) !=
+                    CDB_OK)
+        goto put;
+    if (vision || !text)
+        rc = eng_model_get(e, r->db, model_path, vision, text && vision,
+                           eng_search_threads(e, vision), &m);
+put:
     eng_reader_put(e, r);
     if (rc == CDB_OK && out) eng_model_to_public(&m->dm, out);
     return rc;
@@ -541,9 +574,10 @@ cdb_status cdb_engine_encode_text(cdb_engine *e, const char *model_path, const c
     const char *texts[1] = {text};
     eng_clear();
     if ((rc = eng_reader_get(e, &r)) != CDB_OK) return rc;
-    rc = eng_model_get(e, r->db, model_path, 0, 1, &m);
+    rc = eng_model_get(e, r->db, model_path, 0, 1, -1, &m);
     eng_reader_put(e, r);
     if (rc != CDB_OK) return rc;
+    eng_bind_threads(e->p.model_threads);
     if ((rc = cdb_encode_texts(m->m, texts, 1, 1, out)) != CDB_OK)
         return eng_fail(rc, CDB_ENGINE_E_NONE, "cannot encode '%s'", text);
     return CDB_OK;

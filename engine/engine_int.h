@@ -318,6 +318,7 @@ typedef struct eng_model {
     char *spec;          /* the model path it was asked by; NULL: the database's default */
     int64_t model_id;
     int vision, text;    /* the towers loaded */
+    int threads;         /* the model's threads (0: every core) */
     cdb_model *m;
     cdb_db_model dm;
     struct eng_model *next;
@@ -361,7 +362,7 @@ void eng_reader_put(cdb_engine *e, eng_reader *r);
 ** at path (loaded with the towers asked for, kept). *m: NULL unless towers were asked.
 ** Errors as cdb_engine_load_model. db: the caller's handle. */
 cdb_status eng_model_get(cdb_engine *e, cdb_db *db, const char *path, int vision, int text,
-                         eng_model **out /* OUT */);
+                         int threads /* -1: model_threads */, eng_model **out /* OUT */);
 /* Loads the registered model dm from the path recorded with it (or the fallback model
 ** when that has the same weights): E_WEIGHTS_MISSING. quiet: only CDB_NOTFOUND, no
 ** message. */
@@ -373,6 +374,14 @@ cdb_status eng_find_db_model(cdb_engine *e, cdb_db *db, const char *spec,
 /* The info JSON stored with a model at registration (path, name, hash, dims); free(). */
 char *eng_model_info_json(const char *path, const cdb_model *m);
 void eng_model_to_public(const cdb_db_model *dm, cdb_engine_model *out /* OUT */);
+/* The threads a search encodes its query with: texts alone on one (a few tokens:
+** fastest so, and what the CLI always did), with example images model_threads (0:
+** every core). The same rule for the CLI and a server's request threads, so they
+** compute the same query vectors. */
+int eng_search_threads(const cdb_engine *e, int images);
+/* Gives this thread the OpenMP thread count BLAS sizes its GEMMs by (0: every core),
+** before an encode on a thread the engine did not start. */
+void eng_bind_threads(int threads);
 /* The writer handle (CDB_INVALID on a reader engine). */
 cdb_status eng_writer(cdb_engine *e, const char *what);
 

@@ -274,7 +274,7 @@ cdb_status cdb_engine_vectors_open(cdb_engine *e, const char *model_path, cdb_en
     cdb_status st;
     eng_clear();
     *out = NULL;
-    if ((st = eng_model_get(e, e->db, model_path, 0, model_path && *model_path, &m)) != CDB_OK)
+    if ((st = eng_model_get(e, e->db, model_path, 0, model_path && *model_path, -1, &m)) != CDB_OK)
         return st;
     eng_model_to_public(&m->dm, model);
     memset(&counts, 0, sizeof counts);

@@ -331,7 +331,7 @@ int eng_refresh_all_indexes(cdb_db *db, const cdb_engine_events *ev) {
 ** default one, without loading weights when none is named. */
 static cdb_status pick_model(cdb_engine *e, const char *model_path, cdb_db_model *out) {
     eng_model *m = NULL;
-    cdb_status st = eng_model_get(e, e->db, model_path, 0, model_path && *model_path, &m);
+    cdb_status st = eng_model_get(e, e->db, model_path, 0, model_path && *model_path, -1, &m);
     if (st == CDB_OK) *out = m->dm;
     return st;
 }

@@ -480,7 +480,7 @@ cdb_status cdb_engine_search(cdb_engine *e, const cdb_engine_query *qu,
                              const cdb_engine_search_params *p, cdb_engine_result *out) {
     cdb_engine_search_params defaults = cdb_engine_search_params_default();
     cdb_engine_term *terms = NULL;
-    int n_terms = 0, n_raw = 0, need, want, dim;
+    int n_terms = 0, n_raw = 0, need, want, dim, threads;
     eng_reader *rd = NULL;
     eng_model *mod = NULL;
     eng_vset *vs = NULL;
@@ -531,8 +531,10 @@ cdb_status cdb_engine_search(cdb_engine *e, const cdb_engine_query *qu,
     {
         int vision = qu->n_image_paths > 0 || qu->image_bytes > 0;
         int text = n_terms + qu->n_nots > 0;
+        threads = eng_search_threads(e, vision);
         if (p->model && *p->model && !vision && !text) text = 1; /* its hash names its set */
-        if ((st = eng_model_get(e, rd->db, p->model, vision, text, &mod)) != CDB_OK) goto done;
+        if ((st = eng_model_get(e, rd->db, p->model, vision, text, threads, &mod)) != CDB_OK)
+            goto done;
     }
     dim = mod->dm.dim;
     if (mod->m) dim = cdb_model_get_info(mod->m)->embed_dim;
@@ -540,6 +542,7 @@ cdb_status cdb_engine_search(cdb_engine *e, const cdb_engine_query *qu,
         st = eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory", "cannot search");
         goto done;
     }
+    eng_bind_threads(threads);
     if ((st = build_query(rd->db, mod, qu, terms, n_terms, dim, q)) != CDB_OK) goto done;
     if ((st = vset_get(e, rd->db, mod->model_id, dim, &vs)) != CDB_OK) goto done;
     out->generation = vs->gen;
