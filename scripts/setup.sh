@@ -64,6 +64,14 @@ if hardening_stages; then
   PACKAGES+=(clang libclang-rt-14-dev llvm-14 libomp-14-dev)
 fi
 
+# `test` also runs the page of `clipdb serve` in a real browser: Debian's chromium,
+# driven by playwright-core from npm (tests/serve/browser, its package-lock.json).
+if [ "$mode" = test ]; then
+  PACKAGES+=(chromium)
+  command -v node >/dev/null 2>&1 || PACKAGES+=(nodejs)
+  command -v npm >/dev/null 2>&1 || PACKAGES+=(npm)
+fi
+
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
 
@@ -150,6 +158,16 @@ case "$mode" in
 esac
 
 # ---- 4. tests ---------------------------------------------------------------------
+# playwright-core for the browser test (the locked version; once per lock change). A
+# machine without npm or a registry still runs the rest: that test says it is skipped.
+pw="$here/tests/serve/browser"
+if [ ! -f "$pw/node_modules/.package-lock.json" ] || [ "$pw/package-lock.json" -nt "$pw/node_modules/.package-lock.json" ]; then
+  if command -v npm >/dev/null 2>&1; then
+    (cd "$pw" && npm ci --no-audit --no-fund --loglevel=error >/dev/null 2>&1) ||
+      say "could not install playwright-core with npm: the browser test will be skipped"
+  fi
+fi
+
 # A stage's summary line: "setup: [stage] passed|FAILED (N s): detail".
 stage_line() { # name rc seconds detail
   local verdict=passed
