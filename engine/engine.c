@@ -14,9 +14,10 @@
 ** the weights are not read again to hash them.
 **
 ** Readers for concurrent calls: one cdb_db per thread at a time (db/'s rule), kept in
-** a free list. A reader opened on a database no writer had open (a read-only mount:
-** SQLite reads it immutable, a snapshot) is reopened when the catalog file changes or
-** a writer's -shm appears, so a long-running server still sees new commits.
+** a free list. A file no writer had open when a reader opened it is read as an
+** immutable snapshot (db/: nothing is created by a reader, not even a -shm), so a
+** reader is reopened after any commit (reader_stale): a long-running server sees
+** every new batch, also on a database it can only read.
 */
 #include <errno.h>
 #include <limits.h>
@@ -228,35 +229,40 @@ cdb_status eng_writer(cdb_engine *e, const char *what) {
 
 /* ---- the reader pool --------------------------------------------------------------------- */
 
-static void cat_paths(const cdb_engine *e, char *cat, char *shm, size_t size) {
-    snprintf(cat, size, "%s/catalog.db", e->dir);
-    snprintf(shm, size, "%s/catalog.db-shm", e->dir);
-}
-
-static int same_file(const struct stat *a, const struct stat *b) {
-    return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
-           a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+/* What a commit of any writer changes in the database folder: the catalog file, its
+** write-ahead log, whether a -shm exists (a writer has it open). */
+static void db_state(const cdb_engine *e, eng_db_state *st) {
+    char p[4200];
+    struct stat sb;
+    memset(st, 0, sizeof *st);
+    snprintf(p, sizeof p, "%s/catalog.db", e->dir);
+    if (stat(p, &sb) == 0) {
+        st->cat_ino = (uint64_t)sb.st_ino;
+        st->cat_size = (int64_t)sb.st_size;
+        st->cat_mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000LL + sb.st_mtim.tv_nsec;
+    }
+    snprintf(p, sizeof p, "%s/catalog.db-wal", e->dir);
+    if (stat(p, &sb) == 0) {
+        st->wal_size = (int64_t)sb.st_size + 1;
+        st->wal_mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000LL + sb.st_mtim.tv_nsec;
+    }
+    snprintf(p, sizeof p, "%s/catalog.db-shm", e->dir);
+    st->shm = access(p, F_OK) == 0;
 }
 
 static cdb_status reader_open(cdb_engine *e, eng_reader *r) {
-    char cat[4200], shm[4200];
-    cdb_status rc;
-    cat_paths(e, cat, shm, sizeof cat);
-    if ((rc = open_db(e->dir, 0, 0, &r->db)) != CDB_OK) return rc;
-    r->shm_at_open = access(shm, F_OK) == 0;
-    if (stat(cat, &r->cat_st) != 0) memset(&r->cat_st, 0, sizeof r->cat_st);
-    return CDB_OK;
+    db_state(e, &r->at_open); /* before: a commit meanwhile makes it stale, never missed */
+    return open_db(e->dir, 0, 0, &r->db);
 }
 
-/* A reader that read the catalog as an immutable snapshot goes stale when a writer
-** comes: its -shm appears, or the file itself changes. */
+/* A reader may hold files as immutable snapshots (db/: a database file no writer had
+** open is read so, catalog or shard), which a writer's later commits do not reach:
+** after any commit the reader is reopened. A commit is seen as a change of the
+** catalog's files; reopening costs about a millisecond, once per commit per reader. */
 static int reader_stale(const cdb_engine *e, const eng_reader *r) {
-    char cat[4200], shm[4200];
-    struct stat st;
-    if (r->shm_at_open) return 0; /* shares the WAL index: sees every commit */
-    cat_paths(e, cat, shm, sizeof cat);
-    if (access(shm, F_OK) == 0) return 1;
-    return stat(cat, &st) != 0 || !same_file(&st, &r->cat_st);
+    eng_db_state now;
+    db_state(e, &now);
+    return memcmp(&now, &r->at_open, sizeof now) != 0;
 }
 
 cdb_status eng_reader_get(cdb_engine *e, eng_reader **out) {
@@ -267,7 +273,7 @@ cdb_status eng_reader_get(cdb_engine *e, eng_reader **out) {
     if ((r = e->idle)) e->idle = r->next;
     pthread_mutex_unlock(&e->mu);
     if (r && reader_stale(e, r)) {
-        CDB_LOG_DEBUG("engine: %s changed under a snapshot reader: reopening it", e->dir);
+        CDB_LOG_DEBUG("engine: %s was written: reopening a reader", e->dir);
         cdb_db_close(r->db);
         r->db = NULL;
         if ((rc = reader_open(e, r)) != CDB_OK) {

@@ -324,12 +324,17 @@ typedef struct eng_model {
     struct eng_model *next;
 } eng_model;
 
+/* The catalog's files as a commit leaves them (engine.c). */
+typedef struct eng_db_state {
+    uint64_t cat_ino;
+    int64_t cat_size, cat_mtime_ns, wal_size, wal_mtime_ns;
+    int shm;
+} eng_db_state;
+
 /* A database reader for one thread at a time (the pool). */
 typedef struct eng_reader {
     cdb_db *db;
-    int shm_at_open;     /* catalog.db-shm existed when opened: it sees every commit */
-    struct stat cat_st;  /* catalog.db when opened (an immutable open must be redone when
-                            a writer changes it) */
+    eng_db_state at_open; /* reopened when the database changed since (reader_stale) */
     struct eng_reader *next;
 } eng_reader;
 
