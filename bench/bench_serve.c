@@ -19,7 +19,7 @@
 ** (random F32, OpenAI naming, 577 MB, under the build folder: made once).
 **
 ** Usage: bench_serve [--n N[,N...]] [--seconds S] [--runs R] [--model PATH] [--b32 FILE]
-**                    [--skip-b32]
+**                    [--skip-b32] [--skip-bundled]
 ** Exit 0 unless something failed to run (a missed bar is printed, not an error).
 */
 #include <jansson.h>
@@ -361,7 +361,7 @@ int main(int argc, char **argv) {
     char mbuf[4096], b32[4096] = "", nlist[256] = "10000,100000";
     const char *model = NULL, *env_w = getenv("BENCH_WEIGHTS");
     double seconds = 5;
-    int runs = 7, skip_b32 = 0, n_res = 0, bad = 0;
+    int runs = 7, skip_b32 = 0, skip_bundled = 0, n_res = 0, bad = 0;
     result res[16];
     int64_t ns[8];
     int n_ns = 0;
@@ -372,9 +372,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--model") && i + 1 < argc) model = argv[++i];
         else if (!strcmp(argv[i], "--b32") && i + 1 < argc) snprintf(b32, sizeof b32, "%s", argv[++i]);
         else if (!strcmp(argv[i], "--skip-b32")) skip_b32 = 1;
+        else if (!strcmp(argv[i], "--skip-bundled")) skip_bundled = 1;
         else {
             fprintf(stderr, "usage: bench_serve [--n N[,N...]] [--seconds S] [--runs R] [--model PATH] "
-                            "[--b32 FILE] [--skip-b32]\n");
+                            "[--b32 FILE] [--skip-b32] [--skip-bundled]\n");
             return 2;
         }
     }
@@ -407,7 +408,7 @@ int main(int argc, char **argv) {
                "GET /api/search?q=<a different text each time>&k=10\n",
                cdb_default_threads(), l[0], seconds, runs);
     }
-    for (int i = 0; i < n_ns; i++) {
+    for (int i = 0; !skip_bundled && i < n_ns; i++) {
         char label[64];
         snprintf(label, sizeof label, "bundled model");
         if (bench_one(label, model, ns[i], 0, seconds, runs, &res[n_res]) == 0) n_res++;

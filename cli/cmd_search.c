@@ -210,9 +210,9 @@ int cli_cmd_search(int argc, char **argv) {
             }
             sp.under = under_abs;
         }
-        /* a few tokens: one thread is fastest */
-        if ((rc = cli_engine_open(cli_get(&a, "db"), 0, 0, device, n_img == 0 ? 1 : 0, &e)) !=
-            CLI_EXIT_OK)
+        /* the threads a query is encoded with are the engine's rule (one for the bundled
+        ** model's few tokens, every core for a real CLIP): the server's scores are these */
+        if ((rc = cli_engine_open(cli_get(&a, "db"), 0, 0, device, 0, &e)) != CLI_EXIT_OK)
             goto s_done;
         memset(&q, 0, sizeof q);
         q.text = a.n_pos ? text : NULL;

@@ -319,6 +319,8 @@ typedef struct eng_model {
     int64_t model_id;
     int vision, text;    /* the towers loaded */
     int threads;         /* the model's threads (0: every core) */
+    pthread_mutex_t encode_mu; /* several threads per encode: one encode at a time, so
+                                  that concurrent requests do not oversubscribe the cores */
     cdb_model *m;
     cdb_db_model dm;
     struct eng_model *next;
@@ -379,11 +381,10 @@ cdb_status eng_find_db_model(cdb_engine *e, cdb_db *db, const char *spec,
 /* The info JSON stored with a model at registration (path, name, hash, dims); free(). */
 char *eng_model_info_json(const char *path, const cdb_model *m);
 void eng_model_to_public(const cdb_db_model *dm, cdb_engine_model *out /* OUT */);
-/* The threads a search encodes its query with: texts alone on one (a few tokens:
-** fastest so, and what the CLI always did), with example images model_threads (0:
-** every core). The same rule for the CLI and a server's request threads, so they
-** compute the same query vectors. */
-int eng_search_threads(const cdb_engine *e, int images);
+/* The threads a search encodes its query with: with example images model_threads (0:
+** every core); texts alone on one (what the CLI always did). The same rule for the
+** CLI and a server's request threads, so they compute the same query vectors. */
+int eng_search_threads(const cdb_engine *e, cdb_db *db, const char *spec, int images);
 /* Gives this thread the OpenMP thread count BLAS sizes its GEMMs by (0: every core),
 ** before an encode on a thread the engine did not start. */
 void eng_bind_threads(int threads);

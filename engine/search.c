@@ -531,7 +531,7 @@ cdb_status cdb_engine_search(cdb_engine *e, const cdb_engine_query *qu,
     {
         int vision = qu->n_image_paths > 0 || qu->image_bytes > 0;
         int text = n_terms + qu->n_nots > 0;
-        threads = eng_search_threads(e, vision);
+        threads = eng_search_threads(e, rd->db, p->model, vision);
         if (p->model && *p->model && !vision && !text) text = 1; /* its hash names its set */
         if ((st = eng_model_get(e, rd->db, p->model, vision, text, threads, &mod)) != CDB_OK)
             goto done;
@@ -543,7 +543,10 @@ cdb_status cdb_engine_search(cdb_engine *e, const cdb_engine_query *qu,
         goto done;
     }
     eng_bind_threads(threads);
-    if ((st = build_query(rd->db, mod, qu, terms, n_terms, dim, q)) != CDB_OK) goto done;
+    if (threads != 1) pthread_mutex_lock(&mod->encode_mu);
+    st = build_query(rd->db, mod, qu, terms, n_terms, dim, q);
+    if (threads != 1) pthread_mutex_unlock(&mod->encode_mu);
+    if (st != CDB_OK) goto done;
     if ((st = vset_get(e, rd->db, mod->model_id, dim, &vs)) != CDB_OK) goto done;
     out->generation = vs->gen;
     need = p->k + p->offset;
