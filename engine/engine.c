@@ -200,6 +200,7 @@ void cdb_engine_close(cdb_engine *e) {
     for (eng_model *m = e->models, *next; m; m = next) {
         next = m->next;
         cdb_model_close(m->m);
+        eng_qcache_free(m->qcache);
         pthread_mutex_destroy(&m->encode_mu);
         free(m->spec);
         free(m);

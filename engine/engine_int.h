@@ -321,6 +321,7 @@ typedef struct eng_model {
     int threads;         /* the model's threads (0: every core) */
     pthread_mutex_t encode_mu; /* several threads per encode: one encode at a time, so
                                   that concurrent requests do not oversubscribe the cores */
+    struct eng_qcache *qcache; /* recent text queries' vectors (search.c) */
     cdb_model *m;
     cdb_db_model dm;
     struct eng_model *next;
@@ -391,7 +392,9 @@ void eng_bind_threads(int threads);
 /* The writer handle (CDB_INVALID on a reader engine). */
 cdb_status eng_writer(cdb_engine *e, const char *what);
 
-/* search.c: frees every vector set's search state. */
+/* search.c: frees every vector set's search state; a model slot's query cache. */
 void eng_search_states_free(cdb_engine *e);
+struct eng_qcache;
+void eng_qcache_free(struct eng_qcache *c);
 
 #endif /* CDB_ENGINE_INT_H */

@@ -327,6 +327,95 @@ static cdb_status search_vector(const eng_vset *v, cdb_db *db, int64_t model_id,
     return CDB_OK;
 }
 
+/* ---- recent query vectors ------------------------------------------------------------
+** A text query's vector depends only on the model, the thread count it is encoded with
+** and its terms: the last few are kept per model slot, so paging through the hits of
+** one query (the page's infinite scroll) encodes it once. Images, "more like this" and
+** raw embeddings are not kept (their inputs are large or change). */
+
+#define QCACHE_N 64
+
+typedef struct qcache_entry {
+    char *key;
+    float *q;
+    uint64_t used;
+} qcache_entry;
+
+struct eng_qcache {
+    pthread_mutex_t mu;
+    qcache_entry e[QCACHE_N];
+    uint64_t clock;
+    int dim;
+};
+
+/* "t<literal>\x1f<text>\x1f<not>\x1f<not>..." for a text-only query, else NULL. */
+static char *qcache_key(const cdb_engine_query *q) {
+    size_t n = 4;
+    char *k, *o;
+    if (q->n_image_paths || q->image_bytes || q->n_like_ids || q->vector) return NULL;
+    n += q->text ? strlen(q->text) + 1 : 0;
+    for (int i = 0; i < q->n_nots; i++) n += strlen(q->nots[i]) + 1;
+    if (!(k = malloc(n))) return NULL;
+    o = k + sprintf(k, "t%d\x1f", q->text_literal ? 1 : 0);
+    if (q->text) o += sprintf(o, "%s", q->text);
+    for (int i = 0; i < q->n_nots; i++) o += sprintf(o, "\x1f%s", q->nots[i]);
+    return k;
+}
+
+void eng_qcache_free(struct eng_qcache *c) {
+    if (!c) return;
+    for (int i = 0; i < QCACHE_N; i++) {
+        free(c->e[i].key);
+        free(c->e[i].q);
+    }
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
+
+static struct eng_qcache *qcache_of(cdb_engine *e, eng_model *m, int dim) {
+    pthread_mutex_lock(&e->mu);
+    if (!m->qcache && (m->qcache = calloc(1, sizeof *m->qcache))) {
+        pthread_mutex_init(&m->qcache->mu, NULL);
+        m->qcache->dim = dim;
+    }
+    pthread_mutex_unlock(&e->mu);
+    return m->qcache && m->qcache->dim == dim ? m->qcache : NULL;
+}
+
+static int qcache_get(struct eng_qcache *c, const char *key, float *q) {
+    int hit = 0;
+    pthread_mutex_lock(&c->mu);
+    for (int i = 0; i < QCACHE_N && !hit; i++)
+        if (c->e[i].key && !strcmp(c->e[i].key, key)) {
+            memcpy(q, c->e[i].q, sizeof *q * (size_t)c->dim);
+            c->e[i].used = ++c->clock;
+            hit = 1;
+        }
+    pthread_mutex_unlock(&c->mu);
+    return hit;
+}
+
+static void qcache_put(struct eng_qcache *c, const char *key, const float *q) {
+    int v = 0;
+    char *k = strdup(key);
+    float *copy = malloc(sizeof *copy * (size_t)c->dim);
+    if (!k || !copy) {
+        free(k);
+        free(copy);
+        return;
+    }
+    memcpy(copy, q, sizeof *copy * (size_t)c->dim);
+    pthread_mutex_lock(&c->mu);
+    for (int i = 1; i < QCACHE_N; i++) /* the least recently used (an empty one first) */
+        if (!c->e[v].key ? 0 : !c->e[i].key || c->e[i].used < c->e[v].used) v = i;
+    free(c->e[v].key);
+    free(c->e[v].q);
+    c->e[v].key = k;
+    c->e[v].q = copy;
+    c->e[v].used = ++c->clock;
+    pthread_mutex_unlock(&c->mu);
+}
+
 /* ---- the query vector --------------------------------------------------------------- */
 
 /* An example image in memory, preprocessed for the model and encoded. */
@@ -542,11 +631,19 @@ cdb_status cdb_engine_search(cdb_engine *e, const cdb_engine_query *qu,
         st = eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory", "cannot search");
         goto done;
     }
-    eng_bind_threads(threads);
-    if (threads != 1) pthread_mutex_lock(&mod->encode_mu);
-    st = build_query(rd->db, mod, qu, terms, n_terms, dim, q);
-    if (threads != 1) pthread_mutex_unlock(&mod->encode_mu);
-    if (st != CDB_OK) goto done;
+    {
+        char *key = qcache_key(qu);
+        struct eng_qcache *qc = key ? qcache_of(e, mod, dim) : NULL;
+        if (!qc || !qcache_get(qc, key, q)) {
+            eng_bind_threads(threads);
+            if (threads != 1) pthread_mutex_lock(&mod->encode_mu);
+            st = build_query(rd->db, mod, qu, terms, n_terms, dim, q);
+            if (threads != 1) pthread_mutex_unlock(&mod->encode_mu);
+            if (st == CDB_OK && qc) qcache_put(qc, key, q);
+        }
+        free(key);
+        if (st != CDB_OK) goto done;
+    }
     if ((st = vset_get(e, rd->db, mod->model_id, dim, &vs)) != CDB_OK) goto done;
     out->generation = vs->gen;
     need = p->k + p->offset;
