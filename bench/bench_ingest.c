@@ -40,6 +40,7 @@
 #include "cli/cli.h"
 #include "db/db.h"
 #include "encoder/encoder.h"
+#include "engine/engine.h"
 #include "world/world.h"
 
 #ifndef CDB_SOURCE_DIR
@@ -57,48 +58,27 @@
 
 static int child_ingest(const char *model_path, const char *lib, const char *dir, int threads,
                         int batch) {
-    cdb_db_params p = cdb_db_params_default();
-    cdb_db *db = NULL;
-    cdb_model *m = NULL;
-    int64_t model_id = 0, root_id = 0, run_id = 0;
-    char abs[PATH_MAX];
-    cli_ingest_opts o;
-    cli_ingest_summary sum;
-    cli_ingest_root root;
+    cdb_engine *e = NULL;
+    cdb_engine_params ep = cdb_engine_params_default();
+    cdb_engine_run_params rp = cdb_engine_run_params_default();
+    cdb_engine_run_report *r = calloc(1, sizeof *r);
+    const char *paths[1] = {lib};
     cdb_status rc;
-    p.create = 1;
-    if ((rc = cdb_db_open(dir, &p, &db)) != CDB_OK) goto fail;
+    if (!r) return 2;
+    if ((rc = cdb_engine_create(dir, model_path, NULL)) != CDB_OK) goto fail;
+    ep.writer = 1;
+    if ((rc = cdb_engine_open(dir, &ep, &e)) != CDB_OK) goto fail;
     int64_t t_load = cdb_now_ns();
-    if (cli_db_model(db, model_path, 1, 0, 0, 1, &m, &model_id, NULL) != CLI_EXIT_OK) {
-        cdb_db_close(db);
-        return 2; /* cli_db_model printed why */
-    }
+    if ((rc = cdb_engine_load_model(e, NULL, 1, 0, NULL)) != CDB_OK) goto fail; /* kept: the run uses it */
     t_load = cdb_now_ns() - t_load;
-    if (!realpath(lib, abs)) {
-        rc = cdb_seterr(CDB_IO, "realpath %s: %s", lib, strerror(errno));
-        goto fail;
-    }
-    if ((rc = cdb_db_root_add(db, abs, &root_id)) != CDB_OK) goto fail;
-    memset(&o, 0, sizeof o);
-    o.batch = batch;
-    o.threads = threads;
-    o.label = "ingest";
-    o.follow_symlinks = -1;
-    memset(&root, 0, sizeof root);
-    root.root_id = root_id;
-    root.path = abs;
-    root.kind = CDB_DB_ROOT_FOLDER;
+    rp.batch = batch;
+    rp.threads = threads;
     int64_t t0 = cdb_now_ns();
-    cli_library roots;
-    if ((rc = cli_library_load(db, &roots)) != CDB_OK) goto fail;
-    if ((rc = cdb_db_run_begin(db, "ingest", &run_id)) != CDB_OK) goto fail;
-    rc = cli_pipeline_run(db, dir, m, model_id, &roots, &root, 1, &o, &sum);
-    cli_library_free(&roots);
-    if (rc != CDB_OK) goto fail;
-    if ((rc = cdb_db_run_finish(db, run_id, "ok", NULL)) != CDB_OK) goto fail; /* + flush */
+    if ((rc = cdb_engine_ingest(e, paths, 1, &rp, r)) != CDB_OK) goto fail; /* run recorded + flush */
     int64_t total = cdb_now_ns() - t0;
-    cdb_model_close(m);
-    cdb_db_close(db);
+    const cdb_engine_summary sum = r->sets[0].sum;
+    cdb_engine_close(e);
+    free(r);
     printf("RESULT total_ns=%lld load_ns=%lld added=%lld errors=%lld found=%lld walk=%lld "
            "read=%lld decode=%lld preprocess=%lld encode=%lld encode_wait=%lld store=%lld "
            "batches=%lld\n",
@@ -109,8 +89,8 @@ static int child_ingest(const char *model_path, const char *lib, const char *dir
     return 0;
 fail:
     fprintf(stderr, "bench_ingest (child): %s: %s\n", cdb_status_str(rc), cdb_errmsg());
-    cdb_model_close(m);
-    cdb_db_close(db);
+    cdb_engine_close(e);
+    free(r);
     return 2;
 }
 

@@ -2,9 +2,9 @@
 ** cmd_demo.c: `clipdb demo [DIR]`: clipdb's whole job on a fresh machine, through
 ** the real modules. It generates a library of shape images with true captions
 ** (world/) in DIR/photos, creates a database in DIR/clipdb bound to the model
-** (the bundled one by default), ingests the library with the ingest pipeline,
-** builds the index, runs a handful of text queries through the same search path
-** as `clipdb search`, prints each hit with its score and whether it truly matches
+** (the bundled one by default), ingests the library, builds the index, runs a
+** handful of text queries through the same search as `clipdb search` (all of it
+** through engine/engine.h), prints each hit with its score and whether it truly matches
 ** the query (judged by cdb_world_scene_matches from the generator's own record of
 ** the scene), and ends with precision@1 and precision@k.
 */
@@ -17,17 +17,14 @@
 
 #include "cli/cli.h"
 
-#if CDB_CLI_HAVE_DB && CDB_CLI_HAVE_INDEX && CDB_CLI_HAVE_ENCODER && CDB_CLI_HAVE_WORLD
+#if CDB_CLI_HAVE_WORLD
 #define CLI_DEMO_WIRED 1
-#include "db/db.h"
-#include "encoder/encoder.h"
-#include "index/index.h"
 #include "world/world.h"
 #else
 #define CLI_DEMO_WIRED 0
 #endif
 
-#define NO_MODULES "the world generator, database, index and encoder modules are not all linked into this build"
+#define NO_MODULES "the world generator is not linked into this build"
 
 #if CLI_DEMO_WIRED
 /* Single-object queries shown: shapes alone, then color + shape pairs
@@ -72,23 +69,17 @@ int cli_cmd_demo(int argc, char **argv) {
         const char *mpath = cli_model_path(cli_get(&a, "model"), &msrc);
         int device = cli_device(cli_get(&a, "device"), &dev_text);
         cdb_world_library_params lp = cdb_world_library_params_default();
-        cdb_db *db = NULL;
-        cdb_db_params dp = cdb_db_params_default();
-        cdb_model *m = NULL;
-        cdb_model_params mp = cdb_model_params_default();
+        cdb_engine *e = NULL;
+        cdb_engine_create_info ci;
+        cdb_engine_run_params rp = cdb_engine_run_params_default();
+        cdb_engine_run_report *rr = NULL;
+        cdb_engine_index_report ires;
         cdb_status st;
-        int64_t model_id = 0, t0 = cdb_now_ns();
-        char *info = NULL;
-        cli_ingest_opts o;
-        cli_ingest_root root;
-        cli_library lib = {0};
-        cli_ingest_summary sum;
-        cli_index_result ires;
+        int64_t t0 = cdb_now_ns();
         int n_q = (int)(sizeof g_demo_queries / sizeof g_demo_queries[0]);
         int top1 = 0, dim;
         int64_t topk = 0, shown = 0;
         float *q = NULL;
-        cdb_hit *hits = NULL;
         if (device < 0) {
             rc = cli_usage_error("demo", "bad device '%s' (expected auto, cpu or cuda)", dev_text);
             goto d_done;
@@ -133,111 +124,100 @@ int cli_cmd_demo(int argc, char **argv) {
             goto d_done;
         }
         /* 2. the database, bound to the model */
-        mp.device = (cdb_device_kind)device;
-        if ((st = cdb_model_open(mpath, &mp, &m)) != CDB_OK) {
-            rc = cli_error_status(st, "cannot load the model %s", mpath);
+        if ((st = cdb_engine_create(dbdir, mpath, &ci)) != CDB_OK) {
+            rc = cli_engine_fail(dbdir);
             goto d_done;
         }
-        dim = cdb_model_get_info(m)->embed_dim;
-        printf("2. Creating the database %s (model %s, %d dims, %s)\n", dbdir,
-               cdb_model_get_info(m)->name, dim, msrc);
+        dim = ci.dim;
+        printf("2. Creating the database %s (model %s, %d dims, %s)\n", dbdir, ci.model_name, dim,
+               msrc);
         fflush(stdout);
-        dp.create = 1;
-        if ((st = cdb_db_open(dbdir, &dp, &db)) != CDB_OK) {
-            rc = cli_error_status(st, "cannot create the database %s", dbdir);
-            goto d_done;
-        }
-        info = cli_model_info_json(mpath, m);
-        if ((st = cdb_db_model_register(db, cdb_model_get_info(m)->hash,
-                                        cdb_model_get_info(m)->name, dim, info, &model_id)) != CDB_OK ||
-            (st = cdb_db_model_set_default(db, model_id)) != CDB_OK) {
-            rc = cli_error_status(st, "cannot record the model");
-            goto d_done;
-        }
+        if ((rc = cli_engine_open(dbdir, 1, 0, device, 0, &e)) != CLI_EXIT_OK) goto d_done;
         /* 3. ingest */
-        memset(&o, 0, sizeof o);
-        o.batch = 32;
-        o.threads = threads ? (int)threads : cdb_default_threads();
-        o.device = device;
-        o.follow_symlinks = -1;
+        rp.threads = threads ? (int)threads : cdb_default_threads();
         {
             char abs[PATH_MAX];
             if (realpath(photos, abs)) snprintf(photos, sizeof photos, "%s", abs);
         }
-        memset(&root, 0, sizeof root);
-        root.path = photos;
-        root.kind = CDB_DB_ROOT_FOLDER;
-        if ((st = cdb_db_root_add(db, photos, &root.root_id)) != CDB_OK ||
-            (st = cli_library_load(db, &lib)) != CDB_OK) {
-            rc = cli_error_status(st, "cannot record the folder");
-            goto d_done;
-        }
         printf("3. Ingesting\n");
         fflush(stdout);
-        st = cli_pipeline_run(db, dbdir, m, model_id, &lib, &root, 1, &o, &sum);
-        if (st != CDB_OK) {
-            rc = cli_error_status(st, "ingest failed");
+        if (!(rr = calloc(1, sizeof *rr))) {
+            rc = cli_error("out of memory", "demo");
             goto d_done;
         }
-        if (sum.interrupted) {
+        {
+            const char *paths[1] = {photos};
+            st = cdb_engine_ingest(e, paths, 1, &rp, rr);
+        }
+        if (st != CDB_OK) {
+            rc = rr->started ? cli_error_status(st, "ingest failed") : cli_engine_fail(NULL);
+            goto d_done;
+        }
+        if (rr->interrupted || cli_interrupted()) {
             rc = CLI_EXIT_INTERRUPTED;
             goto d_done;
         }
-        printf("   %lld images encoded, %lld errors, %s (%.1f images/s)\n", (long long)sum.added,
-               (long long)sum.errors, cli_fmt_duration(sum.seconds, dur, sizeof dur),
-               sum.seconds > 0 ? (double)sum.added / sum.seconds : 0.0);
+        {
+            const cdb_engine_summary *sum = &rr->sets[0].sum;
+            printf("   %lld images encoded, %lld errors, %s (%.1f images/s)\n", (long long)sum->added,
+                   (long long)sum->errors, cli_fmt_duration(sum->seconds, dur, sizeof dur),
+                   sum->seconds > 0 ? (double)sum->added / sum->seconds : 0.0);
+        }
         /* 4. index */
-        if ((st = cli_index_build(db, model_id, dim, CDB_INDEX_AUTO, &ires)) != CDB_OK) {
-            rc = cli_error_status(st, "cannot build the index");
+        if ((st = cdb_engine_index_build(e, NULL, CDB_ENGINE_INDEX_AUTO, &ires)) != CDB_OK) {
+            rc = cli_engine_fail(NULL);
             goto d_done;
         }
-        printf("4. Built a %s index over %lld vectors\n", cdb_index_kind_name(ires.info.kind),
-               (long long)ires.n_vectors);
+        printf("4. Built a %s index over %lld vectors\n", ires.kind, (long long)ires.n_vectors);
         /* 5. queries */
         printf("5. Searching (a hit is 'yes' when the image truly shows the query)\n");
-        q = malloc(sizeof *q * (size_t)dim);
-        hits = malloc(sizeof *hits * (size_t)k);
-        if (!q || !hits) {
+        if (!(q = malloc(sizeof *q * (size_t)dim))) {
             rc = cli_error("out of memory", "demo");
             goto d_done;
         }
         for (int qi = 0; qi < n_q; qi++) {
             cdb_world_query wq;
             char text[256];
-            const char *texts[1];
-            int n_out = 0;
+            cdb_engine_query eq;
+            cdb_engine_search_params sp = cdb_engine_search_params_default();
+            cdb_engine_result res;
             if ((st = cdb_world_query_make((uint64_t)seed, g_demo_queries[qi], CDB_WORLD_Q_SINGLE, &wq)) != CDB_OK ||
                 (st = cdb_world_query_text(&wq, text, sizeof text)) != CDB_OK) {
                 rc = cli_error_status(st, "cannot make the demo queries");
                 goto d_done;
             }
-            texts[0] = text;
-            if ((st = cdb_encode_texts(m, texts, 1, 1, q)) != CDB_OK) {
-                rc = cli_error_status(st, "cannot encode '%s'", text);
+            if (cdb_engine_encode_text(e, NULL, text, q) != CDB_OK) {
+                rc = cli_engine_fail(NULL);
                 goto d_done;
             }
-            if ((rc = cli_search_vector(db, model_id, dim, q, (int)k, -1.0f, hits, &n_out)) != CLI_EXIT_OK)
+            /* the text's own embedding, searched as it is */
+            memset(&eq, 0, sizeof eq);
+            eq.vector = q;
+            eq.vector_dim = dim;
+            sp.k = (int)k;
+            if (cdb_engine_search(e, &eq, &sp, &res) != CDB_OK) {
+                rc = cli_engine_fail(NULL);
                 goto d_done;
+            }
             printf("\n   \"%s\"\n", text);
-            for (int i = 0; i < n_out; i++) {
-                char *path = NULL;
+            for (int i = 0; i < res.n; i++) {
+                const char *path = res.hits[i].path;
                 cdb_world_scene sc;
                 char caption[256] = "?";
-                int64_t idx;
+                int64_t idx = scene_index(path);
                 int match = 0;
-                cdb_db_file_path(db, hits[i].id, &path);
-                idx = path ? scene_index(path) : -1;
                 if (idx >= 0 && cdb_world_scene_make((uint64_t)seed, idx, &lp.scene, &sc) == CDB_OK) {
                     match = cdb_world_scene_matches(&sc, &wq);
                     cdb_world_caption(&sc, caption, sizeof caption);
                 }
-                printf("   %2d  %.4f  %-3s  %s  (%s)\n", i + 1, (double)hits[i].score,
-                       match ? "yes" : "no", path ? strrchr(path, '/') + 1 : "?", caption);
+                printf("   %2d  %.4f  %-3s  %s  (%s)\n", i + 1, (double)res.hits[i].score,
+                       match ? "yes" : "no", strrchr(path, '/') ? strrchr(path, '/') + 1 : path,
+                       caption);
                 if (i == 0) top1 += match;
                 topk += match;
                 shown++;
-                cdb_free(path);
             }
+            cdb_engine_result_free(&res);
         }
         printf("\nprecision@1 = %.2f (%d/%d queries), precision@%ld = %.2f (%lld/%lld hits); "
                "total %s\n",
@@ -248,12 +228,9 @@ int cli_cmd_demo(int argc, char **argv) {
                "  clipdb search --db %s \"a red star\"\n", dir, dbdir);
         rc = CLI_EXIT_OK;
     d_done:
-        cli_library_free(&lib);
         free(q);
-        free(hits);
-        free(info);
-        cdb_db_close(db);
-        cdb_model_close(m);
+        free(rr);
+        cdb_engine_close(e);
     }
 #else
     rc = cli_not_available("demo", NO_MODULES);

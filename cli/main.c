@@ -23,6 +23,7 @@ static const struct {
     {"move", cli_cmd_move},
     {"tokenize", cli_cmd_tokenize}, {"embed", cli_cmd_embed},
     {"preprocess", cli_cmd_preprocess}, {"demo", cli_cmd_demo},
+    {"serve", cli_cmd_serve},
     {"version", cli_cmd_version},
 };
 

@@ -12,18 +12,20 @@
 #include "cli/cli.h"
 
 static volatile sig_atomic_t g_interrupted;
+static const char *g_msg = "\nclipdb: interrupted; finishing the current batch "
+                           "(press Ctrl-C again to stop now)\n";
 
 static void on_signal(int sig) {
-    static const char msg[] = "\nclipdb: interrupted; finishing the current batch "
-                              "(press Ctrl-C again to stop now)\n";
     if (g_interrupted) {
         signal(sig, SIG_DFL);
         raise(sig);
         return;
     }
     g_interrupted = 1;
-    (void)!write(STDERR_FILENO, msg, sizeof msg - 1);
+    (void)!write(STDERR_FILENO, g_msg, strlen(g_msg));
 }
+
+void cli_signals_message(const char *msg) { g_msg = msg; }
 
 void cli_signals_install(void) {
     struct sigaction sa;

@@ -28,6 +28,8 @@ static const char help_main[] =
     "  verify      check that every file has exactly one valid vector\n"
     "  errors      list what could not be ingested or scanned, and why\n"
     "  export      write paths, ids and vectors out (npy or jsonl)\n"
+    "  serve       a search page and a JSON API over HTTP, with thumbnails\n"
+
     "\n"
     "Encoder commands:\n"
     "  models      describe the model (by default the bundled one)\n"
@@ -65,7 +67,7 @@ static const char help_main[] =
     "Run 'clipdb <command> --help' for the options of a command.\n";
 
 static const char help_init[] =
-    "usage: clipdb init [--db DIR] [--model PATH]\n"
+    "usage: clipdb init [--db DIR] [--model PATH] [--thumb-size N]\n"
     "\n"
     "Creates an empty database in DIR, bound to a model: the model given, else\n"
     "$CLIPDB_MODEL, else the bundled default. Fails if DIR already holds one.\n"
@@ -73,6 +75,8 @@ static const char help_init[] =
     "Options:\n"
     "  --db DIR        where to create it (default: $CLIPDB_DB, else ./clipdb)\n"
     "  --model PATH    model folder or .safetensors file\n"
+    "  --thumb-size N  long side of the thumbnails ingest makes for 'clipdb serve',\n"
+    "                  in pixels: 32 to 512 (default: 384), or 0 for none\n"
     "  -q, --quiet     print nothing on success\n"
     "  -h, --help      show this help\n";
 
@@ -174,6 +178,8 @@ static const char help_reindex[] =
     "  --sample F            with --repair: the fraction of photos encoded again to\n"
     "                        compare (default: 0.05)\n"
     "  --model M             only this model's vectors (a number, name or hash)\n"
+    "  --thumb-size N        change the thumbnails' long side (32 to 512 pixels, 0:\n"
+    "                        none); this run makes the missing and resized ones\n"
     "  --decode exact|fast   change how the vector sets decode photos (see ingest)\n"
     "  --device auto|cpu|cuda  where to run the encoder\n"
     "  --batch N             images per encoder batch (default: 32)\n"
@@ -402,6 +408,38 @@ static const char help_demo[] =
     "  -q, --quiet    no progress line\n"
     "  -h, --help     show this help\n";
 
+static const char help_serve[] =
+    "usage: clipdb serve [--db DIR] [--host ADDR] [--port N] [--threads N]\n"
+    "                    [--token-file F] [options]\n"
+    "\n"
+    "Serves the database over HTTP: a search page at /, a JSON API (/api/search,\n"
+    "/api/thumb/ID, /api/file/ID, /api/stats, /api/folders, /healthz) and\n"
+    "clip-retrieval's /knn-service, /indices-list and /metadata. The model stays\n"
+    "loaded; searches see what a running ingest or reindex commits, and an index\n"
+    "another process rebuilds. Originals are served by catalog id only. One log line\n"
+    "per request at info level (CLIPDB_LOG, default info here). Ctrl-C or SIGTERM\n"
+    "stops it after the requests in flight.\n"
+    "\n"
+    "Options:\n"
+    "  --db DIR           the database (default: $CLIPDB_DB, else ./clipdb)\n"
+    "  --host ADDR        address to listen on (default: 127.0.0.1); any address\n"
+    "                     that is not loopback needs --token-file\n"
+    "  --port N           TCP port (default: 8765; 0 picks a free one)\n"
+    "  --threads N        request threads (default: the number of cores)\n"
+    "  --token-file F     file whose first line is the access token (16+ printable\n"
+    "                     characters) that every request must carry, as\n"
+    "                     'Authorization: Bearer TOKEN' or the page's sign-in\n"
+    "  --cors-origin O    let pages from origin O call the API (e.g. clip-front)\n"
+    "  --max-connections N  beyond N open connections requests get 503 (default: 256)\n"
+    "  --timeout S        close connections idle for S seconds (default: 15)\n"
+    "  --model PATH       search this model's vectors (default: the database's)\n"
+    "  --device auto|cpu|cuda  where to run the encoder\n"
+    "  -q, --quiet        no log line per request\n"
+    "  -h, --help         show this help\n"
+    "\n"
+    "Exit status: 0 stopped by a signal, 1 failure (no database, address in use,\n"
+    "no token for a public address), 2 usage error.\n";
+
 static const char help_version[] =
     "usage: clipdb version\n"
     "       clipdb --version\n"
@@ -424,6 +462,7 @@ static const struct {
     {"folders", help_folders},   {"forget", help_forget},   {"move", help_move},
     {"models", help_models},     {"tokenize", help_tokenize}, {"embed", help_embed},
     {"preprocess", help_preprocess}, {"demo", help_demo},   {"version", help_version},
+    {"serve", help_serve},
     {"help", help_help},
 };
 

@@ -211,6 +211,7 @@ void cdb_db_close(cdb_db *db) {
         CDB_LOG_WARN("db: %s: could not make the last commits durable: %s", db->dir,
                      cdb_errmsg());
     for (int i = 0; i < ST_COUNT_; i++) sqlite3_finalize(db->st[i]);
+    cdb_thumbs_close(db);
     cdb_shard_close_all(db);
     if (db->cat) sqlite3_close_v2(db->cat);
     if (db->lock_fd >= 0) close(db->lock_fd); /* releases the OFD lock */

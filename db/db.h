@@ -482,6 +482,42 @@ typedef int (*cdb_db_run_fn)(const cdb_db_run *r, void *ud);
 /* The last `limit` runs (<= 0: all), newest first. */
 cdb_status cdb_db_runs_foreach(cdb_db *db, int limit, cdb_db_run_fn fn, void *ud);
 
+/* ---- thumbnails ----------------------------------------------------------------------- */
+
+/* Small JPEGs of ok files, in <dir>/thumbs.db: a cache beside the catalog (db/README.md),
+** never part of the write order: made by the ingest from the decoded image, checked
+** against the file's content hash when read, dropped by cdb_db_thumbs_prune when stale.
+** The size setting is the long side in pixels; 0 turns thumbnails off. */
+#define CDB_DB_THUMB_DEFAULT 384
+#define CDB_DB_THUMB_MIN 32
+#define CDB_DB_THUMB_MAX 512
+
+typedef struct cdb_db_thumb {
+    int64_t file_id;
+    uint8_t hash[CDB_DB_HASH_BYTES]; /* the content it was made from */
+    int px;                  /* the size setting it was made at */
+    int32_t width, height;   /* the thumbnail's pixels */
+    const void *jpeg;        /* put: borrowed for the call; get: heap (cdb_db_thumb_clear) */
+    size_t n_bytes;
+} cdb_db_thumb;
+
+/* The setting (CDB_DB_THUMB_DEFAULT when never set). */
+cdb_status cdb_db_thumb_size(cdb_db *db, int *px /* OUT */);
+/* 0, or CDB_DB_THUMB_MIN..CDB_DB_THUMB_MAX (CDB_INVALID otherwise). Writer only. */
+cdb_status cdb_db_set_thumb_size(cdb_db *db, int px);
+/* Stores (replaces) n thumbnails in one transaction. Writer only. */
+cdb_status cdb_db_thumbs_put(cdb_db *db, const cdb_db_thumb *t, int n);
+/* The stored thumbnail of file_id, stale or not (compare out->hash with the file's);
+** CDB_NOTFOUND when there is none (or no thumbs.db: a reader never creates it). */
+cdb_status cdb_db_thumb_get(cdb_db *db, int64_t file_id, cdb_db_thumb *out /* OUT */);
+void cdb_db_thumb_clear(cdb_db_thumb *t); /* NULL is fine */
+/* 1 in *current when file_id has a thumbnail made from content hash at setting px. */
+cdb_status cdb_db_thumb_current(cdb_db *db, int64_t file_id, const uint8_t hash[CDB_DB_HASH_BYTES],
+                                int px, int *current /* OUT */);
+/* Drops the thumbnails of files that are not ok or whose content changed (all of them
+** when the setting is 0). Writer only. *n_dropped may be NULL. */
+cdb_status cdb_db_thumbs_prune(cdb_db *db, int64_t *n_dropped /* OUT */);
+
 /* ---- verification --------------------------------------------------------------------- */
 
 typedef enum cdb_db_problem_kind {

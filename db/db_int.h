@@ -64,6 +64,7 @@ struct cdb_db {
     cdb_db_commit_hook hook;
     void *hook_ud;
     struct db_ckpt *ckpt; /* background checkpointer (shard.c); NULL until first needed */
+    sqlite3 *thumbs;      /* thumbs.db (thumbs.c); NULL until first used */
 };
 
 /* Statements that write a file's meta bind files.hkey at this parameter, and its
@@ -74,7 +75,8 @@ struct cdb_db {
 /* Private symbols: every extern name in db/ starts with cdb_. The public API
 ** (db.h) is cdb_db_*; the files below share cdb_sql_* (sql.c), cdb_shard_*
 ** (shard.c) and cdb_schema_* (schema.c). Each file calls only the ones below it:
-** db.c -> schema.c -> verify.c, roots.c -> batch.c -> catalog.c -> shard.c -> sql.c. */
+** db.c -> schema.c -> verify.c, roots.c -> batch.c -> catalog.c -> shard.c -> sql.c,
+** and db.c -> thumbs.c -> sql.c (thumbnails live in their own file, thumbs.db). */
 
 /* ---- SQLite helpers (sql.c: calls nothing else in db/) ---- */
 cdb_status cdb_sql_err(sqlite3 *conn, int rc, const char *what);
@@ -150,5 +152,8 @@ cdb_status cdb_shard_ckpt_attach(cdb_db *db, sqlite3 *conn);
 void cdb_shard_close_one(cdb_db *db, int32_t id);
 void cdb_shard_path(const cdb_db *db, int32_t id, char *buf, size_t len);
 void cdb_shard_decode_blob(const void *blob, int dim, float *out);
+
+/* ---- thumbnails (thumbs.c) ---- */
+void cdb_thumbs_close(cdb_db *db);
 
 #endif /* CDB_DB_INT_H */

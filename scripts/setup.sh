@@ -49,7 +49,7 @@ PACKAGES=(
   build-essential g++ cmake pkg-config ca-certificates dpkg-dev
   libsqlite3-dev libfaiss-dev libopenblas-openmp-dev libopenblas0-openmp
   liblapack-dev libstb-dev libutf8proc-dev zlib1g-dev libjansson-dev libxxhash-dev
-  libjpeg62-turbo-dev libwebp-dev libtiff-dev libheif-dev libraw-dev
+  libjpeg62-turbo-dev libwebp-dev libtiff-dev libheif-dev libraw-dev libmicrohttpd-dev
 )
 
 # `test` also runs the sanitizer and fuzzing stages: clang, libFuzzer and the
@@ -62,6 +62,14 @@ hardening_stages() {
 }
 if hardening_stages; then
   PACKAGES+=(clang libclang-rt-14-dev llvm-14 libomp-14-dev)
+fi
+
+# `test` also runs the page of `clipdb serve` in a real browser: Debian's chromium,
+# driven by playwright-core from npm (tests/serve/browser, its package-lock.json).
+if [ "$mode" = test ]; then
+  PACKAGES+=(chromium)
+  command -v node >/dev/null 2>&1 || PACKAGES+=(nodejs)
+  command -v npm >/dev/null 2>&1 || PACKAGES+=(npm)
 fi
 
 SUDO=""
@@ -150,6 +158,16 @@ case "$mode" in
 esac
 
 # ---- 4. tests ---------------------------------------------------------------------
+# playwright-core for the browser test (the locked version; once per lock change). A
+# machine without npm or a registry still runs the rest: that test says it is skipped.
+pw="$here/tests/serve/browser"
+if [ ! -f "$pw/node_modules/.package-lock.json" ] || [ "$pw/package-lock.json" -nt "$pw/node_modules/.package-lock.json" ]; then
+  if command -v npm >/dev/null 2>&1; then
+    (cd "$pw" && npm ci --no-audit --no-fund --loglevel=error >/dev/null 2>&1) ||
+      say "could not install playwright-core with npm: the browser test will be skipped"
+  fi
+fi
+
 # A stage's summary line: "setup: [stage] passed|FAILED (N s): detail".
 stage_line() { # name rc seconds detail
   local verdict=passed

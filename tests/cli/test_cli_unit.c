@@ -153,11 +153,10 @@ CDB_TEST(args_numbers_and_choices) {
 
 static void check_terms(cdb_test_ctx *cdb_t_, const char *q, int n_want, const char **texts,
                         const double *weights) {
-    cli_term *t = NULL;
+    cdb_engine_term *t = NULL;
     int n = 0;
-    char err[256] = "";
-    if (cli_query_parse(q, &t, &n, err, sizeof err) != 0) {
-        CDB_TEST_FAIL_("parse '%s' failed: %s", q, err);
+    if (cdb_engine_query_parse(q, &t, &n) != CDB_OK) {
+        CDB_TEST_FAIL_("parse '%s' failed: %s", q, cdb_errmsg());
         return;
     }
     CHECK_EQ_INT(n, n_want);
@@ -165,7 +164,7 @@ static void check_terms(cdb_test_ctx *cdb_t_, const char *q, int n_want, const c
         CHECK_EQ_STR(t[i].text, texts[i]);
         CHECK_NEAR(t[i].weight, weights[i], 1e-12);
     }
-    cli_query_free(t, n);
+    cdb_engine_terms_free(t, n);
 }
 
 CDB_TEST(query_terms) {
@@ -187,13 +186,15 @@ CDB_TEST(query_terms) {
 CDB_TEST(query_errors) {
     const char *bad[] = {"", "   ", "beach +", "beach + - sunset", "- - y", "2* + x", "+"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        cli_term *t = NULL;
+        cdb_engine_term *t = NULL;
         int n = 0;
-        char err[256] = "";
-        int rc = cli_query_parse(bad[i], &t, &n, err, sizeof err);
-        if (rc == 0) CDB_TEST_FAIL_("query '%s' should fail", bad[i]);
-        CHECK(err[0] != '\0');
-        cli_query_free(t, n);
+        cdb_status rc = cdb_engine_query_parse(bad[i], &t, &n);
+        if (rc == CDB_OK) CDB_TEST_FAIL_("query '%s' should fail", bad[i]);
+        CHECK_EQ_INT(rc, CDB_INVALID);
+        CHECK_EQ_INT(cdb_engine_errcode(), CDB_ENGINE_E_QUERY);
+        CHECK(cdb_errmsg()[0] != '\0');
+        CHECK(t == NULL && n == 0);
+        cdb_engine_terms_free(t, n);
     }
 }
 

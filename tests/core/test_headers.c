@@ -7,7 +7,7 @@
 
 CDB_TEST(public_headers_present) {
     static const char *required[] = {"core/core.h", "kernels/kernels.h", "encoder/encoder.h",
-                                     "db/db.h", "index/index.h"};
+                                     "db/db.h", "index/index.h", "engine/engine.h"};
     const char *checked = CDB_HEADERS_CHECKED;
     for (size_t i = 0; i < sizeof required / sizeof required[0]; i++) {
         char path[4096];

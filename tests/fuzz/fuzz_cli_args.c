@@ -2,7 +2,7 @@
 ** fuzz_cli_args.c: libFuzzer target for the clipdb command line (cli/, through the
 ** cdb_cli library): the option parser (cli_args_parse and the strict value getters
 ** cli_get_int / cli_get_double / cli_get_choice / cli_get_all), the search query
-** language (cli_query_parse), help lookup, the JSON string writer and the image
+** language (cdb_engine_query_parse), help lookup, the JSON string writer and the image
 ** signature / extension checks the walker uses on names and bytes.
 **
 ** The input is argv: arguments separated by NUL bytes (at most 64). The option table
@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "engine/engine_int.h" /* the walker's image checks */
 #include "fuzz_util.h"
 
 static const cli_optspec k_spec[] = {
@@ -77,8 +78,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
         {
             /* the search command joins the positionals into one query */
             size_t total = 1;
-            char *q, err[256];
-            cli_term *terms = NULL;
+            char *q;
+            cdb_engine_term *terms = NULL;
             int n_terms = 0;
             for (int i = 0; i < a.n_pos; i++) total += strlen(a.pos[i]) + 1;
             q = malloc(total);
@@ -88,19 +89,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
                     if (i) strcat(q, " ");
                     strcat(q, a.pos[i]);
                 }
-                if (cli_query_parse(q, &terms, &n_terms, err, sizeof err) == 0) {
+                if (cdb_engine_query_parse(q, &terms, &n_terms) == CDB_OK) {
                     for (int i = 0; i < n_terms; i++)
                         FUZZ_CHECK(terms[i].text != NULL, "term %d has no text", i);
-                    cli_query_free(terms, n_terms);
+                    cdb_engine_terms_free(terms, n_terms);
                 } else {
-                    FUZZ_CHECK(memchr(err, 0, sizeof err) != NULL, "error unterminated");
+                    FUZZ_CHECK(cdb_errmsg()[0] != 0 && terms == NULL, "an error without a message");
                 }
                 free(q);
             }
         }
         for (int i = 0; i < a.n_pos; i++) {
             (void)cli_help_text(a.pos[i]);
-            (void)cli_image_ext(a.pos[i]);
+            (void)eng_image_ext(a.pos[i]);
         }
     } else {
         FUZZ_CHECK(a.err[0] != 0 && memchr(a.err, 0, sizeof a.err), "parse failed without a message");
@@ -108,7 +109,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
     cli_args_free(&a);
 
     /* the same bytes as a path or a file's first bytes */
-    (void)cli_image_magic(data, n);
+    (void)eng_image_magic(data, n);
     (void)cli_utf8_valid((const char *)data, n);
     cli_json_write_string(g_null, (const char *)data, n);
     {

@@ -1,6 +1,7 @@
 /*
-** test_encoder_faults.c: the ingest pipeline in-process with an encoder that fails
-** where the test says (cli_ingest_opts.encode wraps cdb_encode_pixels):
+** test_encoder_faults.c: the ingest pipeline in-process, through the engine's public
+** API, with an encoder that fails where the test says (cdb_engine_run_params.encode,
+** the test hook, wraps cdb_encode_pixels):
 **
 **   transient_batch_failure_is_retried  batch k fails (a device error), and so does
 **       item j on its own: every other item of the batch gets its own vector; item j
@@ -14,7 +15,8 @@
 ** After each run the database is checked with the oracle of lib_util.h: every
 ** stored path holds the embedding of its own bytes (clipdb embed), once.
 */
-#include "cli/cli.h"
+#include "encoder/encoder.h"
+#include "engine/engine.h"
 #include "lib_util.h"
 
 #define N_PHOTOS 14
@@ -61,40 +63,26 @@ static cdb_status faulty_encode(void *ud, cdb_model *m, const float *px, int n, 
 
 /* One ingest of lib into db in this process, with plan (NULL: no fault). */
 static cdb_status ingest(const char *db_dir, const char *lib, fault_plan *plan,
-                         cli_ingest_summary *sum) {
-    cdb_db *db = NULL;
-    cdb_model *m = NULL;
-    int64_t model_id = 0;
-    cli_library L = {0};
-    cli_ingest_root *t = NULL;
-    int nt = 0, is_file = 0;
-    char real[4096];
-    char *paths[1] = {real};
-    cli_ingest_opts o;
-    cdb_db_params dp = cdb_db_params_default();
-    cdb_status rc = CDB_ERROR;
-    memset(&o, 0, sizeof o);
-    o.batch = BATCH;
-    o.threads = 2;
-    o.follow_symlinks = -1;
-    o.label = "ingest";
-    o.encode = plan ? faulty_encode : NULL;
-    o.encode_ud = plan;
-    if (!realpath(lib, real)) return CDB_IO;
-    if ((rc = cdb_db_open(db_dir, &dp, &db)) != CDB_OK) return rc;
-    if (cli_db_model(db, NULL, 1, 0, CDB_DEVICE_CPU, 0, &m, &model_id, NULL) != CLI_EXIT_OK) {
-        rc = CDB_NOTFOUND;
-        goto done;
+                         cdb_engine_summary *sum) {
+    cdb_engine *e = NULL;
+    cdb_engine_params ep = cdb_engine_params_default();
+    cdb_engine_run_params rp = cdb_engine_run_params_default();
+    cdb_engine_run_report *r = calloc(1, sizeof *r);
+    const char *paths[1] = {lib};
+    cdb_status rc;
+    if (!r) return CDB_NOMEM;
+    ep.writer = 1;
+    ep.device = CDB_ENGINE_DEVICE_CPU;
+    rp.batch = BATCH;
+    rp.threads = 2;
+    rp.encode = plan ? faulty_encode : NULL;
+    rp.encode_ud = plan;
+    if ((rc = cdb_engine_open(db_dir, &ep, &e)) == CDB_OK) {
+        rc = cdb_engine_ingest(e, paths, 1, &rp, r);
+        if (rc == CDB_OK) *sum = r->sets[0].sum;
     }
-    if ((rc = cli_library_load(db, &L)) != CDB_OK ||
-        (rc = cli_library_resolve(db, model_id, &L, paths, &is_file, 1, -1, -1, &t, &nt)) != CDB_OK)
-        goto done;
-    rc = cli_pipeline_run(db, db_dir, m, model_id, &L, t, nt, &o, sum);
-done:
-    cli_targets_free(t, nt);
-    cli_library_free(&L);
-    cdb_model_close(m);
-    cdb_db_close(db);
+    cdb_engine_close(e);
+    free(r);
     return rc;
 }
 
@@ -123,7 +111,7 @@ static int setup_case(const char *tag, char *lib, char *db, size_t size) {
 
 CDB_TEST(transient_batch_failure_is_retried) {
     char lib[700], db[700];
-    cli_ingest_summary s;
+    cdb_engine_summary s;
     fault_plan plan = {2, 1, 0, 0, 0, 0};
     LU_NEED_SETUP();
     CHECK_EQ_INT(setup_case("transient", lib, db, sizeof lib), 0);
@@ -149,7 +137,7 @@ CDB_TEST(transient_batch_failure_is_retried) {
 
 CDB_TEST(failing_first_item_does_not_shift) {
     char lib[700], db[700];
-    cli_ingest_summary s;
+    cdb_engine_summary s;
     fault_plan plan = {1, 0, 0, 0, 0, 0};
     LU_NEED_SETUP();
     CHECK_EQ_INT(setup_case("shift", lib, db, sizeof lib), 0);
@@ -170,7 +158,7 @@ CDB_TEST(failing_first_item_does_not_shift) {
 
 CDB_TEST(unusable_vector_is_quarantined) {
     char lib[700], db[700];
-    cli_ingest_summary s;
+    cdb_engine_summary s;
     fault_plan plan = {3, 2, 1, 0, 0, 0};
     LU_NEED_SETUP();
     CHECK_EQ_INT(setup_case("nan", lib, db, sizeof lib), 0);

@@ -7,17 +7,17 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "cli/cli.h"
+#include "engine/engine_int.h"
 
-struct cli_queue {
+struct eng_queue {
     pthread_mutex_t mu;
     pthread_cond_t not_empty, not_full;
     void **items;
     int cap, head, n, closed;
 };
 
-cli_queue *cli_queue_new(int cap) {
-    cli_queue *q = calloc(1, sizeof *q);
+eng_queue *eng_queue_new(int cap) {
+    eng_queue *q = calloc(1, sizeof *q);
     if (!q) return NULL;
     if (!(q->items = calloc((size_t)cap, sizeof *q->items))) {
         free(q);
@@ -30,7 +30,7 @@ cli_queue *cli_queue_new(int cap) {
     return q;
 }
 
-void cli_queue_free(cli_queue *q) {
+void eng_queue_free(eng_queue *q) {
     if (!q) return;
     pthread_mutex_destroy(&q->mu);
     pthread_cond_destroy(&q->not_empty);
@@ -39,7 +39,7 @@ void cli_queue_free(cli_queue *q) {
     free(q);
 }
 
-int cli_queue_push(cli_queue *q, void *item) {
+int eng_queue_push(eng_queue *q, void *item) {
     pthread_mutex_lock(&q->mu);
     while (q->n == q->cap && !q->closed) pthread_cond_wait(&q->not_full, &q->mu);
     if (q->closed) {
@@ -53,7 +53,7 @@ int cli_queue_push(cli_queue *q, void *item) {
     return 0;
 }
 
-void *cli_queue_pop(cli_queue *q) {
+void *eng_queue_pop(eng_queue *q) {
     void *item = NULL;
     pthread_mutex_lock(&q->mu);
     while (q->n == 0 && !q->closed) pthread_cond_wait(&q->not_empty, &q->mu);
@@ -67,7 +67,7 @@ void *cli_queue_pop(cli_queue *q) {
     return item;
 }
 
-void *cli_queue_try_pop(cli_queue *q) {
+void *eng_queue_try_pop(eng_queue *q) {
     void *item = NULL;
     pthread_mutex_lock(&q->mu);
     if (q->n > 0) {
@@ -80,7 +80,7 @@ void *cli_queue_try_pop(cli_queue *q) {
     return item;
 }
 
-void cli_queue_close(cli_queue *q) {
+void eng_queue_close(eng_queue *q) {
     pthread_mutex_lock(&q->mu);
     q->closed = 1;
     pthread_cond_broadcast(&q->not_empty);

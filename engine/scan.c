@@ -9,7 +9,7 @@
 **
 ** After the stages have drained (first pass of a run only): the deletion pass marks
 ** deleted the recorded files of each fully walked target that are gone from a place
-** that is still there (cli_library_gone), keeps those under a folder the walk could
+** that is still there (eng_library_gone), keeps those under a folder the walk could
 ** not read or on a drive that is not mounted, and drops those that exist but are no
 ** longer in scope (now hidden, reached only through a link that is not followed);
 ** then the walk problems and each root's scan status are recorded, and a missing
@@ -22,7 +22,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "cli/pipeline_int.h"
+#include "engine/pipeline_int.h"
 
 #define DEL_COMMIT_EVERY 256
 #define MAX_WARNINGS 10
@@ -89,8 +89,7 @@ static void warn(pipe_ctx *c, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    cli_progress_end(c->prog);
-    cli_warn("%s", line);
+    eng_warn(c->ev, "%s", line);
 }
 
 /* ---- the walk ---------------------------------------------------------------------------- */
@@ -100,10 +99,20 @@ typedef struct walk_ud {
     const char *prefix; /* relpaths are prefix + "/" + the walk's relpath */
 } walk_ud;
 
+/* 1 when the first pass makes thumbnails and this unchanged ok file has no current one
+** (a database from before thumbnails, a changed size setting): the reindex backfills. */
+static int needs_thumb(pipe_ctx *c, const cdb_db_file *f) {
+    int current = 1;
+    if (c->o->thumb_px <= 0 || c->o->secondary || !f->meta.has_hash) return 0;
+    if (cdb_db_thumb_current(c->rdb, f->id, f->meta.hash, c->o->thumb_px, &current) != CDB_OK)
+        return 0; /* a cache: not worth failing the run over */
+    return !current;
+}
+
 /* What to do with a file the walk met, from its catalog row (if any). Returns the
 ** job to queue, NULL to skip it (*stop set when the run must stop). */
-static job *classify(pipe_ctx *c, const cli_walk_entry *e, int *stop) {
-    const cli_ingest_root *t = &c->targets[c->cur];
+static job *classify(pipe_ctx *c, const eng_walk_entry *e, int *stop) {
+    const eng_target *t = &c->targets[c->cur];
     cdb_db_file_meta st;
     cdb_db_file f;
     cdb_db_change ch;
@@ -125,7 +134,7 @@ static job *classify(pipe_ctx *c, const cli_walk_entry *e, int *stop) {
     int reencode = t->reencode || c->o->reencode;
     int skip = !c->o->full && !reencode &&
                (ch == CDB_DB_CHANGE_SAME || (ch == CDB_DB_CHANGE_QUARANTINED && !t->named));
-    if (skip) {
+    if (skip && !(ch == CDB_DB_CHANGE_SAME && needs_thumb(c, &f))) {
         c->sum->unchanged++;
         atomic_fetch_add(&c->n_done, 1);
         cdb_db_file_clear(&f);
@@ -143,6 +152,14 @@ static job *classify(pipe_ctx *c, const cli_walk_entry *e, int *stop) {
     j->root_id = t->root_id;
     j->no_exif = t->no_exif;
     j->meta = st;
+    if (skip) { /* unchanged, counted so; only its thumbnail is made (pipeline.c) */
+        c->sum->unchanged++;
+        j->thumb_only = 1;
+        j->file_id = f.id;
+        memcpy(j->old_hash, f.meta.hash, CDB_DB_HASH_BYTES);
+        cdb_db_file_clear(&f);
+        return j;
+    }
     if (recorded) {
         int ok = f.state == CDB_DB_OK;
         j->file_id = f.id;
@@ -168,13 +185,13 @@ static job *classify(pipe_ctx *c, const cli_walk_entry *e, int *stop) {
             j->meta = st;
         }
     }
-    j->sniff = !cli_image_ext(e->relpath[0] ? e->relpath : t->path) &&
+    j->sniff = !eng_image_ext(e->relpath[0] ? e->relpath : t->path) &&
                !(recorded && f.state != CDB_DB_DELETED);
     cdb_db_file_clear(&f);
     return j;
 }
 
-static int on_entry(const cli_walk_entry *e, walk_ud *ud) {
+static int on_entry(const eng_walk_entry *e, walk_ud *ud) {
     pipe_ctx *c = ud->c;
     int stop = 0;
     job *j;
@@ -192,7 +209,7 @@ static int on_entry(const cli_walk_entry *e, walk_ud *ud) {
     c->ts[c->cur].n_found++;
     if (!(j = classify(c, e, &stop))) return stop;
     int64_t t0 = cdb_now_ns();
-    if (cli_queue_push(c->q1, j) != 0) {
+    if (eng_queue_push(c->q1, j) != 0) {
         job_free(j);
         return 1;
     }
@@ -201,10 +218,10 @@ static int on_entry(const cli_walk_entry *e, walk_ud *ud) {
     return 0;
 }
 
-static int on_walk(const cli_walk_entry *e, void *ud_) {
+static int on_walk(const eng_walk_entry *e, void *ud_) {
     walk_ud *ud = ud_;
     char rel[8192];
-    cli_walk_entry e2;
+    eng_walk_entry e2;
     if (!ud->prefix) return on_entry(e, ud);
     e2 = *e;
     snprintf(rel, sizeof rel, "%s%s%s", ud->prefix, e->relpath[0] ? "/" : "", e->relpath);
@@ -213,14 +230,14 @@ static int on_walk(const cli_walk_entry *e, void *ud_) {
 }
 
 static int link_covered(const char *path, void *ud) {
-    return cli_library_covers(((pipe_ctx *)ud)->lib, path);
+    return eng_library_covers(((pipe_ctx *)ud)->lib, path);
 }
 
 /* One file: a file root, or a file named inside a folder root. */
 static void walk_one_file(pipe_ctx *c, const char *full, const char *relpath) {
     walk_ud ud = {c, NULL};
     struct stat sb;
-    cli_walk_entry e;
+    eng_walk_entry e;
     memset(&e, 0, sizeof e);
     e.relpath = relpath;
     if (stat(full, &sb) != 0) {
@@ -241,13 +258,13 @@ static void walk_one_file(pipe_ctx *c, const char *full, const char *relpath) {
 }
 
 /* The folder a target walks: the root, or the part of it the user named. */
-static char *target_base(const cli_ingest_root *t) {
+static char *target_base(const eng_target *t) {
     return cdb_db_path_join(t->path, t->sub);
 }
 
 static void walk_target(pipe_ctx *c) {
-    const cli_ingest_root *t = &c->targets[c->cur];
-    const cli_root *r = cli_library_root(c->lib, t->root_id);
+    const eng_target *t = &c->targets[c->cur];
+    const eng_root *r = eng_library_root(c->lib, t->root_id);
     char *base;
     if (r && !r->present) {
         int64_t live = 1;
@@ -278,10 +295,10 @@ static void walk_target(pipe_ctx *c) {
         walk_one_file(c, base, t->sub ? t->sub : "");
     } else {
         walk_ud ud = {c, t->sub};
-        cli_walk_opts wo = {t->follow_symlinks, c->db_dir, link_covered, c, c->walked_dirs,
+        eng_walk_opts wo = {t->follow_symlinks, c->db_dir, link_covered, c, c->walked_dirs,
                             c->walked_files};
-        cli_walk_stats ws;
-        int w = cli_walk(base, &wo, on_walk, &ud, &ws);
+        eng_walk_stats ws;
+        int w = eng_walk(base, &wo, on_walk, &ud, &ws);
         if (w < 0) {
             char why[300];
             snprintf(why, sizeof why, "cannot read the folder (%s)", strerror(errno));
@@ -303,34 +320,40 @@ void scan_walk_all(pipe_ctx *c) {
 
 /* ---- pre-count (only for a live progress line: gives done/total and an ETA) ---- */
 
-static int count_one(const cli_walk_entry *e, void *ud) {
-    if (!e->error) (*(int64_t *)ud)++;
-    return cli_interrupted();
+typedef struct count_ud {
+    const pipe_ctx *c;
+    int64_t n;
+} count_ud;
+
+static int count_one(const eng_walk_entry *e, void *ud_) {
+    count_ud *ud = ud_;
+    if (!e->error) ud->n++;
+    return eng_should_stop(ud->c->ev);
 }
 
 int64_t scan_count_files(const pipe_ctx *c) {
-    int64_t n = 0;
-    for (int i = 0; i < c->n_targets && !cli_interrupted(); i++) {
-        const cli_ingest_root *t = &c->targets[i];
-        cli_walk_opts wo = {t->follow_symlinks, c->db_dir, link_covered, (void *)c, NULL, NULL};
-        cli_walk_stats ws;
+    count_ud ud = {c, 0};
+    for (int i = 0; i < c->n_targets && !eng_should_stop(c->ev); i++) {
+        const eng_target *t = &c->targets[i];
+        eng_walk_opts wo = {t->follow_symlinks, c->db_dir, link_covered, (void *)c, NULL, NULL};
+        eng_walk_stats ws;
         char *base;
         if (t->kind == CDB_DB_ROOT_FILE || t->sub_is_file) {
-            n++;
+            ud.n++;
             continue;
         }
         if (!(base = target_base(t))) break;
-        cli_walk(base, &wo, count_one, &n, &ws);
+        eng_walk(base, &wo, count_one, &ud, &ws);
         free(base);
     }
-    return n;
+    return ud.n;
 }
 
 /* ---- the deletion pass ------------------------------------------------------------------- */
 
 typedef struct del_ud {
     pipe_ctx *c;
-    const cli_ingest_root *t;
+    const eng_target *t;
     const target_state *ts;
     int64_t *ids;
     int n, cap;
@@ -349,7 +372,7 @@ static int under_problem(const target_state *ts, const char *relpath) {
     return 0;
 }
 
-static int in_target(const cli_ingest_root *t, const char *relpath) {
+static int in_target(const eng_target *t, const char *relpath) {
     size_t pl;
     if (!t->sub) return 1;
     pl = strlen(t->sub);
@@ -367,7 +390,7 @@ static int on_known(const cdb_db_file *f, void *ud_) {
     if (!(path = cdb_db_path_join(d->t->path, f->relpath))) return d->oom = 1;
     if (lstat(path, &st) == 0) {
         drop = 1; /* there, but the walk did not meet it: no longer in scope */
-    } else if (cli_library_gone(d->c->lib, f->root_id, path, f->meta.dev)) {
+    } else if (eng_library_gone(d->c->lib, f->root_id, path, f->meta.dev)) {
         drop = 1;
         d->n_legacy += f->meta.dev == 0;
     } else {
@@ -388,12 +411,12 @@ static int on_known(const cdb_db_file *f, void *ud_) {
 }
 
 /* Marks deleted what target i no longer has. Rows recorded with their device are
-** judged by cli_library_gone (an empty mount point is on another device). For rows
+** judged by eng_library_gone (an empty mount point is on another device). For rows
 ** from before schema 5 only the old rule is left: a walk that met no file at all
 ** while files are recorded there is what an unmounted drive or a missing network
 ** share looks like, so nothing is marked deleted and a warning says why. */
 static cdb_status delete_gone(pipe_ctx *c, int i, const char **status) {
-    const cli_ingest_root *t = &c->targets[i];
+    const eng_target *t = &c->targets[i];
     del_ud d = {c, t, &c->ts[i], NULL, 0, 0, 0, 0, 0};
     cdb_db_batch *b = NULL;
     cdb_status rc = cdb_db_files_foreach(
@@ -435,7 +458,7 @@ static cdb_status delete_gone(pipe_ctx *c, int i, const char **status) {
 ** dropped on its own, not even when all its files turned up elsewhere (a renamed
 ** folder, or copies made before a drive was unplugged): only `clipdb forget` does. */
 static cdb_status finish_missing(pipe_ctx *c, int i) {
-    const cli_ingest_root *t = &c->targets[i];
+    const eng_target *t = &c->targets[i];
     cdb_status rc = cdb_db_walk_problems_set(c->db, t->root_id, NULL, c->ts[i].probs,
                                              c->ts[i].n_probs);
     if (rc == CDB_OK) rc = cdb_db_root_set_scan(c->db, t->root_id, 0, "missing");
@@ -443,8 +466,8 @@ static cdb_status finish_missing(pipe_ctx *c, int i) {
 }
 
 static cdb_status finish_target(pipe_ctx *c, int i) {
-    const cli_ingest_root *t = &c->targets[i];
-    const cli_root *r = cli_library_root(c->lib, t->root_id);
+    const eng_target *t = &c->targets[i];
+    const eng_root *r = eng_library_root(c->lib, t->root_id);
     const char *status = "ok";
     cdb_status rc = CDB_OK;
     if (r && !r->present) return finish_missing(c, i);

@@ -17,7 +17,7 @@
 **   with its own status; an item that still fails is a transient failure. Items
 **   are never positional: every result carries its own path and vector.
 ** - writer: stages results into cdb_db batches and commits them every
-**   CLI_COMMIT_EVERY operations or every second, whichever comes first (the
+**   ENG_COMMIT_EVERY operations or every second, whichever comes first (the
 **   crash-safe write order is db/'s), so a search sees new photos quickly.
 **
 ** Queues are bounded, so memory stays flat whatever the library's size. After the
@@ -33,13 +33,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli/pipeline_int.h"
+#include "engine/pipeline_int.h"
 
-#define CLI_COMMIT_EVERY 256
-#define CLI_COMMIT_NS 1000000000LL /* also commit at least once a second */
+#define ENG_COMMIT_EVERY 256
+#define ENG_COMMIT_NS 1000000000LL /* also commit at least once a second */
 
 void job_free(job *j) {
     if (!j) return;
+    eng_thumb_clear(&j->thumb);
     free(j->relpath);
     free(j->path);
     free(j->pixels);
@@ -61,13 +62,12 @@ cdb_status pipe_fatal(pipe_ctx *c, cdb_status rc, const char *fmt, ...) {
     return rc;
 }
 
-int pipe_stopping(pipe_ctx *c) { return cli_interrupted() || atomic_load(&c->abort); }
+int pipe_stopping(pipe_ctx *c) { return atomic_load(&c->stop) || atomic_load(&c->abort); }
 
-/* Copies the shared counters into the progress line and redraws it if due. */
 void pipe_tick(pipe_ctx *c) {
-    c->prog->done = atomic_load(&c->n_done);
-    c->prog->errors = atomic_load(&c->n_errors);
-    cli_progress_update(c->prog);
+    if (eng_should_stop(c->ev)) atomic_store(&c->stop, 1);
+    eng_progress(c->ev, CDB_ENGINE_PROGRESS_UPDATE, c->label, atomic_load(&c->n_done),
+                 c->prog_total, atomic_load(&c->n_errors));
 }
 
 /* ---- readers ----------------------------------------------------------------------- */
@@ -95,7 +95,7 @@ static int claim(pipe_ctx *c, int64_t id) {
 }
 
 /* An ok file of any root with this content whose path is gone (from a place that is
-** still there, cli_library_gone): a move. Not out of a root that is missing: its rows
+** still there, eng_library_gone): a move. Not out of a root that is missing: its rows
 ** stay as they are until it comes back, is moved (`clipdb move`) or forgotten (copies
 ** made before a drive was unplugged are new files, not its files moving away). */
 static int64_t find_moved(pipe_ctx *c, cdb_db *rdb, const job *j) {
@@ -104,13 +104,13 @@ static int64_t find_moved(pipe_ctx *c, cdb_db *rdb, const job *j) {
     if (cdb_db_files_by_hash(rdb, 0, j->meta.hash, ids, 16, &n) != CDB_OK) return 0;
     for (int i = 0; i < n && i < 16; i++) {
         cdb_db_file f;
-        const cli_root *r;
+        const eng_root *r;
         char *path;
         int gone;
         if (ids[i] == j->file_id || cdb_db_file_get(rdb, ids[i], &f) != CDB_OK) continue;
-        r = cli_library_root(c->lib, f.root_id);
+        r = eng_library_root(c->lib, f.root_id);
         path = r && r->present ? cdb_db_path_join(r->path, f.relpath) : NULL;
-        gone = path && cli_library_gone(c->lib, f.root_id, path, f.meta.dev);
+        gone = path && eng_library_gone(c->lib, f.root_id, path, f.meta.dev);
         cdb_free(path);
         cdb_db_file_clear(&f);
         if (gone && claim(c, ids[i])) return ids[i];
@@ -120,10 +120,10 @@ static int64_t find_moved(pipe_ctx *c, cdb_db *rdb, const job *j) {
 
 /* A failure of kind k with reason already in j->reason. A transient failure of a
 ** file whose row is current keeps the row (and its vector) as it is. */
-static void job_failed(job *j, cli_fail k) {
-    if (k == CLI_FAIL_GONE) j->kind = R_GONE;
-    else if (k == CLI_FAIL_NOT_IMAGE) j->kind = R_SKIP;
-    else if (k == CLI_FAIL_PERMANENT) j->kind = R_ERROR;
+static void job_failed(job *j, eng_readfail k) {
+    if (k == ENG_FAIL_GONE) j->kind = R_GONE;
+    else if (k == ENG_FAIL_NOT_IMAGE) j->kind = R_SKIP;
+    else if (k == ENG_FAIL_PERMANENT) j->kind = R_ERROR;
     else j->kind = j->row_current ? R_KEEP : R_RETRY;
 }
 
@@ -132,11 +132,23 @@ static void process(pipe_ctx *c, cdb_db *rdb, job *j) {
     unsigned char *buf = NULL;
     cdb_db_file_meta m = j->meta; /* the walk's stat, until the read's */
     int64_t t0 = cdb_now_ns(), ns[2] = {0, 0};
-    cli_fail k;
+    eng_readfail k;
     if (j->kind == R_TOUCH) return; /* decided by the walker (a first identity) */
-    k = cli_read_photo(j->path, j->sniff, &buf, &m, j->reason, sizeof j->reason);
+    if (j->thumb_only) { /* unchanged: only its thumbnail, from the same bytes */
+        int32_t w, h;
+        j->kind = R_THUMB;
+        k = eng_read_photo(j->path, 0, &buf, &m, j->reason, sizeof j->reason);
+        atomic_fetch_add(&c->ns_read, cdb_now_ns() - t0);
+        if (k == ENG_FAIL_NONE && !memcmp(j->old_hash, m.hash, CDB_DB_HASH_BYTES))
+            eng_decode_photo(buf, (size_t)m.size, !j->no_exif, c->o->decode, c->pp, NULL, &w, &h,
+                             ns, c->o->thumb_px, &j->thumb, j->reason, sizeof j->reason);
+        atomic_fetch_add(&c->ns_decode, ns[0]);
+        free(buf);
+        return;
+    }
+    k = eng_read_photo(j->path, j->sniff, &buf, &m, j->reason, sizeof j->reason);
     atomic_fetch_add(&c->ns_read, cdb_now_ns() - t0);
-    if (k != CLI_FAIL_NONE) {
+    if (k != ENG_FAIL_NONE) {
         job_failed(j, k);
         return;
     }
@@ -160,15 +172,16 @@ static void process(pipe_ctx *c, cdb_db *rdb, job *j) {
     if (!(j->pixels = malloc(sizeof *j->pixels * 3 * (size_t)c->pp->size * (size_t)c->pp->size))) {
         free(buf);
         snprintf(j->reason, sizeof j->reason, "out of memory preprocessing");
-        job_failed(j, CLI_FAIL_TRANSIENT);
+        job_failed(j, ENG_FAIL_TRANSIENT);
         return;
     }
-    k = cli_decode_photo(buf, (size_t)j->meta.size, !j->no_exif, c->o->decode, c->pp, j->pixels,
-                          &j->meta.width, &j->meta.height, ns, j->reason, sizeof j->reason);
+    k = eng_decode_photo(buf, (size_t)j->meta.size, !j->no_exif, c->o->decode, c->pp, j->pixels,
+                         &j->meta.width, &j->meta.height, ns, c->o->thumb_px, &j->thumb, j->reason,
+                         sizeof j->reason);
     free(buf);
     atomic_fetch_add(&c->ns_decode, ns[0]);
     atomic_fetch_add(&c->ns_preprocess, ns[1]);
-    if (k != CLI_FAIL_NONE) {
+    if (k != ENG_FAIL_NONE) {
         free(j->pixels);
         j->pixels = NULL;
         job_failed(j, k);
@@ -187,16 +200,16 @@ static void *reader_main(void *arg) {
         pipe_fatal(c, CDB_IO, "cannot open the database for reading (%s)", cdb_errmsg());
         rdb = NULL;
     }
-    while ((j = cli_queue_pop(c->q1))) {
+    while ((j = eng_queue_pop(c->q1))) {
         if (pipe_stopping(c) || !rdb) {
             job_free(j); /* interrupted: not processed, not counted */
             continue;
         }
         process(c, rdb, j);
-        if (cli_queue_push(c->q2, j) != 0) job_free(j);
+        if (eng_queue_push(c->q2, j) != 0) job_free(j);
     }
     cdb_db_close(rdb);
-    if (atomic_fetch_sub(&c->readers_left, 1) == 1) cli_queue_close(c->q2); /* the last one */
+    if (atomic_fetch_sub(&c->readers_left, 1) == 1) eng_queue_close(c->q2); /* the last one */
     return NULL;
 }
 
@@ -217,12 +230,12 @@ static void give_vector(pipe_ctx *c, job *j, const float *v, cdb_status rc) {
         const char *m = cdb_errmsg();
         snprintf(j->reason, sizeof j->reason, "cannot encode: %.200s",
                  m && *m ? m : cdb_status_str(rc));
-        job_failed(j, CLI_FAIL_TRANSIENT); /* memory, the device: nothing about the file */
+        job_failed(j, ENG_FAIL_TRANSIENT); /* memory, the device: nothing about the file */
     } else if ((j->vec = malloc(sizeof(float) * (size_t)c->dim))) {
         memcpy(j->vec, v, sizeof(float) * (size_t)c->dim);
     } else {
         snprintf(j->reason, sizeof j->reason, "out of memory");
-        job_failed(j, CLI_FAIL_TRANSIENT);
+        job_failed(j, ENG_FAIL_TRANSIENT);
     }
     free(j->pixels);
     j->pixels = NULL;
@@ -238,7 +251,7 @@ static void encode_batch(pipe_ctx *c, job **b, int n, float *px, float *out) {
         /* a failed batch: every item again on its own, each with its own result */
         if (rc != CDB_OK && n > 1) ri = encode(c, b[i]->pixels, 1, out + (size_t)i * c->dim);
         give_vector(c, b[i], out + (size_t)i * c->dim, ri);
-        if (cli_queue_push(c->q3, b[i]) != 0) job_free(b[i]);
+        if (eng_queue_push(c->q3, b[i]) != 0) job_free(b[i]);
     }
 }
 
@@ -252,10 +265,10 @@ static void *encoder_main(void *arg) {
     if (!b || !px || !out) pipe_fatal(c, CDB_NOMEM, "out of memory for the encoder batch");
     for (;;) {
         int64_t t0 = cdb_now_ns();
-        if (!(j = cli_queue_pop(c->q2))) break;
+        if (!(j = eng_queue_pop(c->q2))) break;
         c->ns_encode_wait += cdb_now_ns() - t0;
         if (j->kind != R_IMAGE || !b || !px || !out) {
-            if (cli_queue_push(c->q3, j) != 0) job_free(j);
+            if (eng_queue_push(c->q3, j) != 0) job_free(j);
             continue;
         }
         b[n++] = j;
@@ -265,7 +278,7 @@ static void *encoder_main(void *arg) {
         }
     }
     if (n) encode_batch(c, b, n, px, out); /* the partial last batch (also on Ctrl-C) */
-    cli_queue_close(c->q3);
+    eng_queue_close(c->q3);
     free(b);
     free(px);
     free(out);
@@ -274,11 +287,84 @@ static void *encoder_main(void *arg) {
 
 /* ---- writer ------------------------------------------------------------------------ */
 
-static void commit(pipe_ctx *c, cdb_db_batch *b) {
+/* Thumbnails waiting for their batch's commit (the file ids of new files are known
+** only then): op >= 0 is the staged operation's index in the batch, else file_id is
+** known already (thumbnail-only jobs). */
+typedef struct pending_thumb {
+    int op;
+    cdb_db_thumb t;
+    unsigned char *jpeg; /* owned */
+} pending_thumb;
+
+typedef struct writer_state {
+    pending_thumb *p;
+    int n, cap;
+    int64_t *ids;        /* one per staged operation, filled by the commit */
+    int ids_cap;
+} writer_state;
+
+static void thumbs_free(writer_state *w) {
+    for (int i = 0; i < w->n; i++) free(w->p[i].jpeg);
+    w->n = 0;
+}
+
+/* Takes j's thumbnail (for operation op, or for j's file when op < 0). */
+static void keep_thumb(pipe_ctx *c, writer_state *w, job *j, int op) {
+    if (!j->thumb.jpeg) return;
+    if (w->n == w->cap) {
+        int nc = w->cap ? w->cap * 2 : 64;
+        pending_thumb *p = realloc(w->p, sizeof *p * (size_t)nc);
+        if (!p) return; /* only a thumbnail: the next reindex makes it */
+        w->p = p;
+        w->cap = nc;
+    }
+    pending_thumb *t = &w->p[w->n++];
+    memset(t, 0, sizeof *t);
+    t->op = op;
+    t->t.file_id = op < 0 ? j->file_id : 0;
+    memcpy(t->t.hash, op < 0 ? j->old_hash : j->meta.hash, CDB_DB_HASH_BYTES);
+    t->t.px = c->o->thumb_px;
+    t->t.width = j->thumb.width;
+    t->t.height = j->thumb.height;
+    t->t.jpeg = t->jpeg = j->thumb.jpeg;
+    t->t.n_bytes = j->thumb.n;
+    j->thumb.jpeg = NULL;
+}
+
+/* Commits the batch, then stores the thumbnails it made (a failure to store them is
+** logged: they are a cache, made again by the next reindex). */
+static void commit(pipe_ctx *c, cdb_db_batch *b, writer_state *w) {
     cdb_status rc;
-    if (cdb_db_batch_count(b) == 0) return;
-    if ((rc = cdb_db_batch_commit(b, NULL)) != CDB_OK)
-        pipe_fatal(c, rc, "cannot commit to the database (%s)", cdb_errmsg());
+    int n = cdb_db_batch_count(b);
+    if (n > 0) {
+        if (n > w->ids_cap) {
+            int64_t *p = realloc(w->ids, sizeof *p * (size_t)n);
+            if (p) {
+                w->ids = p;
+                w->ids_cap = n;
+            }
+        }
+        if ((rc = cdb_db_batch_commit(b, n <= w->ids_cap ? w->ids : NULL)) != CDB_OK) {
+            pipe_fatal(c, rc, "cannot commit to the database (%s)", cdb_errmsg());
+            thumbs_free(w);
+            return;
+        }
+    }
+    if (w->n) {
+        cdb_db_thumb *t = malloc(sizeof *t * (size_t)w->n);
+        int k = 0;
+        for (int i = 0; t && i < w->n; i++) {
+            pending_thumb *p = &w->p[i];
+            if (p->op >= 0) p->t.file_id = p->op < n && n <= w->ids_cap ? w->ids[p->op] : 0;
+            if (p->t.file_id > 0) t[k++] = p->t;
+        }
+        if (t && k && (rc = cdb_db_thumbs_put(c->db, t, k)) != CDB_OK)
+            CDB_LOG_WARN("thumbnails not stored (%s); the next reindex makes them", cdb_errmsg());
+        else if (t)
+            c->sum->thumbs += k;
+        free(t);
+        thumbs_free(w);
+    }
 }
 
 static void count_error(pipe_ctx *c) {
@@ -286,12 +372,14 @@ static void count_error(pipe_ctx *c) {
     atomic_fetch_add(&c->n_errors, 1);
 }
 
-static void stage(pipe_ctx *c, cdb_db_batch *b, job *j) {
-    cli_ingest_summary *s = c->sum;
+static void stage(pipe_ctx *c, cdb_db_batch *b, writer_state *w, job *j) {
+    cdb_engine_summary *s = c->sum;
     cdb_status rc = CDB_OK;
+    int op = cdb_db_batch_count(b);
     switch (j->kind) {
     case R_IMAGE:
         rc = cdb_db_batch_put(b, j->root_id, j->relpath, &j->meta, j->vec, c->dim);
+        if (rc == CDB_OK) keep_thumb(c, w, j, op);
         if (rc == CDB_INVALID) { /* NaN, Inf, zero: the same for these bytes every time */
             char why[300];
             snprintf(why, sizeof why, "the encoder gave an unusable vector: %s", cdb_errmsg());
@@ -326,6 +414,7 @@ static void stage(pipe_ctx *c, cdb_db_batch *b, job *j) {
         s->moved++;
         break;
     case R_SKIP: s->skipped++; break;
+    case R_THUMB: keep_thumb(c, w, j, -1); break;
     default: break; /* R_GONE: the deletion pass decides */
     }
     if (rc != CDB_OK) pipe_fatal(c, rc, "cannot stage %s (%s)", j->path, cdb_errmsg());
@@ -334,18 +423,20 @@ static void stage(pipe_ctx *c, cdb_db_batch *b, job *j) {
 static void *writer_main(void *arg) {
     pipe_ctx *c = arg;
     cdb_db_batch *b = NULL;
+    writer_state w;
     job *j;
     int64_t last = cdb_now_ns();
     cdb_status rc = cdb_db_batch_new(c->db, c->model_id, &b);
+    memset(&w, 0, sizeof w);
     if (rc != CDB_OK) pipe_fatal(c, rc, "cannot start a database batch (%s)", cdb_errmsg());
-    while ((j = cli_queue_pop(c->q3))) {
+    while ((j = eng_queue_pop(c->q3))) {
         int64_t t0 = cdb_now_ns();
         if (b && !atomic_load(&c->abort)) {
-            stage(c, b, j);
+            stage(c, b, &w, j);
             atomic_fetch_add(&c->n_done, 1);
-            if (cdb_db_batch_count(b) >= CLI_COMMIT_EVERY ||
-                (cdb_db_batch_count(b) > 0 && cdb_now_ns() - last > CLI_COMMIT_NS)) {
-                commit(c, b);
+            if (cdb_db_batch_count(b) >= ENG_COMMIT_EVERY || w.n >= ENG_COMMIT_EVERY ||
+                ((cdb_db_batch_count(b) > 0 || w.n > 0) && cdb_now_ns() - last > ENG_COMMIT_NS)) {
+                commit(c, b, &w);
                 last = cdb_now_ns();
             }
         }
@@ -353,8 +444,11 @@ static void *writer_main(void *arg) {
         c->ns_store += cdb_now_ns() - t0;
     }
     int64_t t0 = cdb_now_ns();
-    if (b && !atomic_load(&c->abort)) commit(c, b);
+    if (b && !atomic_load(&c->abort)) commit(c, b, &w);
     c->ns_store += cdb_now_ns() - t0;
+    thumbs_free(&w);
+    free(w.p);
+    free(w.ids);
     cdb_db_batch_free(b);
     atomic_store(&c->writer_done, 1);
     return NULL;
@@ -375,7 +469,7 @@ static void run_stages(pipe_ctx *c, int n_readers) {
         if (pthread_create(&readers[started], NULL, reader_main, c)) break;
     if (started < n_readers) { /* count only the readers that run */
         atomic_fetch_sub(&c->readers_left, n_readers - started);
-        if (!started) cli_queue_close(c->q2);
+        if (!started) eng_queue_close(c->q2);
     }
     enc_ok = pthread_create(&enc, NULL, encoder_main, c) == 0;
     wri_ok = pthread_create(&wri, NULL, writer_main, c) == 0;
@@ -386,9 +480,9 @@ static void run_stages(pipe_ctx *c, int n_readers) {
         scan_walk_all(c);
         c->sum->ns_walk = cdb_now_ns() - tw - c->ns_walk_blocked;
     }
-    c->prog->total = atomic_load(&c->n_found);
-    cli_queue_close(c->q1);
-    if (!enc_ok) cli_queue_close(c->q3);
+    c->prog_total = atomic_load(&c->n_found);
+    eng_queue_close(c->q1);
+    if (!enc_ok) eng_queue_close(c->q3);
     while (wri_ok && !atomic_load(&c->writer_done)) { /* keep the progress line alive */
         struct timespec ts = {0, 50 * 1000000L};
         nanosleep(&ts, NULL);
@@ -400,13 +494,12 @@ static void run_stages(pipe_ctx *c, int n_readers) {
     free(readers);
 }
 
-cdb_status cli_pipeline_run(cdb_db *db, const char *db_dir, cdb_model *model, int64_t model_id,
-                            const cli_library *lib, const cli_ingest_root *roots, int n_roots,
-                            const cli_ingest_opts *o, cli_ingest_summary *sum) {
+cdb_status eng_pipeline_run(cdb_db *db, const char *db_dir, cdb_model *model, int64_t model_id,
+                            const eng_library *lib, const eng_target *roots, int n_roots,
+                            const eng_ingest_opts *o, cdb_engine_summary *sum) {
     pipe_ctx c;
     int n_readers = o->threads > 0 ? o->threads : 1;
     cdb_db_params rp = cdb_db_params_default();
-    cli_progress prog;
     cdb_status rc = CDB_OK;
     int64_t t0 = cdb_now_ns();
 
@@ -424,38 +517,43 @@ cdb_status cli_pipeline_run(cdb_db *db, const char *db_dir, cdb_model *model, in
     c.targets = roots;
     c.n_targets = n_roots;
     c.sum = sum;
-    c.prog = &prog;
+    c.ev = o->ev;
+    c.label = o->label ? o->label : "ingest";
+    c.prog_total = -1;
     rp.readonly = 1;
-    cli_progress_start(&prog, o->label ? o->label : "ingest", -1);
+    eng_progress(c.ev, CDB_ENGINE_PROGRESS_START, c.label, 0, -1, 0);
+    if (eng_should_stop(c.ev)) atomic_store(&c.stop, 1);
     c.ts = calloc((size_t)(n_roots > 0 ? n_roots : 1), sizeof *c.ts);
     if (!c.ts) {
         rc = cdb_seterr(CDB_NOMEM, "out of memory");
         goto done;
     }
-    c.walked_dirs = cli_devino_new();
-    c.walked_files = cli_devino_new();
+    c.walked_dirs = eng_devino_new();
+    c.walked_files = eng_devino_new();
     if (!c.walked_dirs || !c.walked_files) {
         rc = cdb_seterr(CDB_NOMEM, "out of memory");
         goto done;
     }
-    if (prog.live) prog.total = scan_count_files(&c);
+    if (c.ev && c.ev->count_first) c.prog_total = scan_count_files(&c);
     if ((rc = cdb_db_open(db_dir, &rp, &c.rdb)) != CDB_OK ||
         (rc = cdb_db_max_file_id(db, &c.max_id_before)) != CDB_OK)
         goto done;
-    c.q1 = cli_queue_new(4 * n_readers + 4);
-    c.q2 = cli_queue_new(2 * o->batch + n_readers);
-    c.q3 = cli_queue_new(2 * o->batch + 16);
+    c.q1 = eng_queue_new(4 * n_readers + 4);
+    c.q2 = eng_queue_new(2 * o->batch + n_readers);
+    c.q3 = eng_queue_new(2 * o->batch + 16);
     if (!c.q1 || !c.q2 || !c.q3) {
         rc = cdb_seterr(CDB_NOMEM, "out of memory");
         goto done;
     }
     run_stages(&c, n_readers);
+    if (eng_should_stop(c.ev)) atomic_store(&c.stop, 1);
     if (!pipe_stopping(&c)) scan_finish(&c);
     if (atomic_load(&c.abort)) rc = cdb_seterr(c.fatal_rc, "%s", c.fatal);
 done:
-    cli_progress_end(&prog);
+    eng_progress(c.ev, CDB_ENGINE_PROGRESS_END, c.label, atomic_load(&c.n_done), c.prog_total,
+                 atomic_load(&c.n_errors));
     sum->found = atomic_load(&c.n_found);
-    sum->interrupted = cli_interrupted();
+    sum->interrupted = atomic_load(&c.stop) || eng_should_stop(c.ev);
     sum->seconds = (double)(cdb_now_ns() - t0) / 1e9;
     sum->ns_read = atomic_load(&c.ns_read);
     sum->ns_decode = atomic_load(&c.ns_decode);
@@ -465,12 +563,12 @@ done:
     sum->ns_store = c.ns_store;
     sum->n_batches = c.n_batches;
     cdb_db_close(c.rdb);
-    cli_queue_free(c.q1);
-    cli_queue_free(c.q2);
-    cli_queue_free(c.q3);
+    eng_queue_free(c.q1);
+    eng_queue_free(c.q2);
+    eng_queue_free(c.q3);
     scan_free(&c);
-    cli_devino_free(c.walked_dirs);
-    cli_devino_free(c.walked_files);
+    eng_devino_free(c.walked_dirs);
+    eng_devino_free(c.walked_files);
     free(c.claimed);
     free(c.seen);
     pthread_mutex_destroy(&c.mu);

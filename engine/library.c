@@ -1,5 +1,5 @@
 /*
-** library.c: the library model on the CLI side (DESIGN.md, cli/README.md): which
+** library.c: the library model (DESIGN.md, README.md "The library"): which
 ** roots a database records, what an `ingest PATH...` means in terms of them, and
 ** the questions the pipeline asks about places on disk.
 **
@@ -21,7 +21,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "cli/cli.h"
+#include "engine/engine_int.h"
 
 /* 1 when `path` is `dir` or lies under it ('/'-separated, no trailing slash). */
 static int path_within(const char *path, const char *dir, int strictly) {
@@ -40,21 +40,21 @@ static const char *below(const char *path, const char *dir) {
 /* ---- loading --------------------------------------------------------------------- */
 
 typedef struct load_ud {
-    cli_library *lib;
+    eng_library *lib;
     int cap, oom;
 } load_ud;
 
 static int on_root(const cdb_db_root *r, void *ud_) {
     load_ud *ud = ud_;
-    cli_library *lib = ud->lib;
+    eng_library *lib = ud->lib;
     if (lib->n == ud->cap) {
         int nc = ud->cap ? ud->cap * 2 : 16;
-        cli_root *p = realloc(lib->r, sizeof *p * (size_t)nc);
+        eng_root *p = realloc(lib->r, sizeof *p * (size_t)nc);
         if (!p) return ud->oom = 1;
         lib->r = p;
         ud->cap = nc;
     }
-    cli_root *c = &lib->r[lib->n];
+    eng_root *c = &lib->r[lib->n];
     memset(c, 0, sizeof *c);
     if (!(c->path = strdup(r->path))) return ud->oom = 1;
     c->id = r->id;
@@ -68,7 +68,7 @@ static int on_root(const cdb_db_root *r, void *ud_) {
 
 /* Present: the path is there with its kind. A root recorded as a real path that is a
 ** symbolic link now (a folder replaced by a link to another) is not followed. */
-static void stat_root(cli_root *c) {
+static void stat_root(eng_root *c) {
     struct stat st;
     c->present = 0;
     c->dev_now = 0;
@@ -78,7 +78,7 @@ static void stat_root(cli_root *c) {
     c->dev_now = (uint64_t)st.st_dev;
 }
 
-cdb_status cli_library_load(cdb_db *db, cli_library *lib) {
+cdb_status eng_library_load(cdb_db *db, eng_library *lib) {
     load_ud ud = {lib, 0, 0};
     char real[PATH_MAX];
     memset(lib, 0, sizeof *lib);
@@ -87,14 +87,14 @@ cdb_status cli_library_load(cdb_db *db, cli_library *lib) {
     if (rc == CDB_OK && realpath(cdb_db_dir(db), real) && !(lib->db_dir = strdup(real)))
         rc = cdb_seterr(CDB_NOMEM, "out of memory");
     if (rc != CDB_OK) {
-        cli_library_free(lib);
+        eng_library_free(lib);
         return rc;
     }
     for (int i = 0; i < lib->n; i++) stat_root(&lib->r[i]);
     return CDB_OK;
 }
 
-void cli_library_free(cli_library *lib) {
+void eng_library_free(eng_library *lib) {
     if (!lib) return;
     for (int i = 0; i < lib->n; i++) free(lib->r[i].path);
     free(lib->r);
@@ -102,7 +102,7 @@ void cli_library_free(cli_library *lib) {
     memset(lib, 0, sizeof *lib);
 }
 
-const cli_root *cli_library_root(const cli_library *lib, int64_t root_id) {
+const eng_root *eng_library_root(const eng_library *lib, int64_t root_id) {
     for (int i = 0; i < lib->n; i++)
         if (lib->r[i].id == root_id) return &lib->r[i];
     return NULL;
@@ -121,12 +121,12 @@ static int has_hidden_part(const char *rel) {
     return 0;
 }
 
-int cli_library_covers(const cli_library *lib, const char *path) {
+int eng_library_covers(const eng_library *lib, const char *path) {
     char real[PATH_MAX];
     if (!realpath(path, real)) return 0;
     if (lib->db_dir && path_within(real, lib->db_dir, 0)) return 1; /* never indexed */
     for (int i = 0; i < lib->n; i++) {
-        const cli_root *r = &lib->r[i];
+        const eng_root *r = &lib->r[i];
         if (!strcmp(real, r->path)) return 1;
         if (r->kind == CDB_DB_ROOT_FOLDER && path_within(real, r->path, 1) &&
             !has_hidden_part(below(real, r->path)))
@@ -135,7 +135,7 @@ int cli_library_covers(const cli_library *lib, const char *path) {
     return 0;
 }
 
-int cli_library_gone(const cli_library *lib, int64_t root_id, const char *path, uint64_t file_dev) {
+int eng_library_gone(const eng_library *lib, int64_t root_id, const char *path, uint64_t file_dev) {
     char up[PATH_MAX];
     struct stat st;
     if (lstat(path, &st) == 0) return 0;
@@ -152,14 +152,14 @@ int cli_library_gone(const cli_library *lib, int64_t root_id, const char *path, 
     }
     if ((uint64_t)st.st_dev == file_dev) return 1;
     /* the same filesystem under a new device number (after a reboot, say) */
-    const cli_root *r = cli_library_root(lib, root_id);
+    const eng_root *r = eng_library_root(lib, root_id);
     return r && r->dev_recorded == file_dev && r->dev_now && (uint64_t)st.st_dev == r->dev_now;
 }
 
 /* ---- normalizing: no root inside another ----------------------------------------------- */
 
 /* The outermost folder root holding root i (-1: none). */
-static int outermost_container(const cli_library *lib, int i) {
+static int outermost_container(const eng_library *lib, int i) {
     int best = -1;
     for (int k = 0; k < lib->n; k++) {
         if (k == i || lib->r[k].kind != CDB_DB_ROOT_FOLDER) continue;
@@ -169,12 +169,12 @@ static int outermost_container(const cli_library *lib, int i) {
     return best;
 }
 
-static cdb_status reload(cdb_db *db, cli_library *lib) {
-    cli_library_free(lib);
-    return cli_library_load(db, lib);
+static cdb_status reload(cdb_db *db, eng_library *lib) {
+    eng_library_free(lib);
+    return eng_library_load(db, lib);
 }
 
-cdb_status cli_library_normalize(cdb_db *db, int64_t model_id, cli_library *lib, int *n_adopted) {
+cdb_status eng_library_normalize(cdb_db *db, int64_t model_id, eng_library *lib, int *n_adopted) {
     int n = 0;
     cdb_status rc = CDB_OK;
     if (n_adopted) *n_adopted = 0;
@@ -192,7 +192,7 @@ cdb_status cli_library_normalize(cdb_db *db, int64_t model_id, cli_library *lib,
 
 /* ---- resolving ingest PATHs ----------------------------------------------------------- */
 
-void cli_targets_free(cli_ingest_root *t, int n) {
+void eng_targets_free(eng_target *t, int n) {
     for (int i = 0; t && i < n; i++) {
         free((char *)t[i].path);
         free((char *)t[i].sub);
@@ -201,9 +201,9 @@ void cli_targets_free(cli_ingest_root *t, int n) {
 }
 
 /* Appends a target for root r (sub NULL: the whole root). */
-static cdb_status add_target(cli_ingest_root *t, int *n, const cli_root *r, const char *sub,
+static cdb_status add_target(eng_target *t, int *n, const eng_root *r, const char *sub,
                              int sub_is_file, int named) {
-    cli_ingest_root *x = &t[*n];
+    eng_target *x = &t[*n];
     memset(x, 0, sizeof *x);
     x->root_id = r->id;
     x->kind = r->kind;
@@ -218,13 +218,13 @@ static cdb_status add_target(cli_ingest_root *t, int *n, const cli_root *r, cons
     return CDB_OK;
 }
 
-cdb_status cli_library_all(const cli_library *lib, cli_ingest_root **targets, int *n_targets) {
-    cli_ingest_root *t = calloc((size_t)(lib->n ? lib->n : 1), sizeof *t);
+cdb_status eng_library_all(const eng_library *lib, eng_target **targets, int *n_targets) {
+    eng_target *t = calloc((size_t)(lib->n ? lib->n : 1), sizeof *t);
     int n = 0;
     cdb_status rc = t ? CDB_OK : cdb_seterr(CDB_NOMEM, "out of memory");
     for (int i = 0; i < lib->n && rc == CDB_OK; i++) rc = add_target(t, &n, &lib->r[i], NULL, 0, 0);
     if (rc != CDB_OK) {
-        cli_targets_free(t, n);
+        eng_targets_free(t, n);
         return rc;
     }
     *targets = t;
@@ -248,15 +248,16 @@ static int covered_by_other(char *const *paths, const int *is_file, int n, int i
 /* A new root at path; a new folder root adopts the roots inside it. One that lies
 ** under a hidden folder of it (or is hidden itself) is adopted too, but its files are
 ** out of the new root's scope: the scan drops them, and says so beforehand. */
-static cdb_status new_root(cdb_db *db, int64_t model_id, cli_library *lib, const char *path,
-                           int is_file, int follow, int no_exif, int64_t *id) {
+static cdb_status new_root(cdb_db *db, int64_t model_id, eng_library *lib, const char *path,
+                           int is_file, int follow, int no_exif, const cdb_engine_events *ev,
+                           int64_t *id) {
     cdb_status rc = cdb_db_root_create(db, path, is_file ? CDB_DB_ROOT_FILE : CDB_DB_ROOT_FOLDER,
                                        follow > 0, id);
     if (rc == CDB_OK && no_exif > 0) rc = cdb_db_root_set_options(db, *id, -1, 1);
     for (int i = 0; rc == CDB_OK && !is_file && i < lib->n; i++)
         if (path_within(lib->r[i].path, path, 1)) {
             if (has_hidden_part(below(lib->r[i].path, path)))
-                cli_warn("%s is hidden inside %s (names starting with '.' are skipped there): "
+                eng_warn(ev, "%s is hidden inside %s (names starting with '.' are skipped there): "
                          "its photos leave the database", lib->r[i].path, path);
             rc = cdb_db_root_adopt(db, model_id, *id, lib->r[i].id, NULL);
         }
@@ -265,7 +266,7 @@ static cdb_status new_root(cdb_db *db, int64_t model_id, cli_library *lib, const
 }
 
 /* The root equal to path (exact), else the folder root holding it; -1: none. */
-static int root_for(const cli_library *lib, const char *path, int *exact) {
+static int root_for(const eng_library *lib, const char *path, int *exact) {
     for (int i = 0; i < lib->n; i++)
         if (!strcmp(lib->r[i].path, path)) {
             *exact = 1;
@@ -277,16 +278,17 @@ static int root_for(const cli_library *lib, const char *path, int *exact) {
     return -1;
 }
 
-static int targeted(const cli_ingest_root *t, int nt, int64_t root_id) {
+static int targeted(const eng_target *t, int nt, int64_t root_id) {
     for (int i = 0; i < nt; i++)
         if (t[i].root_id == root_id) return 1;
     return 0;
 }
 
-cdb_status cli_library_resolve(cdb_db *db, int64_t model_id, cli_library *lib,
+cdb_status eng_library_resolve(cdb_db *db, int64_t model_id, eng_library *lib,
                                char *const *paths, const int *is_file, int n, int follow,
-                               int no_exif, cli_ingest_root **targets, int *n_targets) {
-    cli_ingest_root *t = calloc((size_t)(n > 0 ? n : 1), sizeof *t);
+                               int no_exif, const cdb_engine_events *ev, eng_target **targets,
+                               int *n_targets) {
+    eng_target *t = calloc((size_t)(n > 0 ? n : 1), sizeof *t);
     int nt = 0, created = 0;
     cdb_status rc = t ? CDB_OK : cdb_seterr(CDB_NOMEM, "out of memory");
     /* nothing is written before every PATH checks out */
@@ -302,7 +304,7 @@ cdb_status cli_library_resolve(cdb_db *db, int64_t model_id, cli_library *lib,
         if (covered_by_other(paths, is_file, n, i)) continue;
         if ((k = root_for(lib, paths[i], &exact)) < 0) {
             int64_t id = 0;
-            if ((rc = new_root(db, model_id, lib, paths[i], is_file[i], follow, no_exif, &id)) !=
+            if ((rc = new_root(db, model_id, lib, paths[i], is_file[i], follow, no_exif, ev, &id)) !=
                 CDB_OK)
                 break;
             exact = 1;
@@ -314,7 +316,7 @@ cdb_status cli_library_resolve(cdb_db *db, int64_t model_id, cli_library *lib,
                 break;
             }
         }
-        cli_root *r = &lib->r[k];
+        eng_root *r = &lib->r[k];
         int reencode = no_exif >= 0 && r->no_exif != no_exif;
         if ((follow >= 0 && r->follow_symlinks != follow) || reencode) {
             if ((rc = cdb_db_root_set_options(db, r->id, follow, no_exif)) != CDB_OK) break;
@@ -330,7 +332,7 @@ cdb_status cli_library_resolve(cdb_db *db, int64_t model_id, cli_library *lib,
     ** PATH, and covered_by_other dropped it.) A new root can hold what other roots
     ** reach through links: those roots are scanned again, so no photo is found twice. */
     if (created && rc == CDB_OK) {
-        cli_ingest_root *g = realloc(t, sizeof *t * (size_t)(nt + lib->n + 1));
+        eng_target *g = realloc(t, sizeof *t * (size_t)(nt + lib->n + 1));
         if (!g) rc = cdb_seterr(CDB_NOMEM, "out of memory");
         else t = g;
         for (int i = 0; i < lib->n && rc == CDB_OK; i++)
@@ -339,7 +341,7 @@ cdb_status cli_library_resolve(cdb_db *db, int64_t model_id, cli_library *lib,
                 rc = add_target(t, &nt, &lib->r[i], NULL, 0, 0);
     }
     if (rc != CDB_OK) {
-        cli_targets_free(t, nt);
+        eng_targets_free(t, nt);
         return rc;
     }
     *targets = t;

@@ -21,7 +21,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "cli/cli.h"
+#include "engine/engine_int.h"
 #include "kernels/kernels.h"
 
 typedef struct deep_ctx {
@@ -31,12 +31,13 @@ typedef struct deep_ctx {
     int dim, decode; /* the vector set's decode mode */
     const cdb_preprocess_params *pp;
     double sample;
-    cli_library lib;
+    eng_library lib;
     cdb_db_report *r;
-    cli_deep_info info;
+    eng_deep_info info;
     float *pixels, *vec, *stored;
     uint16_t *v16, *s16;
-    cli_progress prog;
+    const cdb_engine_events *ev;
+    int64_t total;
     cdb_status rc;
 } deep_ctx;
 
@@ -66,7 +67,7 @@ static float cosine(const float *a, const float *b, int n) {
 }
 
 /* Re-encodes a file whose bytes are buf and compares with its stored vector. */
-static void check_vector(deep_ctx *d, const cdb_db_file *f, const cli_root *root, const char *path,
+static void check_vector(deep_ctx *d, const cdb_db_file *f, const eng_root *root, const char *path,
                          const unsigned char *buf, size_t n) {
     char reason[256];
     int32_t w, h;
@@ -78,9 +79,9 @@ static void check_vector(deep_ctx *d, const cdb_db_file *f, const cli_root *root
         return;
     }
     if (!found) return; /* cdb_db_verify reports an ok file without its vector */
-    cli_fail k = cli_decode_photo(buf, n, !root->no_exif, d->decode, d->pp, d->pixels, &w, &h, NULL,
+    eng_readfail k = eng_decode_photo(buf, n, !root->no_exif, d->decode, d->pp, d->pixels, &w, &h, NULL, 0, NULL,
                                   reason, sizeof reason);
-    if (k != CLI_FAIL_NONE) {
+    if (k != ENG_FAIL_NONE) {
         cdb_db_report_add(d->r, CDB_DB_VECTOR_MISMATCH, f->shard, d->model_id, f->id,
                           "%s: stored as ok, but now %s", path, reason);
         return;
@@ -113,15 +114,14 @@ static void check_vector(deep_ctx *d, const cdb_db_file *f, const cli_root *root
 
 static int on_ok_file(const cdb_db_file *f, void *ud) {
     deep_ctx *d = ud;
-    const cli_root *root = cli_library_root(&d->lib, f->root_id);
+    const eng_root *root = eng_library_root(&d->lib, f->root_id);
     cdb_db_file_meta now;
     unsigned char *buf = NULL;
     char reason[256];
     struct stat st;
     char *path;
     d->info.n_files++;
-    d->prog.done++;
-    cli_progress_update(&d->prog);
+    eng_progress(d->ev, CDB_ENGINE_PROGRESS_UPDATE, "verify --deep", d->info.n_files, d->total, 0);
     if (!root || !root->present) {
         d->info.n_gone++; /* its folder is missing: reindex reports it */
         return 0;
@@ -136,9 +136,9 @@ static int on_ok_file(const cdb_db_file *f, void *ud) {
         d->info.n_unreadable++; /* a folder above it without permission, I/O errors */
     } else if (l != 0 || !S_ISREG(st.st_mode)) {
         d->info.n_gone++;
-    } else if (cli_stat_meta(&st, &now), !cdb_db_same_stat(&f->meta, &now)) {
+    } else if (eng_stat_meta(&st, &now), !cdb_db_same_stat(&f->meta, &now)) {
         d->info.n_stale++;
-    } else if (cli_read_photo(path, 0, &buf, &now, reason, sizeof reason) != CLI_FAIL_NONE) {
+    } else if (eng_read_photo(path, 0, &buf, &now, reason, sizeof reason) != ENG_FAIL_NONE) {
         d->info.n_unreadable++;
     } else {
         d->info.n_hashed++;
@@ -155,8 +155,8 @@ static int on_ok_file(const cdb_db_file *f, void *ud) {
     return d->rc != CDB_OK;
 }
 
-cdb_status cli_deep_check(cdb_db *db, cdb_model *m, int64_t model_id, double sample,
-                          cdb_db_report *r, cli_deep_info *info) {
+cdb_status eng_deep_check(cdb_db *db, cdb_model *m, int64_t model_id, double sample,
+                          cdb_db_report *r, const cdb_engine_events *ev, eng_deep_info *info) {
     deep_ctx d;
     cdb_db_counts counts;
     cdb_status rc;
@@ -170,6 +170,7 @@ cdb_status cli_deep_check(cdb_db *db, cdb_model *m, int64_t model_id, double sam
     d.pp = &cdb_model_get_info(m)->preprocess;
     d.sample = sample;
     d.r = r;
+    d.ev = ev;
     d.pixels = malloc(sizeof *d.pixels * 3 * (size_t)d.pp->size * (size_t)d.pp->size);
     d.vec = malloc(sizeof *d.vec * (size_t)d.dim);
     d.stored = malloc(sizeof *d.stored * (size_t)d.dim);
@@ -179,16 +180,17 @@ cdb_status cli_deep_check(cdb_db *db, cdb_model *m, int64_t model_id, double sam
         rc = cdb_seterr(CDB_NOMEM, "out of memory");
         goto done;
     }
-    if ((rc = cli_library_load(db, &d.lib)) != CDB_OK) goto done;
+    if ((rc = eng_library_load(db, &d.lib)) != CDB_OK) goto done;
     memset(&counts, 0, sizeof counts);
     cdb_db_get_counts(db, model_id, &counts);
-    cli_progress_start(&d.prog, "verify --deep", counts.files[CDB_DB_OK]);
+    d.total = counts.files[CDB_DB_OK];
+    eng_progress(ev, CDB_ENGINE_PROGRESS_START, "verify --deep", 0, d.total, 0);
     rc = cdb_db_files_foreach(db, 0, CDB_DB_MASK_OK, on_ok_file, &d);
     if (rc == CDB_OK) rc = d.rc;
-    cli_progress_end(&d.prog);
+    eng_progress(ev, CDB_ENGINE_PROGRESS_END, "verify --deep", d.info.n_files, d.total, 0);
 done:
     if (info) *info = d.info;
-    cli_library_free(&d.lib);
+    eng_library_free(&d.lib);
     free(d.pixels);
     free(d.vec);
     free(d.stored);

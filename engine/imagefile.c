@@ -7,7 +7,8 @@
 **              file changing while it is read. The file is retried by the next run;
 **   permanent  the bytes cannot be used (empty, too large, not decodable): the file
 **              is quarantined until it changes.
-** Used by the ingest pipeline's readers and by `verify --deep`.
+** Used by the ingest pipeline's readers and by `verify --deep`; eng_mime names the
+** type of an original served by id.
 */
 #include <errno.h>
 #include <fcntl.h>
@@ -17,13 +18,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli/cli.h"
+#include "engine/engine_int.h"
 #include "db/db.h"
 #include "encoder/encoder.h"
 
 #define MAX_FILE_BYTES ((int64_t)1 << 30)
 
-static cli_fail failed(cli_fail kind, char *reason, size_t size, const char *fmt, const char *a) {
+static eng_readfail failed(eng_readfail kind, char *reason, size_t size, const char *fmt, const char *a) {
     snprintf(reason, size, fmt, a);
     for (char *p = reason; *p; p++)
         if (*p == '\n' || *p == '\r') *p = ' ';
@@ -33,7 +34,7 @@ static cli_fail failed(cli_fail kind, char *reason, size_t size, const char *fmt
 /* Errors of open() and read() that mean the path is simply not there now. */
 static int is_gone_errno(int e) { return e == ENOENT || e == ENOTDIR; }
 
-void cli_stat_meta(const struct stat *st, cdb_db_file_meta *m) {
+void eng_stat_meta(const struct stat *st, cdb_db_file_meta *m) {
     m->size = (int64_t)st->st_size;
     m->mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000LL + st->st_mtim.tv_nsec;
     m->ctime_ns = (int64_t)st->st_ctim.tv_sec * 1000000000LL + st->st_ctim.tv_nsec;
@@ -41,7 +42,7 @@ void cli_stat_meta(const struct stat *st, cdb_db_file_meta *m) {
     m->ino = (uint64_t)st->st_ino;
 }
 
-cli_fail cli_read_photo(const char *path, int sniff, unsigned char **buf_out, cdb_db_file_meta *meta,
+eng_readfail eng_read_photo(const char *path, int sniff, unsigned char **buf_out, cdb_db_file_meta *meta,
                        char *reason, size_t reason_size) {
     unsigned char *buf = NULL;
     struct stat st;
@@ -50,39 +51,39 @@ cli_fail cli_read_photo(const char *path, int sniff, unsigned char **buf_out, cd
     *buf_out = NULL;
     if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY)) < 0) {
         int e = errno;
-        if (is_gone_errno(e)) return CLI_FAIL_GONE;
-        if (sniff) return CLI_FAIL_NOT_IMAGE; /* not claiming to be an image: not ours */
-        return failed(CLI_FAIL_TRANSIENT, reason, reason_size, "cannot open: %s", strerror(e));
+        if (is_gone_errno(e)) return ENG_FAIL_GONE;
+        if (sniff) return ENG_FAIL_NOT_IMAGE; /* not claiming to be an image: not ours */
+        return failed(ENG_FAIL_TRANSIENT, reason, reason_size, "cannot open: %s", strerror(e));
     }
     if (fstat(fd, &st) != 0) {
         int e = errno;
         close(fd);
-        return failed(CLI_FAIL_TRANSIENT, reason, reason_size, "cannot stat: %s", strerror(e));
+        return failed(ENG_FAIL_TRANSIENT, reason, reason_size, "cannot stat: %s", strerror(e));
     }
     if (!S_ISREG(st.st_mode)) { /* replaced by a folder or a device since the walk */
         close(fd);
-        return CLI_FAIL_GONE;
+        return ENG_FAIL_GONE;
     }
-    cli_stat_meta(&st, meta);
+    eng_stat_meta(&st, meta);
     if (sniff) {
         unsigned char head[32];
         ssize_t k = pread(fd, head, sizeof head, 0);
-        if (k <= 0 || !cli_image_magic(head, (size_t)k)) {
+        if (k <= 0 || !eng_image_magic(head, (size_t)k)) {
             close(fd);
-            return CLI_FAIL_NOT_IMAGE;
+            return ENG_FAIL_NOT_IMAGE;
         }
     }
     if (meta->size == 0) {
         close(fd);
-        return failed(CLI_FAIL_PERMANENT, reason, reason_size, "empty file%s", "");
+        return failed(ENG_FAIL_PERMANENT, reason, reason_size, "empty file%s", "");
     }
     if (meta->size > MAX_FILE_BYTES) {
         close(fd);
-        return failed(CLI_FAIL_PERMANENT, reason, reason_size, "file too large (over 1 GiB)%s", "");
+        return failed(ENG_FAIL_PERMANENT, reason, reason_size, "file too large (over 1 GiB)%s", "");
     }
     if (!(buf = malloc((size_t)meta->size))) {
         close(fd);
-        return failed(CLI_FAIL_TRANSIENT, reason, reason_size, "out of memory reading the file%s",
+        return failed(ENG_FAIL_TRANSIENT, reason, reason_size, "out of memory reading the file%s",
                       "");
     }
     int e = 0;
@@ -96,29 +97,30 @@ cli_fail cli_read_photo(const char *path, int sniff, unsigned char **buf_out, cd
     close(fd);
     if (got != (size_t)meta->size) {
         free(buf);
-        if (e) return failed(CLI_FAIL_TRANSIENT, reason, reason_size, "cannot read: %s", strerror(e));
-        return failed(CLI_FAIL_TRANSIENT, reason, reason_size, "cannot read: %s",
+        if (e) return failed(ENG_FAIL_TRANSIENT, reason, reason_size, "cannot read: %s", strerror(e));
+        return failed(ENG_FAIL_TRANSIENT, reason, reason_size, "cannot read: %s",
                       "the file shrank while it was read");
     }
     cdb_db_hash_buf(buf, got, meta->hash);
     meta->has_hash = 1;
     *buf_out = buf;
-    return CLI_FAIL_NONE;
+    return ENG_FAIL_NONE;
 }
 
 /* A decoder or preprocessing status as a failure kind: running out of memory says
 ** nothing about the bytes; anything else is about them. */
-static cli_fail status_fail(cdb_status rc, const char *what, char *reason, size_t size) {
+static eng_readfail status_fail(cdb_status rc, const char *what, char *reason, size_t size) {
     const char *m = cdb_errmsg();
     char text[300];
     snprintf(text, sizeof text, "%.40s: %.240s", what, m && *m ? m : cdb_status_str(rc));
-    return failed(rc == CDB_NOMEM ? CLI_FAIL_TRANSIENT : CLI_FAIL_PERMANENT, reason, size, "%s",
+    return failed(rc == CDB_NOMEM ? ENG_FAIL_TRANSIENT : ENG_FAIL_PERMANENT, reason, size, "%s",
                   text);
 }
 
-cli_fail cli_decode_photo(const unsigned char *buf, size_t n, int apply_exif, int decode,
-                           const cdb_preprocess_params *pp, float *pixels, int32_t *width,
-                           int32_t *height, int64_t ns[2], char *reason, size_t reason_size) {
+eng_readfail eng_decode_photo(const unsigned char *buf, size_t n, int apply_exif, int decode,
+                              const cdb_preprocess_params *pp, float *pixels, int32_t *width,
+                              int32_t *height, int64_t ns[2], int thumb_px, eng_thumb *thumb,
+                              char *reason, size_t reason_size) {
     cdb_image *img = NULL;
     cdb_image_params ip = cdb_image_params_default();
     cdb_status rc;
@@ -132,9 +134,28 @@ cli_fail cli_decode_photo(const unsigned char *buf, size_t n, int apply_exif, in
     if (rc != CDB_OK) return status_fail(rc, "cannot decode", reason, reason_size);
     *width = img->full_width > 0 ? img->full_width : img->width; /* fast mode shrinks */
     *height = img->full_height > 0 ? img->full_height : img->height;
-    rc = cdb_image_preprocess(img, pp, pixels, NULL);
+    if (thumb_px > 0 && thumb && eng_thumb_make(img, thumb_px, thumb) != CDB_OK)
+        CDB_LOG_DEBUG("no thumbnail: %s", cdb_errmsg()); /* the photo itself is fine */
+    rc = pixels ? cdb_image_preprocess(img, pp, pixels, NULL) : CDB_OK;
     cdb_image_free(img);
     if (ns) ns[1] += cdb_now_ns() - t1;
-    if (rc != CDB_OK) return status_fail(rc, "cannot preprocess", reason, reason_size);
-    return CLI_FAIL_NONE;
+    if (rc != CDB_OK) {
+        if (thumb) eng_thumb_clear(thumb);
+        return status_fail(rc, "cannot preprocess", reason, reason_size);
+    }
+    return ENG_FAIL_NONE;
+}
+
+const char *eng_mime(const unsigned char *head, size_t n) {
+    static const struct {
+        const char *magic, *mime;
+    } map[] = {{"jpeg", "image/jpeg"}, {"png", "image/png"},   {"gif", "image/gif"},
+               {"bmp", "image/bmp"},   {"tiff", "image/tiff"}, {"webp", "image/webp"},
+               {"heif", "image/heif"}, {"psd", "image/vnd.adobe.photoshop"},
+               {"pnm", "image/x-portable-anymap"}};
+    const char *k = eng_image_magic(head, n);
+    if (k && n >= 12 && !strcmp(k, "heif") && !memcmp(head + 8, "avi", 3)) return "image/avif";
+    for (size_t i = 0; k && i < sizeof map / sizeof map[0]; i++)
+        if (!strcmp(k, map[i].magic)) return map[i].mime;
+    return "application/octet-stream"; /* camera RAW and anything unrecognized */
 }

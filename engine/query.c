@@ -5,13 +5,13 @@
 **     2*beach + 0.5*sunset         ->  +2 "beach", +0.5 "sunset"
 ** A "+"/"-" inside a word ("t-shirt", "-3") is part of the text. A leading "-"
 ** negates the first term. The search encodes each term, and scores images against
-** the normalized weighted sum (cmd_search.c); --not TEXT is a term with weight -1.
+** the normalized weighted sum (search.c); a "not" text is a term with weight -1.
 */
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/cli.h"
+#include "engine/engine_int.h"
 
 static int append_word(char **text, size_t *len, const char *w, size_t wn) {
     char *t = realloc(*text, *len + wn + 2);
@@ -39,8 +39,8 @@ static int weight_prefix(const char *w, size_t n, double *weight, size_t *skip) 
     return 1;
 }
 
-static int flush(cli_term **t, int *n, char **text, double w) {
-    cli_term *nt = realloc(*t, sizeof **t * (size_t)(*n + 1));
+static int flush(cdb_engine_term **t, int *n, char **text, double w) {
+    cdb_engine_term *nt = realloc(*t, sizeof **t * (size_t)(*n + 1));
     if (!nt) return -1;
     *t = nt;
     nt[*n].text = *text;
@@ -50,13 +50,16 @@ static int flush(cli_term **t, int *n, char **text, double w) {
     return 0;
 }
 
-int cli_query_parse(const char *q, cli_term **terms, int *n_terms, char *err, size_t errsz) {
-    cli_term *t = NULL;
+cdb_status cdb_engine_query_parse(const char *q, cdb_engine_term **terms, int *n_terms) {
+    char err[256]; /* the CLI's "bad query: ..." has always been cut at 255 bytes */
+    const size_t errsz = sizeof err;
+    cdb_engine_term *t = NULL;
     int n = 0, last_op = 0;
     char *text = NULL;
     size_t len = 0;
     double sign = 1.0, weight = 1.0;
     const char *p = q;
+    eng_clear();
     *terms = NULL;
     *n_terms = 0;
     for (;;) {
@@ -108,16 +111,18 @@ int cli_query_parse(const char *q, cli_term **terms, int *n_terms, char *err, si
     }
     *terms = t;
     *n_terms = n;
-    return 0;
+    return CDB_OK;
 nomem:
-    snprintf(err, errsz, "out of memory");
+    free(text);
+    cdb_engine_terms_free(t, n);
+    return eng_code(cdb_seterr(CDB_NOMEM, "out of memory"), CDB_ENGINE_E_NONE);
 fail:
     free(text);
-    cli_query_free(t, n);
-    return -1;
+    cdb_engine_terms_free(t, n);
+    return eng_code(cdb_seterr(CDB_INVALID, "%s", err), CDB_ENGINE_E_QUERY);
 }
 
-void cli_query_free(cli_term *terms, int n) {
+void cdb_engine_terms_free(cdb_engine_term *terms, int n) {
     for (int i = 0; i < n; i++) free(terms[i].text);
     free(terms);
 }

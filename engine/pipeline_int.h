@@ -1,5 +1,5 @@
 /*
-** pipeline_int.h: what the two halves of the ingest pipeline share (cli/ only):
+** pipeline_int.h: what the two halves of the ingest pipeline share (engine/ only):
 ** pipeline.c runs the stages (readers, encoder, writer) and the driver; scan.c is
 ** the walker's side (targets, change checks, walk problems, the deletion pass, the
 ** roots' bookkeeping). The job and the context below are their whole interface.
@@ -8,13 +8,13 @@
 ** the shard: no stage looks a path up in shared state that changes as the walk
 ** moves on (the corruption of issue 13: two folders with the same file names).
 */
-#ifndef CDB_CLI_PIPELINE_INT_H
-#define CDB_CLI_PIPELINE_INT_H
+#ifndef CDB_ENGINE_PIPELINE_INT_H
+#define CDB_ENGINE_PIPELINE_INT_H
 
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "cli/cli.h"
+#include "engine/engine_int.h"
 
 typedef enum job_kind {
     R_IMAGE = 1, /* decoded; pixels, then vec */
@@ -24,7 +24,8 @@ typedef enum job_kind {
     R_TOUCH,     /* same content, new metadata (or a first identity: RESTAT) */
     R_MOVE,      /* content of file move_from, now at (root_id, relpath) */
     R_SKIP,      /* not an image */
-    R_GONE       /* vanished between the walk and the read: the deletion pass decides */
+    R_GONE,      /* vanished between the walk and the read: the deletion pass decides */
+    R_THUMB      /* an unchanged ok file whose thumbnail was missing: thumb (may be empty) */
 } job_kind;
 
 /* One file's trip through the pipeline (job, then result: the same struct). */
@@ -47,6 +48,8 @@ typedef struct job {
     char reason[256];     /* R_ERROR, R_RETRY */
     float *pixels;        /* R_IMAGE, before encoding */
     float *vec;           /* R_IMAGE, after encoding */
+    int thumb_only;       /* the walker found it unchanged but without its thumbnail */
+    eng_thumb thumb;      /* R_IMAGE, R_THUMB: made from the decoded image (may be empty) */
 } job;
 
 /* Per target: what its walk found and could not read. */
@@ -62,18 +65,21 @@ typedef struct pipe_ctx {
     const char *db_dir;
     cdb_model *model;
     int64_t model_id;
-    const cli_library *lib;
-    const cli_ingest_opts *o;
+    const eng_library *lib;
+    const eng_ingest_opts *o;
     const cdb_preprocess_params *pp;
     int dim;
-    const cli_ingest_root *targets;
+    const eng_target *targets;
     int n_targets;
     target_state *ts;
     int cur;              /* target being walked */
     cdb_db *rdb;          /* walker's read-only handle */
-    cli_queue *q1, *q2, *q3;
-    cli_ingest_summary *sum;
-    cli_progress *prog;
+    eng_queue *q1, *q2, *q3;
+    cdb_engine_summary *sum;
+    const cdb_engine_events *ev; /* progress, warnings, stop (calling thread only) */
+    const char *label;           /* the progress label */
+    int64_t prog_total;          /* -1 while unknown */
+    atomic_int stop;             /* the caller asked to stop (polled on the calling thread) */
     /* counters shared by the threads */
     atomic_llong n_done, n_errors, n_found;
     atomic_int abort;     /* a fatal error: stop everything */
@@ -86,7 +92,7 @@ typedef struct pipe_ctx {
     int n_claimed, cap_claimed;
     cdb_status fatal_rc;  /* the first fatal error, kept with its status */
     char fatal[512];
-    cli_devino_set *walked_dirs, *walked_files; /* shared by the run's walks (walk.c) */
+    eng_devino_set *walked_dirs, *walked_files; /* shared by the run's walks (walk.c) */
     uint8_t *seen;        /* bitset of catalog file ids met by the walk or moved by this
                              run (under mu: the walker and the writer both mark) */
     int64_t seen_bits;
@@ -95,7 +101,9 @@ typedef struct pipe_ctx {
 
 /* The first fatal error wins; everything stops. Returns rc. */
 cdb_status pipe_fatal(pipe_ctx *c, cdb_status rc, const char *fmt, ...) CDB_PRINTF(3, 4);
+/* 1 once the run must stop: asked to (events.should_stop) or a fatal error. Any thread. */
 int pipe_stopping(pipe_ctx *c);
+/* Polls events.should_stop and reports progress. The calling thread only. */
 void pipe_tick(pipe_ctx *c);
 void job_free(job *j);
 
@@ -113,4 +121,4 @@ cdb_status scan_finish(pipe_ctx *c);
 int64_t scan_count_files(const pipe_ctx *c);
 void scan_free(pipe_ctx *c);
 
-#endif /* CDB_CLI_PIPELINE_INT_H */
+#endif /* CDB_ENGINE_PIPELINE_INT_H */

@@ -1,0 +1,611 @@
+/*
+** engine.h: clipdb as a C library. What a user runs over one database: create it,
+** ingest folders and files, reindex, search (text in the query language, example
+** images, "more like this", raw embeddings), keep the vector index fresh, verify,
+** and manage the recorded folders (list, forget, move), plus the thumbnails and
+** originals of search hits by id. The module's whole public contract: `clipdb` (cli/),
+** `clipdb serve` (serve/) and programs that embed clipdb use nothing else of it,
+** and there is one search code path for all of them.
+**
+** A handle (cdb_engine) is one open database: a reader (searches, stats, folders,
+** verify; never blocks and is never blocked by a writer, also on a
+** database this user can only read) or the database's one writer (ingest,
+** reindex, forget, move, index build). Models are loaded when first needed and kept.
+**
+** Conventions: every fallible call returns cdb_status; on failure cdb_errmsg()
+** holds one complete sentence, "<what failed> (<why>)" (e.g. "cannot load the
+** model /m (no such file)"), and cdb_engine_errcode() names the case where a caller
+** may want to react to it (a hint, an HTTP status). Outputs come last (OUT).
+** Memory handed out is freed by the matching _free function. The library never
+** prints: warnings, progress and cancellation go through cdb_engine_events.
+**
+** Threading: on one handle, cdb_engine_search, cdb_engine_file_get, cdb_engine_thumb,
+** cdb_engine_stats_get, cdb_engine_folders, cdb_engine_load_model and
+** cdb_engine_encode_text may run
+** concurrently from any number of threads (the handle keeps one database reader per
+** thread that needs one, and shares the model and the index, which are immutable
+** while searched). Every other call needs exclusive use of the handle. Callbacks
+** run on the thread that called the engine.
+**
+** Freshness: a search sees every batch a concurrent writer (this process or
+** another) has committed: vectors added since the index was built are searched
+** exactly, deleted ones disappear, and an index file rebuilt by another process is
+** loaded by the next search. Nothing is cached that a writer could make stale.
+*/
+#ifndef CDB_ENGINE_H
+#define CDB_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CDB_ENGINE_API_VERSION 1
+
+typedef struct cdb_engine cdb_engine;
+
+/* ---- error detail --------------------------------------------------------------
+** What cdb_engine_errcode() returns after a failed call on this thread (valid until
+** the next engine call on this thread; CDB_ENGINE_E_NONE after a success or when
+** the status says all there is). Append only. */
+typedef enum cdb_engine_err {
+    CDB_ENGINE_E_NONE = 0,
+    CDB_ENGINE_E_NO_DATABASE,     /* no database at the directory (CDB_NOTFOUND) */
+    CDB_ENGINE_E_EXISTS,          /* create: a database is already there */
+    CDB_ENGINE_E_BUSY,            /* another writer holds the database (CDB_BUSY) */
+    CDB_ENGINE_E_NEWER,           /* written by a newer clipdb / needs a writer's upgrade */
+    CDB_ENGINE_E_NOT_INITIALIZED, /* the database has no model */
+    CDB_ENGINE_E_MODEL_LOAD,      /* a model path given cannot be loaded */
+    CDB_ENGINE_E_MODEL_NOT_IN_DB, /* a model given has no vectors in this database */
+    CDB_ENGINE_E_WEIGHTS_MISSING, /* a registered model's weights are not found */
+    CDB_ENGINE_E_MODEL_AMBIGUOUS, /* a model spec matches several registered models */
+    CDB_ENGINE_E_MODEL_UNKNOWN,   /* a model spec matches none */
+    CDB_ENGINE_E_QUERY,           /* a malformed query (syntax, empty, too long) */
+    CDB_ENGINE_E_QUERY_ZERO,      /* the query's terms cancel out ("a - a") */
+    CDB_ENGINE_E_QUERY_IMAGE,     /* an example image cannot be read or decoded */
+    CDB_ENGINE_E_NO_TEXT,         /* the model cannot encode text (no text tower) */
+    CDB_ENGINE_E_PATH,            /* a PATH to ingest does not exist */
+    CDB_ENGINE_E_NOT_A_ROOT,      /* forget/move: the path is not a recorded root */
+    CDB_ENGINE_E_PART_OF_ROOT,    /* forget/move: the path is a part of a folder root */
+    CDB_ENGINE_E_MOVE_TARGET,     /* move: NEW does not exist or is of the wrong kind */
+    CDB_ENGINE_E_MOVE_NOTHING,    /* move: none of the recorded files is under NEW */
+    CDB_ENGINE_E_DISK_FULL,       /* a write failed: no space left on the device */
+    CDB_ENGINE_E_NO_VECTORS,      /* index build: nothing to index yet */
+    CDB_ENGINE_E_UNKNOWN_ID,      /* a file id that is not an ok file of the catalog */
+    CDB_ENGINE_E_NO_THUMB,        /* thumbnails are off, or this file has none yet */
+    CDB_ENGINE_E_SET_INCOMPLETE   /* a model's vector set lacks files (make it the default
+                                     after 'reindex --model' completed it) */
+} cdb_engine_err;
+cdb_engine_err cdb_engine_errcode(void);
+
+/* ---- events: how the engine talks back ------------------------------------------ */
+
+typedef enum cdb_engine_phase {
+    CDB_ENGINE_PROGRESS_START = 0, /* label set, totals unknown (-1) or known */
+    CDB_ENGINE_PROGRESS_UPDATE,    /* counters changed (may come thousands of times a
+                                      second: rate-limit any drawing) */
+    CDB_ENGINE_PROGRESS_END        /* the operation is over; clear any live display */
+} cdb_engine_phase;
+
+typedef struct cdb_engine_progress {
+    cdb_engine_phase phase;
+    const char *label;   /* "ingest", "reindex", "verify --deep"; borrowed */
+    int64_t done;        /* files handled so far */
+    int64_t total;       /* files to handle; -1 while unknown */
+    int64_t errors;      /* files that failed so far */
+} cdb_engine_progress;
+
+typedef struct cdb_engine_events {
+    /* A warning: one line, no prefix ("/photos is missing; its 12 files are kept as
+    ** they are ..."). NULL: logged at warn level. */
+    void (*warn)(void *ud, const char *msg);
+    /* Progress of ingest, reindex and the deep check. NULL: none. */
+    void (*progress)(void *ud, const cdb_engine_progress *p);
+    /* Polled by long operations between files; nonzero asks them to stop: the batch
+    ** in flight is committed, the report says interrupted. NULL: never stop. */
+    int (*should_stop)(void *ud);
+    void *ud;
+    /* 1: walk the folders once before an ingest so that progress knows its total
+    ** (costs a second walk; worth it for a live progress line with an ETA). */
+    int count_first;
+} cdb_engine_events;
+
+/* ---- open / close ---------------------------------------------------------------- */
+
+typedef enum cdb_engine_device {
+    CDB_ENGINE_DEVICE_AUTO = 0, /* a usable GPU, else the CPU (cdb_device_kind values) */
+    CDB_ENGINE_DEVICE_CPU = 1,
+    CDB_ENGINE_DEVICE_CUDA = 2
+} cdb_engine_device;
+
+typedef struct cdb_engine_params {
+    int writer;          /* 1: the database's one writer (ingest, reindex, forget, move,
+                            index build); 0: a reader (default) */
+    int lock_wait_ms;    /* writer: 0 fail at once if another writer holds the
+                            database (CDB_BUSY, E_BUSY), > 0 wait up to, -1 forever */
+    cdb_engine_device device; /* where models run */
+    int model_threads;   /* threads per encode call; 0: the encoder's default. A search
+                            of one short text runs fastest on 1 (no thread team to wake) */
+    /* A model path tried when a registered model's weights are no longer where they
+    ** were recorded (the CLI passes $CLIPDB_MODEL or the bundled model): used when
+    ** its weights hash is the registered one. NULL: none. Copied. */
+    const char *fallback_model;
+    cdb_engine_events events;
+} cdb_engine_params;
+cdb_engine_params cdb_engine_params_default(void); /* p == NULL also means defaults */
+
+/* Opens the database in dir. CDB_NOTFOUND (E_NO_DATABASE) when there is none,
+** CDB_BUSY (E_BUSY) when another writer holds it, CDB_VERSION (E_NEWER),
+** CDB_CORRUPT, CDB_IO: errmsg is the database layer's own text, so that callers
+** can say "cannot open the database DIR (...)". */
+cdb_status cdb_engine_open(const char *dir, const cdb_engine_params *p,
+                           cdb_engine **out /* OUT */);
+/* Closes the handle (a writer's work is made durable first). NULL is fine. */
+void cdb_engine_close(cdb_engine *e);
+/* The directory the handle was opened on. Borrowed: lives as long as e. */
+const char *cdb_engine_dir(const cdb_engine *e);
+/* The pid recorded in dir's writer lock (0: none) and whether a live writer holds
+** it: for a message like "process 123 holds the lock". */
+void cdb_engine_lock_info(const char *dir, int *pid /* OUT */, int *held /* OUT */);
+
+/* ---- models ----------------------------------------------------------------------- */
+
+typedef struct cdb_engine_model {
+    int64_t id;            /* the model's number in this database */
+    char weights_hash[80];
+    char name[128];
+    int dim;
+    int is_default;        /* searches use the default model unless told otherwise */
+    int decode;            /* its vector set's decode mode: 0 exact, 1 fast */
+    int decode_settled;    /* 0: a decode change is not applied to every vector yet */
+} cdb_engine_model;
+
+typedef struct cdb_engine_create_info {
+    char model_name[128];
+    int dim;
+    int64_t model_id;
+} cdb_engine_create_info;
+
+/* Creates a new database in dir bound to the model at model_path (its identity and
+** sizes are read; the weights are not loaded). CDB_INVALID with E_EXISTS when dir
+** already holds a database (nothing is changed); E_MODEL_LOAD; E_DISK_FULL. */
+cdb_status cdb_engine_create(const char *dir, const char *model_path,
+                             cdb_engine_create_info *out /* OUT, may be NULL */);
+
+/* The registered model named by spec: its number, name, weights hash (or 6+ leading
+** hex digits), or a model path (loaded to learn its weights hash); NULL or "": the
+** default. E_MODEL_AMBIGUOUS, E_MODEL_UNKNOWN, E_MODEL_LOAD, E_MODEL_NOT_IN_DB,
+** E_NOT_INITIALIZED. */
+cdb_status cdb_engine_find_model(cdb_engine *e, const char *spec,
+                                 cdb_engine_model *out /* OUT */);
+/* Loads (and keeps) the towers a later call will need, so that the first search is
+** not the one that pays for loading: model_path NULL = the default model; vision
+** for image queries, text for text queries. E_WEIGHTS_MISSING, E_MODEL_LOAD,
+** E_MODEL_NOT_IN_DB, E_NOT_INITIALIZED. *out (may be NULL) describes the model. */
+cdb_status cdb_engine_load_model(cdb_engine *e, const char *model_path, int vision, int text,
+                                 cdb_engine_model *out /* OUT, may be NULL */);
+/* Encodes one text with a loaded model (cdb_engine_load_model first): dim floats,
+** L2-normalized in fp32. */
+cdb_status cdb_engine_encode_text(cdb_engine *e, const char *model_path, const char *text,
+                                  float *out /* OUT dim */);
+/* Makes model spec the default for searches, once its vector set is complete
+** (CDB_INVALID naming how many files lack a vector otherwise) and it can encode
+** text (E_NO_TEXT). Writer. */
+cdb_status cdb_engine_set_default_model(cdb_engine *e, const char *spec,
+                                        cdb_engine_model *out /* OUT, may be NULL */);
+
+/* ---- the query language ---------------------------------------------------------- */
+
+/* The longest query text accepted (all terms and "not" texts together): CLIP reads
+** 77 tokens per term; 64 KiB is far beyond any useful query and bounds the work. */
+#define CDB_ENGINE_QUERY_MAX_BYTES 65536
+
+typedef struct cdb_engine_term {
+    char *text;    /* heap, owned by the array */
+    double weight; /* +1, -1, or an explicit "2*" weight with its sign */
+} cdb_engine_term;
+/* Splits a query into weighted terms at standalone "+" and "-" words:
+**     beach + sunset - people      ->  +1 "beach", +1 "sunset", -1 "people"
+**     2*beach + 0.5*sunset         ->  +2 "beach", +0.5 "sunset"
+** "+"/"-" inside a word ("t-shirt", "-3") is text; a leading "-" negates the first
+** term. CDB_INVALID (E_QUERY) with errmsg saying why ("two operators in a row in
+** '...'", "empty query"). *terms: free with cdb_engine_terms_free. */
+cdb_status cdb_engine_query_parse(const char *q, cdb_engine_term **terms /* OUT */,
+                                  int *n_terms /* OUT */);
+void cdb_engine_terms_free(cdb_engine_term *terms, int n);
+
+/* ---- search ---------------------------------------------------------------------- */
+
+/* What to look for. Every part given is one term of a weighted sum (each term's
+** embedding normalized first, the sum normalized: cdb_index_query_combine), so text,
+** example images and "more like this" combine freely. At least one part. */
+typedef struct cdb_engine_query {
+    const char *text;              /* the query language above; NULL: none */
+    int text_literal;              /* 1: text is one term as it is (no +/- parsing) */
+    const char *const *nots;       /* texts pushed away (weight -1 each) */
+    int n_nots;
+    const char *const *image_paths;/* example image files (weight +1 each) */
+    int n_image_paths;
+    const void *image;             /* an example image in memory (any decodable format) */
+    size_t image_bytes;
+    const int64_t *like_ids;       /* catalog file ids: their stored vectors ("more like
+                                      this"; E_UNKNOWN_ID when one has no vector) */
+    int n_like_ids;
+    /* A raw embedding (clip-retrieval's embedding_input): dim floats of any non-zero
+    ** norm. Alone, it is searched as given; with other parts it is one more term. */
+    const float *vector;
+    int vector_dim;
+    int no_exif;                   /* 1: ignore the example images' EXIF orientation */
+} cdb_engine_query;
+
+typedef enum cdb_engine_sort {
+    CDB_ENGINE_SORT_SCORE = 0,     /* best first (ties: smaller id first) */
+    CDB_ENGINE_SORT_TIME = 1       /* the hits by file time, newest first */
+} cdb_engine_sort;
+
+typedef struct cdb_engine_search_params {
+    int k;                 /* hits wanted, >= 1 (default 10) */
+    int offset;            /* best hits skipped first (paging); >= 0 */
+    float min_score;       /* drop hits scoring below; default -1 (none) */
+    /* Only files under this absolute path prefix (NULL: all). under_folder: 1 matches
+    ** whole path components ("/a/b" holds "/a/b/c.jpg", not "/a/bc.jpg"), 0 a plain
+    ** prefix of the path. Filtering happens after ranking: the engine asks the index
+    ** for more until k hits pass or every vector has been seen. */
+    const char *under;
+    int under_folder;
+    cdb_engine_sort sort;  /* applied to the k hits after offset */
+    const char *model;     /* a model path whose vector set to search; NULL: default */
+} cdb_engine_search_params;
+cdb_engine_search_params cdb_engine_search_params_default(void);
+
+typedef struct cdb_engine_hit {
+    int64_t id;            /* catalog file id (stable; what /api/file/ID serves) */
+    float score;           /* cosine similarity, fp32-accumulated from the stored vector */
+    char *path;            /* absolute path, bytes as the filesystem gave them */
+    int64_t mtime_ns;
+    int64_t size;          /* bytes */
+    int32_t width, height; /* pixels after EXIF orientation; 0 = unknown */
+} cdb_engine_hit;
+
+typedef struct cdb_engine_result {
+    cdb_engine_hit *hits;  /* n hits, best first (or by time) */
+    int n;
+    char model[128];       /* the vector set searched */
+    int64_t model_id;
+    int64_t generation;    /* the database generation the search saw */
+} cdb_engine_result;
+
+/* Runs a search. Query text is checked against CDB_ENGINE_QUERY_MAX_BYTES and the
+** language (E_QUERY); an unusable example image gives E_QUERY_IMAGE; terms that
+** cancel out E_QUERY_ZERO; an unusable index is reported through events.warn and
+** searched around (exactly over the stored vectors). A search with no hits is a
+** success (n == 0). *out: free with cdb_engine_result_free. Concurrent calls OK. */
+cdb_status cdb_engine_search(cdb_engine *e, const cdb_engine_query *q,
+                             const cdb_engine_search_params *p,
+                             cdb_engine_result *out /* OUT */);
+void cdb_engine_result_free(cdb_engine_result *r); /* NULL is fine; zeroes *r */
+
+/* ---- files by id: what a search hit points at -------------------------------------- */
+
+typedef struct cdb_engine_file {
+    int64_t id;
+    char *path;            /* heap: cdb_engine_file_clear */
+    int64_t size, mtime_ns;
+    int32_t width, height;
+    const char *mime;      /* "image/jpeg", ... from the file's first bytes at lookup
+                              ("application/octet-stream" when not recognized); static */
+} cdb_engine_file;
+/* The catalog's ok file with this id (never a path from elsewhere: an id that is not
+** an ok file gives CDB_NOTFOUND with E_UNKNOWN_ID). The caller opens out->path to
+** serve the original. Concurrent calls OK. */
+cdb_status cdb_engine_file_get(cdb_engine *e, int64_t id, cdb_engine_file *out /* OUT */);
+void cdb_engine_file_clear(cdb_engine_file *f); /* NULL is fine */
+
+/* The stored JPEG thumbnail of file id (long side <= the database's thumbnail size),
+** made at ingest from the decoded image. *jpeg: heap (cdb_free), *n bytes.
+** A file that has none yet (made before thumbnails, or the file changed since: the
+** next reindex makes it) gets one made from its original on the fly, not stored.
+** CDB_NOTFOUND with E_UNKNOWN_ID (not an ok file) or E_NO_THUMB (thumbnails are off,
+** or the original cannot be read). Concurrent calls OK. */
+cdb_status cdb_engine_thumb(cdb_engine *e, int64_t id, void **jpeg /* OUT */,
+                            size_t *n /* OUT */);
+/* The thumbnail setting: long side in pixels, 0 = thumbnails off. Set (writer): the
+** next ingest or reindex makes the missing ones and those of another size. */
+#define CDB_ENGINE_THUMB_DEFAULT 384 /* the setting of a new database */
+#define CDB_ENGINE_THUMB_MIN 32
+#define CDB_ENGINE_THUMB_MAX 512
+cdb_status cdb_engine_thumb_size(cdb_engine *e, int *px /* OUT */);
+cdb_status cdb_engine_set_thumb_size(cdb_engine *e, int px);
+
+/* ---- ingest and reindex --------------------------------------------------------- */
+
+/* The function the pipeline encodes a batch of preprocessed images with (n * 3 *
+** size * size floats, CHW) into n * dim floats. A test hook: NULL means the model's
+** image tower; tests inject failures through it. The model is the encoder's. */
+struct cdb_model;
+typedef cdb_status (*cdb_engine_encode_fn)(void *ud, struct cdb_model *m, const float *pixels,
+                                           int n, float *out /* OUT n * dim */);
+
+typedef struct cdb_engine_run_params {
+    int batch;             /* images per encoder batch (default 32) */
+    int threads;           /* reader/decoder threads; 0: cdb_default_threads() */
+    int follow_symlinks;   /* ingest: -1 keep each root's setting (default), 0 no, 1 yes */
+    int no_exif;           /* ingest: -1 keep each root's setting (default), 0 EXIF applied,
+                              1 ignored */
+    int decode;            /* -1 keep each vector set's mode (default), 0 exact, 1 fast */
+    int full;              /* reindex: read every file again (default 0) */
+    int repair;            /* reindex: verify (deeply) first and requeue what is lost,
+                              bad or no longer matches its photo; the index is rebuilt */
+    double sample;         /* repair: the fraction re-encoded (CDB_ENGINE_DEEP_SAMPLE) */
+    /* ingest: a model path whose vectors are added beside the others (registered when
+    ** new); reindex: the one vector set to bring up to date (a spec as
+    ** cdb_engine_find_model takes). NULL: every set. */
+    const char *model;
+    cdb_engine_encode_fn encode; /* test hook (above) */
+    void *encode_ud;
+} cdb_engine_run_params;
+cdb_engine_run_params cdb_engine_run_params_default(void);
+
+/* What one pass over the roots did for one vector set. */
+typedef struct cdb_engine_summary {
+    int64_t found;          /* regular files met by the walks */
+    int64_t unchanged;      /* skipped without reading (same size and mtime) */
+    int64_t added, changed; /* encoded: new files / files whose content changed */
+    int64_t moved;          /* kept their vector under a new path */
+    int64_t touched;        /* metadata updated, same content */
+    int64_t deleted;        /* gone from disk, marked deleted */
+    int64_t errors;         /* unusable images, recorded (quarantined until they change) */
+    int64_t retry;          /* transient failures, left pending for the next run */
+    int64_t skipped;        /* not images */
+    int64_t walk_errors;    /* folders or entries that could not be read, missing roots */
+    int64_t missing_roots;  /* roots whose path is gone (kept as they are) */
+    int64_t unreachable;    /* gone files whose place is not mounted (kept as they are) */
+    int64_t links_skipped, loops, links_covered;
+    int64_t thumbs;         /* thumbnails made (new files, and unchanged ones that had none) */
+    double seconds;
+    int interrupted;
+    /* Where the time went (ns, monotonic). Busy time per stage, summed over the
+    ** stage's threads, waits excluded; encode is the time inside the image tower. */
+    int64_t ns_walk, ns_read, ns_decode, ns_preprocess, ns_encode, ns_encode_wait, ns_store;
+    int64_t n_batches;
+} cdb_engine_summary;
+
+typedef struct cdb_engine_set_report {
+    cdb_engine_model model;
+    int ran;                /* 0: its weights were not found (the set is not current) */
+    cdb_engine_summary sum;
+} cdb_engine_set_report;
+
+#define CDB_ENGINE_MAX_SETS 64
+
+typedef struct cdb_engine_run_report {
+    cdb_engine_set_report sets[CDB_ENGINE_MAX_SETS]; /* [0]: the first pass (default set,
+                               or reindex --model's): it did the deletions and moves */
+    int n_sets;
+    int started;            /* the passes began: a failure now is the run's own, and
+                               cdb_errmsg holds its cause ("cannot commit ... (...)") */
+    int interrupted;        /* stopped by events.should_stop */
+    int partial;            /* some files failed or wait for a retry, a folder is missing
+                               or unreadable, or a set's weights are missing */
+    int64_t errors, retry;  /* over every set */
+    char index_note[1200];  /* reindex: what became of each index ("" when nothing) */
+    char repair_note[200];  /* reindex --repair: "N problems found, ..." ("" otherwise) */
+} cdb_engine_run_report;
+
+/* The PATHs of an ingest, checked before anything is written: each must exist and be
+** a folder, or a regular file that is named or shaped like an image. *abs: n real,
+** absolute paths (free with cdb_engine_paths_free), is_file[n] (caller's). On the
+** first bad PATH: CDB_NOTFOUND/CDB_INVALID with E_PATH, errmsg "cannot ingest X (why)",
+** nothing allocated. Needs no handle (callers check before opening the database). */
+cdb_status cdb_engine_check_paths(const char *const *paths, int n, char ***abs /* OUT */,
+                                  int *is_file /* OUT n */);
+void cdb_engine_paths_free(char **abs, int n);
+
+/* Ingests paths (a folder is walked recursively, a file is recorded as itself; see the
+** library model in README.md), then brings every other vector set up to date. Writer.
+** CDB_OK also when files failed (report->partial) or on a stop (report->interrupted);
+** an error only when the run itself failed (E_DISK_FULL when the disk is full:
+** nothing committed is lost, a rerun finishes). report is filled in both cases. */
+cdb_status cdb_engine_ingest(cdb_engine *e, const char *const *paths, int n,
+                             const cdb_engine_run_params *p,
+                             cdb_engine_run_report *report /* OUT */);
+/* Rescans every recorded root, applies new / changed / moved / deleted files to every
+** vector set, makes missing thumbnails, refreshes every index. Writer. As ingest. */
+cdb_status cdb_engine_reindex(cdb_engine *e, const cdb_engine_run_params *p,
+                              cdb_engine_run_report *report /* OUT */);
+
+/* ---- the index ---------------------------------------------------------------------- */
+
+typedef enum cdb_engine_index_kind { /* cdb_index_kind values */
+    CDB_ENGINE_INDEX_AUTO = 0, CDB_ENGINE_INDEX_FLAT, CDB_ENGINE_INDEX_HNSW,
+    CDB_ENGINE_INDEX_IVF_SQ, CDB_ENGINE_INDEX_IVF_PQ
+} cdb_engine_index_kind;
+
+typedef struct cdb_engine_index_report {
+    int action;            /* 0 none (up to date), 1 added, 2 rebuilt (or removed) */
+    int64_t n_vectors;     /* covered after */
+    int64_t n_added, n_removed;
+    double seconds;
+    char model[128];       /* the vector set's model */
+    char kind[16];         /* "flat", "hnsw", ... of the index now */
+    char factory[128];
+    char why[256];
+    char path[4096];       /* the index file */
+} cdb_engine_index_report;
+/* Builds the index of the model at model_path (NULL: the default model) from the stored
+** vectors and replaces the index file atomically (E_NO_VECTORS when there are none).
+** Works on a reader handle: the catalog is not written. */
+cdb_status cdb_engine_index_build(cdb_engine *e, const char *model_path, cdb_engine_index_kind kind,
+                                  cdb_engine_index_report *out /* OUT */);
+
+typedef struct cdb_engine_index_info {
+    char model[128];
+    char path[4096];       /* the index file */
+    int has_index;         /* 0: none yet (searches scan every vector exactly) */
+    char kind[16], factory[128];
+    int dim;
+    int64_t covered, stored, not_covered, watermark, generation, bytes;
+    int nlist, nprobe, ef_search, rerank_factor;
+    char text[2048];       /* the index module's multi-line description */
+} cdb_engine_index_info;
+/* Describes the index of the model at model_path (NULL: the default). An unreadable
+** index file is an error (CDB_CORRUPT, ...): 'index build' rebuilds it. */
+cdb_status cdb_engine_index_describe(cdb_engine *e, const char *model_path,
+                                     cdb_engine_index_info *out /* OUT */);
+
+/* ---- stats ------------------------------------------------------------------------ */
+
+typedef struct cdb_engine_model_stats {
+    cdb_engine_model model;
+    int64_t n_vectors;
+    int64_t files_without_vector;
+    int has_index;
+    char index_kind[16];
+    int64_t index_covered;
+} cdb_engine_model_stats;
+
+typedef struct cdb_engine_stats {
+    int64_t files[5];      /* by state: [1] pending, [2] ok, [3] errors, [4] deleted */
+    int64_t n_retry;       /* pending files with a transient failure to retry */
+    int64_t n_roots, n_walk_problems, n_shards, generation, disk_bytes;
+    int thumb_size;        /* the thumbnail setting: long side in pixels, 0 = off */
+    cdb_engine_model_stats *models; /* heap: cdb_engine_stats_free */
+    int n_models;
+} cdb_engine_stats;
+#define CDB_ENGINE_STATS_DISK 1u  /* add up the database's bytes on disk (walks its folder) */
+#define CDB_ENGINE_STATS_INDEX 2u /* load each model's index to describe it */
+/* Counts (one read each), and what `what` asks for. Concurrent calls OK. */
+cdb_status cdb_engine_stats_get(cdb_engine *e, unsigned what, cdb_engine_stats *out /* OUT */);
+void cdb_engine_stats_free(cdb_engine_stats *s);
+
+/* ---- verify --------------------------------------------------------------------------- */
+
+#define CDB_ENGINE_DEEP_SAMPLE 0.05
+
+typedef struct cdb_engine_problem {
+    const char *kind;      /* "shard-missing", "shard-damaged", "vector-missing",
+                              "vector-bad", "vector-orphan", "file-without-vector",
+                              "file-changed", "vector-mismatch", "index"; static */
+    int32_t shard;
+    int64_t model_id, file_id;
+    char *path;            /* the file's path when file_id > 0 and it is known; heap */
+    char *msg;             /* heap */
+} cdb_engine_problem;
+
+typedef struct cdb_engine_verify_report {
+    int64_t n_problems;    /* all found, index problems included (may exceed n_listed) */
+    cdb_engine_problem *problems; /* the listed ones (heap), index problems last */
+    int n_listed;
+    int64_t n_more;        /* problems found beyond those listed (the database's list is
+                              capped) */
+    int64_t n_vectors_checked, n_files_ok, n_files_pending;
+    int64_t n_lost, n_lost_files; /* vectors lost with missing or damaged shards */
+    int deep;
+    /* deep: */
+    int64_t n_files, n_hashed, n_encoded, n_stale, n_gone, n_unreadable, max_ulp;
+} cdb_engine_verify_report;
+/* Checks every vector against the catalog and the shards (and the default model's
+** index against the store); deep: also re-reads every photo (its bytes against the
+** stored hash) and re-encodes a sample (the same files every time) comparing vectors.
+** Problems are data: CDB_OK with out->n_problems > 0. */
+cdb_status cdb_engine_verify(cdb_engine *e, int deep, double sample,
+                             cdb_engine_verify_report *out /* OUT */);
+void cdb_engine_verify_report_free(cdb_engine_verify_report *r);
+
+/* ---- what could not be ingested -------------------------------------------------------- */
+
+typedef struct cdb_engine_error_entry {
+    const char *kind;      /* "error": unusable, quarantined until it changes; "retry": failed
+                              for a passing reason, retried by the next run; "walk": what a
+                              scan could not read (folders, broken links, missing roots). Static */
+    int64_t id;            /* the file's id (0 for "walk") */
+    char *path;            /* heap */
+    char *reason;          /* heap */
+    int64_t size;          /* bytes (0 for "walk") */
+} cdb_engine_error_entry;
+/* Every entry, errors first, then retries, then walk problems. Free with
+** cdb_engine_errors_free. */
+cdb_status cdb_engine_errors(cdb_engine *e, cdb_engine_error_entry **out /* OUT */,
+                             int64_t *n /* OUT */);
+void cdb_engine_errors_free(cdb_engine_error_entry *v, int64_t n);
+
+/* ---- reading the stored vectors ------------------------------------------------------- */
+
+typedef struct cdb_engine_vectors cdb_engine_vectors;
+/* Iterates every stored vector of the model at model_path (NULL: the default) in file id
+** order. *model: its record; *count: the vectors stored when opened (more or fewer may
+** come if a writer commits meanwhile). Exclusive use of the handle until closed. */
+cdb_status cdb_engine_vectors_open(cdb_engine *e, const char *model_path,
+                                   cdb_engine_vectors **out /* OUT */,
+                                   cdb_engine_model *model /* OUT */, int64_t *count /* OUT */);
+/* Up to cap vectors: ids[i], f32[i*dim..] (decoded exactly from fp16) and f16 (raw),
+** each may be NULL; paths (may be NULL): paths[i] heap (free()), NULL when unknown.
+** *n == 0: the end. */
+cdb_status cdb_engine_vectors_read(cdb_engine_vectors *it, int cap, int64_t *ids /* OUT */,
+                                   float *f32 /* OUT */, uint16_t *f16 /* OUT */,
+                                   char **paths /* OUT */, int *n /* OUT */);
+void cdb_engine_vectors_close(cdb_engine_vectors *it);
+
+/* ---- the recorded folders -------------------------------------------------------------- */
+
+typedef struct cdb_engine_folder {
+    int64_t id;
+    char *path;            /* heap */
+    int is_file;           /* a single file root */
+    const char *status;    /* "ok", "missing", "empty", "unreadable", "new"; static.
+                              "missing" when the path is not there now */
+    int64_t files;         /* live: ok + pending + errors */
+    int64_t ok, errors, to_retry, walk_problems, vectors;
+    int follow_symlinks, no_exif;
+    int64_t scanned_ns;    /* wall clock of the last scan; 0: never */
+} cdb_engine_folder;
+/* The recorded roots in id order. *out: cdb_engine_folders_free. Concurrent calls OK. */
+cdb_status cdb_engine_folders(cdb_engine *e, cdb_engine_folder **out /* OUT */,
+                              int *n /* OUT */);
+void cdb_engine_folders_free(cdb_engine_folder *f, int n);
+
+typedef struct cdb_engine_forgot {
+    char *path;            /* heap */
+    int is_file;
+    int64_t files;         /* files that had vectors */
+} cdb_engine_forgot;
+
+typedef struct cdb_engine_forget_report {
+    cdb_engine_forgot *roots; /* the roots forgotten (also those before a failure) */
+    int n_roots;
+    int64_t files, bytes_freed;
+    int index_refresh_failed; /* a model's index could not be refreshed (warned):
+                                 searches stay correct, 'index build' rebuilds it */
+    char container[4096];  /* E_PART_OF_ROOT: the folder root that holds the path */
+} cdb_engine_forget_report;
+/* Removes the root at path, or every root inside it (path: a recorded folder or file;
+** an unmounted one is matched by its absolute path), with their files, vectors and
+** thumbnails, gives the space back and refreshes the indexes. Writer. E_NOT_A_ROOT,
+** E_PART_OF_ROOT (out->container). *out: cdb_engine_forget_report_free. */
+cdb_status cdb_engine_forget(cdb_engine *e, const char *path,
+                             cdb_engine_forget_report *out /* OUT */);
+void cdb_engine_forget_report_free(cdb_engine_forget_report *r);
+
+typedef struct cdb_engine_move_report {
+    char old_path[4096], new_path[4096]; /* as matched: absolute, normalized */
+    int64_t files;         /* recorded files of the moved roots */
+    int64_t present;       /* of them, found at the new place */
+    char container[4096];  /* E_PART_OF_ROOT: the folder root that holds OLD */
+    char bad_root[4096], bad_dest[4096]; /* E_MOVE_TARGET: root and its would-be path */
+    int bad_dest_is_file;
+} cdb_engine_move_report;
+/* Tells the database that the root(s) at old_path now live at new_path (which must
+** exist, holding at least one of their recorded files): paths rewritten, vectors kept;
+** the next reindex checks the files. Writer. E_NOT_A_ROOT, E_PART_OF_ROOT,
+** E_MOVE_TARGET, E_MOVE_NOTHING. */
+cdb_status cdb_engine_move(cdb_engine *e, const char *old_path, const char *new_path,
+                           cdb_engine_move_report *out /* OUT */);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CDB_ENGINE_H */

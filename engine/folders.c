@@ -1,0 +1,321 @@
+/*
+** folders.c: the library's roots (the folders and single files ingested): listing
+** them with their counts and last scan, forgetting one (its files, vectors and the
+** space they took), and moving one (paths rewritten, vectors kept). The library model
+** they act on: library.c, db/roots.c.
+*/
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "engine/engine_int.h"
+
+/* An absolute, normalized form of path for matching recorded roots: its real path
+** when it exists, else made absolute and cleaned lexically ("." and ".." folded,
+** repeated and trailing slashes dropped), since an unmounted folder has no real
+** path. Heap (free). */
+static char *normalized_path(const char *path) {
+    char real[PATH_MAX], cwd[PATH_MAX], *out, *o;
+    size_t cap;
+    if (realpath(path, real)) return strdup(real);
+    if (path[0] != '/' && !getcwd(cwd, sizeof cwd)) return NULL;
+    cap = strlen(path) + (path[0] == '/' ? 0 : strlen(cwd)) + 3;
+    if (!(out = malloc(cap))) return NULL;
+    snprintf(out, cap, "%s/%s", path[0] == '/' ? "" : cwd, path);
+    o = out; /* fold in place: o writes, p reads */
+    for (const char *p = out; *p;) {
+        while (*p == '/') p++;
+        const char *e = p;
+        while (*e && *e != '/') e++;
+        size_t n = (size_t)(e - p);
+        if (n == 0) break;
+        if (n == 1 && p[0] == '.') {
+        } else if (n == 2 && p[0] == '.' && p[1] == '.') {
+            while (o > out && *--o != '/') {
+            }
+        } else {
+            *o++ = '/';
+            memmove(o, p, n);
+            o += n;
+        }
+        p = e;
+    }
+    if (o == out) *o++ = '/';
+    *o = '\0';
+    return out;
+}
+
+static int within(const char *path, const char *dir) {
+    size_t n = strlen(dir);
+    return !strncmp(path, dir, n) && (path[n] == '\0' || path[n] == '/' || !strcmp(dir, "/"));
+}
+
+/* Indexes of the roots equal to or inside path; *n_out of them. When there is none:
+** E_PART_OF_ROOT (container: the folder root holding path) or E_NOT_A_ROOT. */
+static cdb_status roots_at(const eng_library *lib, const char *path, int *idx, int *n_out,
+                           char *container, size_t size) {
+    int n = 0;
+    for (int i = 0; i < lib->n; i++)
+        if (within(lib->r[i].path, path)) idx[n++] = i;
+    *n_out = n;
+    if (n) return CDB_OK;
+    for (int i = 0; i < lib->n; i++)
+        if (lib->r[i].kind == CDB_DB_ROOT_FOLDER && within(path, lib->r[i].path)) {
+            snprintf(container, size, "%s", lib->r[i].path);
+            return eng_failw(CDB_NOTFOUND, CDB_ENGINE_E_PART_OF_ROOT, NULL,
+                             "%s is a part of the folder %s, not a folder of its own", path,
+                             lib->r[i].path);
+        }
+    return eng_failw(CDB_NOTFOUND, CDB_ENGINE_E_NOT_A_ROOT, NULL,
+                     "%s is not a folder or file of this database", path);
+}
+
+/* ---- folders --------------------------------------------------------------------------- */
+
+typedef struct folders_ud {
+    cdb_db *db;
+    cdb_engine_folder *f;
+    int n, cap;
+    cdb_status rc;
+} folders_ud;
+
+static const char *status_word(const char *s) {
+    static const char *const known[] = {"ok", "missing", "empty", "unreadable", NULL};
+    for (int i = 0; s && known[i]; i++)
+        if (!strcmp(s, known[i])) return known[i];
+    return s ? "unknown" : "new";
+}
+
+static int on_folder(const cdb_db_root *r, void *ud_) {
+    folders_ud *ud = ud_;
+    cdb_db_root_counts c;
+    struct stat sb;
+    if (ud->n == ud->cap) {
+        int nc = ud->cap ? ud->cap * 2 : 16;
+        cdb_engine_folder *p = realloc(ud->f, sizeof *p * (size_t)nc);
+        if (!p) {
+            ud->rc = cdb_seterr(CDB_NOMEM, "out of memory");
+            return 1;
+        }
+        ud->f = p;
+        ud->cap = nc;
+    }
+    if ((ud->rc = cdb_db_root_get_counts(ud->db, r->id, 0, &c)) != CDB_OK) return 1;
+    cdb_engine_folder *f = &ud->f[ud->n];
+    memset(f, 0, sizeof *f);
+    if (!(f->path = strdup(r->path))) {
+        ud->rc = cdb_seterr(CDB_NOMEM, "out of memory");
+        return 1;
+    }
+    ud->n++;
+    f->id = r->id;
+    f->is_file = r->kind == CDB_DB_ROOT_FILE;
+    f->status = stat(r->path, &sb) != 0 ? "missing" : status_word(r->status); /* now */
+    f->files = c.files[CDB_DB_OK] + c.files[CDB_DB_PENDING] + c.files[CDB_DB_ERROR];
+    f->ok = c.files[CDB_DB_OK];
+    f->errors = c.files[CDB_DB_ERROR];
+    f->to_retry = c.n_retry;
+    f->walk_problems = c.n_walk_problems;
+    f->vectors = c.n_vectors;
+    f->follow_symlinks = r->follow_symlinks;
+    f->no_exif = r->no_exif;
+    f->scanned_ns = r->scanned_ns;
+    return 0;
+}
+
+void cdb_engine_folders_free(cdb_engine_folder *f, int n) {
+    for (int i = 0; f && i < n; i++) free(f[i].path);
+    free(f);
+}
+
+cdb_status cdb_engine_folders(cdb_engine *e, cdb_engine_folder **out, int *n) {
+    eng_reader *r = NULL;
+    folders_ud ud;
+    cdb_status st;
+    eng_clear();
+    *out = NULL;
+    *n = 0;
+    memset(&ud, 0, sizeof ud);
+    if ((st = eng_reader_get(e, &r)) != CDB_OK) return st;
+    ud.db = r->db;
+    st = cdb_db_roots_foreach(r->db, on_folder, &ud);
+    if (st == CDB_OK) st = ud.rc;
+    eng_reader_put(e, r);
+    if (st != CDB_OK) {
+        cdb_engine_folders_free(ud.f, ud.n);
+        return eng_fail(st, CDB_ENGINE_E_NONE, "cannot list the folders");
+    }
+    *out = ud.f;
+    *n = ud.n;
+    return CDB_OK;
+}
+
+/* ---- forget ------------------------------------------------------------------------------ */
+
+void cdb_engine_forget_report_free(cdb_engine_forget_report *r) {
+    if (!r) return;
+    for (int i = 0; i < r->n_roots; i++) free(r->roots[i].path);
+    free(r->roots);
+    r->roots = NULL;
+    r->n_roots = 0;
+}
+
+/* The writer's default model and roots (forget and move). */
+static cdb_status open_library(cdb_engine *e, cdb_db_model *dm, eng_library *lib) {
+    cdb_status st;
+    if ((st = cdb_db_model_default(e->db, dm)) != CDB_OK || (st = eng_library_load(e->db, lib)) != CDB_OK)
+        return eng_fail(st, CDB_ENGINE_E_NONE, "cannot read the database");
+    return CDB_OK;
+}
+
+cdb_status cdb_engine_forget(cdb_engine *e, const char *path_in, cdb_engine_forget_report *out) {
+    int n = 0, *idx = NULL;
+    cdb_db_model dm;
+    eng_library lib = {0};
+    char *path = NULL;
+    cdb_status st;
+    eng_clear();
+    memset(out, 0, sizeof *out);
+    if ((st = eng_writer(e, "forget")) != CDB_OK) return st;
+    if (!(path = normalized_path(path_in)))
+        return eng_failw(CDB_IO, CDB_ENGINE_E_NONE, strerror(errno), "cannot forget %s", path_in);
+    if ((st = open_library(e, &dm, &lib)) != CDB_OK) goto done;
+    if (!(idx = calloc((size_t)(lib.n ? lib.n : 1), sizeof *idx)) ||
+        !(out->roots = calloc((size_t)(lib.n ? lib.n : 1), sizeof *out->roots))) {
+        st = eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory", "cannot forget %s", path);
+        goto done;
+    }
+    if ((st = roots_at(&lib, path, idx, &n, out->container, sizeof out->container)) != CDB_OK)
+        goto done;
+    for (int i = 0; i < n; i++) {
+        const eng_root *r = &lib.r[idx[i]];
+        int64_t k = 0;
+        if ((st = cdb_db_root_forget(e->db, dm.id, r->id, &k)) != CDB_OK) {
+            st = eng_fail(st, CDB_ENGINE_E_NONE, "cannot forget %s", r->path);
+            goto done;
+        }
+        cdb_engine_forgot *f = &out->roots[out->n_roots];
+        if (!(f->path = strdup(r->path))) {
+            st = cdb_seterr(CDB_NOMEM, "out of memory");
+            goto done;
+        }
+        out->n_roots++;
+        f->is_file = r->kind == CDB_DB_ROOT_FILE;
+        f->files = k;
+        out->files += k;
+    }
+    if (cdb_db_thumbs_prune(e->db, NULL) != CDB_OK) /* a cache: never fatal */
+        CDB_LOG_WARN("the forgotten files' thumbnails were not dropped: %s", cdb_errmsg());
+    if ((st = cdb_db_compact(e->db, &out->bytes_freed)) != CDB_OK) {
+        st = eng_fail(st, CDB_ENGINE_E_NONE, "forgotten, but the space could not be given back");
+        goto done;
+    }
+    {
+        int r = eng_refresh_all_indexes(e->db, &e->p.events);
+        if (r < 0) st = CDB_ERROR; /* errmsg: cannot list the models (...) */
+        out->index_refresh_failed = r > 0;
+    }
+done:
+    free(idx);
+    free(path);
+    eng_library_free(&lib);
+    return st;
+}
+
+/* ---- move ------------------------------------------------------------------------------------ */
+
+typedef struct there_ud {
+    const char *root; /* the new place of the root */
+    int64_t live, present;
+} there_ud;
+
+static int count_there(const cdb_db_file *f, void *ud_) {
+    there_ud *ud = ud_;
+    struct stat st;
+    char *p = cdb_db_path_join(ud->root, f->relpath);
+    ud->live++;
+    if (p && lstat(p, &st) == 0) ud->present++;
+    cdb_free(p);
+    return 0;
+}
+
+cdb_status cdb_engine_move(cdb_engine *e, const char *old_in, const char *new_in,
+                           cdb_engine_move_report *out) {
+    int n = 0, *idx = NULL;
+    cdb_db_model dm;
+    eng_library lib = {0};
+    char *old = NULL, **dest = NULL, newp[PATH_MAX];
+    there_ud there = {0};
+    cdb_status st;
+    eng_clear();
+    memset(out, 0, sizeof *out);
+    if ((st = eng_writer(e, "move")) != CDB_OK) return st;
+    if (!realpath(new_in, newp))
+        return eng_failw(CDB_NOTFOUND, CDB_ENGINE_E_MOVE_TARGET, strerror(errno),
+                         "cannot move to %s", new_in);
+    if (!(old = normalized_path(old_in)))
+        return eng_failw(CDB_IO, CDB_ENGINE_E_NONE, strerror(errno), "cannot move %s", old_in);
+    snprintf(out->old_path, sizeof out->old_path, "%s", old);
+    snprintf(out->new_path, sizeof out->new_path, "%s", newp);
+    if ((st = open_library(e, &dm, &lib)) != CDB_OK) goto done;
+    idx = calloc((size_t)(lib.n ? lib.n : 1), sizeof *idx);
+    dest = calloc((size_t)(lib.n ? lib.n : 1), sizeof *dest);
+    if (!idx || !dest) {
+        st = eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory", "cannot move %s", old);
+        goto done;
+    }
+    if ((st = roots_at(&lib, old, idx, &n, out->container, sizeof out->container)) != CDB_OK)
+        goto done;
+    /* where each root goes, and how many of its files are there */
+    for (int i = 0; i < n; i++) {
+        const eng_root *r = &lib.r[idx[i]];
+        struct stat sb;
+        const char *rest = r->path + strlen(old);
+        if (!(dest[i] = cdb_db_path_join(newp, *rest == '/' ? rest + 1 : rest))) {
+            st = eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory", "cannot move %s", old);
+            goto done;
+        }
+        if (stat(dest[i], &sb) != 0 ||
+            (r->kind == CDB_DB_ROOT_FILE ? !S_ISREG(sb.st_mode) : !S_ISDIR(sb.st_mode))) {
+            snprintf(out->bad_root, sizeof out->bad_root, "%s", r->path);
+            snprintf(out->bad_dest, sizeof out->bad_dest, "%s", dest[i]);
+            out->bad_dest_is_file = r->kind == CDB_DB_ROOT_FILE;
+            st = eng_failw(CDB_INVALID, CDB_ENGINE_E_MOVE_TARGET, NULL,
+                           "%s would move to %s, which is not a %s", r->path, dest[i],
+                           r->kind == CDB_DB_ROOT_FILE ? "file" : "folder");
+            goto done;
+        }
+        there.root = dest[i];
+        cdb_db_files_foreach(e->db, r->id, CDB_DB_MASK_OK | CDB_DB_MASK_PENDING | CDB_DB_MASK_ERROR,
+                             count_there, &there);
+    }
+    out->files = there.live;
+    out->present = there.present;
+    if (there.live > 0 && there.present == 0) {
+        char b[32];
+        st = eng_failw(CDB_INVALID, CDB_ENGINE_E_MOVE_NOTHING, NULL,
+                       "none of the %s recorded files of %s is under %s; nothing changed",
+                       eng_fmt_count(there.live, b, sizeof b), old, newp);
+        goto done;
+    }
+    for (int i = 0; i < n; i++)
+        if ((st = cdb_db_root_set_path(e->db, lib.r[idx[i]].id, dest[i])) != CDB_OK) {
+            st = eng_fail(st, CDB_ENGINE_E_NONE, "cannot move %s", lib.r[idx[i]].path);
+            goto done;
+        }
+    /* NEW may lie inside a recorded folder, or hold recorded roots: fold them */
+    eng_library_free(&lib);
+    if ((st = eng_library_load(e->db, &lib)) != CDB_OK ||
+        (st = eng_library_normalize(e->db, dm.id, &lib, NULL)) != CDB_OK)
+        st = eng_fail(st, CDB_ENGINE_E_NONE, "moved, but the folders could not be merged");
+done:
+    for (int i = 0; dest && i < n; i++) cdb_free(dest[i]);
+    free(dest);
+    free(idx);
+    free(old);
+    eng_library_free(&lib);
+    return st;
+}

@@ -1,0 +1,543 @@
+/*
+** api.c: the JSON API and the routes. Every search goes through cdb_engine_search,
+** the one search code path, so a request returns the hits and scores `clipdb search
+** --json` prints for the same query.
+**
+**   GET  /api/search?q=QUERY&k=&offset=&min_score=&under=&sort=   (also text=, image_id=)
+**   POST /api/search  {"query" | "text" | "image_id" | "image" (base64), "k", "offset",
+**                      "min_score", "under", "sort"}
+**     -> {"model", "took_ms", "count", "offset", "generation",
+**         "results": [{"id", "path", "score", "width", "height", "mtime", "size",
+**                      "thumb": "/api/thumb/ID", "file": "/api/file/ID"}]}
+**   GET  /api/thumb/ID   the JPEG thumbnail (ETag; 304 when unchanged)
+**   GET  /api/file/ID    the original, by catalog id only, with its type
+**   GET  /api/stats, /api/folders, /healthz
+**   POST /api/login {"token"}   sets the cookie the page uses when a token is required
+**   /knn-service, /metadata, /indices-list: clip_retrieval.c. GET /, /app.js, ...: the page.
+**
+** "query" (and q=) is the CLI's language ("beach + sunset - people", "2*cat");
+** "text" is one term as it is. Limits: k <= 1000, offset <= 100000, query text as in
+** the CLI (64 KiB). Bad input is a 400 with {"error": {"code", "message"}}; unknown
+** ids and routes 404; other methods 405.
+*/
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "serve/serve_int.h"
+
+#define SRV_MAX_K 1000
+#define SRV_MAX_OFFSET 100000
+#define SRV_MAX_LIKE 16
+
+const char *srv_arg(const srv_req *r, const char *key) {
+    const char *v = NULL;
+    for (int i = 0; i < r->n_args; i++)
+        if (r->keys[i] && !strcmp(r->keys[i], key)) v = r->vals[i] ? r->vals[i] : "";
+    return v;
+}
+
+static int is(const srv_req *r, const char *m) { return !strcmp(r->method, m); }
+static int is_get(const srv_req *r) { return is(r, "GET") || is(r, "HEAD"); }
+
+/* The decimal id after prefix in path (strict: digits only, > 0); 0 when not one. */
+static int64_t path_id(const char *path, const char *prefix) {
+    size_t n = strlen(prefix);
+    long long v = 0;
+    const char *p;
+    if (strncmp(path, prefix, n)) return 0;
+    p = path + n;
+    if (!*p || strlen(p) > 18) return 0;
+    for (const char *q = p; *q; q++)
+        if (*q < '0' || *q > '9') return 0;
+    v = strtoll(p, NULL, 10);
+    return v > 0 ? (int64_t)v : 0;
+}
+
+/* ---- search ---------------------------------------------------------------------------- */
+
+typedef struct search_req {
+    cdb_engine_query q;
+    cdb_engine_search_params p;
+    int64_t like[SRV_MAX_LIKE];
+    unsigned char *image;       /* decoded upload (heap) */
+    char under[4096];
+    int k, offset;
+} search_req;
+
+/* Common fields from either form; returns 0, or fills o with the 400. */
+static int set_paging(srv_ctx *c, search_req *s, const char *k, const char *offset,
+                      const char *min_score, const char *under, const char *sort, srv_resp *o) {
+    long v;
+    double d;
+    s->p = cdb_engine_search_params_default();
+    s->p.k = c->default_k;
+    if (k) {
+        if (srv_parse_int(k, 1, SRV_MAX_K, &v)) {
+            srv_error(o, 400, "bad_request", "k must be an integer from 1 to %d", SRV_MAX_K);
+            return -1;
+        }
+        s->p.k = (int)v;
+    }
+    if (offset) {
+        if (srv_parse_int(offset, 0, SRV_MAX_OFFSET, &v)) {
+            srv_error(o, 400, "bad_request", "offset must be an integer from 0 to %d",
+                      SRV_MAX_OFFSET);
+            return -1;
+        }
+        s->p.offset = (int)v;
+    }
+    if (min_score) {
+        if (srv_parse_float(min_score, -1.0, 1.0, &d)) {
+            srv_error(o, 400, "bad_request", "min_score must be a number from -1 to 1");
+            return -1;
+        }
+        s->p.min_score = (float)d;
+    }
+    if (under && *under) {
+        size_t n = strlen(under);
+        if (under[0] != '/' || n >= sizeof s->under) {
+            srv_error(o, 400, "bad_request", "under must be an absolute folder path");
+            return -1;
+        }
+        memcpy(s->under, under, n + 1);
+        while (n > 1 && s->under[n - 1] == '/') s->under[--n] = '\0';
+        s->p.under = s->under;
+        s->p.under_folder = 1; /* whole path components: a folder and what is inside it */
+    }
+    if (sort && *sort) {
+        if (!strcmp(sort, "score")) s->p.sort = CDB_ENGINE_SORT_SCORE;
+        else if (!strcmp(sort, "time")) s->p.sort = CDB_ENGINE_SORT_TIME;
+        else {
+            srv_error(o, 400, "bad_request", "sort must be score or time");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int search_from_args(srv_ctx *c, const srv_req *r, search_req *s, srv_resp *o) {
+    const char *q = srv_arg(r, "q"), *text = srv_arg(r, "text"), *like = srv_arg(r, "image_id");
+    if (!q) q = srv_arg(r, "query");
+    if (set_paging(c, s, srv_arg(r, "k"), srv_arg(r, "offset"), srv_arg(r, "min_score"),
+                   srv_arg(r, "under"), srv_arg(r, "sort"), o))
+        return -1;
+    if (q && text) {
+        srv_error(o, 400, "bad_request", "give q (the query language) or text, not both");
+        return -1;
+    }
+    if (q || text) {
+        s->q.text = q ? q : text;
+        s->q.text_literal = text != NULL;
+    }
+    if (like) {
+        long v;
+        if (srv_parse_int(like, 1, 0x7fffffffffffffffL, &v)) {
+            srv_error(o, 404, "not_found", "no photo has the id '%.40s'", like);
+            return -1;
+        }
+        s->like[0] = v;
+        s->q.like_ids = s->like;
+        s->q.n_like_ids = 1;
+    }
+    return 0;
+}
+
+/* A JSON scalar as text for the strict parsers ("12", "0.3"); NULL when absent or null. */
+static const char *scalar(json_t *v, char *buf, size_t size, int *bad) {
+    if (!v || json_is_null(v)) return NULL;
+    if (json_is_integer(v)) snprintf(buf, size, "%lld", (long long)json_integer_value(v));
+    else if (json_is_real(v)) snprintf(buf, size, "%.17g", json_real_value(v));
+    else if (json_is_string(v)) snprintf(buf, size, "%s", json_string_value(v));
+    else *bad = 1;
+    return *bad ? NULL : buf;
+}
+
+static int search_from_json(srv_ctx *c, const srv_req *r, search_req *s, srv_resp *o,
+                            json_t **doc_out) {
+    json_error_t err;
+    json_t *doc, *v;
+    char kb[64], ob[64], mb[64];
+    int bad = 0;
+    const char *k, *off, *ms, *under = NULL, *sort = NULL;
+    *doc_out = NULL;
+    doc = json_loadb(r->body ? r->body : "", r->body_len, JSON_REJECT_DUPLICATES, &err);
+    if (!doc || !json_is_object(doc)) {
+        srv_error(o, 400, "bad_json", "the body is not a JSON object (%s)",
+                  doc ? "another JSON value" : err.text);
+        json_decref(doc);
+        return -1;
+    }
+    *doc_out = doc;
+    k = scalar(json_object_get(doc, "k"), kb, sizeof kb, &bad);
+    off = scalar(json_object_get(doc, "offset"), ob, sizeof ob, &bad);
+    ms = scalar(json_object_get(doc, "min_score"), mb, sizeof mb, &bad);
+    if ((v = json_object_get(doc, "under")) && !json_is_null(v)) {
+        if (!json_is_string(v)) bad = 1;
+        else under = json_string_value(v);
+    }
+    if ((v = json_object_get(doc, "sort")) && !json_is_null(v)) {
+        if (!json_is_string(v)) bad = 1;
+        else sort = json_string_value(v);
+    }
+    if (bad) {
+        srv_error(o, 400, "bad_request", "k, offset and min_score are numbers; under and sort strings");
+        return -1;
+    }
+    if (set_paging(c, s, k, off, ms, under, sort, o)) return -1;
+    {
+        json_t *q = json_object_get(doc, "query"), *t = json_object_get(doc, "text");
+        if (q && json_is_null(q)) q = NULL;
+        if (t && json_is_null(t)) t = NULL;
+        if ((q && !json_is_string(q)) || (t && !json_is_string(t))) {
+            srv_error(o, 400, "bad_request", "query and text are strings");
+            return -1;
+        }
+        if (q && t) {
+            srv_error(o, 400, "bad_request", "give query (the query language) or text, not both");
+            return -1;
+        }
+        if (q || t) {
+            /* a NUL inside the JSON string would cut the text short: refuse it */
+            json_t *x = q ? q : t;
+            if (strlen(json_string_value(x)) != json_string_length(x)) {
+                srv_error(o, 400, "bad_query", "a NUL character in the query");
+                return -1;
+            }
+            s->q.text = json_string_value(x);
+            s->q.text_literal = t != NULL;
+        }
+    }
+    if ((v = json_object_get(doc, "image_id")) && !json_is_null(v)) {
+        size_t n = json_is_array(v) ? json_array_size(v) : 1;
+        if (n == 0 || n > SRV_MAX_LIKE) {
+            srv_error(o, 400, "bad_request", "image_id: one id, or a list of 1 to %d", SRV_MAX_LIKE);
+            return -1;
+        }
+        for (size_t i = 0; i < n; i++) {
+            json_t *x = json_is_array(v) ? json_array_get(v, i) : v;
+            if (!json_is_integer(x) || json_integer_value(x) <= 0) {
+                srv_error(o, 404, "not_found", "image_id must name photos by their ids");
+                return -1;
+            }
+            s->like[i] = (int64_t)json_integer_value(x);
+        }
+        s->q.like_ids = s->like;
+        s->q.n_like_ids = (int)n;
+    }
+    if ((v = json_object_get(doc, "image")) && !json_is_null(v)) {
+        size_t n = 0;
+        const char *b64;
+        if (!json_is_string(v)) {
+            srv_error(o, 400, "bad_request", "image is a base64 string");
+            return -1;
+        }
+        b64 = json_string_value(v);
+        if (!strncmp(b64, "data:", 5) && strchr(b64, ',')) b64 = strchr(b64, ',') + 1; /* a data: URL */
+        if (!(s->image = srv_base64_decode(b64, strlen(b64), &n)) || n == 0) {
+            srv_error(o, 400, "bad_image", "image is not base64 data");
+            return -1;
+        }
+        s->q.image = s->image;
+        s->q.image_bytes = n;
+    }
+    return 0;
+}
+
+static json_t *hit_json(const cdb_engine_hit *h) {
+    json_t *x = json_object();
+    char url[64];
+    json_object_set_new(x, "id", json_integer(h->id));
+    srv_json_path(x, "path", h->path);
+    json_object_set_new(x, "score", srv_json_float(h->score));
+    json_object_set_new(x, "width", json_integer(h->width));
+    json_object_set_new(x, "height", json_integer(h->height));
+    json_object_set_new(x, "mtime", json_integer(h->mtime_ns / 1000000000LL));
+    json_object_set_new(x, "size", json_integer(h->size));
+    snprintf(url, sizeof url, "/api/thumb/%lld", (long long)h->id);
+    json_object_set_new(x, "thumb", json_string(url));
+    snprintf(url, sizeof url, "/api/file/%lld", (long long)h->id);
+    json_object_set_new(x, "file", json_string(url));
+    return x;
+}
+
+static void search(srv_ctx *c, const srv_req *r, srv_resp *o) {
+    search_req s;
+    json_t *doc = NULL, *res, *arr;
+    cdb_engine_result out;
+    int64_t t0;
+    memset(&s, 0, sizeof s);
+    memset(&out, 0, sizeof out);
+    if (is_get(r) ? search_from_args(c, r, &s, o) : search_from_json(c, r, &s, o, &doc)) goto done;
+    if (!s.q.text && !s.q.n_like_ids && !s.q.image_bytes) {
+        srv_error(o, 400, "bad_query", "nothing to search for: give %s",
+                  is_get(r) ? "q, text or image_id" : "query, text, image_id or image");
+        goto done;
+    }
+    t0 = cdb_now_ns();
+    if (cdb_engine_search(c->e, &s.q, &s.p, &out) != CDB_OK) {
+        srv_engine_error(o);
+        goto done;
+    }
+    atomic_fetch_add(&c->n_search, 1);
+    res = json_object();
+    json_object_set_new(res, "model", json_string(out.model));
+    json_object_set_new(res, "took_ms", json_real((double)(cdb_now_ns() - t0) / 1e6));
+    json_object_set_new(res, "count", json_integer(out.n));
+    json_object_set_new(res, "offset", json_integer(s.p.offset));
+    json_object_set_new(res, "generation", json_integer(out.generation));
+    arr = json_array();
+    for (int i = 0; i < out.n; i++) json_array_append_new(arr, hit_json(&out.hits[i]));
+    json_object_set_new(res, "results", arr);
+    srv_json(o, 200, res);
+    o->cache = "no-store";
+done:
+    cdb_engine_result_free(&out);
+    json_decref(doc);
+    free(s.image);
+}
+
+/* ---- thumbnails and originals --------------------------------------------------------- */
+
+static uint64_t fnv1a(const unsigned char *b, size_t n) {
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ULL;
+    return h;
+}
+
+static void thumb(srv_ctx *c, const srv_req *r, srv_resp *o) {
+    int64_t id = path_id(r->path, "/api/thumb/");
+    void *jpeg = NULL;
+    size_t n = 0;
+    if (!id) {
+        srv_error(o, 404, "not_found", "no photo has that id");
+        return;
+    }
+    if (cdb_engine_thumb(c->e, id, &jpeg, &n) != CDB_OK) {
+        srv_engine_error(o);
+        return;
+    }
+    snprintf(o->etag, sizeof o->etag, "\"t%016llx\"", (unsigned long long)fnv1a(jpeg, n));
+    o->cache = "private, no-cache"; /* revalidated: a changed photo gets a new one */
+    if (r->if_none_match && strstr(r->if_none_match, o->etag)) {
+        cdb_free(jpeg);
+        o->status = 304;
+        return;
+    }
+    o->status = 200;
+    o->content_type = "image/jpeg";
+    o->body = jpeg; /* cdb_free is free */
+    o->len = n;
+}
+
+/* name as a Content-Disposition: inline, an ASCII fallback and the UTF-8 name. */
+static void disposition(const char *path, char *out, size_t size) {
+    const char *name = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    char ascii[160], enc[480];
+    size_t a = 0, e = 0;
+    for (const unsigned char *p = (const unsigned char *)name; *p && a + 1 < sizeof ascii; p++)
+        ascii[a++] = *p >= 0x20 && *p < 0x7f && *p != '"' && *p != '\\' ? (char)*p : '_';
+    ascii[a] = '\0';
+    for (const unsigned char *p = (const unsigned char *)name; *p && e + 4 < sizeof enc; p++) {
+        if ((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
+            strchr("-._~", *p))
+            enc[e++] = (char)*p;
+        else
+            e += (size_t)snprintf(enc + e, sizeof enc - e, "%%%02X", *p);
+    }
+    enc[e] = '\0';
+    snprintf(out, size, "inline; filename=\"%s\"; filename*=UTF-8''%s", ascii, enc);
+}
+
+static void original(srv_ctx *c, const srv_req *r, srv_resp *o) {
+    int64_t id = path_id(r->path, "/api/file/");
+    cdb_engine_file f;
+    struct stat st;
+    int fd;
+    if (!id) {
+        srv_error(o, 404, "not_found", "no photo has that id");
+        return;
+    }
+    if (cdb_engine_file_get(c->e, id, &f) != CDB_OK) {
+        srv_engine_error(o);
+        return;
+    }
+    /* the catalog's path for this id, nothing from the request */
+    if ((fd = open(f.path, O_RDONLY | O_CLOEXEC | O_NOCTTY)) < 0 || fstat(fd, &st) != 0 ||
+        !S_ISREG(st.st_mode)) {
+        if (fd >= 0) close(fd);
+        srv_error(o, 404, "gone", "photo %lld is not where the catalog has it (moved or "
+                                  "deleted since the last scan)", (long long)id);
+        cdb_engine_file_clear(&f);
+        return;
+    }
+    o->status = 200;
+    o->content_type = f.mime;
+    o->fd = fd;
+    o->fd_size = (int64_t)st.st_size;
+    o->cache = "private, no-cache";
+    snprintf(o->etag, sizeof o->etag, "\"f%llx-%llx\"", (unsigned long long)st.st_size,
+             (unsigned long long)st.st_mtim.tv_sec * 1000000000ULL + (unsigned long long)st.st_mtim.tv_nsec);
+    disposition(f.path, o->disposition, sizeof o->disposition);
+    cdb_engine_file_clear(&f);
+    if (r->if_none_match && strstr(r->if_none_match, o->etag)) {
+        close(o->fd);
+        o->fd = -1;
+        o->status = 304;
+    }
+}
+
+/* ---- stats, folders, health, login ------------------------------------------------------ */
+
+static void stats(srv_ctx *c, srv_resp *o) {
+    cdb_engine_stats s;
+    json_t *doc, *files, *models;
+    if (cdb_engine_stats_get(c->e, 0, &s) != CDB_OK) {
+        srv_engine_error(o);
+        return;
+    }
+    doc = json_object();
+    files = json_object();
+    json_object_set_new(files, "pending", json_integer(s.files[1]));
+    json_object_set_new(files, "ok", json_integer(s.files[2]));
+    json_object_set_new(files, "error", json_integer(s.files[3]));
+    json_object_set_new(files, "deleted", json_integer(s.files[4]));
+    json_object_set_new(files, "to_retry", json_integer(s.n_retry));
+    json_object_set_new(doc, "files", files);
+    json_object_set_new(doc, "folders", json_integer(s.n_roots));
+    json_object_set_new(doc, "generation", json_integer(s.generation));
+    json_object_set_new(doc, "thumb_size", json_integer(s.thumb_size));
+    json_object_set_new(doc, "model", json_string(c->model.name));
+    json_object_set_new(doc, "searches", json_integer(atomic_load(&c->n_search)));
+    models = json_array();
+    for (int i = 0; i < s.n_models; i++) {
+        json_t *m = json_object();
+        json_object_set_new(m, "id", json_integer(s.models[i].model.id));
+        json_object_set_new(m, "name", json_string(s.models[i].model.name));
+        json_object_set_new(m, "dim", json_integer(s.models[i].model.dim));
+        json_object_set_new(m, "default", json_boolean(s.models[i].model.is_default));
+        json_object_set_new(m, "vectors", json_integer(s.models[i].n_vectors));
+        json_array_append_new(models, m);
+    }
+    json_object_set_new(doc, "models", models);
+    cdb_engine_stats_free(&s);
+    srv_json(o, 200, doc);
+    o->cache = "no-store";
+}
+
+static void folders(srv_ctx *c, srv_resp *o) {
+    cdb_engine_folder *f = NULL;
+    int n = 0;
+    json_t *arr;
+    if (cdb_engine_folders(c->e, &f, &n) != CDB_OK) {
+        srv_engine_error(o);
+        return;
+    }
+    arr = json_array();
+    for (int i = 0; i < n; i++) {
+        json_t *x = json_object();
+        json_object_set_new(x, "id", json_integer(f[i].id));
+        srv_json_path(x, "path", f[i].path);
+        json_object_set_new(x, "kind", json_string(f[i].is_file ? "file" : "folder"));
+        json_object_set_new(x, "status", json_string(f[i].status));
+        json_object_set_new(x, "files", json_integer(f[i].files));
+        json_object_set_new(x, "vectors", json_integer(f[i].vectors));
+        json_array_append_new(arr, x);
+    }
+    cdb_engine_folders_free(f, n);
+    json_t *doc = json_object();
+    json_object_set_new(doc, "folders", arr);
+    srv_json(o, 200, doc);
+    o->cache = "no-store";
+}
+
+/* Constant time in the length of the candidate. */
+static int token_equal(const char *want, const char *got, size_t n) {
+    size_t wn = strlen(want);
+    unsigned char d = (unsigned char)(wn != n);
+    for (size_t i = 0; i < n; i++) d |= (unsigned char)(got[i] ^ want[i % (wn ? wn : 1)]);
+    return d == 0;
+}
+
+static void login(srv_ctx *c, const srv_req *r, srv_resp *o) {
+    json_error_t err;
+    json_t *doc = json_loadb(r->body ? r->body : "", r->body_len, 0, &err), *t;
+    if (!doc || !json_is_object(doc) || !(t = json_object_get(doc, "token")) || !json_is_string(t)) {
+        srv_error(o, 400, "bad_json", "expected {\"token\": \"...\"}");
+    } else if (!c->have_token) {
+        srv_json(o, 200, json_pack("{s:b}", "ok", 1)); /* nothing to log in to */
+    } else if (!token_equal(c->token, json_string_value(t), json_string_length(t))) {
+        srv_error(o, 401, "unauthorized", "wrong token");
+    } else {
+        srv_json(o, 200, json_pack("{s:b}", "ok", 1));
+        o->set_cookie = 1;
+    }
+    json_decref(doc);
+}
+
+/* ---- routing ------------------------------------------------------------------------------ */
+
+static void method_not_allowed(srv_resp *o, const char *allowed) {
+    srv_error(o, 405, "method_not_allowed", "use %s here", allowed);
+}
+
+void srv_handle(srv_ctx *c, const srv_req *r, srv_resp *o) {
+    const char *p = r->path ? r->path : "";
+    const srv_asset *a;
+    srv_resp_init(o);
+    if (!r->method) {
+        srv_error(o, 400, "bad_request", "no method");
+        return;
+    }
+    if (is(r, "OPTIONS")) { /* a CORS preflight (or a probe) */
+        o->status = 204;
+        o->cors = c->cors_origin != NULL;
+        return;
+    }
+    if (srv_clip_retrieval(c, r, o)) return;
+    if (!strcmp(p, "/api/search")) {
+        if (is_get(r) || is(r, "POST")) search(c, r, o);
+        else method_not_allowed(o, "GET or POST");
+    } else if (!strncmp(p, "/api/thumb/", 11)) {
+        if (is_get(r)) thumb(c, r, o);
+        else method_not_allowed(o, "GET");
+    } else if (!strncmp(p, "/api/file/", 10)) {
+        if (is_get(r)) original(c, r, o);
+        else method_not_allowed(o, "GET");
+    } else if (!strcmp(p, "/api/stats")) {
+        if (is_get(r)) stats(c, o);
+        else method_not_allowed(o, "GET");
+    } else if (!strcmp(p, "/api/folders")) {
+        if (is_get(r)) folders(c, o);
+        else method_not_allowed(o, "GET");
+    } else if (!strcmp(p, "/api/login")) {
+        if (is(r, "POST")) login(c, r, o);
+        else method_not_allowed(o, "POST");
+    } else if (!strcmp(p, "/healthz")) {
+        if (is_get(r)) {
+            srv_json(o, 200, json_pack("{s:s}", "status", "ok"));
+            o->cache = "no-store";
+        } else {
+            method_not_allowed(o, "GET");
+        }
+    } else if ((a = srv_asset_find(p))) {
+        if (!is_get(r)) {
+            method_not_allowed(o, "GET");
+        } else if (r->if_none_match && strstr(r->if_none_match, a->etag)) {
+            o->status = 304;
+            snprintf(o->etag, sizeof o->etag, "%s", a->etag);
+        } else {
+            o->status = 200;
+            o->content_type = a->content_type;
+            o->static_body = a->data;
+            o->len = a->len;
+            o->cache = "no-cache";
+            snprintf(o->etag, sizeof o->etag, "%s", a->etag);
+        }
+    } else {
+        srv_error(o, 404, "not_found", "no such page or API: %.200s", p);
+    }
+}

@@ -1,0 +1,219 @@
+/*
+** json.c: how the server answers. Documents are built with jansson and written
+** compact, UTF-8; scores as `clipdb search --json` prints them (the shortest form
+** with 9 significant digits, so the same fp32 value reads back); paths that are not
+** UTF-8 carry U+FFFD in "path" and the exact bytes in "path_b64" (the CLI's rule).
+** Errors are {"error": {"code": "...", "message": "..."}} with their HTTP status;
+** an engine failure maps its detail code to the status (404 unknown id, 400 bad
+** query, 503 busy, 500 the rest).
+*/
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "serve/serve_int.h"
+
+void srv_resp_init(srv_resp *o) {
+    memset(o, 0, sizeof *o);
+    o->fd = -1;
+    o->status = 200;
+}
+
+void srv_resp_clear(srv_resp *o) {
+    free(o->body);
+    o->body = NULL;
+}
+
+void srv_json(srv_resp *o, int status, json_t *j) {
+    free(o->body);
+    o->body = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(9)) : NULL;
+    json_decref(j);
+    if (!o->body) { /* out of memory while writing: still a well-formed answer */
+        static const char oom[] = "{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}";
+        o->static_body = (const unsigned char *)oom;
+        o->len = sizeof oom - 1;
+        o->status = 500;
+    } else {
+        o->len = strlen(o->body);
+        o->status = status;
+    }
+    o->content_type = "application/json; charset=utf-8";
+}
+
+/* Length of the valid UTF-8 sequence at s (1..4), or 0 (overlongs, surrogates and
+** code points above U+10FFFF are invalid). */
+static size_t utf8_seq(const unsigned char *s, size_t n) {
+    unsigned c = s[0];
+    if (c < 0x80) return 1;
+    if (c >= 0xC2 && c <= 0xDF) return n >= 2 && (s[1] & 0xC0) == 0x80 ? 2 : 0;
+    if (c >= 0xE0 && c <= 0xEF) {
+        if (n < 3 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80) return 0;
+        if (c == 0xE0 && s[1] < 0xA0) return 0;
+        if (c == 0xED && s[1] >= 0xA0) return 0;
+        return 3;
+    }
+    if (c >= 0xF0 && c <= 0xF4) {
+        if (n < 4 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80 || (s[3] & 0xC0) != 0x80)
+            return 0;
+        if (c == 0xF0 && s[1] < 0x90) return 0;
+        if (c == 0xF4 && s[1] >= 0x90) return 0;
+        return 4;
+    }
+    return 0;
+}
+
+static int utf8_valid(const char *s, size_t n) {
+    for (size_t i = 0; i < n;) {
+        size_t k = utf8_seq((const unsigned char *)s + i, n - i);
+        if (!k) return 0;
+        i += k;
+    }
+    return 1;
+}
+
+json_t *srv_json_bytes(const char *s) {
+    size_t n = s ? strlen(s) : 0, o = 0;
+    char *fixed;
+    json_t *j;
+    if (!s) return json_null();
+    if (utf8_valid(s, n)) return json_stringn(s, n);
+    if (!(fixed = malloc(n * 3 + 1))) return NULL;
+    for (size_t i = 0; i < n;) {
+        size_t k = utf8_seq((const unsigned char *)s + i, n - i);
+        if (k) {
+            memcpy(fixed + o, s + i, k);
+            o += k;
+            i += k;
+        } else { /* U+FFFD */
+            fixed[o++] = (char)0xEF;
+            fixed[o++] = (char)0xBF;
+            fixed[o++] = (char)0xBD;
+            i++;
+        }
+    }
+    j = json_stringn(fixed, o);
+    free(fixed);
+    return j;
+}
+
+static char *base64(const unsigned char *b, size_t n) {
+    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char *out = malloc((n + 2) / 3 * 4 + 1), *o = out;
+    if (!out) return NULL;
+    for (size_t i = 0; i < n; i += 3) {
+        unsigned v = (unsigned)b[i] << 16 | (i + 1 < n ? (unsigned)b[i + 1] << 8 : 0) |
+                     (i + 2 < n ? b[i + 2] : 0);
+        *o++ = tab[v >> 18 & 63];
+        *o++ = tab[v >> 12 & 63];
+        *o++ = i + 1 < n ? tab[v >> 6 & 63] : '=';
+        *o++ = i + 2 < n ? tab[v & 63] : '=';
+    }
+    *o = '\0';
+    return out;
+}
+
+void srv_json_path(json_t *obj, const char *key, const char *s) {
+    json_object_set_new(obj, key, srv_json_bytes(s));
+    if (s && !utf8_valid(s, strlen(s))) {
+        char k[64], *b = base64((const unsigned char *)s, strlen(s));
+        snprintf(k, sizeof k, "%s_b64", key);
+        if (b) json_object_set_new(obj, k, json_string(b));
+        free(b);
+    }
+}
+
+json_t *srv_json_float(float v) {
+    if (!isfinite(v)) return json_null();
+    return json_real((double)v); /* written with %.9g: see srv_json */
+}
+
+unsigned char *srv_base64_decode(const char *s, size_t len, size_t *n) {
+    unsigned char *out = malloc(len / 4 * 3 + 3), *o = out;
+    unsigned acc = 0;
+    int bits = 0, pad = 0;
+    if (!out) return NULL;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        int v;
+        if (c == ' ' || c == '\n' || c == '\r' || c == '\t') continue;
+        if (c == '=') {
+            pad++;
+            continue;
+        }
+        if (pad) break; /* data after padding */
+        if (c >= 'A' && c <= 'Z') v = c - 'A';
+        else if (c >= 'a' && c <= 'z') v = c - 'a' + 26;
+        else if (c >= '0' && c <= '9') v = c - '0' + 52;
+        else if (c == '+' || c == '-') v = 62;
+        else if (c == '/' || c == '_') v = 63;
+        else {
+            free(out);
+            return NULL;
+        }
+        acc = acc << 6 | (unsigned)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            *o++ = (unsigned char)(acc >> bits);
+            acc &= (1u << bits) - 1;
+        }
+    }
+    if (pad > 2 || bits >= 6) { /* a lone 6-bit tail cannot come from whole bytes */
+        free(out);
+        return NULL;
+    }
+    *n = (size_t)(o - out);
+    return out;
+}
+
+int srv_parse_int(const char *s, long lo, long hi, long *out) {
+    char *end;
+    long v;
+    if (!s || !*s) return -1;
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (errno || *end || v < lo || v > hi) return -1;
+    *out = v;
+    return 0;
+}
+
+int srv_parse_float(const char *s, double lo, double hi, double *out) {
+    char *end;
+    double v;
+    if (!s || !*s) return -1;
+    errno = 0;
+    v = strtod(s, &end);
+    if (errno || *end || !(v >= lo && v <= hi)) return -1;
+    *out = v;
+    return 0;
+}
+
+void srv_error(srv_resp *o, int status, const char *code, const char *fmt, ...) {
+    char msg[1200];
+    va_list ap;
+    json_t *err = json_object(), *doc = json_object();
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    json_object_set_new(err, "code", json_string(code));
+    json_object_set_new(err, "message", srv_json_bytes(msg));
+    json_object_set_new(doc, "error", err);
+    srv_json(o, status, doc);
+}
+
+void srv_engine_error(srv_resp *o) {
+    const char *m = cdb_errmsg();
+    switch (cdb_engine_errcode()) {
+    case CDB_ENGINE_E_UNKNOWN_ID: srv_error(o, 404, "not_found", "%s", m); break;
+    case CDB_ENGINE_E_NO_THUMB: srv_error(o, 404, "no_thumbnail", "%s", m); break;
+    case CDB_ENGINE_E_QUERY:
+    case CDB_ENGINE_E_QUERY_ZERO: srv_error(o, 400, "bad_query", "%s", m); break;
+    case CDB_ENGINE_E_QUERY_IMAGE: srv_error(o, 400, "bad_image", "%s", m); break;
+    case CDB_ENGINE_E_NO_TEXT: srv_error(o, 400, "no_text_model", "%s", m); break;
+    case CDB_ENGINE_E_BUSY: srv_error(o, 503, "busy", "%s", m); break;
+    default: srv_error(o, 500, "internal", "%s", m && *m ? m : "internal error"); break;
+    }
+}

@@ -1,0 +1,431 @@
+// clipdb serve: the search page. Plain JavaScript, no build step: it talks to the
+// JSON API of the same server (/api/search, /api/thumb/ID, /api/file/ID, /api/stats,
+// /api/folders) and keeps its state in the URL's hash, so Back and reload work.
+'use strict';
+
+const $ = (id) => document.getElementById(id);
+const PAGE = 40;           // hits per request; more are fetched as the grid scrolls
+const ROW = () => parseFloat(getComputedStyle(document.documentElement).getPropertyValue('--row')) || 200;
+
+const S = {
+  mode: 'none',            // 'text' | 'like' | 'image' | 'none'
+  q: '', likeId: 0, likeName: '', likeThumb: '', image: null, imageUrl: '',
+  min: '', under: '', sort: 'score',
+  hits: [], offset: 0, done: false, loading: false, seq: 0, model: '',
+};
+
+// ---- the API ------------------------------------------------------------------------
+
+async function api(path, opts = {}) {
+  const r = await fetch(path, { credentials: 'same-origin', ...opts });
+  if (r.status === 401) {
+    await login();
+    return api(path, opts);
+  }
+  let body = null;
+  try { body = await r.json(); } catch (_) { body = null; }
+  if (!r.ok) {
+    const e = new Error(body && body.error ? body.error.message : `HTTP ${r.status}`);
+    e.code = body && body.error ? body.error.code : 'http';
+    throw e;
+  }
+  return body;
+}
+
+function login() {
+  const d = $('login');
+  if (d.open) return new Promise((ok) => d.addEventListener('close', ok, { once: true }));
+  return new Promise((ok) => {
+    $('login-err').hidden = true;
+    d.showModal();
+    $('token').focus();
+    $('login-form').onsubmit = async (ev) => {
+      ev.preventDefault();
+      const r = await fetch('/api/login', {
+        method: 'POST', credentials: 'same-origin',
+        headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify({ token: $('token').value }),
+      });
+      if (r.ok) { d.close(); ok(); } else { $('login-err').hidden = false; $('token').select(); }
+    };
+  });
+}
+
+function toast(msg) {
+  const t = $('toast');
+  t.textContent = msg;
+  t.hidden = false;
+  clearTimeout(toast.timer);
+  toast.timer = setTimeout(() => { t.hidden = true; }, 5000);
+}
+
+// ---- state <-> URL --------------------------------------------------------------------
+
+function toHash() {
+  const p = new URLSearchParams();
+  if (S.mode === 'text' && S.q) p.set('q', S.q);
+  if (S.mode === 'like' && S.likeId) p.set('like', String(S.likeId));
+  if (S.min !== '') p.set('min', S.min);
+  if (S.under) p.set('under', S.under);
+  if (S.sort !== 'score') p.set('sort', S.sort);
+  const h = p.toString();
+  if (location.hash.slice(1) !== h) history.pushState(null, '', h ? '#' + h : location.pathname);
+}
+
+function fromHash() {
+  const p = new URLSearchParams(location.hash.slice(1));
+  S.q = p.get('q') || '';
+  S.likeId = parseInt(p.get('like') || '0', 10) || 0;
+  S.min = p.get('min') || '';
+  S.under = p.get('under') || '';
+  S.sort = p.get('sort') === 'time' ? 'time' : 'score';
+  S.mode = S.likeId ? 'like' : S.q ? 'text' : 'none';
+  if (S.mode !== 'image') S.image = null;
+  $('q').value = S.mode === 'text' ? S.q : '';
+  $('min').value = S.min;
+  $('under').value = S.under;
+  $('sort').value = S.sort;
+}
+
+// ---- searching ------------------------------------------------------------------------
+
+function request(offset) {
+  const common = { k: PAGE, offset };
+  if (S.min !== '' && !Number.isNaN(parseFloat(S.min))) common.min_score = parseFloat(S.min);
+  if (S.under) common.under = S.under;
+  if (S.sort !== 'score') common.sort = S.sort;
+  if (S.mode === 'image') {
+    return api('/api/search', {
+      method: 'POST', headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ image: S.image, ...common }),
+    });
+  }
+  const p = new URLSearchParams();
+  if (S.mode === 'like') p.set('image_id', String(S.likeId)); else p.set('q', S.q);
+  for (const [k, v] of Object.entries(common)) p.set(k, String(v));
+  return api('/api/search?' + p.toString());
+}
+
+async function search(reset = true) {
+  if (S.mode === 'none') { showWelcome(); return; }
+  if (S.loading && !reset) return;
+  const seq = ++S.seq;
+  if (reset) {
+    S.hits = []; S.offset = 0; S.done = false;
+    $('grid').replaceChildren(...skeletons(12));
+    $('welcome').hidden = true;
+  }
+  S.loading = true;
+  const t0 = performance.now();
+  try {
+    const r = await request(S.offset);
+    if (seq !== S.seq) return; // a newer search started meanwhile
+    if (reset) $('grid').replaceChildren();
+    S.model = r.model;
+    const start = S.hits.length;
+    S.hits.push(...r.results);
+    S.offset += r.results.length;
+    S.done = r.results.length < PAGE;
+    append(r.results, start);
+    status(r, performance.now() - t0);
+  } catch (e) {
+    if (seq !== S.seq) return;
+    if (reset) $('grid').replaceChildren();
+    status(null, 0, e.message);
+    toast(e.message);
+  } finally {
+    if (seq === S.seq) S.loading = false;
+  }
+}
+
+function status(r, ms, err) {
+  const el = $('status');
+  el.replaceChildren();
+  const b = (t) => { const x = document.createElement('b'); x.textContent = t; return x; };
+  if (err) { el.append('Search failed: ', b(err)); return; }
+  const n = S.hits.length;
+  const what = S.mode === 'like' ? ['Photos like ', b(S.likeName || '#' + S.likeId)]
+    : S.mode === 'image' ? ['Photos like the image you gave']
+    : ['Results for ', b(S.q)];
+  el.append(...what, ` \u00b7 ${n}${S.done ? '' : '+'} photo${n === 1 ? '' : 's'}`);
+  if (S.under) el.append(' in ', b(S.under));
+  if (S.min !== '') el.append(` scoring \u2265 ${S.min}`);
+  el.append(` \u00b7 ${Math.round(ms)} ms`);
+  if (!n) el.append(' \u00b7 try other words, or a lower minimum score');
+}
+
+function skeletons(n) {
+  const out = [];
+  for (let i = 0; i < n; i++) {
+    const s = document.createElement('div');
+    s.className = 'skeleton';
+    s.style.flexBasis = `${Math.round(ROW() * (0.7 + ((i * 37) % 10) / 10))}px`;
+    out.push(s);
+  }
+  return out;
+}
+
+function baseName(p) { return p.split('/').pop(); }
+
+function append(hits, start) {
+  const grid = $('grid');
+  const row = ROW();
+  hits.forEach((h, i) => {
+    const ar = h.width > 0 && h.height > 0 ? Math.min(3, Math.max(0.4, h.width / h.height)) : 1;
+    const t = document.createElement('div');
+    t.className = 'tile';
+    t.tabIndex = 0;
+    t.dataset.i = String(start + i);
+    t.style.flexBasis = `${Math.round(ar * row)}px`;
+    t.style.flexGrow = String(ar);
+    t.setAttribute('role', 'button');
+    t.setAttribute('aria-label', `${baseName(h.path)}, score ${h.score.toFixed(3)}`);
+    const img = document.createElement('img');
+    img.alt = '';
+    img.loading = 'lazy';
+    img.decoding = 'async';
+    img.width = Math.round(ar * row);
+    img.height = row;
+    img.addEventListener('load', () => img.classList.add('loaded'));
+    img.src = h.thumb;
+    const score = document.createElement('span');
+    score.className = 'score';
+    score.textContent = h.score.toFixed(3);
+    const bar = document.createElement('i');
+    bar.style.width = `${Math.round(28 * Math.max(0, Math.min(1, h.score)))}px`;
+    score.append(bar);
+    const ov = document.createElement('div');
+    ov.className = 'overlay';
+    const name = document.createElement('span');
+    name.className = 'name';
+    name.textContent = baseName(h.path);
+    const like = document.createElement('button');
+    like.className = 'like';
+    like.type = 'button';
+    like.textContent = 'More like this';
+    like.title = 'Find photos like this one';
+    like.addEventListener('click', (ev) => { ev.stopPropagation(); moreLike(h); });
+    ov.append(name, like);
+    t.append(img, score, ov);
+    t.addEventListener('click', () => openViewer(start + i));
+    t.addEventListener('keydown', (ev) => {
+      if (ev.key === 'Enter' || ev.key === ' ') { ev.preventDefault(); openViewer(start + i); }
+    });
+    grid.append(t);
+  });
+}
+
+function moreLike(h) {
+  closeViewer();
+  S.mode = 'like';
+  S.likeId = h.id;
+  S.likeName = baseName(h.path);
+  S.likeThumb = h.thumb;
+  showChip(h.thumb, baseName(h.path));
+  toHash();
+  search();
+  window.scrollTo({ top: 0 });
+}
+
+function showChip(src, text) {
+  $('chip-img').src = src;
+  $('chip-text').textContent = text;
+  $('chip').hidden = false;
+  $('q').value = '';
+  $('q').placeholder = 'or type to search by words instead';
+}
+
+function clearChip() {
+  $('chip').hidden = true;
+  $('q').placeholder = 'Search your photos: a dog on a beach, sunset + sea - people';
+  if (S.imageUrl) URL.revokeObjectURL(S.imageUrl);
+  S.imageUrl = '';
+}
+
+function showWelcome() {
+  S.seq++;
+  $('grid').replaceChildren();
+  $('status').textContent = '';
+  $('welcome').hidden = false;
+}
+
+// ---- search by an image: pick, drop, paste ---------------------------------------------
+
+function byImage(file) {
+  if (!file || !file.type.startsWith('image/')) { toast('That is not an image.'); return; }
+  if (file.size > 24 * 1024 * 1024) { toast('That image is over 24 MB.'); return; }
+  const rd = new FileReader();
+  rd.onload = () => {
+    const url = String(rd.result);
+    S.image = url.slice(url.indexOf(',') + 1);
+    S.mode = 'image';
+    clearChip();
+    S.imageUrl = URL.createObjectURL(file);
+    showChip(S.imageUrl, file.name || 'pasted image');
+    history.pushState(null, '', location.pathname);
+    search();
+  };
+  rd.readAsDataURL(file);
+}
+
+// ---- the viewer -------------------------------------------------------------------------
+
+let viewing = -1;
+
+function openViewer(i) {
+  const h = S.hits[i];
+  if (!h) return;
+  viewing = i;
+  const v = $('viewer');
+  const img = $('v-img');
+  img.src = h.thumb;           // at once, then the original replaces it
+  const full = new Image();
+  full.onload = () => { if (viewing === i) img.src = h.file; };
+  full.src = h.file;
+  $('v-path').textContent = h.path;
+  const when = h.mtime ? new Date(h.mtime * 1000).toLocaleString() : '';
+  $('v-meta').textContent = `score ${h.score.toFixed(3)} \u00b7 ${h.width}\u00d7${h.height}` + (when ? ` \u00b7 ${when}` : '');
+  $('v-open').href = h.file;
+  v.hidden = false;
+  $('v-like').focus();
+  if (i >= S.hits.length - 3 && !S.done) search(false);
+}
+
+function closeViewer() {
+  if ($('viewer').hidden) return;
+  $('viewer').hidden = true;
+  const t = document.querySelector(`.tile[data-i="${viewing}"]`);
+  if (t) t.focus();
+  viewing = -1;
+}
+
+// ---- wiring ----------------------------------------------------------------------------
+
+function nudgeMin(d) {
+  const cur = S.min === '' ? 0 : parseFloat(S.min);
+  const next = Math.max(-1, Math.min(1, Math.round((cur + d) * 100) / 100));
+  S.min = next.toFixed(2);
+  $('min').value = S.min;
+  toHash();
+  search();
+}
+
+async function loadLibrary() {
+  try {
+    const s = await api('/api/stats');
+    const n = s.files.ok;
+    S.model = s.model;
+    $('library').textContent = `${n.toLocaleString()} photo${n === 1 ? '' : 's'} in ${s.folders} folder${s.folders === 1 ? '' : 's'} \u00b7 model ${s.model}`;
+    const ex = /^shapes/.test(s.model)
+      ? ['a red circle', 'a blue square', 'a green triangle', 'star + yellow', 'a circle - red']
+      : ['a dog on the beach', 'sunset over the sea', 'snowy mountains', 'a birthday cake', 'city at night - people'];
+    $('examples').replaceChildren(...ex.map((q) => {
+      const b = document.createElement('button');
+      b.type = 'button';
+      b.textContent = q;
+      b.addEventListener('click', () => { $('q').value = q; submit(); });
+      return b;
+    }));
+  } catch (e) { toast(e.message); }
+  try {
+    const f = await api('/api/folders');
+    const sel = $('under');
+    for (const x of f.folders) {
+      if (x.kind !== 'folder') continue;
+      const o = document.createElement('option');
+      o.value = x.path;
+      o.textContent = `${x.path}  (${x.files.toLocaleString()})`;
+      sel.append(o);
+    }
+    sel.value = S.under;
+  } catch (e) { toast(e.message); }
+}
+
+function submit() {
+  const q = $('q').value.trim();
+  if (!q) {
+    if (S.mode === 'like' || S.mode === 'image') { search(); return; }
+    S.mode = 'none'; toHash(); showWelcome(); return;
+  }
+  clearChip();
+  S.mode = 'text';
+  S.q = q;
+  S.image = null;
+  toHash();
+  search();
+}
+
+function init() {
+  fromHash();
+  if (S.mode === 'like') showChip(`/api/thumb/${S.likeId}`, `#${S.likeId}`);
+  $('search').addEventListener('submit', (ev) => { ev.preventDefault(); submit(); });
+  $('chip-clear').addEventListener('click', () => {
+    clearChip(); S.mode = 'none'; S.image = null; toHash(); showWelcome(); $('q').focus();
+  });
+  $('min').addEventListener('change', () => { S.min = $('min').value.trim(); toHash(); search(); });
+  $('under').addEventListener('change', () => { S.under = $('under').value; toHash(); search(); });
+  $('sort').addEventListener('change', () => { S.sort = $('sort').value; toHash(); search(); });
+  $('pick').addEventListener('click', () => $('file').click());
+  $('file').addEventListener('change', () => { byImage($('file').files[0]); $('file').value = ''; });
+  $('v-close').addEventListener('click', closeViewer);
+  $('v-prev').addEventListener('click', () => openViewer(Math.max(0, viewing - 1)));
+  $('v-next').addEventListener('click', () => openViewer(Math.min(S.hits.length - 1, viewing + 1)));
+  $('v-like').addEventListener('click', () => moreLike(S.hits[viewing]));
+  $('viewer').addEventListener('click', (ev) => { if (ev.target === $('viewer')) closeViewer(); });
+  window.addEventListener('popstate', () => { fromHash(); if (S.mode !== 'like') clearChip(); search(); });
+
+  // drop anywhere, paste anywhere
+  let depth = 0;
+  window.addEventListener('dragenter', (ev) => {
+    if ([...(ev.dataTransfer?.types || [])].includes('Files')) { depth++; $('drop').hidden = false; }
+  });
+  window.addEventListener('dragleave', () => { if (--depth <= 0) { depth = 0; $('drop').hidden = true; } });
+  window.addEventListener('dragover', (ev) => ev.preventDefault());
+  window.addEventListener('drop', (ev) => {
+    ev.preventDefault();
+    depth = 0;
+    $('drop').hidden = true;
+    const f = ev.dataTransfer?.files?.[0];
+    if (f) byImage(f);
+  });
+  window.addEventListener('paste', (ev) => {
+    const item = [...(ev.clipboardData?.items || [])].find((x) => x.type.startsWith('image/'));
+    if (item) { ev.preventDefault(); byImage(item.getAsFile()); }
+  });
+
+  // the keyboard
+  document.addEventListener('keydown', (ev) => {
+    const typing = ['INPUT', 'SELECT', 'TEXTAREA'].includes(document.activeElement?.tagName);
+    if (!$('viewer').hidden) {
+      if (ev.key === 'Escape') closeViewer();
+      else if (ev.key === 'ArrowRight') openViewer(Math.min(S.hits.length - 1, viewing + 1));
+      else if (ev.key === 'ArrowLeft') openViewer(Math.max(0, viewing - 1));
+      else if (ev.key === 'l') moreLike(S.hits[viewing]);
+      else return;
+      ev.preventDefault();
+      return;
+    }
+    if (ev.key === 'Escape') {
+      if (document.activeElement === $('q') && $('q').value) { $('q').value = ''; return; }
+      if (!$('chip').hidden) { $('chip-clear').click(); return; }
+      document.activeElement?.blur();
+      return;
+    }
+    if (typing || ev.ctrlKey || ev.metaKey || ev.altKey) return;
+    if (ev.key === '/') { ev.preventDefault(); $('q').focus(); $('q').select(); }
+    else if (ev.key === '[') { ev.preventDefault(); nudgeMin(-0.01); }
+    else if (ev.key === ']') { ev.preventDefault(); nudgeMin(0.01); }
+    else if (ev.key === 'f') { ev.preventDefault(); $('under').focus(); }
+  });
+
+  // more as the grid scrolls
+  new IntersectionObserver((entries) => {
+    if (entries.some((e) => e.isIntersecting) && !S.done && !S.loading && S.mode !== 'none') search(false);
+  }, { rootMargin: '800px' }).observe($('more'));
+
+  loadLibrary();
+  if (S.mode === 'none') showWelcome(); else search();
+  if (S.mode === 'none') $('q').focus();
+}
+
+document.addEventListener('DOMContentLoaded', init);

@@ -1,0 +1,74 @@
+/*
+** serve.h: `clipdb serve`, an HTTP server over one engine handle (engine/engine.h):
+** a JSON API (search, thumbnails, originals by id, stats, folders), clip-retrieval's
+** /knn-service, /indices-list and /metadata, and the web page at /. The module's
+** whole contract; the handlers are serve/api.c and serve/clip_retrieval.c, the HTTP
+** side (libmicrohttpd) serve/http.c, the page serve/page/.
+**
+** Security model: it binds loopback unless told otherwise; any other address needs
+** an access token (params.token, which the CLI reads from a file). With a token,
+** every request but /healthz must carry it (`Authorization: Bearer T`, or the
+** cookie the page sets after POST /api/login). Without one, requests whose Host is
+** not a loopback name are refused (DNS rebinding). Files are served by catalog id
+** only: no path ever comes from a request.
+**
+** Threading: cdb_serve_start returns once the server listens; requests are served
+** by params.threads threads, concurrently, on the engine's thread-safe calls. Stop it
+** from any one thread with cdb_serve_stop.
+*/
+#ifndef CDB_SERVE_H
+#define CDB_SERVE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct cdb_engine;
+typedef struct cdb_serve cdb_serve;
+
+typedef struct cdb_serve_params {
+    const char *host;        /* address to bind (default "127.0.0.1"); "::1" and other
+                                IPv6 literals too. Copied */
+    int port;                /* 0: an ephemeral port (cdb_serve_port says which) */
+    int threads;             /* request threads; 0: cdb_default_threads() */
+    const char *token;       /* the access token (copied); NULL: none, then host must be
+                                loopback (CDB_INVALID otherwise) */
+    int max_connections;     /* beyond it, requests get 503 and the connection closes
+                                (default 256) */
+    int timeout_s;           /* an idle or slow connection is closed after (default 15) */
+    size_t max_body_bytes;   /* larger request bodies get 413 (default 32 MiB: an image
+                                as base64) */
+    const char *cors_origin; /* an origin allowed to call the API from a browser
+                                (clip-front served elsewhere); NULL: same origin only */
+    int default_k;           /* hits per page when a request does not say (default 40) */
+} cdb_serve_params;
+cdb_serve_params cdb_serve_params_default(void);
+
+/* Starts serving e (a reader engine whose model should already be loaded: see
+** cdb_engine_load_model). CDB_INVALID for a non-loopback host without a token or bad
+** params; CDB_IO when the address cannot be bound (in use, no permission). The
+** engine must outlive the server. */
+cdb_status cdb_serve_start(struct cdb_engine *e, const cdb_serve_params *p,
+                           cdb_serve **out /* OUT */);
+/* The port it listens on. */
+int cdb_serve_port(const cdb_serve *s);
+/* Stops accepting connections, lets the requests in flight finish (up to grace_ms;
+** then they are cut), closes everything and frees s. NULL is fine. */
+void cdb_serve_stop(cdb_serve *s, int grace_ms);
+
+/* Counters since the start (for tests and logs). */
+typedef struct cdb_serve_counters {
+    int64_t requests, errors_4xx, errors_5xx, refused_busy;
+    int64_t in_flight, connections;
+} cdb_serve_counters;
+void cdb_serve_get_counters(const cdb_serve *s, cdb_serve_counters *out /* OUT */);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CDB_SERVE_H */

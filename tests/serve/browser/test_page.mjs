@@ -1,0 +1,163 @@
+// test_page.mjs: the search page of `clipdb serve` in a real browser (Debian's
+// chromium, headless, driven by playwright-core). Usage:
+//   node test_page.mjs BASE_URL OUT_DIR
+// Types a query and waits for the thumbnails to load, checks the scores against the
+// API, clicks "more like this" on a hit, opens the viewer, filters by minimum score
+// and folder from the keyboard, searches by a dropped image, and saves screenshots
+// (welcome.png, results.png, more-like-this.png, viewer.png, dropped.png) in OUT_DIR.
+// Exits non-zero with a message on the first thing that does not work.
+import { chromium } from 'playwright-core';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+const [base, out] = process.argv.slice(2);
+if (!base || !out) {
+  console.error('usage: node test_page.mjs BASE_URL OUT_DIR');
+  process.exit(2);
+}
+const exe = process.env.CLIPDB_CHROMIUM || '/usr/bin/chromium';
+const profile = mkdtempSync(join(tmpdir(), 'clipdb-chromium-'));
+let failed = 0;
+const check = (ok, what) => {
+  console.log(`${ok ? 'ok  ' : 'FAIL'} ${what}`);
+  if (!ok) failed++;
+  return ok;
+};
+
+const ctx = await chromium.launchPersistentContext(profile, {
+  executablePath: exe,
+  headless: true,
+  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+    '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  viewport: { width: 1360, height: 860 },
+  deviceScaleFactor: 1,
+});
+const page = ctx.pages()[0] || await ctx.newPage();
+const errors = [];
+page.on('pageerror', (e) => errors.push(String(e)));
+page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
+
+async function thumbsLoaded(min) {
+  await page.waitForFunction((n) => {
+    const imgs = [...document.querySelectorAll('.tile img')];
+    return imgs.length >= n && imgs.slice(0, n).every((i) => i.complete && i.naturalWidth > 0);
+  }, min, { timeout: 20000 });
+}
+
+try {
+  await page.goto(base + '/', { waitUntil: 'networkidle' });
+  await page.waitForFunction(() => document.getElementById('library').textContent.includes('photos'));
+  check(await page.locator('#welcome').isVisible(), 'the welcome page shows the library');
+  await page.screenshot({ path: join(out, 'welcome.png') });
+
+  // 1. a query typed into the box (it has the focus at first: Esc leaves it, / comes back)
+  check(await page.evaluate(() => document.activeElement.id === 'q'), 'the search box has the focus');
+  await page.keyboard.press('Escape');
+  await page.keyboard.press('/');
+  check(await page.evaluate(() => document.activeElement.id === 'q'), '"/" focuses the search box');
+  await page.keyboard.type('a red circle');
+  await page.keyboard.press('Enter');
+  await thumbsLoaded(8);
+  const tiles = await page.locator('.tile').count();
+  check(tiles >= 8, `results: ${tiles} tiles with their thumbnails loaded`);
+  const api = await (await page.request.get(base + '/api/search?q=a%20red%20circle&k=40')).json();
+  const shown = await page.$$eval('.tile .score', (s) => s.map((x) => x.textContent));
+  check(shown[0] === api.results[0].score.toFixed(3), `the first score ${shown[0]} is the API's (${api.results[0].score})`);
+  const hash = await page.evaluate(() => location.hash);
+  check(hash.includes('q=a+red+circle'), `the query is in the URL (${hash})`);
+  await page.mouse.move(5, 5);
+  await page.waitForTimeout(600); // the tiles' fade-in
+  await page.screenshot({ path: join(out, 'results.png') });
+  await page.emulateMedia({ colorScheme: 'dark' });
+  await page.waitForTimeout(300);
+  await page.screenshot({ path: join(out, 'results-dark.png') });
+  await page.emulateMedia({ colorScheme: 'light' });
+
+  // 2. more like this, on the third hit
+  const third = page.locator('.tile').nth(2);
+  const thirdId = (await third.locator('img').getAttribute('src')).split('/').pop();
+  await third.hover();
+  await third.locator('.like').click();
+  await page.waitForFunction(() => document.getElementById('status').textContent.startsWith('Photos like'));
+  await thumbsLoaded(6);
+  const firstSrc = await page.locator('.tile img').first().getAttribute('src');
+  check(firstSrc === `/api/thumb/${thirdId}`, `"more like this" puts the photo itself first (${firstSrc})`);
+  const firstScore = parseFloat(await page.locator('.tile .score').first().textContent());
+  check(firstScore > 0.99, `... at a score of ${firstScore}`);
+  check(await page.locator('#chip').isVisible(), 'the example photo shows in the search box');
+  await page.waitForTimeout(600);
+  await page.screenshot({ path: join(out, 'more-like-this.png') });
+
+  // 3. the viewer: the original, keyboard navigation
+  await page.locator('.tile').nth(1).click();
+  await page.waitForFunction(() => /\/api\/file\/\d+$/.test(document.getElementById('v-img').src), null, { timeout: 10000 });
+  check(await page.locator('#viewer').isVisible(), 'a click opens the original in the viewer');
+  await page.waitForFunction(() => document.getElementById('v-img').complete && document.getElementById('v-img').naturalWidth > 0);
+  await page.waitForTimeout(300);
+  await page.screenshot({ path: join(out, 'viewer.png') });
+  await page.keyboard.press('ArrowRight');
+  await page.waitForFunction(() => document.getElementById('v-path').textContent.length > 0);
+  await page.keyboard.press('Escape');
+  check(!(await page.locator('#viewer').isVisible()), 'Esc closes the viewer');
+
+  // 4. filters from the keyboard: a minimum score, a folder
+  await page.keyboard.press('Escape'); // the example chip: back to text
+  await page.locator('#q').fill('a blue square');
+  await page.keyboard.press('Enter');
+  await thumbsLoaded(4);
+  await page.locator('#min').focus();
+  await page.keyboard.type('0.3');
+  await page.keyboard.press('Tab');
+  await page.waitForFunction(() => document.getElementById('status').textContent.includes('0.3'));
+  await page.waitForTimeout(300);
+  const scores = await page.$$eval('.tile .score', (s) => s.map((x) => parseFloat(x.textContent)));
+  check(scores.every((x) => x >= 0.3), `min score 0.3: ${scores.length} hits, all >= 0.3`);
+  await page.locator('#min').fill('');
+  await page.locator('#min').dispatchEvent('change');
+  await page.keyboard.press('Escape');
+  await page.keyboard.press('f');
+  check(await page.evaluate(() => document.activeElement.id === 'under'), '"f" focuses the folder filter');
+  const folder = await page.$$eval('#under option', (o) => o.map((x) => x.value).filter(Boolean)[0]);
+  await page.selectOption('#under', folder);
+  await page.waitForFunction((f) => document.getElementById('status').textContent.includes(f), folder);
+  await thumbsLoaded(2);
+  const paths = await page.$$eval('.tile', (t) => t.length);
+  check(paths > 0, `folder filter ${folder}: ${paths} hits`);
+  await page.selectOption('#under', '');
+
+  // 5. an image dropped on the page
+  await page.evaluate(async () => {
+    const blob = await (await fetch('/api/file/1')).blob();
+    const file = new File([blob], 'dropped.jpg', { type: blob.type || 'image/jpeg' });
+    const dt = new DataTransfer();
+    dt.items.add(file);
+    for (const type of ['dragenter', 'dragover', 'drop'])
+      window.dispatchEvent(new DragEvent(type, { dataTransfer: dt, bubbles: true, cancelable: true }));
+  });
+  await page.waitForFunction(() => document.getElementById('status').textContent.includes('the image you gave'));
+  await thumbsLoaded(4);
+  const dropped = await page.locator('.tile img').first().getAttribute('src');
+  check(dropped === '/api/thumb/1', `a dropped image finds itself first (${dropped})`);
+  await page.waitForTimeout(600);
+  await page.screenshot({ path: join(out, 'dropped.png') });
+
+  // 6. infinite scroll: more tiles arrive at the bottom
+  await page.locator('#q').fill('a shape');
+  await page.keyboard.press('Enter');
+  await thumbsLoaded(8);
+  const before = await page.locator('.tile').count();
+  await page.evaluate(() => window.scrollTo(0, document.body.scrollHeight));
+  await page.waitForFunction((n) => document.querySelectorAll('.tile').length > n, before, { timeout: 10000 })
+    .then(() => check(true, 'scrolling down loads the next page'),
+      () => check(before < 40, `scrolling: ${before} hits (all of them on the first page)`));
+
+  check(errors.length === 0, `no script errors${errors.length ? ': ' + errors.join(' | ') : ''}`);
+} catch (e) {
+  check(false, `the page: ${e.message}`);
+  await page.screenshot({ path: join(out, 'failure.png') }).catch(() => {});
+} finally {
+  await ctx.close();
+  rmSync(profile, { recursive: true, force: true });
+}
+process.exit(failed ? 1 : 0);

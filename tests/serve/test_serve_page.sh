@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# test_serve_page.sh BUILD_DIR: the page of `clipdb serve` in Debian's chromium,
+# headless, driven by playwright-core (tests/serve/browser/test_page.mjs). Generates a
+# library with the world generator, ingests it with the bundled model, serves it on an
+# ephemeral loopback port, runs the browser script, and leaves the screenshots in
+# BUILD_DIR/serve-screenshots/. Exit 77 (skipped) with the reason when there is no
+# browser, no node, no playwright-core (scripts/setup.sh test installs all three) or
+# no bundled model.
+set -uo pipefail
+build=$(cd "${1:-build}" && pwd)
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+src=$(cd "$here/../.." && pwd)
+chromium=${CLIPDB_CHROMIUM:-/usr/bin/chromium}
+skip() { echo "SKIP test_serve_page: $*"; exit 77; }
+[ -x "$chromium" ] || skip "no browser at $chromium (apt-get install chromium, or set CLIPDB_CHROMIUM)"
+command -v node >/dev/null || skip "no node (apt-get install nodejs)"
+[ -d "$here/browser/node_modules/playwright-core" ] ||
+  skip "no playwright-core (cd tests/serve/browser && npm ci; scripts/setup.sh test does it)"
+ls "$src"/models/*/model.safetensors >/dev/null 2>&1 || skip "no bundled model in models/"
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/clipdb-page-XXXXXX")
+out="$build/serve-screenshots"
+mkdir -p "$out"
+pid=
+cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null; rm -rf "$tmp"; }
+trap cleanup EXIT
+export NO_COLOR=1
+unset CLIPDB_DB CLIPDB_MODEL
+"$build/world/clipdb-world" generate "$tmp/photos" --seed 11 --n 60 >/dev/null || exit 1
+rm -f "$tmp/photos/manifest.jsonl"
+"$build/clipdb" init --db "$tmp/db" --quiet || exit 1
+"$build/clipdb" ingest --db "$tmp/db" "$tmp/photos" --quiet || exit 1
+"$build/clipdb" serve --db "$tmp/db" --port 0 >"$tmp/serve.out" 2>"$tmp/serve.err" &
+pid=$!
+port=
+for _ in $(seq 1 200); do
+  port=$(sed -n 's|.*http://127.0.0.1:\([0-9]*\)/.*|\1|p' "$tmp/serve.out")
+  [ -n "$port" ] && break
+  kill -0 "$pid" 2>/dev/null || { cat "$tmp/serve.err"; exit 1; }
+  sleep 0.1
+done
+[ -n "$port" ] || { echo "clipdb serve did not start"; cat "$tmp/serve.err"; exit 1; }
+node "$here/browser/test_page.mjs" "http://127.0.0.1:$port" "$out"
+rc=$?
+kill -TERM "$pid"
+wait "$pid"
+serve_rc=$?
+pid=
+[ $serve_rc -eq 0 ] || { echo "clipdb serve exited $serve_rc"; rc=1; }
+[ $rc -eq 0 ] && echo "screenshots: $out"
+exit $rc
