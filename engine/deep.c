@@ -79,8 +79,8 @@ static void check_vector(deep_ctx *d, const cdb_db_file *f, const eng_root *root
         return;
     }
     if (!found) return; /* cdb_db_verify reports an ok file without its vector */
-    eng_readfail k = eng_decode_photo(buf, n, !root->no_exif, d->decode, d->pp, d->pixels, &w, &h, NULL, 0, NULL,
-                                  reason, sizeof reason);
+    eng_readfail k = cdb_eng_decode_photo(buf, n, !root->no_exif, d->decode, d->pp, d->pixels, &w,
+                                          &h, NULL, 0, NULL, reason, sizeof reason);
     if (k != ENG_FAIL_NONE) {
         cdb_db_report_add(d->r, CDB_DB_VECTOR_MISMATCH, f->shard, d->model_id, f->id,
                           "%s: stored as ok, but now %s", path, reason);
@@ -114,14 +114,15 @@ static void check_vector(deep_ctx *d, const cdb_db_file *f, const eng_root *root
 
 static int on_ok_file(const cdb_db_file *f, void *ud) {
     deep_ctx *d = ud;
-    const eng_root *root = eng_library_root(&d->lib, f->root_id);
+    const eng_root *root = cdb_eng_library_root(&d->lib, f->root_id);
     cdb_db_file_meta now;
     unsigned char *buf = NULL;
     char reason[256];
     struct stat st;
     char *path;
     d->info.n_files++;
-    eng_progress(d->ev, CDB_ENGINE_PROGRESS_UPDATE, "verify --deep", d->info.n_files, d->total, 0);
+    cdb_eng_progress(d->ev, CDB_ENGINE_PROGRESS_UPDATE, "verify --deep", d->info.n_files, d->total,
+                     0);
     if (!root || !root->present) {
         d->info.n_gone++; /* its folder is missing: reindex reports it */
         return 0;
@@ -136,9 +137,9 @@ static int on_ok_file(const cdb_db_file *f, void *ud) {
         d->info.n_unreadable++; /* a folder above it without permission, I/O errors */
     } else if (l != 0 || !S_ISREG(st.st_mode)) {
         d->info.n_gone++;
-    } else if (eng_stat_meta(&st, &now), !cdb_db_same_stat(&f->meta, &now)) {
+    } else if (cdb_eng_stat_meta(&st, &now), !cdb_db_same_stat(&f->meta, &now)) {
         d->info.n_stale++;
-    } else if (eng_read_photo(path, 0, &buf, &now, reason, sizeof reason) != ENG_FAIL_NONE) {
+    } else if (cdb_eng_read_photo(path, 0, &buf, &now, reason, sizeof reason) != ENG_FAIL_NONE) {
         d->info.n_unreadable++;
     } else {
         d->info.n_hashed++;
@@ -155,7 +156,7 @@ static int on_ok_file(const cdb_db_file *f, void *ud) {
     return d->rc != CDB_OK;
 }
 
-cdb_status eng_deep_check(cdb_db *db, cdb_model *m, int64_t model_id, double sample,
+cdb_status cdb_eng_deep_check(cdb_db *db, cdb_model *m, int64_t model_id, double sample,
                           cdb_db_report *r, const cdb_engine_events *ev, eng_deep_info *info) {
     deep_ctx d;
     cdb_db_counts counts;
@@ -180,17 +181,17 @@ cdb_status eng_deep_check(cdb_db *db, cdb_model *m, int64_t model_id, double sam
         rc = cdb_seterr(CDB_NOMEM, "out of memory");
         goto done;
     }
-    if ((rc = eng_library_load(db, &d.lib)) != CDB_OK) goto done;
+    if ((rc = cdb_eng_library_load(db, &d.lib)) != CDB_OK) goto done;
     memset(&counts, 0, sizeof counts);
     cdb_db_get_counts(db, model_id, &counts);
     d.total = counts.files[CDB_DB_OK];
-    eng_progress(ev, CDB_ENGINE_PROGRESS_START, "verify --deep", 0, d.total, 0);
+    cdb_eng_progress(ev, CDB_ENGINE_PROGRESS_START, "verify --deep", 0, d.total, 0);
     rc = cdb_db_files_foreach(db, 0, CDB_DB_MASK_OK, on_ok_file, &d);
     if (rc == CDB_OK) rc = d.rc;
-    eng_progress(ev, CDB_ENGINE_PROGRESS_END, "verify --deep", d.info.n_files, d.total, 0);
+    cdb_eng_progress(ev, CDB_ENGINE_PROGRESS_END, "verify --deep", d.info.n_files, d.total, 0);
 done:
     if (info) *info = d.info;
-    eng_library_free(&d.lib);
+    cdb_eng_library_free(&d.lib);
     free(d.pixels);
     free(d.vec);
     free(d.stored);

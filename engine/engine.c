@@ -36,9 +36,9 @@
 static _Thread_local cdb_engine_err t_code;
 
 cdb_engine_err cdb_engine_errcode(void) { return t_code; }
-void eng_clear(void) { t_code = CDB_ENGINE_E_NONE; }
+void cdb_eng_clear(void) { t_code = CDB_ENGINE_E_NONE; }
 
-cdb_status eng_code(cdb_status rc, cdb_engine_err code) {
+cdb_status cdb_eng_code(cdb_status rc, cdb_engine_err code) {
     t_code = code;
     return rc;
 }
@@ -54,7 +54,7 @@ static cdb_status vfail(cdb_status rc, cdb_engine_err code, const char *why, con
     return rc;
 }
 
-cdb_status eng_fail(cdb_status rc, cdb_engine_err code, const char *fmt, ...) {
+cdb_status cdb_eng_fail(cdb_status rc, cdb_engine_err code, const char *fmt, ...) {
     const char *why = cdb_errmsg();
     va_list ap;
     cdb_status r;
@@ -65,7 +65,8 @@ cdb_status eng_fail(cdb_status rc, cdb_engine_err code, const char *fmt, ...) {
     return r;
 }
 
-cdb_status eng_failw(cdb_status rc, cdb_engine_err code, const char *why, const char *fmt, ...) {
+cdb_status cdb_eng_failw(cdb_status rc, cdb_engine_err code, const char *why, const char *fmt,
+                         ...) {
     va_list ap;
     cdb_status r;
     va_start(ap, fmt);
@@ -76,7 +77,7 @@ cdb_status eng_failw(cdb_status rc, cdb_engine_err code, const char *why, const 
 
 /* The pipeline reports its fatal errors as CDB_ERROR with the cause in the message
 ** (SQLite's SQLITE_FULL text, or strerror(ENOSPC)), so the message is checked too. */
-int eng_disk_full(cdb_status rc) {
+int cdb_eng_disk_full(cdb_status rc) {
     const char *m = cdb_errmsg();
     if (rc == CDB_OK) return 0;
     return rc == CDB_NOSPACE || strstr(m, "database or disk is full") ||
@@ -85,7 +86,7 @@ int eng_disk_full(cdb_status rc) {
 
 /* ---- events ------------------------------------------------------------------------------ */
 
-void eng_warn(const cdb_engine_events *ev, const char *fmt, ...) {
+void cdb_eng_warn(const cdb_engine_events *ev, const char *fmt, ...) {
     char *line = NULL;
     va_list ap;
     va_start(ap, fmt);
@@ -97,11 +98,11 @@ void eng_warn(const cdb_engine_events *ev, const char *fmt, ...) {
     free(line);
 }
 
-int eng_should_stop(const cdb_engine_events *ev) {
+int cdb_eng_should_stop(const cdb_engine_events *ev) {
     return ev && ev->should_stop && ev->should_stop(ev->ud);
 }
 
-void eng_progress(const cdb_engine_events *ev, cdb_engine_phase ph, const char *label,
+void cdb_eng_progress(const cdb_engine_events *ev, cdb_engine_phase ph, const char *label,
                   int64_t done, int64_t total, int64_t errors) {
     cdb_engine_progress p;
     if (!ev || !ev->progress) return;
@@ -116,13 +117,13 @@ void eng_progress(const cdb_engine_events *ev, cdb_engine_phase ph, const char *
 /* BLAS (OpenBLAS, OpenMP build) sizes each GEMM by the calling thread's OpenMP thread
 ** count, not by the backend's setting, and a GEMM (or a kernel loop) split another
 ** way rounds the last bit of an embedding differently. So the engine, not its caller,
-** decides how many threads encode a query (eng_search_threads) and binds them. */
-void eng_bind_threads(int threads) {
+** decides how many threads encode a query (cdb_eng_search_threads) and binds them. */
+void cdb_eng_bind_threads(int threads) {
     int n = threads > 0 ? threads : cdb_default_threads();
     if (omp_get_max_threads() != n) omp_set_num_threads(n);
 }
 
-int eng_search_threads(const cdb_engine *e, cdb_db *db, const char *spec, int images) {
+int cdb_eng_search_threads(const cdb_engine *e, cdb_db *db, const char *spec, int images) {
     (void)db, (void)spec;
     /* a text alone on one thread: a few tokens, no thread team to wake, and on a busy
     ** machine (an ingest running) several threads wait for each other (measured with
@@ -158,18 +159,18 @@ static cdb_status open_db(const char *dir, int writer, int wait_ms, cdb_db **out
     p.readonly = !writer;
     p.lock_wait_ms = writer ? wait_ms : 0;
     rc = cdb_db_open(dir, &p, out);
-    if (rc == CDB_NOTFOUND) return eng_code(rc, CDB_ENGINE_E_NO_DATABASE);
-    if (rc == CDB_BUSY) return eng_code(rc, CDB_ENGINE_E_BUSY);
-    if (rc == CDB_VERSION) return eng_code(rc, CDB_ENGINE_E_NEWER);
+    if (rc == CDB_NOTFOUND) return cdb_eng_code(rc, CDB_ENGINE_E_NO_DATABASE);
+    if (rc == CDB_BUSY) return cdb_eng_code(rc, CDB_ENGINE_E_BUSY);
+    if (rc == CDB_VERSION) return cdb_eng_code(rc, CDB_ENGINE_E_NEWER);
     return rc;
 }
 
 cdb_status cdb_engine_open(const char *dir, const cdb_engine_params *p, cdb_engine **out) {
     cdb_engine *e;
     cdb_status rc;
-    eng_clear();
+    cdb_eng_clear();
     *out = NULL;
-    if (!dir || !*dir) return eng_code(cdb_seterr(CDB_INVALID, "no database directory given"),
+    if (!dir || !*dir) return cdb_eng_code(cdb_seterr(CDB_INVALID, "no database directory given"),
                                        CDB_ENGINE_E_NONE);
     if (!(e = calloc(1, sizeof *e))) return cdb_seterr(CDB_NOMEM, "out of memory");
     e->p = p ? *p : cdb_engine_params_default();
@@ -188,7 +189,7 @@ cdb_status cdb_engine_open(const char *dir, const cdb_engine_params *p, cdb_engi
         e->db = NULL;
         cdb_engine_close(e);
         cdb_seterr(rc, "%s", msg);
-        return eng_code(rc, code);
+        return cdb_eng_code(rc, code);
     }
     *out = e;
     return CDB_OK;
@@ -196,11 +197,11 @@ cdb_status cdb_engine_open(const char *dir, const cdb_engine_params *p, cdb_engi
 
 void cdb_engine_close(cdb_engine *e) {
     if (!e) return;
-    eng_search_states_free(e);
+    cdb_eng_search_states_free(e);
     for (eng_model *m = e->models, *next; m; m = next) {
         next = m->next;
         cdb_model_close(m->m);
-        eng_qcache_free(m->qcache);
+        cdb_eng_qcache_free(m->qcache);
         pthread_mutex_destroy(&m->encode_mu);
         free(m->spec);
         free(m);
@@ -226,9 +227,9 @@ void cdb_engine_lock_info(const char *dir, int *pid, int *held) {
     cdb_db_lock_info(dir, pid, held);
 }
 
-cdb_status eng_writer(cdb_engine *e, const char *what) {
+cdb_status cdb_eng_writer(cdb_engine *e, const char *what) {
     if (e->p.writer) return CDB_OK;
-    return eng_code(cdb_seterr(CDB_INVALID, "%s needs the database's writer (open the engine "
+    return cdb_eng_code(cdb_seterr(CDB_INVALID, "%s needs the database's writer (open the engine "
                                             "with params.writer = 1)", what),
                     CDB_ENGINE_E_NONE);
 }
@@ -271,7 +272,7 @@ static int reader_stale(const cdb_engine *e, const eng_reader *r) {
     return memcmp(&now, &r->at_open, sizeof now) != 0;
 }
 
-cdb_status eng_reader_get(cdb_engine *e, eng_reader **out) {
+cdb_status cdb_eng_reader_get(cdb_engine *e, eng_reader **out) {
     eng_reader *r;
     cdb_status rc;
     *out = NULL;
@@ -284,14 +285,14 @@ cdb_status eng_reader_get(cdb_engine *e, eng_reader **out) {
         r->db = NULL;
         if ((rc = reader_open(e, r)) != CDB_OK) {
             free(r);
-            return eng_fail(rc, t_code, "cannot open the database %s", e->dir);
+            return cdb_eng_fail(rc, t_code, "cannot open the database %s", e->dir);
         }
     }
     if (!r) {
         if (!(r = calloc(1, sizeof *r))) return cdb_seterr(CDB_NOMEM, "out of memory");
         if ((rc = reader_open(e, r)) != CDB_OK) {
             free(r);
-            return eng_fail(rc, t_code, "cannot open the database %s", e->dir);
+            return cdb_eng_fail(rc, t_code, "cannot open the database %s", e->dir);
         }
     }
     r->next = NULL;
@@ -299,7 +300,7 @@ cdb_status eng_reader_get(cdb_engine *e, eng_reader **out) {
     return CDB_OK;
 }
 
-void eng_reader_put(cdb_engine *e, eng_reader *r) {
+void cdb_eng_reader_put(cdb_engine *e, eng_reader *r) {
     if (!r) return;
     pthread_mutex_lock(&e->mu);
     r->next = e->idle;
@@ -309,7 +310,7 @@ void eng_reader_put(cdb_engine *e, eng_reader *r) {
 
 /* ---- models ------------------------------------------------------------------------------ */
 
-void eng_model_to_public(const cdb_db_model *dm, cdb_engine_model *out) {
+void cdb_eng_model_to_public(const cdb_db_model *dm, cdb_engine_model *out) {
     memset(out, 0, sizeof *out);
     out->id = dm->id;
     snprintf(out->weights_hash, sizeof out->weights_hash, "%s", dm->weights_hash);
@@ -320,7 +321,7 @@ void eng_model_to_public(const cdb_db_model *dm, cdb_engine_model *out) {
     out->decode_settled = dm->decode_settled;
 }
 
-char *eng_model_info_json(const char *path, const cdb_model *m) {
+char *cdb_eng_model_info_json(const char *path, const cdb_model *m) {
     const cdb_model_info *mi = cdb_model_get_info(m);
     char abs[PATH_MAX];
     json_t *o = json_object();
@@ -334,7 +335,8 @@ char *eng_model_info_json(const char *path, const cdb_model *m) {
     json_object_set_new(o, "image_size", json_integer(mi->image_size));
     json_object_set_new(o, "context_length", json_integer(mi->context_length));
     json_object_set_new(o, "naming", json_string(mi->naming ? mi->naming : ""));
-    json_object_set_new(o, "weights_dtype", json_string(mi->weights_dtype ? mi->weights_dtype : ""));
+    json_object_set_new(o, "weights_dtype",
+                        json_string(mi->weights_dtype ? mi->weights_dtype : ""));
     s = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(o);
     return s; /* free() */
@@ -383,10 +385,10 @@ static cdb_status load_db_model(cdb_engine *e, cdb_db *db, const cdb_db_model *d
         }
     }
     if (!m) {
-        if (quiet) rc = eng_code(cdb_seterr(CDB_NOTFOUND, "weights not found"),
+        if (quiet) rc = cdb_eng_code(cdb_seterr(CDB_NOTFOUND, "weights not found"),
                                  CDB_ENGINE_E_WEIGHTS_MISSING);
         else
-            rc = eng_failw(CDB_NOTFOUND, CDB_ENGINE_E_WEIGHTS_MISSING,
+            rc = cdb_eng_failw(CDB_NOTFOUND, CDB_ENGINE_E_WEIGHTS_MISSING,
                            path ? path : "no path recorded",
                            "cannot find the database's model '%s' (weights %s)", dm->name,
                            dm->weights_hash);
@@ -397,7 +399,7 @@ static cdb_status load_db_model(cdb_engine *e, cdb_db *db, const cdb_db_model *d
     return rc;
 }
 
-cdb_status eng_load_db_model(cdb_engine *e, cdb_db *db, const cdb_db_model *dm, int vision,
+cdb_status cdb_eng_load_db_model(cdb_engine *e, cdb_db *db, const cdb_db_model *dm, int vision,
                              int text, int quiet, cdb_model **out) {
     return load_db_model(e, db, dm, vision, text, e->p.model_threads, quiet, out);
 }
@@ -414,17 +416,17 @@ static cdb_status path_model(cdb_engine *e, cdb_db *db, const char *path, int vi
     mp.load_text = text;
     mp.device = (cdb_device_kind)device;
     if ((rc = cdb_model_open(path, &mp, &m)) != CDB_OK)
-        return eng_fail(rc, CDB_ENGINE_E_MODEL_LOAD, "cannot load the model %s", path);
+        return cdb_eng_fail(rc, CDB_ENGINE_E_MODEL_LOAD, "cannot load the model %s", path);
     rc = cdb_db_model_find(db, cdb_model_get_info(m)->hash, dm);
     if (rc == CDB_NOTFOUND) {
         cdb_model_close(m);
-        return eng_failw(CDB_NOTFOUND, CDB_ENGINE_E_MODEL_NOT_IN_DB,
+        return cdb_eng_failw(CDB_NOTFOUND, CDB_ENGINE_E_MODEL_NOT_IN_DB,
                          "this database has no vectors from it", "model %s is not in the database",
                          path);
     }
     if (rc != CDB_OK) {
         cdb_model_close(m);
-        return eng_fail(rc, CDB_ENGINE_E_NONE, "cannot register the model %s", path);
+        return cdb_eng_fail(rc, CDB_ENGINE_E_NONE, "cannot register the model %s", path);
     }
     *m_out = m;
     return CDB_OK;
@@ -433,9 +435,10 @@ static cdb_status path_model(cdb_engine *e, cdb_db *db, const char *path, int vi
 static cdb_status default_model(cdb_db *db, cdb_db_model *dm) {
     cdb_status rc = cdb_db_model_default(db, dm);
     if (rc == CDB_NOTFOUND)
-        return eng_failw(rc, CDB_ENGINE_E_NOT_INITIALIZED, "it has no model",
+        return cdb_eng_failw(rc, CDB_ENGINE_E_NOT_INITIALIZED, "it has no model",
                          "the database is not initialized");
-    if (rc != CDB_OK) return eng_fail(rc, CDB_ENGINE_E_NONE, "cannot read the database's model");
+    if (rc != CDB_OK)
+        return cdb_eng_fail(rc, CDB_ENGINE_E_NONE, "cannot read the database's model");
     return CDB_OK;
 }
 
@@ -454,7 +457,7 @@ static eng_model *cached(cdb_engine *e, const char *path, int vision, int text, 
     return found;
 }
 
-cdb_status eng_model_get(cdb_engine *e, cdb_db *db, const char *path, int vision, int text,
+cdb_status cdb_eng_model_get(cdb_engine *e, cdb_db *db, const char *path, int vision, int text,
                          int threads, eng_model **out) {
     eng_model *slot;
     cdb_status rc = CDB_OK;
@@ -518,20 +521,20 @@ static int match_model(const cdb_db_model *m, void *ud_) {
     return 0;
 }
 
-cdb_status eng_find_db_model(cdb_engine *e, cdb_db *db, const char *spec, cdb_db_model *out) {
+cdb_status cdb_eng_find_db_model(cdb_engine *e, cdb_db *db, const char *spec, cdb_db_model *out) {
     model_match ud;
     struct stat sb;
     cdb_status st;
     memset(&ud, 0, sizeof ud);
     ud.spec = spec;
     if ((st = cdb_db_models_foreach(db, match_model, &ud)) != CDB_OK)
-        return eng_fail(st, CDB_ENGINE_E_NONE, "cannot list the database's models");
+        return cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot list the database's models");
     if (ud.n == 1) {
         *out = ud.found;
         return CDB_OK;
     }
     if (ud.n > 1)
-        return eng_failw(CDB_INVALID, CDB_ENGINE_E_MODEL_AMBIGUOUS, "several models match",
+        return cdb_eng_failw(CDB_INVALID, CDB_ENGINE_E_MODEL_AMBIGUOUS, "several models match",
                          "model '%s' is ambiguous", spec);
     if (stat(spec, &sb) == 0) { /* a model folder or file: its weights hash decides */
         cdb_model *m = NULL;
@@ -541,10 +544,10 @@ cdb_status eng_find_db_model(cdb_engine *e, cdb_db *db, const char *spec, cdb_db
             return st;
         cdb_model_close(m);
         if ((st = cdb_db_model_get(db, dm.id, out)) != CDB_OK)
-            return eng_fail(st, CDB_ENGINE_E_NONE, "cannot read the model record");
+            return cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot read the model record");
         return CDB_OK;
     }
-    return eng_failw(CDB_NOTFOUND, CDB_ENGINE_E_MODEL_UNKNOWN,
+    return cdb_eng_failw(CDB_NOTFOUND, CDB_ENGINE_E_MODEL_UNKNOWN,
                      "no model of this database has that number, name or hash",
                      "unknown model '%s'", spec);
 }
@@ -552,9 +555,9 @@ cdb_status eng_find_db_model(cdb_engine *e, cdb_db *db, const char *spec, cdb_db
 cdb_status cdb_engine_find_model(cdb_engine *e, const char *spec, cdb_engine_model *out) {
     cdb_db_model dm;
     cdb_status rc;
-    eng_clear();
-    rc = spec && *spec ? eng_find_db_model(e, e->db, spec, &dm) : default_model(e->db, &dm);
-    if (rc == CDB_OK) eng_model_to_public(&dm, out);
+    cdb_eng_clear();
+    rc = spec && *spec ? cdb_eng_find_db_model(e, e->db, spec, &dm) : default_model(e->db, &dm);
+    if (rc == CDB_OK) cdb_eng_model_to_public(&dm, out);
     return rc;
 }
 
@@ -563,19 +566,19 @@ cdb_status cdb_engine_load_model(cdb_engine *e, const char *model_path, int visi
     eng_reader *r = NULL;
     eng_model *m = NULL;
     cdb_status rc;
-    eng_clear();
-    if ((rc = eng_reader_get(e, &r)) != CDB_OK) return rc;
-    /* as searches will ask for them (eng_search_threads): texts alone on one thread,
+    cdb_eng_clear();
+    if ((rc = cdb_eng_reader_get(e, &r)) != CDB_OK) return rc;
+    /* as searches will ask for them (cdb_eng_search_threads): texts alone on one thread,
     ** with images on model_threads */
-    if (text && (rc = eng_model_get(e, r->db, model_path, 0, 1,
-                                    eng_search_threads(e, r->db, model_path, 0), &m)) != CDB_OK)
+    if (text && (rc = cdb_eng_model_get(e, r->db, model_path, 0, 1,
+                                    cdb_eng_search_threads(e, r->db, model_path, 0), &m)) != CDB_OK)
         goto put;
     if (vision || !text)
-        rc = eng_model_get(e, r->db, model_path, vision, text && vision,
-                           eng_search_threads(e, r->db, model_path, vision), &m);
+        rc = cdb_eng_model_get(e, r->db, model_path, vision, text && vision,
+                           cdb_eng_search_threads(e, r->db, model_path, vision), &m);
 put:
-    eng_reader_put(e, r);
-    if (rc == CDB_OK && out) eng_model_to_public(&m->dm, out);
+    cdb_eng_reader_put(e, r);
+    if (rc == CDB_OK && out) cdb_eng_model_to_public(&m->dm, out);
     return rc;
 }
 
@@ -585,18 +588,18 @@ cdb_status cdb_engine_encode_text(cdb_engine *e, const char *model_path, const c
     eng_model *m = NULL;
     cdb_status rc;
     const char *texts[1] = {text};
-    eng_clear();
-    if ((rc = eng_reader_get(e, &r)) != CDB_OK) return rc;
-    rc = eng_model_get(e, r->db, model_path, 0, 1, -1, &m);
-    eng_reader_put(e, r);
+    cdb_eng_clear();
+    if ((rc = cdb_eng_reader_get(e, &r)) != CDB_OK) return rc;
+    rc = cdb_eng_model_get(e, r->db, model_path, 0, 1, -1, &m);
+    cdb_eng_reader_put(e, r);
     if (rc != CDB_OK) return rc;
-    eng_bind_threads(e->p.model_threads);
+    cdb_eng_bind_threads(e->p.model_threads);
     if ((rc = cdb_encode_texts(m->m, texts, 1, 1, out)) != CDB_OK)
-        return eng_fail(rc, CDB_ENGINE_E_NONE, "cannot encode '%s'", text);
+        return cdb_eng_fail(rc, CDB_ENGINE_E_NONE, "cannot encode '%s'", text);
     return CDB_OK;
 }
 
-const char *eng_fmt_count(int64_t n, char *buf, size_t size) {
+const char *cdb_eng_fmt_count(int64_t n, char *buf, size_t size) {
     char tmp[32], o[48];
     uint64_t u = n < 0 ? (uint64_t)(-(n + 1)) + 1 : (uint64_t)n;
     int len = snprintf(tmp, sizeof tmp, "%llu", (unsigned long long)u), k = 0;
@@ -616,32 +619,32 @@ cdb_status cdb_engine_set_default_model(cdb_engine *e, const char *spec, cdb_eng
     cdb_model *m = NULL;
     cdb_status st;
     char b[32], b2[32];
-    eng_clear();
-    if ((st = eng_writer(e, "making a model the default")) != CDB_OK) return st;
-    if ((st = eng_find_db_model(e, e->db, spec, &dm)) != CDB_OK) return st;
+    cdb_eng_clear();
+    if ((st = cdb_eng_writer(e, "making a model the default")) != CDB_OK) return st;
+    if ((st = cdb_eng_find_db_model(e, e->db, spec, &dm)) != CDB_OK) return st;
     memset(&c, 0, sizeof c);
     if ((st = cdb_db_get_counts(e->db, dm.id, &c)) != CDB_OK)
-        return eng_fail(st, CDB_ENGINE_E_NONE, "cannot count the vectors of '%s'", dm.name);
+        return cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot count the vectors of '%s'", dm.name);
     /* the default answers every search: it must know every photo */
     if (c.n_missing)
-        return eng_failw(CDB_INVALID, CDB_ENGINE_E_SET_INCOMPLETE, NULL,
+        return cdb_eng_failw(CDB_INVALID, CDB_ENGINE_E_SET_INCOMPLETE, NULL,
                          "model '%s' has no vector yet for %s of the %s files", dm.name,
-                         eng_fmt_count(c.n_missing, b, sizeof b),
-                         eng_fmt_count(c.files[CDB_DB_OK], b2, sizeof b2));
+                         cdb_eng_fmt_count(c.n_missing, b, sizeof b),
+                         cdb_eng_fmt_count(c.files[CDB_DB_OK], b2, sizeof b2));
     /* searches encode texts with the default: it needs a text tower and a tokenizer */
     cdb_engine_device dev = e->p.device;
     e->p.device = CDB_ENGINE_DEVICE_CPU;
-    st = eng_load_db_model(e, e->db, &dm, 0, 1, 1, &m);
+    st = cdb_eng_load_db_model(e, e->db, &dm, 0, 1, 1, &m);
     e->p.device = dev;
     if (st != CDB_OK)
-        return eng_failw(CDB_UNSUPPORTED, CDB_ENGINE_E_NO_TEXT, NULL,
+        return cdb_eng_failw(CDB_UNSUPPORTED, CDB_ENGINE_E_NO_TEXT, NULL,
                          "model '%s' cannot encode text (no text tower or tokenizer where it is "
                          "recorded): text searches would fail", dm.name);
     cdb_model_close(m);
     if ((st = cdb_db_model_set_default(e->db, dm.id)) != CDB_OK)
-        return eng_fail(st, CDB_ENGINE_E_NONE, "cannot make '%s' the default", dm.name);
+        return cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot make '%s' the default", dm.name);
     dm.is_default = 1;
-    if (out) eng_model_to_public(&dm, out);
+    if (out) cdb_eng_model_to_public(&dm, out);
     return CDB_OK;
 }
 
@@ -649,9 +652,9 @@ cdb_status cdb_engine_set_default_model(cdb_engine *e, const char *spec, cdb_eng
 
 /* A write that failed: a full disk gets its own wording (and detail code). */
 static cdb_status write_fail(cdb_status rc, const char *what) {
-    if (eng_disk_full(rc))
-        return eng_fail(rc, CDB_ENGINE_E_DISK_FULL, "%s: no space left on device", what);
-    return eng_fail(rc, CDB_ENGINE_E_NONE, "%s", what);
+    if (cdb_eng_disk_full(rc))
+        return cdb_eng_fail(rc, CDB_ENGINE_E_DISK_FULL, "%s: no space left on device", what);
+    return cdb_eng_fail(rc, CDB_ENGINE_E_NONE, "%s", what);
 }
 
 cdb_status cdb_engine_create(const char *dir, const char *model_path, cdb_engine_create_info *out) {
@@ -664,14 +667,14 @@ cdb_status cdb_engine_create(const char *dir, const char *model_path, cdb_engine
     cdb_status rc;
     int64_t model_id = 0;
     char *info = NULL;
-    eng_clear();
+    cdb_eng_clear();
     snprintf(probe, sizeof probe, "%s/catalog.db", dir);
     if (stat(probe, &st) == 0)
-        return eng_failw(CDB_INVALID, CDB_ENGINE_E_EXISTS, "it would be replaced",
+        return cdb_eng_failw(CDB_INVALID, CDB_ENGINE_E_EXISTS, "it would be replaced",
                          "a database already exists at %s", dir);
     mp.load_vision = 0; /* only the identity and sizes are needed */
     if ((rc = cdb_model_open(model_path, &mp, &m)) != CDB_OK)
-        return eng_fail(rc, CDB_ENGINE_E_MODEL_LOAD, "cannot load the model %s", model_path);
+        return cdb_eng_fail(rc, CDB_ENGINE_E_MODEL_LOAD, "cannot load the model %s", model_path);
     p.create = 1;
     if ((rc = cdb_db_open(dir, &p, &db)) != CDB_OK) {
         cdb_model_close(m);
@@ -679,7 +682,7 @@ cdb_status cdb_engine_create(const char *dir, const char *model_path, cdb_engine
         return write_fail(rc, what);
     }
     const cdb_model_info *mi = cdb_model_get_info(m);
-    info = eng_model_info_json(model_path, m);
+    info = cdb_eng_model_info_json(model_path, m);
     rc = cdb_db_model_register(db, mi->hash, mi->name, mi->embed_dim, info, &model_id);
     if (rc == CDB_OK) rc = cdb_db_model_set_default(db, model_id);
     if (rc != CDB_OK) {
@@ -706,39 +709,40 @@ void cdb_engine_paths_free(char **abs, int n) {
 
 cdb_status cdb_engine_check_paths(const char *const *paths, int n, char ***abs_out, int *is_file) {
     char **abs = calloc((size_t)(n > 0 ? n : 1), sizeof *abs);
-    eng_clear();
+    cdb_eng_clear();
     *abs_out = NULL;
-    if (!abs) return eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory", "cannot ingest");
+    if (!abs) return cdb_eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory", "cannot ingest");
     for (int i = 0; i < n; i++) {
         char buf[PATH_MAX];
         struct stat sb;
         if (!realpath(paths[i], buf) || stat(buf, &sb) != 0) {
             int err = errno;
             cdb_engine_paths_free(abs, n);
-            return eng_failw(CDB_NOTFOUND, CDB_ENGINE_E_PATH, strerror(err), "cannot ingest %s",
+            return cdb_eng_failw(CDB_NOTFOUND, CDB_ENGINE_E_PATH, strerror(err), "cannot ingest %s",
                              paths[i]);
         }
         if (!S_ISDIR(sb.st_mode) && !S_ISREG(sb.st_mode)) {
             cdb_engine_paths_free(abs, n);
-            return eng_failw(CDB_INVALID, CDB_ENGINE_E_NONE, "not a folder or a regular file",
+            return cdb_eng_failw(CDB_INVALID, CDB_ENGINE_E_NONE, "not a folder or a regular file",
                              "cannot ingest %s", paths[i]);
         }
         is_file[i] = S_ISREG(sb.st_mode);
-        if (is_file[i] && !eng_image_ext(buf)) { /* a single file is recorded: one that is a photo */
+        if (is_file[i] &&
+            !cdb_eng_image_ext(buf)) { /* a single file is recorded: one that is a photo */
             unsigned char head[32];
             FILE *f = fopen(buf, "rb");
             size_t k = f ? fread(head, 1, sizeof head, f) : 0;
             if (f) fclose(f);
-            if (!eng_image_magic(head, k)) {
+            if (!cdb_eng_image_magic(head, k)) {
                 cdb_engine_paths_free(abs, n);
-                return eng_failw(CDB_INVALID, CDB_ENGINE_E_NONE,
+                return cdb_eng_failw(CDB_INVALID, CDB_ENGINE_E_NONE,
                                  "neither its name nor its first bytes are an image's",
                                  "cannot ingest %s", paths[i]);
             }
         }
         if (!(abs[i] = strdup(buf))) {
             cdb_engine_paths_free(abs, n);
-            return eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory", "cannot ingest");
+            return cdb_eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory", "cannot ingest");
         }
     }
     *abs_out = abs;

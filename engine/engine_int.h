@@ -37,36 +37,36 @@
 /* ---- errors (engine.c) ----------------------------------------------------------- */
 
 /* Clears this thread's detail code (every public entry point does first). */
-void eng_clear(void);
+void cdb_eng_clear(void);
 /* Sets the detail code and returns rc. */
-cdb_status eng_code(cdb_status rc, cdb_engine_err code);
+cdb_status cdb_eng_code(cdb_status rc, cdb_engine_err code);
 /* errmsg = "<what> (<the current errmsg, or rc's string when empty>)", the code set:
 ** the "what failed (why)" sentence of every failed public call. Returns rc. */
-cdb_status eng_fail(cdb_status rc, cdb_engine_err code, const char *fmt, ...) CDB_PRINTF(3, 4);
+cdb_status cdb_eng_fail(cdb_status rc, cdb_engine_err code, const char *fmt, ...) CDB_PRINTF(3, 4);
 /* errmsg = "<what> (<why>)" from explicit parts (why NULL or "": just what). */
-cdb_status eng_failw(cdb_status rc, cdb_engine_err code, const char *why, const char *fmt, ...)
+cdb_status cdb_eng_failw(cdb_status rc, cdb_engine_err code, const char *why, const char *fmt, ...)
     CDB_PRINTF(4, 5);
 /* "1,234,567" into buf (as the CLI prints counts); returns buf. */
-const char *eng_fmt_count(int64_t n, char *buf, size_t size);
+const char *cdb_eng_fmt_count(int64_t n, char *buf, size_t size);
 /* 1 when rc (with the current errmsg) means the disk is full. */
-int eng_disk_full(cdb_status rc);
+int cdb_eng_disk_full(cdb_status rc);
 
 /* ---- events ------------------------------------------------------------------------ */
 
-void eng_warn(const cdb_engine_events *ev, const char *fmt, ...) CDB_PRINTF(2, 3);
-int eng_should_stop(const cdb_engine_events *ev); /* polls ev->should_stop (calling thread) */
-void eng_progress(const cdb_engine_events *ev, cdb_engine_phase ph, const char *label,
+void cdb_eng_warn(const cdb_engine_events *ev, const char *fmt, ...) CDB_PRINTF(2, 3);
+int cdb_eng_should_stop(const cdb_engine_events *ev); /* polls ev->should_stop (calling thread) */
+void cdb_eng_progress(const cdb_engine_events *ev, cdb_engine_phase ph, const char *label,
                   int64_t done, int64_t total, int64_t errors);
 
 /* ---- bounded queue (queue.c) --------------------------------------------------------- */
 
 typedef struct eng_queue eng_queue;
-eng_queue *eng_queue_new(int cap); /* NULL on OOM */
-void eng_queue_free(eng_queue *q);
-int eng_queue_push(eng_queue *q, void *item); /* blocks while full; -1 once closed */
-void *eng_queue_pop(eng_queue *q);            /* blocks while empty; NULL once closed and empty */
-void *eng_queue_try_pop(eng_queue *q);        /* NULL when empty */
-void eng_queue_close(eng_queue *q);
+eng_queue *cdb_eng_queue_new(int cap); /* NULL on OOM */
+void cdb_eng_queue_free(eng_queue *q);
+int cdb_eng_queue_push(eng_queue *q, void *item); /* blocks while full; -1 once closed */
+void *cdb_eng_queue_pop(eng_queue *q); /* blocks while empty; NULL once closed and empty */
+void *cdb_eng_queue_try_pop(eng_queue *q);        /* NULL when empty */
+void cdb_eng_queue_close(eng_queue *q);
 
 /* ---- walking roots (walk.c) -------------------------------------------------------- */
 
@@ -89,9 +89,10 @@ typedef int (*eng_walk_fn)(const eng_walk_entry *e, void *ud);
 
 /* A set of (device, inode) pairs (walk.c). */
 typedef struct eng_devino_set eng_devino_set;
-eng_devino_set *eng_devino_new(void); /* NULL on OOM */
-void eng_devino_free(eng_devino_set *s);
-int eng_devino_add(eng_devino_set *s, uint64_t dev, uint64_t ino); /* 1 new, 0 present, -1 OOM */
+eng_devino_set *cdb_eng_devino_new(void); /* NULL on OOM */
+void cdb_eng_devino_free(eng_devino_set *s);
+int cdb_eng_devino_add(eng_devino_set *s, uint64_t dev,
+                       uint64_t ino); /* 1 new, 0 present, -1 OOM */
 
 typedef struct eng_walk_opts {
     int follow_symlinks;
@@ -108,12 +109,12 @@ typedef struct eng_walk_opts {
 
 /* Walks root (a folder) as described in walk.c. Returns 0 when done, 1 when fn
 ** stopped it, -1 when root cannot be read (errno). */
-int eng_walk(const char *root, const eng_walk_opts *o, eng_walk_fn fn, void *ud,
+int cdb_eng_walk(const char *root, const eng_walk_opts *o, eng_walk_fn fn, void *ud,
              eng_walk_stats *st /* OUT */);
 /* 1 when the name has an image extension (case-insensitive). */
-int eng_image_ext(const char *name);
+int cdb_eng_image_ext(const char *name);
 /* The image format whose signature starts b ("jpeg", "png", ...), or NULL. */
-const char *eng_image_magic(const unsigned char *b, size_t n);
+const char *cdb_eng_image_magic(const unsigned char *b, size_t n);
 
 /* ---- reading photos (imagefile.c) -------------------------------------------------- */
 
@@ -125,11 +126,11 @@ typedef enum eng_readfail {
     ENG_FAIL_PERMANENT  /* the bytes cannot be used: quarantine until the file changes */
 } eng_readfail;
 /* size, mtime, ctime, dev, ino of a stat into m. */
-void eng_stat_meta(const struct stat *st, cdb_db_file_meta *m);
+void cdb_eng_stat_meta(const struct stat *st, cdb_db_file_meta *m);
 /* Reads the whole file at path: *buf (malloc'd, the caller frees) and meta's stat
 ** fields and hash. sniff: the name is not an image's; the first bytes decide
 ** (ENG_FAIL_NOT_IMAGE). On failure reason gets one line. */
-eng_readfail eng_read_photo(const char *path, int sniff, unsigned char **buf /* OUT */,
+eng_readfail cdb_eng_read_photo(const char *path, int sniff, unsigned char **buf /* OUT */,
                         cdb_db_file_meta *meta /* OUT */, char *reason, size_t reason_size);
 /* A thumbnail made while decoding (thumbs.c): JPEG bytes, heap. */
 typedef struct eng_thumb {
@@ -143,20 +144,20 @@ typedef struct eng_thumb {
 ** thumb_px > 0: also a thumbnail of the decoded image into *thumb (long side <=
 ** thumb_px); failing to make one is not a failure of the photo (thumb->jpeg NULL).
 ** pixels NULL: decode for the thumbnail only (no preprocessing). */
-eng_readfail eng_decode_photo(const unsigned char *buf, size_t n, int apply_exif, int decode,
+eng_readfail cdb_eng_decode_photo(const unsigned char *buf, size_t n, int apply_exif, int decode,
                               const cdb_preprocess_params *pp, float *pixels /* OUT */,
                               int32_t *width /* OUT */, int32_t *height /* OUT */, int64_t ns[2],
                               int thumb_px, eng_thumb *thumb /* OUT, may be NULL */,
                               char *reason, size_t reason_size);
 /* The MIME type of a file by its first bytes (static). */
-const char *eng_mime(const unsigned char *head, size_t n);
+const char *cdb_eng_mime(const unsigned char *head, size_t n);
 
 /* ---- thumbnails (thumbs.c) ----------------------------------------------------------- */
 
 /* A JPEG (quality 80) of img scaled down to long side <= px (area-averaged; never
-** up). CDB_OK with the bytes in *t (heap: eng_thumb_clear). */
-cdb_status eng_thumb_make(const cdb_image *img, int px, eng_thumb *t /* OUT */);
-void eng_thumb_clear(eng_thumb *t);
+** up). CDB_OK with the bytes in *t (heap: cdb_eng_thumb_clear). */
+cdb_status cdb_eng_thumb_make(const cdb_image *img, int px, eng_thumb *t /* OUT */);
+void cdb_eng_thumb_clear(eng_thumb *t);
 
 /* ---- the library: recorded roots (library.c) ----------------------------------------- */
 
@@ -191,38 +192,38 @@ typedef struct eng_target {
     int reencode;          /* the decode settings changed: every photo is encoded again */
 } eng_target;
 
-/* Reads the roots of db and stats each. Free with eng_library_free. */
-cdb_status eng_library_load(cdb_db *db, eng_library *lib /* OUT */);
-void eng_library_free(eng_library *lib);
-const eng_root *eng_library_root(const eng_library *lib, int64_t root_id); /* NULL: unknown */
+/* Reads the roots of db and stats each. Free with cdb_eng_library_free. */
+cdb_status cdb_eng_library_load(cdb_db *db, eng_library *lib /* OUT */);
+void cdb_eng_library_free(eng_library *lib);
+const eng_root *cdb_eng_library_root(const eng_library *lib, int64_t root_id); /* NULL: unknown */
 /* 1 when the real path of `path` (a symbolic link, say) is in the library at its own
 ** path: inside a folder root, not under a hidden folder, not in the database folder;
 ** or a file root. */
-int eng_library_covers(const eng_library *lib, const char *path);
+int cdb_eng_library_covers(const eng_library *lib, const char *path);
 /* 1 when the file recorded at path (root root_id, st_dev file_dev, 0 = unknown) is
 ** gone from a place that is still there: deleted, moved or renamed. 0 when it is
 ** there, or when its place is not reachable: the nearest folder above it that
 ** exists is on another device than the file was (a drive or share not mounted). */
-int eng_library_gone(const eng_library *lib, int64_t root_id, const char *path,
+int cdb_eng_library_gone(const eng_library *lib, int64_t root_id, const char *path,
                      uint64_t file_dev);
 /* Folds every root that lies inside a folder root into it (cdb_db_root_adopt; legacy
 ** databases could record both), then reloads lib. *n_adopted (may be NULL). */
-cdb_status eng_library_normalize(cdb_db *db, int64_t model_id, eng_library *lib,
+cdb_status cdb_eng_library_normalize(cdb_db *db, int64_t model_id, eng_library *lib,
                                  int *n_adopted /* OUT */);
 /* What `ingest PATH...` scans: each PATH (real, absolute; a folder or a regular
 ** file) is the whole of a recorded root, a part of one, or a new root; a new folder
 ** root adopts the roots inside it. follow, no_exif: -1 keep the roots' setting, else
 ** record it on every root named. Duplicates and PATHs inside another PATH are
 ** dropped; a PATH hidden inside a recorded folder is refused (CDB_INVALID). ev: where
-** a warning goes. *targets: heap array of n_targets (eng_targets_free). */
-cdb_status eng_library_resolve(cdb_db *db, int64_t model_id, eng_library *lib,
+** a warning goes. *targets: heap array of n_targets (cdb_eng_targets_free). */
+cdb_status cdb_eng_library_resolve(cdb_db *db, int64_t model_id, eng_library *lib,
                                char *const *paths, const int *is_file, int n, int follow,
                                int no_exif, const cdb_engine_events *ev,
                                eng_target **targets /* OUT */, int *n_targets /* OUT */);
 /* Every root, whole (reindex). */
-cdb_status eng_library_all(const eng_library *lib, eng_target **targets /* OUT */,
+cdb_status cdb_eng_library_all(const eng_library *lib, eng_target **targets /* OUT */,
                            int *n_targets /* OUT */);
-void eng_targets_free(eng_target *t, int n);
+void cdb_eng_targets_free(eng_target *t, int n);
 
 /* ---- the ingest pipeline (pipeline.c) ------------------------------------------------- */
 
@@ -247,14 +248,14 @@ typedef struct eng_ingest_opts {
 ** coverage, move sources). Fills *sum. Returns CDB_OK also when files failed
 ** (sum->errors, sum->retry) or when stopped (sum->interrupted); an error (message in
 ** cdb_errmsg) only when the run itself failed. */
-cdb_status eng_pipeline_run(cdb_db *db, const char *db_dir, cdb_model *model, int64_t model_id,
+cdb_status cdb_eng_pipeline_run(cdb_db *db, const char *db_dir, cdb_model *model, int64_t model_id,
                             const eng_library *lib, const eng_target *roots, int n_roots,
                             const eng_ingest_opts *o, cdb_engine_summary *sum /* OUT */);
 
 /* ---- index glue (indexing.c) ----------------------------------------------------------- */
 
 /* <db>/index/model_<id>.cdbidx */
-void eng_index_path(cdb_db *db, int64_t model_id, char *buf, size_t size);
+void cdb_eng_index_path(cdb_db *db, int64_t model_id, char *buf, size_t size);
 
 typedef struct eng_fetch_ctx {
     cdb_db *db;
@@ -262,14 +263,14 @@ typedef struct eng_fetch_ctx {
     int dim;
 } eng_fetch_ctx;
 /* cdb_index_fetch_fn over the store (ctx: eng_fetch_ctx). */
-cdb_status eng_fetch_vectors(void *ctx, const int64_t *ids, size_t n, uint16_t *vecs,
+cdb_status cdb_eng_fetch_vectors(void *ctx, const int64_t *ids, size_t n, uint16_t *vecs,
                              uint8_t *found);
 /* Every stored vector of the model, fp16, in id order. Heap arrays (free()). */
-cdb_status eng_read_all_vectors(cdb_db *db, int64_t model_id, int dim, int64_t **ids /* OUT */,
+cdb_status cdb_eng_read_all_vectors(cdb_db *db, int64_t model_id, int dim, int64_t **ids /* OUT */,
                                 uint16_t **vecs /* OUT */, int64_t *n /* OUT */);
 /* Sorted, distinct ids whose vectors were added (removed = 0) or removed (1)
 ** after generation `since`. Heap (free()). */
-cdb_status eng_ids_since(cdb_db *db, int64_t model_id, int64_t since, int removed,
+cdb_status cdb_eng_ids_since(cdb_db *db, int64_t model_id, int64_t since, int removed,
                          int64_t **ids /* OUT */, size_t *n /* OUT */);
 
 typedef struct eng_index_result {
@@ -282,16 +283,16 @@ typedef struct eng_index_result {
     cdb_index_info info;
 } eng_index_result;
 /* Builds the model's index from the store and saves it (kind: cdb_index_kind). */
-cdb_status eng_index_build(cdb_db *db, int64_t model_id, int dim, int kind,
+cdb_status cdb_eng_index_build(cdb_db *db, int64_t model_id, int dim, int kind,
                            eng_index_result *res /* OUT */);
 /* Brings the index up to date (adds or rebuilds, as the index module decides;
 ** creates it when missing and there are vectors). */
-cdb_status eng_index_refresh(cdb_db *db, int64_t model_id, int dim, int force_rebuild,
+cdb_status cdb_eng_index_refresh(cdb_db *db, int64_t model_id, int dim, int force_rebuild,
                              eng_index_result *res /* OUT */);
 /* Every model's index after files went away (their removals are logged); a failure
 ** is warned about (searches stay correct): returns 1 then, else 0; -1 when the
 ** models cannot be listed (errmsg set). */
-int eng_refresh_all_indexes(cdb_db *db, const cdb_engine_events *ev);
+int cdb_eng_refresh_all_indexes(cdb_db *db, const cdb_engine_events *ev);
 
 /* ---- the deep check (deep.c) --------------------------------------------------------- */
 
@@ -307,7 +308,7 @@ typedef struct eng_deep_info {
 ** added to r (CDB_DB_FILE_CHANGED, CDB_DB_VECTOR_MISMATCH, each naming the path);
 ** informational counts go to *info (may be NULL). Files whose stat changed since
 ** they were stored are stale, not problems (the next reindex updates them). */
-cdb_status eng_deep_check(cdb_db *db, cdb_model *m, int64_t model_id, double sample,
+cdb_status cdb_eng_deep_check(cdb_db *db, cdb_model *m, int64_t model_id, double sample,
                           cdb_db_report *r, const cdb_engine_events *ev,
                           eng_deep_info *info /* OUT */);
 
@@ -363,38 +364,38 @@ struct cdb_engine {
 };
 
 /* A reader for this thread's call (reopened when an immutable snapshot went stale);
-** give it back with eng_reader_put. */
-cdb_status eng_reader_get(cdb_engine *e, eng_reader **out /* OUT */);
-void eng_reader_put(cdb_engine *e, eng_reader *r);
+** give it back with cdb_eng_reader_put. */
+cdb_status cdb_eng_reader_get(cdb_engine *e, eng_reader **out /* OUT */);
+void cdb_eng_reader_put(cdb_engine *e, eng_reader *r);
 /* The default model's record, or the one registered under the weights of the model
 ** at path (loaded with the towers asked for, kept). *m: NULL unless towers were asked.
 ** Errors as cdb_engine_load_model. db: the caller's handle. */
-cdb_status eng_model_get(cdb_engine *e, cdb_db *db, const char *path, int vision, int text,
+cdb_status cdb_eng_model_get(cdb_engine *e, cdb_db *db, const char *path, int vision, int text,
                          int threads /* -1: model_threads */, eng_model **out /* OUT */);
 /* Loads the registered model dm from the path recorded with it (or the fallback model
 ** when that has the same weights): E_WEIGHTS_MISSING. quiet: only CDB_NOTFOUND, no
 ** message. */
-cdb_status eng_load_db_model(cdb_engine *e, cdb_db *db, const cdb_db_model *dm, int vision,
+cdb_status cdb_eng_load_db_model(cdb_engine *e, cdb_db *db, const cdb_db_model *dm, int vision,
                              int text, int quiet, cdb_model **out /* OUT */);
 /* A model spec (number, name, hash prefix, path) to its record. */
-cdb_status eng_find_db_model(cdb_engine *e, cdb_db *db, const char *spec,
+cdb_status cdb_eng_find_db_model(cdb_engine *e, cdb_db *db, const char *spec,
                              cdb_db_model *out /* OUT */);
 /* The info JSON stored with a model at registration (path, name, hash, dims); free(). */
-char *eng_model_info_json(const char *path, const cdb_model *m);
-void eng_model_to_public(const cdb_db_model *dm, cdb_engine_model *out /* OUT */);
+char *cdb_eng_model_info_json(const char *path, const cdb_model *m);
+void cdb_eng_model_to_public(const cdb_db_model *dm, cdb_engine_model *out /* OUT */);
 /* The threads a search encodes its query with: with example images model_threads (0:
 ** every core); texts alone on one (what the CLI always did). The same rule for the
 ** CLI and a server's request threads, so they compute the same query vectors. */
-int eng_search_threads(const cdb_engine *e, cdb_db *db, const char *spec, int images);
+int cdb_eng_search_threads(const cdb_engine *e, cdb_db *db, const char *spec, int images);
 /* Gives this thread the OpenMP thread count BLAS sizes its GEMMs by (0: every core),
 ** before an encode on a thread the engine did not start. */
-void eng_bind_threads(int threads);
+void cdb_eng_bind_threads(int threads);
 /* The writer handle (CDB_INVALID on a reader engine). */
-cdb_status eng_writer(cdb_engine *e, const char *what);
+cdb_status cdb_eng_writer(cdb_engine *e, const char *what);
 
 /* search.c: frees every vector set's search state; a model slot's query cache. */
-void eng_search_states_free(cdb_engine *e);
+void cdb_eng_search_states_free(cdb_engine *e);
 struct eng_qcache;
-void eng_qcache_free(struct eng_qcache *c);
+void cdb_eng_qcache_free(struct eng_qcache *c);
 
 #endif /* CDB_ENGINE_INT_H */

@@ -2,7 +2,8 @@
 ** files.c: what the catalog says about files, read by id or in bulk: the ok file
 ** behind a search hit (its path, size, size in pixels, and its type from its first
 ** bytes, so a server can send the original without ever taking a path from a
-** request) and its thumbnail, what could not be ingested and why (`clipdb errors`), and every stored
+** request) and its thumbnail, what could not be ingested and why (`clipdb errors`), and every
+*stored
 ** vector with its path (`clipdb export`).
 */
 #include <errno.h>
@@ -26,21 +27,21 @@ cdb_status cdb_engine_file_get(cdb_engine *e, int64_t id, cdb_engine_file *out) 
     cdb_db_file f;
     char *path = NULL;
     cdb_status st;
-    eng_clear();
+    cdb_eng_clear();
     memset(out, 0, sizeof *out);
     if (id <= 0)
-        return eng_failw(CDB_NOTFOUND, CDB_ENGINE_E_UNKNOWN_ID, NULL, "no photo has the id %lld",
-                         (long long)id);
-    if ((st = eng_reader_get(e, &r)) != CDB_OK) return st;
+        return cdb_eng_failw(CDB_NOTFOUND, CDB_ENGINE_E_UNKNOWN_ID, NULL,
+                             "no photo has the id %lld", (long long)id);
+    if ((st = cdb_eng_reader_get(e, &r)) != CDB_OK) return st;
     memset(&f, 0, sizeof f);
     st = cdb_db_file_get(r->db, id, &f);
     if (st == CDB_OK && f.state != CDB_DB_OK) st = CDB_NOTFOUND;
     if (st == CDB_OK) st = cdb_db_file_path(r->db, id, &path);
     if (st == CDB_NOTFOUND) {
-        st = eng_failw(CDB_NOTFOUND, CDB_ENGINE_E_UNKNOWN_ID, NULL, "no photo has the id %lld",
+        st = cdb_eng_failw(CDB_NOTFOUND, CDB_ENGINE_E_UNKNOWN_ID, NULL, "no photo has the id %lld",
                        (long long)id);
     } else if (st != CDB_OK) {
-        st = eng_fail(st, CDB_ENGINE_E_NONE, "cannot look up the file %lld", (long long)id);
+        st = cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot look up the file %lld", (long long)id);
     } else if (!(out->path = strdup(path))) {
         st = cdb_seterr(CDB_NOMEM, "out of memory");
     } else {
@@ -56,11 +57,11 @@ cdb_status cdb_engine_file_get(cdb_engine *e, int64_t id, cdb_engine_file *out) 
         out->mtime_ns = f.meta.mtime_ns;
         out->width = f.meta.width;
         out->height = f.meta.height;
-        out->mime = eng_mime(head, k > 0 ? (size_t)k : 0);
+        out->mime = cdb_eng_mime(head, k > 0 ? (size_t)k : 0);
     }
     cdb_free(path);
     cdb_db_file_clear(&f);
-    eng_reader_put(e, r);
+    cdb_eng_reader_put(e, r);
     return st;
 }
 
@@ -69,19 +70,20 @@ cdb_status cdb_engine_file_get(cdb_engine *e, int64_t id, cdb_engine_file *out) 
 cdb_status cdb_engine_thumb_size(cdb_engine *e, int *px) {
     eng_reader *r = NULL;
     cdb_status st;
-    eng_clear();
-    if ((st = eng_reader_get(e, &r)) != CDB_OK) return st;
+    cdb_eng_clear();
+    if ((st = cdb_eng_reader_get(e, &r)) != CDB_OK) return st;
     st = cdb_db_thumb_size(r->db, px);
-    eng_reader_put(e, r);
-    return st == CDB_OK ? CDB_OK : eng_fail(st, CDB_ENGINE_E_NONE, "cannot read the thumbnail size");
+    cdb_eng_reader_put(e, r);
+    return st == CDB_OK ? CDB_OK
+                        : cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot read the thumbnail size");
 }
 
 cdb_status cdb_engine_set_thumb_size(cdb_engine *e, int px) {
     cdb_status st;
-    eng_clear();
-    if ((st = eng_writer(e, "setting the thumbnail size")) != CDB_OK) return st;
+    cdb_eng_clear();
+    if ((st = cdb_eng_writer(e, "setting the thumbnail size")) != CDB_OK) return st;
     if ((st = cdb_db_set_thumb_size(e->db, px)) != CDB_OK)
-        return eng_fail(st, CDB_ENGINE_E_NONE, "cannot set the thumbnail size");
+        return cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot set the thumbnail size");
     return CDB_OK;
 }
 
@@ -99,8 +101,8 @@ static cdb_status thumb_now(cdb_db *db, const cdb_db_file *f, int px, void **jpe
     memset(&t, 0, sizeof t);
     memset(&root, 0, sizeof root);
     if (cdb_db_file_path(db, f->id, &path) != CDB_OK ||
-        eng_read_photo(path, 0, &buf, &m, reason, sizeof reason) != ENG_FAIL_NONE) {
-        st = eng_failw(CDB_NOTFOUND, CDB_ENGINE_E_NO_THUMB, NULL,
+        cdb_eng_read_photo(path, 0, &buf, &m, reason, sizeof reason) != ENG_FAIL_NONE) {
+        st = cdb_eng_failw(CDB_NOTFOUND, CDB_ENGINE_E_NO_THUMB, NULL,
                        "no thumbnail for %lld (its original cannot be read)", (long long)f->id);
         goto done;
     }
@@ -108,15 +110,16 @@ static cdb_status thumb_now(cdb_db *db, const cdb_db_file *f, int px, void **jpe
     ip.decode = CDB_DECODE_FAST;
     ip.target_size = px;
     if ((st = cdb_image_decode(buf, (size_t)m.size, &ip, &img)) != CDB_OK ||
-        (st = eng_thumb_make(img, px, &t)) != CDB_OK) {
-        st = eng_fail(CDB_NOTFOUND, CDB_ENGINE_E_NO_THUMB, "no thumbnail for %lld", (long long)f->id);
+        (st = cdb_eng_thumb_make(img, px, &t)) != CDB_OK) {
+        st = cdb_eng_fail(CDB_NOTFOUND, CDB_ENGINE_E_NO_THUMB, "no thumbnail for %lld",
+                          (long long)f->id);
         goto done;
     }
     *jpeg = t.jpeg; /* malloc'd: cdb_free frees it */
     *n = t.n;
     t.jpeg = NULL;
 done:
-    eng_thumb_clear(&t);
+    cdb_eng_thumb_clear(&t);
     cdb_image_free(img);
     cdb_db_root_clear(&root);
     free(buf);
@@ -130,25 +133,26 @@ cdb_status cdb_engine_thumb(cdb_engine *e, int64_t id, void **jpeg, size_t *n) {
     cdb_db_thumb t;
     int px = 0;
     cdb_status st;
-    eng_clear();
+    cdb_eng_clear();
     *jpeg = NULL;
     *n = 0;
     memset(&f, 0, sizeof f);
     memset(&t, 0, sizeof t);
-    if ((st = eng_reader_get(e, &r)) != CDB_OK) return st;
+    if ((st = cdb_eng_reader_get(e, &r)) != CDB_OK) return st;
     st = id > 0 ? cdb_db_file_get(r->db, id, &f) : CDB_NOTFOUND;
     if (st == CDB_OK && f.state != CDB_DB_OK) st = CDB_NOTFOUND;
     if (st == CDB_NOTFOUND) {
-        st = eng_failw(CDB_NOTFOUND, CDB_ENGINE_E_UNKNOWN_ID, NULL, "no photo has the id %lld",
+        st = cdb_eng_failw(CDB_NOTFOUND, CDB_ENGINE_E_UNKNOWN_ID, NULL, "no photo has the id %lld",
                        (long long)id);
         goto done;
     }
     if (st != CDB_OK || (st = cdb_db_thumb_size(r->db, &px)) != CDB_OK) {
-        st = eng_fail(st, CDB_ENGINE_E_NONE, "cannot look up the thumbnail of %lld", (long long)id);
+        st = cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot look up the thumbnail of %lld",
+                          (long long)id);
         goto done;
     }
     if (px == 0) {
-        st = eng_failw(CDB_NOTFOUND, CDB_ENGINE_E_NO_THUMB, NULL,
+        st = cdb_eng_failw(CDB_NOTFOUND, CDB_ENGINE_E_NO_THUMB, NULL,
                        "thumbnails are off in this database");
         goto done;
     }
@@ -163,7 +167,7 @@ cdb_status cdb_engine_thumb(cdb_engine *e, int64_t id, void **jpeg, size_t *n) {
 done:
     cdb_db_thumb_clear(&t);
     cdb_db_file_clear(&f);
-    eng_reader_put(e, r);
+    cdb_eng_reader_put(e, r);
     return st;
 }
 
@@ -178,7 +182,7 @@ typedef struct errors_ud {
 } errors_ud;
 
 static char *root_join(const errors_ud *ud, int64_t root_id, const char *relpath) {
-    const eng_root *r = eng_library_root(&ud->lib, root_id);
+    const eng_root *r = cdb_eng_library_root(&ud->lib, root_id);
     return cdb_db_path_join(r ? r->path : "?", relpath);
 }
 
@@ -235,24 +239,25 @@ void cdb_engine_errors_free(cdb_engine_error_entry *v, int64_t n) {
 cdb_status cdb_engine_errors(cdb_engine *e, cdb_engine_error_entry **out, int64_t *n) {
     errors_ud ud;
     cdb_status st;
-    eng_clear();
+    cdb_eng_clear();
     memset(&ud, 0, sizeof ud);
     *out = NULL;
     *n = 0;
-    if ((st = eng_library_load(e->db, &ud.lib)) == CDB_OK) {
+    if ((st = cdb_eng_library_load(e->db, &ud.lib)) == CDB_OK) {
         ud.kind = "error";
         st = cdb_db_files_foreach(e->db, 0, CDB_DB_MASK_ERROR, on_error_file, &ud);
         ud.kind = "retry";
         if (st == CDB_OK && !ud.oom)
             st = cdb_db_files_foreach(e->db, 0, CDB_DB_MASK_PENDING, on_error_file, &ud);
         ud.kind = "walk";
-        if (st == CDB_OK && !ud.oom) st = cdb_db_walk_problems_foreach(e->db, 0, on_walk_problem, &ud);
+        if (st == CDB_OK && !ud.oom)
+            st = cdb_db_walk_problems_foreach(e->db, 0, on_walk_problem, &ud);
         if (st == CDB_OK && ud.oom) st = cdb_seterr(CDB_NOMEM, "out of memory");
     }
-    eng_library_free(&ud.lib);
+    cdb_eng_library_free(&ud.lib);
     if (st != CDB_OK) {
         cdb_engine_errors_free(ud.v, ud.n);
-        return eng_fail(st, CDB_ENGINE_E_NONE, "cannot list the errors");
+        return cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot list the errors");
     }
     *out = ud.v;
     *n = ud.n;
@@ -272,11 +277,12 @@ cdb_status cdb_engine_vectors_open(cdb_engine *e, const char *model_path, cdb_en
     cdb_db_counts counts;
     cdb_engine_vectors *v;
     cdb_status st;
-    eng_clear();
+    cdb_eng_clear();
     *out = NULL;
-    if ((st = eng_model_get(e, e->db, model_path, 0, model_path && *model_path, -1, &m)) != CDB_OK)
+    if ((st = cdb_eng_model_get(e, e->db, model_path, 0, model_path && *model_path, -1, &m)) !=
+        CDB_OK)
         return st;
-    eng_model_to_public(&m->dm, model);
+    cdb_eng_model_to_public(&m->dm, model);
     memset(&counts, 0, sizeof counts);
     cdb_db_get_counts(e->db, m->dm.id, &counts);
     *count = counts.n_vectors;
@@ -284,7 +290,7 @@ cdb_status cdb_engine_vectors_open(cdb_engine *e, const char *model_path, cdb_en
     v->e = e;
     if ((st = cdb_db_iter_new(e->db, m->dm.id, &v->it)) != CDB_OK) {
         free(v);
-        return eng_fail(st, CDB_ENGINE_E_NONE, "cannot read the vectors");
+        return cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot read the vectors");
     }
     *out = v;
     return CDB_OK;
@@ -294,14 +300,14 @@ cdb_status cdb_engine_vectors_read(cdb_engine_vectors *v, int cap, int64_t *ids,
                                    uint16_t *f16, char **paths, int *n) {
     int64_t *own = NULL;
     cdb_status st;
-    eng_clear();
+    cdb_eng_clear();
     *n = 0;
     if (!ids && !(ids = own = malloc(sizeof *ids * (size_t)(cap > 0 ? cap : 1))))
         return cdb_seterr(CDB_NOMEM, "out of memory");
     st = cdb_db_iter_read(v->it, cap, ids, f32, f16, n);
     if (st != CDB_OK) {
         free(own);
-        return eng_fail(st, CDB_ENGINE_E_NONE, "cannot read the vectors");
+        return cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot read the vectors");
     }
     for (int i = 0; paths && i < *n; i++) {
         char *p = NULL;

@@ -65,11 +65,11 @@ static cdb_status roots_at(const eng_library *lib, const char *path, int *idx, i
     for (int i = 0; i < lib->n; i++)
         if (lib->r[i].kind == CDB_DB_ROOT_FOLDER && within(path, lib->r[i].path)) {
             snprintf(container, size, "%s", lib->r[i].path);
-            return eng_failw(CDB_NOTFOUND, CDB_ENGINE_E_PART_OF_ROOT, NULL,
+            return cdb_eng_failw(CDB_NOTFOUND, CDB_ENGINE_E_PART_OF_ROOT, NULL,
                              "%s is a part of the folder %s, not a folder of its own", path,
                              lib->r[i].path);
         }
-    return eng_failw(CDB_NOTFOUND, CDB_ENGINE_E_NOT_A_ROOT, NULL,
+    return cdb_eng_failw(CDB_NOTFOUND, CDB_ENGINE_E_NOT_A_ROOT, NULL,
                      "%s is not a folder or file of this database", path);
 }
 
@@ -135,18 +135,18 @@ cdb_status cdb_engine_folders(cdb_engine *e, cdb_engine_folder **out, int *n) {
     eng_reader *r = NULL;
     folders_ud ud;
     cdb_status st;
-    eng_clear();
+    cdb_eng_clear();
     *out = NULL;
     *n = 0;
     memset(&ud, 0, sizeof ud);
-    if ((st = eng_reader_get(e, &r)) != CDB_OK) return st;
+    if ((st = cdb_eng_reader_get(e, &r)) != CDB_OK) return st;
     ud.db = r->db;
     st = cdb_db_roots_foreach(r->db, on_folder, &ud);
     if (st == CDB_OK) st = ud.rc;
-    eng_reader_put(e, r);
+    cdb_eng_reader_put(e, r);
     if (st != CDB_OK) {
         cdb_engine_folders_free(ud.f, ud.n);
-        return eng_fail(st, CDB_ENGINE_E_NONE, "cannot list the folders");
+        return cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot list the folders");
     }
     *out = ud.f;
     *n = ud.n;
@@ -166,8 +166,9 @@ void cdb_engine_forget_report_free(cdb_engine_forget_report *r) {
 /* The writer's default model and roots (forget and move). */
 static cdb_status open_library(cdb_engine *e, cdb_db_model *dm, eng_library *lib) {
     cdb_status st;
-    if ((st = cdb_db_model_default(e->db, dm)) != CDB_OK || (st = eng_library_load(e->db, lib)) != CDB_OK)
-        return eng_fail(st, CDB_ENGINE_E_NONE, "cannot read the database");
+    if ((st = cdb_db_model_default(e->db, dm)) != CDB_OK ||
+        (st = cdb_eng_library_load(e->db, lib)) != CDB_OK)
+        return cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot read the database");
     return CDB_OK;
 }
 
@@ -177,15 +178,16 @@ cdb_status cdb_engine_forget(cdb_engine *e, const char *path_in, cdb_engine_forg
     eng_library lib = {0};
     char *path = NULL;
     cdb_status st;
-    eng_clear();
+    cdb_eng_clear();
     memset(out, 0, sizeof *out);
-    if ((st = eng_writer(e, "forget")) != CDB_OK) return st;
+    if ((st = cdb_eng_writer(e, "forget")) != CDB_OK) return st;
     if (!(path = normalized_path(path_in)))
-        return eng_failw(CDB_IO, CDB_ENGINE_E_NONE, strerror(errno), "cannot forget %s", path_in);
+        return cdb_eng_failw(CDB_IO, CDB_ENGINE_E_NONE, strerror(errno), "cannot forget %s",
+                             path_in);
     if ((st = open_library(e, &dm, &lib)) != CDB_OK) goto done;
     if (!(idx = calloc((size_t)(lib.n ? lib.n : 1), sizeof *idx)) ||
         !(out->roots = calloc((size_t)(lib.n ? lib.n : 1), sizeof *out->roots))) {
-        st = eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory", "cannot forget %s", path);
+        st = cdb_eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory", "cannot forget %s", path);
         goto done;
     }
     if ((st = roots_at(&lib, path, idx, &n, out->container, sizeof out->container)) != CDB_OK)
@@ -194,7 +196,7 @@ cdb_status cdb_engine_forget(cdb_engine *e, const char *path_in, cdb_engine_forg
         const eng_root *r = &lib.r[idx[i]];
         int64_t k = 0;
         if ((st = cdb_db_root_forget(e->db, dm.id, r->id, &k)) != CDB_OK) {
-            st = eng_fail(st, CDB_ENGINE_E_NONE, "cannot forget %s", r->path);
+            st = cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot forget %s", r->path);
             goto done;
         }
         cdb_engine_forgot *f = &out->roots[out->n_roots];
@@ -210,18 +212,19 @@ cdb_status cdb_engine_forget(cdb_engine *e, const char *path_in, cdb_engine_forg
     if (cdb_db_thumbs_prune(e->db, NULL) != CDB_OK) /* a cache: never fatal */
         CDB_LOG_WARN("the forgotten files' thumbnails were not dropped: %s", cdb_errmsg());
     if ((st = cdb_db_compact(e->db, &out->bytes_freed)) != CDB_OK) {
-        st = eng_fail(st, CDB_ENGINE_E_NONE, "forgotten, but the space could not be given back");
+        st =
+            cdb_eng_fail(st, CDB_ENGINE_E_NONE, "forgotten, but the space could not be given back");
         goto done;
     }
     {
-        int r = eng_refresh_all_indexes(e->db, &e->p.events);
+        int r = cdb_eng_refresh_all_indexes(e->db, &e->p.events);
         if (r < 0) st = CDB_ERROR; /* errmsg: cannot list the models (...) */
         out->index_refresh_failed = r > 0;
     }
 done:
     free(idx);
     free(path);
-    eng_library_free(&lib);
+    cdb_eng_library_free(&lib);
     return st;
 }
 
@@ -250,21 +253,21 @@ cdb_status cdb_engine_move(cdb_engine *e, const char *old_in, const char *new_in
     char *old = NULL, **dest = NULL, newp[PATH_MAX];
     there_ud there = {0};
     cdb_status st;
-    eng_clear();
+    cdb_eng_clear();
     memset(out, 0, sizeof *out);
-    if ((st = eng_writer(e, "move")) != CDB_OK) return st;
+    if ((st = cdb_eng_writer(e, "move")) != CDB_OK) return st;
     if (!realpath(new_in, newp))
-        return eng_failw(CDB_NOTFOUND, CDB_ENGINE_E_MOVE_TARGET, strerror(errno),
+        return cdb_eng_failw(CDB_NOTFOUND, CDB_ENGINE_E_MOVE_TARGET, strerror(errno),
                          "cannot move to %s", new_in);
     if (!(old = normalized_path(old_in)))
-        return eng_failw(CDB_IO, CDB_ENGINE_E_NONE, strerror(errno), "cannot move %s", old_in);
+        return cdb_eng_failw(CDB_IO, CDB_ENGINE_E_NONE, strerror(errno), "cannot move %s", old_in);
     snprintf(out->old_path, sizeof out->old_path, "%s", old);
     snprintf(out->new_path, sizeof out->new_path, "%s", newp);
     if ((st = open_library(e, &dm, &lib)) != CDB_OK) goto done;
     idx = calloc((size_t)(lib.n ? lib.n : 1), sizeof *idx);
     dest = calloc((size_t)(lib.n ? lib.n : 1), sizeof *dest);
     if (!idx || !dest) {
-        st = eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory", "cannot move %s", old);
+        st = cdb_eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory", "cannot move %s", old);
         goto done;
     }
     if ((st = roots_at(&lib, old, idx, &n, out->container, sizeof out->container)) != CDB_OK)
@@ -275,7 +278,8 @@ cdb_status cdb_engine_move(cdb_engine *e, const char *old_in, const char *new_in
         struct stat sb;
         const char *rest = r->path + strlen(old);
         if (!(dest[i] = cdb_db_path_join(newp, *rest == '/' ? rest + 1 : rest))) {
-            st = eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory", "cannot move %s", old);
+            st =
+                cdb_eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory", "cannot move %s", old);
             goto done;
         }
         if (stat(dest[i], &sb) != 0 ||
@@ -283,7 +287,7 @@ cdb_status cdb_engine_move(cdb_engine *e, const char *old_in, const char *new_in
             snprintf(out->bad_root, sizeof out->bad_root, "%s", r->path);
             snprintf(out->bad_dest, sizeof out->bad_dest, "%s", dest[i]);
             out->bad_dest_is_file = r->kind == CDB_DB_ROOT_FILE;
-            st = eng_failw(CDB_INVALID, CDB_ENGINE_E_MOVE_TARGET, NULL,
+            st = cdb_eng_failw(CDB_INVALID, CDB_ENGINE_E_MOVE_TARGET, NULL,
                            "%s would move to %s, which is not a %s", r->path, dest[i],
                            r->kind == CDB_DB_ROOT_FILE ? "file" : "folder");
             goto done;
@@ -296,26 +300,26 @@ cdb_status cdb_engine_move(cdb_engine *e, const char *old_in, const char *new_in
     out->present = there.present;
     if (there.live > 0 && there.present == 0) {
         char b[32];
-        st = eng_failw(CDB_INVALID, CDB_ENGINE_E_MOVE_NOTHING, NULL,
+        st = cdb_eng_failw(CDB_INVALID, CDB_ENGINE_E_MOVE_NOTHING, NULL,
                        "none of the %s recorded files of %s is under %s; nothing changed",
-                       eng_fmt_count(there.live, b, sizeof b), old, newp);
+                       cdb_eng_fmt_count(there.live, b, sizeof b), old, newp);
         goto done;
     }
     for (int i = 0; i < n; i++)
         if ((st = cdb_db_root_set_path(e->db, lib.r[idx[i]].id, dest[i])) != CDB_OK) {
-            st = eng_fail(st, CDB_ENGINE_E_NONE, "cannot move %s", lib.r[idx[i]].path);
+            st = cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot move %s", lib.r[idx[i]].path);
             goto done;
         }
     /* NEW may lie inside a recorded folder, or hold recorded roots: fold them */
-    eng_library_free(&lib);
-    if ((st = eng_library_load(e->db, &lib)) != CDB_OK ||
-        (st = eng_library_normalize(e->db, dm.id, &lib, NULL)) != CDB_OK)
-        st = eng_fail(st, CDB_ENGINE_E_NONE, "moved, but the folders could not be merged");
+    cdb_eng_library_free(&lib);
+    if ((st = cdb_eng_library_load(e->db, &lib)) != CDB_OK ||
+        (st = cdb_eng_library_normalize(e->db, dm.id, &lib, NULL)) != CDB_OK)
+        st = cdb_eng_fail(st, CDB_ENGINE_E_NONE, "moved, but the folders could not be merged");
 done:
     for (int i = 0; dest && i < n; i++) cdb_free(dest[i]);
     free(dest);
     free(idx);
     free(old);
-    eng_library_free(&lib);
+    cdb_eng_library_free(&lib);
     return st;
 }

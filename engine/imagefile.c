@@ -7,7 +7,7 @@
 **              file changing while it is read. The file is retried by the next run;
 **   permanent  the bytes cannot be used (empty, too large, not decodable): the file
 **              is quarantined until it changes.
-** Used by the ingest pipeline's readers and by `verify --deep`; eng_mime names the
+** Used by the ingest pipeline's readers and by `verify --deep`; cdb_eng_mime names the
 ** type of an original served by id.
 */
 #include <errno.h>
@@ -24,7 +24,8 @@
 
 #define MAX_FILE_BYTES ((int64_t)1 << 30)
 
-static eng_readfail failed(eng_readfail kind, char *reason, size_t size, const char *fmt, const char *a) {
+static eng_readfail failed(eng_readfail kind, char *reason, size_t size, const char *fmt,
+                           const char *a) {
     snprintf(reason, size, fmt, a);
     for (char *p = reason; *p; p++)
         if (*p == '\n' || *p == '\r') *p = ' ';
@@ -34,7 +35,7 @@ static eng_readfail failed(eng_readfail kind, char *reason, size_t size, const c
 /* Errors of open() and read() that mean the path is simply not there now. */
 static int is_gone_errno(int e) { return e == ENOENT || e == ENOTDIR; }
 
-void eng_stat_meta(const struct stat *st, cdb_db_file_meta *m) {
+void cdb_eng_stat_meta(const struct stat *st, cdb_db_file_meta *m) {
     m->size = (int64_t)st->st_size;
     m->mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000LL + st->st_mtim.tv_nsec;
     m->ctime_ns = (int64_t)st->st_ctim.tv_sec * 1000000000LL + st->st_ctim.tv_nsec;
@@ -42,8 +43,8 @@ void eng_stat_meta(const struct stat *st, cdb_db_file_meta *m) {
     m->ino = (uint64_t)st->st_ino;
 }
 
-eng_readfail eng_read_photo(const char *path, int sniff, unsigned char **buf_out, cdb_db_file_meta *meta,
-                       char *reason, size_t reason_size) {
+eng_readfail cdb_eng_read_photo(const char *path, int sniff, unsigned char **buf_out,
+                                cdb_db_file_meta *meta, char *reason, size_t reason_size) {
     unsigned char *buf = NULL;
     struct stat st;
     size_t got = 0;
@@ -64,11 +65,11 @@ eng_readfail eng_read_photo(const char *path, int sniff, unsigned char **buf_out
         close(fd);
         return ENG_FAIL_GONE;
     }
-    eng_stat_meta(&st, meta);
+    cdb_eng_stat_meta(&st, meta);
     if (sniff) {
         unsigned char head[32];
         ssize_t k = pread(fd, head, sizeof head, 0);
-        if (k <= 0 || !eng_image_magic(head, (size_t)k)) {
+        if (k <= 0 || !cdb_eng_image_magic(head, (size_t)k)) {
             close(fd);
             return ENG_FAIL_NOT_IMAGE;
         }
@@ -97,7 +98,8 @@ eng_readfail eng_read_photo(const char *path, int sniff, unsigned char **buf_out
     close(fd);
     if (got != (size_t)meta->size) {
         free(buf);
-        if (e) return failed(ENG_FAIL_TRANSIENT, reason, reason_size, "cannot read: %s", strerror(e));
+        if (e)
+            return failed(ENG_FAIL_TRANSIENT, reason, reason_size, "cannot read: %s", strerror(e));
         return failed(ENG_FAIL_TRANSIENT, reason, reason_size, "cannot read: %s",
                       "the file shrank while it was read");
     }
@@ -117,7 +119,7 @@ static eng_readfail status_fail(cdb_status rc, const char *what, char *reason, s
                   text);
 }
 
-eng_readfail eng_decode_photo(const unsigned char *buf, size_t n, int apply_exif, int decode,
+eng_readfail cdb_eng_decode_photo(const unsigned char *buf, size_t n, int apply_exif, int decode,
                               const cdb_preprocess_params *pp, float *pixels, int32_t *width,
                               int32_t *height, int64_t ns[2], int thumb_px, eng_thumb *thumb,
                               char *reason, size_t reason_size) {
@@ -134,26 +136,26 @@ eng_readfail eng_decode_photo(const unsigned char *buf, size_t n, int apply_exif
     if (rc != CDB_OK) return status_fail(rc, "cannot decode", reason, reason_size);
     *width = img->full_width > 0 ? img->full_width : img->width; /* fast mode shrinks */
     *height = img->full_height > 0 ? img->full_height : img->height;
-    if (thumb_px > 0 && thumb && eng_thumb_make(img, thumb_px, thumb) != CDB_OK)
+    if (thumb_px > 0 && thumb && cdb_eng_thumb_make(img, thumb_px, thumb) != CDB_OK)
         CDB_LOG_DEBUG("no thumbnail: %s", cdb_errmsg()); /* the photo itself is fine */
     rc = pixels ? cdb_image_preprocess(img, pp, pixels, NULL) : CDB_OK;
     cdb_image_free(img);
     if (ns) ns[1] += cdb_now_ns() - t1;
     if (rc != CDB_OK) {
-        if (thumb) eng_thumb_clear(thumb);
+        if (thumb) cdb_eng_thumb_clear(thumb);
         return status_fail(rc, "cannot preprocess", reason, reason_size);
     }
     return ENG_FAIL_NONE;
 }
 
-const char *eng_mime(const unsigned char *head, size_t n) {
+const char *cdb_eng_mime(const unsigned char *head, size_t n) {
     static const struct {
         const char *magic, *mime;
     } map[] = {{"jpeg", "image/jpeg"}, {"png", "image/png"},   {"gif", "image/gif"},
                {"bmp", "image/bmp"},   {"tiff", "image/tiff"}, {"webp", "image/webp"},
                {"heif", "image/heif"}, {"psd", "image/vnd.adobe.photoshop"},
                {"pnm", "image/x-portable-anymap"}};
-    const char *k = eng_image_magic(head, n);
+    const char *k = cdb_eng_image_magic(head, n);
     if (k && n >= 12 && !strcmp(k, "heif") && !memcmp(head + 8, "avi", 3)) return "image/avif";
     for (size_t i = 0; k && i < sizeof map / sizeof map[0]; i++)
         if (!strcmp(k, map[i].magic)) return map[i].mime;

@@ -18,13 +18,13 @@
 #include "engine/engine_int.h"
 #include "kernels/kernels.h"
 
-void eng_index_path(cdb_db *db, int64_t model_id, char *buf, size_t size) {
+void cdb_eng_index_path(cdb_db *db, int64_t model_id, char *buf, size_t size) {
     snprintf(buf, size, "%s/index/model_%lld.cdbidx", cdb_db_dir(db), (long long)model_id);
 }
 
 /* ---- fetch: stored fp16 vectors by id ------------------------------------------------ */
 
-cdb_status eng_fetch_vectors(void *ctx, const int64_t *ids, size_t n, uint16_t *vecs,
+cdb_status cdb_eng_fetch_vectors(void *ctx, const int64_t *ids, size_t n, uint16_t *vecs,
                              uint8_t *found) {
     eng_fetch_ctx *c = ctx;
     float *tmp;
@@ -40,7 +40,7 @@ cdb_status eng_fetch_vectors(void *ctx, const int64_t *ids, size_t n, uint16_t *
 
 /* ---- reading the whole store ------------------------------------------------------------ */
 
-cdb_status eng_read_all_vectors(cdb_db *db, int64_t model_id, int dim, int64_t **ids,
+cdb_status cdb_eng_read_all_vectors(cdb_db *db, int64_t model_id, int dim, int64_t **ids,
                                 uint16_t **vecs, int64_t *n) {
     cdb_db_iter *it = NULL;
     int64_t cap = 0, len = 0, *I = NULL;
@@ -117,7 +117,7 @@ static void uniq(id_list *l) {
     l->n = o;
 }
 
-cdb_status eng_ids_since(cdb_db *db, int64_t model_id, int64_t since, int removed,
+cdb_status cdb_eng_ids_since(cdb_db *db, int64_t model_id, int64_t since, int removed,
                          int64_t **ids, size_t *n) {
     id_list l = {0};
     cdb_status rc = removed ? cdb_db_removed_since(db, model_id, since, push_id, &l)
@@ -134,7 +134,7 @@ cdb_status eng_ids_since(cdb_db *db, int64_t model_id, int64_t since, int remove
 
 /* ---- build and refresh ------------------------------------------------------------------- */
 
-cdb_status eng_index_build(cdb_db *db, int64_t model_id, int dim, int kind,
+cdb_status cdb_eng_index_build(cdb_db *db, int64_t model_id, int dim, int kind,
                            eng_index_result *res) {
     char path[4096], dir[4096];
     int64_t *ids = NULL, n = 0, gen = 0;
@@ -147,7 +147,7 @@ cdb_status eng_index_build(cdb_db *db, int64_t model_id, int dim, int kind,
     p.dim = dim;
     p.kind = (cdb_index_kind)kind;
     if ((rc = cdb_db_generation(db, &gen)) != CDB_OK) return rc;
-    if ((rc = eng_read_all_vectors(db, model_id, dim, &ids, &vecs, &n)) != CDB_OK) return rc;
+    if ((rc = cdb_eng_read_all_vectors(db, model_id, dim, &ids, &vecs, &n)) != CDB_OK) return rc;
     if (n == 0) {
         free(ids);
         free(vecs);
@@ -163,7 +163,7 @@ cdb_status eng_index_build(cdb_db *db, int64_t model_id, int dim, int kind,
         cdb_index_free(ix);
         return cdb_seterr(CDB_IO, "mkdir %s: %s", dir, strerror(errno));
     }
-    eng_index_path(db, model_id, path, sizeof path);
+    cdb_eng_index_path(db, model_id, path, sizeof path);
     rc = cdb_index_save(ix, path);
     if (rc == CDB_OK) {
         res->action = 2;
@@ -185,15 +185,17 @@ static cdb_status add_uncovered(cdb_db *db, int64_t model_id, int dim, cdb_index
     eng_fetch_ctx fc = {db, model_id, dim};
     cdb_status rc = CDB_OK;
     *n_added = 0;
-    if (!vecs || !found || !keep || !want) rc = cdb_seterr(CDB_NOMEM, "out of memory refreshing the index");
+    if (!vecs || !found || !keep || !want)
+        rc = cdb_seterr(CDB_NOMEM, "out of memory refreshing the index");
     for (size_t i = 0; rc == CDB_OK && i < n; i++)
         if (!cdb_index_covers(ix, ids[i])) want[nw++] = ids[i];
-    if (rc == CDB_OK && nw) rc = eng_fetch_vectors(&fc, want, nw, vecs, found);
+    if (rc == CDB_OK && nw) rc = cdb_eng_fetch_vectors(&fc, want, nw, vecs, found);
     if (rc == CDB_OK && nw) {
         for (size_t i = 0; i < nw; i++) /* compact to the ids still stored */
             if (found[i]) {
                 if (nk != i)
-                    memmove(vecs + nk * (size_t)dim, vecs + i * (size_t)dim, sizeof *vecs * (size_t)dim);
+                    memmove(vecs + nk * (size_t)dim, vecs + i * (size_t)dim,
+                            sizeof *vecs * (size_t)dim);
                 keep[nk++] = want[i];
             }
         rc = cdb_index_add(ix, keep, vecs, (int64_t)nk);
@@ -206,7 +208,7 @@ static cdb_status add_uncovered(cdb_db *db, int64_t model_id, int dim, cdb_index
     return rc;
 }
 
-cdb_status eng_index_refresh(cdb_db *db, int64_t model_id, int dim, int force_rebuild,
+cdb_status cdb_eng_index_refresh(cdb_db *db, int64_t model_id, int dim, int force_rebuild,
                              eng_index_result *res) {
     char path[4096];
     cdb_index *ix = NULL;
@@ -220,7 +222,7 @@ cdb_status eng_index_refresh(cdb_db *db, int64_t model_id, int dim, int force_re
     int64_t t0 = cdb_now_ns();
     memset(res, 0, sizeof *res);
     p.dim = dim;
-    eng_index_path(db, model_id, path, sizeof path);
+    cdb_eng_index_path(db, model_id, path, sizeof path);
     rc = cdb_index_load(path, &ix);
     if (rc != CDB_OK && rc != CDB_NOTFOUND) {
         /* a damaged index is rebuilt, never fatal: the store is the truth */
@@ -245,8 +247,8 @@ cdb_status eng_index_refresh(cdb_db *db, int64_t model_id, int dim, int force_re
     }
     wm = ix ? cdb_index_watermark(ix) : 0;
     if (ix && !force_rebuild) {
-        if ((rc = eng_ids_since(db, model_id, (int64_t)wm, 0, &added, &n_added)) != CDB_OK ||
-            (rc = eng_ids_since(db, model_id, (int64_t)wm, 1, &removed, &n_removed)) != CDB_OK)
+        if ((rc = cdb_eng_ids_since(db, model_id, (int64_t)wm, 0, &added, &n_added)) != CDB_OK ||
+            (rc = cdb_eng_ids_since(db, model_id, (int64_t)wm, 1, &removed, &n_removed)) != CDB_OK)
             goto done;
         for (size_t i = 0; i < n_added; i++) /* new, or changed (removed, then added back) */
             if (!cdb_index_covers(ix, added[i]) ||
@@ -258,7 +260,8 @@ cdb_status eng_index_refresh(cdb_db *db, int64_t model_id, int dim, int force_re
                                       sizeof res->why);
         if (rc != CDB_OK) goto done;
     } else {
-        snprintf(res->why, sizeof res->why, "%s", force_rebuild ? "full rebuild asked" : "no index yet");
+        snprintf(res->why, sizeof res->why, "%s",
+                 force_rebuild ? "full rebuild asked" : "no index yet");
     }
     if (act == CDB_INDEX_REFRESH_NONE) {
         res->action = 0;
@@ -281,7 +284,7 @@ cdb_status eng_index_refresh(cdb_db *db, int64_t model_id, int dim, int force_re
     } else {
         char why[256];
         snprintf(why, sizeof why, "%s", res->why);
-        rc = eng_index_build(db, model_id, dim, CDB_INDEX_AUTO, res);
+        rc = cdb_eng_index_build(db, model_id, dim, CDB_INDEX_AUTO, res);
         snprintf(res->why, sizeof res->why, "%s", why);
     }
 done:
@@ -305,20 +308,22 @@ static int add_model(const cdb_db_model *m, void *ud) {
     return 0;
 }
 
-int eng_refresh_all_indexes(cdb_db *db, const cdb_engine_events *ev) {
+int cdb_eng_refresh_all_indexes(cdb_db *db, const cdb_engine_events *ev) {
     model_list l;
     cdb_status st;
     l.n = 0;
     if ((st = cdb_db_models_foreach(db, add_model, &l)) != CDB_OK) {
-        eng_fail(st, CDB_ENGINE_E_NONE, "cannot list the models");
+        cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot list the models");
         return -1;
     }
     for (int i = 0; i < l.n; i++) {
         eng_index_result res;
-        if ((st = eng_index_refresh(db, l.m[i].id, l.m[i].dim, 0, &res)) != CDB_OK) {
-            eng_warn(ev, "the index of model '%s' could not be refreshed (%s); searches stay correct, "
-                         "'clipdb index build' rebuilds it",
-                     l.m[i].name, cdb_errmsg());
+        if ((st = cdb_eng_index_refresh(db, l.m[i].id, l.m[i].dim, 0, &res)) != CDB_OK) {
+            cdb_eng_warn(
+                ev,
+                "the index of model '%s' could not be refreshed (%s); searches stay correct, "
+                "'clipdb index build' rebuilds it",
+                l.m[i].name, cdb_errmsg());
             return 1;
         }
     }
@@ -331,7 +336,7 @@ int eng_refresh_all_indexes(cdb_db *db, const cdb_engine_events *ev) {
 ** default one, without loading weights when none is named. */
 static cdb_status pick_model(cdb_engine *e, const char *model_path, cdb_db_model *out) {
     eng_model *m = NULL;
-    cdb_status st = eng_model_get(e, e->db, model_path, 0, model_path && *model_path, -1, &m);
+    cdb_status st = cdb_eng_model_get(e, e->db, model_path, 0, model_path && *model_path, -1, &m);
     if (st == CDB_OK) *out = m->dm;
     return st;
 }
@@ -341,13 +346,13 @@ cdb_status cdb_engine_index_build(cdb_engine *e, const char *model_path, cdb_eng
     cdb_db_model dm;
     eng_index_result res;
     cdb_status st;
-    eng_clear();
+    cdb_eng_clear();
     memset(out, 0, sizeof *out);
     if ((st = pick_model(e, model_path, &dm)) != CDB_OK) return st;
-    eng_index_path(e->db, dm.id, out->path, sizeof out->path);
+    cdb_eng_index_path(e->db, dm.id, out->path, sizeof out->path);
     snprintf(out->model, sizeof out->model, "%s", dm.name);
-    if ((st = eng_index_build(e->db, dm.id, dm.dim, (int)kind, &res)) != CDB_OK)
-        return eng_fail(st, st == CDB_NOTFOUND ? CDB_ENGINE_E_NO_VECTORS : CDB_ENGINE_E_NONE,
+    if ((st = cdb_eng_index_build(e->db, dm.id, dm.dim, (int)kind, &res)) != CDB_OK)
+        return cdb_eng_fail(st, st == CDB_NOTFOUND ? CDB_ENGINE_E_NO_VECTORS : CDB_ENGINE_E_NONE,
                         "cannot build the index");
     out->action = res.action;
     out->n_vectors = res.n_vectors;
@@ -367,19 +372,20 @@ cdb_status cdb_engine_index_describe(cdb_engine *e, const char *model_path,
     size_t n_added = 0;
     struct stat sb;
     cdb_status st;
-    eng_clear();
+    cdb_eng_clear();
     memset(out, 0, sizeof *out);
     if ((st = pick_model(e, model_path, &dm)) != CDB_OK) return st;
     snprintf(out->model, sizeof out->model, "%s", dm.name);
-    eng_index_path(e->db, dm.id, out->path, sizeof out->path);
+    cdb_eng_index_path(e->db, dm.id, out->path, sizeof out->path);
     st = cdb_index_load(out->path, &ix);
     if (st == CDB_NOTFOUND) return CDB_OK;
-    if (st != CDB_OK) return eng_fail(st, CDB_ENGINE_E_NONE, "cannot read the index %s", out->path);
+    if (st != CDB_OK)
+        return cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot read the index %s", out->path);
     out->has_index = 1;
     cdb_index_get_info(ix, &info);
     memset(&counts, 0, sizeof counts);
     cdb_db_get_counts(e->db, dm.id, &counts);
-    if (eng_ids_since(e->db, dm.id, (int64_t)info.watermark, 0, &added, &n_added) == CDB_OK)
+    if (cdb_eng_ids_since(e->db, dm.id, (int64_t)info.watermark, 0, &added, &n_added) == CDB_OK)
         for (size_t i = 0; i < n_added; i++)
             if (!cdb_index_covers(ix, added[i])) out->not_covered++;
     free(added);

@@ -78,7 +78,7 @@ static void stat_root(eng_root *c) {
     c->dev_now = (uint64_t)st.st_dev;
 }
 
-cdb_status eng_library_load(cdb_db *db, eng_library *lib) {
+cdb_status cdb_eng_library_load(cdb_db *db, eng_library *lib) {
     load_ud ud = {lib, 0, 0};
     char real[PATH_MAX];
     memset(lib, 0, sizeof *lib);
@@ -87,14 +87,14 @@ cdb_status eng_library_load(cdb_db *db, eng_library *lib) {
     if (rc == CDB_OK && realpath(cdb_db_dir(db), real) && !(lib->db_dir = strdup(real)))
         rc = cdb_seterr(CDB_NOMEM, "out of memory");
     if (rc != CDB_OK) {
-        eng_library_free(lib);
+        cdb_eng_library_free(lib);
         return rc;
     }
     for (int i = 0; i < lib->n; i++) stat_root(&lib->r[i]);
     return CDB_OK;
 }
 
-void eng_library_free(eng_library *lib) {
+void cdb_eng_library_free(eng_library *lib) {
     if (!lib) return;
     for (int i = 0; i < lib->n; i++) free(lib->r[i].path);
     free(lib->r);
@@ -102,7 +102,7 @@ void eng_library_free(eng_library *lib) {
     memset(lib, 0, sizeof *lib);
 }
 
-const eng_root *eng_library_root(const eng_library *lib, int64_t root_id) {
+const eng_root *cdb_eng_library_root(const eng_library *lib, int64_t root_id) {
     for (int i = 0; i < lib->n; i++)
         if (lib->r[i].id == root_id) return &lib->r[i];
     return NULL;
@@ -121,7 +121,7 @@ static int has_hidden_part(const char *rel) {
     return 0;
 }
 
-int eng_library_covers(const eng_library *lib, const char *path) {
+int cdb_eng_library_covers(const eng_library *lib, const char *path) {
     char real[PATH_MAX];
     if (!realpath(path, real)) return 0;
     if (lib->db_dir && path_within(real, lib->db_dir, 0)) return 1; /* never indexed */
@@ -135,7 +135,8 @@ int eng_library_covers(const eng_library *lib, const char *path) {
     return 0;
 }
 
-int eng_library_gone(const eng_library *lib, int64_t root_id, const char *path, uint64_t file_dev) {
+int cdb_eng_library_gone(const eng_library *lib, int64_t root_id, const char *path,
+                         uint64_t file_dev) {
     char up[PATH_MAX];
     struct stat st;
     if (lstat(path, &st) == 0) return 0;
@@ -152,7 +153,7 @@ int eng_library_gone(const eng_library *lib, int64_t root_id, const char *path, 
     }
     if ((uint64_t)st.st_dev == file_dev) return 1;
     /* the same filesystem under a new device number (after a reboot, say) */
-    const eng_root *r = eng_library_root(lib, root_id);
+    const eng_root *r = cdb_eng_library_root(lib, root_id);
     return r && r->dev_recorded == file_dev && r->dev_now && (uint64_t)st.st_dev == r->dev_now;
 }
 
@@ -170,11 +171,12 @@ static int outermost_container(const eng_library *lib, int i) {
 }
 
 static cdb_status reload(cdb_db *db, eng_library *lib) {
-    eng_library_free(lib);
-    return eng_library_load(db, lib);
+    cdb_eng_library_free(lib);
+    return cdb_eng_library_load(db, lib);
 }
 
-cdb_status eng_library_normalize(cdb_db *db, int64_t model_id, eng_library *lib, int *n_adopted) {
+cdb_status cdb_eng_library_normalize(cdb_db *db, int64_t model_id, eng_library *lib,
+                                     int *n_adopted) {
     int n = 0;
     cdb_status rc = CDB_OK;
     if (n_adopted) *n_adopted = 0;
@@ -192,7 +194,7 @@ cdb_status eng_library_normalize(cdb_db *db, int64_t model_id, eng_library *lib,
 
 /* ---- resolving ingest PATHs ----------------------------------------------------------- */
 
-void eng_targets_free(eng_target *t, int n) {
+void cdb_eng_targets_free(eng_target *t, int n) {
     for (int i = 0; t && i < n; i++) {
         free((char *)t[i].path);
         free((char *)t[i].sub);
@@ -218,13 +220,13 @@ static cdb_status add_target(eng_target *t, int *n, const eng_root *r, const cha
     return CDB_OK;
 }
 
-cdb_status eng_library_all(const eng_library *lib, eng_target **targets, int *n_targets) {
+cdb_status cdb_eng_library_all(const eng_library *lib, eng_target **targets, int *n_targets) {
     eng_target *t = calloc((size_t)(lib->n ? lib->n : 1), sizeof *t);
     int n = 0;
     cdb_status rc = t ? CDB_OK : cdb_seterr(CDB_NOMEM, "out of memory");
     for (int i = 0; i < lib->n && rc == CDB_OK; i++) rc = add_target(t, &n, &lib->r[i], NULL, 0, 0);
     if (rc != CDB_OK) {
-        eng_targets_free(t, n);
+        cdb_eng_targets_free(t, n);
         return rc;
     }
     *targets = t;
@@ -257,8 +259,10 @@ static cdb_status new_root(cdb_db *db, int64_t model_id, eng_library *lib, const
     for (int i = 0; rc == CDB_OK && !is_file && i < lib->n; i++)
         if (path_within(lib->r[i].path, path, 1)) {
             if (has_hidden_part(below(lib->r[i].path, path)))
-                eng_warn(ev, "%s is hidden inside %s (names starting with '.' are skipped there): "
-                         "its photos leave the database", lib->r[i].path, path);
+                cdb_eng_warn(ev,
+                             "%s is hidden inside %s (names starting with '.' are skipped there): "
+                             "its photos leave the database",
+                             lib->r[i].path, path);
             rc = cdb_db_root_adopt(db, model_id, *id, lib->r[i].id, NULL);
         }
     if (rc == CDB_OK) rc = reload(db, lib);
@@ -284,7 +288,7 @@ static int targeted(const eng_target *t, int nt, int64_t root_id) {
     return 0;
 }
 
-cdb_status eng_library_resolve(cdb_db *db, int64_t model_id, eng_library *lib,
+cdb_status cdb_eng_library_resolve(cdb_db *db, int64_t model_id, eng_library *lib,
                                char *const *paths, const int *is_file, int n, int follow,
                                int no_exif, const cdb_engine_events *ev, eng_target **targets,
                                int *n_targets) {
@@ -293,7 +297,8 @@ cdb_status eng_library_resolve(cdb_db *db, int64_t model_id, eng_library *lib,
     cdb_status rc = t ? CDB_OK : cdb_seterr(CDB_NOMEM, "out of memory");
     /* nothing is written before every PATH checks out */
     for (int i = 0; i < n && rc == CDB_OK; i++) {
-        int exact = 0, k = covered_by_other(paths, is_file, n, i) ? -1 : root_for(lib, paths[i], &exact);
+        int exact = 0,
+            k = covered_by_other(paths, is_file, n, i) ? -1 : root_for(lib, paths[i], &exact);
         if (k >= 0 && !exact && has_hidden_part(below(paths[i], lib->r[k].path)))
             rc = cdb_seterr(CDB_INVALID,
                             "%s is hidden inside the folder %s, whose scans skip names starting "
@@ -304,8 +309,8 @@ cdb_status eng_library_resolve(cdb_db *db, int64_t model_id, eng_library *lib,
         if (covered_by_other(paths, is_file, n, i)) continue;
         if ((k = root_for(lib, paths[i], &exact)) < 0) {
             int64_t id = 0;
-            if ((rc = new_root(db, model_id, lib, paths[i], is_file[i], follow, no_exif, ev, &id)) !=
-                CDB_OK)
+            if ((rc = new_root(db, model_id, lib, paths[i], is_file[i], follow, no_exif, ev,
+                               &id)) != CDB_OK)
                 break;
             exact = 1;
             created = 1;
@@ -341,7 +346,7 @@ cdb_status eng_library_resolve(cdb_db *db, int64_t model_id, eng_library *lib,
                 rc = add_target(t, &nt, &lib->r[i], NULL, 0, 0);
     }
     if (rc != CDB_OK) {
-        eng_targets_free(t, nt);
+        cdb_eng_targets_free(t, nt);
         return rc;
     }
     *targets = t;

@@ -21,7 +21,7 @@
 **   crash-safe write order is db/'s), so a search sees new photos quickly.
 **
 ** Queues are bounded, so memory stays flat whatever the library's size. After the
-** walk, scan_finish runs the deletion pass and the roots' bookkeeping. Ctrl-C: the
+** walk, cdb_scan_finish runs the deletion pass and the roots' bookkeeping. Ctrl-C: the
 ** walker stops, readers drop their queued jobs, the encoder flushes its partial
 ** batch and the writer commits; no deletion pass.
 */
@@ -38,9 +38,9 @@
 #define ENG_COMMIT_EVERY 256
 #define ENG_COMMIT_NS 1000000000LL /* also commit at least once a second */
 
-void job_free(job *j) {
+void cdb_job_free(job *j) {
     if (!j) return;
-    eng_thumb_clear(&j->thumb);
+    cdb_eng_thumb_clear(&j->thumb);
     free(j->relpath);
     free(j->path);
     free(j->pixels);
@@ -48,7 +48,7 @@ void job_free(job *j) {
     free(j);
 }
 
-cdb_status pipe_fatal(pipe_ctx *c, cdb_status rc, const char *fmt, ...) {
+cdb_status cdb_pipe_fatal(pipe_ctx *c, cdb_status rc, const char *fmt, ...) {
     va_list ap;
     pthread_mutex_lock(&c->mu);
     if (!c->fatal[0]) {
@@ -62,11 +62,11 @@ cdb_status pipe_fatal(pipe_ctx *c, cdb_status rc, const char *fmt, ...) {
     return rc;
 }
 
-int pipe_stopping(pipe_ctx *c) { return atomic_load(&c->stop) || atomic_load(&c->abort); }
+int cdb_pipe_stopping(pipe_ctx *c) { return atomic_load(&c->stop) || atomic_load(&c->abort); }
 
-void pipe_tick(pipe_ctx *c) {
-    if (eng_should_stop(c->ev)) atomic_store(&c->stop, 1);
-    eng_progress(c->ev, CDB_ENGINE_PROGRESS_UPDATE, c->label, atomic_load(&c->n_done),
+void cdb_pipe_tick(pipe_ctx *c) {
+    if (cdb_eng_should_stop(c->ev)) atomic_store(&c->stop, 1);
+    cdb_eng_progress(c->ev, CDB_ENGINE_PROGRESS_UPDATE, c->label, atomic_load(&c->n_done),
                  c->prog_total, atomic_load(&c->n_errors));
 }
 
@@ -95,7 +95,7 @@ static int claim(pipe_ctx *c, int64_t id) {
 }
 
 /* An ok file of any root with this content whose path is gone (from a place that is
-** still there, eng_library_gone): a move. Not out of a root that is missing: its rows
+** still there, cdb_eng_library_gone): a move. Not out of a root that is missing: its rows
 ** stay as they are until it comes back, is moved (`clipdb move`) or forgotten (copies
 ** made before a drive was unplugged are new files, not its files moving away). */
 static int64_t find_moved(pipe_ctx *c, cdb_db *rdb, const job *j) {
@@ -108,9 +108,9 @@ static int64_t find_moved(pipe_ctx *c, cdb_db *rdb, const job *j) {
         char *path;
         int gone;
         if (ids[i] == j->file_id || cdb_db_file_get(rdb, ids[i], &f) != CDB_OK) continue;
-        r = eng_library_root(c->lib, f.root_id);
+        r = cdb_eng_library_root(c->lib, f.root_id);
         path = r && r->present ? cdb_db_path_join(r->path, f.relpath) : NULL;
-        gone = path && eng_library_gone(c->lib, f.root_id, path, f.meta.dev);
+        gone = path && cdb_eng_library_gone(c->lib, f.root_id, path, f.meta.dev);
         cdb_free(path);
         cdb_db_file_clear(&f);
         if (gone && claim(c, ids[i])) return ids[i];
@@ -137,16 +137,16 @@ static void process(pipe_ctx *c, cdb_db *rdb, job *j) {
     if (j->thumb_only) { /* unchanged: only its thumbnail, from the same bytes */
         int32_t w, h;
         j->kind = R_THUMB;
-        k = eng_read_photo(j->path, 0, &buf, &m, j->reason, sizeof j->reason);
+        k = cdb_eng_read_photo(j->path, 0, &buf, &m, j->reason, sizeof j->reason);
         atomic_fetch_add(&c->ns_read, cdb_now_ns() - t0);
         if (k == ENG_FAIL_NONE && !memcmp(j->old_hash, m.hash, CDB_DB_HASH_BYTES))
-            eng_decode_photo(buf, (size_t)m.size, !j->no_exif, c->o->decode, c->pp, NULL, &w, &h,
-                             ns, c->o->thumb_px, &j->thumb, j->reason, sizeof j->reason);
+            cdb_eng_decode_photo(buf, (size_t)m.size, !j->no_exif, c->o->decode, c->pp, NULL, &w,
+                                 &h, ns, c->o->thumb_px, &j->thumb, j->reason, sizeof j->reason);
         atomic_fetch_add(&c->ns_decode, ns[0]);
         free(buf);
         return;
     }
-    k = eng_read_photo(j->path, j->sniff, &buf, &m, j->reason, sizeof j->reason);
+    k = cdb_eng_read_photo(j->path, j->sniff, &buf, &m, j->reason, sizeof j->reason);
     atomic_fetch_add(&c->ns_read, cdb_now_ns() - t0);
     if (k != ENG_FAIL_NONE) {
         job_failed(j, k);
@@ -175,7 +175,7 @@ static void process(pipe_ctx *c, cdb_db *rdb, job *j) {
         job_failed(j, ENG_FAIL_TRANSIENT);
         return;
     }
-    k = eng_decode_photo(buf, (size_t)j->meta.size, !j->no_exif, c->o->decode, c->pp, j->pixels,
+    k = cdb_eng_decode_photo(buf, (size_t)j->meta.size, !j->no_exif, c->o->decode, c->pp, j->pixels,
                          &j->meta.width, &j->meta.height, ns, c->o->thumb_px, &j->thumb, j->reason,
                          sizeof j->reason);
     free(buf);
@@ -197,19 +197,19 @@ static void *reader_main(void *arg) {
     job *j;
     p.readonly = 1;
     if (cdb_db_open(c->db_dir, &p, &rdb) != CDB_OK) {
-        pipe_fatal(c, CDB_IO, "cannot open the database for reading (%s)", cdb_errmsg());
+        cdb_pipe_fatal(c, CDB_IO, "cannot open the database for reading (%s)", cdb_errmsg());
         rdb = NULL;
     }
-    while ((j = eng_queue_pop(c->q1))) {
-        if (pipe_stopping(c) || !rdb) {
-            job_free(j); /* interrupted: not processed, not counted */
+    while ((j = cdb_eng_queue_pop(c->q1))) {
+        if (cdb_pipe_stopping(c) || !rdb) {
+            cdb_job_free(j); /* interrupted: not processed, not counted */
             continue;
         }
         process(c, rdb, j);
-        if (eng_queue_push(c->q2, j) != 0) job_free(j);
+        if (cdb_eng_queue_push(c->q2, j) != 0) cdb_job_free(j);
     }
     cdb_db_close(rdb);
-    if (atomic_fetch_sub(&c->readers_left, 1) == 1) eng_queue_close(c->q2); /* the last one */
+    if (atomic_fetch_sub(&c->readers_left, 1) == 1) cdb_eng_queue_close(c->q2); /* the last one */
     return NULL;
 }
 
@@ -251,7 +251,7 @@ static void encode_batch(pipe_ctx *c, job **b, int n, float *px, float *out) {
         /* a failed batch: every item again on its own, each with its own result */
         if (rc != CDB_OK && n > 1) ri = encode(c, b[i]->pixels, 1, out + (size_t)i * c->dim);
         give_vector(c, b[i], out + (size_t)i * c->dim, ri);
-        if (eng_queue_push(c->q3, b[i]) != 0) job_free(b[i]);
+        if (cdb_eng_queue_push(c->q3, b[i]) != 0) cdb_job_free(b[i]);
     }
 }
 
@@ -262,13 +262,13 @@ static void *encoder_main(void *arg) {
     float *px = malloc(sizeof *px * 3 * (size_t)c->pp->size * (size_t)c->pp->size * (size_t)cap);
     float *out = malloc(sizeof *out * (size_t)c->dim * (size_t)cap);
     job *j;
-    if (!b || !px || !out) pipe_fatal(c, CDB_NOMEM, "out of memory for the encoder batch");
+    if (!b || !px || !out) cdb_pipe_fatal(c, CDB_NOMEM, "out of memory for the encoder batch");
     for (;;) {
         int64_t t0 = cdb_now_ns();
-        if (!(j = eng_queue_pop(c->q2))) break;
+        if (!(j = cdb_eng_queue_pop(c->q2))) break;
         c->ns_encode_wait += cdb_now_ns() - t0;
         if (j->kind != R_IMAGE || !b || !px || !out) {
-            if (eng_queue_push(c->q3, j) != 0) job_free(j);
+            if (cdb_eng_queue_push(c->q3, j) != 0) cdb_job_free(j);
             continue;
         }
         b[n++] = j;
@@ -278,7 +278,7 @@ static void *encoder_main(void *arg) {
         }
     }
     if (n) encode_batch(c, b, n, px, out); /* the partial last batch (also on Ctrl-C) */
-    eng_queue_close(c->q3);
+    cdb_eng_queue_close(c->q3);
     free(b);
     free(px);
     free(out);
@@ -345,7 +345,7 @@ static void commit(pipe_ctx *c, cdb_db_batch *b, writer_state *w) {
             }
         }
         if ((rc = cdb_db_batch_commit(b, n <= w->ids_cap ? w->ids : NULL)) != CDB_OK) {
-            pipe_fatal(c, rc, "cannot commit to the database (%s)", cdb_errmsg());
+            cdb_pipe_fatal(c, rc, "cannot commit to the database (%s)", cdb_errmsg());
             thumbs_free(w);
             return;
         }
@@ -410,14 +410,14 @@ static void stage(pipe_ctx *c, cdb_db_batch *b, writer_state *w, job *j) {
         break;
     case R_MOVE:
         rc = cdb_db_batch_move_to(b, j->move_from, j->root_id, j->relpath, &j->meta);
-        scan_mark_seen(c, j->move_from); /* now at a path the walk met */
+        cdb_scan_mark_seen(c, j->move_from); /* now at a path the walk met */
         s->moved++;
         break;
     case R_SKIP: s->skipped++; break;
     case R_THUMB: keep_thumb(c, w, j, -1); break;
     default: break; /* R_GONE: the deletion pass decides */
     }
-    if (rc != CDB_OK) pipe_fatal(c, rc, "cannot stage %s (%s)", j->path, cdb_errmsg());
+    if (rc != CDB_OK) cdb_pipe_fatal(c, rc, "cannot stage %s (%s)", j->path, cdb_errmsg());
 }
 
 static void *writer_main(void *arg) {
@@ -428,8 +428,8 @@ static void *writer_main(void *arg) {
     int64_t last = cdb_now_ns();
     cdb_status rc = cdb_db_batch_new(c->db, c->model_id, &b);
     memset(&w, 0, sizeof w);
-    if (rc != CDB_OK) pipe_fatal(c, rc, "cannot start a database batch (%s)", cdb_errmsg());
-    while ((j = eng_queue_pop(c->q3))) {
+    if (rc != CDB_OK) cdb_pipe_fatal(c, rc, "cannot start a database batch (%s)", cdb_errmsg());
+    while ((j = cdb_eng_queue_pop(c->q3))) {
         int64_t t0 = cdb_now_ns();
         if (b && !atomic_load(&c->abort)) {
             stage(c, b, &w, j);
@@ -440,7 +440,7 @@ static void *writer_main(void *arg) {
                 last = cdb_now_ns();
             }
         }
-        job_free(j);
+        cdb_job_free(j);
         c->ns_store += cdb_now_ns() - t0;
     }
     int64_t t0 = cdb_now_ns();
@@ -461,7 +461,7 @@ static void run_stages(pipe_ctx *c, int n_readers) {
     pthread_t *readers = calloc((size_t)n_readers, sizeof *readers), enc, wri;
     int started = 0, enc_ok = 0, wri_ok = 0;
     if (!readers) {
-        pipe_fatal(c, CDB_NOMEM, "out of memory");
+        cdb_pipe_fatal(c, CDB_NOMEM, "out of memory");
         return;
     }
     atomic_store(&c->readers_left, n_readers);
@@ -469,24 +469,24 @@ static void run_stages(pipe_ctx *c, int n_readers) {
         if (pthread_create(&readers[started], NULL, reader_main, c)) break;
     if (started < n_readers) { /* count only the readers that run */
         atomic_fetch_sub(&c->readers_left, n_readers - started);
-        if (!started) eng_queue_close(c->q2);
+        if (!started) cdb_eng_queue_close(c->q2);
     }
     enc_ok = pthread_create(&enc, NULL, encoder_main, c) == 0;
     wri_ok = pthread_create(&wri, NULL, writer_main, c) == 0;
     if (!started || !enc_ok || !wri_ok) {
-        pipe_fatal(c, CDB_ERROR, "cannot start the pipeline threads");
+        cdb_pipe_fatal(c, CDB_ERROR, "cannot start the pipeline threads");
     } else {
         int64_t tw = cdb_now_ns();
-        scan_walk_all(c);
+        cdb_scan_walk_all(c);
         c->sum->ns_walk = cdb_now_ns() - tw - c->ns_walk_blocked;
     }
     c->prog_total = atomic_load(&c->n_found);
-    eng_queue_close(c->q1);
-    if (!enc_ok) eng_queue_close(c->q3);
+    cdb_eng_queue_close(c->q1);
+    if (!enc_ok) cdb_eng_queue_close(c->q3);
     while (wri_ok && !atomic_load(&c->writer_done)) { /* keep the progress line alive */
         struct timespec ts = {0, 50 * 1000000L};
         nanosleep(&ts, NULL);
-        pipe_tick(c);
+        cdb_pipe_tick(c);
     }
     for (int i = 0; i < started; i++) pthread_join(readers[i], NULL);
     if (enc_ok) pthread_join(enc, NULL);
@@ -494,7 +494,7 @@ static void run_stages(pipe_ctx *c, int n_readers) {
     free(readers);
 }
 
-cdb_status eng_pipeline_run(cdb_db *db, const char *db_dir, cdb_model *model, int64_t model_id,
+cdb_status cdb_eng_pipeline_run(cdb_db *db, const char *db_dir, cdb_model *model, int64_t model_id,
                             const eng_library *lib, const eng_target *roots, int n_roots,
                             const eng_ingest_opts *o, cdb_engine_summary *sum) {
     pipe_ctx c;
@@ -521,39 +521,39 @@ cdb_status eng_pipeline_run(cdb_db *db, const char *db_dir, cdb_model *model, in
     c.label = o->label ? o->label : "ingest";
     c.prog_total = -1;
     rp.readonly = 1;
-    eng_progress(c.ev, CDB_ENGINE_PROGRESS_START, c.label, 0, -1, 0);
-    if (eng_should_stop(c.ev)) atomic_store(&c.stop, 1);
+    cdb_eng_progress(c.ev, CDB_ENGINE_PROGRESS_START, c.label, 0, -1, 0);
+    if (cdb_eng_should_stop(c.ev)) atomic_store(&c.stop, 1);
     c.ts = calloc((size_t)(n_roots > 0 ? n_roots : 1), sizeof *c.ts);
     if (!c.ts) {
         rc = cdb_seterr(CDB_NOMEM, "out of memory");
         goto done;
     }
-    c.walked_dirs = eng_devino_new();
-    c.walked_files = eng_devino_new();
+    c.walked_dirs = cdb_eng_devino_new();
+    c.walked_files = cdb_eng_devino_new();
     if (!c.walked_dirs || !c.walked_files) {
         rc = cdb_seterr(CDB_NOMEM, "out of memory");
         goto done;
     }
-    if (c.ev && c.ev->count_first) c.prog_total = scan_count_files(&c);
+    if (c.ev && c.ev->count_first) c.prog_total = cdb_scan_count_files(&c);
     if ((rc = cdb_db_open(db_dir, &rp, &c.rdb)) != CDB_OK ||
         (rc = cdb_db_max_file_id(db, &c.max_id_before)) != CDB_OK)
         goto done;
-    c.q1 = eng_queue_new(4 * n_readers + 4);
-    c.q2 = eng_queue_new(2 * o->batch + n_readers);
-    c.q3 = eng_queue_new(2 * o->batch + 16);
+    c.q1 = cdb_eng_queue_new(4 * n_readers + 4);
+    c.q2 = cdb_eng_queue_new(2 * o->batch + n_readers);
+    c.q3 = cdb_eng_queue_new(2 * o->batch + 16);
     if (!c.q1 || !c.q2 || !c.q3) {
         rc = cdb_seterr(CDB_NOMEM, "out of memory");
         goto done;
     }
     run_stages(&c, n_readers);
-    if (eng_should_stop(c.ev)) atomic_store(&c.stop, 1);
-    if (!pipe_stopping(&c)) scan_finish(&c);
+    if (cdb_eng_should_stop(c.ev)) atomic_store(&c.stop, 1);
+    if (!cdb_pipe_stopping(&c)) cdb_scan_finish(&c);
     if (atomic_load(&c.abort)) rc = cdb_seterr(c.fatal_rc, "%s", c.fatal);
 done:
-    eng_progress(c.ev, CDB_ENGINE_PROGRESS_END, c.label, atomic_load(&c.n_done), c.prog_total,
+    cdb_eng_progress(c.ev, CDB_ENGINE_PROGRESS_END, c.label, atomic_load(&c.n_done), c.prog_total,
                  atomic_load(&c.n_errors));
     sum->found = atomic_load(&c.n_found);
-    sum->interrupted = atomic_load(&c.stop) || eng_should_stop(c.ev);
+    sum->interrupted = atomic_load(&c.stop) || cdb_eng_should_stop(c.ev);
     sum->seconds = (double)(cdb_now_ns() - t0) / 1e9;
     sum->ns_read = atomic_load(&c.ns_read);
     sum->ns_decode = atomic_load(&c.ns_decode);
@@ -563,12 +563,12 @@ done:
     sum->ns_store = c.ns_store;
     sum->n_batches = c.n_batches;
     cdb_db_close(c.rdb);
-    eng_queue_free(c.q1);
-    eng_queue_free(c.q2);
-    eng_queue_free(c.q3);
-    scan_free(&c);
-    eng_devino_free(c.walked_dirs);
-    eng_devino_free(c.walked_files);
+    cdb_eng_queue_free(c.q1);
+    cdb_eng_queue_free(c.q2);
+    cdb_eng_queue_free(c.q3);
+    cdb_scan_free(&c);
+    cdb_eng_devino_free(c.walked_dirs);
+    cdb_eng_devino_free(c.walked_files);
     free(c.claimed);
     free(c.seen);
     pthread_mutex_destroy(&c.mu);

@@ -100,25 +100,25 @@ typedef struct pipe_ctx {
 } pipe_ctx;
 
 /* The first fatal error wins; everything stops. Returns rc. */
-cdb_status pipe_fatal(pipe_ctx *c, cdb_status rc, const char *fmt, ...) CDB_PRINTF(3, 4);
+cdb_status cdb_pipe_fatal(pipe_ctx *c, cdb_status rc, const char *fmt, ...) CDB_PRINTF(3, 4);
 /* 1 once the run must stop: asked to (events.should_stop) or a fatal error. Any thread. */
-int pipe_stopping(pipe_ctx *c);
+int cdb_pipe_stopping(pipe_ctx *c);
 /* Polls events.should_stop and reports progress. The calling thread only. */
-void pipe_tick(pipe_ctx *c);
-void job_free(job *j);
+void cdb_pipe_tick(pipe_ctx *c);
+void cdb_job_free(job *j);
 
 /* scan.c */
 /* Records that file id is accounted for by this run (met by the walk, or moved to
 ** a path it met): the deletion pass leaves it alone. Thread-safe. */
-void scan_mark_seen(pipe_ctx *c, int64_t id);
+void cdb_scan_mark_seen(pipe_ctx *c, int64_t id);
 
 /* Walks every target (the calling thread), queueing jobs on c->q1. */
-void scan_walk_all(pipe_ctx *c);
+void cdb_scan_walk_all(pipe_ctx *c);
 /* After the stages have drained: deletions, walk problems and root statuses (first
 ** pass only). Returns CDB_OK or the error that stopped it (also set as fatal). */
-cdb_status scan_finish(pipe_ctx *c);
+cdb_status cdb_scan_finish(pipe_ctx *c);
 /* Files the walks will meet (for the progress line's total). */
-int64_t scan_count_files(const pipe_ctx *c);
-void scan_free(pipe_ctx *c);
+int64_t cdb_scan_count_files(const pipe_ctx *c);
+void cdb_scan_free(pipe_ctx *c);
 
 #endif /* CDB_ENGINE_PIPELINE_INT_H */

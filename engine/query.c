@@ -59,7 +59,7 @@ cdb_status cdb_engine_query_parse(const char *q, cdb_engine_term **terms, int *n
     size_t len = 0;
     double sign = 1.0, weight = 1.0;
     const char *p = q;
-    eng_clear();
+    cdb_eng_clear();
     *terms = NULL;
     *n_terms = 0;
     for (;;) {
@@ -115,11 +115,11 @@ cdb_status cdb_engine_query_parse(const char *q, cdb_engine_term **terms, int *n
 nomem:
     free(text);
     cdb_engine_terms_free(t, n);
-    return eng_code(cdb_seterr(CDB_NOMEM, "out of memory"), CDB_ENGINE_E_NONE);
+    return cdb_eng_code(cdb_seterr(CDB_NOMEM, "out of memory"), CDB_ENGINE_E_NONE);
 fail:
     free(text);
     cdb_engine_terms_free(t, n);
-    return eng_code(cdb_seterr(CDB_INVALID, "%s", err), CDB_ENGINE_E_QUERY);
+    return cdb_eng_code(cdb_seterr(CDB_INVALID, "%s", err), CDB_ENGINE_E_QUERY);
 }
 
 void cdb_engine_terms_free(cdb_engine_term *terms, int n) {

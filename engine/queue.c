@@ -16,7 +16,7 @@ struct eng_queue {
     int cap, head, n, closed;
 };
 
-eng_queue *eng_queue_new(int cap) {
+eng_queue *cdb_eng_queue_new(int cap) {
     eng_queue *q = calloc(1, sizeof *q);
     if (!q) return NULL;
     if (!(q->items = calloc((size_t)cap, sizeof *q->items))) {
@@ -30,7 +30,7 @@ eng_queue *eng_queue_new(int cap) {
     return q;
 }
 
-void eng_queue_free(eng_queue *q) {
+void cdb_eng_queue_free(eng_queue *q) {
     if (!q) return;
     pthread_mutex_destroy(&q->mu);
     pthread_cond_destroy(&q->not_empty);
@@ -39,7 +39,7 @@ void eng_queue_free(eng_queue *q) {
     free(q);
 }
 
-int eng_queue_push(eng_queue *q, void *item) {
+int cdb_eng_queue_push(eng_queue *q, void *item) {
     pthread_mutex_lock(&q->mu);
     while (q->n == q->cap && !q->closed) pthread_cond_wait(&q->not_full, &q->mu);
     if (q->closed) {
@@ -53,7 +53,7 @@ int eng_queue_push(eng_queue *q, void *item) {
     return 0;
 }
 
-void *eng_queue_pop(eng_queue *q) {
+void *cdb_eng_queue_pop(eng_queue *q) {
     void *item = NULL;
     pthread_mutex_lock(&q->mu);
     while (q->n == 0 && !q->closed) pthread_cond_wait(&q->not_empty, &q->mu);
@@ -67,7 +67,7 @@ void *eng_queue_pop(eng_queue *q) {
     return item;
 }
 
-void *eng_queue_try_pop(eng_queue *q) {
+void *cdb_eng_queue_try_pop(eng_queue *q) {
     void *item = NULL;
     pthread_mutex_lock(&q->mu);
     if (q->n > 0) {
@@ -80,7 +80,7 @@ void *eng_queue_try_pop(eng_queue *q) {
     return item;
 }
 
-void eng_queue_close(eng_queue *q) {
+void cdb_eng_queue_close(eng_queue *q) {
     pthread_mutex_lock(&q->mu);
     q->closed = 1;
     pthread_cond_broadcast(&q->not_empty);

@@ -60,7 +60,8 @@ static cdb_status plan_add(cdb_engine *e, run_plan *p, const cdb_db_model *dm, c
         run_set *s = realloc(p->s, sizeof *s * (size_t)nc);
         if (!s) {
             cdb_model_close(m);
-            return eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory", "cannot plan the run");
+            return cdb_eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory",
+                                 "cannot plan the run");
         }
         p->s = s;
         p->cap = nc;
@@ -76,7 +77,7 @@ static cdb_status plan_add(cdb_engine *e, run_plan *p, const cdb_db_model *dm, c
         pthread_mutex_unlock(&e->mu);
         s->borrowed = s->m != NULL;
     }
-    if (!s->m && eng_load_db_model(e, e->db, dm, 1, 0, 1, &s->m) != CDB_OK) s->m = NULL;
+    if (!s->m && cdb_eng_load_db_model(e, e->db, dm, 1, 0, 1, &s->m) != CDB_OK) s->m = NULL;
     return CDB_OK;
 }
 
@@ -96,7 +97,8 @@ static int add_other_model(const cdb_db_model *m, void *ud_) {
 static cdb_status plan_add_all(cdb_engine *e, run_plan *p) {
     models_ud ud = {e, p, CDB_OK};
     cdb_status st = cdb_db_models_foreach(e->db, add_other_model, &ud);
-    if (st != CDB_OK) return eng_fail(st, CDB_ENGINE_E_NONE, "cannot list the database's models");
+    if (st != CDB_OK)
+        return cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot list the database's models");
     return ud.rc;
 }
 
@@ -136,12 +138,14 @@ static cdb_status run_passes(cdb_engine *e, const char *kind, const eng_library 
     o0.ev = ev;
     if (cdb_db_thumb_size(e->db, &o0.thumb_px) != CDB_OK) o0.thumb_px = 0;
     cdb_db_run_begin(e->db, kind, &run_id);
-    for (int i = 0; i < p->n && rc == CDB_OK && !eng_should_stop(ev); i++) {
+    for (int i = 0; i < p->n && rc == CDB_OK && !cdb_eng_should_stop(ev); i++) {
         run_set *s = &p->s[i];
         eng_ingest_opts o = o0;
         if (!s->m) {
-            eng_warn(ev, "cannot find the weights of model '%s' (%.12s...): its vectors are not "
-                         "brought up to date", s->dm.name, s->dm.weights_hash);
+            cdb_eng_warn(ev,
+                         "cannot find the weights of model '%s' (%.12s...): its vectors are not "
+                         "brought up to date",
+                         s->dm.name, s->dm.weights_hash);
             continue;
         }
         o.secondary = i > 0;
@@ -153,13 +157,14 @@ static cdb_status run_passes(cdb_engine *e, const char *kind, const eng_library 
             if ((rc = cdb_db_model_set_decode(e->db, s->dm.id, o.decode, 0)) != CDB_OK) break;
             o.reencode = 1;
         }
-        rc = eng_pipeline_run(e->db, cdb_db_dir(e->db), s->m, s->dm.id, lib, t, nt, &o, &s->sum);
+        rc =
+            cdb_eng_pipeline_run(e->db, cdb_db_dir(e->db), s->m, s->dm.id, lib, t, nt, &o, &s->sum);
         s->ran = 1;
         if (rc == CDB_OK && o.reencode && !s->sum.interrupted && !s->sum.walk_errors &&
             !s->sum.retry)
             rc = cdb_db_model_set_decode(e->db, s->dm.id, o.decode, 1);
     }
-    *stopped = eng_should_stop(ev);
+    *stopped = cdb_eng_should_stop(ev);
     for (int i = 0; i < p->n; i++) partial |= set_partial(&p->s[i]);
     summary_json(js, sizeof js, &p->s[0].sum);
     if (rc != CDB_OK) /* recording the run must not overwrite why it failed */
@@ -171,8 +176,9 @@ static cdb_status run_passes(cdb_engine *e, const char *kind, const eng_library 
                           : partial    ? "partial"
                                        : "ok",
                           js);
-    if (rc != CDB_OK) eng_code(cdb_seterr(rc, "%s", why), eng_disk_full(rc) ? CDB_ENGINE_E_DISK_FULL
-                                                                           : CDB_ENGINE_E_NONE);
+    if (rc != CDB_OK)
+        cdb_eng_code(cdb_seterr(rc, "%s", why),
+                     cdb_eng_disk_full(rc) ? CDB_ENGINE_E_DISK_FULL : CDB_ENGINE_E_NONE);
     return rc;
 }
 
@@ -188,7 +194,7 @@ static cdb_status refresh_indexes(cdb_engine *e, const run_plan *p, int force, c
         eng_index_result res;
         char b[32], b2[32], one[400];
         if (!s->ran) continue;
-        st = eng_index_refresh(e->db, s->dm.id, s->dm.dim, force, &res);
+        st = cdb_eng_index_refresh(e->db, s->dm.id, s->dm.dim, force, &res);
         if (st != CDB_OK)
             snprintf(one, sizeof one, "refresh failed: %s", cdb_errmsg());
         else if (res.action == 0)
@@ -197,12 +203,12 @@ static cdb_status refresh_indexes(cdb_engine *e, const run_plan *p, int force, c
             snprintf(one, sizeof one, "%s", res.why);
         else if (res.action == 1)
             snprintf(one, sizeof one, "updated: %s added, %s removed (%s)",
-                     eng_fmt_count(res.n_added, b, sizeof b), eng_fmt_count(res.n_removed, b2, sizeof b2),
-                     res.why);
+                     cdb_eng_fmt_count(res.n_added, b, sizeof b),
+                     cdb_eng_fmt_count(res.n_removed, b2, sizeof b2), res.why);
         else
             snprintf(one, sizeof one, "rebuilt %s over %s vectors (%s)",
-                     cdb_index_kind_name(res.info.kind), eng_fmt_count(res.n_vectors, b, sizeof b),
-                     res.why);
+                     cdb_index_kind_name(res.info.kind),
+                     cdb_eng_fmt_count(res.n_vectors, b, sizeof b), res.why);
         o += (size_t)snprintf(note + o, o < size ? size - o : 0, "%s%s%s%s", i ? "; " : "",
                               p->n > 1 ? s->dm.name : "", p->n > 1 ? ": " : "", one);
     }
@@ -211,15 +217,15 @@ static cdb_status refresh_indexes(cdb_engine *e, const run_plan *p, int force, c
 
 /* A database step of a run that failed: a full disk gets its own wording. */
 static cdb_status step_fail(cdb_status rc, const char *what) {
-    if (eng_disk_full(rc))
-        return eng_fail(rc, CDB_ENGINE_E_DISK_FULL, "%s: no space left on device", what);
-    return eng_fail(rc, cdb_engine_errcode(), "%s", what);
+    if (cdb_eng_disk_full(rc))
+        return cdb_eng_fail(rc, CDB_ENGINE_E_DISK_FULL, "%s: no space left on device", what);
+    return cdb_eng_fail(rc, cdb_engine_errcode(), "%s", what);
 }
 
 static void fill_report(const run_plan *p, int stopped, cdb_engine_run_report *r) {
     for (int i = 0; i < p->n && i < CDB_ENGINE_MAX_SETS; i++) {
         cdb_engine_set_report *s = &r->sets[r->n_sets++];
-        eng_model_to_public(&p->s[i].dm, &s->model);
+        cdb_eng_model_to_public(&p->s[i].dm, &s->model);
         s->ran = p->s[i].ran;
         s->sum = p->s[i].sum;
         r->partial |= set_partial(&p->s[i]);
@@ -246,11 +252,11 @@ static cdb_status ingest_model(cdb_engine *e, const char *path, cdb_model **m, c
         mp.load_text = 0;
         mp.device = (cdb_device_kind)e->p.device;
         if ((rc = cdb_model_open(path, &mp, m)) != CDB_OK)
-            return eng_fail(rc, CDB_ENGINE_E_MODEL_LOAD, "cannot load the model %s", path);
+            return cdb_eng_fail(rc, CDB_ENGINE_E_MODEL_LOAD, "cannot load the model %s", path);
         mi = cdb_model_get_info(*m);
         rc = cdb_db_model_find(e->db, mi->hash, dm);
         if (rc == CDB_NOTFOUND) {
-            char *info = eng_model_info_json(path, *m);
+            char *info = cdb_eng_model_info_json(path, *m);
             rc = cdb_db_model_register(e->db, mi->hash, mi->name ? mi->name : "", mi->embed_dim,
                                        info, &dm->id);
             free(info);
@@ -259,14 +265,14 @@ static cdb_status ingest_model(cdb_engine *e, const char *path, cdb_model **m, c
         if (rc != CDB_OK) {
             cdb_model_close(*m);
             *m = NULL;
-            return eng_fail(rc, CDB_ENGINE_E_NONE, "cannot register the model %s", path);
+            return cdb_eng_fail(rc, CDB_ENGINE_E_NONE, "cannot register the model %s", path);
         }
     } else {
         if (!have_def)
-            return eng_failw(CDB_NOTFOUND, CDB_ENGINE_E_NOT_INITIALIZED, "it has no model",
+            return cdb_eng_failw(CDB_NOTFOUND, CDB_ENGINE_E_NOT_INITIALIZED, "it has no model",
                              "the database is not initialized");
         *dm = def;
-        if ((rc = eng_load_db_model(e, e->db, &def, 1, 0, 0, m)) != CDB_OK) return rc;
+        if ((rc = cdb_eng_load_db_model(e, e->db, &def, 1, 0, 0, m)) != CDB_OK) return rc;
     }
     *is_default = have_def ? dm->id == def.id : 1;
     return CDB_OK;
@@ -285,18 +291,18 @@ cdb_status cdb_engine_ingest(cdb_engine *e, const char *const *paths, int n,
     int n_targets = 0;
     run_plan plan = {0};
     cdb_status st;
-    eng_clear();
+    cdb_eng_clear();
     memset(report, 0, sizeof *report);
     if (!rp) rp = &defaults;
-    if ((st = eng_writer(e, "ingest")) != CDB_OK) return st;
-    if (n <= 0) return eng_code(cdb_seterr(CDB_INVALID, "no PATH given"), CDB_ENGINE_E_PATH);
+    if ((st = cdb_eng_writer(e, "ingest")) != CDB_OK) return st;
+    if (n <= 0) return cdb_eng_code(cdb_seterr(CDB_INVALID, "no PATH given"), CDB_ENGINE_E_PATH);
     if (!(is_file = calloc((size_t)n, sizeof *is_file)))
         return cdb_seterr(CDB_NOMEM, "out of memory");
     if ((st = cdb_engine_check_paths(paths, n, &abs, is_file)) != CDB_OK) goto done;
     if ((st = ingest_model(e, rp->model, &m, &dm, &is_default)) != CDB_OK) goto done;
-    if ((st = eng_library_load(e->db, &lib)) != CDB_OK ||
-        (st = eng_library_normalize(e->db, dm.id, &lib, NULL)) != CDB_OK ||
-        (st = eng_library_resolve(e->db, dm.id, &lib, abs, is_file, n, rp->follow_symlinks,
+    if ((st = cdb_eng_library_load(e->db, &lib)) != CDB_OK ||
+        (st = cdb_eng_library_normalize(e->db, dm.id, &lib, NULL)) != CDB_OK ||
+        (st = cdb_eng_library_resolve(e->db, dm.id, &lib, abs, is_file, n, rp->follow_symlinks,
                                   rp->no_exif, &e->p.events, &targets, &n_targets)) != CDB_OK) {
         step_fail(st, "cannot record the folders to ingest");
         goto done;
@@ -317,8 +323,8 @@ cdb_status cdb_engine_ingest(cdb_engine *e, const char *const *paths, int n,
         if (st != CDB_OK) goto done;
     }
     if (!plan.s[0].m) { /* the default's weights are not where they were recorded */
-        st = eng_load_db_model(e, e->db, &plan.s[0].dm, 1, 0, 0, &plan.s[0].m);
-        if (st == CDB_OK) st = eng_fail(CDB_NOTFOUND, CDB_ENGINE_E_WEIGHTS_MISSING,
+        st = cdb_eng_load_db_model(e, e->db, &plan.s[0].dm, 1, 0, 0, &plan.s[0].m);
+        if (st == CDB_OK) st = cdb_eng_fail(CDB_NOTFOUND, CDB_ENGINE_E_WEIGHTS_MISSING,
                                         "cannot find the database's model '%s'",
                                         plan.s[0].dm.name);
         goto done;
@@ -330,8 +336,8 @@ cdb_status cdb_engine_ingest(cdb_engine *e, const char *const *paths, int n,
 done:
     plan_free(&plan);
     cdb_model_close(m);
-    eng_targets_free(targets, n_targets);
-    eng_library_free(&lib);
+    cdb_eng_targets_free(targets, n_targets);
+    cdb_eng_library_free(&lib);
     cdb_engine_paths_free(abs, n);
     free(is_file);
     return st;
@@ -340,7 +346,7 @@ done:
 /* ---- reindex ------------------------------------------------------------------------------ */
 
 /* reindex --repair, before the rescan: verify the whole database (and re-read the
-** files and re-encode a sample: eng_deep_check) and turn what it finds into work
+** files and re-encode a sample: cdb_eng_deep_check) and turn what it finds into work
 ** for the rescan (cdb_db_repair: files whose vectors are missing, lost with a deleted
 ** or damaged shard, bad, or no longer match the file become pending and are
 ** re-encoded from the image files; orphan vectors are deleted). Repeated while the
@@ -354,7 +360,7 @@ static cdb_status repair(cdb_engine *e, cdb_model *m, int64_t model_id, double s
         int more;
         cdb_status st = cdb_db_verify(e->db, &r);
         if (st == CDB_OK && m && round == 0)
-            st = eng_deep_check(e->db, m, model_id, sample, r, &e->p.events, NULL);
+            st = cdb_eng_deep_check(e->db, m, model_id, sample, r, &e->p.events, NULL);
         if (st != CDB_OK) {
             cdb_db_report_free(r);
             return step_fail(st, "cannot verify the database");
@@ -389,28 +395,28 @@ cdb_status cdb_engine_reindex(cdb_engine *e, const cdb_engine_run_params *rp,
     int64_t repaired = 0; /* files requeued by repair: the index is rebuilt */
     cdb_db_model dm;
     cdb_status st;
-    eng_clear();
+    cdb_eng_clear();
     memset(report, 0, sizeof *report);
     if (!rp) rp = &defaults;
-    if ((st = eng_writer(e, "reindex")) != CDB_OK) return st;
+    if ((st = cdb_eng_writer(e, "reindex")) != CDB_OK) return st;
     if (rp->model && *rp->model) { /* only that set */
-        if ((st = eng_find_db_model(e, e->db, rp->model, &dm)) != CDB_OK) goto done;
+        if ((st = cdb_eng_find_db_model(e, e->db, rp->model, &dm)) != CDB_OK) goto done;
     } else if ((st = cdb_db_model_default(e->db, &dm)) != CDB_OK) {
-        st = eng_failw(st, CDB_ENGINE_E_NOT_INITIALIZED, "it has no model",
+        st = cdb_eng_failw(st, CDB_ENGINE_E_NOT_INITIALIZED, "it has no model",
                        "the database is not initialized");
         goto done;
     }
     if ((st = plan_add(e, &plan, &dm, NULL)) != CDB_OK) goto done;
     if (!plan.s[0].m) {
-        st = eng_load_db_model(e, e->db, &dm, 1, 0, 0, &plan.s[0].m);
-        if (st == CDB_OK) st = eng_fail(CDB_NOTFOUND, CDB_ENGINE_E_WEIGHTS_MISSING,
+        st = cdb_eng_load_db_model(e, e->db, &dm, 1, 0, 0, &plan.s[0].m);
+        if (st == CDB_OK) st = cdb_eng_fail(CDB_NOTFOUND, CDB_ENGINE_E_WEIGHTS_MISSING,
                                         "cannot find the database's model '%s'", dm.name);
         goto done;
     }
     if (!(rp->model && *rp->model) && (st = plan_add_all(e, &plan)) != CDB_OK) goto done;
-    if ((st = eng_library_load(e->db, &lib)) != CDB_OK ||
-        (st = eng_library_normalize(e->db, dm.id, &lib, NULL)) != CDB_OK ||
-        (st = eng_library_all(&lib, &targets, &n_targets)) != CDB_OK) {
+    if ((st = cdb_eng_library_load(e->db, &lib)) != CDB_OK ||
+        (st = cdb_eng_library_normalize(e->db, dm.id, &lib, NULL)) != CDB_OK ||
+        (st = cdb_eng_library_all(&lib, &targets, &n_targets)) != CDB_OK) {
         step_fail(st, "cannot list the ingested folders");
         goto done;
     }
@@ -420,12 +426,13 @@ cdb_status cdb_engine_reindex(cdb_engine *e, const cdb_engine_run_params *rp,
         goto done;
     report->started = 1;
     st = run_passes(e, "reindex", &lib, targets, n_targets, &plan, rp, &stopped);
-    if (st == CDB_OK && !eng_should_stop(&e->p.events)) {
+    if (st == CDB_OK && !cdb_eng_should_stop(&e->p.events)) {
         int64_t dropped = 0; /* thumbnails of files gone or changed (a cache: never fatal) */
         if (cdb_db_thumbs_prune(e->db, &dropped) != CDB_OK)
             CDB_LOG_WARN("stale thumbnails not dropped: %s", cdb_errmsg());
     }
-    if (st == CDB_OK && !eng_should_stop(&e->p.events)) { /* the nightly job refreshes indexes */
+    if (st == CDB_OK &&
+        !cdb_eng_should_stop(&e->p.events)) { /* the nightly job refreshes indexes */
         cdb_status ist = refresh_indexes(e, &plan, rp->full || repaired > 0, report->index_note,
                                          sizeof report->index_note);
         if (ist != CDB_OK) st = ist; /* the run failed */
@@ -433,7 +440,7 @@ cdb_status cdb_engine_reindex(cdb_engine *e, const cdb_engine_run_params *rp,
     fill_report(&plan, stopped, report);
 done:
     plan_free(&plan);
-    eng_targets_free(targets, n_targets);
-    eng_library_free(&lib);
+    cdb_eng_targets_free(targets, n_targets);
+    cdb_eng_library_free(&lib);
     return st;
 }

@@ -9,7 +9,7 @@
 **
 ** After the stages have drained (first pass of a run only): the deletion pass marks
 ** deleted the recorded files of each fully walked target that are gone from a place
-** that is still there (eng_library_gone), keeps those under a folder the walk could
+** that is still there (cdb_eng_library_gone), keeps those under a folder the walk could
 ** not read or on a drive that is not mounted, and drops those that exist but are no
 ** longer in scope (now hidden, reached only through a link that is not followed);
 ** then the walk problems and each root's scan status are recorded, and a missing
@@ -31,7 +31,7 @@
 
 static void mark_seen(pipe_ctx *c, int64_t id);
 
-void scan_mark_seen(pipe_ctx *c, int64_t id) {
+void cdb_scan_mark_seen(pipe_ctx *c, int64_t id) {
     pthread_mutex_lock(&c->mu);
     mark_seen(c, id);
     pthread_mutex_unlock(&c->mu);
@@ -89,7 +89,7 @@ static void warn(pipe_ctx *c, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    eng_warn(c->ev, "%s", line);
+    cdb_eng_warn(c->ev, "%s", line);
 }
 
 /* ---- the walk ---------------------------------------------------------------------------- */
@@ -125,12 +125,12 @@ static job *classify(pipe_ctx *c, const eng_walk_entry *e, int *stop) {
     st.ino = e->ino;
     cdb_status rc = cdb_db_classify(c->rdb, c->model_id, t->root_id, e->relpath, &st, &ch, &f);
     if (rc != CDB_OK) {
-        pipe_fatal(c, rc, "catalog lookup failed (%s)", cdb_errmsg());
+        cdb_pipe_fatal(c, rc, "catalog lookup failed (%s)", cdb_errmsg());
         *stop = 1;
         return NULL;
     }
     int recorded = f.relpath != NULL;
-    if (recorded) scan_mark_seen(c, f.id);
+    if (recorded) cdb_scan_mark_seen(c, f.id);
     int reencode = t->reencode || c->o->reencode;
     int skip = !c->o->full && !reencode &&
                (ch == CDB_DB_CHANGE_SAME || (ch == CDB_DB_CHANGE_QUARANTINED && !t->named));
@@ -138,14 +138,14 @@ static job *classify(pipe_ctx *c, const eng_walk_entry *e, int *stop) {
         c->sum->unchanged++;
         atomic_fetch_add(&c->n_done, 1);
         cdb_db_file_clear(&f);
-        pipe_tick(c);
+        cdb_pipe_tick(c);
         return NULL;
     }
     if (!(j = calloc(1, sizeof *j)) || !(j->relpath = strdup(e->relpath)) ||
         !(j->path = cdb_db_path_join(t->path, e->relpath))) {
-        job_free(j);
+        cdb_job_free(j);
         cdb_db_file_clear(&f);
-        pipe_fatal(c, CDB_NOMEM, "out of memory");
+        cdb_pipe_fatal(c, CDB_NOMEM, "out of memory");
         *stop = 1;
         return NULL;
     }
@@ -185,7 +185,7 @@ static job *classify(pipe_ctx *c, const eng_walk_entry *e, int *stop) {
             j->meta = st;
         }
     }
-    j->sniff = !eng_image_ext(e->relpath[0] ? e->relpath : t->path) &&
+    j->sniff = !cdb_eng_image_ext(e->relpath[0] ? e->relpath : t->path) &&
                !(recorded && f.state != CDB_DB_DELETED);
     cdb_db_file_clear(&f);
     return j;
@@ -195,7 +195,7 @@ static int on_entry(const eng_walk_entry *e, walk_ud *ud) {
     pipe_ctx *c = ud->c;
     int stop = 0;
     job *j;
-    if (pipe_stopping(c)) return 1;
+    if (cdb_pipe_stopping(c)) return 1;
     if (e->error) {
         char why[300];
         char *full = cdb_db_path_join(c->targets[c->cur].path, e->relpath);
@@ -209,12 +209,12 @@ static int on_entry(const eng_walk_entry *e, walk_ud *ud) {
     c->ts[c->cur].n_found++;
     if (!(j = classify(c, e, &stop))) return stop;
     int64_t t0 = cdb_now_ns();
-    if (eng_queue_push(c->q1, j) != 0) {
-        job_free(j);
+    if (cdb_eng_queue_push(c->q1, j) != 0) {
+        cdb_job_free(j);
         return 1;
     }
     c->ns_walk_blocked += cdb_now_ns() - t0; /* readers busy: not walking */
-    pipe_tick(c);
+    cdb_pipe_tick(c);
     return 0;
 }
 
@@ -230,7 +230,7 @@ static int on_walk(const eng_walk_entry *e, void *ud_) {
 }
 
 static int link_covered(const char *path, void *ud) {
-    return eng_library_covers(((pipe_ctx *)ud)->lib, path);
+    return cdb_eng_library_covers(((pipe_ctx *)ud)->lib, path);
 }
 
 /* One file: a file root, or a file named inside a folder root. */
@@ -264,7 +264,7 @@ static char *target_base(const eng_target *t) {
 
 static void walk_target(pipe_ctx *c) {
     const eng_target *t = &c->targets[c->cur];
-    const eng_root *r = eng_library_root(c->lib, t->root_id);
+    const eng_root *r = cdb_eng_library_root(c->lib, t->root_id);
     char *base;
     if (r && !r->present) {
         int64_t live = 1;
@@ -288,7 +288,7 @@ static void walk_target(pipe_ctx *c) {
         return;
     }
     if (!(base = target_base(t))) {
-        pipe_fatal(c, CDB_NOMEM, "out of memory");
+        cdb_pipe_fatal(c, CDB_NOMEM, "out of memory");
         return;
     }
     if (t->kind == CDB_DB_ROOT_FILE || t->sub_is_file) {
@@ -298,7 +298,7 @@ static void walk_target(pipe_ctx *c) {
         eng_walk_opts wo = {t->follow_symlinks, c->db_dir, link_covered, c, c->walked_dirs,
                             c->walked_files};
         eng_walk_stats ws;
-        int w = eng_walk(base, &wo, on_walk, &ud, &ws);
+        int w = cdb_eng_walk(base, &wo, on_walk, &ud, &ws);
         if (w < 0) {
             char why[300];
             snprintf(why, sizeof why, "cannot read the folder (%s)", strerror(errno));
@@ -308,14 +308,14 @@ static void walk_target(pipe_ctx *c) {
             c->sum->links_skipped += ws.n_links_skipped;
             c->sum->links_covered += ws.n_links_covered;
             c->sum->loops += ws.n_loops;
-            c->ts[c->cur].walked = w == 0 && !pipe_stopping(c);
+            c->ts[c->cur].walked = w == 0 && !cdb_pipe_stopping(c);
         }
     }
     free(base);
 }
 
-void scan_walk_all(pipe_ctx *c) {
-    for (c->cur = 0; c->cur < c->n_targets && !pipe_stopping(c); c->cur++) walk_target(c);
+void cdb_scan_walk_all(pipe_ctx *c) {
+    for (c->cur = 0; c->cur < c->n_targets && !cdb_pipe_stopping(c); c->cur++) walk_target(c);
 }
 
 /* ---- pre-count (only for a live progress line: gives done/total and an ETA) ---- */
@@ -328,12 +328,12 @@ typedef struct count_ud {
 static int count_one(const eng_walk_entry *e, void *ud_) {
     count_ud *ud = ud_;
     if (!e->error) ud->n++;
-    return eng_should_stop(ud->c->ev);
+    return cdb_eng_should_stop(ud->c->ev);
 }
 
-int64_t scan_count_files(const pipe_ctx *c) {
+int64_t cdb_scan_count_files(const pipe_ctx *c) {
     count_ud ud = {c, 0};
-    for (int i = 0; i < c->n_targets && !eng_should_stop(c->ev); i++) {
+    for (int i = 0; i < c->n_targets && !cdb_eng_should_stop(c->ev); i++) {
         const eng_target *t = &c->targets[i];
         eng_walk_opts wo = {t->follow_symlinks, c->db_dir, link_covered, (void *)c, NULL, NULL};
         eng_walk_stats ws;
@@ -343,7 +343,7 @@ int64_t scan_count_files(const pipe_ctx *c) {
             continue;
         }
         if (!(base = target_base(t))) break;
-        eng_walk(base, &wo, count_one, &ud, &ws);
+        cdb_eng_walk(base, &wo, count_one, &ud, &ws);
         free(base);
     }
     return ud.n;
@@ -390,7 +390,7 @@ static int on_known(const cdb_db_file *f, void *ud_) {
     if (!(path = cdb_db_path_join(d->t->path, f->relpath))) return d->oom = 1;
     if (lstat(path, &st) == 0) {
         drop = 1; /* there, but the walk did not meet it: no longer in scope */
-    } else if (eng_library_gone(d->c->lib, f->root_id, path, f->meta.dev)) {
+    } else if (cdb_eng_library_gone(d->c->lib, f->root_id, path, f->meta.dev)) {
         drop = 1;
         d->n_legacy += f->meta.dev == 0;
     } else {
@@ -411,7 +411,7 @@ static int on_known(const cdb_db_file *f, void *ud_) {
 }
 
 /* Marks deleted what target i no longer has. Rows recorded with their device are
-** judged by eng_library_gone (an empty mount point is on another device). For rows
+** judged by cdb_eng_library_gone (an empty mount point is on another device). For rows
 ** from before schema 5 only the old rule is left: a walk that met no file at all
 ** while files are recorded there is what an unmounted drive or a missing network
 ** share looks like, so nothing is marked deleted and a warning says why. */
@@ -467,7 +467,7 @@ static cdb_status finish_missing(pipe_ctx *c, int i) {
 
 static cdb_status finish_target(pipe_ctx *c, int i) {
     const eng_target *t = &c->targets[i];
-    const eng_root *r = eng_library_root(c->lib, t->root_id);
+    const eng_root *r = cdb_eng_library_root(c->lib, t->root_id);
     const char *status = "ok";
     cdb_status rc = CDB_OK;
     if (r && !r->present) return finish_missing(c, i);
@@ -481,15 +481,16 @@ static cdb_status finish_target(pipe_ctx *c, int i) {
     return rc;
 }
 
-cdb_status scan_finish(pipe_ctx *c) {
+cdb_status cdb_scan_finish(pipe_ctx *c) {
     cdb_status rc = CDB_OK;
     if (c->o->secondary) return CDB_OK;
-    for (int i = 0; i < c->n_targets && rc == CDB_OK && !pipe_stopping(c); i++) rc = finish_target(c, i);
-    if (rc != CDB_OK) pipe_fatal(c, rc, "cannot record what the scan found (%s)", cdb_errmsg());
+    for (int i = 0; i < c->n_targets && rc == CDB_OK && !cdb_pipe_stopping(c); i++)
+        rc = finish_target(c, i);
+    if (rc != CDB_OK) cdb_pipe_fatal(c, rc, "cannot record what the scan found (%s)", cdb_errmsg());
     return rc;
 }
 
-void scan_free(pipe_ctx *c) {
+void cdb_scan_free(pipe_ctx *c) {
     for (int i = 0; c->ts && i < c->n_targets; i++) {
         for (int k = 0; k < c->ts[i].n_probs; k++) {
             free((char *)c->ts[i].probs[k].relpath);

@@ -67,7 +67,7 @@ static void vset_unref(eng_vset *v) {
     }
 }
 
-void eng_search_states_free(cdb_engine *e) {
+void cdb_eng_search_states_free(cdb_engine *e) {
     for (eng_search_state *s = e->searches, *next; s; s = next) {
         next = s->next;
         vset_unref(s->cur);
@@ -122,7 +122,7 @@ static cdb_status fetch_kept(cdb_db *db, int64_t model_id, int dim, int64_t *ids
     *vecs = malloc(sizeof **vecs * *n * (size_t)dim);
     found = malloc(*n);
     if (!*vecs || !found) st = cdb_seterr(CDB_NOMEM, "out of memory");
-    else st = eng_fetch_vectors(&fc, ids, *n, *vecs, found);
+    else st = cdb_eng_fetch_vectors(&fc, ids, *n, *vecs, found);
     if (st == CDB_OK) *n = compact_found(ids, *vecs, found, *n, dim);
     free(found);
     return st;
@@ -150,15 +150,16 @@ static cdb_status vset_fresh(cdb_engine *e, eng_search_state *ss, cdb_db *db, in
     if (rc != CDB_OK) {
         int64_t n = 0;
         if (rc != CDB_NOTFOUND && !ss->warned_ix) {
-            eng_warn(&e->p.events, "the index %s is unusable (%s); searching without it", path,
+            cdb_eng_warn(&e->p.events, "the index %s is unusable (%s); searching without it", path,
                      cdb_errmsg());
             ss->warned_ix = 1; /* once per state: a rebuilt file is a new state */
         }
         ix = NULL;
         /* no index: every stored vector is searched exactly */
-        if ((rc = eng_read_all_vectors(db, ss->model_id, dim, &v->ids, &v->vecs, &n)) != CDB_OK) {
+        if ((rc = cdb_eng_read_all_vectors(db, ss->model_id, dim, &v->ids, &v->vecs, &n)) !=
+            CDB_OK) {
             vset_unref((atomic_init(&v->refs, 1), v));
-            return eng_fail(rc, CDB_ENGINE_E_NONE, "cannot read the stored vectors");
+            return cdb_eng_fail(rc, CDB_ENGINE_E_NONE, "cannot read the stored vectors");
         }
         v->n = (size_t)n;
     } else {
@@ -170,11 +171,12 @@ static cdb_status vset_fresh(cdb_engine *e, eng_search_state *ss, cdb_db *db, in
         }
         atomic_init(&v->ix->refs, 1);
         v->ix->ix = ix;
-        rc = eng_ids_since(db, ss->model_id, (int64_t)cdb_index_watermark(ix), 0, &v->ids, &v->n);
+        rc = cdb_eng_ids_since(db, ss->model_id, (int64_t)cdb_index_watermark(ix), 0, &v->ids,
+                               &v->n);
         if (rc == CDB_OK) rc = fetch_kept(db, ss->model_id, dim, v->ids, &v->n, &v->vecs);
         if (rc != CDB_OK) {
             vset_unref((atomic_init(&v->refs, 1), v));
-            return eng_fail(rc, CDB_ENGINE_E_NONE,
+            return cdb_eng_fail(rc, CDB_ENGINE_E_NONE,
                             "cannot read the vectors added since the index was built");
         }
     }
@@ -205,8 +207,8 @@ static cdb_status vset_delta(cdb_db *db, int64_t model_id, const eng_vset *old, 
     int dim = old->dim;
     cdb_status rc;
     *out = NULL;
-    if ((rc = eng_ids_since(db, model_id, old->gen, 1, &removed, &n_removed)) != CDB_OK ||
-        (rc = eng_ids_since(db, model_id, old->gen, 0, &added, &n_added)) != CDB_OK)
+    if ((rc = cdb_eng_ids_since(db, model_id, old->gen, 1, &removed, &n_removed)) != CDB_OK ||
+        (rc = cdb_eng_ids_since(db, model_id, old->gen, 0, &added, &n_added)) != CDB_OK)
         goto done;
     {
         /* fetch_kept compacts: keep the full list of changed ids for the drop test */
@@ -263,7 +265,8 @@ done:
         free(v->vecs);
         free(v);
         v = NULL;
-        eng_fail(rc, CDB_ENGINE_E_NONE, "cannot read the vectors changed since the last search");
+        cdb_eng_fail(rc, CDB_ENGINE_E_NONE,
+                     "cannot read the vectors changed since the last search");
     }
     free(removed);
     free(added);
@@ -283,14 +286,15 @@ static cdb_status vset_get(cdb_engine *e, cdb_db *db, int64_t model_id, int dim,
     cdb_status rc = CDB_OK;
     *out = NULL;
     if (!ss) return cdb_seterr(CDB_NOMEM, "out of memory");
-    eng_index_path(db, model_id, path, sizeof path);
+    cdb_eng_index_path(db, model_id, path, sizeof path);
     pthread_mutex_lock(&ss->mu);
     if ((rc = cdb_db_generation(db, &gen)) != CDB_OK) {
-        rc = eng_fail(rc, CDB_ENGINE_E_NONE, "cannot read the database's generation");
+        rc = cdb_eng_fail(rc, CDB_ENGINE_E_NONE, "cannot read the database's generation");
         goto done;
     }
     have_file = stat(path, &st) == 0;
-    if (ss->cur && ss->cur->ix_file == have_file && (!have_file || same_stat(&st, &ss->cur->ix_st))) {
+    if (ss->cur && ss->cur->ix_file == have_file &&
+        (!have_file || same_stat(&st, &ss->cur->ix_st))) {
         if (ss->cur->gen != gen) { /* same index, newer commits: a delta */
             if ((rc = vset_delta(db, model_id, ss->cur, gen, &v)) != CDB_OK) goto done;
             vset_unref(ss->cur);
@@ -317,13 +321,13 @@ static cdb_status search_vector(const eng_vset *v, cdb_db *db, int64_t model_id,
     cdb_status st;
     so.k = want;
     so.min_score = min_score;
-    so.fetch = eng_fetch_vectors;
+    so.fetch = cdb_eng_fetch_vectors;
     so.fetch_ctx = &fc;
     so.extra_ids = v->ids;
     so.extra_vecs = v->vecs;
     so.n_extra = v->n;
     if ((st = cdb_index_search(v->ix ? v->ix->ix : NULL, q, v->dim, &so, out, n_out)) != CDB_OK)
-        return eng_fail(st, CDB_ENGINE_E_NONE, "search failed");
+        return cdb_eng_fail(st, CDB_ENGINE_E_NONE, "search failed");
     return CDB_OK;
 }
 
@@ -362,7 +366,7 @@ static char *qcache_key(const cdb_engine_query *q) {
     return k;
 }
 
-void eng_qcache_free(struct eng_qcache *c) {
+void cdb_eng_qcache_free(struct eng_qcache *c) {
     if (!c) return;
     for (int i = 0; i < QCACHE_N; i++) {
         free(c->e[i].key);
@@ -447,20 +451,21 @@ static cdb_status build_query(cdb_db *db, const eng_model *mod, const cdb_engine
     cdb_image_params ip = cdb_image_params_default();
     cdb_status st = CDB_OK;
     if (qu->vector && qu->vector_dim != dim)
-        return eng_code(cdb_seterr(CDB_DIM_MISMATCH, "the embedding has %d dimensions, the model %d",
-                                   qu->vector_dim, dim),
-                        CDB_ENGINE_E_QUERY);
+        return cdb_eng_code(cdb_seterr(CDB_DIM_MISMATCH,
+                                       "the embedding has %d dimensions, the model %d",
+                                       qu->vector_dim, dim),
+                            CDB_ENGINE_E_QUERY);
     if (n == n_vec) { /* a raw embedding alone: as given (the search normalizes it) */
         memcpy(q, qu->vector, sizeof *q * (size_t)dim);
         if ((st = cdb_index_query_check(q, dim)) != CDB_OK)
-            return eng_fail(st, CDB_ENGINE_E_QUERY_ZERO, "cannot use the embedding");
+            return cdb_eng_fail(st, CDB_ENGINE_E_QUERY_ZERO, "cannot use the embedding");
         return CDB_OK;
     }
     emb = calloc((size_t)n * (size_t)dim, sizeof *emb);
     w = calloc((size_t)n, sizeof *w);
     texts = calloc((size_t)(n_terms + qu->n_nots + 1), sizeof *texts);
     if (!emb || !w || !texts) {
-        st = eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory", "cannot build the query");
+        st = cdb_eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory", "cannot build the query");
         goto done;
     }
     for (int i = 0; i < n_terms; i++) {
@@ -473,15 +478,15 @@ static cdb_status build_query(cdb_db *db, const eng_model *mod, const cdb_engine
     }
     if (n_terms + qu->n_nots &&
         (st = cdb_encode_texts(mod->m, texts, n_terms + qu->n_nots, 1, emb)) != CDB_OK) {
-        st = eng_fail(st, CDB_ENGINE_E_NONE, "cannot encode the query text");
+        st = cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot encode the query text");
         goto done;
     }
     r = n_terms + qu->n_nots;
     ip.apply_exif = !qu->no_exif;
     for (int i = 0; i < qu->n_image_paths; i++, r++) {
-        if ((st = cdb_encode_image_file(mod->m, qu->image_paths[i], &ip, 1, emb + (size_t)r * dim)) !=
-            CDB_OK) {
-            st = eng_fail(st, CDB_ENGINE_E_QUERY_IMAGE, "cannot use the query image %s",
+        if ((st = cdb_encode_image_file(mod->m, qu->image_paths[i], &ip, 1,
+                                        emb + (size_t)r * dim)) != CDB_OK) {
+            st = cdb_eng_fail(st, CDB_ENGINE_E_QUERY_IMAGE, "cannot use the query image %s",
                           qu->image_paths[i]);
             goto done;
         }
@@ -490,7 +495,7 @@ static cdb_status build_query(cdb_db *db, const eng_model *mod, const cdb_engine
     if (qu->image_bytes > 0) {
         if ((st = encode_image_bytes(mod->m, qu->image, qu->image_bytes, qu->no_exif,
                                      emb + (size_t)r * dim)) != CDB_OK) {
-            st = eng_fail(st, CDB_ENGINE_E_QUERY_IMAGE, "cannot use the query image");
+            st = cdb_eng_fail(st, CDB_ENGINE_E_QUERY_IMAGE, "cannot use the query image");
             goto done;
         }
         w[r++] = 1.0f;
@@ -505,13 +510,13 @@ static cdb_status build_query(cdb_db *db, const eng_model *mod, const cdb_engine
                                 emb + (size_t)r * dim, found);
         for (int i = 0; st == CDB_OK && i < qu->n_like_ids; i++)
             if (!found[i])
-                st = eng_failw(CDB_NOTFOUND, CDB_ENGINE_E_UNKNOWN_ID,
+                st = cdb_eng_failw(CDB_NOTFOUND, CDB_ENGINE_E_UNKNOWN_ID,
                                "no photo of the database has that id", "unknown id %lld",
                                (long long)qu->like_ids[i]);
         free(found);
         if (st != CDB_OK) {
             if (cdb_engine_errcode() != CDB_ENGINE_E_UNKNOWN_ID)
-                st = eng_fail(st, CDB_ENGINE_E_NONE, "cannot read the example's vector");
+                st = cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot read the example's vector");
             goto done;
         }
         for (int i = 0; i < qu->n_like_ids; i++) w[r++] = 1.0f;
@@ -521,7 +526,7 @@ static cdb_status build_query(cdb_db *db, const eng_model *mod, const cdb_engine
         w[r++] = 1.0f;
     }
     if ((st = cdb_index_query_combine(emb, w, n, dim, q)) != CDB_OK)
-        st = eng_fail(st, st == CDB_INVALID ? CDB_ENGINE_E_QUERY_ZERO : CDB_ENGINE_E_NONE,
+        st = cdb_eng_fail(st, st == CDB_INVALID ? CDB_ENGINE_E_QUERY_ZERO : CDB_ENGINE_E_NONE,
                       "cannot combine the query terms");
 done:
     free(emb);
@@ -579,17 +584,19 @@ cdb_status cdb_engine_search(cdb_engine *e, const cdb_engine_query *qu,
     int n_hits = 0;
     size_t under_len = 0, total;
     cdb_status st = CDB_OK;
-    eng_clear();
+    cdb_eng_clear();
     memset(out, 0, sizeof *out);
     if (!p) p = &defaults;
     if (p->k < 1 || p->offset < 0 || (int64_t)p->k + p->offset > 1000000)
-        return eng_code(cdb_seterr(CDB_INVALID, "k must be in [1, 1000000] with k + offset too"),
-                        CDB_ENGINE_E_QUERY);
+        return cdb_eng_code(
+            cdb_seterr(CDB_INVALID, "k must be in [1, 1000000] with k + offset too"),
+            CDB_ENGINE_E_QUERY);
     if ((total = query_bytes(qu)) > CDB_ENGINE_QUERY_MAX_BYTES)
-        return eng_code(cdb_seterr(CDB_INVALID,
-                                   "query too long: %zu bytes of text (the limit is %d bytes, 64 KiB)",
-                                   total, CDB_ENGINE_QUERY_MAX_BYTES),
-                        CDB_ENGINE_E_QUERY);
+        return cdb_eng_code(
+            cdb_seterr(CDB_INVALID,
+                       "query too long: %zu bytes of text (the limit is %d bytes, 64 KiB)", total,
+                       CDB_ENGINE_QUERY_MAX_BYTES),
+            CDB_ENGINE_E_QUERY);
     if (qu->text && qu->text_literal) { /* one term as given */
         const char *t = qu->text;
         while (*t == ' ' || *t == '\t' || *t == '\n' || *t == '\r') t++;
@@ -606,36 +613,36 @@ cdb_status cdb_engine_search(cdb_engine *e, const cdb_engine_query *qu,
     }
     if (!n_terms && !qu->n_nots && !qu->n_image_paths && !qu->image_bytes && !qu->n_like_ids &&
         !qu->vector) {
-        st = eng_code(cdb_seterr(CDB_INVALID, "empty query"), CDB_ENGINE_E_QUERY);
+        st = cdb_eng_code(cdb_seterr(CDB_INVALID, "empty query"), CDB_ENGINE_E_QUERY);
         goto done;
     }
     if (p->under) {
         under_len = strlen(p->under);
         if (!under_len) {
-            st = eng_code(cdb_seterr(CDB_INVALID, "an empty 'under' path"), CDB_ENGINE_E_QUERY);
+            st = cdb_eng_code(cdb_seterr(CDB_INVALID, "an empty 'under' path"), CDB_ENGINE_E_QUERY);
             goto done;
         }
     }
-    if ((st = eng_reader_get(e, &rd)) != CDB_OK) goto done;
+    if ((st = cdb_eng_reader_get(e, &rd)) != CDB_OK) goto done;
     {
         int vision = qu->n_image_paths > 0 || qu->image_bytes > 0;
         int text = n_terms + qu->n_nots > 0;
-        threads = eng_search_threads(e, rd->db, p->model, vision);
+        threads = cdb_eng_search_threads(e, rd->db, p->model, vision);
         if (p->model && *p->model && !vision && !text) text = 1; /* its hash names its set */
-        if ((st = eng_model_get(e, rd->db, p->model, vision, text, threads, &mod)) != CDB_OK)
+        if ((st = cdb_eng_model_get(e, rd->db, p->model, vision, text, threads, &mod)) != CDB_OK)
             goto done;
     }
     dim = mod->dm.dim;
     if (mod->m) dim = cdb_model_get_info(mod->m)->embed_dim;
     if (!(q = malloc(sizeof *q * (size_t)dim))) {
-        st = eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory", "cannot search");
+        st = cdb_eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory", "cannot search");
         goto done;
     }
     {
         char *key = qcache_key(qu);
         struct eng_qcache *qc = key ? qcache_of(e, mod, dim) : NULL;
         if (!qc || !qcache_get(qc, key, q)) {
-            eng_bind_threads(threads);
+            cdb_eng_bind_threads(threads);
             if (threads != 1) pthread_mutex_lock(&mod->encode_mu);
             st = build_query(rd->db, mod, qu, terms, n_terms, dim, q);
             if (threads != 1) pthread_mutex_unlock(&mod->encode_mu);
@@ -654,7 +661,7 @@ cdb_status cdb_engine_search(cdb_engine *e, const cdb_engine_query *qu,
         if (nr) raw = nr;
         if (nh) hits = nh;
         if (!nr || !nh) {
-            st = eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory", "cannot search");
+            st = cdb_eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory", "cannot search");
             goto done;
         }
         for (int i = 0; i < n_hits; i++) free(hits[i].path);
@@ -714,7 +721,7 @@ done:
     free(raw);
     free(q);
     vset_unref(vs);
-    eng_reader_put(e, rd);
+    cdb_eng_reader_put(e, rd);
     cdb_engine_terms_free(terms, n_terms);
     return st;
 }

@@ -72,7 +72,8 @@ static void row_rgb8(const cdb_image *img, int y, uint8_t *rgb) {
     for (int x = 0; x < w; x++) {
         unsigned v[4] = {0, 0, 0, 255};
         for (int c = 0; c < ch && c < 4; c++)
-            v[c] = img->bits == 16 ? (unsigned)(p16[(size_t)x * ch + c] >> 8) : p8[(size_t)x * ch + c];
+            v[c] =
+                img->bits == 16 ? (unsigned)(p16[(size_t)x * ch + c] >> 8) : p8[(size_t)x * ch + c];
         uint8_t *o = rgb + (size_t)x * 3;
         if (ch == 1 || ch == 2) {
             unsigned a = ch == 2 ? v[1] : 255, g = (v[0] * a + 255 * (255 - a) + 127) / 255;
@@ -143,13 +144,13 @@ static cdb_status encode_jpeg(const uint8_t *rgb, int w, int h, unsigned char **
 
 /* ---- a thumbnail ------------------------------------------------------------------ */
 
-void eng_thumb_clear(eng_thumb *t) {
+void cdb_eng_thumb_clear(eng_thumb *t) {
     if (!t) return;
     free(t->jpeg);
     memset(t, 0, sizeof *t);
 }
 
-cdb_status eng_thumb_make(const cdb_image *img, int px, eng_thumb *t) {
+cdb_status cdb_eng_thumb_make(const cdb_image *img, int px, eng_thumb *t) {
     int w = img->width, h = img->height, ow, oh;
     taps tx, ty;
     uint8_t *src = NULL, *out = NULL;

@@ -52,7 +52,7 @@ static int on_model_stats(const cdb_db_model *m, void *ud_) {
     ud->s->models = grown;
     ms = &grown[ud->s->n_models++];
     memset(ms, 0, sizeof *ms);
-    eng_model_to_public(m, &ms->model);
+    cdb_eng_model_to_public(m, &ms->model);
     memset(&c, 0, sizeof c);
     cdb_db_get_counts(ud->db, m->id, &c);
     ms->n_vectors = c.n_vectors;
@@ -60,7 +60,7 @@ static int on_model_stats(const cdb_db_model *m, void *ud_) {
     if (ud->what & CDB_ENGINE_STATS_INDEX) {
         char path[4096];
         cdb_index *ix = NULL;
-        eng_index_path(ud->db, m->id, path, sizeof path);
+        cdb_eng_index_path(ud->db, m->id, path, sizeof path);
         if (cdb_index_load(path, &ix) == CDB_OK) {
             cdb_index_info info;
             cdb_index_get_info(ix, &info);
@@ -85,12 +85,12 @@ cdb_status cdb_engine_stats_get(cdb_engine *e, unsigned what, cdb_engine_stats *
     cdb_db_counts c;
     stats_ud ud;
     cdb_status st;
-    eng_clear();
+    cdb_eng_clear();
     memset(out, 0, sizeof *out);
-    if ((st = eng_reader_get(e, &r)) != CDB_OK) return st;
+    if ((st = cdb_eng_reader_get(e, &r)) != CDB_OK) return st;
     memset(&c, 0, sizeof c);
     if ((st = cdb_db_get_counts(r->db, 0, &c)) != CDB_OK) {
-        st = eng_fail(st, CDB_ENGINE_E_NONE, "cannot count");
+        st = cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot count");
         goto done;
     }
     memcpy(out->files, c.files, sizeof out->files);
@@ -107,9 +107,9 @@ cdb_status cdb_engine_stats_get(cdb_engine *e, unsigned what, cdb_engine_stats *
     ud.rc = CDB_OK;
     st = cdb_db_models_foreach(r->db, on_model_stats, &ud);
     if (st == CDB_OK) st = ud.rc;
-    if (st != CDB_OK) st = eng_fail(st, CDB_ENGINE_E_NONE, "cannot list the models");
+    if (st != CDB_OK) st = cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot list the models");
 done:
-    eng_reader_put(e, r);
+    cdb_eng_reader_put(e, r);
     if (st != CDB_OK) cdb_engine_stats_free(out);
     return st;
 }
@@ -149,16 +149,16 @@ static int check_index(cdb_db *db, char msg[8][256]) {
     cdb_index *ix = NULL;
     cdb_status st;
     if (cdb_db_model_default(db, &dm) != CDB_OK) return 0;
-    eng_index_path(db, dm.id, path, sizeof path);
+    cdb_eng_index_path(db, dm.id, path, sizeof path);
     st = cdb_index_load(path, &ix);
     if (st == CDB_OK) {
         int64_t *ids = NULL, *removed = NULL;
         uint16_t *vecs = NULL;
         int64_t n = 0, n_covered_stored = 0;
         size_t n_removed = 0;
-        if (eng_read_all_vectors(db, dm.id, dm.dim, &ids, &vecs, &n) == CDB_OK) {
+        if (cdb_eng_read_all_vectors(db, dm.id, dm.dim, &ids, &vecs, &n) == CDB_OK) {
             for (int64_t i = 0; i < n; i++) n_covered_stored += cdb_index_covers(ix, ids[i]);
-            eng_ids_since(db, dm.id, (int64_t)cdb_index_watermark(ix), 1, &removed, &n_removed);
+            cdb_eng_ids_since(db, dm.id, (int64_t)cdb_index_watermark(ix), 1, &removed, &n_removed);
             /* covered ids that are not stored must have been removed since */
             if (cdb_index_count(ix) - n_covered_stored > (int64_t)n_removed)
                 snprintf(msg[n_msg++], 256,
@@ -179,7 +179,8 @@ static int check_index(cdb_db *db, char msg[8][256]) {
     return n_msg;
 }
 
-cdb_status cdb_engine_verify(cdb_engine *e, int deep, double sample, cdb_engine_verify_report *out) {
+cdb_status cdb_engine_verify(cdb_engine *e, int deep, double sample,
+                             cdb_engine_verify_report *out) {
     cdb_db_report *r = NULL;
     cdb_model *m = NULL;
     cdb_db_model dm;
@@ -187,24 +188,26 @@ cdb_status cdb_engine_verify(cdb_engine *e, int deep, double sample, cdb_engine_
     char idx_msg[8][256];
     int n_idx;
     cdb_status st;
-    eng_clear();
+    cdb_eng_clear();
     memset(out, 0, sizeof *out);
     memset(&di, 0, sizeof di);
     if (deep) { /* the default model's image tower, on the CPU */
         cdb_engine_device dev = e->p.device;
         if ((st = cdb_db_model_default(e->db, &dm)) != CDB_OK)
-            return eng_failw(st, st == CDB_NOTFOUND ? CDB_ENGINE_E_NOT_INITIALIZED : CDB_ENGINE_E_NONE,
-                             st == CDB_NOTFOUND ? "it has no model" : cdb_errmsg(),
-                             st == CDB_NOTFOUND ? "the database is not initialized"
-                                                : "cannot read the database's model");
+            return cdb_eng_failw(
+                st, st == CDB_NOTFOUND ? CDB_ENGINE_E_NOT_INITIALIZED : CDB_ENGINE_E_NONE,
+                st == CDB_NOTFOUND ? "it has no model" : cdb_errmsg(),
+                st == CDB_NOTFOUND ? "the database is not initialized"
+                                   : "cannot read the database's model");
         e->p.device = CDB_ENGINE_DEVICE_CPU;
-        st = eng_load_db_model(e, e->db, &dm, 1, 0, 0, &m);
+        st = cdb_eng_load_db_model(e, e->db, &dm, 1, 0, 0, &m);
         e->p.device = dev;
         if (st != CDB_OK) return st;
     }
     if ((st = cdb_db_verify(e->db, &r)) != CDB_OK ||
-        (deep && (st = eng_deep_check(e->db, m, dm.id, sample, r, &e->p.events, &di)) != CDB_OK)) {
-        st = eng_fail(st, CDB_ENGINE_E_NONE, "cannot verify the database");
+        (deep &&
+         (st = cdb_eng_deep_check(e->db, m, dm.id, sample, r, &e->p.events, &di)) != CDB_OK)) {
+        st = cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot verify the database");
         goto done;
     }
     n_idx = check_index(e->db, idx_msg);

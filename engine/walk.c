@@ -15,8 +15,8 @@
 ** of visited folders; never the list of all files.
 **
 ** Classification: a file "claims to be an image" when its extension is an image
-** extension (eng_image_ext) or its first bytes are an image signature
-** (eng_image_magic); only those go to the decoder.
+** extension (cdb_eng_image_ext) or its first bytes are an image signature
+** (cdb_eng_image_magic); only those go to the decoder.
 */
 #include <dirent.h>
 #include <errno.h>
@@ -29,7 +29,7 @@
 
 #include "engine/engine_int.h"
 
-int eng_image_ext(const char *name) {
+int cdb_eng_image_ext(const char *name) {
     static const char *const exts[] = {
         "jpg", "jpeg", "jpe", "jfif", "png", "bmp", "dib", "gif", "tga", "pnm", "ppm", "pgm",
         "pbm", "webp", "tif", "tiff", "heic", "heif", "hif", "heics", "heifs", "avif", "avifs",
@@ -45,7 +45,7 @@ int eng_image_ext(const char *name) {
     return 0;
 }
 
-const char *eng_image_magic(const unsigned char *b, size_t n) {
+const char *cdb_eng_image_magic(const unsigned char *b, size_t n) {
     if (n >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF) return "jpeg";
     if (n >= 8 && !memcmp(b, "\x89PNG\r\n\x1a\n", 8)) return "png";
     if (n >= 6 && (!memcmp(b, "GIF87a", 6) || !memcmp(b, "GIF89a", 6))) return "gif";
@@ -86,9 +86,9 @@ struct eng_devino_set {
 };
 typedef eng_devino_set devino_set;
 
-eng_devino_set *eng_devino_new(void) { return calloc(1, sizeof(eng_devino_set)); }
+eng_devino_set *cdb_eng_devino_new(void) { return calloc(1, sizeof(eng_devino_set)); }
 
-void eng_devino_free(eng_devino_set *s) {
+void cdb_eng_devino_free(eng_devino_set *s) {
     if (!s) return;
     free(s->keys);
     free(s);
@@ -101,7 +101,7 @@ static size_t dh(uint64_t dev, uint64_t ino, size_t cap) {
 }
 
 /* 1 if inserted, 0 if present, -1 on OOM. */
-int eng_devino_add(eng_devino_set *s, uint64_t dev, uint64_t ino) {
+int cdb_eng_devino_add(eng_devino_set *s, uint64_t dev, uint64_t ino) {
     size_t i;
     if ((s->n + 1) * 2 > s->cap) {
         size_t nc = s->cap ? s->cap * 2 : 64;
@@ -238,7 +238,7 @@ static void walk_dir(walker *w, const char *rel, int depth, int via_link) {
                 free(child_rel);
                 continue;
             }
-            added = eng_devino_add(w->dirs, (uint64_t)st.st_dev, (uint64_t)st.st_ino);
+            added = cdb_eng_devino_add(w->dirs, (uint64_t)st.st_dev, (uint64_t)st.st_ino);
             if (added == 0) {
                 w->st->n_loops++; /* already walked: a loop or a second link */
             } else if (added > 0) {
@@ -248,7 +248,7 @@ static void walk_dir(walker *w, const char *rel, int depth, int via_link) {
         } else if (S_ISREG(st.st_mode)) {
             eng_walk_entry e;
             if ((via_link || is_link || st.st_nlink > 1) &&
-                eng_devino_add(w->files, (uint64_t)st.st_dev, (uint64_t)st.st_ino) == 0) {
+                cdb_eng_devino_add(w->files, (uint64_t)st.st_dev, (uint64_t)st.st_ino) == 0) {
                 w->st->n_same_file++; /* met under another name already */
                 free(child_rel);
                 continue;
@@ -271,7 +271,7 @@ static void walk_dir(walker *w, const char *rel, int depth, int via_link) {
     free(names);
 }
 
-int eng_walk(const char *root, const eng_walk_opts *o, eng_walk_fn fn, void *ud,
+int cdb_eng_walk(const char *root, const eng_walk_opts *o, eng_walk_fn fn, void *ud,
              eng_walk_stats *st) {
     walker w;
     struct stat rs;
@@ -281,11 +281,11 @@ int eng_walk(const char *root, const eng_walk_opts *o, eng_walk_fn fn, void *ud,
     w.follow = o->follow_symlinks;
     w.link_covered = o->link_covered;
     w.link_ud = o->link_ud;
-    w.dirs = o->dirs ? o->dirs : eng_devino_new();
-    w.files = o->files ? o->files : eng_devino_new();
+    w.dirs = o->dirs ? o->dirs : cdb_eng_devino_new();
+    w.files = o->files ? o->files : cdb_eng_devino_new();
     if (!w.dirs || !w.files) {
-        if (!o->dirs) eng_devino_free(w.dirs);
-        if (!o->files) eng_devino_free(w.files);
+        if (!o->dirs) cdb_eng_devino_free(w.dirs);
+        if (!o->files) cdb_eng_devino_free(w.files);
         errno = ENOMEM;
         return -1;
     }
@@ -303,7 +303,7 @@ int eng_walk(const char *root, const eng_walk_opts *o, eng_walk_fn fn, void *ud,
     int rc = 0;
     if (stat(root, &rs) != 0) {
         rc = -1;
-    } else if (eng_devino_add(w.dirs, (uint64_t)rs.st_dev, (uint64_t)rs.st_ino) == 0) {
+    } else if (cdb_eng_devino_add(w.dirs, (uint64_t)rs.st_dev, (uint64_t)rs.st_ino) == 0) {
         st->n_loops++; /* walked already in this run (a bind mount of a walked folder) */
     } else {
         st->n_dirs = 1;
@@ -311,8 +311,8 @@ int eng_walk(const char *root, const eng_walk_opts *o, eng_walk_fn fn, void *ud,
         rc = w.stop ? 1 : 0;
     }
     int e = errno;
-    if (!o->dirs) eng_devino_free(w.dirs);
-    if (!o->files) eng_devino_free(w.files);
+    if (!o->dirs) cdb_eng_devino_free(w.dirs);
+    if (!o->files) cdb_eng_devino_free(w.files);
     errno = e;
     return rc;
 }

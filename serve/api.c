@@ -33,7 +33,7 @@
 #define SRV_MAX_OFFSET 100000
 #define SRV_MAX_LIKE 16
 
-const char *srv_arg(const srv_req *r, const char *key) {
+const char *cdb_srv_arg(const srv_req *r, const char *key) {
     const char *v = NULL;
     for (int i = 0; i < r->n_args; i++)
         if (r->keys[i] && !strcmp(r->keys[i], key)) v = r->vals[i] ? r->vals[i] : "";
@@ -76,23 +76,23 @@ static int set_paging(srv_ctx *c, search_req *s, const char *k, const char *offs
     s->p = cdb_engine_search_params_default();
     s->p.k = c->default_k;
     if (k) {
-        if (srv_parse_int(k, 1, SRV_MAX_K, &v)) {
-            srv_error(o, 400, "bad_request", "k must be an integer from 1 to %d", SRV_MAX_K);
+        if (cdb_srv_parse_int(k, 1, SRV_MAX_K, &v)) {
+            cdb_srv_error(o, 400, "bad_request", "k must be an integer from 1 to %d", SRV_MAX_K);
             return -1;
         }
         s->p.k = (int)v;
     }
     if (offset) {
-        if (srv_parse_int(offset, 0, SRV_MAX_OFFSET, &v)) {
-            srv_error(o, 400, "bad_request", "offset must be an integer from 0 to %d",
+        if (cdb_srv_parse_int(offset, 0, SRV_MAX_OFFSET, &v)) {
+            cdb_srv_error(o, 400, "bad_request", "offset must be an integer from 0 to %d",
                       SRV_MAX_OFFSET);
             return -1;
         }
         s->p.offset = (int)v;
     }
     if (min_score) {
-        if (srv_parse_float(min_score, -1.0, 1.0, &d)) {
-            srv_error(o, 400, "bad_request", "min_score must be a number from -1 to 1");
+        if (cdb_srv_parse_float(min_score, -1.0, 1.0, &d)) {
+            cdb_srv_error(o, 400, "bad_request", "min_score must be a number from -1 to 1");
             return -1;
         }
         s->p.min_score = (float)d;
@@ -100,7 +100,7 @@ static int set_paging(srv_ctx *c, search_req *s, const char *k, const char *offs
     if (under && *under) {
         size_t n = strlen(under);
         if (under[0] != '/' || n >= sizeof s->under) {
-            srv_error(o, 400, "bad_request", "under must be an absolute folder path");
+            cdb_srv_error(o, 400, "bad_request", "under must be an absolute folder path");
             return -1;
         }
         memcpy(s->under, under, n + 1);
@@ -112,7 +112,7 @@ static int set_paging(srv_ctx *c, search_req *s, const char *k, const char *offs
         if (!strcmp(sort, "score")) s->p.sort = CDB_ENGINE_SORT_SCORE;
         else if (!strcmp(sort, "time")) s->p.sort = CDB_ENGINE_SORT_TIME;
         else {
-            srv_error(o, 400, "bad_request", "sort must be score or time");
+            cdb_srv_error(o, 400, "bad_request", "sort must be score or time");
             return -1;
         }
     }
@@ -120,13 +120,14 @@ static int set_paging(srv_ctx *c, search_req *s, const char *k, const char *offs
 }
 
 static int search_from_args(srv_ctx *c, const srv_req *r, search_req *s, srv_resp *o) {
-    const char *q = srv_arg(r, "q"), *text = srv_arg(r, "text"), *like = srv_arg(r, "image_id");
-    if (!q) q = srv_arg(r, "query");
-    if (set_paging(c, s, srv_arg(r, "k"), srv_arg(r, "offset"), srv_arg(r, "min_score"),
-                   srv_arg(r, "under"), srv_arg(r, "sort"), o))
+    const char *q = cdb_srv_arg(r, "q"), *text = cdb_srv_arg(r, "text"),
+               *like = cdb_srv_arg(r, "image_id");
+    if (!q) q = cdb_srv_arg(r, "query");
+    if (set_paging(c, s, cdb_srv_arg(r, "k"), cdb_srv_arg(r, "offset"), cdb_srv_arg(r, "min_score"),
+                   cdb_srv_arg(r, "under"), cdb_srv_arg(r, "sort"), o))
         return -1;
     if (q && text) {
-        srv_error(o, 400, "bad_request", "give q (the query language) or text, not both");
+        cdb_srv_error(o, 400, "bad_request", "give q (the query language) or text, not both");
         return -1;
     }
     if (q || text) {
@@ -135,8 +136,8 @@ static int search_from_args(srv_ctx *c, const srv_req *r, search_req *s, srv_res
     }
     if (like) {
         long v;
-        if (srv_parse_int(like, 1, 0x7fffffffffffffffL, &v)) {
-            srv_error(o, 404, "not_found", "no photo has the id '%.40s'", like);
+        if (cdb_srv_parse_int(like, 1, 0x7fffffffffffffffL, &v)) {
+            cdb_srv_error(o, 404, "not_found", "no photo has the id '%.40s'", like);
             return -1;
         }
         s->like[0] = v;
@@ -166,7 +167,7 @@ static int search_from_json(srv_ctx *c, const srv_req *r, search_req *s, srv_res
     *doc_out = NULL;
     doc = json_loadb(r->body ? r->body : "", r->body_len, JSON_REJECT_DUPLICATES, &err);
     if (!doc || !json_is_object(doc)) {
-        srv_error(o, 400, "bad_json", "the body is not a JSON object (%s)",
+        cdb_srv_error(o, 400, "bad_json", "the body is not a JSON object (%s)",
                   doc ? "another JSON value" : err.text);
         json_decref(doc);
         return -1;
@@ -184,7 +185,8 @@ static int search_from_json(srv_ctx *c, const srv_req *r, search_req *s, srv_res
         else sort = json_string_value(v);
     }
     if (bad) {
-        srv_error(o, 400, "bad_request", "k, offset and min_score are numbers; under and sort strings");
+        cdb_srv_error(o, 400, "bad_request",
+                      "k, offset and min_score are numbers; under and sort strings");
         return -1;
     }
     if (set_paging(c, s, k, off, ms, under, sort, o)) return -1;
@@ -193,18 +195,19 @@ static int search_from_json(srv_ctx *c, const srv_req *r, search_req *s, srv_res
         if (q && json_is_null(q)) q = NULL;
         if (t && json_is_null(t)) t = NULL;
         if ((q && !json_is_string(q)) || (t && !json_is_string(t))) {
-            srv_error(o, 400, "bad_request", "query and text are strings");
+            cdb_srv_error(o, 400, "bad_request", "query and text are strings");
             return -1;
         }
         if (q && t) {
-            srv_error(o, 400, "bad_request", "give query (the query language) or text, not both");
+            cdb_srv_error(o, 400, "bad_request",
+                          "give query (the query language) or text, not both");
             return -1;
         }
         if (q || t) {
             /* a NUL inside the JSON string would cut the text short: refuse it */
             json_t *x = q ? q : t;
             if (strlen(json_string_value(x)) != json_string_length(x)) {
-                srv_error(o, 400, "bad_query", "a NUL character in the query");
+                cdb_srv_error(o, 400, "bad_query", "a NUL character in the query");
                 return -1;
             }
             s->q.text = json_string_value(x);
@@ -214,13 +217,14 @@ static int search_from_json(srv_ctx *c, const srv_req *r, search_req *s, srv_res
     if ((v = json_object_get(doc, "image_id")) && !json_is_null(v)) {
         size_t n = json_is_array(v) ? json_array_size(v) : 1;
         if (n == 0 || n > SRV_MAX_LIKE) {
-            srv_error(o, 400, "bad_request", "image_id: one id, or a list of 1 to %d", SRV_MAX_LIKE);
+            cdb_srv_error(o, 400, "bad_request", "image_id: one id, or a list of 1 to %d",
+                          SRV_MAX_LIKE);
             return -1;
         }
         for (size_t i = 0; i < n; i++) {
             json_t *x = json_is_array(v) ? json_array_get(v, i) : v;
             if (!json_is_integer(x) || json_integer_value(x) <= 0) {
-                srv_error(o, 404, "not_found", "image_id must name photos by their ids");
+                cdb_srv_error(o, 404, "not_found", "image_id must name photos by their ids");
                 return -1;
             }
             s->like[i] = (int64_t)json_integer_value(x);
@@ -232,13 +236,14 @@ static int search_from_json(srv_ctx *c, const srv_req *r, search_req *s, srv_res
         size_t n = 0;
         const char *b64;
         if (!json_is_string(v)) {
-            srv_error(o, 400, "bad_request", "image is a base64 string");
+            cdb_srv_error(o, 400, "bad_request", "image is a base64 string");
             return -1;
         }
         b64 = json_string_value(v);
-        if (!strncmp(b64, "data:", 5) && strchr(b64, ',')) b64 = strchr(b64, ',') + 1; /* a data: URL */
-        if (!(s->image = srv_base64_decode(b64, strlen(b64), &n)) || n == 0) {
-            srv_error(o, 400, "bad_image", "image is not base64 data");
+        if (!strncmp(b64, "data:", 5) && strchr(b64, ','))
+            b64 = strchr(b64, ',') + 1; /* a data: URL */
+        if (!(s->image = cdb_srv_base64_decode(b64, strlen(b64), &n)) || n == 0) {
+            cdb_srv_error(o, 400, "bad_image", "image is not base64 data");
             return -1;
         }
         s->q.image = s->image;
@@ -251,8 +256,8 @@ static json_t *hit_json(const cdb_engine_hit *h) {
     json_t *x = json_object();
     char url[64];
     json_object_set_new(x, "id", json_integer(h->id));
-    srv_json_path(x, "path", h->path);
-    json_object_set_new(x, "score", srv_json_float(h->score));
+    cdb_srv_json_path(x, "path", h->path);
+    json_object_set_new(x, "score", cdb_srv_json_float(h->score));
     json_object_set_new(x, "width", json_integer(h->width));
     json_object_set_new(x, "height", json_integer(h->height));
     json_object_set_new(x, "mtime", json_integer(h->mtime_ns / 1000000000LL));
@@ -273,13 +278,13 @@ static void search(srv_ctx *c, const srv_req *r, srv_resp *o) {
     memset(&out, 0, sizeof out);
     if (is_get(r) ? search_from_args(c, r, &s, o) : search_from_json(c, r, &s, o, &doc)) goto done;
     if (!s.q.text && !s.q.n_like_ids && !s.q.image_bytes) {
-        srv_error(o, 400, "bad_query", "nothing to search for: give %s",
+        cdb_srv_error(o, 400, "bad_query", "nothing to search for: give %s",
                   is_get(r) ? "q, text or image_id" : "query, text, image_id or image");
         goto done;
     }
     t0 = cdb_now_ns();
     if (cdb_engine_search(c->e, &s.q, &s.p, &out) != CDB_OK) {
-        srv_engine_error(o);
+        cdb_srv_engine_error(o);
         goto done;
     }
     atomic_fetch_add(&c->n_search, 1);
@@ -292,7 +297,7 @@ static void search(srv_ctx *c, const srv_req *r, srv_resp *o) {
     arr = json_array();
     for (int i = 0; i < out.n; i++) json_array_append_new(arr, hit_json(&out.hits[i]));
     json_object_set_new(res, "results", arr);
-    srv_json(o, 200, res);
+    cdb_srv_json(o, 200, res);
     o->cache = "no-store";
 done:
     cdb_engine_result_free(&out);
@@ -313,11 +318,11 @@ static void thumb(srv_ctx *c, const srv_req *r, srv_resp *o) {
     void *jpeg = NULL;
     size_t n = 0;
     if (!id) {
-        srv_error(o, 404, "not_found", "no photo has that id");
+        cdb_srv_error(o, 404, "not_found", "no photo has that id");
         return;
     }
     if (cdb_engine_thumb(c->e, id, &jpeg, &n) != CDB_OK) {
-        srv_engine_error(o);
+        cdb_srv_engine_error(o);
         return;
     }
     snprintf(o->etag, sizeof o->etag, "\"t%016llx\"", (unsigned long long)fnv1a(jpeg, n));
@@ -358,18 +363,18 @@ static void original(srv_ctx *c, const srv_req *r, srv_resp *o) {
     struct stat st;
     int fd;
     if (!id) {
-        srv_error(o, 404, "not_found", "no photo has that id");
+        cdb_srv_error(o, 404, "not_found", "no photo has that id");
         return;
     }
     if (cdb_engine_file_get(c->e, id, &f) != CDB_OK) {
-        srv_engine_error(o);
+        cdb_srv_engine_error(o);
         return;
     }
     /* the catalog's path for this id, nothing from the request */
     if ((fd = open(f.path, O_RDONLY | O_CLOEXEC | O_NOCTTY)) < 0 || fstat(fd, &st) != 0 ||
         !S_ISREG(st.st_mode)) {
         if (fd >= 0) close(fd);
-        srv_error(o, 404, "gone", "photo %lld is not where the catalog has it (moved or "
+        cdb_srv_error(o, 404, "gone", "photo %lld is not where the catalog has it (moved or "
                                   "deleted since the last scan)", (long long)id);
         cdb_engine_file_clear(&f);
         return;
@@ -380,7 +385,8 @@ static void original(srv_ctx *c, const srv_req *r, srv_resp *o) {
     o->fd_size = (int64_t)st.st_size;
     o->cache = "private, no-cache";
     snprintf(o->etag, sizeof o->etag, "\"f%llx-%llx\"", (unsigned long long)st.st_size,
-             (unsigned long long)st.st_mtim.tv_sec * 1000000000ULL + (unsigned long long)st.st_mtim.tv_nsec);
+             (unsigned long long)st.st_mtim.tv_sec * 1000000000ULL +
+                 (unsigned long long)st.st_mtim.tv_nsec);
     disposition(f.path, o->disposition, sizeof o->disposition);
     cdb_engine_file_clear(&f);
     if (r->if_none_match && strstr(r->if_none_match, o->etag)) {
@@ -396,7 +402,7 @@ static void stats(srv_ctx *c, srv_resp *o) {
     cdb_engine_stats s;
     json_t *doc, *files, *models;
     if (cdb_engine_stats_get(c->e, 0, &s) != CDB_OK) {
-        srv_engine_error(o);
+        cdb_srv_engine_error(o);
         return;
     }
     doc = json_object();
@@ -424,7 +430,7 @@ static void stats(srv_ctx *c, srv_resp *o) {
     }
     json_object_set_new(doc, "models", models);
     cdb_engine_stats_free(&s);
-    srv_json(o, 200, doc);
+    cdb_srv_json(o, 200, doc);
     o->cache = "no-store";
 }
 
@@ -433,14 +439,14 @@ static void folders(srv_ctx *c, srv_resp *o) {
     int n = 0;
     json_t *arr;
     if (cdb_engine_folders(c->e, &f, &n) != CDB_OK) {
-        srv_engine_error(o);
+        cdb_srv_engine_error(o);
         return;
     }
     arr = json_array();
     for (int i = 0; i < n; i++) {
         json_t *x = json_object();
         json_object_set_new(x, "id", json_integer(f[i].id));
-        srv_json_path(x, "path", f[i].path);
+        cdb_srv_json_path(x, "path", f[i].path);
         json_object_set_new(x, "kind", json_string(f[i].is_file ? "file" : "folder"));
         json_object_set_new(x, "status", json_string(f[i].status));
         json_object_set_new(x, "files", json_integer(f[i].files));
@@ -450,7 +456,7 @@ static void folders(srv_ctx *c, srv_resp *o) {
     cdb_engine_folders_free(f, n);
     json_t *doc = json_object();
     json_object_set_new(doc, "folders", arr);
-    srv_json(o, 200, doc);
+    cdb_srv_json(o, 200, doc);
     o->cache = "no-store";
 }
 
@@ -465,14 +471,15 @@ static int token_equal(const char *want, const char *got, size_t n) {
 static void login(srv_ctx *c, const srv_req *r, srv_resp *o) {
     json_error_t err;
     json_t *doc = json_loadb(r->body ? r->body : "", r->body_len, 0, &err), *t;
-    if (!doc || !json_is_object(doc) || !(t = json_object_get(doc, "token")) || !json_is_string(t)) {
-        srv_error(o, 400, "bad_json", "expected {\"token\": \"...\"}");
+    if (!doc || !json_is_object(doc) || !(t = json_object_get(doc, "token")) ||
+        !json_is_string(t)) {
+        cdb_srv_error(o, 400, "bad_json", "expected {\"token\": \"...\"}");
     } else if (!c->have_token) {
-        srv_json(o, 200, json_pack("{s:b}", "ok", 1)); /* nothing to log in to */
+        cdb_srv_json(o, 200, json_pack("{s:b}", "ok", 1)); /* nothing to log in to */
     } else if (!token_equal(c->token, json_string_value(t), json_string_length(t))) {
-        srv_error(o, 401, "unauthorized", "wrong token");
+        cdb_srv_error(o, 401, "unauthorized", "wrong token");
     } else {
-        srv_json(o, 200, json_pack("{s:b}", "ok", 1));
+        cdb_srv_json(o, 200, json_pack("{s:b}", "ok", 1));
         o->set_cookie = 1;
     }
     json_decref(doc);
@@ -481,15 +488,15 @@ static void login(srv_ctx *c, const srv_req *r, srv_resp *o) {
 /* ---- routing ------------------------------------------------------------------------------ */
 
 static void method_not_allowed(srv_resp *o, const char *allowed) {
-    srv_error(o, 405, "method_not_allowed", "use %s here", allowed);
+    cdb_srv_error(o, 405, "method_not_allowed", "use %s here", allowed);
 }
 
-void srv_handle(srv_ctx *c, const srv_req *r, srv_resp *o) {
+void cdb_srv_handle(srv_ctx *c, const srv_req *r, srv_resp *o) {
     const char *p = r->path ? r->path : "";
     const srv_asset *a;
-    srv_resp_init(o);
+    cdb_srv_resp_init(o);
     if (!r->method) {
-        srv_error(o, 400, "bad_request", "no method");
+        cdb_srv_error(o, 400, "bad_request", "no method");
         return;
     }
     if (is(r, "OPTIONS")) { /* a CORS preflight (or a probe) */
@@ -497,7 +504,7 @@ void srv_handle(srv_ctx *c, const srv_req *r, srv_resp *o) {
         o->cors = c->cors_origin != NULL;
         return;
     }
-    if (srv_clip_retrieval(c, r, o)) return;
+    if (cdb_srv_clip_retrieval(c, r, o)) return;
     if (!strcmp(p, "/api/search")) {
         if (is_get(r) || is(r, "POST")) search(c, r, o);
         else method_not_allowed(o, "GET or POST");
@@ -518,12 +525,12 @@ void srv_handle(srv_ctx *c, const srv_req *r, srv_resp *o) {
         else method_not_allowed(o, "POST");
     } else if (!strcmp(p, "/healthz")) {
         if (is_get(r)) {
-            srv_json(o, 200, json_pack("{s:s}", "status", "ok"));
+            cdb_srv_json(o, 200, json_pack("{s:s}", "status", "ok"));
             o->cache = "no-store";
         } else {
             method_not_allowed(o, "GET");
         }
-    } else if ((a = srv_asset_find(p))) {
+    } else if ((a = cdb_srv_asset_find(p))) {
         if (!is_get(r)) {
             method_not_allowed(o, "GET");
         } else if (r->if_none_match && strstr(r->if_none_match, a->etag)) {
@@ -538,6 +545,6 @@ void srv_handle(srv_ctx *c, const srv_req *r, srv_resp *o) {
             snprintf(o->etag, sizeof o->etag, "%s", a->etag);
         }
     } else {
-        srv_error(o, 404, "not_found", "no such page or API: %.200s", p);
+        cdb_srv_error(o, 404, "not_found", "no such page or API: %.200s", p);
     }
 }

@@ -24,13 +24,14 @@
 
 #define CR_MAX_RESULTS 1000
 
-void srv_base_url(const srv_ctx *c, const srv_req *r, char *buf, size_t size) {
+void cdb_srv_base_url(const srv_ctx *c, const srv_req *r, char *buf, size_t size) {
     int ok = r->host && *r->host && strlen(r->host) < 256;
     for (const char *p = r->host; ok && *p; p++) /* host[:port], [v6]:port: nothing else */
         ok = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
              strchr(".-:[]", *p);
     if (ok) snprintf(buf, size, "http://%s", r->host);
-    else if (strchr(c->bind_host, ':')) snprintf(buf, size, "http://[%s]:%d", c->bind_host, c->port);
+    else if (strchr(c->bind_host, ':'))
+        snprintf(buf, size, "http://[%s]:%d", c->bind_host, c->port);
     else snprintf(buf, size, "http://%s:%d", c->bind_host, c->port);
 }
 
@@ -40,8 +41,8 @@ static json_t *metadata(const char *base, int64_t id, const char *path) {
     const char *name = path ? (strrchr(path, '/') ? strrchr(path, '/') + 1 : path) : "";
     snprintf(url, sizeof url, "%s/api/file/%lld", base, (long long)id);
     json_object_set_new(m, "url", json_string(url));
-    json_object_set_new(m, "caption", srv_json_bytes(name));
-    srv_json_path(m, "path", path);
+    json_object_set_new(m, "caption", cdb_srv_json_bytes(name));
+    cdb_srv_json_path(m, "path", path);
     snprintf(url, sizeof url, "%s/api/thumb/%lld", base, (long long)id);
     json_object_set_new(m, "thumb", json_string(url));
     return m;
@@ -51,7 +52,7 @@ static json_t *load_body(const srv_req *r, srv_resp *o) {
     json_error_t err;
     json_t *doc = json_loadb(r->body ? r->body : "", r->body_len, 0, &err);
     if (!doc || !json_is_object(doc)) {
-        srv_error(o, 400, "bad_json", "the body is not a JSON object (%s)",
+        cdb_srv_error(o, 400, "bad_json", "the body is not a JSON object (%s)",
                   doc ? "another JSON value" : err.text);
         json_decref(doc);
         return NULL;
@@ -82,23 +83,24 @@ static void knn(srv_ctx *c, const srv_req *r, srv_resp *o) {
     num_images = count_field(doc, "num_images", 40);
     num_ids = count_field(doc, "num_result_ids", num_images);
     if (num_images < 0 || num_ids < 0) {
-        srv_error(o, 400, "bad_request", "num_images and num_result_ids are positive integers");
+        cdb_srv_error(o, 400, "bad_request", "num_images and num_result_ids are positive integers");
         goto done;
     }
     if (num_ids < num_images) num_ids = num_images;
     if ((v = json_object_get(doc, "text")) && json_is_string(v) && json_string_length(v) > 0) {
         if (strlen(json_string_value(v)) != json_string_length(v)) {
-            srv_error(o, 400, "bad_query", "a NUL character in the text");
+            cdb_srv_error(o, 400, "bad_query", "a NUL character in the text");
             goto done;
         }
         q.text = json_string_value(v);
         q.text_literal = 1;
-    } else if ((v = json_object_get(doc, "image")) && json_is_string(v) && json_string_length(v) > 0) {
+    } else if ((v = json_object_get(doc, "image")) && json_is_string(v) &&
+               json_string_length(v) > 0) {
         size_t n = 0;
         const char *b64 = json_string_value(v);
         if (!strncmp(b64, "data:", 5) && strchr(b64, ',')) b64 = strchr(b64, ',') + 1;
-        if (!(image = srv_base64_decode(b64, strlen(b64), &n)) || !n) {
-            srv_error(o, 400, "bad_image", "image is not base64 data");
+        if (!(image = cdb_srv_base64_decode(b64, strlen(b64), &n)) || !n) {
+            cdb_srv_error(o, 400, "bad_image", "image is not base64 data");
             goto done;
         }
         q.image = image;
@@ -106,13 +108,14 @@ static void knn(srv_ctx *c, const srv_req *r, srv_resp *o) {
     } else if ((v = json_object_get(doc, "embedding_input")) && json_is_array(v)) {
         size_t n = json_array_size(v);
         if (n != (size_t)c->model.dim || !(vec = malloc(sizeof *vec * n))) {
-            srv_error(o, 400, "bad_request", "embedding_input must have %d numbers", c->model.dim);
+            cdb_srv_error(o, 400, "bad_request", "embedding_input must have %d numbers",
+                          c->model.dim);
             goto done;
         }
         for (size_t i = 0; i < n; i++) {
             json_t *x = json_array_get(v, i);
             if (!json_is_number(x)) {
-                srv_error(o, 400, "bad_request", "embedding_input must hold numbers");
+                cdb_srv_error(o, 400, "bad_request", "embedding_input must hold numbers");
                 goto done;
             }
             vec[i] = (float)json_number_value(x);
@@ -120,27 +123,29 @@ static void knn(srv_ctx *c, const srv_req *r, srv_resp *o) {
         q.vector = vec;
         q.vector_dim = (int)n;
     } else if ((v = json_object_get(doc, "image_url")) && json_is_string(v)) {
-        srv_error(o, 400, "unsupported", "image_url is not supported: send the image itself (base64)");
+        cdb_srv_error(o, 400, "unsupported",
+                      "image_url is not supported: send the image itself (base64)");
         goto done;
     } else {
-        srv_error(o, 400, "bad_query", "give text, image or embedding_input");
+        cdb_srv_error(o, 400, "bad_query", "give text, image or embedding_input");
         goto done;
     }
     p.k = (int)num_ids;
     if (cdb_engine_search(c->e, &q, &p, &res) != CDB_OK) {
-        srv_engine_error(o);
+        cdb_srv_engine_error(o);
         goto done;
     }
     atomic_fetch_add(&c->n_search, 1);
-    srv_base_url(c, r, base, sizeof base);
+    cdb_srv_base_url(c, r, base, sizeof base);
     out = json_array();
     for (int i = 0; i < res.n; i++) {
-        json_t *x = i < num_images ? metadata(base, res.hits[i].id, res.hits[i].path) : json_object();
+        json_t *x =
+            i < num_images ? metadata(base, res.hits[i].id, res.hits[i].path) : json_object();
         json_object_set_new(x, "id", json_integer(res.hits[i].id));
-        json_object_set_new(x, "similarity", srv_json_float(res.hits[i].score));
+        json_object_set_new(x, "similarity", cdb_srv_json_float(res.hits[i].score));
         json_array_append_new(out, x);
     }
-    srv_json(o, 200, out);
+    cdb_srv_json(o, 200, out);
     o->cache = "no-store";
 done:
     cdb_engine_result_free(&res);
@@ -155,11 +160,12 @@ static void meta(srv_ctx *c, const srv_req *r, srv_resp *o) {
     if (!doc) return;
     ids = json_object_get(doc, "ids");
     if (!json_is_array(ids) || json_array_size(ids) > CR_MAX_RESULTS) {
-        srv_error(o, 400, "bad_request", "ids must be a list of at most %d ids", CR_MAX_RESULTS);
+        cdb_srv_error(o, 400, "bad_request", "ids must be a list of at most %d ids",
+                      CR_MAX_RESULTS);
         json_decref(doc);
         return;
     }
-    srv_base_url(c, r, base, sizeof base);
+    cdb_srv_base_url(c, r, base, sizeof base);
     out = json_array();
     for (size_t i = 0; i < json_array_size(ids); i++) {
         json_t *x = json_array_get(ids, i), *item = json_object();
@@ -175,21 +181,21 @@ static void meta(srv_ctx *c, const srv_req *r, srv_resp *o) {
         json_array_append_new(out, item);
     }
     json_decref(doc);
-    srv_json(o, 200, out);
+    cdb_srv_json(o, 200, out);
     o->cache = "no-store";
 }
 
-int srv_clip_retrieval(srv_ctx *c, const srv_req *r, srv_resp *o) {
+int cdb_srv_clip_retrieval(srv_ctx *c, const srv_req *r, srv_resp *o) {
     const char *p = r->path ? r->path : "";
     int get = !strcmp(r->method, "GET") || !strcmp(r->method, "HEAD");
     int post = !strcmp(r->method, "POST");
     if (strcmp(p, "/knn-service") && strcmp(p, "/metadata") && strcmp(p, "/indices-list")) return 0;
     o->cors = c->cors_origin != NULL;
     if (!strcmp(p, "/indices-list")) {
-        if (get) srv_json(o, 200, json_pack("[s]", c->model.name));
-        else srv_error(o, 405, "method_not_allowed", "use GET here");
+        if (get) cdb_srv_json(o, 200, json_pack("[s]", c->model.name));
+        else cdb_srv_error(o, 405, "method_not_allowed", "use GET here");
     } else if (!post) {
-        srv_error(o, 405, "method_not_allowed", "use POST here");
+        cdb_srv_error(o, 405, "method_not_allowed", "use POST here");
     } else if (!strcmp(p, "/knn-service")) {
         knn(c, r, o);
     } else {

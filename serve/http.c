@@ -6,7 +6,7 @@
 ** connections: 503 and close; the access token: 401; a Host that is not loopback when
 ** there is no token: 403; a declared body over the cap: 413), then the body is
 ** collected (a chunked one over the cap is discarded and answered 413), then
-** srv_handle answers and one line is logged at info level when the request completes
+** cdb_srv_handle answers and one line is logged at info level when the request completes
 ** (client, method, path, status, bytes, milliseconds; never the query string, which
 ** may hold what someone searched for).
 **
@@ -127,16 +127,18 @@ static enum MHD_Result send_resp(cdb_serve *s, struct MHD_Connection *conn, req_
     } else if (o->status == 304 || o->status == 204) {
         resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
     } else if (o->static_body) {
-        resp = MHD_create_response_from_buffer(o->len, (void *)o->static_body, MHD_RESPMEM_PERSISTENT);
+        resp =
+            MHD_create_response_from_buffer(o->len, (void *)o->static_body, MHD_RESPMEM_PERSISTENT);
         len = o->len;
     } else {
         resp = MHD_create_response_from_buffer(o->len, o->body ? o->body : (void *)"",
-                                               o->body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+                                               o->body ? MHD_RESPMEM_MUST_FREE
+                                                       : MHD_RESPMEM_PERSISTENT);
         if (resp) o->body = NULL; /* MHD frees it */
         len = o->len;
     }
     if (!resp) {
-        srv_resp_clear(o);
+        cdb_srv_resp_clear(o);
         if (o->fd >= 0) close(o->fd);
         return MHD_NO;
     }
@@ -151,7 +153,8 @@ static enum MHD_Result send_resp(cdb_serve *s, struct MHD_Connection *conn, req_
     if (o->cache) MHD_add_response_header(resp, "Cache-Control", o->cache);
     if (o->disposition[0]) MHD_add_response_header(resp, "Content-Disposition", o->disposition);
     if (o->status == 503 || o->status == 413) MHD_add_response_header(resp, "Connection", "close");
-    if (o->status == 401) MHD_add_response_header(resp, "WWW-Authenticate", "Bearer realm=\"clipdb\"");
+    if (o->status == 401)
+        MHD_add_response_header(resp, "WWW-Authenticate", "Bearer realm=\"clipdb\"");
     if (o->set_cookie && s->token) {
         char c[600];
         snprintf(c, sizeof c, "%s=%s; Path=/; HttpOnly; SameSite=Strict", SRV_COOKIE, s->token);
@@ -160,7 +163,8 @@ static enum MHD_Result send_resp(cdb_serve *s, struct MHD_Connection *conn, req_
     if (o->cors && s->cors) {
         MHD_add_response_header(resp, "Access-Control-Allow-Origin", s->cors);
         MHD_add_response_header(resp, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-        MHD_add_response_header(resp, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+        MHD_add_response_header(resp, "Access-Control-Allow-Headers",
+                                "Authorization, Content-Type");
         MHD_add_response_header(resp, "Vary", "Origin");
     }
     rc = MHD_queue_response(conn, (unsigned)o->status, resp);
@@ -176,10 +180,10 @@ static enum MHD_Result send_error(cdb_serve *s, struct MHD_Connection *conn, req
                                   int status, const char *code, const char *msg) {
     srv_resp o;
     enum MHD_Result rc;
-    srv_resp_init(&o);
-    srv_error(&o, status, code, "%s", msg);
+    cdb_srv_resp_init(&o);
+    cdb_srv_error(&o, status, code, "%s", msg);
     rc = send_resp(s, conn, st, &o);
-    srv_resp_clear(&o);
+    cdb_srv_resp_clear(&o);
     st->answered = 1;
     return rc;
 }
@@ -206,11 +210,12 @@ static enum MHD_Result on_arg(void *cls, enum MHD_ValueKind kind, const char *ke
 static int public_path(const char *method, const char *path) {
     if (!strcmp(path, "/healthz")) return 1;
     if (!strcmp(path, "/api/login")) return !strcmp(method, "POST");
-    return srv_asset_find(path) != NULL;
+    return cdb_srv_asset_find(path) != NULL;
 }
 
 static int authorized(cdb_serve *s, struct MHD_Connection *conn) {
-    const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    const char *auth =
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
     const char *cookie = MHD_lookup_connection_value(conn, MHD_COOKIE_KIND, SRV_COOKIE);
     const char *got = NULL;
     size_t want = strlen(s->token), n;
@@ -284,7 +289,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         st->body[st->len] = '\0';
         return MHD_YES;
     }
-    if (st->too_large) return send_error(s, conn, st, 413, "too_large", "the request body is too large");
+    if (st->too_large)
+        return send_error(s, conn, st, 413, "too_large", "the request body is too large");
     {
         srv_req r;
         srv_resp o;
@@ -295,13 +301,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         r.path = url;
         MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, on_arg, &ud);
         r.host = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
-        r.content_type = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
-        r.if_none_match = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_NONE_MATCH);
+        r.content_type =
+            MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+        r.if_none_match =
+            MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_NONE_MATCH);
         r.body = st->body ? st->body : "";
         r.body_len = st->len;
-        srv_handle(&s->ctx, &r, &o);
+        cdb_srv_handle(&s->ctx, &r, &o);
         rc = send_resp(s, conn, st, &o);
-        srv_resp_clear(&o);
+        cdb_srv_resp_clear(&o);
         if (o.fd >= 0) close(o.fd);
         return rc;
     }
@@ -374,7 +382,8 @@ cdb_status cdb_serve_start(cdb_engine *e, const cdb_serve_params *p_in, cdb_serv
     if (p.timeout_s <= 0) p.timeout_s = 15;
     if (!p.max_body_bytes) p.max_body_bytes = (size_t)32 << 20;
     if (p.default_k <= 0) p.default_k = 40;
-    if (p.port < 0 || p.port > 65535) return cdb_seterr(CDB_INVALID, "port %d out of range", p.port);
+    if (p.port < 0 || p.port > 65535)
+        return cdb_seterr(CDB_INVALID, "port %d out of range", p.port);
     if (p.token && (strlen(p.token) < 16 || strlen(p.token) > 512))
         return cdb_seterr(CDB_INVALID, "the access token must have 16 to 512 characters");
     for (const char *t = p.token; t && *t; t++)

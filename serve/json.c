@@ -16,23 +16,24 @@
 
 #include "serve/serve_int.h"
 
-void srv_resp_init(srv_resp *o) {
+void cdb_srv_resp_init(srv_resp *o) {
     memset(o, 0, sizeof *o);
     o->fd = -1;
     o->status = 200;
 }
 
-void srv_resp_clear(srv_resp *o) {
+void cdb_srv_resp_clear(srv_resp *o) {
     free(o->body);
     o->body = NULL;
 }
 
-void srv_json(srv_resp *o, int status, json_t *j) {
+void cdb_srv_json(srv_resp *o, int status, json_t *j) {
     free(o->body);
     o->body = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(9)) : NULL;
     json_decref(j);
     if (!o->body) { /* out of memory while writing: still a well-formed answer */
-        static const char oom[] = "{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}";
+        static const char oom[] =
+            "{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}";
         o->static_body = (const unsigned char *)oom;
         o->len = sizeof oom - 1;
         o->status = 500;
@@ -74,7 +75,7 @@ static int utf8_valid(const char *s, size_t n) {
     return 1;
 }
 
-json_t *srv_json_bytes(const char *s) {
+json_t *cdb_srv_json_bytes(const char *s) {
     size_t n = s ? strlen(s) : 0, o = 0;
     char *fixed;
     json_t *j;
@@ -115,8 +116,8 @@ static char *base64(const unsigned char *b, size_t n) {
     return out;
 }
 
-void srv_json_path(json_t *obj, const char *key, const char *s) {
-    json_object_set_new(obj, key, srv_json_bytes(s));
+void cdb_srv_json_path(json_t *obj, const char *key, const char *s) {
+    json_object_set_new(obj, key, cdb_srv_json_bytes(s));
     if (s && !utf8_valid(s, strlen(s))) {
         char k[64], *b = base64((const unsigned char *)s, strlen(s));
         snprintf(k, sizeof k, "%s_b64", key);
@@ -125,12 +126,12 @@ void srv_json_path(json_t *obj, const char *key, const char *s) {
     }
 }
 
-json_t *srv_json_float(float v) {
+json_t *cdb_srv_json_float(float v) {
     if (!isfinite(v)) return json_null();
-    return json_real((double)v); /* written with %.9g: see srv_json */
+    return json_real((double)v); /* written with %.9g: see cdb_srv_json */
 }
 
-unsigned char *srv_base64_decode(const char *s, size_t len, size_t *n) {
+unsigned char *cdb_srv_base64_decode(const char *s, size_t len, size_t *n) {
     unsigned char *out = malloc(len / 4 * 3 + 3), *o = out;
     unsigned acc = 0;
     int bits = 0, pad = 0;
@@ -169,7 +170,7 @@ unsigned char *srv_base64_decode(const char *s, size_t len, size_t *n) {
     return out;
 }
 
-int srv_parse_int(const char *s, long lo, long hi, long *out) {
+int cdb_srv_parse_int(const char *s, long lo, long hi, long *out) {
     char *end;
     long v;
     if (!s || !*s) return -1;
@@ -180,7 +181,7 @@ int srv_parse_int(const char *s, long lo, long hi, long *out) {
     return 0;
 }
 
-int srv_parse_float(const char *s, double lo, double hi, double *out) {
+int cdb_srv_parse_float(const char *s, double lo, double hi, double *out) {
     char *end;
     double v;
     if (!s || !*s) return -1;
@@ -191,7 +192,7 @@ int srv_parse_float(const char *s, double lo, double hi, double *out) {
     return 0;
 }
 
-void srv_error(srv_resp *o, int status, const char *code, const char *fmt, ...) {
+void cdb_srv_error(srv_resp *o, int status, const char *code, const char *fmt, ...) {
     char msg[1200];
     va_list ap;
     json_t *err = json_object(), *doc = json_object();
@@ -199,21 +200,21 @@ void srv_error(srv_resp *o, int status, const char *code, const char *fmt, ...) 
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     json_object_set_new(err, "code", json_string(code));
-    json_object_set_new(err, "message", srv_json_bytes(msg));
+    json_object_set_new(err, "message", cdb_srv_json_bytes(msg));
     json_object_set_new(doc, "error", err);
-    srv_json(o, status, doc);
+    cdb_srv_json(o, status, doc);
 }
 
-void srv_engine_error(srv_resp *o) {
+void cdb_srv_engine_error(srv_resp *o) {
     const char *m = cdb_errmsg();
     switch (cdb_engine_errcode()) {
-    case CDB_ENGINE_E_UNKNOWN_ID: srv_error(o, 404, "not_found", "%s", m); break;
-    case CDB_ENGINE_E_NO_THUMB: srv_error(o, 404, "no_thumbnail", "%s", m); break;
+    case CDB_ENGINE_E_UNKNOWN_ID: cdb_srv_error(o, 404, "not_found", "%s", m); break;
+    case CDB_ENGINE_E_NO_THUMB: cdb_srv_error(o, 404, "no_thumbnail", "%s", m); break;
     case CDB_ENGINE_E_QUERY:
-    case CDB_ENGINE_E_QUERY_ZERO: srv_error(o, 400, "bad_query", "%s", m); break;
-    case CDB_ENGINE_E_QUERY_IMAGE: srv_error(o, 400, "bad_image", "%s", m); break;
-    case CDB_ENGINE_E_NO_TEXT: srv_error(o, 400, "no_text_model", "%s", m); break;
-    case CDB_ENGINE_E_BUSY: srv_error(o, 503, "busy", "%s", m); break;
-    default: srv_error(o, 500, "internal", "%s", m && *m ? m : "internal error"); break;
+    case CDB_ENGINE_E_QUERY_ZERO: cdb_srv_error(o, 400, "bad_query", "%s", m); break;
+    case CDB_ENGINE_E_QUERY_IMAGE: cdb_srv_error(o, 400, "bad_image", "%s", m); break;
+    case CDB_ENGINE_E_NO_TEXT: cdb_srv_error(o, 400, "no_text_model", "%s", m); break;
+    case CDB_ENGINE_E_BUSY: cdb_srv_error(o, 503, "busy", "%s", m); break;
+    default: cdb_srv_error(o, 500, "internal", "%s", m && *m ? m : "internal error"); break;
     }
 }

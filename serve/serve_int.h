@@ -1,6 +1,6 @@
 /*
 ** serve_int.h: what the files of serve/ share (not a contract: nothing outside serve/
-** includes it but the fuzz target, which drives srv_handle directly).
+** includes it but the fuzz target, which drives cdb_srv_handle directly).
 **
 ** - http.c:           libmicrohttpd: the daemon, bodies, limits, auth, logging, stop.
 ** - api.c:            routing and the JSON API (/api/..., /healthz, the page's files).
@@ -10,7 +10,7 @@
 **
 ** A request reaches the handlers as a srv_req (parsed, decoded, the body complete
 ** and within its cap); they fill a srv_resp. Nothing here knows about sockets, so
-** the fuzz target and the tests can call srv_handle on any input.
+** the fuzz target and the tests can call cdb_srv_handle on any input.
 */
 #ifndef CDB_SERVE_INT_H
 #define CDB_SERVE_INT_H
@@ -67,43 +67,43 @@ typedef struct srv_ctx {
 } srv_ctx;
 
 /* Handles one request (any thread). The caller has checked the access token. */
-void srv_handle(srv_ctx *c, const srv_req *r, srv_resp *out /* OUT */);
-void srv_resp_init(srv_resp *o);
-void srv_resp_clear(srv_resp *o);
+void cdb_srv_handle(srv_ctx *c, const srv_req *r, srv_resp *out /* OUT */);
+void cdb_srv_resp_init(srv_resp *o);
+void cdb_srv_resp_clear(srv_resp *o);
 
 /* The value of query argument key (the last one), or NULL. */
-const char *srv_arg(const srv_req *r, const char *key);
+const char *cdb_srv_arg(const srv_req *r, const char *key);
 
 /* ---- responses (json.c) -------------------------------------------------------------- */
 
 /* o = j as JSON (UTF-8, scores as the CLI writes them: shortest of 9 digits), status.
 ** Takes j. */
-void srv_json(srv_resp *o, int status, json_t *j);
+void cdb_srv_json(srv_resp *o, int status, json_t *j);
 /* o = {"error": {"code": code, "message": msg}} with status. */
-void srv_error(srv_resp *o, int status, const char *code, const char *fmt, ...)
+void cdb_srv_error(srv_resp *o, int status, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* The engine's last failure as an error response (status from its detail code). */
-void srv_engine_error(srv_resp *o);
+void cdb_srv_engine_error(srv_resp *o);
 /* A JSON string for bytes that may not be UTF-8 (invalid sequences become U+FFFD). */
-json_t *srv_json_bytes(const char *s);
+json_t *cdb_srv_json_bytes(const char *s);
 /* Sets key (the text, U+FFFD for bad bytes) and, when s is not valid UTF-8, key_b64
 ** with the exact bytes, as `clipdb search --json` does. */
-void srv_json_path(json_t *obj, const char *key, const char *s);
+void cdb_srv_json_path(json_t *obj, const char *key, const char *s);
 /* A float as JSON the way the CLI prints it (%.9g). */
-json_t *srv_json_float(float v);
+json_t *cdb_srv_json_float(float v);
 /* Decodes standard or URL-safe base64 (padding optional, whitespace skipped); heap
 ** (free), *n bytes; NULL when malformed. */
-unsigned char *srv_base64_decode(const char *s, size_t len, size_t *n /* OUT */);
+unsigned char *cdb_srv_base64_decode(const char *s, size_t len, size_t *n /* OUT */);
 /* Strict integers and numbers of query arguments and JSON: 0 ok, -1 bad. */
-int srv_parse_int(const char *s, long lo, long hi, long *out /* OUT */);
-int srv_parse_float(const char *s, double lo, double hi, double *out /* OUT */);
+int cdb_srv_parse_int(const char *s, long lo, long hi, long *out /* OUT */);
+int cdb_srv_parse_float(const char *s, double lo, double hi, double *out /* OUT */);
 
 /* ---- the clip-retrieval endpoints (clip_retrieval.c) ------------------------------------ */
 
-int srv_clip_retrieval(srv_ctx *c, const srv_req *r, srv_resp *o); /* 1 when it handled r */
+int cdb_srv_clip_retrieval(srv_ctx *c, const srv_req *r, srv_resp *o); /* 1 when it handled r */
 /* "http://HOST" for absolute URLs: the request's Host when it is a plain host[:port],
 ** else the bound address. */
-void srv_base_url(const srv_ctx *c, const srv_req *r, char *buf, size_t size);
+void cdb_srv_base_url(const srv_ctx *c, const srv_req *r, char *buf, size_t size);
 
 /* ---- the page (assets.c, generated) -------------------------------------------------- */
 
@@ -114,6 +114,6 @@ typedef struct srv_asset {
     size_t len;
     const char *etag;          /* quoted hash of data */
 } srv_asset;
-const srv_asset *srv_asset_find(const char *path); /* NULL: none */
+const srv_asset *cdb_srv_asset_find(const char *path); /* NULL: none */
 
 #endif /* CDB_SERVE_INT_H */

@@ -60,7 +60,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
         int nv;
         FUZZ_CHECK(a.n_pos >= 0 && a.n_pos <= argc, "n_pos %d", a.n_pos);
         for (int i = 0; i < a.n_spec; i++) {
-            FUZZ_CHECK(a.count[i] >= 0 && (size_t)a.count[i] <= n, "count %d", a.count[i]); /* -qqqq: one per letter */
+            FUZZ_CHECK(a.count[i] >= 0 && (size_t)a.count[i] <= n, "count %d",
+                       a.count[i]); /* -qqqq: one per letter */
             if (k_spec[i].kind != CLI_FLAG)
                 for (int j = 0; j < a.count[i]; j++)
                     FUZZ_CHECK(a.vals[i][j] != NULL && a.argi[i][j] >= 0 && a.argi[i][j] < argc,
@@ -101,15 +102,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
         }
         for (int i = 0; i < a.n_pos; i++) {
             (void)cli_help_text(a.pos[i]);
-            (void)eng_image_ext(a.pos[i]);
+            (void)cdb_eng_image_ext(a.pos[i]);
         }
     } else {
-        FUZZ_CHECK(a.err[0] != 0 && memchr(a.err, 0, sizeof a.err), "parse failed without a message");
+        FUZZ_CHECK(a.err[0] != 0 && memchr(a.err, 0, sizeof a.err),
+                   "parse failed without a message");
     }
     cli_args_free(&a);
 
     /* the same bytes as a path or a file's first bytes */
-    (void)eng_image_magic(data, n);
+    (void)cdb_eng_image_magic(data, n);
     (void)cli_utf8_valid((const char *)data, n);
     cli_json_write_string(g_null, (const char *)data, n);
     {

@@ -1,6 +1,6 @@
 /*
 ** fuzz_serve.c: libFuzzer target for the request handling of `clipdb serve`
-** (serve/api.c, serve/clip_retrieval.c, serve/json.c through srv_handle): every route
+** (serve/api.c, serve/clip_retrieval.c, serve/json.c through cdb_srv_handle): every route
 ** with fuzzed methods, paths, query arguments, headers and bodies (JSON for search,
 ** knn-service, metadata and login; base64 images; ids), over a real engine on a small
 ** database made once at start (a dozen PPM pictures written here, the bundled model).
@@ -89,14 +89,16 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     ep.device = CDB_ENGINE_DEVICE_CPU;
     rp.threads = 1;
     if (write_pictures(g_lib, 12) != 0 || cdb_engine_create(db, model, NULL) != CDB_OK ||
-        cdb_engine_open(db, &ep, &g_e) != CDB_OK || cdb_engine_ingest(g_e, paths, 1, &rp, r) != CDB_OK) {
+        cdb_engine_open(db, &ep, &g_e) != CDB_OK ||
+        cdb_engine_ingest(g_e, paths, 1, &rp, r) != CDB_OK) {
         fprintf(stderr, "fuzz_serve: cannot make the database: %s\n", cdb_errmsg());
         abort();
     }
     cdb_engine_close(g_e);
     free(r);
     ep.writer = 0;
-    if (cdb_engine_open(db, &ep, &g_e) != CDB_OK || cdb_engine_load_model(g_e, NULL, 1, 1, &g_ctx.model) != CDB_OK) {
+    if (cdb_engine_open(db, &ep, &g_e) != CDB_OK ||
+        cdb_engine_load_model(g_e, NULL, 1, 1, &g_ctx.model) != CDB_OK) {
         fprintf(stderr, "fuzz_serve: cannot open the database: %s\n", cdb_errmsg());
         abort();
     }
@@ -145,7 +147,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
         if (!amp) break;
         a = amp + 1;
     }
-    srv_handle(&g_ctx, &r, &o);
+    cdb_srv_handle(&g_ctx, &r, &o);
     FUZZ_CHECK(o.status >= 100 && o.status <= 599, "status %d", o.status);
     if (o.fd >= 0) {
         FUZZ_CHECK(o.fd_size >= 0, "file size %lld", (long long)o.fd_size);
@@ -164,7 +166,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
             json_decref(doc);
         }
     }
-    srv_resp_clear(&o);
+    cdb_srv_resp_clear(&o);
     free(buf);
     return 0;
 }
