@@ -300,6 +300,10 @@ cdb_status cdb_eng_reader_get(cdb_engine *e, eng_reader **out) {
     return CDB_OK;
 }
 
+int cdb_eng_reader_changed(const cdb_engine *e, const eng_reader *r) {
+    return reader_stale(e, r);
+}
+
 void cdb_eng_reader_put(cdb_engine *e, eng_reader *r) {
     if (!r) return;
     pthread_mutex_lock(&e->mu);

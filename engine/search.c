@@ -275,8 +275,14 @@ done:
     return rc;
 }
 
-/* The current state of model_id's vector set (a reference: vset_unref it). */
-static cdb_status vset_get(cdb_engine *e, cdb_db *db, int64_t model_id, int dim, eng_vset **out) {
+/* The current state of model_id's vector set (a reference: vset_unref it), read
+** through rd. A state built while a writer committed is used for this search only and
+** not published: rd may have read a shard as a snapshot from before the commit while
+** the catalog it read was already past it (the new vectors listed, not found), and a
+** published state with that generation would miss them for good. */
+static cdb_status vset_get(cdb_engine *e, eng_reader *rd, int64_t model_id, int dim,
+                           eng_vset **out) {
+    cdb_db *db = rd->db;
     eng_search_state *ss = search_state(e, model_id);
     char path[4096];
     struct stat st;
@@ -295,14 +301,19 @@ static cdb_status vset_get(cdb_engine *e, cdb_db *db, int64_t model_id, int dim,
     have_file = stat(path, &st) == 0;
     if (ss->cur && ss->cur->ix_file == have_file &&
         (!have_file || same_stat(&st, &ss->cur->ix_st))) {
-        if (ss->cur->gen != gen) { /* same index, newer commits: a delta */
-            if ((rc = vset_delta(db, model_id, ss->cur, gen, &v)) != CDB_OK) goto done;
-            vset_unref(ss->cur);
-            ss->cur = v;
-        }
+        if (ss->cur->gen != gen && /* same index, newer commits: a delta */
+            (rc = vset_delta(db, model_id, ss->cur, gen, &v)) != CDB_OK)
+            goto done;
     } else {
         if (ss->cur) ss->warned_ix = 0; /* another file: warn about it once more */
         if ((rc = vset_fresh(e, ss, db, dim, path, &st, have_file, gen, &v)) != CDB_OK) goto done;
+    }
+    if (v && cdb_eng_reader_changed(e, rd)) {
+        CDB_LOG_DEBUG("engine: a commit while the search state was read: not kept");
+        *out = v; /* this search's own reference */
+        goto done;
+    }
+    if (v) {
         vset_unref(ss->cur);
         ss->cur = v;
     }
@@ -651,7 +662,7 @@ cdb_status cdb_engine_search(cdb_engine *e, const cdb_engine_query *qu,
         free(key);
         if (st != CDB_OK) goto done;
     }
-    if ((st = vset_get(e, rd->db, mod->model_id, dim, &vs)) != CDB_OK) goto done;
+    if ((st = vset_get(e, rd, mod->model_id, dim, &vs)) != CDB_OK) goto done;
     out->generation = vs->gen;
     need = p->k + p->offset;
     /* under filters after ranking: ask for more until enough survive or all are seen */
