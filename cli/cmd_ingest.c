@@ -24,14 +24,9 @@
     "free space on the disk that holds the database, then run the same command again: " \
     "what was committed is kept, the rest is redone"
 
-/* A run that failed because the disk is full (the engine's detail code, or the
-** message of a failure the engine passed on). */
+/* A run that failed because the disk is full (the engine's detail code or status). */
 static int disk_full(cdb_status rc) {
-    const char *m = cdb_errmsg();
-    if (rc == CDB_OK) return 0;
-    return cdb_engine_errcode() == CDB_ENGINE_E_DISK_FULL || rc == CDB_NOSPACE ||
-           strstr(m, "database or disk is full") || strstr(m, "No space left on device") ||
-           strstr(m, "no space left on device");
+    return rc != CDB_OK && (cdb_engine_errcode() == CDB_ENGINE_E_DISK_FULL || rc == CDB_NOSPACE);
 }
 
 /* --thumb-size N: 0 or CDB_ENGINE_THUMB_MIN..MAX (the value stays *px when absent). */
@@ -221,7 +216,7 @@ static int report(const char *cmd, const cdb_engine_run_report *r, cdb_status rc
         if (repair_note) printf("repair: %s\n", repair_note);
         if (index_note) printf("index: %s\n", index_note);
     }
-    fflush(stdout);
+    cli_flush_stdout();
     if (disk_full(rc)) {
         /* exit 1 like any failure, but say what to do: nothing committed is lost */
         cli_error_status(rc, "%s stopped: no space left on device", cmd);

@@ -5,6 +5,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "core.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -36,6 +37,11 @@ const char *cdb_status_str(cdb_status rc) {
 const char *cdb_errmsg(void) { return tl_errmsg; }
 
 void cdb_clearerr(void) { tl_errmsg[0] = '\0'; }
+
+cdb_status cdb_errno_status(int e) {
+    if (e == ENOSPC || e == EDQUOT) return CDB_NOSPACE;
+    return e == ENOMEM ? CDB_NOMEM : CDB_IO;
+}
 
 cdb_status cdb_seterr(cdb_status rc, const char *fmt, ...) {
     va_list ap;

@@ -85,6 +85,11 @@ cdb_status cdb_seterr(cdb_status rc, const char *fmt, ...) CDB_PRINTF(2, 3);
 ** layer did not know) and returns rc. */
 cdb_status cdb_errctx(cdb_status rc, const char *fmt, ...) CDB_PRINTF(2, 3);
 
+/* The status of a failed system call's errno: CDB_NOSPACE for a full disk or quota
+** (ENOSPC, EDQUOT), CDB_NOMEM for ENOMEM, CDB_IO otherwise. Callers pass errno as it
+** was right after the call, so a disk-full failure keeps its status on every path. */
+cdb_status cdb_errno_status(int e);
+
 /* Clears this thread's message. */
 void cdb_clearerr(void);
 

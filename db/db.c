@@ -92,7 +92,7 @@ static cdb_status lock_acquire(cdb_db *db, int wait_ms) {
     if (ftruncate(fd, 0) != 0 || pwrite(fd, buf, (size_t)n, 0) != n) {
         int e = errno;
         close(fd);
-        return cdb_seterr(CDB_IO, "write %s: %s", path, strerror(e));
+        return cdb_seterr(cdb_errno_status(e), "write %s: %s", path, strerror(e));
     }
     db->lock_fd = fd;
     return CDB_OK;
@@ -145,13 +145,13 @@ cdb_status cdb_db_open(const char *dir, const cdb_db_params *p, cdb_db **out) {
             goto fail;
         }
         if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
-            rc = cdb_seterr(CDB_IO, "mkdir %s: %s", dir, strerror(errno));
+            rc = cdb_seterr(cdb_errno_status(errno), "mkdir %s: %s", dir, strerror(errno));
             goto fail;
         }
     }
     snprintf(path, sizeof path, "%s/shards", dir);
     if (!db->readonly && mkdir(path, 0755) != 0 && errno != EEXIST) {
-        rc = cdb_seterr(CDB_IO, "mkdir %s: %s", path, strerror(errno));
+        rc = cdb_seterr(cdb_errno_status(errno), "mkdir %s: %s", path, strerror(errno));
         goto fail;
     }
     if (!db->readonly && (rc = lock_acquire(db, p->lock_wait_ms)) != CDB_OK) goto fail;

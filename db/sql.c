@@ -39,6 +39,10 @@ cdb_status cdb_sql_err(sqlite3 *conn, int rc, const char *what) {
     case SQLITE_INTERRUPT: st = CDB_INTERRUPTED; break;
     default: st = CDB_ERROR; break;
     }
+    /* An I/O error of a write or fsync that ran out of space (SQLite says SQLITE_FULL
+    ** only for some paths) is a full disk too. */
+    if (st == CDB_IO && conn && cdb_errno_status(sqlite3_system_errno(conn)) == CDB_NOSPACE)
+        st = CDB_NOSPACE;
     if (st == CDB_BUSY)
         return cdb_seterr(st, "%s: %s (%s): still busy after the retry timeout", what, msg,
                           file && *file ? file : "sqlite");
@@ -340,7 +344,7 @@ static cdb_status fsync_path(const char *path, int must_exist) {
     /* fsync flushes the file's dirty pages whichever descriptor wrote them. */
     int r = fsync(fd), e = errno;
     close(fd);
-    return r == 0 ? CDB_OK : cdb_seterr(CDB_IO, "fsync %s: %s", path, strerror(e));
+    return r == 0 ? CDB_OK : cdb_seterr(cdb_errno_status(e), "fsync %s: %s", path, strerror(e));
 }
 
 cdb_status cdb_sql_fsync_file(const char *path) {

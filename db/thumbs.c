@@ -7,7 +7,7 @@
 ** hash, or whose file is no longer ok, is stale (cdb_db_thumbs_prune drops those).
 ** The setting (long side in pixels, 0 = off) is the catalog's meta key thumb_size.
 **
-** Readers open thumbs.db read-only like every other file (db_open_conn), and only
+** Readers open thumbs.db read-only like every other file (cdb_sql_open_conn), and only
 ** when it exists: a database from before thumbnails simply has none.
 */
 #include <stdio.h>

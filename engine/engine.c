@@ -75,14 +75,10 @@ cdb_status cdb_eng_failw(cdb_status rc, cdb_engine_err code, const char *why, co
     return r;
 }
 
-/* The pipeline reports its fatal errors as CDB_ERROR with the cause in the message
-** (SQLite's SQLITE_FULL text, or strerror(ENOSPC)), so the message is checked too. */
-int cdb_eng_disk_full(cdb_status rc) {
-    const char *m = cdb_errmsg();
-    if (rc == CDB_OK) return 0;
-    return rc == CDB_NOSPACE || strstr(m, "database or disk is full") ||
-           strstr(m, "No space left on device") || strstr(m, "no space left on device");
-}
+/* Every layer maps a full disk to CDB_NOSPACE (SQLite's SQLITE_FULL and I/O errors
+** with ENOSPC in db/, errno through cdb_errno_status elsewhere), and the pipeline
+** passes its fatal status on unchanged: the status alone says it. */
+int cdb_eng_disk_full(cdb_status rc) { return rc == CDB_NOSPACE; }
 
 /* ---- events ------------------------------------------------------------------------------ */
 
@@ -347,9 +343,12 @@ char *cdb_eng_model_info_json(const char *path, const cdb_model *m) {
 }
 
 /* known_hash/known_key: the identity recorded with the database's model and the
-** weights files' key recorded with it (NULL: hash the weights). */
+** weights files' key recorded with it (NULL: hash the weights). A failure that is
+** not about the files (the device asked for cannot run: CDB_UNSUPPORTED, CDB_DEVICE)
+** is kept in *dev_rc with its message in dev_why, so it is reported as itself. */
 static cdb_model *try_open(cdb_engine *e, const char *path, int vision, int text, int threads,
-                           const char *known_hash, const char *known_key) {
+                           const char *known_hash, const char *known_key, cdb_status *dev_rc,
+                           char *dev_why, size_t why_size) {
     cdb_model_params mp = cdb_model_params_default();
     cdb_model *m = NULL;
     mp.known_hash = known_hash;
@@ -358,8 +357,12 @@ static cdb_model *try_open(cdb_engine *e, const char *path, int vision, int text
     mp.load_vision = vision;
     mp.load_text = text;
     mp.device = (cdb_device_kind)e->p.device;
-    if (cdb_model_open(path, &mp, &m) != CDB_OK) return NULL;
-    return m;
+    cdb_status rc = cdb_model_open(path, &mp, &m);
+    if ((rc == CDB_UNSUPPORTED || rc == CDB_DEVICE) && *dev_rc == CDB_OK) {
+        *dev_rc = rc;
+        snprintf(dev_why, why_size, "%s", cdb_errmsg());
+    }
+    return rc == CDB_OK ? m : NULL;
 }
 
 static cdb_status load_db_model(cdb_engine *e, cdb_db *db, const cdb_db_model *dm, int vision,
@@ -368,7 +371,8 @@ static cdb_status load_db_model(cdb_engine *e, cdb_db *db, const cdb_db_model *d
     const char *path = NULL, *key = NULL;
     json_t *root = NULL;
     cdb_model *m = NULL;
-    cdb_status rc = CDB_OK;
+    cdb_status rc = CDB_OK, dev_rc = CDB_OK;
+    char dev_why[512] = "";
     *out = NULL;
     if (cdb_db_model_info(db, dm->id, &info) == CDB_OK && info) {
         root = json_loads(info, 0, NULL);
@@ -376,19 +380,26 @@ static cdb_status load_db_model(cdb_engine *e, cdb_db *db, const cdb_db_model *d
         key = json_string_value(json_object_get(root, "files_key"));
     }
     /* Unchanged files (same key as at registration) need no rehash. */
-    if (path) m = try_open(e, path, vision, text, threads, dm->weights_hash, key);
+    if (path)
+        m = try_open(e, path, vision, text, threads, dm->weights_hash, key, &dev_rc, dev_why,
+                     sizeof dev_why);
     if (m && strcmp(cdb_model_get_info(m)->hash, dm->weights_hash)) {
         cdb_model_close(m);
         m = NULL;
     }
     if (!m && e->fallback_model) { /* the recorded path moved: try the fallback */
-        m = try_open(e, e->fallback_model, vision, text, threads, NULL, NULL);
+        m = try_open(e, e->fallback_model, vision, text, threads, NULL, NULL, &dev_rc, dev_why,
+                     sizeof dev_why);
         if (m && strcmp(cdb_model_get_info(m)->hash, dm->weights_hash)) {
             cdb_model_close(m);
             m = NULL;
         }
     }
-    if (!m) {
+    if (!m && dev_rc != CDB_OK) { /* the weights may well be there: the device is not */
+        rc = cdb_eng_failw(dev_rc, CDB_ENGINE_E_MODEL_LOAD, dev_why,
+                           "cannot load the database's model '%s' on the device asked for",
+                           dm->name);
+    } else if (!m) {
         if (quiet) rc = cdb_eng_code(cdb_seterr(CDB_NOTFOUND, "weights not found"),
                                  CDB_ENGINE_E_WEIGHTS_MISSING);
         else

@@ -161,7 +161,7 @@ cdb_status cdb_eng_index_build(cdb_db *db, int64_t model_id, int dim, int kind,
     snprintf(dir, sizeof dir, "%s/index", cdb_db_dir(db));
     if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
         cdb_index_free(ix);
-        return cdb_seterr(CDB_IO, "mkdir %s: %s", dir, strerror(errno));
+        return cdb_seterr(cdb_errno_status(errno), "mkdir %s: %s", dir, strerror(errno));
     }
     cdb_eng_index_path(db, model_id, path, sizeof path);
     rc = cdb_index_save(ix, path);

@@ -399,7 +399,7 @@ cdb_status cdb_index_save(const cdb_index *ix, const char *path) {
     len = strlen(path) + 32;
     if (!(tmp = cdb_malloc(len))) return cdb_seterr(CDB_NOMEM, "save");
     snprintf(tmp, len, "%s.tmp.%ld", path, (long)getpid());
-    if (!(f = fopen(tmp, "wb"))) { rc = cdb_seterr(CDB_IO, "create %s: %s", tmp, strerror(errno)); goto done; }
+    if (!(f = fopen(tmp, "wb"))) { rc = cdb_seterr(cdb_errno_status(errno), "create %s: %s", tmp, strerror(errno)); goto done; }
     memset(&h, 0, sizeof h);
     memcpy(h.magic, FILE_MAGIC, 8);
     h.version = FILE_VERSION, h.dim = (uint32_t)ix->info.dim, h.kind = (uint32_t)ix->info.kind;
@@ -411,19 +411,21 @@ cdb_status cdb_index_save(const cdb_index *ix, const char *path) {
     h.n_cov = ix->n_cov;
     if (fwrite(&h, sizeof h, 1, f) != 1 ||
         (ix->n_cov && fwrite(ix->cov, sizeof *ix->cov, (size_t)ix->n_cov, f) != (size_t)ix->n_cov)) {
-        rc = cdb_seterr(CDB_IO, "write %s: %s", tmp, strerror(errno));
+        rc = cdb_seterr(cdb_errno_status(errno), "write %s: %s", tmp, strerror(errno));
         goto done;
     }
+    errno = 0;
     if ((frc = faiss_write_index(ix->fx, f)) != 0) {
-        rc = cdb_index_faiss_err_(frc, "write_index");
-        rc = cdb_errctx(CDB_IO, "%s", tmp);
+        int e = errno; /* FAISS's writer failed on fwrite: a full disk sets ENOSPC */
+        cdb_index_faiss_err_(frc, "write_index");
+        rc = cdb_errctx(e ? cdb_errno_status(e) : CDB_IO, "%s", tmp);
         goto done;
     }
     if (fwrite(FILE_END, 8, 1, f) != 1 || fflush(f) != 0 || fsync(fileno(f)) != 0) {
-        rc = cdb_seterr(errno == ENOSPC ? CDB_NOSPACE : CDB_IO, "write %s: %s", tmp, strerror(errno));
+        rc = cdb_seterr(cdb_errno_status(errno), "write %s: %s", tmp, strerror(errno));
         goto done;
     }
-    if (fclose(f) != 0) { f = NULL; rc = cdb_seterr(CDB_IO, "close %s: %s", tmp, strerror(errno)); goto done; }
+    if (fclose(f) != 0) { f = NULL; rc = cdb_seterr(cdb_errno_status(errno), "close %s: %s", tmp, strerror(errno)); goto done; }
     f = NULL;
     if (rename(tmp, path) != 0) { rc = cdb_seterr(CDB_IO, "rename %s -> %s: %s", tmp, path, strerror(errno)); goto done; }
     rc = fsync_dir(path);
