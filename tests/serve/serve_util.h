@@ -12,6 +12,8 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -53,6 +55,8 @@ static inline int su_start_as(su_server *s, const char *const *args, int as_nobo
         unsetenv("CLIPDB_DB");
         unsetenv("CLIPDB_MODEL");
         setenv("NO_COLOR", "1", 1);
+        /* a test that fails (returns early) or dies must not leave its server running */
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
         execv(argv[0], (char *const *)argv);
         _exit(127);
     }
