@@ -85,9 +85,12 @@ void cli_engine_hint(const char *arg) {
 
 int cli_engine_fail(const char *arg) {
     const char *m = cdb_errmsg();
+    cdb_engine_err code = cdb_engine_errcode();
     cli_error(NULL, "%s", m && *m ? m : "failed");
     cli_engine_hint(arg);
-    return CLI_EXIT_FAIL;
+    /* a query that cannot mean anything is the caller's argument, like a bad option */
+    return code == CDB_ENGINE_E_QUERY || code == CDB_ENGINE_E_QUERY_ZERO ? CLI_EXIT_USAGE
+                                                                         : CLI_EXIT_FAIL;
 }
 
 /* ---- events ------------------------------------------------------------------------ */

@@ -4,10 +4,12 @@
 **     beach + sunset - people      ->  +1 "beach", +1 "sunset", -1 "people"
 **     2*beach + 0.5*sunset         ->  +2 "beach", +0.5 "sunset"
 ** A "+"/"-" inside a word ("t-shirt", "-3") is part of the text. A leading "-"
-** negates the first term. The search encodes each term, and scores images against
+** negates the first term. The weight may also be written "2 * beach" or "beach*2"
+** (or "beach * 2"); it must be a finite, nonzero number. The search encodes each term, and scores images against
 ** the normalized weighted sum (search.c); a "not" text is a term with weight -1.
 */
 #include <ctype.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,12 +41,56 @@ static int weight_prefix(const char *w, size_t n, double *weight, size_t *skip) 
     return 1;
 }
 
-static int flush(cdb_engine_term **t, int *n, char **text, double w) {
-    cdb_engine_term *nt = realloc(*t, sizeof **t * (size_t)(*n + 1));
-    if (!nt) return -1;
+/* s[0..n) is a whole number (strtod), into *v. */
+static int is_number(const char *s, size_t n, double *v) {
+    char buf[64], *end;
+    if (n == 0 || n >= sizeof buf) return 0;
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+    *v = strtod(buf, &end);
+    return *end == '\0';
+}
+
+/* A term's text that still holds its weight in the spaced or suffix form: "2 * beach"
+** (the weight prefix of a first word "2" followed by "*") and "beach*2" / "beach * 2".
+** Moves it into *weight (multiplying what a "2*" prefix gave) and trims the text. */
+static void weight_forms(char *text, double *weight) {
+    size_t len = strlen(text);
+    char *star;
+    double v;
+    if (len > 2 && (star = strchr(text, '*')) && star > text && star[-1] == ' ' &&
+        star[1] == ' ' && is_number(text, (size_t)(star - text - 1), &v) && star[2]) {
+        memmove(text, star + 2, strlen(star + 2) + 1); /* "2 * beach" */
+        *weight *= v;
+        return;
+    }
+    if ((star = strrchr(text, '*')) && star > text && star[1] &&
+        is_number(star + 1 + (star[1] == ' '), strlen(star + 1 + (star[1] == ' ')), &v)) {
+        char *end = star; /* "beach*2", "beach * 2" */
+        while (end > text && end[-1] == ' ') end--;
+        if (end > text) {
+            *end = '\0';
+            *weight *= v;
+        }
+    }
+}
+
+/* Ends the term in *text: its weight forms read, the weight checked (-2: err says
+** why), appended to *t with sign * weight (-1: out of memory). */
+static int flush(cdb_engine_term **t, int *n, char **text, double sign, double weight, char *err,
+                 size_t errsz) {
+    cdb_engine_term *nt;
+    weight_forms(*text, &weight);
+    if (!isfinite(weight) || weight == 0) {
+        snprintf(err, errsz,
+                 "the weight of '%s' is %g: a weight is a finite number other than 0 (as in 2*%s)",
+                 *text, weight, *text);
+        return -2;
+    }
+    if (!(nt = realloc(*t, sizeof **t * (size_t)(*n + 1)))) return -1;
     *t = nt;
     nt[*n].text = *text;
-    nt[*n].weight = w;
+    nt[*n].weight = sign * weight;
     (*n)++;
     *text = NULL;
     return 0;
@@ -54,7 +100,7 @@ cdb_status cdb_engine_query_parse(const char *q, cdb_engine_term **terms, int *n
     char err[256]; /* the CLI's "bad query: ..." has always been cut at 255 bytes */
     const size_t errsz = sizeof err;
     cdb_engine_term *t = NULL;
-    int n = 0, last_op = 0;
+    int n = 0, last_op = 0, f;
     char *text = NULL;
     size_t len = 0;
     double sign = 1.0, weight = 1.0;
@@ -76,7 +122,8 @@ cdb_status cdb_engine_query_parse(const char *q, cdb_engine_term **terms, int *n
                 goto fail;
             }
             if (text) {
-                if (flush(&t, &n, &text, sign * weight)) goto nomem;
+                if ((f = flush(&t, &n, &text, sign, weight, err, errsz)) != 0)
+                    goto flush_failed;
                 len = 0;
                 weight = 1.0;
             }
@@ -104,7 +151,7 @@ cdb_status cdb_engine_query_parse(const char *q, cdb_engine_term **terms, int *n
         snprintf(err, errsz, "'%s' ends with an operator", q);
         goto fail;
     }
-    if (text && flush(&t, &n, &text, sign * weight)) goto nomem;
+    if (text && (f = flush(&t, &n, &text, sign, weight, err, errsz)) != 0) goto flush_failed;
     if (n == 0) {
         snprintf(err, errsz, "empty query");
         goto fail;
@@ -112,6 +159,8 @@ cdb_status cdb_engine_query_parse(const char *q, cdb_engine_term **terms, int *n
     *terms = t;
     *n_terms = n;
     return CDB_OK;
+flush_failed:
+    if (f == -2) goto fail;
 nomem:
     free(text);
     cdb_engine_terms_free(t, n);

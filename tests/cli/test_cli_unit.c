@@ -181,10 +181,19 @@ CDB_TEST(query_terms) {
     check_terms(cdb_t_, "+ sunset", 1, (const char *[]){"sunset"}, (double[]){1});
     /* '*' that is not a number prefix stays text */
     check_terms(cdb_t_, "a*b", 1, (const char *[]){"a*b"}, (double[]){1});
+    check_terms(cdb_t_, "5 * stars x", 1, (const char *[]){"stars x"}, (double[]){5});
+    /* the spaced and suffix weight forms */
+    check_terms(cdb_t_, "2 * beach + red sunset*0.5 - people * 3", 3,
+                (const char *[]){"beach", "red sunset", "people"}, (double[]){2, 0.5, -3});
+    check_terms(cdb_t_, "2*beach*3", 1, (const char *[]){"beach"}, (double[]){6});
+    check_terms(cdb_t_, "top 10*", 1, (const char *[]){"top 10*"}, (double[]){1});
+    check_terms(cdb_t_, "x * y", 1, (const char *[]){"x * y"}, (double[]){1});
 }
 
 CDB_TEST(query_errors) {
-    const char *bad[] = {"", "   ", "beach +", "beach + - sunset", "- - y", "2* + x", "+"};
+    const char *bad[] = {"",        "   ",      "beach +",   "beach + - sunset", "- - y",
+                         "2* + x",  "+",        "0*red",     "nan*red",          "inf*red",
+                         "red * 0", "red*nan", "1e999*red", "red + 0 * blue"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         cdb_engine_term *t = NULL;
         int n = 0;
