@@ -96,7 +96,13 @@ int cli_args_parse(cli_args *a, const cli_optspec *spec, int argc, char **argv) 
         for (const char *c = s + 1; *c; c++) {
             int i = find_short(a, *c);
             if (i < 0) {
-                snprintf(a->err, sizeof a->err, "unknown option -%c", *c);
+                if (strlen(s) > 2) /* "-red": likely a query term, not options */
+                    snprintf(a->err, sizeof a->err,
+                             "unknown option -%c (in '%.60s'; an argument that starts with '-' "
+                             "goes after '--', as in: -- '%.60s')",
+                             *c, s, s);
+                else
+                    snprintf(a->err, sizeof a->err, "unknown option -%c", *c);
                 return -1;
             }
             if (spec[i].kind == CLI_FLAG) {

@@ -105,6 +105,14 @@ int cli_get_choice(cli_args *a, const char *name, const char *const *choices, in
 
 /* Set once by main: colors on stderr when it is a terminal and NO_COLOR is unset. */
 void cli_output_init(int quiet);
+/* Every stderr line (errors, warnings, hints, the library's log) starts with the local
+** time, "2026-12-01T03:00:05+0100 ": --log-time or CLIPDB_LOG_TIME=1 (cron logs). */
+void cli_output_log_time(int on);
+/* fflush(stdout), remembering why the first failed write failed (errno is gone by
+** the time main reports it). 0 or -1. */
+int cli_flush_stdout(void);
+/* The errno of the first failed cli_flush_stdout(), 0 if none. */
+int cli_stdout_errno(void);
 int cli_quiet(void);
 int cli_stderr_is_tty(void);
 
@@ -186,7 +194,8 @@ int cli_engine_open(const char *flag_db, int writer, int wait, int device, int m
                     cdb_engine **out /* OUT */);
 /* Prints the engine's last failure (cdb_errmsg: "what (why)") and the hint its
 ** cdb_engine_errcode() calls for; arg fills hints that name something (the --model
-** given, the database folder). Returns CLI_EXIT_FAIL. */
+** given, the database folder). Returns CLI_EXIT_USAGE for a query that cannot mean
+** anything (malformed, or its terms cancel out), else CLI_EXIT_FAIL. */
 int cli_engine_fail(const char *arg);
 /* The hint for the engine's last failure alone (none for most codes). */
 void cli_engine_hint(const char *arg);

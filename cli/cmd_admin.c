@@ -478,7 +478,7 @@ int cli_cmd_errors(int argc, char **argv) {
         cli_json_end_object(&j);
         cli_json_done(&j);
     }
-    fflush(stdout);
+    cli_flush_stdout();
     rc = CLI_EXIT_OK;
 done:
     cdb_engine_errors_free(v, n);

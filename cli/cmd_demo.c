@@ -117,7 +117,7 @@ int cli_cmd_demo(int argc, char **argv) {
         }
         /* 1. the library */
         printf("1. Generating %ld images (seed %ld) in %s\n", count, seed, photos);
-        fflush(stdout);
+        cli_flush_stdout();
         lp.n_threads = (int)threads;
         if ((st = cdb_world_generate(photos, (uint64_t)seed, 0, count, &lp)) != CDB_OK) {
             rc = cli_error_status(st, "cannot generate the library");
@@ -131,7 +131,7 @@ int cli_cmd_demo(int argc, char **argv) {
         dim = ci.dim;
         printf("2. Creating the database %s (model %s, %d dims, %s)\n", dbdir, ci.model_name, dim,
                msrc);
-        fflush(stdout);
+        cli_flush_stdout();
         if ((rc = cli_engine_open(dbdir, 1, 0, device, 0, &e)) != CLI_EXIT_OK) goto d_done;
         /* 3. ingest */
         rp.threads = threads ? (int)threads : cdb_default_threads();
@@ -140,7 +140,7 @@ int cli_cmd_demo(int argc, char **argv) {
             if (realpath(photos, abs)) snprintf(photos, sizeof photos, "%s", abs);
         }
         printf("3. Ingesting\n");
-        fflush(stdout);
+        cli_flush_stdout();
         if (!(rr = calloc(1, sizeof *rr))) {
             rc = cli_error("out of memory", "demo");
             goto d_done;

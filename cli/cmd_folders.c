@@ -197,7 +197,7 @@ int cli_cmd_move(int argc, char **argv) {
             printf(" (%s not found there: the next reindex marks them deleted)",
                    cli_fmt_count(r->files - r->present, b[1], 32));
         printf("\n");
-        fflush(stdout);
+        cli_flush_stdout();
         cli_hint("the next 'clipdb reindex' checks the moved files (reading what changed, "
                  "encoding nothing again)");
     }

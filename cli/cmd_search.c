@@ -36,6 +36,17 @@ static char *join_words(const char **w, int n) {
     return s;
 }
 
+/* Why a search found nothing, when an option is the likely reason (stderr: the
+** empty result itself stays the output). */
+static void note_no_hits(const char *under, int under_exists, double min_score) {
+    if (cli_quiet()) return;
+    if (under && !under_exists)
+        cli_hint("--under %s does not exist, and no stored path starts with it", under);
+    else if (under)
+        cli_hint("no photo under %s matched", under);
+    if (min_score > -1.0) cli_hint("no hit scored --min-score %.4g or more", min_score);
+}
+
 /* Reads the query text from stdin into *text (heap, NUL-terminated): at most
 ** CLI_QUERY_MAX_BYTES + 1 bytes are read; *too_long is set when there were more. */
 static int read_query_stdin(char **text, size_t *len, int *too_long) {
@@ -62,14 +73,25 @@ static int read_query_stdin(char **text, size_t *len, int *too_long) {
     return CLI_EXIT_OK;
 }
 
-static void print_hits(const cdb_engine_hit *h, int n, int json, int paths, int nul, const char *query,
-                       const char *model_name) {
+/* "key": [strings] (the query's example images and --not texts, as given). */
+static void json_strings(cli_json *j, const char *key, const char *const *s, int n) {
+    if (!n) return;
+    cli_json_key(j, key);
+    cli_json_begin_array(j);
+    for (int i = 0; i < n; i++) cli_json_str(j, s[i]);
+    cli_json_end_array(j);
+}
+
+static void print_hits(const cdb_engine_hit *h, int n, int json, int paths, int nul,
+                       const cdb_engine_query *q, const char *model_name) {
     if (json) {
         cli_json j;
         cli_json_init(&j, stdout, 1);
         cli_json_begin_object(&j);
         cli_json_key(&j, "query");
-        cli_json_str(&j, query);
+        cli_json_str(&j, q->text ? q->text : "");
+        json_strings(&j, "images", q->image_paths, q->n_image_paths);
+        json_strings(&j, "not", q->nots, q->n_nots);
         cli_json_key(&j, "model");
         cli_json_str(&j, model_name);
         cli_json_key(&j, "count");
@@ -100,7 +122,7 @@ static void print_hits(const cdb_engine_hit *h, int n, int json, int paths, int 
     } else {
         for (int i = 0; i < n; i++) printf("%d\t%.4f\t%s\n", i + 1, (double)h[i].score, h[i].path);
     }
-    fflush(stdout);
+    cli_flush_stdout();
 }
 
 int cli_cmd_search(int argc, char **argv) {
@@ -118,6 +140,7 @@ int cli_cmd_search(int argc, char **argv) {
     double min_score;
     const char **images, **nots;
     char *text = NULL;
+    int i_stdin = -1;
     cdb_engine_term *terms = NULL;
     if (!cli_begin("search", &a, spec, argc, argv, &rc)) goto done;
     n_img = cli_get_all(&a, "image", &images);
@@ -154,8 +177,17 @@ int cli_cmd_search(int argc, char **argv) {
             goto done;
         }
     }
-    if (a.n_pos == 1 && !strcmp(a.pos[0], "-")) {
-        /* the query text from standard input: at most the limit is ever read */
+    for (int i = 0; i < a.n_pos; i++)
+        if (!strcmp(a.pos[i], "-")) {
+            if (i_stdin >= 0) {
+                rc = cli_usage_error("search", "'-' (the query from standard input) given twice");
+                goto done;
+            }
+            i_stdin = i;
+        }
+    if (i_stdin >= 0) {
+        /* the query text from standard input, in the place of its '-' among the words:
+        ** at most the limit is ever read */
         size_t got = 0;
         int too_long = 0;
         if ((rc = read_query_stdin(&text, &got, &too_long)) != CLI_EXIT_OK) goto done;
@@ -171,6 +203,23 @@ int cli_cmd_search(int argc, char **argv) {
             rc = cli_usage_error("search", "%s query on standard input",
                                  got ? "a NUL byte in the" : "an empty");
             goto done;
+        }
+        if (a.n_pos > 1) { /* echo red | clipdb search - + blue */
+            char *joined;
+            a.pos[i_stdin] = text;
+            joined = join_words(a.pos, a.n_pos);
+            a.pos[i_stdin] = "-";
+            free(text);
+            if (!(text = joined)) {
+                rc = cli_error("out of memory", "cannot search");
+                goto done;
+            }
+            if (strlen(text) > CLI_QUERY_MAX_BYTES) {
+                rc = cli_usage_error("search", "query too long: more than %d bytes of text (the "
+                                     "limit is %d bytes, 64 KiB)",
+                                     CLI_QUERY_MAX_BYTES, CLI_QUERY_MAX_BYTES);
+                goto done;
+            }
         }
     }
     if (a.n_pos) {
@@ -191,6 +240,7 @@ int cli_cmd_search(int argc, char **argv) {
         int device = cli_device(cli_get(&a, "device"), NULL);
         const char *under = cli_get(&a, "under");
         char under_abs[PATH_MAX];
+        int under_found = 0;
         memset(&res, 0, sizeof res);
         if (device < 0) {
             rc = cli_usage_error("search", "bad device (expected auto, cpu or cuda)");
@@ -198,7 +248,7 @@ int cli_cmd_search(int argc, char **argv) {
         }
         if (under) { /* compare against absolute paths, as stored */
             struct stat sb;
-            if (realpath(under, under_abs)) {
+            if ((under_found = realpath(under, under_abs) != NULL)) {
                 /* an existing folder: match whole path components */
                 sp.under_folder = stat(under_abs, &sb) == 0 && S_ISDIR(sb.st_mode);
             } else { /* not an existing path: a plain prefix of absolute paths */
@@ -230,7 +280,8 @@ int cli_cmd_search(int argc, char **argv) {
             goto s_done;
         }
         print_hits(res.hits, res.n, cli_has(&a, "json") > 0, cli_has(&a, "paths") > 0,
-                   cli_has(&a, "null") > 0, text ? text : "", res.model);
+                   cli_has(&a, "null") > 0, &q, res.model);
+        if (res.n == 0) note_no_hits(under, under_found, min_score);
         rc = CLI_EXIT_OK;
     s_done:
         cdb_engine_result_free(&res);

@@ -96,7 +96,7 @@ int cli_cmd_serve(int argc, char **argv) {
     printf("clipdb serve: http://%s%s%s:%d/ (%s, %lld photos%s)\n", strchr(sp.host, ':') ? "[" : "",
            sp.host, strchr(sp.host, ':') ? "]" : "", cdb_serve_port(s), m.name,
            (long long)st.files[2], sp.token ? ", token required" : "");
-    fflush(stdout);
+    cli_flush_stdout();
     while (!cli_interrupted()) {
         struct timespec ts = {0, 100 * 1000000L};
         nanosleep(&ts, NULL);

@@ -4,7 +4,9 @@
 ** prologue every command shares (cli_begin: parse, --help, --quiet). Each command
 ** lives in a cmd_*.c file; see cli.h for the map.
 */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
@@ -71,14 +73,63 @@ done:
     return rc;
 }
 
+#define N_CMDS (sizeof g_cmds / sizeof g_cmds[0])
+
+/* Optimal string alignment distance (an adjacent swap costs 1), capped at 9. */
+static int edit_distance(const char *a, const char *b) {
+    int la = (int)strlen(a), lb = (int)strlen(b), d[24][24];
+    if (la > 22 || lb > 22) return 9;
+    for (int i = 0; i <= la; i++) d[i][0] = i;
+    for (int j = 0; j <= lb; j++) d[0][j] = j;
+    for (int i = 1; i <= la; i++)
+        for (int j = 1; j <= lb; j++) {
+            int c = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < c) c = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < c) c = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                d[i - 2][j - 2] + 1 < c)
+                c = d[i - 2][j - 2] + 1;
+            d[i][j] = c;
+        }
+    return d[la][lb];
+}
+
+/* The command a mistyped name most likely meant (within 2 edits, or a unique
+** prefix), or NULL. */
+static const char *closest_command(const char *name) {
+    const char *best = NULL, *prefix = NULL;
+    int best_d = 3, n_prefix = 0;
+    for (size_t i = 0; i < N_CMDS; i++) {
+        int d = edit_distance(name, g_cmds[i].name);
+        if (d < best_d) best_d = d, best = g_cmds[i].name;
+        if (*name && !strncmp(g_cmds[i].name, name, strlen(name)))
+            prefix = g_cmds[i].name, n_prefix++;
+    }
+    return best ? best : n_prefix == 1 ? prefix : NULL;
+}
+
 static int run_command(const char *name, int argc, char **argv) {
-    for (size_t i = 0; i < sizeof g_cmds / sizeof g_cmds[0]; i++)
+    const char *guess;
+    for (size_t i = 0; i < N_CMDS; i++)
         if (!strcmp(g_cmds[i].name, name)) return g_cmds[i].fn(argc, argv);
+    if ((guess = closest_command(name)))
+        return cli_usage_error(NULL, "unknown command '%s' (did you mean '%s'?)", name, guess);
     return cli_usage_error(NULL, "unknown command '%s'", name);
 }
 
-int main(int argc, char **argv) {
-    int k = 1, quiet = 0;
+/* Results go to stdout: a write that failed there (a full disk, a closed pipe
+** reader, /dev/full) must not end in exit 0 with a truncated or empty file. */
+static int finish_stdout(int rc) {
+    int e;
+    if (cli_flush_stdout() == 0 && !ferror(stdout) && !cli_stdout_errno()) return rc;
+    if ((e = cli_stdout_errno()) == EPIPE) return rc; /* the reader went away (| head) */
+    cli_error(e ? strerror(e) : "a write failed", "cannot write the output");
+    return rc == CLI_EXIT_OK || rc == CLI_EXIT_PARTIAL ? CLI_EXIT_FAIL : rc;
+}
+
+static int run_main(int argc, char **argv) {
+    int k = 1, quiet = 0, log_time = 0;
+    const char *lt = getenv("CLIPDB_LOG_TIME");
     cli_output_init(0);
     /* global options, before the command */
     while (k < argc && argv[k][0] == '-') {
@@ -90,6 +141,8 @@ int main(int argc, char **argv) {
         }
         if (!strcmp(s, "--quiet") || !strcmp(s, "-q")) {
             quiet = 1;
+        } else if (!strcmp(s, "--log-time")) {
+            log_time = 1;
         } else if (!strncmp(s, "--db=", 5)) {
             cli_set_global_db(s + 5);
         } else if (!strcmp(s, "--db")) {
@@ -101,6 +154,7 @@ int main(int argc, char **argv) {
         k++;
     }
     cli_output_init(quiet);
+    cli_output_log_time(log_time || (lt && *lt && strcmp(lt, "0")));
     if (k >= argc) return cli_usage_error(NULL, "no command given");
     if (!strcmp(argv[k], "help")) {
         const char *t;
@@ -117,3 +171,5 @@ int main(int argc, char **argv) {
     cli_signals_install();
     return run_command(argv[k], argc - k - 1, argv + k + 1);
 }
+
+int main(int argc, char **argv) { return finish_stdout(run_main(argc, argv)); }

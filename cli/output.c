@@ -10,14 +10,16 @@
 ** whenever the path is not valid UTF-8. A consumer that needs exact paths uses
 ** <key>_b64 when present, else <key>.
 */
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
 
-static int g_quiet, g_tty, g_color;
+static int g_quiet, g_tty, g_color, g_log_time;
 
 void cli_output_init(int quiet) {
     const char *nc = getenv("NO_COLOR");
@@ -30,7 +32,42 @@ void cli_output_init(int quiet) {
 int cli_quiet(void) { return g_quiet; }
 int cli_stderr_is_tty(void) { return g_tty; }
 
+/* "2026-12-01T03:00:05+0100 " before a line when asked (--log-time): cron logs. */
+static void stamp(void) {
+    char buf[40];
+    time_t now = time(NULL);
+    struct tm tm;
+    if (g_log_time && localtime_r(&now, &tm) &&
+        strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S%z ", &tm))
+        fputs(buf, stderr);
+}
+
+/* The library's log lines (CDB_LOG_*) in the same form as the CLI's own. */
+static void log_sink(cdb_log_level lvl, const char *msg, void *ud) {
+    static const char *names[] = {"debug", "info", "warning", "error"};
+    (void)ud;
+    stamp();
+    fprintf(stderr, "clipdb: %s: %s\n",
+            lvl >= 0 && lvl <= CDB_LOG_LEVEL_ERROR ? names[lvl] : "log", msg);
+}
+
+static int g_stdout_errno;
+
+int cli_flush_stdout(void) {
+    if (fflush(stdout) == 0) return 0;
+    if (!g_stdout_errno) g_stdout_errno = errno ? errno : EIO;
+    return -1;
+}
+
+int cli_stdout_errno(void) { return g_stdout_errno; }
+
+void cli_output_log_time(int on) {
+    g_log_time = on;
+    if (on) cdb_log_set(log_sink, NULL);
+}
+
 static void vline(const char *tag, const char *color, const char *fmt, va_list ap) {
+    stamp();
     if (g_color)
         fprintf(stderr, "clipdb: %s%s:\033[0m ", color, tag);
     else
@@ -69,6 +106,7 @@ void cli_warn(const char *fmt, ...) {
 
 void cli_hint(const char *fmt, ...) {
     va_list ap;
+    stamp();
     fputs(g_color ? "\033[36mhint:\033[0m " : "hint: ", stderr);
     va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);

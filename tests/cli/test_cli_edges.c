@@ -1,0 +1,215 @@
+/*
+** test_cli_edges.c: the rough edges a new user hits, through the clipdb binary and a
+** shell (redirections, pipes) on a small generated library:
+**   - a write error on stdout (/dev/full) is exit 1 with the reason, not exit 0;
+**   - a mistyped command gets "did you mean";
+**   - a leading '-' query term says how to pass it ('--');
+**   - query weights: "2 * red", "red*2" and "red * 2" mean "2*red" (the same output
+**     as the prefix form, the oracle), 0/nan/inf weights and cancelling terms are
+**     usage errors (exit 2);
+**   - '-' among query words reads that part from stdin (same output as typing it);
+**   - --log-time and CLIPDB_LOG_TIME=1 stamp every stderr line;
+**   - an empty result explains an --under that does not exist and a --min-score
+**     that filters everything (stderr; stdout stays empty);
+**   - --device cuda where CUDA cannot run says so, not "cannot find the model".
+** Needs a model ($CLIPDB_TEST_MODEL or the bundled one); skips without one.
+*/
+#include <regex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "cdb_test.h"
+#include "cli_run.h"
+#include "kernels/kernels.h"
+
+static char g_tmp[512], g_db[700];
+
+/* Runs `sh -c CMD` with CLIPDB pointing at the binary and DB at the test database;
+** stdout and stderr into *out / *err (heap). Returns the exit status. */
+static int sh(const char *cmd, char **out, char **err) {
+    char line[8192], po[800], pe[800];
+    int st;
+    snprintf(po, sizeof po, "%s/sh.out", g_tmp);
+    snprintf(pe, sizeof pe, "%s/sh.err", g_tmp);
+    snprintf(line, sizeof line,
+             "env -u CLIPDB_DB -u CLIPDB_MODEL -u CLIPDB_LOG_TIME NO_COLOR=1 CLIPDB='%s' "
+             "DB='%s' sh -c '%s' >'%s' 2>'%s'",
+             CLIPDB_BIN, g_db, cmd, po, pe);
+    st = system(line);
+    if (out) *out = cli_read_file(po, NULL);
+    if (err) *err = cli_read_file(pe, NULL);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int setup(void) {
+    char cmd[1600];
+    if (!cli_tmpdir(g_tmp, sizeof g_tmp)) return -1;
+    snprintf(g_db, sizeof g_db, "%s/lib/clipdb", g_tmp);
+    snprintf(cmd, sizeof cmd, "\"$CLIPDB\" demo --count 40 -q %s/lib >/dev/null", g_tmp);
+    return sh(cmd, NULL, NULL) == 0 ? 0 : -1;
+}
+
+#define NEED_LIBRARY()                                                                   \
+    do {                                                                                 \
+        if (!cli_find_model()) CDB_SKIP("no model: set CLIPDB_TEST_MODEL or add models/"); \
+        if (!g_db[0] && setup() != 0) CDB_TEST_FAIL_("cannot make the test library");    \
+    } while (0)
+
+CDB_TEST(stdout_write_error_fails) {
+    char *out = NULL, *err = NULL;
+    NEED_LIBRARY();
+    CHECK_EQ_INT(sh("\"$CLIPDB\" search --db \"$DB\" red >/dev/full", &out, &err), 1);
+    CHECK_MSG(err && strstr(err, "cannot write the output (No space left on device)"), "%s", err);
+    free(err);
+    CHECK_EQ_INT(sh("\"$CLIPDB\" search --db \"$DB\" --json red >/dev/full", NULL, &err), 1);
+    free(err);
+    CHECK_EQ_INT(sh("\"$CLIPDB\" --help >/dev/full", NULL, &err), 1);
+    free(err);
+    /* a reader that stops early (| head) is not an error of clipdb's */
+    CHECK_EQ_INT(sh("\"$CLIPDB\" search --db \"$DB\" -k 40 red | head -c 1 >/dev/null; exit 0",
+                    NULL, &err),
+                 0);
+    CHECK_MSG(err && !strstr(err, "cannot write"), "%s", err);
+    free(err);
+    free(out);
+}
+
+CDB_TEST(did_you_mean) {
+    char *err = NULL;
+    CHECK_EQ_INT(sh("\"$CLIPDB\" serch red", NULL, &err), 2);
+    CHECK_MSG(err && strstr(err, "unknown command 'serch' (did you mean 'search'?)"), "%s", err);
+    free(err);
+    CHECK_EQ_INT(sh("\"$CLIPDB\" reindx", NULL, &err), 2);
+    CHECK_MSG(err && strstr(err, "did you mean 'reindex'?"), "%s", err);
+    free(err);
+    CHECK_EQ_INT(sh("\"$CLIPDB\" qqqqqqq", NULL, &err), 2);
+    CHECK_MSG(err && !strstr(err, "did you mean"), "%s", err);
+    free(err);
+}
+
+CDB_TEST(leading_dash_term) {
+    char *err = NULL;
+    NEED_LIBRARY();
+    CHECK_EQ_INT(sh("\"$CLIPDB\" search --db \"$DB\" -red", NULL, &err), 2);
+    CHECK_MSG(err && strstr(err, "goes after '--'"), "%s", err);
+    free(err);
+    CHECK_EQ_INT(sh("\"$CLIPDB\" search --db \"$DB\" -k 1 -- -red", NULL, &err), 0);
+    free(err);
+}
+
+/* The output of a search for QUERY (stdout), or NULL when it did not exit 0. */
+static char *search_out(const char *query) {
+    char cmd[1024], *out = NULL, *err = NULL;
+    snprintf(cmd, sizeof cmd, "\"$CLIPDB\" search --db \"$DB\" -k 8 %s", query);
+    int rc = sh(cmd, &out, &err);
+    if (rc != 0) fprintf(stderr, "    search %s: exit %d: %s\n", query, rc, err ? err : "");
+    free(err);
+    if (rc != 0) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+CDB_TEST(query_weights) {
+    char *want, *got;
+    NEED_LIBRARY();
+    want = search_out("\"2*red + blue circle\"");
+    CHECK(want && *want);
+    const char *same[] = {"\"2 * red + blue circle\"", "\"red*2 + blue circle\"",
+                          "\"red * 2 + blue circle\"", "2 \\* red + blue circle"};
+    for (size_t i = 0; i < sizeof same / sizeof same[0]; i++) {
+        got = search_out(same[i]);
+        CHECK_MSG(got && want && !strcmp(got, want), "%s differs from 2*red + blue circle:\n%s\n%s",
+                  same[i], got ? got : "(failed)", want ? want : "");
+        free(got);
+    }
+    free(want);
+    /* weights change the result: the form is not just ignored */
+    want = search_out("\"0.1*red + blue circle\"");
+    got = search_out("\"red * 0.1 + blue circle\"");
+    CHECK(want && got && !strcmp(want, got));
+    free(got);
+    got = search_out("\"red * 3 + blue circle\"");
+    CHECK(want && got && strcmp(want, got) != 0);
+    free(want);
+    free(got);
+    const char *bad[] = {"\"0*red\"", "\"nan*red\"", "\"inf*red + blue\"", "\"red * 0\"",
+                         "\"red - red\""};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char cmd[512], *err = NULL;
+        snprintf(cmd, sizeof cmd, "\"$CLIPDB\" search --db \"$DB\" %s", bad[i]);
+        CHECK_MSG(sh(cmd, NULL, &err) == 2, "%s: not a usage error: %s", bad[i], err);
+        free(err);
+    }
+}
+
+CDB_TEST(query_part_from_stdin) {
+    char *want, *got = NULL, *err = NULL;
+    NEED_LIBRARY();
+    want = search_out("red + blue circle");
+    CHECK_EQ_INT(sh("printf \"red\\n\" | \"$CLIPDB\" search --db \"$DB\" -k 8 - + blue circle", &got,
+                    &err),
+                 0);
+    CHECK_MSG(want && got && !strcmp(want, got), "stdin: %s\ntyped: %s\n%s", got, want, err);
+    free(got);
+    free(err);
+    CHECK_EQ_INT(sh("echo red | \"$CLIPDB\" search --db \"$DB\" - + -", NULL, &err), 2);
+    free(err);
+    free(want);
+}
+
+CDB_TEST(log_time) {
+    regex_t re;
+    char *err = NULL;
+    CHECK_EQ_INT(regcomp(&re, "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}[+-][0-9]{4} "
+                              "clipdb: error: ",
+                         REG_EXTENDED | REG_NOSUB),
+                 0);
+    CHECK_EQ_INT(sh("\"$CLIPDB\" --log-time stats --db /nonexistent/db", NULL, &err), 1);
+    CHECK_MSG(err && regexec(&re, err, 0, NULL, 0) == 0, "%s", err);
+    free(err);
+    CHECK_EQ_INT(sh("CLIPDB_LOG_TIME=1 \"$CLIPDB\" stats --db /nonexistent/db", NULL, &err), 1);
+    CHECK_MSG(err && regexec(&re, err, 0, NULL, 0) == 0, "%s", err);
+    /* every line: the hint too */
+    CHECK_MSG(err && strstr(err, "\nhint") == NULL, "%s", err);
+    free(err);
+    CHECK_EQ_INT(sh("\"$CLIPDB\" stats --db /nonexistent/db", NULL, &err), 1);
+    CHECK_MSG(err && !strncmp(err, "clipdb: error: ", 15), "%s", err);
+    free(err);
+    regfree(&re);
+}
+
+CDB_TEST(empty_results_explained) {
+    char *out = NULL, *err = NULL;
+    NEED_LIBRARY();
+    CHECK_EQ_INT(sh("\"$CLIPDB\" search --db \"$DB\" red --under /nonexistent/x", &out, &err), 0);
+    CHECK(out && !*out);
+    CHECK_MSG(err && strstr(err, "/nonexistent/x does not exist"), "%s", err);
+    free(out);
+    free(err);
+    CHECK_EQ_INT(sh("\"$CLIPDB\" search --db \"$DB\" red --min-score 0.999", &out, &err), 0);
+    CHECK(out && !*out);
+    CHECK_MSG(err && strstr(err, "--min-score 0.999"), "%s", err);
+    free(out);
+    free(err);
+    CHECK_EQ_INT(sh("\"$CLIPDB\" search -q --db \"$DB\" red --min-score 0.999", &out, &err), 0);
+    CHECK_MSG(err && !*err, "quiet, yet: %s", err);
+    free(out);
+    free(err);
+}
+
+CDB_TEST(device_that_cannot_run) {
+    char *err = NULL;
+    NEED_LIBRARY();
+    if (cdb_k_cuda_device_count() > 0) CDB_SKIP("a CUDA device is usable here");
+    CHECK_EQ_INT(sh("\"$CLIPDB\" search --db \"$DB\" red --device cuda", NULL, &err), 1);
+    CHECK_MSG(err && !strstr(err, "cannot find the database's model") && strstr(err, "device"),
+              "%s", err);
+    free(err);
+}
+
+CDB_TEST_MAIN(stdout_write_error_fails, did_you_mean, leading_dash_term, query_weights,
+              query_part_from_stdin, log_time, empty_results_explained, device_that_cannot_run)
