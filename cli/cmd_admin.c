@@ -263,6 +263,7 @@ int cli_cmd_stats(int argc, char **argv) {
         cli_json_key(&j, "roots"); cli_json_int(&j, s.n_roots);
         cli_json_key(&j, "walk_problems"); cli_json_int(&j, s.n_walk_problems);
         cli_json_key(&j, "shards"); cli_json_int(&j, s.n_shards);
+        cli_json_key(&j, "shards_unreadable"); cli_json_int(&j, s.n_shards_unreadable);
         cli_json_key(&j, "generation"); cli_json_int(&j, s.generation);
         cli_json_key(&j, "disk_bytes"); cli_json_int(&j, s.disk_bytes);
         cli_json_key(&j, "models");
@@ -282,7 +283,11 @@ int cli_cmd_stats(int argc, char **argv) {
         if (s.n_walk_problems)
             printf(" (%s problems: 'clipdb errors')", cli_fmt_count(s.n_walk_problems, b[0], 32));
         printf("\n");
-        printf("shards:    %s\n", cli_fmt_count(s.n_shards, b[5], 32));
+        printf("shards:    %s", cli_fmt_count(s.n_shards, b[5], 32));
+        if (s.n_shards_unreadable)
+            printf(" (%s missing or damaged: run 'clipdb verify')",
+                   cli_fmt_count(s.n_shards_unreadable, b[0], 32));
+        printf("\n");
         printf("disk:      %s\n", cli_fmt_bytes(s.disk_bytes, b[0], 32));
         printf("models:    (* = default)\n");
         for (int i = 0; i < s.n_models; i++) print_model_stats(&s.models[i], NULL);

@@ -427,6 +427,10 @@ cdb_status cdb_db_encode_vector(const float *vec, int dim, uint16_t *out /* OUT 
 ** state error/deleted never do. The iterator holds read snapshots until freed;
 ** do not write through the same handle while it is open. */
 cdb_status cdb_db_iter_new(cdb_db *db, int64_t model_id, cdb_db_iter **out /* OUT */);
+/* The same for searches: a shard file that is missing or damaged is left out instead
+** of failing (its vectors are not read), counted in *n_unreadable. */
+cdb_status cdb_db_iter_new_skipping(cdb_db *db, int64_t model_id, int *n_unreadable /* OUT */,
+                                    cdb_db_iter **out /* OUT */);
 /* Reads up to cap vectors: ids[i], and (each may be NULL) f32[i*dim..] decoded
 ** exactly from fp16, f16[i*dim..] raw. *n_out == 0 means the end. */
 cdb_status cdb_db_iter_read(cdb_db_iter *it, int cap, int64_t *ids /* OUT cap */,
@@ -438,6 +442,12 @@ void cdb_db_iter_free(cdb_db_iter *it);
 ** found[i] = 0 (row zero-filled) when file i has no vector. */
 cdb_status cdb_db_vectors_get(cdb_db *db, int64_t model_id, const int64_t *file_ids, int n,
                               float *out /* OUT n*dim */, uint8_t *found /* OUT n */);
+/* The same for searches: the stored fp16 rows as they are, and a file whose shard is
+** missing or damaged gets found[i] = CDB_DB_FOUND_UNREADABLE (row zero-filled)
+** instead of failing the call, so the rest of the library can still be searched. */
+#define CDB_DB_FOUND_UNREADABLE 2
+cdb_status cdb_db_vectors_get_f16(cdb_db *db, int64_t model_id, const int64_t *file_ids, int n,
+                                  uint16_t *out /* OUT n*dim */, uint8_t *found /* OUT n */);
 
 /* ---- generations: what changed since the index was built ------------------------------ */
 

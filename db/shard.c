@@ -296,6 +296,11 @@ static cdb_status shard_open_conn(cdb_db *db, db_shard *sh, int32_t id, int crea
     return rc;
 }
 
+/* Whether shard id has its connection open (a file check would be redundant). */
+static int shard_is_open(const cdb_db *db, int32_t id) {
+    return id > 0 && id < db->n_shards_alloc && db->shards[id].conn != NULL;
+}
+
 cdb_status cdb_shard_get(cdb_db *db, int32_t id, db_shard **out) {
     char path[4096], msg[512];
     db_shard *sh = NULL;
@@ -532,7 +537,8 @@ static cdb_status src_step(cdb_db_iter *it, iter_src *s) {
                       (int)s->shard);
 }
 
-cdb_status cdb_db_iter_new(cdb_db *db, int64_t model_id, cdb_db_iter **out) {
+static cdb_status iter_new(cdb_db *db, int64_t model_id, int *n_unreadable,
+                           cdb_db_iter **out) {
     sqlite3_stmt *st = NULL;
     cdb_db_iter *it = NULL;
     int cap = 0;
@@ -548,6 +554,12 @@ cdb_status cdb_db_iter_new(cdb_db *db, int64_t model_id, cdb_db_iter **out) {
     while ((s = sqlite3_step(st)) == SQLITE_ROW) {
         db_shard *sh = NULL;
         int32_t id = sqlite3_column_int(st, 0);
+        char msg[512];
+        if (n_unreadable && cdb_shard_check_file(db, id, msg, sizeof msg)) {
+            CDB_LOG_WARN("db: %s: its vectors are left out", msg);
+            (*n_unreadable)++;
+            continue;
+        }
         if ((rc = cdb_shard_get(db, id, &sh)) != CDB_OK) goto fail;
         if (it->n_src == cap) {
             cap = cap ? cap * 2 : 8;
@@ -580,6 +592,16 @@ fail:
     sqlite3_finalize(st);
     cdb_db_iter_free(it);
     return rc;
+}
+
+cdb_status cdb_db_iter_new(cdb_db *db, int64_t model_id, cdb_db_iter **out) {
+    return iter_new(db, model_id, NULL, out);
+}
+
+cdb_status cdb_db_iter_new_skipping(cdb_db *db, int64_t model_id, int *n_unreadable,
+                                    cdb_db_iter **out) {
+    *n_unreadable = 0;
+    return iter_new(db, model_id, n_unreadable, out);
 }
 
 cdb_status cdb_db_iter_read(cdb_db_iter *it, int cap, int64_t *ids, float *f32, uint16_t *f16,
@@ -619,13 +641,17 @@ void cdb_db_iter_free(cdb_db_iter *it) {
     cdb_free(it);
 }
 
+/* One file's vector into row (fp32, decoded) or row16 (fp16 as stored); one of them
+** is NULL. skip_unreadable: a missing or damaged shard is found = UNREADABLE. */
 static cdb_status get_one(cdb_db *db, int64_t model_id, int dim, int64_t file_id, float *row,
-                          uint8_t *found) {
+                          uint16_t *row16, int skip_unreadable, uint8_t *found) {
     sqlite3_stmt *st = NULL;
     int32_t shard = 0;
     cdb_status rc;
+    char msg[512];
     *found = 0;
-    memset(row, 0, (size_t)dim * sizeof *row);
+    if (row) memset(row, 0, (size_t)dim * sizeof *row);
+    if (row16) memset(row16, 0, (size_t)dim * sizeof *row16);
     if ((rc = cdb_sql_stmt(db, ST_FILE_BY_ID, &st)) != CDB_OK) return rc;
     sqlite3_bind_int64(st, 1, file_id);
     int s = sqlite3_step(st);
@@ -634,6 +660,11 @@ static cdb_status get_one(cdb_db *db, int64_t model_id, int dim, int64_t file_id
     if (s != SQLITE_ROW && s != SQLITE_DONE) return cdb_sql_err(db->cat, s, "look up file");
     if (shard <= 0) return CDB_OK;
     db_shard *sh = NULL;
+    if (skip_unreadable && !shard_is_open(db, shard) &&
+        cdb_shard_check_file(db, shard, msg, sizeof msg)) {
+        *found = CDB_DB_FOUND_UNREADABLE;
+        return CDB_OK;
+    }
     if ((rc = cdb_shard_get(db, shard, &sh)) != CDB_OK) return rc;
     if (sqlite3_get_autocommit(sh->conn) && (rc = cdb_sql_exec(sh->conn, "BEGIN")) != CDB_OK) return rc;
     sqlite3_reset(sh->st_get);
@@ -647,7 +678,8 @@ static cdb_status get_one(cdb_db *db, int64_t model_id, int dim, int64_t file_id
             rc = cdb_seterr(CDB_CORRUPT, "shard %04d: vector of file %lld has %zu bytes, want %d",
                             (int)shard, (long long)file_id, len, dim * 2);
         else {
-            cdb_shard_decode_blob(blob, dim, row);
+            if (row) cdb_shard_decode_blob(blob, dim, row);
+            if (row16) memcpy(row16, blob, (size_t)dim * 2); /* little-endian host */
             *found = 1;
         }
     } else if (s != SQLITE_DONE) {
@@ -674,7 +706,19 @@ cdb_status cdb_db_vectors_get(cdb_db *db, int64_t model_id, const int64_t *file_
     ** no lock round trip per id. */
     if ((rc = cdb_sql_exec(db->cat, "BEGIN")) != CDB_OK) return rc;
     for (int i = 0; i < n && rc == CDB_OK; i++)
-        rc = get_one(db, model_id, dim, file_ids[i], out + (size_t)i * dim, &found[i]);
+        rc = get_one(db, model_id, dim, file_ids[i], out + (size_t)i * dim, NULL, 0, &found[i]);
+    end_reads(db);
+    return rc;
+}
+
+cdb_status cdb_db_vectors_get_f16(cdb_db *db, int64_t model_id, const int64_t *file_ids, int n,
+                                  uint16_t *out, uint8_t *found) {
+    int dim = 0;
+    cdb_status rc = model_dim(db, model_id, &dim);
+    if (rc != CDB_OK) return rc;
+    if ((rc = cdb_sql_exec(db->cat, "BEGIN")) != CDB_OK) return rc;
+    for (int i = 0; i < n && rc == CDB_OK; i++)
+        rc = get_one(db, model_id, dim, file_ids[i], NULL, out + (size_t)i * dim, 1, &found[i]);
     end_reads(db);
     return rc;
 }

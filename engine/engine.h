@@ -472,6 +472,7 @@ typedef struct cdb_engine_stats {
     int64_t files[5];      /* by state: [1] pending, [2] ok, [3] errors, [4] deleted */
     int64_t n_retry;       /* pending files with a transient failure to retry */
     int64_t n_roots, n_walk_problems, n_shards, generation, disk_bytes;
+    int64_t n_shards_unreadable; /* missing, truncated or foreign shard files (quick check) */
     int thumb_size;        /* the thumbnail setting: long side in pixels, 0 = off */
     cdb_engine_model_stats *models; /* heap: cdb_engine_stats_free */
     int n_models;

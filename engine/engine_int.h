@@ -261,13 +261,17 @@ typedef struct eng_fetch_ctx {
     cdb_db *db;
     int64_t model_id;
     int dim;
+    int n_unreadable; /* ids whose shard is missing or damaged (left out); one thread */
 } eng_fetch_ctx;
 /* cdb_index_fetch_fn over the store (ctx: eng_fetch_ctx). */
 cdb_status cdb_eng_fetch_vectors(void *ctx, const int64_t *ids, size_t n, uint16_t *vecs,
                              uint8_t *found);
-/* Every stored vector of the model, fp16, in id order. Heap arrays (free()). */
+/* Every stored vector of the model, fp16, in id order. Heap arrays (free()).
+** n_unreadable NULL: an unreadable shard fails the call (index builds, verify); else
+** its vectors are left out and the shards left out counted (searches). */
 cdb_status cdb_eng_read_all_vectors(cdb_db *db, int64_t model_id, int dim, int64_t **ids /* OUT */,
-                                uint16_t **vecs /* OUT */, int64_t *n /* OUT */);
+                                    uint16_t **vecs /* OUT */, int64_t *n /* OUT */,
+                                    int *n_unreadable /* OUT, may be NULL */);
 /* Sorted, distinct ids whose vectors were added (removed = 0) or removed (1)
 ** after generation `since`. Heap (free()). */
 cdb_status cdb_eng_ids_since(cdb_db *db, int64_t model_id, int64_t since, int removed,

@@ -27,25 +27,27 @@ void cdb_eng_index_path(cdb_db *db, int64_t model_id, char *buf, size_t size) {
 cdb_status cdb_eng_fetch_vectors(void *ctx, const int64_t *ids, size_t n, uint16_t *vecs,
                              uint8_t *found) {
     eng_fetch_ctx *c = ctx;
-    float *tmp;
     cdb_status rc;
     if (n == 0) return CDB_OK;
-    if (!(tmp = malloc(sizeof *tmp * n * (size_t)c->dim))) return cdb_seterr(CDB_NOMEM, "fetch");
-    rc = cdb_db_vectors_get(c->db, c->model_id, ids, (int)n, tmp, found);
-    /* fp16 -> fp32 was exact, so rounding back gives the stored bits */
-    if (rc == CDB_OK) cdb_k_f32_to_f16(tmp, vecs, n * (size_t)c->dim);
-    free(tmp);
+    /* the stored fp16 bits as they are (no decode and re-encode on the way) */
+    rc = cdb_db_vectors_get_f16(c->db, c->model_id, ids, (int)n, vecs, found);
+    for (size_t i = 0; rc == CDB_OK && i < n; i++)
+        if (found[i] == CDB_DB_FOUND_UNREADABLE) {
+            found[i] = 0;
+            c->n_unreadable++;
+        }
     return rc;
 }
 
 /* ---- reading the whole store ------------------------------------------------------------ */
 
 cdb_status cdb_eng_read_all_vectors(cdb_db *db, int64_t model_id, int dim, int64_t **ids,
-                                uint16_t **vecs, int64_t *n) {
+                                uint16_t **vecs, int64_t *n, int *n_unreadable) {
     cdb_db_iter *it = NULL;
     int64_t cap = 0, len = 0, *I = NULL;
     uint16_t *V = NULL;
-    cdb_status rc = cdb_db_iter_new(db, model_id, &it);
+    cdb_status rc = n_unreadable ? cdb_db_iter_new_skipping(db, model_id, n_unreadable, &it)
+                                 : cdb_db_iter_new(db, model_id, &it);
     const int chunk = 4096;
     *ids = NULL;
     *vecs = NULL;
@@ -147,7 +149,8 @@ cdb_status cdb_eng_index_build(cdb_db *db, int64_t model_id, int dim, int kind,
     p.dim = dim;
     p.kind = (cdb_index_kind)kind;
     if ((rc = cdb_db_generation(db, &gen)) != CDB_OK) return rc;
-    if ((rc = cdb_eng_read_all_vectors(db, model_id, dim, &ids, &vecs, &n)) != CDB_OK) return rc;
+    if ((rc = cdb_eng_read_all_vectors(db, model_id, dim, &ids, &vecs, &n, NULL)) != CDB_OK)
+        return rc;
     if (n == 0) {
         free(ids);
         free(vecs);
@@ -182,7 +185,7 @@ static cdb_status add_uncovered(cdb_db *db, int64_t model_id, int dim, cdb_index
     uint8_t *found = malloc(n ? n : 1);
     int64_t *keep = malloc(sizeof *keep * (n ? n : 1)), *want = malloc(sizeof *want * (n ? n : 1));
     size_t nw = 0, nk = 0;
-    eng_fetch_ctx fc = {db, model_id, dim};
+    eng_fetch_ctx fc = {db, model_id, dim, 0};
     cdb_status rc = CDB_OK;
     *n_added = 0;
     if (!vecs || !found || !keep || !want)
@@ -190,6 +193,9 @@ static cdb_status add_uncovered(cdb_db *db, int64_t model_id, int dim, cdb_index
     for (size_t i = 0; rc == CDB_OK && i < n; i++)
         if (!cdb_index_covers(ix, ids[i])) want[nw++] = ids[i];
     if (rc == CDB_OK && nw) rc = cdb_eng_fetch_vectors(&fc, want, nw, vecs, found);
+    if (rc == CDB_OK && fc.n_unreadable) /* the index must not move past what it lacks */
+        rc = cdb_seterr(CDB_CORRUPT, "%d vectors are in a shard that is missing or damaged: "
+                        "run `clipdb verify`", fc.n_unreadable);
     if (rc == CDB_OK && nw) {
         for (size_t i = 0; i < nw; i++) /* compact to the ids still stored */
             if (found[i]) {

@@ -49,6 +49,10 @@ struct eng_vset {
     uint16_t *vecs;      /* n * dim fp16 */
     size_t n;
     int dim;
+    int partial;           /* its overlay left out a missing or damaged shard's vectors:
+                              never reused, so a restored shard is seen by the next search */
+    atomic_int unreadable; /* a search met vectors in a missing or damaged shard */
+    atomic_int warned;     /* and said so (once per state) */
 };
 
 static void ix_unref(eng_ix *x) {
@@ -113,8 +117,8 @@ static size_t compact_found(int64_t *ids, uint16_t *vecs, const uint8_t *found, 
 
 /* The stored vectors of ids[n] (sorted), those still stored kept: *vecs heap. */
 static cdb_status fetch_kept(cdb_db *db, int64_t model_id, int dim, int64_t *ids, size_t *n,
-                             uint16_t **vecs) {
-    eng_fetch_ctx fc = {db, model_id, dim};
+                             uint16_t **vecs, int *n_unreadable) {
+    eng_fetch_ctx fc = {db, model_id, dim, 0};
     uint8_t *found = NULL;
     cdb_status st = CDB_OK;
     *vecs = NULL;
@@ -124,6 +128,7 @@ static cdb_status fetch_kept(cdb_db *db, int64_t model_id, int dim, int64_t *ids
     if (!*vecs || !found) st = cdb_seterr(CDB_NOMEM, "out of memory");
     else st = cdb_eng_fetch_vectors(&fc, ids, *n, *vecs, found);
     if (st == CDB_OK) *n = compact_found(ids, *vecs, found, *n, dim);
+    *n_unreadable += fc.n_unreadable;
     free(found);
     return st;
 }
@@ -135,6 +140,7 @@ static cdb_status vset_fresh(cdb_engine *e, eng_search_state *ss, cdb_db *db, in
     eng_vset *v = calloc(1, sizeof *v);
     cdb_index *ix = NULL;
     cdb_status rc = CDB_OK;
+    int unread = 0;
     *out = NULL;
     if (!v) return cdb_seterr(CDB_NOMEM, "out of memory");
     v->dim = dim;
@@ -156,8 +162,8 @@ static cdb_status vset_fresh(cdb_engine *e, eng_search_state *ss, cdb_db *db, in
         }
         ix = NULL;
         /* no index: every stored vector is searched exactly */
-        if ((rc = cdb_eng_read_all_vectors(db, ss->model_id, dim, &v->ids, &v->vecs, &n)) !=
-            CDB_OK) {
+        if ((rc = cdb_eng_read_all_vectors(db, ss->model_id, dim, &v->ids, &v->vecs, &n,
+                                           &unread)) != CDB_OK) {
             vset_unref((atomic_init(&v->refs, 1), v));
             return cdb_eng_fail(rc, CDB_ENGINE_E_NONE, "cannot read the stored vectors");
         }
@@ -173,13 +179,16 @@ static cdb_status vset_fresh(cdb_engine *e, eng_search_state *ss, cdb_db *db, in
         v->ix->ix = ix;
         rc = cdb_eng_ids_since(db, ss->model_id, (int64_t)cdb_index_watermark(ix), 0, &v->ids,
                                &v->n);
-        if (rc == CDB_OK) rc = fetch_kept(db, ss->model_id, dim, v->ids, &v->n, &v->vecs);
+        if (rc == CDB_OK)
+            rc = fetch_kept(db, ss->model_id, dim, v->ids, &v->n, &v->vecs, &unread);
         if (rc != CDB_OK) {
             vset_unref((atomic_init(&v->refs, 1), v));
             return cdb_eng_fail(rc, CDB_ENGINE_E_NONE,
                             "cannot read the vectors added since the index was built");
         }
     }
+    v->partial = unread > 0;
+    atomic_init(&v->unreadable, unread > 0);
     atomic_init(&v->refs, 1);
     *out = v;
     return CDB_OK;
@@ -204,7 +213,7 @@ static cdb_status vset_delta(cdb_db *db, int64_t model_id, const eng_vset *old, 
     size_t n_removed = 0, n_added = 0, o = 0, i = 0, j = 0;
     uint16_t *avecs = NULL;
     eng_vset *v = NULL;
-    int dim = old->dim;
+    int dim = old->dim, unread = 0;
     cdb_status rc;
     *out = NULL;
     if ((rc = cdb_eng_ids_since(db, model_id, old->gen, 1, &removed, &n_removed)) != CDB_OK ||
@@ -219,7 +228,7 @@ static cdb_status vset_delta(cdb_db *db, int64_t model_id, const eng_vset *old, 
             goto done;
         }
         memcpy(kept, added, sizeof *kept * n_added);
-        if ((rc = fetch_kept(db, model_id, dim, kept, &n_kept, &avecs)) != CDB_OK) {
+        if ((rc = fetch_kept(db, model_id, dim, kept, &n_kept, &avecs, &unread)) != CDB_OK) {
             free(kept);
             goto done;
         }
@@ -255,6 +264,8 @@ static cdb_status vset_delta(cdb_db *db, int64_t model_id, const eng_vset *old, 
     v->n = o;
     v->dim = dim;
     v->gen = gen;
+    v->partial = unread > 0;
+    atomic_init(&v->unreadable, unread > 0);
     v->ix_file = old->ix_file;
     v->ix_st = old->ix_st;
     if ((v->ix = old->ix)) atomic_fetch_add(&v->ix->refs, 1);
@@ -299,7 +310,7 @@ static cdb_status vset_get(cdb_engine *e, eng_reader *rd, int64_t model_id, int 
         goto done;
     }
     have_file = stat(path, &st) == 0;
-    if (ss->cur && ss->cur->ix_file == have_file &&
+    if (ss->cur && !ss->cur->partial && ss->cur->ix_file == have_file &&
         (!have_file || same_stat(&st, &ss->cur->ix_st))) {
         if (ss->cur->gen != gen && /* same index, newer commits: a delta */
             (rc = vset_delta(db, model_id, ss->cur, gen, &v)) != CDB_OK)
@@ -325,9 +336,9 @@ done:
 }
 
 /* Top `want` hits for q over the state v (fetching from db for the re-rank). */
-static cdb_status search_vector(const eng_vset *v, cdb_db *db, int64_t model_id, const float *q,
+static cdb_status search_vector(eng_vset *v, cdb_db *db, int64_t model_id, const float *q,
                                 int want, float min_score, cdb_hit *out, int *n_out) {
-    eng_fetch_ctx fc = {db, model_id, v->dim};
+    eng_fetch_ctx fc = {db, model_id, v->dim, 0};
     cdb_index_search_opts so = cdb_index_search_opts_default();
     cdb_status st;
     so.k = want;
@@ -339,6 +350,7 @@ static cdb_status search_vector(const eng_vset *v, cdb_db *db, int64_t model_id,
     so.n_extra = v->n;
     if ((st = cdb_index_search(v->ix ? v->ix->ix : NULL, q, v->dim, &so, out, n_out)) != CDB_OK)
         return cdb_eng_fail(st, CDB_ENGINE_E_NONE, "search failed");
+    if (fc.n_unreadable) atomic_store(&v->unreadable, 1);
     return CDB_OK;
 }
 
@@ -687,6 +699,10 @@ cdb_status cdb_engine_search(cdb_engine *e, const cdb_engine_query *qu,
         if ((st = search_vector(vs, rd->db, mod->model_id, q, want, p->min_score, raw, &n_raw)) !=
             CDB_OK)
             goto done;
+        if (atomic_load(&vs->unreadable) && !atomic_exchange(&vs->warned, 1))
+            cdb_eng_warn(&e->p.events,
+                         "some photos are in a shard that is missing or damaged and are left out "
+                         "of the results: run 'clipdb verify', then 'clipdb reindex --repair'");
         for (int i = 0; i < n_raw && n_hits < need; i++) {
             char *path = NULL;
             cdb_db_file f;

@@ -99,6 +99,11 @@ cdb_status cdb_engine_stats_get(cdb_engine *e, unsigned what, cdb_engine_stats *
     out->n_walk_problems = c.n_walk_problems;
     out->n_shards = c.n_shards;
     out->generation = c.generation;
+    {
+        cdb_db_report *rep = NULL; /* stat and header of each shard: no vector is read */
+        if (cdb_db_check_shards(r->db, &rep) == CDB_OK) out->n_shards_unreadable = rep->n_problems;
+        cdb_db_report_free(rep);
+    }
     if (what & CDB_ENGINE_STATS_DISK) out->disk_bytes = du(e->dir);
     if (cdb_db_thumb_size(r->db, &out->thumb_size) != CDB_OK) out->thumb_size = 0;
     ud.db = r->db;
@@ -156,7 +161,7 @@ static int check_index(cdb_db *db, char msg[8][256]) {
         uint16_t *vecs = NULL;
         int64_t n = 0, n_covered_stored = 0;
         size_t n_removed = 0;
-        if (cdb_eng_read_all_vectors(db, dm.id, dm.dim, &ids, &vecs, &n) == CDB_OK) {
+        if (cdb_eng_read_all_vectors(db, dm.id, dm.dim, &ids, &vecs, &n, NULL) == CDB_OK) {
             for (int64_t i = 0; i < n; i++) n_covered_stored += cdb_index_covers(ix, ids[i]);
             cdb_eng_ids_since(db, dm.id, (int64_t)cdb_index_watermark(ix), 1, &removed, &n_removed);
             /* covered ids that are not stored must have been removed since */

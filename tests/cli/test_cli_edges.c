@@ -11,7 +11,9 @@
 **   - --log-time and CLIPDB_LOG_TIME=1 stamp every stderr line;
 **   - an empty result explains an --under that does not exist and a --min-score
 **     that filters everything (stderr; stdout stays empty);
-**   - --device cuda where CUDA cannot run says so, not "cannot find the model".
+**   - --device cuda where CUDA cannot run says so, not "cannot find the model";
+**   - a shard file deleted behind clipdb's back: stats says so, a search runs on what
+**     is left and says what it left out.
 ** Needs a model ($CLIPDB_TEST_MODEL or the bundled one); skips without one.
 */
 #include <regex.h>
@@ -211,5 +213,25 @@ CDB_TEST(device_that_cannot_run) {
     free(err);
 }
 
+CDB_TEST(missing_shard_is_said) {
+    char *out = NULL, *err = NULL;
+    NEED_LIBRARY();
+    CHECK_EQ_INT(sh("cp -r \"$DB\" \"$DB.copy\" && rm \"$DB.copy\"/shards/0001.db*", NULL, NULL),
+                 0);
+    CHECK_EQ_INT(sh("\"$CLIPDB\" stats --db \"$DB.copy\"", &out, &err), 0);
+    CHECK_MSG(out && strstr(out, "1 missing or damaged: run 'clipdb verify'"), "%s", out);
+    free(out);
+    free(err);
+    /* a search still runs, on what is left, and says what it left out */
+    CHECK_EQ_INT(sh("\"$CLIPDB\" search --db \"$DB.copy\" red", &out, &err), 0);
+    CHECK_MSG(err && strstr(err, "missing or damaged") && strstr(err, "reindex --repair"), "%s",
+              err);
+    free(out);
+    free(err);
+    CHECK_EQ_INT(sh("\"$CLIPDB\" verify --db \"$DB.copy\"", NULL, &err), 1);
+    free(err);
+}
+
 CDB_TEST_MAIN(stdout_write_error_fails, did_you_mean, leading_dash_term, query_weights,
-              query_part_from_stdin, log_time, empty_results_explained, device_that_cannot_run)
+              query_part_from_stdin, log_time, empty_results_explained, device_that_cannot_run,
+              missing_shard_is_said)

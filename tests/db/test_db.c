@@ -928,6 +928,52 @@ CDB_TEST(verify_missing_and_truncated_shard) {
     cdb_db_iter *it = NULL;
     CHECK_RC(cdb_db_iter_new(fx.db, fx.model, &it), CDB_CORRUPT);
     CHECK(strstr(cdb_errmsg(), "0001.db") != NULL);
+    {
+        /* Searches read what is left: the other shards' vectors, the stored fp16 bits,
+        ** the two unreadable shards counted and their files marked as such. */
+        int n_unreadable = -1, got = 0, total = 0, n_shards_ok = 0;
+        int64_t ids[150];
+        uint16_t *v16 = malloc(sizeof *v16 * 150 * DIM), *rows = malloc(sizeof *rows * 150 * DIM);
+        float *f32 = malloc(sizeof *f32 * 150 * DIM);
+        uint8_t found16[150], found32[150];
+        CHECK(v16 && rows && f32);
+        CHECK_OK(cdb_db_iter_new_skipping(fx.db, fx.model, &n_unreadable, &it));
+        CHECK_EQ_INT(n_unreadable, 2);
+        do {
+            CHECK_OK(cdb_db_iter_read(it, 150 - total, ids + total, NULL, v16 + total * DIM, &got));
+            total += got;
+        } while (got > 0 && total < 150);
+        cdb_db_iter_free(it);
+        CHECK(total > 0 && total < 150);
+        int64_t all[150];
+        for (int i = 0; i < 150; i++) all[i] = i + 1;
+        CHECK_OK(cdb_db_vectors_get_f16(fx.db, fx.model, all, 150, rows, found16));
+        for (int i = 0; i < 150; i++) n_shards_ok += found16[i] == 1;
+        CHECK_EQ_INT(n_shards_ok, total);
+        for (int i = 0; i < 150; i++)
+            CHECK(found16[i] == 1 || found16[i] == CDB_DB_FOUND_UNREADABLE);
+        /* the rows are the iterator's bits, and decode to what the fp32 read gives */
+        for (int k = 0, j = 0; k < 150; k++) {
+            if (found16[k] != 1) continue;
+            while (j < total && ids[j] != all[k]) j++;
+            CHECK(j < total && !memcmp(rows + (size_t)k * DIM, v16 + (size_t)j * DIM, DIM * 2));
+            CHECK_OK(cdb_db_vectors_get(fx.db, fx.model, &all[k], 1, f32, found32));
+            for (int d = 0; d < DIM && found32[0]; d++) {
+                float x = f32[d];
+                uint16_t h = rows[(size_t)k * DIM + d];
+                float want = ldexpf((float)((h & 0x3ff) | ((h >> 10 & 0x1f) ? 0x400 : 0)),
+                                    ((h >> 10 & 0x1f) ? (h >> 10 & 0x1f) : 1) - 25);
+                if (h & 0x8000) want = -want;
+                if (x != want) {
+                    CDB_TEST_FAIL_("file %d dim %d: fp32 %g, fp16 bits decode to %g", k, d, x, want);
+                    break;
+                }
+            }
+        }
+        free(v16);
+        free(rows);
+        free(f32);
+    }
     CHECK_OK(cdb_db_verify(fx.db, &r));
     CHECK(has_kind(r, CDB_DB_SHARD_MISSING, 1));
     CHECK(has_kind(r, CDB_DB_SHARD_DAMAGED, 2));
