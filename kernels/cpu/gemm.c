@@ -30,6 +30,20 @@ const cdb_gemm_kern *cdb_gemm_kern_get(void) {
     }
 }
 
+const cdb_gemm_kern *cdb_gemm_kern_for(cdb_k_isa isa) {
+    if (isa > cdb_k_cpu_isa()) return NULL; /* the CPU (or CLIPDB_ISA) rules it out */
+    switch (isa) {
+    case CDB_K_ISA_SCALAR: return &cdb_gemm_kern_generic;
+#if CDB_HAVE_AVX2
+    case CDB_K_ISA_AVX2: return &cdb_gemm_kern_avx2;
+#endif
+#if CDB_HAVE_AVX512
+    case CDB_K_ISA_AVX512: return &cdb_gemm_kern_avx512;
+#endif
+    default: return NULL;
+    }
+}
+
 size_t cdb_gemm_packed_floats(int n, int k, int nr) {
     return (size_t)((n + nr - 1) / nr) * (size_t)nr * (size_t)k;
 }

@@ -76,6 +76,9 @@ extern const cdb_gemm_kern cdb_gemm_kern_avx512;
 
 /* The kernels for cdb_k_cpu_isa() (fixed for the process). */
 const cdb_gemm_kern *cdb_gemm_kern_get(void);
+/* The kernels of one path, or NULL when it is not built or above cdb_k_cpu_isa()
+** (tests run every path the machine can). */
+const cdb_gemm_kern *cdb_gemm_kern_for(cdb_k_isa isa);
 
 /* Floats of W [n, k] packed in panels of nr. */
 size_t cdb_gemm_packed_floats(int n, int k, int nr);
