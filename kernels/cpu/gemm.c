@@ -4,11 +4,11 @@
 ** ISA-independent; the micro-tile and the epilogue are the kernel table's.
 **
 ** Loop nest of one work item (a block of up to MC rows x a range of whole
-** panels), BLIS's order: for each K chunk, pack the X block (L2), then for each
-** panel of the range (its KC x nr slice stays in L1 across the block) run the
-** tiles of the block. Work items are (row block, panel range) pairs handed out
-** dynamically; the ranges are cut so that a small m (a text query) still gives
-** every thread a share. None of these choices changes any element's arithmetic.
+** panels): for each K chunk, pack the X block (L2), then for each group of panels
+** (their KC slices about half of L2) let every X micro-panel (L1) sweep the group.
+** Work items are (row block, panel range) pairs handed out dynamically; the ranges
+** are cut so that a small m (a text query) still gives every thread a share. None
+** of these choices changes any element's arithmetic.
 */
 #include <omp.h>
 #include <stdlib.h>
@@ -124,24 +124,30 @@ typedef struct gemm_job {
     int accumulate;
 } gemm_job;
 
-/* Rows [i0, i0 + mb) x panels [p0, p1). abuf: MC * KC floats. */
+/* Rows [i0, i0 + mb) x panels [p0, p1). abuf: MC * KC floats. Per K chunk: the X
+** block is packed once (L2); the panels go by groups whose KC slices fill about
+** half of L2; within a group each X micro-panel (L1) sweeps the group's panels, so
+** C is written row-contiguously (TLB- and prefetch-friendly). */
 static void work_item(const gemm_job *g, int i0, int mb, int p0, int p1, float *abuf) {
     const int nr = g->K->nr, MR = CDB_GEMM_MR, KC = CDB_GEMM_KC;
+    const int group = (int)((256u << 10) / ((unsigned)KC * nr * sizeof(float)));
     const size_t ldc = (size_t)g->n;
     for (int k0 = 0; k0 < g->k; k0 += KC) {
         int kc = g->k - k0 < KC ? g->k - k0 : KC;
         int flags = (k0 == 0 ? CDB_GEMM_FIRST : 0) | (g->accumulate ? CDB_GEMM_LOADC : 0) |
                     (k0 + kc == g->k ? CDB_GEMM_LAST : 0);
         pack_a(g->x + (size_t)i0 * g->k + k0, (size_t)g->k, mb, kc, abuf);
-        for (int p = p0; p < p1; p++) {
-            const float *bp = g->w + ((size_t)p * g->k + k0) * nr;
-            int j0 = p * nr, nv = g->n - j0 < nr ? g->n - j0 : nr;
-            const float *bias = g->bias ? g->bias + j0 : NULL;
+        for (int pg = p0; pg < p1; pg += group) {
+            int pe = pg + group < p1 ? pg + group : p1;
             for (int ip = 0; ip * MR < mb; ip++) {
                 int mr = mb - ip * MR < MR ? mb - ip * MR : MR;
-                run_tile(g->K, kc, abuf + (size_t)ip * kc * MR, bp,
-                         g->y + (size_t)(i0 + ip * MR) * ldc + j0, ldc, mr, nv, bias, flags,
-                         g->act);
+                const float *ap = abuf + (size_t)ip * kc * MR;
+                float *crow = g->y + (size_t)(i0 + ip * MR) * ldc;
+                for (int p = pg; p < pe; p++) {
+                    int j0 = p * nr, nv = g->n - j0 < nr ? g->n - j0 : nr;
+                    run_tile(g->K, kc, ap, g->w + ((size_t)p * g->k + k0) * nr, crow + j0, ldc,
+                             mr, nv, g->bias ? g->bias + j0 : NULL, flags, g->act);
+                }
             }
         }
     }

@@ -104,11 +104,22 @@ static inline void KFN(tile_row)(float *cr, V p0, V p1, const float *bias, int f
     VSTORE(cr + VL, t1);
 }
 
-#define CDB_GK_ROW(r)                                    \
+/* Step u of the unrolled K loop: row r's two accumulators += a[u][r] * b[u][0..2VL). */
+#define CDB_GK_ROW(u, r)                                 \
     do {                                                 \
-        V ar = VSET1(a[r]);                              \
+        V ar = VSET1(a[(u)*CDB_GEMM_MR + r]);            \
         c##r##0 = VFMA(ar, b0, c##r##0);                 \
         c##r##1 = VFMA(ar, b1, c##r##1);                 \
+    } while (0)
+#define CDB_GK_STEP(u)                                   \
+    do {                                                 \
+        V b0 = VLOAD(b + (u)*2 * VL), b1 = VLOAD(b + (u)*2 * VL + VL); \
+        CDB_GK_ROW(u, 0);                                \
+        CDB_GK_ROW(u, 1);                                \
+        CDB_GK_ROW(u, 2);                                \
+        CDB_GK_ROW(u, 3);                                \
+        CDB_GK_ROW(u, 4);                                \
+        CDB_GK_ROW(u, 5);                                \
     } while (0)
 
 static void KFN(tile)(int kc, const float *a, const float *b, float *c, size_t ldc,
@@ -116,14 +127,23 @@ static void KFN(tile)(int kc, const float *a, const float *b, float *c, size_t l
     V c00 = VZERO(), c01 = VZERO(), c10 = VZERO(), c11 = VZERO(), c20 = VZERO(),
       c21 = VZERO(), c30 = VZERO(), c31 = VZERO(), c40 = VZERO(), c41 = VZERO(),
       c50 = VZERO(), c51 = VZERO();
-    for (int kk = 0; kk < kc; kk++) {
-        V b0 = VLOAD(b), b1 = VLOAD(b + VL);
-        CDB_GK_ROW(0);
-        CDB_GK_ROW(1);
-        CDB_GK_ROW(2);
-        CDB_GK_ROW(3);
-        CDB_GK_ROW(4);
-        CDB_GK_ROW(5);
+    int kk = 0;
+    /* C's rows are read only after the loop: start fetching them now (they may be in
+    ** L3 since the previous K chunk) */
+    for (int r = 0; r < CDB_GEMM_MR; r++) {
+        __builtin_prefetch(c + r * ldc, 1);
+        __builtin_prefetch(c + r * ldc + 2 * VL - 1, 1);
+    }
+    for (; kk + 4 <= kc; kk += 4) { /* unrolled by 4: the same chains in the same order */
+        CDB_GK_STEP(0);
+        CDB_GK_STEP(1);
+        CDB_GK_STEP(2);
+        CDB_GK_STEP(3);
+        a += 4 * CDB_GEMM_MR;
+        b += 8 * VL;
+    }
+    for (; kk < kc; kk++) {
+        CDB_GK_STEP(0);
         a += CDB_GEMM_MR;
         b += 2 * VL;
     }
@@ -135,6 +155,7 @@ static void KFN(tile)(int kc, const float *a, const float *b, float *c, size_t l
     KFN(tile_row)(c + 5 * ldc, c50, c51, bias, flags, act);
 }
 #undef CDB_GK_ROW
+#undef CDB_GK_STEP
 
 /* ---- elementwise ----------------------------------------------------------------- */
 
