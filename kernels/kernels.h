@@ -300,6 +300,10 @@ void cdb_k_backend_free(cdb_k_backend *be);
 size_t cdb_k_cpu_packed_bytes(void);
 /* The GEMM path the optimized CPU backend uses: "avx512", "avx2" or "scalar". */
 const char *cdb_k_cpu_gemm_path(void);
+/* This machine's fp32 FMA rate on that path, measured now: n_threads (>= 1) threads
+** each running independent vector FMA chains for about `seconds`; GFLOP/s (2 flops
+** per lane per FMA), all threads together. For benchmarks' percent-of-peak figures. */
+double cdb_k_cpu_fma_peak_gflops(int n_threads, double seconds);
 
 /* ==== CUDA =====================================================================
 ** Device choice, batch sizing and out-of-memory retry (host logic, present in

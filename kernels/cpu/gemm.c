@@ -44,6 +44,26 @@ const cdb_gemm_kern *cdb_gemm_kern_for(cdb_k_isa isa) {
     }
 }
 
+double cdb_k_cpu_fma_peak_gflops(int n_threads, double seconds) {
+    const cdb_gemm_kern *K = cdb_gemm_kern_get();
+    const long chunk = 1L << 20; /* iterations between clock reads */
+    double total = 0;
+    float sink = 0;
+    if (n_threads < 1) n_threads = 1;
+#pragma omp parallel num_threads(n_threads) reduction(+ : total) reduction(+ : sink)
+    {
+        int64_t t0 = cdb_now_ns(), t;
+        long iters = 0;
+        do {
+            sink += K->fma_loop(chunk);
+            iters += chunk;
+            t = cdb_now_ns();
+        } while ((double)(t - t0) * 1e-9 < seconds);
+        total += (double)iters * 12 * K->vl * 2 / ((double)(t - t0) * 1e-9) * 1e-9;
+    }
+    return sink == 12345.678f ? total + 1e-9 : total; /* sink: keeps the loops */
+}
+
 size_t cdb_gemm_packed_floats(int n, int k, int nr) {
     return (size_t)((n + nr - 1) / nr) * (size_t)nr * (size_t)k;
 }

@@ -64,6 +64,8 @@ typedef struct cdb_gemm_kern {
     ** depends on hd and n_keys only. p: scratch of >= n_keys + vl floats. */
     void (*attn_row)(const float *q, const float *k, size_t kstride, const float *v,
                      size_t vstride, int n_keys, int hd, float scale, float *p, float *out);
+    /* iters x 12 independent vector FMAs (the peak-rate probe of benchmarks). */
+    float (*fma_loop)(long iters);
 } cdb_gemm_kern;
 
 extern const cdb_gemm_kern cdb_gemm_kern_generic;

@@ -276,6 +276,25 @@ static void KFN(attn_row)(const float *q, const float *k, size_t ks, const float
     }
 }
 
+/* ---- peak FMA rate ------------------------------------------------------------- */
+
+/* iters x 12 independent vector FMA chains (more than latency x FMA ports on every
+** x86 core this targets); returns a value of the chains so none is optimized away. */
+static float KFN(fma_loop)(long iters) {
+    V a0 = VSET1(1.0f), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0, a8 = a0,
+      a9 = a0, a10 = a0, a11 = a0;
+    const V m = VSET1(0.9999999f), d = VSET1(1e-7f);
+    float out[VL];
+    for (long i = 0; i < iters; i++) {
+        a0 = VFMA(a0, m, d), a1 = VFMA(a1, m, d), a2 = VFMA(a2, m, d), a3 = VFMA(a3, m, d);
+        a4 = VFMA(a4, m, d), a5 = VFMA(a5, m, d), a6 = VFMA(a6, m, d), a7 = VFMA(a7, m, d);
+        a8 = VFMA(a8, m, d), a9 = VFMA(a9, m, d), a10 = VFMA(a10, m, d), a11 = VFMA(a11, m, d);
+    }
+    a0 = VADD(VADD(VADD(a0, a1), VADD(a2, a3)), VADD(VADD(a4, a5), VADD(a6, a7)));
+    VSTORE(out, VADD(a0, VADD(VADD(a8, a9), VADD(a10, a11))));
+    return out[0];
+}
+
 const cdb_gemm_kern KFN(cdb_gemm_kern) = {
-    KFN_ISA_NAME, VL, 2 * VL, KFN(tile), KFN(act), KFN(attn_row),
+    KFN_ISA_NAME, VL, 2 * VL, KFN(tile), KFN(act), KFN(attn_row), KFN(fma_loop),
 };
