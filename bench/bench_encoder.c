@@ -6,15 +6,17 @@
 **   - ViT-B/32 (random weights, 88M visual + 63M text parameters, F32): the image
 **     tower at batch 32 over BENCH_ROUNDS rounds (default 3; bar >= 1.2x PyTorch),
 **     one short text query, tokenize + encode, median of 9 (bar <= 0.15x PyTorch's),
-**     peak RSS (bar <= fp32 weights + 200 MB);
+**     peak RSS (bar <= fp32 weights + 200 MB); then the same weights stored F16
+**     (BENCH_WEIGHTS_F16 or <build>/bench_data/vitb32_random_f16.safetensors) only
+**     opened, for the bytes their widened, packed matrices take;
 **   - RN50 (OpenAI's ModifiedResNet, 38.3M visual parameters, F32, random weights with
 **     calibrated BatchNorm statistics): the image tower at batch 32 (bar >= 1.2x;
 **     PyTorch runs it NCHW with BatchNorm as its own op, as OpenAI's clip does).
 ** Each tower's rate is also given in GFLOP/s and as a percentage of this machine's
 ** peak fp32 FMA rate on clipdb's ISA path, measured in the same run (a small FMA loop
 ** on the same threads, best of one probe per round). Printed with the figures: the
-** GEMM path clipdb ran (CLIPDB_ISA=avx2 or scalar forces a lower one), the bytes of
-** its packed weight matrices, OpenBLAS's kernel family (PyTorch's GEMM) and
+** GEMM path clipdb ran (CLIPDB_ISA=avx2 or scalar forces a lower one) and whether
+** cpuid offers AVX-512 at all, the bytes of its packed weight matrices, OpenBLAS's kernel family (PyTorch's GEMM) and
 ** OPENBLAS_CORETYPE (which picks those kernels: run with and without it), the load
 ** average before and after.
 **
@@ -23,7 +25,7 @@
 ** baseline script on first use. Threads: CLIPDB_BENCH_THREADS (default 2).
 ** BENCH_NO_TORCH=1 skips the PyTorch side, BENCH_ONLY=vit or BENCH_ONLY=rn50 one of
 ** the two models. Exits 0 unless something failed to run (missing a bar is reported,
-** not an error: this is a benchmark, not a test).
+** not an error: this is a benchmark, not a test): each bar is printed MET or MISSED.
 */
 #include <signal.h>
 #include <stdio.h>
@@ -200,8 +202,39 @@ static double rn50_image_flops(void) {
     return 2 * f;
 }
 
+static const char *verdict(int met) { return met ? "MET" : "MISSED"; }
+
+/* Whether the CPU reports AVX-512F (cpuid; the OS saving the registers aside). */
+static int cpu_has_avx512f(void) {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") != 0;
+#else
+    return 0;
+#endif
+}
+
+/* path: the weights file; made by encoder_baseline.py <flag> when missing. 0 = there. */
+static int ensure_weights(const char *path, const char *flag, const char *what) {
+    char cmd[4096];
+    if (file_exists(path)) return 0;
+    printf("generating %s: %s\n", what, path);
+    fflush(stdout);
+    snprintf(cmd, sizeof cmd, PY " %s/bench/encoder_baseline.py %s '%s'", CDB_SOURCE_DIR, flag,
+             path);
+    if (system(cmd) != 0 || !file_exists(path)) {
+        fprintf(stderr, "bench_encoder: could not generate %s (needs %s with torch)\n", what, PY);
+        return 1;
+    }
+    return 0;
+}
+
 static void print_kernels(int threads, double peak) {
     const char *isa = getenv("CLIPDB_ISA"), *core = getenv("OPENBLAS_CORETYPE");
+    printf("  cpuid: AVX-512F %s\n",
+           cpu_has_avx512f() ? "present (the avx512 path can run here)"
+                             : "absent: the avx512 path cannot run on this machine, its "
+                               "figures are not measured here");
     printf("  kernels: clipdb GEMM path %s (CLIPDB_ISA=%s), packed weights %.1f MiB; PyTorch: "
            "OpenBLAS kernels %s (OPENBLAS_CORETYPE=%s)\n", cdb_k_cpu_gemm_path(),
            isa ? isa : "unset", (double)cdb_k_cpu_packed_bytes() / (1 << 20),
@@ -215,7 +248,7 @@ static void print_kernels(int threads, double peak) {
 /* The RN50 image tower: clipdb and PyTorch on the same weights file, batches
 ** interleaved (BENCH_ROUNDS rounds, default 3, best of each). 0 = ran. */
 static int bench_rn50(int threads, int rounds) {
-    char weights[1024], cmd[4096], load0[128], load1[128];
+    char weights[1024], load0[128], load1[128];
     const char *env_w = getenv("BENCH_RN50_WEIGHTS");
     cdb_model_params mp = cdb_model_params_default();
     cdb_model *m = NULL;
@@ -231,17 +264,7 @@ static int bench_rn50(int threads, int rounds) {
         snprintf(weights, sizeof weights, "%s", env_w);
     else
         snprintf(weights, sizeof weights, "%s/bench_data/rn50_random.safetensors", CDB_BINARY_DIR);
-    if (!file_exists(weights)) {
-        printf("generating RN50-shaped random weights: %s\n", weights);
-        fflush(stdout);
-        snprintf(cmd, sizeof cmd, PY " %s/bench/encoder_baseline.py --make-weights-rn50 '%s'",
-                 CDB_SOURCE_DIR, weights);
-        if (system(cmd) != 0 || !file_exists(weights)) {
-            fprintf(stderr, "bench_encoder: could not generate RN50 weights (needs %s with "
-                            "torch)\n", PY);
-            return 1;
-        }
-    }
+    if (ensure_weights(weights, "--make-weights-rn50", "RN50-shaped random weights")) return 1;
     loadavg(load0, sizeof load0);
     mp.n_threads = threads;
     mp.load_text = 0;
@@ -311,7 +334,7 @@ static int bench_rn50(int threads, int rounds) {
         printf("  RN50 image tower, batch %d:   clipdb %.2f img/s (%.1f GFLOP/s, %.0f%% of peak)   "
                "pytorch %.2f img/s   ratio %.2fx (bar >= 1.2x: %s)\n", BATCH, ips, gf,
                peak > 0 ? 100 * gf / peak : 0, tips, tips > 0 ? ips / tips : 0,
-               tips > 0 && ips >= 1.2 * tips ? "met" : "NOT met");
+               tips > 0 ? verdict(ips >= 1.2 * tips) : "not measured");
         printf("  peak RSS: clipdb %.0f MB (this process so far)   pytorch %.0f MB\n", rss,
                torch_rss);
     }
@@ -328,9 +351,10 @@ static int cmp_dbl(const void *a, const void *b) {
 
 #define TEXT_RUNS 9
 
-/* The ViT-B/32 towers, interleaved with PyTorch's. 0 = ran. */
-static int bench_vit(int threads, int rounds) {
-    char weights[1024], cmd[4096], load0[128], load1[128], parts[256];
+/* The ViT-B/32 towers, interleaved with PyTorch's. *packed_f32: the bytes the
+** model's packed matrices took. 0 = ran. */
+static int bench_vit(int threads, int rounds, size_t *packed_f32 /* OUT */) {
+    char weights[1024], load0[128], load1[128], parts[256];
     const char *env_w = getenv("BENCH_WEIGHTS");
     const char *vocab = find_vocab();
     const char *query = "a dog on a beach";
@@ -347,24 +371,17 @@ static int bench_vit(int threads, int rounds) {
     uint64_t rng = 42;
     torch_child tc;
     struct stat st;
+    size_t packed0;
 
     loadavg(load0, sizeof load0);
     if (env_w && *env_w)
         snprintf(weights, sizeof weights, "%s", env_w);
     else
         snprintf(weights, sizeof weights, "%s/bench_data/vitb32_random.safetensors", CDB_BINARY_DIR);
-    if (!file_exists(weights)) {
-        printf("generating ViT-B/32-shaped random weights: %s\n", weights);
-        fflush(stdout);
-        snprintf(cmd, sizeof cmd, PY " %s/bench/encoder_baseline.py --make-weights '%s'",
-                 CDB_SOURCE_DIR, weights);
-        if (system(cmd) != 0 || !file_exists(weights)) {
-            fprintf(stderr, "bench_encoder: could not generate weights (needs %s with torch)\n", PY);
-            return 1;
-        }
-    }
+    if (ensure_weights(weights, "--make-weights", "ViT-B/32-shaped random weights")) return 1;
     mp.n_threads = threads;
     mp.tokenizer_path = vocab;
+    packed0 = cdb_k_cpu_packed_bytes();
     t = now_s();
     if (cdb_model_open(weights, &mp, &m) != CDB_OK) {
         /* The tokenizer may not be built yet: retry without one (ids path). */
@@ -375,6 +392,7 @@ static int bench_vit(int threads, int rounds) {
         }
     }
     t_load = now_s() - t;
+    *packed_f32 = cdb_k_cpu_packed_bytes() - packed0;
     info = cdb_model_get_info(m);
     if (stat(weights, &st) == 0) weights_mb = (double)st.st_size / (1024.0 * 1024.0);
     text_mode_ids = cdb_model_tokenizer(m) == NULL;
@@ -446,15 +464,15 @@ static int bench_vit(int threads, int rounds) {
         printf("  image tower, batch %d:   clipdb %.2f img/s (%.1f GFLOP/s, %.0f%% of peak)   "
                "pytorch %.2f img/s   ratio %.2fx (bar >= 1.2x: %s)\n", BATCH, ips, gf,
                peak > 0 ? 100 * gf / peak : 0, tips, tips > 0 ? ips / tips : 0,
-               tips > 0 && ips >= 1.2 * tips ? "met" : "NOT met");
+               tips > 0 ? verdict(ips >= 1.2 * tips) : "not measured");
         printf("  text query \"%s\"%s, median of %d interleaved:   clipdb %.2f ms   pytorch "
                "%.2f ms   ratio %.3fx (bar <= 0.15x: %s)\n", query,
                text_mode_ids ? " (ids only: no tokenizer built)" : " (tokenize+encode)",
                TEXT_RUNS, text_ms, torch_text, torch_text > 0 ? text_ms / torch_text : 0,
-               torch_text > 0 && text_ms <= 0.15 * torch_text ? "met" : "NOT met");
+               torch_text > 0 ? verdict(text_ms <= 0.15 * torch_text) : "not measured");
         printf("  peak RSS: clipdb %.0f MB (bar <= %.0f MB weights + 200 MB = %.0f MB: %s)   "
                "pytorch %.0f MB\n", rss, weights_mb, weights_mb + 200,
-               rss <= weights_mb + 200 ? "met" : "NOT met", torch_rss);
+               verdict(rss <= weights_mb + 200), torch_rss);
         printf("  clipdb RSS after the runs: %s (matrices packed at load, their file pages "
                "dropped; other F32 weights used in place from the mapping)\n", parts);
     }
@@ -465,12 +483,46 @@ done:
     return rc;
 }
 
+/* The ViT-B/32 weights stored F16, only opened (both towers): the bytes of their
+** matrices widened to fp32 and packed at load, printed beside packed_f32's. 0 = ran. */
+static int bench_f16_packing(int threads, size_t packed_f32) {
+    char weights[1024];
+    const char *env_w = getenv("BENCH_WEIGHTS_F16");
+    cdb_model_params mp = cdb_model_params_default();
+    cdb_model *m = NULL;
+    struct stat st;
+    size_t packed0 = cdb_k_cpu_packed_bytes(), packed;
+    double file_mb = 0;
+
+    if (env_w && *env_w)
+        snprintf(weights, sizeof weights, "%s", env_w);
+    else
+        snprintf(weights, sizeof weights, "%s/bench_data/vitb32_random_f16.safetensors",
+                 CDB_BINARY_DIR);
+    if (ensure_weights(weights, "--make-weights-f16", "the same weights stored F16")) return 1;
+    mp.n_threads = threads;
+    if (cdb_model_open(weights, &mp, &m) != CDB_OK) {
+        fprintf(stderr, "bench_encoder: F16: %s\n", cdb_errmsg());
+        return 1;
+    }
+    packed = cdb_k_cpu_packed_bytes() - packed0;
+    if (stat(weights, &st) == 0) file_mb = (double)st.st_size / (1024.0 * 1024.0);
+    printf("  packed weight matrices (fp32 panels, both towers; cdb_k_cpu_packed_bytes): F32 "
+           "file %.1f MiB; F16 file (%s, %.0f MB) %.1f MiB, widened to fp32 once at load\n",
+           (double)packed_f32 / (1 << 20), weights, file_mb, (double)packed / (1 << 20));
+    cdb_model_close(m);
+    return 0;
+}
+
 int main(void) {
     const char *env_t = getenv("CLIPDB_BENCH_THREADS"), *only = getenv("BENCH_ONLY");
     const char *env_r = getenv("BENCH_ROUNDS");
     int threads = env_t && atoi(env_t) > 0 ? atoi(env_t) : 2;
     int rounds = env_r && atoi(env_r) > 0 ? atoi(env_r) : 3, rc = 0;
-    if (!(only && !strcmp(only, "rn50")) && bench_vit(threads, rounds) != 0) rc = 1;
+    size_t packed_f32 = 0;
+    if (!(only && !strcmp(only, "rn50")) &&
+        (bench_vit(threads, rounds, &packed_f32) != 0 || bench_f16_packing(threads, packed_f32) != 0))
+        rc = 1;
     fflush(stdout);
     if (!(only && !strcmp(only, "vit")) && bench_rn50(threads, rounds) != 0) rc = 1;
     return rc;

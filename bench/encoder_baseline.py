@@ -3,6 +3,8 @@
 
   encoder_baseline.py --make-weights PATH   write ViT-B/32-shaped random weights
                                             (OpenAI naming, F32 safetensors)
+  encoder_baseline.py --make-weights-f16 PATH   the same weights as --make-weights
+                                            (same seed), stored F16
   encoder_baseline.py --make-weights-rn50 PATH   RN50-shaped random weights (OpenAI
                                             naming, F32; BatchNorm statistics
                                             calibrated on random images)
@@ -102,10 +104,11 @@ class Tokenizer:
         return out
 
 
-def make_weights(path):
+def make_weights(path, dtype=torch.float32):
     torch.manual_seed(0)
     m = clip_torch.CLIP()  # ViT-B/32 shapes: 88M visual + 63M text parameters
-    sd = {k: v.detach() for k, v in m.state_dict().items()}
+    sd = {k: v.detach().to(dtype) if v.is_floating_point() else v.detach()
+          for k, v in m.state_dict().items()}
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = path + ".tmp"
     clip_torch.save_safetensors(sd, tmp, {"description": "random ViT-B/32-shaped CLIP (bench)"})
@@ -254,6 +257,7 @@ def measure(args):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--make-weights")
+    ap.add_argument("--make-weights-f16")
     ap.add_argument("--measure")
     ap.add_argument("--make-weights-rn50")
     ap.add_argument("--measure-rn50")
@@ -268,6 +272,8 @@ def main():
     args = ap.parse_args()
     if args.make_weights:
         make_weights(args.make_weights)
+    if args.make_weights_f16:
+        make_weights(args.make_weights_f16, torch.float16)
     if args.measure:
         measure(args)
     if args.make_weights_rn50:

@@ -47,21 +47,27 @@ const cdb_gemm_kern *cdb_gemm_kern_for(cdb_k_isa isa) {
 double cdb_k_cpu_fma_peak_gflops(int n_threads, double seconds) {
     const cdb_gemm_kern *K = cdb_gemm_kern_get();
     const long chunk = 1L << 20; /* iterations between clock reads */
-    double total = 0;
+    int64_t t0 = 0, t1 = 0;
+    long iters = 0;
     float sink = 0;
     if (n_threads < 1) n_threads = 1;
-#pragma omp parallel num_threads(n_threads) reduction(+ : total) reduction(+ : sink)
+    /* One interval common to all threads (barriers at both ends): a thread started
+    ** late or descheduled lowers the rate instead of adding a private one to it. */
+#pragma omp parallel num_threads(n_threads) reduction(+ : iters) reduction(+ : sink)
     {
-        int64_t t0 = cdb_now_ns(), t;
-        long iters = 0;
+#pragma omp single
+        t0 = cdb_now_ns();
         do {
             sink += K->fma_loop(chunk);
             iters += chunk;
-            t = cdb_now_ns();
-        } while ((double)(t - t0) * 1e-9 < seconds);
-        total += (double)iters * 12 * K->vl * 2 / ((double)(t - t0) * 1e-9) * 1e-9;
+        } while ((double)(cdb_now_ns() - t0) * 1e-9 < seconds);
+#pragma omp barrier
+#pragma omp single
+        t1 = cdb_now_ns();
     }
-    return sink == 12345.678f ? total + 1e-9 : total; /* sink: keeps the loops */
+    if (t1 <= t0) return 0;
+    /* sink (> 0) is read so that no loop can be optimized away */
+    return (double)iters * 12 * K->vl * 2 / ((double)(t1 - t0) * 1e-9) * 1e-9 + (sink < 0);
 }
 
 size_t cdb_gemm_packed_floats(int n, int k, int nr) {
