@@ -2,8 +2,8 @@
 ** lib_util.h: helpers of the library tests (tests/library/): the real clipdb binary
 ** run as a user runs it, generated photo folders (world/), and the oracle every
 ** check goes back to: the embedding of a file's own bytes, computed by `clipdb
-** embed` (a separate process, one image at a time, never the database), compared
-** with what `clipdb export` says is stored for its path.
+** embed` (a separate process, never the database; its batches give each image's
+** bytes alone), compared with what `clipdb export` says is stored for its path.
 **
 ** The bundled model is used ($CLIPDB_TEST_MODEL overrides it); without one the
 ** tests skip (exit 77).
