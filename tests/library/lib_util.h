@@ -271,7 +271,7 @@ static inline int lu_embed(const char *const *files, int n, float **out, int *di
 }
 
 /* The stored fp16 vector a (decoded) is the file's own embedding b: each element
-** within 2e-3 (fp16 rounding plus the encoder's batch-to-batch last bits) and
+** within 2e-3 (the stored vector's fp16 rounding, with margin) and
 ** cosine >= 0.99999. Two different photos are far further apart. */
 static inline int lu_same_vector(const float *a, const float *b, int dim, double *cos_out) {
     double ab = 0, aa = 0, bb = 0, worst = 0;
