@@ -16,9 +16,9 @@
 ** peak fp32 FMA rate on clipdb's ISA path, measured in the same run (a small FMA loop
 ** on the same threads, best of one probe per round). Printed with the figures: the
 ** GEMM path clipdb ran (CLIPDB_ISA=avx2 or scalar forces a lower one) and whether
-** cpuid offers AVX-512 at all, the bytes of its packed weight matrices, OpenBLAS's kernel family (PyTorch's GEMM) and
-** OPENBLAS_CORETYPE (which picks those kernels: run with and without it), the load
-** average before and after.
+** cpuid offers AVX-512 at all, the bytes of its packed weight matrices, OpenBLAS's
+** kernel family (PyTorch's GEMM) and OPENBLAS_CORETYPE (which picks those kernels:
+** run with and without it), the load average before and after.
 **
 ** Weights: BENCH_WEIGHTS or <build>/bench_data/vitb32_random.safetensors, and
 ** BENCH_RN50_WEIGHTS or <build>/bench_data/rn50_random.safetensors, written by the
@@ -520,8 +520,8 @@ int main(void) {
     int threads = env_t && atoi(env_t) > 0 ? atoi(env_t) : 2;
     int rounds = env_r && atoi(env_r) > 0 ? atoi(env_r) : 3, rc = 0;
     size_t packed_f32 = 0;
-    if (!(only && !strcmp(only, "rn50")) &&
-        (bench_vit(threads, rounds, &packed_f32) != 0 || bench_f16_packing(threads, packed_f32) != 0))
+    if (!(only && !strcmp(only, "rn50")) && (bench_vit(threads, rounds, &packed_f32) != 0 ||
+                                              bench_f16_packing(threads, packed_f32) != 0))
         rc = 1;
     fflush(stdout);
     if (!(only && !strcmp(only, "vit")) && bench_rn50(threads, rounds) != 0) rc = 1;
