@@ -3,6 +3,8 @@
 
   encoder_baseline.py --make-weights PATH   write ViT-B/32-shaped random weights
                                             (OpenAI naming, F32 safetensors)
+  encoder_baseline.py --make-weights-f16 PATH   the same weights as --make-weights
+                                            (same seed), stored F16
   encoder_baseline.py --make-weights-rn50 PATH   RN50-shaped random weights (OpenAI
                                             naming, F32; BatchNorm statistics
                                             calibrated on random images)
@@ -14,6 +16,10 @@
       the same model, timed one batch per "run" line read from stdin (answers
       "t=<seconds>"; "ready" after the warm-up): bench_encoder interleaves these
       with its own batches
+  encoder_baseline.py --serve-vit PATH [--vocab BPE_GZ] [--batch 32] [--threads 2]
+      the ViT-B/32 CLIP, driven line by line as --serve-rn50: "run" times one image
+      batch, "text" one short query (tokenize + encode_text; needs --vocab), each
+      answered "t=<seconds>"; "ready" after the warm-ups
   encoder_baseline.py --measure PATH [--vocab BPE_GZ] [--batch 32] [--threads 2]
       loads PATH into scripts/clip_torch.py's CLIP (fp32, torch.set_num_threads),
       prints machine-readable lines:
@@ -98,10 +104,11 @@ class Tokenizer:
         return out
 
 
-def make_weights(path):
+def make_weights(path, dtype=torch.float32):
     torch.manual_seed(0)
     m = clip_torch.CLIP()  # ViT-B/32 shapes: 88M visual + 63M text parameters
-    sd = {k: v.detach() for k, v in m.state_dict().items()}
+    sd = {k: v.detach().to(dtype) if v.is_floating_point() else v.detach()
+          for k, v in m.state_dict().items()}
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = path + ".tmp"
     clip_torch.save_safetensors(sd, tmp, {"description": "random ViT-B/32-shaped CLIP (bench)"})
@@ -185,6 +192,36 @@ def serve_rn50(args):
           flush=True)
 
 
+def serve_vit(args):
+    """Interleaved timing of the ViT model (see serve_rn50)."""
+    torch.set_num_threads(args.threads)
+    sd = clip_torch.load_safetensors(args.serve_vit)
+    m = clip_torch.CLIP().eval()
+    m.load_state_dict(sd)
+    del sd
+    tok = Tokenizer(args.vocab) if args.vocab and os.path.exists(args.vocab) else None
+    torch.manual_seed(1)
+    x = torch.randn(args.batch, 3, 224, 224)
+    with torch.inference_mode():
+        m.encode_image(x)
+        if tok:
+            for _ in range(3):
+                m.encode_text(tok.tokenize(args.text))
+        print("ready", flush=True)
+        for line in sys.stdin:
+            cmd = line.strip()
+            t = time.perf_counter()
+            if cmd == "run":
+                m.encode_image(x)
+            elif cmd == "text" and tok:
+                m.encode_text(tok.tokenize(args.text))
+            else:
+                break
+            print(f"t={time.perf_counter() - t:.6f}", flush=True)
+    print(f"torch_rss_mb={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.1f}",
+          flush=True)
+
+
 def measure(args):
     torch.set_num_threads(args.threads)
     sd = clip_torch.load_safetensors(args.measure)
@@ -220,10 +257,12 @@ def measure(args):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--make-weights")
+    ap.add_argument("--make-weights-f16")
     ap.add_argument("--measure")
     ap.add_argument("--make-weights-rn50")
     ap.add_argument("--measure-rn50")
     ap.add_argument("--serve-rn50")
+    ap.add_argument("--serve-vit")
     ap.add_argument("--vocab")
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--threads", type=int, default=2)
@@ -233,6 +272,8 @@ def main():
     args = ap.parse_args()
     if args.make_weights:
         make_weights(args.make_weights)
+    if args.make_weights_f16:
+        make_weights(args.make_weights_f16, torch.float16)
     if args.measure:
         measure(args)
     if args.make_weights_rn50:
@@ -241,6 +282,8 @@ def main():
         measure_rn50(args)
     if args.serve_rn50:
         serve_rn50(args)
+    if args.serve_vit:
+        serve_vit(args)
 
 
 if __name__ == "__main__":

@@ -280,6 +280,44 @@ done:
 
 /* ---- embed -------------------------------------------------------------------------- */
 
+/* Images per cdb_encode_pixels call, as ingest's default batch. The encoder is batch-
+** invariant (encoder.h), so the rows are the bytes each image gives alone. */
+#define EMBED_BATCH 32
+
+#if CDB_CLI_HAVE_ENCODER
+/* Decodes, preprocesses and encodes images[0..n) in batches of EMBED_BATCH into
+** out (n * embed_dim floats, in order). CLI_EXIT_OK, or the error printed (naming
+** the image that failed to load, or the batch that failed to encode). */
+static int embed_images(cdb_model *m, const char *const *images, int n,
+                        const cdb_image_params *ip, int normalize, float *out /* OUT */) {
+    const cdb_model_info *mi = cdb_model_get_info(m);
+    size_t px_floats = (size_t)3 * mi->preprocess.size * mi->preprocess.size;
+    float *px = malloc((size_t)(n < EMBED_BATCH ? n : EMBED_BATCH) * px_floats * sizeof *px);
+    int rc = CLI_EXIT_OK;
+    cdb_status st;
+    if (!px) return cli_error("out of memory", "cannot embed");
+    for (int b = 0; b < n && rc == CLI_EXIT_OK; b += EMBED_BATCH) {
+        int nb = n - b < EMBED_BATCH ? n - b : EMBED_BATCH;
+        for (int i = 0; i < nb && rc == CLI_EXIT_OK; i++) {
+            cdb_image *img = NULL;
+            if ((st = cdb_image_load(images[b + i], ip, &img)) != CDB_OK ||
+                (st = cdb_image_preprocess(img, &mi->preprocess, px + (size_t)i * px_floats,
+                                           NULL)) != CDB_OK)
+                rc = cli_error_status(st, "cannot embed %s", images[b + i]);
+            cdb_image_free(img);
+        }
+        if (rc == CLI_EXIT_OK &&
+            (st = cdb_encode_pixels(m, px, nb, normalize, out + (size_t)b * mi->embed_dim)) !=
+                CDB_OK)
+            rc = nb == 1 ? cli_error_status(st, "cannot embed %s", images[b])
+                         : cli_error_status(st, "cannot embed the images %s ... %s", images[b],
+                                            images[b + nb - 1]);
+    }
+    free(px);
+    return rc;
+}
+#endif
+
 int cli_cmd_embed(int argc, char **argv) {
     static const cli_optspec spec[] = {
         {"model", 0, CLI_VALUE},  {"text", 0, CLI_MULTI},   {"image", 0, CLI_MULTI},
@@ -327,10 +365,11 @@ int cli_cmd_embed(int argc, char **argv) {
         int *ti = a.argi[1], *ii = a.argi[2];
         float *vec = calloc((size_t)n * (size_t)dim, sizeof *vec);
         float *tvec = calloc((size_t)(n_text ? n_text : 1) * (size_t)dim, sizeof *tvec);
+        float *ivec = calloc((size_t)(n_img ? n_img : 1) * (size_t)dim, sizeof *ivec);
         cdb_image_params ip = cdb_image_params_default();
         int t = 0, i = 0, row = 0;
         cdb_status st = CDB_OK;
-        if (!vec || !tvec) {
+        if (!vec || !tvec || !ivec) {
             rc = cli_error("out of memory", "cannot embed");
             goto embed_done;
         }
@@ -339,16 +378,14 @@ int cli_cmd_embed(int argc, char **argv) {
             rc = cli_error_status(st, "cannot embed the texts");
             goto embed_done;
         }
+        if (n_img && (rc = embed_images(m, images, n_img, &ip, normalize, ivec)) != CLI_EXIT_OK)
+            goto embed_done;
         while (t < n_text || i < n_img) {
             if (i >= n_img || (t < n_text && ti[t] < ii[i])) {
                 memcpy(vec + (size_t)row * dim, tvec + (size_t)t * dim, sizeof *vec * dim);
                 t++;
             } else {
-                st = cdb_encode_image_file(m, images[i], &ip, normalize, vec + (size_t)row * dim);
-                if (st != CDB_OK) {
-                    rc = cli_error_status(st, "cannot embed %s", images[i]);
-                    goto embed_done;
-                }
+                memcpy(vec + (size_t)row * dim, ivec + (size_t)i * dim, sizeof *vec * dim);
                 i++;
             }
             row++;
@@ -405,6 +442,7 @@ int cli_cmd_embed(int argc, char **argv) {
     embed_done:
         free(vec);
         free(tvec);
+        free(ivec);
     }
 #endif
 done:

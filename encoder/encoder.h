@@ -310,7 +310,10 @@ const cdb_tok *cdb_model_tokenizer(const cdb_model *m);
 /* Text embeddings. out: caller-owned n*embed_dim floats. normalize: 1 for
 ** L2-normalized (fp32), 0 for raw. CDB_UNSUPPORTED when the model has no tokenizer.
 ** All encode calls: CDB_INVALID when the tower is not loaded or an argument is bad;
-** n == 0 is a no-op; a non-finite result gives CDB_ERROR (never returned as data). */
+** n == 0 is a no-op; a non-finite result gives CDB_ERROR (never returned as data).
+** On the CPU, each input's row has the same bits whatever n, its position among the
+** n and the thread count (on one ISA path, cdb_k_cpu_isa(); kernels.h); the CUDA
+** backend makes no such promise. */
 cdb_status cdb_encode_texts(cdb_model *m, const char *const *texts, int n, int normalize,
                             float *out /* OUT */);
 /* From token ids (n * context_length, as cdb_tok_tokenize gives). Pools at the first

@@ -169,6 +169,17 @@ static void drop_pages(const cdb_st_tensor *t) {
     if (b > a) madvise((void *)a, b - a, MADV_DONTNEED);
 }
 
+/* A gemm operand W [rows, cols] from host fp32/f16/bf16: uploaded with its shape,
+** so the CPU backend packs it once, here, for its GEMM. */
+static cdb_status upload_matrix(load_ctx *c, const void *src, cdb_k_dtype dt, int64_t rows,
+                                int64_t cols, int flags, cdb_k_buf **out) {
+    cdb_k_backend *be = c->m->be;
+    if (rows <= 0 || cols <= 0 || rows > INT32_MAX || cols > INT32_MAX)
+        return cdb_seterr(CDB_CORRUPT, "matrix of %lld x %lld", (long long)rows,
+                          (long long)cols);
+    return be->ops->matrix_upload(be, src, dt, (int)rows, (int)cols, flags, out);
+}
+
 static cdb_status upload(load_ctx *c, const cdb_st_tensor *t, cdb_k_wrole role, cdb_k_buf **out) {
     cdb_k_backend *be = c->m->be;
     cdb_status rc;
@@ -176,9 +187,14 @@ static cdb_status upload(load_ctx *c, const cdb_st_tensor *t, cdb_k_wrole role, 
         *out = NULL;
         return CDB_OK;
     }
-    rc = be->ops->weight_upload(be, t->data, kdt(t->dtype), (size_t)t->n_elems, role,
-                                CDB_K_UPLOAD_BORROW, out);
-    if (t->dtype != CDB_ST_F32) drop_pages(t); /* F32 may be used in place */
+    if (role == CDB_K_W_MATRIX) /* [shape[0], the rest flattened] (a conv weight too) */
+        rc = upload_matrix(c, t->data, kdt(t->dtype), t->shape[0], t->n_elems / t->shape[0],
+                           CDB_K_UPLOAD_BORROW, out);
+    else
+        rc = be->ops->weight_upload(be, t->data, kdt(t->dtype), (size_t)t->n_elems, role,
+                                    CDB_K_UPLOAD_BORROW, out);
+    /* F32 vectors may be used in place; matrices are packed (CPU) or copied (GPU) */
+    if (t->dtype != CDB_ST_F32 || role == CDB_K_W_MATRIX) drop_pages(t);
     return rc;
 }
 
@@ -250,8 +266,7 @@ static cdb_status upload_transposed(load_ctx *c, const cdb_st_tensor *t, cdb_k_b
     } else {
         for (int64_t i = 0; i < r; i++)
             for (int64_t j = 0; j < k; j++) dst[j * r + i] = src[i * k + j];
-        rc = c->m->be->ops->weight_upload(c->m->be, dst, CDB_K_F32, (size_t)t->n_elems,
-                                          CDB_K_W_MATRIX, 0, out);
+        rc = upload_matrix(c, dst, CDB_K_F32, k, r, 0, out);
     }
     free(src);
     free(dst);
@@ -282,7 +297,12 @@ static cdb_status upload_concat(load_ctx *c, const cdb_st_tensor *const *t, int 
         free(w);
         drop_pages(t[i]);
     }
-    rc = c->m->be->ops->weight_upload(c->m->be, dst, CDB_K_F32, (size_t)n_t * n, role, 0, out);
+    if (role == CDB_K_W_MATRIX) /* rows of the n_t tensors stacked */
+        rc = upload_matrix(c, dst, CDB_K_F32, (int64_t)n_t * t[0]->shape[0],
+                           t[0]->n_elems / t[0]->shape[0], 0, out);
+    else
+        rc = c->m->be->ops->weight_upload(c->m->be, dst, CDB_K_F32, (size_t)n_t * n, role, 0,
+                                          out);
     free(dst);
     return rc;
 }
@@ -656,8 +676,7 @@ static cdb_status load_rn_conv(load_ctx *c, const char *wname, const char *bn, i
                     wf[(((size_t)o * k + ky) * k + kx) * ci + i] =
                         (float)(w[(((size_t)o * ci + i) * k + ky) * k + kx] * sc);
     }
-    rc = c->m->be->ops->weight_upload(c->m->be, wf, CDB_K_F32, (size_t)tw->n_elems,
-                                      CDB_K_W_MATRIX, 0, &cv->w);
+    rc = upload_matrix(c, wf, CDB_K_F32, co, tw->n_elems / co, 0, &cv->w);
     if (rc == CDB_OK)
         rc = c->m->be->ops->weight_upload(c->m->be, bf, CDB_K_F32, (size_t)co, CDB_K_W_PARAM, 0,
                                           &cv->b);

@@ -6,9 +6,10 @@
 **     a file whose bytes changed while its size, times and inode did not (bit rot,
 **     a copy made behind clipdb's back) holds a vector of other content;
 **   - a sample of them is decoded and encoded again and the vector compared with
-**     the stored one, element by element: one fp16 ulp allowed (the encoder is not
-**     yet batch-invariant, so a batch of 32 and a batch of 1 may round the last bit
-**     differently), or 2^-20 in absolute terms near zero, and cosine >= 0.99999.
+**     the stored one, element by element: one fp16 ulp allowed (the vector may have
+**     been stored on another machine's ISA path or by the CUDA backend, which round
+**     the last bit differently; batches do not, on one CPU path), or 2^-20 in
+**     absolute terms near zero, and cosine >= 0.99999.
 **
 ** The sample is the files whose id hashes below the fraction asked for, so verify
 ** and a repair after it look at the same files. Files whose stat changed since
@@ -94,9 +95,10 @@ static void check_vector(deep_ctx *d, const cdb_db_file *f, const eng_root *root
     d->info.n_encoded++;
     cdb_k_f32_to_f16(d->stored, d->s16, (size_t)d->dim); /* exact: the stored bits */
     cdb_k_f16_to_f32(d->v16, d->vec, (size_t)d->dim);
-    /* One ulp is the most a different batch can move an element after rounding; near
-    ** zero, in fp16's subnormal range, one ulp is 6e-8 and a few of them are still far
-    ** below anything that tells two photos apart: there the bound is absolute. */
+    /* Another ISA path or device differs far below an fp16 ulp, which moves an
+    ** element's rounding by one ulp at most; near zero, in fp16's subnormal range, one
+    ** ulp is 6e-8 and a few of them are still far below anything that tells two photos
+    ** apart: there the bound is absolute. */
     int32_t worst = 0, off = 0;
     for (int i = 0; i < d->dim; i++) {
         int32_t u = abs(f16_order(d->v16[i]) - f16_order(d->s16[i]));

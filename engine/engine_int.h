@@ -307,8 +307,9 @@ typedef struct eng_deep_info {
 /* Re-reads every ok file and compares its bytes with the recorded hash, and
 ** re-encodes a sample (the files whose id hashes below `sample`, the same sample
 ** every time) with model m (the database's model_id), comparing the vector with the
-** stored one: equal within one fp16 ulp per element, or 2^-20 near zero (the
-** encoder is not batch-invariant yet, so bit-equality cannot be asked). Problems are
+** stored one: equal within one fp16 ulp per element, or 2^-20 near zero (the CPU
+** encoder is batch- and thread-invariant on one ISA path, but a vector may have been
+** stored by another path or by CUDA, so bit-equality cannot be asked). Problems are
 ** added to r (CDB_DB_FILE_CHANGED, CDB_DB_VECTOR_MISMATCH, each naming the path);
 ** informational counts go to *info (may be NULL). Files whose stat changed since
 ** they were stored are stale, not problems (the next reindex updates them). */

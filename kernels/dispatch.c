@@ -24,10 +24,14 @@ static void detect(void) {
     __builtin_cpu_init();
     /* F16C is CPUID.1:ECX bit 29 (clang 14 has no __builtin_cpu_supports("f16c")) */
     if (__get_cpuid(1, &a, &b, &c, &d)) f16c = (c >> 29) & 1;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c)
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c) {
         best = CDB_K_ISA_AVX2;
+        /* libgcc's check includes the OS's XCR0 bits for the ZMM state */
+        if (__builtin_cpu_supports("avx512f")) best = CDB_K_ISA_AVX512;
+    }
 #endif
     if (cap && !strcmp(cap, "scalar")) best = CDB_K_ISA_SCALAR;
+    if (cap && !strcmp(cap, "avx2") && best > CDB_K_ISA_AVX2) best = CDB_K_ISA_AVX2;
     g_isa = best;
 }
 
@@ -40,6 +44,7 @@ const char *cdb_k_isa_name(cdb_k_isa isa) {
     switch (isa) {
     case CDB_K_ISA_SCALAR: return "scalar";
     case CDB_K_ISA_AVX2: return "avx2";
+    case CDB_K_ISA_AVX512: return "avx512";
     }
     return "unknown";
 }

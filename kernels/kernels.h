@@ -29,11 +29,16 @@ extern "C" {
 
 typedef enum cdb_k_isa {
     CDB_K_ISA_SCALAR = 0, /* portable C reference */
-    CDB_K_ISA_AVX2 = 1    /* AVX2 + FMA + F16C */
+    CDB_K_ISA_AVX2 = 1,   /* AVX2 + FMA + F16C */
+    CDB_K_ISA_AVX512 = 2  /* AVX-512F on top of AVX2 (the CPU backend's GEMM and vector ops;
+                             every other kernel group takes its AVX2 path) */
 } cdb_k_isa;
 
-/* The CPU ISA level in use: the best the CPU supports, capped by the
-** CLIPDB_ISA environment variable ("scalar" forces the reference paths). */
+/* The CPU ISA level in use: the best the CPU supports (cpuid, with the OS saving
+** the wider registers), capped by the CLIPDB_ISA environment variable: "scalar"
+** forces the portable paths, "avx2" stops below AVX-512, "avx512" (or unset) caps
+** nothing; a level the CPU lacks is never used whatever CLIPDB_ISA says. Fixed for
+** the process (the CPU backend packs its weights for it). */
 cdb_k_isa cdb_k_cpu_isa(void);
 const char *cdb_k_isa_name(cdb_k_isa isa);
 
@@ -243,6 +248,16 @@ typedef struct cdb_k_backend_ops {
     cdb_status (*attention_q)(cdb_k_backend *be, const cdb_k_buf *q, const cdb_k_buf *kv,
                               cdb_k_buf *out /* OUT */, int batch, int n_q, int seq, int heads,
                               int head_dim);
+
+    /* ---- appended: matrices uploaded with their shape ----
+    ** A gemm operand W [rows, cols] (row-major, the nn.Linear layout), as
+    ** weight_upload with CDB_K_W_MATRIX, but with the shape known so that a backend
+    ** may store it in a layout of its own, once, at load: the CPU backend packs it
+    ** into its GEMM's column panels (then W no longer reads src, and flags are
+    ** ignored). buf_download still gives the row-major values. gemm takes such a
+    ** buffer as w with k == cols and n <= rows. */
+    cdb_status (*matrix_upload)(cdb_k_backend *be, const void *src, cdb_k_dtype dt, int rows,
+                                int cols, int flags, cdb_k_buf **out /* OUT */);
 } cdb_k_backend_ops;
 
 /* Every backend struct starts with this header; the graph calls be->ops->fn(be, ...). */
@@ -264,14 +279,31 @@ typedef struct cdb_k_backend_params {
 cdb_k_backend_params cdb_k_backend_params_default(void);
 
 /* Creates a backend (p == NULL: defaults). CDB_UNSUPPORTED when the kind is not
-** built or no device is present. The CPU backend calls openblas_set_num_threads()
-** (process-wide) with its thread count. Free with cdb_k_backend_free (NULL ok). */
+** built or no device is present. Free with cdb_k_backend_free (NULL ok). */
 cdb_status cdb_k_backend_new(const cdb_k_backend_params *p, cdb_k_backend **out /* OUT */);
-/* The optimized CPU backend (OpenBLAS + OpenMP) and the scalar reference one
-** (plain loops, single thread; for tests). */
+/* The optimized CPU backend and the scalar reference one (plain loops, double
+** accumulators, single thread; for tests).
+**
+** The optimized backend runs clipdb's own GEMM (AVX-512, AVX2+FMA or portable C
+** micro-kernels, chosen by cdb_k_cpu_isa(); no BLAS) and vector kernels with
+** OpenMP. Batch and thread invariance: every output row of every op is computed by
+** the same arithmetic in the same order whatever the batch size, the row's position
+** in it, the thread count and the chunking, so an image or a text gives the same
+** bits alone or in any batch, with any n_threads (same ISA path; paths differ from
+** each other by rounding). Each path stays within 1e-6 * sum |x_k w_k| of the
+** reference per GEMM element (tests/kernels/test_gemm.c). */
 cdb_status cdb_k_backend_cpu_new(int n_threads, cdb_k_backend **out /* OUT */);
 cdb_status cdb_k_backend_cpu_ref_new(cdb_k_backend **out /* OUT */);
 void cdb_k_backend_free(cdb_k_backend *be);
+/* Bytes held now, process-wide, by the optimized CPU backend's packed matrices
+** (fp32 column panels, the last panel of each matrix zero-padded). */
+size_t cdb_k_cpu_packed_bytes(void);
+/* The GEMM path the optimized CPU backend uses: "avx512", "avx2" or "scalar". */
+const char *cdb_k_cpu_gemm_path(void);
+/* This machine's fp32 FMA rate on that path, measured now: n_threads (>= 1) threads
+** each running independent vector FMA chains for about `seconds`; GFLOP/s (2 flops
+** per lane per FMA), all threads together. For benchmarks' percent-of-peak figures. */
+double cdb_k_cpu_fma_peak_gflops(int n_threads, double seconds);
 
 /* ==== CUDA =====================================================================
 ** Device choice, batch sizing and out-of-memory retry (host logic, present in

@@ -1,36 +1,44 @@
 /*
 ** backend_cpu.c: the optimized CPU backend of the BACKEND interface (kernels.h):
-** fp32 storage, OpenBLAS sgemm (OpenMP build) for every matrix product including
-** the per-head attention products, OpenMP loops for the row-wise ops. Weights in
-** F32 that are borrowable (mmapped, 4-byte aligned) are used in place; F16/BF16 are
-** widened to fp32 once at upload. Also holds cdb_k_backend_new(), the factory the
-** encoder calls (a CUDA backend plugs in there).
+** fp32 storage, clipdb's own GEMM (gemm.c over the micro-kernels of gemm_kern.h,
+** chosen by cdb_k_cpu_isa(); no BLAS on this path) and vector kernels, OpenMP
+** loops for the row-wise ops. Matrices uploaded with their shape (matrix_upload)
+** are widened (F16/BF16) and packed into the GEMM's column panels once, at load;
+** other F32 weights that are borrowable (mmapped, 4-byte aligned) are used in
+** place, F16/BF16 widened once at upload. Also holds cdb_k_backend_new(), the
+** factory the encoder calls (a CUDA backend plugs in there).
 **
-** Inside an OpenMP parallel region OpenBLAS (OpenMP build) runs single-threaded,
-** so the attention loop parallelizes over (batch, head) and calls sgemm per pair.
+** Batch and thread invariance (kernels.h): every op computes each output row with
+** arithmetic that depends on that row's data and the op's row-independent sizes
+** only. GEMM: gemm_int.h. Attention: one query row at a time (attn_row), its sums
+** in an order fixed by head_dim and its own key count. LayerNorm: per row, fixed
+** order. Threads split rows, heads and columns, never a reduction.
+**
 ** The ModifiedResNet ops (im2col, avgpool, pool_tokens, attention_q) are OpenMP
 ** loops over output rows; their convolutions are the gemm above.
 */
-#include <cblas.h>
 #include <math.h>
 #include <omp.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/cpu/backend_int.h"
 #include "kernels/cpu/cpu_int.h"
-
-#if CDB_HAVE_AVX2
-#include <immintrin.h>
-#endif
+#include "kernels/cpu/gemm_int.h"
 
 typedef struct cpu_backend {
     cdb_k_backend base;
     int n_threads;
+    const cdb_gemm_kern *K; /* fixed at creation: packed matrices are laid out for it */
 } cpu_backend;
 
-/* OpenBLAS entry point (declared in its cblas.h too, but not in every variant). */
-void openblas_set_num_threads(int num_threads);
+static atomic_size_t g_packed_bytes;
+
+size_t cdb_k_cpu_packed_bytes(void) { return atomic_load(&g_packed_bytes); }
+const char *cdb_k_cpu_gemm_path(void) { return cdb_gemm_kern_get()->isa; }
+
+static const cdb_gemm_kern *kern(const cdb_k_backend *be) { return ((const cpu_backend *)be)->K; }
 
 static int nthreads(const cdb_k_backend *be) { return ((const cpu_backend *)be)->n_threads; }
 
@@ -62,6 +70,11 @@ static cdb_status cpu_buf_alloc(cdb_k_backend *be, size_t n, cdb_k_buf **out) {
 static void cpu_buf_free(cdb_k_backend *be, cdb_k_buf *b) {
     if (!b) return;
     if (b->owned) free(b->data);
+    if (b->packed) {
+        atomic_fetch_sub(&g_packed_bytes,
+                         cdb_gemm_packed_floats(b->rows, b->cols, b->nr) * sizeof(float));
+        free(b->packed);
+    }
     free(b);
 }
 
@@ -113,11 +126,42 @@ static cdb_status cpu_weight_upload(cdb_k_backend *be, const void *src, cdb_k_dt
     return CDB_OK;
 }
 
+static cdb_status cpu_matrix_upload(cdb_k_backend *be, const void *src, cdb_k_dtype dt, int rows,
+                                    int cols, int flags, cdb_k_buf **out) {
+    const cdb_gemm_kern *K = kern(be);
+    size_t nf;
+    float *row;
+    cdb_k_buf *b;
+    *out = NULL;
+    if (dt != CDB_K_F32 && dt != CDB_K_F16 && dt != CDB_K_BF16)
+        return cdb_seterr(CDB_INVALID, "matrix_upload: unknown dtype %d", (int)dt);
+    if (rows <= 0 || cols <= 0)
+        return cdb_seterr(CDB_INVALID, "matrix_upload: bad shape %dx%d", rows, cols);
+    nf = cdb_gemm_packed_floats(rows, cols, K->nr);
+    b = calloc(1, sizeof *b);
+    row = malloc((size_t)cols * sizeof(float));
+    if (b) b->packed = cdb_k_cpu_alloc_f32(nf);
+    if (!b || !row || !b->packed) {
+        if (b) free(b->packed);
+        free(b);
+        free(row);
+        return cdb_seterr(CDB_NOMEM, "packed matrix %dx%d (%zu MiB)", rows, cols, nf >> 18);
+    }
+    cdb_gemm_pack_b(src, dt, rows, cols, K->nr, row, b->packed);
+    free(row);
+    b->n = (size_t)rows * cols;
+    b->rows = rows, b->cols = cols, b->nr = K->nr;
+    atomic_fetch_add(&g_packed_bytes, nf * sizeof(float));
+    *out = b;
+    return CDB_OK;
+}
+
 static cdb_status cpu_buf_upload(cdb_k_backend *be, cdb_k_buf *dst, size_t off, const float *src,
                                  size_t n) {
     if (off > dst->n || n > dst->n - off)
         return cdb_seterr(CDB_INVALID, "buf_upload: [%zu,+%zu) outside %zu", off, n, dst->n);
-    if (!dst->owned) return cdb_seterr(CDB_INVALID, "buf_upload into a borrowed weight");
+    if (!dst->owned || !dst->data)
+        return cdb_seterr(CDB_INVALID, "buf_upload into a borrowed or packed weight");
     memcpy(dst->data + off, src, n * sizeof(float));
     return CDB_OK;
 }
@@ -126,189 +170,55 @@ static cdb_status cpu_buf_download(cdb_k_backend *be, const cdb_k_buf *src, size
                                    float *dst, size_t n) {
     if (off > src->n || n > src->n - off)
         return cdb_seterr(CDB_INVALID, "buf_download: [%zu,+%zu) outside %zu", off, n, src->n);
+    if (src->packed) { /* row-major values back out of the panels */
+        for (size_t i = 0; i < n; i++) {
+            size_t e = off + i, j = e / (size_t)src->cols, kk = e % (size_t)src->cols;
+            dst[i] = src->packed[((j / src->nr) * src->cols + kk) * src->nr + j % src->nr];
+        }
+        return CDB_OK;
+    }
     memcpy(dst, src->data + off, n * sizeof(float));
     return CDB_OK;
 }
 
-/* ---- elementwise ------------------------------------------------------------ */
+/* ---- gemm ------------------------------------------------------------------- */
 
-static inline float act1(float x, cdb_k_act a) {
-    switch (a) {
-    case CDB_K_ACT_QUICK_GELU: return x / (1.0f + expf(-1.702f * x));
-    case CDB_K_ACT_GELU: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
-    case CDB_K_ACT_RELU: return x < 0.0f ? 0.0f : x; /* NaN compares false: kept */
-    default: return x;
-    }
-}
-
-static void act_range(float *x, size_t n, cdb_k_act a, int nt) {
-    long i, nn = (long)n;
-    if (a == CDB_K_ACT_NONE) return;
-    if (a == CDB_K_ACT_RELU) { /* its own loop: vectorized (the switch in act1 is not) */
-#pragma omp parallel for num_threads(nt) schedule(static) if (nn > 65536)
-        for (i = 0; i < nn; i++) x[i] = x[i] < 0.0f ? 0.0f : x[i];
-        return;
-    }
-#pragma omp parallel for num_threads(nt) schedule(static) if (nn > 16384)
-    for (i = 0; i < nn; i++) x[i] = act1(x[i], a);
-}
-
-/* y[r, :] = act(y[r, :] + bias) for r < m, in one pass (bias may be NULL). */
-static void bias_act_rows(float *y, const float *bias, long m, int n, cdb_k_act a, int nt) {
-    long r;
-#pragma omp parallel for num_threads(nt) schedule(static) if (m * n > 65536)
-    for (r = 0; r < m; r++) {
-        float *row = y + (size_t)r * n;
-        if (a == CDB_K_ACT_RELU) {
-            for (int j = 0; j < n; j++) {
-                float v = row[j] + bias[j];
-                row[j] = v < 0.0f ? 0.0f : v; /* NaN compares false: kept */
-            }
-        } else if (a == CDB_K_ACT_NONE) {
-            for (int j = 0; j < n; j++) row[j] += bias[j];
-        } else {
-            for (int j = 0; j < n; j++) row[j] = act1(row[j] + bias[j], a);
-        }
-    }
-}
-
-static int sizes_ok(const cdb_k_buf *b, size_t need) { return b && b->n >= need; }
-
-/* At most this many rows: gemm splits the output columns over threads itself. */
-#define SMALL_M 32
-
-#if CDB_HAVE_AVX2
-/* At most this many rows (a short text query: its tokens up to the end token), y =
-** x W^T is a few dot products per row of W: each W row is read once, from memory,
-** against x's rows kept in L1, with no packing of W (OpenBLAS packs all of W first,
-** which doubled a ViT-B/32 text encode's time). Columns [n0, n1) of y only. */
-#define TINY_M 8
-
-static inline __attribute__((always_inline, target("avx2,fma"))) void
-tiny_gemm_r(const float *x, const float *w, const float *bias, float *y, int R, int n0, int n1,
-            int k, int ldy, int accumulate) {
-    for (int j = n0; j < n1; j++) {
-        const float *wr = w + (size_t)j * k;
-        __m256 acc[TINY_M];
-        float s[TINY_M];
-        int kk = 0;
-        for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
-        for (; kk + 8 <= k; kk += 8) {
-            __m256 wv = _mm256_loadu_ps(wr + kk);
-            for (int r = 0; r < R; r++)
-                acc[r] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + (size_t)r * k + kk), acc[r]);
-        }
-        for (int r = 0; r < R; r++) {
-            __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc[r]), _mm256_extractf128_ps(acc[r], 1));
-            h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-            h = _mm_add_ss(h, _mm_movehdup_ps(h));
-            s[r] = _mm_cvtss_f32(h);
-        }
-        for (; kk < k; kk++)
-            for (int r = 0; r < R; r++) s[r] += wr[kk] * x[(size_t)r * k + kk];
-        for (int r = 0; r < R; r++) {
-            float *o = y + (size_t)r * ldy + j;
-            *o = (accumulate ? *o : 0.0f) + (bias ? bias[j] : 0.0f) + s[r];
-        }
-    }
-}
-
-__attribute__((target("avx2,fma"))) static void tiny_gemm(const float *x, const float *w,
-                                                          const float *bias, float *y, int m,
-                                                          int n0, int n1, int k, int ldy,
-                                                          int accumulate) {
-    switch (m) { /* a constant R: the accumulators stay in registers */
-    case 1: tiny_gemm_r(x, w, bias, y, 1, n0, n1, k, ldy, accumulate); break;
-    case 2: tiny_gemm_r(x, w, bias, y, 2, n0, n1, k, ldy, accumulate); break;
-    case 3: tiny_gemm_r(x, w, bias, y, 3, n0, n1, k, ldy, accumulate); break;
-    case 4: tiny_gemm_r(x, w, bias, y, 4, n0, n1, k, ldy, accumulate); break;
-    case 5: tiny_gemm_r(x, w, bias, y, 5, n0, n1, k, ldy, accumulate); break;
-    case 6: tiny_gemm_r(x, w, bias, y, 6, n0, n1, k, ldy, accumulate); break;
-    case 7: tiny_gemm_r(x, w, bias, y, 7, n0, n1, k, ldy, accumulate); break;
-    default: tiny_gemm_r(x, w, bias, y, 8, n0, n1, k, ldy, accumulate); break;
-    }
-}
-#endif
+/* Plain fp32 buffers only: a packed matrix (data NULL) is gemm's w and nothing else. */
+static int sizes_ok(const cdb_k_buf *b, size_t need) { return b && b->data && b->n >= need; }
 
 static cdb_status cpu_gemm(cdb_k_backend *be, const cdb_k_buf *x, const cdb_k_buf *w,
                            const cdb_k_buf *bias, cdb_k_buf *y, int m, int n, int k,
                            cdb_k_act act, int accumulate) {
-    int nt = nthreads(be);
-    long r;
-    float beta = accumulate ? 1.0f : 0.0f;
+    const cdb_gemm_kern *K = kern(be);
+    float *tmp = NULL, *row = NULL;
+    const float *wp;
+    cdb_status rc;
     if (m < 0 || n <= 0 || k <= 0) return cdb_seterr(CDB_INVALID, "gemm: bad shape %dx%dx%d", m, n, k);
-    if (!sizes_ok(x, (size_t)m * k) || !sizes_ok(w, (size_t)n * k) ||
-        !sizes_ok(y, (size_t)m * n) || (bias && !sizes_ok(bias, (size_t)n)))
+    if (!sizes_ok(x, (size_t)m * k) || !sizes_ok(y, (size_t)m * n) ||
+        (bias && !sizes_ok(bias, (size_t)n)) ||
+        (w && w->packed ? w->cols != k || w->rows < n : !sizes_ok(w, (size_t)n * k)))
         return cdb_seterr(CDB_INVALID, "gemm: buffer too small for %dx%dx%d", m, n, k);
     if (accumulate && act != CDB_K_ACT_NONE)
         return cdb_seterr(CDB_INVALID, "gemm: accumulate with an activation");
     if (m == 0) return CDB_OK;
-#if CDB_HAVE_AVX2
-    if (m <= TINY_M && cdb_k_cpu_isa() >= CDB_K_ISA_AVX2) {
-        const float *xd = x->data, *wd = w->data, *bd = bias ? bias->data : NULL;
-        float *yd = y->data;
-        if (nt > 1 && n < 64 * nt) nt = 1;
-#pragma omp parallel num_threads(nt) if (nt > 1)
-        {
-            int t = omp_get_thread_num(), T = omp_get_num_threads();
-            int n0 = (int)((long)n * t / T), n1 = (int)((long)n * (t + 1) / T);
-            tiny_gemm(xd, wd, bd, yd, m, n0, n1, k, n, accumulate);
-            if (act != CDB_K_ACT_NONE)
-                for (int r2 = 0; r2 < m; r2++)
-                    for (int j = n0; j < n1; j++)
-                        yd[(size_t)r2 * n + j] = act1(yd[(size_t)r2 * n + j], act);
+    if (w->packed) {
+        wp = w->packed;
+    } else { /* a plain buffer: packed for this call, the same panels, the same bits */
+        tmp = cdb_k_cpu_alloc_f32(cdb_gemm_packed_floats(n, k, K->nr));
+        row = malloc((size_t)k * sizeof(float));
+        if (!tmp || !row) {
+            free(tmp);
+            free(row);
+            return cdb_seterr(CDB_NOMEM, "gemm: packing a %dx%d operand", n, k);
         }
-        return CDB_OK;
+        cdb_gemm_pack_b(w->data, CDB_K_F32, n, k, K->nr, row, tmp);
+        free(row);
+        wp = tmp;
     }
-#endif
-    if (m <= SMALL_M && nt > 1 && n >= 64 * nt) {
-        /* Few rows (a text query): the product is bound by reading W. Split W's rows
-        ** (the output columns) across threads, each calling sgemm on its slice
-        ** (single-threaded inside the region): one fork/join instead of OpenBLAS's
-        ** several synchronizations per call, which cost a lot on a busy machine. */
-        const float *xd = x->data, *wd = w->data, *bd = bias ? bias->data : NULL;
-        float *yd = y->data;
-#pragma omp parallel num_threads(nt)
-        {
-            int t = omp_get_thread_num(), T = omp_get_num_threads();
-            int n0 = (int)((long)n * t / T), n1 = (int)((long)n * (t + 1) / T);
-            float b = accumulate ? 1.0f : 0.0f;
-            if (bd) {
-                for (int r2 = 0; r2 < m; r2++) {
-                    float *row = yd + (size_t)r2 * n;
-                    for (int j = n0; j < n1; j++) row[j] = (accumulate ? row[j] : 0.0f) + bd[j];
-                }
-                b = 1.0f;
-            }
-            if (n1 > n0) {
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n1 - n0, k, 1.0f, xd, k,
-                            wd + (size_t)n0 * k, k, b, yd + n0, n);
-                if (act != CDB_K_ACT_NONE)
-                    for (int r2 = 0; r2 < m; r2++)
-                        for (int j = n0; j < n1; j++)
-                            yd[(size_t)r2 * n + j] = act1(yd[(size_t)r2 * n + j], act);
-            }
-        }
-        return CDB_OK;
-    }
-    if (bias && accumulate) { /* y += bias, then y += x . w^T */
-        const float *bd = bias->data;
-        float *yd = y->data;
-#pragma omp parallel for num_threads(nt) schedule(static) if ((long)m * n > 16384)
-        for (r = 0; r < m; r++) {
-            float *row = yd + (size_t)r * n;
-            for (int j = 0; j < n; j++) row[j] += bd[j];
-        }
-    }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, x->data, k, w->data, k,
-                beta, y->data, n);
-    /* one pass for the epilogue: (x . w^T) + bias, then the activation, the same
-    ** single rounding of the sum as adding the bias inside sgemm (beta = 1) */
-    if (bias && !accumulate)
-        bias_act_rows(y->data, bias->data, m, n, act, nt);
-    else
-        act_range(y->data, (size_t)m * n, act, nt);
-    return CDB_OK;
+    rc = cdb_gemm_run(K, x->data, wp, bias ? bias->data : NULL, y->data, m, n, k, act,
+                      accumulate, nthreads(be));
+    free(tmp);
+    return rc;
 }
 
 static cdb_status cpu_layernorm(cdb_k_backend *be, const cdb_k_buf *x, const cdb_k_buf *gamma,
@@ -347,8 +257,16 @@ static cdb_status cpu_layernorm(cdb_k_backend *be, const cdb_k_buf *x, const cdb
 }
 
 static cdb_status cpu_act(cdb_k_backend *be, cdb_k_buf *x, size_t n, cdb_k_act act) {
+    const cdb_gemm_kern *K = kern(be);
+    long c, n_chunks;
+    const size_t CH = 16384; /* elementwise: any split gives the same bits */
     if (!sizes_ok(x, n)) return cdb_seterr(CDB_INVALID, "act: buffer too small");
-    act_range(x->data, n, act, nthreads(be));
+    n_chunks = (long)((n + CH - 1) / CH);
+#pragma omp parallel for num_threads(nthreads(be)) schedule(static) if (n_chunks > 4)
+    for (c = 0; c < n_chunks; c++) {
+        size_t i0 = (size_t)c * CH;
+        K->act(x->data + i0, n - i0 < CH ? n - i0 : CH, act);
+    }
     return CDB_OK;
 }
 
@@ -364,12 +282,14 @@ static cdb_status cpu_add(cdb_k_backend *be, cdb_k_buf *y, const cdb_k_buf *x, s
     return CDB_OK;
 }
 
+/* Per (item, head) pair, one query row at a time through K->attn_row: the scores
+** of one row are the only thing materialized (seq + lanes floats per thread). */
 static cdb_status cpu_attention(cdb_k_backend *be, const cdb_k_buf *qkv, cdb_k_buf *out,
                                 int batch, int seq, int heads, int head_dim, int causal) {
-    int d = heads * head_dim, nt = nthreads(be);
+    const cdb_gemm_kern *K = kern(be);
+    int d = heads * head_dim, nt = nthreads(be), fail = 0;
     long bh, n_bh = (long)batch * heads;
     float scale;
-    int fail = 0;
     if (batch < 0 || seq <= 0 || heads <= 0 || head_dim <= 0 ||
         !sizes_ok(qkv, (size_t)batch * seq * 3 * d) || !sizes_ok(out, (size_t)batch * seq * d))
         return cdb_seterr(CDB_INVALID, "attention: bad shape b=%d s=%d h=%d hd=%d", batch, seq,
@@ -377,40 +297,26 @@ static cdb_status cpu_attention(cdb_k_backend *be, const cdb_k_buf *qkv, cdb_k_b
     scale = 1.0f / sqrtf((float)head_dim);
     /* Tiny problems (a short text query) run on this thread: a fork/join costs more. */
     if (n_bh < 2 || (double)n_bh * seq * seq * head_dim < 262144.0) nt = 1;
-#pragma omp parallel num_threads(nt)
+#pragma omp parallel num_threads(nt) if (nt > 1)
     {
-        float *sc = malloc((size_t)seq * seq * sizeof(float));
-        if (!sc) {
+        float *p = malloc(((size_t)seq + CDB_GEMM_NR_MAX) * sizeof(float));
+        if (!p) {
 #pragma omp atomic write
             fail = 1;
         }
 #pragma omp for schedule(dynamic, 1)
         for (bh = 0; bh < n_bh; bh++) {
-            if (!sc) continue;
             int b = (int)(bh / heads), h = (int)(bh % heads);
-            const float *q = qkv->data + (size_t)b * seq * 3 * d + (size_t)h * head_dim;
-            const float *k = q + d, *v = q + 2 * d;
-            float *o = out->data + (size_t)b * seq * d + (size_t)h * head_dim;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, seq, seq, head_dim, scale, q,
-                        3 * d, k, 3 * d, 0.0f, sc, seq);
-            for (int i = 0; i < seq; i++) {
-                float *row = sc + (size_t)i * seq, mx = -INFINITY, sum = 0.0f;
-                int lim = causal ? i + 1 : seq;
-                for (int j = 0; j < lim; j++) mx = row[j] > mx ? row[j] : mx;
-                for (int j = 0; j < lim; j++) {
-                    row[j] = expf(row[j] - mx);
-                    sum += row[j];
-                }
-                float inv = 1.0f / sum;
-                for (int j = 0; j < lim; j++) row[j] *= inv;
-                for (int j = lim; j < seq; j++) row[j] = 0.0f;
-            }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, seq, head_dim, seq, 1.0f, sc,
-                        seq, v, 3 * d, 0.0f, o, d);
+            const float *base = qkv->data + (size_t)b * seq * 3 * d + (size_t)h * head_dim;
+            if (!p) continue;
+            for (int i = 0; i < seq; i++)
+                K->attn_row(base + (size_t)i * 3 * d, base + d, (size_t)3 * d, base + 2 * d,
+                            (size_t)3 * d, causal ? i + 1 : seq, head_dim, scale, p,
+                            out->data + ((size_t)b * seq + i) * d + (size_t)h * head_dim);
         }
-        free(sc);
+        free(p);
     }
-    if (fail) return cdb_seterr(CDB_NOMEM, "attention scratch (%d x %d)", seq, seq);
+    if (fail) return cdb_seterr(CDB_NOMEM, "attention scratch (%d keys)", seq);
     return CDB_OK;
 }
 
@@ -419,7 +325,7 @@ static cdb_status cpu_embed_tokens(cdb_k_backend *be, const cdb_k_buf *table, co
                                    cdb_k_buf *out) {
     size_t vocab = table->n / (size_t)(width > 0 ? width : 1);
     if (n_rows < 0 || seq <= 0 || width <= 0 || !sizes_ok(out, (size_t)n_rows * width) ||
-        !sizes_ok(pos, (size_t)seq * width))
+        !sizes_ok(pos, (size_t)seq * width) || !sizes_ok(table, (size_t)width))
         return cdb_seterr(CDB_INVALID, "embed_tokens: bad shape");
     for (int r = 0; r < n_rows; r++) {
         if (ids[r] < 0 || (size_t)ids[r] >= vocab)
@@ -456,7 +362,7 @@ static cdb_status cpu_embed_patches(cdb_k_backend *be, const cdb_k_buf *patches,
 static cdb_status cpu_gather_rows(cdb_k_backend *be, const cdb_k_buf *x, const int32_t *rows,
                                   int n, int width, cdb_k_buf *out) {
     size_t nx = x->n / (size_t)(width > 0 ? width : 1);
-    if (n < 0 || width <= 0 || !sizes_ok(out, (size_t)n * width))
+    if (n < 0 || width <= 0 || !sizes_ok(out, (size_t)n * width) || !sizes_ok(x, 0))
         return cdb_seterr(CDB_INVALID, "gather_rows: bad shape");
     for (int i = 0; i < n; i++) {
         if (rows[i] < 0 || (size_t)rows[i] >= nx)
@@ -574,6 +480,7 @@ static cdb_status cpu_pool_tokens(cdb_k_backend *be, const cdb_k_buf *x, const c
 static cdb_status cpu_attention_q(cdb_k_backend *be, const cdb_k_buf *q, const cdb_k_buf *kv,
                                   cdb_k_buf *out, int batch, int n_q, int seq, int heads,
                                   int head_dim) {
+    const cdb_gemm_kern *K = kern(be);
     int d = heads * head_dim, nt = nthreads(be), fail = 0;
     long bh, n_bh = (long)batch * heads;
     float scale;
@@ -583,42 +490,23 @@ static cdb_status cpu_attention_q(cdb_k_backend *be, const cdb_k_buf *q, const c
         return cdb_seterr(CDB_INVALID, "attention_q: bad shape b=%d nq=%d s=%d h=%d hd=%d", batch,
                           n_q, seq, heads, head_dim);
     scale = 1.0f / sqrtf((float)head_dim);
-    if ((double)n_bh * n_q * seq * head_dim < 65536.0) nt = 1;
-#pragma omp parallel num_threads(nt)
+    if (n_bh < 2 || (double)n_bh * n_q * seq * head_dim < 65536.0) nt = 1;
+#pragma omp parallel num_threads(nt) if (nt > 1)
     {
-        float *p = malloc((size_t)seq * sizeof(float));
+        float *p = malloc(((size_t)seq + CDB_GEMM_NR_MAX) * sizeof(float));
         if (!p) {
 #pragma omp atomic write
             fail = 1;
         }
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 1)
         for (bh = 0; bh < n_bh; bh++) {
             int b = (int)(bh / heads), h = (int)(bh % heads);
             const float *kb = kv->data + (size_t)b * seq * 2 * d + (size_t)h * head_dim;
             if (!p) continue;
-            for (int i = 0; i < n_q; i++) {
-                const float *qr = q->data + ((size_t)b * n_q + i) * d + (size_t)h * head_dim;
-                float *o = out->data + ((size_t)b * n_q + i) * d + (size_t)h * head_dim;
-                float mx = -INFINITY, sum = 0.0f, inv;
-                for (int j = 0; j < seq; j++) {
-                    const float *kr = kb + (size_t)j * 2 * d;
-                    float sc = 0.0f;
-                    for (int l = 0; l < head_dim; l++) sc += qr[l] * kr[l];
-                    p[j] = sc * scale;
-                    mx = p[j] > mx ? p[j] : mx;
-                }
-                for (int j = 0; j < seq; j++) {
-                    p[j] = expf(p[j] - mx);
-                    sum += p[j];
-                }
-                inv = 1.0f / sum;
-                for (int l = 0; l < head_dim; l++) o[l] = 0.0f;
-                for (int j = 0; j < seq; j++) {
-                    const float *vr = kb + (size_t)j * 2 * d + d;
-                    float pj = p[j] * inv;
-                    for (int l = 0; l < head_dim; l++) o[l] += pj * vr[l];
-                }
-            }
+            for (int i = 0; i < n_q; i++)
+                K->attn_row(q->data + ((size_t)b * n_q + i) * d + (size_t)h * head_dim, kb,
+                            (size_t)2 * d, kb + d, (size_t)2 * d, seq, head_dim, scale, p,
+                            out->data + ((size_t)b * n_q + i) * d + (size_t)h * head_dim);
         }
         free(p);
     }
@@ -635,6 +523,7 @@ static const cdb_k_backend_ops cpu_ops = {
     cpu_buf_upload,  cpu_buf_download, cpu_gemm,          cpu_layernorm,    cpu_act,
     cpu_add,         cpu_attention,    cpu_embed_tokens,  cpu_embed_patches, cpu_gather_rows,
     cpu_sync,        cpu_im2col,       cpu_avgpool,       cpu_pool_tokens,  cpu_attention_q,
+    cpu_matrix_upload,
 };
 
 cdb_status cdb_k_backend_cpu_new(int n_threads, cdb_k_backend **out) {
@@ -644,7 +533,7 @@ cdb_status cdb_k_backend_cpu_new(int n_threads, cdb_k_backend **out) {
     if (!be) return cdb_seterr(CDB_NOMEM, "cpu backend");
     be->base.ops = &cpu_ops;
     be->n_threads = n_threads > 0 ? n_threads : cdb_default_threads();
-    openblas_set_num_threads(be->n_threads);
+    be->K = cdb_gemm_kern_get();
     *out = &be->base;
     return CDB_OK;
 }

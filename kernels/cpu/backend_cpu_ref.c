@@ -43,6 +43,15 @@ static cdb_status ref_weight_upload(cdb_k_backend *be, const void *src, cdb_k_dt
     return CDB_OK;
 }
 
+static cdb_status ref_matrix_upload(cdb_k_backend *be, const void *src, cdb_k_dtype dt, int rows,
+                                    int cols, int flags, cdb_k_buf **out) {
+    if (rows <= 0 || cols <= 0) {
+        *out = NULL;
+        return cdb_seterr(CDB_INVALID, "matrix_upload: bad shape %dx%d", rows, cols);
+    }
+    return ref_weight_upload(be, src, dt, (size_t)rows * cols, CDB_K_W_MATRIX, flags, out);
+}
+
 static cdb_status ref_buf_upload(cdb_k_backend *be, cdb_k_buf *dst, size_t off, const float *src,
                                  size_t n) {
     if (off > dst->n || n > dst->n - off)
@@ -331,6 +340,7 @@ static const cdb_k_backend_ops ref_ops = {
     ref_buf_upload,  ref_buf_download, ref_gemm,         ref_layernorm,     ref_act,
     ref_add,         ref_attention,    ref_embed_tokens, ref_embed_patches, ref_gather_rows,
     ref_sync,        ref_im2col,       ref_avgpool,      ref_pool_tokens,   ref_attention_q,
+    ref_matrix_upload,
 };
 
 cdb_status cdb_k_backend_cpu_ref_new(cdb_k_backend **out) {

@@ -8,11 +8,15 @@
 
 #include "kernels/kernels.h"
 
-/* A CPU buffer: n fp32 values. */
+/* A CPU buffer: n fp32 values at data; or, for a matrix of the optimized backend
+** (matrix_upload), data NULL and the rows x cols matrix (n = rows * cols) packed in
+** column panels of nr at packed (gemm_int.h). */
 struct cdb_k_buf {
     float *data;
     size_t n;
     int owned; /* 0: borrowed from the caller (weight_upload with CDB_K_UPLOAD_BORROW) */
+    float *packed;
+    int rows, cols, nr;
 };
 
 /* 64-byte aligned, free() it; NULL when out of memory. */

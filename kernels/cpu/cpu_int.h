@@ -1,8 +1,9 @@
 /*
 ** cpu_int.h: private declarations shared by kernels/cpu/ files. The *_avx2
 ** functions are defined in files compiled with -mavx2 -mfma -mf16c and must only
-** be called after cdb_k_cpu_isa() >= CDB_K_ISA_AVX2. CDB_HAVE_AVX2 is set by CMake
-** when those files are part of the build (x86-64).
+** be called after cdb_k_cpu_isa() >= CDB_K_ISA_AVX2; the *_avx512 ones (built with
+** -mavx512f as well) after cdb_k_cpu_isa() == CDB_K_ISA_AVX512. CDB_HAVE_AVX2 and
+** CDB_HAVE_AVX512 are set by CMake when those files are part of the build (x86-64).
 */
 #ifndef CDB_KERNELS_CPU_INT_H
 #define CDB_KERNELS_CPU_INT_H
@@ -11,6 +12,9 @@
 
 #ifndef CDB_HAVE_AVX2
 #define CDB_HAVE_AVX2 0
+#endif
+#ifndef CDB_HAVE_AVX512
+#define CDB_HAVE_AVX512 0
 #endif
 
 void cdb_k_f16_to_f32_avx2(const uint16_t *src, float *dst, size_t n);

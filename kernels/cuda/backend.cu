@@ -219,6 +219,16 @@ done:
     OP_LEAVE();
 }
 
+/* The shape changes nothing here: fp16 row-major as every MATRIX weight. */
+static cdb_status cuda_matrix_upload(cdb_k_backend *be, const void *src, cdb_k_dtype dt,
+                                     int rows, int cols, int flags, cdb_k_buf **out) {
+    if (rows <= 0 || cols <= 0) {
+        *out = NULL;
+        return cdb_seterr(CDB_INVALID, "matrix_upload: bad shape %dx%d", rows, cols);
+    }
+    return cuda_weight_upload(be, src, dt, (size_t)rows * cols, CDB_K_W_MATRIX, flags, out);
+}
+
 static cdb_status cuda_buf_upload(cdb_k_backend *be, cdb_k_buf *dst, size_t off, const float *src,
                                   size_t n) {
     uint16_t *tmp = NULL;
@@ -607,6 +617,7 @@ const cdb_k_backend_ops cdb_kc_cuda_ops_ = {
     cuda_avgpool,
     cuda_pool_tokens,
     cuda_attention_q,
+    cuda_matrix_upload,
 };
 
 extern "C" cdb_status cdb_k_backend_cuda_new(int device_index, cdb_k_backend **out) {

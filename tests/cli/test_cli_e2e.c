@@ -523,6 +523,80 @@ CDB_TEST(e2e_encoder_commands) {
     cli_run_free(&r);
 }
 
+/* embed encodes its images in batches (32): with one text among 34 images (two
+** batches, the second of 2), every row has the bytes of its input embedded alone, in
+** the order given. */
+#define N_EMBED 34
+
+/* The float data of an N x dim .npy file embed wrote (a pointer into *file, which the
+** caller frees), or NULL when it is not N x dim. */
+static const char *npy_rows(const char *path, int n, int dim, char **file) {
+    size_t len = 0, hl;
+    char want[64];
+    *file = cli_read_file(path, &len);
+    if (!*file || len < 10) return NULL;
+    hl = (unsigned char)(*file)[8] | (size_t)(unsigned char)(*file)[9] << 8;
+    snprintf(want, sizeof want, "'shape': (%d, %d)", n, dim);
+    if (len != 10 + hl + (size_t)n * (size_t)dim * 4 || !strstr(*file + 10, want)) return NULL;
+    return *file + 10 + hl;
+}
+
+CDB_TEST(e2e_embed_batches_match_alone) {
+    NEED_MODEL(model);
+    char tmp[512], lib[600], imgs[N_EMBED][700], out[700], one[700];
+    const char *argv[2 * N_EMBED + 16];
+    const char *text = "a red circle";
+    cli_run_result r;
+    json_t *j;
+    char *all = NULL;
+    const char *rows;
+    int dim = 0, na = 0, text_row = 5;
+    if (!cli_tmpdir(tmp, sizeof tmp)) CDB_TEST_FAIL_("mkdtemp");
+    snprintf(lib, sizeof lib, "%s/photos", tmp);
+    if (generate(lib, N_EMBED, 23)) CDB_TEST_FAIL_("generate");
+    cli_run((const char *[]){"models", "--model", model, "--json", NULL}, &r);
+    if ((j = parse(cdb_t_, &r))) {
+        dim = (int)jint(j, "embed_dim");
+        json_decref(j);
+    }
+    cli_run_free(&r);
+    CHECK(dim > 0);
+    snprintf(out, sizeof out, "%s/all.npy", tmp);
+    argv[na++] = "embed", argv[na++] = "--model", argv[na++] = model;
+    for (int i = 0; i < N_EMBED; i++) {
+        if (i == text_row) argv[na++] = "--text", argv[na++] = text;
+        argv[na++] = "--image", argv[na++] = img_name(lib, i, imgs[i], sizeof imgs[i]);
+    }
+    argv[na++] = "--format", argv[na++] = "npy", argv[na++] = "--out", argv[na++] = out;
+    argv[na] = NULL;
+    cli_run(argv, &r);
+    CHECK_EQ_INT(r.exit_code, 0);
+    cli_run_free(&r);
+    rows = npy_rows(out, N_EMBED + 1, dim, &all);
+    CHECK(rows != NULL);
+    snprintf(one, sizeof one, "%s/one.npy", tmp);
+    for (int row = 0; rows && row <= N_EMBED; row++) {
+        int i = row < text_row ? row : row - 1;
+        char *f = NULL;
+        const char *alone;
+        if (row == text_row)
+            cli_run((const char *[]){"embed", "--model", model, "--text", text, "--format", "npy",
+                                     "--out", one, NULL}, &r);
+        else
+            cli_run((const char *[]){"embed", "--model", model, "--image", imgs[i], "--format",
+                                     "npy", "--out", one, NULL}, &r);
+        CHECK_EQ_INT(r.exit_code, 0);
+        cli_run_free(&r);
+        alone = npy_rows(one, 1, dim, &f);
+        CHECK(alone != NULL);
+        CHECK_MSG(!alone || memcmp(alone, rows + (size_t)row * dim * 4, (size_t)dim * 4) == 0,
+                  "row %d (%s) differs from its input embedded alone", row,
+                  row == text_row ? text : imgs[i]);
+        free(f);
+    }
+    free(all);
+}
+
 /* ---- Ctrl-C, concurrent readers and writers ---------------------------------------- */
 
 #define N_BIG 160
@@ -636,4 +710,5 @@ CDB_TEST(e2e_sigint_and_concurrency) {
 }
 
 CDB_TEST_MAIN(e2e_ingest_search_and_friends, e2e_odd_paths, e2e_encoder_commands,
+              e2e_embed_batches_match_alone,
               e2e_sigint_and_concurrency)

@@ -1,5 +1,5 @@
 /*
-** test_backend_cpu.c: differential tests of the optimized CPU backend (OpenBLAS +
+** test_backend_cpu.c: differential tests of the optimized CPU backend (own GEMM +
 ** OpenMP) against the scalar reference backend, op by op, on odd shapes (sizes
 ** that are not multiples of 8/16, one row, one head), with an NMSE threshold as
 ** ggml's test-backend-ops; plus weight upload from F16/BF16/F32 (borrowed and

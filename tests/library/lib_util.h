@@ -2,8 +2,8 @@
 ** lib_util.h: helpers of the library tests (tests/library/): the real clipdb binary
 ** run as a user runs it, generated photo folders (world/), and the oracle every
 ** check goes back to: the embedding of a file's own bytes, computed by `clipdb
-** embed` (a separate process, one image at a time, never the database), compared
-** with what `clipdb export` says is stored for its path.
+** embed` (a separate process, never the database; its batches give each image's
+** bytes alone), compared with what `clipdb export` says is stored for its path.
 **
 ** The bundled model is used ($CLIPDB_TEST_MODEL overrides it); without one the
 ** tests skip (exit 77).
@@ -287,7 +287,7 @@ static inline int lu_embed(const char *const *files, int n, float **out, int *di
 }
 
 /* The stored fp16 vector a (decoded) is the file's own embedding b: each element
-** within 2e-3 (fp16 rounding plus the encoder's batch-to-batch last bits) and
+** within 2e-3 (the stored vector's fp16 rounding, with margin) and
 ** cosine >= 0.99999. Two different photos are far further apart. */
 static inline int lu_same_vector(const float *a, const float *b, int dim, double *cos_out) {
     double ab = 0, aa = 0, bb = 0, worst = 0;

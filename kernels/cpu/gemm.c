@@ -1,0 +1,213 @@
+/*
+** gemm.c: the driver of clipdb's fp32 GEMM (contract and invariance rules:
+** gemm_int.h): W packing, X block packing, the loop nest and the OpenMP split.
+** ISA-independent; the micro-tile and the epilogue are the kernel table's.
+**
+** Loop nest of one work item (a block of up to MC rows x a range of whole
+** panels): for each K chunk, pack the X block (L2), then for each group of panels
+** (their KC slices about half of L2) let every X micro-panel (L1) sweep the group.
+** Work items are (row block, panel range) pairs handed out dynamically; the ranges
+** are cut so that a small m (a text query) still gives every thread a share. None
+** of these choices changes any element's arithmetic.
+*/
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/backend_int.h"
+#include "kernels/cpu/cpu_int.h"
+#include "kernels/cpu/gemm_int.h"
+
+const cdb_gemm_kern *cdb_gemm_kern_get(void) {
+    switch (cdb_k_cpu_isa()) {
+#if CDB_HAVE_AVX512
+    case CDB_K_ISA_AVX512: return &cdb_gemm_kern_avx512;
+#endif
+#if CDB_HAVE_AVX2
+    case CDB_K_ISA_AVX2: return &cdb_gemm_kern_avx2;
+#endif
+    default: return &cdb_gemm_kern_generic;
+    }
+}
+
+const cdb_gemm_kern *cdb_gemm_kern_for(cdb_k_isa isa) {
+    if (isa > cdb_k_cpu_isa()) return NULL; /* the CPU (or CLIPDB_ISA) rules it out */
+    switch (isa) {
+    case CDB_K_ISA_SCALAR: return &cdb_gemm_kern_generic;
+#if CDB_HAVE_AVX2
+    case CDB_K_ISA_AVX2: return &cdb_gemm_kern_avx2;
+#endif
+#if CDB_HAVE_AVX512
+    case CDB_K_ISA_AVX512: return &cdb_gemm_kern_avx512;
+#endif
+    default: return NULL;
+    }
+}
+
+double cdb_k_cpu_fma_peak_gflops(int n_threads, double seconds) {
+    const cdb_gemm_kern *K = cdb_gemm_kern_get();
+    const long chunk = 1L << 20; /* iterations between clock reads */
+    int64_t t0 = 0, t1 = 0;
+    long iters = 0;
+    float sink = 0;
+    if (n_threads < 1) n_threads = 1;
+    /* One interval common to all threads (barriers at both ends): a thread started
+    ** late or descheduled lowers the rate instead of adding a private one to it. */
+#pragma omp parallel num_threads(n_threads) reduction(+ : iters) reduction(+ : sink)
+    {
+#pragma omp single
+        t0 = cdb_now_ns();
+        do {
+            sink += K->fma_loop(chunk);
+            iters += chunk;
+        } while ((double)(cdb_now_ns() - t0) * 1e-9 < seconds);
+#pragma omp barrier
+#pragma omp single
+        t1 = cdb_now_ns();
+    }
+    if (t1 <= t0) return 0;
+    /* sink (> 0) is read so that no loop can be optimized away */
+    return (double)iters * 12 * K->vl * 2 / ((double)(t1 - t0) * 1e-9) * 1e-9 + (sink < 0);
+}
+
+size_t cdb_gemm_packed_floats(int n, int k, int nr) {
+    return (size_t)((n + nr - 1) / nr) * (size_t)nr * (size_t)k;
+}
+
+void cdb_gemm_pack_b(const void *w, cdb_k_dtype dt, int n, int k, int nr, float *row,
+                     float *dst) {
+    size_t esz = dt == CDB_K_F32 ? 4 : 2;
+    int n_pan = (n + nr - 1) / nr;
+    for (int p = 0; p < n_pan; p++) {
+        float *pan = dst + (size_t)p * k * nr;
+        for (int c = 0; c < nr; c++) {
+            int j = p * nr + c;
+            if (j >= n) {
+                for (int kk = 0; kk < k; kk++) pan[(size_t)kk * nr + c] = 0.0f;
+                continue;
+            }
+            cdb_k_cpu_convert_to_f32((const unsigned char *)w + (size_t)j * k * esz, dt, row,
+                                     (size_t)k);
+            for (int kk = 0; kk < k; kk++) pan[(size_t)kk * nr + c] = row[kk];
+        }
+    }
+}
+
+void cdb_gemm_unpack_b(const float *packed, int n, int k, int nr, float *w) {
+    for (int j = 0; j < n; j++) {
+        const float *pan = packed + (size_t)(j / nr) * k * nr + j % nr;
+        for (int kk = 0; kk < k; kk++) w[(size_t)j * k + kk] = pan[(size_t)kk * nr];
+    }
+}
+
+/* X rows [0, mb) (ldx apart) x columns [0, kc) into micro-panels of MR rows:
+** element (r, kk) of panel ip at (ip*kc + kk)*MR + r; rows past mb are zero. */
+static void pack_a(const float *x, size_t ldx, int mb, int kc, float *dst) {
+    const int MR = CDB_GEMM_MR;
+    for (int ip = 0; ip * MR < mb; ip++) {
+        float *d = dst + (size_t)ip * kc * MR;
+        for (int r = 0; r < MR; r++) {
+            int i = ip * MR + r;
+            if (i < mb) {
+                const float *xr = x + (size_t)i * ldx;
+                for (int kk = 0; kk < kc; kk++) d[(size_t)kk * MR + r] = xr[kk];
+            } else {
+                for (int kk = 0; kk < kc; kk++) d[(size_t)kk * MR + r] = 0.0f;
+            }
+        }
+    }
+}
+
+/* One tile of mr <= MR valid rows and nv <= nr valid columns at c. A partial tile
+** runs the same full tile on a zero-padded copy (and a padded bias), so each of
+** its elements gets exactly the arithmetic it would get inside a full tile. */
+static void run_tile(const cdb_gemm_kern *K, int kc, const float *a, const float *b, float *c,
+                     size_t ldc, int mr, int nv, const float *bias, int flags, cdb_k_act act) {
+    float tmp[CDB_GEMM_MR * CDB_GEMM_NR_MAX], bpad[CDB_GEMM_NR_MAX];
+    int nr = K->nr, loadc = !(flags & CDB_GEMM_FIRST) || (flags & CDB_GEMM_LOADC);
+    if (mr == CDB_GEMM_MR && nv == nr) {
+        K->tile(kc, a, b, c, ldc, bias, flags, act);
+        return;
+    }
+    memset(tmp, 0, sizeof tmp);
+    if (loadc)
+        for (int r = 0; r < mr; r++) memcpy(tmp + r * nr, c + r * ldc, (size_t)nv * sizeof(float));
+    if (bias && nv < nr) {
+        memset(bpad, 0, sizeof bpad);
+        memcpy(bpad, bias, (size_t)nv * sizeof(float));
+        bias = bpad;
+    }
+    K->tile(kc, a, b, tmp, (size_t)nr, bias, flags, act);
+    for (int r = 0; r < mr; r++) memcpy(c + r * ldc, tmp + r * nr, (size_t)nv * sizeof(float));
+}
+
+typedef struct gemm_job {
+    const cdb_gemm_kern *K;
+    const float *x, *w, *bias;
+    float *y;
+    int m, n, k;
+    cdb_k_act act;
+    int accumulate;
+} gemm_job;
+
+/* Rows [i0, i0 + mb) x panels [p0, p1). abuf: MC * KC floats. Per K chunk: the X
+** block is packed once (L2); the panels go by groups whose KC slices fill about
+** half of L2; within a group each X micro-panel (L1) sweeps the group's panels, so
+** C is written row-contiguously (TLB- and prefetch-friendly). */
+static void work_item(const gemm_job *g, int i0, int mb, int p0, int p1, float *abuf) {
+    const int nr = g->K->nr, MR = CDB_GEMM_MR, KC = CDB_GEMM_KC;
+    const int group = (int)((256u << 10) / ((unsigned)KC * nr * sizeof(float)));
+    const size_t ldc = (size_t)g->n;
+    for (int k0 = 0; k0 < g->k; k0 += KC) {
+        int kc = g->k - k0 < KC ? g->k - k0 : KC;
+        int flags = (k0 == 0 ? CDB_GEMM_FIRST : 0) | (g->accumulate ? CDB_GEMM_LOADC : 0) |
+                    (k0 + kc == g->k ? CDB_GEMM_LAST : 0);
+        pack_a(g->x + (size_t)i0 * g->k + k0, (size_t)g->k, mb, kc, abuf);
+        for (int pg = p0; pg < p1; pg += group) {
+            int pe = pg + group < p1 ? pg + group : p1;
+            for (int ip = 0; ip * MR < mb; ip++) {
+                int mr = mb - ip * MR < MR ? mb - ip * MR : MR;
+                const float *ap = abuf + (size_t)ip * kc * MR;
+                float *crow = g->y + (size_t)(i0 + ip * MR) * ldc;
+                for (int p = pg; p < pe; p++) {
+                    int j0 = p * nr, nv = g->n - j0 < nr ? g->n - j0 : nr;
+                    run_tile(g->K, kc, ap, g->w + ((size_t)p * g->k + k0) * nr, crow + j0, ldc,
+                             mr, nv, g->bias ? g->bias + j0 : NULL, flags, g->act);
+                }
+            }
+        }
+    }
+}
+
+cdb_status cdb_gemm_run(const cdb_gemm_kern *K, const float *x, const float *wpacked,
+                        const float *bias, float *y, int m, int n, int k, cdb_k_act act,
+                        int accumulate, int n_threads) {
+    gemm_job g = {K, x, wpacked, bias, y, m, n, k, act, accumulate};
+    const int MC = CDB_GEMM_MC;
+    int n_pan = (n + K->nr - 1) / K->nr, n_mb = (m + MC - 1) / MC, n_split = 1, n_items;
+    int nt = n_threads > 0 ? n_threads : 1, fail = 0;
+    double flops = 2.0 * m * n * k;
+    if (m <= 0) return CDB_OK;
+    if (flops < 4e6) nt = 1; /* a fork/join costs more than such a product */
+    /* enough items for every thread (x2 for balance on a shared machine) */
+    while (nt > 1 && n_mb * n_split < 2 * nt && n_split < n_pan) n_split++;
+    n_items = n_mb * n_split;
+    if (nt > n_items) nt = n_items;
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        float *abuf = cdb_k_cpu_alloc_f32((size_t)MC * CDB_GEMM_KC);
+        if (!abuf) {
+#pragma omp atomic write
+            fail = 1;
+        }
+#pragma omp for schedule(dynamic, 1)
+        for (int it = 0; it < n_items; it++) {
+            int ib = it / n_split, s = it % n_split, i0 = ib * MC;
+            int p0 = (int)((long)n_pan * s / n_split), p1 = (int)((long)n_pan * (s + 1) / n_split);
+            if (abuf && p1 > p0) work_item(&g, i0, m - i0 < MC ? m - i0 : MC, p0, p1, abuf);
+        }
+        free(abuf);
+    }
+    if (fail) return cdb_seterr(CDB_NOMEM, "gemm: X block scratch");
+    return CDB_OK;
+}

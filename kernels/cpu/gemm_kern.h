@@ -1,0 +1,300 @@
+/*
+** gemm_kern.h: the vector kernels of the CPU backend, written once over a small
+** set of vector macros and instantiated per ISA: gemm_avx512.c (16 lanes),
+** gemm_avx2.c (8 lanes, AVX2 + FMA) and gemm_generic.c (8 lanes of GCC/clang
+** vector extensions, portable C: the CLIPDB_ISA=scalar path). The same blocking,
+** the same operation order and the same formulas in every instantiation; only the
+** vector width differs (so the AVX2 tests exercise the algorithm the AVX-512 path
+** runs). Contracts: gemm_int.h (cdb_gemm_kern).
+**
+** The including file defines, before including this one:
+**   V, VL                     vector type and its fp32 lanes
+**   KFN(name)                 a per-ISA name
+**   VLOAD(p) VSTORE(p, v)     unaligned load / store of VL floats
+**   VSET1(x) VZERO()          broadcast / zero
+**   VADD VSUB VMUL VDIV       IEEE fp32 lane-wise, one rounding each
+**   VFMA(a, b, c)             a*b + c with ONE rounding where the ISA has FMA
+**                             (generic: two roundings; fixed either way)
+**   VMAX(a, b) VMIN(a, b)     lane-wise; when a lane of either is NaN, b's lane
+**                             (x86 maxps/minps semantics)
+**   VFLOOR(x)                 floor, |x| < 2^31
+**   VPOW2I(n)                 2^n for integral n in [-126, 127]
+**   VABS(x) VCOPYSIGN(m, s)   |x|; |m| with the sign of s
+**   VHSUM(v)                  the lanes' sum in a fixed order (float)
+*/
+
+#include <math.h>
+#include <string.h>
+
+#include "kernels/cpu/gemm_int.h"
+
+/* ---- vector math ------------------------------------------------------------
+** exp: Cephes' expf (range reduction by ln 2 in two parts, degree-6 polynomial,
+** ~1 ulp), argument clamped to [-87.34, 88] (exp(88) = 1.65e38 is finite; below,
+** ~1.2e-38 stands for 0: every use adds 1 or divides by a sum that holds 1). NaN
+** stays NaN. erf: Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7, as PyTorch's own
+** vectorized erf). */
+
+static inline V KFN(vexp)(V x) {
+    V fx, y;
+    x = VMIN(VSET1(88.0f), VMAX(VSET1(-87.33654f), x));
+    fx = VFLOOR(VFMA(x, VSET1(1.44269504088896341f), VSET1(0.5f)));
+    x = VFMA(fx, VSET1(-0.693359375f), x);
+    x = VFMA(fx, VSET1(2.12194440e-4f), x);
+    y = VSET1(1.9875691500e-4f);
+    y = VFMA(y, x, VSET1(1.3981999507e-3f));
+    y = VFMA(y, x, VSET1(8.3334519073e-3f));
+    y = VFMA(y, x, VSET1(4.1665795894e-2f));
+    y = VFMA(y, x, VSET1(1.6666665459e-1f));
+    y = VFMA(y, x, VSET1(5.0000001201e-1f));
+    y = VFMA(y, VMUL(x, x), VADD(x, VSET1(1.0f)));
+    return VMUL(y, VPOW2I(fx));
+}
+
+static inline V KFN(verf)(V x) {
+    V a = VABS(x), t, y;
+    t = VDIV(VSET1(1.0f), VFMA(VSET1(0.3275911f), a, VSET1(1.0f)));
+    y = VSET1(1.061405429f);
+    y = VFMA(y, t, VSET1(-1.453152027f));
+    y = VFMA(y, t, VSET1(1.421413741f));
+    y = VFMA(y, t, VSET1(-0.284496736f));
+    y = VFMA(y, t, VSET1(0.254829592f));
+    y = VMUL(y, t);
+    y = VSUB(VSET1(1.0f), VMUL(y, KFN(vexp)(VMUL(VSUB(VZERO(), a), a))));
+    return VCOPYSIGN(y, x);
+}
+
+/* The activations of cdb_k_act, as kernels.h defines them. ReLU: max(0, x) with
+** x second, so a NaN lane stays NaN. */
+static inline V KFN(vact)(V x, cdb_k_act act) {
+    switch (act) {
+    case CDB_K_ACT_RELU: return VMAX(VZERO(), x);
+    case CDB_K_ACT_QUICK_GELU:
+        return VDIV(x, VADD(VSET1(1.0f), KFN(vexp)(VMUL(VSET1(-1.702f), x))));
+    case CDB_K_ACT_GELU:
+        return VMUL(VMUL(VSET1(0.5f), x),
+                    VADD(VSET1(1.0f), KFN(verf)(VMUL(x, VSET1(0.70710678118654752f)))));
+    default: return x;
+    }
+}
+
+/* ---- the GEMM micro-tile (MR = 6 rows x 2 vectors) ---------------------------- */
+
+/* One row of the tile's epilogue: see cdb_gemm_kern.tile. */
+static inline void KFN(tile_row)(float *cr, V p0, V p1, const float *bias, int flags,
+                                 cdb_k_act act) {
+    V t0, t1;
+    if (flags & CDB_GEMM_FIRST) {
+        V i0 = bias ? VLOAD(bias) : VZERO(), i1 = bias ? VLOAD(bias + VL) : VZERO();
+        if (flags & CDB_GEMM_LOADC) {
+            i0 = VADD(VLOAD(cr), i0);
+            i1 = VADD(VLOAD(cr + VL), i1);
+        }
+        t0 = VADD(i0, p0);
+        t1 = VADD(i1, p1);
+    } else {
+        t0 = VADD(VLOAD(cr), p0);
+        t1 = VADD(VLOAD(cr + VL), p1);
+    }
+    if (flags & CDB_GEMM_LAST) {
+        t0 = KFN(vact)(t0, act);
+        t1 = KFN(vact)(t1, act);
+    }
+    VSTORE(cr, t0);
+    VSTORE(cr + VL, t1);
+}
+
+/* Step u of the unrolled K loop: row r's two accumulators += a[u][r] * b[u][0..2VL). */
+#define CDB_GK_ROW(u, r)                                 \
+    do {                                                 \
+        V ar = VSET1(a[(u)*CDB_GEMM_MR + r]);            \
+        c##r##0 = VFMA(ar, b0, c##r##0);                 \
+        c##r##1 = VFMA(ar, b1, c##r##1);                 \
+    } while (0)
+#define CDB_GK_STEP(u)                                   \
+    do {                                                 \
+        V b0 = VLOAD(b + (u)*2 * VL), b1 = VLOAD(b + (u)*2 * VL + VL); \
+        CDB_GK_ROW(u, 0);                                \
+        CDB_GK_ROW(u, 1);                                \
+        CDB_GK_ROW(u, 2);                                \
+        CDB_GK_ROW(u, 3);                                \
+        CDB_GK_ROW(u, 4);                                \
+        CDB_GK_ROW(u, 5);                                \
+    } while (0)
+
+static void KFN(tile)(int kc, const float *a, const float *b, float *c, size_t ldc,
+                      const float *bias, int flags, cdb_k_act act) {
+    V c00 = VZERO(), c01 = VZERO(), c10 = VZERO(), c11 = VZERO(), c20 = VZERO(),
+      c21 = VZERO(), c30 = VZERO(), c31 = VZERO(), c40 = VZERO(), c41 = VZERO(),
+      c50 = VZERO(), c51 = VZERO();
+    int kk = 0;
+    /* C's rows are read only after the loop: start fetching them now (they may be in
+    ** L3 since the previous K chunk) */
+    for (int r = 0; r < CDB_GEMM_MR; r++) {
+        __builtin_prefetch(c + r * ldc, 1);
+        __builtin_prefetch(c + r * ldc + 2 * VL - 1, 1);
+    }
+    for (; kk + 4 <= kc; kk += 4) { /* unrolled by 4: the same chains in the same order */
+        CDB_GK_STEP(0);
+        CDB_GK_STEP(1);
+        CDB_GK_STEP(2);
+        CDB_GK_STEP(3);
+        a += 4 * CDB_GEMM_MR;
+        b += 8 * VL;
+    }
+    for (; kk < kc; kk++) {
+        CDB_GK_STEP(0);
+        a += CDB_GEMM_MR;
+        b += 2 * VL;
+    }
+    KFN(tile_row)(c, c00, c01, bias, flags, act);
+    KFN(tile_row)(c + ldc, c10, c11, bias, flags, act);
+    KFN(tile_row)(c + 2 * ldc, c20, c21, bias, flags, act);
+    KFN(tile_row)(c + 3 * ldc, c30, c31, bias, flags, act);
+    KFN(tile_row)(c + 4 * ldc, c40, c41, bias, flags, act);
+    KFN(tile_row)(c + 5 * ldc, c50, c51, bias, flags, act);
+}
+#undef CDB_GK_ROW
+#undef CDB_GK_STEP
+
+/* ---- elementwise ----------------------------------------------------------------- */
+
+static void KFN(act)(float *y, size_t n, cdb_k_act act) {
+    size_t i = 0;
+    if (act == CDB_K_ACT_NONE) return;
+    for (; i + VL <= n; i += VL) VSTORE(y + i, KFN(vact)(VLOAD(y + i), act));
+    if (i < n) { /* the tail through the same vector formula, zero-padded */
+        float t[VL];
+        memset(t, 0, sizeof t);
+        memcpy(t, y + i, (n - i) * sizeof(float));
+        VSTORE(t, KFN(vact)(VLOAD(t), act));
+        memcpy(y + i, t, (n - i) * sizeof(float));
+    }
+}
+
+/* ---- attention ------------------------------------------------------------------ */
+
+/* q . k over hd: one vector FMA chain over the whole vectors, its lanes summed
+** (VHSUM), then the remaining hd % VL products added in order. */
+static inline float KFN(dot)(const float *q, const float *k, int hd) {
+    V acc = VZERO();
+    int l = 0;
+    float s;
+    for (; l + VL <= hd; l += VL) acc = VFMA(VLOAD(q + l), VLOAD(k + l), acc);
+    s = VHSUM(acc);
+    for (; l < hd; l++) s += q[l] * k[l];
+    return s;
+}
+
+/* Four keys at once (four independent chains), each summed as KFN(dot) does. */
+static inline void KFN(dot4)(const float *q, const float *k, size_t ks, int hd,
+                             float *out) {
+    V a0 = VZERO(), a1 = VZERO(), a2 = VZERO(), a3 = VZERO();
+    const float *k0 = k, *k1 = k + ks, *k2 = k + 2 * ks, *k3 = k + 3 * ks;
+    int l = 0;
+    for (; l + VL <= hd; l += VL) {
+        V qv = VLOAD(q + l);
+        a0 = VFMA(qv, VLOAD(k0 + l), a0);
+        a1 = VFMA(qv, VLOAD(k1 + l), a1);
+        a2 = VFMA(qv, VLOAD(k2 + l), a2);
+        a3 = VFMA(qv, VLOAD(k3 + l), a3);
+    }
+    out[0] = VHSUM(a0), out[1] = VHSUM(a1), out[2] = VHSUM(a2), out[3] = VHSUM(a3);
+    for (int l2 = l; l2 < hd; l2++) {
+        out[0] += q[l2] * k0[l2];
+        out[1] += q[l2] * k1[l2];
+        out[2] += q[l2] * k2[l2];
+        out[3] += q[l2] * k3[l2];
+    }
+}
+
+/* out[u*VL ..] = inv * sum_j p_j v_j[u*VL ..] for u < nvec (8, 4 or 1 vectors). */
+static inline void KFN(pv)(const float *p, const float *v, size_t vs, int n_keys, int nvec,
+                           float inv, float *out) {
+    V o0 = VZERO(), o1 = VZERO(), o2 = VZERO(), o3 = VZERO(), o4 = VZERO(), o5 = VZERO(),
+      o6 = VZERO(), o7 = VZERO();
+    for (int j = 0; j < n_keys; j++) {
+        const float *vr = v + (size_t)j * vs;
+        V pj = VSET1(p[j]);
+        o0 = VFMA(pj, VLOAD(vr), o0);
+        if (nvec >= 4) {
+            o1 = VFMA(pj, VLOAD(vr + VL), o1);
+            o2 = VFMA(pj, VLOAD(vr + 2 * VL), o2);
+            o3 = VFMA(pj, VLOAD(vr + 3 * VL), o3);
+        }
+        if (nvec == 8) {
+            o4 = VFMA(pj, VLOAD(vr + 4 * VL), o4);
+            o5 = VFMA(pj, VLOAD(vr + 5 * VL), o5);
+            o6 = VFMA(pj, VLOAD(vr + 6 * VL), o6);
+            o7 = VFMA(pj, VLOAD(vr + 7 * VL), o7);
+        }
+    }
+    VSTORE(out, VMUL(o0, VSET1(inv)));
+    if (nvec >= 4) {
+        VSTORE(out + VL, VMUL(o1, VSET1(inv)));
+        VSTORE(out + 2 * VL, VMUL(o2, VSET1(inv)));
+        VSTORE(out + 3 * VL, VMUL(o3, VSET1(inv)));
+    }
+    if (nvec == 8) {
+        VSTORE(out + 4 * VL, VMUL(o4, VSET1(inv)));
+        VSTORE(out + 5 * VL, VMUL(o5, VSET1(inv)));
+        VSTORE(out + 6 * VL, VMUL(o6, VSET1(inv)));
+        VSTORE(out + 7 * VL, VMUL(o7, VSET1(inv)));
+    }
+}
+
+static void KFN(attn_row)(const float *q, const float *k, size_t ks, const float *v,
+                          size_t vs, int n_keys, int hd, float scale, float *p, float *out) {
+    float mx = -INFINITY, sum, inv;
+    int j = 0, l;
+    V vsum = VZERO(), vmx;
+    for (; j + 4 <= n_keys; j += 4) KFN(dot4)(q, k + (size_t)j * ks, ks, hd, p + j);
+    for (; j < n_keys; j++) p[j] = KFN(dot)(q, k + (size_t)j * ks, hd);
+    for (j = 0; j < n_keys; j++) {
+        p[j] *= scale;
+        mx = p[j] > mx ? p[j] : mx;
+    }
+    /* exp(p - max) through one formula for every key (the last vector padded),
+    ** summed as one vector chain over whole vectors + the rest in order */
+    vmx = VSET1(mx);
+    memset(p + n_keys, 0, VL * sizeof(float)); /* the padding lanes: defined values */
+    for (j = 0; j < n_keys; j += VL) VSTORE(p + j, KFN(vexp)(VSUB(VLOAD(p + j), vmx)));
+    for (j = 0; j + VL <= n_keys; j += VL) vsum = VADD(vsum, VLOAD(p + j));
+    sum = VHSUM(vsum);
+    for (; j < n_keys; j++) sum += p[j];
+    inv = 1.0f / sum;
+    /* out = (sum_j p_j v_j) * inv: per lane one chain, j ascending; vectors over l
+    ** in groups of 8, 4 and 1 (independent chains), then the tail of hd */
+    l = 0;
+    for (; l + 8 * VL <= hd; l += 8 * VL) KFN(pv)(p, v + l, vs, n_keys, 8, inv, out + l);
+    for (; l + 4 * VL <= hd; l += 4 * VL) KFN(pv)(p, v + l, vs, n_keys, 4, inv, out + l);
+    for (; l + VL <= hd; l += VL) KFN(pv)(p, v + l, vs, n_keys, 1, inv, out + l);
+    for (; l < hd; l++) {
+        float o = 0.0f;
+        for (j = 0; j < n_keys; j++) o += p[j] * v[(size_t)j * vs + l];
+        out[l] = o * inv;
+    }
+}
+
+/* ---- peak FMA rate ------------------------------------------------------------- */
+
+/* iters x 12 independent vector FMA chains (more than latency x FMA ports on every
+** x86 core this targets); returns a value of the chains so none is optimized away. */
+static float KFN(fma_loop)(long iters) {
+    V a0 = VSET1(1.0f), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0, a8 = a0,
+      a9 = a0, a10 = a0, a11 = a0;
+    const V m = VSET1(0.9999999f), d = VSET1(1e-7f);
+    float out[VL];
+    for (long i = 0; i < iters; i++) {
+        a0 = VFMA(a0, m, d), a1 = VFMA(a1, m, d), a2 = VFMA(a2, m, d), a3 = VFMA(a3, m, d);
+        a4 = VFMA(a4, m, d), a5 = VFMA(a5, m, d), a6 = VFMA(a6, m, d), a7 = VFMA(a7, m, d);
+        a8 = VFMA(a8, m, d), a9 = VFMA(a9, m, d), a10 = VFMA(a10, m, d), a11 = VFMA(a11, m, d);
+    }
+    a0 = VADD(VADD(VADD(a0, a1), VADD(a2, a3)), VADD(VADD(a4, a5), VADD(a6, a7)));
+    VSTORE(out, VADD(a0, VADD(VADD(a8, a9), VADD(a10, a11))));
+    return out[0];
+}
+
+const cdb_gemm_kern KFN(cdb_gemm_kern) = {
+    KFN_ISA_NAME, VL, 2 * VL, KFN(tile), KFN(act), KFN(attn_row), KFN(fma_loop),
+};

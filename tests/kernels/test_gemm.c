@@ -1,0 +1,290 @@
+/*
+** test_gemm.c: clipdb's own GEMM (kernels/cpu/gemm_int.h, a white-box test of the
+** private kernel tables) on every path this machine runs (portable C always, AVX2
+** and AVX-512 when the CPU has them):
+**   - against a double-precision reference on odd shapes (m, n, k of 1, primes,
+**     one off the tile/panel/chunk/block sizes, several K chunks), with bias,
+**     accumulate and each activation: |y - ref| <= 1e-6 * (sum_k |x w| + |bias| +
+**     |y0|), plus the activation's own approximation bound;
+**   - batch and thread invariance: every row alone, inside shifted sub-batches and
+**     permuted batches, with 1..4 threads, gives the bits of the full product;
+** and through the optimized CPU backend: packed (matrix_upload) and plain weights
+** give identical bits and read back exactly; attention rows are the same alone
+** or in a batch, with any thread count, and causal rows do not depend on the
+** sequence length; act() gives the same bits whatever range it is handed.
+*/
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cdb_test.h"
+#include "kernels/cpu/gemm_int.h"
+#include "kernels/kernels.h"
+
+static uint64_t g_rng = 0x243F6A8885A308D3ull;
+static float frand(void) { /* uniform in [-1, 1) */
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return (float)((g_rng >> 40) / (double)(1 << 24)) * 2.0f - 1.0f;
+}
+static float *rand_vec(size_t n, float scale) {
+    float *v = malloc((n ? n : 1) * sizeof(float));
+    for (size_t i = 0; i < n; i++) v[i] = frand() * scale;
+    return v;
+}
+
+static double act_d(double x, cdb_k_act a) {
+    switch (a) {
+    case CDB_K_ACT_QUICK_GELU: return x / (1.0 + exp(-1.702 * x));
+    case CDB_K_ACT_GELU: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+    case CDB_K_ACT_RELU: return x < 0 ? 0.0 : x;
+    default: return x;
+    }
+}
+
+static float *pack(const cdb_gemm_kern *K, const float *w, int n, int k) {
+    float *p = malloc(cdb_gemm_packed_floats(n, k, K->nr) * sizeof(float));
+    float *row = malloc((size_t)k * sizeof(float));
+    cdb_gemm_pack_b(w, CDB_K_F32, n, k, K->nr, row, p);
+    free(row);
+    return p;
+}
+
+static const cdb_gemm_kern *path(int isa) { return cdb_gemm_kern_for((cdb_k_isa)isa); }
+
+CDB_TEST(gemm_vs_reference_every_path) {
+    static const int shapes[][3] = {/* m, n, k */
+                                    {1, 1, 1},     {1, 7, 13},    {5, 3, 17},     {6, 16, 256},
+                                    {7, 17, 257},  {13, 33, 255}, {31, 97, 600},  {145, 31, 97},
+                                    {150, 65, 513}, {2, 1536, 64}, {37, 5, 1031}};
+    int n_paths = 0;
+    for (int isa = 0; isa <= CDB_K_ISA_AVX512; isa++) {
+        const cdb_gemm_kern *K = path(isa);
+        double worst = 0;
+        if (!K) continue;
+        n_paths++;
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+            for (int act = 0; act < 4; act++)
+                for (int acc = 0; acc < 2; acc++)
+                    for (int hasb = 0; hasb < 2; hasb++) {
+                        int m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+                        float *x, *w, *b, *y0, *y, *wp;
+                        if (acc && act) continue;
+                        x = rand_vec((size_t)m * k, 2), w = rand_vec((size_t)n * k, 0.5f);
+                        b = rand_vec(n, 1), y0 = rand_vec((size_t)m * n, 1);
+                        y = malloc((size_t)m * n * sizeof(float));
+                        memcpy(y, y0, (size_t)m * n * sizeof(float));
+                        wp = pack(K, w, n, k);
+                        CHECK_OK(cdb_gemm_run(K, x, wp, hasb ? b : NULL, y, m, n, k,
+                                              (cdb_k_act)act, acc, 2));
+                        for (int i = 0; i < m; i++)
+                            for (int j = 0; j < n; j++) {
+                                double sd = 0, mag = 0, ref, err, tol;
+                                for (int l = 0; l < k; l++) {
+                                    double pr = (double)x[(size_t)i * k + l] * w[(size_t)j * k + l];
+                                    sd += pr, mag += fabs(pr);
+                                }
+                                if (hasb) sd += b[j], mag += fabs(b[j]);
+                                if (acc) sd += y0[(size_t)i * n + j], mag += fabs(y0[(size_t)i * n + j]);
+                                ref = act_d(sd, (cdb_k_act)act);
+                                err = fabs(y[(size_t)i * n + j] - ref);
+                                /* the sum's bound, through the activation (slope < 1.13),
+                                ** plus exp/erf's approximation (~2e-7 of |pre-activation|) */
+                                tol = 1e-6 * mag * (act ? 1.13 : 1.0) + (act ? 2e-7 * fabs(sd) : 0) +
+                                      1e-37;
+                                if (err / tol > worst) worst = err / tol;
+                                if (err > tol) {
+                                    CHECK_MSG(0, "%s %dx%dx%d act=%d acc=%d bias=%d [%d,%d]: %.9g vs "
+                                              "%.9g (tol %.3g)", K->isa, m, n, k, act, acc, hasb, i,
+                                              j, y[(size_t)i * n + j], ref, tol);
+                                    i = m, j = n;
+                                }
+                            }
+                        free(x), free(w), free(b), free(y0), free(y), free(wp);
+                    }
+        printf("     %s path: worst error / bound = %.3f\n", K->isa, worst);
+    }
+    CHECK(n_paths >= 1);
+}
+
+/* Rows of y (m x n) against the same rows of the full product, bit for bit. */
+static int rows_equal(const float *full, const int *rows, int nr, const float *y, int n) {
+    for (int r = 0; r < nr; r++)
+        if (memcmp(full + (size_t)rows[r] * n, y + (size_t)r * n, (size_t)n * sizeof(float)))
+            return 0;
+    return 1;
+}
+
+CDB_TEST(gemm_rows_invariant_to_batch_and_threads) {
+    const int M = 200, N = 77, K_ = 700; /* 2 row blocks, panel edge, 3 K chunks */
+    float *x = rand_vec((size_t)M * K_, 1), *w = rand_vec((size_t)N * K_, 0.2f);
+    float *b = rand_vec(N, 1), *y0 = rand_vec((size_t)M * N, 1);
+    float *full = malloc((size_t)M * N * sizeof(float)), *y = malloc((size_t)M * N * sizeof(float));
+    float *xs = malloc((size_t)M * K_ * sizeof(float));
+    int *rows = malloc((size_t)M * sizeof(int));
+    for (int isa = 0; isa <= CDB_K_ISA_AVX512; isa++) {
+        const cdb_gemm_kern *K = path(isa);
+        float *wp;
+        if (!K) continue;
+        wp = pack(K, w, N, K_);
+        for (int mode = 0; mode < 2; mode++) { /* GELU + bias; accumulate + bias */
+            cdb_k_act act = mode ? CDB_K_ACT_NONE : CDB_K_ACT_GELU;
+            int ok = 1;
+            memcpy(full, y0, (size_t)M * N * sizeof(float));
+            CHECK_OK(cdb_gemm_run(K, x, wp, b, full, M, N, K_, act, mode, 1));
+            for (int t = 1; t <= 4 && ok; t++)
+                for (int trial = 0; trial < 12 && ok; trial++) {
+                    /* sub-batches of 1, 2, 5, 6, 7, 143..147 rows at shifted offsets, and
+                    ** a permutation of every row */
+                    static const int lens[12] = {1, 2, 5, 6, 7, 143, 144, 145, 146, 147, 33, 200};
+                    int nrow = lens[trial];
+                    for (int r = 0; r < nrow; r++)
+                        rows[r] = trial == 11 ? (r * 37 + 11) % M : (r + trial * 13 + t) % M;
+                    for (int r = 0; r < nrow; r++) {
+                        memcpy(xs + (size_t)r * K_, x + (size_t)rows[r] * K_, (size_t)K_ * sizeof(float));
+                        memcpy(y + (size_t)r * N, y0 + (size_t)rows[r] * N, (size_t)N * sizeof(float));
+                    }
+                    CHECK_OK(cdb_gemm_run(K, xs, wp, b, y, nrow, N, K_, act, mode, t));
+                    ok = rows_equal(full, rows, nrow, y, N);
+                    CHECK_MSG(ok, "%s mode %d threads %d batch of %d: rows differ", K->isa, mode, t,
+                              nrow);
+                }
+        }
+        free(wp);
+    }
+    free(x), free(w), free(b), free(y0), free(full), free(y), free(xs), free(rows);
+}
+
+static cdb_k_buf *up(cdb_k_backend *be, const float *v, size_t n) {
+    cdb_k_buf *b = NULL;
+    if (be->ops->buf_alloc(be, n, &b) != CDB_OK) return NULL;
+    be->ops->buf_upload(be, b, 0, v, n);
+    return b;
+}
+
+CDB_TEST(packed_and_plain_weights_agree) {
+    const int m = 19, n = 45, k = 300;
+    cdb_k_backend *be = NULL;
+    float *x = rand_vec((size_t)m * k, 1), *w = rand_vec((size_t)n * k, 1), *bias = rand_vec(n, 1);
+    float *r1 = malloc((size_t)m * n * 4), *r2 = malloc((size_t)m * n * 4);
+    float *back = malloc((size_t)n * k * 4), *wf16 = malloc((size_t)n * k * 4);
+    uint16_t *h = malloc((size_t)n * k * 2);
+    cdb_k_buf *bx, *bp = NULL, *bw = NULL, *bb = NULL, *by1 = NULL, *by2 = NULL, *bh = NULL;
+    CHECK_OK(cdb_k_backend_cpu_new(3, &be));
+    printf("     gemm path: %s\n", cdb_k_cpu_gemm_path());
+    bx = up(be, x, (size_t)m * k);
+    size_t before = cdb_k_cpu_packed_bytes();
+    CHECK_OK(be->ops->matrix_upload(be, w, CDB_K_F32, n, k, CDB_K_UPLOAD_BORROW, &bp));
+    CHECK(cdb_k_cpu_packed_bytes() - before >= (size_t)n * k * 4);
+    CHECK_OK(be->ops->weight_upload(be, w, CDB_K_F32, (size_t)n * k, CDB_K_W_MATRIX, 0, &bw));
+    CHECK_OK(be->ops->weight_upload(be, bias, CDB_K_F32, n, CDB_K_W_PARAM, 0, &bb));
+    CHECK_OK(be->ops->buf_alloc(be, (size_t)m * n, &by1));
+    CHECK_OK(be->ops->buf_alloc(be, (size_t)m * n, &by2));
+    CHECK_OK(be->ops->gemm(be, bx, bp, bb, by1, m, n, k, CDB_K_ACT_QUICK_GELU, 0));
+    CHECK_OK(be->ops->gemm(be, bx, bw, bb, by2, m, n, k, CDB_K_ACT_QUICK_GELU, 0));
+    CHECK_OK(be->ops->buf_download(be, by1, 0, r1, (size_t)m * n));
+    CHECK_OK(be->ops->buf_download(be, by2, 0, r2, (size_t)m * n));
+    CHECK(memcmp(r1, r2, (size_t)m * n * 4) == 0);
+    /* a packed matrix reads back row-major, exactly, from any offset */
+    CHECK_OK(be->ops->buf_download(be, bp, 0, back, (size_t)n * k));
+    CHECK(memcmp(back, w, (size_t)n * k * 4) == 0);
+    CHECK_OK(be->ops->buf_download(be, bp, 7 * k + 3, back, 5));
+    CHECK(memcmp(back, w + 7 * k + 3, 5 * 4) == 0);
+    /* F16 widened at pack time == F16 widened by hand */
+    cdb_k_f32_to_f16(w, h, (size_t)n * k);
+    cdb_k_f16_to_f32(h, wf16, (size_t)n * k);
+    CHECK_OK(be->ops->matrix_upload(be, h, CDB_K_F16, n, k, 0, &bh));
+    CHECK_OK(be->ops->buf_download(be, bh, 0, back, (size_t)n * k));
+    CHECK(memcmp(back, wf16, (size_t)n * k * 4) == 0);
+    /* shape and misuse errors */
+    CHECK_RC(be->ops->gemm(be, bx, bp, NULL, by1, m, n, k - 1, CDB_K_ACT_NONE, 0), CDB_INVALID);
+    CHECK_RC(be->ops->gemm(be, bx, bp, NULL, by1, m, n + 1, k, CDB_K_ACT_NONE, 0), CDB_INVALID);
+    CHECK_RC(be->ops->layernorm(be, bp, bb, bb, by1, 1, n, 1e-5f), CDB_INVALID);
+    CHECK_RC(be->ops->buf_upload(be, bp, 0, x, 4), CDB_INVALID);
+    CHECK_RC(be->ops->matrix_upload(be, w, CDB_K_F32, 0, k, 0, &bh), CDB_INVALID);
+    be->ops->buf_free(be, bx), be->ops->buf_free(be, bp), be->ops->buf_free(be, bw);
+    be->ops->buf_free(be, bb), be->ops->buf_free(be, by1), be->ops->buf_free(be, by2);
+    CHECK(cdb_k_cpu_packed_bytes() >= before); /* bh is still held */
+    free(x), free(w), free(bias), free(r1), free(r2), free(back), free(wf16), free(h);
+    cdb_k_backend_free(be);
+}
+
+/* attention(qkv of `batch` items) with t threads; returns the output. */
+static float *attn(int t, const float *qkv, int batch, int seq, int H, int hd, int causal) {
+    cdb_k_backend *be = NULL;
+    size_t nin = (size_t)batch * seq * 3 * H * hd, nout = (size_t)batch * seq * H * hd;
+    float *o = malloc(nout * sizeof(float));
+    cdb_k_buf *bq, *bo = NULL;
+    if (cdb_k_backend_cpu_new(t, &be) != CDB_OK) return NULL;
+    bq = up(be, qkv, nin);
+    be->ops->buf_alloc(be, nout, &bo);
+    if (be->ops->attention(be, bq, bo, batch, seq, H, hd, causal) != CDB_OK) {
+        free(o);
+        o = NULL;
+    } else {
+        be->ops->buf_download(be, bo, 0, o, nout);
+    }
+    be->ops->buf_free(be, bq), be->ops->buf_free(be, bo);
+    cdb_k_backend_free(be);
+    return o;
+}
+
+CDB_TEST(attention_rows_invariant) {
+    const int B = 5, S = 50, H = 3, hd = 37; /* hd: vectors + a tail */
+    size_t item_in = (size_t)S * 3 * H * hd, item_out = (size_t)S * H * hd;
+    float *qkv = rand_vec(B * item_in, 3), *all = attn(1, qkv, B, S, H, hd, 0);
+    CHECK(all != NULL);
+    for (int t = 1; t <= 4; t++) {
+        float *b2 = attn(t, qkv, B, S, H, hd, 0), *one = attn(t, qkv + 3 * item_in, 1, S, H, hd, 0);
+        CHECK(b2 && one);
+        CHECK_MSG(memcmp(b2, all, B * item_out * 4) == 0, "threads %d: batch differs", t);
+        CHECK_MSG(memcmp(one, all + 3 * item_out, item_out * 4) == 0, "threads %d: alone differs", t);
+        free(b2), free(one);
+    }
+    /* causal (text): a row depends on its own prefix only, not on the padded length */
+    {
+        const int S1 = 7, S2 = 31, HD = 64;
+        float *q2 = rand_vec((size_t)S2 * 3 * H * HD, 2), *q1 = malloc((size_t)S1 * 3 * H * HD * 4);
+        float *o1, *o2;
+        memcpy(q1, q2, (size_t)S1 * 3 * H * HD * 4);
+        o1 = attn(2, q1, 1, S1, H, HD, 1);
+        o2 = attn(3, q2, 1, S2, H, HD, 1);
+        CHECK(o1 && o2 && memcmp(o1, o2, (size_t)S1 * H * HD * 4) == 0);
+        free(q1), free(q2), free(o1), free(o2);
+    }
+    free(qkv), free(all);
+}
+
+CDB_TEST(act_any_range_same_bits) {
+    const size_t n = 1000;
+    float *x = rand_vec(n, 6), *a = malloc(n * 4), *b = malloc(n * 4);
+    for (int isa = 0; isa <= CDB_K_ISA_AVX512; isa++) {
+        const cdb_gemm_kern *K = path(isa);
+        if (!K) continue;
+        for (int act = 1; act < 4; act++) {
+            memcpy(a, x, n * 4), memcpy(b, x, n * 4);
+            K->act(a, n, (cdb_k_act)act);
+            K->act(b, 3, (cdb_k_act)act); /* ranges that cut vectors anywhere */
+            K->act(b + 3, 500, (cdb_k_act)act);
+            K->act(b + 503, n - 503, (cdb_k_act)act);
+            CHECK_MSG(memcmp(a, b, n * 4) == 0, "%s act %d", K->isa, act);
+            for (size_t i = 0; i < n; i++) {
+                double r = act_d(x[i], (cdb_k_act)act);
+                CHECK_MSG(fabs(a[i] - r) <= 3e-7 * fabs(x[i]) + 1e-30, "%s act %d x=%.9g: %.9g vs %.9g",
+                          K->isa, act, x[i], a[i], r);
+                if (fabs(a[i] - r) > 3e-7 * fabs(x[i]) + 1e-30) break;
+            }
+        }
+        /* ReLU keeps NaN; QuickGELU/GELU give NaN for NaN */
+        a[0] = NAN;
+        K->act(a, 1, CDB_K_ACT_RELU);
+        CHECK(isnan(a[0]));
+        K->act(a, 1, CDB_K_ACT_GELU);
+        CHECK(isnan(a[0]));
+    }
+    free(x), free(a), free(b);
+}
+
+CDB_TEST_MAIN(gemm_vs_reference_every_path, gemm_rows_invariant_to_batch_and_threads,
+              packed_and_plain_weights_agree, attention_rows_invariant, act_any_range_same_bits)
