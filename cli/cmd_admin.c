@@ -32,8 +32,8 @@ static int index_build(cdb_engine *e, const char *model, int type, int json) {
         cli_json_end_object(&j);
         cli_json_done(&j);
     } else if (!cli_quiet()) {
-        printf("Built a %s index (%s) of %s vectors for model %s in %s\n", r.kind, r.factory,
-               cli_fmt_count(r.n_vectors, cnt, sizeof cnt), r.model,
+        printf("Built the index of model %s: %s (%s) over %s vectors in %s\n", r.model, r.kind,
+               r.factory, cli_fmt_count(r.n_vectors, cnt, sizeof cnt),
                cli_fmt_duration(r.seconds, dur, sizeof dur));
     }
     return CLI_EXIT_OK;

@@ -168,7 +168,7 @@ int cli_cmd_demo(int argc, char **argv) {
             rc = cli_engine_fail(NULL);
             goto d_done;
         }
-        printf("4. Built a %s index over %lld vectors\n", ires.kind, (long long)ires.n_vectors);
+        printf("4. Built the index: %s over %lld vectors\n", ires.kind, (long long)ires.n_vectors);
         /* 5. queries */
         printf("5. Searching (a hit is 'yes' when the image truly shows the query)\n");
         if (!(q = malloc(sizeof *q * (size_t)dim))) {

@@ -296,7 +296,15 @@ typedef struct pending_thumb {
     unsigned char *jpeg; /* owned */
 } pending_thumb;
 
+/* What the staged batch will change, counted into the summary only once it commits:
+** after a failed commit (a full disk) the summary says what is stored, not what was
+** tried. */
+typedef struct staged_counts {
+    int64_t added, changed, errors, retry, touched, moved;
+} staged_counts;
+
 typedef struct writer_state {
+    staged_counts staged;
     pending_thumb *p;
     int n, cap;
     int64_t *ids;        /* one per staged operation, filled by the commit */
@@ -346,10 +354,18 @@ static void commit(pipe_ctx *c, cdb_db_batch *b, writer_state *w) {
         }
         if ((rc = cdb_db_batch_commit(b, n <= w->ids_cap ? w->ids : NULL)) != CDB_OK) {
             cdb_pipe_fatal(c, rc, "cannot commit to the database (%s)", cdb_errmsg());
+            memset(&w->staged, 0, sizeof w->staged);
             thumbs_free(w);
             return;
         }
     }
+    c->sum->added += w->staged.added;
+    c->sum->changed += w->staged.changed;
+    c->sum->errors += w->staged.errors;
+    c->sum->retry += w->staged.retry;
+    c->sum->touched += w->staged.touched;
+    c->sum->moved += w->staged.moved;
+    memset(&w->staged, 0, sizeof w->staged);
     if (w->n) {
         cdb_db_thumb *t = malloc(sizeof *t * (size_t)w->n);
         int k = 0;
@@ -367,9 +383,9 @@ static void commit(pipe_ctx *c, cdb_db_batch *b, writer_state *w) {
     }
 }
 
-static void count_error(pipe_ctx *c) {
-    c->sum->errors++;
-    atomic_fetch_add(&c->n_errors, 1);
+static void count_error(pipe_ctx *c, writer_state *w) {
+    w->staged.errors++;
+    atomic_fetch_add(&c->n_errors, 1); /* the progress line's count: at once */
 }
 
 static void stage(pipe_ctx *c, cdb_db_batch *b, writer_state *w, job *j) {
@@ -384,20 +400,20 @@ static void stage(pipe_ctx *c, cdb_db_batch *b, writer_state *w, job *j) {
             char why[300];
             snprintf(why, sizeof why, "the encoder gave an unusable vector: %s", cdb_errmsg());
             rc = cdb_db_batch_put_error(b, j->root_id, j->relpath, &j->meta, why);
-            count_error(c);
+            count_error(c, w);
         } else if (j->was_ok && !j->for_model) {
-            s->changed++;
+            w->staged.changed++;
         } else {
-            s->added++;
+            w->staged.added++;
         }
         break;
     case R_ERROR:
         rc = cdb_db_batch_put_error(b, j->root_id, j->relpath, &j->meta, j->reason);
-        count_error(c);
+        count_error(c, w);
         break;
     case R_RETRY:
         rc = cdb_db_batch_put_retry(b, j->root_id, j->relpath, &j->meta, j->reason);
-        s->retry++;
+        w->staged.retry++;
         atomic_fetch_add(&c->n_errors, 1);
         break;
     case R_KEEP:
@@ -406,12 +422,12 @@ static void stage(pipe_ctx *c, cdb_db_batch *b, writer_state *w, job *j) {
         break;
     case R_TOUCH:
         rc = cdb_db_batch_touch(b, j->file_id, &j->meta);
-        s->touched++;
+        w->staged.touched++;
         break;
     case R_MOVE:
         rc = cdb_db_batch_move_to(b, j->move_from, j->root_id, j->relpath, &j->meta);
         cdb_scan_mark_seen(c, j->move_from); /* now at a path the walk met */
-        s->moved++;
+        w->staged.moved++;
         break;
     case R_SKIP: s->skipped++; break;
     case R_THUMB: keep_thumb(c, w, j, -1); break;

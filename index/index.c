@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -37,12 +38,71 @@
 #define FILE_VERSION 1u
 #define ADD_CHUNK 65536
 
+/* FAISS's exception text without its C++ frame: "Error in void faiss::...() at
+** ./faiss/Clustering.cpp:277: Error: 'nx >= k' failed: Number of training points..."
+** becomes "Number of training points...". */
+static const char *faiss_reason(const char *m) {
+    const char *p = strstr(m, "Error: '");
+    if (p && (p = strstr(p, "' failed: "))) return p + 10;
+    if ((p = strstr(m, ": Error: "))) return p + 9;
+    return m;
+}
+
 cdb_status cdb_index_faiss_err_(int frc, const char *what) {
     const char *m = faiss_get_last_error();
+    (void)frc;
     if (!m) m = "(no message)";
     if (strstr(m, "bad_alloc") || strstr(m, "Cannot allocate"))
-        return cdb_seterr(CDB_NOMEM, "faiss: %s: %s", what, m);
-    return cdb_seterr(CDB_ERROR, "faiss: %s failed (%d): %s", what, frc, m);
+        return cdb_seterr(CDB_NOMEM, "faiss: %s: out of memory", what);
+    return cdb_seterr(CDB_ERROR, "faiss: %s failed: %s", what, faiss_reason(m));
+}
+
+/* ---- FAISS's own stderr lines ------------------------------------------------------------
+** FAISS prints warnings ("WARNING clustering 500 points to 16 centroids: please provide
+** at least 624 training points", once per k-means run) straight to stderr. Around a
+** training call fd 2 goes to a memory file; afterwards the k-means warning is said once
+** in clipdb's words, anything else is passed on as it was. */
+
+typedef struct stderr_capture {
+    int saved, mem;
+} stderr_capture;
+
+static void capture_begin(stderr_capture *c) {
+    c->saved = c->mem = -1;
+    fflush(stderr);
+    if ((c->mem = memfd_create("faiss-stderr", MFD_CLOEXEC)) < 0) return;
+    if ((c->saved = dup(STDERR_FILENO)) < 0 || dup2(c->mem, STDERR_FILENO) < 0) {
+        if (c->saved >= 0) close(c->saved);
+        close(c->mem);
+        c->saved = c->mem = -1;
+    }
+}
+
+static void capture_end(stderr_capture *c, const char *factory) {
+    char buf[8192];
+    ssize_t n;
+    long long pts = 0, k = 0, want = 0;
+    int warned = 0;
+    if (c->mem < 0) return;
+    fflush(stderr);
+    dup2(c->saved, STDERR_FILENO);
+    close(c->saved);
+    n = pread(c->mem, buf, sizeof buf - 1, 0);
+    close(c->mem);
+    buf[n > 0 ? n : 0] = '\0';
+    for (char *line = buf, *nl; *line; line = nl ? nl + 1 : line + strlen(line)) {
+        if ((nl = strchr(line, '\n'))) *nl = '\0';
+        if (sscanf(line, "WARNING clustering %lld points to %lld centroids: please provide at "
+                         "least %lld", &pts, &k, &want) == 3) {
+            if (!warned++)
+                CDB_LOG_WARN("index: %s was trained on %lld vectors; FAISS's k-means would like "
+                             "%lld for %lld clusters, so its lists may miss some neighbours "
+                             "(searches re-rank exactly; 'flat' is exact at this size)",
+                             factory, pts, want, k);
+        } else if (*line && !strstr(line, "Error in ")) { /* errors come back as statuses */
+            fprintf(stderr, "%s\n", line);
+        }
+    }
 }
 
 cdb_status cdb_index_apply_params_(cdb_index *ix) {
@@ -114,8 +174,16 @@ cdb_status cdb_index_train(cdb_index *ix, const uint16_t *vecs, int64_t n) {
     if (!ix || (!vecs && n > 0) || n < 0) return cdb_seterr(CDB_INVALID, "cdb_index_train: bad arguments");
     if (faiss_Index_is_trained(ix->fx)) return CDB_OK;
     if (n == 0) return cdb_seterr(CDB_INVALID, "index %s needs training vectors", ix->info.factory);
+    if (ix->info.pq_m > 0 && n < 256) /* 8-bit product-quantizer codebooks: 256 centroids */
+        return cdb_seterr(CDB_INVALID,
+                          "%s needs at least 256 vectors to train its codebooks, and there are "
+                          "%lld (flat is exact and fast at this size)",
+                          cdb_index_kind_name(ix->info.kind), (long long)n);
     if (!(x = widen(vecs, n, ix->info.dim))) return cdb_seterr(CDB_NOMEM, "train: %lld vectors", (long long)n);
+    stderr_capture cap;
+    capture_begin(&cap);
     frc = faiss_Index_train(ix->fx, n, x);
+    capture_end(&cap, ix->info.factory);
     cdb_free(x);
     if (frc != 0) return cdb_index_faiss_err_(frc, "train");
     ix->n_trained_for = ix->info.n_planned > n ? ix->info.n_planned : n;
@@ -306,6 +374,9 @@ void cdb_index_get_info(const cdb_index *ix, cdb_index_info *out) {
     *out = ix->info;
     out->n_indexed = faiss_Index_ntotal(ix->fx);
     out->n_covered = ix->n_cov;
+    if (!out->est_bytes) /* a loaded file: estimated from what it holds */
+        out->est_bytes = cdb_index_estimate_bytes_(out->kind, out->n_indexed, out->dim, out->nlist,
+                                                   out->pq_m);
 }
 
 cdb_status cdb_index_set_search_params(cdb_index *ix, int nprobe, int ef_search, int rerank_factor) {

@@ -20,6 +20,8 @@ struct cdb_index {
 
 /* Maps a FAISS C API failure to a cdb_status with FAISS's message. */
 cdb_status cdb_index_faiss_err_(int frc, const char *what);
+/* plan.c: the memory an index of this kind and size takes (its estimate, in bytes). */
+size_t cdb_index_estimate_bytes_(cdb_index_kind kind, int64_t n, int dim, int nlist, int pq_m);
 
 /* Applies info.nprobe / info.ef_search to the FAISS index where they apply. */
 cdb_status cdb_index_apply_params_(cdb_index *ix);

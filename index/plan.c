@@ -73,7 +73,7 @@ static int pq_m_for(int dim) {
     return m;
 }
 
-static size_t estimate_bytes(cdb_index_kind kind, int64_t n, int dim, int nlist, int pq_m) {
+size_t cdb_index_estimate_bytes_(cdb_index_kind kind, int64_t n, int dim, int nlist, int pq_m) {
     double nn = (double)n, d = dim;
     switch (kind) {
     case CDB_INDEX_FLAT: return (size_t)(nn * (4 * d + 8));
@@ -125,7 +125,7 @@ void cdb_index_plan_kind_(cdb_index_kind kind, int64_t n, int dim, cdb_index_inf
     }
     default: break;
     }
-    out->est_bytes = estimate_bytes(kind, n, dim, out->nlist, out->pq_m);
+    out->est_bytes = cdb_index_estimate_bytes_(kind, n, dim, out->nlist, out->pq_m);
 }
 
 cdb_status cdb_index_plan_custom_(const char *factory, int dim, int64_t n, cdb_index_info *out) {
@@ -201,9 +201,22 @@ cdb_status cdb_index_plan(int64_t n, const cdb_index_params *p, cdb_index_info *
     return CDB_OK;
 }
 
+/* "12.3 MB", "48 KB": a size in the unit that keeps its digits meaningful. */
+static const char *fmt_size(double bytes, char *buf, size_t size) {
+    if (bytes >= 1e6) snprintf(buf, size, "%.1f MB", bytes / 1e6);
+    else if (bytes >= 1e3) snprintf(buf, size, "%.0f KB", bytes / 1e3);
+    else snprintf(buf, size, "%.0f bytes", bytes);
+    return buf;
+}
+
 int cdb_index_info_format(const cdb_index_info *in, char *buf, size_t size) {
-    char extra[160] = "";
+    char extra[160] = "", est[32], budget[64] = "";
     int w = 0;
+    if (in->mem_budget_bytes > 0) { /* known when planned; a loaded file does not record it */
+        char b[32];
+        snprintf(budget, sizeof budget, " (budget %s)",
+                 fmt_size((double)in->mem_budget_bytes, b, sizeof b));
+    }
     if (in->nlist) w += snprintf(extra + w, sizeof extra - (size_t)w, " nlist=%d nprobe=%d", in->nlist, in->nprobe);
     if (in->pq_m) w += snprintf(extra + w, sizeof extra - (size_t)w, " pq_m=%d", in->pq_m);
     if (in->ef_search) snprintf(extra + w, sizeof extra - (size_t)w, " efSearch=%d", in->ef_search);
@@ -215,13 +228,13 @@ int cdb_index_info_format(const cdb_index_info *in, char *buf, size_t size) {
                     "indexed:     %lld vectors (%lld distinct ids), watermark %llu\n"
                     "training:    %lld vectors\n"
                     "search:     %s re-rank %dx (k*%d candidates, exact fp32 scores from the store)\n"
-                    "memory:      ~%.1f MB estimated (budget %.1f MB)\n"
+                    "memory:      ~%s estimated%s\n"
                     "why:         %s\n",
                     cdb_index_kind_name(in->kind), in->factory, in->dim, (long long)in->n_planned,
                     (long long)in->n_indexed, (long long)in->n_covered,
                     (unsigned long long)in->watermark, (long long)in->n_train, extra,
-                    in->rerank_factor, in->rerank_factor, in->est_bytes / 1e6,
-                    in->mem_budget_bytes / 1e6, in->reason);
+                    in->rerank_factor, in->rerank_factor,
+                    fmt_size((double)in->est_bytes, est, sizeof est), budget, in->reason);
 }
 
 static void say(char *why, size_t n, const char *fmt, ...) CDB_PRINTF(3, 4);
@@ -276,7 +289,7 @@ cdb_status cdb_index_refresh_decide(const cdb_index *ix, const cdb_index_params 
     }
     if (n_uncovered > 0 || n_stale > 0) {
         *out = CDB_INDEX_REFRESH_ADD;
-        say(why, why_size, "%lld new or changed vectors to add, %lld to remove",
+        say(why, why_size, "%lld new or changed, %lld removed since the last refresh",
             (long long)n_uncovered, (long long)n_stale);
         return CDB_OK;
     }

@@ -116,6 +116,17 @@ CDB_TEST(disk_full_then_rerun_gives_the_clean_result) {
                       "no clear disk-full message: %s", r.err);
             CHECK_MSG(strstr(r.err, "hint: free space") != NULL, "no hint: %s", r.err);
         }
+        {
+            /* the summary counts what was committed, not what was tried */
+            const char *f = strstr(r.out, " files: ");
+            long long said = -1;
+            fu_state st;
+            if (f && sscanf(f, " files: %lld added", &said) == 1 && fu_state_read(db, &st) == 0) {
+                CHECK_MSG(said == st.n_vec, "the summary says %lld added, %lld vectors are stored",
+                          said, (long long)st.n_vec);
+                fu_state_free(&st);
+            }
+        }
         cli_run_free(&r);
 
         /* what the failed run left is consistent */
