@@ -349,8 +349,10 @@ static void write_man(FILE *f, const char *version, const char *date, const char
     if (tagline) { /* "A photo search database ..." as "a photo search database ..." */
         size_t n = strlen(tagline);
         if (n && tagline[n - 1] == '.') n--;
-        if (n > 1 && isupper((unsigned char)tagline[0]) && !isupper((unsigned char)tagline[1]))
-            fputc(tolower((unsigned char)*tagline++), f), n--;
+        if (n > 1 && isupper((unsigned char)tagline[0]) && !isupper((unsigned char)tagline[1])) {
+            fputc(tolower((unsigned char)*tagline++), f);
+            n--;
+        }
         roff(f, tagline, n);
         fputc('\n', f);
     }
@@ -621,7 +623,8 @@ static void write_file(const char *path, void (*fn)(FILE *, const char *, const 
     FILE *f = fopen(path, "w");
     if (!f) die("cannot write %s", path);
     fn(f, a, b, c);
-    if (ferror(f) | fclose(f)) die("cannot write %s", path);
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad) die("cannot write %s", path);
 }
 static void man_fn(FILE *f, const char *a, const char *b, const char *c) { write_man(f, a, b, c); }
 static void bash_fn(FILE *f, const char *a, const char *b, const char *c) {
