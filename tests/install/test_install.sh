@@ -21,6 +21,7 @@
 #     passes `zsh -n` where zsh is installed).
 # Exit 0 when all pass, 1 otherwise (each failure is printed), 77 when there is no
 # bundled model in the source tree.
+# (No `producer | grep -q`: with pipefail, grep's early exit can fail the producer.)
 set -uo pipefail
 cmake=$1
 build=$(cd "$2" && pwd)
@@ -78,11 +79,12 @@ grep -qF "$want_vocab" "$tmp/vocab.err" ||
 grep -qF "$src" "$tmp/vocab.err" && { fail "the vocabulary lookup looked at the source tree"; cat "$tmp/vocab.err"; }
 
 # The whole job with the installed program: a library of shapes, init, ingest, search.
-"$build/world/clipdb-world" generate "$tmp/photos" --seed 3 --n 40 >/dev/null ||
+"$build/world/clipdb-world" generate "$tmp/photos" --seed 3 --n 40 >/dev/null 2>&1 ||
   fail "clipdb-world generate"
 rm -f "$tmp/photos/manifest.jsonl"
 check "installed clipdb init" "$clipdb" init --db "$tmp/db" --quiet
-check "installed clipdb ingest" "$clipdb" ingest --db "$tmp/db" "$tmp/photos" --quiet
+"$clipdb" ingest --db "$tmp/db" "$tmp/photos" --quiet >"$tmp/ingest.out" 2>&1 ||
+  { fail "installed clipdb ingest"; cat "$tmp/ingest.out"; }
 "$clipdb" models --db "$tmp/db" >"$tmp/dbmodels.out" 2>&1 || fail "installed clipdb models --db"
 grep -qF "$model_name" "$tmp/dbmodels.out" || { fail "the database is not bound to $model_name"; cat "$tmp/dbmodels.out"; }
 "$clipdb" search --db "$tmp/db" -k 3 --paths "a red circle" >"$tmp/hits" 2>"$tmp/search.err" ||
@@ -104,17 +106,18 @@ commands=$("$clipdb" --help | awk '/commands:$/ { f = 1; next } /^$/ { f = 0 } f
 # options_of CMD: the options in the Options list of `clipdb CMD --help`, one a line
 options_of() {
   "$clipdb" "$1" --help | awk '/^Options:$/ { f = 1; next } /^$/ { f = 0 } f && /^  -/' |
-    sed -E 's/^  //' | grep -oE '^-[A-Za-z0-9][-A-Za-z0-9]*(, -[-A-Za-z0-9]+)?' | tr ', ' '\n\n' |
+    sed -E 's/^  //' | grep -oE '^--?[A-Za-z0-9][-A-Za-z0-9]*(, --?[A-Za-z0-9][-A-Za-z0-9]*)?' | tr ', ' '\n\n' |
     grep .
 }
-grep -q '^\.TH CLIPDB 1 ' <(grep -v '^\.\\"' "$man1") && [ "$(grep -v '^\.\\"' "$man1" | head -1 | cut -c1-3)" = .TH ] ||
-  fail "the man page does not start with .TH"
+first=$(grep -v '^\.\\"' "$man1" | sed -n 1p) # the first line after the comments
+[[ $first == '.TH CLIPDB 1 '* ]] || fail "the man page does not start with .TH: $first"
 if command -v groff >/dev/null; then
   warnings=$(groff -man -Tutf8 -ww -z "$man1" 2>&1)
   [ -z "$warnings" ] || fail "groff warns about the man page: $warnings"
 fi
 if command -v man >/dev/null; then
-  MANWIDTH=100 man -l "$man1" 2>/dev/null | grep -q "clipdb ingest" || fail "man -l does not render the man page"
+  rendered=$(MANWIDTH=100 man -l "$man1" 2>/dev/null)
+  grep -q "clipdb ingest" <<<"$rendered" || fail "man -l does not render the man page"
 fi
 n_options=0
 for c in $commands; do
@@ -125,7 +128,7 @@ for c in $commands; do
     grep -qF "\\fB${o//-/\\-}\\fR" <<<"$section" || fail "the man page's clipdb $c lacks $o"
   done
 done
-[ "$n_options" -ge 50 ] || fail "only $n_options options found in the --help texts"
+[ "$n_options" -ge 100 ] || fail "only $n_options options found in the --help texts"
 
 # ---- 5. the completions ----------------------------------------------------------------
 bashc=$Q/share/bash-completion/completions/clipdb
@@ -139,7 +142,7 @@ completions() {
 all=$(completions clipdb "")
 for c in $commands; do
   grep -qx "$c" <<<"$all" || fail "bash: 'clipdb <TAB>' lacks $c"
-  completions clipdb "${c:0:2}" | grep -qx "$c" || fail "bash: 'clipdb ${c:0:2}<TAB>' lacks $c"
+  grep -qx "$c" <<<"$(completions clipdb "${c:0:2}")" || fail "bash: 'clipdb ${c:0:2}<TAB>' lacks $c"
   opts=$(completions clipdb "$c" -)
   for o in $(options_of "$c"); do
     grep -qx -- "$o" <<<"$opts" || fail "bash: 'clipdb $c -<TAB>' lacks $o"
@@ -149,9 +152,9 @@ done
 [ "$(completions clipdb index "" | tr '\n' ' ')" = "build info " ] || fail "bash: 'clipdb index <TAB>'"
 [ "$(completions clipdb search --device "" | tr '\n' ' ')" = "auto cpu cuda " ] ||
   fail "bash: 'clipdb search --device <TAB>'"
-completions clipdb --db "$tmp/db" "" | grep -qx search || fail "bash: 'clipdb --db DIR <TAB>'"
-completions clipdb help "" | grep -qx reindex || fail "bash: 'clipdb help <TAB>'"
-head -1 "$zshc" | grep -qx '#compdef clipdb' || fail "zsh: the completion does not start with #compdef"
+grep -qx search <<<"$(completions clipdb --db "$tmp/db" "")" || fail "bash: 'clipdb --db DIR <TAB>'"
+grep -qx reindex <<<"$(completions clipdb help "")" || fail "bash: 'clipdb help <TAB>'"
+[ "$(head -1 "$zshc")" = '#compdef clipdb' ] || fail "zsh: the completion does not start with #compdef"
 if command -v zsh >/dev/null; then zsh -n "$zshc" || fail "zsh -n rejects the zsh completion"; fi
 
 [ "$failures" -eq 0 ] || { echo "$failures check(s) failed"; exit 1; }
