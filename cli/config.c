@@ -1,9 +1,10 @@
 /*
 ** config.c: where things are. The database: --db, then $CLIPDB_DB, then ./clipdb.
 ** The model: --model, then $CLIPDB_MODEL, then the bundled default, which is the
-** first folder (by name) under the source tree's models/ (CDB_MODELS_DIR, set by
-** CMake) or, for an installed clipdb, under CDB_SHARE_MODELS_DIR. The device:
-** --device, then $CLIPDB_DEVICE, then auto.
+** first folder (by name) under the data folder "models" that cdb_data_path()
+** finds: <prefix>/share/clipdb/models next to an installed clipdb, else the source
+** tree's models/ (a clipdb run from its build folder). The device: --device, then
+** $CLIPDB_DEVICE, then auto.
 */
 #include <dirent.h>
 #include <stdlib.h>
@@ -11,13 +12,6 @@
 #include <sys/stat.h>
 
 #include "cli/cli.h"
-
-#ifndef CDB_MODELS_DIR
-#define CDB_MODELS_DIR "models"
-#endif
-#ifndef CDB_SHARE_MODELS_DIR
-#define CDB_SHARE_MODELS_DIR "/usr/local/share/clipdb/models"
-#endif
 
 static const char *g_global_db;
 
@@ -54,8 +48,8 @@ static int first_subdir(const char *dir, char *buf, size_t size) {
     int n = scandir(dir, &list, not_hidden_dir, alphasort), found = -1;
     for (int i = 0; i < n; i++) {
         if (found < 0) {
-            snprintf(buf, size, "%s/%s", dir, list[i]->d_name);
-            if (is_dir(buf)) found = 0;
+            int len = snprintf(buf, size, "%s/%s", dir, list[i]->d_name);
+            if (len > 0 && (size_t)len < size && is_dir(buf)) found = 0;
         }
         free(list[i]);
     }
@@ -65,6 +59,7 @@ static int first_subdir(const char *dir, char *buf, size_t size) {
 
 const char *cli_model_path(const char *flag_value, const char **source) {
     static char buf[4096];
+    char models[4096];
     const char *env = getenv("CLIPDB_MODEL");
     const char *dummy;
     if (!source) source = &dummy;
@@ -77,8 +72,9 @@ const char *cli_model_path(const char *flag_value, const char **source) {
         return env;
     }
     *source = "bundled default";
-    if (first_subdir(CDB_MODELS_DIR, buf, sizeof buf) == 0) return buf;
-    if (first_subdir(CDB_SHARE_MODELS_DIR, buf, sizeof buf) == 0) return buf;
+    if (cdb_data_path("models", models, sizeof models, NULL) &&
+        first_subdir(models, buf, sizeof buf) == 0)
+        return buf;
     *source = "none";
     return NULL;
 }

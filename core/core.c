@@ -1,17 +1,20 @@
 /*
 ** core.c: status strings, the thread-local error message, logging, allocation,
-** version and thread-count helpers. See core.h for the contracts.
+** version and thread-count helpers, the data-file lookup. See core.h for the
+** contracts.
 */
 #define _POSIX_C_SOURCE 200809L
 #include "core.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -173,4 +176,56 @@ int64_t cdb_now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* ---- data files ------------------------------------------------------------- */
+
+/* Set by core/CMakeLists.txt; these defaults keep a build without CMake working. */
+#ifndef CDB_DATA_FROM_BIN
+#define CDB_DATA_FROM_BIN "../share/clipdb"
+#endif
+#ifndef CDB_DATA_SOURCE_DIR
+#define CDB_DATA_SOURCE_DIR "" /* no source-tree fallback */
+#endif
+
+/* The canonical path of base/name into buf when it exists and fits; 0 if so. */
+static int data_found(const char *base, const char *name, char *buf, size_t size) {
+    char joined[PATH_MAX], *canon;
+    int n = snprintf(joined, sizeof joined, "%s/%s", base, name);
+    struct stat st;
+    if (n < 0 || (size_t)n >= sizeof joined || stat(joined, &st) != 0) return -1;
+    if (!(canon = realpath(joined, NULL))) return -1;
+    n = snprintf(buf, size, "%s", canon);
+    free(canon);
+    return n >= 0 && (size_t)n < size ? 0 : -1;
+}
+
+const char *cdb_data_path(const char *name, char *buf, size_t size, const char **where) {
+    char exe[PATH_MAX], *slash;
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    const char *dummy;
+    if (!where) where = &dummy;
+    *where = "none";
+    if (!name || !*name || !buf || !size) return NULL;
+    if (n > 0 && (size_t)n < sizeof exe - 1) {
+        exe[n] = '\0';
+        if ((slash = strrchr(exe, '/'))) {
+            size_t dir_len = (size_t)(slash - exe);
+            if (snprintf(slash, sizeof exe - dir_len, "/%s", CDB_DATA_FROM_BIN) <
+                    (int)(sizeof exe - dir_len) &&
+                data_found(exe, name, buf, size) == 0) {
+                *where = "installed";
+                CDB_LOG_DEBUG("data %s: %s (installed, next to the program)", name, buf);
+                return buf;
+            }
+        }
+    }
+    if (*CDB_DATA_SOURCE_DIR && data_found(CDB_DATA_SOURCE_DIR, name, buf, size) == 0) {
+        *where = "source tree";
+        CDB_LOG_DEBUG("data %s: %s (source tree)", name, buf);
+        return buf;
+    }
+    CDB_LOG_DEBUG("data %s: not found (neither installed with the program nor in the "
+                  "source tree)", name);
+    return NULL;
 }

@@ -9,6 +9,8 @@
 ** - Logging to a callback (default: stderr, level from CLIPDB_LOG).
 ** - One allocator pair (cdb_malloc/cdb_free) for memory handed across the API.
 ** - Version macros and cdb_default_threads().
+** - cdb_data_path(): where clipdb's data files are (the bundled models, the
+**   standard vocabulary), installed or in the source tree.
 **
 ** Library code never calls exit()/abort() on bad input and never writes to stdout.
 ** Thread-safety: everything here may be called from any thread. cdb_log_set()
@@ -136,6 +138,22 @@ int cdb_default_threads(void);
 
 /* Monotonic clock in nanoseconds. */
 int64_t cdb_now_ns(void);
+
+/* ---- data files ------------------------------------------------------------- */
+
+/* The one lookup of clipdb's data files: `name` is a path relative to the data
+** folder ("models", "data/bpe_simple_vocab_16e6.txt.gz"). Looks first in the
+** installed data folder, found relative to the running program: the folder of
+** /proc/self/exe (symlinks resolved) joined with CDB_DATA_FROM_BIN, which CMake sets
+** from GNUInstallDirs (e.g. "../share/clipdb": <prefix>/bin/clipdb reads
+** <prefix>/share/clipdb/<name>, wherever the prefix was installed or moved to).
+** Then, for a program run from its build folder, in the source tree it was built
+** from (CDB_DATA_SOURCE_DIR), whose layout the installed folder mirrors.
+** On success writes the canonical absolute path (realpath) into buf and returns
+** buf; *where (may be NULL) is set to "installed" or "source tree". Returns NULL
+** when neither exists, or the path does not fit in size bytes (*where = "none").
+** Logs the outcome at debug level (CLIPDB_LOG=debug). Thread-safe; no state. */
+const char *cdb_data_path(const char *name, char *buf, size_t size, const char **where);
 
 #ifdef __cplusplus
 }

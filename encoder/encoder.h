@@ -283,7 +283,8 @@ typedef struct cdb_model_info {
 ** .safetensors file (no configs read). Key naming (OpenAI/OpenCLIP or Hugging Face)
 ** is detected. The tokenizer: p->tokenizer_path, else the folder's vocab.json +
 ** merges.txt or bpe_simple_vocab_16e6.txt.gz, else the standard vocabulary
-** (CLIPDB_VOCAB, or data/ in the source tree) when it fits the model's embedding;
+** (CLIPDB_VOCAB, else data/bpe_simple_vocab_16e6.txt.gz found by cdb_data_path():
+** installed with clipdb, or in the source tree) when it fits the model's embedding;
 ** without one, text must come as ids. Weights in F32 are used from the mapping in
 ** place (CPU); F16/BF16 are widened to fp32 once.
 ** Errors: CDB_NOTFOUND (no such path / no weights in the folder), CDB_IO,

@@ -10,11 +10,10 @@
 #include "encoder/encoder.h"
 #include "kernels/kernels.h"
 
-/* The standard CLIP vocabulary when a model brings none. CMake defines it as an
-** absolute path under the source tree; CLIPDB_VOCAB overrides it at run time. */
-#ifndef CDB_DEFAULT_VOCAB
-#define CDB_DEFAULT_VOCAB "data/bpe_simple_vocab_16e6.txt.gz"
-#endif
+/* The standard CLIP vocabulary when a model brings none: this data file, found by
+** cdb_data_path() (installed with clipdb, else the source tree); CLIPDB_VOCAB
+** overrides it at run time. */
+#define CDB_STD_VOCAB "data/bpe_simple_vocab_16e6.txt.gz"
 
 /* ---- safetensors (safetensors.c) ---------------------------------------------- */
 

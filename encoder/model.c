@@ -1036,7 +1036,15 @@ static cdb_status open_tokenizer(load_ctx *c, const cdb_model_params *p) {
         if ((rc = cdb_tok_open(explicit_path, &m->tok)) != CDB_OK)
             return cdb_errctx(rc, "model tokenizer");
     } else {
-        const char *def = env && *env ? env : CDB_DEFAULT_VOCAB;
+        char found[4096];
+        const char *def = env && *env ? env : cdb_data_path(CDB_STD_VOCAB, found, sizeof found, NULL);
+        if (!def) {
+            CDB_LOG_WARN("model %s: no tokenizer (the standard vocabulary %s is neither "
+                         "installed with clipdb nor in its source tree; set CLIPDB_VOCAB); "
+                         "text must be given as token ids", m->name, CDB_STD_VOCAB);
+            m->tok = NULL;
+            return CDB_OK;
+        }
         if (cdb_tok_open(def, &m->tok) != CDB_OK) {
             CDB_LOG_WARN("model %s: no tokenizer (standard vocabulary %s: %s); text must be "
                          "given as token ids", m->name, def, cdb_errmsg());
@@ -1046,9 +1054,9 @@ static cdb_status open_tokenizer(load_ctx *c, const cdb_model_params *p) {
         }
         if (cdb_tok_vocab_size(m->tok) > m->info.vocab_size) {
             /* A model with its own small vocabulary and no tokenizer files. */
-            CDB_LOG_INFO("model %s: the standard vocabulary (%d tokens) does not fit the "
-                         "model's %d-token embedding; text must be given as token ids",
-                         m->name, cdb_tok_vocab_size(m->tok), m->info.vocab_size);
+            CDB_LOG_INFO("model %s: the standard vocabulary %s (%d tokens) does not fit "
+                         "the model's %d-token embedding; text must be given as token ids",
+                         m->name, def, cdb_tok_vocab_size(m->tok), m->info.vocab_size);
             cdb_tok_free(m->tok);
             m->tok = NULL;
             return CDB_OK;

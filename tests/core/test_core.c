@@ -1,7 +1,12 @@
 /*
-** test_core.c: the status/error-message/logging conventions of core/core.h.
+** test_core.c: the status/error-message/logging conventions of core/core.h, and
+** cdb_data_path() (the source-tree fallback here; installed: a copy of this program
+** in a fake prefix, and tests/install/test_install.sh for the real clipdb).
 */
+#include <limits.h>
 #include <pthread.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cdb_test.h"
 #include "core/core.h"
@@ -116,7 +121,53 @@ CDB_TEST(default_threads_and_version) {
     cdb_free(NULL);
 }
 
+CDB_TEST(data_path_source_tree_and_missing) {
+    char buf[PATH_MAX], want[PATH_MAX], small[8];
+    const char *where = NULL;
+    /* this test program is in the build folder: no ../share/clipdb beside it */
+    CHECK(cdb_data_path("models", buf, sizeof buf, &where) == buf);
+    CHECK_EQ_STR(where, "source tree");
+    CHECK(realpath(CDB_SOURCE_DIR "/models", want) != NULL);
+    CHECK_EQ_STR(buf, want);
+    CHECK(cdb_data_path("data/bpe_simple_vocab_16e6.txt.gz", buf, sizeof buf, NULL) == buf);
+    CHECK(cdb_data_path("no/such/data", buf, sizeof buf, &where) == NULL);
+    CHECK_EQ_STR(where, "none");
+    CHECK(cdb_data_path("models", small, sizeof small, &where) == NULL); /* does not fit */
+    CHECK(cdb_data_path("", buf, sizeof buf, NULL) == NULL);
+}
+
+/* The installed case: this program copied to PREFIX/bin/ with PREFIX/share/clipdb/
+** beside it finds its data there, before the source tree. The copy runs the test
+** data_path_installed_child, told the prefix through CDB_TEST_PREFIX. */
+CDB_TEST(data_path_installed_child) {
+    const char *prefix = getenv("CDB_TEST_PREFIX"), *where = NULL;
+    char buf[PATH_MAX], want[PATH_MAX];
+    if (!prefix) CDB_SKIP("run by data_path_installed");
+    CHECK(cdb_data_path("models", buf, sizeof buf, &where) == buf);
+    CHECK_EQ_STR(where, "installed");
+    snprintf(want, sizeof want, "%s/share/clipdb/models", prefix);
+    CHECK_EQ_STR(buf, want);
+    /* what the prefix lacks still comes from the source tree */
+    CHECK(cdb_data_path("data/bpe_simple_vocab_16e6.txt.gz", buf, sizeof buf, &where) == buf);
+    CHECK_EQ_STR(where, "source tree");
+}
+
+CDB_TEST(data_path_installed) {
+    char dir[] = "/tmp/cdb-datapath-XXXXXX", prefix[PATH_MAX], cmd[6 * PATH_MAX];
+    CHECK(mkdtemp(dir) != NULL);
+    CHECK(realpath(dir, prefix) != NULL);
+    snprintf(cmd, sizeof cmd,
+             "mkdir -p '%s/bin' '%s/share/clipdb/models' && cp /proc/%d/exe '%s/bin/test_core' && "
+             "CDB_TEST_PREFIX='%s' '%s/bin/test_core' data_path_installed_child",
+             prefix, prefix, (int)getpid(), prefix, prefix, prefix);
+    int rc = system(cmd);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", prefix);
+    CHECK_EQ_INT(system(cmd), 0);
+    CHECK_EQ_INT(rc, 0);
+}
+
 CDB_TEST_MAIN(status_strings_cover_every_code, seterr_returns_code_and_formats,
               seterr_truncates_long_messages, errmsg_is_thread_local,
               log_levels_filter_and_callback_receives, log_level_from_environment,
-              default_threads_and_version)
+              default_threads_and_version, data_path_source_tree_and_missing,
+              data_path_installed_child, data_path_installed)
