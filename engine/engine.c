@@ -199,6 +199,7 @@ void cdb_engine_close(cdb_engine *e) {
         cdb_model_close(m->m);
         cdb_eng_qcache_free(m->qcache);
         pthread_mutex_destroy(&m->encode_mu);
+        cdb_eng_textbatch_destroy(&m->tbatch);
         free(m->spec);
         free(m);
     }
@@ -493,6 +494,7 @@ cdb_status cdb_eng_model_get(cdb_engine *e, cdb_db *db, const char *path, int vi
     slot->text = text;
     slot->threads = threads;
     pthread_mutex_init(&slot->encode_mu, NULL);
+    cdb_eng_textbatch_init(&slot->tbatch, e->p.text_encoders);
     if (path) {
         rc = path_model(e, db, path, vision, text, threads, e->p.device, &slot->m, &slot->dm);
     } else if ((rc = default_model(db, &slot->dm)) == CDB_OK && (vision || text)) {
@@ -508,6 +510,10 @@ done:
     pthread_mutex_unlock(&e->load_mu);
     if (rc != CDB_OK && slot) {
         cdb_model_close(slot->m);
+        if (slot->tbatch.tail) { /* initialized (after the allocations) */
+            pthread_mutex_destroy(&slot->encode_mu);
+            cdb_eng_textbatch_destroy(&slot->tbatch);
+        }
         free(slot->spec);
         free(slot);
         slot = NULL;

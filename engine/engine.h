@@ -130,6 +130,10 @@ typedef struct cdb_engine_params {
     cdb_engine_device device; /* where models run */
     int model_threads;   /* threads per encode call; 0: the encoder's default. A search
                             of one short text runs fastest on 1 (no thread team to wake) */
+    int text_encoders;   /* text queries of concurrent searches are encoded together, in at
+                            most this many batches at a time (one thread each); 0: one per
+                            core. Fewer means larger batches (the weights read once for
+                            more queries) but less parallel work */
     /* A model path tried when a registered model's weights are no longer where they
     ** were recorded (the CLI passes $CLIPDB_MODEL or the bundled model): used when
     ** its weights hash is the registered one. NULL: none. Copied. */

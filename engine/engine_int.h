@@ -320,6 +320,14 @@ cdb_status cdb_eng_deep_check(cdb_db *db, cdb_model *m, int64_t model_id, double
 /* ---- the handle (engine.c) -------------------------------------------------------------- */
 
 /* A loaded model, kept until the handle closes. */
+/* Concurrent text queries encoded together (textbatch.c). */
+typedef struct eng_textbatch {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct tb_req *head, **tail; /* waiting, in arrival order */
+    int leaders, max_leaders;    /* batches being encoded; at most one per core */
+} eng_textbatch;
+
 typedef struct eng_model {
     char *spec;          /* the model path it was asked by; NULL: the database's default */
     int64_t model_id;
@@ -328,6 +336,7 @@ typedef struct eng_model {
     pthread_mutex_t encode_mu; /* several threads per encode: one encode at a time, so
                                   that concurrent requests do not oversubscribe the cores */
     struct eng_qcache *qcache; /* recent text queries' vectors (search.c) */
+    eng_textbatch tbatch;      /* its text encodes (textbatch.c) */
     cdb_model *m;
     cdb_db_model dm;
     struct eng_model *next;
@@ -406,5 +415,12 @@ cdb_status cdb_eng_writer(cdb_engine *e, const char *what);
 void cdb_eng_search_states_free(cdb_engine *e);
 struct eng_qcache;
 void cdb_eng_qcache_free(struct eng_qcache *c);
+
+/* textbatch.c: texts[n] encoded (L2-normalized) into out (n * embed_dim) with the
+** texts of concurrent calls in one batch; the same bits as alone. Thread-safe. */
+void cdb_eng_textbatch_init(eng_textbatch *tb, int max_batches /* 0: one per core */);
+void cdb_eng_textbatch_destroy(eng_textbatch *tb);
+cdb_status cdb_eng_encode_texts(eng_model *mod, const char *const *texts, int n,
+                                float *out /* OUT n * dim */);
 
 #endif /* CDB_ENGINE_INT_H */

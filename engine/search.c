@@ -464,7 +464,7 @@ static cdb_status encode_image_bytes(cdb_model *m, const void *buf, size_t n, in
 }
 
 /* q (dim floats): the weighted sum of every part of the query, normalized. */
-static cdb_status build_query(cdb_db *db, const eng_model *mod, const cdb_engine_query *qu,
+static cdb_status build_query(cdb_db *db, eng_model *mod, const cdb_engine_query *qu,
                               const cdb_engine_term *terms, int n_terms, int dim, float *q) {
     int n_img = qu->n_image_paths + (qu->image_bytes > 0);
     int n_vec = qu->vector ? 1 : 0;
@@ -500,7 +500,7 @@ static cdb_status build_query(cdb_db *db, const eng_model *mod, const cdb_engine
         w[n_terms + i] = -1.0f;
     }
     if (n_terms + qu->n_nots &&
-        (st = cdb_encode_texts(mod->m, texts, n_terms + qu->n_nots, 1, emb)) != CDB_OK) {
+        (st = cdb_eng_encode_texts(mod, texts, n_terms + qu->n_nots, emb)) != CDB_OK) {
         st = cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot encode the query text");
         goto done;
     }
