@@ -205,7 +205,7 @@ cdb_engine_events cli_engine_events(void);
 
 /* ---- .npy files (npy.c) ------------------------------------------------------------
 ** descr: "<f4" (float32), "<f2" (float16), "<i8" (int64). Little-endian hosts only.
-** Return 0, or -1 with errno set. */
+** Return 0, or -1 with errno set. cli_npy_write's path "-" is standard output. */
 int cli_npy_header(FILE *f, const char *descr, const int64_t *shape, int ndim);
 int cli_npy_write(const char *path, const char *descr, const int64_t *shape, int ndim,
                   const void *data, size_t elem_bytes);

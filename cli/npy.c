@@ -31,13 +31,14 @@ int cli_npy_header(FILE *f, const char *descr, const int64_t *shape, int ndim) {
 
 int cli_npy_write(const char *path, const char *descr, const int64_t *shape, int ndim,
                   const void *data, size_t elem_bytes) {
-    FILE *f = fopen(path, "wb");
+    int to_stdout = !strcmp(path, "-"); /* `--out -`: the array on standard output */
+    FILE *f = to_stdout ? stdout : fopen(path, "wb");
     size_t count = 1;
     int rc;
     if (!f) return -1;
     for (int i = 0; i < ndim; i++) count *= (size_t)shape[i];
     rc = cli_npy_header(f, descr, shape, ndim);
     if (rc == 0 && count && fwrite(data, elem_bytes, count, f) != count) rc = -1;
-    if (fclose(f) != 0) rc = -1;
+    if (to_stdout ? cli_flush_stdout() != 0 : fclose(f) != 0) rc = -1;
     return rc;
 }

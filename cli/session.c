@@ -7,6 +7,7 @@
 ** warnings, and Ctrl-C as a request to stop after the current batch.
 */
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli/cli.h"
 
@@ -27,8 +28,14 @@ int cli_engine_open(const char *flag_db, int writer, int wait, int device, int m
     rc = cdb_engine_open(dir, &p, out);
     if (rc == CDB_OK) return CLI_EXIT_OK;
     if (rc == CDB_NOTFOUND) {
+        struct stat sb;
         cli_error(strcmp(src, "default") ? src : "the default is ./clipdb",
                   "no database at %s", dir);
+        if (stat(dir, &sb) == 0 && !S_ISDIR(sb.st_mode)) { /* init there would fail too */
+            cli_hint("%s is a file: a database is a folder (--db DIR, e.g. --db photos.clipdb)",
+                     dir);
+            return CLI_EXIT_FAIL;
+        }
         cli_hint("run 'clipdb init%s%s' to create one, or pass --db DIR",
                  strcmp(src, "default") ? " --db " : "", strcmp(src, "default") ? dir : "");
         return CLI_EXIT_FAIL;

@@ -373,7 +373,7 @@ static const char help_embed[] =
     "  --text TEXT            a text to embed (repeatable)\n"
     "  --image PATH           an image file to embed (repeatable)\n"
     "  --format json|npy      json (default): {\"model\", \"dim\", \"embeddings\": [...]};\n"
-    "                         npy: an N x dim float32 array (needs --out)\n"
+    "                         npy: an N x dim float32 array (needs --out; - is stdout)\n"
     "  --raw                  do not L2-normalize\n"
     "  --out FILE             write to FILE instead of stdout\n"
     "  --device auto|cpu|cuda where to run the encoder\n"
@@ -389,7 +389,7 @@ static const char help_preprocess[] =
     "\n"
     "Options:\n"
     "  --model PATH   default: $CLIPDB_MODEL, else the bundled model\n"
-    "  --out FILE     the .npy file to write\n"
+    "  --out FILE     the .npy file to write (- for standard output)\n"
     "  --no-exif      ignore EXIF orientation (as the reference CLIP does)\n"
     "  -h, --help     show this help\n";
 

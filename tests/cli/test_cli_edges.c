@@ -13,7 +13,8 @@
 **     that filters everything (stderr; stdout stays empty);
 **   - --device cuda where CUDA cannot run says so, not "cannot find the model";
 **   - a shard file deleted behind clipdb's back: stats says so, a search runs on what
-**     is left and says what it left out.
+**     is left and says what it left out;
+**   - preprocess --out - writes the array to stdout; --db naming a file says so.
 ** Needs a model ($CLIPDB_TEST_MODEL or the bundled one); skips without one.
 */
 #include <regex.h>
@@ -232,6 +233,25 @@ CDB_TEST(missing_shard_is_said) {
     free(err);
 }
 
+CDB_TEST(out_dash_and_db_file) {
+    char *out = NULL, *err = NULL;
+    NEED_LIBRARY();
+    /* preprocess --out -: the same bytes as the file, and no file named '-' */
+    CHECK_EQ_INT(sh("cd \"$(dirname \"$DB\")\" && img=$(ls photos | head -1) && "
+                    "\"$CLIPDB\" preprocess photos/$img --out - > a.npy && "
+                    "\"$CLIPDB\" preprocess photos/$img --out b.npy && cmp a.npy b.npy && "
+                    "test ! -e ./-",
+                    NULL, &err),
+                 0);
+    free(err);
+    /* --db naming a file: said so, rather than suggesting 'init' there */
+    CHECK_EQ_INT(sh("\"$CLIPDB\" stats --db \"$DB/catalog.db\"", &out, &err), 1);
+    CHECK_MSG(err && strstr(err, "is a file: a database is a folder") && !strstr(err, "init"),
+              "%s", err);
+    free(out);
+    free(err);
+}
+
 CDB_TEST_MAIN(stdout_write_error_fails, did_you_mean, leading_dash_term, query_weights,
               query_part_from_stdin, log_time, empty_results_explained, device_that_cannot_run,
-              missing_shard_is_said)
+              missing_shard_is_said, out_dash_and_db_file)
