@@ -1,6 +1,6 @@
 /*
-** batch.c: the write path. Vectors are normalized in fp32 (power-of-two scaled
-** norm, so any finite magnitude works), rounded to fp16 and validated when staged;
+** batch.c: the write path. Vectors are normalized in fp32 (kernels' one
+** normalization: any finite magnitude works), rounded to fp16 and validated when staged;
 ** a commit applies the staged file updates with the crash-safe write order:
 **   step 1  catalog txn: resolve/insert the file rows, mark them pending, assign
 **           shards (creating the next shard when the current one is full);
@@ -49,92 +49,18 @@ struct cdb_db_batch {
 
 /* ---- vector encoding --------------------------------------------------------------- */
 
-#define CHUNK 256
-
-/* acc[k] += x[j]^2 for the elements j = k (mod 8) of x[0..n), n a multiple of 8
-** except possibly in the last chunk; x starts at a multiple of 8 of the vector.
-** Written as 8 fixed lanes so the compiler vectorizes it: the additions into each
-** lane happen in the same order as a plain `acc[j & 7] += ...` loop, so the result
-** is bit for bit the same. */
-static void sumsq_lanes(const float *x, int n, float acc[8]) {
-    int j = 0;
-    for (; j + 8 <= n; j += 8)
-        for (int k = 0; k < 8; k++) acc[k] += x[j + k] * x[j + k];
-    for (; j < n; j++) acc[j & 7] += x[j] * x[j];
-}
-
-static float fold_lanes(const float acc[8]) {
-    return sqrtf(((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])));
-}
-
-static float f16_norm(const uint16_t *v, int dim) {
-    float tmp[CHUNK], acc[8] = {0};
-    for (int i = 0; i < dim; i += CHUNK) {
-        int n = dim - i < CHUNK ? dim - i : CHUNK;
-        cdb_k_f16_to_f32(v + i, tmp, (size_t)n);
-        sumsq_lanes(tmp, n, acc);
-    }
-    return fold_lanes(acc);
-}
-
-/* out[j] = x[j] * 2^-e, exactly: a multiply by a power of two when 2^-e is a
-** normal float (the usual case, vectorizable), ldexpf otherwise. */
-static void scale_pow2(const float *x, int n, int e, float *out) {
-    if (e > -126 && e < 127) {
-        const float s = ldexpf(1.0f, -e);
-        for (int j = 0; j < n; j++) out[j] = x[j] * s;
-    } else {
-        for (int j = 0; j < n; j++) out[j] = ldexpf(x[j], -e);
-    }
-}
-
+/* The vector as stored: the one normalization (kernels/cpu/normalize.c: any finite
+** magnitude, fp32) rounded once to fp16, then checked: nothing that rounds to an
+** infinity, and a norm within 1e-3 of 1 after the rounding. */
 cdb_status cdb_db_encode_vector(const float *vec, int dim, uint16_t *out) {
-    float maxabs, acc[8] = {0}, tmp[CHUNK];
-    uint32_t maxbits = 0;
-    unsigned inf16 = 0;
-    int e = 0;
+    cdb_status rc;
+    float n2;
     if (dim <= 0) return cdb_seterr(CDB_INVALID, "vector dim %d", dim);
-    /* max |x| on the bit patterns (for non-negative floats the integer order is
-    ** the numeric order, and NaN/Inf are the patterns >= 0x7f800000): one
-    ** vectorizable pass finds both the magnitude and any non-finite element. */
-    for (int i = 0; i < dim; i++) {
-        uint32_t u;
-        memcpy(&u, vec + i, sizeof u);
-        u &= 0x7fffffffu;
-        maxbits = u > maxbits ? u : maxbits;
-    }
-    if (maxbits >= 0x7f800000u) {
-        for (int i = 0; i < dim; i++)
-            if (!isfinite(vec[i]))
-                return cdb_seterr(CDB_INVALID, "vector element %d is %s", i,
-                                  isnan(vec[i]) ? "NaN" : "Inf");
-    }
-    memcpy(&maxabs, &maxbits, sizeof maxabs);
-    if (maxabs == 0.0f) return cdb_seterr(CDB_INVALID, "vector is all zeros (no direction)");
-    /* Scale by 2^-e with maxabs = f * 2^e, f in [0.5, 1): every scaled element is
-    ** <= 1, so the sum of squares is <= dim and cannot overflow, whatever the
-    ** input magnitude (1e5, 1e30, subnormals). */
-    (void)frexpf(maxabs, &e);
-    for (int i = 0; i < dim; i += CHUNK) {
-        int n = dim - i < CHUNK ? dim - i : CHUNK;
-        scale_pow2(vec + i, n, e, tmp);
-        sumsq_lanes(tmp, n, acc);
-    }
-    const float norm = fold_lanes(acc);
-    for (int i = 0; i < dim; i += CHUNK) {
-        int n = dim - i < CHUNK ? dim - i : CHUNK;
-        scale_pow2(vec + i, n, e, tmp);
-        for (int j = 0; j < n; j++) tmp[j] /= norm;
-        cdb_k_f32_to_f16(tmp, out + i, (size_t)n);
-    }
-    for (int i = 0; i < dim; i++) inf16 |= (out[i] & 0x7c00u) == 0x7c00u;
-    if (inf16) {
-        for (int i = 0; i < dim; i++)
-            if ((out[i] & 0x7c00) == 0x7c00)
-                return cdb_seterr(CDB_INVALID, "vector element %d is not finite after rounding",
-                                  i);
-    }
-    float n2 = f16_norm(out, dim);
+    if ((rc = cdb_k_normalize_to_f16(vec, (size_t)dim, out)) != CDB_OK) return rc;
+    for (int i = 0; i < dim; i++)
+        if ((out[i] & 0x7c00) == 0x7c00)
+            return cdb_seterr(CDB_INVALID, "vector element %d is not finite after rounding", i);
+    n2 = cdb_k_l2norm_f16(out, (size_t)dim);
     if (!(fabsf(n2 - 1.0f) <= 1e-3f))
         return cdb_seterr(CDB_INVALID, "vector norm after fp16 rounding is %.6g, not 1 +- 1e-3",
                           (double)n2);

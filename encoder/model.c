@@ -497,11 +497,10 @@ static int json_floats3(json_t *a, float out[3]) {
 
 static void pick_preprocess(load_ctx *c) {
     cdb_preprocess_params *pp = &c->m->info.preprocess;
-    static const float mean[3] = {0.48145466f, 0.4578275f, 0.40821073f};
-    static const float std[3] = {0.26862954f, 0.26130258f, 0.27577711f};
+    const cdb_preprocess_params clip = cdb_preprocess_params_default(); /* CLIP's mean/std */
     int have = 0;
-    memcpy(pp->mean, mean, sizeof mean);
-    memcpy(pp->std, std, sizeof std);
+    memcpy(pp->mean, clip.mean, sizeof pp->mean);
+    memcpy(pp->std, clip.std, sizeof pp->std);
     pp->interp = CDB_INTERP_BICUBIC;
     pp->size = c->m->info.image_size;
     if (c->pp_cfg) {
@@ -521,8 +520,8 @@ static void pick_preprocess(load_ctx *c) {
         if (!isfinite(pp->mean[i]) || !isfinite(pp->std[i]) || !(pp->std[i] > 0)) {
             CDB_LOG_WARN("model %s: preprocessing mean/std in the config unusable; using "
                          "OpenAI CLIP's", c->m->name);
-            memcpy(pp->mean, mean, sizeof mean);
-            memcpy(pp->std, std, sizeof std);
+            memcpy(pp->mean, clip.mean, sizeof pp->mean);
+            memcpy(pp->std, clip.std, sizeof pp->std);
             have = 0;
             break;
         }
@@ -1250,16 +1249,11 @@ const cdb_model_info *cdb_model_get_info(const cdb_model *m) { return m ? &m->in
 
 const cdb_tok *cdb_model_tokenizer(const cdb_model *m) { return m ? m->tok : NULL; }
 
+/* Each row through kernels' one normalization (the store's too, so a stored vector
+** is fp16 of this output). A row it refuses (zero, NaN, Inf) is left as it is: the
+** finiteness check and the store refuse it with their own words. */
 static void l2_normalize(float *v, int n, int dim) {
-    for (int i = 0; i < n; i++) {
-        float *x = v + (size_t)i * dim;
-        double s = 0;
-        for (int j = 0; j < dim; j++) s += (double)x[j] * x[j];
-        if (s > 0) {
-            float inv = (float)(1.0 / sqrt(s));
-            for (int j = 0; j < dim; j++) x[j] *= inv;
-        }
-    }
+    for (int i = 0; i < n; i++) (void)cdb_k_normalize_f32(v + (size_t)i * dim, (size_t)dim, NULL);
 }
 
 static cdb_status check_finite(const float *v, size_t n) {

@@ -47,7 +47,6 @@
 #include "encoder/encoder.h"
 #include "kernels/kernels.h"
 
-#define PP_PRECISION_BITS CDB_K_RESAMPLE_PRECISION /* 32 - 8 - 2, as PIL */
 #define PP_MAX_SIZE 16384 /* output side limit: keeps every buffer size sane */
 
 /* MULDIV255 as in PIL's ImPlatform/Convert: round(a*b/255) for 8-bit a, b. */
@@ -57,24 +56,8 @@ static inline unsigned muldiv255(unsigned a, unsigned b) {
 }
 
 
-static double filter_bicubic(double x) {
-    const double a = -0.5;
-    if (x < 0.0) x = -x;
-    if (x < 1.0) return ((a + 2.0) * x - (a + 3.0)) * x * x + 1;
-    if (x < 2.0) return (((x - 5) * x + 8) * x - 4) * a;
-    return 0.0;
-}
-
-static double filter_bilinear(double x) {
-    if (x < 0.0) x = -x;
-    if (x < 1.0) return 1.0 - x;
-    return 0.0;
-}
-
 /* Coefficients for output positions [first, first + count) of an axis resized from
-** in_size to out_size (PIL's precompute_coeffs + normalize_coeffs_8bpc, restricted to
-** a window). bounds[2*i] = first source index, bounds[2*i+1] = tap count; kk holds
-** ksize fixed-point taps per output position. */
+** in_size to out_size: kernels' cdb_k_pil_coeffs (PIL's, the one copy). */
 typedef struct pp_coeffs {
     int ksize;
     int *bounds;
@@ -90,53 +73,8 @@ static void coeffs_free(pp_coeffs *c) {
 
 static cdb_status coeffs_make(int in_size, int out_size, int first, int count, cdb_interp interp,
                               pp_coeffs *c /* OUT */) {
-    double (*filter)(double) = interp == CDB_INTERP_BILINEAR ? filter_bilinear : filter_bicubic;
-    double fsupport = interp == CDB_INTERP_BILINEAR ? 1.0 : 2.0;
-    /* PIL: in0/in1 are floats (the resize box); (double)(in1 - in0) / outSize. */
-    float in0 = 0.0f, in1 = (float)in_size;
-    double scale = (double)(in1 - in0) / out_size;
-    double filterscale = scale < 1.0 ? 1.0 : scale;
-    double support = fsupport * filterscale;
-    double *w = NULL;
-    c->bounds = NULL;
-    c->kk = NULL;
-    c->ksize = (int)ceil(support) * 2 + 1;
-    c->bounds = cdb_malloc((size_t)count * 2 * sizeof(int));
-    c->kk = cdb_malloc((size_t)count * (size_t)c->ksize * sizeof(int32_t));
-    w = cdb_malloc((size_t)c->ksize * sizeof(double));
-    if (!c->bounds || !c->kk || !w) {
-        cdb_free(w);
-        coeffs_free(c);
-        return cdb_seterr(CDB_NOMEM, "resize: out of memory for %d x %d coefficients", count,
-                          c->ksize);
-    }
-    for (int i = 0; i < count; i++) {
-        int xx = first + i;
-        double center = in0 + (xx + 0.5) * scale;
-        double ww = 0.0, ss = 1.0 / filterscale;
-        int xmin = (int)(center - support + 0.5);
-        int xmax = (int)(center + support + 0.5);
-        int x;
-        if (xmin < 0) xmin = 0;
-        if (xmax > in_size) xmax = in_size;
-        xmax -= xmin;
-        for (x = 0; x < xmax; x++) {
-            double v = filter((x + xmin - center + 0.5) * ss);
-            w[x] = v;
-            ww += v;
-        }
-        for (x = 0; x < xmax; x++)
-            if (ww != 0.0) w[x] /= ww;
-        for (; x < c->ksize; x++) w[x] = 0;
-        for (x = 0; x < c->ksize; x++) {
-            double v = w[x] * (1 << PP_PRECISION_BITS);
-            c->kk[(size_t)i * c->ksize + x] = (int32_t)(w[x] < 0 ? -0.5 + v : 0.5 + v);
-        }
-        c->bounds[2 * i] = xmin;
-        c->bounds[2 * i + 1] = xmax;
-    }
-    cdb_free(w);
-    return CDB_OK;
+    return cdb_k_pil_coeffs(in_size, out_size, first, count, interp == CDB_INTERP_BILINEAR,
+                            &c->ksize, &c->bounds, &c->kk);
 }
 
 /* One horizontal pass over rows [y0, y0 + n_rows) of src (sw wide, nch interleaved

@@ -87,7 +87,7 @@ static void check_vector(deep_ctx *d, const cdb_db_file *f, const eng_root *root
                           "%s: stored as ok, but now %s", path, reason);
         return;
     }
-    if ((rc = cdb_encode_pixels(d->m, d->pixels, 1, 1, d->vec)) != CDB_OK ||
+    if ((rc = cdb_encode_pixels(d->m, d->pixels, 1, 0, d->vec)) != CDB_OK ||
         cdb_db_encode_vector(d->vec, d->dim, d->v16) != CDB_OK) {
         d->info.n_unreadable++; /* the encoder, not the file: nothing to say about it */
         return;

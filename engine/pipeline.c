@@ -218,7 +218,7 @@ static void *reader_main(void *arg) {
 static cdb_status encode(pipe_ctx *c, const float *px, int n, float *out) {
     int64_t t0 = cdb_now_ns();
     cdb_status rc = c->o->encode ? c->o->encode(c->o->encode_ud, c->model, px, n, out)
-                                 : cdb_encode_pixels(c->model, px, n, 1, out);
+                                 : cdb_encode_pixels(c->model, px, n, 0, out);
     c->ns_encode += cdb_now_ns() - t0;
     c->n_batches++;
     return rc;

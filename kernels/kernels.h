@@ -68,8 +68,9 @@ void cdb_k_f32_to_f16_scalar(const float *src, uint16_t *dst, size_t n);
 ** elements, any dim) with fp32 queries. Precision contract: products are formed in
 ** fp32 and accumulated in fp32 (AVX2+F16C: 32 independent partial sums) or double
 ** (the scalar reference), never in fp16; the two agree within 1e-6 * sum|a_i*q_i|
-** (tests/kernels/test_dot.c). Norms accumulate in double, so any finite fp32 input
-** (e.g. 1e5 per element, or 1e30) normalizes without overflow. Reentrant. */
+** (tests/kernels/test_dot.c). Norms accumulate in double; normalization scales by a
+** power of two first, so any finite fp32 input (e.g. 1e5 per element, or 1e30)
+** normalizes without overflow. Reentrant. */
 
 /* sum_i a[i]*q[i] */
 float cdb_k_dot_f16_f32(const uint16_t *a, const float *q, size_t dim);
@@ -89,14 +90,16 @@ float cdb_k_l2norm_f16(const uint16_t *x, size_t n);
 /* dot(a,b) / (|a| |b|) with fp32-accumulated dot and double norms; 0 when either
 ** vector is zero. NaN if an input holds NaN/Inf. */
 float cdb_k_cosine_f16(const uint16_t *a, const uint16_t *b, size_t dim);
-/* x /= |x|, computed in double per element and rounded once to fp32. Returns
-** CDB_INVALID (x untouched, message set) if any element is NaN/Inf or |x| == 0.
-** *norm_out (may be NULL) receives |x| before scaling (may round to +Inf in fp32
-** for huge inputs; the scaling itself never overflows). */
+/* x /= |x| (normalize.c: the one normalization of the encoder, the store and the
+** queries): x scaled by a power of two first, so any finite magnitude works, the
+** squares summed in double over 8 fixed lanes, each element divided by the norm in
+** double and rounded once to fp32; the same bits on every ISA. Returns CDB_INVALID (x untouched, message set) if any element
+** is NaN/Inf or x is all zeros. *norm_out (may be NULL) receives |x| before scaling
+** (may round to +Inf in fp32 for huge inputs; the scaling itself never overflows). */
 cdb_status cdb_k_normalize_f32(float *x, size_t n, float *norm_out /* OUT */);
-/* out = fp16(src / |src|): normalization in double/fp32 *before* the one rounding
-** to fp16 (DESIGN.md precision contract 1). Same refusals as cdb_k_normalize_f32;
-** src is not modified. src and out must not overlap. */
+/* out = fp16(src / |src|): exactly the fp32 values cdb_k_normalize_f32 gives, each
+** rounded once to fp16 (DESIGN.md precision contract 1). Same refusals; src is not
+** modified. src and out must not overlap. */
 cdb_status cdb_k_normalize_to_f16(const float *src, size_t n, uint16_t *out /* OUT: n */);
 
 /* Scalar references (double accumulation), exposed for differential tests. */
@@ -428,6 +431,16 @@ cdb_status cdb_k_cuda_im2col(cdb_k_backend *be, const cdb_k_buf *pixels, int n, 
 ** for PIL's normalized taps (sum |k| <= ~1.3 * 2^22). Reentrant; dispatched by
 ** cdb_k_cpu_isa(). */
 #define CDB_K_RESAMPLE_PRECISION 22
+
+/* PIL's coefficients (precompute_coeffs + normalize_coeffs_8bpc; bicubic, or bilinear
+** when `bilinear`) for the outputs [first, first + count) of an axis resized from
+** in_size to out_size (the whole axis: 0, out_size): for output i, bounds[2i] is the
+** first source index and bounds[2i+1] the tap count, kk + i*ksize its ksize taps in
+** 22-bit fixed point. The one copy: the CPU and CUDA preprocessing both use it.
+** *bounds and *kk are heap (cdb_free). CDB_INVALID for an empty or outside window. */
+cdb_status cdb_k_pil_coeffs(int in_size, int out_size, int first, int count, int bilinear,
+                            int *ksize /* OUT */, int **bounds /* OUT */,
+                            int32_t **kk /* OUT */);
 
 /* Horizontal: nch channel planes (plane c at planes + c * plane_stride, contiguous
 ** source pixels); for output i, bounds[2i] is the first source pixel and bounds[2i+1]

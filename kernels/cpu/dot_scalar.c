@@ -1,5 +1,6 @@
 /*
-** dot_scalar.c: fp16-stored x fp32 dot products, norms and normalization. The
+** dot_scalar.c: fp16-stored x fp32 dot products and norms (normalization is
+** normalize.c). The
 ** scalar versions are the reference: each fp16 element is widened exactly to fp32,
 ** products are formed in double and summed in double, so they are at least as
 ** accurate as any fp32-accumulating backend. The public entry points dispatch to
@@ -98,32 +99,3 @@ float cdb_k_cosine_f16(const uint16_t *a, const uint16_t *b, size_t dim) {
     return (float)((double)d / ((double)na * (double)nb));
 }
 
-/* Checks x for NaN/Inf and a zero norm; on success *norm is |x| in double. */
-static cdb_status check_norm(const float *x, size_t n, double *norm) {
-    for (size_t i = 0; i < n; i++)
-        if (!isfinite(x[i]))
-            return cdb_seterr(CDB_INVALID, "vector element %zu is %s", i,
-                              isnan(x[i]) ? "NaN" : "infinite");
-    *norm = norm_f32_d(x, n);
-    if (!(*norm > 0.0)) return cdb_seterr(CDB_INVALID, "vector of %zu elements has zero norm", n);
-    return CDB_OK;
-}
-
-cdb_status cdb_k_normalize_f32(float *x, size_t n, float *norm_out) {
-    double norm = 0.0;
-    cdb_status rc = check_norm(x, n, &norm);
-    if (rc != CDB_OK) return rc;
-    for (size_t i = 0; i < n; i++) x[i] = (float)((double)x[i] / norm);
-    if (norm_out) *norm_out = (float)norm;
-    return CDB_OK;
-}
-
-cdb_status cdb_k_normalize_to_f16(const float *src, size_t n, uint16_t *out) {
-    double norm = 0.0;
-    cdb_status rc = check_norm(src, n, &norm);
-    if (rc != CDB_OK) return rc;
-    /* Round to fp32 first (the normalized fp32 vector is the canonical embedding),
-    ** then once to fp16. */
-    for (size_t i = 0; i < n; i++) out[i] = cdb_k_f32_to_f16_1((float)((double)src[i] / norm));
-    return CDB_OK;
-}

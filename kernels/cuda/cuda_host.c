@@ -202,72 +202,11 @@ void cdb_k_free_group(const cdb_k_allocator *a, void **ptrs, int n) {
 }
 
 /* ---- PIL bicubic plans ------------------------------------------------------
-** A transcription of Pillow's src/libImaging/Resample.c (precompute_coeffs,
-** normalize_coeffs_8bpc, the 8bpc passes): same double arithmetic, same order,
-** same 22-bit fixed point and clip8, so the results match PIL bit for bit. */
+** The coefficients are kernels' cdb_k_pil_coeffs (the CPU preprocessing's too); the
+** passes below transcribe Pillow's src/libImaging/Resample.c (the 8bpc passes): same
+** 22-bit fixed point and clip8, so the results match PIL bit for bit. */
 
-#define PIL_PRECISION_BITS (32 - 8 - 2)
-
-static double bicubic_filter(double x) {
-    const double a = -0.5;
-    if (x < 0.0) x = -x;
-    if (x < 1.0) return ((a + 2.0) * x - (a + 3.0)) * x * x + 1;
-    if (x < 2.0) return (((x - 5) * x + 8) * x - 4) * a;
-    return 0.0;
-}
-
-cdb_status cdb_kc_pil_coeffs(int in_size, int out_size, int *ksize_out, int32_t **bounds_out,
-                             int32_t **kk_out) {
-    const double support_base = 2.0; /* bicubic */
-    double scale, filterscale, support;
-    int ksize;
-    double *pre = NULL;
-    int32_t *bounds = NULL, *kk = NULL;
-    if (in_size < 1 || out_size < 1)
-        return cdb_seterr(CDB_INVALID, "resize %d -> %d: empty axis", in_size, out_size);
-    scale = (double)in_size / out_size;
-    filterscale = scale < 1.0 ? 1.0 : scale;
-    support = support_base * filterscale;
-    ksize = (int)ceil(support) * 2 + 1;
-    pre = (double *)cdb_malloc((size_t)out_size * ksize * sizeof *pre);
-    bounds = (int32_t *)cdb_malloc((size_t)out_size * 2 * sizeof *bounds);
-    kk = (int32_t *)cdb_malloc((size_t)out_size * ksize * sizeof *kk);
-    if (!pre || !bounds || !kk) {
-        cdb_free(pre);
-        cdb_free(bounds);
-        cdb_free(kk);
-        return cdb_seterr(CDB_NOMEM, "resize coefficients: out of memory");
-    }
-    for (int xx = 0; xx < out_size; xx++) {
-        double center = 0 + (xx + 0.5) * scale;
-        double ww = 0.0, ss = 1.0 / filterscale;
-        int xmin = (int)(center - support + 0.5), xmax, x;
-        double *k = &pre[(size_t)xx * ksize];
-        if (xmin < 0) xmin = 0;
-        xmax = (int)(center + support + 0.5);
-        if (xmax > in_size) xmax = in_size;
-        xmax -= xmin;
-        for (x = 0; x < xmax; x++) {
-            double w = bicubic_filter((x + xmin - center + 0.5) * ss);
-            k[x] = w;
-            ww += w;
-        }
-        for (x = 0; x < xmax; x++)
-            if (ww != 0.0) k[x] /= ww;
-        for (; x < ksize; x++) k[x] = 0;
-        bounds[xx * 2 + 0] = xmin;
-        bounds[xx * 2 + 1] = xmax;
-    }
-    for (size_t i = 0; i < (size_t)out_size * ksize; i++) {
-        double v = pre[i] * (1 << PIL_PRECISION_BITS);
-        kk[i] = pre[i] < 0 ? (int32_t)(-0.5 + v) : (int32_t)(0.5 + v);
-    }
-    cdb_free(pre);
-    *ksize_out = ksize;
-    *bounds_out = bounds;
-    *kk_out = kk;
-    return CDB_OK;
-}
+#define PIL_PRECISION_BITS CDB_K_RESAMPLE_PRECISION
 
 void cdb_kc_resize_dims(int w, int h, int size, int *rw, int *rh) {
     if (w <= h) {
@@ -310,8 +249,8 @@ cdb_status cdb_kc_resize_plan_new(int in_w, int in_h, int size, cdb_kc_resize_pl
     cdb_kc_resize_dims(in_w, in_h, size, &out->rs_w, &out->rs_h);
     out->crop_x = cdb_kc_center_offset(out->rs_w, size);
     out->crop_y = cdb_kc_center_offset(out->rs_h, size);
-    if ((rc = cdb_kc_pil_coeffs(in_w, out->rs_w, &kh_n, &bh, &kh)) != CDB_OK) goto fail;
-    if ((rc = cdb_kc_pil_coeffs(in_h, out->rs_h, &kv_n, &bv, &kv)) != CDB_OK) goto fail;
+    if ((rc = cdb_k_pil_coeffs(in_w, out->rs_w, 0, out->rs_w, 0, &kh_n, &bh, &kh)) != CDB_OK) goto fail;
+    if ((rc = cdb_k_pil_coeffs(in_h, out->rs_h, 0, out->rs_h, 0, &kv_n, &bv, &kv)) != CDB_OK) goto fail;
     out->ksize_h = kh_n;
     out->ksize_v = kv_n;
     out->xmin = (int32_t *)cdb_malloc((size_t)size * sizeof(int32_t));

@@ -175,11 +175,6 @@ typedef struct cdb_kc_resize_plan {
 ** cdb_kc_resize_plan_free. CDB_INVALID for empty images or size < 1. */
 cdb_status cdb_kc_resize_plan_new(int in_w, int in_h, int size, cdb_kc_resize_plan *out /* OUT */);
 void cdb_kc_resize_plan_free(cdb_kc_resize_plan *p);
-/* PIL's coefficient table for one axis (exposed for host tests): out_size rows of
-** *ksize fixed-point taps plus bounds (xmin, count). Caller frees with cdb_free. */
-cdb_status cdb_kc_pil_coeffs(int in_size, int out_size, int *ksize /* OUT */,
-                             int32_t **bounds /* OUT: 2*out_size */,
-                             int32_t **kk /* OUT: out_size * ksize */);
 /* Resized size of the CLIP transform: short side -> size, long side
 ** int(size * long / short). */
 void cdb_kc_resize_dims(int w, int h, int size, int *rw /* OUT */, int *rh /* OUT */);

@@ -14,7 +14,8 @@
 **   - --device cuda where CUDA cannot run says so, not "cannot find the model";
 **   - a shard file deleted behind clipdb's back: stats says so, a search runs on what
 **     is left and says what it left out;
-**   - preprocess --out - writes the array to stdout; --db naming a file says so.
+**   - preprocess --out - writes the array to stdout; --db naming a file says so;
+**   - every stored vector is exactly fp16 of what `clipdb embed` gives for its photo.
 ** Needs a model ($CLIPDB_TEST_MODEL or the bundled one); skips without one.
 */
 #include <regex.h>
@@ -252,6 +253,61 @@ CDB_TEST(out_dash_and_db_file) {
     free(err);
 }
 
+/* The data of a .npy file (after its header), heap; *n its bytes. */
+static unsigned char *npy_data(const char *path, size_t *n) {
+    size_t len = 0, hdr;
+    unsigned char *b = (unsigned char *)cli_read_file(path, &len), *d;
+    if (!b || len < 10) {
+        free(b);
+        return NULL;
+    }
+    hdr = 10 + (size_t)(b[8] | b[9] << 8);
+    if (hdr > len || !(d = malloc(len - hdr + 1))) {
+        free(b);
+        return NULL;
+    }
+    memcpy(d, b + hdr, len - hdr);
+    *n = len - hdr;
+    free(b);
+    return d;
+}
+
+CDB_TEST(stored_is_fp16_of_embed) {
+    /* one normalization for the encoder and the store: each stored vector is exactly
+    ** fp16(x) of the fp32 row `clipdb embed` prints for the same photo */
+    char cmd[3000], p1[700], p2[700], *paths = NULL;
+    size_t n16 = 0, n32 = 0;
+    unsigned char *v16 = NULL, *v32 = NULL;
+    NEED_LIBRARY();
+    snprintf(cmd, sizeof cmd,
+             "rm -rf %s/ex && \"$CLIPDB\" export --db \"$DB\" --format npy --dtype fp16 --out %s/ex "
+             ">/dev/null && args=$(sed \"s/^/--image /\" %s/ex/paths.txt | tr \"\\n\" \" \") && "
+             "\"$CLIPDB\" embed $args --format npy --out %s/ex/embed.npy",
+             g_tmp, g_tmp, g_tmp, g_tmp);
+    CHECK_EQ_INT(sh(cmd, NULL, NULL), 0);
+    snprintf(p1, sizeof p1, "%s/ex/vectors.npy", g_tmp);
+    snprintf(p2, sizeof p2, "%s/ex/embed.npy", g_tmp);
+    v16 = npy_data(p1, &n16);
+    v32 = npy_data(p2, &n32);
+    CHECK(v16 && v32 && n16 > 0 && n32 == 2 * n16);
+    if (v16 && v32 && n32 == 2 * n16) {
+        size_t differ = 0;
+        for (size_t i = 0; i < n16 / 2; i++) {
+            float f;
+            uint16_t h, want;
+            memcpy(&f, v32 + 4 * i, 4);
+            memcpy(&h, v16 + 2 * i, 2);
+            cdb_k_f32_to_f16(&f, &want, 1);
+            differ += h != want;
+        }
+        CHECK_MSG(differ == 0, "%zu of %zu stored elements are not fp16 of embed's", differ,
+                  n16 / 2);
+    }
+    free(v16);
+    free(v32);
+    free(paths);
+}
+
 CDB_TEST_MAIN(stdout_write_error_fails, did_you_mean, leading_dash_term, query_weights,
               query_part_from_stdin, log_time, empty_results_explained, device_that_cannot_run,
-              missing_shard_is_said, out_dash_and_db_file)
+              missing_shard_is_said, out_dash_and_db_file, stored_is_fp16_of_embed)

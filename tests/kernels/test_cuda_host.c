@@ -323,7 +323,7 @@ CDB_TEST(pil_coeffs_properties) {
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
         int in = sizes[s][0], out = sizes[s][1], ks = 0;
         int32_t *bounds = NULL, *kk = NULL;
-        CHECK_OK(cdb_kc_pil_coeffs(in, out, &ks, &bounds, &kk));
+        CHECK_OK(cdb_k_pil_coeffs(in, out, 0, out, 0, &ks, &bounds, &kk));
         for (int i = 0; i < out; i++) {
             long long sum = 0;
             CHECK(bounds[2 * i] >= 0 && bounds[2 * i + 1] >= 1);
@@ -349,7 +349,7 @@ CDB_TEST(pil_coeffs_properties) {
     {
         int ks;
         int32_t *b, *k;
-        CHECK_RC(cdb_kc_pil_coeffs(0, 5, &ks, &b, &k), CDB_INVALID);
+        CHECK_RC(cdb_k_pil_coeffs(0, 5, 0, 5, 0, &ks, &b, &k), CDB_INVALID);
     }
 }
 
