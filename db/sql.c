@@ -238,15 +238,14 @@ static int probe_read(cdb_db *db, sqlite3 *conn) {
     return sqlite3_exec(conn, "SELECT count(*) FROM sqlite_master", NULL, NULL, NULL);
 }
 
-cdb_status cdb_sql_open_conn(cdb_db *db, const char *path, int create, sqlite3 **out) {
-    char uri[8400];
+/* A reader's open: shared (mode=ro) while a writer keeps the WAL index, else as an
+** immutable snapshot. One try: an SQLite code. may_snapshot 0: a -shm exists, so a
+** writer may be there and a failed shared open (SQLite's READONLY_RECOVERY /
+** CANTINIT / CANTLOCK while the writer sets up its WAL index) is returned to be tried
+** again instead of reading the file as a snapshot while it changes. */
+static int open_reader_once(cdb_db *db, const char *path, int may_snapshot, sqlite3 **out) {
+    char uri[8400], wal[4200];
     int s;
-    *out = NULL;
-    if (!db->readonly) {
-        int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | (create ? SQLITE_OPEN_CREATE : 0);
-        s = sqlite3_open_v2(path, out, flags, NULL);
-        return s == SQLITE_OK ? CDB_OK : cdb_sql_err(*out, s, "open");
-    }
     /* Readers never write: mode=ro opens the files read-only and, while a writer (or
     ** the leftovers of a killed one) keeps a -shm file, shares the WAL index read-only,
     ** so they see every committed batch. */
@@ -254,14 +253,16 @@ cdb_status cdb_sql_open_conn(cdb_db *db, const char *path, int create, sqlite3 *
     s = sqlite3_open_v2(uri, out, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX,
                         NULL);
     if (s == SQLITE_OK) s = probe_read(db, *out);
-    if (s == SQLITE_OK) return CDB_OK;
-    if ((s & 0xff) != SQLITE_READONLY && (s & 0xff) != SQLITE_CANTOPEN)
-        return cdb_sql_err(*out, s, "open");
+    if (s == SQLITE_OK) return s;
+    if ((s & 0xff) != SQLITE_READONLY && (s & 0xff) != SQLITE_CANTOPEN) return s;
+    if (!may_snapshot) {
+        snprintf(wal, sizeof wal, "%s-shm", path);
+        if (access(wal, F_OK) == 0) return SQLITE_BUSY;
+    }
     /* A read-only folder (or mount) and no writer: there is no -shm to share and none
     ** may be created. No -wal either means the database file is complete: read it
     ** as immutable (no locks, no -shm). A -wal that cannot be shared is a killed
     ** writer's: its last commits are not visible until a writer opens the database. */
-    char wal[4200];
     snprintf(wal, sizeof wal, "%s-wal", path);
     if (access(wal, F_OK) == 0)
         CDB_LOG_WARN("db: %s is read-only and has a write-ahead log that cannot be shared; "
@@ -274,7 +275,33 @@ cdb_status cdb_sql_open_conn(cdb_db *db, const char *path, int create, sqlite3 *
                         NULL);
     if (s == SQLITE_OK) s = probe_read(db, *out);
     if (s == SQLITE_OK) CDB_LOG_DEBUG("db: %s opened immutable (read-only, no writer)", path);
-    return s == SQLITE_OK ? CDB_OK : cdb_sql_err(*out, s, "open");
+    return s;
+}
+
+cdb_status cdb_sql_open_conn(cdb_db *db, const char *path, int create, sqlite3 **out) {
+    int s;
+    *out = NULL;
+    if (!db->readonly) {
+        int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | (create ? SQLITE_OPEN_CREATE : 0);
+        s = sqlite3_open_v2(path, out, flags, NULL);
+        return s == SQLITE_OK ? CDB_OK : cdb_sql_err(*out, s, "open");
+    }
+    /* A writer may be between its connections to this file right now (closing it:
+    ** the last checkpoint copying pages in, its WAL going away): the file can then read
+    ** as malformed for a moment. Such an open is tried again for up to about a
+    ** second; a file that stays malformed is reported. */
+    /* And while a -shm exists (a writer is there, or a killed one left it), the shared
+    ** open is tried again for up to about a second before the snapshot read. */
+    for (int attempt = 0;; attempt++) {
+        s = open_reader_once(db, path, attempt >= 100, out);
+        if (s == SQLITE_OK) return CDB_OK;
+        if (((s & 0xff) != SQLITE_CORRUPT && (s & 0xff) != SQLITE_NOTADB && s != SQLITE_BUSY) ||
+            attempt >= 200)
+            return cdb_sql_err(*out, s, "open");
+        sqlite3_close_v2(*out);
+        *out = NULL;
+        usleep(10000);
+    }
 }
 
 cdb_status cdb_sql_configure_conn(cdb_db *db, sqlite3 *conn) {

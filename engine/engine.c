@@ -255,8 +255,11 @@ static void db_state(const cdb_engine *e, eng_db_state *st) {
 }
 
 static cdb_status reader_open(cdb_engine *e, eng_reader *r) {
+    cdb_status rc;
     db_state(e, &r->at_open); /* before: a commit meanwhile makes it stale, never missed */
-    return open_db(e->dir, 0, 0, &r->db);
+    if ((rc = open_db(e->dir, 0, 0, &r->db)) != CDB_OK) return rc;
+    if (cdb_db_generation(r->db, &r->gen_at_open) != CDB_OK) r->gen_at_open = -1;
+    return CDB_OK;
 }
 
 /* A reader may hold files as immutable snapshots (db/: a database file no writer had
@@ -265,8 +268,15 @@ static cdb_status reader_open(cdb_engine *e, eng_reader *r) {
 ** catalog's files; reopening costs about a millisecond, once per commit per reader. */
 static int reader_stale(const cdb_engine *e, const eng_reader *r) {
     eng_db_state now;
+    int64_t gen = -1;
     db_state(e, &now);
-    return memcmp(&now, &r->at_open, sizeof now) != 0;
+    if (memcmp(&now, &r->at_open, sizeof now) != 0) return 1;
+    /* File times move in clock ticks of several ms and a restarted WAL keeps its size,
+    ** so two commits can leave the stats equal; but then a writer was there when the
+    ** catalog was opened (its -shm is unchanged), so the catalog is read live and its
+    ** generation shows every commit. (The -shm itself is never opened here: closing
+    ** a descriptor of it would drop SQLite's locks on it in this process.) */
+    return cdb_db_generation(r->db, &gen) != CDB_OK || gen != r->gen_at_open;
 }
 
 cdb_status cdb_eng_reader_get(cdb_engine *e, eng_reader **out) {

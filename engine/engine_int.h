@@ -353,6 +353,7 @@ typedef struct eng_db_state {
 typedef struct eng_reader {
     cdb_db *db;
     eng_db_state at_open; /* reopened when the database changed since (reader_stale) */
+    int64_t gen_at_open;  /* the catalog's generation then */
     struct eng_reader *next;
 } eng_reader;
 

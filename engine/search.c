@@ -600,8 +600,9 @@ static size_t query_bytes(const cdb_engine_query *q) {
     return total;
 }
 
-cdb_status cdb_engine_search(cdb_engine *e, const cdb_engine_query *qu,
-                             const cdb_engine_search_params *p, cdb_engine_result *out) {
+static cdb_status search_once(cdb_engine *e, const cdb_engine_query *qu,
+                              const cdb_engine_search_params *p, cdb_engine_result *out,
+                              int *reader_changed) {
     cdb_engine_search_params defaults = cdb_engine_search_params_default();
     cdb_engine_term *terms = NULL;
     int n_terms = 0, n_raw = 0, need, want, dim, threads;
@@ -681,6 +682,13 @@ cdb_status cdb_engine_search(cdb_engine *e, const cdb_engine_query *qu,
         free(key);
         if (st != CDB_OK) goto done;
     }
+    if (cdb_eng_reader_changed(e, rd)) {
+        /* a writer committed while the query was encoded (waiting for a batch, or an
+        ** image): the search reads the store through a reader opened after it */
+        cdb_eng_reader_put(e, rd);
+        rd = NULL;
+        if ((st = cdb_eng_reader_get(e, &rd)) != CDB_OK) goto done;
+    }
     if ((st = vset_get(e, rd, mod->model_id, dim, &vs)) != CDB_OK) goto done;
     out->generation = vs->gen;
     need = p->k + p->offset;
@@ -755,7 +763,25 @@ done:
     free(raw);
     free(q);
     vset_unref(vs);
+    *reader_changed = rd && st != CDB_OK && cdb_eng_reader_changed(e, rd);
     cdb_eng_reader_put(e, rd);
     cdb_engine_terms_free(terms, n_terms);
+    return st;
+}
+
+/* A search whose reader saw a writer commit while it ran may have read a shard
+** as a snapshot the writer was changing underneath (a malformed page, an example's
+** vector not there yet): it is run once more, on a reader opened after the commit
+** (the pool reopens a changed reader). */
+cdb_status cdb_engine_search(cdb_engine *e, const cdb_engine_query *qu,
+                             const cdb_engine_search_params *p, cdb_engine_result *out) {
+    int changed = 0;
+    cdb_status st = search_once(e, qu, p, out, &changed);
+    if (st != CDB_OK && changed) {
+        CDB_LOG_DEBUG("engine: a search failed while the database was written (%s): again",
+                      cdb_errmsg());
+        cdb_engine_result_free(out);
+        st = search_once(e, qu, p, out, &changed);
+    }
     return st;
 }

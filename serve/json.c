@@ -215,6 +215,9 @@ void cdb_srv_engine_error(srv_resp *o) {
     case CDB_ENGINE_E_QUERY_IMAGE: cdb_srv_error(o, 400, "bad_image", "%s", m); break;
     case CDB_ENGINE_E_NO_TEXT: cdb_srv_error(o, 400, "no_text_model", "%s", m); break;
     case CDB_ENGINE_E_BUSY: cdb_srv_error(o, 503, "busy", "%s", m); break;
-    default: cdb_srv_error(o, 500, "internal", "%s", m && *m ? m : "internal error"); break;
+    default: /* the client gets it, and so does the log: nothing the client did */
+        CDB_LOG_WARN("serve: internal error: %s", m && *m ? m : "(no message)");
+        cdb_srv_error(o, 500, "internal", "%s", m && *m ? m : "internal error");
+        break;
     }
 }
