@@ -37,4 +37,105 @@ static inline float hsum_avx2(__m256 v) {
 }
 #define VHSUM(v) hsum_avx2(v)
 
+/* The tile's K loop, n4 steps of 4 kk (gemm_kern.h, KFN(tile)): written in asm so
+** that the 12 accumulators, the two B vectors and the broadcast A value stay in the
+** 16 ymm registers (GCC spilled an accumulator inside its own schedule of the loop).
+** Per kk, row r: c_r0 += a[r] * b[0..8), c_r1 += a[r] * b[8..16), the order and the
+** single rounding of _mm256_fmadd_ps. a and b are advanced past the steps run. */
+#define KFN_TILE_KLOOP4(n4, a, b)                                                      \
+    do {                                                                               \
+        int n4_ = (n4);                                                                \
+        __asm__ volatile("1:\n\t" \
+    "vmovups 0(%[b]), %%ymm13\n\t" \
+    "vmovups 32(%[b]), %%ymm14\n\t" \
+    "vbroadcastss 0(%[a]), %%ymm15\n\t" \
+    "vfmadd231ps %%ymm13, %%ymm15, %[c00]\n\t" \
+    "vfmadd231ps %%ymm14, %%ymm15, %[c01]\n\t" \
+    "vbroadcastss 4(%[a]), %%ymm15\n\t" \
+    "vfmadd231ps %%ymm13, %%ymm15, %[c10]\n\t" \
+    "vfmadd231ps %%ymm14, %%ymm15, %[c11]\n\t" \
+    "vbroadcastss 8(%[a]), %%ymm15\n\t" \
+    "vfmadd231ps %%ymm13, %%ymm15, %[c20]\n\t" \
+    "vfmadd231ps %%ymm14, %%ymm15, %[c21]\n\t" \
+    "vbroadcastss 12(%[a]), %%ymm15\n\t" \
+    "vfmadd231ps %%ymm13, %%ymm15, %[c30]\n\t" \
+    "vfmadd231ps %%ymm14, %%ymm15, %[c31]\n\t" \
+    "vbroadcastss 16(%[a]), %%ymm15\n\t" \
+    "vfmadd231ps %%ymm13, %%ymm15, %[c40]\n\t" \
+    "vfmadd231ps %%ymm14, %%ymm15, %[c41]\n\t" \
+    "vbroadcastss 20(%[a]), %%ymm15\n\t" \
+    "vfmadd231ps %%ymm13, %%ymm15, %[c50]\n\t" \
+    "vfmadd231ps %%ymm14, %%ymm15, %[c51]\n\t" \
+    "vmovups 64(%[b]), %%ymm13\n\t" \
+    "vmovups 96(%[b]), %%ymm14\n\t" \
+    "vbroadcastss 24(%[a]), %%ymm15\n\t" \
+    "vfmadd231ps %%ymm13, %%ymm15, %[c00]\n\t" \
+    "vfmadd231ps %%ymm14, %%ymm15, %[c01]\n\t" \
+    "vbroadcastss 28(%[a]), %%ymm15\n\t" \
+    "vfmadd231ps %%ymm13, %%ymm15, %[c10]\n\t" \
+    "vfmadd231ps %%ymm14, %%ymm15, %[c11]\n\t" \
+    "vbroadcastss 32(%[a]), %%ymm15\n\t" \
+    "vfmadd231ps %%ymm13, %%ymm15, %[c20]\n\t" \
+    "vfmadd231ps %%ymm14, %%ymm15, %[c21]\n\t" \
+    "vbroadcastss 36(%[a]), %%ymm15\n\t" \
+    "vfmadd231ps %%ymm13, %%ymm15, %[c30]\n\t" \
+    "vfmadd231ps %%ymm14, %%ymm15, %[c31]\n\t" \
+    "vbroadcastss 40(%[a]), %%ymm15\n\t" \
+    "vfmadd231ps %%ymm13, %%ymm15, %[c40]\n\t" \
+    "vfmadd231ps %%ymm14, %%ymm15, %[c41]\n\t" \
+    "vbroadcastss 44(%[a]), %%ymm15\n\t" \
+    "vfmadd231ps %%ymm13, %%ymm15, %[c50]\n\t" \
+    "vfmadd231ps %%ymm14, %%ymm15, %[c51]\n\t" \
+    "vmovups 128(%[b]), %%ymm13\n\t" \
+    "vmovups 160(%[b]), %%ymm14\n\t" \
+    "vbroadcastss 48(%[a]), %%ymm15\n\t" \
+    "vfmadd231ps %%ymm13, %%ymm15, %[c00]\n\t" \
+    "vfmadd231ps %%ymm14, %%ymm15, %[c01]\n\t" \
+    "vbroadcastss 52(%[a]), %%ymm15\n\t" \
+    "vfmadd231ps %%ymm13, %%ymm15, %[c10]\n\t" \
+    "vfmadd231ps %%ymm14, %%ymm15, %[c11]\n\t" \
+    "vbroadcastss 56(%[a]), %%ymm15\n\t" \
+    "vfmadd231ps %%ymm13, %%ymm15, %[c20]\n\t" \
+    "vfmadd231ps %%ymm14, %%ymm15, %[c21]\n\t" \
+    "vbroadcastss 60(%[a]), %%ymm15\n\t" \
+    "vfmadd231ps %%ymm13, %%ymm15, %[c30]\n\t" \
+    "vfmadd231ps %%ymm14, %%ymm15, %[c31]\n\t" \
+    "vbroadcastss 64(%[a]), %%ymm15\n\t" \
+    "vfmadd231ps %%ymm13, %%ymm15, %[c40]\n\t" \
+    "vfmadd231ps %%ymm14, %%ymm15, %[c41]\n\t" \
+    "vbroadcastss 68(%[a]), %%ymm15\n\t" \
+    "vfmadd231ps %%ymm13, %%ymm15, %[c50]\n\t" \
+    "vfmadd231ps %%ymm14, %%ymm15, %[c51]\n\t" \
+    "vmovups 192(%[b]), %%ymm13\n\t" \
+    "vmovups 224(%[b]), %%ymm14\n\t" \
+    "vbroadcastss 72(%[a]), %%ymm15\n\t" \
+    "vfmadd231ps %%ymm13, %%ymm15, %[c00]\n\t" \
+    "vfmadd231ps %%ymm14, %%ymm15, %[c01]\n\t" \
+    "vbroadcastss 76(%[a]), %%ymm15\n\t" \
+    "vfmadd231ps %%ymm13, %%ymm15, %[c10]\n\t" \
+    "vfmadd231ps %%ymm14, %%ymm15, %[c11]\n\t" \
+    "vbroadcastss 80(%[a]), %%ymm15\n\t" \
+    "vfmadd231ps %%ymm13, %%ymm15, %[c20]\n\t" \
+    "vfmadd231ps %%ymm14, %%ymm15, %[c21]\n\t" \
+    "vbroadcastss 84(%[a]), %%ymm15\n\t" \
+    "vfmadd231ps %%ymm13, %%ymm15, %[c30]\n\t" \
+    "vfmadd231ps %%ymm14, %%ymm15, %[c31]\n\t" \
+    "vbroadcastss 88(%[a]), %%ymm15\n\t" \
+    "vfmadd231ps %%ymm13, %%ymm15, %[c40]\n\t" \
+    "vfmadd231ps %%ymm14, %%ymm15, %[c41]\n\t" \
+    "vbroadcastss 92(%[a]), %%ymm15\n\t" \
+    "vfmadd231ps %%ymm13, %%ymm15, %[c50]\n\t" \
+    "vfmadd231ps %%ymm14, %%ymm15, %[c51]\n\t" \
+    "addq $96, %[a]\n\t" \
+    "addq $256, %[b]\n\t" \
+    "decl %[n]\n\t" \
+    "jnz 1b\n\t" \
+                         : [a] "+r"(a), [b] "+r"(b), [n] "+r"(n4_), [c00] "+x"(c00),          \
+                           [c01] "+x"(c01), [c10] "+x"(c10), [c11] "+x"(c11), [c20] "+x"(c20), \
+                           [c21] "+x"(c21), [c30] "+x"(c30), [c31] "+x"(c31), [c40] "+x"(c40), \
+                           [c41] "+x"(c41), [c50] "+x"(c50), [c51] "+x"(c51)                   \
+                         :                                                                      \
+                         : "xmm13", "xmm14", "xmm15", "cc", "memory");                         \
+    } while (0)
+
 #include "kernels/cpu/gemm_kern.h"

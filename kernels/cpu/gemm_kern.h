@@ -134,6 +134,13 @@ static void KFN(tile)(int kc, const float *a, const float *b, float *c, size_t l
         __builtin_prefetch(c + r * ldc, 1);
         __builtin_prefetch(c + r * ldc + 2 * VL - 1, 1);
     }
+#ifdef KFN_TILE_KLOOP4
+    /* the ISA's own loop over kk < kc & ~3 (the same chains, the same order) */
+    if (kc >= 4) {
+        KFN_TILE_KLOOP4(kc >> 2, a, b);
+        kk = kc & ~3;
+    }
+#else
     for (; kk + 4 <= kc; kk += 4) { /* unrolled by 4: the same chains in the same order */
         CDB_GK_STEP(0);
         CDB_GK_STEP(1);
@@ -142,6 +149,7 @@ static void KFN(tile)(int kc, const float *a, const float *b, float *c, size_t l
         a += 4 * CDB_GEMM_MR;
         b += 8 * VL;
     }
+#endif
     for (; kk < kc; kk++) {
         CDB_GK_STEP(0);
         a += CDB_GEMM_MR;
@@ -279,10 +287,13 @@ static void KFN(attn_row)(const float *q, const float *k, size_t ks, const float
 /* ---- peak FMA rate ------------------------------------------------------------- */
 
 /* iters x 12 independent vector FMA chains (more than latency x FMA ports on every
-** x86 core this targets); returns a value of the chains so none is optimized away. */
+** x86 core this targets); returns a value of the chains so none is optimized away.
+** The chains start from different values: from equal ones GCC proved them equal and
+** kept one chain (latency-bound, counted as 12: a peak 1.5x too high on Zen 3). */
 static float KFN(fma_loop)(long iters) {
-    V a0 = VSET1(1.0f), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0, a8 = a0,
-      a9 = a0, a10 = a0, a11 = a0;
+    V a0 = VSET1(1.0f), a1 = VSET1(1.01f), a2 = VSET1(1.02f), a3 = VSET1(1.03f),
+      a4 = VSET1(1.04f), a5 = VSET1(1.05f), a6 = VSET1(1.06f), a7 = VSET1(1.07f),
+      a8 = VSET1(1.08f), a9 = VSET1(1.09f), a10 = VSET1(1.10f), a11 = VSET1(1.11f);
     const V m = VSET1(0.9999999f), d = VSET1(1e-7f);
     float out[VL];
     for (long i = 0; i < iters; i++) {
