@@ -100,24 +100,6 @@ void cdb_gemm_unpack_b(const float *packed, int n, int k, int nr, float *w) {
     }
 }
 
-/* X rows [0, mb) (ldx apart) x columns [0, kc) into micro-panels of MR rows:
-** element (r, kk) of panel ip at (ip*kc + kk)*MR + r; rows past mb are zero. */
-static void pack_a(const float *x, size_t ldx, int mb, int kc, float *dst) {
-    const int MR = CDB_GEMM_MR;
-    for (int ip = 0; ip * MR < mb; ip++) {
-        float *d = dst + (size_t)ip * kc * MR;
-        for (int r = 0; r < MR; r++) {
-            int i = ip * MR + r;
-            if (i < mb) {
-                const float *xr = x + (size_t)i * ldx;
-                for (int kk = 0; kk < kc; kk++) d[(size_t)kk * MR + r] = xr[kk];
-            } else {
-                for (int kk = 0; kk < kc; kk++) d[(size_t)kk * MR + r] = 0.0f;
-            }
-        }
-    }
-}
-
 /* One tile of mr <= MR valid rows and nv <= nr valid columns at c. A partial tile
 ** runs the same full tile on a zero-padded copy (and a padded bias), so each of
 ** its elements gets exactly the arithmetic it would get inside a full tile. */
@@ -162,18 +144,16 @@ static void work_item(const gemm_job *g, int i0, int mb, int p0, int p1, float *
         int kc = g->k - k0 < KC ? g->k - k0 : KC;
         int flags = (k0 == 0 ? CDB_GEMM_FIRST : 0) | (g->accumulate ? CDB_GEMM_LOADC : 0) |
                     (k0 + kc == g->k ? CDB_GEMM_LAST : 0);
-        pack_a(g->x + (size_t)i0 * g->k + k0, (size_t)g->k, mb, kc, abuf);
-        for (int pg = p0; pg < p1; pg += group) {
-            int pe = pg + group < p1 ? pg + group : p1;
+        g->K->pack_a(g->x + (size_t)i0 * g->k + k0, (size_t)g->k, mb, kc, abuf);
+        (void)group;
+        for (int p = p0; p < p1; p++) {
+            int j0 = p * nr, nv = g->n - j0 < nr ? g->n - j0 : nr;
+            const float *bp = g->w + ((size_t)p * g->k + k0) * nr;
             for (int ip = 0; ip * MR < mb; ip++) {
                 int mr = mb - ip * MR < MR ? mb - ip * MR : MR;
-                const float *ap = abuf + (size_t)ip * kc * MR;
-                float *crow = g->y + (size_t)(i0 + ip * MR) * ldc;
-                for (int p = pg; p < pe; p++) {
-                    int j0 = p * nr, nv = g->n - j0 < nr ? g->n - j0 : nr;
-                    run_tile(g->K, kc, ap, g->w + ((size_t)p * g->k + k0) * nr, crow + j0, ldc,
-                             mr, nv, g->bias ? g->bias + j0 : NULL, flags, g->act);
-                }
+                run_tile(g->K, kc, abuf + (size_t)ip * kc * MR, bp,
+                         g->y + (size_t)(i0 + ip * MR) * ldc + j0, ldc, mr, nv,
+                         g->bias ? g->bias + j0 : NULL, flags, g->act);
             }
         }
     }
@@ -189,8 +169,9 @@ cdb_status cdb_gemm_run(const cdb_gemm_kern *K, const float *x, const float *wpa
     double flops = 2.0 * m * n * k;
     if (m <= 0) return CDB_OK;
     if (flops < 4e6) nt = 1; /* a fork/join costs more than such a product */
-    /* enough items for every thread (x2 for balance on a shared machine) */
-    while (nt > 1 && n_mb * n_split < 2 * nt && n_split < n_pan) n_split++;
+    /* enough items for every thread: 8 each, so that the last ones (and a thread
+    ** descheduled on a shared machine) leave the others little to wait for */
+    while (nt > 1 && n_mb * n_split < 8 * nt && n_split < n_pan) n_split++;
     n_items = n_mb * n_split;
     if (nt > n_items) nt = n_items;
 #pragma omp parallel num_threads(nt) if (nt > 1)

@@ -56,6 +56,10 @@ typedef struct cdb_gemm_kern {
     ** else c = c + P; LAST: c = act(c). bias: nr values (or NULL). */
     void (*tile)(int kc, const float *a, const float *b, float *c, size_t ldc,
                  const float *bias, int flags, cdb_k_act act);
+    /* X rows [0, mb) (ldx apart) x columns [0, kc) into micro-panels of MR rows:
+    ** element (r, kk) of panel ip at (ip*kc + kk)*MR + r; rows past mb are zero
+    ** (a plain copy: no arithmetic). */
+    void (*pack_a)(const float *x, size_t ldx, int mb, int kc, float *dst);
     /* In place: y[i] = act(y[i]) for i < n, the tile's formula for every element. */
     void (*act)(float *y, size_t n, cdb_k_act act);
     /* One attention query row: p[j] = scale * q.k_j for j < n_keys (k_j at

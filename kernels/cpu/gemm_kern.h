@@ -165,6 +165,35 @@ static void KFN(tile)(int kc, const float *a, const float *b, float *c, size_t l
 #undef CDB_GK_ROW
 #undef CDB_GK_STEP
 
+/* ---- X packing (cdb_gemm_kern.pack_a) ------------------------------------------ */
+
+/* Rows r < mb of one micro-panel: d[kk*MR + r] = x[r*ldx + kk], zero rows past mb. */
+static inline void KFN(pack_a_rows)(const float *x, size_t ldx, int mb, int kc, float *d) {
+    for (int r = 0; r < CDB_GEMM_MR; r++) {
+        if (r < mb) {
+            const float *xr = x + (size_t)r * ldx;
+            for (int kk = 0; kk < kc; kk++) d[(size_t)kk * CDB_GEMM_MR + r] = xr[kk];
+        } else {
+            for (int kk = 0; kk < kc; kk++) d[(size_t)kk * CDB_GEMM_MR + r] = 0.0f;
+        }
+    }
+}
+
+static void KFN(pack_a)(const float *x, size_t ldx, int mb, int kc, float *dst) {
+    for (int ip = 0; ip * CDB_GEMM_MR < mb; ip++) {
+        const float *xp = x + (size_t)ip * CDB_GEMM_MR * ldx;
+        float *d = dst + (size_t)ip * kc * CDB_GEMM_MR;
+        int rows = mb - ip * CDB_GEMM_MR;
+#ifdef KFN_PACK_A_FULL
+        if (rows >= CDB_GEMM_MR) { /* the ISA's copy of a full micro-panel */
+            KFN_PACK_A_FULL(xp, ldx, kc, d);
+            continue;
+        }
+#endif
+        KFN(pack_a_rows)(xp, ldx, rows, kc, d);
+    }
+}
+
 /* ---- elementwise ----------------------------------------------------------------- */
 
 static void KFN(act)(float *y, size_t n, cdb_k_act act) {
@@ -307,5 +336,5 @@ static float KFN(fma_loop)(long iters) {
 }
 
 const cdb_gemm_kern KFN(cdb_gemm_kern) = {
-    KFN_ISA_NAME, VL, 2 * VL, KFN(tile), KFN(act), KFN(attn_row), KFN(fma_loop),
+    KFN_ISA_NAME, VL, 2 * VL, KFN(tile), KFN(pack_a), KFN(act), KFN(attn_row), KFN(fma_loop),
 };
