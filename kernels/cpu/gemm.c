@@ -132,30 +132,66 @@ typedef struct gemm_job {
     int accumulate;
 } gemm_job;
 
-/* Rows [i0, i0 + mb) x panels [p0, p1). abuf: MC * KC floats. Per K chunk: the X
-** block is packed once (L2); the panels go by groups whose KC slices fill about
-** half of L2; within a group each X micro-panel (L1) sweeps the group's panels, so
-** C is written row-contiguously (TLB- and prefetch-friendly). */
-static void work_item(const gemm_job *g, int i0, int mb, int p0, int p1, float *abuf) {
-    const int nr = g->K->nr, MR = CDB_GEMM_MR, KC = CDB_GEMM_KC;
-    const int group = (int)((256u << 10) / ((unsigned)KC * nr * sizeof(float)));
+/* One K chunk [k0, k0 + kc) of rows [i0, i0 + mb) x panels [pq, pe) (a quad or the
+** last panels), ap: the chunk's packed X block. */
+static void chunk_quad(const gemm_job *g, int i0, int mb, int k0, int kc, int pq, int pe,
+                       const float *ap) {
+    const int nr = g->K->nr, MR = CDB_GEMM_MR, n_full = mb / MR, rem = mb % MR;
     const size_t ldc = (size_t)g->n;
+    int flags = (k0 == 0 ? CDB_GEMM_FIRST : 0) | (g->accumulate ? CDB_GEMM_LOADC : 0) |
+                (k0 + kc == g->k ? CDB_GEMM_LAST : 0);
+    for (int p = pq; p < pe; p++) {
+        int j0 = p * nr, nv = g->n - j0 < nr ? g->n - j0 : nr;
+        const float *bp = g->w + ((size_t)p * g->k + k0) * nr;
+        for (int ip = 0; ip < n_full; ip++)
+            run_tile(g->K, kc, ap + (size_t)ip * kc * MR, bp,
+                     g->y + (size_t)(i0 + ip * MR) * ldc + j0, ldc, MR, nv,
+                     g->bias ? g->bias + j0 : NULL, flags, g->act);
+    }
+    if (!rem) return;
+    ap += (size_t)n_full * kc * MR;
+    if (pe - pq == 4 && pe * nr <= g->n) { /* a whole quad: row by row */
+        int j0 = pq * nr;
+        for (int r = 0; r < rem; r++)
+            g->K->row4(kc, ap + r, g->w + ((size_t)pq * g->k + k0) * nr, (size_t)g->k * nr,
+                       g->y + (size_t)(i0 + n_full * MR + r) * ldc + j0,
+                       g->bias ? g->bias + j0 : NULL, flags, g->act);
+        return;
+    }
+    for (int p = pq; p < pe; p++) { /* the last panels: the padded tile */
+        int j0 = p * nr, nv = g->n - j0 < nr ? g->n - j0 : nr;
+        run_tile(g->K, kc, ap, g->w + ((size_t)p * g->k + k0) * nr,
+                 g->y + (size_t)(i0 + n_full * MR) * ldc + j0, ldc, rem, nv,
+                 g->bias ? g->bias + j0 : NULL, flags, g->act);
+    }
+}
+
+/* Rows [i0, i0 + mb) x panels [p0, p1). abuf: MC * KC floats. Panels go by quads;
+** each panel's KC slice (L1) is swept by the block's full micro-panels (L2), then
+** the rows of a partial last micro-panel go one by one against the quad (row4: no
+** work on padding rows; a text query's 7 rows are one micro-panel and one row).
+** When the X block's every K chunk fits abuf (few rows: a text query), X is packed
+** once and each quad runs all its chunks in turn (its panels read as 4 sequential
+** streams from memory); otherwise per chunk, the X block packed for it, all quads. */
+static void work_item(const gemm_job *g, int i0, int mb, int p0, int p1, float *abuf) {
+    const int MR = CDB_GEMM_MR, KC = CDB_GEMM_KC;
+    const size_t rows = (size_t)(mb + MR - 1) / MR * MR;
+    if (rows * (size_t)g->k <= (size_t)CDB_GEMM_MC * KC) {
+        for (int k0 = 0; k0 < g->k; k0 += KC) {
+            int kc = g->k - k0 < KC ? g->k - k0 : KC;
+            g->K->pack_a(g->x + (size_t)i0 * g->k + k0, (size_t)g->k, mb, kc, abuf + rows * k0);
+        }
+        for (int pq = p0; pq < p1; pq += 4)
+            for (int k0 = 0; k0 < g->k; k0 += KC)
+                chunk_quad(g, i0, mb, k0, g->k - k0 < KC ? g->k - k0 : KC, pq,
+                           pq + 4 < p1 ? pq + 4 : p1, abuf + rows * k0);
+        return;
+    }
     for (int k0 = 0; k0 < g->k; k0 += KC) {
         int kc = g->k - k0 < KC ? g->k - k0 : KC;
-        int flags = (k0 == 0 ? CDB_GEMM_FIRST : 0) | (g->accumulate ? CDB_GEMM_LOADC : 0) |
-                    (k0 + kc == g->k ? CDB_GEMM_LAST : 0);
         g->K->pack_a(g->x + (size_t)i0 * g->k + k0, (size_t)g->k, mb, kc, abuf);
-        (void)group;
-        for (int p = p0; p < p1; p++) {
-            int j0 = p * nr, nv = g->n - j0 < nr ? g->n - j0 : nr;
-            const float *bp = g->w + ((size_t)p * g->k + k0) * nr;
-            for (int ip = 0; ip * MR < mb; ip++) {
-                int mr = mb - ip * MR < MR ? mb - ip * MR : MR;
-                run_tile(g->K, kc, abuf + (size_t)ip * kc * MR, bp,
-                         g->y + (size_t)(i0 + ip * MR) * ldc + j0, ldc, mr, nv,
-                         g->bias ? g->bias + j0 : NULL, flags, g->act);
-            }
-        }
+        for (int pq = p0; pq < p1; pq += 4)
+            chunk_quad(g, i0, mb, k0, kc, pq, pq + 4 < p1 ? pq + 4 : p1, abuf);
     }
 }
 
@@ -164,14 +200,18 @@ cdb_status cdb_gemm_run(const cdb_gemm_kern *K, const float *x, const float *wpa
                         int accumulate, int n_threads) {
     gemm_job g = {K, x, wpacked, bias, y, m, n, k, act, accumulate};
     const int MC = CDB_GEMM_MC;
-    int n_pan = (n + K->nr - 1) / K->nr, n_mb = (m + MC - 1) / MC, n_split = 1, n_items;
+    int n_pan = (n + K->nr - 1) / K->nr, n_quads = (n_pan + 3) / 4;
+    int n_mb = (m + MC - 1) / MC, n_split = 1, n_items;
     int nt = n_threads > 0 ? n_threads : 1, fail = 0;
     double flops = 2.0 * m * n * k;
     if (m <= 0) return CDB_OK;
-    if (flops < 4e6) nt = 1; /* a fork/join costs more than such a product */
+    /* a fork/join costs more than such a product, unless its weights come from
+    ** memory (a text query: 7 rows against 1 MB matrices) */
+    if (flops < 4e6 && (size_t)n * k < ((size_t)1 << 17)) nt = 1;
     /* enough items for every thread: 8 each, so that the last ones (and a thread
-    ** descheduled on a shared machine) leave the others little to wait for */
-    while (nt > 1 && n_mb * n_split < 8 * nt && n_split < n_pan) n_split++;
+    ** descheduled on a shared machine) leave the others little to wait for; panel
+    ** ranges in whole quads (work_item) */
+    while (nt > 1 && n_mb * n_split < 8 * nt && n_split < n_quads) n_split++;
     n_items = n_mb * n_split;
     if (nt > n_items) nt = n_items;
 #pragma omp parallel num_threads(nt) if (nt > 1)
@@ -184,7 +224,9 @@ cdb_status cdb_gemm_run(const cdb_gemm_kern *K, const float *x, const float *wpa
 #pragma omp for schedule(dynamic, 1)
         for (int it = 0; it < n_items; it++) {
             int ib = it / n_split, s = it % n_split, i0 = ib * MC;
-            int p0 = (int)((long)n_pan * s / n_split), p1 = (int)((long)n_pan * (s + 1) / n_split);
+            int p0 = 4 * (int)((long)n_quads * s / n_split);
+            int p1 = 4 * (int)((long)n_quads * (s + 1) / n_split);
+            if (p1 > n_pan) p1 = n_pan;
             if (abuf && p1 > p0) work_item(&g, i0, m - i0 < MC ? m - i0 : MC, p0, p1, abuf);
         }
         free(abuf);

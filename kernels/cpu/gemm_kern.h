@@ -165,6 +165,31 @@ static void KFN(tile)(int kc, const float *a, const float *b, float *c, size_t l
 #undef CDB_GK_ROW
 #undef CDB_GK_STEP
 
+/* One row of X against 4 panels (cdb_gemm_kern.row4): 8 chains, each element's the
+** same as in KFN(tile) (one FMA chain from 0, kk ascending; the same epilogue). */
+static void KFN(row4)(int kc, const float *a, const float *b, size_t bs, float *c,
+                      const float *bias, int flags, cdb_k_act act) {
+    V c00 = VZERO(), c01 = VZERO(), c10 = VZERO(), c11 = VZERO(), c20 = VZERO(),
+      c21 = VZERO(), c30 = VZERO(), c31 = VZERO();
+    const float *b1 = b + bs, *b2 = b + 2 * bs, *b3 = b + 3 * bs;
+    for (int kk = 0; kk < kc; kk++) {
+        V ar = VSET1(a[(size_t)kk * CDB_GEMM_MR]);
+        size_t o = (size_t)kk * 2 * VL;
+        c00 = VFMA(ar, VLOAD(b + o), c00);
+        c01 = VFMA(ar, VLOAD(b + o + VL), c01);
+        c10 = VFMA(ar, VLOAD(b1 + o), c10);
+        c11 = VFMA(ar, VLOAD(b1 + o + VL), c11);
+        c20 = VFMA(ar, VLOAD(b2 + o), c20);
+        c21 = VFMA(ar, VLOAD(b2 + o + VL), c21);
+        c30 = VFMA(ar, VLOAD(b3 + o), c30);
+        c31 = VFMA(ar, VLOAD(b3 + o + VL), c31);
+    }
+    KFN(tile_row)(c, c00, c01, bias, flags, act);
+    KFN(tile_row)(c + 2 * VL, c10, c11, bias ? bias + 2 * VL : NULL, flags, act);
+    KFN(tile_row)(c + 4 * VL, c20, c21, bias ? bias + 4 * VL : NULL, flags, act);
+    KFN(tile_row)(c + 6 * VL, c30, c31, bias ? bias + 6 * VL : NULL, flags, act);
+}
+
 /* ---- X packing (cdb_gemm_kern.pack_a) ------------------------------------------ */
 
 /* Rows r < mb of one micro-panel: d[kk*MR + r] = x[r*ldx + kk], zero rows past mb. */
@@ -336,5 +361,5 @@ static float KFN(fma_loop)(long iters) {
 }
 
 const cdb_gemm_kern KFN(cdb_gemm_kern) = {
-    KFN_ISA_NAME, VL, 2 * VL, KFN(tile), KFN(pack_a), KFN(act), KFN(attn_row), KFN(fma_loop),
+    KFN_ISA_NAME, VL, 2 * VL, KFN(tile), KFN(row4), KFN(pack_a), KFN(act), KFN(attn_row), KFN(fma_loop),
 };
