@@ -4,11 +4,13 @@
 ** ISA-independent; the micro-tile and the epilogue are the kernel table's.
 **
 ** Loop nest of one work item (a block of up to MC rows x a range of whole
-** panels): for each K chunk, pack the X block (L2), then for each group of panels
-** (their KC slices about half of L2) let every X micro-panel (L1) sweep the group.
-** Work items are (row block, panel range) pairs handed out dynamically; the ranges
-** are cut so that a small m (a text query) still gives every thread a share. None
-** of these choices changes any element's arithmetic.
+** panels): for each K chunk, pack the X block (L2), then for each quad of panels,
+** each panel's KC slice (L1) is swept by the block's micro-panels, the rows of a
+** partial last one by row4 (work_item; few rows: X packed once, K chunks inside
+** the quad loop). Work items are (row block, panel range) pairs handed out
+** dynamically: equal row blocks, a multiple of the threads, or for a small m (a
+** text query) panel ranges so that every thread still gets a share. None of these
+** choices changes any element's arithmetic.
 */
 #include <omp.h>
 #include <stdlib.h>
@@ -201,17 +203,21 @@ cdb_status cdb_gemm_run(const cdb_gemm_kern *K, const float *x, const float *wpa
     gemm_job g = {K, x, wpacked, bias, y, m, n, k, act, accumulate};
     const int MC = CDB_GEMM_MC;
     int n_pan = (n + K->nr - 1) / K->nr, n_quads = (n_pan + 3) / 4;
-    int n_mb = (m + MC - 1) / MC, n_split = 1, n_items;
+    const int MR = CDB_GEMM_MR, nmp = (m + MR - 1) / MR, mp_max = MC / MR;
+    int n_mb = (nmp + mp_max - 1) / mp_max, n_split = 1, n_items;
     int nt = n_threads > 0 ? n_threads : 1, fail = 0;
     double flops = 2.0 * m * n * k;
     if (m <= 0) return CDB_OK;
     /* a fork/join costs more than such a product, unless its weights come from
     ** memory (a text query: 7 rows against 1 MB matrices) */
     if (flops < 4e6 && (size_t)n * k < ((size_t)1 << 17)) nt = 1;
-    /* enough items for every thread: 8 each, so that the last ones (and a thread
-    ** descheduled on a shared machine) leave the others little to wait for; panel
-    ** ranges in whole quads (work_item) */
-    while (nt > 1 && n_mb * n_split < 8 * nt && n_split < n_quads) n_split++;
+    /* Row blocks of equal micro-panel counts (to one), as many as a multiple of the
+    ** threads when there are more blocks than threads: each thread then gets the
+    ** same rows (X packed once per block and chunk). Fewer rows: panel ranges (whole
+    ** quads, work_item) too, 8 items a thread, so that the last ones (and a thread
+    ** descheduled on a shared machine) leave the others little to wait for. */
+    if (nt > 1 && n_mb >= 2 * nt) n_mb = (n_mb + nt - 1) / nt * nt;
+    while (nt > 1 && n_mb < 2 * nt && n_mb * n_split < 8 * nt && n_split < n_quads) n_split++;
     n_items = n_mb * n_split;
     if (nt > n_items) nt = n_items;
 #pragma omp parallel num_threads(nt) if (nt > 1)
@@ -223,11 +229,13 @@ cdb_status cdb_gemm_run(const cdb_gemm_kern *K, const float *x, const float *wpa
         }
 #pragma omp for schedule(dynamic, 1)
         for (int it = 0; it < n_items; it++) {
-            int ib = it / n_split, s = it % n_split, i0 = ib * MC;
+            int ib = it / n_split, s = it % n_split;
+            int i0 = MR * (int)((long)nmp * ib / n_mb), i1 = MR * (int)((long)nmp * (ib + 1) / n_mb);
             int p0 = 4 * (int)((long)n_quads * s / n_split);
             int p1 = 4 * (int)((long)n_quads * (s + 1) / n_split);
             if (p1 > n_pan) p1 = n_pan;
-            if (abuf && p1 > p0) work_item(&g, i0, m - i0 < MC ? m - i0 : MC, p0, p1, abuf);
+            if (i1 > m) i1 = m;
+            if (abuf && p1 > p0 && i1 > i0) work_item(&g, i0, i1 - i0, p0, p1, abuf);
         }
         free(abuf);
     }
