@@ -343,12 +343,14 @@ static void KFN(attn_row)(const float *q, const float *k, size_t ks, const float
 /* iters x 12 independent vector FMA chains (more than latency x FMA ports on every
 ** x86 core this targets); returns a value of the chains so none is optimized away.
 ** The chains start from different values: from equal ones GCC proved them equal and
-** kept one chain (latency-bound, counted as 12: a peak 1.5x too high on Zen 3). */
+** kept one chain (latency-bound, counted as 12: a peak 1.5x too high on Zen 3). d
+** depends on iters: with constants, every start value being a fixed point of
+** a*m + d in fp32, GCC folded the portable path's loop away entirely. */
 static float KFN(fma_loop)(long iters) {
     V a0 = VSET1(1.0f), a1 = VSET1(1.01f), a2 = VSET1(1.02f), a3 = VSET1(1.03f),
       a4 = VSET1(1.04f), a5 = VSET1(1.05f), a6 = VSET1(1.06f), a7 = VSET1(1.07f),
       a8 = VSET1(1.08f), a9 = VSET1(1.09f), a10 = VSET1(1.10f), a11 = VSET1(1.11f);
-    const V m = VSET1(0.9999999f), d = VSET1(1e-7f);
+    const V m = VSET1(0.9999999f), d = VSET1(1e-7f * (float)(1 + (iters & 1)));
     float out[VL];
     for (long i = 0; i < iters; i++) {
         a0 = VFMA(a0, m, d), a1 = VFMA(a1, m, d), a2 = VFMA(a2, m, d), a3 = VFMA(a3, m, d);
