@@ -4,11 +4,13 @@
 ** ISA-independent; the micro-tile and the epilogue are the kernel table's.
 **
 ** Loop nest of one work item (a block of up to MC rows x a range of whole
-** panels): for each K chunk, pack the X block (L2), then for each group of panels
-** (their KC slices about half of L2) let every X micro-panel (L1) sweep the group.
-** Work items are (row block, panel range) pairs handed out dynamically; the ranges
-** are cut so that a small m (a text query) still gives every thread a share. None
-** of these choices changes any element's arithmetic.
+** panels): for each K chunk, pack the X block (L2), then for each quad of panels,
+** each panel's KC slice (L1) is swept by the block's micro-panels, the rows of a
+** partial last one by row4 (work_item; few rows: X packed once, K chunks inside
+** the quad loop). Work items are (row block, panel range) pairs handed out
+** dynamically: equal row blocks, a multiple of the threads, or for a small m (a
+** text query) panel ranges so that every thread still gets a share. None of these
+** choices changes any element's arithmetic.
 */
 #include <omp.h>
 #include <stdlib.h>
@@ -100,24 +102,6 @@ void cdb_gemm_unpack_b(const float *packed, int n, int k, int nr, float *w) {
     }
 }
 
-/* X rows [0, mb) (ldx apart) x columns [0, kc) into micro-panels of MR rows:
-** element (r, kk) of panel ip at (ip*kc + kk)*MR + r; rows past mb are zero. */
-static void pack_a(const float *x, size_t ldx, int mb, int kc, float *dst) {
-    const int MR = CDB_GEMM_MR;
-    for (int ip = 0; ip * MR < mb; ip++) {
-        float *d = dst + (size_t)ip * kc * MR;
-        for (int r = 0; r < MR; r++) {
-            int i = ip * MR + r;
-            if (i < mb) {
-                const float *xr = x + (size_t)i * ldx;
-                for (int kk = 0; kk < kc; kk++) d[(size_t)kk * MR + r] = xr[kk];
-            } else {
-                for (int kk = 0; kk < kc; kk++) d[(size_t)kk * MR + r] = 0.0f;
-            }
-        }
-    }
-}
-
 /* One tile of mr <= MR valid rows and nv <= nr valid columns at c. A partial tile
 ** runs the same full tile on a zero-padded copy (and a padded bias), so each of
 ** its elements gets exactly the arithmetic it would get inside a full tile. */
@@ -150,32 +134,66 @@ typedef struct gemm_job {
     int accumulate;
 } gemm_job;
 
-/* Rows [i0, i0 + mb) x panels [p0, p1). abuf: MC * KC floats. Per K chunk: the X
-** block is packed once (L2); the panels go by groups whose KC slices fill about
-** half of L2; within a group each X micro-panel (L1) sweeps the group's panels, so
-** C is written row-contiguously (TLB- and prefetch-friendly). */
-static void work_item(const gemm_job *g, int i0, int mb, int p0, int p1, float *abuf) {
-    const int nr = g->K->nr, MR = CDB_GEMM_MR, KC = CDB_GEMM_KC;
-    const int group = (int)((256u << 10) / ((unsigned)KC * nr * sizeof(float)));
+/* One K chunk [k0, k0 + kc) of rows [i0, i0 + mb) x panels [pq, pe) (a quad or the
+** last panels), ap: the chunk's packed X block. */
+static void chunk_quad(const gemm_job *g, int i0, int mb, int k0, int kc, int pq, int pe,
+                       const float *ap) {
+    const int nr = g->K->nr, MR = CDB_GEMM_MR, n_full = mb / MR, rem = mb % MR;
     const size_t ldc = (size_t)g->n;
+    int flags = (k0 == 0 ? CDB_GEMM_FIRST : 0) | (g->accumulate ? CDB_GEMM_LOADC : 0) |
+                (k0 + kc == g->k ? CDB_GEMM_LAST : 0);
+    for (int p = pq; p < pe; p++) {
+        int j0 = p * nr, nv = g->n - j0 < nr ? g->n - j0 : nr;
+        const float *bp = g->w + ((size_t)p * g->k + k0) * nr;
+        for (int ip = 0; ip < n_full; ip++)
+            run_tile(g->K, kc, ap + (size_t)ip * kc * MR, bp,
+                     g->y + (size_t)(i0 + ip * MR) * ldc + j0, ldc, MR, nv,
+                     g->bias ? g->bias + j0 : NULL, flags, g->act);
+    }
+    if (!rem) return;
+    ap += (size_t)n_full * kc * MR;
+    if (pe - pq == 4 && pe * nr <= g->n) { /* a whole quad: row by row */
+        int j0 = pq * nr;
+        for (int r = 0; r < rem; r++)
+            g->K->row4(kc, ap + r, g->w + ((size_t)pq * g->k + k0) * nr, (size_t)g->k * nr,
+                       g->y + (size_t)(i0 + n_full * MR + r) * ldc + j0,
+                       g->bias ? g->bias + j0 : NULL, flags, g->act);
+        return;
+    }
+    for (int p = pq; p < pe; p++) { /* the last panels: the padded tile */
+        int j0 = p * nr, nv = g->n - j0 < nr ? g->n - j0 : nr;
+        run_tile(g->K, kc, ap, g->w + ((size_t)p * g->k + k0) * nr,
+                 g->y + (size_t)(i0 + n_full * MR) * ldc + j0, ldc, rem, nv,
+                 g->bias ? g->bias + j0 : NULL, flags, g->act);
+    }
+}
+
+/* Rows [i0, i0 + mb) x panels [p0, p1). abuf: MC * KC floats. Panels go by quads;
+** each panel's KC slice (L1) is swept by the block's full micro-panels (L2), then
+** the rows of a partial last micro-panel go one by one against the quad (row4: no
+** work on padding rows; a text query's 7 rows are one micro-panel and one row).
+** When the X block's every K chunk fits abuf (few rows: a text query), X is packed
+** once and each quad runs all its chunks in turn (its panels read as 4 sequential
+** streams from memory); otherwise per chunk, the X block packed for it, all quads. */
+static void work_item(const gemm_job *g, int i0, int mb, int p0, int p1, float *abuf) {
+    const int MR = CDB_GEMM_MR, KC = CDB_GEMM_KC;
+    const size_t rows = (size_t)(mb + MR - 1) / MR * MR;
+    if (rows * (size_t)g->k <= (size_t)CDB_GEMM_MC * KC) {
+        for (int k0 = 0; k0 < g->k; k0 += KC) {
+            int kc = g->k - k0 < KC ? g->k - k0 : KC;
+            g->K->pack_a(g->x + (size_t)i0 * g->k + k0, (size_t)g->k, mb, kc, abuf + rows * k0);
+        }
+        for (int pq = p0; pq < p1; pq += 4)
+            for (int k0 = 0; k0 < g->k; k0 += KC)
+                chunk_quad(g, i0, mb, k0, g->k - k0 < KC ? g->k - k0 : KC, pq,
+                           pq + 4 < p1 ? pq + 4 : p1, abuf + rows * k0);
+        return;
+    }
     for (int k0 = 0; k0 < g->k; k0 += KC) {
         int kc = g->k - k0 < KC ? g->k - k0 : KC;
-        int flags = (k0 == 0 ? CDB_GEMM_FIRST : 0) | (g->accumulate ? CDB_GEMM_LOADC : 0) |
-                    (k0 + kc == g->k ? CDB_GEMM_LAST : 0);
-        pack_a(g->x + (size_t)i0 * g->k + k0, (size_t)g->k, mb, kc, abuf);
-        for (int pg = p0; pg < p1; pg += group) {
-            int pe = pg + group < p1 ? pg + group : p1;
-            for (int ip = 0; ip * MR < mb; ip++) {
-                int mr = mb - ip * MR < MR ? mb - ip * MR : MR;
-                const float *ap = abuf + (size_t)ip * kc * MR;
-                float *crow = g->y + (size_t)(i0 + ip * MR) * ldc;
-                for (int p = pg; p < pe; p++) {
-                    int j0 = p * nr, nv = g->n - j0 < nr ? g->n - j0 : nr;
-                    run_tile(g->K, kc, ap, g->w + ((size_t)p * g->k + k0) * nr, crow + j0, ldc,
-                             mr, nv, g->bias ? g->bias + j0 : NULL, flags, g->act);
-                }
-            }
-        }
+        g->K->pack_a(g->x + (size_t)i0 * g->k + k0, (size_t)g->k, mb, kc, abuf);
+        for (int pq = p0; pq < p1; pq += 4)
+            chunk_quad(g, i0, mb, k0, kc, pq, pq + 4 < p1 ? pq + 4 : p1, abuf);
     }
 }
 
@@ -184,13 +202,22 @@ cdb_status cdb_gemm_run(const cdb_gemm_kern *K, const float *x, const float *wpa
                         int accumulate, int n_threads) {
     gemm_job g = {K, x, wpacked, bias, y, m, n, k, act, accumulate};
     const int MC = CDB_GEMM_MC;
-    int n_pan = (n + K->nr - 1) / K->nr, n_mb = (m + MC - 1) / MC, n_split = 1, n_items;
+    int n_pan = (n + K->nr - 1) / K->nr, n_quads = (n_pan + 3) / 4;
+    const int MR = CDB_GEMM_MR, nmp = (m + MR - 1) / MR, mp_max = MC / MR;
+    int n_mb = (nmp + mp_max - 1) / mp_max, n_split = 1, n_items;
     int nt = n_threads > 0 ? n_threads : 1, fail = 0;
     double flops = 2.0 * m * n * k;
     if (m <= 0) return CDB_OK;
-    if (flops < 4e6) nt = 1; /* a fork/join costs more than such a product */
-    /* enough items for every thread (x2 for balance on a shared machine) */
-    while (nt > 1 && n_mb * n_split < 2 * nt && n_split < n_pan) n_split++;
+    /* a fork/join costs more than such a product, unless its weights come from
+    ** memory (a text query: 7 rows against 1 MB matrices) */
+    if (flops < 4e6 && (size_t)n * k < ((size_t)1 << 17)) nt = 1;
+    /* Row blocks of equal micro-panel counts (to one), as many as a multiple of the
+    ** threads when there are more blocks than threads: each thread then gets the
+    ** same rows (X packed once per block and chunk). Fewer rows: panel ranges (whole
+    ** quads, work_item) too, 8 items a thread, so that the last ones (and a thread
+    ** descheduled on a shared machine) leave the others little to wait for. */
+    if (nt > 1 && n_mb >= 2 * nt) n_mb = (n_mb + nt - 1) / nt * nt;
+    while (nt > 1 && n_mb < 2 * nt && n_mb * n_split < 8 * nt && n_split < n_quads) n_split++;
     n_items = n_mb * n_split;
     if (nt > n_items) nt = n_items;
 #pragma omp parallel num_threads(nt) if (nt > 1)
@@ -202,9 +229,13 @@ cdb_status cdb_gemm_run(const cdb_gemm_kern *K, const float *x, const float *wpa
         }
 #pragma omp for schedule(dynamic, 1)
         for (int it = 0; it < n_items; it++) {
-            int ib = it / n_split, s = it % n_split, i0 = ib * MC;
-            int p0 = (int)((long)n_pan * s / n_split), p1 = (int)((long)n_pan * (s + 1) / n_split);
-            if (abuf && p1 > p0) work_item(&g, i0, m - i0 < MC ? m - i0 : MC, p0, p1, abuf);
+            int ib = it / n_split, s = it % n_split;
+            int i0 = MR * (int)((long)nmp * ib / n_mb), i1 = MR * (int)((long)nmp * (ib + 1) / n_mb);
+            int p0 = 4 * (int)((long)n_quads * s / n_split);
+            int p1 = 4 * (int)((long)n_quads * (s + 1) / n_split);
+            if (p1 > n_pan) p1 = n_pan;
+            if (i1 > m) i1 = m;
+            if (abuf && p1 > p0 && i1 > i0) work_item(&g, i0, i1 - i0, p0, p1, abuf);
         }
         free(abuf);
     }

@@ -56,6 +56,16 @@ typedef struct cdb_gemm_kern {
     ** else c = c + P; LAST: c = act(c). bias: nr values (or NULL). */
     void (*tile)(int kc, const float *a, const float *b, float *c, size_t ldc,
                  const float *bias, int flags, cdb_k_act act);
+    /* One row of X (a[kk*MR], kk < kc: a row of a packed micro-panel) against 4
+    ** whole panels (b, b + bs, b + 2bs, b + 3bs: their kc slices): c[0, 4*nr) gets
+    ** exactly what tile() gives that row (the rows of a partial micro-panel, without
+    ** the padding rows' work). bias: 4*nr values (or NULL). */
+    void (*row4)(int kc, const float *a, const float *b, size_t bs, float *c,
+                 const float *bias, int flags, cdb_k_act act);
+    /* X rows [0, mb) (ldx apart) x columns [0, kc) into micro-panels of MR rows:
+    ** element (r, kk) of panel ip at (ip*kc + kk)*MR + r; rows past mb are zero
+    ** (a plain copy: no arithmetic). */
+    void (*pack_a)(const float *x, size_t ldx, int mb, int kc, float *dst);
     /* In place: y[i] = act(y[i]) for i < n, the tile's formula for every element. */
     void (*act)(float *y, size_t n, cdb_k_act act);
     /* One attention query row: p[j] = scale * q.k_j for j < n_keys (k_j at

@@ -134,6 +134,13 @@ static void KFN(tile)(int kc, const float *a, const float *b, float *c, size_t l
         __builtin_prefetch(c + r * ldc, 1);
         __builtin_prefetch(c + r * ldc + 2 * VL - 1, 1);
     }
+#ifdef KFN_TILE_KLOOP4
+    /* the ISA's own loop over kk < kc & ~3 (the same chains, the same order) */
+    if (kc >= 4) {
+        KFN_TILE_KLOOP4(kc >> 2, a, b);
+        kk = kc & ~3;
+    }
+#else
     for (; kk + 4 <= kc; kk += 4) { /* unrolled by 4: the same chains in the same order */
         CDB_GK_STEP(0);
         CDB_GK_STEP(1);
@@ -142,6 +149,7 @@ static void KFN(tile)(int kc, const float *a, const float *b, float *c, size_t l
         a += 4 * CDB_GEMM_MR;
         b += 8 * VL;
     }
+#endif
     for (; kk < kc; kk++) {
         CDB_GK_STEP(0);
         a += CDB_GEMM_MR;
@@ -156,6 +164,60 @@ static void KFN(tile)(int kc, const float *a, const float *b, float *c, size_t l
 }
 #undef CDB_GK_ROW
 #undef CDB_GK_STEP
+
+/* One row of X against 4 panels (cdb_gemm_kern.row4): 8 chains, each element's the
+** same as in KFN(tile) (one FMA chain from 0, kk ascending; the same epilogue). */
+static void KFN(row4)(int kc, const float *a, const float *b, size_t bs, float *c,
+                      const float *bias, int flags, cdb_k_act act) {
+    V c00 = VZERO(), c01 = VZERO(), c10 = VZERO(), c11 = VZERO(), c20 = VZERO(),
+      c21 = VZERO(), c30 = VZERO(), c31 = VZERO();
+    const float *b1 = b + bs, *b2 = b + 2 * bs, *b3 = b + 3 * bs;
+    for (int kk = 0; kk < kc; kk++) {
+        V ar = VSET1(a[(size_t)kk * CDB_GEMM_MR]);
+        size_t o = (size_t)kk * 2 * VL;
+        c00 = VFMA(ar, VLOAD(b + o), c00);
+        c01 = VFMA(ar, VLOAD(b + o + VL), c01);
+        c10 = VFMA(ar, VLOAD(b1 + o), c10);
+        c11 = VFMA(ar, VLOAD(b1 + o + VL), c11);
+        c20 = VFMA(ar, VLOAD(b2 + o), c20);
+        c21 = VFMA(ar, VLOAD(b2 + o + VL), c21);
+        c30 = VFMA(ar, VLOAD(b3 + o), c30);
+        c31 = VFMA(ar, VLOAD(b3 + o + VL), c31);
+    }
+    KFN(tile_row)(c, c00, c01, bias, flags, act);
+    KFN(tile_row)(c + 2 * VL, c10, c11, bias ? bias + 2 * VL : NULL, flags, act);
+    KFN(tile_row)(c + 4 * VL, c20, c21, bias ? bias + 4 * VL : NULL, flags, act);
+    KFN(tile_row)(c + 6 * VL, c30, c31, bias ? bias + 6 * VL : NULL, flags, act);
+}
+
+/* ---- X packing (cdb_gemm_kern.pack_a) ------------------------------------------ */
+
+/* Rows r < mb of one micro-panel: d[kk*MR + r] = x[r*ldx + kk], zero rows past mb. */
+static inline void KFN(pack_a_rows)(const float *x, size_t ldx, int mb, int kc, float *d) {
+    for (int r = 0; r < CDB_GEMM_MR; r++) {
+        if (r < mb) {
+            const float *xr = x + (size_t)r * ldx;
+            for (int kk = 0; kk < kc; kk++) d[(size_t)kk * CDB_GEMM_MR + r] = xr[kk];
+        } else {
+            for (int kk = 0; kk < kc; kk++) d[(size_t)kk * CDB_GEMM_MR + r] = 0.0f;
+        }
+    }
+}
+
+static void KFN(pack_a)(const float *x, size_t ldx, int mb, int kc, float *dst) {
+    for (int ip = 0; ip * CDB_GEMM_MR < mb; ip++) {
+        const float *xp = x + (size_t)ip * CDB_GEMM_MR * ldx;
+        float *d = dst + (size_t)ip * kc * CDB_GEMM_MR;
+        int rows = mb - ip * CDB_GEMM_MR;
+#ifdef KFN_PACK_A_FULL
+        if (rows >= CDB_GEMM_MR) { /* the ISA's copy of a full micro-panel */
+            KFN_PACK_A_FULL(xp, ldx, kc, d);
+            continue;
+        }
+#endif
+        KFN(pack_a_rows)(xp, ldx, rows, kc, d);
+    }
+}
 
 /* ---- elementwise ----------------------------------------------------------------- */
 
@@ -279,11 +341,16 @@ static void KFN(attn_row)(const float *q, const float *k, size_t ks, const float
 /* ---- peak FMA rate ------------------------------------------------------------- */
 
 /* iters x 12 independent vector FMA chains (more than latency x FMA ports on every
-** x86 core this targets); returns a value of the chains so none is optimized away. */
+** x86 core this targets); returns a value of the chains so none is optimized away.
+** The chains start from different values: from equal ones GCC proved them equal and
+** kept one chain (latency-bound, counted as 12: a peak 1.5x too high on Zen 3). d
+** depends on iters: with constants, every start value being a fixed point of
+** a*m + d in fp32, GCC folded the portable path's loop away entirely. */
 static float KFN(fma_loop)(long iters) {
-    V a0 = VSET1(1.0f), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0, a8 = a0,
-      a9 = a0, a10 = a0, a11 = a0;
-    const V m = VSET1(0.9999999f), d = VSET1(1e-7f);
+    V a0 = VSET1(1.0f), a1 = VSET1(1.01f), a2 = VSET1(1.02f), a3 = VSET1(1.03f),
+      a4 = VSET1(1.04f), a5 = VSET1(1.05f), a6 = VSET1(1.06f), a7 = VSET1(1.07f),
+      a8 = VSET1(1.08f), a9 = VSET1(1.09f), a10 = VSET1(1.10f), a11 = VSET1(1.11f);
+    const V m = VSET1(0.9999999f), d = VSET1(1e-7f * (float)(1 + (iters & 1)));
     float out[VL];
     for (long i = 0; i < iters; i++) {
         a0 = VFMA(a0, m, d), a1 = VFMA(a1, m, d), a2 = VFMA(a2, m, d), a3 = VFMA(a3, m, d);
@@ -296,5 +363,5 @@ static float KFN(fma_loop)(long iters) {
 }
 
 const cdb_gemm_kern KFN(cdb_gemm_kern) = {
-    KFN_ISA_NAME, VL, 2 * VL, KFN(tile), KFN(act), KFN(attn_row), KFN(fma_loop),
+    KFN_ISA_NAME, VL, 2 * VL, KFN(tile), KFN(row4), KFN(pack_a), KFN(act), KFN(attn_row), KFN(fma_loop),
 };
