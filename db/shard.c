@@ -697,28 +697,29 @@ static void end_reads(cdb_db *db) {
     if (!sqlite3_get_autocommit(db->cat)) sqlite3_exec(db->cat, "COMMIT", NULL, NULL, NULL);
 }
 
-cdb_status cdb_db_vectors_get(cdb_db *db, int64_t model_id, const int64_t *file_ids, int n,
-                              float *out, uint8_t *found) {
+/* The vectors of n files into out32 (decoded) or out16 (as stored). One read
+** snapshot per database file for the whole call: consistent, and no lock round trip
+** per id. */
+static cdb_status vectors_get(cdb_db *db, int64_t model_id, const int64_t *file_ids, int n,
+                              float *out32, uint16_t *out16, int skip_unreadable,
+                              uint8_t *found) {
     int dim = 0;
     cdb_status rc = model_dim(db, model_id, &dim);
     if (rc != CDB_OK) return rc;
-    /* One read snapshot per database file for the whole call: consistent, and
-    ** no lock round trip per id. */
     if ((rc = cdb_sql_exec(db->cat, "BEGIN")) != CDB_OK) return rc;
     for (int i = 0; i < n && rc == CDB_OK; i++)
-        rc = get_one(db, model_id, dim, file_ids[i], out + (size_t)i * dim, NULL, 0, &found[i]);
+        rc = get_one(db, model_id, dim, file_ids[i], out32 ? out32 + (size_t)i * dim : NULL,
+                     out16 ? out16 + (size_t)i * dim : NULL, skip_unreadable, &found[i]);
     end_reads(db);
     return rc;
 }
 
+cdb_status cdb_db_vectors_get(cdb_db *db, int64_t model_id, const int64_t *file_ids, int n,
+                              float *out, uint8_t *found) {
+    return vectors_get(db, model_id, file_ids, n, out, NULL, 0, found);
+}
+
 cdb_status cdb_db_vectors_get_f16(cdb_db *db, int64_t model_id, const int64_t *file_ids, int n,
                                   uint16_t *out, uint8_t *found) {
-    int dim = 0;
-    cdb_status rc = model_dim(db, model_id, &dim);
-    if (rc != CDB_OK) return rc;
-    if ((rc = cdb_sql_exec(db->cat, "BEGIN")) != CDB_OK) return rc;
-    for (int i = 0; i < n && rc == CDB_OK; i++)
-        rc = get_one(db, model_id, dim, file_ids[i], NULL, out + (size_t)i * dim, 1, &found[i]);
-    end_reads(db);
-    return rc;
+    return vectors_get(db, model_id, file_ids, n, NULL, out, 1, found);
 }
