@@ -311,6 +311,12 @@ int cdb_eng_reader_changed(const cdb_engine *e, const eng_reader *r) {
     return reader_stale(e, r);
 }
 
+void cdb_eng_reader_discard(eng_reader *r) {
+    if (!r) return;
+    cdb_db_close(r->db);
+    free(r);
+}
+
 void cdb_eng_reader_put(cdb_engine *e, eng_reader *r) {
     if (!r) return;
     pthread_mutex_lock(&e->mu);

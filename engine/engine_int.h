@@ -386,6 +386,8 @@ void cdb_eng_reader_put(cdb_engine *e, eng_reader *r);
 ** files read live with files read as snapshots from before the commit (a shard no
 ** writer had open yet): such a result serves its request but is not kept. */
 int cdb_eng_reader_changed(const cdb_engine *e, const eng_reader *r);
+/* Closes r instead of giving it back (a reader whose reads went wrong). */
+void cdb_eng_reader_discard(eng_reader *r);
 /* The default model's record, or the one registered under the weights of the model
 ** at path (loaded with the towers asked for, kept). *m: NULL unless towers were asked.
 ** Errors as cdb_engine_load_model. db: the caller's handle. */

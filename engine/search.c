@@ -763,16 +763,21 @@ done:
     free(raw);
     free(q);
     vset_unref(vs);
-    *reader_changed = rd && st != CDB_OK && cdb_eng_reader_changed(e, rd);
-    cdb_eng_reader_put(e, rd);
+    /* a failure a snapshot read can explain (a malformed page, an example's vector or
+    ** file not found) on a reader that may hold one: tried again on a new reader */
+    *reader_changed = rd && st != CDB_OK &&
+                      (cdb_eng_reader_changed(e, rd) || st == CDB_CORRUPT ||
+                       cdb_engine_errcode() == CDB_ENGINE_E_UNKNOWN_ID);
+    if (*reader_changed) cdb_eng_reader_discard(rd);
+    else cdb_eng_reader_put(e, rd);
     cdb_engine_terms_free(terms, n_terms);
     return st;
 }
 
-/* A search whose reader saw a writer commit while it ran may have read a shard
-** as a snapshot the writer was changing underneath (a malformed page, an example's
-** vector not there yet): it is run once more, on a reader opened after the commit
-** (the pool reopens a changed reader). */
+/* A search whose reader saw a writer commit while it ran, or failed in a way a
+** snapshot read explains (a shard read as a snapshot the writer was changing
+** underneath: a malformed page, an example's vector not there), is run once more on
+** a newly opened reader. */
 cdb_status cdb_engine_search(cdb_engine *e, const cdb_engine_query *qu,
                              const cdb_engine_search_params *p, cdb_engine_result *out) {
     int changed = 0;

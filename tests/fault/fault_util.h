@@ -236,7 +236,7 @@ static inline int fu_state_read(const char *dir, fu_state *s) {
         free(v);
         if (got == 0) break;
     }
-    qsort(s->f, (size_t)s->n, sizeof *s->f, fu_by_path);
+    if (s->n) qsort(s->f, (size_t)s->n, sizeof *s->f, fu_by_path);
     rc = 0;
 done:
     cdb_db_iter_free(it);

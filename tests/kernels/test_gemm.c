@@ -202,10 +202,15 @@ CDB_TEST(packed_and_plain_weights_agree) {
     CHECK_RC(be->ops->gemm(be, bx, bp, NULL, by1, m, n + 1, k, CDB_K_ACT_NONE, 0), CDB_INVALID);
     CHECK_RC(be->ops->layernorm(be, bp, bb, bb, by1, 1, n, 1e-5f), CDB_INVALID);
     CHECK_RC(be->ops->buf_upload(be, bp, 0, x, 4), CDB_INVALID);
-    CHECK_RC(be->ops->matrix_upload(be, w, CDB_K_F32, 0, k, 0, &bh), CDB_INVALID);
+    {
+        cdb_k_buf *bad = NULL;
+        CHECK_RC(be->ops->matrix_upload(be, w, CDB_K_F32, 0, k, 0, &bad), CDB_INVALID);
+        CHECK(bad == NULL);
+    }
     be->ops->buf_free(be, bx), be->ops->buf_free(be, bp), be->ops->buf_free(be, bw);
     be->ops->buf_free(be, bb), be->ops->buf_free(be, by1), be->ops->buf_free(be, by2);
     CHECK(cdb_k_cpu_packed_bytes() >= before); /* bh is still held */
+    be->ops->buf_free(be, bh);
     free(x), free(w), free(bias), free(r1), free(r2), free(back), free(wf16), free(h);
     cdb_k_backend_free(be);
 }
