@@ -21,6 +21,7 @@ typedef struct db_shard {
     sqlite3_stmt *st_del; /* DELETE a file's vectors except model ?2 (0 = all) */
     sqlite3_stmt *st_get; /* SELECT vec for (model, file) */
     int unsynced;         /* committed writes not yet made durable by cdb_db_flush */
+    uint64_t dev, ino;    /* the file while conn is open (the process-wide registry) */
 } db_shard;
 
 /* Cached catalog statements (prepared on first use). */

@@ -38,6 +38,64 @@ static const char k_shard_schema[] =
 ** a shard or the handle first waits for a run in progress (ckpt_quiesce). */
 #define CKPT_QUEUE 8
 
+/* ---- files this process has SQLite connections to ------------------------------------
+** POSIX record locks belong to the process and a file: closing any descriptor of a
+** file drops every lock the process holds on it, those of SQLite's connections
+** included. cdb_shard_check_file reads a shard's header with its own descriptor, so it
+** must not while any connection of this process (another cdb_db handle, a reader
+** pool, the checkpointer) has the file open: then a writer in another process would
+** see no readers and overwrite pages they are reading. This registry counts them. */
+
+#define OPEN_FILES_MAX 512
+static pthread_mutex_t g_open_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    uint64_t dev, ino;
+    int n;
+} g_open[OPEN_FILES_MAX];
+
+static void open_files_add(uint64_t dev, uint64_t ino, int delta) {
+    int free_slot = -1;
+    pthread_mutex_lock(&g_open_mu);
+    for (int i = 0; i < OPEN_FILES_MAX; i++) {
+        if (g_open[i].n && g_open[i].dev == dev && g_open[i].ino == ino) {
+            g_open[i].n += delta;
+            pthread_mutex_unlock(&g_open_mu);
+            return;
+        }
+        if (!g_open[i].n && free_slot < 0) free_slot = i;
+    }
+    if (delta > 0 && free_slot >= 0) {
+        g_open[free_slot].dev = dev;
+        g_open[free_slot].ino = ino;
+        g_open[free_slot].n = delta;
+    }
+    pthread_mutex_unlock(&g_open_mu);
+}
+
+/* 1 when a connection of this process may have the file open (or the registry is
+** full: then nothing is known, and the answer is the safe one). */
+static int open_files_has(uint64_t dev, uint64_t ino) {
+    int has = 0, used = 0;
+    pthread_mutex_lock(&g_open_mu);
+    for (int i = 0; i < OPEN_FILES_MAX; i++) {
+        used += g_open[i].n > 0;
+        has |= g_open[i].n > 0 && g_open[i].dev == dev && g_open[i].ino == ino;
+    }
+    pthread_mutex_unlock(&g_open_mu);
+    return has || used == OPEN_FILES_MAX;
+}
+
+/* Registers the file behind path as open (delta +1) or closed (-1). */
+static void open_files_path(const char *path, int delta, uint64_t *dev, uint64_t *ino) {
+    struct stat sb;
+    if (delta > 0) {
+        if (stat(path, &sb) != 0) return;
+        *dev = (uint64_t)sb.st_dev;
+        *ino = (uint64_t)sb.st_ino;
+    }
+    if (*ino) open_files_add(*dev, *ino, delta);
+}
+
 typedef struct db_ckpt {
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -60,6 +118,8 @@ static void *ckpt_main(void *arg) {
         k->running = 1;
         pthread_mutex_unlock(&k->mu);
         sqlite3 *c = NULL;
+        uint64_t dev = 0, ino = 0;
+        open_files_path(path, +1, &dev, &ino);
         int s = sqlite3_open_v2(path, &c, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
         if (s == SQLITE_OK)
             s = sqlite3_exec(c, k->sync == CDB_DB_SYNC_NORMAL ? "PRAGMA synchronous=NORMAL"
@@ -73,6 +133,7 @@ static void *ckpt_main(void *arg) {
             CDB_LOG_WARN("db: background checkpoint of %s: %s", path,
                          c ? sqlite3_errmsg(c) : sqlite3_errstr(s));
         sqlite3_close_v2(c);
+        open_files_path(NULL, -1, &dev, &ino);
         cdb_free(path);
         pthread_mutex_lock(&k->mu);
         k->running = 0;
@@ -171,6 +232,7 @@ static void shard_close(db_shard *sh) {
     sqlite3_finalize(sh->st_del);
     sqlite3_finalize(sh->st_get);
     if (sh->conn) sqlite3_close_v2(sh->conn);
+    open_files_path(NULL, -1, &sh->dev, &sh->ino);
     memset(sh, 0, sizeof *sh);
 }
 
@@ -200,6 +262,8 @@ int cdb_shard_check_file(cdb_db *db, int32_t id, char *msg, size_t msg_len) {
         snprintf(msg, msg_len, "shard %s is missing (%s)", path, strerror(errno));
         return CDB_DB_SHARD_MISSING;
     }
+    if (open_files_has((uint64_t)sb.st_dev, (uint64_t)sb.st_ino))
+        return 0; /* SQLite has it open here: its own reads report a damaged file */
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     ssize_t n = fd >= 0 ? pread(fd, hdr, sizeof hdr, 0) : -1;
     if (fd >= 0) close(fd);
@@ -288,7 +352,12 @@ static cdb_status shard_prepare(db_shard *sh) {
 static cdb_status shard_open_conn(cdb_db *db, db_shard *sh, int32_t id, int create) {
     char path[4096];
     cdb_shard_path(db, id, path, sizeof path);
-    cdb_status rc = cdb_sql_open_conn(db, path, create, &sh->conn);
+    cdb_status rc;
+    /* registered before the open: the header check of another handle must not read
+    ** while this connection takes its locks */
+    open_files_path(path, +1, &sh->dev, &sh->ino);
+    rc = cdb_sql_open_conn(db, path, create, &sh->conn);
+    if (!sh->ino) open_files_path(path, +1, &sh->dev, &sh->ino); /* created just now */
     if (rc != CDB_OK) rc = cdb_errctx(rc, "open shard");
     if (rc == CDB_OK) rc = cdb_sql_configure_conn(db, sh->conn);
     if (rc == CDB_OK) rc = cdb_shard_ckpt_attach(db, sh->conn);

@@ -286,6 +286,24 @@ done:
     return rc;
 }
 
+/* Whether v holds at least as many vectors as the catalog (through db) says the
+** set has: the index's covered ids plus the overlay's ids it does not cover. A state
+** short of that missed a commit (a snapshot read under a live writer) and is built
+** again. Ids the index covers but that were removed since make this an upper bound
+** only: it catches missing vectors, not extra ones (searches drop those). */
+static int vset_complete(const eng_vset *v, cdb_db *db, int64_t model_id) {
+    cdb_db_counts c;
+    int64_t have = (int64_t)v->n;
+    if (cdb_db_get_counts(db, model_id, &c) != CDB_OK) return 1; /* cannot tell */
+    if (v->ix) {
+        cdb_index_info in;
+        cdb_index_get_info(v->ix->ix, &in);
+        have += in.n_covered;
+        for (size_t i = 0; i < v->n; i++) have -= cdb_index_covers(v->ix->ix, v->ids[i]) != 0;
+    }
+    return have >= c.n_vectors;
+}
+
 /* The current state of model_id's vector set (a reference: vset_unref it), read
 ** through rd. A state built while a writer committed is used for this search only and
 ** not published: rd may have read a shard as a snapshot from before the commit while
@@ -318,6 +336,16 @@ static cdb_status vset_get(cdb_engine *e, eng_reader *rd, int64_t model_id, int 
     } else {
         if (ss->cur) ss->warned_ix = 0; /* another file: warn about it once more */
         if ((rc = vset_fresh(e, ss, db, dim, path, &st, have_file, gen, &v)) != CDB_OK) goto done;
+    }
+    if (v && !vset_complete(v, db, model_id)) {
+        CDB_LOG_DEBUG("engine: a search state missed vectors the catalog lists: built again");
+        vset_unref(v);
+        v = NULL;
+        if ((rc = vset_fresh(e, ss, db, dim, path, &st, have_file, gen, &v)) != CDB_OK) goto done;
+        if (!vset_complete(v, db, model_id)) {
+            *out = v; /* this search only; the next one tries again */
+            goto done;
+        }
     }
     if (v && cdb_eng_reader_changed(e, rd)) {
         CDB_LOG_DEBUG("engine: a commit while the search state was read: not kept");
