@@ -256,8 +256,9 @@ static int open_reader_once(cdb_db *db, const char *path, int may_snapshot, sqli
     if (s == SQLITE_OK) return s;
     if ((s & 0xff) != SQLITE_READONLY && (s & 0xff) != SQLITE_CANTOPEN) return s;
     if (!may_snapshot) {
-        snprintf(wal, sizeof wal, "%s-shm", path);
-        if (access(wal, F_OK) == 0) return SQLITE_BUSY;
+        char shm[4200];
+        snprintf(shm, sizeof shm, "%s-shm", path);
+        if (access(shm, F_OK) == 0) return SQLITE_BUSY;
     }
     /* A read-only folder (or mount) and no writer: there is no -shm to share and none
     ** may be created. No -wal either means the database file is complete: read it
