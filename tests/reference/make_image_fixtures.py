@@ -317,6 +317,16 @@ def main():
     save(small, "exif_o6_be_96x64.jpg", "JPEG", quality=95, exif=b"Exif\x00\x00" + tiff)
     assert ImageOps.exif_transpose(Image.open(io.BytesIO(inputs["exif_o6_be_96x64.jpg"]))).size == (64, 96)
     add_case("exif6_be_s64", "exif_o6_be_96x64.jpg", 64, kind="exact", apply_exif=1)
+    # PNG eXIf chunk (PIL writes it from exif=, and exif_transpose reads it back).
+    for o in (3, 6, 8):
+        ex = Image.Exif()
+        ex[0x0112] = o
+        fname = "png_exif_o%d_96x64.png" % o
+        save(small, fname, "PNG", exif=ex.tobytes())
+        assert b"eXIf" in inputs[fname]
+        assert Image.open(io.BytesIO(inputs[fname])).getexif().get(0x0112) == o
+        add_case("png_exif%d_s64" % o, fname, 64, kind="exact", apply_exif=1)
+    add_case("png_exif6_noexif_s64", "png_exif_o6_96x64.png", 64, kind="exact", apply_exif=0)
 
     more_jpeg()
     psd_cases()
