@@ -54,115 +54,7 @@
 #define BAR_OUTSIDE 0.15
 #define BAR_MEM 0.10
 
-/* ---- child: one ingest, as `clipdb init` + `clipdb ingest` do it ------------------ */
-
-static int child_ingest(const char *model_path, const char *lib, const char *dir, int threads,
-                        int batch) {
-    cdb_engine *e = NULL;
-    cdb_engine_params ep = cdb_engine_params_default();
-    cdb_engine_run_params rp = cdb_engine_run_params_default();
-    cdb_engine_run_report *r = calloc(1, sizeof *r);
-    const char *paths[1] = {lib};
-    cdb_status rc;
-    if (!r) return 2;
-    if ((rc = cdb_engine_create(dir, model_path, NULL)) != CDB_OK) goto fail;
-    ep.writer = 1;
-    if ((rc = cdb_engine_open(dir, &ep, &e)) != CDB_OK) goto fail;
-    int64_t t_load = cdb_now_ns();
-    if ((rc = cdb_engine_load_model(e, NULL, 1, 0, NULL)) != CDB_OK) goto fail; /* kept: the run uses it */
-    t_load = cdb_now_ns() - t_load;
-    rp.batch = batch;
-    rp.threads = threads;
-    int64_t t0 = cdb_now_ns();
-    if ((rc = cdb_engine_ingest(e, paths, 1, &rp, r)) != CDB_OK) goto fail; /* run recorded + flush */
-    int64_t total = cdb_now_ns() - t0;
-    const cdb_engine_summary sum = r->sets[0].sum;
-    cdb_engine_close(e);
-    free(r);
-    printf("RESULT total_ns=%lld load_ns=%lld added=%lld errors=%lld found=%lld walk=%lld "
-           "read=%lld decode=%lld preprocess=%lld encode=%lld encode_wait=%lld store=%lld "
-           "batches=%lld\n",
-           (long long)total, (long long)t_load, (long long)sum.added, (long long)sum.errors,
-           (long long)sum.found, (long long)sum.ns_walk, (long long)sum.ns_read,
-           (long long)sum.ns_decode, (long long)sum.ns_preprocess, (long long)sum.ns_encode,
-           (long long)sum.ns_encode_wait, (long long)sum.ns_store, (long long)sum.n_batches);
-    return 0;
-fail:
-    fprintf(stderr, "bench_ingest (child): %s: %s\n", cdb_status_str(rc), cdb_errmsg());
-    cdb_engine_close(e);
-    free(r);
-    return 2;
-}
-
-/* ---- parent ------------------------------------------------------------------------ */
-
-typedef struct result {
-    double total, load, walk, read, decode, preprocess, encode, encode_wait, store;
-    long long added, errors, found, batches;
-    double cpu_s, maxrss_mb;
-} result;
-
-static double loadavg1(void) {
-    double l[3] = {0, 0, 0};
-    return getloadavg(l, 3) >= 1 ? l[0] : -1.0;
-}
-
-static double field(const char *line, const char *key) {
-    char k[64];
-    snprintf(k, sizeof k, " %s=", key);
-    const char *p = strstr(line, k);
-    return p ? atof(p + strlen(k)) : 0.0;
-}
-
-/* Runs one ingest in a child process; 0 on success. */
-static int run_child(const char *model, const char *lib, const char *dir, int threads, int batch,
-                     result *r) {
-    char t[16], b[16], line[1024] = "";
-    int fd[2];
-    struct rusage ru;
-    int st = 0;
-    snprintf(t, sizeof t, "%d", threads);
-    snprintf(b, sizeof b, "%d", batch);
-    fflush(stdout);
-    if (pipe(fd) != 0) return -1;
-    pid_t pid = fork();
-    if (pid < 0) return -1;
-    if (pid == 0) {
-        dup2(fd[1], 1);
-        close(fd[0]);
-        close(fd[1]);
-        execl("/proc/self/exe", "bench_ingest", "--child", model, lib, dir, t, b, (char *)NULL);
-        _exit(127);
-    }
-    close(fd[1]);
-    FILE *f = fdopen(fd[0], "r");
-    char buf[1024];
-    while (f && fgets(buf, sizeof buf, f))
-        if (!strncmp(buf, "RESULT ", 7)) snprintf(line, sizeof line, "%s", buf + 6);
-    if (f) fclose(f);
-    if (wait4(pid, &st, 0, &ru) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0 || !line[0]) {
-        fprintf(stderr, "bench_ingest: the ingest of %s failed (status %d)\n", lib, st);
-        return -1;
-    }
-    memset(r, 0, sizeof *r);
-    r->total = field(line, "total_ns") / 1e9;
-    r->load = field(line, "load_ns") / 1e9;
-    r->walk = field(line, "walk") / 1e9;
-    r->read = field(line, "read") / 1e9;
-    r->decode = field(line, "decode") / 1e9;
-    r->preprocess = field(line, "preprocess") / 1e9;
-    r->encode = field(line, "encode") / 1e9;
-    r->encode_wait = field(line, "encode_wait") / 1e9;
-    r->store = field(line, "store") / 1e9;
-    r->added = (long long)field(line, "added");
-    r->errors = (long long)field(line, "errors");
-    r->found = (long long)field(line, "found");
-    r->batches = (long long)field(line, "batches");
-    r->cpu_s = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec +
-               ru.ru_stime.tv_usec / 1e6;
-    r->maxrss_mb = ru.ru_maxrss / 1024.0;
-    return 0;
-}
+#include "ingest_child.h"
 
 static void rmrf(const char *dir) {
     char cmd[4200];
@@ -213,8 +105,7 @@ static int env_int(const char *name, int def) {
 }
 
 int main(int argc, char **argv) {
-    if (argc == 7 && !strcmp(argv[1], "--child"))
-        return child_ingest(argv[2], argv[3], argv[4], atoi(argv[5]), atoi(argv[6]));
+    if (is_ingest_child(argc, argv)) return ingest_child_main(argv);
     int n = env_int("BENCH_INGEST_N", 2000), n_large = env_int("BENCH_INGEST_N_LARGE", 20000);
     int threads = 2, batch = 32, status = 0;
     const char *parts = getenv("BENCH_INGEST_PARTS") ? getenv("BENCH_INGEST_PARTS") : "abc";
@@ -277,7 +168,7 @@ int main(int argc, char **argv) {
         snprintf(dir, sizeof dir, "%s/db_a", base);
         if (!weights[0] || !file_exists(weights)) {
             printf("    skipped: no weights (needs %s with torch to generate them)\n", PY);
-        } else if (run_child(weights, lib, dir, threads, batch, &r) != 0) {
+        } else if (run_child(weights, lib, dir, threads, batch, -1, &r) != 0) {
             status = 2;
         } else {
             double outside = r.total - r.encode, frac = r.total > 0 ? outside / r.total : 1;
@@ -303,7 +194,7 @@ int main(int argc, char **argv) {
     } else if (strchr(parts, 'b') || strchr(parts, 'c')) {
         snprintf(model_buf, sizeof model_buf, "%s", model);
         snprintf(dir, sizeof dir, "%s/db_b", base);
-        if (run_child(model_buf, lib, dir, threads, batch, &r_small) != 0) {
+        if (run_child(model_buf, lib, dir, threads, batch, -1, &r_small) != 0) {
             status = 2;
         } else {
             have_small = 1;
@@ -325,7 +216,7 @@ int main(int argc, char **argv) {
             status = 2;
         } else {
             snprintf(dir, sizeof dir, "%s/db_c", base);
-            if (run_child(model_buf, lib_large, dir, threads, batch, &r) != 0) {
+            if (run_child(model_buf, lib_large, dir, threads, batch, -1, &r) != 0) {
                 status = 2;
             } else {
                 double ratio = r.maxrss_mb / r_small.maxrss_mb;
