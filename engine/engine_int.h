@@ -158,6 +158,11 @@ const char *cdb_eng_mime(const unsigned char *head, size_t n);
 ** up). CDB_OK with the bytes in *t (heap: cdb_eng_thumb_clear). */
 cdb_status cdb_eng_thumb_make(const cdb_image *img, int px, eng_thumb *t /* OUT */);
 void cdb_eng_thumb_clear(eng_thumb *t);
+/* The thumbnail's size for a w x h image: long side min(px, itself), aspect kept. */
+void cdb_eng_thumb_dims(int w, int h, int px, int *ow, int *oh);
+/* img (any channels/bits: as thumbnails convert them) scaled by area averaging to
+** ow x oh (each at most the image's, >= 1) packed 8-bit RGB into out (ow * oh * 3). */
+cdb_status cdb_eng_thumb_scale(const cdb_image *img, int ow, int oh, uint8_t *out);
 
 /* ---- the library: recorded roots (library.c) ----------------------------------------- */
 

@@ -63,18 +63,20 @@ static int taps_make(int in, int out, taps *t) {
     return 0;
 }
 
-/* Row y of img as 8-bit RGB into rgb (width * 3). */
-static void row_rgb8(const cdb_image *img, int y, uint8_t *rgb) {
+/* Row y of img as packed 8-bit RGB: the image's own row when it is one already (8-bit
+** RGB, nearly every photo), else converted into buf (width * 3). */
+static const uint8_t *row_rgb8(const cdb_image *img, int y, uint8_t *buf) {
     int w = img->width, ch = img->channels;
     size_t off = (size_t)y * (size_t)w * (size_t)ch;
     const uint8_t *p8 = (const uint8_t *)img->pixels + off;
     const uint16_t *p16 = (const uint16_t *)img->pixels + off;
+    if (img->bits == 8 && ch == 3) return p8;
     for (int x = 0; x < w; x++) {
         unsigned v[4] = {0, 0, 0, 255};
         for (int c = 0; c < ch && c < 4; c++)
             v[c] =
                 img->bits == 16 ? (unsigned)(p16[(size_t)x * ch + c] >> 8) : p8[(size_t)x * ch + c];
-        uint8_t *o = rgb + (size_t)x * 3;
+        uint8_t *o = buf + (size_t)x * 3;
         if (ch == 1 || ch == 2) {
             unsigned a = ch == 2 ? v[1] : 255, g = (v[0] * a + 255 * (255 - a) + 127) / 255;
             o[0] = o[1] = o[2] = (uint8_t)g;
@@ -86,6 +88,74 @@ static void row_rgb8(const cdb_image *img, int y, uint8_t *rgb) {
             for (int c = 0; c < 3; c++) o[c] = (uint8_t)((v[c] * a + 255 * (255 - a) + 127) / 255);
         }
     }
+    return buf;
+}
+
+/* acc[ox*3 + c] += wy * (the x-area-average numerator of output column ox of row src).
+** A source pixel strictly inside an output pixel weighs exactly 1 (taps_make), so only
+** the first and last taps are multiplied: the inner ones are summed as integers (exact
+** in float up to 2^24 / 255 = 65793 of them). */
+static void accumulate_row(const uint8_t *src, const taps *tx, int ow, float wy, float *acc) {
+    for (int ox = 0; ox < ow; ox++) {
+        const float *wx = tx->w + (size_t)ox * tx->max_count;
+        const uint8_t *s = src + (size_t)tx->start[ox] * 3;
+        int n = tx->count[ox];
+        float r = wx[0] * s[0], g = wx[0] * s[1], b = wx[0] * s[2];
+        if (n > 1) {
+            uint32_t ir = 0, ig = 0, ib = 0;
+            const uint8_t *e = s + (size_t)(n - 1) * 3;
+            for (const uint8_t *q = s + 3; q < e; q += 3) ir += q[0], ig += q[1], ib += q[2];
+            r += (float)ir + wx[n - 1] * e[0];
+            g += (float)ig + wx[n - 1] * e[1];
+            b += (float)ib + wx[n - 1] * e[2];
+        }
+        acc[ox * 3] += wy * r;
+        acc[ox * 3 + 1] += wy * g;
+        acc[ox * 3 + 2] += wy * b;
+    }
+}
+
+cdb_status cdb_eng_thumb_scale(const cdb_image *img, int ow, int oh, uint8_t *out) {
+    int w = img->width, h = img->height;
+    taps tx, ty;
+    uint8_t *buf = malloc((size_t)w * 3);
+    float *acc = malloc(sizeof *acc * (size_t)ow * 3), *inv_x = malloc(sizeof *inv_x * (size_t)ow);
+    cdb_status rc = CDB_OK;
+    memset(&tx, 0, sizeof tx);
+    memset(&ty, 0, sizeof ty);
+    if (!buf || !acc || !inv_x || taps_make(w, ow, &tx) || taps_make(h, oh, &ty)) {
+        rc = cdb_seterr(CDB_NOMEM, "out of memory making a thumbnail");
+        goto done;
+    }
+    for (int ox = 0; ox < ow; ox++) {
+        float wsum_x = 0;
+        for (int j = 0; j < tx.count[ox]; j++) wsum_x += tx.w[(size_t)ox * tx.max_count + j];
+        inv_x[ox] = wsum_x > 0 ? 1.0f / wsum_x : 0.0f;
+    }
+    for (int oy = 0; oy < oh; oy++) {
+        float wsum_y = 0;
+        memset(acc, 0, sizeof *acc * (size_t)ow * 3);
+        for (int k = 0; k < ty.count[oy]; k++) {
+            float wy = ty.w[(size_t)oy * ty.max_count + k];
+            accumulate_row(row_rgb8(img, ty.start[oy] + k, buf), &tx, ow, wy, acc);
+            wsum_y += wy;
+        }
+        float inv_y = wsum_y > 0 ? 1.0f / wsum_y : 0.0f;
+        for (int ox = 0; ox < ow; ox++) {
+            float norm = inv_x[ox] * inv_y;
+            for (int c = 0; c < 3; c++) {
+                float v = acc[ox * 3 + c] * norm + 0.5f;
+                out[((size_t)oy * ow + ox) * 3 + c] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+            }
+        }
+    }
+done:
+    taps_free(&tx);
+    taps_free(&ty);
+    free(buf);
+    free(acc);
+    free(inv_x);
+    return rc;
 }
 
 /* ---- JPEG ------------------------------------------------------------------------- */
@@ -152,71 +222,31 @@ void cdb_eng_thumb_clear(eng_thumb *t) {
 
 cdb_status cdb_eng_thumb_make(const cdb_image *img, int px, eng_thumb *t) {
     int w = img->width, h = img->height, ow, oh;
-    taps tx, ty;
-    uint8_t *src = NULL, *out = NULL;
-    float *acc = NULL;
-    cdb_status rc = CDB_OK;
+    uint8_t *out;
+    cdb_status rc;
     memset(t, 0, sizeof *t);
-    memset(&tx, 0, sizeof tx);
-    memset(&ty, 0, sizeof ty);
     if (w <= 0 || h <= 0 || !img->pixels || img->channels < 1 || img->channels > 4 || px < 1)
         return cdb_seterr(CDB_INVALID, "thumbnail of an empty image");
-    if (w >= h) {
-        ow = w > px ? px : w;
-        oh = (int)lround((double)h * ow / w);
-    } else {
-        oh = h > px ? px : h;
-        ow = (int)lround((double)w * oh / h);
-    }
-    if (ow < 1) ow = 1;
-    if (oh < 1) oh = 1;
-    src = malloc((size_t)w * 3);
-    out = malloc((size_t)ow * (size_t)oh * 3);
-    acc = malloc(sizeof *acc * (size_t)ow * 3);
-    if (!src || !out || !acc || taps_make(w, ow, &tx) || taps_make(h, oh, &ty)) {
-        rc = cdb_seterr(CDB_NOMEM, "out of memory making a thumbnail");
-        goto done;
-    }
-    for (int oy = 0; oy < oh; oy++) {
-        float wsum_y = 0;
-        memset(acc, 0, sizeof *acc * (size_t)ow * 3);
-        for (int k = 0; k < ty.count[oy]; k++) {
-            float wy = ty.w[(size_t)oy * ty.max_count + k];
-            row_rgb8(img, ty.start[oy] + k, src);
-            for (int ox = 0; ox < ow; ox++) {
-                const float *wx = tx.w + (size_t)ox * tx.max_count;
-                const uint8_t *s = src + (size_t)tx.start[ox] * 3;
-                float r = 0, g = 0, b = 0;
-                for (int j = 0; j < tx.count[ox]; j++, s += 3) {
-                    r += wx[j] * s[0];
-                    g += wx[j] * s[1];
-                    b += wx[j] * s[2];
-                }
-                acc[ox * 3] += wy * r;
-                acc[ox * 3 + 1] += wy * g;
-                acc[ox * 3 + 2] += wy * b;
-            }
-            wsum_y += wy;
-        }
-        for (int ox = 0; ox < ow; ox++) {
-            float wsum_x = 0;
-            for (int j = 0; j < tx.count[ox]; j++) wsum_x += tx.w[(size_t)ox * tx.max_count + j];
-            float norm = wsum_x * wsum_y > 0 ? 1.0f / (wsum_x * wsum_y) : 0.0f;
-            for (int c = 0; c < 3; c++) {
-                float v = acc[ox * 3 + c] * norm + 0.5f;
-                out[((size_t)oy * ow + ox) * 3 + c] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
-            }
-        }
-    }
-    if ((rc = encode_jpeg(out, ow, oh, &t->jpeg, &t->n)) == CDB_OK) {
+    cdb_eng_thumb_dims(w, h, px, &ow, &oh);
+    if (!(out = malloc((size_t)ow * (size_t)oh * 3)))
+        return cdb_seterr(CDB_NOMEM, "out of memory making a thumbnail");
+    if ((rc = cdb_eng_thumb_scale(img, ow, oh, out)) == CDB_OK &&
+        (rc = encode_jpeg(out, ow, oh, &t->jpeg, &t->n)) == CDB_OK) {
         t->width = ow;
         t->height = oh;
     }
-done:
-    taps_free(&tx);
-    taps_free(&ty);
-    free(src);
     free(out);
-    free(acc);
     return rc;
+}
+
+void cdb_eng_thumb_dims(int w, int h, int px, int *ow, int *oh) {
+    if (w >= h) {
+        *ow = w > px ? px : w;
+        *oh = (int)lround((double)h * *ow / w);
+    } else {
+        *oh = h > px ? px : h;
+        *ow = (int)lround((double)w * *oh / h);
+    }
+    if (*ow < 1) *ow = 1;
+    if (*oh < 1) *oh = 1;
 }
