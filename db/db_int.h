@@ -107,8 +107,9 @@ cdb_status cdb_sql_count(cdb_db *db, const char *sql, int64_t arg, int64_t *out)
 cdb_status cdb_sql_open_conn(cdb_db *db, const char *path, int create, sqlite3 **out);
 /* Busy handler with backoff, page cache, synchronous mode; query_only on readers. */
 cdb_status cdb_sql_configure_conn(cdb_db *db, sqlite3 *conn);
-/* fsyncs path (and path-wal when present); CDB_IO on failure. */
-cdb_status cdb_sql_fsync_file(const char *path);
+/* fsyncs conn's database file and its WAL (when open) through SQLite's own
+** descriptors; CDB_IO (CDB_NOSPACE) on failure. */
+cdb_status cdb_sql_fsync_conn(sqlite3 *conn);
 void cdb_sql_fsync_dir(const char *path);
 /* The move index's key: the hash's first 8 bytes as a big-endian int64. */
 int64_t cdb_sql_hash_key(const uint8_t hash[CDB_DB_HASH_BYTES]);

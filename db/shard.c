@@ -224,10 +224,7 @@ void cdb_shard_path(const cdb_db *db, int32_t id, char *buf, size_t len) {
 static void shard_close(db_shard *sh) {
     /* Closing does not lose the durability promise of cdb_db_flush. The caller
     ** has quiesced the checkpointer (a repair may replace the file next). */
-    if (sh->conn && sh->unsynced) {
-        const char *f = sqlite3_db_filename(sh->conn, "main");
-        if (f && *f) (void)cdb_sql_fsync_file(f);
-    }
+    if (sh->conn && sh->unsynced) (void)cdb_sql_fsync_conn(sh->conn);
     sqlite3_finalize(sh->st_put);
     sqlite3_finalize(sh->st_del);
     sqlite3_finalize(sh->st_get);
@@ -548,14 +545,12 @@ cdb_status cdb_db_flush(cdb_db *db) {
     for (int i = 1; i < db->n_shards_alloc && rc == CDB_OK; i++) {
         db_shard *sh = &db->shards[i];
         if (!sh->conn || !sh->unsynced) continue;
-        cdb_shard_path(db, sh->id, path, sizeof path);
-        if ((rc = cdb_sql_fsync_file(path)) == CDB_OK) sh->unsynced = 0;
+        if ((rc = cdb_sql_fsync_conn(sh->conn)) == CDB_OK) sh->unsynced = 0;
     }
     if (rc == CDB_OK) {
         snprintf(path, sizeof path, "%s/shards", db->dir);
         cdb_sql_fsync_dir(path);
-        snprintf(path, sizeof path, "%s/catalog.db", db->dir);
-        rc = cdb_sql_fsync_file(path);
+        rc = cdb_sql_fsync_conn(db->cat);
     }
     if (rc == CDB_OK) {
         cdb_sql_fsync_dir(db->dir);

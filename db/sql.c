@@ -363,24 +363,24 @@ void cdb_sql_fsync_dir(const char *path) {
     }
 }
 
-static cdb_status fsync_path(const char *path, int must_exist) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno == ENOENT && !must_exist) return CDB_OK;
-        return cdb_seterr(CDB_IO, "open %s: %s", path, strerror(errno));
-    }
-    /* fsync flushes the file's dirty pages whichever descriptor wrote them. */
-    int r = fsync(fd), e = errno;
-    close(fd);
-    return r == 0 ? CDB_OK : cdb_seterr(cdb_errno_status(e), "fsync %s: %s", path, strerror(e));
+/* fsync through SQLite's own descriptors, never one of ours: closing any descriptor
+** of a file drops every POSIX lock this process holds on it, SQLite's too (a WAL
+** connection's SHARED lock on the database file: without it, a connection closing in
+** another process believes it is the last one and checkpoints and deletes the WAL
+** under us). fsync flushes the file's dirty pages whichever descriptor wrote them. */
+static cdb_status sync_file(sqlite3 *conn, int op, const char *what) {
+    sqlite3_file *f = NULL;
+    if (sqlite3_file_control(conn, "main", op, &f) != SQLITE_OK || !f || !f->pMethods)
+        return CDB_OK; /* not open (no WAL yet): nothing of it to make durable */
+    int r = f->pMethods->xSync(f, SQLITE_SYNC_FULL);
+    if (r == SQLITE_OK) return CDB_OK;
+    return cdb_seterr((r & 0xff) == SQLITE_FULL ? CDB_NOSPACE : CDB_IO, "fsync %s%s: %s",
+                      sqlite3_db_filename(conn, "main"), what, sqlite3_errstr(r));
 }
 
-cdb_status cdb_sql_fsync_file(const char *path) {
-    char wal[4200];
-    snprintf(wal, sizeof wal, "%s-wal", path);
-    cdb_status rc = fsync_path(wal, 0);
-    if (rc == CDB_OK) rc = fsync_path(path, 1);
-    return rc;
+cdb_status cdb_sql_fsync_conn(sqlite3 *conn) {
+    cdb_status rc = sync_file(conn, SQLITE_FCNTL_JOURNAL_POINTER, "-wal");
+    return rc == CDB_OK ? sync_file(conn, SQLITE_FCNTL_FILE_POINTER, "") : rc;
 }
 
 /* The indexed move-detection key: the hash's first 8 bytes as a big-endian int64

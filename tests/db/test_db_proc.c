@@ -5,8 +5,12 @@
 ** test: children running an ingest-like workload are SIGKILLed at random moments
 ** and at every step of the commit protocol, then a rerun redoes the pending rows
 ** and the result must equal a clean run bit for bit, nothing duplicated or missing.
+** Also: whatever the process does to its own files (flush, verify, counts), SQLite's
+** POSIX locks on them stay held (sqlite_locks_kept).
 */
 #include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -549,4 +553,67 @@ CDB_TEST(kill9_anywhere_then_redo) {
     tu_rmtree(base);
 }
 
-CDB_TEST_MAIN(lock_contention, stale_lock_taken_over, reader_during_write, kill9_anywhere_then_redo)
+/* ---- SQLite's own locks survive what clipdb does to its files ----------------------- */
+
+/* The pid holding a read lock on a WAL database file's SHARED range (SQLite's
+** PENDING_BYTE + 2, 510 bytes), as another process sees it: 0 when none. Every open
+** connection in WAL mode keeps one; closing any other descriptor of the file in the
+** same process drops it (POSIX), and a closing connection elsewhere then thinks it is
+** the last one and checkpoints and deletes the WAL under us. */
+static pid_t shared_lock_holder(const char *path) {
+    int fd[2];
+    pid_t holder = -1, pid;
+    if (pipe(fd) != 0 || (pid = fork()) < 0) return -1;
+    if (pid == 0) {
+        int f = open(path, O_RDWR | O_CLOEXEC);
+        struct flock fl;
+        memset(&fl, 0, sizeof fl);
+        fl.l_type = F_WRLCK;
+        fl.l_whence = SEEK_SET;
+        fl.l_start = 0x40000000 + 2;
+        fl.l_len = 510;
+        pid_t h = f >= 0 && fcntl(f, F_GETLK, &fl) == 0 ? (fl.l_type == F_UNLCK ? 0 : fl.l_pid) : -1;
+        if (write(fd[1], &h, sizeof h) != (ssize_t)sizeof h) _exit(1);
+        _exit(0);
+    }
+    close(fd[1]);
+    if (read(fd[0], &holder, sizeof holder) != (ssize_t)sizeof holder) holder = -1;
+    close(fd[0]);
+    waitpid(pid, NULL, 0);
+    return holder;
+}
+
+CDB_TEST(sqlite_locks_kept) {
+    char dir[256], cat[300], shard[300];
+    int64_t model = 0, root = 0;
+    cdb_db *db = NULL;
+    cdb_db_params p = cdb_db_params_default();
+    cdb_db_report *rep = NULL;
+    cdb_db_counts counts;
+    tu_tmpdir(dir, sizeof dir, "locks");
+    strcat(dir, "/db");
+    CHECK_OK(make_db(dir, &model, &root));
+    snprintf(cat, sizeof cat, "%s/catalog.db", dir);
+    snprintf(shard, sizeof shard, "%s/shards/0001.db", dir);
+    CHECK_OK(cdb_db_open(dir, &p, &db));
+    CHECK_OK(put_batch(db, model, root, 0, 20));
+    CHECK_EQ_INT(shared_lock_holder(cat), getpid());
+    CHECK_EQ_INT(shared_lock_holder(shard), getpid());
+    CHECK_OK(cdb_db_flush(db)); /* fsyncs every file the batch wrote */
+    CHECK_EQ_INT(shared_lock_holder(cat), getpid());
+    CHECK_EQ_INT(shared_lock_holder(shard), getpid());
+    CHECK_OK(put_batch(db, model, root, 20, 20));
+    CHECK_OK(cdb_db_get_counts(db, model, &counts));
+    CHECK_OK(cdb_db_verify(db, &rep));
+    cdb_db_report_free(rep);
+    CHECK_OK(cdb_db_flush(db));
+    CHECK_EQ_INT(shared_lock_holder(cat), getpid());
+    CHECK_EQ_INT(shared_lock_holder(shard), getpid());
+    cdb_db_close(db);
+    CHECK_EQ_INT(shared_lock_holder(cat), 0); /* the probe can see a lock's absence */
+    *strrchr(dir, '/') = '\0';
+    tu_rmtree(dir);
+}
+
+CDB_TEST_MAIN(lock_contention, stale_lock_taken_over, reader_during_write, kill9_anywhere_then_redo,
+              sqlite_locks_kept)
