@@ -17,16 +17,8 @@
 
 #include "cli/cli.h"
 
-#if CDB_CLI_HAVE_WORLD
-#define CLI_DEMO_WIRED 1
 #include "world/world.h"
-#else
-#define CLI_DEMO_WIRED 0
-#endif
 
-#define NO_MODULES "the world generator is not linked into this build"
-
-#if CLI_DEMO_WIRED
 /* Single-object queries shown: shapes alone, then color + shape pairs
 ** (cdb_world_query_make's CDB_WORLD_Q_SINGLE enumeration: 8 shapes, then 80 pairs). */
 static const int g_demo_queries[] = {0, 3, 6, 8 + 0 * 8 + 1, 8 + 4 * 8 + 0, 8 + 3 * 8 + 3,
@@ -39,7 +31,6 @@ static int64_t scene_index(const char *path) {
     if (strncmp(b, "img_", 4)) return -1;
     return strtoll(b + 4, NULL, 10);
 }
-#endif
 
 int cli_cmd_demo(int argc, char **argv) {
     static const cli_optspec spec[] = {{"count", 0, CLI_VALUE},  {"seed", 0, CLI_VALUE},
@@ -62,7 +53,6 @@ int cli_cmd_demo(int argc, char **argv) {
         rc = cli_usage_error("demo", "%s", a.err);
         goto done;
     }
-#if CLI_DEMO_WIRED
     {
         char dir[PATH_MAX], photos[PATH_MAX + 16], dbdir[PATH_MAX + 16], dur[32];
         const char *msrc, *dev_text;
@@ -232,9 +222,6 @@ int cli_cmd_demo(int argc, char **argv) {
         free(rr);
         cdb_engine_close(e);
     }
-#else
-    rc = cli_not_available("demo", NO_MODULES);
-#endif
 done:
     cli_args_free(&a);
     return rc;

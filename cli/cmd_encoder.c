@@ -3,10 +3,6 @@
 ** `models` (what a model is), `tokenize` (token ids), `embed` (fp32 embeddings of
 ** texts and images, JSON or .npy) and `preprocess` (the image tower's input as
 ** .npy). They exist so users and tests can check each stage against a reference.
-**
-** CDB_CLI_HAVE_ENCODER (set by cli/CMakeLists.txt) says whether the encoder
-** library is linked; without it these commands parse their options and then say
-** that the encoder is not in this build (exit 1).
 */
 #include <errno.h>
 #include <stdlib.h>
@@ -15,12 +11,9 @@
 #include "cli/cli.h"
 #include "encoder/encoder.h"
 
-#define NO_ENCODER "the encoder module is not linked into this build"
-
 /* Resolves and opens the model; on failure prints the error (+ hint), returns NULL. */
 static cdb_model *open_model(const char *flag, int load_vision, int load_text,
                              const char *device_flag, const char **path_out) {
-#if CDB_CLI_HAVE_ENCODER
     const char *src, *dev_text;
     const char *path = cli_model_path(flag, &src);
     cdb_model_params mp = cdb_model_params_default();
@@ -48,10 +41,6 @@ static cdb_model *open_model(const char *flag, int load_vision, int load_text,
     }
     if (path_out) *path_out = path;
     return m;
-#else
-    (void)flag, (void)load_vision, (void)load_text, (void)device_flag, (void)path_out;
-    return NULL;
-#endif
 }
 
 /* ---- models ------------------------------------------------------------------------- */
@@ -79,13 +68,8 @@ int cli_cmd_models(int argc, char **argv) {
         rc = cli_models_db(cli_get(&a, "db"), cli_get(&a, "default"), cli_has(&a, "json") > 0);
         goto done;
     }
-    if (!CDB_CLI_HAVE_ENCODER) {
-        rc = cli_not_available("models", NO_ENCODER);
-        goto done;
-    }
     cli_model_path(cli_get(&a, "model"), &src);
     if (!(m = open_model(cli_get(&a, "model"), 1, 1, "cpu", &path))) goto done;
-#if CDB_CLI_HAVE_ENCODER
     {
         const cdb_model_info *mi = cdb_model_get_info(m);
         const cdb_preprocess_params *pp = &mi->preprocess;
@@ -166,11 +150,8 @@ int cli_cmd_models(int argc, char **argv) {
         }
         rc = CLI_EXIT_OK;
     }
-#endif
 done:
-#if CDB_CLI_HAVE_ENCODER
     cdb_model_close(m);
-#endif
     cli_args_free(&a);
     return rc;
 }
@@ -189,12 +170,7 @@ int cli_cmd_tokenize(int argc, char **argv) {
         rc = cli_usage_error("tokenize", "no TEXT given");
         goto done;
     }
-    if (!CDB_CLI_HAVE_ENCODER) {
-        rc = cli_not_available("tokenize", NO_ENCODER);
-        goto done;
-    }
     if (!(m = open_model(cli_get(&a, "model"), 0, 1, "cpu", NULL))) goto done;
-#if CDB_CLI_HAVE_ENCODER
     {
         const cdb_tok *tok = cdb_model_tokenizer(m);
         int ctx = cdb_model_get_info(m)->context_length, json = cli_has(&a, "json");
@@ -269,11 +245,8 @@ int cli_cmd_tokenize(int argc, char **argv) {
         }
         free(ids);
     }
-#endif
 done:
-#if CDB_CLI_HAVE_ENCODER
     cdb_model_close(m);
-#endif
     cli_args_free(&a);
     return rc;
 }
@@ -284,7 +257,6 @@ done:
 ** invariant (encoder.h), so the rows are the bytes each image gives alone. */
 #define EMBED_BATCH 32
 
-#if CDB_CLI_HAVE_ENCODER
 /* Decodes, preprocesses and encodes images[0..n) in batches of EMBED_BATCH into
 ** out (n * embed_dim floats, in order). CLI_EXIT_OK, or the error printed (naming
 ** the image that failed to load, or the batch that failed to encode). */
@@ -316,7 +288,6 @@ static int embed_images(cdb_model *m, const char *const *images, int n,
     free(px);
     return rc;
 }
-#endif
 
 int cli_cmd_embed(int argc, char **argv) {
     static const cli_optspec spec[] = {
@@ -350,14 +321,9 @@ int cli_cmd_embed(int argc, char **argv) {
         rc = cli_usage_error("embed", "--format npy needs --out FILE");
         goto done;
     }
-    if (!CDB_CLI_HAVE_ENCODER) {
-        rc = cli_not_available("embed", NO_ENCODER);
-        goto done;
-    }
     if (!(m = open_model(cli_get(&a, "model"), n_img > 0, n_text > 0, cli_get(&a, "device"),
                          NULL)))
         goto done;
-#if CDB_CLI_HAVE_ENCODER
     {
         const cdb_model_info *mi = cdb_model_get_info(m);
         int dim = mi->embed_dim, n = n_text + n_img, normalize = !cli_has(&a, "raw");
@@ -444,11 +410,8 @@ int cli_cmd_embed(int argc, char **argv) {
         free(tvec);
         free(ivec);
     }
-#endif
 done:
-#if CDB_CLI_HAVE_ENCODER
     cdb_model_close(m);
-#endif
     cli_args_free(&a);
     return rc;
 }
@@ -474,12 +437,7 @@ int cli_cmd_preprocess(int argc, char **argv) {
         rc = cli_usage_error("preprocess", "missing --out FILE.npy");
         goto done;
     }
-    if (!CDB_CLI_HAVE_ENCODER) {
-        rc = cli_not_available("preprocess", NO_ENCODER);
-        goto done;
-    }
     if (!(m = open_model(cli_get(&a, "model"), 1, 0, "cpu", NULL))) goto done;
-#if CDB_CLI_HAVE_ENCODER
     {
         const cdb_preprocess_params *pp = &cdb_model_get_info(m)->preprocess;
         cdb_image_params ip = cdb_image_params_default();
@@ -509,11 +467,8 @@ int cli_cmd_preprocess(int argc, char **argv) {
         free(px);
         cdb_image_free(img);
     }
-#endif
 done:
-#if CDB_CLI_HAVE_ENCODER
     cdb_model_close(m);
-#endif
     cli_args_free(&a);
     return rc;
 }
