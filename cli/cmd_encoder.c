@@ -11,9 +11,19 @@
 #include "cli/cli.h"
 #include "encoder/encoder.h"
 
-/* Resolves and opens the model; on failure prints the error (+ hint), returns NULL. */
-static cdb_model *open_model(const char *flag, int load_vision, int load_text,
-                             const char *device_flag, const char **path_out) {
+/* What open_model loads. */
+enum {
+    LOAD_VISION = 1,  /* the image tower (and its preprocessing) */
+    LOAD_TEXT = 2,    /* the text tower (and its tokenizer) */
+    LOAD_INSPECT = 4  /* describe only (cdb_model_params.inspect_only): the configs,
+                      ** the tokenizer and the preprocessing, no weight byte read, no
+                      ** backend; for the commands that do not encode */
+};
+
+/* Resolves and opens the model with what `load` asks for (LOAD_*); on failure prints
+** the error (+ hint), returns NULL. */
+static cdb_model *open_model(const char *flag, int load, const char *device_flag,
+                             const char **path_out) {
     const char *src, *dev_text;
     const char *path = cli_model_path(flag, &src);
     cdb_model_params mp = cdb_model_params_default();
@@ -30,8 +40,9 @@ static cdb_model *open_model(const char *flag, int load_vision, int load_text,
         cli_error("expected auto, cpu or cuda", "bad device '%s'", dev_text);
         return NULL;
     }
-    mp.load_vision = load_vision;
-    mp.load_text = load_text;
+    mp.load_vision = (load & LOAD_VISION) != 0;
+    mp.load_text = (load & LOAD_TEXT) != 0;
+    mp.inspect_only = (load & LOAD_INSPECT) != 0;
     mp.device = (cdb_device_kind)dev;
     rc = cdb_model_open(path, &mp, &m);
     if (rc != CDB_OK) {
@@ -69,7 +80,7 @@ int cli_cmd_models(int argc, char **argv) {
         goto done;
     }
     cli_model_path(cli_get(&a, "model"), &src);
-    if (!(m = open_model(cli_get(&a, "model"), 1, 1, "cpu", &path))) goto done;
+    if (!(m = open_model(cli_get(&a, "model"), LOAD_VISION | LOAD_TEXT, "cpu", &path))) goto done;
     {
         const cdb_model_info *mi = cdb_model_get_info(m);
         const cdb_preprocess_params *pp = &mi->preprocess;
@@ -170,7 +181,7 @@ int cli_cmd_tokenize(int argc, char **argv) {
         rc = cli_usage_error("tokenize", "no TEXT given");
         goto done;
     }
-    if (!(m = open_model(cli_get(&a, "model"), 0, 1, "cpu", NULL))) goto done;
+    if (!(m = open_model(cli_get(&a, "model"), LOAD_TEXT | LOAD_INSPECT, "cpu", NULL))) goto done;
     {
         const cdb_tok *tok = cdb_model_tokenizer(m);
         int ctx = cdb_model_get_info(m)->context_length, json = cli_has(&a, "json");
@@ -321,8 +332,9 @@ int cli_cmd_embed(int argc, char **argv) {
         rc = cli_usage_error("embed", "--format npy needs --out FILE");
         goto done;
     }
-    if (!(m = open_model(cli_get(&a, "model"), n_img > 0, n_text > 0, cli_get(&a, "device"),
-                         NULL)))
+    if (!(m = open_model(cli_get(&a, "model"),
+                         (n_img ? LOAD_VISION : 0) | (n_text ? LOAD_TEXT : 0),
+                         cli_get(&a, "device"), NULL)))
         goto done;
     {
         const cdb_model_info *mi = cdb_model_get_info(m);
@@ -437,7 +449,7 @@ int cli_cmd_preprocess(int argc, char **argv) {
         rc = cli_usage_error("preprocess", "missing --out FILE.npy");
         goto done;
     }
-    if (!(m = open_model(cli_get(&a, "model"), 1, 0, "cpu", NULL))) goto done;
+    if (!(m = open_model(cli_get(&a, "model"), LOAD_VISION | LOAD_INSPECT, "cpu", NULL))) goto done;
     {
         const cdb_preprocess_params *pp = &cdb_model_get_info(m)->preprocess;
         cdb_image_params ip = cdb_image_params_default();
