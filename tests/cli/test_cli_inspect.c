@@ -29,30 +29,10 @@ static char g_model[300];
 
 /* ViT-B/32's state_dict in OpenAI naming: a header over a hole, in DIR/model.safetensors. */
 static int write_b32(const char *dir) {
-    const int64_t W = 768, T = 512, E = 512, P = 32, S = 7 * 7 + 1;
     st_writer w = {json_object(), 0, NULL};
-    char pre[64], file[400];
-    st_add(&w, "F16", 2, 4, (int64_t[]){W, 3, P, P}, "visual.conv1.weight");
-    T1(&w, W, "visual.class_embedding");
-    T2(&w, S, W, "visual.positional_embedding");
-    T1(&w, W, "visual.ln_pre.weight");
-    T1(&w, W, "visual.ln_pre.bias");
-    for (int i = 0; i < 12; i++) {
-        snprintf(pre, sizeof pre, "visual.transformer.resblocks.%d.", i);
-        add_block(&w, pre, W, 4 * W, 0);
-    }
-    T1(&w, W, "visual.ln_post.weight");
-    T1(&w, W, "visual.ln_post.bias");
-    T2(&w, W, E, "visual.proj");
-    T2(&w, VOCAB, T, "token_embedding.weight");
-    T2(&w, CTX, T, "positional_embedding");
-    for (int i = 0; i < 12; i++) {
-        snprintf(pre, sizeof pre, "transformer.resblocks.%d.", i);
-        add_block(&w, pre, T, 4 * T, 0);
-    }
-    T1(&w, T, "ln_final.weight");
-    T1(&w, T, "ln_final.bias");
-    T2(&w, T, E, "text_projection");
+    char file[400];
+    add_openai_vit(&w, 768, 32, 7, 12, 4 * 768, 4 * 768, 512);
+    add_openai_text(&w, VOCAB, CTX, 512, 12, 4 * 512, 512);
     st_add(&w, "F32", 4, 0, NULL, "logit_scale");
     snprintf(file, sizeof file, "%s/model.safetensors", dir);
     return write_header(file, &w, 0);
