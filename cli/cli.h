@@ -26,20 +26,6 @@
 #include "core/core.h"
 #include "engine/engine.h"
 
-/* Which modules this build links (set by cli/CMakeLists.txt as they land). */
-#ifndef CDB_CLI_HAVE_ENCODER
-#define CDB_CLI_HAVE_ENCODER 0
-#endif
-#ifndef CDB_CLI_HAVE_DB
-#define CDB_CLI_HAVE_DB 0
-#endif
-#ifndef CDB_CLI_HAVE_INDEX
-#define CDB_CLI_HAVE_INDEX 0
-#endif
-#ifndef CDB_CLI_HAVE_WORLD
-#define CDB_CLI_HAVE_WORLD 0
-#endif
-
 /* ---- exit codes ---------------------------------------------------------------- */
 enum {
     CLI_EXIT_OK = 0,          /* success */
@@ -128,8 +114,6 @@ void cli_hint(const char *fmt, ...) CDB_PRINTF(1, 2);
 /* A usage error: the error line, the command's usage lines, a pointer to --help.
 ** Returns CLI_EXIT_USAGE. cmd may be NULL (top level). */
 int cli_usage_error(const char *cmd, const char *fmt, ...) CDB_PRINTF(2, 3);
-/* A command whose module is not in this build yet: says so, returns CLI_EXIT_FAIL. */
-int cli_not_available(const char *cmd, const char *what);
 
 /* Progress: one live line on stderr, only when stderr is a terminal and not
 ** --quiet; redrawn at most 10 times a second. total < 0: not known yet. */

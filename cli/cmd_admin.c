@@ -494,6 +494,142 @@ done:
 
 /* ---- export ------------------------------------------------------------------------ */
 
+/* The files an export writes in its --out folder. npy: vectors.npy, ids.npy, paths.txt
+** and paths0.txt; jsonl: vectors.jsonl alone (fv). */
+typedef struct export_out {
+    int jsonl, fp32, dim;
+    const char *dir;
+    FILE *fv, *fi, *fp, *fp0;
+    char p_vec[4096], p_ids[4096], p_paths[4096], p_paths0[4096];
+    long hdr_end_v, hdr_end_i; /* where the .npy headers end (rewritten in place) */
+    int64_t n;                 /* rows written */
+} export_out;
+
+/* Opens x's files; the .npy headers say n_stored rows (fixed by export_finish when the
+** count differs). CLI_EXIT_OK or the error printed. */
+static int export_open(export_out *x, int64_t n_stored) {
+    int64_t shape[2] = {n_stored, x->dim};
+    if (x->jsonl) {
+        snprintf(x->p_vec, sizeof x->p_vec, "%s/vectors.jsonl", x->dir);
+        if (!(x->fv = fopen(x->p_vec, "wb")))
+            return cli_error(strerror(errno), "cannot write %s", x->p_vec);
+        return CLI_EXIT_OK;
+    }
+    snprintf(x->p_vec, sizeof x->p_vec, "%s/vectors.npy", x->dir);
+    snprintf(x->p_ids, sizeof x->p_ids, "%s/ids.npy", x->dir);
+    snprintf(x->p_paths, sizeof x->p_paths, "%s/paths.txt", x->dir);
+    snprintf(x->p_paths0, sizeof x->p_paths0, "%s/paths0.txt", x->dir);
+    x->fv = fopen(x->p_vec, "wb");
+    x->fi = fopen(x->p_ids, "wb");
+    x->fp = fopen(x->p_paths, "wb");
+    x->fp0 = fopen(x->p_paths0, "wb");
+    if (!x->fv || !x->fi || !x->fp || !x->fp0 ||
+        cli_npy_header(x->fv, x->fp32 ? "<f4" : "<f2", shape, 2) ||
+        cli_npy_header(x->fi, "<i8", shape, 1))
+        return cli_error(strerror(errno), "cannot write in %s", x->dir);
+    x->hdr_end_v = ftell(x->fv);
+    x->hdr_end_i = ftell(x->fi);
+    return CLI_EXIT_OK;
+}
+
+/* One row's path in paths.txt (one line per row: a newline in a name is written as \n
+** there) and paths0.txt (the exact bytes, NUL after each). */
+static void export_path(export_out *x, const char *path) {
+    for (const char *c = path; *c; c++) {
+        if (*c == '\n') fputs("\\n", x->fp);
+        else if (*c == '\r') fputs("\\r", x->fp);
+        else fputc(*c, x->fp);
+    }
+    fputc('\n', x->fp);
+    fputs(path, x->fp0);
+    fputc('\0', x->fp0);
+}
+
+/* One row of vectors.jsonl: {"id", "path", "vector"}. */
+static void export_jsonl_row(export_out *x, int64_t id, const char *path, const float *v) {
+    cli_json j;
+    cli_json_init(&j, x->fv, 0);
+    cli_json_begin_object(&j);
+    cli_json_key(&j, "id"); cli_json_int(&j, id);
+    cli_json_path(&j, "path", path);
+    cli_json_key(&j, "vector");
+    cli_json_begin_array(&j);
+    for (int d = 0; d < x->dim; d++) cli_json_float(&j, v[d]);
+    cli_json_end_array(&j);
+    cli_json_end_object(&j);
+    cli_json_done(&j);
+}
+
+/* Writes got rows (ids, their vectors in fp32 and fp16, their paths: taken and freed). */
+static void export_rows(export_out *x, int got, const int64_t *ids, const float *v32,
+                        const uint16_t *v16, char **paths) {
+    for (int i = 0; i < got; i++) {
+        char *path = paths[i];
+        paths[i] = NULL;
+        if (x->jsonl) export_jsonl_row(x, ids[i], path ? path : "", v32 + (size_t)i * x->dim);
+        else export_path(x, path ? path : "");
+        free(path);
+    }
+    if (!x->jsonl) {
+        if (x->fp32) fwrite(v32, sizeof *v32 * (size_t)x->dim, (size_t)got, x->fv);
+        else fwrite(v16, sizeof *v16 * (size_t)x->dim, (size_t)got, x->fv);
+        fwrite(ids, sizeof *ids, (size_t)got, x->fi);
+    }
+    x->n += got;
+}
+
+/* Closes x's files (NULL ones skipped); 0, or -1 when one failed to close (all are). */
+static int export_close(export_out *x) {
+    int failed = 0;
+    FILE **f[4] = {&x->fv, &x->fi, &x->fp, &x->fp0};
+    for (int i = 0; i < 4; i++) {
+        if (*f[i] && fclose(*f[i])) failed = 1;
+        *f[i] = NULL;
+    }
+    return failed ? -1 : 0;
+}
+
+/* The .npy shapes fixed in place when the rows written are not the n_stored the
+** headers said, then every file closed. CLI_EXIT_OK or the error printed. */
+static int export_finish(export_out *x, int64_t n_stored) {
+    if (!x->jsonl && x->n != n_stored) {
+        int64_t shape[2] = {x->n, x->dim};
+        rewind(x->fv);
+        rewind(x->fi);
+        if (cli_npy_header(x->fv, x->fp32 ? "<f4" : "<f2", shape, 2) ||
+            ftell(x->fv) != x->hdr_end_v || cli_npy_header(x->fi, "<i8", shape, 1) ||
+            ftell(x->fi) != x->hdr_end_i)
+            return cli_error("the header changed size", "cannot finish %s", x->p_vec);
+    }
+    if (export_close(x) != 0) return cli_error(strerror(errno), "cannot write in %s", x->dir);
+    return CLI_EXIT_OK;
+}
+
+/* Reads every vector of it, a chunk at a time, into x's files. CLI_EXIT_OK or the
+** error printed. */
+static int export_all(cdb_engine_vectors *it, export_out *x) {
+    const int chunk = 1024;
+    int64_t *ids = malloc(sizeof *ids * chunk);
+    uint16_t *v16 = malloc(sizeof *v16 * (size_t)chunk * (size_t)x->dim);
+    float *v32 = malloc(sizeof *v32 * (size_t)chunk * (size_t)x->dim);
+    char **paths = calloc((size_t)chunk, sizeof *paths);
+    int rc = CLI_EXIT_OK, got = 0;
+    if (!ids || !v16 || !v32 || !paths) rc = cli_error("out of memory", "cannot export");
+    while (rc == CLI_EXIT_OK) {
+        if (cdb_engine_vectors_read(it, chunk, ids, v32, v16, paths, &got) != CDB_OK)
+            rc = cli_engine_fail(NULL);
+        else if (got == 0)
+            break;
+        else
+            export_rows(x, got, ids, v32, v16, paths);
+    }
+    free(ids);
+    free(v16);
+    free(v32);
+    free(paths);
+    return rc;
+}
+
 int cli_cmd_export(int argc, char **argv) {
     static const cli_optspec spec[] = {{"db", 0, CLI_VALUE},     {"model", 0, CLI_VALUE},
                                        {"format", 0, CLI_VALUE}, {"dtype", 0, CLI_VALUE},
@@ -503,7 +639,11 @@ int cli_cmd_export(int argc, char **argv) {
     static const char *const dtypes[] = {"fp16", "fp32", NULL};
     cli_args a;
     int rc, fmt, dtype;
-    const char *out;
+    cdb_engine *e = NULL;
+    cdb_engine_model dm;
+    cdb_engine_vectors *it = NULL;
+    int64_t n_stored = 0;
+    export_out *x = calloc(1, sizeof *x);
     if (!cli_begin("export", &a, spec, argc, argv, &rc)) goto done;
     if (a.n_pos) {
         rc = cli_usage_error("export", "unexpected argument '%s' (the folder goes in --out)",
@@ -515,152 +655,43 @@ int cli_cmd_export(int argc, char **argv) {
         rc = cli_usage_error("export", "%s", a.err);
         goto done;
     }
-    if (!(out = cli_get(&a, "out"))) {
+    if (!cli_get(&a, "out")) {
         rc = cli_usage_error("export", "missing --out DIR");
         goto done;
     }
-    {
-        cdb_engine *e = NULL;
-        cdb_engine_model dm;
-        cdb_engine_vectors *it = NULL;
-        int64_t n_stored = 0;
-        char **paths = NULL;
-        FILE *fv = NULL, *fi = NULL, *fp = NULL;
-        char p_vec[4096], p_ids[4096], p_paths[4096], p_paths0[4096];
-        FILE *fp0 = NULL;
-        int64_t n = 0, shape[2];
-        long hdr_end_v = 0, hdr_end_i = 0;
-        const int chunk = 1024;
-        int64_t *ids = NULL;
-        uint16_t *v16 = NULL;
-        float *v32 = NULL;
-        if ((rc = cli_engine_open(cli_get(&a, "db"), 0, 0, CDB_ENGINE_DEVICE_CPU, 0, &e)) !=
-            CLI_EXIT_OK)
-            goto x_done;
-        if (cdb_engine_vectors_open(e, cli_get(&a, "model"), &it, &dm, &n_stored) != CDB_OK) {
-            rc = cli_engine_fail(cli_get(&a, "model"));
-            goto x_done;
-        }
-        if (mkdir(out, 0777) != 0 && errno != EEXIST) {
-            rc = cli_error(strerror(errno), "cannot create %s", out);
-            goto x_done;
-        }
-        ids = malloc(sizeof *ids * chunk);
-        v16 = malloc(sizeof *v16 * (size_t)chunk * (size_t)dm.dim);
-        v32 = malloc(sizeof *v32 * (size_t)chunk * (size_t)dm.dim);
-        paths = calloc((size_t)chunk, sizeof *paths);
-        if (!ids || !v16 || !v32 || !paths) {
-            rc = cli_error("out of memory", "cannot export");
-            goto x_done;
-        }
-        if (fmt == 0) {
-            snprintf(p_vec, sizeof p_vec, "%s/vectors.npy", out);
-            snprintf(p_ids, sizeof p_ids, "%s/ids.npy", out);
-            snprintf(p_paths, sizeof p_paths, "%s/paths.txt", out);
-            snprintf(p_paths0, sizeof p_paths0, "%s/paths0.txt", out);
-            fv = fopen(p_vec, "wb");
-            fi = fopen(p_ids, "wb");
-            fp = fopen(p_paths, "wb");
-            fp0 = fopen(p_paths0, "wb");
-            shape[0] = n_stored; /* rewritten at the end with the true count */
-            shape[1] = dm.dim;
-            if (!fv || !fi || !fp || !fp0 || cli_npy_header(fv, dtype ? "<f4" : "<f2", shape, 2) ||
-                cli_npy_header(fi, "<i8", shape, 1)) {
-                rc = cli_error(strerror(errno), "cannot write in %s", out);
-                goto x_done;
-            }
-            hdr_end_v = ftell(fv);
-            hdr_end_i = ftell(fi);
-        } else {
-            snprintf(p_vec, sizeof p_vec, "%s/vectors.jsonl", out);
-            if (!(fv = fopen(p_vec, "wb"))) {
-                rc = cli_error(strerror(errno), "cannot write %s", p_vec);
-                goto x_done;
-            }
-        }
-        for (;;) {
-            int got = 0;
-            if (cdb_engine_vectors_read(it, chunk, ids, v32, v16, paths, &got) != CDB_OK) {
-                rc = cli_engine_fail(NULL);
-                goto x_done;
-            }
-            if (got == 0) break;
-            for (int i = 0; i < got; i++) {
-                char *path = paths[i];
-                paths[i] = NULL;
-                if (fmt == 0) {
-                    /* one line per row: a newline in a name is written as \n there;
-                    ** paths0.txt has the exact bytes, NUL after each */
-                    for (const char *c = path ? path : ""; *c; c++) {
-                        if (*c == '\n') fputs("\\n", fp);
-                        else if (*c == '\r') fputs("\\r", fp);
-                        else fputc(*c, fp);
-                    }
-                    fputc('\n', fp);
-                    fputs(path ? path : "", fp0);
-                    fputc('\0', fp0);
-                } else {
-                    cli_json j;
-                    cli_json_init(&j, fv, 0);
-                    cli_json_begin_object(&j);
-                    cli_json_key(&j, "id"); cli_json_int(&j, ids[i]);
-                    cli_json_path(&j, "path", path ? path : "");
-                    cli_json_key(&j, "vector");
-                    cli_json_begin_array(&j);
-                    for (int d = 0; d < dm.dim; d++) cli_json_float(&j, v32[(size_t)i * dm.dim + d]);
-                    cli_json_end_array(&j);
-                    cli_json_end_object(&j);
-                    cli_json_done(&j);
-                }
-                free(path);
-            }
-            if (fmt == 0) {
-                if (dtype) fwrite(v32, sizeof *v32 * (size_t)dm.dim, (size_t)got, fv);
-                else fwrite(v16, sizeof *v16 * (size_t)dm.dim, (size_t)got, fv);
-                fwrite(ids, sizeof *ids, (size_t)got, fi);
-            }
-            n += got;
-        }
-        if (fmt == 0 && n != n_stored) { /* fix the shapes in place */
-            shape[0] = n;
-            rewind(fv);
-            rewind(fi);
-            if (cli_npy_header(fv, dtype ? "<f4" : "<f2", shape, 2) || ftell(fv) != hdr_end_v ||
-                cli_npy_header(fi, "<i8", shape, 1) || ftell(fi) != hdr_end_i) {
-                rc = cli_error("the header changed size", "cannot finish %s", p_vec);
-                goto x_done;
-            }
-        }
-        int close_failed = 0; /* close all three even when one fails */
-        if (fv && fclose(fv)) close_failed = 1;
-        if (fi && fclose(fi)) close_failed = 1;
-        if (fp && fclose(fp)) close_failed = 1;
-        if (fp0 && fclose(fp0)) close_failed = 1;
-        if (close_failed) {
-            fv = fi = fp = fp0 = NULL;
-            rc = cli_error(strerror(errno), "cannot write in %s", out);
-            goto x_done;
-        }
-        fv = fi = fp = fp0 = NULL;
-        if (!cli_quiet()) {
-            char b[32];
-            printf("Exported %s vectors (%s, %d dims, model %s) to %s\n",
-                   cli_fmt_count(n, b, sizeof b), dtype ? "fp32" : "fp16", dm.dim, dm.name, out);
-        }
-        rc = CLI_EXIT_OK;
-    x_done:
-        if (fv) fclose(fv);
-        if (fi) fclose(fi);
-        if (fp) fclose(fp);
-        if (fp0) fclose(fp0);
-        cdb_engine_vectors_close(it);
-        free(ids);
-        free(v16);
-        free(v32);
-        free(paths);
-        cdb_engine_close(e);
+    if (!x) {
+        rc = cli_error("out of memory", "cannot export");
+        goto done;
+    }
+    x->dir = cli_get(&a, "out");
+    x->jsonl = fmt == 1;
+    x->fp32 = dtype == 1;
+    if ((rc = cli_engine_open(cli_get(&a, "db"), 0, 0, CDB_ENGINE_DEVICE_CPU, 0, &e)) !=
+        CLI_EXIT_OK)
+        goto done;
+    if (cdb_engine_vectors_open(e, cli_get(&a, "model"), &it, &dm, &n_stored) != CDB_OK) {
+        rc = cli_engine_fail(cli_get(&a, "model"));
+        goto done;
+    }
+    if (mkdir(x->dir, 0777) != 0 && errno != EEXIST) {
+        rc = cli_error(strerror(errno), "cannot create %s", x->dir);
+        goto done;
+    }
+    x->dim = dm.dim;
+    if ((rc = export_open(x, n_stored)) != CLI_EXIT_OK || (rc = export_all(it, x)) != CLI_EXIT_OK ||
+        (rc = export_finish(x, n_stored)) != CLI_EXIT_OK)
+        goto done;
+    if (!cli_quiet()) {
+        char b[32];
+        printf("Exported %s vectors (%s, %d dims, model %s) to %s\n",
+               cli_fmt_count(x->n, b, sizeof b), x->fp32 ? "fp32" : "fp16", dm.dim, dm.name,
+               x->dir);
     }
 done:
+    if (x) export_close(x);
+    free(x);
+    cdb_engine_vectors_close(it);
+    cdb_engine_close(e);
     cli_args_free(&a);
     return rc;
 }

@@ -16,17 +16,8 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-
-#if CDB_CLI_HAVE_WORLD
-#define CLI_DEMO_WIRED 1
 #include "world/world.h"
-#else
-#define CLI_DEMO_WIRED 0
-#endif
 
-#define NO_MODULES "the world generator is not linked into this build"
-
-#if CLI_DEMO_WIRED
 /* Single-object queries shown: shapes alone, then color + shape pairs
 ** (cdb_world_query_make's CDB_WORLD_Q_SINGLE enumeration: 8 shapes, then 80 pairs). */
 static const int g_demo_queries[] = {0, 3, 6, 8 + 0 * 8 + 1, 8 + 4 * 8 + 0, 8 + 3 * 8 + 3,
@@ -39,7 +30,164 @@ static int64_t scene_index(const char *path) {
     if (strncmp(b, "img_", 4)) return -1;
     return strtoll(b + 4, NULL, 10);
 }
-#endif
+
+/* One demo run: where it is, what it generates, and the tally of its queries. */
+typedef struct demo_run {
+    char dir[PATH_MAX], photos[PATH_MAX + 16], dbdir[PATH_MAX + 16];
+    long count, seed, k, threads;
+    cdb_world_library_params lp;
+    int dim;
+    int top1;             /* queries whose first hit truly matches */
+    int64_t topk, shown;  /* hits that truly match, hits shown */
+} demo_run;
+
+/* d->dir: DIR (created if needed) or a new temporary folder; then the photos and
+** database paths inside it, refusing a folder that already holds a demo database.
+** CLI_EXIT_OK or the error printed. */
+static int demo_dir(const char *given, demo_run *d) {
+    char probe[PATH_MAX + 32];
+    struct stat sb;
+    if (given) {
+        snprintf(d->dir, sizeof d->dir, "%s", given);
+        if (mkdir(d->dir, 0777) != 0 && errno != EEXIST)
+            return cli_error(strerror(errno), "cannot create %s", d->dir);
+    } else {
+        const char *t = getenv("TMPDIR");
+        snprintf(d->dir, sizeof d->dir, "%s/clipdb-demo-XXXXXX", t && *t ? t : "/tmp");
+        if (!mkdtemp(d->dir)) return cli_error(strerror(errno), "cannot create a temporary folder");
+    }
+    snprintf(d->photos, sizeof d->photos, "%s/photos", d->dir);
+    snprintf(d->dbdir, sizeof d->dbdir, "%s/clipdb", d->dir);
+    snprintf(probe, sizeof probe, "%s/catalog.db", d->dbdir);
+    if (stat(probe, &sb) == 0) {
+        cli_error("the demo needs a fresh folder", "%s already holds a demo database", d->dir);
+        cli_hint("give another DIR, or none for a temporary one");
+        return CLI_EXIT_FAIL;
+    }
+    return CLI_EXIT_OK;
+}
+
+/* Steps 1 and 2: the library in d->photos, the database in d->dbdir bound to the model
+** at mpath (found from msrc), opened as writer on device into *e. CLI_EXIT_OK or the
+** error printed. */
+static int demo_create(demo_run *d, const char *mpath, const char *msrc, int device,
+                       cdb_engine **e /* OUT */) {
+    cdb_engine_create_info ci;
+    cdb_status st;
+    printf("1. Generating %ld images (seed %ld) in %s\n", d->count, d->seed, d->photos);
+    cli_flush_stdout();
+    d->lp.n_threads = (int)d->threads;
+    if ((st = cdb_world_generate(d->photos, (uint64_t)d->seed, 0, d->count, &d->lp)) != CDB_OK)
+        return cli_error_status(st, "cannot generate the library");
+    if ((st = cdb_engine_create(d->dbdir, mpath, &ci)) != CDB_OK) return cli_engine_fail(d->dbdir);
+    d->dim = ci.dim;
+    printf("2. Creating the database %s (model %s, %d dims, %s)\n", d->dbdir, ci.model_name,
+           d->dim, msrc);
+    cli_flush_stdout();
+    return cli_engine_open(d->dbdir, 1, 0, device, 0, e);
+}
+
+/* Step 3: ingests d->photos (made absolute, as stored). CLI_EXIT_OK, CLI_EXIT_INTERRUPTED
+** or the error printed. */
+static int demo_ingest(cdb_engine *e, demo_run *d) {
+    cdb_engine_run_params rp = cdb_engine_run_params_default();
+    cdb_engine_run_report *rr = calloc(1, sizeof *rr);
+    const char *paths[1] = {d->photos};
+    char abs[PATH_MAX], dur[32];
+    cdb_status st;
+    int rc = CLI_EXIT_OK;
+    rp.threads = d->threads ? (int)d->threads : cdb_default_threads();
+    if (realpath(d->photos, abs)) snprintf(d->photos, sizeof d->photos, "%s", abs);
+    printf("3. Ingesting\n");
+    cli_flush_stdout();
+    if (!rr) return cli_error("out of memory", "demo");
+    st = cdb_engine_ingest(e, paths, 1, &rp, rr);
+    if (st != CDB_OK) {
+        rc = rr->started ? cli_error_status(st, "ingest failed") : cli_engine_fail(NULL);
+    } else if (rr->interrupted || cli_interrupted()) {
+        rc = CLI_EXIT_INTERRUPTED;
+    } else {
+        const cdb_engine_summary *sum = &rr->sets[0].sum;
+        printf("   %lld images encoded, %lld errors, %s (%.1f images/s)\n", (long long)sum->added,
+               (long long)sum->errors, cli_fmt_duration(sum->seconds, dur, sizeof dur),
+               sum->seconds > 0 ? (double)sum->added / sum->seconds : 0.0);
+    }
+    free(rr);
+    return rc;
+}
+
+/* Prints the hits of query wq, each judged against the generator's record of its
+** scene, and adds them to d's tally. */
+static void demo_print_hits(demo_run *d, const cdb_world_query *wq, const char *text,
+                            const cdb_engine_result *res) {
+    printf("\n   \"%s\"\n", text);
+    for (int i = 0; i < res->n; i++) {
+        const char *path = res->hits[i].path;
+        cdb_world_scene sc;
+        char caption[256] = "?";
+        int64_t idx = scene_index(path);
+        int match = 0;
+        if (idx >= 0 && cdb_world_scene_make((uint64_t)d->seed, idx, &d->lp.scene, &sc) == CDB_OK) {
+            match = cdb_world_scene_matches(&sc, wq);
+            cdb_world_caption(&sc, caption, sizeof caption);
+        }
+        printf("   %2d  %.4f  %-3s  %s  (%s)\n", i + 1, (double)res->hits[i].score,
+               match ? "yes" : "no", strrchr(path, '/') ? strrchr(path, '/') + 1 : path, caption);
+        if (i == 0) d->top1 += match;
+        d->topk += match;
+        d->shown++;
+    }
+}
+
+/* Step 5, one query: g_demo_queries[qi] as text, encoded, searched as its own
+** embedding, printed. q: d->dim floats of scratch. CLI_EXIT_OK or the error printed. */
+static int demo_query(cdb_engine *e, demo_run *d, int qi, float *q) {
+    cdb_world_query wq;
+    char text[256];
+    cdb_engine_query eq;
+    cdb_engine_search_params sp = cdb_engine_search_params_default();
+    cdb_engine_result res;
+    cdb_status st;
+    if ((st = cdb_world_query_make((uint64_t)d->seed, g_demo_queries[qi], CDB_WORLD_Q_SINGLE,
+                                   &wq)) != CDB_OK ||
+        (st = cdb_world_query_text(&wq, text, sizeof text)) != CDB_OK)
+        return cli_error_status(st, "cannot make the demo queries");
+    if (cdb_engine_encode_text(e, NULL, text, q) != CDB_OK) return cli_engine_fail(NULL);
+    /* the text's own embedding, searched as it is */
+    memset(&eq, 0, sizeof eq);
+    eq.vector = q;
+    eq.vector_dim = d->dim;
+    sp.k = (int)d->k;
+    if (cdb_engine_search(e, &eq, &sp, &res) != CDB_OK) return cli_engine_fail(NULL);
+    demo_print_hits(d, &wq, text, &res);
+    cdb_engine_result_free(&res);
+    return CLI_EXIT_OK;
+}
+
+/* Steps 4 and 5: the index, then every demo query, then the precision line and where
+** the demo stays. CLI_EXIT_OK or the error printed. */
+static int demo_search(cdb_engine *e, demo_run *d, int64_t t0) {
+    int n_q = (int)(sizeof g_demo_queries / sizeof g_demo_queries[0]), rc = CLI_EXIT_OK;
+    cdb_engine_index_report ires;
+    char dur[32];
+    float *q;
+    if (cdb_engine_index_build(e, NULL, CDB_ENGINE_INDEX_AUTO, &ires) != CDB_OK)
+        return cli_engine_fail(NULL);
+    printf("4. Built the index: %s over %lld vectors\n", ires.kind, (long long)ires.n_vectors);
+    printf("5. Searching (a hit is 'yes' when the image truly shows the query)\n");
+    if (!(q = malloc(sizeof *q * (size_t)d->dim))) return cli_error("out of memory", "demo");
+    for (int qi = 0; qi < n_q && rc == CLI_EXIT_OK; qi++) rc = demo_query(e, d, qi, q);
+    free(q);
+    if (rc != CLI_EXIT_OK) return rc;
+    printf("\nprecision@1 = %.2f (%d/%d queries), precision@%ld = %.2f (%lld/%lld hits); "
+           "total %s\n",
+           n_q ? (double)d->top1 / n_q : 0.0, d->top1, n_q, d->k,
+           d->shown ? (double)d->topk / (double)d->shown : 0.0, (long long)d->topk,
+           (long long)d->shown, cli_fmt_duration((double)(cdb_now_ns() - t0) / 1e9, dur, sizeof dur));
+    printf("The demo library and database stay in %s; try:\n"
+           "  clipdb search --db %s \"a red star\"\n", d->dir, d->dbdir);
+    return CLI_EXIT_OK;
+}
 
 int cli_cmd_demo(int argc, char **argv) {
     static const cli_optspec spec[] = {{"count", 0, CLI_VALUE},  {"seed", 0, CLI_VALUE},
@@ -48,194 +196,47 @@ int cli_cmd_demo(int argc, char **argv) {
                                        {"quiet", 'q', CLI_FLAG}, {"help", 'h', CLI_FLAG},
                                        {0}};
     cli_args a;
-    int rc;
-    long count, seed, k, threads;
+    int rc, device;
+    const char *msrc, *dev_text, *mpath;
+    int64_t t0 = cdb_now_ns();
+    cdb_engine *e = NULL;
+    demo_run *d = calloc(1, sizeof *d);
     if (!cli_begin("demo", &a, spec, argc, argv, &rc)) goto done;
+    if (!d) {
+        rc = cli_error("out of memory", "demo");
+        goto done;
+    }
     if (a.n_pos > 1) {
         rc = cli_usage_error("demo", "expected at most one DIR, got %d", a.n_pos);
         goto done;
     }
-    if (cli_get_int(&a, "count", 500, 1, 10000000, &count) ||
-        cli_get_int(&a, "seed", 1, 0, 0x7fffffffL, &seed) ||
-        cli_get_int(&a, "k", 5, 1, 1000, &k) ||
-        cli_get_int(&a, "threads", 0, 0, 1024, &threads)) {
+    if (cli_get_int(&a, "count", 500, 1, 10000000, &d->count) ||
+        cli_get_int(&a, "seed", 1, 0, 0x7fffffffL, &d->seed) ||
+        cli_get_int(&a, "k", 5, 1, 1000, &d->k) ||
+        cli_get_int(&a, "threads", 0, 0, 1024, &d->threads)) {
         rc = cli_usage_error("demo", "%s", a.err);
         goto done;
     }
-#if CLI_DEMO_WIRED
-    {
-        char dir[PATH_MAX], photos[PATH_MAX + 16], dbdir[PATH_MAX + 16], dur[32];
-        const char *msrc, *dev_text;
-        const char *mpath = cli_model_path(cli_get(&a, "model"), &msrc);
-        int device = cli_device(cli_get(&a, "device"), &dev_text);
-        cdb_world_library_params lp = cdb_world_library_params_default();
-        cdb_engine *e = NULL;
-        cdb_engine_create_info ci;
-        cdb_engine_run_params rp = cdb_engine_run_params_default();
-        cdb_engine_run_report *rr = NULL;
-        cdb_engine_index_report ires;
-        cdb_status st;
-        int64_t t0 = cdb_now_ns();
-        int n_q = (int)(sizeof g_demo_queries / sizeof g_demo_queries[0]);
-        int top1 = 0, dim;
-        int64_t topk = 0, shown = 0;
-        float *q = NULL;
-        if (device < 0) {
-            rc = cli_usage_error("demo", "bad device '%s' (expected auto, cpu or cuda)", dev_text);
-            goto d_done;
-        }
-        if (!mpath) {
-            rc = cli_error("no --model, no CLIPDB_MODEL, and no bundled model was found",
-                           "no model for the demo");
-            goto d_done;
-        }
-        if (a.n_pos) {
-            snprintf(dir, sizeof dir, "%s", a.pos[0]);
-            if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
-                rc = cli_error(strerror(errno), "cannot create %s", dir);
-                goto d_done;
-            }
-        } else {
-            const char *t = getenv("TMPDIR");
-            snprintf(dir, sizeof dir, "%s/clipdb-demo-XXXXXX", t && *t ? t : "/tmp");
-            if (!mkdtemp(dir)) {
-                rc = cli_error(strerror(errno), "cannot create a temporary folder");
-                goto d_done;
-            }
-        }
-        snprintf(photos, sizeof photos, "%s/photos", dir);
-        snprintf(dbdir, sizeof dbdir, "%s/clipdb", dir);
-        {
-            char probe[PATH_MAX + 32];
-            struct stat sb;
-            snprintf(probe, sizeof probe, "%s/catalog.db", dbdir);
-            if (stat(probe, &sb) == 0) {
-                rc = cli_error("the demo needs a fresh folder", "%s already holds a demo database", dir);
-                cli_hint("give another DIR, or none for a temporary one");
-                goto d_done;
-            }
-        }
-        /* 1. the library */
-        printf("1. Generating %ld images (seed %ld) in %s\n", count, seed, photos);
-        cli_flush_stdout();
-        lp.n_threads = (int)threads;
-        if ((st = cdb_world_generate(photos, (uint64_t)seed, 0, count, &lp)) != CDB_OK) {
-            rc = cli_error_status(st, "cannot generate the library");
-            goto d_done;
-        }
-        /* 2. the database, bound to the model */
-        if ((st = cdb_engine_create(dbdir, mpath, &ci)) != CDB_OK) {
-            rc = cli_engine_fail(dbdir);
-            goto d_done;
-        }
-        dim = ci.dim;
-        printf("2. Creating the database %s (model %s, %d dims, %s)\n", dbdir, ci.model_name, dim,
-               msrc);
-        cli_flush_stdout();
-        if ((rc = cli_engine_open(dbdir, 1, 0, device, 0, &e)) != CLI_EXIT_OK) goto d_done;
-        /* 3. ingest */
-        rp.threads = threads ? (int)threads : cdb_default_threads();
-        {
-            char abs[PATH_MAX];
-            if (realpath(photos, abs)) snprintf(photos, sizeof photos, "%s", abs);
-        }
-        printf("3. Ingesting\n");
-        cli_flush_stdout();
-        if (!(rr = calloc(1, sizeof *rr))) {
-            rc = cli_error("out of memory", "demo");
-            goto d_done;
-        }
-        {
-            const char *paths[1] = {photos};
-            st = cdb_engine_ingest(e, paths, 1, &rp, rr);
-        }
-        if (st != CDB_OK) {
-            rc = rr->started ? cli_error_status(st, "ingest failed") : cli_engine_fail(NULL);
-            goto d_done;
-        }
-        if (rr->interrupted || cli_interrupted()) {
-            rc = CLI_EXIT_INTERRUPTED;
-            goto d_done;
-        }
-        {
-            const cdb_engine_summary *sum = &rr->sets[0].sum;
-            printf("   %lld images encoded, %lld errors, %s (%.1f images/s)\n", (long long)sum->added,
-                   (long long)sum->errors, cli_fmt_duration(sum->seconds, dur, sizeof dur),
-                   sum->seconds > 0 ? (double)sum->added / sum->seconds : 0.0);
-        }
-        /* 4. index */
-        if ((st = cdb_engine_index_build(e, NULL, CDB_ENGINE_INDEX_AUTO, &ires)) != CDB_OK) {
-            rc = cli_engine_fail(NULL);
-            goto d_done;
-        }
-        printf("4. Built the index: %s over %lld vectors\n", ires.kind, (long long)ires.n_vectors);
-        /* 5. queries */
-        printf("5. Searching (a hit is 'yes' when the image truly shows the query)\n");
-        if (!(q = malloc(sizeof *q * (size_t)dim))) {
-            rc = cli_error("out of memory", "demo");
-            goto d_done;
-        }
-        for (int qi = 0; qi < n_q; qi++) {
-            cdb_world_query wq;
-            char text[256];
-            cdb_engine_query eq;
-            cdb_engine_search_params sp = cdb_engine_search_params_default();
-            cdb_engine_result res;
-            if ((st = cdb_world_query_make((uint64_t)seed, g_demo_queries[qi], CDB_WORLD_Q_SINGLE, &wq)) != CDB_OK ||
-                (st = cdb_world_query_text(&wq, text, sizeof text)) != CDB_OK) {
-                rc = cli_error_status(st, "cannot make the demo queries");
-                goto d_done;
-            }
-            if (cdb_engine_encode_text(e, NULL, text, q) != CDB_OK) {
-                rc = cli_engine_fail(NULL);
-                goto d_done;
-            }
-            /* the text's own embedding, searched as it is */
-            memset(&eq, 0, sizeof eq);
-            eq.vector = q;
-            eq.vector_dim = dim;
-            sp.k = (int)k;
-            if (cdb_engine_search(e, &eq, &sp, &res) != CDB_OK) {
-                rc = cli_engine_fail(NULL);
-                goto d_done;
-            }
-            printf("\n   \"%s\"\n", text);
-            for (int i = 0; i < res.n; i++) {
-                const char *path = res.hits[i].path;
-                cdb_world_scene sc;
-                char caption[256] = "?";
-                int64_t idx = scene_index(path);
-                int match = 0;
-                if (idx >= 0 && cdb_world_scene_make((uint64_t)seed, idx, &lp.scene, &sc) == CDB_OK) {
-                    match = cdb_world_scene_matches(&sc, &wq);
-                    cdb_world_caption(&sc, caption, sizeof caption);
-                }
-                printf("   %2d  %.4f  %-3s  %s  (%s)\n", i + 1, (double)res.hits[i].score,
-                       match ? "yes" : "no", strrchr(path, '/') ? strrchr(path, '/') + 1 : path,
-                       caption);
-                if (i == 0) top1 += match;
-                topk += match;
-                shown++;
-            }
-            cdb_engine_result_free(&res);
-        }
-        printf("\nprecision@1 = %.2f (%d/%d queries), precision@%ld = %.2f (%lld/%lld hits); "
-               "total %s\n",
-               n_q ? (double)top1 / n_q : 0.0, top1, n_q, k,
-               shown ? (double)topk / (double)shown : 0.0, (long long)topk, (long long)shown,
-               cli_fmt_duration((double)(cdb_now_ns() - t0) / 1e9, dur, sizeof dur));
-        printf("The demo library and database stay in %s; try:\n"
-               "  clipdb search --db %s \"a red star\"\n", dir, dbdir);
-        rc = CLI_EXIT_OK;
-    d_done:
-        free(q);
-        free(rr);
-        cdb_engine_close(e);
+    mpath = cli_model_path(cli_get(&a, "model"), &msrc);
+    device = cli_device(cli_get(&a, "device"), &dev_text);
+    if (device < 0) {
+        rc = cli_usage_error("demo", "bad device '%s' (expected auto, cpu or cuda)", dev_text);
+        goto done;
     }
-#else
-    rc = cli_not_available("demo", NO_MODULES);
-#endif
+    if (!mpath) {
+        rc = cli_error("no --model, no CLIPDB_MODEL, and no bundled model was found",
+                       "no model for the demo");
+        goto done;
+    }
+    d->lp = cdb_world_library_params_default();
+    if ((rc = demo_dir(a.n_pos ? a.pos[0] : NULL, d)) != CLI_EXIT_OK ||
+        (rc = demo_create(d, mpath, msrc, device, &e)) != CLI_EXIT_OK ||
+        (rc = demo_ingest(e, d)) != CLI_EXIT_OK)
+        goto done;
+    rc = demo_search(e, d, t0);
 done:
+    cdb_engine_close(e);
+    free(d);
     cli_args_free(&a);
     return rc;
 }

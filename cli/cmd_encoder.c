@@ -3,10 +3,6 @@
 ** `models` (what a model is), `tokenize` (token ids), `embed` (fp32 embeddings of
 ** texts and images, JSON or .npy) and `preprocess` (the image tower's input as
 ** .npy). They exist so users and tests can check each stage against a reference.
-**
-** CDB_CLI_HAVE_ENCODER (set by cli/CMakeLists.txt) says whether the encoder
-** library is linked; without it these commands parse their options and then say
-** that the encoder is not in this build (exit 1).
 */
 #include <errno.h>
 #include <stdlib.h>
@@ -15,12 +11,19 @@
 #include "cli/cli.h"
 #include "encoder/encoder.h"
 
-#define NO_ENCODER "the encoder module is not linked into this build"
+/* What open_model loads. */
+enum {
+    LOAD_VISION = 1,  /* the image tower (and its preprocessing) */
+    LOAD_TEXT = 2,    /* the text tower (and its tokenizer) */
+    LOAD_INSPECT = 4  /* describe only (cdb_model_params.inspect_only): the configs,
+                      ** the tokenizer and the preprocessing, no weight byte read, no
+                      ** backend; for the commands that do not encode */
+};
 
-/* Resolves and opens the model; on failure prints the error (+ hint), returns NULL. */
-static cdb_model *open_model(const char *flag, int load_vision, int load_text,
-                             const char *device_flag, const char **path_out) {
-#if CDB_CLI_HAVE_ENCODER
+/* Resolves and opens the model with what `load` asks for (LOAD_*); on failure prints
+** the error (+ hint), returns NULL. */
+static cdb_model *open_model(const char *flag, int load, const char *device_flag,
+                             const char **path_out) {
     const char *src, *dev_text;
     const char *path = cli_model_path(flag, &src);
     cdb_model_params mp = cdb_model_params_default();
@@ -37,8 +40,9 @@ static cdb_model *open_model(const char *flag, int load_vision, int load_text,
         cli_error("expected auto, cpu or cuda", "bad device '%s'", dev_text);
         return NULL;
     }
-    mp.load_vision = load_vision;
-    mp.load_text = load_text;
+    mp.load_vision = (load & LOAD_VISION) != 0;
+    mp.load_text = (load & LOAD_TEXT) != 0;
+    mp.inspect_only = (load & LOAD_INSPECT) != 0;
     mp.device = (cdb_device_kind)dev;
     rc = cdb_model_open(path, &mp, &m);
     if (rc != CDB_OK) {
@@ -48,13 +52,95 @@ static cdb_model *open_model(const char *flag, int load_vision, int load_text,
     }
     if (path_out) *path_out = path;
     return m;
-#else
-    (void)flag, (void)load_vision, (void)load_text, (void)device_flag, (void)path_out;
-    return NULL;
-#endif
 }
 
 /* ---- models ------------------------------------------------------------------------- */
+
+static const char *act_name(const cdb_model_info *mi) {
+    return mi->act == CDB_ACT_GELU ? "gelu" : "quick_gelu";
+}
+
+static const char *interp_name(const cdb_preprocess_params *pp) {
+    return pp->interp == CDB_INTERP_BILINEAR ? "bilinear" : "bicubic";
+}
+
+/* "key": [v0, v1, v2] */
+static void json_floats3(cli_json *j, const char *key, const float *v) {
+    cli_json_key(j, key);
+    cli_json_begin_array(j);
+    for (int c = 0; c < 3; c++) cli_json_float(j, v[c]);
+    cli_json_end_array(j);
+}
+
+/* `models --json` of one model file: what it is, its towers and its preprocessing. */
+static void model_json(const cdb_model_info *mi, const char *path, const char *src) {
+    const cdb_preprocess_params *pp = &mi->preprocess;
+    cli_json j;
+    cli_json_init(&j, stdout, 1);
+    cli_json_begin_object(&j);
+    cli_json_key(&j, "name"); cli_json_str(&j, mi->name);
+    cli_json_path(&j, "path", path);
+    cli_json_key(&j, "source"); cli_json_str(&j, src);
+    cli_json_key(&j, "description"); cli_json_str(&j, mi->description);
+    cli_json_key(&j, "hash"); cli_json_str(&j, mi->hash);
+    cli_json_key(&j, "embed_dim"); cli_json_int(&j, mi->embed_dim);
+    cli_json_key(&j, "naming"); cli_json_str(&j, mi->naming);
+    cli_json_key(&j, "weights_dtype"); cli_json_str(&j, mi->weights_dtype);
+    cli_json_key(&j, "activation"); cli_json_str(&j, act_name(mi));
+    cli_json_key(&j, "activation_source"); cli_json_str(&j, mi->act_source);
+    cli_json_key(&j, "vision");
+    cli_json_begin_object(&j);
+    cli_json_key(&j, "family"); cli_json_str(&j, mi->vision_family);
+    cli_json_key(&j, "image_size"); cli_json_int(&j, mi->image_size);
+    cli_json_key(&j, "patch_size"); cli_json_int(&j, mi->patch_size);
+    cli_json_key(&j, "width"); cli_json_int(&j, mi->vision_width);
+    cli_json_key(&j, "layers"); cli_json_int(&j, mi->vision_layers);
+    cli_json_key(&j, "heads"); cli_json_int(&j, mi->vision_heads);
+    cli_json_end_object(&j);
+    cli_json_key(&j, "text");
+    cli_json_begin_object(&j);
+    cli_json_key(&j, "context_length"); cli_json_int(&j, mi->context_length);
+    cli_json_key(&j, "vocab_size"); cli_json_int(&j, mi->vocab_size);
+    cli_json_key(&j, "width"); cli_json_int(&j, mi->text_width);
+    cli_json_key(&j, "layers"); cli_json_int(&j, mi->text_layers);
+    cli_json_key(&j, "heads"); cli_json_int(&j, mi->text_heads);
+    cli_json_end_object(&j);
+    cli_json_key(&j, "preprocess");
+    cli_json_begin_object(&j);
+    cli_json_key(&j, "size"); cli_json_int(&j, pp->size);
+    cli_json_key(&j, "interpolation"); cli_json_str(&j, interp_name(pp));
+    json_floats3(&j, "mean", pp->mean);
+    json_floats3(&j, "std", pp->std);
+    cli_json_end_object(&j);
+    cli_json_end_object(&j);
+    cli_json_done(&j);
+}
+
+/* `models` of one model file, as text: one "field: value" line each. */
+static void model_text(const cdb_model_info *mi, const char *path, const char *src) {
+    const cdb_preprocess_params *pp = &mi->preprocess;
+    printf("model:        %s (%s)\n", mi->name, src);
+    printf("path:         %s\n", path);
+    if (mi->description && *mi->description) printf("description:  %s\n", mi->description);
+    printf("weights:      %s, %s naming, hash %s\n", mi->weights_dtype, mi->naming, mi->hash);
+    printf("embedding:    %d dims\n", mi->embed_dim);
+    if (!strcmp(mi->vision_family, "ResNet"))
+        printf("image tower:  ResNet, %dx%d input, width %d, blocks %d-%d-%d-%d, "
+               "attention pool %d wide, %d heads\n", mi->image_size, mi->image_size,
+               mi->vision_width, mi->vision_stage_blocks[0], mi->vision_stage_blocks[1],
+               mi->vision_stage_blocks[2], mi->vision_stage_blocks[3], mi->vision_pool_width,
+               mi->vision_heads);
+    else
+        printf("image tower:  %s, %dx%d input, patch %d, width %d, %d layers, %d heads\n",
+               mi->has_vision ? mi->vision_family : "none", mi->image_size, mi->image_size,
+               mi->patch_size, mi->vision_width, mi->vision_layers, mi->vision_heads);
+    printf("text tower:   context %d, vocab %d, width %d, %d layers, %d heads\n",
+           mi->context_length, mi->vocab_size, mi->text_width, mi->text_layers, mi->text_heads);
+    printf("activation:   %s (%s)\n", act_name(mi), mi->act_source);
+    printf("preprocess:   %s to %d, mean %.4f %.4f %.4f, std %.4f %.4f %.4f\n", interp_name(pp),
+           pp->size, (double)pp->mean[0], (double)pp->mean[1], (double)pp->mean[2],
+           (double)pp->std[0], (double)pp->std[1], (double)pp->std[2]);
+}
 
 int cli_cmd_models(int argc, char **argv) {
     static const cli_optspec spec[] = {{"model", 0, CLI_VALUE}, {"json", 0, CLI_FLAG},
@@ -79,103 +165,101 @@ int cli_cmd_models(int argc, char **argv) {
         rc = cli_models_db(cli_get(&a, "db"), cli_get(&a, "default"), cli_has(&a, "json") > 0);
         goto done;
     }
-    if (!CDB_CLI_HAVE_ENCODER) {
-        rc = cli_not_available("models", NO_ENCODER);
-        goto done;
-    }
     cli_model_path(cli_get(&a, "model"), &src);
-    if (!(m = open_model(cli_get(&a, "model"), 1, 1, "cpu", &path))) goto done;
-#if CDB_CLI_HAVE_ENCODER
-    {
-        const cdb_model_info *mi = cdb_model_get_info(m);
-        const cdb_preprocess_params *pp = &mi->preprocess;
-        const char *act = mi->act == CDB_ACT_GELU ? "gelu" : "quick_gelu";
-        if (cli_has(&a, "json")) {
-            cli_json j;
-            cli_json_init(&j, stdout, 1);
-            cli_json_begin_object(&j);
-            cli_json_key(&j, "name"); cli_json_str(&j, mi->name);
-            cli_json_path(&j, "path", path);
-            cli_json_key(&j, "source"); cli_json_str(&j, src);
-            cli_json_key(&j, "description"); cli_json_str(&j, mi->description);
-            cli_json_key(&j, "hash"); cli_json_str(&j, mi->hash);
-            cli_json_key(&j, "embed_dim"); cli_json_int(&j, mi->embed_dim);
-            cli_json_key(&j, "naming"); cli_json_str(&j, mi->naming);
-            cli_json_key(&j, "weights_dtype"); cli_json_str(&j, mi->weights_dtype);
-            cli_json_key(&j, "activation"); cli_json_str(&j, act);
-            cli_json_key(&j, "activation_source"); cli_json_str(&j, mi->act_source);
-            cli_json_key(&j, "vision");
-            cli_json_begin_object(&j);
-            cli_json_key(&j, "family"); cli_json_str(&j, mi->vision_family);
-            cli_json_key(&j, "image_size"); cli_json_int(&j, mi->image_size);
-            cli_json_key(&j, "patch_size"); cli_json_int(&j, mi->patch_size);
-            cli_json_key(&j, "width"); cli_json_int(&j, mi->vision_width);
-            cli_json_key(&j, "layers"); cli_json_int(&j, mi->vision_layers);
-            cli_json_key(&j, "heads"); cli_json_int(&j, mi->vision_heads);
-            cli_json_end_object(&j);
-            cli_json_key(&j, "text");
-            cli_json_begin_object(&j);
-            cli_json_key(&j, "context_length"); cli_json_int(&j, mi->context_length);
-            cli_json_key(&j, "vocab_size"); cli_json_int(&j, mi->vocab_size);
-            cli_json_key(&j, "width"); cli_json_int(&j, mi->text_width);
-            cli_json_key(&j, "layers"); cli_json_int(&j, mi->text_layers);
-            cli_json_key(&j, "heads"); cli_json_int(&j, mi->text_heads);
-            cli_json_end_object(&j);
-            cli_json_key(&j, "preprocess");
-            cli_json_begin_object(&j);
-            cli_json_key(&j, "size"); cli_json_int(&j, pp->size);
-            cli_json_key(&j, "interpolation");
-            cli_json_str(&j, pp->interp == CDB_INTERP_BILINEAR ? "bilinear" : "bicubic");
-            cli_json_key(&j, "mean");
-            cli_json_begin_array(&j);
-            for (int c = 0; c < 3; c++) cli_json_float(&j, pp->mean[c]);
-            cli_json_end_array(&j);
-            cli_json_key(&j, "std");
-            cli_json_begin_array(&j);
-            for (int c = 0; c < 3; c++) cli_json_float(&j, pp->std[c]);
-            cli_json_end_array(&j);
-            cli_json_end_object(&j);
-            cli_json_end_object(&j);
-            cli_json_done(&j);
-        } else {
-            printf("model:        %s (%s)\n", mi->name, src);
-            printf("path:         %s\n", path);
-            if (mi->description && *mi->description) printf("description:  %s\n", mi->description);
-            printf("weights:      %s, %s naming, hash %s\n", mi->weights_dtype, mi->naming,
-                   mi->hash);
-            printf("embedding:    %d dims\n", mi->embed_dim);
-            if (!strcmp(mi->vision_family, "ResNet"))
-                printf("image tower:  ResNet, %dx%d input, width %d, blocks %d-%d-%d-%d, "
-                       "attention pool %d wide, %d heads\n", mi->image_size, mi->image_size,
-                       mi->vision_width, mi->vision_stage_blocks[0], mi->vision_stage_blocks[1],
-                       mi->vision_stage_blocks[2], mi->vision_stage_blocks[3],
-                       mi->vision_pool_width, mi->vision_heads);
-            else
-                printf("image tower:  %s, %dx%d input, patch %d, width %d, %d layers, %d heads\n",
-                       mi->has_vision ? mi->vision_family : "none", mi->image_size,
-                       mi->image_size, mi->patch_size, mi->vision_width, mi->vision_layers,
-                       mi->vision_heads);
-            printf("text tower:   context %d, vocab %d, width %d, %d layers, %d heads\n",
-                   mi->context_length, mi->vocab_size, mi->text_width, mi->text_layers,
-                   mi->text_heads);
-            printf("activation:   %s (%s)\n", act, mi->act_source);
-            printf("preprocess:   %s to %d, mean %.4f %.4f %.4f, std %.4f %.4f %.4f\n",
-                   pp->interp == CDB_INTERP_BILINEAR ? "bilinear" : "bicubic", pp->size,
-                   (double)pp->mean[0], (double)pp->mean[1], (double)pp->mean[2],
-                   (double)pp->std[0], (double)pp->std[1], (double)pp->std[2]);
-        }
-        rc = CLI_EXIT_OK;
-    }
-#endif
+    if (!(m = open_model(cli_get(&a, "model"), LOAD_VISION | LOAD_TEXT, "cpu", &path))) goto done;
+    if (cli_has(&a, "json")) model_json(cdb_model_get_info(m), path, src);
+    else model_text(cdb_model_get_info(m), path, src);
+    rc = CLI_EXIT_OK;
 done:
-#if CDB_CLI_HAVE_ENCODER
     cdb_model_close(m);
-#endif
     cli_args_free(&a);
     return rc;
 }
 
 /* ---- tokenize ----------------------------------------------------------------------- */
+
+/* One text's entry of `tokenize --json`: its ids (ctx of them), with --verbose its
+** cleaned text and token strings (up to the end token at eot). */
+static void tokens_json(cli_json *j, const cdb_tok *tok, const char *text, const char *clean,
+                        const int32_t *ids, int ctx, int eot, int trunc, int verbose) {
+    cli_json_begin_object(j);
+    cli_json_key(j, "text"); cli_json_str(j, text);
+    if (verbose) { cli_json_key(j, "clean"); cli_json_str(j, clean); }
+    cli_json_key(j, "ids");
+    cli_json_begin_array(j);
+    j->pretty = 0;
+    for (int i = 0; i < ctx; i++) cli_json_int(j, ids[i]);
+    cli_json_end_array(j);
+    j->pretty = 1;
+    if (verbose) {
+        cli_json_key(j, "tokens");
+        cli_json_begin_array(j);
+        j->pretty = 0;
+        for (int i = 0; i <= eot; i++) cli_json_str(j, cdb_tok_token_str(tok, ids[i]));
+        cli_json_end_array(j);
+        j->pretty = 1;
+    }
+    cli_json_key(j, "eot_index"); cli_json_int(j, eot);
+    cli_json_key(j, "truncated"); cli_json_bool(j, trunc);
+    cli_json_end_object(j);
+}
+
+/* One text's line of ids, after (--verbose) "# text / # clean / # tokens" lines. */
+static void tokens_text(const cdb_tok *tok, const char *text, const char *clean,
+                        const int32_t *ids, int ctx, int eot, int verbose) {
+    if (verbose) {
+        printf("# text: %s\n# clean: %s\n# tokens:", text, clean ? clean : "");
+        for (int i = 0; i <= eot; i++) {
+            const char *ts = cdb_tok_token_str(tok, ids[i]);
+            printf(" %s", ts ? ts : "?");
+        }
+        printf("\n");
+    }
+    for (int i = 0; i < ctx; i++) printf(i ? " %d" : "%d", (int)ids[i]);
+    printf("\n");
+}
+
+/* Tokenizes texts[0..n) to ctx ids each and prints them (one JSON document, or a line
+** each). CLI_EXIT_OK or the error printed (at the first text that fails). */
+static int tokenize_all(const cdb_tok *tok, int ctx, const char *const *texts, int n, int json,
+                        int verbose) {
+    int32_t *ids = calloc((size_t)ctx, sizeof *ids);
+    int rc = CLI_EXIT_OK;
+    cli_json j;
+    if (!ids) return cli_error("out of memory", "cannot tokenize");
+    if (json) {
+        cli_json_init(&j, stdout, 1);
+        cli_json_begin_object(&j);
+        cli_json_key(&j, "context_length");
+        cli_json_int(&j, ctx);
+        cli_json_key(&j, "texts");
+        cli_json_begin_array(&j);
+    }
+    for (int t = 0; t < n; t++) {
+        int eot = 0, trunc = 0;
+        char *clean = NULL;
+        cdb_status st = cdb_tok_tokenize(tok, texts[t], strlen(texts[t]), ctx, ids, &eot, &trunc);
+        if (st != CDB_OK) {
+            rc = cli_error_status(st, "cannot tokenize text %d", t + 1);
+            break;
+        }
+        if (verbose) cdb_tok_clean(texts[t], strlen(texts[t]), &clean);
+        if (json) {
+            tokens_json(&j, tok, texts[t], clean, ids, ctx, eot, trunc, verbose);
+        } else {
+            tokens_text(tok, texts[t], clean, ids, ctx, eot, verbose);
+            if (trunc) cli_warn("text %d was truncated to %d tokens", t + 1, ctx);
+        }
+        cdb_free(clean);
+    }
+    if (json) {
+        cli_json_end_array(&j);
+        cli_json_end_object(&j);
+        cli_json_done(&j);
+    }
+    free(ids);
+    return rc;
+}
 
 int cli_cmd_tokenize(int argc, char **argv) {
     static const cli_optspec spec[] = {{"model", 0, CLI_VALUE}, {"json", 0, CLI_FLAG},
@@ -189,91 +273,15 @@ int cli_cmd_tokenize(int argc, char **argv) {
         rc = cli_usage_error("tokenize", "no TEXT given");
         goto done;
     }
-    if (!CDB_CLI_HAVE_ENCODER) {
-        rc = cli_not_available("tokenize", NO_ENCODER);
+    if (!(m = open_model(cli_get(&a, "model"), LOAD_TEXT | LOAD_INSPECT, "cpu", NULL))) goto done;
+    if (!cdb_model_tokenizer(m)) {
+        rc = cli_error("the model has no tokenizer", "cannot tokenize");
         goto done;
     }
-    if (!(m = open_model(cli_get(&a, "model"), 0, 1, "cpu", NULL))) goto done;
-#if CDB_CLI_HAVE_ENCODER
-    {
-        const cdb_tok *tok = cdb_model_tokenizer(m);
-        int ctx = cdb_model_get_info(m)->context_length, json = cli_has(&a, "json");
-        int verbose = cli_has(&a, "verbose");
-        int32_t *ids = calloc((size_t)ctx, sizeof *ids);
-        cli_json j;
-        if (!tok || !ids) {
-            free(ids);
-            rc = cli_error(tok ? "out of memory" : "the model has no tokenizer",
-                           "cannot tokenize");
-            goto done;
-        }
-        if (json) {
-            cli_json_init(&j, stdout, 1);
-            cli_json_begin_object(&j);
-            cli_json_key(&j, "context_length");
-            cli_json_int(&j, ctx);
-            cli_json_key(&j, "texts");
-            cli_json_begin_array(&j);
-        }
-        rc = CLI_EXIT_OK;
-        for (int t = 0; t < a.n_pos; t++) {
-            const char *text = a.pos[t];
-            int eot = 0, trunc = 0;
-            char *clean = NULL;
-            cdb_status st = cdb_tok_tokenize(tok, text, strlen(text), ctx, ids, &eot, &trunc);
-            if (st != CDB_OK) {
-                rc = cli_error_status(st, "cannot tokenize text %d", t + 1);
-                break;
-            }
-            if (verbose) cdb_tok_clean(text, strlen(text), &clean);
-            if (json) {
-                cli_json_begin_object(&j);
-                cli_json_key(&j, "text"); cli_json_str(&j, text);
-                if (verbose) { cli_json_key(&j, "clean"); cli_json_str(&j, clean); }
-                cli_json_key(&j, "ids");
-                cli_json_begin_array(&j);
-                j.pretty = 0;
-                for (int i = 0; i < ctx; i++) cli_json_int(&j, ids[i]);
-                cli_json_end_array(&j);
-                j.pretty = 1;
-                if (verbose) {
-                    cli_json_key(&j, "tokens");
-                    cli_json_begin_array(&j);
-                    j.pretty = 0;
-                    for (int i = 0; i <= eot; i++) cli_json_str(&j, cdb_tok_token_str(tok, ids[i]));
-                    cli_json_end_array(&j);
-                    j.pretty = 1;
-                }
-                cli_json_key(&j, "eot_index"); cli_json_int(&j, eot);
-                cli_json_key(&j, "truncated"); cli_json_bool(&j, trunc);
-                cli_json_end_object(&j);
-            } else {
-                if (verbose) {
-                    printf("# text: %s\n# clean: %s\n# tokens:", text, clean ? clean : "");
-                    for (int i = 0; i <= eot; i++) {
-                        const char *ts = cdb_tok_token_str(tok, ids[i]);
-                        printf(" %s", ts ? ts : "?");
-                    }
-                    printf("\n");
-                }
-                for (int i = 0; i < ctx; i++) printf(i ? " %d" : "%d", (int)ids[i]);
-                printf("\n");
-                if (trunc) cli_warn("text %d was truncated to %d tokens", t + 1, ctx);
-            }
-            cdb_free(clean);
-        }
-        if (json) {
-            cli_json_end_array(&j);
-            cli_json_end_object(&j);
-            cli_json_done(&j);
-        }
-        free(ids);
-    }
-#endif
+    rc = tokenize_all(cdb_model_tokenizer(m), cdb_model_get_info(m)->context_length, a.pos,
+                      a.n_pos, cli_has(&a, "json"), cli_has(&a, "verbose"));
 done:
-#if CDB_CLI_HAVE_ENCODER
     cdb_model_close(m);
-#endif
     cli_args_free(&a);
     return rc;
 }
@@ -284,7 +292,6 @@ done:
 ** invariant (encoder.h), so the rows are the bytes each image gives alone. */
 #define EMBED_BATCH 32
 
-#if CDB_CLI_HAVE_ENCODER
 /* Decodes, preprocesses and encodes images[0..n) in batches of EMBED_BATCH into
 ** out (n * embed_dim floats, in order). CLI_EXIT_OK, or the error printed (naming
 ** the image that failed to load, or the batch that failed to encode). */
@@ -316,7 +323,100 @@ static int embed_images(cdb_model *m, const char *const *images, int n,
     free(px);
     return rc;
 }
-#endif
+
+/* What `embed` embeds: texts and images, interleaved as they were given (ti[t] and
+** ii[i]: the argv positions of each, in order). */
+typedef struct embed_inputs {
+    const char **texts, **images;
+    int n_text, n_img;
+    const int *ti, *ii;
+} embed_inputs;
+
+/* 1 when the next row (after t texts and i images) is a text. */
+static int next_is_text(const embed_inputs *in, int t, int i) {
+    return i >= in->n_img || (t < in->n_text && in->ti[t] < in->ii[i]);
+}
+
+/* Every input's embedding into vec (n_text + n_img rows of dim floats, in the order
+** given). CLI_EXIT_OK or the error printed. */
+static int embed_rows(cdb_model *m, const embed_inputs *in, const cdb_image_params *ip,
+                      int normalize, float *vec /* OUT */) {
+    int dim = cdb_model_get_info(m)->embed_dim, rc = CLI_EXIT_OK;
+    float *tvec = calloc((size_t)(in->n_text ? in->n_text : 1) * (size_t)dim, sizeof *tvec);
+    float *ivec = calloc((size_t)(in->n_img ? in->n_img : 1) * (size_t)dim, sizeof *ivec);
+    cdb_status st;
+    if (!tvec || !ivec) {
+        rc = cli_error("out of memory", "cannot embed");
+    } else if (in->n_text &&
+               (st = cdb_encode_texts(m, in->texts, in->n_text, normalize, tvec)) != CDB_OK) {
+        rc = cli_error_status(st, "cannot embed the texts");
+    } else if (!in->n_img ||
+               (rc = embed_images(m, in->images, in->n_img, ip, normalize, ivec)) == CLI_EXIT_OK) {
+        for (int t = 0, i = 0, row = 0; t < in->n_text || i < in->n_img; row++) {
+            const float *src = next_is_text(in, t, i) ? tvec + (size_t)t++ * dim
+                                                      : ivec + (size_t)i++ * dim;
+            memcpy(vec + (size_t)row * dim, src, sizeof *vec * dim);
+        }
+    }
+    free(tvec);
+    free(ivec);
+    return rc;
+}
+
+/* The JSON document of `embed` to f: the model, the inputs, one array per row. */
+static void embed_json(FILE *f, const cdb_model_info *mi, const embed_inputs *in, int normalize,
+                       const float *vec) {
+    int dim = mi->embed_dim, n = in->n_text + in->n_img;
+    cli_json j;
+    cli_json_init(&j, f, 1);
+    cli_json_begin_object(&j);
+    cli_json_key(&j, "model"); cli_json_str(&j, mi->name);
+    cli_json_key(&j, "dim"); cli_json_int(&j, dim);
+    cli_json_key(&j, "normalized"); cli_json_bool(&j, normalize);
+    cli_json_key(&j, "inputs");
+    cli_json_begin_array(&j);
+    for (int t = 0, i = 0; t < in->n_text || i < in->n_img;) {
+        cli_json_begin_object(&j);
+        if (next_is_text(in, t, i)) {
+            cli_json_key(&j, "text");
+            cli_json_str(&j, in->texts[t++]);
+        } else {
+            cli_json_path(&j, "image", in->images[i++]);
+        }
+        cli_json_end_object(&j);
+    }
+    cli_json_end_array(&j);
+    cli_json_key(&j, "embeddings");
+    cli_json_begin_array(&j);
+    for (int r = 0; r < n; r++) {
+        cli_json_begin_array(&j);
+        j.pretty = 0;
+        for (int d = 0; d < dim; d++) cli_json_float(&j, vec[(size_t)r * dim + d]);
+        cli_json_end_array(&j);
+        j.pretty = 1;
+    }
+    cli_json_end_array(&j);
+    cli_json_end_object(&j);
+    cli_json_done(&j);
+}
+
+/* Writes the rows as .npy (npy: to out, "-" for stdout) or JSON (to out, else stdout).
+** CLI_EXIT_OK or the error printed. */
+static int embed_write(const char *out, int npy, const cdb_model_info *mi,
+                       const embed_inputs *in, int normalize, const float *vec) {
+    FILE *f;
+    if (npy) {
+        int64_t shape[2] = {in->n_text + in->n_img, mi->embed_dim};
+        if (cli_npy_write(out, "<f4", shape, 2, vec, sizeof *vec) != 0)
+            return cli_error(strerror(errno), "cannot write %s", out);
+        return CLI_EXIT_OK;
+    }
+    if (!(f = out ? fopen(out, "w") : stdout))
+        return cli_error(strerror(errno), "cannot write %s", out);
+    embed_json(f, mi, in, normalize, vec);
+    if (out && fclose(f) != 0) return cli_error(strerror(errno), "cannot write %s", out);
+    return CLI_EXIT_OK;
+}
 
 int cli_cmd_embed(int argc, char **argv) {
     static const cli_optspec spec[] = {
@@ -326,12 +426,17 @@ int cli_cmd_embed(int argc, char **argv) {
         {0}};
     static const char *const formats[] = {"json", "npy", NULL};
     cli_args a;
-    int rc = CLI_EXIT_FAIL, fmt, n_text, n_img;
-    const char **texts, **images, *out;
+    int rc = CLI_EXIT_FAIL, fmt, normalize;
+    const char *out;
+    embed_inputs in;
+    cdb_image_params ip = cdb_image_params_default();
     cdb_model *m = NULL;
+    float *vec = NULL;
     if (!cli_begin("embed", &a, spec, argc, argv, &rc)) goto done;
-    n_text = cli_get_all(&a, "text", &texts);
-    n_img = cli_get_all(&a, "image", &images);
+    in.n_text = cli_get_all(&a, "text", &in.texts);
+    in.n_img = cli_get_all(&a, "image", &in.images);
+    in.ti = a.argi[1]; /* argv positions of --text (spec[1]) and --image (spec[2]) */
+    in.ii = a.argi[2];
     out = cli_get(&a, "out");
     if ((fmt = cli_get_choice(&a, "format", formats, 0)) < 0) {
         rc = cli_usage_error("embed", "%s", a.err);
@@ -342,7 +447,7 @@ int cli_cmd_embed(int argc, char **argv) {
                              a.pos[0]);
         goto done;
     }
-    if (n_text + n_img == 0) {
+    if (in.n_text + in.n_img == 0) {
         rc = cli_usage_error("embed", "nothing to embed: give --text TEXT or --image PATH");
         goto done;
     }
@@ -350,110 +455,49 @@ int cli_cmd_embed(int argc, char **argv) {
         rc = cli_usage_error("embed", "--format npy needs --out FILE");
         goto done;
     }
-    if (!CDB_CLI_HAVE_ENCODER) {
-        rc = cli_not_available("embed", NO_ENCODER);
+    if (!(m = open_model(cli_get(&a, "model"),
+                         (in.n_img ? LOAD_VISION : 0) | (in.n_text ? LOAD_TEXT : 0),
+                         cli_get(&a, "device"), NULL)))
+        goto done;
+    normalize = !cli_has(&a, "raw");
+    ip.apply_exif = !cli_has(&a, "no-exif");
+    if (!(vec = calloc((size_t)(in.n_text + in.n_img) * (size_t)cdb_model_get_info(m)->embed_dim,
+                       sizeof *vec))) {
+        rc = cli_error("out of memory", "cannot embed");
         goto done;
     }
-    if (!(m = open_model(cli_get(&a, "model"), n_img > 0, n_text > 0, cli_get(&a, "device"),
-                         NULL)))
-        goto done;
-#if CDB_CLI_HAVE_ENCODER
-    {
-        const cdb_model_info *mi = cdb_model_get_info(m);
-        int dim = mi->embed_dim, n = n_text + n_img, normalize = !cli_has(&a, "raw");
-        /* argv positions of --text (spec[1]) and --image (spec[2]): keep the given order */
-        int *ti = a.argi[1], *ii = a.argi[2];
-        float *vec = calloc((size_t)n * (size_t)dim, sizeof *vec);
-        float *tvec = calloc((size_t)(n_text ? n_text : 1) * (size_t)dim, sizeof *tvec);
-        float *ivec = calloc((size_t)(n_img ? n_img : 1) * (size_t)dim, sizeof *ivec);
-        cdb_image_params ip = cdb_image_params_default();
-        int t = 0, i = 0, row = 0;
-        cdb_status st = CDB_OK;
-        if (!vec || !tvec || !ivec) {
-            rc = cli_error("out of memory", "cannot embed");
-            goto embed_done;
-        }
-        ip.apply_exif = !cli_has(&a, "no-exif");
-        if (n_text && (st = cdb_encode_texts(m, texts, n_text, normalize, tvec)) != CDB_OK) {
-            rc = cli_error_status(st, "cannot embed the texts");
-            goto embed_done;
-        }
-        if (n_img && (rc = embed_images(m, images, n_img, &ip, normalize, ivec)) != CLI_EXIT_OK)
-            goto embed_done;
-        while (t < n_text || i < n_img) {
-            if (i >= n_img || (t < n_text && ti[t] < ii[i])) {
-                memcpy(vec + (size_t)row * dim, tvec + (size_t)t * dim, sizeof *vec * dim);
-                t++;
-            } else {
-                memcpy(vec + (size_t)row * dim, ivec + (size_t)i * dim, sizeof *vec * dim);
-                i++;
-            }
-            row++;
-        }
-        if (fmt == 1) {
-            int64_t shape[2] = {n, dim};
-            if (cli_npy_write(out, "<f4", shape, 2, vec, sizeof *vec) != 0) {
-                rc = cli_error(strerror(errno), "cannot write %s", out);
-                goto embed_done;
-            }
-        } else {
-            FILE *f = out ? fopen(out, "w") : stdout;
-            cli_json j;
-            if (!f) {
-                rc = cli_error(strerror(errno), "cannot write %s", out);
-                goto embed_done;
-            }
-            cli_json_init(&j, f, 1);
-            cli_json_begin_object(&j);
-            cli_json_key(&j, "model"); cli_json_str(&j, mi->name);
-            cli_json_key(&j, "dim"); cli_json_int(&j, dim);
-            cli_json_key(&j, "normalized"); cli_json_bool(&j, normalize);
-            cli_json_key(&j, "inputs");
-            cli_json_begin_array(&j);
-            for (t = 0, i = 0; t < n_text || i < n_img;) {
-                cli_json_begin_object(&j);
-                if (i >= n_img || (t < n_text && ti[t] < ii[i])) {
-                    cli_json_key(&j, "text");
-                    cli_json_str(&j, texts[t++]);
-                } else {
-                    cli_json_path(&j, "image", images[i++]);
-                }
-                cli_json_end_object(&j);
-            }
-            cli_json_end_array(&j);
-            cli_json_key(&j, "embeddings");
-            cli_json_begin_array(&j);
-            for (int r = 0; r < n; r++) {
-                cli_json_begin_array(&j);
-                j.pretty = 0;
-                for (int d = 0; d < dim; d++) cli_json_float(&j, vec[(size_t)r * dim + d]);
-                cli_json_end_array(&j);
-                j.pretty = 1;
-            }
-            cli_json_end_array(&j);
-            cli_json_end_object(&j);
-            cli_json_done(&j);
-            if (out && fclose(f) != 0) {
-                rc = cli_error(strerror(errno), "cannot write %s", out);
-                goto embed_done;
-            }
-        }
-        rc = CLI_EXIT_OK;
-    embed_done:
-        free(vec);
-        free(tvec);
-        free(ivec);
-    }
-#endif
+    if ((rc = embed_rows(m, &in, &ip, normalize, vec)) == CLI_EXIT_OK)
+        rc = embed_write(out, fmt == 1, cdb_model_get_info(m), &in, normalize, vec);
 done:
-#if CDB_CLI_HAVE_ENCODER
+    free(vec);
     cdb_model_close(m);
-#endif
     cli_args_free(&a);
     return rc;
 }
 
 /* ---- preprocess --------------------------------------------------------------------- */
+
+/* Decodes image, preprocesses it with pp and writes the 3 x size x size array to out
+** ("-": stdout). CLI_EXIT_OK or the error printed. */
+static int preprocess_to(const char *image, const cdb_preprocess_params *pp,
+                         const cdb_image_params *ip, const char *out) {
+    cdb_image *img = NULL;
+    float *px = NULL;
+    int64_t shape[3] = {3, pp->size, pp->size};
+    int rc = CLI_EXIT_OK;
+    cdb_status st;
+    if ((st = cdb_image_load(image, ip, &img)) != CDB_OK)
+        rc = cli_error_status(st, "cannot read the image %s", image);
+    else if (!(px = malloc(sizeof *px * 3 * (size_t)pp->size * (size_t)pp->size)))
+        rc = cli_error("out of memory", "cannot preprocess %s", image);
+    else if ((st = cdb_image_preprocess(img, pp, px, NULL)) != CDB_OK)
+        rc = cli_error_status(st, "cannot preprocess %s", image);
+    else if (cli_npy_write(out, "<f4", shape, 3, px, sizeof *px) != 0)
+        rc = cli_error(strerror(errno), "cannot write %s", out);
+    free(px);
+    cdb_image_free(img);
+    return rc;
+}
 
 int cli_cmd_preprocess(int argc, char **argv) {
     static const cli_optspec spec[] = {{"model", 0, CLI_VALUE}, {"out", 0, CLI_VALUE},
@@ -463,6 +507,7 @@ int cli_cmd_preprocess(int argc, char **argv) {
     int rc = CLI_EXIT_FAIL;
     const char *out;
     cdb_model *m = NULL;
+    cdb_image_params ip = cdb_image_params_default();
     if (!cli_begin("preprocess", &a, spec, argc, argv, &rc)) goto done;
     out = cli_get(&a, "out");
     if (a.n_pos != 1) {
@@ -474,46 +519,11 @@ int cli_cmd_preprocess(int argc, char **argv) {
         rc = cli_usage_error("preprocess", "missing --out FILE.npy");
         goto done;
     }
-    if (!CDB_CLI_HAVE_ENCODER) {
-        rc = cli_not_available("preprocess", NO_ENCODER);
-        goto done;
-    }
-    if (!(m = open_model(cli_get(&a, "model"), 1, 0, "cpu", NULL))) goto done;
-#if CDB_CLI_HAVE_ENCODER
-    {
-        const cdb_preprocess_params *pp = &cdb_model_get_info(m)->preprocess;
-        cdb_image_params ip = cdb_image_params_default();
-        cdb_image *img = NULL;
-        float *px = NULL;
-        int64_t shape[3] = {3, pp->size, pp->size};
-        cdb_status st;
-        ip.apply_exif = !cli_has(&a, "no-exif");
-        if ((st = cdb_image_load(a.pos[0], &ip, &img)) != CDB_OK) {
-            rc = cli_error_status(st, "cannot read the image %s", a.pos[0]);
-            goto pp_done;
-        }
-        if (!(px = malloc(sizeof *px * 3 * (size_t)pp->size * (size_t)pp->size))) {
-            rc = cli_error("out of memory", "cannot preprocess %s", a.pos[0]);
-            goto pp_done;
-        }
-        if ((st = cdb_image_preprocess(img, pp, px, NULL)) != CDB_OK) {
-            rc = cli_error_status(st, "cannot preprocess %s", a.pos[0]);
-            goto pp_done;
-        }
-        if (cli_npy_write(out, "<f4", shape, 3, px, sizeof *px) != 0) {
-            rc = cli_error(strerror(errno), "cannot write %s", out);
-            goto pp_done;
-        }
-        rc = CLI_EXIT_OK;
-    pp_done:
-        free(px);
-        cdb_image_free(img);
-    }
-#endif
+    if (!(m = open_model(cli_get(&a, "model"), LOAD_VISION | LOAD_INSPECT, "cpu", NULL))) goto done;
+    ip.apply_exif = !cli_has(&a, "no-exif");
+    rc = preprocess_to(a.pos[0], &cdb_model_get_info(m)->preprocess, &ip, out);
 done:
-#if CDB_CLI_HAVE_ENCODER
     cdb_model_close(m);
-#endif
     cli_args_free(&a);
     return rc;
 }

@@ -36,17 +36,6 @@ static char *join_words(const char **w, int n) {
     return s;
 }
 
-/* Why a search found nothing, when an option is the likely reason (stderr: the
-** empty result itself stays the output). */
-static void note_no_hits(const char *under, int under_exists, double min_score) {
-    if (cli_quiet()) return;
-    if (under && !under_exists)
-        cli_hint("--under %s does not exist, and no stored path starts with it", under);
-    else if (under)
-        cli_hint("no photo under %s matched", under);
-    if (min_score > -1.0) cli_hint("no hit scored --min-score %.4g or more", min_score);
-}
-
 /* Reads the query text from stdin into *text (heap, NUL-terminated): at most
 ** CLI_QUERY_MAX_BYTES + 1 bytes are read; *too_long is set when there were more. */
 static int read_query_stdin(char **text, size_t *len, int *too_long) {
@@ -125,169 +114,215 @@ static void print_hits(const cdb_engine_hit *h, int n, int json, int paths, int 
     cli_flush_stdout();
 }
 
+/* The --under places of a search, as absolute paths (stored paths are absolute). */
+typedef struct under_list {
+    int n;
+    cdb_engine_under *u;   /* n places, for cdb_engine_search_params.unders */
+    char (*abs)[PATH_MAX]; /* the paths u[i].path points at */
+    int *exists;           /* 1: the path exists here (its absolute form is realpath's) */
+    const char **given;    /* as the user wrote them (for the notes) */
+} under_list;
+
+static void unders_free(under_list *l) {
+    free(l->u);
+    free(l->abs);
+    free(l->exists);
+    memset(l, 0, sizeof *l);
+}
+
+/* Each --under as the engine compares it: an existing folder matches whole path
+** components; anything else (a file, a path that does not exist here) is a plain prefix
+** of the absolute path it names. CLI_EXIT_OK or the error printed. */
+static int unders_resolve(const char **given, int n, under_list *l /* OUT */) {
+    memset(l, 0, sizeof *l);
+    if (!n) return CLI_EXIT_OK;
+    l->u = calloc((size_t)n, sizeof *l->u);
+    l->abs = calloc((size_t)n, sizeof *l->abs);
+    l->exists = calloc((size_t)n, sizeof *l->exists);
+    if (!l->u || !l->abs || !l->exists) {
+        unders_free(l);
+        return cli_error("out of memory", "cannot search");
+    }
+    l->n = n;
+    l->given = given;
+    for (int i = 0; i < n; i++) {
+        struct stat sb;
+        char cwd[PATH_MAX];
+        if ((l->exists[i] = realpath(given[i], l->abs[i]) != NULL))
+            l->u[i].folder = stat(l->abs[i], &sb) == 0 && S_ISDIR(sb.st_mode);
+        else if (given[i][0] != '/' && getcwd(cwd, sizeof cwd))
+            snprintf(l->abs[i], PATH_MAX, "%.*s/%s", PATH_MAX / 2, cwd, given[i]);
+        else
+            snprintf(l->abs[i], PATH_MAX, "%s", given[i]);
+        l->u[i].path = l->abs[i];
+    }
+    return CLI_EXIT_OK;
+}
+
+/* Why a search found nothing, when an option is the likely reason (stderr: the
+** empty result itself stays the output). */
+static void note_no_hits(const under_list *l, double min_score) {
+    if (cli_quiet()) return;
+    for (int i = 0; i < l->n; i++)
+        if (!l->exists[i])
+            cli_hint("--under %s does not exist, and no stored path starts with it", l->given[i]);
+        else
+            cli_hint("no photo under %s matched", l->given[i]);
+    if (min_score > -1.0) cli_hint("no hit scored --min-score %.4g or more", min_score);
+}
+
+/* The options checked before anything runs: -k, --min-score, --sort, the output
+** flags, that there is a query, and that its text fits the limit (before any copy:
+** bounded work and memory whatever the caller passes). CLI_EXIT_OK, or the usage
+** error printed. */
+static int check_search_args(cli_args *a, int n_img, const char **nots, int n_not,
+                             long *k /* OUT */, double *min_score /* OUT */,
+                             int *sort /* OUT */) {
+    static const char *const sorts[] = {"score", "time", NULL};
+    size_t total = 0;
+    if (cli_get_int(a, "k", 10, 1, 100000, k) ||
+        cli_get_double(a, "min-score", -1.0, -1.0, 1.0, min_score) ||
+        (*sort = cli_get_choice(a, "sort", sorts, 0)) < 0)
+        return cli_usage_error("search", "%s", a->err);
+    if (cli_has(a, "json") && cli_has(a, "paths"))
+        return cli_usage_error("search", "--json and --paths cannot be combined");
+    if (cli_has(a, "null") && !cli_has(a, "paths"))
+        return cli_usage_error("search", "-0/--null goes with --paths");
+    if (a->n_pos == 0 && n_img == 0)
+        return cli_usage_error("search", "no QUERY given (give text, or --image PATH)");
+    for (int i = 0; i < a->n_pos; i++) total += strlen(a->pos[i]) + 1;
+    for (int i = 0; i < n_not; i++) total += strlen(nots[i]) + 1;
+    if (total > CLI_QUERY_MAX_BYTES)
+        return cli_usage_error("search",
+                               "query too long: %zu bytes of text (the limit is %d bytes, 64 KiB)",
+                               total, CLI_QUERY_MAX_BYTES);
+    return CLI_EXIT_OK;
+}
+
+/* The query words with the '-' at a->pos[i_stdin] read from standard input (at most
+** the limit is ever read; trailing newlines dropped), joined: *text (heap).
+** CLI_EXIT_OK, or the error printed. */
+static int words_with_stdin(cli_args *a, int i_stdin, char **text /* OUT */) {
+    size_t got = 0;
+    int too_long = 0, rc;
+    char *joined;
+    if ((rc = read_query_stdin(text, &got, &too_long)) != CLI_EXIT_OK) return rc;
+    if (too_long)
+        return cli_usage_error("search",
+                               "query too long: more than %d bytes on standard input (the limit "
+                               "is %d bytes, 64 KiB)",
+                               CLI_QUERY_MAX_BYTES, CLI_QUERY_MAX_BYTES);
+    while (got && ((*text)[got - 1] == '\n' || (*text)[got - 1] == '\r')) (*text)[--got] = '\0';
+    if (!got || memchr(*text, '\0', got))
+        return cli_usage_error("search", "%s query on standard input",
+                               got ? "a NUL byte in the" : "an empty");
+    if (a->n_pos == 1) return CLI_EXIT_OK;
+    /* echo red | clipdb search - + blue */
+    a->pos[i_stdin] = *text;
+    joined = join_words(a->pos, a->n_pos);
+    a->pos[i_stdin] = "-";
+    free(*text);
+    if (!(*text = joined)) return cli_error("out of memory", "cannot search");
+    if (strlen(*text) > CLI_QUERY_MAX_BYTES)
+        return cli_usage_error("search", "query too long: more than %d bytes of text (the "
+                               "limit is %d bytes, 64 KiB)",
+                               CLI_QUERY_MAX_BYTES, CLI_QUERY_MAX_BYTES);
+    return CLI_EXIT_OK;
+}
+
+/* The query text: the words joined with spaces, a '-' among them standing for standard
+** input. *text: heap, NULL when there are no words (an --image search). CLI_EXIT_OK,
+** or the error printed. */
+static int query_text(cli_args *a, char **text /* OUT */) {
+    int i_stdin = -1;
+    *text = NULL;
+    for (int i = 0; i < a->n_pos; i++)
+        if (!strcmp(a->pos[i], "-")) {
+            if (i_stdin >= 0)
+                return cli_usage_error("search", "'-' (the query from standard input) given twice");
+            i_stdin = i;
+        }
+    if (i_stdin >= 0) return words_with_stdin(a, i_stdin, text);
+    if (a->n_pos && !(*text = join_words(a->pos, a->n_pos)))
+        return cli_error("out of memory", "cannot search");
+    return CLI_EXIT_OK;
+}
+
+/* Opens the database, runs the search and prints the hits (or why there are none). */
+static int run_search(cli_args *a, int device, const cdb_engine_query *q,
+                      const cdb_engine_search_params *sp, const under_list *ul) {
+    cdb_engine *e = NULL;
+    cdb_engine_result res;
+    int rc;
+    memset(&res, 0, sizeof res);
+    /* the threads a query is encoded with are the engine's rule (one for the bundled
+    ** model's few tokens, every core for a real CLIP): the server's scores are these */
+    if ((rc = cli_engine_open(cli_get(a, "db"), 0, 0, device, 0, &e)) != CLI_EXIT_OK) return rc;
+    if (cdb_engine_search(e, q, sp, &res) != CDB_OK) {
+        rc = cli_engine_fail(cli_get(a, "model"));
+    } else {
+        print_hits(res.hits, res.n, cli_has(a, "json") > 0, cli_has(a, "paths") > 0,
+                   cli_has(a, "null") > 0, q, res.model);
+        if (res.n == 0) note_no_hits(ul, sp->min_score);
+        rc = CLI_EXIT_OK;
+    }
+    cdb_engine_result_free(&res);
+    cdb_engine_close(e);
+    return rc;
+}
+
 int cli_cmd_search(int argc, char **argv) {
     static const cli_optspec spec[] = {
         {"db", 0, CLI_VALUE},        {"k", 'k', CLI_VALUE},     {"image", 0, CLI_MULTI},
-        {"not", 0, CLI_MULTI},       {"min-score", 0, CLI_VALUE}, {"under", 0, CLI_VALUE},
+        {"not", 0, CLI_MULTI},       {"min-score", 0, CLI_VALUE}, {"under", 0, CLI_MULTI},
         {"sort", 0, CLI_VALUE},      {"model", 0, CLI_VALUE},   {"json", 0, CLI_FLAG},
         {"paths", 0, CLI_FLAG},      {"null", '0', CLI_FLAG},   {"device", 0, CLI_VALUE},
         {"no-exif", 0, CLI_FLAG},    {"quiet", 'q', CLI_FLAG},  {"help", 'h', CLI_FLAG},
         {0}};
-    static const char *const sorts[] = {"score", "time", NULL};
     cli_args a;
-    int rc, n_terms = 0, n_img, n_not, sort;
-    long k;
-    double min_score;
-    const char **images, **nots;
+    int rc, n_terms = 0, n_img, n_not, n_under, sort = 0, device;
+    long k = 10;
+    double min_score = -1.0;
+    const char **images, **nots, **unders;
     char *text = NULL;
-    int i_stdin = -1;
     cdb_engine_term *terms = NULL;
+    cdb_engine_query q;
+    cdb_engine_search_params sp = cdb_engine_search_params_default();
+    under_list ul;
+    memset(&ul, 0, sizeof ul);
     if (!cli_begin("search", &a, spec, argc, argv, &rc)) goto done;
     n_img = cli_get_all(&a, "image", &images);
     n_not = cli_get_all(&a, "not", &nots);
-    if (cli_get_int(&a, "k", 10, 1, 100000, &k) ||
-        cli_get_double(&a, "min-score", -1.0, -1.0, 1.0, &min_score)) {
-        rc = cli_usage_error("search", "%s", a.err);
+    n_under = cli_get_all(&a, "under", &unders);
+    if ((rc = check_search_args(&a, n_img, nots, n_not, &k, &min_score, &sort)) != CLI_EXIT_OK ||
+        (rc = query_text(&a, &text)) != CLI_EXIT_OK)
+        goto done;
+    if (text && cdb_engine_query_parse(text, &terms, &n_terms) != CDB_OK) {
+        rc = cli_usage_error("search", "bad query: %s", cdb_errmsg());
         goto done;
     }
-    if ((sort = cli_get_choice(&a, "sort", sorts, 0)) < 0) {
-        rc = cli_usage_error("search", "%s", a.err);
+    device = cli_device(cli_get(&a, "device"), NULL);
+    if (device < 0) {
+        rc = cli_usage_error("search", "bad device (expected auto, cpu or cuda)");
         goto done;
     }
-    if (cli_has(&a, "json") && cli_has(&a, "paths")) {
-        rc = cli_usage_error("search", "--json and --paths cannot be combined");
-        goto done;
-    }
-    if (cli_has(&a, "null") && !cli_has(&a, "paths")) {
-        rc = cli_usage_error("search", "-0/--null goes with --paths");
-        goto done;
-    }
-    if (a.n_pos == 0 && n_img == 0) {
-        rc = cli_usage_error("search", "no QUERY given (give text, or --image PATH)");
-        goto done;
-    }
-    { /* bounded work and memory whatever the caller passes: checked before any copy */
-        size_t total = 0;
-        for (int i = 0; i < a.n_pos; i++) total += strlen(a.pos[i]) + 1;
-        for (int i = 0; i < n_not; i++) total += strlen(nots[i]) + 1;
-        if (total > CLI_QUERY_MAX_BYTES) {
-            rc = cli_usage_error("search",
-                                 "query too long: %zu bytes of text (the limit is %d bytes, 64 KiB)",
-                                 total, CLI_QUERY_MAX_BYTES);
-            goto done;
-        }
-    }
-    for (int i = 0; i < a.n_pos; i++)
-        if (!strcmp(a.pos[i], "-")) {
-            if (i_stdin >= 0) {
-                rc = cli_usage_error("search", "'-' (the query from standard input) given twice");
-                goto done;
-            }
-            i_stdin = i;
-        }
-    if (i_stdin >= 0) {
-        /* the query text from standard input, in the place of its '-' among the words:
-        ** at most the limit is ever read */
-        size_t got = 0;
-        int too_long = 0;
-        if ((rc = read_query_stdin(&text, &got, &too_long)) != CLI_EXIT_OK) goto done;
-        if (too_long) {
-            rc = cli_usage_error("search",
-                                 "query too long: more than %d bytes on standard input (the limit "
-                                 "is %d bytes, 64 KiB)",
-                                 CLI_QUERY_MAX_BYTES, CLI_QUERY_MAX_BYTES);
-            goto done;
-        }
-        while (got && (text[got - 1] == '\n' || text[got - 1] == '\r')) text[--got] = '\0';
-        if (!got || memchr(text, '\0', got)) {
-            rc = cli_usage_error("search", "%s query on standard input",
-                                 got ? "a NUL byte in the" : "an empty");
-            goto done;
-        }
-        if (a.n_pos > 1) { /* echo red | clipdb search - + blue */
-            char *joined;
-            a.pos[i_stdin] = text;
-            joined = join_words(a.pos, a.n_pos);
-            a.pos[i_stdin] = "-";
-            free(text);
-            if (!(text = joined)) {
-                rc = cli_error("out of memory", "cannot search");
-                goto done;
-            }
-            if (strlen(text) > CLI_QUERY_MAX_BYTES) {
-                rc = cli_usage_error("search", "query too long: more than %d bytes of text (the "
-                                     "limit is %d bytes, 64 KiB)",
-                                     CLI_QUERY_MAX_BYTES, CLI_QUERY_MAX_BYTES);
-                goto done;
-            }
-        }
-    }
-    if (a.n_pos) {
-        if (!text && !(text = join_words(a.pos, a.n_pos))) {
-            rc = cli_error("out of memory", "cannot search");
-            goto done;
-        }
-        if (cdb_engine_query_parse(text, &terms, &n_terms) != CDB_OK) {
-            rc = cli_usage_error("search", "bad query: %s", cdb_errmsg());
-            goto done;
-        }
-    }
-    {
-        cdb_engine *e = NULL;
-        cdb_engine_query q;
-        cdb_engine_search_params sp = cdb_engine_search_params_default();
-        cdb_engine_result res;
-        int device = cli_device(cli_get(&a, "device"), NULL);
-        const char *under = cli_get(&a, "under");
-        char under_abs[PATH_MAX];
-        int under_found = 0;
-        memset(&res, 0, sizeof res);
-        if (device < 0) {
-            rc = cli_usage_error("search", "bad device (expected auto, cpu or cuda)");
-            goto s_done;
-        }
-        if (under) { /* compare against absolute paths, as stored */
-            struct stat sb;
-            if ((under_found = realpath(under, under_abs) != NULL)) {
-                /* an existing folder: match whole path components */
-                sp.under_folder = stat(under_abs, &sb) == 0 && S_ISDIR(sb.st_mode);
-            } else { /* not an existing path: a plain prefix of absolute paths */
-                char cwd[PATH_MAX];
-                if (under[0] != '/' && getcwd(cwd, sizeof cwd))
-                    snprintf(under_abs, sizeof under_abs, "%.*s/%s", (int)(sizeof under_abs / 2), cwd, under);
-                else
-                    snprintf(under_abs, sizeof under_abs, "%s", under);
-            }
-            sp.under = under_abs;
-        }
-        /* the threads a query is encoded with are the engine's rule (one for the bundled
-        ** model's few tokens, every core for a real CLIP): the server's scores are these */
-        if ((rc = cli_engine_open(cli_get(&a, "db"), 0, 0, device, 0, &e)) != CLI_EXIT_OK)
-            goto s_done;
-        memset(&q, 0, sizeof q);
-        q.text = a.n_pos ? text : NULL;
-        q.nots = nots;
-        q.n_nots = n_not;
-        q.image_paths = images;
-        q.n_image_paths = n_img;
-        q.no_exif = cli_has(&a, "no-exif") > 0;
-        sp.k = (int)k;
-        sp.min_score = (float)min_score;
-        sp.sort = sort == 1 ? CDB_ENGINE_SORT_TIME : CDB_ENGINE_SORT_SCORE;
-        sp.model = cli_get(&a, "model");
-        if (cdb_engine_search(e, &q, &sp, &res) != CDB_OK) {
-            rc = cli_engine_fail(cli_get(&a, "model"));
-            goto s_done;
-        }
-        print_hits(res.hits, res.n, cli_has(&a, "json") > 0, cli_has(&a, "paths") > 0,
-                   cli_has(&a, "null") > 0, &q, res.model);
-        if (res.n == 0) note_no_hits(under, under_found, min_score);
-        rc = CLI_EXIT_OK;
-    s_done:
-        cdb_engine_result_free(&res);
-        cdb_engine_close(e);
-    }
+    if ((rc = unders_resolve(unders, n_under, &ul)) != CLI_EXIT_OK) goto done;
+    memset(&q, 0, sizeof q);
+    q.text = text;
+    q.nots = nots;
+    q.n_nots = n_not;
+    q.image_paths = images;
+    q.n_image_paths = n_img;
+    q.no_exif = cli_has(&a, "no-exif") > 0;
+    sp.k = (int)k;
+    sp.min_score = (float)min_score;
+    sp.sort = sort == 1 ? CDB_ENGINE_SORT_TIME : CDB_ENGINE_SORT_SCORE;
+    sp.model = cli_get(&a, "model");
+    sp.unders = ul.u;
+    sp.n_unders = ul.n;
+    rc = run_search(&a, device, &q, &sp, &ul);
 done:
+    unders_free(&ul);
     cdb_engine_terms_free(terms, n_terms);
     free(text);
     cli_args_free(&a);

@@ -125,10 +125,6 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) {
     return CLI_EXIT_USAGE;
 }
 
-int cli_not_available(const char *cmd, const char *what) {
-    return cli_error(what, "'clipdb %s' is not available in this build yet", cmd);
-}
-
 /* ---- numbers ------------------------------------------------------------------------ */
 
 const char *cli_fmt_count(int64_t n, char *buf, size_t size) {

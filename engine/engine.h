@@ -251,6 +251,12 @@ typedef enum cdb_engine_sort {
     CDB_ENGINE_SORT_TIME = 1       /* the hits by file time, newest first */
 } cdb_engine_sort;
 
+/* A place a search is limited to (cdb_engine_search_params.unders). */
+typedef struct cdb_engine_under {
+    const char *path;      /* an absolute path prefix, not empty */
+    int folder;            /* 1: whole path components, 0: a plain prefix (as under_folder) */
+} cdb_engine_under;
+
 typedef struct cdb_engine_search_params {
     int k;                 /* hits wanted, >= 1 (default 10) */
     int offset;            /* best hits skipped first (paging); >= 0 */
@@ -263,6 +269,11 @@ typedef struct cdb_engine_search_params {
     int under_folder;
     cdb_engine_sort sort;  /* applied to the k hits after offset */
     const char *model;     /* a model path whose vector set to search; NULL: default */
+    /* Appended: several places at once. With n_unders > 0 a hit passes when it is under
+    ** any of unders[0..n_unders) or under `under` (when set); filtered after ranking as
+    ** `under` is. Borrowed for the call. */
+    const cdb_engine_under *unders;
+    int n_unders;
 } cdb_engine_search_params;
 cdb_engine_search_params cdb_engine_search_params_default(void);
 

@@ -11,8 +11,8 @@
 **     the "overlay": the vectors the index does not cover (all of them when there is
 **     no index). cdb_index_search takes the index's candidates, scores the overlay
 **     exactly, re-ranks everything exactly in fp32 from the stored fp16 vectors.
-**  3. Hits whose file is gone meanwhile are dropped; `under` filters after ranking
-**     (asking for 4x more until enough pass or everything was seen); offset pages;
+**  3. Hits whose file is gone meanwhile are dropped; `under` / `unders` filter after
+**     ranking (asking for 4x more until enough pass or everything was seen); offset pages;
 **     sort=time orders the page by file time.
 **
 ** Freshness (engine.h): the search state of a vector set is the loaded index (with the
@@ -616,9 +616,22 @@ static int by_time(const void *a, const void *b) {
     return x->id < y->id ? -1 : x->id > y->id;
 }
 
-static int passes_under(const char *p, const char *under, size_t len, int folder) {
+static int passes_one(const char *p, const char *under, int folder) {
+    size_t len = strlen(under);
     if (strncmp(p, under, len)) return 0;
     return !folder || p[len] == '/' || p[len] == '\0' || under[len - 1] == '/';
+}
+
+/* 1 when p limits the hits to some places (`under`, `unders`). */
+static int has_under(const cdb_engine_search_params *p) { return p->under || p->n_unders > 0; }
+
+/* 1 when path lies under `under` or any of `unders` (or nothing limits the hits). */
+static int passes_under(const char *path, const cdb_engine_search_params *p) {
+    if (!has_under(p)) return 1;
+    if (p->under && passes_one(path, p->under, p->under_folder)) return 1;
+    for (int i = 0; i < p->n_unders; i++)
+        if (passes_one(path, p->unders[i].path, p->unders[i].folder)) return 1;
+    return 0;
 }
 
 /* Total bytes of query text, as the CLI counts them (each word or text plus one). */
@@ -628,24 +641,10 @@ static size_t query_bytes(const cdb_engine_query *q) {
     return total;
 }
 
-static cdb_status search_once(cdb_engine *e, const cdb_engine_query *qu,
-                              const cdb_engine_search_params *p, cdb_engine_result *out,
-                              int *reader_changed) {
-    cdb_engine_search_params defaults = cdb_engine_search_params_default();
-    cdb_engine_term *terms = NULL;
-    int n_terms = 0, n_raw = 0, need, want, dim, threads;
-    eng_reader *rd = NULL;
-    eng_model *mod = NULL;
-    eng_vset *vs = NULL;
-    float *q = NULL;
-    cdb_hit *raw = NULL;
-    cdb_engine_hit *hits = NULL;
-    int n_hits = 0;
-    size_t under_len = 0, total;
-    cdb_status st = CDB_OK;
-    cdb_eng_clear();
-    memset(out, 0, sizeof *out);
-    if (!p) p = &defaults;
+/* What no search can run with: k and offset out of range, too much text. CDB_OK, or
+** CDB_INVALID with E_QUERY. */
+static cdb_status check_limits(const cdb_engine_query *qu, const cdb_engine_search_params *p) {
+    size_t total;
     if (p->k < 1 || p->offset < 0 || (int64_t)p->k + p->offset > 1000000)
         return cdb_eng_code(
             cdb_seterr(CDB_INVALID, "k must be in [1, 1000000] with k + offset too"),
@@ -656,60 +655,189 @@ static cdb_status search_once(cdb_engine *e, const cdb_engine_query *qu,
                        "query too long: %zu bytes of text (the limit is %d bytes, 64 KiB)", total,
                        CDB_ENGINE_QUERY_MAX_BYTES),
             CDB_ENGINE_E_QUERY);
-    if (qu->text && qu->text_literal) { /* one term as given */
+    return CDB_OK;
+}
+
+static cdb_status empty_under(void) {
+    return cdb_eng_code(cdb_seterr(CDB_INVALID, "an empty 'under' path"), CDB_ENGINE_E_QUERY);
+}
+
+/* The places to search under: each a non-empty path. CDB_OK, or CDB_INVALID with
+** E_QUERY. */
+static cdb_status check_unders(const cdb_engine_search_params *p) {
+    if (p->n_unders < 0 || (p->n_unders && !p->unders))
+        return cdb_eng_code(cdb_seterr(CDB_INVALID, "bad 'unders'"), CDB_ENGINE_E_QUERY);
+    for (int i = 0; i < p->n_unders; i++)
+        if (!p->unders[i].path || !*p->unders[i].path) return empty_under();
+    return p->under && !*p->under ? empty_under() : CDB_OK;
+}
+
+/* The query's text terms: qu->text as one term (text_literal), else parsed by the query
+** language; none without text. *terms: free with cdb_engine_terms_free. */
+static cdb_status query_terms(const cdb_engine_query *qu, cdb_engine_term **terms /* OUT */,
+                              int *n_terms /* OUT */) {
+    *terms = NULL;
+    *n_terms = 0;
+    if (!qu->text) return CDB_OK;
+    if (!qu->text_literal) return cdb_engine_query_parse(qu->text, terms, n_terms);
+    {
         const char *t = qu->text;
         while (*t == ' ' || *t == '\t' || *t == '\n' || *t == '\r') t++;
-        if (*t) {
-            if (!(terms = calloc(1, sizeof *terms)) || !(terms[0].text = strdup(qu->text))) {
-                free(terms);
-                return cdb_seterr(CDB_NOMEM, "out of memory");
-            }
-            terms[0].weight = 1.0;
-            n_terms = 1;
-        }
-    } else if (qu->text && (st = cdb_engine_query_parse(qu->text, &terms, &n_terms)) != CDB_OK) {
-        return st;
+        if (!*t) return CDB_OK;
     }
+    if (!(*terms = calloc(1, sizeof **terms)) || !((*terms)[0].text = strdup(qu->text))) {
+        free(*terms);
+        *terms = NULL;
+        return cdb_seterr(CDB_NOMEM, "out of memory");
+    }
+    (*terms)[0].weight = 1.0;
+    *n_terms = 1;
+    return CDB_OK;
+}
+
+/* The query's vector (dim floats into q): from the model's query cache when it holds
+** this query, else built (and cached). */
+static cdb_status query_vector(cdb_engine *e, cdb_db *db, eng_model *mod,
+                               const cdb_engine_query *qu, const cdb_engine_term *terms,
+                               int n_terms, int threads, int dim, float *q /* OUT */) {
+    cdb_status st = CDB_OK;
+    char *key = qcache_key(qu);
+    struct eng_qcache *qc = key ? qcache_of(e, mod, dim) : NULL;
+    if (!qc || !qcache_get(qc, key, q)) {
+        cdb_eng_bind_threads(threads);
+        if (threads != 1) pthread_mutex_lock(&mod->encode_mu);
+        st = build_query(db, mod, qu, terms, n_terms, dim, q);
+        if (threads != 1) pthread_mutex_unlock(&mod->encode_mu);
+        if (st == CDB_OK && qc) qcache_put(qc, key, q);
+    }
+    free(key);
+    return st;
+}
+
+/* One hit for file id with score: its path and file fields. CDB_OK, CDB_NOTFOUND when
+** the file is gone meanwhile or lies outside p's places (h untouched), CDB_NOMEM. */
+static cdb_status make_hit(cdb_db *db, int64_t id, float score,
+                           const cdb_engine_search_params *p, cdb_engine_hit *h /* OUT */) {
+    char *path = NULL;
+    cdb_db_file f;
+    if (cdb_db_file_path(db, id, &path) != CDB_OK) return CDB_NOTFOUND;
+    if (!passes_under(path, p)) {
+        cdb_free(path);
+        return CDB_NOTFOUND;
+    }
+    memset(h, 0, sizeof *h);
+    h->id = id;
+    h->score = score;
+    h->path = strdup(path);
+    cdb_free(path);
+    if (!h->path) return cdb_seterr(CDB_NOMEM, "out of memory");
+    memset(&f, 0, sizeof f);
+    if (cdb_db_file_get(db, id, &f) == CDB_OK) {
+        h->mtime_ns = f.meta.mtime_ns;
+        h->size = f.meta.size;
+        h->width = f.meta.width;
+        h->height = f.meta.height;
+    }
+    cdb_db_file_clear(&f);
+    return CDB_OK;
+}
+
+/* The best `need` hits of q (fewer when fewer pass) into *hits (heap, *n_hits of them,
+** best first). A search limited to some places asks for 4x more each round until
+** enough pass or every vector has been seen. */
+static cdb_status collect_hits(cdb_engine *e, eng_vset *vs, cdb_db *db, int64_t model_id,
+                               const float *q, const cdb_engine_search_params *p, int need,
+                               cdb_engine_hit **hits /* OUT */, int *n_hits /* OUT */) {
+    cdb_hit *raw = NULL;
+    int n_raw = 0, want;
+    cdb_status st = CDB_OK;
+    *hits = NULL;
+    *n_hits = 0;
+    for (want = has_under(p) ? need * 4 : need;; want *= 4) {
+        cdb_hit *nr = realloc(raw, sizeof *raw * (size_t)want);
+        cdb_engine_hit *nh = realloc(*hits, sizeof **hits * (size_t)want);
+        if (nr) raw = nr;
+        if (nh) *hits = nh;
+        if (!nr || !nh) {
+            st = cdb_eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory", "cannot search");
+            break;
+        }
+        for (int i = 0; i < *n_hits; i++) free((*hits)[i].path);
+        *n_hits = 0;
+        if ((st = search_vector(vs, db, model_id, q, want, p->min_score, raw, &n_raw)) != CDB_OK)
+            break;
+        if (atomic_load(&vs->unreadable) && !atomic_exchange(&vs->warned, 1))
+            cdb_eng_warn(&e->p.events,
+                         "some photos are in a shard that is missing or damaged and are left out "
+                         "of the results: run 'clipdb verify', then 'clipdb reindex --repair'");
+        for (int i = 0; i < n_raw && *n_hits < need && st == CDB_OK; i++) {
+            st = make_hit(db, raw[i].id, raw[i].score, p, &(*hits)[*n_hits]);
+            if (st == CDB_OK) ++*n_hits;
+            else if (st == CDB_NOTFOUND) st = CDB_OK; /* gone meanwhile, or elsewhere */
+        }
+        if (st != CDB_OK || !has_under(p) || *n_hits >= need || n_raw < want || want > 1000000)
+            break;
+    }
+    free(raw);
+    return st;
+}
+
+/* The page: hits[0..*n) with p->offset of them skipped, by time when asked. */
+static void page_hits(cdb_engine_hit *hits, int *n, const cdb_engine_search_params *p) {
+    int skip = p->offset < *n ? p->offset : *n;
+    for (int i = 0; i < skip; i++) free(hits[i].path);
+    memmove(hits, hits + skip, sizeof *hits * (size_t)(*n - skip));
+    *n -= skip;
+    if (p->sort == CDB_ENGINE_SORT_TIME && *n > 1)
+        qsort(hits, (size_t)*n, sizeof *hits, by_time);
+}
+
+/* The reader and the query's model: the model's towers that the query needs, with the
+** encode threads of the engine's rule. */
+static cdb_status open_model_for(cdb_engine *e, const cdb_engine_query *qu, int n_terms,
+                                 const cdb_engine_search_params *p, eng_reader **rd /* OUT */,
+                                 eng_model **mod /* OUT */, int *threads /* OUT */) {
+    int vision = qu->n_image_paths > 0 || qu->image_bytes > 0;
+    int text = n_terms + qu->n_nots > 0;
+    cdb_status st = cdb_eng_reader_get(e, rd);
+    if (st != CDB_OK) return st;
+    *threads = cdb_eng_search_threads(e, (*rd)->db, p->model, vision);
+    if (p->model && *p->model && !vision && !text) text = 1; /* its hash names its set */
+    return cdb_eng_model_get(e, (*rd)->db, p->model, vision, text, *threads, mod);
+}
+
+static cdb_status search_once(cdb_engine *e, const cdb_engine_query *qu,
+                              const cdb_engine_search_params *p, cdb_engine_result *out,
+                              int *reader_changed) {
+    cdb_engine_search_params defaults = cdb_engine_search_params_default();
+    cdb_engine_term *terms = NULL;
+    int n_terms = 0, dim, threads = 1, n_hits = 0;
+    eng_reader *rd = NULL;
+    eng_model *mod = NULL;
+    eng_vset *vs = NULL;
+    float *q = NULL;
+    cdb_engine_hit *hits = NULL;
+    cdb_status st;
+    cdb_eng_clear();
+    memset(out, 0, sizeof *out);
+    if (!p) p = &defaults;
+    if ((st = check_limits(qu, p)) != CDB_OK || (st = query_terms(qu, &terms, &n_terms)) != CDB_OK)
+        return st;
     if (!n_terms && !qu->n_nots && !qu->n_image_paths && !qu->image_bytes && !qu->n_like_ids &&
         !qu->vector) {
         st = cdb_eng_code(cdb_seterr(CDB_INVALID, "empty query"), CDB_ENGINE_E_QUERY);
         goto done;
     }
-    if (p->under) {
-        under_len = strlen(p->under);
-        if (!under_len) {
-            st = cdb_eng_code(cdb_seterr(CDB_INVALID, "an empty 'under' path"), CDB_ENGINE_E_QUERY);
-            goto done;
-        }
-    }
-    if ((st = cdb_eng_reader_get(e, &rd)) != CDB_OK) goto done;
-    {
-        int vision = qu->n_image_paths > 0 || qu->image_bytes > 0;
-        int text = n_terms + qu->n_nots > 0;
-        threads = cdb_eng_search_threads(e, rd->db, p->model, vision);
-        if (p->model && *p->model && !vision && !text) text = 1; /* its hash names its set */
-        if ((st = cdb_eng_model_get(e, rd->db, p->model, vision, text, threads, &mod)) != CDB_OK)
-            goto done;
-    }
+    if ((st = check_unders(p)) != CDB_OK) goto done;
+    if ((st = open_model_for(e, qu, n_terms, p, &rd, &mod, &threads)) != CDB_OK) goto done;
     dim = mod->dm.dim;
     if (mod->m) dim = cdb_model_get_info(mod->m)->embed_dim;
     if (!(q = malloc(sizeof *q * (size_t)dim))) {
         st = cdb_eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory", "cannot search");
         goto done;
     }
-    {
-        char *key = qcache_key(qu);
-        struct eng_qcache *qc = key ? qcache_of(e, mod, dim) : NULL;
-        if (!qc || !qcache_get(qc, key, q)) {
-            cdb_eng_bind_threads(threads);
-            if (threads != 1) pthread_mutex_lock(&mod->encode_mu);
-            st = build_query(rd->db, mod, qu, terms, n_terms, dim, q);
-            if (threads != 1) pthread_mutex_unlock(&mod->encode_mu);
-            if (st == CDB_OK && qc) qcache_put(qc, key, q);
-        }
-        free(key);
-        if (st != CDB_OK) goto done;
-    }
+    if ((st = query_vector(e, rd->db, mod, qu, terms, n_terms, threads, dim, q)) != CDB_OK)
+        goto done;
     if (cdb_eng_reader_changed(e, rd)) {
         /* a writer committed while the query was encoded (waiting for a batch, or an
         ** image): the search reads the store through a reader opened after it */
@@ -719,65 +847,10 @@ static cdb_status search_once(cdb_engine *e, const cdb_engine_query *qu,
     }
     if ((st = vset_get(e, rd, mod->model_id, dim, &vs)) != CDB_OK) goto done;
     out->generation = vs->gen;
-    need = p->k + p->offset;
-    /* under filters after ranking: ask for more until enough survive or all are seen */
-    for (want = p->under ? need * 4 : need;; want *= 4) {
-        cdb_hit *nr = realloc(raw, sizeof *raw * (size_t)want);
-        cdb_engine_hit *nh = realloc(hits, sizeof *hits * (size_t)want);
-        if (nr) raw = nr;
-        if (nh) hits = nh;
-        if (!nr || !nh) {
-            st = cdb_eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory", "cannot search");
-            goto done;
-        }
-        for (int i = 0; i < n_hits; i++) free(hits[i].path);
-        n_hits = 0;
-        if ((st = search_vector(vs, rd->db, mod->model_id, q, want, p->min_score, raw, &n_raw)) !=
-            CDB_OK)
-            goto done;
-        if (atomic_load(&vs->unreadable) && !atomic_exchange(&vs->warned, 1))
-            cdb_eng_warn(&e->p.events,
-                         "some photos are in a shard that is missing or damaged and are left out "
-                         "of the results: run 'clipdb verify', then 'clipdb reindex --repair'");
-        for (int i = 0; i < n_raw && n_hits < need; i++) {
-            char *path = NULL;
-            cdb_db_file f;
-            if (cdb_db_file_path(rd->db, raw[i].id, &path) != CDB_OK) continue; /* gone meanwhile */
-            if (p->under && !passes_under(path, p->under, under_len, p->under_folder)) {
-                cdb_free(path);
-                continue;
-            }
-            cdb_engine_hit *h = &hits[n_hits];
-            memset(h, 0, sizeof *h);
-            h->id = raw[i].id;
-            h->score = raw[i].score;
-            if (!(h->path = strdup(path))) {
-                cdb_free(path);
-                st = cdb_seterr(CDB_NOMEM, "out of memory");
-                goto done;
-            }
-            cdb_free(path);
-            memset(&f, 0, sizeof f);
-            if (cdb_db_file_get(rd->db, raw[i].id, &f) == CDB_OK) {
-                h->mtime_ns = f.meta.mtime_ns;
-                h->size = f.meta.size;
-                h->width = f.meta.width;
-                h->height = f.meta.height;
-            }
-            cdb_db_file_clear(&f);
-            n_hits++;
-        }
-        if (!p->under || n_hits >= need || n_raw < want || want > 1000000) break;
-    }
-    /* the page: the best `need`, `offset` of them skipped */
-    {
-        int skip = p->offset < n_hits ? p->offset : n_hits;
-        for (int i = 0; i < skip; i++) free(hits[i].path);
-        memmove(hits, hits + skip, sizeof *hits * (size_t)(n_hits - skip));
-        n_hits -= skip;
-    }
-    if (p->sort == CDB_ENGINE_SORT_TIME && n_hits > 1)
-        qsort(hits, (size_t)n_hits, sizeof *hits, by_time);
+    if ((st = collect_hits(e, vs, rd->db, mod->model_id, q, p, p->k + p->offset, &hits,
+                           &n_hits)) != CDB_OK)
+        goto done;
+    page_hits(hits, &n_hits, p);
     out->hits = hits;
     out->n = n_hits;
     hits = NULL;
@@ -788,7 +861,6 @@ static cdb_status search_once(cdb_engine *e, const cdb_engine_query *qu,
 done:
     for (int i = 0; i < n_hits; i++) free(hits[i].path);
     free(hits);
-    free(raw);
     free(q);
     vset_unref(vs);
     /* a failure a snapshot read can explain (a malformed page, an example's vector or

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -31,6 +32,7 @@ typedef struct cli_run_result {
     size_t out_len;
     char *err;     /* stderr, NUL-terminated */
     size_t err_len;
+    long max_rss_kb; /* the child's peak resident set (wait4's ru_maxrss), KiB */
 } cli_run_result;
 
 static inline void cli_run_free(cli_run_result *r) {
@@ -106,7 +108,12 @@ static inline int cli_run_in(const char *cwd, const char *const *args, const cha
             }
         }
     }
-    waitpid(pid, &status, 0);
+    {
+        struct rusage ru;
+        memset(&ru, 0, sizeof ru);
+        wait4(pid, &status, 0, &ru);
+        r->max_rss_kb = ru.ru_maxrss;
+    }
     if (WIFEXITED(status)) r->exit_code = WEXITSTATUS(status);
     else if (WIFSIGNALED(status)) r->exit_code = -WTERMSIG(status);
     else r->exit_code = -1000;

@@ -11,6 +11,7 @@
 **   - --log-time and CLIPDB_LOG_TIME=1 stamp every stderr line;
 **   - an empty result explains an --under that does not exist and a --min-score
 **     that filters everything (stderr; stdout stays empty);
+**   - --under repeated: the hits under any of them;
 **   - --device cuda where CUDA cannot run says so, not "cannot find the model";
 **   - a shard file deleted behind clipdb's back: stats says so, a search runs on what
 **     is left and says what it left out;
@@ -205,6 +206,51 @@ CDB_TEST(empty_results_explained) {
     free(err);
 }
 
+/* Lines of s that start with prefix; -1 when a line starts with none of a, b. */
+static int count_lines(const char *s, const char *prefix, const char *a, const char *b) {
+    int n = 0;
+    for (const char *l = s; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : "") {
+        if (strncmp(l, a, strlen(a)) && strncmp(l, b, strlen(b))) return -1;
+        n += !strncmp(l, prefix, strlen(prefix));
+    }
+    return n;
+}
+
+/* --under given twice: the hits under either (the library's img_00000NN files: 10 per
+** prefix), not only under the last one. */
+CDB_TEST(under_repeated) {
+    char *out = NULL, *err = NULL, p0[800], p1[800], cmd[2400];
+    NEED_LIBRARY();
+    snprintf(p0, sizeof p0, "%s/lib/photos/img_000000", g_tmp);
+    snprintf(p1, sizeof p1, "%s/lib/photos/img_000001", g_tmp);
+    snprintf(cmd, sizeof cmd,
+             "\"$CLIPDB\" search --db \"$DB\" red -k 40 --paths --under %s --under %s", p0, p1);
+    CHECK_EQ_INT(sh(cmd, &out, &err), 0);
+    CHECK_MSG(count_lines(out, p0, p0, p1) == 10 && count_lines(out, p1, p0, p1) == 10,
+              "%s", out);
+    free(out);
+    free(err);
+    /* one of them alone, and one that holds nothing beside one that does */
+    snprintf(cmd, sizeof cmd,
+             "\"$CLIPDB\" search --db \"$DB\" red -k 40 --paths --under %s --under /nonexistent/x",
+             p1);
+    CHECK_EQ_INT(sh(cmd, &out, &err), 0);
+    CHECK_MSG(count_lines(out, p1, p1, p1) == 10, "%s", out);
+    CHECK_MSG(err && !*err, "hits, yet: %s", err);
+    free(out);
+    free(err);
+    /* nothing under any: each is explained */
+    CHECK_EQ_INT(sh("\"$CLIPDB\" search --db \"$DB\" red --under /nonexistent/x "
+                    "--under \"$DB\"",
+                    &out, &err),
+                 0);
+    CHECK(out && !*out);
+    CHECK_MSG(err && strstr(err, "/nonexistent/x does not exist") && strstr(err, "no photo under "),
+              "%s", err);
+    free(out);
+    free(err);
+}
+
 CDB_TEST(device_that_cannot_run) {
     char *err = NULL;
     NEED_LIBRARY();
@@ -309,5 +355,6 @@ CDB_TEST(stored_is_fp16_of_embed) {
 }
 
 CDB_TEST_MAIN(stdout_write_error_fails, did_you_mean, leading_dash_term, query_weights,
-              query_part_from_stdin, log_time, empty_results_explained, device_that_cannot_run,
+              query_part_from_stdin, log_time, empty_results_explained, under_repeated,
+              device_that_cannot_run,
               missing_shard_is_said, out_dash_and_db_file, stored_is_fp16_of_embed)

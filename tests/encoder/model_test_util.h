@@ -3,7 +3,7 @@
 ** (test_model_families.c for the ViT sizes, test_resnet.c for the ResNet ones): a
 ** private temporary folder removed at exit, a safetensors writer whose data region
 ** is a hole (header written, then ftruncate: multi-GB models that use no disk),
-** OpenAI-naming transformer blocks, JSON configs, peak-RSS and page-cache probes,
+** OpenAI-naming transformer blocks and towers, JSON configs, peak-RSS and page-cache probes,
 ** fixture reading and cosines. Header-only (static functions); test code. Define
 ** CDB_TEST_TMP_TAG (a short name for the folder) before including it.
 */
@@ -113,6 +113,43 @@ static inline void add_block(st_writer *w, const char *pre, int64_t W, int64_t M
     T1(w, M, "%s%s.bias", pre, fc);
     T2(w, W, M, "%s%s.weight", pre, pj);
     T1(w, W, "%s%s.bias", pre, pj);
+}
+
+/* OpenAI naming, the ViT image tower: conv1 (patch P), the class and positional
+** embeddings (G x G patches + 1), ln_pre, L blocks of width W and MLP width M (the
+** last one's last_m: M, or a wrong width for the "still validated" checks), ln_post,
+** the projection to E. */
+static inline void add_openai_vit(st_writer *w, int64_t W, int64_t P, int64_t G, int L,
+                                  int64_t M, int64_t last_m, int64_t E) {
+    char pre[128];
+    st_add(w, "F16", 2, 4, (int64_t[]){W, 3, P, P}, "visual.conv1.weight");
+    T1(w, W, "visual.class_embedding");
+    T2(w, G * G + 1, W, "visual.positional_embedding");
+    T1(w, W, "visual.ln_pre.weight");
+    T1(w, W, "visual.ln_pre.bias");
+    for (int i = 0; i < L; i++) {
+        snprintf(pre, sizeof pre, "visual.transformer.resblocks.%d.", i);
+        add_block(w, pre, W, i == L - 1 ? last_m : M, 0);
+    }
+    T1(w, W, "visual.ln_post.weight");
+    T1(w, W, "visual.ln_post.bias");
+    T2(w, W, E, "visual.proj");
+}
+
+/* OpenAI naming, the text tower: the token (vocab x T) and positional (ctx x T)
+** embeddings, L blocks of width T and MLP width M, ln_final, the projection to E. */
+static inline void add_openai_text(st_writer *w, int64_t vocab, int64_t ctx, int64_t T, int L,
+                                   int64_t M, int64_t E) {
+    char pre[128];
+    T2(w, vocab, T, "token_embedding.weight");
+    T2(w, ctx, T, "positional_embedding");
+    for (int i = 0; i < L; i++) {
+        snprintf(pre, sizeof pre, "transformer.resblocks.%d.", i);
+        add_block(w, pre, T, M, 0);
+    }
+    T1(w, T, "ln_final.weight");
+    T1(w, T, "ln_final.bias");
+    T2(w, T, E, "text_projection");
 }
 
 /* u64 length + header (padded with spaces to 8, as the reference writer) + a hole;

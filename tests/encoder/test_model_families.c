@@ -142,27 +142,8 @@ static int write_sparse2(const char *path, const char *path2, const family *f, i
         T1(&w, T, "text_model.final_layer_norm.bias");
         T2(&w, E, T, "text_projection.weight");
     } else {
-        st_add(&w, "F16", 2, 4, (int64_t[]){W, 3, P, P}, "visual.conv1.weight");
-        T1(&w, W, "visual.class_embedding");
-        T2(&w, S, W, "visual.positional_embedding");
-        T1(&w, W, "visual.ln_pre.weight");
-        T1(&w, W, "visual.ln_pre.bias");
-        for (int i = 0; i < f->vl; i++) {
-            snprintf(pre, sizeof pre, "visual.transformer.resblocks.%d.", i);
-            add_block(&w, pre, W, mut == MUT_BAD_MLP && i == f->vl - 1 ? f->vmlp - 1 : f->vmlp, 0);
-        }
-        T1(&w, W, "visual.ln_post.weight");
-        T1(&w, W, "visual.ln_post.bias");
-        T2(&w, W, E, "visual.proj");
-        T2(&w, VOCAB, T, "token_embedding.weight");
-        T2(&w, CTX, T, "positional_embedding");
-        for (int i = 0; i < f->tl; i++) {
-            snprintf(pre, sizeof pre, "transformer.resblocks.%d.", i);
-            add_block(&w, pre, T, f->tmlp, 0);
-        }
-        T1(&w, T, "ln_final.weight");
-        T1(&w, T, "ln_final.bias");
-        T2(&w, T, E, "text_projection");
+        add_openai_vit(&w, W, P, G, f->vl, f->vmlp, mut == MUT_BAD_MLP ? f->vmlp - 1 : f->vmlp, E);
+        add_openai_text(&w, VOCAB, CTX, T, f->tl, f->tmlp, E);
     }
     st_add(&w, "F32", 4, 0, NULL, "logit_scale");
     ok = write_header(path, &w, mut == MUT_TRUNCATE);

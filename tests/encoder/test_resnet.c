@@ -293,15 +293,7 @@ static int write_rn_sparse(const char *path, const rn_family *f, int nbt, int mu
         T2(&w, E, PW, "visual.attnpool.c_proj.weight");
         T1(&w, E, "visual.attnpool.c_proj.bias");
     }
-    T2(&w, VOCAB, T, "token_embedding.weight");
-    T2(&w, CTX, T, "positional_embedding");
-    for (int i = 0; i < 12; i++) {
-        snprintf(pre, sizeof pre, "transformer.resblocks.%d.", i);
-        add_block(&w, pre, T, 4 * T, 0);
-    }
-    T1(&w, T, "ln_final.weight");
-    T1(&w, T, "ln_final.bias");
-    T2(&w, T, E, "text_projection");
+    add_openai_text(&w, VOCAB, CTX, T, 12, 4 * T, E);
     st_add(&w, "F32", 4, 0, NULL, "logit_scale");
     return write_header(path, &w, mut == MUT_TRUNCATE);
 }
