@@ -78,6 +78,10 @@ typedef struct eng_walk_entry {
     int err;
 } eng_walk_entry;
 
+/* 1 when path is dir or lies inside it (both resolved: links followed); 0 otherwise,
+** also when either cannot be resolved. */
+int cdb_eng_path_within(const char *path, const char *dir);
+
 typedef struct eng_walk_stats {
     int64_t n_files, n_dirs, n_hidden, n_links_skipped, n_loops, n_special, n_errors;
     int64_t n_links_covered; /* followed links not entered: the target is in the library */

@@ -298,6 +298,13 @@ cdb_status cdb_engine_ingest(cdb_engine *e, const char *const *paths, int n,
     if (n <= 0) return cdb_eng_code(cdb_seterr(CDB_INVALID, "no PATH given"), CDB_ENGINE_E_PATH);
     if (!(is_file = calloc((size_t)n, sizeof *is_file)))
         return cdb_seterr(CDB_NOMEM, "out of memory");
+    for (int i = 0; i < n; i++) /* before check_paths reads a first byte of any of them */
+        if (cdb_eng_path_within(paths[i], cdb_db_dir(e->db))) {
+            st = cdb_eng_failw(CDB_INVALID, CDB_ENGINE_E_NONE,
+                               "it is the database's own folder or inside it",
+                               "cannot ingest %s", paths[i]);
+            goto done;
+        }
     if ((st = cdb_engine_check_paths(paths, n, &abs, is_file)) != CDB_OK) goto done;
     if ((st = ingest_model(e, rp->model, &m, &dm, &is_default)) != CDB_OK) goto done;
     if ((st = cdb_eng_library_load(e->db, &lib)) != CDB_OK ||

@@ -271,6 +271,15 @@ static void walk_dir(walker *w, const char *rel, int depth, int via_link) {
     free(names);
 }
 
+int cdb_eng_path_within(const char *path, const char *dir) {
+    char rp[PATH_MAX], rd[PATH_MAX];
+    size_t n;
+    if (!realpath(path, rp) || !realpath(dir, rd)) return 0;
+    n = strlen(rd);
+    if (n == 1) return 1; /* "/" */
+    return !strncmp(rp, rd, n) && (rp[n] == '\0' || rp[n] == '/');
+}
+
 int cdb_eng_walk(const char *root, const eng_walk_opts *o, eng_walk_fn fn, void *ud,
              eng_walk_stats *st) {
     walker w;
@@ -303,6 +312,9 @@ int cdb_eng_walk(const char *root, const eng_walk_opts *o, eng_walk_fn fn, void 
     int rc = 0;
     if (stat(root, &rs) != 0) {
         rc = -1;
+    } else if (o->skip_dir && cdb_eng_path_within(root, o->skip_dir)) {
+        /* the database's own folder (or a folder in it) as a root: its files are never
+        ** opened (closing a descriptor of ours would drop SQLite's locks on them) */
     } else if (cdb_eng_devino_add(w.dirs, (uint64_t)rs.st_dev, (uint64_t)rs.st_ino) == 0) {
         st->n_loops++; /* walked already in this run (a bind mount of a walked folder) */
     } else {

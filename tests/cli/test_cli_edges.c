@@ -16,6 +16,8 @@
 **   - a shard file deleted behind clipdb's back: stats says so, a search runs on what
 **     is left and says what it left out;
 **   - preprocess --out - writes the array to stdout; --db naming a file says so;
+**   - the database's own folder (or one in it) given to ingest is refused, and no
+**     folder is recorded;
 **   - every stored vector is exactly fp16 of what `clipdb embed` gives for its photo.
 ** Needs a model ($CLIPDB_TEST_MODEL or the bundled one); skips without one.
 */
@@ -299,6 +301,25 @@ CDB_TEST(out_dash_and_db_file) {
     free(err);
 }
 
+CDB_TEST(db_folder_not_ingested) {
+    char *out = NULL, *err = NULL, *before = NULL, *after = NULL;
+    NEED_LIBRARY();
+    CHECK_EQ_INT(sh("\"$CLIPDB\" folders --db \"$DB\"", &before, NULL), 0);
+    for (int i = 0; i < 2; i++) {
+        CHECK_EQ_INT(sh(i ? "\"$CLIPDB\" ingest -q --db \"$DB\" \"$DB/shards\""
+                          : "cd \"$DB\" && \"$CLIPDB\" ingest -q --db . .",
+                        &out, &err),
+                     1);
+        CHECK_MSG(err && strstr(err, "the database's own folder or inside it"), "%s", err);
+        free(out);
+        free(err);
+    }
+    CHECK_EQ_INT(sh("\"$CLIPDB\" folders --db \"$DB\"", &after, NULL), 0);
+    CHECK_EQ_STR(after, before);
+    free(before);
+    free(after);
+}
+
 /* The data of a .npy file (after its header), heap; *n its bytes. */
 static unsigned char *npy_data(const char *path, size_t *n) {
     size_t len = 0, hdr;
@@ -357,4 +378,5 @@ CDB_TEST(stored_is_fp16_of_embed) {
 CDB_TEST_MAIN(stdout_write_error_fails, did_you_mean, leading_dash_term, query_weights,
               query_part_from_stdin, log_time, empty_results_explained, under_repeated,
               device_that_cannot_run,
-              missing_shard_is_said, out_dash_and_db_file, stored_is_fp16_of_embed)
+              missing_shard_is_said, out_dash_and_db_file, stored_is_fp16_of_embed,
+              db_folder_not_ingested)
