@@ -84,20 +84,6 @@ static int make_library(const char *dir, int n) {
     return 0;
 }
 
-static void print_stages(const result *r, int threads) {
-    printf("    where the time goes (busy seconds; readers summed over %d threads):\n", threads);
-    printf("      walk + change checks %7.2f s   read + hash %7.2f s   decode %7.2f s   "
-           "preprocess %7.2f s\n",
-           r->walk, r->read, r->decode, r->preprocess);
-    printf("      encode (image tower) %7.2f s   encoder waiting for images %7.2f s   "
-           "store (stage + commit) %7.2f s\n",
-           r->encode, r->encode_wait, r->store);
-    double n = r->found > 0 ? (double)r->found : 1.0;
-    printf("      per file: read %.2f ms, decode %.2f ms, preprocess %.2f ms, encode %.2f ms, "
-           "store %.3f ms; %lld encoder batches\n",
-           r->read * 1e3 / n, r->decode * 1e3 / n, r->preprocess * 1e3 / n, r->encode * 1e3 / n,
-           r->store * 1e3 / n, r->batches);
-}
 
 static int env_int(const char *name, int def) {
     const char *v = getenv(name);
