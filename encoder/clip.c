@@ -146,7 +146,7 @@ static cdb_status vit_image_forward(cdb_model *m, const float *pixels, int n, fl
         }
         CK(be->ops->buf_upload(be, pin, 0, unf, (size_t)nb * N * K));
         CK(be->ops->gemm(be, pin, t->patch_w, NULL, s.h, nb * N, W, K, CDB_K_ACT_NONE, 0));
-        CK(be->ops->embed_patches(be, s.h, t->cls, t->pos, nb, N, W, s.x));
+        CK(be->ops->prepend_add(be, s.h, t->cls, t->pos, nb, N, W, s.x));
         CK(be->ops->layernorm(be, s.x, t->ln_pre_g, t->ln_pre_b, s.x, nb * S, W, LN_EPS));
         CK(run_blocks(be, t, m->act, &s, nb, S, 0));
         CK(pool_project(be, t, &s, rows, nb, E, out + (size_t)i0 * E));
@@ -204,7 +204,7 @@ cdb_status cdb_clip_text_forward(cdb_model *m, const int32_t *ids, int n, float 
             memcpy(sub + (size_t)b * S, ids + (size_t)(i0 + b) * C, (size_t)S * sizeof *sub);
             rows[b] = b * S + pool[i0 + b];
         }
-        CK(be->ops->embed_tokens(be, t->tok_emb, t->pos, sub, nb * S, S, t->width, s.x));
+        CK(be->ops->lookup_add(be, t->tok_emb, t->pos, sub, nb * S, S, t->width, s.x));
         CK(run_blocks(be, t, m->act, &s, nb, S, 1));
         CK(pool_project(be, t, &s, rows, nb, E, out + (size_t)i0 * E));
     }

@@ -164,7 +164,7 @@ cdb_status cdb_rn_image_forward(cdb_model *m, const float *pixels, int n, float 
             r = ro;
         }
         /* attention pool: tokens A, k|v B, mean-token rows C, q Y, attention C, c_proj */
-        CK(be->ops->pool_tokens(be, X, t->pos, nb, r * r, PW, A));
+        CK(be->ops->prepend_mean_add(be, X, t->pos, nb, r * r, PW, A));
         CK(be->ops->gemm(be, A, t->kv_w, t->kv_b, B, nb * S, 2 * PW, PW, CDB_K_ACT_NONE, 0));
         CK(be->ops->gather_rows(be, A, rows, nb, PW, C));
         CK(be->ops->gemm(be, C, t->q_w, t->q_b, Y, nb, PW, PW, CDB_K_ACT_NONE, 0));

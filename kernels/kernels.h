@@ -205,16 +205,19 @@ typedef struct cdb_k_backend_ops {
     ** softmax over keys (fp32), causal: key j > query i masked out. */
     cdb_status (*attention)(cdb_k_backend *be, const cdb_k_buf *qkv, cdb_k_buf *out,
                             int batch, int seq, int heads, int head_dim, int causal);
-    /* Text embedding: out[r,:] = table[ids[r],:] + pos[r % seq,:] for r < n_rows.
-    ** ids: host memory, each in [0, table rows) (checked by the caller). */
-    cdb_status (*embed_tokens)(cdb_k_backend *be, const cdb_k_buf *table, const cdb_k_buf *pos,
-                               const int32_t *ids, int n_rows, int seq, int width,
-                               cdb_k_buf *out /* OUT */);
-    /* ViT token assembly: for each of batch images, out row 0 = cls + pos[0],
-    ** out row 1+p = patches[b*n_patches + p] + pos[1+p]. out: [batch*(n_patches+1), width]. */
-    cdb_status (*embed_patches)(cdb_k_backend *be, const cdb_k_buf *patches,
-                                const cdb_k_buf *cls, const cdb_k_buf *pos, int batch,
-                                int n_patches, int width, cdb_k_buf *out /* OUT */);
+    /* Embedding lookup plus a periodic addend: out[r,:] = table[ids[r],:] +
+    ** pos[r % period,:] for r < n_rows (a text tower's token + positional
+    ** embedding). ids: host memory, each in [0, table rows) (CDB_INVALID otherwise). */
+    cdb_status (*lookup_add)(cdb_k_backend *be, const cdb_k_buf *table, const cdb_k_buf *pos,
+                             const int32_t *ids, int n_rows, int period, int width,
+                             cdb_k_buf *out /* OUT */);
+    /* One row put in front of each of batch groups of n rows, then a positional
+    ** table added: out [batch*(n+1), width], out row b*(n+1) = head + pos[0], out row
+    ** b*(n+1) + 1 + p = x[b*n + p] + pos[1 + p] (a ViT's class token before its patch
+    ** embeddings). head: one row of width; pos: n+1 rows. */
+    cdb_status (*prepend_add)(cdb_k_backend *be, const cdb_k_buf *x, const cdb_k_buf *head,
+                              const cdb_k_buf *pos, int batch, int n, int width,
+                              cdb_k_buf *out /* OUT */);
     /* out[i,:] = x[rows[i],:] for i < n; rows: host memory, each < rows of x. */
     cdb_status (*gather_rows)(cdb_k_backend *be, const cdb_k_buf *x, const int32_t *rows,
                               int n, int width, cdb_k_buf *out /* OUT */);
@@ -238,11 +241,12 @@ typedef struct cdb_k_backend_ops {
     ** its s x s window. s == 1 copies. out must not overlap x. */
     cdb_status (*avgpool)(cdb_k_backend *be, const cdb_k_buf *x, int n, int h, int w, int c,
                           int s, cdb_k_buf *out /* OUT */);
-    /* The attention pool's tokens: x [batch*hw, width] (hw grid rows per item), pos
-    ** [hw+1, width]; out row b*(hw+1) = mean_p x[b*hw + p] + pos[0] (the mean summed
-    ** in fp32 or wider), out row b*(hw+1) + 1 + p = x[b*hw + p] + pos[1 + p]. */
-    cdb_status (*pool_tokens)(cdb_k_backend *be, const cdb_k_buf *x, const cdb_k_buf *pos,
-                              int batch, int hw, int width, cdb_k_buf *out /* OUT */);
+    /* prepend_add with each group's own mean as its head row: x [batch*n, width],
+    ** pos [n+1, width]; out row b*(n+1) = mean_p x[b*n + p] + pos[0] (the mean summed
+    ** in fp32 or wider), out row b*(n+1) + 1 + p = x[b*n + p] + pos[1 + p] (the
+    ** tokens of ModifiedResNet's attention pool). out must not overlap x. */
+    cdb_status (*prepend_mean_add)(cdb_k_backend *be, const cdb_k_buf *x, const cdb_k_buf *pos,
+                                   int batch, int n, int width, cdb_k_buf *out /* OUT */);
     /* Multi-head attention with separate queries (the attention pool: one query
     ** per item): q [batch*n_q, heads*head_dim], kv [batch*seq, 2*heads*head_dim]
     ** (each row k | v, each heads blocks of head_dim); out [batch*n_q,

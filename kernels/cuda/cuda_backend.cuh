@@ -31,7 +31,7 @@ typedef struct cdb_kc_backend {
     pthread_mutex_t mu; /* serializes ops: they share the scratch and the stream */
     void *ws;           /* scratch for fp16 operand copies, attention */
     size_t ws_bytes;
-    int32_t *d_idx; /* row indices uploaded for embed_tokens / gather_rows */
+    int32_t *d_idx; /* row indices uploaded for lookup_add / gather_rows */
     size_t idx_cap;
     /* Freed activation blocks kept for reuse (the graph allocates its scratch per
     ** call; cudaMalloc/cudaFree per call would synchronize and cost milliseconds).

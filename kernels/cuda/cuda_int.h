@@ -105,14 +105,14 @@ cdb_status cdb_kc_attention(cdb_kc_ctx *c, const void *qkv, int qkv_f32, uint16_
 
 /* ---- embeddings / gathers --------------------------------------------------- */
 
-/* out[r,:] (fp32) = table[ids[r],:] + pos[r % seq,:]; table f16 or fp32
+/* out[r,:] (fp32) = table[ids[r],:] + pos[r % period,:]; table f16 or fp32
 ** (table_f32), pos fp32; d_ids on the device. */
-cdb_status cdb_kc_embed_tokens(cdb_kc_ctx *c, const void *table, int table_f32, const float *pos,
-                               const int32_t *d_ids, int n_rows, int seq, int width, float *out);
-/* ViT tokens (fp32 out [batch*(n_patches+1), width]); patches f16 or fp32. */
-cdb_status cdb_kc_embed_patches(cdb_kc_ctx *c, const void *patches, int patches_f32,
-                                const float *cls, const float *pos, int batch, int n_patches,
-                                int width, float *out);
+cdb_status cdb_kc_lookup_add(cdb_kc_ctx *c, const void *table, int table_f32, const float *pos,
+                             const int32_t *d_ids, int n_rows, int period, int width, float *out);
+/* As cdb_k_backend_ops.prepend_add: fp32 out [batch*(n+1), width]; x f16 or fp32,
+** head and pos fp32. */
+cdb_status cdb_kc_prepend_add(cdb_kc_ctx *c, const void *x, int x_f32, const float *head,
+                              const float *pos, int batch, int n, int width, float *out);
 /* out[i,:] = x[rows[i],:]; elem_bytes 2 or 4; d_rows on the device. */
 cdb_status cdb_kc_gather_rows(cdb_kc_ctx *c, const void *x, const int32_t *d_rows, int n,
                               int width, size_t elem_bytes, void *out);
@@ -132,10 +132,10 @@ cdb_status cdb_kc_im2col_nhwc(cdb_kc_ctx *c, const void *x, int x_f32, int n, in
 ** out stored fp32 (out_f32) or f16. */
 cdb_status cdb_kc_avgpool_nhwc(cdb_kc_ctx *c, const void *x, int x_f32, int n, int h, int w,
                                int ch, int s, void *out, int out_f32);
-/* out [batch*(hw+1), width] fp32: row 0 of each item the fp32 mean of its hw rows of x
-** (f16 or fp32) + pos[0], then x's rows + pos[1..hw]. */
-cdb_status cdb_kc_pool_tokens(cdb_kc_ctx *c, const void *x, int x_f32, const float *pos,
-                              int batch, int hw, int width, float *out);
+/* out [batch*(n+1), width] fp32: row 0 of each group the fp32 mean of its n rows of x
+** (f16 or fp32) + pos[0], then x's rows + pos[1..n]. */
+cdb_status cdb_kc_prepend_mean_add(cdb_kc_ctx *c, const void *x, int x_f32, const float *pos,
+                                   int batch, int n, int width, float *out);
 /* out [batch*n_q, heads*head_dim] (f16) from q [batch*n_q, heads*head_dim] and kv
 ** [batch*seq, 2*heads*head_dim] (each f16 or fp32), as cdb_k_backend_ops.attention_q:
 ** one thread block per (item, head, query), fp32 scores/softmax/sums in shared memory

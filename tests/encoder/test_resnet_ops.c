@@ -1,6 +1,6 @@
 /*
 ** test_resnet_ops.c: the backend ops the ModifiedResNet graph (encoder/resnet.c)
-** added to kernels.h — im2col, avgpool, pool_tokens, attention_q and the ReLU
+** added to kernels.h — im2col, avgpool, prepend_mean_add, attention_q and the ReLU
 ** activation — the optimized CPU backend against the scalar reference backend on
 ** odd shapes (channels 1/3/5/17, odd image sides, stride 2 on odd sides, padding
 ** 0/1/2, one key, one head, head_dim 1/7/64) with an NMSE threshold as in
@@ -185,17 +185,17 @@ CDB_TEST(pool_tokens_and_attention_q) {
             cdb_k_buf *bo = zeros(be, (size_t)B * NQ * W);
             CHECK_OK(be->ops->weight_upload(be, pos, CDB_K_F32, (size_t)S * W, CDB_K_W_EMBED, 0,
                                             &bp));
-            CHECK_OK(be->ops->pool_tokens(be, bx, bp, B, HW, W, bt));
+            CHECK_OK(be->ops->prepend_mean_add(be, bx, bp, B, HW, W, bt));
             CHECK_OK(be->ops->attention_q(be, bq, bkv, bo, B, NQ, S, H, W / H));
             rt[i] = down(be, bt, ntok);
             ra[i] = down(be, bo, (size_t)B * NQ * W);
-            CHECK_RC(be->ops->pool_tokens(be, bx, bp, B, HW + 1, W, bt), CDB_INVALID);
+            CHECK_RC(be->ops->prepend_mean_add(be, bx, bp, B, HW + 1, W, bt), CDB_INVALID);
             CHECK_RC(be->ops->attention_q(be, bq, bkv, bo, B, NQ, S + 1, H, W / H), CDB_INVALID);
             be->ops->buf_free(be, bx), be->ops->buf_free(be, bp), be->ops->buf_free(be, bt);
             be->ops->buf_free(be, bq), be->ops->buf_free(be, bkv), be->ops->buf_free(be, bo);
         }
         double et = nmse(rt[0], rt[1], ntok), ea = nmse(ra[0], ra[1], (size_t)B * NQ * W);
-        CHECK_MSG(et < 1e-13, "pool_tokens b=%d hw=%d w=%d nmse %.3g", B, HW, W, et);
+        CHECK_MSG(et < 1e-13, "prepend_mean_add b=%d hw=%d w=%d nmse %.3g", B, HW, W, et);
         CHECK_MSG(ea < 1e-11, "attention_q b=%d nq=%d s=%d h=%d nmse %.3g", B, NQ, S, H, ea);
         /* the definition: token 0 = mean + pos[0]; token 1 + p = x[p] + pos[1 + p] */
         {

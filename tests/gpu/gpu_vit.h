@@ -239,7 +239,7 @@ static inline cdb_status gv_forward_cols(const gv_dev *d, gv_scratch *s, int n) 
     if (!pool) return CDB_NOMEM;
     for (int i = 0; i < n; i++) pool[i] = i * S;
     GV_CK(be->ops->gemm(be, s->cols, d->patch_w, NULL, s->h, n * N, W, K, CDB_K_ACT_NONE, 0));
-    GV_CK(be->ops->embed_patches(be, s->h, d->cls, d->pos, n, N, W, s->x));
+    GV_CK(be->ops->prepend_add(be, s->h, d->cls, d->pos, n, N, W, s->x));
     GV_CK(be->ops->layernorm(be, s->x, d->ln_pre_g, d->ln_pre_b, s->x, rows, W, 1e-5f));
     for (int l = 0; l < sh.layers; l++) {
         const gv_block_d *b = &d->blk[l];

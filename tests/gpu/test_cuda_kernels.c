@@ -12,7 +12,7 @@
 **    images and texts: cosine >= 0.9995 per item; the stored form (fp32
 **    normalized, then fp16) has the same format and no NaN/Inf; the same for the
 **    ModifiedResNet fixtures (rn_*), after its ops (im2col, avgpool, ReLU,
-**    pool_tokens, attention_q) against the scalar reference backend;
+**    prepend_mean_add, attention_q) against the scalar reference backend;
 **  - GPU preprocessing (resize/crop/normalize) vs the encoder's PIL-exact CPU
 **    path (the plan itself is checked against it without a GPU in
 **    tests/kernels/test_cuda_host.c).
@@ -352,11 +352,11 @@ CDB_TEST(be_embed_gather) {
         CHECK(be[i]->ops->buf_alloc(be[i], (size_t)n_rows * W, &bo) == CDB_OK);
         CHECK(be[i]->ops->buf_alloc(be[i], (size_t)5 * W, &bg) == CDB_OK);
         CHECK(be[i]->ops->buf_alloc(be[i], (size_t)B * (N + 1) * W, &bv) == CDB_OK);
-        CHECK_OK(be[i]->ops->embed_tokens(be[i], bt, bp, ids, n_rows, C, W, bo));
+        CHECK_OK(be[i]->ops->lookup_add(be[i], bt, bp, ids, n_rows, C, W, bo));
         o[i][0] = down(be[i], bo, (size_t)n_rows * W);
         CHECK_OK(be[i]->ops->gather_rows(be[i], bo, rows, 5, W, bg));
         o[i][1] = down(be[i], bg, (size_t)5 * W);
-        CHECK_OK(be[i]->ops->embed_patches(be[i], bpa, bc, bpp, B, N, W, bv));
+        CHECK_OK(be[i]->ops->prepend_add(be[i], bpa, bc, bpp, B, N, W, bv));
         o[i][2] = down(be[i], bv, (size_t)B * (N + 1) * W);
         be[i]->ops->buf_free(be[i], bt), be[i]->ops->buf_free(be[i], bp);
         be[i]->ops->buf_free(be[i], bo), be[i]->ops->buf_free(be[i], bg);
@@ -374,7 +374,7 @@ CDB_TEST(be_embed_gather) {
         cdb_k_buf *bt = wup(p.gpu, table, (size_t)V * W, CDB_K_W_EMBED), *bo = NULL;
         int32_t bad_id = V;
         CHECK(p.gpu->ops->buf_alloc(p.gpu, (size_t)W, &bo) == CDB_OK);
-        CHECK_RC(p.gpu->ops->embed_tokens(p.gpu, bt, NULL, &bad_id, 1, 1, W, bo), CDB_INVALID);
+        CHECK_RC(p.gpu->ops->lookup_add(p.gpu, bt, NULL, &bad_id, 1, 1, W, bo), CDB_INVALID);
         CHECK_RC(p.gpu->ops->gemm(p.gpu, bo, bt, NULL, bo, 1, 1, W, CDB_K_ACT_NONE, 0), CDB_INVALID);
         CHECK_RC(p.gpu->ops->gemm(p.gpu, bt, bt, NULL, bo, 100000, 1, W, CDB_K_ACT_NONE, 0),
                  CDB_INVALID);
@@ -536,7 +536,7 @@ CDB_TEST(be_resnet_ops) {
     /* n h w c k stride pad (im2col); avgpool uses n h w c and s = stride + 1 */
     static const int conv[][7] = {{1, 1, 1, 1, 1, 1, 0}, {2, 7, 5, 3, 3, 2, 1},
                                   {1, 9, 9, 17, 3, 1, 1}, {4, 56, 56, 64, 3, 1, 1}};
-    /* batch hw width heads n_q (pool_tokens + attention_q) */
+    /* batch hw width heads n_q (prepend_mean_add + attention_q) */
     static const int pool[][5] = {{1, 1, 64, 1, 1}, {3, 49, 2048, 32, 1}, {2, 9, 21, 3, 2}};
     bpair p;
     cdb_k_backend *be[2];
@@ -586,7 +586,7 @@ CDB_TEST(be_resnet_ops) {
             cdb_k_buf *bq = up(be[i], q, nq), *bkv = up(be[i], kv, nkv), *bt = NULL, *bo = NULL;
             CHECK(bx && bp && bq && bkv && be[i]->ops->buf_alloc(be[i], ntok, &bt) == CDB_OK &&
                   be[i]->ops->buf_alloc(be[i], nq, &bo) == CDB_OK);
-            CHECK_OK(be[i]->ops->pool_tokens(be[i], bx, bp, B, HW, W, bt));
+            CHECK_OK(be[i]->ops->prepend_mean_add(be[i], bx, bp, B, HW, W, bt));
             CHECK_OK(be[i]->ops->attention_q(be[i], bq, bkv, bo, B, NQ, S, H, W / H));
             o[i][0] = down(be[i], bt, ntok);
             o[i][1] = down(be[i], bo, nq);
@@ -594,7 +594,7 @@ CDB_TEST(be_resnet_ops) {
             be[i]->ops->buf_free(be[i], bq), be[i]->ops->buf_free(be[i], bkv);
             be[i]->ops->buf_free(be[i], bt), be[i]->ops->buf_free(be[i], bo);
         }
-        CHECK_MSG(nmse(o[0][0], o[1][0], ntok) < 1e-12, "pool_tokens case %zu: nmse %g", t,
+        CHECK_MSG(nmse(o[0][0], o[1][0], ntok) < 1e-12, "prepend_mean_add case %zu: nmse %g", t,
                   nmse(o[0][0], o[1][0], ntok));
         CHECK_MSG(nmse(o[0][1], o[1][1], nq) < 2e-5, "attention_q case %zu: nmse %g", t,
                   nmse(o[0][1], o[1][1], nq));

@@ -185,12 +185,12 @@ CDB_TEST(embed_and_gather) {
         CHECK_OK(be->ops->buf_alloc(be, (size_t)14 * W, &o1));
         CHECK_OK(be->ops->buf_alloc(be, (size_t)B * (N + 1) * W, &o2));
         CHECK_OK(be->ops->buf_alloc(be, (size_t)4 * W, &o3));
-        CHECK_OK(be->ops->embed_tokens(be, bt, bp, ids, 14, S, W, o1));
-        CHECK_OK(be->ops->embed_patches(be, bpa, bc, bp, B, N, W, o2));
+        CHECK_OK(be->ops->lookup_add(be, bt, bp, ids, 14, S, W, o1));
+        CHECK_OK(be->ops->prepend_add(be, bpa, bc, bp, B, N, W, o2));
         CHECK_OK(be->ops->gather_rows(be, o1, rows, 4, W, o3));
         /* errors: out-of-range ids and rows are refused */
         int32_t bad = V;
-        CHECK_RC(be->ops->embed_tokens(be, bt, bp, &bad, 1, S, W, o1), CDB_INVALID);
+        CHECK_RC(be->ops->lookup_add(be, bt, bp, &bad, 1, S, W, o1), CDB_INVALID);
         bad = 14;
         CHECK_RC(be->ops->gather_rows(be, o1, &bad, 1, W, o3), CDB_INVALID);
         CHECK_RC(be->ops->gemm(be, o1, bt, NULL, o3, 14, V, W, CDB_K_ACT_NONE, 0), CDB_INVALID);
