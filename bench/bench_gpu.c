@@ -169,26 +169,26 @@ int main(int argc, char **argv) {
                                    4096));
     BK(gv_scratch_new(be, GV_B32, batch, &s));
     if (check && torch_check(&d, &s, check) != 0) rc = 3; /* reported; benchmark goes on */
-    BK(be->ops->buf_alloc(be, (size_t)batch * plane, &pixels));
+    BK(cdb_k_buf_alloc(be, (size_t)batch * plane, &pixels));
 
     /* ---- 1. tower throughput, inputs on the device ---- */
     {
         float *px = gv_randn((size_t)batch * plane, 1.0f, 0.0f);
         if (!px) goto fail;
-        BK(be->ops->buf_upload(be, pixels, 0, px, (size_t)batch * plane));
+        BK(cdb_k_buf_upload(be, pixels, 0, px, (size_t)batch * plane));
         free(px);
     }
     for (int it = 0; it < 3; it++) { /* warm-up: cuBLAS heuristics, allocations */
         BK(cdb_k_cuda_im2col(be, pixels, batch, 224, 32, s.cols));
         BK(gv_forward_cols(&d, &s, batch));
     }
-    BK(be->ops->sync(be));
+    BK(cdb_k_sync(be));
     t0 = now_s();
     for (int it = 0; it < iters; it++) {
         BK(cdb_k_cuda_im2col(be, pixels, batch, 224, 32, s.cols));
         BK(gv_forward_cols(&d, &s, batch));
     }
-    BK(be->ops->sync(be));
+    BK(cdb_k_sync(be));
     t1 = now_s();
     tower_ips = (double)batch * iters / (t1 - t0);
     printf("tower_batch=%d tower_ms_per_batch=%.3f tower_ips=%.1f\n", batch,
@@ -229,7 +229,7 @@ int main(int argc, char **argv) {
                 BK(gv_forward_cols(&d, &s, batch));
                 /* next batch's packing + upload overlap this batch's compute */
                 if (bi + 1 < nb) BK(cdb_k_cuda_ingest_preprocess(ing, imgs, batch, pixels));
-                BK(be->ops->buf_download(be, s.emb, 0, emb, (size_t)batch * 512));
+                BK(cdb_k_buf_download(be, s.emb, 0, emb, (size_t)batch * 512));
                 for (int i = 0; i < batch; i++)
                     if (cdb_k_normalize_to_f16(emb + (size_t)i * 512, 512, stored + (size_t)i * 512) !=
                         CDB_OK)
@@ -252,7 +252,7 @@ fail:
     free(stored);
     cdb_k_cuda_ingest_free(ing);
     if (be) {
-        be->ops->buf_free(be, pixels);
+        cdb_k_buf_free(be, pixels);
         gv_scratch_free(be, &s);
         gv_dev_free(&d);
         cdb_k_backend_free(be);

@@ -112,30 +112,32 @@ void cdb_k_dot_f16_f32_multi_scalar(const uint16_t *vecs, size_t n_vecs, const f
 /* ==== BACKEND ==================================================================
 ** The compute seam of the CLIP forward pass (encoder/clip.c is written once
 ** against it). A backend owns a device (or the CPU), its buffers and its threads;
-** the graph only sees opaque buffers and calls the ops below through the vtable.
+** the graph only sees opaque buffers and calls the functions below.
 **
 ** Buffers (cdb_k_buf) hold a 1-D array of n elements whose storage type the
 ** backend chooses: the CPU backend stores fp32; a CUDA backend may store weights
 ** and activations in fp16. The graph never reads a buffer's memory directly: it
-** fills one with buf_upload / weight_upload and reads one with buf_download,
-** always in fp32 on the host side. Matrices are row-major; "X [M,K]" means M rows
-** of K elements. Ops may run asynchronously; buf_download (and sync) wait for all
-** earlier ops. Buffers passed to one op must not overlap unless stated.
+** fills one with cdb_k_buf_upload / cdb_k_weight_upload / cdb_k_matrix_upload and
+** reads one with cdb_k_buf_download, always in fp32 on the host side. Matrices are row-major; "X [M,K]" means M rows
+** of K elements. Ops may run asynchronously; cdb_k_buf_download (and cdb_k_sync)
+** wait for all earlier ops. Buffers passed to one op must not overlap unless stated.
 **
 ** Precision (DESIGN.md): every GEMM accumulates in fp32 or wider, LayerNorm and
 ** softmax statistics are fp32, whatever the storage type.
 **
-** Errors: ops return cdb_status and set cdb_errmsg (CDB_INVALID for bad sizes,
-** CDB_NOMEM, CDB_DEVICE). They never abort on bad input.
+** Errors: ops return cdb_status and set cdb_errmsg (CDB_INVALID for bad sizes or a
+** NULL backend, CDB_NOMEM, CDB_DEVICE). They never abort on bad input.
 **
 ** Threading: one backend may be used by several threads at once as long as they
 ** use different activation buffers (weights are read-only after upload). Each
 ** backend's own parallelism (OpenMP, BLAS threads, streams) is internal.
 **
-** Adding a backend (e.g. CUDA): implement the ops of cdb_k_backend_ops in
-** kernels/cuda/, expose a constructor, and make cdb_k_backend_new() return it for
-** CDB_K_BACKEND_CUDA. Nothing in encoder/ changes. The scalar CPU backend
-** (cdb_k_backend_cpu_ref_new) is the reference every backend is tested against. */
+** Adding a backend: implement the vtable of kernels/backend_impl.h (private to
+** kernels/) next to kernels/cpu/ and kernels/cuda/, expose a constructor, and make
+** cdb_k_backend_new() return it. Nothing in encoder/ changes: callers see an opaque
+** cdb_k_backend and the functions below, which forward to the backend's vtable. The
+** scalar CPU backend (cdb_k_backend_cpu_ref_new) is the reference every backend is
+** tested against. */
 
 typedef struct cdb_k_buf cdb_k_buf;         /* opaque, owned by its backend */
 typedef struct cdb_k_backend cdb_k_backend; /* opaque */
@@ -155,7 +157,7 @@ typedef enum cdb_k_act {
 
 /* What a weight is used for, so a backend can pick its storage: MATRIX (the B
 ** operand of gemm; a GPU backend may keep it fp16), EMBED (embedding tables and
-** positional/class embeddings, read by embed ops), PARAM (biases and LayerNorm
+** positional/class embeddings, read by lookup_add / prepend_add), PARAM (biases and LayerNorm
 ** gains, which a backend should keep in fp32). */
 typedef enum cdb_k_wrole {
     CDB_K_W_MATRIX = 0,
@@ -163,114 +165,107 @@ typedef enum cdb_k_wrole {
     CDB_K_W_PARAM = 2
 } cdb_k_wrole;
 
-/* weight_upload flags */
+/* cdb_k_weight_upload / cdb_k_matrix_upload flags */
 #define CDB_K_UPLOAD_BORROW 1 /* src stays valid and unchanged for the buffer's whole
                                  life (an mmapped file): the backend may use it in place */
 
-typedef struct cdb_k_backend_ops {
-    const char *name; /* "cpu", "cpu-ref", "cuda" */
-    void (*destroy)(cdb_k_backend *be);
+/* ---- buffers ----
+** Weights: n elements of dtype dt at src (host memory, any alignment), converted to
+** the backend's storage for role. flags: CDB_K_UPLOAD_*. Activations: uninitialized,
+** n elements. cdb_k_buf_free(be, NULL) is fine. buf_upload / buf_download copy host
+** fp32 <-> the buffer's elements [off, off+n); download waits for earlier ops. */
+cdb_status cdb_k_buf_alloc(cdb_k_backend *be, size_t n, cdb_k_buf **out /* OUT */);
+void cdb_k_buf_free(cdb_k_backend *be, cdb_k_buf *b);
+cdb_status cdb_k_weight_upload(cdb_k_backend *be, const void *src, cdb_k_dtype dt, size_t n,
+                               cdb_k_wrole role, int flags, cdb_k_buf **out /* OUT */);
+/* A gemm operand W [rows, cols] (row-major, the nn.Linear layout), as weight_upload
+** with CDB_K_W_MATRIX, but with the shape known so that a backend may store it in a
+** layout of its own, once, at load: the CPU backend packs it into its GEMM's column
+** panels (then W no longer reads src, and flags are ignored). buf_download still
+** gives the row-major values. cdb_k_gemm takes such a buffer as w with k == cols and
+** n <= rows. */
+cdb_status cdb_k_matrix_upload(cdb_k_backend *be, const void *src, cdb_k_dtype dt, int rows,
+                               int cols, int flags, cdb_k_buf **out /* OUT */);
+cdb_status cdb_k_buf_upload(cdb_k_backend *be, cdb_k_buf *dst, size_t off, const float *src,
+                            size_t n);
+cdb_status cdb_k_buf_download(cdb_k_backend *be, const cdb_k_buf *src, size_t off,
+                              float *dst /* OUT */, size_t n);
 
-    /* An uninitialized activation buffer of n elements. */
-    cdb_status (*buf_alloc)(cdb_k_backend *be, size_t n, cdb_k_buf **out /* OUT */);
-    void (*buf_free)(cdb_k_backend *be, cdb_k_buf *b); /* NULL is fine */
-    /* Weights: n elements of dtype dt at src (host memory, any alignment), converted
-    ** to the backend's storage for role. flags: CDB_K_UPLOAD_*. */
-    cdb_status (*weight_upload)(cdb_k_backend *be, const void *src, cdb_k_dtype dt, size_t n,
-                                cdb_k_wrole role, int flags, cdb_k_buf **out /* OUT */);
-    /* Host fp32 <-> buffer elements [off, off+n). download waits for earlier ops. */
-    cdb_status (*buf_upload)(cdb_k_backend *be, cdb_k_buf *dst, size_t off, const float *src,
-                             size_t n);
-    cdb_status (*buf_download)(cdb_k_backend *be, const cdb_k_buf *src, size_t off,
-                               float *dst /* OUT */, size_t n);
+/* ---- ops ---- */
 
-    /* Y[M,N] = act(X[M,K] . W[N,K]^T + bias[N]) (+ Y when accumulate).
-    ** W is row-major [N,K] (the nn.Linear layout). bias may be NULL. accumulate
-    ** requires act == CDB_K_ACT_NONE. Y must not overlap X. */
-    cdb_status (*gemm)(cdb_k_backend *be, const cdb_k_buf *x, const cdb_k_buf *w,
-                       const cdb_k_buf *bias, cdb_k_buf *y, int m, int n, int k,
-                       cdb_k_act act, int accumulate);
-    /* Y[r,:] = (X[r,:] - mean) / sqrt(var + eps) * gamma + beta for rows r < m,
-    ** biased variance (as torch.nn.LayerNorm). Y may equal X. */
-    cdb_status (*layernorm)(cdb_k_backend *be, const cdb_k_buf *x, const cdb_k_buf *gamma,
-                            const cdb_k_buf *beta, cdb_k_buf *y, int m, int n, float eps);
-    /* In place: X[0..n) = act(X). */
-    cdb_status (*act)(cdb_k_backend *be, cdb_k_buf *x, size_t n, cdb_k_act act);
-    /* In place: Y[0..n) += X[0..n). */
-    cdb_status (*add)(cdb_k_backend *be, cdb_k_buf *y, const cdb_k_buf *x, size_t n);
-    /* Multi-head scaled dot-product attention, as torch.nn.MultiheadAttention after
-    ** its input projection. qkv: [batch*seq, 3*heads*head_dim], each row the
-    ** concatenation q | k | v, each of those heads blocks of head_dim. out:
-    ** [batch*seq, heads*head_dim], heads concatenated. scores = q.k^T / sqrt(head_dim),
-    ** softmax over keys (fp32), causal: key j > query i masked out. */
-    cdb_status (*attention)(cdb_k_backend *be, const cdb_k_buf *qkv, cdb_k_buf *out,
-                            int batch, int seq, int heads, int head_dim, int causal);
-    /* Embedding lookup plus a periodic addend: out[r,:] = table[ids[r],:] +
-    ** pos[r % period,:] for r < n_rows (a text tower's token + positional
-    ** embedding). ids: host memory, each in [0, table rows) (CDB_INVALID otherwise). */
-    cdb_status (*lookup_add)(cdb_k_backend *be, const cdb_k_buf *table, const cdb_k_buf *pos,
-                             const int32_t *ids, int n_rows, int period, int width,
+/* Y[M,N] = act(X[M,K] . W[N,K]^T + bias[N]) (+ Y when accumulate).
+** W is row-major [N,K] (the nn.Linear layout). bias may be NULL. accumulate
+** requires act == CDB_K_ACT_NONE. Y must not overlap X. */
+cdb_status cdb_k_gemm(cdb_k_backend *be, const cdb_k_buf *x, const cdb_k_buf *w,
+                      const cdb_k_buf *bias, cdb_k_buf *y, int m, int n, int k, cdb_k_act act,
+                      int accumulate);
+/* Y[r,:] = (X[r,:] - mean) / sqrt(var + eps) * gamma + beta for rows r < m,
+** biased variance (as torch.nn.LayerNorm). Y may equal X. */
+cdb_status cdb_k_layernorm(cdb_k_backend *be, const cdb_k_buf *x, const cdb_k_buf *gamma,
+                           const cdb_k_buf *beta, cdb_k_buf *y, int m, int n, float eps);
+/* In place: X[0..n) = act(X). */
+cdb_status cdb_k_activate(cdb_k_backend *be, cdb_k_buf *x, size_t n, cdb_k_act act);
+/* In place: Y[0..n) += X[0..n). */
+cdb_status cdb_k_add(cdb_k_backend *be, cdb_k_buf *y, const cdb_k_buf *x, size_t n);
+/* Multi-head scaled dot-product attention, as torch.nn.MultiheadAttention after
+** its input projection. qkv: [batch*seq, 3*heads*head_dim], each row the
+** concatenation q | k | v, each of those heads blocks of head_dim. out:
+** [batch*seq, heads*head_dim], heads concatenated. scores = q.k^T / sqrt(head_dim),
+** softmax over keys (fp32), causal: key j > query i masked out. */
+cdb_status cdb_k_attention(cdb_k_backend *be, const cdb_k_buf *qkv, cdb_k_buf *out, int batch,
+                           int seq, int heads, int head_dim, int causal);
+/* Multi-head attention with separate queries (e.g. an attention pool: one query
+** per item): q [batch*n_q, heads*head_dim], kv [batch*seq, 2*heads*head_dim]
+** (each row k | v, each heads blocks of head_dim); out [batch*n_q,
+** heads*head_dim] = per head softmax(q.k^T / sqrt(head_dim)) . v over the item's
+** seq keys, not causal, fp32 softmax. out must not overlap q or kv. */
+cdb_status cdb_k_attention_q(cdb_k_backend *be, const cdb_k_buf *q, const cdb_k_buf *kv,
+                             cdb_k_buf *out /* OUT */, int batch, int n_q, int seq, int heads,
+                             int head_dim);
+/* Embedding lookup plus a periodic addend: out[r,:] = table[ids[r],:] +
+** pos[r % period,:] for r < n_rows (a text tower's token + positional
+** embedding). ids: host memory, each in [0, table rows) (CDB_INVALID otherwise). */
+cdb_status cdb_k_lookup_add(cdb_k_backend *be, const cdb_k_buf *table, const cdb_k_buf *pos,
+                            const int32_t *ids, int n_rows, int period, int width,
+                            cdb_k_buf *out /* OUT */);
+/* One row put in front of each of batch groups of n rows, then a positional
+** table added: out [batch*(n+1), width], out row b*(n+1) = head + pos[0], out row
+** b*(n+1) + 1 + p = x[b*n + p] + pos[1 + p] (a ViT's class token before its patch
+** embeddings). head: one row of width; pos: n+1 rows. */
+cdb_status cdb_k_prepend_add(cdb_k_backend *be, const cdb_k_buf *x, const cdb_k_buf *head,
+                             const cdb_k_buf *pos, int batch, int n, int width,
                              cdb_k_buf *out /* OUT */);
-    /* One row put in front of each of batch groups of n rows, then a positional
-    ** table added: out [batch*(n+1), width], out row b*(n+1) = head + pos[0], out row
-    ** b*(n+1) + 1 + p = x[b*n + p] + pos[1 + p] (a ViT's class token before its patch
-    ** embeddings). head: one row of width; pos: n+1 rows. */
-    cdb_status (*prepend_add)(cdb_k_backend *be, const cdb_k_buf *x, const cdb_k_buf *head,
-                              const cdb_k_buf *pos, int batch, int n, int width,
-                              cdb_k_buf *out /* OUT */);
-    /* out[i,:] = x[rows[i],:] for i < n; rows: host memory, each < rows of x. */
-    cdb_status (*gather_rows)(cdb_k_backend *be, const cdb_k_buf *x, const int32_t *rows,
-                              int n, int width, cdb_k_buf *out /* OUT */);
-    /* Waits for every queued op (a no-op on the CPU). */
-    cdb_status (*sync)(cdb_k_backend *be);
+/* cdb_k_prepend_add with each group's own mean as its head row: x [batch*n, width],
+** pos [n+1, width]; out row b*(n+1) = mean_p x[b*n + p] + pos[0] (the mean summed
+** in fp32 or wider), out row b*(n+1) + 1 + p = x[b*n + p] + pos[1 + p] (the
+** tokens of ModifiedResNet's attention pool). out must not overlap x. */
+cdb_status cdb_k_prepend_mean_add(cdb_k_backend *be, const cdb_k_buf *x, const cdb_k_buf *pos,
+                                  int batch, int n, int width, cdb_k_buf *out /* OUT */);
+/* out[i,:] = x[rows[i],:] for i < n; rows: host memory, each < rows of x. */
+cdb_status cdb_k_gather_rows(cdb_k_backend *be, const cdb_k_buf *x, const int32_t *rows, int n,
+                             int width, cdb_k_buf *out /* OUT */);
+/* Waits for every queued op (a no-op on the CPU). */
+cdb_status cdb_k_sync(cdb_k_backend *be);
 
-    /* ---- appended: the ModifiedResNet image tower (encoder/resnet.c) ----
-    ** Images are NHWC: x [n, h, w, c] is n*h*w rows of c channels, so a 1x1
-    ** convolution is a gemm and a k x k one is im2col followed by a gemm. */
+/* ---- NHWC image ops (convolutions, as encoder/resnet.c runs them) ----
+** Images are NHWC: x [n, h, w, c] is n*h*w rows of c channels, so a 1x1
+** convolution is a gemm and a k x k one is im2col followed by a gemm. */
 
-    /* Patch matrix of a k x k convolution with stride `stride` and zero padding
-    ** `pad`: cols [n*ho*wo, k*k*c] with ho = (h + 2*pad - k) / stride + 1 (wo the
-    ** same with w); row (b, oy, ox) holds x[b, oy*stride - pad + ky, ox*stride - pad
-    ** + kx, 0..c) for ky, kx < k in that order, zeros outside the image. A weight
-    ** stored [cout, k, k, c] then gives the convolution as gemm(cols, weight).
-    ** k, stride >= 1, 0 <= pad < k, ho and wo >= 1. cols must not overlap x. */
-    cdb_status (*im2col)(cdb_k_backend *be, const cdb_k_buf *x, int n, int h, int w, int c,
-                         int k, int stride, int pad, cdb_k_buf *cols /* OUT */);
-    /* torch.nn.AvgPool2d(s) on NHWC x [n, h, w, c]: out [n, h/s, w/s, c] (floor: a
-    ** trailing row/column that does not fill a window is dropped), each the mean of
-    ** its s x s window. s == 1 copies. out must not overlap x. */
-    cdb_status (*avgpool)(cdb_k_backend *be, const cdb_k_buf *x, int n, int h, int w, int c,
-                          int s, cdb_k_buf *out /* OUT */);
-    /* prepend_add with each group's own mean as its head row: x [batch*n, width],
-    ** pos [n+1, width]; out row b*(n+1) = mean_p x[b*n + p] + pos[0] (the mean summed
-    ** in fp32 or wider), out row b*(n+1) + 1 + p = x[b*n + p] + pos[1 + p] (the
-    ** tokens of ModifiedResNet's attention pool). out must not overlap x. */
-    cdb_status (*prepend_mean_add)(cdb_k_backend *be, const cdb_k_buf *x, const cdb_k_buf *pos,
-                                   int batch, int n, int width, cdb_k_buf *out /* OUT */);
-    /* Multi-head attention with separate queries (the attention pool: one query
-    ** per item): q [batch*n_q, heads*head_dim], kv [batch*seq, 2*heads*head_dim]
-    ** (each row k | v, each heads blocks of head_dim); out [batch*n_q,
-    ** heads*head_dim] = per head softmax(q.k^T / sqrt(head_dim)) . v over the item's
-    ** seq keys, not causal, fp32 softmax. out must not overlap q or kv. */
-    cdb_status (*attention_q)(cdb_k_backend *be, const cdb_k_buf *q, const cdb_k_buf *kv,
-                              cdb_k_buf *out /* OUT */, int batch, int n_q, int seq, int heads,
-                              int head_dim);
+/* Patch matrix of a k x k convolution with stride `stride` and zero padding
+** `pad`: cols [n*ho*wo, k*k*c] with ho = (h + 2*pad - k) / stride + 1 (wo the
+** same with w); row (b, oy, ox) holds x[b, oy*stride - pad + ky, ox*stride - pad
+** + kx, 0..c) for ky, kx < k in that order, zeros outside the image. A weight
+** stored [cout, k, k, c] then gives the convolution as gemm(cols, weight).
+** k, stride >= 1, 0 <= pad < k, ho and wo >= 1. cols must not overlap x. */
+cdb_status cdb_k_im2col(cdb_k_backend *be, const cdb_k_buf *x, int n, int h, int w, int c, int k,
+                        int stride, int pad, cdb_k_buf *cols /* OUT */);
+/* torch.nn.AvgPool2d(s) on NHWC x [n, h, w, c]: out [n, h/s, w/s, c] (floor: a
+** trailing row/column that does not fill a window is dropped), each the mean of
+** its s x s window. s == 1 copies. out must not overlap x. */
+cdb_status cdb_k_avgpool(cdb_k_backend *be, const cdb_k_buf *x, int n, int h, int w, int c, int s,
+                         cdb_k_buf *out /* OUT */);
 
-    /* ---- appended: matrices uploaded with their shape ----
-    ** A gemm operand W [rows, cols] (row-major, the nn.Linear layout), as
-    ** weight_upload with CDB_K_W_MATRIX, but with the shape known so that a backend
-    ** may store it in a layout of its own, once, at load: the CPU backend packs it
-    ** into its GEMM's column panels (then W no longer reads src, and flags are
-    ** ignored). buf_download still gives the row-major values. gemm takes such a
-    ** buffer as w with k == cols and n <= rows. */
-    cdb_status (*matrix_upload)(cdb_k_backend *be, const void *src, cdb_k_dtype dt, int rows,
-                                int cols, int flags, cdb_k_buf **out /* OUT */);
-} cdb_k_backend_ops;
-
-/* Every backend struct starts with this header; the graph calls be->ops->fn(be, ...). */
-struct cdb_k_backend {
-    const cdb_k_backend_ops *ops;
-};
+/* ---- construction ---- */
 
 typedef enum cdb_k_backend_kind {
     CDB_K_BACKEND_AUTO = 0, /* CUDA when built and a device is present, else CPU */
@@ -385,10 +380,9 @@ void cdb_k_free_group(const cdb_k_allocator *a, void **ptrs, int n); /* NULLs ok
 
 /* ---- the CUDA backend ---- */
 
-/* The CUDA implementation of cdb_k_backend_ops ("cuda"): fp16 weight matrices,
-** fp32 biases/LayerNorm parameters/embeddings, fp32 residual stream, fp16 GEMM
-** operands with fp32 accumulation (cuBLAS, tensor cores), fp32 softmax and
-** LayerNorm statistics. Owns its device context (compute + copy streams, cuBLAS
+/* The CUDA backend ("cuda"): fp16 weight matrices, fp32 biases/LayerNorm
+** parameters/embeddings, fp32 residual stream, fp16 GEMM operands with fp32
+** accumulation (cuBLAS, tensor cores), fp32 softmax and LayerNorm statistics. Owns its device context (compute + copy streams, cuBLAS
 ** handle); ops from several threads are serialized by a mutex. CDB_UNSUPPORTED
 ** when not built with CUDA or the device is unusable (message says why). */
 cdb_status cdb_k_backend_cuda_new(int device_index, cdb_k_backend **out /* OUT */);

@@ -5,8 +5,7 @@
 ** loops for the row-wise ops. Matrices uploaded with their shape (matrix_upload)
 ** are widened (F16/BF16) and packed into the GEMM's column panels once, at load;
 ** other F32 weights that are borrowable (mmapped, 4-byte aligned) are used in
-** place, F16/BF16 widened once at upload. Also holds cdb_k_backend_new(), the
-** factory the encoder calls (a CUDA backend plugs in there).
+** place, F16/BF16 widened once at upload.
 **
 ** Batch and thread invariance (kernels.h): every op computes each output row with
 ** arithmetic that depends on that row's data and the op's row-independent sizes
@@ -552,31 +551,4 @@ cdb_status cdb_k_backend_cpu_new(int n_threads, cdb_k_backend **out) {
     be->K = cdb_gemm_kern_get();
     *out = &be->base;
     return CDB_OK;
-}
-
-/* ---- factory ---------------------------------------------------------------- */
-
-cdb_k_backend_params cdb_k_backend_params_default(void) {
-    cdb_k_backend_params p;
-    memset(&p, 0, sizeof p);
-    p.kind = CDB_K_BACKEND_AUTO;
-    return p;
-}
-
-cdb_status cdb_k_backend_new(const cdb_k_backend_params *p, cdb_k_backend **out) {
-    cdb_k_backend_params d = p ? *p : cdb_k_backend_params_default();
-    *out = NULL;
-    /* kernels/cuda/ always provides the constructor (a stub that says why without
-    ** CUDA), so this file needs no #ifdef. */
-    if (d.kind == CDB_K_BACKEND_CUDA) return cdb_k_backend_cuda_new(d.device_index, out);
-    if (d.kind == CDB_K_BACKEND_AUTO && cdb_k_cuda_device_count() > 0) {
-        if (cdb_k_backend_cuda_new(d.device_index, out) == CDB_OK) return CDB_OK;
-        CDB_LOG_WARN("cuda:%d unusable (%s); using the CPU", d.device_index, cdb_errmsg());
-        cdb_clearerr();
-    }
-    return cdb_k_backend_cpu_new(d.n_threads, out);
-}
-
-void cdb_k_backend_free(cdb_k_backend *be) {
-    if (be) be->ops->destroy(be);
 }

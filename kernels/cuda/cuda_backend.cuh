@@ -8,6 +8,7 @@
 
 #include <pthread.h>
 
+#include "kernels/backend_impl.h"
 #include "kernels/cuda/cuda_common.cuh"
 
 /* A device array of n elements. Activation buffers are allocated with room for

@@ -99,7 +99,7 @@ cdb_status cdb_kc_softmax(cdb_kc_ctx *c, const float *s, uint16_t *p, int rows, 
 /* Device workspace attention needs (bytes). */
 size_t cdb_kc_attention_ws_bytes(int batch, int seq, int heads, int head_dim);
 /* out[batch*seq, heads*head_dim] (f16) from qkv[batch*seq, 3*heads*head_dim] (f16
-** or fp32), as cdb_k_backend_ops.attention. ws: cdb_kc_attention_ws_bytes. */
+** or fp32), as cdb_k_attention. ws: cdb_kc_attention_ws_bytes. */
 cdb_status cdb_kc_attention(cdb_kc_ctx *c, const void *qkv, int qkv_f32, uint16_t *out,
                             int batch, int seq, int heads, int head_dim, int causal, void *ws);
 
@@ -109,7 +109,7 @@ cdb_status cdb_kc_attention(cdb_kc_ctx *c, const void *qkv, int qkv_f32, uint16_
 ** (table_f32), pos fp32; d_ids on the device. */
 cdb_status cdb_kc_lookup_add(cdb_kc_ctx *c, const void *table, int table_f32, const float *pos,
                              const int32_t *d_ids, int n_rows, int period, int width, float *out);
-/* As cdb_k_backend_ops.prepend_add: fp32 out [batch*(n+1), width]; x f16 or fp32,
+/* As cdb_k_prepend_add: fp32 out [batch*(n+1), width]; x f16 or fp32,
 ** head and pos fp32. */
 cdb_status cdb_kc_prepend_add(cdb_kc_ctx *c, const void *x, int x_f32, const float *head,
                               const float *pos, int batch, int n, int width, float *out);
@@ -137,7 +137,7 @@ cdb_status cdb_kc_avgpool_nhwc(cdb_kc_ctx *c, const void *x, int x_f32, int n, i
 cdb_status cdb_kc_prepend_mean_add(cdb_kc_ctx *c, const void *x, int x_f32, const float *pos,
                                    int batch, int n, int width, float *out);
 /* out [batch*n_q, heads*head_dim] (f16) from q [batch*n_q, heads*head_dim] and kv
-** [batch*seq, 2*heads*head_dim] (each f16 or fp32), as cdb_k_backend_ops.attention_q:
+** [batch*seq, 2*heads*head_dim] (each f16 or fp32), as cdb_k_attention_q:
 ** one thread block per (item, head, query), fp32 scores/softmax/sums in shared memory
 ** (seq <= 8192). */
 cdb_status cdb_kc_attention_q(cdb_kc_ctx *c, const void *q, int q_f32, const void *kv,

@@ -217,17 +217,17 @@ static void bpair_free(bpair *p) {
 }
 static cdb_k_buf *up(cdb_k_backend *be, const float *v, size_t n) {
     cdb_k_buf *b = NULL;
-    if (be->ops->buf_alloc(be, n, &b) != CDB_OK) return NULL;
-    if (be->ops->buf_upload(be, b, 0, v, n) != CDB_OK) return NULL;
+    if (cdb_k_buf_alloc(be, n, &b) != CDB_OK) return NULL;
+    if (cdb_k_buf_upload(be, b, 0, v, n) != CDB_OK) return NULL;
     return b;
 }
 static cdb_k_buf *wup(cdb_k_backend *be, const float *v, size_t n, cdb_k_wrole role) {
     cdb_k_buf *b = NULL;
-    return be->ops->weight_upload(be, v, CDB_K_F32, n, role, 0, &b) == CDB_OK ? b : NULL;
+    return cdb_k_weight_upload(be, v, CDB_K_F32, n, role, 0, &b) == CDB_OK ? b : NULL;
 }
 static float *down(cdb_k_backend *be, const cdb_k_buf *b, size_t n) {
     float *v = malloc((n ? n : 1) * sizeof(float));
-    if (be->ops->buf_download(be, b, 0, v, n) != CDB_OK) {
+    if (cdb_k_buf_download(be, b, 0, v, n) != CDB_OK) {
         fprintf(stderr, "    download: %s\n", cdb_errmsg());
         for (size_t i = 0; i < n; i++) v[i] = NAN;
     }
@@ -252,10 +252,10 @@ CDB_TEST(be_gemm_act_accumulate) {
                 cdb_k_buf *bx = up(be[i], x, (size_t)m * k), *bw = wup(be[i], w, (size_t)n * k, CDB_K_W_MATRIX),
                           *bb = wup(be[i], bias, n, CDB_K_W_PARAM), *by = up(be[i], y0, (size_t)m * n);
                 CHECK(bx && bw && bb && by);
-                CHECK_OK(be[i]->ops->gemm(be[i], bx, bw, bb, by, m, n, k, act, acc));
+                CHECK_OK(cdb_k_gemm(be[i], bx, bw, bb, by, m, n, k, act, acc));
                 out[i] = down(be[i], by, (size_t)m * n);
-                be[i]->ops->buf_free(be[i], bx), be[i]->ops->buf_free(be[i], bw);
-                be[i]->ops->buf_free(be[i], bb), be[i]->ops->buf_free(be[i], by);
+                cdb_k_buf_free(be[i], bx), cdb_k_buf_free(be[i], bw);
+                cdb_k_buf_free(be[i], bb), cdb_k_buf_free(be[i], by);
             }
             CHECK_MSG(nmse(out[0], out[1], (size_t)m * n) < 1e-5, "gemm %dx%dx%d act %d acc %d: nmse %g",
                       m, n, k, (int)act, acc, nmse(out[0], out[1], (size_t)m * n));
@@ -278,19 +278,19 @@ CDB_TEST(be_layernorm_act_add) {
         for (int i = 0; i < 2; i++) {
             cdb_k_buf *bx = up(be[i], x, mn), *by = NULL, *bg = wup(be[i], g, n, CDB_K_W_PARAM),
                       *bb = wup(be[i], b, n, CDB_K_W_PARAM), *bz = up(be[i], x, mn);
-            CHECK(be[i]->ops->buf_alloc(be[i], mn, &by) == CDB_OK && bx && bg && bb && bz);
-            CHECK_OK(be[i]->ops->layernorm(be[i], bx, bg, bb, by, m, n, 1e-5f));
+            CHECK(cdb_k_buf_alloc(be[i], mn, &by) == CDB_OK && bx && bg && bb && bz);
+            CHECK_OK(cdb_k_layernorm(be[i], bx, bg, bb, by, m, n, 1e-5f));
             o[i][0] = down(be[i], by, mn);
-            CHECK_OK(be[i]->ops->layernorm(be[i], bz, bg, bb, bz, m, n, 1e-5f)); /* in place */
+            CHECK_OK(cdb_k_layernorm(be[i], bz, bg, bb, bz, m, n, 1e-5f)); /* in place */
             o[i][1] = down(be[i], bz, mn);
-            CHECK_OK(be[i]->ops->act(be[i], by, mn, CDB_K_ACT_GELU));
+            CHECK_OK(cdb_k_activate(be[i], by, mn, CDB_K_ACT_GELU));
             o[i][2] = down(be[i], by, mn);
-            CHECK_OK(be[i]->ops->add(be[i], bz, by, mn));
-            CHECK_OK(be[i]->ops->act(be[i], bz, mn, CDB_K_ACT_QUICK_GELU));
+            CHECK_OK(cdb_k_add(be[i], bz, by, mn));
+            CHECK_OK(cdb_k_activate(be[i], bz, mn, CDB_K_ACT_QUICK_GELU));
             o[i][3] = down(be[i], bz, mn);
-            be[i]->ops->buf_free(be[i], bx), be[i]->ops->buf_free(be[i], by);
-            be[i]->ops->buf_free(be[i], bg), be[i]->ops->buf_free(be[i], bb);
-            be[i]->ops->buf_free(be[i], bz);
+            cdb_k_buf_free(be[i], bx), cdb_k_buf_free(be[i], by);
+            cdb_k_buf_free(be[i], bg), cdb_k_buf_free(be[i], bb);
+            cdb_k_buf_free(be[i], bz);
         }
         for (int q = 0; q < 4; q++) {
             /* q 0 and 2 went through fp16 storage; q 1 stayed fp32 (in place) */
@@ -318,10 +318,10 @@ CDB_TEST(be_attention_odd) {
         cdb_k_backend *be[2] = {p.gpu, p.ref};
         for (int i = 0; i < 2; i++) {
             cdb_k_buf *bq = up(be[i], qkv, nq), *bo = NULL;
-            CHECK(be[i]->ops->buf_alloc(be[i], no, &bo) == CDB_OK && bq);
-            CHECK_OK(be[i]->ops->attention(be[i], bq, bo, B, T, H, D, causal));
+            CHECK(cdb_k_buf_alloc(be[i], no, &bo) == CDB_OK && bq);
+            CHECK_OK(cdb_k_attention(be[i], bq, bo, B, T, H, D, causal));
             o[i] = down(be[i], bo, no);
-            be[i]->ops->buf_free(be[i], bq), be[i]->ops->buf_free(be[i], bo);
+            cdb_k_buf_free(be[i], bq), cdb_k_buf_free(be[i], bo);
         }
         CHECK_MSG(nmse(o[0], o[1], no) < 2e-5, "attention B%d T%d H%d D%d causal %d: nmse %g", B, T,
                   H, D, causal, nmse(o[0], o[1], no));
@@ -349,19 +349,19 @@ CDB_TEST(be_embed_gather) {
                   *bp = wup(be[i], pos, (size_t)C * W, CDB_K_W_EMBED), *bo = NULL, *bg = NULL,
                   *bpa = up(be[i], patches, (size_t)B * N * W), *bc = wup(be[i], cls, W, CDB_K_W_EMBED),
                   *bpp = wup(be[i], ppos, (size_t)(N + 1) * W, CDB_K_W_EMBED), *bv = NULL;
-        CHECK(be[i]->ops->buf_alloc(be[i], (size_t)n_rows * W, &bo) == CDB_OK);
-        CHECK(be[i]->ops->buf_alloc(be[i], (size_t)5 * W, &bg) == CDB_OK);
-        CHECK(be[i]->ops->buf_alloc(be[i], (size_t)B * (N + 1) * W, &bv) == CDB_OK);
-        CHECK_OK(be[i]->ops->lookup_add(be[i], bt, bp, ids, n_rows, C, W, bo));
+        CHECK(cdb_k_buf_alloc(be[i], (size_t)n_rows * W, &bo) == CDB_OK);
+        CHECK(cdb_k_buf_alloc(be[i], (size_t)5 * W, &bg) == CDB_OK);
+        CHECK(cdb_k_buf_alloc(be[i], (size_t)B * (N + 1) * W, &bv) == CDB_OK);
+        CHECK_OK(cdb_k_lookup_add(be[i], bt, bp, ids, n_rows, C, W, bo));
         o[i][0] = down(be[i], bo, (size_t)n_rows * W);
-        CHECK_OK(be[i]->ops->gather_rows(be[i], bo, rows, 5, W, bg));
+        CHECK_OK(cdb_k_gather_rows(be[i], bo, rows, 5, W, bg));
         o[i][1] = down(be[i], bg, (size_t)5 * W);
-        CHECK_OK(be[i]->ops->prepend_add(be[i], bpa, bc, bpp, B, N, W, bv));
+        CHECK_OK(cdb_k_prepend_add(be[i], bpa, bc, bpp, B, N, W, bv));
         o[i][2] = down(be[i], bv, (size_t)B * (N + 1) * W);
-        be[i]->ops->buf_free(be[i], bt), be[i]->ops->buf_free(be[i], bp);
-        be[i]->ops->buf_free(be[i], bo), be[i]->ops->buf_free(be[i], bg);
-        be[i]->ops->buf_free(be[i], bpa), be[i]->ops->buf_free(be[i], bc);
-        be[i]->ops->buf_free(be[i], bpp), be[i]->ops->buf_free(be[i], bv);
+        cdb_k_buf_free(be[i], bt), cdb_k_buf_free(be[i], bp);
+        cdb_k_buf_free(be[i], bo), cdb_k_buf_free(be[i], bg);
+        cdb_k_buf_free(be[i], bpa), cdb_k_buf_free(be[i], bc);
+        cdb_k_buf_free(be[i], bpp), cdb_k_buf_free(be[i], bv);
     }
     /* fp32 embeddings: exact */
     CHECK(memcmp(o[0][0], o[1][0], (size_t)n_rows * W * 4) == 0);
@@ -373,12 +373,12 @@ CDB_TEST(be_embed_gather) {
     {
         cdb_k_buf *bt = wup(p.gpu, table, (size_t)V * W, CDB_K_W_EMBED), *bo = NULL;
         int32_t bad_id = V;
-        CHECK(p.gpu->ops->buf_alloc(p.gpu, (size_t)W, &bo) == CDB_OK);
-        CHECK_RC(p.gpu->ops->lookup_add(p.gpu, bt, NULL, &bad_id, 1, 1, W, bo), CDB_INVALID);
-        CHECK_RC(p.gpu->ops->gemm(p.gpu, bo, bt, NULL, bo, 1, 1, W, CDB_K_ACT_NONE, 0), CDB_INVALID);
-        CHECK_RC(p.gpu->ops->gemm(p.gpu, bt, bt, NULL, bo, 100000, 1, W, CDB_K_ACT_NONE, 0),
+        CHECK(cdb_k_buf_alloc(p.gpu, (size_t)W, &bo) == CDB_OK);
+        CHECK_RC(cdb_k_lookup_add(p.gpu, bt, NULL, &bad_id, 1, 1, W, bo), CDB_INVALID);
+        CHECK_RC(cdb_k_gemm(p.gpu, bo, bt, NULL, bo, 1, 1, W, CDB_K_ACT_NONE, 0), CDB_INVALID);
+        CHECK_RC(cdb_k_gemm(p.gpu, bt, bt, NULL, bo, 100000, 1, W, CDB_K_ACT_NONE, 0),
                  CDB_INVALID);
-        p.gpu->ops->buf_free(p.gpu, bt), p.gpu->ops->buf_free(p.gpu, bo);
+        cdb_k_buf_free(p.gpu, bt), cdb_k_buf_free(p.gpu, bo);
     }
     free(table), free(pos), free(patches), free(cls), free(ppos);
     bpair_free(&p);
@@ -393,10 +393,10 @@ CDB_TEST(be_oom_is_nomem_not_abort) {
     CHECK_OK(cdb_k_backend_cuda_mem(be, &fr, &tot));
     CHECK(fr > 0 && tot >= fr);
     /* 4x the card: cudaMalloc fails, the backend says CDB_NOMEM and stays usable */
-    CHECK_RC(be->ops->buf_alloc(be, tot, &b), CDB_NOMEM);
+    CHECK_RC(cdb_k_buf_alloc(be, tot, &b), CDB_NOMEM);
     CHECK(b == NULL);
-    CHECK_OK(be->ops->buf_alloc(be, 1000, &b));
-    be->ops->buf_free(be, b);
+    CHECK_OK(cdb_k_buf_alloc(be, 1000, &b));
+    cdb_k_buf_free(be, b);
     {
         cdb_k_backend *none = (cdb_k_backend *)1;
         CHECK_RC(cdb_k_backend_cuda_new(1 << 20, &none), CDB_UNSUPPORTED);
@@ -552,18 +552,18 @@ CDB_TEST(be_resnet_ops) {
         float *x = rand_vec(nin, 2), *o[2][3];
         for (int i = 0; i < 2; i++) {
             cdb_k_buf *bx = up(be[i], x, nin), *bc = NULL, *bp = NULL, *by = NULL;
-            CHECK(bx && be[i]->ops->buf_alloc(be[i], ncol, &bc) == CDB_OK &&
-                  be[i]->ops->buf_alloc(be[i], npool ? npool : 1, &bp) == CDB_OK &&
-                  be[i]->ops->buf_alloc(be[i], nin, &by) == CDB_OK);
-            CHECK_OK(be[i]->ops->im2col(be[i], bx, n, h, w, c, k, st, pad, bc));
+            CHECK(bx && cdb_k_buf_alloc(be[i], ncol, &bc) == CDB_OK &&
+                  cdb_k_buf_alloc(be[i], npool ? npool : 1, &bp) == CDB_OK &&
+                  cdb_k_buf_alloc(be[i], nin, &by) == CDB_OK);
+            CHECK_OK(cdb_k_im2col(be[i], bx, n, h, w, c, k, st, pad, bc));
             o[i][0] = down(be[i], bc, ncol);
-            if (npool) CHECK_OK(be[i]->ops->avgpool(be[i], bx, n, h, w, c, s, bp));
+            if (npool) CHECK_OK(cdb_k_avgpool(be[i], bx, n, h, w, c, s, bp));
             o[i][1] = down(be[i], bp, npool);
-            CHECK_OK(be[i]->ops->buf_upload(be[i], by, 0, x, nin));
-            CHECK_OK(be[i]->ops->act(be[i], by, nin, CDB_K_ACT_RELU));
+            CHECK_OK(cdb_k_buf_upload(be[i], by, 0, x, nin));
+            CHECK_OK(cdb_k_activate(be[i], by, nin, CDB_K_ACT_RELU));
             o[i][2] = down(be[i], by, nin);
-            be[i]->ops->buf_free(be[i], bx), be[i]->ops->buf_free(be[i], bc);
-            be[i]->ops->buf_free(be[i], bp), be[i]->ops->buf_free(be[i], by);
+            cdb_k_buf_free(be[i], bx), cdb_k_buf_free(be[i], bc);
+            cdb_k_buf_free(be[i], bp), cdb_k_buf_free(be[i], by);
         }
         /* im2col writes fp16 (a GEMM operand); avgpool and ReLU keep fp32 here */
         CHECK_MSG(nmse(o[0][0], o[1][0], ncol) < 1e-6, "im2col case %zu: nmse %g", t,
@@ -584,15 +584,15 @@ CDB_TEST(be_resnet_ops) {
             cdb_k_buf *bx = up(be[i], x, (size_t)B * HW * W), *bp = wup(be[i], pos, (size_t)S * W,
                                                                           CDB_K_W_EMBED);
             cdb_k_buf *bq = up(be[i], q, nq), *bkv = up(be[i], kv, nkv), *bt = NULL, *bo = NULL;
-            CHECK(bx && bp && bq && bkv && be[i]->ops->buf_alloc(be[i], ntok, &bt) == CDB_OK &&
-                  be[i]->ops->buf_alloc(be[i], nq, &bo) == CDB_OK);
-            CHECK_OK(be[i]->ops->prepend_mean_add(be[i], bx, bp, B, HW, W, bt));
-            CHECK_OK(be[i]->ops->attention_q(be[i], bq, bkv, bo, B, NQ, S, H, W / H));
+            CHECK(bx && bp && bq && bkv && cdb_k_buf_alloc(be[i], ntok, &bt) == CDB_OK &&
+                  cdb_k_buf_alloc(be[i], nq, &bo) == CDB_OK);
+            CHECK_OK(cdb_k_prepend_mean_add(be[i], bx, bp, B, HW, W, bt));
+            CHECK_OK(cdb_k_attention_q(be[i], bq, bkv, bo, B, NQ, S, H, W / H));
             o[i][0] = down(be[i], bt, ntok);
             o[i][1] = down(be[i], bo, nq);
-            be[i]->ops->buf_free(be[i], bx), be[i]->ops->buf_free(be[i], bp);
-            be[i]->ops->buf_free(be[i], bq), be[i]->ops->buf_free(be[i], bkv);
-            be[i]->ops->buf_free(be[i], bt), be[i]->ops->buf_free(be[i], bo);
+            cdb_k_buf_free(be[i], bx), cdb_k_buf_free(be[i], bp);
+            cdb_k_buf_free(be[i], bq), cdb_k_buf_free(be[i], bkv);
+            cdb_k_buf_free(be[i], bt), cdb_k_buf_free(be[i], bo);
         }
         CHECK_MSG(nmse(o[0][0], o[1][0], ntok) < 1e-12, "prepend_mean_add case %zu: nmse %g", t,
                   nmse(o[0][0], o[1][0], ntok));
@@ -688,7 +688,7 @@ CDB_TEST(gpu_preprocess_matches_cpu) {
     NEED_GPU();
     CHECK_OK(cdb_k_backend_cuda_new(0, &be));
     CHECK_OK(cdb_k_cuda_ingest_new(be, size, pp.mean, pp.std, n, 0, &ing));
-    CHECK_OK(be->ops->buf_alloc(be, (size_t)n * plane, &pix));
+    CHECK_OK(cdb_k_buf_alloc(be, (size_t)n * plane, &pix));
     for (int i = 0; i < n; i++) {
         rgb[i] = rand_image(g_dims[i][0], g_dims[i][1], 1000 + i);
         imgs[i].rgb = rgb[i], imgs[i].width = g_dims[i][0], imgs[i].height = g_dims[i][1];
@@ -716,7 +716,7 @@ CDB_TEST(gpu_preprocess_matches_cpu) {
     }
     for (int i = 0; i < n; i++) free(rgb[i]);
     free(gpu), free(cpu);
-    be->ops->buf_free(be, pix);
+    cdb_k_buf_free(be, pix);
     cdb_k_cuda_ingest_free(ing);
     cdb_k_backend_free(be);
 }
@@ -733,12 +733,12 @@ CDB_TEST(gpu_im2col_matches_host_unfold) {
     CHECK_OK(cdb_k_backend_cuda_new(0, &be));
     bp = up(be, pix, npix);
     CHECK(bp != NULL);
-    CHECK_OK(be->ops->buf_alloc(be, ncol, &bc));
+    CHECK_OK(cdb_k_buf_alloc(be, ncol, &bc));
     CHECK_OK(cdb_k_cuda_im2col(be, bp, n, size, P, bc));
     got = down(be, bc, ncol);
     CHECK(memcmp(got, ref, ncol * 4) == 0);
     free(got), free(pix), free(ref);
-    be->ops->buf_free(be, bp), be->ops->buf_free(be, bc);
+    cdb_k_buf_free(be, bp), cdb_k_buf_free(be, bc);
     cdb_k_backend_free(be);
 }
 
