@@ -308,9 +308,8 @@ const char *cdb_k_cpu_gemm_path(void);
 double cdb_k_cpu_fma_peak_gflops(int n_threads, double seconds);
 
 /* ==== CUDA =====================================================================
-** Device choice, batch sizing and out-of-memory retry (host logic, present in
-** every build, unit-tested without a GPU), the CUDA backend's constructor and the
-** GPU preprocessing/ingest pipeline. Kernels themselves are private to
+** Device choice (host logic, present in every build, unit-tested without a GPU) and
+** the CUDA backend's constructor. Kernels themselves are private to
 ** kernels/cuda/. cuBLAS is loaded with dlopen on first use, so a binary built
 ** with CUDA starts on a machine with no driver and no CUDA libraries; there every
 ** function below reports "no device" (CDB_UNSUPPORTED) instead of failing. */
@@ -342,83 +341,15 @@ cdb_status cdb_k_device_resolve_with(cdb_k_device_spec want, int n_cuda, const c
 ** (...)". Static string; thread-safe. */
 const char *cdb_k_cuda_unusable_reason(void);
 
-/* ---- batch sizing and out-of-memory retry ---- */
-
-/* Device bytes the CUDA backend needs per image for the ViT image tower's
-** activations (fp32 residual, fp16 GEMM operands, attention scores), excluding
-** weights. seq = (image_size/patch)^2 + 1. */
-size_t cdb_k_vit_bytes_per_image(int image_size, int patch, int width, int heads, int mlp_width);
-/* Largest batch that fits: (free - reserve - 10% headroom) / per_item, clamped to
-** [0, max_batch] and rounded down to a multiple of 8 when >= 16. 0 when even one
-** item does not fit. */
-int cdb_k_batch_from_memory(size_t free_bytes, size_t reserve_bytes, size_t per_item_bytes,
-                            int max_batch);
-
-/* Processes items [start, start+n). Must return CDB_NOMEM (with nothing
-** committed for that range) when the device ran out of memory, so it can be
-** retried smaller. */
-typedef cdb_status (*cdb_k_batch_fn)(void *ud, int start, int n);
-/* Runs fn over n_items in order, batch items at a time. On CDB_NOMEM the batch
-** is halved and the same range retried (a warning is logged); the smaller batch
-** is kept for the rest. CDB_NOMEM only when a batch of 1 does not fit; any other
-** error is returned at once. *batch_used (may be NULL): the last batch size. */
-cdb_status cdb_k_run_batched(int n_items, int batch, cdb_k_batch_fn fn, void *ud,
-                             int *batch_used /* OUT */);
-
-/* An allocator the pipeline draws device buffers from; injectable so tests can
-** simulate out-of-memory without a GPU. alloc returns CDB_NOMEM when full. */
-typedef struct cdb_k_allocator {
-    cdb_status (*alloc)(void *ud, size_t bytes, void **out /* OUT */);
-    void (*free)(void *ud, void *p);
-    void *ud;
-} cdb_k_allocator;
-/* All or nothing: ptrs[i] = bytes[i] bytes for i < n; on failure every buffer got
-** so far is freed, ptrs[] are NULL and the allocator's status is returned. */
-cdb_status cdb_k_alloc_group(const cdb_k_allocator *a, const size_t *bytes, int n,
-                             void **ptrs /* OUT: n */);
-void cdb_k_free_group(const cdb_k_allocator *a, void **ptrs, int n); /* NULLs ok */
-
 /* ---- the CUDA backend ---- */
 
 /* The CUDA backend ("cuda"): fp16 weight matrices, fp32 biases/LayerNorm
 ** parameters/embeddings, fp32 residual stream, fp16 GEMM operands with fp32
-** accumulation (cuBLAS, tensor cores), fp32 softmax and LayerNorm statistics. Owns its device context (compute + copy streams, cuBLAS
-** handle); ops from several threads are serialized by a mutex. CDB_UNSUPPORTED
-** when not built with CUDA or the device is unusable (message says why). */
+** accumulation (cuBLAS, tensor cores), fp32 softmax and LayerNorm statistics. Owns
+** its device context (a compute stream, a cuBLAS handle); ops from several threads
+** are serialized by a mutex. CDB_UNSUPPORTED when not built with CUDA or the device
+** is unusable (message says why). */
 cdb_status cdb_k_backend_cuda_new(int device_index, cdb_k_backend **out /* OUT */);
-/* Free/total device memory of a CUDA backend's device (CDB_INVALID for others). */
-cdb_status cdb_k_backend_cuda_mem(cdb_k_backend *be, size_t *free_b /* OUT */,
-                                  size_t *total_b /* OUT */);
-
-/* ---- GPU preprocessing / ingest ---- */
-
-/* Decoded 8-bit RGB images -> preprocessed pixels on the device, PIL-compatible
-** (bicubic resize of the short side, center crop, normalize; same results as
-** cdb_image_preprocess on the uint8 crop). Two pinned staging buffers and the
-** backend's copy stream: packing and uploading batch i+1 overlaps the compute
-** queued for batch i. One ingest object per thread. */
-typedef struct cdb_k_cuda_ingest cdb_k_cuda_ingest;
-typedef struct cdb_k_image_u8 {
-    const uint8_t *rgb; /* height * width * 3 bytes, HWC, rows tightly packed */
-    int width, height;
-} cdb_k_image_u8;
-/* be: a CUDA backend. max_batch images of up to max_pixels pixels each per call. */
-cdb_status cdb_k_cuda_ingest_new(cdb_k_backend *be, int size, const float mean[3],
-                                 const float std[3], int max_batch, int64_t max_pixels,
-                                 cdb_k_cuda_ingest **out /* OUT */);
-void cdb_k_cuda_ingest_free(cdb_k_cuda_ingest *ing);
-/* Queues n <= max_batch images; pixels (a buffer of be with >= n*3*size*size
-** elements) receives them as [n,3,size,size]. Returns once the images are copied
-** to pinned memory (the caller may reuse imgs[] at once); the device work is
-** ordered before every later op on be. CDB_TOO_LARGE for an image over
-** max_pixels. */
-cdb_status cdb_k_cuda_ingest_preprocess(cdb_k_cuda_ingest *ing, const cdb_k_image_u8 *imgs,
-                                        int n, cdb_k_buf *pixels);
-/* Patch embedding input on the device: cols [n*g*g, 3*patch*patch] (the im2col of
-** pixels [n,3,size,size], g = size/patch, column order = flattened conv1 weight),
-** so pixels never return to the host. Both buffers of the CUDA backend. */
-cdb_status cdb_k_cuda_im2col(cdb_k_backend *be, const cdb_k_buf *pixels, int n, int size,
-                             int patch, cdb_k_buf *cols);
 
 /* ---- PIL 8-bit resampling (encoder/preprocess.c) ------------------------------------
 ** The two passes of PIL 9.4's ImagingResample for 8-bit bands, with coefficients the

@@ -18,18 +18,6 @@
 
 #include "kernels/cuda/cuda_backend.cuh"
 
-/* Defined at the end; its address identifies CUDA backends. */
-extern const cdb_k_backend_ops cdb_kc_cuda_ops_;
-#define g_cuda_ops cdb_kc_cuda_ops_
-
-extern "C" cdb_kc_backend *cdb_kc_backend_of(cdb_k_backend *be) {
-    if (!be || be->ops != &g_cuda_ops) {
-        cdb_seterr(CDB_INVALID, "not a CUDA backend");
-        return NULL;
-    }
-    return (cdb_kc_backend *)be;
-}
-
 extern "C" cdb_status cdb_kc_backend_ws(cdb_kc_backend *b, size_t bytes) {
     cdb_status rc = CDB_OK;
     void *p = NULL;
@@ -596,7 +584,7 @@ static void cuda_destroy(cdb_k_backend *be) {
     cdb_free(b);
 }
 
-const cdb_k_backend_ops cdb_kc_cuda_ops_ = {
+static const cdb_k_backend_ops g_cuda_ops = {
     "cuda",
     cuda_destroy,
     cuda_buf_alloc,
@@ -634,37 +622,4 @@ extern "C" cdb_status cdb_k_backend_cuda_new(int device_index, cdb_k_backend **o
     }
     *out = &b->base;
     return CDB_OK;
-}
-
-extern "C" cdb_status cdb_k_backend_cuda_mem(cdb_k_backend *be, size_t *free_b, size_t *total_b) {
-    cdb_kc_backend *b = cdb_kc_backend_of(be);
-    cdb_status rc;
-    if (!b) return CDB_INVALID;
-    pthread_mutex_lock(&b->mu);
-    rc = cdb_kc_ctx_bind(b->c);
-    if (rc == CDB_OK) rc = cdb_kc_mem_info(b->c, free_b, total_b);
-    pthread_mutex_unlock(&b->mu);
-    return rc;
-}
-
-extern "C" cdb_status cdb_k_cuda_im2col(cdb_k_backend *be, const cdb_k_buf *pixels, int n,
-                                        int size, int patch, cdb_k_buf *cols) {
-    size_t g, npix, ncol;
-    char *sc;
-    const float *pf;
-    if (!cdb_kc_backend_of(be)) return cdb_errctx(CDB_INVALID, "cdb_k_cuda_im2col");
-    OP_ENTER(be);
-    NEED(pixels && cols && n >= 0 && patch > 0 && size % patch == 0, "im2col: bad arguments");
-    g = (size_t)(size / patch);
-    npix = (size_t)n * 3 * size * size;
-    ncol = (size_t)n * g * g * 3 * patch * patch;
-    NEED(pixels->n >= npix && cols->n >= ncol && !cols->is_weight && pixels != cols,
-         "im2col: sizes do not fit the buffers");
-    TRY(cdb_kc_backend_ws(b, f32_copy_bytes(pixels, npix)));
-    sc = (char *)b->ws;
-    TRY(as_f32(b, pixels, npix, &sc, &pf));
-    TRY(cdb_kc_im2col(b->c, pf, n, size, patch, (uint16_t *)cols->d));
-    cols->f32 = 0;
-done:
-    OP_LEAVE();
 }

@@ -1,7 +1,6 @@
 /*
-** cuda_backend.cuh: the CUDA backend's private structures, shared by backend.cu
-** (the cdb_k_backend_ops implementation) and ingest.cu (GPU preprocessing that
-** writes into the backend's buffers).
+** cuda_backend.cuh: the CUDA backend's private structures (backend.cu implements
+** the vtable of kernels/backend_impl.h over them).
 */
 #ifndef CDB_KERNELS_CUDA_BACKEND_CUH
 #define CDB_KERNELS_CUDA_BACKEND_CUH
@@ -45,8 +44,6 @@ typedef struct cdb_kc_backend {
 #ifdef __cplusplus
 extern "C" {
 #endif
-/* The backend behind be, or NULL (message set) when be is not a CUDA backend. */
-cdb_kc_backend *cdb_kc_backend_of(cdb_k_backend *be);
 /* Grows the scratch to at least bytes (waits for queued work first). Caller holds mu. */
 cdb_status cdb_kc_backend_ws(cdb_kc_backend *b, size_t bytes);
 #ifdef __cplusplus

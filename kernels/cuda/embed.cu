@@ -1,7 +1,7 @@
 /*
 ** embed.cu: the data-movement ops: embedding lookup plus a periodic addend
 ** (lookup_add), a head row put in front of each group plus a positional table
-** (prepend_add), row gathers, and im2col for the stride == kernel patch convolution.
+** (prepend_add) and row gathers.
 */
 #include "kernels/cuda/cuda_common.cuh"
 
@@ -44,23 +44,6 @@ static __global__ void k_gather_rows(const char *__restrict__ x, const int32_t *
     }
 }
 
-/* cols[(b*g + gy)*g + gx, (ch*P + ky)*P + kx] = pix[b, ch, gy*P + ky, gx*P + kx] */
-static __global__ void k_im2col(const float *__restrict__ pix, int batch, int size, int patch,
-                                uint16_t *__restrict__ cols) {
-    int g = size / patch, kc = 3 * patch * patch;
-    size_t n = (size_t)batch * g * g * kc;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        size_t row = i / kc;
-        int col = (int)(i % kc), ch = col / (patch * patch), ky = (col / patch) % patch,
-            kx = col % patch;
-        int gx = (int)(row % g), gy = (int)((row / g) % g);
-        size_t b = row / ((size_t)g * g);
-        cols[i] = cdb_kc_f2h(
-            pix[((b * 3 + ch) * size + (size_t)gy * patch + ky) * size + (size_t)gx * patch + kx]);
-    }
-}
-
 extern "C" cdb_status cdb_kc_lookup_add(cdb_kc_ctx *c, const void *table, int table_f32,
                                         const float *pos, const int32_t *d_ids, int n_rows,
                                         int period, int width, float *out) {
@@ -97,20 +80,6 @@ extern "C" cdb_status cdb_kc_gather_rows(cdb_kc_ctx *c, const void *x, const int
     k_gather_rows<<<grid_for(total), 256, 0, c->compute>>>((const char *)x, d_rows, total,
                                                           row_bytes, (char *)out);
     CDB_CUDA_CHECK_LAUNCH("k_gather_rows");
-done:
-    return rc;
-}
-
-extern "C" cdb_status cdb_kc_im2col(cdb_kc_ctx *c, const float *pix, int batch, int size, int patch,
-                                    uint16_t *cols) {
-    cdb_status rc = CDB_OK;
-    size_t n;
-    CDB_CUDA_CHECK_ARG(batch >= 0 && patch > 0 && size >= patch && size % patch == 0,
-                       "im2col: image %d not a multiple of patch %d", size, patch);
-    n = (size_t)batch * (size / patch) * (size / patch) * 3 * patch * patch;
-    if (!n) return CDB_OK;
-    k_im2col<<<grid_for(n), 256, 0, c->compute>>>(pix, batch, size, patch, cols);
-    CDB_CUDA_CHECK_LAUNCH("k_im2col");
 done:
     return rc;
 }

@@ -3,8 +3,7 @@
 **
 **  - each CUDA kernel vs its CPU counterpart on random inputs of odd sizes
 **    (fp16 conversion bit-exact; GEMM, LayerNorm, activations, softmax, attention,
-**    embeddings, L2 norm within fp16-operand tolerances; preprocessing bit-exact
-**    on the uint8 crop);
+**    embeddings, L2 norm within fp16-operand tolerances);
 **  - every op of the CUDA backend vs the scalar reference backend (NMSE);
 **  - a ViT-B/32-shaped image tower with random weights, CPU backend vs CUDA
 **    backend: cosine >= 0.9995 for every item;
@@ -12,10 +11,7 @@
 **    images and texts: cosine >= 0.9995 per item; the stored form (fp32
 **    normalized, then fp16) has the same format and no NaN/Inf; the same for the
 **    ModifiedResNet fixtures (rn_*), after its ops (im2col, avgpool, ReLU,
-**    prepend_mean_add, attention_q) against the scalar reference backend;
-**  - GPU preprocessing (resize/crop/normalize) vs the encoder's PIL-exact CPU
-**    path (the plan itself is checked against it without a GPU in
-**    tests/kernels/test_cuda_host.c).
+**    prepend_mean_add, attention_q) against the scalar reference backend.
 **
 ** Exits 77 (skip) when no usable GPU is present.
 */
@@ -390,7 +386,7 @@ CDB_TEST(be_oom_is_nomem_not_abort) {
     size_t fr = 0, tot = 0;
     NEED_GPU();
     CHECK_OK(cdb_k_backend_cuda_new(0, &be));
-    CHECK_OK(cdb_k_backend_cuda_mem(be, &fr, &tot));
+    CHECK_OK(cdb_kc_mem_info(ctx(), &fr, &tot)); /* ctx(): the same device 0 */
     CHECK(fr > 0 && tot >= fr);
     /* 4x the card: cudaMalloc fails, the backend says CDB_NOMEM and stays usable */
     CHECK_RC(cdb_k_buf_alloc(be, tot, &b), CDB_NOMEM);
@@ -658,93 +654,8 @@ CDB_TEST(encoder_resnet_fixtures_cpu_vs_gpu) {
     free(tokens);
 }
 
-/* ---- preprocessing ----------------------------------------------------------------- */
-
-static uint8_t *rand_image(int w, int h, uint64_t seed) {
-    uint8_t *img = malloc((size_t)w * h * 3);
-    uint64_t s = seed | 1;
-    for (size_t i = 0; i < (size_t)w * h * 3; i++) {
-        /* smooth + noise, so both the filter and the clipping are exercised */
-        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-        img[i] = (uint8_t)(((i / 3) % (size_t)w * 255 / (size_t)w + (s >> 58) * 4) & 0xff);
-        if ((s >> 20) % 97 == 0) img[i] = (s >> 30) & 1 ? 255 : 0; /* hard edges: overshoot */
-    }
-    return img;
-}
-
-static const int g_dims[][2] = {{640, 480}, {480, 640}, {224, 224}, {225, 224}, {223, 301},
-                                {31, 17},   {600, 13},  {13, 600}, {1, 1},     {4032, 3024}};
-
-CDB_TEST(gpu_preprocess_matches_cpu) {
-    cdb_preprocess_params pp = cdb_preprocess_params_default();
-    int n = (int)(sizeof g_dims / sizeof g_dims[0]), size = pp.size;
-    cdb_k_backend *be = NULL;
-    cdb_k_cuda_ingest *ing = NULL;
-    cdb_k_image_u8 imgs[16];
-    uint8_t *rgb[16];
-    cdb_k_buf *pix = NULL;
-    float *gpu, *cpu = malloc((size_t)3 * size * size * 4);
-    size_t plane = (size_t)3 * size * size;
-    NEED_GPU();
-    CHECK_OK(cdb_k_backend_cuda_new(0, &be));
-    CHECK_OK(cdb_k_cuda_ingest_new(be, size, pp.mean, pp.std, n, 0, &ing));
-    CHECK_OK(cdb_k_buf_alloc(be, (size_t)n * plane, &pix));
-    for (int i = 0; i < n; i++) {
-        rgb[i] = rand_image(g_dims[i][0], g_dims[i][1], 1000 + i);
-        imgs[i].rgb = rgb[i], imgs[i].width = g_dims[i][0], imgs[i].height = g_dims[i][1];
-    }
-    /* twice: the second call reuses the other slot, the third the first one */
-    for (int rep = 0; rep < 3; rep++) CHECK_OK(cdb_k_cuda_ingest_preprocess(ing, imgs, n, pix));
-    gpu = down(be, pix, (size_t)n * plane);
-    for (int i = 0; i < n; i++) {
-        cdb_image img;
-        memset(&img, 0, sizeof img);
-        img.width = imgs[i].width, img.height = imgs[i].height, img.channels = 3, img.bits = 8;
-        img.pixels = rgb[i];
-        CHECK_OK(cdb_image_preprocess(&img, &pp, cpu, NULL));
-        for (size_t q = 0; q < plane; q++)
-            CHECK_MSG(fabsf(gpu[(size_t)i * plane + q] - cpu[q]) <= 1e-6f * (1 + fabsf(cpu[q])),
-                      "image %d (%dx%d) element %zu: gpu %.8g cpu %.8g", i, img.width, img.height,
-                      q, gpu[(size_t)i * plane + q], cpu[q]);
-    }
-    /* too large: refused before any work */
-    {
-        cdb_k_cuda_ingest *small = NULL;
-        CHECK_OK(cdb_k_cuda_ingest_new(be, size, pp.mean, pp.std, 2, 1000, &small));
-        CHECK_RC(cdb_k_cuda_ingest_preprocess(small, imgs, 1, pix), CDB_TOO_LARGE);
-        cdb_k_cuda_ingest_free(small);
-    }
-    for (int i = 0; i < n; i++) free(rgb[i]);
-    free(gpu), free(cpu);
-    cdb_k_buf_free(be, pix);
-    cdb_k_cuda_ingest_free(ing);
-    cdb_k_backend_free(be);
-}
-
-CDB_TEST(gpu_im2col_matches_host_unfold) {
-    int n = 3, size = 224, P = 32, G = 7, K = 3 * P * P;
-    size_t npix = (size_t)n * 3 * size * size, ncol = (size_t)n * G * G * K;
-    float *pix = rand_vec(npix, 2), *ref = malloc(ncol * 4), *got;
-    cdb_k_backend *be = NULL;
-    cdb_k_buf *bp = NULL, *bc = NULL;
-    NEED_GPU();
-    gv_unfold(GV_B32, pix, n, ref);
-    round_f16(ref, ncol);
-    CHECK_OK(cdb_k_backend_cuda_new(0, &be));
-    bp = up(be, pix, npix);
-    CHECK(bp != NULL);
-    CHECK_OK(cdb_k_buf_alloc(be, ncol, &bc));
-    CHECK_OK(cdb_k_cuda_im2col(be, bp, n, size, P, bc));
-    got = down(be, bc, ncol);
-    CHECK(memcmp(got, ref, ncol * 4) == 0);
-    free(got), free(pix), free(ref);
-    cdb_k_buf_free(be, bp), cdb_k_buf_free(be, bc);
-    cdb_k_backend_free(be);
-}
-
 CDB_TEST_MAIN(k_fp16_conversion_bit_exact,
               k_gemm_odd_shapes, k_l2norm_rows, be_gemm_act_accumulate, be_layernorm_act_add,
               be_attention_odd, be_embed_gather, be_oom_is_nomem_not_abort,
-              gpu_preprocess_matches_cpu, gpu_im2col_matches_host_unfold,
               vit_b32_random_weights_cpu_vs_gpu, encoder_fixtures_cpu_vs_gpu, be_resnet_ops,
               encoder_resnet_fixtures_cpu_vs_gpu)
