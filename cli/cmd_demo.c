@@ -65,9 +65,10 @@ int cli_cmd_demo(int argc, char **argv) {
 #if CLI_DEMO_WIRED
     {
         char dir[PATH_MAX], photos[PATH_MAX + 16], dbdir[PATH_MAX + 16], dur[32];
-        const char *msrc, *dev_text;
+        const char *msrc;
         const char *mpath = cli_model_path(cli_get(&a, "model"), &msrc);
-        int device = cli_device(cli_get(&a, "device"), &dev_text);
+        cdb_k_device device;
+        int dev_rc = cli_device("demo", cli_get(&a, "device"), &device);
         cdb_world_library_params lp = cdb_world_library_params_default();
         cdb_engine *e = NULL;
         cdb_engine_create_info ci;
@@ -80,8 +81,8 @@ int cli_cmd_demo(int argc, char **argv) {
         int top1 = 0, dim;
         int64_t topk = 0, shown = 0;
         float *q = NULL;
-        if (device < 0) {
-            rc = cli_usage_error("demo", "bad device '%s' (expected auto, cpu or cuda)", dev_text);
+        if (dev_rc != CLI_EXIT_OK) {
+            rc = dev_rc;
             goto d_done;
         }
         if (!mpath) {

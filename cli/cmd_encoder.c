@@ -19,27 +19,22 @@
 
 /* Resolves and opens the model; on failure prints the error (+ hint), returns NULL. */
 static cdb_model *open_model(const char *flag, int load_vision, int load_text,
-                             const char *device_flag, const char **path_out) {
+                             cdb_k_device device, const char **path_out) {
 #if CDB_CLI_HAVE_ENCODER
-    const char *src, *dev_text;
+    const char *src;
     const char *path = cli_model_path(flag, &src);
     cdb_model_params mp = cdb_model_params_default();
     cdb_model *m = NULL;
     cdb_status rc;
-    int dev = cli_device(device_flag, &dev_text);
     if (!path) {
         cli_error("no --model, no CLIPDB_MODEL, and no bundled model was found",
                   "no model to use");
         cli_hint("pass --model PATH (a model folder or a .safetensors file)");
         return NULL;
     }
-    if (dev < 0) {
-        cli_error("expected auto, cpu or cuda", "bad device '%s'", dev_text);
-        return NULL;
-    }
     mp.load_vision = load_vision;
     mp.load_text = load_text;
-    mp.device = (cdb_device_kind)dev;
+    mp.device = device;
     rc = cdb_model_open(path, &mp, &m);
     if (rc != CDB_OK) {
         cli_error_status(rc, "cannot load the model %s", path);
@@ -49,7 +44,7 @@ static cdb_model *open_model(const char *flag, int load_vision, int load_text,
     if (path_out) *path_out = path;
     return m;
 #else
-    (void)flag, (void)load_vision, (void)load_text, (void)device_flag, (void)path_out;
+    (void)flag, (void)load_vision, (void)load_text, (void)device, (void)path_out;
     return NULL;
 #endif
 }
@@ -84,7 +79,7 @@ int cli_cmd_models(int argc, char **argv) {
         goto done;
     }
     cli_model_path(cli_get(&a, "model"), &src);
-    if (!(m = open_model(cli_get(&a, "model"), 1, 1, "cpu", &path))) goto done;
+    if (!(m = open_model(cli_get(&a, "model"), 1, 1, CLI_DEVICE_CPU, &path))) goto done;
 #if CDB_CLI_HAVE_ENCODER
     {
         const cdb_model_info *mi = cdb_model_get_info(m);
@@ -193,7 +188,7 @@ int cli_cmd_tokenize(int argc, char **argv) {
         rc = cli_not_available("tokenize", NO_ENCODER);
         goto done;
     }
-    if (!(m = open_model(cli_get(&a, "model"), 0, 1, "cpu", NULL))) goto done;
+    if (!(m = open_model(cli_get(&a, "model"), 0, 1, CLI_DEVICE_CPU, NULL))) goto done;
 #if CDB_CLI_HAVE_ENCODER
     {
         const cdb_tok *tok = cdb_model_tokenizer(m);
@@ -328,6 +323,7 @@ int cli_cmd_embed(int argc, char **argv) {
     cli_args a;
     int rc = CLI_EXIT_FAIL, fmt, n_text, n_img;
     const char **texts, **images, *out;
+    cdb_k_device device;
     cdb_model *m = NULL;
     if (!cli_begin("embed", &a, spec, argc, argv, &rc)) goto done;
     n_text = cli_get_all(&a, "text", &texts);
@@ -354,9 +350,9 @@ int cli_cmd_embed(int argc, char **argv) {
         rc = cli_not_available("embed", NO_ENCODER);
         goto done;
     }
-    if (!(m = open_model(cli_get(&a, "model"), n_img > 0, n_text > 0, cli_get(&a, "device"),
-                         NULL)))
-        goto done;
+    if ((rc = cli_device("embed", cli_get(&a, "device"), &device)) != CLI_EXIT_OK) goto done;
+    rc = CLI_EXIT_FAIL;
+    if (!(m = open_model(cli_get(&a, "model"), n_img > 0, n_text > 0, device, NULL))) goto done;
 #if CDB_CLI_HAVE_ENCODER
     {
         const cdb_model_info *mi = cdb_model_get_info(m);
@@ -478,7 +474,7 @@ int cli_cmd_preprocess(int argc, char **argv) {
         rc = cli_not_available("preprocess", NO_ENCODER);
         goto done;
     }
-    if (!(m = open_model(cli_get(&a, "model"), 1, 0, "cpu", NULL))) goto done;
+    if (!(m = open_model(cli_get(&a, "model"), 1, 0, CLI_DEVICE_CPU, NULL))) goto done;
 #if CDB_CLI_HAVE_ENCODER
     {
         const cdb_preprocess_params *pp = &cdb_model_get_info(m)->preprocess;

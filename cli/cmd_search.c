@@ -237,15 +237,13 @@ int cli_cmd_search(int argc, char **argv) {
         cdb_engine_query q;
         cdb_engine_search_params sp = cdb_engine_search_params_default();
         cdb_engine_result res;
-        int device = cli_device(cli_get(&a, "device"), NULL);
+        cdb_k_device device;
         const char *under = cli_get(&a, "under");
         char under_abs[PATH_MAX];
         int under_found = 0;
         memset(&res, 0, sizeof res);
-        if (device < 0) {
-            rc = cli_usage_error("search", "bad device (expected auto, cpu or cuda)");
+        if ((rc = cli_device("search", cli_get(&a, "device"), &device)) != CLI_EXIT_OK)
             goto s_done;
-        }
         if (under) { /* compare against absolute paths, as stored */
             struct stat sb;
             if ((under_found = realpath(under, under_abs) != NULL)) {

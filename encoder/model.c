@@ -91,7 +91,7 @@ cdb_model_params cdb_model_params_default(void) {
     p.act = CDB_ACT_DEFAULT;
     p.load_vision = 1;
     p.load_text = 1;
-    p.device = CDB_DEVICE_CPU;
+    p.device.kind = CDB_K_DEVICE_CPU;
     return p;
 }
 
@@ -1179,10 +1179,8 @@ cdb_status cdb_model_open(const char *path, const cdb_model_params *params, cdb_
     m->info.inspect_only = c.inspect;
     if (!c.inspect) {
         cdb_k_backend_params bp = cdb_k_backend_params_default();
-        bp.kind = p.device == CDB_DEVICE_CUDA ? CDB_K_BACKEND_CUDA
-                  : p.device == CDB_DEVICE_AUTO ? CDB_K_BACKEND_AUTO : CDB_K_BACKEND_CPU;
+        bp.device = p.device;
         bp.n_threads = p.n_threads;
-        bp.device_index = p.device_index;
         if ((rc = cdb_k_backend_new(&bp, &m->be)) != CDB_OK) goto cleanup;
     }
 

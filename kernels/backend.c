@@ -1,6 +1,6 @@
 /*
 ** backend.c: the public face of the BACKEND interface (kernels.h): the factory that
-** picks a backend, and the cdb_k_* functions, each a NULL check and a call through
+** picks a backend for a device, and the cdb_k_* functions, each a NULL check and a call through
 ** the backend's vtable (backend_impl.h). The backends validate their own
 ** arguments.
 */
@@ -18,20 +18,26 @@
 cdb_k_backend_params cdb_k_backend_params_default(void) {
     cdb_k_backend_params p;
     memset(&p, 0, sizeof p);
-    p.kind = CDB_K_BACKEND_AUTO;
+    p.device.kind = CDB_K_DEVICE_AUTO;
     return p;
 }
 
 cdb_status cdb_k_backend_new(const cdb_k_backend_params *p, cdb_k_backend **out) {
     cdb_k_backend_params d = p ? *p : cdb_k_backend_params_default();
+    cdb_k_device dev;
+    cdb_status rc;
     *out = NULL;
+    if ((rc = cdb_k_device_resolve(d.device, &dev)) != CDB_OK) return rc;
     /* kernels/cuda/ always provides the constructor (a stub that says why without
     ** CUDA), so this file needs no #ifdef. */
-    if (d.kind == CDB_K_BACKEND_CUDA) return cdb_k_backend_cuda_new(d.device_index, out);
-    if (d.kind == CDB_K_BACKEND_AUTO && cdb_k_cuda_device_count() > 0) {
-        if (cdb_k_backend_cuda_new(d.device_index, out) == CDB_OK) return CDB_OK;
-        CDB_LOG_WARN("cuda:%d unusable (%s); using the CPU", d.device_index, cdb_errmsg());
+    if (dev.kind == CDB_K_DEVICE_CUDA) {
+        rc = cdb_k_backend_cuda_new(dev.index, out);
+        if (rc == CDB_OK || d.device.kind == CDB_K_DEVICE_CUDA) return rc;
+        CDB_LOG_WARN("cuda:%d unusable (%s); using the CPU", dev.index, cdb_errmsg());
         cdb_clearerr();
+    } else if (d.device.kind == CDB_K_DEVICE_AUTO && cdb_k_cuda_device_count() > 0) {
+        CDB_LOG_WARN("a CUDA device is present but unusable (%s); using the CPU",
+                     cdb_k_cuda_unusable_reason());
     }
     return cdb_k_backend_cpu_new(d.n_threads, out);
 }

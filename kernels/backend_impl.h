@@ -1,9 +1,10 @@
 /*
 ** backend_impl.h: how a backend plugs into the BACKEND interface of kernels.h (as
 ** ggml keeps ggml-backend-impl.h): the vtable and the struct every backend starts
-** with. Private to kernels/: the backends (kernels/cpu/backend_cpu.c,
-** backend_cpu_ref.c, kernels/cuda/backend.cu) fill it in, kernels/backend.c
-** forwards the public cdb_k_* functions to it. No other module includes it.
+** with, and the device resolution's test seam. Private to kernels/: the backends
+** (kernels/cpu/backend_cpu.c, backend_cpu_ref.c, kernels/cuda/backend.cu) fill the
+** vtable in, kernels/backend.c forwards the public cdb_k_* functions to it. No
+** other module includes it; tests/kernels/test_device.c does, as a white-box test.
 **
 ** Each slot's contract is that of the public function of the same name in
 ** kernels.h (cdb_k_<slot>, except act -> cdb_k_activate, destroy ->
@@ -69,6 +70,11 @@ typedef struct cdb_k_backend_ops {
 struct cdb_k_backend {
     const cdb_k_backend_ops *ops;
 };
+
+/* cdb_k_device_resolve with the facts injected (device.c; for tests): n_cuda usable
+** CUDA devices and, when n_cuda == 0, why_none (NULL or "": "no usable CUDA device"). */
+cdb_status cdb_k_device_resolve_with(cdb_k_device want, int n_cuda, const char *why_none,
+                                     cdb_k_device *out /* OUT */);
 
 #ifdef __cplusplus
 }

@@ -48,6 +48,10 @@ const char *cdb_k_isa_name(cdb_k_isa isa);
 int cdb_k_cuda_device_count(void);
 /* 1 when this build contains the CUDA backend. */
 int cdb_k_cuda_built(void);
+/* Why no CUDA device is usable, or "" when one is: "this clipdb was built without
+** CUDA", "the NVIDIA driver is missing or older than ...", "no CUDA-capable device
+** is present", "cuBLAS could not be loaded ...". Static string; thread-safe. */
+const char *cdb_k_cuda_unusable_reason(void);
 
 /* ---- fp16 <-> fp32 --------------------------------------------------------------
 ** IEEE binary16 stored as uint16_t (little-endian on disk). f32 -> f16 rounds to
@@ -108,6 +112,35 @@ float cdb_k_dot_f16_f16_scalar(const uint16_t *a, const uint16_t *b, size_t dim)
 void cdb_k_dot_f16_f32_multi_scalar(const uint16_t *vecs, size_t n_vecs, const float *qs,
                                     size_t n_q, size_t dim, float *out /* OUT */);
 
+
+/* ==== DEVICES ==================================================================
+** Where a backend runs: clipdb's one device type, as users name it (`--device`,
+** $CLIPDB_DEVICE) and as the encoder's and the engine's params carry it. */
+
+typedef enum cdb_k_device_kind {
+    CDB_K_DEVICE_AUTO = 0, /* cuda:0 when a CUDA device is usable, else the CPU */
+    CDB_K_DEVICE_CPU = 1,
+    CDB_K_DEVICE_CUDA = 2
+} cdb_k_device_kind;
+
+typedef struct cdb_k_device {
+    cdb_k_device_kind kind;
+    int index; /* CDB_K_DEVICE_CUDA: the device ordinal; 0 otherwise */
+} cdb_k_device; /* all zeros: auto */
+
+/* Parses a device name: exactly "auto", "cpu", "cuda" (= cuda:0) or "cuda:N", N a
+** CUDA device ordinal written in 1 to 9 decimal digits (no sign, no blanks).
+** Lowercase only: "CPU", " cpu", "cuda:", "cuda:-1", "cuda:+1", "cuda:1x", "cuda: 1"
+** and "gpu" are CDB_INVALID, with a message that quotes s and lists the accepted
+** forms. Whether the device exists is not checked here (cdb_k_device_resolve). */
+cdb_status cdb_k_device_parse(const char *s, cdb_k_device *out /* OUT */);
+/* Resolves want against this process: auto -> cuda:0 when a CUDA device is usable,
+** else cpu; cpu -> cpu; cuda:N -> itself when device N exists, else CDB_UNSUPPORTED
+** with a message that says why: "cuda:N is not available: this clipdb was built
+** without CUDA" (or the driver's or cuBLAS's reason, from
+** cdb_k_cuda_unusable_reason), or "no CUDA device N: only M present (cuda:0...)".
+** cdb_k_backend_new resolves its device with it. */
+cdb_status cdb_k_device_resolve(cdb_k_device want, cdb_k_device *out /* OUT */);
 
 /* ==== BACKEND ==================================================================
 ** The compute seam of the CLIP forward pass (encoder/clip.c is written once
@@ -267,21 +300,17 @@ cdb_status cdb_k_avgpool(cdb_k_backend *be, const cdb_k_buf *x, int n, int h, in
 
 /* ---- construction ---- */
 
-typedef enum cdb_k_backend_kind {
-    CDB_K_BACKEND_AUTO = 0, /* CUDA when built and a device is present, else CPU */
-    CDB_K_BACKEND_CPU = 1,
-    CDB_K_BACKEND_CUDA = 2
-} cdb_k_backend_kind;
-
 typedef struct cdb_k_backend_params {
-    cdb_k_backend_kind kind;
-    int n_threads;    /* CPU: 0 = cdb_default_threads() */
-    int device_index; /* CUDA: device ordinal */
+    cdb_k_device device; /* default auto */
+    int n_threads;       /* CPU: 0 = cdb_default_threads() */
 } cdb_k_backend_params;
 cdb_k_backend_params cdb_k_backend_params_default(void);
 
-/* Creates a backend (p == NULL: defaults). CDB_UNSUPPORTED when the kind is not
-** built or no device is present. Free with cdb_k_backend_free (NULL ok). */
+/* Creates a backend (p == NULL: defaults) on p->device, resolved by
+** cdb_k_device_resolve: cuda:N is that CUDA device or CDB_UNSUPPORTED (its
+** message); auto is cuda:0 when usable (falling back to the CPU, with a warning,
+** when that backend cannot start), else the CPU. Free with cdb_k_backend_free
+** (NULL ok). */
 cdb_status cdb_k_backend_new(const cdb_k_backend_params *p, cdb_k_backend **out /* OUT */);
 /* The optimized CPU backend and the scalar reference one (plain loops, double
 ** accumulators, single thread; for tests).
@@ -308,40 +337,10 @@ const char *cdb_k_cpu_gemm_path(void);
 double cdb_k_cpu_fma_peak_gflops(int n_threads, double seconds);
 
 /* ==== CUDA =====================================================================
-** Device choice (host logic, present in every build, unit-tested without a GPU) and
-** the CUDA backend's constructor. Kernels themselves are private to
-** kernels/cuda/. cuBLAS is loaded with dlopen on first use, so a binary built
-** with CUDA starts on a machine with no driver and no CUDA libraries; there every
-** function below reports "no device" (CDB_UNSUPPORTED) instead of failing. */
-
-/* A device as `--device` names it. kind uses cdb_k_backend_kind's values (which
-** are also encoder.h's cdb_device_kind values). */
-typedef struct cdb_k_device_spec {
-    cdb_k_backend_kind kind;
-    int index; /* CUDA ordinal (0 for plain "cuda"); 0 otherwise */
-} cdb_k_device_spec;
-
-/* Parses "auto", "cpu", "cuda" or "cuda:N" (N decimal, 0..1023), ASCII
-** case-insensitive, surrounding blanks ignored. CDB_INVALID with a message that
-** lists the accepted forms. */
-cdb_status cdb_k_device_parse(const char *s, cdb_k_device_spec *out /* OUT */);
-/* "auto" | "cpu" | "cuda:N", written to buf (n >= 16) and returned. */
-const char *cdb_k_device_str(cdb_k_device_spec d, char *buf, size_t n);
-/* Resolves `want` against this process: AUTO -> cuda:0 when a CUDA device is
-** usable, else cpu; CPU -> cpu; CUDA -> itself when that ordinal exists, else
-** CDB_UNSUPPORTED with a message saying why (built without CUDA, no driver, no
-** GPU, only N devices) and the hint to use `--device cpu` or `--device auto`. */
-cdb_status cdb_k_device_resolve(cdb_k_device_spec want, cdb_k_device_spec *out /* OUT */);
-/* The same with the facts injected (for tests): n_cuda usable devices and, when
-** n_cuda == 0, why_none (NULL = "no usable CUDA device"). */
-cdb_status cdb_k_device_resolve_with(cdb_k_device_spec want, int n_cuda, const char *why_none,
-                                     cdb_k_device_spec *out /* OUT */);
-/* Why no CUDA device is usable, or "" when one is: "clipdb was built without
-** CUDA", "no NVIDIA driver (...)", "no CUDA-capable device", "cuBLAS not found
-** (...)". Static string; thread-safe. */
-const char *cdb_k_cuda_unusable_reason(void);
-
-/* ---- the CUDA backend ---- */
+** The CUDA backend. Its kernels are private to kernels/cuda/. cuBLAS is loaded with
+** dlopen on first use, so a binary built with CUDA starts on a machine with no
+** driver and no CUDA libraries; there the constructor reports CDB_UNSUPPORTED
+** (cdb_k_cuda_unusable_reason says why) instead of failing. */
 
 /* The CUDA backend ("cuda"): fp16 weight matrices, fp32 biases/LayerNorm
 ** parameters/embeddings, fp32 residual stream, fp16 GEMM operands with fp32
@@ -365,7 +364,7 @@ cdb_status cdb_k_backend_cuda_new(int device_index, cdb_k_backend **out /* OUT *
 ** when `bilinear`) for the outputs [first, first + count) of an axis resized from
 ** in_size to out_size (the whole axis: 0, out_size): for output i, bounds[2i] is the
 ** first source index and bounds[2i+1] the tap count, kk + i*ksize its ksize taps in
-** 22-bit fixed point. The one copy: the CPU and CUDA preprocessing both use it.
+** 22-bit fixed point.
 ** *bounds and *kk are heap (cdb_free). CDB_INVALID for an empty or outside window. */
 cdb_status cdb_k_pil_coeffs(int in_size, int out_size, int first, int count, int bilinear,
                             int *ksize /* OUT */, int **bounds /* OUT */,

@@ -28,7 +28,7 @@ fi
 if [ -n "${CLIPDB_GPU_PREBUILT:-}" ]; then
   P=$(cd "$CLIPDB_GPU_PREBUILT" && pwd)
   export LD_LIBRARY_PATH="$P/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  T_HOST=$P/bin/test_cuda_host; T_GPU=$P/bin/test_cuda_kernels; BENCH=$P/bin/bench_gpu
+  T_HOST=$P/bin/test_device; T_GPU=$P/bin/test_cuda_kernels; BENCH=$P/bin/bench_gpu
   say "using prebuilt binaries in $P"
 else
   B=${CLIPDB_GPU_BUILD:-$here/build-gpu}
@@ -41,13 +41,13 @@ else
     exit 1
   fi
   say "build"
-  if ! cmake --build "$B" --target test_cuda_host test_cuda_kernels bench_gpu \
+  if ! cmake --build "$B" --target test_device test_cuda_kernels bench_gpu \
        -j"$(nproc 2>/dev/null || echo 4)" >"$B.build.log" 2>&1; then
     grep -E "error|Error" "$B.build.log" | head -30
     echo "run.sh: build failed (full log: $B.build.log)"
     exit 1
   fi
-  T_HOST=$B/tests/kernels/test_cuda_host; T_GPU=$B/tests/kernels/test_cuda_kernels
+  T_HOST=$B/tests/kernels/test_device; T_GPU=$B/tests/kernels/test_cuda_kernels
   BENCH=$B/bench/bench_gpu
 fi
 export CLIPDB_SOURCE_DIR="$here"

@@ -482,7 +482,7 @@ CDB_TEST(encoder_fixtures_cpu_vs_gpu) {
         snprintf(path, sizeof path, "%s/tests/golden/models/%s", src_dir(), models[mi]);
         for (int i = 0; i < 2; i++) {
             cdb_model_params mp = cdb_model_params_default();
-            mp.device = i == 0 ? CDB_DEVICE_CUDA : CDB_DEVICE_CPU;
+            mp.device.kind = i == 0 ? CDB_K_DEVICE_CUDA : CDB_K_DEVICE_CPU;
             CHECK_OK(cdb_model_open(path, &mp, &m[i]));
         }
         info = cdb_model_get_info(m[1]);
@@ -623,7 +623,7 @@ CDB_TEST(encoder_resnet_fixtures_cpu_vs_gpu) {
         snprintf(path, sizeof path, "%s/tests/golden/models/%s", src_dir(), fx[mi].model);
         for (int i = 0; i < 2; i++) {
             cdb_model_params mp = cdb_model_params_default();
-            mp.device = i == 0 ? CDB_DEVICE_CUDA : CDB_DEVICE_CPU;
+            mp.device.kind = i == 0 ? CDB_K_DEVICE_CUDA : CDB_K_DEVICE_CPU;
             CHECK_OK(cdb_model_open(path, &mp, &m[i]));
         }
         E = cdb_model_get_info(m[1])->embed_dim;
