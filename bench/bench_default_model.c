@@ -125,7 +125,7 @@ int main(int argc, char **argv) {
     }
     cdb_model_params mp = cdb_model_params_default();
     mp.n_threads = threads;
-    mp.device = CDB_DEVICE_CPU;
+    mp.device.kind = CDB_K_DEVICE_CPU;
     int64_t t0 = cdb_now_ns();
     if ((rc = cdb_model_open(model_dir, &mp, &m)) != CDB_OK) goto fail;
     const cdb_model_info *info = cdb_model_get_info(m);

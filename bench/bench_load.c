@@ -16,7 +16,7 @@
 ** lasts the whole window; if it is still running at the end it gets SIGINT (the
 ** Ctrl-C path: it commits its batch and exits 130, which is fine).
 **
-** Usage: bench_load [--seconds D] [--searchers S] [--base N] [--device auto|cpu|cuda]
+** Usage: bench_load [--seconds D] [--searchers S] [--base N] [--device auto|cpu|cuda|cuda:N]
 **                   [--model PATH] [--keep]
 ** Environment: BENCH_LOAD_SECONDS (the default for --seconds), CLIPDB_MODEL.
 ** Model: --model, else $CLIPDB_MODEL, else the first models/<name>/ with weights.
@@ -141,7 +141,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--model") && i + 1 < argc) model = argv[++i];
         else if (!strcmp(argv[i], "--keep")) keep = 1;
         else {
-            fprintf(stderr, "usage: bench_load [--seconds D] [--searchers S] [--base N] [--device auto|cpu|cuda]\n"
+            fprintf(stderr, "usage: bench_load [--seconds D] [--searchers S] [--base N] [--device auto|cpu|cuda|cuda:N]\n"
                             "                  [--model PATH] [--keep]\n");
             return 2;
         }

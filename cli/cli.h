@@ -171,11 +171,11 @@ int cli_utf8_valid(const char *s, size_t n);
 ** warnings and Ctrl-C. */
 
 /* Opens the database of --db/CLIPDB_DB/./clipdb as writer or reader (wait: wait for
-** the writer lock) with the device and model threads given (device: cdb_engine_device;
-** threads 0: the encoder's default). On failure prints the error and a hint; returns
+** the writer lock) with the device and model threads given (threads 0: the
+** encoder's default). On failure prints the error and a hint; returns
 ** a CLI_EXIT_*. */
-int cli_engine_open(const char *flag_db, int writer, int wait, int device, int model_threads,
-                    cdb_engine **out /* OUT */);
+int cli_engine_open(const char *flag_db, int writer, int wait, cdb_k_device device,
+                    int model_threads, cdb_engine **out /* OUT */);
 /* Prints the engine's last failure (cdb_errmsg: "what (why)") and the hint its
 ** cdb_engine_errcode() calls for; arg fills hints that name something (the --model
 ** given, the database folder). Returns CLI_EXIT_USAGE for a query that cannot mean
@@ -205,9 +205,13 @@ int cli_global_db_given(void); /* 1 when --db came before the command */
 ** under <source>/models, then the installed share dir). NULL when none found.
 ** The result stays valid until the next call. */
 const char *cli_model_path(const char *flag_value, const char **source /* OUT */);
-/* --device, then CLIPDB_DEVICE, then auto. Returns 0 (auto), 1 (cpu), 2 (cuda) as
-** cdb_device_kind, or -1 when the value is not one of auto|cpu|cuda. */
-int cli_device(const char *flag_value, const char **text /* OUT */);
+/* The device: --device, then $CLIPDB_DEVICE, then auto, parsed by
+** cdb_k_device_parse (auto, cpu, cuda, cuda:N; lowercase). CLI_EXIT_OK, or prints
+** cmd's usage error (the value, where it came from, the accepted forms) and returns
+** CLI_EXIT_USAGE. Whether the device exists is found out when a model is loaded. */
+int cli_device(const char *cmd, const char *flag_value, cdb_k_device *out /* OUT */);
+/* The CPU, for commands that encode nothing or only a query's text there. */
+#define CLI_DEVICE_CPU ((cdb_k_device){CDB_K_DEVICE_CPU, 0})
 
 /* ---- signals (signals.c) ----------------------------------------------------------- */
 

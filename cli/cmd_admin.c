@@ -124,7 +124,7 @@ int cli_cmd_index(int argc, char **argv) {
         rc = cli_usage_error("index", "%s", a.err);
         goto done;
     }
-    if ((rc = cli_engine_open(cli_get(&a, "db"), 0, 0, CDB_ENGINE_DEVICE_CPU, 0, &e)) != CLI_EXIT_OK)
+    if ((rc = cli_engine_open(cli_get(&a, "db"), 0, 0, CLI_DEVICE_CPU, 0, &e)) != CLI_EXIT_OK)
         goto done;
     if (!strcmp(a.pos[0], "build"))
         rc = index_build(e, cli_get(&a, "model"), type, cli_has(&a, "json") > 0);
@@ -180,7 +180,7 @@ int cli_models_db(const char *db_flag, const char *make_default, int json) {
     cdb_engine_stats s;
     int rc;
     memset(&s, 0, sizeof s);
-    if ((rc = cli_engine_open(db_flag, make_default != NULL, 0, CDB_ENGINE_DEVICE_CPU, 0, &e)) !=
+    if ((rc = cli_engine_open(db_flag, make_default != NULL, 0, CLI_DEVICE_CPU, 0, &e)) !=
         CLI_EXIT_OK)
         return rc;
     if (make_default) {
@@ -241,7 +241,7 @@ int cli_cmd_stats(int argc, char **argv) {
     cdb_engine_stats s;
     memset(&s, 0, sizeof s);
     if (!simple_args("stats", &a, spec, argc, argv, &rc)) goto done;
-    if ((rc = cli_engine_open(cli_get(&a, "db"), 0, 0, CDB_ENGINE_DEVICE_CPU, 0, &e)) != CLI_EXIT_OK)
+    if ((rc = cli_engine_open(cli_get(&a, "db"), 0, 0, CLI_DEVICE_CPU, 0, &e)) != CLI_EXIT_OK)
         goto done;
     if (cdb_engine_stats_get(e, CDB_ENGINE_STATS_DISK | CDB_ENGINE_STATS_INDEX, &s) != CDB_OK) {
         rc = cli_engine_fail(NULL);
@@ -401,7 +401,7 @@ int cli_cmd_verify(int argc, char **argv) {
         rc = cli_usage_error("verify", "--sample goes with --deep");
         goto done;
     }
-    if ((rc = cli_engine_open(cli_get(&a, "db"), 0, 0, CDB_ENGINE_DEVICE_CPU, 0, &e)) != CLI_EXIT_OK)
+    if ((rc = cli_engine_open(cli_get(&a, "db"), 0, 0, CLI_DEVICE_CPU, 0, &e)) != CLI_EXIT_OK)
         goto done;
     if (cdb_engine_verify(e, cli_has(&a, "deep") > 0, sample, &r) != CDB_OK) {
         rc = cli_engine_fail(NULL);
@@ -443,7 +443,7 @@ int cli_cmd_errors(int argc, char **argv) {
     if (!simple_args("errors", &a, spec, argc, argv, &rc)) goto done;
     json = cli_has(&a, "json") > 0;
     nul = cli_has(&a, "null") > 0;
-    if ((rc = cli_engine_open(cli_get(&a, "db"), 0, 0, CDB_ENGINE_DEVICE_CPU, 0, &e)) != CLI_EXIT_OK)
+    if ((rc = cli_engine_open(cli_get(&a, "db"), 0, 0, CLI_DEVICE_CPU, 0, &e)) != CLI_EXIT_OK)
         goto done;
     if (cdb_engine_errors(e, &v, &n) != CDB_OK) {
         rc = cli_engine_fail(NULL);
@@ -666,7 +666,7 @@ int cli_cmd_export(int argc, char **argv) {
     x->dir = cli_get(&a, "out");
     x->jsonl = fmt == 1;
     x->fp32 = dtype == 1;
-    if ((rc = cli_engine_open(cli_get(&a, "db"), 0, 0, CDB_ENGINE_DEVICE_CPU, 0, &e)) !=
+    if ((rc = cli_engine_open(cli_get(&a, "db"), 0, 0, CLI_DEVICE_CPU, 0, &e)) !=
         CLI_EXIT_OK)
         goto done;
     if (cdb_engine_vectors_open(e, cli_get(&a, "model"), &it, &dm, &n_stored) != CDB_OK) {

@@ -70,7 +70,7 @@ static int demo_dir(const char *given, demo_run *d) {
 /* Steps 1 and 2: the library in d->photos, the database in d->dbdir bound to the model
 ** at mpath (found from msrc), opened as writer on device into *e. CLI_EXIT_OK or the
 ** error printed. */
-static int demo_create(demo_run *d, const char *mpath, const char *msrc, int device,
+static int demo_create(demo_run *d, const char *mpath, const char *msrc, cdb_k_device device,
                        cdb_engine **e /* OUT */) {
     cdb_engine_create_info ci;
     cdb_status st;
@@ -196,8 +196,9 @@ int cli_cmd_demo(int argc, char **argv) {
                                        {"quiet", 'q', CLI_FLAG}, {"help", 'h', CLI_FLAG},
                                        {0}};
     cli_args a;
-    int rc, device;
-    const char *msrc, *dev_text, *mpath;
+    int rc;
+    cdb_k_device device;
+    const char *msrc, *mpath;
     int64_t t0 = cdb_now_ns();
     cdb_engine *e = NULL;
     demo_run *d = calloc(1, sizeof *d);
@@ -218,11 +219,7 @@ int cli_cmd_demo(int argc, char **argv) {
         goto done;
     }
     mpath = cli_model_path(cli_get(&a, "model"), &msrc);
-    device = cli_device(cli_get(&a, "device"), &dev_text);
-    if (device < 0) {
-        rc = cli_usage_error("demo", "bad device '%s' (expected auto, cpu or cuda)", dev_text);
-        goto done;
-    }
+    if ((rc = cli_device("demo", cli_get(&a, "device"), &device)) != CLI_EXIT_OK) goto done;
     if (!mpath) {
         rc = cli_error("no --model, no CLIPDB_MODEL, and no bundled model was found",
                        "no model for the demo");

@@ -22,28 +22,23 @@ enum {
 
 /* Resolves and opens the model with what `load` asks for (LOAD_*); on failure prints
 ** the error (+ hint), returns NULL. */
-static cdb_model *open_model(const char *flag, int load, const char *device_flag,
+static cdb_model *open_model(const char *flag, int load, cdb_k_device device,
                              const char **path_out) {
-    const char *src, *dev_text;
+    const char *src;
     const char *path = cli_model_path(flag, &src);
     cdb_model_params mp = cdb_model_params_default();
     cdb_model *m = NULL;
     cdb_status rc;
-    int dev = cli_device(device_flag, &dev_text);
     if (!path) {
         cli_error("no --model, no CLIPDB_MODEL, and no bundled model was found",
                   "no model to use");
         cli_hint("pass --model PATH (a model folder or a .safetensors file)");
         return NULL;
     }
-    if (dev < 0) {
-        cli_error("expected auto, cpu or cuda", "bad device '%s'", dev_text);
-        return NULL;
-    }
     mp.load_vision = (load & LOAD_VISION) != 0;
     mp.load_text = (load & LOAD_TEXT) != 0;
     mp.inspect_only = (load & LOAD_INSPECT) != 0;
-    mp.device = (cdb_device_kind)dev;
+    mp.device = device;
     rc = cdb_model_open(path, &mp, &m);
     if (rc != CDB_OK) {
         cli_error_status(rc, "cannot load the model %s", path);
@@ -166,7 +161,7 @@ int cli_cmd_models(int argc, char **argv) {
         goto done;
     }
     cli_model_path(cli_get(&a, "model"), &src);
-    if (!(m = open_model(cli_get(&a, "model"), LOAD_VISION | LOAD_TEXT, "cpu", &path))) goto done;
+    if (!(m = open_model(cli_get(&a, "model"), LOAD_VISION | LOAD_TEXT, CLI_DEVICE_CPU, &path))) goto done;
     if (cli_has(&a, "json")) model_json(cdb_model_get_info(m), path, src);
     else model_text(cdb_model_get_info(m), path, src);
     rc = CLI_EXIT_OK;
@@ -273,7 +268,7 @@ int cli_cmd_tokenize(int argc, char **argv) {
         rc = cli_usage_error("tokenize", "no TEXT given");
         goto done;
     }
-    if (!(m = open_model(cli_get(&a, "model"), LOAD_TEXT | LOAD_INSPECT, "cpu", NULL))) goto done;
+    if (!(m = open_model(cli_get(&a, "model"), LOAD_TEXT | LOAD_INSPECT, CLI_DEVICE_CPU, NULL))) goto done;
     if (!cdb_model_tokenizer(m)) {
         rc = cli_error("the model has no tokenizer", "cannot tokenize");
         goto done;
@@ -430,6 +425,7 @@ int cli_cmd_embed(int argc, char **argv) {
     const char *out;
     embed_inputs in;
     cdb_image_params ip = cdb_image_params_default();
+    cdb_k_device device;
     cdb_model *m = NULL;
     float *vec = NULL;
     if (!cli_begin("embed", &a, spec, argc, argv, &rc)) goto done;
@@ -455,9 +451,10 @@ int cli_cmd_embed(int argc, char **argv) {
         rc = cli_usage_error("embed", "--format npy needs --out FILE");
         goto done;
     }
+    if ((rc = cli_device("embed", cli_get(&a, "device"), &device)) != CLI_EXIT_OK) goto done;
+    rc = CLI_EXIT_FAIL;
     if (!(m = open_model(cli_get(&a, "model"),
-                         (in.n_img ? LOAD_VISION : 0) | (in.n_text ? LOAD_TEXT : 0),
-                         cli_get(&a, "device"), NULL)))
+                         (in.n_img ? LOAD_VISION : 0) | (in.n_text ? LOAD_TEXT : 0), device, NULL)))
         goto done;
     normalize = !cli_has(&a, "raw");
     ip.apply_exif = !cli_has(&a, "no-exif");
@@ -519,7 +516,7 @@ int cli_cmd_preprocess(int argc, char **argv) {
         rc = cli_usage_error("preprocess", "missing --out FILE.npy");
         goto done;
     }
-    if (!(m = open_model(cli_get(&a, "model"), LOAD_VISION | LOAD_INSPECT, "cpu", NULL))) goto done;
+    if (!(m = open_model(cli_get(&a, "model"), LOAD_VISION | LOAD_INSPECT, CLI_DEVICE_CPU, NULL))) goto done;
     ip.apply_exif = !cli_has(&a, "no-exif");
     rc = preprocess_to(a.pos[0], &cdb_model_get_info(m)->preprocess, &ip, out);
 done:

@@ -66,7 +66,7 @@ int cli_cmd_folders(int argc, char **argv) {
         rc = cli_usage_error("folders", "unexpected argument '%s'", a.pos[0]);
         goto done;
     }
-    if ((rc = cli_engine_open(cli_get(&a, "db"), 0, 0, CDB_ENGINE_DEVICE_CPU, 0, &e)) != CLI_EXIT_OK)
+    if ((rc = cli_engine_open(cli_get(&a, "db"), 0, 0, CLI_DEVICE_CPU, 0, &e)) != CLI_EXIT_OK)
         goto done;
     json = cli_has(&a, "json") > 0;
     cdb_status st = cdb_engine_folders(e, &f, &n);
@@ -123,7 +123,7 @@ int cli_cmd_forget(int argc, char **argv) {
         rc = cli_usage_error("forget", a.n_pos ? "one PATH at a time" : "no PATH given");
         goto done;
     }
-    if ((rc = cli_engine_open(cli_get(&a, "db"), 1, cli_has(&a, "wait") > 0, CDB_ENGINE_DEVICE_CPU,
+    if ((rc = cli_engine_open(cli_get(&a, "db"), 1, cli_has(&a, "wait") > 0, CLI_DEVICE_CPU,
                               0, &e)) != CLI_EXIT_OK)
         goto done;
     st = cdb_engine_forget(e, a.pos[0], &r);
@@ -177,7 +177,7 @@ int cli_cmd_move(int argc, char **argv) {
             goto done;
         }
     }
-    if ((rc = cli_engine_open(cli_get(&a, "db"), 1, cli_has(&a, "wait") > 0, CDB_ENGINE_DEVICE_CPU,
+    if ((rc = cli_engine_open(cli_get(&a, "db"), 1, cli_has(&a, "wait") > 0, CLI_DEVICE_CPU,
                               0, &e)) != CLI_EXIT_OK)
         goto done;
     if (cdb_engine_move(e, a.pos[0], a.pos[1], r) != CDB_OK) {

@@ -79,7 +79,7 @@ int cli_cmd_init(int argc, char **argv) {
         }
         if (thumb != CDB_ENGINE_THUMB_DEFAULT) {
             cdb_engine *e = NULL;
-            if ((rc = cli_engine_open(dir, 1, 0, CDB_ENGINE_DEVICE_CPU, 0, &e)) != CLI_EXIT_OK)
+            if ((rc = cli_engine_open(dir, 1, 0, CLI_DEVICE_CPU, 0, &e)) != CLI_EXIT_OK)
                 goto done;
             if (cdb_engine_set_thumb_size(e, (int)thumb) != CDB_OK) rc = cli_engine_fail(NULL);
             cdb_engine_close(e);
@@ -98,12 +98,13 @@ done:
 /* Options shared by ingest and reindex. */
 typedef struct run_opts {
     cdb_engine_run_params rp;
-    int device, wait, json;
+    cdb_k_device device;
+    int wait, json;
 } run_opts;
 
 static int parse_run_opts(const char *cmd, cli_args *a, run_opts *o) {
     long batch, threads;
-    const char *dev_text;
+    int rc;
     static const char *const modes[] = {"exact", "fast", NULL};
     if (cli_get_int(a, "batch", 32, 1, 4096, &batch) ||
         cli_get_int(a, "threads", 0, 0, 1024, &threads))
@@ -112,9 +113,7 @@ static int parse_run_opts(const char *cmd, cli_args *a, run_opts *o) {
     o->rp = cdb_engine_run_params_default();
     o->rp.batch = (int)batch;
     o->rp.threads = threads ? (int)threads : cdb_default_threads();
-    o->device = cli_device(cli_get(a, "device"), &dev_text);
-    if (o->device < 0)
-        return cli_usage_error(cmd, "bad device '%s' (expected auto, cpu or cuda)", dev_text);
+    if ((rc = cli_device(cmd, cli_get(a, "device"), &o->device)) != CLI_EXIT_OK) return rc;
     o->wait = cli_has(a, "wait") > 0;
     o->json = cli_has(a, "json") > 0;
     if ((o->rp.decode = cli_get_choice(a, "decode", modes, -1)) < 0 && cli_get(a, "decode"))

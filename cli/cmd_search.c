@@ -249,7 +249,7 @@ static int query_text(cli_args *a, char **text /* OUT */) {
 }
 
 /* Opens the database, runs the search and prints the hits (or why there are none). */
-static int run_search(cli_args *a, int device, const cdb_engine_query *q,
+static int run_search(cli_args *a, cdb_k_device device, const cdb_engine_query *q,
                       const cdb_engine_search_params *sp, const under_list *ul) {
     cdb_engine *e = NULL;
     cdb_engine_result res;
@@ -280,7 +280,8 @@ int cli_cmd_search(int argc, char **argv) {
         {"no-exif", 0, CLI_FLAG},    {"quiet", 'q', CLI_FLAG},  {"help", 'h', CLI_FLAG},
         {0}};
     cli_args a;
-    int rc, n_terms = 0, n_img, n_not, n_under, sort = 0, device;
+    int rc, n_terms = 0, n_img, n_not, n_under, sort = 0;
+    cdb_k_device device;
     long k = 10;
     double min_score = -1.0;
     const char **images, **nots, **unders;
@@ -301,11 +302,7 @@ int cli_cmd_search(int argc, char **argv) {
         rc = cli_usage_error("search", "bad query: %s", cdb_errmsg());
         goto done;
     }
-    device = cli_device(cli_get(&a, "device"), NULL);
-    if (device < 0) {
-        rc = cli_usage_error("search", "bad device (expected auto, cpu or cuda)");
-        goto done;
-    }
+    if ((rc = cli_device("search", cli_get(&a, "device"), &device)) != CLI_EXIT_OK) goto done;
     if ((rc = unders_resolve(unders, n_under, &ul)) != CLI_EXIT_OK) goto done;
     memset(&q, 0, sizeof q);
     q.text = text;

@@ -41,10 +41,10 @@ int cli_cmd_serve(int argc, char **argv) {
         {"device", 0, CLI_VALUE},     {"quiet", 'q', CLI_FLAG},      {"help", 'h', CLI_FLAG},
         {0}};
     cli_args a;
-    int rc, device;
+    int rc;
+    cdb_k_device device;
     long port, threads, maxc, timeout;
     char token[600] = "";
-    const char *dev_text;
     cdb_engine *e = NULL;
     cdb_engine_model m;
     cdb_engine_stats st;
@@ -63,10 +63,7 @@ int cli_cmd_serve(int argc, char **argv) {
         rc = cli_usage_error("serve", "%s", a.err);
         goto done;
     }
-    if ((device = cli_device(cli_get(&a, "device"), &dev_text)) < 0) {
-        rc = cli_usage_error("serve", "bad device '%s' (expected auto, cpu or cuda)", dev_text);
-        goto done;
-    }
+    if ((rc = cli_device("serve", cli_get(&a, "device"), &device)) != CLI_EXIT_OK) goto done;
     if (cli_get(&a, "token-file") &&
         (rc = read_token(cli_get(&a, "token-file"), token, sizeof token)) != CLI_EXIT_OK)
         goto done;

@@ -4,7 +4,8 @@
 ** first folder (by name) under the data folder "models" that cdb_data_path()
 ** finds: <prefix>/share/clipdb/models next to an installed clipdb, else the source
 ** tree's models/ (a clipdb run from its build folder). The device: --device, then
-** $CLIPDB_DEVICE, then auto.
+** $CLIPDB_DEVICE, then auto, spelled as kernels' one parser (cdb_k_device_parse)
+** reads it.
 */
 #include <dirent.h>
 #include <stdlib.h>
@@ -79,12 +80,11 @@ const char *cli_model_path(const char *flag_value, const char **source) {
     return NULL;
 }
 
-int cli_device(const char *flag_value, const char **text) {
-    static const char *names[] = {"auto", "cpu", "cuda"};
-    const char *v = flag_value && *flag_value ? flag_value : getenv("CLIPDB_DEVICE");
-    if (!v || !*v) v = "auto";
-    if (text) *text = v;
-    for (int i = 0; i < 3; i++)
-        if (!strcmp(v, names[i])) return i;
-    return -1;
+int cli_device(const char *cmd, const char *flag_value, cdb_k_device *out) {
+    const char *env = getenv("CLIPDB_DEVICE"), *v = "auto", *from = "";
+    if (flag_value && *flag_value) v = flag_value;
+    else if (env && *env) v = env, from = "$CLIPDB_DEVICE: ";
+    if (cdb_k_device_parse(v, out) != CDB_OK)
+        return cli_usage_error(cmd, "%s%s", from, cdb_errmsg());
+    return CLI_EXIT_OK;
 }

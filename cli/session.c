@@ -11,8 +11,8 @@
 
 #include "cli/cli.h"
 
-int cli_engine_open(const char *flag_db, int writer, int wait, int device, int model_threads,
-                    cdb_engine **out) {
+int cli_engine_open(const char *flag_db, int writer, int wait, cdb_k_device device,
+                    int model_threads, cdb_engine **out) {
     const char *src, *msrc;
     const char *dir = cli_db_path(flag_db, &src);
     cdb_engine_params p = cdb_engine_params_default();
@@ -20,7 +20,7 @@ int cli_engine_open(const char *flag_db, int writer, int wait, int device, int m
     *out = NULL;
     p.writer = writer;
     p.lock_wait_ms = wait ? -1 : 0;
-    p.device = (cdb_engine_device)device;
+    p.device = device;
     p.model_threads = model_threads;
     /* a registered model whose recorded path moved: $CLIPDB_MODEL or the bundled one */
     p.fallback_model = cli_model_path(NULL, &msrc);

@@ -35,11 +35,11 @@ typedef struct scratch {
 } scratch;
 
 static void scratch_free(cdb_k_backend *be, scratch *s) {
-    be->ops->buf_free(be, s->x);
-    be->ops->buf_free(be, s->h);
-    be->ops->buf_free(be, s->qkv);
-    be->ops->buf_free(be, s->attn);
-    be->ops->buf_free(be, s->mlp);
+    cdb_k_buf_free(be, s->x);
+    cdb_k_buf_free(be, s->h);
+    cdb_k_buf_free(be, s->qkv);
+    cdb_k_buf_free(be, s->attn);
+    cdb_k_buf_free(be, s->mlp);
     memset(s, 0, sizeof *s);
 }
 
@@ -48,11 +48,11 @@ static cdb_status scratch_alloc(cdb_k_backend *be, const cdb_clip_tower *t, size
     cdb_status rc;
     size_t w = (size_t)t->width;
     memset(s, 0, sizeof *s);
-    CK(be->ops->buf_alloc(be, rows * w, &s->x));
-    CK(be->ops->buf_alloc(be, rows * w, &s->h));
-    CK(be->ops->buf_alloc(be, rows * 3 * w, &s->qkv));
-    CK(be->ops->buf_alloc(be, rows * w, &s->attn));
-    CK(be->ops->buf_alloc(be, rows * (size_t)t->mlp_width, &s->mlp));
+    CK(cdb_k_buf_alloc(be, rows * w, &s->x));
+    CK(cdb_k_buf_alloc(be, rows * w, &s->h));
+    CK(cdb_k_buf_alloc(be, rows * 3 * w, &s->qkv));
+    CK(cdb_k_buf_alloc(be, rows * w, &s->attn));
+    CK(cdb_k_buf_alloc(be, rows * (size_t)t->mlp_width, &s->mlp));
     return CDB_OK;
 cleanup:
     scratch_free(be, s);
@@ -74,14 +74,14 @@ static cdb_status run_blocks(cdb_k_backend *be, const cdb_clip_tower *t, cdb_k_a
     int rows = batch * seq, w = t->width, hd = t->width / t->heads;
     for (int l = 0; l < t->layers; l++) {
         const cdb_clip_block *b = &t->blocks[l];
-        CK(be->ops->layernorm(be, s->x, b->ln1_g, b->ln1_b, s->h, rows, w, LN_EPS));
-        CK(be->ops->gemm(be, s->h, b->qkv_w, b->qkv_b, s->qkv, rows, 3 * w, w, CDB_K_ACT_NONE, 0));
-        CK(be->ops->attention(be, s->qkv, s->attn, batch, seq, t->heads, hd, causal));
-        CK(be->ops->gemm(be, s->attn, b->out_w, b->out_b, s->x, rows, w, w, CDB_K_ACT_NONE, 1));
-        CK(be->ops->layernorm(be, s->x, b->ln2_g, b->ln2_b, s->h, rows, w, LN_EPS));
-        CK(be->ops->gemm(be, s->h, b->fc_w, b->fc_b, s->mlp, rows, t->mlp_width, w, act, 0));
-        CK(be->ops->gemm(be, s->mlp, b->proj_w, b->proj_b, s->x, rows, w, t->mlp_width,
-                         CDB_K_ACT_NONE, 1));
+        CK(cdb_k_layernorm(be, s->x, b->ln1_g, b->ln1_b, s->h, rows, w, LN_EPS));
+        CK(cdb_k_gemm(be, s->h, b->qkv_w, b->qkv_b, s->qkv, rows, 3 * w, w, CDB_K_ACT_NONE, 0));
+        CK(cdb_k_attention(be, s->qkv, s->attn, batch, seq, t->heads, hd, causal));
+        CK(cdb_k_gemm(be, s->attn, b->out_w, b->out_b, s->x, rows, w, w, CDB_K_ACT_NONE, 1));
+        CK(cdb_k_layernorm(be, s->x, b->ln2_g, b->ln2_b, s->h, rows, w, LN_EPS));
+        CK(cdb_k_gemm(be, s->h, b->fc_w, b->fc_b, s->mlp, rows, t->mlp_width, w, act, 0));
+        CK(cdb_k_gemm(be, s->mlp, b->proj_w, b->proj_b, s->x, rows, w, t->mlp_width,
+                      CDB_K_ACT_NONE, 1));
     }
 cleanup:
     return rc;
@@ -95,13 +95,13 @@ static cdb_status pool_project(cdb_k_backend *be, const cdb_clip_tower *t, scrat
     /* s->h and s->attn are free here and hold >= nb rows of width (and embed_dim
     ** <= rows * width is not guaranteed, so the projection gets its own buffer). */
     cdb_k_buf *e = NULL;
-    CK(be->ops->gather_rows(be, s->x, rows, nb, w, s->h));
-    CK(be->ops->layernorm(be, s->h, t->ln_post_g, t->ln_post_b, s->h, nb, w, LN_EPS));
-    CK(be->ops->buf_alloc(be, (size_t)nb * embed_dim, &e));
-    CK(be->ops->gemm(be, s->h, t->proj, NULL, e, nb, embed_dim, w, CDB_K_ACT_NONE, 0));
-    CK(be->ops->buf_download(be, e, 0, out, (size_t)nb * embed_dim));
+    CK(cdb_k_gather_rows(be, s->x, rows, nb, w, s->h));
+    CK(cdb_k_layernorm(be, s->h, t->ln_post_g, t->ln_post_b, s->h, nb, w, LN_EPS));
+    CK(cdb_k_buf_alloc(be, (size_t)nb * embed_dim, &e));
+    CK(cdb_k_gemm(be, s->h, t->proj, NULL, e, nb, embed_dim, w, CDB_K_ACT_NONE, 0));
+    CK(cdb_k_buf_download(be, e, 0, out, (size_t)nb * embed_dim));
 cleanup:
-    be->ops->buf_free(be, e);
+    cdb_k_buf_free(be, e);
     return rc;
 }
 
@@ -119,7 +119,7 @@ static cdb_status vit_image_forward(cdb_model *m, const float *pixels, int n, fl
 
     memset(&s, 0, sizeof s);
     CK(scratch_alloc(be, t, (size_t)chunk * S, &s));
-    CK(be->ops->buf_alloc(be, (size_t)chunk * N * K, &pin));
+    CK(cdb_k_buf_alloc(be, (size_t)chunk * N * K, &pin));
     unf = malloc((size_t)chunk * N * K * sizeof(float));
     rows = malloc((size_t)chunk * sizeof *rows);
     if (!unf || !rows) {
@@ -144,16 +144,16 @@ static cdb_status vit_image_forward(cdb_model *m, const float *pixels, int n, fl
                 }
             rows[b] = b * S;
         }
-        CK(be->ops->buf_upload(be, pin, 0, unf, (size_t)nb * N * K));
-        CK(be->ops->gemm(be, pin, t->patch_w, NULL, s.h, nb * N, W, K, CDB_K_ACT_NONE, 0));
-        CK(be->ops->embed_patches(be, s.h, t->cls, t->pos, nb, N, W, s.x));
-        CK(be->ops->layernorm(be, s.x, t->ln_pre_g, t->ln_pre_b, s.x, nb * S, W, LN_EPS));
+        CK(cdb_k_buf_upload(be, pin, 0, unf, (size_t)nb * N * K));
+        CK(cdb_k_gemm(be, pin, t->patch_w, NULL, s.h, nb * N, W, K, CDB_K_ACT_NONE, 0));
+        CK(cdb_k_prepend_add(be, s.h, t->cls, t->pos, nb, N, W, s.x));
+        CK(cdb_k_layernorm(be, s.x, t->ln_pre_g, t->ln_pre_b, s.x, nb * S, W, LN_EPS));
         CK(run_blocks(be, t, m->act, &s, nb, S, 0));
         CK(pool_project(be, t, &s, rows, nb, E, out + (size_t)i0 * E));
     }
 cleanup:
     scratch_free(be, &s);
-    be->ops->buf_free(be, pin);
+    cdb_k_buf_free(be, pin);
     free(unf);
     free(rows);
     return rc;
@@ -204,7 +204,7 @@ cdb_status cdb_clip_text_forward(cdb_model *m, const int32_t *ids, int n, float 
             memcpy(sub + (size_t)b * S, ids + (size_t)(i0 + b) * C, (size_t)S * sizeof *sub);
             rows[b] = b * S + pool[i0 + b];
         }
-        CK(be->ops->embed_tokens(be, t->tok_emb, t->pos, sub, nb * S, S, t->width, s.x));
+        CK(cdb_k_lookup_add(be, t->tok_emb, t->pos, sub, nb * S, S, t->width, s.x));
         CK(run_blocks(be, t, m->act, &s, nb, S, 1));
         CK(pool_project(be, t, &s, rows, nb, E, out + (size_t)i0 * E));
     }

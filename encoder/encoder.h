@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "core/core.h"
+#include "kernels/kernels.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -202,19 +203,13 @@ typedef enum cdb_act {
     CDB_ACT_GELU = 2
 } cdb_act;
 
-typedef enum cdb_device_kind {
-    CDB_DEVICE_AUTO = 0, /* a usable GPU, else CPU */
-    CDB_DEVICE_CPU = 1,
-    CDB_DEVICE_CUDA = 2
-} cdb_device_kind;
-
 typedef struct cdb_model_params {
     cdb_act act;             /* override the activation */
     int load_vision;         /* 1 (default): load the image tower */
     int load_text;           /* 1 (default): load the text tower */
     int n_threads;           /* 0 = cdb_default_threads() */
-    cdb_device_kind device;  /* CDB_DEVICE_CPU (default) or CDB_DEVICE_CUDA */
-    int device_index;        /* cuda:N */
+    cdb_k_device device;     /* where the towers run (kernels.h; cdb_k_device_parse reads
+                                "auto", "cpu", "cuda:N"); default cpu */
     const char *tokenizer_path; /* NULL: from the model folder, else the standard vocabulary */
     int image_size_override; /* 0: from config / shapes */
     /* Skipping the weights hash (reading every byte of a 577 MB ViT-B/32 costs a
@@ -290,7 +285,9 @@ typedef struct cdb_model_info {
 ** Errors: CDB_NOTFOUND (no such path / no weights in the folder), CDB_IO,
 ** CDB_CORRUPT (bad file or missing/misshapen tensor; the message names it),
 ** CDB_UNSUPPORTED (timm image towers, 'visual.trunk.*'; unknown dtypes or
-** activations; a CUDA device in a CPU-only build). out: close with cdb_model_close (NULL ok).
+** activations; a CUDA device that is not available: cdb_k_device_resolve's message,
+** e.g. "cuda:0 is not available: this clipdb was built without CUDA"). out: close
+** with cdb_model_close (NULL ok).
 ** Heads come from config.json (vision_config_dict / text_config_dict first, as
 ** transformers reads them, then vision_config / text_config), open_clip_config.json
 ** (heads, else width / head_width), else 16 for the ViT-H/g/bigG image widths

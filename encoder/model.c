@@ -91,7 +91,7 @@ cdb_model_params cdb_model_params_default(void) {
     p.act = CDB_ACT_DEFAULT;
     p.load_vision = 1;
     p.load_text = 1;
-    p.device = CDB_DEVICE_CPU;
+    p.device.kind = CDB_K_DEVICE_CPU;
     return p;
 }
 
@@ -177,7 +177,7 @@ static cdb_status upload_matrix(load_ctx *c, const void *src, cdb_k_dtype dt, in
     if (rows <= 0 || cols <= 0 || rows > INT32_MAX || cols > INT32_MAX)
         return cdb_seterr(CDB_CORRUPT, "matrix of %lld x %lld", (long long)rows,
                           (long long)cols);
-    return be->ops->matrix_upload(be, src, dt, (int)rows, (int)cols, flags, out);
+    return cdb_k_matrix_upload(be, src, dt, (int)rows, (int)cols, flags, out);
 }
 
 static cdb_status upload(load_ctx *c, const cdb_st_tensor *t, cdb_k_wrole role, cdb_k_buf **out) {
@@ -191,8 +191,8 @@ static cdb_status upload(load_ctx *c, const cdb_st_tensor *t, cdb_k_wrole role, 
         rc = upload_matrix(c, t->data, kdt(t->dtype), t->shape[0], t->n_elems / t->shape[0],
                            CDB_K_UPLOAD_BORROW, out);
     else
-        rc = be->ops->weight_upload(be, t->data, kdt(t->dtype), (size_t)t->n_elems, role,
-                                    CDB_K_UPLOAD_BORROW, out);
+        rc = cdb_k_weight_upload(be, t->data, kdt(t->dtype), (size_t)t->n_elems, role,
+                                 CDB_K_UPLOAD_BORROW, out);
     /* F32 vectors may be used in place; matrices are packed (CPU) or copied (GPU) */
     if (t->dtype != CDB_ST_F32 || role == CDB_K_W_MATRIX) drop_pages(t);
     return rc;
@@ -301,8 +301,8 @@ static cdb_status upload_concat(load_ctx *c, const cdb_st_tensor *const *t, int 
         rc = upload_matrix(c, dst, CDB_K_F32, (int64_t)n_t * t[0]->shape[0],
                            t[0]->n_elems / t[0]->shape[0], 0, out);
     else
-        rc = c->m->be->ops->weight_upload(c->m->be, dst, CDB_K_F32, (size_t)n_t * n, role, 0,
-                                          out);
+        rc = cdb_k_weight_upload(c->m->be, dst, CDB_K_F32, (size_t)n_t * n, role, 0,
+                                 out);
     free(dst);
     return rc;
 }
@@ -677,8 +677,8 @@ static cdb_status load_rn_conv(load_ctx *c, const char *wname, const char *bn, i
     }
     rc = upload_matrix(c, wf, CDB_K_F32, co, tw->n_elems / co, 0, &cv->w);
     if (rc == CDB_OK)
-        rc = c->m->be->ops->weight_upload(c->m->be, bf, CDB_K_F32, (size_t)co, CDB_K_W_PARAM, 0,
-                                          &cv->b);
+        rc = cdb_k_weight_upload(c->m->be, bf, CDB_K_F32, (size_t)co, CDB_K_W_PARAM, 0,
+                                 &cv->b);
     drop_pages(tw);
     for (int i = 0; i < 4; i++) drop_pages(tb[i]);
 cleanup:
@@ -887,13 +887,13 @@ static void free_tower(cdb_k_backend *be, cdb_clip_tower *t) {
             cdb_clip_block *b = &t->blocks[i];
             cdb_k_buf *all[] = {b->ln1_g, b->ln1_b, b->qkv_w, b->qkv_b, b->out_w, b->out_b,
                                 b->ln2_g, b->ln2_b, b->fc_w,  b->fc_b,  b->proj_w, b->proj_b};
-            for (size_t j = 0; j < sizeof all / sizeof all[0]; j++) be->ops->buf_free(be, all[j]);
+            for (size_t j = 0; j < sizeof all / sizeof all[0]; j++) cdb_k_buf_free(be, all[j]);
         }
     free(t->blocks);
     if (be) {
         cdb_k_buf *rest[] = {t->ln_pre_g, t->ln_pre_b, t->ln_post_g, t->ln_post_b, t->proj,
                              t->patch_w,  t->cls,      t->pos,       t->tok_emb};
-        for (size_t j = 0; j < sizeof rest / sizeof rest[0]; j++) be->ops->buf_free(be, rest[j]);
+        for (size_t j = 0; j < sizeof rest / sizeof rest[0]; j++) cdb_k_buf_free(be, rest[j]);
     }
     memset(t, 0, sizeof *t);
 }
@@ -1179,10 +1179,8 @@ cdb_status cdb_model_open(const char *path, const cdb_model_params *params, cdb_
     m->info.inspect_only = c.inspect;
     if (!c.inspect) {
         cdb_k_backend_params bp = cdb_k_backend_params_default();
-        bp.kind = p.device == CDB_DEVICE_CUDA ? CDB_K_BACKEND_CUDA
-                  : p.device == CDB_DEVICE_AUTO ? CDB_K_BACKEND_AUTO : CDB_K_BACKEND_CPU;
+        bp.device = p.device;
         bp.n_threads = p.n_threads;
-        bp.device_index = p.device_index;
         if ((rc = cdb_k_backend_new(&bp, &m->be)) != CDB_OK) goto cleanup;
     }
 

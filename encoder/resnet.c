@@ -73,11 +73,11 @@ static cdb_status conv(cdb_k_backend *be, const cdb_rn_conv *c, const cdb_k_buf 
     int o = conv_out(r, c);
     const cdb_k_buf *in = x;
     if (c->k > 1 || c->stride > 1) { /* a 1x1 stride-1 convolution reads x as it is */
-        CK(be->ops->im2col(be, x, nb, r, r, c->cin, c->k, c->stride, c->pad, cols));
+        CK(cdb_k_im2col(be, x, nb, r, r, c->cin, c->k, c->stride, c->pad, cols));
         in = cols;
     }
-    CK(be->ops->gemm(be, in, c->w, c->b, y, nb * o * o, c->cout, c->k * c->k * c->cin, act,
-                     accumulate));
+    CK(cdb_k_gemm(be, in, c->w, c->b, y, nb * o * o, c->cout, c->k * c->k * c->cin, act,
+                  accumulate));
     *r_out = o;
 cleanup:
     return rc;
@@ -102,13 +102,13 @@ cdb_status cdb_rn_image_forward(cdb_model *m, const float *pixels, int n, float 
     per_image = (5 * act_n + cols_n) * sizeof(float);
     chunk = per_image >= CHUNK_BYTES ? 1 : (int)(CHUNK_BYTES / per_image);
     if (chunk > n) chunk = n;
-    CK(be->ops->buf_alloc(be, (size_t)chunk * act_n, &X));
-    CK(be->ops->buf_alloc(be, (size_t)chunk * act_n, &Y));
-    CK(be->ops->buf_alloc(be, (size_t)chunk * act_n, &A));
-    CK(be->ops->buf_alloc(be, (size_t)chunk * act_n, &B));
-    CK(be->ops->buf_alloc(be, (size_t)chunk * act_n, &C));
-    CK(be->ops->buf_alloc(be, (size_t)chunk * (cols_n ? cols_n : 1), &cols));
-    CK(be->ops->buf_alloc(be, (size_t)chunk * E, &emb));
+    CK(cdb_k_buf_alloc(be, (size_t)chunk * act_n, &X));
+    CK(cdb_k_buf_alloc(be, (size_t)chunk * act_n, &Y));
+    CK(cdb_k_buf_alloc(be, (size_t)chunk * act_n, &A));
+    CK(cdb_k_buf_alloc(be, (size_t)chunk * act_n, &B));
+    CK(cdb_k_buf_alloc(be, (size_t)chunk * act_n, &C));
+    CK(cdb_k_buf_alloc(be, (size_t)chunk * (cols_n ? cols_n : 1), &cols));
+    CK(cdb_k_buf_alloc(be, (size_t)chunk * E, &emb));
     nhwc = malloc((size_t)chunk * isz * isz * 3 * sizeof(float));
     rows = malloc((size_t)chunk * sizeof *rows);
     if (!nhwc || !rows) {
@@ -126,12 +126,12 @@ cdb_status cdb_rn_image_forward(cdb_model *m, const float *pixels, int n, float 
                     dst[p * 3 + ch] = img[(size_t)ch * isz * isz + p];
             rows[b] = b * S;
         }
-        CK(be->ops->buf_upload(be, A, 0, nhwc, (size_t)nb * isz * isz * 3));
+        CK(cdb_k_buf_upload(be, A, 0, nhwc, (size_t)nb * isz * isz * 3));
         /* stem: A -> B -> A -> B, avg pool -> X */
         CK(conv(be, &t->stem[0], A, nb, r, cols, B, CDB_K_ACT_RELU, 0, &r));
         CK(conv(be, &t->stem[1], B, nb, r, cols, A, CDB_K_ACT_RELU, 0, &r));
         CK(conv(be, &t->stem[2], A, nb, r, cols, B, CDB_K_ACT_RELU, 0, &r));
-        CK(be->ops->avgpool(be, B, nb, r, r, t->width, 2, X));
+        CK(cdb_k_avgpool(be, B, nb, r, r, t->width, 2, X));
         r /= 2;
         for (int i = 0; i < t->n_blocks; i++) {
             const cdb_rn_block *bl = &t->blocks[i];
@@ -141,53 +141,53 @@ cdb_status cdb_rn_image_forward(cdb_model *m, const float *pixels, int n, float 
             CK(conv(be, &bl->c1, X, nb, r, cols, A, CDB_K_ACT_RELU, 0, &r1));
             CK(conv(be, &bl->c2, A, nb, r, cols, B, CDB_K_ACT_RELU, 0, &r1));
             if (s > 1) {
-                CK(be->ops->avgpool(be, B, nb, r, r, P, s, C));
+                CK(cdb_k_avgpool(be, B, nb, r, r, P, s, C));
                 c3_in = C;
             }
             if (bl->down.w) {
                 const cdb_k_buf *xin = X;
                 cdb_k_buf *tmp;
                 if (s > 1) { /* A (c1's output) is free again */
-                    CK(be->ops->avgpool(be, X, nb, r, r, Cin, s, A));
+                    CK(cdb_k_avgpool(be, X, nb, r, r, Cin, s, A));
                     xin = A;
                 }
-                CK(be->ops->gemm(be, xin, bl->down.w, bl->down.b, Y, nb * ro * ro, bl->down.cout,
-                                 Cin, CDB_K_ACT_NONE, 0));
-                CK(be->ops->gemm(be, c3_in, bl->c3.w, bl->c3.b, Y, nb * ro * ro, bl->c3.cout, P,
-                                 CDB_K_ACT_NONE, 1));
+                CK(cdb_k_gemm(be, xin, bl->down.w, bl->down.b, Y, nb * ro * ro, bl->down.cout,
+                              Cin, CDB_K_ACT_NONE, 0));
+                CK(cdb_k_gemm(be, c3_in, bl->c3.w, bl->c3.b, Y, nb * ro * ro, bl->c3.cout, P,
+                              CDB_K_ACT_NONE, 1));
                 tmp = X, X = Y, Y = tmp;
             } else { /* identity shortcut: accumulate into the residual in place */
-                CK(be->ops->gemm(be, c3_in, bl->c3.w, bl->c3.b, X, nb * ro * ro, bl->c3.cout, P,
-                                 CDB_K_ACT_NONE, 1));
+                CK(cdb_k_gemm(be, c3_in, bl->c3.w, bl->c3.b, X, nb * ro * ro, bl->c3.cout, P,
+                              CDB_K_ACT_NONE, 1));
             }
-            CK(be->ops->act(be, X, (size_t)nb * ro * ro * bl->c3.cout, CDB_K_ACT_RELU));
+            CK(cdb_k_activate(be, X, (size_t)nb * ro * ro * bl->c3.cout, CDB_K_ACT_RELU));
             r = ro;
         }
         /* attention pool: tokens A, k|v B, mean-token rows C, q Y, attention C, c_proj */
-        CK(be->ops->pool_tokens(be, X, t->pos, nb, r * r, PW, A));
-        CK(be->ops->gemm(be, A, t->kv_w, t->kv_b, B, nb * S, 2 * PW, PW, CDB_K_ACT_NONE, 0));
-        CK(be->ops->gather_rows(be, A, rows, nb, PW, C));
-        CK(be->ops->gemm(be, C, t->q_w, t->q_b, Y, nb, PW, PW, CDB_K_ACT_NONE, 0));
-        CK(be->ops->attention_q(be, Y, B, C, nb, 1, S, t->heads, PW / t->heads));
-        CK(be->ops->gemm(be, C, t->c_w, t->c_b, emb, nb, E, PW, CDB_K_ACT_NONE, 0));
-        CK(be->ops->buf_download(be, emb, 0, out + (size_t)i0 * E, (size_t)nb * E));
+        CK(cdb_k_prepend_mean_add(be, X, t->pos, nb, r * r, PW, A));
+        CK(cdb_k_gemm(be, A, t->kv_w, t->kv_b, B, nb * S, 2 * PW, PW, CDB_K_ACT_NONE, 0));
+        CK(cdb_k_gather_rows(be, A, rows, nb, PW, C));
+        CK(cdb_k_gemm(be, C, t->q_w, t->q_b, Y, nb, PW, PW, CDB_K_ACT_NONE, 0));
+        CK(cdb_k_attention_q(be, Y, B, C, nb, 1, S, t->heads, PW / t->heads));
+        CK(cdb_k_gemm(be, C, t->c_w, t->c_b, emb, nb, E, PW, CDB_K_ACT_NONE, 0));
+        CK(cdb_k_buf_download(be, emb, 0, out + (size_t)i0 * E, (size_t)nb * E));
     }
 cleanup:
-    be->ops->buf_free(be, X);
-    be->ops->buf_free(be, Y);
-    be->ops->buf_free(be, A);
-    be->ops->buf_free(be, B);
-    be->ops->buf_free(be, C);
-    be->ops->buf_free(be, cols);
-    be->ops->buf_free(be, emb);
+    cdb_k_buf_free(be, X);
+    cdb_k_buf_free(be, Y);
+    cdb_k_buf_free(be, A);
+    cdb_k_buf_free(be, B);
+    cdb_k_buf_free(be, C);
+    cdb_k_buf_free(be, cols);
+    cdb_k_buf_free(be, emb);
     free(nhwc);
     free(rows);
     return rc;
 }
 
 static void conv_free(cdb_k_backend *be, cdb_rn_conv *c) {
-    be->ops->buf_free(be, c->w);
-    be->ops->buf_free(be, c->b);
+    cdb_k_buf_free(be, c->w);
+    cdb_k_buf_free(be, c->b);
 }
 
 void cdb_rn_tower_free(cdb_k_backend *be, cdb_rn_tower *t) {
@@ -200,13 +200,13 @@ void cdb_rn_tower_free(cdb_k_backend *be, cdb_rn_tower *t) {
                 conv_free(be, &t->blocks[i].c3);
                 conv_free(be, &t->blocks[i].down);
             }
-        be->ops->buf_free(be, t->pos);
-        be->ops->buf_free(be, t->q_w);
-        be->ops->buf_free(be, t->q_b);
-        be->ops->buf_free(be, t->kv_w);
-        be->ops->buf_free(be, t->kv_b);
-        be->ops->buf_free(be, t->c_w);
-        be->ops->buf_free(be, t->c_b);
+        cdb_k_buf_free(be, t->pos);
+        cdb_k_buf_free(be, t->q_w);
+        cdb_k_buf_free(be, t->q_b);
+        cdb_k_buf_free(be, t->kv_w);
+        cdb_k_buf_free(be, t->kv_b);
+        cdb_k_buf_free(be, t->c_w);
+        cdb_k_buf_free(be, t->c_b);
     }
     free(t->blocks);
     memset(t, 0, sizeof *t);

@@ -132,7 +132,7 @@ int cdb_eng_search_threads(const cdb_engine *e, cdb_db *db, const char *spec, in
 cdb_engine_params cdb_engine_params_default(void) {
     cdb_engine_params p;
     memset(&p, 0, sizeof p);
-    p.device = CDB_ENGINE_DEVICE_AUTO;
+    p.device.kind = CDB_K_DEVICE_AUTO;
     return p;
 }
 
@@ -373,7 +373,7 @@ static cdb_model *try_open(cdb_engine *e, const char *path, int vision, int text
     mp.n_threads = threads;
     mp.load_vision = vision;
     mp.load_text = text;
-    mp.device = (cdb_device_kind)e->p.device;
+    mp.device = e->p.device;
     cdb_status rc = cdb_model_open(path, &mp, &m);
     if ((rc == CDB_UNSUPPORTED || rc == CDB_DEVICE) && *dev_rc == CDB_OK) {
         *dev_rc = rc;
@@ -438,7 +438,8 @@ cdb_status cdb_eng_load_db_model(cdb_engine *e, cdb_db *db, const cdb_db_model *
 
 /* The model at path (towers as asked; text for its hash alone) and its record. */
 static cdb_status path_model(cdb_engine *e, cdb_db *db, const char *path, int vision, int text,
-                             int threads, int device, cdb_model **m_out, cdb_db_model *dm) {
+                             int threads, cdb_k_device device, cdb_model **m_out,
+                             cdb_db_model *dm) {
     cdb_model_params mp = cdb_model_params_default();
     cdb_model *m = NULL;
     cdb_status rc;
@@ -446,7 +447,7 @@ static cdb_status path_model(cdb_engine *e, cdb_db *db, const char *path, int vi
     mp.n_threads = threads;
     mp.load_vision = vision;
     mp.load_text = text;
-    mp.device = (cdb_device_kind)device;
+    mp.device = device;
     if ((rc = cdb_model_open(path, &mp, &m)) != CDB_OK)
         return cdb_eng_fail(rc, CDB_ENGINE_E_MODEL_LOAD, "cannot load the model %s", path);
     rc = cdb_db_model_find(db, cdb_model_get_info(m)->hash, dm);
@@ -576,8 +577,8 @@ cdb_status cdb_eng_find_db_model(cdb_engine *e, cdb_db *db, const char *spec, cd
     if (stat(spec, &sb) == 0) { /* a model folder or file: its weights hash decides */
         cdb_model *m = NULL;
         cdb_db_model dm;
-        if ((st = path_model(e, db, spec, 0, 1, e->p.model_threads, CDB_DEVICE_CPU, &m, &dm)) !=
-            CDB_OK)
+        const cdb_k_device cpu = {CDB_K_DEVICE_CPU, 0};
+        if ((st = path_model(e, db, spec, 0, 1, e->p.model_threads, cpu, &m, &dm)) != CDB_OK)
             return st;
         cdb_model_close(m);
         if ((st = cdb_db_model_get(db, dm.id, out)) != CDB_OK)
@@ -669,8 +670,9 @@ cdb_status cdb_engine_set_default_model(cdb_engine *e, const char *spec, cdb_eng
                          cdb_eng_fmt_count(c.n_missing, b, sizeof b),
                          cdb_eng_fmt_count(c.files[CDB_DB_OK], b2, sizeof b2));
     /* searches encode texts with the default: it needs a text tower and a tokenizer */
-    cdb_engine_device dev = e->p.device;
-    e->p.device = CDB_ENGINE_DEVICE_CPU;
+    cdb_k_device dev = e->p.device;
+    e->p.device.kind = CDB_K_DEVICE_CPU;
+    e->p.device.index = 0;
     st = cdb_eng_load_db_model(e, e->db, &dm, 0, 1, 1, &m);
     e->p.device = dev;
     if (st != CDB_OK)

@@ -39,6 +39,7 @@
 #include <stdint.h>
 
 #include "core/core.h"
+#include "kernels/kernels.h" /* cdb_k_device, cdb_k_device_parse */
 
 #ifdef __cplusplus
 extern "C" {
@@ -116,18 +117,15 @@ typedef struct cdb_engine_events {
 
 /* ---- open / close ---------------------------------------------------------------- */
 
-typedef enum cdb_engine_device {
-    CDB_ENGINE_DEVICE_AUTO = 0, /* a usable GPU, else the CPU (cdb_device_kind values) */
-    CDB_ENGINE_DEVICE_CPU = 1,
-    CDB_ENGINE_DEVICE_CUDA = 2
-} cdb_engine_device;
-
 typedef struct cdb_engine_params {
     int writer;          /* 1: the database's one writer (ingest, reindex, forget, move,
                             index build); 0: a reader (default) */
     int lock_wait_ms;    /* writer: 0 fail at once if another writer holds the
                             database (CDB_BUSY, E_BUSY), > 0 wait up to, -1 forever */
-    cdb_engine_device device; /* where models run */
+    cdb_k_device device; /* where models run: auto (default: cuda:0 when usable, else
+                            the CPU), cpu or cuda:N, as cdb_k_device_parse reads them;
+                            cuda:N that is not there fails the model's load (E_MODEL_LOAD,
+                            cdb_k_device_resolve's message) */
     int model_threads;   /* threads per encode call; 0: the encoder's default. A search
                             of one short text runs fastest on 1 (no thread team to wake) */
     int text_encoders;   /* text queries of concurrent searches are encoded together, in at

@@ -250,7 +250,7 @@ static cdb_status ingest_model(cdb_engine *e, const char *path, cdb_model **m, c
         mp.n_threads = e->p.model_threads;
         mp.load_vision = 1;
         mp.load_text = 0;
-        mp.device = (cdb_device_kind)e->p.device;
+        mp.device = e->p.device;
         if ((rc = cdb_model_open(path, &mp, m)) != CDB_OK)
             return cdb_eng_fail(rc, CDB_ENGINE_E_MODEL_LOAD, "cannot load the model %s", path);
         mi = cdb_model_get_info(*m);

@@ -197,14 +197,15 @@ cdb_status cdb_engine_verify(cdb_engine *e, int deep, double sample,
     memset(out, 0, sizeof *out);
     memset(&di, 0, sizeof di);
     if (deep) { /* the default model's image tower, on the CPU */
-        cdb_engine_device dev = e->p.device;
+        cdb_k_device dev = e->p.device;
         if ((st = cdb_db_model_default(e->db, &dm)) != CDB_OK)
             return cdb_eng_failw(
                 st, st == CDB_NOTFOUND ? CDB_ENGINE_E_NOT_INITIALIZED : CDB_ENGINE_E_NONE,
                 st == CDB_NOTFOUND ? "it has no model" : cdb_errmsg(),
                 st == CDB_NOTFOUND ? "the database is not initialized"
                                    : "cannot read the database's model");
-        e->p.device = CDB_ENGINE_DEVICE_CPU;
+        e->p.device.kind = CDB_K_DEVICE_CPU;
+        e->p.device.index = 0;
         st = cdb_eng_load_db_model(e, e->db, &dm, 1, 0, 0, &m);
         e->p.device = dev;
         if (st != CDB_OK) return st;

@@ -48,8 +48,3 @@ const char *cdb_k_isa_name(cdb_k_isa isa) {
     }
     return "unknown";
 }
-
-#if !defined(CDB_HAVE_CUDA)
-int cdb_k_cuda_device_count(void) { return 0; }
-int cdb_k_cuda_built(void) { return 0; }
-#endif

@@ -48,6 +48,10 @@ const char *cdb_k_isa_name(cdb_k_isa isa);
 int cdb_k_cuda_device_count(void);
 /* 1 when this build contains the CUDA backend. */
 int cdb_k_cuda_built(void);
+/* Why no CUDA device is usable, or "" when one is: "this clipdb was built without
+** CUDA", "the NVIDIA driver is missing or older than ...", "no CUDA-capable device
+** is present", "cuBLAS could not be loaded ...". Static string; thread-safe. */
+const char *cdb_k_cuda_unusable_reason(void);
 
 /* ---- fp16 <-> fp32 --------------------------------------------------------------
 ** IEEE binary16 stored as uint16_t (little-endian on disk). f32 -> f16 rounds to
@@ -109,33 +113,64 @@ void cdb_k_dot_f16_f32_multi_scalar(const uint16_t *vecs, size_t n_vecs, const f
                                     size_t n_q, size_t dim, float *out /* OUT */);
 
 
+/* ==== DEVICES ==================================================================
+** Where a backend runs: clipdb's one device type, as users name it (`--device`,
+** $CLIPDB_DEVICE) and as the encoder's and the engine's params carry it. */
+
+typedef enum cdb_k_device_kind {
+    CDB_K_DEVICE_AUTO = 0, /* cuda:0 when a CUDA device is usable, else the CPU */
+    CDB_K_DEVICE_CPU = 1,
+    CDB_K_DEVICE_CUDA = 2
+} cdb_k_device_kind;
+
+typedef struct cdb_k_device {
+    cdb_k_device_kind kind;
+    int index; /* CDB_K_DEVICE_CUDA: the device ordinal; 0 otherwise */
+} cdb_k_device; /* all zeros: auto */
+
+/* Parses a device name: exactly "auto", "cpu", "cuda" (= cuda:0) or "cuda:N", N a
+** CUDA device ordinal written in 1 to 9 decimal digits (no sign, no blanks).
+** Lowercase only: "CPU", " cpu", "cuda:", "cuda:-1", "cuda:+1", "cuda:1x", "cuda: 1"
+** and "gpu" are CDB_INVALID, with a message that quotes s and lists the accepted
+** forms. Whether the device exists is not checked here (cdb_k_device_resolve). */
+cdb_status cdb_k_device_parse(const char *s, cdb_k_device *out /* OUT */);
+/* Resolves want against this process: auto -> cuda:0 when a CUDA device is usable,
+** else cpu; cpu -> cpu; cuda:N -> itself when device N exists, else CDB_UNSUPPORTED
+** with a message that says why: "cuda:N is not available: this clipdb was built
+** without CUDA" (or the driver's or cuBLAS's reason, from
+** cdb_k_cuda_unusable_reason), or "no CUDA device N: only M present (cuda:0...)".
+** cdb_k_backend_new resolves its device with it. */
+cdb_status cdb_k_device_resolve(cdb_k_device want, cdb_k_device *out /* OUT */);
+
 /* ==== BACKEND ==================================================================
 ** The compute seam of the CLIP forward pass (encoder/clip.c is written once
 ** against it). A backend owns a device (or the CPU), its buffers and its threads;
-** the graph only sees opaque buffers and calls the ops below through the vtable.
+** the graph only sees opaque buffers and calls the functions below.
 **
 ** Buffers (cdb_k_buf) hold a 1-D array of n elements whose storage type the
 ** backend chooses: the CPU backend stores fp32; a CUDA backend may store weights
 ** and activations in fp16. The graph never reads a buffer's memory directly: it
-** fills one with buf_upload / weight_upload and reads one with buf_download,
-** always in fp32 on the host side. Matrices are row-major; "X [M,K]" means M rows
-** of K elements. Ops may run asynchronously; buf_download (and sync) wait for all
-** earlier ops. Buffers passed to one op must not overlap unless stated.
+** fills one with cdb_k_buf_upload / cdb_k_weight_upload / cdb_k_matrix_upload and
+** reads one with cdb_k_buf_download, always in fp32 on the host side. Matrices are row-major; "X [M,K]" means M rows
+** of K elements. Ops may run asynchronously; cdb_k_buf_download (and cdb_k_sync)
+** wait for all earlier ops. Buffers passed to one op must not overlap unless stated.
 **
 ** Precision (DESIGN.md): every GEMM accumulates in fp32 or wider, LayerNorm and
 ** softmax statistics are fp32, whatever the storage type.
 **
-** Errors: ops return cdb_status and set cdb_errmsg (CDB_INVALID for bad sizes,
-** CDB_NOMEM, CDB_DEVICE). They never abort on bad input.
+** Errors: ops return cdb_status and set cdb_errmsg (CDB_INVALID for bad sizes or a
+** NULL backend, CDB_NOMEM, CDB_DEVICE). They never abort on bad input.
 **
 ** Threading: one backend may be used by several threads at once as long as they
 ** use different activation buffers (weights are read-only after upload). Each
 ** backend's own parallelism (OpenMP, BLAS threads, streams) is internal.
 **
-** Adding a backend (e.g. CUDA): implement the ops of cdb_k_backend_ops in
-** kernels/cuda/, expose a constructor, and make cdb_k_backend_new() return it for
-** CDB_K_BACKEND_CUDA. Nothing in encoder/ changes. The scalar CPU backend
-** (cdb_k_backend_cpu_ref_new) is the reference every backend is tested against. */
+** Adding a backend: implement the vtable of kernels/backend_impl.h (private to
+** kernels/) next to kernels/cpu/ and kernels/cuda/, expose a constructor, and make
+** cdb_k_backend_new() return it. Nothing in encoder/ changes: callers see an opaque
+** cdb_k_backend and the functions below, which forward to the backend's vtable. The
+** scalar CPU backend (cdb_k_backend_cpu_ref_new) is the reference every backend is
+** tested against. */
 
 typedef struct cdb_k_buf cdb_k_buf;         /* opaque, owned by its backend */
 typedef struct cdb_k_backend cdb_k_backend; /* opaque */
@@ -155,7 +190,7 @@ typedef enum cdb_k_act {
 
 /* What a weight is used for, so a backend can pick its storage: MATRIX (the B
 ** operand of gemm; a GPU backend may keep it fp16), EMBED (embedding tables and
-** positional/class embeddings, read by embed ops), PARAM (biases and LayerNorm
+** positional/class embeddings, read by lookup_add / prepend_add), PARAM (biases and LayerNorm
 ** gains, which a backend should keep in fp32). */
 typedef enum cdb_k_wrole {
     CDB_K_W_MATRIX = 0,
@@ -163,126 +198,119 @@ typedef enum cdb_k_wrole {
     CDB_K_W_PARAM = 2
 } cdb_k_wrole;
 
-/* weight_upload flags */
+/* cdb_k_weight_upload / cdb_k_matrix_upload flags */
 #define CDB_K_UPLOAD_BORROW 1 /* src stays valid and unchanged for the buffer's whole
                                  life (an mmapped file): the backend may use it in place */
 
-typedef struct cdb_k_backend_ops {
-    const char *name; /* "cpu", "cpu-ref", "cuda" */
-    void (*destroy)(cdb_k_backend *be);
+/* ---- buffers ----
+** Weights: n elements of dtype dt at src (host memory, any alignment), converted to
+** the backend's storage for role. flags: CDB_K_UPLOAD_*. Activations: uninitialized,
+** n elements. cdb_k_buf_free(be, NULL) is fine. buf_upload / buf_download copy host
+** fp32 <-> the buffer's elements [off, off+n); download waits for earlier ops. */
+cdb_status cdb_k_buf_alloc(cdb_k_backend *be, size_t n, cdb_k_buf **out /* OUT */);
+void cdb_k_buf_free(cdb_k_backend *be, cdb_k_buf *b);
+cdb_status cdb_k_weight_upload(cdb_k_backend *be, const void *src, cdb_k_dtype dt, size_t n,
+                               cdb_k_wrole role, int flags, cdb_k_buf **out /* OUT */);
+/* A gemm operand W [rows, cols] (row-major, the nn.Linear layout), as weight_upload
+** with CDB_K_W_MATRIX, but with the shape known so that a backend may store it in a
+** layout of its own, once, at load: the CPU backend packs it into its GEMM's column
+** panels (then W no longer reads src, and flags are ignored). buf_download still
+** gives the row-major values. cdb_k_gemm takes such a buffer as w with k == cols and
+** n <= rows. */
+cdb_status cdb_k_matrix_upload(cdb_k_backend *be, const void *src, cdb_k_dtype dt, int rows,
+                               int cols, int flags, cdb_k_buf **out /* OUT */);
+cdb_status cdb_k_buf_upload(cdb_k_backend *be, cdb_k_buf *dst, size_t off, const float *src,
+                            size_t n);
+cdb_status cdb_k_buf_download(cdb_k_backend *be, const cdb_k_buf *src, size_t off,
+                              float *dst /* OUT */, size_t n);
 
-    /* An uninitialized activation buffer of n elements. */
-    cdb_status (*buf_alloc)(cdb_k_backend *be, size_t n, cdb_k_buf **out /* OUT */);
-    void (*buf_free)(cdb_k_backend *be, cdb_k_buf *b); /* NULL is fine */
-    /* Weights: n elements of dtype dt at src (host memory, any alignment), converted
-    ** to the backend's storage for role. flags: CDB_K_UPLOAD_*. */
-    cdb_status (*weight_upload)(cdb_k_backend *be, const void *src, cdb_k_dtype dt, size_t n,
-                                cdb_k_wrole role, int flags, cdb_k_buf **out /* OUT */);
-    /* Host fp32 <-> buffer elements [off, off+n). download waits for earlier ops. */
-    cdb_status (*buf_upload)(cdb_k_backend *be, cdb_k_buf *dst, size_t off, const float *src,
-                             size_t n);
-    cdb_status (*buf_download)(cdb_k_backend *be, const cdb_k_buf *src, size_t off,
-                               float *dst /* OUT */, size_t n);
+/* ---- ops ---- */
 
-    /* Y[M,N] = act(X[M,K] . W[N,K]^T + bias[N]) (+ Y when accumulate).
-    ** W is row-major [N,K] (the nn.Linear layout). bias may be NULL. accumulate
-    ** requires act == CDB_K_ACT_NONE. Y must not overlap X. */
-    cdb_status (*gemm)(cdb_k_backend *be, const cdb_k_buf *x, const cdb_k_buf *w,
-                       const cdb_k_buf *bias, cdb_k_buf *y, int m, int n, int k,
-                       cdb_k_act act, int accumulate);
-    /* Y[r,:] = (X[r,:] - mean) / sqrt(var + eps) * gamma + beta for rows r < m,
-    ** biased variance (as torch.nn.LayerNorm). Y may equal X. */
-    cdb_status (*layernorm)(cdb_k_backend *be, const cdb_k_buf *x, const cdb_k_buf *gamma,
-                            const cdb_k_buf *beta, cdb_k_buf *y, int m, int n, float eps);
-    /* In place: X[0..n) = act(X). */
-    cdb_status (*act)(cdb_k_backend *be, cdb_k_buf *x, size_t n, cdb_k_act act);
-    /* In place: Y[0..n) += X[0..n). */
-    cdb_status (*add)(cdb_k_backend *be, cdb_k_buf *y, const cdb_k_buf *x, size_t n);
-    /* Multi-head scaled dot-product attention, as torch.nn.MultiheadAttention after
-    ** its input projection. qkv: [batch*seq, 3*heads*head_dim], each row the
-    ** concatenation q | k | v, each of those heads blocks of head_dim. out:
-    ** [batch*seq, heads*head_dim], heads concatenated. scores = q.k^T / sqrt(head_dim),
-    ** softmax over keys (fp32), causal: key j > query i masked out. */
-    cdb_status (*attention)(cdb_k_backend *be, const cdb_k_buf *qkv, cdb_k_buf *out,
-                            int batch, int seq, int heads, int head_dim, int causal);
-    /* Text embedding: out[r,:] = table[ids[r],:] + pos[r % seq,:] for r < n_rows.
-    ** ids: host memory, each in [0, table rows) (checked by the caller). */
-    cdb_status (*embed_tokens)(cdb_k_backend *be, const cdb_k_buf *table, const cdb_k_buf *pos,
-                               const int32_t *ids, int n_rows, int seq, int width,
-                               cdb_k_buf *out /* OUT */);
-    /* ViT token assembly: for each of batch images, out row 0 = cls + pos[0],
-    ** out row 1+p = patches[b*n_patches + p] + pos[1+p]. out: [batch*(n_patches+1), width]. */
-    cdb_status (*embed_patches)(cdb_k_backend *be, const cdb_k_buf *patches,
-                                const cdb_k_buf *cls, const cdb_k_buf *pos, int batch,
-                                int n_patches, int width, cdb_k_buf *out /* OUT */);
-    /* out[i,:] = x[rows[i],:] for i < n; rows: host memory, each < rows of x. */
-    cdb_status (*gather_rows)(cdb_k_backend *be, const cdb_k_buf *x, const int32_t *rows,
-                              int n, int width, cdb_k_buf *out /* OUT */);
-    /* Waits for every queued op (a no-op on the CPU). */
-    cdb_status (*sync)(cdb_k_backend *be);
+/* Y[M,N] = act(X[M,K] . W[N,K]^T + bias[N]) (+ Y when accumulate).
+** W is row-major [N,K] (the nn.Linear layout). bias may be NULL. accumulate
+** requires act == CDB_K_ACT_NONE. Y must not overlap X. */
+cdb_status cdb_k_gemm(cdb_k_backend *be, const cdb_k_buf *x, const cdb_k_buf *w,
+                      const cdb_k_buf *bias, cdb_k_buf *y, int m, int n, int k, cdb_k_act act,
+                      int accumulate);
+/* Y[r,:] = (X[r,:] - mean) / sqrt(var + eps) * gamma + beta for rows r < m,
+** biased variance (as torch.nn.LayerNorm). Y may equal X. */
+cdb_status cdb_k_layernorm(cdb_k_backend *be, const cdb_k_buf *x, const cdb_k_buf *gamma,
+                           const cdb_k_buf *beta, cdb_k_buf *y, int m, int n, float eps);
+/* In place: X[0..n) = act(X). */
+cdb_status cdb_k_activate(cdb_k_backend *be, cdb_k_buf *x, size_t n, cdb_k_act act);
+/* In place: Y[0..n) += X[0..n). */
+cdb_status cdb_k_add(cdb_k_backend *be, cdb_k_buf *y, const cdb_k_buf *x, size_t n);
+/* Multi-head scaled dot-product attention, as torch.nn.MultiheadAttention after
+** its input projection. qkv: [batch*seq, 3*heads*head_dim], each row the
+** concatenation q | k | v, each of those heads blocks of head_dim. out:
+** [batch*seq, heads*head_dim], heads concatenated. scores = q.k^T / sqrt(head_dim),
+** softmax over keys (fp32), causal: key j > query i masked out. */
+cdb_status cdb_k_attention(cdb_k_backend *be, const cdb_k_buf *qkv, cdb_k_buf *out, int batch,
+                           int seq, int heads, int head_dim, int causal);
+/* Multi-head attention with separate queries (e.g. an attention pool: one query
+** per item): q [batch*n_q, heads*head_dim], kv [batch*seq, 2*heads*head_dim]
+** (each row k | v, each heads blocks of head_dim); out [batch*n_q,
+** heads*head_dim] = per head softmax(q.k^T / sqrt(head_dim)) . v over the item's
+** seq keys, not causal, fp32 softmax. out must not overlap q or kv. */
+cdb_status cdb_k_attention_q(cdb_k_backend *be, const cdb_k_buf *q, const cdb_k_buf *kv,
+                             cdb_k_buf *out /* OUT */, int batch, int n_q, int seq, int heads,
+                             int head_dim);
+/* Embedding lookup plus a periodic addend: out[r,:] = table[ids[r],:] +
+** pos[r % period,:] for r < n_rows (a text tower's token + positional
+** embedding). ids: host memory, each in [0, table rows) (CDB_INVALID otherwise). */
+cdb_status cdb_k_lookup_add(cdb_k_backend *be, const cdb_k_buf *table, const cdb_k_buf *pos,
+                            const int32_t *ids, int n_rows, int period, int width,
+                            cdb_k_buf *out /* OUT */);
+/* One row put in front of each of batch groups of n rows, then a positional
+** table added: out [batch*(n+1), width], out row b*(n+1) = head + pos[0], out row
+** b*(n+1) + 1 + p = x[b*n + p] + pos[1 + p] (a ViT's class token before its patch
+** embeddings). head: one row of width; pos: n+1 rows. */
+cdb_status cdb_k_prepend_add(cdb_k_backend *be, const cdb_k_buf *x, const cdb_k_buf *head,
+                             const cdb_k_buf *pos, int batch, int n, int width,
+                             cdb_k_buf *out /* OUT */);
+/* cdb_k_prepend_add with each group's own mean as its head row: x [batch*n, width],
+** pos [n+1, width]; out row b*(n+1) = mean_p x[b*n + p] + pos[0] (the mean summed
+** in fp32 or wider), out row b*(n+1) + 1 + p = x[b*n + p] + pos[1 + p] (the
+** tokens of ModifiedResNet's attention pool). out must not overlap x. */
+cdb_status cdb_k_prepend_mean_add(cdb_k_backend *be, const cdb_k_buf *x, const cdb_k_buf *pos,
+                                  int batch, int n, int width, cdb_k_buf *out /* OUT */);
+/* out[i,:] = x[rows[i],:] for i < n; rows: host memory, each < rows of x. */
+cdb_status cdb_k_gather_rows(cdb_k_backend *be, const cdb_k_buf *x, const int32_t *rows, int n,
+                             int width, cdb_k_buf *out /* OUT */);
+/* Waits for every queued op (a no-op on the CPU). */
+cdb_status cdb_k_sync(cdb_k_backend *be);
 
-    /* ---- appended: the ModifiedResNet image tower (encoder/resnet.c) ----
-    ** Images are NHWC: x [n, h, w, c] is n*h*w rows of c channels, so a 1x1
-    ** convolution is a gemm and a k x k one is im2col followed by a gemm. */
+/* ---- NHWC image ops (convolutions, as encoder/resnet.c runs them) ----
+** Images are NHWC: x [n, h, w, c] is n*h*w rows of c channels, so a 1x1
+** convolution is a gemm and a k x k one is im2col followed by a gemm. */
 
-    /* Patch matrix of a k x k convolution with stride `stride` and zero padding
-    ** `pad`: cols [n*ho*wo, k*k*c] with ho = (h + 2*pad - k) / stride + 1 (wo the
-    ** same with w); row (b, oy, ox) holds x[b, oy*stride - pad + ky, ox*stride - pad
-    ** + kx, 0..c) for ky, kx < k in that order, zeros outside the image. A weight
-    ** stored [cout, k, k, c] then gives the convolution as gemm(cols, weight).
-    ** k, stride >= 1, 0 <= pad < k, ho and wo >= 1. cols must not overlap x. */
-    cdb_status (*im2col)(cdb_k_backend *be, const cdb_k_buf *x, int n, int h, int w, int c,
-                         int k, int stride, int pad, cdb_k_buf *cols /* OUT */);
-    /* torch.nn.AvgPool2d(s) on NHWC x [n, h, w, c]: out [n, h/s, w/s, c] (floor: a
-    ** trailing row/column that does not fill a window is dropped), each the mean of
-    ** its s x s window. s == 1 copies. out must not overlap x. */
-    cdb_status (*avgpool)(cdb_k_backend *be, const cdb_k_buf *x, int n, int h, int w, int c,
-                          int s, cdb_k_buf *out /* OUT */);
-    /* The attention pool's tokens: x [batch*hw, width] (hw grid rows per item), pos
-    ** [hw+1, width]; out row b*(hw+1) = mean_p x[b*hw + p] + pos[0] (the mean summed
-    ** in fp32 or wider), out row b*(hw+1) + 1 + p = x[b*hw + p] + pos[1 + p]. */
-    cdb_status (*pool_tokens)(cdb_k_backend *be, const cdb_k_buf *x, const cdb_k_buf *pos,
-                              int batch, int hw, int width, cdb_k_buf *out /* OUT */);
-    /* Multi-head attention with separate queries (the attention pool: one query
-    ** per item): q [batch*n_q, heads*head_dim], kv [batch*seq, 2*heads*head_dim]
-    ** (each row k | v, each heads blocks of head_dim); out [batch*n_q,
-    ** heads*head_dim] = per head softmax(q.k^T / sqrt(head_dim)) . v over the item's
-    ** seq keys, not causal, fp32 softmax. out must not overlap q or kv. */
-    cdb_status (*attention_q)(cdb_k_backend *be, const cdb_k_buf *q, const cdb_k_buf *kv,
-                              cdb_k_buf *out /* OUT */, int batch, int n_q, int seq, int heads,
-                              int head_dim);
+/* Patch matrix of a k x k convolution with stride `stride` and zero padding
+** `pad`: cols [n*ho*wo, k*k*c] with ho = (h + 2*pad - k) / stride + 1 (wo the
+** same with w); row (b, oy, ox) holds x[b, oy*stride - pad + ky, ox*stride - pad
+** + kx, 0..c) for ky, kx < k in that order, zeros outside the image. A weight
+** stored [cout, k, k, c] then gives the convolution as gemm(cols, weight).
+** k, stride >= 1, 0 <= pad < k, ho and wo >= 1. cols must not overlap x. */
+cdb_status cdb_k_im2col(cdb_k_backend *be, const cdb_k_buf *x, int n, int h, int w, int c, int k,
+                        int stride, int pad, cdb_k_buf *cols /* OUT */);
+/* torch.nn.AvgPool2d(s) on NHWC x [n, h, w, c]: out [n, h/s, w/s, c] (floor: a
+** trailing row/column that does not fill a window is dropped), each the mean of
+** its s x s window. s == 1 copies. out must not overlap x. */
+cdb_status cdb_k_avgpool(cdb_k_backend *be, const cdb_k_buf *x, int n, int h, int w, int c, int s,
+                         cdb_k_buf *out /* OUT */);
 
-    /* ---- appended: matrices uploaded with their shape ----
-    ** A gemm operand W [rows, cols] (row-major, the nn.Linear layout), as
-    ** weight_upload with CDB_K_W_MATRIX, but with the shape known so that a backend
-    ** may store it in a layout of its own, once, at load: the CPU backend packs it
-    ** into its GEMM's column panels (then W no longer reads src, and flags are
-    ** ignored). buf_download still gives the row-major values. gemm takes such a
-    ** buffer as w with k == cols and n <= rows. */
-    cdb_status (*matrix_upload)(cdb_k_backend *be, const void *src, cdb_k_dtype dt, int rows,
-                                int cols, int flags, cdb_k_buf **out /* OUT */);
-} cdb_k_backend_ops;
-
-/* Every backend struct starts with this header; the graph calls be->ops->fn(be, ...). */
-struct cdb_k_backend {
-    const cdb_k_backend_ops *ops;
-};
-
-typedef enum cdb_k_backend_kind {
-    CDB_K_BACKEND_AUTO = 0, /* CUDA when built and a device is present, else CPU */
-    CDB_K_BACKEND_CPU = 1,
-    CDB_K_BACKEND_CUDA = 2
-} cdb_k_backend_kind;
+/* ---- construction ---- */
 
 typedef struct cdb_k_backend_params {
-    cdb_k_backend_kind kind;
-    int n_threads;    /* CPU: 0 = cdb_default_threads() */
-    int device_index; /* CUDA: device ordinal */
+    cdb_k_device device; /* default auto */
+    int n_threads;       /* CPU: 0 = cdb_default_threads() */
 } cdb_k_backend_params;
 cdb_k_backend_params cdb_k_backend_params_default(void);
 
-/* Creates a backend (p == NULL: defaults). CDB_UNSUPPORTED when the kind is not
-** built or no device is present. Free with cdb_k_backend_free (NULL ok). */
+/* Creates a backend (p == NULL: defaults) on p->device, resolved by
+** cdb_k_device_resolve: cuda:N is that CUDA device or CDB_UNSUPPORTED (its
+** message); auto is cuda:0 when usable (falling back to the CPU, with a warning,
+** when that backend cannot start), else the CPU. Free with cdb_k_backend_free
+** (NULL ok). */
 cdb_status cdb_k_backend_new(const cdb_k_backend_params *p, cdb_k_backend **out /* OUT */);
 /* The optimized CPU backend and the scalar reference one (plain loops, double
 ** accumulators, single thread; for tests).
@@ -309,118 +337,18 @@ const char *cdb_k_cpu_gemm_path(void);
 double cdb_k_cpu_fma_peak_gflops(int n_threads, double seconds);
 
 /* ==== CUDA =====================================================================
-** Device choice, batch sizing and out-of-memory retry (host logic, present in
-** every build, unit-tested without a GPU), the CUDA backend's constructor and the
-** GPU preprocessing/ingest pipeline. Kernels themselves are private to
-** kernels/cuda/. cuBLAS is loaded with dlopen on first use, so a binary built
-** with CUDA starts on a machine with no driver and no CUDA libraries; there every
-** function below reports "no device" (CDB_UNSUPPORTED) instead of failing. */
+** The CUDA backend. Its kernels are private to kernels/cuda/. cuBLAS is loaded with
+** dlopen on first use, so a binary built with CUDA starts on a machine with no
+** driver and no CUDA libraries; there the constructor reports CDB_UNSUPPORTED
+** (cdb_k_cuda_unusable_reason says why) instead of failing. */
 
-/* A device as `--device` names it. kind uses cdb_k_backend_kind's values (which
-** are also encoder.h's cdb_device_kind values). */
-typedef struct cdb_k_device_spec {
-    cdb_k_backend_kind kind;
-    int index; /* CUDA ordinal (0 for plain "cuda"); 0 otherwise */
-} cdb_k_device_spec;
-
-/* Parses "auto", "cpu", "cuda" or "cuda:N" (N decimal, 0..1023), ASCII
-** case-insensitive, surrounding blanks ignored. CDB_INVALID with a message that
-** lists the accepted forms. */
-cdb_status cdb_k_device_parse(const char *s, cdb_k_device_spec *out /* OUT */);
-/* "auto" | "cpu" | "cuda:N", written to buf (n >= 16) and returned. */
-const char *cdb_k_device_str(cdb_k_device_spec d, char *buf, size_t n);
-/* Resolves `want` against this process: AUTO -> cuda:0 when a CUDA device is
-** usable, else cpu; CPU -> cpu; CUDA -> itself when that ordinal exists, else
-** CDB_UNSUPPORTED with a message saying why (built without CUDA, no driver, no
-** GPU, only N devices) and the hint to use `--device cpu` or `--device auto`. */
-cdb_status cdb_k_device_resolve(cdb_k_device_spec want, cdb_k_device_spec *out /* OUT */);
-/* The same with the facts injected (for tests): n_cuda usable devices and, when
-** n_cuda == 0, why_none (NULL = "no usable CUDA device"). */
-cdb_status cdb_k_device_resolve_with(cdb_k_device_spec want, int n_cuda, const char *why_none,
-                                     cdb_k_device_spec *out /* OUT */);
-/* Why no CUDA device is usable, or "" when one is: "clipdb was built without
-** CUDA", "no NVIDIA driver (...)", "no CUDA-capable device", "cuBLAS not found
-** (...)". Static string; thread-safe. */
-const char *cdb_k_cuda_unusable_reason(void);
-
-/* ---- batch sizing and out-of-memory retry ---- */
-
-/* Device bytes the CUDA backend needs per image for the ViT image tower's
-** activations (fp32 residual, fp16 GEMM operands, attention scores), excluding
-** weights. seq = (image_size/patch)^2 + 1. */
-size_t cdb_k_vit_bytes_per_image(int image_size, int patch, int width, int heads, int mlp_width);
-/* Largest batch that fits: (free - reserve - 10% headroom) / per_item, clamped to
-** [0, max_batch] and rounded down to a multiple of 8 when >= 16. 0 when even one
-** item does not fit. */
-int cdb_k_batch_from_memory(size_t free_bytes, size_t reserve_bytes, size_t per_item_bytes,
-                            int max_batch);
-
-/* Processes items [start, start+n). Must return CDB_NOMEM (with nothing
-** committed for that range) when the device ran out of memory, so it can be
-** retried smaller. */
-typedef cdb_status (*cdb_k_batch_fn)(void *ud, int start, int n);
-/* Runs fn over n_items in order, batch items at a time. On CDB_NOMEM the batch
-** is halved and the same range retried (a warning is logged); the smaller batch
-** is kept for the rest. CDB_NOMEM only when a batch of 1 does not fit; any other
-** error is returned at once. *batch_used (may be NULL): the last batch size. */
-cdb_status cdb_k_run_batched(int n_items, int batch, cdb_k_batch_fn fn, void *ud,
-                             int *batch_used /* OUT */);
-
-/* An allocator the pipeline draws device buffers from; injectable so tests can
-** simulate out-of-memory without a GPU. alloc returns CDB_NOMEM when full. */
-typedef struct cdb_k_allocator {
-    cdb_status (*alloc)(void *ud, size_t bytes, void **out /* OUT */);
-    void (*free)(void *ud, void *p);
-    void *ud;
-} cdb_k_allocator;
-/* All or nothing: ptrs[i] = bytes[i] bytes for i < n; on failure every buffer got
-** so far is freed, ptrs[] are NULL and the allocator's status is returned. */
-cdb_status cdb_k_alloc_group(const cdb_k_allocator *a, const size_t *bytes, int n,
-                             void **ptrs /* OUT: n */);
-void cdb_k_free_group(const cdb_k_allocator *a, void **ptrs, int n); /* NULLs ok */
-
-/* ---- the CUDA backend ---- */
-
-/* The CUDA implementation of cdb_k_backend_ops ("cuda"): fp16 weight matrices,
-** fp32 biases/LayerNorm parameters/embeddings, fp32 residual stream, fp16 GEMM
-** operands with fp32 accumulation (cuBLAS, tensor cores), fp32 softmax and
-** LayerNorm statistics. Owns its device context (compute + copy streams, cuBLAS
-** handle); ops from several threads are serialized by a mutex. CDB_UNSUPPORTED
-** when not built with CUDA or the device is unusable (message says why). */
+/* The CUDA backend ("cuda"): fp16 weight matrices, fp32 biases/LayerNorm
+** parameters/embeddings, fp32 residual stream, fp16 GEMM operands with fp32
+** accumulation (cuBLAS, tensor cores), fp32 softmax and LayerNorm statistics. Owns
+** its device context (a compute stream, a cuBLAS handle); ops from several threads
+** are serialized by a mutex. CDB_UNSUPPORTED when not built with CUDA or the device
+** is unusable (message says why). */
 cdb_status cdb_k_backend_cuda_new(int device_index, cdb_k_backend **out /* OUT */);
-/* Free/total device memory of a CUDA backend's device (CDB_INVALID for others). */
-cdb_status cdb_k_backend_cuda_mem(cdb_k_backend *be, size_t *free_b /* OUT */,
-                                  size_t *total_b /* OUT */);
-
-/* ---- GPU preprocessing / ingest ---- */
-
-/* Decoded 8-bit RGB images -> preprocessed pixels on the device, PIL-compatible
-** (bicubic resize of the short side, center crop, normalize; same results as
-** cdb_image_preprocess on the uint8 crop). Two pinned staging buffers and the
-** backend's copy stream: packing and uploading batch i+1 overlaps the compute
-** queued for batch i. One ingest object per thread. */
-typedef struct cdb_k_cuda_ingest cdb_k_cuda_ingest;
-typedef struct cdb_k_image_u8 {
-    const uint8_t *rgb; /* height * width * 3 bytes, HWC, rows tightly packed */
-    int width, height;
-} cdb_k_image_u8;
-/* be: a CUDA backend. max_batch images of up to max_pixels pixels each per call. */
-cdb_status cdb_k_cuda_ingest_new(cdb_k_backend *be, int size, const float mean[3],
-                                 const float std[3], int max_batch, int64_t max_pixels,
-                                 cdb_k_cuda_ingest **out /* OUT */);
-void cdb_k_cuda_ingest_free(cdb_k_cuda_ingest *ing);
-/* Queues n <= max_batch images; pixels (a buffer of be with >= n*3*size*size
-** elements) receives them as [n,3,size,size]. Returns once the images are copied
-** to pinned memory (the caller may reuse imgs[] at once); the device work is
-** ordered before every later op on be. CDB_TOO_LARGE for an image over
-** max_pixels. */
-cdb_status cdb_k_cuda_ingest_preprocess(cdb_k_cuda_ingest *ing, const cdb_k_image_u8 *imgs,
-                                        int n, cdb_k_buf *pixels);
-/* Patch embedding input on the device: cols [n*g*g, 3*patch*patch] (the im2col of
-** pixels [n,3,size,size], g = size/patch, column order = flattened conv1 weight),
-** so pixels never return to the host. Both buffers of the CUDA backend. */
-cdb_status cdb_k_cuda_im2col(cdb_k_backend *be, const cdb_k_buf *pixels, int n, int size,
-                             int patch, cdb_k_buf *cols);
 
 /* ---- PIL 8-bit resampling (encoder/preprocess.c) ------------------------------------
 ** The two passes of PIL 9.4's ImagingResample for 8-bit bands, with coefficients the
@@ -436,7 +364,7 @@ cdb_status cdb_k_cuda_im2col(cdb_k_backend *be, const cdb_k_buf *pixels, int n, 
 ** when `bilinear`) for the outputs [first, first + count) of an axis resized from
 ** in_size to out_size (the whole axis: 0, out_size): for output i, bounds[2i] is the
 ** first source index and bounds[2i+1] the tap count, kk + i*ksize its ksize taps in
-** 22-bit fixed point. The one copy: the CPU and CUDA preprocessing both use it.
+** 22-bit fixed point.
 ** *bounds and *kk are heap (cdb_free). CDB_INVALID for an empty or outside window. */
 cdb_status cdb_k_pil_coeffs(int in_size, int out_size, int first, int count, int bilinear,
                             int *ksize /* OUT */, int **bounds /* OUT */,

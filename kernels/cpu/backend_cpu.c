@@ -5,8 +5,7 @@
 ** loops for the row-wise ops. Matrices uploaded with their shape (matrix_upload)
 ** are widened (F16/BF16) and packed into the GEMM's column panels once, at load;
 ** other F32 weights that are borrowable (mmapped, 4-byte aligned) are used in
-** place, F16/BF16 widened once at upload. Also holds cdb_k_backend_new(), the
-** factory the encoder calls (a CUDA backend plugs in there).
+** place, F16/BF16 widened once at upload.
 **
 ** Batch and thread invariance (kernels.h): every op computes each output row with
 ** arithmetic that depends on that row's data and the op's row-independent sizes
@@ -14,7 +13,7 @@
 ** in an order fixed by head_dim and its own key count. LayerNorm: per row, fixed
 ** order. Threads split rows, heads and columns, never a reduction.
 **
-** The ModifiedResNet ops (im2col, avgpool, pool_tokens, attention_q) are OpenMP
+** The ModifiedResNet ops (im2col, avgpool, prepend_mean_add, attention_q) are OpenMP
 ** loops over output rows; their convolutions are the gemm above.
 */
 #include <math.h>
@@ -320,38 +319,38 @@ static cdb_status cpu_attention(cdb_k_backend *be, const cdb_k_buf *qkv, cdb_k_b
     return CDB_OK;
 }
 
-static cdb_status cpu_embed_tokens(cdb_k_backend *be, const cdb_k_buf *table, const cdb_k_buf *pos,
-                                   const int32_t *ids, int n_rows, int seq, int width,
-                                   cdb_k_buf *out) {
+static cdb_status cpu_lookup_add(cdb_k_backend *be, const cdb_k_buf *table, const cdb_k_buf *pos,
+                                 const int32_t *ids, int n_rows, int period, int width,
+                                 cdb_k_buf *out) {
     size_t vocab = table->n / (size_t)(width > 0 ? width : 1);
-    if (n_rows < 0 || seq <= 0 || width <= 0 || !sizes_ok(out, (size_t)n_rows * width) ||
-        !sizes_ok(pos, (size_t)seq * width) || !sizes_ok(table, (size_t)width))
-        return cdb_seterr(CDB_INVALID, "embed_tokens: bad shape");
+    if (n_rows < 0 || period <= 0 || width <= 0 || !sizes_ok(out, (size_t)n_rows * width) ||
+        !sizes_ok(pos, (size_t)period * width) || !sizes_ok(table, (size_t)width))
+        return cdb_seterr(CDB_INVALID, "lookup_add: bad shape");
     for (int r = 0; r < n_rows; r++) {
         if (ids[r] < 0 || (size_t)ids[r] >= vocab)
-            return cdb_seterr(CDB_INVALID, "embed_tokens: id %d outside [0,%zu)", ids[r], vocab);
+            return cdb_seterr(CDB_INVALID, "lookup_add: id %d outside [0,%zu)", ids[r], vocab);
         const float *t = table->data + (size_t)ids[r] * width;
-        const float *p = pos->data + (size_t)(r % seq) * width;
+        const float *p = pos->data + (size_t)(r % period) * width;
         float *o = out->data + (size_t)r * width;
         for (int j = 0; j < width; j++) o[j] = t[j] + p[j];
     }
     return CDB_OK;
 }
 
-static cdb_status cpu_embed_patches(cdb_k_backend *be, const cdb_k_buf *patches,
-                                    const cdb_k_buf *cls, const cdb_k_buf *pos, int batch,
-                                    int n_patches, int width, cdb_k_buf *out) {
-    int s = n_patches + 1;
+static cdb_status cpu_prepend_add(cdb_k_backend *be, const cdb_k_buf *x, const cdb_k_buf *head,
+                                  const cdb_k_buf *pos, int batch, int n, int width,
+                                  cdb_k_buf *out) {
+    int s = n + 1;
     long r, n_rows = (long)batch * s;
-    if (batch < 0 || n_patches <= 0 || width <= 0 ||
-        !sizes_ok(patches, (size_t)batch * n_patches * width) || !sizes_ok(cls, (size_t)width) ||
+    if (batch < 0 || n <= 0 || width <= 0 ||
+        !sizes_ok(x, (size_t)batch * n * width) || !sizes_ok(head, (size_t)width) ||
         !sizes_ok(pos, (size_t)s * width) || !sizes_ok(out, (size_t)n_rows * width))
-        return cdb_seterr(CDB_INVALID, "embed_patches: bad shape");
+        return cdb_seterr(CDB_INVALID, "prepend_add: bad shape");
 #pragma omp parallel for num_threads(nthreads(be)) schedule(static) if (n_rows * width > 16384)
     for (r = 0; r < n_rows; r++) {
         int b = (int)(r / s), t = (int)(r % s);
-        const float *src = t == 0 ? cls->data
-                                  : patches->data + ((size_t)b * n_patches + t - 1) * width;
+        const float *src = t == 0 ? head->data
+                                  : x->data + ((size_t)b * n + t - 1) * width;
         const float *p = pos->data + (size_t)t * width;
         float *o = out->data + (size_t)r * width;
         for (int j = 0; j < width; j++) o[j] = src[j] + p[j];
@@ -443,17 +442,17 @@ static cdb_status cpu_avgpool(cdb_k_backend *be, const cdb_k_buf *x, int n, int 
     return CDB_OK;
 }
 
-static cdb_status cpu_pool_tokens(cdb_k_backend *be, const cdb_k_buf *x, const cdb_k_buf *pos,
-                                  int batch, int hw, int width, cdb_k_buf *out) {
-    size_t s = (size_t)hw + 1;
+static cdb_status cpu_prepend_mean_add(cdb_k_backend *be, const cdb_k_buf *x, const cdb_k_buf *pos,
+                                       int batch, int n, int width, cdb_k_buf *out) {
+    size_t s = (size_t)n + 1;
     long b;
     int fail = 0;
-    if (batch < 0 || hw <= 0 || width <= 0 || !sizes_ok(x, (size_t)batch * hw * width) ||
+    if (batch < 0 || n <= 0 || width <= 0 || !sizes_ok(x, (size_t)batch * n * width) ||
         !sizes_ok(pos, s * width) || !sizes_ok(out, (size_t)batch * s * width))
-        return cdb_seterr(CDB_INVALID, "pool_tokens: bad shape");
+        return cdb_seterr(CDB_INVALID, "prepend_mean_add: bad shape");
 #pragma omp parallel for num_threads(nthreads(be)) schedule(static) if (batch > 1)
     for (b = 0; b < batch; b++) {
-        const float *xb = x->data + (size_t)b * hw * width;
+        const float *xb = x->data + (size_t)b * n * width;
         float *ob = out->data + (size_t)b * s * width;
         double *sum = malloc((size_t)width * sizeof *sum); /* the mean in double */
         if (!sum) {
@@ -462,7 +461,7 @@ static cdb_status cpu_pool_tokens(cdb_k_backend *be, const cdb_k_buf *x, const c
             continue;
         }
         for (int j = 0; j < width; j++) sum[j] = 0.0;
-        for (int p = 0; p < hw; p++) {
+        for (int p = 0; p < n; p++) {
             const float *xr = xb + (size_t)p * width, *pr = pos->data + (1 + (size_t)p) * width;
             float *orow = ob + (1 + (size_t)p) * width;
             for (int j = 0; j < width; j++) {
@@ -470,10 +469,10 @@ static cdb_status cpu_pool_tokens(cdb_k_backend *be, const cdb_k_buf *x, const c
                 orow[j] = xr[j] + pr[j];
             }
         }
-        for (int j = 0; j < width; j++) ob[j] = (float)(sum[j] / hw + pos->data[j]);
+        for (int j = 0; j < width; j++) ob[j] = (float)(sum[j] / n + pos->data[j]);
         free(sum);
     }
-    if (fail) return cdb_seterr(CDB_NOMEM, "pool_tokens scratch");
+    if (fail) return cdb_seterr(CDB_NOMEM, "prepend_mean_add scratch");
     return CDB_OK;
 }
 
@@ -519,11 +518,27 @@ static cdb_status cpu_sync(cdb_k_backend *be) { return CDB_OK; }
 static void cpu_destroy(cdb_k_backend *be) { free(be); }
 
 static const cdb_k_backend_ops cpu_ops = {
-    "cpu",           cpu_destroy,      cpu_buf_alloc,     cpu_buf_free,     cpu_weight_upload,
-    cpu_buf_upload,  cpu_buf_download, cpu_gemm,          cpu_layernorm,    cpu_act,
-    cpu_add,         cpu_attention,    cpu_embed_tokens,  cpu_embed_patches, cpu_gather_rows,
-    cpu_sync,        cpu_im2col,       cpu_avgpool,       cpu_pool_tokens,  cpu_attention_q,
-    cpu_matrix_upload,
+    .name = "cpu",
+    .destroy = cpu_destroy,
+    .buf_alloc = cpu_buf_alloc,
+    .buf_free = cpu_buf_free,
+    .weight_upload = cpu_weight_upload,
+    .buf_upload = cpu_buf_upload,
+    .buf_download = cpu_buf_download,
+    .gemm = cpu_gemm,
+    .layernorm = cpu_layernorm,
+    .act = cpu_act,
+    .add = cpu_add,
+    .attention = cpu_attention,
+    .lookup_add = cpu_lookup_add,
+    .prepend_add = cpu_prepend_add,
+    .gather_rows = cpu_gather_rows,
+    .sync = cpu_sync,
+    .im2col = cpu_im2col,
+    .avgpool = cpu_avgpool,
+    .prepend_mean_add = cpu_prepend_mean_add,
+    .attention_q = cpu_attention_q,
+    .matrix_upload = cpu_matrix_upload,
 };
 
 cdb_status cdb_k_backend_cpu_new(int n_threads, cdb_k_backend **out) {
@@ -536,31 +551,4 @@ cdb_status cdb_k_backend_cpu_new(int n_threads, cdb_k_backend **out) {
     be->K = cdb_gemm_kern_get();
     *out = &be->base;
     return CDB_OK;
-}
-
-/* ---- factory ---------------------------------------------------------------- */
-
-cdb_k_backend_params cdb_k_backend_params_default(void) {
-    cdb_k_backend_params p;
-    memset(&p, 0, sizeof p);
-    p.kind = CDB_K_BACKEND_AUTO;
-    return p;
-}
-
-cdb_status cdb_k_backend_new(const cdb_k_backend_params *p, cdb_k_backend **out) {
-    cdb_k_backend_params d = p ? *p : cdb_k_backend_params_default();
-    *out = NULL;
-    /* kernels/cuda/ always provides the constructor (a stub that says why without
-    ** CUDA), so this file needs no #ifdef. */
-    if (d.kind == CDB_K_BACKEND_CUDA) return cdb_k_backend_cuda_new(d.device_index, out);
-    if (d.kind == CDB_K_BACKEND_AUTO && cdb_k_cuda_device_count() > 0) {
-        if (cdb_k_backend_cuda_new(d.device_index, out) == CDB_OK) return CDB_OK;
-        CDB_LOG_WARN("cuda:%d unusable (%s); using the CPU", d.device_index, cdb_errmsg());
-        cdb_clearerr();
-    }
-    return cdb_k_backend_cpu_new(d.n_threads, out);
-}
-
-void cdb_k_backend_free(cdb_k_backend *be) {
-    if (be) be->ops->destroy(be);
 }

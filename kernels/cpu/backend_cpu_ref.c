@@ -170,35 +170,35 @@ static cdb_status ref_attention(cdb_k_backend *be, const cdb_k_buf *qkv, cdb_k_b
     return CDB_OK;
 }
 
-static cdb_status ref_embed_tokens(cdb_k_backend *be, const cdb_k_buf *table, const cdb_k_buf *pos,
-                                   const int32_t *ids, int n_rows, int seq, int width,
-                                   cdb_k_buf *out) {
-    if (n_rows < 0 || seq <= 0 || width <= 0 || !fits(out, (size_t)n_rows * width) ||
-        !fits(pos, (size_t)seq * width))
-        return cdb_seterr(CDB_INVALID, "embed_tokens: bad shape");
+static cdb_status ref_lookup_add(cdb_k_backend *be, const cdb_k_buf *table, const cdb_k_buf *pos,
+                                 const int32_t *ids, int n_rows, int period, int width,
+                                 cdb_k_buf *out) {
+    if (n_rows < 0 || period <= 0 || width <= 0 || !fits(out, (size_t)n_rows * width) ||
+        !fits(pos, (size_t)period * width))
+        return cdb_seterr(CDB_INVALID, "lookup_add: bad shape");
     for (int r = 0; r < n_rows; r++) {
         if (ids[r] < 0 || (size_t)ids[r] >= table->n / (size_t)width)
-            return cdb_seterr(CDB_INVALID, "embed_tokens: id %d out of range", ids[r]);
+            return cdb_seterr(CDB_INVALID, "lookup_add: id %d out of range", ids[r]);
         for (int j = 0; j < width; j++)
             out->data[(size_t)r * width + j] = table->data[(size_t)ids[r] * width + j] +
-                                               pos->data[(size_t)(r % seq) * width + j];
+                                               pos->data[(size_t)(r % period) * width + j];
     }
     return CDB_OK;
 }
 
-static cdb_status ref_embed_patches(cdb_k_backend *be, const cdb_k_buf *patches,
-                                    const cdb_k_buf *cls, const cdb_k_buf *pos, int batch,
-                                    int n_patches, int width, cdb_k_buf *out) {
-    int s = n_patches + 1;
-    if (batch < 0 || n_patches <= 0 || width <= 0 ||
-        !fits(patches, (size_t)batch * n_patches * width) || !fits(cls, (size_t)width) ||
+static cdb_status ref_prepend_add(cdb_k_backend *be, const cdb_k_buf *x, const cdb_k_buf *head,
+                                  const cdb_k_buf *pos, int batch, int n, int width,
+                                  cdb_k_buf *out) {
+    int s = n + 1;
+    if (batch < 0 || n <= 0 || width <= 0 ||
+        !fits(x, (size_t)batch * n * width) || !fits(head, (size_t)width) ||
         !fits(pos, (size_t)s * width) || !fits(out, (size_t)batch * s * width))
-        return cdb_seterr(CDB_INVALID, "embed_patches: bad shape");
+        return cdb_seterr(CDB_INVALID, "prepend_add: bad shape");
     for (int b = 0; b < batch; b++)
         for (int t = 0; t < s; t++)
             for (int j = 0; j < width; j++) {
-                float v = t == 0 ? cls->data[j]
-                                 : patches->data[((size_t)b * n_patches + t - 1) * width + j];
+                float v = t == 0 ? head->data[j]
+                                 : x->data[((size_t)b * n + t - 1) * width + j];
                 out->data[((size_t)b * s + t) * width + j] = v + pos->data[(size_t)t * width + j];
             }
     return CDB_OK;
@@ -271,22 +271,22 @@ static cdb_status ref_avgpool(cdb_k_backend *be, const cdb_k_buf *x, int n, int 
     return CDB_OK;
 }
 
-static cdb_status ref_pool_tokens(cdb_k_backend *be, const cdb_k_buf *x, const cdb_k_buf *pos,
-                                  int batch, int hw, int width, cdb_k_buf *out) {
-    size_t s = (size_t)hw + 1;
-    if (batch < 0 || hw <= 0 || width <= 0 || !fits(x, (size_t)batch * hw * width) ||
+static cdb_status ref_prepend_mean_add(cdb_k_backend *be, const cdb_k_buf *x, const cdb_k_buf *pos,
+                                       int batch, int n, int width, cdb_k_buf *out) {
+    size_t s = (size_t)n + 1;
+    if (batch < 0 || n <= 0 || width <= 0 || !fits(x, (size_t)batch * n * width) ||
         !fits(pos, s * width) || !fits(out, (size_t)batch * s * width))
-        return cdb_seterr(CDB_INVALID, "pool_tokens: bad shape");
+        return cdb_seterr(CDB_INVALID, "prepend_mean_add: bad shape");
     for (int b = 0; b < batch; b++)
         for (int j = 0; j < width; j++) {
             double sum = 0;
-            for (int p = 0; p < hw; p++) {
-                float v = x->data[((size_t)b * hw + p) * width + j];
+            for (int p = 0; p < n; p++) {
+                float v = x->data[((size_t)b * n + p) * width + j];
                 sum += v;
                 out->data[((size_t)b * s + 1 + p) * width + j] =
                     v + pos->data[(1 + (size_t)p) * width + j];
             }
-            out->data[(size_t)b * s * width + j] = (float)(sum / hw + pos->data[j]);
+            out->data[(size_t)b * s * width + j] = (float)(sum / n + pos->data[j]);
         }
     return CDB_OK;
 }
@@ -336,11 +336,27 @@ static cdb_status ref_sync(cdb_k_backend *be) { return CDB_OK; }
 static void ref_destroy(cdb_k_backend *be) { free(be); }
 
 static const cdb_k_backend_ops ref_ops = {
-    "cpu-ref",       ref_destroy,      ref_buf_alloc,    ref_buf_free,      ref_weight_upload,
-    ref_buf_upload,  ref_buf_download, ref_gemm,         ref_layernorm,     ref_act,
-    ref_add,         ref_attention,    ref_embed_tokens, ref_embed_patches, ref_gather_rows,
-    ref_sync,        ref_im2col,       ref_avgpool,      ref_pool_tokens,   ref_attention_q,
-    ref_matrix_upload,
+    .name = "cpu-ref",
+    .destroy = ref_destroy,
+    .buf_alloc = ref_buf_alloc,
+    .buf_free = ref_buf_free,
+    .weight_upload = ref_weight_upload,
+    .buf_upload = ref_buf_upload,
+    .buf_download = ref_buf_download,
+    .gemm = ref_gemm,
+    .layernorm = ref_layernorm,
+    .act = ref_act,
+    .add = ref_add,
+    .attention = ref_attention,
+    .lookup_add = ref_lookup_add,
+    .prepend_add = ref_prepend_add,
+    .gather_rows = ref_gather_rows,
+    .sync = ref_sync,
+    .im2col = ref_im2col,
+    .avgpool = ref_avgpool,
+    .prepend_mean_add = ref_prepend_mean_add,
+    .attention_q = ref_attention_q,
+    .matrix_upload = ref_matrix_upload,
 };
 
 cdb_status cdb_k_backend_cpu_ref_new(cdb_k_backend **out) {

@@ -6,7 +6,7 @@
 #ifndef CDB_KERNELS_CPU_BACKEND_INT_H
 #define CDB_KERNELS_CPU_BACKEND_INT_H
 
-#include "kernels/kernels.h"
+#include "kernels/backend_impl.h"
 
 /* A CPU buffer: n fp32 values at data; or, for a matrix of the optimized backend
 ** (matrix_upload), data NULL and the rows x cols matrix (n = rows * cols) packed in

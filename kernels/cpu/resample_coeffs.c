@@ -1,9 +1,8 @@
 /*
 ** resample_coeffs.c: PIL 9.4's resampling coefficients (libImaging/Resample.c,
-** precompute_coeffs + normalize_coeffs_8bpc), the one copy both the CPU
-** preprocessing (encoder/preprocess.c) and the CUDA one (kernels/cuda/cuda_host.c)
-** use: the same double arithmetic in the same order, the same rounding to 22-bit
-** fixed point, so every backend gets PIL's taps bit for bit.
+** precompute_coeffs + normalize_coeffs_8bpc) for the preprocessing
+** (encoder/preprocess.c): the same double arithmetic in the same order, the same
+** rounding to 22-bit fixed point, so the taps are PIL's bit for bit.
 */
 #include <math.h>
 

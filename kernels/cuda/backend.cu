@@ -18,18 +18,6 @@
 
 #include "kernels/cuda/cuda_backend.cuh"
 
-/* Defined at the end; its address identifies CUDA backends. */
-extern const cdb_k_backend_ops cdb_kc_cuda_ops_;
-#define g_cuda_ops cdb_kc_cuda_ops_
-
-extern "C" cdb_kc_backend *cdb_kc_backend_of(cdb_k_backend *be) {
-    if (!be || be->ops != &g_cuda_ops) {
-        cdb_seterr(CDB_INVALID, "not a CUDA backend");
-        return NULL;
-    }
-    return (cdb_kc_backend *)be;
-}
-
 extern "C" cdb_status cdb_kc_backend_ws(cdb_kc_backend *b, size_t bytes) {
     cdb_status rc = CDB_OK;
     void *p = NULL;
@@ -442,47 +430,46 @@ static cdb_status upload_idx(cdb_kc_backend *b, const int32_t *idx, int n) {
     return cdb_kc_upload(b->c, b->d_idx, idx, (size_t)n * 4);
 }
 
-static cdb_status cuda_embed_tokens(cdb_k_backend *be, const cdb_k_buf *table,
-                                    const cdb_k_buf *pos, const int32_t *ids, int n_rows, int seq,
-                                    int width, cdb_k_buf *out) {
+static cdb_status cuda_lookup_add(cdb_k_backend *be, const cdb_k_buf *table,
+                                  const cdb_k_buf *pos, const int32_t *ids, int n_rows, int period,
+                                  int width, cdb_k_buf *out) {
     char *sc;
     const float *pf;
     OP_ENTER(be);
-    NEED(table && out && ids && n_rows >= 0 && seq > 0 && width > 0 &&
-             out->n >= (size_t)n_rows * width && (!pos || pos->n >= (size_t)seq * width),
-         "embed_tokens: bad arguments");
+    NEED(table && out && ids && n_rows >= 0 && period > 0 && width > 0 &&
+             out->n >= (size_t)n_rows * width && (!pos || pos->n >= (size_t)period * width),
+         "lookup_add: bad arguments");
     for (int i = 0; i < n_rows; i++)
-        NEED(ids[i] >= 0 && (size_t)ids[i] * width < table->n, "embed_tokens: id %d out of range",
+        NEED(ids[i] >= 0 && (size_t)ids[i] * width < table->n, "lookup_add: id %d out of range",
              ids[i]);
-    TRY(cdb_kc_backend_ws(b, f32_copy_bytes(pos, (size_t)seq * width)));
+    TRY(cdb_kc_backend_ws(b, f32_copy_bytes(pos, (size_t)period * width)));
     sc = (char *)b->ws;
-    TRY(as_f32(b, pos, (size_t)seq * width, &sc, &pf));
+    TRY(as_f32(b, pos, (size_t)period * width, &sc, &pf));
     TRY(upload_idx(b, ids, n_rows));
-    TRY(cdb_kc_embed_tokens(b->c, table->d, table->f32, pf, b->d_idx, n_rows, seq, width,
-                            (float *)out->d));
+    TRY(cdb_kc_lookup_add(b->c, table->d, table->f32, pf, b->d_idx, n_rows, period, width,
+                          (float *)out->d));
     out->f32 = 1;
 done:
     OP_LEAVE();
 }
 
-static cdb_status cuda_embed_patches(cdb_k_backend *be, const cdb_k_buf *patches,
-                                     const cdb_k_buf *cls, const cdb_k_buf *pos, int batch,
-                                     int n_patches, int width, cdb_k_buf *out) {
+static cdb_status cuda_prepend_add(cdb_k_backend *be, const cdb_k_buf *x, const cdb_k_buf *head,
+                                   const cdb_k_buf *pos, int batch, int n, int width,
+                                   cdb_k_buf *out) {
     char *sc;
-    const float *cf, *pf;
-    size_t tok = (size_t)n_patches + 1;
+    const float *hf, *pf;
+    size_t tok = (size_t)n + 1;
     OP_ENTER(be);
-    NEED(patches && cls && pos && out && batch >= 0 && n_patches >= 0 && width > 0,
-         "embed_patches: bad arguments");
-    NEED(patches->n >= (size_t)batch * n_patches * width && cls->n >= (size_t)width &&
+    NEED(x && head && pos && out && batch >= 0 && n >= 0 && width > 0,
+         "prepend_add: bad arguments");
+    NEED(x->n >= (size_t)batch * n * width && head->n >= (size_t)width &&
              pos->n >= tok * width && out->n >= (size_t)batch * tok * width,
-         "embed_patches: sizes do not fit the buffers");
-    TRY(cdb_kc_backend_ws(b, f32_copy_bytes(cls, width) + f32_copy_bytes(pos, tok * width)));
+         "prepend_add: sizes do not fit the buffers");
+    TRY(cdb_kc_backend_ws(b, f32_copy_bytes(head, width) + f32_copy_bytes(pos, tok * width)));
     sc = (char *)b->ws;
-    TRY(as_f32(b, cls, (size_t)width, &sc, &cf));
+    TRY(as_f32(b, head, (size_t)width, &sc, &hf));
     TRY(as_f32(b, pos, tok * width, &sc, &pf));
-    TRY(cdb_kc_embed_patches(b->c, patches->d, patches->f32, cf, pf, batch, n_patches, width,
-                             (float *)out->d));
+    TRY(cdb_kc_prepend_add(b->c, x->d, x->f32, hf, pf, batch, n, width, (float *)out->d));
     out->f32 = 1;
 done:
     OP_LEAVE();
@@ -537,21 +524,22 @@ done:
     OP_LEAVE();
 }
 
-static cdb_status cuda_pool_tokens(cdb_k_backend *be, const cdb_k_buf *x, const cdb_k_buf *pos,
-                                   int batch, int hw, int width, cdb_k_buf *out) {
+static cdb_status cuda_prepend_mean_add(cdb_k_backend *be, const cdb_k_buf *x,
+                                        const cdb_k_buf *pos, int batch, int n, int width,
+                                        cdb_k_buf *out) {
     char *sc;
     const float *pf;
-    size_t s = (size_t)hw + 1;
+    size_t s = (size_t)n + 1;
     OP_ENTER(be);
-    NEED(x && pos && out && x != out && !out->is_weight && batch >= 0 && hw > 0 && width > 0,
-         "pool_tokens: bad arguments");
-    NEED(x->n >= (size_t)batch * hw * width && pos->n >= s * width &&
+    NEED(x && pos && out && x != out && !out->is_weight && batch >= 0 && n > 0 && width > 0,
+         "prepend_mean_add: bad arguments");
+    NEED(x->n >= (size_t)batch * n * width && pos->n >= s * width &&
              out->n >= (size_t)batch * s * width,
-         "pool_tokens: sizes do not fit the buffers");
+         "prepend_mean_add: sizes do not fit the buffers");
     TRY(cdb_kc_backend_ws(b, f32_copy_bytes(pos, s * width)));
     sc = (char *)b->ws;
     TRY(as_f32(b, pos, s * width, &sc, &pf));
-    TRY(cdb_kc_pool_tokens(b->c, x->d, x->f32, pf, batch, hw, width, (float *)out->d));
+    TRY(cdb_kc_prepend_mean_add(b->c, x->d, x->f32, pf, batch, n, width, (float *)out->d));
     out->f32 = 1;
 done:
     OP_LEAVE();
@@ -596,7 +584,7 @@ static void cuda_destroy(cdb_k_backend *be) {
     cdb_free(b);
 }
 
-const cdb_k_backend_ops cdb_kc_cuda_ops_ = {
+static const cdb_k_backend_ops g_cuda_ops = {
     "cuda",
     cuda_destroy,
     cuda_buf_alloc,
@@ -609,13 +597,13 @@ const cdb_k_backend_ops cdb_kc_cuda_ops_ = {
     cuda_act,
     cuda_add,
     cuda_attention,
-    cuda_embed_tokens,
-    cuda_embed_patches,
+    cuda_lookup_add,
+    cuda_prepend_add,
     cuda_gather_rows,
     cuda_sync,
     cuda_im2col,
     cuda_avgpool,
-    cuda_pool_tokens,
+    cuda_prepend_mean_add,
     cuda_attention_q,
     cuda_matrix_upload,
 };
@@ -634,37 +622,4 @@ extern "C" cdb_status cdb_k_backend_cuda_new(int device_index, cdb_k_backend **o
     }
     *out = &b->base;
     return CDB_OK;
-}
-
-extern "C" cdb_status cdb_k_backend_cuda_mem(cdb_k_backend *be, size_t *free_b, size_t *total_b) {
-    cdb_kc_backend *b = cdb_kc_backend_of(be);
-    cdb_status rc;
-    if (!b) return CDB_INVALID;
-    pthread_mutex_lock(&b->mu);
-    rc = cdb_kc_ctx_bind(b->c);
-    if (rc == CDB_OK) rc = cdb_kc_mem_info(b->c, free_b, total_b);
-    pthread_mutex_unlock(&b->mu);
-    return rc;
-}
-
-extern "C" cdb_status cdb_k_cuda_im2col(cdb_k_backend *be, const cdb_k_buf *pixels, int n,
-                                        int size, int patch, cdb_k_buf *cols) {
-    size_t g, npix, ncol;
-    char *sc;
-    const float *pf;
-    if (!cdb_kc_backend_of(be)) return cdb_errctx(CDB_INVALID, "cdb_k_cuda_im2col");
-    OP_ENTER(be);
-    NEED(pixels && cols && n >= 0 && patch > 0 && size % patch == 0, "im2col: bad arguments");
-    g = (size_t)(size / patch);
-    npix = (size_t)n * 3 * size * size;
-    ncol = (size_t)n * g * g * 3 * patch * patch;
-    NEED(pixels->n >= npix && cols->n >= ncol && !cols->is_weight && pixels != cols,
-         "im2col: sizes do not fit the buffers");
-    TRY(cdb_kc_backend_ws(b, f32_copy_bytes(pixels, npix)));
-    sc = (char *)b->ws;
-    TRY(as_f32(b, pixels, npix, &sc, &pf));
-    TRY(cdb_kc_im2col(b->c, pf, n, size, patch, (uint16_t *)cols->d));
-    cols->f32 = 0;
-done:
-    OP_LEAVE();
 }

@@ -1,6 +1,6 @@
 /*
-** context.cu: the device context (cdb_kc_ctx): device selection, the compute and
-** copy streams, the cuBLAS handle, device/pinned memory and synchronous copies,
+** context.cu: the device context (cdb_kc_ctx): device selection, the compute
+** stream, the cuBLAS handle, device memory and synchronous copies,
 ** plus the CUDA error -> cdb_status mapping every other .cu file uses.
 */
 #include <stdlib.h>
@@ -29,7 +29,6 @@ extern "C" cdb_status cdb_kc_ctx_open(int device, cdb_kc_ctx **out) {
     c->device = device;
     CDB_CUDA_CHECK(cudaSetDevice(device));
     CDB_CUDA_CHECK(cudaStreamCreateWithFlags(&c->compute, cudaStreamNonBlocking));
-    CDB_CUDA_CHECK(cudaStreamCreateWithFlags(&c->copy, cudaStreamNonBlocking));
     if ((rc = cdb_kc_cublas_create(c)) != CDB_OK) goto done;
     *out = c;
     c = NULL;
@@ -42,10 +41,8 @@ extern "C" void cdb_kc_ctx_close(cdb_kc_ctx *c) {
     if (!c) return;
     (void)cudaSetDevice(c->device);
     if (c->compute) (void)cudaStreamSynchronize(c->compute);
-    if (c->copy) (void)cudaStreamSynchronize(c->copy);
     cdb_kc_cublas_destroy(c);
     if (c->compute) (void)cudaStreamDestroy(c->compute);
-    if (c->copy) (void)cudaStreamDestroy(c->copy);
     (void)cudaGetLastError();
     cdb_free(c);
 }
@@ -61,7 +58,6 @@ done:
 
 extern "C" cdb_status cdb_kc_sync(cdb_kc_ctx *c) {
     cdb_status rc = CDB_OK;
-    CDB_CUDA_CHECK(cudaStreamSynchronize(c->copy));
     CDB_CUDA_CHECK(cudaStreamSynchronize(c->compute));
 done:
     return rc;
@@ -112,20 +108,4 @@ extern "C" cdb_status cdb_kc_download(cdb_kc_ctx *c, void *h_dst, const void *d_
     CDB_CUDA_CHECK(cudaStreamSynchronize(c->compute));
 done:
     return rc;
-}
-
-extern "C" cdb_status cdb_kc_host_alloc(size_t bytes, void **out) {
-    cdb_status rc = CDB_OK;
-    *out = NULL;
-    CDB_CUDA_CHECK(cudaMallocHost(out, bytes ? bytes : 1));
-done:
-    if (rc != CDB_OK) *out = NULL;
-    return rc;
-}
-
-extern "C" void cdb_kc_host_free(void *h) {
-    if (h) {
-        (void)cudaFreeHost(h);
-        (void)cudaGetLastError();
-    }
 }

@@ -1,13 +1,13 @@
 /*
-** cuda_backend.cuh: the CUDA backend's private structures, shared by backend.cu
-** (the cdb_k_backend_ops implementation) and ingest.cu (GPU preprocessing that
-** writes into the backend's buffers).
+** cuda_backend.cuh: the CUDA backend's private structures (backend.cu implements
+** the vtable of kernels/backend_impl.h over them).
 */
 #ifndef CDB_KERNELS_CUDA_BACKEND_CUH
 #define CDB_KERNELS_CUDA_BACKEND_CUH
 
 #include <pthread.h>
 
+#include "kernels/backend_impl.h"
 #include "kernels/cuda/cuda_common.cuh"
 
 /* A device array of n elements. Activation buffers are allocated with room for
@@ -31,7 +31,7 @@ typedef struct cdb_kc_backend {
     pthread_mutex_t mu; /* serializes ops: they share the scratch and the stream */
     void *ws;           /* scratch for fp16 operand copies, attention */
     size_t ws_bytes;
-    int32_t *d_idx; /* row indices uploaded for embed_tokens / gather_rows */
+    int32_t *d_idx; /* row indices uploaded for lookup_add / gather_rows */
     size_t idx_cap;
     /* Freed activation blocks kept for reuse (the graph allocates its scratch per
     ** call; cudaMalloc/cudaFree per call would synchronize and cost milliseconds).
@@ -44,8 +44,6 @@ typedef struct cdb_kc_backend {
 #ifdef __cplusplus
 extern "C" {
 #endif
-/* The backend behind be, or NULL (message set) when be is not a CUDA backend. */
-cdb_kc_backend *cdb_kc_backend_of(cdb_k_backend *be);
 /* Grows the scratch to at least bytes (waits for queued work first). Caller holds mu. */
 cdb_status cdb_kc_backend_ws(cdb_kc_backend *b, size_t bytes);
 #ifdef __cplusplus

@@ -22,7 +22,6 @@
 struct cdb_kc_ctx {
     int device;
     cudaStream_t compute; /* every op and synchronous copy */
-    cudaStream_t copy;    /* overlapped uploads (ingest) */
     void *cublas;         /* cublasHandle_t bound to `compute` */
     void *cublas_ws;      /* cuBLAS workspace (device), cublas_ws_bytes */
     size_t cublas_ws_bytes;

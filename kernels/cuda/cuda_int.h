@@ -24,28 +24,25 @@
 extern "C" {
 #endif
 
-/* One device context: a device ordinal, a compute stream, a copy stream, a
-** cuBLAS handle bound to the compute stream. Owned by one backend or test. */
+/* One device context: a device ordinal, a compute stream, a cuBLAS handle bound
+** to it. Owned by one backend or test. */
 typedef struct cdb_kc_ctx cdb_kc_ctx;
 
-/* Opens device `device` (cudaSetDevice on the calling thread), creates both
-** streams and the cuBLAS handle. CDB_UNSUPPORTED when no device / no cuBLAS (the
+/* Opens device `device` (cudaSetDevice on the calling thread), creates the
+** stream and the cuBLAS handle. CDB_UNSUPPORTED when no device / no cuBLAS (the
 ** message says which and how to fix it). */
 cdb_status cdb_kc_ctx_open(int device, cdb_kc_ctx **out /* OUT */);
 void cdb_kc_ctx_close(cdb_kc_ctx *c); /* NULL ok; waits for queued work */
 /* Makes c's device current on the calling thread (cheap; call before any op on a
 ** thread that did not open c). */
 cdb_status cdb_kc_ctx_bind(cdb_kc_ctx *c);
-cdb_status cdb_kc_sync(cdb_kc_ctx *c);           /* waits for both streams */
+cdb_status cdb_kc_sync(cdb_kc_ctx *c);           /* waits for the stream */
 cdb_status cdb_kc_malloc(cdb_kc_ctx *c, size_t bytes, void **out /* OUT */);
 void cdb_kc_free(cdb_kc_ctx *c, void *d);        /* NULL ok */
 cdb_status cdb_kc_mem_info(cdb_kc_ctx *c, size_t *free_b /* OUT */, size_t *total_b /* OUT */);
 /* Synchronous copies on the compute stream (wait for earlier ops). */
 cdb_status cdb_kc_upload(cdb_kc_ctx *c, void *d_dst, const void *h_src, size_t bytes);
 cdb_status cdb_kc_download(cdb_kc_ctx *c, void *h_dst, const void *d_src, size_t bytes);
-/* Pinned (page-locked) host memory for overlapped copies. */
-cdb_status cdb_kc_host_alloc(size_t bytes, void **out /* OUT */);
-void cdb_kc_host_free(void *h);
 
 /* ---- cuBLAS (loaded with dlopen on first use; see gemm.cu for why) --------- */
 
@@ -99,28 +96,23 @@ cdb_status cdb_kc_softmax(cdb_kc_ctx *c, const float *s, uint16_t *p, int rows, 
 /* Device workspace attention needs (bytes). */
 size_t cdb_kc_attention_ws_bytes(int batch, int seq, int heads, int head_dim);
 /* out[batch*seq, heads*head_dim] (f16) from qkv[batch*seq, 3*heads*head_dim] (f16
-** or fp32), as cdb_k_backend_ops.attention. ws: cdb_kc_attention_ws_bytes. */
+** or fp32), as cdb_k_attention. ws: cdb_kc_attention_ws_bytes. */
 cdb_status cdb_kc_attention(cdb_kc_ctx *c, const void *qkv, int qkv_f32, uint16_t *out,
                             int batch, int seq, int heads, int head_dim, int causal, void *ws);
 
 /* ---- embeddings / gathers --------------------------------------------------- */
 
-/* out[r,:] (fp32) = table[ids[r],:] + pos[r % seq,:]; table f16 or fp32
+/* out[r,:] (fp32) = table[ids[r],:] + pos[r % period,:]; table f16 or fp32
 ** (table_f32), pos fp32; d_ids on the device. */
-cdb_status cdb_kc_embed_tokens(cdb_kc_ctx *c, const void *table, int table_f32, const float *pos,
-                               const int32_t *d_ids, int n_rows, int seq, int width, float *out);
-/* ViT tokens (fp32 out [batch*(n_patches+1), width]); patches f16 or fp32. */
-cdb_status cdb_kc_embed_patches(cdb_kc_ctx *c, const void *patches, int patches_f32,
-                                const float *cls, const float *pos, int batch, int n_patches,
-                                int width, float *out);
+cdb_status cdb_kc_lookup_add(cdb_kc_ctx *c, const void *table, int table_f32, const float *pos,
+                             const int32_t *d_ids, int n_rows, int period, int width, float *out);
+/* As cdb_k_prepend_add: fp32 out [batch*(n+1), width]; x f16 or fp32,
+** head and pos fp32. */
+cdb_status cdb_kc_prepend_add(cdb_kc_ctx *c, const void *x, int x_f32, const float *head,
+                              const float *pos, int batch, int n, int width, float *out);
 /* out[i,:] = x[rows[i],:]; elem_bytes 2 or 4; d_rows on the device. */
 cdb_status cdb_kc_gather_rows(cdb_kc_ctx *c, const void *x, const int32_t *d_rows, int n,
                               int width, size_t elem_bytes, void *out);
-/* im2col for a stride == kernel convolution (ViT patch embedding):
-** pix [batch,3,size,size] fp32 -> cols [batch*g*g, 3*patch*patch] f16, g = size/patch,
-** column order (channel, ky, kx) = the flattened conv1 weight [width,3,patch,patch]. */
-cdb_status cdb_kc_im2col(cdb_kc_ctx *c, const float *pix, int batch, int size, int patch,
-                         uint16_t *cols);
 
 /* ---- ModifiedResNet (NHWC activations; see kernels.h's appended ops) -------- */
 
@@ -132,12 +124,12 @@ cdb_status cdb_kc_im2col_nhwc(cdb_kc_ctx *c, const void *x, int x_f32, int n, in
 ** out stored fp32 (out_f32) or f16. */
 cdb_status cdb_kc_avgpool_nhwc(cdb_kc_ctx *c, const void *x, int x_f32, int n, int h, int w,
                                int ch, int s, void *out, int out_f32);
-/* out [batch*(hw+1), width] fp32: row 0 of each item the fp32 mean of its hw rows of x
-** (f16 or fp32) + pos[0], then x's rows + pos[1..hw]. */
-cdb_status cdb_kc_pool_tokens(cdb_kc_ctx *c, const void *x, int x_f32, const float *pos,
-                              int batch, int hw, int width, float *out);
+/* out [batch*(n+1), width] fp32: row 0 of each group the fp32 mean of its n rows of x
+** (f16 or fp32) + pos[0], then x's rows + pos[1..n]. */
+cdb_status cdb_kc_prepend_mean_add(cdb_kc_ctx *c, const void *x, int x_f32, const float *pos,
+                                   int batch, int n, int width, float *out);
 /* out [batch*n_q, heads*head_dim] (f16) from q [batch*n_q, heads*head_dim] and kv
-** [batch*seq, 2*heads*head_dim] (each f16 or fp32), as cdb_k_backend_ops.attention_q:
+** [batch*seq, 2*heads*head_dim] (each f16 or fp32), as cdb_k_attention_q:
 ** one thread block per (item, head, query), fp32 scores/softmax/sums in shared memory
 ** (seq <= 8192). */
 cdb_status cdb_kc_attention_q(cdb_kc_ctx *c, const void *q, int q_f32, const void *kv,
@@ -148,59 +140,6 @@ cdb_status cdb_kc_attention_q(cdb_kc_ctx *c, const void *q, int q_f32, const voi
 ** or non-finite norm are left unchanged and counted in *d_bad (device int, may be
 ** NULL). */
 cdb_status cdb_kc_l2norm(cdb_kc_ctx *c, float *x, int rows, int dim, int *d_bad);
-
-/* ---- preprocessing ------------------------------------------------------------
-** PIL-compatible bicubic resize (short side to `size`, torchvision's int()
-** rounding of the long side), center crop (torchvision's round-half-even
-** offsets), scale to [0,1], normalize: 8-bit RGB (HWC, tightly packed) in,
-** fp32 CHW out. Coefficients are computed on the host exactly as PIL's
-** Resample.c (double precision, 22-bit fixed point, 8-bit intermediate after the
-** horizontal pass), so GPU and PIL agree bit for bit on the uint8 crop. */
-
-typedef struct cdb_kc_resize_plan {
-    int in_w, in_h;          /* source size */
-    int rs_w, rs_h;          /* resized size (before crop) */
-    int crop_x, crop_y;      /* crop offset in the resized image */
-    int size;                /* crop is size x size */
-    int row0, n_rows;        /* source rows the vertical pass reads: [row0, row0+n_rows) */
-    int ksize_h, ksize_v;    /* taps per output column / row */
-    /* horizontal: for each of the `size` cropped output columns, xmin + ksize_h taps;
-    ** vertical: for each of the `size` cropped output rows, ymin (relative to row0)
-    ** + ksize_v taps. Fixed-point weights (PIL's normalize_coeffs_8bpc). */
-    int32_t *xmin, *kh;      /* size, size*ksize_h */
-    int32_t *ymin, *kv;      /* size, size*ksize_v */
-} cdb_kc_resize_plan;
-
-/* Builds the plan for one image (host only, no GPU). Free with
-** cdb_kc_resize_plan_free. CDB_INVALID for empty images or size < 1. */
-cdb_status cdb_kc_resize_plan_new(int in_w, int in_h, int size, cdb_kc_resize_plan *out /* OUT */);
-void cdb_kc_resize_plan_free(cdb_kc_resize_plan *p);
-/* Resized size of the CLIP transform: short side -> size, long side
-** int(size * long / short). */
-void cdb_kc_resize_dims(int w, int h, int size, int *rw /* OUT */, int *rh /* OUT */);
-/* torchvision CenterCrop offset: int(round((in - crop) / 2.0)), round half to even. */
-int cdb_kc_center_offset(int in, int crop);
-/* CPU reference of the whole transform's uint8 crop via the plan (no GPU):
-** rgb [in_h, in_w, 3] -> crop [size, size, 3]. Tests compare the GPU with it. */
-void cdb_kc_resize_plan_run_cpu(const cdb_kc_resize_plan *p, const uint8_t *rgb,
-                                uint8_t *crop /* OUT */);
-
-/* One batch of images on the device. d_tables: per image, the plan tables packed
-** by cdb_kc_preprocess_pack; see preprocess.cu. */
-typedef struct cdb_kc_pre_desc {
-    int64_t src_off;   /* byte offset of the image in the packed source buffer */
-    int64_t tmp_off;   /* byte offset of its intermediate (n_rows * size * 3 bytes) */
-    int64_t tab_off;   /* int32 offset of its tables in the packed table buffer */
-    int in_w, row0, n_rows, ksize_h, ksize_v;
-} cdb_kc_pre_desc;
-
-/* Runs resize + crop + normalize for n images whose sources, descriptors and
-** tables are already on the device. out: n * 3 * size * size fp32, CHW per image.
-** d_tmp: sum of n_rows*size*3 bytes over images. mean/std: host arrays of 3. */
-cdb_status cdb_kc_preprocess(cdb_kc_ctx *c, const uint8_t *d_src, const cdb_kc_pre_desc *d_desc,
-                             const int32_t *d_tables, uint8_t *d_tmp, int n, int size,
-                             const float mean[3], const float std[3], float *out,
-                             uint8_t *crop_u8 /* optional OUT: n*size*size*3 HWC, may be NULL */);
 
 #ifdef __cplusplus
 }

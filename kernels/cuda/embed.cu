@@ -1,8 +1,7 @@
 /*
-** embed.cu: the graph's data-movement ops: token embedding lookup + positional
-** embedding (text), ViT token assembly (class token + patch embeddings +
-** positional embedding), row gathers (text EOT / ViT class token), and im2col for
-** the stride == kernel patch convolution.
+** embed.cu: the data-movement ops: embedding lookup plus a periodic addend
+** (lookup_add), a head row put in front of each group plus a positional table
+** (prepend_add) and row gathers.
 */
 #include "kernels/cuda/cuda_common.cuh"
 
@@ -11,29 +10,27 @@ static unsigned grid_for(size_t n) {
     return b > 65536 ? 65536 : b;
 }
 
-static __global__ void k_embed_tokens(const void *__restrict__ table, int table_f32,
-                                      const float *__restrict__ pos, const int32_t *__restrict__ ids,
-                                      size_t n, int seq, int width, float *__restrict__ out) {
+static __global__ void k_lookup_add(const void *__restrict__ table, int table_f32,
+                                    const float *__restrict__ pos, const int32_t *__restrict__ ids,
+                                    size_t n, int period, int width, float *__restrict__ out) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
         size_t r = i / width;
         int col = (int)(i % width);
         float v = cdb_kc_ld(table, table_f32, (size_t)ids[r] * width + col);
-        out[i] = v + (pos ? pos[(r % seq) * width + col] : 0.f);
+        out[i] = v + (pos ? pos[(r % period) * width + col] : 0.f);
     }
 }
 
-static __global__ void k_embed_patches(const void *__restrict__ patches, int patches_f32,
-                                       const float *__restrict__ cls, const float *__restrict__ pos,
-                                       size_t n, int n_patches, int width, float *__restrict__ out) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+static __global__ void k_prepend_add(const void *__restrict__ x, int x_f32,
+                                     const float *__restrict__ head, const float *__restrict__ pos,
+                                     size_t total, int n, int width, float *__restrict__ out) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
          i += (size_t)gridDim.x * blockDim.x) {
         size_t row = i / width;
-        int col = (int)(i % width), t = (int)(row % (n_patches + 1));
-        size_t b = row / (n_patches + 1);
-        float v = t == 0 ? cls[col]
-                         : cdb_kc_ld(patches, patches_f32,
-                                     (b * n_patches + (size_t)(t - 1)) * width + col);
+        int col = (int)(i % width), t = (int)(row % (n + 1));
+        size_t b = row / (n + 1);
+        float v = t == 0 ? head[col] : cdb_kc_ld(x, x_f32, (b * n + (size_t)(t - 1)) * width + col);
         out[i] = v + pos[(size_t)t * width + col];
     }
 }
@@ -47,47 +44,30 @@ static __global__ void k_gather_rows(const char *__restrict__ x, const int32_t *
     }
 }
 
-/* cols[(b*g + gy)*g + gx, (ch*P + ky)*P + kx] = pix[b, ch, gy*P + ky, gx*P + kx] */
-static __global__ void k_im2col(const float *__restrict__ pix, int batch, int size, int patch,
-                                uint16_t *__restrict__ cols) {
-    int g = size / patch, kc = 3 * patch * patch;
-    size_t n = (size_t)batch * g * g * kc;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        size_t row = i / kc;
-        int col = (int)(i % kc), ch = col / (patch * patch), ky = (col / patch) % patch,
-            kx = col % patch;
-        int gx = (int)(row % g), gy = (int)((row / g) % g);
-        size_t b = row / ((size_t)g * g);
-        cols[i] = cdb_kc_f2h(
-            pix[((b * 3 + ch) * size + (size_t)gy * patch + ky) * size + (size_t)gx * patch + kx]);
-    }
-}
-
-extern "C" cdb_status cdb_kc_embed_tokens(cdb_kc_ctx *c, const void *table, int table_f32,
-                                          const float *pos, const int32_t *d_ids, int n_rows,
-                                          int seq, int width, float *out) {
+extern "C" cdb_status cdb_kc_lookup_add(cdb_kc_ctx *c, const void *table, int table_f32,
+                                        const float *pos, const int32_t *d_ids, int n_rows,
+                                        int period, int width, float *out) {
     cdb_status rc = CDB_OK;
     size_t n = (size_t)n_rows * width;
-    CDB_CUDA_CHECK_ARG(n_rows >= 0 && seq > 0 && width > 0, "embed_tokens: bad sizes");
+    CDB_CUDA_CHECK_ARG(n_rows >= 0 && period > 0 && width > 0, "lookup_add: bad sizes");
     if (!n) return CDB_OK;
-    k_embed_tokens<<<grid_for(n), 256, 0, c->compute>>>(table, table_f32, pos, d_ids, n, seq, width,
-                                                       out);
-    CDB_CUDA_CHECK_LAUNCH("k_embed_tokens");
+    k_lookup_add<<<grid_for(n), 256, 0, c->compute>>>(table, table_f32, pos, d_ids, n, period,
+                                                      width, out);
+    CDB_CUDA_CHECK_LAUNCH("k_lookup_add");
 done:
     return rc;
 }
 
-extern "C" cdb_status cdb_kc_embed_patches(cdb_kc_ctx *c, const void *patches, int patches_f32,
-                                           const float *cls, const float *pos, int batch,
-                                           int n_patches, int width, float *out) {
+extern "C" cdb_status cdb_kc_prepend_add(cdb_kc_ctx *c, const void *x, int x_f32,
+                                         const float *head, const float *pos, int batch, int n,
+                                         int width, float *out) {
     cdb_status rc = CDB_OK;
-    size_t n = (size_t)batch * (n_patches + 1) * width;
-    CDB_CUDA_CHECK_ARG(batch >= 0 && n_patches >= 0 && width > 0, "embed_patches: bad sizes");
-    if (!n) return CDB_OK;
-    k_embed_patches<<<grid_for(n), 256, 0, c->compute>>>(patches, patches_f32, cls, pos, n,
-                                                        n_patches, width, out);
-    CDB_CUDA_CHECK_LAUNCH("k_embed_patches");
+    size_t total = (size_t)batch * (n + 1) * width;
+    CDB_CUDA_CHECK_ARG(batch >= 0 && n >= 0 && width > 0, "prepend_add: bad sizes");
+    if (!total) return CDB_OK;
+    k_prepend_add<<<grid_for(total), 256, 0, c->compute>>>(x, x_f32, head, pos, total, n, width,
+                                                           out);
+    CDB_CUDA_CHECK_LAUNCH("k_prepend_add");
 done:
     return rc;
 }
@@ -100,20 +80,6 @@ extern "C" cdb_status cdb_kc_gather_rows(cdb_kc_ctx *c, const void *x, const int
     k_gather_rows<<<grid_for(total), 256, 0, c->compute>>>((const char *)x, d_rows, total,
                                                           row_bytes, (char *)out);
     CDB_CUDA_CHECK_LAUNCH("k_gather_rows");
-done:
-    return rc;
-}
-
-extern "C" cdb_status cdb_kc_im2col(cdb_kc_ctx *c, const float *pix, int batch, int size, int patch,
-                                    uint16_t *cols) {
-    cdb_status rc = CDB_OK;
-    size_t n;
-    CDB_CUDA_CHECK_ARG(batch >= 0 && patch > 0 && size >= patch && size % patch == 0,
-                       "im2col: image %d not a multiple of patch %d", size, patch);
-    n = (size_t)batch * (size / patch) * (size / patch) * 3 * patch * patch;
-    if (!n) return CDB_OK;
-    k_im2col<<<grid_for(n), 256, 0, c->compute>>>(pix, batch, size, patch, cols);
-    CDB_CUDA_CHECK_LAUNCH("k_im2col");
 done:
     return rc;
 }

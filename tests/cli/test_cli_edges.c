@@ -12,7 +12,8 @@
 **   - an empty result explains an --under that does not exist and a --min-score
 **     that filters everything (stderr; stdout stays empty);
 **   - --under repeated: the hits under any of them;
-**   - --device cuda where CUDA cannot run says so, not "cannot find the model";
+**   - --device cuda / cuda:0 (or $CLIPDB_DEVICE) where CUDA cannot run says why (the
+**     build or the driver), not "cannot find the model", for search and serve;
 **   - a shard file deleted behind clipdb's back: stats says so, a search runs on what
 **     is left and says what it left out;
 **   - preprocess --out - writes the array to stdout; --db naming a file says so;
@@ -254,13 +255,28 @@ CDB_TEST(under_repeated) {
 }
 
 CDB_TEST(device_that_cannot_run) {
+    /* cuda:0 by flag, by $CLIPDB_DEVICE, for search and serve: exit 1 and the reason
+    ** (a CPU-only build: "this clipdb was built without CUDA"; here, the driver's) */
+    static const char *const cmds[] = {
+        "\"$CLIPDB\" search --db \"$DB\" red --device cuda:0",
+        "CLIPDB_DEVICE=cuda:0 \"$CLIPDB\" search --db \"$DB\" red",
+        "timeout 60 \"$CLIPDB\" serve --db \"$DB\" --port 0 --device cuda:0"};
+    const char *why = cdb_k_cuda_unusable_reason();
     char *err = NULL;
     NEED_LIBRARY();
-    if (cdb_k_cuda_device_count() > 0) CDB_SKIP("a CUDA device is usable here");
+    if (cdb_k_cuda_device_count() > 0 && !*why) CDB_SKIP("a CUDA device is usable here");
     CHECK_EQ_INT(sh("\"$CLIPDB\" search --db \"$DB\" red --device cuda", NULL, &err), 1);
     CHECK_MSG(err && !strstr(err, "cannot find the database's model") && strstr(err, "device"),
               "%s", err);
     free(err);
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        err = NULL;
+        CHECK_EQ_INT(sh(cmds[i], NULL, &err), 1);
+        CHECK_MSG(err && strstr(err, "cuda:0 is not available: ") && strstr(err, why) &&
+                      !strstr(err, "cannot find the database's model"),
+                  "%s: %s", cmds[i], err);
+        free(err);
+    }
 }
 
 CDB_TEST(missing_shard_is_said) {

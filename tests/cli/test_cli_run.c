@@ -127,6 +127,11 @@ CDB_TEST(usage_errors_exit_2) {
         {"ingest", NULL},                         /* no PATH */
         {"ingest", "x", "--batch", "0", NULL},
         {"ingest", "x", "--device", "tpu", NULL},
+        {"ingest", "x", "--device", "CPU", NULL}, /* device names are lowercase */
+        {"search", "cat", "--device", "cuda:", NULL},
+        {"search", "cat", "--device", "cuda:-1", NULL},
+        {"serve", "--device", "cuda:1x", NULL},
+        {"embed", "--text", "a", "--device", "cuda: 1", NULL},
         {"reindex", "extra", NULL},
         {"index", NULL},
         {"index", "rebuild", NULL},

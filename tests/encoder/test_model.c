@@ -258,7 +258,7 @@ CDB_TEST(info_sources_and_hash) {
     CHECK_RC(cdb_model_open(GOLD "/hf_bf16", &p, &a), CDB_UNSUPPORTED);
     CHECK(a == NULL);
     p = cdb_model_params_default();
-    p.device = CDB_DEVICE_CUDA;
+    p.device.kind = CDB_K_DEVICE_CUDA;
     if (cdb_k_cuda_device_count() == 0) {
         CHECK_RC(cdb_model_open(GOLD "/hf_bf16", &p, &a), CDB_UNSUPPORTED);
     } else {

@@ -3,8 +3,9 @@
 ** against their scalar reference, byte for byte, on random data, random taps
 ** (including negative ones and sums that clip, within PIL's tap magnitudes), tap counts 1..70 and lengths that
 ** are not multiples of 8/16/32; and cdb_image_preprocess with the dispatch forced
-** to scalar vs the default, on random images of every channel count. Skips the
-** AVX2 half on a CPU without AVX2 (then both paths are the scalar one).
+** to scalar vs the default, on random images of every channel count; and the
+** invariants of PIL's coefficient tables (cdb_k_pil_coeffs). Skips the AVX2 half on
+** a CPU without AVX2 (then both paths are the scalar one).
 */
 #include <stdlib.h>
 #include <string.h>
@@ -108,5 +109,41 @@ CDB_TEST(isa_reported) {
     CHECK(cdb_k_isa_name(cdb_k_cpu_isa()) != NULL);
 }
 
+/* PIL's coefficient tables (cdb_k_pil_coeffs, used by the CPU preprocessing). */
+CDB_TEST(pil_coeffs_properties) {
+    int sizes[][2] = {{640, 224}, {224, 224}, {100, 224}, {1000, 7}, {3, 224}, {1, 5}, {299, 298}};
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        int in = sizes[s][0], out = sizes[s][1], ks = 0;
+        int32_t *bounds = NULL, *kk = NULL;
+        CHECK_OK(cdb_k_pil_coeffs(in, out, 0, out, 0, &ks, &bounds, &kk));
+        for (int i = 0; i < out; i++) {
+            long long sum = 0;
+            CHECK(bounds[2 * i] >= 0 && bounds[2 * i + 1] >= 1);
+            CHECK(bounds[2 * i] + bounds[2 * i + 1] <= in);
+            CHECK(bounds[2 * i + 1] <= ks);
+            for (int k = 0; k < ks; k++) sum += kk[(size_t)i * ks + k];
+            /* normalized weights, rounded per tap: sum within a few units of 2^22 */
+            CHECK_MSG(llabs(sum - (1LL << 22)) <= ks, "%d->%d pos %d: sum %lld", in, out, i, sum);
+        }
+        if (in == out) /* identity: one tap of exactly 1.0 */
+            for (int i = 0; i < out; i++) {
+                int hits = 0;
+                for (int k = 0; k < ks; k++) {
+                    int32_t v = kk[(size_t)i * ks + k];
+                    if (v == (1 << 22)) hits++;
+                    else CHECK_EQ_INT(v, 0);
+                }
+                CHECK_EQ_INT(hits, 1);
+            }
+        cdb_free(bounds);
+        cdb_free(kk);
+    }
+    {
+        int ks;
+        int32_t *b, *k;
+        CHECK_RC(cdb_k_pil_coeffs(0, 5, 0, 5, 0, &ks, &b, &k), CDB_INVALID);
+    }
+}
+
 CDB_TEST_MAIN(vertical_matches_scalar, horizontal_matches_scalar, deinterleave_matches_scalar,
-              premul_deinterleave_matches_scalar, isa_reported)
+              premul_deinterleave_matches_scalar, isa_reported, pil_coeffs_properties)

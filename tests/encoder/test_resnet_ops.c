@@ -1,6 +1,6 @@
 /*
 ** test_resnet_ops.c: the backend ops the ModifiedResNet graph (encoder/resnet.c)
-** added to kernels.h — im2col, avgpool, pool_tokens, attention_q and the ReLU
+** added to kernels.h — im2col, avgpool, prepend_mean_add, attention_q and the ReLU
 ** activation — the optimized CPU backend against the scalar reference backend on
 ** odd shapes (channels 1/3/5/17, odd image sides, stride 2 on odd sides, padding
 ** 0/1/2, one key, one head, head_dim 1/7/64) with an NMSE threshold as in
@@ -52,8 +52,8 @@ static void pair_free(pair *p) {
 }
 static cdb_k_buf *up(cdb_k_backend *be, const float *v, size_t n) {
     cdb_k_buf *b = NULL;
-    if (be->ops->buf_alloc(be, n ? n : 1, &b) != CDB_OK) return NULL;
-    if (n) be->ops->buf_upload(be, b, 0, v, n);
+    if (cdb_k_buf_alloc(be, n ? n : 1, &b) != CDB_OK) return NULL;
+    if (n) cdb_k_buf_upload(be, b, 0, v, n);
     return b;
 }
 static cdb_k_buf *zeros(cdb_k_backend *be, size_t n) {
@@ -64,7 +64,7 @@ static cdb_k_buf *zeros(cdb_k_backend *be, size_t n) {
 }
 static float *down(cdb_k_backend *be, const cdb_k_buf *b, size_t n) {
     float *v = malloc((n ? n : 1) * sizeof(float));
-    be->ops->buf_download(be, b, 0, v, n);
+    cdb_k_buf_download(be, b, 0, v, n);
     return v;
 }
 
@@ -85,9 +85,9 @@ CDB_TEST(im2col_odd_shapes) {
         for (int i = 0; i < 2; i++) {
             cdb_k_backend *be = p.be[i];
             cdb_k_buf *bx = up(be, x, nin), *bc = zeros(be, nout);
-            CHECK_OK(be->ops->im2col(be, bx, n, h, w, c, k, st, pad, bc));
+            CHECK_OK(cdb_k_im2col(be, bx, n, h, w, c, k, st, pad, bc));
             r[i] = down(be, bc, nout);
-            be->ops->buf_free(be, bx), be->ops->buf_free(be, bc);
+            cdb_k_buf_free(be, bx), cdb_k_buf_free(be, bc);
         }
         /* a pure copy: both backends must agree exactly */
         CHECK_MSG(!memcmp(r[0], r[1], nout * sizeof(float)), "im2col shape %zu differs", s);
@@ -109,16 +109,16 @@ CDB_TEST(im2col_odd_shapes) {
         float x9[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9}, row[9];
         cdb_k_backend *be = p.be[1];
         cdb_k_buf *bx = up(be, x9, 9), *bc = zeros(be, 4 * 9);
-        CHECK_OK(be->ops->im2col(be, bx, 1, 3, 3, 1, 3, 2, 1, bc));
-        CHECK_OK(be->ops->buf_download(be, bc, 0, row, 9));
+        CHECK_OK(cdb_k_im2col(be, bx, 1, 3, 3, 1, 3, 2, 1, bc));
+        CHECK_OK(cdb_k_buf_download(be, bc, 0, row, 9));
         const float want[9] = {0, 0, 0, 0, 1, 2, 0, 4, 5};
         for (int i = 0; i < 9; i++) CHECK_NEAR(row[i], want[i], 0);
         for (int i = 0; i < 2; i++) { /* k larger than the padded image, pad >= k */
-            CHECK_RC(p.be[i]->ops->im2col(p.be[i], bx, 1, 3, 3, 1, 7, 1, 1, bc), CDB_INVALID);
-            CHECK_RC(p.be[i]->ops->im2col(p.be[i], bx, 1, 3, 3, 1, 3, 1, 3, bc), CDB_INVALID);
-            CHECK_RC(p.be[i]->ops->im2col(p.be[i], bx, 2, 3, 3, 1, 3, 1, 1, bc), CDB_INVALID);
+            CHECK_RC(cdb_k_im2col(p.be[i], bx, 1, 3, 3, 1, 7, 1, 1, bc), CDB_INVALID);
+            CHECK_RC(cdb_k_im2col(p.be[i], bx, 1, 3, 3, 1, 3, 1, 3, bc), CDB_INVALID);
+            CHECK_RC(cdb_k_im2col(p.be[i], bx, 2, 3, 3, 1, 3, 1, 1, bc), CDB_INVALID);
         }
-        be->ops->buf_free(be, bx), be->ops->buf_free(be, bc);
+        cdb_k_buf_free(be, bx), cdb_k_buf_free(be, bc);
     }
     pair_free(&p);
 }
@@ -137,9 +137,9 @@ CDB_TEST(avgpool_odd_shapes) {
         for (int i = 0; i < 2; i++) {
             cdb_k_backend *be = p.be[i];
             cdb_k_buf *bx = up(be, x, nin), *bo = zeros(be, nout);
-            CHECK_OK(be->ops->avgpool(be, bx, n, h, w, c, k, bo));
+            CHECK_OK(cdb_k_avgpool(be, bx, n, h, w, c, k, bo));
             r[i] = down(be, bo, nout);
-            be->ops->buf_free(be, bx), be->ops->buf_free(be, bo);
+            cdb_k_buf_free(be, bx), cdb_k_buf_free(be, bo);
         }
         double e = nmse(r[0], r[1], nout);
         CHECK_MSG(e < 1e-13, "avgpool %dx%dx%dx%d /%d nmse %.3g", n, h, w, c, k, e);
@@ -153,13 +153,13 @@ CDB_TEST(avgpool_odd_shapes) {
         for (int i = 0; i < 2; i++) {
             cdb_k_backend *be = p.be[i];
             cdb_k_buf *bx = up(be, x, 15), *bo = zeros(be, 2);
-            CHECK_OK(be->ops->avgpool(be, bx, 1, 3, 5, 1, 2, bo));
-            CHECK_OK(be->ops->buf_download(be, bo, 0, o, 2));
+            CHECK_OK(cdb_k_avgpool(be, bx, 1, 3, 5, 1, 2, bo));
+            CHECK_OK(cdb_k_buf_download(be, bo, 0, o, 2));
             CHECK_NEAR(o[0], (0 + 1 + 5 + 6) / 4.0, 1e-6);
             CHECK_NEAR(o[1], (2 + 3 + 7 + 8) / 4.0, 1e-6);
-            CHECK_RC(be->ops->avgpool(be, bx, 1, 3, 5, 1, 4, bo), CDB_INVALID); /* s > h */
-            CHECK_RC(be->ops->avgpool(be, bx, 1, 3, 5, 2, 2, bo), CDB_INVALID); /* x too small */
-            be->ops->buf_free(be, bx), be->ops->buf_free(be, bo);
+            CHECK_RC(cdb_k_avgpool(be, bx, 1, 3, 5, 1, 4, bo), CDB_INVALID); /* s > h */
+            CHECK_RC(cdb_k_avgpool(be, bx, 1, 3, 5, 2, 2, bo), CDB_INVALID); /* x too small */
+            cdb_k_buf_free(be, bx), cdb_k_buf_free(be, bo);
         }
     }
     pair_free(&p);
@@ -183,19 +183,19 @@ CDB_TEST(pool_tokens_and_attention_q) {
             cdb_k_buf *bx = up(be, x, (size_t)B * HW * W), *bp = NULL, *bt = zeros(be, ntok);
             cdb_k_buf *bq = up(be, q, (size_t)B * NQ * W), *bkv = up(be, kv, (size_t)B * S * 2 * W);
             cdb_k_buf *bo = zeros(be, (size_t)B * NQ * W);
-            CHECK_OK(be->ops->weight_upload(be, pos, CDB_K_F32, (size_t)S * W, CDB_K_W_EMBED, 0,
-                                            &bp));
-            CHECK_OK(be->ops->pool_tokens(be, bx, bp, B, HW, W, bt));
-            CHECK_OK(be->ops->attention_q(be, bq, bkv, bo, B, NQ, S, H, W / H));
+            CHECK_OK(cdb_k_weight_upload(be, pos, CDB_K_F32, (size_t)S * W, CDB_K_W_EMBED, 0,
+                                         &bp));
+            CHECK_OK(cdb_k_prepend_mean_add(be, bx, bp, B, HW, W, bt));
+            CHECK_OK(cdb_k_attention_q(be, bq, bkv, bo, B, NQ, S, H, W / H));
             rt[i] = down(be, bt, ntok);
             ra[i] = down(be, bo, (size_t)B * NQ * W);
-            CHECK_RC(be->ops->pool_tokens(be, bx, bp, B, HW + 1, W, bt), CDB_INVALID);
-            CHECK_RC(be->ops->attention_q(be, bq, bkv, bo, B, NQ, S + 1, H, W / H), CDB_INVALID);
-            be->ops->buf_free(be, bx), be->ops->buf_free(be, bp), be->ops->buf_free(be, bt);
-            be->ops->buf_free(be, bq), be->ops->buf_free(be, bkv), be->ops->buf_free(be, bo);
+            CHECK_RC(cdb_k_prepend_mean_add(be, bx, bp, B, HW + 1, W, bt), CDB_INVALID);
+            CHECK_RC(cdb_k_attention_q(be, bq, bkv, bo, B, NQ, S + 1, H, W / H), CDB_INVALID);
+            cdb_k_buf_free(be, bx), cdb_k_buf_free(be, bp), cdb_k_buf_free(be, bt);
+            cdb_k_buf_free(be, bq), cdb_k_buf_free(be, bkv), cdb_k_buf_free(be, bo);
         }
         double et = nmse(rt[0], rt[1], ntok), ea = nmse(ra[0], ra[1], (size_t)B * NQ * W);
-        CHECK_MSG(et < 1e-13, "pool_tokens b=%d hw=%d w=%d nmse %.3g", B, HW, W, et);
+        CHECK_MSG(et < 1e-13, "prepend_mean_add b=%d hw=%d w=%d nmse %.3g", B, HW, W, et);
         CHECK_MSG(ea < 1e-11, "attention_q b=%d nq=%d s=%d h=%d nmse %.3g", B, NQ, S, H, ea);
         /* the definition: token 0 = mean + pos[0]; token 1 + p = x[p] + pos[1 + p] */
         {
@@ -216,14 +216,14 @@ CDB_TEST(pool_tokens_and_attention_q) {
         cdb_k_backend *be = p.be[1];
         for (int i = 0; i < 24; i++) kv3[i] = (float)i;
         cdb_k_buf *bq = up(be, qz, 4), *bkv = up(be, kv3, 24), *bo = zeros(be, 4);
-        CHECK_OK(be->ops->attention_q(be, bq, bkv, bo, 1, 1, 3, 2, 2));
-        CHECK_OK(be->ops->buf_download(be, bo, 0, o, 4));
+        CHECK_OK(cdb_k_attention_q(be, bq, bkv, bo, 1, 1, 3, 2, 2));
+        CHECK_OK(cdb_k_buf_download(be, bo, 0, o, 4));
         for (int l = 0; l < 4; l++) CHECK_NEAR(o[l], (4 + l + 12 + l + 20 + l) / 3.0, 1e-5);
         /* one key: its value, whatever the query */
-        CHECK_OK(be->ops->attention_q(be, bkv, bkv, bo, 1, 1, 1, 2, 2));
-        CHECK_OK(be->ops->buf_download(be, bo, 0, o, 4));
+        CHECK_OK(cdb_k_attention_q(be, bkv, bkv, bo, 1, 1, 1, 2, 2));
+        CHECK_OK(cdb_k_buf_download(be, bo, 0, o, 4));
         for (int l = 0; l < 4; l++) CHECK_NEAR(o[l], 4 + l, 0);
-        be->ops->buf_free(be, bq), be->ops->buf_free(be, bkv), be->ops->buf_free(be, bo);
+        cdb_k_buf_free(be, bq), cdb_k_buf_free(be, bkv), cdb_k_buf_free(be, bo);
     }
     pair_free(&p);
 }
@@ -240,15 +240,15 @@ CDB_TEST(relu_gemm_and_act) {
             cdb_k_backend *be = p.be[i];
             cdb_k_buf *bx = up(be, x, (size_t)m * k), *bw = NULL, *bb = NULL,
                       *by = zeros(be, (size_t)m * n), *bz = up(be, x, (size_t)m * k);
-            CHECK_OK(be->ops->weight_upload(be, w, CDB_K_F32, (size_t)n * k, CDB_K_W_MATRIX, 0,
-                                            &bw));
-            CHECK_OK(be->ops->weight_upload(be, bias, CDB_K_F32, n, CDB_K_W_PARAM, 0, &bb));
-            CHECK_OK(be->ops->gemm(be, bx, bw, bb, by, m, n, k, CDB_K_ACT_RELU, 0));
-            CHECK_OK(be->ops->act(be, bz, (size_t)m * k, CDB_K_ACT_RELU));
+            CHECK_OK(cdb_k_weight_upload(be, w, CDB_K_F32, (size_t)n * k, CDB_K_W_MATRIX, 0,
+                                         &bw));
+            CHECK_OK(cdb_k_weight_upload(be, bias, CDB_K_F32, n, CDB_K_W_PARAM, 0, &bb));
+            CHECK_OK(cdb_k_gemm(be, bx, bw, bb, by, m, n, k, CDB_K_ACT_RELU, 0));
+            CHECK_OK(cdb_k_activate(be, bz, (size_t)m * k, CDB_K_ACT_RELU));
             r[i][0] = down(be, by, (size_t)m * n);
             r[i][1] = down(be, bz, (size_t)m * k);
-            be->ops->buf_free(be, bx), be->ops->buf_free(be, bw), be->ops->buf_free(be, bb);
-            be->ops->buf_free(be, by), be->ops->buf_free(be, bz);
+            cdb_k_buf_free(be, bx), cdb_k_buf_free(be, bw), cdb_k_buf_free(be, bb);
+            cdb_k_buf_free(be, by), cdb_k_buf_free(be, bz);
         }
         double e = nmse(r[0][0], r[1][0], (size_t)m * n);
         CHECK_MSG(e < 1e-10, "relu gemm %dx%dx%d nmse %.3g", m, n, k, e);

@@ -22,7 +22,7 @@ static void fuzz_model_setup(const char *tag) {
 
 static cdb_model_params fuzz_model_params(void) {
     cdb_model_params p = cdb_model_params_default();
-    p.device = CDB_DEVICE_CPU;
+    p.device.kind = CDB_K_DEVICE_CPU;
     p.n_threads = 1;
     p.tokenizer_path = g_tok_path;
     return p;

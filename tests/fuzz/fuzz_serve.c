@@ -86,7 +86,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     snprintf(db, sizeof db, "%s/db", tmp);
     paths[0] = g_lib;
     ep.writer = 1;
-    ep.device = CDB_ENGINE_DEVICE_CPU;
+    ep.device.kind = CDB_K_DEVICE_CPU;
     rp.threads = 1;
     if (write_pictures(g_lib, 12) != 0 || cdb_engine_create(db, model, NULL) != CDB_OK ||
         cdb_engine_open(db, &ep, &g_e) != CDB_OK ||

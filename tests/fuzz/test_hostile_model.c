@@ -78,7 +78,7 @@ static int run_open(void *arg) {
     cdb_model *m = NULL;
     double rss0 = hostile_peak_rss_mb(), drss;
     cdb_status rc;
-    p.device = CDB_DEVICE_CPU;
+    p.device.kind = CDB_K_DEVICE_CPU;
     p.n_threads = 1;
     rc = cdb_model_open(c->path, &p, &m);
     drss = hostile_peak_rss_mb() - rss0;

@@ -1,7 +1,7 @@
 /*
 ** gpu_vit.h: a ViT image tower (OpenAI CLIP layout) with seeded random weights,
-** run through the BACKEND vtable only, for tests/gpu/test_cuda_kernels.c and
-** bench/bench_gpu.c. The same graph as encoder/clip.c's image forward (pre-LN
+** run through kernels.h's public BACKEND functions only, for
+** tests/gpu/test_cuda_kernels.c and bench/bench_gpu.c. The same graph as encoder/clip.c's image forward (pre-LN
 ** blocks, fused residual GEMMs, class-token pooling, projection), so a CPU
 ** backend and the CUDA backend can be compared on ViT-B/32-shaped weights
 ** without a checkpoint. Header-only (static functions); test code, not library.
@@ -116,7 +116,7 @@ static inline void gv_host_free(gv_host *h) {
 
 static inline cdb_status gv_up(cdb_k_backend *be, const float *src, size_t n, cdb_k_wrole role,
                         cdb_k_buf **out) {
-    return be->ops->weight_upload(be, src, CDB_K_F32, n, role, 0, out);
+    return cdb_k_weight_upload(be, src, CDB_K_F32, n, role, 0, out);
 }
 
 #define GV_CK(call)                                   \
@@ -129,14 +129,14 @@ static inline void gv_dev_free(gv_dev *d) {
     {
         cdb_k_buf *f[] = {d->patch_w, d->cls, d->pos, d->ln_pre_g, d->ln_pre_b, d->ln_post_g,
                           d->ln_post_b, d->proj};
-        for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) d->be->ops->buf_free(d->be, f[i]);
+        for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) cdb_k_buf_free(d->be, f[i]);
     }
     if (d->blk)
         for (int l = 0; l < d->s.layers; l++) {
             gv_block_d *b = &d->blk[l];
             cdb_k_buf *g[] = {b->ln1_g, b->ln1_b, b->qkv_w, b->qkv_b, b->out_w, b->out_b,
                               b->ln2_g, b->ln2_b, b->fc_w, b->fc_b, b->pr_w, b->pr_b};
-            for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) d->be->ops->buf_free(d->be, g[i]);
+            for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) cdb_k_buf_free(d->be, g[i]);
         }
     free(d->blk);
     memset(d, 0, sizeof *d);
@@ -188,7 +188,7 @@ typedef struct gv_scratch {
 
 static inline void gv_scratch_free(cdb_k_backend *be, gv_scratch *s) {
     cdb_k_buf *b[] = {s->cols, s->x, s->h, s->qkv, s->attn, s->mlp, s->pooled, s->emb};
-    for (size_t i = 0; i < sizeof b / sizeof b[0]; i++) be->ops->buf_free(be, b[i]);
+    for (size_t i = 0; i < sizeof b / sizeof b[0]; i++) cdb_k_buf_free(be, b[i]);
     memset(s, 0, sizeof *s);
 }
 
@@ -197,14 +197,14 @@ static inline cdb_status gv_scratch_new(cdb_k_backend *be, gv_shape sh, int n, g
     size_t g = (size_t)(sh.size / sh.patch), S = g * g + 1, w = (size_t)sh.width, rows = S * n;
     memset(s, 0, sizeof *s);
     s->n = n;
-    GV_CK(be->ops->buf_alloc(be, (size_t)n * g * g * 3 * sh.patch * sh.patch, &s->cols));
-    GV_CK(be->ops->buf_alloc(be, rows * w, &s->x));
-    GV_CK(be->ops->buf_alloc(be, rows * w, &s->h));
-    GV_CK(be->ops->buf_alloc(be, rows * 3 * w, &s->qkv));
-    GV_CK(be->ops->buf_alloc(be, rows * w, &s->attn));
-    GV_CK(be->ops->buf_alloc(be, rows * (size_t)sh.mlp, &s->mlp));
-    GV_CK(be->ops->buf_alloc(be, (size_t)n * w, &s->pooled));
-    GV_CK(be->ops->buf_alloc(be, (size_t)n * sh.embed, &s->emb));
+    GV_CK(cdb_k_buf_alloc(be, (size_t)n * g * g * 3 * sh.patch * sh.patch, &s->cols));
+    GV_CK(cdb_k_buf_alloc(be, rows * w, &s->x));
+    GV_CK(cdb_k_buf_alloc(be, rows * w, &s->h));
+    GV_CK(cdb_k_buf_alloc(be, rows * 3 * w, &s->qkv));
+    GV_CK(cdb_k_buf_alloc(be, rows * w, &s->attn));
+    GV_CK(cdb_k_buf_alloc(be, rows * (size_t)sh.mlp, &s->mlp));
+    GV_CK(cdb_k_buf_alloc(be, (size_t)n * w, &s->pooled));
+    GV_CK(cdb_k_buf_alloc(be, (size_t)n * sh.embed, &s->emb));
 gv_done:
     if (rc != CDB_OK) gv_scratch_free(be, s);
     return rc;
@@ -238,23 +238,23 @@ static inline cdb_status gv_forward_cols(const gv_dev *d, gv_scratch *s, int n) 
     int32_t *pool = (int32_t *)malloc((size_t)n * sizeof *pool);
     if (!pool) return CDB_NOMEM;
     for (int i = 0; i < n; i++) pool[i] = i * S;
-    GV_CK(be->ops->gemm(be, s->cols, d->patch_w, NULL, s->h, n * N, W, K, CDB_K_ACT_NONE, 0));
-    GV_CK(be->ops->embed_patches(be, s->h, d->cls, d->pos, n, N, W, s->x));
-    GV_CK(be->ops->layernorm(be, s->x, d->ln_pre_g, d->ln_pre_b, s->x, rows, W, 1e-5f));
+    GV_CK(cdb_k_gemm(be, s->cols, d->patch_w, NULL, s->h, n * N, W, K, CDB_K_ACT_NONE, 0));
+    GV_CK(cdb_k_prepend_add(be, s->h, d->cls, d->pos, n, N, W, s->x));
+    GV_CK(cdb_k_layernorm(be, s->x, d->ln_pre_g, d->ln_pre_b, s->x, rows, W, 1e-5f));
     for (int l = 0; l < sh.layers; l++) {
         const gv_block_d *b = &d->blk[l];
-        GV_CK(be->ops->layernorm(be, s->x, b->ln1_g, b->ln1_b, s->h, rows, W, 1e-5f));
-        GV_CK(be->ops->gemm(be, s->h, b->qkv_w, b->qkv_b, s->qkv, rows, 3 * W, W, CDB_K_ACT_NONE, 0));
-        GV_CK(be->ops->attention(be, s->qkv, s->attn, n, S, sh.heads, hd, 0));
-        GV_CK(be->ops->gemm(be, s->attn, b->out_w, b->out_b, s->x, rows, W, W, CDB_K_ACT_NONE, 1));
-        GV_CK(be->ops->layernorm(be, s->x, b->ln2_g, b->ln2_b, s->h, rows, W, 1e-5f));
-        GV_CK(be->ops->gemm(be, s->h, b->fc_w, b->fc_b, s->mlp, rows, sh.mlp, W,
-                            CDB_K_ACT_QUICK_GELU, 0));
-        GV_CK(be->ops->gemm(be, s->mlp, b->pr_w, b->pr_b, s->x, rows, W, sh.mlp, CDB_K_ACT_NONE, 1));
+        GV_CK(cdb_k_layernorm(be, s->x, b->ln1_g, b->ln1_b, s->h, rows, W, 1e-5f));
+        GV_CK(cdb_k_gemm(be, s->h, b->qkv_w, b->qkv_b, s->qkv, rows, 3 * W, W, CDB_K_ACT_NONE, 0));
+        GV_CK(cdb_k_attention(be, s->qkv, s->attn, n, S, sh.heads, hd, 0));
+        GV_CK(cdb_k_gemm(be, s->attn, b->out_w, b->out_b, s->x, rows, W, W, CDB_K_ACT_NONE, 1));
+        GV_CK(cdb_k_layernorm(be, s->x, b->ln2_g, b->ln2_b, s->h, rows, W, 1e-5f));
+        GV_CK(cdb_k_gemm(be, s->h, b->fc_w, b->fc_b, s->mlp, rows, sh.mlp, W,
+                         CDB_K_ACT_QUICK_GELU, 0));
+        GV_CK(cdb_k_gemm(be, s->mlp, b->pr_w, b->pr_b, s->x, rows, W, sh.mlp, CDB_K_ACT_NONE, 1));
     }
-    GV_CK(be->ops->gather_rows(be, s->x, pool, n, W, s->pooled));
-    GV_CK(be->ops->layernorm(be, s->pooled, d->ln_post_g, d->ln_post_b, s->pooled, n, W, 1e-5f));
-    GV_CK(be->ops->gemm(be, s->pooled, d->proj, NULL, s->emb, n, sh.embed, W, CDB_K_ACT_NONE, 0));
+    GV_CK(cdb_k_gather_rows(be, s->x, pool, n, W, s->pooled));
+    GV_CK(cdb_k_layernorm(be, s->pooled, d->ln_post_g, d->ln_post_b, s->pooled, n, W, 1e-5f));
+    GV_CK(cdb_k_gemm(be, s->pooled, d->proj, NULL, s->emb, n, sh.embed, W, CDB_K_ACT_NONE, 0));
 gv_done:
     free(pool);
     return rc;
@@ -270,9 +270,9 @@ static inline cdb_status gv_forward_host(const gv_dev *d, gv_scratch *s, const f
     float *cols = (float *)malloc(nc * sizeof(float));
     if (!cols) return CDB_NOMEM;
     gv_unfold(sh, pixels, n, cols);
-    GV_CK(be->ops->buf_upload(be, s->cols, 0, cols, nc));
+    GV_CK(cdb_k_buf_upload(be, s->cols, 0, cols, nc));
     GV_CK(gv_forward_cols(d, s, n));
-    GV_CK(be->ops->buf_download(be, s->emb, 0, out, (size_t)n * sh.embed));
+    GV_CK(cdb_k_buf_download(be, s->emb, 0, out, (size_t)n * sh.embed));
 gv_done:
     free(cols);
     return rc;

@@ -3,8 +3,7 @@
 **
 **  - each CUDA kernel vs its CPU counterpart on random inputs of odd sizes
 **    (fp16 conversion bit-exact; GEMM, LayerNorm, activations, softmax, attention,
-**    embeddings, L2 norm within fp16-operand tolerances; preprocessing bit-exact
-**    on the uint8 crop);
+**    embeddings, L2 norm within fp16-operand tolerances);
 **  - every op of the CUDA backend vs the scalar reference backend (NMSE);
 **  - a ViT-B/32-shaped image tower with random weights, CPU backend vs CUDA
 **    backend: cosine >= 0.9995 for every item;
@@ -12,10 +11,7 @@
 **    images and texts: cosine >= 0.9995 per item; the stored form (fp32
 **    normalized, then fp16) has the same format and no NaN/Inf; the same for the
 **    ModifiedResNet fixtures (rn_*), after its ops (im2col, avgpool, ReLU,
-**    pool_tokens, attention_q) against the scalar reference backend;
-**  - GPU preprocessing (resize/crop/normalize) vs the encoder's PIL-exact CPU
-**    path (the plan itself is checked against it without a GPU in
-**    tests/kernels/test_cuda_host.c).
+**    prepend_mean_add, attention_q) against the scalar reference backend.
 **
 ** Exits 77 (skip) when no usable GPU is present.
 */
@@ -217,17 +213,17 @@ static void bpair_free(bpair *p) {
 }
 static cdb_k_buf *up(cdb_k_backend *be, const float *v, size_t n) {
     cdb_k_buf *b = NULL;
-    if (be->ops->buf_alloc(be, n, &b) != CDB_OK) return NULL;
-    if (be->ops->buf_upload(be, b, 0, v, n) != CDB_OK) return NULL;
+    if (cdb_k_buf_alloc(be, n, &b) != CDB_OK) return NULL;
+    if (cdb_k_buf_upload(be, b, 0, v, n) != CDB_OK) return NULL;
     return b;
 }
 static cdb_k_buf *wup(cdb_k_backend *be, const float *v, size_t n, cdb_k_wrole role) {
     cdb_k_buf *b = NULL;
-    return be->ops->weight_upload(be, v, CDB_K_F32, n, role, 0, &b) == CDB_OK ? b : NULL;
+    return cdb_k_weight_upload(be, v, CDB_K_F32, n, role, 0, &b) == CDB_OK ? b : NULL;
 }
 static float *down(cdb_k_backend *be, const cdb_k_buf *b, size_t n) {
     float *v = malloc((n ? n : 1) * sizeof(float));
-    if (be->ops->buf_download(be, b, 0, v, n) != CDB_OK) {
+    if (cdb_k_buf_download(be, b, 0, v, n) != CDB_OK) {
         fprintf(stderr, "    download: %s\n", cdb_errmsg());
         for (size_t i = 0; i < n; i++) v[i] = NAN;
     }
@@ -252,10 +248,10 @@ CDB_TEST(be_gemm_act_accumulate) {
                 cdb_k_buf *bx = up(be[i], x, (size_t)m * k), *bw = wup(be[i], w, (size_t)n * k, CDB_K_W_MATRIX),
                           *bb = wup(be[i], bias, n, CDB_K_W_PARAM), *by = up(be[i], y0, (size_t)m * n);
                 CHECK(bx && bw && bb && by);
-                CHECK_OK(be[i]->ops->gemm(be[i], bx, bw, bb, by, m, n, k, act, acc));
+                CHECK_OK(cdb_k_gemm(be[i], bx, bw, bb, by, m, n, k, act, acc));
                 out[i] = down(be[i], by, (size_t)m * n);
-                be[i]->ops->buf_free(be[i], bx), be[i]->ops->buf_free(be[i], bw);
-                be[i]->ops->buf_free(be[i], bb), be[i]->ops->buf_free(be[i], by);
+                cdb_k_buf_free(be[i], bx), cdb_k_buf_free(be[i], bw);
+                cdb_k_buf_free(be[i], bb), cdb_k_buf_free(be[i], by);
             }
             CHECK_MSG(nmse(out[0], out[1], (size_t)m * n) < 1e-5, "gemm %dx%dx%d act %d acc %d: nmse %g",
                       m, n, k, (int)act, acc, nmse(out[0], out[1], (size_t)m * n));
@@ -278,19 +274,19 @@ CDB_TEST(be_layernorm_act_add) {
         for (int i = 0; i < 2; i++) {
             cdb_k_buf *bx = up(be[i], x, mn), *by = NULL, *bg = wup(be[i], g, n, CDB_K_W_PARAM),
                       *bb = wup(be[i], b, n, CDB_K_W_PARAM), *bz = up(be[i], x, mn);
-            CHECK(be[i]->ops->buf_alloc(be[i], mn, &by) == CDB_OK && bx && bg && bb && bz);
-            CHECK_OK(be[i]->ops->layernorm(be[i], bx, bg, bb, by, m, n, 1e-5f));
+            CHECK(cdb_k_buf_alloc(be[i], mn, &by) == CDB_OK && bx && bg && bb && bz);
+            CHECK_OK(cdb_k_layernorm(be[i], bx, bg, bb, by, m, n, 1e-5f));
             o[i][0] = down(be[i], by, mn);
-            CHECK_OK(be[i]->ops->layernorm(be[i], bz, bg, bb, bz, m, n, 1e-5f)); /* in place */
+            CHECK_OK(cdb_k_layernorm(be[i], bz, bg, bb, bz, m, n, 1e-5f)); /* in place */
             o[i][1] = down(be[i], bz, mn);
-            CHECK_OK(be[i]->ops->act(be[i], by, mn, CDB_K_ACT_GELU));
+            CHECK_OK(cdb_k_activate(be[i], by, mn, CDB_K_ACT_GELU));
             o[i][2] = down(be[i], by, mn);
-            CHECK_OK(be[i]->ops->add(be[i], bz, by, mn));
-            CHECK_OK(be[i]->ops->act(be[i], bz, mn, CDB_K_ACT_QUICK_GELU));
+            CHECK_OK(cdb_k_add(be[i], bz, by, mn));
+            CHECK_OK(cdb_k_activate(be[i], bz, mn, CDB_K_ACT_QUICK_GELU));
             o[i][3] = down(be[i], bz, mn);
-            be[i]->ops->buf_free(be[i], bx), be[i]->ops->buf_free(be[i], by);
-            be[i]->ops->buf_free(be[i], bg), be[i]->ops->buf_free(be[i], bb);
-            be[i]->ops->buf_free(be[i], bz);
+            cdb_k_buf_free(be[i], bx), cdb_k_buf_free(be[i], by);
+            cdb_k_buf_free(be[i], bg), cdb_k_buf_free(be[i], bb);
+            cdb_k_buf_free(be[i], bz);
         }
         for (int q = 0; q < 4; q++) {
             /* q 0 and 2 went through fp16 storage; q 1 stayed fp32 (in place) */
@@ -318,10 +314,10 @@ CDB_TEST(be_attention_odd) {
         cdb_k_backend *be[2] = {p.gpu, p.ref};
         for (int i = 0; i < 2; i++) {
             cdb_k_buf *bq = up(be[i], qkv, nq), *bo = NULL;
-            CHECK(be[i]->ops->buf_alloc(be[i], no, &bo) == CDB_OK && bq);
-            CHECK_OK(be[i]->ops->attention(be[i], bq, bo, B, T, H, D, causal));
+            CHECK(cdb_k_buf_alloc(be[i], no, &bo) == CDB_OK && bq);
+            CHECK_OK(cdb_k_attention(be[i], bq, bo, B, T, H, D, causal));
             o[i] = down(be[i], bo, no);
-            be[i]->ops->buf_free(be[i], bq), be[i]->ops->buf_free(be[i], bo);
+            cdb_k_buf_free(be[i], bq), cdb_k_buf_free(be[i], bo);
         }
         CHECK_MSG(nmse(o[0], o[1], no) < 2e-5, "attention B%d T%d H%d D%d causal %d: nmse %g", B, T,
                   H, D, causal, nmse(o[0], o[1], no));
@@ -349,19 +345,19 @@ CDB_TEST(be_embed_gather) {
                   *bp = wup(be[i], pos, (size_t)C * W, CDB_K_W_EMBED), *bo = NULL, *bg = NULL,
                   *bpa = up(be[i], patches, (size_t)B * N * W), *bc = wup(be[i], cls, W, CDB_K_W_EMBED),
                   *bpp = wup(be[i], ppos, (size_t)(N + 1) * W, CDB_K_W_EMBED), *bv = NULL;
-        CHECK(be[i]->ops->buf_alloc(be[i], (size_t)n_rows * W, &bo) == CDB_OK);
-        CHECK(be[i]->ops->buf_alloc(be[i], (size_t)5 * W, &bg) == CDB_OK);
-        CHECK(be[i]->ops->buf_alloc(be[i], (size_t)B * (N + 1) * W, &bv) == CDB_OK);
-        CHECK_OK(be[i]->ops->embed_tokens(be[i], bt, bp, ids, n_rows, C, W, bo));
+        CHECK(cdb_k_buf_alloc(be[i], (size_t)n_rows * W, &bo) == CDB_OK);
+        CHECK(cdb_k_buf_alloc(be[i], (size_t)5 * W, &bg) == CDB_OK);
+        CHECK(cdb_k_buf_alloc(be[i], (size_t)B * (N + 1) * W, &bv) == CDB_OK);
+        CHECK_OK(cdb_k_lookup_add(be[i], bt, bp, ids, n_rows, C, W, bo));
         o[i][0] = down(be[i], bo, (size_t)n_rows * W);
-        CHECK_OK(be[i]->ops->gather_rows(be[i], bo, rows, 5, W, bg));
+        CHECK_OK(cdb_k_gather_rows(be[i], bo, rows, 5, W, bg));
         o[i][1] = down(be[i], bg, (size_t)5 * W);
-        CHECK_OK(be[i]->ops->embed_patches(be[i], bpa, bc, bpp, B, N, W, bv));
+        CHECK_OK(cdb_k_prepend_add(be[i], bpa, bc, bpp, B, N, W, bv));
         o[i][2] = down(be[i], bv, (size_t)B * (N + 1) * W);
-        be[i]->ops->buf_free(be[i], bt), be[i]->ops->buf_free(be[i], bp);
-        be[i]->ops->buf_free(be[i], bo), be[i]->ops->buf_free(be[i], bg);
-        be[i]->ops->buf_free(be[i], bpa), be[i]->ops->buf_free(be[i], bc);
-        be[i]->ops->buf_free(be[i], bpp), be[i]->ops->buf_free(be[i], bv);
+        cdb_k_buf_free(be[i], bt), cdb_k_buf_free(be[i], bp);
+        cdb_k_buf_free(be[i], bo), cdb_k_buf_free(be[i], bg);
+        cdb_k_buf_free(be[i], bpa), cdb_k_buf_free(be[i], bc);
+        cdb_k_buf_free(be[i], bpp), cdb_k_buf_free(be[i], bv);
     }
     /* fp32 embeddings: exact */
     CHECK(memcmp(o[0][0], o[1][0], (size_t)n_rows * W * 4) == 0);
@@ -373,12 +369,12 @@ CDB_TEST(be_embed_gather) {
     {
         cdb_k_buf *bt = wup(p.gpu, table, (size_t)V * W, CDB_K_W_EMBED), *bo = NULL;
         int32_t bad_id = V;
-        CHECK(p.gpu->ops->buf_alloc(p.gpu, (size_t)W, &bo) == CDB_OK);
-        CHECK_RC(p.gpu->ops->embed_tokens(p.gpu, bt, NULL, &bad_id, 1, 1, W, bo), CDB_INVALID);
-        CHECK_RC(p.gpu->ops->gemm(p.gpu, bo, bt, NULL, bo, 1, 1, W, CDB_K_ACT_NONE, 0), CDB_INVALID);
-        CHECK_RC(p.gpu->ops->gemm(p.gpu, bt, bt, NULL, bo, 100000, 1, W, CDB_K_ACT_NONE, 0),
+        CHECK(cdb_k_buf_alloc(p.gpu, (size_t)W, &bo) == CDB_OK);
+        CHECK_RC(cdb_k_lookup_add(p.gpu, bt, NULL, &bad_id, 1, 1, W, bo), CDB_INVALID);
+        CHECK_RC(cdb_k_gemm(p.gpu, bo, bt, NULL, bo, 1, 1, W, CDB_K_ACT_NONE, 0), CDB_INVALID);
+        CHECK_RC(cdb_k_gemm(p.gpu, bt, bt, NULL, bo, 100000, 1, W, CDB_K_ACT_NONE, 0),
                  CDB_INVALID);
-        p.gpu->ops->buf_free(p.gpu, bt), p.gpu->ops->buf_free(p.gpu, bo);
+        cdb_k_buf_free(p.gpu, bt), cdb_k_buf_free(p.gpu, bo);
     }
     free(table), free(pos), free(patches), free(cls), free(ppos);
     bpair_free(&p);
@@ -390,13 +386,13 @@ CDB_TEST(be_oom_is_nomem_not_abort) {
     size_t fr = 0, tot = 0;
     NEED_GPU();
     CHECK_OK(cdb_k_backend_cuda_new(0, &be));
-    CHECK_OK(cdb_k_backend_cuda_mem(be, &fr, &tot));
+    CHECK_OK(cdb_kc_mem_info(ctx(), &fr, &tot)); /* ctx(): the same device 0 */
     CHECK(fr > 0 && tot >= fr);
     /* 4x the card: cudaMalloc fails, the backend says CDB_NOMEM and stays usable */
-    CHECK_RC(be->ops->buf_alloc(be, tot, &b), CDB_NOMEM);
+    CHECK_RC(cdb_k_buf_alloc(be, tot, &b), CDB_NOMEM);
     CHECK(b == NULL);
-    CHECK_OK(be->ops->buf_alloc(be, 1000, &b));
-    be->ops->buf_free(be, b);
+    CHECK_OK(cdb_k_buf_alloc(be, 1000, &b));
+    cdb_k_buf_free(be, b);
     {
         cdb_k_backend *none = (cdb_k_backend *)1;
         CHECK_RC(cdb_k_backend_cuda_new(1 << 20, &none), CDB_UNSUPPORTED);
@@ -486,7 +482,7 @@ CDB_TEST(encoder_fixtures_cpu_vs_gpu) {
         snprintf(path, sizeof path, "%s/tests/golden/models/%s", src_dir(), models[mi]);
         for (int i = 0; i < 2; i++) {
             cdb_model_params mp = cdb_model_params_default();
-            mp.device = i == 0 ? CDB_DEVICE_CUDA : CDB_DEVICE_CPU;
+            mp.device.kind = i == 0 ? CDB_K_DEVICE_CUDA : CDB_K_DEVICE_CPU;
             CHECK_OK(cdb_model_open(path, &mp, &m[i]));
         }
         info = cdb_model_get_info(m[1]);
@@ -536,7 +532,7 @@ CDB_TEST(be_resnet_ops) {
     /* n h w c k stride pad (im2col); avgpool uses n h w c and s = stride + 1 */
     static const int conv[][7] = {{1, 1, 1, 1, 1, 1, 0}, {2, 7, 5, 3, 3, 2, 1},
                                   {1, 9, 9, 17, 3, 1, 1}, {4, 56, 56, 64, 3, 1, 1}};
-    /* batch hw width heads n_q (pool_tokens + attention_q) */
+    /* batch hw width heads n_q (prepend_mean_add + attention_q) */
     static const int pool[][5] = {{1, 1, 64, 1, 1}, {3, 49, 2048, 32, 1}, {2, 9, 21, 3, 2}};
     bpair p;
     cdb_k_backend *be[2];
@@ -552,18 +548,18 @@ CDB_TEST(be_resnet_ops) {
         float *x = rand_vec(nin, 2), *o[2][3];
         for (int i = 0; i < 2; i++) {
             cdb_k_buf *bx = up(be[i], x, nin), *bc = NULL, *bp = NULL, *by = NULL;
-            CHECK(bx && be[i]->ops->buf_alloc(be[i], ncol, &bc) == CDB_OK &&
-                  be[i]->ops->buf_alloc(be[i], npool ? npool : 1, &bp) == CDB_OK &&
-                  be[i]->ops->buf_alloc(be[i], nin, &by) == CDB_OK);
-            CHECK_OK(be[i]->ops->im2col(be[i], bx, n, h, w, c, k, st, pad, bc));
+            CHECK(bx && cdb_k_buf_alloc(be[i], ncol, &bc) == CDB_OK &&
+                  cdb_k_buf_alloc(be[i], npool ? npool : 1, &bp) == CDB_OK &&
+                  cdb_k_buf_alloc(be[i], nin, &by) == CDB_OK);
+            CHECK_OK(cdb_k_im2col(be[i], bx, n, h, w, c, k, st, pad, bc));
             o[i][0] = down(be[i], bc, ncol);
-            if (npool) CHECK_OK(be[i]->ops->avgpool(be[i], bx, n, h, w, c, s, bp));
+            if (npool) CHECK_OK(cdb_k_avgpool(be[i], bx, n, h, w, c, s, bp));
             o[i][1] = down(be[i], bp, npool);
-            CHECK_OK(be[i]->ops->buf_upload(be[i], by, 0, x, nin));
-            CHECK_OK(be[i]->ops->act(be[i], by, nin, CDB_K_ACT_RELU));
+            CHECK_OK(cdb_k_buf_upload(be[i], by, 0, x, nin));
+            CHECK_OK(cdb_k_activate(be[i], by, nin, CDB_K_ACT_RELU));
             o[i][2] = down(be[i], by, nin);
-            be[i]->ops->buf_free(be[i], bx), be[i]->ops->buf_free(be[i], bc);
-            be[i]->ops->buf_free(be[i], bp), be[i]->ops->buf_free(be[i], by);
+            cdb_k_buf_free(be[i], bx), cdb_k_buf_free(be[i], bc);
+            cdb_k_buf_free(be[i], bp), cdb_k_buf_free(be[i], by);
         }
         /* im2col writes fp16 (a GEMM operand); avgpool and ReLU keep fp32 here */
         CHECK_MSG(nmse(o[0][0], o[1][0], ncol) < 1e-6, "im2col case %zu: nmse %g", t,
@@ -584,17 +580,17 @@ CDB_TEST(be_resnet_ops) {
             cdb_k_buf *bx = up(be[i], x, (size_t)B * HW * W), *bp = wup(be[i], pos, (size_t)S * W,
                                                                           CDB_K_W_EMBED);
             cdb_k_buf *bq = up(be[i], q, nq), *bkv = up(be[i], kv, nkv), *bt = NULL, *bo = NULL;
-            CHECK(bx && bp && bq && bkv && be[i]->ops->buf_alloc(be[i], ntok, &bt) == CDB_OK &&
-                  be[i]->ops->buf_alloc(be[i], nq, &bo) == CDB_OK);
-            CHECK_OK(be[i]->ops->pool_tokens(be[i], bx, bp, B, HW, W, bt));
-            CHECK_OK(be[i]->ops->attention_q(be[i], bq, bkv, bo, B, NQ, S, H, W / H));
+            CHECK(bx && bp && bq && bkv && cdb_k_buf_alloc(be[i], ntok, &bt) == CDB_OK &&
+                  cdb_k_buf_alloc(be[i], nq, &bo) == CDB_OK);
+            CHECK_OK(cdb_k_prepend_mean_add(be[i], bx, bp, B, HW, W, bt));
+            CHECK_OK(cdb_k_attention_q(be[i], bq, bkv, bo, B, NQ, S, H, W / H));
             o[i][0] = down(be[i], bt, ntok);
             o[i][1] = down(be[i], bo, nq);
-            be[i]->ops->buf_free(be[i], bx), be[i]->ops->buf_free(be[i], bp);
-            be[i]->ops->buf_free(be[i], bq), be[i]->ops->buf_free(be[i], bkv);
-            be[i]->ops->buf_free(be[i], bt), be[i]->ops->buf_free(be[i], bo);
+            cdb_k_buf_free(be[i], bx), cdb_k_buf_free(be[i], bp);
+            cdb_k_buf_free(be[i], bq), cdb_k_buf_free(be[i], bkv);
+            cdb_k_buf_free(be[i], bt), cdb_k_buf_free(be[i], bo);
         }
-        CHECK_MSG(nmse(o[0][0], o[1][0], ntok) < 1e-12, "pool_tokens case %zu: nmse %g", t,
+        CHECK_MSG(nmse(o[0][0], o[1][0], ntok) < 1e-12, "prepend_mean_add case %zu: nmse %g", t,
                   nmse(o[0][0], o[1][0], ntok));
         CHECK_MSG(nmse(o[0][1], o[1][1], nq) < 2e-5, "attention_q case %zu: nmse %g", t,
                   nmse(o[0][1], o[1][1], nq));
@@ -627,7 +623,7 @@ CDB_TEST(encoder_resnet_fixtures_cpu_vs_gpu) {
         snprintf(path, sizeof path, "%s/tests/golden/models/%s", src_dir(), fx[mi].model);
         for (int i = 0; i < 2; i++) {
             cdb_model_params mp = cdb_model_params_default();
-            mp.device = i == 0 ? CDB_DEVICE_CUDA : CDB_DEVICE_CPU;
+            mp.device.kind = i == 0 ? CDB_K_DEVICE_CUDA : CDB_K_DEVICE_CPU;
             CHECK_OK(cdb_model_open(path, &mp, &m[i]));
         }
         E = cdb_model_get_info(m[1])->embed_dim;
@@ -658,93 +654,8 @@ CDB_TEST(encoder_resnet_fixtures_cpu_vs_gpu) {
     free(tokens);
 }
 
-/* ---- preprocessing ----------------------------------------------------------------- */
-
-static uint8_t *rand_image(int w, int h, uint64_t seed) {
-    uint8_t *img = malloc((size_t)w * h * 3);
-    uint64_t s = seed | 1;
-    for (size_t i = 0; i < (size_t)w * h * 3; i++) {
-        /* smooth + noise, so both the filter and the clipping are exercised */
-        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-        img[i] = (uint8_t)(((i / 3) % (size_t)w * 255 / (size_t)w + (s >> 58) * 4) & 0xff);
-        if ((s >> 20) % 97 == 0) img[i] = (s >> 30) & 1 ? 255 : 0; /* hard edges: overshoot */
-    }
-    return img;
-}
-
-static const int g_dims[][2] = {{640, 480}, {480, 640}, {224, 224}, {225, 224}, {223, 301},
-                                {31, 17},   {600, 13},  {13, 600}, {1, 1},     {4032, 3024}};
-
-CDB_TEST(gpu_preprocess_matches_cpu) {
-    cdb_preprocess_params pp = cdb_preprocess_params_default();
-    int n = (int)(sizeof g_dims / sizeof g_dims[0]), size = pp.size;
-    cdb_k_backend *be = NULL;
-    cdb_k_cuda_ingest *ing = NULL;
-    cdb_k_image_u8 imgs[16];
-    uint8_t *rgb[16];
-    cdb_k_buf *pix = NULL;
-    float *gpu, *cpu = malloc((size_t)3 * size * size * 4);
-    size_t plane = (size_t)3 * size * size;
-    NEED_GPU();
-    CHECK_OK(cdb_k_backend_cuda_new(0, &be));
-    CHECK_OK(cdb_k_cuda_ingest_new(be, size, pp.mean, pp.std, n, 0, &ing));
-    CHECK_OK(be->ops->buf_alloc(be, (size_t)n * plane, &pix));
-    for (int i = 0; i < n; i++) {
-        rgb[i] = rand_image(g_dims[i][0], g_dims[i][1], 1000 + i);
-        imgs[i].rgb = rgb[i], imgs[i].width = g_dims[i][0], imgs[i].height = g_dims[i][1];
-    }
-    /* twice: the second call reuses the other slot, the third the first one */
-    for (int rep = 0; rep < 3; rep++) CHECK_OK(cdb_k_cuda_ingest_preprocess(ing, imgs, n, pix));
-    gpu = down(be, pix, (size_t)n * plane);
-    for (int i = 0; i < n; i++) {
-        cdb_image img;
-        memset(&img, 0, sizeof img);
-        img.width = imgs[i].width, img.height = imgs[i].height, img.channels = 3, img.bits = 8;
-        img.pixels = rgb[i];
-        CHECK_OK(cdb_image_preprocess(&img, &pp, cpu, NULL));
-        for (size_t q = 0; q < plane; q++)
-            CHECK_MSG(fabsf(gpu[(size_t)i * plane + q] - cpu[q]) <= 1e-6f * (1 + fabsf(cpu[q])),
-                      "image %d (%dx%d) element %zu: gpu %.8g cpu %.8g", i, img.width, img.height,
-                      q, gpu[(size_t)i * plane + q], cpu[q]);
-    }
-    /* too large: refused before any work */
-    {
-        cdb_k_cuda_ingest *small = NULL;
-        CHECK_OK(cdb_k_cuda_ingest_new(be, size, pp.mean, pp.std, 2, 1000, &small));
-        CHECK_RC(cdb_k_cuda_ingest_preprocess(small, imgs, 1, pix), CDB_TOO_LARGE);
-        cdb_k_cuda_ingest_free(small);
-    }
-    for (int i = 0; i < n; i++) free(rgb[i]);
-    free(gpu), free(cpu);
-    be->ops->buf_free(be, pix);
-    cdb_k_cuda_ingest_free(ing);
-    cdb_k_backend_free(be);
-}
-
-CDB_TEST(gpu_im2col_matches_host_unfold) {
-    int n = 3, size = 224, P = 32, G = 7, K = 3 * P * P;
-    size_t npix = (size_t)n * 3 * size * size, ncol = (size_t)n * G * G * K;
-    float *pix = rand_vec(npix, 2), *ref = malloc(ncol * 4), *got;
-    cdb_k_backend *be = NULL;
-    cdb_k_buf *bp = NULL, *bc = NULL;
-    NEED_GPU();
-    gv_unfold(GV_B32, pix, n, ref);
-    round_f16(ref, ncol);
-    CHECK_OK(cdb_k_backend_cuda_new(0, &be));
-    bp = up(be, pix, npix);
-    CHECK(bp != NULL);
-    CHECK_OK(be->ops->buf_alloc(be, ncol, &bc));
-    CHECK_OK(cdb_k_cuda_im2col(be, bp, n, size, P, bc));
-    got = down(be, bc, ncol);
-    CHECK(memcmp(got, ref, ncol * 4) == 0);
-    free(got), free(pix), free(ref);
-    be->ops->buf_free(be, bp), be->ops->buf_free(be, bc);
-    cdb_k_backend_free(be);
-}
-
 CDB_TEST_MAIN(k_fp16_conversion_bit_exact,
               k_gemm_odd_shapes, k_l2norm_rows, be_gemm_act_accumulate, be_layernorm_act_add,
               be_attention_odd, be_embed_gather, be_oom_is_nomem_not_abort,
-              gpu_preprocess_matches_cpu, gpu_im2col_matches_host_unfold,
               vit_b32_random_weights_cpu_vs_gpu, encoder_fixtures_cpu_vs_gpu, be_resnet_ops,
               encoder_resnet_fixtures_cpu_vs_gpu)

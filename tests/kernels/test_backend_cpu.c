@@ -47,13 +47,13 @@ static void pair_free(pair *p) {
 }
 static cdb_k_buf *up(cdb_k_backend *be, const float *v, size_t n) {
     cdb_k_buf *b = NULL;
-    if (be->ops->buf_alloc(be, n, &b) != CDB_OK) return NULL;
-    be->ops->buf_upload(be, b, 0, v, n);
+    if (cdb_k_buf_alloc(be, n, &b) != CDB_OK) return NULL;
+    cdb_k_buf_upload(be, b, 0, v, n);
     return b;
 }
 static float *down(cdb_k_backend *be, const cdb_k_buf *b, size_t n) {
     float *v = malloc(n * sizeof(float));
-    be->ops->buf_download(be, b, 0, v, n);
+    cdb_k_buf_download(be, b, 0, v, n);
     return v;
 }
 
@@ -77,15 +77,15 @@ CDB_TEST(gemm_odd_shapes) {
                         cdb_k_backend *be = p.be[i];
                         cdb_k_buf *bx = up(be, x, (size_t)m * k), *bw = NULL, *bb = NULL,
                                   *by = up(be, y0, (size_t)m * n);
-                        CHECK_OK(be->ops->weight_upload(be, w, CDB_K_F32, (size_t)n * k,
-                                                        CDB_K_W_MATRIX, 0, &bw));
-                        CHECK_OK(be->ops->weight_upload(be, bias, CDB_K_F32, n, CDB_K_W_PARAM, 0,
-                                                        &bb));
-                        CHECK_OK(be->ops->gemm(be, bx, bw, hasb ? bb : NULL, by, m, n, k,
-                                               (cdb_k_act)act, acc));
+                        CHECK_OK(cdb_k_weight_upload(be, w, CDB_K_F32, (size_t)n * k,
+                                                     CDB_K_W_MATRIX, 0, &bw));
+                        CHECK_OK(cdb_k_weight_upload(be, bias, CDB_K_F32, n, CDB_K_W_PARAM, 0,
+                                                     &bb));
+                        CHECK_OK(cdb_k_gemm(be, bx, bw, hasb ? bb : NULL, by, m, n, k,
+                                            (cdb_k_act)act, acc));
                         r[i] = down(be, by, (size_t)m * n);
-                        be->ops->buf_free(be, bx), be->ops->buf_free(be, bw);
-                        be->ops->buf_free(be, bb), be->ops->buf_free(be, by);
+                        cdb_k_buf_free(be, bx), cdb_k_buf_free(be, bw);
+                        cdb_k_buf_free(be, bb), cdb_k_buf_free(be, by);
                     }
                     double e = nmse(r[0], r[1], (size_t)m * n);
                     free(x), free(w), free(bias), free(y0), free(r[0]), free(r[1]);
@@ -109,17 +109,17 @@ CDB_TEST(layernorm_act_add) {
             cdb_k_backend *be = p.be[i];
             cdb_k_buf *bx = up(be, x, mn), *bg = up(be, g, n), *bb = up(be, b, n),
                       *by = up(be, x2, mn), *bz = up(be, x, mn);
-            CHECK_OK(be->ops->layernorm(be, bx, bg, bb, by, m, n, 1e-5f));
+            CHECK_OK(cdb_k_layernorm(be, bx, bg, bb, by, m, n, 1e-5f));
             r[i][0] = down(be, by, mn);
-            CHECK_OK(be->ops->layernorm(be, bz, bg, bb, bz, m, n, 1e-5f)); /* in place */
+            CHECK_OK(cdb_k_layernorm(be, bz, bg, bb, bz, m, n, 1e-5f)); /* in place */
             r[i][1] = down(be, bz, mn);
-            CHECK_OK(be->ops->act(be, bz, mn, CDB_K_ACT_GELU));
+            CHECK_OK(cdb_k_activate(be, bz, mn, CDB_K_ACT_GELU));
             r[i][2] = down(be, bz, mn);
-            CHECK_OK(be->ops->add(be, bz, by, mn));
-            CHECK_OK(be->ops->act(be, bz, mn, CDB_K_ACT_QUICK_GELU));
+            CHECK_OK(cdb_k_add(be, bz, by, mn));
+            CHECK_OK(cdb_k_activate(be, bz, mn, CDB_K_ACT_QUICK_GELU));
             r[i][3] = down(be, bz, mn);
-            be->ops->buf_free(be, bx), be->ops->buf_free(be, bg), be->ops->buf_free(be, bb);
-            be->ops->buf_free(be, by), be->ops->buf_free(be, bz);
+            cdb_k_buf_free(be, bx), cdb_k_buf_free(be, bg), cdb_k_buf_free(be, bb);
+            cdb_k_buf_free(be, by), cdb_k_buf_free(be, bz);
         }
         double e[4];
         for (int t = 0; t < 4; t++) e[t] = nmse(r[0][t], r[1][t], mn);
@@ -145,10 +145,10 @@ CDB_TEST(attention_odd_shapes) {
             for (int i = 0; i < 2; i++) {
                 cdb_k_backend *be = p.be[i];
                 cdb_k_buf *bq = up(be, qkv, nin), *bo = NULL;
-                CHECK_OK(be->ops->buf_alloc(be, nout, &bo));
-                CHECK_OK(be->ops->attention(be, bq, bo, B, S, H, hd, causal));
+                CHECK_OK(cdb_k_buf_alloc(be, nout, &bo));
+                CHECK_OK(cdb_k_attention(be, bq, bo, B, S, H, hd, causal));
                 r[i] = down(be, bo, nout);
-                be->ops->buf_free(be, bq), be->ops->buf_free(be, bo);
+                cdb_k_buf_free(be, bq), cdb_k_buf_free(be, bo);
             }
             double e = nmse(r[0], r[1], nout);
             /* causal: query 0 sees only key 0, so its output is exactly v_0 */
@@ -177,29 +177,29 @@ CDB_TEST(embed_and_gather) {
         cdb_k_backend *be = p.be[i];
         cdb_k_buf *bt = NULL, *bp = NULL, *bc = NULL, *bpa = up(be, patches, (size_t)B * N * W);
         cdb_k_buf *o1 = NULL, *o2 = NULL, *o3 = NULL;
-        CHECK_OK(be->ops->weight_upload(be, table, CDB_K_F32, (size_t)V * W, CDB_K_W_EMBED,
-                                        CDB_K_UPLOAD_BORROW, &bt));
-        CHECK_OK(be->ops->weight_upload(be, pos, CDB_K_F32, (size_t)(N + 1) * W, CDB_K_W_EMBED,
-                                        0, &bp));
-        CHECK_OK(be->ops->weight_upload(be, cls, CDB_K_F32, W, CDB_K_W_EMBED, 0, &bc));
-        CHECK_OK(be->ops->buf_alloc(be, (size_t)14 * W, &o1));
-        CHECK_OK(be->ops->buf_alloc(be, (size_t)B * (N + 1) * W, &o2));
-        CHECK_OK(be->ops->buf_alloc(be, (size_t)4 * W, &o3));
-        CHECK_OK(be->ops->embed_tokens(be, bt, bp, ids, 14, S, W, o1));
-        CHECK_OK(be->ops->embed_patches(be, bpa, bc, bp, B, N, W, o2));
-        CHECK_OK(be->ops->gather_rows(be, o1, rows, 4, W, o3));
+        CHECK_OK(cdb_k_weight_upload(be, table, CDB_K_F32, (size_t)V * W, CDB_K_W_EMBED,
+                                     CDB_K_UPLOAD_BORROW, &bt));
+        CHECK_OK(cdb_k_weight_upload(be, pos, CDB_K_F32, (size_t)(N + 1) * W, CDB_K_W_EMBED,
+                                     0, &bp));
+        CHECK_OK(cdb_k_weight_upload(be, cls, CDB_K_F32, W, CDB_K_W_EMBED, 0, &bc));
+        CHECK_OK(cdb_k_buf_alloc(be, (size_t)14 * W, &o1));
+        CHECK_OK(cdb_k_buf_alloc(be, (size_t)B * (N + 1) * W, &o2));
+        CHECK_OK(cdb_k_buf_alloc(be, (size_t)4 * W, &o3));
+        CHECK_OK(cdb_k_lookup_add(be, bt, bp, ids, 14, S, W, o1));
+        CHECK_OK(cdb_k_prepend_add(be, bpa, bc, bp, B, N, W, o2));
+        CHECK_OK(cdb_k_gather_rows(be, o1, rows, 4, W, o3));
         /* errors: out-of-range ids and rows are refused */
         int32_t bad = V;
-        CHECK_RC(be->ops->embed_tokens(be, bt, bp, &bad, 1, S, W, o1), CDB_INVALID);
+        CHECK_RC(cdb_k_lookup_add(be, bt, bp, &bad, 1, S, W, o1), CDB_INVALID);
         bad = 14;
-        CHECK_RC(be->ops->gather_rows(be, o1, &bad, 1, W, o3), CDB_INVALID);
-        CHECK_RC(be->ops->gemm(be, o1, bt, NULL, o3, 14, V, W, CDB_K_ACT_NONE, 0), CDB_INVALID);
+        CHECK_RC(cdb_k_gather_rows(be, o1, &bad, 1, W, o3), CDB_INVALID);
+        CHECK_RC(cdb_k_gemm(be, o1, bt, NULL, o3, 14, V, W, CDB_K_ACT_NONE, 0), CDB_INVALID);
         r[i][0] = down(be, o1, (size_t)14 * W);
         r[i][1] = down(be, o2, (size_t)B * (N + 1) * W);
         r[i][2] = down(be, o3, (size_t)4 * W);
-        be->ops->buf_free(be, bt), be->ops->buf_free(be, bp), be->ops->buf_free(be, bc);
-        be->ops->buf_free(be, bpa), be->ops->buf_free(be, o1), be->ops->buf_free(be, o2);
-        be->ops->buf_free(be, o3);
+        cdb_k_buf_free(be, bt), cdb_k_buf_free(be, bp), cdb_k_buf_free(be, bc);
+        cdb_k_buf_free(be, bpa), cdb_k_buf_free(be, o1), cdb_k_buf_free(be, o2);
+        cdb_k_buf_free(be, o3);
     }
     CHECK(memcmp(r[0][0], r[1][0], (size_t)14 * W * 4) == 0);
     CHECK(memcmp(r[0][1], r[1][1], (size_t)B * (N + 1) * W * 4) == 0);
@@ -227,22 +227,22 @@ CDB_TEST(weight_dtypes) {
     float f3[3] = {1.5f, -2.25f, 1e-30f}, got[5];
     cdb_k_buf *b = NULL;
     CHECK_OK(cdb_k_backend_cpu_new(1, &be));
-    CHECK_OK(be->ops->weight_upload(be, h, CDB_K_F16, 5, CDB_K_W_MATRIX, 0, &b));
-    CHECK_OK(be->ops->buf_download(be, b, 0, got, 5));
+    CHECK_OK(cdb_k_weight_upload(be, h, CDB_K_F16, 5, CDB_K_W_MATRIX, 0, &b));
+    CHECK_OK(cdb_k_buf_download(be, b, 0, got, 5));
     for (int i = 0; i < 5; i++) CHECK_NEAR(got[i], want_h[i], 0);
-    be->ops->buf_free(be, b);
-    CHECK_OK(be->ops->weight_upload(be, bf, CDB_K_BF16, 4, CDB_K_W_MATRIX, 0, &b));
-    CHECK_OK(be->ops->buf_download(be, b, 0, got, 4));
+    cdb_k_buf_free(be, b);
+    CHECK_OK(cdb_k_weight_upload(be, bf, CDB_K_BF16, 4, CDB_K_W_MATRIX, 0, &b));
+    CHECK_OK(cdb_k_buf_download(be, b, 0, got, 4));
     for (int i = 0; i < 4; i++) CHECK_NEAR(got[i], want_bf[i], 0);
-    be->ops->buf_free(be, b);
+    cdb_k_buf_free(be, b);
     memcpy(raw + 1, f3, sizeof f3);
-    CHECK_OK(be->ops->weight_upload(be, raw + 1, CDB_K_F32, 3, CDB_K_W_MATRIX,
-                                    CDB_K_UPLOAD_BORROW, &b));
-    CHECK_OK(be->ops->buf_download(be, b, 0, got, 3));
+    CHECK_OK(cdb_k_weight_upload(be, raw + 1, CDB_K_F32, 3, CDB_K_W_MATRIX,
+                                 CDB_K_UPLOAD_BORROW, &b));
+    CHECK_OK(cdb_k_buf_download(be, b, 0, got, 3));
     for (int i = 0; i < 3; i++) CHECK_NEAR(got[i], f3[i], 0);
-    CHECK_RC(be->ops->buf_download(be, b, 2, got, 2), CDB_INVALID);
-    be->ops->buf_free(be, b);
-    CHECK_RC(be->ops->weight_upload(be, f3, (cdb_k_dtype)9, 3, CDB_K_W_MATRIX, 0, &b), CDB_INVALID);
+    CHECK_RC(cdb_k_buf_download(be, b, 2, got, 2), CDB_INVALID);
+    cdb_k_buf_free(be, b);
+    CHECK_RC(cdb_k_weight_upload(be, f3, (cdb_k_dtype)9, 3, CDB_K_W_MATRIX, 0, &b), CDB_INVALID);
     cdb_k_backend_free(be);
     cdb_k_backend_free(NULL);
 }

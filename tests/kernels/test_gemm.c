@@ -158,8 +158,8 @@ CDB_TEST(gemm_rows_invariant_to_batch_and_threads) {
 
 static cdb_k_buf *up(cdb_k_backend *be, const float *v, size_t n) {
     cdb_k_buf *b = NULL;
-    if (be->ops->buf_alloc(be, n, &b) != CDB_OK) return NULL;
-    be->ops->buf_upload(be, b, 0, v, n);
+    if (cdb_k_buf_alloc(be, n, &b) != CDB_OK) return NULL;
+    cdb_k_buf_upload(be, b, 0, v, n);
     return b;
 }
 
@@ -175,42 +175,42 @@ CDB_TEST(packed_and_plain_weights_agree) {
     printf("     gemm path: %s\n", cdb_k_cpu_gemm_path());
     bx = up(be, x, (size_t)m * k);
     size_t before = cdb_k_cpu_packed_bytes();
-    CHECK_OK(be->ops->matrix_upload(be, w, CDB_K_F32, n, k, CDB_K_UPLOAD_BORROW, &bp));
+    CHECK_OK(cdb_k_matrix_upload(be, w, CDB_K_F32, n, k, CDB_K_UPLOAD_BORROW, &bp));
     CHECK(cdb_k_cpu_packed_bytes() - before >= (size_t)n * k * 4);
-    CHECK_OK(be->ops->weight_upload(be, w, CDB_K_F32, (size_t)n * k, CDB_K_W_MATRIX, 0, &bw));
-    CHECK_OK(be->ops->weight_upload(be, bias, CDB_K_F32, n, CDB_K_W_PARAM, 0, &bb));
-    CHECK_OK(be->ops->buf_alloc(be, (size_t)m * n, &by1));
-    CHECK_OK(be->ops->buf_alloc(be, (size_t)m * n, &by2));
-    CHECK_OK(be->ops->gemm(be, bx, bp, bb, by1, m, n, k, CDB_K_ACT_QUICK_GELU, 0));
-    CHECK_OK(be->ops->gemm(be, bx, bw, bb, by2, m, n, k, CDB_K_ACT_QUICK_GELU, 0));
-    CHECK_OK(be->ops->buf_download(be, by1, 0, r1, (size_t)m * n));
-    CHECK_OK(be->ops->buf_download(be, by2, 0, r2, (size_t)m * n));
+    CHECK_OK(cdb_k_weight_upload(be, w, CDB_K_F32, (size_t)n * k, CDB_K_W_MATRIX, 0, &bw));
+    CHECK_OK(cdb_k_weight_upload(be, bias, CDB_K_F32, n, CDB_K_W_PARAM, 0, &bb));
+    CHECK_OK(cdb_k_buf_alloc(be, (size_t)m * n, &by1));
+    CHECK_OK(cdb_k_buf_alloc(be, (size_t)m * n, &by2));
+    CHECK_OK(cdb_k_gemm(be, bx, bp, bb, by1, m, n, k, CDB_K_ACT_QUICK_GELU, 0));
+    CHECK_OK(cdb_k_gemm(be, bx, bw, bb, by2, m, n, k, CDB_K_ACT_QUICK_GELU, 0));
+    CHECK_OK(cdb_k_buf_download(be, by1, 0, r1, (size_t)m * n));
+    CHECK_OK(cdb_k_buf_download(be, by2, 0, r2, (size_t)m * n));
     CHECK(memcmp(r1, r2, (size_t)m * n * 4) == 0);
     /* a packed matrix reads back row-major, exactly, from any offset */
-    CHECK_OK(be->ops->buf_download(be, bp, 0, back, (size_t)n * k));
+    CHECK_OK(cdb_k_buf_download(be, bp, 0, back, (size_t)n * k));
     CHECK(memcmp(back, w, (size_t)n * k * 4) == 0);
-    CHECK_OK(be->ops->buf_download(be, bp, 7 * k + 3, back, 5));
+    CHECK_OK(cdb_k_buf_download(be, bp, 7 * k + 3, back, 5));
     CHECK(memcmp(back, w + 7 * k + 3, 5 * 4) == 0);
     /* F16 widened at pack time == F16 widened by hand */
     cdb_k_f32_to_f16(w, h, (size_t)n * k);
     cdb_k_f16_to_f32(h, wf16, (size_t)n * k);
-    CHECK_OK(be->ops->matrix_upload(be, h, CDB_K_F16, n, k, 0, &bh));
-    CHECK_OK(be->ops->buf_download(be, bh, 0, back, (size_t)n * k));
+    CHECK_OK(cdb_k_matrix_upload(be, h, CDB_K_F16, n, k, 0, &bh));
+    CHECK_OK(cdb_k_buf_download(be, bh, 0, back, (size_t)n * k));
     CHECK(memcmp(back, wf16, (size_t)n * k * 4) == 0);
     /* shape and misuse errors */
-    CHECK_RC(be->ops->gemm(be, bx, bp, NULL, by1, m, n, k - 1, CDB_K_ACT_NONE, 0), CDB_INVALID);
-    CHECK_RC(be->ops->gemm(be, bx, bp, NULL, by1, m, n + 1, k, CDB_K_ACT_NONE, 0), CDB_INVALID);
-    CHECK_RC(be->ops->layernorm(be, bp, bb, bb, by1, 1, n, 1e-5f), CDB_INVALID);
-    CHECK_RC(be->ops->buf_upload(be, bp, 0, x, 4), CDB_INVALID);
+    CHECK_RC(cdb_k_gemm(be, bx, bp, NULL, by1, m, n, k - 1, CDB_K_ACT_NONE, 0), CDB_INVALID);
+    CHECK_RC(cdb_k_gemm(be, bx, bp, NULL, by1, m, n + 1, k, CDB_K_ACT_NONE, 0), CDB_INVALID);
+    CHECK_RC(cdb_k_layernorm(be, bp, bb, bb, by1, 1, n, 1e-5f), CDB_INVALID);
+    CHECK_RC(cdb_k_buf_upload(be, bp, 0, x, 4), CDB_INVALID);
     {
         cdb_k_buf *bad = NULL;
-        CHECK_RC(be->ops->matrix_upload(be, w, CDB_K_F32, 0, k, 0, &bad), CDB_INVALID);
+        CHECK_RC(cdb_k_matrix_upload(be, w, CDB_K_F32, 0, k, 0, &bad), CDB_INVALID);
         CHECK(bad == NULL);
     }
-    be->ops->buf_free(be, bx), be->ops->buf_free(be, bp), be->ops->buf_free(be, bw);
-    be->ops->buf_free(be, bb), be->ops->buf_free(be, by1), be->ops->buf_free(be, by2);
+    cdb_k_buf_free(be, bx), cdb_k_buf_free(be, bp), cdb_k_buf_free(be, bw);
+    cdb_k_buf_free(be, bb), cdb_k_buf_free(be, by1), cdb_k_buf_free(be, by2);
     CHECK(cdb_k_cpu_packed_bytes() >= before); /* bh is still held */
-    be->ops->buf_free(be, bh);
+    cdb_k_buf_free(be, bh);
     free(x), free(w), free(bias), free(r1), free(r2), free(back), free(wf16), free(h);
     cdb_k_backend_free(be);
 }
@@ -223,14 +223,14 @@ static float *attn(int t, const float *qkv, int batch, int seq, int H, int hd, i
     cdb_k_buf *bq, *bo = NULL;
     if (cdb_k_backend_cpu_new(t, &be) != CDB_OK) return NULL;
     bq = up(be, qkv, nin);
-    be->ops->buf_alloc(be, nout, &bo);
-    if (be->ops->attention(be, bq, bo, batch, seq, H, hd, causal) != CDB_OK) {
+    cdb_k_buf_alloc(be, nout, &bo);
+    if (cdb_k_attention(be, bq, bo, batch, seq, H, hd, causal) != CDB_OK) {
         free(o);
         o = NULL;
     } else {
-        be->ops->buf_download(be, bo, 0, o, nout);
+        cdb_k_buf_download(be, bo, 0, o, nout);
     }
-    be->ops->buf_free(be, bq), be->ops->buf_free(be, bo);
+    cdb_k_buf_free(be, bq), cdb_k_buf_free(be, bo);
     cdb_k_backend_free(be);
     return o;
 }

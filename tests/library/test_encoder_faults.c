@@ -72,7 +72,7 @@ static cdb_status ingest(const char *db_dir, const char *lib, fault_plan *plan,
     cdb_status rc;
     if (!r) return CDB_NOMEM;
     ep.writer = 1;
-    ep.device = CDB_ENGINE_DEVICE_CPU;
+    ep.device.kind = CDB_K_DEVICE_CPU;
     rp.batch = BATCH;
     rp.threads = 2;
     rp.encode = plan ? faulty_encode : NULL;

@@ -107,7 +107,7 @@ CDB_TEST(default_model_matches_pytorch) {
     if (gl == 0) CDB_SKIP("no fixture %s", GOLDEN);
     CHECK_MSG(gl == 1, "fixture %s is corrupt", GOLDEN);
     cdb_model_params mp = cdb_model_params_default();
-    mp.device = CDB_DEVICE_CPU;
+    mp.device.kind = CDB_K_DEVICE_CPU;
     CHECK_OK(cdb_model_open(MODEL_DIR, &mp, &m));
     const cdb_model_info *info = cdb_model_get_info(m);
     CHECK_EQ_INT(info->embed_dim, g.dim);

@@ -1,0 +1,147 @@
+/*
+** backend.c: the public face of the BACKEND interface (kernels.h): the factory that
+** picks a backend for a device, and the cdb_k_* functions, each a NULL check and a call through
+** the backend's vtable (backend_impl.h). The backends validate their own
+** arguments.
+*/
+#include <string.h>
+
+#include "kernels/backend_impl.h"
+
+/* The vtable call, or CDB_INVALID when there is no backend. */
+#define VCALL(be, slot, ...)                                                       \
+    ((be) ? (be)->ops->slot((be), __VA_ARGS__)                                     \
+          : cdb_seterr(CDB_INVALID, "%s: no backend (NULL)", __func__))
+
+/* ---- construction ------------------------------------------------------------ */
+
+cdb_k_backend_params cdb_k_backend_params_default(void) {
+    cdb_k_backend_params p;
+    memset(&p, 0, sizeof p);
+    p.device.kind = CDB_K_DEVICE_AUTO;
+    return p;
+}
+
+cdb_status cdb_k_backend_new(const cdb_k_backend_params *p, cdb_k_backend **out) {
+    cdb_k_backend_params d = p ? *p : cdb_k_backend_params_default();
+    cdb_k_device dev;
+    cdb_status rc;
+    *out = NULL;
+    if ((rc = cdb_k_device_resolve(d.device, &dev)) != CDB_OK) return rc;
+    /* kernels/cuda/ always provides the constructor (a stub that says why without
+    ** CUDA), so this file needs no #ifdef. */
+    if (dev.kind == CDB_K_DEVICE_CUDA) {
+        rc = cdb_k_backend_cuda_new(dev.index, out);
+        if (rc == CDB_OK || d.device.kind == CDB_K_DEVICE_CUDA) return rc;
+        CDB_LOG_WARN("cuda:%d unusable (%s); using the CPU", dev.index, cdb_errmsg());
+        cdb_clearerr();
+    } else if (d.device.kind == CDB_K_DEVICE_AUTO && cdb_k_cuda_device_count() > 0) {
+        CDB_LOG_WARN("a CUDA device is present but unusable (%s); using the CPU",
+                     cdb_k_cuda_unusable_reason());
+    }
+    return cdb_k_backend_cpu_new(d.n_threads, out);
+}
+
+void cdb_k_backend_free(cdb_k_backend *be) {
+    if (be) be->ops->destroy(be);
+}
+
+/* ---- buffers ------------------------------------------------------------------- */
+
+cdb_status cdb_k_buf_alloc(cdb_k_backend *be, size_t n, cdb_k_buf **out) {
+    if (out) *out = NULL;
+    return VCALL(be, buf_alloc, n, out);
+}
+
+void cdb_k_buf_free(cdb_k_backend *be, cdb_k_buf *b) {
+    if (be && b) be->ops->buf_free(be, b);
+}
+
+cdb_status cdb_k_weight_upload(cdb_k_backend *be, const void *src, cdb_k_dtype dt, size_t n,
+                               cdb_k_wrole role, int flags, cdb_k_buf **out) {
+    if (out) *out = NULL;
+    return VCALL(be, weight_upload, src, dt, n, role, flags, out);
+}
+
+cdb_status cdb_k_matrix_upload(cdb_k_backend *be, const void *src, cdb_k_dtype dt, int rows,
+                               int cols, int flags, cdb_k_buf **out) {
+    if (out) *out = NULL;
+    return VCALL(be, matrix_upload, src, dt, rows, cols, flags, out);
+}
+
+cdb_status cdb_k_buf_upload(cdb_k_backend *be, cdb_k_buf *dst, size_t off, const float *src,
+                            size_t n) {
+    return VCALL(be, buf_upload, dst, off, src, n);
+}
+
+cdb_status cdb_k_buf_download(cdb_k_backend *be, const cdb_k_buf *src, size_t off, float *dst,
+                              size_t n) {
+    return VCALL(be, buf_download, src, off, dst, n);
+}
+
+/* ---- ops --------------------------------------------------------------------------- */
+
+cdb_status cdb_k_gemm(cdb_k_backend *be, const cdb_k_buf *x, const cdb_k_buf *w,
+                      const cdb_k_buf *bias, cdb_k_buf *y, int m, int n, int k, cdb_k_act act,
+                      int accumulate) {
+    return VCALL(be, gemm, x, w, bias, y, m, n, k, act, accumulate);
+}
+
+cdb_status cdb_k_layernorm(cdb_k_backend *be, const cdb_k_buf *x, const cdb_k_buf *gamma,
+                           const cdb_k_buf *beta, cdb_k_buf *y, int m, int n, float eps) {
+    return VCALL(be, layernorm, x, gamma, beta, y, m, n, eps);
+}
+
+cdb_status cdb_k_activate(cdb_k_backend *be, cdb_k_buf *x, size_t n, cdb_k_act act) {
+    return VCALL(be, act, x, n, act);
+}
+
+cdb_status cdb_k_add(cdb_k_backend *be, cdb_k_buf *y, const cdb_k_buf *x, size_t n) {
+    return VCALL(be, add, y, x, n);
+}
+
+cdb_status cdb_k_attention(cdb_k_backend *be, const cdb_k_buf *qkv, cdb_k_buf *out, int batch,
+                           int seq, int heads, int head_dim, int causal) {
+    return VCALL(be, attention, qkv, out, batch, seq, heads, head_dim, causal);
+}
+
+cdb_status cdb_k_attention_q(cdb_k_backend *be, const cdb_k_buf *q, const cdb_k_buf *kv,
+                             cdb_k_buf *out, int batch, int n_q, int seq, int heads,
+                             int head_dim) {
+    return VCALL(be, attention_q, q, kv, out, batch, n_q, seq, heads, head_dim);
+}
+
+cdb_status cdb_k_lookup_add(cdb_k_backend *be, const cdb_k_buf *table, const cdb_k_buf *pos,
+                            const int32_t *ids, int n_rows, int period, int width,
+                            cdb_k_buf *out) {
+    return VCALL(be, lookup_add, table, pos, ids, n_rows, period, width, out);
+}
+
+cdb_status cdb_k_prepend_add(cdb_k_backend *be, const cdb_k_buf *x, const cdb_k_buf *head,
+                             const cdb_k_buf *pos, int batch, int n, int width, cdb_k_buf *out) {
+    return VCALL(be, prepend_add, x, head, pos, batch, n, width, out);
+}
+
+cdb_status cdb_k_prepend_mean_add(cdb_k_backend *be, const cdb_k_buf *x, const cdb_k_buf *pos,
+                                  int batch, int n, int width, cdb_k_buf *out) {
+    return VCALL(be, prepend_mean_add, x, pos, batch, n, width, out);
+}
+
+cdb_status cdb_k_gather_rows(cdb_k_backend *be, const cdb_k_buf *x, const int32_t *rows, int n,
+                             int width, cdb_k_buf *out) {
+    return VCALL(be, gather_rows, x, rows, n, width, out);
+}
+
+cdb_status cdb_k_sync(cdb_k_backend *be) {
+    return be ? be->ops->sync(be) : cdb_seterr(CDB_INVALID, "cdb_k_sync: no backend (NULL)");
+}
+
+cdb_status cdb_k_im2col(cdb_k_backend *be, const cdb_k_buf *x, int n, int h, int w, int c, int k,
+                        int stride, int pad, cdb_k_buf *cols) {
+    return VCALL(be, im2col, x, n, h, w, c, k, stride, pad, cols);
+}
+
+cdb_status cdb_k_avgpool(cdb_k_backend *be, const cdb_k_buf *x, int n, int h, int w, int c, int s,
+                         cdb_k_buf *out) {
+    return VCALL(be, avgpool, x, n, h, w, c, s, out);
+}

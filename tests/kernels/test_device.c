@@ -1,0 +1,154 @@
+/*
+** test_device.c: clipdb's device names and their resolution (kernels/device.c),
+** which run everywhere (no GPU, no driver, CLIPDB_CUDA=OFF): the spellings
+** cdb_k_device_parse accepts and refuses, cdb_k_device_resolve with the facts
+** injected (backend_impl.h's test seam: 0, 1 or 2 CUDA devices) and for real on this
+** machine, cdb_k_backend_new on an unavailable CUDA device, and the "no device"
+** paths of the CUDA constructor.
+*/
+#include "cdb_test.h"
+#include "kernels/backend_impl.h"
+#include "kernels/kernels.h"
+
+/* ---- names --------------------------------------------------------------------- */
+
+CDB_TEST(device_parse_forms) {
+    static const struct {
+        const char *s;
+        cdb_k_device_kind kind;
+        int index;
+    } ok[] = {{"auto", CDB_K_DEVICE_AUTO, 0},     {"cpu", CDB_K_DEVICE_CPU, 0},
+              {"cuda", CDB_K_DEVICE_CUDA, 0},     {"cuda:0", CDB_K_DEVICE_CUDA, 0},
+              {"cuda:3", CDB_K_DEVICE_CUDA, 3},   {"cuda:12", CDB_K_DEVICE_CUDA, 12},
+              {"cuda:007", CDB_K_DEVICE_CUDA, 7}, {"cuda:999999999", CDB_K_DEVICE_CUDA, 999999999}};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        cdb_k_device d = {CDB_K_DEVICE_CPU, -5};
+        CHECK_MSG(cdb_k_device_parse(ok[i].s, &d) == CDB_OK, "\"%s\": %s", ok[i].s, cdb_errmsg());
+        CHECK_MSG(d.kind == ok[i].kind && d.index == ok[i].index, "\"%s\" -> kind %d index %d",
+                  ok[i].s, (int)d.kind, d.index);
+    }
+}
+
+CDB_TEST(device_parse_rejects) {
+    /* case matters, blanks are not trimmed, N is digits only and at most 9 of them */
+    static const char *bad[] = {"",        "gpu",       "CPU",         "Cpu",       "AUTO",
+                                "CUDA",    "CUDA:0",    " cpu",        "cpu ",      "cpu\n",
+                                "cuda:",   "cuda:-1",   "cuda:+1",     "cuda:1x",   "cuda: 1",
+                                "cuda:1 ", "cuda:0x1",  "cuda:1.0",    "cuda:1:2",  "cuda::1",
+                                "cuda0",   "cuda1",     "cpu:0",       "auto:1",    "cpu0",
+                                "cudax",   "cuda:1234567890",          "cuda:99999999999999999999",
+                                "a-very-long-device-string-that-is-not-a-device"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cdb_k_device d = {CDB_K_DEVICE_CUDA, 9};
+        CHECK_MSG(cdb_k_device_parse(bad[i], &d) == CDB_INVALID, "\"%s\" accepted", bad[i]);
+        CHECK_MSG(strstr(cdb_errmsg(), "auto, cpu, cuda or cuda:N") != NULL,
+                  "message for \"%s\" lacks the accepted forms: %s", bad[i], cdb_errmsg());
+        CHECK_MSG(strstr(cdb_errmsg(), bad[i]) != NULL, "message for \"%s\" does not quote it: %s",
+                  bad[i], cdb_errmsg());
+        CHECK(d.kind == CDB_K_DEVICE_AUTO && d.index == 0); /* *out is reset, never half-set */
+    }
+    {
+        cdb_k_device d;
+        CHECK_RC(cdb_k_device_parse(NULL, &d), CDB_INVALID);
+        CHECK_RC(cdb_k_device_parse("cpu", NULL), CDB_INVALID);
+    }
+}
+
+/* ---- resolution ------------------------------------------------------------------- */
+
+CDB_TEST(device_resolve_injected) {
+    cdb_k_device want = {CDB_K_DEVICE_AUTO, 0}, got;
+    /* auto: cuda:0 when a device is there, else the CPU, never an error */
+    CHECK_OK(cdb_k_device_resolve_with(want, 2, NULL, &got));
+    CHECK_EQ_INT(got.kind, CDB_K_DEVICE_CUDA);
+    CHECK_EQ_INT(got.index, 0);
+    CHECK_OK(cdb_k_device_resolve_with(want, 0, "this clipdb was built without CUDA", &got));
+    CHECK_EQ_INT(got.kind, CDB_K_DEVICE_CPU);
+    /* cpu: always the CPU */
+    want.kind = CDB_K_DEVICE_CPU;
+    CHECK_OK(cdb_k_device_resolve_with(want, 4, NULL, &got));
+    CHECK_EQ_INT(got.kind, CDB_K_DEVICE_CPU);
+    /* cuda:N with no device at all: the reason, as given */
+    want.kind = CDB_K_DEVICE_CUDA;
+    want.index = 0;
+    CHECK_RC(cdb_k_device_resolve_with(want, 0, "this clipdb was built without CUDA", &got),
+             CDB_UNSUPPORTED);
+    CHECK_MSG(strstr(cdb_errmsg(), "cuda:0 is not available: this clipdb was built without CUDA"),
+              "message: %s", cdb_errmsg());
+    CHECK_EQ_INT(got.kind, CDB_K_DEVICE_CPU);
+    want.index = 3;
+    CHECK_RC(cdb_k_device_resolve_with(want, 0, NULL, &got), CDB_UNSUPPORTED);
+    CHECK_MSG(strstr(cdb_errmsg(), "cuda:3 is not available: no usable CUDA device"), "message: %s",
+              cdb_errmsg());
+    /* cuda:N beyond the devices present */
+    want.index = 2;
+    CHECK_RC(cdb_k_device_resolve_with(want, 2, NULL, &got), CDB_UNSUPPORTED);
+    CHECK_MSG(strstr(cdb_errmsg(), "no CUDA device 2: only 2 present (cuda:0 to cuda:1)"),
+              "message: %s", cdb_errmsg());
+    want.index = 1;
+    CHECK_RC(cdb_k_device_resolve_with(want, 1, NULL, &got), CDB_UNSUPPORTED);
+    CHECK_MSG(strstr(cdb_errmsg(), "no CUDA device 1: only 1 present (cuda:0)"), "message: %s",
+              cdb_errmsg());
+    CHECK_OK(cdb_k_device_resolve_with(want, 2, NULL, &got));
+    CHECK_EQ_INT(got.kind, CDB_K_DEVICE_CUDA);
+    CHECK_EQ_INT(got.index, 1);
+    /* nonsense a caller may build by hand */
+    want.index = -1;
+    CHECK_RC(cdb_k_device_resolve_with(want, 2, NULL, &got), CDB_INVALID);
+    want.kind = (cdb_k_device_kind)7;
+    want.index = 0;
+    CHECK_RC(cdb_k_device_resolve_with(want, 2, NULL, &got), CDB_INVALID);
+}
+
+/* On this machine (CI: no GPU) the real probe must answer cleanly either way. */
+CDB_TEST(device_resolve_real) {
+    cdb_k_device want = {CDB_K_DEVICE_AUTO, 0}, got;
+    int n = cdb_k_cuda_device_count();
+    const char *why = cdb_k_cuda_unusable_reason();
+    CHECK(n >= 0);
+    CHECK(why != NULL);
+    CHECK_OK(cdb_k_device_resolve(want, &got));
+    if (n == 0 || *why) {
+        CHECK_EQ_INT(got.kind, CDB_K_DEVICE_CPU);
+        CHECK(*why != 0);
+        want.kind = CDB_K_DEVICE_CUDA;
+        CHECK_RC(cdb_k_device_resolve(want, &got), CDB_UNSUPPORTED);
+        CHECK(strstr(cdb_errmsg(), why) != NULL);
+    } else {
+        CHECK_EQ_INT(got.kind, CDB_K_DEVICE_CUDA);
+    }
+    if (!cdb_k_cuda_built()) {
+        CHECK_EQ_INT(n, 0);
+        CHECK_EQ_STR(why, "this clipdb was built without CUDA");
+    }
+}
+
+/* ---- backends on devices that are not there ------------------------------------------ */
+
+CDB_TEST(no_device_paths) {
+    cdb_k_backend *be = (cdb_k_backend *)1;
+    cdb_k_backend_params p = cdb_k_backend_params_default();
+    if (cdb_k_cuda_device_count() > 0 && !*cdb_k_cuda_unusable_reason())
+        CDB_SKIP("a usable GPU is present; covered by tests/gpu");
+    CHECK_RC(cdb_k_backend_cuda_new(0, &be), CDB_UNSUPPORTED);
+    CHECK(be == NULL);
+    CHECK(strlen(cdb_errmsg()) > 0);
+    CHECK_RC(cdb_k_backend_cuda_new(5, &be), CDB_UNSUPPORTED);
+    /* the factory: cuda:N says why and makes nothing; auto falls back to the CPU */
+    p.device.kind = CDB_K_DEVICE_CUDA;
+    p.device.index = 1;
+    be = (cdb_k_backend *)1;
+    CHECK_RC(cdb_k_backend_new(&p, &be), CDB_UNSUPPORTED);
+    CHECK(be == NULL);
+    CHECK_MSG(strstr(cdb_errmsg(), "cuda:1 is not available: ") &&
+                  strstr(cdb_errmsg(), cdb_k_cuda_unusable_reason()),
+              "message: %s", cdb_errmsg());
+    p.device.kind = CDB_K_DEVICE_AUTO;
+    p.device.index = 0;
+    CHECK_OK(cdb_k_backend_new(&p, &be));
+    CHECK(be != NULL);
+    cdb_k_backend_free(be);
+}
+
+CDB_TEST_MAIN(device_parse_forms, device_parse_rejects, device_resolve_injected,
+              device_resolve_real, no_device_paths)
