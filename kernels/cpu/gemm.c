@@ -137,11 +137,11 @@ typedef struct gemm_job {
 /* One K chunk [k0, k0 + kc) of rows [i0, i0 + mb) x panels [pq, pe) (a quad or the
 ** last panels), ap: the chunk's packed X block. */
 static void chunk_quad(const gemm_job *g, int i0, int mb, int k0, int kc, int pq, int pe,
-                       const float *ap) {
+                       const float *ap, int stream) {
     const int nr = g->K->nr, MR = CDB_GEMM_MR, n_full = mb / MR, rem = mb % MR;
     const size_t ldc = (size_t)g->n;
     int flags = (k0 == 0 ? CDB_GEMM_FIRST : 0) | (g->accumulate ? CDB_GEMM_LOADC : 0) |
-                (k0 + kc == g->k ? CDB_GEMM_LAST : 0);
+                (k0 + kc == g->k ? CDB_GEMM_LAST : 0) | (stream ? CDB_GEMM_STREAM : 0);
     for (int p = pq; p < pe; p++) {
         int j0 = p * nr, nv = g->n - j0 < nr ? g->n - j0 : nr;
         const float *bp = g->w + ((size_t)p * g->k + k0) * nr;
@@ -175,25 +175,36 @@ static void chunk_quad(const gemm_job *g, int i0, int mb, int k0, int kc, int pq
 ** When the X block's every K chunk fits abuf (few rows: a text query), X is packed
 ** once and each quad runs all its chunks in turn (its panels read as 4 sequential
 ** streams from memory); otherwise per chunk, the X block packed for it, all quads. */
-static void work_item(const gemm_job *g, int i0, int mb, int p0, int p1, float *abuf) {
+/* X rows [i0, i0 + mb) packed whole, chunk after chunk, into abuf (rows * k floats). */
+static void pack_x_whole(const gemm_job *g, int i0, int mb, float *abuf) {
+    const int MR = CDB_GEMM_MR, KC = CDB_GEMM_KC;
+    const size_t rows = (size_t)(mb + MR - 1) / MR * MR;
+    for (int k0 = 0; k0 < g->k; k0 += KC) {
+        int kc = g->k - k0 < KC ? g->k - k0 : KC;
+        g->K->pack_a(g->x + (size_t)i0 * g->k + k0, (size_t)g->k, mb, kc, abuf + rows * k0);
+    }
+}
+
+/* xpacked: every row of X packed whole already (pack_x_whole of rows [0, m), shared by
+** the items of a GEMM with one row block), else NULL. */
+static void work_item(const gemm_job *g, int i0, int mb, int p0, int p1, float *abuf,
+                      const float *xpacked) {
     const int MR = CDB_GEMM_MR, KC = CDB_GEMM_KC;
     const size_t rows = (size_t)(mb + MR - 1) / MR * MR;
     if (rows * (size_t)g->k <= (size_t)CDB_GEMM_MC * KC) {
-        for (int k0 = 0; k0 < g->k; k0 += KC) {
-            int kc = g->k - k0 < KC ? g->k - k0 : KC;
-            g->K->pack_a(g->x + (size_t)i0 * g->k + k0, (size_t)g->k, mb, kc, abuf + rows * k0);
-        }
+        if (xpacked) abuf = (float *)xpacked;
+        else pack_x_whole(g, i0, mb, abuf);
         for (int pq = p0; pq < p1; pq += 4)
             for (int k0 = 0; k0 < g->k; k0 += KC)
                 chunk_quad(g, i0, mb, k0, g->k - k0 < KC ? g->k - k0 : KC, pq,
-                           pq + 4 < p1 ? pq + 4 : p1, abuf + rows * k0);
+                           pq + 4 < p1 ? pq + 4 : p1, abuf + rows * k0, 1);
         return;
     }
     for (int k0 = 0; k0 < g->k; k0 += KC) {
         int kc = g->k - k0 < KC ? g->k - k0 : KC;
         g->K->pack_a(g->x + (size_t)i0 * g->k + k0, (size_t)g->k, mb, kc, abuf);
         for (int pq = p0; pq < p1; pq += 4)
-            chunk_quad(g, i0, mb, k0, kc, pq, pq + 4 < p1 ? pq + 4 : p1, abuf);
+            chunk_quad(g, i0, mb, k0, kc, pq, pq + 4 < p1 ? pq + 4 : p1, abuf, 0);
     }
 }
 
@@ -220,10 +231,18 @@ cdb_status cdb_gemm_run(const cdb_gemm_kern *K, const float *x, const float *wpa
     while (nt > 1 && n_mb < 2 * nt && n_mb * n_split < 8 * nt && n_split < n_quads) n_split++;
     n_items = n_mb * n_split;
     if (nt > n_items) nt = n_items;
+    /* One row block split into panel ranges (a text query): X is packed once here for
+    ** all of them, not once per item (the same bytes either way). */
+    float *xpacked = NULL;
+    if (n_mb == 1 && n_split > 1 && (size_t)nmp * MR * (size_t)k <= (size_t)MC * CDB_GEMM_KC) {
+        if (!(xpacked = cdb_k_cpu_alloc_f32((size_t)nmp * MR * (size_t)k)))
+            return cdb_seterr(CDB_NOMEM, "gemm: X block scratch");
+        pack_x_whole(&g, 0, m, xpacked);
+    }
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
-        float *abuf = cdb_k_cpu_alloc_f32((size_t)MC * CDB_GEMM_KC);
-        if (!abuf) {
+        float *abuf = xpacked ? NULL : cdb_k_cpu_alloc_f32((size_t)MC * CDB_GEMM_KC);
+        if (!abuf && !xpacked) {
 #pragma omp atomic write
             fail = 1;
         }
@@ -235,10 +254,12 @@ cdb_status cdb_gemm_run(const cdb_gemm_kern *K, const float *x, const float *wpa
             int p1 = 4 * (int)((long)n_quads * (s + 1) / n_split);
             if (p1 > n_pan) p1 = n_pan;
             if (i1 > m) i1 = m;
-            if (abuf && p1 > p0 && i1 > i0) work_item(&g, i0, i1 - i0, p0, p1, abuf);
+            if ((abuf || xpacked) && p1 > p0 && i1 > i0)
+                work_item(&g, i0, i1 - i0, p0, p1, abuf, xpacked);
         }
         free(abuf);
     }
+    free(xpacked);
     if (fail) return cdb_seterr(CDB_NOMEM, "gemm: X block scratch");
     return CDB_OK;
 }

@@ -44,11 +44,12 @@ static inline float hsum_avx2(__m256 v) {
 ** 16 ymm registers (GCC spilled an accumulator inside its own schedule of the loop).
 ** Per kk, row r: c_r0 += a[r] * b[0..8), c_r1 += a[r] * b[8..16), the order and the
 ** single rounding of _mm256_fmadd_ps. a and b are advanced past the steps run. */
-#define KFN_TILE_KLOOP4(n4, a, b)                                                      \
+#define KFN_TILE_KLOOP4_(n4, a, b, PF)                                                 \
     do {                                                                               \
         int n4_ = (n4);                                                                \
         __asm__ volatile("1:\n\t" \
     "vmovups 0(%[b]), %%ymm13\n\t" \
+    PF(0) \
     "vmovups 32(%[b]), %%ymm14\n\t" \
     "vbroadcastss 0(%[a]), %%ymm15\n\t" \
     "vfmadd231ps %%ymm13, %%ymm15, %[c00]\n\t" \
@@ -69,6 +70,7 @@ static inline float hsum_avx2(__m256 v) {
     "vfmadd231ps %%ymm13, %%ymm15, %[c50]\n\t" \
     "vfmadd231ps %%ymm14, %%ymm15, %[c51]\n\t" \
     "vmovups 64(%[b]), %%ymm13\n\t" \
+    PF(64) \
     "vmovups 96(%[b]), %%ymm14\n\t" \
     "vbroadcastss 24(%[a]), %%ymm15\n\t" \
     "vfmadd231ps %%ymm13, %%ymm15, %[c00]\n\t" \
@@ -89,6 +91,7 @@ static inline float hsum_avx2(__m256 v) {
     "vfmadd231ps %%ymm13, %%ymm15, %[c50]\n\t" \
     "vfmadd231ps %%ymm14, %%ymm15, %[c51]\n\t" \
     "vmovups 128(%[b]), %%ymm13\n\t" \
+    PF(128) \
     "vmovups 160(%[b]), %%ymm14\n\t" \
     "vbroadcastss 48(%[a]), %%ymm15\n\t" \
     "vfmadd231ps %%ymm13, %%ymm15, %[c00]\n\t" \
@@ -109,6 +112,7 @@ static inline float hsum_avx2(__m256 v) {
     "vfmadd231ps %%ymm13, %%ymm15, %[c50]\n\t" \
     "vfmadd231ps %%ymm14, %%ymm15, %[c51]\n\t" \
     "vmovups 192(%[b]), %%ymm13\n\t" \
+    PF(192) \
     "vmovups 224(%[b]), %%ymm14\n\t" \
     "vbroadcastss 72(%[a]), %%ymm15\n\t" \
     "vfmadd231ps %%ymm13, %%ymm15, %[c00]\n\t" \
@@ -139,6 +143,12 @@ static inline float hsum_avx2(__m256 v) {
                          :                                                                      \
                          : "xmm13", "xmm14", "xmm15", "cc", "memory");                         \
     } while (0)
+/* A K step's B line fetched 16 steps ahead: for a streamed W (CDB_GEMM_STREAM, a text
+** query's few rows read each weight once, from memory; no effect on any result). */
+#define KFN_PF_AHEAD(off) "prefetcht0 1024+" #off "(%[b])\n\t"
+#define KFN_PF_NONE(off) ""
+#define KFN_TILE_KLOOP4(n4, a, b) KFN_TILE_KLOOP4_(n4, a, b, KFN_PF_NONE)
+#define KFN_TILE_KLOOP4_STREAM(n4, a, b) KFN_TILE_KLOOP4_(n4, a, b, KFN_PF_AHEAD)
 
 /* A full micro-panel of X packed (gemm_kern.h, KFN(pack_a)): per 8 columns, the six
 ** rows loaded, transposed 8x8 (two zero rows) and stored as 8 groups of MR = 6 (each

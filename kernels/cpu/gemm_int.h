@@ -43,6 +43,7 @@
 #define CDB_GEMM_FIRST 1 /* chunk 0: C = init + P (init from bias and LOADC) */
 #define CDB_GEMM_LOADC 2 /* with FIRST: init includes C's current value (accumulate) */
 #define CDB_GEMM_LAST 4  /* the last chunk: apply the activation before storing */
+#define CDB_GEMM_STREAM 8 /* W is read once from memory (few rows): prefetch it ahead */
 
 /* One ISA's kernels (gemm_kern.h instantiated by gemm_avx512.c, gemm_avx2.c and
 ** gemm_generic.c). All are reentrant and allocation-free. */

@@ -135,9 +135,15 @@ static void KFN(tile)(int kc, const float *a, const float *b, float *c, size_t l
         __builtin_prefetch(c + r * ldc + 2 * VL - 1, 1);
     }
 #ifdef KFN_TILE_KLOOP4
-    /* the ISA's own loop over kk < kc & ~3 (the same chains, the same order) */
+    /* the ISA's own loop over kk < kc & ~3 (the same chains, the same order), with
+    ** software prefetch of B when it streams from memory */
     if (kc >= 4) {
-        KFN_TILE_KLOOP4(kc >> 2, a, b);
+#ifdef KFN_TILE_KLOOP4_STREAM
+        if (flags & CDB_GEMM_STREAM)
+            KFN_TILE_KLOOP4_STREAM(kc >> 2, a, b);
+        else
+#endif
+            KFN_TILE_KLOOP4(kc >> 2, a, b);
         kk = kc & ~3;
     }
 #else
