@@ -9,7 +9,7 @@
 ** that made the file ok. Searches' hits point at them (cdb_engine_thumb); a file
 ** that has none yet gets one made on the fly from its original, not stored.
 **
-** Memory: one converted source row, one output row of accumulators, the output
+** Memory: one converted source row, one source-width row of accumulators, the output
 ** image: never a full-resolution copy.
 */
 #include <math.h>
@@ -91,39 +91,45 @@ static const uint8_t *row_rgb8(const cdb_image *img, int y, uint8_t *buf) {
     return buf;
 }
 
-/* acc[ox*3 + c] += wy * (the x-area-average numerator of output column ox of row src).
-** A source pixel strictly inside an output pixel weighs exactly 1 (taps_make), so only
-** the first and last taps are multiplied: the inner ones are summed as integers (exact
-** in float up to 2^24 / 255 = 65793 of them). */
-static void accumulate_row(const uint8_t *src, const taps *tx, int ow, float wy, float *acc) {
+/* col[i] += wy * src[i] over a row's n samples: the vertical pass, first, over whole
+** rows (contiguous: the compiler vectorizes it), so that the horizontal one runs once
+** per output row instead of once per source row. A source row strictly inside an
+** output row weighs exactly 1 (taps_make). */
+static void accumulate_rows(const uint8_t *src, size_t n, float wy, float *col) {
+    if (wy == 1.0f)
+        for (size_t i = 0; i < n; i++) col[i] += (float)src[i];
+    else
+        for (size_t i = 0; i < n; i++) col[i] += wy * (float)src[i];
+}
+
+/* Output row out (ow RGB pixels) from col, the weighted sum of its source rows: each
+** output pixel the x-weighted sum over its taps, times norm_y / its x weights. */
+static void finish_row(const float *col, const taps *tx, int ow, const float *inv_x, float inv_y,
+                       uint8_t *out) {
     for (int ox = 0; ox < ow; ox++) {
         const float *wx = tx->w + (size_t)ox * tx->max_count;
-        const uint8_t *s = src + (size_t)tx->start[ox] * 3;
-        int n = tx->count[ox];
-        float r = wx[0] * s[0], g = wx[0] * s[1], b = wx[0] * s[2];
-        if (n > 1) {
-            uint32_t ir = 0, ig = 0, ib = 0;
-            const uint8_t *e = s + (size_t)(n - 1) * 3;
-            for (const uint8_t *q = s + 3; q < e; q += 3) ir += q[0], ig += q[1], ib += q[2];
-            r += (float)ir + wx[n - 1] * e[0];
-            g += (float)ig + wx[n - 1] * e[1];
-            b += (float)ib + wx[n - 1] * e[2];
+        const float *s = col + (size_t)tx->start[ox] * 3;
+        float r = 0, g = 0, b = 0, norm = inv_x[ox] * inv_y;
+        for (int j = 0; j < tx->count[ox]; j++, s += 3) {
+            r += wx[j] * s[0];
+            g += wx[j] * s[1];
+            b += wx[j] * s[2];
         }
-        acc[ox * 3] += wy * r;
-        acc[ox * 3 + 1] += wy * g;
-        acc[ox * 3 + 2] += wy * b;
+        float v[3] = {r * norm + 0.5f, g * norm + 0.5f, b * norm + 0.5f};
+        for (int c = 0; c < 3; c++) out[ox * 3 + c] = (uint8_t)(v[c] < 0 ? 0 : v[c] > 255 ? 255 : v[c]);
     }
 }
 
 cdb_status cdb_eng_thumb_scale(const cdb_image *img, int ow, int oh, uint8_t *out) {
     int w = img->width, h = img->height;
+    size_t n = (size_t)w * 3;
     taps tx, ty;
-    uint8_t *buf = malloc((size_t)w * 3);
-    float *acc = malloc(sizeof *acc * (size_t)ow * 3), *inv_x = malloc(sizeof *inv_x * (size_t)ow);
+    uint8_t *buf = malloc(n);
+    float *col = malloc(sizeof *col * n), *inv_x = malloc(sizeof *inv_x * (size_t)ow);
     cdb_status rc = CDB_OK;
     memset(&tx, 0, sizeof tx);
     memset(&ty, 0, sizeof ty);
-    if (!buf || !acc || !inv_x || taps_make(w, ow, &tx) || taps_make(h, oh, &ty)) {
+    if (!buf || !col || !inv_x || taps_make(w, ow, &tx) || taps_make(h, oh, &ty)) {
         rc = cdb_seterr(CDB_NOMEM, "out of memory making a thumbnail");
         goto done;
     }
@@ -134,26 +140,19 @@ cdb_status cdb_eng_thumb_scale(const cdb_image *img, int ow, int oh, uint8_t *ou
     }
     for (int oy = 0; oy < oh; oy++) {
         float wsum_y = 0;
-        memset(acc, 0, sizeof *acc * (size_t)ow * 3);
+        memset(col, 0, sizeof *col * n);
         for (int k = 0; k < ty.count[oy]; k++) {
             float wy = ty.w[(size_t)oy * ty.max_count + k];
-            accumulate_row(row_rgb8(img, ty.start[oy] + k, buf), &tx, ow, wy, acc);
+            accumulate_rows(row_rgb8(img, ty.start[oy] + k, buf), n, wy, col);
             wsum_y += wy;
         }
-        float inv_y = wsum_y > 0 ? 1.0f / wsum_y : 0.0f;
-        for (int ox = 0; ox < ow; ox++) {
-            float norm = inv_x[ox] * inv_y;
-            for (int c = 0; c < 3; c++) {
-                float v = acc[ox * 3 + c] * norm + 0.5f;
-                out[((size_t)oy * ow + ox) * 3 + c] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
-            }
-        }
+        finish_row(col, &tx, ow, inv_x, wsum_y > 0 ? 1.0f / wsum_y : 0.0f, out + (size_t)oy * ow * 3);
     }
 done:
     taps_free(&tx);
     taps_free(&ty);
     free(buf);
-    free(acc);
+    free(col);
     free(inv_x);
     return rc;
 }
