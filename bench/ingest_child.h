@@ -6,6 +6,7 @@
 **
 **   int main(argc, argv) { if (is_ingest_child(argc, argv)) return ingest_child_main(argv); ... }
 **   run_child(model, lib, dbdir, threads, batch, decode, &r): re-executes this program
+**     (threads: the readers/decoders and the encoder alike)
 **     with --child; decode: -1 keep the vector set's mode, 0 exact, 1 fast.
 */
 #ifndef CDB_BENCH_INGEST_CHILD_H
@@ -31,6 +32,7 @@ static int child_ingest(const char *model_path, const char *lib, const char *dir
     if (!r) return 2;
     if ((rc = cdb_engine_create(dir, model_path, NULL)) != CDB_OK) goto fail;
     ep.writer = 1;
+    ep.model_threads = threads; /* the encoder too: the same thread count as a baseline */
     if ((rc = cdb_engine_open(dir, &ep, &e)) != CDB_OK) goto fail;
     int64_t t_load = cdb_now_ns();
     if ((rc = cdb_engine_load_model(e, NULL, 1, 0, NULL)) != CDB_OK) goto fail; /* kept: the run uses it */

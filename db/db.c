@@ -220,6 +220,16 @@ void cdb_db_close(cdb_db *db) {
     cdb_free(db);
 }
 
+int cdb_db_owns_name(const char *name) {
+    static const char *const own[] = {"catalog.db", "thumbs.db", "lock", "shards", "index"};
+    for (size_t i = 0; i < sizeof own / sizeof own[0]; i++) {
+        size_t n = strlen(own[i]);
+        if (!strncmp(name, own[i], n) && (name[n] == '\0' || (i < 2 && name[n] == '-')))
+            return 1;
+    }
+    return 0;
+}
+
 const char *cdb_db_dir(const cdb_db *db) { return db->dir; }
 int cdb_db_is_readonly(const cdb_db *db) { return db->readonly; }
 

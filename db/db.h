@@ -107,6 +107,10 @@ cdb_status cdb_db_flush(cdb_db *db);
 
 /* The directory this handle was opened on (borrowed; lives as long as db). */
 const char *cdb_db_dir(const cdb_db *db);
+/* 1 when name, an entry of a database folder, is one of the database's own files or
+** folders (catalog, shards, thumbnails, indexes, the lock, SQLite's -wal/-shm), which
+** a walker of that folder must leave alone; 0 for anything else (photos kept there). */
+int cdb_db_owns_name(const char *name);
 int cdb_db_is_readonly(const cdb_db *db);
 
 /* Pid recorded in dir's lock file (0 when none); for messages like "ingest running

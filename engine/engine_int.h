@@ -78,8 +78,8 @@ typedef struct eng_walk_entry {
     int err;
 } eng_walk_entry;
 
-/* 1 when path is dir or lies inside it (both resolved: links followed); 0 otherwise,
-** also when either cannot be resolved. */
+/* 2 when path is dir, 1 when it lies inside it (both resolved: links followed); 0
+** otherwise, also when either cannot be resolved. */
 int cdb_eng_path_within(const char *path, const char *dir);
 
 typedef struct eng_walk_stats {
@@ -111,8 +111,9 @@ typedef struct eng_walk_opts {
     eng_devino_set *dirs, *files;
 } eng_walk_opts;
 
-/* Walks root (a folder) as described in walk.c. Returns 0 when done, 1 when fn
-** stopped it, -1 when root cannot be read (errno). */
+/* Walks root (a folder) as described in walk.c; in skip_dir itself, the database's own
+** entries are left out (cdb_db_owns_name). Returns 0 when done, 1 when fn stopped it,
+** 2 when root lies inside skip_dir (nothing walked), -1 when root cannot be read (errno). */
 int cdb_eng_walk(const char *root, const eng_walk_opts *o, eng_walk_fn fn, void *ud,
              eng_walk_stats *st /* OUT */);
 /* 1 when the name has an image extension (case-insensitive). */

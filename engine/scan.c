@@ -299,7 +299,11 @@ static void walk_target(pipe_ctx *c) {
                             c->walked_files};
         eng_walk_stats ws;
         int w = cdb_eng_walk(base, &wo, on_walk, &ud, &ws);
-        if (w < 0) {
+        if (w == 2) { /* recorded before ingest refused such folders */
+            const char *why = "inside the database's own folder: not scanned";
+            warn(c, "%s: %s; its files are kept as they are", base, why);
+            add_problem(c, t->sub ? t->sub : "", why);
+        } else if (w < 0) {
             char why[300];
             snprintf(why, sizeof why, "cannot read the folder (%s)", strerror(errno));
             warn(c, "%s: %s; its files are kept as they are", base, why);

@@ -27,6 +27,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "db/db.h"
 #include "engine/engine_int.h"
 
 int cdb_eng_image_ext(const char *name) {
@@ -139,6 +140,7 @@ typedef struct walker {
     void *link_ud;
     uint64_t skip_dev, skip_ino;
     int has_skip;
+    int root_is_db; /* the root is the database's own folder: its files are not walked */
     eng_devino_set *dirs;  /* folders walked (this walk's, or the run's: opts.dirs) */
     eng_devino_set *files; /* files that could be met twice: reached through a link, or
                               with more than one name (opts.files) */
@@ -199,6 +201,8 @@ static void walk_dir(walker *w, const char *rel, int depth, int via_link) {
         size_t rl = strlen(rel), nl = strlen(names[i]);
         struct stat st;
         int is_link = 0;
+        /* never opened: closing a descriptor of ours would drop SQLite's locks on them */
+        if (depth == 0 && w->root_is_db && cdb_db_owns_name(names[i])) continue;
         if (!(child_rel = malloc(rl + nl + 2))) break;
         if (rl) {
             memcpy(child_rel, rel, rl);
@@ -275,9 +279,10 @@ int cdb_eng_path_within(const char *path, const char *dir) {
     char rp[PATH_MAX], rd[PATH_MAX];
     size_t n;
     if (!realpath(path, rp) || !realpath(dir, rd)) return 0;
+    if (!strcmp(rp, rd)) return 2;
     n = strlen(rd);
     if (n == 1) return 1; /* "/" */
-    return !strncmp(rp, rd, n) && (rp[n] == '\0' || rp[n] == '/');
+    return !strncmp(rp, rd, n) && rp[n] == '/';
 }
 
 int cdb_eng_walk(const char *root, const eng_walk_opts *o, eng_walk_fn fn, void *ud,
@@ -309,12 +314,12 @@ int cdb_eng_walk(const char *root, const eng_walk_opts *o, eng_walk_fn fn, void 
             w.skip_ino = (uint64_t)ss.st_ino;
         }
     }
-    int rc = 0;
+    int rc = 0, within = o->skip_dir ? cdb_eng_path_within(root, o->skip_dir) : 0;
+    w.root_is_db = within == 2;
     if (stat(root, &rs) != 0) {
         rc = -1;
-    } else if (o->skip_dir && cdb_eng_path_within(root, o->skip_dir)) {
-        /* the database's own folder (or a folder in it) as a root: its files are never
-        ** opened (closing a descriptor of ours would drop SQLite's locks on them) */
+    } else if (within == 1) {
+        rc = 2; /* a folder inside the database's own: its files are the database's */
     } else if (cdb_eng_devino_add(w.dirs, (uint64_t)rs.st_dev, (uint64_t)rs.st_ino) == 0) {
         st->n_loops++; /* walked already in this run (a bind mount of a walked folder) */
     } else {
