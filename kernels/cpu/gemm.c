@@ -132,6 +132,7 @@ typedef struct gemm_job {
     int m, n, k;
     cdb_k_act act;
     int accumulate;
+    int stream; /* one row block (few rows: a text query): W streams from memory once */
 } gemm_job;
 
 /* One K chunk [k0, k0 + kc) of rows [i0, i0 + mb) x panels [pq, pe) (a quad or the
@@ -197,7 +198,7 @@ static void work_item(const gemm_job *g, int i0, int mb, int p0, int p1, float *
         for (int pq = p0; pq < p1; pq += 4)
             for (int k0 = 0; k0 < g->k; k0 += KC)
                 chunk_quad(g, i0, mb, k0, g->k - k0 < KC ? g->k - k0 : KC, pq,
-                           pq + 4 < p1 ? pq + 4 : p1, abuf + rows * k0, 1);
+                           pq + 4 < p1 ? pq + 4 : p1, abuf + rows * k0, g->stream);
         return;
     }
     for (int k0 = 0; k0 < g->k; k0 += KC) {
@@ -211,7 +212,7 @@ static void work_item(const gemm_job *g, int i0, int mb, int p0, int p1, float *
 cdb_status cdb_gemm_run(const cdb_gemm_kern *K, const float *x, const float *wpacked,
                         const float *bias, float *y, int m, int n, int k, cdb_k_act act,
                         int accumulate, int n_threads) {
-    gemm_job g = {K, x, wpacked, bias, y, m, n, k, act, accumulate};
+    gemm_job g = {K, x, wpacked, bias, y, m, n, k, act, accumulate, 0};
     const int MC = CDB_GEMM_MC;
     int n_pan = (n + K->nr - 1) / K->nr, n_quads = (n_pan + 3) / 4;
     const int MR = CDB_GEMM_MR, nmp = (m + MR - 1) / MR, mp_max = MC / MR;
@@ -231,6 +232,7 @@ cdb_status cdb_gemm_run(const cdb_gemm_kern *K, const float *x, const float *wpa
     while (nt > 1 && n_mb < 2 * nt && n_mb * n_split < 8 * nt && n_split < n_quads) n_split++;
     n_items = n_mb * n_split;
     if (nt > n_items) nt = n_items;
+    g.stream = n_mb == 1;
     /* One row block split into panel ranges (a text query): X is packed once here for
     ** all of them, not once per item (the same bytes either way). */
     float *xpacked = NULL;
