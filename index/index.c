@@ -179,6 +179,12 @@ cdb_status cdb_index_train(cdb_index *ix, const uint16_t *vecs, int64_t n) {
                           "%s needs at least 256 vectors to train its codebooks, and there are "
                           "%lld (flat is exact and fast at this size)",
                           cdb_index_kind_name(ix->info.kind), (long long)n);
+    if (ix->info.nlist > 0 && n < ix->info.nlist) /* k-means: a point per list at least */
+        return cdb_seterr(CDB_INVALID,
+                          "%s needs at least %d vectors to train its %d lists, and there are "
+                          "%lld (flat is exact and fast at this size)",
+                          cdb_index_kind_name(ix->info.kind), ix->info.nlist, ix->info.nlist,
+                          (long long)n);
     if (!(x = widen(vecs, n, ix->info.dim))) return cdb_seterr(CDB_NOMEM, "train: %lld vectors", (long long)n);
     stderr_capture cap;
     capture_begin(&cap);

@@ -339,6 +339,26 @@ CDB_TEST(db_folder_not_ingested) {
     free(after);
 }
 
+CDB_TEST(index_messages_in_clipdbs_words) {
+    char *out = NULL, *err = NULL;
+    NEED_LIBRARY();
+    /* too few vectors for the index type: one error line in clipdb's words, no FAISS text */
+    CHECK_EQ_INT(sh("\"$CLIPDB\" index build --db \"$DB\" --type ivf-pq", &out, &err), 1);
+    CHECK_MSG(err && strstr(err, "needs at least 256 vectors") && !strstr(err, "faiss") &&
+                  !strstr(err, "Error in") && strstr(err, "error:") &&
+                  !strstr(strstr(err, "error:") + 1, "error:"),
+              "%s", err);
+    free(out);
+    free(err);
+    /* a trainable IVF: FAISS's clustering warning stays out of stderr */
+    CHECK_EQ_INT(sh("\"$CLIPDB\" index build --db \"$DB\" --type ivf-sq", &out, &err), 0);
+    CHECK_MSG(err && !strstr(err, "WARNING") && !strstr(err, "clustering"), "%s", err);
+    CHECK_MSG(out && !strstr(out, "Built a ") && !strstr(out, "budget 0.0 MB"), "%s", out);
+    free(out);
+    free(err);
+    CHECK_EQ_INT(sh("\"$CLIPDB\" index build --db \"$DB\" --type flat", NULL, NULL), 0);
+}
+
 /* The data of a .npy file (after its header), heap; *n its bytes. */
 static unsigned char *npy_data(const char *path, size_t *n) {
     size_t len = 0, hdr;
@@ -398,4 +418,4 @@ CDB_TEST_MAIN(stdout_write_error_fails, did_you_mean, leading_dash_term, query_w
               query_part_from_stdin, log_time, empty_results_explained, under_repeated,
               device_that_cannot_run,
               missing_shard_is_said, out_dash_and_db_file, stored_is_fp16_of_embed,
-              db_folder_not_ingested)
+              db_folder_not_ingested, index_messages_in_clipdbs_words)
