@@ -229,6 +229,29 @@ CDB_TEST(scores_identical_across_index_types) {
     store_free(s);
 }
 
+/* Too few vectors to train: refused in clipdb's words before FAISS runs, and an index
+** given enough trains. */
+CDB_TEST(train_needs_enough_vectors) {
+    const int dim = 64;
+    store *s = store_make(300, dim, 10, 0.5);
+    const cdb_index_kind kinds[] = {CDB_INDEX_IVF_SQ, CDB_INDEX_IVF_PQ};
+    const int64_t too_few[] = {15, 255}; /* the plan's fewest lists are 16; PQ codebooks 256 */
+    for (int f = 0; f < 2; f++) {
+        cdb_index_params p = params_for(dim);
+        cdb_index *ix = NULL;
+        p.kind = kinds[f];
+        CHECK_OK(cdb_index_new(&p, s->n, &ix));
+        CHECK_RC(cdb_index_train(ix, s->vecs, too_few[f]), CDB_INVALID);
+        CHECK_MSG(strstr(cdb_errmsg(), "needs at least") && !strstr(cdb_errmsg(), "faiss"), "%s",
+                  cdb_errmsg());
+        CHECK(!cdb_index_is_trained(ix));
+        CHECK_OK(cdb_index_train(ix, s->vecs, s->n));
+        CHECK(cdb_index_is_trained(ix));
+        cdb_index_free(ix);
+    }
+    store_free(s);
+}
+
 CDB_TEST(freshness_uncovered_deleted_changed) {
     const int dim = 32;
     store *s = store_make(3000, dim, 20, 0.4);
@@ -505,6 +528,6 @@ CDB_TEST(exact_search_multi_query_threads) {
 }
 
 CDB_TEST_MAIN(plan_automatic_choice, scores_identical_across_index_types,
-              freshness_uncovered_deleted_changed, persist_atomic_roundtrip,
+              train_needs_enough_vectors, freshness_uncovered_deleted_changed, persist_atomic_roundtrip,
               query_refuses_nan_inf_and_checks_dims, query_combine_weighted, refresh_policy,
               exact_search_multi_query_threads)
