@@ -53,29 +53,30 @@ int cdb_eng_queue_push(eng_queue *q, void *item) {
     return 0;
 }
 
+/* The head item, or NULL when empty; q->mu held. */
+static void *take_locked(eng_queue *q) {
+    void *item;
+    if (q->n == 0) return NULL;
+    item = q->items[q->head];
+    q->head = (q->head + 1) % q->cap;
+    q->n--;
+    pthread_cond_signal(&q->not_full);
+    return item;
+}
+
 void *cdb_eng_queue_pop(eng_queue *q) {
-    void *item = NULL;
+    void *item;
     pthread_mutex_lock(&q->mu);
     while (q->n == 0 && !q->closed) pthread_cond_wait(&q->not_empty, &q->mu);
-    if (q->n > 0) {
-        item = q->items[q->head];
-        q->head = (q->head + 1) % q->cap;
-        q->n--;
-        pthread_cond_signal(&q->not_full);
-    }
+    item = take_locked(q);
     pthread_mutex_unlock(&q->mu);
     return item;
 }
 
 void *cdb_eng_queue_try_pop(eng_queue *q) {
-    void *item = NULL;
+    void *item;
     pthread_mutex_lock(&q->mu);
-    if (q->n > 0) {
-        item = q->items[q->head];
-        q->head = (q->head + 1) % q->cap;
-        q->n--;
-        pthread_cond_signal(&q->not_full);
-    }
+    item = take_locked(q);
     pthread_mutex_unlock(&q->mu);
     return item;
 }
