@@ -78,9 +78,12 @@ typedef struct eng_walk_entry {
     int err;
 } eng_walk_entry;
 
-/* 2 when path is dir, 1 when it lies inside it (both resolved: links followed); 0
-** otherwise, also when either cannot be resolved. */
-int cdb_eng_path_within(const char *path, const char *dir);
+/* 1 when path (resolved, '/'-separated, no trailing slash) is dir or lies under it;
+** strictly: under it only (library.c). */
+int cdb_eng_path_under(const char *path, const char *dir, int strictly);
+/* cdb_eng_path_under, strictly, of path and dir resolved first (links followed); 0
+** also when either cannot be resolved (walk.c). */
+int cdb_eng_path_inside(const char *path, const char *dir);
 
 typedef struct eng_walk_stats {
     int64_t n_files, n_dirs, n_hidden, n_links_skipped, n_loops, n_special, n_errors;

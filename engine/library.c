@@ -23,15 +23,14 @@
 
 #include "engine/engine_int.h"
 
-/* 1 when `path` is `dir` or lies under it ('/'-separated, no trailing slash). */
-static int path_within(const char *path, const char *dir, int strictly) {
+int cdb_eng_path_under(const char *path, const char *dir, int strictly) {
     size_t n = strlen(dir);
     if (strncmp(path, dir, n) != 0) return 0;
     if (path[n] == '\0') return !strictly;
     return path[n] == '/' || (n == 1 && dir[0] == '/'); /* dir "/" */
 }
 
-/* The part of path below dir (path_within(path, dir, 1) holds). */
+/* The part of path below dir (cdb_eng_path_under(path, dir, 1) holds). */
 static const char *below(const char *path, const char *dir) {
     size_t n = strlen(dir);
     return path + n + (dir[n - 1] == '/' ? 0 : 1);
@@ -124,11 +123,11 @@ static int has_hidden_part(const char *rel) {
 int cdb_eng_library_covers(const eng_library *lib, const char *path) {
     char real[PATH_MAX];
     if (!realpath(path, real)) return 0;
-    if (lib->db_dir && path_within(real, lib->db_dir, 0)) return 1; /* never indexed */
+    if (lib->db_dir && cdb_eng_path_under(real, lib->db_dir, 0)) return 1; /* never indexed */
     for (int i = 0; i < lib->n; i++) {
         const eng_root *r = &lib->r[i];
         if (!strcmp(real, r->path)) return 1;
-        if (r->kind == CDB_DB_ROOT_FOLDER && path_within(real, r->path, 1) &&
+        if (r->kind == CDB_DB_ROOT_FOLDER && cdb_eng_path_under(real, r->path, 1) &&
             !has_hidden_part(below(real, r->path)))
             return 1;
     }
@@ -164,7 +163,7 @@ static int outermost_container(const eng_library *lib, int i) {
     int best = -1;
     for (int k = 0; k < lib->n; k++) {
         if (k == i || lib->r[k].kind != CDB_DB_ROOT_FOLDER) continue;
-        if (!path_within(lib->r[i].path, lib->r[k].path, 1)) continue;
+        if (!cdb_eng_path_under(lib->r[i].path, lib->r[k].path, 1)) continue;
         if (best < 0 || strlen(lib->r[k].path) < strlen(lib->r[best].path)) best = k;
     }
     return best;
@@ -242,7 +241,7 @@ static int covered_by_other(char *const *paths, const int *is_file, int n, int i
             if (k < i) return 1;
             continue;
         }
-        if (!is_file[k] && path_within(paths[i], paths[k], 1)) return 1;
+        if (!is_file[k] && cdb_eng_path_under(paths[i], paths[k], 1)) return 1;
     }
     return 0;
 }
@@ -257,7 +256,7 @@ static cdb_status new_root(cdb_db *db, int64_t model_id, eng_library *lib, const
                                        follow > 0, id);
     if (rc == CDB_OK && no_exif > 0) rc = cdb_db_root_set_options(db, *id, -1, 1);
     for (int i = 0; rc == CDB_OK && !is_file && i < lib->n; i++)
-        if (path_within(lib->r[i].path, path, 1)) {
+        if (cdb_eng_path_under(lib->r[i].path, path, 1)) {
             if (has_hidden_part(below(lib->r[i].path, path)))
                 cdb_eng_warn(ev,
                              "%s is hidden inside %s (names starting with '.' are skipped there): "
@@ -278,7 +277,7 @@ static int root_for(const eng_library *lib, const char *path, int *exact) {
         }
     *exact = 0;
     for (int i = 0; i < lib->n; i++)
-        if (lib->r[i].kind == CDB_DB_ROOT_FOLDER && path_within(path, lib->r[i].path, 1)) return i;
+        if (lib->r[i].kind == CDB_DB_ROOT_FOLDER && cdb_eng_path_under(path, lib->r[i].path, 1)) return i;
     return -1;
 }
 

@@ -299,7 +299,7 @@ cdb_status cdb_engine_ingest(cdb_engine *e, const char *const *paths, int n,
     if (!(is_file = calloc((size_t)n, sizeof *is_file)))
         return cdb_seterr(CDB_NOMEM, "out of memory");
     for (int i = 0; i < n; i++) /* before check_paths reads a first byte of any of them */
-        if (cdb_eng_path_within(paths[i], cdb_db_dir(e->db)) == 1) {
+        if (cdb_eng_path_inside(paths[i], cdb_db_dir(e->db))) {
             st = cdb_eng_failw(CDB_INVALID, CDB_ENGINE_E_NONE,
                                "it is inside the database's own folder",
                                "cannot ingest %s", paths[i]);

@@ -275,14 +275,9 @@ static void walk_dir(walker *w, const char *rel, int depth, int via_link) {
     free(names);
 }
 
-int cdb_eng_path_within(const char *path, const char *dir) {
+int cdb_eng_path_inside(const char *path, const char *dir) {
     char rp[PATH_MAX], rd[PATH_MAX];
-    size_t n;
-    if (!realpath(path, rp) || !realpath(dir, rd)) return 0;
-    if (!strcmp(rp, rd)) return 2;
-    n = strlen(rd);
-    if (n == 1) return 1; /* "/" */
-    return !strncmp(rp, rd, n) && rp[n] == '/';
+    return realpath(path, rp) && realpath(dir, rd) && cdb_eng_path_under(rp, rd, 1);
 }
 
 int cdb_eng_walk(const char *root, const eng_walk_opts *o, eng_walk_fn fn, void *ud,
@@ -314,15 +309,17 @@ int cdb_eng_walk(const char *root, const eng_walk_opts *o, eng_walk_fn fn, void 
             w.skip_ino = (uint64_t)ss.st_ino;
         }
     }
-    int rc = 0, within = o->skip_dir ? cdb_eng_path_within(root, o->skip_dir) : 0;
-    w.root_is_db = within == 2;
+    int rc = 0;
     if (stat(root, &rs) != 0) {
         rc = -1;
-    } else if (within == 1) {
+    } else if (o->skip_dir && cdb_eng_path_inside(root, o->skip_dir)) {
         rc = 2; /* a folder inside the database's own: its files are the database's */
     } else if (cdb_eng_devino_add(w.dirs, (uint64_t)rs.st_dev, (uint64_t)rs.st_ino) == 0) {
         st->n_loops++; /* walked already in this run (a bind mount of a walked folder) */
     } else {
+        /* the database's own folder as the root, found as nested ones are (dev, inode) */
+        w.root_is_db = w.has_skip && (uint64_t)rs.st_dev == w.skip_dev &&
+                       (uint64_t)rs.st_ino == w.skip_ino;
         st->n_dirs = 1;
         walk_dir(&w, "", 0, 0);
         rc = w.stop ? 1 : 0;
