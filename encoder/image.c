@@ -316,7 +316,8 @@ cdb_status cdb_image_decode(const void *buf, size_t n, const cdb_image_params *p
             CDB_OK)
             return rc;
         if ((rc = cdb_img_stb_payload_check(b, n, &ii)) != CDB_OK) return rc;
-        rc = cdb_img_stb_decode(b, n, &ii, &o, out);
+        if (cdb_img_png_is_plain(&ii)) rc = cdb_img_png_decode(b, n, &ii, &o, out);
+        else rc = cdb_img_stb_decode(b, n, &ii, &o, out);
         break;
     }
     }

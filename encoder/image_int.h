@@ -4,8 +4,10 @@
 ** file per decoder family:
 **
 **   image_jpeg.c   JPEG through libjpeg-turbo with PIL 9.4's decoder settings
-**   image_stb.c    PNG, GIF, BMP, TGA, PSD, PNM through stb_image (header scans
-**                  and payload bounds in image_scan.c)
+**   image_png.c    PNG's everyday case (8-bit, not palette, not interlaced) through
+**                  libdeflate
+**   image_stb.c    the other PNGs, GIF, BMP, TGA, PSD, PNM through stb_image (header
+**                  scans and payload bounds in image_scan.c)
 **   image_webp.c   WebP (libwebp)            image_tiff.c   TIFF (libtiff)
 **   image_heif.c   HEIC/HEIF/AVIF (libheif)  image_raw.c    camera RAW (libraw)
 **
@@ -103,6 +105,7 @@ typedef struct img_info {
     int gif_trans;     /* GIF transparent index, -1 none */
     uint8_t gif_rgb[3];/* its colour */
     int png_depth, png_ctype, png_interlace, png_cgbi; /* IHDR; CgBI: Apple's raw deflate */
+    int png_plain;     /* decoded by image_png.c (see png_scan) */
     int64_t gif_frame_px;   /* first frame's pixels, -1: no frame found */
     int64_t gif_lzw_bytes;  /* its LZW sub-block payload, as far as the file goes */
     int orientation;        /* PNG eXIf orientation, 1 when none */
@@ -118,6 +121,15 @@ cdb_status cdb_img_stb_scan(const uint8_t *b, size_t n, img_info *ii /* IN/OUT *
 cdb_status cdb_img_stb_payload_check(const uint8_t *b, size_t n, const img_info *ii);
 /* Decodes with stb (the scans above already ran) into PIL's mode. */
 cdb_status cdb_img_stb_decode(const uint8_t *b, size_t n, const img_info *ii, const img_opts *o,
+                              cdb_image **out /* OUT */);
+
+/* ---- PNG's everyday case (image_png.c) ---------------------------------------------- */
+
+/* 1 when the scanned file is a PNG that image_png.c decodes (ii->png_plain). */
+int cdb_img_png_is_plain(const img_info *ii);
+/* Decodes such a PNG (after the scans and the size check) with libdeflate: the same
+** pixels, mode and orientation as cdb_img_stb_decode gives it. */
+cdb_status cdb_img_png_decode(const uint8_t *b, size_t n, const img_info *ii, const img_opts *o,
                               cdb_image **out /* OUT */);
 
 /* ---- other libraries ----------------------------------------------------------------

@@ -32,10 +32,13 @@ static uint32_t rd_le32(const uint8_t *p) {
 static unsigned rd_le16(const uint8_t *p) { return (unsigned)p[1] << 8 | p[0]; }
 
 /* PNG: walks every chunk so that no declared length exceeds the file, and reads
-** IHDR's bit depth / colour type and whether a tRNS chunk exists. */
+** IHDR's bit depth / colour type and whether a tRNS chunk exists. png_plain: the file
+** is one image_png.c decodes (8-bit, not palette, not interlaced, standard methods,
+** IHDR first and once, no PLTE/tRNS/CgBI or unknown critical chunk); stb takes the
+** rest, with its own checks and quirks. */
 static cdb_status png_scan(const uint8_t *b, size_t n, img_info *ii) {
     size_t i = 8;
-    int depth = -1, ctype = -1, has_trns = 0, seen_iend = 0;
+    int depth = -1, ctype = -1, has_trns = 0, seen_iend = 0, plain = 1, methods = 0;
     while (i + 12 <= n) {
         uint32_t len = rd_be32(b + i);
         const uint8_t *type = b + i + 4;
@@ -44,10 +47,12 @@ static cdb_status png_scan(const uint8_t *b, size_t n, img_info *ii) {
                               "remain (truncated or corrupt)", (const char *)type, len,
                               n - i - 12);
         if (!memcmp(type, "IHDR", 4) && len >= 13) {
+            plain &= i == 8 && len == 13;
             ii->decl_w = rd_be32(b + i + 8);
             ii->decl_h = rd_be32(b + i + 12);
             depth = b[i + 8 + 8];
             ctype = b[i + 8 + 9];
+            methods = b[i + 8 + 10] | b[i + 8 + 11];
             ii->png_interlace = b[i + 8 + 12];
         } else if (!memcmp(type, "CgBI", 4) && depth < 0) {
             ii->png_cgbi = 1; /* stb then reads IDAT as raw deflate */
@@ -60,6 +65,10 @@ static cdb_status png_scan(const uint8_t *b, size_t n, img_info *ii) {
             seen_iend = 1;
             break;
         }
+        /* after IHDR: IDAT, or an ancillary chunk (bit 5 of its first byte set) */
+        if (i == 8) plain &= !memcmp(type, "IHDR", 4);
+        else plain &= !memcmp(type, "IDAT", 4) || (type[0] & 32);
+        plain &= memcmp(type, "tRNS", 4) != 0 && memcmp(type, "CgBI", 4) != 0;
         i += 12 + (size_t)len;
     }
     if (depth < 0) return cdb_seterr(CDB_CORRUPT, "PNG: missing IHDR");
@@ -69,6 +78,7 @@ static cdb_status png_scan(const uint8_t *b, size_t n, img_info *ii) {
     if (!seen_iend) return cdb_seterr(CDB_CORRUPT, "PNG: no IEND chunk (truncated file)");
     ii->png_depth = depth;
     ii->png_ctype = ctype;
+    ii->png_plain = plain && depth == 8 && ctype != 3 && !methods && ii->png_interlace == 0;
     switch (ctype) {
     case 0: ii->want_channels = 1; ii->is_palette = depth == 1; break;
     case 2: ii->want_channels = 3; break;

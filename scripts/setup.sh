@@ -49,7 +49,7 @@ PACKAGES=(
   build-essential g++ cmake pkg-config ca-certificates dpkg-dev
   libsqlite3-dev libfaiss-dev libopenblas-openmp-dev libopenblas0-openmp
   liblapack-dev libstb-dev libutf8proc-dev zlib1g-dev libjansson-dev libxxhash-dev
-  libjpeg62-turbo-dev libwebp-dev libtiff-dev libheif-dev libraw-dev libmicrohttpd-dev
+  libjpeg62-turbo-dev libdeflate-dev libwebp-dev libtiff-dev libheif-dev libraw-dev libmicrohttpd-dev
 )
 
 # `test` also runs the sanitizer and fuzzing stages: clang, libFuzzer and the
