@@ -87,6 +87,10 @@ static cdb_status png_scan(const uint8_t *b, size_t n, img_info *ii) {
     case 6: ii->want_channels = 4; break;
     default: return cdb_seterr(CDB_CORRUPT, "PNG: invalid colour type %d", ctype);
     }
+    /* stb refuses an image of more than 2^30 bytes ("too large", reachable only with a
+    ** raised max_pixels): such a file goes to stb for that verdict */
+    if (ii->png_plain && (int64_t)(1 << 30) / ii->decl_w / ii->want_channels < ii->decl_h)
+        ii->png_plain = 0;
     return CDB_OK;
 }
 
