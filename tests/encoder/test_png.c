@@ -10,37 +10,10 @@
 ** refuses them, and data past the last row is ignored, as stb and PIL ignore it; files the plain path does not take (palette,
 ** tRNS, interlaced, 16-bit) still decode through stb.
 */
-#include <zlib.h>
-
 #include "cdb_test.h"
 #include "core/core.h"
 #include "encoder/image_int.h"
-
-typedef struct buf {
-    uint8_t *p;
-    size_t n, cap;
-} buf;
-
-static void put(buf *b, const void *d, size_t n) {
-    if (b->n + n > b->cap) {
-        b->cap = (b->n + n) * 2 + 64;
-        b->p = realloc(b->p, b->cap);
-    }
-    memcpy(b->p + b->n, d, n);
-    b->n += n;
-}
-static void put_be32(buf *b, uint32_t v) {
-    uint8_t q[4] = {(uint8_t)(v >> 24), (uint8_t)(v >> 16), (uint8_t)(v >> 8), (uint8_t)v};
-    put(b, q, 4);
-}
-static void chunk(buf *b, const char *type, const void *d, uint32_t n) {
-    uint32_t crc = (uint32_t)crc32(0, (const Bytef *)type, 4);
-    if (n) crc = (uint32_t)crc32(crc, d, n);
-    put_be32(b, n);
-    put(b, type, 4);
-    if (n) put(b, d, n);
-    put_be32(b, crc);
-}
+#include "file_build.h"
 
 static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
 static uint32_t rnd(uint32_t n) {
@@ -69,22 +42,18 @@ static void filter_row(int type, const uint8_t *row, const uint8_t *up, size_t r
 
 static const int k_ctype[5] = {0, 0, 4, 2, 6}; /* by channel count */
 
-/* A PNG of px (w x h x ch): each row's filter from types[] (or random when NULL),
-** IDAT cut into pieces of random size. extra_raw adds bytes past the image's rows;
-** short_raw drops some. */
 static int g_drop_adler; /* make_png leaves out the stream's Adler-32 trailer */
 
+/* A PNG of px (w x h x ch): each row with a random filter type (5 on bad_filter_row),
+** IDAT cut into pieces of random size. extra_raw adds bytes past the image's rows;
+** short_raw drops some. */
 static buf make_png(const uint8_t *px, int w, int h, int ch, int level, int extra_raw,
                     int short_raw, int bad_filter_row) {
     buf png = {0}, raw = {0};
     size_t rb = (size_t)w * ch;
-    uint8_t ihdr[13] = {0}, *frow = malloc(rb + 1);
-    put(&png, "\x89PNG\r\n\x1a\n", 8);
-    for (int i = 0; i < 4; i++) ihdr[i] = (uint8_t)(w >> (24 - 8 * i)), ihdr[4 + i] = (uint8_t)(h >> (24 - 8 * i));
-    ihdr[8] = 8;
-    ihdr[9] = (uint8_t)k_ctype[ch];
-    chunk(&png, "IHDR", ihdr, 13);
-    if (rnd(2)) chunk(&png, "tEXt", "Comment\0before", 14);
+    uint8_t *frow = malloc(rb + 1);
+    png_start(&png, (uint32_t)w, (uint32_t)h, 8, k_ctype[ch]);
+    if (rnd(2)) png_chunk(&png, "tEXt", "Comment\0before", 14, 0);
     for (int y = 0; y < h; y++) {
         int type = (int)rnd(5);
         filter_row(type, px + (size_t)y * rb, y ? px + (size_t)(y - 1) * rb : NULL, rb, ch, frow + 1);
@@ -99,11 +68,11 @@ static buf make_png(const uint8_t *px, int w, int h, int ch, int level, int extr
     if (g_drop_adler) zn -= 4;
     for (size_t at = 0; at < zn;) {
         size_t piece = 1 + rnd((uint32_t)(zn - at < 300 ? zn - at : 300));
-        chunk(&png, "IDAT", z + at, (uint32_t)piece);
+        png_chunk(&png, "IDAT", z + at, (uint32_t)piece, 0);
         at += piece;
-        if (!rnd(8)) chunk(&png, "tIME", "\x07\xe6\x01\x02\x03\x04\x05", 7);
+        if (!rnd(8)) png_chunk(&png, "tIME", "\x07\xe6\x01\x02\x03\x04\x05", 7, 0);
     }
-    chunk(&png, "IEND", NULL, 0);
+    png_chunk(&png, "IEND", NULL, 0, 0);
     free(z), free(raw.p), free(frow);
     return png;
 }
@@ -244,9 +213,9 @@ CDB_TEST(other_pngs_still_go_to_stb) {
         buf png = make_png(px, 5, 4, 3, 6, 0, 0, -1), out = {0};
         /* rebuild with one extra chunk right after IHDR (8 + 25 bytes) */
         put(&out, png.p, 33);
-        if (variant == 0) chunk(&out, "tRNS", "\0\1\0\2\0\3", 6);
-        if (variant == 1) chunk(&out, "PLTE", "\1\2\3\4\5\6", 6);
-        if (variant == 2) chunk(&out, "sRGB", "\0", 1); /* ancillary: still plain */
+        if (variant == 0) png_chunk(&out, "tRNS", "\0\1\0\2\0\3", 6, 0);
+        if (variant == 1) png_chunk(&out, "PLTE", "\1\2\3\4\5\6", 6, 0);
+        if (variant == 2) png_chunk(&out, "sRGB", "\0", 1, 0); /* ancillary: still plain */
         put(&out, png.p + 33, png.n - 33);
         CHECK_EQ_INT(is_plain(&out), variant == 2);
         cdb_image *img = NULL;

@@ -25,57 +25,11 @@
 
 #include "cdb_test.h"
 #include "encoder/encoder.h"
+#include "file_build.h"
 #include "hostile_util.h"
 
-/* ---- building files ------------------------------------------------------------ */
+/* ---- building files (file_build.h) -------------------------------------------- */
 
-typedef struct buf {
-    uint8_t *p;
-    size_t n, cap;
-} buf;
-
-static void put(buf *b, const void *d, size_t n) {
-    if (b->n + n > b->cap) {
-        b->cap = (b->n + n) * 2 + 64;
-        b->p = realloc(b->p, b->cap);
-        if (!b->p) abort();
-    }
-    memcpy(b->p + b->n, d, n);
-    b->n += n;
-}
-static void put_be32(buf *b, uint32_t v) {
-    uint8_t x[4] = {(uint8_t)(v >> 24), (uint8_t)(v >> 16), (uint8_t)(v >> 8), (uint8_t)v};
-    put(b, x, 4);
-}
-static void put_le16(buf *b, unsigned v) {
-    uint8_t x[2] = {(uint8_t)v, (uint8_t)(v >> 8)};
-    put(b, x, 2);
-}
-static void put_le32(buf *b, uint32_t v) {
-    uint8_t x[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
-    put(b, x, 4);
-}
-static void put_be16(buf *b, unsigned v) {
-    uint8_t x[2] = {(uint8_t)(v >> 8), (uint8_t)v};
-    put(b, x, 2);
-}
-/* A PNG chunk with a correct CRC; len_override != 0 writes that length instead. */
-static void png_chunk(buf *b, const char *type, const void *d, uint32_t n, uint32_t len_override) {
-    uLong crc = crc32(0, (const Bytef *)type, 4);
-    if (n) crc = crc32(crc, d, n);
-    put_be32(b, len_override ? len_override : n);
-    put(b, type, 4);
-    if (n) put(b, d, n);
-    put_be32(b, (uint32_t)crc);
-}
-static void png_start(buf *b, uint32_t w, uint32_t h, int depth, int ctype) {
-    static const uint8_t sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
-    uint8_t ihdr[13] = {(uint8_t)(w >> 24), (uint8_t)(w >> 16), (uint8_t)(w >> 8), (uint8_t)w,
-                        (uint8_t)(h >> 24), (uint8_t)(h >> 16), (uint8_t)(h >> 8), (uint8_t)h,
-                        (uint8_t)depth, (uint8_t)ctype, 0, 0, 0};
-    put(b, sig, 8);
-    png_chunk(b, "IHDR", ihdr, 13, 0);
-}
 /* zlib stream of `raw` bytes of zeros (streamed: never holds them in memory). */
 static void png_idat_zeros(buf *b, size_t raw) {
     static uint8_t zeros[1 << 16], out[1 << 16];
