@@ -5,6 +5,7 @@
 
 const $ = (id) => document.getElementById(id);
 const PAGE = 40;           // hits per request; more are fetched as the grid scrolls
+const MORE_MARGIN = 800;   // px below the view at which the next page is fetched
 const ROW = () => parseFloat(getComputedStyle(document.documentElement).getPropertyValue('--row')) || 200;
 
 const S = {
@@ -117,6 +118,7 @@ async function search(reset = true) {
   }
   S.loading = true;
   const t0 = performance.now();
+  let ok = false;
   try {
     const r = await request(S.offset);
     if (seq !== S.seq) return; // a newer search started meanwhile
@@ -128,6 +130,7 @@ async function search(reset = true) {
     S.done = r.results.length < PAGE;
     append(r.results, start);
     status(r, performance.now() - t0);
+    ok = true;
   } catch (e) {
     if (seq !== S.seq) return;
     if (reset) $('grid').replaceChildren();
@@ -136,6 +139,14 @@ async function search(reset = true) {
   } finally {
     if (seq === S.seq) S.loading = false;
   }
+  // The observer below fires only when #more starts or stops being near the view: if
+  // it still is (a tall window, or a scroll made while this page was loading), the next
+  // page is fetched now, or it never would be (not after a failure: no retry loop).
+  if (ok && seq === S.seq && !S.done && S.mode !== 'none' && moreNearView()) search(false);
+}
+
+function moreNearView() {
+  return $('more').getBoundingClientRect().top < window.innerHeight + MORE_MARGIN;
 }
 
 function status(r, ms, err) {
@@ -421,7 +432,7 @@ function init() {
   // more as the grid scrolls
   new IntersectionObserver((entries) => {
     if (entries.some((e) => e.isIntersecting) && !S.done && !S.loading && S.mode !== 'none') search(false);
-  }, { rootMargin: '800px' }).observe($('more'));
+  }, { rootMargin: MORE_MARGIN + 'px' }).observe($('more'));
 
   loadLibrary();
   if (S.mode === 'none') showWelcome(); else search();

@@ -148,7 +148,7 @@ try {
   await thumbsLoaded(8);
   const before = await page.locator('.tile').count();
   await page.evaluate(() => window.scrollTo(0, document.body.scrollHeight));
-  await page.waitForFunction((n) => document.querySelectorAll('.tile').length > n, before, { timeout: 10000 })
+  await page.waitForFunction((n) => document.querySelectorAll('.tile').length > n, before, { timeout: 30000 })
     .then(() => check(true, 'scrolling down loads the next page'),
       () => check(before < 40, `scrolling: ${before} hits (all of them on the first page)`));
 
