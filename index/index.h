@@ -52,7 +52,7 @@ typedef struct cdb_hit {
 typedef enum cdb_index_kind {
     CDB_INDEX_AUTO = 0,
     CDB_INDEX_FLAT,   /* "IDMap,Flat": exact, fp32 copy; small collections */
-    CDB_INDEX_HNSW,   /* "IDMap,HNSW32_SQfp16": graph over fp16 codes; medium */
+    CDB_INDEX_HNSW,   /* "IDMap,HNSW32,Flat": graph over the fp32 vectors; medium */
     CDB_INDEX_IVF_SQ, /* "IVF<nlist>,SQfp16": inverted lists of fp16 codes; medium-large */
     CDB_INDEX_IVF_PQ, /* "IVF<nlist>,PQ<m>": compressed, re-ranked from the store; large */
     CDB_INDEX_CUSTOM  /* a user-forced factory string */
