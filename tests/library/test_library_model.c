@@ -25,7 +25,9 @@
 **   - two such files found by `search --image` first; every few steps `verify
 **     --deep --sample 0.3` exits 0.
 ** --steps N / --seed S (or CLIPDB_LIBRARY_STEPS, default 70, bounded to 45 s in CI,
-** and CLIPDB_LIBRARY_SEED, default the time) choose the history; a failure prints the
+** and CLIPDB_LIBRARY_SEED, default the time) choose the history; for kill campaigns,
+** CLIPDB_LIBRARY_KILL_EVERY=K kills one command in K (default 6) at a moment up to
+** CLIPDB_LIBRARY_KILL_MS (default 250) after its start; a failure prints the
 ** seed and step to replay it (with CLIPDB_KEEP_TMP=1 the files stay). Every history
 ** that ever failed is replayed first (k_regressions).
 */
@@ -490,12 +492,19 @@ static int run_cmd(model *m, const char *const *args, const char *const *env, in
     cli_run_result r;
     int rc;
     *killed = 0;
-    if (killed && pick(m, 6) == 0) { /* kill -9 at a random moment, then the same again */
+    static int every = 0, span_ms = 0; /* CLIPDB_LIBRARY_KILL_EVERY / _KILL_MS */
+    if (!every) {
+        const char *e = getenv("CLIPDB_LIBRARY_KILL_EVERY"), *t = getenv("CLIPDB_LIBRARY_KILL_MS");
+        every = e && atoi(e) > 0 ? atoi(e) : 6;
+        span_ms = t && atoi(t) > 0 ? atoi(t) : 250;
+    }
+    if (killed && pick(m, every) == 0) { /* kill -9 at a random moment, then the same again */
         char out[800], err[800];
         snprintf(out, sizeof out, "%s/killed.out", m->base);
         snprintf(err, sizeof err, "%s/killed.err", m->base);
         pid_t pid = cli_spawn(args, out, err);
-        struct timespec ts = {0, (long)pick(m, 250) * 1000000L};
+        long ms = pick(m, span_ms);
+        struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
         nanosleep(&ts, NULL);
         kill(pid, SIGKILL);
         cli_wait(pid);
