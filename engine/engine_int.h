@@ -76,6 +76,7 @@ typedef struct eng_walk_entry {
     uint64_t dev, ino;
     const char *error;        /* non-NULL: this entry could not be walked (err = errno) */
     int err;
+    int dangling;             /* with error: a symbolic link whose target is not there */
 } eng_walk_entry;
 
 /* 1 when path (resolved, '/'-separated, no trailing slash) is dir or lies under it;

@@ -57,6 +57,7 @@ typedef struct target_state {
     int walked;           /* walked to the end: its deletion pass may run */
     int64_t n_found;      /* regular files met */
     cdb_db_walk_problem *probs; /* relpath/reason heap */
+    unsigned char *shields; /* per problem: 1 when rows at or under its relpath are kept */
     int n_probs, cap_probs;
 } target_state;
 

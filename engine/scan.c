@@ -54,8 +54,12 @@ static int was_seen(const pipe_ctx *c, int64_t id) {
     return id > 0 && id < c->seen_bits && (c->seen[id / 8] >> (id % 8)) & 1;
 }
 
-/* A walk problem of the current target (first pass only: later passes walk the same). */
-static void add_problem(pipe_ctx *c, const char *relpath, const char *reason) {
+/* A walk problem of the current target (first pass only: later passes walk the same).
+** shields: the rows recorded at or under relpath are kept (the walk could not see
+** them: an unreadable folder, a file that could not be stat'ed). A broken symbolic
+** link shields nothing: the link is there and its photo is not, so its row goes as a
+** deleted file's does, and the link is reported. */
+static void add_problem(pipe_ctx *c, const char *relpath, const char *reason, int shields) {
     target_state *t = &c->ts[c->cur];
     c->sum->walk_errors++;
     if (c->o->secondary) return;
@@ -64,8 +68,12 @@ static void add_problem(pipe_ctx *c, const char *relpath, const char *reason) {
         cdb_db_walk_problem *p = realloc(t->probs, sizeof *p * (size_t)nc);
         if (!p) return;
         t->probs = p;
+        unsigned char *sh = realloc(t->shields, (size_t)nc);
+        if (!sh) return;
+        t->shields = sh;
         t->cap_probs = nc;
     }
+    t->shields[t->n_probs] = (unsigned char)(shields != 0);
     cdb_db_walk_problem *p = &t->probs[t->n_probs];
     memset(p, 0, sizeof *p);
     p->root_id = c->targets[c->cur].root_id;
@@ -201,7 +209,7 @@ static int on_entry(const eng_walk_entry *e, walk_ud *ud) {
         char *full = cdb_db_path_join(c->targets[c->cur].path, e->relpath);
         snprintf(why, sizeof why, "%s (%s)", e->error, strerror(e->err));
         warn(c, "%s: %s", full ? full : e->relpath, why);
-        add_problem(c, e->relpath, why);
+        add_problem(c, e->relpath, why, !e->dangling);
         cdb_free(full);
         return 0;
     }
@@ -284,7 +292,7 @@ static void walk_target(pipe_ctx *c) {
             warn(c, "%s is missing%s; its %lld files are kept as they are (run 'clipdb move' if it "
                     "moved, 'clipdb forget' if it is gone for good)",
                  t->path, r->dev_recorded ? " (not mounted?)" : "", (long long)live);
-        add_problem(c, "", "missing: not mounted, moved or deleted");
+        add_problem(c, "", "missing: not mounted, moved or deleted", 1);
         return;
     }
     if (!(base = target_base(t))) {
@@ -302,12 +310,12 @@ static void walk_target(pipe_ctx *c) {
         if (w == 2) { /* recorded before ingest refused such folders */
             const char *why = "inside the database's own folder: not scanned";
             warn(c, "%s: %s; its files are kept as they are", base, why);
-            add_problem(c, t->sub ? t->sub : "", why);
+            add_problem(c, t->sub ? t->sub : "", why, 1);
         } else if (w < 0) {
             char why[300];
             snprintf(why, sizeof why, "cannot read the folder (%s)", strerror(errno));
             warn(c, "%s: %s; its files are kept as they are", base, why);
-            add_problem(c, t->sub ? t->sub : "", why);
+            add_problem(c, t->sub ? t->sub : "", why, 1);
         } else {
             c->sum->links_skipped += ws.n_links_skipped;
             c->sum->links_covered += ws.n_links_covered;
@@ -366,9 +374,11 @@ typedef struct del_ud {
     int oom;
 } del_ud;
 
-/* 1 when relpath lies in a folder the walk reported it could not read. */
+/* 1 when relpath lies in a folder the walk reported it could not read (or is a file
+** it could not stat): a problem that shields its rows (add_problem). */
 static int under_problem(const target_state *ts, const char *relpath) {
     for (int i = 0; i < ts->n_probs; i++) {
+        if (!ts->shields[i]) continue;
         const char *p = ts->probs[i].relpath;
         size_t n = strlen(p);
         if (!n || (!strncmp(relpath, p, n) && (relpath[n] == '/' || relpath[n] == '\0'))) return 1;
@@ -431,7 +441,7 @@ static cdb_status delete_gone(pipe_ctx *c, int i, const char **status) {
         c->cur = i;
         warn(c, "%s is empty now; its %d recorded files are kept as they are (unmounted?)",
              base ? base : t->path, d.n);
-        add_problem(c, t->sub ? t->sub : "", "empty: no file found where files were recorded");
+        add_problem(c, t->sub ? t->sub : "", "empty: no file found where files were recorded", 1);
         free(base);
         *status = "empty";
         d.n = 0;
@@ -440,7 +450,7 @@ static cdb_status delete_gone(pipe_ctx *c, int i, const char **status) {
         c->cur = i;
         warn(c, "%s: %lld recorded files are on a drive or share that is not mounted; kept as "
                 "they are", t->path, (long long)d.unreachable);
-        add_problem(c, t->sub ? t->sub : "", "some files are on a drive that is not mounted");
+        add_problem(c, t->sub ? t->sub : "", "some files are on a drive that is not mounted", 1);
         c->sum->unreachable += d.unreachable;
     }
     if (rc == CDB_OK && d.n) rc = cdb_db_batch_new(c->db, c->model_id, &b);
@@ -501,6 +511,7 @@ void cdb_scan_free(pipe_ctx *c) {
             free((char *)c->ts[i].probs[k].reason);
         }
         free(c->ts[i].probs);
+        free(c->ts[i].shields);
     }
     free(c->ts);
     c->ts = NULL;

@@ -154,12 +154,13 @@ static int cmp_names(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static void report(walker *w, const char *rel, const char *what, int err) {
+static void report(walker *w, const char *rel, const char *what, int err, int dangling) {
     eng_walk_entry e;
     memset(&e, 0, sizeof e);
     e.relpath = rel;
     e.error = what;
     e.err = err;
+    e.dangling = dangling;
     w->st->n_errors++;
     if (w->fn(&e, w->ud)) w->stop = 1;
 }
@@ -174,11 +175,11 @@ static void walk_dir(walker *w, const char *rel, int depth, int via_link) {
     size_t n = 0, cap = 0;
     snprintf(full, sizeof full, "%s%s%s", w->root, *rel ? "/" : "", rel);
     if (depth > 4096) {
-        report(w, rel, "too deeply nested", ELOOP);
+        report(w, rel, "too deeply nested", ELOOP, 0);
         return;
     }
     if (!(d = opendir(full))) {
-        report(w, rel, "cannot open folder", errno);
+        report(w, rel, "cannot open folder", errno, 0);
         return;
     }
     while ((de = readdir(d))) {
@@ -213,7 +214,7 @@ static void walk_dir(walker *w, const char *rel, int depth, int via_link) {
         }
         snprintf(full, sizeof full, "%s/%s", w->root, child_rel);
         if (lstat(full, &st) != 0) {
-            report(w, child_rel, "cannot stat", errno);
+            report(w, child_rel, "cannot stat", errno, 0);
             free(child_rel);
             continue;
         }
@@ -225,7 +226,7 @@ static void walk_dir(walker *w, const char *rel, int depth, int via_link) {
                 continue;
             }
             if (stat(full, &st) != 0) {
-                report(w, child_rel, "broken symbolic link", errno);
+                report(w, child_rel, "broken symbolic link", errno, 1);
                 free(child_rel);
                 continue;
             }

@@ -678,12 +678,15 @@ CDB_TEST(e2e_sigint_and_concurrency) {
             CHECK_EQ_INT(code, 130);
             CHECK(err && strstr(err, "interrupted") != NULL);
             CHECK(out && strstr(out, "[interrupted]") != NULL); /* the summary still comes */
-            /* what the interrupted run itself stored (its summary): some, not all. The
-            ** catalog's count cannot say it: the waiter may have finished the job by then */
+            /* what the interrupted run itself stored (its summary): at most all of them
+            ** (the signal may land after the last commit, before the exit: a loaded
+            ** machine does that). The catalog's count cannot say it: the waiter may have
+            ** finished the job by then */
             const char *f = out ? strstr(out, " files: ") : NULL;
             long long own = -1;
             CHECK(f && sscanf(f, " files: %lld added", &own) == 1);
-            CHECK_MSG(own >= 0 && own < N_BIG, "the interrupted run added %lld of %d", own, N_BIG);
+            CHECK_MSG(own >= 0 && own <= N_BIG, "the interrupted run added %lld of %d", own, N_BIG);
+            if (own == N_BIG) fprintf(stderr, "    Ctrl-C arrived after the last commit\n");
             CHECK_MSG(after_int > 0, "ok files after Ctrl-C: %lld", (long long)after_int);
             free(err);
             free(out);

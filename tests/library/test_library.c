@@ -14,7 +14,8 @@
 **   transient_failures_are_retried   a permission error is retried, a named
 **                                    quarantined file is retried
 **   symlinks                         followed only when not already in the library,
-**                                    remembered; a dangling link is listed
+**                                    remembered; a dangling link is listed; a link
+**                                    whose photo is deleted loses its row
 **   forget_and_missing_roots         `forget` gives the space back; a missing root
 **                                    keeps its files; nothing re-encoded on return
 **   second_model_kept_current        both vector sets complete after reindex;
@@ -411,6 +412,26 @@ CDB_TEST(symlinks) {
     CHECK_EQ_INT(db_is_exact(db, 4), 0);
     CHECK_EQ_INT(lu_expect((const char *[]){"errors", "--db", db, NULL}, 0, &r), 0);
     CHECK_MSG(r.out[0] == '\0', "errors after the link was removed: %s", r.out);
+    cli_run_free(&r);
+    /* a followed link whose photo is then deleted: the photo is gone, so is its row
+    ** (the link itself is still there, and reported as broken) */
+    char out2[700];
+    lu_path(out2, sizeof out2, "links/outside2");
+    CHECK_EQ_INT(lu_generate(out2, 73, 20, 1), 0);
+    snprintf(p, sizeof p, "%s/one.jpg", links);
+    CHECK_EQ_INT(symlink(lu_img(out2, 20, q, sizeof q), p), 0);
+    CHECK_EQ_INT(lu_expect((const char *[]){"ingest", "--db", db, "--follow-symlinks", lib, NULL}, 0,
+                           &r),
+                 0);
+    cli_run_free(&r);
+    CHECK_EQ_INT(db_is_exact(db, 7), 0); /* 4 + 2 through the folder link + one.jpg */
+    CHECK_EQ_INT(remove(q), 0);
+    CHECK_EQ_INT(lu_expect((const char *[]){"reindex", "--db", db, NULL}, 3, &r), 3);
+    CHECK_MSG(strstr(r.out, " 1 deleted"), "%s", r.out);
+    cli_run_free(&r);
+    CHECK_EQ_INT(db_is_exact(db, 6), 0);
+    CHECK_EQ_INT(lu_expect((const char *[]){"errors", "--db", db, NULL}, 0, &r), 0);
+    CHECK_MSG(strstr(r.out, "one.jpg") && strstr(r.out, "broken symbolic link"), "%s", r.out);
     cli_run_free(&r);
 }
 
