@@ -43,15 +43,17 @@
 #define POOL_PPM 4
 #define POOL (POOL_GEN + POOL_PPM)
 
-/* Histories that once failed, replayed on every run (seed, steps): what each found. */
+/* Histories that once failed, replayed on every run (seed, steps, kills): what each found. */
 static const struct {
     uint64_t seed;
     int steps;
+    int kill_every; /* 0: the default */
 } k_regressions[] = {
-    {12, 6},   /* forget of the last root: the index refresh failed on no vectors */
-    {14, 11},  /* a root of links renamed away was dropped as "emptied" */
-    {11, 27},  /* a folder root emptied by deletes was kept as "unmounted?" */
-    {102, 85}, /* after a kill, a move onto a pending row's path failed the commit */
+    {12, 6, 0},   /* forget of the last root: the index refresh failed on no vectors */
+    {14, 11, 0},  /* a root of links renamed away was dropped as "emptied" */
+    {11, 27, 0},  /* a folder root emptied by deletes was kept as "unmounted?" */
+    {102, 85, 0}, /* after a kill, a move onto a pending row's path failed the commit */
+    {20012, 16, 1}, /* a dangling link kept the deleted photo's row (every command killed) */
 };
 
 static const char *const k_places[] = {"cam1", "cam2", "cam1/sub", "cam2/sub", "misc",
@@ -88,6 +90,7 @@ typedef struct model {
     root_t r[MAX_ROOTS];
     int n_roots;
     int step;
+    int kill_every, kill_ms; /* one command in kill_every killed, up to kill_ms after its start */
 } model;
 
 static uint64_t rnd(model *m) {
@@ -492,18 +495,12 @@ static int run_cmd(model *m, const char *const *args, const char *const *env, in
     cli_run_result r;
     int rc;
     *killed = 0;
-    static int every = 0, span_ms = 0; /* CLIPDB_LIBRARY_KILL_EVERY / _KILL_MS */
-    if (!every) {
-        const char *e = getenv("CLIPDB_LIBRARY_KILL_EVERY"), *t = getenv("CLIPDB_LIBRARY_KILL_MS");
-        every = e && atoi(e) > 0 ? atoi(e) : 6;
-        span_ms = t && atoi(t) > 0 ? atoi(t) : 250;
-    }
-    if (killed && pick(m, every) == 0) { /* kill -9 at a random moment, then the same again */
+    if (killed && pick(m, m->kill_every) == 0) { /* kill -9 at a random moment, then again */
         char out[800], err[800];
         snprintf(out, sizeof out, "%s/killed.out", m->base);
         snprintf(err, sizeof err, "%s/killed.err", m->base);
         pid_t pid = cli_spawn(args, out, err);
-        long ms = pick(m, span_ms);
+        long ms = pick(m, m->kill_ms);
         struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
         nanosleep(&ts, NULL);
         kill(pid, SIGKILL);
@@ -649,7 +646,15 @@ static int cmd_root_away(model *m, char *log, size_t size) {
 
 /* ---- the history ------------------------------------------------------------------------ */
 
-static int history(uint64_t seed, int steps, double seconds) {
+/* The kill settings of a history: CLIPDB_LIBRARY_KILL_EVERY / _KILL_MS, else 6 and
+** 250 ms; a regression may fix its own. */
+static void kill_settings(int *every, int *ms) {
+    const char *e = getenv("CLIPDB_LIBRARY_KILL_EVERY"), *t = getenv("CLIPDB_LIBRARY_KILL_MS");
+    *every = e && atoi(e) > 0 ? atoi(e) : 6;
+    *ms = t && atoi(t) > 0 ? atoi(t) : 250;
+}
+
+static int history(uint64_t seed, int steps, double seconds, int kill_every, int kill_ms) {
     static model mm;
     model *m = &mm;
     char log[4000];
@@ -658,6 +663,8 @@ static int history(uint64_t seed, int steps, double seconds) {
     free(m->oracle);
     memset(m, 0, sizeof *m);
     m->rng = seed;
+    m->kill_every = kill_every;
+    m->kill_ms = kill_ms;
     snprintf(m->base, sizeof m->base, "%s/model_%llu", lu_tmp, (unsigned long long)seed);
     lu_rm_rf(m->base);
     snprintf(m->db, sizeof m->db, "%s/db", m->base);
@@ -690,8 +697,9 @@ static int history(uint64_t seed, int steps, double seconds) {
         if (bad) {
             fprintf(stderr,
                     "    replay: CLIPDB_LIBRARY_SEED=%llu CLIPDB_LIBRARY_STEPS=%d "
-                    "CLIPDB_KEEP_TMP=1 %s/tests/library/test_library_model\n",
-                    (unsigned long long)seed, m->step, CDB_BINARY_DIR);
+                    "CLIPDB_LIBRARY_KILL_EVERY=%d CLIPDB_LIBRARY_KILL_MS=%d "
+                    "CLIPDB_KEEP_TMP=1 %s/tests/library/test_library_model random_history\n",
+                    (unsigned long long)seed, m->step, m->kill_every, m->kill_ms, CDB_BINARY_DIR);
             return -1;
         }
     }
@@ -709,8 +717,12 @@ static int history(uint64_t seed, int steps, double seconds) {
 
 CDB_TEST(regressions) {
     LU_NEED_SETUP();
-    for (size_t i = 0; i < sizeof k_regressions / sizeof k_regressions[0]; i++)
-        CHECK_EQ_INT(history(k_regressions[i].seed, k_regressions[i].steps, 0), 0);
+    for (size_t i = 0; i < sizeof k_regressions / sizeof k_regressions[0]; i++) {
+        int every, ms;
+        kill_settings(&every, &ms);
+        if (k_regressions[i].kill_every) every = k_regressions[i].kill_every;
+        CHECK_EQ_INT(history(k_regressions[i].seed, k_regressions[i].steps, 0, every, ms), 0);
+    }
 }
 
 CDB_TEST(random_history) {
@@ -719,7 +731,9 @@ CDB_TEST(random_history) {
     int steps = n && *n ? atoi(n) : 70;
     LU_NEED_SETUP();
     /* bounded in CI (45 s, after the replays); as long as asked otherwise */
-    CHECK_EQ_INT(history(seed, steps, n && *n ? 0 : 45), 0);
+    int every, ms;
+    kill_settings(&every, &ms);
+    CHECK_EQ_INT(history(seed, steps, n && *n ? 0 : 45, every, ms), 0);
 }
 
 int main(int argc, char **argv) {
