@@ -134,17 +134,6 @@ static cdb_status fetch_kept(cdb_db *db, int64_t model_id, int dim, int64_t *ids
 }
 
 /* A state built from nothing: the index file (if usable) and what it does not cover. */
-/* A flat index ("IDMap,Flat", the plan under 20,000 vectors) holds the stored vectors
-** again, in fp32: the state searches the fp16 store itself instead, which is exact
-** and about 10x faster than FAISS's flat scan (Debian's generic FAISS build scores
-** with its scalar reference loop: bench_index at 25,000 vectors, one query at a time,
-** 556 against 58 queries/s), in half the memory. */
-static int index_is_flat(const cdb_index *ix) {
-    cdb_index_info in;
-    cdb_index_get_info(ix, &in);
-    return in.kind == CDB_INDEX_FLAT;
-}
-
 static cdb_status vset_fresh(cdb_engine *e, eng_search_state *ss, cdb_db *db, int dim,
                              const char *path, const struct stat *st, int have_file, int64_t gen,
                              eng_vset **out) {
@@ -158,8 +147,18 @@ static cdb_status vset_fresh(cdb_engine *e, eng_search_state *ss, cdb_db *db, in
     v->gen = gen;
     v->ix_file = have_file;
     if (have_file) v->ix_st = *st;
-    rc = have_file ? cdb_index_load(path, &ix) : CDB_NOTFOUND;
-    if (rc == CDB_OK && (cdb_index_dim(ix) != dim || index_is_flat(ix))) {
+    /* A flat index ("IDMap,Flat", the plan under 20,000 vectors) holds the stored
+    ** vectors again, in fp32: it is not even loaded, and the state searches the fp16
+    ** store itself, which is exact and about 10x faster than FAISS's flat scan
+    ** (Debian's generic FAISS build scores with its scalar reference loop: bench_index
+    ** at 25,000 vectors, one query at a time, 556 against 58 queries/s), in half the
+    ** memory. A file whose header cannot be read goes to cdb_index_load for its error. */
+    cdb_index_kind kind = CDB_INDEX_AUTO;
+    if (have_file && cdb_index_file_kind(path, &kind) == CDB_OK && kind == CDB_INDEX_FLAT)
+        rc = CDB_NOTFOUND;
+    else
+        rc = have_file ? cdb_index_load(path, &ix) : CDB_NOTFOUND;
+    if (rc == CDB_OK && cdb_index_dim(ix) != dim) {
         cdb_index_free(ix);
         ix = NULL;
         rc = CDB_NOTFOUND;

@@ -513,6 +513,36 @@ done:
     return rc;
 }
 
+/* Opens path and reads its header, checked: *fp is left open after it on success. */
+static cdb_status open_with_header(const char *path, FILE **fp, file_hdr *h) {
+    FILE *f;
+    cdb_status rc = CDB_OK;
+    *fp = NULL;
+    if (!(f = fopen(path, "rb")))
+        return cdb_seterr(errno == ENOENT ? CDB_NOTFOUND : CDB_IO, "open %s: %s", path, strerror(errno));
+    if (fread(h, sizeof *h, 1, f) != 1 || memcmp(h->magic, FILE_MAGIC, 8))
+        rc = cdb_seterr(CDB_CORRUPT, "%s: not a clipdb index file", path);
+    else if (h->version != FILE_VERSION)
+        rc = cdb_seterr(CDB_VERSION, "%s: index file version %u, expected %u", path, h->version, FILE_VERSION);
+    else if (h->dim == 0 || h->dim > (1u << 20) || h->n_cov < 0 || h->kind > CDB_INDEX_CUSTOM ||
+             memchr(h->factory, 0, sizeof h->factory) == NULL)
+        rc = cdb_seterr(CDB_CORRUPT, "%s: damaged header", path);
+    if (rc != CDB_OK) fclose(f);
+    else *fp = f;
+    return rc;
+}
+
+cdb_status cdb_index_file_kind(const char *path, cdb_index_kind *kind) {
+    FILE *f;
+    file_hdr h;
+    cdb_status rc;
+    if (!path || !kind) return cdb_seterr(CDB_INVALID, "cdb_index_file_kind: bad arguments");
+    if ((rc = open_with_header(path, &f, &h)) != CDB_OK) return rc;
+    fclose(f);
+    *kind = (cdb_index_kind)h.kind;
+    return CDB_OK;
+}
+
 cdb_status cdb_index_load(const char *path, cdb_index **out) {
     FILE *f = NULL;
     cdb_index *ix = NULL;
@@ -522,18 +552,7 @@ cdb_status cdb_index_load(const char *path, cdb_index **out) {
     int frc;
     if (!path || !out) return cdb_seterr(CDB_INVALID, "cdb_index_load: bad arguments");
     *out = NULL;
-    if (!(f = fopen(path, "rb")))
-        return cdb_seterr(errno == ENOENT ? CDB_NOTFOUND : CDB_IO, "open %s: %s", path, strerror(errno));
-    if (fread(&h, sizeof h, 1, f) != 1 || memcmp(h.magic, FILE_MAGIC, 8)) {
-        rc = cdb_seterr(CDB_CORRUPT, "%s: not a clipdb index file", path);
-        goto done;
-    }
-    if (h.version != FILE_VERSION) { rc = cdb_seterr(CDB_VERSION, "%s: index file version %u, expected %u", path, h.version, FILE_VERSION); goto done; }
-    if (h.dim == 0 || h.dim > (1u << 20) || h.n_cov < 0 || h.kind > CDB_INDEX_CUSTOM ||
-        memchr(h.factory, 0, sizeof h.factory) == NULL) {
-        rc = cdb_seterr(CDB_CORRUPT, "%s: damaged header", path);
-        goto done;
-    }
+    if ((rc = open_with_header(path, &f, &h)) != CDB_OK) return rc;
     if (!(ix = cdb_calloc(1, sizeof *ix))) { rc = cdb_seterr(CDB_NOMEM, "load"); goto done; }
     ix->info.kind = (cdb_index_kind)h.kind, ix->info.dim = (int)h.dim;
     memcpy(ix->info.factory, h.factory, sizeof h.factory);

@@ -161,6 +161,9 @@ cdb_status cdb_index_save(const cdb_index *ix, const char *path);
 /* Loads a file written by cdb_index_save. CDB_NOTFOUND if absent, CDB_CORRUPT or
 ** CDB_VERSION for foreign or damaged files. */
 cdb_status cdb_index_load(const char *path, cdb_index **out /* OUT */);
+/* The kind a file written by cdb_index_save holds, from its header alone (errors as
+** cdb_index_load's). */
+cdb_status cdb_index_file_kind(const char *path, cdb_index_kind *kind /* OUT */);
 
 /* ---- coverage ------------------------------------------------------------------- */
 
