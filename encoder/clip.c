@@ -7,7 +7,10 @@
 ** patches unfolded on the host (a pure permutation, so the upload is the same
 ** size as the pixels), then class token + positional embedding, ln_pre, pre-LN
 ** residual blocks (x += attn(ln_1(x)); x += mlp(ln_2(x))), ln_post on the class
-** token only, projection.
+** token only, projection. The last block runs its attention, output projection and
+** MLP on the pooled rows only (the class token, the end token): nothing else
+** reaches the output, and each of those ops computes a row the same way whatever
+** other rows it is given.
 ** Text tower: token + positional embedding, the same blocks with causal attention,
 ** ln_final and projection on the pooled token only. Pooling is at the first end
 ** token (the model's eot id; argmax when absent, as OpenAI CLIP). Because attention
@@ -67,39 +70,66 @@ static int items_per_chunk(const cdb_clip_tower *t, int seq, int n) {
     return items < (size_t)n ? (int)items : n;
 }
 
-/* The residual blocks on s->x: [batch*seq, width]. */
-static cdb_status run_blocks(cdb_k_backend *be, const cdb_clip_tower *t, cdb_k_act act,
-                             scratch *s, int batch, int seq, int causal) {
+/* Residual block l on every row of s->x: [batch*seq, width]. */
+static cdb_status run_block(cdb_k_backend *be, const cdb_clip_tower *t, int l, cdb_k_act act,
+                            scratch *s, int batch, int seq, int causal) {
     cdb_status rc = CDB_OK;
+    const cdb_clip_block *b = &t->blocks[l];
     int rows = batch * seq, w = t->width, hd = t->width / t->heads;
-    for (int l = 0; l < t->layers; l++) {
-        const cdb_clip_block *b = &t->blocks[l];
-        CK(cdb_k_layernorm(be, s->x, b->ln1_g, b->ln1_b, s->h, rows, w, LN_EPS));
-        CK(cdb_k_gemm(be, s->h, b->qkv_w, b->qkv_b, s->qkv, rows, 3 * w, w, CDB_K_ACT_NONE, 0));
-        CK(cdb_k_attention(be, s->qkv, s->attn, batch, seq, t->heads, hd, causal));
-        CK(cdb_k_gemm(be, s->attn, b->out_w, b->out_b, s->x, rows, w, w, CDB_K_ACT_NONE, 1));
-        CK(cdb_k_layernorm(be, s->x, b->ln2_g, b->ln2_b, s->h, rows, w, LN_EPS));
-        CK(cdb_k_gemm(be, s->h, b->fc_w, b->fc_b, s->mlp, rows, t->mlp_width, w, act, 0));
-        CK(cdb_k_gemm(be, s->mlp, b->proj_w, b->proj_b, s->x, rows, w, t->mlp_width,
-                      CDB_K_ACT_NONE, 1));
-    }
+    CK(cdb_k_layernorm(be, s->x, b->ln1_g, b->ln1_b, s->h, rows, w, LN_EPS));
+    CK(cdb_k_gemm(be, s->h, b->qkv_w, b->qkv_b, s->qkv, rows, 3 * w, w, CDB_K_ACT_NONE, 0));
+    CK(cdb_k_attention(be, s->qkv, s->attn, batch, seq, t->heads, hd, causal));
+    CK(cdb_k_gemm(be, s->attn, b->out_w, b->out_b, s->x, rows, w, w, CDB_K_ACT_NONE, 1));
+    CK(cdb_k_layernorm(be, s->x, b->ln2_g, b->ln2_b, s->h, rows, w, LN_EPS));
+    CK(cdb_k_gemm(be, s->h, b->fc_w, b->fc_b, s->mlp, rows, t->mlp_width, w, act, 0));
+    CK(cdb_k_gemm(be, s->mlp, b->proj_w, b->proj_b, s->x, rows, w, t->mlp_width, CDB_K_ACT_NONE,
+                  1));
 cleanup:
     return rc;
 }
 
-/* ln + projection of the pooled rows of s->x; downloads nb * embed_dim floats. */
-static cdb_status pool_project(cdb_k_backend *be, const cdb_clip_tower *t, scratch *s,
-                               const int32_t *rows, int nb, int embed_dim, float *out) {
+/* The last residual block for the pooled row of each item only (pos[i]: its position
+** in item i), into s->h [batch, width]: every row's keys and values, then attention,
+** output projection and MLP of the pooled rows alone. Each op's row arithmetic does
+** not depend on how many rows it is given, so these are the rows run_block would
+** give, bit for bit on the CPU, for 1/seq of its attention and MLP. */
+static cdb_status run_last_block_pooled(cdb_k_backend *be, const cdb_clip_tower *t,
+                                        cdb_k_act act, scratch *s, int batch, int seq,
+                                        int causal, const int32_t *pos, int32_t *rows) {
+    cdb_status rc = CDB_OK;
+    const cdb_clip_block *b = &t->blocks[t->layers - 1];
+    int w = t->width, hd = t->width / t->heads;
+    for (int i = 0; i < batch; i++) rows[i] = i * seq + pos[i];
+    CK(cdb_k_layernorm(be, s->x, b->ln1_g, b->ln1_b, s->h, batch * seq, w, LN_EPS));
+    CK(cdb_k_gemm(be, s->h, b->qkv_w, b->qkv_b, s->qkv, batch * seq, 3 * w, w, CDB_K_ACT_NONE,
+                  0));
+    CK(cdb_k_attention_rows(be, s->qkv, s->attn, batch, seq, t->heads, hd, causal, pos));
+    CK(cdb_k_gather_rows(be, s->x, rows, batch, w, s->h));
+    CK(cdb_k_gemm(be, s->attn, b->out_w, b->out_b, s->h, batch, w, w, CDB_K_ACT_NONE, 1));
+    CK(cdb_k_layernorm(be, s->h, b->ln2_g, b->ln2_b, s->attn, batch, w, LN_EPS));
+    CK(cdb_k_gemm(be, s->attn, b->fc_w, b->fc_b, s->mlp, batch, t->mlp_width, w, act, 0));
+    CK(cdb_k_gemm(be, s->mlp, b->proj_w, b->proj_b, s->h, batch, w, t->mlp_width,
+                  CDB_K_ACT_NONE, 1));
+cleanup:
+    return rc;
+}
+
+/* The tower's blocks on s->x [batch*seq, width] and its head (ln + projection) on the
+** pooled row of each item (pos[i]: its position in item i; a tower has >= 1 layer):
+** downloads batch * embed_dim floats. rows: scratch of batch ints. */
+static cdb_status run_tower(cdb_k_backend *be, const cdb_clip_tower *t, cdb_k_act act,
+                            scratch *s, int batch, int seq, int causal, const int32_t *pos,
+                            int32_t *rows, int embed_dim, float *out) {
     cdb_status rc = CDB_OK;
     int w = t->width;
-    /* s->h and s->attn are free here and hold >= nb rows of width (and embed_dim
-    ** <= rows * width is not guaranteed, so the projection gets its own buffer). */
     cdb_k_buf *e = NULL;
-    CK(cdb_k_gather_rows(be, s->x, rows, nb, w, s->h));
-    CK(cdb_k_layernorm(be, s->h, t->ln_post_g, t->ln_post_b, s->h, nb, w, LN_EPS));
-    CK(cdb_k_buf_alloc(be, (size_t)nb * embed_dim, &e));
-    CK(cdb_k_gemm(be, s->h, t->proj, NULL, e, nb, embed_dim, w, CDB_K_ACT_NONE, 0));
-    CK(cdb_k_buf_download(be, e, 0, out, (size_t)nb * embed_dim));
+    for (int l = 0; l + 1 < t->layers; l++) CK(run_block(be, t, l, act, s, batch, seq, causal));
+    CK(run_last_block_pooled(be, t, act, s, batch, seq, causal, pos, rows));
+    CK(cdb_k_layernorm(be, s->h, t->ln_post_g, t->ln_post_b, s->h, batch, w, LN_EPS));
+    /* embed_dim <= rows * width is not guaranteed: the projection gets its own buffer */
+    CK(cdb_k_buf_alloc(be, (size_t)batch * embed_dim, &e));
+    CK(cdb_k_gemm(be, s->h, t->proj, NULL, e, batch, embed_dim, w, CDB_K_ACT_NONE, 0));
+    CK(cdb_k_buf_download(be, e, 0, out, (size_t)batch * embed_dim));
 cleanup:
     cdb_k_buf_free(be, e);
     return rc;
@@ -115,14 +145,15 @@ static cdb_status vit_image_forward(cdb_model *m, const float *pixels, int n, fl
     scratch s;
     cdb_k_buf *pin = NULL;
     float *unf = NULL;
-    int32_t *rows = NULL;
+    int32_t *rows = NULL, *cls = NULL;
 
     memset(&s, 0, sizeof s);
     CK(scratch_alloc(be, t, (size_t)chunk * S, &s));
     CK(cdb_k_buf_alloc(be, (size_t)chunk * N * K, &pin));
     unf = malloc((size_t)chunk * N * K * sizeof(float));
     rows = malloc((size_t)chunk * sizeof *rows);
-    if (!unf || !rows) {
+    cls = calloc((size_t)chunk, sizeof *cls); /* each item's pooled row: its class token */
+    if (!unf || !rows || !cls) {
         rc = cdb_seterr(CDB_NOMEM, "image batch scratch");
         goto cleanup;
     }
@@ -142,20 +173,19 @@ static cdb_status vit_image_forward(cdb_model *m, const float *pixels, int n, fl
                             memcpy(dst + ((size_t)ch * P + ky) * P, src, (size_t)P * sizeof(float));
                         }
                 }
-            rows[b] = b * S;
         }
         CK(cdb_k_buf_upload(be, pin, 0, unf, (size_t)nb * N * K));
         CK(cdb_k_gemm(be, pin, t->patch_w, NULL, s.h, nb * N, W, K, CDB_K_ACT_NONE, 0));
         CK(cdb_k_prepend_add(be, s.h, t->cls, t->pos, nb, N, W, s.x));
         CK(cdb_k_layernorm(be, s.x, t->ln_pre_g, t->ln_pre_b, s.x, nb * S, W, LN_EPS));
-        CK(run_blocks(be, t, m->act, &s, nb, S, 0));
-        CK(pool_project(be, t, &s, rows, nb, E, out + (size_t)i0 * E));
+        CK(run_tower(be, t, m->act, &s, nb, S, 0, cls, rows, E, out + (size_t)i0 * E));
     }
 cleanup:
     scratch_free(be, &s);
     cdb_k_buf_free(be, pin);
     free(unf);
     free(rows);
+    free(cls);
     return rc;
 }
 
@@ -202,11 +232,9 @@ cdb_status cdb_clip_text_forward(cdb_model *m, const int32_t *ids, int n, float 
             if (pool[i0 + b] + 1 > S) S = pool[i0 + b] + 1;
         for (int b = 0; b < nb; b++) {
             memcpy(sub + (size_t)b * S, ids + (size_t)(i0 + b) * C, (size_t)S * sizeof *sub);
-            rows[b] = b * S + pool[i0 + b];
         }
         CK(cdb_k_lookup_add(be, t->tok_emb, t->pos, sub, nb * S, S, t->width, s.x));
-        CK(run_blocks(be, t, m->act, &s, nb, S, 1));
-        CK(pool_project(be, t, &s, rows, nb, E, out + (size_t)i0 * E));
+        CK(run_tower(be, t, m->act, &s, nb, S, 1, pool + i0, rows, E, out + (size_t)i0 * E));
     }
 cleanup:
     scratch_free(be, &s);

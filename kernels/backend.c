@@ -4,6 +4,7 @@
 ** the backend's vtable (backend_impl.h). The backends validate their own
 ** arguments.
 */
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels/backend_impl.h"
@@ -103,6 +104,44 @@ cdb_status cdb_k_add(cdb_k_backend *be, cdb_k_buf *y, const cdb_k_buf *x, size_t
 cdb_status cdb_k_attention(cdb_k_backend *be, const cdb_k_buf *qkv, cdb_k_buf *out, int batch,
                            int seq, int heads, int head_dim, int causal) {
     return VCALL(be, attention, qkv, out, batch, seq, heads, head_dim, causal);
+}
+
+/* A backend without the op computes every row and keeps the asked ones. */
+static cdb_status attention_rows_by_gather(cdb_k_backend *be, const cdb_k_buf *qkv,
+                                           cdb_k_buf *out, int batch, int seq, int heads,
+                                           int head_dim, int causal, const int32_t *qpos) {
+    cdb_k_buf *all = NULL;
+    int32_t *rows = NULL;
+    cdb_status rc;
+    if (batch == 0) return CDB_OK;
+    if (batch < 0 || seq <= 0 || heads <= 0 || head_dim <= 0)
+        return cdb_seterr(CDB_INVALID, "attention: bad shape b=%d s=%d h=%d hd=%d", batch, seq,
+                          heads, head_dim);
+    if (!(rows = malloc((size_t)batch * sizeof *rows)))
+        return cdb_seterr(CDB_NOMEM, "attention rows");
+    for (int b = 0; b < batch; b++) {
+        if (qpos[b] < 0 || qpos[b] >= seq) {
+            free(rows);
+            return cdb_seterr(CDB_INVALID, "attention: item %d's query %d outside [0, %d)", b,
+                              qpos[b], seq);
+        }
+        rows[b] = b * seq + qpos[b];
+    }
+    rc = be->ops->buf_alloc(be, (size_t)batch * seq * heads * head_dim, &all);
+    if (rc == CDB_OK) rc = be->ops->attention(be, qkv, all, batch, seq, heads, head_dim, causal);
+    if (rc == CDB_OK) rc = be->ops->gather_rows(be, all, rows, batch, heads * head_dim, out);
+    if (all) be->ops->buf_free(be, all);
+    free(rows);
+    return rc;
+}
+
+cdb_status cdb_k_attention_rows(cdb_k_backend *be, const cdb_k_buf *qkv, cdb_k_buf *out,
+                                int batch, int seq, int heads, int head_dim, int causal,
+                                const int32_t *qpos) {
+    if (!be || !qpos) return cdb_seterr(CDB_INVALID, "%s: no backend or no positions", __func__);
+    if (!be->ops->attention_rows)
+        return attention_rows_by_gather(be, qkv, out, batch, seq, heads, head_dim, causal, qpos);
+    return be->ops->attention_rows(be, qkv, out, batch, seq, heads, head_dim, causal, qpos);
 }
 
 cdb_status cdb_k_attention_q(cdb_k_backend *be, const cdb_k_buf *q, const cdb_k_buf *kv,

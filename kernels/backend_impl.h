@@ -42,6 +42,10 @@ typedef struct cdb_k_backend_ops {
     cdb_status (*add)(cdb_k_backend *be, cdb_k_buf *y, const cdb_k_buf *x, size_t n);
     cdb_status (*attention)(cdb_k_backend *be, const cdb_k_buf *qkv, cdb_k_buf *out, int batch,
                             int seq, int heads, int head_dim, int causal);
+    /* Optional (NULL: cdb_k_attention_rows runs attention and gathers the rows). */
+    cdb_status (*attention_rows)(cdb_k_backend *be, const cdb_k_buf *qkv, cdb_k_buf *out,
+                                 int batch, int seq, int heads, int head_dim, int causal,
+                                 const int32_t *qpos);
     cdb_status (*lookup_add)(cdb_k_backend *be, const cdb_k_buf *table, const cdb_k_buf *pos,
                              const int32_t *ids, int n_rows, int period, int width,
                              cdb_k_buf *out);

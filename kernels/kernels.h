@@ -247,6 +247,13 @@ cdb_status cdb_k_add(cdb_k_backend *be, cdb_k_buf *y, const cdb_k_buf *x, size_t
 ** softmax over keys (fp32), causal: key j > query i masked out. */
 cdb_status cdb_k_attention(cdb_k_backend *be, const cdb_k_buf *qkv, cdb_k_buf *out, int batch,
                            int seq, int heads, int head_dim, int causal);
+/* cdb_k_attention for one query per item (a tower's last block needs only its
+** pooled rows): out [batch, heads*head_dim], row b what cdb_k_attention gives at row
+** b*seq + qpos[b] (the same bits on the CPU backends), over the same keys (causal:
+** j <= qpos[b]). qpos: host memory, batch positions, each in [0, seq). */
+cdb_status cdb_k_attention_rows(cdb_k_backend *be, const cdb_k_buf *qkv, cdb_k_buf *out,
+                                int batch, int seq, int heads, int head_dim, int causal,
+                                const int32_t *qpos);
 /* Multi-head attention with separate queries (e.g. an attention pool: one query
 ** per item): q [batch*n_q, heads*head_dim], kv [batch*seq, 2*heads*head_dim]
 ** (each row k | v, each heads blocks of head_dim); out [batch*n_q,

@@ -281,21 +281,27 @@ static cdb_status cpu_add(cdb_k_backend *be, cdb_k_buf *y, const cdb_k_buf *x, s
     return CDB_OK;
 }
 
-/* Per (item, head) pair, one query row at a time through K->attn_row: the scores
-** of one row are the only thing materialized (seq + lanes floats per thread). */
-static cdb_status cpu_attention(cdb_k_backend *be, const cdb_k_buf *qkv, cdb_k_buf *out,
-                                int batch, int seq, int heads, int head_dim, int causal) {
+/* Per (item, head) pair, its query rows one at a time through K->attn_row: every
+** row of the item, or only row qpos[b] (into out row b) when qpos is given. The
+** scores of one row are the only thing materialized (seq + lanes floats per
+** thread); a row's arithmetic is the same either way. */
+static cdb_status attend(cdb_k_backend *be, const cdb_k_buf *qkv, cdb_k_buf *out, int batch,
+                         int seq, int heads, int head_dim, int causal, const int32_t *qpos) {
     const cdb_gemm_kern *K = kern(be);
-    int d = heads * head_dim, nt = nthreads(be), fail = 0;
+    int d = heads * head_dim, nt = nthreads(be), fail = 0, n_q = qpos ? 1 : seq;
     long bh, n_bh = (long)batch * heads;
     float scale;
     if (batch < 0 || seq <= 0 || heads <= 0 || head_dim <= 0 ||
-        !sizes_ok(qkv, (size_t)batch * seq * 3 * d) || !sizes_ok(out, (size_t)batch * seq * d))
+        !sizes_ok(qkv, (size_t)batch * seq * 3 * d) || !sizes_ok(out, (size_t)batch * n_q * d))
         return cdb_seterr(CDB_INVALID, "attention: bad shape b=%d s=%d h=%d hd=%d", batch, seq,
                           heads, head_dim);
+    for (int b = 0; qpos && b < batch; b++)
+        if (qpos[b] < 0 || qpos[b] >= seq)
+            return cdb_seterr(CDB_INVALID, "attention: item %d's query %d outside [0, %d)", b,
+                              qpos[b], seq);
     scale = 1.0f / sqrtf((float)head_dim);
     /* Tiny problems (a short text query) run on this thread: a fork/join costs more. */
-    if (n_bh < 2 || (double)n_bh * seq * seq * head_dim < 262144.0) nt = 1;
+    if (n_bh < 2 || (double)n_bh * n_q * seq * head_dim < 262144.0) nt = 1;
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
         float *p = malloc(((size_t)seq + CDB_GEMM_NR_MAX) * sizeof(float));
@@ -308,15 +314,28 @@ static cdb_status cpu_attention(cdb_k_backend *be, const cdb_k_buf *qkv, cdb_k_b
             int b = (int)(bh / heads), h = (int)(bh % heads);
             const float *base = qkv->data + (size_t)b * seq * 3 * d + (size_t)h * head_dim;
             if (!p) continue;
-            for (int i = 0; i < seq; i++)
+            for (int r = 0; r < n_q; r++) {
+                int i = qpos ? qpos[b] : r;
                 K->attn_row(base + (size_t)i * 3 * d, base + d, (size_t)3 * d, base + 2 * d,
                             (size_t)3 * d, causal ? i + 1 : seq, head_dim, scale, p,
-                            out->data + ((size_t)b * seq + i) * d + (size_t)h * head_dim);
+                            out->data + ((size_t)b * n_q + r) * d + (size_t)h * head_dim);
+            }
         }
         free(p);
     }
     if (fail) return cdb_seterr(CDB_NOMEM, "attention scratch (%d keys)", seq);
     return CDB_OK;
+}
+
+static cdb_status cpu_attention(cdb_k_backend *be, const cdb_k_buf *qkv, cdb_k_buf *out,
+                                int batch, int seq, int heads, int head_dim, int causal) {
+    return attend(be, qkv, out, batch, seq, heads, head_dim, causal, NULL);
+}
+
+static cdb_status cpu_attention_rows(cdb_k_backend *be, const cdb_k_buf *qkv, cdb_k_buf *out,
+                                     int batch, int seq, int heads, int head_dim, int causal,
+                                     const int32_t *qpos) {
+    return attend(be, qkv, out, batch, seq, heads, head_dim, causal, qpos);
 }
 
 static cdb_status cpu_lookup_add(cdb_k_backend *be, const cdb_k_buf *table, const cdb_k_buf *pos,
@@ -530,6 +549,7 @@ static const cdb_k_backend_ops cpu_ops = {
     .act = cpu_act,
     .add = cpu_add,
     .attention = cpu_attention,
+    .attention_rows = cpu_attention_rows,
     .lookup_add = cpu_lookup_add,
     .prepend_add = cpu_prepend_add,
     .gather_rows = cpu_gather_rows,

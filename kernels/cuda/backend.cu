@@ -597,6 +597,7 @@ static const cdb_k_backend_ops g_cuda_ops = {
     cuda_act,
     cuda_add,
     cuda_attention,
+    NULL, /* attention_rows: every row, then the asked ones gathered (backend.c) */
     cuda_lookup_add,
     cuda_prepend_add,
     cuda_gather_rows,

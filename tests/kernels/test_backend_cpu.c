@@ -164,6 +164,47 @@ CDB_TEST(attention_odd_shapes) {
     pair_free(&p);
 }
 
+/* One query per item: each backend's rows are exactly its own full attention's rows
+** at those positions (the CPU backend through its own op, the reference through the
+** gather fallback), causal or not; a position outside the item is CDB_INVALID. */
+CDB_TEST(attention_rows_are_the_full_rows) {
+    static const int shapes[][4] = {{1, 1, 1, 1}, {2, 5, 3, 7}, {3, 50, 2, 64}, {5, 13, 1, 33}};
+    pair p;
+    CHECK(pair_new(&p));
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int causal = 0; causal < 2; causal++)
+            for (int i = 0; i < 2; i++) {
+                int B = shapes[s][0], S = shapes[s][1], H = shapes[s][2], hd = shapes[s][3];
+                int d = H * hd, mismatched = 0;
+                size_t nin = (size_t)B * S * 3 * d, nout = (size_t)B * S * d;
+                float *qkv = rand_vec(nin, 3), *full, *rows;
+                int32_t qpos[8], bad[8];
+                cdb_k_backend *be = p.be[i];
+                cdb_k_buf *bq = up(be, qkv, nin), *bo = NULL, *br = NULL;
+                for (int b = 0; b < B; b++) {
+                    qpos[b] = (int32_t)((b * 7 + (int)s * 3 + causal) % S);
+                    bad[b] = b == B - 1 ? S : qpos[b];
+                }
+                CHECK_OK(cdb_k_buf_alloc(be, nout, &bo));
+                CHECK_OK(cdb_k_buf_alloc(be, (size_t)B * d, &br));
+                CHECK_OK(cdb_k_attention(be, bq, bo, B, S, H, hd, causal));
+                CHECK_OK(cdb_k_attention_rows(be, bq, br, B, S, H, hd, causal, qpos));
+                CHECK_EQ_INT(cdb_k_attention_rows(be, bq, br, B, S, H, hd, causal, bad),
+                             CDB_INVALID);
+                full = down(be, bo, nout);
+                rows = down(be, br, (size_t)B * d);
+                for (int b = 0; b < B; b++)
+                    if (memcmp(rows + (size_t)b * d, full + ((size_t)b * S + qpos[b]) * d,
+                               (size_t)d * sizeof(float)))
+                        mismatched++;
+                CHECK_MSG(!mismatched, "%s backend: %d of %d rows differ (b=%d s=%d h=%d hd=%d "
+                          "causal=%d)", i ? "reference" : "cpu", mismatched, B, B, S, H, hd, causal);
+                cdb_k_buf_free(be, bq), cdb_k_buf_free(be, bo), cdb_k_buf_free(be, br);
+                free(qkv), free(full), free(rows);
+            }
+    pair_free(&p);
+}
+
 CDB_TEST(embed_and_gather) {
     pair p;
     int W = 19, V = 11, S = 7, N = 9, B = 3;
@@ -247,5 +288,6 @@ CDB_TEST(weight_dtypes) {
     cdb_k_backend_free(NULL);
 }
 
-CDB_TEST_MAIN(gemm_odd_shapes, layernorm_act_add, attention_odd_shapes, embed_and_gather,
+CDB_TEST_MAIN(gemm_odd_shapes, layernorm_act_add, attention_odd_shapes,
+              attention_rows_are_the_full_rows, embed_and_gather,
               weight_dtypes)
