@@ -532,12 +532,14 @@ static int export_open(export_out *x, int64_t n_stored) {
     return CLI_EXIT_OK;
 }
 
-/* One row's path in paths.txt (one line per row: a newline in a name is written as \n
-** there) and paths0.txt (the exact bytes, NUL after each). */
+/* One row's path in paths.txt (one line per row: a newline, carriage return or
+** backslash in a name is written as \n, \r or \\ there, so that two names never
+** give one line) and paths0.txt (the exact bytes, NUL after each). */
 static void export_path(export_out *x, const char *path) {
     for (const char *c = path; *c; c++) {
         if (*c == '\n') fputs("\\n", x->fp);
         else if (*c == '\r') fputs("\\r", x->fp);
+        else if (*c == '\\') fputs("\\\\", x->fp);
         else fputc(*c, x->fp);
     }
     fputc('\n', x->fp);
@@ -659,6 +661,16 @@ int cli_cmd_export(int argc, char **argv) {
         rc = cli_usage_error("export", "missing --out DIR");
         goto done;
     }
+    if (!strcmp(cli_get(&a, "out"), "-")) {
+        rc = cli_usage_error("export", "--out names a folder for the export's files; it cannot "
+                             "be standard output (-)");
+        goto done;
+    }
+    if (fmt == 1 && cli_get(&a, "dtype")) {
+        rc = cli_usage_error("export", "--dtype is for npy: jsonl writes each stored fp16 value "
+                             "as a decimal that reads back to it as float32 or float16");
+        goto done;
+    }
     if (!x) {
         rc = cli_error("out of memory", "cannot export");
         goto done;
@@ -684,8 +696,8 @@ int cli_cmd_export(int argc, char **argv) {
     if (!cli_quiet()) {
         char b[32];
         printf("Exported %s vectors (%s, %d dims, model %s) to %s\n",
-               cli_fmt_count(x->n, b, sizeof b), x->fp32 ? "fp32" : "fp16", dm.dim, dm.name,
-               x->dir);
+               cli_fmt_count(x->n, b, sizeof b), x->jsonl ? "jsonl" : x->fp32 ? "fp32" : "fp16",
+               dm.dim, dm.name, x->dir);
     }
 done:
     if (x) export_close(x);

@@ -88,6 +88,14 @@ int cli_cmd_init(int argc, char **argv) {
         if (!cli_quiet())
             printf("Created the database %s (model %s, %d dimensions, %s)\n", dir, info.model_name,
                    info.dim, msrc);
+        if (!info.text) { /* said even with --quiet: every text search would fail */
+            cli_warn("model %s cannot encode text (%s): text searches will fail, image searches "
+                     "(search --image) work", info.model_name,
+                     info.has_tower ? "no tokenizer was found for it" : "it has no text tower");
+            if (info.has_tower)
+                cli_hint("a model folder holds its tokenizer files (vocab.json and merges.txt): "
+                         "pass the folder as --model, or set CLIPDB_VOCAB");
+        }
         rc = CLI_EXIT_OK;
     }
 done:

@@ -732,6 +732,8 @@ cdb_status cdb_engine_create(const char *dir, const char *model_path, cdb_engine
         snprintf(out->model_name, sizeof out->model_name, "%s", mi->name);
         out->dim = mi->embed_dim;
         out->model_id = model_id;
+        out->has_tower = mi->has_text;
+        out->text = mi->has_text && cdb_model_tokenizer(m) != NULL;
     }
     free(info);
     cdb_db_close(db);

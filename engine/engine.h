@@ -170,6 +170,8 @@ typedef struct cdb_engine_create_info {
     char model_name[128];
     int dim;
     int64_t model_id;
+    int text;      /* 1: the model can encode text (a text tower and a tokenizer) */
+    int has_tower; /* 1: it has a text tower (text = 0 with it: no tokenizer found) */
 } cdb_engine_create_info;
 
 /* Creates a new database in dir bound to the model at model_path (its identity and

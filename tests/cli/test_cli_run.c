@@ -288,6 +288,33 @@ CDB_TEST(color_only_on_a_terminal_without_no_color) {
     }
 }
 
+/* init warns exactly when the model it binds cannot encode text: a bare .safetensors
+** file has no tokenizer files beside it (only a model folder does), unless the
+** standard vocabulary fits it. The oracle is a text search on the new database. */
+CDB_TEST(init_warns_when_text_cannot_be_encoded) {
+    const char *model = cli_find_model();
+    char tmp[512], db[600], file[4200], other[4200];
+    cli_run_result r, s;
+    if (!model) CDB_SKIP("no model: set CLIPDB_TEST_MODEL or add models/");
+    CHECK(cli_tmpdir(tmp, sizeof tmp) != NULL);
+    snprintf(file, sizeof file, "%s/model.safetensors", model);
+    for (int i = 0; i < 2; i++) {
+        snprintf(db, sizeof db, "%s/db%d", tmp, i);
+        cli_run((const char *[]){"init", "--db", db, "--model", i ? file : model, NULL}, &r);
+        CHECK_EQ_INT(r.exit_code, 0);
+        cli_run((const char *[]){"search", "--db", db, "a red circle", NULL}, &s);
+        int warned = strstr(r.err, "cannot encode text") != NULL;
+        CHECK_MSG(warned == (s.exit_code != 0), "init %s: warned %d, text search exit %d (%s)",
+                  i ? "file" : "folder", warned, s.exit_code, s.err);
+        if (i == 0) CHECK_MSG(!warned, "a model folder: %s", r.err);
+        cli_run_free(&r);
+        cli_run_free(&s);
+    }
+    snprintf(other, sizeof other, "rm -rf '%s'", tmp);
+    CHECK_EQ_INT(system(other), 0);
+}
+
 CDB_TEST_MAIN(help_golden, help_lines_fit_80_columns, version, usage_errors_exit_2,
               help_wins_over_bad_options, missing_database, db_path_precedence,
-              model_not_found_is_failure, color_only_on_a_terminal_without_no_color)
+              model_not_found_is_failure, color_only_on_a_terminal_without_no_color,
+              init_warns_when_text_cannot_be_encoded)

@@ -253,6 +253,9 @@ CDB_TEST(export_names_with_newlines) {
     CHECK_EQ_INT(lu_generate(lib, 51, 0, 3), 0);
     snprintf(p, sizeof p, "%s/new\nline.jpg", lib);
     CHECK_EQ_INT(lu_copy(lu_img(lib, 0, q, sizeof q), p), 0);
+    /* the name that paths.txt would write as the same line if '\' were not escaped */
+    snprintf(q, sizeof q, "%s/new\\nline.jpg", lib);
+    CHECK_EQ_INT(lu_copy(p, q), 0);
     CHECK_EQ_INT(lu_init(db), 0);
     CHECK_EQ_INT(lu_expect((const char *[]){"ingest", "--db", db, lib, "--quiet", NULL}, 0, NULL), 0);
     CHECK_EQ_INT(lu_expect((const char *[]){"export", "--db", db, "--out", ex, "--quiet", NULL}, 0,
@@ -270,10 +273,27 @@ CDB_TEST(export_names_with_newlines) {
         nuls++;
         found |= !strcmp(z + i, p);
     }
-    CHECK_EQ_INT(lines, 4);
-    CHECK_EQ_INT(nuls, 4);
+    CHECK_EQ_INT(lines, 5);
+    CHECK_EQ_INT(nuls, 5);
     CHECK_MSG(found, "paths0.txt lacks the exact name");
-    CHECK(strstr(t, "new\\nline.jpg") != NULL);
+    CHECK(strstr(t, "/new\\nline.jpg\n") != NULL);
+    CHECK(strstr(t, "/new\\\\nline.jpg\n") != NULL);
+    /* every line unique (two names never give one line) */
+    for (char *a = t; *a; a = strchr(a, '\n') + 1)
+        for (char *b = strchr(a, '\n') + 1; *b; b = strchr(b, '\n') + 1)
+            CHECK_MSG(strcspn(a, "\n") != strcspn(b, "\n") || strncmp(a, b, strcspn(a, "\n")),
+                      "two rows share the line %.*s", (int)strcspn(a, "\n"), a);
+    /* jsonl has no dtype and the export is a folder: usage errors */
+    cli_run_result r;
+    CHECK_EQ_INT(lu_expect((const char *[]){"export", "--db", db, "--format", "jsonl", "--dtype",
+                                            "fp32", "--out", ex, NULL},
+                           2, &r),
+                 2);
+    CHECK_MSG(r.err && strstr(r.err, "--dtype is for npy"), "%s", r.err);
+    cli_run_free(&r);
+    CHECK_EQ_INT(lu_expect((const char *[]){"export", "--db", db, "--out", "-", NULL}, 2, &r), 2);
+    CHECK_MSG(r.err && strstr(r.err, "cannot be standard output"), "%s", r.err);
+    cli_run_free(&r);
     free(t);
     free(z);
 }
