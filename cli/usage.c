@@ -207,6 +207,8 @@ static const char help_index[] =
     "build: (re)builds the vector index of a model from the stored vectors and\n"
     "swaps it in atomically. 'auto' picks by size: exact (flat) for small\n"
     "databases, HNSW or IVF for large ones. Searches always re-rank exactly.\n"
+    "A --type other than auto holds until the next ingest or reindex, which\n"
+    "picks by size again (and rebuilds when its choice differs).\n"
     "info: the index of each model: type, vectors covered, size, age.\n"
     "\n"
     "Options:\n"
