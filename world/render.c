@@ -23,7 +23,6 @@
 
 #include "world/world_int.h"
 
-#include "stb_image_write.h" /* implemented in world/stb_write.c */
 
 /* ---- signed distance functions (unit frame, negative inside) ---------------------- */
 
@@ -195,9 +194,9 @@ cdb_status cdb_world_write_image(const cdb_world_scene *s, const char *path) {
         return cdb_seterr(CDB_NOMEM, "world: %dx%d image", s->width, s->height);
     if ((rc = cdb_world_render(s, rgb)) != CDB_OK) goto cleanup;
     if (s->format == CDB_WORLD_PNG)
-        ok = stbi_write_png(path, s->width, s->height, 3, rgb, s->width * 3);
+        ok = cdb_world_write_png_(path, s->width, s->height, rgb);
     else
-        ok = stbi_write_jpg(path, s->width, s->height, 3, rgb, s->jpeg_quality);
+        ok = cdb_world_write_jpg_(path, s->width, s->height, rgb, s->jpeg_quality);
     if (!ok) rc = cdb_seterr(CDB_IO, "world: cannot write %s: %s", path, strerror(errno));
 cleanup:
     cdb_free(rgb);
