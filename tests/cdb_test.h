@@ -193,18 +193,5 @@ static inline int cdb_test_run_(const cdb_test_entry *tests, int n, int argc, ch
 #ifndef CDB_SOURCE_DIR
 #define CDB_SOURCE_DIR "."
 #endif
-/* ../shared next to the checkout, or CLIPDB_SHARED; NULL when absent. */
-static inline const char *cdb_test_shared_dir(void) {
-    static char buf[4096];
-    const char *env = getenv("CLIPDB_SHARED");
-    FILE *f;
-    if (env && *env) return env;
-    snprintf(buf, sizeof buf, "%s/../shared/DESIGN.md", CDB_SOURCE_DIR);
-    f = fopen(buf, "rb");
-    if (!f) return NULL;
-    fclose(f);
-    snprintf(buf, sizeof buf, "%s/../shared", CDB_SOURCE_DIR);
-    return buf;
-}
 
 #endif /* CDB_TEST_H */

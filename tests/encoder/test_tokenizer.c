@@ -11,7 +11,7 @@
 **   here), and errors for missing or corrupt vocabulary files.
 ** Expected ids not in the golden file are taken from it (e.g. "a</w>" = 320) or
 ** from CLIP's published layout (49406/49407, 49408 tokens), never from the code.
-** The standard vocabulary is committed (data/); ../shared's copy is preferred when present.
+** The standard vocabulary is committed (data/), as is the golden (tests/golden/).
 */
 #include <pthread.h>
 #include <stdio.h>
@@ -29,28 +29,14 @@
 
 #define CTX 77
 
-/* The standard vocabulary: ../shared/data, or a copy inside the repository. */
+/* The standard vocabulary, committed in the repository (data/; see data/README.md). */
 static const char *std_vocab_path(void) {
     static char buf[8192];
-    const char *shared = cdb_test_shared_dir();
-    const char *cands[] = {"/data/bpe_simple_vocab_16e6.txt.gz",
-                           "/models/bpe_simple_vocab_16e6.txt.gz"};
     FILE *f;
-    if (shared) {
-        snprintf(buf, sizeof buf, "%s/data/bpe_simple_vocab_16e6.txt.gz", shared);
-        if ((f = fopen(buf, "rb"))) {
-            fclose(f);
-            return buf;
-        }
-    }
-    for (size_t i = 0; i < sizeof cands / sizeof *cands; i++) {
-        snprintf(buf, sizeof buf, "%s%s", CDB_SOURCE_DIR, cands[i]);
-        if ((f = fopen(buf, "rb"))) {
-            fclose(f);
-            return buf;
-        }
-    }
-    return NULL;
+    snprintf(buf, sizeof buf, "%s/data/bpe_simple_vocab_16e6.txt.gz", CDB_SOURCE_DIR);
+    if (!(f = fopen(buf, "rb"))) return NULL;
+    fclose(f);
+    return buf;
 }
 
 static cdb_tok *g_tok;

@@ -7,7 +7,7 @@ configuration) followed by CLIP's html.unescape x2 / whitespace / lower().
 The port below is written from ftfy's source (badness.py, chardata.py, fixes.py,
 __init__.py); its character tables come from scripts/gen_tok_tables.py, the same
 generator as encoder/tok_tables.h. It is first checked against the golden file
-(../shared/golden/tokenizer_golden.json, made with the real ftfy), then C and
+(tests/golden/tokenizer/tokenizer_golden.json, made with the real ftfy), then C and
 Python clean the same random mojibake strings (UTF-8 text decoded with the codecs
 ftfy repairs, sometimes twice, with lost bytes and NBSP->space damage).
 
@@ -305,13 +305,13 @@ def main():
     build = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build")
     n_cases = int(sys.argv[2]) if len(sys.argv) > 2 else 20000
     random.seed(int(sys.argv[3]) if len(sys.argv) > 3 else 7)
-    golden = os.path.join(ROOT, "..", "shared", "golden", "tokenizer_golden.json")
+    golden = os.path.join(ROOT, "tests", "golden", "tokenizer", "tokenizer_golden.json")
     if os.path.exists(golden):
         cases = json.load(open(golden))["cases"]
         bad = [c["id"] for c in cases if clean(c["text"]) != c["cleaned"]]
         print("python port vs golden: %d/%d match %s" % (len(cases) - len(bad), len(cases), bad))
     else:
-        print("no ../shared/golden: the port itself is not checked against real ftfy")
+        print("no tests/golden/tokenizer: the port itself is not checked against real ftfy")
     exe = build_harness(build)
 
     words=['café','naïve','Straße','über','señor','München','façade','don’t','“quoted”','—','…','€5','½','©','™','ಠ_ಠ','日本語','😀','Привет','Ελληνικά','ﬁne','ＡＢＣ','&amp;','&lt;','&eacute;','Ã','Â','à la','voilà','à','ÿ','œuvre','Ångström','İstanbul','ΣΟΦΙΑ','x','the','a','is','\u00a0','\t','  ','١٢٣','→','•','«»','¿','¡','ç','ş','ğ','ı','ł','ő','ř']
