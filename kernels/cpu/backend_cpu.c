@@ -281,27 +281,30 @@ static cdb_status cpu_add(cdb_k_backend *be, cdb_k_buf *y, const cdb_k_buf *x, s
     return CDB_OK;
 }
 
-/* Per (item, head) pair, its query rows one at a time through K->attn_row: every
-** row of the item, or only row qpos[b] (into out row b) when qpos is given. The
-** scores of one row are the only thing materialized (seq + lanes floats per
-** thread); a row's arithmetic is the same either way. */
-static cdb_status attend(cdb_k_backend *be, const cdb_k_buf *qkv, cdb_k_buf *out, int batch,
-                         int seq, int heads, int head_dim, int causal, const int32_t *qpos) {
+/* Where attend() finds one item's query rows, keys, values and output rows (floats;
+** head h adds h * head_dim to each): query row i of item b at q + b*q_item + i*q_row,
+** key and value j at k / v + b*kv_item + j*kv_row, output row r at out + b*out_item +
+** r*heads*head_dim. */
+typedef struct attn_layout {
+    const float *q, *k, *v;
+    float *out;
+    size_t q_item, q_row, kv_item, kv_row, out_item;
+    int n_q;             /* output rows per item */
+    const int32_t *qpos; /* NULL: output row r is query r; else query qpos[b] (n_q == 1) */
+    int causal;          /* query i sees keys j <= i */
+} attn_layout;
+
+/* Per (item, head) pair, its output rows one at a time through K->attn_row: the
+** scores of one row are the only thing materialized (seq + lanes floats per thread),
+** and a row's arithmetic does not depend on which other rows are computed. Problems
+** under min_work multiply-adds run on this thread (a fork/join costs more). */
+static cdb_status attend(cdb_k_backend *be, const attn_layout *L, int batch, int seq, int heads,
+                         int head_dim, double min_work) {
     const cdb_gemm_kern *K = kern(be);
-    int d = heads * head_dim, nt = nthreads(be), fail = 0, n_q = qpos ? 1 : seq;
+    int d = heads * head_dim, nt = nthreads(be), fail = 0;
     long bh, n_bh = (long)batch * heads;
-    float scale;
-    if (batch < 0 || seq <= 0 || heads <= 0 || head_dim <= 0 ||
-        !sizes_ok(qkv, (size_t)batch * seq * 3 * d) || !sizes_ok(out, (size_t)batch * n_q * d))
-        return cdb_seterr(CDB_INVALID, "attention: bad shape b=%d s=%d h=%d hd=%d", batch, seq,
-                          heads, head_dim);
-    for (int b = 0; qpos && b < batch; b++)
-        if (qpos[b] < 0 || qpos[b] >= seq)
-            return cdb_seterr(CDB_INVALID, "attention: item %d's query %d outside [0, %d)", b,
-                              qpos[b], seq);
-    scale = 1.0f / sqrtf((float)head_dim);
-    /* Tiny problems (a short text query) run on this thread: a fork/join costs more. */
-    if (n_bh < 2 || (double)n_bh * n_q * seq * head_dim < 262144.0) nt = 1;
+    float scale = 1.0f / sqrtf((float)head_dim);
+    if (n_bh < 2 || (double)n_bh * L->n_q * seq * head_dim < min_work) nt = 1;
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
         float *p = malloc(((size_t)seq + CDB_GEMM_NR_MAX) * sizeof(float));
@@ -312,13 +315,15 @@ static cdb_status attend(cdb_k_backend *be, const cdb_k_buf *qkv, cdb_k_buf *out
 #pragma omp for schedule(dynamic, 1)
         for (bh = 0; bh < n_bh; bh++) {
             int b = (int)(bh / heads), h = (int)(bh % heads);
-            const float *base = qkv->data + (size_t)b * seq * 3 * d + (size_t)h * head_dim;
+            size_t kv0 = (size_t)b * L->kv_item + (size_t)h * head_dim;
             if (!p) continue;
-            for (int r = 0; r < n_q; r++) {
-                int i = qpos ? qpos[b] : r;
-                K->attn_row(base + (size_t)i * 3 * d, base + d, (size_t)3 * d, base + 2 * d,
-                            (size_t)3 * d, causal ? i + 1 : seq, head_dim, scale, p,
-                            out->data + ((size_t)b * n_q + r) * d + (size_t)h * head_dim);
+            for (int r = 0; r < L->n_q; r++) {
+                int i = L->qpos ? L->qpos[b] : r;
+                K->attn_row(L->q + (size_t)b * L->q_item + (size_t)i * L->q_row +
+                                (size_t)h * head_dim,
+                            L->k + kv0, L->kv_row, L->v + kv0, L->kv_row, L->causal ? i + 1 : seq,
+                            head_dim, scale, p,
+                            L->out + (size_t)b * L->out_item + (size_t)r * d + (size_t)h * head_dim);
             }
         }
         free(p);
@@ -327,15 +332,34 @@ static cdb_status attend(cdb_k_backend *be, const cdb_k_buf *qkv, cdb_k_buf *out
     return CDB_OK;
 }
 
+/* Self-attention over qkv rows (q | k | v): every query row of an item, or only row
+** qpos[b] of item b (into out row b). */
+static cdb_status self_attend(cdb_k_backend *be, const cdb_k_buf *qkv, cdb_k_buf *out, int batch,
+                              int seq, int heads, int head_dim, int causal, const int32_t *qpos) {
+    int d = heads * head_dim, n_q = qpos ? 1 : seq;
+    if (batch < 0 || seq <= 0 || heads <= 0 || head_dim <= 0 ||
+        !sizes_ok(qkv, (size_t)batch * seq * 3 * d) || !sizes_ok(out, (size_t)batch * n_q * d))
+        return cdb_seterr(CDB_INVALID, "attention: bad shape b=%d s=%d h=%d hd=%d", batch, seq,
+                          heads, head_dim);
+    for (int b = 0; qpos && b < batch; b++)
+        if (qpos[b] < 0 || qpos[b] >= seq)
+            return cdb_seterr(CDB_INVALID, "attention: item %d's query %d outside [0, %d)", b,
+                              qpos[b], seq);
+    attn_layout L = {qkv->data, qkv->data + d, qkv->data + 2 * d, out->data,
+                     (size_t)seq * 3 * d, (size_t)3 * d, (size_t)seq * 3 * d, (size_t)3 * d,
+                     (size_t)n_q * d, n_q, qpos, causal};
+    return attend(be, &L, batch, seq, heads, head_dim, 262144.0);
+}
+
 static cdb_status cpu_attention(cdb_k_backend *be, const cdb_k_buf *qkv, cdb_k_buf *out,
                                 int batch, int seq, int heads, int head_dim, int causal) {
-    return attend(be, qkv, out, batch, seq, heads, head_dim, causal, NULL);
+    return self_attend(be, qkv, out, batch, seq, heads, head_dim, causal, NULL);
 }
 
 static cdb_status cpu_attention_rows(cdb_k_backend *be, const cdb_k_buf *qkv, cdb_k_buf *out,
                                      int batch, int seq, int heads, int head_dim, int causal,
                                      const int32_t *qpos) {
-    return attend(be, qkv, out, batch, seq, heads, head_dim, causal, qpos);
+    return self_attend(be, qkv, out, batch, seq, heads, head_dim, causal, qpos);
 }
 
 static cdb_status cpu_lookup_add(cdb_k_backend *be, const cdb_k_buf *table, const cdb_k_buf *pos,
@@ -498,38 +522,15 @@ static cdb_status cpu_prepend_mean_add(cdb_k_backend *be, const cdb_k_buf *x, co
 static cdb_status cpu_attention_q(cdb_k_backend *be, const cdb_k_buf *q, const cdb_k_buf *kv,
                                   cdb_k_buf *out, int batch, int n_q, int seq, int heads,
                                   int head_dim) {
-    const cdb_gemm_kern *K = kern(be);
-    int d = heads * head_dim, nt = nthreads(be), fail = 0;
-    long bh, n_bh = (long)batch * heads;
-    float scale;
+    int d = heads * head_dim;
     if (batch < 0 || n_q <= 0 || seq <= 0 || heads <= 0 || head_dim <= 0 ||
         !sizes_ok(q, (size_t)batch * n_q * d) || !sizes_ok(kv, (size_t)batch * seq * 2 * d) ||
         !sizes_ok(out, (size_t)batch * n_q * d))
         return cdb_seterr(CDB_INVALID, "attention_q: bad shape b=%d nq=%d s=%d h=%d hd=%d", batch,
                           n_q, seq, heads, head_dim);
-    scale = 1.0f / sqrtf((float)head_dim);
-    if (n_bh < 2 || (double)n_bh * n_q * seq * head_dim < 65536.0) nt = 1;
-#pragma omp parallel num_threads(nt) if (nt > 1)
-    {
-        float *p = malloc(((size_t)seq + CDB_GEMM_NR_MAX) * sizeof(float));
-        if (!p) {
-#pragma omp atomic write
-            fail = 1;
-        }
-#pragma omp for schedule(dynamic, 1)
-        for (bh = 0; bh < n_bh; bh++) {
-            int b = (int)(bh / heads), h = (int)(bh % heads);
-            const float *kb = kv->data + (size_t)b * seq * 2 * d + (size_t)h * head_dim;
-            if (!p) continue;
-            for (int i = 0; i < n_q; i++)
-                K->attn_row(q->data + ((size_t)b * n_q + i) * d + (size_t)h * head_dim, kb,
-                            (size_t)2 * d, kb + d, (size_t)2 * d, seq, head_dim, scale, p,
-                            out->data + ((size_t)b * n_q + i) * d + (size_t)h * head_dim);
-        }
-        free(p);
-    }
-    if (fail) return cdb_seterr(CDB_NOMEM, "attention_q scratch (%d keys)", seq);
-    return CDB_OK;
+    attn_layout L = {q->data, kv->data, kv->data + d, out->data, (size_t)n_q * d, (size_t)d,
+                     (size_t)seq * 2 * d, (size_t)2 * d, (size_t)n_q * d, n_q, NULL, 0};
+    return attend(be, &L, batch, seq, heads, head_dim, 65536.0);
 }
 
 static cdb_status cpu_sync(cdb_k_backend *be) { return CDB_OK; }
