@@ -28,44 +28,42 @@ static inline __m256 load_h8(const uint16_t *p) {
 
 #define CDB_DOT_BLOCK 256 /* elements per fp32 block, a multiple of 32 */
 
+/* One dot product of 8-lane loads LOAD_A / LOAD_B and scalar tails ONE_A / ONE_B: the
+** summation order every kernel of this file keeps (4 accumulators, 32-element steps,
+** a double flush per CDB_DOT_BLOCK). A macro, not a function taking loaders: each
+** expansion is the straight-line loop the compiler vectorizes best. */
+#define CDB_DOT_BODY(dim, LOAD_A, LOAD_B, ONE_A, ONE_B)                                       \
+    double acc = 0.0;                                                                       \
+    size_t i = 0;                                                                           \
+    while (i + 8 <= (dim)) {                                                                \
+        __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();                          \
+        __m256 s2 = _mm256_setzero_ps(), s3 = _mm256_setzero_ps();                          \
+        size_t end = i + CDB_DOT_BLOCK <= (dim) ? i + CDB_DOT_BLOCK : (dim);                \
+        for (; i + 32 <= end; i += 32) {                                                    \
+            s0 = _mm256_fmadd_ps(LOAD_A(i), LOAD_B(i), s0);                                 \
+            s1 = _mm256_fmadd_ps(LOAD_A(i + 8), LOAD_B(i + 8), s1);                         \
+            s2 = _mm256_fmadd_ps(LOAD_A(i + 16), LOAD_B(i + 16), s2);                       \
+            s3 = _mm256_fmadd_ps(LOAD_A(i + 24), LOAD_B(i + 24), s3);                       \
+        }                                                                                   \
+        for (; i + 8 <= end; i += 8) s0 = _mm256_fmadd_ps(LOAD_A(i), LOAD_B(i), s0);        \
+        acc += hsum8(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));          \
+    }                                                                                       \
+    for (; i < (dim); i++) acc += (double)(ONE_A(i) * ONE_B(i));                            \
+    return (float)acc
+
+#define A_H8(i) load_h8(a + (i))
+#define A_H1(i) cdb_k_f16_to_f32_1(a[i])
+
 float cdb_k_dot_f16_f32_avx2(const uint16_t *a, const float *q, size_t dim) {
-    double acc = 0.0;
-    size_t i = 0;
-    while (i + 8 <= dim) {
-        __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
-        __m256 s2 = _mm256_setzero_ps(), s3 = _mm256_setzero_ps();
-        size_t end = i + CDB_DOT_BLOCK <= dim ? i + CDB_DOT_BLOCK : dim;
-        for (; i + 32 <= end; i += 32) {
-            s0 = _mm256_fmadd_ps(load_h8(a + i), _mm256_loadu_ps(q + i), s0);
-            s1 = _mm256_fmadd_ps(load_h8(a + i + 8), _mm256_loadu_ps(q + i + 8), s1);
-            s2 = _mm256_fmadd_ps(load_h8(a + i + 16), _mm256_loadu_ps(q + i + 16), s2);
-            s3 = _mm256_fmadd_ps(load_h8(a + i + 24), _mm256_loadu_ps(q + i + 24), s3);
-        }
-        for (; i + 8 <= end; i += 8) s0 = _mm256_fmadd_ps(load_h8(a + i), _mm256_loadu_ps(q + i), s0);
-        acc += hsum8(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
-    }
-    for (; i < dim; i++) acc += (double)(cdb_k_f16_to_f32_1(a[i]) * q[i]);
-    return (float)acc;
+#define Q_F8(i) _mm256_loadu_ps(q + (i))
+#define Q_F1(i) q[i]
+    CDB_DOT_BODY(dim, A_H8, Q_F8, A_H1, Q_F1);
 }
 
 float cdb_k_dot_f16_f16_avx2(const uint16_t *a, const uint16_t *b, size_t dim) {
-    double acc = 0.0;
-    size_t i = 0;
-    while (i + 8 <= dim) {
-        __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
-        __m256 s2 = _mm256_setzero_ps(), s3 = _mm256_setzero_ps();
-        size_t end = i + CDB_DOT_BLOCK <= dim ? i + CDB_DOT_BLOCK : dim;
-        for (; i + 32 <= end; i += 32) {
-            s0 = _mm256_fmadd_ps(load_h8(a + i), load_h8(b + i), s0);
-            s1 = _mm256_fmadd_ps(load_h8(a + i + 8), load_h8(b + i + 8), s1);
-            s2 = _mm256_fmadd_ps(load_h8(a + i + 16), load_h8(b + i + 16), s2);
-            s3 = _mm256_fmadd_ps(load_h8(a + i + 24), load_h8(b + i + 24), s3);
-        }
-        for (; i + 8 <= end; i += 8) s0 = _mm256_fmadd_ps(load_h8(a + i), load_h8(b + i), s0);
-        acc += hsum8(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
-    }
-    for (; i < dim; i++) acc += (double)(cdb_k_f16_to_f32_1(a[i]) * cdb_k_f16_to_f32_1(b[i]));
-    return (float)acc;
+#define B_H8(i) load_h8(b + (i))
+#define B_H1(i) cdb_k_f16_to_f32_1(b[i])
+    CDB_DOT_BODY(dim, A_H8, B_H8, A_H1, B_H1);
 }
 
 void cdb_k_dot_f16_f32_batch_avx2(const uint16_t *vecs, size_t n_vecs, const float *q,
