@@ -102,8 +102,9 @@ int cli_stdout_errno(void);
 int cli_quiet(void);
 int cli_stderr_is_tty(void);
 
-/* `clipdb: error: <what> (<why>)`, why may be NULL. Always returns CLI_EXIT_FAIL
-** so callers can write `return cli_error(...)`. */
+/* `clipdb: error: <what> (<why>)`, why may be NULL; the leading contexts of why that
+** what says already (the path it names) are left out (cdb_err_unsaid). Always returns
+** CLI_EXIT_FAIL so callers can write `return cli_error(...)`. */
 int cli_error(const char *why, const char *fmt, ...) CDB_PRINTF(2, 3);
 /* `clipdb: error: <what> (<cdb_errmsg() or the status string>)`. */
 int cli_error_status(cdb_status rc, const char *fmt, ...) CDB_PRINTF(2, 3);

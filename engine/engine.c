@@ -47,7 +47,8 @@ static cdb_status vfail(cdb_status rc, cdb_engine_err code, const char *why, con
                         va_list ap) {
     char what[1024], w[1024];
     vsnprintf(what, sizeof what, fmt, ap);
-    snprintf(w, sizeof w, "%s", why ? why : "");
+    /* a context why repeats (the path what names) is said once */
+    snprintf(w, sizeof w, "%s", why ? cdb_err_unsaid(what, why) : "");
     if (w[0]) cdb_seterr(rc, "%s (%s)", what, w);
     else cdb_seterr(rc, "%s", what);
     t_code = code;

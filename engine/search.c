@@ -547,15 +547,9 @@ static cdb_status build_query(cdb_db *db, eng_model *mod, const cdb_engine_query
     for (int i = 0; i < qu->n_image_paths; i++, r++) {
         if ((st = cdb_encode_image_file(mod->m, qu->image_paths[i], &ip, 1,
                                         emb + (size_t)r * dim)) != CDB_OK) {
-            /* the decoder's message names the file (once per layer): it is said once */
-            const char *path = qu->image_paths[i], *why = cdb_errmsg();
-            size_t pl = strlen(path);
-            char why_copy[1100];
-            while (pl && !strncmp(why, path, pl) && why[pl] == ':' && why[pl + 1] == ' ')
-                why += pl + 2;
-            snprintf(why_copy, sizeof why_copy, "%s", why);
-            st = cdb_eng_failw(st, CDB_ENGINE_E_QUERY_IMAGE, why_copy,
-                               "cannot use the query image %s", path);
+            /* the decoder's message names the file: cdb_eng_fail says it once */
+            st = cdb_eng_fail(st, CDB_ENGINE_E_QUERY_IMAGE, "cannot use the query image %s",
+                              qu->image_paths[i]);
             goto done;
         }
         w[r] = 1.0f;

@@ -121,6 +121,20 @@ done:
 
 /* ---- verify ------------------------------------------------------------------------ */
 
+/* p's message past its "file N: " or "file N (relpath): " (the database's way of
+** naming the file), for a problem listed with the file's path: the file is named once
+** ("vector-missing: /photos/a.jpg: vector for model 1 lost with shard 0001"). */
+static const char *past_file(const cdb_db_problem *p) {
+    char head[40];
+    const char *m = p->msg, *rest;
+    size_t n = (size_t)snprintf(head, sizeof head, "file %lld", (long long)p->file_id);
+    if (strncmp(m, head, n)) return m;
+    if (!strncmp(m + n, ": ", 2)) return m + n + 2;
+    /* the relpath may hold "): " itself; what follows it is "vector ..." */
+    if (!strncmp(m + n, " (", 2) && (rest = strstr(m + n, "): vector "))) return rest + 3;
+    return m;
+}
+
 static const char *problem_name(int kind) {
     switch (kind) {
     case CDB_DB_SHARD_MISSING: return "shard-missing";
@@ -234,9 +248,9 @@ cdb_status cdb_engine_verify(cdb_engine *e, int deep, double sample,
         q->shard = p->shard;
         q->model_id = p->model_id;
         q->file_id = p->file_id;
-        q->msg = strdup(p->msg);
         if (p->file_id > 0 && cdb_db_file_path(e->db, p->file_id, &path) == CDB_OK)
             q->path = strdup(path);
+        q->msg = strdup(q->path ? past_file(p) : p->msg);
         cdb_free(path);
         /* vectors lost with missing/damaged shards: what 'reindex --repair' re-encodes */
         if (p->kind == CDB_DB_VECTOR_MISSING && p->shard > 0 && strstr(p->msg, "lost with shard")) {

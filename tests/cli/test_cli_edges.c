@@ -3,6 +3,7 @@
 ** shell (redirections, pipes) on a small generated library:
 **   - a write error on stdout (/dev/full) is exit 1 with the reason, not exit 0;
 **   - a mistyped command gets "did you mean";
+**   - each error names a thing once: a path, a model, a file of a model;
 **   - a leading '-' query term says how to pass it ('--');
 **   - query weights: "2 * red", "red*2" and "red * 2" mean "2*red" (the same output
 **     as the prefix form, the oracle), 0/nan/inf weights and cancelling terms are
@@ -15,7 +16,7 @@
 **   - --device cuda / cuda:0 (or $CLIPDB_DEVICE) where CUDA cannot run says why (the
 **     build or the driver), not "cannot find the model", for search and serve;
 **   - a shard file deleted behind clipdb's back: stats says so, a search runs on what
-**     is left and says what it left out;
+**     is left and says what it left out, verify names each file once;
 **   - preprocess --out - writes the array to stdout; --db naming a file says so;
 **   - ingest of the database's own folder reads none of its files; a folder inside it
 **     is refused, and no folder is recorded;
@@ -26,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "cdb_test.h"
@@ -49,6 +51,13 @@ static int sh(const char *cmd, char **out, char **err) {
     if (out) *out = cli_read_file(po, NULL);
     if (err) *err = cli_read_file(pe, NULL);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Occurrences of sub in s (0 for a NULL s). */
+static int count_of(const char *s, const char *sub) {
+    int n = 0;
+    for (const char *p = s; p && (p = strstr(p, sub)); p += strlen(sub)) n++;
+    return n;
 }
 
 static int setup(void) {
@@ -294,7 +303,57 @@ CDB_TEST(missing_shard_is_said) {
               err);
     free(out);
     free(err);
-    CHECK_EQ_INT(sh("\"$CLIPDB\" verify --db \"$DB.copy\"", NULL, &err), 1);
+    /* each lost vector's line names its photo once, not again as "file N (name)" */
+    CHECK_EQ_INT(sh("\"$CLIPDB\" verify --db \"$DB.copy\"", &out, &err), 1);
+    CHECK_MSG(out && strstr(out, "\nvector-missing: /") &&
+                  strstr(out, ": vector for model 1 lost with shard 0001\n") &&
+                  !strstr(out, ": file "),
+              "%s", out);
+    free(out);
+    free(err);
+}
+
+/* A user's error names each thing once: the image's path (not again in the decoder's
+** reason), the model folder (not again as "model m1: "), the tokenizer (one prefix). */
+CDB_TEST(each_thing_named_once) {
+    char cmd[3000], *err = NULL;
+    const char *model = cli_find_model();
+    struct stat sb;
+    NEED_LIBRARY();
+    CHECK_EQ_INT(sh("cd \"$(dirname \"$DB\")\" && echo garbage >bad.jpg && "
+                    "\"$CLIPDB\" preprocess ../lib/bad.jpg --out x.npy; "
+                    "s=$?; rm -f bad.jpg; exit $s",
+                    NULL, &err),
+                 1);
+    CHECK_MSG(err && strstr(err, "cannot read the image ../lib/bad.jpg (not a JPEG, PNG") &&
+                  count_of(err, "bad.jpg") == 1,
+              "%s", err);
+    free(err);
+    CHECK_EQ_INT(sh("\"$CLIPDB\" search --db \"$DB\" --image /nonexistent.jpg", NULL, &err), 1);
+    CHECK_MSG(err && strstr(err, "cannot use the query image /nonexistent.jpg (No such file or "
+                                 "directory)\n") &&
+                  count_of(err, "/nonexistent.jpg") == 1,
+              "%s", err);
+    free(err);
+    if (stat(model, &sb) != 0 || !S_ISDIR(sb.st_mode)) CDB_SKIP("the test model is not a folder");
+    /* a broken config and a broken vocabulary in copies of the model */
+    snprintf(cmd, sizeof cmd,
+             "cd %s && rm -rf m1 m5 && cp -r %.700s m1 && cp -r %.700s m5 && "
+             "echo \"{bad\" >m1/open_clip_config.json && echo \"{bad\" >m5/vocab.json",
+             g_tmp, model, model);
+    CHECK_EQ_INT(sh(cmd, NULL, NULL), 0);
+    snprintf(cmd, sizeof cmd, "cd %s && \"$CLIPDB\" models --model m1", g_tmp);
+    CHECK_EQ_INT(sh(cmd, NULL, &err), 1);
+    CHECK_MSG(err && strstr(err, "cannot load the model m1 (m1/open_clip_config.json: not valid "
+                                 "JSON at line 1: ") &&
+                  count_of(err, "m1") == 2 && !strstr(err, "(line"),
+              "%s", err);
+    free(err);
+    snprintf(cmd, sizeof cmd, "cd %s && \"$CLIPDB\" models --model m5", g_tmp);
+    CHECK_EQ_INT(sh(cmd, NULL, &err), 1);
+    CHECK_MSG(err && strstr(err, "cannot load the model m5 (tokenizer: m5/vocab.json line 1: ") &&
+                  count_of(err, "tokenizer") == 1 && count_of(err, "m5") == 2,
+              "%s", err);
     free(err);
 }
 
@@ -418,4 +477,4 @@ CDB_TEST_MAIN(stdout_write_error_fails, did_you_mean, leading_dash_term, query_w
               query_part_from_stdin, log_time, empty_results_explained, under_repeated,
               device_that_cannot_run,
               missing_shard_is_said, out_dash_and_db_file, stored_is_fp16_of_embed,
-              db_folder_not_ingested, index_messages_in_clipdbs_words)
+              db_folder_not_ingested, index_messages_in_clipdbs_words, each_thing_named_once)
