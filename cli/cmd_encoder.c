@@ -10,6 +10,7 @@
 
 #include "cli/cli.h"
 #include "encoder/encoder.h"
+#include "kernels/kernels.h"
 
 /* What open_model loads. */
 enum {
@@ -41,8 +42,14 @@ static cdb_model *open_model(const char *flag, int load, cdb_k_device device,
     mp.device = device;
     rc = cdb_model_open(path, &mp, &m);
     if (rc != CDB_OK) {
+        cdb_k_device can;
         cli_error_status(rc, "cannot load the model %s", path);
-        if (strcmp(src, "--model")) cli_hint("the model came from %s; pass --model to use another", src);
+        /* the device asked for cannot run (or start) here: another model would not help */
+        if (device.kind == CDB_K_DEVICE_CUDA &&
+            (rc == CDB_DEVICE || cdb_k_device_resolve(device, &can) != CDB_OK))
+            cli_hint("pass --device cpu to run on the CPU");
+        else if (strcmp(src, "--model"))
+            cli_hint("the model came from %s; pass --model to use another", src);
         return NULL;
     }
     if (path_out) *path_out = path;

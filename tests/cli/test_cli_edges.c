@@ -278,6 +278,14 @@ CDB_TEST(device_that_cannot_run) {
     CHECK_MSG(err && !strstr(err, "cannot find the database's model") && strstr(err, "device"),
               "%s", err);
     free(err);
+    /* embed (no database): the device is the trouble, so the hint is about it, and the
+    ** model's path is said once (not again as "(model PATH: ...") */
+    CHECK_EQ_INT(sh("\"$CLIPDB\" embed --text red --device cuda", NULL, &err), 1);
+    CHECK_MSG(err && strstr(err, "cuda:0 is not available: ") && !strstr(err, "(model ") &&
+                  strstr(err, "\nhint: pass --device cpu to run on the CPU\n") &&
+                  !strstr(err, "--model"),
+              "%s", err);
+    free(err);
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         err = NULL;
         CHECK_EQ_INT(sh(cmds[i], NULL, &err), 1);
