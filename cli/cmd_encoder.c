@@ -402,6 +402,14 @@ static void embed_json(FILE *f, const cdb_model_info *mi, const embed_inputs *in
     cli_json_done(&j);
 }
 
+/* A failed write of the .npy file out (errno set): said here for a file; for "-",
+** standard output, main says it once when the command returns (and a reader that
+** went away, `| head`, is no failure of clipdb's, as for every command). */
+static int npy_write_failed(const char *out) {
+    if (strcmp(out, "-")) return cli_error(strerror(errno), "cannot write %s", out);
+    return cli_stdout_errno() == EPIPE ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+}
+
 /* Writes the rows as .npy (npy: to out, "-" for stdout) or JSON (to out, else stdout).
 ** CLI_EXIT_OK or the error printed. */
 static int embed_write(const char *out, int npy, const cdb_model_info *mi,
@@ -409,9 +417,8 @@ static int embed_write(const char *out, int npy, const cdb_model_info *mi,
     FILE *f;
     if (npy) {
         int64_t shape[2] = {in->n_text + in->n_img, mi->embed_dim};
-        if (cli_npy_write(out, "<f4", shape, 2, vec, sizeof *vec) != 0)
-            return cli_error(strerror(errno), "cannot write %s", out);
-        return CLI_EXIT_OK;
+        return cli_npy_write(out, "<f4", shape, 2, vec, sizeof *vec) != 0 ? npy_write_failed(out)
+                                                                          : CLI_EXIT_OK;
     }
     if (!(f = out ? fopen(out, "w") : stdout))
         return cli_error(strerror(errno), "cannot write %s", out);
@@ -497,7 +504,7 @@ static int preprocess_to(const char *image, const cdb_preprocess_params *pp,
     else if ((st = cdb_image_preprocess(img, pp, px, NULL)) != CDB_OK)
         rc = cli_error_status(st, "cannot preprocess %s", image);
     else if (cli_npy_write(out, "<f4", shape, 3, px, sizeof *px) != 0)
-        rc = cli_error(strerror(errno), "cannot write %s", out);
+        rc = npy_write_failed(out);
     free(px);
     cdb_image_free(img);
     return rc;

@@ -123,7 +123,7 @@ static int finish_stdout(int rc) {
     int e;
     if (cli_flush_stdout() == 0 && !ferror(stdout) && !cli_stdout_errno()) return rc;
     if ((e = cli_stdout_errno()) == EPIPE) return rc; /* the reader went away (| head) */
-    cli_error(e ? strerror(e) : "a write failed", "cannot write the output");
+    cli_error(e ? strerror(e) : "a write failed", "cannot write to standard output");
     return rc == CLI_EXIT_OK || rc == CLI_EXIT_PARTIAL ? CLI_EXIT_FAIL : rc;
 }
 

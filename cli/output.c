@@ -53,10 +53,14 @@ static void log_sink(cdb_log_level lvl, const char *msg, void *ud) {
 
 static int g_stdout_errno;
 
+int cli_stdout_failed(int e) {
+    if (!g_stdout_errno) g_stdout_errno = e ? e : EIO;
+    return -1;
+}
+
 int cli_flush_stdout(void) {
     if (fflush(stdout) == 0) return 0;
-    if (!g_stdout_errno) g_stdout_errno = errno ? errno : EIO;
-    return -1;
+    return cli_stdout_failed(errno);
 }
 
 int cli_stdout_errno(void) { return g_stdout_errno; }

@@ -1,7 +1,8 @@
 /*
 ** test_cli_edges.c: the rough edges a new user hits, through the clipdb binary and a
 ** shell (redirections, pipes) on a small generated library:
-**   - a write error on stdout (/dev/full) is exit 1 with the reason, not exit 0;
+**   - a write error on stdout (/dev/full) is exit 1 with the reason, not exit 0, in
+**     one line (also for --out -);
 **   - a mistyped command gets "did you mean";
 **   - each error names a thing once: a path, a model, a file of a model;
 **   - a leading '-' query term says how to pass it ('--');
@@ -78,8 +79,23 @@ CDB_TEST(stdout_write_error_fails) {
     char *out = NULL, *err = NULL;
     NEED_LIBRARY();
     CHECK_EQ_INT(sh("\"$CLIPDB\" search --db \"$DB\" red >/dev/full", &out, &err), 1);
-    CHECK_MSG(err && strstr(err, "cannot write the output (No space left on device)"), "%s", err);
+    CHECK_MSG(err && strstr(err, "cannot write to standard output (No space left on device)"),
+              "%s", err);
     free(err);
+    /* an array to --out - (standard output): one error line, which says so */
+    static const char *const npy[] = {
+        "cd \"$(dirname \"$DB\")\" && \"$CLIPDB\" preprocess photos/$(ls photos | head -1) "
+        "--out - >/dev/full",
+        "cd \"$(dirname \"$DB\")\" && \"$CLIPDB\" embed --format npy --out - "
+        "--image photos/$(ls photos | head -1) >/dev/full"};
+    for (size_t i = 0; i < sizeof npy / sizeof npy[0]; i++) {
+        CHECK_EQ_INT(sh(npy[i], NULL, &err), 1);
+        CHECK_MSG(err && count_of(err, "error:") == 1 &&
+                      strstr(err, "cannot write to standard output (No space left on device)") &&
+                      !strstr(err, "cannot write -"),
+                  "%s: %s", npy[i], err);
+        free(err);
+    }
     CHECK_EQ_INT(sh("\"$CLIPDB\" search --db \"$DB\" --json red >/dev/full", NULL, &err), 1);
     free(err);
     CHECK_EQ_INT(sh("\"$CLIPDB\" --help >/dev/full", NULL, &err), 1);
