@@ -347,7 +347,10 @@ static cdb_status vset_get(cdb_engine *e, eng_reader *rd, int64_t model_id, int 
         if (ss->cur) ss->warned_ix = 0; /* another file: warn about it once more */
         if ((rc = vset_fresh(e, ss, db, dim, path, &st, have_file, gen, &v)) != CDB_OK) goto done;
     }
-    if (v && !vset_complete(v, db, model_id)) {
+    /* a partial state (a shard left out) is short by what it could not read, and is
+    ** never reused (each search builds it afresh): building it again here would only
+    ** read every vector and warn about the shard a second time */
+    if (v && !v->partial && !vset_complete(v, db, model_id)) {
         CDB_LOG_DEBUG("engine: a search state missed vectors the catalog lists: built again");
         vset_unref(v);
         v = NULL;
