@@ -65,6 +65,9 @@ typedef struct cli_args {
     const char **pos;                /* positionals in order (heap) */
     int n_pos;
     char err[256];                   /* why parsing failed (for the usage error) */
+    int unknown_argi;                /* argv index of the unknown option parsing failed
+                                        at (e.g. a global option after the command);
+                                        -1 when none */
 } cli_args;
 
 /* Parses argv[0..argc) (argv[0] is the first argument, not the program name).

@@ -3,7 +3,8 @@
 ** shell (redirections, pipes) on a small generated library:
 **   - a write error on stdout (/dev/full) is exit 1 with the reason, not exit 0, in
 **     one line (also for --out -);
-**   - a mistyped command gets "did you mean";
+**   - a mistyped command gets "did you mean" (also after 'help'); a global option
+**     after the command says where it goes;
 **   - each error names a thing once: a path, a model, a file of a model;
 **   - a leading '-' query term says how to pass it ('--');
 **   - query weights: "2 * red", "red*2" and "red * 2" mean "2*red" (the same output
@@ -120,6 +121,9 @@ CDB_TEST(did_you_mean) {
     CHECK_EQ_INT(sh("\"$CLIPDB\" qqqqqqq", NULL, &err), 2);
     CHECK_MSG(err && !strstr(err, "did you mean"), "%s", err);
     free(err);
+    CHECK_EQ_INT(sh("\"$CLIPDB\" help serach", NULL, &err), 2);
+    CHECK_MSG(err && strstr(err, "unknown command 'serach' (did you mean 'search'?)"), "%s", err);
+    free(err);
 }
 
 CDB_TEST(leading_dash_term) {
@@ -211,6 +215,18 @@ CDB_TEST(log_time) {
     free(err);
     CHECK_EQ_INT(sh("\"$CLIPDB\" stats --db /nonexistent/db", NULL, &err), 1);
     CHECK_MSG(err && !strncmp(err, "clipdb: error: ", 15), "%s", err);
+    free(err);
+    /* after the command: where it goes, rather than "unknown option" */
+    CHECK_EQ_INT(sh("\"$CLIPDB\" search --log-time red", NULL, &err), 2);
+    CHECK_MSG(err && strstr(err, "clipdb: error: --log-time is a global option: put it before "
+                                 "the command (clipdb --log-time search ...)\n") &&
+                  !strstr(err, "unknown option"),
+              "%s", err);
+    free(err);
+    CHECK_EQ_INT(sh("\"$CLIPDB\" stats --version", NULL, &err), 2);
+    CHECK_MSG(err && strstr(err, "--version is a global option: give it without a command "
+                                 "(clipdb --version)"),
+              "%s", err);
     free(err);
     regfree(&re);
 }
