@@ -667,8 +667,8 @@ cdb_status cdb_engine_set_default_model(cdb_engine *e, const char *spec, cdb_eng
     /* the default answers every search: it must know every photo */
     if (c.n_missing)
         return cdb_eng_failw(CDB_INVALID, CDB_ENGINE_E_SET_INCOMPLETE, NULL,
-                         "model '%s' has no vector yet for %s of the %s files", dm.name,
-                         cdb_eng_fmt_count(c.n_missing, b, sizeof b),
+                         "model '%s' has no vector yet for %s file%s (of %s)", dm.name,
+                         cdb_eng_fmt_count(c.n_missing, b, sizeof b), c.n_missing == 1 ? "" : "s",
                          cdb_eng_fmt_count(c.files[CDB_DB_OK], b2, sizeof b2));
     /* searches encode texts with the default: it needs a text tower and a tokenizer */
     cdb_k_device dev = e->p.device;

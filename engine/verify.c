@@ -179,11 +179,11 @@ static int check_index(cdb_db *db, char msg[8][256]) {
             for (int64_t i = 0; i < n; i++) n_covered_stored += cdb_index_covers(ix, ids[i]);
             cdb_eng_ids_since(db, dm.id, (int64_t)cdb_index_watermark(ix), 1, &removed, &n_removed);
             /* covered ids that are not stored must have been removed since */
-            if (cdb_index_count(ix) - n_covered_stored > (int64_t)n_removed)
+            int64_t n_extra = cdb_index_count(ix) - n_covered_stored - (int64_t)n_removed;
+            if (n_extra > 0)
                 snprintf(msg[n_msg++], 256,
-                         "index covers %lld ids that are not stored and were not removed since "
-                         "it was built",
-                         (long long)(cdb_index_count(ix) - n_covered_stored - (int64_t)n_removed));
+                         "index covers %lld id%s not stored and not removed since it was built",
+                         (long long)n_extra, n_extra == 1 ? "" : "s");
             if (cdb_index_dim(ix) != dm.dim)
                 snprintf(msg[n_msg++], 256, "index dim %d != model dim %d", cdb_index_dim(ix),
                          dm.dim);

@@ -19,6 +19,7 @@
 **     build or the driver), not "cannot find the model", for search and serve;
 **   - a shard file deleted behind clipdb's back: stats says so, a search runs on what
 **     is left and says what it left out (once), verify names each file once;
+**   - one of a thing is said in the singular ("1 file", "1 folder missing");
 **   - preprocess --out - writes the array to stdout; --db naming a file says so;
 **   - ingest of the database's own folder reads none of its files; a folder inside it
 **     is refused, and no folder is recorded;
@@ -179,6 +180,11 @@ CDB_TEST(query_weights) {
         char cmd[512], *err = NULL;
         snprintf(cmd, sizeof cmd, "\"$CLIPDB\" search --db \"$DB\" %s", bad[i]);
         CHECK_MSG(sh(cmd, NULL, &err) == 2, "%s: not a usage error: %s", bad[i], err);
+        /* cancelling terms: the reason without brackets in the brackets */
+        CHECK_MSG(i + 1 < sizeof bad / sizeof bad[0] ||
+                      (err && strstr(err, "cannot combine the query terms (the weighted sum of "
+                                          "the terms is zero)\n")),
+                  "%s", err);
         free(err);
     }
 }
@@ -398,6 +404,31 @@ CDB_TEST(each_thing_named_once) {
     free(err);
 }
 
+/* One of a thing is said in the singular: the summary's counts, a missing folder's
+** warning. */
+CDB_TEST(one_is_singular) {
+    char cmd[3000], *out = NULL, *err = NULL;
+    NEED_LIBRARY();
+    snprintf(cmd, sizeof cmd,
+             "cd %s && rm -rf one one.db && mkdir one && cp lib/photos/img_0000000.jpg one/ && "
+             "\"$CLIPDB\" init -q --db one.db && \"$CLIPDB\" ingest --db one.db one",
+             g_tmp);
+    CHECK_EQ_INT(sh(cmd, &out, &err), 0);
+    CHECK_MSG(out && strstr(out, "ingest: 1 file: 1 added, 0 changed, 0 moved, 0 deleted, "
+                                 "0 errors, 0 unchanged, 0 not images ("),
+              "%s%s", out, err);
+    free(out);
+    free(err);
+    snprintf(cmd, sizeof cmd, "cd %s && mv one one.gone && \"$CLIPDB\" reindex --db one.db; "
+             "s=$?; mv one.gone one; exit $s", g_tmp);
+    CHECK_EQ_INT(sh(cmd, &out, &err), 3);
+    CHECK_MSG(out && strstr(out, ", 1 folder missing (") && err &&
+                  strstr(err, "; its 1 file is kept as it is ("),
+              "%s%s", out, err);
+    free(out);
+    free(err);
+}
+
 CDB_TEST(out_dash_and_db_file) {
     char *out = NULL, *err = NULL;
     NEED_LIBRARY();
@@ -518,4 +549,5 @@ CDB_TEST_MAIN(stdout_write_error_fails, did_you_mean, leading_dash_term, query_w
               query_part_from_stdin, log_time, empty_results_explained, under_repeated,
               device_that_cannot_run,
               missing_shard_is_said, out_dash_and_db_file, stored_is_fp16_of_embed,
-              db_folder_not_ingested, index_messages_in_clipdbs_words, each_thing_named_once)
+              db_folder_not_ingested, index_messages_in_clipdbs_words, each_thing_named_once,
+              one_is_singular)
