@@ -358,6 +358,11 @@ CDB_TEST(missing_shard_is_said) {
               "%s", out);
     free(out);
     free(err);
+    /* the repair's index rebuild says why it was rebuilt */
+    CHECK_EQ_INT(sh("\"$CLIPDB\" reindex -q --repair --db \"$DB.copy\"", &out, &err), 0);
+    CHECK_MSG(out && strstr(out, "vectors (after the repair)\n"), "%s%s", out, err);
+    free(out);
+    free(err);
 }
 
 /* A user's error names each thing once: the image's path (not again in the decoder's
@@ -405,17 +410,19 @@ CDB_TEST(each_thing_named_once) {
 }
 
 /* One of a thing is said in the singular: the summary's counts, a missing folder's
-** warning. */
+** warning, the index line (which also says its counts once). */
 CDB_TEST(one_is_singular) {
     char cmd[3000], *out = NULL, *err = NULL;
     NEED_LIBRARY();
     snprintf(cmd, sizeof cmd,
              "cd %s && rm -rf one one.db && mkdir one && cp lib/photos/img_0000000.jpg one/ && "
-             "\"$CLIPDB\" init -q --db one.db && \"$CLIPDB\" ingest --db one.db one",
+             "\"$CLIPDB\" init -q --db one.db && \"$CLIPDB\" ingest --db one.db one && "
+             "\"$CLIPDB\" reindex --full --db one.db",
              g_tmp);
     CHECK_EQ_INT(sh(cmd, &out, &err), 0);
     CHECK_MSG(out && strstr(out, "ingest: 1 file: 1 added, 0 changed, 0 moved, 0 deleted, "
-                                 "0 errors, 0 unchanged, 0 not images ("),
+                                 "0 errors, 0 unchanged, 0 not images (") &&
+                  strstr(out, "\nindex: rebuilt flat over 1 vector (full rebuild asked)\n"),
               "%s%s", out, err);
     free(out);
     free(err);
@@ -425,6 +432,12 @@ CDB_TEST(one_is_singular) {
     CHECK_MSG(out && strstr(out, ", 1 folder missing (") && err &&
                   strstr(err, "; its 1 file is kept as it is ("),
               "%s%s", out, err);
+    free(out);
+    free(err);
+    snprintf(cmd, sizeof cmd, "cd %s && cp lib/photos/img_0000001.png one/ && "
+             "\"$CLIPDB\" reindex --db one.db", g_tmp);
+    CHECK_EQ_INT(sh(cmd, &out, &err), 0);
+    CHECK_MSG(out && strstr(out, "\nindex: updated: 1 added, 0 removed\n"), "%s%s", out, err);
     free(out);
     free(err);
 }
