@@ -52,6 +52,7 @@ static int add_value(cli_args *a, int i, const char *v, int argi) {
 int cli_args_parse(cli_args *a, const cli_optspec *spec, int argc, char **argv) {
     int only_pos = 0;
     memset(a, 0, sizeof *a);
+    a->unknown_argi = -1;
     a->spec = spec;
     while (spec[a->n_spec].name) a->n_spec++;
     assert(a->n_spec <= CLI_MAX_OPTS);
@@ -72,6 +73,7 @@ int cli_args_parse(cli_args *a, const cli_optspec *spec, int argc, char **argv) 
             int i = find_long(a, name, len);
             if (i < 0) {
                 snprintf(a->err, sizeof a->err, "unknown option --%.*s", (int)len, name);
+                a->unknown_argi = k;
                 return -1;
             }
             if (spec[i].kind == CLI_FLAG) {
@@ -96,6 +98,7 @@ int cli_args_parse(cli_args *a, const cli_optspec *spec, int argc, char **argv) 
         for (const char *c = s + 1; *c; c++) {
             int i = find_short(a, *c);
             if (i < 0) {
+                a->unknown_argi = k;
                 if (strlen(s) > 2) /* "-red": likely a query term, not options */
                     snprintf(a->err, sizeof a->err,
                              "unknown option -%c (in '%.60s'; an argument that starts with '-' "

@@ -65,6 +65,9 @@ typedef struct cli_args {
     const char **pos;                /* positionals in order (heap) */
     int n_pos;
     char err[256];                   /* why parsing failed (for the usage error) */
+    int unknown_argi;                /* argv index of the unknown option parsing failed
+                                        at (e.g. a global option after the command);
+                                        -1 when none */
 } cli_args;
 
 /* Parses argv[0..argc) (argv[0] is the first argument, not the program name).
@@ -97,13 +100,18 @@ void cli_output_log_time(int on);
 /* fflush(stdout), remembering why the first failed write failed (errno is gone by
 ** the time main reports it). 0 or -1. */
 int cli_flush_stdout(void);
+/* Remembers e (an errno; 0: EIO) as why a write to stdout failed, unless a reason is
+** kept already: for a write that fails before the flush. main says it once, when the
+** command returns ("cannot write to standard output (<why>)"). Returns -1. */
+int cli_stdout_failed(int e);
 /* The errno of the first failed cli_flush_stdout(), 0 if none. */
 int cli_stdout_errno(void);
 int cli_quiet(void);
 int cli_stderr_is_tty(void);
 
-/* `clipdb: error: <what> (<why>)`, why may be NULL. Always returns CLI_EXIT_FAIL
-** so callers can write `return cli_error(...)`. */
+/* `clipdb: error: <what> (<why>)`, why may be NULL; the leading contexts of why that
+** what says already (the path it names) are left out (cdb_err_unsaid). Always returns
+** CLI_EXIT_FAIL so callers can write `return cli_error(...)`. */
 int cli_error(const char *why, const char *fmt, ...) CDB_PRINTF(2, 3);
 /* `clipdb: error: <what> (<cdb_errmsg() or the status string>)`. */
 int cli_error_status(cdb_status rc, const char *fmt, ...) CDB_PRINTF(2, 3);
@@ -189,7 +197,8 @@ cdb_engine_events cli_engine_events(void);
 
 /* ---- .npy files (npy.c) ------------------------------------------------------------
 ** descr: "<f4" (float32), "<f2" (float16), "<i8" (int64). Little-endian hosts only.
-** Return 0, or -1 with errno set. cli_npy_write's path "-" is standard output. */
+** Return 0, or -1 with errno set. cli_npy_write's path "-" is standard output; a
+** failed write there is kept for main to report (cli_stdout_failed). */
 int cli_npy_header(FILE *f, const char *descr, const int64_t *shape, int ndim);
 int cli_npy_write(const char *path, const char *descr, const int64_t *shape, int ndim,
                   const void *data, size_t elem_bytes);

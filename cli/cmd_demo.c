@@ -74,7 +74,8 @@ static int demo_create(demo_run *d, const char *mpath, const char *msrc, cdb_k_d
                        cdb_engine **e /* OUT */) {
     cdb_engine_create_info ci;
     cdb_status st;
-    printf("1. Generating %ld images (seed %ld) in %s\n", d->count, d->seed, d->photos);
+    printf("1. Generating %ld image%s (seed %ld) in %s\n", d->count, d->count == 1 ? "" : "s",
+           d->seed, d->photos);
     cli_flush_stdout();
     d->lp.n_threads = (int)d->threads;
     if ((st = cdb_world_generate(d->photos, (uint64_t)d->seed, 0, d->count, &d->lp)) != CDB_OK)
@@ -108,8 +109,9 @@ static int demo_ingest(cdb_engine *e, demo_run *d) {
         rc = CLI_EXIT_INTERRUPTED;
     } else {
         const cdb_engine_summary *sum = &rr->sets[0].sum;
-        printf("   %lld images encoded, %lld errors, %s (%.1f images/s)\n", (long long)sum->added,
-               (long long)sum->errors, cli_fmt_duration(sum->seconds, dur, sizeof dur),
+        printf("   %lld image%s encoded, %lld error%s, %s (%.1f images/s)\n",
+               (long long)sum->added, sum->added == 1 ? "" : "s", (long long)sum->errors,
+               sum->errors == 1 ? "" : "s", cli_fmt_duration(sum->seconds, dur, sizeof dur),
                sum->seconds > 0 ? (double)sum->added / sum->seconds : 0.0);
     }
     free(rr);
@@ -173,7 +175,8 @@ static int demo_search(cdb_engine *e, demo_run *d, int64_t t0) {
     float *q;
     if (cdb_engine_index_build(e, NULL, CDB_ENGINE_INDEX_AUTO, &ires) != CDB_OK)
         return cli_engine_fail(NULL);
-    printf("4. Built the index: %s over %lld vectors\n", ires.kind, (long long)ires.n_vectors);
+    printf("4. Built the index: %s over %lld vector%s\n", ires.kind, (long long)ires.n_vectors,
+           ires.n_vectors == 1 ? "" : "s");
     printf("5. Searching (a hit is 'yes' when the image truly shows the query)\n");
     if (!(q = malloc(sizeof *q * (size_t)d->dim))) return cli_error("out of memory", "demo");
     for (int qi = 0; qi < n_q && rc == CLI_EXIT_OK; qi++) rc = demo_query(e, d, qi, q);

@@ -10,6 +10,7 @@
 
 #include "cli/cli.h"
 #include "encoder/encoder.h"
+#include "kernels/kernels.h"
 
 /* What open_model loads. */
 enum {
@@ -41,8 +42,14 @@ static cdb_model *open_model(const char *flag, int load, cdb_k_device device,
     mp.device = device;
     rc = cdb_model_open(path, &mp, &m);
     if (rc != CDB_OK) {
+        cdb_k_device can;
         cli_error_status(rc, "cannot load the model %s", path);
-        if (strcmp(src, "--model")) cli_hint("the model came from %s; pass --model to use another", src);
+        /* the device asked for cannot run (or start) here: another model would not help */
+        if (device.kind == CDB_K_DEVICE_CUDA &&
+            (rc == CDB_DEVICE || cdb_k_device_resolve(device, &can) != CDB_OK))
+            cli_hint("pass --device cpu to run on the CPU");
+        else if (strcmp(src, "--model"))
+            cli_hint("the model came from %s; pass --model to use another", src);
         return NULL;
     }
     if (path_out) *path_out = path;
@@ -395,6 +402,14 @@ static void embed_json(FILE *f, const cdb_model_info *mi, const embed_inputs *in
     cli_json_done(&j);
 }
 
+/* A failed write of the .npy file out (errno set): said here for a file; for "-",
+** standard output, main says it once when the command returns (and a reader that
+** went away, `| head`, is no failure of clipdb's, as for every command). */
+static int npy_write_failed(const char *out) {
+    if (strcmp(out, "-")) return cli_error(strerror(errno), "cannot write %s", out);
+    return cli_stdout_errno() == EPIPE ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+}
+
 /* Writes the rows as .npy (npy: to out, "-" for stdout) or JSON (to out, else stdout).
 ** CLI_EXIT_OK or the error printed. */
 static int embed_write(const char *out, int npy, const cdb_model_info *mi,
@@ -402,9 +417,8 @@ static int embed_write(const char *out, int npy, const cdb_model_info *mi,
     FILE *f;
     if (npy) {
         int64_t shape[2] = {in->n_text + in->n_img, mi->embed_dim};
-        if (cli_npy_write(out, "<f4", shape, 2, vec, sizeof *vec) != 0)
-            return cli_error(strerror(errno), "cannot write %s", out);
-        return CLI_EXIT_OK;
+        return cli_npy_write(out, "<f4", shape, 2, vec, sizeof *vec) != 0 ? npy_write_failed(out)
+                                                                          : CLI_EXIT_OK;
     }
     if (!(f = out ? fopen(out, "w") : stdout))
         return cli_error(strerror(errno), "cannot write %s", out);
@@ -490,7 +504,7 @@ static int preprocess_to(const char *image, const cdb_preprocess_params *pp,
     else if ((st = cdb_image_preprocess(img, pp, px, NULL)) != CDB_OK)
         rc = cli_error_status(st, "cannot preprocess %s", image);
     else if (cli_npy_write(out, "<f4", shape, 3, px, sizeof *px) != 0)
-        rc = cli_error(strerror(errno), "cannot write %s", out);
+        rc = npy_write_failed(out);
     free(px);
     cdb_image_free(img);
     return rc;

@@ -141,7 +141,8 @@ int cli_cmd_forget(int argc, char **argv) {
     }
     rc = r.index_refresh_failed ? CLI_EXIT_PARTIAL : CLI_EXIT_OK;
     if (!cli_quiet() && r.n_roots > 1)
-        printf("%d folders, %s files in all\n", r.n_roots, cli_fmt_count(r.files, b[0], 32));
+        printf("%d folders, %s file%s in all\n", r.n_roots, cli_fmt_count(r.files, b[0], 32),
+               r.files == 1 ? "" : "s");
     if (!cli_quiet() && r.bytes_freed > 0) printf("Freed %s\n", cli_fmt_bytes(r.bytes_freed, b[1], 32));
 done:
     cdb_engine_forget_report_free(&r);
@@ -192,10 +193,12 @@ int cli_cmd_move(int argc, char **argv) {
         goto done;
     }
     if (!cli_quiet()) {
-        printf("Moved %s -> %s: %s files", r->old_path, r->new_path, cli_fmt_count(r->files, b[0], 32));
+        printf("Moved %s -> %s: %s file%s", r->old_path, r->new_path,
+               cli_fmt_count(r->files, b[0], 32), r->files == 1 ? "" : "s");
         if (r->present < r->files)
-            printf(" (%s not found there: the next reindex marks them deleted)",
-                   cli_fmt_count(r->files - r->present, b[1], 32));
+            printf(" (%s not found there: the next reindex marks %s deleted)",
+                   cli_fmt_count(r->files - r->present, b[1], 32),
+                   r->files - r->present == 1 ? "it" : "them");
         printf("\n");
         cli_flush_stdout();
         cli_hint("the next 'clipdb reindex' checks the moved files (reading what changed, "

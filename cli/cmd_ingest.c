@@ -131,32 +131,37 @@ static int parse_run_opts(const char *cmd, cli_args *a, run_opts *o) {
 
 /* ---- the summary ---------------------------------------------------------------------- */
 
-/* ", 3 symlinks skipped": a count the JSON always has, in the line when not zero. */
-static size_t extra_count(char *buf, size_t size, size_t o, int64_t n, const char *what) {
+/* ", 3 symlinks skipped": a count the JSON always has, in the line when not zero; one
+** and many: what follows the count (the same for words with no plural). */
+static size_t extra_count(char *buf, size_t size, size_t o, int64_t n, const char *one,
+                          const char *many) {
     char b[32];
     if (!n || o >= size) return o;
-    return o + (size_t)snprintf(buf + o, size - o, ", %s %s", cli_fmt_count(n, b, 32), what);
+    return o + (size_t)snprintf(buf + o, size - o, ", %s %s", cli_fmt_count(n, b, 32),
+                                n == 1 ? one : many);
 }
 
 static void summary_line(const char *label, const cdb_engine_summary *s) {
     char b[9][32], dur[32], retry[64] = "", more[256] = "", touched[64] = "";
     double rate = s->seconds > 0 ? (double)(s->found) / s->seconds : 0;
     size_t o = 0;
-    extra_count(retry, sizeof retry, 0, s->retry, "to retry");
+    extra_count(retry, sizeof retry, 0, s->retry, "to retry", "to retry");
     if (s->touched) /* among the unchanged: only their time changed */
         snprintf(touched, sizeof touched, " (%s touched)", cli_fmt_count(s->touched, b[8], 32));
     o = extra_count(more, sizeof more, o,
                     s->walk_errors > s->missing_roots ? s->walk_errors - s->missing_roots : 0,
-                    "unreadable while walking");
-    o = extra_count(more, sizeof more, o, s->missing_roots, "folders missing");
-    extra_count(more, sizeof more, o, s->links_skipped, "symlinks skipped");
-    printf("%s: %s files: %s added, %s changed, %s moved, %s deleted, %s errors%s, "
-           "%s unchanged%s, %s not images%s (%s, %.1f files/s)%s\n",
-           label, cli_fmt_count(s->found, b[0], 32), cli_fmt_count(s->added, b[1], 32),
-           cli_fmt_count(s->changed, b[2], 32), cli_fmt_count(s->moved, b[3], 32),
-           cli_fmt_count(s->deleted, b[4], 32), cli_fmt_count(s->errors, b[5], 32), retry,
+                    "unreadable while walking", "unreadable while walking");
+    o = extra_count(more, sizeof more, o, s->missing_roots, "folder missing", "folders missing");
+    extra_count(more, sizeof more, o, s->links_skipped, "symlink skipped", "symlinks skipped");
+    printf("%s: %s file%s: %s added, %s changed, %s moved, %s deleted, %s error%s%s, "
+           "%s unchanged%s, %s %s%s (%s, %.1f files/s)%s\n",
+           label, cli_fmt_count(s->found, b[0], 32), s->found == 1 ? "" : "s",
+           cli_fmt_count(s->added, b[1], 32), cli_fmt_count(s->changed, b[2], 32),
+           cli_fmt_count(s->moved, b[3], 32), cli_fmt_count(s->deleted, b[4], 32),
+           cli_fmt_count(s->errors, b[5], 32), s->errors == 1 ? "" : "s", retry,
            cli_fmt_count(s->unchanged + s->touched, b[6], 32), touched,
-           cli_fmt_count(s->skipped, b[7], 32), more,
+           cli_fmt_count(s->skipped, b[7], 32), s->skipped == 1 ? "not an image" : "not images",
+           more,
            cli_fmt_duration(s->seconds, dur, sizeof dur), rate,
            s->interrupted ? " [interrupted]" : "");
 }

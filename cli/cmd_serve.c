@@ -90,9 +90,10 @@ int cli_cmd_serve(int argc, char **argv) {
     }
     cdb_engine_stats_get(e, 0, &st);
     cli_signals_message("\nclipdb serve: stopping after the requests in flight (Ctrl-C again to stop now)\n");
-    printf("clipdb serve: http://%s%s%s:%d/ (%s, %lld photos%s)\n", strchr(sp.host, ':') ? "[" : "",
-           sp.host, strchr(sp.host, ':') ? "]" : "", cdb_serve_port(s), m.name,
-           (long long)st.files[2], sp.token ? ", token required" : "");
+    printf("clipdb serve: http://%s%s%s:%d/ (%s, %lld photo%s%s)\n",
+           strchr(sp.host, ':') ? "[" : "", sp.host, strchr(sp.host, ':') ? "]" : "",
+           cdb_serve_port(s), m.name, (long long)st.files[2], st.files[2] == 1 ? "" : "s",
+           sp.token ? ", token required" : "");
     cli_flush_stdout();
     while (!cli_interrupted()) {
         struct timespec ts = {0, 100 * 1000000L};

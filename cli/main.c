@@ -29,6 +29,18 @@ static const struct {
     {"version", cli_cmd_version},
 };
 
+/* The usage error of an unknown option s given to cmd: a global option that only
+** goes before a command (run_main reads them) says where it goes. */
+static int unknown_option(const char *cmd, const char *s, const char *err) {
+    if (s && !strcmp(s, "--log-time"))
+        return cli_usage_error(cmd, "%s is a global option: put it before the command "
+                                    "(clipdb %s %s ...)", s, s, cmd);
+    if (s && !strcmp(s, "--version"))
+        return cli_usage_error(cmd, "%s is a global option: give it without a command "
+                                    "(clipdb %s)", s, s);
+    return cli_usage_error(cmd, "%s", err);
+}
+
 int cli_begin(const char *cmd, cli_args *a, const cli_optspec *spec, int argc, char **argv,
               int *exit_code) {
     if (cli_args_parse(a, spec, argc, argv) != 0) {
@@ -39,7 +51,8 @@ int cli_begin(const char *cmd, cli_args *a, const cli_optspec *spec, int argc, c
                 *exit_code = CLI_EXIT_OK;
                 return 0;
             }
-        *exit_code = cli_usage_error(cmd, "%s", a->err);
+        *exit_code = unknown_option(cmd, a->unknown_argi >= 0 ? argv[a->unknown_argi] : NULL,
+                                    a->err);
         return 0;
     }
     for (int i = 0; i < a->n_spec; i++) {
@@ -108,13 +121,18 @@ static const char *closest_command(const char *name) {
     return best ? best : n_prefix == 1 ? prefix : NULL;
 }
 
-static int run_command(const char *name, int argc, char **argv) {
-    const char *guess;
-    for (size_t i = 0; i < N_CMDS; i++)
-        if (!strcmp(g_cmds[i].name, name)) return g_cmds[i].fn(argc, argv);
-    if ((guess = closest_command(name)))
+/* The usage error of a command name that is none, with the likely one. */
+static int unknown_command(const char *name) {
+    const char *guess = closest_command(name);
+    if (guess)
         return cli_usage_error(NULL, "unknown command '%s' (did you mean '%s'?)", name, guess);
     return cli_usage_error(NULL, "unknown command '%s'", name);
+}
+
+static int run_command(const char *name, int argc, char **argv) {
+    for (size_t i = 0; i < N_CMDS; i++)
+        if (!strcmp(g_cmds[i].name, name)) return g_cmds[i].fn(argc, argv);
+    return unknown_command(name);
 }
 
 /* Results go to stdout: a write that failed there (a full disk, a closed pipe
@@ -123,7 +141,7 @@ static int finish_stdout(int rc) {
     int e;
     if (cli_flush_stdout() == 0 && !ferror(stdout) && !cli_stdout_errno()) return rc;
     if ((e = cli_stdout_errno()) == EPIPE) return rc; /* the reader went away (| head) */
-    cli_error(e ? strerror(e) : "a write failed", "cannot write the output");
+    cli_error(e ? strerror(e) : "a write failed", "cannot write to standard output");
     return rc == CLI_EXIT_OK || rc == CLI_EXIT_PARTIAL ? CLI_EXIT_FAIL : rc;
 }
 
@@ -164,7 +182,7 @@ static int run_main(int argc, char **argv) {
         }
         if (!strcmp(argv[k + 1], "--help") || !strcmp(argv[k + 1], "-h")) argv[k + 1] = "help";
         t = cli_help_text(argv[k + 1]);
-        if (!t) return cli_usage_error(NULL, "unknown command '%s'", argv[k + 1]);
+        if (!t) return unknown_command(argv[k + 1]);
         fputs(t, stdout);
         return CLI_EXIT_OK;
     }

@@ -4,6 +4,7 @@
 ** in C order, little-endian. Used by `embed --format npy`, `preprocess` and
 ** `export`. The header can be written first and the data streamed after it.
 */
+#include <errno.h>
 #include <string.h>
 
 #include "cli/cli.h"
@@ -39,6 +40,7 @@ int cli_npy_write(const char *path, const char *descr, const int64_t *shape, int
     for (int i = 0; i < ndim; i++) count *= (size_t)shape[i];
     rc = cli_npy_header(f, descr, shape, ndim);
     if (rc == 0 && count && fwrite(data, elem_bytes, count, f) != count) rc = -1;
+    if (rc != 0 && to_stdout) cli_stdout_failed(errno); /* before the flush clears it */
     if (to_stdout ? cli_flush_stdout() != 0 : fclose(f) != 0) rc = -1;
     return rc;
 }

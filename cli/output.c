@@ -53,10 +53,14 @@ static void log_sink(cdb_log_level lvl, const char *msg, void *ud) {
 
 static int g_stdout_errno;
 
+int cli_stdout_failed(int e) {
+    if (!g_stdout_errno) g_stdout_errno = e ? e : EIO;
+    return -1;
+}
+
 int cli_flush_stdout(void) {
     if (fflush(stdout) == 0) return 0;
-    if (!g_stdout_errno) g_stdout_errno = errno ? errno : EIO;
-    return -1;
+    return cli_stdout_failed(errno);
 }
 
 int cli_stdout_errno(void) { return g_stdout_errno; }
@@ -75,13 +79,27 @@ static void vline(const char *tag, const char *color, const char *fmt, va_list a
     vfprintf(stderr, fmt, ap);
 }
 
+/* The error line "what (why)", why past the contexts what says already (the path it
+** names: cdb_err_unsaid), so each thing is named once. */
+static int verror(const char *why, const char *fmt, va_list ap) {
+    char what[2048];
+    vsnprintf(what, sizeof what, fmt, ap);
+    why = cdb_err_unsaid(what, why);
+    stamp();
+    if (g_color)
+        fprintf(stderr, "clipdb: \033[1;31merror:\033[0m %s", what);
+    else
+        fprintf(stderr, "clipdb: error: %s", what);
+    if (why && *why) fprintf(stderr, " (%s)", why);
+    fputc('\n', stderr);
+    return CLI_EXIT_FAIL;
+}
+
 int cli_error(const char *why, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vline("error", "\033[1;31m", fmt, ap);
+    verror(why, fmt, ap);
     va_end(ap);
-    if (why && *why) fprintf(stderr, " (%s)", why);
-    fputc('\n', stderr);
     return CLI_EXIT_FAIL;
 }
 
@@ -90,9 +108,8 @@ int cli_error_status(cdb_status rc, const char *fmt, ...) {
     va_list ap;
     if (!why || !*why) why = cdb_status_str(rc);
     va_start(ap, fmt);
-    vline("error", "\033[1;31m", fmt, ap);
+    verror(why, fmt, ap);
     va_end(ap);
-    fprintf(stderr, " (%s)\n", why);
     return CLI_EXIT_FAIL;
 }
 

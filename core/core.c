@@ -76,6 +76,28 @@ cdb_status cdb_errctx(cdb_status rc, const char *fmt, ...) {
     return rc;
 }
 
+/* A character that may continue a word or a path ("m1" is not said by "m1/x"). */
+static int word_char(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '/' || c == '.' || c == '_' || c == '-';
+}
+
+/* Whether what holds s[0..n) with no word or path character on either side. */
+static int says_word(const char *what, const char *s, size_t n) {
+    for (const char *p = what; *p; p++)
+        if (!strncmp(p, s, n) && (p == what || !word_char(p[-1])) && !word_char(p[n])) return 1;
+    return 0;
+}
+
+const char *cdb_err_unsaid(const char *what, const char *why) {
+    const char *colon;
+    if (!what || !why) return why;
+    while ((colon = strstr(why, ": ")) && colon > why &&
+           says_word(what, why, (size_t)(colon - why)))
+        why = colon + 2;
+    return why;
+}
+
 /* ---- logging ---------------------------------------------------------------- */
 
 static cdb_log_fn g_log_fn;

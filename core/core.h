@@ -87,6 +87,12 @@ cdb_status cdb_seterr(cdb_status rc, const char *fmt, ...) CDB_PRINTF(2, 3);
 ** layer did not know) and returns rc. */
 cdb_status cdb_errctx(cdb_status rc, const char *fmt, ...) CDB_PRINTF(2, 3);
 
+/* For a "<what> (<why>)" sentence: why past its leading "<context>: " parts that what
+** already says as a whole word (a path, "model m1", "image"), so each thing is named
+** once: what "cannot read the image a.jpg", why "a.jpg: image: not a JPEG..." gives
+** "not a JPEG...". The last part is always kept. A pointer into why (NULL: why). */
+const char *cdb_err_unsaid(const char *what, const char *why);
+
 /* The status of a failed system call's errno: CDB_NOSPACE for a full disk or quota
 ** (ENOSPC, EDQUOT), CDB_NOMEM for ENOMEM, CDB_IO otherwise. Callers pass errno as it
 ** was right after the call, so a disk-full failure keeps its status on every path. */

@@ -161,8 +161,9 @@ cdb_status cdb_image_probe(const void *buf, size_t n, int *width /* OUT */,
 ** NULL on error (never a partial image), else free with cdb_image_free. */
 cdb_status cdb_image_decode(const void *buf, size_t n, const cdb_image_params *p,
                             cdb_image **out /* OUT */);
-/* Reads a regular file (CDB_NOTFOUND / CDB_IO on failure) and decodes it; errors
-** name the path. */
+/* Reads a regular file (CDB_NOTFOUND / CDB_IO on failure) and decodes it; every
+** error message starts with the path, "<path>: <why>" ("a.jpg: No such file or
+** directory", "a.jpg: image: not a JPEG, ..."). */
 cdb_status cdb_image_load(const char *path, const cdb_image_params *p, cdb_image **out /* OUT */);
 void cdb_image_free(cdb_image *img); /* NULL is fine */
 

@@ -344,10 +344,10 @@ cdb_status cdb_image_load(const char *path, const cdb_image_params *p, cdb_image
     if (!path || !out) return cdb_seterr(CDB_INVALID, "image_load: NULL argument");
     *out = NULL;
     f = fopen(path, "rb");
-    if (!f) return cdb_seterr(errno == ENOENT ? CDB_NOTFOUND : CDB_IO, "open %s: %s", path,
+    if (!f) return cdb_seterr(errno == ENOENT ? CDB_NOTFOUND : CDB_IO, "%s: %s", path,
                               strerror(errno));
     if (fstat(fileno(f), &st) != 0) {
-        rc = cdb_seterr(CDB_IO, "stat %s: %s", path, strerror(errno));
+        rc = cdb_seterr(CDB_IO, "%s: %s", path, strerror(errno));
         goto done;
     }
     if (!S_ISREG(st.st_mode)) {
@@ -366,7 +366,7 @@ cdb_status cdb_image_load(const char *path, const cdb_image_params *p, cdb_image
         goto done;
     }
     if (n && fread(buf, 1, n, f) != n) {
-        rc = cdb_seterr(CDB_IO, "read %s: %s", path, ferror(f) ? strerror(errno) : "short read");
+        rc = cdb_seterr(CDB_IO, "%s: %s", path, ferror(f) ? strerror(errno) : "short read");
         goto done;
     }
     rc = cdb_image_decode(buf, n, p, out);

@@ -364,7 +364,7 @@ static cdb_status load_json(const char *dir, const char *name, json_t **out) {
     if (stat(path, &st) != 0) return CDB_OK;
     json_t *j = json_load_file(path, 0, &e);
     if (!j)
-        return cdb_seterr(CDB_CORRUPT, "%s: not valid JSON (line %d: %s); fix or remove it",
+        return cdb_seterr(CDB_CORRUPT, "%s: not valid JSON at line %d: %s; fix or remove it",
                           path, e.line, e.text);
     if (!json_is_object(j)) {
         json_decref(j);
@@ -1009,6 +1009,15 @@ static void files_key(char *const *paths, int n, char out[33]) {
              (unsigned long long)h.low64);
 }
 
+/* Whether msg names path, or a file in it ("m1/vocab.json"): a model's error that
+** does gets no "model <path>: " context (the path would be said twice). */
+static int names_path(const char *msg, const char *path) {
+    size_t n = strlen(path);
+    for (const char *p = msg; n && (p = strstr(p, path)); p++)
+        if ((p == msg || p[-1] == ' ') && strchr("/: ", p[n])) return 1;
+    return 0;
+}
+
 static int is_hex32(const char *s) {
     if (!s) return 0;
     for (int i = 0; i < 32; i++)
@@ -1033,7 +1042,7 @@ static cdb_status open_tokenizer(load_ctx *c, const cdb_model_params *p) {
     }
     if (explicit_path) {
         if ((rc = cdb_tok_open(explicit_path, &m->tok)) != CDB_OK)
-            return cdb_errctx(rc, "model tokenizer");
+            return rc; /* "tokenizer: <its file>: why": no context to add */
     } else {
         char found[4096];
         const char *def = env && *env ? env : cdb_data_path(CDB_STD_VOCAB, found, sizeof found, NULL);
@@ -1218,7 +1227,8 @@ cdb_status cdb_model_open(const char *path, const cdb_model_params *params, cdb_
     m = NULL;
 
 cleanup:
-    if (rc != CDB_OK && rc != CDB_NOMEM && add_ctx) cdb_errctx(rc, "model %s", path);
+    if (rc != CDB_OK && rc != CDB_NOMEM && add_ctx && !names_path(cdb_errmsg(), path))
+        cdb_errctx(rc, "model %s", path);
     json_decref(c.hf_cfg);
     json_decref(c.oc_cfg);
     json_decref(c.pp_cfg);
@@ -1321,7 +1331,7 @@ cdb_status cdb_encode_image_file(cdb_model *m, const char *path, const cdb_image
     if (!m->info.has_vision)
         return cdb_seterr(CDB_INVALID, "model %s: image tower not loaded", m->name);
     sz = m->info.preprocess.size;
-    if ((rc = cdb_image_load(path, ip, &img)) != CDB_OK) goto cleanup;
+    if ((rc = cdb_image_load(path, ip, &img)) != CDB_OK) goto cleanup; /* names the path */
     px = malloc((size_t)3 * sz * sz * sizeof(float));
     if (!px) {
         rc = cdb_seterr(CDB_NOMEM, "pixels");
@@ -1330,8 +1340,8 @@ cdb_status cdb_encode_image_file(cdb_model *m, const char *path, const cdb_image
     if ((rc = cdb_image_preprocess(img, &m->info.preprocess, px, NULL)) != CDB_OK) goto cleanup;
     rc = cdb_encode_pixels(m, px, 1, normalize, out);
 cleanup:
+    if (rc != CDB_OK && img) cdb_errctx(rc, "%s", path); /* once: the load's errors have it */
     cdb_image_free(img);
     free(px);
-    if (rc != CDB_OK) cdb_errctx(rc, "%s", path);
     return rc;
 }

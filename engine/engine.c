@@ -47,7 +47,8 @@ static cdb_status vfail(cdb_status rc, cdb_engine_err code, const char *why, con
                         va_list ap) {
     char what[1024], w[1024];
     vsnprintf(what, sizeof what, fmt, ap);
-    snprintf(w, sizeof w, "%s", why ? why : "");
+    /* a context why repeats (the path what names) is said once */
+    snprintf(w, sizeof w, "%s", why ? cdb_err_unsaid(what, why) : "");
     if (w[0]) cdb_seterr(rc, "%s (%s)", what, w);
     else cdb_seterr(rc, "%s", what);
     t_code = code;
@@ -666,8 +667,8 @@ cdb_status cdb_engine_set_default_model(cdb_engine *e, const char *spec, cdb_eng
     /* the default answers every search: it must know every photo */
     if (c.n_missing)
         return cdb_eng_failw(CDB_INVALID, CDB_ENGINE_E_SET_INCOMPLETE, NULL,
-                         "model '%s' has no vector yet for %s of the %s files", dm.name,
-                         cdb_eng_fmt_count(c.n_missing, b, sizeof b),
+                         "model '%s' has no vector yet for %s file%s (of %s)", dm.name,
+                         cdb_eng_fmt_count(c.n_missing, b, sizeof b), c.n_missing == 1 ? "" : "s",
                          cdb_eng_fmt_count(c.files[CDB_DB_OK], b2, sizeof b2));
     /* searches encode texts with the default: it needs a text tower and a tokenizer */
     cdb_k_device dev = e->p.device;

@@ -509,7 +509,8 @@ typedef struct cdb_engine_problem {
     int32_t shard;
     int64_t model_id, file_id;
     char *path;            /* the file's path when file_id > 0 and it is known; heap */
-    char *msg;             /* heap */
+    char *msg;             /* what is wrong; with a path, it does not name the file
+                              again (print them together); heap */
 } cdb_engine_problem;
 
 typedef struct cdb_engine_verify_report {

@@ -41,9 +41,11 @@ void cdb_eng_clear(void);
 /* Sets the detail code and returns rc. */
 cdb_status cdb_eng_code(cdb_status rc, cdb_engine_err code);
 /* errmsg = "<what> (<the current errmsg, or rc's string when empty>)", the code set:
-** the "what failed (why)" sentence of every failed public call. Returns rc. */
+** the "what failed (why)" sentence of every failed public call; the leading contexts
+** of why that what says already are dropped (cdb_err_unsaid). Returns rc. */
 cdb_status cdb_eng_fail(cdb_status rc, cdb_engine_err code, const char *fmt, ...) CDB_PRINTF(3, 4);
-/* errmsg = "<what> (<why>)" from explicit parts (why NULL or "": just what). */
+/* errmsg = "<what> (<why>)" from explicit parts (why NULL or "": just what; why
+** trimmed as above). */
 cdb_status cdb_eng_failw(cdb_status rc, cdb_engine_err code, const char *why, const char *fmt, ...)
     CDB_PRINTF(4, 5);
 /* "1,234,567" into buf (as the CLI prints counts); returns buf. */

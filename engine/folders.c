@@ -300,9 +300,14 @@ cdb_status cdb_engine_move(cdb_engine *e, const char *old_in, const char *new_in
     out->present = there.present;
     if (there.live > 0 && there.present == 0) {
         char b[32];
-        st = cdb_eng_failw(CDB_INVALID, CDB_ENGINE_E_MOVE_NOTHING, NULL,
-                       "none of the %s recorded files of %s is under %s; nothing changed",
-                       cdb_eng_fmt_count(there.live, b, sizeof b), old, newp);
+        if (there.live == 1)
+            st = cdb_eng_failw(CDB_INVALID, CDB_ENGINE_E_MOVE_NOTHING, NULL,
+                               "the one recorded file of %s is not under %s; nothing changed",
+                               old, newp);
+        else
+            st = cdb_eng_failw(CDB_INVALID, CDB_ENGINE_E_MOVE_NOTHING, NULL,
+                               "none of the %s recorded files of %s is under %s; nothing changed",
+                               cdb_eng_fmt_count(there.live, b, sizeof b), old, newp);
         goto done;
     }
     for (int i = 0; i < n; i++)

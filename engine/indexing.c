@@ -194,8 +194,9 @@ static cdb_status add_uncovered(cdb_db *db, int64_t model_id, int dim, cdb_index
         if (!cdb_index_covers(ix, ids[i])) want[nw++] = ids[i];
     if (rc == CDB_OK && nw) rc = cdb_eng_fetch_vectors(&fc, want, nw, vecs, found);
     if (rc == CDB_OK && fc.n_unreadable) /* the index must not move past what it lacks */
-        rc = cdb_seterr(CDB_CORRUPT, "%d vectors are in a shard that is missing or damaged: "
-                        "run `clipdb verify`", fc.n_unreadable);
+        rc = cdb_seterr(CDB_CORRUPT, "%d vector%s in a shard that is missing or damaged: "
+                        "run `clipdb verify`",
+                        fc.n_unreadable, fc.n_unreadable == 1 ? " is" : "s are");
     if (rc == CDB_OK && nw) {
         for (size_t i = 0; i < nw; i++) /* compact to the ids still stored */
             if (found[i]) {

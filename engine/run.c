@@ -183,9 +183,10 @@ static cdb_status run_passes(cdb_engine *e, const char *kind, const eng_library 
 }
 
 
-/* After a reindex: every set's index brought up to date; note: one line about each. */
-static cdb_status refresh_indexes(cdb_engine *e, const run_plan *p, int force, char *note,
-                                  size_t size) {
+/* After a reindex: every set's index brought up to date (rebuilt when forced: why says
+** why, NULL when not forced); note: one line about each. */
+static cdb_status refresh_indexes(cdb_engine *e, const run_plan *p, const char *forced,
+                                  char *note, size_t size) {
     cdb_status st = CDB_OK;
     size_t o = 0;
     note[0] = '\0';
@@ -194,21 +195,22 @@ static cdb_status refresh_indexes(cdb_engine *e, const run_plan *p, int force, c
         eng_index_result res;
         char b[32], b2[32], one[400];
         if (!s->ran) continue;
-        st = cdb_eng_index_refresh(e->db, s->dm.id, s->dm.dim, force, &res);
+        st = cdb_eng_index_refresh(e->db, s->dm.id, s->dm.dim, forced != NULL, &res);
         if (st != CDB_OK)
             snprintf(one, sizeof one, "refresh failed: %s", cdb_errmsg());
         else if (res.action == 0)
             snprintf(one, sizeof one, "up to date (%s)", res.why);
         else if (res.action == 2 && res.n_vectors == 0)
             snprintf(one, sizeof one, "%s", res.why);
-        else if (res.action == 1)
-            snprintf(one, sizeof one, "updated: %s added, %s removed (%s)",
+        else if (res.action == 1) /* the counts are its why ("4 new or changed, ...") */
+            snprintf(one, sizeof one, "updated: %s added, %s removed",
                      cdb_eng_fmt_count(res.n_added, b, sizeof b),
-                     cdb_eng_fmt_count(res.n_removed, b2, sizeof b2), res.why);
+                     cdb_eng_fmt_count(res.n_removed, b2, sizeof b2));
         else
-            snprintf(one, sizeof one, "rebuilt %s over %s vectors (%s)",
+            snprintf(one, sizeof one, "rebuilt %s over %s vector%s (%s)",
                      cdb_index_kind_name(res.info.kind),
-                     cdb_eng_fmt_count(res.n_vectors, b, sizeof b), res.why);
+                     cdb_eng_fmt_count(res.n_vectors, b, sizeof b), res.n_vectors == 1 ? "" : "s",
+                     forced ? forced : res.why);
         o += (size_t)snprintf(note + o, o < size ? size - o : 0, "%s%s%s%s", i ? "; " : "",
                               p->n > 1 ? s->dm.name : "", p->n > 1 ? ": " : "", one);
     }
@@ -440,8 +442,11 @@ cdb_status cdb_engine_reindex(cdb_engine *e, const cdb_engine_run_params *rp,
     }
     if (st == CDB_OK &&
         !cdb_eng_should_stop(&e->p.events)) { /* the nightly job refreshes indexes */
-        cdb_status ist = refresh_indexes(e, &plan, rp->full || repaired > 0, report->index_note,
-                                         sizeof report->index_note);
+        cdb_status ist = refresh_indexes(e, &plan,
+                                         rp->full      ? "full rebuild asked"
+                                         : repaired > 0 ? "after the repair"
+                                                        : NULL,
+                                         report->index_note, sizeof report->index_note);
         if (ist != CDB_OK) st = ist; /* the run failed */
     }
     fill_report(&plan, stopped, report);

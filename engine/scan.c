@@ -289,9 +289,10 @@ static void walk_target(pipe_ctx *c) {
             warn(c, "%s is gone (deleted, or moved out of the folders clipdb knows); its vector is "
                     "kept until 'clipdb forget %s'", t->path, t->path);
         else
-            warn(c, "%s is missing%s; its %lld files are kept as they are (run 'clipdb move' if it "
+            warn(c, "%s is missing%s; its %lld file%s kept as %s (run 'clipdb move' if it "
                     "moved, 'clipdb forget' if it is gone for good)",
-                 t->path, r->dev_recorded ? " (not mounted?)" : "", (long long)live);
+                 t->path, r->dev_recorded ? " (not mounted?)" : "", (long long)live,
+                 live == 1 ? " is" : "s are", live == 1 ? "it is" : "they are");
         add_problem(c, "", "missing: not mounted, moved or deleted", 1);
         return;
     }
@@ -439,8 +440,9 @@ static cdb_status delete_gone(pipe_ctx *c, int i, const char **status) {
     if (rc == CDB_OK && d.n_legacy && c->ts[i].n_found == 0 && t->kind == CDB_DB_ROOT_FOLDER) {
         char *base = target_base(t);
         c->cur = i;
-        warn(c, "%s is empty now; its %d recorded files are kept as they are (unmounted?)",
-             base ? base : t->path, d.n);
+        warn(c, "%s is empty now; its %d recorded file%s kept as %s (unmounted?)",
+             base ? base : t->path, d.n, d.n == 1 ? " is" : "s are",
+             d.n == 1 ? "it is" : "they are");
         add_problem(c, t->sub ? t->sub : "", "empty: no file found where files were recorded", 1);
         free(base);
         *status = "empty";
@@ -448,8 +450,9 @@ static cdb_status delete_gone(pipe_ctx *c, int i, const char **status) {
     }
     if (rc == CDB_OK && d.unreachable) {
         c->cur = i;
-        warn(c, "%s: %lld recorded files are on a drive or share that is not mounted; kept as "
-                "they are", t->path, (long long)d.unreachable);
+        warn(c, "%s: %lld recorded file%s on a drive or share that is not mounted; kept as %s",
+             t->path, (long long)d.unreachable, d.unreachable == 1 ? " is" : "s are",
+             d.unreachable == 1 ? "it is" : "they are");
         add_problem(c, t->sub ? t->sub : "", "some files are on a drive that is not mounted", 1);
         c->sum->unreachable += d.unreachable;
     }

@@ -347,7 +347,10 @@ static cdb_status vset_get(cdb_engine *e, eng_reader *rd, int64_t model_id, int 
         if (ss->cur) ss->warned_ix = 0; /* another file: warn about it once more */
         if ((rc = vset_fresh(e, ss, db, dim, path, &st, have_file, gen, &v)) != CDB_OK) goto done;
     }
-    if (v && !vset_complete(v, db, model_id)) {
+    /* a partial state (a shard left out) is short by what it could not read, and is
+    ** never reused (each search builds it afresh): building it again here would only
+    ** read every vector and warn about the shard a second time */
+    if (v && !v->partial && !vset_complete(v, db, model_id)) {
         CDB_LOG_DEBUG("engine: a search state missed vectors the catalog lists: built again");
         vset_unref(v);
         v = NULL;
@@ -547,15 +550,9 @@ static cdb_status build_query(cdb_db *db, eng_model *mod, const cdb_engine_query
     for (int i = 0; i < qu->n_image_paths; i++, r++) {
         if ((st = cdb_encode_image_file(mod->m, qu->image_paths[i], &ip, 1,
                                         emb + (size_t)r * dim)) != CDB_OK) {
-            /* the decoder's message names the file (once per layer): it is said once */
-            const char *path = qu->image_paths[i], *why = cdb_errmsg();
-            size_t pl = strlen(path);
-            char why_copy[1100];
-            while (pl && !strncmp(why, path, pl) && why[pl] == ':' && why[pl + 1] == ' ')
-                why += pl + 2;
-            snprintf(why_copy, sizeof why_copy, "%s", why);
-            st = cdb_eng_failw(st, CDB_ENGINE_E_QUERY_IMAGE, why_copy,
-                               "cannot use the query image %s", path);
+            /* the decoder's message names the file: cdb_eng_fail says it once */
+            st = cdb_eng_fail(st, CDB_ENGINE_E_QUERY_IMAGE, "cannot use the query image %s",
+                              qu->image_paths[i]);
             goto done;
         }
         w[r] = 1.0f;

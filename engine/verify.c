@@ -121,6 +121,20 @@ done:
 
 /* ---- verify ------------------------------------------------------------------------ */
 
+/* p's message past its "file N: " or "file N (relpath): " (the database's way of
+** naming the file), for a problem listed with the file's path: the file is named once
+** ("vector-missing: /photos/a.jpg: vector for model 1 lost with shard 0001"). */
+static const char *past_file(const cdb_db_problem *p) {
+    char head[40];
+    const char *m = p->msg, *rest;
+    size_t n = (size_t)snprintf(head, sizeof head, "file %lld", (long long)p->file_id);
+    if (strncmp(m, head, n)) return m;
+    if (!strncmp(m + n, ": ", 2)) return m + n + 2;
+    /* the relpath may hold "): " itself; what follows it is "vector ..." */
+    if (!strncmp(m + n, " (", 2) && (rest = strstr(m + n, "): vector "))) return rest + 3;
+    return m;
+}
+
 static const char *problem_name(int kind) {
     switch (kind) {
     case CDB_DB_SHARD_MISSING: return "shard-missing";
@@ -165,11 +179,11 @@ static int check_index(cdb_db *db, char msg[8][256]) {
             for (int64_t i = 0; i < n; i++) n_covered_stored += cdb_index_covers(ix, ids[i]);
             cdb_eng_ids_since(db, dm.id, (int64_t)cdb_index_watermark(ix), 1, &removed, &n_removed);
             /* covered ids that are not stored must have been removed since */
-            if (cdb_index_count(ix) - n_covered_stored > (int64_t)n_removed)
+            int64_t n_extra = cdb_index_count(ix) - n_covered_stored - (int64_t)n_removed;
+            if (n_extra > 0)
                 snprintf(msg[n_msg++], 256,
-                         "index covers %lld ids that are not stored and were not removed since "
-                         "it was built",
-                         (long long)(cdb_index_count(ix) - n_covered_stored - (int64_t)n_removed));
+                         "index covers %lld id%s not stored and not removed since it was built",
+                         (long long)n_extra, n_extra == 1 ? "" : "s");
             if (cdb_index_dim(ix) != dm.dim)
                 snprintf(msg[n_msg++], 256, "index dim %d != model dim %d", cdb_index_dim(ix),
                          dm.dim);
@@ -234,9 +248,9 @@ cdb_status cdb_engine_verify(cdb_engine *e, int deep, double sample,
         q->shard = p->shard;
         q->model_id = p->model_id;
         q->file_id = p->file_id;
-        q->msg = strdup(p->msg);
         if (p->file_id > 0 && cdb_db_file_path(e->db, p->file_id, &path) == CDB_OK)
             q->path = strdup(path);
+        q->msg = strdup(q->path ? past_file(p) : p->msg);
         cdb_free(path);
         /* vectors lost with missing/damaged shards: what 'reindex --repair' re-encodes */
         if (p->kind == CDB_DB_VECTOR_MISSING && p->shard > 0 && strstr(p->msg, "lost with shard")) {

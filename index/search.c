@@ -164,7 +164,10 @@ cdb_status cdb_index_query_combine(const float *terms, const float *weights, int
         double s = 0.0;
         for (int i = 0; i < dim; i++) s += acc[i] * acc[i];
         s = sqrt(s);
-        if (!(s > 1e-12)) { rc = cdb_seterr(CDB_INVALID, "combined query is zero (terms cancel out)"); goto done; }
+        if (!(s > 1e-12)) { /* "a - a" */
+            rc = cdb_seterr(CDB_INVALID, "the weighted sum of the terms is zero");
+            goto done;
+        }
         for (int i = 0; i < dim; i++) out[i] = (float)(acc[i] / s);
     }
 done:

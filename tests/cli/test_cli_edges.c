@@ -1,8 +1,11 @@
 /*
 ** test_cli_edges.c: the rough edges a new user hits, through the clipdb binary and a
 ** shell (redirections, pipes) on a small generated library:
-**   - a write error on stdout (/dev/full) is exit 1 with the reason, not exit 0;
-**   - a mistyped command gets "did you mean";
+**   - a write error on stdout (/dev/full) is exit 1 with the reason, not exit 0, in
+**     one line (also for --out -);
+**   - a mistyped command gets "did you mean" (also after 'help'); a global option
+**     after the command says where it goes;
+**   - each error names a thing once: a path, a model, a file of a model;
 **   - a leading '-' query term says how to pass it ('--');
 **   - query weights: "2 * red", "red*2" and "red * 2" mean "2*red" (the same output
 **     as the prefix form, the oracle), 0/nan/inf weights and cancelling terms are
@@ -15,7 +18,8 @@
 **   - --device cuda / cuda:0 (or $CLIPDB_DEVICE) where CUDA cannot run says why (the
 **     build or the driver), not "cannot find the model", for search and serve;
 **   - a shard file deleted behind clipdb's back: stats says so, a search runs on what
-**     is left and says what it left out;
+**     is left and says what it left out (once), verify names each file once;
+**   - one of a thing is said in the singular ("1 file", "1 folder missing");
 **   - preprocess --out - writes the array to stdout; --db naming a file says so;
 **   - ingest of the database's own folder reads none of its files; a folder inside it
 **     is refused, and no folder is recorded;
@@ -26,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "cdb_test.h"
@@ -51,6 +56,13 @@ static int sh(const char *cmd, char **out, char **err) {
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+/* Occurrences of sub in s (0 for a NULL s). */
+static int count_of(const char *s, const char *sub) {
+    int n = 0;
+    for (const char *p = s; p && (p = strstr(p, sub)); p += strlen(sub)) n++;
+    return n;
+}
+
 static int setup(void) {
     char cmd[1600];
     if (!cli_tmpdir(g_tmp, sizeof g_tmp)) return -1;
@@ -69,8 +81,23 @@ CDB_TEST(stdout_write_error_fails) {
     char *out = NULL, *err = NULL;
     NEED_LIBRARY();
     CHECK_EQ_INT(sh("\"$CLIPDB\" search --db \"$DB\" red >/dev/full", &out, &err), 1);
-    CHECK_MSG(err && strstr(err, "cannot write the output (No space left on device)"), "%s", err);
+    CHECK_MSG(err && strstr(err, "cannot write to standard output (No space left on device)"),
+              "%s", err);
     free(err);
+    /* an array to --out - (standard output): one error line, which says so */
+    static const char *const npy[] = {
+        "cd \"$(dirname \"$DB\")\" && \"$CLIPDB\" preprocess photos/$(ls photos | head -1) "
+        "--out - >/dev/full",
+        "cd \"$(dirname \"$DB\")\" && \"$CLIPDB\" embed --format npy --out - "
+        "--image photos/$(ls photos | head -1) >/dev/full"};
+    for (size_t i = 0; i < sizeof npy / sizeof npy[0]; i++) {
+        CHECK_EQ_INT(sh(npy[i], NULL, &err), 1);
+        CHECK_MSG(err && count_of(err, "error:") == 1 &&
+                      strstr(err, "cannot write to standard output (No space left on device)") &&
+                      !strstr(err, "cannot write -"),
+                  "%s: %s", npy[i], err);
+        free(err);
+    }
     CHECK_EQ_INT(sh("\"$CLIPDB\" search --db \"$DB\" --json red >/dev/full", NULL, &err), 1);
     free(err);
     CHECK_EQ_INT(sh("\"$CLIPDB\" --help >/dev/full", NULL, &err), 1);
@@ -94,6 +121,9 @@ CDB_TEST(did_you_mean) {
     free(err);
     CHECK_EQ_INT(sh("\"$CLIPDB\" qqqqqqq", NULL, &err), 2);
     CHECK_MSG(err && !strstr(err, "did you mean"), "%s", err);
+    free(err);
+    CHECK_EQ_INT(sh("\"$CLIPDB\" help serach", NULL, &err), 2);
+    CHECK_MSG(err && strstr(err, "unknown command 'serach' (did you mean 'search'?)"), "%s", err);
     free(err);
 }
 
@@ -150,6 +180,11 @@ CDB_TEST(query_weights) {
         char cmd[512], *err = NULL;
         snprintf(cmd, sizeof cmd, "\"$CLIPDB\" search --db \"$DB\" %s", bad[i]);
         CHECK_MSG(sh(cmd, NULL, &err) == 2, "%s: not a usage error: %s", bad[i], err);
+        /* cancelling terms: the reason without brackets in the brackets */
+        CHECK_MSG(i + 1 < sizeof bad / sizeof bad[0] ||
+                      (err && strstr(err, "cannot combine the query terms (the weighted sum of "
+                                          "the terms is zero)\n")),
+                  "%s", err);
         free(err);
     }
 }
@@ -186,6 +221,18 @@ CDB_TEST(log_time) {
     free(err);
     CHECK_EQ_INT(sh("\"$CLIPDB\" stats --db /nonexistent/db", NULL, &err), 1);
     CHECK_MSG(err && !strncmp(err, "clipdb: error: ", 15), "%s", err);
+    free(err);
+    /* after the command: where it goes, rather than "unknown option" */
+    CHECK_EQ_INT(sh("\"$CLIPDB\" search --log-time red", NULL, &err), 2);
+    CHECK_MSG(err && strstr(err, "clipdb: error: --log-time is a global option: put it before "
+                                 "the command (clipdb --log-time search ...)\n") &&
+                  !strstr(err, "unknown option"),
+              "%s", err);
+    free(err);
+    CHECK_EQ_INT(sh("\"$CLIPDB\" stats --version", NULL, &err), 2);
+    CHECK_MSG(err && strstr(err, "--version is a global option: give it without a command "
+                                 "(clipdb --version)"),
+              "%s", err);
     free(err);
     regfree(&re);
 }
@@ -269,6 +316,14 @@ CDB_TEST(device_that_cannot_run) {
     CHECK_MSG(err && !strstr(err, "cannot find the database's model") && strstr(err, "device"),
               "%s", err);
     free(err);
+    /* embed (no database): the device is the trouble, so the hint is about it, and the
+    ** model's path is said once (not again as "(model PATH: ...") */
+    CHECK_EQ_INT(sh("\"$CLIPDB\" embed --text red --device cuda", NULL, &err), 1);
+    CHECK_MSG(err && strstr(err, "cuda:0 is not available: ") && !strstr(err, "(model ") &&
+                  strstr(err, "\nhint: pass --device cpu to run on the CPU\n") &&
+                  !strstr(err, "--model"),
+              "%s", err);
+    free(err);
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         err = NULL;
         CHECK_EQ_INT(sh(cmds[i], NULL, &err), 1);
@@ -288,13 +343,102 @@ CDB_TEST(missing_shard_is_said) {
     CHECK_MSG(out && strstr(out, "1 missing or damaged: run 'clipdb verify'"), "%s", out);
     free(out);
     free(err);
-    /* a search still runs, on what is left, and says what it left out */
+    /* a search still runs, on what is left, and says what it left out: once */
     CHECK_EQ_INT(sh("\"$CLIPDB\" search --db \"$DB.copy\" red", &out, &err), 0);
-    CHECK_MSG(err && strstr(err, "missing or damaged") && strstr(err, "reindex --repair"), "%s",
-              err);
+    CHECK_MSG(err && strstr(err, "missing or damaged") && strstr(err, "reindex --repair") &&
+                  count_of(err, "its vectors are left out") == 1,
+              "%s", err);
     free(out);
     free(err);
-    CHECK_EQ_INT(sh("\"$CLIPDB\" verify --db \"$DB.copy\"", NULL, &err), 1);
+    /* each lost vector's line names its photo once, not again as "file N (name)" */
+    CHECK_EQ_INT(sh("\"$CLIPDB\" verify --db \"$DB.copy\"", &out, &err), 1);
+    CHECK_MSG(out && strstr(out, "\nvector-missing: /") &&
+                  strstr(out, ": vector for model 1 lost with shard 0001\n") &&
+                  !strstr(out, ": file "),
+              "%s", out);
+    free(out);
+    free(err);
+    /* the repair's index rebuild says why it was rebuilt */
+    CHECK_EQ_INT(sh("\"$CLIPDB\" reindex -q --repair --db \"$DB.copy\"", &out, &err), 0);
+    CHECK_MSG(out && strstr(out, "vectors (after the repair)\n"), "%s%s", out, err);
+    free(out);
+    free(err);
+}
+
+/* A user's error names each thing once: the image's path (not again in the decoder's
+** reason), the model folder (not again as "model m1: "), the tokenizer (one prefix). */
+CDB_TEST(each_thing_named_once) {
+    char cmd[3000], *err = NULL;
+    const char *model = cli_find_model();
+    struct stat sb;
+    NEED_LIBRARY();
+    CHECK_EQ_INT(sh("cd \"$(dirname \"$DB\")\" && echo garbage >bad.jpg && "
+                    "\"$CLIPDB\" preprocess ../lib/bad.jpg --out x.npy; "
+                    "s=$?; rm -f bad.jpg; exit $s",
+                    NULL, &err),
+                 1);
+    CHECK_MSG(err && strstr(err, "cannot read the image ../lib/bad.jpg (not a JPEG, PNG") &&
+                  count_of(err, "bad.jpg") == 1,
+              "%s", err);
+    free(err);
+    CHECK_EQ_INT(sh("\"$CLIPDB\" search --db \"$DB\" --image /nonexistent.jpg", NULL, &err), 1);
+    CHECK_MSG(err && strstr(err, "cannot use the query image /nonexistent.jpg (No such file or "
+                                 "directory)\n") &&
+                  count_of(err, "/nonexistent.jpg") == 1,
+              "%s", err);
+    free(err);
+    if (stat(model, &sb) != 0 || !S_ISDIR(sb.st_mode)) CDB_SKIP("the test model is not a folder");
+    /* a broken config and a broken vocabulary in copies of the model */
+    snprintf(cmd, sizeof cmd,
+             "cd %s && rm -rf m1 m5 && cp -r %.700s m1 && cp -r %.700s m5 && "
+             "echo \"{bad\" >m1/open_clip_config.json && echo \"{bad\" >m5/vocab.json",
+             g_tmp, model, model);
+    CHECK_EQ_INT(sh(cmd, NULL, NULL), 0);
+    snprintf(cmd, sizeof cmd, "cd %s && \"$CLIPDB\" models --model m1", g_tmp);
+    CHECK_EQ_INT(sh(cmd, NULL, &err), 1);
+    CHECK_MSG(err && strstr(err, "cannot load the model m1 (m1/open_clip_config.json: not valid "
+                                 "JSON at line 1: ") &&
+                  count_of(err, "m1") == 2 && !strstr(err, "(line"),
+              "%s", err);
+    free(err);
+    snprintf(cmd, sizeof cmd, "cd %s && \"$CLIPDB\" models --model m5", g_tmp);
+    CHECK_EQ_INT(sh(cmd, NULL, &err), 1);
+    CHECK_MSG(err && strstr(err, "cannot load the model m5 (tokenizer: m5/vocab.json line 1: ") &&
+                  count_of(err, "tokenizer") == 1 && count_of(err, "m5") == 2,
+              "%s", err);
+    free(err);
+}
+
+/* One of a thing is said in the singular: the summary's counts, a missing folder's
+** warning, the index line (which also says its counts once). */
+CDB_TEST(one_is_singular) {
+    char cmd[3000], *out = NULL, *err = NULL;
+    NEED_LIBRARY();
+    snprintf(cmd, sizeof cmd,
+             "cd %s && rm -rf one one.db && mkdir one && cp lib/photos/img_0000000.jpg one/ && "
+             "\"$CLIPDB\" init -q --db one.db && \"$CLIPDB\" ingest --db one.db one && "
+             "\"$CLIPDB\" reindex --full --db one.db",
+             g_tmp);
+    CHECK_EQ_INT(sh(cmd, &out, &err), 0);
+    CHECK_MSG(out && strstr(out, "ingest: 1 file: 1 added, 0 changed, 0 moved, 0 deleted, "
+                                 "0 errors, 0 unchanged, 0 not images (") &&
+                  strstr(out, "\nindex: rebuilt flat over 1 vector (full rebuild asked)\n"),
+              "%s%s", out, err);
+    free(out);
+    free(err);
+    snprintf(cmd, sizeof cmd, "cd %s && mv one one.gone && \"$CLIPDB\" reindex --db one.db; "
+             "s=$?; mv one.gone one; exit $s", g_tmp);
+    CHECK_EQ_INT(sh(cmd, &out, &err), 3);
+    CHECK_MSG(out && strstr(out, ", 1 folder missing (") && err &&
+                  strstr(err, "; its 1 file is kept as it is ("),
+              "%s%s", out, err);
+    free(out);
+    free(err);
+    snprintf(cmd, sizeof cmd, "cd %s && cp lib/photos/img_0000001.png one/ && "
+             "\"$CLIPDB\" reindex --db one.db", g_tmp);
+    CHECK_EQ_INT(sh(cmd, &out, &err), 0);
+    CHECK_MSG(out && strstr(out, "\nindex: updated: 1 added, 0 removed\n"), "%s%s", out, err);
+    free(out);
     free(err);
 }
 
@@ -418,4 +562,5 @@ CDB_TEST_MAIN(stdout_write_error_fails, did_you_mean, leading_dash_term, query_w
               query_part_from_stdin, log_time, empty_results_explained, under_repeated,
               device_that_cannot_run,
               missing_shard_is_said, out_dash_and_db_file, stored_is_fp16_of_embed,
-              db_folder_not_ingested, index_messages_in_clipdbs_words)
+              db_folder_not_ingested, index_messages_in_clipdbs_words, each_thing_named_once,
+              one_is_singular)

@@ -97,12 +97,19 @@ CDB_TEST(args_errors) {
     cli_args a;
     CHECK_EQ_INT(PARSE(&a, "--bogus"), -1);
     CHECK(strstr(a.err, "unknown option --bogus") != NULL);
+    CHECK_EQ_INT(a.unknown_argi, 0);
+    cli_args_free(&a);
+    /* the unknown option's place (cli_begin says where a global option goes) */
+    CHECK_EQ_INT(PARSE(&a, "red", "--json", "--log-time"), -1);
+    CHECK_EQ_INT(a.unknown_argi, 2);
     cli_args_free(&a);
     CHECK_EQ_INT(PARSE(&a, "-x"), -1);
     CHECK(strstr(a.err, "unknown option -x") != NULL);
+    CHECK_EQ_INT(a.unknown_argi, 0);
     cli_args_free(&a);
     CHECK_EQ_INT(PARSE(&a, "cat", "-k"), -1);
     CHECK(strstr(a.err, "-k needs a value") != NULL);
+    CHECK_EQ_INT(a.unknown_argi, -1); /* not an unknown option */
     cli_args_free(&a);
     CHECK_EQ_INT(PARSE(&a, "--db"), -1);
     CHECK(strstr(a.err, "--db needs a value") != NULL);

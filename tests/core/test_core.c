@@ -37,6 +37,24 @@ CDB_TEST(seterr_returns_code_and_formats) {
     CHECK_EQ_STR(cdb_errmsg(), "load: out of memory");
 }
 
+/* The contexts a "what (why)" sentence says already are dropped from why, whole words
+** only, and never its last part. */
+CDB_TEST(err_unsaid_names_each_thing_once) {
+    CHECK_EQ_STR(cdb_err_unsaid("cannot read the image ../a.jpg", "../a.jpg: image: not a JPEG"),
+                 "not a JPEG");
+    CHECK_EQ_STR(cdb_err_unsaid("cannot load the model m1", "model m1: m1/x.json: not JSON"),
+                 "m1/x.json: not JSON");
+    CHECK_EQ_STR(cdb_err_unsaid("cannot use /x.jpg", "/x.jpg: /x.jpg: No such file"),
+                 "No such file");
+    /* part of a word or a path is not said: "m1" is not "m10", nor "/m1" */
+    CHECK_EQ_STR(cdb_err_unsaid("cannot load the model m10", "m1: bad"), "m1: bad");
+    CHECK_EQ_STR(cdb_err_unsaid("cannot load /d/m1", "m1: bad"), "m1: bad");
+    CHECK_EQ_STR(cdb_err_unsaid("cannot open a", "a: b"), "b");
+    CHECK_EQ_STR(cdb_err_unsaid("cannot open a", "a"), "a");
+    CHECK_EQ_STR(cdb_err_unsaid("x", ": y"), ": y");
+    CHECK(cdb_err_unsaid("x", NULL) == NULL);
+}
+
 CDB_TEST(seterr_truncates_long_messages) {
     char big[5000];
     memset(big, 'a', sizeof big - 1);
@@ -167,6 +185,7 @@ CDB_TEST(data_path_installed) {
 }
 
 CDB_TEST_MAIN(status_strings_cover_every_code, seterr_returns_code_and_formats,
+              err_unsaid_names_each_thing_once,
               seterr_truncates_long_messages, errmsg_is_thread_local,
               log_levels_filter_and_callback_receives, log_level_from_environment,
               default_threads_and_version, data_path_source_tree_and_missing,

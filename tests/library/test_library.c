@@ -350,12 +350,12 @@ CDB_TEST(transient_failures_are_retried) {
     snprintf(bad, sizeof bad, "%s/broken.jpg", lib);
     CHECK_EQ_INT(lu_write(bad, "\xff\xd8\xff\xe0 not really", 15), 0);
     CHECK_EQ_INT(lu_expect((const char *[]){"reindex", "--db", db, NULL}, 3, &r), 3);
-    CHECK_MSG(strstr(r.out, "1 errors"), "%s", r.out);
+    CHECK_MSG(strstr(r.out, "1 error,"), "%s", r.out);
     cli_run_free(&r);
     CHECK_EQ_INT(lu_expect((const char *[]){"reindex", "--db", db, NULL}, 0, &r), 0); /* skipped */
     cli_run_free(&r);
     CHECK_EQ_INT(lu_expect((const char *[]){"ingest", "--db", db, bad, NULL}, 3, &r), 3);
-    CHECK_MSG(strstr(r.out, "1 errors") && strstr(r.out, "0 unchanged"), "%s", r.out);
+    CHECK_MSG(strstr(r.out, "1 error,") && strstr(r.out, "0 unchanged"), "%s", r.out);
     cli_run_free(&r);
     CHECK_EQ_INT(verify(db), 0);
 }
