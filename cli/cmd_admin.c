@@ -32,8 +32,8 @@ static int index_build(cdb_engine *e, const char *model, int type, int json) {
         cli_json_end_object(&j);
         cli_json_done(&j);
     } else if (!cli_quiet()) {
-        printf("Built the index of model %s: %s (%s) over %s vectors in %s\n", r.model, r.kind,
-               r.factory, cli_fmt_count(r.n_vectors, cnt, sizeof cnt),
+        printf("Built the index of model %s: %s (%s) over %s vector%s in %s\n", r.model, r.kind,
+               r.factory, cli_fmt_count(r.n_vectors, cnt, sizeof cnt), r.n_vectors == 1 ? "" : "s",
                cli_fmt_duration(r.seconds, dur, sizeof dur));
     }
     return CLI_EXIT_OK;
@@ -87,9 +87,10 @@ static int index_info(cdb_engine *e, const char *model, int json) {
         char b1[32], b2[32], b3[32];
         printf("model %s: index %s\n%s%s", in->model, in->path, in->text,
                in->text[0] && in->text[strlen(in->text) - 1] != '\n' ? "\n" : "");
-        printf("coverage: %s of %s stored vectors indexed; %s newer ones searched exactly\n",
+        printf("coverage: %s of %s stored vector%s indexed; %s newer %s searched exactly\n",
                cli_fmt_count(in->covered, b1, sizeof b1), cli_fmt_count(in->stored, b2, sizeof b2),
-               cli_fmt_count(in->not_covered, b3, sizeof b3));
+               in->stored == 1 ? "" : "s", cli_fmt_count(in->not_covered, b3, sizeof b3),
+               in->not_covered == 1 ? "one" : "ones");
     }
 done:
     free(in);
@@ -162,10 +163,11 @@ static void print_model_stats(const cdb_engine_model_stats *m, cli_json *j) {
         cli_json_end_object(j);
         return;
     }
-    printf("  %s %s (%d dims): %s vectors", m->model.is_default ? "*" : " ", m->model.name,
-           m->model.dim, cli_fmt_count(m->n_vectors, b, sizeof b));
+    printf("  %s %s (%d dims): %s vector%s", m->model.is_default ? "*" : " ", m->model.name,
+           m->model.dim, cli_fmt_count(m->n_vectors, b, sizeof b), m->n_vectors == 1 ? "" : "s");
     if (m->files_without_vector) /* 'clipdb reindex' completes the set */
-        printf(" (%s files without one)", cli_fmt_count(m->files_without_vector, b, sizeof b));
+        printf(" (%s file%s without one)", cli_fmt_count(m->files_without_vector, b, sizeof b),
+               m->files_without_vector == 1 ? "" : "s");
     if (m->model.decode)
         printf(", fast decode%s", m->model.decode_settled ? "" : " (not every vector yet)");
     if (m->has_index)
@@ -275,13 +277,15 @@ int cli_cmd_stats(int argc, char **argv) {
     } else {
         char b[6][32];
         printf("database:  %s\n", cdb_engine_dir(e));
-        printf("files:     %s ok, %s pending, %s errors, %s deleted",
+        printf("files:     %s ok, %s pending, %s error%s, %s deleted",
                cli_fmt_count(s.files[2], b[0], 32), cli_fmt_count(s.files[1], b[1], 32),
-               cli_fmt_count(s.files[3], b[2], 32), cli_fmt_count(s.files[4], b[3], 32));
+               cli_fmt_count(s.files[3], b[2], 32), s.files[3] == 1 ? "" : "s",
+               cli_fmt_count(s.files[4], b[3], 32));
         if (s.n_retry) printf(" (%s to retry)", cli_fmt_count(s.n_retry, b[0], 32));
         printf("\nfolders:   %s", cli_fmt_count(s.n_roots, b[4], 32));
         if (s.n_walk_problems)
-            printf(" (%s problems: 'clipdb errors')", cli_fmt_count(s.n_walk_problems, b[0], 32));
+            printf(" (%s problem%s: 'clipdb errors')", cli_fmt_count(s.n_walk_problems, b[0], 32),
+                   s.n_walk_problems == 1 ? "" : "s");
         printf("\n");
         printf("shards:    %s", cli_fmt_count(s.n_shards, b[5], 32));
         if (s.n_shards_unreadable)
@@ -364,10 +368,10 @@ static void verify_text(const cdb_engine_verify_report *r) {
                (long long)r->n_lost_files, r->n_lost_files == 1 ? "" : "s");
     if (r->deep && !cli_quiet()) {
         char b3[32], b4[32];
-        printf("deep: %s files re-read and hashed, %s re-encoded (largest difference %lld "
+        printf("deep: %s file%s re-read and hashed, %s re-encoded (largest difference %lld "
                "fp16 ulp)",
-               cli_fmt_count(r->n_hashed, b1, sizeof b1), cli_fmt_count(r->n_encoded, b2, sizeof b2),
-               (long long)r->max_ulp);
+               cli_fmt_count(r->n_hashed, b1, sizeof b1), r->n_hashed == 1 ? "" : "s",
+               cli_fmt_count(r->n_encoded, b2, sizeof b2), (long long)r->max_ulp);
         if (r->n_stale || r->n_gone || r->n_unreadable)
             printf("; not checked: %s changed since the last scan, %s gone, %s unreadable "
                    "(the next reindex updates them)",
@@ -376,9 +380,10 @@ static void verify_text(const cdb_engine_verify_report *r) {
         printf("\n");
     }
     if (r->n_problems == 0 && !cli_quiet())
-        printf("ok: %s files, %s vectors checked, no problems\n",
-               cli_fmt_count(r->n_files_ok, b1, sizeof b1),
-               cli_fmt_count(r->n_vectors_checked, b2, sizeof b2));
+        printf("ok: %s file%s, %s vector%s checked, no problems\n",
+               cli_fmt_count(r->n_files_ok, b1, sizeof b1), r->n_files_ok == 1 ? "" : "s",
+               cli_fmt_count(r->n_vectors_checked, b2, sizeof b2),
+               r->n_vectors_checked == 1 ? "" : "s");
 }
 
 int cli_cmd_verify(int argc, char **argv) {
@@ -695,9 +700,9 @@ int cli_cmd_export(int argc, char **argv) {
         goto done;
     if (!cli_quiet()) {
         char b[32];
-        printf("Exported %s vectors (%s, %d dims, model %s) to %s\n",
-               cli_fmt_count(x->n, b, sizeof b), x->jsonl ? "jsonl" : x->fp32 ? "fp32" : "fp16",
-               dm.dim, dm.name, x->dir);
+        printf("Exported %s vector%s (%s, %d dims, model %s) to %s\n",
+               cli_fmt_count(x->n, b, sizeof b), x->n == 1 ? "" : "s",
+               x->jsonl ? "jsonl" : x->fp32 ? "fp32" : "fp16", dm.dim, dm.name, x->dir);
     }
 done:
     if (x) export_close(x);

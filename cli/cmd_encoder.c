@@ -410,11 +410,12 @@ static int npy_write_failed(const char *out) {
     return cli_stdout_errno() == EPIPE ? CLI_EXIT_OK : CLI_EXIT_FAIL;
 }
 
-/* Writes the rows as .npy (npy: to out, "-" for stdout) or JSON (to out, else stdout).
-** CLI_EXIT_OK or the error printed. */
+/* Writes the rows as .npy (npy: to out, "-" for stdout) or JSON (to out; stdout when
+** out is NULL or "-"). CLI_EXIT_OK or the error printed. */
 static int embed_write(const char *out, int npy, const cdb_model_info *mi,
                        const embed_inputs *in, int normalize, const float *vec) {
     FILE *f;
+    if (!npy && out && !strcmp(out, "-")) out = NULL;
     if (npy) {
         int64_t shape[2] = {in->n_text + in->n_img, mi->embed_dim};
         return cli_npy_write(out, "<f4", shape, 2, vec, sizeof *vec) != 0 ? npy_write_failed(out)

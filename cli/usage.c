@@ -381,7 +381,7 @@ static const char help_embed[] =
     "  --format json|npy      json (default): {\"model\", \"dim\", \"embeddings\": [...]};\n"
     "                         npy: an N x dim float32 array (needs --out; - is stdout)\n"
     "  --raw                  do not L2-normalize\n"
-    "  --out FILE             write to FILE instead of stdout\n"
+    "  --out FILE             write to FILE instead of stdout (- is stdout)\n"
     "  --device auto|cpu|cuda where to run the encoder; cuda:N picks GPU N\n"
     "  --no-exif              ignore EXIF orientation\n"
     "  -h, --help             show this help\n";

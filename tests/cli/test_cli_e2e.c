@@ -257,7 +257,7 @@ CDB_TEST(e2e_ingest_search_and_friends) {
             line = strchr(line, '\n');
             if (line) line++;
         }
-        snprintf(files_line, sizeof files_line, "\nfiles:     %d ok, 0 pending, 1 errors, 0 deleted\n", N_IMG + 1);
+        snprintf(files_line, sizeof files_line, "\nfiles:     %d ok, 0 pending, 1 error, 0 deleted\n", N_IMG + 1);
         CHECK(strstr(r.out, files_line) != NULL);
     }
     cli_run_free(&r);

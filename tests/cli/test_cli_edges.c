@@ -20,7 +20,8 @@
 **   - a shard file deleted behind clipdb's back: stats says so, a search runs on what
 **     is left and says what it left out (once), verify names each file once;
 **   - one of a thing is said in the singular ("1 file", "1 folder missing");
-**   - preprocess --out - writes the array to stdout; --db naming a file says so;
+**   - preprocess --out - and embed --out - (npy or JSON) write to stdout; --db naming a
+**     file says so;
 **   - ingest of the database's own folder reads none of its files; a folder inside it
 **     is refused, and no folder is recorded;
 **   - every stored vector is exactly fp16 of what `clipdb embed` gives for its photo.
@@ -449,6 +450,14 @@ CDB_TEST(out_dash_and_db_file) {
     CHECK_EQ_INT(sh("cd \"$(dirname \"$DB\")\" && img=$(ls photos | head -1) && "
                     "\"$CLIPDB\" preprocess photos/$img --out - > a.npy && "
                     "\"$CLIPDB\" preprocess photos/$img --out b.npy && cmp a.npy b.npy && "
+                    "test ! -e ./-",
+                    NULL, &err),
+                 0);
+    free(err);
+    /* embed --out - in JSON: standard output, the same bytes as without --out */
+    CHECK_EQ_INT(sh("cd \"$(dirname \"$DB\")\" && "
+                    "\"$CLIPDB\" embed --text red --out - > a.json && "
+                    "\"$CLIPDB\" embed --text red > b.json && cmp a.json b.json && "
                     "test ! -e ./-",
                     NULL, &err),
                  0);
