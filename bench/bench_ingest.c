@@ -173,7 +173,7 @@ int main(int argc, char **argv) {
     }
 
     /* (b) the default model: throughput and stages; also (c)'s small library */
-    const char *src = NULL, *model = cli_model_path(NULL, &src);
+    const char *src = NULL, *model = cdb_cli_model_path(NULL, &src);
     char model_buf[PATH_MAX];
     if ((strchr(parts, 'b') || strchr(parts, 'c')) && !model) {
         printf("(b, c) skipped: no default model found (models/ or CLIPDB_MODEL)\n");

@@ -49,7 +49,7 @@ static int add_value(cli_args *a, int i, const char *v, int argi) {
     return 0;
 }
 
-int cli_args_parse(cli_args *a, const cli_optspec *spec, int argc, char **argv) {
+int cdb_cli_args_parse(cli_args *a, const cli_optspec *spec, int argc, char **argv) {
     int only_pos = 0;
     memset(a, 0, sizeof *a);
     a->unknown_argi = -1;
@@ -131,7 +131,7 @@ nomem:
     return -1;
 }
 
-void cli_args_free(cli_args *a) {
+void cdb_cli_args_free(cli_args *a) {
     if (!a) return;
     for (int i = 0; i < a->n_spec; i++) {
         free(a->vals[i]);
@@ -156,18 +156,18 @@ static int index_of(const cli_args *a, const char *name) {
     return i;
 }
 
-int cli_has(const cli_args *a, const char *name) {
+int cdb_cli_has(const cli_args *a, const char *name) {
     int i = index_of(a, name);
     return i < 0 ? 0 : a->count[i];
 }
 
-const char *cli_get(const cli_args *a, const char *name) {
+const char *cdb_cli_get(const cli_args *a, const char *name) {
     int i = index_of(a, name);
     if (i < 0 || a->count[i] == 0 || a->spec[i].kind == CLI_FLAG) return NULL;
     return a->vals[i][a->count[i] - 1];
 }
 
-int cli_get_all(const cli_args *a, const char *name, const char ***vals) {
+int cdb_cli_get_all(const cli_args *a, const char *name, const char ***vals) {
     int i = index_of(a, name);
     if (i < 0 || a->spec[i].kind == CLI_FLAG) {
         *vals = NULL;
@@ -177,8 +177,8 @@ int cli_get_all(const cli_args *a, const char *name, const char ***vals) {
     return a->count[i];
 }
 
-int cli_get_int(cli_args *a, const char *name, long def, long lo, long hi, long *out) {
-    const char *v = cli_get(a, name);
+int cdb_cli_get_int(cli_args *a, const char *name, long def, long lo, long hi, long *out) {
+    const char *v = cdb_cli_get(a, name);
     char *end = NULL;
     long x;
     if (!v) {
@@ -197,9 +197,9 @@ int cli_get_int(cli_args *a, const char *name, long def, long lo, long hi, long 
     return 0;
 }
 
-int cli_get_double(cli_args *a, const char *name, double def, double lo, double hi,
+int cdb_cli_get_double(cli_args *a, const char *name, double def, double lo, double hi,
                    double *out) {
-    const char *v = cli_get(a, name);
+    const char *v = cdb_cli_get(a, name);
     char *end = NULL;
     double x;
     if (!v) {
@@ -218,8 +218,8 @@ int cli_get_double(cli_args *a, const char *name, double def, double lo, double 
     return 0;
 }
 
-int cli_get_choice(cli_args *a, const char *name, const char *const *choices, int def) {
-    const char *v = cli_get(a, name);
+int cdb_cli_get_choice(cli_args *a, const char *name, const char *const *choices, int def) {
+    const char *v = cdb_cli_get(a, name);
     size_t used = 0;
     char d[64];
     if (!v) return def;

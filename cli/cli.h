@@ -72,56 +72,56 @@ typedef struct cli_args {
 
 /* Parses argv[0..argc) (argv[0] is the first argument, not the program name).
 ** Returns 0, or -1 with a message in a->err ("unknown option --foo", "option -k
-** needs a value", "option --quiet takes no value"). Free with cli_args_free. */
-int cli_args_parse(cli_args *a, const cli_optspec *spec, int argc, char **argv);
-void cli_args_free(cli_args *a);
+** needs a value", "option --quiet takes no value"). Free with cdb_cli_args_free. */
+int cdb_cli_args_parse(cli_args *a, const cli_optspec *spec, int argc, char **argv);
+void cdb_cli_args_free(cli_args *a);
 
 /* Lookups by long name. An unknown name is a programming error (asserts). */
-int cli_has(const cli_args *a, const char *name);            /* occurrence count */
-const char *cli_get(const cli_args *a, const char *name);    /* last value or NULL */
-int cli_get_all(const cli_args *a, const char *name, const char ***vals /* OUT */);
+int cdb_cli_has(const cli_args *a, const char *name);            /* occurrence count */
+const char *cdb_cli_get(const cli_args *a, const char *name);    /* last value or NULL */
+int cdb_cli_get_all(const cli_args *a, const char *name, const char ***vals /* OUT */);
 
 /* Strict numeric parsing of an option value; 0 on success, -1 with a->err set
 ** ("--batch: expected an integer in [1, 4096], got 'x'"). Absent: *out = def. */
-int cli_get_int(cli_args *a, const char *name, long def, long lo, long hi, long *out /* OUT */);
-int cli_get_double(cli_args *a, const char *name, double def, double lo, double hi,
+int cdb_cli_get_int(cli_args *a, const char *name, long def, long lo, long hi, long *out /* OUT */);
+int cdb_cli_get_double(cli_args *a, const char *name, double def, double lo, double hi,
                    double *out /* OUT */);
 /* Value must be one of the NULL-terminated choices; returns its index, def when
 ** absent, -1 with a->err set when not one of them. */
-int cli_get_choice(cli_args *a, const char *name, const char *const *choices, int def);
+int cdb_cli_get_choice(cli_args *a, const char *name, const char *const *choices, int def);
 
 /* ---- output (output.c) ------------------------------------------------------------- */
 
 /* Set once by main: colors on stderr when it is a terminal and NO_COLOR is unset. */
-void cli_output_init(int quiet);
+void cdb_cli_output_init(int quiet);
 /* Every stderr line (errors, warnings, hints, the library's log) starts with the local
 ** time, "2026-12-01T03:00:05+0100 ": --log-time or CLIPDB_LOG_TIME=1 (cron logs). */
-void cli_output_log_time(int on);
+void cdb_cli_output_log_time(int on);
 /* fflush(stdout), remembering why the first failed write failed (errno is gone by
 ** the time main reports it). 0 or -1. */
-int cli_flush_stdout(void);
+int cdb_cli_flush_stdout(void);
 /* Remembers e (an errno; 0: EIO) as why a write to stdout failed, unless a reason is
 ** kept already: for a write that fails before the flush. main says it once, when the
 ** command returns ("cannot write to standard output (<why>)"). Returns -1. */
-int cli_stdout_failed(int e);
-/* The errno of the first failed cli_flush_stdout(), 0 if none. */
-int cli_stdout_errno(void);
-int cli_quiet(void);
-int cli_stderr_is_tty(void);
+int cdb_cli_stdout_failed(int e);
+/* The errno of the first failed cdb_cli_flush_stdout(), 0 if none. */
+int cdb_cli_stdout_errno(void);
+int cdb_cli_quiet(void);
+int cdb_cli_stderr_is_tty(void);
 
 /* `clipdb: error: <what> (<why>)`, why may be NULL; the leading contexts of why that
 ** what says already (the path it names) are left out (cdb_err_unsaid). Always returns
-** CLI_EXIT_FAIL so callers can write `return cli_error(...)`. */
-int cli_error(const char *why, const char *fmt, ...) CDB_PRINTF(2, 3);
+** CLI_EXIT_FAIL so callers can write `return cdb_cli_error(...)`. */
+int cdb_cli_error(const char *why, const char *fmt, ...) CDB_PRINTF(2, 3);
 /* `clipdb: error: <what> (<cdb_errmsg() or the status string>)`. */
-int cli_error_status(cdb_status rc, const char *fmt, ...) CDB_PRINTF(2, 3);
+int cdb_cli_error_status(cdb_status rc, const char *fmt, ...) CDB_PRINTF(2, 3);
 /* `clipdb: warning: ...` */
-void cli_warn(const char *fmt, ...) CDB_PRINTF(1, 2);
+void cdb_cli_warn(const char *fmt, ...) CDB_PRINTF(1, 2);
 /* `hint: ...` under an error. */
-void cli_hint(const char *fmt, ...) CDB_PRINTF(1, 2);
+void cdb_cli_hint(const char *fmt, ...) CDB_PRINTF(1, 2);
 /* A usage error: the error line, the command's usage lines, a pointer to --help.
 ** Returns CLI_EXIT_USAGE. cmd may be NULL (top level). */
-int cli_usage_error(const char *cmd, const char *fmt, ...) CDB_PRINTF(2, 3);
+int cdb_cli_usage_error(const char *cmd, const char *fmt, ...) CDB_PRINTF(2, 3);
 
 /* Progress: one live line on stderr, only when stderr is a terminal and not
 ** --quiet; redrawn at most 10 times a second. total < 0: not known yet. */
@@ -132,20 +132,20 @@ typedef struct cli_progress {
     int live;   /* drawing enabled */
     int drawn;  /* a line is on screen (needs clearing) */
 } cli_progress;
-void cli_progress_start(cli_progress *p, const char *label, int64_t total);
-void cli_progress_update(cli_progress *p); /* redraws if due */
-void cli_progress_end(cli_progress *p);    /* clears the live line */
+void cdb_cli_progress_start(cli_progress *p, const char *label, int64_t total);
+void cdb_cli_progress_update(cli_progress *p); /* redraws if due */
+void cdb_cli_progress_end(cli_progress *p);    /* clears the live line */
 /* "1,234" into buf; returns buf. */
-const char *cli_fmt_count(int64_t n, char *buf, size_t size);
+const char *cdb_cli_fmt_count(int64_t n, char *buf, size_t size);
 /* "1.2 s", "3 min 4 s" ... */
-const char *cli_fmt_duration(double seconds, char *buf, size_t size);
+const char *cdb_cli_fmt_duration(double seconds, char *buf, size_t size);
 /* "12.3 MB" */
-const char *cli_fmt_bytes(int64_t n, char *buf, size_t size);
+const char *cdb_cli_fmt_bytes(int64_t n, char *buf, size_t size);
 
 /* JSON writing to a FILE, with automatic commas and optional indentation.
 ** Strings are escaped per RFC 8259 (", \, control characters; "/" is not
 ** escaped). Bytes that are not valid UTF-8 are rendered as U+FFFD in strings;
-** cli_json_path additionally writes "<key>_b64": the exact bytes in base64, only
+** cdb_cli_json_path additionally writes "<key>_b64": the exact bytes in base64, only
 ** when the path is not valid UTF-8 (as ripgrep's JSON does), so no path is lost. */
 typedef struct cli_json {
     FILE *f;
@@ -154,24 +154,24 @@ typedef struct cli_json {
     int need_comma[64];
     int after_key;
 } cli_json;
-void cli_json_init(cli_json *j, FILE *f, int pretty);
-void cli_json_begin_object(cli_json *j);
-void cli_json_end_object(cli_json *j);
-void cli_json_begin_array(cli_json *j);
-void cli_json_end_array(cli_json *j);
-void cli_json_key(cli_json *j, const char *key);
-void cli_json_str(cli_json *j, const char *s);          /* NULL writes null */
-void cli_json_strn(cli_json *j, const char *s, size_t n);
-void cli_json_int(cli_json *j, int64_t v);
-void cli_json_num(cli_json *j, double v, int decimals); /* NaN/Inf write null */
-void cli_json_float(cli_json *j, float v);              /* shortest round-trip %.9g */
-void cli_json_bool(cli_json *j, int v);
-void cli_json_null(cli_json *j);
-void cli_json_path(cli_json *j, const char *key, const char *path);
-void cli_json_done(cli_json *j); /* final newline */
+void cdb_cli_json_init(cli_json *j, FILE *f, int pretty);
+void cdb_cli_json_begin_object(cli_json *j);
+void cdb_cli_json_end_object(cli_json *j);
+void cdb_cli_json_begin_array(cli_json *j);
+void cdb_cli_json_end_array(cli_json *j);
+void cdb_cli_json_key(cli_json *j, const char *key);
+void cdb_cli_json_str(cli_json *j, const char *s);          /* NULL writes null */
+void cdb_cli_json_strn(cli_json *j, const char *s, size_t n);
+void cdb_cli_json_int(cli_json *j, int64_t v);
+void cdb_cli_json_num(cli_json *j, double v, int decimals); /* NaN/Inf write null */
+void cdb_cli_json_float(cli_json *j, float v);              /* shortest round-trip %.9g */
+void cdb_cli_json_bool(cli_json *j, int v);
+void cdb_cli_json_null(cli_json *j);
+void cdb_cli_json_path(cli_json *j, const char *key, const char *path);
+void cdb_cli_json_done(cli_json *j); /* final newline */
 /* Writes s as a JSON string literal (quotes included) to f. Exposed for tests. */
-void cli_json_write_string(FILE *f, const char *s, size_t n);
-int cli_utf8_valid(const char *s, size_t n);
+void cdb_cli_json_write_string(FILE *f, const char *s, size_t n);
+int cdb_cli_utf8_valid(const char *s, size_t n);
 
 /* ---- the engine, as the CLI uses it (session.c) --------------------------------------
 ** Every database command runs over engine/engine.h. These helpers open it with the
@@ -182,43 +182,43 @@ int cli_utf8_valid(const char *s, size_t n);
 ** the writer lock) with the device and model threads given (threads 0: the
 ** encoder's default). On failure prints the error and a hint; returns
 ** a CLI_EXIT_*. */
-int cli_engine_open(const char *flag_db, int writer, int wait, cdb_k_device device,
+int cdb_cli_engine_open(const char *flag_db, int writer, int wait, cdb_k_device device,
                     int model_threads, cdb_engine **out /* OUT */);
 /* Prints the engine's last failure (cdb_errmsg: "what (why)") and the hint its
 ** cdb_engine_errcode() calls for; arg fills hints that name something (the --model
 ** given, the database folder). Returns CLI_EXIT_USAGE for a query that cannot mean
 ** anything (malformed, or its terms cancel out), else CLI_EXIT_FAIL. */
-int cli_engine_fail(const char *arg);
+int cdb_cli_engine_fail(const char *arg);
 /* The hint for the engine's last failure alone (none for most codes). */
-void cli_engine_hint(const char *arg);
+void cdb_cli_engine_hint(const char *arg);
 /* The events every command passes to the engine: progress on stderr (a terminal only),
 ** warnings as `clipdb: warning:` lines, Ctrl-C as a stop. */
-cdb_engine_events cli_engine_events(void);
+cdb_engine_events cdb_cli_engine_events(void);
 
 /* ---- .npy files (npy.c) ------------------------------------------------------------
 ** descr: "<f4" (float32), "<f2" (float16), "<i8" (int64). Little-endian hosts only.
-** Return 0, or -1 with errno set. cli_npy_write's path "-" is standard output; a
-** failed write there is kept for main to report (cli_stdout_failed). */
-int cli_npy_header(FILE *f, const char *descr, const int64_t *shape, int ndim);
-int cli_npy_write(const char *path, const char *descr, const int64_t *shape, int ndim,
+** Return 0, or -1 with errno set. cdb_cli_npy_write's path "-" is standard output; a
+** failed write there is kept for main to report (cdb_cli_stdout_failed). */
+int cdb_cli_npy_header(FILE *f, const char *descr, const int64_t *shape, int ndim);
+int cdb_cli_npy_write(const char *path, const char *descr, const int64_t *shape, int ndim,
                   const void *data, size_t elem_bytes);
 
 /* ---- configuration (config.c) ------------------------------------------------------ */
 
 /* The database directory: --db, then CLIPDB_DB, then ./clipdb. *source names which. */
-const char *cli_db_path(const char *flag_value, const char **source /* OUT, may be NULL */);
+const char *cdb_cli_db_path(const char *flag_value, const char **source /* OUT, may be NULL */);
 /* --db given before the command (`clipdb --db X stats`); a command's own --db wins. */
-void cli_set_global_db(const char *dir);
-int cli_global_db_given(void); /* 1 when --db came before the command */
+void cdb_cli_set_global_db(const char *dir);
+int cdb_cli_global_db_given(void); /* 1 when --db came before the command */
 /* The model: --model, then CLIPDB_MODEL, then the bundled default (first folder
 ** under <source>/models, then the installed share dir). NULL when none found.
 ** The result stays valid until the next call. */
-const char *cli_model_path(const char *flag_value, const char **source /* OUT */);
+const char *cdb_cli_model_path(const char *flag_value, const char **source /* OUT */);
 /* The device: --device, then $CLIPDB_DEVICE, then auto, parsed by
 ** cdb_k_device_parse (auto, cpu, cuda, cuda:N; lowercase). CLI_EXIT_OK, or prints
 ** cmd's usage error (the value, where it came from, the accepted forms) and returns
 ** CLI_EXIT_USAGE. Whether the device exists is found out when a model is loaded. */
-int cli_device(const char *cmd, const char *flag_value, cdb_k_device *out /* OUT */);
+int cdb_cli_device(const char *cmd, const char *flag_value, cdb_k_device *out /* OUT */);
 /* The CPU, for commands that encode nothing or only a query's text there. */
 #define CLI_DEVICE_CPU ((cdb_k_device){CDB_K_DEVICE_CPU, 0})
 
@@ -226,17 +226,17 @@ int cli_device(const char *cmd, const char *flag_value, cdb_k_device *out /* OUT
 
 /* Installs the SIGINT/SIGTERM handler: the first signal sets the flag (pipelines
 ** finish the current batch and commit); a second one exits at once (130). */
-void cli_signals_install(void);
-int cli_interrupted(void);
+void cdb_cli_signals_install(void);
+int cdb_cli_interrupted(void);
 /* What the first signal prints (a static string; the default speaks of batches). */
-void cli_signals_message(const char *msg);
+void cdb_cli_signals_message(const char *msg);
 
 /* ---- help texts (usage.c) ---------------------------------------------------------- */
 
 /* The full --help text of a command (NULL: top level), or NULL if unknown. */
-const char *cli_help_text(const char *cmd);
+const char *cdb_cli_help_text(const char *cmd);
 /* Prints the "usage:" lines of the help text (up to the first blank line). */
-void cli_print_usage_lines(FILE *f, const char *cmd);
+void cdb_cli_print_usage_lines(FILE *f, const char *cmd);
 
 /* ---- commands ---------------------------------------------------------------------- */
 
@@ -244,27 +244,27 @@ void cli_print_usage_lines(FILE *f, const char *cmd);
 typedef int (*cli_cmd_fn)(int argc, char **argv);
 
 int cli_cmd_version(int argc, char **argv);
-int cli_cmd_models(int argc, char **argv);
-int cli_cmd_tokenize(int argc, char **argv);
-int cli_cmd_embed(int argc, char **argv);
-int cli_cmd_preprocess(int argc, char **argv);
-int cli_cmd_init(int argc, char **argv);
-int cli_cmd_ingest(int argc, char **argv);
-int cli_cmd_reindex(int argc, char **argv);
-int cli_cmd_search(int argc, char **argv);
-int cli_cmd_index(int argc, char **argv);
-int cli_cmd_stats(int argc, char **argv);
-int cli_cmd_verify(int argc, char **argv);
-int cli_cmd_errors(int argc, char **argv);
-int cli_cmd_export(int argc, char **argv);
-int cli_cmd_folders(int argc, char **argv);
-int cli_cmd_forget(int argc, char **argv);
-int cli_cmd_move(int argc, char **argv);
+int cdb_cli_cmd_models(int argc, char **argv);
+int cdb_cli_cmd_tokenize(int argc, char **argv);
+int cdb_cli_cmd_embed(int argc, char **argv);
+int cdb_cli_cmd_preprocess(int argc, char **argv);
+int cdb_cli_cmd_init(int argc, char **argv);
+int cdb_cli_cmd_ingest(int argc, char **argv);
+int cdb_cli_cmd_reindex(int argc, char **argv);
+int cdb_cli_cmd_search(int argc, char **argv);
+int cdb_cli_cmd_index(int argc, char **argv);
+int cdb_cli_cmd_stats(int argc, char **argv);
+int cdb_cli_cmd_verify(int argc, char **argv);
+int cdb_cli_cmd_errors(int argc, char **argv);
+int cdb_cli_cmd_export(int argc, char **argv);
+int cdb_cli_cmd_folders(int argc, char **argv);
+int cdb_cli_cmd_forget(int argc, char **argv);
+int cdb_cli_cmd_move(int argc, char **argv);
 /* `models` with a database: lists its vector sets, or (make_default) makes one the
 ** default once its set is complete (cmd_admin.c). */
-int cli_models_db(const char *db_flag, const char *make_default, int json);
-int cli_cmd_demo(int argc, char **argv);
-int cli_cmd_serve(int argc, char **argv);
+int cdb_cli_models_db(const char *db_flag, const char *make_default, int json);
+int cdb_cli_cmd_demo(int argc, char **argv);
+int cdb_cli_cmd_serve(int argc, char **argv);
 
 /* Common prologue of every command: parses argv with spec, handles --help (prints
 ** the help, returns CLI_EXIT_OK via *exit_code) and --quiet. Returns 1 when the

@@ -18,23 +18,23 @@ static int index_build(cdb_engine *e, const char *model, int type, int json) {
     cdb_engine_index_report r;
     char dur[32], cnt[32];
     if (cdb_engine_index_build(e, model, (cdb_engine_index_kind)type, &r) != CDB_OK)
-        return cli_engine_fail(model);
+        return cdb_cli_engine_fail(model);
     if (json) {
         cli_json j;
-        cli_json_init(&j, stdout, 1);
-        cli_json_begin_object(&j);
-        cli_json_key(&j, "model"); cli_json_str(&j, r.model);
-        cli_json_key(&j, "type"); cli_json_str(&j, r.kind);
-        cli_json_key(&j, "factory"); cli_json_str(&j, r.factory);
-        cli_json_key(&j, "vectors"); cli_json_int(&j, r.n_vectors);
-        cli_json_key(&j, "seconds"); cli_json_num(&j, r.seconds, 3);
-        cli_json_path(&j, "path", r.path);
-        cli_json_end_object(&j);
-        cli_json_done(&j);
-    } else if (!cli_quiet()) {
+        cdb_cli_json_init(&j, stdout, 1);
+        cdb_cli_json_begin_object(&j);
+        cdb_cli_json_key(&j, "model"); cdb_cli_json_str(&j, r.model);
+        cdb_cli_json_key(&j, "type"); cdb_cli_json_str(&j, r.kind);
+        cdb_cli_json_key(&j, "factory"); cdb_cli_json_str(&j, r.factory);
+        cdb_cli_json_key(&j, "vectors"); cdb_cli_json_int(&j, r.n_vectors);
+        cdb_cli_json_key(&j, "seconds"); cdb_cli_json_num(&j, r.seconds, 3);
+        cdb_cli_json_path(&j, "path", r.path);
+        cdb_cli_json_end_object(&j);
+        cdb_cli_json_done(&j);
+    } else if (!cdb_cli_quiet()) {
         printf("Built the index of model %s: %s (%s) over %s vector%s in %s\n", r.model, r.kind,
-               r.factory, cli_fmt_count(r.n_vectors, cnt, sizeof cnt), r.n_vectors == 1 ? "" : "s",
-               cli_fmt_duration(r.seconds, dur, sizeof dur));
+               r.factory, cdb_cli_fmt_count(r.n_vectors, cnt, sizeof cnt),
+               r.n_vectors == 1 ? "" : "s", cdb_cli_fmt_duration(r.seconds, dur, sizeof dur));
     }
     return CLI_EXIT_OK;
 }
@@ -42,54 +42,55 @@ static int index_build(cdb_engine *e, const char *model, int type, int json) {
 static int index_info(cdb_engine *e, const char *model, int json) {
     cdb_engine_index_info *in = calloc(1, sizeof *in);
     int rc = CLI_EXIT_OK;
-    if (!in) return cli_error("out of memory", "cannot describe the index");
+    if (!in) return cdb_cli_error("out of memory", "cannot describe the index");
     if (cdb_engine_index_describe(e, model, in) != CDB_OK) {
-        rc = cli_engine_fail(model);
-        if (in->path[0]) cli_hint("'clipdb index build' rebuilds it from the stored vectors");
+        rc = cdb_cli_engine_fail(model);
+        if (in->path[0]) cdb_cli_hint("'clipdb index build' rebuilds it from the stored vectors");
         goto done;
     }
     if (!in->has_index) {
         if (json) {
             printf("{\n  \"model\": ");
-            cli_json_write_string(stdout, in->model, strlen(in->model));
+            cdb_cli_json_write_string(stdout, in->model, strlen(in->model));
             printf(",\n  \"index\": null\n}\n");
         } else {
             printf("model %s: no index yet (searches scan every vector exactly)\n", in->model);
         }
-        cli_hint("'clipdb index build' creates one; 'clipdb reindex' keeps it fresh");
+        cdb_cli_hint("'clipdb index build' creates one; 'clipdb reindex' keeps it fresh");
         goto done;
     }
     if (json) {
         cli_json j;
-        cli_json_init(&j, stdout, 1);
-        cli_json_begin_object(&j);
-        cli_json_key(&j, "model"); cli_json_str(&j, in->model);
-        cli_json_key(&j, "index");
-        cli_json_begin_object(&j);
-        cli_json_key(&j, "type"); cli_json_str(&j, in->kind);
-        cli_json_key(&j, "factory"); cli_json_str(&j, in->factory);
-        cli_json_key(&j, "dim"); cli_json_int(&j, in->dim);
-        cli_json_key(&j, "covered"); cli_json_int(&j, in->covered);
-        cli_json_key(&j, "stored"); cli_json_int(&j, in->stored);
-        cli_json_key(&j, "not_covered"); cli_json_int(&j, in->not_covered);
-        cli_json_key(&j, "watermark"); cli_json_int(&j, in->watermark);
-        cli_json_key(&j, "generation"); cli_json_int(&j, in->generation);
-        cli_json_key(&j, "nlist"); cli_json_int(&j, in->nlist);
-        cli_json_key(&j, "nprobe"); cli_json_int(&j, in->nprobe);
-        cli_json_key(&j, "ef_search"); cli_json_int(&j, in->ef_search);
-        cli_json_key(&j, "rerank_factor"); cli_json_int(&j, in->rerank_factor);
-        cli_json_key(&j, "bytes"); cli_json_int(&j, in->bytes);
-        cli_json_end_object(&j);
-        cli_json_path(&j, "path", in->path);
-        cli_json_end_object(&j);
-        cli_json_done(&j);
+        cdb_cli_json_init(&j, stdout, 1);
+        cdb_cli_json_begin_object(&j);
+        cdb_cli_json_key(&j, "model"); cdb_cli_json_str(&j, in->model);
+        cdb_cli_json_key(&j, "index");
+        cdb_cli_json_begin_object(&j);
+        cdb_cli_json_key(&j, "type"); cdb_cli_json_str(&j, in->kind);
+        cdb_cli_json_key(&j, "factory"); cdb_cli_json_str(&j, in->factory);
+        cdb_cli_json_key(&j, "dim"); cdb_cli_json_int(&j, in->dim);
+        cdb_cli_json_key(&j, "covered"); cdb_cli_json_int(&j, in->covered);
+        cdb_cli_json_key(&j, "stored"); cdb_cli_json_int(&j, in->stored);
+        cdb_cli_json_key(&j, "not_covered"); cdb_cli_json_int(&j, in->not_covered);
+        cdb_cli_json_key(&j, "watermark"); cdb_cli_json_int(&j, in->watermark);
+        cdb_cli_json_key(&j, "generation"); cdb_cli_json_int(&j, in->generation);
+        cdb_cli_json_key(&j, "nlist"); cdb_cli_json_int(&j, in->nlist);
+        cdb_cli_json_key(&j, "nprobe"); cdb_cli_json_int(&j, in->nprobe);
+        cdb_cli_json_key(&j, "ef_search"); cdb_cli_json_int(&j, in->ef_search);
+        cdb_cli_json_key(&j, "rerank_factor"); cdb_cli_json_int(&j, in->rerank_factor);
+        cdb_cli_json_key(&j, "bytes"); cdb_cli_json_int(&j, in->bytes);
+        cdb_cli_json_end_object(&j);
+        cdb_cli_json_path(&j, "path", in->path);
+        cdb_cli_json_end_object(&j);
+        cdb_cli_json_done(&j);
     } else {
         char b1[32], b2[32], b3[32];
         printf("model %s: index %s\n%s%s", in->model, in->path, in->text,
                in->text[0] && in->text[strlen(in->text) - 1] != '\n' ? "\n" : "");
         printf("coverage: %s of %s stored vector%s indexed; %s newer %s searched exactly\n",
-               cli_fmt_count(in->covered, b1, sizeof b1), cli_fmt_count(in->stored, b2, sizeof b2),
-               in->stored == 1 ? "" : "s", cli_fmt_count(in->not_covered, b3, sizeof b3),
+               cdb_cli_fmt_count(in->covered, b1, sizeof b1),
+               cdb_cli_fmt_count(in->stored, b2, sizeof b2), in->stored == 1 ? "" : "s",
+               cdb_cli_fmt_count(in->not_covered, b3, sizeof b3),
                in->not_covered == 1 ? "one" : "ones");
     }
 done:
@@ -97,7 +98,7 @@ done:
     return rc;
 }
 
-int cli_cmd_index(int argc, char **argv) {
+int cdb_cli_cmd_index(int argc, char **argv) {
     static const cli_optspec spec[] = {{"db", 0, CLI_VALUE},     {"model", 0, CLI_VALUE},
                                        {"type", 0, CLI_VALUE},   {"json", 0, CLI_FLAG},
                                        {"quiet", 'q', CLI_FLAG}, {"help", 'h', CLI_FLAG},
@@ -109,31 +110,32 @@ int cli_cmd_index(int argc, char **argv) {
     cdb_engine *e = NULL;
     if (!cli_begin("index", &a, spec, argc, argv, &rc)) goto done;
     if (a.n_pos == 0) {
-        rc = cli_usage_error("index", "missing subcommand (build or info)");
+        rc = cdb_cli_usage_error("index", "missing subcommand (build or info)");
         goto done;
     }
     if (strcmp(a.pos[0], "build") && strcmp(a.pos[0], "info")) {
-        rc = cli_usage_error("index", "unknown subcommand '%s' (expected build or info)",
+        rc = cdb_cli_usage_error("index", "unknown subcommand '%s' (expected build or info)",
                              a.pos[0]);
         goto done;
     }
     if (a.n_pos > 1) {
-        rc = cli_usage_error("index", "unexpected argument '%s'", a.pos[1]);
+        rc = cdb_cli_usage_error("index", "unexpected argument '%s'", a.pos[1]);
         goto done;
     }
-    if ((type = cli_get_choice(&a, "type", types, 0)) < 0) {
-        rc = cli_usage_error("index", "%s", a.err);
+    if ((type = cdb_cli_get_choice(&a, "type", types, 0)) < 0) {
+        rc = cdb_cli_usage_error("index", "%s", a.err);
         goto done;
     }
-    if ((rc = cli_engine_open(cli_get(&a, "db"), 0, 0, CLI_DEVICE_CPU, 0, &e)) != CLI_EXIT_OK)
+    if ((rc = cdb_cli_engine_open(cdb_cli_get(&a, "db"), 0, 0, CLI_DEVICE_CPU, 0, &e)) !=
+        CLI_EXIT_OK)
         goto done;
     if (!strcmp(a.pos[0], "build"))
-        rc = index_build(e, cli_get(&a, "model"), type, cli_has(&a, "json") > 0);
+        rc = index_build(e, cdb_cli_get(&a, "model"), type, cdb_cli_has(&a, "json") > 0);
     else
-        rc = index_info(e, cli_get(&a, "model"), cli_has(&a, "json") > 0);
+        rc = index_info(e, cdb_cli_get(&a, "model"), cdb_cli_has(&a, "json") > 0);
 done:
     cdb_engine_close(e);
-    cli_args_free(&a);
+    cdb_cli_args_free(&a);
     return rc;
 }
 
@@ -142,73 +144,75 @@ done:
 static void print_model_stats(const cdb_engine_model_stats *m, cli_json *j) {
     char b[32], b2[32];
     if (j) {
-        cli_json_begin_object(j);
-        cli_json_key(j, "id"); cli_json_int(j, m->model.id);
-        cli_json_key(j, "name"); cli_json_str(j, m->model.name);
-        cli_json_key(j, "weights_hash"); cli_json_str(j, m->model.weights_hash);
-        cli_json_key(j, "dim"); cli_json_int(j, m->model.dim);
-        cli_json_key(j, "default"); cli_json_bool(j, m->model.is_default);
-        cli_json_key(j, "vectors"); cli_json_int(j, m->n_vectors);
-        cli_json_key(j, "files_without_vector"); cli_json_int(j, m->files_without_vector);
-        cli_json_key(j, "decode"); cli_json_str(j, m->model.decode ? "fast" : "exact");
-        cli_json_key(j, "index");
+        cdb_cli_json_begin_object(j);
+        cdb_cli_json_key(j, "id"); cdb_cli_json_int(j, m->model.id);
+        cdb_cli_json_key(j, "name"); cdb_cli_json_str(j, m->model.name);
+        cdb_cli_json_key(j, "weights_hash"); cdb_cli_json_str(j, m->model.weights_hash);
+        cdb_cli_json_key(j, "dim"); cdb_cli_json_int(j, m->model.dim);
+        cdb_cli_json_key(j, "default"); cdb_cli_json_bool(j, m->model.is_default);
+        cdb_cli_json_key(j, "vectors"); cdb_cli_json_int(j, m->n_vectors);
+        cdb_cli_json_key(j, "files_without_vector"); cdb_cli_json_int(j, m->files_without_vector);
+        cdb_cli_json_key(j, "decode"); cdb_cli_json_str(j, m->model.decode ? "fast" : "exact");
+        cdb_cli_json_key(j, "index");
         if (m->has_index) {
-            cli_json_begin_object(j);
-            cli_json_key(j, "type"); cli_json_str(j, m->index_kind);
-            cli_json_key(j, "covered"); cli_json_int(j, m->index_covered);
-            cli_json_end_object(j);
+            cdb_cli_json_begin_object(j);
+            cdb_cli_json_key(j, "type"); cdb_cli_json_str(j, m->index_kind);
+            cdb_cli_json_key(j, "covered"); cdb_cli_json_int(j, m->index_covered);
+            cdb_cli_json_end_object(j);
         } else {
-            cli_json_null(j);
+            cdb_cli_json_null(j);
         }
-        cli_json_end_object(j);
+        cdb_cli_json_end_object(j);
         return;
     }
     printf("  %s %s (%d dims): %s vector%s", m->model.is_default ? "*" : " ", m->model.name,
-           m->model.dim, cli_fmt_count(m->n_vectors, b, sizeof b), m->n_vectors == 1 ? "" : "s");
+           m->model.dim, cdb_cli_fmt_count(m->n_vectors, b, sizeof b),
+           m->n_vectors == 1 ? "" : "s");
     if (m->files_without_vector) /* 'clipdb reindex' completes the set */
-        printf(" (%s file%s without one)", cli_fmt_count(m->files_without_vector, b, sizeof b),
+        printf(" (%s file%s without one)", cdb_cli_fmt_count(m->files_without_vector, b, sizeof b),
                m->files_without_vector == 1 ? "" : "s");
     if (m->model.decode)
         printf(", fast decode%s", m->model.decode_settled ? "" : " (not every vector yet)");
     if (m->has_index)
-        printf(", index %s covering %s", m->index_kind, cli_fmt_count(m->index_covered, b2, sizeof b2));
+        printf(", index %s covering %s", m->index_kind,
+               cdb_cli_fmt_count(m->index_covered, b2, sizeof b2));
     else
         printf(", no index");
     printf("\n");
 }
 
-int cli_models_db(const char *db_flag, const char *make_default, int json) {
+int cdb_cli_models_db(const char *db_flag, const char *make_default, int json) {
     cdb_engine *e = NULL;
     cdb_engine_stats s;
     int rc;
     memset(&s, 0, sizeof s);
-    if ((rc = cli_engine_open(db_flag, make_default != NULL, 0, CLI_DEVICE_CPU, 0, &e)) !=
+    if ((rc = cdb_cli_engine_open(db_flag, make_default != NULL, 0, CLI_DEVICE_CPU, 0, &e)) !=
         CLI_EXIT_OK)
         return rc;
     if (make_default) {
         cdb_engine_model m;
         if (cdb_engine_set_default_model(e, make_default, &m) != CDB_OK) {
-            rc = cli_engine_fail(make_default);
+            rc = cdb_cli_engine_fail(make_default);
             goto done;
         }
-        if (!cli_quiet()) printf("The default model is now %s (%d dims)\n", m.name, m.dim);
+        if (!cdb_cli_quiet()) printf("The default model is now %s (%d dims)\n", m.name, m.dim);
         rc = CLI_EXIT_OK;
         goto done;
     }
     if (cdb_engine_stats_get(e, CDB_ENGINE_STATS_INDEX, &s) != CDB_OK) {
-        rc = cli_engine_fail(NULL);
+        rc = cdb_cli_engine_fail(NULL);
         goto done;
     }
     if (json) {
         cli_json j;
-        cli_json_init(&j, stdout, 1);
-        cli_json_begin_object(&j);
-        cli_json_key(&j, "models");
-        cli_json_begin_array(&j);
+        cdb_cli_json_init(&j, stdout, 1);
+        cdb_cli_json_begin_object(&j);
+        cdb_cli_json_key(&j, "models");
+        cdb_cli_json_begin_array(&j);
         for (int i = 0; i < s.n_models; i++) print_model_stats(&s.models[i], &j);
-        cli_json_end_array(&j);
-        cli_json_end_object(&j);
-        cli_json_done(&j);
+        cdb_cli_json_end_array(&j);
+        cdb_cli_json_end_object(&j);
+        cdb_cli_json_done(&j);
     } else {
         printf("models of %s (* = default):\n", cdb_engine_dir(e));
         for (int i = 0; i < s.n_models; i++) print_model_stats(&s.models[i], NULL);
@@ -225,7 +229,7 @@ static int simple_args(const char *cmd, cli_args *a, const cli_optspec *spec, in
                        char **argv, int *rc) {
     if (!cli_begin(cmd, a, spec, argc, argv, rc)) return 0;
     if (a->n_pos) {
-        *rc = cli_usage_error(cmd, "unexpected argument '%s'", a->pos[0]);
+        *rc = cdb_cli_usage_error(cmd, "unexpected argument '%s'", a->pos[0]);
         return 0;
     }
     return 1;
@@ -233,7 +237,7 @@ static int simple_args(const char *cmd, cli_args *a, const cli_optspec *spec, in
 
 static const char *const k_states[] = {"", "pending", "ok", "error", "deleted"};
 
-int cli_cmd_stats(int argc, char **argv) {
+int cdb_cli_cmd_stats(int argc, char **argv) {
     static const cli_optspec spec[] = {{"db", 0, CLI_VALUE},     {"json", 0, CLI_FLAG},
                                        {"quiet", 'q', CLI_FLAG}, {"help", 'h', CLI_FLAG},
                                        {0}};
@@ -243,56 +247,58 @@ int cli_cmd_stats(int argc, char **argv) {
     cdb_engine_stats s;
     memset(&s, 0, sizeof s);
     if (!simple_args("stats", &a, spec, argc, argv, &rc)) goto done;
-    if ((rc = cli_engine_open(cli_get(&a, "db"), 0, 0, CLI_DEVICE_CPU, 0, &e)) != CLI_EXIT_OK)
+    if ((rc = cdb_cli_engine_open(cdb_cli_get(&a, "db"), 0, 0, CLI_DEVICE_CPU, 0, &e)) !=
+        CLI_EXIT_OK)
         goto done;
     if (cdb_engine_stats_get(e, CDB_ENGINE_STATS_DISK | CDB_ENGINE_STATS_INDEX, &s) != CDB_OK) {
-        rc = cli_engine_fail(NULL);
+        rc = cdb_cli_engine_fail(NULL);
         goto done;
     }
-    if (cli_has(&a, "json")) {
+    if (cdb_cli_has(&a, "json")) {
         cli_json j;
-        cli_json_init(&j, stdout, 1);
-        cli_json_begin_object(&j);
-        cli_json_path(&j, "database", cdb_engine_dir(e));
-        cli_json_key(&j, "files");
-        cli_json_begin_object(&j);
+        cdb_cli_json_init(&j, stdout, 1);
+        cdb_cli_json_begin_object(&j);
+        cdb_cli_json_path(&j, "database", cdb_engine_dir(e));
+        cdb_cli_json_key(&j, "files");
+        cdb_cli_json_begin_object(&j);
         for (int st = 1; st <= 4; st++) {
-            cli_json_key(&j, k_states[st]);
-            cli_json_int(&j, s.files[st]);
+            cdb_cli_json_key(&j, k_states[st]);
+            cdb_cli_json_int(&j, s.files[st]);
         }
-        cli_json_key(&j, "to_retry"); cli_json_int(&j, s.n_retry);
-        cli_json_end_object(&j);
-        cli_json_key(&j, "roots"); cli_json_int(&j, s.n_roots);
-        cli_json_key(&j, "walk_problems"); cli_json_int(&j, s.n_walk_problems);
-        cli_json_key(&j, "shards"); cli_json_int(&j, s.n_shards);
-        cli_json_key(&j, "shards_unreadable"); cli_json_int(&j, s.n_shards_unreadable);
-        cli_json_key(&j, "generation"); cli_json_int(&j, s.generation);
-        cli_json_key(&j, "disk_bytes"); cli_json_int(&j, s.disk_bytes);
-        cli_json_key(&j, "models");
-        cli_json_begin_array(&j);
+        cdb_cli_json_key(&j, "to_retry"); cdb_cli_json_int(&j, s.n_retry);
+        cdb_cli_json_end_object(&j);
+        cdb_cli_json_key(&j, "roots"); cdb_cli_json_int(&j, s.n_roots);
+        cdb_cli_json_key(&j, "walk_problems"); cdb_cli_json_int(&j, s.n_walk_problems);
+        cdb_cli_json_key(&j, "shards"); cdb_cli_json_int(&j, s.n_shards);
+        cdb_cli_json_key(&j, "shards_unreadable"); cdb_cli_json_int(&j, s.n_shards_unreadable);
+        cdb_cli_json_key(&j, "generation"); cdb_cli_json_int(&j, s.generation);
+        cdb_cli_json_key(&j, "disk_bytes"); cdb_cli_json_int(&j, s.disk_bytes);
+        cdb_cli_json_key(&j, "models");
+        cdb_cli_json_begin_array(&j);
         for (int i = 0; i < s.n_models; i++) print_model_stats(&s.models[i], &j);
-        cli_json_end_array(&j);
-        cli_json_end_object(&j);
-        cli_json_done(&j);
+        cdb_cli_json_end_array(&j);
+        cdb_cli_json_end_object(&j);
+        cdb_cli_json_done(&j);
     } else {
         char b[6][32];
         printf("database:  %s\n", cdb_engine_dir(e));
         printf("files:     %s ok, %s pending, %s error%s, %s deleted",
-               cli_fmt_count(s.files[2], b[0], 32), cli_fmt_count(s.files[1], b[1], 32),
-               cli_fmt_count(s.files[3], b[2], 32), s.files[3] == 1 ? "" : "s",
-               cli_fmt_count(s.files[4], b[3], 32));
-        if (s.n_retry) printf(" (%s to retry)", cli_fmt_count(s.n_retry, b[0], 32));
-        printf("\nfolders:   %s", cli_fmt_count(s.n_roots, b[4], 32));
+               cdb_cli_fmt_count(s.files[2], b[0], 32), cdb_cli_fmt_count(s.files[1], b[1], 32),
+               cdb_cli_fmt_count(s.files[3], b[2], 32), s.files[3] == 1 ? "" : "s",
+               cdb_cli_fmt_count(s.files[4], b[3], 32));
+        if (s.n_retry) printf(" (%s to retry)", cdb_cli_fmt_count(s.n_retry, b[0], 32));
+        printf("\nfolders:   %s", cdb_cli_fmt_count(s.n_roots, b[4], 32));
         if (s.n_walk_problems)
-            printf(" (%s problem%s: 'clipdb errors')", cli_fmt_count(s.n_walk_problems, b[0], 32),
+            printf(" (%s problem%s: 'clipdb errors')",
+                   cdb_cli_fmt_count(s.n_walk_problems, b[0], 32),
                    s.n_walk_problems == 1 ? "" : "s");
         printf("\n");
-        printf("shards:    %s", cli_fmt_count(s.n_shards, b[5], 32));
+        printf("shards:    %s", cdb_cli_fmt_count(s.n_shards, b[5], 32));
         if (s.n_shards_unreadable)
             printf(" (%s missing or damaged: run 'clipdb verify')",
-                   cli_fmt_count(s.n_shards_unreadable, b[0], 32));
+                   cdb_cli_fmt_count(s.n_shards_unreadable, b[0], 32));
         printf("\n");
-        printf("disk:      %s\n", cli_fmt_bytes(s.disk_bytes, b[0], 32));
+        printf("disk:      %s\n", cdb_cli_fmt_bytes(s.disk_bytes, b[0], 32));
         printf("models:    (* = default)\n");
         for (int i = 0; i < s.n_models; i++) print_model_stats(&s.models[i], NULL);
     }
@@ -300,7 +306,7 @@ int cli_cmd_stats(int argc, char **argv) {
 done:
     cdb_engine_stats_free(&s);
     cdb_engine_close(e);
-    cli_args_free(&a);
+    cdb_cli_args_free(&a);
     return rc;
 }
 
@@ -308,47 +314,47 @@ done:
 
 static void verify_json(const cdb_engine_verify_report *r, double sample) {
     cli_json j;
-    cli_json_init(&j, stdout, 1);
-    cli_json_begin_object(&j);
-    cli_json_key(&j, "ok"); cli_json_bool(&j, r->n_problems == 0);
-    cli_json_key(&j, "problems_found"); cli_json_int(&j, r->n_problems);
-    cli_json_key(&j, "vectors_checked"); cli_json_int(&j, r->n_vectors_checked);
-    cli_json_key(&j, "files_ok"); cli_json_int(&j, r->n_files_ok);
-    cli_json_key(&j, "files_pending"); cli_json_int(&j, r->n_files_pending);
-    cli_json_key(&j, "vectors_lost"); cli_json_int(&j, r->n_lost);
-    cli_json_key(&j, "files_lost"); cli_json_int(&j, r->n_lost_files);
-    cli_json_key(&j, "problems_listed_all"); cli_json_bool(&j, r->n_more == 0);
+    cdb_cli_json_init(&j, stdout, 1);
+    cdb_cli_json_begin_object(&j);
+    cdb_cli_json_key(&j, "ok"); cdb_cli_json_bool(&j, r->n_problems == 0);
+    cdb_cli_json_key(&j, "problems_found"); cdb_cli_json_int(&j, r->n_problems);
+    cdb_cli_json_key(&j, "vectors_checked"); cdb_cli_json_int(&j, r->n_vectors_checked);
+    cdb_cli_json_key(&j, "files_ok"); cdb_cli_json_int(&j, r->n_files_ok);
+    cdb_cli_json_key(&j, "files_pending"); cdb_cli_json_int(&j, r->n_files_pending);
+    cdb_cli_json_key(&j, "vectors_lost"); cdb_cli_json_int(&j, r->n_lost);
+    cdb_cli_json_key(&j, "files_lost"); cdb_cli_json_int(&j, r->n_lost_files);
+    cdb_cli_json_key(&j, "problems_listed_all"); cdb_cli_json_bool(&j, r->n_more == 0);
     if (r->deep) {
-        cli_json_key(&j, "deep");
-        cli_json_begin_object(&j);
-        cli_json_key(&j, "files"); cli_json_int(&j, r->n_files);
-        cli_json_key(&j, "rehashed"); cli_json_int(&j, r->n_hashed);
-        cli_json_key(&j, "reencoded"); cli_json_int(&j, r->n_encoded);
-        cli_json_key(&j, "stale"); cli_json_int(&j, r->n_stale);
-        cli_json_key(&j, "gone"); cli_json_int(&j, r->n_gone);
-        cli_json_key(&j, "unreadable"); cli_json_int(&j, r->n_unreadable);
-        cli_json_key(&j, "max_ulp"); cli_json_int(&j, r->max_ulp);
-        cli_json_key(&j, "sample"); cli_json_num(&j, sample, 4);
-        cli_json_end_object(&j);
+        cdb_cli_json_key(&j, "deep");
+        cdb_cli_json_begin_object(&j);
+        cdb_cli_json_key(&j, "files"); cdb_cli_json_int(&j, r->n_files);
+        cdb_cli_json_key(&j, "rehashed"); cdb_cli_json_int(&j, r->n_hashed);
+        cdb_cli_json_key(&j, "reencoded"); cdb_cli_json_int(&j, r->n_encoded);
+        cdb_cli_json_key(&j, "stale"); cdb_cli_json_int(&j, r->n_stale);
+        cdb_cli_json_key(&j, "gone"); cdb_cli_json_int(&j, r->n_gone);
+        cdb_cli_json_key(&j, "unreadable"); cdb_cli_json_int(&j, r->n_unreadable);
+        cdb_cli_json_key(&j, "max_ulp"); cdb_cli_json_int(&j, r->max_ulp);
+        cdb_cli_json_key(&j, "sample"); cdb_cli_json_num(&j, sample, 4);
+        cdb_cli_json_end_object(&j);
     }
-    cli_json_key(&j, "problems");
-    cli_json_begin_array(&j);
+    cdb_cli_json_key(&j, "problems");
+    cdb_cli_json_begin_array(&j);
     for (int i = 0; i < r->n_listed; i++) {
         const cdb_engine_problem *p = &r->problems[i];
-        cli_json_begin_object(&j);
-        cli_json_key(&j, "kind"); cli_json_str(&j, p->kind);
+        cdb_cli_json_begin_object(&j);
+        cdb_cli_json_key(&j, "kind"); cdb_cli_json_str(&j, p->kind);
         if (strcmp(p->kind, "index")) {
-            cli_json_key(&j, "shard"); cli_json_int(&j, p->shard);
-            cli_json_key(&j, "model_id"); cli_json_int(&j, p->model_id);
-            cli_json_key(&j, "file_id"); cli_json_int(&j, p->file_id);
-            if (p->path) cli_json_path(&j, "path", p->path);
+            cdb_cli_json_key(&j, "shard"); cdb_cli_json_int(&j, p->shard);
+            cdb_cli_json_key(&j, "model_id"); cdb_cli_json_int(&j, p->model_id);
+            cdb_cli_json_key(&j, "file_id"); cdb_cli_json_int(&j, p->file_id);
+            if (p->path) cdb_cli_json_path(&j, "path", p->path);
         }
-        cli_json_key(&j, "message"); cli_json_str(&j, p->msg);
-        cli_json_end_object(&j);
+        cdb_cli_json_key(&j, "message"); cdb_cli_json_str(&j, p->msg);
+        cdb_cli_json_end_object(&j);
     }
-    cli_json_end_array(&j);
-    cli_json_end_object(&j);
-    cli_json_done(&j);
+    cdb_cli_json_end_array(&j);
+    cdb_cli_json_end_object(&j);
+    cdb_cli_json_done(&j);
 }
 
 static void verify_text(const cdb_engine_verify_report *r) {
@@ -366,27 +372,28 @@ static void verify_text(const cdb_engine_verify_report *r) {
         printf("lost: %s%lld vector%s of %lld file%s (in missing or damaged shards)\n",
                r->n_more ? "at least " : "", (long long)r->n_lost, r->n_lost == 1 ? "" : "s",
                (long long)r->n_lost_files, r->n_lost_files == 1 ? "" : "s");
-    if (r->deep && !cli_quiet()) {
+    if (r->deep && !cdb_cli_quiet()) {
         char b3[32], b4[32];
         printf("deep: %s file%s re-read and hashed, %s re-encoded (largest difference %lld "
                "fp16 ulp)",
-               cli_fmt_count(r->n_hashed, b1, sizeof b1), r->n_hashed == 1 ? "" : "s",
-               cli_fmt_count(r->n_encoded, b2, sizeof b2), (long long)r->max_ulp);
+               cdb_cli_fmt_count(r->n_hashed, b1, sizeof b1), r->n_hashed == 1 ? "" : "s",
+               cdb_cli_fmt_count(r->n_encoded, b2, sizeof b2), (long long)r->max_ulp);
         if (r->n_stale || r->n_gone || r->n_unreadable)
             printf("; not checked: %s changed since the last scan, %s gone, %s unreadable "
                    "(the next reindex updates them)",
-                   cli_fmt_count(r->n_stale, b3, sizeof b3), cli_fmt_count(r->n_gone, b4, sizeof b4),
-                   cli_fmt_count(r->n_unreadable, b1, sizeof b1));
+                   cdb_cli_fmt_count(r->n_stale, b3, sizeof b3),
+                   cdb_cli_fmt_count(r->n_gone, b4, sizeof b4),
+                   cdb_cli_fmt_count(r->n_unreadable, b1, sizeof b1));
         printf("\n");
     }
-    if (r->n_problems == 0 && !cli_quiet())
+    if (r->n_problems == 0 && !cdb_cli_quiet())
         printf("ok: %s file%s, %s vector%s checked, no problems\n",
-               cli_fmt_count(r->n_files_ok, b1, sizeof b1), r->n_files_ok == 1 ? "" : "s",
-               cli_fmt_count(r->n_vectors_checked, b2, sizeof b2),
+               cdb_cli_fmt_count(r->n_files_ok, b1, sizeof b1), r->n_files_ok == 1 ? "" : "s",
+               cdb_cli_fmt_count(r->n_vectors_checked, b2, sizeof b2),
                r->n_vectors_checked == 1 ? "" : "s");
 }
 
-int cli_cmd_verify(int argc, char **argv) {
+int cdb_cli_cmd_verify(int argc, char **argv) {
     static const cli_optspec spec[] = {{"db", 0, CLI_VALUE},     {"json", 0, CLI_FLAG},
                                        {"quiet", 'q', CLI_FLAG}, {"help", 'h', CLI_FLAG},
                                        {"deep", 0, CLI_FLAG},    {"sample", 0, CLI_VALUE},
@@ -398,26 +405,27 @@ int cli_cmd_verify(int argc, char **argv) {
     cdb_engine_verify_report r;
     memset(&r, 0, sizeof r);
     if (!simple_args("verify", &a, spec, argc, argv, &rc)) goto done;
-    if (cli_get_double(&a, "sample", CDB_ENGINE_DEEP_SAMPLE, 0, 1, &sample)) {
-        rc = cli_usage_error("verify", "%s", a.err);
+    if (cdb_cli_get_double(&a, "sample", CDB_ENGINE_DEEP_SAMPLE, 0, 1, &sample)) {
+        rc = cdb_cli_usage_error("verify", "%s", a.err);
         goto done;
     }
-    if (cli_get(&a, "sample") && !cli_has(&a, "deep")) {
-        rc = cli_usage_error("verify", "--sample goes with --deep");
+    if (cdb_cli_get(&a, "sample") && !cdb_cli_has(&a, "deep")) {
+        rc = cdb_cli_usage_error("verify", "--sample goes with --deep");
         goto done;
     }
-    if ((rc = cli_engine_open(cli_get(&a, "db"), 0, 0, CLI_DEVICE_CPU, 0, &e)) != CLI_EXIT_OK)
+    if ((rc = cdb_cli_engine_open(cdb_cli_get(&a, "db"), 0, 0, CLI_DEVICE_CPU, 0, &e)) !=
+        CLI_EXIT_OK)
         goto done;
-    if (cdb_engine_verify(e, cli_has(&a, "deep") > 0, sample, &r) != CDB_OK) {
-        rc = cli_engine_fail(NULL);
+    if (cdb_engine_verify(e, cdb_cli_has(&a, "deep") > 0, sample, &r) != CDB_OK) {
+        rc = cdb_cli_engine_fail(NULL);
         goto done;
     }
-    if (cli_has(&a, "json")) verify_json(&r, sample);
+    if (cdb_cli_has(&a, "json")) verify_json(&r, sample);
     else verify_text(&r);
     if (r.n_problems) {
-        rc = cli_error(NULL, "%lld problem%s found", (long long)r.n_problems,
+        rc = cdb_cli_error(NULL, "%lld problem%s found", (long long)r.n_problems,
                        r.n_problems == 1 ? "" : "s");
-        cli_hint("'clipdb reindex --repair' re-encodes the files whose vectors are missing, "
+        cdb_cli_hint("'clipdb reindex --repair' re-encodes the files whose vectors are missing, "
                  "lost or bad");
     } else {
         rc = CLI_EXIT_OK;
@@ -425,7 +433,7 @@ int cli_cmd_verify(int argc, char **argv) {
 done:
     cdb_engine_verify_report_free(&r);
     cdb_engine_close(e);
-    cli_args_free(&a);
+    cdb_cli_args_free(&a);
     return rc;
 }
 
@@ -435,7 +443,7 @@ done:
 ** quarantined until they change), files that failed for a passing reason (kind
 ** "retry": the next run tries them again), and what the walks could not read
 ** (kind "walk": unreadable folders, broken links, missing folders). */
-int cli_cmd_errors(int argc, char **argv) {
+int cdb_cli_cmd_errors(int argc, char **argv) {
     static const cli_optspec spec[] = {{"db", 0, CLI_VALUE},    {"json", 0, CLI_FLAG},
                                        {"null", '0', CLI_FLAG}, {"help", 'h', CLI_FLAG},
                                        {0}};
@@ -446,54 +454,55 @@ int cli_cmd_errors(int argc, char **argv) {
     int64_t n = 0;
     cli_json j;
     if (!simple_args("errors", &a, spec, argc, argv, &rc)) goto done;
-    json = cli_has(&a, "json") > 0;
-    nul = cli_has(&a, "null") > 0;
-    if ((rc = cli_engine_open(cli_get(&a, "db"), 0, 0, CLI_DEVICE_CPU, 0, &e)) != CLI_EXIT_OK)
+    json = cdb_cli_has(&a, "json") > 0;
+    nul = cdb_cli_has(&a, "null") > 0;
+    if ((rc = cdb_cli_engine_open(cdb_cli_get(&a, "db"), 0, 0, CLI_DEVICE_CPU, 0, &e)) !=
+        CLI_EXIT_OK)
         goto done;
     if (cdb_engine_errors(e, &v, &n) != CDB_OK) {
-        rc = cli_engine_fail(NULL);
+        rc = cdb_cli_engine_fail(NULL);
         goto done;
     }
     if (json) {
-        cli_json_init(&j, stdout, 1);
-        cli_json_begin_object(&j);
-        cli_json_key(&j, "errors");
-        cli_json_begin_array(&j);
+        cdb_cli_json_init(&j, stdout, 1);
+        cdb_cli_json_begin_object(&j);
+        cdb_cli_json_key(&j, "errors");
+        cdb_cli_json_begin_array(&j);
     }
     for (int64_t i = 0; i < n; i++) {
         const cdb_engine_error_entry *x = &v[i];
         if (json) {
-            cli_json_begin_object(&j);
-            cli_json_key(&j, "kind"); cli_json_str(&j, x->kind);
+            cdb_cli_json_begin_object(&j);
+            cdb_cli_json_key(&j, "kind"); cdb_cli_json_str(&j, x->kind);
             if (x->id) {
-                cli_json_key(&j, "id");
-                cli_json_int(&j, x->id);
+                cdb_cli_json_key(&j, "id");
+                cdb_cli_json_int(&j, x->id);
             }
-            cli_json_path(&j, "path", x->path);
-            cli_json_key(&j, "reason"); cli_json_str(&j, x->reason);
+            cdb_cli_json_path(&j, "path", x->path);
+            cdb_cli_json_key(&j, "reason"); cdb_cli_json_str(&j, x->reason);
             if (x->id) {
-                cli_json_key(&j, "size");
-                cli_json_int(&j, x->size);
+                cdb_cli_json_key(&j, "size");
+                cdb_cli_json_int(&j, x->size);
             }
-            cli_json_end_object(&j);
+            cdb_cli_json_end_object(&j);
         } else {
             printf("%s\t%s%s%c", x->path, strcmp(x->kind, "retry") ? "" : "will retry: ", x->reason,
                    nul ? '\0' : '\n');
         }
     }
     if (json) {
-        cli_json_end_array(&j);
-        cli_json_key(&j, "count");
-        cli_json_int(&j, n);
-        cli_json_end_object(&j);
-        cli_json_done(&j);
+        cdb_cli_json_end_array(&j);
+        cdb_cli_json_key(&j, "count");
+        cdb_cli_json_int(&j, n);
+        cdb_cli_json_end_object(&j);
+        cdb_cli_json_done(&j);
     }
-    cli_flush_stdout();
+    cdb_cli_flush_stdout();
     rc = CLI_EXIT_OK;
 done:
     cdb_engine_errors_free(v, n);
     cdb_engine_close(e);
-    cli_args_free(&a);
+    cdb_cli_args_free(&a);
     return rc;
 }
 
@@ -517,7 +526,7 @@ static int export_open(export_out *x, int64_t n_stored) {
     if (x->jsonl) {
         snprintf(x->p_vec, sizeof x->p_vec, "%s/vectors.jsonl", x->dir);
         if (!(x->fv = fopen(x->p_vec, "wb")))
-            return cli_error(strerror(errno), "cannot write %s", x->p_vec);
+            return cdb_cli_error(strerror(errno), "cannot write %s", x->p_vec);
         return CLI_EXIT_OK;
     }
     snprintf(x->p_vec, sizeof x->p_vec, "%s/vectors.npy", x->dir);
@@ -529,9 +538,9 @@ static int export_open(export_out *x, int64_t n_stored) {
     x->fp = fopen(x->p_paths, "wb");
     x->fp0 = fopen(x->p_paths0, "wb");
     if (!x->fv || !x->fi || !x->fp || !x->fp0 ||
-        cli_npy_header(x->fv, x->fp32 ? "<f4" : "<f2", shape, 2) ||
-        cli_npy_header(x->fi, "<i8", shape, 1))
-        return cli_error(strerror(errno), "cannot write in %s", x->dir);
+        cdb_cli_npy_header(x->fv, x->fp32 ? "<f4" : "<f2", shape, 2) ||
+        cdb_cli_npy_header(x->fi, "<i8", shape, 1))
+        return cdb_cli_error(strerror(errno), "cannot write in %s", x->dir);
     x->hdr_end_v = ftell(x->fv);
     x->hdr_end_i = ftell(x->fi);
     return CLI_EXIT_OK;
@@ -555,16 +564,16 @@ static void export_path(export_out *x, const char *path) {
 /* One row of vectors.jsonl: {"id", "path", "vector"}. */
 static void export_jsonl_row(export_out *x, int64_t id, const char *path, const float *v) {
     cli_json j;
-    cli_json_init(&j, x->fv, 0);
-    cli_json_begin_object(&j);
-    cli_json_key(&j, "id"); cli_json_int(&j, id);
-    cli_json_path(&j, "path", path);
-    cli_json_key(&j, "vector");
-    cli_json_begin_array(&j);
-    for (int d = 0; d < x->dim; d++) cli_json_float(&j, v[d]);
-    cli_json_end_array(&j);
-    cli_json_end_object(&j);
-    cli_json_done(&j);
+    cdb_cli_json_init(&j, x->fv, 0);
+    cdb_cli_json_begin_object(&j);
+    cdb_cli_json_key(&j, "id"); cdb_cli_json_int(&j, id);
+    cdb_cli_json_path(&j, "path", path);
+    cdb_cli_json_key(&j, "vector");
+    cdb_cli_json_begin_array(&j);
+    for (int d = 0; d < x->dim; d++) cdb_cli_json_float(&j, v[d]);
+    cdb_cli_json_end_array(&j);
+    cdb_cli_json_end_object(&j);
+    cdb_cli_json_done(&j);
 }
 
 /* Writes got rows (ids, their vectors in fp32 and fp16, their paths: taken and freed). */
@@ -603,12 +612,12 @@ static int export_finish(export_out *x, int64_t n_stored) {
         int64_t shape[2] = {x->n, x->dim};
         rewind(x->fv);
         rewind(x->fi);
-        if (cli_npy_header(x->fv, x->fp32 ? "<f4" : "<f2", shape, 2) ||
-            ftell(x->fv) != x->hdr_end_v || cli_npy_header(x->fi, "<i8", shape, 1) ||
+        if (cdb_cli_npy_header(x->fv, x->fp32 ? "<f4" : "<f2", shape, 2) ||
+            ftell(x->fv) != x->hdr_end_v || cdb_cli_npy_header(x->fi, "<i8", shape, 1) ||
             ftell(x->fi) != x->hdr_end_i)
-            return cli_error("the header changed size", "cannot finish %s", x->p_vec);
+            return cdb_cli_error("the header changed size", "cannot finish %s", x->p_vec);
     }
-    if (export_close(x) != 0) return cli_error(strerror(errno), "cannot write in %s", x->dir);
+    if (export_close(x) != 0) return cdb_cli_error(strerror(errno), "cannot write in %s", x->dir);
     return CLI_EXIT_OK;
 }
 
@@ -621,10 +630,10 @@ static int export_all(cdb_engine_vectors *it, export_out *x) {
     float *v32 = malloc(sizeof *v32 * (size_t)chunk * (size_t)x->dim);
     char **paths = calloc((size_t)chunk, sizeof *paths);
     int rc = CLI_EXIT_OK, got = 0;
-    if (!ids || !v16 || !v32 || !paths) rc = cli_error("out of memory", "cannot export");
+    if (!ids || !v16 || !v32 || !paths) rc = cdb_cli_error("out of memory", "cannot export");
     while (rc == CLI_EXIT_OK) {
         if (cdb_engine_vectors_read(it, chunk, ids, v32, v16, paths, &got) != CDB_OK)
-            rc = cli_engine_fail(NULL);
+            rc = cdb_cli_engine_fail(NULL);
         else if (got == 0)
             break;
         else
@@ -637,7 +646,7 @@ static int export_all(cdb_engine_vectors *it, export_out *x) {
     return rc;
 }
 
-int cli_cmd_export(int argc, char **argv) {
+int cdb_cli_cmd_export(int argc, char **argv) {
     static const cli_optspec spec[] = {{"db", 0, CLI_VALUE},     {"model", 0, CLI_VALUE},
                                        {"format", 0, CLI_VALUE}, {"dtype", 0, CLI_VALUE},
                                        {"out", 0, CLI_VALUE},    {"quiet", 'q', CLI_FLAG},
@@ -653,55 +662,56 @@ int cli_cmd_export(int argc, char **argv) {
     export_out *x = calloc(1, sizeof *x);
     if (!cli_begin("export", &a, spec, argc, argv, &rc)) goto done;
     if (a.n_pos) {
-        rc = cli_usage_error("export", "unexpected argument '%s' (the folder goes in --out)",
+        rc = cdb_cli_usage_error("export", "unexpected argument '%s' (the folder goes in --out)",
                              a.pos[0]);
         goto done;
     }
-    if ((fmt = cli_get_choice(&a, "format", formats, 0)) < 0 ||
-        (dtype = cli_get_choice(&a, "dtype", dtypes, 0)) < 0) {
-        rc = cli_usage_error("export", "%s", a.err);
+    if ((fmt = cdb_cli_get_choice(&a, "format", formats, 0)) < 0 ||
+        (dtype = cdb_cli_get_choice(&a, "dtype", dtypes, 0)) < 0) {
+        rc = cdb_cli_usage_error("export", "%s", a.err);
         goto done;
     }
-    if (!cli_get(&a, "out")) {
-        rc = cli_usage_error("export", "missing --out DIR");
+    if (!cdb_cli_get(&a, "out")) {
+        rc = cdb_cli_usage_error("export", "missing --out DIR");
         goto done;
     }
-    if (!strcmp(cli_get(&a, "out"), "-")) {
-        rc = cli_usage_error("export", "--out names a folder for the export's files; it cannot "
+    if (!strcmp(cdb_cli_get(&a, "out"), "-")) {
+        rc = cdb_cli_usage_error("export", "--out names a folder for the export's files; it cannot "
                              "be standard output (-)");
         goto done;
     }
-    if (fmt == 1 && cli_get(&a, "dtype")) {
-        rc = cli_usage_error("export", "--dtype is for npy: jsonl writes each stored fp16 value "
-                             "as a decimal that reads back to it as float32 or float16");
+    if (fmt == 1 && cdb_cli_get(&a, "dtype")) {
+        rc = cdb_cli_usage_error("export",
+                                 "--dtype is for npy: jsonl writes each stored fp16 value "
+                                 "as a decimal that reads back to it as float32 or float16");
         goto done;
     }
     if (!x) {
-        rc = cli_error("out of memory", "cannot export");
+        rc = cdb_cli_error("out of memory", "cannot export");
         goto done;
     }
-    x->dir = cli_get(&a, "out");
+    x->dir = cdb_cli_get(&a, "out");
     x->jsonl = fmt == 1;
     x->fp32 = dtype == 1;
-    if ((rc = cli_engine_open(cli_get(&a, "db"), 0, 0, CLI_DEVICE_CPU, 0, &e)) !=
+    if ((rc = cdb_cli_engine_open(cdb_cli_get(&a, "db"), 0, 0, CLI_DEVICE_CPU, 0, &e)) !=
         CLI_EXIT_OK)
         goto done;
-    if (cdb_engine_vectors_open(e, cli_get(&a, "model"), &it, &dm, &n_stored) != CDB_OK) {
-        rc = cli_engine_fail(cli_get(&a, "model"));
+    if (cdb_engine_vectors_open(e, cdb_cli_get(&a, "model"), &it, &dm, &n_stored) != CDB_OK) {
+        rc = cdb_cli_engine_fail(cdb_cli_get(&a, "model"));
         goto done;
     }
     if (mkdir(x->dir, 0777) != 0 && errno != EEXIST) {
-        rc = cli_error(strerror(errno), "cannot create %s", x->dir);
+        rc = cdb_cli_error(strerror(errno), "cannot create %s", x->dir);
         goto done;
     }
     x->dim = dm.dim;
     if ((rc = export_open(x, n_stored)) != CLI_EXIT_OK || (rc = export_all(it, x)) != CLI_EXIT_OK ||
         (rc = export_finish(x, n_stored)) != CLI_EXIT_OK)
         goto done;
-    if (!cli_quiet()) {
+    if (!cdb_cli_quiet()) {
         char b[32];
         printf("Exported %s vector%s (%s, %d dims, model %s) to %s\n",
-               cli_fmt_count(x->n, b, sizeof b), x->n == 1 ? "" : "s",
+               cdb_cli_fmt_count(x->n, b, sizeof b), x->n == 1 ? "" : "s",
                x->jsonl ? "jsonl" : x->fp32 ? "fp32" : "fp16", dm.dim, dm.name, x->dir);
     }
 done:
@@ -709,6 +719,6 @@ done:
     free(x);
     cdb_engine_vectors_close(it);
     cdb_engine_close(e);
-    cli_args_free(&a);
+    cdb_cli_args_free(&a);
     return rc;
 }

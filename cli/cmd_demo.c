@@ -50,18 +50,19 @@ static int demo_dir(const char *given, demo_run *d) {
     if (given) {
         snprintf(d->dir, sizeof d->dir, "%s", given);
         if (mkdir(d->dir, 0777) != 0 && errno != EEXIST)
-            return cli_error(strerror(errno), "cannot create %s", d->dir);
+            return cdb_cli_error(strerror(errno), "cannot create %s", d->dir);
     } else {
         const char *t = getenv("TMPDIR");
         snprintf(d->dir, sizeof d->dir, "%s/clipdb-demo-XXXXXX", t && *t ? t : "/tmp");
-        if (!mkdtemp(d->dir)) return cli_error(strerror(errno), "cannot create a temporary folder");
+        if (!mkdtemp(d->dir))
+            return cdb_cli_error(strerror(errno), "cannot create a temporary folder");
     }
     snprintf(d->photos, sizeof d->photos, "%s/photos", d->dir);
     snprintf(d->dbdir, sizeof d->dbdir, "%s/clipdb", d->dir);
     snprintf(probe, sizeof probe, "%s/catalog.db", d->dbdir);
     if (stat(probe, &sb) == 0) {
-        cli_error("the demo needs a fresh folder", "%s already holds a demo database", d->dir);
-        cli_hint("give another DIR, or none for a temporary one");
+        cdb_cli_error("the demo needs a fresh folder", "%s already holds a demo database", d->dir);
+        cdb_cli_hint("give another DIR, or none for a temporary one");
         return CLI_EXIT_FAIL;
     }
     return CLI_EXIT_OK;
@@ -76,16 +77,17 @@ static int demo_create(demo_run *d, const char *mpath, const char *msrc, cdb_k_d
     cdb_status st;
     printf("1. Generating %ld image%s (seed %ld) in %s\n", d->count, d->count == 1 ? "" : "s",
            d->seed, d->photos);
-    cli_flush_stdout();
+    cdb_cli_flush_stdout();
     d->lp.n_threads = (int)d->threads;
     if ((st = cdb_world_generate(d->photos, (uint64_t)d->seed, 0, d->count, &d->lp)) != CDB_OK)
-        return cli_error_status(st, "cannot generate the library");
-    if ((st = cdb_engine_create(d->dbdir, mpath, &ci)) != CDB_OK) return cli_engine_fail(d->dbdir);
+        return cdb_cli_error_status(st, "cannot generate the library");
+    if ((st = cdb_engine_create(d->dbdir, mpath, &ci)) != CDB_OK)
+        return cdb_cli_engine_fail(d->dbdir);
     d->dim = ci.dim;
     printf("2. Creating the database %s (model %s, %d dims, %s)\n", d->dbdir, ci.model_name,
            d->dim, msrc);
-    cli_flush_stdout();
-    return cli_engine_open(d->dbdir, 1, 0, device, 0, e);
+    cdb_cli_flush_stdout();
+    return cdb_cli_engine_open(d->dbdir, 1, 0, device, 0, e);
 }
 
 /* Step 3: ingests d->photos (made absolute, as stored). CLI_EXIT_OK, CLI_EXIT_INTERRUPTED
@@ -100,18 +102,18 @@ static int demo_ingest(cdb_engine *e, demo_run *d) {
     rp.threads = d->threads ? (int)d->threads : cdb_default_threads();
     if (realpath(d->photos, abs)) snprintf(d->photos, sizeof d->photos, "%s", abs);
     printf("3. Ingesting\n");
-    cli_flush_stdout();
-    if (!rr) return cli_error("out of memory", "demo");
+    cdb_cli_flush_stdout();
+    if (!rr) return cdb_cli_error("out of memory", "demo");
     st = cdb_engine_ingest(e, paths, 1, &rp, rr);
     if (st != CDB_OK) {
-        rc = rr->started ? cli_error_status(st, "ingest failed") : cli_engine_fail(NULL);
-    } else if (rr->interrupted || cli_interrupted()) {
+        rc = rr->started ? cdb_cli_error_status(st, "ingest failed") : cdb_cli_engine_fail(NULL);
+    } else if (rr->interrupted || cdb_cli_interrupted()) {
         rc = CLI_EXIT_INTERRUPTED;
     } else {
         const cdb_engine_summary *sum = &rr->sets[0].sum;
         printf("   %lld image%s encoded, %lld error%s, %s (%.1f images/s)\n",
                (long long)sum->added, sum->added == 1 ? "" : "s", (long long)sum->errors,
-               sum->errors == 1 ? "" : "s", cli_fmt_duration(sum->seconds, dur, sizeof dur),
+               sum->errors == 1 ? "" : "s", cdb_cli_fmt_duration(sum->seconds, dur, sizeof dur),
                sum->seconds > 0 ? (double)sum->added / sum->seconds : 0.0);
     }
     free(rr);
@@ -153,14 +155,14 @@ static int demo_query(cdb_engine *e, demo_run *d, int qi, float *q) {
     if ((st = cdb_world_query_make((uint64_t)d->seed, g_demo_queries[qi], CDB_WORLD_Q_SINGLE,
                                    &wq)) != CDB_OK ||
         (st = cdb_world_query_text(&wq, text, sizeof text)) != CDB_OK)
-        return cli_error_status(st, "cannot make the demo queries");
-    if (cdb_engine_encode_text(e, NULL, text, q) != CDB_OK) return cli_engine_fail(NULL);
+        return cdb_cli_error_status(st, "cannot make the demo queries");
+    if (cdb_engine_encode_text(e, NULL, text, q) != CDB_OK) return cdb_cli_engine_fail(NULL);
     /* the text's own embedding, searched as it is */
     memset(&eq, 0, sizeof eq);
     eq.vector = q;
     eq.vector_dim = d->dim;
     sp.k = (int)d->k;
-    if (cdb_engine_search(e, &eq, &sp, &res) != CDB_OK) return cli_engine_fail(NULL);
+    if (cdb_engine_search(e, &eq, &sp, &res) != CDB_OK) return cdb_cli_engine_fail(NULL);
     demo_print_hits(d, &wq, text, &res);
     cdb_engine_result_free(&res);
     return CLI_EXIT_OK;
@@ -174,11 +176,11 @@ static int demo_search(cdb_engine *e, demo_run *d, int64_t t0) {
     char dur[32];
     float *q;
     if (cdb_engine_index_build(e, NULL, CDB_ENGINE_INDEX_AUTO, &ires) != CDB_OK)
-        return cli_engine_fail(NULL);
+        return cdb_cli_engine_fail(NULL);
     printf("4. Built the index: %s over %lld vector%s\n", ires.kind, (long long)ires.n_vectors,
            ires.n_vectors == 1 ? "" : "s");
     printf("5. Searching (a hit is 'yes' when the image truly shows the query)\n");
-    if (!(q = malloc(sizeof *q * (size_t)d->dim))) return cli_error("out of memory", "demo");
+    if (!(q = malloc(sizeof *q * (size_t)d->dim))) return cdb_cli_error("out of memory", "demo");
     for (int qi = 0; qi < n_q && rc == CLI_EXIT_OK; qi++) rc = demo_query(e, d, qi, q);
     free(q);
     if (rc != CLI_EXIT_OK) return rc;
@@ -186,13 +188,14 @@ static int demo_search(cdb_engine *e, demo_run *d, int64_t t0) {
            "total %s\n",
            n_q ? (double)d->top1 / n_q : 0.0, d->top1, n_q, d->k,
            d->shown ? (double)d->topk / (double)d->shown : 0.0, (long long)d->topk,
-           (long long)d->shown, cli_fmt_duration((double)(cdb_now_ns() - t0) / 1e9, dur, sizeof dur));
+           (long long)d->shown,
+           cdb_cli_fmt_duration((double)(cdb_now_ns() - t0) / 1e9, dur, sizeof dur));
     printf("The demo library and database stay in %s; try:\n"
            "  clipdb search --db %s \"a red star\"\n", d->dir, d->dbdir);
     return CLI_EXIT_OK;
 }
 
-int cli_cmd_demo(int argc, char **argv) {
+int cdb_cli_cmd_demo(int argc, char **argv) {
     static const cli_optspec spec[] = {{"count", 0, CLI_VALUE},  {"seed", 0, CLI_VALUE},
                                        {"k", 'k', CLI_VALUE},    {"model", 0, CLI_VALUE},
                                        {"threads", 0, CLI_VALUE}, {"device", 0, CLI_VALUE},
@@ -207,24 +210,24 @@ int cli_cmd_demo(int argc, char **argv) {
     demo_run *d = calloc(1, sizeof *d);
     if (!cli_begin("demo", &a, spec, argc, argv, &rc)) goto done;
     if (!d) {
-        rc = cli_error("out of memory", "demo");
+        rc = cdb_cli_error("out of memory", "demo");
         goto done;
     }
     if (a.n_pos > 1) {
-        rc = cli_usage_error("demo", "expected at most one DIR, got %d", a.n_pos);
+        rc = cdb_cli_usage_error("demo", "expected at most one DIR, got %d", a.n_pos);
         goto done;
     }
-    if (cli_get_int(&a, "count", 500, 1, 10000000, &d->count) ||
-        cli_get_int(&a, "seed", 1, 0, 0x7fffffffL, &d->seed) ||
-        cli_get_int(&a, "k", 5, 1, 1000, &d->k) ||
-        cli_get_int(&a, "threads", 0, 0, 1024, &d->threads)) {
-        rc = cli_usage_error("demo", "%s", a.err);
+    if (cdb_cli_get_int(&a, "count", 500, 1, 10000000, &d->count) ||
+        cdb_cli_get_int(&a, "seed", 1, 0, 0x7fffffffL, &d->seed) ||
+        cdb_cli_get_int(&a, "k", 5, 1, 1000, &d->k) ||
+        cdb_cli_get_int(&a, "threads", 0, 0, 1024, &d->threads)) {
+        rc = cdb_cli_usage_error("demo", "%s", a.err);
         goto done;
     }
-    mpath = cli_model_path(cli_get(&a, "model"), &msrc);
-    if ((rc = cli_device("demo", cli_get(&a, "device"), &device)) != CLI_EXIT_OK) goto done;
+    mpath = cdb_cli_model_path(cdb_cli_get(&a, "model"), &msrc);
+    if ((rc = cdb_cli_device("demo", cdb_cli_get(&a, "device"), &device)) != CLI_EXIT_OK) goto done;
     if (!mpath) {
-        rc = cli_error("no --model, no CLIPDB_MODEL, and no bundled model was found",
+        rc = cdb_cli_error("no --model, no CLIPDB_MODEL, and no bundled model was found",
                        "no model for the demo");
         goto done;
     }
@@ -237,6 +240,6 @@ int cli_cmd_demo(int argc, char **argv) {
 done:
     cdb_engine_close(e);
     free(d);
-    cli_args_free(&a);
+    cdb_cli_args_free(&a);
     return rc;
 }

@@ -26,14 +26,14 @@ enum {
 static cdb_model *open_model(const char *flag, int load, cdb_k_device device,
                              const char **path_out) {
     const char *src;
-    const char *path = cli_model_path(flag, &src);
+    const char *path = cdb_cli_model_path(flag, &src);
     cdb_model_params mp = cdb_model_params_default();
     cdb_model *m = NULL;
     cdb_status rc;
     if (!path) {
-        cli_error("no --model, no CLIPDB_MODEL, and no bundled model was found",
+        cdb_cli_error("no --model, no CLIPDB_MODEL, and no bundled model was found",
                   "no model to use");
-        cli_hint("pass --model PATH (a model folder or a .safetensors file)");
+        cdb_cli_hint("pass --model PATH (a model folder or a .safetensors file)");
         return NULL;
     }
     mp.load_vision = (load & LOAD_VISION) != 0;
@@ -43,13 +43,13 @@ static cdb_model *open_model(const char *flag, int load, cdb_k_device device,
     rc = cdb_model_open(path, &mp, &m);
     if (rc != CDB_OK) {
         cdb_k_device can;
-        cli_error_status(rc, "cannot load the model %s", path);
+        cdb_cli_error_status(rc, "cannot load the model %s", path);
         /* the device asked for cannot run (or start) here: another model would not help */
         if (device.kind == CDB_K_DEVICE_CUDA &&
             (rc == CDB_DEVICE || cdb_k_device_resolve(device, &can) != CDB_OK))
-            cli_hint("pass --device cpu to run on the CPU");
+            cdb_cli_hint("pass --device cpu to run on the CPU");
         else if (strcmp(src, "--model"))
-            cli_hint("the model came from %s; pass --model to use another", src);
+            cdb_cli_hint("the model came from %s; pass --model to use another", src);
         return NULL;
     }
     if (path_out) *path_out = path;
@@ -68,54 +68,54 @@ static const char *interp_name(const cdb_preprocess_params *pp) {
 
 /* "key": [v0, v1, v2] */
 static void json_floats3(cli_json *j, const char *key, const float *v) {
-    cli_json_key(j, key);
-    cli_json_begin_array(j);
-    for (int c = 0; c < 3; c++) cli_json_float(j, v[c]);
-    cli_json_end_array(j);
+    cdb_cli_json_key(j, key);
+    cdb_cli_json_begin_array(j);
+    for (int c = 0; c < 3; c++) cdb_cli_json_float(j, v[c]);
+    cdb_cli_json_end_array(j);
 }
 
 /* `models --json` of one model file: what it is, its towers and its preprocessing. */
 static void model_json(const cdb_model_info *mi, const char *path, const char *src) {
     const cdb_preprocess_params *pp = &mi->preprocess;
     cli_json j;
-    cli_json_init(&j, stdout, 1);
-    cli_json_begin_object(&j);
-    cli_json_key(&j, "name"); cli_json_str(&j, mi->name);
-    cli_json_path(&j, "path", path);
-    cli_json_key(&j, "source"); cli_json_str(&j, src);
-    cli_json_key(&j, "description"); cli_json_str(&j, mi->description);
-    cli_json_key(&j, "hash"); cli_json_str(&j, mi->hash);
-    cli_json_key(&j, "embed_dim"); cli_json_int(&j, mi->embed_dim);
-    cli_json_key(&j, "naming"); cli_json_str(&j, mi->naming);
-    cli_json_key(&j, "weights_dtype"); cli_json_str(&j, mi->weights_dtype);
-    cli_json_key(&j, "activation"); cli_json_str(&j, act_name(mi));
-    cli_json_key(&j, "activation_source"); cli_json_str(&j, mi->act_source);
-    cli_json_key(&j, "vision");
-    cli_json_begin_object(&j);
-    cli_json_key(&j, "family"); cli_json_str(&j, mi->vision_family);
-    cli_json_key(&j, "image_size"); cli_json_int(&j, mi->image_size);
-    cli_json_key(&j, "patch_size"); cli_json_int(&j, mi->patch_size);
-    cli_json_key(&j, "width"); cli_json_int(&j, mi->vision_width);
-    cli_json_key(&j, "layers"); cli_json_int(&j, mi->vision_layers);
-    cli_json_key(&j, "heads"); cli_json_int(&j, mi->vision_heads);
-    cli_json_end_object(&j);
-    cli_json_key(&j, "text");
-    cli_json_begin_object(&j);
-    cli_json_key(&j, "context_length"); cli_json_int(&j, mi->context_length);
-    cli_json_key(&j, "vocab_size"); cli_json_int(&j, mi->vocab_size);
-    cli_json_key(&j, "width"); cli_json_int(&j, mi->text_width);
-    cli_json_key(&j, "layers"); cli_json_int(&j, mi->text_layers);
-    cli_json_key(&j, "heads"); cli_json_int(&j, mi->text_heads);
-    cli_json_end_object(&j);
-    cli_json_key(&j, "preprocess");
-    cli_json_begin_object(&j);
-    cli_json_key(&j, "size"); cli_json_int(&j, pp->size);
-    cli_json_key(&j, "interpolation"); cli_json_str(&j, interp_name(pp));
+    cdb_cli_json_init(&j, stdout, 1);
+    cdb_cli_json_begin_object(&j);
+    cdb_cli_json_key(&j, "name"); cdb_cli_json_str(&j, mi->name);
+    cdb_cli_json_path(&j, "path", path);
+    cdb_cli_json_key(&j, "source"); cdb_cli_json_str(&j, src);
+    cdb_cli_json_key(&j, "description"); cdb_cli_json_str(&j, mi->description);
+    cdb_cli_json_key(&j, "hash"); cdb_cli_json_str(&j, mi->hash);
+    cdb_cli_json_key(&j, "embed_dim"); cdb_cli_json_int(&j, mi->embed_dim);
+    cdb_cli_json_key(&j, "naming"); cdb_cli_json_str(&j, mi->naming);
+    cdb_cli_json_key(&j, "weights_dtype"); cdb_cli_json_str(&j, mi->weights_dtype);
+    cdb_cli_json_key(&j, "activation"); cdb_cli_json_str(&j, act_name(mi));
+    cdb_cli_json_key(&j, "activation_source"); cdb_cli_json_str(&j, mi->act_source);
+    cdb_cli_json_key(&j, "vision");
+    cdb_cli_json_begin_object(&j);
+    cdb_cli_json_key(&j, "family"); cdb_cli_json_str(&j, mi->vision_family);
+    cdb_cli_json_key(&j, "image_size"); cdb_cli_json_int(&j, mi->image_size);
+    cdb_cli_json_key(&j, "patch_size"); cdb_cli_json_int(&j, mi->patch_size);
+    cdb_cli_json_key(&j, "width"); cdb_cli_json_int(&j, mi->vision_width);
+    cdb_cli_json_key(&j, "layers"); cdb_cli_json_int(&j, mi->vision_layers);
+    cdb_cli_json_key(&j, "heads"); cdb_cli_json_int(&j, mi->vision_heads);
+    cdb_cli_json_end_object(&j);
+    cdb_cli_json_key(&j, "text");
+    cdb_cli_json_begin_object(&j);
+    cdb_cli_json_key(&j, "context_length"); cdb_cli_json_int(&j, mi->context_length);
+    cdb_cli_json_key(&j, "vocab_size"); cdb_cli_json_int(&j, mi->vocab_size);
+    cdb_cli_json_key(&j, "width"); cdb_cli_json_int(&j, mi->text_width);
+    cdb_cli_json_key(&j, "layers"); cdb_cli_json_int(&j, mi->text_layers);
+    cdb_cli_json_key(&j, "heads"); cdb_cli_json_int(&j, mi->text_heads);
+    cdb_cli_json_end_object(&j);
+    cdb_cli_json_key(&j, "preprocess");
+    cdb_cli_json_begin_object(&j);
+    cdb_cli_json_key(&j, "size"); cdb_cli_json_int(&j, pp->size);
+    cdb_cli_json_key(&j, "interpolation"); cdb_cli_json_str(&j, interp_name(pp));
     json_floats3(&j, "mean", pp->mean);
     json_floats3(&j, "std", pp->std);
-    cli_json_end_object(&j);
-    cli_json_end_object(&j);
-    cli_json_done(&j);
+    cdb_cli_json_end_object(&j);
+    cdb_cli_json_end_object(&j);
+    cdb_cli_json_done(&j);
 }
 
 /* `models` of one model file, as text: one "field: value" line each. */
@@ -144,7 +144,7 @@ static void model_text(const cdb_model_info *mi, const char *path, const char *s
            (double)pp->std[0], (double)pp->std[1], (double)pp->std[2]);
 }
 
-int cli_cmd_models(int argc, char **argv) {
+int cdb_cli_cmd_models(int argc, char **argv) {
     static const cli_optspec spec[] = {{"model", 0, CLI_VALUE}, {"json", 0, CLI_FLAG},
                                        {"help", 'h', CLI_FLAG},  {"db", 0, CLI_VALUE},
                                        {"default", 0, CLI_VALUE}, {"quiet", 'q', CLI_FLAG},
@@ -155,26 +155,29 @@ int cli_cmd_models(int argc, char **argv) {
     const char *path = NULL, *src = NULL;
     if (!cli_begin("models", &a, spec, argc, argv, &rc)) goto done;
     if (a.n_pos) {
-        rc = cli_usage_error("models", "unexpected argument '%s'", a.pos[0]);
+        rc = cdb_cli_usage_error("models", "unexpected argument '%s'", a.pos[0]);
         goto done;
     }
-    if (cli_get(&a, "db") || cli_get(&a, "default") || cli_global_db_given()) { /* a database's */
-        if (cli_get(&a, "model")) {
-            rc = cli_usage_error("models", "--model describes a model file; with --db or "
+    if (cdb_cli_get(&a, "db") || cdb_cli_get(&a, "default") ||
+        cdb_cli_global_db_given()) { /* a database's */
+        if (cdb_cli_get(&a, "model")) {
+            rc = cdb_cli_usage_error("models", "--model describes a model file; with --db or "
                                            "--default, name the model in --default");
             goto done;
         }
-        rc = cli_models_db(cli_get(&a, "db"), cli_get(&a, "default"), cli_has(&a, "json") > 0);
+        rc = cdb_cli_models_db(cdb_cli_get(&a, "db"), cdb_cli_get(&a, "default"),
+                               cdb_cli_has(&a, "json") > 0);
         goto done;
     }
-    cli_model_path(cli_get(&a, "model"), &src);
-    if (!(m = open_model(cli_get(&a, "model"), LOAD_VISION | LOAD_TEXT, CLI_DEVICE_CPU, &path))) goto done;
-    if (cli_has(&a, "json")) model_json(cdb_model_get_info(m), path, src);
+    cdb_cli_model_path(cdb_cli_get(&a, "model"), &src);
+    if (!(m = open_model(cdb_cli_get(&a, "model"), LOAD_VISION | LOAD_TEXT, CLI_DEVICE_CPU, &path)))
+        goto done;
+    if (cdb_cli_has(&a, "json")) model_json(cdb_model_get_info(m), path, src);
     else model_text(cdb_model_get_info(m), path, src);
     rc = CLI_EXIT_OK;
 done:
     cdb_model_close(m);
-    cli_args_free(&a);
+    cdb_cli_args_free(&a);
     return rc;
 }
 
@@ -184,26 +187,26 @@ done:
 ** cleaned text and token strings (up to the end token at eot). */
 static void tokens_json(cli_json *j, const cdb_tok *tok, const char *text, const char *clean,
                         const int32_t *ids, int ctx, int eot, int trunc, int verbose) {
-    cli_json_begin_object(j);
-    cli_json_key(j, "text"); cli_json_str(j, text);
-    if (verbose) { cli_json_key(j, "clean"); cli_json_str(j, clean); }
-    cli_json_key(j, "ids");
-    cli_json_begin_array(j);
+    cdb_cli_json_begin_object(j);
+    cdb_cli_json_key(j, "text"); cdb_cli_json_str(j, text);
+    if (verbose) { cdb_cli_json_key(j, "clean"); cdb_cli_json_str(j, clean); }
+    cdb_cli_json_key(j, "ids");
+    cdb_cli_json_begin_array(j);
     j->pretty = 0;
-    for (int i = 0; i < ctx; i++) cli_json_int(j, ids[i]);
-    cli_json_end_array(j);
+    for (int i = 0; i < ctx; i++) cdb_cli_json_int(j, ids[i]);
+    cdb_cli_json_end_array(j);
     j->pretty = 1;
     if (verbose) {
-        cli_json_key(j, "tokens");
-        cli_json_begin_array(j);
+        cdb_cli_json_key(j, "tokens");
+        cdb_cli_json_begin_array(j);
         j->pretty = 0;
-        for (int i = 0; i <= eot; i++) cli_json_str(j, cdb_tok_token_str(tok, ids[i]));
-        cli_json_end_array(j);
+        for (int i = 0; i <= eot; i++) cdb_cli_json_str(j, cdb_tok_token_str(tok, ids[i]));
+        cdb_cli_json_end_array(j);
         j->pretty = 1;
     }
-    cli_json_key(j, "eot_index"); cli_json_int(j, eot);
-    cli_json_key(j, "truncated"); cli_json_bool(j, trunc);
-    cli_json_end_object(j);
+    cdb_cli_json_key(j, "eot_index"); cdb_cli_json_int(j, eot);
+    cdb_cli_json_key(j, "truncated"); cdb_cli_json_bool(j, trunc);
+    cdb_cli_json_end_object(j);
 }
 
 /* One text's line of ids, after (--verbose) "# text / # clean / # tokens" lines. */
@@ -228,21 +231,21 @@ static int tokenize_all(const cdb_tok *tok, int ctx, const char *const *texts, i
     int32_t *ids = calloc((size_t)ctx, sizeof *ids);
     int rc = CLI_EXIT_OK;
     cli_json j;
-    if (!ids) return cli_error("out of memory", "cannot tokenize");
+    if (!ids) return cdb_cli_error("out of memory", "cannot tokenize");
     if (json) {
-        cli_json_init(&j, stdout, 1);
-        cli_json_begin_object(&j);
-        cli_json_key(&j, "context_length");
-        cli_json_int(&j, ctx);
-        cli_json_key(&j, "texts");
-        cli_json_begin_array(&j);
+        cdb_cli_json_init(&j, stdout, 1);
+        cdb_cli_json_begin_object(&j);
+        cdb_cli_json_key(&j, "context_length");
+        cdb_cli_json_int(&j, ctx);
+        cdb_cli_json_key(&j, "texts");
+        cdb_cli_json_begin_array(&j);
     }
     for (int t = 0; t < n; t++) {
         int eot = 0, trunc = 0;
         char *clean = NULL;
         cdb_status st = cdb_tok_tokenize(tok, texts[t], strlen(texts[t]), ctx, ids, &eot, &trunc);
         if (st != CDB_OK) {
-            rc = cli_error_status(st, "cannot tokenize text %d", t + 1);
+            rc = cdb_cli_error_status(st, "cannot tokenize text %d", t + 1);
             break;
         }
         if (verbose) cdb_tok_clean(texts[t], strlen(texts[t]), &clean);
@@ -250,20 +253,20 @@ static int tokenize_all(const cdb_tok *tok, int ctx, const char *const *texts, i
             tokens_json(&j, tok, texts[t], clean, ids, ctx, eot, trunc, verbose);
         } else {
             tokens_text(tok, texts[t], clean, ids, ctx, eot, verbose);
-            if (trunc) cli_warn("text %d was truncated to %d tokens", t + 1, ctx);
+            if (trunc) cdb_cli_warn("text %d was truncated to %d tokens", t + 1, ctx);
         }
         cdb_free(clean);
     }
     if (json) {
-        cli_json_end_array(&j);
-        cli_json_end_object(&j);
-        cli_json_done(&j);
+        cdb_cli_json_end_array(&j);
+        cdb_cli_json_end_object(&j);
+        cdb_cli_json_done(&j);
     }
     free(ids);
     return rc;
 }
 
-int cli_cmd_tokenize(int argc, char **argv) {
+int cdb_cli_cmd_tokenize(int argc, char **argv) {
     static const cli_optspec spec[] = {{"model", 0, CLI_VALUE}, {"json", 0, CLI_FLAG},
                                        {"verbose", 0, CLI_FLAG}, {"help", 'h', CLI_FLAG},
                                        {0}};
@@ -272,19 +275,20 @@ int cli_cmd_tokenize(int argc, char **argv) {
     cdb_model *m = NULL;
     if (!cli_begin("tokenize", &a, spec, argc, argv, &rc)) goto done;
     if (a.n_pos == 0) {
-        rc = cli_usage_error("tokenize", "no TEXT given");
+        rc = cdb_cli_usage_error("tokenize", "no TEXT given");
         goto done;
     }
-    if (!(m = open_model(cli_get(&a, "model"), LOAD_TEXT | LOAD_INSPECT, CLI_DEVICE_CPU, NULL))) goto done;
+    if (!(m = open_model(cdb_cli_get(&a, "model"), LOAD_TEXT | LOAD_INSPECT, CLI_DEVICE_CPU, NULL)))
+        goto done;
     if (!cdb_model_tokenizer(m)) {
-        rc = cli_error("the model has no tokenizer", "cannot tokenize");
+        rc = cdb_cli_error("the model has no tokenizer", "cannot tokenize");
         goto done;
     }
     rc = tokenize_all(cdb_model_tokenizer(m), cdb_model_get_info(m)->context_length, a.pos,
-                      a.n_pos, cli_has(&a, "json"), cli_has(&a, "verbose"));
+                      a.n_pos, cdb_cli_has(&a, "json"), cdb_cli_has(&a, "verbose"));
 done:
     cdb_model_close(m);
-    cli_args_free(&a);
+    cdb_cli_args_free(&a);
     return rc;
 }
 
@@ -304,7 +308,7 @@ static int embed_images(cdb_model *m, const char *const *images, int n,
     float *px = malloc((size_t)(n < EMBED_BATCH ? n : EMBED_BATCH) * px_floats * sizeof *px);
     int rc = CLI_EXIT_OK;
     cdb_status st;
-    if (!px) return cli_error("out of memory", "cannot embed");
+    if (!px) return cdb_cli_error("out of memory", "cannot embed");
     for (int b = 0; b < n && rc == CLI_EXIT_OK; b += EMBED_BATCH) {
         int nb = n - b < EMBED_BATCH ? n - b : EMBED_BATCH;
         for (int i = 0; i < nb && rc == CLI_EXIT_OK; i++) {
@@ -312,14 +316,14 @@ static int embed_images(cdb_model *m, const char *const *images, int n,
             if ((st = cdb_image_load(images[b + i], ip, &img)) != CDB_OK ||
                 (st = cdb_image_preprocess(img, &mi->preprocess, px + (size_t)i * px_floats,
                                            NULL)) != CDB_OK)
-                rc = cli_error_status(st, "cannot embed %s", images[b + i]);
+                rc = cdb_cli_error_status(st, "cannot embed %s", images[b + i]);
             cdb_image_free(img);
         }
         if (rc == CLI_EXIT_OK &&
             (st = cdb_encode_pixels(m, px, nb, normalize, out + (size_t)b * mi->embed_dim)) !=
                 CDB_OK)
-            rc = nb == 1 ? cli_error_status(st, "cannot embed %s", images[b])
-                         : cli_error_status(st, "cannot embed the images %s ... %s", images[b],
+            rc = nb == 1 ? cdb_cli_error_status(st, "cannot embed %s", images[b])
+                         : cdb_cli_error_status(st, "cannot embed the images %s ... %s", images[b],
                                             images[b + nb - 1]);
     }
     free(px);
@@ -348,10 +352,10 @@ static int embed_rows(cdb_model *m, const embed_inputs *in, const cdb_image_para
     float *ivec = calloc((size_t)(in->n_img ? in->n_img : 1) * (size_t)dim, sizeof *ivec);
     cdb_status st;
     if (!tvec || !ivec) {
-        rc = cli_error("out of memory", "cannot embed");
+        rc = cdb_cli_error("out of memory", "cannot embed");
     } else if (in->n_text &&
                (st = cdb_encode_texts(m, in->texts, in->n_text, normalize, tvec)) != CDB_OK) {
-        rc = cli_error_status(st, "cannot embed the texts");
+        rc = cdb_cli_error_status(st, "cannot embed the texts");
     } else if (!in->n_img ||
                (rc = embed_images(m, in->images, in->n_img, ip, normalize, ivec)) == CLI_EXIT_OK) {
         for (int t = 0, i = 0, row = 0; t < in->n_text || i < in->n_img; row++) {
@@ -370,44 +374,44 @@ static void embed_json(FILE *f, const cdb_model_info *mi, const embed_inputs *in
                        const float *vec) {
     int dim = mi->embed_dim, n = in->n_text + in->n_img;
     cli_json j;
-    cli_json_init(&j, f, 1);
-    cli_json_begin_object(&j);
-    cli_json_key(&j, "model"); cli_json_str(&j, mi->name);
-    cli_json_key(&j, "dim"); cli_json_int(&j, dim);
-    cli_json_key(&j, "normalized"); cli_json_bool(&j, normalize);
-    cli_json_key(&j, "inputs");
-    cli_json_begin_array(&j);
+    cdb_cli_json_init(&j, f, 1);
+    cdb_cli_json_begin_object(&j);
+    cdb_cli_json_key(&j, "model"); cdb_cli_json_str(&j, mi->name);
+    cdb_cli_json_key(&j, "dim"); cdb_cli_json_int(&j, dim);
+    cdb_cli_json_key(&j, "normalized"); cdb_cli_json_bool(&j, normalize);
+    cdb_cli_json_key(&j, "inputs");
+    cdb_cli_json_begin_array(&j);
     for (int t = 0, i = 0; t < in->n_text || i < in->n_img;) {
-        cli_json_begin_object(&j);
+        cdb_cli_json_begin_object(&j);
         if (next_is_text(in, t, i)) {
-            cli_json_key(&j, "text");
-            cli_json_str(&j, in->texts[t++]);
+            cdb_cli_json_key(&j, "text");
+            cdb_cli_json_str(&j, in->texts[t++]);
         } else {
-            cli_json_path(&j, "image", in->images[i++]);
+            cdb_cli_json_path(&j, "image", in->images[i++]);
         }
-        cli_json_end_object(&j);
+        cdb_cli_json_end_object(&j);
     }
-    cli_json_end_array(&j);
-    cli_json_key(&j, "embeddings");
-    cli_json_begin_array(&j);
+    cdb_cli_json_end_array(&j);
+    cdb_cli_json_key(&j, "embeddings");
+    cdb_cli_json_begin_array(&j);
     for (int r = 0; r < n; r++) {
-        cli_json_begin_array(&j);
+        cdb_cli_json_begin_array(&j);
         j.pretty = 0;
-        for (int d = 0; d < dim; d++) cli_json_float(&j, vec[(size_t)r * dim + d]);
-        cli_json_end_array(&j);
+        for (int d = 0; d < dim; d++) cdb_cli_json_float(&j, vec[(size_t)r * dim + d]);
+        cdb_cli_json_end_array(&j);
         j.pretty = 1;
     }
-    cli_json_end_array(&j);
-    cli_json_end_object(&j);
-    cli_json_done(&j);
+    cdb_cli_json_end_array(&j);
+    cdb_cli_json_end_object(&j);
+    cdb_cli_json_done(&j);
 }
 
 /* A failed write of the .npy file out (errno set): said here for a file; for "-",
 ** standard output, main says it once when the command returns (and a reader that
 ** went away, `| head`, is no failure of clipdb's, as for every command). */
 static int npy_write_failed(const char *out) {
-    if (strcmp(out, "-")) return cli_error(strerror(errno), "cannot write %s", out);
-    return cli_stdout_errno() == EPIPE ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+    if (strcmp(out, "-")) return cdb_cli_error(strerror(errno), "cannot write %s", out);
+    return cdb_cli_stdout_errno() == EPIPE ? CLI_EXIT_OK : CLI_EXIT_FAIL;
 }
 
 /* Writes the rows as .npy (npy: to out, "-" for stdout) or JSON (to out; stdout when
@@ -418,17 +422,18 @@ static int embed_write(const char *out, int npy, const cdb_model_info *mi,
     if (!npy && out && !strcmp(out, "-")) out = NULL;
     if (npy) {
         int64_t shape[2] = {in->n_text + in->n_img, mi->embed_dim};
-        return cli_npy_write(out, "<f4", shape, 2, vec, sizeof *vec) != 0 ? npy_write_failed(out)
-                                                                          : CLI_EXIT_OK;
+        return cdb_cli_npy_write(out, "<f4", shape, 2, vec, sizeof *vec) != 0
+                   ? npy_write_failed(out)
+                   : CLI_EXIT_OK;
     }
     if (!(f = out ? fopen(out, "w") : stdout))
-        return cli_error(strerror(errno), "cannot write %s", out);
+        return cdb_cli_error(strerror(errno), "cannot write %s", out);
     embed_json(f, mi, in, normalize, vec);
-    if (out && fclose(f) != 0) return cli_error(strerror(errno), "cannot write %s", out);
+    if (out && fclose(f) != 0) return cdb_cli_error(strerror(errno), "cannot write %s", out);
     return CLI_EXIT_OK;
 }
 
-int cli_cmd_embed(int argc, char **argv) {
+int cdb_cli_cmd_embed(int argc, char **argv) {
     static const cli_optspec spec[] = {
         {"model", 0, CLI_VALUE},  {"text", 0, CLI_MULTI},   {"image", 0, CLI_MULTI},
         {"format", 0, CLI_VALUE}, {"raw", 0, CLI_FLAG},     {"out", 0, CLI_VALUE},
@@ -444,38 +449,39 @@ int cli_cmd_embed(int argc, char **argv) {
     cdb_model *m = NULL;
     float *vec = NULL;
     if (!cli_begin("embed", &a, spec, argc, argv, &rc)) goto done;
-    in.n_text = cli_get_all(&a, "text", &in.texts);
-    in.n_img = cli_get_all(&a, "image", &in.images);
+    in.n_text = cdb_cli_get_all(&a, "text", &in.texts);
+    in.n_img = cdb_cli_get_all(&a, "image", &in.images);
     in.ti = a.argi[1]; /* argv positions of --text (spec[1]) and --image (spec[2]) */
     in.ii = a.argi[2];
-    out = cli_get(&a, "out");
-    if ((fmt = cli_get_choice(&a, "format", formats, 0)) < 0) {
-        rc = cli_usage_error("embed", "%s", a.err);
+    out = cdb_cli_get(&a, "out");
+    if ((fmt = cdb_cli_get_choice(&a, "format", formats, 0)) < 0) {
+        rc = cdb_cli_usage_error("embed", "%s", a.err);
         goto done;
     }
     if (a.n_pos) {
-        rc = cli_usage_error("embed", "unexpected argument '%s' (use --text or --image)",
+        rc = cdb_cli_usage_error("embed", "unexpected argument '%s' (use --text or --image)",
                              a.pos[0]);
         goto done;
     }
     if (in.n_text + in.n_img == 0) {
-        rc = cli_usage_error("embed", "nothing to embed: give --text TEXT or --image PATH");
+        rc = cdb_cli_usage_error("embed", "nothing to embed: give --text TEXT or --image PATH");
         goto done;
     }
     if (fmt == 1 && !out) {
-        rc = cli_usage_error("embed", "--format npy needs --out FILE");
+        rc = cdb_cli_usage_error("embed", "--format npy needs --out FILE");
         goto done;
     }
-    if ((rc = cli_device("embed", cli_get(&a, "device"), &device)) != CLI_EXIT_OK) goto done;
+    if ((rc = cdb_cli_device("embed", cdb_cli_get(&a, "device"), &device)) != CLI_EXIT_OK)
+        goto done;
     rc = CLI_EXIT_FAIL;
-    if (!(m = open_model(cli_get(&a, "model"),
+    if (!(m = open_model(cdb_cli_get(&a, "model"),
                          (in.n_img ? LOAD_VISION : 0) | (in.n_text ? LOAD_TEXT : 0), device, NULL)))
         goto done;
-    normalize = !cli_has(&a, "raw");
-    ip.apply_exif = !cli_has(&a, "no-exif");
+    normalize = !cdb_cli_has(&a, "raw");
+    ip.apply_exif = !cdb_cli_has(&a, "no-exif");
     if (!(vec = calloc((size_t)(in.n_text + in.n_img) * (size_t)cdb_model_get_info(m)->embed_dim,
                        sizeof *vec))) {
-        rc = cli_error("out of memory", "cannot embed");
+        rc = cdb_cli_error("out of memory", "cannot embed");
         goto done;
     }
     if ((rc = embed_rows(m, &in, &ip, normalize, vec)) == CLI_EXIT_OK)
@@ -483,7 +489,7 @@ int cli_cmd_embed(int argc, char **argv) {
 done:
     free(vec);
     cdb_model_close(m);
-    cli_args_free(&a);
+    cdb_cli_args_free(&a);
     return rc;
 }
 
@@ -499,19 +505,19 @@ static int preprocess_to(const char *image, const cdb_preprocess_params *pp,
     int rc = CLI_EXIT_OK;
     cdb_status st;
     if ((st = cdb_image_load(image, ip, &img)) != CDB_OK)
-        rc = cli_error_status(st, "cannot read the image %s", image);
+        rc = cdb_cli_error_status(st, "cannot read the image %s", image);
     else if (!(px = malloc(sizeof *px * 3 * (size_t)pp->size * (size_t)pp->size)))
-        rc = cli_error("out of memory", "cannot preprocess %s", image);
+        rc = cdb_cli_error("out of memory", "cannot preprocess %s", image);
     else if ((st = cdb_image_preprocess(img, pp, px, NULL)) != CDB_OK)
-        rc = cli_error_status(st, "cannot preprocess %s", image);
-    else if (cli_npy_write(out, "<f4", shape, 3, px, sizeof *px) != 0)
+        rc = cdb_cli_error_status(st, "cannot preprocess %s", image);
+    else if (cdb_cli_npy_write(out, "<f4", shape, 3, px, sizeof *px) != 0)
         rc = npy_write_failed(out);
     free(px);
     cdb_image_free(img);
     return rc;
 }
 
-int cli_cmd_preprocess(int argc, char **argv) {
+int cdb_cli_cmd_preprocess(int argc, char **argv) {
     static const cli_optspec spec[] = {{"model", 0, CLI_VALUE}, {"out", 0, CLI_VALUE},
                                        {"no-exif", 0, CLI_FLAG}, {"help", 'h', CLI_FLAG},
                                        {0}};
@@ -521,21 +527,23 @@ int cli_cmd_preprocess(int argc, char **argv) {
     cdb_model *m = NULL;
     cdb_image_params ip = cdb_image_params_default();
     if (!cli_begin("preprocess", &a, spec, argc, argv, &rc)) goto done;
-    out = cli_get(&a, "out");
+    out = cdb_cli_get(&a, "out");
     if (a.n_pos != 1) {
-        rc = a.n_pos ? cli_usage_error("preprocess", "expected one IMAGE, got %d", a.n_pos)
-                     : cli_usage_error("preprocess", "no IMAGE given");
+        rc = a.n_pos ? cdb_cli_usage_error("preprocess", "expected one IMAGE, got %d", a.n_pos)
+                     : cdb_cli_usage_error("preprocess", "no IMAGE given");
         goto done;
     }
     if (!out) {
-        rc = cli_usage_error("preprocess", "missing --out FILE.npy");
+        rc = cdb_cli_usage_error("preprocess", "missing --out FILE.npy");
         goto done;
     }
-    if (!(m = open_model(cli_get(&a, "model"), LOAD_VISION | LOAD_INSPECT, CLI_DEVICE_CPU, NULL))) goto done;
-    ip.apply_exif = !cli_has(&a, "no-exif");
+    if (!(m = open_model(cdb_cli_get(&a, "model"), LOAD_VISION | LOAD_INSPECT, CLI_DEVICE_CPU,
+                         NULL)))
+        goto done;
+    ip.apply_exif = !cdb_cli_has(&a, "no-exif");
     rc = preprocess_to(a.pos[0], &cdb_model_get_info(m)->preprocess, &ip, out);
 done:
     cdb_model_close(m);
-    cli_args_free(&a);
+    cdb_cli_args_free(&a);
     return rc;
 }

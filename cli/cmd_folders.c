@@ -27,33 +27,33 @@ static void print_folder(const cdb_engine_folder *f, cli_json *j) {
     int64_t problems = f->errors + f->to_retry + f->walk_problems;
     fmt_time(f->scanned_ns, when, sizeof when);
     if (j) {
-        cli_json_begin_object(j);
-        cli_json_key(j, "id"); cli_json_int(j, f->id);
-        cli_json_path(j, "path", f->path);
-        cli_json_key(j, "kind"); cli_json_str(j, f->is_file ? "file" : "folder");
-        cli_json_key(j, "status"); cli_json_str(j, f->status);
-        cli_json_key(j, "files"); cli_json_int(j, f->files);
-        cli_json_key(j, "ok"); cli_json_int(j, f->ok);
-        cli_json_key(j, "errors"); cli_json_int(j, f->errors);
-        cli_json_key(j, "to_retry"); cli_json_int(j, f->to_retry);
-        cli_json_key(j, "walk_problems"); cli_json_int(j, f->walk_problems);
-        cli_json_key(j, "vectors"); cli_json_int(j, f->vectors);
-        cli_json_key(j, "follow_symlinks"); cli_json_bool(j, f->follow_symlinks);
-        cli_json_key(j, "exif"); cli_json_bool(j, !f->no_exif);
-        cli_json_key(j, "last_scan_ns");
-        if (f->scanned_ns) cli_json_int(j, f->scanned_ns);
-        else cli_json_null(j);
-        cli_json_end_object(j);
+        cdb_cli_json_begin_object(j);
+        cdb_cli_json_key(j, "id"); cdb_cli_json_int(j, f->id);
+        cdb_cli_json_path(j, "path", f->path);
+        cdb_cli_json_key(j, "kind"); cdb_cli_json_str(j, f->is_file ? "file" : "folder");
+        cdb_cli_json_key(j, "status"); cdb_cli_json_str(j, f->status);
+        cdb_cli_json_key(j, "files"); cdb_cli_json_int(j, f->files);
+        cdb_cli_json_key(j, "ok"); cdb_cli_json_int(j, f->ok);
+        cdb_cli_json_key(j, "errors"); cdb_cli_json_int(j, f->errors);
+        cdb_cli_json_key(j, "to_retry"); cdb_cli_json_int(j, f->to_retry);
+        cdb_cli_json_key(j, "walk_problems"); cdb_cli_json_int(j, f->walk_problems);
+        cdb_cli_json_key(j, "vectors"); cdb_cli_json_int(j, f->vectors);
+        cdb_cli_json_key(j, "follow_symlinks"); cdb_cli_json_bool(j, f->follow_symlinks);
+        cdb_cli_json_key(j, "exif"); cdb_cli_json_bool(j, !f->no_exif);
+        cdb_cli_json_key(j, "last_scan_ns");
+        if (f->scanned_ns) cdb_cli_json_int(j, f->scanned_ns);
+        else cdb_cli_json_null(j);
+        cdb_cli_json_end_object(j);
     } else {
         printf("%-8s %-6s %9s %9s %9s  %-16s  %s%s%s\n", f->status, f->is_file ? "file" : "folder",
-               cli_fmt_count(f->files, b[0], 32), cli_fmt_count(f->vectors, b[1], 32),
-               cli_fmt_count(problems, b[2], 32), when, f->path,
+               cdb_cli_fmt_count(f->files, b[0], 32), cdb_cli_fmt_count(f->vectors, b[1], 32),
+               cdb_cli_fmt_count(problems, b[2], 32), when, f->path,
                f->follow_symlinks ? "  (follows links)" : "",
                f->no_exif ? "  (EXIF orientation ignored)" : "");
     }
 }
 
-int cli_cmd_folders(int argc, char **argv) {
+int cdb_cli_cmd_folders(int argc, char **argv) {
     static const cli_optspec spec[] = {{"db", 0, CLI_VALUE}, {"json", 0, CLI_FLAG},
                                        {"help", 'h', CLI_FLAG}, {0}};
     cli_args a;
@@ -63,33 +63,34 @@ int cli_cmd_folders(int argc, char **argv) {
     cli_json j;
     if (!cli_begin("folders", &a, spec, argc, argv, &rc)) goto done;
     if (a.n_pos) {
-        rc = cli_usage_error("folders", "unexpected argument '%s'", a.pos[0]);
+        rc = cdb_cli_usage_error("folders", "unexpected argument '%s'", a.pos[0]);
         goto done;
     }
-    if ((rc = cli_engine_open(cli_get(&a, "db"), 0, 0, CLI_DEVICE_CPU, 0, &e)) != CLI_EXIT_OK)
+    if ((rc = cdb_cli_engine_open(cdb_cli_get(&a, "db"), 0, 0, CLI_DEVICE_CPU, 0, &e)) !=
+        CLI_EXIT_OK)
         goto done;
-    json = cli_has(&a, "json") > 0;
+    json = cdb_cli_has(&a, "json") > 0;
     cdb_status st = cdb_engine_folders(e, &f, &n);
     if (json) {
-        cli_json_init(&j, stdout, 1);
-        cli_json_begin_object(&j);
-        cli_json_key(&j, "folders");
-        cli_json_begin_array(&j);
+        cdb_cli_json_init(&j, stdout, 1);
+        cdb_cli_json_begin_object(&j);
+        cdb_cli_json_key(&j, "folders");
+        cdb_cli_json_begin_array(&j);
     } else {
         printf("%-8s %-6s %9s %9s %9s  %-16s  %s\n", "status", "kind", "files", "vectors",
                "problems", "last scan", "path");
     }
     for (int i = 0; st == CDB_OK && i < n; i++) print_folder(&f[i], json ? &j : NULL);
     if (json) {
-        cli_json_end_array(&j);
-        cli_json_end_object(&j);
-        cli_json_done(&j);
+        cdb_cli_json_end_array(&j);
+        cdb_cli_json_end_object(&j);
+        cdb_cli_json_done(&j);
     }
-    rc = st == CDB_OK ? CLI_EXIT_OK : cli_engine_fail(NULL);
+    rc = st == CDB_OK ? CLI_EXIT_OK : cdb_cli_engine_fail(NULL);
 done:
     cdb_engine_folders_free(f, n);
     cdb_engine_close(e);
-    cli_args_free(&a);
+    cdb_cli_args_free(&a);
     return rc;
 }
 
@@ -97,18 +98,18 @@ done:
 
 /* A path that is not a root of its own: why, and what to do (cmd: forget or move). */
 static int not_a_root(const char *cmd, const char *container) {
-    cli_engine_fail(NULL);
+    cdb_cli_engine_fail(NULL);
     if (cdb_engine_errcode() != CDB_ENGINE_E_PART_OF_ROOT) return CLI_EXIT_FAIL;
     if (!strcmp(cmd, "move"))
-        cli_hint("moves inside %s are found by 'clipdb reindex'; to move this part "
+        cdb_cli_hint("moves inside %s are found by 'clipdb reindex'; to move this part "
                  "elsewhere, ingest the new place: the vectors are kept",
                  container);
     else
-        cli_hint("'clipdb forget %s' forgets the whole folder", container);
+        cdb_cli_hint("'clipdb forget %s' forgets the whole folder", container);
     return CLI_EXIT_FAIL;
 }
 
-int cli_cmd_forget(int argc, char **argv) {
+int cdb_cli_cmd_forget(int argc, char **argv) {
     static const cli_optspec spec[] = {{"db", 0, CLI_VALUE},  {"wait", 0, CLI_FLAG},
                                        {"quiet", 'q', CLI_FLAG}, {"help", 'h', CLI_FLAG}, {0}};
     cli_args a;
@@ -120,40 +121,41 @@ int cli_cmd_forget(int argc, char **argv) {
     memset(&r, 0, sizeof r);
     if (!cli_begin("forget", &a, spec, argc, argv, &rc)) goto done;
     if (a.n_pos != 1) {
-        rc = cli_usage_error("forget", a.n_pos ? "one PATH at a time" : "no PATH given");
+        rc = cdb_cli_usage_error("forget", a.n_pos ? "one PATH at a time" : "no PATH given");
         goto done;
     }
-    if ((rc = cli_engine_open(cli_get(&a, "db"), 1, cli_has(&a, "wait") > 0, CLI_DEVICE_CPU,
-                              0, &e)) != CLI_EXIT_OK)
+    if ((rc = cdb_cli_engine_open(cdb_cli_get(&a, "db"), 1, cdb_cli_has(&a, "wait") > 0,
+                                  CLI_DEVICE_CPU, 0, &e)) != CLI_EXIT_OK)
         goto done;
     st = cdb_engine_forget(e, a.pos[0], &r);
-    for (int i = 0; i < r.n_roots && !cli_quiet(); i++)
+    for (int i = 0; i < r.n_roots && !cdb_cli_quiet(); i++)
         printf("Forgot %s (%s): %s file%s and %s\n", r.roots[i].path,
-               r.roots[i].is_file ? "file" : "folder", cli_fmt_count(r.roots[i].files, b[0], 32),
-               r.roots[i].files == 1 ? "" : "s",
+               r.roots[i].is_file ? "file" : "folder",
+               cdb_cli_fmt_count(r.roots[i].files, b[0], 32), r.roots[i].files == 1 ? "" : "s",
                r.roots[i].files == 1 ? "its vectors" : "their vectors");
     if (st != CDB_OK) {
         rc = cdb_engine_errcode() == CDB_ENGINE_E_PART_OF_ROOT ||
                      cdb_engine_errcode() == CDB_ENGINE_E_NOT_A_ROOT
                  ? not_a_root("forget", r.container)
-                 : cli_engine_fail(NULL);
+                 : cdb_cli_engine_fail(NULL);
         goto done;
     }
     rc = r.index_refresh_failed ? CLI_EXIT_PARTIAL : CLI_EXIT_OK;
-    if (!cli_quiet() && r.n_roots > 1)
-        printf("%d folders, %s file%s in all\n", r.n_roots, cli_fmt_count(r.files, b[0], 32),
+    if (!cdb_cli_quiet() && r.n_roots > 1)
+        printf("%d folders, %s file%s in all\n", r.n_roots, cdb_cli_fmt_count(r.files, b[0], 32),
                r.files == 1 ? "" : "s");
-    if (!cli_quiet() && r.bytes_freed > 0) printf("Freed %s\n", cli_fmt_bytes(r.bytes_freed, b[1], 32));
+    if (!cdb_cli_quiet() && r.bytes_freed > 0)
+        printf("Freed %s\n", cdb_cli_fmt_bytes(r.bytes_freed, b[1], 32));
 done:
     cdb_engine_forget_report_free(&r);
     cdb_engine_close(e);
-    cli_args_free(&a);
+    cdb_cli_args_free(&a);
     return rc;
 }
 
 /* ---- move ------------------------------------------------------------------------------------ */
 
-int cli_cmd_move(int argc, char **argv) {
+int cdb_cli_cmd_move(int argc, char **argv) {
     static const cli_optspec spec[] = {{"db", 0, CLI_VALUE},  {"wait", 0, CLI_FLAG},
                                        {"quiet", 'q', CLI_FLAG}, {"help", 'h', CLI_FLAG}, {0}};
     cli_args a;
@@ -163,51 +165,51 @@ int cli_cmd_move(int argc, char **argv) {
     char b[2][32];
     if (!cli_begin("move", &a, spec, argc, argv, &rc)) goto done;
     if (a.n_pos != 2) {
-        rc = cli_usage_error("move", "expected OLD and NEW");
+        rc = cdb_cli_usage_error("move", "expected OLD and NEW");
         goto done;
     }
     if (!(r = calloc(1, sizeof *r))) {
-        rc = cli_error("out of memory", "cannot move %s", a.pos[0]);
+        rc = cdb_cli_error("out of memory", "cannot move %s", a.pos[0]);
         goto done;
     }
     { /* NEW must exist before anything is opened */
         char newp[PATH_MAX];
         if (!realpath(a.pos[1], newp)) {
-            rc = cli_error(strerror(errno), "cannot move to %s", a.pos[1]);
-            cli_hint("NEW must exist: move or mount the files first, then tell clipdb");
+            rc = cdb_cli_error(strerror(errno), "cannot move to %s", a.pos[1]);
+            cdb_cli_hint("NEW must exist: move or mount the files first, then tell clipdb");
             goto done;
         }
     }
-    if ((rc = cli_engine_open(cli_get(&a, "db"), 1, cli_has(&a, "wait") > 0, CLI_DEVICE_CPU,
-                              0, &e)) != CLI_EXIT_OK)
+    if ((rc = cdb_cli_engine_open(cdb_cli_get(&a, "db"), 1, cdb_cli_has(&a, "wait") > 0,
+                                  CLI_DEVICE_CPU, 0, &e)) != CLI_EXIT_OK)
         goto done;
     if (cdb_engine_move(e, a.pos[0], a.pos[1], r) != CDB_OK) {
         cdb_engine_err code = cdb_engine_errcode();
         if (code == CDB_ENGINE_E_PART_OF_ROOT || code == CDB_ENGINE_E_NOT_A_ROOT)
             rc = not_a_root("move", r->container);
         else if (code == CDB_ENGINE_E_MOVE_TARGET && !r->bad_root[0]) {
-            rc = cli_engine_fail(NULL);
-            cli_hint("NEW must exist: move or mount the files first, then tell clipdb");
+            rc = cdb_cli_engine_fail(NULL);
+            cdb_cli_hint("NEW must exist: move or mount the files first, then tell clipdb");
         } else
-            rc = cli_engine_fail(NULL);
+            rc = cdb_cli_engine_fail(NULL);
         goto done;
     }
-    if (!cli_quiet()) {
+    if (!cdb_cli_quiet()) {
         printf("Moved %s -> %s: %s file%s", r->old_path, r->new_path,
-               cli_fmt_count(r->files, b[0], 32), r->files == 1 ? "" : "s");
+               cdb_cli_fmt_count(r->files, b[0], 32), r->files == 1 ? "" : "s");
         if (r->present < r->files)
             printf(" (%s not found there: the next reindex marks %s deleted)",
-                   cli_fmt_count(r->files - r->present, b[1], 32),
+                   cdb_cli_fmt_count(r->files - r->present, b[1], 32),
                    r->files - r->present == 1 ? "it" : "them");
         printf("\n");
-        cli_flush_stdout();
-        cli_hint("the next 'clipdb reindex' checks the moved files (reading what changed, "
+        cdb_cli_flush_stdout();
+        cdb_cli_hint("the next 'clipdb reindex' checks the moved files (reading what changed, "
                  "encoding nothing again)");
     }
     rc = CLI_EXIT_OK;
 done:
     free(r);
     cdb_engine_close(e);
-    cli_args_free(&a);
+    cdb_cli_args_free(&a);
     return rc;
 }

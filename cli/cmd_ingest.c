@@ -31,15 +31,15 @@ static int disk_full(cdb_status rc) {
 
 /* --thumb-size N: 0 or CDB_ENGINE_THUMB_MIN..MAX (the value stays *px when absent). */
 static int thumb_size_opt(const char *cmd, cli_args *a, long *px) {
-    if (cli_get_int(a, "thumb-size", *px, 0, CDB_ENGINE_THUMB_MAX, px))
-        return cli_usage_error(cmd, "%s", a->err);
+    if (cdb_cli_get_int(a, "thumb-size", *px, 0, CDB_ENGINE_THUMB_MAX, px))
+        return cdb_cli_usage_error(cmd, "%s", a->err);
     if (*px > 0 && *px < CDB_ENGINE_THUMB_MIN)
-        return cli_usage_error(cmd, "--thumb-size: %ld is too small (0 for none, or %d to %d)",
+        return cdb_cli_usage_error(cmd, "--thumb-size: %ld is too small (0 for none, or %d to %d)",
                                *px, CDB_ENGINE_THUMB_MIN, CDB_ENGINE_THUMB_MAX);
     return CLI_EXIT_OK;
 }
 
-int cli_cmd_init(int argc, char **argv) {
+int cdb_cli_cmd_init(int argc, char **argv) {
     static const cli_optspec spec[] = {{"db", 0, CLI_VALUE},       {"model", 0, CLI_VALUE},
                                        {"thumb-size", 0, CLI_VALUE}, {"quiet", 'q', CLI_FLAG},
                                        {"help", 'h', CLI_FLAG},      {0}};
@@ -49,14 +49,14 @@ int cli_cmd_init(int argc, char **argv) {
     if (!cli_begin("init", &a, spec, argc, argv, &rc)) goto done;
     if ((rc = thumb_size_opt("init", &a, &thumb)) != CLI_EXIT_OK) goto done;
     if (a.n_pos) {
-        rc = cli_usage_error("init", "unexpected argument '%s' (the folder goes in --db)",
+        rc = cdb_cli_usage_error("init", "unexpected argument '%s' (the folder goes in --db)",
                              a.pos[0]);
         goto done;
     }
     {
         const char *src, *msrc;
-        const char *dir = cli_db_path(cli_get(&a, "db"), &src);
-        const char *mpath = cli_model_path(cli_get(&a, "model"), &msrc);
+        const char *dir = cdb_cli_db_path(cdb_cli_get(&a, "db"), &src);
+        const char *mpath = cdb_cli_model_path(cdb_cli_get(&a, "model"), &msrc);
         cdb_engine_create_info info;
         if (!mpath) {
             char probe[4200];
@@ -65,41 +65,44 @@ int cli_cmd_init(int argc, char **argv) {
             if ((f = fopen(probe, "rb"))) { /* "already exists" wins, as before */
                 fclose(f);
                 cdb_engine_create(dir, "", NULL);
-                rc = cli_engine_fail(dir);
+                rc = cdb_cli_engine_fail(dir);
                 goto done;
             }
-            rc = cli_error("no --model, no CLIPDB_MODEL, and no bundled model was found",
+            rc = cdb_cli_error("no --model, no CLIPDB_MODEL, and no bundled model was found",
                            "no model to bind the database to");
-            cli_hint("pass --model PATH (a model folder or a .safetensors file)");
+            cdb_cli_hint("pass --model PATH (a model folder or a .safetensors file)");
             goto done;
         }
         if (cdb_engine_create(dir, mpath, &info) != CDB_OK) {
-            rc = cli_engine_fail(dir);
+            rc = cdb_cli_engine_fail(dir);
             goto done;
         }
         if (thumb != CDB_ENGINE_THUMB_DEFAULT) {
             cdb_engine *e = NULL;
-            if ((rc = cli_engine_open(dir, 1, 0, CLI_DEVICE_CPU, 0, &e)) != CLI_EXIT_OK)
+            if ((rc = cdb_cli_engine_open(dir, 1, 0, CLI_DEVICE_CPU, 0, &e)) != CLI_EXIT_OK)
                 goto done;
-            if (cdb_engine_set_thumb_size(e, (int)thumb) != CDB_OK) rc = cli_engine_fail(NULL);
+            if (cdb_engine_set_thumb_size(e, (int)thumb) != CDB_OK) rc = cdb_cli_engine_fail(NULL);
             cdb_engine_close(e);
             if (rc != CLI_EXIT_OK) goto done;
         }
-        if (!cli_quiet())
+        if (!cdb_cli_quiet())
             printf("Created the database %s (model %s, %d dimensions, %s)\n", dir, info.model_name,
                    info.dim, msrc);
         if (!info.text) { /* said even with --quiet: every text search would fail */
-            cli_warn("model %s cannot encode text (%s): text searches will fail, image searches "
-                     "(search --image) work", info.model_name,
-                     info.has_tower ? "no tokenizer was found for it" : "it has no text tower");
+            cdb_cli_warn(
+                "model %s cannot encode text (%s): text searches will fail, image searches "
+                "(search --image) work",
+                info.model_name,
+                info.has_tower ? "no tokenizer was found for it" : "it has no text tower");
             if (info.has_tower)
-                cli_hint("a model folder holds its tokenizer files (vocab.json and merges.txt): "
-                         "pass the folder as --model, or set CLIPDB_VOCAB");
+                cdb_cli_hint(
+                    "a model folder holds its tokenizer files (vocab.json and merges.txt): "
+                    "pass the folder as --model, or set CLIPDB_VOCAB");
         }
         rc = CLI_EXIT_OK;
     }
 done:
-    cli_args_free(&a);
+    cdb_cli_args_free(&a);
     return rc;
 }
 
@@ -114,18 +117,18 @@ static int parse_run_opts(const char *cmd, cli_args *a, run_opts *o) {
     long batch, threads;
     int rc;
     static const char *const modes[] = {"exact", "fast", NULL};
-    if (cli_get_int(a, "batch", 32, 1, 4096, &batch) ||
-        cli_get_int(a, "threads", 0, 0, 1024, &threads))
-        return cli_usage_error(cmd, "%s", a->err);
+    if (cdb_cli_get_int(a, "batch", 32, 1, 4096, &batch) ||
+        cdb_cli_get_int(a, "threads", 0, 0, 1024, &threads))
+        return cdb_cli_usage_error(cmd, "%s", a->err);
     memset(o, 0, sizeof *o);
     o->rp = cdb_engine_run_params_default();
     o->rp.batch = (int)batch;
     o->rp.threads = threads ? (int)threads : cdb_default_threads();
-    if ((rc = cli_device(cmd, cli_get(a, "device"), &o->device)) != CLI_EXIT_OK) return rc;
-    o->wait = cli_has(a, "wait") > 0;
-    o->json = cli_has(a, "json") > 0;
-    if ((o->rp.decode = cli_get_choice(a, "decode", modes, -1)) < 0 && cli_get(a, "decode"))
-        return cli_usage_error(cmd, "%s", a->err);
+    if ((rc = cdb_cli_device(cmd, cdb_cli_get(a, "device"), &o->device)) != CLI_EXIT_OK) return rc;
+    o->wait = cdb_cli_has(a, "wait") > 0;
+    o->json = cdb_cli_has(a, "json") > 0;
+    if ((o->rp.decode = cdb_cli_get_choice(a, "decode", modes, -1)) < 0 && cdb_cli_get(a, "decode"))
+        return cdb_cli_usage_error(cmd, "%s", a->err);
     return CLI_EXIT_OK;
 }
 
@@ -137,7 +140,7 @@ static size_t extra_count(char *buf, size_t size, size_t o, int64_t n, const cha
                           const char *many) {
     char b[32];
     if (!n || o >= size) return o;
-    return o + (size_t)snprintf(buf + o, size - o, ", %s %s", cli_fmt_count(n, b, 32),
+    return o + (size_t)snprintf(buf + o, size - o, ", %s %s", cdb_cli_fmt_count(n, b, 32),
                                 n == 1 ? one : many);
 }
 
@@ -147,7 +150,7 @@ static void summary_line(const char *label, const cdb_engine_summary *s) {
     size_t o = 0;
     extra_count(retry, sizeof retry, 0, s->retry, "to retry", "to retry");
     if (s->touched) /* among the unchanged: only their time changed */
-        snprintf(touched, sizeof touched, " (%s touched)", cli_fmt_count(s->touched, b[8], 32));
+        snprintf(touched, sizeof touched, " (%s touched)", cdb_cli_fmt_count(s->touched, b[8], 32));
     o = extra_count(more, sizeof more, o,
                     s->walk_errors > s->missing_roots ? s->walk_errors - s->missing_roots : 0,
                     "unreadable while walking", "unreadable while walking");
@@ -155,32 +158,32 @@ static void summary_line(const char *label, const cdb_engine_summary *s) {
     extra_count(more, sizeof more, o, s->links_skipped, "symlink skipped", "symlinks skipped");
     printf("%s: %s file%s: %s added, %s changed, %s moved, %s deleted, %s error%s%s, "
            "%s unchanged%s, %s %s%s (%s, %.1f files/s)%s\n",
-           label, cli_fmt_count(s->found, b[0], 32), s->found == 1 ? "" : "s",
-           cli_fmt_count(s->added, b[1], 32), cli_fmt_count(s->changed, b[2], 32),
-           cli_fmt_count(s->moved, b[3], 32), cli_fmt_count(s->deleted, b[4], 32),
-           cli_fmt_count(s->errors, b[5], 32), s->errors == 1 ? "" : "s", retry,
-           cli_fmt_count(s->unchanged + s->touched, b[6], 32), touched,
-           cli_fmt_count(s->skipped, b[7], 32), s->skipped == 1 ? "not an image" : "not images",
+           label, cdb_cli_fmt_count(s->found, b[0], 32), s->found == 1 ? "" : "s",
+           cdb_cli_fmt_count(s->added, b[1], 32), cdb_cli_fmt_count(s->changed, b[2], 32),
+           cdb_cli_fmt_count(s->moved, b[3], 32), cdb_cli_fmt_count(s->deleted, b[4], 32),
+           cdb_cli_fmt_count(s->errors, b[5], 32), s->errors == 1 ? "" : "s", retry,
+           cdb_cli_fmt_count(s->unchanged + s->touched, b[6], 32), touched,
+           cdb_cli_fmt_count(s->skipped, b[7], 32), s->skipped == 1 ? "not an image" : "not images",
            more,
-           cli_fmt_duration(s->seconds, dur, sizeof dur), rate,
+           cdb_cli_fmt_duration(s->seconds, dur, sizeof dur), rate,
            s->interrupted ? " [interrupted]" : "");
 }
 
 static void summary_fields(cli_json *j, const cdb_engine_summary *s) {
-    cli_json_key(j, "found"); cli_json_int(j, s->found);
-    cli_json_key(j, "added"); cli_json_int(j, s->added);
-    cli_json_key(j, "changed"); cli_json_int(j, s->changed);
-    cli_json_key(j, "moved"); cli_json_int(j, s->moved);
-    cli_json_key(j, "touched"); cli_json_int(j, s->touched);
-    cli_json_key(j, "deleted"); cli_json_int(j, s->deleted);
-    cli_json_key(j, "unchanged"); cli_json_int(j, s->unchanged);
-    cli_json_key(j, "errors"); cli_json_int(j, s->errors);
-    cli_json_key(j, "retry"); cli_json_int(j, s->retry);
-    cli_json_key(j, "not_images"); cli_json_int(j, s->skipped);
-    cli_json_key(j, "walk_errors"); cli_json_int(j, s->walk_errors);
-    cli_json_key(j, "missing_folders"); cli_json_int(j, s->missing_roots);
-    cli_json_key(j, "symlinks_skipped"); cli_json_int(j, s->links_skipped);
-    cli_json_key(j, "seconds"); cli_json_num(j, s->seconds, 3);
+    cdb_cli_json_key(j, "found"); cdb_cli_json_int(j, s->found);
+    cdb_cli_json_key(j, "added"); cdb_cli_json_int(j, s->added);
+    cdb_cli_json_key(j, "changed"); cdb_cli_json_int(j, s->changed);
+    cdb_cli_json_key(j, "moved"); cdb_cli_json_int(j, s->moved);
+    cdb_cli_json_key(j, "touched"); cdb_cli_json_int(j, s->touched);
+    cdb_cli_json_key(j, "deleted"); cdb_cli_json_int(j, s->deleted);
+    cdb_cli_json_key(j, "unchanged"); cdb_cli_json_int(j, s->unchanged);
+    cdb_cli_json_key(j, "errors"); cdb_cli_json_int(j, s->errors);
+    cdb_cli_json_key(j, "retry"); cdb_cli_json_int(j, s->retry);
+    cdb_cli_json_key(j, "not_images"); cdb_cli_json_int(j, s->skipped);
+    cdb_cli_json_key(j, "walk_errors"); cdb_cli_json_int(j, s->walk_errors);
+    cdb_cli_json_key(j, "missing_folders"); cdb_cli_json_int(j, s->missing_roots);
+    cdb_cli_json_key(j, "symlinks_skipped"); cdb_cli_json_int(j, s->links_skipped);
+    cdb_cli_json_key(j, "seconds"); cdb_cli_json_num(j, s->seconds, 3);
 }
 
 /* The summary (stdout) and the exit code of a run that started. */
@@ -188,7 +191,7 @@ static int report(const char *cmd, const cdb_engine_run_report *r, cdb_status rc
     static const cdb_engine_summary none;
     const cdb_engine_summary *s = r->n_sets ? &r->sets[0].sum : &none;
     int code = rc != CDB_OK        ? CLI_EXIT_FAIL
-               : cli_interrupted() ? CLI_EXIT_INTERRUPTED
+               : cdb_cli_interrupted() ? CLI_EXIT_INTERRUPTED
                : r->partial        ? CLI_EXIT_PARTIAL
                                    : CLI_EXIT_OK;
     const char *status = code == CLI_EXIT_OK            ? "ok"
@@ -199,39 +202,39 @@ static int report(const char *cmd, const cdb_engine_run_report *r, cdb_status rc
     const char *repair_note = r->repair_note[0] ? r->repair_note : NULL;
     if (json) {
         cli_json j;
-        cli_json_init(&j, stdout, 1);
-        cli_json_begin_object(&j);
-        cli_json_key(&j, "command"); cli_json_str(&j, cmd);
-        cli_json_key(&j, "status"); cli_json_str(&j, status);
-        cli_json_key(&j, "exit_code"); cli_json_int(&j, code);
-        cli_json_key(&j, "model"); cli_json_str(&j, r->n_sets ? r->sets[0].model.name : "");
+        cdb_cli_json_init(&j, stdout, 1);
+        cdb_cli_json_begin_object(&j);
+        cdb_cli_json_key(&j, "command"); cdb_cli_json_str(&j, cmd);
+        cdb_cli_json_key(&j, "status"); cdb_cli_json_str(&j, status);
+        cdb_cli_json_key(&j, "exit_code"); cdb_cli_json_int(&j, code);
+        cdb_cli_json_key(&j, "model"); cdb_cli_json_str(&j, r->n_sets ? r->sets[0].model.name : "");
         summary_fields(&j, s);
-        cli_json_key(&j, "interrupted"); cli_json_bool(&j, cli_interrupted());
-        cli_json_key(&j, "sets"); /* every vector set this run brought up to date */
-        cli_json_begin_array(&j);
+        cdb_cli_json_key(&j, "interrupted"); cdb_cli_json_bool(&j, cdb_cli_interrupted());
+        cdb_cli_json_key(&j, "sets"); /* every vector set this run brought up to date */
+        cdb_cli_json_begin_array(&j);
         for (int i = 0; i < r->n_sets; i++) {
-            cli_json_begin_object(&j);
-            cli_json_key(&j, "model"); cli_json_str(&j, r->sets[i].model.name);
-            cli_json_key(&j, "model_id"); cli_json_int(&j, r->sets[i].model.id);
-            cli_json_key(&j, "ran"); cli_json_bool(&j, r->sets[i].ran);
+            cdb_cli_json_begin_object(&j);
+            cdb_cli_json_key(&j, "model"); cdb_cli_json_str(&j, r->sets[i].model.name);
+            cdb_cli_json_key(&j, "model_id"); cdb_cli_json_int(&j, r->sets[i].model.id);
+            cdb_cli_json_key(&j, "ran"); cdb_cli_json_bool(&j, r->sets[i].ran);
             if (r->sets[i].ran) summary_fields(&j, &r->sets[i].sum);
-            cli_json_end_object(&j);
+            cdb_cli_json_end_object(&j);
         }
-        cli_json_end_array(&j);
+        cdb_cli_json_end_array(&j);
         if (repair_note) {
-            cli_json_key(&j, "repair");
-            cli_json_str(&j, repair_note);
+            cdb_cli_json_key(&j, "repair");
+            cdb_cli_json_str(&j, repair_note);
         }
         if (index_note) {
-            cli_json_key(&j, "index");
-            cli_json_str(&j, index_note);
+            cdb_cli_json_key(&j, "index");
+            cdb_cli_json_str(&j, index_note);
         }
         if (rc != CDB_OK) {
-            cli_json_key(&j, "error");
-            cli_json_str(&j, cdb_errmsg());
+            cdb_cli_json_key(&j, "error");
+            cdb_cli_json_str(&j, cdb_errmsg());
         }
-        cli_json_end_object(&j);
-        cli_json_done(&j);
+        cdb_cli_json_end_object(&j);
+        cdb_cli_json_done(&j);
     } else {
         summary_line(cmd, s);
         for (int i = 1; i < r->n_sets; i++) {
@@ -243,17 +246,17 @@ static int report(const char *cmd, const cdb_engine_run_report *r, cdb_status rc
         if (repair_note) printf("repair: %s\n", repair_note);
         if (index_note) printf("index: %s\n", index_note);
     }
-    cli_flush_stdout();
+    cdb_cli_flush_stdout();
     if (disk_full(rc)) {
         /* exit 1 like any failure, but say what to do: nothing committed is lost */
-        cli_error_status(rc, "%s stopped: no space left on device", cmd);
-        cli_hint(FREE_SPACE_HINT);
+        cdb_cli_error_status(rc, "%s stopped: no space left on device", cmd);
+        cdb_cli_hint(FREE_SPACE_HINT);
     } else if (rc != CDB_OK) {
-        cli_error_status(rc, "%s failed", cmd);
-    } else if (cli_interrupted()) {
-        cli_hint("interrupted: what was done is saved; run it again to finish");
+        cdb_cli_error_status(rc, "%s failed", cmd);
+    } else if (cdb_cli_interrupted()) {
+        cdb_cli_hint("interrupted: what was done is saved; run it again to finish");
     } else if (r->errors || r->retry || s->walk_errors) {
-        cli_hint("run 'clipdb errors' to see what failed%s",
+        cdb_cli_hint("run 'clipdb errors' to see what failed%s",
                  r->retry ? "; files that failed for a passing reason are retried by the next run"
                           : "");
     }
@@ -262,7 +265,7 @@ static int report(const char *cmd, const cdb_engine_run_report *r, cdb_status rc
 
 /* ---- ingest ----------------------------------------------------------------------------- */
 
-int cli_cmd_ingest(int argc, char **argv) {
+int cdb_cli_cmd_ingest(int argc, char **argv) {
     static const cli_optspec spec[] = {
         {"db", 0, CLI_VALUE},       {"model", 0, CLI_VALUE},  {"device", 0, CLI_VALUE},
         {"batch", 0, CLI_VALUE},    {"threads", 0, CLI_VALUE}, {"follow-symlinks", 0, CLI_FLAG},
@@ -278,37 +281,39 @@ int cli_cmd_ingest(int argc, char **argv) {
     cdb_status st;
     if (!cli_begin("ingest", &a, spec, argc, argv, &rc)) goto done;
     if (a.n_pos == 0) {
-        rc = cli_usage_error("ingest", "no PATH given");
+        rc = cdb_cli_usage_error("ingest", "no PATH given");
         goto done;
     }
     if ((rc = parse_run_opts("ingest", &a, &o)) != CLI_EXIT_OK) goto done;
-    if (cli_has(&a, "follow-symlinks") && cli_has(&a, "no-follow-symlinks")) {
-        rc = cli_usage_error("ingest", "--follow-symlinks and --no-follow-symlinks exclude each other");
+    if (cdb_cli_has(&a, "follow-symlinks") && cdb_cli_has(&a, "no-follow-symlinks")) {
+        rc = cdb_cli_usage_error("ingest",
+                                 "--follow-symlinks and --no-follow-symlinks exclude each other");
         goto done;
     }
-    o.rp.follow_symlinks = cli_has(&a, "follow-symlinks")      ? 1
-                           : cli_has(&a, "no-follow-symlinks") ? 0
+    o.rp.follow_symlinks = cdb_cli_has(&a, "follow-symlinks")      ? 1
+                           : cdb_cli_has(&a, "no-follow-symlinks") ? 0
                                                                : -1;
-    if (cli_has(&a, "exif") && cli_has(&a, "no-exif")) {
-        rc = cli_usage_error("ingest", "--exif and --no-exif exclude each other");
+    if (cdb_cli_has(&a, "exif") && cdb_cli_has(&a, "no-exif")) {
+        rc = cdb_cli_usage_error("ingest", "--exif and --no-exif exclude each other");
         goto done;
     }
-    o.rp.no_exif = cli_has(&a, "no-exif") ? 1 : cli_has(&a, "exif") ? 0 : -1;
-    o.rp.model = cli_get(&a, "model");
+    o.rp.no_exif = cdb_cli_has(&a, "no-exif") ? 1 : cdb_cli_has(&a, "exif") ? 0 : -1;
+    o.rp.model = cdb_cli_get(&a, "model");
     /* every PATH checks out before the database is even opened */
     if (!(is_file = calloc((size_t)a.n_pos, sizeof *is_file)) || !(r = calloc(1, sizeof *r))) {
-        rc = cli_error("out of memory", "cannot ingest");
+        rc = cdb_cli_error("out of memory", "cannot ingest");
         goto done;
     }
     if (cdb_engine_check_paths(a.pos, a.n_pos, &abs, is_file) != CDB_OK) {
-        rc = cli_engine_fail(NULL);
+        rc = cdb_cli_engine_fail(NULL);
         goto done;
     }
-    if ((rc = cli_engine_open(cli_get(&a, "db"), 1, o.wait, o.device, 0, &e)) != CLI_EXIT_OK)
+    if ((rc = cdb_cli_engine_open(cdb_cli_get(&a, "db"), 1, o.wait, o.device, 0, &e)) !=
+        CLI_EXIT_OK)
         goto done;
     st = cdb_engine_ingest(e, (const char *const *)abs, a.n_pos, &o.rp, r);
     if (st != CDB_OK && !r->started) {
-        rc = cli_engine_fail(cli_get(&a, "model"));
+        rc = cdb_cli_engine_fail(cdb_cli_get(&a, "model"));
         goto done;
     }
     rc = report("ingest", r, st, o.json);
@@ -317,13 +322,13 @@ done:
     cdb_engine_paths_free(abs, a.n_pos);
     free(is_file);
     free(r);
-    cli_args_free(&a);
+    cdb_cli_args_free(&a);
     return rc;
 }
 
 /* ---- reindex ------------------------------------------------------------------------------ */
 
-int cli_cmd_reindex(int argc, char **argv) {
+int cdb_cli_cmd_reindex(int argc, char **argv) {
     static const cli_optspec spec[] = {
         {"db", 0, CLI_VALUE},     {"full", 0, CLI_FLAG},    {"device", 0, CLI_VALUE},
         {"batch", 0, CLI_VALUE},  {"threads", 0, CLI_VALUE}, {"wait", 0, CLI_FLAG},
@@ -340,39 +345,40 @@ int cli_cmd_reindex(int argc, char **argv) {
     cdb_status st;
     if (!cli_begin("reindex", &a, spec, argc, argv, &rc)) goto done;
     if (a.n_pos) {
-        rc = cli_usage_error("reindex", "unexpected argument '%s' (reindex rescans the "
+        rc = cdb_cli_usage_error("reindex", "unexpected argument '%s' (reindex rescans the "
                                         "recorded folders; use ingest to add one)",
                              a.pos[0]);
         goto done;
     }
     if ((rc = parse_run_opts("reindex", &a, &o)) != CLI_EXIT_OK) goto done;
-    if (cli_get_double(&a, "sample", CDB_ENGINE_DEEP_SAMPLE, 0, 1, &o.rp.sample)) {
-        rc = cli_usage_error("reindex", "%s", a.err);
+    if (cdb_cli_get_double(&a, "sample", CDB_ENGINE_DEEP_SAMPLE, 0, 1, &o.rp.sample)) {
+        rc = cdb_cli_usage_error("reindex", "%s", a.err);
         goto done;
     }
     if ((rc = thumb_size_opt("reindex", &a, &thumb)) != CLI_EXIT_OK) goto done;
-    o.rp.full = cli_has(&a, "full") > 0;
-    o.rp.repair = cli_has(&a, "repair") > 0;
-    o.rp.model = cli_get(&a, "model");
+    o.rp.full = cdb_cli_has(&a, "full") > 0;
+    o.rp.repair = cdb_cli_has(&a, "repair") > 0;
+    o.rp.model = cdb_cli_get(&a, "model");
     if (!(r = calloc(1, sizeof *r))) {
-        rc = cli_error("out of memory", "cannot reindex");
+        rc = cdb_cli_error("out of memory", "cannot reindex");
         goto done;
     }
-    if ((rc = cli_engine_open(cli_get(&a, "db"), 1, o.wait, o.device, 0, &e)) != CLI_EXIT_OK)
+    if ((rc = cdb_cli_engine_open(cdb_cli_get(&a, "db"), 1, o.wait, o.device, 0, &e)) !=
+        CLI_EXIT_OK)
         goto done;
     if (thumb >= 0 && cdb_engine_set_thumb_size(e, (int)thumb) != CDB_OK) {
-        rc = cli_engine_fail(NULL);
+        rc = cdb_cli_engine_fail(NULL);
         goto done;
     }
     st = cdb_engine_reindex(e, &o.rp, r);
     if (st != CDB_OK && !r->started) {
-        rc = cli_engine_fail(cli_get(&a, "model"));
+        rc = cdb_cli_engine_fail(cdb_cli_get(&a, "model"));
         goto done;
     }
     rc = report("reindex", r, st, o.json);
 done:
     cdb_engine_close(e);
     free(r);
-    cli_args_free(&a);
+    cdb_cli_args_free(&a);
     return rc;
 }

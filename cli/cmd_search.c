@@ -44,13 +44,13 @@ static int read_query_stdin(char **text, size_t *len, int *too_long) {
     *text = NULL;
     *len = 0;
     *too_long = 0;
-    if (!buf) return cli_error("out of memory", "cannot search");
+    if (!buf) return cdb_cli_error("out of memory", "cannot search");
     while (got < CLI_QUERY_MAX_BYTES + 1) {
         ssize_t k = read(0, buf + got, CLI_QUERY_MAX_BYTES + 1 - got);
         if (k < 0 && errno == EINTR) continue;
         if (k < 0) {
             free(buf);
-            return cli_error(strerror(errno), "cannot read the query from standard input");
+            return cdb_cli_error(strerror(errno), "cannot read the query from standard input");
         }
         if (k == 0) break;
         got += (size_t)k;
@@ -65,44 +65,44 @@ static int read_query_stdin(char **text, size_t *len, int *too_long) {
 /* "key": [strings] (the query's example images and --not texts, as given). */
 static void json_strings(cli_json *j, const char *key, const char *const *s, int n) {
     if (!n) return;
-    cli_json_key(j, key);
-    cli_json_begin_array(j);
-    for (int i = 0; i < n; i++) cli_json_str(j, s[i]);
-    cli_json_end_array(j);
+    cdb_cli_json_key(j, key);
+    cdb_cli_json_begin_array(j);
+    for (int i = 0; i < n; i++) cdb_cli_json_str(j, s[i]);
+    cdb_cli_json_end_array(j);
 }
 
 static void print_hits(const cdb_engine_hit *h, int n, int json, int paths, int nul,
                        const cdb_engine_query *q, const char *model_name) {
     if (json) {
         cli_json j;
-        cli_json_init(&j, stdout, 1);
-        cli_json_begin_object(&j);
-        cli_json_key(&j, "query");
-        cli_json_str(&j, q->text ? q->text : "");
+        cdb_cli_json_init(&j, stdout, 1);
+        cdb_cli_json_begin_object(&j);
+        cdb_cli_json_key(&j, "query");
+        cdb_cli_json_str(&j, q->text ? q->text : "");
         json_strings(&j, "images", q->image_paths, q->n_image_paths);
         json_strings(&j, "not", q->nots, q->n_nots);
-        cli_json_key(&j, "model");
-        cli_json_str(&j, model_name);
-        cli_json_key(&j, "count");
-        cli_json_int(&j, n);
-        cli_json_key(&j, "hits");
-        cli_json_begin_array(&j);
+        cdb_cli_json_key(&j, "model");
+        cdb_cli_json_str(&j, model_name);
+        cdb_cli_json_key(&j, "count");
+        cdb_cli_json_int(&j, n);
+        cdb_cli_json_key(&j, "hits");
+        cdb_cli_json_begin_array(&j);
         for (int i = 0; i < n; i++) {
-            cli_json_begin_object(&j);
-            cli_json_key(&j, "rank");
-            cli_json_int(&j, i + 1);
-            cli_json_key(&j, "score");
-            cli_json_float(&j, h[i].score);
-            cli_json_key(&j, "id");
-            cli_json_int(&j, h[i].id);
-            cli_json_path(&j, "path", h[i].path);
-            cli_json_key(&j, "mtime_ns");
-            cli_json_int(&j, h[i].mtime_ns);
-            cli_json_end_object(&j);
+            cdb_cli_json_begin_object(&j);
+            cdb_cli_json_key(&j, "rank");
+            cdb_cli_json_int(&j, i + 1);
+            cdb_cli_json_key(&j, "score");
+            cdb_cli_json_float(&j, h[i].score);
+            cdb_cli_json_key(&j, "id");
+            cdb_cli_json_int(&j, h[i].id);
+            cdb_cli_json_path(&j, "path", h[i].path);
+            cdb_cli_json_key(&j, "mtime_ns");
+            cdb_cli_json_int(&j, h[i].mtime_ns);
+            cdb_cli_json_end_object(&j);
         }
-        cli_json_end_array(&j);
-        cli_json_end_object(&j);
-        cli_json_done(&j);
+        cdb_cli_json_end_array(&j);
+        cdb_cli_json_end_object(&j);
+        cdb_cli_json_done(&j);
     } else if (paths) {
         for (int i = 0; i < n; i++) {
             fputs(h[i].path, stdout);
@@ -111,7 +111,7 @@ static void print_hits(const cdb_engine_hit *h, int n, int json, int paths, int 
     } else {
         for (int i = 0; i < n; i++) printf("%d\t%.4f\t%s\n", i + 1, (double)h[i].score, h[i].path);
     }
-    cli_flush_stdout();
+    cdb_cli_flush_stdout();
 }
 
 /* The --under places of a search, as absolute paths (stored paths are absolute). */
@@ -141,7 +141,7 @@ static int unders_resolve(const char **given, int n, under_list *l /* OUT */) {
     l->exists = calloc((size_t)n, sizeof *l->exists);
     if (!l->u || !l->abs || !l->exists) {
         unders_free(l);
-        return cli_error("out of memory", "cannot search");
+        return cdb_cli_error("out of memory", "cannot search");
     }
     l->n = n;
     l->given = given;
@@ -162,13 +162,14 @@ static int unders_resolve(const char **given, int n, under_list *l /* OUT */) {
 /* Why a search found nothing, when an option is the likely reason (stderr: the
 ** empty result itself stays the output). */
 static void note_no_hits(const under_list *l, double min_score) {
-    if (cli_quiet()) return;
+    if (cdb_cli_quiet()) return;
     for (int i = 0; i < l->n; i++)
         if (!l->exists[i])
-            cli_hint("--under %s does not exist, and no stored path starts with it", l->given[i]);
+            cdb_cli_hint("--under %s does not exist, and no stored path starts with it",
+                         l->given[i]);
         else
-            cli_hint("no photo under %s matched", l->given[i]);
-    if (min_score > -1.0) cli_hint("no hit scored --min-score %.4g or more", min_score);
+            cdb_cli_hint("no photo under %s matched", l->given[i]);
+    if (min_score > -1.0) cdb_cli_hint("no hit scored --min-score %.4g or more", min_score);
 }
 
 /* The options checked before anything runs: -k, --min-score, --sort, the output
@@ -180,20 +181,20 @@ static int check_search_args(cli_args *a, int n_img, const char **nots, int n_no
                              int *sort /* OUT */) {
     static const char *const sorts[] = {"score", "time", NULL};
     size_t total = 0;
-    if (cli_get_int(a, "k", 10, 1, 100000, k) ||
-        cli_get_double(a, "min-score", -1.0, -1.0, 1.0, min_score) ||
-        (*sort = cli_get_choice(a, "sort", sorts, 0)) < 0)
-        return cli_usage_error("search", "%s", a->err);
-    if (cli_has(a, "json") && cli_has(a, "paths"))
-        return cli_usage_error("search", "--json and --paths cannot be combined");
-    if (cli_has(a, "null") && !cli_has(a, "paths"))
-        return cli_usage_error("search", "-0/--null goes with --paths");
+    if (cdb_cli_get_int(a, "k", 10, 1, 100000, k) ||
+        cdb_cli_get_double(a, "min-score", -1.0, -1.0, 1.0, min_score) ||
+        (*sort = cdb_cli_get_choice(a, "sort", sorts, 0)) < 0)
+        return cdb_cli_usage_error("search", "%s", a->err);
+    if (cdb_cli_has(a, "json") && cdb_cli_has(a, "paths"))
+        return cdb_cli_usage_error("search", "--json and --paths cannot be combined");
+    if (cdb_cli_has(a, "null") && !cdb_cli_has(a, "paths"))
+        return cdb_cli_usage_error("search", "-0/--null goes with --paths");
     if (a->n_pos == 0 && n_img == 0)
-        return cli_usage_error("search", "no QUERY given (give text, or --image PATH)");
+        return cdb_cli_usage_error("search", "no QUERY given (give text, or --image PATH)");
     for (int i = 0; i < a->n_pos; i++) total += strlen(a->pos[i]) + 1;
     for (int i = 0; i < n_not; i++) total += strlen(nots[i]) + 1;
     if (total > CLI_QUERY_MAX_BYTES)
-        return cli_usage_error("search",
+        return cdb_cli_usage_error("search",
                                "query too long: %zu bytes of text (the limit is %d bytes, 64 KiB)",
                                total, CLI_QUERY_MAX_BYTES);
     return CLI_EXIT_OK;
@@ -208,13 +209,13 @@ static int words_with_stdin(cli_args *a, int i_stdin, char **text /* OUT */) {
     char *joined;
     if ((rc = read_query_stdin(text, &got, &too_long)) != CLI_EXIT_OK) return rc;
     if (too_long)
-        return cli_usage_error("search",
+        return cdb_cli_usage_error("search",
                                "query too long: more than %d bytes on standard input (the limit "
                                "is %d bytes, 64 KiB)",
                                CLI_QUERY_MAX_BYTES, CLI_QUERY_MAX_BYTES);
     while (got && ((*text)[got - 1] == '\n' || (*text)[got - 1] == '\r')) (*text)[--got] = '\0';
     if (!got || memchr(*text, '\0', got))
-        return cli_usage_error("search", "%s query on standard input",
+        return cdb_cli_usage_error("search", "%s query on standard input",
                                got ? "a NUL byte in the" : "an empty");
     if (a->n_pos == 1) return CLI_EXIT_OK;
     /* echo red | clipdb search - + blue */
@@ -222,9 +223,9 @@ static int words_with_stdin(cli_args *a, int i_stdin, char **text /* OUT */) {
     joined = join_words(a->pos, a->n_pos);
     a->pos[i_stdin] = "-";
     free(*text);
-    if (!(*text = joined)) return cli_error("out of memory", "cannot search");
+    if (!(*text = joined)) return cdb_cli_error("out of memory", "cannot search");
     if (strlen(*text) > CLI_QUERY_MAX_BYTES)
-        return cli_usage_error("search", "query too long: more than %d bytes of text (the "
+        return cdb_cli_usage_error("search", "query too long: more than %d bytes of text (the "
                                "limit is %d bytes, 64 KiB)",
                                CLI_QUERY_MAX_BYTES, CLI_QUERY_MAX_BYTES);
     return CLI_EXIT_OK;
@@ -239,12 +240,13 @@ static int query_text(cli_args *a, char **text /* OUT */) {
     for (int i = 0; i < a->n_pos; i++)
         if (!strcmp(a->pos[i], "-")) {
             if (i_stdin >= 0)
-                return cli_usage_error("search", "'-' (the query from standard input) given twice");
+                return cdb_cli_usage_error("search",
+                                           "'-' (the query from standard input) given twice");
             i_stdin = i;
         }
     if (i_stdin >= 0) return words_with_stdin(a, i_stdin, text);
     if (a->n_pos && !(*text = join_words(a->pos, a->n_pos)))
-        return cli_error("out of memory", "cannot search");
+        return cdb_cli_error("out of memory", "cannot search");
     return CLI_EXIT_OK;
 }
 
@@ -257,12 +259,13 @@ static int run_search(cli_args *a, cdb_k_device device, const cdb_engine_query *
     memset(&res, 0, sizeof res);
     /* the threads a query is encoded with are the engine's rule (one for the bundled
     ** model's few tokens, every core for a real CLIP): the server's scores are these */
-    if ((rc = cli_engine_open(cli_get(a, "db"), 0, 0, device, 0, &e)) != CLI_EXIT_OK) return rc;
+    if ((rc = cdb_cli_engine_open(cdb_cli_get(a, "db"), 0, 0, device, 0, &e)) != CLI_EXIT_OK)
+        return rc;
     if (cdb_engine_search(e, q, sp, &res) != CDB_OK) {
-        rc = cli_engine_fail(cli_get(a, "model"));
+        rc = cdb_cli_engine_fail(cdb_cli_get(a, "model"));
     } else {
-        print_hits(res.hits, res.n, cli_has(a, "json") > 0, cli_has(a, "paths") > 0,
-                   cli_has(a, "null") > 0, q, res.model);
+        print_hits(res.hits, res.n, cdb_cli_has(a, "json") > 0, cdb_cli_has(a, "paths") > 0,
+                   cdb_cli_has(a, "null") > 0, q, res.model);
         if (res.n == 0) note_no_hits(ul, sp->min_score);
         rc = CLI_EXIT_OK;
     }
@@ -271,7 +274,7 @@ static int run_search(cli_args *a, cdb_k_device device, const cdb_engine_query *
     return rc;
 }
 
-int cli_cmd_search(int argc, char **argv) {
+int cdb_cli_cmd_search(int argc, char **argv) {
     static const cli_optspec spec[] = {
         {"db", 0, CLI_VALUE},        {"k", 'k', CLI_VALUE},     {"image", 0, CLI_MULTI},
         {"not", 0, CLI_MULTI},       {"min-score", 0, CLI_VALUE}, {"under", 0, CLI_MULTI},
@@ -292,17 +295,18 @@ int cli_cmd_search(int argc, char **argv) {
     under_list ul;
     memset(&ul, 0, sizeof ul);
     if (!cli_begin("search", &a, spec, argc, argv, &rc)) goto done;
-    n_img = cli_get_all(&a, "image", &images);
-    n_not = cli_get_all(&a, "not", &nots);
-    n_under = cli_get_all(&a, "under", &unders);
+    n_img = cdb_cli_get_all(&a, "image", &images);
+    n_not = cdb_cli_get_all(&a, "not", &nots);
+    n_under = cdb_cli_get_all(&a, "under", &unders);
     if ((rc = check_search_args(&a, n_img, nots, n_not, &k, &min_score, &sort)) != CLI_EXIT_OK ||
         (rc = query_text(&a, &text)) != CLI_EXIT_OK)
         goto done;
     if (text && cdb_engine_query_parse(text, &terms, &n_terms) != CDB_OK) {
-        rc = cli_usage_error("search", "bad query: %s", cdb_errmsg());
+        rc = cdb_cli_usage_error("search", "bad query: %s", cdb_errmsg());
         goto done;
     }
-    if ((rc = cli_device("search", cli_get(&a, "device"), &device)) != CLI_EXIT_OK) goto done;
+    if ((rc = cdb_cli_device("search", cdb_cli_get(&a, "device"), &device)) != CLI_EXIT_OK)
+        goto done;
     if ((rc = unders_resolve(unders, n_under, &ul)) != CLI_EXIT_OK) goto done;
     memset(&q, 0, sizeof q);
     q.text = text;
@@ -310,11 +314,11 @@ int cli_cmd_search(int argc, char **argv) {
     q.n_nots = n_not;
     q.image_paths = images;
     q.n_image_paths = n_img;
-    q.no_exif = cli_has(&a, "no-exif") > 0;
+    q.no_exif = cdb_cli_has(&a, "no-exif") > 0;
     sp.k = (int)k;
     sp.min_score = (float)min_score;
     sp.sort = sort == 1 ? CDB_ENGINE_SORT_TIME : CDB_ENGINE_SORT_SCORE;
-    sp.model = cli_get(&a, "model");
+    sp.model = cdb_cli_get(&a, "model");
     sp.unders = ul.u;
     sp.n_unders = ul.n;
     rc = run_search(&a, device, &q, &sp, &ul);
@@ -322,6 +326,6 @@ done:
     unders_free(&ul);
     cdb_engine_terms_free(terms, n_terms);
     free(text);
-    cli_args_free(&a);
+    cdb_cli_args_free(&a);
     return rc;
 }

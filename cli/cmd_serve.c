@@ -21,19 +21,20 @@ static int read_token(const char *path, char *buf, size_t size) {
     FILE *f = fopen(path, "r");
     struct stat st;
     size_t n;
-    if (!f) return cli_error(strerror(errno), "cannot read the token file %s", path);
+    if (!f) return cdb_cli_error(strerror(errno), "cannot read the token file %s", path);
     if (fstat(fileno(f), &st) == 0 && (st.st_mode & 077))
-        cli_warn("the token file %s can be read by other users (chmod 600 it)", path);
+        cdb_cli_warn("the token file %s can be read by other users (chmod 600 it)", path);
     if (!fgets(buf, (int)size, f)) buf[0] = '\0';
     fclose(f);
     n = strlen(buf);
-    while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' ' || buf[n - 1] == '\t'))
+    while (n &&
+           (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' ' || buf[n - 1] == '\t'))
         buf[--n] = '\0';
-    if (n == 0) return cli_error("it is empty", "no token in %s", path);
+    if (n == 0) return cdb_cli_error("it is empty", "no token in %s", path);
     return CLI_EXIT_OK;
 }
 
-int cli_cmd_serve(int argc, char **argv) {
+int cdb_cli_cmd_serve(int argc, char **argv) {
     static const cli_optspec spec[] = {
         {"db", 0, CLI_VALUE},         {"host", 0, CLI_VALUE},        {"port", 0, CLI_VALUE},
         {"threads", 0, CLI_VALUE},    {"token-file", 0, CLI_VALUE},  {"cors-origin", 0, CLI_VALUE},
@@ -53,49 +54,53 @@ int cli_cmd_serve(int argc, char **argv) {
     memset(&st, 0, sizeof st);
     if (!cli_begin("serve", &a, spec, argc, argv, &rc)) goto done;
     if (a.n_pos) {
-        rc = cli_usage_error("serve", "unexpected argument '%s'", a.pos[0]);
+        rc = cdb_cli_usage_error("serve", "unexpected argument '%s'", a.pos[0]);
         goto done;
     }
-    if (cli_get_int(&a, "port", 8765, 0, 65535, &port) ||
-        cli_get_int(&a, "threads", 0, 0, 1024, &threads) ||
-        cli_get_int(&a, "max-connections", 256, 1, 100000, &maxc) ||
-        cli_get_int(&a, "timeout", 15, 1, 3600, &timeout)) {
-        rc = cli_usage_error("serve", "%s", a.err);
+    if (cdb_cli_get_int(&a, "port", 8765, 0, 65535, &port) ||
+        cdb_cli_get_int(&a, "threads", 0, 0, 1024, &threads) ||
+        cdb_cli_get_int(&a, "max-connections", 256, 1, 100000, &maxc) ||
+        cdb_cli_get_int(&a, "timeout", 15, 1, 3600, &timeout)) {
+        rc = cdb_cli_usage_error("serve", "%s", a.err);
         goto done;
     }
-    if ((rc = cli_device("serve", cli_get(&a, "device"), &device)) != CLI_EXIT_OK) goto done;
-    if (cli_get(&a, "token-file") &&
-        (rc = read_token(cli_get(&a, "token-file"), token, sizeof token)) != CLI_EXIT_OK)
+    if ((rc = cdb_cli_device("serve", cdb_cli_get(&a, "device"), &device)) != CLI_EXIT_OK)
+        goto done;
+    if (cdb_cli_get(&a, "token-file") &&
+        (rc = read_token(cdb_cli_get(&a, "token-file"), token, sizeof token)) != CLI_EXIT_OK)
         goto done;
     /* the access log is what a server says: info unless CLIPDB_LOG or --quiet decide */
-    if (!getenv("CLIPDB_LOG") && !cli_quiet()) cdb_log_set_level(CDB_LOG_LEVEL_INFO);
+    if (!getenv("CLIPDB_LOG") && !cdb_cli_quiet()) cdb_log_set_level(CDB_LOG_LEVEL_INFO);
     /* the engine encodes texts on one thread (requests in parallel keep the cores busy)
     ** and images on every core, as `clipdb search` does, so the scores are its scores */
-    if ((rc = cli_engine_open(cli_get(&a, "db"), 0, 0, device, 0, &e)) != CLI_EXIT_OK) goto done;
-    if (cdb_engine_load_model(e, cli_get(&a, "model"), 1, 1, &m) != CDB_OK) {
-        rc = cli_engine_fail(cli_get(&a, "model"));
+    if ((rc = cdb_cli_engine_open(cdb_cli_get(&a, "db"), 0, 0, device, 0, &e)) != CLI_EXIT_OK)
+        goto done;
+    if (cdb_engine_load_model(e, cdb_cli_get(&a, "model"), 1, 1, &m) != CDB_OK) {
+        rc = cdb_cli_engine_fail(cdb_cli_get(&a, "model"));
         goto done;
     }
-    sp.host = cli_get(&a, "host") ? cli_get(&a, "host") : "127.0.0.1";
+    sp.host = cdb_cli_get(&a, "host") ? cdb_cli_get(&a, "host") : "127.0.0.1";
     sp.port = (int)port;
     sp.threads = (int)threads;
     sp.token = token[0] ? token : NULL;
-    sp.cors_origin = cli_get(&a, "cors-origin");
+    sp.cors_origin = cdb_cli_get(&a, "cors-origin");
     sp.max_connections = (int)maxc;
     sp.timeout_s = (int)timeout;
     if (cdb_serve_start(e, &sp, &s) != CDB_OK) {
-        rc = cli_error_status(CDB_ERROR, "cannot serve %s", cdb_engine_dir(e));
-        if (strstr(cdb_errmsg(), "token")) cli_hint("write a token to a file (chmod 600) and pass --token-file FILE");
+        rc = cdb_cli_error_status(CDB_ERROR, "cannot serve %s", cdb_engine_dir(e));
+        if (strstr(cdb_errmsg(), "token"))
+            cdb_cli_hint("write a token to a file (chmod 600) and pass --token-file FILE");
         goto done;
     }
     cdb_engine_stats_get(e, 0, &st);
-    cli_signals_message("\nclipdb serve: stopping after the requests in flight (Ctrl-C again to stop now)\n");
+    cdb_cli_signals_message(
+        "\nclipdb serve: stopping after the requests in flight (Ctrl-C again to stop now)\n");
     printf("clipdb serve: http://%s%s%s:%d/ (%s, %lld photo%s%s)\n",
            strchr(sp.host, ':') ? "[" : "", sp.host, strchr(sp.host, ':') ? "]" : "",
            cdb_serve_port(s), m.name, (long long)st.files[2], st.files[2] == 1 ? "" : "s",
            sp.token ? ", token required" : "");
-    cli_flush_stdout();
-    while (!cli_interrupted()) {
+    cdb_cli_flush_stdout();
+    while (!cdb_cli_interrupted()) {
         struct timespec ts = {0, 100 * 1000000L};
         nanosleep(&ts, NULL);
     }
@@ -107,6 +112,6 @@ done:
     cdb_engine_stats_free(&st);
     cdb_engine_close(e);
     memset(token, 0, sizeof token);
-    cli_args_free(&a);
+    cdb_cli_args_free(&a);
     return rc;
 }

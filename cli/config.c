@@ -16,10 +16,10 @@
 
 static const char *g_global_db;
 
-void cli_set_global_db(const char *dir) { g_global_db = dir; }
-int cli_global_db_given(void) { return g_global_db && *g_global_db; }
+void cdb_cli_set_global_db(const char *dir) { g_global_db = dir; }
+int cdb_cli_global_db_given(void) { return g_global_db && *g_global_db; }
 
-const char *cli_db_path(const char *flag_value, const char **source) {
+const char *cdb_cli_db_path(const char *flag_value, const char **source) {
     const char *env = getenv("CLIPDB_DB");
     const char *src = "default", *path = "clipdb";
     if (flag_value && *flag_value) {
@@ -58,7 +58,7 @@ static int first_subdir(const char *dir, char *buf, size_t size) {
     return found;
 }
 
-const char *cli_model_path(const char *flag_value, const char **source) {
+const char *cdb_cli_model_path(const char *flag_value, const char **source) {
     static char buf[4096];
     char models[4096];
     const char *env = getenv("CLIPDB_MODEL");
@@ -80,11 +80,11 @@ const char *cli_model_path(const char *flag_value, const char **source) {
     return NULL;
 }
 
-int cli_device(const char *cmd, const char *flag_value, cdb_k_device *out) {
+int cdb_cli_device(const char *cmd, const char *flag_value, cdb_k_device *out) {
     const char *env = getenv("CLIPDB_DEVICE"), *v = "auto", *from = "";
     if (flag_value && *flag_value) v = flag_value;
     else if (env && *env) v = env, from = "$CLIPDB_DEVICE: ";
     if (cdb_k_device_parse(v, out) != CDB_OK)
-        return cli_usage_error(cmd, "%s%s", from, cdb_errmsg());
+        return cdb_cli_usage_error(cmd, "%s%s", from, cdb_errmsg());
     return CLI_EXIT_OK;
 }

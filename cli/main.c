@@ -16,16 +16,16 @@ static const struct {
     const char *name;
     cli_cmd_fn fn;
 } g_cmds[] = {
-    {"init", cli_cmd_init},         {"ingest", cli_cmd_ingest},
-    {"search", cli_cmd_search},     {"reindex", cli_cmd_reindex},
-    {"index", cli_cmd_index},       {"stats", cli_cmd_stats},
-    {"verify", cli_cmd_verify},     {"errors", cli_cmd_errors},
-    {"export", cli_cmd_export},     {"models", cli_cmd_models},
-    {"folders", cli_cmd_folders},   {"forget", cli_cmd_forget},
-    {"move", cli_cmd_move},
-    {"tokenize", cli_cmd_tokenize}, {"embed", cli_cmd_embed},
-    {"preprocess", cli_cmd_preprocess}, {"demo", cli_cmd_demo},
-    {"serve", cli_cmd_serve},
+    {"init", cdb_cli_cmd_init},         {"ingest", cdb_cli_cmd_ingest},
+    {"search", cdb_cli_cmd_search},     {"reindex", cdb_cli_cmd_reindex},
+    {"index", cdb_cli_cmd_index},       {"stats", cdb_cli_cmd_stats},
+    {"verify", cdb_cli_cmd_verify},     {"errors", cdb_cli_cmd_errors},
+    {"export", cdb_cli_cmd_export},     {"models", cdb_cli_cmd_models},
+    {"folders", cdb_cli_cmd_folders},   {"forget", cdb_cli_cmd_forget},
+    {"move", cdb_cli_cmd_move},
+    {"tokenize", cdb_cli_cmd_tokenize}, {"embed", cdb_cli_cmd_embed},
+    {"preprocess", cdb_cli_cmd_preprocess}, {"demo", cdb_cli_cmd_demo},
+    {"serve", cdb_cli_cmd_serve},
     {"version", cli_cmd_version},
 };
 
@@ -33,21 +33,21 @@ static const struct {
 ** goes before a command (run_main reads them) says where it goes. */
 static int unknown_option(const char *cmd, const char *s, const char *err) {
     if (s && !strcmp(s, "--log-time"))
-        return cli_usage_error(cmd, "%s is a global option: put it before the command "
+        return cdb_cli_usage_error(cmd, "%s is a global option: put it before the command "
                                     "(clipdb %s %s ...)", s, s, cmd);
     if (s && !strcmp(s, "--version"))
-        return cli_usage_error(cmd, "%s is a global option: give it without a command "
+        return cdb_cli_usage_error(cmd, "%s is a global option: give it without a command "
                                     "(clipdb %s)", s, s);
-    return cli_usage_error(cmd, "%s", err);
+    return cdb_cli_usage_error(cmd, "%s", err);
 }
 
 int cli_begin(const char *cmd, cli_args *a, const cli_optspec *spec, int argc, char **argv,
               int *exit_code) {
-    if (cli_args_parse(a, spec, argc, argv) != 0) {
+    if (cdb_cli_args_parse(a, spec, argc, argv) != 0) {
         /* --help anywhere still wins over a bad option, as in git */
         for (int i = 0; i < argc; i++)
             if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-                fputs(cli_help_text(cmd), stdout);
+                fputs(cdb_cli_help_text(cmd), stdout);
                 *exit_code = CLI_EXIT_OK;
                 return 0;
             }
@@ -58,11 +58,11 @@ int cli_begin(const char *cmd, cli_args *a, const cli_optspec *spec, int argc, c
     for (int i = 0; i < a->n_spec; i++) {
         if (!a->count[i]) continue;
         if (!strcmp(spec[i].name, "help")) {
-            fputs(cli_help_text(cmd), stdout);
+            fputs(cdb_cli_help_text(cmd), stdout);
             *exit_code = CLI_EXIT_OK;
             return 0;
         }
-        if (!strcmp(spec[i].name, "quiet")) cli_output_init(1);
+        if (!strcmp(spec[i].name, "quiet")) cdb_cli_output_init(1);
     }
     return 1;
 }
@@ -73,7 +73,7 @@ int cli_cmd_version(int argc, char **argv) {
     int rc, n_dev;
     if (!cli_begin("version", &a, spec, argc, argv, &rc)) goto done;
     if (a.n_pos) {
-        rc = cli_usage_error("version", "unexpected argument '%s'", a.pos[0]);
+        rc = cdb_cli_usage_error("version", "unexpected argument '%s'", a.pos[0]);
         goto done;
     }
     n_dev = cdb_k_cuda_device_count();
@@ -82,7 +82,7 @@ int cli_cmd_version(int argc, char **argv) {
            n_dev == 1 ? "" : "s");
     rc = CLI_EXIT_OK;
 done:
-    cli_args_free(&a);
+    cdb_cli_args_free(&a);
     return rc;
 }
 
@@ -125,8 +125,8 @@ static const char *closest_command(const char *name) {
 static int unknown_command(const char *name) {
     const char *guess = closest_command(name);
     if (guess)
-        return cli_usage_error(NULL, "unknown command '%s' (did you mean '%s'?)", name, guess);
-    return cli_usage_error(NULL, "unknown command '%s'", name);
+        return cdb_cli_usage_error(NULL, "unknown command '%s' (did you mean '%s'?)", name, guess);
+    return cdb_cli_usage_error(NULL, "unknown command '%s'", name);
 }
 
 static int run_command(const char *name, int argc, char **argv) {
@@ -139,22 +139,22 @@ static int run_command(const char *name, int argc, char **argv) {
 ** reader, /dev/full) must not end in exit 0 with a truncated or empty file. */
 static int finish_stdout(int rc) {
     int e;
-    if (cli_flush_stdout() == 0 && !ferror(stdout) && !cli_stdout_errno()) return rc;
-    if ((e = cli_stdout_errno()) == EPIPE) return rc; /* the reader went away (| head) */
-    cli_error(e ? strerror(e) : "a write failed", "cannot write to standard output");
+    if (cdb_cli_flush_stdout() == 0 && !ferror(stdout) && !cdb_cli_stdout_errno()) return rc;
+    if ((e = cdb_cli_stdout_errno()) == EPIPE) return rc; /* the reader went away (| head) */
+    cdb_cli_error(e ? strerror(e) : "a write failed", "cannot write to standard output");
     return rc == CLI_EXIT_OK || rc == CLI_EXIT_PARTIAL ? CLI_EXIT_FAIL : rc;
 }
 
 static int run_main(int argc, char **argv) {
     int k = 1, quiet = 0, log_time = 0;
     const char *lt = getenv("CLIPDB_LOG_TIME");
-    cli_output_init(0);
+    cdb_cli_output_init(0);
     /* global options, before the command */
     while (k < argc && argv[k][0] == '-') {
         const char *s = argv[k];
         if (!strcmp(s, "--version")) return cli_cmd_version(0, NULL);
         if (!strcmp(s, "--help") || !strcmp(s, "-h")) {
-            fputs(cli_help_text(NULL), stdout);
+            fputs(cdb_cli_help_text(NULL), stdout);
             return CLI_EXIT_OK;
         }
         if (!strcmp(s, "--quiet") || !strcmp(s, "-q")) {
@@ -162,31 +162,31 @@ static int run_main(int argc, char **argv) {
         } else if (!strcmp(s, "--log-time")) {
             log_time = 1;
         } else if (!strncmp(s, "--db=", 5)) {
-            cli_set_global_db(s + 5);
+            cdb_cli_set_global_db(s + 5);
         } else if (!strcmp(s, "--db")) {
-            if (k + 1 >= argc) return cli_usage_error(NULL, "option --db needs a value");
-            cli_set_global_db(argv[++k]);
+            if (k + 1 >= argc) return cdb_cli_usage_error(NULL, "option --db needs a value");
+            cdb_cli_set_global_db(argv[++k]);
         } else {
-            return cli_usage_error(NULL, "unknown option %s", s);
+            return cdb_cli_usage_error(NULL, "unknown option %s", s);
         }
         k++;
     }
-    cli_output_init(quiet);
-    cli_output_log_time(log_time || (lt && *lt && strcmp(lt, "0")));
-    if (k >= argc) return cli_usage_error(NULL, "no command given");
+    cdb_cli_output_init(quiet);
+    cdb_cli_output_log_time(log_time || (lt && *lt && strcmp(lt, "0")));
+    if (k >= argc) return cdb_cli_usage_error(NULL, "no command given");
     if (!strcmp(argv[k], "help")) {
         const char *t;
         if (k + 1 >= argc) {
-            fputs(cli_help_text(NULL), stdout);
+            fputs(cdb_cli_help_text(NULL), stdout);
             return CLI_EXIT_OK;
         }
         if (!strcmp(argv[k + 1], "--help") || !strcmp(argv[k + 1], "-h")) argv[k + 1] = "help";
-        t = cli_help_text(argv[k + 1]);
+        t = cdb_cli_help_text(argv[k + 1]);
         if (!t) return unknown_command(argv[k + 1]);
         fputs(t, stdout);
         return CLI_EXIT_OK;
     }
-    cli_signals_install();
+    cdb_cli_signals_install();
     return run_command(argv[k], argc - k - 1, argv + k + 1);
 }
 

@@ -9,7 +9,7 @@
 
 #include "cli/cli.h"
 
-int cli_npy_header(FILE *f, const char *descr, const int64_t *shape, int ndim) {
+int cdb_cli_npy_header(FILE *f, const char *descr, const int64_t *shape, int ndim) {
     char dict[256];
     unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, 0, 0};
     size_t n, total;
@@ -30,7 +30,7 @@ int cli_npy_header(FILE *f, const char *descr, const int64_t *shape, int ndim) {
     return ferror(f) ? -1 : 0;
 }
 
-int cli_npy_write(const char *path, const char *descr, const int64_t *shape, int ndim,
+int cdb_cli_npy_write(const char *path, const char *descr, const int64_t *shape, int ndim,
                   const void *data, size_t elem_bytes) {
     int to_stdout = !strcmp(path, "-"); /* `--out -`: the array on standard output */
     FILE *f = to_stdout ? stdout : fopen(path, "wb");
@@ -38,9 +38,9 @@ int cli_npy_write(const char *path, const char *descr, const int64_t *shape, int
     int rc;
     if (!f) return -1;
     for (int i = 0; i < ndim; i++) count *= (size_t)shape[i];
-    rc = cli_npy_header(f, descr, shape, ndim);
+    rc = cdb_cli_npy_header(f, descr, shape, ndim);
     if (rc == 0 && count && fwrite(data, elem_bytes, count, f) != count) rc = -1;
-    if (rc != 0 && to_stdout) cli_stdout_failed(errno); /* before the flush clears it */
-    if (to_stdout ? cli_flush_stdout() != 0 : fclose(f) != 0) rc = -1;
+    if (rc != 0 && to_stdout) cdb_cli_stdout_failed(errno); /* before the flush clears it */
+    if (to_stdout ? cdb_cli_flush_stdout() != 0 : fclose(f) != 0) rc = -1;
     return rc;
 }

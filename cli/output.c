@@ -6,7 +6,7 @@
 **
 ** JSON and non-UTF-8: strings are emitted as valid UTF-8 JSON; a byte sequence
 ** that is not valid UTF-8 becomes U+FFFD. Paths are where that matters, so
-** cli_json_path() also writes "<key>_b64" with the exact bytes (base64, RFC 4648)
+** cdb_cli_json_path() also writes "<key>_b64" with the exact bytes (base64, RFC 4648)
 ** whenever the path is not valid UTF-8. A consumer that needs exact paths uses
 ** <key>_b64 when present, else <key>.
 */
@@ -21,7 +21,7 @@
 
 static int g_quiet, g_tty, g_color, g_log_time;
 
-void cli_output_init(int quiet) {
+void cdb_cli_output_init(int quiet) {
     const char *nc = getenv("NO_COLOR");
     const char *term = getenv("TERM");
     g_quiet = quiet;
@@ -29,8 +29,8 @@ void cli_output_init(int quiet) {
     g_color = g_tty && !(nc && *nc) && !(term && !strcmp(term, "dumb"));
 }
 
-int cli_quiet(void) { return g_quiet; }
-int cli_stderr_is_tty(void) { return g_tty; }
+int cdb_cli_quiet(void) { return g_quiet; }
+int cdb_cli_stderr_is_tty(void) { return g_tty; }
 
 /* "2026-12-01T03:00:05+0100 " before a line when asked (--log-time): cron logs. */
 static void stamp(void) {
@@ -53,19 +53,19 @@ static void log_sink(cdb_log_level lvl, const char *msg, void *ud) {
 
 static int g_stdout_errno;
 
-int cli_stdout_failed(int e) {
+int cdb_cli_stdout_failed(int e) {
     if (!g_stdout_errno) g_stdout_errno = e ? e : EIO;
     return -1;
 }
 
-int cli_flush_stdout(void) {
+int cdb_cli_flush_stdout(void) {
     if (fflush(stdout) == 0) return 0;
-    return cli_stdout_failed(errno);
+    return cdb_cli_stdout_failed(errno);
 }
 
-int cli_stdout_errno(void) { return g_stdout_errno; }
+int cdb_cli_stdout_errno(void) { return g_stdout_errno; }
 
-void cli_output_log_time(int on) {
+void cdb_cli_output_log_time(int on) {
     g_log_time = on;
     if (on) cdb_log_set(log_sink, NULL);
 }
@@ -95,7 +95,7 @@ static int verror(const char *why, const char *fmt, va_list ap) {
     return CLI_EXIT_FAIL;
 }
 
-int cli_error(const char *why, const char *fmt, ...) {
+int cdb_cli_error(const char *why, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     verror(why, fmt, ap);
@@ -103,7 +103,7 @@ int cli_error(const char *why, const char *fmt, ...) {
     return CLI_EXIT_FAIL;
 }
 
-int cli_error_status(cdb_status rc, const char *fmt, ...) {
+int cdb_cli_error_status(cdb_status rc, const char *fmt, ...) {
     const char *why = cdb_errmsg();
     va_list ap;
     if (!why || !*why) why = cdb_status_str(rc);
@@ -113,7 +113,7 @@ int cli_error_status(cdb_status rc, const char *fmt, ...) {
     return CLI_EXIT_FAIL;
 }
 
-void cli_warn(const char *fmt, ...) {
+void cdb_cli_warn(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vline("warning", "\033[1;33m", fmt, ap);
@@ -121,7 +121,7 @@ void cli_warn(const char *fmt, ...) {
     fputc('\n', stderr);
 }
 
-void cli_hint(const char *fmt, ...) {
+void cdb_cli_hint(const char *fmt, ...) {
     va_list ap;
     stamp();
     fputs(g_color ? "\033[36mhint:\033[0m " : "hint: ", stderr);
@@ -131,20 +131,20 @@ void cli_hint(const char *fmt, ...) {
     fputc('\n', stderr);
 }
 
-int cli_usage_error(const char *cmd, const char *fmt, ...) {
+int cdb_cli_usage_error(const char *cmd, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vline("error", "\033[1;31m", fmt, ap);
     va_end(ap);
     fputc('\n', stderr);
-    cli_print_usage_lines(stderr, cmd);
+    cdb_cli_print_usage_lines(stderr, cmd);
     fprintf(stderr, "Run 'clipdb %s%s--help' for more.\n", cmd ? cmd : "", cmd ? " " : "");
     return CLI_EXIT_USAGE;
 }
 
 /* ---- numbers ------------------------------------------------------------------------ */
 
-const char *cli_fmt_count(int64_t n, char *buf, size_t size) {
+const char *cdb_cli_fmt_count(int64_t n, char *buf, size_t size) {
     char tmp[32];
     int len, neg = n < 0, o = 0;
     uint64_t u = neg ? (uint64_t)(-(n + 1)) + 1 : (uint64_t)n;
@@ -160,7 +160,7 @@ const char *cli_fmt_count(int64_t n, char *buf, size_t size) {
     return buf;
 }
 
-const char *cli_fmt_duration(double s, char *buf, size_t size) {
+const char *cdb_cli_fmt_duration(double s, char *buf, size_t size) {
     if (!(s >= 0) || s > 1e9) snprintf(buf, size, "?");
     else if (s < 10) snprintf(buf, size, "%.1f s", s);
     else if (s < 60) snprintf(buf, size, "%.0f s", s);
@@ -169,7 +169,7 @@ const char *cli_fmt_duration(double s, char *buf, size_t size) {
     return buf;
 }
 
-const char *cli_fmt_bytes(int64_t n, char *buf, size_t size) {
+const char *cdb_cli_fmt_bytes(int64_t n, char *buf, size_t size) {
     static const char *units[] = {"B", "KB", "MB", "GB", "TB", "PB"};
     double v = (double)n;
     int u = 0;
@@ -184,7 +184,7 @@ const char *cli_fmt_bytes(int64_t n, char *buf, size_t size) {
 
 /* ---- progress ----------------------------------------------------------------------- */
 
-void cli_progress_start(cli_progress *p, const char *label, int64_t total) {
+void cdb_cli_progress_start(cli_progress *p, const char *label, int64_t total) {
     memset(p, 0, sizeof *p);
     p->label = label;
     p->total = total;
@@ -196,25 +196,25 @@ static void draw(cli_progress *p, int64_t now) {
     char done[32], total[32], eta[32], errs[32];
     double el = (double)(now - p->t0_ns) / 1e9;
     double rate = el > 0 ? (double)p->done / el : 0;
-    fprintf(stderr, "\r\033[K%s: %s", p->label, cli_fmt_count(p->done, done, sizeof done));
+    fprintf(stderr, "\r\033[K%s: %s", p->label, cdb_cli_fmt_count(p->done, done, sizeof done));
     if (p->total >= 0) {
-        fprintf(stderr, "/%s", cli_fmt_count(p->total, total, sizeof total));
+        fprintf(stderr, "/%s", cdb_cli_fmt_count(p->total, total, sizeof total));
         if (p->total > 0)
             fprintf(stderr, " (%d%%)", (int)(100.0 * (double)p->done / (double)p->total));
     }
     fprintf(stderr, ", %.1f files/s", rate);
     if (p->total >= 0 && rate > 0 && p->done > 0)
         fprintf(stderr, ", ETA %s",
-                cli_fmt_duration((double)(p->total - p->done) / rate, eta, sizeof eta));
+                cdb_cli_fmt_duration((double)(p->total - p->done) / rate, eta, sizeof eta));
     if (p->errors)
-        fprintf(stderr, ", %s error%s", cli_fmt_count(p->errors, errs, sizeof errs),
+        fprintf(stderr, ", %s error%s", cdb_cli_fmt_count(p->errors, errs, sizeof errs),
                 p->errors == 1 ? "" : "s");
     fflush(stderr);
     p->drawn = 1;
     p->last_draw_ns = now;
 }
 
-void cli_progress_update(cli_progress *p) {
+void cdb_cli_progress_update(cli_progress *p) {
     int64_t now;
     if (!p->live) return;
     now = cdb_now_ns();
@@ -222,7 +222,7 @@ void cli_progress_update(cli_progress *p) {
     draw(p, now);
 }
 
-void cli_progress_end(cli_progress *p) {
+void cdb_cli_progress_end(cli_progress *p) {
     if (p->live && p->drawn) {
         fputs("\r\033[K", stderr);
         fflush(stderr);
@@ -254,7 +254,7 @@ static size_t utf8_seq(const unsigned char *s, size_t n) {
     return 0;
 }
 
-int cli_utf8_valid(const char *s, size_t n) {
+int cdb_cli_utf8_valid(const char *s, size_t n) {
     const unsigned char *u = (const unsigned char *)s;
     size_t i = 0;
     while (i < n) {
@@ -265,7 +265,7 @@ int cli_utf8_valid(const char *s, size_t n) {
     return 1;
 }
 
-void cli_json_write_string(FILE *f, const char *s, size_t n) {
+void cdb_cli_json_write_string(FILE *f, const char *s, size_t n) {
     const unsigned char *u = (const unsigned char *)s;
     size_t i = 0;
     fputc('"', f);
@@ -299,7 +299,7 @@ void cli_json_write_string(FILE *f, const char *s, size_t n) {
     fputc('"', f);
 }
 
-void cli_json_init(cli_json *j, FILE *f, int pretty) {
+void cdb_cli_json_init(cli_json *j, FILE *f, int pretty) {
     memset(j, 0, sizeof *j);
     j->f = f;
     j->pretty = pretty;
@@ -338,37 +338,37 @@ static void close_(cli_json *j, int ch) {
     fputc(ch, j->f);
 }
 
-void cli_json_begin_object(cli_json *j) { open_(j, '{'); }
-void cli_json_end_object(cli_json *j) { close_(j, '}'); }
-void cli_json_begin_array(cli_json *j) { open_(j, '['); }
-void cli_json_end_array(cli_json *j) { close_(j, ']'); }
+void cdb_cli_json_begin_object(cli_json *j) { open_(j, '{'); }
+void cdb_cli_json_end_object(cli_json *j) { close_(j, '}'); }
+void cdb_cli_json_begin_array(cli_json *j) { open_(j, '['); }
+void cdb_cli_json_end_array(cli_json *j) { close_(j, ']'); }
 
-void cli_json_key(cli_json *j, const char *key) {
+void cdb_cli_json_key(cli_json *j, const char *key) {
     pre_value(j);
-    cli_json_write_string(j->f, key, strlen(key));
+    cdb_cli_json_write_string(j->f, key, strlen(key));
     fputs(j->pretty ? ": " : ":", j->f);
     j->after_key = 1;
 }
 
-void cli_json_strn(cli_json *j, const char *s, size_t n) {
+void cdb_cli_json_strn(cli_json *j, const char *s, size_t n) {
     pre_value(j);
-    cli_json_write_string(j->f, s, n);
+    cdb_cli_json_write_string(j->f, s, n);
 }
 
-void cli_json_str(cli_json *j, const char *s) {
+void cdb_cli_json_str(cli_json *j, const char *s) {
     if (!s) {
-        cli_json_null(j);
+        cdb_cli_json_null(j);
         return;
     }
-    cli_json_strn(j, s, strlen(s));
+    cdb_cli_json_strn(j, s, strlen(s));
 }
 
-void cli_json_int(cli_json *j, int64_t v) {
+void cdb_cli_json_int(cli_json *j, int64_t v) {
     pre_value(j);
     fprintf(j->f, "%lld", (long long)v);
 }
 
-void cli_json_num(cli_json *j, double v, int decimals) {
+void cdb_cli_json_num(cli_json *j, double v, int decimals) {
     pre_value(j);
     if (!isfinite(v)) fputs("null", j->f);
     else fprintf(j->f, "%.*f", decimals, v);
@@ -376,7 +376,7 @@ void cli_json_num(cli_json *j, double v, int decimals) {
 
 /* Always written as a JSON real ("1.0", never "1"), so a score of exactly 1 still
 ** reads back as a floating-point number in typed parsers. */
-void cli_json_float(cli_json *j, float v) {
+void cdb_cli_json_float(cli_json *j, float v) {
     char buf[64];
     pre_value(j);
     if (!isfinite(v)) {
@@ -388,12 +388,12 @@ void cli_json_float(cli_json *j, float v) {
     if (!strpbrk(buf, ".eE")) fputs(".0", j->f);
 }
 
-void cli_json_bool(cli_json *j, int v) {
+void cdb_cli_json_bool(cli_json *j, int v) {
     pre_value(j);
     fputs(v ? "true" : "false", j->f);
 }
 
-void cli_json_null(cli_json *j) {
+void cdb_cli_json_null(cli_json *j) {
     pre_value(j);
     fputs("null", j->f);
 }
@@ -413,17 +413,17 @@ static void write_b64(FILE *f, const unsigned char *s, size_t n) {
     fputc('"', f);
 }
 
-void cli_json_path(cli_json *j, const char *key, const char *path) {
+void cdb_cli_json_path(cli_json *j, const char *key, const char *path) {
     size_t n = path ? strlen(path) : 0;
     char k2[128];
-    cli_json_key(j, key);
-    cli_json_str(j, path);
-    if (path && !cli_utf8_valid(path, n)) {
+    cdb_cli_json_key(j, key);
+    cdb_cli_json_str(j, path);
+    if (path && !cdb_cli_utf8_valid(path, n)) {
         snprintf(k2, sizeof k2, "%s_b64", key);
-        cli_json_key(j, k2);
+        cdb_cli_json_key(j, k2);
         pre_value(j);
         write_b64(j->f, (const unsigned char *)path, n);
     }
 }
 
-void cli_json_done(cli_json *j) { fputc('\n', j->f); }
+void cdb_cli_json_done(cli_json *j) { fputc('\n', j->f); }

@@ -11,10 +11,10 @@
 
 #include "cli/cli.h"
 
-int cli_engine_open(const char *flag_db, int writer, int wait, cdb_k_device device,
+int cdb_cli_engine_open(const char *flag_db, int writer, int wait, cdb_k_device device,
                     int model_threads, cdb_engine **out) {
     const char *src, *msrc;
-    const char *dir = cli_db_path(flag_db, &src);
+    const char *dir = cdb_cli_db_path(flag_db, &src);
     cdb_engine_params p = cdb_engine_params_default();
     cdb_status rc;
     *out = NULL;
@@ -23,78 +23,84 @@ int cli_engine_open(const char *flag_db, int writer, int wait, cdb_k_device devi
     p.device = device;
     p.model_threads = model_threads;
     /* a registered model whose recorded path moved: $CLIPDB_MODEL or the bundled one */
-    p.fallback_model = cli_model_path(NULL, &msrc);
-    p.events = cli_engine_events();
+    p.fallback_model = cdb_cli_model_path(NULL, &msrc);
+    p.events = cdb_cli_engine_events();
     rc = cdb_engine_open(dir, &p, out);
     if (rc == CDB_OK) return CLI_EXIT_OK;
     if (rc == CDB_NOTFOUND) {
         struct stat sb;
-        cli_error(strcmp(src, "default") ? src : "the default is ./clipdb",
+        cdb_cli_error(strcmp(src, "default") ? src : "the default is ./clipdb",
                   "no database at %s", dir);
         if (stat(dir, &sb) == 0 && !S_ISDIR(sb.st_mode)) { /* init there would fail too */
-            cli_hint("%s is a file: a database is a folder (--db DIR, e.g. --db photos.clipdb)",
+            cdb_cli_hint("%s is a file: a database is a folder (--db DIR, e.g. --db photos.clipdb)",
                      dir);
             return CLI_EXIT_FAIL;
         }
-        cli_hint("run 'clipdb init%s%s' to create one, or pass --db DIR",
+        cdb_cli_hint("run 'clipdb init%s%s' to create one, or pass --db DIR",
                  strcmp(src, "default") ? " --db " : "", strcmp(src, "default") ? dir : "");
         return CLI_EXIT_FAIL;
     }
     if (rc == CDB_BUSY) {
         int pid = 0, held = 0;
-        cli_error_status(rc, "the database %s is being written by another clipdb", dir);
+        cdb_cli_error_status(rc, "the database %s is being written by another clipdb", dir);
         cdb_engine_lock_info(dir, &pid, &held);
-        if (pid) cli_hint("process %d holds the lock; pass --wait to wait for it", pid);
-        else cli_hint("pass --wait to wait for the other writer");
+        if (pid) cdb_cli_hint("process %d holds the lock; pass --wait to wait for it", pid);
+        else cdb_cli_hint("pass --wait to wait for the other writer");
         return CLI_EXIT_FAIL;
     }
     if (rc == CDB_VERSION) {
-        cli_error_status(rc, "cannot open the database %s", dir);
-        cli_hint("it was written by a newer clipdb (or needs an upgrade a writer does first)");
+        cdb_cli_error_status(rc, "cannot open the database %s", dir);
+        cdb_cli_hint("it was written by a newer clipdb (or needs an upgrade a writer does first)");
         return CLI_EXIT_FAIL;
     }
-    return cli_error_status(rc, "cannot open the database %s", dir);
+    return cdb_cli_error_status(rc, "cannot open the database %s", dir);
 }
 
 #define FREE_SPACE_HINT \
     "free space on the disk that holds the database, then run the same command again: " \
     "what was committed is kept, the rest is redone"
 
-void cli_engine_hint(const char *arg) {
+void cdb_cli_engine_hint(const char *arg) {
     switch (cdb_engine_errcode()) {
     case CDB_ENGINE_E_NOT_INITIALIZED:
-        cli_hint("run 'clipdb init' (it binds the database to a model)");
+        cdb_cli_hint("run 'clipdb init' (it binds the database to a model)");
         break;
     case CDB_ENGINE_E_WEIGHTS_MISSING:
-        cli_hint("pass --model PATH (the same weights the database was created with)");
+        cdb_cli_hint("pass --model PATH (the same weights the database was created with)");
         break;
     case CDB_ENGINE_E_MODEL_NOT_IN_DB:
-        cli_hint("run 'clipdb ingest --model %s PATH...' first, or drop --model", arg ? arg : "");
+        cdb_cli_hint("run 'clipdb ingest --model %s PATH...' first, or drop --model",
+                     arg ? arg : "");
         break;
     case CDB_ENGINE_E_MODEL_AMBIGUOUS:
-        cli_hint("name it by its number or full hash ('clipdb stats' lists them)");
+        cdb_cli_hint("name it by its number or full hash ('clipdb stats' lists them)");
         break;
-    case CDB_ENGINE_E_MODEL_UNKNOWN: cli_hint("'clipdb stats' lists the database's models"); break;
-    case CDB_ENGINE_E_QUERY_ZERO: cli_hint("the terms may cancel out (e.g. \"a - a\")"); break;
-    case CDB_ENGINE_E_DISK_FULL: cli_hint(FREE_SPACE_HINT); break;
-    case CDB_ENGINE_E_PATH: cli_hint("nothing was ingested: every PATH must exist"); break;
+    case CDB_ENGINE_E_MODEL_UNKNOWN:
+        cdb_cli_hint("'clipdb stats' lists the database's models");
+        break;
+    case CDB_ENGINE_E_QUERY_ZERO: cdb_cli_hint("the terms may cancel out (e.g. \"a - a\")"); break;
+    case CDB_ENGINE_E_DISK_FULL: cdb_cli_hint(FREE_SPACE_HINT); break;
+    case CDB_ENGINE_E_PATH: cdb_cli_hint("nothing was ingested: every PATH must exist"); break;
     case CDB_ENGINE_E_EXISTS:
-        cli_hint("use it as it is ('clipdb stats --db %s'), or choose another --db", arg ? arg : "");
+        cdb_cli_hint("use it as it is ('clipdb stats --db %s'), or choose another --db",
+                     arg ? arg : "");
         break;
     case CDB_ENGINE_E_SET_INCOMPLETE:
-        cli_hint("run 'clipdb reindex --model %s' to complete its set first", arg ? arg : "");
+        cdb_cli_hint("run 'clipdb reindex --model %s' to complete its set first", arg ? arg : "");
         break;
-    case CDB_ENGINE_E_NOT_A_ROOT: cli_hint("'clipdb folders' lists them"); break;
-    case CDB_ENGINE_E_MOVE_NOTHING: cli_hint("check the paths (NEW is where the same files are now)"); break;
+    case CDB_ENGINE_E_NOT_A_ROOT: cdb_cli_hint("'clipdb folders' lists them"); break;
+    case CDB_ENGINE_E_MOVE_NOTHING:
+        cdb_cli_hint("check the paths (NEW is where the same files are now)");
+        break;
     default: break;
     }
 }
 
-int cli_engine_fail(const char *arg) {
+int cdb_cli_engine_fail(const char *arg) {
     const char *m = cdb_errmsg();
     cdb_engine_err code = cdb_engine_errcode();
-    cli_error(NULL, "%s", m && *m ? m : "failed");
-    cli_engine_hint(arg);
+    cdb_cli_error(NULL, "%s", m && *m ? m : "failed");
+    cdb_cli_engine_hint(arg);
     /* a query that cannot mean anything is the caller's argument, like a bad option */
     return code == CDB_ENGINE_E_QUERY || code == CDB_ENGINE_E_QUERY_ZERO ? CLI_EXIT_USAGE
                                                                          : CLI_EXIT_FAIL;
@@ -107,34 +113,34 @@ static cli_progress g_prog; /* the one live line (commands run one at a time) */
 static void on_progress(void *ud, const cdb_engine_progress *p) {
     (void)ud;
     switch (p->phase) {
-    case CDB_ENGINE_PROGRESS_START: cli_progress_start(&g_prog, p->label, p->total); break;
+    case CDB_ENGINE_PROGRESS_START: cdb_cli_progress_start(&g_prog, p->label, p->total); break;
     case CDB_ENGINE_PROGRESS_UPDATE:
         g_prog.done = p->done;
         g_prog.total = p->total;
         g_prog.errors = p->errors;
-        cli_progress_update(&g_prog);
+        cdb_cli_progress_update(&g_prog);
         break;
-    case CDB_ENGINE_PROGRESS_END: cli_progress_end(&g_prog); break;
+    case CDB_ENGINE_PROGRESS_END: cdb_cli_progress_end(&g_prog); break;
     }
 }
 
 static void on_warn(void *ud, const char *msg) {
     (void)ud;
-    cli_progress_end(&g_prog); /* the live line is cleared first, redrawn by the next update */
-    cli_warn("%s", msg);
+    cdb_cli_progress_end(&g_prog); /* the live line is cleared first, redrawn by the next update */
+    cdb_cli_warn("%s", msg);
 }
 
 static int on_stop(void *ud) {
     (void)ud;
-    return cli_interrupted();
+    return cdb_cli_interrupted();
 }
 
-cdb_engine_events cli_engine_events(void) {
+cdb_engine_events cdb_cli_engine_events(void) {
     cdb_engine_events ev;
     memset(&ev, 0, sizeof ev);
     ev.warn = on_warn;
     ev.progress = on_progress;
     ev.should_stop = on_stop;
-    ev.count_first = cli_stderr_is_tty() && !cli_quiet(); /* a live line: show the total */
+    ev.count_first = cdb_cli_stderr_is_tty() && !cdb_cli_quiet(); /* a live line: show the total */
     return ev;
 }

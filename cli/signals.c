@@ -25,9 +25,9 @@ static void on_signal(int sig) {
     (void)!write(STDERR_FILENO, g_msg, strlen(g_msg));
 }
 
-void cli_signals_message(const char *msg) { g_msg = msg; }
+void cdb_cli_signals_message(const char *msg) { g_msg = msg; }
 
-void cli_signals_install(void) {
+void cdb_cli_signals_install(void) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -36,4 +36,4 @@ void cli_signals_install(void) {
     sigaction(SIGTERM, &sa, NULL);
 }
 
-int cli_interrupted(void) { return g_interrupted != 0; }
+int cdb_cli_interrupted(void) { return g_interrupted != 0; }

@@ -477,15 +477,15 @@ static const struct {
     {"help", help_help},
 };
 
-const char *cli_help_text(const char *cmd) {
+const char *cdb_cli_help_text(const char *cmd) {
     if (!cmd) return help_main;
     for (size_t i = 0; i < sizeof g_help / sizeof g_help[0]; i++)
         if (!strcmp(g_help[i].cmd, cmd)) return g_help[i].text;
     return NULL;
 }
 
-void cli_print_usage_lines(FILE *f, const char *cmd) {
-    const char *t = cli_help_text(cmd), *end;
+void cdb_cli_print_usage_lines(FILE *f, const char *cmd) {
+    const char *t = cdb_cli_help_text(cmd), *end;
     if (!t) t = help_main;
     end = strstr(t, "\n\n");
     fwrite(t, 1, end ? (size_t)(end - t) + 1 : strlen(t), f);

@@ -203,13 +203,13 @@ static void parse_doc(const char *text, doc *d, const char *where) {
 }
 
 static void load(void) {
-    parse_doc(cli_help_text(NULL), &g_main, "clipdb --help");
+    parse_doc(cdb_cli_help_text(NULL), &g_main, "clipdb --help");
     for (int b = 0; b < g_main.n_blocks; b++) {
         block *bl = &g_main.blocks[b];
         if (bl->kind != B_TERMS || !has_word(bl->heading, "commands")) continue;
         for (int i = 0; i < bl->n_items; i++) {
             command *c;
-            const char *text = cli_help_text(bl->items[i].term);
+            const char *text = cdb_cli_help_text(bl->items[i].term);
             char where[96];
             if (!text) die("clipdb --help lists '%s', which has no help text", bl->items[i].term);
             if (g_n_cmds == MAX_CMDS) die("too many commands");
@@ -230,8 +230,10 @@ static void load(void) {
                 while (islower((unsigned char)s[n])) n++;
                 if (!n || (s[n] && s[n] != ' ') || n >= sizeof c->subs[0]) continue;
                 int dup = 0;
-                for (int k = 0; k < c->n_subs; k++) dup |= !strncmp(c->subs[k], s, n) && !c->subs[k][n];
-                if (!dup && c->n_subs < MAX_SUBS) snprintf(c->subs[c->n_subs++], sizeof c->subs[0], "%.*s", (int)n, s);
+                for (int k = 0; k < c->n_subs; k++)
+                    dup |= !strncmp(c->subs[k], s, n) && !c->subs[k][n];
+                if (!dup && c->n_subs < MAX_SUBS)
+                    snprintf(c->subs[c->n_subs++], sizeof c->subs[0], "%.*s", (int)n, s);
             }
         }
     }
@@ -263,7 +265,8 @@ static void man_usage(FILE *f, const block *b) {
     fputs(".nf\n", f);
     for (int l = 0; l < b->n_lines; l++) {
         const char *s = b->lines[l];
-        s = !strncmp(s, "usage: ", 7) ? s + 7 : (!strncmp(s, "       ", 7) ? s + 7 : skip_spaces(s));
+        s = !strncmp(s, "usage: ", 7) ? s + 7
+                                      : (!strncmp(s, "       ", 7) ? s + 7 : skip_spaces(s));
         roffs(f, s);
         fputc('\n', f);
     }
@@ -530,7 +533,8 @@ static void write_bash(FILE *f) {
 static void zq(FILE *f, const char *s, int brackets) {
     for (; *s; s++) {
         if (*s == '\'') fputs("'\\''", f);
-        else if (brackets && (*s == '[' || *s == ']' || *s == ':' || *s == '\\')) fprintf(f, "\\%c", *s);
+        else if (brackets && (*s == '[' || *s == ']' || *s == ':' || *s == '\\'))
+            fprintf(f, "\\%c", *s);
         else fputc(*s, f);
     }
 }

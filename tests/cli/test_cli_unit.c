@@ -21,76 +21,76 @@ static const cli_optspec spec[] = {
 
 #define ARGV(...) ((char *[]){__VA_ARGS__, NULL})
 #define ARGC(...) ((int)(sizeof((char *[]){__VA_ARGS__}) / sizeof(char *)))
-#define PARSE(a, ...) cli_args_parse(a, spec, ARGC(__VA_ARGS__), ARGV(__VA_ARGS__))
+#define PARSE(a, ...) cdb_cli_args_parse(a, spec, ARGC(__VA_ARGS__), ARGV(__VA_ARGS__))
 
 CDB_TEST(args_long_forms) {
     cli_args a;
     CHECK_EQ_INT(PARSE(&a, "--db=/x", "--k", "5", "cat", "--json", "dog"), 0);
-    CHECK_EQ_STR(cli_get(&a, "db"), "/x");
-    CHECK_EQ_STR(cli_get(&a, "k"), "5");
-    CHECK_EQ_INT(cli_has(&a, "json"), 1);
-    CHECK_EQ_INT(cli_has(&a, "quiet"), 0);
+    CHECK_EQ_STR(cdb_cli_get(&a, "db"), "/x");
+    CHECK_EQ_STR(cdb_cli_get(&a, "k"), "5");
+    CHECK_EQ_INT(cdb_cli_has(&a, "json"), 1);
+    CHECK_EQ_INT(cdb_cli_has(&a, "quiet"), 0);
     CHECK_EQ_INT(a.n_pos, 2);
     CHECK_EQ_STR(a.pos[0], "cat");
     CHECK_EQ_STR(a.pos[1], "dog");
-    cli_args_free(&a);
+    cdb_cli_args_free(&a);
 }
 
 CDB_TEST(args_short_forms) {
     cli_args a;
     long k = 0;
     CHECK_EQ_INT(PARSE(&a, "-k", "7", "x"), 0);
-    CHECK_EQ_INT(cli_get_int(&a, "k", 10, 1, 100, &k), 0);
+    CHECK_EQ_INT(cdb_cli_get_int(&a, "k", 10, 1, 100, &k), 0);
     CHECK_EQ_INT((int)k, 7);
-    cli_args_free(&a);
+    cdb_cli_args_free(&a);
     CHECK_EQ_INT(PARSE(&a, "-k12"), 0);
-    CHECK_EQ_STR(cli_get(&a, "k"), "12");
-    cli_args_free(&a);
+    CHECK_EQ_STR(cdb_cli_get(&a, "k"), "12");
+    cdb_cli_args_free(&a);
     /* bundled flags, then a value-taking short option at the end of the bundle */
     CHECK_EQ_INT(PARSE(&a, "-qvk", "3"), 0);
-    CHECK_EQ_INT(cli_has(&a, "quiet"), 1);
-    CHECK_EQ_INT(cli_has(&a, "verbose"), 1);
-    CHECK_EQ_STR(cli_get(&a, "k"), "3");
-    cli_args_free(&a);
+    CHECK_EQ_INT(cdb_cli_has(&a, "quiet"), 1);
+    CHECK_EQ_INT(cdb_cli_has(&a, "verbose"), 1);
+    CHECK_EQ_STR(cdb_cli_get(&a, "k"), "3");
+    cdb_cli_args_free(&a);
     CHECK_EQ_INT(PARSE(&a, "-qk9"), 0);
-    CHECK_EQ_STR(cli_get(&a, "k"), "9");
-    cli_args_free(&a);
+    CHECK_EQ_STR(cdb_cli_get(&a, "k"), "9");
+    cdb_cli_args_free(&a);
 }
 
 CDB_TEST(args_repeated_and_last_wins) {
     cli_args a;
     const char **v = NULL;
     CHECK_EQ_INT(PARSE(&a, "--not", "people", "q", "--not=cars", "-k", "1", "-k", "2"), 0);
-    CHECK_EQ_INT(cli_get_all(&a, "not", &v), 2);
+    CHECK_EQ_INT(cdb_cli_get_all(&a, "not", &v), 2);
     CHECK_EQ_STR(v[0], "people");
     CHECK_EQ_STR(v[1], "cars");
-    CHECK_EQ_STR(cli_get(&a, "k"), "2");
+    CHECK_EQ_STR(cdb_cli_get(&a, "k"), "2");
     CHECK_EQ_INT(a.count[1], 2);
     /* argv positions keep the interleaving order */
     CHECK(a.argi[2][0] < a.argi[2][1]);
-    cli_args_free(&a);
+    cdb_cli_args_free(&a);
     CHECK_EQ_INT(PARSE(&a, "-v", "-v", "--verbose"), 0);
-    CHECK_EQ_INT(cli_has(&a, "verbose"), 3);
-    cli_args_free(&a);
+    CHECK_EQ_INT(cdb_cli_has(&a, "verbose"), 3);
+    cdb_cli_args_free(&a);
 }
 
 CDB_TEST(args_double_dash_and_lone_dash) {
     cli_args a;
     CHECK_EQ_INT(PARSE(&a, "a", "--", "--json", "-k", "-"), 0);
-    CHECK_EQ_INT(cli_has(&a, "json"), 0);
+    CHECK_EQ_INT(cdb_cli_has(&a, "json"), 0);
     CHECK_EQ_INT(a.n_pos, 4);
     CHECK_EQ_STR(a.pos[1], "--json");
     CHECK_EQ_STR(a.pos[2], "-k");
     CHECK_EQ_STR(a.pos[3], "-");
-    cli_args_free(&a);
+    cdb_cli_args_free(&a);
     /* a value that starts with a dash is still a value */
     CHECK_EQ_INT(PARSE(&a, "--min-score", "-0.5"), 0);
-    CHECK_EQ_STR(cli_get(&a, "min-score"), "-0.5");
-    cli_args_free(&a);
+    CHECK_EQ_STR(cdb_cli_get(&a, "min-score"), "-0.5");
+    cdb_cli_args_free(&a);
     /* an empty value is a value */
     CHECK_EQ_INT(PARSE(&a, "--db="), 0);
-    CHECK_EQ_STR(cli_get(&a, "db"), "");
-    cli_args_free(&a);
+    CHECK_EQ_STR(cdb_cli_get(&a, "db"), "");
+    cdb_cli_args_free(&a);
 }
 
 CDB_TEST(args_errors) {
@@ -98,28 +98,28 @@ CDB_TEST(args_errors) {
     CHECK_EQ_INT(PARSE(&a, "--bogus"), -1);
     CHECK(strstr(a.err, "unknown option --bogus") != NULL);
     CHECK_EQ_INT(a.unknown_argi, 0);
-    cli_args_free(&a);
+    cdb_cli_args_free(&a);
     /* the unknown option's place (cli_begin says where a global option goes) */
     CHECK_EQ_INT(PARSE(&a, "red", "--json", "--log-time"), -1);
     CHECK_EQ_INT(a.unknown_argi, 2);
-    cli_args_free(&a);
+    cdb_cli_args_free(&a);
     CHECK_EQ_INT(PARSE(&a, "-x"), -1);
     CHECK(strstr(a.err, "unknown option -x") != NULL);
     CHECK_EQ_INT(a.unknown_argi, 0);
-    cli_args_free(&a);
+    cdb_cli_args_free(&a);
     CHECK_EQ_INT(PARSE(&a, "cat", "-k"), -1);
     CHECK(strstr(a.err, "-k needs a value") != NULL);
     CHECK_EQ_INT(a.unknown_argi, -1); /* not an unknown option */
-    cli_args_free(&a);
+    cdb_cli_args_free(&a);
     CHECK_EQ_INT(PARSE(&a, "--db"), -1);
     CHECK(strstr(a.err, "--db needs a value") != NULL);
-    cli_args_free(&a);
+    cdb_cli_args_free(&a);
     CHECK_EQ_INT(PARSE(&a, "--json=yes"), -1);
     CHECK(strstr(a.err, "--json takes no value") != NULL);
-    cli_args_free(&a);
+    cdb_cli_args_free(&a);
     /* a prefix of a long option is not accepted (no abbreviations) */
     CHECK_EQ_INT(PARSE(&a, "--jso"), -1);
-    cli_args_free(&a);
+    cdb_cli_args_free(&a);
 }
 
 CDB_TEST(args_numbers_and_choices) {
@@ -128,32 +128,32 @@ CDB_TEST(args_numbers_and_choices) {
     long k;
     double s;
     CHECK_EQ_INT(PARSE(&a, "-k", "0"), 0);
-    CHECK_EQ_INT(cli_get_int(&a, "k", 10, 1, 100, &k), -1);
+    CHECK_EQ_INT(cdb_cli_get_int(&a, "k", 10, 1, 100, &k), -1);
     CHECK(strstr(a.err, "-k: expected an integer in [1, 100], got '0'") != NULL);
-    cli_args_free(&a);
+    cdb_cli_args_free(&a);
     CHECK_EQ_INT(PARSE(&a, "-k", "5x"), 0);
-    CHECK_EQ_INT(cli_get_int(&a, "k", 10, 1, 100, &k), -1);
-    cli_args_free(&a);
+    CHECK_EQ_INT(cdb_cli_get_int(&a, "k", 10, 1, 100, &k), -1);
+    cdb_cli_args_free(&a);
     CHECK_EQ_INT(PARSE(&a, "-k", ""), 0);
-    CHECK_EQ_INT(cli_get_int(&a, "k", 10, 1, 100, &k), -1);
-    cli_args_free(&a);
+    CHECK_EQ_INT(cdb_cli_get_int(&a, "k", 10, 1, 100, &k), -1);
+    cdb_cli_args_free(&a);
     CHECK_EQ_INT(PARSE(&a, "x"), 0);
-    CHECK_EQ_INT(cli_get_int(&a, "k", 10, 1, 100, &k), 0);
+    CHECK_EQ_INT(cdb_cli_get_int(&a, "k", 10, 1, 100, &k), 0);
     CHECK_EQ_INT((int)k, 10);
-    CHECK_EQ_INT(cli_get_double(&a, "min-score", -2, -1, 1, &s), 0);
+    CHECK_EQ_INT(cdb_cli_get_double(&a, "min-score", -2, -1, 1, &s), 0);
     CHECK_NEAR(s, -2.0, 0);
-    CHECK_EQ_INT(cli_get_choice(&a, "sort", sorts, 0), 0);
-    cli_args_free(&a);
+    CHECK_EQ_INT(cdb_cli_get_choice(&a, "sort", sorts, 0), 0);
+    cdb_cli_args_free(&a);
     CHECK_EQ_INT(PARSE(&a, "--min-score", "0.25", "--sort", "time"), 0);
-    CHECK_EQ_INT(cli_get_double(&a, "min-score", -2, -1, 1, &s), 0);
+    CHECK_EQ_INT(cdb_cli_get_double(&a, "min-score", -2, -1, 1, &s), 0);
     CHECK_NEAR(s, 0.25, 0);
-    CHECK_EQ_INT(cli_get_choice(&a, "sort", sorts, 0), 1);
-    cli_args_free(&a);
+    CHECK_EQ_INT(cdb_cli_get_choice(&a, "sort", sorts, 0), 1);
+    cdb_cli_args_free(&a);
     CHECK_EQ_INT(PARSE(&a, "--min-score", "nan", "--sort", "size"), 0);
-    CHECK_EQ_INT(cli_get_double(&a, "min-score", -2, -1, 1, &s), -1);
-    CHECK_EQ_INT(cli_get_choice(&a, "sort", sorts, 0), -1);
+    CHECK_EQ_INT(cdb_cli_get_double(&a, "min-score", -2, -1, 1, &s), -1);
+    CHECK_EQ_INT(cdb_cli_get_choice(&a, "sort", sorts, 0), -1);
     CHECK(strstr(a.err, "expected one of score|time, got 'size'") != NULL);
-    cli_args_free(&a);
+    cdb_cli_args_free(&a);
 }
 
 /* ---- query language ---- */
@@ -221,43 +221,44 @@ static char *json_to_string(void (*fill)(cli_json *j, void *ud), void *ud, int p
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     cli_json j;
-    cli_json_init(&j, f, pretty);
+    cdb_cli_json_init(&j, f, pretty);
     fill(&j, ud);
-    cli_json_done(&j);
+    cdb_cli_json_done(&j);
     fclose(f);
     return buf;
 }
 
 static void fill_doc(cli_json *j, void *ud) {
     const char *path = ud;
-    cli_json_begin_object(j);
-    cli_json_key(j, "s");
-    cli_json_str(j, "quote\" backslash\\ nl\n tab\t cr\r bell\a del\x7f slash/ é 日本 \xF0\x9F\x98\x80");
-    cli_json_key(j, "n");
-    cli_json_int(j, -42);
-    cli_json_key(j, "x");
-    cli_json_num(j, 0.123456, 4);
-    cli_json_key(j, "nan");
-    cli_json_num(j, 0.0 / 0.0, 4);
-    cli_json_key(j, "f");
-    cli_json_float(j, 0.1f);
-    cli_json_key(j, "b");
-    cli_json_bool(j, 1);
-    cli_json_key(j, "z");
-    cli_json_null(j);
-    cli_json_key(j, "one");
-    cli_json_float(j, 1.0f); /* a perfect score must still be a JSON real */
-    cli_json_key(j, "arr");
-    cli_json_begin_array(j);
-    cli_json_int(j, 1);
-    cli_json_begin_object(j);
-    cli_json_end_object(j);
-    cli_json_begin_array(j);
-    cli_json_end_array(j);
-    cli_json_str(j, NULL);
-    cli_json_end_array(j);
-    cli_json_path(j, "path", path);
-    cli_json_end_object(j);
+    cdb_cli_json_begin_object(j);
+    cdb_cli_json_key(j, "s");
+    cdb_cli_json_str(
+        j, "quote\" backslash\\ nl\n tab\t cr\r bell\a del\x7f slash/ é 日本 \xF0\x9F\x98\x80");
+    cdb_cli_json_key(j, "n");
+    cdb_cli_json_int(j, -42);
+    cdb_cli_json_key(j, "x");
+    cdb_cli_json_num(j, 0.123456, 4);
+    cdb_cli_json_key(j, "nan");
+    cdb_cli_json_num(j, 0.0 / 0.0, 4);
+    cdb_cli_json_key(j, "f");
+    cdb_cli_json_float(j, 0.1f);
+    cdb_cli_json_key(j, "b");
+    cdb_cli_json_bool(j, 1);
+    cdb_cli_json_key(j, "z");
+    cdb_cli_json_null(j);
+    cdb_cli_json_key(j, "one");
+    cdb_cli_json_float(j, 1.0f); /* a perfect score must still be a JSON real */
+    cdb_cli_json_key(j, "arr");
+    cdb_cli_json_begin_array(j);
+    cdb_cli_json_int(j, 1);
+    cdb_cli_json_begin_object(j);
+    cdb_cli_json_end_object(j);
+    cdb_cli_json_begin_array(j);
+    cdb_cli_json_end_array(j);
+    cdb_cli_json_str(j, NULL);
+    cdb_cli_json_end_array(j);
+    cdb_cli_json_path(j, "path", path);
+    cdb_cli_json_end_object(j);
 }
 
 static void check_doc(cdb_test_ctx *cdb_t_, const char *text, const char *path) {
@@ -267,8 +268,9 @@ static void check_doc(cdb_test_ctx *cdb_t_, const char *text, const char *path) 
         CDB_TEST_FAIL_("jansson rejects the output: %s (line %d)\n%s", e.text, e.line, text);
         return;
     }
-    CHECK_EQ_STR(json_string_value(json_object_get(root, "s")),
-                 "quote\" backslash\\ nl\n tab\t cr\r bell\a del\x7f slash/ é 日本 \xF0\x9F\x98\x80");
+    CHECK_EQ_STR(
+        json_string_value(json_object_get(root, "s")),
+        "quote\" backslash\\ nl\n tab\t cr\r bell\a del\x7f slash/ é 日本 \xF0\x9F\x98\x80");
     CHECK_EQ_INT((int)json_integer_value(json_object_get(root, "n")), -42);
     CHECK_NEAR(json_real_value(json_object_get(root, "x")), 0.1235, 1e-12);
     CHECK(json_is_null(json_object_get(root, "nan")));
@@ -278,7 +280,7 @@ static void check_doc(cdb_test_ctx *cdb_t_, const char *text, const char *path) 
     CHECK(json_is_true(json_object_get(root, "b")));
     CHECK(json_is_null(json_object_get(root, "z")));
     CHECK_EQ_INT((int)json_array_size(json_object_get(root, "arr")), 4);
-    if (path && cli_utf8_valid(path, strlen(path))) {
+    if (path && cdb_cli_utf8_valid(path, strlen(path))) {
         CHECK_EQ_STR(json_string_value(json_object_get(root, "path")), path);
         CHECK(json_object_get(root, "path_b64") == NULL);
     }
@@ -322,7 +324,7 @@ CDB_TEST(json_non_utf8_path) {
         char *s = json_to_string(fill_doc, (void *)paths[i], 1);
         json_error_t e;
         json_t *root = json_loads(s, 0, &e);
-        int valid = cli_utf8_valid(paths[i], strlen(paths[i]));
+        int valid = cdb_cli_utf8_valid(paths[i], strlen(paths[i]));
         if (!root) {
             CDB_TEST_FAIL_("jansson rejects output for path %zu: %s", i, e.text);
             free(s);
@@ -343,9 +345,9 @@ CDB_TEST(json_non_utf8_path) {
         json_decref(root);
         free(s);
     }
-    CHECK_EQ_INT(cli_utf8_valid("\xF0\x9F\x98\x80 \xC3\xA9", 7), 1);
-    CHECK_EQ_INT(cli_utf8_valid("\xED\xA0\x80", 3), 0);
-    CHECK_EQ_INT(cli_utf8_valid("\xF4\x90\x80\x80", 4), 0);
+    CHECK_EQ_INT(cdb_cli_utf8_valid("\xF0\x9F\x98\x80 \xC3\xA9", 7), 1);
+    CHECK_EQ_INT(cdb_cli_utf8_valid("\xED\xA0\x80", 3), 0);
+    CHECK_EQ_INT(cdb_cli_utf8_valid("\xF4\x90\x80\x80", 4), 0);
 }
 
 /* ---- npy ---- */
@@ -360,7 +362,7 @@ CDB_TEST(npy_header_and_data) {
     snprintf(dir, sizeof dir, "/tmp/cdb-npy-XXXXXX");
     CHECK(mkdtemp(dir) != NULL);
     snprintf(path, sizeof path, "%s/a.npy", dir);
-    CHECK_EQ_INT(cli_npy_write(path, "<f4", shape, 2, data, sizeof data[0]), 0);
+    CHECK_EQ_INT(cdb_cli_npy_write(path, "<f4", shape, 2, data, sizeof data[0]), 0);
     f = fopen(path, "rb");
     CHECK(f != NULL);
     if (!f) return;
@@ -385,7 +387,7 @@ CDB_TEST(npy_header_and_data) {
     /* a 1-d shape keeps its trailing comma: (5,) */
     shape[0] = 5;
     f = fopen(path, "wb");
-    CHECK_EQ_INT(cli_npy_header(f, "<i8", shape, 1), 0);
+    CHECK_EQ_INT(cdb_cli_npy_header(f, "<i8", shape, 1), 0);
     fclose(f);
     f = fopen(path, "rb");
     n = fread(buf, 1, sizeof buf, f);
@@ -398,15 +400,15 @@ CDB_TEST(npy_header_and_data) {
 
 CDB_TEST(format_numbers) {
     char b[64];
-    CHECK_EQ_STR(cli_fmt_count(0, b, sizeof b), "0");
-    CHECK_EQ_STR(cli_fmt_count(999, b, sizeof b), "999");
-    CHECK_EQ_STR(cli_fmt_count(1000, b, sizeof b), "1,000");
-    CHECK_EQ_STR(cli_fmt_count(1234567, b, sizeof b), "1,234,567");
-    CHECK_EQ_STR(cli_fmt_count(-1234, b, sizeof b), "-1,234");
-    CHECK_EQ_STR(cli_fmt_duration(1.25, b, sizeof b), "1.2 s");
-    CHECK_EQ_STR(cli_fmt_duration(75, b, sizeof b), "1 min 15 s");
-    CHECK_EQ_STR(cli_fmt_bytes(512, b, sizeof b), "512 B");
-    CHECK_EQ_STR(cli_fmt_bytes(2500000, b, sizeof b), "2.5 MB");
+    CHECK_EQ_STR(cdb_cli_fmt_count(0, b, sizeof b), "0");
+    CHECK_EQ_STR(cdb_cli_fmt_count(999, b, sizeof b), "999");
+    CHECK_EQ_STR(cdb_cli_fmt_count(1000, b, sizeof b), "1,000");
+    CHECK_EQ_STR(cdb_cli_fmt_count(1234567, b, sizeof b), "1,234,567");
+    CHECK_EQ_STR(cdb_cli_fmt_count(-1234, b, sizeof b), "-1,234");
+    CHECK_EQ_STR(cdb_cli_fmt_duration(1.25, b, sizeof b), "1.2 s");
+    CHECK_EQ_STR(cdb_cli_fmt_duration(75, b, sizeof b), "1 min 15 s");
+    CHECK_EQ_STR(cdb_cli_fmt_bytes(512, b, sizeof b), "512 B");
+    CHECK_EQ_STR(cdb_cli_fmt_bytes(2500000, b, sizeof b), "2.5 MB");
 }
 
 CDB_TEST_MAIN(args_long_forms, args_short_forms, args_repeated_and_last_wins,

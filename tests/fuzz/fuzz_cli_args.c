@@ -1,7 +1,7 @@
 /*
 ** fuzz_cli_args.c: libFuzzer target for the clipdb command line (cli/, through the
-** cdb_cli library): the option parser (cli_args_parse and the strict value getters
-** cli_get_int / cli_get_double / cli_get_choice / cli_get_all), the search query
+** cdb_cli library): the option parser (cdb_cli_args_parse and the strict value getters
+** cdb_cli_get_int / cdb_cli_get_double / cdb_cli_get_choice / cdb_cli_get_all), the search query
 ** language (cdb_engine_query_parse), help lookup, the JSON string writer and the image
 ** signature / extension checks the walker uses on names and bytes.
 **
@@ -53,7 +53,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
     if (n == 0) argc = 0;
     argv[argc] = NULL;
 
-    if (cli_args_parse(&a, k_spec, argc, argv) == 0) {
+    if (cdb_cli_args_parse(&a, k_spec, argc, argv) == 0) {
         long k = 0, batch = 0;
         double ms = 0;
         const char **vals = NULL;
@@ -67,15 +67,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
                     FUZZ_CHECK(a.vals[i][j] != NULL && a.argi[i][j] >= 0 && a.argi[i][j] < argc,
                                "value %d of --%s", j, k_spec[i].name);
         }
-        (void)cli_get_int(&a, "k", 10, 1, 10000, &k);
-        (void)cli_get_int(&a, "batch", 32, 1, 4096, &batch);
-        (void)cli_get_double(&a, "min-score", -1.0, -1.0, 1.0, &ms);
-        (void)cli_get_choice(&a, "device", k_devices, 0);
-        (void)cli_get_choice(&a, "format", k_formats, 0);
-        nv = cli_get_all(&a, "not", &vals);
+        (void)cdb_cli_get_int(&a, "k", 10, 1, 10000, &k);
+        (void)cdb_cli_get_int(&a, "batch", 32, 1, 4096, &batch);
+        (void)cdb_cli_get_double(&a, "min-score", -1.0, -1.0, 1.0, &ms);
+        (void)cdb_cli_get_choice(&a, "device", k_devices, 0);
+        (void)cdb_cli_get_choice(&a, "format", k_formats, 0);
+        nv = cdb_cli_get_all(&a, "not", &vals);
         for (int i = 0; i < nv; i++) FUZZ_CHECK(vals[i] != NULL, "--not value %d", i);
-        (void)cli_get(&a, "db");
-        (void)cli_has(&a, "help");
+        (void)cdb_cli_get(&a, "db");
+        (void)cdb_cli_has(&a, "help");
         {
             /* the search command joins the positionals into one query */
             size_t total = 1;
@@ -101,28 +101,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
             }
         }
         for (int i = 0; i < a.n_pos; i++) {
-            (void)cli_help_text(a.pos[i]);
+            (void)cdb_cli_help_text(a.pos[i]);
             (void)cdb_eng_image_ext(a.pos[i]);
         }
     } else {
         FUZZ_CHECK(a.err[0] != 0 && memchr(a.err, 0, sizeof a.err),
                    "parse failed without a message");
     }
-    cli_args_free(&a);
+    cdb_cli_args_free(&a);
 
     /* the same bytes as a path or a file's first bytes */
     (void)cdb_eng_image_magic(data, n);
-    (void)cli_utf8_valid((const char *)data, n);
-    cli_json_write_string(g_null, (const char *)data, n);
+    (void)cdb_cli_utf8_valid((const char *)data, n);
+    cdb_cli_json_write_string(g_null, (const char *)data, n);
     {
         cli_json j;
-        cli_json_init(&j, g_null, 1);
-        cli_json_begin_object(&j);
-        cli_json_path(&j, "path", buf);
-        cli_json_key(&j, "s");
-        cli_json_strn(&j, (const char *)data, n);
-        cli_json_end_object(&j);
-        cli_json_done(&j);
+        cdb_cli_json_init(&j, g_null, 1);
+        cdb_cli_json_begin_object(&j);
+        cdb_cli_json_path(&j, "path", buf);
+        cdb_cli_json_key(&j, "s");
+        cdb_cli_json_strn(&j, (const char *)data, n);
+        cdb_cli_json_end_object(&j);
+        cdb_cli_json_done(&j);
     }
     free(buf);
     return 0;
