@@ -171,7 +171,6 @@ void cdb_cli_json_path(cli_json *j, const char *key, const char *path);
 void cdb_cli_json_done(cli_json *j); /* final newline */
 /* Writes s as a JSON string literal (quotes included) to f. Exposed for tests. */
 void cdb_cli_json_write_string(FILE *f, const char *s, size_t n);
-int cdb_cli_utf8_valid(const char *s, size_t n);
 
 /* ---- the engine, as the CLI uses it (session.c) --------------------------------------
 ** Every database command runs over engine/engine.h. These helpers open it with the

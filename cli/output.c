@@ -232,39 +232,6 @@ void cdb_cli_progress_end(cli_progress *p) {
 
 /* ---- JSON --------------------------------------------------------------------------- */
 
-/* Length of the valid UTF-8 sequence at s (1..4), or 0 if invalid (overlongs,
-** surrogates and code points above U+10FFFF are invalid). */
-static size_t utf8_seq(const unsigned char *s, size_t n) {
-    unsigned c = s[0];
-    if (c < 0x80) return 1;
-    if (c >= 0xC2 && c <= 0xDF) return n >= 2 && (s[1] & 0xC0) == 0x80 ? 2 : 0;
-    if (c >= 0xE0 && c <= 0xEF) {
-        if (n < 3 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80) return 0;
-        if (c == 0xE0 && s[1] < 0xA0) return 0; /* overlong */
-        if (c == 0xED && s[1] >= 0xA0) return 0; /* surrogate */
-        return 3;
-    }
-    if (c >= 0xF0 && c <= 0xF4) {
-        if (n < 4 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80 || (s[3] & 0xC0) != 0x80)
-            return 0;
-        if (c == 0xF0 && s[1] < 0x90) return 0;  /* overlong */
-        if (c == 0xF4 && s[1] >= 0x90) return 0; /* > U+10FFFF */
-        return 4;
-    }
-    return 0;
-}
-
-int cdb_cli_utf8_valid(const char *s, size_t n) {
-    const unsigned char *u = (const unsigned char *)s;
-    size_t i = 0;
-    while (i < n) {
-        size_t k = utf8_seq(u + i, n - i);
-        if (!k) return 0;
-        i += k;
-    }
-    return 1;
-}
-
 void cdb_cli_json_write_string(FILE *f, const char *s, size_t n) {
     const unsigned char *u = (const unsigned char *)s;
     size_t i = 0;
@@ -287,7 +254,7 @@ void cdb_cli_json_write_string(FILE *f, const char *s, size_t n) {
             i++;
             continue;
         }
-        k = utf8_seq(u + i, n - i);
+        k = cdb_utf8_seq_len(u + i, n - i);
         if (!k) {
             fputs("\xEF\xBF\xBD", f); /* U+FFFD for one invalid byte */
             i++;
@@ -418,7 +385,7 @@ void cdb_cli_json_path(cli_json *j, const char *key, const char *path) {
     char k2[128];
     cdb_cli_json_key(j, key);
     cdb_cli_json_str(j, path);
-    if (path && !cdb_cli_utf8_valid(path, n)) {
+    if (path && !cdb_utf8_valid(path, n)) {
         snprintf(k2, sizeof k2, "%s_b64", key);
         cdb_cli_json_key(j, k2);
         pre_value(j);

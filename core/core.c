@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <utf8proc.h>
 
 #define CDB_ERRMSG_MAX 1024
 
@@ -220,6 +221,18 @@ static int data_found(const char *base, const char *name, char *buf, size_t size
     n = snprintf(buf, size, "%s", canon);
     free(canon);
     return n >= 0 && (size_t)n < size ? 0 : -1;
+}
+
+size_t cdb_utf8_seq_len(const unsigned char *s, size_t n) {
+    utf8proc_int32_t cp;
+    utf8proc_ssize_t k = n ? utf8proc_iterate(s, (utf8proc_ssize_t)n, &cp) : 0;
+    return k > 0 ? (size_t)k : 0;
+}
+
+int cdb_utf8_valid(const char *s, size_t n) {
+    for (size_t i = 0, k; i < n; i += k)
+        if (!(k = cdb_utf8_seq_len((const unsigned char *)s + i, n - i))) return 0;
+    return 1;
 }
 
 const char *cdb_data_path(const char *name, char *buf, size_t size, const char **where) {

@@ -145,6 +145,15 @@ int cdb_default_threads(void);
 /* Monotonic clock in nanoseconds. */
 int64_t cdb_now_ns(void);
 
+/* ---- UTF-8 ------------------------------------------------------------------ */
+
+/* Length (1..4) of the valid UTF-8 sequence at s, of the n >= 1 bytes there, or 0
+** when it is not one (a stray continuation byte, an overlong form, a surrogate, a
+** code point above U+10FFFF, a sequence cut short by n): utf8proc's reading. */
+size_t cdb_utf8_seq_len(const unsigned char *s, size_t n);
+/* 1 when the n bytes at s are valid UTF-8 throughout, else 0. */
+int cdb_utf8_valid(const char *s, size_t n);
+
 /* ---- data files ------------------------------------------------------------- */
 
 /* The one lookup of clipdb's data files: `name` is a path relative to the data

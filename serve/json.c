@@ -44,46 +44,15 @@ void cdb_srv_json(srv_resp *o, int status, json_t *j) {
     o->content_type = "application/json; charset=utf-8";
 }
 
-/* Length of the valid UTF-8 sequence at s (1..4), or 0 (overlongs, surrogates and
-** code points above U+10FFFF are invalid). */
-static size_t utf8_seq(const unsigned char *s, size_t n) {
-    unsigned c = s[0];
-    if (c < 0x80) return 1;
-    if (c >= 0xC2 && c <= 0xDF) return n >= 2 && (s[1] & 0xC0) == 0x80 ? 2 : 0;
-    if (c >= 0xE0 && c <= 0xEF) {
-        if (n < 3 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80) return 0;
-        if (c == 0xE0 && s[1] < 0xA0) return 0;
-        if (c == 0xED && s[1] >= 0xA0) return 0;
-        return 3;
-    }
-    if (c >= 0xF0 && c <= 0xF4) {
-        if (n < 4 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80 || (s[3] & 0xC0) != 0x80)
-            return 0;
-        if (c == 0xF0 && s[1] < 0x90) return 0;
-        if (c == 0xF4 && s[1] >= 0x90) return 0;
-        return 4;
-    }
-    return 0;
-}
-
-static int utf8_valid(const char *s, size_t n) {
-    for (size_t i = 0; i < n;) {
-        size_t k = utf8_seq((const unsigned char *)s + i, n - i);
-        if (!k) return 0;
-        i += k;
-    }
-    return 1;
-}
-
 json_t *cdb_srv_json_bytes(const char *s) {
     size_t n = s ? strlen(s) : 0, o = 0;
     char *fixed;
     json_t *j;
     if (!s) return json_null();
-    if (utf8_valid(s, n)) return json_stringn(s, n);
+    if (cdb_utf8_valid(s, n)) return json_stringn(s, n);
     if (!(fixed = malloc(n * 3 + 1))) return NULL;
     for (size_t i = 0; i < n;) {
-        size_t k = utf8_seq((const unsigned char *)s + i, n - i);
+        size_t k = cdb_utf8_seq_len((const unsigned char *)s + i, n - i);
         if (k) {
             memcpy(fixed + o, s + i, k);
             o += k;
@@ -118,7 +87,7 @@ static char *base64(const unsigned char *b, size_t n) {
 
 void cdb_srv_json_path(json_t *obj, const char *key, const char *s) {
     json_object_set_new(obj, key, cdb_srv_json_bytes(s));
-    if (s && !utf8_valid(s, strlen(s))) {
+    if (s && !cdb_utf8_valid(s, strlen(s))) {
         char k[64], *b = base64((const unsigned char *)s, strlen(s));
         snprintf(k, sizeof k, "%s_b64", key);
         if (b) json_object_set_new(obj, k, json_string(b));

@@ -280,7 +280,7 @@ static void check_doc(cdb_test_ctx *cdb_t_, const char *text, const char *path) 
     CHECK(json_is_true(json_object_get(root, "b")));
     CHECK(json_is_null(json_object_get(root, "z")));
     CHECK_EQ_INT((int)json_array_size(json_object_get(root, "arr")), 4);
-    if (path && cdb_cli_utf8_valid(path, strlen(path))) {
+    if (path && cdb_utf8_valid(path, strlen(path))) {
         CHECK_EQ_STR(json_string_value(json_object_get(root, "path")), path);
         CHECK(json_object_get(root, "path_b64") == NULL);
     }
@@ -324,7 +324,7 @@ CDB_TEST(json_non_utf8_path) {
         char *s = json_to_string(fill_doc, (void *)paths[i], 1);
         json_error_t e;
         json_t *root = json_loads(s, 0, &e);
-        int valid = cdb_cli_utf8_valid(paths[i], strlen(paths[i]));
+        int valid = cdb_utf8_valid(paths[i], strlen(paths[i]));
         if (!root) {
             CDB_TEST_FAIL_("jansson rejects output for path %zu: %s", i, e.text);
             free(s);
@@ -345,9 +345,9 @@ CDB_TEST(json_non_utf8_path) {
         json_decref(root);
         free(s);
     }
-    CHECK_EQ_INT(cdb_cli_utf8_valid("\xF0\x9F\x98\x80 \xC3\xA9", 7), 1);
-    CHECK_EQ_INT(cdb_cli_utf8_valid("\xED\xA0\x80", 3), 0);
-    CHECK_EQ_INT(cdb_cli_utf8_valid("\xF4\x90\x80\x80", 4), 0);
+    CHECK_EQ_INT(cdb_utf8_valid("\xF0\x9F\x98\x80 \xC3\xA9", 7), 1);
+    CHECK_EQ_INT(cdb_utf8_valid("\xED\xA0\x80", 3), 0);
+    CHECK_EQ_INT(cdb_utf8_valid("\xF4\x90\x80\x80", 4), 0);
 }
 
 /* ---- npy ---- */

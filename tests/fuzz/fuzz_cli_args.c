@@ -112,7 +112,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
 
     /* the same bytes as a path or a file's first bytes */
     (void)cdb_eng_image_magic(data, n);
-    (void)cdb_cli_utf8_valid((const char *)data, n);
+    (void)cdb_utf8_valid((const char *)data, n);
     cdb_cli_json_write_string(g_null, (const char *)data, n);
     {
         cli_json j;
