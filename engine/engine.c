@@ -712,6 +712,9 @@ cdb_status cdb_engine_create(const char *dir, const char *model_path, cdb_engine
     if (stat(probe, &st) == 0)
         return cdb_eng_failw(CDB_INVALID, CDB_ENGINE_E_EXISTS, "it would be replaced",
                          "a database already exists at %s", dir);
+    if (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode))
+        return cdb_eng_failw(CDB_INVALID, CDB_ENGINE_E_NONE, "it is a file: a database is a folder",
+                             "cannot create a database at %s", dir);
     mp.load_vision = 0; /* only the identity and sizes are needed */
     if ((rc = cdb_model_open(model_path, &mp, &m)) != CDB_OK)
         return cdb_eng_fail(rc, CDB_ENGINE_E_MODEL_LOAD, "cannot load the model %s", model_path);

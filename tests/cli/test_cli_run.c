@@ -314,7 +314,29 @@ CDB_TEST(init_warns_when_text_cannot_be_encoded) {
     CHECK_EQ_INT(system(other), 0);
 }
 
+/* init over a regular file says that a database is a folder (it said "mkdir
+** FILE/shards: Not a directory") and leaves the file as it was. */
+CDB_TEST(init_on_a_file) {
+    char tmp[512], file[600], cmd[700];
+    cli_run_result r;
+    FILE *f;
+    CHECK(cli_tmpdir(tmp, sizeof tmp) != NULL);
+    snprintf(file, sizeof file, "%s/notes.txt", tmp);
+    CHECK((f = fopen(file, "w")) != NULL);
+    fputs("mine\n", f);
+    fclose(f);
+    cli_run((const char *[]){"init", "--db", file, NULL}, &r);
+    CHECK_EQ_INT(r.exit_code, 1);
+    CHECK_MSG(strstr(r.err, "is a file: a database is a folder") != NULL, "%s", r.err);
+    cli_run_free(&r);
+    char *back = cli_read_file(file, NULL);
+    CHECK_EQ_STR(back ? back : "", "mine\n");
+    free(back);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
+    CHECK_EQ_INT(system(cmd), 0);
+}
+
 CDB_TEST_MAIN(help_golden, help_lines_fit_80_columns, version, usage_errors_exit_2,
               help_wins_over_bad_options, missing_database, db_path_precedence,
               model_not_found_is_failure, color_only_on_a_terminal_without_no_color,
-              init_warns_when_text_cannot_be_encoded)
+              init_warns_when_text_cannot_be_encoded, init_on_a_file)
