@@ -1,7 +1,8 @@
 /*
 ** args.c: the small option parser every clipdb command uses (see cli.h for the
-** accepted syntax). It never prints: a failure leaves one line in a->err, and the
-** caller turns it into a usage error (exit 2).
+** accepted syntax). The parser never prints: a failure leaves one line in a->err.
+** cdb_cli_begin, the prologue every command shares, turns it into a usage error
+** (exit 2) and answers --help.
 */
 #include <assert.h>
 #include <errno.h>
@@ -232,4 +233,44 @@ int cdb_cli_get_choice(cli_args *a, const char *name, const char *const *choices
                                  choices[i]);
     if (used < sizeof a->err) snprintf(a->err + used, sizeof a->err - used, ", got '%s'", v);
     return -1;
+}
+
+/* ---- the prologue every command shares --------------------------------------------- */
+
+/* The usage error of an unknown option s given to cmd: a global option that only
+** goes before a command (run_main reads them) says where it goes. */
+static int unknown_option(const char *cmd, const char *s, const char *err) {
+    if (s && !strcmp(s, "--log-time"))
+        return cdb_cli_usage_error(cmd, "%s is a global option: put it before the command "
+                                    "(clipdb %s %s ...)", s, s, cmd);
+    if (s && !strcmp(s, "--version"))
+        return cdb_cli_usage_error(cmd, "%s is a global option: give it without a command "
+                                    "(clipdb %s)", s, s);
+    return cdb_cli_usage_error(cmd, "%s", err);
+}
+
+int cdb_cli_begin(const char *cmd, cli_args *a, const cli_optspec *spec, int argc,
+                  char **argv, int *exit_code) {
+    if (cdb_cli_args_parse(a, spec, argc, argv) != 0) {
+        /* --help anywhere still wins over a bad option, as in git */
+        for (int i = 0; i < argc; i++)
+            if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+                fputs(cdb_cli_help_text(cmd), stdout);
+                *exit_code = CLI_EXIT_OK;
+                return 0;
+            }
+        *exit_code = unknown_option(cmd, a->unknown_argi >= 0 ? argv[a->unknown_argi] : NULL,
+                                    a->err);
+        return 0;
+    }
+    for (int i = 0; i < a->n_spec; i++) {
+        if (!a->count[i]) continue;
+        if (!strcmp(spec[i].name, "help")) {
+            fputs(cdb_cli_help_text(cmd), stdout);
+            *exit_code = CLI_EXIT_OK;
+            return 0;
+        }
+        if (!strcmp(spec[i].name, "quiet")) cdb_cli_output_init(1);
+    }
+    return 1;
 }

@@ -242,7 +242,6 @@ void cdb_cli_print_usage_lines(FILE *f, const char *cmd);
 /* Each gets argv after the command name; returns a CLI_EXIT_* code. */
 typedef int (*cli_cmd_fn)(int argc, char **argv);
 
-int cli_cmd_version(int argc, char **argv);
 int cdb_cli_cmd_models(int argc, char **argv);
 int cdb_cli_cmd_tokenize(int argc, char **argv);
 int cdb_cli_cmd_embed(int argc, char **argv);
@@ -268,7 +267,7 @@ int cdb_cli_cmd_serve(int argc, char **argv);
 /* Common prologue of every command: parses argv with spec, handles --help (prints
 ** the help, returns CLI_EXIT_OK via *exit_code) and --quiet. Returns 1 when the
 ** command should go on, 0 when it should return *exit_code. */
-int cli_begin(const char *cmd, cli_args *a, const cli_optspec *spec, int argc, char **argv,
-              int *exit_code /* OUT */);
+int cdb_cli_begin(const char *cmd, cli_args *a, const cli_optspec *spec, int argc, char **argv,
+                  int *exit_code /* OUT */);
 
 #endif /* CDB_CLI_H */

@@ -108,7 +108,7 @@ int cdb_cli_cmd_index(int argc, char **argv) {
     cli_args a;
     int rc, type;
     cdb_engine *e = NULL;
-    if (!cli_begin("index", &a, spec, argc, argv, &rc)) goto done;
+    if (!cdb_cli_begin("index", &a, spec, argc, argv, &rc)) goto done;
     if (a.n_pos == 0) {
         rc = cdb_cli_usage_error("index", "missing subcommand (build or info)");
         goto done;
@@ -227,7 +227,7 @@ done:
 /* stats, verify, errors: --db, --json, no positionals. */
 static int simple_args(const char *cmd, cli_args *a, const cli_optspec *spec, int argc,
                        char **argv, int *rc) {
-    if (!cli_begin(cmd, a, spec, argc, argv, rc)) return 0;
+    if (!cdb_cli_begin(cmd, a, spec, argc, argv, rc)) return 0;
     if (a->n_pos) {
         *rc = cdb_cli_usage_error(cmd, "unexpected argument '%s'", a->pos[0]);
         return 0;
@@ -660,7 +660,7 @@ int cdb_cli_cmd_export(int argc, char **argv) {
     cdb_engine_vectors *it = NULL;
     int64_t n_stored = 0;
     export_out *x = calloc(1, sizeof *x);
-    if (!cli_begin("export", &a, spec, argc, argv, &rc)) goto done;
+    if (!cdb_cli_begin("export", &a, spec, argc, argv, &rc)) goto done;
     if (a.n_pos) {
         rc = cdb_cli_usage_error("export", "unexpected argument '%s' (the folder goes in --out)",
                              a.pos[0]);

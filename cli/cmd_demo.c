@@ -208,7 +208,7 @@ int cdb_cli_cmd_demo(int argc, char **argv) {
     int64_t t0 = cdb_now_ns();
     cdb_engine *e = NULL;
     demo_run *d = calloc(1, sizeof *d);
-    if (!cli_begin("demo", &a, spec, argc, argv, &rc)) goto done;
+    if (!cdb_cli_begin("demo", &a, spec, argc, argv, &rc)) goto done;
     if (!d) {
         rc = cdb_cli_error("out of memory", "demo");
         goto done;

@@ -153,7 +153,7 @@ int cdb_cli_cmd_models(int argc, char **argv) {
     int rc = CLI_EXIT_FAIL;
     cdb_model *m = NULL;
     const char *path = NULL, *src = NULL;
-    if (!cli_begin("models", &a, spec, argc, argv, &rc)) goto done;
+    if (!cdb_cli_begin("models", &a, spec, argc, argv, &rc)) goto done;
     if (a.n_pos) {
         rc = cdb_cli_usage_error("models", "unexpected argument '%s'", a.pos[0]);
         goto done;
@@ -273,7 +273,7 @@ int cdb_cli_cmd_tokenize(int argc, char **argv) {
     cli_args a;
     int rc = CLI_EXIT_FAIL;
     cdb_model *m = NULL;
-    if (!cli_begin("tokenize", &a, spec, argc, argv, &rc)) goto done;
+    if (!cdb_cli_begin("tokenize", &a, spec, argc, argv, &rc)) goto done;
     if (a.n_pos == 0) {
         rc = cdb_cli_usage_error("tokenize", "no TEXT given");
         goto done;
@@ -448,7 +448,7 @@ int cdb_cli_cmd_embed(int argc, char **argv) {
     cdb_k_device device;
     cdb_model *m = NULL;
     float *vec = NULL;
-    if (!cli_begin("embed", &a, spec, argc, argv, &rc)) goto done;
+    if (!cdb_cli_begin("embed", &a, spec, argc, argv, &rc)) goto done;
     in.n_text = cdb_cli_get_all(&a, "text", &in.texts);
     in.n_img = cdb_cli_get_all(&a, "image", &in.images);
     in.ti = a.argi[1]; /* argv positions of --text (spec[1]) and --image (spec[2]) */
@@ -526,7 +526,7 @@ int cdb_cli_cmd_preprocess(int argc, char **argv) {
     const char *out;
     cdb_model *m = NULL;
     cdb_image_params ip = cdb_image_params_default();
-    if (!cli_begin("preprocess", &a, spec, argc, argv, &rc)) goto done;
+    if (!cdb_cli_begin("preprocess", &a, spec, argc, argv, &rc)) goto done;
     out = cdb_cli_get(&a, "out");
     if (a.n_pos != 1) {
         rc = a.n_pos ? cdb_cli_usage_error("preprocess", "expected one IMAGE, got %d", a.n_pos)

@@ -61,7 +61,7 @@ int cdb_cli_cmd_folders(int argc, char **argv) {
     cdb_engine *e = NULL;
     cdb_engine_folder *f = NULL;
     cli_json j;
-    if (!cli_begin("folders", &a, spec, argc, argv, &rc)) goto done;
+    if (!cdb_cli_begin("folders", &a, spec, argc, argv, &rc)) goto done;
     if (a.n_pos) {
         rc = cdb_cli_usage_error("folders", "unexpected argument '%s'", a.pos[0]);
         goto done;
@@ -119,7 +119,7 @@ int cdb_cli_cmd_forget(int argc, char **argv) {
     char b[2][32];
     cdb_status st;
     memset(&r, 0, sizeof r);
-    if (!cli_begin("forget", &a, spec, argc, argv, &rc)) goto done;
+    if (!cdb_cli_begin("forget", &a, spec, argc, argv, &rc)) goto done;
     if (a.n_pos != 1) {
         rc = cdb_cli_usage_error("forget", a.n_pos ? "one PATH at a time" : "no PATH given");
         goto done;
@@ -163,7 +163,7 @@ int cdb_cli_cmd_move(int argc, char **argv) {
     cdb_engine *e = NULL;
     cdb_engine_move_report *r = NULL;
     char b[2][32];
-    if (!cli_begin("move", &a, spec, argc, argv, &rc)) goto done;
+    if (!cdb_cli_begin("move", &a, spec, argc, argv, &rc)) goto done;
     if (a.n_pos != 2) {
         rc = cdb_cli_usage_error("move", "expected OLD and NEW");
         goto done;

@@ -46,7 +46,7 @@ int cdb_cli_cmd_init(int argc, char **argv) {
     cli_args a;
     int rc;
     long thumb = CDB_ENGINE_THUMB_DEFAULT;
-    if (!cli_begin("init", &a, spec, argc, argv, &rc)) goto done;
+    if (!cdb_cli_begin("init", &a, spec, argc, argv, &rc)) goto done;
     if ((rc = thumb_size_opt("init", &a, &thumb)) != CLI_EXIT_OK) goto done;
     if (a.n_pos) {
         rc = cdb_cli_usage_error("init", "unexpected argument '%s' (the folder goes in --db)",
@@ -89,15 +89,15 @@ int cdb_cli_cmd_init(int argc, char **argv) {
             printf("Created the database %s (model %s, %d dimensions, %s)\n", dir, info.model_name,
                    info.dim, msrc);
         if (!info.text) { /* said even with --quiet: every text search would fail */
-            cdb_cli_warn(
-                "model %s cannot encode text (%s): text searches will fail, image searches "
-                "(search --image) work",
-                info.model_name,
-                info.has_tower ? "no tokenizer was found for it" : "it has no text tower");
+            cdb_cli_warn("model %s cannot encode text (%s): text searches will fail, image "
+                         "searches (search --image) work",
+                         info.model_name,
+                         info.has_tower ? "no tokenizer came with it, and the standard "
+                                          "vocabulary is missing or does not fit it"
+                                        : "it has no text tower");
             if (info.has_tower)
-                cdb_cli_hint(
-                    "a model folder holds its tokenizer files (vocab.json and merges.txt): "
-                    "pass the folder as --model, or set CLIPDB_VOCAB");
+                cdb_cli_hint("a model folder holds its tokenizer files (vocab.json and "
+                             "merges.txt): pass the folder as --model");
         }
         rc = CLI_EXIT_OK;
     }
@@ -279,7 +279,7 @@ int cdb_cli_cmd_ingest(int argc, char **argv) {
     cdb_engine *e = NULL;
     cdb_engine_run_report *r = NULL;
     cdb_status st;
-    if (!cli_begin("ingest", &a, spec, argc, argv, &rc)) goto done;
+    if (!cdb_cli_begin("ingest", &a, spec, argc, argv, &rc)) goto done;
     if (a.n_pos == 0) {
         rc = cdb_cli_usage_error("ingest", "no PATH given");
         goto done;
@@ -343,7 +343,7 @@ int cdb_cli_cmd_reindex(int argc, char **argv) {
     cdb_engine *e = NULL;
     cdb_engine_run_report *r = NULL;
     cdb_status st;
-    if (!cli_begin("reindex", &a, spec, argc, argv, &rc)) goto done;
+    if (!cdb_cli_begin("reindex", &a, spec, argc, argv, &rc)) goto done;
     if (a.n_pos) {
         rc = cdb_cli_usage_error("reindex", "unexpected argument '%s' (reindex rescans the "
                                         "recorded folders; use ingest to add one)",

@@ -294,7 +294,7 @@ int cdb_cli_cmd_search(int argc, char **argv) {
     cdb_engine_search_params sp = cdb_engine_search_params_default();
     under_list ul;
     memset(&ul, 0, sizeof ul);
-    if (!cli_begin("search", &a, spec, argc, argv, &rc)) goto done;
+    if (!cdb_cli_begin("search", &a, spec, argc, argv, &rc)) goto done;
     n_img = cdb_cli_get_all(&a, "image", &images);
     n_not = cdb_cli_get_all(&a, "not", &nots);
     n_under = cdb_cli_get_all(&a, "under", &unders);

@@ -52,7 +52,7 @@ int cdb_cli_cmd_serve(int argc, char **argv) {
     cdb_serve *s = NULL;
     cdb_serve_params sp = cdb_serve_params_default();
     memset(&st, 0, sizeof st);
-    if (!cli_begin("serve", &a, spec, argc, argv, &rc)) goto done;
+    if (!cdb_cli_begin("serve", &a, spec, argc, argv, &rc)) goto done;
     if (a.n_pos) {
         rc = cdb_cli_usage_error("serve", "unexpected argument '%s'", a.pos[0]);
         goto done;

@@ -1,8 +1,7 @@
 /*
 ** main.c: the clipdb program's entry point: global options (--db, --quiet,
 ** --help, --version before the command), the command table and dispatch, and the
-** prologue every command shares (cli_begin: parse, --help, --quiet). Each command
-** lives in a cmd_*.c file; see cli.h for the map.
+** version command. Each command lives in a cmd_*.c file; see cli.h for the map.
 */
 #include <errno.h>
 #include <stdio.h>
@@ -11,6 +10,8 @@
 
 #include "cli/cli.h"
 #include "kernels/kernels.h"
+
+static int cmd_version(int argc, char **argv);
 
 static const struct {
     const char *name;
@@ -26,52 +27,15 @@ static const struct {
     {"tokenize", cdb_cli_cmd_tokenize}, {"embed", cdb_cli_cmd_embed},
     {"preprocess", cdb_cli_cmd_preprocess}, {"demo", cdb_cli_cmd_demo},
     {"serve", cdb_cli_cmd_serve},
-    {"version", cli_cmd_version},
+    {"version", cmd_version},
 };
 
-/* The usage error of an unknown option s given to cmd: a global option that only
-** goes before a command (run_main reads them) says where it goes. */
-static int unknown_option(const char *cmd, const char *s, const char *err) {
-    if (s && !strcmp(s, "--log-time"))
-        return cdb_cli_usage_error(cmd, "%s is a global option: put it before the command "
-                                    "(clipdb %s %s ...)", s, s, cmd);
-    if (s && !strcmp(s, "--version"))
-        return cdb_cli_usage_error(cmd, "%s is a global option: give it without a command "
-                                    "(clipdb %s)", s, s);
-    return cdb_cli_usage_error(cmd, "%s", err);
-}
-
-int cli_begin(const char *cmd, cli_args *a, const cli_optspec *spec, int argc, char **argv,
-              int *exit_code) {
-    if (cdb_cli_args_parse(a, spec, argc, argv) != 0) {
-        /* --help anywhere still wins over a bad option, as in git */
-        for (int i = 0; i < argc; i++)
-            if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-                fputs(cdb_cli_help_text(cmd), stdout);
-                *exit_code = CLI_EXIT_OK;
-                return 0;
-            }
-        *exit_code = unknown_option(cmd, a->unknown_argi >= 0 ? argv[a->unknown_argi] : NULL,
-                                    a->err);
-        return 0;
-    }
-    for (int i = 0; i < a->n_spec; i++) {
-        if (!a->count[i]) continue;
-        if (!strcmp(spec[i].name, "help")) {
-            fputs(cdb_cli_help_text(cmd), stdout);
-            *exit_code = CLI_EXIT_OK;
-            return 0;
-        }
-        if (!strcmp(spec[i].name, "quiet")) cdb_cli_output_init(1);
-    }
-    return 1;
-}
-
-int cli_cmd_version(int argc, char **argv) {
+/* clipdb version: the version and what this build can run on. */
+static int cmd_version(int argc, char **argv) {
     static const cli_optspec spec[] = {{"help", 'h', CLI_FLAG}, {0}};
     cli_args a;
     int rc, n_dev;
-    if (!cli_begin("version", &a, spec, argc, argv, &rc)) goto done;
+    if (!cdb_cli_begin("version", &a, spec, argc, argv, &rc)) goto done;
     if (a.n_pos) {
         rc = cdb_cli_usage_error("version", "unexpected argument '%s'", a.pos[0]);
         goto done;
@@ -152,7 +116,7 @@ static int run_main(int argc, char **argv) {
     /* global options, before the command */
     while (k < argc && argv[k][0] == '-') {
         const char *s = argv[k];
-        if (!strcmp(s, "--version")) return cli_cmd_version(0, NULL);
+        if (!strcmp(s, "--version")) return cmd_version(0, NULL);
         if (!strcmp(s, "--help") || !strcmp(s, "-h")) {
             fputs(cdb_cli_help_text(NULL), stdout);
             return CLI_EXIT_OK;

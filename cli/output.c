@@ -82,7 +82,7 @@ static void vline(const char *tag, const char *color, const char *fmt, va_list a
 /* The error line "what (why)", why past the contexts what says already (the path it
 ** names: cdb_err_unsaid), so each thing is named once. */
 static int verror(const char *why, const char *fmt, va_list ap) {
-    char what[2048];
+    char what[3 * 4096]; /* room for two paths of PATH_MAX and the words around them */
     vsnprintf(what, sizeof what, fmt, ap);
     why = cdb_err_unsaid(what, why);
     stamp();

@@ -183,8 +183,8 @@ static cdb_status run_passes(cdb_engine *e, const char *kind, const eng_library 
 }
 
 
-/* After a reindex: every set's index brought up to date (rebuilt when forced: why says
-** why, NULL when not forced); note: one line about each. */
+/* After a reindex: every set's index brought up to date (forced: why a rebuild is
+** forced, NULL when not); note: one line about each. */
 static cdb_status refresh_indexes(cdb_engine *e, const run_plan *p, const char *forced,
                                   char *note, size_t size) {
     cdb_status st = CDB_OK;

@@ -9,7 +9,8 @@
 ** partial last one by row4 (work_item; few rows: X packed once, K chunks inside
 ** the quad loop). Work items are (row block, panel range) pairs handed out
 ** dynamically: equal row blocks, a multiple of the threads, cut into panel ranges
-** until there are 8 items a thread (a text query: one row block, 16 panel ranges).
+** until there are 8 items a thread, or a range is one quad (a text query on 2
+** threads: one row block, 16 panel ranges).
 ** None of these choices changes any element's arithmetic.
 */
 #include <omp.h>
@@ -227,9 +228,9 @@ cdb_status cdb_gemm_run(const cdb_gemm_kern *K, const float *x, const float *wpa
     ** threads when there are more blocks than threads, each cut into panel ranges
     ** (whole quads, work_item) until there are 8 items a thread: the last items (and
     ** a thread descheduled on a shared machine) then leave the others little to wait
-    ** for. At batch 32 of ViT-B/32 (12 row blocks) the halves made the image tower
-    ** 7% faster (median of 20 paired passes) than whole rows, for which each X block
-    ** is packed twice. */
+    ** for. At batch 32 of ViT-B/32 on 2 threads (12 row blocks, each cut in two) the
+    ** image tower ran 7% faster (median of 20 paired passes) than with whole rows,
+    ** although each X block is then packed once per range. */
     if (nt > 1 && n_mb >= 2 * nt) n_mb = (n_mb + nt - 1) / nt * nt;
     while (nt > 1 && n_mb * n_split < 8 * nt && n_split < n_quads) n_split++;
     n_items = n_mb * n_split;

@@ -99,7 +99,7 @@ CDB_TEST(args_errors) {
     CHECK(strstr(a.err, "unknown option --bogus") != NULL);
     CHECK_EQ_INT(a.unknown_argi, 0);
     cdb_cli_args_free(&a);
-    /* the unknown option's place (cli_begin says where a global option goes) */
+    /* the unknown option's place (cdb_cli_begin says where a global option goes) */
     CHECK_EQ_INT(PARSE(&a, "red", "--json", "--log-time"), -1);
     CHECK_EQ_INT(a.unknown_argi, 2);
     cdb_cli_args_free(&a);

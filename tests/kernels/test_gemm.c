@@ -117,7 +117,9 @@ static int rows_equal(const float *full, const int *rows, int nr, const float *y
 }
 
 CDB_TEST(gemm_rows_invariant_to_batch_and_threads) {
-    const int M = 200, N = 77, K_ = 700; /* 2 row blocks, panel edge, 3 K chunks */
+    /* 5 row blocks (6 or 8 with the threads: each also cut into panel ranges), 13 AVX2
+    ** panels (a partial last quad), a panel edge, 3 K chunks */
+    const int M = 700, N = 201, K_ = 700;
     float *x = rand_vec((size_t)M * K_, 1), *w = rand_vec((size_t)N * K_, 0.2f);
     float *b = rand_vec(N, 1), *y0 = rand_vec((size_t)M * N, 1);
     float *full = malloc((size_t)M * N * sizeof(float)), *y = malloc((size_t)M * N * sizeof(float));
@@ -135,9 +137,9 @@ CDB_TEST(gemm_rows_invariant_to_batch_and_threads) {
             CHECK_OK(cdb_gemm_run(K, x, wp, b, full, M, N, K_, act, mode, 1));
             for (int t = 1; t <= 4 && ok; t++)
                 for (int trial = 0; trial < 12 && ok; trial++) {
-                    /* sub-batches of 1, 2, 5, 6, 7, 143..147 rows at shifted offsets, and
-                    ** a permutation of every row */
-                    static const int lens[12] = {1, 2, 5, 6, 7, 143, 144, 145, 146, 147, 33, 200};
+                    /* sub-batches of 1, 2, 5, 6, 7, 143..147, 33 rows at shifted offsets,
+                    ** and a permutation of every row */
+                    static const int lens[12] = {1, 2, 5, 6, 7, 143, 144, 145, 146, 147, 33, 700};
                     int nrow = lens[trial];
                     for (int r = 0; r < nrow; r++)
                         rows[r] = trial == 11 ? (r * 37 + 11) % M : (r + trial * 13 + t) % M;
