@@ -199,7 +199,7 @@ int cdb_cli_get_int(cli_args *a, const char *name, long def, long lo, long hi, l
 }
 
 int cdb_cli_get_double(cli_args *a, const char *name, double def, double lo, double hi,
-                   double *out) {
+                       double *out) {
     const char *v = cdb_cli_get(a, name);
     char *end = NULL;
     double x;

@@ -85,7 +85,7 @@ int cdb_cli_get_all(const cli_args *a, const char *name, const char ***vals /* O
 ** ("--batch: expected an integer in [1, 4096], got 'x'"). Absent: *out = def. */
 int cdb_cli_get_int(cli_args *a, const char *name, long def, long lo, long hi, long *out /* OUT */);
 int cdb_cli_get_double(cli_args *a, const char *name, double def, double lo, double hi,
-                   double *out /* OUT */);
+                       double *out /* OUT */);
 /* Value must be one of the NULL-terminated choices; returns its index, def when
 ** absent, -1 with a->err set when not one of them. */
 int cdb_cli_get_choice(cli_args *a, const char *name, const char *const *choices, int def);
@@ -182,7 +182,7 @@ void cdb_cli_json_write_string(FILE *f, const char *s, size_t n);
 ** encoder's default). On failure prints the error and a hint; returns
 ** a CLI_EXIT_*. */
 int cdb_cli_engine_open(const char *flag_db, int writer, int wait, cdb_k_device device,
-                    int model_threads, cdb_engine **out /* OUT */);
+                        int model_threads, cdb_engine **out /* OUT */);
 /* Prints the engine's last failure (cdb_errmsg: "what (why)") and the hint its
 ** cdb_engine_errcode() calls for; arg fills hints that name something (the --model
 ** given, the database folder). Returns CLI_EXIT_USAGE for a query that cannot mean
@@ -200,7 +200,7 @@ cdb_engine_events cdb_cli_engine_events(void);
 ** failed write there is kept for main to report (cdb_cli_stdout_failed). */
 int cdb_cli_npy_header(FILE *f, const char *descr, const int64_t *shape, int ndim);
 int cdb_cli_npy_write(const char *path, const char *descr, const int64_t *shape, int ndim,
-                  const void *data, size_t elem_bytes);
+                      const void *data, size_t elem_bytes);
 
 /* ---- configuration (config.c) ------------------------------------------------------ */
 

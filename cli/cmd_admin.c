@@ -115,7 +115,7 @@ int cdb_cli_cmd_index(int argc, char **argv) {
     }
     if (strcmp(a.pos[0], "build") && strcmp(a.pos[0], "info")) {
         rc = cdb_cli_usage_error("index", "unknown subcommand '%s' (expected build or info)",
-                             a.pos[0]);
+                                 a.pos[0]);
         goto done;
     }
     if (a.n_pos > 1) {
@@ -424,7 +424,7 @@ int cdb_cli_cmd_verify(int argc, char **argv) {
     else verify_text(&r);
     if (r.n_problems) {
         rc = cdb_cli_error(NULL, "%lld problem%s found", (long long)r.n_problems,
-                       r.n_problems == 1 ? "" : "s");
+                           r.n_problems == 1 ? "" : "s");
         cdb_cli_hint("'clipdb reindex --repair' re-encodes the files whose vectors are missing, "
                  "lost or bad");
     } else {
@@ -663,7 +663,7 @@ int cdb_cli_cmd_export(int argc, char **argv) {
     if (!cdb_cli_begin("export", &a, spec, argc, argv, &rc)) goto done;
     if (a.n_pos) {
         rc = cdb_cli_usage_error("export", "unexpected argument '%s' (the folder goes in --out)",
-                             a.pos[0]);
+                                 a.pos[0]);
         goto done;
     }
     if ((fmt = cdb_cli_get_choice(&a, "format", formats, 0)) < 0 ||

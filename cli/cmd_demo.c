@@ -228,7 +228,7 @@ int cdb_cli_cmd_demo(int argc, char **argv) {
     if ((rc = cdb_cli_device("demo", cdb_cli_get(&a, "device"), &device)) != CLI_EXIT_OK) goto done;
     if (!mpath) {
         rc = cdb_cli_error("no --model, no CLIPDB_MODEL, and no bundled model was found",
-                       "no model for the demo");
+                           "no model for the demo");
         goto done;
     }
     d->lp = cdb_world_library_params_default();

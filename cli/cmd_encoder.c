@@ -32,7 +32,7 @@ static cdb_model *open_model(const char *flag, int load, cdb_k_device device,
     cdb_status rc;
     if (!path) {
         cdb_cli_error("no --model, no CLIPDB_MODEL, and no bundled model was found",
-                  "no model to use");
+                      "no model to use");
         cdb_cli_hint("pass --model PATH (a model folder or a .safetensors file)");
         return NULL;
     }
@@ -324,7 +324,7 @@ static int embed_images(cdb_model *m, const char *const *images, int n,
                 CDB_OK)
             rc = nb == 1 ? cdb_cli_error_status(st, "cannot embed %s", images[b])
                          : cdb_cli_error_status(st, "cannot embed the images %s ... %s", images[b],
-                                            images[b + nb - 1]);
+                                                images[b + nb - 1]);
     }
     free(px);
     return rc;
@@ -460,7 +460,7 @@ int cdb_cli_cmd_embed(int argc, char **argv) {
     }
     if (a.n_pos) {
         rc = cdb_cli_usage_error("embed", "unexpected argument '%s' (use --text or --image)",
-                             a.pos[0]);
+                                 a.pos[0]);
         goto done;
     }
     if (in.n_text + in.n_img == 0) {

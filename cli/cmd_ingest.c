@@ -35,7 +35,7 @@ static int thumb_size_opt(const char *cmd, cli_args *a, long *px) {
         return cdb_cli_usage_error(cmd, "%s", a->err);
     if (*px > 0 && *px < CDB_ENGINE_THUMB_MIN)
         return cdb_cli_usage_error(cmd, "--thumb-size: %ld is too small (0 for none, or %d to %d)",
-                               *px, CDB_ENGINE_THUMB_MIN, CDB_ENGINE_THUMB_MAX);
+                                   *px, CDB_ENGINE_THUMB_MIN, CDB_ENGINE_THUMB_MAX);
     return CLI_EXIT_OK;
 }
 
@@ -50,7 +50,7 @@ int cdb_cli_cmd_init(int argc, char **argv) {
     if ((rc = thumb_size_opt("init", &a, &thumb)) != CLI_EXIT_OK) goto done;
     if (a.n_pos) {
         rc = cdb_cli_usage_error("init", "unexpected argument '%s' (the folder goes in --db)",
-                             a.pos[0]);
+                                 a.pos[0]);
         goto done;
     }
     {
@@ -69,7 +69,7 @@ int cdb_cli_cmd_init(int argc, char **argv) {
                 goto done;
             }
             rc = cdb_cli_error("no --model, no CLIPDB_MODEL, and no bundled model was found",
-                           "no model to bind the database to");
+                               "no model to bind the database to");
             cdb_cli_hint("pass --model PATH (a model folder or a .safetensors file)");
             goto done;
         }
@@ -256,9 +256,9 @@ static int report(const char *cmd, const cdb_engine_run_report *r, cdb_status rc
     } else if (cdb_cli_interrupted()) {
         cdb_cli_hint("interrupted: what was done is saved; run it again to finish");
     } else if (r->errors || r->retry || s->walk_errors) {
-        cdb_cli_hint("run 'clipdb errors' to see what failed%s",
-                 r->retry ? "; files that failed for a passing reason are retried by the next run"
-                          : "");
+        cdb_cli_hint(
+            "run 'clipdb errors' to see what failed%s",
+            r->retry ? "; files that failed for a passing reason are retried by the next run" : "");
     }
     return code;
 }

@@ -194,9 +194,9 @@ static int check_search_args(cli_args *a, int n_img, const char **nots, int n_no
     for (int i = 0; i < a->n_pos; i++) total += strlen(a->pos[i]) + 1;
     for (int i = 0; i < n_not; i++) total += strlen(nots[i]) + 1;
     if (total > CLI_QUERY_MAX_BYTES)
-        return cdb_cli_usage_error("search",
-                               "query too long: %zu bytes of text (the limit is %d bytes, 64 KiB)",
-                               total, CLI_QUERY_MAX_BYTES);
+        return cdb_cli_usage_error(
+            "search", "query too long: %zu bytes of text (the limit is %d bytes, 64 KiB)", total,
+            CLI_QUERY_MAX_BYTES);
     return CLI_EXIT_OK;
 }
 
@@ -209,14 +209,15 @@ static int words_with_stdin(cli_args *a, int i_stdin, char **text /* OUT */) {
     char *joined;
     if ((rc = read_query_stdin(text, &got, &too_long)) != CLI_EXIT_OK) return rc;
     if (too_long)
-        return cdb_cli_usage_error("search",
-                               "query too long: more than %d bytes on standard input (the limit "
-                               "is %d bytes, 64 KiB)",
-                               CLI_QUERY_MAX_BYTES, CLI_QUERY_MAX_BYTES);
+        return cdb_cli_usage_error(
+            "search",
+            "query too long: more than %d bytes on standard input (the limit "
+            "is %d bytes, 64 KiB)",
+            CLI_QUERY_MAX_BYTES, CLI_QUERY_MAX_BYTES);
     while (got && ((*text)[got - 1] == '\n' || (*text)[got - 1] == '\r')) (*text)[--got] = '\0';
     if (!got || memchr(*text, '\0', got))
         return cdb_cli_usage_error("search", "%s query on standard input",
-                               got ? "a NUL byte in the" : "an empty");
+                                   got ? "a NUL byte in the" : "an empty");
     if (a->n_pos == 1) return CLI_EXIT_OK;
     /* echo red | clipdb search - + blue */
     a->pos[i_stdin] = *text;

@@ -31,7 +31,7 @@ int cdb_cli_npy_header(FILE *f, const char *descr, const int64_t *shape, int ndi
 }
 
 int cdb_cli_npy_write(const char *path, const char *descr, const int64_t *shape, int ndim,
-                  const void *data, size_t elem_bytes) {
+                      const void *data, size_t elem_bytes) {
     int to_stdout = !strcmp(path, "-"); /* `--out -`: the array on standard output */
     FILE *f = to_stdout ? stdout : fopen(path, "wb");
     size_t count = 1;

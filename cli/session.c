@@ -12,7 +12,7 @@
 #include "cli/cli.h"
 
 int cdb_cli_engine_open(const char *flag_db, int writer, int wait, cdb_k_device device,
-                    int model_threads, cdb_engine **out) {
+                        int model_threads, cdb_engine **out) {
     const char *src, *msrc;
     const char *dir = cdb_cli_db_path(flag_db, &src);
     cdb_engine_params p = cdb_engine_params_default();
@@ -30,14 +30,14 @@ int cdb_cli_engine_open(const char *flag_db, int writer, int wait, cdb_k_device 
     if (rc == CDB_NOTFOUND) {
         struct stat sb;
         cdb_cli_error(strcmp(src, "default") ? src : "the default is ./clipdb",
-                  "no database at %s", dir);
+                      "no database at %s", dir);
         if (stat(dir, &sb) == 0 && !S_ISDIR(sb.st_mode)) { /* init there would fail too */
             cdb_cli_hint("%s is a file: a database is a folder (--db DIR, e.g. --db photos.clipdb)",
-                     dir);
+                         dir);
             return CLI_EXIT_FAIL;
         }
         cdb_cli_hint("run 'clipdb init%s%s' to create one, or pass --db DIR",
-                 strcmp(src, "default") ? " --db " : "", strcmp(src, "default") ? dir : "");
+                     strcmp(src, "default") ? " --db " : "", strcmp(src, "default") ? dir : "");
         return CLI_EXIT_FAIL;
     }
     if (rc == CDB_BUSY) {
