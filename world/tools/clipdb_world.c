@@ -126,8 +126,8 @@ int main(int argc, char **argv) {
             fprintf(stderr, "clipdb-world: error: %s: %s\n", cdb_status_str(rc), cdb_errmsg());
             return 1;
         }
-        fprintf(stderr, "clipdb-world: %lld images in %s (%.2f s)\n", o.n, o.dir,
-                (double)(cdb_now_ns() - t0) * 1e-9);
+        fprintf(stderr, "clipdb-world: %lld image%s in %s (%.2f s)\n", o.n, o.n == 1 ? "" : "s",
+                o.dir, (double)(cdb_now_ns() - t0) * 1e-9);
         return 0;
     }
     if (!strcmp(argv[1], "queries")) {
