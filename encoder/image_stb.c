@@ -86,8 +86,50 @@ static cdb_status stb_error(img_fmt f) {
     return cdb_seterr(CDB_CORRUPT, "%s: corrupt or truncated data (%s)", name, why);
 }
 
+static uint32_t be32(const uint8_t *p) {
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* PNG bytes b without the empty IDAT chunks that come before its first IDAT with
+** data (*n_out bytes, heap), or NULL when there are none (or no memory: stb then reads
+** b as it is). stb 2.27 copies an IDAT's bytes to its data buffer plus an offset, and
+** before the first byte that buffer is NULL: NULL + 0 is undefined behaviour (found
+** by fuzz_png). An empty IDAT carries no byte of the stream, so the image is the same. */
+static uint8_t *png_without_leading_empty_idat(const uint8_t *b, size_t n, size_t *n_out) {
+    size_t i = 8, o, cut_end = 0;
+    uint8_t *c;
+    while (i + 12 <= n) {
+        uint32_t len = be32(b + i);
+        int idat = !memcmp(b + i + 4, "IDAT", 4);
+        if (len > n - i - 12 || (idat && len > 0)) break;
+        i += 12 + (size_t)len;
+        if (idat) cut_end = i; /* an empty IDAT ends at i */
+    }
+    if (!cut_end || !(c = cdb_malloc(n))) return NULL;
+    memcpy(c, b, 8);
+    o = 8;
+    for (i = 8; i < cut_end;) { /* every chunk up to the last empty IDAT, but those */
+        size_t len = 12 + (size_t)be32(b + i);
+        if (memcmp(b + i + 4, "IDAT", 4)) {
+            memcpy(c + o, b + i, len);
+            o += len;
+        }
+        i += len;
+    }
+    memcpy(c + o, b + cut_end, n - cut_end);
+    *n_out = o + (n - cut_end);
+    return c;
+}
+
 cdb_status cdb_img_stb_decode(const uint8_t *b, size_t n, const img_info *ii, const img_opts *o,
                               cdb_image **out /* OUT */) {
+    uint8_t *fixed = NULL;
+    size_t n_fixed = 0;
+    if (ii->fmt == FMT_PNG && n > 8 && (fixed = png_without_leading_empty_idat(b, n, &n_fixed))) {
+        cdb_status rc = cdb_img_stb_decode(fixed, n_fixed, ii, o, out);
+        cdb_free(fixed);
+        return rc;
+    }
     cdb_status rc = CDB_OK;
     cdb_image *img = NULL;
     int w = 0, h = 0, got = 0, want = ii->want_channels, is16;

@@ -226,6 +226,32 @@ CDB_TEST(other_pngs_still_go_to_stb) {
     }
 }
 
+/* Empty IDAT chunks (legal: the stream is the concatenation of the IDATs' data) before
+** the first one with data, which stb 2.27 met with NULL + 0 (fuzz_png): both paths give
+** the image's own pixels, with 1 to 3 of them (and a tEXt among them). */
+CDB_TEST(empty_idat_chunks_first) {
+    g_drop_adler = 0; /* a failed check in another test may leave it set */
+    cdb_image_params prm = cdb_image_params_default();
+    uint8_t px[7 * 5 * 3];
+    for (size_t i = 0; i < sizeof px; i++) px[i] = (uint8_t)(i * 13 + 1);
+    for (int k = 1; k <= 3; k++) {
+        buf png = make_png(px, 7, 5, 3, 6, 0, 0, -1), out = {0};
+        put(&out, png.p, 33); /* signature + IHDR */
+        for (int e = 0; e < k; e++) {
+            png_chunk(&out, "IDAT", NULL, 0, 0);
+            if (e == 1) png_chunk(&out, "tEXt", "Comment\0among", 13, 0);
+        }
+        put(&out, png.p + 33, png.n - 33);
+        cdb_image *img = NULL, *ref = NULL;
+        CHECK_MSG(cdb_image_decode(out.p, out.n, &prm, &img) == CDB_OK, "%d empty: %s", k,
+                  cdb_errmsg());
+        CHECK_MSG(img && !memcmp(img->pixels, px, sizeof px), "%d empty: pixels differ", k);
+        CHECK_MSG(stb_decode(&out, &ref) == CDB_OK, "%d empty, stb: %s", k, cdb_errmsg());
+        CHECK_MSG(ref && !memcmp(ref->pixels, px, sizeof px), "%d empty, stb: pixels differ", k);
+        cdb_image_free(img), cdb_image_free(ref), free(png.p), free(out.p);
+    }
+}
+
 CDB_TEST_MAIN(random_images_decode_to_their_pixels, data_past_the_rows_is_ignored,
               broken_streams_are_corrupt, streams_without_trailer_get_stbs_verdict,
-              other_pngs_still_go_to_stb)
+              other_pngs_still_go_to_stb, empty_idat_chunks_first)

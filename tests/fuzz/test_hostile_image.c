@@ -429,10 +429,11 @@ CDB_TEST(truncations) {
 ** defining it is refused as corrupt, before stb sees it. */
 CDB_TEST(saved_fuzz_findings) {
     static const struct { const char *file; int want; } finds[] = {
-        {"slow_tga_rle_91_bytes_26482x101", -1},
-        {"jpeg_scan_uses_undefined_huffman_table", CDB_CORRUPT},
-        {"png_declared_pixels_overflow_int64", CDB_TOO_LARGE},
-        {"avif_ispe_disagrees_with_bitstream", CDB_CORRUPT},
+        {"fuzz_image/slow_tga_rle_91_bytes_26482x101", -1},
+        {"fuzz_image/jpeg_scan_uses_undefined_huffman_table", CDB_CORRUPT},
+        {"fuzz_image/png_declared_pixels_overflow_int64", CDB_TOO_LARGE},
+        {"fuzz_image/avif_ispe_disagrees_with_bitstream", CDB_CORRUPT},
+        {"fuzz_png/png_empty_idat_first_null_plus_zero", CDB_CORRUPT},
     };
     int failures = 0, found = 0;
     for (size_t i = 0; i < sizeof finds / sizeof finds[0]; i++) {
@@ -440,15 +441,14 @@ CDB_TEST(saved_fuzz_findings) {
         static uint8_t data[1 << 16];
         FILE *f;
         decode_case c;
-        snprintf(path, sizeof path, "%s/tests/fuzz/crashes/fuzz_image/%s", CDB_SOURCE_DIR,
-                 finds[i].file);
+        snprintf(path, sizeof path, "%s/tests/fuzz/crashes/%s", CDB_SOURCE_DIR, finds[i].file);
         if (!(f = fopen(path, "rb"))) continue;
         memset(&c, 0, sizeof c);
         c.name = finds[i].file;
         c.n = fread(data, 1, sizeof data, f);
         c.p = data;
         c.want = finds[i].want;
-        if (!strncmp(c.name, "avif", 4) && !strstr(cdb_image_formats(0), "AVIF"))
+        if (strstr(c.name, "/avif") && !strstr(cdb_image_formats(0), "AVIF"))
             c.want = CDB_UNSUPPORTED; /* a build without libheif */
         c.max_rss_mb = 256;
         c.max_seconds = 20;
@@ -456,8 +456,8 @@ CDB_TEST(saved_fuzz_findings) {
         found++;
         if (hostile_in_child(c.name, run_decode, &c)) failures++;
     }
-    if (!found) CDB_SKIP("tests/fuzz/crashes/fuzz_image not present");
-    CHECK_EQ_INT(found, 4);
+    if (!found) CDB_SKIP("tests/fuzz/crashes not present");
+    CHECK_EQ_INT(found, 5);
     CHECK_EQ_INT(failures, 0);
 }
 
