@@ -24,14 +24,6 @@
 
 #include "encoder/image_int.h"
 
-static uint32_t rd_be32(const uint8_t *p) {
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-static uint32_t rd_le32(const uint8_t *p) {
-    return (uint32_t)p[3] << 24 | (uint32_t)p[2] << 16 | (uint32_t)p[1] << 8 | p[0];
-}
-static unsigned rd_le16(const uint8_t *p) { return (unsigned)p[1] << 8 | p[0]; }
-static unsigned rd_be16(const uint8_t *p) { return (unsigned)p[0] << 8 | p[1]; }
 
 const char *cdb_img_fmt_name(img_fmt f) {
     switch (f) {
@@ -53,7 +45,7 @@ const char *cdb_img_fmt_name(img_fmt f) {
 
 /* ISO BMFF: the ftyp box's major and compatible brands. */
 static img_fmt sniff_bmff(const uint8_t *b, size_t n) {
-    uint32_t len = rd_be32(b);
+    uint32_t len = cdb_img_be32(b);
     int heif = 0, avif = 0, crx = 0;
     if (len < 16 || len > n) len = (uint32_t)(n < 64 ? n : 64) & ~3u;
     for (uint32_t i = 8; i + 4 <= len; i += 4) {
@@ -151,21 +143,21 @@ int cdb_img_exif_orientation(const uint8_t *t, size_t n) {
     if (t[0] == 'I' && t[1] == 'I') le = 1;
     else if (t[0] == 'M' && t[1] == 'M') le = 0;
     else return 1;
-    if ((le ? rd_le16(t + 2) : rd_be16(t + 2)) != 42) return 1;
-    ifd = le ? rd_le32(t + 4) : rd_be32(t + 4);
+    if ((le ? cdb_img_le16(t + 2) : cdb_img_be16(t + 2)) != 42) return 1;
+    ifd = le ? cdb_img_le32(t + 4) : cdb_img_be32(t + 4);
     if (ifd > n - 2 || ifd < 8) return 1;
-    count = le ? rd_le16(t + ifd) : rd_be16(t + ifd);
+    count = le ? cdb_img_le16(t + ifd) : cdb_img_be16(t + ifd);
     for (unsigned i = 0; i < count; i++) {
         size_t e = (size_t)ifd + 2 + (size_t)i * 12;
         unsigned tag, type, v;
         if (e + 12 > n) return 1;
-        tag = le ? rd_le16(t + e) : rd_be16(t + e);
+        tag = le ? cdb_img_le16(t + e) : cdb_img_be16(t + e);
         if (tag != 0x0112) continue;
-        type = le ? rd_le16(t + e + 2) : rd_be16(t + e + 2);
+        type = le ? cdb_img_le16(t + e + 2) : cdb_img_be16(t + e + 2);
         if (type == 3) /* SHORT, stored left-justified in the value field */
-            v = le ? rd_le16(t + e + 8) : rd_be16(t + e + 8);
+            v = le ? cdb_img_le16(t + e + 8) : cdb_img_be16(t + e + 8);
         else if (type == 4) /* LONG: tolerated */
-            v = le ? rd_le32(t + e + 8) : rd_be32(t + e + 8);
+            v = le ? cdb_img_le32(t + e + 8) : cdb_img_be32(t + e + 8);
         else
             return 1;
         return (v >= 1 && v <= 8) ? (int)v : 1;

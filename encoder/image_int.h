@@ -29,6 +29,16 @@
 #define IMG_MAX_FILE_BYTES ((int64_t)1 << 30) /* stb takes an int length */
 #define IMG_MAX_SIDE (1 << 24)                  /* stb's STBI_MAX_DIMENSIONS */
 
+/* Unaligned big- and little-endian reads of the formats' headers and chunks. */
+static inline uint32_t cdb_img_be32(const uint8_t *p) {
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+static inline uint32_t cdb_img_le32(const uint8_t *p) {
+    return (uint32_t)p[3] << 24 | (uint32_t)p[2] << 16 | (uint32_t)p[1] << 8 | p[0];
+}
+static inline unsigned cdb_img_be16(const uint8_t *p) { return (unsigned)p[0] << 8 | p[1]; }
+static inline unsigned cdb_img_le16(const uint8_t *p) { return (unsigned)p[1] << 8 | p[0]; }
+
 typedef enum img_fmt {
     FMT_UNKNOWN = 0,
     FMT_JPEG,

@@ -42,7 +42,6 @@
 
 #define JPEG_MAX_SCANS 500
 
-static unsigned rd_be16(const uint8_t *p) { return (unsigned)p[0] << 8 | p[1]; }
 
 /* ---- marker pre-scan ----------------------------------------------------------- */
 
@@ -96,8 +95,8 @@ static cdb_status sof_parse(const uint8_t *s, unsigned m, unsigned len, img_jpeg
             return cdb_seterr(CDB_UNSUPPORTED, "JPEG: fractional chroma subsampling (%ux%u of "
                               "%ux%u) is not supported", hv >> 4, hv & 15, hmax, vmax);
     }
-    h->h = rd_be16(s + 1);
-    h->w = rd_be16(s + 3);
+    h->h = cdb_img_be16(s + 1);
+    h->w = cdb_img_be16(s + 3);
     h->comps = (int)nc;
     h->progressive = m == 0xC2 || m == 0xCA;
     /* Every 8x8 data unit of every component has its DC coefficient entropy-coded
@@ -126,7 +125,7 @@ cdb_status cdb_img_jpeg_scan(const uint8_t *b, size_t n, img_jpeg_hdr *h /* OUT 
         if (m == 0xFF) { i++; continue; } /* fill byte */
         if (m == 0xD8 || (m >= 0xD0 && m <= 0xD7) || m == 0x01 || m == 0x00) { i += 2; continue; }
         if (m == 0xD9) break;
-        len = rd_be16(b + i + 2);
+        len = cdb_img_be16(b + i + 2);
         if (len < 2 || i + 2 + len > n)
             return cdb_seterr(CDB_CORRUPT, "JPEG: segment 0x%02X length %u runs past the end of "
                               "the file (%zu bytes; truncated?)", m, len, n);
@@ -242,7 +241,7 @@ static uint8_t *dc_only_stream(const uint8_t *b, size_t n, size_t *out_n) {
         if (m == 0xFF) { i++; continue; }
         if (m == 0xD9) break;
         if ((m >= 0xD0 && m <= 0xD7) || m == 0x01 || m == 0x00) { i += 2; continue; }
-        len = rd_be16(b + i + 2);
+        len = cdb_img_be16(b + i + 2);
         if (len < 2 || i + 2 + len > n) break;
         end = i + 2 + len;
         if ((m == 0xC2 || m == 0xCA) && len >= 8) {

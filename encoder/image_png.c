@@ -35,9 +35,6 @@
 #include "core/core.h"
 #include "encoder/image_int.h"
 
-static uint32_t be32(const uint8_t *p) {
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
 
 int cdb_img_png_is_plain(const img_info *ii) { return ii->fmt == FMT_PNG && ii->png_plain; }
 
@@ -160,15 +157,15 @@ static void unfilter_row(int type, const uint8_t *in, uint8_t *out, const uint8_
 static uint8_t *gather_idat(const uint8_t *b, size_t n, size_t *zn) {
     size_t total = 0, i;
     uint8_t *z;
-    for (i = 8; i + 12 <= n; i += 12 + (size_t)be32(b + i)) {
+    for (i = 8; i + 12 <= n; i += 12 + (size_t)cdb_img_be32(b + i)) {
         if (!memcmp(b + i + 4, "IEND", 4)) break;
-        if (!memcmp(b + i + 4, "IDAT", 4)) total += be32(b + i);
+        if (!memcmp(b + i + 4, "IDAT", 4)) total += cdb_img_be32(b + i);
     }
     z = cdb_malloc(total ? total : 1);
     if (!z) return NULL;
     *zn = 0;
-    for (i = 8; i + 12 <= n; i += 12 + (size_t)be32(b + i)) {
-        uint32_t len = be32(b + i);
+    for (i = 8; i + 12 <= n; i += 12 + (size_t)cdb_img_be32(b + i)) {
+        uint32_t len = cdb_img_be32(b + i);
         if (!memcmp(b + i + 4, "IEND", 4)) break;
         if (memcmp(b + i + 4, "IDAT", 4)) continue;
         memcpy(z + *zn, b + i + 8, len);

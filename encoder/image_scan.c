@@ -23,13 +23,6 @@
 
 #include "encoder/image_int.h"
 
-static uint32_t rd_be32(const uint8_t *p) {
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-static uint32_t rd_le32(const uint8_t *p) {
-    return (uint32_t)p[3] << 24 | (uint32_t)p[2] << 16 | (uint32_t)p[1] << 8 | p[0];
-}
-static unsigned rd_le16(const uint8_t *p) { return (unsigned)p[1] << 8 | p[0]; }
 
 /* PNG: walks every chunk so that no declared length exceeds the file, and reads
 ** IHDR's bit depth / colour type and whether a tRNS chunk exists. png_plain: the file
@@ -40,7 +33,7 @@ static cdb_status png_scan(const uint8_t *b, size_t n, img_info *ii) {
     size_t i = 8;
     int depth = -1, ctype = -1, has_trns = 0, seen_iend = 0, plain = 1, methods = 0;
     while (i + 12 <= n) {
-        uint32_t len = rd_be32(b + i);
+        uint32_t len = cdb_img_be32(b + i);
         const uint8_t *type = b + i + 4;
         if (len > n - i - 12)
             return cdb_seterr(CDB_CORRUPT, "PNG: chunk '%.4s' declares %u bytes but only %zu "
@@ -48,8 +41,8 @@ static cdb_status png_scan(const uint8_t *b, size_t n, img_info *ii) {
                               n - i - 12);
         if (!memcmp(type, "IHDR", 4) && len >= 13) {
             plain &= i == 8 && len == 13;
-            ii->decl_w = rd_be32(b + i + 8);
-            ii->decl_h = rd_be32(b + i + 12);
+            ii->decl_w = cdb_img_be32(b + i + 8);
+            ii->decl_h = cdb_img_be32(b + i + 12);
             depth = b[i + 8 + 8];
             ctype = b[i + 8 + 9];
             methods = b[i + 8 + 10] | b[i + 8 + 11];
@@ -103,8 +96,8 @@ static void gif_scan(const uint8_t *b, size_t n, img_info *ii) {
     ii->gif_trans = -1;
     ii->gif_frame_px = -1;
     if (n < 13) return;
-    ii->decl_w = rd_le16(b + 6);
-    ii->decl_h = rd_le16(b + 8);
+    ii->decl_w = cdb_img_le16(b + 6);
+    ii->decl_h = cdb_img_le16(b + 8);
     if (b[10] & 0x80) {
         gct_n = (size_t)2 << (b[10] & 7);
         gct = b + 13;
@@ -128,7 +121,7 @@ static void gif_scan(const uint8_t *b, size_t n, img_info *ii) {
                 table = gct;
                 table_n = gct_n;
             }
-            ii->gif_frame_px = (int64_t)rd_le16(b + i + 5) * rd_le16(b + i + 7);
+            ii->gif_frame_px = (int64_t)cdb_img_le16(b + i + 5) * cdb_img_le16(b + i + 7);
             /* LZW data: code size byte, then sub-blocks up to a 0 (or the file's end) */
             {
                 size_t k = i + 10 + (b[i + 9] & 0x80 ? 3 * table_n : 0) + 1;
@@ -158,19 +151,19 @@ static cdb_status bmp_scan(const uint8_t *b, size_t n, img_info *ii) {
     uint32_t hsize, comp = 0, colors = 0;
     unsigned bpp;
     if (n < 30) return cdb_seterr(CDB_CORRUPT, "BMP: truncated header");
-    hsize = rd_le32(b + 14);
+    hsize = cdb_img_le32(b + 14);
     if (hsize == 12) {
-        ii->decl_w = rd_le16(b + 18);
-        ii->decl_h = rd_le16(b + 20);
-        bpp = rd_le16(b + 24);
+        ii->decl_w = cdb_img_le16(b + 18);
+        ii->decl_h = cdb_img_le16(b + 20);
+        bpp = cdb_img_le16(b + 24);
     } else {
         if (n < 54 || hsize < 40) return cdb_seterr(CDB_CORRUPT, "BMP: bad header size %u", hsize);
-        ii->decl_w = (int32_t)rd_le32(b + 18);
-        ii->decl_h = (int32_t)rd_le32(b + 22);
+        ii->decl_w = (int32_t)cdb_img_le32(b + 18);
+        ii->decl_h = (int32_t)cdb_img_le32(b + 22);
         if (ii->decl_h < 0) ii->decl_h = -ii->decl_h; /* top-down */
-        bpp = rd_le16(b + 28);
-        comp = rd_le32(b + 30);
-        colors = rd_le32(b + 46);
+        bpp = cdb_img_le16(b + 28);
+        comp = cdb_img_le32(b + 30);
+        colors = cdb_img_le32(b + 46);
     }
     if (ii->decl_w <= 0 || ii->decl_h <= 0)
         return cdb_seterr(CDB_CORRUPT, "BMP: invalid size %lldx%lld", (long long)ii->decl_w,
@@ -181,9 +174,9 @@ static cdb_status bmp_scan(const uint8_t *b, size_t n, img_info *ii) {
     if (comp == 0 && bpp >= 1 && bpp <= 32) {
         /* stb reads missing pixel rows as zeros; PIL calls the file truncated. */
         int64_t stride = ((ii->decl_w * bpp + 31) / 32) * 4;
-        if ((int64_t)rd_le32(b + 10) + stride * ii->decl_h > (int64_t)n)
+        if ((int64_t)cdb_img_le32(b + 10) + stride * ii->decl_h > (int64_t)n)
             return cdb_seterr(CDB_CORRUPT, "BMP: pixel data truncated (%zu bytes, need %lld)", n,
-                              (long long)(rd_le32(b + 10) + stride * ii->decl_h));
+                              (long long)(cdb_img_le32(b + 10) + stride * ii->decl_h));
     }
     if (comp == 1 || comp == 2)
         return cdb_seterr(CDB_UNSUPPORTED, "BMP: RLE compression is not supported");
@@ -259,14 +252,14 @@ static cdb_status pnm_scan(const uint8_t *b, size_t n, img_info *ii) {
 /* TGA: colour-mapped types are PIL's "P"; uncompressed pixel data must be present
 ** (stb 2.27 returns uninitialized rows for a short file). */
 static cdb_status tga_scan(const uint8_t *b, size_t n, img_info *ii) {
-    ii->decl_w = rd_le16(b + 12);
-    ii->decl_h = rd_le16(b + 14);
+    ii->decl_w = cdb_img_le16(b + 12);
+    ii->decl_h = cdb_img_le16(b + 14);
     if (b[2] == 1 || b[2] == 9) {
         ii->is_palette = 1;
         ii->want_channels = 3;
     }
     if (b[2] == 1 || b[2] == 2 || b[2] == 3) {
-        int64_t cmap = b[1] ? (int64_t)rd_le16(b + 5) * ((b[7] + 7) / 8) : 0;
+        int64_t cmap = b[1] ? (int64_t)cdb_img_le16(b + 5) * ((b[7] + 7) / 8) : 0;
         int64_t need = 18 + (int64_t)b[0] + cmap + ii->decl_w * ii->decl_h * ((b[16] + 7) / 8);
         if (need > (int64_t)n)
             return cdb_seterr(CDB_CORRUPT, "TGA: pixel data truncated (%zu bytes, need %lld)", n,
@@ -307,7 +300,7 @@ cdb_status cdb_img_stb_payload_check(const uint8_t *b, size_t n, const img_info 
         ** pixels; stb reads past the end as zeros. Counted from the end of the
         ** header, ID and colour map. */
         if (b[2] >= 9) {
-            int64_t bpp = (b[16] + 7) / 8, cmap = b[1] ? (int64_t)rd_le16(b + 5) * ((b[7] + 7) / 8) : 0;
+            int64_t bpp = (b[16] + 7) / 8, cmap = b[1] ? (int64_t)cdb_img_le16(b + 5) * ((b[7] + 7) / 8) : 0;
             int64_t have = (int64_t)n - 18 - b[0] - cmap, need = (px + 127) / 128 * (1 + bpp);
             if (have < need)
                 return cdb_seterr(CDB_CORRUPT, "TGA: %lld bytes of RLE data cannot hold %lldx%lld "
@@ -342,8 +335,8 @@ static cdb_status psd_scan(const uint8_t *b, size_t n, img_info *ii) {
     if (n < 26) return cdb_seterr(CDB_CORRUPT, "PSD: truncated header");
     ver = (unsigned)b[4] << 8 | b[5];
     ch = (unsigned)b[12] << 8 | b[13];
-    ii->decl_h = rd_be32(b + 14);
-    ii->decl_w = rd_be32(b + 18);
+    ii->decl_h = cdb_img_be32(b + 14);
+    ii->decl_w = cdb_img_be32(b + 18);
     depth = (unsigned)b[22] << 8 | b[23];
     mode = (unsigned)b[24] << 8 | b[25];
     if (ver != 1)
@@ -356,7 +349,7 @@ static cdb_status psd_scan(const uint8_t *b, size_t n, img_info *ii) {
     for (int s = 0; s < 3; s++) { /* colour mode data, image resources, layers and masks */
         uint32_t len;
         if (i + 4 > n) return cdb_seterr(CDB_CORRUPT, "PSD: truncated section %d", s);
-        len = rd_be32(b + i);
+        len = cdb_img_be32(b + i);
         if (len > n - i - 4)
             return cdb_seterr(CDB_CORRUPT, "PSD: section %d declares %u bytes past the end", s,
                               len);

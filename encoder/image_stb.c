@@ -86,9 +86,6 @@ static cdb_status stb_error(img_fmt f) {
     return cdb_seterr(CDB_CORRUPT, "%s: corrupt or truncated data (%s)", name, why);
 }
 
-static uint32_t be32(const uint8_t *p) {
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
 
 /* PNG bytes b without the empty IDAT chunks that come before its first IDAT with
 ** data (*n_out bytes, heap), or NULL when there are none (or no memory: stb then reads
@@ -99,7 +96,7 @@ static uint8_t *png_without_leading_empty_idat(const uint8_t *b, size_t n, size_
     size_t i = 8, o, cut_end = 0;
     uint8_t *c;
     while (i + 12 <= n) {
-        uint32_t len = be32(b + i);
+        uint32_t len = cdb_img_be32(b + i);
         int idat = !memcmp(b + i + 4, "IDAT", 4);
         if (len > n - i - 12 || (idat && len > 0)) break;
         i += 12 + (size_t)len;
@@ -109,7 +106,7 @@ static uint8_t *png_without_leading_empty_idat(const uint8_t *b, size_t n, size_
     memcpy(c, b, 8);
     o = 8;
     for (i = 8; i < cut_end;) { /* every chunk up to the last empty IDAT, but those */
-        size_t len = 12 + (size_t)be32(b + i);
+        size_t len = 12 + (size_t)cdb_img_be32(b + i);
         if (memcmp(b + i + 4, "IDAT", 4)) {
             memcpy(c + o, b + i, len);
             o += len;
