@@ -143,12 +143,19 @@ try {
   await page.screenshot({ path: join(out, 'dropped.png') });
 
   // 6. infinite scroll: more tiles arrive at the bottom
+  // (The count is taken once the new query's first page is shown: the dropped image's
+  // 40 tiles are still there until then, and a scroll to their bottom would be undone
+  // when the grid is replaced. The page is scrolled to its bottom again on every poll,
+  // as a user would keep scrolling: the bottom moves while the thumbnails lay out.)
   await page.locator('#q').fill('a shape');
   await page.keyboard.press('Enter');
+  await page.waitForFunction(() => document.getElementById('status').textContent.includes('a shape'));
   await thumbsLoaded(8);
   const before = await page.locator('.tile').count();
-  await page.evaluate(() => window.scrollTo(0, document.body.scrollHeight));
-  await page.waitForFunction((n) => document.querySelectorAll('.tile').length > n, before, { timeout: 30000 })
+  await page.waitForFunction((n) => {
+    window.scrollTo(0, document.body.scrollHeight);
+    return document.querySelectorAll('.tile').length > n;
+  }, before, { timeout: 30000 })
     .then(() => check(true, 'scrolling down loads the next page'),
       () => check(before < 40, `scrolling: ${before} hits (all of them on the first page)`));
 
