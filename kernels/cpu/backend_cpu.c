@@ -9,8 +9,9 @@
 **
 ** Batch and thread invariance (kernels.h): every op computes each output row with
 ** arithmetic that depends on that row's data and the op's row-independent sizes
-** only. GEMM: gemm_int.h. Attention: one query row at a time (attn_row), its sums
-** in an order fixed by head_dim and its own key count. LayerNorm: per row, fixed
+** only. GEMM: gemm_int.h. Attention: per query row (attn_row, or attn_rows3 for
+** three rows with each one's arithmetic the same), its sums in an order fixed by
+** head_dim and its own key count. LayerNorm: per row, fixed
 ** order. Threads split rows, heads and columns, never a reduction.
 **
 ** The ModifiedResNet ops (im2col, avgpool, prepend_mean_add, attention_q) are OpenMP
@@ -294,10 +295,13 @@ typedef struct attn_layout {
     int causal;          /* query i sees keys j <= i */
 } attn_layout;
 
-/* Per (item, head) pair, its output rows one at a time through K->attn_row: the
-** scores of one row are the only thing materialized (seq + lanes floats per thread),
-** and a row's arithmetic does not depend on which other rows are computed. Problems
-** under min_work multiply-adds run on this thread (a fork/join costs more). */
+/* Per (item, head) pair, its output rows three at a time through K->attn_rows3
+** (each key and value vector loaded once for the three; not for causal rows, whose
+** key counts differ), the rest one at a time through K->attn_row: the scores of
+** three rows are the only thing materialized (3 * (seq + lanes) floats per thread),
+** and a row's arithmetic is the same in either kernel, whichever other rows are
+** computed. Problems under min_work multiply-adds run on this thread (a fork/join
+** costs more). */
 static cdb_status attend(cdb_k_backend *be, const attn_layout *L, int batch, int seq, int heads,
                          int head_dim, double min_work) {
     const cdb_gemm_kern *K = kern(be);
@@ -307,7 +311,7 @@ static cdb_status attend(cdb_k_backend *be, const attn_layout *L, int batch, int
     if (n_bh < 2 || (double)n_bh * L->n_q * seq * head_dim < min_work) nt = 1;
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
-        float *p = malloc(((size_t)seq + CDB_GEMM_NR_MAX) * sizeof(float));
+        float *p = malloc(3 * ((size_t)seq + CDB_GEMM_NR_MAX) * sizeof(float));
         if (!p) {
 #pragma omp atomic write
             fail = 1;
@@ -317,7 +321,17 @@ static cdb_status attend(cdb_k_backend *be, const attn_layout *L, int batch, int
             int b = (int)(bh / heads), h = (int)(bh % heads);
             size_t kv0 = (size_t)b * L->kv_item + (size_t)h * head_dim;
             if (!p) continue;
-            for (int r = 0; r < L->n_q; r++) {
+            int r = 0;
+            if (!L->qpos && !L->causal)
+                for (; r + 3 <= L->n_q; r += 3)
+                    K->attn_rows3(L->q + (size_t)b * L->q_item + (size_t)r * L->q_row +
+                                      (size_t)h * head_dim,
+                                  L->q_row, L->k + kv0, L->kv_row, L->v + kv0, L->kv_row, seq,
+                                  head_dim, scale, p,
+                                  L->out + (size_t)b * L->out_item + (size_t)r * d +
+                                      (size_t)h * head_dim,
+                                  (size_t)d);
+            for (; r < L->n_q; r++) {
                 int i = L->qpos ? L->qpos[b] : r;
                 K->attn_row(L->q + (size_t)b * L->q_item + (size_t)i * L->q_row +
                                 (size_t)h * head_dim,

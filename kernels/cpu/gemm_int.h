@@ -75,6 +75,13 @@ typedef struct cdb_gemm_kern {
     ** depends on hd and n_keys only. p: scratch of >= n_keys + vl floats. */
     void (*attn_row)(const float *q, const float *k, size_t kstride, const float *v,
                      size_t vstride, int n_keys, int hd, float scale, float *p, float *out);
+    /* Three query rows at once (q + i*qstride against the same keys and values, into
+    ** out + i*ostride, i < 3): each row's output bit for bit what attn_row gives it,
+    ** the key and value vectors loaded once for the three. p: scratch of
+    ** 3 * (n_keys + vl) floats. */
+    void (*attn_rows3)(const float *q, size_t qstride, const float *k, size_t kstride,
+                       const float *v, size_t vstride, int n_keys, int hd, float scale, float *p,
+                       float *out, size_t ostride);
     /* iters x 12 independent vector FMAs (the peak-rate probe of benchmarks). */
     float (*fma_loop)(long iters);
 } cdb_gemm_kern;

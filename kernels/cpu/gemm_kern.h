@@ -311,26 +311,33 @@ static inline void KFN(pv)(const float *p, const float *v, size_t vs, int n_keys
     }
 }
 
-static void KFN(attn_row)(const float *q, const float *k, size_t ks, const float *v,
-                          size_t vs, int n_keys, int hd, float scale, float *p, float *out) {
-    float mx = -INFINITY, sum, inv;
-    int j = 0, l;
+/* In place over p[0, n_keys): p = exp(scale * p - max), one formula for every key
+** (the last vector padded: p needs n_keys + VL floats); returns 1 / sum p, the sum
+** one vector chain over whole vectors + the rest in order. */
+static inline float KFN(softmax_row)(float *p, int n_keys, float scale) {
+    float mx = -INFINITY, sum;
+    int j;
     V vsum = VZERO(), vmx;
-    for (; j + 4 <= n_keys; j += 4) KFN(dot4)(q, k + (size_t)j * ks, ks, hd, p + j);
-    for (; j < n_keys; j++) p[j] = KFN(dot)(q, k + (size_t)j * ks, hd);
     for (j = 0; j < n_keys; j++) {
         p[j] *= scale;
         mx = p[j] > mx ? p[j] : mx;
     }
-    /* exp(p - max) through one formula for every key (the last vector padded),
-    ** summed as one vector chain over whole vectors + the rest in order */
     vmx = VSET1(mx);
     memset(p + n_keys, 0, VL * sizeof(float)); /* the padding lanes: defined values */
     for (j = 0; j < n_keys; j += VL) VSTORE(p + j, KFN(vexp)(VSUB(VLOAD(p + j), vmx)));
     for (j = 0; j + VL <= n_keys; j += VL) vsum = VADD(vsum, VLOAD(p + j));
     sum = VHSUM(vsum);
     for (; j < n_keys; j++) sum += p[j];
-    inv = 1.0f / sum;
+    return 1.0f / sum;
+}
+
+static void KFN(attn_row)(const float *q, const float *k, size_t ks, const float *v,
+                          size_t vs, int n_keys, int hd, float scale, float *p, float *out) {
+    float inv;
+    int j = 0, l;
+    for (; j + 4 <= n_keys; j += 4) KFN(dot4)(q, k + (size_t)j * ks, ks, hd, p + j);
+    for (; j < n_keys; j++) p[j] = KFN(dot)(q, k + (size_t)j * ks, hd);
+    inv = KFN(softmax_row)(p, n_keys, scale);
     /* out = (sum_j p_j v_j) * inv: per lane one chain, j ascending; vectors over l
     ** in groups of 8, 4 and 1 (independent chains), then the tail of hd */
     l = 0;
@@ -342,6 +349,102 @@ static void KFN(attn_row)(const float *q, const float *k, size_t ks, const float
         for (j = 0; j < n_keys; j++) o += p[j] * v[(size_t)j * vs + l];
         out[l] = o * inv;
     }
+}
+
+/* Three query rows (q + i*qs) against four keys: p[i][j] as KFN(dot4) gives it, each
+** key's vector loaded once for the three rows (12 chains). */
+static inline void KFN(dot3x4)(const float *q, size_t qs, const float *k, size_t ks, int hd,
+                               float *p, size_t ps) {
+    V a00 = VZERO(), a01 = VZERO(), a02 = VZERO(), a03 = VZERO(), a10 = VZERO(),
+      a11 = VZERO(), a12 = VZERO(), a13 = VZERO(), a20 = VZERO(), a21 = VZERO(),
+      a22 = VZERO(), a23 = VZERO();
+    const float *q0 = q, *q1 = q + qs, *q2 = q + 2 * qs;
+    const float *k0 = k, *k1 = k + ks, *k2 = k + 2 * ks, *k3 = k + 3 * ks;
+    int l = 0;
+    for (; l + VL <= hd; l += VL) {
+        V x0 = VLOAD(q0 + l), x1 = VLOAD(q1 + l), x2 = VLOAD(q2 + l), kv;
+        kv = VLOAD(k0 + l);
+        a00 = VFMA(x0, kv, a00), a10 = VFMA(x1, kv, a10), a20 = VFMA(x2, kv, a20);
+        kv = VLOAD(k1 + l);
+        a01 = VFMA(x0, kv, a01), a11 = VFMA(x1, kv, a11), a21 = VFMA(x2, kv, a21);
+        kv = VLOAD(k2 + l);
+        a02 = VFMA(x0, kv, a02), a12 = VFMA(x1, kv, a12), a22 = VFMA(x2, kv, a22);
+        kv = VLOAD(k3 + l);
+        a03 = VFMA(x0, kv, a03), a13 = VFMA(x1, kv, a13), a23 = VFMA(x2, kv, a23);
+    }
+    p[0] = VHSUM(a00), p[1] = VHSUM(a01), p[2] = VHSUM(a02), p[3] = VHSUM(a03);
+    p[ps] = VHSUM(a10), p[ps + 1] = VHSUM(a11), p[ps + 2] = VHSUM(a12), p[ps + 3] = VHSUM(a13);
+    p[2 * ps] = VHSUM(a20), p[2 * ps + 1] = VHSUM(a21), p[2 * ps + 2] = VHSUM(a22);
+    p[2 * ps + 3] = VHSUM(a23);
+    for (int i = 0; i < 3; i++) {
+        const float *qi = q + (size_t)i * qs;
+        float *pi = p + (size_t)i * ps;
+        for (int l2 = l; l2 < hd; l2++) {
+            pi[0] += qi[l2] * k0[l2];
+            pi[1] += qi[l2] * k1[l2];
+            pi[2] += qi[l2] * k2[l2];
+            pi[3] += qi[l2] * k3[l2];
+        }
+    }
+}
+
+/* out_i[u*VL ..] = inv_i * sum_j p_i[j] v_j[u*VL ..] for three rows (p_i at p + i*ps,
+** out_i at out + i*os), u < nvec (4 or 1): each lane's chain as in KFN(pv), each
+** value vector loaded once for the three rows. */
+static inline void KFN(pv3)(const float *p, size_t ps, const float *v, size_t vs, int n_keys,
+                            int nvec, const float inv[3], float *out, size_t os) {
+    V o00 = VZERO(), o01 = VZERO(), o02 = VZERO(), o03 = VZERO(), o10 = VZERO(),
+      o11 = VZERO(), o12 = VZERO(), o13 = VZERO(), o20 = VZERO(), o21 = VZERO(),
+      o22 = VZERO(), o23 = VZERO();
+    for (int j = 0; j < n_keys; j++) {
+        const float *vr = v + (size_t)j * vs;
+        V p0 = VSET1(p[j]), p1 = VSET1(p[ps + j]), p2 = VSET1(p[2 * ps + j]), x;
+        x = VLOAD(vr);
+        o00 = VFMA(p0, x, o00), o10 = VFMA(p1, x, o10), o20 = VFMA(p2, x, o20);
+        if (nvec == 4) {
+            x = VLOAD(vr + VL);
+            o01 = VFMA(p0, x, o01), o11 = VFMA(p1, x, o11), o21 = VFMA(p2, x, o21);
+            x = VLOAD(vr + 2 * VL);
+            o02 = VFMA(p0, x, o02), o12 = VFMA(p1, x, o12), o22 = VFMA(p2, x, o22);
+            x = VLOAD(vr + 3 * VL);
+            o03 = VFMA(p0, x, o03), o13 = VFMA(p1, x, o13), o23 = VFMA(p2, x, o23);
+        }
+    }
+    VSTORE(out, VMUL(o00, VSET1(inv[0])));
+    VSTORE(out + os, VMUL(o10, VSET1(inv[1])));
+    VSTORE(out + 2 * os, VMUL(o20, VSET1(inv[2])));
+    if (nvec == 4) {
+        VSTORE(out + VL, VMUL(o01, VSET1(inv[0])));
+        VSTORE(out + 2 * VL, VMUL(o02, VSET1(inv[0])));
+        VSTORE(out + 3 * VL, VMUL(o03, VSET1(inv[0])));
+        VSTORE(out + os + VL, VMUL(o11, VSET1(inv[1])));
+        VSTORE(out + os + 2 * VL, VMUL(o12, VSET1(inv[1])));
+        VSTORE(out + os + 3 * VL, VMUL(o13, VSET1(inv[1])));
+        VSTORE(out + 2 * os + VL, VMUL(o21, VSET1(inv[2])));
+        VSTORE(out + 2 * os + 2 * VL, VMUL(o22, VSET1(inv[2])));
+        VSTORE(out + 2 * os + 3 * VL, VMUL(o23, VSET1(inv[2])));
+    }
+}
+
+static void KFN(attn_rows3)(const float *q, size_t qs, const float *k, size_t ks, const float *v,
+                            size_t vs, int n_keys, int hd, float scale, float *p, float *out,
+                            size_t os) {
+    const size_t ps = (size_t)n_keys + VL;
+    float inv[3];
+    int j = 0, l = 0;
+    for (; j + 4 <= n_keys; j += 4) KFN(dot3x4)(q, qs, k + (size_t)j * ks, ks, hd, p + j, ps);
+    for (; j < n_keys; j++)
+        for (int i = 0; i < 3; i++) p[i * ps + j] = KFN(dot)(q + i * qs, k + (size_t)j * ks, hd);
+    for (int i = 0; i < 3; i++) inv[i] = KFN(softmax_row)(p + i * ps, n_keys, scale);
+    for (; l + 4 * VL <= hd; l += 4 * VL) KFN(pv3)(p, ps, v + l, vs, n_keys, 4, inv, out + l, os);
+    for (; l + VL <= hd; l += VL) KFN(pv3)(p, ps, v + l, vs, n_keys, 1, inv, out + l, os);
+    for (; l < hd; l++)
+        for (int i = 0; i < 3; i++) {
+            const float *pi = p + i * ps;
+            float o = 0.0f;
+            for (j = 0; j < n_keys; j++) o += pi[j] * v[(size_t)j * vs + l];
+            out[i * os + l] = o * inv[i];
+        }
 }
 
 /* ---- peak FMA rate ------------------------------------------------------------- */
@@ -369,5 +472,6 @@ static float KFN(fma_loop)(long iters) {
 }
 
 const cdb_gemm_kern KFN(cdb_gemm_kern) = {
-    KFN_ISA_NAME, VL, 2 * VL, KFN(tile), KFN(row4), KFN(pack_a), KFN(act), KFN(attn_row), KFN(fma_loop),
+    KFN_ISA_NAME, VL, 2 * VL, KFN(tile), KFN(row4), KFN(pack_a), KFN(act), KFN(attn_row),
+    KFN(attn_rows3), KFN(fma_loop),
 };

@@ -11,7 +11,8 @@
 ** and through the optimized CPU backend: packed (matrix_upload) and plain weights
 ** give identical bits and read back exactly; attention rows are the same alone
 ** or in a batch, with any thread count, and causal rows do not depend on the
-** sequence length; act() gives the same bits whatever range it is handed.
+** sequence length; the three-row attention kernel gives each row the one-row
+** kernel's bits; act() gives the same bits whatever range it is handed.
 */
 #include <math.h>
 #include <stdlib.h>
@@ -263,6 +264,34 @@ CDB_TEST(attention_rows_invariant) {
     free(qkv), free(all);
 }
 
+/* The three-row attention kernel gives each row the bits the one-row kernel gives it,
+** on every path, for key counts around its groups of 4 and head sizes with and
+** without a tail past whole vectors (strided rows, as attend() hands them). */
+CDB_TEST(attention_three_rows_are_single_rows) {
+    static const int keys[] = {1, 3, 4, 5, 8, 50, 77}, hds[] = {64, 37, 8, 5, 128};
+    const size_t qs = 301, ks = 263, os = 157; /* row strides, each >= 128 */
+    float *q = rand_vec(3 * qs, 2), *k = rand_vec(77 * ks, 2), *v = rand_vec(77 * ks, 2);
+    float *p = malloc(3 * (77 + CDB_GEMM_NR_MAX) * sizeof(float));
+    float *o3 = malloc(3 * os * sizeof(float)), *o1 = malloc(128 * sizeof(float));
+    for (int isa = 0; isa <= CDB_K_ISA_AVX512; isa++) {
+        const cdb_gemm_kern *K = path(isa);
+        if (!K) continue;
+        for (size_t a = 0; a < sizeof keys / sizeof keys[0]; a++)
+            for (size_t b = 0; b < sizeof hds / sizeof hds[0]; b++) {
+                int nk = keys[a], hd = hds[b];
+                float scale = 1.0f / sqrtf((float)hd);
+                memset(o3, 0, 3 * os * sizeof(float));
+                K->attn_rows3(q, qs, k, ks, v + 7, ks, nk, hd, scale, p, o3, os);
+                for (int i = 0; i < 3; i++) {
+                    K->attn_row(q + i * qs, k, ks, v + 7, ks, nk, hd, scale, p, o1);
+                    CHECK_MSG(memcmp(o1, o3 + i * os, (size_t)hd * sizeof(float)) == 0,
+                              "%s keys %d hd %d: row %d differs", K->isa, nk, hd, i);
+                }
+            }
+    }
+    free(q), free(k), free(v), free(p), free(o3), free(o1);
+}
+
 CDB_TEST(act_any_range_same_bits) {
     const size_t n = 1000;
     float *x = rand_vec(n, 6), *a = malloc(n * 4), *b = malloc(n * 4);
@@ -294,4 +323,5 @@ CDB_TEST(act_any_range_same_bits) {
 }
 
 CDB_TEST_MAIN(gemm_vs_reference_every_path, gemm_rows_invariant_to_batch_and_threads,
-              packed_and_plain_weights_agree, attention_rows_invariant, act_any_range_same_bits)
+              packed_and_plain_weights_agree, attention_rows_invariant,
+              attention_three_rows_are_single_rows, act_any_range_same_bits)
