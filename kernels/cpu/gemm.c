@@ -149,7 +149,8 @@ static void chunk_quad(const gemm_job *g, int i0, int mb, int k0, int kc, int pq
     ** of its B from L3 or memory (3% of a ViT-B/32 GEMM at batch 32). A streamed W
     ** (few rows) is prefetched by the tile itself (CDB_GEMM_STREAM). */
     const int n_pan = (g->n + nr - 1) / nr;
-    const size_t lines = (size_t)kc * nr * sizeof(float) / 64;
+    const int lines = (int)((size_t)kc * nr * sizeof(float) / 64);
+    const int per_tile = n_full ? (lines + n_full - 1) / n_full : 0;
     for (int p = pq; p < pe; p++) {
         int j0 = p * nr, nv = g->n - j0 < nr ? g->n - j0 : nr;
         const float *bp = g->w + ((size_t)p * g->k + k0) * nr;
@@ -157,8 +158,8 @@ static void chunk_quad(const gemm_job *g, int i0, int mb, int k0, int kc, int pq
                                                      : NULL;
         for (int ip = 0; ip < n_full; ip++) {
             if (bnext)
-                for (size_t l = lines * ip / n_full; l < lines * (ip + 1) / n_full; l++)
-                    __builtin_prefetch(bnext + l * 64, 0, 2);
+                for (int l = ip * per_tile; l < (ip + 1) * per_tile && l < lines; l++)
+                    __builtin_prefetch(bnext + (size_t)l * 64, 0, 2);
             run_tile(g->K, kc, ap + (size_t)ip * kc * MR, bp,
                      g->y + (size_t)(i0 + ip * MR) * ldc + j0, ldc, MR, nv,
                      g->bias ? g->bias + j0 : NULL, flags, g->act);
