@@ -176,12 +176,12 @@ static int torch_stop(torch_child *c, double *rss_mb) {
 /* ---- FLOP counts (multiply-adds x 2) ------------------------------------------------ */
 
 /* The ViT image tower as clip.c computes it: patch GEMM, blocks, projection; the
-** last block for the class token only past its q, k, v projection. */
+** last block's keys and values for every token, all else for the class token only. */
 static double vit_image_flops(const cdb_model_info *in) {
     double g = in->image_size / in->patch_size, N = g * g, S = N + 1, W = in->vision_width;
     double M = in->vision_mlp_width, P = in->patch_size, L = in->vision_layers;
     double block = S * W * 3 * W + 2 * S * S * W + S * W * W + 2 * S * W * M;
-    double last = S * W * 3 * W + 2 * S * W + W * W + 2 * W * M;
+    double last = S * W * 2 * W + W * W + 2 * S * W + W * W + 2 * W * M;
     return 2 * (N * W * 3 * P * P + (L - 1) * block + last + W * in->embed_dim);
 }
 

@@ -64,6 +64,10 @@ size_t cdb_st_dtype_size(cdb_st_dtype dt);
 typedef struct cdb_clip_block {
     cdb_k_buf *ln1_g, *ln1_b, *qkv_w, *qkv_b, *out_w, *out_b;
     cdb_k_buf *ln2_g, *ln2_b, *fc_w, *fc_b, *proj_w, *proj_b;
+    /* The vision tower's last block only (its qkv_w and qkv_b are then NULL): the
+    ** in-projection as q [W, W] and k|v [2W, W], so that only the class token's query
+    ** is computed (clip.c, run_last_block_pooled). */
+    cdb_k_buf *q_w, *q_b, *kv_w, *kv_b;
 } cdb_clip_block;
 
 typedef struct cdb_clip_tower {

@@ -319,12 +319,29 @@ static int count_layers(const cdb_model *m, const char *block_fmt, const char *p
     }
 }
 
-static cdb_status load_block(load_ctx *c, const char *pre, int W, cdb_clip_block *b, int *mlp) {
-    const tensor_names *n = &k_names[c->nm];
-    cdb_status rc = fetch_layernorm(c, pre, n->ln1, W, &b->ln1_g, &b->ln1_b);
-    if (rc == CDB_OK) rc = fetch_layernorm(c, pre, n->ln2, W, &b->ln2_g, &b->ln2_b);
-    if (rc != CDB_OK) return rc;
-    if (n->qkv_split) {
+/* Rows [row0, row0 + rows) of t (a matrix [*, cols], or a vector: cols 1) uploaded
+** as a matrix or a vector of their own. The caller drops t's pages when done. */
+static cdb_status upload_rows(load_ctx *c, const cdb_st_tensor *t, int64_t row0, int64_t rows,
+                              cdb_k_wrole role, cdb_k_buf **out) {
+    int64_t cols = t->n_elems / t->shape[0];
+    const unsigned char *src =
+        (const unsigned char *)t->data + (size_t)(row0 * cols) * cdb_st_dtype_size(t->dtype);
+    if (c->inspect) {
+        *out = NULL;
+        return CDB_OK;
+    }
+    if (role == CDB_K_W_MATRIX)
+        return upload_matrix(c, src, kdt(t->dtype), rows, cols, CDB_K_UPLOAD_BORROW, out);
+    return cdb_k_weight_upload(c->m->be, src, kdt(t->dtype), (size_t)(rows * cols), role,
+                               CDB_K_UPLOAD_BORROW, out);
+}
+
+/* The in-projection of a block: q|k|v as one matrix (qkv_w, qkv_b), or, with
+** split_q, as q and k|v (q_w, q_b, kv_w, kv_b: the same rows). */
+static cdb_status load_in_proj(load_ctx *c, const char *pre, int W, int split_q,
+                               cdb_clip_block *b) {
+    cdb_status rc = CDB_OK;
+    if (k_names[c->nm].qkv_split) {
         const cdb_st_tensor *w[3], *bb[3];
         static const char *qkv[3] = {"q", "k", "v"};
         for (int i = 0; i < 3 && rc == CDB_OK; i++) {
@@ -332,14 +349,44 @@ static cdb_status load_block(load_ctx *c, const char *pre, int W, cdb_clip_block
             rc = get_t(c, &w[i], 2, d, "%sself_attn.%s_proj.weight", pre, qkv[i]);
             if (rc == CDB_OK) rc = get_t(c, &bb[i], 1, d, "%sself_attn.%s_proj.bias", pre, qkv[i]);
         }
-        if (rc == CDB_OK) rc = upload_concat(c, w, 3, CDB_K_W_MATRIX, &b->qkv_w);
-        if (rc == CDB_OK) rc = upload_concat(c, bb, 3, CDB_K_W_PARAM, &b->qkv_b);
-    } else {
-        int64_t d[2] = {3 * W, W};
-        rc = fetch_upload(c, &b->qkv_w, CDB_K_W_MATRIX, 2, d, "%sattn.in_proj_weight", pre);
-        if (rc == CDB_OK)
-            rc = fetch_upload(c, &b->qkv_b, CDB_K_W_PARAM, 1, d, "%sattn.in_proj_bias", pre);
+        if (rc != CDB_OK) return rc;
+        if (!split_q) {
+            rc = upload_concat(c, w, 3, CDB_K_W_MATRIX, &b->qkv_w);
+            return rc == CDB_OK ? upload_concat(c, bb, 3, CDB_K_W_PARAM, &b->qkv_b) : rc;
+        }
+        rc = upload(c, w[0], CDB_K_W_MATRIX, &b->q_w);
+        if (rc == CDB_OK) rc = upload(c, bb[0], CDB_K_W_PARAM, &b->q_b);
+        if (rc == CDB_OK) rc = upload_concat(c, w + 1, 2, CDB_K_W_MATRIX, &b->kv_w);
+        return rc == CDB_OK ? upload_concat(c, bb + 1, 2, CDB_K_W_PARAM, &b->kv_b) : rc;
     }
+    int64_t d[2] = {3 * W, W};
+    if (!split_q) {
+        rc = fetch_upload(c, &b->qkv_w, CDB_K_W_MATRIX, 2, d, "%sattn.in_proj_weight", pre);
+        return rc == CDB_OK
+                   ? fetch_upload(c, &b->qkv_b, CDB_K_W_PARAM, 1, d, "%sattn.in_proj_bias", pre)
+                   : rc;
+    }
+    const cdb_st_tensor *w, *bb;
+    rc = get_t(c, &w, 2, d, "%sattn.in_proj_weight", pre);
+    if (rc == CDB_OK) rc = get_t(c, &bb, 1, d, "%sattn.in_proj_bias", pre);
+    if (rc == CDB_OK) rc = upload_rows(c, w, 0, W, CDB_K_W_MATRIX, &b->q_w);
+    if (rc == CDB_OK) rc = upload_rows(c, w, W, 2 * (int64_t)W, CDB_K_W_MATRIX, &b->kv_w);
+    if (rc == CDB_OK) rc = upload_rows(c, bb, 0, W, CDB_K_W_PARAM, &b->q_b);
+    if (rc == CDB_OK) rc = upload_rows(c, bb, W, 2 * (int64_t)W, CDB_K_W_PARAM, &b->kv_b);
+    if (rc == CDB_OK && !c->inspect) {
+        drop_pages(w); /* packed (CPU) or copied (GPU); F32 vectors may be used in place */
+        if (bb->dtype != CDB_ST_F32) drop_pages(bb);
+    }
+    return rc;
+}
+
+static cdb_status load_block(load_ctx *c, const char *pre, int W, int split_q, cdb_clip_block *b,
+                             int *mlp) {
+    const tensor_names *n = &k_names[c->nm];
+    cdb_status rc = fetch_layernorm(c, pre, n->ln1, W, &b->ln1_g, &b->ln1_b);
+    if (rc == CDB_OK) rc = fetch_layernorm(c, pre, n->ln2, W, &b->ln2_g, &b->ln2_b);
+    if (rc == CDB_OK) rc = load_in_proj(c, pre, W, split_q, b);
+    if (rc != CDB_OK) return rc;
     int out_w = W, fc_w = *mlp > 0 ? *mlp : -1, proj_w = W;
     if (rc == CDB_OK) rc = fetch_linear(c, pre, n->attn_out, &out_w, W, &b->out_w, &b->out_b);
     if (rc == CDB_OK) rc = fetch_linear(c, pre, n->mlp_fc, &fc_w, W, &b->fc_w, &b->fc_b);
@@ -567,7 +614,10 @@ static cdb_status load_blocks(load_ctx *c, int vision, const char *block_fmt, in
     x->mlp_width = 0;
     for (int i = 0; i < x->layers; i++) {
         snprintf(pre, sizeof pre, block_fmt, i);
-        if ((rc = load_block(c, pre, W, &x->blocks[i], &x->mlp_width)) != CDB_OK) return rc;
+        /* the vision tower's last block computes its class token's query only */
+        int split_q = vision && i == x->layers - 1;
+        if ((rc = load_block(c, pre, W, split_q, &x->blocks[i], &x->mlp_width)) != CDB_OK)
+            return rc;
     }
     return CDB_OK;
 }
@@ -886,7 +936,8 @@ static void free_tower(cdb_k_backend *be, cdb_clip_tower *t) {
         for (int i = 0; i < t->layers; i++) {
             cdb_clip_block *b = &t->blocks[i];
             cdb_k_buf *all[] = {b->ln1_g, b->ln1_b, b->qkv_w, b->qkv_b, b->out_w, b->out_b,
-                                b->ln2_g, b->ln2_b, b->fc_w,  b->fc_b,  b->proj_w, b->proj_b};
+                                b->ln2_g, b->ln2_b, b->fc_w,  b->fc_b,  b->proj_w, b->proj_b,
+                                b->q_w,   b->q_b,   b->kv_w,  b->kv_b};
             for (size_t j = 0; j < sizeof all / sizeof all[0]; j++) cdb_k_buf_free(be, all[j]);
         }
     free(t->blocks);
