@@ -94,8 +94,9 @@ cleanup:
 ** not depend on how many rows it is given, so these are the rows run_block would
 ** give, bit for bit on the CPU, for 1/seq of its attention and MLP. A block loaded
 ** with its in-projection split (the vision tower's: q_w, kv_w) also computes the
-** query of the pooled rows only; a causal (text) block keeps the one q|k|v product,
-** its pooled row's keys being a prefix of each item's. */
+** query of the pooled rows only (on the CPU, attention_q of one query is
+** attention_rows' row: test_backend_cpu); a causal (text) block keeps the one q|k|v
+** product. */
 static cdb_status run_last_block_pooled(cdb_k_backend *be, const cdb_clip_tower *t,
                                         cdb_k_act act, scratch *s, int batch, int seq,
                                         int causal, const int32_t *pos, int32_t *rows) {
@@ -104,13 +105,17 @@ static cdb_status run_last_block_pooled(cdb_k_backend *be, const cdb_clip_tower 
     int w = t->width, hd = t->width / t->heads;
     for (int i = 0; i < batch; i++) rows[i] = i * seq + pos[i];
     CK(cdb_k_layernorm(be, s->x, b->ln1_g, b->ln1_b, s->h, batch * seq, w, LN_EPS));
-    if (b->q_w) { /* (a vision block: never causal) */
-        /* s->qkv holds k|v [batch*seq, 2w], s->mlp the pooled rows' q [batch, w] */
+    if (b->q_w) {
+        if (causal) { /* the loader splits vision blocks only: attention_q is not causal */
+            rc = cdb_seterr(CDB_INVALID, "a causal block with a split in-projection");
+            goto cleanup;
+        }
+        /* s->qkv holds k|v [batch*seq, 2w], s->h (its rows used) the pooled rows' q */
         CK(cdb_k_gemm(be, s->h, b->kv_w, b->kv_b, s->qkv, batch * seq, 2 * w, w,
                       CDB_K_ACT_NONE, 0));
         CK(cdb_k_gather_rows(be, s->h, rows, batch, w, s->attn));
-        CK(cdb_k_gemm(be, s->attn, b->q_w, b->q_b, s->mlp, batch, w, w, CDB_K_ACT_NONE, 0));
-        CK(cdb_k_attention_q(be, s->mlp, s->qkv, s->attn, batch, 1, seq, t->heads, hd));
+        CK(cdb_k_gemm(be, s->attn, b->q_w, b->q_b, s->h, batch, w, w, CDB_K_ACT_NONE, 0));
+        CK(cdb_k_attention_q(be, s->h, s->qkv, s->attn, batch, 1, seq, t->heads, hd));
     } else {
         CK(cdb_k_gemm(be, s->h, b->qkv_w, b->qkv_b, s->qkv, batch * seq, 3 * w, w,
                       CDB_K_ACT_NONE, 0));

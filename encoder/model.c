@@ -9,8 +9,9 @@
 ** preprocessing from config.json, open_clip_config.json or preprocessor_config.json
 ** (params override; assumed defaults are named in info.act_source and logged),
 ** validates every tensor's dtype and shape, and uploads the weights to a backend
-** in the layout encoder/clip.c expects (nn.Linear [out, in]; HF q/k/v concatenated;
-** OpenAI's x @ proj projections transposed). Also picks the tokenizer and
+** in the layout encoder/clip.c expects (nn.Linear [out, in]; q/k/v as one matrix,
+** HF's concatenated, except the vision tower's last block: q and k|v; OpenAI's x @
+** proj projections transposed). Also picks the tokenizer and
 ** implements the encode_* entry points (validation + normalization around the
 ** graph in clip.c). With params.inspect_only the same validation runs but nothing
 ** is hashed, widened or uploaded (no backend): a model of any size is described
@@ -324,55 +325,61 @@ static int count_layers(const cdb_model *m, const char *block_fmt, const char *p
 static cdb_status upload_rows(load_ctx *c, const cdb_st_tensor *t, int64_t row0, int64_t rows,
                               cdb_k_wrole role, cdb_k_buf **out) {
     int64_t cols = t->n_elems / t->shape[0];
-    const unsigned char *src =
-        (const unsigned char *)t->data + (size_t)(row0 * cols) * cdb_st_dtype_size(t->dtype);
+    const unsigned char *src;
     if (c->inspect) {
         *out = NULL;
         return CDB_OK;
     }
+    src = (const unsigned char *)t->data + (size_t)(row0 * cols) * cdb_st_dtype_size(t->dtype);
     if (role == CDB_K_W_MATRIX)
         return upload_matrix(c, src, kdt(t->dtype), rows, cols, CDB_K_UPLOAD_BORROW, out);
     return cdb_k_weight_upload(c->m->be, src, kdt(t->dtype), (size_t)(rows * cols), role,
                                CDB_K_UPLOAD_BORROW, out);
 }
 
-/* The in-projection of a block: q|k|v as one matrix (qkv_w, qkv_b), or, with
-** split_q, as q and k|v (q_w, q_b, kv_w, kv_b: the same rows). */
+/* HF's q_proj, k_proj, v_proj: one matrix (qkv_w, qkv_b), or with split_q q and k|v. */
+static cdb_status load_in_proj_hf(load_ctx *c, const char *pre, int W, int split_q,
+                                  cdb_clip_block *b) {
+    const cdb_st_tensor *w[3], *bb[3];
+    static const char *qkv[3] = {"q", "k", "v"};
+    cdb_status rc = CDB_OK;
+    for (int i = 0; i < 3 && rc == CDB_OK; i++) {
+        int64_t d[2] = {W, W};
+        rc = get_t(c, &w[i], 2, d, "%sself_attn.%s_proj.weight", pre, qkv[i]);
+        if (rc == CDB_OK) rc = get_t(c, &bb[i], 1, d, "%sself_attn.%s_proj.bias", pre, qkv[i]);
+    }
+    if (rc != CDB_OK) return rc;
+    if (!split_q) {
+        rc = upload_concat(c, w, 3, CDB_K_W_MATRIX, &b->qkv_w);
+        return rc == CDB_OK ? upload_concat(c, bb, 3, CDB_K_W_PARAM, &b->qkv_b) : rc;
+    }
+    rc = upload(c, w[0], CDB_K_W_MATRIX, &b->q_w);
+    if (rc == CDB_OK) rc = upload(c, bb[0], CDB_K_W_PARAM, &b->q_b);
+    if (rc == CDB_OK) rc = upload_concat(c, w + 1, 2, CDB_K_W_MATRIX, &b->kv_w);
+    return rc == CDB_OK ? upload_concat(c, bb + 1, 2, CDB_K_W_PARAM, &b->kv_b) : rc;
+}
+
+/* A block's in-projection: q|k|v as one matrix (qkv_w, qkv_b), or, with split_q, as
+** q and k|v (q_w, q_b, kv_w, kv_b: the same rows). OpenAI's in_proj is one tensor:
+** its rows are uploaded in one or two parts. */
 static cdb_status load_in_proj(load_ctx *c, const char *pre, int W, int split_q,
                                cdb_clip_block *b) {
-    cdb_status rc = CDB_OK;
-    if (k_names[c->nm].qkv_split) {
-        const cdb_st_tensor *w[3], *bb[3];
-        static const char *qkv[3] = {"q", "k", "v"};
-        for (int i = 0; i < 3 && rc == CDB_OK; i++) {
-            int64_t d[2] = {W, W};
-            rc = get_t(c, &w[i], 2, d, "%sself_attn.%s_proj.weight", pre, qkv[i]);
-            if (rc == CDB_OK) rc = get_t(c, &bb[i], 1, d, "%sself_attn.%s_proj.bias", pre, qkv[i]);
-        }
-        if (rc != CDB_OK) return rc;
-        if (!split_q) {
-            rc = upload_concat(c, w, 3, CDB_K_W_MATRIX, &b->qkv_w);
-            return rc == CDB_OK ? upload_concat(c, bb, 3, CDB_K_W_PARAM, &b->qkv_b) : rc;
-        }
-        rc = upload(c, w[0], CDB_K_W_MATRIX, &b->q_w);
-        if (rc == CDB_OK) rc = upload(c, bb[0], CDB_K_W_PARAM, &b->q_b);
-        if (rc == CDB_OK) rc = upload_concat(c, w + 1, 2, CDB_K_W_MATRIX, &b->kv_w);
-        return rc == CDB_OK ? upload_concat(c, bb + 1, 2, CDB_K_W_PARAM, &b->kv_b) : rc;
-    }
-    int64_t d[2] = {3 * W, W};
-    if (!split_q) {
-        rc = fetch_upload(c, &b->qkv_w, CDB_K_W_MATRIX, 2, d, "%sattn.in_proj_weight", pre);
-        return rc == CDB_OK
-                   ? fetch_upload(c, &b->qkv_b, CDB_K_W_PARAM, 1, d, "%sattn.in_proj_bias", pre)
-                   : rc;
-    }
     const cdb_st_tensor *w, *bb;
+    int64_t d[2] = {3 * W, W};
+    cdb_status rc;
+    if (k_names[c->nm].qkv_split) return load_in_proj_hf(c, pre, W, split_q, b);
     rc = get_t(c, &w, 2, d, "%sattn.in_proj_weight", pre);
     if (rc == CDB_OK) rc = get_t(c, &bb, 1, d, "%sattn.in_proj_bias", pre);
-    if (rc == CDB_OK) rc = upload_rows(c, w, 0, W, CDB_K_W_MATRIX, &b->q_w);
-    if (rc == CDB_OK) rc = upload_rows(c, w, W, 2 * (int64_t)W, CDB_K_W_MATRIX, &b->kv_w);
-    if (rc == CDB_OK) rc = upload_rows(c, bb, 0, W, CDB_K_W_PARAM, &b->q_b);
-    if (rc == CDB_OK) rc = upload_rows(c, bb, W, 2 * (int64_t)W, CDB_K_W_PARAM, &b->kv_b);
+    if (rc != CDB_OK) return rc;
+    if (!split_q) {
+        rc = upload_rows(c, w, 0, 3 * (int64_t)W, CDB_K_W_MATRIX, &b->qkv_w);
+        if (rc == CDB_OK) rc = upload_rows(c, bb, 0, 3 * (int64_t)W, CDB_K_W_PARAM, &b->qkv_b);
+    } else {
+        rc = upload_rows(c, w, 0, W, CDB_K_W_MATRIX, &b->q_w);
+        if (rc == CDB_OK) rc = upload_rows(c, w, W, 2 * (int64_t)W, CDB_K_W_MATRIX, &b->kv_w);
+        if (rc == CDB_OK) rc = upload_rows(c, bb, 0, W, CDB_K_W_PARAM, &b->q_b);
+        if (rc == CDB_OK) rc = upload_rows(c, bb, W, 2 * (int64_t)W, CDB_K_W_PARAM, &b->kv_b);
+    }
     if (rc == CDB_OK && !c->inspect) {
         drop_pages(w); /* packed (CPU) or copied (GPU); F32 vectors may be used in place */
         if (bb->dtype != CDB_ST_F32) drop_pages(bb);
@@ -388,7 +395,7 @@ static cdb_status load_block(load_ctx *c, const char *pre, int W, int split_q, c
     if (rc == CDB_OK) rc = load_in_proj(c, pre, W, split_q, b);
     if (rc != CDB_OK) return rc;
     int out_w = W, fc_w = *mlp > 0 ? *mlp : -1, proj_w = W;
-    if (rc == CDB_OK) rc = fetch_linear(c, pre, n->attn_out, &out_w, W, &b->out_w, &b->out_b);
+    rc = fetch_linear(c, pre, n->attn_out, &out_w, W, &b->out_w, &b->out_b);
     if (rc == CDB_OK) rc = fetch_linear(c, pre, n->mlp_fc, &fc_w, W, &b->fc_w, &b->fc_b);
     if (rc == CDB_OK) rc = fetch_linear(c, pre, n->mlp_proj, &proj_w, fc_w, &b->proj_w, &b->proj_b);
     if (rc == CDB_OK) *mlp = fc_w;

@@ -11,8 +11,9 @@
 ** arithmetic that depends on that row's data and the op's row-independent sizes
 ** only. GEMM: gemm_int.h. Attention: per query row (attn_row, or attn_rows3 for
 ** three rows with each one's arithmetic the same), its sums in an order fixed by
-** head_dim and its own key count. LayerNorm: per row, fixed
-** order. Threads split rows, heads and columns, never a reduction.
+** head_dim and its own key count; attention_q runs the same per-row kernel.
+** LayerNorm: per row, fixed order. Threads split rows, heads and columns, never a
+** reduction.
 **
 ** The ModifiedResNet ops (im2col, avgpool, prepend_mean_add, attention_q) are OpenMP
 ** loops over output rows; their convolutions are the gemm above.

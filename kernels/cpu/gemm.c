@@ -144,10 +144,12 @@ static void chunk_quad(const gemm_job *g, int i0, int mb, int k0, int kc, int pq
     const size_t ldc = (size_t)g->n;
     int flags = (k0 == 0 ? CDB_GEMM_FIRST : 0) | (g->accumulate ? CDB_GEMM_LOADC : 0) |
                 (k0 + kc == g->k ? CDB_GEMM_LAST : 0) | (stream ? CDB_GEMM_STREAM : 0);
-    /* The next panel's KC slice is fetched into L2 while this one is swept, a part
-    ** of it before each tile: the sweep's first tile otherwise waits on every line
-    ** of its B from L3 or memory (3% of a ViT-B/32 GEMM at batch 32). A streamed W
-    ** (few rows) is prefetched by the tile itself (CDB_GEMM_STREAM). */
+    /* The next panel's slice at this K chunk is fetched into L2 while this one is
+    ** swept, a part of it before each tile: the sweep's first tile otherwise waits on
+    ** every line of its B from L3 or memory (3% of a ViT-B/32 GEMM at batch 32). At
+    ** the end of a quad range it may be a slice another item sweeps, or none soon
+    ** (the cost of a few wasted lines). A streamed W (few rows) is left to
+    ** CDB_GEMM_STREAM, which the AVX2 tile implements. */
     const int n_pan = (g->n + nr - 1) / nr;
     const int lines = (int)((size_t)kc * nr * sizeof(float) / 64);
     const int per_tile = n_full ? (lines + n_full - 1) / n_full : 0;

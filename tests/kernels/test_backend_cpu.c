@@ -288,6 +288,53 @@ CDB_TEST(weight_dtypes) {
     cdb_k_backend_free(NULL);
 }
 
+/* The CPU backend's attention_q of one query per item, its q and k|v taken out of a
+** qkv buffer, gives exactly attention_rows' rows (the vision tower's last block is
+** computed either way, encoder/clip.c); the reference backend agrees to 1e-10 NMSE. */
+CDB_TEST(attention_q_is_attention_rows) {
+    static const int shapes[][4] = {{1, 1, 1, 1}, {2, 5, 3, 7}, {3, 50, 2, 64}, {4, 13, 3, 33}};
+    pair p;
+    CHECK(pair_new(&p));
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int i = 0; i < 2; i++) {
+            int B = shapes[s][0], S = shapes[s][1], H = shapes[s][2], hd = shapes[s][3];
+            int d = H * hd;
+            size_t nin = (size_t)B * S * 3 * d;
+            float *qkv = rand_vec(nin, 3), *q = malloc((size_t)B * d * sizeof(float));
+            float *kv = malloc((size_t)B * S * 2 * d * sizeof(float)), *a, *r;
+            int32_t qpos[8];
+            cdb_k_backend *be = p.be[i];
+            cdb_k_buf *bqkv, *bq, *bkv, *ba = NULL, *br = NULL;
+            for (int b = 0; b < B; b++) {
+                qpos[b] = (int32_t)((b * 5 + (int)s) % S);
+                memcpy(q + (size_t)b * d, qkv + ((size_t)b * S + qpos[b]) * 3 * d,
+                       (size_t)d * sizeof(float));
+                for (int j = 0; j < S; j++)
+                    memcpy(kv + ((size_t)b * S + j) * 2 * d,
+                           qkv + ((size_t)b * S + j) * 3 * d + d, 2 * (size_t)d * sizeof(float));
+            }
+            bqkv = up(be, qkv, nin), bq = up(be, q, (size_t)B * d);
+            bkv = up(be, kv, (size_t)B * S * 2 * d);
+            CHECK_OK(cdb_k_buf_alloc(be, (size_t)B * d, &ba));
+            CHECK_OK(cdb_k_buf_alloc(be, (size_t)B * d, &br));
+            CHECK_OK(cdb_k_attention_q(be, bq, bkv, ba, B, 1, S, H, hd));
+            CHECK_OK(cdb_k_attention_rows(be, bqkv, br, B, S, H, hd, 0, qpos));
+            a = down(be, ba, (size_t)B * d);
+            r = down(be, br, (size_t)B * d);
+            if (i == 0)
+                CHECK_MSG(!memcmp(a, r, (size_t)B * d * sizeof(float)),
+                          "cpu backend: attention_q differs from attention_rows (b=%d s=%d h=%d "
+                          "hd=%d)", B, S, H, hd);
+            else
+                CHECK_MSG(nmse(a, r, (size_t)B * d) < 1e-10, "reference: nmse %.3g (b=%d s=%d)",
+                          nmse(a, r, (size_t)B * d), B, S);
+            free(qkv), free(q), free(kv), free(a), free(r);
+            cdb_k_buf_free(be, bqkv), cdb_k_buf_free(be, bq), cdb_k_buf_free(be, bkv);
+            cdb_k_buf_free(be, ba), cdb_k_buf_free(be, br);
+        }
+    pair_free(&p);
+}
+
 CDB_TEST_MAIN(gemm_odd_shapes, layernorm_act_add, attention_odd_shapes,
-              attention_rows_are_the_full_rows, embed_and_gather,
+              attention_rows_are_the_full_rows, attention_q_is_attention_rows, embed_and_gather,
               weight_dtypes)
