@@ -1,10 +1,12 @@
 /*
 ** gpu_vit.h: a ViT image tower (OpenAI CLIP layout) with seeded random weights,
 ** run through kernels.h's public BACKEND functions only, for
-** tests/gpu/test_cuda_kernels.c and bench/bench_gpu.c. The same graph as encoder/clip.c's image forward (pre-LN
-** blocks, fused residual GEMMs, class-token pooling, projection), so a CPU
-** backend and the CUDA backend can be compared on ViT-B/32-shaped weights
-** without a checkpoint. Header-only (static functions); test code, not library.
+** tests/gpu/test_cuda_kernels.c and bench/bench_gpu.c. The graph of
+** encoder/clip.c's image forward (pre-LN blocks, fused residual GEMMs, class-token
+** pooling, projection), except that its last block runs on every row (clip.c runs
+** it on the class token only), so a CPU backend and the CUDA backend can be
+** compared on ViT-B/32-shaped weights without a checkpoint. Header-only (static
+** functions); test code, not library.
 */
 #ifndef CDB_TESTS_GPU_VIT_H
 #define CDB_TESTS_GPU_VIT_H
