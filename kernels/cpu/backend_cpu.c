@@ -23,6 +23,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "kernels/cpu/backend_int.h"
 #include "kernels/cpu/cpu_int.h"
@@ -43,10 +44,25 @@ static const cdb_gemm_kern *kern(const cdb_k_backend *be) { return ((const cpu_b
 
 static int nthreads(const cdb_k_backend *be) { return ((const cpu_backend *)be)->n_threads; }
 
+/* 64-byte aligned; a buffer of 4 MiB or more (packed weights, a batch's activations)
+** is 2 MiB aligned and its whole 2 MiB pages are offered to transparent huge pages
+** (MADV_HUGEPAGE: used where the system's THP mode is "madvise" or "always"). A GEMM
+** streams its packed W through far fewer TLB entries, and a batch's fresh scratch
+** costs ~40 page faults instead of ~20,000 (ViT-B/32, batch 32): the tower ran 1.5%
+** faster (median of 20 paired passes). The size is not rounded up, so no memory is
+** added: the tail past the last whole 2 MiB page keeps small pages. */
 float *cdb_k_cpu_alloc_f32(size_t n) {
     void *p = NULL;
     size_t bytes = (n ? n : 1) * sizeof(float);
+    const size_t huge = (size_t)2 << 20;
     bytes = (bytes + 63) & ~(size_t)63;
+    if (bytes >= 2 * huge) {
+        if (posix_memalign(&p, huge, bytes) != 0) return NULL;
+#ifdef MADV_HUGEPAGE
+        (void)madvise(p, bytes & ~(huge - 1), MADV_HUGEPAGE); /* advice only */
+#endif
+        return (float *)p;
+    }
     if (posix_memalign(&p, 64, bytes) != 0) return NULL;
     return (float *)p;
 }

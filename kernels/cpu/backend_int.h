@@ -19,7 +19,8 @@ struct cdb_k_buf {
     int rows, cols, nr;
 };
 
-/* 64-byte aligned, free() it; NULL when out of memory. */
+/* 64-byte aligned (from 4 MiB: 2 MiB aligned, offered to huge pages), free() it; NULL
+** when out of memory. */
 float *cdb_k_cpu_alloc_f32(size_t n);
 /* Widens n elements of dt (any alignment, little-endian) to fp32. */
 void cdb_k_cpu_convert_to_f32(const void *src, cdb_k_dtype dt, float *dst, size_t n);
