@@ -181,21 +181,34 @@ static cdb_status upload_matrix(load_ctx *c, const void *src, cdb_k_dtype dt, in
     return cdb_k_matrix_upload(be, src, dt, (int)rows, (int)cols, flags, out);
 }
 
-static cdb_status upload(load_ctx *c, const cdb_st_tensor *t, cdb_k_wrole role, cdb_k_buf **out) {
-    cdb_k_backend *be = c->m->be;
-    cdb_status rc;
+/* Rows [row0, row0 + rows) of t (a matrix [shape[0], the rest flattened], a conv
+** weight too; a vector's rows are its elements) uploaded as a matrix or a vector of
+** their own. The caller drops t's pages (drop_uploaded) when it has uploaded all it
+** uploads of t. */
+static cdb_status upload_rows(load_ctx *c, const cdb_st_tensor *t, int64_t row0, int64_t rows,
+                              cdb_k_wrole role, cdb_k_buf **out) {
+    int64_t cols = t->shape[0] ? t->n_elems / t->shape[0] : 0;
+    const unsigned char *src;
     if (c->inspect) { /* validated by get_t; nothing is read */
         *out = NULL;
         return CDB_OK;
     }
-    if (role == CDB_K_W_MATRIX) /* [shape[0], the rest flattened] (a conv weight too) */
-        rc = upload_matrix(c, t->data, kdt(t->dtype), t->shape[0], t->n_elems / t->shape[0],
-                           CDB_K_UPLOAD_BORROW, out);
-    else
-        rc = cdb_k_weight_upload(be, t->data, kdt(t->dtype), (size_t)t->n_elems, role,
-                                 CDB_K_UPLOAD_BORROW, out);
-    /* F32 vectors may be used in place; matrices are packed (CPU) or copied (GPU) */
-    if (t->dtype != CDB_ST_F32 || role == CDB_K_W_MATRIX) drop_pages(t);
+    src = (const unsigned char *)t->data + (size_t)(row0 * cols) * cdb_st_dtype_size(t->dtype);
+    if (role == CDB_K_W_MATRIX)
+        return upload_matrix(c, src, kdt(t->dtype), rows, cols, CDB_K_UPLOAD_BORROW, out);
+    return cdb_k_weight_upload(c->m->be, src, kdt(t->dtype), (size_t)(rows * cols), role,
+                               CDB_K_UPLOAD_BORROW, out);
+}
+
+/* t's file pages dropped once uploaded in a role: F32 vectors may be used in place;
+** matrices are packed (CPU) or copied (GPU), other dtypes widened. */
+static void drop_uploaded(const load_ctx *c, const cdb_st_tensor *t, cdb_k_wrole role) {
+    if (!c->inspect && (t->dtype != CDB_ST_F32 || role == CDB_K_W_MATRIX)) drop_pages(t);
+}
+
+static cdb_status upload(load_ctx *c, const cdb_st_tensor *t, cdb_k_wrole role, cdb_k_buf **out) {
+    cdb_status rc = upload_rows(c, t, 0, t->shape[0], role, out);
+    drop_uploaded(c, t, role);
     return rc;
 }
 
@@ -320,23 +333,6 @@ static int count_layers(const cdb_model *m, const char *block_fmt, const char *p
     }
 }
 
-/* Rows [row0, row0 + rows) of t (a matrix [*, cols], or a vector: cols 1) uploaded
-** as a matrix or a vector of their own. The caller drops t's pages when done. */
-static cdb_status upload_rows(load_ctx *c, const cdb_st_tensor *t, int64_t row0, int64_t rows,
-                              cdb_k_wrole role, cdb_k_buf **out) {
-    int64_t cols = t->n_elems / t->shape[0];
-    const unsigned char *src;
-    if (c->inspect) {
-        *out = NULL;
-        return CDB_OK;
-    }
-    src = (const unsigned char *)t->data + (size_t)(row0 * cols) * cdb_st_dtype_size(t->dtype);
-    if (role == CDB_K_W_MATRIX)
-        return upload_matrix(c, src, kdt(t->dtype), rows, cols, CDB_K_UPLOAD_BORROW, out);
-    return cdb_k_weight_upload(c->m->be, src, kdt(t->dtype), (size_t)(rows * cols), role,
-                               CDB_K_UPLOAD_BORROW, out);
-}
-
 /* HF's q_proj, k_proj, v_proj: one matrix (qkv_w, qkv_b), or with split_q q and k|v. */
 static cdb_status load_in_proj_hf(load_ctx *c, const char *pre, int W, int split_q,
                                   cdb_clip_block *b) {
@@ -380,10 +376,8 @@ static cdb_status load_in_proj(load_ctx *c, const char *pre, int W, int split_q,
         if (rc == CDB_OK) rc = upload_rows(c, bb, 0, W, CDB_K_W_PARAM, &b->q_b);
         if (rc == CDB_OK) rc = upload_rows(c, bb, W, 2 * (int64_t)W, CDB_K_W_PARAM, &b->kv_b);
     }
-    if (rc == CDB_OK && !c->inspect) {
-        drop_pages(w); /* packed (CPU) or copied (GPU); F32 vectors may be used in place */
-        if (bb->dtype != CDB_ST_F32) drop_pages(bb);
-    }
+    drop_uploaded(c, w, CDB_K_W_MATRIX);
+    drop_uploaded(c, bb, CDB_K_W_PARAM);
     return rc;
 }
 

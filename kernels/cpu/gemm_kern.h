@@ -244,14 +244,17 @@ static void KFN(act)(float *y, size_t n, cdb_k_act act) {
 
 /* q . k over hd: one vector FMA chain over the whole vectors, its lanes summed
 ** (VHSUM), then the remaining hd % VL products added in order. */
+/* s + q[l]*k[l] + ... for l up to hd, in order: the tail of a dot past whole vectors. */
+static inline float KFN(dot_tail)(const float *q, const float *k, int l, int hd, float s) {
+    for (; l < hd; l++) s += q[l] * k[l];
+    return s;
+}
+
 static inline float KFN(dot)(const float *q, const float *k, int hd) {
     V acc = VZERO();
     int l = 0;
-    float s;
     for (; l + VL <= hd; l += VL) acc = VFMA(VLOAD(q + l), VLOAD(k + l), acc);
-    s = VHSUM(acc);
-    for (; l < hd; l++) s += q[l] * k[l];
-    return s;
+    return KFN(dot_tail)(q, k, l, hd, VHSUM(acc));
 }
 
 /* Four keys at once (four independent chains), each summed as KFN(dot) does. */
@@ -267,13 +270,10 @@ static inline void KFN(dot4)(const float *q, const float *k, size_t ks, int hd,
         a2 = VFMA(qv, VLOAD(k2 + l), a2);
         a3 = VFMA(qv, VLOAD(k3 + l), a3);
     }
-    out[0] = VHSUM(a0), out[1] = VHSUM(a1), out[2] = VHSUM(a2), out[3] = VHSUM(a3);
-    for (int l2 = l; l2 < hd; l2++) {
-        out[0] += q[l2] * k0[l2];
-        out[1] += q[l2] * k1[l2];
-        out[2] += q[l2] * k2[l2];
-        out[3] += q[l2] * k3[l2];
-    }
+    out[0] = KFN(dot_tail)(q, k0, l, hd, VHSUM(a0));
+    out[1] = KFN(dot_tail)(q, k1, l, hd, VHSUM(a1));
+    out[2] = KFN(dot_tail)(q, k2, l, hd, VHSUM(a2));
+    out[3] = KFN(dot_tail)(q, k3, l, hd, VHSUM(a3));
 }
 
 /* out[u*VL ..] = inv * sum_j p_j v_j[u*VL ..] for u < nvec (8, 4 or 1 vectors). */
@@ -311,6 +311,15 @@ static inline void KFN(pv)(const float *p, const float *v, size_t vs, int n_keys
     }
 }
 
+/* One lane past the whole vectors: inv * (p_0 v_0 + p_1 v_1 + ...), j ascending (v_j
+** at v + j*vs). */
+static inline float KFN(pv_lane)(const float *p, const float *v, size_t vs, int n_keys,
+                                 float inv) {
+    float o = 0.0f;
+    for (int j = 0; j < n_keys; j++) o += p[j] * v[(size_t)j * vs];
+    return o * inv;
+}
+
 /* In place over p[0, n_keys): p = exp(scale * p - max), one formula for every key
 ** (the last vector padded: p needs n_keys + VL floats); returns 1 / sum p, the sum
 ** one vector chain over whole vectors + the rest in order. */
@@ -344,11 +353,7 @@ static void KFN(attn_row)(const float *q, const float *k, size_t ks, const float
     for (; l + 8 * VL <= hd; l += 8 * VL) KFN(pv)(p, v + l, vs, n_keys, 8, inv, out + l);
     for (; l + 4 * VL <= hd; l += 4 * VL) KFN(pv)(p, v + l, vs, n_keys, 4, inv, out + l);
     for (; l + VL <= hd; l += VL) KFN(pv)(p, v + l, vs, n_keys, 1, inv, out + l);
-    for (; l < hd; l++) {
-        float o = 0.0f;
-        for (j = 0; j < n_keys; j++) o += p[j] * v[(size_t)j * vs + l];
-        out[l] = o * inv;
-    }
+    for (; l < hd; l++) out[l] = KFN(pv_lane)(p, v + l, vs, n_keys, inv);
 }
 
 /* Three query rows (q + i*qs) against four keys: p[i][j] as KFN(dot4) gives it, each
@@ -372,20 +377,18 @@ static inline void KFN(dot3x4)(const float *q, size_t qs, const float *k, size_t
         kv = VLOAD(k3 + l);
         a03 = VFMA(x0, kv, a03), a13 = VFMA(x1, kv, a13), a23 = VFMA(x2, kv, a23);
     }
-    p[0] = VHSUM(a00), p[1] = VHSUM(a01), p[2] = VHSUM(a02), p[3] = VHSUM(a03);
-    p[ps] = VHSUM(a10), p[ps + 1] = VHSUM(a11), p[ps + 2] = VHSUM(a12), p[ps + 3] = VHSUM(a13);
-    p[2 * ps] = VHSUM(a20), p[2 * ps + 1] = VHSUM(a21), p[2 * ps + 2] = VHSUM(a22);
-    p[2 * ps + 3] = VHSUM(a23);
-    for (int i = 0; i < 3; i++) {
-        const float *qi = q + (size_t)i * qs;
-        float *pi = p + (size_t)i * ps;
-        for (int l2 = l; l2 < hd; l2++) {
-            pi[0] += qi[l2] * k0[l2];
-            pi[1] += qi[l2] * k1[l2];
-            pi[2] += qi[l2] * k2[l2];
-            pi[3] += qi[l2] * k3[l2];
-        }
-    }
+    p[0] = KFN(dot_tail)(q0, k0, l, hd, VHSUM(a00));
+    p[1] = KFN(dot_tail)(q0, k1, l, hd, VHSUM(a01));
+    p[2] = KFN(dot_tail)(q0, k2, l, hd, VHSUM(a02));
+    p[3] = KFN(dot_tail)(q0, k3, l, hd, VHSUM(a03));
+    p[ps] = KFN(dot_tail)(q1, k0, l, hd, VHSUM(a10));
+    p[ps + 1] = KFN(dot_tail)(q1, k1, l, hd, VHSUM(a11));
+    p[ps + 2] = KFN(dot_tail)(q1, k2, l, hd, VHSUM(a12));
+    p[ps + 3] = KFN(dot_tail)(q1, k3, l, hd, VHSUM(a13));
+    p[2 * ps] = KFN(dot_tail)(q2, k0, l, hd, VHSUM(a20));
+    p[2 * ps + 1] = KFN(dot_tail)(q2, k1, l, hd, VHSUM(a21));
+    p[2 * ps + 2] = KFN(dot_tail)(q2, k2, l, hd, VHSUM(a22));
+    p[2 * ps + 3] = KFN(dot_tail)(q2, k3, l, hd, VHSUM(a23));
 }
 
 /* out_i[u*VL ..] = inv_i * sum_j p_i[j] v_j[u*VL ..] for three rows (p_i at p + i*ps,
@@ -439,12 +442,8 @@ static void KFN(attn_rows3)(const float *q, size_t qs, const float *k, size_t ks
     for (; l + 4 * VL <= hd; l += 4 * VL) KFN(pv3)(p, ps, v + l, vs, n_keys, 4, inv, out + l, os);
     for (; l + VL <= hd; l += VL) KFN(pv3)(p, ps, v + l, vs, n_keys, 1, inv, out + l, os);
     for (; l < hd; l++)
-        for (int i = 0; i < 3; i++) {
-            const float *pi = p + i * ps;
-            float o = 0.0f;
-            for (j = 0; j < n_keys; j++) o += pi[j] * v[(size_t)j * vs + l];
-            out[i * os + l] = o * inv[i];
-        }
+        for (int i = 0; i < 3; i++)
+            out[i * os + l] = KFN(pv_lane)(p + i * ps, v + l, vs, n_keys, inv[i]);
 }
 
 /* ---- peak FMA rate ------------------------------------------------------------- */

@@ -149,7 +149,8 @@ try {
   // as a user would keep scrolling: the bottom moves while the thumbnails lay out.)
   await page.locator('#q').fill('a shape');
   await page.keyboard.press('Enter');
-  await page.waitForFunction(() => document.getElementById('status').textContent.includes('a shape'));
+  await page.waitForFunction(
+    () => document.getElementById('status').textContent.includes('a shape'));
   await thumbsLoaded(8);
   const before = await page.locator('.tile').count();
   await page.waitForFunction((n) => {
