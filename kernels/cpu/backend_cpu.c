@@ -336,25 +336,21 @@ static cdb_status attend(cdb_k_backend *be, const attn_layout *L, int batch, int
 #pragma omp for schedule(dynamic, 1)
         for (bh = 0; bh < n_bh; bh++) {
             int b = (int)(bh / heads), h = (int)(bh % heads);
-            size_t kv0 = (size_t)b * L->kv_item + (size_t)h * head_dim;
-            if (!p) continue;
+            size_t hoff = (size_t)h * head_dim, kv0 = (size_t)b * L->kv_item + hoff;
+            const float *qb = L->q + (size_t)b * L->q_item + hoff;
+            float *ob = L->out + (size_t)b * L->out_item + hoff;
             int r = 0;
+            if (!p) continue;
             if (!L->qpos && !L->causal)
                 for (; r + 3 <= L->n_q; r += 3)
-                    K->attn_rows3(L->q + (size_t)b * L->q_item + (size_t)r * L->q_row +
-                                      (size_t)h * head_dim,
-                                  L->q_row, L->k + kv0, L->kv_row, L->v + kv0, L->kv_row, seq,
-                                  head_dim, scale, p,
-                                  L->out + (size_t)b * L->out_item + (size_t)r * d +
-                                      (size_t)h * head_dim,
-                                  (size_t)d);
+                    K->attn_rows3(qb + (size_t)r * L->q_row, L->q_row, L->k + kv0, L->kv_row,
+                                  L->v + kv0, L->kv_row, seq, head_dim, scale, p,
+                                  ob + (size_t)r * d, (size_t)d);
             for (; r < L->n_q; r++) {
                 int i = L->qpos ? L->qpos[b] : r;
-                K->attn_row(L->q + (size_t)b * L->q_item + (size_t)i * L->q_row +
-                                (size_t)h * head_dim,
-                            L->k + kv0, L->kv_row, L->v + kv0, L->kv_row, L->causal ? i + 1 : seq,
-                            head_dim, scale, p,
-                            L->out + (size_t)b * L->out_item + (size_t)r * d + (size_t)h * head_dim);
+                K->attn_row(qb + (size_t)i * L->q_row, L->k + kv0, L->kv_row, L->v + kv0,
+                            L->kv_row, L->causal ? i + 1 : seq, head_dim, scale, p,
+                            ob + (size_t)r * d);
             }
         }
         free(p);
