@@ -154,7 +154,8 @@ static void summary_line(const char *label, const cdb_engine_summary *s) {
     o = extra_count(more, sizeof more, o,
                     s->walk_errors > s->missing_roots ? s->walk_errors - s->missing_roots : 0,
                     "unreadable while walking", "unreadable while walking");
-    o = extra_count(more, sizeof more, o, s->missing_roots, "folder missing", "folders missing");
+    o = extra_count(more, sizeof more, o, s->missing_roots, "folder unavailable",
+                    "folders unavailable");
     extra_count(more, sizeof more, o, s->links_skipped, "symlink skipped", "symlinks skipped");
     printf("%s: %s file%s: %s added, %s changed, %s moved, %s deleted, %s error%s%s, "
            "%s unchanged%s, %s %s%s (%s, %.1f files/s)%s\n",
@@ -334,12 +335,13 @@ int cdb_cli_cmd_reindex(int argc, char **argv) {
         {"batch", 0, CLI_VALUE},  {"threads", 0, CLI_VALUE}, {"wait", 0, CLI_FLAG},
         {"json", 0, CLI_FLAG},    {"quiet", 'q', CLI_FLAG},  {"help", 'h', CLI_FLAG},
         {"repair", 0, CLI_FLAG},  {"model", 0, CLI_VALUE},   {"sample", 0, CLI_VALUE},
-        {"decode", 0, CLI_VALUE}, {"thumb-size", 0, CLI_VALUE},
+        {"decode", 0, CLI_VALUE}, {"thumb-size", 0, CLI_VALUE}, {"accept-root", 0, CLI_VALUE},
         {0}};
     cli_args a;
     run_opts o;
     int rc;
     long thumb = -1;
+    const char **accept = NULL;
     cdb_engine *e = NULL;
     cdb_engine_run_report *r = NULL;
     cdb_status st;
@@ -359,6 +361,8 @@ int cdb_cli_cmd_reindex(int argc, char **argv) {
     o.rp.full = cdb_cli_has(&a, "full") > 0;
     o.rp.repair = cdb_cli_has(&a, "repair") > 0;
     o.rp.model = cdb_cli_get(&a, "model");
+    o.rp.n_accept_roots = cdb_cli_get_all(&a, "accept-root", &accept);
+    o.rp.accept_roots = accept;
     if (!(r = calloc(1, sizeof *r))) {
         rc = cdb_cli_error("out of memory", "cannot reindex");
         goto done;

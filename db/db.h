@@ -41,7 +41,7 @@ extern "C" {
 /* Catalog schema version this build writes. A database with a larger version
 ** (written by a newer clipdb) is refused with CDB_VERSION and left untouched; a
 ** smaller one is migrated forward when opened by a writer. */
-#define CDB_DB_SCHEMA_VERSION 5
+#define CDB_DB_SCHEMA_VERSION 6
 #define CDB_DB_SHARD_SCHEMA_VERSION 1
 #define CDB_DB_DEFAULT_SHARD_CAPACITY ((int64_t)256 << 20) /* bytes */
 
@@ -168,6 +168,17 @@ typedef enum cdb_db_root_kind {
     CDB_DB_ROOT_FILE = 1
 } cdb_db_root_kind;
 
+/* What tells a folder root's own folder from another one at the same path (an empty
+** mount point, another filesystem mounted there, a folder made anew), recorded when
+** a scan completes (the library model, engine/library.c, says how it is compared).
+** Each field 0 = unknown (not recorded yet, or the filesystem does not give it). */
+typedef struct cdb_db_root_ident {
+    uint64_t fsid;     /* statfs f_fsid (from the filesystem's UUID on ext4 and btrfs) */
+    uint64_t fstype;   /* statfs f_type (EXT4_SUPER_MAGIC, NFS_SUPER_MAGIC, ...) */
+    uint64_t ino;      /* the folder's inode number */
+    int64_t btime_ns;  /* the folder's birth time (statx), nanoseconds */
+} cdb_db_root_ident;
+
 typedef struct cdb_db_root {
     int64_t id;
     const char *path;        /* bytes, NUL-terminated; borrowed (callbacks) or heap (get) */
@@ -175,8 +186,10 @@ typedef struct cdb_db_root {
     int follow_symlinks;     /* walks follow symbolic links (recorded with the root) */
     int no_exif;             /* photos decoded without their EXIF orientation */
     uint64_t dev;            /* st_dev of the path at the last scan; 0 = unknown */
+    cdb_db_root_ident ident; /* the folder's identity at the last complete scan (schema 6) */
     int64_t scanned_ns;      /* wall clock of the last scan; 0 = never */
-    const char *status;      /* last scan: "ok", "missing", "empty", "unreadable"; NULL = never */
+    const char *status;      /* last scan: "ok", "missing", "empty", "unavailable",
+                                "unreadable"; NULL = never */
 } cdb_db_root;
 
 /* Get-or-create a folder root by its path (bytes, NUL-terminated; normally absolute).
@@ -200,9 +213,10 @@ cdb_status cdb_db_roots_foreach(cdb_db *db, cdb_db_root_fn fn, void *ud);
 /* Writer only, each one catalog transaction: */
 /* The root's walk and decode settings; -1 keeps one as it is. */
 cdb_status cdb_db_root_set_options(cdb_db *db, int64_t root_id, int follow_symlinks, int no_exif);
-/* Records the outcome of a scan of the root: its device (0: leave as is), the status
-** word (see cdb_db_root) and the time. */
-cdb_status cdb_db_root_set_scan(cdb_db *db, int64_t root_id, uint64_t dev, const char *status);
+/* Records the outcome of a scan of the root: its device (0: leave as is), its
+** identity (NULL: leave as is), the status word (see cdb_db_root) and the time. */
+cdb_status cdb_db_root_set_scan(cdb_db *db, int64_t root_id, uint64_t dev,
+                                const cdb_db_root_ident *ident, const char *status);
 /* Rewrites the root's path (the library moved: `clipdb move`); its files, relpaths
 ** and vectors stay. CDB_INVALID when new_path is another root's path. */
 cdb_status cdb_db_root_set_path(cdb_db *db, int64_t root_id, const char *new_path);

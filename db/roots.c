@@ -16,7 +16,8 @@
 
 static cdb_status exec_id(cdb_db *db, const char *sql, int64_t id, const char *what);
 
-#define ROOT_COLS "id, path, kind, follow_symlinks, dev, scanned_ns, status, no_exif"
+#define ROOT_COLS \
+    "id, path, kind, follow_symlinks, dev, scanned_ns, status, no_exif, fsid, fstype, ino, btime_ns"
 
 /* Fills r from a ROOT_COLS row; path/status borrowed from the statement. */
 static void root_from_row(sqlite3_stmt *st, cdb_db_root *r) {
@@ -29,6 +30,10 @@ static void root_from_row(sqlite3_stmt *st, cdb_db_root *r) {
     r->scanned_ns = sqlite3_column_int64(st, 5);
     r->status = (const char *)sqlite3_column_text(st, 6);
     r->no_exif = sqlite3_column_int(st, 7) != 0;
+    r->ident.fsid = (uint64_t)sqlite3_column_int64(st, 8);
+    r->ident.fstype = (uint64_t)sqlite3_column_int64(st, 9);
+    r->ident.ino = (uint64_t)sqlite3_column_int64(st, 10);
+    r->ident.btime_ns = sqlite3_column_int64(st, 11);
 }
 
 void cdb_db_root_clear(cdb_db_root *r) {
@@ -175,19 +180,31 @@ cdb_status cdb_db_root_set_options(cdb_db *db, int64_t root_id, int follow_symli
     return root_update(db, st, "set root options");
 }
 
-cdb_status cdb_db_root_set_scan(cdb_db *db, int64_t root_id, uint64_t dev, const char *status) {
+cdb_status cdb_db_root_set_scan(cdb_db *db, int64_t root_id, uint64_t dev,
+                                const cdb_db_root_ident *ident, const char *status) {
     sqlite3_stmt *st = NULL;
     cdb_status rc = cdb_sql_need_writer(db, "record scan");
     if (rc == CDB_OK)
         rc = cdb_sql_prepare(db->cat,
                         "UPDATE roots SET dev=CASE WHEN ?2 = 0 THEN dev ELSE ?2 END,"
-                        " scanned_ns=?3, status=?4 WHERE id=?1",
+                        " scanned_ns=?3, status=?4,"
+                        " fsid=CASE WHEN ?5 THEN ?6 ELSE fsid END,"
+                        " fstype=CASE WHEN ?5 THEN ?7 ELSE fstype END,"
+                        " ino=CASE WHEN ?5 THEN ?8 ELSE ino END,"
+                        " btime_ns=CASE WHEN ?5 THEN ?9 ELSE btime_ns END WHERE id=?1",
                         &st);
     if (rc != CDB_OK) return rc;
     sqlite3_bind_int64(st, 1, root_id);
     sqlite3_bind_int64(st, 2, (int64_t)dev);
     sqlite3_bind_int64(st, 3, cdb_sql_wall_ns());
     sqlite3_bind_text(st, 4, status ? status : "ok", -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 5, ident != NULL);
+    if (ident) {
+        sqlite3_bind_int64(st, 6, (int64_t)ident->fsid);
+        sqlite3_bind_int64(st, 7, (int64_t)ident->fstype);
+        sqlite3_bind_int64(st, 8, (int64_t)ident->ino);
+        sqlite3_bind_int64(st, 9, ident->btime_ns);
+    }
     return root_update(db, st, "record scan");
 }
 
@@ -206,7 +223,8 @@ cdb_status cdb_db_root_set_path(cdb_db *db, int64_t root_id, const char *new_pat
     cdb_clearerr();
     /* what the last scan said (missing, its problems) was about the old place */
     if ((rc = cdb_sql_begin(db->cat)) != CDB_OK) return rc;
-    rc = cdb_sql_prepare(db->cat, "UPDATE roots SET path=?2, dev=NULL, status=NULL WHERE id=?1", &st);
+    rc = cdb_sql_prepare(db->cat, "UPDATE roots SET path=?2, dev=NULL, status=NULL, fsid=NULL, fstype=NULL,"
+                         " ino=NULL, btime_ns=NULL WHERE id=?1", &st);
     if (rc == CDB_OK) {
         sqlite3_bind_int64(st, 1, root_id);
         sqlite3_bind_blob(st, 2, new_path, (int)strlen(new_path), SQLITE_STATIC);

@@ -189,6 +189,24 @@ static cdb_status migrate_v5(cdb_db *db) {
     return rc;
 }
 
+/* v6: the filesystem boundary (issue 25). A folder root records its folder's identity
+** (cdb_db_root_ident) when a scan completes, so that an empty mount point, another
+** filesystem mounted at the root's path or a folder made anew there is not taken for
+** the recorded folder with every file deleted. NULL until the next complete scan. */
+static const char *const k_v6_columns[][3] = {
+    {"roots", "fsid", "INTEGER"},
+    {"roots", "fstype", "INTEGER"},
+    {"roots", "ino", "INTEGER"},
+    {"roots", "btime_ns", "INTEGER"},
+};
+
+static cdb_status migrate_v6(cdb_db *db) {
+    cdb_status rc = CDB_OK;
+    for (size_t i = 0; i < sizeof k_v6_columns / sizeof k_v6_columns[0] && rc == CDB_OK; i++)
+        rc = add_column(db, k_v6_columns[i][0], k_v6_columns[i][1], k_v6_columns[i][2]);
+    return rc;
+}
+
 cdb_status cdb_schema_migrate(cdb_db *db, int64_t from) {
     cdb_status rc = CDB_OK;
     for (int64_t v = from + 1; v <= CDB_DB_SCHEMA_VERSION && rc == CDB_OK; v++) {
@@ -221,6 +239,8 @@ cdb_status cdb_schema_migrate(cdb_db *db, int64_t from) {
             rc = cdb_sql_exec(db->cat, k_schema_v4);
         } else if (v == 5) {
             rc = migrate_v5(db);
+        } else if (v == 6) {
+            rc = migrate_v6(db);
         }
         if (rc == CDB_OK) rc = cdb_sql_meta_set_int(db, "schema_version", v);
         if (rc == CDB_OK) rc = cdb_sql_meta_set_text(db, "last_writer", CDB_VERSION_STRING);

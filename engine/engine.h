@@ -362,6 +362,13 @@ typedef struct cdb_engine_run_params {
     const char *model;
     cdb_engine_encode_fn encode; /* test hook (above) */
     void *encode_ud;
+    /* reindex: recorded folder roots (their paths) whose folder as it is now is the
+    ** truth: one that is not the folder recorded (another filesystem mounted there, a
+    ** folder made anew) is scanned and recorded as the root's folder, and one that is
+    ** empty has its files marked deleted. NULL/0: none (an unavailable or empty root
+    ** keeps its files and vectors: exit 3). CDB_NOTFOUND for a path not recorded. */
+    const char *const *accept_roots;
+    int n_accept_roots;
 } cdb_engine_run_params;
 cdb_engine_run_params cdb_engine_run_params_default(void);
 
@@ -377,7 +384,8 @@ typedef struct cdb_engine_summary {
     int64_t retry;          /* transient failures, left pending for the next run */
     int64_t skipped;        /* not images */
     int64_t walk_errors;    /* folders or entries that could not be read, missing roots */
-    int64_t missing_roots;  /* roots whose path is gone (kept as they are) */
+    int64_t missing_roots;  /* roots unavailable: missing, empty, or not the folder
+                               recorded (kept as they are) */
     int64_t unreachable;    /* gone files whose place is not mounted (kept as they are) */
     int64_t links_skipped, loops, links_covered;
     int64_t thumbs;         /* thumbnails made (new files, and unchanged ones that had none) */
@@ -573,7 +581,7 @@ typedef struct cdb_engine_folder {
     int64_t id;
     char *path;            /* heap */
     int is_file;           /* a single file root */
-    const char *status;    /* "ok", "missing", "empty", "unreadable", "new"; static.
+    const char *status;    /* "ok", "missing", "empty", "unavailable", "unreadable", "new"; static.
                               "missing" when the path is not there now */
     int64_t files;         /* live: ok + pending + errors */
     int64_t ok, errors, to_retry, walk_problems, vectors;

@@ -184,7 +184,16 @@ typedef struct eng_root {
     int follow_symlinks, no_exif;
     uint64_t dev_recorded; /* st_dev at its last scan (0: unknown) */
     uint64_t dev_now;      /* st_dev now (0: the path is not there) */
-    int present;           /* the path exists now, with the recorded kind */
+    cdb_db_root_ident ident_recorded; /* at its last complete scan (all 0: unknown) */
+    cdb_db_root_ident ident_now;
+    int exists;            /* the path exists now, with the recorded kind */
+    int foreign;           /* it exists, but its folder is not the one recorded (an empty
+                              mount point, another filesystem or folder): unavailable */
+    int same_by_ident;     /* the folder was recognized by more than its device number
+                              (so a new st_dev is the same filesystem renumbered) */
+    int accepted;          /* the user said its folder as it is now is the truth
+                              (reindex --accept-root): not foreign, never "empty" */
+    int present;           /* exists and not foreign: the recorded folder is there */
 } eng_root;
 
 typedef struct eng_library {
@@ -210,6 +219,10 @@ typedef struct eng_target {
 
 /* Reads the roots of db and stats each. Free with cdb_eng_library_free. */
 cdb_status cdb_eng_library_load(cdb_db *db, eng_library *lib /* OUT */);
+/* Marks the recorded root at path (as recorded, or its real path) accepted: its
+** folder as it is now is the truth (reindex --accept-root). CDB_NOTFOUND when no
+** root is recorded there. */
+cdb_status cdb_eng_library_accept(eng_library *lib, const char *path);
 void cdb_eng_library_free(eng_library *lib);
 const eng_root *cdb_eng_library_root(const eng_library *lib, int64_t root_id); /* NULL: unknown */
 /* 1 when the real path of `path` (a symbolic link, say) is in the library at its own
@@ -217,9 +230,13 @@ const eng_root *cdb_eng_library_root(const eng_library *lib, int64_t root_id); /
 ** or a file root. */
 int cdb_eng_library_covers(const eng_library *lib, const char *path);
 /* 1 when the file recorded at path (root root_id, st_dev file_dev, 0 = unknown) is
-** gone from a place that is still there: deleted, moved or renamed. 0 when it is
-** there, or when its place is not reachable: the nearest folder above it that
-** exists is on another device than the file was (a drive or share not mounted). */
+** gone from a place that is still there: deleted, moved or renamed. Deleted needs
+** evidence: the file is absent (ENOENT, ENOTDIR), its root is present (the recorded
+** folder, not another one at its path) and the nearest folder above it that exists
+** is on the filesystem the file was recorded on (its st_dev, or the root's recorded
+** st_dev where the root was recognized under a new device number). 0 otherwise: it
+** is there, nothing could be learnt (EACCES, EIO), or its place is not reachable (a
+** drive or share inside the root that is not mounted). */
 int cdb_eng_library_gone(const eng_library *lib, int64_t root_id, const char *path,
                      uint64_t file_dev);
 /* Folds every root that lies inside a folder root into it (cdb_db_root_adopt; legacy

@@ -10,16 +10,25 @@
 **     that recorded both are folded together before any run (normalize).
 **   - A followed symbolic link whose target the library holds at its real path is
 **     not followed: every photo is found once, at its own path.
-**   - A recorded file that is not where it was counts as gone (deleted, moved)
-**     only when the place it was in is still there: when the nearest folder above
-**     it that exists is on another device than the file was, its drive or share is
-**     not mounted, and its files and vectors are kept.
+**   - Deleted needs evidence. A folder root is *present* only when the folder at
+**     its path is the one recorded (root_matches: its inode with its birth time, or
+**     its filesystem's id, the evidence that survives a reboot renumbering devices);
+**     an empty mount point, another filesystem mounted there or a folder made anew
+**     is *foreign*: unavailable, like a missing root, until the recorded folder is
+**     back or the user accepts the new one (reindex --accept-root). A recorded file
+**     that is not where it was counts as gone (deleted, moved) only when its root is
+**     present and the nearest folder above it that exists is on the filesystem the
+**     file was recorded on; otherwise (a drive or share inside the root that is not
+**     mounted) its files and vectors are kept. (An empty root is the scan's rule:
+**     engine/scan.c.)
 */
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 
 #include "engine/engine_int.h"
 
@@ -61,20 +70,68 @@ static int on_root(const cdb_db_root *r, void *ud_) {
     c->follow_symlinks = r->follow_symlinks;
     c->no_exif = r->no_exif;
     c->dev_recorded = r->dev;
+    c->ident_recorded = r->ident;
     lib->n++;
     return 0;
 }
 
-/* Present: the path is there with its kind. A root recorded as a real path that is a
-** symbolic link now (a folder replaced by a link to another) is not followed. */
+/* The identity of the folder at path now (fields the system does not give stay 0). */
+static void ident_now(const char *path, cdb_db_root_ident *id) {
+    struct statx sx;
+    struct statfs sf;
+    memset(id, 0, sizeof *id);
+    if (statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW, STATX_INO | STATX_BTIME, &sx) == 0) {
+        id->ino = sx.stx_ino;
+        if (sx.stx_mask & STATX_BTIME)
+            id->btime_ns = (int64_t)sx.stx_btime.tv_sec * 1000000000LL + sx.stx_btime.tv_nsec;
+    }
+    if (statfs(path, &sf) == 0) {
+        uint32_t w[2];
+        memcpy(w, &sf.f_fsid, sizeof w);
+        id->fsid = (uint64_t)w[0] << 32 | w[1];
+        id->fstype = (uint64_t)sf.f_type;
+    }
+}
+
+/* Whether the folder now at a root's path is the recorded one; *strong: recognized
+** by more than the device number. The evidence, strongest first:
+**   - the folder's inode and birth time (statx; ext4, xfs, btrfs, tmpfs): the same
+**     folder object, whatever device number its filesystem has after a reboot;
+**   - the inode and the filesystem id (statfs f_fsid: from the UUID on ext4 and
+**     btrfs, so it too survives renumbering; a new tmpfs gets a new one);
+**   - where neither is given (NFS, FAT): the inode with the device number, or with
+**     the filesystem type (an NFS share's device number changes at each mount).
+** An empty mount point is another folder on another filesystem; a filesystem
+** mounted at the path is another folder than the mount point it covers. Roots
+** recorded before identities (schema 6) have only the device number to go by. */
+static int root_matches(const eng_root *c, int *strong) {
+    const cdb_db_root_ident *a = &c->ident_recorded, *b = &c->ident_now;
+    *strong = 0;
+    if (!a->ino) return !c->dev_recorded || c->dev_recorded == c->dev_now;
+    if (a->ino != b->ino) return 0;
+    if (a->btime_ns && b->btime_ns) return *strong = a->btime_ns == b->btime_ns;
+    if (a->fsid && b->fsid) return *strong = a->fsid == b->fsid;
+    if (c->dev_recorded && c->dev_recorded == c->dev_now) return 1;
+    return *strong = a->fstype && a->fstype == b->fstype;
+}
+
+/* exists: the path is there with its kind. A root recorded as a real path that is a
+** symbolic link now (a folder replaced by a link to another) is not followed. A
+** folder root is present when its folder is the recorded one (or accepted). */
 static void stat_root(eng_root *c) {
     struct stat st;
-    c->present = 0;
+    c->exists = c->present = c->foreign = c->same_by_ident = 0;
     c->dev_now = 0;
+    memset(&c->ident_now, 0, sizeof c->ident_now);
     if (lstat(c->path, &st) != 0) return;
     if (c->kind == CDB_DB_ROOT_FILE ? !S_ISREG(st.st_mode) : !S_ISDIR(st.st_mode)) return;
-    c->present = 1;
+    c->exists = 1;
     c->dev_now = (uint64_t)st.st_dev;
+    if (c->kind == CDB_DB_ROOT_FOLDER) {
+        ident_now(c->path, &c->ident_now);
+        c->foreign = !c->accepted && !root_matches(c, &c->same_by_ident);
+    }
+    c->present = !c->foreign;
 }
 
 cdb_status cdb_eng_library_load(cdb_db *db, eng_library *lib) {
@@ -99,6 +156,18 @@ void cdb_eng_library_free(eng_library *lib) {
     free(lib->r);
     free(lib->db_dir);
     memset(lib, 0, sizeof *lib);
+}
+
+cdb_status cdb_eng_library_accept(eng_library *lib, const char *path) {
+    char real[PATH_MAX];
+    const char *p = realpath(path, real) ? real : path;
+    for (int i = 0; i < lib->n; i++)
+        if (!strcmp(lib->r[i].path, path) || !strcmp(lib->r[i].path, p)) {
+            lib->r[i].accepted = 1;
+            stat_root(&lib->r[i]);
+            return CDB_OK;
+        }
+    return cdb_seterr(CDB_NOTFOUND, "not a recorded folder");
 }
 
 const eng_root *cdb_eng_library_root(const eng_library *lib, int64_t root_id) {
@@ -138,8 +207,10 @@ int cdb_eng_library_gone(const eng_library *lib, int64_t root_id, const char *pa
                          uint64_t file_dev) {
     char up[PATH_MAX];
     struct stat st;
+    const eng_root *r = cdb_eng_library_root(lib, root_id);
     if (lstat(path, &st) == 0) return 0;
     if (errno != ENOENT && errno != ENOTDIR) return 0; /* EIO, EACCES: nothing is known */
+    if (!r || !r->present) return 0;                     /* not the recorded folder */
     if (!file_dev) return 1; /* recorded before identities were: as before, gone */
     snprintf(up, sizeof up, "%s", path);
     for (;;) {
@@ -151,9 +222,12 @@ int cdb_eng_library_gone(const eng_library *lib, int64_t root_id, const char *pa
         if (slash == up) return 0;
     }
     if ((uint64_t)st.st_dev == file_dev) return 1;
-    /* the same filesystem under a new device number (after a reboot, say) */
-    const eng_root *r = cdb_eng_library_root(lib, root_id);
-    return r && r->dev_recorded == file_dev && r->dev_now && (uint64_t)st.st_dev == r->dev_now;
+    /* the user said the root's folder as it is now is the truth */
+    if (r->accepted && r->dev_now && (uint64_t)st.st_dev == r->dev_now) return 1;
+    /* the root's filesystem under a new device number (after a reboot, say): only
+    ** when the root was recognized by its identity, not by a device number */
+    return r->same_by_ident && r->dev_recorded == file_dev && r->dev_now &&
+           (uint64_t)st.st_dev == r->dev_now;
 }
 
 /* ---- normalizing: no root inside another ----------------------------------------------- */

@@ -429,6 +429,12 @@ cdb_status cdb_engine_reindex(cdb_engine *e, const cdb_engine_run_params *rp,
         step_fail(st, "cannot list the ingested folders");
         goto done;
     }
+    for (int i = 0; i < rp->n_accept_roots; i++)
+        if ((st = cdb_eng_library_accept(&lib, rp->accept_roots[i])) != CDB_OK) {
+            st = cdb_eng_fail(st, CDB_ENGINE_E_NOT_A_ROOT, "cannot accept %s",
+                              rp->accept_roots[i]);
+            goto done;
+        }
     if (rp->repair &&
         (st = repair(e, plan.s[0].m, dm.id, rp->sample, report->repair_note,
                      sizeof report->repair_note, &repaired)) != CDB_OK)

@@ -274,6 +274,18 @@ static void walk_target(pipe_ctx *c) {
     const eng_target *t = &c->targets[c->cur];
     const eng_root *r = cdb_eng_library_root(c->lib, t->root_id);
     char *base;
+    if (r && r->foreign) {
+        int64_t live = 0;
+        cdb_db_root_count_live(c->rdb, t->root_id, &live);
+        c->sum->missing_roots++;
+        warn(c, "%s is not the folder that was recorded (an empty mount point, another drive "
+                "mounted there, or a folder made anew); its %lld file%s kept as %s. If the "
+                "folder there now is the right one, run 'clipdb reindex --accept-root %s'",
+             t->path, (long long)live, live == 1 ? " is" : "s are", live == 1 ? "it is" : "they are",
+             t->path);
+        add_problem(c, "", "unavailable: not the folder recorded (not mounted?)", 1);
+        return;
+    }
     if (r && !r->present) {
         int64_t live = 1;
         struct stat sb;
@@ -425,27 +437,32 @@ static int on_known(const cdb_db_file *f, void *ud_) {
     return 0;
 }
 
-/* Marks deleted what target i no longer has. Rows recorded with their device are
-** judged by cdb_eng_library_gone (an empty mount point is on another device). For rows
-** from before schema 5 only the old rule is left: a walk that met no file at all
-** while files are recorded there is what an unmounted drive or a missing network
-** share looks like, so nothing is marked deleted and a warning says why. */
+/* Marks deleted what target i no longer has (cdb_eng_library_gone decides for each
+** row). A whole folder root whose walk met no file at all while files are recorded
+** there is *empty*: what an unmounted drive or a missing network share looks like
+** (and, for rows from before schema 5, the only evidence left), so nothing is marked
+** deleted and a warning says why, unless the user accepted the folder as it is
+** (reindex --accept-root) or forgets the root. */
 static cdb_status delete_gone(pipe_ctx *c, int i, const char **status) {
     const eng_target *t = &c->targets[i];
+    const eng_root *r = cdb_eng_library_root(c->lib, t->root_id);
     del_ud d = {c, t, &c->ts[i], NULL, 0, 0, 0, 0, 0};
     cdb_db_batch *b = NULL;
     cdb_status rc = cdb_db_files_foreach(
         c->db, t->root_id, CDB_DB_MASK_OK | CDB_DB_MASK_ERROR | CDB_DB_MASK_PENDING, on_known, &d);
     if (rc == CDB_OK && d.oom) rc = cdb_seterr(CDB_NOMEM, "out of memory");
-    if (rc == CDB_OK && d.n_legacy && c->ts[i].n_found == 0 && t->kind == CDB_DB_ROOT_FOLDER) {
+    if (rc == CDB_OK && d.n && c->ts[i].n_found == 0 && t->kind == CDB_DB_ROOT_FOLDER &&
+        (!t->sub || d.n_legacy) && !(r && r->accepted)) {
         char *base = target_base(t);
         c->cur = i;
-        warn(c, "%s is empty now; its %d recorded file%s kept as %s (unmounted?)",
-             base ? base : t->path, d.n, d.n == 1 ? " is" : "s are",
-             d.n == 1 ? "it is" : "they are");
+        warn(c, "%s is empty now; its %d recorded file%s kept as %s (not mounted?). If it was "
+                "emptied on purpose, run 'clipdb reindex --accept-root %s' (or 'clipdb forget')",
+             base ? base : t->path, d.n, d.n == 1 ? " is" : "s are", d.n == 1 ? "it is" : "they are",
+             t->path);
         add_problem(c, t->sub ? t->sub : "", "empty: no file found where files were recorded", 1);
         free(base);
         *status = "empty";
+        if (!t->sub) c->sum->missing_roots++;
         d.n = 0;
     }
     if (rc == CDB_OK && d.unreachable) {
@@ -471,14 +488,18 @@ static cdb_status delete_gone(pipe_ctx *c, int i, const char **status) {
 
 /* ---- after the walk ------------------------------------------------------------------------- */
 
-/* A missing root: its files stay as they are and it is listed as missing. Never
+/* A missing root, or one whose folder is not the recorded one (foreign): its files
+** stay as they are and it is listed as missing or unavailable. Never
 ** dropped on its own, not even when all its files turned up elsewhere (a renamed
 ** folder, or copies made before a drive was unplugged): only `clipdb forget` does. */
 static cdb_status finish_missing(pipe_ctx *c, int i) {
     const eng_target *t = &c->targets[i];
+    const eng_root *r = cdb_eng_library_root(c->lib, t->root_id);
     cdb_status rc = cdb_db_walk_problems_set(c->db, t->root_id, NULL, c->ts[i].probs,
                                              c->ts[i].n_probs);
-    if (rc == CDB_OK) rc = cdb_db_root_set_scan(c->db, t->root_id, 0, "missing");
+    if (rc == CDB_OK)
+        rc = cdb_db_root_set_scan(c->db, t->root_id, 0, NULL,
+                                  r && r->foreign ? "unavailable" : "missing");
     return rc;
 }
 
@@ -493,8 +514,13 @@ static cdb_status finish_target(pipe_ctx *c, int i) {
     /* a partial scan replaces the problems under its part of the root only */
     if (rc == CDB_OK)
         rc = cdb_db_walk_problems_set(c->db, t->root_id, t->sub, c->ts[i].probs, c->ts[i].n_probs);
+    /* the folder's identity is recorded (anew) by a complete scan that found it */
     if (rc == CDB_OK && !t->sub)
-        rc = cdb_db_root_set_scan(c->db, t->root_id, r ? r->dev_now : 0, status);
+        rc = cdb_db_root_set_scan(c->db, t->root_id, r ? r->dev_now : 0,
+                                  r && r->kind == CDB_DB_ROOT_FOLDER && !strcmp(status, "ok")
+                                      ? &r->ident_now
+                                      : NULL,
+                                  status);
     return rc;
 }
 

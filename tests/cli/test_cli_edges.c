@@ -19,7 +19,7 @@
 **     build or the driver), not "cannot find the model", for search and serve;
 **   - a shard file deleted behind clipdb's back: stats says so, a search runs on what
 **     is left and says what it left out (once), verify names each file once;
-**   - one of a thing is said in the singular ("1 file", "1 folder missing");
+**   - one of a thing is said in the singular ("1 file", "1 folder unavailable");
 **   - preprocess --out - and embed --out - (npy or JSON) write to stdout; --db naming a
 **     file says so;
 **   - ingest of the database's own folder reads none of its files; a folder inside it
@@ -430,7 +430,7 @@ CDB_TEST(one_is_singular) {
     snprintf(cmd, sizeof cmd, "cd %s && mv one one.gone && \"$CLIPDB\" reindex --db one.db; "
              "s=$?; mv one.gone one; exit $s", g_tmp);
     CHECK_EQ_INT(sh(cmd, &out, &err), 3);
-    CHECK_MSG(out && strstr(out, ", 1 folder missing (") && err &&
+    CHECK_MSG(out && strstr(out, ", 1 folder unavailable (") && err &&
                   strstr(err, "; its 1 file is kept as it is ("),
               "%s%s", out, err);
     free(out);

@@ -138,11 +138,21 @@ CDB_TEST(roots_of_both_kinds) {
     CHECK(r.status == NULL && r.scanned_ns == 0);
     cdb_db_root_clear(&r);
     CHECK_OK(cdb_db_root_set_options(fx.db, a, 0, -1));
-    CHECK_OK(cdb_db_root_set_scan(fx.db, a, 42, "missing"));
-    CHECK_OK(cdb_db_root_set_scan(fx.db, a, 0, "ok")); /* dev 0: keep the recorded one */
+    cdb_db_root_ident id1 = {0x1234567890abcdefULL, 0xef53, 2, 1700000000123456789LL};
+    CHECK_OK(cdb_db_root_set_scan(fx.db, a, 42, &id1, "missing"));
+    /* dev 0 and no identity: keep the recorded ones */
+    CHECK_OK(cdb_db_root_set_scan(fx.db, a, 0, NULL, "ok"));
     CHECK_OK(cdb_db_root_info(fx.db, a, &r));
     CHECK(r.follow_symlinks == 0 && r.dev == 42 && !strcmp(r.status, "ok") && r.scanned_ns > 0);
+    CHECK(r.ident.fsid == id1.fsid && r.ident.fstype == id1.fstype && r.ident.ino == 2 &&
+          r.ident.btime_ns == id1.btime_ns);
     cdb_db_root_clear(&r);
+    /* a move forgets where the root was: the next scan records the new place */
+    CHECK_OK(cdb_db_root_set_path(fx.db, a, "/lib/a2"));
+    CHECK_OK(cdb_db_root_info(fx.db, a, &r));
+    CHECK(r.dev == 0 && r.ident.ino == 0 && r.ident.fsid == 0 && r.ident.btime_ns == 0);
+    cdb_db_root_clear(&r);
+    CHECK_OK(cdb_db_root_set_path(fx.db, a, "/lib/a"));
     /* a file root's file: the empty relpath; its path is the root's */
     int64_t id = put_one(&fx, f, "", 1);
     char *path = NULL;

@@ -86,7 +86,7 @@ static void make_template(void) {
     /* the library model's rows (schema 5): a file root, a retry, a walk problem */
     int64_t file_root = 0;
     if (cdb_db_root_create(db, "/single.jpg", CDB_DB_ROOT_FILE, 0, &file_root) ||
-        cdb_db_root_set_scan(db, root, 42, "ok") || cdb_db_root_set_options(db, root2, 1, 1))
+        cdb_db_root_set_scan(db, root, 42, NULL, "ok") || cdb_db_root_set_options(db, root2, 1, 1))
         die("roots");
     for (int k = 0; k < DIM; k++) v[k] = 0.5f + (float)k;
     memset(&meta, 0, sizeof meta);

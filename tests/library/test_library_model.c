@@ -51,7 +51,7 @@ static const struct {
 } k_regressions[] = {
     {12, 6, 0},   /* forget of the last root: the index refresh failed on no vectors */
     {14, 11, 0},  /* a root of links renamed away was dropped as "emptied" */
-    {11, 27, 0},  /* a folder root emptied by deletes was kept as "unmounted?" */
+    {11, 27, 0},  /* a folder root emptied by deletes: first deleted, now kept (issue 25) */
     {102, 85, 0}, /* after a kill, a move onto a pending row's path failed the commit */
     {20012, 16, 1}, /* a dangling link kept the deleted photo's row (every command killed) */
 };
@@ -408,10 +408,38 @@ static int is_stale(model *m, const file_t *f) {
     return t && t->dirty;
 }
 
-/* Marks clean what a completed scan of `path` covered (a root, or a part of one). */
+/* 1 when the folder holds no regular file outside hidden folders: an empty root
+** keeps its rows (DESIGN.md, "deleted needs evidence"). (Links do not count: one
+** that the walk meets makes the root not empty, a dangling one does not, and for
+** either the model keeps the root's rows stale, which every outcome satisfies.) */
+static int holds_nothing(const char *dir) {
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    int nothing = 1;
+    if (!d) return 1;
+    while (nothing && (de = readdir(d))) {
+        char p[1200];
+        struct stat st;
+        if (de->d_name[0] == '.') continue;
+        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+        if (lstat(p, &st) != 0) continue;
+        if (S_ISDIR(st.st_mode)) nothing = holds_nothing(p);
+        else if (S_ISREG(st.st_mode)) nothing = 0;
+    }
+    closedir(d);
+    return nothing;
+}
+
+/* Marks clean what a completed scan of `path` covered (a root, or a part of one). A
+** whole folder root that holds nothing is "empty": its rows are kept (exit 3), so
+** its ghosts stay. */
 static void scanned(model *m, const char *path) {
     root_t *r = root_of(m, path, 0);
     const char *what = r && !strcmp(r->path, path) ? r->path : path;
+    if (r && what == r->path && !r->is_file && holds_nothing(r->path)) {
+        mark_dirty_under(m, r->path);
+        return;
+    }
     for (int i = 0; i < m->n_files; i++) /* links first: their targets may be cleared */
         if (m->f[i].content == -1 && within(m->f[i].path, what))
             m->f[i].dirty = is_stale_target(m, &m->f[i]);

@@ -1,0 +1,244 @@
+/*
+** test_library_mounts.c: the filesystem boundary of issue 25, "deleted needs
+** evidence", with real mounts (tmpfs and bind mounts; needs root, else each test
+** skips and says so) and the real binary:
+**
+**   unmounted_root_keeps_everything  a root that is a mount point, unmounted (an
+**                                    empty mount point, then one with a stray photo
+**                                    in it): exit 3, one warning, listed in `errors`
+**                                    and `folders`, every vector kept bit for bit;
+**                                    mounted again: nothing encoded again
+**   nested_mount_inside_a_root       a drive mounted inside a root goes away: its
+**                                    files are kept, a delete beside it is a delete
+**   emptied_root_needs_accept        an emptied root keeps its files until
+**                                    `reindex --accept-root`; a path not recorded
+**                                    is refused
+**   folder_made_anew                 the root's folder replaced by a copy: kept until
+**                                    accepted, then nothing encoded again
+**
+** The oracle: the stored vectors as exported before the drive went away (the same
+** bytes must come back), and lib_util.h's embedding of each file's own bytes.
+*/
+#include <sys/mount.h>
+
+#include "lib_util.h"
+
+#define N 6
+
+#define NEED_ROOT()                                                                  \
+    do {                                                                             \
+        if (geteuid() != 0) CDB_SKIP("needs root to mount tmpfs and bind mounts");   \
+    } while (0)
+
+/* Every path of a is in b once with the very same vector, and the counts match. */
+static int same_export(const lu_export *a, const lu_export *b) {
+    int bad = 0;
+    if (a->n != b->n || a->dim != b->dim) {
+        fprintf(stderr, "    %d paths stored now, %d before\n", b->n, a->n);
+        return 1;
+    }
+    for (int i = 0; i < a->n; i++) {
+        int count = 0, k = lu_export_find(b, a->paths[i], &count);
+        if (count != 1 || k < 0 ||
+            memcmp(a->vecs + (size_t)i * a->dim, b->vecs + (size_t)k * b->dim,
+                   sizeof(float) * (size_t)a->dim)) {
+            if (bad++ < 5) fprintf(stderr, "    %s: not stored as before\n", a->paths[i]);
+        }
+    }
+    return bad;
+}
+
+/* The export of db equals `before`. */
+static int export_is(const char *db, const lu_export *before) {
+    lu_export now;
+    if (lu_export_read(db, &now) != 0) return 1;
+    int bad = same_export(before, &now);
+    lu_export_free(&now);
+    return bad;
+}
+
+/* The export of db satisfies the oracle and holds exactly `want` paths. */
+static int db_is_exact(const char *db, int want) {
+    lu_export e;
+    if (lu_export_read(db, &e) != 0) return 1;
+    int bad = lu_check_export_against_files(&e);
+    if (e.n != want) {
+        fprintf(stderr, "    %d paths stored, want %d\n", e.n, want);
+        bad++;
+    }
+    lu_export_free(&e);
+    return bad;
+}
+
+/* `reindex` (extra args may be NULL) exits want; its stdout and stderr in *r. */
+static int reindex(const char *db, const char *extra, const char *extra_val, int want,
+                   cli_run_result *r) {
+    const char *args[] = {"reindex", "--db", db, "--threads", "2", extra, extra_val, NULL};
+    return lu_expect(args, want, r) == want ? 0 : 1;
+}
+
+static int has(const cli_run_result *r, const char *needle) {
+    return (r->out && strstr(r->out, needle)) || (r->err && strstr(r->err, needle));
+}
+
+CDB_TEST(unmounted_root_keeps_everything) {
+    char store[700], photos[700], nas[700], db[700];
+    lu_export before;
+    cli_run_result r;
+    NEED_ROOT();
+    LU_NEED_SETUP();
+    lu_path(store, sizeof store, "um/store");
+    lu_path(nas, sizeof nas, "um/nas");
+    lu_path(db, sizeof db, "um/db");
+    snprintf(photos, sizeof photos, "%s/photos", store);
+    CHECK(lu_mkdirs(store) == 0 && lu_mkdirs(nas) == 0);
+    CHECK(mount("tmpfs", store, "tmpfs", 0, "size=64m") == 0);
+    CHECK(lu_generate(photos, 7, 0, N) == 0);
+    CHECK(mount(photos, nas, NULL, MS_BIND, NULL) == 0);
+    CHECK(lu_init(db) == 0);
+    CHECK(lu_expect((const char *[]){"ingest", "--db", db, nas, "--quiet", NULL}, 0, NULL) == 0);
+    CHECK(db_is_exact(db, N) == 0);
+    CHECK(lu_export_read(db, &before) == 0);
+
+    /* the drive goes away: an empty mount point */
+    CHECK(umount(nas) == 0);
+    CHECK(reindex(db, "--json", NULL, 3, &r) == 0);
+    CHECK_MSG(has(&r, "is not the folder that was recorded") && has(&r, "\"missing_folders\": 1") &&
+                  has(&r, "\"deleted\": 0"),
+              "%s%s", r.out, r.err);
+    cli_run_free(&r);
+    CHECK(export_is(db, &before) == 0);
+    CHECK(lu_expect((const char *[]){"verify", "--db", db, "--quiet", NULL}, 0, NULL) == 0);
+    CHECK(lu_expect((const char *[]){"errors", "--db", db, NULL}, 0, &r) == 0);
+    CHECK_MSG(has(&r, nas) && has(&r, "unavailable"), "%s", r.out);
+    cli_run_free(&r);
+    CHECK(lu_expect((const char *[]){"folders", "--db", db, "--json", NULL}, 0, &r) == 0);
+    CHECK_MSG(has(&r, "\"unavailable\""), "%s", r.out);
+    cli_run_free(&r);
+
+    /* something was written into the mount point meanwhile: still not the drive */
+    /* (a photo at a recorded name, over the mount point's own folder) */
+    CHECK(lu_generate(nas, 99, 0, 1) == 0);
+    CHECK(reindex(db, NULL, NULL, 3, NULL) == 0);
+    CHECK(export_is(db, &before) == 0);
+    lu_rm_rf(nas);
+    CHECK(lu_mkdirs(nas) == 0);
+
+    /* the drive is back: nothing is encoded again, nothing changed */
+    CHECK(mount(photos, nas, NULL, MS_BIND, NULL) == 0);
+    CHECK(reindex(db, "--json", NULL, 0, &r) == 0);
+    CHECK_MSG(has(&r, "\"added\": 0") && has(&r, "\"changed\": 0") && has(&r, "\"deleted\": 0"),
+              "%s", r.out);
+    cli_run_free(&r);
+    CHECK(export_is(db, &before) == 0);
+    CHECK(db_is_exact(db, N) == 0);
+    lu_export_free(&before);
+    CHECK(umount(nas) == 0 && umount(store) == 0);
+}
+
+CDB_TEST(nested_mount_inside_a_root) {
+    char lib[700], local[800], nas[800], store[700], db[700], p[900];
+    lu_export before;
+    cli_run_result r;
+    NEED_ROOT();
+    LU_NEED_SETUP();
+    lu_path(lib, sizeof lib, "nest/lib");
+    lu_path(store, sizeof store, "nest/store");
+    lu_path(db, sizeof db, "nest/db");
+    snprintf(local, sizeof local, "%s/local", lib);
+    snprintf(nas, sizeof nas, "%s/nas", lib);
+    CHECK(lu_generate(local, 3, 0, N) == 0);
+    CHECK(lu_mkdirs(nas) == 0 && lu_mkdirs(store) == 0);
+    CHECK(mount("tmpfs", store, "tmpfs", 0, "size=64m") == 0);
+    CHECK(lu_generate(store, 4, N, N) == 0); /* other names than local/'s */
+    CHECK(mount(store, nas, NULL, MS_BIND, NULL) == 0);
+    CHECK(lu_init(db) == 0);
+    CHECK(lu_expect((const char *[]){"ingest", "--db", db, lib, "--quiet", NULL}, 0, NULL) == 0);
+    CHECK(db_is_exact(db, 2 * N) == 0);
+
+    CHECK(umount(nas) == 0);
+    CHECK(unlink(lu_img(local, 0, p, sizeof p)) == 0); /* a real delete beside it */
+    CHECK(reindex(db, "--json", NULL, 3, &r) == 0);
+    CHECK_MSG(has(&r, "not mounted") && has(&r, "\"deleted\": 1"), "%s%s", r.out, r.err);
+    cli_run_free(&r);
+    CHECK(lu_export_read(db, &before) == 0);
+    CHECK_EQ_INT(before.n, 2 * N - 1);
+    CHECK(lu_export_find(&before, p, NULL) < 0);
+
+    CHECK(mount(store, nas, NULL, MS_BIND, NULL) == 0);
+    CHECK(reindex(db, "--json", NULL, 0, &r) == 0);
+    CHECK_MSG(has(&r, "\"added\": 0") && has(&r, "\"changed\": 0") && has(&r, "\"deleted\": 0"),
+              "%s", r.out);
+    cli_run_free(&r);
+    CHECK(export_is(db, &before) == 0);
+    CHECK(db_is_exact(db, 2 * N - 1) == 0);
+    lu_export_free(&before);
+    CHECK(umount(nas) == 0 && umount(store) == 0);
+}
+
+CDB_TEST(emptied_root_needs_accept) {
+    char lib[700], db[700], p[900], other[700];
+    lu_export before;
+    cli_run_result r;
+    LU_NEED_SETUP();
+    lu_path(lib, sizeof lib, "empty/lib");
+    lu_path(db, sizeof db, "empty/db");
+    lu_path(other, sizeof other, "empty/other");
+    CHECK(lu_generate(lib, 5, 0, N) == 0);
+    CHECK(lu_mkdirs(other) == 0);
+    CHECK(lu_init(db) == 0);
+    CHECK(lu_expect((const char *[]){"ingest", "--db", db, lib, "--quiet", NULL}, 0, NULL) == 0);
+    CHECK(lu_export_read(db, &before) == 0);
+    for (int i = 0; i < N; i++) CHECK(unlink(lu_img(lib, i, p, sizeof p)) == 0);
+    CHECK(reindex(db, NULL, NULL, 3, &r) == 0);
+    CHECK_MSG(has(&r, "is empty now") && has(&r, "--accept-root"), "%s", r.err);
+    cli_run_free(&r);
+    CHECK(export_is(db, &before) == 0);
+    lu_export_free(&before);
+    /* a path that is not a recorded root is refused, and nothing changes */
+    CHECK(reindex(db, "--accept-root", other, 1, &r) == 0);
+    CHECK_MSG(has(&r, "not a recorded folder"), "%s", r.err);
+    cli_run_free(&r);
+    CHECK(reindex(db, "--accept-root", lib, 0, &r) == 0);
+    CHECK_MSG(has(&r, "6 deleted"), "%s", r.out);
+    cli_run_free(&r);
+    CHECK(db_is_exact(db, 0) == 0);
+    CHECK(lu_generate(lib, 5, 0, 3) == 0);
+    CHECK(reindex(db, NULL, NULL, 0, &r) == 0);
+    CHECK_MSG(has(&r, "3 added"), "%s", r.out);
+    cli_run_free(&r);
+    CHECK(db_is_exact(db, 3) == 0);
+}
+
+CDB_TEST(folder_made_anew) {
+    char lib[700], old[700], db[700], a[900], b[900];
+    lu_export before;
+    cli_run_result r;
+    LU_NEED_SETUP();
+    lu_path(lib, sizeof lib, "anew/lib");
+    lu_path(db, sizeof db, "anew/db");
+    snprintf(old, sizeof old, "%s.old", lib);
+    CHECK(lu_generate(lib, 6, 0, N) == 0);
+    CHECK(lu_init(db) == 0);
+    CHECK(lu_expect((const char *[]){"ingest", "--db", db, lib, "--quiet", NULL}, 0, NULL) == 0);
+    CHECK(lu_export_read(db, &before) == 0);
+    CHECK(rename(lib, old) == 0 && lu_mkdirs(lib) == 0);
+    for (int i = 0; i < N - 1; i++) { /* a copy, one photo short */
+        lu_img(old, i, a, sizeof a);
+        snprintf(b, sizeof b, "%s%s", lib, strrchr(a, '/'));
+        CHECK(lu_copy(a, b) == 0);
+    }
+    CHECK(reindex(db, NULL, NULL, 3, &r) == 0);
+    CHECK_MSG(has(&r, "is not the folder that was recorded"), "%s", r.err);
+    cli_run_free(&r);
+    CHECK(export_is(db, &before) == 0);
+    lu_export_free(&before);
+    CHECK(reindex(db, "--accept-root", lib, 0, &r) == 0);
+    CHECK_MSG(has(&r, " 0 added, 0 changed, 0 moved, 1 deleted"), "%s", r.out);
+    cli_run_free(&r);
+    CHECK(db_is_exact(db, N - 1) == 0);
+    CHECK(reindex(db, NULL, NULL, 0, NULL) == 0); /* recorded: the new folder is the root's */
+}
+
+CDB_TEST_MAIN(unmounted_root_keeps_everything, nested_mount_inside_a_root, emptied_root_needs_accept,
+              folder_made_anew)
