@@ -326,6 +326,21 @@ static inline int lu_check_export_against_files(const lu_export *e) {
     return bad;
 }
 
+/* The oracle over the whole export of db: every path its own vector, exactly `want`
+** paths. 0, else the number of problems (each said on stderr), -1 when the export
+** failed. */
+static inline int lu_db_is_exact(const char *db, int want) {
+    lu_export e;
+    if (lu_export_read(db, &e) != 0) return -1;
+    int bad = lu_check_export_against_files(&e);
+    if (e.n != want) {
+        fprintf(stderr, "    %d paths stored, want %d\n", e.n, want);
+        bad++;
+    }
+    lu_export_free(&e);
+    return bad;
+}
+
 /* `search --image path` ranks path first, at a score of 1 up to fp16 storage
 ** (>= 0.999), or tied with it within 1e-4 (a copy of the same bytes). 0 when it
 ** does. */

@@ -86,19 +86,6 @@ static cdb_status ingest(const char *db_dir, const char *lib, fault_plan *plan,
     return rc;
 }
 
-/* The oracle over the whole export: every path its own vector, `want` paths. */
-static int exact(const char *db, int want) {
-    lu_export e;
-    if (lu_export_read(db, &e) != 0) return -1;
-    int bad = lu_check_export_against_files(&e);
-    if (e.n != want) {
-        fprintf(stderr, "    %d paths stored, want %d\n", e.n, want);
-        bad++;
-    }
-    lu_export_free(&e);
-    return bad;
-}
-
 static int setup_case(const char *tag, char *lib, char *db, size_t size) {
     char rel[200];
     snprintf(rel, sizeof rel, "%s/photos", tag);
@@ -121,7 +108,7 @@ CDB_TEST(transient_batch_failure_is_retried) {
     CHECK_EQ_INT(s.added, N_PHOTOS - 1);
     CHECK_EQ_INT(s.retry, 1);
     CHECK_EQ_INT(s.errors, 0);
-    CHECK_EQ_INT(exact(db, N_PHOTOS - 1), 0);
+    CHECK_EQ_INT(lu_db_is_exact(db, N_PHOTOS - 1), 0);
     cli_run_result r;
     CHECK_EQ_INT(lu_expect((const char *[]){"errors", "--db", db, NULL}, 0, &r), 0);
     CHECK_MSG(strstr(r.out, "will retry: cannot encode") && strstr(r.out, "injected device error"),
@@ -131,7 +118,7 @@ CDB_TEST(transient_batch_failure_is_retried) {
     CHECK_OK(ingest(db, lib, NULL, &s));
     CHECK_EQ_INT(s.added, 1);
     CHECK_EQ_INT(s.unchanged, N_PHOTOS - 1);
-    CHECK_EQ_INT(exact(db, N_PHOTOS), 0);
+    CHECK_EQ_INT(lu_db_is_exact(db, N_PHOTOS), 0);
     CHECK_EQ_INT(lu_expect((const char *[]){"verify", "--db", db, "--quiet", NULL}, 0, NULL), 0);
 }
 
@@ -144,7 +131,7 @@ CDB_TEST(failing_first_item_does_not_shift) {
     CHECK_OK(ingest(db, lib, &plan, &s));
     CHECK_EQ_INT(s.added, N_PHOTOS - 1);
     CHECK_EQ_INT(s.retry, 1);
-    CHECK_EQ_INT(exact(db, N_PHOTOS - 1), 0); /* items 1..3 of batch 1: their own vectors */
+    CHECK_EQ_INT(lu_db_is_exact(db, N_PHOTOS - 1), 0); /* items 1..3 of batch 1: their own vectors */
     for (int i = 0; i < N_PHOTOS; i += 3) {
         char p[900];
         lu_img(lib, i, p, sizeof p);
@@ -166,7 +153,7 @@ CDB_TEST(unusable_vector_is_quarantined) {
     CHECK_EQ_INT(s.added, N_PHOTOS - 1);
     CHECK_EQ_INT(s.errors, 1);
     CHECK_EQ_INT(s.retry, 0);
-    CHECK_EQ_INT(exact(db, N_PHOTOS - 1), 0);
+    CHECK_EQ_INT(lu_db_is_exact(db, N_PHOTOS - 1), 0);
     cli_run_result r;
     CHECK_EQ_INT(lu_expect((const char *[]){"errors", "--db", db, NULL}, 0, &r), 0);
     CHECK_MSG(strstr(r.out, "unusable vector") && !strstr(r.out, "will retry"), "%s", r.out);

@@ -29,20 +29,6 @@
 
 #define N 30
 
-/* The export of db satisfies the oracle and holds exactly `want` paths. */
-static int db_is_exact(const char *db, int want) {
-    lu_export e;
-    int bad;
-    if (lu_export_read(db, &e) != 0) return -1;
-    bad = lu_check_export_against_files(&e);
-    if (e.n != want) {
-        fprintf(stderr, "    %s: %d paths stored, want %d\n", db, e.n, want);
-        bad++;
-    }
-    lu_export_free(&e);
-    return bad;
-}
-
 static int count_files_in(const char *out, const char *needle) {
     int n = 0;
     for (const char *p = out; (p = strstr(p, needle)); p++) n++;
@@ -68,7 +54,7 @@ CDB_TEST(same_names_in_two_folders) {
                                             "--batch", "3", "--quiet", NULL},
                            0, NULL),
                  0);
-    CHECK_EQ_INT(db_is_exact(db, 2 * N), 0);
+    CHECK_EQ_INT(lu_db_is_exact(db, 2 * N), 0);
     for (int i = 0; i < N; i += 7) {
         CHECK_EQ_INT(lu_search_finds_itself(db, lu_img(cam1, i, p, sizeof p)), 0);
         CHECK_EQ_INT(lu_search_finds_itself(db, lu_img(cam2, i, p, sizeof p)), 0);
@@ -82,7 +68,7 @@ CDB_TEST(same_names_in_two_folders) {
                                             "--quiet", NULL},
                            0, NULL),
                  0);
-    CHECK_EQ_INT(db_is_exact(db, 2 * N), 0);
+    CHECK_EQ_INT(lu_db_is_exact(db, 2 * N), 0);
     CHECK_EQ_INT(verify(db), 0);
 }
 
@@ -101,7 +87,7 @@ CDB_TEST(nested_roots_no_duplicates) {
     CHECK_EQ_INT(lu_expect((const char *[]){"ingest", "--db", db, x, NULL}, 0, &r), 0);
     CHECK_MSG(strstr(r.out, " 4 added") && strstr(r.out, " 8 unchanged"), "%s", r.out);
     cli_run_free(&r);
-    CHECK_EQ_INT(db_is_exact(db, 12), 0);
+    CHECK_EQ_INT(lu_db_is_exact(db, 12), 0);
     CHECK_EQ_INT(lu_expect((const char *[]){"ingest", "--db", db, x, x, y, NULL}, 0, &r), 0);
     CHECK_MSG(strstr(r.out, " 0 added"), "%s", r.out);
     cli_run_free(&r);
@@ -109,7 +95,7 @@ CDB_TEST(nested_roots_no_duplicates) {
     CHECK_EQ_INT(count_files_in(r.out, "folder "), 1);
     cli_run_free(&r);
     CHECK_EQ_INT(lu_expect((const char *[]){"reindex", "--db", db, "--quiet", NULL}, 0, NULL), 0);
-    CHECK_EQ_INT(db_is_exact(db, 12), 0);
+    CHECK_EQ_INT(lu_db_is_exact(db, 12), 0);
     CHECK_EQ_INT(verify(db), 0);
 }
 
@@ -124,7 +110,7 @@ CDB_TEST(single_file_is_its_own_root) {
     lu_img(dir, 2, a, sizeof a);
     CHECK_EQ_INT(lu_expect((const char *[]){"ingest", "--db", db, a, "--quiet", NULL}, 0, NULL), 0);
     CHECK_EQ_INT(lu_expect((const char *[]){"reindex", "--db", db, "--quiet", NULL}, 0, NULL), 0);
-    CHECK_EQ_INT(db_is_exact(db, 1), 0); /* not the rest of the folder */
+    CHECK_EQ_INT(lu_db_is_exact(db, 1), 0); /* not the rest of the folder */
     CHECK_EQ_INT(lu_expect((const char *[]){"folders", "--db", db, NULL}, 0, &r), 0);
     CHECK_MSG(strstr(r.out, " file ") && strstr(r.out, a), "%s", r.out);
     cli_run_free(&r);
@@ -132,7 +118,7 @@ CDB_TEST(single_file_is_its_own_root) {
     CHECK_EQ_INT(lu_expect((const char *[]){"ingest", "--db", db, dir, NULL}, 0, &r), 0);
     CHECK_MSG(strstr(r.out, " 5 added") && strstr(r.out, " 1 unchanged"), "%s", r.out);
     cli_run_free(&r);
-    CHECK_EQ_INT(db_is_exact(db, 6), 0);
+    CHECK_EQ_INT(lu_db_is_exact(db, 6), 0);
     CHECK_EQ_INT(verify(db), 0);
 }
 
@@ -160,7 +146,7 @@ CDB_TEST(index_follows_deletes_and_edits) {
     CHECK_MSG(strstr(r.out, "index: up to date"), "%s", r.out);
     cli_run_free(&r);
     CHECK_EQ_INT(lu_search_finds_itself(db, lu_img(lib, 4, p, sizeof p)), 0);
-    CHECK_EQ_INT(db_is_exact(db, 11), 0);
+    CHECK_EQ_INT(lu_db_is_exact(db, 11), 0);
 }
 
 /* Runs clipdb as user nobody (when root) on a database it can only read. */
@@ -279,7 +265,7 @@ CDB_TEST(renamed_folders) {
     CHECK_EQ_INT(lu_expect((const char *[]){"reindex", "--db", db, NULL}, 0, &r), 0);
     CHECK_MSG(strstr(r.out, "6 moved") && strstr(r.out, " 0 added"), "%s", r.out);
     cli_run_free(&r);
-    CHECK_EQ_INT(db_is_exact(db, 12), 0);
+    CHECK_EQ_INT(lu_db_is_exact(db, 12), 0);
     /* a recorded folder renamed: missing, its photos kept, one line, exit 3 */
     CHECK_EQ_INT(rename(a, a2), 0);
     CHECK_EQ_INT(lu_expect((const char *[]){"reindex", "--db", db, NULL}, 3, &r), 3);
@@ -296,7 +282,7 @@ CDB_TEST(renamed_folders) {
     CHECK_EQ_INT(lu_expect((const char *[]){"reindex", "--db", db, NULL}, 0, &r), 0);
     CHECK_MSG(strstr(r.out, " 0 added"), "%s", r.out);
     cli_run_free(&r);
-    CHECK_EQ_INT(db_is_exact(db, 12), 0);
+    CHECK_EQ_INT(lu_db_is_exact(db, 12), 0);
     /* renamed again, and this time the new name is ingested without `clipdb move`: a
     ** new folder (a missing root's rows stay as they are: it may come back), and the
     ** old root stays listed as missing with its photos until it is forgotten */
@@ -312,7 +298,7 @@ CDB_TEST(renamed_folders) {
     CHECK_MSG(!strstr(r.out, a2) && strstr(r.out, a3), "%s", r.out);
     cli_run_free(&r);
     CHECK_EQ_INT(lu_expect((const char *[]){"reindex", "--db", db, "--quiet", NULL}, 0, NULL), 0);
-    CHECK_EQ_INT(db_is_exact(db, 12), 0);
+    CHECK_EQ_INT(lu_db_is_exact(db, 12), 0);
     (void)root;
 }
 
@@ -344,7 +330,7 @@ CDB_TEST(transient_failures_are_retried) {
     CHECK_EQ_INT(lu_expect((const char *[]){"reindex", "--db", db, NULL}, 0, &r), 0);
     CHECK_MSG(strstr(r.out, "1 added"), "%s", r.out);
     cli_run_free(&r);
-    CHECK_EQ_INT(db_is_exact(db, 8), 0);
+    CHECK_EQ_INT(lu_db_is_exact(db, 8), 0);
     /* a named file is retried even when quarantined */
     char bad[900];
     snprintf(bad, sizeof bad, "%s/broken.jpg", lib);
@@ -385,7 +371,7 @@ CDB_TEST(symlinks) {
                            &r),
                  3);
     cli_run_free(&r);
-    CHECK_EQ_INT(db_is_exact(db, 6), 0); /* 4 at their real paths + 2 through the link */
+    CHECK_EQ_INT(lu_db_is_exact(db, 6), 0); /* 4 at their real paths + 2 through the link */
     snprintf(p, sizeof p, "%s/elsewhere/img_0000010", links);
     lu_export e;
     CHECK_EQ_INT(lu_export_read(db, &e), 0);
@@ -400,7 +386,7 @@ CDB_TEST(symlinks) {
     CHECK_EQ_INT(lu_expect((const char *[]){"reindex", "--db", db, NULL}, 3, &r), 3);
     CHECK_MSG(strstr(r.out, " 0 deleted") && strstr(r.out, " 0 added"), "%s", r.out);
     cli_run_free(&r);
-    CHECK_EQ_INT(db_is_exact(db, 6), 0);
+    CHECK_EQ_INT(lu_db_is_exact(db, 6), 0);
     /* no longer followed: the photos reached through the link are dropped */
     snprintf(p, sizeof p, "%s/gone.jpg", links);
     remove(p);
@@ -409,7 +395,7 @@ CDB_TEST(symlinks) {
                  0);
     CHECK_MSG(strstr(r.out, "2 deleted"), "%s", r.out);
     cli_run_free(&r);
-    CHECK_EQ_INT(db_is_exact(db, 4), 0);
+    CHECK_EQ_INT(lu_db_is_exact(db, 4), 0);
     CHECK_EQ_INT(lu_expect((const char *[]){"errors", "--db", db, NULL}, 0, &r), 0);
     CHECK_MSG(r.out[0] == '\0', "errors after the link was removed: %s", r.out);
     cli_run_free(&r);
@@ -424,12 +410,12 @@ CDB_TEST(symlinks) {
                            &r),
                  0);
     cli_run_free(&r);
-    CHECK_EQ_INT(db_is_exact(db, 7), 0); /* 4 + 2 through the folder link + one.jpg */
+    CHECK_EQ_INT(lu_db_is_exact(db, 7), 0); /* 4 + 2 through the folder link + one.jpg */
     CHECK_EQ_INT(remove(q), 0);
     CHECK_EQ_INT(lu_expect((const char *[]){"reindex", "--db", db, NULL}, 3, &r), 3);
     CHECK_MSG(strstr(r.out, " 1 deleted"), "%s", r.out);
     cli_run_free(&r);
-    CHECK_EQ_INT(db_is_exact(db, 6), 0);
+    CHECK_EQ_INT(lu_db_is_exact(db, 6), 0);
     CHECK_EQ_INT(lu_expect((const char *[]){"errors", "--db", db, NULL}, 0, &r), 0);
     CHECK_MSG(strstr(r.out, "one.jpg") && strstr(r.out, "broken symbolic link"), "%s", r.out);
     cli_run_free(&r);
@@ -469,7 +455,7 @@ CDB_TEST(forget_and_missing_roots) {
     CHECK_MSG(after < before, "forget freed no space: %lld -> %lld bytes", (long long)before,
               (long long)after);
     CHECK_EQ_INT(verify(db), 0);
-    CHECK_EQ_INT(db_is_exact(db, 5), 0);
+    CHECK_EQ_INT(lu_db_is_exact(db, 5), 0);
     CHECK_EQ_INT(lu_expect((const char *[]){"index", "info", "--db", db, "--json", NULL}, 0, &r), 0);
     CHECK_MSG(strstr(r.out, "\"covered\": 5"), "%s", r.out);
     cli_run_free(&r);
@@ -490,7 +476,7 @@ CDB_TEST(forget_and_missing_roots) {
     CHECK_EQ_INT(lu_expect((const char *[]){"reindex", "--db", db, NULL}, 0, &r), 0);
     CHECK_MSG(strstr(r.out, " 0 added") && strstr(r.out, " 5 unchanged"), "%s", r.out);
     cli_run_free(&r);
-    CHECK_EQ_INT(db_is_exact(db, 5), 0);
+    CHECK_EQ_INT(lu_db_is_exact(db, 5), 0);
     /* forgetting what is not a recorded folder says so */
     CHECK_EQ_INT(lu_expect((const char *[]){"forget", "--db", db, big, NULL}, 1, NULL), 1);
 }
@@ -561,7 +547,7 @@ CDB_TEST(same_size_same_mtime_replace) {
     CHECK_EQ_INT(lu_expect((const char *[]){"reindex", "--db", db, NULL}, 0, &r), 0);
     CHECK_MSG(strstr(r.out, "1 changed"), "%s", r.out);
     cli_run_free(&r);
-    CHECK_EQ_INT(db_is_exact(db, 4), 0);
+    CHECK_EQ_INT(lu_db_is_exact(db, 4), 0);
     /* replaced by another file (a new inode), same size, same mtime */
     snprintf(tmp, sizeof tmp, "%s/.incoming", lib);
     CHECK_EQ_INT(lu_write(tmp, z, n2), 0);
@@ -570,7 +556,7 @@ CDB_TEST(same_size_same_mtime_replace) {
     CHECK_EQ_INT(lu_expect((const char *[]){"reindex", "--db", db, NULL}, 0, &r), 0);
     CHECK_MSG(strstr(r.out, "1 changed"), "%s", r.out);
     cli_run_free(&r);
-    CHECK_EQ_INT(db_is_exact(db, 4), 0);
+    CHECK_EQ_INT(lu_db_is_exact(db, 4), 0);
     CHECK_EQ_INT(lu_search_finds_itself(db, a), 0);
     free(x);
     free(y);

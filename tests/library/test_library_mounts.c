@@ -57,19 +57,6 @@ static int export_is(const char *db, const lu_export *before) {
     return bad;
 }
 
-/* The export of db satisfies the oracle and holds exactly `want` paths. */
-static int db_is_exact(const char *db, int want) {
-    lu_export e;
-    if (lu_export_read(db, &e) != 0) return 1;
-    int bad = lu_check_export_against_files(&e);
-    if (e.n != want) {
-        fprintf(stderr, "    %d paths stored, want %d\n", e.n, want);
-        bad++;
-    }
-    lu_export_free(&e);
-    return bad;
-}
-
 /* `reindex` (extra args may be NULL) exits want; its stdout and stderr in *r. */
 static int reindex(const char *db, const char *extra, const char *extra_val, int want,
                    cli_run_result *r) {
@@ -97,7 +84,7 @@ CDB_TEST(unmounted_root_keeps_everything) {
     CHECK(mount(photos, nas, NULL, MS_BIND, NULL) == 0);
     CHECK(lu_init(db) == 0);
     CHECK(lu_expect((const char *[]){"ingest", "--db", db, nas, "--quiet", NULL}, 0, NULL) == 0);
-    CHECK(db_is_exact(db, N) == 0);
+    CHECK(lu_db_is_exact(db, N) == 0);
     CHECK(lu_export_read(db, &before) == 0);
 
     /* the drive goes away: an empty mount point */
@@ -131,7 +118,7 @@ CDB_TEST(unmounted_root_keeps_everything) {
               "%s", r.out);
     cli_run_free(&r);
     CHECK(export_is(db, &before) == 0);
-    CHECK(db_is_exact(db, N) == 0);
+    CHECK(lu_db_is_exact(db, N) == 0);
     lu_export_free(&before);
     CHECK(umount(nas) == 0 && umount(store) == 0);
 }
@@ -154,7 +141,7 @@ CDB_TEST(nested_mount_inside_a_root) {
     CHECK(mount(store, nas, NULL, MS_BIND, NULL) == 0);
     CHECK(lu_init(db) == 0);
     CHECK(lu_expect((const char *[]){"ingest", "--db", db, lib, "--quiet", NULL}, 0, NULL) == 0);
-    CHECK(db_is_exact(db, 2 * N) == 0);
+    CHECK(lu_db_is_exact(db, 2 * N) == 0);
 
     CHECK(umount(nas) == 0);
     CHECK(unlink(lu_img(local, 0, p, sizeof p)) == 0); /* a real delete beside it */
@@ -171,7 +158,7 @@ CDB_TEST(nested_mount_inside_a_root) {
               "%s", r.out);
     cli_run_free(&r);
     CHECK(export_is(db, &before) == 0);
-    CHECK(db_is_exact(db, 2 * N - 1) == 0);
+    CHECK(lu_db_is_exact(db, 2 * N - 1) == 0);
     lu_export_free(&before);
     CHECK(umount(nas) == 0 && umount(store) == 0);
 }
@@ -202,12 +189,12 @@ CDB_TEST(emptied_root_needs_accept) {
     CHECK(reindex(db, "--accept-root", lib, 0, &r) == 0);
     CHECK_MSG(has(&r, "6 deleted"), "%s", r.out);
     cli_run_free(&r);
-    CHECK(db_is_exact(db, 0) == 0);
+    CHECK(lu_db_is_exact(db, 0) == 0);
     CHECK(lu_generate(lib, 5, 0, 3) == 0);
     CHECK(reindex(db, NULL, NULL, 0, &r) == 0);
     CHECK_MSG(has(&r, "3 added"), "%s", r.out);
     cli_run_free(&r);
-    CHECK(db_is_exact(db, 3) == 0);
+    CHECK(lu_db_is_exact(db, 3) == 0);
 }
 
 CDB_TEST(folder_made_anew) {
@@ -236,7 +223,7 @@ CDB_TEST(folder_made_anew) {
     CHECK(reindex(db, "--accept-root", lib, 0, &r) == 0);
     CHECK_MSG(has(&r, " 0 added, 0 changed, 0 moved, 1 deleted"), "%s", r.out);
     cli_run_free(&r);
-    CHECK(db_is_exact(db, N - 1) == 0);
+    CHECK(lu_db_is_exact(db, N - 1) == 0);
     CHECK(reindex(db, NULL, NULL, 0, NULL) == 0); /* recorded: the new folder is the root's */
 }
 
