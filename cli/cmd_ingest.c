@@ -39,15 +39,37 @@ static int thumb_size_opt(const char *cmd, cli_args *a, long *px) {
     return CLI_EXIT_OK;
 }
 
+/* --max-pixels N: the database's pixel limit, 0 for the default (-1 when absent). */
+static int max_pixels_opt(const char *cmd, cli_args *a, long *px) {
+    if (cdb_cli_get_int(a, "max-pixels", -1, 0, 1L << 40, px))
+        return cdb_cli_usage_error(cmd, "%s", a->err);
+    return CLI_EXIT_OK;
+}
+
+/* Records --max-pixels (when given) in the database before a run. */
+static int apply_max_pixels(cdb_engine *e, long px) {
+    int64_t requeued = 0;
+    char b[32];
+    if (px < 0) return CLI_EXIT_OK;
+    if (cdb_engine_set_max_pixels(e, px, &requeued) != CDB_OK) return cdb_cli_engine_fail(NULL);
+    if (requeued && !cdb_cli_quiet())
+        fprintf(stderr, "clipdb: %s photo%s refused for %s size read again\n",
+                cdb_cli_fmt_count(requeued, b, sizeof b), requeued == 1 ? "" : "s",
+                requeued == 1 ? "its" : "their");
+    return CLI_EXIT_OK;
+}
+
 int cdb_cli_cmd_init(int argc, char **argv) {
     static const cli_optspec spec[] = {{"db", 0, CLI_VALUE},       {"model", 0, CLI_VALUE},
                                        {"thumb-size", 0, CLI_VALUE}, {"quiet", 'q', CLI_FLAG},
-                                       {"help", 'h', CLI_FLAG},      {0}};
+                                       {"help", 'h', CLI_FLAG},      {"max-pixels", 0, CLI_VALUE},
+                                       {0}};
     cli_args a;
     int rc;
-    long thumb = CDB_ENGINE_THUMB_DEFAULT;
+    long thumb = CDB_ENGINE_THUMB_DEFAULT, max_px = -1;
     if (!cdb_cli_begin("init", &a, spec, argc, argv, &rc)) goto done;
     if ((rc = thumb_size_opt("init", &a, &thumb)) != CLI_EXIT_OK) goto done;
+    if ((rc = max_pixels_opt("init", &a, &max_px)) != CLI_EXIT_OK) goto done;
     if (a.n_pos) {
         rc = cdb_cli_usage_error("init", "unexpected argument '%s' (the folder goes in --db)",
                                  a.pos[0]);
@@ -77,11 +99,13 @@ int cdb_cli_cmd_init(int argc, char **argv) {
             rc = cdb_cli_engine_fail(dir);
             goto done;
         }
-        if (thumb != CDB_ENGINE_THUMB_DEFAULT) {
+        if (thumb != CDB_ENGINE_THUMB_DEFAULT || max_px >= 0) {
             cdb_engine *e = NULL;
             if ((rc = cdb_cli_engine_open(dir, 1, 0, CLI_DEVICE_CPU, 0, &e)) != CLI_EXIT_OK)
                 goto done;
-            if (cdb_engine_set_thumb_size(e, (int)thumb) != CDB_OK) rc = cdb_cli_engine_fail(NULL);
+            if (thumb != CDB_ENGINE_THUMB_DEFAULT && cdb_engine_set_thumb_size(e, (int)thumb) != CDB_OK)
+                rc = cdb_cli_engine_fail(NULL);
+            if (rc == CLI_EXIT_OK) rc = apply_max_pixels(e, max_px);
             cdb_engine_close(e);
             if (rc != CLI_EXIT_OK) goto done;
         }
@@ -111,17 +135,21 @@ typedef struct run_opts {
     cdb_engine_run_params rp;
     cdb_k_device device;
     int wait, json;
+    long max_pixels; /* -1: keep the database's setting */
 } run_opts;
 
 static int parse_run_opts(const char *cmd, cli_args *a, run_opts *o) {
-    long batch, threads;
+    long batch, threads, mem;
     int rc;
     static const char *const modes[] = {"exact", "fast", NULL};
     if (cdb_cli_get_int(a, "batch", 32, 1, 4096, &batch) ||
-        cdb_cli_get_int(a, "threads", 0, 0, 1024, &threads))
+        cdb_cli_get_int(a, "threads", 0, 0, 1024, &threads) ||
+        cdb_cli_get_int(a, "decode-memory", 0, 1, 1L << 30, &mem))
         return cdb_cli_usage_error(cmd, "%s", a->err);
     memset(o, 0, sizeof *o);
+    if ((rc = max_pixels_opt(cmd, a, &o->max_pixels)) != CLI_EXIT_OK) return rc;
     o->rp = cdb_engine_run_params_default();
+    o->rp.decode_memory_mb = mem;
     o->rp.batch = (int)batch;
     o->rp.threads = threads ? (int)threads : cdb_default_threads();
     if ((rc = cdb_cli_device(cmd, cdb_cli_get(a, "device"), &o->device)) != CLI_EXIT_OK) return rc;
@@ -184,6 +212,8 @@ static void summary_fields(cli_json *j, const cdb_engine_summary *s) {
     cdb_cli_json_key(j, "walk_errors"); cdb_cli_json_int(j, s->walk_errors);
     cdb_cli_json_key(j, "missing_folders"); cdb_cli_json_int(j, s->missing_roots);
     cdb_cli_json_key(j, "symlinks_skipped"); cdb_cli_json_int(j, s->links_skipped);
+    cdb_cli_json_key(j, "decode_peak_pixels"); cdb_cli_json_int(j, s->decode_peak_pixels);
+    cdb_cli_json_key(j, "decode_waits"); cdb_cli_json_int(j, s->decode_waits);
     cdb_cli_json_key(j, "seconds"); cdb_cli_json_num(j, s->seconds, 3);
 }
 
@@ -271,7 +301,8 @@ int cdb_cli_cmd_ingest(int argc, char **argv) {
         {"db", 0, CLI_VALUE},       {"model", 0, CLI_VALUE},  {"device", 0, CLI_VALUE},
         {"batch", 0, CLI_VALUE},    {"threads", 0, CLI_VALUE}, {"follow-symlinks", 0, CLI_FLAG},
         {"no-follow-symlinks", 0, CLI_FLAG}, {"no-exif", 0, CLI_FLAG},   {"wait", 0, CLI_FLAG},
-        {"exif", 0, CLI_FLAG},      {"decode", 0, CLI_VALUE},
+        {"exif", 0, CLI_FLAG},      {"decode", 0, CLI_VALUE}, {"max-pixels", 0, CLI_VALUE},
+        {"decode-memory", 0, CLI_VALUE},
         {"json", 0, CLI_FLAG},      {"quiet", 'q', CLI_FLAG},  {"help", 'h', CLI_FLAG},   {0}};
     cli_args a;
     run_opts o;
@@ -312,6 +343,7 @@ int cdb_cli_cmd_ingest(int argc, char **argv) {
     if ((rc = cdb_cli_engine_open(cdb_cli_get(&a, "db"), 1, o.wait, o.device, 0, &e)) !=
         CLI_EXIT_OK)
         goto done;
+    if ((rc = apply_max_pixels(e, o.max_pixels)) != CLI_EXIT_OK) goto done;
     st = cdb_engine_ingest(e, (const char *const *)abs, a.n_pos, &o.rp, r);
     if (st != CDB_OK && !r->started) {
         rc = cdb_cli_engine_fail(cdb_cli_get(&a, "model"));
@@ -336,7 +368,7 @@ int cdb_cli_cmd_reindex(int argc, char **argv) {
         {"json", 0, CLI_FLAG},    {"quiet", 'q', CLI_FLAG},  {"help", 'h', CLI_FLAG},
         {"repair", 0, CLI_FLAG},  {"model", 0, CLI_VALUE},   {"sample", 0, CLI_VALUE},
         {"decode", 0, CLI_VALUE}, {"thumb-size", 0, CLI_VALUE}, {"accept-root", 0, CLI_VALUE},
-        {0}};
+        {"max-pixels", 0, CLI_VALUE}, {"decode-memory", 0, CLI_VALUE}, {0}};
     cli_args a;
     run_opts o;
     int rc;
@@ -374,6 +406,7 @@ int cdb_cli_cmd_reindex(int argc, char **argv) {
         rc = cdb_cli_engine_fail(NULL);
         goto done;
     }
+    if ((rc = apply_max_pixels(e, o.max_pixels)) != CLI_EXIT_OK) goto done;
     st = cdb_engine_reindex(e, &o.rp, r);
     if (st != CDB_OK && !r->started) {
         rc = cdb_cli_engine_fail(cdb_cli_get(&a, "model"));

@@ -70,7 +70,7 @@ static const char help_main[] =
     "Run 'clipdb <command> --help' for the options of a command.\n";
 
 static const char help_init[] =
-    "usage: clipdb init [--db DIR] [--model PATH] [--thumb-size N]\n"
+    "usage: clipdb init [--db DIR] [--model PATH] [--thumb-size N] [--max-pixels N]\n"
     "\n"
     "Creates an empty database in DIR, bound to a model: the model given, else\n"
     "$CLIPDB_MODEL, else the bundled default. Fails if DIR already holds one.\n"
@@ -80,6 +80,8 @@ static const char help_init[] =
     "  --model PATH    model folder or .safetensors file\n"
     "  --thumb-size N  long side of the thumbnails ingest makes for 'clipdb serve',\n"
     "                  in pixels: 32 to 512 (default: 384), or 0 for none\n"
+    "  --max-pixels N  refuse photos of more pixels (default: 178956970, twice\n"
+    "                  89,478,485: PIL's limit); 0 for the default\n"
     "  -q, --quiet     print nothing on success\n"
     "  -h, --help      show this help\n";
 
@@ -120,6 +122,11 @@ static const char help_ingest[] =
     "                        exact (the default: PIL's pixels) or fast (JPEG scaled in\n"
     "                        the DCT domain as PIL's draft, RAW previews); a change\n"
     "                        encodes the set again. 'clipdb stats' shows it\n"
+    "  --max-pixels N        refuse photos of more pixels from now on (default:\n"
+    "                        178956970, as PIL; 0 for the default); raising it reads\n"
+    "                        again the photos refused for their size\n"
+    "  --decode-memory MB    decoded photos in flight across the threads (default: a\n"
+    "                        quarter of the memory); a bigger photo is decoded alone\n"
     "  --wait                wait for another writer to finish instead of failing\n"
     "  --json                print the summary as JSON\n"
     "  -q, --quiet           no progress line\n"
@@ -194,6 +201,8 @@ static const char help_reindex[] =
     "  --thumb-size N        change the thumbnails' long side (32 to 512 pixels, 0:\n"
     "                        none); this run makes the missing and resized ones\n"
     "  --decode exact|fast   change how the vector sets decode photos (see ingest)\n"
+    "  --max-pixels N        the pixel limit from now on (see ingest)\n"
+    "  --decode-memory MB    decoded photos in flight (see ingest)\n"
     "  --device auto|cpu|cuda  where to run the encoder; cuda:N picks GPU N\n"
     "  --batch N             images per encoder batch (default: 32)\n"
     "  --threads N           reader/decoder threads (default: the number of cores)\n"

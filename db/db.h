@@ -529,6 +529,15 @@ typedef struct cdb_db_thumb {
     size_t n_bytes;
 } cdb_db_thumb;
 
+/* The pixel limit photos are decoded under (settings.c): 0 = never set (the
+** encoder's default, CDB_IMAGE_DEFAULT_MAX_PIXELS). */
+cdb_status cdb_db_max_pixels(cdb_db *db, int64_t *px /* OUT */);
+/* Sets it (0: back to the default); requeue (the caller's call: a limit higher than
+** the one in force) also requeues the files quarantined for being over a limit
+** (*n_requeued, may be NULL): the next run retries them. One transaction. Writer. */
+cdb_status cdb_db_set_max_pixels(cdb_db *db, int64_t px, int requeue,
+                                 int64_t *n_requeued /* OUT */);
+
 /* The setting (CDB_DB_THUMB_DEFAULT when never set). */
 cdb_status cdb_db_thumb_size(cdb_db *db, int *px /* OUT */);
 /* 0, or CDB_DB_THUMB_MIN..CDB_DB_THUMB_MAX (CDB_INVALID otherwise). Writer only. */

@@ -86,7 +86,11 @@ cdb_status cdb_tok_tokenize(const cdb_tok *tok, const char *text, size_t len, in
 ** WebP, TIFF, ...); what is reproduced and where we differ: docs/images.md.
 ** All image functions are reentrant (no shared state). */
 
-#define CDB_IMAGE_DEFAULT_MAX_PIXELS 89478485LL /* PIL's decompression-bomb limit */
+/* PIL's decompression-bomb rule: Image.MAX_IMAGE_PIXELS is 89,478,485; PIL only warns
+** (DecompressionBombWarning) up to twice that and raises DecompressionBombError above
+** it, so the pixels PIL decodes are up to 2 x 89,478,485 (every 100 MP camera frame,
+** most panoramas). A database may set its own (cdb_engine_set_max_pixels). */
+#define CDB_IMAGE_DEFAULT_MAX_PIXELS (2 * 89478485LL)
 
 typedef enum cdb_interp {
     CDB_INTERP_BICUBIC = 0, /* PIL Image.BICUBIC (CLIP's default) */

@@ -30,6 +30,7 @@ typedef struct deep_ctx {
     cdb_model *m;
     int64_t model_id;
     int dim, decode; /* the vector set's decode mode */
+    int64_t max_pixels; /* the database's pixel limit (0: the default) */
     const cdb_preprocess_params *pp;
     double sample;
     eng_library lib;
@@ -80,7 +81,7 @@ static void check_vector(deep_ctx *d, const cdb_db_file *f, const eng_root *root
         return;
     }
     if (!found) return; /* cdb_db_verify reports an ok file without its vector */
-    eng_readfail k = cdb_eng_decode_photo(buf, n, !root->no_exif, d->decode, d->pp, d->pixels, &w,
+    eng_readfail k = cdb_eng_decode_photo(buf, n, !root->no_exif, d->decode, d->max_pixels, d->pp, d->pixels, &w,
                                           &h, NULL, 0, NULL, reason, sizeof reason);
     if (k != ENG_FAIL_NONE) {
         cdb_db_report_add(d->r, CDB_DB_VECTOR_MISMATCH, f->shard, d->model_id, f->id,
@@ -169,6 +170,7 @@ cdb_status cdb_eng_deep_check(cdb_db *db, cdb_model *m, int64_t model_id, double
     d.model_id = model_id;
     cdb_db_model dm;
     if (cdb_db_model_get(db, model_id, &dm) == CDB_OK) d.decode = dm.decode;
+    if (cdb_db_max_pixels(db, &d.max_pixels) != CDB_OK) d.max_pixels = 0;
     d.dim = cdb_model_get_info(m)->embed_dim;
     d.pp = &cdb_model_get_info(m)->preprocess;
     d.sample = sample;

@@ -333,6 +333,14 @@ cdb_status cdb_engine_thumb(cdb_engine *e, int64_t id, void **jpeg /* OUT */,
 #define CDB_ENGINE_THUMB_DEFAULT 384 /* the setting of a new database */
 #define CDB_ENGINE_THUMB_MIN 32
 #define CDB_ENGINE_THUMB_MAX 512
+/* The pixel limit of the database's photos: one with more pixels is refused
+** (quarantined until it changes or the limit is raised). Default
+** CDB_IMAGE_DEFAULT_MAX_PIXELS, PIL's: it refuses above 2 x 89,478,485 pixels. */
+cdb_status cdb_engine_max_pixels(cdb_engine *e, int64_t *px /* OUT */);
+/* Sets it (0: the default; else 1 .. 2^40). Raising it requeues the photos refused
+** for their size: the next ingest or reindex reads them again (*n_requeued, may be
+** NULL). Writer. */
+cdb_status cdb_engine_set_max_pixels(cdb_engine *e, int64_t px, int64_t *n_requeued /* OUT */);
 cdb_status cdb_engine_thumb_size(cdb_engine *e, int *px /* OUT */);
 cdb_status cdb_engine_set_thumb_size(cdb_engine *e, int px);
 
@@ -369,6 +377,10 @@ typedef struct cdb_engine_run_params {
     ** keeps its files and vectors: exit 3). CDB_NOTFOUND for a path not recorded. */
     const char *const *accept_roots;
     int n_accept_roots;
+    /* ingest, reindex: megabytes of decoded photos in flight across the decoder
+    ** threads (a photo over it is decoded alone); 0: a quarter of the machine's
+    ** memory, at least 256 MiB and at most 16 GiB. */
+    int64_t decode_memory_mb;
 } cdb_engine_run_params;
 cdb_engine_run_params cdb_engine_run_params_default(void);
 
@@ -395,6 +407,9 @@ typedef struct cdb_engine_summary {
     ** stage's threads, waits excluded; encode is the time inside the image tower. */
     int64_t ns_walk, ns_read, ns_decode, ns_preprocess, ns_encode, ns_encode_wait, ns_store;
     int64_t n_batches;
+    /* The decoders' budget (run params decode_memory_mb): the most decoded pixels in
+    ** flight at once, and how many decodes waited for others to finish first. */
+    int64_t decode_peak_pixels, decode_waits;
 } cdb_engine_summary;
 
 typedef struct cdb_engine_set_report {

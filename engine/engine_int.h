@@ -149,14 +149,15 @@ typedef struct eng_thumb {
     size_t n;
     int32_t width, height;
 } eng_thumb;
-/* Decodes buf (decode: 0 exact, PIL's pixels; 1 fast, cdb_decode_mode) and
+/* Decodes buf (decode: 0 exact, PIL's pixels; 1 fast, cdb_decode_mode; a photo of
+** more than max_pixels pixels is refused, 0: CDB_IMAGE_DEFAULT_MAX_PIXELS) and
 ** preprocesses it into pixels (3 * pp->size^2); *width, *height: the image's full
 ** size after EXIF orientation. ns (may be NULL): += decode and preprocess ns.
 ** thumb_px > 0: also a thumbnail of the decoded image into *thumb (long side <=
 ** thumb_px); failing to make one is not a failure of the photo (thumb->jpeg NULL).
 ** pixels NULL: decode for the thumbnail only (no preprocessing). */
 eng_readfail cdb_eng_decode_photo(const unsigned char *buf, size_t n, int apply_exif, int decode,
-                              const cdb_preprocess_params *pp, float *pixels /* OUT */,
+                              int64_t max_pixels, const cdb_preprocess_params *pp, float *pixels /* OUT */,
                               int32_t *width /* OUT */, int32_t *height /* OUT */, int64_t ns[2],
                               int thumb_px, eng_thumb *thumb /* OUT, may be NULL */,
                               char *reason, size_t reason_size);
@@ -258,6 +259,27 @@ cdb_status cdb_eng_library_all(const eng_library *lib, eng_target **targets /* O
                            int *n_targets /* OUT */);
 void cdb_eng_targets_free(eng_target *t, int n);
 
+/* ---- decoded pixels in flight (budget.c) ---------------------------------------------- */
+
+typedef struct eng_budget {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int64_t limit;      /* pixels */
+    int64_t in_flight, peak;
+    int64_t n_waits;    /* decodes that had to wait for others to finish */
+} eng_budget;
+/* A quarter of the machine's memory (at least 256 MiB, at most 16 GiB), in pixels. */
+int64_t cdb_eng_budget_default_pixels(void);
+/* mb megabytes of decoded photos in pixels (0 for mb <= 0). */
+int64_t cdb_eng_budget_pixels_of_mb(int64_t mb);
+/* pixels <= 0: the default. */
+void cdb_eng_budget_init(eng_budget *b, int64_t pixels);
+void cdb_eng_budget_destroy(eng_budget *b);
+/* Takes pixels, waiting while others' in flight plus these would pass the limit (a
+** photo over the whole limit goes alone). Any thread. */
+void cdb_eng_budget_take(eng_budget *b, int64_t pixels);
+void cdb_eng_budget_give(eng_budget *b, int64_t pixels);
+
 /* ---- the ingest pipeline (pipeline.c) ------------------------------------------------- */
 
 typedef struct eng_ingest_opts {
@@ -271,6 +293,8 @@ typedef struct eng_ingest_opts {
     int decode;           /* this pass's vector set: 0 exact, 1 fast (cdb_decode_mode) */
     int reencode;         /* this set's decode mode changed: every photo encoded again */
     int thumb_px;         /* thumbnails to make and backfill (long side), 0: none */
+    int64_t max_pixels;   /* photos with more pixels are refused (the database's setting) */
+    int64_t decode_budget;/* decoded pixels in flight across the readers; 0: the default */
     cdb_engine_encode_fn encode; /* NULL: cdb_encode_pixels */
     void *encode_ud;
     const cdb_engine_events *ev; /* progress, warnings, stop (may be NULL) */

@@ -109,6 +109,7 @@ static cdb_status thumb_now(cdb_db *db, const cdb_db_file *f, int px, void **jpe
     ip.apply_exif = !(cdb_db_root_info(db, f->root_id, &root) == CDB_OK && root.no_exif);
     ip.decode = CDB_DECODE_FAST;
     ip.target_size = px;
+    if (cdb_db_max_pixels(db, &ip.max_pixels) != CDB_OK) ip.max_pixels = 0;
     if ((st = cdb_image_decode(buf, (size_t)m.size, &ip, &img)) != CDB_OK ||
         (st = cdb_eng_thumb_make(img, px, &t)) != CDB_OK) {
         st = cdb_eng_fail(CDB_NOTFOUND, CDB_ENGINE_E_NO_THUMB, "no thumbnail for %lld",

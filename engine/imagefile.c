@@ -120,7 +120,7 @@ static eng_readfail status_fail(cdb_status rc, const char *what, char *reason, s
 }
 
 eng_readfail cdb_eng_decode_photo(const unsigned char *buf, size_t n, int apply_exif, int decode,
-                              const cdb_preprocess_params *pp, float *pixels, int32_t *width,
+                              int64_t max_pixels, const cdb_preprocess_params *pp, float *pixels, int32_t *width,
                               int32_t *height, int64_t ns[2], int thumb_px, eng_thumb *thumb,
                               char *reason, size_t reason_size) {
     cdb_image *img = NULL;
@@ -130,6 +130,7 @@ eng_readfail cdb_eng_decode_photo(const unsigned char *buf, size_t n, int apply_
     ip.apply_exif = apply_exif;
     ip.decode = decode ? CDB_DECODE_FAST : CDB_DECODE_EXACT;
     ip.target_size = pp->size;
+    ip.max_pixels = max_pixels > 0 ? max_pixels : 0;
     rc = cdb_image_decode(buf, n, &ip, &img);
     t1 = cdb_now_ns();
     if (ns) ns[0] += t1 - t0;

@@ -127,6 +127,26 @@ static void job_failed(job *j, eng_readfail k) {
     else j->kind = j->row_current ? R_KEEP : R_RETRY;
 }
 
+/* cdb_eng_decode_photo under the run's budget of decoded pixels in flight: the
+** photo's pixels, as its header declares them, are taken before and given back
+** after (none for a photo over the pixel limit: it is refused before decoding). */
+static eng_readfail decode_budgeted(pipe_ctx *c, const unsigned char *buf, size_t n,
+                                    int apply_exif, float *pixels, int32_t *w, int32_t *h,
+                                    int64_t ns[2], eng_thumb *thumb, char *reason,
+                                    size_t reason_size) {
+    int pw = 0, ph = 0;
+    int64_t px = 0, limit = c->o->max_pixels > 0 ? c->o->max_pixels : CDB_IMAGE_DEFAULT_MAX_PIXELS;
+    if (cdb_image_probe(buf, n, &pw, &ph) == CDB_OK && pw > 0 && ph > 0)
+        px = (int64_t)pw * ph;
+    if (px > limit) px = 0;
+    cdb_eng_budget_take(&c->budget, px);
+    eng_readfail k = cdb_eng_decode_photo(buf, n, apply_exif, c->o->decode, c->o->max_pixels, c->pp,
+                                          pixels, w, h, ns, c->o->thumb_px, thumb, reason,
+                                          reason_size);
+    cdb_eng_budget_give(&c->budget, px);
+    return k;
+}
+
 /* Reads, hashes and classifies one job; decodes and preprocesses an image. */
 static void process(pipe_ctx *c, cdb_db *rdb, job *j) {
     unsigned char *buf = NULL;
@@ -140,8 +160,8 @@ static void process(pipe_ctx *c, cdb_db *rdb, job *j) {
         k = cdb_eng_read_photo(j->path, 0, &buf, &m, j->reason, sizeof j->reason);
         atomic_fetch_add(&c->ns_read, cdb_now_ns() - t0);
         if (k == ENG_FAIL_NONE && !memcmp(j->old_hash, m.hash, CDB_DB_HASH_BYTES))
-            cdb_eng_decode_photo(buf, (size_t)m.size, !j->no_exif, c->o->decode, c->pp, NULL, &w,
-                                 &h, ns, c->o->thumb_px, &j->thumb, j->reason, sizeof j->reason);
+            decode_budgeted(c, buf, (size_t)m.size, !j->no_exif, NULL, &w, &h, ns, &j->thumb,
+                            j->reason, sizeof j->reason);
         atomic_fetch_add(&c->ns_decode, ns[0]);
         free(buf);
         return;
@@ -175,9 +195,8 @@ static void process(pipe_ctx *c, cdb_db *rdb, job *j) {
         job_failed(j, ENG_FAIL_TRANSIENT);
         return;
     }
-    k = cdb_eng_decode_photo(buf, (size_t)j->meta.size, !j->no_exif, c->o->decode, c->pp, j->pixels,
-                         &j->meta.width, &j->meta.height, ns, c->o->thumb_px, &j->thumb, j->reason,
-                         sizeof j->reason);
+    k = decode_budgeted(c, buf, (size_t)j->meta.size, !j->no_exif, j->pixels, &j->meta.width,
+                        &j->meta.height, ns, &j->thumb, j->reason, sizeof j->reason);
     free(buf);
     atomic_fetch_add(&c->ns_decode, ns[0]);
     atomic_fetch_add(&c->ns_preprocess, ns[1]);
@@ -522,6 +541,7 @@ cdb_status cdb_eng_pipeline_run(cdb_db *db, const char *db_dir, cdb_model *model
     memset(&c, 0, sizeof c);
     memset(sum, 0, sizeof *sum);
     pthread_mutex_init(&c.mu, NULL);
+    cdb_eng_budget_init(&c.budget, o->decode_budget);
     c.db = db;
     c.db_dir = db_dir;
     c.model = model;
@@ -588,5 +608,8 @@ done:
     free(c.claimed);
     free(c.seen);
     pthread_mutex_destroy(&c.mu);
+    sum->decode_peak_pixels = c.budget.peak;
+    sum->decode_waits = c.budget.n_waits;
+    cdb_eng_budget_destroy(&c.budget);
     return rc;
 }

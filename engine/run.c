@@ -137,6 +137,8 @@ static cdb_status run_passes(cdb_engine *e, const char *kind, const eng_library 
     o0.encode_ud = rp->encode_ud;
     o0.ev = ev;
     if (cdb_db_thumb_size(e->db, &o0.thumb_px) != CDB_OK) o0.thumb_px = 0;
+    if (cdb_db_max_pixels(e->db, &o0.max_pixels) != CDB_OK) o0.max_pixels = 0;
+    o0.decode_budget = cdb_eng_budget_pixels_of_mb(rp->decode_memory_mb);
     cdb_db_run_begin(e->db, kind, &run_id);
     for (int i = 0; i < p->n && rc == CDB_OK && !cdb_eng_should_stop(ev); i++) {
         run_set *s = &p->s[i];
@@ -461,4 +463,39 @@ done:
     cdb_eng_targets_free(targets, n_targets);
     cdb_eng_library_free(&lib);
     return st;
+}
+
+/* ---- settings the runs read --------------------------------------------------------- */
+
+#define MAX_PIXELS_CAP ((int64_t)1 << 40)
+
+cdb_status cdb_engine_max_pixels(cdb_engine *e, int64_t *px) {
+    eng_reader *r = NULL;
+    cdb_status st;
+    cdb_eng_clear();
+    if ((st = cdb_eng_reader_get(e, &r)) != CDB_OK) return st;
+    st = cdb_db_max_pixels(r->db, px);
+    cdb_eng_reader_put(e, r);
+    if (st != CDB_OK) return cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot read the pixel limit");
+    if (*px == 0) *px = CDB_IMAGE_DEFAULT_MAX_PIXELS;
+    return CDB_OK;
+}
+
+cdb_status cdb_engine_set_max_pixels(cdb_engine *e, int64_t px, int64_t *n_requeued) {
+    int64_t old = 0;
+    cdb_status st;
+    cdb_eng_clear();
+    if (n_requeued) *n_requeued = 0;
+    if (px < 0 || px > MAX_PIXELS_CAP)
+        return cdb_eng_fail(cdb_seterr(CDB_INVALID, "1 to %lld, or 0 for the default",
+                                       (long long)MAX_PIXELS_CAP),
+                            CDB_ENGINE_E_NONE, "cannot set the pixel limit to %lld", (long long)px);
+    if ((st = cdb_eng_writer(e, "setting the pixel limit")) != CDB_OK) return st;
+    if ((st = cdb_db_max_pixels(e->db, &old)) == CDB_OK) {
+        int64_t was = old ? old : CDB_IMAGE_DEFAULT_MAX_PIXELS;
+        int64_t now = px ? px : CDB_IMAGE_DEFAULT_MAX_PIXELS;
+        st = cdb_db_set_max_pixels(e->db, px, now > was, n_requeued);
+    }
+    if (st != CDB_OK) return cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot set the pixel limit");
+    return CDB_OK;
 }

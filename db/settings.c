@@ -1,0 +1,45 @@
+/*
+** settings.c: decoding settings a database keeps for every command that reads its
+** photos (db.h): the pixel limit over which a photo is refused. Kept in the meta
+** table; 0 (never set) means the encoder's default.
+*/
+#include <stdio.h>
+
+#include "db/db_int.h"
+
+/* What a photo over the limit was quarantined with (encoder/image.c's wording). */
+#define TOO_LARGE_TEXT "%pixels exceeds the limit of%"
+
+cdb_status cdb_db_max_pixels(cdb_db *db, int64_t *px) {
+    int64_t v = 0;
+    cdb_status rc = cdb_sql_meta_get_int(db, "max_pixels", &v);
+    if (rc == CDB_NOTFOUND) {
+        cdb_clearerr();
+        v = 0;
+        rc = CDB_OK;
+    }
+    if (rc == CDB_OK) *px = v > 0 ? v : 0;
+    return rc;
+}
+
+cdb_status cdb_db_set_max_pixels(cdb_db *db, int64_t px, int requeue, int64_t *n_requeued) {
+    sqlite3_stmt *st = NULL;
+    cdb_status rc;
+    if (n_requeued) *n_requeued = 0;
+    if ((rc = cdb_sql_need_writer(db, "set_max_pixels")) != CDB_OK) return rc;
+    if (px < 0) return cdb_seterr(CDB_INVALID, "pixel limit %lld: not a count", (long long)px);
+    if ((rc = cdb_sql_begin(db->cat)) != CDB_OK) return rc;
+    rc = cdb_sql_meta_set_int(db, "max_pixels", px);
+    /* what the old limit refused is retried by the next run (pending with a reason:
+    ** a failure to retry) */
+    if (rc == CDB_OK && requeue)
+        rc = cdb_sql_prepare(db->cat,
+                             "UPDATE files SET state=1 WHERE state=3 AND error LIKE '" TOO_LARGE_TEXT
+                             "'",
+                             &st);
+    if (rc == CDB_OK && st) rc = cdb_sql_step_done(db->cat, st, "set_max_pixels");
+    if (rc == CDB_OK && st && n_requeued) *n_requeued = sqlite3_changes(db->cat);
+    if (rc == CDB_OK) return cdb_sql_commit(db->cat);
+    cdb_sql_rollback(db->cat);
+    return rc;
+}
