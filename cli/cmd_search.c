@@ -130,9 +130,8 @@ static void unders_free(under_list *l) {
     memset(l, 0, sizeof *l);
 }
 
-/* Each --under as the engine compares it: an existing folder matches whole path
-** components; anything else (a file, a path that does not exist here) is a plain prefix
-** of the absolute path it names. CLI_EXIT_OK or the error printed. */
+/* Each --under as the engine compares it (cdb_engine_under_resolve, the server's rule
+** too). CLI_EXIT_OK or the error printed. */
 static int unders_resolve(const char **given, int n, under_list *l /* OUT */) {
     memset(l, 0, sizeof *l);
     if (!n) return CLI_EXIT_OK;
@@ -146,14 +145,7 @@ static int unders_resolve(const char **given, int n, under_list *l /* OUT */) {
     l->n = n;
     l->given = given;
     for (int i = 0; i < n; i++) {
-        struct stat sb;
-        char cwd[PATH_MAX];
-        if ((l->exists[i] = realpath(given[i], l->abs[i]) != NULL))
-            l->u[i].folder = stat(l->abs[i], &sb) == 0 && S_ISDIR(sb.st_mode);
-        else if (given[i][0] != '/' && getcwd(cwd, sizeof cwd))
-            snprintf(l->abs[i], PATH_MAX, "%.*s/%s", PATH_MAX / 2, cwd, given[i]);
-        else
-            snprintf(l->abs[i], PATH_MAX, "%s", given[i]);
+        l->exists[i] = cdb_engine_under_resolve(given[i], l->abs[i], PATH_MAX, &l->u[i].folder);
         l->u[i].path = l->abs[i];
     }
     return CLI_EXIT_OK;

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -34,17 +35,29 @@ static int read_token(const char *path, char *buf, size_t size) {
     return CLI_EXIT_OK;
 }
 
+/* As many file descriptors as the hard limit allows (the soft limit is often 1024):
+** the server sizes its connection capacity to what it gets. */
+static void raise_fd_limit(void) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max == RLIM_INFINITY ? 1 << 20 : rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+            CDB_LOG_DEBUG("serve: cannot raise the file-descriptor limit: %s", strerror(errno));
+    }
+}
+
 int cdb_cli_cmd_serve(int argc, char **argv) {
     static const cli_optspec spec[] = {
         {"db", 0, CLI_VALUE},         {"host", 0, CLI_VALUE},        {"port", 0, CLI_VALUE},
         {"threads", 0, CLI_VALUE},    {"token-file", 0, CLI_VALUE},  {"cors-origin", 0, CLI_VALUE},
         {"max-connections", 0, CLI_VALUE}, {"timeout", 0, CLI_VALUE}, {"model", 0, CLI_VALUE},
         {"device", 0, CLI_VALUE},     {"quiet", 'q', CLI_FLAG},      {"help", 'h', CLI_FLAG},
-        {0}};
+        {"header-timeout", 0, CLI_VALUE}, {"body-timeout", 0, CLI_VALUE},
+        {"session-ttl", 0, CLI_VALUE}, {0}};
     cli_args a;
     int rc;
     cdb_k_device device;
-    long port, threads, maxc, timeout;
+    long port, threads, maxc, timeout, htimeout, btimeout, ttl;
     char token[600] = "";
     cdb_engine *e = NULL;
     cdb_engine_model m;
@@ -59,9 +72,18 @@ int cdb_cli_cmd_serve(int argc, char **argv) {
     }
     if (cdb_cli_get_int(&a, "port", 8765, 0, 65535, &port) ||
         cdb_cli_get_int(&a, "threads", 0, 0, 1024, &threads) ||
-        cdb_cli_get_int(&a, "max-connections", 256, 1, 100000, &maxc) ||
-        cdb_cli_get_int(&a, "timeout", 15, 1, 3600, &timeout)) {
+        cdb_cli_get_int(&a, "max-connections", 0, 1, 100000, &maxc) ||
+        cdb_cli_get_int(&a, "timeout", 15, 1, 3600, &timeout) ||
+        cdb_cli_get_int(&a, "header-timeout", 10, 1, 3600, &htimeout) ||
+        cdb_cli_get_int(&a, "body-timeout", 60, 1, 86400, &btimeout) ||
+        cdb_cli_get_int(&a, "session-ttl", 12 * 3600, 1, 365 * 86400, &ttl)) {
         rc = cdb_cli_usage_error("serve", "%s", a.err);
+        goto done;
+    }
+    if (cdb_cli_get(&a, "cors-origin") && !strcmp(cdb_cli_get(&a, "cors-origin"), "*") &&
+        !cdb_cli_get(&a, "token-file")) {
+        rc = cdb_cli_usage_error("serve", "--cors-origin '*' lets any web page read the "
+                                          "library: it needs --token-file");
         goto done;
     }
     if ((rc = cdb_cli_device("serve", cdb_cli_get(&a, "device"), &device)) != CLI_EXIT_OK)
@@ -86,6 +108,10 @@ int cdb_cli_cmd_serve(int argc, char **argv) {
     sp.cors_origin = cdb_cli_get(&a, "cors-origin");
     sp.max_connections = (int)maxc;
     sp.timeout_s = (int)timeout;
+    sp.header_timeout_s = (int)htimeout;
+    sp.body_timeout_s = (int)btimeout;
+    sp.session_ttl_s = (int)ttl;
+    raise_fd_limit();
     if (cdb_serve_start(e, &sp, &s) != CDB_OK) {
         rc = cdb_cli_error_status(CDB_ERROR, "cannot serve %s", cdb_engine_dir(e));
         if (strstr(cdb_errmsg(), "token"))

@@ -267,15 +267,29 @@ typedef struct cdb_engine_search_params {
     ** for more until k hits pass or every vector has been seen. */
     const char *under;
     int under_folder;
-    cdb_engine_sort sort;  /* applied to the k hits after offset */
+    cdb_engine_sort sort;  /* TIME: see sort_window */
     const char *model;     /* a model path whose vector set to search; NULL: default */
     /* Appended: several places at once. With n_unders > 0 a hit passes when it is under
     ** any of unders[0..n_unders) or under `under` (when set); filtered after ranking as
     ** `under` is. Borrowed for the call. */
     const cdb_engine_under *unders;
     int n_unders;
+    /* Appended: with sort = TIME, the set put in time order is the best sort_window hits
+    ** (after min_score and the places), and offset/k page through that one ordering, so
+    ** the pages of a query never overlap or skip (pages past the window are empty).
+    ** 0: the best k + offset (the page's own hits, as before). */
+    int sort_window;
 } cdb_engine_search_params;
 cdb_engine_search_params cdb_engine_search_params_default(void);
+
+/* A place to search under, as `clipdb search --under` and the server's `under` both read
+** it: a path naming an existing folder (symlinks resolved) matches whole path components
+** of it; anything else (a file, a path that does not exist here) is a plain prefix of
+** the absolute path it names (relative paths: from the working directory). abs: the
+** path the engine compares (cap bytes, PATH_MAX is enough), for cdb_engine_under.path;
+** *folder for cdb_engine_under.folder. Returns 1 when the path exists here, else 0. */
+int cdb_engine_under_resolve(const char *given, char *abs /* OUT */, size_t cap,
+                             int *folder /* OUT */);
 
 typedef struct cdb_engine_hit {
     int64_t id;            /* catalog file id (stable; what /api/file/ID serves) */

@@ -13,7 +13,8 @@
 **     exactly, re-ranks everything exactly in fp32 from the stored fp16 vectors.
 **  3. Hits whose file is gone meanwhile are dropped; `under` / `unders` filter after
 **     ranking (asking for 4x more until enough pass or everything was seen); offset pages;
-**     sort=time orders the page by file time.
+**     sort=time orders by file time the page's hits, or (sort_window) the best hits of a
+**     window that every page of the query cuts from.
 **
 ** Freshness (engine.h): the search state of a vector set is the loaded index (with the
 ** identity of its file: device, inode, size, mtime) and the overlay as of a database
@@ -25,10 +26,13 @@
 ** CLI) builds the state once: exactly what it used to compute.
 */
 #include <errno.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "engine/engine_int.h"
 
@@ -656,6 +660,9 @@ static cdb_status check_limits(const cdb_engine_query *qu, const cdb_engine_sear
         return cdb_eng_code(
             cdb_seterr(CDB_INVALID, "k must be in [1, 1000000] with k + offset too"),
             CDB_ENGINE_E_QUERY);
+    if (p->sort_window < 0 || p->sort_window > 1000000)
+        return cdb_eng_code(cdb_seterr(CDB_INVALID, "sort_window must be in [0, 1000000]"),
+                            CDB_ENGINE_E_QUERY);
     if ((total = query_bytes(qu)) > CDB_ENGINE_QUERY_MAX_BYTES)
         return cdb_eng_code(
             cdb_seterr(CDB_INVALID,
@@ -789,14 +796,45 @@ static cdb_status collect_hits(cdb_engine *e, eng_vset *vs, cdb_db *db, int64_t 
     return st;
 }
 
-/* The page: hits[0..*n) with p->offset of them skipped, by time when asked. */
+/* 1 when the hits put in time order are a window wider than the page. */
+static int time_window(const cdb_engine_search_params *p) {
+    return p->sort == CDB_ENGINE_SORT_TIME && p->sort_window > 0;
+}
+
+/* How many of the best hits a search collects: the page's, or the time window. */
+static int hits_needed(const cdb_engine_search_params *p) {
+    if (!time_window(p)) return p->k + p->offset;
+    return p->sort_window;
+}
+
+/* The page: hits[0..*n) in the order asked (by time: the whole set collected first),
+** p->offset of them skipped, at most p->k kept. */
 static void page_hits(cdb_engine_hit *hits, int *n, const cdb_engine_search_params *p) {
     int skip = p->offset < *n ? p->offset : *n;
+    if (time_window(p) && *n > 1) qsort(hits, (size_t)*n, sizeof *hits, by_time);
     for (int i = 0; i < skip; i++) free(hits[i].path);
     memmove(hits, hits + skip, sizeof *hits * (size_t)(*n - skip));
     *n -= skip;
-    if (p->sort == CDB_ENGINE_SORT_TIME && *n > 1)
+    for (int i = p->k; i < *n; i++) free(hits[i].path);
+    if (*n > p->k) *n = p->k;
+    if (!time_window(p) && p->sort == CDB_ENGINE_SORT_TIME && *n > 1)
         qsort(hits, (size_t)*n, sizeof *hits, by_time);
+}
+
+int cdb_engine_under_resolve(const char *given, char *abs, size_t cap, int *folder) {
+    char real[PATH_MAX], cwd[PATH_MAX];
+    struct stat sb;
+    int exists = realpath(given, real) != NULL;
+    *folder = 0;
+    if (exists) {
+        *folder = stat(real, &sb) == 0 && S_ISDIR(sb.st_mode);
+        snprintf(abs, cap, "%s", real);
+    } else if (given[0] != '/' && getcwd(cwd, sizeof cwd)) {
+        snprintf(abs, cap, "%.*s/%s", PATH_MAX / 2, cwd, given);
+    } else {
+        snprintf(abs, cap, "%s", given);
+    }
+    return exists;
 }
 
 /* The reader and the query's model: the model's towers that the query needs, with the
@@ -854,7 +892,7 @@ static cdb_status search_once(cdb_engine *e, const cdb_engine_query *qu,
     }
     if ((st = vset_get(e, rd, mod->model_id, dim, &vs)) != CDB_OK) goto done;
     out->generation = vs->gen;
-    if ((st = collect_hits(e, vs, rd->db, mod->model_id, q, p, p->k + p->offset, &hits,
+    if ((st = collect_hits(e, vs, rd->db, mod->model_id, q, p, hits_needed(p), &hits,
                            &n_hits)) != CDB_OK)
         goto done;
     page_hits(hits, &n_hits, p);

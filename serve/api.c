@@ -12,16 +12,22 @@
 **   GET  /api/thumb/ID   the JPEG thumbnail (ETag; 304 when unchanged)
 **   GET  /api/file/ID    the original, by catalog id only, with its type
 **   GET  /api/stats, /api/folders, /healthz
-**   POST /api/login {"token"}   sets the cookie the page uses when a token is required
+**   POST /api/login {"token"}   sets the page's session cookie when a token is required
+**   POST /api/logout, GET /api/session   signs it out; says whether one is needed / held
 **   /knn-service, /metadata, /indices-list: clip_retrieval.c. GET /, /app.js, ...: the page.
 **
 ** "query" (and q=) is the CLI's language ("beach + sunset - people", "2*cat");
 ** "text" is one term as it is. Limits: k <= 1000, offset <= 100000, query text as in
-** the CLI (64 KiB). Bad input is a 400 with {"error": {"code", "message"}}; unknown
-** ids and routes 404; other methods 405.
+** the CLI (64 KiB). Bad input (a query argument that is not UTF-8 or holds a NUL: see
+** http.c; an image_id that is not an integer; a body that is not JSON) is a 400 with
+** {"error": {"code", "message"}}; unknown ids and routes 404; other methods 405.
+** sort=time orders the best SRV_TIME_WINDOW hits by time and pages through them; under
+** is read as `clipdb search --under` reads it (cdb_engine_under_resolve).
 */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -32,6 +38,8 @@
 #define SRV_MAX_K 1000
 #define SRV_MAX_OFFSET 100000
 #define SRV_MAX_LIKE 16
+/* sort=time orders the best this many hits of a query, and its pages cut from them */
+#define SRV_TIME_WINDOW 1000
 
 const char *cdb_srv_arg(const srv_req *r, const char *key) {
     const char *v = NULL;
@@ -64,7 +72,7 @@ typedef struct search_req {
     cdb_engine_search_params p;
     int64_t like[SRV_MAX_LIKE];
     unsigned char *image;       /* decoded upload (heap) */
-    char under[4096];
+    char under[PATH_MAX];
     int k, offset;
 } search_req;
 
@@ -97,21 +105,20 @@ static int set_paging(srv_ctx *c, search_req *s, const char *k, const char *offs
         }
         s->p.min_score = (float)d;
     }
-    if (under && *under) {
-        size_t n = strlen(under);
-        if (under[0] != '/' || n >= sizeof s->under) {
-            cdb_srv_error(o, 400, "bad_request", "under must be an absolute folder path");
+    if (under && *under) { /* as `clipdb search --under` reads it: the same hits */
+        if (under[0] != '/' || strlen(under) >= PATH_MAX / 2) {
+            cdb_srv_error(o, 400, "bad_request", "under must be an absolute path");
             return -1;
         }
-        memcpy(s->under, under, n + 1);
-        while (n > 1 && s->under[n - 1] == '/') s->under[--n] = '\0';
+        cdb_engine_under_resolve(under, s->under, sizeof s->under, &s->p.under_folder);
         s->p.under = s->under;
-        s->p.under_folder = 1; /* whole path components: a folder and what is inside it */
     }
     if (sort && *sort) {
         if (!strcmp(sort, "score")) s->p.sort = CDB_ENGINE_SORT_SCORE;
-        else if (!strcmp(sort, "time")) s->p.sort = CDB_ENGINE_SORT_TIME;
-        else {
+        else if (!strcmp(sort, "time")) {
+            s->p.sort = CDB_ENGINE_SORT_TIME;
+            s->p.sort_window = SRV_TIME_WINDOW; /* one ordering that every page cuts from */
+        } else {
             cdb_srv_error(o, 400, "bad_request", "sort must be score or time");
             return -1;
         }
@@ -137,7 +144,7 @@ static int search_from_args(srv_ctx *c, const srv_req *r, search_req *s, srv_res
     if (like) {
         long v;
         if (cdb_srv_parse_int(like, 1, 0x7fffffffffffffffL, &v)) {
-            cdb_srv_error(o, 404, "not_found", "no photo has the id '%.40s'", like);
+            cdb_srv_error(o, 400, "bad_request", "image_id must be a photo's id (an integer)");
             return -1;
         }
         s->like[0] = v;
@@ -159,19 +166,12 @@ static const char *scalar(json_t *v, char *buf, size_t size, int *bad) {
 
 static int search_from_json(srv_ctx *c, const srv_req *r, search_req *s, srv_resp *o,
                             json_t **doc_out) {
-    json_error_t err;
     json_t *doc, *v;
     char kb[64], ob[64], mb[64];
     int bad = 0;
     const char *k, *off, *ms, *under = NULL, *sort = NULL;
     *doc_out = NULL;
-    doc = json_loadb(r->body ? r->body : "", r->body_len, JSON_REJECT_DUPLICATES, &err);
-    if (!doc || !json_is_object(doc)) {
-        cdb_srv_error(o, 400, "bad_json", "the body is not a JSON object (%s)",
-                  doc ? "another JSON value" : err.text);
-        json_decref(doc);
-        return -1;
-    }
+    if (!(doc = cdb_srv_body_object(r, JSON_REJECT_DUPLICATES, o))) return -1;
     *doc_out = doc;
     k = scalar(json_object_get(doc, "k"), kb, sizeof kb, &bad);
     off = scalar(json_object_get(doc, "offset"), ob, sizeof ob, &bad);
@@ -224,7 +224,7 @@ static int search_from_json(srv_ctx *c, const srv_req *r, search_req *s, srv_res
         for (size_t i = 0; i < n; i++) {
             json_t *x = json_is_array(v) ? json_array_get(v, i) : v;
             if (!json_is_integer(x) || json_integer_value(x) <= 0) {
-                cdb_srv_error(o, 404, "not_found", "image_id must name photos by their ids");
+                cdb_srv_error(o, 400, "bad_request", "image_id must be photo ids (integers)");
                 return -1;
             }
             s->like[i] = (int64_t)json_integer_value(x);
@@ -468,21 +468,45 @@ static int token_equal(const char *want, const char *got, size_t n) {
     return d == 0;
 }
 
+/* POST /api/login {"token"}: a session cookie (session.c), never the token itself. */
 static void login(srv_ctx *c, const srv_req *r, srv_resp *o) {
-    json_error_t err;
-    json_t *doc = json_loadb(r->body ? r->body : "", r->body_len, 0, &err), *t;
-    if (!doc || !json_is_object(doc) || !(t = json_object_get(doc, "token")) ||
-        !json_is_string(t)) {
+    json_t *doc = cdb_srv_body_object(r, 0, o), *t = NULL;
+    char v[160];
+    int ttl;
+    if (!doc) return;
+    if (!(t = json_object_get(doc, "token")) || !json_is_string(t)) {
         cdb_srv_error(o, 400, "bad_json", "expected {\"token\": \"...\"}");
     } else if (!c->have_token) {
         cdb_srv_json(o, 200, json_pack("{s:b}", "ok", 1)); /* nothing to log in to */
     } else if (!token_equal(c->token, json_string_value(t), json_string_length(t))) {
         cdb_srv_error(o, 401, "unauthorized", "wrong token");
+    } else if (!c->sessions || cdb_srv_session_make(c->sessions, v, sizeof v) != 0) {
+        cdb_srv_error(o, 500, "internal", "cannot start a session");
     } else {
-        cdb_srv_json(o, 200, json_pack("{s:b}", "ok", 1));
-        o->set_cookie = 1;
+        ttl = cdb_srv_sessions_ttl(c->sessions);
+        cdb_srv_json(o, 200, json_pack("{s:b,s:i}", "ok", 1, "expires_in", ttl));
+        o->cache = "no-store";
+        snprintf(o->set_cookie, sizeof o->set_cookie,
+                 "%s=%s; Path=/; Max-Age=%d; HttpOnly; SameSite=Strict", SRV_SESSION_COOKIE, v,
+                 ttl);
     }
     json_decref(doc);
+}
+
+/* POST /api/logout: the session is void from now on, and the cookie is dropped. */
+static void logout(srv_ctx *c, const srv_req *r, srv_resp *o) {
+    if (c->sessions && r->session) cdb_srv_session_revoke(c->sessions, r->session);
+    cdb_srv_json(o, 200, json_pack("{s:b}", "ok", 1));
+    o->cache = "no-store";
+    snprintf(o->set_cookie, sizeof o->set_cookie,
+             "%s=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict", SRV_SESSION_COOKIE);
+}
+
+/* GET /api/session: whether a token is needed and whether this browser is signed in. */
+static void session(srv_ctx *c, const srv_req *r, srv_resp *o) {
+    int in = c->sessions && r->session && cdb_srv_session_check(c->sessions, r->session);
+    cdb_srv_json(o, 200, json_pack("{s:b,s:b}", "token_required", c->have_token, "signed_in", in));
+    o->cache = "no-store";
 }
 
 /* ---- routing ------------------------------------------------------------------------------ */
@@ -523,6 +547,12 @@ void cdb_srv_handle(srv_ctx *c, const srv_req *r, srv_resp *o) {
     } else if (!strcmp(p, "/api/login")) {
         if (is(r, "POST")) login(c, r, o);
         else method_not_allowed(o, "POST");
+    } else if (!strcmp(p, "/api/logout")) {
+        if (is(r, "POST")) logout(c, r, o);
+        else method_not_allowed(o, "POST");
+    } else if (!strcmp(p, "/api/session")) {
+        if (is_get(r)) session(c, r, o);
+        else method_not_allowed(o, "GET");
     } else if (!strcmp(p, "/healthz")) {
         if (is_get(r)) {
             cdb_srv_json(o, 200, json_pack("{s:s}", "status", "ok"));

@@ -48,17 +48,7 @@ static json_t *metadata(const char *base, int64_t id, const char *path) {
     return m;
 }
 
-static json_t *load_body(const srv_req *r, srv_resp *o) {
-    json_error_t err;
-    json_t *doc = json_loadb(r->body ? r->body : "", r->body_len, 0, &err);
-    if (!doc || !json_is_object(doc)) {
-        cdb_srv_error(o, 400, "bad_json", "the body is not a JSON object (%s)",
-                  doc ? "another JSON value" : err.text);
-        json_decref(doc);
-        return NULL;
-    }
-    return doc;
-}
+static json_t *load_body(const srv_req *r, srv_resp *o) { return cdb_srv_body_object(r, 0, o); }
 
 /* A positive integer field (absent: def); -1 when present and bad. */
 static long count_field(json_t *doc, const char *key, long def) {

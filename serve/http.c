@@ -10,9 +10,16 @@
 ** (client, method, path, status, bytes, milliseconds; never the query string, which
 ** may hold what someone searched for).
 **
-** Limits: params.max_connections (beyond: 503; the socket layer refuses 64 more),
-** params.timeout_s of inactivity closes a connection (slow clients), 256 KiB of
-** headers and URL per connection (MHD answers 431/414 beyond).
+** Limits: params.max_connections (beyond: 503; the socket layer refuses 64 more), by
+** default sized to the file-descriptor limit: in epoll mode a waiting connection costs
+** a socket and a few pages, so thousands of slow clients leave room for real ones.
+** params.timeout_s of inactivity closes a connection. Deadlines, which a client that
+** trickles a byte now and then cannot stretch: each connection's state (conn_state)
+** carries the time by which its request's headers (header_timeout_s), then its body
+** (body_timeout_s), must be in; a sweeper thread answers the late ones 408 and shuts
+** their sockets down (MHD then closes them). Query arguments that are not UTF-8 or hold
+** a NUL: 400; more than SRV_URL_MAX bytes of URL: a JSON 414 (up to the 2 MiB a
+** connection may hold for its head; beyond that MHD's own 414/431).
 **
 ** Stop: MHD_quiesce_daemon stops accepting, the requests in flight finish (up to
 ** the grace period), then the daemon stops and closes idle keep-alive connections.
@@ -20,11 +27,14 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -32,8 +42,17 @@
 
 #include "serve/serve_int.h"
 
-#define SRV_HEADER_LIMIT (256 * 1024)
-#define SRV_COOKIE "clipdb_token"
+#define SRV_HEADER_LIMIT (2 * 1024 * 1024) /* memory a connection may hold (MHD's pool) */
+#define SRV_URL_MAX (96 * 1024)            /* a path and its query arguments, decoded */
+#define SRV_SWEEP_MS 200
+
+/* A connection's deadline, seen by the sweeper (the list holds every open one). */
+typedef struct conn_state {
+    struct conn_state *prev, *next;
+    int fd;
+    atomic_llong deadline_ns; /* 0: none (a request being answered) */
+    int cut;                  /* the sweeper shut it down */
+} conn_state;
 
 struct cdb_serve {
     srv_ctx ctx;
@@ -41,7 +60,12 @@ struct cdb_serve {
     char *host, *token, *cors;
     struct MHD_Daemon *d;
     int port;
-    atomic_llong requests, e4xx, e5xx, busy, in_flight, connections;
+    atomic_llong requests, e4xx, e5xx, busy, in_flight, connections, cut;
+    pthread_mutex_t conn_mu; /* conns; sweeper's wait */
+    pthread_cond_t conn_cv;
+    conn_state *conns;
+    pthread_t sweeper;
+    int sweeping, stopping;
 };
 
 /* One HTTP request's state across the access handler's calls. */
@@ -62,10 +86,13 @@ cdb_serve_params cdb_serve_params_default(void) {
     memset(&p, 0, sizeof p);
     p.host = "127.0.0.1";
     p.port = 8765;
-    p.max_connections = 256;
+    p.max_connections = 0;
     p.timeout_s = 15;
     p.max_body_bytes = (size_t)32 << 20;
     p.default_k = 40;
+    p.header_timeout_s = 10;
+    p.body_timeout_s = 60;
+    p.session_ttl_s = 12 * 3600;
     return p;
 }
 
@@ -155,11 +182,7 @@ static enum MHD_Result send_resp(cdb_serve *s, struct MHD_Connection *conn, req_
     if (o->status == 503 || o->status == 413) MHD_add_response_header(resp, "Connection", "close");
     if (o->status == 401)
         MHD_add_response_header(resp, "WWW-Authenticate", "Bearer realm=\"clipdb\"");
-    if (o->set_cookie && s->token) {
-        char c[600];
-        snprintf(c, sizeof c, "%s=%s; Path=/; HttpOnly; SameSite=Strict", SRV_COOKIE, s->token);
-        MHD_add_response_header(resp, "Set-Cookie", c);
-    }
+    if (o->set_cookie[0] && s->token) MHD_add_response_header(resp, "Set-Cookie", o->set_cookie);
     if (o->cors && s->cors) {
         MHD_add_response_header(resp, "Access-Control-Allow-Origin", s->cors);
         MHD_add_response_header(resp, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
@@ -192,41 +215,110 @@ static enum MHD_Result send_error(cdb_serve *s, struct MHD_Connection *conn, req
 
 typedef struct args_ud {
     srv_req *r;
+    size_t url_bytes;  /* the path and every key and value, decoded */
+    const char *bad;   /* why the arguments are refused, or NULL */
 } args_ud;
 
 static enum MHD_Result on_arg(void *cls, enum MHD_ValueKind kind, const char *key,
-                              const char *value) {
-    srv_req *r = ((args_ud *)cls)->r;
+                              size_t key_size, const char *value, size_t value_size) {
+    args_ud *ud = cls;
+    srv_req *r = ud->r;
     (void)kind;
-    if (r->n_args >= SRV_MAX_ARGS) return MHD_NO;
-    r->keys[r->n_args] = key;
-    r->vals[r->n_args] = value ? value : "";
-    r->n_args++;
+    ud->url_bytes += key_size + value_size + 2;
+    if (ud->bad) return MHD_YES; /* the first problem is the one reported */
+    if (!value) value = "";
+    if (strlen(key) != key_size || strlen(value) != value_size)
+        ud->bad = "a NUL character in the query string";
+    else if (!cdb_utf8_valid(key, key_size) || !cdb_utf8_valid(value, value_size))
+        ud->bad = "the query string is not UTF-8 (percent-encode UTF-8 bytes)";
+    else if (r->n_args >= SRV_MAX_ARGS)
+        ud->bad = "too many query arguments";
+    else {
+        r->keys[r->n_args] = key;
+        r->vals[r->n_args] = value;
+        r->n_args++;
+    }
     return MHD_YES;
 }
 
 /* Requests that need no token: the page's own files (so that it can ask for the token),
-** the login, and the health check. */
+** signing in and out, the health check, and CORS preflights (answered with headers only). */
 static int public_path(const char *method, const char *path) {
-    if (!strcmp(path, "/healthz")) return 1;
-    if (!strcmp(path, "/api/login")) return !strcmp(method, "POST");
+    if (!strcmp(method, "OPTIONS")) return 1; /* a CORS preflight never carries credentials */
+    if (!strcmp(path, "/healthz") || !strcmp(path, "/api/session")) return 1;
+    if (!strcmp(path, "/api/login") || !strcmp(path, "/api/logout"))
+        return !strcmp(method, "POST");
     return cdb_srv_asset_find(path) != NULL;
 }
 
+/* The bearer token (constant time in its length), or the page's session cookie. */
 static int authorized(cdb_serve *s, struct MHD_Connection *conn) {
     const char *auth =
         MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    const char *cookie = MHD_lookup_connection_value(conn, MHD_COOKIE_KIND, SRV_COOKIE);
-    const char *got = NULL;
+    const char *cookie = MHD_lookup_connection_value(conn, MHD_COOKIE_KIND, SRV_SESSION_COOKIE);
     size_t want = strlen(s->token), n;
     unsigned char d;
-    if (auth && !strncasecmp(auth, "Bearer ", 7)) got = auth + 7;
-    else if (cookie) got = cookie;
-    if (!got) return 0;
-    n = strlen(got);
-    d = (unsigned char)(n != want);
-    for (size_t i = 0; i < n; i++) d |= (unsigned char)(got[i] ^ s->token[i % want]);
-    return d == 0;
+    if (auth && !strncasecmp(auth, "Bearer ", 7)) {
+        const char *got = auth + 7;
+        n = strlen(got);
+        d = (unsigned char)(n != want);
+        for (size_t i = 0; i < n; i++) d |= (unsigned char)(got[i] ^ s->token[i % want]);
+        return d == 0;
+    }
+    return cookie && cdb_srv_session_check(s->ctx.sessions, cookie);
+}
+
+/* ---- deadlines -------------------------------------------------------------------------- */
+
+static conn_state *conn_of(struct MHD_Connection *conn) {
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
+/* The connection's next deadline: seconds from now, or none (0). */
+static void set_deadline(struct MHD_Connection *conn, int seconds) {
+    conn_state *cs = conn_of(conn);
+    if (cs)
+        atomic_store(&cs->deadline_ns,
+                     seconds > 0 ? cdb_now_ns() + (int64_t)seconds * 1000000000 : 0);
+}
+
+/* Every SRV_SWEEP_MS: a connection past its deadline gets a 408 (best effort: nothing of
+** a response was sent yet in these phases) and its socket shut down, which MHD sees as
+** the client leaving. The list lock keeps MHD from closing the fd meanwhile: its
+** NOTIFY_CLOSED (on_connection) comes before the close and takes the same lock. */
+static void *sweeper(void *arg) {
+    static const char body[] =
+        "{\"error\":{\"code\":\"timeout\",\"message\":\"the request did not arrive in time\"}}";
+    char k408[300];
+    int n408 = snprintf(k408, sizeof k408,
+                        "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Type: "
+                        "application/json; charset=utf-8\r\nContent-Length: %zu\r\n\r\n%s",
+                        sizeof body - 1, body);
+    cdb_serve *s = arg;
+    pthread_mutex_lock(&s->conn_mu);
+    while (!s->stopping) {
+        struct timespec ts;
+        int64_t now = cdb_now_ns();
+        for (conn_state *c = s->conns; c; c = c->next) {
+            int64_t dl = atomic_load(&c->deadline_ns);
+            if (c->cut || !dl || now < dl) continue;
+            c->cut = 1;
+            atomic_fetch_add(&s->cut, 1);
+            (void)!send(c->fd, k408, (size_t)n408, MSG_DONTWAIT | MSG_NOSIGNAL);
+            shutdown(c->fd, SHUT_RDWR);
+        }
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += SRV_SWEEP_MS * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&s->conn_cv, &s->conn_mu, &ts);
+    }
+    pthread_mutex_unlock(&s->conn_mu);
+    return NULL;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -247,6 +339,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         snprintf(st->path, sizeof st->path, "%s", url);
         atomic_fetch_add(&s->requests, 1);
         atomic_fetch_add(&s->in_flight, 1);
+        set_deadline(conn, s->p.body_timeout_s); /* the headers are in: now the body */
         if (atomic_load(&s->connections) > s->p.max_connections) {
             atomic_fetch_add(&s->busy, 1);
             return send_error(s, conn, st, 503, "busy", "too many connections; try again");
@@ -267,6 +360,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     }
     if (st->answered) { /* refused at the first call: drop whatever body comes */
         *upload_data_size = 0;
+        set_deadline(conn, 0);
         return MHD_YES;
     }
     if (*upload_data_size) { /* a piece of the body */
@@ -289,17 +383,23 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         st->body[st->len] = '\0';
         return MHD_YES;
     }
+    set_deadline(conn, 0); /* the whole request is in: answering it has no deadline */
     if (st->too_large)
         return send_error(s, conn, st, 413, "too_large", "the request body is too large");
     {
         srv_req r;
         srv_resp o;
-        args_ud ud = {&r};
+        args_ud ud = {&r, 0, NULL};
         enum MHD_Result rc;
         memset(&r, 0, sizeof r);
         r.method = method;
         r.path = url;
-        MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, on_arg, &ud);
+        MHD_get_connection_values_n(conn, MHD_GET_ARGUMENT_KIND, on_arg, &ud);
+        if (ud.url_bytes + strlen(url) > SRV_URL_MAX)
+            return send_error(s, conn, st, 414, "uri_too_long",
+                              "the URL is too long: send a long query as POST /api/search");
+        if (ud.bad) return send_error(s, conn, st, 400, "bad_query", ud.bad);
+        r.session = MHD_lookup_connection_value(conn, MHD_COOKIE_KIND, SRV_SESSION_COOKIE);
         r.host = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
         r.content_type =
             MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
@@ -345,14 +445,41 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     free(st->body);
     free(st);
     *con_cls = NULL;
+    /* kept alive: the next request's headers are due after the idle time it may take */
+    set_deadline(conn, s->p.timeout_s + s->p.header_timeout_s);
 }
 
+/* Opened: counted, and put on the sweeper's list with its header deadline. Closed (MHD
+** calls this before it closes the socket): off the list. */
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
                           enum MHD_ConnectionNotificationCode toe) {
     cdb_serve *s = cls;
-    (void)conn, (void)socket_context;
-    if (toe == MHD_CONNECTION_NOTIFY_STARTED) atomic_fetch_add(&s->connections, 1);
-    else atomic_fetch_sub(&s->connections, 1);
+    conn_state *cs;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        atomic_fetch_add(&s->connections, 1);
+        if (!ci || !(cs = calloc(1, sizeof *cs))) return; /* no deadline: idle timeout only */
+        cs->fd = ci->connect_fd;
+        atomic_init(&cs->deadline_ns,
+                    cdb_now_ns() + (int64_t)s->p.header_timeout_s * 1000000000);
+        pthread_mutex_lock(&s->conn_mu);
+        cs->next = s->conns;
+        if (s->conns) s->conns->prev = cs;
+        s->conns = cs;
+        pthread_mutex_unlock(&s->conn_mu);
+        *socket_context = cs;
+        return;
+    }
+    atomic_fetch_sub(&s->connections, 1);
+    if (!(cs = *socket_context)) return;
+    pthread_mutex_lock(&s->conn_mu);
+    if (cs->prev) cs->prev->next = cs->next;
+    else s->conns = cs->next;
+    if (cs->next) cs->next->prev = cs->prev;
+    pthread_mutex_unlock(&s->conn_mu);
+    free(cs);
+    *socket_context = NULL;
 }
 
 static void on_mhd_log(void *cls, const char *fm, va_list ap) {
@@ -367,6 +494,17 @@ static void on_mhd_log(void *cls, const char *fm, va_list ap) {
 
 /* ---- start / stop ------------------------------------------------------------------------ */
 
+/* The connections this process can hold: 3/4 of its file descriptors less 256 (the rest
+** for the database, the model and the index), 64 to 100,000. */
+static int sized_capacity(void) {
+    struct rlimit rl;
+    long long n = 1024;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
+        n = rl.rlim_cur == RLIM_INFINITY ? 1 << 20 : (long long)rl.rlim_cur;
+    n = (n - 256) * 3 / 4;
+    return n < 64 ? 64 : n > 100000 ? 100000 : (int)n;
+}
+
 cdb_status cdb_serve_start(cdb_engine *e, const cdb_serve_params *p_in, cdb_serve **out) {
     cdb_serve_params p = p_in ? *p_in : cdb_serve_params_default();
     struct addrinfo hints, *ai = NULL;
@@ -378,14 +516,20 @@ cdb_status cdb_serve_start(cdb_engine *e, const cdb_serve_params *p_in, cdb_serv
     *out = NULL;
     if (!p.host || !*p.host) p.host = "127.0.0.1";
     if (p.threads <= 0) p.threads = cdb_default_threads();
-    if (p.max_connections <= 0) p.max_connections = 256;
+    if (p.max_connections <= 0) p.max_connections = sized_capacity();
     if (p.timeout_s <= 0) p.timeout_s = 15;
+    if (p.header_timeout_s <= 0) p.header_timeout_s = 10;
+    if (p.body_timeout_s <= 0) p.body_timeout_s = 60;
+    if (p.session_ttl_s <= 0) p.session_ttl_s = 12 * 3600;
     if (!p.max_body_bytes) p.max_body_bytes = (size_t)32 << 20;
     if (p.default_k <= 0) p.default_k = 40;
     if (p.port < 0 || p.port > 65535)
         return cdb_seterr(CDB_INVALID, "port %d out of range", p.port);
     if (p.token && (strlen(p.token) < 16 || strlen(p.token) > 512))
         return cdb_seterr(CDB_INVALID, "the access token must have 16 to 512 characters");
+    if (p.cors_origin && !strcmp(p.cors_origin, "*") && !p.token)
+        return cdb_seterr(CDB_INVALID, "a CORS origin of '*' lets any web page read the "
+                                       "library: it needs an access token (--token-file)");
     for (const char *t = p.token; t && *t; t++)
         if (*t <= ' ' || *t > '~' || *t == ';' || *t == ',' || *t == '"' || *t == '\\')
             return cdb_seterr(CDB_INVALID, "the access token must be printable ASCII without "
@@ -407,15 +551,24 @@ cdb_status cdb_serve_start(cdb_engine *e, const cdb_serve_params *p_in, cdb_serv
         return cdb_seterr(CDB_NOMEM, "out of memory");
     }
     s->p = p;
+    pthread_mutex_init(&s->conn_mu, NULL);
+    pthread_cond_init(&s->conn_cv, NULL);
     s->host = strdup(p.host);
     s->token = p.token ? strdup(p.token) : NULL;
     s->cors = p.cors_origin ? strdup(p.cors_origin) : NULL;
-    if (!s->host || (p.token && !s->token) || (p.cors_origin && !s->cors)) {
+    if (p.token) s->ctx.sessions = cdb_srv_sessions_new(p.token, p.session_ttl_s);
+    if (!s->host || (p.token && (!s->token || !s->ctx.sessions)) || (p.cors_origin && !s->cors)) {
         freeaddrinfo(ai);
         cdb_serve_stop(s, 0);
         return cdb_seterr(CDB_NOMEM, "out of memory");
     }
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+    if (pthread_create(&s->sweeper, NULL, sweeper, s) != 0) {
+        freeaddrinfo(ai);
+        cdb_serve_stop(s, 0);
+        return cdb_seterr(CDB_ERROR, "cannot start a thread");
+    }
+    s->sweeping = 1;
     s->d = MHD_start_daemon(
         flags, (uint16_t)p.port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned)p.threads, MHD_OPTION_CONNECTION_LIMIT,
@@ -456,6 +609,8 @@ void cdb_serve_get_counters(const cdb_serve *s, cdb_serve_counters *out) {
     out->refused_busy = atomic_load(&s->busy);
     out->in_flight = atomic_load(&s->in_flight);
     out->connections = atomic_load(&s->connections);
+    out->cut_deadline = atomic_load(&s->cut);
+    out->max_connections = s->p.max_connections;
 }
 
 void cdb_serve_stop(cdb_serve *s, int grace_ms) {
@@ -470,6 +625,16 @@ void cdb_serve_stop(cdb_serve *s, int grace_ms) {
         MHD_stop_daemon(s->d);
         if (lfd != MHD_INVALID_SOCKET) close(lfd);
     }
+    if (s->sweeping) {
+        pthread_mutex_lock(&s->conn_mu);
+        s->stopping = 1;
+        pthread_cond_signal(&s->conn_cv);
+        pthread_mutex_unlock(&s->conn_mu);
+        pthread_join(s->sweeper, NULL);
+    }
+    pthread_cond_destroy(&s->conn_cv);
+    pthread_mutex_destroy(&s->conn_mu);
+    cdb_srv_sessions_free(s->ctx.sessions);
     free(s->host);
     free(s->token);
     free(s->cors);

@@ -190,3 +190,35 @@ void cdb_srv_engine_error(srv_resp *o) {
         break;
     }
 }
+
+/* jansson's error, in words of our own (its wording is not an API). */
+static const char *json_problem(const json_error_t *err) {
+    switch (json_error_code(err)) {
+    case json_error_invalid_utf8: return "text that is not UTF-8";
+    case json_error_null_character:
+    case json_error_null_byte_in_key: return "a NUL character in a string";
+    case json_error_stack_overflow: return "nested too deeply";
+    case json_error_premature_end_of_input: return "it ends too early";
+    case json_error_end_of_input_expected: return "more after the end of the document";
+    case json_error_duplicate_key: return "a key given twice";
+    case json_error_numeric_overflow: return "a number too large";
+    case json_error_out_of_memory: return "out of memory";
+    default: return "invalid JSON";
+    }
+}
+
+json_t *cdb_srv_body_object(const srv_req *r, size_t flags, srv_resp *o) {
+    json_error_t err;
+    json_t *doc = json_loadb(r->body ? r->body : "", r->body_len, flags, &err);
+    if (!doc) {
+        cdb_srv_error(o, 400, "bad_json", "the body is not valid JSON (%s, at line %d column %d)",
+                      json_problem(&err), err.line, err.column);
+        return NULL;
+    }
+    if (!json_is_object(doc)) {
+        cdb_srv_error(o, 400, "bad_json", "the body must be a JSON object");
+        json_decref(doc);
+        return NULL;
+    }
+    return doc;
+}

@@ -8,7 +8,8 @@
 ** Security model: it binds loopback unless told otherwise; any other address needs
 ** an access token (params.token, which the CLI reads from a file). With a token,
 ** every request but /healthz must carry it (`Authorization: Bearer T`, or the
-** cookie the page sets after POST /api/login). Without one, requests whose Host is
+** session cookie the page gets from POST /api/login: derived from the token, never
+** the token, with an expiry; POST /api/logout ends it). Without one, requests whose Host is
 ** not a loopback name are refused (DNS rebinding). Files are served by catalog id
 ** only: no path ever comes from a request.
 **
@@ -38,20 +39,28 @@ typedef struct cdb_serve_params {
     int threads;             /* request threads; 0: cdb_default_threads() */
     const char *token;       /* the access token (copied); NULL: none, then host must be
                                 loopback (CDB_INVALID otherwise) */
-    int max_connections;     /* beyond it, requests get 503 and the connection closes
-                                (default 256) */
-    int timeout_s;           /* an idle or slow connection is closed after (default 15) */
+    int max_connections;     /* beyond it, requests get 503 and the connection closes;
+                                0 (the default): sized to the file-descriptor limit
+                                (RLIMIT_NOFILE: 3/4 of it less 256, at most 100,000) */
+    int timeout_s;           /* an idle connection is closed after (default 15) */
     size_t max_body_bytes;   /* larger request bodies get 413 (default 32 MiB: an image
                                 as base64) */
     const char *cors_origin; /* an origin allowed to call the API from a browser
                                 (clip-front served elsewhere); NULL: same origin only */
     int default_k;           /* hits per page when a request does not say (default 40) */
+    /* Appended. Deadlines, however busy the client keeps the connection: a request's
+    ** line and headers must be in within header_timeout_s (default 10) of the connection
+    ** opening (on a kept-alive one: of the last response plus timeout_s), its body within
+    ** body_timeout_s (default 60) of its headers; past one it gets a 408 and is closed. */
+    int header_timeout_s;
+    int body_timeout_s;
+    int session_ttl_s;       /* the page's sign-in lasts this long (default 12 hours) */
 } cdb_serve_params;
 cdb_serve_params cdb_serve_params_default(void);
 
 /* Starts serving e (a reader engine whose model should already be loaded: see
-** cdb_engine_load_model). CDB_INVALID for a non-loopback host without a token or bad
-** params; CDB_IO when the address cannot be bound (in use, no permission). The
+** cdb_engine_load_model). CDB_INVALID for a non-loopback host without a token, a CORS
+** origin of "*" without a token (any web page could read the library), or bad params; CDB_IO when the address cannot be bound (in use, no permission). The
 ** engine must outlive the server. */
 cdb_status cdb_serve_start(struct cdb_engine *e, const cdb_serve_params *p,
                            cdb_serve **out /* OUT */);
@@ -65,6 +74,8 @@ void cdb_serve_stop(cdb_serve *s, int grace_ms);
 typedef struct cdb_serve_counters {
     int64_t requests, errors_4xx, errors_5xx, refused_busy;
     int64_t in_flight, connections;
+    int64_t cut_deadline;    /* connections closed for missing a header or body deadline */
+    int max_connections;     /* the capacity in use (params.max_connections or sized) */
 } cdb_serve_counters;
 void cdb_serve_get_counters(const cdb_serve *s, cdb_serve_counters *out /* OUT */);
 

@@ -47,9 +47,30 @@ function login() {
         headers: { 'Content-Type': 'application/json' },
         body: JSON.stringify({ token: $('token').value }),
       });
-      if (r.ok) { d.close(); ok(); } else { $('login-err').hidden = false; $('token').select(); }
+      if (r.ok) { d.close(); $('signout').hidden = false; ok(); return; }
+      $('login-err').hidden = false;
+      $('token').select();
     };
   });
+}
+
+// The sign-in is a session cookie (HttpOnly: the page cannot read it), so the server
+// says whether one is needed and held; "Sign out" ends it there.
+async function showSession() {
+  try {
+    const r = await fetch('/api/session', { credentials: 'same-origin' });
+    const j = await r.json();
+    $('signout').hidden = !(j.token_required && j.signed_in);
+  } catch (_) { $('signout').hidden = true; }
+}
+
+async function signOut() {
+  await fetch('/api/logout', { method: 'POST', credentials: 'same-origin' }).catch(() => {});
+  $('signout').hidden = true;
+  S.hits = [];
+  $('grid').replaceChildren();
+  await login();
+  if (S.mode === 'none') showWelcome(); else search();
 }
 
 function toast(msg) {
@@ -376,6 +397,7 @@ function init() {
   $('min').addEventListener('change', () => { S.min = $('min').value.trim(); toHash(); search(); });
   $('under').addEventListener('change', () => { S.under = $('under').value; toHash(); search(); });
   $('sort').addEventListener('change', () => { S.sort = $('sort').value; toHash(); search(); });
+  $('signout').addEventListener('click', signOut);
   $('pick').addEventListener('click', () => $('file').click());
   $('file').addEventListener('change', () => { byImage($('file').files[0]); $('file').value = ''; });
   $('v-close').addEventListener('click', closeViewer);
@@ -434,6 +456,7 @@ function init() {
     if (entries.some((e) => e.isIntersecting) && !S.done && !S.loading && S.mode !== 'none') search(false);
   }, { rootMargin: MORE_MARGIN + 'px' }).observe($('more'));
 
+  showSession();
   loadLibrary();
   if (S.mode === 'none') showWelcome(); else search();
   if (S.mode === 'none') $('q').focus();

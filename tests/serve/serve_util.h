@@ -17,6 +17,8 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include <jansson.h>
+
 #include "library/lib_util.h"
 
 typedef struct su_server {
@@ -282,6 +284,30 @@ static inline const char *su_urlenc(const char *s, char *buf, size_t size) {
     }
     buf[o] = '\0';
     return buf;
+}
+
+/* The body of r as JSON (NULL when it is not). */
+static inline json_t *su_json(const su_resp *r) {
+    json_error_t e;
+    return r->body ? json_loadb(r->body, r->len, 0, &e) : NULL;
+}
+
+/* A test's start when it needs a shared library and server, made once by setup_fn
+** (0 ok); *ready: 1 made, -1 failed. Skips (77) without a model. */
+#define SU_NEED_SETUP(setup_fn, ready)                                              \
+    do {                                                                           \
+        if (lu_setup() == 77) CDB_SKIP("no model: set CLIPDB_TEST_MODEL or add models/<name>/"); \
+        CHECK(setup_fn() == 0);                                                    \
+        if ((ready) <= 0) return;                                                  \
+    } while (0)
+
+/* Runs tests[0..n), stops the shared server, removes the scratch folder when all passed. */
+static inline int su_main(const cdb_test_entry *tests, int n, int argc, char **argv,
+                          su_server *shared) {
+    int rc = cdb_test_run_(tests, n, argc, argv);
+    if (shared->pid > 0) su_stop(shared);
+    if (lu_tmp[0] && rc == 0) lu_rm_rf(lu_tmp);
+    return rc;
 }
 
 #endif /* CDB_TEST_SERVE_UTIL_H */
