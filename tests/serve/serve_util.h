@@ -85,6 +85,15 @@ static inline int su_start_as(su_server *s, const char *const *args, int as_nobo
 }
 static inline int su_start(su_server *s, const char *const *args) { return su_start_as(s, args, 0); }
 
+/* In a test: skip without a model, else run setup() once (0 ok) and stop the test
+** when it failed; ready > 0 once it succeeded. */
+#define SU_NEED_SETUP(setup, ready)                                                \
+    do {                                                                           \
+        if (lu_setup() == 77) CDB_SKIP("no model: set CLIPDB_TEST_MODEL or add models/<name>/"); \
+        CHECK(setup() == 0);                                                       \
+        if ((ready) <= 0) return;                                                  \
+    } while (0)
+
 /* SIGTERM and wait; its exit code. */
 static inline int su_stop(su_server *s) {
     int rc;

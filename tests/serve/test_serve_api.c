@@ -51,12 +51,7 @@ static int setup(void) {
     return 0;
 }
 
-#define NEED_SETUP()                                                               \
-    do {                                                                           \
-        if (lu_setup() == 77) CDB_SKIP("no model: set CLIPDB_TEST_MODEL or add models/<name>/"); \
-        CHECK(setup() == 0);                                                       \
-        if (g_ready <= 0) return;                                                  \
-    } while (0)
+#define NEED_SETUP() SU_NEED_SETUP(setup, g_ready)
 
 static json_t *body_json(const su_resp *r) {
     json_error_t e;
