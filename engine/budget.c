@@ -15,8 +15,9 @@
 
 /* What a decode holds per pixel at its peak: the decoded image (3 bytes; 4 for
 ** CMYK or RGBA, 6-8 for 16-bit TIFF and PNG), a copy for the EXIF rotation, and the
-** resize's and the thumbnail's rows (small). Measured with bench_bigphotos: one
-** 150-megapixel JPEG decoded alone raises the peak RSS by ~6.2 bytes per pixel. */
+** resize's and the thumbnail's rows (small). bench_bigphotos: 150-megapixel RGB
+** JPEGs one at a time peak at 631 MB RSS, the process and model included (4.2 bytes
+** per pixel); 8 leaves room for 16-bit and rotated photos. */
 #define BYTES_PER_PIXEL 8
 
 int64_t cdb_eng_budget_default_pixels(void) {

@@ -12,15 +12,17 @@
 **     absolute terms near zero, and cosine >= 0.99999.
 **
 ** The sample is the files whose id hashes below the fraction asked for, so verify
-** and a repair after it look at the same files. Files whose stat changed since
-** they were stored are stale (the next reindex updates them), files that are gone
-** or on a folder that is missing are counted, none of them is a problem.
+** and a repair after it look at the same files. Files are opened the one way a
+** recorded photo is (cdb_eng_open_row: never a link, FIFO or other file in its
+** place). Files whose stat changed since they were stored, or that something else
+** replaced, are stale (the next reindex updates them), files that are gone or on a
+** folder that is missing are counted, none of them is a problem.
 */
-#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "engine/engine_int.h"
 #include "kernels/kernels.h"
@@ -122,7 +124,10 @@ static int on_ok_file(const cdb_db_file *f, void *ud) {
     unsigned char *buf = NULL;
     char reason[256];
     struct stat st;
+    eng_row_ref ref;
+    eng_open_rc orc;
     char *path;
+    int fd = -1;
     d->info.n_files++;
     cdb_eng_progress(d->ev, CDB_ENGINE_PROGRESS_UPDATE, "verify --deep", d->info.n_files, d->total,
                      0);
@@ -135,14 +140,20 @@ static int on_ok_file(const cdb_db_file *f, void *ud) {
         return 1;
     }
     memset(&now, 0, sizeof now);
-    int l = lstat(path, &st);
-    if (l != 0 && errno != ENOENT && errno != ENOTDIR) {
+    ref.root = root->path;
+    ref.relpath = f->relpath;
+    ref.follow_symlinks = root->follow_symlinks;
+    ref.rec = &f->meta;
+    orc = cdb_eng_open_row(&ref, &fd, &st, NULL, 0);
+    if (orc == ENG_OPEN_ERROR) {
         d->info.n_unreadable++; /* a folder above it without permission, I/O errors */
-    } else if (l != 0 || !S_ISREG(st.st_mode)) {
+    } else if (orc == ENG_OPEN_GONE) {
         d->info.n_gone++;
-    } else if (cdb_eng_stat_meta(&st, &now), !cdb_db_same_stat(&f->meta, &now)) {
-        d->info.n_stale++;
-    } else if (cdb_eng_read_photo(path, 0, &buf, &now, reason, sizeof reason) != ENG_FAIL_NONE) {
+    } else if (orc == ENG_OPEN_CHANGED ||
+               (cdb_eng_stat_meta(&st, &now), !cdb_db_same_stat(&f->meta, &now))) {
+        d->info.n_stale++; /* another file, a link or a FIFO there now, or a new ctime */
+    } else if (cdb_eng_read_photo_fd(fd, &st, 0, &buf, &now, reason, sizeof reason) !=
+               ENG_FAIL_NONE) {
         d->info.n_unreadable++;
     } else {
         d->info.n_hashed++;
@@ -154,6 +165,7 @@ static int on_ok_file(const cdb_db_file *f, void *ud) {
         else if (in_sample(f->id, d->sample))
             check_vector(d, f, root, path, buf, (size_t)now.size);
     }
+    if (fd >= 0) close(fd);
     free(buf);
     cdb_free(path);
     return d->rc != CDB_OK;

@@ -78,8 +78,12 @@ typedef enum cdb_engine_err {
     CDB_ENGINE_E_NO_VECTORS,      /* index build: nothing to index yet */
     CDB_ENGINE_E_UNKNOWN_ID,      /* a file id that is not an ok file of the catalog */
     CDB_ENGINE_E_NO_THUMB,        /* thumbnails are off, or this file has none yet */
-    CDB_ENGINE_E_SET_INCOMPLETE   /* a model's vector set lacks files (make it the default
+    CDB_ENGINE_E_SET_INCOMPLETE,  /* a model's vector set lacks files (make it the default
                                      after 'reindex --model' completed it) */
+    CDB_ENGINE_E_FILE_GONE,       /* a recorded photo is not at its path any more (moved
+                                     or deleted since the last scan: reindex) */
+    CDB_ENGINE_E_FILE_CHANGED     /* something else is at a recorded photo's path (a link,
+                                     FIFO, folder, another or a modified file: reindex) */
 } cdb_engine_err;
 cdb_engine_err cdb_engine_errcode(void);
 
@@ -329,9 +333,21 @@ typedef struct cdb_engine_file {
                               ("application/octet-stream" when not recognized); static */
 } cdb_engine_file;
 /* The catalog's ok file with this id (never a path from elsewhere: an id that is not
-** an ok file gives CDB_NOTFOUND with E_UNKNOWN_ID). The caller opens out->path to
-** serve the original. Concurrent calls OK. */
+** an ok file gives CDB_NOTFOUND with E_UNKNOWN_ID), checked on disk as
+** cdb_engine_file_open does (its failures are this call's). out->path is for showing:
+** never open it (what is there now may not be the photo); the bytes come from
+** cdb_engine_file_open. Concurrent calls OK. */
 cdb_status cdb_engine_file_get(cdb_engine *e, int64_t id, cdb_engine_file *out /* OUT */);
+/* cdb_engine_file_get, and *fd: the photo opened read-only (the caller closes it),
+** only when it is the file the catalog recorded: a regular file with the recorded
+** device, inode, size and mtime, reached without following a symbolic link (unless
+** its root follows them). Never blocks (a FIFO at the path is refused, not opened for
+** good). CDB_NOTFOUND with E_FILE_GONE (nothing there: moved or deleted since the
+** last scan) or E_FILE_CHANGED (a link, FIFO, socket, device, folder, another or a
+** modified file: run reindex); CDB_IO when it cannot be opened (permissions). *fd is
+** -1 and out empty on failure. Concurrent calls OK. */
+cdb_status cdb_engine_file_open(cdb_engine *e, int64_t id, cdb_engine_file *out /* OUT */,
+                                int *fd /* OUT */);
 void cdb_engine_file_clear(cdb_engine_file *f); /* NULL is fine */
 
 /* The stored JPEG thumbnail of file id (long side <= the database's thumbnail size),

@@ -7,6 +7,7 @@
 ** - walk.c:      walking a folder root; telling images from other files.
 ** - queue.c:     the bounded queues between the pipeline's stages.
 ** - imagefile.c: reading and decoding one photo, failures classified.
+** - rowfile.c:   the one way from a catalog row to a photo's bytes.
 ** - library.c:   the library model: recorded roots, what an ingest PATH means.
 ** - pipeline.c, scan.c (pipeline_int.h): the ingest pipeline.
 ** - run.c:       ingest and reindex: one pipeline pass per vector set, the run record.
@@ -143,6 +144,45 @@ void cdb_eng_stat_meta(const struct stat *st, cdb_db_file_meta *m);
 ** (ENG_FAIL_NOT_IMAGE). On failure reason gets one line. */
 eng_readfail cdb_eng_read_photo(const char *path, int sniff, unsigned char **buf /* OUT */,
                         cdb_db_file_meta *meta /* OUT */, char *reason, size_t reason_size);
+/* Reads the whole of fd, an open regular file whose stat is st (the caller keeps
+** fd): as cdb_eng_read_photo after its open, sniff and all. */
+eng_readfail cdb_eng_read_photo_fd(int fd, const struct stat *st, int sniff,
+                                   unsigned char **buf /* OUT */, cdb_db_file_meta *meta /* OUT */,
+                                   char *reason, size_t reason_size);
+
+/* ---- the one way from a catalog row to a photo's bytes (rowfile.c) ------------------ */
+
+typedef struct eng_row_ref {
+    const char *root;      /* the root's recorded path: a folder, or a file root's file */
+    const char *relpath;   /* inside it, '/'-separated; "" for a file root's file */
+    int follow_symlinks;   /* the root's setting: its walks recorded photos through links */
+    const cdb_db_file_meta *rec; /* the row: size, mtime_ns, dev, ino (0: unrecorded) */
+} eng_row_ref;
+
+typedef enum eng_open_rc {
+    ENG_OPEN_OK = 0,
+    ENG_OPEN_GONE,    /* nothing at the path (ENOENT, ENOTDIR): moved or deleted */
+    ENG_OPEN_CHANGED, /* something else is there: a symbolic link (the photo or a folder
+                         above it), a FIFO, socket, device or folder, another file, or
+                         the file with another size or mtime */
+    ENG_OPEN_ERROR    /* permission, I/O, no descriptors left: why says */
+} eng_open_rc;
+
+/* Opens the recorded photo ref names, read-only, never blocking and never following
+** a link (unless the root follows them): *fd (the caller closes it, blocking mode)
+** only when it is a regular file whose device, inode, size and mtime are the row's;
+** *st (may be NULL) its fstat. Else *fd = -1 and why (may be NULL) gets a few words
+** ("a FIFO now"). The walk and the rules: rowfile.c. Thread-safe. */
+eng_open_rc cdb_eng_open_row(const eng_row_ref *ref, int *fd /* OUT */,
+                             struct stat *st /* OUT, may be NULL */, char *why, size_t why_size);
+/* cdb_eng_open_row of ok file id of db: *f the row (cdb_db_file_clear), *path (may be
+** NULL; cdb_free) its full path, for showing only. CDB_NOTFOUND with E_UNKNOWN_ID (not
+** an ok file), E_FILE_GONE or E_FILE_CHANGED (the message says to run reindex);
+** CDB_IO when it cannot be opened. On failure nothing is left to free. */
+cdb_status cdb_eng_open_file_id(cdb_db *db, int64_t id, cdb_db_file *f /* OUT */,
+                                char **path /* OUT */, int *fd /* OUT */,
+                                struct stat *st /* OUT, may be NULL */);
+
 /* A thumbnail made while decoding (thumbs.c): JPEG bytes, heap. */
 typedef struct eng_thumb {
     unsigned char *jpeg;

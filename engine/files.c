@@ -1,13 +1,11 @@
 /*
 ** files.c: what the catalog says about files, read by id or in bulk: the ok file
-** behind a search hit (its path, size, size in pixels, and its type from its first
-** bytes, so a server can send the original without ever taking a path from a
-** request) and its thumbnail, what could not be ingested and why (`clipdb errors`), and every
-*stored
-** vector with its path (`clipdb export`).
+** behind a search hit (its path, size, size in pixels, its type from its first bytes,
+** and the photo itself opened the one way a recorded photo is, cdb_eng_open_file_id,
+** so a server sends the catalog's bytes without ever taking a path from a request or
+** from the disk) and its thumbnail, what could not be ingested and why (`clipdb
+** errors`), and every stored vector with its path (`clipdb export`).
 */
-#include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -22,36 +20,26 @@ void cdb_engine_file_clear(cdb_engine_file *f) {
     memset(f, 0, sizeof *f);
 }
 
-cdb_status cdb_engine_file_get(cdb_engine *e, int64_t id, cdb_engine_file *out) {
+cdb_status cdb_engine_file_open(cdb_engine *e, int64_t id, cdb_engine_file *out, int *fd) {
     eng_reader *r = NULL;
     cdb_db_file f;
     char *path = NULL;
+    unsigned char head[32];
+    ssize_t k;
     cdb_status st;
     cdb_eng_clear();
     memset(out, 0, sizeof *out);
-    if (id <= 0)
-        return cdb_eng_failw(CDB_NOTFOUND, CDB_ENGINE_E_UNKNOWN_ID, NULL,
-                             "no photo has the id %lld", (long long)id);
+    *fd = -1;
     if ((st = cdb_eng_reader_get(e, &r)) != CDB_OK) return st;
-    memset(&f, 0, sizeof f);
-    st = cdb_db_file_get(r->db, id, &f);
-    if (st == CDB_OK && f.state != CDB_DB_OK) st = CDB_NOTFOUND;
-    if (st == CDB_OK) st = cdb_db_file_path(r->db, id, &path);
-    if (st == CDB_NOTFOUND) {
-        st = cdb_eng_failw(CDB_NOTFOUND, CDB_ENGINE_E_UNKNOWN_ID, NULL, "no photo has the id %lld",
-                       (long long)id);
-    } else if (st != CDB_OK) {
-        st = cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot look up the file %lld", (long long)id);
-    } else if (!(out->path = strdup(path))) {
+    st = cdb_eng_open_file_id(r->db, id, &f, &path, fd, NULL);
+    cdb_eng_reader_put(e, r);
+    if (st != CDB_OK) return st;
+    if (!(out->path = strdup(path))) {
+        close(*fd);
+        *fd = -1;
         st = cdb_seterr(CDB_NOMEM, "out of memory");
     } else {
-        unsigned char head[32];
-        ssize_t k = 0;
-        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-        if (fd >= 0) {
-            k = pread(fd, head, sizeof head, 0);
-            close(fd);
-        }
+        k = pread(*fd, head, sizeof head, 0);
         out->id = id;
         out->size = f.meta.size;
         out->mtime_ns = f.meta.mtime_ns;
@@ -61,7 +49,13 @@ cdb_status cdb_engine_file_get(cdb_engine *e, int64_t id, cdb_engine_file *out) 
     }
     cdb_free(path);
     cdb_db_file_clear(&f);
-    cdb_eng_reader_put(e, r);
+    return st;
+}
+
+cdb_status cdb_engine_file_get(cdb_engine *e, int64_t id, cdb_engine_file *out) {
+    int fd = -1;
+    cdb_status st = cdb_engine_file_open(e, id, out, &fd);
+    if (fd >= 0) close(fd);
     return st;
 }
 
@@ -87,44 +81,58 @@ cdb_status cdb_engine_set_thumb_size(cdb_engine *e, int px) {
     return CDB_OK;
 }
 
-/* A thumbnail made now from the original (a file ingested before thumbnails). The
-** decode may shrink a JPEG in the DCT domain: the result is px wide or more. */
-static cdb_status thumb_now(cdb_db *db, const cdb_db_file *f, int px, void **jpeg, size_t *n) {
-    char *path = NULL, reason[256];
+/* A thumbnail made now from the original (a file ingested before thumbnails), read
+** the one way a recorded photo is (cdb_eng_open_file_id). The decode may shrink a
+** JPEG in the DCT domain: the result is px wide or more. */
+static cdb_status thumb_now(cdb_db *db, const cdb_db_file *row, int px, void **jpeg, size_t *n) {
+    char reason[256];
     unsigned char *buf = NULL;
     cdb_db_file_meta m;
+    cdb_db_file f;
     cdb_db_root root;
     cdb_image *img = NULL;
     cdb_image_params ip = cdb_image_params_default();
     eng_thumb t;
+    struct stat sb;
+    int fd = -1;
     cdb_status st = CDB_OK;
     memset(&t, 0, sizeof t);
     memset(&root, 0, sizeof root);
-    if (cdb_db_file_path(db, f->id, &path) != CDB_OK ||
-        cdb_eng_read_photo(path, 0, &buf, &m, reason, sizeof reason) != ENG_FAIL_NONE) {
-        st = cdb_eng_failw(CDB_NOTFOUND, CDB_ENGINE_E_NO_THUMB, NULL,
-                       "no thumbnail for %lld (its original cannot be read)", (long long)f->id);
+    memset(&f, 0, sizeof f);
+    if ((st = cdb_eng_open_file_id(db, row->id, &f, NULL, &fd, &sb)) != CDB_OK) {
+        if (cdb_engine_errcode() == CDB_ENGINE_E_FILE_GONE ||
+            cdb_engine_errcode() == CDB_ENGINE_E_FILE_CHANGED)
+            return st; /* 404 / 409: the same answer as its original's */
+        return cdb_eng_failw(CDB_NOTFOUND, CDB_ENGINE_E_NO_THUMB, NULL,
+                             "no thumbnail for %lld (its original cannot be read)",
+                             (long long)row->id);
+    }
+    if (cdb_eng_read_photo_fd(fd, &sb, 0, &buf, &m, reason, sizeof reason) != ENG_FAIL_NONE) {
+        st = cdb_eng_failw(CDB_NOTFOUND, CDB_ENGINE_E_NO_THUMB, reason,
+                           "no thumbnail for %lld (its original cannot be read)",
+                           (long long)row->id);
         goto done;
     }
-    ip.apply_exif = !(cdb_db_root_info(db, f->root_id, &root) == CDB_OK && root.no_exif);
+    ip.apply_exif = !(cdb_db_root_info(db, f.root_id, &root) == CDB_OK && root.no_exif);
     ip.decode = CDB_DECODE_FAST;
     ip.target_size = px;
     if (cdb_db_max_pixels(db, &ip.max_pixels) != CDB_OK) ip.max_pixels = 0;
     if ((st = cdb_image_decode(buf, (size_t)m.size, &ip, &img)) != CDB_OK ||
         (st = cdb_eng_thumb_make(img, px, &t)) != CDB_OK) {
         st = cdb_eng_fail(CDB_NOTFOUND, CDB_ENGINE_E_NO_THUMB, "no thumbnail for %lld",
-                          (long long)f->id);
+                          (long long)row->id);
         goto done;
     }
     *jpeg = t.jpeg; /* malloc'd: cdb_free frees it */
     *n = t.n;
     t.jpeg = NULL;
 done:
+    close(fd);
     cdb_eng_thumb_clear(&t);
     cdb_image_free(img);
     cdb_db_root_clear(&root);
+    cdb_db_file_clear(&f);
     free(buf);
-    cdb_free(path);
     return st;
 }
 

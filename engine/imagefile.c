@@ -7,8 +7,9 @@
 **              file changing while it is read. The file is retried by the next run;
 **   permanent  the bytes cannot be used (empty, too large, not decodable): the file
 **              is quarantined until it changes.
-** Used by the ingest pipeline's readers and by `verify --deep`; cdb_eng_mime names the
-** type of an original served by id.
+** Used by the ingest pipeline's readers for the files a walk just met (a recorded
+** photo is opened by rowfile.c, then read here from its descriptor); cdb_eng_mime
+** names the type of an original served by id.
 */
 #include <errno.h>
 #include <fcntl.h>
@@ -45,14 +46,17 @@ void cdb_eng_stat_meta(const struct stat *st, cdb_db_file_meta *m) {
 
 eng_readfail cdb_eng_read_photo(const char *path, int sniff, unsigned char **buf_out,
                                 cdb_db_file_meta *meta, char *reason, size_t reason_size) {
-    unsigned char *buf = NULL;
     struct stat st;
-    size_t got = 0;
-    int fd;
+    eng_readfail k;
+    int fd, fl;
     *buf_out = NULL;
-    if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY)) < 0) {
+    /* O_NONBLOCK: a FIFO that took the file's place since the walk does not block the
+    ** open (nor the reader thread); it is refused below. */
+    do fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    while (fd < 0 && errno == EINTR);
+    if (fd < 0) {
         int e = errno;
-        if (is_gone_errno(e)) return ENG_FAIL_GONE;
+        if (is_gone_errno(e) || e == ENXIO) return ENG_FAIL_GONE; /* ENXIO: a socket now */
         if (sniff) return ENG_FAIL_NOT_IMAGE; /* not claiming to be an image: not ours */
         return failed(ENG_FAIL_TRANSIENT, reason, reason_size, "cannot open: %s", strerror(e));
     }
@@ -61,41 +65,48 @@ eng_readfail cdb_eng_read_photo(const char *path, int sniff, unsigned char **buf
         close(fd);
         return failed(ENG_FAIL_TRANSIENT, reason, reason_size, "cannot stat: %s", strerror(e));
     }
-    if (!S_ISREG(st.st_mode)) { /* replaced by a folder or a device since the walk */
+    if (!S_ISREG(st.st_mode)) { /* replaced by a folder, FIFO or device since the walk */
         close(fd);
         return ENG_FAIL_GONE;
     }
-    cdb_eng_stat_meta(&st, meta);
+    if ((fl = fcntl(fd, F_GETFL)) >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    k = cdb_eng_read_photo_fd(fd, &st, sniff, buf_out, meta, reason, reason_size);
+    close(fd);
+    return k;
+}
+
+eng_readfail cdb_eng_read_photo_fd(int fd, const struct stat *st, int sniff,
+                                   unsigned char **buf_out, cdb_db_file_meta *meta, char *reason,
+                                   size_t reason_size) {
+    unsigned char *buf = NULL;
+    size_t got = 0;
+    *buf_out = NULL;
+    cdb_eng_stat_meta(st, meta);
     if (sniff) {
         unsigned char head[32];
         ssize_t k = pread(fd, head, sizeof head, 0);
         if (k <= 0 || !cdb_eng_image_magic(head, (size_t)k)) {
-            close(fd);
             return ENG_FAIL_NOT_IMAGE;
         }
     }
     if (meta->size == 0) {
-        close(fd);
         return failed(ENG_FAIL_PERMANENT, reason, reason_size, "empty file%s", "");
     }
     if (meta->size > MAX_FILE_BYTES) {
-        close(fd);
         return failed(ENG_FAIL_PERMANENT, reason, reason_size, "file too large (over 1 GiB)%s", "");
     }
     if (!(buf = malloc((size_t)meta->size))) {
-        close(fd);
         return failed(ENG_FAIL_TRANSIENT, reason, reason_size, "out of memory reading the file%s",
                       "");
     }
     int e = 0;
     while (got < (size_t)meta->size) {
-        ssize_t k = read(fd, buf + got, (size_t)meta->size - got);
+        ssize_t k = pread(fd, buf + got, (size_t)meta->size - got, (off_t)got);
         if (k < 0 && errno == EINTR) continue;
         if (k < 0) e = errno;
         if (k <= 0) break;
         got += (size_t)k;
     }
-    close(fd);
     if (got != (size_t)meta->size) {
         free(buf);
         if (e)

@@ -147,6 +147,38 @@ static eng_readfail decode_budgeted(pipe_ctx *c, const unsigned char *buf, size_
     return k;
 }
 
+/* The bytes of a file the walker found unchanged (its stat is the row's), read the
+** one way a recorded photo is (cdb_eng_open_row), from the job's own root path (its
+** path less "/relpath"); links are followed only where the root's walks follow them. */
+static eng_readfail read_recorded(pipe_ctx *c, job *j, unsigned char **buf,
+                                  cdb_db_file_meta *m) {
+    const eng_root *r = cdb_eng_library_root(c->lib, j->root_id);
+    size_t n = strlen(j->path), k = strlen(j->relpath);
+    eng_row_ref ref;
+    struct stat st;
+    eng_readfail rc;
+    char *root;
+    int fd;
+    *buf = NULL;
+    if (k && k + 1 > n) return ENG_FAIL_GONE;
+    if (!(root = strndup(j->path, k ? n - k - 1 : n))) {
+        snprintf(j->reason, sizeof j->reason, "out of memory");
+        return ENG_FAIL_TRANSIENT;
+    }
+    ref.root = root;
+    ref.relpath = j->relpath;
+    ref.follow_symlinks = r && r->follow_symlinks;
+    ref.rec = &j->meta;
+    if (cdb_eng_open_row(&ref, &fd, &st, j->reason, sizeof j->reason) != ENG_OPEN_OK) {
+        free(root);
+        return ENG_FAIL_GONE; /* changed since the walk: the next run sees it */
+    }
+    free(root);
+    rc = cdb_eng_read_photo_fd(fd, &st, 0, buf, m, j->reason, sizeof j->reason);
+    close(fd);
+    return rc;
+}
+
 /* Reads, hashes and classifies one job; decodes and preprocesses an image. */
 static void process(pipe_ctx *c, cdb_db *rdb, job *j) {
     unsigned char *buf = NULL;
@@ -157,7 +189,7 @@ static void process(pipe_ctx *c, cdb_db *rdb, job *j) {
     if (j->thumb_only) { /* unchanged: only its thumbnail, from the same bytes */
         int32_t w, h;
         j->kind = R_THUMB;
-        k = cdb_eng_read_photo(j->path, 0, &buf, &m, j->reason, sizeof j->reason);
+        k = read_recorded(c, j, &buf, &m);
         atomic_fetch_add(&c->ns_read, cdb_now_ns() - t0);
         if (k == ENG_FAIL_NONE && !memcmp(j->old_hash, m.hash, CDB_DB_HASH_BYTES))
             decode_budgeted(c, buf, (size_t)m.size, !j->no_exif, NULL, &w, &h, ns, &j->thumb,

@@ -10,7 +10,11 @@
 **         "results": [{"id", "path", "score", "width", "height", "mtime", "size",
 **                      "thumb": "/api/thumb/ID", "file": "/api/file/ID"}]}
 **   GET  /api/thumb/ID   the JPEG thumbnail (ETag; 304 when unchanged)
-**   GET  /api/file/ID    the original, by catalog id only, with its type
+**   GET  /api/file/ID    the original, by catalog id only, with its type; only the
+**                        file the catalog recorded (404 when it is gone, 409 when
+**                        something else is at its path: run reindex); one byte range
+**                        (srv_req.range: bytes=A-B, A-, -N) gives a 206, one past the
+**                        end 416 (http.c does not pass the header on yet: whole file)
 **   GET  /api/stats, /api/folders, /healthz
 **   POST /api/login {"token"}   sets the page's session cookie when a token is required
 **   POST /api/logout, GET /api/session   signs it out; says whether one is needed / held
@@ -30,7 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "serve/serve_int.h"
@@ -338,62 +342,118 @@ static void thumb(srv_ctx *c, const srv_req *r, srv_resp *o) {
     o->len = n;
 }
 
-/* name as a Content-Disposition: inline, an ASCII fallback and the UTF-8 name. */
+/* name as a Content-Disposition (RFC 6266): inline, an ASCII fallback (printable
+** ASCII but quotes, backslashes and '%'; anything else '_') and filename* (RFC 8187)
+** with the UTF-8 name percent-encoded. A name that is not UTF-8 (file names are bytes)
+** gets U+FFFD for each byte that is not part of a valid sequence, as the JSON paths do,
+** so filename* always decodes to valid UTF-8. Long names are cut at a whole character. */
 static void disposition(const char *path, char *out, size_t size) {
     const char *name = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    const unsigned char *p = (const unsigned char *)name;
+    size_t n = strlen(name), a = 0, e = 0;
     char ascii[160], enc[480];
-    size_t a = 0, e = 0;
-    for (const unsigned char *p = (const unsigned char *)name; *p && a + 1 < sizeof ascii; p++)
-        ascii[a++] = *p >= 0x20 && *p < 0x7f && *p != '"' && *p != '\\' ? (char)*p : '_';
+    for (size_t i = 0; i < n && a + 1 < sizeof ascii; i++)
+        ascii[a++] = p[i] >= 0x20 && p[i] < 0x7f && !strchr("\"\\%", p[i]) ? (char)p[i] : '_';
     ascii[a] = '\0';
-    for (const unsigned char *p = (const unsigned char *)name; *p && e + 4 < sizeof enc; p++) {
-        if ((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
-            strchr("-._~", *p))
-            enc[e++] = (char)*p;
+    for (size_t i = 0; i < n;) {
+        static const unsigned char fffd[3] = {0xEF, 0xBF, 0xBD};
+        size_t k = cdb_utf8_seq_len(p + i, n - i);
+        const unsigned char *seq = k ? p + i : fffd;
+        size_t len = k ? k : 3;
+        int plain = k == 1 && ((p[i] >= 'A' && p[i] <= 'Z') || (p[i] >= 'a' && p[i] <= 'z') ||
+                               (p[i] >= '0' && p[i] <= '9') || strchr("-._~", p[i]));
+        if (e + (plain ? 1 : 3 * len) + 1 > sizeof enc) break;
+        if (plain) enc[e++] = (char)p[i];
         else
-            e += (size_t)snprintf(enc + e, sizeof enc - e, "%%%02X", *p);
+            for (size_t j = 0; j < len; j++)
+                e += (size_t)snprintf(enc + e, sizeof enc - e, "%%%02X", seq[j]);
+        i += k ? k : 1;
     }
     enc[e] = '\0';
     snprintf(out, size, "inline; filename=\"%s\"; filename*=UTF-8''%s", ascii, enc);
 }
 
+/* A Range header against a file of size bytes (RFC 9110, 14.2): 1 and [*start,
+** *start + *len) for one satisfiable byte range; 0 to send the whole file (no header,
+** another unit, several ranges, or one that does not parse: a server may ignore
+** those); -1 when the range starts past the end (416). */
+static int byte_range(const char *h, int64_t size, int64_t *start, int64_t *len) {
+    const char *p = h;
+    int64_t a = -1, b = -1;
+    if (!h || strncasecmp(p, "bytes=", 6)) return 0;
+    p += 6;
+    if (strchr(p, ',')) return 0;
+    while (*p == ' ' || *p == '\t') p++;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (a > (INT64_MAX - 9) / 10) return 0;
+        a = (a < 0 ? 0 : a * 10) + (*p - '0');
+    }
+    if (*p++ != '-') return 0;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (b > (INT64_MAX - 9) / 10) return 0;
+        b = (b < 0 ? 0 : b * 10) + (*p - '0');
+    }
+    while (*p == ' ' || *p == '\t') p++;
+    if (*p || (a < 0 && b < 0) || (a >= 0 && b >= 0 && b < a)) return 0;
+    if (a < 0) { /* the last b bytes */
+        if (b == 0 || size == 0) return -1;
+        *start = b < size ? size - b : 0;
+        *len = size - *start;
+        return 1;
+    }
+    if (a >= size) return -1;
+    *start = a;
+    *len = (b < 0 || b >= size ? size - 1 : b) - a + 1;
+    return 1;
+}
+
 static void original(srv_ctx *c, const srv_req *r, srv_resp *o) {
-    int64_t id = path_id(r->path, "/api/file/");
+    int64_t id = path_id(r->path, "/api/file/"), start = 0, len = 0;
     cdb_engine_file f;
-    struct stat st;
-    int fd;
+    int fd = -1, range;
     if (!id) {
         cdb_srv_error(o, 404, "not_found", "no photo has that id");
         return;
     }
-    if (cdb_engine_file_get(c->e, id, &f) != CDB_OK) {
+    /* the catalog's file for this id, checked on disk (404 gone, 409 changed): nothing
+    ** from the request, and never what else is at its path now */
+    if (cdb_engine_file_open(c->e, id, &f, &fd) != CDB_OK) {
         cdb_srv_engine_error(o);
         return;
     }
-    /* the catalog's path for this id, nothing from the request */
-    if ((fd = open(f.path, O_RDONLY | O_CLOEXEC | O_NOCTTY)) < 0 || fstat(fd, &st) != 0 ||
-        !S_ISREG(st.st_mode)) {
-        if (fd >= 0) close(fd);
-        cdb_srv_error(o, 404, "gone", "photo %lld is not where the catalog has it (moved or "
-                                  "deleted since the last scan)", (long long)id);
+    o->cache = "private, no-cache";
+    o->accept_ranges = 1;
+    snprintf(o->etag, sizeof o->etag, "\"f%llx-%llx\"", (unsigned long long)f.size,
+             (unsigned long long)f.mtime_ns);
+    if (r->if_none_match && strstr(r->if_none_match, o->etag)) {
+        close(fd);
+        cdb_engine_file_clear(&f);
+        o->status = 304;
+        return;
+    }
+    range = byte_range(r->range, f.size, &start, &len);
+    if (range < 0) {
+        close(fd);
+        cdb_srv_error(o, 416, "range_not_satisfiable", "photo %lld has %lld bytes", (long long)id,
+                      (long long)f.size);
+        snprintf(o->content_range, sizeof o->content_range, "bytes */%lld", (long long)f.size);
         cdb_engine_file_clear(&f);
         return;
     }
     o->status = 200;
     o->content_type = f.mime;
     o->fd = fd;
-    o->fd_size = (int64_t)st.st_size;
-    o->cache = "private, no-cache";
-    snprintf(o->etag, sizeof o->etag, "\"f%llx-%llx\"", (unsigned long long)st.st_size,
-             (unsigned long long)st.st_mtim.tv_sec * 1000000000ULL +
-                 (unsigned long long)st.st_mtim.tv_nsec);
+    o->fd_offset = 0;
+    o->fd_size = f.size; /* the recorded size, which the open checked */
+    if (range > 0) {
+        o->status = 206;
+        o->fd_offset = start;
+        o->fd_size = len;
+        snprintf(o->content_range, sizeof o->content_range, "bytes %lld-%lld/%lld",
+                 (long long)start, (long long)(start + len - 1), (long long)f.size);
+    }
     disposition(f.path, o->disposition, sizeof o->disposition);
     cdb_engine_file_clear(&f);
-    if (r->if_none_match && strstr(r->if_none_match, o->etag)) {
-        close(o->fd);
-        o->fd = -1;
-        o->status = 304;
-    }
 }
 
 /* ---- stats, folders, health, login ------------------------------------------------------ */

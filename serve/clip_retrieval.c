@@ -7,6 +7,9 @@
 **                        "num_images", "num_result_ids", "indice_name", "modality", ...}
 **        -> [{"id", "similarity", "url", "caption", "path", "thumb"}, ...]
 **   POST /metadata      {"ids": [...], "indice_name"} -> [{"id", "metadata": {...}}]
+**                       (metadata null for an unknown id; for a photo that is gone or
+**                       changed since the last scan also "status" 404 / 409 and the
+**                       "error" /api/file/ID would give)
 **
 ** As clip_back, the body is read as JSON whatever its Content-Type (ClipClient sends
 ** none), unknown fields are ignored (deduplicate, use_safety_model, aesthetic_*,
@@ -167,6 +170,16 @@ static void meta(srv_ctx *c, const srv_req *r, srv_resp *o) {
             cdb_engine_file_clear(&f);
         } else {
             json_object_set_new(item, "metadata", json_null()); /* as clip_back: unknown id */
+            if (id > 0 && cdb_engine_errcode() != CDB_ENGINE_E_UNKNOWN_ID) {
+                srv_resp e; /* why, as /api/file/ID would answer (gone, changed) */
+                cdb_srv_resp_init(&e);
+                cdb_srv_engine_error(&e);
+                json_t *doc = e.body ? json_loadb(e.body, e.len, 0, NULL) : NULL;
+                json_object_set(item, "error", json_object_get(doc, "error"));
+                json_decref(doc);
+                json_object_set_new(item, "status", json_integer(e.status));
+                cdb_srv_resp_clear(&e);
+            }
         }
         json_array_append_new(out, item);
     }

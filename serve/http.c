@@ -147,8 +147,9 @@ static enum MHD_Result send_resp(cdb_serve *s, struct MHD_Connection *conn, req_
     struct MHD_Response *resp;
     enum MHD_Result rc;
     size_t len = 0;
-    if (o->fd >= 0) {
-        resp = MHD_create_response_from_fd64((uint64_t)o->fd_size, o->fd); /* closes the fd */
+    if (o->fd >= 0) { /* fd_size bytes from fd_offset (a range); MHD closes the fd */
+        resp = MHD_create_response_from_fd_at_offset64((uint64_t)o->fd_size, o->fd,
+                                                       (uint64_t)o->fd_offset);
         o->fd = -1;
         len = (size_t)o->fd_size;
     } else if (o->status == 304 || o->status == 204) {
@@ -179,6 +180,8 @@ static enum MHD_Result send_resp(cdb_serve *s, struct MHD_Connection *conn, req_
     if (o->etag[0]) MHD_add_response_header(resp, "ETag", o->etag);
     if (o->cache) MHD_add_response_header(resp, "Cache-Control", o->cache);
     if (o->disposition[0]) MHD_add_response_header(resp, "Content-Disposition", o->disposition);
+    if (o->content_range[0]) MHD_add_response_header(resp, "Content-Range", o->content_range);
+    if (o->accept_ranges) MHD_add_response_header(resp, "Accept-Ranges", "bytes");
     if (o->status == 503 || o->status == 413) MHD_add_response_header(resp, "Connection", "close");
     if (o->status == 401)
         MHD_add_response_header(resp, "WWW-Authenticate", "Bearer realm=\"clipdb\"");
@@ -405,6 +408,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
         r.if_none_match =
             MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_NONE_MATCH);
+        r.range = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_RANGE);
         r.body = st->body ? st->body : "";
         r.body_len = st->len;
         cdb_srv_handle(&s->ctx, &r, &o);

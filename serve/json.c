@@ -179,6 +179,8 @@ void cdb_srv_engine_error(srv_resp *o) {
     switch (cdb_engine_errcode()) {
     case CDB_ENGINE_E_UNKNOWN_ID: cdb_srv_error(o, 404, "not_found", "%s", m); break;
     case CDB_ENGINE_E_NO_THUMB: cdb_srv_error(o, 404, "no_thumbnail", "%s", m); break;
+    case CDB_ENGINE_E_FILE_GONE: cdb_srv_error(o, 404, "gone", "%s", m); break;
+    case CDB_ENGINE_E_FILE_CHANGED: cdb_srv_error(o, 409, "changed", "%s", m); break;
     case CDB_ENGINE_E_QUERY:
     case CDB_ENGINE_E_QUERY_ZERO: cdb_srv_error(o, 400, "bad_query", "%s", m); break;
     case CDB_ENGINE_E_QUERY_IMAGE: cdb_srv_error(o, 400, "bad_image", "%s", m); break;

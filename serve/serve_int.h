@@ -36,6 +36,7 @@ typedef struct srv_req {
     const char *content_type;  /* may be NULL */
     const char *if_none_match; /* may be NULL */
     const char *session;       /* the sign-in cookie's value (may be NULL) */
+    const char *range;         /* Range header (may be NULL) */
     const char *body;          /* complete, NUL-terminated, body_len bytes (may hold NULs) */
     size_t body_len;
 } srv_req;
@@ -46,8 +47,11 @@ typedef struct srv_resp {
     char *body;                /* heap (free()), or NULL */
     size_t len;
     const unsigned char *static_body; /* instead of body: not freed */
-    int fd;                    /* >= 0: send this file (size fd_size), then close it */
-    int64_t fd_size;
+    int fd;                    /* >= 0: send fd_size bytes of this file from fd_offset,
+                                  then close it */
+    int64_t fd_size, fd_offset;
+    char content_range[64];    /* Content-Range value (206, 416) or "" */
+    int accept_ranges;         /* 1: Accept-Ranges: bytes */
     char etag[48];             /* "" or a quoted ETag */
     const char *cache;         /* Cache-Control value (static) or NULL */
     char disposition[700];     /* Content-Disposition or "" */

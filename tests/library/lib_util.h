@@ -16,8 +16,10 @@
 #include <ftw.h>
 #include <math.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
+#include <sys/un.h>
 
 #include "cdb_test.h"
 #include "../cli/cli_run.h"
@@ -369,6 +371,25 @@ static inline int lu_set_mtime(const char *path, int64_t mtime_ns) {
     struct timespec ts[2] = {{mtime_ns / 1000000000, mtime_ns % 1000000000},
                              {mtime_ns / 1000000000, mtime_ns % 1000000000}};
     return utimensat(AT_FDCWD, path, ts, 0);
+}
+
+/* A socket file named name in dir, bound through the relative name (sun_path is
+** short); the socket itself is closed (the file stays, as a dead server leaves it). */
+static inline int lu_socket(const char *dir, const char *name) {
+    struct sockaddr_un a;
+    char cwd[4096];
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), rc;
+    if (fd < 0) return -1;
+    if (!getcwd(cwd, sizeof cwd) || chdir(dir) != 0) {
+        close(fd);
+        return -1;
+    }
+    memset(&a, 0, sizeof a);
+    a.sun_family = AF_UNIX;
+    snprintf(a.sun_path, sizeof a.sun_path, "%s", name);
+    rc = bind(fd, (struct sockaddr *)&a, sizeof a);
+    close(fd);
+    return chdir(cwd) == 0 ? rc : -1;
 }
 
 static inline int64_t lu_mtime(const char *path) {

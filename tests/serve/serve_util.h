@@ -87,6 +87,15 @@ static inline int su_start_as(su_server *s, const char *const *args, int as_nobo
 }
 static inline int su_start(su_server *s, const char *const *args) { return su_start_as(s, args, 0); }
 
+/* In a test: skip without a model, else run setup() once (0 ok) and stop the test
+** when it failed; ready > 0 once it succeeded. */
+#define SU_NEED_SETUP(setup, ready)                                                \
+    do {                                                                           \
+        if (lu_setup() == 77) CDB_SKIP("no model: set CLIPDB_TEST_MODEL or add models/<name>/"); \
+        CHECK(setup() == 0);                                                       \
+        if ((ready) <= 0) return;                                                  \
+    } while (0)
+
 /* SIGTERM and wait; its exit code. */
 static inline int su_stop(su_server *s) {
     int rc;
@@ -291,15 +300,6 @@ static inline json_t *su_json(const su_resp *r) {
     json_error_t e;
     return r->body ? json_loadb(r->body, r->len, 0, &e) : NULL;
 }
-
-/* A test's start when it needs a shared library and server, made once by setup_fn
-** (0 ok); *ready: 1 made, -1 failed. Skips (77) without a model. */
-#define SU_NEED_SETUP(setup_fn, ready)                                              \
-    do {                                                                           \
-        if (lu_setup() == 77) CDB_SKIP("no model: set CLIPDB_TEST_MODEL or add models/<name>/"); \
-        CHECK(setup_fn() == 0);                                                    \
-        if ((ready) <= 0) return;                                                  \
-    } while (0)
 
 /* Runs tests[0..n), stops the shared server, removes the scratch folder when all passed. */
 static inline int su_main(const cdb_test_entry *tests, int n, int argc, char **argv,
