@@ -260,6 +260,12 @@ typedef struct eng_target {
 
 /* Reads the roots of db and stats each. Free with cdb_eng_library_free. */
 cdb_status cdb_eng_library_load(cdb_db *db, eng_library *lib /* OUT */);
+/* 1 when a folder with identity `now` (st_dev dev_now) is the root's recorded one
+** (rec, dev_recorded; all 0: never recorded, anything goes); *strong: recognized by
+** more than the device number, so a new st_dev is the same filesystem renumbered
+** (after a reboot). The rule: library.c. */
+int cdb_eng_root_matches(const cdb_db_root_ident *rec, uint64_t dev_recorded,
+                         const cdb_db_root_ident *now, uint64_t dev_now, int *strong /* OUT */);
 /* Marks the recorded root at path (as recorded, or its real path) accepted: its
 ** folder as it is now is the truth (reindex --accept-root). CDB_NOTFOUND when no
 ** root is recorded there. */
