@@ -23,9 +23,15 @@
 ** vectors were gone: the reindex restored the default set only (exit 0), and the
 ** export of the second set lacked those photos.
 **
-** Skipped (exit 77) without a model or the shims. About a minute on 2 cores.
+** default_refuses_a_set_with_holes: ok files whose second-set vectors are gone from
+** the shard while the catalog still lists them (an older clipdb's leftovers): `models
+** --default` refuses the set, saying how many and naming `reindex --repair`, which
+** completes it.
+**
+** Skipped (exit 77) without a model or the shims. About a minute and a half on 2 cores.
 */
 #include <signal.h>
+#include <sqlite3.h>
 
 #include "cdb_test.h"
 #include "db/db.h"
@@ -517,5 +523,41 @@ CDB_TEST(move_interrupted_then_rerun) {
     CHECK(f.kills_landed > 0);
 }
 
+/* ---- a set with holes the catalog does not show ------------------------------------- */
+
+/* What an older clipdb's reindex left after an interrupted forget (or a power loss):
+** ok files that the catalog says have a vector of the second set, whose shard lacks
+** it. `models --default` reads the shards, refuses, says how many and names
+** `reindex --repair`, which completes the set. */
+CDB_TEST(default_refuses_a_set_with_holes) {
+    char lib[700], db[700], shard[800];
+    cli_run_result r;
+    sqlite3 *c = NULL;
+    LU_NEED_SETUP();
+    if (!sets_ready()) CDB_SKIP("no second model (tests/golden/models/hf_gelu) or no shim");
+    lu_path(lib, sizeof lib, "holes");
+    lu_path(db, sizeof db, "holes.db");
+    CHECK_EQ_INT(lu_generate(lib, 336, 0, 5), 0);
+    CHECK_EQ_INT(make_refs(lib), 0);
+    CHECK_EQ_INT(lu_init(db), 0);
+    CHECK_EQ_INT(make_db(db, (const char *[]){lib}, 1), 0);
+    snprintf(shard, sizeof shard, "%s/shards/0001.db", db);
+    CHECK_EQ_INT(sqlite3_open(shard, &c), SQLITE_OK);
+    CHECK_EQ_INT(sqlite3_exec(c,
+                              "DELETE FROM vectors WHERE model_id=2 AND file_id IN (SELECT file_id"
+                              " FROM vectors WHERE model_id=2 ORDER BY file_id LIMIT 2)",
+                              NULL, NULL, NULL),
+                 SQLITE_OK);
+    sqlite3_close(c);
+    CHECK_EQ_INT(lu_expect((const char *[]){"models", "--db", db, "--default", g_m2, NULL}, 1, &r), 1);
+    CHECK_MSG(strstr(r.err, "no vector yet for 2 files (of 5)") && strstr(r.err, "reindex --repair"),
+              "%s", r.err);
+    cli_run_free(&r);
+    CHECK_EQ_INT(lu_expect((const char *[]){"reindex", "--db", db, "--repair", "--quiet", NULL}, 0,
+                           NULL),
+                 0);
+    CHECK_EQ_INT(check_sets(db, 1, "after reindex --repair"), 0);
+}
+
 CDB_TEST_MAIN(forget_interrupted_then_reindex, reindex_deleting_interrupted_then_photos_back,
-              move_interrupted_then_rerun)
+              move_interrupted_then_rerun, default_refuses_a_set_with_holes)
