@@ -78,8 +78,9 @@ typedef enum cdb_engine_err {
     CDB_ENGINE_E_NO_VECTORS,      /* index build: nothing to index yet */
     CDB_ENGINE_E_UNKNOWN_ID,      /* a file id that is not an ok file of the catalog */
     CDB_ENGINE_E_NO_THUMB,        /* thumbnails are off, or this file has none yet */
-    CDB_ENGINE_E_SET_INCOMPLETE,  /* a model's vector set lacks files (make it the default
-                                     after 'reindex --model' completed it) */
+    CDB_ENGINE_E_SET_INCOMPLETE,  /* a model's vector set lacks files, per the catalog or
+                                     its shards (make it the default after 'reindex
+                                     --repair' completed it) */
     CDB_ENGINE_E_FILE_GONE,       /* a recorded photo is not at its path any more (moved
                                      or deleted since the last scan: reindex) */
     CDB_ENGINE_E_FILE_CHANGED     /* something else is at a recorded photo's path (a link,
@@ -200,9 +201,10 @@ cdb_status cdb_engine_load_model(cdb_engine *e, const char *model_path, int visi
 ** L2-normalized in fp32. */
 cdb_status cdb_engine_encode_text(cdb_engine *e, const char *model_path, const char *text,
                                   float *out /* OUT dim */);
-/* Makes model spec the default for searches, once its vector set is complete
-** (CDB_INVALID naming how many files lack a vector otherwise) and it can encode
-** text (E_NO_TEXT). Writer. */
+/* Makes model spec the default for searches, once its vector set is complete: every
+** ok file has its vector, as the catalog claims and the shards confirm (reads the
+** set's part of every shard); otherwise CDB_INVALID with E_SET_INCOMPLETE, naming how
+** many files lack one. It must also encode text (E_NO_TEXT). Writer. */
 cdb_status cdb_engine_set_default_model(cdb_engine *e, const char *spec,
                                         cdb_engine_model *out /* OUT, may be NULL */);
 
@@ -446,6 +448,8 @@ typedef struct cdb_engine_set_report {
     cdb_engine_model model;
     int ran;                /* 0: its weights were not found (the set is not current) */
     cdb_engine_summary sum;
+    int64_t n_missing;      /* reindex: ok files this set still has no vector for after
+                               the run (0: complete); any makes the run partial */
 } cdb_engine_set_report;
 
 #define CDB_ENGINE_MAX_SETS 64
@@ -458,7 +462,8 @@ typedef struct cdb_engine_run_report {
                                cdb_errmsg holds its cause ("cannot commit ... (...)") */
     int interrupted;        /* stopped by events.should_stop */
     int partial;            /* some files failed or wait for a retry, a folder is missing
-                               or unreadable, or a set's weights are missing */
+                               or unreadable, a set's weights are missing, or (reindex) a
+                               set that ran is not complete (sets[i].n_missing) */
     int64_t errors, retry;  /* over every set */
     char index_note[1200];  /* reindex: what became of each index ("" when nothing) */
     char repair_note[200];  /* reindex --repair: "N problems found, ..." ("" otherwise) */
