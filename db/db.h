@@ -240,6 +240,14 @@ cdb_status cdb_db_root_adopt(cdb_db *db, int64_t model_id, int64_t parent_id, in
 ** shards is reclaimed by cdb_db_compact. */
 cdb_status cdb_db_root_forget(cdb_db *db, int64_t model_id, int64_t root_id,
                               int64_t *n_files /* OUT, may be NULL */);
+/* Calls fn with the relpath (n bytes, NUL-terminated, borrowed for the call) of every
+** file of root_id whose state is in mask and whose relpath lies under the folder
+** prefix (its relpath, no trailing '/'; "" = the whole root), in byte order of the
+** relpaths: a range of the (root_id, relpath) index, never the root's other rows.
+** fn returning nonzero stops. For listing a root's folders from the catalog. */
+typedef int (*cdb_db_relpath_fn)(const char *relpath, size_t n, void *ud);
+cdb_status cdb_db_relpaths_under(cdb_db *db, int64_t root_id, const char *prefix,
+                                 unsigned state_mask, cdb_db_relpath_fn fn, void *ud);
 /* Live (ok, pending or error) files of a root. */
 cdb_status cdb_db_root_count_live(cdb_db *db, int64_t root_id, int64_t *n /* OUT */);
 /* Files of a root by state (indexed by cdb_db_file_state; [0] unused), those to

@@ -173,6 +173,8 @@ cdb_status cdb_engine_open(const char *dir, const cdb_engine_params *p, cdb_engi
     e->p = p ? *p : cdb_engine_params_default();
     pthread_mutex_init(&e->mu, NULL);
     pthread_mutex_init(&e->load_mu, NULL);
+    pthread_mutex_init(&e->preview_mu, NULL);
+    pthread_cond_init(&e->preview_cv, NULL);
     if (!(e->dir = strdup(dir)) ||
         (e->p.fallback_model && !(e->fallback_model = strdup(e->p.fallback_model)))) {
         cdb_engine_close(e);
@@ -212,6 +214,8 @@ void cdb_engine_close(cdb_engine *e) {
     cdb_db_close(e->db);
     pthread_mutex_destroy(&e->mu);
     pthread_mutex_destroy(&e->load_mu);
+    pthread_mutex_destroy(&e->preview_mu);
+    pthread_cond_destroy(&e->preview_cv);
     free(e->fallback_model);
     free(e->dir);
     free(e);

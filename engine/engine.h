@@ -20,7 +20,8 @@
 ** prints: warnings, progress and cancellation go through cdb_engine_events.
 **
 ** Threading: on one handle, cdb_engine_search, cdb_engine_file_get, cdb_engine_thumb,
-** cdb_engine_stats_get, cdb_engine_folders, cdb_engine_load_model and
+** cdb_engine_preview_get, cdb_engine_stats_get, cdb_engine_folders,
+** cdb_engine_subfolders, cdb_engine_load_model and
 ** cdb_engine_encode_text may run
 ** concurrently from any number of threads (the handle keeps one database reader per
 ** thread that needs one, and shares the model and the index, which are immutable
@@ -83,8 +84,9 @@ typedef enum cdb_engine_err {
                                      --repair' completed it) */
     CDB_ENGINE_E_FILE_GONE,       /* a recorded photo is not at its path any more (moved
                                      or deleted since the last scan: reindex) */
-    CDB_ENGINE_E_FILE_CHANGED     /* something else is at a recorded photo's path (a link,
+    CDB_ENGINE_E_FILE_CHANGED,    /* something else is at a recorded photo's path (a link,
                                      FIFO, folder, another or a modified file: reindex) */
+    CDB_ENGINE_E_NO_PREVIEW       /* a photo's original cannot be decoded for a preview */
 } cdb_engine_err;
 cdb_engine_err cdb_engine_errcode(void);
 
@@ -376,6 +378,31 @@ cdb_status cdb_engine_set_max_pixels(cdb_engine *e, int64_t px, int64_t *n_reque
 cdb_status cdb_engine_thumb_size(cdb_engine *e, int *px /* OUT */);
 cdb_status cdb_engine_set_thumb_size(cdb_engine *e, int px);
 
+/* A large JPEG of a photo for a viewer, for the formats browsers do not show (HEIC,
+** TIFF, camera RAW): long side min(px, the photo's), made on demand from the original
+** opened as cdb_engine_file_open opens it (its failures are this call's: E_UNKNOWN_ID,
+** E_FILE_GONE, E_FILE_CHANGED), decoded fast (a JPEG may shrink in the DCT domain, a
+** RAW gives its embedded preview) and scaled by area averaging. Kept in a bounded
+** cache, <db>/previews/ (CDB_ENGINE_PREVIEW_CACHE_MB, least recently used out first;
+** not written on a database this user cannot write), under a key of the row (id,
+** size, mtime, inode, content hash) and px: a photo that changed gets a new one. At
+** most CDB_ENGINE_PREVIEW_DECODES decodes run at once per handle (a 100 MP HEIC
+** takes ~400 MB to decode); the others wait. E_NO_PREVIEW (CDB_NOTFOUND) when the
+** original cannot be decoded. Concurrent calls OK. */
+#define CDB_ENGINE_PREVIEW_PX 2048      /* the server's long side */
+#define CDB_ENGINE_PREVIEW_CACHE_MB 512
+#define CDB_ENGINE_PREVIEW_DECODES 2
+typedef struct cdb_engine_preview {
+    void *jpeg;            /* heap (cdb_free); NULL when only the tag was asked for */
+    size_t n;
+    char tag[40];          /* hex; changes when the photo or px does (an HTTP ETag) */
+} cdb_engine_preview;
+/* tag_only: check the photo and give its tag (cheap: no decode, no cache read). px:
+** 64 .. 8192. *out: cdb_engine_preview_clear. */
+cdb_status cdb_engine_preview_get(cdb_engine *e, int64_t id, int px, int tag_only,
+                                  cdb_engine_preview *out /* OUT */);
+void cdb_engine_preview_clear(cdb_engine_preview *p); /* NULL is fine */
+
 /* ---- ingest and reindex --------------------------------------------------------- */
 
 /* The function the pipeline encodes a batch of preprocessed images with (n * 3 *
@@ -642,6 +669,21 @@ typedef struct cdb_engine_folder {
 cdb_status cdb_engine_folders(cdb_engine *e, cdb_engine_folder **out /* OUT */,
                               int *n /* OUT */);
 void cdb_engine_folders_free(cdb_engine_folder *f, int n);
+
+typedef struct cdb_engine_subfolder {
+    char *path;            /* heap: the folder's absolute path */
+    int64_t files;         /* ok photos in it and below it */
+    int has_subfolders;    /* 1 when some of those are in folders below it */
+} cdb_engine_subfolder;
+/* The folders directly inside `under` (a recorded folder root, or a folder inside one,
+** read as cdb_engine_under_resolve reads it) that hold ok photos, in byte order of
+** their names: from the catalog's relative paths, not from the disk (so also for a
+** root that is unavailable now). One pass over the rows under it. E_NOT_A_ROOT
+** (CDB_NOTFOUND) when no folder root holds it. *out: cdb_engine_subfolders_free.
+** Concurrent calls OK. */
+cdb_status cdb_engine_subfolders(cdb_engine *e, const char *under,
+                                 cdb_engine_subfolder **out /* OUT */, int *n /* OUT */);
+void cdb_engine_subfolders_free(cdb_engine_subfolder *f, int n);
 
 typedef struct cdb_engine_forgot {
     char *path;            /* heap */
