@@ -26,6 +26,9 @@
 **   - every exported path appears once; each one the history has not touched since
 **     a scan covered it exists, is in scope, and holds its own content's embedding;
 **   - every file in scope that is not stale is exported;
+**   - both for the default vector set and for a second one (tests/golden/models/
+**     hf_gelu, added by the first ingest with --model), each against its own model's
+**     embeddings of the pool (issue 33: no set is left with holes);
 **   - two such files found by `search --image` first; every few steps `verify
 **     --deep --sample 0.3` exits 0;
 **   - a `clipdb serve` running through the whole history hands out, for every id
@@ -100,6 +103,11 @@ typedef struct model {
     char pool_ext[POOL][8];
     float *oracle; /* POOL * dim */
     int dim;
+    /* A second vector set (issue 33): the first ingest adds it (--model m2); every
+    ** check holds for its export too, against its own embeddings of the pool. */
+    char m2[700];
+    float *oracle2;
+    int dim2, has_set2;
     file_t f[MAX_FILES];
     int n_files;
     root_t r[MAX_ROOTS];
@@ -149,6 +157,7 @@ static int make_pool(model *m) {
         files[i] = names[i];
     }
     if (lu_embed(files, POOL, &m->oracle, &m->dim) != 0) return -1;
+    if (m->m2[0] && lu_embed_model(m->m2, files, POOL, &m->oracle2, &m->dim2) != 0) return -1;
     /* the oracle must tell every pool photo from every other */
     for (int i = 0; i < POOL; i++)
         for (int k = 0; k < i; k++)
@@ -545,6 +554,43 @@ static int check_roots(model *m) {
     return bad;
 }
 
+/* The export of one vector set against the model: every exported path once; if
+** untouched since its scan: there, in scope, its own content's embedding (oracle);
+** every file in scope that is not stale, exported once. */
+static int check_export(model *m, const lu_export *e, const float *oracle, int dim,
+                        const char *set) {
+    int bad = 0;
+    if (e->n && e->dim != dim) {
+        fprintf(stderr, "    %s: %d dimensions, %d expected\n", set, e->dim, dim);
+        return 1;
+    }
+    for (int i = 0; i < e->n; i++) {
+        int count = 0, c = -1;
+        lu_export_find(e, e->paths[i], &count);
+        if (count != 1 && bad++ < 8) fprintf(stderr, "    %s: %s stored %d times\n", set, e->paths[i], count);
+        file_t *f = find_file(m, e->paths[i]);
+        if (f && is_stale(m, f)) continue;
+        if (!f || !in_scope(m, f, &c)) {
+            if (f && f->content == GHOST) f = NULL;
+            if (bad++ < 8) fprintf(stderr, "    %s: %s is stored but %s\n", set, e->paths[i],
+                                   f ? "out of scope" : "not on disk");
+            continue;
+        }
+        if (!lu_same_vector(e->vecs + (size_t)i * e->dim, oracle + (size_t)c * dim, dim, NULL) &&
+            bad++ < 8)
+            fprintf(stderr, "    %s: %s holds a vector that is not its content's (%d)\n", set,
+                    e->paths[i], c);
+    }
+    for (int i = 0; i < m->n_files; i++) {
+        int c, count = 0;
+        if (is_stale(m, &m->f[i]) || !in_scope(m, &m->f[i], &c)) continue;
+        lu_export_find(e, m->f[i].path, &count);
+        if (count != 1 && bad++ < 8)
+            fprintf(stderr, "    %s: %s is in scope but stored %d times\n", set, m->f[i].path, count);
+    }
+    return bad;
+}
+
 static int check_db(model *m, int deep) {
     lu_export e;
     int bad = 0;
@@ -555,32 +601,13 @@ static int check_db(model *m, int deep) {
         bad++;
     bad += check_roots(m);
     if (lu_export_read(m->db, &e) != 0) return bad + 1;
-    /* every exported path: once; if untouched since its scan: there, in scope, its own */
-    for (int i = 0; i < e.n; i++) {
-        int count = 0, c = -1;
-        lu_export_find(&e, e.paths[i], &count);
-        if (count != 1 && bad++ < 8) fprintf(stderr, "    %s stored %d times\n", e.paths[i], count);
-        file_t *f = find_file(m, e.paths[i]);
-        if (f && is_stale(m, f)) continue;
-        if (!f || !in_scope(m, f, &c)) {
-            if (f && f->content == GHOST) f = NULL;
-            if (bad++ < 8) fprintf(stderr, "    %s is stored but %s\n", e.paths[i],
-                                   f ? "out of scope" : "not on disk");
-            continue;
-        }
-        if (!lu_same_vector(e.vecs + (size_t)i * e.dim, m->oracle + (size_t)c * m->dim, m->dim, NULL) &&
-            bad++ < 8)
-            fprintf(stderr, "    %s holds a vector that is not its content's (%d)\n", e.paths[i], c);
-    }
-    /* every file in scope, untouched since its scan: stored */
-    for (int i = 0; i < m->n_files; i++) {
-        int c, count = 0;
-        if (is_stale(m, &m->f[i]) || !in_scope(m, &m->f[i], &c)) continue;
-        lu_export_find(&e, m->f[i].path, &count);
-        if (count != 1 && bad++ < 8) fprintf(stderr, "    %s is in scope but stored %d times\n",
-                                             m->f[i].path, count);
-    }
+    bad += check_export(m, &e, m->oracle, m->dim, "default set");
     lu_export_free(&e);
+    if (m->has_set2) {
+        if (lu_export_read_model(m->db, m->m2, &e) != 0) return bad + 1;
+        bad += check_export(m, &e, m->oracle2, m->dim2, "second set");
+        lu_export_free(&e);
+    }
     /* two of them found first by their own image */
     for (int k = 0, tries = 0; k < 2 && tries < 20; tries++) {
         int c;
@@ -620,7 +647,11 @@ static int run_cmd(model *m, const char *const *args, const char *const *env, in
 static int cmd_ingest(model *m, char *log, size_t size) {
     char paths[2][800];
     const char *args[16] = {"ingest", "--db", m->db, "--quiet", "--threads", "2", "--batch", "3"};
-    int n = 8, k = 1 + pick(m, 2), follow = -1, killed;
+    int n = 8, k = 1 + pick(m, 2), follow = -1, killed, adds_set2 = m->m2[0] && !m->has_set2;
+    if (adds_set2) {
+        args[n++] = "--model";
+        args[n++] = m->m2;
+    }
     int roll = pick(m, 10);
     if (roll == 0) follow = 1;
     else if (roll == 1) follow = 0;
@@ -649,6 +680,7 @@ static int cmd_ingest(model *m, char *log, size_t size) {
     int rc = run_cmd(m, args, NULL, &killed);
     if (killed) snprintf(log + strlen(log), size - strlen(log), " [killed, rerun]");
     if (rc != 0 && rc != 3) return -1;
+    if (adds_set2) m->has_set2 = 1;
     for (int i = 0; i < k; i++) rules_ingest(m, paths[i], is_file[i], follow);
     roots_changed(m);
     for (int i = 0; i < k; i++) scanned(m, paths[i]);
@@ -974,7 +1006,10 @@ static int history(uint64_t seed, int steps, double seconds, int kill_every, int
     model *m = &mm;
     for (int i = 0; i < POOL; i++) free(m->pool[i]);
     free(m->oracle);
+    free(m->oracle2);
     memset(m, 0, sizeof *m);
+    snprintf(m->m2, sizeof m->m2, "%s/tests/golden/models/hf_gelu", CDB_SOURCE_DIR);
+    if (access(m->m2, R_OK) != 0) m->m2[0] = '\0'; /* one set only */
     m->rng = seed;
     m->rng2 = seed ^ 0x5DEECE66DULL;
     m->kill_every = kill_every;
