@@ -1,0 +1,105 @@
+/*
+** test_cli_trial.c: the CLI items of issue 25's trial ("the rest of the same trial"),
+** through the clipdb binary and a shell on a small generated library:
+**   - --json on a failed run still prints one JSON document on stdout ("status":
+**     "error", the exit code, the message), for every command that takes --json,
+**     usage errors included;
+** Needs a model ($CLIPDB_TEST_MODEL or the bundled one); skips without one.
+*/
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <jansson.h>
+
+#include "cdb_test.h"
+#include "cli_run.h"
+
+static char g_tmp[512], g_db[700];
+
+static int sh(const char *cmd, char **out, char **err) {
+    return cli_sh(g_tmp, g_db, cmd, out, err);
+}
+
+#define NEED_LIBRARY() CLI_NEED_LIBRARY(g_tmp, g_db)
+
+/* ---- 1. --json on a failed run ---------------------------------------------------- */
+
+/* Runs cmd, which must fail with exit code want, and checks that stdout is one JSON
+** object {"status": "error", "exit_code": want, "message": <has msg>}. 0 when it is. */
+static int json_failure_is(const char *cmd, int want, const char *msg, char *why, size_t n) {
+    char *out = NULL, *err = NULL;
+    json_error_t je;
+    json_t *doc = NULL;
+    int rc = sh(cmd, &out, &err), ok = 0;
+    const char *m = NULL;
+    if (rc != want) {
+        snprintf(why, n, "%s: exit %d, want %d (%s)", cmd, rc, want, err ? err : "");
+    } else if (!(doc = json_loads(out ? out : "", 0, &je)) || !json_is_object(doc)) {
+        snprintf(why, n, "%s: stdout is not one JSON object (%s): '%s'", cmd, je.text,
+                 out ? out : "");
+    } else if (!json_is_string(json_object_get(doc, "status")) ||
+               strcmp(json_string_value(json_object_get(doc, "status")), "error") ||
+               json_integer_value(json_object_get(doc, "exit_code")) != want ||
+               !(m = json_string_value(json_object_get(doc, "message"))) ||
+               !strstr(m, msg) || strstr(m, "clipdb: error:")) {
+        snprintf(why, n, "%s: want status error, exit_code %d, a message with '%s': '%s'", cmd,
+                 want, msg, out);
+    } else {
+        ok = 1;
+    }
+    json_decref(doc);
+    free(out);
+    free(err);
+    return ok ? 0 : -1;
+}
+
+CDB_TEST(json_on_failure) {
+    static const struct {
+        const char *cmd, *msg;
+        int rc;
+    } cases[] = {
+        /* usage errors, before anything runs */
+        {"\"$CLIPDB\" search --db \"$DB\" --json --bogus red", "unknown option --bogus", 2},
+        {"\"$CLIPDB\" search --db \"$DB\" --json -k 0 red", "-k", 2},
+        {"\"$CLIPDB\" search --db \"$DB\" --json", "no QUERY given", 2},
+        {"\"$CLIPDB\" stats --db \"$DB\" --json extra", "unexpected argument", 2},
+        {"\"$CLIPDB\" verify --db \"$DB\" --json --sample 0.5", "--sample goes with --deep", 2},
+        {"\"$CLIPDB\" errors --db \"$DB\" --json extra", "unexpected argument", 2},
+        {"\"$CLIPDB\" index --db \"$DB\" --json frob", "unknown subcommand", 2},
+        {"\"$CLIPDB\" folders --db \"$DB\" --json --bogus", "unknown option", 2},
+        {"\"$CLIPDB\" ingest --db \"$DB\" --json --batch x .", "--batch", 2},
+        {"\"$CLIPDB\" reindex --db \"$DB\" --json --bogus", "unknown option", 2},
+        {"\"$CLIPDB\" models --json --bogus", "unknown option", 2},
+        {"\"$CLIPDB\" tokenize --json --bogus x", "unknown option", 2},
+        /* failures of the command itself */
+        {"\"$CLIPDB\" search --db \"$DB/nope\" --json red", "no database at", 1},
+        {"\"$CLIPDB\" stats --db \"$DB/nope\" --json", "no database at", 1},
+        {"\"$CLIPDB\" verify --db \"$DB/nope\" --json", "no database at", 1},
+        {"\"$CLIPDB\" errors --db \"$DB/nope\" --json", "no database at", 1},
+        {"\"$CLIPDB\" folders --db \"$DB/nope\" --json", "no database at", 1},
+        {"\"$CLIPDB\" index info --db \"$DB/nope\" --json", "no database at", 1},
+        {"\"$CLIPDB\" ingest --db \"$DB\" --json \"$DB/../no-such-folder\"", "cannot ingest", 1},
+        {"\"$CLIPDB\" search --db \"$DB\" --json \"red - red\"", "zero", 2},
+        {"\"$CLIPDB\" models --json --model /no/such/model", "/no/such/model", 1},
+    };
+    char why[4096];
+    NEED_LIBRARY();
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        CHECK_MSG(json_failure_is(cases[i].cmd, cases[i].rc, cases[i].msg, why, sizeof why) == 0,
+                  "%s", why);
+    /* a hint goes with its error; without --json nothing reaches stdout */
+    {
+        char *out = NULL;
+        CHECK_EQ_INT(sh("\"$CLIPDB\" search --db \"$DB/nope\" --json red", &out, NULL), 1);
+        CHECK_MSG(out && strstr(out, "\"hint\": \"run 'clipdb init"), "%s", out);
+        free(out);
+        CHECK_EQ_INT(sh("\"$CLIPDB\" search --db \"$DB/nope\" red", &out, NULL), 1);
+        CHECK_MSG(out && !*out, "'%s'", out);
+        free(out);
+    }
+}
+
+CDB_TEST_MAIN(json_on_failure)
