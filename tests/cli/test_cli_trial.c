@@ -4,6 +4,9 @@
 **   - --json on a failed run still prints one JSON document on stdout ("status":
 **     "error", the exit code, the message), for every command that takes --json,
 **     usage errors included;
+**   - query weights: only their ratios matter, so huge and tiny ones search as the
+**     plain terms do ("1e308*red + 1e308*blue" is "red + blue", exit 0); a weight
+**     beyond a double says it overflows, and only terms that cancel get that hint;
 ** Needs a model ($CLIPDB_TEST_MODEL or the bundled one); skips without one.
 */
 #include <stdio.h>
@@ -102,4 +105,36 @@ CDB_TEST(json_on_failure) {
     }
 }
 
-CDB_TEST_MAIN(json_on_failure)
+/* ---- 2. huge and tiny weights ---------------------------------------------------- */
+
+CDB_TEST(weights_overflow) {
+    static const char *const same[][2] = {
+        {"1e308*red + 1e308*blue", "red + blue"},
+        {"1e308*red - 1e307*blue", "red - 0.1*blue"},
+        {"1e-50*red", "red"},
+        {"3e38*red + 3e38*blue", "red + blue"}, /* past a float's range */
+    };
+    char cmd[512], *a = NULL, *b = NULL, *err = NULL;
+    NEED_LIBRARY();
+    for (size_t i = 0; i < sizeof same / sizeof same[0]; i++) {
+        snprintf(cmd, sizeof cmd, "\"$CLIPDB\" search --db \"$DB\" -k 5 \"%s\"", same[i][0]);
+        CHECK_EQ_INT(sh(cmd, &a, &err), 0);
+        CHECK_MSG(err && !*err, "%s: %s", same[i][0], err);
+        free(err);
+        snprintf(cmd, sizeof cmd, "\"$CLIPDB\" search --db \"$DB\" -k 5 \"%s\"", same[i][1]);
+        CHECK_EQ_INT(sh(cmd, &b, NULL), 0);
+        CHECK_MSG(a && b && *a && !strcmp(a, b), "%s:\n%s\nvs %s:\n%s", same[i][0], a, same[i][1],
+                  b);
+        free(a);
+        free(b);
+    }
+    CHECK_EQ_INT(sh("\"$CLIPDB\" search --db \"$DB\" \"1e309*red + blue\"", NULL, &err), 2);
+    CHECK_MSG(err && strstr(err, "the weight of 'red' is infinite or overflows") && !strstr(err, "cancel"), "%s",
+              err);
+    free(err);
+    CHECK_EQ_INT(sh("\"$CLIPDB\" search --db \"$DB\" \"1e308*red - 1e308*red\"", NULL, &err), 2);
+    CHECK_MSG(err && strstr(err, "the terms may cancel out"), "%s", err);
+    free(err);
+}
+
+CDB_TEST_MAIN(json_on_failure, weights_overflow)
