@@ -99,8 +99,8 @@ static int verror(const char *why, const char *fmt, va_list ap) {
     if (why && *why) fprintf(stderr, " (%s)", why);
     fputc('\n', stderr);
     if (!g_first_error[0])
-        snprintf(g_first_error, sizeof g_first_error, "%.1500s%s%.500s%s", what, why && *why ? " (" : "",
-                 why && *why ? why : "", why && *why ? ")" : "");
+        snprintf(g_first_error, sizeof g_first_error, "%.1500s%s%.500s%s", what,
+                 why && *why ? " (" : "", why && *why ? why : "", why && *why ? ")" : "");
     return CLI_EXIT_FAIL;
 }
 
