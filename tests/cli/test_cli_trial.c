@@ -7,6 +7,9 @@
 **   - query weights: only their ratios matter, so huge and tiny ones search as the
 **     plain terms do ("1e308*red + 1e308*blue" is "red + blue", exit 0); a weight
 **     beyond a double says it overflows, and only terms that cancel get that hint;
+**   - search --image - reads the example image from standard input (the same hits as
+**     the file's path); an empty input, or '-' for both text and image, is a usage
+**     error;
 ** Needs a model ($CLIPDB_TEST_MODEL or the bundled one); skips without one.
 */
 #include <stdio.h>
@@ -129,12 +132,46 @@ CDB_TEST(weights_overflow) {
         free(b);
     }
     CHECK_EQ_INT(sh("\"$CLIPDB\" search --db \"$DB\" \"1e309*red + blue\"", NULL, &err), 2);
-    CHECK_MSG(err && strstr(err, "the weight of 'red' is infinite or overflows") && !strstr(err, "cancel"), "%s",
-              err);
+    CHECK_MSG(err && strstr(err, "the weight of 'red' is infinite or overflows") &&
+                  !strstr(err, "cancel"),
+              "%s", err);
     free(err);
     CHECK_EQ_INT(sh("\"$CLIPDB\" search --db \"$DB\" \"1e308*red - 1e308*red\"", NULL, &err), 2);
     CHECK_MSG(err && strstr(err, "the terms may cancel out"), "%s", err);
     free(err);
 }
 
-CDB_TEST_MAIN(json_on_failure, weights_overflow)
+/* ---- 3. search --image - ------------------------------------------------------------ */
+
+CDB_TEST(image_from_stdin) {
+    char *a = NULL, *b = NULL, *err = NULL;
+    const char *photo =
+        "\"$(dirname \"$DB\")/photos/$(ls \"$(dirname \"$DB\")/photos\" | head -1)\"";
+    char cmd[1024];
+    NEED_LIBRARY();
+    snprintf(cmd, sizeof cmd, "\"$CLIPDB\" search --db \"$DB\" -k 5 --image %s", photo);
+    CHECK_EQ_INT(sh(cmd, &a, NULL), 0);
+    snprintf(cmd, sizeof cmd, "\"$CLIPDB\" search --db \"$DB\" -k 5 --image - < %s", photo);
+    CHECK_EQ_INT(sh(cmd, &b, &err), 0);
+    CHECK_MSG(a && b && *a && !strcmp(a, b) && strstr(a, "1.0000"), "by path:\n%s\nstdin:\n%s%s",
+              a, b, err);
+    free(a), free(b), free(err);
+    /* with text, and in --json the image given as '-' */
+    snprintf(cmd, sizeof cmd, "\"$CLIPDB\" search --db \"$DB\" -k 3 --json --image - red < %s",
+             photo);
+    CHECK_EQ_INT(sh(cmd, &a, NULL), 0);
+    CHECK_MSG(a && strstr(a, "\"images\": [\n    \"-\"\n  ]") && strstr(a, "\"count\": 3"), "%s",
+              a);
+    free(a);
+    CHECK_EQ_INT(sh("\"$CLIPDB\" search --db \"$DB\" --image - </dev/null", NULL, &err), 2);
+    CHECK_MSG(err && strstr(err, "standard input is empty"), "%s", err);
+    free(err);
+    CHECK_EQ_INT(sh("echo red | \"$CLIPDB\" search --db \"$DB\" --image - -", NULL, &err), 2);
+    CHECK_MSG(err && strstr(err, "not both"), "%s", err);
+    free(err);
+    CHECK_EQ_INT(sh("echo red | \"$CLIPDB\" search --db \"$DB\" --image -", NULL, &err), 1);
+    CHECK_MSG(err && strstr(err, "cannot use the query image"), "%s", err);
+    free(err);
+}
+
+CDB_TEST_MAIN(json_on_failure, weights_overflow, image_from_stdin)
