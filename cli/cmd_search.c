@@ -320,6 +320,32 @@ static int query_text(cli_args *a, char **text /* OUT */) {
     return CLI_EXIT_OK;
 }
 
+/* A search that found nothing in a database with no vector of the model searched:
+** says so, and how to fill it (stderr). 1 when it said so. */
+static int note_empty(cdb_engine *e, const cdb_engine_result *res) {
+    cdb_engine_stats s;
+    int said = 0;
+    memset(&s, 0, sizeof s);
+    if (cdb_engine_stats_get(e, 0, &s) != CDB_OK) return 0;
+    for (int i = 0; i < s.n_models && !said; i++) {
+        if (s.models[i].model.id != res->model_id || s.models[i].n_vectors) continue;
+        said = 1;
+        if (cdb_cli_quiet()) break;
+        if (!s.files[1] && !s.files[2] && !s.files[3]) {
+            cdb_cli_hint("the database %s is empty: add photos with 'clipdb ingest PATH'",
+                         cdb_engine_dir(e));
+        } else {
+            cdb_cli_hint("no photo of %s has a vector of model %s yet", cdb_engine_dir(e),
+                         res->model);
+            cdb_cli_hint("'clipdb errors' says why; 'clipdb reindex%s%s' encodes what is missing",
+                         s.models[i].model.is_default ? "" : " --model ",
+                         s.models[i].model.is_default ? "" : res->model);
+        }
+    }
+    cdb_engine_stats_free(&s);
+    return said;
+}
+
 /* Opens the database, runs the search and prints the hits (or why there are none). */
 static int run_search(cli_args *a, cdb_k_device device, const cdb_engine_query *q,
                       const cdb_engine_search_params *sp, const under_list *ul) {
@@ -338,7 +364,7 @@ static int run_search(cli_args *a, cdb_k_device device, const cdb_engine_query *
     } else {
         print_hits(res.hits, res.n, cdb_cli_has(a, "json") > 0, cdb_cli_has(a, "paths") > 0,
                    cdb_cli_has(a, "null") > 0, q, images, n_img, res.model);
-        if (res.n == 0) note_no_hits(ul, sp->min_score);
+        if (res.n == 0 && !note_empty(e, &res)) note_no_hits(ul, sp->min_score);
         rc = CLI_EXIT_OK;
     }
     cdb_engine_result_free(&res);

@@ -10,6 +10,8 @@
 **   - search --image - reads the example image from standard input (the same hits as
 **     the file's path); an empty input, or '-' for both text and image, is a usage
 **     error;
+**   - a search of an empty database (or one whose photos all failed) exits 0 with no
+**     hits and says on stderr that it is empty and how to fill it;
 ** Needs a model ($CLIPDB_TEST_MODEL or the bundled one); skips without one.
 */
 #include <stdio.h>
@@ -174,4 +176,40 @@ CDB_TEST(image_from_stdin) {
     free(err);
 }
 
-CDB_TEST_MAIN(json_on_failure, weights_overflow, image_from_stdin)
+/* ---- 4. a search of an empty database ------------------------------------------------ */
+
+CDB_TEST(empty_database_said) {
+    char *out = NULL, *err = NULL;
+    NEED_LIBRARY();
+    CHECK_EQ_INT(sh("\"$CLIPDB\" init -q --db \"$DB.empty\" && "
+                    "\"$CLIPDB\" search --db \"$DB.empty\" red",
+                    &out, &err),
+                 0);
+    CHECK_MSG(out && !*out, "'%s'", out);
+    CHECK_MSG(err && strstr(err, "is empty: add photos with 'clipdb ingest PATH'"), "%s", err);
+    free(out), free(err);
+    CHECK_EQ_INT(sh("\"$CLIPDB\" search --db \"$DB.empty\" --json red", &out, &err), 0);
+    CHECK_MSG(out && strstr(out, "\"count\": 0") && err && strstr(err, "is empty"), "%s%s", out,
+              err);
+    free(out), free(err);
+    CHECK_EQ_INT(sh("\"$CLIPDB\" search -q --db \"$DB.empty\" red", NULL, &err), 0);
+    CHECK_MSG(err && !*err, "-q: %s", err);
+    free(err);
+    /* photos recorded, none usable: not "empty", but where to look */
+    CHECK_EQ_INT(sh("mkdir -p \"$DB.bad\" && echo junk >\"$DB.bad/x.jpg\" && "
+                    "\"$CLIPDB\" init -q --db \"$DB.bad.db\" && "
+                    "\"$CLIPDB\" ingest -q --db \"$DB.bad.db\" \"$DB.bad\"; "
+                    "\"$CLIPDB\" search --db \"$DB.bad.db\" red",
+                    NULL, &err),
+                 0);
+    CHECK_MSG(err && strstr(err, "has a vector of model") && strstr(err, "'clipdb errors'") &&
+                  !strstr(err, "is empty"),
+              "%s", err);
+    free(err);
+    /* a database with photos and no hit for other reasons says nothing of the kind */
+    CHECK_EQ_INT(sh("\"$CLIPDB\" search --db \"$DB\" --min-score 0.99 red", NULL, &err), 0);
+    CHECK_MSG(err && !strstr(err, "empty") && strstr(err, "--min-score"), "%s", err);
+    free(err);
+}
+
+CDB_TEST_MAIN(json_on_failure, weights_overflow, image_from_stdin, empty_database_said)
