@@ -340,13 +340,14 @@ static const char help_export[] =
     "exact bytes, each path followed by a NUL). jsonl: DIR/vectors.jsonl, one\n"
     "{\"id\", \"path\", \"vector\"} object per line, each stored fp16 value as a\n"
     "decimal of 9 significant digits (read as float32 or float16: the stored value).\n"
+    "Exporting again into DIR replaces the files and removes the other format's.\n"
     "\n"
     "Options:\n"
     "  --db DIR             the database (default: $CLIPDB_DB, else ./clipdb)\n"
     "  --model PATH         which model's vectors (default: the database's)\n"
     "  --format npy|jsonl   output format (default: npy)\n"
     "  --dtype fp16|fp32    npy: fp16 exactly as stored (default), or fp32\n"
-    "  --out DIR            output folder (created if needed)\n"
+    "  --out DIR            output folder (created if needed), outside the database's\n"
     "  -q, --quiet          no progress line\n"
     "  -h, --help           show this help\n";
 

@@ -12,6 +12,9 @@
 **     error;
 **   - a search of an empty database (or one whose photos all failed) exits 0 with no
 **     hits and says on stderr that it is empty and how to fill it;
+**   - export refuses the database's own folder and anything inside it as --out (also
+**     through a link or '..'), writing nothing there; exporting again into one folder
+**     in the other format leaves only the new format's files;
 ** Needs a model ($CLIPDB_TEST_MODEL or the bundled one); skips without one.
 */
 #include <stdio.h>
@@ -212,4 +215,56 @@ CDB_TEST(empty_database_said) {
     free(err);
 }
 
-CDB_TEST_MAIN(json_on_failure, weights_overflow, image_from_stdin, empty_database_said)
+/* ---- 5. export's --out --------------------------------------------------------------- */
+
+/* The names in folder dir, sorted, joined with spaces (heap). */
+static char *names_in(const char *dir) {
+    char cmd[1024], *out = NULL;
+    snprintf(cmd, sizeof cmd, "ls \"%s\" | tr \"\\n\" \" \"", dir);
+    sh(cmd, &out, NULL);
+    return out;
+}
+
+CDB_TEST(export_out_checked) {
+    static const char *const inside[] = {"\"$DB\"", "\"$DB/\"", "\"$DB/shards\"",
+                                         "\"$DB/new\"", "\"$DB/../photos/../clipdb\"",
+                                         "\"$DB.link\"", "\"$DB.link/index\""};
+    char cmd[1024], *before = NULL, *after = NULL, *err = NULL, dir[800];
+    NEED_LIBRARY();
+    before = names_in(g_db);
+    CHECK_EQ_INT(sh("ln -sfn \"$DB\" \"$DB.link\"", NULL, NULL), 0);
+    for (size_t i = 0; i < sizeof inside / sizeof inside[0]; i++) {
+        snprintf(cmd, sizeof cmd, "\"$CLIPDB\" export --db \"$DB\" --out %s", inside[i]);
+        CHECK_EQ_INT(sh(cmd, NULL, &err), 2);
+        CHECK_MSG(err && strstr(err, "in the database's own folder"), "%s: %s", inside[i], err);
+        free(err);
+    }
+    after = names_in(g_db);
+    CHECK_MSG(before && after && !strcmp(before, after), "before: %s\nafter: %s", before, after);
+    free(before), free(after);
+    snprintf(dir, sizeof dir, "%s/shards", g_db);
+    after = names_in(dir);
+    CHECK_MSG(after && !strstr(after, "npy") && !strstr(after, "new"), "%s", after);
+    free(after);
+    /* one folder, npy then jsonl then npy: only the last format's files */
+    snprintf(dir, sizeof dir, "%s/ex", g_tmp);
+    CHECK_EQ_INT(sh("\"$CLIPDB\" export -q --db \"$DB\" --out \"$DB/../../ex\"", NULL, NULL), 0);
+    after = names_in(dir);
+    CHECK_EQ_STR(after, "ids.npy paths.txt paths0.txt vectors.npy ");
+    free(after);
+    CHECK_EQ_INT(sh("\"$CLIPDB\" export -q --db \"$DB\" --out \"$DB/../../ex\" --format jsonl",
+                    NULL, NULL),
+                 0);
+    after = names_in(dir);
+    CHECK_EQ_STR(after, "vectors.jsonl ");
+    free(after);
+    CHECK_EQ_INT(sh("\"$CLIPDB\" export -q --db \"$DB\" --out \"$DB/../../ex\" --dtype fp32",
+                    NULL, NULL),
+                 0);
+    after = names_in(dir);
+    CHECK_EQ_STR(after, "ids.npy paths.txt paths0.txt vectors.npy ");
+    free(after);
+}
+
+CDB_TEST_MAIN(json_on_failure, weights_overflow, image_from_stdin, empty_database_said,
+              export_out_checked)
