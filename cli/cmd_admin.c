@@ -371,9 +371,10 @@ static void verify_text(const cdb_engine_verify_report *r) {
     }
     if (r->n_more) printf("... and %lld more\n", (long long)r->n_more);
     if (r->n_lost)
-        printf("lost: %s%lld vector%s of %lld file%s (in missing or damaged shards)\n",
-               r->n_more ? "at least " : "", (long long)r->n_lost, r->n_lost == 1 ? "" : "s",
-               (long long)r->n_lost_files, r->n_lost_files == 1 ? "" : "s");
+        printf("lost: %s vector%s of %s file%s (in missing or damaged shards)\n",
+               cdb_cli_fmt_count(r->n_lost, b1, sizeof b1), r->n_lost == 1 ? "" : "s",
+               cdb_cli_fmt_count(r->n_lost_files, b2, sizeof b2),
+               r->n_lost_files == 1 ? "" : "s");
     if (r->deep && !cdb_cli_quiet()) {
         char b3[32], b4[32];
         printf("deep: %s file%s re-read and hashed, %s re-encoded (largest difference %lld "

@@ -252,17 +252,11 @@ cdb_status cdb_engine_verify(cdb_engine *e, int deep, double sample,
             q->path = strdup(path);
         q->msg = strdup(q->path ? past_file(p) : p->msg);
         cdb_free(path);
-        /* vectors lost with missing/damaged shards: what 'reindex --repair' re-encodes */
-        if (p->kind == CDB_DB_VECTOR_MISSING && p->shard > 0 && strstr(p->msg, "lost with shard")) {
-            int first = 1;
-            out->n_lost++;
-            for (int k = 0; k < i && first; k++)
-                first = !(r->problems[k].kind == CDB_DB_VECTOR_MISSING &&
-                          r->problems[k].file_id == p->file_id &&
-                          strstr(r->problems[k].msg, "lost with shard"));
-            out->n_lost_files += first;
-        }
     }
+    /* vectors lost with missing/damaged shards, all of them (not only those listed):
+    ** what 'reindex --repair' re-encodes */
+    out->n_lost = r->n_lost;
+    out->n_lost_files = r->n_lost_files;
     for (int i = 0; i < n_idx; i++) {
         cdb_engine_problem *q = &out->problems[out->n_listed++];
         q->kind = "index";

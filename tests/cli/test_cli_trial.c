@@ -15,6 +15,8 @@
 **   - export refuses the database's own folder and anything inside it as --out (also
 **     through a link or '..'), writing nothing there; exporting again into one folder
 **     in the other format leaves only the new format's files;
+**   - verify counts every vector lost with a missing shard, past the listed problems'
+**     cap (1,100 photos in one shard: 1,100 lost, not "at least 999");
 ** Needs a model ($CLIPDB_TEST_MODEL or the bundled one); skips without one.
 */
 #include <stdio.h>
@@ -266,5 +268,31 @@ CDB_TEST(export_out_checked) {
     free(after);
 }
 
+/* ---- 7. verify's count of lost vectors ------------------------------------------------ */
+
+CDB_TEST(verify_counts_lost_exactly) {
+    char *out = NULL, *err = NULL;
+    NEED_LIBRARY();
+    /* more vectors in one shard than the problems verify lists (1,000) */
+    CHECK_EQ_INT(sh("\"$CLIPDB\" demo -q --count 1100 \"$DB.big\" >/dev/null && "
+                    "ls \"$DB.big/clipdb/shards\" | grep -c \"^[0-9]*\\.db$\"",
+                    &out, NULL),
+                 0);
+    CHECK_MSG(out && atoi(out) == 1, "shards: %s", out); /* one shard holds them all */
+    free(out);
+    CHECK_EQ_INT(sh("rm \"$DB.big/clipdb/shards/0001.db\"* && "
+                    "\"$CLIPDB\" verify --db \"$DB.big/clipdb\"",
+                    &out, &err),
+                 1);
+    CHECK_MSG(out && strstr(out, "\nlost: 1,100 vectors of 1,100 files (in missing or damaged "
+                                 "shards)\n") && strstr(out, "... and "),
+              "%s", out);
+    free(out), free(err);
+    CHECK_EQ_INT(sh("\"$CLIPDB\" verify --json --db \"$DB.big/clipdb\"", &out, NULL), 1);
+    CHECK_MSG(out && strstr(out, "\"vectors_lost\": 1100,") && strstr(out, "\"files_lost\": 1100,"),
+              "%.300s", out);
+    free(out);
+}
+
 CDB_TEST_MAIN(json_on_failure, weights_overflow, image_from_stdin, empty_database_said,
-              export_out_checked)
+              export_out_checked, verify_counts_lost_exactly)
