@@ -82,6 +82,12 @@ typedef struct eng_walk_entry {
     int dangling;             /* with error: a symbolic link whose target is not there */
 } eng_walk_entry;
 
+/* The bytes of the files in the folder tree dir: what `stats` says the database takes,
+** and what `forget` measures before and after (verify.c). SQLite's shared-memory
+** files (*-shm: an index of the WAL, there only while a connection is open) are not
+** counted, so the figure does not depend on who has the database open. */
+int64_t cdb_eng_disk_bytes(const char *dir);
+
 /* 1 when path (resolved, '/'-separated, no trailing slash) is dir or lies under it;
 ** strictly: under it only (library.c). */
 int cdb_eng_path_under(const char *path, const char *dir, int strictly);

@@ -15,10 +15,13 @@
 **   - export refuses the database's own folder and anything inside it as --out (also
 **     through a link or '..'), writing nothing there; exporting again into one folder
 **     in the other format leaves only the new format's files;
+**   - forget says the space it really freed (the database folder's files measured
+**     before and after; thumbs.db shrinks too), and stats' disk figure agrees;
 **   - verify counts every vector lost with a missing shard, past the listed problems'
 **     cap (1,100 photos in one shard: 1,100 lost, not "at least 999");
 ** Needs a model ($CLIPDB_TEST_MODEL or the bundled one); skips without one.
 */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -268,6 +271,66 @@ CDB_TEST(export_out_checked) {
     free(after);
 }
 
+/* ---- 6. forget's freed space -------------------------------------------------------- */
+
+/* The bytes of the files under dir (SQLite's *-shm files left out), or of one file. */
+static long long bytes_of(const char *path) {
+    char cmd[1024], *out = NULL;
+    long long n;
+    snprintf(cmd, sizeof cmd, "find \"%s\" -type f ! -name \"*-shm\" -printf \"%%s\\n\" | "
+             "awk \"{s+=\\$1} END {print s+0}\"", path);
+    sh(cmd, &out, NULL);
+    n = out ? atoll(out) : -1;
+    free(out);
+    return n;
+}
+
+/* stats --json's disk_bytes of the database at db, -1 if none. */
+static long long stats_disk(const char *db) {
+    char cmd[1024], *out = NULL, *p;
+    long long n = -1;
+    snprintf(cmd, sizeof cmd, "\"$CLIPDB\" stats --json --db \"%s\"", db);
+    if (sh(cmd, &out, NULL) == 0 && out && (p = strstr(out, "\"disk_bytes\": ")))
+        n = atoll(p + 14);
+    free(out);
+    return n;
+}
+
+CDB_TEST(forget_frees_what_it_says) {
+    char db[800], thumbs[820], *out = NULL, *p, unit[8] = "";
+    long long before, after, st_before, st_after, th_before, th_after;
+    double said = -1, scale = 0;
+    NEED_LIBRARY();
+    snprintf(db, sizeof db, "%s.forget", g_db);
+    snprintf(thumbs, sizeof thumbs, "%s/thumbs.db", db);
+    /* two folders of the same 40 photos; the second is forgotten */
+    CHECK_EQ_INT(sh("cd \"$(dirname \"$DB\")\" && cp -r photos copy && "
+                    "\"$CLIPDB\" init -q --db \"$DB.forget\" && "
+                    "\"$CLIPDB\" ingest -q --db \"$DB.forget\" photos copy >/dev/null",
+                    NULL, NULL),
+                 0);
+    st_before = stats_disk(db);
+    before = bytes_of(db);
+    th_before = bytes_of(thumbs);
+    CHECK_EQ_INT(sh("\"$CLIPDB\" forget --db \"$DB.forget\" \"$(dirname \"$DB\")/copy\"", &out,
+                    NULL),
+                 0);
+    after = bytes_of(db);
+    th_after = bytes_of(thumbs);
+    st_after = stats_disk(db);
+    CHECK_MSG(out && (p = strstr(out, "Freed ")) && sscanf(p, "Freed %lf %7s", &said, unit) == 2,
+              "%s", out);
+    scale = !strcmp(unit, "B") ? 1 : !strcmp(unit, "KB") ? 1e3 : !strcmp(unit, "MB") ? 1e6 : 0;
+    CHECK_MSG(scale > 0, "unit %s", unit);
+    /* what it says is what the folder shrank by (to the 0.1 printed), and stats agrees */
+    CHECK_MSG(before > after && fabs(said * scale - (double)(before - after)) <= 0.05 * scale,
+              "said %s; the folder went from %lld to %lld bytes (%lld freed)", p, before, after,
+              before - after);
+    CHECK_EQ_INT(st_before - st_after, before - after);
+    CHECK_MSG(th_after < th_before, "thumbs.db: %lld -> %lld bytes", th_before, th_after);
+    free(out);
+}
+
 /* ---- 7. verify's count of lost vectors ------------------------------------------------ */
 
 CDB_TEST(verify_counts_lost_exactly) {
@@ -295,4 +358,4 @@ CDB_TEST(verify_counts_lost_exactly) {
 }
 
 CDB_TEST_MAIN(json_on_failure, weights_overflow, image_from_stdin, empty_database_said,
-              export_out_checked, verify_counts_lost_exactly)
+              export_out_checked, forget_frees_what_it_says, verify_counts_lost_exactly)
