@@ -82,8 +82,10 @@ typedef enum cdb_engine_err {
                                      after 'reindex --model' completed it) */
     CDB_ENGINE_E_FILE_GONE,       /* a recorded photo is not at its path any more (moved
                                      or deleted since the last scan: reindex) */
-    CDB_ENGINE_E_FILE_CHANGED     /* something else is at a recorded photo's path (a link,
+    CDB_ENGINE_E_FILE_CHANGED,    /* something else is at a recorded photo's path (a link,
                                      FIFO, folder, another or a modified file: reindex) */
+    CDB_ENGINE_E_READ_ONLY        /* a write to a database this user can only read (its
+                                     folder or files not writable, a read-only mount) */
 } cdb_engine_err;
 cdb_engine_err cdb_engine_errcode(void);
 

@@ -19,14 +19,22 @@
 **     before and after; thumbs.db shrinks too), and stats' disk figure agrees;
 **   - verify counts every vector lost with a missing shard, past the listed problems'
 **     cap (1,100 photos in one shard: 1,100 lost, not "at least 999");
+**   - a write command run by a user who can only read the database (uid 65534 in a
+**     forked child; a read-only bind mount) says exactly that, not a SQLite error,
+**     and changes nothing; reading still works (needs root: skipped without it).
 ** Needs a model ($CLIPDB_TEST_MODEL or the bundled one); skips without one.
 */
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -357,5 +365,123 @@ CDB_TEST(verify_counts_lost_exactly) {
     free(out);
 }
 
+/* ---- 8. a database this user can only read ------------------------------------------- */
+
+/* cli_sh's `sh -c CMD`, as uid/gid 65534 ("nobody") in a forked child (stdout and
+** stderr opened as root first). The exit status, or -1. */
+static int sh_as_nobody(const char *cmd, char **out, char **err) {
+    char po[800], pe[800], env[1600];
+    int st = 0;
+    pid_t pid;
+    snprintf(po, sizeof po, "%s/nobody.out", g_tmp);
+    snprintf(pe, sizeof pe, "%s/nobody.err", g_tmp);
+    if ((pid = fork()) == 0) {
+        int fo = open(po, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int fe = open(pe, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fo < 0 || fe < 0 || dup2(fo, 1) < 0 || dup2(fe, 2) < 0) _exit(126);
+        if (setgroups(0, NULL) || setgid(65534) || setuid(65534) || getuid() != 65534) _exit(125);
+        snprintf(env, sizeof env, "%s", CLIPDB_BIN);
+        setenv("CLIPDB", env, 1);
+        setenv("DB", g_db, 1);
+        setenv("NO_COLOR", "1", 1);
+        unsetenv("CLIPDB_DB");
+        unsetenv("CLIPDB_MODEL");
+        unsetenv("CLIPDB_LOG_TIME");
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    if (pid < 0 || waitpid(pid, &st, 0) < 0) return -1;
+    if (out) *out = cli_read_file(po, NULL);
+    if (err) *err = cli_read_file(pe, NULL);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* The write commands, each on the database $DB.ro (a root of it: $DB.rop). */
+static const char *const k_writes[] = {
+    "\"$CLIPDB\" ingest --db \"$DB.ro\" \"$(dirname \"$DB\")/photos\"",
+    "\"$CLIPDB\" reindex --db \"$DB.ro\"",
+    "\"$CLIPDB\" forget --db \"$DB.ro\" \"$DB.rop\"",
+    "\"$CLIPDB\" move --db \"$DB.ro\" \"$DB.rop\" \"$(dirname \"$DB\")/photos\"",
+    "\"$CLIPDB\" index build --db \"$DB.ro\"",
+    "\"$CLIPDB\" models --db \"$DB.ro\" --default 1",
+};
+
+CDB_TEST(read_only_user_told) {
+    char *out = NULL, *err = NULL, *stats0 = NULL, *stats1 = NULL;
+    NEED_LIBRARY();
+    if (geteuid() != 0) CDB_SKIP("not root: cannot run a command as another user");
+    CHECK_EQ_INT(sh("chmod 755 \"$(dirname \"$(dirname \"$DB\")\")\" && "
+                    "cp -r \"$(dirname \"$DB\")/photos\" \"$DB.rop\" && "
+                    "chmod -R a+rX \"$DB.rop\" && "
+                    "\"$CLIPDB\" init -q --db \"$DB.ro\" && "
+                    "\"$CLIPDB\" ingest -q --db \"$DB.ro\" \"$DB.rop\" >/dev/null && "
+                    "\"$CLIPDB\" stats --db \"$DB.ro\"",
+                    &stats0, NULL),
+                 0);
+    /* reading works as that user */
+    CHECK_EQ_INT(sh_as_nobody("\"$CLIPDB\" search --db \"$DB.ro\" -k 1 red", &out, &err), 0);
+    CHECK_MSG(out && strstr(out, "1\t"), "%s%s", out, err);
+    free(out), free(err);
+    for (size_t i = 0; i < sizeof k_writes / sizeof k_writes[0]; i++) {
+        CHECK_EQ_INT(sh_as_nobody(k_writes[i], NULL, &err), 1);
+        CHECK_MSG(err && strstr(err, "is not writable by this user (nobody, uid 65534)") &&
+                      strstr(err, "hint: reading it works") && !strstr(err, "SQLite") &&
+                      !strstr(err, "readonly database") && !strstr(err, "Permission denied"),
+                  "%s: %s", k_writes[i], err);
+        free(err);
+    }
+    /* the folder writable, its catalog not (a lock file anyone may take) */
+    CHECK_EQ_INT(sh("chmod 777 \"$DB.ro\" && { [ ! -d \"$DB.ro/index\" ] || chmod 777 "
+                    "\"$DB.ro/index\"; } && "
+                    "{ [ ! -e \"$DB.ro/lock\" ] || chmod 666 \"$DB.ro/lock\"; }",
+                    NULL, NULL),
+                 0);
+    CHECK_EQ_INT(sh_as_nobody(k_writes[0], NULL, &err), 1);
+    CHECK_MSG(err && strstr(err, "its file catalog.db is not writable by this user"), "%s", err);
+    free(err);
+    CHECK_EQ_INT(sh("\"$CLIPDB\" stats --db \"$DB.ro\"", &stats1, NULL), 0);
+    CHECK_MSG(stats0 && stats1 && !strcmp(stats0, stats1), "before:\n%s\nafter:\n%s", stats0,
+              stats1);
+    free(stats0), free(stats1);
+}
+
+CDB_TEST(read_only_mount_told) {
+    char *out = NULL, *err = NULL, ro[800], mnt[800];
+    NEED_LIBRARY();
+    if (geteuid() != 0) CDB_SKIP("not root: cannot bind-mount");
+    snprintf(ro, sizeof ro, "%s/romnt", g_tmp);
+    CHECK_EQ_INT(sh("cp -r \"$(dirname \"$DB\")\" \"$(dirname \"$DB\")/../rolib\" && "
+                    "mkdir -p \"$(dirname \"$DB\")/../romnt\"",
+                    NULL, NULL),
+                 0);
+    snprintf(mnt, sizeof mnt, "%s/rolib", g_tmp);
+    if (mount(mnt, ro, NULL, MS_BIND, NULL) != 0) CDB_SKIP("bind mount: %s", strerror(errno));
+    if (mount(NULL, ro, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY, NULL) != 0) {
+        umount(ro);
+        CDB_SKIP("read-only remount: %s", strerror(errno));
+    }
+    CHECK_EQ_INT(sh("\"$CLIPDB\" search --db \"$DB/../../romnt/clipdb\" -k 1 red", &out, NULL),
+                 0);
+    CHECK_MSG(out && strstr(out, "1\t"), "%s", out);
+    free(out);
+    static const char *const writes[] = {
+        "\"$CLIPDB\" ingest --db \"$DB/../../romnt/clipdb\" \"$DB/../../romnt/photos\"",
+        "\"$CLIPDB\" reindex --db \"$DB/../../romnt/clipdb\"",
+        "\"$CLIPDB\" index build --db \"$DB/../../romnt/clipdb\"",
+        "\"$CLIPDB\" models --db \"$DB/../../romnt/clipdb\" --default 1",
+    };
+    for (size_t i = 0; i < sizeof writes / sizeof writes[0]; i++) {
+        int rc = sh(writes[i], NULL, &err);
+        if (rc != 1 || !err || !strstr(err, "it is on a read-only filesystem") ||
+            !strstr(err, "hint: reading it works")) {
+            umount(ro);
+            CDB_TEST_FAIL_("%s: exit %d: %s", writes[i], rc, err);
+        }
+        free(err);
+    }
+    CHECK_EQ_INT(umount(ro), 0);
+}
+
 CDB_TEST_MAIN(json_on_failure, weights_overflow, image_from_stdin, empty_database_said,
-              export_out_checked, forget_frees_what_it_says, verify_counts_lost_exactly)
+              export_out_checked, forget_frees_what_it_says, verify_counts_lost_exactly,
+              read_only_user_told, read_only_mount_told)
