@@ -8,7 +8,8 @@
 ** the run, and prints the summary (stdout; the live progress line is on stderr).
 **
 ** Exit codes: 0 everything processed, 3 partial (some files failed or are to be
-** retried, a folder is missing or unreadable, a model's weights are missing), 1 the
+** retried, a folder is missing or unreadable, a model's weights are missing; reindex:
+** a vector set it ran still lacks vectors of ok files), 1 the
 ** run failed (a full disk included: its own message and hint), 130 interrupted
 ** (what was committed stays). `reindex --repair` first turns what cdb_db_verify and
 ** the deep check find into pending work (cdb_db_repair) that the rescan redoes.
@@ -217,6 +218,13 @@ static void summary_fields(cli_json *j, const cdb_engine_summary *s) {
     cdb_cli_json_key(j, "seconds"); cdb_cli_json_num(j, s->seconds, 3);
 }
 
+/* 1 when a set the run brought up to date still lacks vectors (reindex counts them). */
+static int incomplete(const cdb_engine_run_report *r) {
+    for (int i = 0; i < r->n_sets; i++)
+        if (r->sets[i].n_missing) return 1;
+    return 0;
+}
+
 /* The summary (stdout) and the exit code of a run that started. */
 static int report(const char *cmd, const cdb_engine_run_report *r, cdb_status rc, int json) {
     static const cdb_engine_summary none;
@@ -249,6 +257,10 @@ static int report(const char *cmd, const cdb_engine_run_report *r, cdb_status rc
             cdb_cli_json_key(&j, "model_id"); cdb_cli_json_int(&j, r->sets[i].model.id);
             cdb_cli_json_key(&j, "ran"); cdb_cli_json_bool(&j, r->sets[i].ran);
             if (r->sets[i].ran) summary_fields(&j, &r->sets[i].sum);
+            if (r->sets[i].ran && !strcmp(cmd, "reindex")) {
+                cdb_cli_json_key(&j, "files_without_vector");
+                cdb_cli_json_int(&j, r->sets[i].n_missing);
+            }
             cdb_cli_json_end_object(&j);
         }
         cdb_cli_json_end_array(&j);
@@ -286,10 +298,21 @@ static int report(const char *cmd, const cdb_engine_run_report *r, cdb_status rc
         cdb_cli_error_status(rc, "%s failed", cmd);
     } else if (cdb_cli_interrupted()) {
         cdb_cli_hint("interrupted: what was done is saved; run it again to finish");
-    } else if (r->errors || r->retry || s->walk_errors) {
-        cdb_cli_hint(
-            "run 'clipdb errors' to see what failed%s",
-            r->retry ? "; files that failed for a passing reason are retried by the next run" : "");
+    } else {
+        for (int i = 0; i < r->n_sets; i++)
+            if (r->sets[i].n_missing) {
+                char b[32];
+                cdb_cli_warn("model '%s' still has no vector for %s file%s",
+                             r->sets[i].model.name, cdb_cli_fmt_count(r->sets[i].n_missing, b, 32),
+                             r->sets[i].n_missing == 1 ? "" : "s");
+            }
+        if (r->errors || r->retry || s->walk_errors)
+            cdb_cli_hint("run 'clipdb errors' to see what failed%s",
+                         r->retry ? "; files that failed for a passing reason are retried by the "
+                                    "next run"
+                                  : "");
+        else if (incomplete(r))
+            cdb_cli_hint("run 'clipdb reindex --repair' to complete every set");
     }
     return code;
 }

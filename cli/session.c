@@ -91,7 +91,7 @@ void cdb_cli_engine_hint(const char *arg) {
                      arg ? arg : "");
         break;
     case CDB_ENGINE_E_SET_INCOMPLETE:
-        cdb_cli_hint("run 'clipdb reindex --model %s' to complete its set first", arg ? arg : "");
+        cdb_cli_hint("run 'clipdb reindex --repair' to complete its set first");
         break;
     case CDB_ENGINE_E_NOT_A_ROOT: cdb_cli_hint("'clipdb folders' lists them"); break;
     case CDB_ENGINE_E_READ_ONLY:

@@ -215,8 +215,9 @@ static const char help_reindex[] =
     "Crontab example (every night at 03:00):\n"
     "  0 3 * * *  clipdb reindex --db /srv/photos.clipdb --quiet >>/var/log/clipdb.log 2>&1\n"
     "\n"
-    "Exit status: 0 all files processed, 3 some files failed, 1 the run failed\n"
-    "(also when the disk is full: free space and rerun), 130 interrupted.\n";
+    "Exit status: 0 all files processed and every model's vectors complete, 3 some\n"
+    "files failed or a model still lacks vectors (a warning names it), 1 the run\n"
+    "failed (also when the disk is full: free space and rerun), 130 interrupted.\n";
 
 static const char help_index[] =
     "usage: clipdb index build [--db DIR] [--model PATH] [--type TYPE]\n"
@@ -363,7 +364,8 @@ static const char help_models[] =
     "generated shapes world). With --db: the models of a database and how many\n"
     "photos each has a vector for. --default M makes model M (a number, name or\n"
     "hash, as listed) the database's default, the one searches use, once it has\n"
-    "a vector for every photo ('clipdb reindex --model M' completes it).\n"
+    "a vector for every photo, as its shards confirm; otherwise it says how many\n"
+    "photos lack one ('clipdb reindex --repair' completes the set).\n"
     "\n"
     "Options:\n"
     "  --model PATH   model folder or .safetensors file\n"

@@ -3,7 +3,9 @@
 ** normalization: any finite magnitude works), rounded to fp16 and validated when staged;
 ** a commit applies the staged file updates with the crash-safe write order:
 **   step 1  catalog txn: resolve/insert the file rows, mark them pending, assign
-**           shards (creating the next shard when the current one is full);
+**           shards (creating the next shard when the current one is full), and
+**           take back the directory's claims to the vectors step 2 deletes or
+**           replaces with other content (a claim never outlives its vector);
 **   step 2  one txn per touched shard: upsert / delete the vectors;
 **   step 3  catalog txn: final states (ok / error / deleted / moved / touched),
 **           the vector directory with fresh sequence numbers, the removal log.
@@ -33,6 +35,7 @@ typedef struct batch_op {
     int64_t file_id; /* given (DELETE/MOVE/TOUCH) or resolved in step 1 */
     int32_t shard;   /* resolved in step 1; 0 = none */
     int drop_others; /* PUT: content changed, other models' vectors are stale */
+    int check_claims;/* PUT of a pending file: its other claims are checked in step 1 */
     int inserted;    /* PUT/ERROR: row created by this commit's step 1 */
     size_t vec;      /* PUT: index into b->vecs (in vectors) */
 } batch_op;
@@ -241,10 +244,46 @@ static cdb_status step_stmt(cdb_db *db, sqlite3_stmt *st, const char *what) {
     return s == SQLITE_DONE ? CDB_OK : cdb_sql_err(sqlite3_db_handle(st), s, what);
 }
 
-/* Step 1 for one op: resolve the row (inserting new files), mark pending, assign a shard. */
-static cdb_status step1_op(cdb_db_batch *b, batch_op *op, int64_t now, db_shard_alloc *alloc) {
+/* Removes directory entries of file (all models, or all but keep_model when
+** keep_model > 0, or only only_model when only_model > 0), logging each removal. */
+static cdb_status dir_remove(cdb_db *db, int64_t file_id, int64_t keep_model, int64_t only_model,
+                             int64_t *gen) {
+    int64_t models[CDB_DB_MAX_MODELS];
+    int n = 0;
+    sqlite3_stmt *st = NULL;
+    cdb_status rc = cdb_sql_stmt(db, ST_DIR_OF_FILE, &st);
+    if (rc != CDB_OK) return rc;
+    sqlite3_bind_int64(st, 1, file_id);
+    int s;
+    while ((s = sqlite3_step(st)) == SQLITE_ROW && n < CDB_DB_MAX_MODELS) {
+        int64_t m = sqlite3_column_int64(st, 0);
+        if ((keep_model > 0 && m == keep_model) || (only_model > 0 && m != only_model)) continue;
+        models[n++] = m;
+    }
+    sqlite3_reset(st);
+    if (s != SQLITE_ROW && s != SQLITE_DONE) return cdb_sql_err(db->cat, s, "read vector directory");
+    for (int i = 0; i < n && rc == CDB_OK; i++) {
+        if ((rc = cdb_sql_stmt(db, ST_TOMB_PUT, &st)) != CDB_OK) break;
+        sqlite3_bind_int64(st, 1, ++*gen);
+        sqlite3_bind_int64(st, 2, models[i]);
+        sqlite3_bind_int64(st, 3, file_id);
+        if ((rc = step_stmt(db, st, "log removal")) != CDB_OK) break;
+        if ((rc = cdb_sql_stmt(db, ST_DIR_DEL, &st)) != CDB_OK) break;
+        sqlite3_bind_int64(st, 1, models[i]);
+        sqlite3_bind_int64(st, 2, file_id);
+        rc = step_stmt(db, st, "remove from vector directory");
+    }
+    return rc;
+}
+
+/* Step 1 for one op: resolve the row (inserting new files), mark pending, assign a
+** shard, and take back the directory's claims to every vector step 2 deletes or
+** replaces with other content (logged as removals, *gen), so that no crash or full
+** disk after step 1 can leave a claim without its vector. */
+static cdb_status step1_op(cdb_db_batch *b, batch_op *op, int64_t now, db_shard_alloc *alloc,
+                           int64_t *gen) {
     /* A retried commit re-resolves everything from the catalog. */
-    op->inserted = op->drop_others = 0;
+    op->inserted = op->drop_others = op->check_claims = 0;
     if (op->kind == OP_PUT || op->kind == OP_ERROR) op->shard = 0;
     cdb_db *db = b->db;
     sqlite3_stmt *st = NULL;
@@ -332,6 +371,13 @@ static cdb_status step1_op(cdb_db_batch *b, batch_op *op, int64_t now, db_shard_
                 if ((rc = step_stmt(db, st, "reserve shard space")) != CDB_OK) return rc;
             }
         }
+        /* New content: step 2 replaces this model's vector and drops the others. The
+        ** same content on a pending row: what an interrupted commit left of the other
+        ** models' vectors is checked (step1_check_claims). */
+        if (op->drop_others && (rc = dir_remove(db, op->file_id, 0, 0, gen)) != CDB_OK) return rc;
+        op->check_claims = !op->drop_others && state == CDB_DB_PENDING;
+    } else if ((rc = dir_remove(db, op->file_id, 0, 0, gen)) != CDB_OK) { /* ERROR, DELETE */
+        return rc;
     }
     if ((rc = cdb_sql_stmt(db, ST_FILE_SET_PENDING, &st)) != CDB_OK) return rc;
     sqlite3_bind_int64(st, 1, op->file_id);
@@ -341,6 +387,50 @@ static cdb_status step1_op(cdb_db_batch *b, batch_op *op, int64_t now, db_shard_
         sqlite3_bind_null(st, 2);
     sqlite3_bind_int64(st, 3, now);
     return step_stmt(db, st, "mark file pending");
+}
+
+/* Step 1, after the ops: the PUTs of pending files keep their other models' claims
+** only where the shard still holds the vector (checked in one read per shard). A
+** commit of this clipdb never leaves a claim without its vector (step1_op), but one
+** interrupted by an older clipdb (which took claims back in step 3) may have: the
+** file becomes ok again here, and a claim it kept would hide a hole in that set. */
+static cdb_status step1_check_claims(cdb_db_batch *b, int64_t *gen) {
+    cdb_db *db = b->db;
+    db_claim *c = NULL;
+    size_t n = 0, cap = 0;
+    cdb_status rc = CDB_OK;
+    for (int i = 0; i < b->n_ops && rc == CDB_OK; i++) {
+        const batch_op *op = &b->ops[i];
+        sqlite3_stmt *st = NULL;
+        int s;
+        if (!op->check_claims) continue;
+        if ((rc = cdb_sql_stmt(db, ST_DIR_OF_FILE, &st)) != CDB_OK) break;
+        sqlite3_bind_int64(st, 1, op->file_id);
+        while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+            int64_t m = sqlite3_column_int64(st, 0);
+            if (m == b->model_id) continue; /* replaced by this commit anyway */
+            if (n == cap) {
+                size_t nc = cap ? cap * 2 : 64;
+                db_claim *g = cdb_realloc(c, nc * sizeof *g);
+                if (!g) {
+                    rc = cdb_seterr(CDB_NOMEM, "out of memory");
+                    break;
+                }
+                c = g;
+                cap = nc;
+            }
+            c[n].shard = op->shard;
+            c[n].model_id = m;
+            c[n++].file_id = op->file_id;
+        }
+        sqlite3_reset(st);
+        if (rc == CDB_OK && s != SQLITE_DONE) rc = cdb_sql_err(db->cat, s, "read vector directory");
+    }
+    if (rc == CDB_OK) rc = cdb_shard_check_claims(db, c, n, DB_UNREADABLE_FAIL);
+    for (size_t i = 0; i < n && rc == CDB_OK; i++)
+        if (!c[i].present) rc = dir_remove(db, c[i].file_id, 0, c[i].model_id, gen);
+    cdb_free(c);
+    return rc;
 }
 
 /* Step 2: one transaction per shard touched, in shard order. */
@@ -391,38 +481,6 @@ static cdb_status step2(cdb_db_batch *b) {
         sqlite3_db_release_memory(sh->conn);
         done_upto = cur;
     }
-}
-
-/* Removes directory entries of file (all models, or all but keep_model when
-** keep_model > 0, or only only_model when only_model > 0), logging each removal. */
-static cdb_status dir_remove(cdb_db *db, int64_t file_id, int64_t keep_model, int64_t only_model,
-                             int64_t *gen) {
-    int64_t models[CDB_DB_MAX_MODELS];
-    int n = 0;
-    sqlite3_stmt *st = NULL;
-    cdb_status rc = cdb_sql_stmt(db, ST_DIR_OF_FILE, &st);
-    if (rc != CDB_OK) return rc;
-    sqlite3_bind_int64(st, 1, file_id);
-    int s;
-    while ((s = sqlite3_step(st)) == SQLITE_ROW && n < CDB_DB_MAX_MODELS) {
-        int64_t m = sqlite3_column_int64(st, 0);
-        if ((keep_model > 0 && m == keep_model) || (only_model > 0 && m != only_model)) continue;
-        models[n++] = m;
-    }
-    sqlite3_reset(st);
-    if (s != SQLITE_ROW && s != SQLITE_DONE) return cdb_sql_err(db->cat, s, "read vector directory");
-    for (int i = 0; i < n && rc == CDB_OK; i++) {
-        if ((rc = cdb_sql_stmt(db, ST_TOMB_PUT, &st)) != CDB_OK) break;
-        sqlite3_bind_int64(st, 1, ++*gen);
-        sqlite3_bind_int64(st, 2, models[i]);
-        sqlite3_bind_int64(st, 3, file_id);
-        if ((rc = step_stmt(db, st, "log removal")) != CDB_OK) break;
-        if ((rc = cdb_sql_stmt(db, ST_DIR_DEL, &st)) != CDB_OK) break;
-        sqlite3_bind_int64(st, 1, models[i]);
-        sqlite3_bind_int64(st, 2, file_id);
-        rc = step_stmt(db, st, "remove from vector directory");
-    }
-    return rc;
 }
 
 /* (hkey, file) into the move-detection index when the meta has a hash (schema v4:
@@ -622,9 +680,15 @@ cdb_status cdb_db_batch_commit(cdb_db_batch *b, int64_t *file_ids) {
 
     /* step 1: pending + shard assignment */
     db_shard_alloc alloc;
+    int64_t gen0 = 0;
     memset(&alloc, 0, sizeof alloc);
     if ((rc = cdb_sql_begin(db->cat)) != CDB_OK) return rc;
-    for (int i = 0; i < b->n_ops && rc == CDB_OK; i++) rc = step1_op(b, &b->ops[i], now, &alloc);
+    rc = cdb_sql_meta_get_int(db, "generation", &gen0);
+    gen = gen0;
+    for (int i = 0; i < b->n_ops && rc == CDB_OK; i++)
+        rc = step1_op(b, &b->ops[i], now, &alloc, &gen);
+    if (rc == CDB_OK) rc = step1_check_claims(b, &gen);
+    if (rc == CDB_OK && gen != gen0) rc = cdb_sql_meta_set_int(db, "generation", gen);
     if (rc == CDB_OK) rc = cdb_shard_alloc_flush(db, &alloc);
     if (rc == CDB_OK)
         rc = cdb_sql_commit(db->cat);

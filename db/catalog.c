@@ -469,6 +469,65 @@ cdb_status cdb_db_prune_removed(cdb_db *db, int64_t upto) {
 
 /* ---- counts ---------------------------------------------------------------------------- */
 
+/* Claims (rows: shard, file_id) of model_id (?1) listed by sql (?2 = the file state)
+** whose vector is not in the shard: *n_stale. Checked in chunks of up to 4,096
+** claims, each chunk one read per shard it touches, so memory stays flat. */
+static cdb_status count_stale(cdb_db *db, const char *sql, int64_t model_id, int state,
+                              int unreadable, int64_t *n_stale) {
+    enum { CHUNK = 4096 };
+    sqlite3_stmt *st = NULL;
+    db_claim *c = NULL;
+    size_t n = 0;
+    int s = SQLITE_DONE;
+    cdb_status rc = cdb_sql_prepare(db->cat, sql, &st);
+    *n_stale = 0;
+    if (rc != CDB_OK) return rc;
+    if (!(c = cdb_malloc(CHUNK * sizeof *c))) rc = cdb_seterr(CDB_NOMEM, "out of memory");
+    sqlite3_bind_int64(st, 1, model_id);
+    sqlite3_bind_int(st, 2, state);
+    while (rc == CDB_OK) {
+        if (n < CHUNK && (s = sqlite3_step(st)) == SQLITE_ROW) {
+            c[n].shard = sqlite3_column_int(st, 0);
+            c[n].model_id = model_id;
+            c[n++].file_id = sqlite3_column_int64(st, 1);
+            continue;
+        }
+        if (s != SQLITE_ROW && s != SQLITE_DONE) {
+            rc = cdb_sql_err(db->cat, s, "read vector directory");
+            break;
+        }
+        if ((rc = cdb_shard_check_claims(db, c, n, unreadable)) != CDB_OK) break;
+        for (size_t i = 0; i < n; i++) *n_stale += !c[i].present;
+        n = 0;
+        if (s == SQLITE_DONE) break;
+    }
+    cdb_free(c);
+    sqlite3_finalize(st);
+    return rc;
+}
+
+#define CLAIMS_OF_STATE                                                                           \
+    "SELECT f.shard, f.id FROM files f JOIN vectors v ON v.file_id = f.id AND v.model_id = ?1"   \
+    " WHERE f.state = ?2"
+
+static cdb_status model_or_default(cdb_db *db, int64_t model_id, int64_t *id) {
+    *id = model_id;
+    if (model_id > 0) return CDB_OK;
+    return cdb_sql_count(db, "SELECT coalesce((SELECT id FROM models WHERE is_default=1), 0)", 0,
+                         id);
+}
+
+cdb_status cdb_db_count_stale_claims(cdb_db *db, int64_t model_id, int64_t *n_stale) {
+    int64_t id = 0;
+    cdb_status rc = model_or_default(db, model_id, &id);
+    *n_stale = 0;
+    if (rc != CDB_OK || id <= 0) return rc;
+    if ((rc = cdb_sql_exec(db->cat, "BEGIN")) != CDB_OK) return rc;
+    rc = count_stale(db, CLAIMS_OF_STATE, id, CDB_DB_OK, DB_UNREADABLE_ABSENT, n_stale);
+    sqlite3_exec(db->cat, "COMMIT", NULL, NULL, NULL);
+    return rc;
+}
+
 cdb_status cdb_db_get_counts(cdb_db *db, int64_t model_id, cdb_db_counts *out) {
     sqlite3_stmt *st = NULL;
     memset(out, 0, sizeof *out);
@@ -504,6 +563,15 @@ cdb_status cdb_db_get_counts(cdb_db *db, int64_t model_id, cdb_db_counts *out) {
                            "SELECT count(*) FROM vectors WHERE model_id ="
                            " (SELECT id FROM models WHERE is_default=1)",
                            0, &out->n_vectors);
+    }
+    if (rc == CDB_OK && out->files[CDB_DB_PENDING]) {
+        /* an ok file's claims are trusted (the write order keeps them true); a
+        ** pending file's may be an interrupted older clipdb's: checked */
+        int64_t id = 0, stale = 0;
+        rc = model_or_default(db, model_id, &id);
+        if (rc == CDB_OK && id > 0)
+            rc = count_stale(db, CLAIMS_OF_STATE, id, CDB_DB_PENDING, DB_UNREADABLE_PRESENT, &stale);
+        out->n_vectors -= stale;
     }
     if (rc == CDB_OK) rc = cdb_sql_meta_get_int(db, "generation", &out->generation);
     if (rc == CDB_OK)

@@ -8,10 +8,11 @@
 **     lock             the writer lock (holds the writer's pid)
 **
 ** Writes go through batches (cdb_db_batch_*). A commit runs the crash-safe write
-** order of DESIGN.md: (1) one catalog transaction marks the batch's files pending
-** and assigns shards, (2) one transaction per touched shard upserts/deletes the
-** vectors, (3) one catalog transaction marks them ok/error/deleted and records the
-** vector sequence numbers. A crash at any point leaves at most `pending` rows; the
+** order of DESIGN.md: (1) one catalog transaction marks the batch's files pending,
+** assigns shards and takes back the directory's claims to the vectors step 2 deletes
+** or replaces with other content, (2) one transaction per touched shard upserts/
+** deletes the vectors, (3) one catalog transaction marks them ok/error/deleted and
+** records the vector sequence numbers. A crash at any point leaves at most `pending` rows; the
 ** next run lists them (cdb_db_files_foreach with CDB_DB_MASK_PENDING) and redoes
 ** them, and the upserts are idempotent.
 **
@@ -239,6 +240,14 @@ cdb_status cdb_db_root_adopt(cdb_db *db, int64_t model_id, int64_t parent_id, in
 ** shards is reclaimed by cdb_db_compact. */
 cdb_status cdb_db_root_forget(cdb_db *db, int64_t model_id, int64_t root_id,
                               int64_t *n_files /* OUT, may be NULL */);
+/* Calls fn with the relpath (n bytes, NUL-terminated, borrowed for the call) of every
+** file of root_id whose state is in mask and whose relpath lies under the folder
+** prefix (its relpath, no trailing '/'; "" = the whole root), in byte order of the
+** relpaths: a range of the (root_id, relpath) index, never the root's other rows.
+** fn returning nonzero stops. For listing a root's folders from the catalog. */
+typedef int (*cdb_db_relpath_fn)(const char *relpath, size_t n, void *ud);
+cdb_status cdb_db_relpaths_under(cdb_db *db, int64_t root_id, const char *prefix,
+                                 unsigned state_mask, cdb_db_relpath_fn fn, void *ud);
 /* Live (ok, pending or error) files of a root. */
 cdb_status cdb_db_root_count_live(cdb_db *db, int64_t root_id, int64_t *n /* OUT */);
 /* Files of a root by state (indexed by cdb_db_file_state; [0] unused), those to
@@ -375,7 +384,10 @@ int cdb_db_same_stat(const cdb_db_file_meta *row, const cdb_db_file_meta *st);
 ** rows with a larger id were inserted after this call. */
 cdb_status cdb_db_max_file_id(cdb_db *db, int64_t *id /* OUT */);
 
-/* 1 in *has when the file has a stored vector for model_id (per the catalog). */
+/* 1 in *has when the catalog's vector directory claims a stored vector of model_id for
+** the file. Trusted for an ok file: the write order never leaves such a claim without
+** its vector after a crash or a full disk (db/README.md); a power loss can, which
+** cdb_db_verify finds. A pending file's claims may be stale (see the batch commit). */
 cdb_status cdb_db_file_has_vector(cdb_db *db, int64_t model_id, int64_t file_id,
                                   int *has /* OUT */);
 
@@ -488,13 +500,21 @@ cdb_status cdb_db_prune_removed(cdb_db *db, int64_t upto);
 typedef struct cdb_db_counts {
     int64_t files[5];  /* indexed by cdb_db_file_state; [0] unused */
     int64_t n_roots, n_models, n_shards;
-    int64_t n_vectors; /* of the model asked for (0 = default model) */
+    int64_t n_vectors; /* of the model asked for (0 = default model): the directory's
+                          claims, those of pending files checked against their shards */
     int64_t generation;
     int64_t n_retry;   /* pending files with a transient failure to retry (in files[PENDING]) */
     int64_t n_missing; /* ok files without a vector of the model asked for */
     int64_t n_walk_problems;
 } cdb_db_counts;
 cdb_status cdb_db_get_counts(cdb_db *db, int64_t model_id, cdb_db_counts *out /* OUT */);
+/* Every claim of the vector directory for an ok file and model_id (0 = the default
+** model) checked against the file's shard (keys only, in chunks, one read per shard per
+** chunk: it reads the set's part of every shard). *n_stale: ok files whose claimed
+** vector is not there (a power loss, damage, an older clipdb's interrupted delete); a
+** missing or damaged shard's claims all count. For decisions that must not rest on the
+** catalog alone (making a set the default). */
+cdb_status cdb_db_count_stale_claims(cdb_db *db, int64_t model_id, int64_t *n_stale /* OUT */);
 
 /* Ingest/reindex history. kind: "ingest", "reindex", ...; status: "ok",
 ** "partial", "failed", ...; summary_json stored verbatim (may be NULL). */

@@ -156,6 +156,20 @@ void cdb_shard_close_all(cdb_db *db); /* stops the background checkpointer first
 ** unchanged. */
 cdb_status cdb_shard_ckpt_attach(cdb_db *db, sqlite3 *conn);
 void cdb_shard_close_one(cdb_db *db, int32_t id);
+/* A claim of the catalog's vector directory: file_id has a vector of model_id in
+** shard (its files.shard; 0 = none, never present). */
+typedef struct db_claim {
+    int32_t shard;
+    int64_t model_id, file_id;
+    int present; /* set by cdb_shard_check_claims */
+} db_claim;
+/* What cdb_shard_check_claims makes of a shard it cannot open (missing, damaged). */
+enum { DB_UNREADABLE_FAIL, DB_UNREADABLE_ABSENT, DB_UNREADABLE_PRESENT };
+/* Checks n claims against the shards: sorts c by (shard, file, model) and reads each
+** shard once, in one read transaction (point lookups in key order). A shard that
+** cannot be opened fails the call (CDB_CORRUPT, DB_UNREADABLE_FAIL) or has its claims
+** set absent or present. */
+cdb_status cdb_shard_check_claims(cdb_db *db, db_claim *c, size_t n, int unreadable);
 void cdb_shard_path(const cdb_db *db, int32_t id, char *buf, size_t len);
 void cdb_shard_decode_blob(const void *blob, int dim, float *out);
 

@@ -237,6 +237,47 @@ cdb_status cdb_db_root_set_path(cdb_db *db, int64_t root_id, const char *new_pat
     return rc;
 }
 
+cdb_status cdb_db_relpaths_under(cdb_db *db, int64_t root_id, const char *prefix,
+                                 unsigned state_mask, cdb_db_relpath_fn fn, void *ud) {
+    sqlite3_stmt *st = NULL;
+    size_t np = strlen(prefix);
+    char *lo = NULL;
+    int s;
+    /* prefix + "/" <= relpath < prefix + "0" ('0' follows '/'): exactly the rows below */
+    cdb_status rc = cdb_sql_prepare(
+        db->cat,
+        np ? "SELECT relpath FROM files WHERE root_id = ?1 AND relpath >= ?3 AND relpath < ?4"
+             " AND ((?2 >> state) & 1) ORDER BY relpath"
+           : "SELECT relpath FROM files WHERE root_id = ?1 AND ((?2 >> state) & 1)"
+             " ORDER BY relpath",
+        &st);
+    if (rc != CDB_OK) return rc;
+    sqlite3_bind_int64(st, 1, root_id);
+    sqlite3_bind_int64(st, 2, (int64_t)state_mask);
+    if (np) {
+        if (!(lo = malloc(np + 1))) {
+            sqlite3_finalize(st);
+            return cdb_seterr(CDB_NOMEM, "out of memory");
+        }
+        memcpy(lo, prefix, np);
+        lo[np] = '/';
+        sqlite3_bind_blob(st, 3, lo, (int)np + 1, SQLITE_TRANSIENT);
+        lo[np] = '0';
+        sqlite3_bind_blob(st, 4, lo, (int)np + 1, SQLITE_TRANSIENT);
+    }
+    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *rel = (const char *)sqlite3_column_text(st, 0);
+        if (rel && fn(rel, (size_t)sqlite3_column_bytes(st, 0), ud)) {
+            s = SQLITE_DONE;
+            break;
+        }
+    }
+    if (s != SQLITE_DONE) rc = cdb_sql_err(db->cat, s, "list the files of a folder");
+    sqlite3_finalize(st);
+    free(lo);
+    return rc;
+}
+
 cdb_status cdb_db_root_count_live(cdb_db *db, int64_t root_id, int64_t *n) {
     return cdb_sql_count(db, "SELECT count(*) FROM files WHERE root_id=?1 AND state<>4", root_id, n);
 }

@@ -391,6 +391,55 @@ cdb_status cdb_shard_get(cdb_db *db, int32_t id, db_shard **out) {
     return CDB_OK;
 }
 
+static int claim_cmp(const void *a_, const void *b_) {
+    const db_claim *a = a_, *b = b_;
+    if (a->shard != b->shard) return a->shard < b->shard ? -1 : 1;
+    if (a->file_id != b->file_id) return a->file_id < b->file_id ? -1 : 1;
+    return a->model_id < b->model_id ? -1 : a->model_id > b->model_id;
+}
+
+/* The n claims of one shard (sorted by file), in one read transaction. */
+static cdb_status check_shard_claims(cdb_db *db, db_claim *c, size_t n, int unreadable) {
+    db_shard *sh = NULL;
+    cdb_status rc = CDB_OK;
+    int began = 0;
+    for (size_t i = 0; i < n; i++) c[i].present = 0;
+    if (c[0].shard <= 0) return CDB_OK; /* no shard: no vector */
+    if ((rc = cdb_shard_get(db, c[0].shard, &sh)) != CDB_OK) {
+        if (unreadable == DB_UNREADABLE_FAIL) return rc;
+        cdb_clearerr();
+        for (size_t i = 0; i < n; i++) c[i].present = unreadable == DB_UNREADABLE_PRESENT;
+        return CDB_OK;
+    }
+    if (sqlite3_get_autocommit(sh->conn)) {
+        if ((rc = cdb_sql_exec(sh->conn, "BEGIN")) != CDB_OK) return rc;
+        began = 1;
+    }
+    for (size_t i = 0; i < n && rc == CDB_OK; i++) {
+        sqlite3_reset(sh->st_get);
+        sqlite3_bind_int64(sh->st_get, 1, c[i].model_id);
+        sqlite3_bind_int64(sh->st_get, 2, c[i].file_id);
+        int s = sqlite3_step(sh->st_get);
+        c[i].present = s == SQLITE_ROW;
+        if (s != SQLITE_ROW && s != SQLITE_DONE)
+            rc = cdb_errctx(cdb_sql_err(sh->conn, s, "look up vector"), "shard %04d",
+                            (int)c[0].shard);
+    }
+    sqlite3_reset(sh->st_get);
+    if (began) sqlite3_exec(sh->conn, "COMMIT", NULL, NULL, NULL); /* a read: cannot fail */
+    return rc;
+}
+
+cdb_status cdb_shard_check_claims(cdb_db *db, db_claim *c, size_t n, int unreadable) {
+    cdb_status rc = CDB_OK;
+    if (n > 1) qsort(c, n, sizeof *c, claim_cmp);
+    for (size_t i = 0, j; i < n && rc == CDB_OK; i = j) {
+        for (j = i + 1; j < n && c[j].shard == c[i].shard;) j++;
+        rc = check_shard_claims(db, c + i, j - i, unreadable);
+    }
+    return rc;
+}
+
 /* 1 when path is a SQLite file with no tables: a creation that died before its
 ** one transaction committed (the schema and identity commit together). */
 static int shard_is_blank(const char *path) {

@@ -245,6 +245,8 @@ cdb_status cdb_engine_open(const char *dir, const cdb_engine_params *p, cdb_engi
     e->p = p ? *p : cdb_engine_params_default();
     pthread_mutex_init(&e->mu, NULL);
     pthread_mutex_init(&e->load_mu, NULL);
+    pthread_mutex_init(&e->preview_mu, NULL);
+    pthread_cond_init(&e->preview_cv, NULL);
     if (!(e->dir = strdup(dir)) ||
         (e->p.fallback_model && !(e->fallback_model = strdup(e->p.fallback_model)))) {
         cdb_engine_close(e);
@@ -284,6 +286,8 @@ void cdb_engine_close(cdb_engine *e) {
     cdb_db_close(e->db);
     pthread_mutex_destroy(&e->mu);
     pthread_mutex_destroy(&e->load_mu);
+    pthread_mutex_destroy(&e->preview_mu);
+    pthread_cond_destroy(&e->preview_cv);
     free(e->fallback_model);
     free(e->dir);
     free(e);
@@ -729,18 +733,21 @@ cdb_status cdb_engine_set_default_model(cdb_engine *e, const char *spec, cdb_eng
     cdb_db_counts c;
     cdb_model *m = NULL;
     cdb_status st;
+    int64_t stale = 0, holes;
     char b[32], b2[32];
     cdb_eng_clear();
     if ((st = cdb_eng_writer(e, "making a model the default")) != CDB_OK) return st;
     if ((st = cdb_eng_find_db_model(e, e->db, spec, &dm)) != CDB_OK) return st;
     memset(&c, 0, sizeof c);
-    if ((st = cdb_db_get_counts(e->db, dm.id, &c)) != CDB_OK)
+    if ((st = cdb_db_get_counts(e->db, dm.id, &c)) != CDB_OK ||
+        (st = cdb_db_count_stale_claims(e->db, dm.id, &stale)) != CDB_OK)
         return cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot count the vectors of '%s'", dm.name);
-    /* the default answers every search: it must know every photo */
-    if (c.n_missing)
+    /* the default answers every search: it must know every photo, as its shards say
+    ** (not only the catalog: a hole left by an older clipdb is only seen there) */
+    if ((holes = c.n_missing + stale) > 0)
         return cdb_eng_failw(CDB_INVALID, CDB_ENGINE_E_SET_INCOMPLETE, NULL,
                          "model '%s' has no vector yet for %s file%s (of %s)", dm.name,
-                         cdb_eng_fmt_count(c.n_missing, b, sizeof b), c.n_missing == 1 ? "" : "s",
+                         cdb_eng_fmt_count(holes, b, sizeof b), holes == 1 ? "" : "s",
                          cdb_eng_fmt_count(c.files[CDB_DB_OK], b2, sizeof b2));
     /* searches encode texts with the default: it needs a text tower and a tokenizer */
     cdb_k_device dev = e->p.device;

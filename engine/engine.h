@@ -20,7 +20,8 @@
 ** prints: warnings, progress and cancellation go through cdb_engine_events.
 **
 ** Threading: on one handle, cdb_engine_search, cdb_engine_file_get, cdb_engine_thumb,
-** cdb_engine_stats_get, cdb_engine_folders, cdb_engine_load_model and
+** cdb_engine_preview_get, cdb_engine_stats_get, cdb_engine_folders,
+** cdb_engine_subfolders, cdb_engine_load_model and
 ** cdb_engine_encode_text may run
 ** concurrently from any number of threads (the handle keeps one database reader per
 ** thread that needs one, and shares the model and the index, which are immutable
@@ -78,12 +79,14 @@ typedef enum cdb_engine_err {
     CDB_ENGINE_E_NO_VECTORS,      /* index build: nothing to index yet */
     CDB_ENGINE_E_UNKNOWN_ID,      /* a file id that is not an ok file of the catalog */
     CDB_ENGINE_E_NO_THUMB,        /* thumbnails are off, or this file has none yet */
-    CDB_ENGINE_E_SET_INCOMPLETE,  /* a model's vector set lacks files (make it the default
-                                     after 'reindex --model' completed it) */
+    CDB_ENGINE_E_SET_INCOMPLETE,  /* a model's vector set lacks files, per the catalog or
+                                     its shards (make it the default after 'reindex
+                                     --repair' completed it) */
     CDB_ENGINE_E_FILE_GONE,       /* a recorded photo is not at its path any more (moved
                                      or deleted since the last scan: reindex) */
     CDB_ENGINE_E_FILE_CHANGED,    /* something else is at a recorded photo's path (a link,
                                      FIFO, folder, another or a modified file: reindex) */
+    CDB_ENGINE_E_NO_PREVIEW,      /* a photo's original cannot be decoded for a preview */
     CDB_ENGINE_E_READ_ONLY        /* a write to a database this user can only read (its
                                      folder or files not writable, a read-only mount) */
 } cdb_engine_err;
@@ -202,9 +205,10 @@ cdb_status cdb_engine_load_model(cdb_engine *e, const char *model_path, int visi
 ** L2-normalized in fp32. */
 cdb_status cdb_engine_encode_text(cdb_engine *e, const char *model_path, const char *text,
                                   float *out /* OUT dim */);
-/* Makes model spec the default for searches, once its vector set is complete
-** (CDB_INVALID naming how many files lack a vector otherwise) and it can encode
-** text (E_NO_TEXT). Writer. */
+/* Makes model spec the default for searches, once its vector set is complete: every
+** ok file has its vector, as the catalog claims and the shards confirm (reads the
+** set's part of every shard); otherwise CDB_INVALID with E_SET_INCOMPLETE, naming how
+** many files lack one. It must also encode text (E_NO_TEXT). Writer. */
 cdb_status cdb_engine_set_default_model(cdb_engine *e, const char *spec,
                                         cdb_engine_model *out /* OUT, may be NULL */);
 
@@ -376,6 +380,31 @@ cdb_status cdb_engine_set_max_pixels(cdb_engine *e, int64_t px, int64_t *n_reque
 cdb_status cdb_engine_thumb_size(cdb_engine *e, int *px /* OUT */);
 cdb_status cdb_engine_set_thumb_size(cdb_engine *e, int px);
 
+/* A large JPEG of a photo for a viewer, for the formats browsers do not show (HEIC,
+** TIFF, camera RAW): long side min(px, the photo's), made on demand from the original
+** opened as cdb_engine_file_open opens it (its failures are this call's: E_UNKNOWN_ID,
+** E_FILE_GONE, E_FILE_CHANGED), decoded fast (a JPEG may shrink in the DCT domain, a
+** RAW gives its embedded preview) and scaled by area averaging. Kept in a bounded
+** cache, <db>/previews/ (CDB_ENGINE_PREVIEW_CACHE_MB, least recently used out first;
+** not written on a database this user cannot write), under a key of the row (id,
+** size, mtime, inode, content hash) and px: a photo that changed gets a new one. At
+** most CDB_ENGINE_PREVIEW_DECODES decodes run at once per handle (a 100 MP HEIC
+** takes ~400 MB to decode); the others wait. E_NO_PREVIEW (CDB_NOTFOUND) when the
+** original cannot be decoded. Concurrent calls OK. */
+#define CDB_ENGINE_PREVIEW_PX 2048      /* the server's long side */
+#define CDB_ENGINE_PREVIEW_CACHE_MB 512
+#define CDB_ENGINE_PREVIEW_DECODES 2
+typedef struct cdb_engine_preview {
+    void *jpeg;            /* heap (cdb_free); NULL when only the tag was asked for */
+    size_t n;
+    char tag[40];          /* hex; changes when the photo or px does (an HTTP ETag) */
+} cdb_engine_preview;
+/* tag_only: check the photo and give its tag (cheap: no decode, no cache read). px:
+** 64 .. 8192. *out: cdb_engine_preview_clear. */
+cdb_status cdb_engine_preview_get(cdb_engine *e, int64_t id, int px, int tag_only,
+                                  cdb_engine_preview *out /* OUT */);
+void cdb_engine_preview_clear(cdb_engine_preview *p); /* NULL is fine */
+
 /* ---- ingest and reindex --------------------------------------------------------- */
 
 /* The function the pipeline encodes a batch of preprocessed images with (n * 3 *
@@ -448,6 +477,8 @@ typedef struct cdb_engine_set_report {
     cdb_engine_model model;
     int ran;                /* 0: its weights were not found (the set is not current) */
     cdb_engine_summary sum;
+    int64_t n_missing;      /* reindex: ok files this set still has no vector for after
+                               the run (0: complete); any makes the run partial */
 } cdb_engine_set_report;
 
 #define CDB_ENGINE_MAX_SETS 64
@@ -460,7 +491,8 @@ typedef struct cdb_engine_run_report {
                                cdb_errmsg holds its cause ("cannot commit ... (...)") */
     int interrupted;        /* stopped by events.should_stop */
     int partial;            /* some files failed or wait for a retry, a folder is missing
-                               or unreadable, or a set's weights are missing */
+                               or unreadable, a set's weights are missing, or (reindex) a
+                               set that ran is not complete (sets[i].n_missing) */
     int64_t errors, retry;  /* over every set */
     char index_note[1200];  /* reindex: what became of each index ("" when nothing) */
     char repair_note[200];  /* reindex --repair: "N problems found, ..." ("" otherwise) */
@@ -639,6 +671,21 @@ typedef struct cdb_engine_folder {
 cdb_status cdb_engine_folders(cdb_engine *e, cdb_engine_folder **out /* OUT */,
                               int *n /* OUT */);
 void cdb_engine_folders_free(cdb_engine_folder *f, int n);
+
+typedef struct cdb_engine_subfolder {
+    char *path;            /* heap: the folder's absolute path */
+    int64_t files;         /* ok photos in it and below it */
+    int has_subfolders;    /* 1 when some of those are in folders below it */
+} cdb_engine_subfolder;
+/* The folders directly inside `under` (a recorded folder root, or a folder inside one,
+** read as cdb_engine_under_resolve reads it) that hold ok photos, in byte order of
+** their names: from the catalog's relative paths, not from the disk (so also for a
+** root that is unavailable now). One pass over the rows under it. E_NOT_A_ROOT
+** (CDB_NOTFOUND) when no folder root holds it. *out: cdb_engine_subfolders_free.
+** Concurrent calls OK. */
+cdb_status cdb_engine_subfolders(cdb_engine *e, const char *under,
+                                 cdb_engine_subfolder **out /* OUT */, int *n /* OUT */);
+void cdb_engine_subfolders_free(cdb_engine_subfolder *f, int n);
 
 typedef struct cdb_engine_forgot {
     char *path;            /* heap */

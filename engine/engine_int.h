@@ -18,6 +18,7 @@
 ** - deep.c, verify.c: verify (deep), stats.
 ** - files.c:     files by id (originals, thumbnails), errors, the vectors for export.
 ** - thumbs.c:    thumbnails (made from the decoded image, stored by db/).
+** - preview.c:   the viewer's large JPEGs of originals, cached in <db>/previews/.
 ** - folders.c:   listing, forgetting and moving roots.
 */
 #ifndef CDB_ENGINE_INT_H
@@ -216,6 +217,13 @@ eng_readfail cdb_eng_decode_photo(const unsigned char *buf, size_t n, int apply_
                               int32_t *width /* OUT */, int32_t *height /* OUT */, int64_t ns[2],
                               int thumb_px, eng_thumb *thumb /* OUT, may be NULL */,
                               char *reason, size_t reason_size);
+/* Reads fd, the recorded photo f of db opened the one way (cdb_eng_open_file_id; st
+** its fstat), and decodes it for a picture of it: fast (a JPEG may shrink while its
+** short side stays >= target), EXIF as its root says, the database's pixel limit.
+** *img: cdb_image_free. On failure reason gets one line (files.c). */
+cdb_status cdb_eng_decode_original(cdb_db *db, const cdb_db_file *f, int fd, const struct stat *st,
+                                   int target, cdb_image **img /* OUT */, char *reason,
+                                   size_t reason_size);
 /* The MIME type of a file by its first bytes (static). */
 const char *cdb_eng_mime(const unsigned char *head, size_t n);
 
@@ -224,6 +232,8 @@ const char *cdb_eng_mime(const unsigned char *head, size_t n);
 /* A JPEG (quality 80) of img scaled down to long side <= px (area-averaged; never
 ** up). CDB_OK with the bytes in *t (heap: cdb_eng_thumb_clear). */
 cdb_status cdb_eng_thumb_make(const cdb_image *img, int px, eng_thumb *t /* OUT */);
+/* The same at another JPEG quality (1-100): the viewer's previews (preview.c). */
+cdb_status cdb_eng_jpeg_make(const cdb_image *img, int px, int quality, eng_thumb *t /* OUT */);
 void cdb_eng_thumb_clear(eng_thumb *t);
 /* The thumbnail's size for a w x h image: long side min(px, itself), aspect kept. */
 void cdb_eng_thumb_dims(int w, int h, int px, int *ow, int *oh);
@@ -275,6 +285,12 @@ typedef struct eng_target {
 
 /* Reads the roots of db and stats each. Free with cdb_eng_library_free. */
 cdb_status cdb_eng_library_load(cdb_db *db, eng_library *lib /* OUT */);
+/* 1 when a folder with identity `now` (st_dev dev_now) is the root's recorded one
+** (rec, dev_recorded; all 0: never recorded, anything goes); *strong: recognized by
+** more than the device number, so a new st_dev is the same filesystem renumbered
+** (after a reboot). The rule: library.c. */
+int cdb_eng_root_matches(const cdb_db_root_ident *rec, uint64_t dev_recorded,
+                         const cdb_db_root_ident *now, uint64_t dev_now, int *strong /* OUT */);
 /* Marks the recorded root at path (as recorded, or its real path) accepted: its
 ** folder as it is now is the truth (reindex --accept-root). CDB_NOTFOUND when no
 ** root is recorded there. */
@@ -488,6 +504,9 @@ struct cdb_engine {
     eng_reader *idle;    /* readers not in use */
     eng_model *models;
     eng_search_state *searches;
+    pthread_mutex_t preview_mu; /* previews decoding now: at most CDB_ENGINE_PREVIEW_DECODES */
+    pthread_cond_t preview_cv;
+    int n_previewing;
 };
 
 /* A reader for this thread's call (reopened when an immutable snapshot went stale);

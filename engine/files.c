@@ -6,6 +6,7 @@
 ** from the disk) and its thumbnail, what could not be ingested and why (`clipdb
 ** errors`), and every stored vector with its path (`clipdb export`).
 */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -81,23 +82,40 @@ cdb_status cdb_engine_set_thumb_size(cdb_engine *e, int px) {
     return CDB_OK;
 }
 
+cdb_status cdb_eng_decode_original(cdb_db *db, const cdb_db_file *f, int fd, const struct stat *sb,
+                                   int target, cdb_image **img, char *reason, size_t reason_size) {
+    unsigned char *buf = NULL;
+    cdb_db_file_meta m;
+    cdb_db_root root;
+    cdb_image_params ip = cdb_image_params_default();
+    cdb_status st;
+    *img = NULL;
+    memset(&root, 0, sizeof root);
+    if (cdb_eng_read_photo_fd(fd, sb, 0, &buf, &m, reason, reason_size) != ENG_FAIL_NONE)
+        return CDB_IO;
+    ip.apply_exif = !(cdb_db_root_info(db, f->root_id, &root) == CDB_OK && root.no_exif);
+    ip.decode = CDB_DECODE_FAST;
+    ip.target_size = target > 0 ? target : 1;
+    if (cdb_db_max_pixels(db, &ip.max_pixels) != CDB_OK) ip.max_pixels = 0;
+    if ((st = cdb_image_decode(buf, (size_t)m.size, &ip, img)) != CDB_OK)
+        snprintf(reason, reason_size, "%s", cdb_errmsg());
+    cdb_db_root_clear(&root);
+    free(buf);
+    return st;
+}
+
 /* A thumbnail made now from the original (a file ingested before thumbnails), read
 ** the one way a recorded photo is (cdb_eng_open_file_id). The decode may shrink a
 ** JPEG in the DCT domain: the result is px wide or more. */
 static cdb_status thumb_now(cdb_db *db, const cdb_db_file *row, int px, void **jpeg, size_t *n) {
-    char reason[256];
-    unsigned char *buf = NULL;
-    cdb_db_file_meta m;
+    char reason[256] = "";
     cdb_db_file f;
-    cdb_db_root root;
     cdb_image *img = NULL;
-    cdb_image_params ip = cdb_image_params_default();
     eng_thumb t;
     struct stat sb;
     int fd = -1;
     cdb_status st = CDB_OK;
     memset(&t, 0, sizeof t);
-    memset(&root, 0, sizeof root);
     memset(&f, 0, sizeof f);
     if ((st = cdb_eng_open_file_id(db, row->id, &f, NULL, &fd, &sb)) != CDB_OK) {
         if (cdb_engine_errcode() == CDB_ENGINE_E_FILE_GONE ||
@@ -107,20 +125,11 @@ static cdb_status thumb_now(cdb_db *db, const cdb_db_file *row, int px, void **j
                              "no thumbnail for %lld (its original cannot be read)",
                              (long long)row->id);
     }
-    if (cdb_eng_read_photo_fd(fd, &sb, 0, &buf, &m, reason, sizeof reason) != ENG_FAIL_NONE) {
-        st = cdb_eng_failw(CDB_NOTFOUND, CDB_ENGINE_E_NO_THUMB, reason,
+    if (cdb_eng_decode_original(db, &f, fd, &sb, px, &img, reason, sizeof reason) != CDB_OK ||
+        (st = cdb_eng_thumb_make(img, px, &t)) != CDB_OK) {
+        st = cdb_eng_failw(CDB_NOTFOUND, CDB_ENGINE_E_NO_THUMB, reason[0] ? reason : NULL,
                            "no thumbnail for %lld (its original cannot be read)",
                            (long long)row->id);
-        goto done;
-    }
-    ip.apply_exif = !(cdb_db_root_info(db, f.root_id, &root) == CDB_OK && root.no_exif);
-    ip.decode = CDB_DECODE_FAST;
-    ip.target_size = px;
-    if (cdb_db_max_pixels(db, &ip.max_pixels) != CDB_OK) ip.max_pixels = 0;
-    if ((st = cdb_image_decode(buf, (size_t)m.size, &ip, &img)) != CDB_OK ||
-        (st = cdb_eng_thumb_make(img, px, &t)) != CDB_OK) {
-        st = cdb_eng_fail(CDB_NOTFOUND, CDB_ENGINE_E_NO_THUMB, "no thumbnail for %lld",
-                          (long long)row->id);
         goto done;
     }
     *jpeg = t.jpeg; /* malloc'd: cdb_free frees it */
@@ -130,9 +139,7 @@ done:
     close(fd);
     cdb_eng_thumb_clear(&t);
     cdb_image_free(img);
-    cdb_db_root_clear(&root);
     cdb_db_file_clear(&f);
-    free(buf);
     return st;
 }
 

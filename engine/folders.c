@@ -153,6 +153,130 @@ cdb_status cdb_engine_folders(cdb_engine *e, cdb_engine_folder **out, int *n) {
     return CDB_OK;
 }
 
+/* ---- the folders inside a root ----------------------------------------------------------- */
+
+typedef struct sub_ud {
+    const char *want;          /* the absolute folder asked for */
+    int64_t root_id;
+    char *root;                /* heap: the folder root that holds it */
+    /* the listing */
+    const char *base;          /* want, as the paths' start */
+    size_t skip;               /* bytes of a relpath before the child's name */
+    cdb_engine_subfolder *v;
+    int n, cap, oom;
+} sub_ud;
+
+static int on_root_for(const cdb_db_root *r, void *ud_) {
+    sub_ud *ud = ud_;
+    size_t n = strlen(r->path);
+    if (r->kind != CDB_DB_ROOT_FOLDER || strncmp(ud->want, r->path, n) ||
+        (ud->want[n] != '\0' && ud->want[n] != '/' && !(n == 1 && r->path[0] == '/')))
+        return 0;
+    if (ud->root && strlen(ud->root) >= n) return 0; /* a longer match already */
+    free(ud->root);
+    if (!(ud->root = strdup(r->path))) return ud->oom = 1;
+    ud->root_id = r->id;
+    return 0;
+}
+
+static int on_relpath(const char *rel, size_t len, void *ud_) {
+    sub_ud *ud = ud_;
+    const char *name = rel + ud->skip, *slash;
+    size_t k;
+    if (len <= ud->skip || !(slash = strchr(name, '/'))) return 0; /* a photo right here */
+    k = (size_t)(slash - name);
+    /* rows come in byte order: one child's rows are consecutive */
+    if (ud->n > 0) {
+        cdb_engine_subfolder *last = &ud->v[ud->n - 1];
+        const char *lname = last->path + strlen(ud->base) + 1;
+        if (strlen(lname) == k && !memcmp(lname, name, k)) {
+            last->files++;
+            last->has_subfolders |= strchr(slash + 1, '/') != NULL;
+            return 0;
+        }
+    }
+    if (ud->n == ud->cap) {
+        int nc = ud->cap ? ud->cap * 2 : 32;
+        cdb_engine_subfolder *p = realloc(ud->v, sizeof *p * (size_t)nc);
+        if (!p) return ud->oom = 1;
+        ud->v = p;
+        ud->cap = nc;
+    }
+    cdb_engine_subfolder *x = &ud->v[ud->n];
+    size_t nb = strlen(ud->base);
+    if (!(x->path = malloc(nb + 1 + k + 1))) return ud->oom = 1;
+    memcpy(x->path, ud->base, nb);
+    x->path[nb] = '/';
+    memcpy(x->path + nb + 1, name, k);
+    x->path[nb + 1 + k] = '\0';
+    x->files = 1;
+    x->has_subfolders = strchr(slash + 1, '/') != NULL;
+    ud->n++;
+    return 0;
+}
+
+void cdb_engine_subfolders_free(cdb_engine_subfolder *f, int n) {
+    for (int i = 0; f && i < n; i++) free(f[i].path);
+    free(f);
+}
+
+cdb_status cdb_engine_subfolders(cdb_engine *e, const char *under, cdb_engine_subfolder **out,
+                                 int *n) {
+    char abs[PATH_MAX];
+    eng_reader *r = NULL;
+    sub_ud ud;
+    int folder = 0;
+    size_t nr, na;
+    cdb_status st;
+    cdb_eng_clear();
+    *out = NULL;
+    *n = 0;
+    memset(&ud, 0, sizeof ud);
+    if (!under || !*under)
+        return cdb_eng_failw(CDB_INVALID, CDB_ENGINE_E_NOT_A_ROOT, NULL, "no folder given");
+    cdb_engine_under_resolve(under, abs, sizeof abs, &folder);
+    na = strlen(abs);
+    while (na > 1 && abs[na - 1] == '/') abs[--na] = '\0';
+    ud.want = abs;
+    if ((st = cdb_eng_reader_get(e, &r)) != CDB_OK) return st;
+    st = cdb_db_roots_foreach(r->db, on_root_for, &ud);
+    if (st == CDB_OK && ud.oom) st = cdb_seterr(CDB_NOMEM, "out of memory");
+    if (st != CDB_OK) {
+        st = cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot list the folders in %s", under);
+        goto done;
+    }
+    if (!ud.root) {
+        st = cdb_eng_failw(CDB_NOTFOUND, CDB_ENGINE_E_NOT_A_ROOT, NULL,
+                           "%s is not a recorded folder or inside one", under);
+        goto done;
+    }
+    nr = strlen(ud.root);
+    /* the relpath prefix of the folder: what follows the root's path and its '/' */
+    {
+        const char *prefix = abs + nr + (abs[nr] == '/' ? 1 : 0);
+        if (nr == 1) prefix = abs + 1; /* the root "/" */
+        ud.base = abs;
+        ud.skip = *prefix ? strlen(prefix) + 1 : 0;
+        st = cdb_db_relpaths_under(r->db, ud.root_id, prefix, CDB_DB_MASK_OK, on_relpath, &ud);
+    }
+    if (st == CDB_OK && ud.oom) st = cdb_seterr(CDB_NOMEM, "out of memory");
+    if (st != CDB_OK) {
+        st = cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot list the folders in %s", under);
+        goto done;
+    }
+    if (na == 1) /* "/" as the base: children are "/name", not "//name" */
+        for (int i = 0; i < ud.n; i++) memmove(ud.v[i].path, ud.v[i].path + 1, strlen(ud.v[i].path));
+    *out = ud.v;
+    *n = ud.n;
+    ud.v = NULL;
+    ud.n = 0;
+done:
+    cdb_eng_reader_put(e, r);
+    cdb_engine_subfolders_free(ud.v, ud.n);
+    free(ud.root);
+    return st;
+}
+
 /* ---- forget ------------------------------------------------------------------------------ */
 
 void cdb_engine_forget_report_free(cdb_engine_forget_report *r) {

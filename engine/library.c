@@ -93,8 +93,8 @@ static void ident_now(const char *path, cdb_db_root_ident *id) {
     }
 }
 
-/* Whether the folder now at a root's path is the recorded one; *strong: recognized
-** by more than the device number. The evidence, strongest first:
+/* Whether the folder now at a root's path is the recorded one (engine_int.h). The
+** evidence, strongest first:
 **   - the folder's inode and birth time (statx; ext4, xfs, btrfs, tmpfs): the same
 **     folder object, whatever device number its filesystem has after a reboot;
 **   - the inode and the filesystem id (statfs f_fsid: from the UUID on ext4 and
@@ -104,14 +104,14 @@ static void ident_now(const char *path, cdb_db_root_ident *id) {
 ** An empty mount point is another folder on another filesystem; a filesystem
 ** mounted at the path is another folder than the mount point it covers. Roots
 ** recorded before identities (schema 6) have only the device number to go by. */
-static int root_matches(const eng_root *c, int *strong) {
-    const cdb_db_root_ident *a = &c->ident_recorded, *b = &c->ident_now;
+int cdb_eng_root_matches(const cdb_db_root_ident *a, uint64_t dev_recorded,
+                         const cdb_db_root_ident *b, uint64_t dev_now, int *strong) {
     *strong = 0;
-    if (!a->ino) return !c->dev_recorded || c->dev_recorded == c->dev_now;
+    if (!a->ino) return !dev_recorded || dev_recorded == dev_now;
     if (a->ino != b->ino) return 0;
     if (a->btime_ns && b->btime_ns) return *strong = a->btime_ns == b->btime_ns;
     if (a->fsid && b->fsid) return *strong = a->fsid == b->fsid;
-    if (c->dev_recorded && c->dev_recorded == c->dev_now) return 1;
+    if (dev_recorded && dev_recorded == dev_now) return 1;
     return *strong = a->fstype && a->fstype == b->fstype;
 }
 
@@ -129,7 +129,9 @@ static void stat_root(eng_root *c) {
     c->dev_now = (uint64_t)st.st_dev;
     if (c->kind == CDB_DB_ROOT_FOLDER) {
         ident_now(c->path, &c->ident_now);
-        c->foreign = !c->accepted && !root_matches(c, &c->same_by_ident);
+        c->foreign = !c->accepted && !cdb_eng_root_matches(&c->ident_recorded, c->dev_recorded,
+                                                           &c->ident_now, c->dev_now,
+                                                           &c->same_by_ident);
     }
     c->present = !c->foreign;
 }

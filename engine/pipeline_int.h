@@ -56,6 +56,9 @@ typedef struct job {
 typedef struct target_state {
     int walked;           /* walked to the end: its deletion pass may run */
     int64_t n_found;      /* regular files met */
+    int64_t n_met;        /* visible entries of any kind the walk met (files, folders,
+                             links, FIFOs, files met again under another name, entries
+                             it could not read): 0 is an empty folder */
     cdb_db_walk_problem *probs; /* relpath/reason heap */
     unsigned char *shields; /* per problem: 1 when rows at or under its relpath are kept */
     int n_probs, cap_probs;

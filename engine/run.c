@@ -7,7 +7,8 @@
 **
 ** reindex also refreshes every set's index afterwards, and with repair first turns
 ** what cdb_db_verify and the deep check find into pending work (cdb_db_repair) that
-** the rescan redoes.
+** the rescan redoes. It is complete (not partial) only when every set it ran has a
+** vector for every ok file.
 **
 ** Errors: a failure before the passes start is a complete "what (why)" sentence (the
 ** model cannot be found, the folders cannot be recorded); a failure of the run itself
@@ -239,6 +240,23 @@ static void fill_report(const run_plan *p, int stopped, cdb_engine_run_report *r
     r->interrupted = stopped;
 }
 
+/* After a reindex: the ok files each set that ran still lacks (the catalog's claims of
+** ok files are trusted: the write order keeps them true, and the passes checked those
+** of the pending files they redid against the shards). A set with holes makes the run
+** partial: a reindex succeeds only when every set it ran is complete. */
+static cdb_status count_holes(cdb_engine *e, const run_plan *p, cdb_engine_run_report *r) {
+    for (int i = 0; i < p->n && i < r->n_sets; i++) {
+        cdb_db_counts c;
+        cdb_status st;
+        if (!p->s[i].ran) continue;
+        if ((st = cdb_db_get_counts(e->db, p->s[i].dm.id, &c)) != CDB_OK)
+            return step_fail(st, "cannot count the vectors of the sets");
+        r->sets[i].n_missing = c.n_missing;
+        r->partial |= c.n_missing > 0;
+    }
+    return CDB_OK;
+}
+
 /* ---- ingest ----------------------------------------------------------------------------- */
 
 /* The model of an ingest: the one at path (registered when new), or the default. */
@@ -458,6 +476,7 @@ cdb_status cdb_engine_reindex(cdb_engine *e, const cdb_engine_run_params *rp,
         if (ist != CDB_OK) st = ist; /* the run failed */
     }
     fill_report(&plan, stopped, report);
+    if (st == CDB_OK && !stopped) st = count_holes(e, &plan, report);
 done:
     plan_free(&plan);
     cdb_eng_targets_free(targets, n_targets);

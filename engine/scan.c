@@ -330,6 +330,10 @@ static void walk_target(pipe_ctx *c) {
             warn(c, "%s: %s; its files are kept as they are", base, why);
             add_problem(c, t->sub ? t->sub : "", why, 1);
         } else {
+            c->ts[c->cur].n_met = ws.n_files + (ws.n_dirs - 1) /* not the root */ +
+                                  ws.n_links_skipped + ws.n_loops +
+                                  ws.n_special + ws.n_errors + ws.n_links_covered +
+                                  ws.n_same_file;
             c->sum->links_skipped += ws.n_links_skipped;
             c->sum->links_covered += ws.n_links_covered;
             c->sum->loops += ws.n_loops;
@@ -438,8 +442,8 @@ static int on_known(const cdb_db_file *f, void *ud_) {
 }
 
 /* Marks deleted what target i no longer has (cdb_eng_library_gone decides for each
-** row). A whole folder root whose walk met no file at all while files are recorded
-** there is *empty*: what an unmounted drive or a missing network share looks like
+** row). A whole folder root whose walk met nothing visible at all (no file, folder,
+** link or other entry) while files are recorded there is *empty*: what an unmounted drive or a missing network share looks like
 ** (and, for rows from before schema 5, the only evidence left), so nothing is marked
 ** deleted and a warning says why, unless the user accepted the folder as it is
 ** (reindex --accept-root) or forgets the root. */
@@ -451,7 +455,7 @@ static cdb_status delete_gone(pipe_ctx *c, int i, const char **status) {
     cdb_status rc = cdb_db_files_foreach(
         c->db, t->root_id, CDB_DB_MASK_OK | CDB_DB_MASK_ERROR | CDB_DB_MASK_PENDING, on_known, &d);
     if (rc == CDB_OK && d.oom) rc = cdb_seterr(CDB_NOMEM, "out of memory");
-    if (rc == CDB_OK && d.n && c->ts[i].n_found == 0 && t->kind == CDB_DB_ROOT_FOLDER &&
+    if (rc == CDB_OK && d.n && c->ts[i].n_met == 0 && t->kind == CDB_DB_ROOT_FOLDER &&
         (!t->sub || d.n_legacy) && !(r && r->accepted)) {
         char *base = target_base(t);
         c->cur = i;

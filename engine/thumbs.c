@@ -174,7 +174,8 @@ typedef struct jmem {
     unsigned long size;
 } jmem;
 
-static cdb_status encode_jpeg(const uint8_t *rgb, int w, int h, unsigned char **out, size_t *n) {
+static cdb_status encode_jpeg(const uint8_t *rgb, int w, int h, int quality, unsigned char **out,
+                              size_t *n) {
     struct jpeg_compress_struct ci;
     jerr je;
     jmem *md = calloc(1, sizeof *md);
@@ -187,7 +188,7 @@ static cdb_status encode_jpeg(const uint8_t *rgb, int w, int h, unsigned char **
         jpeg_destroy_compress(&ci);
         free(md->buf);
         free(md);
-        return cdb_seterr(CDB_ERROR, "thumbnail: JPEG compression failed");
+        return cdb_seterr(CDB_ERROR, "JPEG compression failed");
     }
     jpeg_create_compress(&ci);
     jpeg_mem_dest(&ci, &md->buf, &md->size);
@@ -196,7 +197,7 @@ static cdb_status encode_jpeg(const uint8_t *rgb, int w, int h, unsigned char **
     ci.input_components = 3;
     ci.in_color_space = JCS_RGB;
     jpeg_set_defaults(&ci);
-    jpeg_set_quality(&ci, THUMB_QUALITY, TRUE);
+    jpeg_set_quality(&ci, quality, TRUE);
     ci.optimize_coding = TRUE;
     jpeg_start_compress(&ci, TRUE);
     while (ci.next_scanline < ci.image_height) {
@@ -219,7 +220,7 @@ void cdb_eng_thumb_clear(eng_thumb *t) {
     memset(t, 0, sizeof *t);
 }
 
-cdb_status cdb_eng_thumb_make(const cdb_image *img, int px, eng_thumb *t) {
+cdb_status cdb_eng_jpeg_make(const cdb_image *img, int px, int quality, eng_thumb *t) {
     int w = img->width, h = img->height, ow, oh;
     uint8_t *out;
     cdb_status rc;
@@ -230,12 +231,16 @@ cdb_status cdb_eng_thumb_make(const cdb_image *img, int px, eng_thumb *t) {
     if (!(out = malloc((size_t)ow * (size_t)oh * 3)))
         return cdb_seterr(CDB_NOMEM, "out of memory making a thumbnail");
     if ((rc = cdb_eng_thumb_scale(img, ow, oh, out)) == CDB_OK &&
-        (rc = encode_jpeg(out, ow, oh, &t->jpeg, &t->n)) == CDB_OK) {
+        (rc = encode_jpeg(out, ow, oh, quality, &t->jpeg, &t->n)) == CDB_OK) {
         t->width = ow;
         t->height = oh;
     }
     free(out);
     return rc;
+}
+
+cdb_status cdb_eng_thumb_make(const cdb_image *img, int px, eng_thumb *t) {
+    return cdb_eng_jpeg_make(img, px, THUMB_QUALITY, t);
 }
 
 void cdb_eng_thumb_dims(int w, int h, int px, int *ow, int *oh) {

@@ -8,14 +8,23 @@
 **                      "min_score", "under", "sort"}
 **     -> {"model", "took_ms", "count", "offset", "generation",
 **         "results": [{"id", "path", "score", "width", "height", "mtime", "size",
-**                      "thumb": "/api/thumb/ID", "file": "/api/file/ID"}]}
+**                      "thumb": "/api/thumb/ID", "file": "/api/file/ID",
+**                      "preview": "/api/preview/ID", "browser_shows"}]}
 **   GET  /api/thumb/ID   the JPEG thumbnail (ETag; 304 when unchanged)
+**   GET  /api/preview/ID a JPEG of the photo, long side <= 2048, for the viewer of
+**                        what browsers do not show (HEIC, TIFF, RAW; browser_shows
+**                        false: by the name's extension); made on demand and cached
+**                        by the engine (ETag; 304; 404/409 as /api/file)
 **   GET  /api/file/ID    the original, by catalog id only, with its type; only the
 **                        file the catalog recorded (404 when it is gone, 409 when
 **                        something else is at its path: run reindex); one byte range
 **                        (srv_req.range: bytes=A-B, A-, -N) gives a 206, one past the
 **                        end 416 (http.c does not pass the header on yet: whole file)
-**   GET  /api/stats, /api/folders, /healthz
+**   GET  /api/stats, /api/folders (the roots), /healthz
+**   GET  /api/folders?under=FOLDER  the folders directly inside FOLDER (a root or a
+**                        folder in one) that hold photos, from the catalog: {"under",
+**                        "folders": [{"path", "kind", "files", "subfolders"}]}; 404 when
+**                        no root holds it
 **   POST /api/login {"token"}   sets the page's session cookie when a token is required
 **   POST /api/logout, GET /api/session   signs it out; says whether one is needed / held
 **   /knn-service, /metadata, /indices-list: clip_retrieval.c. GET /, /app.js, ...: the page.
@@ -256,6 +265,17 @@ static int search_from_json(srv_ctx *c, const srv_req *r, search_req *s, srv_res
     return 0;
 }
 
+/* 1 when a browser shows the photo at path itself (JPEG, PNG, WebP, GIF, by its
+** name: a hit's type is not looked up on disk); else the viewer shows its preview. */
+static int browser_shows(const char *path) {
+    static const char *const ext[] = {".jpg", ".jpeg", ".jpe", ".jfif", ".png", ".webp", ".gif"};
+    const char *dot = strrchr(path, '.');
+    if (!dot || strchr(dot, '/')) return 0;
+    for (size_t i = 0; i < sizeof ext / sizeof ext[0]; i++)
+        if (!strcasecmp(dot, ext[i])) return 1;
+    return 0;
+}
+
 static json_t *hit_json(const cdb_engine_hit *h) {
     json_t *x = json_object();
     char url[64];
@@ -270,6 +290,9 @@ static json_t *hit_json(const cdb_engine_hit *h) {
     json_object_set_new(x, "thumb", json_string(url));
     snprintf(url, sizeof url, "/api/file/%lld", (long long)h->id);
     json_object_set_new(x, "file", json_string(url));
+    snprintf(url, sizeof url, "/api/preview/%lld", (long long)h->id);
+    json_object_set_new(x, "preview", json_string(url));
+    json_object_set_new(x, "browser_shows", json_boolean(browser_shows(h->path)));
     return x;
 }
 
@@ -456,6 +479,40 @@ static void original(srv_ctx *c, const srv_req *r, srv_resp *o) {
     cdb_engine_file_clear(&f);
 }
 
+/* GET /api/preview/ID: a JPEG of the photo (long side SRV_PREVIEW_PX or less) for the
+** viewer, made and cached by the engine; ETag and 304 like the thumbnails, 404/409 as
+** /api/file when the photo is gone or changed. */
+static void preview(srv_ctx *c, const srv_req *r, srv_resp *o) {
+    int64_t id = path_id(r->path, "/api/preview/");
+    cdb_engine_preview p;
+    if (!id) {
+        cdb_srv_error(o, 404, "not_found", "no photo has that id");
+        return;
+    }
+    /* the tag first (the photo checked on disk, nothing decoded): a revalidation is cheap */
+    if (r->if_none_match &&
+        cdb_engine_preview_get(c->e, id, CDB_ENGINE_PREVIEW_PX, 1, &p) == CDB_OK) {
+        snprintf(o->etag, sizeof o->etag, "\"p%s\"", p.tag);
+        cdb_engine_preview_clear(&p);
+        if (strstr(r->if_none_match, o->etag)) {
+            o->cache = "private, no-cache";
+            o->status = 304;
+            return;
+        }
+    }
+    if (cdb_engine_preview_get(c->e, id, CDB_ENGINE_PREVIEW_PX, 0, &p) != CDB_OK) {
+        o->etag[0] = '\0';
+        cdb_srv_engine_error(o);
+        return;
+    }
+    snprintf(o->etag, sizeof o->etag, "\"p%s\"", p.tag);
+    o->cache = "private, no-cache"; /* revalidated: a changed photo gets a new one */
+    o->status = 200;
+    o->content_type = "image/jpeg";
+    o->body = p.jpeg; /* cdb_free is free */
+    o->len = p.n;
+}
+
 /* ---- stats, folders, health, login ------------------------------------------------------ */
 
 static void stats(srv_ctx *c, srv_resp *o) {
@@ -494,10 +551,49 @@ static void stats(srv_ctx *c, srv_resp *o) {
     o->cache = "no-store";
 }
 
-static void folders(srv_ctx *c, srv_resp *o) {
+/* GET /api/folders?under=FOLDER: the folders directly inside FOLDER (a recorded root
+** or a folder in one, read as search's under) that hold photos, from the catalog. */
+static void subfolders(srv_ctx *c, const char *under, srv_resp *o) {
+    cdb_engine_subfolder *f = NULL;
+    int n = 0;
+    json_t *arr, *doc;
+    if (under[0] != '/' || strlen(under) >= PATH_MAX / 2) {
+        cdb_srv_error(o, 400, "bad_request", "under must be an absolute path");
+        return;
+    }
+    if (cdb_engine_subfolders(c->e, under, &f, &n) != CDB_OK) {
+        if (cdb_engine_errcode() == CDB_ENGINE_E_NOT_A_ROOT)
+            cdb_srv_error(o, 404, "not_found", "%s", cdb_errmsg());
+        else
+            cdb_srv_engine_error(o);
+        return;
+    }
+    arr = json_array();
+    for (int i = 0; i < n; i++) {
+        json_t *x = json_object();
+        cdb_srv_json_path(x, "path", f[i].path);
+        json_object_set_new(x, "kind", json_string("folder"));
+        json_object_set_new(x, "files", json_integer(f[i].files));
+        json_object_set_new(x, "subfolders", json_boolean(f[i].has_subfolders));
+        json_array_append_new(arr, x);
+    }
+    cdb_engine_subfolders_free(f, n);
+    doc = json_object();
+    cdb_srv_json_path(doc, "under", under);
+    json_object_set_new(doc, "folders", arr);
+    cdb_srv_json(o, 200, doc);
+    o->cache = "no-store";
+}
+
+static void folders(srv_ctx *c, const srv_req *r, srv_resp *o) {
     cdb_engine_folder *f = NULL;
     int n = 0;
     json_t *arr;
+    const char *under = cdb_srv_arg(r, "under");
+    if (under && *under) {
+        subfolders(c, under, o);
+        return;
+    }
     if (cdb_engine_folders(c->e, &f, &n) != CDB_OK) {
         cdb_srv_engine_error(o);
         return;
@@ -598,11 +694,14 @@ void cdb_srv_handle(srv_ctx *c, const srv_req *r, srv_resp *o) {
     } else if (!strncmp(p, "/api/file/", 10)) {
         if (is_get(r)) original(c, r, o);
         else method_not_allowed(o, "GET");
+    } else if (!strncmp(p, "/api/preview/", 13)) {
+        if (is_get(r)) preview(c, r, o);
+        else method_not_allowed(o, "GET");
     } else if (!strcmp(p, "/api/stats")) {
         if (is_get(r)) stats(c, o);
         else method_not_allowed(o, "GET");
     } else if (!strcmp(p, "/api/folders")) {
-        if (is_get(r)) folders(c, o);
+        if (is_get(r)) folders(c, r, o);
         else method_not_allowed(o, "GET");
     } else if (!strcmp(p, "/api/login")) {
         if (is(r, "POST")) login(c, r, o);

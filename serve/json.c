@@ -179,6 +179,7 @@ void cdb_srv_engine_error(srv_resp *o) {
     switch (cdb_engine_errcode()) {
     case CDB_ENGINE_E_UNKNOWN_ID: cdb_srv_error(o, 404, "not_found", "%s", m); break;
     case CDB_ENGINE_E_NO_THUMB: cdb_srv_error(o, 404, "no_thumbnail", "%s", m); break;
+    case CDB_ENGINE_E_NO_PREVIEW: cdb_srv_error(o, 404, "no_preview", "%s", m); break;
     case CDB_ENGINE_E_FILE_GONE: cdb_srv_error(o, 404, "gone", "%s", m); break;
     case CDB_ENGINE_E_FILE_CHANGED: cdb_srv_error(o, 409, "changed", "%s", m); break;
     case CDB_ENGINE_E_QUERY:

@@ -1,6 +1,7 @@
 // clipdb serve: the search page. Plain JavaScript, no build step: it talks to the
-// JSON API of the same server (/api/search, /api/thumb/ID, /api/file/ID, /api/stats,
-// /api/folders) and keeps its state in the URL's hash, so Back and reload work.
+// JSON API of the same server (/api/search, /api/thumb/ID, /api/file/ID,
+// /api/preview/ID, /api/stats, /api/folders) and keeps its state in the URL's hash,
+// so Back and reload work.
 'use strict';
 
 const $ = (id) => document.getElementById(id);
@@ -73,12 +74,20 @@ async function signOut() {
   if (S.mode === 'none') showWelcome(); else search();
 }
 
+// A message about something else than the results (an image that cannot be used, a
+// list that did not load): it goes after 5 s or with the next search, whichever
+// comes first. A failed search says so in the status line only, once.
 function toast(msg) {
   const t = $('toast');
   t.textContent = msg;
   t.hidden = false;
   clearTimeout(toast.timer);
-  toast.timer = setTimeout(() => { t.hidden = true; }, 5000);
+  toast.timer = setTimeout(hideToast, 5000);
+}
+
+function hideToast() {
+  clearTimeout(toast.timer);
+  $('toast').hidden = true;
 }
 
 // ---- state <-> URL --------------------------------------------------------------------
@@ -133,6 +142,7 @@ async function search(reset = true) {
   if (S.loading && !reset) return;
   const seq = ++S.seq;
   if (reset) {
+    hideToast();
     S.hits = []; S.offset = 0; S.done = false;
     $('grid').replaceChildren(...skeletons(12));
     $('welcome').hidden = true;
@@ -155,8 +165,7 @@ async function search(reset = true) {
   } catch (e) {
     if (seq !== S.seq) return;
     if (reset) $('grid').replaceChildren();
-    status(null, 0, e.message);
-    toast(e.message);
+    status(null, 0, e.message); // there only: not in a toast as well
   } finally {
     if (seq === S.seq) S.loading = false;
   }
@@ -310,10 +319,15 @@ function openViewer(i) {
   viewing = i;
   const v = $('viewer');
   const img = $('v-img');
-  img.src = h.thumb;           // at once, then the original replaces it
+  img.src = h.thumb;           // at once, then the original (or its preview) replaces it
+  // Browsers show JPEG, PNG, WebP and GIF themselves; HEIC, TIFF and RAW get the
+  // server's large JPEG preview. An original the browser fails on (a HEIC named .jpg)
+  // gets the preview too.
+  const big = h.browser_shows === false && h.preview ? h.preview : h.file;
   const full = new Image();
-  full.onload = () => { if (viewing === i) img.src = h.file; };
-  full.src = h.file;
+  full.onload = () => { if (viewing === i) img.src = full.src; };
+  full.onerror = () => { if (big === h.file && h.preview && viewing === i) full.src = h.preview; };
+  full.src = big;
   $('v-path').textContent = h.path;
   const when = h.mtime ? new Date(h.mtime * 1000).toLocaleString() : '';
   $('v-meta').textContent = `score ${h.score.toFixed(3)} \u00b7 ${h.width}\u00d7${h.height}` + (when ? ` \u00b7 ${when}` : '');
@@ -364,13 +378,53 @@ async function loadLibrary() {
     const sel = $('under');
     for (const x of f.folders) {
       if (x.kind !== 'folder') continue;
-      const o = document.createElement('option');
-      o.value = x.path;
-      o.textContent = `${x.path}  (${x.files.toLocaleString()})`;
-      sel.append(o);
+      sel.append(folderOption(x.path, x.path, 0, x.files, false));
     }
     sel.value = S.under;
   } catch (e) { toast(e.message); }
+  if (S.under) openFolder(S.under);
+}
+
+// ---- the folder filter: the roots, and inside the folder picked, its folders ---------
+
+function folderOption(path, label, depth, files, more) {
+  const o = document.createElement('option');
+  o.value = path;
+  o.dataset.depth = String(depth);
+  o.textContent = '\u00a0\u00a0\u00a0'.repeat(depth) + label + (more ? '/\u2026' : '') +
+    (files == null ? '' : `  (${files.toLocaleString()})`);
+  return o;
+}
+
+// Lists the folders inside path (GET /api/folders?under=, from the catalog) below its
+// option, one level deeper: picking one of them lists its own, and so on down.
+async function openFolder(path) {
+  const sel = $('under');
+  let at = [...sel.options].find((o) => o.value === path);
+  if (!at) { // from the URL: a folder not listed yet
+    at = folderOption(path, path, 0, null, false);
+    sel.append(at);
+  }
+  sel.value = S.under;
+  if (at.dataset.opened) return;
+  at.dataset.opened = '1';
+  let f;
+  try {
+    f = await api('/api/folders?under=' + encodeURIComponent(path));
+  } catch (e) {
+    if (e.code !== 'not_found') toast(e.message); // not_found: no recorded folder holds it
+    return;
+  }
+  const depth = parseInt(at.dataset.depth || '0', 10) + 1;
+  const have = new Set([...sel.options].map((o) => o.value));
+  let after = at;
+  for (const x of f.folders) {
+    if (have.has(x.path)) continue;
+    const o = folderOption(x.path, baseName(x.path), depth, x.files, x.subfolders);
+    after.after(o);
+    after = o;
+  }
+  sel.value = S.under;
 }
 
 function submit() {
@@ -395,7 +449,12 @@ function init() {
     clearChip(); S.mode = 'none'; S.image = null; toHash(); showWelcome(); $('q').focus();
   });
   $('min').addEventListener('change', () => { S.min = $('min').value.trim(); toHash(); search(); });
-  $('under').addEventListener('change', () => { S.under = $('under').value; toHash(); search(); });
+  $('under').addEventListener('change', () => {
+    S.under = $('under').value;
+    toHash();
+    search();
+    if (S.under) openFolder(S.under);
+  });
   $('sort').addEventListener('change', () => { S.sort = $('sort').value; toHash(); search(); });
   $('signout').addEventListener('click', signOut);
   $('pick').addEventListener('click', () => $('file').click());
@@ -405,7 +464,12 @@ function init() {
   $('v-next').addEventListener('click', () => openViewer(Math.min(S.hits.length - 1, viewing + 1)));
   $('v-like').addEventListener('click', () => moreLike(S.hits[viewing]));
   $('viewer').addEventListener('click', (ev) => { if (ev.target === $('viewer')) closeViewer(); });
-  window.addEventListener('popstate', () => { fromHash(); if (S.mode !== 'like') clearChip(); search(); });
+  window.addEventListener('popstate', () => {
+    fromHash();
+    if (S.under) openFolder(S.under);
+    if (S.mode !== 'like') clearChip();
+    search();
+  });
 
   // drop anywhere, paste anywhere
   let depth = 0;

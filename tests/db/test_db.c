@@ -1142,6 +1142,41 @@ static void die_after_step1(int after_step, void *ud) {
     if (after_step == 1) raise(SIGKILL);
 }
 
+static void die_after_step2(int after_step, void *ud) {
+    (void)ud;
+    if (after_step == 2) raise(SIGKILL);
+}
+
+/* Stages one batch in a child process on the database at dir and commits it with
+** hook, which kills the child; 1 when the child died by a signal. */
+static int commit_killed(const char *dir, int64_t model, cdb_db_commit_hook hook,
+                         cdb_status (*stage)(cdb_db_batch *b, void *ud), void *ud) {
+    int st = 0;
+    pid_t pid = fork();
+    if (pid < 0) return 0;
+    if (pid == 0) {
+        cdb_db *db = NULL;
+        cdb_db_batch *b = NULL;
+        if (cdb_db_open(dir, NULL, &db) != CDB_OK || cdb_db_batch_new(db, model, &b) != CDB_OK ||
+            stage(b, ud) != CDB_OK)
+            _exit(2);
+        cdb_db_set_commit_hook(db, hook, NULL);
+        cdb_db_batch_commit(b, NULL);
+        _exit(3);
+    }
+    waitpid(pid, &st, 0);
+    return WIFSIGNALED(st);
+}
+
+/* f00000 with new content (fixture *ud). */
+static cdb_status stage_f0_changed(cdb_db_batch *b, void *ud) {
+    const fixture *fx = ud;
+    float v[DIM];
+    cdb_db_file_meta m = tu_meta(1, 2, 999);
+    tu_vec(3, 1.0f, v, DIM);
+    return cdb_db_batch_put(b, fx->root, "f00000.jpg", &m, v, DIM);
+}
+
 /* cdb_db_classify from size and mtime alone (rows written without an identity). */
 static cdb_status classify_sm(cdb_db *db, int64_t model, int64_t root, const char *rel, int64_t size,
                               int64_t mtime, cdb_db_change *ch, cdb_db_file *out) {
@@ -1189,28 +1224,94 @@ CDB_TEST(classify_changes) {
     snprintf(dir, sizeof dir, "%s", fx.dir);
     cdb_db_close(fx.db);
     fx.db = NULL;
-    pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0) {
-        cdb_db *db = NULL;
-        cdb_db_batch *cb = NULL;
-        float v[DIM];
-        cdb_db_file_meta m = tu_meta(1, 2, 999);
-        tu_vec(3, 1.0f, v, DIM);
-        if (cdb_db_open(dir, NULL, &db) != CDB_OK ||
-            cdb_db_batch_new(db, fx.model, &cb) != CDB_OK ||
-            cdb_db_batch_put(cb, fx.root, "f00000.jpg", &m, v, DIM) != CDB_OK)
-            _exit(2);
-        cdb_db_set_commit_hook(db, die_after_step1, NULL);
-        cdb_db_batch_commit(cb, NULL);
-        _exit(3);
-    }
-    int st = 0;
-    waitpid(pid, &st, 0);
-    CHECK(WIFSIGNALED(st));
+    CHECK(commit_killed(dir, fx.model, die_after_step1, stage_f0_changed, &fx));
     CHECK_OK(cdb_db_open(dir, NULL, &fx.db));
     CHECK_OK(classify_sm(fx.db, fx.model, fx.root, "f00000.jpg", 1000, 5000, &ch, NULL));
     CHECK_EQ_INT(ch, CDB_DB_CHANGE_REDO);
+    fx_close(&fx);
+}
+
+/* The second model's vector of file i (same seed as the first's, another dim). */
+static cdb_status put_m2(cdb_db *db, int64_t m2, int64_t root, int from, int to) {
+    cdb_db_batch *b = NULL;
+    float v[32];
+    cdb_status rc = cdb_db_batch_new(db, m2, &b);
+    for (int i = from; i < to && rc == CDB_OK; i++) {
+        char name[32];
+        cdb_db_file_meta m = tu_meta(1000 + i, 5000 + i, (uint64_t)i);
+        snprintf(name, sizeof name, "f%05d.jpg", i);
+        tu_vec(1000 + (uint64_t)i, 1.0f, v, 32);
+        rc = cdb_db_batch_put(b, root, name, &m, v, 32);
+    }
+    if (rc == CDB_OK) rc = cdb_db_batch_commit(b, NULL);
+    cdb_db_batch_free(b);
+    return rc;
+}
+
+static cdb_status stage_delete(cdb_db_batch *b, void *ud) {
+    return cdb_db_batch_delete(b, *(const int64_t *)ud);
+}
+
+/* Issue 33: a deletion killed after its shard commit (step 2) leaves no claim of any
+** model without its vector, so the first model's redo of the file cannot hide the
+** second set's hole; a pending file whose claims an older clipdb left stale is checked
+** against its shard when redone; counts check pending files' claims;
+** cdb_db_count_stale_claims finds an ok file's claim whose vector is gone. */
+CDB_TEST(interrupted_delete_keeps_claims_true) {
+    fixture fx;
+    int64_t ids[3], m2 = 0, stale = -1;
+    char dir[256], cat[300], shard[300], sql[200];
+    int has = 1;
+    cdb_db_change ch;
+    cdb_db_counts c;
+    CHECK_OK(fx_open(&fx, "claims", 0));
+    CHECK_OK(cdb_db_model_register(fx.db, "hash-m2", "m2", 32, NULL, &m2));
+    CHECK_OK(fx_put_range(&fx, 0, 3, ids));
+    CHECK_OK(put_m2(fx.db, m2, fx.root, 0, 3));
+    snprintf(dir, sizeof dir, "%s", fx.dir);
+    cdb_db_close(fx.db);
+    fx.db = NULL;
+    /* f0 deleted, killed between the shard commit and step 3 */
+    CHECK(commit_killed(dir, fx.model, die_after_step2, stage_delete, &ids[0]));
+    CHECK_OK(cdb_db_open(dir, NULL, &fx.db));
+    CHECK_OK(cdb_db_file_has_vector(fx.db, m2, ids[0], &has));
+    CHECK_EQ_INT(has, 0); /* the claim went with step 1 */
+    CHECK_OK(cdb_db_get_counts(fx.db, m2, &c));
+    CHECK_EQ_INT(c.n_vectors, 2);
+    /* the photo is back: the first model redoes it, the second finds its hole */
+    cdb_db_file_meta m0 = tu_meta(1000, 5000, 0), m1 = tu_meta(1001, 5001, 1);
+    CHECK_OK(fx_put_range(&fx, 0, 1, NULL));
+    CHECK_OK(cdb_db_classify(fx.db, m2, fx.root, "f00000.jpg", &m0, &ch, NULL));
+    CHECK_EQ_INT(ch, CDB_DB_CHANGE_NEEDS_VECTOR);
+
+    /* f1 as an older clipdb's interrupted delete left it: pending, its vectors gone
+    ** from the shard, its claims kept */
+    cdb_db_close(fx.db);
+    fx.db = NULL;
+    snprintf(cat, sizeof cat, "%s/catalog.db", dir);
+    snprintf(shard, sizeof shard, "%s/shards/0001.db", dir);
+    snprintf(sql, sizeof sql, "UPDATE files SET state=1 WHERE id=%lld", (long long)ids[1]);
+    CHECK_EQ_INT(sql_exec_file(cat, sql), SQLITE_OK);
+    snprintf(sql, sizeof sql, "DELETE FROM vectors WHERE file_id=%lld", (long long)ids[1]);
+    CHECK_EQ_INT(sql_exec_file(shard, sql), SQLITE_OK);
+    /* and f2 an ok file whose second vector is gone (an older clipdb's reindex after that) */
+    snprintf(sql, sizeof sql, "DELETE FROM vectors WHERE file_id=%lld AND model_id=%lld",
+             (long long)ids[2], (long long)m2);
+    CHECK_EQ_INT(sql_exec_file(shard, sql), SQLITE_OK);
+    CHECK_OK(cdb_db_open(dir, NULL, &fx.db));
+    CHECK_OK(cdb_db_get_counts(fx.db, m2, &c)); /* f1's stale claim is checked, f2's trusted */
+    CHECK_EQ_INT(c.n_vectors, 1);
+    CHECK_OK(cdb_db_count_stale_claims(fx.db, m2, &stale));
+    CHECK_EQ_INT(stale, 1); /* f2 */
+    CHECK_OK(fx_put_range(&fx, 1, 2, NULL));
+    CHECK_OK(cdb_db_file_has_vector(fx.db, m2, ids[1], &has));
+    CHECK_EQ_INT(has, 0);
+    CHECK_OK(cdb_db_classify(fx.db, m2, fx.root, "f00001.jpg", &m1, &ch, NULL));
+    CHECK_EQ_INT(ch, CDB_DB_CHANGE_NEEDS_VECTOR);
+    CHECK_OK(put_m2(fx.db, m2, fx.root, 0, 2));
+    CHECK_OK(cdb_db_get_counts(fx.db, m2, &c));
+    CHECK_EQ_INT(c.n_vectors, 3);
+    CHECK_EQ_INT(c.n_missing, 0);
     fx_close(&fx);
 }
 
@@ -1218,4 +1319,5 @@ CDB_TEST_MAIN(open_create_reopen, encode_matches_double_reference, encode_any_ma
               encode_refuses_bad, crud_put_lookup_read, odd_paths, quarantine_move_delete,
               models_side_by_side, generations, shard_rollover, schema_from_the_future,
               migrate_v1_to_v2, migrate_v2_to_v3, migrate_v3_to_v4, mixed_batch_runs,
-              verify_missing_and_truncated_shard, verify_bad_and_orphan_vectors, runs_and_readonly, busy_is_retried_then_reported, classify_changes)
+              verify_missing_and_truncated_shard, verify_bad_and_orphan_vectors, runs_and_readonly, busy_is_retried_then_reported, classify_changes,
+              interrupted_delete_keeps_claims_true)

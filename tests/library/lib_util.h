@@ -207,15 +207,19 @@ static inline void lu_export_free(lu_export *e) {
     memset(e, 0, sizeof *e);
 }
 
-/* 0, or -1 (and a message) when the export failed. */
-static inline int lu_export_read(const char *db, lu_export *e) {
+/* The vector set of model (a path, number or name; NULL: the default) as exported.
+** 0, or -1 (and a message) when the export failed. */
+static inline int lu_export_read_model(const char *db, const char *model, lu_export *e) {
     char dir[700], p[800];
     size_t n = 0;
     int rows = 0;
     memset(e, 0, sizeof *e);
     snprintf(dir, sizeof dir, "%s.export", db);
     lu_rm_rf(dir);
-    if (lu_expect((const char *[]){"export", "--db", db, "--out", dir, "--quiet", NULL}, 0, NULL))
+    if (lu_expect(model ? (const char *[]){"export", "--db", db, "--model", model, "--out", dir,
+                                           "--quiet", NULL}
+                        : (const char *[]){"export", "--db", db, "--out", dir, "--quiet", NULL},
+                  0, NULL))
         return -1;
     snprintf(p, sizeof p, "%s/vectors.npy", dir);
     e->vecs = lu_npy(p, &rows, &e->dim);
@@ -230,6 +234,9 @@ static inline int lu_export_read(const char *db, lu_export *e) {
     free(text);
     lu_rm_rf(dir);
     return e->n == rows && (rows == 0 || e->vecs) ? 0 : -1;
+}
+static inline int lu_export_read(const char *db, lu_export *e) {
+    return lu_export_read_model(db, NULL, e);
 }
 
 /* Index of path in the export, -1; *count: how many times it appears. */
@@ -246,9 +253,10 @@ static inline int lu_export_find(const lu_export *e, const char *path, int *coun
 
 /* ---- the oracle: a file's own embedding ---------------------------------------------- */
 
-/* Embeddings of files[n] (rows of out, dim each) by `clipdb embed`, 40 images per
-** call (cli_run passes at most 127 arguments); -1 on failure. */
-static inline int lu_embed(const char *const *files, int n, float **out, int *dim) {
+/* Embeddings of files[n] (rows of out, dim each) by `clipdb embed --model model`, 40
+** images per call (cli_run passes at most 127 arguments); -1 on failure. */
+static inline int lu_embed_model(const char *model, const char *const *files, int n, float **out,
+                                 int *dim) {
     enum { PER_CALL = 40 };
     const char *args[2 * PER_CALL + 12];
     char npy[700];
@@ -261,7 +269,7 @@ static inline int lu_embed(const char *const *files, int n, float **out, int *di
         float *part;
         args[k++] = "embed";
         args[k++] = "--model";
-        args[k++] = lu_model;
+        args[k++] = model;
         for (int i = 0; i < m; i++) {
             args[k++] = "--image";
             args[k++] = files[at + i];
@@ -286,6 +294,9 @@ static inline int lu_embed(const char *const *files, int n, float **out, int *di
     }
     *out = all;
     return n == 0 || all ? 0 : -1;
+}
+static inline int lu_embed(const char *const *files, int n, float **out, int *dim) {
+    return lu_embed_model(lu_model, files, n, out, dim);
 }
 
 /* The stored fp16 vector a (decoded) is the file's own embedding b: each element

@@ -15,7 +15,11 @@
 ** parents of roots, with or without --follow-symlinks), `reindex`, `forget`, a root
 ** renamed away (a missing root: kept, exit 3) then `move` or put back, a read error
 ** injected on one file (retried later), and kill -9 at a random moment followed by
-** the same command again.
+** the same command again; the filesystem boundary (issue 25): a photo swapped for a
+** symbolic link or a hard link to a file outside the library, a FIFO, a socket or a
+** folder, and (as root: a note says when they are skipped) cam2/ as a bind mount of
+** a tmpfs, unmounted (reindex: exit 3, every vector under it kept) and mounted
+** again (reindex: nothing added, changed or deleted).
 **
 ** After every step (the expected roots are this file's own model of the rules):
 **   - `verify` exits 0; the roots `folders` lists are the expected ones;
@@ -23,7 +27,11 @@
 **     a scan covered it exists, is in scope, and holds its own content's embedding;
 **   - every file in scope that is not stale is exported;
 **   - two such files found by `search --image` first; every few steps `verify
-**     --deep --sample 0.3` exits 0.
+**     --deep --sample 0.3` exits 0;
+**   - a `clipdb serve` running through the whole history hands out, for every id
+**     /metadata names, either exactly the photo that is at its path now (through a
+**     link only where the root follows links) or 404/409, each within 5 s: never
+**     the outside file, a FIFO's block, or another photo's bytes.
 ** --steps N / --seed S (or CLIPDB_LIBRARY_STEPS, default 70, bounded to 45 s in CI,
 ** and CLIPDB_LIBRARY_SEED, default the time) choose the history; for kill campaigns,
 ** CLIPDB_LIBRARY_KILL_EVERY=K kills one command in K (default 6) at a moment up to
@@ -32,10 +40,13 @@
 ** that ever failed is replayed first (k_regressions).
 */
 #include <signal.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 
-#include "lib_util.h"
+#include "serve/serve_util.h"
 
 #define MAX_FILES 400
 #define MAX_ROOTS 16
@@ -63,8 +74,12 @@ static const char *const k_names[] = {"img_0", "img_1", "img_2", "img_3", "img_4
 #define N_NAMES (int)(sizeof k_names / sizeof k_names[0])
 
 /* A path the history made: a photo, a link, or a ghost (the path of a photo that
-** was deleted or moved away: stale until a scan covers it). */
+** was deleted or moved away: stale until a scan covers it); a regular file that is
+** not an image (a hard link to the outside file) or something that is not a regular
+** file (FIFO, socket, folder) where a photo was: on disk, never in scope. */
 #define GHOST (-2)
+#define NOT_IMAGE (-3)
+#define SPECIAL (-4)
 typedef struct file_t {
     char path[800];
     int content; /* pool index; -1 for a symbolic link (see link_to); GHOST */
@@ -79,7 +94,7 @@ typedef struct root_t {
 
 typedef struct model {
     char base[700], db[700], pool_dir[700];
-    uint64_t rng;
+    uint64_t rng, rng2; /* the main stream; the side stream (ON_SIDE_STREAM) */
     unsigned char *pool[POOL];
     size_t pool_n[POOL];
     char pool_ext[POOL][8];
@@ -91,6 +106,10 @@ typedef struct model {
     int n_roots;
     int step;
     int kill_every, kill_ms; /* one command in kill_every killed, up to kill_ms after its start */
+    char outside[800];       /* a file outside the library ("/etc/passwd") */
+    char tmpfs[800], cam2[800], store[800]; /* cam2/: a bind mount of store (on tmpfs) */
+    int mounted;             /* 1: cam2/ is mounted; 0: no mounts (not root) */
+    su_server srv;           /* `clipdb serve` over the database, all along */
 } model;
 
 static uint64_t rnd(model *m) {
@@ -182,12 +201,30 @@ static void new_path(model *m, char *out, size_t size, int place, int content) {
              ext_of(m, content));
 }
 
+/* Removes what is at path when it is not a photo (a link, a hard link to the outside
+** file, a FIFO, a socket, a folder), so that writing there never writes through it. */
+static int clear_non_photo(model *m, const char *path) {
+    file_t *f = find_file(m, path);
+    struct stat st;
+    if (!f || f->content >= 0 || f->content == GHOST || lstat(path, &st) != 0) return 0;
+    return S_ISDIR(st.st_mode) ? rmdir(path) : unlink(path);
+}
+
 static int write_content(model *m, const char *path, int content) {
     char dir[800];
     snprintf(dir, sizeof dir, "%s", path);
     *strrchr(dir, '/') = '\0';
-    if (lu_mkdirs(dir) != 0) return -1;
+    if (lu_mkdirs(dir) != 0 || clear_non_photo(m, path) != 0) return -1;
     return lu_write(path, m->pool[content], m->pool_n[content]);
+}
+
+/* rename(), or across filesystems (cam2/ is a mount) a copy with the same mtime. */
+static int move_file(const char *from, const char *to) {
+    if (rename(from, to) == 0) return 0;
+    if (errno != EXDEV) return -1;
+    int64_t mt = lu_mtime(from);
+    if (lu_copy(from, to) != 0 || lu_set_mtime(to, mt) != 0) return -1;
+    return unlink(from);
 }
 
 static int is_file_root(model *m, const char *path) {
@@ -243,7 +280,8 @@ static const char *disk_op(model *m) {
         char dir[800], old[800];
         snprintf(dir, sizeof dir, "%s", p);
         *strrchr(dir, '/') = '\0';
-        if (lu_mkdirs(dir) != 0 || rename(f->path, p) != 0) return NULL;
+        if (lu_mkdirs(dir) != 0 || clear_non_photo(m, p) != 0 || move_file(f->path, p) != 0)
+            return NULL;
         snprintf(what, sizeof what, "move %s -> %s", f->path, p);
         snprintf(old, sizeof old, "%s", f->path);
         int content = f->content;
@@ -331,6 +369,50 @@ static const char *disk_op(model *m) {
     return what;
 }
 
+/* A photo swapped for what a hostile or careless writer of a photo folder can put
+** there (issue 25): a link or a hard link to a file outside the library, a FIFO, a
+** socket, a folder. Returns what it did, "skip", or NULL on failure. */
+static const char *swap_op(model *m) {
+    static char what[1000];
+    static const char *const kinds[] = {"symlink out", "hard link out", "FIFO", "socket", "folder"};
+    file_t *f = some_photo(m);
+    int k = pick(m, 5), rc = 0;
+    if (!f) return "skip";
+    char path[800];
+    snprintf(path, sizeof path, "%s", f->path);
+    if (unlink(path) != 0) return NULL;
+    if (k == 0) {
+        rc = symlink(m->outside, path);
+    } else if (k == 1) {
+        if ((rc = link(m->outside, path)) != 0 && errno == EXDEV) { /* cam2/: another filesystem */
+            leave_ghost(m, path);
+            return "skip (a photo deleted: no hard link across filesystems)";
+        }
+    } else if (k == 2) {
+        rc = mkfifo(path, 0644);
+    } else if (k == 3) {
+        struct sockaddr_un a;
+        int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+        memset(&a, 0, sizeof a);
+        a.sun_family = AF_UNIX;
+        if (strlen(path) >= sizeof a.sun_path) { /* too long for a socket: a FIFO then */
+            rc = mkfifo(path, 0644);
+        } else {
+            memcpy(a.sun_path, path, strlen(path) + 1);
+            rc = fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ? -1 : 0;
+        }
+        if (fd >= 0) close(fd);
+    } else {
+        rc = mkdir(path, 0755);
+    }
+    if (rc != 0) return NULL;
+    f->content = k == 0 ? -1 : k == 1 ? NOT_IMAGE : SPECIAL;
+    snprintf(f->link_to, sizeof f->link_to, "%s", k == 0 ? m->outside : "");
+    f->dirty = 1;
+    snprintf(what, sizeof what, "swap %s for a %s", path, kinds[k]);
+    return what;
+}
+
 /* ---- the roots, by the rules (DESIGN.md) --------------------------------------------- */
 
 static root_t *root_of(model *m, const char *path, int exact) {
@@ -374,7 +456,7 @@ static root_t *holder(model *m, const char *path) {
 /* Whether file f is in the library's scope now, and (links) with which content. */
 static int in_scope(model *m, const file_t *f, int *content) {
     root_t *r = holder(m, f->path);
-    if (!r || f->content == GHOST) return 0;
+    if (!r || f->content == GHOST || f->content == NOT_IMAGE || f->content == SPECIAL) return 0;
     if (f->content >= 0) {
         *content = f->content;
         return 1;
@@ -408,24 +490,15 @@ static int is_stale(model *m, const file_t *f) {
     return t && t->dirty;
 }
 
-/* 1 when the folder holds no regular file outside hidden folders: an empty root
-** keeps its rows (DESIGN.md, "deleted needs evidence"). (Links do not count: one
-** that the walk meets makes the root not empty, a dangling one does not, and for
-** either the model keeps the root's rows stale, which every outcome satisfies.) */
+/* 1 when the folder holds no visible entry (none whose name does not start with
+** '.'): an empty root keeps its rows (DESIGN.md, "deleted needs evidence"). */
 static int holds_nothing(const char *dir) {
     DIR *d = opendir(dir);
     struct dirent *de;
     int nothing = 1;
     if (!d) return 1;
-    while (nothing && (de = readdir(d))) {
-        char p[1200];
-        struct stat st;
-        if (de->d_name[0] == '.') continue;
-        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
-        if (lstat(p, &st) != 0) continue;
-        if (S_ISDIR(st.st_mode)) nothing = holds_nothing(p);
-        else if (S_ISREG(st.st_mode)) nothing = 0;
-    }
+    while (nothing && (de = readdir(d)))
+        if (de->d_name[0] != '.') nothing = 0;
     closedir(d);
     return nothing;
 }
@@ -444,7 +517,9 @@ static void scanned(model *m, const char *path) {
         if (m->f[i].content == -1 && within(m->f[i].path, what))
             m->f[i].dirty = is_stale_target(m, &m->f[i]);
     for (int i = 0; i < m->n_files; i++)
-        if (m->f[i].content >= 0 && within(m->f[i].path, what)) m->f[i].dirty = 0;
+        if ((m->f[i].content >= 0 || m->f[i].content == NOT_IMAGE || m->f[i].content == SPECIAL) &&
+            within(m->f[i].path, what))
+            m->f[i].dirty = 0;
     for (int i = 0; i < m->n_files;) /* a scanned ghost is gone from the database too */
         if (m->f[i].content == GHOST && within(m->f[i].path, what)) drop_file(m, &m->f[i]);
         else i++;
@@ -625,7 +700,7 @@ static int cmd_root_away(model *m, char *log, size_t size) {
         for (int i = 0; x && i < m->n_files; i++)
             recorded |= m->f[i].content >= 0 && !m->f[i].dirty && within(m->f[i].path, x->path);
         if (x && recorded && !x->is_file && access(x->path, F_OK) == 0 &&
-            strcmp(strrchr(x->path, '/'), "/lib"))
+            strcmp(strrchr(x->path, '/'), "/lib") && strcmp(x->path, m->cam2))
             r = x;
     }
     if (!r) return 0;
@@ -672,6 +747,205 @@ static int cmd_root_away(model *m, char *log, size_t size) {
     return cmd_reindex(m, log + strlen(log), size - strlen(log), 0);
 }
 
+/* ---- mounts (root only) ------------------------------------------------------------------ */
+
+/* cam2/ becomes a bind mount of a folder on a tmpfs, before anything is ingested: a
+** drive that can go away under the library. Without root, the history runs without. */
+static void mounts_setup(model *m) {
+    static int said;
+    snprintf(m->tmpfs, sizeof m->tmpfs, "%s/tmpfs", m->base);
+    snprintf(m->store, sizeof m->store, "%s/cam2", m->tmpfs);
+    snprintf(m->cam2, sizeof m->cam2, "%s/lib/cam2", m->base);
+    if (geteuid() != 0 || getenv("CLIPDB_LIBRARY_NO_MOUNTS")) {
+        if (!said++) fprintf(stderr, "    not root: the unmount/remount operations are skipped\n");
+        return;
+    }
+    if (lu_mkdirs(m->tmpfs) != 0 || lu_mkdirs(m->cam2) != 0 ||
+        mount("tmpfs", m->tmpfs, "tmpfs", 0, "size=256m") != 0)
+        return;
+    if (lu_mkdirs(m->store) != 0 || mount(m->store, m->cam2, NULL, MS_BIND, NULL) != 0) {
+        umount2(m->tmpfs, MNT_DETACH);
+        return;
+    }
+    m->mounted = 1;
+}
+
+static void mounts_teardown(model *m) {
+    if (!m->mounted) return;
+    umount2(m->cam2, MNT_DETACH);
+    umount2(m->tmpfs, MNT_DETACH);
+    m->mounted = 0;
+}
+
+/* The paths of the export under dir (heap, n), NULL on failure. */
+static char **export_paths_under(model *m, const char *dir, int *n) {
+    lu_export e;
+    char **out;
+    *n = 0;
+    if (lu_export_read(m->db, &e) != 0 || !(out = calloc((size_t)e.n + 1, sizeof *out))) return NULL;
+    for (int i = 0; i < e.n; i++)
+        if (within(e.paths[i], dir)) out[(*n)++] = strdup(e.paths[i]);
+    lu_export_free(&e);
+    return out;
+}
+
+/* reindex --json (never killed): its exit code, the summary's counts in c[5]: added,
+** changed, moved, deleted, touched. */
+static int reindex_counts(model *m, int64_t c[5]) {
+    static const char *const keys[] = {"\"added\": ", "\"changed\": ", "\"moved\": ",
+                                       "\"deleted\": ", "\"touched\": "};
+    cli_run_result r;
+    int rc = lu_run((const char *[]){"reindex", "--db", m->db, "--json", NULL}, &r);
+    for (int k = 0; k < 5; k++) {
+        const char *p = r.out ? strstr(r.out, keys[k]) : NULL;
+        c[k] = p ? atoll(p + strlen(keys[k])) : -1;
+    }
+    if (rc != 0 && rc != 3) fprintf(stderr, "    reindex: exit %d\n%s%s", rc, r.out, r.err);
+    cli_run_free(&r);
+    return rc;
+}
+
+/* The drive under cam2/ goes away and comes back (issue 25): after a settling
+** reindex, an unmounted cam2/ keeps every vector recorded under it (nothing at all is
+** deleted), and once mounted again a reindex finds nothing to do. */
+static int cmd_unmount_cycle(model *m, char *log, size_t size) {
+    int64_t c[5];
+    int n_before = 0, n_after = 0, bad = 0;
+    snprintf(log, size, "settle, unmount %s, reindex, mount, reindex", m->cam2);
+    if (reindex_counts(m, c) > 3) return -1;
+    for (int i = 0; i < m->n_roots; i++) scanned(m, m->r[i].path);
+    char **before = export_paths_under(m, m->cam2, &n_before);
+    if (!before || umount(m->cam2) != 0) return -1;
+    int rc = reindex_counts(m, c);
+    char **after = export_paths_under(m, m->cam2, &n_after);
+    if (mount(m->store, m->cam2, NULL, MS_BIND, NULL) != 0) m->mounted = 0;
+    if ((rc != 0 && rc != 3) || c[3] != 0 || !after || n_after != n_before) {
+        fprintf(stderr, "    unmounted: exit %d, %lld deleted, %d paths under cam2 kept of %d\n",
+                rc, (long long)c[3], n_after, n_before);
+        bad++;
+    }
+    if (n_before && rc != 3 && bad++ < 8)
+        fprintf(stderr, "    unmounted with %d photos recorded: exit %d, not 3\n", n_before, rc);
+    for (int i = 0; i < n_before; i++) free(before[i]);
+    for (int i = 0; after && i < n_after; i++) free(after[i]);
+    free(before);
+    free(after);
+    if (!m->mounted) return -1;
+    rc = reindex_counts(m, c);
+    if ((rc != 0 && rc != 3) || c[0] || c[1] || c[2] || c[3] || c[4]) {
+        fprintf(stderr, "    mounted again: exit %d, %lld added, %lld changed, %lld moved, "
+                        "%lld deleted, %lld touched (all 0 expected)\n",
+                rc, (long long)c[0], (long long)c[1], (long long)c[2], (long long)c[3],
+                (long long)c[4]);
+        bad++;
+    }
+    return bad ? -1 : 0;
+}
+
+/* ---- the server ----------------------------------------------------------------------------- */
+
+/* The bytes that may be served for path now: the photo there, or where the root follows
+** links, the photo a link there points to; NULL when nothing may be served. */
+static const unsigned char *servable(model *m, const char *path, size_t *n) {
+    file_t *f = find_file(m, path);
+    if (f && f->content == -1) {
+        root_t *r = holder(m, path);
+        f = r && r->follow ? find_file(m, f->link_to) : NULL;
+    }
+    if (!f || f->content < 0) return NULL;
+    *n = m->pool_n[f->content];
+    return m->pool[f->content];
+}
+
+/* ids.npy of an export (little-endian <i8), heap, *n rows. */
+static int64_t *read_ids(const char *path, int *n) {
+    size_t len = 0;
+    char *b = cli_read_file(path, &len);
+    int64_t *ids = NULL;
+    *n = 0;
+    if (b && len >= 10 && !memcmp(b, "\x93NUMPY", 6) && strstr(b + 10, "<i8")) {
+        size_t hl = (size_t)(unsigned char)b[8] | (size_t)(unsigned char)b[9] << 8;
+        size_t off = 10 + hl;
+        if (off <= len && (ids = malloc(len - off + 8))) {
+            *n = (int)((len - off) / 8);
+            memcpy(ids, b + off, len - off);
+        }
+    }
+    free(b);
+    return ids;
+}
+
+/* Every exported id through /api/file (and /metadata): the bytes servable at its path
+** now, or 404/409, within 5 s. */
+static int check_served(model *m) {
+    char dir[800], p[900];
+    int bad = 0, n = 0;
+    if (m->srv.pid <= 0) return 0;
+    snprintf(dir, sizeof dir, "%s/served", m->base);
+    lu_rm_rf(dir);
+    if (lu_expect((const char *[]){"export", "--db", m->db, "--out", dir, "--quiet", NULL}, 0, NULL))
+        return 1;
+    snprintf(p, sizeof p, "%s/ids.npy", dir);
+    int64_t *ids = read_ids(p, &n);
+    snprintf(p, sizeof p, "%s/paths.txt", dir);
+    char *text = cli_read_file(p, NULL), *line = text;
+    json_t *req = json_object(), *arr = json_array();
+    for (int i = 0; i < n && line && *line; i++) {
+        char *nl = strchr(line, '\n'), url[64];
+        su_resp r = {0};
+        size_t want_n = 0;
+        if (nl) *nl = '\0';
+        json_array_append_new(arr, json_integer(ids[i]));
+        snprintf(url, sizeof url, "/api/file/%lld", (long long)ids[i]);
+        int64_t t0 = cdb_now_ns();
+        int fd = su_connect(m->srv.port);
+        if (fd < 0 || su_request_on(fd, "GET", url, NULL, NULL, 0, &r, 5000) != 0 || !r.status) {
+            if (bad++ < 8) fprintf(stderr, "    %s (%s): no answer within 5 s\n", url, line);
+        } else if (r.status == 200) {
+            const unsigned char *want = servable(m, line, &want_n);
+            if ((!want || r.len != want_n || memcmp(r.body, want, want_n)) && bad++ < 8)
+                fprintf(stderr, "    %s (%s): served %zu bytes that are not the photo there\n", url,
+                        line, r.len);
+        } else if (r.status != 404 && r.status != 409 && bad++ < 8) {
+            fprintf(stderr, "    %s (%s): status %d\n", url, line, r.status);
+        }
+        if ((cdb_now_ns() - t0) > 5000000000LL && bad++ < 8)
+            fprintf(stderr, "    %s: %.1f s\n", url, (cdb_now_ns() - t0) / 1e9);
+        if (fd >= 0) close(fd);
+        su_resp_free(&r);
+        line = nl ? nl + 1 : NULL;
+    }
+    /* /metadata names each id's own path */
+    json_object_set_new(req, "ids", arr);
+    char *body = json_dumps(req, JSON_COMPACT);
+    su_resp r = {0};
+    if (body && su_post_json(m->srv.port, "/metadata", body, &r) == 0 && r.status == 200) {
+        json_t *a = su_json(&r);
+        size_t i;
+        json_t *it;
+        json_array_foreach(a, i, it) {
+            json_t *md = json_object_get(it, "metadata");
+            const char *mp = json_string_value(json_object_get(md, "path"));
+            int64_t id = json_integer_value(json_object_get(it, "id"));
+            file_t *f = mp ? find_file(m, mp) : NULL;
+            (void)id;
+            if (mp && !f && !strstr(text ? text : "", mp) && bad++ < 8)
+                fprintf(stderr, "    /metadata: id %lld names %s, not an exported path\n",
+                        (long long)id, mp);
+        }
+        json_decref(a);
+    } else if (bad++ < 8) {
+        fprintf(stderr, "    /metadata: status %d\n", body ? r.status : -1);
+    }
+    su_resp_free(&r);
+    free(body);
+    json_decref(req);
+    free(text);
+    free(ids);
+    lu_rm_rf(dir);
+    return bad;
+}
+
 /* ---- the history ------------------------------------------------------------------------ */
 
 /* The kill settings of a history: CLIPDB_LIBRARY_KILL_EVERY / _KILL_MS, else 6 and
@@ -682,26 +956,55 @@ static void kill_settings(int *every, int *ms) {
     *ms = t && atoi(t) > 0 ? atoi(t) : 250;
 }
 
+/* Runs f on the side stream of random numbers (the swaps and the mounts), so that the
+** main stream, and with it every history k_regressions replays, stays as it was. */
+#define ON_SIDE_STREAM(m, expr)                                                          \
+    do {                                                                                 \
+        uint64_t main_ = (m)->rng;                                                       \
+        (m)->rng = (m)->rng2;                                                            \
+        expr;                                                                            \
+        (m)->rng2 = (m)->rng;                                                            \
+        (m)->rng = main_;                                                                \
+    } while (0)
+
+static int history_run(model *m, uint64_t seed, int steps, double seconds);
+
 static int history(uint64_t seed, int steps, double seconds, int kill_every, int kill_ms) {
     static model mm;
     model *m = &mm;
-    char log[4000];
-    int64_t t0 = cdb_now_ns();
     for (int i = 0; i < POOL; i++) free(m->pool[i]);
     free(m->oracle);
     memset(m, 0, sizeof *m);
     m->rng = seed;
+    m->rng2 = seed ^ 0x5DEECE66DULL;
     m->kill_every = kill_every;
     m->kill_ms = kill_ms;
     snprintf(m->base, sizeof m->base, "%s/model_%llu", lu_tmp, (unsigned long long)seed);
     lu_rm_rf(m->base);
     snprintf(m->db, sizeof m->db, "%s/db", m->base);
+    snprintf(m->outside, sizeof m->outside, "%s/outside/secret.txt", m->base);
+    int rc = history_run(m, seed, steps, seconds);
+    if (m->srv.pid > 0) su_stop(&m->srv);
+    mounts_teardown(m);
+    if (rc == 0 && !getenv("CLIPDB_KEEP_TMP")) lu_rm_rf(m->base);
+    return rc;
+}
+
+static int history_run(model *m, uint64_t seed, int steps, double seconds) {
+    char log[4000];
+    int64_t t0 = cdb_now_ns();
+    char outside_dir[800];
+    snprintf(outside_dir, sizeof outside_dir, "%s/outside", m->base);
+    if (lu_mkdirs(outside_dir) != 0 || lu_write(m->outside, "root:x:0:0:secret\n", 18) != 0)
+        return -1;
+    mounts_setup(m);
     if (make_pool(m) != 0 || lu_init(m->db) != 0) return -1;
+    if (su_start(&m->srv, (const char *const[]){"--db", m->db, NULL}) != 0) return -1;
     for (m->step = 1; m->step <= steps; m->step++) {
         if (seconds > 0 && (double)(cdb_now_ns() - t0) / 1e9 > seconds) break;
-        char did[3][1300];
-        int n_ops = 1 + pick(m, 3);
-        for (int k = 0; k < 3; k++) did[k][0] = '\0';
+        char did[4][1300];
+        int n_ops = 1 + pick(m, 3), swap = 0, cycle = 0;
+        for (int k = 0; k < 4; k++) did[k][0] = '\0';
         for (int k = 0; k < n_ops; k++) {
             const char *w = disk_op(m);
             if (!w) {
@@ -709,6 +1012,16 @@ static int history(uint64_t seed, int steps, double seconds, int kill_every, int
                 return -1;
             }
             snprintf(did[k], sizeof did[k], "%s", w);
+        }
+        ON_SIDE_STREAM(m, swap = pick(m, 5) == 0; cycle = m->mounted && pick(m, 8) == 0);
+        if (swap) {
+            const char *w;
+            ON_SIDE_STREAM(m, w = swap_op(m));
+            if (!w) {
+                fprintf(stderr, "    swap failed: %s\n", strerror(errno));
+                return -1;
+            }
+            snprintf(did[3], sizeof did[3], "%s", w);
         }
         int which = pick(m, 100), rc;
         log[0] = '\0';
@@ -718,9 +1031,15 @@ static int history(uint64_t seed, int steps, double seconds, int kill_every, int
         else if (which < 93) rc = cmd_forget(m, log, sizeof log);
         else rc = cmd_root_away(m, log, sizeof log);
         int bad = rc != 0 ? 1 : check_db(m, m->step % 5 == 0);
+        if (!bad && cycle) {
+            size_t l = strlen(log);
+            snprintf(log + l, sizeof log - l, "; ");
+            bad = cmd_unmount_cycle(m, log + l + 2, sizeof log - l - 2) != 0 || check_db(m, 0);
+        }
+        if (!bad) bad = check_served(m);
         if (getenv("CDB_TEST_VERBOSE") || bad) {
-            fprintf(stderr, "    seed %llu step %d: %s | %s | %s | %s\n", (unsigned long long)seed,
-                    m->step, did[0], did[1], did[2], log);
+            fprintf(stderr, "    seed %llu step %d: %s | %s | %s | %s | %s\n",
+                    (unsigned long long)seed, m->step, did[0], did[1], did[2], did[3], log);
         }
         if (bad) {
             fprintf(stderr,
@@ -739,7 +1058,6 @@ static int history(uint64_t seed, int steps, double seconds, int kill_every, int
     }
     fprintf(stderr, "    seed %llu: %d steps, %d files, %d roots (%.1f s)\n", (unsigned long long)seed,
             m->step - 1, m->n_files, m->n_roots, (double)(cdb_now_ns() - t0) / 1e9);
-    if (!getenv("CLIPDB_KEEP_TMP")) lu_rm_rf(m->base);
     return 0;
 }
 

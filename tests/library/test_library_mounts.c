@@ -15,12 +15,17 @@
 **                                    is refused
 **   folder_made_anew                 the root's folder replaced by a copy: kept until
 **                                    accepted, then nothing encoded again
+**   identity_rule                    cdb_eng_root_matches, case by case: a reboot that
+**                                    renumbers devices keeps a root (by its folder's
+**                                    birth time, or its filesystem's id); an empty mount
+**                                    point, a new tmpfs, a remade folder do not
 **
 ** The oracle: the stored vectors as exported before the drive went away (the same
 ** bytes must come back), and lib_util.h's embedding of each file's own bytes.
 */
 #include <sys/mount.h>
 
+#include "engine/engine_int.h"
 #include "lib_util.h"
 
 #define N 6
@@ -227,5 +232,43 @@ CDB_TEST(folder_made_anew) {
     CHECK(reindex(db, NULL, NULL, 0, NULL) == 0); /* recorded: the new folder is the root's */
 }
 
-CDB_TEST_MAIN(unmounted_root_keeps_everything, nested_mount_inside_a_root, emptied_root_needs_accept,
+CDB_TEST(identity_rule) {
+    /* a folder recorded on ext4: inode 2 (a filesystem's root), born at t, fsid f */
+    const cdb_db_root_ident rec = {0xF00D, 0xEF53, 2, 1700000000123456789LL};
+    cdb_db_root_ident now = rec, none = {0, 0, 0, 0};
+    int strong = -1;
+    /* the same folder; the same folder after a reboot gave its disk another st_dev */
+    CHECK(cdb_eng_root_matches(&rec, 0x801, &now, 0x801, &strong) && strong);
+    CHECK(cdb_eng_root_matches(&rec, 0x801, &now, 0x811, &strong) && strong);
+    /* no birth time (NFS, FAT): the filesystem id; without that either, the device
+    ** number, or an NFS share's type when its anonymous device number changed */
+    now.btime_ns = 0;
+    CHECK(cdb_eng_root_matches(&rec, 0x801, &now, 0x811, &strong) && strong);
+    now.fsid = 0;
+    CHECK(cdb_eng_root_matches(&rec, 0x801, &now, 0x801, &strong) && !strong);
+    CHECK(cdb_eng_root_matches(&rec, 0x801, &now, 0x2d, &strong) && strong); /* same type */
+    now.fstype = 0x6969;                                                      /* NFS now */
+    CHECK(!cdb_eng_root_matches(&rec, 0x801, &now, 0x2d, &strong));
+    /* the empty mount point: another inode on another filesystem, whatever else */
+    now = rec;
+    now.ino = 1234567;
+    CHECK(!cdb_eng_root_matches(&rec, 0x801, &now, 0x801, &strong));
+    /* a folder made anew at the path: a new birth time (an inode may be reused) */
+    now = rec;
+    now.btime_ns += 1;
+    CHECK(!cdb_eng_root_matches(&rec, 0x801, &now, 0x801, &strong));
+    /* a new tmpfs at the path reuses the device number and the root inode: a new
+    ** birth time and filesystem id tell it from the recorded one */
+    now = rec;
+    now.btime_ns = 0;
+    now.fsid = 0xBEEF;
+    CHECK(!cdb_eng_root_matches(&rec, 0x801, &now, 0x801, &strong));
+    /* never recorded: anything goes (the first scan records it); recorded before
+    ** schema 6 (a device number only): the device number decides */
+    CHECK(cdb_eng_root_matches(&none, 0, &now, 0x801, &strong) && !strong);
+    CHECK(cdb_eng_root_matches(&none, 0x801, &now, 0x801, &strong));
+    CHECK(!cdb_eng_root_matches(&none, 0x801, &now, 0x2d, &strong));
+}
+
+CDB_TEST_MAIN(identity_rule, unmounted_root_keeps_everything, nested_mount_inside_a_root, emptied_root_needs_accept,
               folder_made_anew)

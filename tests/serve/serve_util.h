@@ -87,6 +87,23 @@ static inline int su_start_as(su_server *s, const char *const *args, int as_nobo
 }
 static inline int su_start(su_server *s, const char *const *args) { return su_start_as(s, args, 0); }
 
+/* The scratch folders photos/ (n world photos of seed) and db/ (a new database) into
+** lib and db (700 bytes each). 0, or -1. */
+static inline int su_library(char lib[700], char db[700], uint64_t seed, int n) {
+    lu_path(lib, 700, "photos");
+    lu_path(db, 700, "db");
+    return lu_generate(lib, seed, 0, n) == 0 && lu_init(db) == 0 ? 0 : -1;
+}
+
+/* `clipdb ingest --db db lib`, then a server over db with `--threads threads`: the
+** setup of most of these tests. 0, or -1. */
+static inline int su_ingest_and_start(su_server *s, const char *db, const char *lib,
+                                      const char *threads) {
+    if (lu_expect((const char *[]){"ingest", "--db", db, lib, "--quiet", NULL}, 0, NULL) != 0)
+        return -1;
+    return su_start(s, (const char *[]){"--db", db, "--threads", threads, NULL});
+}
+
 /* In a test: skip without a model, else run setup() once (0 ok) and stop the test
 ** when it failed; ready > 0 once it succeeded. */
 #define SU_NEED_SETUP(setup, ready)                                                \

@@ -39,12 +39,8 @@ static int setup(void) {
     if (g_ready) return g_ready > 0 ? 0 : -1;
     g_ready = -1;
     if (lu_setup() != 0) return -1;
-    lu_path(g_lib, sizeof g_lib, "photos");
-    lu_path(g_db, sizeof g_db, "db");
-    if (lu_generate(g_lib, 7, 0, N_PHOTOS) != 0 || lu_init(g_db) != 0) return -1;
-    if (lu_expect((const char *[]){"ingest", "--db", g_db, g_lib, "--quiet", NULL}, 0, NULL) != 0)
-        return -1;
-    if (su_start(&g_srv, (const char *[]){"--db", g_db, "--threads", "4", NULL}) != 0) return -1;
+    if (su_library(g_lib, g_db, 7, N_PHOTOS) != 0) return -1;
+    if (su_ingest_and_start(&g_srv, g_db, g_lib, "4") != 0) return -1;
     g_ready = 1;
     return 0;
 }

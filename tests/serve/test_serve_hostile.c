@@ -46,9 +46,7 @@ static int setup(void) {
         lu_img(i < N_PHOTOS ? g_lib : sub, i, img, sizeof img);
         if (lu_set_mtime(img, t * 1000000000LL) != 0) return -1;
     }
-    if (lu_expect((const char *[]){"ingest", "--db", g_db, g_lib, "--quiet", NULL}, 0, NULL) != 0)
-        return -1;
-    if (su_start(&g_srv, (const char *[]){"--db", g_db, "--threads", "2", NULL}) != 0) return -1;
+    if (su_ingest_and_start(&g_srv, g_db, g_lib, "2") != 0) return -1;
     g_ready = 1;
     return 0;
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_serve_page.sh BUILD_DIR: the page of `clipdb serve` in Debian's chromium,
 # headless, driven by playwright-core (tests/serve/browser/test_page.mjs). Generates a
-# library with the world generator, ingests it with the bundled model, serves it on an
+# library with the world generator (some photos in folders inside the root, plus a
+# TIFF and a HEIC), ingests it with the bundled model, serves it on an
 # ephemeral loopback port, runs the browser script, and leaves the screenshots in
 # BUILD_DIR/serve-screenshots/. Exit 77 (skipped) with the reason when there is no
 # browser, no node, no playwright-core (scripts/setup.sh test installs all three) or
@@ -28,6 +29,15 @@ export NO_COLOR=1
 unset CLIPDB_DB CLIPDB_MODEL
 "$build/world/clipdb-world" generate "$tmp/photos" --seed 11 --n 60 >/dev/null || exit 1
 rm -f "$tmp/photos/manifest.jsonl"
+# folders inside the root for the folder filter, and photos browsers cannot show for
+# the viewer's preview: a 2400x1600 TIFF written now, the HEIC fixture of the decoder's
+# tests (tests/golden/README.md, "images/", has its provenance)
+mkdir -p "$tmp/photos/trips/2023/beach" "$tmp/photos/trips/2024" "$tmp/photos/scans" || exit 1
+mv "$tmp"/photos/img_0000003.* "$tmp/photos/trips/2023/beach/" &&
+  mv "$tmp"/photos/img_0000004.* "$tmp/photos/trips/2024/" &&
+  mv "$tmp"/photos/img_0000005.* "$tmp/photos/trips/" || exit 1
+node "$here/browser/make_tiff.mjs" "$tmp/photos/scans/scan.tif" 2400 1600 || exit 1
+cp "$src/tests/golden/images/heic_o6_120x90.heic" "$tmp/photos/scans/phone.heic" || exit 1
 "$build/clipdb" init --db "$tmp/db" --quiet || exit 1
 "$build/clipdb" ingest --db "$tmp/db" "$tmp/photos" --quiet || exit 1
 "$build/clipdb" serve --db "$tmp/db" --port 0 >"$tmp/serve.out" 2>"$tmp/serve.err" &

@@ -3,8 +3,12 @@
 //   node test_page.mjs BASE_URL OUT_DIR
 // Types a query and waits for the thumbnails to load, checks the scores against the
 // API, clicks "more like this" on a hit, opens the viewer, filters by minimum score
-// and folder from the keyboard, searches by a dropped image, and saves screenshots
-// (welcome.png, results.png, more-like-this.png, viewer.png, dropped.png) in OUT_DIR.
+// and folder from the keyboard (and by a folder inside the root), searches by a
+// dropped image, checks that a toast goes with the next search and that a failed
+// search says so once, opens a TIFF and a HEIC in the viewer (the server's JPEG
+// preview, not the thumbnail), and saves screenshots (welcome.png, results.png,
+// more-like-this.png, viewer.png, folder.png, dropped.png, search-failed.png,
+// viewer-tiff.png) in OUT_DIR.
 // Exits non-zero with a message on the first thing that does not work.
 import { chromium } from 'playwright-core';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -36,7 +40,14 @@ const ctx = await chromium.launchPersistentContext(profile, {
 const page = ctx.pages()[0] || await ctx.newPage();
 const errors = [];
 page.on('pageerror', (e) => errors.push(String(e)));
-page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
+let expect400 = false; // a failed search on purpose: the browser logs its 400
+page.on('console', (m) => {
+  if (m.type() !== 'error') return;
+  if (expect400 && /status of 400/.test(m.text())) return;
+  errors.push(m.text());
+});
+
+const baseName = (p) => p.split('/').pop();
 
 async function thumbsLoaded(min) {
   await page.waitForFunction((n) => {
@@ -124,6 +135,29 @@ try {
   await thumbsLoaded(2);
   const paths = await page.$$eval('.tile', (t) => t.length);
   check(paths > 0, `folder filter ${folder}: ${paths} hits`);
+
+  // ... and the folders inside it (from the catalog), one level at a time
+  const trips = folder + '/trips';
+  const hasOption = (v) => page.waitForFunction(
+    (x) => [...document.querySelectorAll('#under option')].some((o) => o.value === x), v, { timeout: 10000 });
+  await hasOption(trips);
+  let opts = await page.$$eval('#under option', (o) => o.map((x) => x.value));
+  check(opts.includes(folder + '/scans') && !opts.includes(trips + '/2024'),
+    `picking the root lists the folders in it (${opts.filter((x) => x.startsWith(folder + '/')).join(', ')})`);
+  await page.selectOption('#under', trips);
+  await page.waitForFunction((f) => document.getElementById('status').textContent.includes(f), trips);
+  await thumbsLoaded(3);
+  const inTrips = await page.$$eval('.tile img', (t) => t.map((x) => x.getAttribute('src').split('/').pop()));
+  const apiTrips = await (await page.request.get(
+    `${base}/api/search?q=a%20blue%20square&k=40&under=${encodeURIComponent(trips)}`)).json();
+  check(inTrips.length === 3 && inTrips.join() === apiTrips.results.map((h) => String(h.id)).join(),
+    `folder filter ${trips}: the 3 photos in it and below, as the API gives them (${inTrips.join()})`);
+  await hasOption(trips + '/2024');
+  const sub = await page.$$eval('#under option', (o) => o.map((x) => x.textContent));
+  check(sub.some((t) => /^\u00a0+2023\/\u2026/.test(t)) && sub.some((t) => /^\u00a0+2024 /.test(t)),
+    'picking trips lists 2023 (with folders below it) and 2024, indented');
+  await page.waitForTimeout(600);
+  await page.screenshot({ path: join(out, 'folder.png') });
   await page.selectOption('#under', '');
 
   // 5. an image dropped on the page
@@ -159,6 +193,58 @@ try {
   }, before, { timeout: 30000 })
     .then(() => check(true, 'scrolling down loads the next page'),
       () => check(before < 40, `scrolling: ${before} hits (all of them on the first page)`));
+
+  // 7. a toast goes with the next search; a failed search says so once
+  await page.evaluate(() => {
+    const dt = new DataTransfer();
+    dt.items.add(new File(['not a photo'], 'notes.txt', { type: 'text/plain' }));
+    window.dispatchEvent(new DragEvent('drop', { dataTransfer: dt, bubbles: true, cancelable: true }));
+  });
+  check(await page.locator('#toast').isVisible(), 'a text file dropped on the page gets a toast');
+  await page.locator('#q').fill('a green triangle');
+  await page.keyboard.press('Enter');
+  await page.waitForFunction(() => document.getElementById('status').textContent.includes('a green triangle'));
+  check(!(await page.locator('#toast').isVisible()), 'the next search takes the toast away');
+  expect400 = true;
+  await page.locator('#q').fill('a - a');
+  await page.keyboard.press('Enter');
+  await page.waitForFunction(() => document.getElementById('status').textContent.startsWith('Search failed'));
+  await page.waitForTimeout(300);
+  const failMsg = (await page.locator('#status b').textContent()).trim();
+  const shownTimes = await page.evaluate((m) => document.body.innerText.split(m).length - 1, failMsg);
+  check(failMsg.length > 0 && shownTimes === 1 && !(await page.locator('#toast').isVisible()),
+    `a failed search shows its error once, in the status line ("${failMsg}": ${shownTimes}x, no toast)`);
+  await page.screenshot({ path: join(out, 'search-failed.png') });
+  expect400 = false;
+
+  // 8. photos browsers cannot show: the viewer shows the server's JPEG preview of the
+  // original (2048 px long side at most), not the thumbnail scaled up
+  const all = await (await page.request.get(base + '/api/search?q=a%20red%20circle&k=100')).json();
+  const tif = all.results.find((h) => h.path.endsWith('/scan.tif'));
+  const heic = all.results.find((h) => h.path.endsWith('/phone.heic'));
+  check(tif && heic && !tif.browser_shows && !heic.browser_shows && tif.preview === `/api/preview/${tif.id}`,
+    'the TIFF and the HEIC are hits, with a preview and browser_shows false');
+  for (const [h, w, ht, shot] of [[tif, 2048, 1365, 'viewer-tiff.png'], [heic, 90, 120, '']]) {
+    if (!h) continue;
+    await page.goto('about:blank');
+    await page.goto(`${base}/#like=${h.id}`, { waitUntil: 'networkidle' }); // the photo itself first
+    await thumbsLoaded(1);
+    await page.locator('.tile').first().click();
+    await page.waitForFunction((id) => {
+      const v = document.getElementById('v-img');
+      return v.src.endsWith('/api/preview/' + id) && v.complete && v.naturalWidth > 0;
+    }, h.id, { timeout: 30000 });
+    const dims = await page.evaluate(() => {
+      const v = document.getElementById('v-img');
+      return [v.naturalWidth, v.naturalHeight];
+    });
+    check(dims[0] === w && dims[1] === ht, `${baseName(h.path)} in the viewer: its ${dims.join('x')} preview (want ${w}x${ht})`);
+    if (shot) {
+      await page.waitForTimeout(300);
+      await page.screenshot({ path: join(out, shot) });
+    }
+    await page.keyboard.press('Escape');
+  }
 
   check(errors.length === 0, `no script errors${errors.length ? ': ' + errors.join(' | ') : ''}`);
 } catch (e) {
