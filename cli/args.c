@@ -249,8 +249,19 @@ static int unknown_option(const char *cmd, const char *s, const char *err) {
     return cdb_cli_usage_error(cmd, "%s", err);
 }
 
+/* 1 when spec has a --json flag and argv asks for it (before a "--"): a failure,
+** a usage error included, then still answers in JSON. */
+static int wants_json(const cli_optspec *spec, int argc, char **argv) {
+    int has = 0;
+    for (int i = 0; spec[i].name; i++) has |= !strcmp(spec[i].name, "json");
+    for (int i = 0; has && i < argc && strcmp(argv[i], "--"); i++)
+        if (!strcmp(argv[i], "--json") || !strncmp(argv[i], "--json=", 7)) return 1;
+    return 0;
+}
+
 int cdb_cli_begin(const char *cmd, cli_args *a, const cli_optspec *spec, int argc,
                   char **argv, int *exit_code) {
+    if (wants_json(spec, argc, argv)) cdb_cli_json_requested(cmd);
     if (cdb_cli_args_parse(a, spec, argc, argv) != 0) {
         /* --help anywhere still wins over a bad option, as in git */
         for (int i = 0; i < argc; i++)

@@ -169,6 +169,14 @@ void cdb_cli_json_bool(cli_json *j, int v);
 void cdb_cli_json_null(cli_json *j);
 void cdb_cli_json_path(cli_json *j, const char *key, const char *path);
 void cdb_cli_json_done(cli_json *j); /* final newline */
+/* --json on a failed run: cdb_cli_begin calls cdb_cli_json_requested(cmd) when a
+** command that takes --json got it (also when its arguments are then refused), and
+** main calls cdb_cli_json_failure(rc) when the command returns. A run that failed
+** (rc != 0) without having begun a JSON document on stdout then prints one:
+** {"command", "status": "error", "exit_code": rc, "message": the first error line
+** (without "clipdb: error: "), "hint": the hint under it, when there was one}. */
+void cdb_cli_json_requested(const char *cmd);
+void cdb_cli_json_failure(int rc);
 /* Writes s as a JSON string literal (quotes included) to f. Exposed for tests. */
 void cdb_cli_json_write_string(FILE *f, const char *s, size_t n);
 

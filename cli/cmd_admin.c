@@ -6,9 +6,11 @@
 ** either: the index file is replaced atomically and the catalog is not written.
 */
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 
@@ -369,9 +371,10 @@ static void verify_text(const cdb_engine_verify_report *r) {
     }
     if (r->n_more) printf("... and %lld more\n", (long long)r->n_more);
     if (r->n_lost)
-        printf("lost: %s%lld vector%s of %lld file%s (in missing or damaged shards)\n",
-               r->n_more ? "at least " : "", (long long)r->n_lost, r->n_lost == 1 ? "" : "s",
-               (long long)r->n_lost_files, r->n_lost_files == 1 ? "" : "s");
+        printf("lost: %s vector%s of %s file%s (in missing or damaged shards)\n",
+               cdb_cli_fmt_count(r->n_lost, b1, sizeof b1), r->n_lost == 1 ? "" : "s",
+               cdb_cli_fmt_count(r->n_lost_files, b2, sizeof b2),
+               r->n_lost_files == 1 ? "" : "s");
     if (r->deep && !cdb_cli_quiet()) {
         char b3[32], b4[32];
         printf("deep: %s file%s re-read and hashed, %s re-encoded (largest difference %lld "
@@ -646,6 +649,43 @@ static int export_all(cdb_engine_vectors *it, export_out *x) {
     return rc;
 }
 
+/* 1 when the folder out is the database's folder db or lies inside it (links
+** followed; an out not made yet is its parent's real path plus its name). */
+static int out_in_database(const char *out, const char *db) {
+    char rd[PATH_MAX], ro[PATH_MAX], parent[PATH_MAX];
+    size_t n;
+    if (!realpath(db, rd)) return 0;
+    if (!realpath(out, ro)) {
+        char *slash, *base;
+        snprintf(parent, sizeof parent, "%s", out);
+        for (n = strlen(parent); n > 1 && parent[n - 1] == '/'; n--) parent[n - 1] = '\0';
+        slash = strrchr(parent, '/');
+        base = slash ? slash + 1 : parent;
+        if (!*base || !strcmp(base, ".") || !strcmp(base, "..")) return 0;
+        if (slash) *slash = '\0';
+        if (!realpath(slash ? (*parent ? parent : "/") : ".", ro) ||
+            strlen(ro) + strlen(base) + 2 > sizeof ro)
+            return 0;
+        if (strcmp(ro, "/")) strcat(ro, "/");
+        strcat(ro, base);
+    }
+    n = strlen(rd);
+    return !strncmp(ro, rd, n) && (ro[n] == '\0' || ro[n] == '/');
+}
+
+/* After an export in one format, the other format's files of an earlier export into
+** the same folder go: a reader must not take them for this one's. */
+static void export_drop_other(const export_out *x) {
+    static const char *const npy[] = {"vectors.npy", "ids.npy", "paths.txt", "paths0.txt", NULL};
+    static const char *const jsonl[] = {"vectors.jsonl", NULL};
+    for (const char *const *f = x->jsonl ? npy : jsonl; *f; f++) {
+        char p[4200];
+        snprintf(p, sizeof p, "%s/%s", x->dir, *f);
+        if (unlink(p) != 0 && errno != ENOENT)
+            cdb_cli_warn("%s is left from an earlier export (%s)", p, strerror(errno));
+    }
+}
+
 int cdb_cli_cmd_export(int argc, char **argv) {
     static const cli_optspec spec[] = {{"db", 0, CLI_VALUE},     {"model", 0, CLI_VALUE},
                                        {"format", 0, CLI_VALUE}, {"dtype", 0, CLI_VALUE},
@@ -700,6 +740,11 @@ int cdb_cli_cmd_export(int argc, char **argv) {
         rc = cdb_cli_engine_fail(cdb_cli_get(&a, "model"));
         goto done;
     }
+    if (out_in_database(x->dir, cdb_engine_dir(e))) {
+        rc = cdb_cli_usage_error("export", "--out %s is in the database's own folder %s: "
+                                 "export to a folder outside it", x->dir, cdb_engine_dir(e));
+        goto done;
+    }
     if (mkdir(x->dir, 0777) != 0 && errno != EEXIST) {
         rc = cdb_cli_error(strerror(errno), "cannot create %s", x->dir);
         goto done;
@@ -708,6 +753,7 @@ int cdb_cli_cmd_export(int argc, char **argv) {
     if ((rc = export_open(x, n_stored)) != CLI_EXIT_OK || (rc = export_all(it, x)) != CLI_EXIT_OK ||
         (rc = export_finish(x, n_stored)) != CLI_EXIT_OK)
         goto done;
+    export_drop_other(x);
     if (!cdb_cli_quiet()) {
         char b[32];
         printf("Exported %s vector%s (%s, %d dims, model %s) to %s\n",

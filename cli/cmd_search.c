@@ -4,7 +4,8 @@
 ** the exact re-rank, --min-score, --under, --sort). This file parses the options,
 ** reads a query from stdin, and prints: one line per hit (rank, score to 4 decimals,
 ** path), --paths (bare paths; -0 for NUL), or --json (one document). Nothing but
-** results goes to stdout.
+** results goes to stdout. Standard input holds the query text ('-' among the words) or
+** the example image (--image -), read once.
 */
 #include <errno.h>
 #include <limits.h>
@@ -62,6 +63,81 @@ static int read_query_stdin(char **text, size_t *len, int *too_long) {
     return CLI_EXIT_OK;
 }
 
+/* The most bytes `--image -` reads from standard input: far beyond any photo's file
+** (a 200 MP JPEG is ~100 MB), and a bound on the memory a pipe can make clipdb take. */
+#define CLI_IMAGE_STDIN_MAX_BYTES ((size_t)1 << 30)
+
+/* Reads the example image of `--image -` from standard input into *buf (heap, *n
+** bytes). CLI_EXIT_OK, or the error printed (an empty or oversized input is a usage
+** error). */
+static int read_image_stdin(unsigned char **buf, size_t *n) {
+    size_t cap = 1 << 20, got = 0;
+    unsigned char *b = malloc(cap);
+    *buf = NULL;
+    *n = 0;
+    if (!b) return cdb_cli_error("out of memory", "cannot read the image on standard input");
+    for (;;) {
+        ssize_t k;
+        if (got == cap) {
+            unsigned char *nb;
+            if (cap >= CLI_IMAGE_STDIN_MAX_BYTES) {
+                free(b);
+                return cdb_cli_usage_error("search", "the image on standard input is larger than "
+                                                     "%zu MiB", CLI_IMAGE_STDIN_MAX_BYTES >> 20);
+            }
+            if (!(nb = realloc(b, cap * 2))) {
+                free(b);
+                return cdb_cli_error("out of memory", "cannot read the image on standard input");
+            }
+            b = nb;
+            cap *= 2;
+        }
+        k = read(0, b + got, cap - got);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) {
+            int e = errno;
+            free(b);
+            return cdb_cli_error(strerror(e), "cannot read the image on standard input");
+        }
+        if (k == 0) break;
+        got += (size_t)k;
+    }
+    if (!got) {
+        free(b);
+        return cdb_cli_usage_error("search", "--image -: standard input is empty (pipe an image "
+                                             "into it: clipdb search --image - < photo.jpg)");
+    }
+    *buf = b;
+    *n = got;
+    return CLI_EXIT_OK;
+}
+
+/* The --image values without the '-' (standard input) among them, in *paths (heap)
+** and *n_paths; *from_stdin when there was one. Two '-', or one beside a '-' query
+** word, are usage errors (standard input is read once). CLI_EXIT_OK or the error
+** printed. */
+static int split_images(const cli_args *a, const char **images, int n_img, const char ***paths,
+                        int *n_paths, int *from_stdin) {
+    int dashes = 0, text_dash = 0;
+    *paths = NULL;
+    *n_paths = 0;
+    *from_stdin = 0;
+    for (int i = 0; i < n_img; i++) dashes += !strcmp(images[i], "-");
+    for (int i = 0; i < a->n_pos; i++) text_dash |= !strcmp(a->pos[i], "-");
+    if (dashes > 1)
+        return cdb_cli_usage_error("search", "--image - (the image on standard input) given "
+                                             "twice");
+    if (dashes && text_dash)
+        return cdb_cli_usage_error("search", "standard input holds either the query text ('-') "
+                                             "or the image (--image -), not both");
+    if (n_img && !(*paths = malloc(sizeof **paths * (size_t)n_img)))
+        return cdb_cli_error("out of memory", "cannot search");
+    for (int i = 0; i < n_img; i++)
+        if (strcmp(images[i], "-")) (*paths)[(*n_paths)++] = images[i];
+    *from_stdin = dashes;
+    return CLI_EXIT_OK;
+}
+
 /* "key": [strings] (the query's example images and --not texts, as given). */
 static void json_strings(cli_json *j, const char *key, const char *const *s, int n) {
     if (!n) return;
@@ -72,14 +148,15 @@ static void json_strings(cli_json *j, const char *key, const char *const *s, int
 }
 
 static void print_hits(const cdb_engine_hit *h, int n, int json, int paths, int nul,
-                       const cdb_engine_query *q, const char *model_name) {
+                       const cdb_engine_query *q, const char *const *images, int n_img,
+                       const char *model_name) {
     if (json) {
         cli_json j;
         cdb_cli_json_init(&j, stdout, 1);
         cdb_cli_json_begin_object(&j);
         cdb_cli_json_key(&j, "query");
         cdb_cli_json_str(&j, q->text ? q->text : "");
-        json_strings(&j, "images", q->image_paths, q->n_image_paths);
+        json_strings(&j, "images", images, n_img); /* as given: '-' for standard input */
         json_strings(&j, "not", q->nots, q->n_nots);
         cdb_cli_json_key(&j, "model");
         cdb_cli_json_str(&j, model_name);
@@ -243,9 +320,37 @@ static int query_text(cli_args *a, char **text /* OUT */) {
     return CLI_EXIT_OK;
 }
 
+/* A search that found nothing in a database with no vector of the model searched:
+** says so, and how to fill it (stderr). 1 when it said so. */
+static int note_empty(cdb_engine *e, const cdb_engine_result *res) {
+    cdb_engine_stats s;
+    int said = 0;
+    memset(&s, 0, sizeof s);
+    if (cdb_engine_stats_get(e, 0, &s) != CDB_OK) return 0;
+    for (int i = 0; i < s.n_models && !said; i++) {
+        if (s.models[i].model.id != res->model_id || s.models[i].n_vectors) continue;
+        said = 1;
+        if (cdb_cli_quiet()) break;
+        if (!s.files[1] && !s.files[2] && !s.files[3]) {
+            cdb_cli_hint("the database %s is empty: add photos with 'clipdb ingest PATH'",
+                         cdb_engine_dir(e));
+        } else {
+            cdb_cli_hint("no photo of %s has a vector of model %s yet", cdb_engine_dir(e),
+                         res->model);
+            cdb_cli_hint("'clipdb errors' says why; 'clipdb reindex%s%s' encodes what is missing",
+                         s.models[i].model.is_default ? "" : " --model ",
+                         s.models[i].model.is_default ? "" : res->model);
+        }
+    }
+    cdb_engine_stats_free(&s);
+    return said;
+}
+
 /* Opens the database, runs the search and prints the hits (or why there are none). */
 static int run_search(cli_args *a, cdb_k_device device, const cdb_engine_query *q,
                       const cdb_engine_search_params *sp, const under_list *ul) {
+    const char **images;
+    int n_img = cdb_cli_get_all(a, "image", &images);
     cdb_engine *e = NULL;
     cdb_engine_result res;
     int rc;
@@ -258,8 +363,8 @@ static int run_search(cli_args *a, cdb_k_device device, const cdb_engine_query *
         rc = cdb_cli_engine_fail(cdb_cli_get(a, "model"));
     } else {
         print_hits(res.hits, res.n, cdb_cli_has(a, "json") > 0, cdb_cli_has(a, "paths") > 0,
-                   cdb_cli_has(a, "null") > 0, q, res.model);
-        if (res.n == 0) note_no_hits(ul, sp->min_score);
+                   cdb_cli_has(a, "null") > 0, q, images, n_img, res.model);
+        if (res.n == 0 && !note_empty(e, &res)) note_no_hits(ul, sp->min_score);
         rc = CLI_EXIT_OK;
     }
     cdb_engine_result_free(&res);
@@ -280,7 +385,10 @@ int cdb_cli_cmd_search(int argc, char **argv) {
     cdb_k_device device;
     long k = 10;
     double min_score = -1.0;
-    const char **images, **nots, **unders;
+    const char **images, **nots, **unders, **image_paths = NULL;
+    int n_image_paths = 0, image_stdin = 0;
+    unsigned char *image = NULL;
+    size_t image_bytes = 0;
     char *text = NULL;
     cdb_engine_term *terms = NULL;
     cdb_engine_query q;
@@ -292,7 +400,10 @@ int cdb_cli_cmd_search(int argc, char **argv) {
     n_not = cdb_cli_get_all(&a, "not", &nots);
     n_under = cdb_cli_get_all(&a, "under", &unders);
     if ((rc = check_search_args(&a, n_img, nots, n_not, &k, &min_score, &sort)) != CLI_EXIT_OK ||
-        (rc = query_text(&a, &text)) != CLI_EXIT_OK)
+        (rc = split_images(&a, images, n_img, &image_paths, &n_image_paths, &image_stdin)) !=
+            CLI_EXIT_OK ||
+        (rc = query_text(&a, &text)) != CLI_EXIT_OK ||
+        (image_stdin && (rc = read_image_stdin(&image, &image_bytes)) != CLI_EXIT_OK))
         goto done;
     if (text && cdb_engine_query_parse(text, &terms, &n_terms) != CDB_OK) {
         rc = cdb_cli_usage_error("search", "bad query: %s", cdb_errmsg());
@@ -305,8 +416,10 @@ int cdb_cli_cmd_search(int argc, char **argv) {
     q.text = text;
     q.nots = nots;
     q.n_nots = n_not;
-    q.image_paths = images;
-    q.n_image_paths = n_img;
+    q.image_paths = image_paths;
+    q.n_image_paths = n_image_paths;
+    q.image = image;
+    q.image_bytes = image_bytes;
     q.no_exif = cdb_cli_has(&a, "no-exif") > 0;
     sp.k = (int)k;
     sp.min_score = (float)min_score;
@@ -316,6 +429,8 @@ int cdb_cli_cmd_search(int argc, char **argv) {
     sp.n_unders = ul.n;
     rc = run_search(&a, device, &q, &sp, &ul);
 done:
+    free(image);
+    free(image_paths);
     unders_free(&ul);
     cdb_engine_terms_free(terms, n_terms);
     free(text);

@@ -154,4 +154,8 @@ static int run_main(int argc, char **argv) {
     return run_command(argv[k], argc - k - 1, argv + k + 1);
 }
 
-int main(int argc, char **argv) { return finish_stdout(run_main(argc, argv)); }
+int main(int argc, char **argv) {
+    int rc = run_main(argc, argv);
+    cdb_cli_json_failure(rc); /* --json on a failed run: still a JSON document */
+    return finish_stdout(rc);
+}

@@ -21,6 +21,12 @@
 
 static int g_quiet, g_tty, g_color, g_log_time;
 
+/* --json on a failed run: the command asked for JSON, whether a JSON document was
+** begun on stdout, and the first error line and hint said (cdb_cli_json_failure). */
+static const char *g_json_cmd;
+static int g_json_doc;
+static char g_first_error[2048], g_first_hint[1024];
+
 void cdb_cli_output_init(int quiet) {
     const char *nc = getenv("NO_COLOR");
     const char *term = getenv("TERM");
@@ -92,6 +98,9 @@ static int verror(const char *why, const char *fmt, va_list ap) {
         fprintf(stderr, "clipdb: error: %s", what);
     if (why && *why) fprintf(stderr, " (%s)", why);
     fputc('\n', stderr);
+    if (!g_first_error[0])
+        snprintf(g_first_error, sizeof g_first_error, "%.1500s%s%.500s%s", what,
+                 why && *why ? " (" : "", why && *why ? why : "", why && *why ? ")" : "");
     return CLI_EXIT_FAIL;
 }
 
@@ -129,6 +138,11 @@ void cdb_cli_hint(const char *fmt, ...) {
     vfprintf(stderr, fmt, ap);
     va_end(ap);
     fputc('\n', stderr);
+    if (g_first_error[0] && !g_first_hint[0]) { /* the hint of the first error */
+        va_start(ap, fmt);
+        vsnprintf(g_first_hint, sizeof g_first_hint, fmt, ap);
+        va_end(ap);
+    }
 }
 
 int cdb_cli_usage_error(const char *cmd, const char *fmt, ...) {
@@ -137,6 +151,11 @@ int cdb_cli_usage_error(const char *cmd, const char *fmt, ...) {
     vline("error", "\033[1;31m", fmt, ap);
     va_end(ap);
     fputc('\n', stderr);
+    if (!g_first_error[0]) {
+        va_start(ap, fmt);
+        vsnprintf(g_first_error, sizeof g_first_error, fmt, ap);
+        va_end(ap);
+    }
     cdb_cli_print_usage_lines(stderr, cmd);
     fprintf(stderr, "Run 'clipdb %s%s--help' for more.\n", cmd ? cmd : "", cmd ? " " : "");
     return CLI_EXIT_USAGE;
@@ -270,6 +289,32 @@ void cdb_cli_json_init(cli_json *j, FILE *f, int pretty) {
     memset(j, 0, sizeof *j);
     j->f = f;
     j->pretty = pretty;
+    if (f == stdout) g_json_doc = 1;
+}
+
+void cdb_cli_json_requested(const char *cmd) { g_json_cmd = cmd; }
+
+void cdb_cli_json_failure(int rc) {
+    cli_json j;
+    if (!g_json_cmd || rc == CLI_EXIT_OK || g_json_doc || g_stdout_errno) return;
+    cdb_cli_json_init(&j, stdout, 1);
+    cdb_cli_json_begin_object(&j);
+    cdb_cli_json_key(&j, "command"); /* the keys an ingest's summary starts with */
+    cdb_cli_json_str(&j, g_json_cmd);
+    cdb_cli_json_key(&j, "status");
+    cdb_cli_json_str(&j, "error");
+    cdb_cli_json_key(&j, "exit_code");
+    cdb_cli_json_int(&j, rc);
+    cdb_cli_json_key(&j, "message");
+    cdb_cli_json_str(&j, g_first_error[0] ? g_first_error
+                         : rc == CLI_EXIT_INTERRUPTED ? "interrupted"
+                                                      : "failed");
+    if (g_first_hint[0]) {
+        cdb_cli_json_key(&j, "hint");
+        cdb_cli_json_str(&j, g_first_hint);
+    }
+    cdb_cli_json_end_object(&j);
+    cdb_cli_json_done(&j);
 }
 
 static void indent(cli_json *j) {

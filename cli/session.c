@@ -48,6 +48,11 @@ int cdb_cli_engine_open(const char *flag_db, int writer, int wait, cdb_k_device 
         else cdb_cli_hint("pass --wait to wait for the other writer");
         return CLI_EXIT_FAIL;
     }
+    if (cdb_engine_errcode() == CDB_ENGINE_E_READ_ONLY) {
+        cdb_cli_error(NULL, "%s", cdb_errmsg());
+        cdb_cli_engine_hint(NULL);
+        return CLI_EXIT_FAIL;
+    }
     if (rc == CDB_VERSION) {
         cdb_cli_error_status(rc, "cannot open the database %s", dir);
         cdb_cli_hint("it was written by a newer clipdb (or needs an upgrade a writer does first)");
@@ -89,6 +94,10 @@ void cdb_cli_engine_hint(const char *arg) {
         cdb_cli_hint("run 'clipdb reindex --repair' to complete its set first");
         break;
     case CDB_ENGINE_E_NOT_A_ROOT: cdb_cli_hint("'clipdb folders' lists them"); break;
+    case CDB_ENGINE_E_READ_ONLY:
+        cdb_cli_hint("reading it works (search, stats, verify, export); to write, run as the "
+                     "user that owns it, or give this user write access to its folder and files");
+        break;
     case CDB_ENGINE_E_MOVE_NOTHING:
         cdb_cli_hint("check the paths (NEW is where the same files are now)");
         break;

@@ -603,6 +603,9 @@ typedef struct cdb_db_report {
     int n_listed;                 /* entries in problems[] (capped at 1000) */
     cdb_db_problem *problems;
     int64_t n_vectors_checked, n_files_ok, n_files_pending;
+    int64_t n_lost, n_lost_files; /* cdb_db_verify: the catalog's vector directory entries
+                                     in missing or damaged shards, and their files, all
+                                     counted (the list is capped, these are not) */
 } cdb_db_report;
 
 /* Quick check: every shard the catalog lists exists, is not truncated (file size

@@ -111,6 +111,10 @@ cdb_status cdb_sql_configure_conn(cdb_db *db, sqlite3 *conn);
 ** descriptors; CDB_IO (CDB_NOSPACE) on failure. */
 cdb_status cdb_sql_fsync_conn(sqlite3 *conn);
 void cdb_sql_fsync_dir(const char *path);
+/* Gives one connection's free space back: its WAL checkpointed into the file and
+** emptied (TRUNCATE), then VACUUM when it has free pages. *freed += the bytes the
+** file and its WAL shrank by (path: the database file, for measuring). Writer. */
+cdb_status cdb_sql_vacuum(sqlite3 *conn, const char *path, int64_t *freed);
 /* The move index's key: the hash's first 8 bytes as a big-endian int64. */
 int64_t cdb_sql_hash_key(const uint8_t hash[CDB_DB_HASH_BYTES]);
 
@@ -171,5 +175,7 @@ void cdb_shard_decode_blob(const void *blob, int dim, float *out);
 
 /* ---- thumbnails (thumbs.c) ---- */
 void cdb_thumbs_close(cdb_db *db);
+/* cdb_sql_vacuum of thumbs.db (none: nothing to do). Writer. */
+cdb_status cdb_thumbs_vacuum(cdb_db *db, int64_t *freed);
 
 #endif /* CDB_DB_INT_H */

@@ -551,32 +551,6 @@ cdb_status cdb_db_root_forget(cdb_db *db, int64_t model_id, int64_t root_id, int
 
 /* ---- compact --------------------------------------------------------------------- */
 
-static int64_t file_size(const char *path) {
-    struct stat sb;
-    return stat(path, &sb) == 0 ? (int64_t)sb.st_size : 0;
-}
-
-/* VACUUM of one connection's database when it has free pages; *freed += bytes. */
-static cdb_status vacuum_conn(sqlite3 *conn, const char *path, int64_t *freed) {
-    sqlite3_stmt *st = NULL;
-    int64_t free_pages = 0, before;
-    cdb_status rc = cdb_sql_prepare(conn, "PRAGMA freelist_count", &st);
-    if (rc != CDB_OK) return rc;
-    if (sqlite3_step(st) == SQLITE_ROW) free_pages = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    if (free_pages == 0) return CDB_OK;
-    /* Pages live in the WAL until a checkpoint: TRUNCATE folds them into the file
-    ** (before, to measure; after, to give the space back now). */
-    if ((rc = cdb_sql_exec(conn, "PRAGMA wal_checkpoint(TRUNCATE)")) != CDB_OK)
-        return cdb_errctx(rc, "compact %s", path);
-    before = file_size(path);
-    if ((rc = cdb_sql_exec(conn, "VACUUM")) != CDB_OK) return cdb_errctx(rc, "compact %s", path);
-    if ((rc = cdb_sql_exec(conn, "PRAGMA wal_checkpoint(TRUNCATE)")) != CDB_OK)
-        return cdb_errctx(rc, "compact %s", path);
-    *freed += before - file_size(path);
-    return CDB_OK;
-}
-
 cdb_status cdb_db_compact(cdb_db *db, int64_t *bytes_freed) {
     sqlite3_stmt *st = NULL;
     int64_t freed = 0;
@@ -591,13 +565,16 @@ cdb_status cdb_db_compact(cdb_db *db, int64_t *bytes_freed) {
         db_shard *sh = NULL;
         if ((rc = cdb_shard_get(db, id, &sh)) != CDB_OK) break;
         cdb_shard_path(db, id, path, sizeof path);
-        rc = vacuum_conn(sh->conn, path, &freed);
+        rc = cdb_sql_vacuum(sh->conn, path, &freed);
         if (rc == CDB_OK) sh->unsynced = 1;
     }
     sqlite3_finalize(st);
     if (rc != CDB_OK) return rc;
     snprintf(path, sizeof path, "%s/catalog.db", db->dir);
-    if ((rc = vacuum_conn(db->cat, path, &freed)) != CDB_OK) return rc;
+    if ((rc = cdb_sql_vacuum(db->cat, path, &freed)) != CDB_OK) return rc;
+    /* thumbs.db: a cache, so its space not given back is a warning, never a failure */
+    if (cdb_thumbs_vacuum(db, &freed) != CDB_OK)
+        CDB_LOG_WARN("the thumbnails' space was not given back: %s", cdb_errmsg());
     if (bytes_freed) *bytes_freed = freed > 0 ? freed : 0;
     return cdb_db_flush(db);
 }

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -389,4 +390,40 @@ int64_t cdb_sql_hash_key(const uint8_t hash[CDB_DB_HASH_BYTES]) {
     uint64_t k = 0;
     for (int i = 0; i < 8; i++) k = k << 8 | hash[i];
     return (int64_t)k;
+}
+
+/* ---- compaction ------------------------------------------------------------------- */
+
+static int64_t file_size(const char *path) {
+    struct stat sb;
+    return stat(path, &sb) == 0 ? (int64_t)sb.st_size : 0;
+}
+
+/* The size of path's WAL file (path-wal), 0 when there is none. */
+static int64_t wal_size(const char *path) {
+    char wal[4200];
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    return file_size(wal);
+}
+
+cdb_status cdb_sql_vacuum(sqlite3 *conn, const char *path, int64_t *freed) {
+    sqlite3_stmt *st = NULL;
+    int64_t free_pages = 0, before = file_size(path) + wal_size(path);
+    cdb_status rc = cdb_sql_prepare(conn, "PRAGMA freelist_count", &st);
+    if (rc != CDB_OK) return rc;
+    if (sqlite3_step(st) == SQLITE_ROW) free_pages = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    /* Pages live in the WAL until a checkpoint: TRUNCATE folds them into the file and
+    ** empties the WAL (always: a WAL grown by the deletes is space to give back too). */
+    if ((rc = cdb_sql_exec(conn, "PRAGMA wal_checkpoint(TRUNCATE)")) != CDB_OK)
+        return cdb_errctx(rc, "compact %s", path);
+    if (free_pages == 0) {
+        *freed += before - file_size(path) - wal_size(path);
+        return CDB_OK;
+    }
+    if ((rc = cdb_sql_exec(conn, "VACUUM")) != CDB_OK) return cdb_errctx(rc, "compact %s", path);
+    if ((rc = cdb_sql_exec(conn, "PRAGMA wal_checkpoint(TRUNCATE)")) != CDB_OK)
+        return cdb_errctx(rc, "compact %s", path);
+    *freed += before - file_size(path) - wal_size(path);
+    return CDB_OK;
 }

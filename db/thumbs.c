@@ -238,3 +238,14 @@ cdb_status cdb_db_thumbs_prune(cdb_db *db, int64_t *n_dropped) {
     free(drop);
     return rc;
 }
+
+cdb_status cdb_thumbs_vacuum(cdb_db *db, int64_t *freed) {
+    char path[4200];
+    sqlite3 *c;
+    cdb_status rc;
+    if ((rc = cdb_sql_need_writer(db, "thumbs_vacuum")) != CDB_OK) return rc;
+    thumbs_path(db, path, sizeof path);
+    if (access(path, F_OK) != 0) return CDB_OK;
+    if ((rc = thumbs_conn(db, &c)) != CDB_OK) return rc;
+    return cdb_sql_vacuum(c, path, freed);
+}

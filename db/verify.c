@@ -216,6 +216,7 @@ done:
 /* Pass B: every directory entry has its vector in its file's shard. */
 static cdb_status verify_directory(cdb_db *db, cdb_db_report *r) {
     sqlite3_stmt *st = NULL;
+    int64_t last_lost_file = 0;
     cdb_status rc = cdb_sql_prepare(db->cat,
                                "SELECT v.model_id, v.file_id, f.shard, f.state, f.relpath FROM vectors v"
                                " LEFT JOIN files f ON f.id = v.file_id ORDER BY f.shard, v.file_id",
@@ -240,8 +241,12 @@ static cdb_status verify_directory(cdb_db *db, cdb_db_report *r) {
         }
         if (shard_is_bad(r, shard)) {
             /* The shard is reported as such; each vector it held is lost too, and
-            ** listed, so the report says exactly what a repair re-encodes. */
+            ** listed, so the report says exactly what a repair re-encodes. The rows
+            ** come by shard then file: a file's vectors are consecutive. */
             const char *rel = (const char *)sqlite3_column_text(st, 4);
+            r->n_lost++;
+            r->n_lost_files += file != last_lost_file;
+            last_lost_file = file;
             cdb_db_report_add(r, CDB_DB_VECTOR_MISSING, shard, model, file,
                        "file %lld (%.100s): vector for model %lld lost with shard %04d",
                        (long long)file, rel ? rel : "?", (long long)model, (int)shard);

@@ -19,8 +19,11 @@
 ** reader is reopened after any commit (reader_stale): a long-running server sees
 ** every new batch, also on a database it can only read.
 */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -150,11 +153,80 @@ cdb_engine_run_params cdb_engine_run_params_default(void) {
 
 /* ---- open / close ----------------------------------------------------------------------- */
 
+/* 1 when path (a folder when dir) is there and this user may not write it; *err: why. */
+static int unwritable(const char *path, int dir, int *err) {
+    struct stat sb;
+    if (stat(path, &sb) != 0) return 0;
+    if (faccessat(AT_FDCWD, path, W_OK | (dir ? X_OK : 0), AT_EACCESS) == 0) return 0;
+    *err = errno;
+    return 1;
+}
+
+cdb_status cdb_eng_check_writable(const char *dir, int index_only) {
+    static const char *const files[] = {"catalog.db", "thumbs.db", "lock", NULL};
+    char p[PATH_MAX + 64], user[64];
+    const char *bad = NULL; /* the folder or file of dir that is not writable */
+    char what[300];
+    int e = 0;
+    struct stat sb;
+    snprintf(p, sizeof p, "%s/catalog.db", dir);
+    if (stat(p, &sb) != 0) return CDB_OK;
+    if (!index_only && unwritable(dir, 1, &e)) bad = "";
+    snprintf(p, sizeof p, "%s/index", dir);
+    if (!bad && unwritable(p, 1, &e)) bad = "index/";
+    else if (!bad && stat(p, &sb) != 0 && unwritable(dir, 1, &e)) bad = "";
+    if (!index_only && !bad) {
+        DIR *d;
+        struct dirent *de;
+        for (int i = 0; files[i] && !bad; i++) {
+            snprintf(p, sizeof p, "%s/%s", dir, files[i]);
+            if (unwritable(p, 0, &e)) bad = files[i];
+        }
+        snprintf(p, sizeof p, "%s/shards", dir);
+        if (!bad && unwritable(p, 1, &e)) bad = "shards/";
+        if (!bad && (d = opendir(p))) {
+            while (!bad && (de = readdir(d))) {
+                if (de->d_name[0] == '.') continue;
+                snprintf(p, sizeof p, "%s/shards/%s", dir, de->d_name);
+                if (unwritable(p, 0, &e)) {
+                    snprintf(what, sizeof what, "its file shards/%.200s", de->d_name);
+                    bad = what;
+                }
+            }
+            closedir(d);
+        }
+    }
+    if (!bad) return CDB_OK;
+    if (e == EROFS)
+        return cdb_eng_failw(CDB_IO, CDB_ENGINE_E_READ_ONLY, NULL,
+                             "cannot write to the database %s: it is on a read-only filesystem",
+                             dir);
+    if (bad != what)
+        snprintf(what, sizeof what, "its %s%s", strchr(bad, '/') || !*bad ? "folder " : "file ",
+                 bad);
+    if (!*bad) what[strlen(what) - 1] = '\0'; /* "its folder" */
+    cdb_eng_user_name(geteuid(), user, sizeof user);
+    return cdb_eng_failw(CDB_IO, CDB_ENGINE_E_READ_ONLY, NULL,
+                         "cannot write to the database %s: %s is not writable by this user "
+                         "(%s, uid %u)",
+                         dir, what, user, (unsigned)geteuid());
+}
+
+void cdb_eng_user_name(unsigned uid, char *buf, size_t size) {
+    struct passwd pw, *res = NULL;
+    char tmp[4096];
+    if (getpwuid_r((uid_t)uid, &pw, tmp, sizeof tmp, &res) == 0 && res)
+        snprintf(buf, size, "%s", res->pw_name);
+    else
+        snprintf(buf, size, "uid %u", uid);
+}
+
 static cdb_status open_db(const char *dir, int writer, int wait_ms, cdb_db **out) {
     cdb_db_params p = cdb_db_params_default();
     cdb_status rc;
     p.readonly = !writer;
     p.lock_wait_ms = writer ? wait_ms : 0;
+    if (writer && (rc = cdb_eng_check_writable(dir, 0)) != CDB_OK) return rc;
     rc = cdb_db_open(dir, &p, out);
     if (rc == CDB_NOTFOUND) return cdb_eng_code(rc, CDB_ENGINE_E_NO_DATABASE);
     if (rc == CDB_BUSY) return cdb_eng_code(rc, CDB_ENGINE_E_BUSY);

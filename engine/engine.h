@@ -86,7 +86,9 @@ typedef enum cdb_engine_err {
                                      or deleted since the last scan: reindex) */
     CDB_ENGINE_E_FILE_CHANGED,    /* something else is at a recorded photo's path (a link,
                                      FIFO, folder, another or a modified file: reindex) */
-    CDB_ENGINE_E_NO_PREVIEW       /* a photo's original cannot be decoded for a preview */
+    CDB_ENGINE_E_NO_PREVIEW,      /* a photo's original cannot be decoded for a preview */
+    CDB_ENGINE_E_READ_ONLY        /* a write to a database this user can only read (its
+                                     folder or files not writable, a read-only mount) */
 } cdb_engine_err;
 cdb_engine_err cdb_engine_errcode(void);
 

@@ -83,6 +83,21 @@ typedef struct eng_walk_entry {
     int dangling;             /* with error: a symbolic link whose target is not there */
 } eng_walk_entry;
 
+/* CDB_OK when this user (the effective ids) may write what a writer of the database
+** at dir writes (index_only: what 'index build' writes: index/, or the folder when
+** there is none yet); else CDB_IO with E_READ_ONLY and a message that names the first
+** folder or file that is not writable, and why (a read-only filesystem, or this user,
+** named). A dir without catalog.db passes: opening it says there is no database. */
+cdb_status cdb_eng_check_writable(const char *dir, int index_only);
+/* The login name of uid into buf ("uid N" when it has none). */
+void cdb_eng_user_name(unsigned uid, char *buf, size_t size);
+
+/* The bytes of the files in the folder tree dir: what `stats` says the database takes,
+** and what `forget` measures before and after (verify.c). SQLite's shared-memory
+** files (*-shm: an index of the WAL, there only while a connection is open) are not
+** counted, so the figure does not depend on who has the database open. */
+int64_t cdb_eng_disk_bytes(const char *dir);
+
 /* 1 when path (resolved, '/'-separated, no trailing slash) is dir or lies under it;
 ** strictly: under it only (library.c). */
 int cdb_eng_path_under(const char *path, const char *dir, int strictly);

@@ -298,6 +298,7 @@ static cdb_status open_library(cdb_engine *e, cdb_db_model *dm, eng_library *lib
 
 cdb_status cdb_engine_forget(cdb_engine *e, const char *path_in, cdb_engine_forget_report *out) {
     int n = 0, *idx = NULL;
+    int64_t disk_before;
     cdb_db_model dm;
     eng_library lib = {0};
     char *path = NULL;
@@ -305,6 +306,7 @@ cdb_status cdb_engine_forget(cdb_engine *e, const char *path_in, cdb_engine_forg
     cdb_eng_clear();
     memset(out, 0, sizeof *out);
     if ((st = cdb_eng_writer(e, "forget")) != CDB_OK) return st;
+    disk_before = cdb_eng_disk_bytes(e->dir);
     if (!(path = normalized_path(path_in)))
         return cdb_eng_failw(CDB_IO, CDB_ENGINE_E_NONE, strerror(errno), "cannot forget %s",
                              path_in);
@@ -335,16 +337,22 @@ cdb_status cdb_engine_forget(cdb_engine *e, const char *path_in, cdb_engine_forg
     }
     if (cdb_db_thumbs_prune(e->db, NULL) != CDB_OK) /* a cache: never fatal */
         CDB_LOG_WARN("the forgotten files' thumbnails were not dropped: %s", cdb_errmsg());
-    if ((st = cdb_db_compact(e->db, &out->bytes_freed)) != CDB_OK) {
+    { /* the indexes first: their writes then go into the compaction too */
+        int r = cdb_eng_refresh_all_indexes(e->db, &e->p.events);
+        if (r < 0) {
+            st = CDB_ERROR; /* errmsg: cannot list the models (...) */
+            goto done;
+        }
+        out->index_refresh_failed = r > 0;
+    }
+    if ((st = cdb_db_compact(e->db, NULL)) != CDB_OK) {
         st =
             cdb_eng_fail(st, CDB_ENGINE_E_NONE, "forgotten, but the space could not be given back");
         goto done;
     }
-    {
-        int r = cdb_eng_refresh_all_indexes(e->db, &e->p.events);
-        if (r < 0) st = CDB_ERROR; /* errmsg: cannot list the models (...) */
-        out->index_refresh_failed = r > 0;
-    }
+    /* what the folder really shrank by: shards, catalog, thumbnails, index files, WALs */
+    out->bytes_freed = disk_before - cdb_eng_disk_bytes(e->dir);
+    if (out->bytes_freed < 0) out->bytes_freed = 0;
 done:
     free(idx);
     free(path);

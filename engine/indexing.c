@@ -355,6 +355,7 @@ cdb_status cdb_engine_index_build(cdb_engine *e, const char *model_path, cdb_eng
     cdb_status st;
     cdb_eng_clear();
     memset(out, 0, sizeof *out);
+    if ((st = cdb_eng_check_writable(e->dir, 1)) != CDB_OK) return st; /* a reader writes index/ */
     if ((st = pick_model(e, model_path, &dm)) != CDB_OK) return st;
     cdb_eng_index_path(e->db, dm.id, out->path, sizeof out->path);
     snprintf(out->model, sizeof out->model, "%s", dm.name);

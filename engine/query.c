@@ -6,9 +6,11 @@
 ** A "+"/"-" inside a word ("t-shirt", "-3") is part of the text. A leading "-"
 ** negates the first term. The weight may also be written "2 * beach" or "beach*2"
 ** (or "beach * 2"); it must be a finite, nonzero number. The search encodes each term, and scores images against
-** the normalized weighted sum (search.c); a "not" text is a term with weight -1.
+** the normalized weighted sum (search.c); a "not" text is a term with weight -1. Only
+** the weights' ratios matter: any finite weights work ("1e308*a + 1e308*b" is "a + b").
 */
 #include <ctype.h>
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,6 +83,13 @@ static int flush(cdb_engine_term **t, int *n, char **text, double sign, double w
                  size_t errsz) {
     cdb_engine_term *nt;
     weight_forms(*text, &weight);
+    if (isinf(weight)) { /* "1e309*a": beyond a double */
+        snprintf(err, errsz,
+                 "the weight of '%s' is infinite or overflows (beyond %g): only the "
+                 "weights' ratios matter, so smaller numbers say the same (as in 2*%s)",
+                 *text, DBL_MAX, *text);
+        return -2;
+    }
     if (!isfinite(weight) || weight == 0) {
         snprintf(err, errsz,
                  "the weight of '%s' is %g: a weight is a finite number other than 0 (as in 2*%s)",

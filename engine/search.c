@@ -27,6 +27,7 @@
 */
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -536,13 +537,24 @@ static cdb_status build_query(cdb_db *db, eng_model *mod, const cdb_engine_query
         st = cdb_eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory", "cannot build the query");
         goto done;
     }
+    /* The sum is normalized, so only the weights' ratios matter: all are scaled by the
+    ** power of two that brings the largest magnitude into [0.5, 1) before they become
+    ** floats. "1e308*a + 1e308*b" is then "a + b", not two infinite weights, and
+    ** "1e-50*a" is "a", not a weight of 0; a power of two changes no other bit of the
+    ** query (ordinary weights give the same floats as before, halved exactly). */
+    double wmax = n_terms < n ? 1.0 : 0.0, wone; /* --not texts, images, ids: weight 1 */
+    int wexp = 0;
+    for (int i = 0; i < n_terms; i++)
+        if (fabs(terms[i].weight) > wmax) wmax = fabs(terms[i].weight);
+    frexp(wmax, &wexp);
+    wone = ldexp(1.0, -wexp);
     for (int i = 0; i < n_terms; i++) {
         texts[i] = terms[i].text;
-        w[i] = (float)terms[i].weight;
+        w[i] = (float)ldexp(terms[i].weight, -wexp);
     }
     for (int i = 0; i < qu->n_nots; i++) {
         texts[n_terms + i] = qu->nots[i];
-        w[n_terms + i] = -1.0f;
+        w[n_terms + i] = (float)-wone;
     }
     if (n_terms + qu->n_nots &&
         (st = cdb_eng_encode_texts(mod, texts, n_terms + qu->n_nots, emb)) != CDB_OK) {
@@ -559,7 +571,7 @@ static cdb_status build_query(cdb_db *db, eng_model *mod, const cdb_engine_query
                               qu->image_paths[i]);
             goto done;
         }
-        w[r] = 1.0f;
+        w[r] = (float)wone;
     }
     if (qu->image_bytes > 0) {
         if ((st = encode_image_bytes(mod->m, qu->image, qu->image_bytes, qu->no_exif,
@@ -567,7 +579,7 @@ static cdb_status build_query(cdb_db *db, eng_model *mod, const cdb_engine_query
             st = cdb_eng_fail(st, CDB_ENGINE_E_QUERY_IMAGE, "cannot use the query image");
             goto done;
         }
-        w[r++] = 1.0f;
+        w[r++] = (float)wone;
     }
     if (qu->n_like_ids) {
         uint8_t *found = malloc((size_t)qu->n_like_ids);
@@ -588,11 +600,11 @@ static cdb_status build_query(cdb_db *db, eng_model *mod, const cdb_engine_query
                 st = cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot read the example's vector");
             goto done;
         }
-        for (int i = 0; i < qu->n_like_ids; i++) w[r++] = 1.0f;
+        for (int i = 0; i < qu->n_like_ids; i++) w[r++] = (float)wone;
     }
     if (qu->vector) {
         memcpy(emb + (size_t)r * dim, qu->vector, sizeof *emb * (size_t)dim);
-        w[r++] = 1.0f;
+        w[r++] = (float)wone;
     }
     if ((st = cdb_index_query_combine(emb, w, n, dim, q)) != CDB_OK)
         st = cdb_eng_fail(st, st == CDB_INVALID ? CDB_ENGINE_E_QUERY_ZERO : CDB_ENGINE_E_NONE,

@@ -15,8 +15,7 @@
 
 /* ---- stats ------------------------------------------------------------------------- */
 
-/* Bytes used by a folder tree (files only). */
-static int64_t du(const char *dir) {
+int64_t cdb_eng_disk_bytes(const char *dir) {
     DIR *d = opendir(dir);
     struct dirent *e;
     int64_t total = 0;
@@ -24,10 +23,12 @@ static int64_t du(const char *dir) {
     while ((e = readdir(d))) {
         char p[4096];
         struct stat st;
+        size_t n = strlen(e->d_name);
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        if (n > 4 && !strcmp(e->d_name + n - 4, "-shm")) continue; /* SQLite's shared memory */
         snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
         if (lstat(p, &st) != 0) continue;
-        if (S_ISDIR(st.st_mode)) total += du(p);
+        if (S_ISDIR(st.st_mode)) total += cdb_eng_disk_bytes(p);
         else if (S_ISREG(st.st_mode)) total += (int64_t)st.st_size;
     }
     closedir(d);
@@ -104,7 +105,7 @@ cdb_status cdb_engine_stats_get(cdb_engine *e, unsigned what, cdb_engine_stats *
         if (cdb_db_check_shards(r->db, &rep) == CDB_OK) out->n_shards_unreadable = rep->n_problems;
         cdb_db_report_free(rep);
     }
-    if (what & CDB_ENGINE_STATS_DISK) out->disk_bytes = du(e->dir);
+    if (what & CDB_ENGINE_STATS_DISK) out->disk_bytes = cdb_eng_disk_bytes(e->dir);
     if (cdb_db_thumb_size(r->db, &out->thumb_size) != CDB_OK) out->thumb_size = 0;
     ud.db = r->db;
     ud.what = what;
@@ -252,17 +253,11 @@ cdb_status cdb_engine_verify(cdb_engine *e, int deep, double sample,
             q->path = strdup(path);
         q->msg = strdup(q->path ? past_file(p) : p->msg);
         cdb_free(path);
-        /* vectors lost with missing/damaged shards: what 'reindex --repair' re-encodes */
-        if (p->kind == CDB_DB_VECTOR_MISSING && p->shard > 0 && strstr(p->msg, "lost with shard")) {
-            int first = 1;
-            out->n_lost++;
-            for (int k = 0; k < i && first; k++)
-                first = !(r->problems[k].kind == CDB_DB_VECTOR_MISSING &&
-                          r->problems[k].file_id == p->file_id &&
-                          strstr(r->problems[k].msg, "lost with shard"));
-            out->n_lost_files += first;
-        }
     }
+    /* vectors lost with missing/damaged shards, all of them (not only those listed):
+    ** what 'reindex --repair' re-encodes */
+    out->n_lost = r->n_lost;
+    out->n_lost_files = r->n_lost_files;
     for (int i = 0; i < n_idx; i++) {
         cdb_engine_problem *q = &out->problems[out->n_listed++];
         q->kind = "index";

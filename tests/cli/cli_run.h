@@ -156,6 +156,28 @@ static inline int cli_wait(pid_t pid) {
     return -1000;
 }
 
+static inline char *cli_read_file(const char *path, size_t *len);
+
+/* Runs `sh -c CMD` with $CLIPDB naming the binary and $DB the database db (CLIPDB_*
+** unset, NO_COLOR=1); stdout and stderr go through tmp/sh.out and tmp/sh.err into
+** *out and *err (heap; each may be NULL). CMD must not hold a single quote. Returns
+** the exit status, -1 when killed. */
+static inline int cli_sh(const char *tmp, const char *db, const char *cmd, char **out,
+                         char **err) {
+    char line[8192], po[800], pe[800];
+    int st;
+    snprintf(po, sizeof po, "%s/sh.out", tmp);
+    snprintf(pe, sizeof pe, "%s/sh.err", tmp);
+    snprintf(line, sizeof line,
+             "env -u CLIPDB_DB -u CLIPDB_MODEL -u CLIPDB_LOG_TIME NO_COLOR=1 CLIPDB='%s' "
+             "DB='%s' sh -c '%s' >'%s' 2>'%s'",
+             CLIPDB_BIN, db, cmd, po, pe);
+    st = system(line);
+    if (out) *out = cli_read_file(po, NULL);
+    if (err) *err = cli_read_file(pe, NULL);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
 /* Reads a whole file; NULL if it cannot. *len may be NULL. */
 static inline char *cli_read_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
@@ -204,5 +226,26 @@ static inline const char *cli_find_model(void) {
     closedir(d);
     return NULL;
 }
+
+/* A demo library of count photos in a fresh tmp (tmp[512]): tmp/lib/photos, and its
+** database tmp/lib/clipdb in db (db[700]). 0, or -1 when it cannot be made. */
+static inline int cli_demo_library(char *tmp, char *db, int count) {
+    char cmd[1600];
+    if (!cli_tmpdir(tmp, 512)) return -1;
+    snprintf(db, 700, "%s/lib/clipdb", tmp);
+    snprintf(cmd, sizeof cmd, "\"$CLIPDB\" demo --count %d -q %s/lib >/dev/null", count, tmp);
+    return cli_sh(tmp, db, cmd, NULL, NULL) == 0 ? 0 : -1;
+}
+
+/* In a CDB_TEST: skips without a model, else makes the demo library of 40 photos in
+** char tmp[512] and db[700] once (db[0] == 0 until then). */
+#define CLI_NEED_LIBRARY(tmp, db)                                                        \
+    do {                                                                                 \
+        if (!cli_find_model()) CDB_SKIP("no model: set CLIPDB_TEST_MODEL or add models/"); \
+        if (!(db)[0] && cli_demo_library(tmp, db, 40) != 0) {                            \
+            (db)[0] = 0;                                                                 \
+            CDB_TEST_FAIL_("cannot make the test library");                              \
+        }                                                                                \
+    } while (0)
 
 #endif /* CDB_TEST_CLI_RUN_H */

@@ -40,21 +40,9 @@
 
 static char g_tmp[512], g_db[700];
 
-/* Runs `sh -c CMD` with CLIPDB pointing at the binary and DB at the test database;
-** stdout and stderr into *out / *err (heap). Returns the exit status. */
+/* `sh -c CMD` with $CLIPDB and $DB (the test database): cli_sh. */
 static int sh(const char *cmd, char **out, char **err) {
-    char line[8192], po[800], pe[800];
-    int st;
-    snprintf(po, sizeof po, "%s/sh.out", g_tmp);
-    snprintf(pe, sizeof pe, "%s/sh.err", g_tmp);
-    snprintf(line, sizeof line,
-             "env -u CLIPDB_DB -u CLIPDB_MODEL -u CLIPDB_LOG_TIME NO_COLOR=1 CLIPDB='%s' "
-             "DB='%s' sh -c '%s' >'%s' 2>'%s'",
-             CLIPDB_BIN, g_db, cmd, po, pe);
-    st = system(line);
-    if (out) *out = cli_read_file(po, NULL);
-    if (err) *err = cli_read_file(pe, NULL);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return cli_sh(g_tmp, g_db, cmd, out, err);
 }
 
 /* Occurrences of sub in s (0 for a NULL s). */
@@ -64,19 +52,7 @@ static int count_of(const char *s, const char *sub) {
     return n;
 }
 
-static int setup(void) {
-    char cmd[1600];
-    if (!cli_tmpdir(g_tmp, sizeof g_tmp)) return -1;
-    snprintf(g_db, sizeof g_db, "%s/lib/clipdb", g_tmp);
-    snprintf(cmd, sizeof cmd, "\"$CLIPDB\" demo --count 40 -q %s/lib >/dev/null", g_tmp);
-    return sh(cmd, NULL, NULL) == 0 ? 0 : -1;
-}
-
-#define NEED_LIBRARY()                                                                   \
-    do {                                                                                 \
-        if (!cli_find_model()) CDB_SKIP("no model: set CLIPDB_TEST_MODEL or add models/"); \
-        if (!g_db[0] && setup() != 0) CDB_TEST_FAIL_("cannot make the test library");    \
-    } while (0)
+#define NEED_LIBRARY() CLI_NEED_LIBRARY(g_tmp, g_db)
 
 CDB_TEST(stdout_write_error_fails) {
     char *out = NULL, *err = NULL;

@@ -107,7 +107,7 @@ CDB_TEST(version) {
 }
 
 /* Every usage error: exit 2, "clipdb: error: ..." then the usage lines on stderr,
-** nothing on stdout. */
+** nothing on stdout (with --json: the error as one JSON document). */
 CDB_TEST(usage_errors_exit_2) {
     static const char *const cases[][8] = {
         {NULL},                                   /* no command */
@@ -159,7 +159,13 @@ CDB_TEST(usage_errors_exit_2) {
             CDB_TEST_FAIL_("case %zu: stderr does not start with 'clipdb: error: ': %s", i, r.err);
         if (!strstr(r.err, "\nusage: clipdb"))
             CDB_TEST_FAIL_("case %zu: no usage lines in: %s", i, r.err);
-        if (r.out_len) CDB_TEST_FAIL_("case %zu: stdout is not empty: %s", i, r.out);
+        /* stdout stays empty, but for --json: the error as one document */
+        int json = 0;
+        for (const char *const *a = cases[i]; *a; a++) json |= !strncmp(*a, "--json", 6);
+        if (!json && r.out_len) CDB_TEST_FAIL_("case %zu: stdout is not empty: %s", i, r.out);
+        if (json && (!strstr(r.out, "\"status\": \"error\"") ||
+                     !strstr(r.out, "\"exit_code\": 2") || r.out[r.out_len - 1] != '\n'))
+            CDB_TEST_FAIL_("case %zu: --json: not the error document: %s", i, r.out);
         cli_run_free(&r);
     }
 }
