@@ -283,5 +283,17 @@ int cdb_cli_begin(const char *cmd, cli_args *a, const cli_optspec *spec, int arg
         }
         if (!strcmp(spec[i].name, "quiet")) cdb_cli_output_init(1);
     }
+    /* --model hf:ORG/NAME, for every command that takes a model: the snapshot folder in
+    ** the Hugging Face cache (fetched when missing) from here on */
+    for (int i = 0; i < a->n_spec; i++) {
+        const char *v, *path;
+        if (strcmp(spec[i].name, "model") || spec[i].kind != CLI_VALUE || !a->count[i]) continue;
+        v = a->vals[i][a->count[i] - 1];
+        if (!(path = cdb_cli_resolve_model(v, "--model"))) {
+            *exit_code = CLI_EXIT_FAIL;
+            return 0;
+        }
+        a->vals[i][a->count[i] - 1] = path;
+    }
     return 1;
 }

@@ -9,6 +9,7 @@
 ** - usage.c:   the help text of every command (the golden files are their spec).
 ** - session.c: opening the engine (engine/engine.h) with the CLI's messages, hints and
 **              events (progress line, warnings, Ctrl-C).
+** - cmd_hub.c: `models get` and the hf:ORG/NAME model paths (the Hugging Face Hub).
 ** - cmd_*.c:   one file per group of subcommands; main.c dispatches to them. Every
 **              database command is a thin layer over the engine: parse, call, print.
 **
@@ -269,6 +270,13 @@ int cdb_cli_cmd_move(int argc, char **argv);
 /* `models` with a database: lists its vector sets, or (make_default) makes one the
 ** default once its set is complete (cmd_admin.c). */
 int cdb_cli_models_db(const char *db_flag, const char *make_default, int json);
+/* `models get` (cmd_hub.c): a model from the Hugging Face Hub, or --list. */
+int cdb_cli_cmd_models_get(int argc, char **argv);
+/* A model path as given (source: "--model", "CLIPDB_MODEL"): "hf:ORG/NAME[@REV]" (or
+** "hf:SHORT") is the snapshot folder in the Hugging Face cache, fetched when missing
+** (a progress bar on a terminal); anything else is returned as it is. NULL after
+** printing the error and its hint. The result stays valid until the next call. */
+const char *cdb_cli_resolve_model(const char *given, const char *source);
 int cdb_cli_cmd_demo(int argc, char **argv);
 int cdb_cli_cmd_serve(int argc, char **argv);
 

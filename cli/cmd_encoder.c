@@ -153,6 +153,7 @@ int cdb_cli_cmd_models(int argc, char **argv) {
     int rc = CLI_EXIT_FAIL;
     cdb_model *m = NULL;
     const char *path = NULL, *src = NULL;
+    if (argc > 0 && !strcmp(argv[0], "get")) return cdb_cli_cmd_models_get(argc - 1, argv + 1);
     if (!cdb_cli_begin("models", &a, spec, argc, argv, &rc)) goto done;
     if (a.n_pos) {
         rc = cdb_cli_usage_error("models", "unexpected argument '%s'", a.pos[0]);

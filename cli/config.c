@@ -1,6 +1,7 @@
 /*
 ** config.c: where things are. The database: --db, then $CLIPDB_DB, then ./clipdb.
-** The model: --model, then $CLIPDB_MODEL, then the bundled default, which is the
+** The model: --model, then $CLIPDB_MODEL (either may be hf:ORG/NAME: cmd_hub.c), then
+** the bundled default, which is the
 ** first folder (by name) under the data folder "models" that cdb_data_path()
 ** finds: <prefix>/share/clipdb/models next to an installed clipdb, else the source
 ** tree's models/ (a clipdb run from its build folder). The device: --device, then
@@ -70,7 +71,9 @@ const char *cdb_cli_model_path(const char *flag_value, const char **source) {
     }
     if (env && *env) {
         *source = "CLIPDB_MODEL";
-        return env;
+        /* hf:ORG/NAME: the cached snapshot (fetched when missing); on failure the error
+        ** is printed and the command goes on without a model */
+        return cdb_cli_resolve_model(env, "CLIPDB_MODEL");
     }
     *source = "bundled default";
     if (cdb_data_path("models", models, sizeof models, NULL) &&

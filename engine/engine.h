@@ -87,8 +87,14 @@ typedef enum cdb_engine_err {
     CDB_ENGINE_E_FILE_CHANGED,    /* something else is at a recorded photo's path (a link,
                                      FIFO, folder, another or a modified file: reindex) */
     CDB_ENGINE_E_NO_PREVIEW,      /* a photo's original cannot be decoded for a preview */
-    CDB_ENGINE_E_READ_ONLY        /* a write to a database this user can only read (its
+    CDB_ENGINE_E_READ_ONLY,       /* a write to a database this user can only read (its
                                      folder or files not writable, a read-only mount) */
+    CDB_ENGINE_E_HUB_AUTH,        /* hub: 401/403, the repository needs a token (HF_TOKEN) */
+    CDB_ENGINE_E_HUB_NOT_FOUND,   /* hub: 404, no such repository, revision or file, or
+                                     an unknown short name */
+    CDB_ENGINE_E_HUB_OFFLINE,     /* hub: HF_HUB_OFFLINE=1 and the model is not cached */
+    CDB_ENGINE_E_HUB_CHECKSUM,    /* hub: a downloaded file is not what its ETag says */
+    CDB_ENGINE_E_HUB_NETWORK      /* hub: the server cannot be reached or kept failing */
 } cdb_engine_err;
 cdb_engine_err cdb_engine_errcode(void);
 
@@ -723,6 +729,75 @@ typedef struct cdb_engine_move_report {
 ** E_MOVE_TARGET, E_MOVE_NOTHING. */
 cdb_status cdb_engine_move(cdb_engine *e, const char *old_path, const char *new_path,
                            cdb_engine_move_report *out /* OUT */);
+
+/* ---- models from the Hugging Face Hub (hub.c) -----------------------------------------
+** Downloads a model repository's files into huggingface_hub's own cache, so that a model
+** a Python user downloaded is found here and the other way round:
+**   <cache>/models--ORG--NAME/blobs/<etag>            the file's bytes (ETag: the LFS
+**                                                     sha256, or the git blob sha1)
+**   <cache>/models--ORG--NAME/snapshots/<commit>/<f>  -> ../../blobs/<etag> (relative)
+**   <cache>/models--ORG--NAME/refs/<revision>         the commit the revision named
+** The cache is $HF_HUB_CACHE, else $HUGGINGFACE_HUB_CACHE, else $HF_HOME/hub, else
+** $XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub. The server is
+** $HF_ENDPOINT (default https://huggingface.co); the token $HF_TOKEN, else
+** $HUGGING_FACE_HUB_TOKEN, else the file $HF_TOKEN_PATH or $HF_HOME/token (sent as a
+** Bearer token to the endpoint only, never logged); HF_HUB_OFFLINE=1 (or
+** TRANSFORMERS_OFFLINE=1): the cache only. Only the files a model needs are fetched
+** (the weights in safetensors, configs, tokenizer files), each into blobs/<etag>.incomplete
+** (resumed with Range after a dropped connection or an earlier run), checked against its
+** ETag's hash, then renamed: a complete file's name never holds a partial one.
+** Thread-safety: any thread; two processes fetching one file take turns (a lock file in
+** <cache>/.locks, as huggingface_hub's). */
+
+/* A short name clipdb knows (cdb_engine_hub_known): the repository it stands for and
+** what users choose by. Strings are static. */
+typedef struct cdb_engine_hub_model {
+    const char *name;     /* "ViT-B-32" */
+    const char *repo;     /* "openai/clip-vit-base-patch32" */
+    const char *download; /* size of the files fetched, "605 MB" */
+    const char *ram;      /* memory the weights take loaded in fp32 on the CPU, "0.6 GB" */
+    const char *recall;   /* published Crossmodal-3600 recall (Immich's), or "-" */
+    const char *needs;    /* NULL when this build runs it, else what it lacks
+                             ("SigLIP support") */
+} cdb_engine_hub_model;
+/* The known models (n_out: how many); static, never NULL. */
+const cdb_engine_hub_model *cdb_engine_hub_known(int *n_out /* OUT */);
+
+typedef struct cdb_engine_hub_progress {
+    cdb_engine_phase phase; /* START, UPDATE (bytes arrived), END of one file */
+    const char *file;       /* the repository's file name; borrowed */
+    int index, count;       /* this file is the index-th (1-based) of count to fetch */
+    int64_t done;           /* bytes of it on disk (a resumed file starts above 0) */
+    int64_t total;          /* its size; -1 when the server did not say */
+} cdb_engine_hub_progress;
+
+typedef struct cdb_engine_hub_params {
+    const char *revision; /* branch, tag or 40-hex commit; NULL: "main" */
+    int cache_first;      /* 1: a snapshot of the revision already in the cache is used
+                             without asking the server (what --model hf:X does); 0: ask
+                             the server what the revision is now (models get) */
+    void (*progress)(void *ud, const cdb_engine_hub_progress *p); /* NULL: none */
+    int (*should_stop)(void *ud); /* nonzero stops the download (CDB_INTERRUPTED); the
+                                     .incomplete file is kept for the next run */
+    void *ud;
+    int n_fetched;        /* OUT: files downloaded by the call (0: all were cached) */
+} cdb_engine_hub_params;
+cdb_engine_hub_params cdb_engine_hub_params_default(void);
+
+/* Fetches model (a short name of cdb_engine_hub_known, or ORG/NAME) into the cache and
+** sets *folder to its snapshot folder (cdb_free). p: NULL for defaults; its n_fetched
+** is written. Errors: CDB_INVALID (a malformed name or revision), CDB_NOTFOUND with
+** E_HUB_NOT_FOUND (404) or E_HUB_OFFLINE, CDB_ERROR with E_HUB_AUTH, CDB_CORRUPT with
+** E_HUB_CHECKSUM (the bad file is deleted), CDB_NOSPACE with E_DISK_FULL, CDB_IO with
+** E_HUB_NETWORK, CDB_INTERRUPTED. */
+cdb_status cdb_engine_hub_get(const char *model, cdb_engine_hub_params *p,
+                              char **folder /* OUT */);
+
+/* A model path as users give it: "hf:ORG/NAME" or "hf:SHORT" (optionally "@REV") is
+** fetched as cdb_engine_hub_get with cache_first and *path is its snapshot folder;
+** anything else is copied as it is. *path: cdb_free. */
+cdb_status cdb_engine_model_path(const char *given, cdb_engine_hub_params *p,
+                                 char **path /* OUT */);
 
 #ifdef __cplusplus
 }

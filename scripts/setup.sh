@@ -50,6 +50,7 @@ PACKAGES=(
   libsqlite3-dev libfaiss-dev libopenblas-openmp-dev libopenblas0-openmp
   liblapack-dev libstb-dev libutf8proc-dev zlib1g-dev libjansson-dev libxxhash-dev
   libjpeg62-turbo-dev libdeflate-dev libwebp-dev libtiff-dev libheif-dev libraw-dev libmicrohttpd-dev
+  libcurl4-openssl-dev libssl-dev
 )
 
 # `test` also runs the sanitizer and fuzzing stages: clang, libFuzzer and the
