@@ -5,6 +5,7 @@
 ** .npy). They exist so users and tests can check each stage against a reference.
 */
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -59,7 +60,15 @@ static cdb_model *open_model(const char *flag, int load, cdb_k_device device,
 /* ---- models ------------------------------------------------------------------------- */
 
 static const char *act_name(const cdb_model_info *mi) {
-    return mi->act == CDB_ACT_GELU ? "gelu" : "quick_gelu";
+    return mi->act == CDB_ACT_GELU        ? "gelu"
+           : mi->act == CDB_ACT_GELU_TANH ? "gelu_tanh"
+                                          : "quick_gelu";
+}
+
+static const char *text_act_name(const cdb_model_info *mi) {
+    cdb_model_info t = *mi;
+    t.act = mi->text_act;
+    return act_name(&t);
 }
 
 static const char *interp_name(const cdb_preprocess_params *pp) {
@@ -90,6 +99,14 @@ static void model_json(const cdb_model_info *mi, const char *path, const char *s
     cdb_cli_json_key(&j, "weights_dtype"); cdb_cli_json_str(&j, mi->weights_dtype);
     cdb_cli_json_key(&j, "activation"); cdb_cli_json_str(&j, act_name(mi));
     cdb_cli_json_key(&j, "activation_source"); cdb_cli_json_str(&j, mi->act_source);
+    cdb_cli_json_key(&j, "text_activation"); cdb_cli_json_str(&j, text_act_name(mi));
+    cdb_cli_json_key(&j, "family"); cdb_cli_json_str(&j, mi->family ? mi->family : "CLIP");
+    if (mi->has_logit_scale) {
+        cdb_cli_json_key(&j, "logit_scale"); cdb_cli_json_float(&j, mi->logit_scale);
+    }
+    if (mi->has_logit_bias) {
+        cdb_cli_json_key(&j, "logit_bias"); cdb_cli_json_float(&j, mi->logit_bias);
+    }
     cdb_cli_json_key(&j, "vision");
     cdb_cli_json_begin_object(&j);
     cdb_cli_json_key(&j, "family"); cdb_cli_json_str(&j, mi->vision_family);
@@ -111,6 +128,8 @@ static void model_json(const cdb_model_info *mi, const char *path, const char *s
     cdb_cli_json_begin_object(&j);
     cdb_cli_json_key(&j, "size"); cdb_cli_json_int(&j, pp->size);
     cdb_cli_json_key(&j, "interpolation"); cdb_cli_json_str(&j, interp_name(pp));
+    cdb_cli_json_key(&j, "resize");
+    cdb_cli_json_str(&j, pp->resize == CDB_RESIZE_SQUASH ? "squash" : "shortest+center_crop");
     json_floats3(&j, "mean", pp->mean);
     json_floats3(&j, "std", pp->std);
     cdb_cli_json_end_object(&j);
@@ -138,9 +157,17 @@ static void model_text(const cdb_model_info *mi, const char *path, const char *s
                mi->patch_size, mi->vision_width, mi->vision_layers, mi->vision_heads);
     printf("text tower:   context %d, vocab %d, width %d, %d layers, %d heads\n",
            mi->context_length, mi->vocab_size, mi->text_width, mi->text_layers, mi->text_heads);
-    printf("activation:   %s (%s)\n", act_name(mi), mi->act_source);
-    printf("preprocess:   %s to %d, mean %.4f %.4f %.4f, std %.4f %.4f %.4f\n", interp_name(pp),
-           pp->size, (double)pp->mean[0], (double)pp->mean[1], (double)pp->mean[2],
+    if (mi->act != mi->text_act)
+        printf("activation:   %s (image), %s (text) (%s)\n", act_name(mi), text_act_name(mi),
+               mi->act_source);
+    else
+        printf("activation:   %s (%s)\n", act_name(mi), mi->act_source);
+    if (mi->family && strcmp(mi->family, "CLIP"))
+        printf("family:       %s, logit scale %.6g (x%.4g), bias %.6g\n", mi->family,
+               (double)mi->logit_scale, exp((double)mi->logit_scale), (double)mi->logit_bias);
+    printf("preprocess:   %s%s to %d, mean %.4f %.4f %.4f, std %.4f %.4f %.4f\n", interp_name(pp),
+           pp->resize == CDB_RESIZE_SQUASH ? " squash" : "", pp->size, (double)pp->mean[0],
+           (double)pp->mean[1], (double)pp->mean[2],
            (double)pp->std[0], (double)pp->std[1], (double)pp->std[2]);
 }
 

@@ -11,11 +11,17 @@
 ** MLP on the pooled rows only (the class token, the end token): nothing else
 ** reaches the output, and each of those ops computes a row the same way whatever
 ** other rows it is given.
+** SigLIP's image tower (siglip_image_forward): patches with the convolution's bias plus
+** the positional embedding, no class token and no ln_pre, every block on every row,
+** then ln_post on every row and the MAP head (run_map_head): its output is the
+** embedding. Each tower carries its own activation and LayerNorm eps.
 ** Text tower: token + positional embedding, the same blocks with causal attention,
 ** ln_final and projection on the pooled token only. Pooling is at the first end
 ** token (the model's eot id; argmax when absent, as OpenAI CLIP). Because attention
 ** is causal, positions after the end token never influence it: a batch is
-** computed only up to its longest end token (exact, not an approximation).
+** computed only up to its longest end token (exact, not an approximation). SigLIP's
+** text tower (pool_last) is bidirectional and pooled at the last position, its
+** projection has a bias.
 **
 ** Batches are processed in chunks whose scratch stays under CHUNK_BYTES. All
 ** scratch belongs to the call, so calls on one model may run concurrently.
@@ -26,7 +32,6 @@
 #include "encoder/encoder_int.h"
 
 #define CHUNK_BYTES ((size_t)128 << 20)
-#define LN_EPS 1e-5f
 
 #define CK(call)                                   \
     do {                                           \
@@ -71,16 +76,18 @@ static int items_per_chunk(const cdb_clip_tower *t, int seq, int n) {
 }
 
 /* Residual block l on every row of s->x: [batch*seq, width]. */
-static cdb_status run_block(cdb_k_backend *be, const cdb_clip_tower *t, int l, cdb_k_act act,
-                            scratch *s, int batch, int seq, int causal) {
+static cdb_status run_block(cdb_k_backend *be, const cdb_clip_tower *t, int l, scratch *s,
+                            int batch, int seq, int causal) {
     cdb_status rc = CDB_OK;
     const cdb_clip_block *b = &t->blocks[l];
+    const cdb_k_act act = t->act;
+    const float eps = t->ln_eps;
     int rows = batch * seq, w = t->width, hd = t->width / t->heads;
-    CK(cdb_k_layernorm(be, s->x, b->ln1_g, b->ln1_b, s->h, rows, w, LN_EPS));
+    CK(cdb_k_layernorm(be, s->x, b->ln1_g, b->ln1_b, s->h, rows, w, eps));
     CK(cdb_k_gemm(be, s->h, b->qkv_w, b->qkv_b, s->qkv, rows, 3 * w, w, CDB_K_ACT_NONE, 0));
     CK(cdb_k_attention(be, s->qkv, s->attn, batch, seq, t->heads, hd, causal));
     CK(cdb_k_gemm(be, s->attn, b->out_w, b->out_b, s->x, rows, w, w, CDB_K_ACT_NONE, 1));
-    CK(cdb_k_layernorm(be, s->x, b->ln2_g, b->ln2_b, s->h, rows, w, LN_EPS));
+    CK(cdb_k_layernorm(be, s->x, b->ln2_g, b->ln2_b, s->h, rows, w, eps));
     CK(cdb_k_gemm(be, s->h, b->fc_w, b->fc_b, s->mlp, rows, t->mlp_width, w, act, 0));
     CK(cdb_k_gemm(be, s->mlp, b->proj_w, b->proj_b, s->x, rows, w, t->mlp_width, CDB_K_ACT_NONE,
                   1));
@@ -97,14 +104,16 @@ cleanup:
 ** query of the pooled rows only (on the CPU, attention_q of one query is
 ** attention_rows' row: test_backend_cpu); a causal (text) block keeps the one q|k|v
 ** product. */
-static cdb_status run_last_block_pooled(cdb_k_backend *be, const cdb_clip_tower *t,
-                                        cdb_k_act act, scratch *s, int batch, int seq,
-                                        int causal, const int32_t *pos, int32_t *rows) {
+static cdb_status run_last_block_pooled(cdb_k_backend *be, const cdb_clip_tower *t, scratch *s,
+                                        int batch, int seq, int causal, const int32_t *pos,
+                                        int32_t *rows) {
     cdb_status rc = CDB_OK;
     const cdb_clip_block *b = &t->blocks[t->layers - 1];
+    const cdb_k_act act = t->act;
+    const float eps = t->ln_eps;
     int w = t->width, hd = t->width / t->heads;
     for (int i = 0; i < batch; i++) rows[i] = i * seq + pos[i];
-    CK(cdb_k_layernorm(be, s->x, b->ln1_g, b->ln1_b, s->h, batch * seq, w, LN_EPS));
+    CK(cdb_k_layernorm(be, s->x, b->ln1_g, b->ln1_b, s->h, batch * seq, w, eps));
     if (b->q_w) {
         if (causal) { /* the loader splits vision blocks only: attention_q is not causal */
             rc = cdb_seterr(CDB_INVALID, "a causal block with a split in-projection");
@@ -123,7 +132,7 @@ static cdb_status run_last_block_pooled(cdb_k_backend *be, const cdb_clip_tower 
     }
     CK(cdb_k_gather_rows(be, s->x, rows, batch, w, s->h));
     CK(cdb_k_gemm(be, s->attn, b->out_w, b->out_b, s->h, batch, w, w, CDB_K_ACT_NONE, 1));
-    CK(cdb_k_layernorm(be, s->h, b->ln2_g, b->ln2_b, s->attn, batch, w, LN_EPS));
+    CK(cdb_k_layernorm(be, s->h, b->ln2_g, b->ln2_b, s->attn, batch, w, eps));
     CK(cdb_k_gemm(be, s->attn, b->fc_w, b->fc_b, s->mlp, batch, t->mlp_width, w, act, 0));
     CK(cdb_k_gemm(be, s->mlp, b->proj_w, b->proj_b, s->h, batch, w, t->mlp_width,
                   CDB_K_ACT_NONE, 1));
@@ -131,25 +140,45 @@ cleanup:
     return rc;
 }
 
-/* The tower's blocks on s->x [batch*seq, width] and its head (ln + projection) on the
-** pooled row of each item (pos[i]: its position in item i; a tower has >= 1 layer):
-** downloads batch * embed_dim floats. rows: scratch of batch ints. */
-static cdb_status run_tower(cdb_k_backend *be, const cdb_clip_tower *t, cdb_k_act act,
-                            scratch *s, int batch, int seq, int causal, const int32_t *pos,
-                            int32_t *rows, int embed_dim, float *out) {
+/* The tower's blocks on s->x [batch*seq, width] and its head (ln + projection, with
+** its bias if any) on the pooled row of each item (pos[i]: its position in item i; a
+** tower has >= 1 layer): downloads batch * embed_dim floats. rows: scratch of batch
+** ints. */
+static cdb_status run_tower(cdb_k_backend *be, const cdb_clip_tower *t, scratch *s, int batch,
+                            int seq, int causal, const int32_t *pos, int32_t *rows,
+                            int embed_dim, float *out) {
     cdb_status rc = CDB_OK;
     int w = t->width;
     cdb_k_buf *e = NULL;
-    for (int l = 0; l + 1 < t->layers; l++) CK(run_block(be, t, l, act, s, batch, seq, causal));
-    CK(run_last_block_pooled(be, t, act, s, batch, seq, causal, pos, rows));
-    CK(cdb_k_layernorm(be, s->h, t->ln_post_g, t->ln_post_b, s->h, batch, w, LN_EPS));
+    for (int l = 0; l + 1 < t->layers; l++) CK(run_block(be, t, l, s, batch, seq, causal));
+    CK(run_last_block_pooled(be, t, s, batch, seq, causal, pos, rows));
+    CK(cdb_k_layernorm(be, s->h, t->ln_post_g, t->ln_post_b, s->h, batch, w, t->ln_eps));
     /* embed_dim <= rows * width is not guaranteed: the projection gets its own buffer */
     CK(cdb_k_buf_alloc(be, (size_t)batch * embed_dim, &e));
-    CK(cdb_k_gemm(be, s->h, t->proj, NULL, e, batch, embed_dim, w, CDB_K_ACT_NONE, 0));
+    CK(cdb_k_gemm(be, s->h, t->proj, t->proj_b, e, batch, embed_dim, w, CDB_K_ACT_NONE, 0));
     CK(cdb_k_buf_download(be, e, 0, out, (size_t)batch * embed_dim));
 cleanup:
     cdb_k_buf_free(be, e);
     return rc;
+}
+
+/* Unfold nb images (CHW, isz square): patch (gy, gx) of image b -> row b*N + gy*G + gx
+** of unf, columns in the conv weight's (channel, ky, kx) order. */
+static void unfold(const float *pixels, int nb, int isz, int P, float *unf) {
+    const int G = isz / P, N = G * G, K = 3 * P * P;
+    for (int b = 0; b < nb; b++) {
+        const float *img = pixels + (size_t)b * 3 * isz * isz;
+        for (int gy = 0; gy < G; gy++)
+            for (int gx = 0; gx < G; gx++) {
+                float *dst = unf + ((size_t)b * N + (size_t)gy * G + gx) * K;
+                for (int ch = 0; ch < 3; ch++)
+                    for (int ky = 0; ky < P; ky++) {
+                        const float *src = img + ((size_t)ch * isz + (size_t)gy * P + ky) * isz +
+                                           (size_t)gx * P;
+                        memcpy(dst + ((size_t)ch * P + ky) * P, src, (size_t)P * sizeof(float));
+                    }
+            }
+    }
 }
 
 static cdb_status vit_image_forward(cdb_model *m, const float *pixels, int n, float *out) {
@@ -176,26 +205,12 @@ static cdb_status vit_image_forward(cdb_model *m, const float *pixels, int n, fl
     }
     for (int i0 = 0; i0 < n; i0 += chunk) {
         int nb = n - i0 < chunk ? n - i0 : chunk;
-        /* Unfold: patch (gy, gx) of image b -> row b*N + gy*G + gx, columns in the
-        ** conv weight's (channel, ky, kx) order. */
-        for (int b = 0; b < nb; b++) {
-            const float *img = pixels + (size_t)(i0 + b) * 3 * isz * isz;
-            for (int gy = 0; gy < G; gy++)
-                for (int gx = 0; gx < G; gx++) {
-                    float *dst = unf + ((size_t)b * N + (size_t)gy * G + gx) * K;
-                    for (int ch = 0; ch < 3; ch++)
-                        for (int ky = 0; ky < P; ky++) {
-                            const float *src = img + ((size_t)ch * isz + (size_t)gy * P + ky) * isz +
-                                               (size_t)gx * P;
-                            memcpy(dst + ((size_t)ch * P + ky) * P, src, (size_t)P * sizeof(float));
-                        }
-                }
-        }
+        unfold(pixels + (size_t)i0 * 3 * isz * isz, nb, isz, P, unf);
         CK(cdb_k_buf_upload(be, pin, 0, unf, (size_t)nb * N * K));
         CK(cdb_k_gemm(be, pin, t->patch_w, NULL, s.h, nb * N, W, K, CDB_K_ACT_NONE, 0));
         CK(cdb_k_prepend_add(be, s.h, t->cls, t->pos, nb, N, W, s.x));
-        CK(cdb_k_layernorm(be, s.x, t->ln_pre_g, t->ln_pre_b, s.x, nb * S, W, LN_EPS));
-        CK(run_tower(be, t, m->act, &s, nb, S, 0, cls, rows, E, out + (size_t)i0 * E));
+        CK(cdb_k_layernorm(be, s.x, t->ln_pre_g, t->ln_pre_b, s.x, nb * S, W, t->ln_eps));
+        CK(run_tower(be, t, &s, nb, S, 0, cls, rows, E, out + (size_t)i0 * E));
     }
 cleanup:
     scratch_free(be, &s);
@@ -206,9 +221,84 @@ cleanup:
     return rc;
 }
 
+/* SigLIP's MAP head on s->x [batch*seq, width], the last block's output: ln_post on
+** every row, the probe's query over every row's keys and values, the output
+** projection, then r + mlp(ln(r)) (HF's SiglipMultiheadAttentionPoolingHead, timm's
+** AttentionPoolLatent): the embedding, batch rows of width, into s->x. The probe's
+** query is one GEMM row, computed the same way for every call and copied to each item. */
+static cdb_status run_map_head(cdb_k_backend *be, const cdb_clip_tower *t, scratch *s, int batch,
+                               int seq, int32_t *zeros, cdb_k_buf *q1) {
+    cdb_status rc = CDB_OK;
+    const cdb_clip_block *h = &t->head;
+    const int w = t->width, hd = t->width / t->heads;
+    CK(cdb_k_layernorm(be, s->x, t->ln_post_g, t->ln_post_b, s->h, batch * seq, w, t->ln_eps));
+    CK(cdb_k_gemm(be, s->h, h->kv_w, h->kv_b, s->qkv, batch * seq, 2 * w, w, CDB_K_ACT_NONE, 0));
+    CK(cdb_k_gemm(be, t->probe, h->q_w, h->q_b, q1, 1, w, w, CDB_K_ACT_NONE, 0));
+    CK(cdb_k_gather_rows(be, q1, zeros, batch, w, s->x));
+    CK(cdb_k_attention_q(be, s->x, s->qkv, s->attn, batch, 1, seq, t->heads, hd));
+    CK(cdb_k_gemm(be, s->attn, h->out_w, h->out_b, s->x, batch, w, w, CDB_K_ACT_NONE, 0));
+    CK(cdb_k_layernorm(be, s->x, h->ln2_g, h->ln2_b, s->h, batch, w, t->ln_eps));
+    CK(cdb_k_gemm(be, s->h, h->fc_w, h->fc_b, s->mlp, batch, t->mlp_width, w, t->act, 0));
+    CK(cdb_k_gemm(be, s->mlp, h->proj_w, h->proj_b, s->x, batch, w, t->mlp_width,
+                  CDB_K_ACT_NONE, 1));
+cleanup:
+    return rc;
+}
+
+/* SigLIP's image tower: patches (with the convolution's bias) + positional embedding,
+** no class token, no ln_pre, every block on every row (the head attends over all of
+** them), then the MAP head; its output is the embedding (width == embed_dim). */
+static cdb_status siglip_image_forward(cdb_model *m, const float *pixels, int n, float *out) {
+    cdb_k_backend *be = m->be;
+    const cdb_clip_tower *t = &m->vision;
+    cdb_status rc = CDB_OK;
+    const int P = m->info.patch_size, isz = m->info.image_size, G = isz / P, N = G * G;
+    const int K = 3 * P * P, W = t->width;
+    const int chunk = items_per_chunk(t, N, n);
+    scratch s;
+    cdb_k_buf *pin = NULL, *q1 = NULL;
+    float *unf = NULL;
+    int32_t *ids = NULL, *zeros = NULL;
+
+    memset(&s, 0, sizeof s);
+    CK(scratch_alloc(be, t, (size_t)chunk * N, &s));
+    CK(cdb_k_buf_alloc(be, (size_t)chunk * N * K, &pin));
+    CK(cdb_k_buf_alloc(be, (size_t)W, &q1));
+    unf = malloc((size_t)chunk * N * K * sizeof(float));
+    ids = malloc((size_t)chunk * N * sizeof *ids);
+    zeros = calloc((size_t)chunk, sizeof *zeros);
+    if (!unf || !ids || !zeros) {
+        rc = cdb_seterr(CDB_NOMEM, "image batch scratch");
+        goto cleanup;
+    }
+    for (int r = 0; r < chunk * N; r++) ids[r] = r % N; /* row r's positional embedding */
+    for (int i0 = 0; i0 < n; i0 += chunk) {
+        int nb = n - i0 < chunk ? n - i0 : chunk;
+        unfold(pixels + (size_t)i0 * 3 * isz * isz, nb, isz, P, unf);
+        CK(cdb_k_buf_upload(be, pin, 0, unf, (size_t)nb * N * K));
+        CK(cdb_k_gemm(be, pin, t->patch_w, t->patch_b, s.h, nb * N, W, K, CDB_K_ACT_NONE, 0));
+        /* x = pos[r % N] + patches[r]: lookup_add's periodic addend is the whole batch
+        ** (one period), its table the positional embedding (fp32 addition commutes: the
+        ** bits of patches + pos) */
+        CK(cdb_k_lookup_add(be, t->pos, s.h, ids, nb * N, nb * N, W, s.x));
+        for (int l = 0; l < t->layers; l++) CK(run_block(be, t, l, &s, nb, N, 0));
+        CK(run_map_head(be, t, &s, nb, N, zeros, q1));
+        CK(cdb_k_buf_download(be, s.x, 0, out + (size_t)i0 * W, (size_t)nb * W));
+    }
+cleanup:
+    scratch_free(be, &s);
+    cdb_k_buf_free(be, pin);
+    cdb_k_buf_free(be, q1);
+    free(unf);
+    free(ids);
+    free(zeros);
+    return rc;
+}
+
 cdb_status cdb_clip_image_forward(cdb_model *m, const float *pixels, int n, float *out) {
-    return m->vision_rn ? cdb_rn_image_forward(m, pixels, n, out) /* resnet.c */
-                        : vit_image_forward(m, pixels, n, out);
+    if (m->vision_rn) return cdb_rn_image_forward(m, pixels, n, out); /* resnet.c */
+    return m->vision.probe ? siglip_image_forward(m, pixels, n, out)
+                           : vit_image_forward(m, pixels, n, out);
 }
 
 cdb_status cdb_clip_text_forward(cdb_model *m, const int32_t *ids, int n, float *out) {
@@ -240,7 +330,7 @@ cdb_status cdb_clip_text_forward(cdb_model *m, const int32_t *ids, int n, float 
             if (eot < 0 && r[j] == m->eot_id) eot = j;
             if (r[j] > r[amax]) amax = j;
         }
-        pool[i] = eot >= 0 ? eot : amax;
+        pool[i] = t->pool_last ? C - 1 : eot >= 0 ? eot : amax;
     }
     CK(scratch_alloc(be, t, (size_t)chunk * C, &s));
     for (int i0 = 0; i0 < n; i0 += chunk) {
@@ -251,7 +341,7 @@ cdb_status cdb_clip_text_forward(cdb_model *m, const int32_t *ids, int n, float 
             memcpy(sub + (size_t)b * S, ids + (size_t)(i0 + b) * C, (size_t)S * sizeof *sub);
         }
         CK(cdb_k_lookup_add(be, t->tok_emb, t->pos, sub, nb * S, S, t->width, s.x));
-        CK(run_tower(be, t, m->act, &s, nb, S, 1, pool + i0, rows, E, out + (size_t)i0 * E));
+        CK(run_tower(be, t, &s, nb, S, !t->pool_last, pool + i0, rows, E, out + (size_t)i0 * E));
     }
 cleanup:
     scratch_free(be, &s);

@@ -176,16 +176,29 @@ void cdb_image_free(cdb_image *img); /* NULL is fine */
 ** Static string. */
 const char *cdb_image_formats(int detail);
 
+typedef enum cdb_resize_mode {
+    CDB_RESIZE_SHORT_CROP = 0, /* short side to size (long side truncated), center crop (CLIP) */
+    CDB_RESIZE_SQUASH = 1      /* both sides to size, aspect ratio not kept, no crop (SigLIP:
+                                  HF's SiglipImageProcessor, OpenCLIP's resize_mode "squash") */
+} cdb_resize_mode;
+
 typedef struct cdb_preprocess_params {
     int size;          /* output is size x size (model's image size) */
     float mean[3];
     float std[3];
     cdb_interp interp;
+    /* Appended fields (zero = OpenAI CLIP's transform). */
+    cdb_resize_mode resize;
+    double rescale_factor; /* 0: torchvision's ToTensor, float32 v / 255.0f; > 0: Hugging
+                              Face's rescale, float32((double)v * rescale_factor) (its
+                              preprocessor_config.json's 1/255). Normalize is float32 either way. */
 } cdb_preprocess_params;
 /* OpenAI CLIP's constants at 224. */
 cdb_preprocess_params cdb_preprocess_params_default(void);
 
-/* The reference transform. out: caller-owned 3*size*size floats, CHW order.
+/* The reference transform (p->resize: CLIP's short side + center crop, or SigLIP's
+** squash to size x size, the same PIL resampling either way). out: caller-owned
+** 3*size*size floats, CHW order.
 ** crop_rgb8 (optional, may be NULL): size*size*3 bytes, the uint8 RGB crop before
 ** scaling (HWC), for exact comparison with PIL. Resizes in the image's own mode
 ** (gray as gray, alpha premultiplied, palette with nearest, CMYK as CMYK then PIL's
@@ -205,7 +218,8 @@ typedef struct cdb_model cdb_model;
 typedef enum cdb_act {
     CDB_ACT_DEFAULT = 0, /* from config; QuickGELU when nothing says (OpenAI CLIP) */
     CDB_ACT_QUICK_GELU = 1,
-    CDB_ACT_GELU = 2
+    CDB_ACT_GELU = 2,
+    CDB_ACT_GELU_TANH = 3 /* GELU, tanh approximation (HF's gelu_pytorch_tanh: SigLIP) */
 } cdb_act;
 
 typedef struct cdb_model_params {
@@ -275,6 +289,22 @@ typedef struct cdb_model_info {
     int vision_stage_blocks[4]; /* ResNet: Bottlenecks per stage (RN50: 3 4 6 3); ViT: 0 */
     int vision_pool_width;      /* ResNet: the attention pool's width, 32 * vision_width
                                    (2048 for RN50); ViT: 0 */
+    /* Appended: the model family (docs/models.md). "CLIP" (OpenAI / OpenCLIP / HF
+    ** CLIPModel) or "SigLIP" (SigLIP and SigLIP2 FixRes, one architecture: no class
+    ** token, the image tower pooled by its MAP head with no projection after it, a
+    ** bidirectional text tower pooled at its last position, a projection with bias). */
+    const char *family;
+    cdb_act text_act;           /* the text tower's activation; `act` is the image tower's
+                                   (or the text tower's when no image tower is loaded). They
+                                   differ in OpenCLIP's SigLIP2 folders: timm image towers
+                                   with exact GELU, text towers with the tanh one */
+    float vision_ln_eps, text_ln_eps; /* LayerNorm eps: 1e-5 (CLIP), from the config (SigLIP) */
+    /* The checkpoint's score parameters: a pair's logit is exp(logit_scale) * cos +
+    ** logit_bias (SigLIP: sigmoid of it is the model's probability that they match;
+    ** CLIP has no bias). has_*: 0 when the weights lack the tensor (values 0 then). Read
+    ** also when inspecting (two scalars). */
+    float logit_scale, logit_bias;
+    int has_logit_scale, has_logit_bias;
 } cdb_model_info;
 
 /* Loads and validates a model (header, dtypes, shapes, offsets before any data is
@@ -289,8 +319,8 @@ typedef struct cdb_model_info {
 ** place (CPU); F16/BF16 are widened to fp32 once.
 ** Errors: CDB_NOTFOUND (no such path / no weights in the folder), CDB_IO,
 ** CDB_CORRUPT (bad file or missing/misshapen tensor; the message names it),
-** CDB_UNSUPPORTED (timm image towers, 'visual.trunk.*'; unknown dtypes or
-** activations; a CUDA device that is not available: cdb_k_device_resolve's message,
+** CDB_UNSUPPORTED (timm image towers, 'visual.trunk.*', other than SigLIP's; SigLIP2
+** NaFlex checkpoints; unknown dtypes or activations; a CUDA device that is not available: cdb_k_device_resolve's message,
 ** e.g. "cuda:0 is not available: this clipdb was built without CUDA"). out: close
 ** with cdb_model_close (NULL ok).
 ** Heads come from config.json (vision_config_dict / text_config_dict first, as
@@ -302,6 +332,15 @@ typedef struct cdb_model_info {
 ** their BatchNorms (running statistics, eps 1e-5) folded into the convolutions at
 ** load; the tower's text activation comes from the configs as for a ViT
 ** (OpenCLIP's RN50-quickgelu: QuickGELU; RN50: GELU) (docs/models.md).
+** SigLIP / SigLIP2 FixRes load in Hugging Face naming (SiglipModel: config.json's
+** vision_config / text_config give heads, hidden_act and layer_norm_eps;
+** preprocessor_config.json the size, resample, rescale and mean/std; the weights
+** possibly sharded) and in OpenCLIP hub folders (open_clip_config.json, timm's
+** 'visual.trunk.*' image tower and a 'text.*' tower; the image activation from the
+** timm model's name, the text one from text_cfg.act_kwargs, eps from norm_kwargs
+** (timm: 1e-6)); their preprocessing squashes to size x size. A SigLIP model gets no
+** tokenizer unless p->tokenizer_path names one (SentencePiece is not supported yet):
+** its image tower works, text must come as ids.
 ** p->inspect_only: validate and describe without loading the weights (above). */
 cdb_status cdb_model_open(const char *path, const cdb_model_params *p, cdb_model **out /* OUT */);
 void cdb_model_close(cdb_model *m);
@@ -311,7 +350,8 @@ const cdb_model_info *cdb_model_get_info(const cdb_model *m);
 const cdb_tok *cdb_model_tokenizer(const cdb_model *m);
 
 /* Text embeddings. out: caller-owned n*embed_dim floats. normalize: 1 for
-** L2-normalized (fp32), 0 for raw. CDB_UNSUPPORTED when the model has no tokenizer.
+** L2-normalized (fp32), 0 for raw. CDB_UNSUPPORTED when the model has no tokenizer
+** (a SigLIP model's, SentencePiece, is not supported yet: cdb_encode_tokens takes ids).
 ** All encode calls: CDB_INVALID when the tower is not loaded or an argument is bad;
 ** n == 0 is a no-op; a non-finite result gives CDB_ERROR (never returned as data).
 ** On the CPU, each input's row has the same bits whatever n, its position among the
@@ -319,9 +359,12 @@ const cdb_tok *cdb_model_tokenizer(const cdb_model *m);
 ** backend makes no such promise. */
 cdb_status cdb_encode_texts(cdb_model *m, const char *const *texts, int n, int normalize,
                             float *out /* OUT */);
-/* From token ids (n * context_length, as cdb_tok_tokenize gives). Pools at the first
-** end token (the tokenizer's, else vocab_size - 1), argmax when none, as OpenAI
-** CLIP; every id must lie in [0, vocab_size) (CDB_INVALID otherwise). */
+/* From token ids (n * context_length, as cdb_tok_tokenize gives). CLIP pools at the
+** first end token (the tokenizer's, else vocab_size - 1), argmax when none, as OpenAI
+** CLIP; SigLIP at the last position (ids padded to context_length, as the model was
+** trained: its tokenizer's job); every id must lie in [0, vocab_size) (CDB_INVALID
+** otherwise). The entry point for models clipdb has no tokenizer for (SigLIP's
+** SentencePiece vocabularies, for now). */
 cdb_status cdb_encode_tokens(cdb_model *m, const int32_t *ids, int n, int normalize,
                              float *out /* OUT */);
 /* Image embeddings from preprocessed pixels (n * 3 * size * size, CHW). */

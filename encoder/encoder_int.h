@@ -72,16 +72,29 @@ typedef struct cdb_clip_block {
 
 typedef struct cdb_clip_tower {
     int width, layers, heads, mlp_width;
+    cdb_k_act act;                    /* the MLPs' activation */
+    float ln_eps;                     /* every LayerNorm's eps (CLIP: 1e-5) */
     cdb_clip_block *blocks;
-    cdb_k_buf *ln_pre_g, *ln_pre_b;   /* vision only */
+    cdb_k_buf *ln_pre_g, *ln_pre_b;   /* vision only (NULL: none, SigLIP) */
     cdb_k_buf *ln_post_g, *ln_post_b; /* ln_post (vision) / ln_final (text) */
-    cdb_k_buf *proj;                  /* [embed_dim, width], nn.Linear layout */
+    cdb_k_buf *proj;                  /* [embed_dim, width], nn.Linear layout (NULL: none,
+                                         SigLIP's image tower: its head gives the embedding) */
+    cdb_k_buf *proj_b;                /* the projection's bias (SigLIP's text head) or NULL */
     /* vision */
     cdb_k_buf *patch_w; /* [width, 3*patch*patch] */
-    cdb_k_buf *cls;     /* [width] */
+    cdb_k_buf *patch_b; /* [width] (SigLIP) or NULL */
+    cdb_k_buf *cls;     /* [width]; NULL: no class token (SigLIP) */
     cdb_k_buf *pos;     /* [n_pos, width] */
+    /* SigLIP's MAP head (probe != NULL; clip.c, siglip_image_forward): the probe's
+    ** query (q_w, q_b) attends over every token's k|v (kv_w, kv_b) after ln_post, then
+    ** out_w/out_b; that row r becomes r + mlp(ln(r)) with ln2_g/ln2_b and fc/proj. The
+    ** block's other fields are unused. */
+    cdb_k_buf *probe;   /* [width] */
+    cdb_clip_block head;
     /* text */
     cdb_k_buf *tok_emb; /* [vocab, width] */
+    int pool_last;      /* 1: bidirectional, pooled at the last position (SigLIP); 0:
+                           causal, pooled at the end token (CLIP) */
 } cdb_clip_tower;
 
 /* ModifiedResNet (OpenAI's RN50 ... RN50x64 image towers). Convolutions run as
@@ -124,6 +137,7 @@ struct cdb_model {
     cdb_rn_tower rn;
     cdb_tok *tok;
     int eot_id; /* pooling token: the tokenizer's end token, else vocab_size - 1 */
+    int siglip; /* the SigLIP family (info.family "SigLIP") */
     /* storage for the info strings */
     char *name, *description, *act_source;
 };

@@ -32,33 +32,53 @@
 
 #include "encoder/encoder_int.h"
 
-typedef enum naming { NAMING_OPENAI = 0, NAMING_HF = 1 } naming;
+/* NAMING_OC_SIGLIP: an OpenCLIP SigLIP folder (CustomTextCLIP): timm's image tower
+** 'visual.trunk.*' and a text tower 'text.*' in OpenAI's block naming. */
+typedef enum naming { NAMING_OPENAI = 0, NAMING_HF = 1, NAMING_OC_SIGLIP = 2 } naming;
 
 typedef struct load_ctx {
     cdb_model *m;
     naming nm;
+    int siglip;         /* the SigLIP family (HF SiglipModel, or NAMING_OC_SIGLIP) */
     const char *dir;    /* model folder, or NULL for a single file */
     json_t *hf_cfg;     /* config.json */
     json_t *oc_cfg;     /* open_clip_config.json */
     json_t *pp_cfg;     /* preprocessor_config.json */
+    cdb_k_act vact, tact;     /* the towers' activations (pick_act) */
+    float veps, teps;         /* the towers' LayerNorm eps (pick_eps) */
     int dtype_seen[3];  /* F32, F16, BF16 */
     int inspect;        /* params.inspect_only: validate shapes, touch no weight byte */
     int64_t n_params;   /* elements of the tensors fetched by get_t */
 } load_ctx;
 
-/* Every tensor name that differs between the two namings the loader reads (the
+/* A transformer block's tensor names, after its prefix, without ".weight"/".bias". */
+typedef struct block_names {
+    const char *ln1, *ln2, *attn_out, *mlp_fc, *mlp_proj;
+    const char *in_proj_w, *in_proj_b; /* the [3W, W] q|k|v tensor and its bias; NULL:
+                                       ** Hugging Face's self_attn.{q,k,v}_proj */
+} block_names;
+
+static const block_names k_blocks_openai = {"ln_1", "ln_2", "attn.out_proj", "mlp.c_fc",
+                                            "mlp.c_proj", "attn.in_proj_weight",
+                                            "attn.in_proj_bias"};
+static const block_names k_blocks_hf = {"layer_norm1", "layer_norm2", "self_attn.out_proj",
+                                        "mlp.fc1", "mlp.fc2", NULL, NULL};
+static const block_names k_blocks_timm = {"norm1", "norm2", "attn.proj", "mlp.fc1", "mlp.fc2",
+                                          "attn.qkv.weight", "attn.qkv.bias"};
+
+/* Every tensor name that differs between the namings the loader reads (the
 ** ModifiedResNet tower exists in OpenAI naming only). Tower names are prefixes
 ** without ".weight"/".bias"; a block's names follow its prefix (block_fmt % i). */
 typedef struct tensor_names {
     const char *v_patch, *v_pos, *v_cls, *v_ln_pre, *v_ln_post, *v_proj, *v_block_fmt;
     const char *t_tok, *t_pos, *t_ln_final, *t_proj, *t_block_fmt;
-    const char *ln1, *ln2, *attn_out, *mlp_fc, *mlp_proj;
+    const char *t_head;  /* SigLIP: the text projection, a Linear with bias */
+    const block_names *vb, *tb;
     int proj_transposed; /* OpenAI's projections are [width, embed] (x @ proj); HF's are
                          ** Linear weights [embed, width], as the graph wants */
-    int qkv_split;       /* HF: q_proj, k_proj, v_proj; OpenAI: one in_proj */
 } tensor_names;
 
-static const tensor_names k_names[2] = {
+static const tensor_names k_names[3] = {
     [NAMING_OPENAI] = {
         .v_patch = "visual.conv1.weight", .v_pos = "visual.positional_embedding",
         .v_cls = "visual.class_embedding", .v_ln_pre = "visual.ln_pre",
@@ -67,8 +87,7 @@ static const tensor_names k_names[2] = {
         .t_tok = "token_embedding.weight", .t_pos = "positional_embedding",
         .t_ln_final = "ln_final", .t_proj = "text_projection",
         .t_block_fmt = "transformer.resblocks.%d.",
-        .ln1 = "ln_1", .ln2 = "ln_2", .attn_out = "attn.out_proj", .mlp_fc = "mlp.c_fc",
-        .mlp_proj = "mlp.c_proj", .proj_transposed = 1, .qkv_split = 0,
+        .vb = &k_blocks_openai, .tb = &k_blocks_openai, .proj_transposed = 1,
     },
     [NAMING_HF] = {
         .v_patch = "vision_model.embeddings.patch_embedding.weight",
@@ -80,9 +99,38 @@ static const tensor_names k_names[2] = {
         .t_tok = "text_model.embeddings.token_embedding.weight",
         .t_pos = "text_model.embeddings.position_embedding.weight",
         .t_ln_final = "text_model.final_layer_norm", .t_proj = "text_projection.weight",
-        .t_block_fmt = "text_model.encoder.layers.%d.",
-        .ln1 = "layer_norm1", .ln2 = "layer_norm2", .attn_out = "self_attn.out_proj",
-        .mlp_fc = "mlp.fc1", .mlp_proj = "mlp.fc2", .proj_transposed = 0, .qkv_split = 1,
+        .t_block_fmt = "text_model.encoder.layers.%d.", .t_head = "text_model.head",
+        .vb = &k_blocks_hf, .tb = &k_blocks_hf, .proj_transposed = 0,
+    },
+    [NAMING_OC_SIGLIP] = { /* the image tower: k_siglip_vision */
+        .t_tok = "text.token_embedding.weight", .t_pos = "text.positional_embedding",
+        .t_ln_final = "text.ln_final", .t_block_fmt = "text.transformer.resblocks.%d.",
+        .t_head = "text.text_projection", .vb = &k_blocks_timm, .tb = &k_blocks_openai,
+        .proj_transposed = 0,
+    },
+};
+
+/* SigLIP's image tower: Hugging Face's SiglipVisionTransformer, timm's
+** VisionTransformer(class_token=False, global_pool='map'). The head's in-projection
+** is one q|k|v tensor (HF: nn.MultiheadAttention) or q and k|v (timm's
+** AttentionPoolLatent). */
+typedef struct siglip_vnames {
+    const char *patch, *pos, *ln_post, *block_fmt, *head;
+    const char *probe, *in_proj_w, *in_proj_b, *q, *kv, *out, *ln, *fc, *proj;
+} siglip_vnames;
+
+static const siglip_vnames k_siglip_vision[2] = {
+    { /* Hugging Face */
+        "vision_model.embeddings.patch_embedding",
+        "vision_model.embeddings.position_embedding.weight", "vision_model.post_layernorm",
+        "vision_model.encoder.layers.%d.", "vision_model.head.", "probe",
+        "attention.in_proj_weight", "attention.in_proj_bias", NULL, NULL, "attention.out_proj",
+        "layernorm", "mlp.fc1", "mlp.fc2",
+    },
+    { /* timm, in an OpenCLIP folder */
+        "visual.trunk.patch_embed.proj", "visual.trunk.pos_embed", "visual.trunk.norm",
+        "visual.trunk.blocks.%d.", "visual.trunk.attn_pool.", "latent", NULL, NULL, "q", "kv",
+        "proj", "norm", "mlp.fc1", "mlp.fc2",
     },
 };
 
@@ -356,16 +404,17 @@ static cdb_status load_in_proj_hf(load_ctx *c, const char *pre, int W, int split
 }
 
 /* A block's in-projection: q|k|v as one matrix (qkv_w, qkv_b), or, with split_q, as
-** q and k|v (q_w, q_b, kv_w, kv_b: the same rows). OpenAI's in_proj is one tensor:
-** its rows are uploaded in one or two parts. */
-static cdb_status load_in_proj(load_ctx *c, const char *pre, int W, int split_q,
-                               cdb_clip_block *b) {
+** q and k|v (q_w, q_b, kv_w, kv_b: the same rows). OpenAI's in_proj (timm's qkv) is
+** one tensor, pre`in_w` with its bias pre`in_b`: its rows are uploaded in one or two
+** parts; in_w NULL: Hugging Face's three. */
+static cdb_status load_in_proj(load_ctx *c, const char *pre, const char *in_w, const char *in_b,
+                               int W, int split_q, cdb_clip_block *b) {
     const cdb_st_tensor *w, *bb;
     int64_t d[2] = {3 * W, W};
     cdb_status rc;
-    if (k_names[c->nm].qkv_split) return load_in_proj_hf(c, pre, W, split_q, b);
-    rc = get_t(c, &w, 2, d, "%sattn.in_proj_weight", pre);
-    if (rc == CDB_OK) rc = get_t(c, &bb, 1, d, "%sattn.in_proj_bias", pre);
+    if (!in_w) return load_in_proj_hf(c, pre, W, split_q, b);
+    rc = get_t(c, &w, 2, d, "%s%s", pre, in_w);
+    if (rc == CDB_OK) rc = get_t(c, &bb, 1, d, "%s%s", pre, in_b);
     if (rc != CDB_OK) return rc;
     if (!split_q) {
         rc = upload_rows(c, w, 0, 3 * (int64_t)W, CDB_K_W_MATRIX, &b->qkv_w);
@@ -381,12 +430,11 @@ static cdb_status load_in_proj(load_ctx *c, const char *pre, int W, int split_q,
     return rc;
 }
 
-static cdb_status load_block(load_ctx *c, const char *pre, int W, int split_q, cdb_clip_block *b,
-                             int *mlp) {
-    const tensor_names *n = &k_names[c->nm];
+static cdb_status load_block(load_ctx *c, const block_names *n, const char *pre, int W,
+                             int split_q, cdb_clip_block *b, int *mlp) {
     cdb_status rc = fetch_layernorm(c, pre, n->ln1, W, &b->ln1_g, &b->ln1_b);
     if (rc == CDB_OK) rc = fetch_layernorm(c, pre, n->ln2, W, &b->ln2_g, &b->ln2_b);
-    if (rc == CDB_OK) rc = load_in_proj(c, pre, W, split_q, b);
+    if (rc == CDB_OK) rc = load_in_proj(c, pre, n->in_proj_w, n->in_proj_b, W, split_q, b);
     if (rc != CDB_OK) return rc;
     int out_w = W, fc_w = *mlp > 0 ? *mlp : -1, proj_w = W;
     rc = fetch_linear(c, pre, n->attn_out, &out_w, W, &b->out_w, &b->out_b);
@@ -445,45 +493,130 @@ static int act_from_str(const char *s, cdb_k_act *out) {
     if (!s) return 0;
     if (!strcmp(s, "quick_gelu")) *out = CDB_K_ACT_QUICK_GELU;
     else if (!strcmp(s, "gelu")) *out = CDB_K_ACT_GELU;
+    /* transformers' gelu_pytorch_tanh (SigLIP's) and gelu_new: the same tanh formula */
+    else if (!strcmp(s, "gelu_pytorch_tanh") || !strcmp(s, "gelu_new")) *out = CDB_K_ACT_GELU_TANH;
     else return 0;
     return 1;
 }
 
+static cdb_act act_public(cdb_k_act a) {
+    return a == CDB_K_ACT_GELU ? CDB_ACT_GELU
+           : a == CDB_K_ACT_GELU_TANH ? CDB_ACT_GELU_TANH : CDB_ACT_QUICK_GELU;
+}
+
+/* open_clip_config.json's vision_cfg / text_cfg (under model_cfg in hub folders). */
+static json_t *oc_tower_cfg(const load_ctx *c, int vision) {
+    const char *k = vision ? "vision_cfg" : "text_cfg";
+    json_t *cfg = jget(c->oc_cfg, "model_cfg", k, NULL);
+    return cfg ? cfg : jget(c->oc_cfg, k, NULL);
+}
+
+/* timm's SigLIP image towers built with act_layer='gelu_tanh' (timm's
+** vision_transformer.py at aa4b585: vit_base_patch32_siglip_256, ..._512 of L/16, every
+** so400m_patch16 and giantopt_patch16 one, with or without _gap); every other
+** vit_*_siglip_* model has timm's default, exact nn.GELU. */
+static int timm_gelu_tanh(const char *name) {
+    static const char *const k_tanh[] = {
+        "vit_base_patch32_siglip_", "vit_large_patch16_siglip_512",
+        "vit_large_patch16_siglip_gap_512", "vit_so400m_patch16_siglip_",
+        "vit_giantopt_patch16_siglip_"};
+    for (size_t i = 0; i < sizeof k_tanh / sizeof k_tanh[0]; i++)
+        if (!strncmp(name, k_tanh[i], strlen(k_tanh[i]))) return 1;
+    return 0;
+}
+
+/* The towers' activations (c->vact, c->tact): the flag for both; else config.json's
+** hidden_act per tower (one tower's for both when only it says; SigLIP's default
+** gelu_pytorch_tanh when neither does); else open_clip_config.json (CLIP: quick_gelu
+** for both, else GELU; SigLIP: the timm model's activation for the image tower,
+** text_cfg.act_kwargs.approximate "tanh" or exact GELU for the text tower); else
+** QuickGELU (OpenAI CLIP). */
 static cdb_status pick_act(load_ctx *c, const cdb_model_params *p) {
     cdb_model *m = c->m;
     const char *src = NULL;
-    if (p->act == CDB_ACT_QUICK_GELU || p->act == CDB_ACT_GELU) {
-        m->act = p->act == CDB_ACT_GELU ? CDB_K_ACT_GELU : CDB_K_ACT_QUICK_GELU;
+    if (p->act == CDB_ACT_QUICK_GELU || p->act == CDB_ACT_GELU || p->act == CDB_ACT_GELU_TANH) {
+        c->vact = p->act == CDB_ACT_GELU        ? CDB_K_ACT_GELU
+                  : p->act == CDB_ACT_GELU_TANH ? CDB_K_ACT_GELU_TANH
+                                                : CDB_K_ACT_QUICK_GELU;
+        c->tact = c->vact;
         src = "flag";
     } else if (c->hf_cfg) {
         json_t *v = hf_tower_key(c, 1, "hidden_act");
         json_t *t = hf_tower_key(c, 0, "hidden_act");
-        cdb_k_act av, at;
+        cdb_k_act av = CDB_K_ACT_NONE, at = CDB_K_ACT_NONE;
         int hv = act_from_str(json_string_value(v), &av), ht = act_from_str(json_string_value(t), &at);
-        if (hv && ht && av != at)
-            return cdb_seterr(CDB_UNSUPPORTED, "config.json: different activations per tower");
-        if (hv || ht) {
-            m->act = hv ? av : at;
-            src = "config.json";
-        } else if (v || t) {
+        if ((v && !hv) || (t && !ht))
             return cdb_seterr(CDB_UNSUPPORTED, "config.json: hidden_act '%s' not supported",
-                              json_string_value(v ? v : t));
+                              json_string_value(v && !hv ? v : t));
+        if (hv || ht) {
+            c->vact = hv ? av : at;
+            c->tact = ht ? at : av;
+            src = "config.json";
+        } else if (c->siglip) {
+            c->vact = c->tact = CDB_K_ACT_GELU_TANH;
+            src = "config.json (no hidden_act: SiglipConfig's default gelu_pytorch_tanh)";
         }
     }
-    if (!src && c->oc_cfg) {
+    if (!src && c->oc_cfg && c->siglip) {
+        const char *tm = json_string_value(json_object_get(oc_tower_cfg(c, 1), "timm_model_name"));
+        json_t *ap = jget(oc_tower_cfg(c, 0), "act_kwargs", "approximate", NULL);
+        c->vact = tm && timm_gelu_tanh(tm) ? CDB_K_ACT_GELU_TANH : CDB_K_ACT_GELU;
+        c->tact = json_is_string(ap) && !strcmp(json_string_value(ap), "tanh") ? CDB_K_ACT_GELU_TANH
+                                                                             : CDB_K_ACT_GELU;
+        if (!tm)
+            CDB_LOG_WARN("model %s: open_clip_config.json names no timm_model_name; assuming "
+                         "timm's exact GELU for the image tower", m->name);
+        src = "open_clip_config.json (image: the timm model's; text: act_kwargs)";
+    } else if (!src && c->oc_cfg) {
         json_t *q = jget(c->oc_cfg, "model_cfg", "quick_gelu", NULL);
         if (!q) q = json_object_get(c->oc_cfg, "quick_gelu");
-        m->act = json_is_true(q) ? CDB_K_ACT_QUICK_GELU : CDB_K_ACT_GELU;
+        c->vact = c->tact = json_is_true(q) ? CDB_K_ACT_QUICK_GELU : CDB_K_ACT_GELU;
         src = q ? "open_clip_config.json" : "open_clip_config.json (no quick_gelu: GELU, as OpenCLIP)";
     }
+    if (!src && c->siglip) {
+        c->vact = c->tact = CDB_K_ACT_GELU_TANH;
+        src = "default (assumed gelu_pytorch_tanh, as Hugging Face's SigLIP)";
+        CDB_LOG_INFO("model %s: no config names the activation; assuming SigLIP's tanh GELU",
+                     m->name);
+    }
     if (!src) {
-        m->act = CDB_K_ACT_QUICK_GELU;
+        c->vact = c->tact = CDB_K_ACT_QUICK_GELU;
         src = "default (assumed QuickGELU, as OpenAI CLIP)";
         CDB_LOG_INFO("model %s: no config names the activation; assuming QuickGELU", m->name);
     }
+    m->act = c->vact;
     m->act_source = strdup(src);
-    m->info.act = m->act == CDB_K_ACT_GELU ? CDB_ACT_GELU : CDB_ACT_QUICK_GELU;
+    m->info.act = act_public(c->vact);
+    m->info.text_act = act_public(c->tact);
     m->info.act_source = m->act_source ? m->act_source : "";
+    return CDB_OK;
+}
+
+/* The towers' LayerNorm eps (c->veps, c->teps): CLIP's 1e-5; SigLIP's from config.json
+** (layer_norm_eps, default 1e-6 as SiglipConfig's) or, in an OpenCLIP folder, timm's
+** 1e-6 for the image tower and text_cfg.norm_kwargs.eps (default nn.LayerNorm's 1e-5). */
+static cdb_status pick_eps(load_ctx *c) {
+    c->veps = c->teps = 1e-5f;
+    if (!c->siglip) goto done;
+    if (c->nm == NAMING_HF) {
+        for (int v = 0; v < 2; v++) {
+            json_t *e = hf_tower_key(c, v, "layer_norm_eps");
+            double x = json_is_number(e) ? json_number_value(e) : 1e-6;
+            if (!(x > 0 && x < 1))
+                return cdb_seterr(CDB_CORRUPT, "config.json: layer_norm_eps %g invalid", x);
+            *(v ? &c->veps : &c->teps) = (float)x;
+        }
+    } else {
+        json_t *e = jget(oc_tower_cfg(c, 0), "norm_kwargs", "eps", NULL);
+        double x = json_is_number(e) ? json_number_value(e) : 1e-5;
+        if (!(x > 0 && x < 1))
+            return cdb_seterr(CDB_CORRUPT, "open_clip_config.json: norm_kwargs eps %g invalid", x);
+        c->veps = 1e-6f;
+        c->teps = (float)x;
+    }
+done:
+    c->m->info.vision_ln_eps = c->veps;
+    c->m->info.text_ln_eps = c->teps;
     return CDB_OK;
 }
 
@@ -497,8 +630,7 @@ static cdb_status pick_heads(load_ctx *c, int vision, int width, int *heads) {
     int n = 0;
     if (json_is_integer(h)) v = json_integer_value(h);
     if (!v) {
-        json_t *cfg = jget(c->oc_cfg, "model_cfg", vision ? "vision_cfg" : "text_cfg", NULL);
-        if (!cfg) cfg = jget(c->oc_cfg, vision ? "vision_cfg" : "text_cfg", NULL);
+        json_t *cfg = oc_tower_cfg(c, vision);
         json_t *hw = json_object_get(cfg, "head_width"), *hh = json_object_get(cfg, "heads");
         if (json_is_integer(hh)) {
             v = json_integer_value(hh);
@@ -514,6 +646,12 @@ static cdb_status pick_heads(load_ctx *c, int vision, int width, int *heads) {
         return cdb_seterr(CDB_CORRUPT, "%s: %lld heads invalid for width %d",
                           vision ? "vision" : "text", (long long)v, width);
     n = (int)v;
+    if (!n && vision && c->nm == NAMING_OC_SIGLIP) {
+        /* timm's SigLIP towers: B 12 heads, L 16 (both width / 64), SO400M (1152) and
+        ** giant-opt (1536) 16 */
+        const char *tm = json_string_value(json_object_get(oc_tower_cfg(c, 1), "timm_model_name"));
+        if (tm && (strstr(tm, "so400m") || strstr(tm, "giantopt"))) n = 16;
+    }
     if (!n && vision && (width == 1280 || width == 1408 || width == 1664)) {
         /* OpenCLIP's ViT-H/14, ViT-g/14, ViT-bigG/14 image towers use head widths 80,
         ** 88 and 104: 16 heads each, not width / 64. */
@@ -543,39 +681,75 @@ static int json_floats3(json_t *a, float out[3]) {
     return 1;
 }
 
+/* The image transform: CLIP's (short side + center crop, OpenAI's mean/std) unless
+** the configs say otherwise; SigLIP's squash to size x size with mean = std = 0.5 as
+** its defaults. preprocessor_config.json: image_mean/std, resample (2 bilinear, 3
+** bicubic), do_rescale + rescale_factor (Hugging Face's rescale arithmetic);
+** open_clip_config.json's preprocess_cfg: mean/std, interpolation, resize_mode. */
 static void pick_preprocess(load_ctx *c) {
     cdb_preprocess_params *pp = &c->m->info.preprocess;
     const cdb_preprocess_params clip = cdb_preprocess_params_default(); /* CLIP's mean/std */
+    const char *family = c->siglip ? "SigLIP" : "OpenAI CLIP";
     int have = 0;
-    memcpy(pp->mean, clip.mean, sizeof pp->mean);
-    memcpy(pp->std, clip.std, sizeof pp->std);
+    for (int i = 0; i < 3; i++) {
+        pp->mean[i] = c->siglip ? 0.5f : clip.mean[i];
+        pp->std[i] = c->siglip ? 0.5f : clip.std[i];
+    }
     pp->interp = CDB_INTERP_BICUBIC;
     pp->size = c->m->info.image_size;
+    pp->resize = c->siglip ? CDB_RESIZE_SQUASH : CDB_RESIZE_SHORT_CROP;
+    pp->rescale_factor = 0;
     if (c->pp_cfg) {
         json_t *r = json_object_get(c->pp_cfg, "resample");
+        json_t *rf = json_object_get(c->pp_cfg, "rescale_factor");
+        json_t *sz = json_object_get(c->pp_cfg, "size");
+        json_t *h = json_object_get(sz, "height"), *w = json_object_get(sz, "width");
         have = json_floats3(json_object_get(c->pp_cfg, "image_mean"), pp->mean) +
                json_floats3(json_object_get(c->pp_cfg, "image_std"), pp->std);
         if (json_is_integer(r) && json_integer_value(r) == 2) pp->interp = CDB_INTERP_BILINEAR;
+        if (json_is_integer(r) && json_integer_value(r) != 2 && json_integer_value(r) != 3)
+            CDB_LOG_WARN("model %s: preprocessor_config.json resample %lld is not bicubic (3) "
+                         "or bilinear (2); using bicubic", c->m->name,
+                         (long long)json_integer_value(r));
+        if (c->siglip && json_is_number(rf) && json_number_value(rf) > 0 &&
+            !json_is_false(json_object_get(c->pp_cfg, "do_rescale")))
+            pp->rescale_factor = json_number_value(rf);
+        if (c->siglip && json_is_integer(h) && json_is_integer(w) &&
+            (json_integer_value(h) != pp->size || json_integer_value(w) != pp->size))
+            CDB_LOG_WARN("model %s: preprocessor_config.json size %lldx%lld, the model's %d; "
+                         "using %d", c->m->name, (long long)json_integer_value(w),
+                         (long long)json_integer_value(h), pp->size, pp->size);
     } else if (c->oc_cfg) {
         json_t *cfg = json_object_get(c->oc_cfg, "preprocess_cfg");
         json_t *in = json_object_get(cfg, "interpolation");
+        json_t *rm = json_object_get(cfg, "resize_mode");
         have = json_floats3(json_object_get(cfg, "mean"), pp->mean) +
                json_floats3(json_object_get(cfg, "std"), pp->std);
         if (json_is_string(in) && !strcmp(json_string_value(in), "bilinear"))
             pp->interp = CDB_INTERP_BILINEAR;
+        if (json_is_string(rm) && !strcmp(json_string_value(rm), "squash"))
+            pp->resize = CDB_RESIZE_SQUASH;
+        else if (json_is_string(rm) && !strcmp(json_string_value(rm), "shortest"))
+            pp->resize = CDB_RESIZE_SHORT_CROP;
+        else if (json_is_string(rm))
+            CDB_LOG_WARN("model %s: open_clip_config.json resize_mode '%s' not supported; "
+                         "using %s", c->m->name, json_string_value(rm),
+                         pp->resize == CDB_RESIZE_SQUASH ? "squash" : "shortest");
     }
     for (int i = 0; i < 3; i++)
         if (!isfinite(pp->mean[i]) || !isfinite(pp->std[i]) || !(pp->std[i] > 0)) {
             CDB_LOG_WARN("model %s: preprocessing mean/std in the config unusable; using "
-                         "OpenAI CLIP's", c->m->name);
-            memcpy(pp->mean, clip.mean, sizeof pp->mean);
-            memcpy(pp->std, clip.std, sizeof pp->std);
+                         "%s's", c->m->name, family);
+            for (int k = 0; k < 3; k++) {
+                pp->mean[k] = c->siglip ? 0.5f : clip.mean[k];
+                pp->std[k] = c->siglip ? 0.5f : clip.std[k];
+            }
             have = 0;
             break;
         }
     if (have < 2)
-        CDB_LOG_INFO("model %s: no preprocessing config; assuming OpenAI CLIP's mean/std, "
-                     "bicubic, size %d", c->m->name, pp->size);
+        CDB_LOG_INFO("model %s: no preprocessing config; assuming %s's mean/std, "
+                     "bicubic, size %d", c->m->name, family, pp->size);
 }
 
 /* ---- towers ----------------------------------------------------------------- */
@@ -599,13 +773,13 @@ static cdb_status fetch_projection(load_ctx *c, const char *name, int W, int *E,
 }
 
 /* A transformer tower's heads and blocks (block_fmt % i for i = 0 .. layers - 1). */
-static cdb_status load_blocks(load_ctx *c, int vision, const char *block_fmt, int W,
-                              cdb_clip_tower *x) {
+static cdb_status load_blocks(load_ctx *c, int vision, const block_names *bn,
+                              const char *block_fmt, int W, cdb_clip_tower *x) {
     const char *what = vision ? "vision" : "text";
     char pre[128];
     cdb_status rc;
     char probe[48];
-    snprintf(probe, sizeof probe, "%s.weight", k_names[c->nm].ln1);
+    snprintf(probe, sizeof probe, "%s.weight", bn->ln1);
     x->layers = count_layers(c->m, block_fmt, probe);
     if (x->layers == 0)
         return cdb_seterr(CDB_CORRUPT, "%s tower has no transformer blocks", what);
@@ -615,12 +789,55 @@ static cdb_status load_blocks(load_ctx *c, int vision, const char *block_fmt, in
     x->mlp_width = 0;
     for (int i = 0; i < x->layers; i++) {
         snprintf(pre, sizeof pre, block_fmt, i);
-        /* the vision tower's last block computes its class token's query only */
-        int split_q = vision && i == x->layers - 1;
-        if ((rc = load_block(c, pre, W, split_q, &x->blocks[i], &x->mlp_width)) != CDB_OK)
+        /* the vision tower's last block computes its class token's query only (SigLIP's
+        ** head attends over every token: all of them go through every block) */
+        int split_q = vision && !c->siglip && i == x->layers - 1;
+        if ((rc = load_block(c, bn, pre, W, split_q, &x->blocks[i], &x->mlp_width)) != CDB_OK)
             return rc;
     }
     return CDB_OK;
+}
+
+/* A ViT image tower's info, once its blocks are loaded: a G x G grid of P pixels. */
+static void vit_info(cdb_model *m, int G, int P) {
+    const cdb_clip_tower *v = &m->vision;
+    m->info.image_size = G * P;
+    m->info.patch_size = P;
+    m->info.vision_mlp_width = v->mlp_width;
+    m->info.vision_width = v->width;
+    m->info.vision_layers = v->layers;
+    m->info.vision_heads = v->heads;
+    m->info.vision_family = "ViT";
+    m->info.has_vision = 1;
+}
+
+/* A ViT's grid of G x G patches of P pixels: the image size G * P within what
+** preprocessing accepts (16384; ViT-L/14-336 is 24 * 14), and the size the caller asks. */
+static cdb_status check_grid(int G, int P, const cdb_model_params *p) {
+    if ((int64_t)G * P > 16384)
+        return cdb_seterr(CDB_CORRUPT, "vision tower: %d x %d patches of %d pixels (image size "
+                          "%lld > 16384)", G, G, P, (long long)G * P);
+    if (p->image_size_override && p->image_size_override != G * P)
+        return cdb_seterr(CDB_UNSUPPORTED, "image size %d requested, but the positional "
+                          "embedding fixes it at %d", p->image_size_override, G * P);
+    return CDB_OK;
+}
+
+/* The patch embedding `name` [W, 3, P, P] (a square patch) into v->patch_w, its width
+** and patch size returned; the tower's activation and eps set from the configs. */
+static cdb_status fetch_patch(load_ctx *c, const char *name, cdb_clip_tower *v, int *W, int *P) {
+    const cdb_st_tensor *t;
+    int64_t d[4] = {-1, 3, -1, -1};
+    cdb_status rc;
+    v->act = c->vact;
+    v->ln_eps = c->veps;
+    if ((rc = get_t(c, &t, 4, d, "%s", name)) != CDB_OK) return rc;
+    *W = (int)d[0];
+    *P = (int)d[2];
+    if (d[2] != d[3])
+        return cdb_seterr(CDB_CORRUPT, "'%s': non-square patch %lldx%lld", t->name,
+                          (long long)d[2], (long long)d[3]);
+    return upload(c, t, CDB_K_W_MATRIX, &v->patch_w);
 }
 
 static cdb_status load_vision(load_ctx *c, const cdb_model_params *p) {
@@ -628,17 +845,10 @@ static cdb_status load_vision(load_ctx *c, const cdb_model_params *p) {
     cdb_clip_tower *v = &m->vision;
     const tensor_names *n = &k_names[c->nm];
     cdb_status rc = CDB_OK;
-    const cdb_st_tensor *t;
-    int64_t d[4] = {-1, 3, -1, -1};
+    int64_t d[2];
     int W, P, G, S, E;
 
-    if ((rc = get_t(c, &t, 4, d, "%s", n->v_patch)) != CDB_OK) return rc;
-    W = (int)d[0];
-    P = (int)d[2];
-    if (d[2] != d[3])
-        return cdb_seterr(CDB_CORRUPT, "'%s': non-square patch %lldx%lld", t->name,
-                          (long long)d[2], (long long)d[3]);
-    if ((rc = upload(c, t, CDB_K_W_MATRIX, &v->patch_w)) != CDB_OK) return rc;
+    if ((rc = fetch_patch(c, n->v_patch, v, &W, &P)) != CDB_OK) return rc;
     d[0] = -1, d[1] = W;
     if ((rc = fetch_upload(c, &v->pos, CDB_K_W_EMBED, 2, d, "%s", n->v_pos)) != CDB_OK) return rc;
     S = (int)d[0];
@@ -646,14 +856,8 @@ static cdb_status load_vision(load_ctx *c, const cdb_model_params *p) {
     if (S < 2 || G * G != S - 1)
         return cdb_seterr(CDB_CORRUPT, "vision positional embedding has %d rows, not 1 + a square",
                           S);
-    /* image_size = G * P, and the graph indexes 3 * size * size pixels in int: keep
-    ** it within what preprocessing accepts (16384; ViT-L/14-336 is 24 * 14). */
-    if ((int64_t)G * P > 16384)
-        return cdb_seterr(CDB_CORRUPT, "vision tower: %d x %d patches of %d pixels (image size "
-                          "%lld > 16384)", G, G, P, (long long)G * P);
-    if (p->image_size_override && p->image_size_override != G * P)
-        return cdb_seterr(CDB_UNSUPPORTED, "image size %d requested, but the positional "
-                          "embedding fixes it at %d", p->image_size_override, G * P);
+    /* image_size = G * P, and the graph indexes 3 * size * size pixels in int */
+    if ((rc = check_grid(G, P, p)) != CDB_OK) return rc;
     d[0] = W;
     if ((rc = fetch_upload(c, &v->cls, CDB_K_W_EMBED, 1, d, "%s", n->v_cls)) != CDB_OK) return rc;
     if ((rc = fetch_layernorm(c, "", n->v_ln_pre, W, &v->ln_pre_g, &v->ln_pre_b)) != CDB_OK ||
@@ -662,15 +866,63 @@ static cdb_status load_vision(load_ctx *c, const cdb_model_params *p) {
         return rc;
     m->info.embed_dim = E;
     v->width = W;
-    if ((rc = load_blocks(c, 1, n->v_block_fmt, W, v)) != CDB_OK) return rc;
-    m->info.image_size = G * P;
-    m->info.patch_size = P;
-    m->info.vision_mlp_width = v->mlp_width;
-    m->info.vision_width = W;
-    m->info.vision_layers = v->layers;
-    m->info.vision_heads = v->heads;
-    m->info.vision_family = "ViT";
-    m->info.has_vision = 1;
+    if ((rc = load_blocks(c, 1, n->vb, n->v_block_fmt, W, v)) != CDB_OK) return rc;
+    vit_info(m, G, P);
+    return CDB_OK;
+}
+
+/* SigLIP's image tower (k_siglip_vision: Hugging Face or timm naming). The grid comes
+** from the positional embedding ([N, W], timm's [1, N, W]), N a square; the MLP width
+** from the blocks' fc1; the head's MLP must have the blocks' width (both references
+** build it from the same config). Its embedding is the head's output: embed_dim = W. */
+static cdb_status load_vision_siglip(load_ctx *c, const cdb_model_params *p) {
+    cdb_model *m = c->m;
+    cdb_clip_tower *v = &m->vision;
+    const siglip_vnames *n = &k_siglip_vision[c->nm == NAMING_OC_SIGLIP];
+    cdb_clip_block *h = &v->head;
+    cdb_status rc = CDB_OK;
+    int64_t d[4];
+    int W, P, G, N, nd, out_w, fc_w, proj_w;
+    char name[96];
+
+    snprintf(name, sizeof name, "%s.weight", n->patch);
+    if ((rc = fetch_patch(c, name, v, &W, &P)) != CDB_OK) return rc;
+    d[0] = W;
+    if ((rc = fetch_upload(c, &v->patch_b, CDB_K_W_PARAM, 1, d, "%s.bias", n->patch)) != CDB_OK)
+        return rc;
+    nd = c->nm == NAMING_OC_SIGLIP ? 3 : 2; /* timm's pos_embed [1, N, W] */
+    d[0] = 1, d[nd - 2] = -1, d[nd - 1] = W;
+    if ((rc = fetch_upload(c, &v->pos, CDB_K_W_EMBED, nd, d, "%s", n->pos)) != CDB_OK) return rc;
+    N = (int)d[nd - 2];
+    G = (int)lround(sqrt((double)N));
+    if (G * G != N)
+        return cdb_seterr(CDB_CORRUPT, "vision positional embedding has %d rows, not a square", N);
+    if ((rc = check_grid(G, P, p)) != CDB_OK) return rc;
+    if ((rc = fetch_layernorm(c, "", n->ln_post, W, &v->ln_post_g, &v->ln_post_b)) != CDB_OK)
+        return rc;
+    v->width = W;
+    if ((rc = load_blocks(c, 1, k_names[c->nm].vb, n->block_fmt, W, v)) != CDB_OK) return rc;
+    /* the MAP head */
+    d[0] = 1, d[1] = 1, d[2] = W;
+    if ((rc = fetch_upload(c, &v->probe, CDB_K_W_EMBED, 3, d, "%s%s", n->head, n->probe)) != CDB_OK)
+        return rc;
+    if (n->in_proj_w) {
+        if ((rc = load_in_proj(c, n->head, n->in_proj_w, n->in_proj_b, W, 1, h)) != CDB_OK)
+            return rc;
+    } else {
+        int qo = W, kvo = 2 * W;
+        if ((rc = fetch_linear(c, n->head, n->q, &qo, W, &h->q_w, &h->q_b)) != CDB_OK ||
+            (rc = fetch_linear(c, n->head, n->kv, &kvo, W, &h->kv_w, &h->kv_b)) != CDB_OK)
+            return rc;
+    }
+    out_w = W, fc_w = v->mlp_width, proj_w = W;
+    if ((rc = fetch_linear(c, n->head, n->out, &out_w, W, &h->out_w, &h->out_b)) != CDB_OK ||
+        (rc = fetch_layernorm(c, n->head, n->ln, W, &h->ln2_g, &h->ln2_b)) != CDB_OK ||
+        (rc = fetch_linear(c, n->head, n->fc, &fc_w, W, &h->fc_w, &h->fc_b)) != CDB_OK ||
+        (rc = fetch_linear(c, n->head, n->proj, &proj_w, fc_w, &h->proj_w, &h->proj_b)) != CDB_OK)
+        return rc;
+    m->info.embed_dim = W;
+    vit_info(m, G, P);
     return CDB_OK;
 }
 
@@ -915,15 +1167,24 @@ static cdb_status load_text(load_ctx *c) {
     d[0] = -1, d[1] = W;
     if ((rc = fetch_upload(c, &x->pos, CDB_K_W_EMBED, 2, d, "%s", n->t_pos)) != CDB_OK) return rc;
     m->info.context_length = (int)d[0];
-    if ((rc = fetch_layernorm(c, "", n->t_ln_final, W, &x->ln_post_g, &x->ln_post_b)) != CDB_OK ||
-        (rc = fetch_projection(c, n->t_proj, W, &E, &x->proj)) != CDB_OK)
+    x->act = c->tact;
+    x->ln_eps = c->teps;
+    x->pool_last = c->siglip;
+    if ((rc = fetch_layernorm(c, "", n->t_ln_final, W, &x->ln_post_g, &x->ln_post_b)) != CDB_OK)
         return rc;
+    if (c->siglip) { /* a Linear with bias: HF's text_model.head, OpenCLIP's text_projection */
+        E = -1;
+        rc = fetch_linear(c, n->t_head, "", &E, W, &x->proj, &x->proj_b);
+    } else {
+        rc = fetch_projection(c, n->t_proj, W, &E, &x->proj);
+    }
+    if (rc != CDB_OK) return rc;
     if (m->info.has_vision && E != m->info.embed_dim)
-        return cdb_seterr(CDB_CORRUPT, "text projection gives %d dims, image projection %d", E,
-                          m->info.embed_dim);
+        return cdb_seterr(CDB_CORRUPT, "text projection gives %d dims, image %s %d", E,
+                          c->siglip ? "head" : "projection", m->info.embed_dim);
     m->info.embed_dim = E;
     x->width = W;
-    if ((rc = load_blocks(c, 0, n->t_block_fmt, W, x)) != CDB_OK) return rc;
+    if ((rc = load_blocks(c, 0, n->tb, n->t_block_fmt, W, x)) != CDB_OK) return rc;
     m->info.text_width = W;
     m->info.text_mlp_width = x->mlp_width;
     m->info.text_layers = x->layers;
@@ -941,6 +1202,13 @@ static void free_tower(cdb_k_backend *be, cdb_clip_tower *t) {
                                 b->q_w,   b->q_b,   b->kv_w,  b->kv_b};
             for (size_t j = 0; j < sizeof all / sizeof all[0]; j++) cdb_k_buf_free(be, all[j]);
         }
+    if (be) {
+        cdb_clip_block *h = &t->head;
+        cdb_k_buf *all[] = {h->q_w,   h->q_b,   h->kv_w,  h->kv_b, h->out_w,  h->out_b,
+                            h->ln2_g, h->ln2_b, h->fc_w,  h->fc_b, h->proj_w, h->proj_b,
+                            t->probe, t->patch_b, t->proj_b};
+        for (size_t j = 0; j < sizeof all / sizeof all[0]; j++) cdb_k_buf_free(be, all[j]);
+    }
     free(t->blocks);
     if (be) {
         cdb_k_buf *rest[] = {t->ln_pre_g, t->ln_pre_b, t->ln_post_g, t->ln_post_b, t->proj,
@@ -1077,6 +1345,45 @@ static int is_hex32(const char *s) {
     return s[32] == '\0';
 }
 
+/* SigLIP2's NaFlex checkpoints (native aspect ratio, a variable number of patches):
+** Hugging Face's Siglip2Model (model_type "siglip2", a Linear patch embedding over
+** flattened patches), OpenCLIP's NaFlexVit towers ('visual.trunk.embeds.*', a
+** "naflex" timm model). Refused with a message that names the FixRes alternative. */
+static cdb_status check_naflex(load_ctx *c, const char *path) {
+    const char *mt = json_string_value(json_object_get(c->hf_cfg, "model_type"));
+    const char *tm = json_string_value(json_object_get(oc_tower_cfg(c, 1), "timm_model_name"));
+    const cdb_st_tensor *pe = find(c->m, "vision_model.embeddings.patch_embedding.weight");
+    if ((mt && !strcmp(mt, "siglip2")) || (pe && pe->n_dims == 2) ||
+        has_prefix_key(c->m, "visual.trunk.embeds.") || (tm && strstr(tm, "naflex")))
+        return cdb_seterr(CDB_UNSUPPORTED, "%s: a SigLIP2 NaFlex model (variable resolution "
+                          "and aspect ratio) is not supported; use a fixed-resolution (FixRes) "
+                          "SigLIP2 checkpoint such as google/siglip2-base-patch16-224 or "
+                          "timm/ViT-B-16-SigLIP2", path);
+    return CDB_OK;
+}
+
+/* One scalar tensor (shape [] or [1], a float type) as a float; 0 when absent or not
+** a scalar. */
+static int read_scalar(const cdb_model *m, const char *name, float *out) {
+    const cdb_st_tensor *t = find(m, name);
+    float *f;
+    *out = 0;
+    if (!t || t->n_elems != 1 ||
+        (t->dtype != CDB_ST_F32 && t->dtype != CDB_ST_F16 && t->dtype != CDB_ST_BF16))
+        return 0;
+    if (!(f = widen(t))) return 0;
+    *out = f[0];
+    free(f);
+    return isfinite(*out);
+}
+
+/* logit_scale and logit_bias: top-level tensors in every layout (OpenCLIP's are 0-d,
+** Hugging Face's [1]). Not counted in n_params (as OpenCLIP's totals exclude them). */
+static void read_logit_params(cdb_model *m) {
+    m->info.has_logit_scale = read_scalar(m, "logit_scale", &m->info.logit_scale);
+    m->info.has_logit_bias = read_scalar(m, "logit_bias", &m->info.logit_bias);
+}
+
 static cdb_status open_tokenizer(load_ctx *c, const cdb_model_params *p) {
     cdb_model *m = c->m;
     char path[4096];
@@ -1084,6 +1391,13 @@ static cdb_status open_tokenizer(load_ctx *c, const cdb_model_params *p) {
     const char *env = getenv("CLIPDB_VOCAB");
     const char *explicit_path = NULL;
     cdb_status rc;
+    if (!p->tokenizer_path && c->siglip) {
+        /* never CLIP's BPE for a SigLIP text tower (its ids would be meaningless) */
+        CDB_LOG_INFO("model %s: SigLIP's tokenizer (SentencePiece / tokenizer.json) is not "
+                     "supported yet; text must be given as token ids", m->name);
+        m->tok = NULL;
+        return CDB_OK;
+    }
     if (p->tokenizer_path) {
         explicit_path = p->tokenizer_path;
     } else if (c->dir) {
@@ -1181,8 +1495,21 @@ cdb_status cdb_model_open(const char *path, const cdb_model_params *params, cdb_
     }
     add_ctx = 1;
 
-    /* Naming. */
-    if (p.load_vision && has_prefix_key(m, "visual.trunk.")) {
+    /* Naming and family. SigLIP: Hugging Face's SiglipModel (its heads, or its
+    ** post_layernorm without a class token), OpenCLIP's timm tower with a MAP head or
+    ** its 'text.*' tower. NaFlex (Siglip2Model, timm's NaFlexVit) is refused. */
+    if ((rc = load_json(c.dir, "config.json", &c.hf_cfg)) != CDB_OK ||
+        (rc = load_json(c.dir, "open_clip_config.json", &c.oc_cfg)) != CDB_OK ||
+        (rc = load_json(c.dir, "preprocessor_config.json", &c.pp_cfg)) != CDB_OK)
+        goto cleanup;
+    if ((rc = check_naflex(&c, path)) != CDB_OK) goto cleanup;
+    if (find(m, "vision_model.head.probe") || find(m, "text_model.head.weight")) {
+        c.siglip = 1;
+        c.nm = NAMING_HF;
+    } else if (find(m, "visual.trunk.attn_pool.latent") || find(m, "text.token_embedding.weight")) {
+        c.siglip = 1;
+        c.nm = NAMING_OC_SIGLIP;
+    } else if (p.load_vision && has_prefix_key(m, "visual.trunk.")) {
         rc = cdb_seterr(CDB_UNSUPPORTED, "%s: a timm image tower ('visual.trunk.*': OpenCLIP's "
                         "timm-based ResNets such as timm-resnet50d / timm-resnetaa50d / "
                         "timm-resnetblur50, or ConvNeXt): not supported; clipdb runs ViT and "
@@ -1190,7 +1517,9 @@ cdb_status cdb_model_open(const char *path, const cdb_model_params *params, cdb_
                         "towers (load the text tower alone to use its text side)", path);
         goto cleanup;
     }
-    if (has_prefix_key(m, "vision_model.") || has_prefix_key(m, "text_model.")) {
+    if (c.siglip) {
+        /* detected above */
+    } else if (has_prefix_key(m, "vision_model.") || has_prefix_key(m, "text_model.")) {
         c.nm = NAMING_HF;
     } else if (has_prefix_key(m, "visual.") || find(m, "token_embedding.weight")) {
         c.nm = NAMING_OPENAI;
@@ -1200,13 +1529,11 @@ cdb_status cdb_model_open(const char *path, const cdb_model_params *params, cdb_
                         "'text_model.*' keys)", path);
         goto cleanup;
     }
-    m->info.naming = c.nm == NAMING_HF ? "hf" : "openai";
-
-    if ((rc = load_json(c.dir, "config.json", &c.hf_cfg)) != CDB_OK ||
-        (rc = load_json(c.dir, "open_clip_config.json", &c.oc_cfg)) != CDB_OK ||
-        (rc = load_json(c.dir, "preprocessor_config.json", &c.pp_cfg)) != CDB_OK)
-        goto cleanup;
-    if ((rc = pick_act(&c, &p)) != CDB_OK) goto cleanup;
+    m->info.naming = c.nm == NAMING_HF ? "hf" : c.nm == NAMING_OC_SIGLIP ? "openclip-timm" : "openai";
+    m->siglip = c.siglip;
+    m->info.family = c.siglip ? "SigLIP" : "CLIP";
+    if ((rc = pick_act(&c, &p)) != CDB_OK || (rc = pick_eps(&c)) != CDB_OK) goto cleanup;
+    read_logit_params(m);
     {
         const char *md = m->files[0]->metadata_json;
         json_t *j = md ? json_loads(md, 0, NULL) : NULL;
@@ -1246,7 +1573,17 @@ cdb_status cdb_model_open(const char *path, const cdb_model_params *params, cdb_
     }
 
     m->info.vision_family = "";
-    if (p.load_vision && c.nm == NAMING_OPENAI &&
+    if (p.load_vision && c.siglip &&
+        (find(m, "vision_model.embeddings.patch_embedding.weight") ||
+         find(m, "visual.trunk.patch_embed.proj.weight"))) {
+        if (!find(m, "vision_model.head.probe") && !find(m, "visual.trunk.attn_pool.latent")) {
+            rc = cdb_seterr(CDB_UNSUPPORTED, "%s: a SigLIP image tower without its attention-"
+                            "pooling head (vision_use_head false, or timm's global_pool other "
+                            "than 'map'): it gives no embedding", path);
+            goto cleanup;
+        }
+        if ((rc = load_vision_siglip(&c, &p)) != CDB_OK) goto cleanup;
+    } else if (p.load_vision && c.nm == NAMING_OPENAI &&
         (has_prefix_key(m, "visual.layer1.") || has_prefix_key(m, "visual.attnpool."))) {
         if ((rc = load_vision_rn(&c, &p)) != CDB_OK) goto cleanup; /* ModifiedResNet */
     } else if (p.load_vision && (find(m, "visual.conv1.weight") ||
@@ -1254,7 +1591,8 @@ cdb_status cdb_model_open(const char *path, const cdb_model_params *params, cdb_
         if ((rc = load_vision(&c, &p)) != CDB_OK) goto cleanup;
     }
     if (p.load_text && (find(m, "token_embedding.weight") ||
-                        find(m, "text_model.embeddings.token_embedding.weight"))) {
+                        find(m, "text_model.embeddings.token_embedding.weight") ||
+                        find(m, "text.token_embedding.weight"))) {
         if ((rc = load_text(&c)) != CDB_OK) goto cleanup;
     }
     if (!m->info.has_vision && !m->info.has_text) {
@@ -1272,6 +1610,7 @@ cdb_status cdb_model_open(const char *path, const cdb_model_params *params, cdb_
     }
     m->info.n_params = c.n_params;
     m->info.weights_f32_bytes = c.n_params * (int64_t)sizeof(float);
+    if (!m->info.has_vision) m->info.act = m->info.text_act;
     if (m->info.has_vision) pick_preprocess(&c);
     m->eot_id = m->info.vocab_size - 1;
     if (m->info.has_text && (rc = open_tokenizer(&c, &p)) != CDB_OK) goto cleanup;
@@ -1343,6 +1682,10 @@ cdb_status cdb_encode_texts(cdb_model *m, const char *const *texts, int n, int n
     int ctx;
     if (!m || (!texts && n) || n < 0) return cdb_seterr(CDB_INVALID, "encode_texts: bad arguments");
     if (!m->info.has_text) return cdb_seterr(CDB_INVALID, "model %s: text tower not loaded", m->name);
+    if (!m->tok && m->siglip)
+        return cdb_seterr(CDB_UNSUPPORTED, "model %s: no tokenizer yet: SigLIP's SentencePiece "
+                          "tokenizer is not supported by this clipdb (its image tower works; "
+                          "text must be given as token ids)", m->name);
     if (!m->tok)
         return cdb_seterr(CDB_UNSUPPORTED, "model %s: no tokenizer (set CLIPDB_VOCAB or the "
                           "tokenizer path)", m->name);

@@ -5,7 +5,8 @@
 **   Resize(size, BICUBIC) -> CenterCrop(size) -> convert("RGB") -> ToTensor -> Normalize
 **
 ** - Resize: the short side becomes `size`, the long side int(size * long / short)
-**   (truncated). PIL's ImagingResample: separable, horizontal pass first (into a
+**   (truncated); or, for SigLIP (CDB_RESIZE_SQUASH: HF's SiglipImageProcessor, OpenCLIP's
+**   resize_mode "squash"), both sides become `size` and the "crop" is the whole image. PIL's ImagingResample: separable, horizontal pass first (into a
 **   uint8 intermediate covering only the rows the vertical pass reads), then
 **   vertical; a pass is skipped when its axis keeps its size. Filter support is
 **   scaled by the reduction factor (antialiasing); coefficients are computed in
@@ -26,7 +27,8 @@
 ** - convert("RGB") after the crop: gray replicated, alpha dropped, CMYK through
 **   PIL's cmyk2rgb (nk = 255 - K; each channel nk - MULDIV255(C, nk)); CMYK is
 **   resized as four plain channels (PIL premultiplies only LA and RGBA).
-** - ToTensor + Normalize: float32 v / 255.0f, then (x - mean) / std, one float32
+** - ToTensor + Normalize: float32 v / 255.0f (or HF's rescale: float32 of v * factor
+**   computed in double), then (x - mean) / std, one float32
 **   operation at a time (no FMA contraction is possible in this expression),
 **   tabulated per byte value (the same floats, looked up).
 ** - The resampling passes and the channel split are kernels/ primitives (AVX2 when
@@ -173,6 +175,10 @@ cdb_status cdb_image_preprocess(const cdb_image *img, const cdb_preprocess_param
     if (p->interp != CDB_INTERP_BICUBIC && p->interp != CDB_INTERP_BILINEAR)
         return cdb_seterr(CDB_INVALID, "image_preprocess: unknown interpolation %d",
                           (int)p->interp);
+    if (p->resize != CDB_RESIZE_SHORT_CROP && p->resize != CDB_RESIZE_SQUASH)
+        return cdb_seterr(CDB_INVALID, "image_preprocess: unknown resize mode %d", (int)p->resize);
+    if (!(p->rescale_factor >= 0) || !isfinite(p->rescale_factor))
+        return cdb_seterr(CDB_INVALID, "image_preprocess: bad rescale factor");
     for (int c = 0; c < 3; c++)
         if (!(p->std[c] != 0.0f) || !isfinite(p->std[c]) || !isfinite(p->mean[c]))
             return cdb_seterr(CDB_INVALID, "image_preprocess: bad mean/std for channel %d", c);
@@ -180,7 +186,9 @@ cdb_status cdb_image_preprocess(const cdb_image *img, const cdb_preprocess_param
     /* torchvision's _compute_resized_output_size: the long side truncated. The
     ** quotient of two exact integers never lands within one ulp of the next integer
     ** at these magnitudes, so integer division equals int(float division). */
-    if (w <= h) {
+    if (p->resize == CDB_RESIZE_SQUASH) { /* SigLIP: both sides to size, nothing cropped */
+        nw = nh = size;
+    } else if (w <= h) {
         nw = size;
         nh = (int64_t)size * h / w;
     } else {
@@ -304,7 +312,10 @@ converted:
         float lut[3][256];
         for (int c = 0; c < 3; c++)
             for (int v = 0; v < 256; v++) {
-                float x = (float)v / 255.0f;
+                /* torchvision's ToTensor, or Hugging Face's rescale (in float64, then
+                ** cast to float32), then Normalize in float32 */
+                float x = p->rescale_factor > 0 ? (float)((double)v * p->rescale_factor)
+                                                : (float)v / 255.0f;
                 x = x - p->mean[c];
                 lut[c][v] = x / p->std[c];
             }

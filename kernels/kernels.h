@@ -185,7 +185,9 @@ typedef enum cdb_k_act {
     CDB_K_ACT_NONE = 0,
     CDB_K_ACT_QUICK_GELU = 1, /* x * sigmoid(1.702 x)  (OpenAI CLIP) */
     CDB_K_ACT_GELU = 2,       /* 0.5 x (1 + erf(x / sqrt 2)), exact, not tanh */
-    CDB_K_ACT_RELU = 3        /* max(x, 0) (ModifiedResNet); NaN stays NaN */
+    CDB_K_ACT_RELU = 3,       /* max(x, 0) (ModifiedResNet); NaN stays NaN */
+    CDB_K_ACT_GELU_TANH = 4   /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): PyTorch's
+                                 GELU(approximate='tanh'), HF's gelu_pytorch_tanh (SigLIP) */
 } cdb_k_act;
 
 /* What a weight is used for, so a backend can pick its storage: MATRIX (the B

@@ -73,6 +73,8 @@ static double ref_act1(double x, cdb_k_act a) {
     case CDB_K_ACT_QUICK_GELU: return x / (1.0 + exp(-1.702 * x));
     case CDB_K_ACT_GELU: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
     case CDB_K_ACT_RELU: return x < 0 ? 0.0 : x; /* NaN compares false: kept */
+    case CDB_K_ACT_GELU_TANH:
+        return 0.5 * x * (1.0 + tanh(sqrt(2.0 / 3.14159265358979323846) * (x + 0.044715 * x * x * x)));
     default: return x;
     }
 }

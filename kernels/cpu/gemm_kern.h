@@ -65,7 +65,9 @@ static inline V KFN(verf)(V x) {
 }
 
 /* The activations of cdb_k_act, as kernels.h defines them. ReLU: max(0, x) with
-** x second, so a NaN lane stays NaN. */
+** x second, so a NaN lane stays NaN. The tanh GELU through the identity
+** 0.5 (1 + tanh(u)) = 1 / (1 + exp(-2u)): exp's clamp gives x / 1.65e38 (not 0) below
+** x ~ -9.5, where PyTorch's value is -0 or a denormal. */
 static inline V KFN(vact)(V x, cdb_k_act act) {
     switch (act) {
     case CDB_K_ACT_RELU: return VMAX(VZERO(), x);
@@ -74,6 +76,10 @@ static inline V KFN(vact)(V x, cdb_k_act act) {
     case CDB_K_ACT_GELU:
         return VMUL(VMUL(VSET1(0.5f), x),
                     VADD(VSET1(1.0f), KFN(verf)(VMUL(x, VSET1(0.70710678118654752f)))));
+    case CDB_K_ACT_GELU_TANH: /* x * sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3) */
+        return VDIV(x, VADD(VSET1(1.0f),
+                            KFN(vexp)(VMUL(VSET1(-1.5957691216057308f),
+                                           VFMA(VMUL(VSET1(0.044715f), VMUL(x, x)), x, x)))));
     default: return x;
     }
 }

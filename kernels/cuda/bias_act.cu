@@ -1,6 +1,6 @@
 /*
 ** bias_act.cu: the elementwise epilogues: y = act(y + bias) (QuickGELU, exact
-** GELU, ReLU) and residual adds, all computed in fp32 whatever the storage.
+** GELU, tanh-approximated GELU, ReLU) and residual adds, all computed in fp32 whatever the storage.
 */
 #include "kernels/cuda/cuda_common.cuh"
 
@@ -8,6 +8,8 @@ static __device__ __forceinline__ float apply_act(float v, int act) {
     if (act == CDB_K_ACT_QUICK_GELU) return v / (1.f + expf(-1.702f * v));
     if (act == CDB_K_ACT_GELU) return 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
     if (act == CDB_K_ACT_RELU) return v < 0.f ? 0.f : v; /* NaN compares false: kept */
+    if (act == CDB_K_ACT_GELU_TANH) /* 0.5 v (1 + tanh(u)) written as v * sigmoid(2u) */
+        return v / (1.f + expf(-1.5957691216057308f * (v + 0.044715f * v * v * v)));
     return v;
 }
 

@@ -232,13 +232,14 @@ static float *down(cdb_k_backend *be, const cdb_k_buf *b, size_t n) {
 
 CDB_TEST(be_gemm_act_accumulate) {
     static const int shapes[][3] = {{3, 5, 7}, {37, 45, 29}, {101, 96, 64}, {1, 768, 512}};
-    static const cdb_k_act acts[] = {CDB_K_ACT_NONE, CDB_K_ACT_QUICK_GELU, CDB_K_ACT_GELU};
+    static const cdb_k_act acts[] = {CDB_K_ACT_NONE, CDB_K_ACT_QUICK_GELU, CDB_K_ACT_GELU,
+                                     CDB_K_ACT_GELU_TANH};
     bpair p;
     NEED_GPU();
     CHECK(bpair_new(&p));
     for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++)
-        for (size_t a = 0; a < 4; a++) {
-            int m = shapes[t][0], n = shapes[t][1], k = shapes[t][2], acc = a == 3;
+        for (size_t a = 0; a < 5; a++) {
+            int m = shapes[t][0], n = shapes[t][1], k = shapes[t][2], acc = a == 4;
             cdb_k_act act = acc ? CDB_K_ACT_NONE : acts[a];
             float *x = rand_vec((size_t)m * k, 1), *w = rand_vec((size_t)n * k, 0.3f),
                   *bias = rand_vec(n, 0.5f), *y0 = rand_vec((size_t)m * n, 2);

@@ -103,7 +103,7 @@ CDB_TEST(layernorm_act_add) {
         int m = shapes[s][0], n = shapes[s][1];
         size_t mn = (size_t)m * n;
         float *x = rand_vec(mn, 4), *g = rand_vec(n, 1), *b = rand_vec(n, 1), *x2 = rand_vec(mn, 1);
-        float *r[2][4];
+        float *r[2][5];
         for (size_t i = 0; i < mn; i++) x[i] += 10.0f; /* a large mean tests the two-pass variance */
         for (int i = 0; i < 2; i++) {
             cdb_k_backend *be = p.be[i];
@@ -118,14 +118,16 @@ CDB_TEST(layernorm_act_add) {
             CHECK_OK(cdb_k_add(be, bz, by, mn));
             CHECK_OK(cdb_k_activate(be, bz, mn, CDB_K_ACT_QUICK_GELU));
             r[i][3] = down(be, bz, mn);
+            CHECK_OK(cdb_k_activate(be, bz, mn, CDB_K_ACT_GELU_TANH));
+            r[i][4] = down(be, bz, mn);
             cdb_k_buf_free(be, bx), cdb_k_buf_free(be, bg), cdb_k_buf_free(be, bb);
             cdb_k_buf_free(be, by), cdb_k_buf_free(be, bz);
         }
-        double e[4];
-        for (int t = 0; t < 4; t++) e[t] = nmse(r[0][t], r[1][t], mn);
-        for (int t = 0; t < 4; t++) free(r[0][t]), free(r[1][t]);
+        double e[5];
+        for (int t = 0; t < 5; t++) e[t] = nmse(r[0][t], r[1][t], mn);
+        for (int t = 0; t < 5; t++) free(r[0][t]), free(r[1][t]);
         free(x), free(g), free(b), free(x2);
-        for (int t = 0; t < 4; t++)
+        for (int t = 0; t < 5; t++)
             CHECK_MSG(e[t] < 1e-11, "m=%d n=%d step %d nmse %.3g", m, n, t, e[t]);
     }
     pair_free(&p);
