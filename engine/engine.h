@@ -758,7 +758,7 @@ typedef struct cdb_engine_hub_model {
     const char *ram;      /* memory the weights take loaded in fp32 on the CPU, "0.6 GB" */
     const char *recall;   /* published Crossmodal-3600 recall (Immich's), or "-" */
     const char *needs;    /* NULL when this build runs it, else what it lacks
-                             ("SigLIP support") */
+                             ("a Gemma tokenizer for text") */
 } cdb_engine_hub_model;
 /* The known models (n_out: how many); static, never NULL. */
 const cdb_engine_hub_model *cdb_engine_hub_known(int *n_out /* OUT */);
