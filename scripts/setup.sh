@@ -15,8 +15,10 @@
 #
 # `test` prints ctest's output for the main suite, then one summary line per stage
 # (the hardening stages' full output goes to a log file named in that line, and
-# the tail of it is shown when a stage fails), and a photo set that could not be had.
-# The exit status is non-zero when any stage failed. Extra arguments go to ctest (both suites).
+# the tail of it is shown when a stage fails), and last every test that was skipped,
+# with its reason (scripts/ctest_skips.sh), and a photo set that could not be had:
+# a green run that skipped something says so. The exit status is non-zero when any
+# stage failed. Extra arguments go to ctest (both suites).
 #   CLIPDB_TEST_QUICK=1         only the main suite (for developers; CI runs all)
 #   CLIPDB_FUZZ_SECONDS=N       seconds per fuzz target (default 30)
 #   CLIPDB_SANITIZE_ARGS="..."  extra ctest arguments for the ASan + UBSan suite only
@@ -198,9 +200,21 @@ if [ "${CLIPDB_TEST_INNER:-0}" != 1 ] && [ ! -f "$photos/list.txt" ]; then
   fi
 fi
 
-# The last lines of `test`: a photo set that could not be had, then exit.
+# The last lines of `test`: every skipped test with its reason, per suite, then exit.
 finish() { # status
-  [ -z "$photos_note" ] || say "$photos_note"
+  local d n lines any=0
+  for d in "$BUILD_DIR:$log" "${san_dir:-}:${san_log:-}"; do # build folder:console log
+    [ -f "${d%%:*}/Testing/Temporary/LastTest.log" ] || continue
+    lines=$("$here/scripts/ctest_skips.sh" "${d%%:*}" "${d#*:}" 2>/dev/null || true)
+    d=${d%%:*}
+    [ -n "$lines" ] || continue
+    n=$(printf '%s\n' "$lines" | wc -l)
+    say "skipped in $d ($n):"
+    printf '%s\n' "$lines" | sed 's/^/    /' >&2
+    any=1
+  done
+  [ -z "$photos_note" ] || { say "$photos_note"; any=1; }
+  [ "$any" = 1 ] || say "nothing skipped"
   exit "$1"
 }
 
