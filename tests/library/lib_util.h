@@ -121,20 +121,23 @@ static char lu_reader_bin[600], lu_reader_model[600], lu_reader_lsan[1200];
 static inline int lu_reader_kit(void) {
     char dir[600], cmd[6000], supp[1024] = "";
     const char *lsan = getenv("LSAN_OPTIONS"), *p = NULL;
+    struct stat sb;
     if (lu_reader_bin[0]) return 0;
-    if (!lu_tmp[0] || !lu_model) return -1;
+    if (!lu_tmp[0] || !lu_model || stat(lu_model, &sb) != 0) return -1;
     lu_path(dir, sizeof dir, "reader");
+    /* a model folder, or a bare .safetensors file ($CLIPDB_TEST_MODEL) keeping its suffix */
+    snprintf(lu_reader_model, sizeof lu_reader_model, "%s/%s", dir,
+             S_ISDIR(sb.st_mode) ? "model" : "model.safetensors");
     if (lsan && (p = strstr(lsan, "suppressions="))) /* up to the next ':' */
         snprintf(supp, sizeof supp, "%.*s", (int)strcspn(p + 13, ":"), p + 13);
     snprintf(cmd, sizeof cmd,
-             "mkdir -p '%s' && cp '%s' '%s/clipdb' && cp -R '%s' '%s/model' && "
+             "mkdir -p '%s' && cp '%s' '%s/clipdb' && cp -R '%s' '%s' && "
              "{ [ -z '%s' ] || cp '%s' '%s/lsan.supp'; } && chmod a+rx '%s' && chmod -R a+rX '%s'",
-             dir, CLIPDB_BIN, dir, lu_model, dir, supp, supp, dir, lu_tmp, dir);
+             dir, CLIPDB_BIN, dir, lu_model, lu_reader_model, supp, supp, dir, lu_tmp, dir);
     if (system(cmd) != 0) {
         fprintf(stderr, "    cannot make the reader's copies: %s\n", cmd);
         return -1;
     }
-    snprintf(lu_reader_model, sizeof lu_reader_model, "%s/model", dir);
     if (supp[0]) { /* LSAN_OPTIONS with its suppressions= path replaced by the copy's */
         size_t at = (size_t)(p - lsan);
         snprintf(lu_reader_lsan, sizeof lu_reader_lsan, "%.*ssuppressions=%s/lsan.supp%s",
