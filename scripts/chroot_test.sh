@@ -60,11 +60,17 @@ if [ ! -x "$CHROOT/usr/bin/apt-get" ]; then
   say "debootstrap done in $((SECONDS - t0)) s"
 fi
 cp /etc/resolv.conf "$CHROOT/etc/resolv.conf"
+chmod 755 "$CHROOT" # its / (mktemp made it 0700: no other user could reach anything)
 chmod 700 "$CHROOT/root"
 
-# A clean clone of HEAD, as CI makes (host git: minbase has none).
+# A clean clone of HEAD, as CI makes (host git: minbase has none). A rerun in the same
+# CHROOT keeps the earlier clone's .deps/ (the FAISS C API, the photo set), as a
+# developer's checkout keeps its cache.
+rm -rf "$CHROOT/root/deps.keep"
+[ ! -d "$CHROOT/root/clipdb/.deps" ] || mv "$CHROOT/root/clipdb/.deps" "$CHROOT/root/deps.keep"
 rm -rf "$CHROOT/root/clipdb"
 git clone -q --no-local "$here" "$CHROOT/root/clipdb"
+[ ! -d "$CHROOT/root/deps.keep" ] || mv "$CHROOT/root/deps.keep" "$CHROOT/root/clipdb/.deps"
 git -C "$CHROOT/root/clipdb" checkout -q "$(git -C "$here" rev-parse HEAD)"
 say "testing $(git -C "$here" log -1 --format='%h %s' | cut -c1-72)"
 
