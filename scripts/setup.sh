@@ -8,13 +8,17 @@
 #                               it passes, the hardening stages CI runs: the whole
 #                               suite again in an ASan + UBSan build
 #                               (scripts/sanitize.sh, build-asan/) and every libFuzzer
-#                               target for 30 s (scripts/fuzz.sh, build-fuzz/)
+#                               target for 30 s (scripts/fuzz.sh, build-fuzz/). Before
+#                               the suite it fetches test_photos' real-photo set once
+#                               into .deps/photos (Debian packages, PIL's crops)
 #   scripts/setup.sh deps       only install dependencies
 #
 # `test` prints ctest's output for the main suite, then one summary line per stage
 # (the hardening stages' full output goes to a log file named in that line, and
-# the tail of it is shown when a stage fails). The exit status is non-zero when
-# any stage failed. Extra arguments go to ctest (both suites).
+# the tail of it is shown when a stage fails), and last every test that was skipped,
+# with its reason (scripts/ctest_skips.sh), and a photo set that could not be had:
+# a green run that skipped something says so. The exit status is non-zero when any
+# stage failed. Extra arguments go to ctest (both suites).
 #   CLIPDB_TEST_QUICK=1         only the main suite (for developers; CI runs all)
 #   CLIPDB_FUZZ_SECONDS=N       seconds per fuzz target (default 30)
 #   CLIPDB_SANITIZE_ARGS="..."  extra ctest arguments for the ASan + UBSan suite only
@@ -66,9 +70,11 @@ if hardening_stages; then
 fi
 
 # `test` also runs the page of `clipdb serve` in a real browser: Debian's chromium,
-# driven by playwright-core from npm (tests/serve/browser, its package-lock.json).
+# driven by playwright-core from npm (tests/serve/browser, its package-lock.json). And
+# test_photos compares clipdb's crops of real photos with those of Debian's python3-pil
+# (bench/pil_crops.py makes them).
 if [ "$mode" = test ]; then
-  PACKAGES+=(chromium)
+  PACKAGES+=(chromium python3-pil)
   command -v node >/dev/null 2>&1 || PACKAGES+=(nodejs)
   command -v npm >/dev/null 2>&1 || PACKAGES+=(npm)
 fi
@@ -169,6 +175,50 @@ if [ ! -f "$pw/node_modules/.package-lock.json" ] || [ "$pw/package-lock.json" -
   fi
 fi
 
+# test_photos' real photos: the wallpapers and sample photos of Debian 12 packages
+# (bench/fetch_photos: apt-get download + dpkg -x, nothing installed) and PIL's crops of
+# them (bench/pil_crops.py, Debian's python3-pil), once, into .deps/photos (list.txt
+# last: its presence means complete; the .debs are deleted after). A machine that cannot
+# download them runs the rest; the summary says the photos could not be had.
+photos="$DEPS_DIR/photos"
+photos_note=""
+if [ "${CLIPDB_TEST_INNER:-0}" != 1 ] && [ ! -f "$photos/list.txt" ]; then
+  t0=$SECONDS
+  say "fetching test_photos' real-photo set into .deps/photos (once; about 175 MB of Debian packages)"
+  photos_ok=0
+  if bash bench/fetch_photos "$photos" 2>"$DEPS_DIR/photos.log"; then
+    photos_ok=1
+  elif $SUDO apt-get update -q >/dev/null 2>&1 && # the package lists may be absent: once more
+    bash bench/fetch_photos "$photos" 2>"$DEPS_DIR/photos.log"; then
+    photos_ok=1
+  fi
+  if [ "$photos_ok" = 1 ] && /usr/bin/python3 bench/pil_crops.py "$photos" 2>>"$DEPS_DIR/photos.log"; then
+    rm -rf "$photos/debs"
+    say "photo set ready: $(wc -l <"$photos/list.txt") photos and PIL's crops in $((SECONDS - t0)) s"
+  else
+    photos_note="the real-photo set could not be had ($(tail -1 "$DEPS_DIR/photos.log"); log: .deps/photos.log): test_photos is skipped"
+    say "$photos_note"
+  fi
+fi
+
+# The last lines of `test`: every skipped test with its reason, per suite, then exit.
+finish() { # status
+  local d n lines any=0
+  for d in "$BUILD_DIR:$log" "${san_dir:-}:${san_log:-}"; do # build folder:console log
+    [ -f "${d%%:*}/Testing/Temporary/LastTest.log" ] || continue
+    lines=$("$here/scripts/ctest_skips.sh" "${d%%:*}" "${d#*:}" 2>/dev/null || true)
+    d=${d%%:*}
+    [ -n "$lines" ] || continue
+    n=$(printf '%s\n' "$lines" | wc -l)
+    say "skipped in $d ($n):"
+    printf '%s\n' "$lines" | sed 's/^/    /' >&2
+    any=1
+  done
+  [ -z "$photos_note" ] || { say "$photos_note"; any=1; }
+  [ "$any" = 1 ] || say "nothing skipped"
+  exit "$1"
+}
+
 # A stage's summary line: "setup: [stage] passed|FAILED (N s): detail".
 stage_line() { # name rc seconds detail
   local verdict=passed
@@ -190,7 +240,9 @@ set -e
 stage_line "test suite" "$rc" $((SECONDS - t0)) "$(ctest_summary "$log") ($BUILD_DIR)"
 if [ "$rc" -ne 0 ] || ! hardening_stages; then
   [ "$rc" -eq 0 ] && [ "${CLIPDB_TEST_QUICK:-0}" = 1 ] && say "CLIPDB_TEST_QUICK=1: sanitizer and fuzzing stages skipped"
-  exit "$rc"
+  # the ASan suite's inner run reports nothing: its caller lists the skips once
+  [ "${CLIPDB_TEST_INNER:-0}" = 1 ] && exit "$rc"
+  finish "$rc"
 fi
 
 failed=0
@@ -228,5 +280,5 @@ if [ "$rc" -ne 0 ]; then
   failed=1
   { grep -a -A12 '^fuzz results' "$fuzz_log" || tail -30 "$fuzz_log"; } | sed 's/^/    /' >&2
 fi
-exit "$failed"
+finish "$failed"
 }

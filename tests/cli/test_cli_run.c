@@ -238,14 +238,20 @@ CDB_TEST(model_not_found_is_failure) {
     cli_run_free(&r);
 }
 
-/* Runs clipdb with stderr on a pseudo-terminal; returns what it wrote there. */
+/* Runs clipdb with stderr on a pseudo-terminal; returns what it wrote there (the
+** caller frees it), or NULL with nothing allocated when there is no pseudo-terminal
+** (a chroot or a container without /dev/pts) or no memory. */
 static char *run_on_pty(const char *const *args, int no_color, int *exit_code) {
     int master, slave, status = 0;
     pid_t pid;
-    char *buf = calloc(1, 1);
+    char *buf;
     size_t len = 0;
     if (openpty(&master, &slave, NULL, NULL, NULL) != 0) return NULL;
-    pid = fork();
+    if (!(buf = calloc(1, 1)) || (pid = fork()) < 0) {
+        free(buf);
+        close(master), close(slave);
+        return NULL;
+    }
     if (pid == 0) {
         const char *argv[32];
         int n = 0;

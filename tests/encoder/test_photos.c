@@ -1,20 +1,37 @@
 /*
 ** test_photos.c (optional): clipdb's crops of the real-photo set against PIL's, byte
-** for byte. The photos (<build>/photos/list.txt, from bench/fetch_photos) and PIL's
-** crops (<build>/photos/pil_crops/, written by bench/pil_photos.py: PIL 9.4 +
-** torchvision's Resize(224, BICUBIC) + CenterCrop(224) + convert("RGB"); for JPEGs
-** also after Image.draft) are made by running bench_photos once; without them this
-** test is skipped (exit 77). EXIF is not applied (OpenAI's transform does not).
+** for byte. The photos (DIR/list.txt, extracted by bench/fetch_photos) and PIL's crops
+** (DIR/pil_crops/: PIL 9.4's Resize(224, BICUBIC) + CenterCrop(224) + convert("RGB")
+** as torchvision makes them; for JPEGs also after Image.draft) come from one of two
+** places, the first that has a list.txt: <build>/photos, made by running bench_photos
+** once (bench/pil_photos.py, with torchvision), or the cache `scripts/setup.sh test`
+** fills (CDB_PHOTOS_CACHE, <checkout>/.deps/photos: bench/pil_crops.py, Debian's
+** python3-pil alone). Without either this test is skipped (exit 77). EXIF is not
+** applied (OpenAI's transform does not).
 */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cdb_test.h"
 #include "encoder/encoder.h"
 
-#define DIR CDB_BINARY_DIR "/photos"
+#ifndef CDB_PHOTOS_CACHE
+#define CDB_PHOTOS_CACHE CDB_SOURCE_DIR "/.deps/photos"
+#endif
 #define SZ 224
+
+/* The first of bench_photos' folder and setup.sh's cache with a list.txt, or NULL. */
+static const char *photos_dir(void) {
+    static const char *const dirs[] = {CDB_BINARY_DIR "/photos", CDB_PHOTOS_CACHE};
+    char list[1200];
+    for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+        snprintf(list, sizeof list, "%s/list.txt", dirs[i]);
+        if (access(list, R_OK) == 0) return dirs[i];
+    }
+    return NULL;
+}
 
 static unsigned char *slurp(const char *path, size_t *n) {
     FILE *f = fopen(path, "rb");
@@ -33,13 +50,19 @@ static unsigned char *slurp(const char *path, size_t *n) {
 }
 
 static void compare(cdb_test_ctx *cdb_t_, int fast) {
-    FILE *f = fopen(DIR "/list.txt", "r");
+    const char *dir = photos_dir();
+    FILE *f;
     char line[1200], ref[1300];
     int idx = 0, compared = 0, differ = 0;
     float *px;
     uint8_t *crop;
     cdb_preprocess_params pp = cdb_preprocess_params_default();
-    if (!f) CDB_SKIP("no %s/list.txt: run bench_photos once to fetch the photos", DIR);
+    if (!dir)
+        CDB_SKIP("no photo set (no list.txt in %s/photos or %s): scripts/setup.sh test fetches "
+                 "it, or run bench_photos once",
+                 CDB_BINARY_DIR, CDB_PHOTOS_CACHE);
+    snprintf(line, sizeof line, "%s/list.txt", dir);
+    if (!(f = fopen(line, "r"))) CDB_SKIP("cannot read %s", line);
     px = malloc(sizeof(float) * 3 * SZ * SZ);
     crop = malloc(3 * SZ * SZ);
     while (fgets(line, sizeof line, f)) {
@@ -48,7 +71,7 @@ static void compare(cdb_test_ctx *cdb_t_, int fast) {
         cdb_image *img = NULL;
         cdb_image_params ip = cdb_image_params_default();
         line[strcspn(line, "\n")] = 0;
-        snprintf(ref, sizeof ref, DIR "/pil_crops/%d%s.rgb", idx++, fast ? ".fast" : "");
+        snprintf(ref, sizeof ref, "%s/pil_crops/%d%s.rgb", dir, idx++, fast ? ".fast" : "");
         if (!(r = slurp(ref, &nr))) continue; /* fast: PNGs have no draft crop */
         b = slurp(line, &n);
         CHECK_MSG(b != NULL, "cannot read %s", line);
@@ -69,9 +92,9 @@ static void compare(cdb_test_ctx *cdb_t_, int fast) {
     }
     fclose(f);
     free(px), free(crop);
-    if (!compared) CDB_SKIP("no PIL crops in %s/pil_crops: run bench_photos once", DIR);
-    fprintf(stderr, "    %d photos compared (%s), %d differ\n", compared, fast ? "fast" : "exact",
-            differ);
+    if (!compared) CDB_SKIP("no PIL crops in %s/pil_crops: run bench_photos once", dir);
+    fprintf(stderr, "    %d photos of %s compared (%s), %d differ\n", compared, dir,
+            fast ? "fast" : "exact", differ);
     CHECK_EQ_INT(differ, 0);
 }
 

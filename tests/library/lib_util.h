@@ -107,6 +107,52 @@ static inline int lu_copy(const char *from, const char *to) {
     return rc;
 }
 
+/* ---- clipdb as another user (nobody, 65534) ---------------------------------------
+** A checkout in a folder other users cannot enter (a home folder of mode 0700) keeps
+** nobody from the program and the model it was built with. lu_reader_kit copies what
+** nobody needs into the scratch folder's reader/ (everyone may read it, and the tests
+** open the scratch folder to everyone): the program, the test model, and LeakSanitizer's
+** suppressions when LSAN_OPTIONS names them. In the child, after fork and before exec,
+** lu_reader_env points clipdb at them: CLIPDB_MODEL is the model a database falls back
+** to when its recorded path cannot be read. Root only (the callers setpriv to nobody). */
+static char lu_reader_bin[600], lu_reader_model[600], lu_reader_lsan[1200];
+
+/* 0, or -1 with the failing command printed. Once per process. */
+static inline int lu_reader_kit(void) {
+    char dir[600], cmd[6000], supp[1024] = "";
+    const char *lsan = getenv("LSAN_OPTIONS"), *p = NULL;
+    struct stat sb;
+    if (lu_reader_bin[0]) return 0;
+    if (!lu_tmp[0] || !lu_model || stat(lu_model, &sb) != 0) return -1;
+    lu_path(dir, sizeof dir, "reader");
+    /* a model folder, or a bare .safetensors file ($CLIPDB_TEST_MODEL) keeping its suffix */
+    snprintf(lu_reader_model, sizeof lu_reader_model, "%s/%s", dir,
+             S_ISDIR(sb.st_mode) ? "model" : "model.safetensors");
+    if (lsan && (p = strstr(lsan, "suppressions="))) /* up to the next ':' */
+        snprintf(supp, sizeof supp, "%.*s", (int)strcspn(p + 13, ":"), p + 13);
+    snprintf(cmd, sizeof cmd,
+             "mkdir -p '%s' && cp '%s' '%s/clipdb' && cp -R '%s' '%s' && "
+             "{ [ -z '%s' ] || cp '%s' '%s/lsan.supp'; } && chmod a+rx '%s' && chmod -R a+rX '%s'",
+             dir, CLIPDB_BIN, dir, lu_model, lu_reader_model, supp, supp, dir, lu_tmp, dir);
+    if (system(cmd) != 0) {
+        fprintf(stderr, "    cannot make the reader's copies: %s\n", cmd);
+        return -1;
+    }
+    if (supp[0]) { /* LSAN_OPTIONS with its suppressions= path replaced by the copy's */
+        size_t at = (size_t)(p - lsan);
+        snprintf(lu_reader_lsan, sizeof lu_reader_lsan, "%.*ssuppressions=%s/lsan.supp%s",
+                 (int)at, lsan, dir, p + 13 + strlen(supp));
+    }
+    snprintf(lu_reader_bin, sizeof lu_reader_bin, "%s/clipdb", dir);
+    return 0;
+}
+
+/* In the child that becomes the reader: the environment for the kit's copies. */
+static inline void lu_reader_env(void) {
+    setenv("CLIPDB_MODEL", lu_reader_model, 1);
+    if (lu_reader_lsan[0]) setenv("LSAN_OPTIONS", lu_reader_lsan, 1);
+}
+
 /* Runs clipdb (env: extra "NAME=value", NULL-terminated, may be NULL); the exit code;
 ** *out (may be NULL: freed here) gets the output. When env preloads the fault shim
 ** into a sanitized clipdb, ASan must not insist on coming first in the library list. */

@@ -149,12 +149,14 @@ CDB_TEST(index_follows_deletes_and_edits) {
     CHECK_EQ_INT(lu_db_is_exact(db, 11), 0);
 }
 
-/* Runs clipdb as user nobody (when root) on a database it can only read. */
+/* Runs clipdb as user nobody (when root: the copies of lu_reader_kit, so a checkout
+** nobody cannot enter works) on a database it can only read; as this user otherwise. */
 static int run_as_reader(const char *const *args, cli_run_result *r) {
     const char *all[40] = {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-                           CLIPDB_BIN};
+                           lu_reader_bin};
     int n = getuid() == 0 ? 5 : 0;
     if (n == 0) return cli_run(args, r);
+    if (lu_reader_kit() != 0) return -1000;
     for (int i = 0; args[i] && n < 39; i++) all[n++] = args[i];
     all[n] = NULL;
     /* cli_run_in runs CLIPDB_BIN with args: run setpriv through a shell-free exec */
@@ -168,6 +170,7 @@ static int run_as_reader(const char *const *args, cli_run_result *r) {
         close(po[0]), close(pe[0]), close(po[1]), close(pe[1]);
         setenv("NO_COLOR", "1", 1);
         unsetenv("CLIPDB_DB");
+        lu_reader_env();
         execv(all[0], (char *const *)all);
         _exit(127);
     }

@@ -27,8 +27,9 @@ typedef struct su_server {
     char out[700], err[700];
 } su_server;
 
-/* Starts `clipdb serve --port 0 ARGS...` (user nobody when as_nobody and root), waits
-** for its "http://...:PORT/" line (up to 60 s). 0, or -1 with its stderr printed. */
+/* Starts `clipdb serve --port 0 ARGS...` (user nobody when as_nobody and root: the
+** copies of lu_reader_kit, so a checkout nobody cannot enter works), waits for its
+** "http://...:PORT/" line (up to 60 s). 0, or -1 with its stderr printed. */
 static inline int su_start_as(su_server *s, const char *const *args, int as_nobody) {
     const char *argv[64];
     int n = 0;
@@ -36,13 +37,15 @@ static inline int su_start_as(su_server *s, const char *const *args, int as_nobo
     memset(s, 0, sizeof *s);
     snprintf(s->out, sizeof s->out, "%s/serve-%d-%d.out", lu_tmp, (int)getpid(), seq);
     snprintf(s->err, sizeof s->err, "%s/serve-%d-%d.err", lu_tmp, (int)getpid(), seq++);
-    if (as_nobody && getuid() == 0) {
+    as_nobody = as_nobody && getuid() == 0;
+    if (as_nobody) {
+        if (lu_reader_kit() != 0) return -1;
         argv[n++] = "/usr/bin/setpriv";
         argv[n++] = "--reuid=65534";
         argv[n++] = "--regid=65534";
         argv[n++] = "--clear-groups";
     }
-    argv[n++] = CLIPDB_BIN;
+    argv[n++] = as_nobody ? lu_reader_bin : CLIPDB_BIN;
     argv[n++] = "serve";
     argv[n++] = "--port";
     argv[n++] = "0";
@@ -56,6 +59,7 @@ static inline int su_start_as(su_server *s, const char *const *args, int as_nobo
         dup2(fe, 2);
         unsetenv("CLIPDB_DB");
         unsetenv("CLIPDB_MODEL");
+        if (as_nobody) lu_reader_env();
         setenv("NO_COLOR", "1", 1);
         /* a test that fails (returns early) or dies must not leave its server running */
         prctl(PR_SET_PDEATHSIG, SIGTERM);
