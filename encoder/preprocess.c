@@ -136,6 +136,7 @@ static int crop_offset(int64_t d) {
 
 cdb_preprocess_params cdb_preprocess_params_default(void) {
     cdb_preprocess_params p;
+    memset(&p, 0, sizeof p); /* appended fields: zero is the previous behaviour */
     p.size = 224;
     p.mean[0] = 0.48145466f;
     p.mean[1] = 0.4578275f;

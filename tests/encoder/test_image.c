@@ -209,6 +209,9 @@ CDB_TEST(image_defaults) {
     CHECK(pp.mean[0] == 0.48145466f && pp.mean[1] == 0.4578275f && pp.mean[2] == 0.40821073f);
     CHECK(pp.std[0] == 0.26862954f && pp.std[1] == 0.26130258f && pp.std[2] == 0.27577711f);
     CHECK_EQ_INT(ip.max_pixels, 2 * 89478485LL); /* PIL raises above 2 x MAX_IMAGE_PIXELS */
+    /* the appended fields are zero: CLIP's transform (fuzz_image found them unset) */
+    CHECK_EQ_INT(pp.resize, CDB_RESIZE_SHORT_CROP);
+    CHECK(pp.rescale_factor == 0.0);
     CHECK_EQ_INT(ip.apply_exif, 1);
 }
 
