@@ -79,7 +79,9 @@ int main(void) {
     static char out[1 << 16];
     static const struct {
         const char *label, *mem;
-    } runs[] = {{"baseline (no bound)", "1048576"}, {"default budget", NULL}, {"1 GiB budget", "1024"}};
+    } runs[] = {{"baseline (no bound)", "1048576"},
+                {"default budget", NULL},
+                {"1 GiB budget", "1024"}};
     run_result res[3];
     snprintf(threads, sizeof threads, "%d", th && atoi(th) > 0 ? atoi(th) : 8);
     snprintf(clipdb, sizeof clipdb, "%s/clipdb", CDB_BINARY_DIR);
@@ -102,7 +104,8 @@ int main(void) {
         run_result ri;
         int irc = run_clipdb(init, out, sizeof out, &ri);
         if (irc != 0) {
-            printf("  clipdb init failed (exit %d, status %d: no bundled model?)\n", irc, ri.status);
+            printf("  clipdb init failed (exit %d, status %d: no bundled model?)\n", irc,
+                   ri.status);
             return 77;
         }
         char *argv[16] = {clipdb, "ingest", "--db", db, lib, "--threads", threads, "--json",

@@ -104,7 +104,8 @@ int cdb_cli_cmd_init(int argc, char **argv) {
             cdb_engine *e = NULL;
             if ((rc = cdb_cli_engine_open(dir, 1, 0, CLI_DEVICE_CPU, 0, &e)) != CLI_EXIT_OK)
                 goto done;
-            if (thumb != CDB_ENGINE_THUMB_DEFAULT && cdb_engine_set_thumb_size(e, (int)thumb) != CDB_OK)
+            if (thumb != CDB_ENGINE_THUMB_DEFAULT &&
+                cdb_engine_set_thumb_size(e, (int)thumb) != CDB_OK)
                 rc = cdb_cli_engine_fail(NULL);
             if (rc == CLI_EXIT_OK) rc = apply_max_pixels(e, max_px);
             cdb_engine_close(e);

@@ -223,8 +223,9 @@ cdb_status cdb_db_root_set_path(cdb_db *db, int64_t root_id, const char *new_pat
     cdb_clearerr();
     /* what the last scan said (missing, its problems) was about the old place */
     if ((rc = cdb_sql_begin(db->cat)) != CDB_OK) return rc;
-    rc = cdb_sql_prepare(db->cat, "UPDATE roots SET path=?2, dev=NULL, status=NULL, fsid=NULL, fstype=NULL,"
-                         " ino=NULL, btime_ns=NULL WHERE id=?1", &st);
+    rc = cdb_sql_prepare(db->cat,
+                         "UPDATE roots SET path=?2, dev=NULL, status=NULL, fsid=NULL,"
+                         " fstype=NULL, ino=NULL, btime_ns=NULL WHERE id=?1", &st);
     if (rc == CDB_OK) {
         sqlite3_bind_int64(st, 1, root_id);
         sqlite3_bind_blob(st, 2, new_path, (int)strlen(new_path), SQLITE_STATIC);

@@ -33,10 +33,8 @@ cdb_status cdb_db_set_max_pixels(cdb_db *db, int64_t px, int requeue, int64_t *n
     /* what the old limit refused is retried by the next run (pending with a reason:
     ** a failure to retry) */
     if (rc == CDB_OK && requeue)
-        rc = cdb_sql_prepare(db->cat,
-                             "UPDATE files SET state=1 WHERE state=3 AND error LIKE '" TOO_LARGE_TEXT
-                             "'",
-                             &st);
+        rc = cdb_sql_prepare(
+            db->cat, "UPDATE files SET state=1 WHERE state=3 AND error LIKE '" TOO_LARGE_TEXT "'", &st);
     if (rc == CDB_OK && st) rc = cdb_sql_step_done(db->cat, st, "set_max_pixels");
     if (rc == CDB_OK && st && n_requeued) *n_requeued = sqlite3_changes(db->cat);
     if (rc == CDB_OK) return cdb_sql_commit(db->cat);

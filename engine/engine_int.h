@@ -213,8 +213,9 @@ typedef struct eng_thumb {
 ** thumb_px); failing to make one is not a failure of the photo (thumb->jpeg NULL).
 ** pixels NULL: decode for the thumbnail only (no preprocessing). */
 eng_readfail cdb_eng_decode_photo(const unsigned char *buf, size_t n, int apply_exif, int decode,
-                              int64_t max_pixels, const cdb_preprocess_params *pp, float *pixels /* OUT */,
-                              int32_t *width /* OUT */, int32_t *height /* OUT */, int64_t ns[2],
+                              int64_t max_pixels, const cdb_preprocess_params *pp,
+                              float *pixels /* OUT */, int32_t *width /* OUT */,
+                              int32_t *height /* OUT */, int64_t ns[2],
                               int thumb_px, eng_thumb *thumb /* OUT, may be NULL */,
                               char *reason, size_t reason_size);
 /* Reads fd, the recorded photo f of db opened the one way (cdb_eng_open_file_id; st

@@ -83,7 +83,8 @@ typedef struct folders_ud {
 } folders_ud;
 
 static const char *status_word(const char *s) {
-    static const char *const known[] = {"ok", "missing", "empty", "unavailable", "unreadable", NULL};
+    static const char *const known[] = {"ok",          "missing",    "empty",
+                                        "unavailable", "unreadable", NULL};
     for (int i = 0; s && known[i]; i++)
         if (!strcmp(s, known[i])) return known[i];
     return s ? "unknown" : "new";

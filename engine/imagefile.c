@@ -131,9 +131,9 @@ static eng_readfail status_fail(cdb_status rc, const char *what, char *reason, s
 }
 
 eng_readfail cdb_eng_decode_photo(const unsigned char *buf, size_t n, int apply_exif, int decode,
-                              int64_t max_pixels, const cdb_preprocess_params *pp, float *pixels, int32_t *width,
-                              int32_t *height, int64_t ns[2], int thumb_px, eng_thumb *thumb,
-                              char *reason, size_t reason_size) {
+                              int64_t max_pixels, const cdb_preprocess_params *pp, float *pixels,
+                              int32_t *width, int32_t *height, int64_t ns[2], int thumb_px,
+                              eng_thumb *thumb, char *reason, size_t reason_size) {
     cdb_image *img = NULL;
     cdb_image_params ip = cdb_image_params_default();
     cdb_status rc;

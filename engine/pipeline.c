@@ -148,32 +148,23 @@ static eng_readfail decode_budgeted(pipe_ctx *c, const unsigned char *buf, size_
 }
 
 /* The bytes of a file the walker found unchanged (its stat is the row's), read the
-** one way a recorded photo is (cdb_eng_open_row), from the job's own root path (its
-** path less "/relpath"); links are followed only where the root's walks follow them. */
+** one way a recorded photo is (cdb_eng_open_row), from its root (the library's
+** record of it); links are followed only where the root's walks follow them. */
 static eng_readfail read_recorded(pipe_ctx *c, job *j, unsigned char **buf,
                                   cdb_db_file_meta *m) {
     const eng_root *r = cdb_eng_library_root(c->lib, j->root_id);
-    size_t n = strlen(j->path), k = strlen(j->relpath);
     eng_row_ref ref;
     struct stat st;
     eng_readfail rc;
-    char *root;
     int fd;
     *buf = NULL;
-    if (k && k + 1 > n) return ENG_FAIL_GONE;
-    if (!(root = strndup(j->path, k ? n - k - 1 : n))) {
-        snprintf(j->reason, sizeof j->reason, "out of memory");
-        return ENG_FAIL_TRANSIENT;
-    }
-    ref.root = root;
+    if (!r) return ENG_FAIL_GONE;
+    ref.root = r->path;
     ref.relpath = j->relpath;
-    ref.follow_symlinks = r && r->follow_symlinks;
+    ref.follow_symlinks = r->follow_symlinks;
     ref.rec = &j->meta;
-    if (cdb_eng_open_row(&ref, &fd, &st, j->reason, sizeof j->reason) != ENG_OPEN_OK) {
-        free(root);
+    if (cdb_eng_open_row(&ref, &fd, &st, j->reason, sizeof j->reason) != ENG_OPEN_OK)
         return ENG_FAIL_GONE; /* changed since the walk: the next run sees it */
-    }
-    free(root);
     rc = cdb_eng_read_photo_fd(fd, &st, 0, buf, m, j->reason, sizeof j->reason);
     close(fd);
     return rc;
