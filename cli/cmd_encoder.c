@@ -276,7 +276,7 @@ static int tokenize_all(const cdb_tok *tok, int ctx, const char *const *texts, i
             rc = cdb_cli_error_status(st, "cannot tokenize text %d", t + 1);
             break;
         }
-        if (verbose) cdb_tok_clean(texts[t], strlen(texts[t]), &clean);
+        if (verbose) cdb_tok_clean_for(tok, texts[t], strlen(texts[t]), &clean);
         if (json) {
             tokens_json(&j, tok, texts[t], clean, ids, ctx, eot, trunc, verbose);
         } else {

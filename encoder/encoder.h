@@ -1,7 +1,7 @@
 /*
 ** encoder.h: clipdb's CLIP encoder: models (safetensors, both key namings), the
-** CLIP BPE tokenizer, image decoding + PIL-exact preprocessing, and the image and
-** text towers. The module's whole public contract; everything else in encoder/ is
+** tokenizers (CLIP BPE, SentencePiece), image decoding + PIL-exact preprocessing, and
+** the image and text towers. The module's whole public contract; everything else in encoder/ is
 ** private.
 **
 ** Precision: the CPU path runs fp32 weights and activations; every embedding is
@@ -11,8 +11,8 @@
 ** functions are reentrant. A cdb_model holds weights only; encode calls on one
 ** model may run concurrently (each call owns its scratch).
 **
-** Sections are owned by different files: TOKENIZER (tokenizer.c, text_clean.c),
-** IMAGE (image.c, preprocess.c), MODEL (safetensors.c, model.c, clip.c).
+** Sections are owned by different files: TOKENIZER (tok.c, tokenizer.c, tok_spm.cc,
+** text_clean.c), IMAGE (image.c, preprocess.c), MODEL (safetensors.c, model.c, clip.c).
 */
 #ifndef CDB_ENCODER_H
 #define CDB_ENCODER_H
@@ -28,50 +28,117 @@ extern "C" {
 #endif
 
 /* ==== TOKENIZER ================================================================
-** CLIP's byte-level BPE, identical to OpenAI CLIP's simple_tokenizer (cleaning
-** included: ftfy 6.3.1's fix_text, html.unescape twice, whitespace, Python's
-** str.lower()). What is reproduced and what differs: docs/tokenizer.md. */
+** One cdb_tok, two backends chosen from the file (docs/tokenizer.md):
+** - CLIP's byte-level BPE, identical to OpenAI CLIP's simple_tokenizer (cleaning
+**   included: ftfy 6.3.1's fix_text, html.unescape twice, whitespace, Python's
+**   str.lower());
+** - SentencePiece .model files through libsentencepiece (SigLIP's spiece.model,
+**   Gemma's tokenizer.model for SigLIP2), with the text pipeline of the reference
+**   the model was released with: cleaning, start/end tokens, truncation and padding
+**   to the full context, ids identical to that reference.
+** (Hugging Face tokenizer.json files are a third backend still to come; a folder
+** that has only tokenizer.json is refused with a message saying so.) */
 
 typedef struct cdb_tok cdb_tok;
 
-/* Opens a vocabulary: a bpe_simple_vocab_16e6.txt.gz-style merges file (gzip or
-** plain; merges 1..48894 as OpenAI CLIP reads them), or a folder / vocab.json path
-** with vocab.json + merges.txt beside it (ids and special tokens from vocab.json).
-** A folder without vocab.json may hold bpe_simple_vocab_16e6.txt.gz instead.
-** Errors: CDB_NOTFOUND (no such file), CDB_CORRUPT (bad gzip or JSON, malformed
-** merge line, a byte symbol, merge result or special token missing from the
-** vocabulary), CDB_IO, CDB_NOMEM, CDB_INVALID (NULL or empty path).
-** out: owned by the caller, freed with cdb_tok_free (which accepts NULL). */
+typedef enum cdb_tok_kind {
+    CDB_TOK_KIND_CLIP_BPE = 0,
+    CDB_TOK_KIND_SENTENCEPIECE = 1,
+} cdb_tok_kind;
+
+/* The reference whose text pipeline a SentencePiece tokenizer follows. */
+typedef enum cdb_tok_pipeline {
+    /* From the file's name: spiece.model -> SIGLIP_HF, any other .model -> GEMMA_HF. */
+    CDB_TOK_PIPE_AUTO = 0,
+    /* transformers' SiglipTokenizer: lowercase, punctuation removed, whitespace
+    ** collapsed, no dummy prefix (encoded after "<unk>", which is then dropped),
+    ** </s> appended, padded with </s>. */
+    CDB_TOK_PIPE_SIGLIP_HF,
+    /* transformers' GemmaTokenizerFast as a SigLIP2 repository configures it: the text
+    ** as given (no lowercasing: the processor leaves that to the caller), <bos> /
+    ** <eos> as tokenizer_config.json says, padded with <pad>. */
+    CDB_TOK_PIPE_GEMMA_HF,
+    /* OpenCLIP's HFTokenizer(clean='canonicalize') over the model's own normalizer
+    ** (timm/ViT-*-SigLIP* hub folders, v1 and SigLIP2): ftfy + html.unescape,
+    ** '_' -> ' ', punctuation removed, lowercase, whitespace collapsed; special
+    ** tokens as the tokenizer files say. */
+    CDB_TOK_PIPE_OPENCLIP,
+} cdb_tok_pipeline;
+
+/* Opens a vocabulary, the backend picked from the path:
+** - a path ending in ".model", or a folder with spiece.model or tokenizer.model (and
+**   no CLIP files): SentencePiece. Its special tokens: add_bos_token, add_eos_token,
+**   pad/eos/bos/unk_token from tokenizer_config.json (then special_tokens_map.json)
+**   beside the file, as transformers reads them; without those files, the defaults
+**   of the pipeline's reference (docs/tokenizer.md);
+** - otherwise CLIP's BPE: a bpe_simple_vocab_16e6.txt.gz-style merges file (gzip or
+**   plain; merges 1..48894 as OpenAI CLIP reads them), or a folder / vocab.json path
+**   with vocab.json + merges.txt beside it (ids and special tokens from vocab.json).
+**   A folder without vocab.json may hold bpe_simple_vocab_16e6.txt.gz instead.
+** pipeline: ignored for CLIP's BPE. Errors: CDB_NOTFOUND (no such file, or a folder
+** with none of these files), CDB_UNSUPPORTED (a folder with only tokenizer.json),
+** CDB_CORRUPT (bad gzip, JSON or .model, a malformed merge line, a byte symbol, merge
+** result or special token missing from the vocabulary), CDB_IO, CDB_NOMEM,
+** CDB_INVALID (NULL or empty path). out: owned by the caller, freed with cdb_tok_free
+** (which accepts NULL). */
+cdb_status cdb_tok_open_pipeline(const char *path, cdb_tok_pipeline pipeline,
+                                 cdb_tok **out /* OUT */);
+/* cdb_tok_open_pipeline(path, CDB_TOK_PIPE_AUTO, out). */
 cdb_status cdb_tok_open(const char *path, cdb_tok **out /* OUT */);
 void cdb_tok_free(cdb_tok *tok);
 
+cdb_tok_kind cdb_tok_kind_of(const cdb_tok *tok);
+/* The pipeline a SentencePiece tokenizer runs (never AUTO); AUTO for CLIP's BPE. */
+cdb_tok_pipeline cdb_tok_pipeline_of(const cdb_tok *tok);
 int cdb_tok_vocab_size(const cdb_tok *tok);
-int cdb_tok_sot_id(const cdb_tok *tok); /* <|startoftext|>, 49406 in the standard vocab */
-int cdb_tok_eot_id(const cdb_tok *tok); /* <|endoftext|>, 49407 in the standard vocab */
-/* Token string (byte-level unicode form, "</w>" suffix included); NULL if out of
-** range. Borrowed: lives as long as tok. */
+/* The start token cdb_tok_tokenize puts first: <|startoftext|> (49406 in the standard
+** vocab); SentencePiece: <bos> where the pipeline adds it, else -1. */
+int cdb_tok_sot_id(const cdb_tok *tok);
+/* The end token cdb_tok_tokenize appends: <|endoftext|> (49407 in the standard
+** vocab); SentencePiece: </s> / <eos> where the pipeline adds it, else -1. */
+int cdb_tok_eot_id(const cdb_tok *tok);
+/* What fills the context after the text: 0 for CLIP (as clip.tokenize), the pad
+** token for SentencePiece (</s> for SigLIP, <pad> for Gemma). */
+int cdb_tok_pad_id(const cdb_tok *tok);
+/* Token string (CLIP: byte-level unicode form, "</w>" suffix included;
+** SentencePiece: the piece, "\u2581" for a space); NULL if out of range. Borrowed: lives
+** as long as tok. */
 const char *cdb_tok_token_str(const cdb_tok *tok, int id);
 
-/* The text cleaning step alone (ftfy-like fixes, HTML unescape twice, whitespace
+/* CLIP's text cleaning step alone (ftfy-like fixes, HTML unescape twice, whitespace
 ** collapse, strip, lowercase), for tests and `clipdb tokenize --verbose`.
 ** Invalid UTF-8 is replaced (U+FFFD per bad byte), never fatal; len bytes are read,
 ** NULs included (text may be NULL when len is 0). *out: NUL-terminated, cdb_free it.
 ** Thread-safe; linear time in practice (a 1 MB text takes well under a second). */
 cdb_status cdb_tok_clean(const char *text, size_t len, char **out /* OUT */);
 
-/* BPE ids of text without start/end tokens (special tokens written in the text,
-** in any case, give their ids). Writes at most max_ids ids (ids may be NULL when
-** max_ids is 0); *n_ids gets the full count (which may exceed max_ids). */
+/* The text as the tokenizer's reference cleans it before encoding (CLIP: as
+** cdb_tok_clean; SentencePiece: its pipeline's cleaning), for `clipdb tokenize
+** --verbose`. *out: NUL-terminated, cdb_free it. */
+cdb_status cdb_tok_clean_for(const cdb_tok *tok, const char *text, size_t len,
+                             char **out /* OUT */);
+
+/* Ids of text without start/end tokens (CLIP: special tokens written in the text, in
+** any case, give their ids; SentencePiece: never, see docs/tokenizer.md). Writes at
+** most max_ids ids (ids may be NULL when max_ids is 0); *n_ids gets the full count
+** (which may exceed max_ids). */
 cdb_status cdb_tok_encode(const cdb_tok *tok, const char *text, size_t len, int32_t *ids,
                           int max_ids, int *n_ids /* OUT */);
 
-/* What a model sees: [sot, ids..., eot] padded with 0 to context_len; when too
-** long, keeps the first context_len-2 ids then eot (as clip.tokenize(truncate=True)).
-** ids: caller-owned, context_len entries; context_len >= 2 (else CDB_INVALID).
-** *eot_index: the first position holding eot, where CLIP pools (argmax of the ids:
-** eot is the largest standard id); earlier than the appended eot only when the text
-** itself spells <|endoftext|>. *truncated: 1 when ids were dropped. Both may be NULL.
-** Only the ids that fit are BPE-encoded; the whole text is still cleaned. */
+/* What a model sees, context_len ids (context_len >= 2, else CDB_INVALID):
+** - CLIP: [sot, ids..., eot] padded with 0; when too long, keeps the first
+**   context_len-2 ids then eot (as clip.tokenize(truncate=True)). *eot_index: the
+**   first position holding eot, where CLIP pools (argmax of the ids: eot is the
+**   largest standard id); earlier than the appended eot only when the text itself
+**   spells <|endoftext|>. Only the ids that fit are BPE-encoded; the whole text is
+**   still cleaned.
+** - SentencePiece: [bos?] ids [eos?] padded with the pad id to the full length, as
+**   the model was trained (SigLIP pools at the last position); when too long, the
+**   first context_len - (bos + eos) ids are kept (transformers' truncation=True).
+**   *eot_index: the position of the appended end token (of the last id where the
+**   pipeline appends none; 0 for nothing at all).
+** ids: caller-owned, context_len entries. *truncated: 1 when ids were dropped. Both
+** may be NULL. */
 cdb_status cdb_tok_tokenize(const cdb_tok *tok, const char *text, size_t len, int context_len,
                             int32_t *ids /* OUT */, int *eot_index /* OUT */,
                             int *truncated /* OUT */);
@@ -320,7 +387,8 @@ typedef struct cdb_model_info {
 ** Errors: CDB_NOTFOUND (no such path / no weights in the folder), CDB_IO,
 ** CDB_CORRUPT (bad file or missing/misshapen tensor; the message names it),
 ** CDB_UNSUPPORTED (timm image towers, 'visual.trunk.*', other than SigLIP's; SigLIP2
-** NaFlex checkpoints; unknown dtypes or activations; a CUDA device that is not available: cdb_k_device_resolve's message,
+** NaFlex checkpoints; unknown dtypes or activations; a CUDA device that is not
+** available: cdb_k_device_resolve's message,
 ** e.g. "cuda:0 is not available: this clipdb was built without CUDA"). out: close
 ** with cdb_model_close (NULL ok).
 ** Heads come from config.json (vision_config_dict / text_config_dict first, as
@@ -338,9 +406,13 @@ typedef struct cdb_model_info {
 ** possibly sharded) and in OpenCLIP hub folders (open_clip_config.json, timm's
 ** 'visual.trunk.*' image tower and a 'text.*' tower; the image activation from the
 ** timm model's name, the text one from text_cfg.act_kwargs, eps from norm_kwargs
-** (timm: 1e-6)); their preprocessing squashes to size x size. A SigLIP model gets no
-** tokenizer unless p->tokenizer_path names one (SentencePiece is not supported yet):
-** its image tower works, text must come as ids.
+** (timm: 1e-6)); their preprocessing squashes to size x size. A SigLIP model's
+** tokenizer: p->tokenizer_path, else the folder's spiece.model / tokenizer.model, with
+** the pipeline of its layout's reference (CDB_TOK_PIPE_SIGLIP_HF / _GEMMA_HF for a
+** Hugging Face folder, CDB_TOK_PIPE_OPENCLIP for a hub folder; docs/tokenizer.md);
+** never CLIP's BPE. A folder with neither (tokenizer.json only, a loader this build
+** lacks) opens without a tokenizer: its image tower works, text must come as ids. A
+** SentencePiece vocabulary larger than the text embedding is CDB_CORRUPT.
 ** p->inspect_only: validate and describe without loading the weights (above). */
 cdb_status cdb_model_open(const char *path, const cdb_model_params *p, cdb_model **out /* OUT */);
 void cdb_model_close(cdb_model *m);
@@ -351,7 +423,7 @@ const cdb_tok *cdb_model_tokenizer(const cdb_model *m);
 
 /* Text embeddings. out: caller-owned n*embed_dim floats. normalize: 1 for
 ** L2-normalized (fp32), 0 for raw. CDB_UNSUPPORTED when the model has no tokenizer
-** (a SigLIP model's, SentencePiece, is not supported yet: cdb_encode_tokens takes ids).
+** (e.g. a SigLIP folder with only tokenizer.json: cdb_encode_tokens takes ids).
 ** All encode calls: CDB_INVALID when the tower is not loaded or an argument is bad;
 ** n == 0 is a no-op; a non-finite result gives CDB_ERROR (never returned as data).
 ** On the CPU, each input's row has the same bits whatever n, its position among the
@@ -363,8 +435,7 @@ cdb_status cdb_encode_texts(cdb_model *m, const char *const *texts, int n, int n
 ** first end token (the tokenizer's, else vocab_size - 1), argmax when none, as OpenAI
 ** CLIP; SigLIP at the last position (ids padded to context_length, as the model was
 ** trained: its tokenizer's job); every id must lie in [0, vocab_size) (CDB_INVALID
-** otherwise). The entry point for models clipdb has no tokenizer for (SigLIP's
-** SentencePiece vocabularies, for now). */
+** otherwise). The entry point for models clipdb has no tokenizer for. */
 cdb_status cdb_encode_tokens(cdb_model *m, const int32_t *ids, int n, int normalize,
                              float *out /* OUT */);
 /* Image embeddings from preprocessed pixels (n * 3 * size * size, CHW). */

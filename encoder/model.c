@@ -1384,6 +1384,57 @@ static void read_logit_params(cdb_model *m) {
     m->info.has_logit_bias = read_scalar(m, "logit_bias", &m->info.logit_bias);
 }
 
+/* SigLIP's tokenizer: p->tokenizer_path, else the folder's spiece.model (SigLIP) or
+** tokenizer.model (Gemma, SigLIP2), through the pipeline of the layout's reference:
+** transformers' for a Hugging Face folder, OpenCLIP's HFTokenizer(clean=
+** 'canonicalize') for a timm hub folder (docs/tokenizer.md). A folder without one
+** (tokenizer.json only: a loader this clipdb lacks) opens with text as ids. Never
+** CLIP's BPE: its ids would be meaningless to a SigLIP text tower. */
+static cdb_status open_siglip_tokenizer(load_ctx *c, const cdb_model_params *p) {
+    cdb_model *m = c->m;
+    const char *src = p->tokenizer_path ? p->tokenizer_path : c->dir;
+    cdb_tok_pipeline pipe = c->nm == NAMING_OC_SIGLIP ? CDB_TOK_PIPE_OPENCLIP : CDB_TOK_PIPE_AUTO;
+    cdb_status rc;
+    m->tok = NULL;
+    if (c->oc_cfg) {
+        json_t *clean = jget(oc_tower_cfg(c, 0), "tokenizer_kwargs", "clean", NULL);
+        if (clean && (!json_is_string(clean) ||
+                      strcmp(json_string_value(clean), "canonicalize") != 0)) {
+            CDB_LOG_INFO("model %s: open_clip_config.json asks for a text cleaning other than "
+                         "'canonicalize', which clipdb does not reproduce; text must be given "
+                         "as token ids", m->name);
+            return CDB_OK;
+        }
+    }
+    if (!src) {
+        CDB_LOG_INFO("model %s: a single file has no SigLIP tokenizer beside it; text must be "
+                     "given as token ids (or name the tokenizer)", m->name);
+        return CDB_OK;
+    }
+    rc = cdb_tok_open_pipeline(src, pipe, &m->tok);
+    if (rc != CDB_OK) {
+        if (p->tokenizer_path || (rc != CDB_NOTFOUND && rc != CDB_UNSUPPORTED)) return rc;
+        CDB_LOG_INFO("model %s: no SigLIP tokenizer (%s); text must be given as token ids",
+                     m->name, cdb_errmsg());
+        cdb_clearerr();
+        return CDB_OK;
+    }
+    if (cdb_tok_kind_of(m->tok) != CDB_TOK_KIND_SENTENCEPIECE) {
+        cdb_tok_free(m->tok);
+        m->tok = NULL;
+        return cdb_seterr(CDB_INVALID, "model %s: %s is a CLIP vocabulary; a SigLIP text "
+                          "tower needs its SentencePiece tokenizer", m->name, src);
+    }
+    if (cdb_tok_vocab_size(m->tok) > m->info.vocab_size) {
+        int n = cdb_tok_vocab_size(m->tok);
+        cdb_tok_free(m->tok);
+        m->tok = NULL;
+        return cdb_seterr(CDB_CORRUPT, "model %s: the tokenizer in %s has %d tokens, the "
+                          "model's embedding %d", m->name, src, n, m->info.vocab_size);
+    }
+    return CDB_OK;
+}
+
 static cdb_status open_tokenizer(load_ctx *c, const cdb_model_params *p) {
     cdb_model *m = c->m;
     char path[4096];
@@ -1391,13 +1442,7 @@ static cdb_status open_tokenizer(load_ctx *c, const cdb_model_params *p) {
     const char *env = getenv("CLIPDB_VOCAB");
     const char *explicit_path = NULL;
     cdb_status rc;
-    if (!p->tokenizer_path && c->siglip) {
-        /* never CLIP's BPE for a SigLIP text tower (its ids would be meaningless) */
-        CDB_LOG_INFO("model %s: SigLIP's tokenizer (SentencePiece / tokenizer.json) is not "
-                     "supported yet; text must be given as token ids", m->name);
-        m->tok = NULL;
-        return CDB_OK;
-    }
+    if (c->siglip) return open_siglip_tokenizer(c, p);
     if (p->tokenizer_path) {
         explicit_path = p->tokenizer_path;
     } else if (c->dir) {
@@ -1439,7 +1484,8 @@ static cdb_status open_tokenizer(load_ctx *c, const cdb_model_params *p) {
     if (cdb_tok_vocab_size(m->tok) > m->info.vocab_size)
         CDB_LOG_WARN("model %s: tokenizer has %d tokens, the model's embedding %d",
                      m->name, cdb_tok_vocab_size(m->tok), m->info.vocab_size);
-    if (cdb_tok_eot_id(m->tok) < m->info.vocab_size) m->eot_id = cdb_tok_eot_id(m->tok);
+    if (cdb_tok_eot_id(m->tok) >= 0 && cdb_tok_eot_id(m->tok) < m->info.vocab_size)
+        m->eot_id = cdb_tok_eot_id(m->tok);
     return CDB_OK;
 }
 
@@ -1683,9 +1729,9 @@ cdb_status cdb_encode_texts(cdb_model *m, const char *const *texts, int n, int n
     if (!m || (!texts && n) || n < 0) return cdb_seterr(CDB_INVALID, "encode_texts: bad arguments");
     if (!m->info.has_text) return cdb_seterr(CDB_INVALID, "model %s: text tower not loaded", m->name);
     if (!m->tok && m->siglip)
-        return cdb_seterr(CDB_UNSUPPORTED, "model %s: no tokenizer yet: SigLIP's SentencePiece "
-                          "tokenizer is not supported by this clipdb (its image tower works; "
-                          "text must be given as token ids)", m->name);
+        return cdb_seterr(CDB_UNSUPPORTED, "model %s: no SigLIP tokenizer (its folder needs "
+                          "spiece.model or tokenizer.model; tokenizer.json alone is not read "
+                          "by this clipdb): text must be given as token ids", m->name);
     if (!m->tok)
         return cdb_seterr(CDB_UNSUPPORTED, "model %s: no tokenizer (set CLIPDB_VOCAB or the "
                           "tokenizer path)", m->name);

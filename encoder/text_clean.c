@@ -1168,32 +1168,86 @@ static void strip_py(u32v *t) {
     t->n = b - a;
 }
 
-cdb_status cdb_tok_clean32(const char *text, size_t len, uint32_t **out, size_t *n_out) {
-    u32v t = {0}, o = {0};
-    cdb_status rc = CDB_OK;
-    if (!out || !n_out || (!text && len)) return cdb_seterr(CDB_INVALID, "cdb_tok_clean: NULL argument");
-    *out = NULL;
-    *n_out = 0;
-    decode_lossy(text, len, &t);
-    ftfy_fix_text(&t);
-    py_html_unescape(&t, &o);
-    py_html_unescape(&o, &t);
-    strip_py(&t);
-    // regex.sub(r'\s+', ' ', text)
+/* Replaces each run of characters matching is_sp with one ' ' (regex.sub(r'\s+', ' ')
+** or, with py_isspace, the same for `re` and " ".join(text.split()) before a strip). */
+static void collapse_space(u32v *t, int (*is_sp)(uint32_t)) {
     size_t w = 0;
     int in_space = 0;
-    for (size_t i = 0; i < t.n; i++) {
-        if (cdb_tok_is_space(t.p[i])) {
-            if (!in_space) t.p[w++] = ' ';
+    for (size_t i = 0; i < t->n; i++) {
+        if (is_sp(t->p[i])) {
+            if (!in_space) t->p[w++] = ' ';
             in_space = 1;
         } else {
-            t.p[w++] = t.p[i];
+            t->p[w++] = t->p[i];
             in_space = 0;
         }
     }
-    t.n = w;
-    strip_py(&t);
-    py_lower(&t);
+    t->n = w;
+}
+
+/* text.translate(str.maketrans("", "", string.punctuation)): ASCII punctuation only. */
+static void remove_punctuation(u32v *t) {
+    size_t w = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        uint32_t c = t->p[i];
+        if (!(c < 0x80 && c > 0x20 && c != 0x7F && !is_azAZ(c) && !(c >= '0' && c <= '9')))
+            t->p[w++] = c;
+    }
+    t->n = w;
+}
+
+/* OpenCLIP's basic_clean: ftfy.fix_text, html.unescape twice, strip. */
+static void basic_clean(u32v *t, u32v *tmp) {
+    ftfy_fix_text(t);
+    py_html_unescape(t, tmp);
+    py_html_unescape(tmp, t);
+    strip_py(t);
+}
+
+/* The SIGLIP_HF steps of tok_int.h, in transformers' order. */
+static void siglip_hf_clean(u32v *t, u32v *tmp) {
+    tmp->n = 0;
+    if (v_reserve(tmp, t->n + 1)) return;
+    v_push(tmp, 0x2581);
+    for (size_t i = 0; i < t->n; i++) v_push(tmp, t->p[i] == 0x2581 ? ' ' : t->p[i]);
+    v_move(t, tmp);
+    py_lower(t);
+    remove_punctuation(t);
+    collapse_space(t, py_isspace);
+    strip_py(t);
+}
+
+cdb_status cdb_tok_clean32_mode(const char *text, size_t len, cdb_tok_clean_mode mode,
+                                uint32_t **out, size_t *n_out) {
+    u32v t = {0}, o = {0};
+    cdb_status rc = CDB_OK;
+    if (!out || !n_out || (!text && len))
+        return cdb_seterr(CDB_INVALID, "cdb_tok_clean: NULL argument");
+    *out = NULL;
+    *n_out = 0;
+    decode_lossy(text, len, &t);
+    switch (mode) {
+    case CDB_TOK_CLEAN_CLIP:
+        basic_clean(&t, &o);
+        collapse_space(&t, cdb_tok_is_space);
+        strip_py(&t);
+        py_lower(&t);
+        break;
+    case CDB_TOK_CLEAN_CANONICALIZE:
+        basic_clean(&t, &o);
+        for (size_t i = 0; i < t.n; i++)
+            if (t.p[i] == '_') t.p[i] = ' ';
+        remove_punctuation(&t);
+        py_lower(&t);
+        collapse_space(&t, py_isspace);
+        strip_py(&t);
+        break;
+    case CDB_TOK_CLEAN_SIGLIP_HF:
+        siglip_hf_clean(&t, &o);
+        break;
+    case CDB_TOK_CLEAN_NONE:
+        break;
+    }
     if (t.oom || o.oom || v_reserve(&t, 1)) {
         rc = cdb_seterr(CDB_NOMEM, "cdb_tok_clean: out of memory (%zu bytes of text)", len);
         goto done;
@@ -1205,6 +1259,10 @@ done:
     v_free(&t);
     v_free(&o);
     return rc;
+}
+
+cdb_status cdb_tok_clean32(const char *text, size_t len, uint32_t **out, size_t *n_out) {
+    return cdb_tok_clean32_mode(text, len, CDB_TOK_CLEAN_CLIP, out, n_out);
 }
 
 cdb_status cdb_tok_clean(const char *text, size_t len, char **out) {

@@ -16,7 +16,7 @@
 ** reference's "merge every occurrence of the best pair" loop does, in about
 ** O(n log n) per word instead of the reference's quadratic time.
 **
-** A cdb_tok is immutable after cdb_tok_open (no per-word cache), so threads may
+** A cdb_tok_bpe is immutable after cdb_tok_bpe_open (no per-word cache), so threads may
 ** share it without locks.
 */
 #include <errno.h>
@@ -28,7 +28,6 @@
 #include <jansson.h>
 #include <zlib.h>
 
-#include "encoder/encoder.h"
 #include "encoder/tok_int.h"
 
 /* merges[1:49152-256-2+1]: OpenAI's and Hugging Face's CLIP both stop here. */
@@ -36,7 +35,7 @@
 #define TOK_SOT "<|startoftext|>"
 #define TOK_EOT "<|endoftext|>"
 
-struct cdb_tok {
+struct cdb_tok_bpe {
     int n_vocab;
     char **str;        /* id -> token string (NULL for holes in a vocab.json) */
     char *arena;       /* storage of the strings */
@@ -82,7 +81,7 @@ static void bytes_to_unicode(uint32_t cp_of[256], int order[256]) {
     }
 }
 
-static int tok_lookup(const cdb_tok *t, const char *s, size_t n) {
+static int tok_lookup(const cdb_tok_bpe *t, const char *s, size_t n) {
     uint64_t full = fnv1a(s, n);
     size_t mask = t->hcap - 1, h = (size_t)full & mask;
     for (;;) {
@@ -98,7 +97,7 @@ static int tok_lookup(const cdb_tok *t, const char *s, size_t n) {
 
 /* Inserts id for its string; a later id with the same string wins, as in
 ** Python's dict(zip(vocab, range(len(vocab)))). */
-static void tok_insert(cdb_tok *t, int id) {
+static void tok_insert(cdb_tok_bpe *t, int id) {
     const char *s = t->str[id];
     size_t n = strlen(s), mask = t->hcap - 1;
     uint64_t full = fnv1a(s, n);
@@ -114,7 +113,7 @@ static void tok_insert(cdb_tok *t, int id) {
     }
 }
 
-static char *arena_add(cdb_tok *t, const char *s, size_t n) {
+static char *arena_add(cdb_tok_bpe *t, const char *s, size_t n) {
     if (t->arena_used + n + 1 > t->arena_cap) return NULL; // sized up front
     char *d = t->arena + t->arena_used;
     memcpy(d, s, n);
@@ -123,7 +122,7 @@ static char *arena_add(cdb_tok *t, const char *s, size_t n) {
     return d;
 }
 
-static void merge_insert(cdb_tok *t, int a, int b, int rank, int res) {
+static void merge_insert(cdb_tok_bpe *t, int a, int b, int rank, int res) {
     uint64_t key = (((uint64_t)(uint32_t)a << 32) | (uint32_t)b) + 1;
     size_t mask = t->mcap - 1, h = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 20) & mask;
     for (;;) {
@@ -138,7 +137,7 @@ static void merge_insert(cdb_tok *t, int a, int b, int rank, int res) {
 }
 
 /* Rank and result of merging ids (a, b); 0 when there is no such merge. */
-static int merge_find(const cdb_tok *t, int a, int b, int32_t *rank, int32_t *res) {
+static int merge_find(const cdb_tok_bpe *t, int a, int b, int32_t *rank, int32_t *res) {
     uint64_t key = (((uint64_t)(uint32_t)a << 32) | (uint32_t)b) + 1;
     size_t mask = t->mcap - 1, h = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 20) & mask;
     for (;;) {
@@ -153,7 +152,7 @@ static int merge_find(const cdb_tok *t, int a, int b, int32_t *rank, int32_t *re
     }
 }
 
-void cdb_tok_free(cdb_tok *t) {
+void cdb_tok_bpe_free(cdb_tok_bpe *t) {
     if (!t) return;
     cdb_free(t->str);
     cdb_free(t->arena);
@@ -277,7 +276,7 @@ static cdb_status parse_merges(char *buf, size_t n, const char *path, int skip_f
     return CDB_OK;
 }
 
-static cdb_status tok_alloc(cdb_tok *t, int n_vocab, size_t arena_bytes, int n_merges) {
+static cdb_status tok_alloc(cdb_tok_bpe *t, int n_vocab, size_t arena_bytes, int n_merges) {
     t->n_vocab = n_vocab;
     t->str = cdb_calloc((size_t)n_vocab, sizeof *t->str);
     t->arena_cap = arena_bytes;
@@ -296,7 +295,7 @@ static cdb_status tok_alloc(cdb_tok *t, int n_vocab, size_t arena_bytes, int n_m
 
 /* Byte symbols (with and without "</w>"), merges, special tokens: ids by string
 ** lookup, so both layouts share this. Every symbol BPE can produce must exist. */
-static cdb_status tok_link(cdb_tok *t, const merge_line *m, int nm, const char *path) {
+static cdb_status tok_link(cdb_tok_bpe *t, const merge_line *m, int nm, const char *path) {
     uint32_t cp_of[256];
     int order[256];
     char sym[16];
@@ -349,7 +348,7 @@ static cdb_status tok_link(cdb_tok *t, const merge_line *m, int nm, const char *
 }
 
 /* OpenAI layout: the vocabulary is implied by the merges. */
-static cdb_status open_bpe_file(const char *path, cdb_tok *t) {
+static cdb_status open_bpe_file(const char *path, cdb_tok_bpe *t) {
     char *buf = NULL;
     size_t n = 0;
     merge_line *m = NULL;
@@ -393,7 +392,7 @@ done:
 }
 
 /* Hugging Face layout: vocab.json (token -> id) + merges.txt. */
-static cdb_status open_hf(const char *vocab_path, const char *merges_path, cdb_tok *t) {
+static cdb_status open_hf(const char *vocab_path, const char *merges_path, cdb_tok_bpe *t) {
     char *mbuf = NULL;
     size_t mn = 0;
     merge_line *m = NULL;
@@ -455,9 +454,9 @@ static int file_exists(const char *p) {
     return stat(p, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-cdb_status cdb_tok_open(const char *path, cdb_tok **out) {
+cdb_status cdb_tok_bpe_open(const char *path, cdb_tok_bpe **out) {
     cdb_status rc;
-    cdb_tok *t = NULL;
+    cdb_tok_bpe *t = NULL;
     char *a = NULL, *b = NULL;
     struct stat st;
     if (!out) return cdb_seterr(CDB_INVALID, "cdb_tok_open: out is NULL");
@@ -495,15 +494,15 @@ cdb_status cdb_tok_open(const char *path, cdb_tok **out) {
 done:
     cdb_free(a);
     cdb_free(b);
-    if (rc != CDB_OK) cdb_tok_free(t);
+    if (rc != CDB_OK) cdb_tok_bpe_free(t);
     else *out = t;
     return rc;
 }
 
-int cdb_tok_vocab_size(const cdb_tok *t) { return t ? t->n_vocab : 0; }
-int cdb_tok_sot_id(const cdb_tok *t) { return t ? t->sot : -1; }
-int cdb_tok_eot_id(const cdb_tok *t) { return t ? t->eot : -1; }
-const char *cdb_tok_token_str(const cdb_tok *t, int id) {
+int cdb_tok_bpe_vocab_size(const cdb_tok_bpe *t) { return t ? t->n_vocab : 0; }
+int cdb_tok_bpe_sot_id(const cdb_tok_bpe *t) { return t ? t->sot : -1; }
+int cdb_tok_bpe_eot_id(const cdb_tok_bpe *t) { return t ? t->eot : -1; }
+const char *cdb_tok_bpe_token_str(const cdb_tok_bpe *t, int id) {
     return t && id >= 0 && id < t->n_vocab ? t->str[id] : NULL;
 }
 
@@ -580,7 +579,7 @@ static int32_t heap_pop(bpe_ws *w) {
 }
 
 /* Records the pair that starts at symbol p, if it has a merge. */
-static int note_pair(const cdb_tok *t, bpe_ws *w, int32_t p) {
+static int note_pair(const cdb_tok_bpe *t, bpe_ws *w, int32_t p) {
     int32_t q = w->next[p], rank, res;
     if (q < 0 || !merge_find(t, w->id[p], w->id[q], &rank, &res)) return 0;
     size_t mask = w->n_slot - 1, h = ((uint32_t)rank * 2654435761u) & mask;
@@ -613,7 +612,7 @@ static int cmp_i32(const void *a, const void *b) {
 }
 
 /* BPE of one pre-token (its UTF-8 bytes); appends the ids (counting past max_ids). */
-static int bpe_word(const cdb_tok *t, bpe_ws *w, const uint8_t *bytes, size_t n,
+static int bpe_word(const cdb_tok_bpe *t, bpe_ws *w, const uint8_t *bytes, size_t n,
                     int32_t *ids, int max_ids, int *count) {
     // Distinct ranks <= pairs ever formed <= 2n; keep the rank hash at most half full.
     size_t slots = 16;
@@ -704,7 +703,7 @@ static size_t match_lit(const uint32_t *s, size_t n, size_t i, const char *lit) 
 }
 
 /* Encodes; stops early (count > max_ids known) when full == 0. */
-static cdb_status encode_impl(const cdb_tok *t, const char *text, size_t len, int32_t *ids,
+static cdb_status encode_impl(const cdb_tok_bpe *t, const char *text, size_t len, int32_t *ids,
                               int max_ids, int full, int *n_ids) {
     static const char *const contractions[] = {"'s", "'t", "'re", "'ve", "'m", "'ll", "'d"};
     uint32_t *s = NULL;
@@ -774,7 +773,7 @@ done:
     return rc;
 }
 
-cdb_status cdb_tok_encode(const cdb_tok *t, const char *text, size_t len, int32_t *ids,
+cdb_status cdb_tok_bpe_encode(const cdb_tok_bpe *t, const char *text, size_t len, int32_t *ids,
                           int max_ids, int *n_ids) {
     if (!t || !n_ids || (!text && len) || max_ids < 0 || (max_ids > 0 && !ids))
         return cdb_seterr(CDB_INVALID, "cdb_tok_encode: invalid argument");
@@ -782,7 +781,7 @@ cdb_status cdb_tok_encode(const cdb_tok *t, const char *text, size_t len, int32_
     return encode_impl(t, text ? text : "", len, ids, max_ids, 1, n_ids);
 }
 
-cdb_status cdb_tok_tokenize(const cdb_tok *t, const char *text, size_t len, int context_len,
+cdb_status cdb_tok_bpe_tokenize(const cdb_tok_bpe *t, const char *text, size_t len, int context_len,
                             int32_t *ids, int *eot_index, int *truncated) {
     int n = 0, keep = context_len - 2;
     cdb_status rc;

@@ -73,12 +73,10 @@ static const cdb_engine_hub_model g_known[] = {
     {"ViT-B-32", "openai/clip-vit-base-patch32", "605 MB", "0.6 GB", "59.4", NULL},
     {"ViT-B-16", "openai/clip-vit-base-patch16", "599 MB", "0.6 GB", "-", NULL},
     {"ViT-L-14", "openai/clip-vit-large-patch14", "1.7 GB", "1.7 GB", "-", NULL},
-    {"ViT-B-32-SigLIP2-256", "google/siglip2-base-patch32-256", "1.5 GB", "1.5 GB", "73.2",
-     "a Gemma tokenizer for text"},
-    {"ViT-B-16-SigLIP2", "google/siglip2-base-patch16-224", "1.5 GB", "1.5 GB", "75.2",
-     "a Gemma tokenizer for text"},
+    {"ViT-B-32-SigLIP2-256", "google/siglip2-base-patch32-256", "1.5 GB", "1.5 GB", "73.2", NULL},
+    {"ViT-B-16-SigLIP2", "google/siglip2-base-patch16-224", "1.5 GB", "1.5 GB", "75.2", NULL},
     {"ViT-SO400M-16-SigLIP2-384", "google/siglip2-so400m-patch16-384", "4.5 GB", "4.5 GB", "-",
-     "a Gemma tokenizer for text"},
+     NULL},
 };
 
 const cdb_engine_hub_model *cdb_engine_hub_known(int *n_out) {

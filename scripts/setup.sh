@@ -55,6 +55,10 @@ PACKAGES=(
   liblapack-dev libstb-dev libutf8proc-dev zlib1g-dev libjansson-dev libxxhash-dev
   libjpeg62-turbo-dev libdeflate-dev libwebp-dev libtiff-dev libheif-dev libraw-dev libmicrohttpd-dev
   libcurl4-openssl-dev libssl-dev
+  # SentencePiece (encoder/tok_spm.cc) for SigLIP / Gemma vocabularies; its trainer
+  # (spm_train) and Python binding (+ protobuf, to edit a model as transformers does)
+  # make the vocabularies and the oracle of test_tok_spm.
+  libsentencepiece-dev sentencepiece python3-sentencepiece python3-protobuf
 )
 
 # `test` also runs the sanitizer and fuzzing stages: clang, libFuzzer and the

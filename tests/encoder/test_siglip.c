@@ -4,9 +4,9 @@
 ** tests/golden/README.md), in both layouts: Hugging Face (config.json +
 ** preprocessor_config.json, F32 weights in two shards) and an OpenCLIP hub folder
 ** (open_clip_config.json, timm 'visual.trunk.*' + 'text.*', F16). Token ids go in
-** directly (cdb_encode_tokens): clipdb has no SentencePiece tokenizer yet, and such a
-** folder still opens (the text entry point says so). Also: PIL's squash resize,
-** byte-exact, and the NaFlex refusal.
+** directly (cdb_encode_tokens): the fixture folders carry no tokenizer, and such a
+** folder still opens (the text entry point says so; test_tok_spm adds a vocabulary).
+** Also: PIL's squash resize, byte-exact, and the NaFlex refusal.
 */
 #include "encoder/encoder.h"
 
@@ -84,13 +84,14 @@ static void run_fixture(cdb_test_ctx *cdb_t_, const fixture *fx) {
     CHECK_EQ_INT((int)in->preprocess.interp, (int)fx->interp);
     CHECK(in->preprocess.rescale_factor == fx->rescale);
     CHECK(in->preprocess.mean[0] == 0.5f && in->preprocess.std[2] == 0.5f);
-    /* no tokenizer yet: the folder opens, text as ids only */
+    /* the fixture folders carry no tokenizer file: they open, text as ids only (with a
+    ** .model beside them, text works: test_tok_spm) */
     CHECK(cdb_model_tokenizer(m) == NULL);
     {
         const char *texts[1] = {"a photo of a cat"};
         float v[E];
         CHECK_EQ_INT(cdb_encode_texts(m, texts, 1, 1, v), CDB_UNSUPPORTED);
-        CHECK_MSG(strstr(cdb_errmsg(), "no tokenizer yet") != NULL, "%s", cdb_errmsg());
+        CHECK_MSG(strstr(cdb_errmsg(), "no SigLIP tokenizer") != NULL, "%s", cdb_errmsg());
     }
 
     tok = read_all(GOLD "/siglip_tokens.i32", &n_tok);
