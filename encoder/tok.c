@@ -102,7 +102,9 @@ static cdb_status spm_specials_setup(cdb_tok *t, const char *path, int gemma) {
     const char *slash = strrchr(path, '/');
     int found = 0;
     cdb_status rc;
-    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == path) snprintf(dir, sizeof dir, "/");
+    else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
     snprintf(sp.bos, sizeof sp.bos, "%s", gemma ? "<bos>" : "<s>");
     snprintf(sp.eos, sizeof sp.eos, "%s", gemma ? "<eos>" : "</s>");
     snprintf(sp.pad, sizeof sp.pad, "%s", gemma ? "<pad>" : "</s>");
