@@ -243,6 +243,46 @@ void cdb_image_free(cdb_image *img); /* NULL is fine */
 ** Static string. */
 const char *cdb_image_formats(int detail);
 
+/* ---- photo metadata (image_meta.c; docs/images.md "Metadata") ---------------------
+** What users search photos by besides content, read from the file's bytes (no pixel
+** decode): EXIF in a JPEG APP1, a PNG eXIf chunk, a WebP EXIF chunk and a HEIC/AVIF
+** Exif item (libexif); TIFF's own IFDs (libtiff: a TIFF's IFDs may lie anywhere in
+** the file, past the 64 KiB that libexif reads); camera RAW (libraw); XMP packets
+** (JPEG, PNG iTXt, WebP, HEIF) for the capture time when EXIF has none. */
+typedef enum cdb_taken_source {
+    CDB_TAKEN_NONE = 0,
+    CDB_TAKEN_ORIGINAL = 1,  /* EXIF DateTimeOriginal (+ OffsetTimeOriginal, SubSecTimeOriginal) */
+    CDB_TAKEN_CREATED = 2,   /* EXIF CreateDate, a.k.a. DateTimeDigitized (+ its offset/subsec) */
+    CDB_TAKEN_XMP = 3,       /* XMP exif:DateTimeOriginal, then xmp:CreateDate,
+                                photoshop:DateCreated */
+    CDB_TAKEN_RAW = 4        /* libraw's capture timestamp (camera RAW) */
+} cdb_taken_source;
+
+typedef struct cdb_photo_meta {
+    cdb_taken_source taken_source; /* CDB_TAKEN_NONE: no valid capture time */
+    int64_t taken_ms;   /* the camera's wall-clock date and time, as milliseconds since
+                           1970-01-01T00:00:00 of that same wall clock (no zone applied) */
+    int has_offset;     /* the time's UTC offset is known: UTC = taken_ms - offset_min * 60000 */
+    int offset_min;     /* -840..840 */
+    char make[64], model[64], lens[96]; /* UTF-8 (Latin-1 bytes converted), trimmed; "" when
+                           absent; a longer value is cut at a character boundary */
+    int has_gps;        /* lat, lon: degrees, north and east positive, validated ranges */
+    double lat, lon;
+    int has_alt;        /* alt: metres above sea level (negative below) */
+    double alt;
+} cdb_photo_meta;
+
+/* Fills *out from buf (n bytes of an image file; the format sniffed as
+** cdb_image_decode does). Metadata is best effort and never an error: a file with
+** none, or with broken metadata (truncated or looping IFDs, huge counts, offsets out
+** of the buffer, zero denominators, dates like "0000:00:00 00:00:00"), gives the fields
+** it could validate and zeroes for the rest. CDB_INVALID only for NULL arguments. */
+cdb_status cdb_photo_meta_read(const void *buf, size_t n, cdb_photo_meta *out /* OUT */);
+/* The capture time as ISO 8601: "2024-05-01T12:34:56", ".789" when it has milliseconds,
+** "+02:00" / "Z" when the offset is known; "" when there is none. buf: >= 32 bytes.
+** Returns buf. */
+char *cdb_photo_meta_taken_iso(const cdb_photo_meta *m, char *buf /* OUT */, size_t cap);
+
 typedef enum cdb_resize_mode {
     CDB_RESIZE_SHORT_CROP = 0, /* short side to size (long side truncated), center crop (CLIP) */
     CDB_RESIZE_SQUASH = 1      /* both sides to size, aspect ratio not kept, no crop (SigLIP:

@@ -64,7 +64,7 @@ static img_fmt sniff_bmff(const uint8_t *b, size_t n) {
     return FMT_UNKNOWN;
 }
 
-static img_fmt sniff(const uint8_t *b, size_t n) {
+img_fmt cdb_img_sniff(const uint8_t *b, size_t n) {
     if (n >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF) return FMT_JPEG;
     if (n >= 8 && !memcmp(b, "\x89PNG\r\n\x1a\n", 8)) return FMT_PNG;
     if (n >= 6 && (!memcmp(b, "GIF87a", 6) || !memcmp(b, "GIF89a", 6))) return FMT_GIF;
@@ -232,7 +232,7 @@ cdb_status cdb_image_probe(const void *buf, size_t n, int *width /* OUT */, int 
     img_fmt f;
     if (!buf || !width || !height) return cdb_seterr(CDB_INVALID, "image_probe: NULL argument");
     if ((rc = check_buffer(buf, n)) != CDB_OK) return rc;
-    f = sniff(b, n);
+    f = cdb_img_sniff(b, n);
     switch (f) {
     case FMT_UNKNOWN: return unknown_format();
     case FMT_JPEG: {
@@ -290,7 +290,7 @@ cdb_status cdb_image_decode(const void *buf, size_t n, const cdb_image_params *p
     o.fast = prm.decode == CDB_DECODE_FAST;
     o.target_size = prm.target_size ? prm.target_size : 224;
 
-    f = sniff(b, n);
+    f = cdb_img_sniff(b, n);
     switch (f) {
     case FMT_UNKNOWN: return unknown_format();
     case FMT_JPEG: rc = cdb_img_jpeg_decode(b, n, &o, out); break;

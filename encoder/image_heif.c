@@ -147,7 +147,63 @@ done:
     return CDB_OK;
 }
 
+/* A metadata item's bytes (at most 16 MiB), cdb_malloc'd; NULL when unreadable. */
+static uint8_t *heif_item(const struct heif_image_handle *hd, heif_item_id id, size_t *len) {
+    size_t k = heif_image_handle_get_metadata_size(hd, id);
+    uint8_t *d;
+    if (k == 0 || k > ((size_t)16 << 20) || !(d = cdb_malloc(k))) return NULL;
+    if (heif_image_handle_get_metadata(hd, id, d).code != heif_error_Ok) {
+        cdb_free(d);
+        return NULL;
+    }
+    *len = k;
+    return d;
+}
+
+/* The Exif item: ISO/IEC 23008-12 A.2.1 puts a 4-byte offset to the TIFF header first. */
+static void heif_exif(const struct heif_image_handle *hd, uint8_t **exif, size_t *exif_len) {
+    heif_item_id id;
+    size_t k = 0;
+    uint8_t *d;
+    uint32_t off;
+    if (heif_image_handle_get_list_of_metadata_block_IDs(hd, "Exif", &id, 1) != 1) return;
+    if (!(d = heif_item(hd, id, &k))) return;
+    off = k >= 4 ? cdb_img_be32(d) : UINT32_MAX;
+    if (off > k - 4) {
+        cdb_free(d);
+        return;
+    }
+    memmove(d, d + 4 + off, k - 4 - off);
+    *exif = d, *exif_len = k - 4 - off;
+}
+
+void cdb_img_heif_meta_blocks(const uint8_t *b, size_t n, uint8_t **exif, size_t *exif_len,
+                              uint8_t **xmp, size_t *xmp_len) {
+    struct heif_context *ctx = NULL;
+    struct heif_image_handle *hd = NULL;
+    heif_item_id id;
+    const char *type;
+    *exif = *xmp = NULL;
+    *exif_len = *xmp_len = 0;
+    if (open_ctx(b, n, "HEIF", &ctx, &hd) == CDB_OK) {
+        heif_exif(hd, exif, exif_len);
+        if (heif_image_handle_get_list_of_metadata_block_IDs(hd, "mime", &id, 1) == 1 &&
+            (type = heif_image_handle_get_metadata_content_type(hd, id)) != NULL &&
+            !strcmp(type, "application/rdf+xml"))
+            *xmp = heif_item(hd, id, xmp_len);
+    }
+    if (hd) heif_image_handle_release(hd);
+    if (ctx) heif_context_free(ctx);
+}
+
 #else /* !CDB_HAVE_HEIF */
+
+void cdb_img_heif_meta_blocks(const uint8_t *b, size_t n, uint8_t **exif, size_t *exif_len,
+                              uint8_t **xmp, size_t *xmp_len) {
+    (void)b, (void)n;
+    *exif = *xmp = NULL;
+    *exif_len = *xmp_len = 0;
+}
 
 cdb_status cdb_img_heif_probe(const uint8_t *b, size_t n, img_fmt f, int *w, int *h) {
     (void)b, (void)n, (void)w, (void)h;

@@ -56,6 +56,9 @@ typedef enum img_fmt {
                  files (DNG, CR2, NEF, ARW) are told apart from plain TIFF in image.c */
 } img_fmt;
 
+/* The format of buf, from its content (what cdb_image_decode dispatches on). */
+img_fmt cdb_img_sniff(const uint8_t *b, size_t n);
+
 /* Static name of a format, as errors and cdb_image.format spell it. */
 const char *cdb_img_fmt_name(img_fmt f);
 
@@ -158,5 +161,36 @@ cdb_status cdb_img_raw_decode(const uint8_t *b, size_t n, const img_opts *o, cdb
 ** should open rather than libtiff: a DNGVersion tag, a CR2 signature, or a maker
 ** name libraw knows in IFD0 with no usable strip/tile image of its own. */
 int cdb_img_tiff_is_raw(const uint8_t *b, size_t n);
+
+
+/* ---- photo metadata (image_meta.c; the format files feed it) -------------------------
+** The setters validate before they write: an invalid value leaves the field as it was
+** (so a later, valid source can still fill it), and a field already set is kept (the
+** first valid source wins: callers go from the strongest source to the weakest). */
+
+/* An EXIF-style date-time, "YYYY:MM:DD HH:MM:SS" (or with '-' in the date, or ISO 8601's
+** 'T', as XMP writes it; XMP may append its own offset and fraction, which `iso` = 1
+** parses), with optional subsec digits and an "+HH:MM" offset string (NULL: none). */
+void cdb_meta_set_taken(cdb_photo_meta *m, cdb_taken_source src, const char *dt, size_t dt_len,
+                        const char *subsec, size_t subsec_len, const char *offset,
+                        size_t offset_len, int iso);
+/* GPS from degrees/minutes/seconds triples and their refs ('N'/'S', 'E'/'W'); alt with
+** altref (1: below sea level); has_alt 0 when there is no altitude. */
+void cdb_meta_set_gps(cdb_photo_meta *m, const double lat[3], char lat_ref, const double lon[3],
+                      char lon_ref);
+void cdb_meta_set_alt(cdb_photo_meta *m, double alt, int below_sea_level);
+/* A text field (make, model, lens: dst of cap bytes) from len bytes, stopping at a NUL;
+** trimmed; bytes that are not UTF-8 are taken as Latin-1. */
+void cdb_meta_set_text(char *dst, size_t cap, const char *src, size_t len);
+
+/* Per-library readers (the format's own file): fill what they find, never an error.
+** TIFF also hands back IFD0's XMP packet (cdb_malloc'd, NULL when none). */
+void cdb_img_tiff_meta(const uint8_t *b, size_t n, cdb_photo_meta *m, uint8_t **xmp,
+                       size_t *xmp_len);
+void cdb_img_raw_meta(const uint8_t *b, size_t n, cdb_photo_meta *m);
+/* HEIF/AVIF: the primary image's first Exif item (the TIFF block after its 4-byte
+** offset) and XMP item, each cdb_malloc'd (NULL, 0 when absent); the caller frees. */
+void cdb_img_heif_meta_blocks(const uint8_t *b, size_t n, uint8_t **exif, size_t *exif_len,
+                              uint8_t **xmp, size_t *xmp_len);
 
 #endif

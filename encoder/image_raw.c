@@ -18,7 +18,9 @@
 ** anything; libraw's raw-memory cap is set; libraw reports errors as return codes
 ** (no exceptions cross into C). Reentrant: one libraw_data_t per call.
 */
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "encoder/image_int.h"
 
@@ -166,7 +168,40 @@ done:
     return CDB_OK;
 }
 
+/* libraw's metadata: what it parsed of the camera file's EXIF and maker notes. Its
+** timestamp is the camera's wall clock made a time_t by mktime() in this process's
+** zone; localtime_r() gives the wall clock back. */
+void cdb_img_raw_meta(const uint8_t *b, size_t n, cdb_photo_meta *m) {
+    libraw_data_t *lr = NULL;
+    const libraw_gps_info_t *g;
+    if (open_raw(b, n, &lr) != CDB_OK) return;
+    if (lr->other.timestamp > 0) {
+        struct tm tm;
+        char dt[32];
+        time_t ts = lr->other.timestamp;
+        if (localtime_r(&ts, &tm)) {
+            int k = snprintf(dt, sizeof dt, "%04d:%02d:%02d %02d:%02d:%02d", tm.tm_year + 1900,
+                             tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+            if (k > 0 && (size_t)k < sizeof dt)
+                cdb_meta_set_taken(m, CDB_TAKEN_RAW, dt, (size_t)k, NULL, 0, NULL, 0, 0);
+        }
+    }
+    cdb_meta_set_text(m->make, sizeof m->make, lr->idata.make, sizeof lr->idata.make);
+    cdb_meta_set_text(m->model, sizeof m->model, lr->idata.model, sizeof lr->idata.model);
+    cdb_meta_set_text(m->lens, sizeof m->lens, lr->lens.Lens, sizeof lr->lens.Lens);
+    g = &lr->other.parsed_gps;
+    if (g->gpsparsed) {
+        double lat[3] = {g->latitude[0], g->latitude[1], g->latitude[2]};
+        double lon[3] = {g->longitude[0], g->longitude[1], g->longitude[2]};
+        cdb_meta_set_gps(m, lat, g->latref, lon, g->longref);
+        cdb_meta_set_alt(m, g->altitude, g->altref == 1);
+    }
+    libraw_close(lr);
+}
+
 #else /* !CDB_HAVE_RAW */
+
+void cdb_img_raw_meta(const uint8_t *b, size_t n, cdb_photo_meta *m) { (void)b, (void)n, (void)m; }
 
 cdb_status cdb_img_raw_probe(const uint8_t *b, size_t n, int *w, int *h) {
     (void)b, (void)n, (void)w, (void)h;

@@ -395,7 +395,112 @@ done:
     return CDB_OK;
 }
 
+/* ---- metadata (image_meta.c): IFD0's make and model, the Exif and GPS IFDs ---------- */
+
+static void tiff_text(TIFF *t, uint32_t tag, char *dst, size_t cap) {
+    const char *s = NULL;
+    if (TIFFGetField(t, tag, &s) && s) cdb_meta_set_text(dst, cap, s, strnlen(s, 4096));
+}
+
+static const char *tiff_ascii(TIFF *t, uint32_t tag, size_t *len) {
+    const char *s = NULL;
+    if (!TIFFGetField(t, tag, &s) || !s) return NULL;
+    *len = strnlen(s, 256);
+    return s;
+}
+
+static void tiff_taken(TIFF *t, cdb_photo_meta *m, cdb_taken_source src, uint32_t dt_tag,
+                       uint32_t sub_tag, uint32_t off_tag) {
+    size_t dl = 0, sl = 0, ol = 0;
+    const char *dt = tiff_ascii(t, dt_tag, &dl), *sub = tiff_ascii(t, sub_tag, &sl);
+    const char *off = tiff_ascii(t, off_tag, &ol);
+    cdb_meta_set_taken(m, src, dt, dl, sub, sl, off, ol, 0);
+}
+
+/* k rationals of a GPS tag as doubles: libtiff stores them as float or double, as its
+** field table says (TIFFFieldSetGetSize), and passes arrays of fixed count by pointer. */
+static int tiff_reals(TIFF *t, uint32_t tag, int k, double *out) {
+    const TIFFField *f = TIFFFieldWithTag(t, tag);
+    int sz = f ? TIFFFieldSetGetSize(f) : 0;
+    if (sz != 4 && sz != 8) return 0;
+    if (k == 1) {
+        double d = 0;
+        float v = 0;
+        if (!(sz == 8 ? TIFFGetField(t, tag, &d) : TIFFGetField(t, tag, &v))) return 0;
+        out[0] = sz == 8 ? d : (double)v;
+        return 1;
+    }
+    {
+        const void *p = NULL;
+        if (!TIFFGetField(t, tag, &p) || !p) return 0;
+        for (int j = 0; j < k; j++)
+            out[j] = sz == 8 ? ((const double *)p)[j] : (double)((const float *)p)[j];
+    }
+    return 1;
+}
+
+static char tiff_ref(TIFF *t, uint32_t tag) {
+    size_t len = 0;
+    const char *s = tiff_ascii(t, tag, &len);
+    return s && len ? s[0] : 0;
+}
+
+static void tiff_gps(TIFF *t, cdb_photo_meta *m) {
+    double lat[3], lon[3], alt;
+    if (tiff_reals(t, GPSTAG_LATITUDE, 3, lat) && tiff_reals(t, GPSTAG_LONGITUDE, 3, lon))
+        cdb_meta_set_gps(m, lat, tiff_ref(t, GPSTAG_LATITUDEREF), lon,
+                         tiff_ref(t, GPSTAG_LONGITUDEREF));
+    if (tiff_reals(t, GPSTAG_ALTITUDE, 1, &alt)) {
+        uint8_t below = 0;
+        const TIFFField *f = TIFFFieldWithTag(t, GPSTAG_ALTITUDEREF);
+        if (f && TIFFFieldSetGetSize(f) == 1) TIFFGetField(t, GPSTAG_ALTITUDEREF, &below);
+        cdb_meta_set_alt(m, alt, below == 1);
+    }
+}
+
+/* IFD0's XMP packet (tag 700), copied: the directory is left behind below. */
+static void tiff_xmp(TIFF *t, uint8_t **xmp, size_t *xmp_len) {
+    uint32_t k = 0;
+    const void *p = NULL;
+    if (!TIFFGetField(t, TIFFTAG_XMLPACKET, &k, &p) || !p || k == 0 || k > (16u << 20)) return;
+    if (!(*xmp = cdb_malloc(k))) return;
+    memcpy(*xmp, p, k);
+    *xmp_len = k;
+}
+
+void cdb_img_tiff_meta(const uint8_t *b, size_t n, cdb_photo_meta *m, uint8_t **xmp,
+                       size_t *xmp_len) {
+    tmem mem;
+    uint64_t exif_off = 0, gps_off = 0;
+    int has_exif, has_gps;
+    TIFF *t = open_mem(&mem, b, n, (int64_t)64 << 20);
+    *xmp = NULL;
+    *xmp_len = 0;
+    if (!t) return;
+    tiff_xmp(t, xmp, xmp_len);
+    tiff_text(t, TIFFTAG_MAKE, m->make, sizeof m->make);
+    tiff_text(t, TIFFTAG_MODEL, m->model, sizeof m->model);
+    has_exif = TIFFGetField(t, TIFFTAG_EXIFIFD, &exif_off) && exif_off;
+    has_gps = TIFFGetField(t, TIFFTAG_GPSIFD, &gps_off) && gps_off;
+    if (has_exif && TIFFReadEXIFDirectory(t, exif_off)) {
+        tiff_taken(t, m, CDB_TAKEN_ORIGINAL, EXIFTAG_DATETIMEORIGINAL,
+                   EXIFTAG_SUBSECTIMEORIGINAL, EXIFTAG_OFFSETTIMEORIGINAL);
+        tiff_taken(t, m, CDB_TAKEN_CREATED, EXIFTAG_DATETIMEDIGITIZED,
+                   EXIFTAG_SUBSECTIMEDIGITIZED, EXIFTAG_OFFSETTIMEDIGITIZED);
+        tiff_text(t, EXIFTAG_LENSMODEL, m->lens, sizeof m->lens);
+    }
+    if (has_gps && TIFFReadGPSDirectory(t, gps_off)) tiff_gps(t, m);
+    TIFFClose(t);
+}
+
 #else /* !CDB_HAVE_TIFF */
+
+void cdb_img_tiff_meta(const uint8_t *b, size_t n, cdb_photo_meta *m, uint8_t **xmp,
+                       size_t *xmp_len) {
+    (void)b, (void)n, (void)m;
+    *xmp = NULL;
+    *xmp_len = 0;
+}
 
 static cdb_status missing(void) {
     return cdb_seterr(CDB_UNSUPPORTED, "TIFF: this clipdb was built without libtiff");

@@ -31,7 +31,7 @@ JOBS=${JOBS:-$(nproc)}
 FUZZ_JOBS=${FUZZ_JOBS:-1}
 FUZZ_ARGS=${FUZZ_ARGS:-}
 ALL_TARGETS=(fuzz_tokenizer fuzz_image fuzz_png fuzz_safetensors fuzz_model_config fuzz_db fuzz_cli_args fuzz_serve
-  fuzz_hub fuzz_spm)
+  fuzz_hub fuzz_spm fuzz_meta)
 
 say() { printf 'fuzz: %s\n' "$*" >&2; }
 
@@ -123,7 +123,7 @@ done
 # Per-target libFuzzer limits: the longest input worth trying.
 max_len() {
   case "$1" in
-    fuzz_image | fuzz_png) echo 65536 ;;
+    fuzz_image | fuzz_png | fuzz_meta) echo 65536 ;;
     fuzz_safetensors) echo 16384 ;;
     fuzz_model_config) echo 8192 ;;
     fuzz_db) echo 2048 ;;

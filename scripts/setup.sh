@@ -54,7 +54,7 @@ PACKAGES=(
   libsqlite3-dev libfaiss-dev libopenblas-openmp-dev libopenblas0-openmp
   liblapack-dev libstb-dev libutf8proc-dev zlib1g-dev libjansson-dev libxxhash-dev
   libjpeg62-turbo-dev libdeflate-dev libwebp-dev libtiff-dev libheif-dev libraw-dev libmicrohttpd-dev
-  libcurl4-openssl-dev libssl-dev
+  libcurl4-openssl-dev libssl-dev libexif-dev
   # SentencePiece (encoder/tok_spm.cc) for SigLIP / Gemma vocabularies; its trainer
   # (spm_train) and Python binding (+ protobuf, to edit a model as transformers does)
   # make the vocabularies and the oracle of test_tok_spm.
@@ -77,8 +77,9 @@ fi
 # driven by playwright-core from npm (tests/serve/browser, its package-lock.json). And
 # test_photos compares clipdb's crops of real photos with those of Debian's python3-pil
 # (bench/pil_crops.py makes them).
+# test_photo_meta tags photos with Debian's exiftool and makes HEIC with heif-enc.
 if [ "$mode" = test ]; then
-  PACKAGES+=(chromium python3-pil)
+  PACKAGES+=(chromium python3-pil libimage-exiftool-perl libheif-examples)
   command -v node >/dev/null 2>&1 || PACKAGES+=(nodejs)
   command -v npm >/dev/null 2>&1 || PACKAGES+=(npm)
 fi
