@@ -830,7 +830,7 @@ static int is_mark(uint32_t c) {
     return k == UTF8PROC_CATEGORY_MN || k == UTF8PROC_CATEGORY_MC || k == UTF8PROC_CATEGORY_ME;
 }
 
-/* Drops the code points keep() refuses. */
+/* Appends s[0..n) without the code points drop() picks. */
 static void filter_cps(const char *s, size_t n, int (*drop)(uint32_t), hf_buf *out) {
     size_t i = 0, start = 0;
     while (i < n) {
@@ -1236,7 +1236,7 @@ static void fixed_length(int len, const char *s, size_t n, hf_list *out) {
     hf_buf_free(&cur);
 }
 
-static void pretok_text(const hf_pretok *pt, const char *s, size_t n, int section, hf_list *out) {
+void hf_pretok_apply(const hf_pretok *pt, const char *s, size_t n, int section, hf_list *out) {
     size_t a, b;
     switch (pt->type) {
     case P_SEQ: {
@@ -1245,7 +1245,7 @@ static void pretok_text(const hf_pretok *pt, const char *s, size_t n, int sectio
         for (size_t k = 0; k < pt->n_kids; k++) {
             hf_list_free(&nxt);
             for (size_t i = 0; i < cur.n; i++)
-                pretok_text(pt->kids[k], HF_PIECE(&cur, i), HF_PLEN(&cur, i), section, &nxt);
+                hf_pretok_apply(pt->kids[k], HF_PIECE(&cur, i), HF_PLEN(&cur, i), section, &nxt);
             hf_list t = cur;
             cur = nxt;
             nxt = t;
@@ -1324,6 +1324,3 @@ static void pretok_text(const hf_pretok *pt, const char *s, size_t n, int sectio
     }
 }
 
-void hf_pretok_apply(const hf_pretok *pt, const char *s, size_t n, int section, hf_list *out) {
-    pretok_text(pt, s, n, section, out);
-}
