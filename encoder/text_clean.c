@@ -1158,6 +1158,19 @@ static void py_lower(u32v *t) {
     v_move(t, &o);
 }
 
+cdb_status cdb_tok_lower32(const uint32_t *s, size_t n, uint32_t **out, size_t *n_out) {
+    u32v t = {0};
+    v_append(&t, s, n);
+    if (!t.oom) py_lower(&t);
+    if (t.oom || v_reserve(&t, 1)) {
+        v_free(&t);
+        return cdb_seterr(CDB_NOMEM, "cdb_tok_lower32: out of memory");
+    }
+    *out = t.p;
+    *n_out = t.n;
+    return CDB_OK;
+}
+
 /* ---- the whole pipeline --------------------------------------------------------- */
 
 static void strip_py(u32v *t) {

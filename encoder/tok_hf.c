@@ -1,0 +1,532 @@
+/*
+** tok_hf.c: Hugging Face tokenizer.json files (tok_hf_int.h): loading, the added
+** tokens, the encode pipeline and the post-processors, as @huggingface/tokenizers
+** 0.2.0's Tokenizer.encode(text) runs them (add_special_tokens = true, no pair, an
+** empty tokenizer_config):
+**   1. the text is cut at the added tokens that are not normalized (longest match,
+**      left to right); lstrip/rstrip trim the neighbouring sections;
+**   2. each other section is normalized, then cut at the normalized added tokens;
+**   3. each remaining piece is pre-tokenized (section_index = the section's index in
+**      step 1) and goes through the model (tok_hf_model.c);
+**   4. the post-processor adds its special tokens (as strings), and every token string
+**      becomes an id: an added token's, else the vocabulary's, else the unknown id.
+** Components and options are checked at open: what is not implemented is refused by
+** name (CDB_UNSUPPORTED). docs/tokenizer.md lists where the JS reference differs from
+** the Rust crate.
+*/
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "encoder/tok_hf_int.h"
+
+typedef struct added_tok {
+    char *content;
+    int32_t id;
+    int lstrip, rstrip;
+} added_tok;
+
+enum { PP_TEMPLATE, PP_BERT, PP_ROBERTA, PP_BYTELEVEL, PP_SEQ };
+
+typedef struct hf_post {
+    int type;
+    struct hf_post **kids;
+    size_t n_kids;
+    char **items; /* TemplateProcessing's single: a token string, or NULL for $A */
+    size_t n_items;
+    char *cls, *sep;
+} hf_post;
+
+struct cdb_tok_hf {
+    hf_map tokens;     /* token -> id: the model's vocabulary, then the added tokens */
+    hf_map added;      /* an added token's content (and normalized content) -> index */
+    hf_map split_raw;  /* prefixes of the contents of unnormalized added tokens */
+    hf_map split_norm; /* ... of the normalized contents of normalized ones */
+    added_tok *adds;
+    size_t n_adds;
+    hf_norm *norm;
+    hf_pretok *pretok;
+    hf_model *model;
+    hf_post *post;
+    int32_t unk_id; /* the model's unknown token id, -1 if none */
+    char **id_str;  /* id -> token string (in str_pool or an added token), NULL: none */
+    char *str_pool; /* the model vocabulary's strings, NUL-terminated */
+    int vocab_size;
+    char *truncation, *padding;
+};
+
+static char *dup_n(const char *s, size_t n) {
+    char *d = cdb_malloc(n + 1);
+    if (d) {
+        memcpy(d, s, n);
+        d[n] = 0;
+    }
+    return d;
+}
+
+/* ---- post-processors ---------------------------------------------------------------- */
+
+static void post_free(hf_post *p) {
+    if (!p) return;
+    for (size_t i = 0; i < p->n_kids; i++) post_free(p->kids[i]);
+    cdb_free(p->kids);
+    for (size_t i = 0; i < p->n_items; i++) cdb_free(p->items[i]);
+    cdb_free(p->items);
+    cdb_free(p->cls);
+    cdb_free(p->sep);
+    cdb_free(p);
+}
+
+/* BertProcessing / RobertaProcessing's ["token", id]: the reference uses the string. */
+static cdb_status pair_token(json_t *cfg, const char *key, char **out) {
+    json_t *v = json_array_get(json_object_get(cfg, key), 0);
+    if (!json_is_string(v))
+        return cdb_seterr(CDB_CORRUPT, "post_processor.%s is not [token, id]", key);
+    *out = dup_n(json_string_value(v), json_string_length(v));
+    return *out ? CDB_OK : cdb_seterr(CDB_NOMEM, "out of memory");
+}
+
+static cdb_status post_new(json_t *cfg, hf_post **out) {
+    static const char *names[] = {"TemplateProcessing", "BertProcessing", "RobertaProcessing",
+                                  "ByteLevel", "Sequence"};
+    cdb_status rc = CDB_OK;
+    *out = NULL;
+    if (!cfg || json_is_null(cfg)) return CDB_OK;
+    const char *type = json_string_value(json_object_get(cfg, "type"));
+    int t = -1;
+    for (int i = 0; type && i < 5; i++)
+        if (!strcmp(type, names[i])) t = i;
+    if (t < 0)
+        return cdb_seterr(CDB_UNSUPPORTED, "post-processor type '%s'", type ? type : "(none)");
+    hf_post *p = cdb_calloc(1, sizeof *p);
+    if (!p) return cdb_seterr(CDB_NOMEM, "out of memory");
+    p->type = t;
+    if (t == PP_TEMPLATE) {
+        json_t *single = json_object_get(cfg, "single");
+        if (!json_is_array(single)) {
+            rc = cdb_seterr(CDB_UNSUPPORTED, "TemplateProcessing whose 'single' is not a list");
+        } else {
+            size_t n = json_array_size(single);
+            p->items = cdb_calloc(n ? n : 1, sizeof *p->items);
+            if (!p->items) rc = cdb_seterr(CDB_NOMEM, "out of memory");
+            for (size_t i = 0; !rc && i < n; i++) {
+                json_t *it = json_array_get(single, i), *sp = json_object_get(it, "SpecialToken");
+                json_t *sq = json_object_get(it, "Sequence");
+                if (sp) {
+                    json_t *id = json_object_get(sp, "id");
+                    if (!json_is_string(id)) {
+                        rc = cdb_seterr(CDB_CORRUPT,
+                                        "TemplateProcessing: a SpecialToken without id");
+                        break;
+                    }
+                    if (!(p->items[p->n_items++] =
+                              dup_n(json_string_value(id), json_string_length(id))))
+                        rc = cdb_seterr(CDB_NOMEM, "out of memory");
+                } else if (sq) {
+                    const char *id = json_string_value(json_object_get(sq, "id"));
+                    if (id && !strcmp(id, "A"))
+                        p->items[p->n_items++] = NULL;
+                    else if (!id || strcmp(id, "B"))
+                        rc = cdb_seterr(CDB_CORRUPT,
+                                        "TemplateProcessing: a Sequence that is not A or B");
+                } else {
+                    rc = cdb_seterr(CDB_CORRUPT, "TemplateProcessing: an item that is neither "
+                                                 "SpecialToken nor Sequence");
+                }
+            }
+        }
+    } else if (t == PP_BERT || t == PP_ROBERTA) {
+        rc = pair_token(cfg, "cls", &p->cls);
+        if (!rc) rc = pair_token(cfg, "sep", &p->sep);
+    } else if (t == PP_SEQ) {
+        json_t *arr = json_object_get(cfg, "processors");
+        size_t n = json_is_array(arr) ? json_array_size(arr) : 0;
+        p->kids = cdb_calloc(n ? n : 1, sizeof *p->kids);
+        if (!p->kids) rc = cdb_seterr(CDB_NOMEM, "out of memory");
+        for (size_t i = 0; !rc && i < n; i++) {
+            rc = post_new(json_array_get(arr, i), &p->kids[p->n_kids]);
+            if (!rc && p->kids[p->n_kids]) p->n_kids++;
+        }
+    }
+    if (rc) {
+        post_free(p);
+        return rc;
+    }
+    *out = p;
+    return CDB_OK;
+}
+
+static void copy_list(const hf_list *in, hf_list *out) {
+    for (size_t i = 0; i < in->n; i++) hf_list_add(out, HF_PIECE(in, i), HF_PLEN(in, i));
+    out->oom |= in->oom;
+}
+
+static void post_apply(const hf_post *p, const hf_list *in, hf_list *out) {
+    switch (p->type) {
+    case PP_TEMPLATE:
+        for (size_t i = 0; i < p->n_items; i++) {
+            if (p->items[i])
+                hf_list_add(out, p->items[i], strlen(p->items[i]));
+            else
+                copy_list(in, out);
+        }
+        break;
+    case PP_BERT:
+    case PP_ROBERTA:
+        hf_list_add(out, p->cls, strlen(p->cls));
+        copy_list(in, out);
+        hf_list_add(out, p->sep, strlen(p->sep));
+        break;
+    case PP_BYTELEVEL: copy_list(in, out); break;
+    case PP_SEQ: {
+        hf_list cur = {0}, nxt = {0};
+        copy_list(in, &cur);
+        for (size_t i = 0; i < p->n_kids; i++) {
+            hf_list_free(&nxt);
+            post_apply(p->kids[i], &cur, &nxt);
+            hf_list t = cur;
+            cur = nxt;
+            nxt = t;
+        }
+        copy_list(&cur, out);
+        out->oom |= nxt.oom;
+        hf_list_free(&cur);
+        hf_list_free(&nxt);
+        break;
+    }
+    }
+}
+
+/* ---- added tokens ---------------------------------------------------------------------- */
+
+/* Adds s[0..n) to a splitter: every prefix -> -1, the whole string -> 1. */
+static int splitter_add(hf_map *m, const char *s, size_t n) {
+    for (size_t k = 1; k < n; k++) {
+        int32_t v;
+        if (!hf_map_get(m, s, k, &v) && hf_map_set(m, s, k, -1)) return -1;
+    }
+    return n ? hf_map_set(m, s, n, 1) : 0;
+}
+
+/* The reference's DictionarySplitter.split: the longest added token at each position,
+** left to right; the text between them as sections. Appends to out. */
+static void splitter_split(const hf_map *m, const char *s, size_t n, hf_list *out) {
+    size_t i = 0, start = 0;
+    while (i < n) {
+        size_t match = 0;
+        for (size_t j = i + 1; j <= n; j++) {
+            int32_t v;
+            if (!hf_map_get(m, s + i, j - i, &v)) break;
+            if (v == 1) match = j - i;
+        }
+        if (match) {
+            if (i > start) hf_list_add(out, s + start, i - start);
+            hf_list_add(out, s + i, match);
+            i += match;
+            start = i;
+        } else
+            i++;
+    }
+    if (start < n) hf_list_add(out, s + start, n - start);
+}
+
+static const added_tok *added_get(const cdb_tok_hf *h, const char *s, size_t n) {
+    int32_t k;
+    return hf_map_get(&h->added, s, n, &k) ? &h->adds[k] : NULL;
+}
+
+/* Applies lstrip / rstrip around the added tokens of a list of sections: the
+** reference trims its neighbours in place (JS trimEnd / trimStart). Returns the
+** sections as [start, end) spans into the list's strings. */
+static size_t *strip_spans(const cdb_tok_hf *h, const hf_list *l) {
+    size_t *sp = cdb_malloc((2 * l->n + 1) * sizeof *sp);
+    if (!sp) return NULL;
+    for (size_t i = 0; i < l->n; i++) sp[2 * i] = l->off[i], sp[2 * i + 1] = l->off[i + 1];
+    for (size_t i = 0; i < l->n; i++) {
+        const added_tok *t = added_get(h, l->s.p + sp[2 * i], sp[2 * i + 1] - sp[2 * i]);
+        if (!t) continue;
+        size_t a, b;
+        if (t->lstrip && i > 0) {
+            hf_js_trim(l->s.p + sp[2 * i - 2], sp[2 * i - 1] - sp[2 * i - 2], 0, 1, &a, &b);
+            sp[2 * i - 1] = sp[2 * i - 2] + b;
+        }
+        if (t->rstrip && i + 1 < l->n) {
+            hf_js_trim(l->s.p + sp[2 * i + 2], sp[2 * i + 3] - sp[2 * i + 2], 1, 0, &a, &b);
+            sp[2 * i + 2] += a;
+        }
+    }
+    return sp;
+}
+
+/* ---- encode ------------------------------------------------------------------------------ */
+
+static void encode_section(const cdb_tok_hf *h, const char *s, size_t n, int index, hf_list *out) {
+    hf_buf nrm = {0};
+    hf_list subs = {0}, pre = {0};
+    if (h->norm) {
+        hf_norm_apply(h->norm, s, n, &nrm);
+        if (nrm.oom) goto done;
+        s = nrm.p ? nrm.p : "";
+        n = nrm.n;
+    }
+    if (n == 0) goto done;
+    splitter_split(&h->split_norm, s, n, &subs);
+    size_t *sp = subs.oom ? NULL : strip_spans(h, &subs);
+    if (!sp) {
+        out->oom = 1;
+        goto done;
+    }
+    for (size_t j = 0; j < subs.n; j++) {
+        const char *p = subs.s.p + sp[2 * j];
+        size_t pn = sp[2 * j + 1] - sp[2 * j];
+        if (pn == 0) continue;
+        if (added_get(h, p, pn)) {
+            hf_list_add(out, p, pn);
+            continue;
+        }
+        hf_list_free(&pre);
+        if (h->pretok)
+            hf_pretok_apply(h->pretok, p, pn, index, &pre);
+        else
+            hf_list_add(&pre, p, pn);
+        if (pre.oom) break;
+        hf_model_apply(h->model, &pre, out);
+    }
+    cdb_free(sp);
+done:
+    out->oom |= nrm.oom | subs.oom | pre.oom;
+    hf_buf_free(&nrm);
+    hf_list_free(&subs);
+    hf_list_free(&pre);
+}
+
+cdb_status cdb_tok_hf_encode(const cdb_tok_hf *h, const char *text, size_t len, int32_t **ids,
+                             size_t *n) {
+    cdb_status rc = CDB_OK;
+    hf_buf txt = {0};
+    hf_list secs = {0}, toks = {0}, fin = {0};
+    size_t *sp = NULL;
+    if (!h || !ids || !n || (!text && len))
+        return cdb_seterr(CDB_INVALID, "cdb_tok_hf_encode: NULL argument");
+    *ids = NULL;
+    *n = 0;
+    hf_utf8_lossy(text ? text : "", len, &txt);
+    const char *s = txt.p ? txt.p : "";
+    splitter_split(&h->split_raw, s, txt.n, &secs);
+    sp = secs.oom ? NULL : strip_spans(h, &secs);
+    if (!sp) goto oom;
+    for (size_t i = 0; i < secs.n; i++) {
+        const char *p = secs.s.p + sp[2 * i];
+        size_t pn = sp[2 * i + 1] - sp[2 * i];
+        if (pn == 0) continue;
+        if (added_get(h, p, pn))
+            hf_list_add(&toks, p, pn);
+        else
+            encode_section(h, p, pn, (int)i, &toks);
+        if (toks.oom) goto oom;
+    }
+    if (h->post)
+        post_apply(h->post, &toks, &fin);
+    else
+        copy_list(&toks, &fin);
+    if (fin.oom || txt.oom) goto oom;
+    *ids = cdb_malloc((fin.n + 1) * sizeof **ids);
+    if (!*ids) goto oom;
+    for (size_t i = 0; i < fin.n; i++) {
+        const char *t = HF_PIECE(&fin, i);
+        size_t tn = HF_PLEN(&fin, i);
+        const added_tok *a = added_get(h, t, tn);
+        int32_t v = -1;
+        if (a)
+            v = a->id;
+        else if (!hf_map_get(&h->tokens, t, tn, &v))
+            v = h->unk_id;
+        if (v < 0) {
+            rc = cdb_seterr(CDB_CORRUPT,
+                            "token '%.*s' is not in the vocabulary and the model "
+                            "has no unknown token",
+                            (int)(tn > 40 ? 40 : tn), t);
+            cdb_free(*ids);
+            *ids = NULL;
+            goto done;
+        }
+        (*ids)[i] = v;
+    }
+    *n = fin.n;
+    goto done;
+oom:
+    rc = cdb_seterr(CDB_NOMEM, "cdb_tok_hf_encode: out of memory (%zu bytes of text)", len);
+done:
+    cdb_free(sp);
+    hf_buf_free(&txt);
+    hf_list_free(&secs);
+    hf_list_free(&toks);
+    hf_list_free(&fin);
+    return rc;
+}
+
+/* ---- open --------------------------------------------------------------------------------- */
+
+static cdb_status load_added(cdb_tok_hf *h, json_t *arr) {
+    size_t n = json_is_array(arr) ? json_array_size(arr) : 0;
+    if (arr && !json_is_null(arr) && !json_is_array(arr))
+        return cdb_seterr(CDB_CORRUPT, "'added_tokens' is not a list");
+    h->adds = cdb_calloc(n ? n : 1, sizeof *h->adds);
+    if (!h->adds) return cdb_seterr(CDB_NOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        json_t *t = json_array_get(arr, i), *c = json_object_get(t, "content");
+        json_t *id = json_object_get(t, "id");
+        if (!json_is_string(c) || !json_is_integer(id) || json_integer_value(id) < 0 ||
+            json_integer_value(id) > INT32_MAX)
+            return cdb_seterr(CDB_CORRUPT, "added token %zu: no content or id", i);
+        added_tok *a = &h->adds[h->n_adds++];
+        const char *cs = json_string_value(c);
+        size_t cn = json_string_length(c);
+        a->content = dup_n(cs, cn);
+        a->id = (int32_t)json_integer_value(id);
+        a->lstrip = json_is_true(json_object_get(t, "lstrip"));
+        a->rstrip = json_is_true(json_object_get(t, "rstrip"));
+        json_t *sp = json_object_get(t, "special"), *nm = json_object_get(t, "normalized");
+        int special = json_is_true(sp);
+        int normalized = json_is_boolean(nm) ? json_is_true(nm) : !special;
+        if (!a->content || hf_map_set(&h->tokens, cs, cn, a->id) ||
+            hf_map_set(&h->added, cs, cn, (int32_t)(h->n_adds - 1)))
+            return cdb_seterr(CDB_NOMEM, "out of memory");
+        if (normalized && h->norm) {
+            hf_buf nc = {0};
+            hf_norm_apply(h->norm, cs, cn, &nc);
+            int bad = nc.oom ||
+                      hf_map_set(&h->added, nc.p ? nc.p : "", nc.n, (int32_t)(h->n_adds - 1)) ||
+                      splitter_add(&h->split_norm, nc.p ? nc.p : "", nc.n);
+            hf_buf_free(&nc);
+            if (bad) return cdb_seterr(CDB_NOMEM, "out of memory");
+        } else if (splitter_add(&h->split_raw, cs, cn)) {
+            return cdb_seterr(CDB_NOMEM, "out of memory");
+        }
+    }
+    return CDB_OK;
+}
+
+static cdb_status build_id_table(cdb_tok_hf *h) {
+    int32_t maxid = -1, id;
+    size_t nv = hf_model_vocab_len(h->model);
+    for (size_t i = 0; i < nv; i++) {
+        size_t len;
+        hf_model_vocab_at(h->model, i, &id, &len);
+        if (id > maxid) maxid = id;
+    }
+    for (size_t i = 0; i < h->n_adds; i++)
+        if (h->adds[i].id > maxid) maxid = h->adds[i].id;
+    if (maxid >= (1 << 26))
+        return cdb_seterr(CDB_UNSUPPORTED, "token id %d (more than 2^26)", maxid);
+    h->vocab_size = maxid + 1;
+    size_t total = 0;
+    for (size_t i = 0; i < nv; i++) {
+        size_t len;
+        hf_model_vocab_at(h->model, i, &id, &len);
+        total += len + 1;
+    }
+    h->id_str = cdb_calloc((size_t)h->vocab_size + 1, sizeof *h->id_str);
+    h->str_pool = cdb_malloc(total + 1);
+    if (!h->id_str || !h->str_pool) return cdb_seterr(CDB_NOMEM, "out of memory");
+    char *w = h->str_pool;
+    for (size_t i = 0; i < nv; i++) { // in vocabulary order: a later token with the same id wins
+        size_t len;
+        const char *s = hf_model_vocab_at(h->model, i, &id, &len);
+        memcpy(w, s, len);
+        w[len] = 0;
+        if (id >= 0) h->id_str[id] = w;
+        w += len + 1;
+    }
+    for (size_t i = 0; i < h->n_adds; i++) h->id_str[h->adds[i].id] = h->adds[i].content;
+    return CDB_OK;
+}
+
+static char *section_json(json_t *v) {
+    if (!v || json_is_null(v)) return NULL;
+    return json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+}
+
+cdb_status cdb_tok_hf_open(const char *path, cdb_tok_hf **out) {
+    cdb_status rc = CDB_OK;
+    json_error_t err;
+    json_t *root = NULL;
+    if (!path || !out) return cdb_seterr(CDB_INVALID, "cdb_tok_hf_open: NULL argument");
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return cdb_seterr(errno == ENOENT ? CDB_NOTFOUND : CDB_IO, "%s: %s", path, strerror(errno));
+    root = json_loadf(f, JSON_ALLOW_NUL, &err);
+    fclose(f);
+    if (!root)
+        return cdb_seterr(CDB_CORRUPT, "%s: not JSON (line %d: %s)", path, err.line, err.text);
+    cdb_tok_hf *h = cdb_calloc(1, sizeof *h);
+    if (!h) {
+        json_decref(root);
+        return cdb_seterr(CDB_NOMEM, "out of memory");
+    }
+    if (!json_is_object(root) || !json_is_object(json_object_get(root, "model"))) {
+        rc = cdb_seterr(CDB_CORRUPT, "%s: no 'model' object (not a tokenizer.json)", path);
+        goto done;
+    }
+    if ((rc = hf_norm_new(json_object_get(root, "normalizer"), &h->norm)) ||
+        (rc = hf_pretok_new(json_object_get(root, "pre_tokenizer"), &h->pretok)) ||
+        (rc = hf_model_new(json_object_get(root, "model"), &h->tokens, &h->model)) ||
+        (rc = post_new(json_object_get(root, "post_processor"), &h->post)) ||
+        (rc = load_added(h, json_object_get(root, "added_tokens"))) ||
+        (rc = hf_model_finish(h->model)) || (rc = build_id_table(h)))
+        goto done;
+    h->unk_id = hf_model_unk_id(h->model);
+    h->truncation = section_json(json_object_get(root, "truncation"));
+    h->padding = section_json(json_object_get(root, "padding"));
+done:
+    json_decref(root);
+    if (rc) {
+        const char *msg = cdb_errmsg();
+        char *copy = dup_n(msg, strlen(msg));
+        cdb_tok_hf_free(h);
+        rc = cdb_seterr(rc, "%s: %s", path, copy ? copy : "");
+        cdb_free(copy);
+        return rc;
+    }
+    *out = h;
+    return CDB_OK;
+}
+
+int cdb_tok_hf_token_id(const cdb_tok_hf *h, const char *token) {
+    int32_t v;
+    if (!h || !token) return -1;
+    return hf_map_get(&h->tokens, token, strlen(token), &v) ? v : -1;
+}
+
+int cdb_tok_hf_vocab_size(const cdb_tok_hf *h) { return h ? h->vocab_size : 0; }
+
+const char *cdb_tok_hf_token_str(const cdb_tok_hf *h, int id) {
+    if (!h || id < 0 || id >= h->vocab_size) return NULL;
+    return h->id_str[id];
+}
+
+const char *cdb_tok_hf_truncation(const cdb_tok_hf *h) { return h ? h->truncation : NULL; }
+const char *cdb_tok_hf_padding(const cdb_tok_hf *h) { return h ? h->padding : NULL; }
+
+void cdb_tok_hf_free(cdb_tok_hf *h) {
+    if (!h) return;
+    hf_map_free(&h->tokens);
+    hf_map_free(&h->added);
+    hf_map_free(&h->split_raw);
+    hf_map_free(&h->split_norm);
+    for (size_t i = 0; i < h->n_adds; i++) cdb_free(h->adds[i].content);
+    cdb_free(h->adds);
+    hf_norm_free(h->norm);
+    hf_pretok_free(h->pretok);
+    hf_model_free(h->model);
+    post_free(h->post);
+    cdb_free(h->id_str);
+    cdb_free(h->str_pool);
+    free(h->truncation);
+    free(h->padding);
+    cdb_free(h);
+}

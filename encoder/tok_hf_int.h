@@ -1,0 +1,140 @@
+/*
+** tok_hf_int.h: the Hugging Face tokenizer.json backend of encoder/ (docs/tokenizer.md,
+** "tokenizer.json"). Private to encoder/: the tokenizer dispatch (cdb_tok) includes the
+** first section; the second section is shared only by the three tok_hf*.c files:
+**   tok_hf.c        loading the file, added tokens, the encode pipeline, post-processors
+**   tok_hf_text.c   UTF-8 helpers, regular expressions (PCRE2), normalizers and
+**                   pre-tokenizers
+**   tok_hf_model.c  the string map, and the BPE, Unigram and WordPiece models
+** The reference is npm's @huggingface/tokenizers (a pure-JS implementation): every step
+** reproduces what it does, quirks included; where it differs from the Rust crate, the
+** docs say so. A component type it does not know, or one clipdb does not implement,
+** fails cdb_tok_hf_open with CDB_UNSUPPORTED naming it (never silently other ids).
+*/
+#ifndef CDB_TOK_HF_INT_H
+#define CDB_TOK_HF_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/core.h"
+
+/* ==== the backend's interface (used by the cdb_tok dispatch) ==================== */
+
+typedef struct cdb_tok_hf cdb_tok_hf; /* immutable after open; thread-safe */
+
+/* Opens a tokenizer.json file. CDB_NOTFOUND / CDB_IO when it cannot be read,
+** CDB_CORRUPT when it is not the format (the key or token named), CDB_UNSUPPORTED for
+** a component type or option not implemented (named), CDB_NOMEM. *out: free with
+** cdb_tok_hf_free. */
+cdb_status cdb_tok_hf_open(const char *path, cdb_tok_hf **out /* OUT */);
+
+/* The ids of text (len bytes of UTF-8) after the added tokens, normalizer,
+** pre-tokenizer, model and post-processor, with add_special_tokens = true, as the
+** reference's encode(text). Ill-formed UTF-8 becomes U+FFFD per maximal subpart (as
+** JS's TextDecoder and Rust's from_utf8_lossy decode bytes). *ids: cdb_malloc'd
+** (non-NULL even when *n == 0), the caller cdb_frees it. No truncation, no padding
+** (see cdb_tok_hf_truncation / _padding). Safe to call from several threads. */
+cdb_status cdb_tok_hf_encode(const cdb_tok_hf *h, const char *text, size_t len,
+                             int32_t **ids /* OUT */, size_t *n /* OUT */);
+
+/* The id of a token string (the model's vocabulary or an added token), -1 if absent. */
+int cdb_tok_hf_token_id(const cdb_tok_hf *h, const char *token);
+/* One more than the largest id (vocabulary and added tokens). */
+int cdb_tok_hf_vocab_size(const cdb_tok_hf *h);
+/* The token string of id (borrowed, lives as long as h), NULL for an id no token has. */
+const char *cdb_tok_hf_token_str(const cdb_tok_hf *h, int id);
+/* The file's "truncation" and "padding" sections as compact JSON text (borrowed), or
+** NULL where the file has null or nothing. clipdb's callers decide what to apply. */
+const char *cdb_tok_hf_truncation(const cdb_tok_hf *h);
+const char *cdb_tok_hf_padding(const cdb_tok_hf *h);
+void cdb_tok_hf_free(cdb_tok_hf *h);
+
+/* ==== private to tok_hf*.c ======================================================= */
+
+/* A growable byte string; oom is sticky (checked once at the end of a step). */
+typedef struct hf_buf {
+    char *p;
+    size_t n, cap;
+    int oom;
+} hf_buf;
+
+/* A list of strings stored back to back: piece i is s.p[off[i] .. off[i+1]). */
+typedef struct hf_list {
+    hf_buf s;
+    size_t *off; /* n + 1 entries once n > 0 */
+    size_t n, cap;
+    int oom;
+} hf_list;
+
+void hf_buf_add(hf_buf *b, const char *s, size_t n);
+void hf_buf_add_cp(hf_buf *b, uint32_t cp); /* as UTF-8 */
+void hf_buf_free(hf_buf *b);
+void hf_list_add(hf_list *l, const char *s, size_t n);
+void hf_list_free(hf_list *l);
+#define HF_PIECE(l, i) ((l)->s.p + (l)->off[i])
+#define HF_PLEN(l, i) ((l)->off[(i) + 1] - (l)->off[i])
+
+/* Decodes the code point at s[0..n) of well-formed UTF-8; returns its byte length. */
+size_t hf_utf8_next(const char *s, size_t n, uint32_t *cp /* OUT */);
+/* text as well-formed UTF-8, ill-formed bytes replaced by U+FFFD per maximal subpart. */
+void hf_utf8_lossy(const char *text, size_t len, hf_buf *out);
+/* JavaScript's \s and String.prototype.trim() set (WhiteSpace + LineTerminator). */
+int hf_js_space(uint32_t cp);
+/* JS trim: the span of s[0..n) without leading (left) / trailing (right) JS spaces. */
+void hf_js_trim(const char *s, size_t n, int left, int right, size_t *a /* OUT */,
+                size_t *b /* OUT */);
+
+/* A string -> int32 map (open addressing, keys copied into an arena). */
+typedef struct hf_map {
+    struct hf_ent *ents;
+    size_t n, cap; /* cap: a power of two */
+    char *arena;
+    size_t arena_n, arena_cap;
+} hf_map;
+/* Sets key -> val (replacing). Returns -1 when out of memory. */
+int hf_map_set(hf_map *m, const char *key, size_t n, int32_t val);
+/* Returns 1 and *val when present, else 0. */
+int hf_map_get(const hf_map *m, const char *key, size_t n, int32_t *val /* OUT */);
+void hf_map_free(hf_map *m);
+
+/* A pattern of a Replace or Split: {"String": s} (literal) or {"Regex": r} (Oniguruma
+** syntax, translated to PCRE2 the way the reference translates it to JS). */
+typedef struct hf_pattern hf_pattern;
+/* *out NULL with CDB_OK when the pattern object is neither (the reference ignores it). */
+cdb_status hf_pattern_new(const char *string, const char *regex, int capture_literal,
+                          hf_pattern **out /* OUT */);
+void hf_pattern_free(hf_pattern *p);
+
+/* Normalizers and pre-tokenizers are built from the file's JSON (jansson) by
+** tok_hf_text.c; their trees are opaque to the other files. */
+typedef struct hf_norm hf_norm;
+typedef struct hf_pretok hf_pretok;
+struct json_t;
+cdb_status hf_norm_new(struct json_t *cfg, hf_norm **out /* OUT */);
+void hf_norm_free(hf_norm *n);
+/* Appends the normalized text of s[0..n) to out (out's old content kept). */
+void hf_norm_apply(const hf_norm *nm, const char *s, size_t n, hf_buf *out);
+cdb_status hf_pretok_new(struct json_t *cfg, hf_pretok **out /* OUT */);
+void hf_pretok_free(hf_pretok *p);
+/* Pre-tokenizes s[0..n) (section_index as the reference's option), appending pieces. */
+void hf_pretok_apply(const hf_pretok *pt, const char *s, size_t n, int section_index, hf_list *out);
+
+/* The model (tok_hf_model.c). tokens: the tokenizer's token -> id map (model vocabulary
+** plus added tokens), borrowed, filled before the first encode. */
+typedef struct hf_model hf_model;
+cdb_status hf_model_new(struct json_t *cfg, hf_map *tokens, hf_model **out /* OUT */);
+/* The model's vocabulary as (token, id) pairs, for the id -> string table; the
+** token is not NUL-terminated (len bytes). */
+size_t hf_model_vocab_len(const hf_model *m);
+const char *hf_model_vocab_at(const hf_model *m, size_t i, int32_t *id /* OUT */,
+                              size_t *len /* OUT */);
+/* The unknown token's id, -1 when the model has none. */
+int32_t hf_model_unk_id(const hf_model *m);
+/* Called once the added tokens are in the map (Unigram resolves its pieces' ids). */
+cdb_status hf_model_finish(hf_model *m);
+/* Appends the model's token strings for the pre-tokens in (fuse_unk applied). */
+void hf_model_apply(const hf_model *m, const hf_list *in, hf_list *out);
+void hf_model_free(hf_model *m);
+
+#endif /* CDB_TOK_HF_INT_H */
