@@ -55,6 +55,9 @@ PACKAGES=(
   liblapack-dev libstb-dev libutf8proc-dev zlib1g-dev libjansson-dev libxxhash-dev
   libjpeg62-turbo-dev libdeflate-dev libwebp-dev libtiff-dev libheif-dev libraw-dev libmicrohttpd-dev
   libcurl4-openssl-dev libssl-dev
+  # the Python package (python/) and its test (tests/python): a venv, pip's build
+  # backend without an index (setuptools, wheel), numpy arrays, pytest
+  python3-venv python3-setuptools python3-wheel python3-numpy python3-pytest
 )
 
 # `test` also runs the sanitizer and fuzzing stages: clang, libFuzzer and the
