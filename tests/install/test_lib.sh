@@ -8,14 +8,17 @@
 #  2. clipdb.h compiles alone, as C99 and as C++, with -Wall -Wextra -pedantic -Werror.
 #  3. libclipdb.so exports exactly the functions clipdb.h declares (CLIPDB_API), and
 #     those are the committed list tests/install/clipdb.symbols (a change to the ABI
-#     is a change to that file); libclipdb.a defines them and the FAISS C API.
+#     is a change to that file); libclipdb.a defines them and the FAISS C API; each is
+#     used by an example or bound by the Python package (tests/python calls each binding).
 #  4. examples/search.c and examples/ingest.c build four ways: pkg-config (shared),
 #     pkg-config --static (no libclipdb.so needed by the program), find_package(clipdb)
 #     with clipdb::clipdb and with clipdb::clipdb_static.
 #  5. Each build runs: ingest makes a database of generated world photos with the
 #     bundled model, search answers a query; the hits of every build are the CLI's
 #     (`clipdb search --json`: same ids, paths and scores, in order), with the pixel
-#     sizes of the photos (the generator's manifest).
+#     sizes of the photos (the generator's manifest); the usage line names the linked
+#     library's version (clipdb_version*) as `clipdb --version` does; a query whose terms
+#     cancel out fails with the library's message.
 # Exit 0 when all pass, 1 otherwise (each failure printed), 77 when there is no bundled
 # model or no pkg-config.
 # (No `producer | grep -q`: with pipefail, grep's early exit can fail the producer.)
@@ -82,6 +85,13 @@ nm --defined-only "$L/libclipdb.a" 2>/dev/null | awk '$2 == "T" { print $3 }' |
 comm -23 "$tmp/declared" "$tmp/adefs" >"$tmp/amiss"
 [ -s "$tmp/amiss" ] && { fail "libclipdb.a lacks:"; cat "$tmp/amiss"; }
 grep -qx faiss_IndexFlat_new "$tmp/adefs" || fail "libclipdb.a does not carry the FAISS C API"
+# every public function is used by an example or bound by the Python package (whose
+# tests, tests/python, call each binding)
+while read -r sym; do
+  grep -qw "$sym" "$src"/examples/*.c ||
+    grep -qF "(\"${sym#clipdb_}\"," "$src/python/clipdb/__init__.py" ||
+    fail "$sym is used by no example and bound by no Python code"
+done <"$tmp/committed"
 
 # ---- 4. the examples, four ways -----------------------------------------------------------
 export PKG_CONFIG_PATH=$L/pkgconfig
@@ -124,6 +134,8 @@ query="a red circle"
 /usr/bin/python3 "$src/tests/install/lib_hits.py" sizes "$tmp/manifest.jsonl" |
   sort >"$tmp/sizes" || fail "reading the manifest"
 run() { LD_LIBRARY_PATH=$L "$@"; }
+version=$("$build/clipdb" --version | awk '{ print $2 }')
+number=$(echo "$version" | awk -F. '{ print $1 * 10000 + $2 * 100 + $3 }')
 for b in "${builds[@]}"; do
   if ! run "$tmp/$b/ingest" "$tmp/$b.db" "$model" "$tmp/photos" >"$tmp/$b.ingest" 2>"$tmp/$b.err"
   then
@@ -146,6 +158,10 @@ for b in "${builds[@]}"; do
   comm -23 "$tmp/$b.sz" "$tmp/sizes" >"$tmp/$b.szbad"
   [ "$(wc -l <"$tmp/$b.sz")" -eq 8 ] && [ ! -s "$tmp/$b.szbad" ] ||
     { fail "$b: hit sizes are not the photos' sizes"; cat "$tmp/$b.sz"; }
+  # the usage line says the linked library's version, the program's
+  run "$tmp/$b/search" >/dev/null 2>"$tmp/$b.err"
+  grep -qF "(libclipdb $version, number $number; built with clipdb.h $version)" "$tmp/$b.err" ||
+    { fail "$b: the versions"; cat "$tmp/$b.err"; }
   run "$tmp/$b/search" "$tmp/$b.db" "a - a" >/dev/null 2>"$tmp/$b.err" &&
     fail "$b: a query that cancels out succeeded"
   grep -q "^search: cannot search: " "$tmp/$b.err" ||
