@@ -39,7 +39,9 @@ unset CLIPDB_MODEL CLIPDB_DB CLIPDB_LOG
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 cflags=(-O1 -Wall -Wextra -Werror)
-[ "$sanitize" = ON ] && cflags+=(-fsanitize=address,undefined -fno-omit-frame-pointer)
+san=() # a sanitizer build's library needs its runtime in the program's link
+[ "$sanitize" = ON ] && san=(-fsanitize=address,undefined -fno-omit-frame-pointer)
+cflags+=("${san[@]}")
 
 # ---- 1. install, then move the prefix ------------------------------------------------
 "$cmake" --install "$build" --prefix "$tmp/P" >"$tmp/install.log" 2>&1 ||
@@ -115,7 +117,8 @@ fi
 for kind in OFF ON; do
   dir=$tmp/cm$kind
   if "$cmake" -S "$ex" -B "$dir" -DCMAKE_PREFIX_PATH="$Q" -DCLIPDB_STATIC=$kind \
-       -DCMAKE_C_FLAGS="${cflags[*]}" -DCMAKE_BUILD_TYPE=Release >"$tmp/cm$kind.log" 2>&1 &&
+       -DCMAKE_C_FLAGS="${cflags[*]}" -DCMAKE_EXE_LINKER_FLAGS="${san[*]}" \
+       -DCMAKE_BUILD_TYPE=Release >"$tmp/cm$kind.log" 2>&1 &&
      "$cmake" --build "$dir" >>"$tmp/cm$kind.log" 2>&1; then
     builds+=("cm$kind")
   else
