@@ -3,9 +3,10 @@
 ** ingest folders and files, reindex, search (text in the query language, example
 ** images, "more like this", raw embeddings), keep the vector index fresh, verify,
 ** and manage the recorded folders (list, forget, move), plus the thumbnails and
-** originals of search hits by id. The module's whole public contract: `clipdb` (cli/),
-** `clipdb serve` (serve/) and programs that embed clipdb use nothing else of it,
-** and there is one search code path for all of them.
+** originals of search hits by id. The module's whole contract: `clipdb` (cli/),
+** `clipdb serve` (serve/) and the installed public API (lib/clipdb.h, what programs
+** that embed clipdb use) use nothing else of it, and there is one search code path
+** for all of them. This header is internal: it is not installed.
 **
 ** A handle (cdb_engine) is one open database: a reader (searches, stats, folders,
 ** verify; never blocks and is never blocked by a writer, also on a

@@ -61,6 +61,9 @@ PACKAGES=(
   libsentencepiece-dev sentencepiece python3-sentencepiece python3-protobuf
   # PCRE2: the Split / Regex patterns of tokenizer.json files (encoder/tok_hf_text.c).
   libpcre2-dev
+  # the Python package (python/) and its test (tests/python): a venv, pip's build
+  # backend without an index (setuptools, wheel), numpy arrays, pytest
+  python3-venv python3-setuptools python3-wheel python3-numpy python3-pytest
 )
 
 # `test` also runs the sanitizer and fuzzing stages: clang, libFuzzer and the
