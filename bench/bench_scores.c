@@ -98,6 +98,25 @@ static void threshold_for(const scores *pos, const scores *neg, double precision
                t, 100 * precision, 100.0 * (double)best_p / (double)pos->n);
 }
 
+/* The share of the sorted scores s at or above t. */
+static double share_from(const scores *s, float t) {
+    size_t lo = 0, hi = s->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (s->v[mid] < t) lo = mid + 1;
+        else hi = mid;
+    }
+    return (double)(s->n - lo) / (double)s->n;
+}
+
+/* What --min-score t keeps of the matches and of the rest, for a few t. */
+static void min_score_table(const scores *pos, const scores *neg) {
+    static const float ts[] = {0.2f, 0.3f, 0.4f, 0.5f, 0.55f, 0.6f};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
+        printf("  --min-score %.2f keeps %5.1f%% of the matching pairs, %5.1f%% of the others\n",
+               ts[i], 100 * share_from(pos, ts[i]), 100 * share_from(neg, ts[i]));
+}
+
 /* Every (query, image) pair of n_q queries of kind: its cosine into pos or neg. */
 static cdb_status pairs(cdb_model *m, const float *img, int n_img, int dim,
                         const cdb_world_scene *scenes, int kind, int n_q, scores *pos,
@@ -152,6 +171,7 @@ static cdb_status bundled(const char *model_dir, const char *dir, uint64_t seed,
         printf(" %s queries:\n", kinds[k]);
         print_dist("matching", &pos[k]);
         print_dist("non-matching", &neg[k]);
+        min_score_table(&pos[k], &neg[k]);
         threshold_for(&pos[k], &neg[k], 0.9);
         threshold_for(&pos[k], &neg[k], 0.99);
     }

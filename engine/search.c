@@ -856,10 +856,9 @@ int cdb_engine_under_resolve(const char *given, char *abs, size_t cap, int *fold
 static void set_probabilities(const eng_model *mod, const cdb_engine_query *qu, int n_terms,
                               cdb_engine_hit *hits, int n, cdb_engine_result *out) {
     const cdb_model_info *mi = mod->m ? cdb_model_get_info(mod->m) : NULL;
-    float p;
     int text_only = n_terms + qu->n_nots > 0 && !qu->n_image_paths && !qu->image_bytes &&
                     !qu->n_like_ids && !qu->vector;
-    out->has_probability = text_only && cdb_model_match_probability(mi, 0.0f, &p);
+    out->has_probability = text_only && mi && mi->has_logit_scale && mi->has_logit_bias;
     for (int i = 0; out->has_probability && i < n; i++)
         cdb_model_match_probability(mi, hits[i].score, &hits[i].probability);
 }
