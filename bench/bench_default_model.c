@@ -25,6 +25,7 @@
 #include "core/core.h"
 #include "encoder/encoder.h"
 #include "world/world.h"
+#include "world_library.h"
 
 #ifndef CDB_SOURCE_DIR
 #define CDB_SOURCE_DIR "."
@@ -95,12 +96,12 @@ cleanup:
 
 int main(int argc, char **argv) {
     const char *model_dir = CDB_SOURCE_DIR "/models/shapes-vit-tiny", *lib_dir = NULL;
-    char lib_buf[512], path[1024];
+    char lib_buf[512];
     uint64_t seed = 424242;
     int n = 2000, threads = 0, ret = 2;
     cdb_model *m = NULL;
     cdb_world_scene *scenes = NULL;
-    float *img = NULL, *px = NULL;
+    float *img = NULL;
     cdb_status rc = CDB_OK;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -129,42 +130,20 @@ int main(int argc, char **argv) {
     int64_t t0 = cdb_now_ns();
     if ((rc = cdb_model_open(model_dir, &mp, &m)) != CDB_OK) goto fail;
     const cdb_model_info *info = cdb_model_get_info(m);
-    const int dim = info->embed_dim, S = info->preprocess.size;
+    const int dim = info->embed_dim;
     printf("model %s: %s, embed %d, image %d/%d, act %s (%s)\n", model_dir, info->weights_dtype, dim,
            info->image_size, info->patch_size, info->act == CDB_ACT_GELU ? "gelu" : "quick_gelu",
            info->act_source);
 
-    snprintf(path, sizeof path, "%s/manifest.jsonl", lib_dir);
-    struct stat st;
-    if (stat(path, &st) != 0) {
-        cdb_world_library_params lp = cdb_world_library_params_default();
-        lp.n_threads = threads;
-        if ((rc = cdb_world_generate(lib_dir, seed, 0, n, &lp)) != CDB_OK) goto fail;
-    }
     scenes = cdb_calloc((size_t)n, sizeof *scenes);
     img = cdb_malloc((size_t)n * dim * sizeof(float));
-    const int B = 32;
-    px = cdb_malloc((size_t)B * 3 * S * S * sizeof(float));
-    if (!scenes || !img || !px) {
+    if (!scenes || !img) {
         rc = cdb_seterr(CDB_NOMEM, "bench: %d images", n);
         goto fail;
     }
+    if ((rc = bench_world_generate(lib_dir, seed, n, threads)) != CDB_OK) goto fail;
     int64_t t1 = cdb_now_ns();
-    for (int i0 = 0; i0 < n; i0 += B) {
-        int nb = n - i0 < B ? n - i0 : B;
-        for (int b = 0; b < nb; b++) {
-            cdb_world_scene *s = &scenes[i0 + b];
-            cdb_image *im = NULL;
-            if ((rc = cdb_world_scene_make(seed, i0 + b, NULL, s)) != CDB_OK) goto fail;
-            snprintf(path, sizeof path, "%s/img_%07d.%s", lib_dir, i0 + b,
-                     s->format == CDB_WORLD_PNG ? "png" : "jpg");
-            if ((rc = cdb_image_load(path, NULL, &im)) != CDB_OK) goto fail;
-            rc = cdb_image_preprocess(im, &info->preprocess, px + (size_t)b * 3 * S * S, NULL);
-            cdb_image_free(im);
-            if (rc != CDB_OK) goto fail;
-        }
-        if ((rc = cdb_encode_pixels(m, px, nb, 1, img + (size_t)i0 * dim)) != CDB_OK) goto fail;
-    }
+    if ((rc = bench_world_encode(m, lib_dir, seed, n, scenes, img)) != CDB_OK) goto fail;
     double enc_s = (double)(cdb_now_ns() - t1) * 1e-9;
     printf("library %s: %d images (seed %llu), encoded in %.1f s (%.0f images/s)\n", lib_dir, n,
            (unsigned long long)seed, enc_s, n / enc_s);
@@ -188,6 +167,5 @@ done:
     cdb_model_close(m);
     cdb_free(scenes);
     cdb_free(img);
-    cdb_free(px);
     return ret;
 }

@@ -222,6 +222,14 @@ int cdb_cli_global_db_given(void); /* 1 when --db came before the command */
 ** under <source>/models, then the installed share dir). NULL when none found.
 ** The result stays valid until the next call. */
 const char *cdb_cli_model_path(const char *flag_value, const char **source /* OUT */);
+/* 1 when model model_id of e's database is the bundled default model (the one
+** cdb_cli_model_path falls back to, compared by weights hash), else 0. */
+int cdb_cli_model_is_bundled(cdb_engine *e, int64_t model_id);
+/* What a new user is told when the bundled model meets real photos (one line: the
+** CLI's hint; the page says the same in its banner). */
+#define CDB_CLI_BUNDLED_HINT                                                              \
+    "the bundled model knows only generated shapes, not real photos: 'clipdb models get " \
+    "ViT-B-16-SigLIP2' gets a real one"
 /* The device: --device, then $CLIPDB_DEVICE, then auto, parsed by
 ** cdb_k_device_parse (auto, cpu, cuda, cuda:N; lowercase). CLI_EXIT_OK, or prints
 ** cmd's usage error (the value, where it came from, the accepted forms) and returns

@@ -11,7 +11,9 @@
 ** retried, a folder is missing or unreadable, a model's weights are missing; reindex:
 ** a vector set it ran still lacks vectors of ok files), 1 the
 ** run failed (a full disk included: its own message and hint), 130 interrupted
-** (what was committed stays). `reindex --repair` first turns what cdb_db_verify and
+** (what was committed stays). A database bound to the bundled model gets one hint on
+** stderr from init, and from an ingest that encoded real photos (bundled_hint).
+** `reindex --repair` first turns what cdb_db_verify and
 ** the deep check find into pending work (cdb_db_repair) that the rescan redoes.
 */
 #include <errno.h>
@@ -58,6 +60,14 @@ static int apply_max_pixels(cdb_engine *e, long px) {
                 cdb_cli_fmt_count(requeued, b, sizeof b), requeued == 1 ? "" : "s",
                 requeued == 1 ? "its" : "their");
     return CLI_EXIT_OK;
+}
+
+/* The new user's hint (stderr, once) when the database's default model is the bundled
+** one: init says it at once, ingest when its run encoded real photos. */
+static void bundled_hint(cdb_engine *e) {
+    cdb_engine_model m;
+    if (cdb_cli_quiet() || cdb_engine_find_model(e, NULL, &m) != CDB_OK) return;
+    if (cdb_cli_model_is_bundled(e, m.id)) cdb_cli_hint("%s", CDB_CLI_BUNDLED_HINT);
 }
 
 int cdb_cli_cmd_init(int argc, char **argv) {
@@ -111,9 +121,14 @@ int cdb_cli_cmd_init(int argc, char **argv) {
             cdb_engine_close(e);
             if (rc != CLI_EXIT_OK) goto done;
         }
-        if (!cdb_cli_quiet())
+        if (!cdb_cli_quiet()) {
+            cdb_engine *e = NULL;
             printf("Created the database %s (model %s, %d dimensions, %s)\n", dir, info.model_name,
                    info.dim, msrc);
+            cdb_cli_flush_stdout();
+            if (cdb_engine_open(dir, NULL, &e) == CDB_OK) bundled_hint(e);
+            cdb_engine_close(e);
+        }
         if (!info.text) { /* said even with --quiet: every text search would fail */
             cdb_cli_warn("model %s cannot encode text (%s): text searches will fail, image "
                          "searches (search --image) work",
@@ -374,6 +389,11 @@ int cdb_cli_cmd_ingest(int argc, char **argv) {
         goto done;
     }
     rc = report("ingest", r, st, o.json);
+    for (int i = 0; i < r->n_sets; i++)
+        if (r->sets[i].sum.real_photos > 0) {
+            bundled_hint(e);
+            break;
+        }
 done:
     cdb_engine_close(e);
     cdb_engine_paths_free(abs, a.n_pos);

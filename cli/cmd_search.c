@@ -147,9 +147,10 @@ static void json_strings(cli_json *j, const char *key, const char *const *s, int
     cdb_cli_json_end_array(j);
 }
 
-static void print_hits(const cdb_engine_hit *h, int n, int json, int paths, int nul,
-                       const cdb_engine_query *q, const char *const *images, int n_img,
-                       const char *model_name) {
+static void print_hits(const cdb_engine_result *res, int json, int paths, int nul,
+                       const cdb_engine_query *q, const char *const *images, int n_img) {
+    const cdb_engine_hit *h = res->hits;
+    int n = res->n;
     if (json) {
         cli_json j;
         cdb_cli_json_init(&j, stdout, 1);
@@ -159,7 +160,7 @@ static void print_hits(const cdb_engine_hit *h, int n, int json, int paths, int 
         json_strings(&j, "images", images, n_img); /* as given: '-' for standard input */
         json_strings(&j, "not", q->nots, q->n_nots);
         cdb_cli_json_key(&j, "model");
-        cdb_cli_json_str(&j, model_name);
+        cdb_cli_json_str(&j, res->model);
         cdb_cli_json_key(&j, "count");
         cdb_cli_json_int(&j, n);
         cdb_cli_json_key(&j, "hits");
@@ -170,6 +171,10 @@ static void print_hits(const cdb_engine_hit *h, int n, int json, int paths, int 
             cdb_cli_json_int(&j, i + 1);
             cdb_cli_json_key(&j, "score");
             cdb_cli_json_float(&j, h[i].score);
+            if (res->has_probability) { /* absent, not null, for models without a bias */
+                cdb_cli_json_key(&j, "probability");
+                cdb_cli_json_float(&j, h[i].probability);
+            }
             cdb_cli_json_key(&j, "id");
             cdb_cli_json_int(&j, h[i].id);
             cdb_cli_json_path(&j, "path", h[i].path);
@@ -362,8 +367,8 @@ static int run_search(cli_args *a, cdb_k_device device, const cdb_engine_query *
     if (cdb_engine_search(e, q, sp, &res) != CDB_OK) {
         rc = cdb_cli_engine_fail(cdb_cli_get(a, "model"));
     } else {
-        print_hits(res.hits, res.n, cdb_cli_has(a, "json") > 0, cdb_cli_has(a, "paths") > 0,
-                   cdb_cli_has(a, "null") > 0, q, images, n_img, res.model);
+        print_hits(&res, cdb_cli_has(a, "json") > 0, cdb_cli_has(a, "paths") > 0,
+                   cdb_cli_has(a, "null") > 0, q, images, n_img);
         if (res.n == 0 && !note_empty(e, &res)) note_no_hits(ul, sp->min_score);
         rc = CLI_EXIT_OK;
     }

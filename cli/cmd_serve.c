@@ -111,6 +111,7 @@ int cdb_cli_cmd_serve(int argc, char **argv) {
     sp.header_timeout_s = (int)htimeout;
     sp.body_timeout_s = (int)btimeout;
     sp.session_ttl_s = (int)ttl;
+    sp.bundled_model = cdb_cli_model_is_bundled(e, m.id);
     raise_fd_limit();
     if (cdb_serve_start(e, &sp, &s) != CDB_OK) {
         rc = cdb_cli_error_status(CDB_ERROR, "cannot serve %s", cdb_engine_dir(e));

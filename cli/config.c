@@ -6,7 +6,7 @@
 ** finds: <prefix>/share/clipdb/models next to an installed clipdb, else the source
 ** tree's models/ (a clipdb run from its build folder). The device: --device, then
 ** $CLIPDB_DEVICE, then auto, spelled as kernels' one parser (cdb_k_device_parse)
-** reads it.
+** reads it. Whether a database's model is the bundled one: by its weights hash.
 */
 #include <dirent.h>
 #include <stdlib.h>
@@ -59,9 +59,17 @@ static int first_subdir(const char *dir, char *buf, size_t size) {
     return found;
 }
 
+/* The bundled default model's folder into buf; NULL when there is none. */
+static const char *bundled_path(char *buf, size_t size) {
+    char models[4096];
+    if (cdb_data_path("models", models, sizeof models, NULL) &&
+        first_subdir(models, buf, size) == 0)
+        return buf;
+    return NULL;
+}
+
 const char *cdb_cli_model_path(const char *flag_value, const char **source) {
     static char buf[4096];
-    char models[4096];
     const char *env = getenv("CLIPDB_MODEL");
     const char *dummy;
     if (!source) source = &dummy;
@@ -76,11 +84,19 @@ const char *cdb_cli_model_path(const char *flag_value, const char **source) {
         return cdb_cli_resolve_model(env, "CLIPDB_MODEL");
     }
     *source = "bundled default";
-    if (cdb_data_path("models", models, sizeof models, NULL) &&
-        first_subdir(models, buf, sizeof buf) == 0)
-        return buf;
+    if (bundled_path(buf, sizeof buf)) return buf;
     *source = "none";
     return NULL;
+}
+
+int cdb_cli_model_is_bundled(cdb_engine *e, int64_t model_id) {
+    char path[4096];
+    cdb_engine_model m;
+    int found;
+    if (!bundled_path(path, sizeof path)) return 0;
+    found = cdb_engine_find_model(e, path, &m) == CDB_OK; /* by its weights hash */
+    cdb_clearerr(); /* not in the database: not an error of the command */
+    return found && m.id == model_id;
 }
 
 int cdb_cli_device(const char *cmd, const char *flag_value, cdb_k_device *out) {

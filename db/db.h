@@ -558,6 +558,13 @@ cdb_status cdb_db_max_pixels(cdb_db *db, int64_t *px /* OUT */);
 cdb_status cdb_db_set_max_pixels(cdb_db *db, int64_t px, int requeue,
                                  int64_t *n_requeued /* OUT */);
 
+/* Whether a run (ingest, reindex) has encoded a real photo into this database: one
+** without the generated world's mark (cdb_image_world_marked), which the bundled model
+** does not know. Recorded by the engine after such a run (meta "real_photos"), never
+** cleared: what `clipdb serve` reads instead of rescanning the photos. */
+cdb_status cdb_db_real_photos(cdb_db *db, int *seen /* OUT */);
+cdb_status cdb_db_set_real_photos(cdb_db *db); /* Writer only. */
+
 /* The setting (CDB_DB_THUMB_DEFAULT when never set). */
 cdb_status cdb_db_thumb_size(cdb_db *db, int *px /* OUT */);
 /* 0, or CDB_DB_THUMB_MIN..CDB_DB_THUMB_MAX (CDB_INVALID otherwise). Writer only. */

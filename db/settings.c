@@ -1,7 +1,8 @@
 /*
 ** settings.c: decoding settings a database keeps for every command that reads its
-** photos (db.h): the pixel limit over which a photo is refused. Kept in the meta
-** table; 0 (never set) means the encoder's default.
+** photos (db.h): the pixel limit over which a photo is refused (0, never set, means
+** the encoder's default); and a fact about its photos: whether a run encoded a real
+** photo (one without the generated world's mark). Kept in the meta table.
 */
 #include <stdio.h>
 
@@ -10,14 +11,18 @@
 /* What a photo over the limit was quarantined with (encoder/image.c's wording). */
 #define TOO_LARGE_TEXT "%pixels exceeds the limit of%"
 
+/* A meta value, 0 when it was never set. */
+static cdb_status meta_int(cdb_db *db, const char *key, int64_t *v) {
+    cdb_status rc = cdb_sql_meta_get_int(db, key, v);
+    if (rc != CDB_NOTFOUND) return rc;
+    cdb_clearerr();
+    *v = 0;
+    return CDB_OK;
+}
+
 cdb_status cdb_db_max_pixels(cdb_db *db, int64_t *px) {
     int64_t v = 0;
-    cdb_status rc = cdb_sql_meta_get_int(db, "max_pixels", &v);
-    if (rc == CDB_NOTFOUND) {
-        cdb_clearerr();
-        v = 0;
-        rc = CDB_OK;
-    }
+    cdb_status rc = meta_int(db, "max_pixels", &v);
     if (rc == CDB_OK) *px = v > 0 ? v : 0;
     return rc;
 }
@@ -40,4 +45,16 @@ cdb_status cdb_db_set_max_pixels(cdb_db *db, int64_t px, int requeue, int64_t *n
     if (rc == CDB_OK) return cdb_sql_commit(db->cat);
     cdb_sql_rollback(db->cat);
     return rc;
+}
+
+cdb_status cdb_db_real_photos(cdb_db *db, int *seen) {
+    int64_t v = 0;
+    cdb_status rc = meta_int(db, "real_photos", &v);
+    if (rc == CDB_OK) *seen = v != 0;
+    return rc;
+}
+
+cdb_status cdb_db_set_real_photos(cdb_db *db) {
+    cdb_status rc = cdb_sql_need_writer(db, "set_real_photos");
+    return rc == CDB_OK ? cdb_sql_meta_set_int(db, "real_photos", 1) : rc;
 }

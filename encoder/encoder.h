@@ -218,6 +218,16 @@ typedef struct cdb_image {
 cdb_status cdb_image_probe(const void *buf, size_t n, int *width /* OUT */,
                            int *height /* OUT */);
 
+/* The mark of clipdb's generated world (world/): every image it writes carries it as
+** the first comment a writer can put in: a JPEG's COM segment among the segments
+** before the first table (after SOI and APPn), a PNG's tEXt chunk "Software" among the
+** chunks before IDAT. A file without it did not come from the world as written (a real
+** photo, a re-saved world image): what the bundled model's hint is about. */
+#define CDB_IMAGE_WORLD_MARK "clipdb-world"
+/* 1 when buf (a file's bytes) carries CDB_IMAGE_WORLD_MARK as above, else 0. Reads at
+** most the first 4 KiB. */
+int cdb_image_world_marked(const void *buf, size_t n);
+
 /* Decodes buf, its format sniffed from the content: JPEG (baseline, progressive,
 ** arithmetic; gray, YCbCr/RGB, CMYK/YCCK), PNG, BMP, GIF (first frame), TGA, PSD (RGB
 ** composite), binary PNM P5/P6, WebP (lossy/lossless, first frame of an animation),
@@ -458,6 +468,14 @@ cdb_status cdb_model_open(const char *path, const cdb_model_params *p, cdb_model
 void cdb_model_close(cdb_model *m);
 /* Borrowed: lives as long as m. */
 const cdb_model_info *cdb_model_get_info(const cdb_model *m);
+
+/* The model's probability that a text and an image whose embeddings have cosine cos
+** match: sigmoid(exp(logit_scale) * cos + logit_bias), computed in fp32. logit_scale
+** is what the checkpoints store, the log of the scale, in both SigLIP layouts (Hugging
+** Face's SiglipModel and OpenCLIP's CustomTextCLIP apply exp() in their forward).
+** Returns 1 with *p set; 0 (p untouched) when the model has no logit_bias or scale
+** (CLIP: its scale calibrates a softmax over a batch of candidates, not one pair). */
+int cdb_model_match_probability(const cdb_model_info *mi, float cos, float *p /* OUT */);
 /* The model's tokenizer, or NULL if the text tower is not loaded. Borrowed. */
 const cdb_tok *cdb_model_tokenizer(const cdb_model *m);
 

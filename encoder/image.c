@@ -225,6 +225,52 @@ static cdb_status unknown_format(void) {
                       "TIFF, HEIC, AVIF or camera RAW file");
 }
 
+/* ---- the generated world's mark (encoder.h) -------------------------------------------- */
+
+#define WORLD_MARK_SCAN 4096 /* the mark comes before any table: well inside this */
+
+static int mark_at(const uint8_t *p, size_t len) {
+    size_t k = sizeof CDB_IMAGE_WORLD_MARK - 1;
+    return len >= k && !memcmp(p, CDB_IMAGE_WORLD_MARK, k);
+}
+
+/* JPEG: SOI, then the marker segments before the first table; a COM among them. */
+static int jpeg_marked(const uint8_t *b, size_t n) {
+    size_t o = 2;
+    while (o + 4 <= n) {
+        size_t len = (size_t)b[o + 2] << 8 | b[o + 3];
+        if (b[o] != 0xFF || len < 2 || o + 2 + len > n) return 0;
+        if (b[o + 1] == 0xFE) return mark_at(b + o + 4, len - 2);
+        if (b[o + 1] < 0xE0 || b[o + 1] > 0xEF) return 0; /* not APPn: tables, frame */
+        o += 2 + len;
+    }
+    return 0;
+}
+
+/* PNG: the signature, then the chunks before IDAT; a tEXt "Software" among them. */
+static int png_marked(const uint8_t *b, size_t n) {
+    static const char key[] = "Software";
+    size_t o = 8;
+    while (o + 12 <= n) {
+        size_t len = (size_t)b[o] << 24 | (size_t)b[o + 1] << 16 | (size_t)b[o + 2] << 8 | b[o + 3];
+        const uint8_t *type = b + o + 4, *data = b + o + 8;
+        if (len > n - o - 12 || !memcmp(type, "IDAT", 4)) return 0;
+        if (!memcmp(type, "tEXt", 4) && len > sizeof key && !memcmp(data, key, sizeof key))
+            return mark_at(data + sizeof key, len - sizeof key);
+        o += 12 + len;
+    }
+    return 0;
+}
+
+int cdb_image_world_marked(const void *buf, size_t n) {
+    const uint8_t *b = buf;
+    if (!buf) return 0;
+    if (n > WORLD_MARK_SCAN) n = WORLD_MARK_SCAN;
+    if (n >= 4 && b[0] == 0xFF && b[1] == 0xD8) return jpeg_marked(b, n);
+    if (n >= 8 && !memcmp(b, "\x89PNG\r\n\x1a\n", 8)) return png_marked(b, n);
+    return 0;
+}
+
 cdb_status cdb_image_probe(const void *buf, size_t n, int *width /* OUT */, int *height /* OUT */) {
     const uint8_t *b = buf;
     cdb_status rc;

@@ -1435,6 +1435,14 @@ static cdb_status open_siglip_tokenizer(load_ctx *c, const cdb_model_params *p) 
     return CDB_OK;
 }
 
+int cdb_model_match_probability(const cdb_model_info *mi, float cos, float *p) {
+    float z;
+    if (!mi || !mi->has_logit_scale || !mi->has_logit_bias) return 0;
+    z = expf(mi->logit_scale) * cos + mi->logit_bias;
+    *p = 1.0f / (1.0f + expf(-z)); /* z far below 0: expf(-z) = inf, p = 0 */
+    return 1;
+}
+
 static cdb_status open_tokenizer(load_ctx *c, const cdb_model_params *p) {
     cdb_model *m = c->m;
     char path[4096];

@@ -315,6 +315,10 @@ typedef struct cdb_engine_hit {
     int64_t mtime_ns;
     int64_t size;          /* bytes */
     int32_t width, height; /* pixels after EXIF orientation; 0 = unknown */
+    /* Appended: the model's own probability that the query text describes the photo,
+    ** sigmoid(exp(logit_scale) * score + logit_bias), in fp32 from the fp32 score.
+    ** Valid only when the result's has_probability is 1 (else 0). */
+    float probability;
 } cdb_engine_hit;
 
 typedef struct cdb_engine_result {
@@ -323,6 +327,13 @@ typedef struct cdb_engine_result {
     char model[128];       /* the vector set searched */
     int64_t model_id;
     int64_t generation;    /* the database generation the search saw */
+    /* Appended. 1: every hit's probability is set. That is when the model has a logit
+    ** bias (SigLIP, SigLIP2: trained with a sigmoid loss, so the formula is calibrated)
+    ** and the query is text alone (terms and nots): its vector is a text embedding,
+    ** and the probability is that of a text and an image matching. 0 for CLIP models
+    ** and for queries with example images, "more like this" ids or a raw vector (an
+    ** image-image cosine put through the formula is not a probability of anything). */
+    int has_probability;
 } cdb_engine_result;
 
 /* Runs a search. Query text is checked against CDB_ENGINE_QUERY_MAX_BYTES and the
@@ -478,6 +489,10 @@ typedef struct cdb_engine_summary {
     /* The decoders' budget (run params decode_memory_mb): the most decoded pixels in
     ** flight at once, and how many decodes waited for others to finish first. */
     int64_t decode_peak_pixels, decode_waits;
+    /* Appended: of the photos encoded (added + changed), those that do not carry the
+    ** generated world's mark (cdb_image_world_marked): real photos, which the bundled
+    ** model does not know. */
+    int64_t real_photos;
 } cdb_engine_summary;
 
 typedef struct cdb_engine_set_report {
@@ -585,6 +600,8 @@ typedef struct cdb_engine_stats {
     int thumb_size;        /* the thumbnail setting: long side in pixels, 0 = off */
     cdb_engine_model_stats *models; /* heap: cdb_engine_stats_free */
     int n_models;
+    int real_photos;       /* appended: 1 once a run encoded a real photo (one without the
+                              generated world's mark, cdb_engine_summary.real_photos) */
 } cdb_engine_stats;
 #define CDB_ENGINE_STATS_DISK 1u  /* add up the database's bytes on disk (walks its folder) */
 #define CDB_ENGINE_STATS_INDEX 2u /* load each model's index to describe it */

@@ -218,6 +218,7 @@ static void process(pipe_ctx *c, cdb_db *rdb, job *j) {
         job_failed(j, ENG_FAIL_TRANSIENT);
         return;
     }
+    j->real_photo = !cdb_image_world_marked(buf, (size_t)j->meta.size);
     k = decode_budgeted(c, buf, (size_t)j->meta.size, !j->no_exif, j->pixels, &j->meta.width,
                         &j->meta.height, ns, &j->thumb, j->reason, sizeof j->reason);
     free(buf);
@@ -342,7 +343,7 @@ typedef struct pending_thumb {
 ** after a failed commit (a full disk) the summary says what is stored, not what was
 ** tried. */
 typedef struct staged_counts {
-    int64_t added, changed, errors, retry, touched, moved;
+    int64_t added, changed, errors, retry, touched, moved, real_photos;
 } staged_counts;
 
 typedef struct writer_state {
@@ -407,6 +408,7 @@ static void commit(pipe_ctx *c, cdb_db_batch *b, writer_state *w) {
     c->sum->retry += w->staged.retry;
     c->sum->touched += w->staged.touched;
     c->sum->moved += w->staged.moved;
+    c->sum->real_photos += w->staged.real_photos;
     memset(&w->staged, 0, sizeof w->staged);
     if (w->n) {
         cdb_db_thumb *t = malloc(sizeof *t * (size_t)w->n);
@@ -443,10 +445,10 @@ static void stage(pipe_ctx *c, cdb_db_batch *b, writer_state *w, job *j) {
             snprintf(why, sizeof why, "the encoder gave an unusable vector: %s", cdb_errmsg());
             rc = cdb_db_batch_put_error(b, j->root_id, j->relpath, &j->meta, why);
             count_error(c, w);
-        } else if (j->was_ok && !j->for_model) {
-            w->staged.changed++;
         } else {
-            w->staged.added++;
+            if (j->was_ok && !j->for_model) w->staged.changed++;
+            else w->staged.added++;
+            if (rc == CDB_OK) w->staged.real_photos += j->real_photo;
         }
         break;
     case R_ERROR:

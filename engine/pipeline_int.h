@@ -49,6 +49,7 @@ typedef struct job {
     float *pixels;        /* R_IMAGE, before encoding */
     float *vec;           /* R_IMAGE, after encoding */
     int thumb_only;       /* the walker found it unchanged but without its thumbnail */
+    int real_photo;       /* R_IMAGE: no mark of the generated world (a real photo) */
     eng_thumb thumb;      /* R_IMAGE, R_THUMB: made from the decoded image (may be empty) */
 } job;
 

@@ -118,6 +118,20 @@ static int set_partial(const run_set *s) {
     return !s->m || s->sum.errors || s->sum.retry || s->sum.walk_errors;
 }
 
+/* Records in the database that a pass encoded real photos (cdb_db_set_real_photos), so
+** that the server knows without rescanning. A failure costs only the server's banner:
+** logged, not the run's. */
+static void record_real_photos(cdb_engine *e, const run_plan *p) {
+    int seen = 0;
+    for (int i = 0; i < p->n; i++)
+        if (p->s[i].sum.real_photos > 0) {
+            if (cdb_db_real_photos(e->db, &seen) == CDB_OK && !seen &&
+                cdb_db_set_real_photos(e->db) != CDB_OK)
+                CDB_LOG_WARN("cannot record that real photos were ingested (%s)", cdb_errmsg());
+            return;
+        }
+}
+
 /* Runs every set's pass, recorded as one run. Returns the first failure (the sets
 ** after it do not run). */
 static cdb_status run_passes(cdb_engine *e, const char *kind, const eng_library *lib,
@@ -169,6 +183,7 @@ static cdb_status run_passes(cdb_engine *e, const char *kind, const eng_library 
     }
     *stopped = cdb_eng_should_stop(ev);
     for (int i = 0; i < p->n; i++) partial |= set_partial(&p->s[i]);
+    record_real_photos(e, p);
     summary_json(js, sizeof js, &p->s[0].sum);
     if (rc != CDB_OK) /* recording the run must not overwrite why it failed */
         snprintf(why, sizeof why, "%s", cdb_errmsg());

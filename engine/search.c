@@ -15,6 +15,8 @@
 **     ranking (asking for 4x more until enough pass or everything was seen); offset pages;
 **     sort=time orders by file time the page's hits, or (sort_window) the best hits of a
 **     window that every page of the query cuts from.
+**  4. A text query to a model with a logit bias (SigLIP) gives each hit the model's
+**     probability too, from its fp32 cosine (set_probabilities).
 **
 ** Freshness (engine.h): the search state of a vector set is the loaded index (with the
 ** identity of its file: device, inode, size, mtime) and the overlay as of a database
@@ -849,6 +851,18 @@ int cdb_engine_under_resolve(const char *given, char *abs, size_t cap, int *fold
     return exists;
 }
 
+/* The model's probability for each hit (cdb_engine_result.has_probability says when):
+** a model with a logit bias, and a query of text alone (its towers are loaded then). */
+static void set_probabilities(const eng_model *mod, const cdb_engine_query *qu, int n_terms,
+                              cdb_engine_hit *hits, int n, cdb_engine_result *out) {
+    const cdb_model_info *mi = mod->m ? cdb_model_get_info(mod->m) : NULL;
+    int text_only = n_terms + qu->n_nots > 0 && !qu->n_image_paths && !qu->image_bytes &&
+                    !qu->n_like_ids && !qu->vector;
+    out->has_probability = text_only && mi && mi->has_logit_scale && mi->has_logit_bias;
+    for (int i = 0; out->has_probability && i < n; i++)
+        cdb_model_match_probability(mi, hits[i].score, &hits[i].probability);
+}
+
 /* The reader and the query's model: the model's towers that the query needs, with the
 ** encode threads of the engine's rule. */
 static cdb_status open_model_for(cdb_engine *e, const cdb_engine_query *qu, int n_terms,
@@ -908,6 +922,7 @@ static cdb_status search_once(cdb_engine *e, const cdb_engine_query *qu,
                            &n_hits)) != CDB_OK)
         goto done;
     page_hits(hits, &n_hits, p);
+    set_probabilities(mod, qu, n_terms, hits, n_hits, out);
     out->hits = hits;
     out->n = n_hits;
     hits = NULL;

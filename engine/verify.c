@@ -107,6 +107,7 @@ cdb_status cdb_engine_stats_get(cdb_engine *e, unsigned what, cdb_engine_stats *
     }
     if (what & CDB_ENGINE_STATS_DISK) out->disk_bytes = cdb_eng_disk_bytes(e->dir);
     if (cdb_db_thumb_size(r->db, &out->thumb_size) != CDB_OK) out->thumb_size = 0;
+    if (cdb_db_real_photos(r->db, &out->real_photos) != CDB_OK) out->real_photos = 0;
     ud.db = r->db;
     ud.what = what;
     ud.s = out;

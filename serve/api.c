@@ -7,7 +7,7 @@
 **   POST /api/search  {"query" | "text" | "image_id" | "image" (base64), "k", "offset",
 **                      "min_score", "under", "sort"}
 **     -> {"model", "took_ms", "count", "offset", "generation",
-**         "results": [{"id", "path", "score", "width", "height", "mtime", "size",
+**         "results": [{"id", "path", "score", ["probability",] "width", "height", "mtime", "size",
 **                      "thumb": "/api/thumb/ID", "file": "/api/file/ID",
 **                      "preview": "/api/preview/ID", "browser_shows"}]}
 **   GET  /api/thumb/ID   the JPEG thumbnail (ETag; 304 when unchanged)
@@ -20,7 +20,10 @@
 **                        something else is at its path: run reindex); one byte range
 **                        (srv_req.range: bytes=A-B, A-, -N) gives a 206, one past the
 **                        end 416 (http.c does not pass the header on yet: whole file)
-**   GET  /api/stats, /api/folders (the roots), /healthz
+**   GET  /api/stats, /api/folders (the roots), /healthz. /api/stats also says
+**                        "bundled_model" (the model served is clipdb's bundled one)
+**                        and "real_photos" (ingests met photos not from the generated
+**                        world): the page's banner when both are true
 **   GET  /api/folders?under=FOLDER  the folders directly inside FOLDER (a root or a
 **                        folder in one) that hold photos, from the catalog: {"under",
 **                        "folders": [{"path", "kind", "files", "subfolders"}]}; 404 when
@@ -276,12 +279,13 @@ static int browser_shows(const char *path) {
     return 0;
 }
 
-static json_t *hit_json(const cdb_engine_hit *h) {
+static json_t *hit_json(const cdb_engine_hit *h, int has_probability) {
     json_t *x = json_object();
     char url[64];
     json_object_set_new(x, "id", json_integer(h->id));
     cdb_srv_json_path(x, "path", h->path);
     json_object_set_new(x, "score", cdb_srv_json_float(h->score));
+    if (has_probability) json_object_set_new(x, "probability", cdb_srv_json_float(h->probability));
     json_object_set_new(x, "width", json_integer(h->width));
     json_object_set_new(x, "height", json_integer(h->height));
     json_object_set_new(x, "mtime", json_integer(h->mtime_ns / 1000000000LL));
@@ -322,7 +326,8 @@ static void search(srv_ctx *c, const srv_req *r, srv_resp *o) {
     json_object_set_new(res, "offset", json_integer(s.p.offset));
     json_object_set_new(res, "generation", json_integer(out.generation));
     arr = json_array();
-    for (int i = 0; i < out.n; i++) json_array_append_new(arr, hit_json(&out.hits[i]));
+    for (int i = 0; i < out.n; i++)
+        json_array_append_new(arr, hit_json(&out.hits[i], out.has_probability));
     json_object_set_new(res, "results", arr);
     cdb_srv_json(o, 200, res);
     o->cache = "no-store";
@@ -535,6 +540,9 @@ static void stats(srv_ctx *c, srv_resp *o) {
     json_object_set_new(doc, "thumb_size", json_integer(s.thumb_size));
     json_object_set_new(doc, "model", json_string(c->model.name));
     json_object_set_new(doc, "searches", json_integer(atomic_load(&c->n_search)));
+    /* the page's banner: the bundled model meets real photos, which it does not know */
+    json_object_set_new(doc, "bundled_model", json_boolean(c->bundled_model));
+    json_object_set_new(doc, "real_photos", json_boolean(s.real_photos));
     models = json_array();
     for (int i = 0; i < s.n_models; i++) {
         json_t *m = json_object();

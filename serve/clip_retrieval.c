@@ -5,7 +5,7 @@
 **   GET  /indices-list  -> ["<model name>"]: one index, the database's default vector set
 **   POST /knn-service   {"text" | "image" (base64) | "image_url" | "embedding_input",
 **                        "num_images", "num_result_ids", "indice_name", "modality", ...}
-**        -> [{"id", "similarity", "url", "caption", "path", "thumb"}, ...]
+**        -> [{"id", "similarity", ["probability",] "url", "caption", "path", "thumb"}, ...]
 **   POST /metadata      {"ids": [...], "indice_name"} -> [{"id", "metadata": {...}}]
 **                       (metadata null for an unknown id; for a photo that is gone or
 **                       changed since the last scan also "status" 404 / 409 and the
@@ -136,6 +136,8 @@ static void knn(srv_ctx *c, const srv_req *r, srv_resp *o) {
             i < num_images ? metadata(base, res.hits[i].id, res.hits[i].path) : json_object();
         json_object_set_new(x, "id", json_integer(res.hits[i].id));
         json_object_set_new(x, "similarity", cdb_srv_json_float(res.hits[i].score));
+        if (res.has_probability) /* one more key: clip-front and ClipClient read theirs */
+            json_object_set_new(x, "probability", cdb_srv_json_float(res.hits[i].probability));
         json_array_append_new(out, x);
     }
     cdb_srv_json(o, 200, out);

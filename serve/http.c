@@ -593,6 +593,7 @@ cdb_status cdb_serve_start(cdb_engine *e, const cdb_serve_params *p_in, cdb_serv
     }
     s->ctx.e = e;
     s->ctx.default_k = p.default_k;
+    s->ctx.bundled_model = p.bundled_model;
     s->ctx.have_token = s->token != NULL;
     s->ctx.token = s->token;
     s->ctx.bind_host = s->host;

@@ -55,6 +55,10 @@ typedef struct cdb_serve_params {
     int header_timeout_s;
     int body_timeout_s;
     int session_ttl_s;       /* the page's sign-in lasts this long (default 12 hours) */
+    /* Appended. 1: the model served is clipdb's bundled shapes model (the CLI knows
+    ** where that is). /api/stats says so beside the database's real_photos
+    ** (cdb_engine_stats), and the page shows a banner when both hold. Default 0. */
+    int bundled_model;
 } cdb_serve_params;
 cdb_serve_params cdb_serve_params_default(void);
 

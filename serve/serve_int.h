@@ -66,6 +66,7 @@ typedef struct srv_ctx {
     cdb_engine *e;
     cdb_engine_model model;    /* the vector set searched (the default model) */
     int default_k;
+    int bundled_model;         /* the model searched is clipdb's bundled one (params) */
     int have_token;
     const char *token;         /* for the login check; NULL when none */
     srv_sessions *sessions;    /* the sign-in sessions when there is a token, else NULL */

@@ -119,7 +119,10 @@ cdb_status cdb_world_scene_make(uint64_t seed, int64_t index, const cdb_world_pa
 /* Renders the scene. rgb: caller-owned width*height*3 bytes (HWC, RGB). */
 cdb_status cdb_world_render(const cdb_world_scene *s, uint8_t *rgb /* OUT */);
 
-/* Renders and encodes to a file in the scene's format (JPEG or PNG). */
+/* Renders and encodes to a file in the scene's format (JPEG or PNG), with the world's
+** mark in it (a JPEG comment, a PNG tEXt "Software" chunk: "clipdb-world"), by which
+** an ingest tells a generated image from a real photo (encoder.h,
+** cdb_image_world_marked). */
 cdb_status cdb_world_write_image(const cdb_world_scene *s, const char *path);
 
 /* ---- captions and queries ------------------------------------------------------ */

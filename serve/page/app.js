@@ -220,7 +220,9 @@ function append(hits, start) {
     t.style.flexBasis = `${Math.round(ar * row)}px`;
     t.style.flexGrow = String(ar);
     t.setAttribute('role', 'button');
-    t.setAttribute('aria-label', `${baseName(h.path)}, score ${h.score.toFixed(3)}`);
+    const prob = typeof h.probability === 'number'
+      ? `, match probability ${(100 * h.probability).toFixed(1)}%` : '';
+    t.setAttribute('aria-label', `${baseName(h.path)}, score ${h.score.toFixed(3)}${prob}`);
     const img = document.createElement('img');
     img.alt = '';
     img.loading = 'lazy';
@@ -356,11 +358,21 @@ function nudgeMin(d) {
   search();
 }
 
+// The banner for a library of real photos searched with the bundled model (GET
+// /api/stats: bundled_model, real_photos); static text, dismissed for this browser.
+const NOTICE_KEY = 'clipdb.notice.bundled';
+function showNotice(show) {
+  let gone = false;
+  try { gone = localStorage.getItem(NOTICE_KEY) === '1'; } catch (e) { /* no storage */ }
+  $('notice').hidden = !show || gone;
+}
+
 async function loadLibrary() {
   try {
     const s = await api('/api/stats');
     const n = s.files.ok;
     S.model = s.model;
+    showNotice(s.bundled_model && s.real_photos);
     $('library').textContent = `${n.toLocaleString()} photo${n === 1 ? '' : 's'} in ${s.folders} folder${s.folders === 1 ? '' : 's'} \u00b7 model ${s.model}`;
     const ex = /^shapes/.test(s.model)
       ? ['a red circle', 'a blue square', 'a green triangle', 'star + yellow', 'a circle - red']
@@ -519,6 +531,11 @@ function init() {
   new IntersectionObserver((entries) => {
     if (entries.some((e) => e.isIntersecting) && !S.done && !S.loading && S.mode !== 'none') search(false);
   }, { rootMargin: MORE_MARGIN + 'px' }).observe($('more'));
+
+  $('notice-close').addEventListener('click', () => {
+    try { localStorage.setItem(NOTICE_KEY, '1'); } catch (e) { /* no storage: this visit */ }
+    $('notice').hidden = true;
+  });
 
   showSession();
   loadLibrary();

@@ -675,6 +675,69 @@ CDB_TEST(preprocess_args) {
 }
 
 
+/* buf[0..at) + ins[0..k) + buf[at..n) (heap). */
+static unsigned char *spliced(const unsigned char *buf, size_t n, size_t at,
+                              const void *ins, size_t k) {
+    unsigned char *o = malloc(n + k);
+    if (!o) return NULL;
+    memcpy(o, buf, at);
+    memcpy(o + at, ins, k);
+    memcpy(o + at + k, buf + at, n - at);
+    return o;
+}
+
+/* The generated world's mark where the file formats let a writer put a comment first
+** (JPEG: a COM segment after SOI and APP0; PNG: a tEXt "Software" chunk after IHDR),
+** built here byte by byte from the formats' layouts into PIL-made files that lack it
+** (they must read 0, as any photo; the chunk's CRC is not what the check reads). Another
+** comment or keyword, the mark after the first table, or a file cut inside it, is not
+** the mark. */
+CDB_TEST(world_mark) {
+    static const unsigned char com[] = {0xFF, 0xFE, 0, 14, 'c', 'l', 'i', 'p', 'd', 'b', '-',
+                                        'w', 'o', 'r', 'l', 'd'};
+    static const unsigned char other[] = {0xFF, 0xFE, 0, 14, 'c', 'l', 'i', 'p', 'd', 'b', '-',
+                                          'w', 'o', 'r', 'l', 'D'};
+    static const unsigned char text[] = {0, 0, 0, 21, 't', 'E', 'X', 't', 'S', 'o', 'f', 't',
+                                         'w', 'a', 'r', 'e', 0, 'c', 'l', 'i', 'p', 'd', 'b',
+                                         '-', 'w', 'o', 'r', 'l', 'd', 0, 0, 0, 0};
+    size_t nj = 0, np = 0;
+    unsigned char *jpg = read_file(GOLDEN "/photo_320x240.jpg", &nj);
+    unsigned char *png = read_file(GOLDEN "/rgb_320x241.png", &np);
+    unsigned char *m;
+    CHECK(jpg && nj > 40 && png && np > 60);
+    if (!jpg || !png) goto done;
+    CHECK_EQ_INT(cdb_image_world_marked(jpg, nj), 0);
+    CHECK_EQ_INT(cdb_image_world_marked(png, np), 0);
+    CHECK((m = spliced(jpg, nj, 20, com, sizeof com))); /* SOI 2 + APP0 18 */
+    if (m) {
+        CHECK_EQ_INT(cdb_image_world_marked(m, nj + sizeof com), 1);
+        CHECK_EQ_INT(cdb_image_world_marked(m, 20 + sizeof com - 1), 0); /* cut in it */
+        free(m);
+    }
+    CHECK((m = spliced(jpg, nj, 2, com, sizeof com))); /* before APP0 too */
+    if (m) CHECK_EQ_INT(cdb_image_world_marked(m, nj + sizeof com), 1);
+    free(m);
+    CHECK((m = spliced(jpg, nj, 20, other, sizeof other)));
+    if (m) CHECK_EQ_INT(cdb_image_world_marked(m, nj + sizeof other), 0);
+    free(m);
+    /* after the first table (DQT at 20, its length at 22): not where the world puts it */
+    CHECK((m = spliced(jpg, nj, 22 + ((size_t)jpg[22] << 8 | jpg[23]), com, sizeof com)));
+    if (m) CHECK_EQ_INT(cdb_image_world_marked(m, nj + sizeof com), 0);
+    free(m);
+    CHECK((m = spliced(png, np, 33, text, sizeof text))); /* signature 8 + IHDR 25 */
+    if (m) {
+        CHECK_EQ_INT(cdb_image_world_marked(m, np + sizeof text), 1);
+        m[33 + 8] = 's'; /* another keyword */
+        CHECK_EQ_INT(cdb_image_world_marked(m, np + sizeof text), 0);
+        free(m);
+    }
+    CHECK_EQ_INT(cdb_image_world_marked(NULL, 0), 0);
+    CHECK_EQ_INT(cdb_image_world_marked(com, sizeof com), 0); /* no SOI */
+done:
+    free(jpg);
+    free(png);
+}
+
 CDB_TEST_MAIN(image_defaults, golden_exact, golden_fast, golden_tensor, decode_modes,
               exif_dims, probe_and_limits, bad_files, mutations_never_crash, formats_and_info,
-              preprocess_args)
+              preprocess_args, world_mark)

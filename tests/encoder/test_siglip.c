@@ -6,7 +6,8 @@
 ** (open_clip_config.json, timm 'visual.trunk.*' + 'text.*', F16). Token ids go in
 ** directly (cdb_encode_tokens): the fixture folders carry no tokenizer, and such a
 ** folder still opens (the text entry point says so; test_tok_spm adds a vocabulary).
-** Also: PIL's squash resize, byte-exact, and the NaFlex refusal.
+** Also: PIL's squash resize, byte-exact, the NaFlex refusal, and the model's
+** probability (logit_scale is a log).
 */
 #include "encoder/encoder.h"
 
@@ -181,6 +182,45 @@ CDB_TEST(siglip_load_parts) {
 }
 
 /* NaFlex: a config.json saying siglip2 (Siglip2Model) is refused with a message. */
+/* The model's probability (cdb_model_match_probability) reads logit_scale as the log
+** it is stored as: scripts/make_siglip_fixtures.py sets the Hugging Face model's to
+** log(10) + 0.25 (a scale of 10 e^0.25 = 12.84) and keeps OpenCLIP's initial log(10)
+** (F16), as both references do (their forward multiplies by logit_scale.exp()). Read
+** as a plain factor it would give sigmoid(2.55 - 9.5) ~ 0.001 at cos 1, not 0.966. A
+** CLIP model (no bias) has none. */
+CDB_TEST(siglip_probability) {
+    static const double scale[2] = {12.840254166877415 /* 10 e^0.25 */, 10.0};
+    static const float cosines[] = {-1.0f, -0.2f, 0.0f, 0.3f, 0.6f, 0.74f, 1.0f};
+    for (size_t f = 0; f < 2; f++) {
+        char path[512];
+        cdb_model_params p = cdb_model_params_default();
+        cdb_model *m = NULL;
+        p.inspect_only = 1;
+        snprintf(path, sizeof path, "%s/%s", GOLD, k_fixtures[f].name);
+        CHECK_OK(cdb_model_open(path, &p, &m));
+        if (!m) continue;
+        for (size_t i = 0; i < sizeof cosines / sizeof cosines[0]; i++) {
+            double want = 1 / (1 + exp(-(scale[f] * cosines[i] + k_fixtures[f].logit_bias)));
+            float got = -1;
+            CHECK(cdb_model_match_probability(cdb_model_get_info(m), cosines[i], &got));
+            /* F16's rounding of log(10) moves OpenCLIP's scale by 2e-4 of itself */
+            CHECK_MSG(fabs(got - want) <= 3e-3 * want + 1e-6, "%s: cos %g: %.7g, want %.7g",
+                      k_fixtures[f].name, cosines[i], got, want);
+        }
+        cdb_model_close(m);
+    }
+    {
+        cdb_model_params p = cdb_model_params_default();
+        cdb_model *m = NULL;
+        float got = -1;
+        p.inspect_only = 1;
+        CHECK_OK(cdb_model_open(GOLD "/openai_qgelu", &p, &m));
+        if (m) CHECK(!cdb_model_match_probability(cdb_model_get_info(m), 0.5f, &got));
+        CHECK(got == -1);
+        cdb_model_close(m);
+    }
+}
+
 CDB_TEST(siglip2_naflex_refused) {
     char dir[300], src[512], dst[400];
     cdb_model *m = NULL;
@@ -257,4 +297,4 @@ CDB_TEST(squash_resize_matches_pil) {
 }
 
 CDB_TEST_MAIN(golden_siglip_hf_sharded, golden_siglip_openclip_timm, siglip_load_parts,
-              siglip2_naflex_refused, squash_resize_matches_pil)
+              siglip_probability, siglip2_naflex_refused, squash_resize_matches_pil)

@@ -1,7 +1,8 @@
 /*
 ** fuzz_image.c: libFuzzer target for image decoding + preprocessing from arbitrary
-** bytes: cdb_image_probe, cdb_image_decode (with and without EXIF orientation, and
-** in fast mode) and cdb_image_preprocess (bicubic and bilinear, three output sizes).
+** bytes: cdb_image_probe, cdb_image_world_marked, cdb_image_decode (with and without
+** EXIF orientation, and in fast mode) and cdb_image_preprocess (bicubic and bilinear,
+** three output sizes).
 ** Every format is reached through the same entry point (sniffing by content): JPEG
 ** (libjpeg-turbo), WebP (libwebp), TIFF (libtiff), HEIC/AVIF (libheif), RAW (libraw),
 ** PNG/GIF/BMP/TGA/PSD/PNM (stb); seeds for each in corpus/fuzz_image.
@@ -65,6 +66,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
 
     probed = cdb_image_probe(data, n, &pw, &ph) == CDB_OK;
     if (probed) FUZZ_CHECK(pw > 0 && ph > 0, "probe gave %dx%d", pw, ph);
+    /* the generated world's mark (what an ingest checks every photo for): any bytes */
+    FUZZ_CHECK(cdb_image_world_marked(data, n) <= 1, "world mark: not 0 or 1");
 
     for (int pass = 0; pass < 3; pass++) {
         int exif = pass > 0, fast = pass == 2;

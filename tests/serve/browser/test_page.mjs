@@ -1,6 +1,7 @@
 // test_page.mjs: the search page of `clipdb serve` in a real browser (Debian's
 // chromium, headless, driven by playwright-core). Usage:
 //   node test_page.mjs BASE_URL OUT_DIR
+// Checks the bundled model's banner (the library has real photos) and dismisses it.
 // Types a query and waits for the thumbnails to load, checks the scores against the
 // API, clicks "more like this" on a hit, opens the viewer, filters by minimum score
 // and folder from the keyboard (and by a folder inside the root), searches by a
@@ -61,6 +62,25 @@ try {
   await page.waitForFunction(() => document.getElementById('library').textContent.includes('photos'));
   check(await page.locator('#welcome').isVisible(), 'the welcome page shows the library');
   await page.screenshot({ path: join(out, 'welcome.png') });
+
+  // 0. the bundled model's banner: the library holds real photos (a TIFF, a HEIC), the
+  // API says so, and the banner says what to do; it is announced, and dismissed for good
+  const stats = await (await page.request.get(base + '/api/stats')).json();
+  check(stats.bundled_model === true && stats.real_photos === true,
+    `/api/stats: bundled_model ${stats.bundled_model}, real_photos ${stats.real_photos}`);
+  const notice = page.locator('#notice');
+  check(await notice.isVisible(), 'the banner shows');
+  check((await notice.textContent()).includes('clipdb models get ViT-B-16-SigLIP2'),
+    'the banner names the command that gets a real model');
+  check(await notice.getAttribute('role') === 'status', 'the banner is announced (role=status)');
+  check(await page.locator('#notice code').count() === 1 &&
+    await page.locator('#notice *').count() === 3, 'the banner holds its static markup only');
+  await page.locator('#notice-close').click();
+  check(!(await notice.isVisible()), 'the banner is dismissed');
+  await page.reload({ waitUntil: 'networkidle' });
+  await page.waitForFunction(
+    () => document.getElementById('library').textContent.includes('photos'));
+  check(!(await notice.isVisible()), 'and stays dismissed after a reload');
 
   // 1. a query typed into the box (it has the focus at first: Esc leaves it, / comes back)
   check(await page.evaluate(() => document.activeElement.id === 'q'), 'the search box has the focus');
