@@ -265,7 +265,8 @@ static cdb_status upload_rows(load_ctx *c, const cdb_st_tensor *t, int64_t row0,
 }
 
 /* t's file pages dropped once uploaded in a role: F32 vectors may be used in place;
-** matrices are packed (CPU) or copied (GPU), other dtypes widened. */
+** matrices are packed (CPU) or copied (GPU), other dtypes widened, except an F16/BF16
+** token table, read in place (CDB_K_W_TABLE): its rows fault back in as texts use them. */
 static void drop_uploaded(const load_ctx *c, const cdb_st_tensor *t, cdb_k_wrole role) {
     if (!c->inspect && (t->dtype != CDB_ST_F32 || role == CDB_K_W_MATRIX)) drop_pages(t);
 }
