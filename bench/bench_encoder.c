@@ -620,7 +620,7 @@ static double median_of(double *v, int n) {
 static void siglip_open_costs(const char *dir, int threads, const char *hash, const char *key) {
     char cache[] = "/tmp/clipdb-bench-pack-XXXXXX";
     double t[3][5];
-    const char *status[3] = {"", "", ""};
+    char status[3][64] = {"", "", ""}; /* copies: the model's strings die with it */
     int32_t ids[64];
     float emb[768];
     siglip_query(ids);
@@ -643,7 +643,8 @@ static void siglip_open_costs(const char *dir, int threads, const char *hash, co
                 return;
             }
             t[mode][r] = now_s() - t0;
-            status[mode] = cdb_model_get_info(m)->pack_cache;
+            snprintf(status[mode], sizeof status[mode], "%s",
+                     cdb_model_get_info(m)->pack_cache);
             cdb_model_close(m);
         }
     printf("  text tower open + 1 query (in process, hash recorded): cache off %.1f ms "
