@@ -13,7 +13,15 @@
 **     opened, for the bytes their widened, packed matrices take;
 **   - RN50 (OpenAI's ModifiedResNet, 38.3M visual parameters, F32, random weights with
 **     calibrated BatchNorm statistics): the image tower at batch 32 (bar >= 1.2x;
-**     PyTorch runs it NCHW with BatchNorm as its own op, as OpenAI's clip does).
+**     PyTorch runs it NCHW with BatchNorm as its own op, as OpenAI's clip does);
+**   - SigLIP2 B/16 (random weights at the real size, Hugging Face layout, written by
+**     bench/siglip_baseline.py into <build>/bench_data/siglip2_b16_random{,_f16}/; PyTorch
+**     runs scripts/siglip_torch.py's SiglipModel): peak RSS (VmHWM) of a child process
+**     that opens both towers and encodes a batch and a query, for the F16 and the F32
+**     checkpoint, against Immich's published 3 GB; the image tower at batch 32 (bar >=
+**     1.2x) and a 64-id query (bar <= 0.15x; no tokenizer on either side), as for
+**     ViT-B/32; the text tower's open + one query with the packed matrix cache off, cold
+**     and hit (a private cache folder, removed after).
 ** Each tower's rate is also given in GFLOP/s and as a percentage of this machine's
 ** peak fp32 FMA rate on clipdb's ISA path, measured in the same run (a small FMA loop
 ** on the same threads, best of one probe per round). Printed with the figures: the
@@ -25,8 +33,9 @@
 ** Weights: BENCH_WEIGHTS or <build>/bench_data/vitb32_random.safetensors, and
 ** BENCH_RN50_WEIGHTS or <build>/bench_data/rn50_random.safetensors, written by the
 ** baseline script on first use. Threads: CLIPDB_BENCH_THREADS (default 2).
-** BENCH_NO_TORCH=1 skips the PyTorch side, BENCH_ONLY=vit or BENCH_ONLY=rn50 one of
-** the two models. Exits 0 unless something failed to run (missing a bar is reported,
+** BENCH_NO_TORCH=1 skips the PyTorch side, BENCH_ONLY=vit, rn50 or siglip one of the
+** three models. The CPU ISA path that ran is printed (cdb_k_cpu_isa). Exits 0 unless
+** something failed to run (missing a bar is reported,
 ** not an error: this is a benchmark, not a test): each bar is printed MET or MISSED.
 */
 #include <signal.h>
@@ -112,13 +121,13 @@ typedef struct torch_child {
     FILE *to, *from;
 } torch_child;
 
-/* encoder_baseline.py <mode> weights --threads T --batch 32 [--vocab V]; 0 once it
-** printed "ready" (after its warm-ups). */
-static int torch_start(torch_child *c, const char *mode, const char *weights, int threads,
-                       const char *vocab) {
+/* bench/<py> <mode> weights --threads T --batch 32 [--vocab V] (py: encoder_baseline.py
+** or siglip_baseline.py); 0 once it printed "ready" (after its warm-ups). */
+static int torch_start(torch_child *c, const char *py, const char *mode, const char *weights,
+                       int threads, const char *vocab) {
     int in[2], out[2];
     char script[1024], th[16], line[256];
-    snprintf(script, sizeof script, "%s/bench/encoder_baseline.py", CDB_SOURCE_DIR);
+    snprintf(script, sizeof script, "%s/bench/%s", CDB_SOURCE_DIR, py);
     snprintf(th, sizeof th, "%d", threads);
     memset(c, 0, sizeof *c);
     if (pipe(in) != 0) return -1;
@@ -171,6 +180,44 @@ static int torch_stop(torch_child *c, double *rss_mb) {
     if (c->from) fclose(c->from);
     if (c->pid > 0 && waitpid(c->pid, &st, 0) < 0) return -1;
     return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+}
+
+/* The PyTorch side unless BENCH_NO_TORCH: *have 1 once it is ready. 0 = fine (also when
+** skipped); 1 = it did not start (said on stderr). */
+static int torch_begin(torch_child *c, const char *py, const char *mode, const char *weights,
+                       int threads, const char *vocab, int *have, double *rss) {
+    *have = 0;
+    signal(SIGPIPE, SIG_IGN); /* a dead child shows as a failed read, not a signal */
+    if (getenv("BENCH_NO_TORCH")) return 0;
+    if (torch_start(c, py, mode, weights, threads, vocab) == 0) {
+        *have = 1;
+        return 0;
+    }
+    fprintf(stderr, "bench_encoder: the PyTorch side did not start\n");
+    torch_stop(c, rss);
+    return 1;
+}
+
+#define PEAK_PROBE_S 0.25
+
+/* rounds of one clipdb image batch (BATCH images at px) then one PyTorch "run" (when
+** have): the best time of each side, and the best FMA-rate probe (one per round) in
+** *peak. 0 = ran; 1 = the PyTorch side failed. */
+static int interleave_batches(cdb_model *m, const float *px, float *emb, torch_child *tc,
+                              int have, int threads, int rounds, double *best,
+                              double *torch_best, double *peak) {
+    for (int r = 0; r < rounds; r++) {
+        double pk = cdb_k_cpu_fma_peak_gflops(threads, PEAK_PROBE_S), t;
+        if (pk > *peak) *peak = pk;
+        t = now_s();
+        cdb_encode_pixels(m, px, BATCH, 1, emb);
+        t = now_s() - t;
+        if (t < *best) *best = t;
+        if (!have) continue;
+        if ((t = torch_cmd(tc, "run")) < 0) return 1;
+        if (t < *torch_best) *torch_best = t;
+    }
+    return 0;
 }
 
 /* ---- FLOP counts (multiply-adds x 2) ------------------------------------------------ */
@@ -247,8 +294,6 @@ static void print_kernels(int threads, double peak) {
            "GFLOP/s\n", cdb_k_cpu_gemm_path(), threads, peak);
 }
 
-#define PEAK_PROBE_S 0.25
-
 /* The RN50 image tower: clipdb and PyTorch on the same weights file, batches
 ** interleaved (BENCH_ROUNDS rounds, default 3, best of each). 0 = ran. */
 static int bench_rn50(int threads, int rounds) {
@@ -296,32 +341,12 @@ static int bench_rn50(int threads, int rounds) {
         fprintf(stderr, "bench_encoder: RN50: %s\n", cdb_errmsg());
         rc = 1;
     }
-    signal(SIGPIPE, SIG_IGN); /* a dead child shows as a failed read, not a signal */
-    if (rc == 0 && !getenv("BENCH_NO_TORCH")) {
-        if (torch_start(&tc, "--serve-rn50", weights, threads, NULL) == 0) {
-            have_torch = 1;
-        } else {
-            fprintf(stderr, "bench_encoder: the PyTorch side did not start\n");
-            torch_stop(&tc, &torch_rss);
-            rc = 1;
-        }
-    }
-    for (int r = 0; r < rounds && rc == 0; r++) {
-        double pk = cdb_k_cpu_fma_peak_gflops(threads, PEAK_PROBE_S);
-        if (pk > peak) peak = pk;
-        t = now_s();
-        cdb_encode_pixels(m, pixels, BATCH, 1, emb);
-        t = now_s() - t;
-        if (t < best) best = t;
-        if (have_torch) {
-            double tt = torch_cmd(&tc, "run");
-            if (tt < 0) {
-                rc = 1;
-                break;
-            }
-            if (tt < torch_best) torch_best = tt;
-        }
-    }
+    if (rc == 0)
+        rc = torch_begin(&tc, "encoder_baseline.py", "--serve-rn50", weights, threads, NULL,
+                         &have_torch, &torch_rss);
+    if (rc == 0)
+        rc = interleave_batches(m, pixels, emb, &tc, have_torch, threads, rounds, &best,
+                                &torch_best, &peak);
     if (have_torch && torch_stop(&tc, &torch_rss) != 0) rc = 1;
     rss = peak_rss_mb();
     loadavg(load1, sizeof load1);
@@ -424,27 +449,13 @@ static int bench_vit(int threads, int rounds, size_t *packed_f32 /* OUT */) {
         rc = 1;
         goto done;
     }
-    signal(SIGPIPE, SIG_IGN);
-    if (!getenv("BENCH_NO_TORCH")) {
-        if (torch_start(&tc, "--serve-vit", weights, threads, text_mode_ids ? NULL : vocab) == 0) {
-            have_torch = 1;
-        } else {
-            fprintf(stderr, "bench_encoder: the PyTorch side did not start\n");
-            torch_stop(&tc, &torch_rss);
-            rc = 1;
-            goto done;
-        }
+    if (torch_begin(&tc, "encoder_baseline.py", "--serve-vit", weights, threads,
+                    text_mode_ids ? NULL : vocab, &have_torch, &torch_rss) != 0) {
+        rc = 1;
+        goto done;
     }
-    for (int r = 0; r < rounds; r++) {
-        double pk = cdb_k_cpu_fma_peak_gflops(threads, PEAK_PROBE_S);
-        if (pk > peak) peak = pk;
-        t = now_s();
-        cdb_encode_pixels(m, pixels, BATCH, 1, emb);
-        t = now_s() - t;
-        if (t < best) best = t;
-        if (have_torch && (t = torch_cmd(&tc, "run")) < 0) rc = 1;
-        if (have_torch && t >= 0 && t < torch_best) torch_best = t;
-    }
+    rc = interleave_batches(m, pixels, emb, &tc, have_torch, threads, rounds, &best,
+                            &torch_best, &peak);
     /* series 0: back to back; series 1: settled (TEXT_GAP_MS before each step) */
     for (int gap = 0; gap < 2; gap++)
         for (int r = 0; r < TEXT_RUNS && rc == 0; r++) {
@@ -534,16 +545,231 @@ static int bench_f16_packing(int threads, size_t packed_f32) {
     return 0;
 }
 
+/* ---- SigLIP2 B/16 (issue 26: memory, speed, opening) --------------------------------- */
+
+/* The same 64 ids as siglip_baseline.py's query: 11 ids, then the pad id 1. */
+static void siglip_query(int32_t ids[64]) {
+    static const int32_t head[11] = {2, 651, 5929, 611, 476, 8318, 578, 476, 15982, 235265, 1};
+    for (int i = 0; i < 64; i++) ids[i] = i < 11 ? head[i] : 1;
+}
+
+/* A "Key:   N kB" line of /proc/self/status in MB, or -1. */
+static double status_mb(const char *key) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    double kb = -1;
+    size_t n = strlen(key);
+    if (!f) return -1;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, key, n) && line[n] == ':') kb = atof(line + n + 1);
+    fclose(f);
+    return kb < 0 ? -1 : kb / 1024.0;
+}
+
+static void fill_pixels(float *px, size_t n, uint64_t rng) {
+    for (size_t i = 0; i < n; i++) { /* ~uniform [-2, 2) */
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        px[i] = (float)((rng >> 40) / (double)(1 << 24)) * 4.0f - 2.0f;
+    }
+}
+
+/* In a child process (a peak of its own): opens dir (both towers), encodes one image
+** batch and one query, prints the peak RSS (VmHWM) and what is resident after. */
+static int siglip_rss(const char *dir, const char *label, int threads) {
+    pid_t pid;
+    int st = 0;
+    fflush(stdout);
+    if ((pid = fork()) == 0) {
+        cdb_model_params mp = cdb_model_params_default();
+        cdb_model *m = NULL;
+        int32_t ids[64];
+        size_t npx = (size_t)BATCH * 3 * 224 * 224;
+        float *px = malloc(npx * sizeof *px), *emb = malloc((size_t)BATCH * 768 * sizeof *emb);
+        mp.n_threads = threads;
+        siglip_query(ids);
+        if (!px || !emb || cdb_model_open(dir, &mp, &m) != CDB_OK) {
+            fprintf(stderr, "bench_encoder: %s: %s\n", dir, cdb_errmsg());
+            _exit(1);
+        }
+        fill_pixels(px, npx, 7);
+        if (cdb_encode_pixels(m, px, BATCH, 1, emb) != CDB_OK ||
+            cdb_encode_tokens(m, ids, 1, 1, emb) != CDB_OK) {
+            fprintf(stderr, "bench_encoder: %s\n", cdb_errmsg());
+            _exit(1);
+        }
+        printf("  peak RSS (VmHWM), %s: open both towers + %d images + 1 query: %.0f MB "
+               "(Immich's figure for this model: 3 GB; bar < 3072 MB: %s); after: RssAnon "
+               "%.0f MB, RssFile %.0f MB; packed matrices %.0f MiB\n", label, BATCH,
+               status_mb("VmHWM"), verdict(status_mb("VmHWM") < 3072), status_mb("RssAnon"),
+               status_mb("RssFile"), (double)cdb_k_cpu_packed_bytes() / (1 << 20));
+        fflush(stdout);
+        _exit(0);
+    }
+    if (pid < 0 || waitpid(pid, &st, 0) < 0) return 1;
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
+}
+
+static double median_of(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_dbl);
+    return v[n / 2];
+}
+
+/* Text-only opens of dir as a query opens it (the recorded hash passed back, so the
+** weights are not hashed), each followed by one query, median of 5: the packed
+** matrix cache off, then on (one cold open writes it, then hits). */
+static void siglip_open_costs(const char *dir, int threads, const char *hash, const char *key) {
+    char cache[] = "/tmp/clipdb-bench-pack-XXXXXX";
+    double t[3][5];
+    char status[3][64] = {"", "", ""}; /* copies: the model's strings die with it */
+    int32_t ids[64];
+    float emb[768];
+    siglip_query(ids);
+    if (!mkdtemp(cache)) return;
+    for (int mode = 0; mode < 3; mode++)
+        for (int r = 0; r < 5; r++) {
+            cdb_model_params mp = cdb_model_params_default();
+            cdb_model *m = NULL;
+            double t0 = now_s();
+            mp.n_threads = threads;
+            mp.load_vision = 0;
+            mp.known_hash = hash;
+            mp.known_files_key = key;
+            mp.pack_cache = mode == 0 ? CDB_PACK_CACHE_OFF : CDB_PACK_CACHE_AUTO;
+            mp.pack_cache_dir = cache;
+            if (mode == 1 && r > 0) break; /* the cold open once */
+            if (cdb_model_open(dir, &mp, &m) != CDB_OK || cdb_encode_tokens(m, ids, 1, 1, emb)) {
+                fprintf(stderr, "bench_encoder: %s\n", cdb_errmsg());
+                cdb_model_close(m);
+                return;
+            }
+            t[mode][r] = now_s() - t0;
+            snprintf(status[mode], sizeof status[mode], "%s",
+                     cdb_model_get_info(m)->pack_cache);
+            cdb_model_close(m);
+        }
+    printf("  text tower open + 1 query (in process, hash recorded): cache off %.1f ms "
+           "(median of 5); cache cold (%s) %.1f ms; cache hit (%s) %.1f ms (median of 5), "
+           "%.2fx the cache-off time\n", median_of(t[0], 5) * 1e3, status[1], t[1][0] * 1e3,
+           status[2], median_of(t[2], 5) * 1e3, median_of(t[2], 5) / median_of(t[0], 5));
+    {
+        char cmd[128];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", cache);
+        if (system(cmd) != 0) fprintf(stderr, "bench_encoder: could not remove %s\n", cache);
+    }
+}
+
+/* SigLIP2 B/16-shaped random weights (HF layout, bench/siglip_baseline.py): peak RSS
+** for the F16 and the F32 checkpoint, the image tower and a query against PyTorch fp32
+** (interleaved as bench_vit), and the text tower's open cost with and without the
+** packed matrix cache. 0 = ran. */
+static int bench_siglip(int threads, int rounds) {
+    char f32[1024], f16[1024], cfg[1200], load0[128], load1[128];
+    cdb_model_params mp = cdb_model_params_default();
+    cdb_model *m = NULL;
+    size_t npx = (size_t)BATCH * 3 * 224 * 224;
+    float *px = NULL, *emb = NULL;
+    double t, best = 1e30, torch_best = 1e30, ts[TEXT_RUNS], tts[TEXT_RUNS], torch_rss = -1;
+    double peak = 0;
+    int32_t ids[64];
+    int rc = 0, have_torch = 0;
+    torch_child tc;
+
+    snprintf(f32, sizeof f32, "%s/bench_data/siglip2_b16_random", CDB_BINARY_DIR);
+    snprintf(f16, sizeof f16, "%s/bench_data/siglip2_b16_random_f16", CDB_BINARY_DIR);
+    for (int i = 0; i < 2; i++) {
+        char cmd[4096];
+        snprintf(cfg, sizeof cfg, "%s/config.json", i ? f16 : f32);
+        if (file_exists(cfg)) continue;
+        printf("generating SigLIP2 B/16-shaped random weights (%s): %s\n", i ? "F16" : "F32",
+               i ? f16 : f32);
+        fflush(stdout);
+        snprintf(cmd, sizeof cmd, PY " %s/bench/siglip_baseline.py --make '%s' --dtype %s",
+                 CDB_SOURCE_DIR, i ? f16 : f32, i ? "f16" : "f32");
+        if (system(cmd) != 0 || !file_exists(cfg)) {
+            fprintf(stderr, "bench_encoder: could not generate %s (needs %s with torch)\n",
+                    i ? f16 : f32, PY);
+            return 1;
+        }
+    }
+    printf("encoder bench: SigLIP2 B/16-shaped random weights (HF layout; vocabulary 256000, "
+           "width 768, 12 + 12 layers, image 224, patch 16), %d threads, CPU ISA path %s\n",
+           threads, cdb_k_isa_name(cdb_k_cpu_isa()));
+    if (siglip_rss(f16, "F16 checkpoint (the 256k x 768 table stays F16, 393 MB)", threads) ||
+        siglip_rss(f32, "F32 checkpoint (the table used in place from the mapping)", threads))
+        return 1;
+    loadavg(load0, sizeof load0);
+    mp.n_threads = threads;
+    mp.pack_cache = CDB_PACK_CACHE_OFF;
+    siglip_query(ids);
+    px = malloc(npx * sizeof *px);
+    emb = malloc((size_t)BATCH * 768 * sizeof *emb);
+    if (!px || !emb || cdb_model_open(f32, &mp, &m) != CDB_OK) {
+        fprintf(stderr, "bench_encoder: SigLIP: %s\n", cdb_errmsg());
+        rc = 1;
+        goto done;
+    }
+    fill_pixels(px, npx, 42);
+    if (cdb_encode_pixels(m, px, BATCH, 1, emb) != CDB_OK ||
+        cdb_encode_tokens(m, ids, 1, 1, emb) != CDB_OK) {
+        fprintf(stderr, "bench_encoder: SigLIP: %s\n", cdb_errmsg());
+        rc = 1;
+        goto done;
+    }
+    if (torch_begin(&tc, "siglip_baseline.py", "--serve", f32, threads, NULL, &have_torch,
+                    &torch_rss) != 0) {
+        rc = 1;
+        goto done;
+    }
+    rc = interleave_batches(m, px, emb, &tc, have_torch, threads, rounds, &best, &torch_best,
+                            &peak);
+    for (int r = 0; r < TEXT_RUNS && rc == 0; r++) {
+        usleep(1000 * TEXT_GAP_MS);
+        t = now_s();
+        if (cdb_encode_tokens(m, ids, 1, 1, emb) != CDB_OK) rc = 1;
+        ts[r] = now_s() - t;
+        usleep(1000 * TEXT_GAP_MS);
+        tts[r] = have_torch ? torch_cmd(&tc, "text") : -1;
+    }
+    if (have_torch && torch_stop(&tc, &torch_rss) != 0) rc = 1;
+    loadavg(load1, sizeof load1);
+    if (rc == 0) {
+        double ips = BATCH / best, tips = have_torch ? BATCH / torch_best : -1;
+        double text_ms = median_of(ts, TEXT_RUNS) * 1e3;
+        double torch_text = median_of(tts, TEXT_RUNS) * 1e3;
+        print_kernels(threads, peak);
+        printf("  load average before/after: %s | %s\n", load0, load1);
+        printf("  image tower, batch %d, %d interleaved rounds (best of each):   clipdb %.2f "
+               "img/s   pytorch fp32 %.2f img/s   ratio %.2fx (bar >= 1.2x: %s)\n", BATCH,
+               rounds, ips, tips, tips > 0 ? ips / tips : 0,
+               tips > 0 ? verdict(ips >= 1.2 * tips) : "not measured");
+        printf("  text query (64 ids, no tokenizer on either side), median of %d, each side %d "
+               "ms after the other:   clipdb %.2f ms   pytorch fp32 %.2f ms   ratio %.3fx "
+               "(bar <= 0.15x: %s)\n", TEXT_RUNS, TEXT_GAP_MS, text_ms, torch_text,
+               torch_text > 0 ? text_ms / torch_text : 0,
+               torch_text > 0 ? verdict(text_ms <= 0.15 * torch_text) : "not measured");
+        printf("  pytorch peak RSS: %.0f MB\n", torch_rss);
+        siglip_open_costs(f32, threads, cdb_model_get_info(m)->hash,
+                          cdb_model_get_info(m)->files_key);
+    }
+done:
+    cdb_model_close(m);
+    free(px);
+    free(emb);
+    return rc;
+}
+
 int main(void) {
     const char *env_t = getenv("CLIPDB_BENCH_THREADS"), *only = getenv("BENCH_ONLY");
     const char *env_r = getenv("BENCH_ROUNDS");
     int threads = env_t && atoi(env_t) > 0 ? atoi(env_t) : 2;
     int rounds = env_r && atoi(env_r) > 0 ? atoi(env_r) : 3, rc = 0;
     size_t packed_f32 = 0;
-    if (!(only && !strcmp(only, "rn50")) && (bench_vit(threads, rounds, &packed_f32) != 0 ||
-                                              bench_f16_packing(threads, packed_f32) != 0))
+    if ((!only || !strcmp(only, "vit")) && (bench_vit(threads, rounds, &packed_f32) != 0 ||
+                                             bench_f16_packing(threads, packed_f32) != 0))
         rc = 1;
     fflush(stdout);
-    if (!(only && !strcmp(only, "vit")) && bench_rn50(threads, rounds) != 0) rc = 1;
+    if ((!only || !strcmp(only, "rn50")) && bench_rn50(threads, rounds) != 0) rc = 1;
+    fflush(stdout);
+    if ((!only || !strcmp(only, "siglip")) && bench_siglip(threads, rounds) != 0) rc = 1;
     return rc;
 }

@@ -192,6 +192,23 @@ def serve_rn50(args):
           flush=True)
 
 
+def serve_loop(steps):
+    """After the warm-ups (the caller's): "ready", then one timed step per line of stdin
+    (steps: name -> function; any other line ends it), each answered "t=<seconds>";
+    torch_rss_mb=<peak RSS> at the end. Also bench/siglip_baseline.py's."""
+    with torch.inference_mode():
+        print("ready", flush=True)
+        for line in sys.stdin:
+            step = steps.get(line.strip())
+            if step is None:
+                break
+            t = time.perf_counter()
+            step()
+            print(f"t={time.perf_counter() - t:.6f}", flush=True)
+    print(f"torch_rss_mb={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.1f}",
+          flush=True)
+
+
 def serve_vit(args):
     """Interleaved timing of the ViT model (see serve_rn50)."""
     torch.set_num_threads(args.threads)
@@ -202,24 +219,14 @@ def serve_vit(args):
     tok = Tokenizer(args.vocab) if args.vocab and os.path.exists(args.vocab) else None
     torch.manual_seed(1)
     x = torch.randn(args.batch, 3, 224, 224)
+    steps = {"run": lambda: m.encode_image(x)}
+    if tok:
+        steps["text"] = lambda: m.encode_text(tok.tokenize(args.text))
     with torch.inference_mode():
-        m.encode_image(x)
-        if tok:
-            for _ in range(3):
-                m.encode_text(tok.tokenize(args.text))
-        print("ready", flush=True)
-        for line in sys.stdin:
-            cmd = line.strip()
-            t = time.perf_counter()
-            if cmd == "run":
-                m.encode_image(x)
-            elif cmd == "text" and tok:
-                m.encode_text(tok.tokenize(args.text))
-            else:
-                break
-            print(f"t={time.perf_counter() - t:.6f}", flush=True)
-    print(f"torch_rss_mb={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.1f}",
-          flush=True)
+        for step in [steps["run"]] + [steps.get("text")] * 3:
+            if step:
+                step()
+    serve_loop(steps)
 
 
 def measure(args):

@@ -366,7 +366,24 @@ typedef struct cdb_model_params {
     ** calls on such a model return CDB_INVALID; cdb_model_tokenizer works.
     ** Default 0 (a full load). */
     int inspect_only;
+    /* Appended: the packed matrix cache (docs/models.md, "The packed matrix cache").
+    ** Packing a tower's matrices for the CPU GEMM is most of what opening a model
+    ** costs a one-shot `clipdb search`; the packed bytes can be kept in a file, named
+    ** by the weights hash, the towers and the backend's layout, and mapped on later
+    ** opens instead. A cache file is validated whole before any of it is used (its
+    ** header, its size, an XXH3-128 over every packed byte, each matrix's shape
+    ** against the one the loader asks for); one that fails is rebuilt, never used.
+    ** Results are the same bits with or without it. pack_cache: CDB_PACK_CACHE_AUTO
+    ** (0, the default: on for opens of the text tower alone, which is what a query
+    ** loads, unless $CLIPDB_PACK_CACHE is "0"), CDB_PACK_CACHE_ON (any open),
+    ** CDB_PACK_CACHE_OFF. pack_cache_dir: NULL for $CLIPDB_CACHE_DIR/packed, else
+    ** $XDG_CACHE_HOME/clipdb/packed, else $HOME/.cache/clipdb/packed (created). Not
+    ** the model's folder: that is often read-only (an installed model, the Hugging Face
+    ** cache of another user). Borrowed for the call. */
+    int pack_cache;
+    const char *pack_cache_dir;
 } cdb_model_params;
+enum { CDB_PACK_CACHE_AUTO = 0, CDB_PACK_CACHE_ON = 1, CDB_PACK_CACHE_OFF = 2 };
 cdb_model_params cdb_model_params_default(void);
 
 typedef struct cdb_model_info {
@@ -393,7 +410,7 @@ typedef struct cdb_model_info {
                                    (logit_scale and buffers such as position_ids excluded) */
     int64_t weights_f32_bytes;  /* n_params * 4: what the CPU backend holds once F16/BF16
                                    weights are widened (F32 files are used in place from the
-                                   mapping instead) */
+                                   mapping instead; token tables stay F16/BF16) */
     int inspect_only;           /* 1: opened with params.inspect_only; cannot encode */
     /* Appended: the image tower's family. For a ResNet, image_size is 32 x the
     ** attention pool's grid, patch_size is 32 (the tower's total stride: image_size /
@@ -422,6 +439,13 @@ typedef struct cdb_model_info {
     ** also when inspecting (two scalars). */
     float logit_scale, logit_bias;
     int has_logit_scale, has_logit_bias;
+    /* Appended: what this open did with the packed matrix cache (params.pack_cache):
+    ** "off" (not asked, inspect only, or a backend without packed matrices), "hit"
+    ** (every packed matrix mapped from the cache file), "written" (none was there),
+    ** "rebuilt: <why the file was refused>", or "not written: <why>". pack_cache_path:
+    ** the cache file, "" when off. */
+    const char *pack_cache;
+    const char *pack_cache_path;
 } cdb_model_info;
 
 /* Loads and validates a model (header, dtypes, shapes, offsets before any data is
@@ -433,7 +457,8 @@ typedef struct cdb_model_info {
 ** (CLIPDB_VOCAB, else data/bpe_simple_vocab_16e6.txt.gz found by cdb_data_path():
 ** installed with clipdb, or in the source tree) when it fits the model's embedding;
 ** without one, text must come as ids. Weights in F32 are used from the mapping in
-** place (CPU); F16/BF16 are widened to fp32 once.
+** place (CPU); F16/BF16 are widened to fp32 once, except the token embedding table,
+** which stays F16/BF16 (its rows widened when a text uses them).
 ** Errors: CDB_NOTFOUND (no such path / no weights in the folder), CDB_IO,
 ** CDB_CORRUPT (bad file or missing/misshapen tensor; the message names it),
 ** CDB_UNSUPPORTED (timm image towers, 'visual.trunk.*', other than SigLIP's; SigLIP2

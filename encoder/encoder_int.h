@@ -92,7 +92,7 @@ typedef struct cdb_clip_tower {
     cdb_k_buf *probe;   /* [width] */
     cdb_clip_block head;
     /* text */
-    cdb_k_buf *tok_emb; /* [vocab, width] */
+    cdb_k_buf *tok_emb; /* [vocab, width]; CDB_K_W_TABLE: F16/BF16 stays so on the CPU */
     int pool_last;      /* 1: bidirectional, pooled at the last position (SigLIP); 0:
                            causal, pooled at the end token (CLIP) */
 } cdb_clip_tower;
@@ -126,6 +126,33 @@ typedef struct cdb_rn_tower {
     cdb_k_buf *c_w, *c_b;   /* c_proj: [embed_dim, pool_width], [embed_dim] */
 } cdb_rn_tower;
 
+/* ---- the packed matrix cache (packcache.c) ----------------------------------------- */
+
+typedef struct cdb_pack_cache cdb_pack_cache;
+
+/* Starts an open's use of the cache file for (hash, towers: "text", "image" or
+** "both") in be's matrix layout, in dir (NULL: the default folder, encoder.h): the file
+** is mapped and validated whole if it is there. NULL (why says) when the backend has
+** no packed layout, there is no hash or no folder; the open then runs without. */
+cdb_pack_cache *cdb_pack_cache_begin(cdb_k_backend *be, const char *dir, const char *hash,
+                                     const char *towers, char *why, size_t why_size);
+/* The open's next matrix: 1 with *out borrowed from the mapping when the validated
+** file holds a rows x cols matrix at this place of the sequence; else 0 (the caller
+** packs it; from the first 0 on every call gives 0 and the file is rewritten). pc may
+** be NULL (0). */
+int cdb_pack_cache_take(cdb_pack_cache *pc, int rows, int cols, cdb_k_buf **out /* OUT */);
+/* Records the matrix the open just made (taken or packed), in order, for the
+** rewrite; b must live until cdb_pack_cache_end. pc may be NULL. */
+void cdb_pack_cache_note(cdb_pack_cache *pc, const cdb_k_buf *b, int rows, int cols);
+/* After a successful open: writes the file (a temporary file renamed over it) unless
+** every matrix came from it; sets the status. The mapping stays until _free. */
+void cdb_pack_cache_end(cdb_pack_cache *pc);
+/* cdb_model_info.pack_cache and pack_cache_path ("off" and "" for NULL). */
+const char *cdb_pack_cache_status(const cdb_pack_cache *pc);
+const char *cdb_pack_cache_path(const cdb_pack_cache *pc);
+/* Unmaps the file: after every buffer taken from it is freed. NULL ok. */
+void cdb_pack_cache_free(cdb_pack_cache *pc);
+
 struct cdb_model {
     cdb_model_info info;
     cdb_k_backend *be;
@@ -138,6 +165,7 @@ struct cdb_model {
     cdb_tok *tok;
     int eot_id; /* pooling token: the tokenizer's end token, else vocab_size - 1 */
     int siglip; /* the SigLIP family (info.family "SigLIP") */
+    cdb_pack_cache *pc; /* the packed matrix cache this open used, or NULL */
     /* storage for the info strings */
     char *name, *description, *act_source;
 };

@@ -11,7 +11,8 @@
 ** validates every tensor's dtype and shape, and uploads the weights to a backend
 ** in the layout encoder/clip.c expects (nn.Linear [out, in]; q/k/v as one matrix,
 ** HF's concatenated, except the vision tower's last block: q and k|v; OpenAI's x @
-** proj projections transposed). Also picks the tokenizer and
+** proj projections transposed; the matrices mapped instead from the packed matrix cache,
+** packcache.c, when it holds them). Also picks the tokenizer and
 ** implements the encode_* entry points (validation + normalization around the
 ** graph in clip.c). With params.inspect_only the same validation runs but nothing
 ** is hashed, widened or uploaded (no backend): a model of any size is described
@@ -218,15 +219,30 @@ static void drop_pages(const cdb_st_tensor *t) {
     if (b > a) madvise((void *)a, b - a, MADV_DONTNEED);
 }
 
+/* The next matrix of the load, rows x cols, from the packed matrix cache: 1 when it
+** was there (*out set; the caller skips its own conversion), else 0. Shapes are
+** checked before the call: the cache only saves the packing. */
+static int take_cached(load_ctx *c, int64_t rows, int64_t cols, cdb_k_buf **out) {
+    if (!c->m->pc || rows <= 0 || cols <= 0 || rows > INT32_MAX || cols > INT32_MAX) return 0;
+    if (!cdb_pack_cache_take(c->m->pc, (int)rows, (int)cols, out)) return 0;
+    cdb_pack_cache_note(c->m->pc, *out, (int)rows, (int)cols);
+    return 1;
+}
+
 /* A gemm operand W [rows, cols] from host fp32/f16/bf16: uploaded with its shape,
-** so the CPU backend packs it once, here, for its GEMM. */
+** so the CPU backend packs it once, here, for its GEMM (or maps the panels packed by
+** an earlier open, from the packed matrix cache). */
 static cdb_status upload_matrix(load_ctx *c, const void *src, cdb_k_dtype dt, int64_t rows,
                                 int64_t cols, int flags, cdb_k_buf **out) {
     cdb_k_backend *be = c->m->be;
+    cdb_status rc;
     if (rows <= 0 || cols <= 0 || rows > INT32_MAX || cols > INT32_MAX)
         return cdb_seterr(CDB_CORRUPT, "matrix of %lld x %lld", (long long)rows,
                           (long long)cols);
-    return cdb_k_matrix_upload(be, src, dt, (int)rows, (int)cols, flags, out);
+    if (take_cached(c, rows, cols, out)) return CDB_OK;
+    rc = cdb_k_matrix_upload(be, src, dt, (int)rows, (int)cols, flags, out);
+    if (rc == CDB_OK) cdb_pack_cache_note(c->m->pc, *out, (int)rows, (int)cols);
+    return rc;
 }
 
 /* Rows [row0, row0 + rows) of t (a matrix [shape[0], the rest flattened], a conv
@@ -249,7 +265,8 @@ static cdb_status upload_rows(load_ctx *c, const cdb_st_tensor *t, int64_t row0,
 }
 
 /* t's file pages dropped once uploaded in a role: F32 vectors may be used in place;
-** matrices are packed (CPU) or copied (GPU), other dtypes widened. */
+** matrices are packed (CPU) or copied (GPU), other dtypes widened, except an F16/BF16
+** token table, read in place (CDB_K_W_TABLE): its rows fault back in as texts use them. */
 static void drop_uploaded(const load_ctx *c, const cdb_st_tensor *t, cdb_k_wrole role) {
     if (!c->inspect && (t->dtype != CDB_ST_F32 || role == CDB_K_W_MATRIX)) drop_pages(t);
 }
@@ -321,6 +338,7 @@ static cdb_status upload_transposed(load_ctx *c, const cdb_st_tensor *t, cdb_k_b
         *out = NULL;
         return CDB_OK;
     }
+    if (take_cached(c, k, r, out)) return CDB_OK;
     src = widen(t);
     dst = malloc((size_t)t->n_elems * sizeof(float));
     if (!src || !dst) {
@@ -347,6 +365,9 @@ static cdb_status upload_concat(load_ctx *c, const cdb_st_tensor *const *t, int 
         *out = NULL;
         return CDB_OK;
     }
+    if (role == CDB_K_W_MATRIX &&
+        take_cached(c, (int64_t)n_t * t[0]->shape[0], t[0]->n_elems / t[0]->shape[0], out))
+        return CDB_OK;
     dst = malloc((size_t)n_t * n * sizeof(float));
     if (!dst) return cdb_seterr(CDB_NOMEM, "%s concat", t[0]->name);
     for (int i = 0; i < n_t; i++) {
@@ -1160,7 +1181,7 @@ static cdb_status load_text(load_ctx *c) {
     int64_t d[2] = {-1, -1};
     int W, E;
 
-    if ((rc = fetch_upload(c, &x->tok_emb, CDB_K_W_EMBED, 2, d, "%s", n->t_tok)) != CDB_OK)
+    if ((rc = fetch_upload(c, &x->tok_emb, CDB_K_W_TABLE, 2, d, "%s", n->t_tok)) != CDB_OK)
         return rc;
     m->info.vocab_size = (int)d[0];
     W = (int)d[1];
@@ -1499,6 +1520,22 @@ static cdb_status open_tokenizer(load_ctx *c, const cdb_model_params *p) {
 
 /* ---- public API ----------------------------------------------------------------- */
 
+/* m->pc per params.pack_cache (encoder.h): AUTO is on for text-only opens (a query's)
+** unless $CLIPDB_PACK_CACHE is "0". info.pack_cache says why when it is off. */
+static void begin_pack_cache(cdb_model *m, const cdb_model_params *p) {
+    const char *env = getenv("CLIPDB_PACK_CACHE");
+    char why[160];
+    int on = p->pack_cache == CDB_PACK_CACHE_ON ||
+             (p->pack_cache == CDB_PACK_CACHE_AUTO && !p->load_vision && p->load_text &&
+              !(env && !strcmp(env, "0")));
+    m->info.pack_cache = "off";
+    if (!on) return;
+    m->pc = cdb_pack_cache_begin(m->be, p->pack_cache_dir, m->info.hash,
+                                 !p->load_vision ? "text" : !p->load_text ? "image" : "both",
+                                 why, sizeof why);
+    if (!m->pc) CDB_LOG_DEBUG("model %s: no packed matrix cache: %s", m->name, why);
+}
+
 cdb_status cdb_model_open(const char *path, const cdb_model_params *params, cdb_model **out) {
     cdb_model_params p = params ? *params : cdb_model_params_default();
     cdb_status rc = CDB_OK;
@@ -1526,6 +1563,8 @@ cdb_status cdb_model_open(const char *path, const cdb_model_params *params, cdb_
     m->name = strdup(base);
     m->info.name = m->name ? m->name : "";
     m->info.description = "";
+    m->info.pack_cache = "off";
+    m->info.pack_cache_path = "";
     if (S_ISDIR(st.st_mode)) {
         c.dir = path;
         if ((rc = list_weights(path, &paths, &n_paths)) != CDB_OK) goto cleanup;
@@ -1624,6 +1663,7 @@ cdb_status cdb_model_open(const char *path, const cdb_model_params *params, cdb_
         bp.device = p.device;
         bp.n_threads = p.n_threads;
         if ((rc = cdb_k_backend_new(&bp, &m->be)) != CDB_OK) goto cleanup;
+        begin_pack_cache(m, &p);
     }
 
     m->info.vision_family = "";
@@ -1668,6 +1708,9 @@ cdb_status cdb_model_open(const char *path, const cdb_model_params *params, cdb_
     if (m->info.has_vision) pick_preprocess(&c);
     m->eot_id = m->info.vocab_size - 1;
     if (m->info.has_text && (rc = open_tokenizer(&c, &p)) != CDB_OK) goto cleanup;
+    cdb_pack_cache_end(m->pc);
+    m->info.pack_cache = m->pc ? cdb_pack_cache_status(m->pc) : m->info.pack_cache;
+    m->info.pack_cache_path = cdb_pack_cache_path(m->pc);
     *out = m;
     m = NULL;
 
@@ -1689,6 +1732,7 @@ void cdb_model_close(cdb_model *m) {
     cdb_rn_tower_free(m->be, &m->rn);
     free_tower(m->be, &m->text);
     cdb_k_backend_free(m->be);
+    cdb_pack_cache_free(m->pc); /* after the buffers that borrowed its mapping */
     cdb_tok_free(m->tok);
     for (int i = 0; i < m->n_files; i++) cdb_st_close(m->files[i]);
     free(m->files);

@@ -70,6 +70,27 @@ cdb_status cdb_k_matrix_upload(cdb_k_backend *be, const void *src, cdb_k_dtype d
     return VCALL(be, matrix_upload, src, dt, rows, cols, flags, out);
 }
 
+const char *cdb_k_matrix_layout(const cdb_k_backend *be) {
+    return be && be->ops->matrix_layout ? be->ops->matrix_layout(be) : NULL;
+}
+
+size_t cdb_k_matrix_packed_bytes(const cdb_k_backend *be, int rows, int cols) {
+    return be && be->ops->matrix_packed_bytes ? be->ops->matrix_packed_bytes(be, rows, cols) : 0;
+}
+
+const void *cdb_k_matrix_packed_data(const cdb_k_backend *be, const cdb_k_buf *b) {
+    return be && b && be->ops->matrix_packed_data ? be->ops->matrix_packed_data(be, b) : NULL;
+}
+
+cdb_status cdb_k_matrix_borrow_packed(cdb_k_backend *be, const void *packed, int rows, int cols,
+                                      cdb_k_buf **out) {
+    if (out) *out = NULL;
+    if (be && !be->ops->matrix_borrow_packed)
+        return cdb_seterr(CDB_UNSUPPORTED, "backend %s has no packed matrix layout",
+                          be->ops->name);
+    return VCALL(be, matrix_borrow_packed, packed, rows, cols, out);
+}
+
 cdb_status cdb_k_buf_upload(cdb_k_backend *be, cdb_k_buf *dst, size_t off, const float *src,
                             size_t n) {
     return VCALL(be, buf_upload, dst, off, src, n);

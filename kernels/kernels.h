@@ -191,13 +191,18 @@ typedef enum cdb_k_act {
 } cdb_k_act;
 
 /* What a weight is used for, so a backend can pick its storage: MATRIX (the B
-** operand of gemm; a GPU backend may keep it fp16), EMBED (embedding tables and
-** positional/class embeddings, read by lookup_add / prepend_add), PARAM (biases and LayerNorm
-** gains, which a backend should keep in fp32). */
+** operand of gemm; a GPU backend may keep it fp16), EMBED (positional/class
+** embeddings, read by lookup_add / prepend_add), PARAM (biases and LayerNorm gains,
+** which a backend should keep in fp32), TABLE (a token embedding table, read only as
+** lookup_add's table operand: F16 and BF16 tables stay in their dtype, borrowed in
+** place with CDB_K_UPLOAD_BORROW, and each row is widened when it is looked up;
+** widening is exact, so the sums are those of a widened table. SigLIP2's 256k x 768
+** table is 393 MB in F16, 786 MB widened). */
 typedef enum cdb_k_wrole {
     CDB_K_W_MATRIX = 0,
     CDB_K_W_EMBED = 1,
-    CDB_K_W_PARAM = 2
+    CDB_K_W_PARAM = 2,
+    CDB_K_W_TABLE = 3
 } cdb_k_wrole;
 
 /* cdb_k_weight_upload / cdb_k_matrix_upload flags */
@@ -223,6 +228,25 @@ cdb_status cdb_k_matrix_upload(cdb_k_backend *be, const void *src, cdb_k_dtype d
                                int cols, int flags, cdb_k_buf **out /* OUT */);
 cdb_status cdb_k_buf_upload(cdb_k_backend *be, cdb_k_buf *dst, size_t off, const float *src,
                             size_t n);
+/* Packed matrix images: a backend that stores matrices in a layout of its own (the
+** optimized CPU backend's fp32 column panels) hands that layout out and takes it
+** back, so that a caller can keep packed matrices in a file and map them instead of
+** packing them again at every load (encoder/packcache.c).
+** cdb_k_matrix_layout: the layout's name ("cpu-panels-nr32-avx512", ...); two backends
+** with the same name pack the same matrix into the same bytes. NULL: this backend has
+** no such layout (the other three functions then give 0, NULL, CDB_UNSUPPORTED).
+** cdb_k_matrix_packed_bytes: the bytes of a rows x cols matrix in it.
+** cdb_k_matrix_packed_data: those bytes of a buffer made by matrix_upload or
+** matrix_borrow_packed (NULL for any other buffer).
+** cdb_k_matrix_borrow_packed: a matrix buffer over packed bytes (64-byte aligned,
+** packed_bytes of them) that the caller keeps valid and unchanged for the buffer's
+** whole life (a mapped file): the buffer matrix_upload gives for the matrix they were
+** packed from, so every op gives the same bits with either. */
+const char *cdb_k_matrix_layout(const cdb_k_backend *be);
+size_t cdb_k_matrix_packed_bytes(const cdb_k_backend *be, int rows, int cols);
+const void *cdb_k_matrix_packed_data(const cdb_k_backend *be, const cdb_k_buf *b);
+cdb_status cdb_k_matrix_borrow_packed(cdb_k_backend *be, const void *packed, int rows, int cols,
+                                      cdb_k_buf **out /* OUT */);
 cdb_status cdb_k_buf_download(cdb_k_backend *be, const cdb_k_buf *src, size_t off,
                               float *dst /* OUT */, size_t n);
 

@@ -148,26 +148,10 @@ def make_hf(ids, px, img):
     os.makedirs(d, exist_ok=True)
     sd = {k: v.detach().clone().float() for k, v in m.state_dict().items()}
     write_shards(sd, d, {"format": "pt", "description": "clipdb test fixture siglip_hf"})
-    cfg = {"architectures": ["SiglipModel"], "model_type": "siglip",
-           "text_config": {"model_type": "siglip_text_model", "hidden_act": "gelu_pytorch_tanh",
-                           "hidden_size": T["width"], "intermediate_size": T["mlp"],
-                           "num_attention_heads": T["heads"], "num_hidden_layers": T["layers"],
-                           "vocab_size": T["vocab"], "max_position_embeddings": T["ctx"],
-                           "layer_norm_eps": 1e-6, "projection_size": V["width"]},
-           "vision_config": {"model_type": "siglip_vision_model", "hidden_act": "gelu_pytorch_tanh",
-                             "hidden_size": V["width"], "intermediate_size": V["mlp"],
-                             "num_attention_heads": V["heads"], "num_hidden_layers": V["layers"],
-                             "image_size": V["image"], "patch_size": V["patch"],
-                             "layer_norm_eps": 1e-6}}
     with open(os.path.join(d, "config.json"), "w") as f:
-        json.dump(cfg, f, indent=1)
-    pp = {"do_normalize": True, "do_rescale": True, "do_resize": True,
-          "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5],
-          "image_processor_type": "SiglipImageProcessor", "processor_class": "SiglipProcessor",
-          "resample": 3, "rescale_factor": 0.00392156862745098,
-          "size": {"height": V["image"], "width": V["image"]}}
+        json.dump(st.hf_config(V, T, "gelu_pytorch_tanh", 1e-6), f, indent=1)
     with open(os.path.join(d, "preprocessor_config.json"), "w") as f:
-        json.dump(pp, f, indent=1)
+        json.dump(st.hf_preprocessor(V["image"]), f, indent=1)
     ph = hf_pixels(img, V["image"], Image.BICUBIC, 0.00392156862745098, [0.5] * 3, [0.5] * 3)
     return m, ph
 

@@ -186,6 +186,31 @@ class SiglipModel(nn.Module):
         return self.text_model(ids)
 
 
+def hf_config(v, t, act, eps):
+    """config.json of a Hugging Face SiglipModel with these towers (as google/siglip-*)."""
+    return {"architectures": ["SiglipModel"], "model_type": "siglip",
+            "text_config": {"model_type": "siglip_text_model", "hidden_act": act,
+                            "hidden_size": t["width"], "intermediate_size": t["mlp"],
+                            "num_attention_heads": t["heads"], "num_hidden_layers": t["layers"],
+                            "vocab_size": t["vocab"], "max_position_embeddings": t["ctx"],
+                            "layer_norm_eps": eps, "projection_size": v["width"]},
+            "vision_config": {"model_type": "siglip_vision_model", "hidden_act": act,
+                              "hidden_size": v["width"], "intermediate_size": v["mlp"],
+                              "num_attention_heads": v["heads"], "num_hidden_layers": v["layers"],
+                              "image_size": v["image"], "patch_size": v["patch"],
+                              "layer_norm_eps": eps}}
+
+
+def hf_preprocessor(size):
+    """preprocessor_config.json of SiglipImageProcessor: bicubic squash to size x size,
+    rescale by 1/255, mean = std = 0.5."""
+    return {"do_normalize": True, "do_rescale": True, "do_resize": True,
+            "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5],
+            "image_processor_type": "SiglipImageProcessor", "processor_class": "SiglipProcessor",
+            "resample": 3, "rescale_factor": 0.00392156862745098,
+            "size": {"height": size, "width": size}}
+
+
 # ---- OpenCLIP + timm ---------------------------------------------------------------------
 
 class TimmMlp(nn.Module):  # timm.layers.Mlp

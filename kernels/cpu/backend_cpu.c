@@ -5,7 +5,8 @@
 ** loops for the row-wise ops. Matrices uploaded with their shape (matrix_upload)
 ** are widened (F16/BF16) and packed into the GEMM's column panels once, at load;
 ** other F32 weights that are borrowable (mmapped, 4-byte aligned) are used in
-** place, F16/BF16 widened once at upload.
+** place, F16/BF16 widened once at upload, except token tables (CDB_K_W_TABLE):
+** those stay F16/BF16 (in place when borrowable) and lookup_add widens the rows it reads.
 **
 ** Batch and thread invariance (kernels.h): every op computes each output row with
 ** arithmetic that depends on that row's data and the op's row-independent sizes
@@ -21,6 +22,7 @@
 #include <math.h>
 #include <omp.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -33,6 +35,7 @@ typedef struct cpu_backend {
     cdb_k_backend base;
     int n_threads;
     const cdb_gemm_kern *K; /* fixed at creation: packed matrices are laid out for it */
+    char layout[48];        /* "cpu-panels-nr<nr>-<isa>": cdb_k_matrix_layout */
 } cpu_backend;
 
 static atomic_size_t g_packed_bytes;
@@ -87,7 +90,8 @@ static cdb_status cpu_buf_alloc(cdb_k_backend *be, size_t n, cdb_k_buf **out) {
 static void cpu_buf_free(cdb_k_backend *be, cdb_k_buf *b) {
     if (!b) return;
     if (b->owned) free(b->data);
-    if (b->packed) {
+    if (b->owned && b->half) free((void *)(uintptr_t)b->half);
+    if (b->packed && !b->packed_borrowed) {
         atomic_fetch_sub(&g_packed_bytes,
                          cdb_gemm_packed_floats(b->rows, b->cols, b->nr) * sizeof(float));
         free(b->packed);
@@ -137,6 +141,26 @@ static cdb_status cpu_weight_upload(cdb_k_backend *be, const void *src, cdb_k_dt
         *out = b;
         return CDB_OK;
     }
+    if (role == CDB_K_W_TABLE && dt != CDB_K_F32) { /* stays 2 bytes an element */
+        b = calloc(1, sizeof *b);
+        if (!b) return cdb_seterr(CDB_NOMEM, "backend buffer");
+        b->n = n;
+        b->half_dt = dt;
+        if (flags & CDB_K_UPLOAD_BORROW) {
+            b->half = src; /* read-only by contract */
+        } else {
+            void *copy = malloc(n ? 2 * n : 1);
+            if (!copy) {
+                free(b);
+                return cdb_seterr(CDB_NOMEM, "table of %zu elements", n);
+            }
+            memcpy(copy, src, 2 * n);
+            b->half = copy;
+            b->owned = 1;
+        }
+        *out = b;
+        return CDB_OK;
+    }
     if ((rc = cpu_buf_alloc(be, n, &b)) != CDB_OK) return rc;
     cdb_k_cpu_convert_to_f32(src, dt, b->data, n);
     *out = b;
@@ -173,6 +197,40 @@ static cdb_status cpu_matrix_upload(cdb_k_backend *be, const void *src, cdb_k_dt
     return CDB_OK;
 }
 
+/* ---- packed matrix images (kernels.h) ---- */
+
+/* The panels depend on the path only through nr (cdb_gemm_pack_b is plain C), but the
+** name carries the path too: an image packed for one kernel table is never handed to
+** another (cpu_backend.layout, set at creation). */
+static const char *cpu_matrix_layout(const cdb_k_backend *be) {
+    return ((const cpu_backend *)be)->layout;
+}
+
+static size_t cpu_matrix_packed_bytes(const cdb_k_backend *be, int rows, int cols) {
+    if (rows <= 0 || cols <= 0) return 0;
+    return cdb_gemm_packed_floats(rows, cols, kern(be)->nr) * sizeof(float);
+}
+
+static const void *cpu_matrix_packed_data(const cdb_k_backend *be, const cdb_k_buf *b) {
+    return b->packed && b->nr == kern(be)->nr ? b->packed : NULL;
+}
+
+static cdb_status cpu_matrix_borrow_packed(cdb_k_backend *be, const void *packed, int rows,
+                                           int cols, cdb_k_buf **out) {
+    cdb_k_buf *b;
+    *out = NULL;
+    if (rows <= 0 || cols <= 0 || !packed || ((uintptr_t)packed & 63))
+        return cdb_seterr(CDB_INVALID, "matrix_borrow_packed: bad shape %dx%d or alignment",
+                          rows, cols);
+    if (!(b = calloc(1, sizeof *b))) return cdb_seterr(CDB_NOMEM, "backend buffer");
+    b->packed = (float *)(uintptr_t)packed; /* read-only by contract */
+    b->packed_borrowed = 1;
+    b->n = (size_t)rows * cols;
+    b->rows = rows, b->cols = cols, b->nr = kern(be)->nr;
+    *out = b;
+    return CDB_OK;
+}
+
 static cdb_status cpu_buf_upload(cdb_k_backend *be, cdb_k_buf *dst, size_t off, const float *src,
                                  size_t n) {
     if (off > dst->n || n > dst->n - off)
@@ -192,6 +250,10 @@ static cdb_status cpu_buf_download(cdb_k_backend *be, const cdb_k_buf *src, size
             size_t e = off + i, j = e / (size_t)src->cols, kk = e % (size_t)src->cols;
             dst[i] = src->packed[((j / src->nr) * src->cols + kk) * src->nr + j % src->nr];
         }
+        return CDB_OK;
+    }
+    if (src->half) {
+        cdb_k_cpu_convert_to_f32((const char *)src->half + 2 * off, src->half_dt, dst, n);
         return CDB_OK;
     }
     memcpy(dst, src->data + off, n * sizeof(float));
@@ -394,15 +456,22 @@ static cdb_status cpu_lookup_add(cdb_k_backend *be, const cdb_k_buf *table, cons
                                  cdb_k_buf *out) {
     size_t vocab = table->n / (size_t)(width > 0 ? width : 1);
     if (n_rows < 0 || period <= 0 || width <= 0 || !sizes_ok(out, (size_t)n_rows * width) ||
-        !sizes_ok(pos, (size_t)period * width) || !sizes_ok(table, (size_t)width))
+        !sizes_ok(pos, (size_t)period * width) || (!table->data && !table->half) ||
+        table->n < (size_t)width)
         return cdb_seterr(CDB_INVALID, "lookup_add: bad shape");
     for (int r = 0; r < n_rows; r++) {
         if (ids[r] < 0 || (size_t)ids[r] >= vocab)
             return cdb_seterr(CDB_INVALID, "lookup_add: id %d outside [0,%zu)", ids[r], vocab);
-        const float *t = table->data + (size_t)ids[r] * width;
         const float *p = pos->data + (size_t)(r % period) * width;
         float *o = out->data + (size_t)r * width;
-        for (int j = 0; j < width; j++) o[j] = t[j] + p[j];
+        if (table->half) { /* the row widened into o (exact), then the same sums */
+            cdb_k_cpu_convert_to_f32((const char *)table->half + 2 * (size_t)ids[r] * width,
+                                     table->half_dt, o, (size_t)width);
+            for (int j = 0; j < width; j++) o[j] = o[j] + p[j];
+        } else {
+            const float *t = table->data + (size_t)ids[r] * width;
+            for (int j = 0; j < width; j++) o[j] = t[j] + p[j];
+        }
     }
     return CDB_OK;
 }
@@ -587,6 +656,10 @@ static const cdb_k_backend_ops cpu_ops = {
     .prepend_mean_add = cpu_prepend_mean_add,
     .attention_q = cpu_attention_q,
     .matrix_upload = cpu_matrix_upload,
+    .matrix_layout = cpu_matrix_layout,
+    .matrix_packed_bytes = cpu_matrix_packed_bytes,
+    .matrix_packed_data = cpu_matrix_packed_data,
+    .matrix_borrow_packed = cpu_matrix_borrow_packed,
 };
 
 cdb_status cdb_k_backend_cpu_new(int n_threads, cdb_k_backend **out) {
@@ -597,6 +670,7 @@ cdb_status cdb_k_backend_cpu_new(int n_threads, cdb_k_backend **out) {
     be->base.ops = &cpu_ops;
     be->n_threads = n_threads > 0 ? n_threads : cdb_default_threads();
     be->K = cdb_gemm_kern_get();
+    snprintf(be->layout, sizeof be->layout, "cpu-panels-nr%d-%s", be->K->nr, be->K->isa);
     *out = &be->base;
     return CDB_OK;
 }

@@ -10,13 +10,17 @@
 
 /* A CPU buffer: n fp32 values at data; or, for a matrix of the optimized backend
 ** (matrix_upload), data NULL and the rows x cols matrix (n = rows * cols) packed in
-** column panels of nr at packed (gemm_int.h). */
+** column panels of nr at packed (gemm_int.h); or, for an F16/BF16 table of the
+** optimized backend (CDB_K_W_TABLE), data NULL and n elements of half_dt at half. */
 struct cdb_k_buf {
     float *data;
     size_t n;
     int owned; /* 0: borrowed from the caller (weight_upload with CDB_K_UPLOAD_BORROW) */
     float *packed;
     int rows, cols, nr;
+    const void *half;    /* the table's 2-byte elements (any alignment) or NULL */
+    cdb_k_dtype half_dt; /* CDB_K_F16 or CDB_K_BF16 */
+    int packed_borrowed; /* 1: packed lies in the caller's memory (matrix_borrow_packed) */
 };
 
 /* 64-byte aligned (from 4 MiB: 2 MiB aligned, offered to huge pages), free() it; NULL

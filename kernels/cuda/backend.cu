@@ -182,7 +182,8 @@ static void host_convert(const void *src, cdb_k_dtype dt, size_t n, float *f32, 
 static cdb_status cuda_weight_upload(cdb_k_backend *be, const void *src, cdb_k_dtype dt, size_t n,
                                      cdb_k_wrole role, int flags, cdb_k_buf **out) {
     void *tmp = NULL;
-    int f32 = role != CDB_K_W_MATRIX;
+    /* fp16 storage: matrices, and F16 token tables (exact; lookup_add reads either) */
+    int f32 = role != CDB_K_W_MATRIX && !(role == CDB_K_W_TABLE && dt == CDB_K_F16);
     size_t bytes = (n ? n : 1) * (f32 ? 4 : 2);
     OP_ENTER(be);
     (void)flags; /* device memory never aliases the host's: always copied */

@@ -1,8 +1,8 @@
 /*
-** fuzz_model_common.h: what fuzz_safetensors.c and fuzz_model_config.c share: a
-** private model folder with a tiny tokenizer (so a text tower does not make every
-** run read the 1.4 MB standard vocabulary), opening with single-threaded CPU params,
-** and the checks on a model that opened.
+** fuzz_model_common.h: what fuzz_safetensors.c, fuzz_model_config.c and
+** fuzz_packcache.c share: a private model folder with a tiny tokenizer (so a text tower
+** does not make every run read the 1.4 MB standard vocabulary), opening with
+** single-threaded CPU params, and the checks on a model that opened.
 */
 #ifndef CDB_FUZZ_MODEL_COMMON_H
 #define CDB_FUZZ_MODEL_COMMON_H
@@ -12,7 +12,7 @@
 
 static char g_dir[512], g_tok_path[600];
 
-static void fuzz_model_setup(const char *tag) {
+static inline void fuzz_model_setup(const char *tag) {
     snprintf(g_dir, sizeof g_dir, "%s", fuzz_tmpdir(tag));
     /* a plain merges file: header line + one merge (vocabulary: 256 bytes, 256 with
     ** </w>, 1 merge, 2 specials) */
@@ -20,7 +20,7 @@ static void fuzz_model_setup(const char *tag) {
     if (fuzz_write_file(g_tok_path, "#version: 0.2\nt h\n", 18) != 0) abort();
 }
 
-static cdb_model_params fuzz_model_params(void) {
+static inline cdb_model_params fuzz_model_params(void) {
     cdb_model_params p = cdb_model_params_default();
     p.device.kind = CDB_K_DEVICE_CPU;
     p.n_threads = 1;
@@ -29,7 +29,7 @@ static cdb_model_params fuzz_model_params(void) {
 }
 
 /* Opens path; checks the result's invariants; closes. */
-static void fuzz_model_open_check(const char *path, const cdb_model_params *p) {
+static inline void fuzz_model_open_check(const char *path, const cdb_model_params *p) {
     cdb_model *m = NULL;
     cdb_status rc = cdb_model_open(path, p, &m);
     if (getenv("FUZZ_VERBOSE"))

@@ -337,6 +337,80 @@ CDB_TEST(attention_q_is_attention_rows) {
     pair_free(&p);
 }
 
+/* A token table uploaded as CDB_K_W_TABLE in F16 or BF16 (an odd address, as a 2-byte
+** offset in a file may be): lookup_add gives the rows widened exactly plus pos, the
+** oracle being each element widened by hand here (F16: the kernels' scalar widening
+** checked in test_fp16; BF16: the bits shifted up); buf_download widens too; a
+** borrowed table is read in place (a row changed after the upload shows), so it is
+** never widened whole; the reference backend gives the same bits from its fp32 copy. */
+CDB_TEST(table_stays_half) {
+    pair p;
+    int W = 21, V = 13, S = 5;
+    int32_t ids[10] = {0, 12, 3, 3, 7, 1, 2, 11, 6, 5};
+    float *pos = rand_vec((size_t)S * W, 1);
+    unsigned char *raw = malloc((size_t)V * W * 2 + 1), *tab = raw + 1;
+    float *want = malloc((size_t)10 * W * sizeof(float)), *got = malloc((size_t)10 * W * 4);
+    float *row = malloc((size_t)W * sizeof(float)), *wide = malloc((size_t)V * W * 4);
+    CHECK(pair_new(&p));
+    for (int dt = 0; dt < 2; dt++) {
+        cdb_k_dtype kdt = dt ? CDB_K_BF16 : CDB_K_F16;
+        for (int i = 0; i < V * W; i++) {
+            float f = frand() * 3;
+            uint16_t h;
+            if (dt) {
+                uint32_t u;
+                memcpy(&u, &f, 4);
+                h = (uint16_t)(u >> 16);
+            } else {
+                h = cdb_k_f32_to_f16_1(f);
+            }
+            tab[2 * i] = (unsigned char)(h & 0xff), tab[2 * i + 1] = (unsigned char)(h >> 8);
+        }
+        for (int e = 0; e < V * W; e++) {
+            uint16_t h = (uint16_t)(tab[2 * e] | tab[2 * e + 1] << 8);
+            if (dt) {
+                uint32_t u = (uint32_t)h << 16;
+                memcpy(&wide[e], &u, 4);
+            } else {
+                wide[e] = cdb_k_f16_to_f32_1(h);
+            }
+        }
+        for (int r = 0; r < 10; r++)
+            for (int j = 0; j < W; j++)
+                want[r * W + j] = wide[ids[r] * W + j] + pos[(r % S) * W + j];
+        for (int i = 0; i < 2; i++) {
+            cdb_k_backend *be = p.be[i];
+            cdb_k_buf *bt = NULL, *bp = NULL, *o = NULL;
+            CHECK_OK(cdb_k_weight_upload(be, tab, kdt, (size_t)V * W, CDB_K_W_TABLE,
+                                         CDB_K_UPLOAD_BORROW, &bt));
+            CHECK_OK(cdb_k_weight_upload(be, pos, CDB_K_F32, (size_t)S * W, CDB_K_W_EMBED, 0,
+                                         &bp));
+            CHECK_OK(cdb_k_buf_alloc(be, (size_t)10 * W, &o));
+            CHECK_OK(cdb_k_lookup_add(be, bt, bp, ids, 10, S, W, o));
+            CHECK_OK(cdb_k_buf_download(be, o, 0, got, (size_t)10 * W));
+            CHECK_MSG(memcmp(got, want, (size_t)10 * W * 4) == 0, "%s, %s: lookup_add",
+                      i ? "reference" : "optimized", dt ? "BF16" : "F16");
+            CHECK_OK(cdb_k_buf_download(be, bt, (size_t)12 * W, row, (size_t)W));
+            CHECK_MSG(memcmp(row, wide + 12 * W, (size_t)W * 4) == 0, "download of a row");
+            if (i == 0) { /* a half table is lookup_add's operand only */
+                CHECK_RC(cdb_k_gemm(be, o, bt, NULL, o, 1, 1, W, CDB_K_ACT_NONE, 0),
+                         CDB_INVALID);
+            }
+            if (i == 0) { /* borrowed: a later change of the source shows (row 12, elt 0) */
+                unsigned char save[2] = {tab[2 * 12 * W], tab[2 * 12 * W + 1]};
+                tab[2 * 12 * W] ^= 0x40;
+                CHECK_OK(cdb_k_lookup_add(be, bt, bp, ids, 10, S, W, o));
+                CHECK_OK(cdb_k_buf_download(be, o, (size_t)W, row, 1));
+                CHECK_MSG(memcmp(row, want + W, 4) != 0, "the table was copied, not borrowed");
+                tab[2 * 12 * W] = save[0], tab[2 * 12 * W + 1] = save[1];
+            }
+            cdb_k_buf_free(be, bt), cdb_k_buf_free(be, bp), cdb_k_buf_free(be, o);
+        }
+    }
+    free(raw), free(want), free(got), free(row), free(pos), free(wide);
+    pair_free(&p);
+}
+
 CDB_TEST_MAIN(gemm_odd_shapes, layernorm_act_add, attention_odd_shapes,
               attention_rows_are_the_full_rows, attention_q_is_attention_rows, embed_and_gather,
-              weight_dtypes)
+              weight_dtypes, table_stays_half)

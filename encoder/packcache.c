@@ -1,0 +1,434 @@
+/*
+** packcache.c: the packed matrix cache (encoder.h, cdb_model_params.pack_cache). A
+** model's matrices packed by the backend for its GEMM (kernels.h, packed matrix
+** images), kept in one file per (weights hash, towers, backend layout) and mapped by
+** later opens instead of being widened and packed again: a one-shot `clipdb search`
+** then maps the text tower's panels instead of rewriting ~150 MB (ViT-B/32) or
+** ~340 MB (SigLIP B/16) of memory.
+**
+** The file, in this machine's byte order (a cache is of this machine):
+**   pc_header | pc_entry[n_mats] | zeros to PC_PAGE | payload
+** the payload holding each matrix's packed bytes at its entry's offset (PC_ALIGN
+** aligned). Nothing in it is trusted: before any byte is used the header must name
+** this format, these weights, these towers and this layout, the size must be exact,
+** an XXH3-64 must match over the header and the table, an XXH3-128 over the whole
+** payload, and every entry must have the size the backend gives its shape; then, as
+** the loader asks for matrices in its fixed order, each must have the shape asked for
+** at that place. A file that fails is not used (the matrices are packed as without a
+** cache) and is rewritten at the end of the open.
+**
+** Concurrency: a file is never modified in place. A writer writes a private temporary
+** file in the same folder and renames it over the name (atomic); a reader's mapping
+** keeps the inode it opened. Two writers racing both write complete files, the last
+** rename wins. No fsync: a crash may leave a short or empty file under the name, which
+** the next open refuses (size, checksum) and rewrites.
+**
+** Disk use: the folder keeps the PC_KEEP most recently used files (a hit refreshes its
+** file's mtime); writing a new one deletes the older ones, and temporary files an
+** interrupted writer left over an hour ago. Deleting the folder is always safe.
+*/
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "encoder/encoder_int.h"
+
+#define PC_MAGIC "CDBPACK1"
+/* Bump when model.c changes which matrices it uploads, their order or their contents
+** for the same weights (a transposition, a concatenation, a fold). */
+#define PC_FORMAT 1u
+#define PC_ALIGN 64
+#define PC_PAGE 4096
+#define PC_KEEP 4
+#define PC_MAX_MATS 100000u
+#define PC_SUFFIX ".pack"
+
+typedef struct pc_header {
+    char magic[8];
+    uint32_t format, n_mats;
+    char hash[40];   /* the weights hash (hex), NUL-padded */
+    char layout[48]; /* cdb_k_matrix_layout */
+    char towers[8];  /* "text", "image", "both" */
+    uint64_t payload_off, payload_bytes;
+    uint64_t payload_sum[2]; /* XXH3-128 of the payload: high, low */
+    uint64_t meta_sum;       /* XXH3-64 of this header (meta_sum 0) and the table */
+} pc_header;
+
+typedef struct pc_entry {
+    int32_t rows, cols;
+    uint64_t off, bytes; /* from the payload's start */
+} pc_entry;
+
+typedef struct pc_rec {
+    const cdb_k_buf *b;
+    int rows, cols;
+} pc_rec;
+
+struct cdb_pack_cache {
+    cdb_k_backend *be;
+    char path[4096], dir[4096];
+    pc_header want;          /* the header fields this open expects (no sums) */
+    unsigned char *map;      /* the validated file, or NULL */
+    size_t map_size;
+    const pc_entry *table;   /* inside map */
+    uint32_t next;           /* the next entry take() hands out */
+    int usable;              /* 1 while the mapped file matches every request */
+    char refused[256];       /* why the file on disk was not used ("" : none there) */
+    pc_rec *recs;            /* every matrix of this open, in order, for a rewrite */
+    int n_recs, cap_recs, rec_failed;
+    char status[320];
+};
+
+static size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
+
+/* mkdir -p of dir (0777 & umask); 0 on success. */
+static int make_dirs(const char *dir) {
+    char p[4096];
+    size_t n = strlen(dir);
+    if (n == 0 || n >= sizeof p) return -1;
+    memcpy(p, dir, n + 1);
+    for (size_t i = 1; i <= n; i++)
+        if (p[i] == '/' || p[i] == '\0') {
+            char c = p[i];
+            p[i] = '\0';
+            if (mkdir(p, 0777) != 0 && errno != EEXIST) return -1;
+            p[i] = c;
+        }
+    return 0;
+}
+
+/* The cache folder: dir, else $CLIPDB_CACHE_DIR/packed, $XDG_CACHE_HOME/clipdb/packed,
+** $HOME/.cache/clipdb/packed. 0 when one is named. */
+static int pick_dir(const char *dir, char *out, size_t size) {
+    const char *v;
+    if (dir && *dir) return snprintf(out, size, "%s", dir) >= (int)size ? -1 : 0;
+    if ((v = getenv("CLIPDB_CACHE_DIR")) && *v)
+        return snprintf(out, size, "%s/packed", v) >= (int)size ? -1 : 0;
+    if ((v = getenv("XDG_CACHE_HOME")) && *v == '/')
+        return snprintf(out, size, "%s/clipdb/packed", v) >= (int)size ? -1 : 0;
+    if ((v = getenv("HOME")) && *v)
+        return snprintf(out, size, "%s/.cache/clipdb/packed", v) >= (int)size ? -1 : 0;
+    return -1;
+}
+
+static uint64_t meta_sum(const pc_header *h, const pc_entry *t, uint32_t n) {
+    pc_header c = *h;
+    XXH3_state_t *s = XXH3_createState();
+    uint64_t v;
+    if (!s) return 0;
+    c.meta_sum = 0;
+    XXH3_64bits_reset(s);
+    XXH3_64bits_update(s, &c, sizeof c);
+    XXH3_64bits_update(s, t, (size_t)n * sizeof *t);
+    v = XXH3_64bits_digest(s);
+    XXH3_freeState(s);
+    return v;
+}
+
+/* Maps and validates pc->path whole; on refusal pc->refused says why ("" when there
+** is no file). */
+static void open_file(cdb_pack_cache *pc) {
+    pc_header h;
+    pc_entry *t = NULL;
+    struct stat st;
+    size_t table_bytes, end = 0;
+    XXH128_hash_t sum;
+    void *map;
+    int fd = open(pc->path, O_RDONLY | O_CLOEXEC);
+#define REFUSE(...)                                                  \
+    do {                                                             \
+        snprintf(pc->refused, sizeof pc->refused, __VA_ARGS__);      \
+        goto done;                                                   \
+    } while (0)
+    if (fd < 0) {
+        if (errno != ENOENT) REFUSE("cannot open it: %s", strerror(errno));
+        return;
+    }
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) REFUSE("not a regular file");
+    if ((size_t)st.st_size < sizeof h || pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h)
+        REFUSE("truncated (%lld bytes)", (long long)st.st_size);
+    if (memcmp(h.magic, PC_MAGIC, 8)) REFUSE("not a clipdb packed matrix cache");
+    if (h.format != PC_FORMAT) REFUSE("format %u, this clipdb's is %u", h.format, PC_FORMAT);
+    if (memcmp(h.hash, pc->want.hash, sizeof h.hash) ||
+        memcmp(h.layout, pc->want.layout, sizeof h.layout) ||
+        memcmp(h.towers, pc->want.towers, sizeof h.towers))
+        REFUSE("stale: written for other weights, towers or layout");
+    if (h.n_mats == 0 || h.n_mats > PC_MAX_MATS) REFUSE("%u matrices", h.n_mats);
+    table_bytes = (size_t)h.n_mats * sizeof *t;
+    if (h.payload_off != align_up(sizeof h + table_bytes, PC_PAGE) ||
+        h.payload_bytes > (uint64_t)st.st_size ||
+        (uint64_t)st.st_size != h.payload_off + h.payload_bytes)
+        REFUSE("truncated or padded: %lld bytes, the header says %llu", (long long)st.st_size,
+               (unsigned long long)(h.payload_off + h.payload_bytes));
+    if (!(t = malloc(table_bytes))) REFUSE("out of memory");
+    if (pread(fd, t, table_bytes, sizeof h) != (ssize_t)table_bytes) REFUSE("unreadable table");
+    if (meta_sum(&h, t, h.n_mats) != h.meta_sum) REFUSE("damaged header (checksum)");
+    for (uint32_t i = 0; i < h.n_mats; i++) {
+        size_t want = cdb_k_matrix_packed_bytes(pc->be, t[i].rows, t[i].cols);
+        if (t[i].rows <= 0 || t[i].cols <= 0 || want == 0 || t[i].bytes != want ||
+            t[i].off % PC_ALIGN || t[i].off < end || t[i].off > h.payload_bytes ||
+            t[i].bytes > h.payload_bytes - t[i].off)
+            REFUSE("damaged table (matrix %u)", i);
+        end = t[i].off + t[i].bytes;
+    }
+    map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    if (map == MAP_FAILED) REFUSE("mmap: %s", strerror(errno));
+    sum = XXH3_128bits((const unsigned char *)map + h.payload_off, h.payload_bytes);
+    if (sum.high64 != h.payload_sum[0] || sum.low64 != h.payload_sum[1]) {
+        munmap(map, (size_t)st.st_size);
+        REFUSE("damaged (payload checksum)");
+    }
+    pc->map = map;
+    pc->map_size = (size_t)st.st_size;
+    pc->table = (const pc_entry *)(pc->map + sizeof h);
+    pc->want.n_mats = h.n_mats;
+    pc->want.payload_off = h.payload_off;
+    pc->usable = 1;
+done:
+#undef REFUSE
+    free(t);
+    close(fd);
+}
+
+cdb_pack_cache *cdb_pack_cache_begin(cdb_k_backend *be, const char *dir, const char *hash,
+                                     const char *towers, char *why, size_t why_size) {
+    const char *layout = cdb_k_matrix_layout(be);
+    cdb_pack_cache *pc;
+    why[0] = '\0';
+    if (!layout) {
+        snprintf(why, why_size, "the backend keeps no packed matrices");
+        return NULL;
+    }
+    if (!hash || strlen(hash) != 32 || strlen(layout) >= sizeof pc->want.layout) {
+        snprintf(why, why_size, "no weights hash");
+        return NULL;
+    }
+    if (!(pc = calloc(1, sizeof *pc))) {
+        snprintf(why, why_size, "out of memory");
+        return NULL;
+    }
+    pc->be = be;
+    if (pick_dir(dir, pc->dir, sizeof pc->dir) != 0 ||
+        snprintf(pc->path, sizeof pc->path, "%s/%s-%s-%s-f%u%s", pc->dir, hash, towers, layout,
+                 PC_FORMAT, PC_SUFFIX) >= (int)sizeof pc->path) {
+        snprintf(why, why_size, "no cache folder ($HOME unset, or the path too long)");
+        free(pc);
+        return NULL;
+    }
+    memcpy(pc->want.magic, PC_MAGIC, 8);
+    pc->want.format = PC_FORMAT;
+    memcpy(pc->want.hash, hash, 32);
+    memcpy(pc->want.layout, layout, strlen(layout));
+    snprintf(pc->want.towers, sizeof pc->want.towers, "%s", towers);
+    open_file(pc);
+    if (pc->refused[0]) CDB_LOG_INFO("packed matrix cache %s refused: %s", pc->path, pc->refused);
+    return pc;
+}
+
+int cdb_pack_cache_take(cdb_pack_cache *pc, int rows, int cols, cdb_k_buf **out) {
+    const pc_entry *e;
+    *out = NULL;
+    if (!pc || !pc->usable) return 0;
+    e = pc->next < pc->want.n_mats ? &pc->table[pc->next] : NULL;
+    if (!e || e->rows != rows || e->cols != cols) { /* not the loader's sequence */
+        snprintf(pc->refused, sizeof pc->refused, "stale: matrix %u is not %dx%d", pc->next,
+                 rows, cols);
+        pc->usable = 0;
+        return 0;
+    }
+    if (cdb_k_matrix_borrow_packed(pc->be, pc->map + pc->want.payload_off + e->off, rows, cols,
+                                   out) != CDB_OK) {
+        cdb_clearerr();
+        snprintf(pc->refused, sizeof pc->refused, "the backend refused matrix %u", pc->next);
+        pc->usable = 0;
+        return 0;
+    }
+    pc->next++;
+    return 1;
+}
+
+void cdb_pack_cache_note(cdb_pack_cache *pc, const cdb_k_buf *b, int rows, int cols) {
+    if (!pc || pc->rec_failed) return;
+    if (pc->n_recs == pc->cap_recs) {
+        int cap = pc->cap_recs ? 2 * pc->cap_recs : 64;
+        pc_rec *r = realloc(pc->recs, (size_t)cap * sizeof *r);
+        if (!r) {
+            pc->rec_failed = 1;
+            return;
+        }
+        pc->recs = r;
+        pc->cap_recs = cap;
+    }
+    pc->recs[pc->n_recs++] = (pc_rec){b, rows, cols};
+}
+
+static int write_all(int fd, const void *p, size_t n) {
+    const char *s = p;
+    while (n) {
+        ssize_t w = write(fd, s, n > ((size_t)1 << 30) ? (size_t)1 << 30 : n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return -1;
+        s += w, n -= (size_t)w;
+    }
+    return 0;
+}
+
+static int cmp_mtime_desc(const void *a, const void *b) {
+    const struct stat *x = a, *y = b;
+    if (x->st_mtim.tv_sec != y->st_mtim.tv_sec) return x->st_mtim.tv_sec < y->st_mtim.tv_sec;
+    return x->st_mtim.tv_nsec < y->st_mtim.tv_nsec;
+}
+
+/* Keeps the PC_KEEP newest cache files of the folder (the one just written among
+** them); removes the rest and temporary files older than an hour. Best effort. */
+static void prune(const char *dir) {
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    struct { struct stat st; char name[256]; } v[64];
+    int n = 0;
+    time_t now = time(NULL);
+    if (!d) return;
+    while ((e = readdir(d)) != NULL) {
+        char p[4096 + 256];
+        struct stat st;
+        size_t len = strlen(e->d_name);
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        if (e->d_name[0] == '.' && strstr(e->d_name, ".tmp.")) {
+            if (lstat(p, &st) == 0 && S_ISREG(st.st_mode) && now - st.st_mtime > 3600)
+                unlink(p);
+            continue;
+        }
+        if (len <= strlen(PC_SUFFIX) || strcmp(e->d_name + len - strlen(PC_SUFFIX), PC_SUFFIX) ||
+            len >= sizeof v[0].name || n == 64 || lstat(p, &st) != 0 || !S_ISREG(st.st_mode))
+            continue;
+        v[n].st = st;
+        memcpy(v[n].name, e->d_name, len + 1);
+        n++;
+    }
+    closedir(d);
+    qsort(v, (size_t)n, sizeof v[0], cmp_mtime_desc); /* the struct starts with st */
+    for (int i = PC_KEEP; i < n; i++) {
+        char p[4096 + 256];
+        snprintf(p, sizeof p, "%s/%s", dir, v[i].name);
+        unlink(p);
+    }
+}
+
+/* Writes every recorded matrix to a temporary file, renamed over pc->path. */
+static int write_file(cdb_pack_cache *pc, char *why, size_t why_size) {
+    pc_header h = pc->want;
+    pc_entry *t;
+    XXH3_state_t *s = NULL;
+    XXH128_hash_t sum;
+    char tmp[4096 + 64];
+    static const char zeros[PC_PAGE];
+    size_t off = 0, table_bytes = (size_t)pc->n_recs * sizeof *t, hdr_end;
+    int fd = -1, rc = -1;
+    if (pc->rec_failed || pc->n_recs == 0 || (unsigned)pc->n_recs > PC_MAX_MATS) {
+        snprintf(why, why_size, "%s", pc->rec_failed ? "out of memory" : "no matrices");
+        return -1;
+    }
+    if (!(t = calloc((size_t)pc->n_recs, sizeof *t)) || !(s = XXH3_createState())) {
+        snprintf(why, why_size, "out of memory");
+        goto done;
+    }
+    XXH3_128bits_reset(s);
+    for (int i = 0; i < pc->n_recs; i++) {
+        const void *data = cdb_k_matrix_packed_data(pc->be, pc->recs[i].b);
+        size_t bytes = cdb_k_matrix_packed_bytes(pc->be, pc->recs[i].rows, pc->recs[i].cols);
+        size_t at = align_up(off, PC_ALIGN);
+        if (!data || !bytes) {
+            snprintf(why, why_size, "matrix %d has no packed image", i);
+            goto done;
+        }
+        XXH3_128bits_update(s, zeros, at - off);
+        XXH3_128bits_update(s, data, bytes);
+        t[i] = (pc_entry){pc->recs[i].rows, pc->recs[i].cols, at, bytes};
+        off = at + bytes;
+    }
+    sum = XXH3_128bits_digest(s);
+    hdr_end = sizeof h + table_bytes;
+    h.n_mats = (uint32_t)pc->n_recs;
+    h.payload_off = align_up(hdr_end, PC_PAGE);
+    h.payload_bytes = off;
+    h.payload_sum[0] = sum.high64;
+    h.payload_sum[1] = sum.low64;
+    h.meta_sum = meta_sum(&h, t, h.n_mats);
+    if (make_dirs(pc->dir) != 0) {
+        snprintf(why, why_size, "cannot create the folder: %s", strerror(errno));
+        goto done;
+    }
+    snprintf(tmp, sizeof tmp, "%s/.pack.tmp.XXXXXX", pc->dir);
+    if ((fd = mkstemp(tmp)) < 0) {
+        snprintf(why, why_size, "cannot write in the folder: %s", strerror(errno));
+        goto done;
+    }
+    if (write_all(fd, &h, sizeof h) || write_all(fd, t, table_bytes) ||
+        write_all(fd, zeros, (size_t)h.payload_off - hdr_end))
+        goto werr;
+    off = 0;
+    for (int i = 0; i < pc->n_recs; i++) {
+        if (write_all(fd, zeros, t[i].off - off) ||
+            write_all(fd, cdb_k_matrix_packed_data(pc->be, pc->recs[i].b), t[i].bytes))
+            goto werr;
+        off = t[i].off + t[i].bytes;
+    }
+    if (close(fd) != 0) {
+        fd = -1;
+        goto werr;
+    }
+    fd = -1;
+    if (rename(tmp, pc->path) != 0) goto werr;
+    rc = 0;
+    prune(pc->dir);
+    goto done;
+werr:
+    snprintf(why, why_size, "writing a temporary file: %s", strerror(errno));
+    if (fd >= 0) close(fd);
+    unlink(tmp);
+done:
+    XXH3_freeState(s);
+    free(t);
+    return rc;
+}
+
+void cdb_pack_cache_end(cdb_pack_cache *pc) {
+    char why[256];
+    if (!pc) return;
+    if (pc->usable && pc->next == pc->want.n_mats && pc->n_recs == (int)pc->next) {
+        snprintf(pc->status, sizeof pc->status, "hit");
+        (void)utimensat(AT_FDCWD, pc->path, NULL, 0); /* recently used (prune) */
+    } else {
+        if (pc->usable) /* it matched as far as it went, but the loader wanted a different count */
+            snprintf(pc->refused, sizeof pc->refused, "stale: %u matrices, the model has %d",
+                     pc->want.n_mats, pc->n_recs);
+        if (write_file(pc, why, sizeof why) != 0)
+            snprintf(pc->status, sizeof pc->status, "not written: %s", why);
+        else if (pc->refused[0])
+            snprintf(pc->status, sizeof pc->status, "rebuilt: %s", pc->refused);
+        else
+            snprintf(pc->status, sizeof pc->status, "written");
+    }
+    CDB_LOG_DEBUG("packed matrix cache %s: %s", pc->path, pc->status);
+    free(pc->recs);
+    pc->recs = NULL;
+    pc->n_recs = pc->cap_recs = 0;
+}
+
+const char *cdb_pack_cache_status(const cdb_pack_cache *pc) { return pc ? pc->status : "off"; }
+const char *cdb_pack_cache_path(const cdb_pack_cache *pc) { return pc ? pc->path : ""; }
+
+void cdb_pack_cache_free(cdb_pack_cache *pc) {
+    if (!pc) return;
+    if (pc->map) munmap(pc->map, pc->map_size);
+    free(pc->recs);
+    free(pc);
+}
