@@ -67,6 +67,8 @@ typedef struct cdb_k_backend_ops {
 
     cdb_status (*matrix_upload)(cdb_k_backend *be, const void *src, cdb_k_dtype dt, int rows,
                                 int cols, int flags, cdb_k_buf **out);
+    cdb_status (*patchify)(cdb_k_backend *be, const cdb_k_buf *x, int n, int c, int h, int w,
+                           int p, cdb_k_buf *cols);
 } cdb_k_backend_ops;
 
 /* Every backend struct starts with this header (a CPU or CUDA backend embeds it as

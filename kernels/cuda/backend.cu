@@ -509,6 +509,20 @@ done:
     OP_LEAVE();
 }
 
+static cdb_status cuda_patchify(cdb_k_backend *be, const cdb_k_buf *x, int n, int c, int h,
+                                int w, int p, cdb_k_buf *cols) {
+    OP_ENTER(be);
+    NEED(x && cols && x != cols && !cols->is_weight && n >= 0 && c > 0 && p > 0 && h >= p &&
+             w >= p,
+         "patchify: bad arguments");
+    NEED(x->n >= (size_t)n * c * h * w && cols->n >= (size_t)n * (h / p) * (w / p) * c * p * p,
+         "patchify: sizes do not fit the buffers");
+    TRY(cdb_kc_patchify(b->c, x->d, x->f32, n, c, h, w, p, (uint16_t *)cols->d));
+    cols->f32 = 0; /* a GEMM operand */
+done:
+    OP_LEAVE();
+}
+
 static cdb_status cuda_avgpool(cdb_k_backend *be, const cdb_k_buf *x, int n, int h, int w, int c,
                                int s, cdb_k_buf *out) {
     OP_ENTER(be);
@@ -607,6 +621,7 @@ static const cdb_k_backend_ops g_cuda_ops = {
     cuda_prepend_mean_add,
     cuda_attention_q,
     cuda_matrix_upload,
+    cuda_patchify,
 };
 
 extern "C" cdb_status cdb_k_backend_cuda_new(int device_index, cdb_k_backend **out) {
