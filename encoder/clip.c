@@ -23,15 +23,14 @@
 ** text tower (pool_last) is bidirectional and pooled at the last position, its
 ** projection has a bias.
 **
-** Batches are processed in chunks whose scratch stays under CHUNK_BYTES. All
+** Batches are processed in chunks whose scratch stays under the backend's
+** cdb_k_scratch_bytes (128 MiB on the CPU, most of the free memory on a GPU). All
 ** scratch belongs to the call, so calls on one model may run concurrently.
 */
 #include <stdlib.h>
 #include <string.h>
 
 #include "encoder/encoder_int.h"
-
-#define CHUNK_BYTES ((size_t)128 << 20)
 
 #define CK(call)                                   \
     do {                                           \
@@ -67,10 +66,10 @@ cleanup:
     return rc;
 }
 
-/* Rows of one chunk so that scratch stays under CHUNK_BYTES (at least one item). */
-static int items_per_chunk(const cdb_clip_tower *t, int seq, int n) {
+/* Items of one chunk so that scratch stays under the backend's budget (at least one). */
+static int items_per_chunk(cdb_k_backend *be, const cdb_clip_tower *t, int seq, int n) {
     size_t per_row = (6 * (size_t)t->width + (size_t)t->mlp_width) * sizeof(float);
-    size_t rows = CHUNK_BYTES / per_row, items = rows / (size_t)seq;
+    size_t rows = cdb_k_scratch_bytes(be) / per_row, items = rows / (size_t)seq;
     if (items < 1) items = 1;
     return items < (size_t)n ? (int)items : n;
 }
@@ -178,7 +177,7 @@ static cdb_status vit_image_forward(cdb_model *m, const float *pixels, int n, fl
     cdb_status rc = CDB_OK;
     const int P = m->info.patch_size, isz = m->info.image_size, G = isz / P, N = G * G, S = N + 1;
     const int K = 3 * P * P, W = t->width, E = m->info.embed_dim;
-    const int chunk = items_per_chunk(t, S, n);
+    const int chunk = items_per_chunk(be, t, S, n);
     scratch s;
     cdb_k_buf *pin = NULL, *px = NULL;
     int32_t *rows = NULL, *cls = NULL;
@@ -243,7 +242,7 @@ static cdb_status siglip_image_forward(cdb_model *m, const float *pixels, int n,
     cdb_status rc = CDB_OK;
     const int P = m->info.patch_size, isz = m->info.image_size, G = isz / P, N = G * G;
     const int K = 3 * P * P, W = t->width;
-    const int chunk = items_per_chunk(t, N, n);
+    const int chunk = items_per_chunk(be, t, N, n);
     scratch s;
     cdb_k_buf *pin = NULL, *px = NULL, *q1 = NULL;
     int32_t *ids = NULL, *zeros = NULL;
@@ -293,7 +292,7 @@ cdb_status cdb_clip_text_forward(cdb_model *m, const int32_t *ids, int n, float 
     const cdb_clip_tower *t = &m->text;
     cdb_status rc = CDB_OK;
     const int C = m->info.context_length, V = m->info.vocab_size, E = m->info.embed_dim;
-    const int chunk = items_per_chunk(t, C, n);
+    const int chunk = items_per_chunk(be, t, C, n);
     scratch s;
     int32_t *pool = NULL, *sub = NULL, *rows = NULL;
 

@@ -185,6 +185,11 @@ cdb_status cdb_k_patchify(cdb_k_backend *be, const cdb_k_buf *x, int n, int c, i
     return VCALL(be, patchify, x, n, c, h, w, p, cols);
 }
 
+size_t cdb_k_scratch_bytes(cdb_k_backend *be) {
+    if (!be) return 0;
+    return be->ops->scratch_bytes ? be->ops->scratch_bytes(be) : CDB_K_CPU_SCRATCH_BYTES;
+}
+
 cdb_status cdb_k_avgpool(cdb_k_backend *be, const cdb_k_buf *x, int n, int h, int w, int c, int s,
                          cdb_k_buf *out) {
     return VCALL(be, avgpool, x, n, h, w, c, s, out);

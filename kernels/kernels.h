@@ -325,6 +325,15 @@ cdb_status cdb_k_patchify(cdb_k_backend *be, const cdb_k_buf *x, int n, int c, i
 cdb_status cdb_k_avgpool(cdb_k_backend *be, const cdb_k_buf *x, int n, int h, int w, int c, int s,
                          cdb_k_buf *out /* OUT */);
 
+/* The activation scratch a graph should give one call on be, in bytes (encoder/clip.c
+** sizes its chunks with it): CDB_K_CPU_SCRATCH_BYTES on the CPU backends (a chunk's
+** working set stays near the caches, memory bounded); on a CUDA device what
+** cdb_k_batch_from_free leaves of half its free memory now, in MiB, between 128 MiB and 8 GiB
+** (bigger GEMMs; an estimate off by too much is caught by cdb_k_run_batched's halving).
+** 0 for a NULL backend. */
+#define CDB_K_CPU_SCRATCH_BYTES ((size_t)128 << 20)
+size_t cdb_k_scratch_bytes(cdb_k_backend *be);
+
 /* ---- construction ---- */
 
 typedef struct cdb_k_backend_params {

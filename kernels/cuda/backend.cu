@@ -577,6 +577,21 @@ done:
     OP_LEAVE();
 }
 
+/* Half the free device memory now, less cdb_k_batch_from_free's reserve, in MiB,
+** clamped to [128 MiB, 8 GiB]; 128 MiB when the driver cannot say. Half: the graph's
+** per-row estimate leaves out its input buffers (the pixels and the patch matrix of a
+** ViT chunk take about as much again). */
+static size_t cuda_scratch_bytes(cdb_k_backend *be) {
+    cdb_kc_backend *b = (cdb_kc_backend *)be;
+    size_t fr = 0;
+    int mib = 128;
+    pthread_mutex_lock(&b->mu);
+    if (cdb_kc_ctx_bind(b->c) == CDB_OK && cdb_kc_mem_info(b->c, &fr, NULL) == CDB_OK)
+        mib = cdb_k_batch_from_free(fr / 2, 0, (size_t)1 << 20, 8192);
+    pthread_mutex_unlock(&b->mu);
+    return (size_t)(mib > 128 ? mib : 128) << 20;
+}
+
 static cdb_status cuda_sync(cdb_k_backend *be) {
     OP_ENTER(be);
     TRY(cdb_kc_sync(b->c));
@@ -622,6 +637,7 @@ static const cdb_k_backend_ops g_cuda_ops = {
     cuda_attention_q,
     cuda_matrix_upload,
     cuda_patchify,
+    cuda_scratch_bytes,
 };
 
 extern "C" cdb_status cdb_k_backend_cuda_new(int device_index, cdb_k_backend **out) {

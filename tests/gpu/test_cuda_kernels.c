@@ -394,6 +394,10 @@ CDB_TEST(be_oom_is_nomem_not_abort) {
     CHECK_OK(cdb_k_backend_cuda_new(0, &be));
     CHECK_OK(cdb_kc_mem_info(ctx(), &fr, &tot)); /* ctx(): the same device 0 */
     CHECK(fr > 0 && tot >= fr);
+    /* the graph's chunk budget: most of half the free memory, within its clamps */
+    CHECK(cdb_k_scratch_bytes(be) >= ((size_t)128 << 20) &&
+          cdb_k_scratch_bytes(be) <= ((size_t)8 << 30) &&
+          (cdb_k_scratch_bytes(be) <= fr / 2 || cdb_k_scratch_bytes(be) == ((size_t)128 << 20)));
     /* 4x the card: cudaMalloc fails, the backend says CDB_NOMEM and stays usable */
     CHECK_RC(cdb_k_buf_alloc(be, tot, &b), CDB_NOMEM);
     CHECK(b == NULL);

@@ -394,6 +394,17 @@ CDB_TEST(patchify_is_the_convolution) {
     pair_free(&p);
 }
 
+/* The CPU backends' chunk budget is the fixed one (encoder/clip.c's chunks, and so
+** its bits, do not depend on the machine's memory); no backend, no budget. */
+CDB_TEST(scratch_budget) {
+    pair p;
+    CHECK(pair_new(&p));
+    CHECK(cdb_k_scratch_bytes(p.be[0]) == CDB_K_CPU_SCRATCH_BYTES);
+    CHECK(cdb_k_scratch_bytes(p.be[1]) == CDB_K_CPU_SCRATCH_BYTES);
+    CHECK(cdb_k_scratch_bytes(NULL) == 0);
+    pair_free(&p);
+}
+
 CDB_TEST_MAIN(gemm_odd_shapes, layernorm_act_add, attention_odd_shapes,
               attention_rows_are_the_full_rows, attention_q_is_attention_rows, embed_and_gather,
-              weight_dtypes, patchify_is_the_convolution)
+              weight_dtypes, patchify_is_the_convolution, scratch_budget)
