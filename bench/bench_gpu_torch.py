@@ -4,10 +4,11 @@
 Builds OpenAI CLIP's VisionTransformer (the reference model.py structure: conv1,
 class + positional embedding, ln_pre, pre-LN residual blocks with
 nn.MultiheadAttention and QuickGELU MLPs, ln_post on the class token, proj) with
-the weights bench_gpu --dump-weights wrote, and times the image tower at batch 256
-under torch.autocast(float16) on the GPU, inputs already on the device.
+the image tower's weights of the model `bench_gpu --write-model DIR` wrote (OpenAI's
+layout, F16: the file clipdb itself opens), and times it at batch 256 under
+torch.autocast(float16) on the GPU, inputs already on the device.
 
-usage: bench_gpu_torch.py WEIGHTS [--batch 256] [--iters 10] [--check FILE]
+usage: bench_gpu_torch.py MODEL.safetensors [--batch 256] [--iters 10] [--check FILE]
 prints: torch_ips=<images per second>
 --check FILE also writes 8 seeded random inputs and PyTorch's fp32 embeddings of
 them (int32 n, then n*3*size*size pixels, then n*embed floats) for
@@ -79,45 +80,31 @@ class VisionTransformer(nn.Module):
 
 
 def load(path):
-    raw = np.fromfile(path, dtype=np.float32)
-    hdr = raw[:8].view(np.int32)
-    if hdr[0] != 0x43444257:
-        sys.exit("bench_gpu_torch: %s is not a bench_gpu weight file" % path)
-    size, patch, width, layers, heads, mlp, embed = (int(v) for v in hdr[1:])
-    m = VisionTransformer(size, patch, width, layers, heads, mlp, embed)
-    off = [8]
-
-    def take(n, shape):
-        a = raw[off[0]:off[0] + n]
-        off[0] += n
-        return torch.from_numpy(a.copy()).reshape(shape)
-
-    g, w, k = size // patch, width, 3 * patch * patch
-    with torch.no_grad():
-        m.conv1.weight.copy_(take(w * k, (w, 3, patch, patch)))
-        m.class_embedding.copy_(take(w, (w,)))
-        m.positional_embedding.copy_(take((g * g + 1) * w, (g * g + 1, w)))
-        m.ln_pre.weight.copy_(take(w, (w,)))
-        m.ln_pre.bias.copy_(take(w, (w,)))
-        for b in m.transformer:
-            b.ln_1.weight.copy_(take(w, (w,)))
-            b.ln_1.bias.copy_(take(w, (w,)))
-            b.attn.in_proj_weight.copy_(take(3 * w * w, (3 * w, w)))
-            b.attn.in_proj_bias.copy_(take(3 * w, (3 * w,)))
-            b.attn.out_proj.weight.copy_(take(w * w, (w, w)))
-            b.attn.out_proj.bias.copy_(take(w, (w,)))
-            b.ln_2.weight.copy_(take(w, (w,)))
-            b.ln_2.bias.copy_(take(w, (w,)))
-            b.mlp.c_fc.weight.copy_(take(mlp * w, (mlp, w)))
-            b.mlp.c_fc.bias.copy_(take(mlp, (mlp,)))
-            b.mlp.c_proj.weight.copy_(take(w * mlp, (w, mlp)))
-            b.mlp.c_proj.bias.copy_(take(w, (w,)))
-        m.ln_post.weight.copy_(take(w, (w,)))
-        m.ln_post.bias.copy_(take(w, (w,)))
-        m.proj.copy_(take(embed * w, (embed, w)).t())
-    if off[0] != raw.size:
-        sys.exit("bench_gpu_torch: %d trailing floats in %s" % (raw.size - off[0], path))
-    return m, size
+    """The image tower of an OpenAI-layout .safetensors file (bench_gpu --write-model
+    writes one; F16 or F32), read with numpy: the header's JSON, then each tensor."""
+    import json
+    with open(path, "rb") as f:
+        hl = int.from_bytes(f.read(8), "little")
+        hdr = json.loads(f.read(hl))
+        data = f.read()
+    dt = {"F16": np.float16, "F32": np.float32}
+    sd = {}
+    for name, e in hdr.items():
+        if not name.startswith("visual."):
+            continue
+        a, b = e["data_offsets"]
+        arr = np.frombuffer(data[a:b], dtype=dt[e["dtype"]]).astype(np.float32)
+        key = name[len("visual."):].replace("transformer.resblocks.", "transformer.")
+        sd[key] = torch.from_numpy(arr.reshape(e["shape"]))
+    conv = sd["conv1.weight"]
+    width, patch = conv.shape[0], conv.shape[2]
+    g = int(round((sd["positional_embedding"].shape[0] - 1) ** 0.5))
+    layers = 1 + max(int(k.split(".")[1]) for k in sd if k.startswith("transformer."))
+    mlp = sd["transformer.0.mlp.c_fc.weight"].shape[0]
+    embed = sd["proj"].shape[1]
+    m = VisionTransformer(g * patch, patch, width, layers, width // 64, mlp, embed)
+    m.load_state_dict(sd, strict=True)
+    return m, g * patch
 
 
 def main():

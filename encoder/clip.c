@@ -4,8 +4,8 @@
 ** A ModifiedResNet image tower is resnet.c's; cdb_clip_image_forward dispatches.
 **
 ** Image tower (ViT): the stride-p convolution is a GEMM over non-overlapping
-** patches unfolded on the host (a pure permutation, so the upload is the same
-** size as the pixels), then class token + positional embedding, ln_pre, pre-LN
+** patches, unfolded by the backend from the uploaded pixels (cdb_k_patchify: on the
+** device for a GPU backend), then class token + positional embedding, ln_pre, pre-LN
 ** residual blocks (x += attn(ln_1(x)); x += mlp(ln_2(x))), ln_post on the class
 ** token only, projection. The last block runs its attention, output projection and
 ** MLP on the pooled rows only (the class token, the end token): nothing else
@@ -23,15 +23,14 @@
 ** text tower (pool_last) is bidirectional and pooled at the last position, its
 ** projection has a bias.
 **
-** Batches are processed in chunks whose scratch stays under CHUNK_BYTES. All
+** Batches are processed in chunks whose scratch stays under the backend's
+** cdb_k_scratch_bytes (128 MiB on the CPU, most of the free memory on a GPU). All
 ** scratch belongs to the call, so calls on one model may run concurrently.
 */
 #include <stdlib.h>
 #include <string.h>
 
 #include "encoder/encoder_int.h"
-
-#define CHUNK_BYTES ((size_t)128 << 20)
 
 #define CK(call)                                   \
     do {                                           \
@@ -67,10 +66,10 @@ cleanup:
     return rc;
 }
 
-/* Rows of one chunk so that scratch stays under CHUNK_BYTES (at least one item). */
-static int items_per_chunk(const cdb_clip_tower *t, int seq, int n) {
+/* Items of one chunk so that scratch stays under the backend's budget (at least one). */
+static int items_per_chunk(cdb_k_backend *be, const cdb_clip_tower *t, int seq, int n) {
     size_t per_row = (6 * (size_t)t->width + (size_t)t->mlp_width) * sizeof(float);
-    size_t rows = CHUNK_BYTES / per_row, items = rows / (size_t)seq;
+    size_t rows = cdb_k_scratch_bytes(be) / per_row, items = rows / (size_t)seq;
     if (items < 1) items = 1;
     return items < (size_t)n ? (int)items : n;
 }
@@ -162,23 +161,14 @@ cleanup:
     return rc;
 }
 
-/* Unfold nb images (CHW, isz square): patch (gy, gx) of image b -> row b*N + gy*G + gx
-** of unf, columns in the conv weight's (channel, ky, kx) order. */
-static void unfold(const float *pixels, int nb, int isz, int P, float *unf) {
-    const int G = isz / P, N = G * G, K = 3 * P * P;
-    for (int b = 0; b < nb; b++) {
-        const float *img = pixels + (size_t)b * 3 * isz * isz;
-        for (int gy = 0; gy < G; gy++)
-            for (int gx = 0; gx < G; gx++) {
-                float *dst = unf + ((size_t)b * N + (size_t)gy * G + gx) * K;
-                for (int ch = 0; ch < 3; ch++)
-                    for (int ky = 0; ky < P; ky++) {
-                        const float *src = img + ((size_t)ch * isz + (size_t)gy * P + ky) * isz +
-                                           (size_t)gx * P;
-                        memcpy(dst + ((size_t)ch * P + ky) * P, src, (size_t)P * sizeof(float));
-                    }
-            }
-    }
+/* The patch matrix of images i0 .. i0+nb of pixels (CHW, isz square) into pin: the
+** pixels are uploaded as they are (px: nb images) and unfolded by the backend
+** (cdb_k_patchify: on the device for a GPU backend), rows b*N + gy*G + gx, columns
+** in the conv weight's (channel, ky, kx) order. */
+static cdb_status upload_patches(cdb_k_backend *be, const float *pixels, int nb, int isz, int P,
+                                 cdb_k_buf *px, cdb_k_buf *pin) {
+    cdb_status rc = cdb_k_buf_upload(be, px, 0, pixels, (size_t)nb * 3 * isz * isz);
+    return rc != CDB_OK ? rc : cdb_k_patchify(be, px, nb, 3, isz, isz, P, pin);
 }
 
 static cdb_status vit_image_forward(cdb_model *m, const float *pixels, int n, float *out) {
@@ -187,26 +177,24 @@ static cdb_status vit_image_forward(cdb_model *m, const float *pixels, int n, fl
     cdb_status rc = CDB_OK;
     const int P = m->info.patch_size, isz = m->info.image_size, G = isz / P, N = G * G, S = N + 1;
     const int K = 3 * P * P, W = t->width, E = m->info.embed_dim;
-    const int chunk = items_per_chunk(t, S, n);
+    const int chunk = items_per_chunk(be, t, S, n);
     scratch s;
-    cdb_k_buf *pin = NULL;
-    float *unf = NULL;
+    cdb_k_buf *pin = NULL, *px = NULL;
     int32_t *rows = NULL, *cls = NULL;
 
     memset(&s, 0, sizeof s);
     CK(scratch_alloc(be, t, (size_t)chunk * S, &s));
     CK(cdb_k_buf_alloc(be, (size_t)chunk * N * K, &pin));
-    unf = malloc((size_t)chunk * N * K * sizeof(float));
+    CK(cdb_k_buf_alloc(be, (size_t)chunk * 3 * isz * isz, &px));
     rows = malloc((size_t)chunk * sizeof *rows);
     cls = calloc((size_t)chunk, sizeof *cls); /* each item's pooled row: its class token */
-    if (!unf || !rows || !cls) {
+    if (!rows || !cls) {
         rc = cdb_seterr(CDB_NOMEM, "image batch scratch");
         goto cleanup;
     }
     for (int i0 = 0; i0 < n; i0 += chunk) {
         int nb = n - i0 < chunk ? n - i0 : chunk;
-        unfold(pixels + (size_t)i0 * 3 * isz * isz, nb, isz, P, unf);
-        CK(cdb_k_buf_upload(be, pin, 0, unf, (size_t)nb * N * K));
+        CK(upload_patches(be, pixels + (size_t)i0 * 3 * isz * isz, nb, isz, P, px, pin));
         CK(cdb_k_gemm(be, pin, t->patch_w, NULL, s.h, nb * N, W, K, CDB_K_ACT_NONE, 0));
         CK(cdb_k_prepend_add(be, s.h, t->cls, t->pos, nb, N, W, s.x));
         CK(cdb_k_layernorm(be, s.x, t->ln_pre_g, t->ln_pre_b, s.x, nb * S, W, t->ln_eps));
@@ -215,7 +203,7 @@ static cdb_status vit_image_forward(cdb_model *m, const float *pixels, int n, fl
 cleanup:
     scratch_free(be, &s);
     cdb_k_buf_free(be, pin);
-    free(unf);
+    cdb_k_buf_free(be, px);
     free(rows);
     free(cls);
     return rc;
@@ -254,28 +242,26 @@ static cdb_status siglip_image_forward(cdb_model *m, const float *pixels, int n,
     cdb_status rc = CDB_OK;
     const int P = m->info.patch_size, isz = m->info.image_size, G = isz / P, N = G * G;
     const int K = 3 * P * P, W = t->width;
-    const int chunk = items_per_chunk(t, N, n);
+    const int chunk = items_per_chunk(be, t, N, n);
     scratch s;
-    cdb_k_buf *pin = NULL, *q1 = NULL;
-    float *unf = NULL;
+    cdb_k_buf *pin = NULL, *px = NULL, *q1 = NULL;
     int32_t *ids = NULL, *zeros = NULL;
 
     memset(&s, 0, sizeof s);
     CK(scratch_alloc(be, t, (size_t)chunk * N, &s));
     CK(cdb_k_buf_alloc(be, (size_t)chunk * N * K, &pin));
+    CK(cdb_k_buf_alloc(be, (size_t)chunk * 3 * isz * isz, &px));
     CK(cdb_k_buf_alloc(be, (size_t)W, &q1));
-    unf = malloc((size_t)chunk * N * K * sizeof(float));
     ids = malloc((size_t)chunk * N * sizeof *ids);
     zeros = calloc((size_t)chunk, sizeof *zeros);
-    if (!unf || !ids || !zeros) {
+    if (!ids || !zeros) {
         rc = cdb_seterr(CDB_NOMEM, "image batch scratch");
         goto cleanup;
     }
     for (int r = 0; r < chunk * N; r++) ids[r] = r % N; /* row r's positional embedding */
     for (int i0 = 0; i0 < n; i0 += chunk) {
         int nb = n - i0 < chunk ? n - i0 : chunk;
-        unfold(pixels + (size_t)i0 * 3 * isz * isz, nb, isz, P, unf);
-        CK(cdb_k_buf_upload(be, pin, 0, unf, (size_t)nb * N * K));
+        CK(upload_patches(be, pixels + (size_t)i0 * 3 * isz * isz, nb, isz, P, px, pin));
         CK(cdb_k_gemm(be, pin, t->patch_w, t->patch_b, s.h, nb * N, W, K, CDB_K_ACT_NONE, 0));
         /* x = pos[r % N] + patches[r]: lookup_add's periodic addend is the whole batch
         ** (one period), its table the positional embedding (fp32 addition commutes: the
@@ -288,8 +274,8 @@ static cdb_status siglip_image_forward(cdb_model *m, const float *pixels, int n,
 cleanup:
     scratch_free(be, &s);
     cdb_k_buf_free(be, pin);
+    cdb_k_buf_free(be, px);
     cdb_k_buf_free(be, q1);
-    free(unf);
     free(ids);
     free(zeros);
     return rc;
@@ -306,7 +292,7 @@ cdb_status cdb_clip_text_forward(cdb_model *m, const int32_t *ids, int n, float 
     const cdb_clip_tower *t = &m->text;
     cdb_status rc = CDB_OK;
     const int C = m->info.context_length, V = m->info.vocab_size, E = m->info.embed_dim;
-    const int chunk = items_per_chunk(t, C, n);
+    const int chunk = items_per_chunk(be, t, C, n);
     scratch s;
     int32_t *pool = NULL, *sub = NULL, *rows = NULL;
 

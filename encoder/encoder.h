@@ -292,6 +292,21 @@ cdb_status cdb_photo_meta_read(const void *buf, size_t n, cdb_photo_meta *out /*
 ** "+02:00" / "Z" when the offset is known; "" when there is none. buf: >= 32 bytes.
 ** Returns buf. */
 char *cdb_photo_meta_taken_iso(const cdb_photo_meta *m, char *buf /* OUT */, size_t cap);
+/* Who decodes a file in a GPU ingest. */
+typedef enum cdb_decoder {
+    CDB_DECODER_CPU = 0,   /* cdb_image_decode: libjpeg-turbo and the other libraries */
+    CDB_DECODER_NVJPEG = 1 /* nvJPEG, on the device */
+} cdb_decoder;
+/* The decoder for the file buf (n bytes) when a GPU ingest runs in mode (markers only,
+** no pixel decoded; may overwrite cdb_errmsg()): nvJPEG when mode is CDB_DECODE_FAST,
+** nvjpeg_usable is set and buf is a JPEG whose frame nvJPEG decodes on the device: a
+** Huffman-coded sequential frame (SOF0 baseline, SOF1 extended), 8-bit, 1 or 3
+** components. Everything else goes to the CPU decoders: CDB_DECODE_EXACT (PIL's
+** pixels are libjpeg-turbo's), progressive and arithmetic-coded JPEGs, CMYK/YCCK,
+** the other formats, and a JPEG the marker scan refuses (cdb_image_decode says why).
+** *why (may be NULL): a static phrase saying which case it was. */
+cdb_decoder cdb_image_pick_decoder(const void *buf, size_t n, cdb_decode_mode mode,
+                                   int nvjpeg_usable, const char **why /* OUT */);
 
 typedef enum cdb_resize_mode {
     CDB_RESIZE_SHORT_CROP = 0, /* short side to size (long side truncated), center crop (CLIP) */

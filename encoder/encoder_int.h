@@ -185,4 +185,28 @@ cdb_status cdb_rn_image_forward(cdb_model *m, const float *pixels, int n, float 
 /* Frees the tower's buffers (be may be NULL: nothing was uploaded) and zeroes it. */
 void cdb_rn_tower_free(cdb_k_backend *be, cdb_rn_tower *t);
 
+/* ---- the transform's plan (preprocess.c) ---------------------------------------------
+** What cdb_image_preprocess computes before touching a pixel, for a w x h image: the
+** resized size, the crop offsets, PIL's coefficients of each pass that runs and the
+** normalization table. The one place they are computed: cdb_image_preprocess runs
+** on it, and so does the device's transform (kernels/cuda/pp_elem.h's arithmetic). */
+typedef struct cdb_pp_plan {
+    int w, h, size;
+    int64_t nw, nh;  /* resized size */
+    int left, top;   /* crop offsets in the resized image */
+    int need_h, need_v; /* the width / height changes: that pass runs */
+    int y0, y1;      /* need_h: source rows [y0, y1) the horizontal pass reads */
+    int kh, kv;      /* taps per output of each pass (0: it does not run, or no coeffs) */
+    int *bh, *bv;    /* per output: first source index, tap count; bv relative to y0 when
+                        need_h (it reads the horizontal pass's rows), else to row 0 */
+    int32_t *kkh, *kkv;
+    float lut[3][256]; /* ToTensor (or HF's rescale) then Normalize, per byte value */
+} cdb_pp_plan;
+/* Validates p (CDB_INVALID as cdb_image_preprocess), fills *pl; coeffs = 0 leaves
+** kh, kv at 0 and the tables NULL (palette images, resized with nearest). Free with
+** cdb_pp_plan_free (also after a failure). */
+cdb_status cdb_pp_plan_make(int w, int h, const cdb_preprocess_params *p, int coeffs,
+                            cdb_pp_plan *pl /* OUT */);
+void cdb_pp_plan_free(cdb_pp_plan *pl);
+
 #endif

@@ -96,6 +96,7 @@ typedef struct img_jpeg_hdr {
     int orientation;       /* from the first Exif APP1, 1 when none */
     int64_t min_bits;      /* entropy-coded bits any valid file of this frame holds */
     int progressive;       /* SOF2 (or SOF10) */
+    int arithmetic;        /* arithmetic-coded (SOF9, SOF10) */
 } img_jpeg_hdr;
 
 /* Walks the markers up to the first scan: refuses what libjpeg-turbo 2.1 cannot

@@ -99,6 +99,7 @@ static cdb_status sof_parse(const uint8_t *s, unsigned m, unsigned len, img_jpeg
     h->w = cdb_img_be16(s + 3);
     h->comps = (int)nc;
     h->progressive = m == 0xC2 || m == 0xCA;
+    h->arithmetic = m == 0xC9 || m == 0xCA;
     /* Every 8x8 data unit of every component has its DC coefficient entropy-coded
     ** (at least 1 bit) in a sequential scan or the progressive DC-first scan; MCU
     ** padding only adds. AC scans may cost almost nothing (EOBRUN). */
@@ -404,4 +405,32 @@ done:
     }
     *out = img;
     return CDB_OK;
+}
+
+/* ---- GPU ingest: nvJPEG or the CPU ------------------------------------------------ */
+
+cdb_decoder cdb_image_pick_decoder(const void *buf, size_t n, cdb_decode_mode mode,
+                                   int nvjpeg_usable, const char **why) {
+    const uint8_t *b = buf;
+    img_jpeg_hdr h;
+    const char *w;
+    cdb_decoder d = CDB_DECODER_CPU;
+    if (mode != CDB_DECODE_FAST)
+        w = "exact decode: PIL's pixels are libjpeg-turbo's";
+    else if (!nvjpeg_usable)
+        w = "nvJPEG is not available";
+    else if (!b || n < 3 || b[0] != 0xFF || b[1] != 0xD8 || b[2] != 0xFF)
+        w = "not a JPEG";
+    else if (cdb_img_jpeg_scan(b, n, &h) != CDB_OK)
+        w = "a JPEG the marker scan refuses";
+    else if (h.progressive)
+        w = "progressive JPEG";
+    else if (h.arithmetic)
+        w = "arithmetic-coded JPEG";
+    else if (h.comps == 4)
+        w = "CMYK/YCCK JPEG";
+    else
+        d = CDB_DECODER_NVJPEG, w = "sequential Huffman JPEG";
+    if (why) *why = w;
+    return d;
 }

@@ -46,7 +46,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "encoder/encoder.h"
+#include "encoder/encoder_int.h"
 #include "kernels/kernels.h"
 
 #define PP_MAX_SIZE 16384 /* output side limit: keeps every buffer size sane */
@@ -58,34 +58,13 @@ static inline unsigned muldiv255(unsigned a, unsigned b) {
 }
 
 
-/* Coefficients for output positions [first, first + count) of an axis resized from
-** in_size to out_size: kernels' cdb_k_pil_coeffs (PIL's, the one copy). */
-typedef struct pp_coeffs {
-    int ksize;
-    int *bounds;
-    int32_t *kk;
-} pp_coeffs;
-
-static void coeffs_free(pp_coeffs *c) {
-    cdb_free(c->bounds);
-    cdb_free(c->kk);
-    c->bounds = NULL;
-    c->kk = NULL;
-}
-
-static cdb_status coeffs_make(int in_size, int out_size, int first, int count, cdb_interp interp,
-                              pp_coeffs *c /* OUT */) {
-    return cdb_k_pil_coeffs(in_size, out_size, first, count, interp == CDB_INTERP_BILINEAR,
-                            &c->ksize, &c->bounds, &c->kk);
-}
-
 /* One horizontal pass over rows [y0, y0 + n_rows) of src (sw wide, nch interleaved
 ** channels): dst gets n_rows x count pixels. Each source row is first split into
 ** channel planes (plane: nch * sw bytes of scratch) so every tap loop runs over
 ** contiguous memory; the arithmetic is PIL's (kernels/kernels.h, AVX2 or scalar),
 ** only the memory order differs. */
 static void resample_h(const uint8_t *src, int sw, int nch, int y0, int n_rows,
-                       const pp_coeffs *c, int count, uint8_t *dst, uint8_t *scratch,
+                       const cdb_pp_plan *c, int count, uint8_t *dst, uint8_t *scratch,
                        int premul_rows) {
     for (int r = 0; r < n_rows; r++) {
         const uint8_t *row = src + ((size_t)(y0 + r) * sw) * nch;
@@ -97,19 +76,19 @@ static void resample_h(const uint8_t *src, int sw, int nch, int y0, int n_rows,
             cdb_k_deinterleave_u8(row, (size_t)sw, nch, scratch, (size_t)sw);
             plane = scratch;
         }
-        cdb_k_resample_h_u8(plane, (size_t)sw, nch, c->bounds, c->kk, c->ksize, count,
+        cdb_k_resample_h_u8(plane, (size_t)sw, nch, c->bh, c->kkh, c->kh, count,
                             dst + (size_t)r * count * nch);
     }
 }
 
-/* One vertical pass: src is sw wide; output rows use coefficients c (bounds already
-** relative to src's first row); dst gets count rows of sw pixels. */
-static void resample_v(const uint8_t *src, int sw, int nch, const pp_coeffs *c, int count,
+/* One vertical pass: src is sw wide; output rows use the plan's vertical coefficients
+** (bounds relative to src's first row); dst gets count rows of sw pixels. */
+static void resample_v(const uint8_t *src, int sw, int nch, const cdb_pp_plan *c, int count,
                        uint8_t *dst) {
     size_t stride = (size_t)sw * nch;
     for (int i = 0; i < count; i++)
-        cdb_k_resample_v_u8(src + (size_t)c->bounds[2 * i] * stride, stride,
-                            c->kk + (size_t)i * c->ksize, c->bounds[2 * i + 1], stride,
+        cdb_k_resample_v_u8(src + (size_t)c->bv[2 * i] * stride, stride,
+                            c->kkv + (size_t)i * c->kv, c->bv[2 * i + 1], stride,
                             dst + (size_t)i * stride);
 }
 
@@ -148,28 +127,20 @@ cdb_preprocess_params cdb_preprocess_params_default(void) {
     return p;
 }
 
-cdb_status cdb_image_preprocess(const cdb_image *img, const cdb_preprocess_params *p,
-                                float *out /* OUT */, uint8_t *crop_rgb8 /* OUT */) {
-    cdb_status rc = CDB_OK;
-    uint8_t *src8 = NULL, *tmp = NULL, *crop = NULL;
-    const uint8_t *src = NULL;
-    int *xtab = NULL, *ytab = NULL;
-    pp_coeffs ch = {0, NULL, NULL}, cv = {0, NULL, NULL};
-    int w, h, nch, size, has_alpha, premul;
-    int64_t nw, nh;
-    size_t npix;
-    int left, top;
+void cdb_pp_plan_free(cdb_pp_plan *pl) {
+    cdb_free(pl->bh);
+    cdb_free(pl->bv);
+    cdb_free(pl->kkh);
+    cdb_free(pl->kkv);
+    pl->bh = pl->bv = NULL;
+    pl->kkh = pl->kkv = NULL;
+}
 
-    if (!img || !p || !out)
-        return cdb_seterr(CDB_INVALID, "image_preprocess: NULL argument");
-    w = img->width;
-    h = img->height;
-    nch = img->channels;
-    size = p->size;
-    if (w <= 0 || h <= 0 || nch < 1 || nch > 4 || (img->bits != 8 && img->bits != 16) ||
-        !img->pixels)
-        return cdb_seterr(CDB_INVALID, "image_preprocess: malformed image (%dx%d, %d ch, %d bit)",
-                          w, h, nch, img->bits);
+cdb_status cdb_pp_plan_make(int w, int h, const cdb_preprocess_params *p, int coeffs,
+                            cdb_pp_plan *pl) {
+    cdb_status rc;
+    int size = p->size, bilinear = p->interp == CDB_INTERP_BILINEAR;
+    memset(pl, 0, sizeof *pl);
     if (size <= 0 || size > PP_MAX_SIZE)
         return cdb_seterr(CDB_INVALID, "image_preprocess: size %d out of range 1..%d", size,
                           PP_MAX_SIZE);
@@ -183,24 +154,86 @@ cdb_status cdb_image_preprocess(const cdb_image *img, const cdb_preprocess_param
     for (int c = 0; c < 3; c++)
         if (!(p->std[c] != 0.0f) || !isfinite(p->std[c]) || !isfinite(p->mean[c]))
             return cdb_seterr(CDB_INVALID, "image_preprocess: bad mean/std for channel %d", c);
-
+    pl->w = w, pl->h = h, pl->size = size;
     /* torchvision's _compute_resized_output_size: the long side truncated. The
     ** quotient of two exact integers never lands within one ulp of the next integer
     ** at these magnitudes, so integer division equals int(float division). */
     if (p->resize == CDB_RESIZE_SQUASH) { /* SigLIP: both sides to size, nothing cropped */
-        nw = nh = size;
+        pl->nw = pl->nh = size;
     } else if (w <= h) {
-        nw = size;
-        nh = (int64_t)size * h / w;
+        pl->nw = size;
+        pl->nh = (int64_t)size * h / w;
     } else {
-        nh = size;
-        nw = (int64_t)size * w / h;
+        pl->nh = size;
+        pl->nw = (int64_t)size * w / h;
     }
-    if (nw > INT_MAX / 8 || nh > INT_MAX / 8)
+    if (pl->nw > INT_MAX / 8 || pl->nh > INT_MAX / 8)
         return cdb_seterr(CDB_TOO_LARGE, "image_preprocess: resized size %lldx%lld too large",
-                          (long long)nw, (long long)nh);
-    left = crop_offset(nw - size);
-    top = crop_offset(nh - size);
+                          (long long)pl->nw, (long long)pl->nh);
+    pl->left = crop_offset(pl->nw - size);
+    pl->top = crop_offset(pl->nh - size);
+    pl->need_h = pl->nw != w;
+    pl->need_v = pl->nh != h;
+    for (int c = 0; c < 3; c++)
+        for (int v = 0; v < 256; v++) {
+            /* torchvision's ToTensor, or Hugging Face's rescale (in float64, then cast
+            ** to float32), then Normalize in float32 */
+            float x = p->rescale_factor > 0 ? (float)((double)v * p->rescale_factor)
+                                            : (float)v / 255.0f;
+            x = x - p->mean[c];
+            pl->lut[c][v] = x / p->std[c];
+        }
+    if (!coeffs) return CDB_OK;
+    if (pl->need_v &&
+        (rc = cdb_k_pil_coeffs(h, (int)pl->nh, pl->top, size, bilinear, &pl->kv, &pl->bv,
+                               &pl->kkv)) != CDB_OK)
+        return rc;
+    if (pl->need_h) {
+        /* Rows the vertical pass reads (all rows when it is skipped: then the crop
+        ** rows themselves). */
+        if (pl->need_v) {
+            pl->y0 = pl->bv[0];
+            pl->y1 = pl->bv[2 * (size - 1)] + pl->bv[2 * (size - 1) + 1];
+            for (int i = 0; i < size; i++) pl->bv[2 * i] -= pl->y0;
+        } else {
+            pl->y0 = pl->top;
+            pl->y1 = pl->top + size;
+        }
+        if ((rc = cdb_k_pil_coeffs(w, (int)pl->nw, pl->left, size, bilinear, &pl->kh, &pl->bh,
+                                   &pl->kkh)) != CDB_OK)
+            return rc;
+    }
+    return CDB_OK;
+}
+
+cdb_status cdb_image_preprocess(const cdb_image *img, const cdb_preprocess_params *p,
+                                float *out /* OUT */, uint8_t *crop_rgb8 /* OUT */) {
+    cdb_status rc = CDB_OK;
+    uint8_t *src8 = NULL, *tmp = NULL, *crop = NULL;
+    const uint8_t *src = NULL;
+    int *xtab = NULL, *ytab = NULL;
+    cdb_pp_plan pl;
+    int w, h, nch, size, has_alpha, premul;
+    int64_t nw, nh;
+    size_t npix;
+    int left, top;
+
+    memset(&pl, 0, sizeof pl);
+    if (!img || !p || !out)
+        return cdb_seterr(CDB_INVALID, "image_preprocess: NULL argument");
+    w = img->width;
+    h = img->height;
+    nch = img->channels;
+    if (w <= 0 || h <= 0 || nch < 1 || nch > 4 || (img->bits != 8 && img->bits != 16) ||
+        !img->pixels)
+        return cdb_seterr(CDB_INVALID, "image_preprocess: malformed image (%dx%d, %d ch, %d bit)",
+                          w, h, nch, img->bits);
+    if ((rc = cdb_pp_plan_make(w, h, p, !img->is_palette, &pl)) != CDB_OK) goto done;
+    size = pl.size;
+    nw = pl.nw;
+    nh = pl.nh;
+    left = pl.left;
+    top = pl.top;
     npix = (size_t)w * (size_t)h;
 
     /* 8-bit working copy in the image's own mode (high byte of 16-bit samples). */
@@ -265,33 +298,18 @@ cdb_status cdb_image_preprocess(const cdb_image *img, const cdb_preprocess_param
                     memcpy(d, src + ((size_t)ytab[y] * w + xtab[x]) * nch, nch);
             }
     } else {
-        int need_h = nw != w, need_v = nh != h;
         const uint8_t *vin = src;
         int vin_w = w;
-        if (need_v) {
-            if ((rc = coeffs_make(h, (int)nh, top, size, p->interp, &cv)) != CDB_OK) goto done;
-        }
-        if (need_h) {
-            /* Rows the vertical pass reads (all rows when it is skipped: then the
-            ** crop rows themselves). */
-            int y0, y1;
-            if (need_v) {
-                y0 = cv.bounds[0];
-                y1 = cv.bounds[2 * (size - 1)] + cv.bounds[2 * (size - 1) + 1];
-                for (int i = 0; i < size; i++) cv.bounds[2 * i] -= y0;
-            } else {
-                y0 = top;
-                y1 = top + size;
-            }
-            if ((rc = coeffs_make(w, (int)nw, left, size, p->interp, &ch)) != CDB_OK) goto done;
+        if (pl.need_h) {
+            int y0 = pl.y0, y1 = pl.y1;
             tmp = cdb_malloc((size_t)(y1 - y0) * size * nch + (size_t)w * nch);
             if (!tmp) {
                 rc = cdb_seterr(CDB_NOMEM, "image_preprocess: out of memory");
                 goto done;
             }
-            resample_h(src, w, nch, y0, y1 - y0, &ch, size, tmp,
+            resample_h(src, w, nch, y0, y1 - y0, &pl, size, tmp,
                        tmp + (size_t)(y1 - y0) * size * nch, premul_rows);
-            if (!need_v) {
+            if (!pl.need_v) {
                 memcpy(crop, tmp, (size_t)size * size * nch);
                 goto converted;
             }
@@ -301,7 +319,7 @@ cdb_status cdb_image_preprocess(const cdb_image *img, const cdb_preprocess_param
             /* Width unchanged (== size): the crop columns are [left, left+size) = all. */
             vin_w = w;
         }
-        resample_v(vin, vin_w, nch, &cv, size, crop);
+        resample_v(vin, vin_w, nch, &pl, size, crop);
     }
 
 converted:
@@ -310,16 +328,7 @@ converted:
     ** computed once, with torch's float32 operations, and looked up. */
     {
         size_t plane = (size_t)size * size;
-        float lut[3][256];
-        for (int c = 0; c < 3; c++)
-            for (int v = 0; v < 256; v++) {
-                /* torchvision's ToTensor, or Hugging Face's rescale (in float64, then
-                ** cast to float32), then Normalize in float32 */
-                float x = p->rescale_factor > 0 ? (float)((double)v * p->rescale_factor)
-                                                : (float)v / 255.0f;
-                x = x - p->mean[c];
-                lut[c][v] = x / p->std[c];
-            }
+        const float(*lut)[256] = pl.lut;
         for (size_t i = 0; i < plane; i++) {
             uint8_t *px = crop + i * nch;
             uint8_t rgb[3];
@@ -349,8 +358,7 @@ converted:
     }
 
 done:
-    coeffs_free(&ch);
-    coeffs_free(&cv);
+    cdb_pp_plan_free(&pl);
     cdb_free(xtab);
     cdb_free(ytab);
     cdb_free(tmp);

@@ -13,8 +13,10 @@
 **   preprocess. Failures are permanent (quarantined) or transient (retried by the
 **   next run): imagefile.c classifies them.
 ** - encoder: batches preprocessed images (--batch), runs the image tower, gives
-**   each item its own vector. A failed batch is retried item by item, each item
-**   with its own status; an item that still fails is a transient failure. Items
+**   each item its own vector. A batch that runs out of (device) memory is split in
+**   halves, and the run keeps the smaller size (cdb_k_run_batched); a batch that
+**   fails otherwise is retried item by item, each item with its own status; an
+**   item that still fails is a transient failure. Items
 **   are never positional: every result carries its own path and vector.
 ** - writer: stages results into cdb_db batches and commits them every
 **   ENG_COMMIT_EVERY operations or every second, whichever comes first (the
@@ -284,15 +286,32 @@ static void give_vector(pipe_ctx *c, job *j, const float *v, cdb_status rc) {
     j->pixels = NULL;
 }
 
+/* cdb_k_run_batched's view of one encoder batch: items [first, first + count). */
+typedef struct enc_span {
+    pipe_ctx *c;
+    const float *px;
+    float *out;
+} enc_span;
+
+static cdb_status encode_span(void *ud, int first, int count) {
+    enc_span *s = ud;
+    size_t per = 3 * (size_t)s->c->pp->size * (size_t)s->c->pp->size;
+    return encode(s->c, s->px + per * (size_t)first, count, s->out + (size_t)first * s->c->dim);
+}
+
+/* Encodes the batch in calls of at most c->enc_batch items: a call that runs out of
+** (device) memory is split in halves, and the smaller size kept for the run. Items of
+** a call that failed otherwise are encoded again one by one, each with its own result. */
 static void encode_batch(pipe_ctx *c, job **b, int n, float *px, float *out) {
     size_t per = 3 * (size_t)c->pp->size * (size_t)c->pp->size;
+    enc_span span = {c, px, out};
+    int done = 0;
     cdb_status rc;
     for (int i = 0; i < n; i++) memcpy(px + per * (size_t)i, b[i]->pixels, per * sizeof *px);
-    rc = encode(c, px, n, out);
+    rc = cdb_k_run_batched(n, &c->enc_batch, encode_span, &span, &done);
     for (int i = 0; i < n; i++) {
-        cdb_status ri = rc;
-        /* a failed batch: every item again on its own, each with its own result */
-        if (rc != CDB_OK && n > 1) ri = encode(c, b[i]->pixels, 1, out + (size_t)i * c->dim);
+        cdb_status ri = i < done ? CDB_OK : rc;
+        if (ri != CDB_OK && n > 1) ri = encode(c, b[i]->pixels, 1, out + (size_t)i * c->dim);
         give_vector(c, b[i], out + (size_t)i * c->dim, ri);
         if (cdb_eng_queue_push(c->q3, b[i]) != 0) cdb_job_free(b[i]);
     }
@@ -573,6 +592,7 @@ cdb_status cdb_eng_pipeline_run(cdb_db *db, const char *db_dir, cdb_model *model
     c.model_id = model_id;
     c.lib = lib;
     c.o = o;
+    c.enc_batch = o->batch > 0 ? o->batch : 1;
     c.pp = &cdb_model_get_info(model)->preprocess;
     c.dim = cdb_model_get_info(model)->embed_dim;
     c.targets = roots;

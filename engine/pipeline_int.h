@@ -92,6 +92,8 @@ typedef struct pipe_ctx {
     /* stage times (ns): readers add up; the walker, encoder and writer own theirs */
     atomic_llong ns_read, ns_decode, ns_preprocess;
     int64_t ns_walk_blocked, ns_encode, ns_encode_wait, ns_store, n_batches;
+    int enc_batch;        /* items per encoder call: o->batch, halved for the rest of the
+                             run when the device runs out of memory (cdb_k_run_batched) */
     eng_budget budget;    /* decoded pixels in flight across the readers */
     pthread_mutex_t mu;   /* guards claimed[], seen, fatal */
     int64_t *claimed;     /* file ids taken by a move in this run */

@@ -201,6 +201,16 @@ cdb_status cdb_k_im2col(cdb_k_backend *be, const cdb_k_buf *x, int n, int h, int
     return VCALL(be, im2col, x, n, h, w, c, k, stride, pad, cols);
 }
 
+cdb_status cdb_k_patchify(cdb_k_backend *be, const cdb_k_buf *x, int n, int c, int h, int w,
+                          int p, cdb_k_buf *cols) {
+    return VCALL(be, patchify, x, n, c, h, w, p, cols);
+}
+
+size_t cdb_k_scratch_bytes(cdb_k_backend *be) {
+    if (!be) return 0;
+    return be->ops->scratch_bytes ? be->ops->scratch_bytes(be) : CDB_K_CPU_SCRATCH_BYTES;
+}
+
 cdb_status cdb_k_avgpool(cdb_k_backend *be, const cdb_k_buf *x, int n, int h, int w, int c, int s,
                          cdb_k_buf *out) {
     return VCALL(be, avgpool, x, n, h, w, c, s, out);

@@ -53,6 +53,14 @@ int cdb_k_cuda_built(void);
 ** is present", "cuBLAS could not be loaded ...". Static string; thread-safe. */
 const char *cdb_k_cuda_unusable_reason(void);
 
+/* nvJPEG (kernels/cuda/nvjpeg.c): 1 when a CUDA device is usable and libnvjpeg was
+** loaded (dlopen, once per process, as cuBLAS), so a GPU ingest may decode baseline
+** JPEGs on the device; else 0, and the reason ("this clipdb was built without CUDA",
+** "no CUDA device: ...", "nvJPEG could not be loaded (...); install it or set
+** CLIPDB_NVJPEG=..."), or "" when usable. Static string; thread-safe. */
+int cdb_k_nvjpeg_usable(void);
+const char *cdb_k_nvjpeg_unusable_reason(void);
+
 /* ---- fp16 <-> fp32 --------------------------------------------------------------
 ** IEEE binary16 stored as uint16_t (little-endian on disk). f32 -> f16 rounds to
 ** nearest, ties to even; overflow gives +-Inf; NaN stays NaN (quiet, sign kept);
@@ -325,11 +333,30 @@ cdb_status cdb_k_sync(cdb_k_backend *be);
 ** k, stride >= 1, 0 <= pad < k, ho and wo >= 1. cols must not overlap x. */
 cdb_status cdb_k_im2col(cdb_k_backend *be, const cdb_k_buf *x, int n, int h, int w, int c, int k,
                         int stride, int pad, cdb_k_buf *cols /* OUT */);
+/* The patch matrix of a ViT's patch embedding (a p x p convolution with stride p) over
+** NCHW pixels: x [n, c, h, w] (an image's planes one after the other, as
+** cdb_image_preprocess writes them); cols [n*gh*gw, c*p*p] with gh = h / p, gw = w / p
+** (floor: trailing rows/columns that fill no patch are dropped, as the convolution
+** does); row (b, gy, gx) holds x[b, ch, gy*p + ky, gx*p + kx] in (ch, ky, kx) order,
+** the order of a conv weight [cout, c, p, p], so gemm(cols, weight) is the patch
+** embedding. A pure permutation of the pixels (a backend may round them to its GEMM
+** operand type). 1 <= p <= h, w; cols must not overlap x. */
+cdb_status cdb_k_patchify(cdb_k_backend *be, const cdb_k_buf *x, int n, int c, int h, int w,
+                          int p, cdb_k_buf *cols /* OUT */);
 /* torch.nn.AvgPool2d(s) on NHWC x [n, h, w, c]: out [n, h/s, w/s, c] (floor: a
 ** trailing row/column that does not fill a window is dropped), each the mean of
 ** its s x s window. s == 1 copies. out must not overlap x. */
 cdb_status cdb_k_avgpool(cdb_k_backend *be, const cdb_k_buf *x, int n, int h, int w, int c, int s,
                          cdb_k_buf *out /* OUT */);
+
+/* The activation scratch a graph should give one call on be, in bytes (encoder/clip.c
+** sizes its chunks with it): CDB_K_CPU_SCRATCH_BYTES on the CPU backends (a chunk's
+** working set stays near the caches, memory bounded); on a CUDA device what
+** cdb_k_batch_from_free leaves of half its free memory now, in MiB, between 128 MiB and 8 GiB
+** (bigger GEMMs; an estimate off by too much is caught by cdb_k_run_batched's halving).
+** 0 for a NULL backend. */
+#define CDB_K_CPU_SCRATCH_BYTES ((size_t)128 << 20)
+size_t cdb_k_scratch_bytes(cdb_k_backend *be);
 
 /* ---- construction ---- */
 
@@ -368,6 +395,32 @@ const char *cdb_k_cpu_gemm_path(void);
 ** each running independent vector FMA chains for about `seconds`; GFLOP/s (2 flops
 ** per lane per FMA), all threads together. For benchmarks' percent-of-peak figures. */
 double cdb_k_cpu_fma_peak_gflops(int n_threads, double seconds);
+
+/* ==== BATCHING ON A DEVICE ======================================================
+** Host-side planning (kernels/batch.c; pure, built in every configuration). */
+
+/* Items per batch that free_bytes of free device memory allow: what is left after a
+** reserve of free_bytes / 8 (cuBLAS's workspace, the allocator's fragmentation, other
+** processes) and fixed_bytes (the call's per-batch constant), divided by
+** per_item_bytes, capped to [1, max_batch] (max_batch < 1 counts as 1). 1 when nothing
+** fits (cdb_k_run_batched's halving then has the last word); max_batch when
+** per_item_bytes is 0. */
+int cdb_k_batch_from_free(size_t free_bytes, size_t fixed_bytes, size_t per_item_bytes,
+                          int max_batch);
+
+/* Runs items [first, first + count) of a batched job; CDB_NOMEM when the device ran
+** out of memory, leaving nothing half done that a rerun of the same items would not
+** redo. */
+typedef cdb_status (*cdb_k_batch_fn)(void *ctx, int first, int count);
+/* Runs fn over items [0, n) in order, in batches of at most *batch (>= 1). A batch
+** that fails with CDB_NOMEM is run again at half its size (rounded up), and again,
+** down to one item; *batch keeps the smaller size for the rest of the run and is left
+** at it, so the caller's next run starts there (logged at info). One item that still
+** gets CDB_NOMEM, or any other error, stops the run: its status is returned and
+** *done (may be NULL) holds the items finished before it. CDB_INVALID for n < 0,
+** *batch < 1 or no fn. */
+cdb_status cdb_k_run_batched(int n, int *batch, cdb_k_batch_fn fn, void *ctx,
+                             int *done /* OUT */);
 
 /* ==== CUDA =====================================================================
 ** The CUDA backend. Its kernels are private to kernels/cuda/. cuBLAS is loaded with

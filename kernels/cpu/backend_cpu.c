@@ -547,6 +547,34 @@ static cdb_status cpu_im2col(cdb_k_backend *be, const cdb_k_buf *x, int n, int h
     return CDB_OK;
 }
 
+/* One patch row per iteration: p memcpy's of p floats per channel. */
+static cdb_status cpu_patchify(cdb_k_backend *be, const cdb_k_buf *x, int n, int c, int h, int w,
+                               int p, cdb_k_buf *cols) {
+    int gh, gw;
+    long r, n_rows;
+    if (n < 0 || c <= 0 || p <= 0 || h < p || w < p || x == cols)
+        return cdb_seterr(CDB_INVALID, "patchify: bad shape n=%d c=%d h=%d w=%d p=%d", n, c, h,
+                          w, p);
+    gh = h / p, gw = w / p;
+    if (!sizes_ok(x, (size_t)n * c * h * w) ||
+        !sizes_ok(cols, (size_t)n * gh * gw * c * p * p))
+        return cdb_seterr(CDB_INVALID, "patchify: buffer too small");
+    n_rows = (long)n * gh * gw;
+#pragma omp parallel for num_threads(nthreads(be)) schedule(static) \
+    if ((double)n_rows * c * p * p > 65536.0)
+    for (r = 0; r < n_rows; r++) {
+        int b = (int)(r / ((long)gh * gw)), gy = (int)(r / gw % gh), gx = (int)(r % gw);
+        float *dst = cols->data + (size_t)r * c * p * p;
+        for (int ch = 0; ch < c; ch++)
+            for (int ky = 0; ky < p; ky++, dst += p)
+                memcpy(dst,
+                       x->data + (((size_t)b * c + ch) * h + (size_t)gy * p + ky) * w +
+                           (size_t)gx * p,
+                       (size_t)p * sizeof(float));
+    }
+    return CDB_OK;
+}
+
 static cdb_status cpu_avgpool(cdb_k_backend *be, const cdb_k_buf *x, int n, int h, int w, int c,
                               int s, cdb_k_buf *out) {
     int ho, wo;
@@ -660,6 +688,7 @@ static const cdb_k_backend_ops cpu_ops = {
     .matrix_packed_bytes = cpu_matrix_packed_bytes,
     .matrix_packed_data = cpu_matrix_packed_data,
     .matrix_borrow_packed = cpu_matrix_borrow_packed,
+    .patchify = cpu_patchify,
 };
 
 cdb_status cdb_k_backend_cpu_new(int n_threads, cdb_k_backend **out) {

@@ -249,6 +249,29 @@ static cdb_status ref_im2col(cdb_k_backend *be, const cdb_k_buf *x, int n, int h
     return CDB_OK;
 }
 
+static cdb_status ref_patchify(cdb_k_backend *be, const cdb_k_buf *x, int n, int c, int h, int w,
+                               int p, cdb_k_buf *cols) {
+    int gh, gw;
+    (void)be;
+    if (n < 0 || c <= 0 || p <= 0 || h < p || w < p || x == cols)
+        return cdb_seterr(CDB_INVALID, "patchify: bad shape");
+    gh = h / p, gw = w / p;
+    if (!fits(x, (size_t)n * c * h * w) || !fits(cols, (size_t)n * gh * gw * c * p * p))
+        return cdb_seterr(CDB_INVALID, "patchify: buffer too small");
+    for (int b = 0; b < n; b++)
+        for (int gy = 0; gy < gh; gy++)
+            for (int gx = 0; gx < gw; gx++)
+                for (int ch = 0; ch < c; ch++)
+                    for (int ky = 0; ky < p; ky++)
+                        for (int kx = 0; kx < p; kx++) {
+                            size_t o = ((((size_t)b * gh + gy) * gw + gx) * c + ch) * p * p +
+                                       (size_t)ky * p + kx;
+                            cols->data[o] = x->data[(((size_t)b * c + ch) * h + gy * p + ky) *
+                                                        w + (size_t)gx * p + kx];
+                        }
+    return CDB_OK;
+}
+
 static cdb_status ref_avgpool(cdb_k_backend *be, const cdb_k_buf *x, int n, int h, int w, int c,
                               int s, cdb_k_buf *out) {
     int ho, wo;
@@ -359,6 +382,7 @@ static const cdb_k_backend_ops ref_ops = {
     .prepend_mean_add = ref_prepend_mean_add,
     .attention_q = ref_attention_q,
     .matrix_upload = ref_matrix_upload,
+    .patchify = ref_patchify,
 };
 
 cdb_status cdb_k_backend_cpu_ref_new(cdb_k_backend **out) {

@@ -510,6 +510,20 @@ done:
     OP_LEAVE();
 }
 
+static cdb_status cuda_patchify(cdb_k_backend *be, const cdb_k_buf *x, int n, int c, int h,
+                                int w, int p, cdb_k_buf *cols) {
+    OP_ENTER(be);
+    NEED(x && cols && x != cols && !cols->is_weight && n >= 0 && c > 0 && p > 0 && h >= p &&
+             w >= p,
+         "patchify: bad arguments");
+    NEED(x->n >= (size_t)n * c * h * w && cols->n >= (size_t)n * (h / p) * (w / p) * c * p * p,
+         "patchify: sizes do not fit the buffers");
+    TRY(cdb_kc_patchify(b->c, x->d, x->f32, n, c, h, w, p, (uint16_t *)cols->d));
+    cols->f32 = 0; /* a GEMM operand */
+done:
+    OP_LEAVE();
+}
+
 static cdb_status cuda_avgpool(cdb_k_backend *be, const cdb_k_buf *x, int n, int h, int w, int c,
                                int s, cdb_k_buf *out) {
     OP_ENTER(be);
@@ -564,6 +578,21 @@ done:
     OP_LEAVE();
 }
 
+/* Half the free device memory now, less cdb_k_batch_from_free's reserve, in MiB,
+** clamped to [128 MiB, 8 GiB]; 128 MiB when the driver cannot say. Half: the graph's
+** per-row estimate leaves out its input buffers (the pixels and the patch matrix of a
+** ViT chunk take about as much again). */
+static size_t cuda_scratch_bytes(cdb_k_backend *be) {
+    cdb_kc_backend *b = (cdb_kc_backend *)be;
+    size_t fr = 0;
+    int mib = 128;
+    pthread_mutex_lock(&b->mu);
+    if (cdb_kc_ctx_bind(b->c) == CDB_OK && cdb_kc_mem_info(b->c, &fr, NULL) == CDB_OK)
+        mib = cdb_k_batch_from_free(fr / 2, 0, (size_t)1 << 20, 8192);
+    pthread_mutex_unlock(&b->mu);
+    return (size_t)(mib > 128 ? mib : 128) << 20;
+}
+
 static cdb_status cuda_sync(cdb_k_backend *be) {
     OP_ENTER(be);
     TRY(cdb_kc_sync(b->c));
@@ -608,6 +637,8 @@ static const cdb_k_backend_ops g_cuda_ops = {
     cuda_prepend_mean_add,
     cuda_attention_q,
     cuda_matrix_upload,
+    cuda_patchify,
+    cuda_scratch_bytes,
 };
 
 extern "C" cdb_status cdb_k_backend_cuda_new(int device_index, cdb_k_backend **out) {

@@ -24,6 +24,24 @@
 extern "C" {
 #endif
 
+/* ---- libraries loaded at run time (dynlib.c; plain C, built in every configuration) --- */
+
+/* A library clipdb dlopen()s instead of linking (cuBLAS, nvJPEG). */
+typedef struct cdb_kc_lib_spec {
+    const char *what;              /* its name in messages: "cuBLAS 13" */
+    const char *env;               /* a variable whose value (a path) is tried first; may be NULL */
+    const char *const *candidates; /* then these, in order (names or paths, as dlopen takes) */
+    int n_candidates;
+    const char *const *symbols;    /* every symbol the caller uses */
+    int n_symbols;
+} cdb_kc_lib_spec;
+/* Opens the first loadable library of s and resolves s->symbols into syms[0 ..
+** n_symbols) (caller's array). CDB_UNSUPPORTED, nothing left open, when none loads
+** (the message: what, every attempt's dlerror, the variable to set) or a symbol is
+** missing (the message names it). *handle: for dlclose, or kept for the process. */
+cdb_status cdb_kc_lib_open(const cdb_kc_lib_spec *s, void **handle /* OUT */,
+                           void **syms /* OUT */);
+
 /* One device context: a device ordinal, a compute stream, a cuBLAS handle bound
 ** to it. Owned by one backend or test. */
 typedef struct cdb_kc_ctx cdb_kc_ctx;
@@ -120,6 +138,10 @@ cdb_status cdb_kc_gather_rows(cdb_kc_ctx *c, const void *x, const int32_t *d_row
 ** (f16 or fp32), column order (ky, kx, channel), zeros outside the image. */
 cdb_status cdb_kc_im2col_nhwc(cdb_kc_ctx *c, const void *x, int x_f32, int n, int h, int w,
                               int ch, int k, int stride, int pad, uint16_t *cols);
+/* cols [n*(h/p)*(w/p), ch*p*p] (f16) = the ViT patch matrix of x [n,ch,h,w] (f16 or
+** fp32), column order (channel, ky, kx), as cdb_k_patchify. */
+cdb_status cdb_kc_patchify(cdb_kc_ctx *c, const void *x, int x_f32, int n, int ch, int h, int w,
+                           int p, uint16_t *cols);
 /* out [n, h/s, w/s, c] = s x s window means of x [n,h,w,c] (floor), fp32 sums;
 ** out stored fp32 (out_f32) or f16. */
 cdb_status cdb_kc_avgpool_nhwc(cdb_kc_ctx *c, const void *x, int x_f32, int n, int h, int w,
@@ -135,6 +157,15 @@ cdb_status cdb_kc_prepend_mean_add(cdb_kc_ctx *c, const void *x, int x_f32, cons
 cdb_status cdb_kc_attention_q(cdb_kc_ctx *c, const void *q, int q_f32, const void *kv,
                               int kv_f32, uint16_t *out, int batch, int n_q, int seq, int heads,
                               int head_dim);
+
+/* ---- image preprocessing (preprocess.cu; arithmetic in pp_elem.h) ------------- */
+
+struct cdb_pp_geom;
+/* One 8-bit gray/RGB image src (device) resized, cropped and normalized into out
+** (device, 3 x size x size floats, CHW) as g says (g's table pointers on the device);
+** tmp (device): rows x size x nch bytes when g->kh > 0. */
+cdb_status cdb_kc_pp_image(cdb_kc_ctx *c, const struct cdb_pp_geom *g, const uint8_t *src,
+                           uint8_t *tmp, float *out);
 
 /* x[r,:] /= |x[r,:]| in fp32 (sum of squares accumulated in fp32); rows with a zero
 ** or non-finite norm are left unchanged and counted in *d_bad (device int, may be

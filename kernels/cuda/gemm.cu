@@ -10,9 +10,9 @@
 ** minutes of link time to every executable linking cdb_kernels (all tests).
 ** dlopen costs a table of eight function pointers. The library is looked up as
 ** $CLIPDB_CUBLAS (a path), then libcublas.so.<major of the headers> on the
-** loader's path, then the toolkit's and PyTorch-wheel's usual folders.
+** loader's path, then the toolkit's and PyTorch-wheel's usual folders
+** (cdb_kc_lib_open, dynlib.c, says which attempts failed and how).
 */
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,23 +48,13 @@ static struct {
     pf_status_string status_string;
     pf_gemm_ex gemm_ex;
     pf_gemm_sb_ex gemm_sb_ex;
-    char err[1024];
+    cdb_status rc;     /* of the one load */
+    char err[1536];    /* its message */
 } g_cb;
 static pthread_once_t g_cb_once = PTHREAD_ONCE_INIT;
 
 #define CDB_STR2_(x) #x
 #define CDB_STR_(x) CDB_STR2_(x)
-
-static void *try_open(const char *path) {
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    size_t used = strlen(g_cb.err);
-    if (!h && used + 8 < sizeof g_cb.err) {
-        const char *e = dlerror();
-        snprintf(g_cb.err + used, sizeof g_cb.err - used, "%s%s", used ? "; " : "",
-                 e ? e : path);
-    }
-    return h;
-}
 
 static void load_once(void) {
     static const char *const candidates[] = {
@@ -77,41 +67,35 @@ static void load_once(void) {
         "/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cublas/lib/libcublas.so." CDB_STR_(
             CUBLAS_VER_MAJOR),
     };
-    const char *env = getenv("CLIPDB_CUBLAS");
-    void *h = NULL;
-    g_cb.err[0] = 0;
-    if (env && *env) h = try_open(env);
-    for (size_t i = 0; !h && i < sizeof candidates / sizeof candidates[0]; i++)
-        h = try_open(candidates[i]);
-    if (!h) return;
-#define CDB_SYM_(field, name, type)                                                \
-    do {                                                                           \
-        g_cb.field = (type)dlsym(h, name);                                         \
-        if (!g_cb.field) {                                                         \
-            snprintf(g_cb.err, sizeof g_cb.err, "libcublas has no symbol %s", name); \
-            dlclose(h);                                                            \
-            return;                                                                \
-        }                                                                          \
-    } while (0)
-    CDB_SYM_(create, "cublasCreate_v2", pf_create);
-    CDB_SYM_(destroy, "cublasDestroy_v2", pf_destroy);
-    CDB_SYM_(set_stream, "cublasSetStream_v2", pf_set_stream);
-    CDB_SYM_(set_workspace, "cublasSetWorkspace_v2", pf_set_workspace);
-    CDB_SYM_(set_math_mode, "cublasSetMathMode", pf_set_math_mode);
-    CDB_SYM_(status_string, "cublasGetStatusString", pf_status_string);
-    CDB_SYM_(gemm_ex, "cublasGemmEx", pf_gemm_ex);
-    CDB_SYM_(gemm_sb_ex, "cublasGemmStridedBatchedEx", pf_gemm_sb_ex);
-#undef CDB_SYM_
-    g_cb.lib = h;
+    /* in the order of g_cb's function pointers */
+    static const char *const symbols[] = {
+        "cublasCreate_v2",   "cublasDestroy_v2",      "cublasSetStream_v2",
+        "cublasSetWorkspace_v2", "cublasSetMathMode", "cublasGetStatusString",
+        "cublasGemmEx",      "cublasGemmStridedBatchedEx",
+    };
+    const cdb_kc_lib_spec spec = {
+        "cuBLAS " CDB_STR_(CUBLAS_VER_MAJOR), "CLIPDB_CUBLAS", candidates,
+        (int)(sizeof candidates / sizeof candidates[0]), symbols,
+        (int)(sizeof symbols / sizeof symbols[0])};
+    void *syms[sizeof symbols / sizeof symbols[0]];
+    g_cb.rc = cdb_kc_lib_open(&spec, &g_cb.lib, syms);
+    if (g_cb.rc != CDB_OK) {
+        snprintf(g_cb.err, sizeof g_cb.err, "%s", cdb_errmsg());
+        return;
+    }
+    g_cb.create = (pf_create)syms[0];
+    g_cb.destroy = (pf_destroy)syms[1];
+    g_cb.set_stream = (pf_set_stream)syms[2];
+    g_cb.set_workspace = (pf_set_workspace)syms[3];
+    g_cb.set_math_mode = (pf_set_math_mode)syms[4];
+    g_cb.status_string = (pf_status_string)syms[5];
+    g_cb.gemm_ex = (pf_gemm_ex)syms[6];
+    g_cb.gemm_sb_ex = (pf_gemm_sb_ex)syms[7];
 }
 
 extern "C" cdb_status cdb_kc_cublas_load(void) {
     pthread_once(&g_cb_once, load_once);
-    if (g_cb.lib) return CDB_OK;
-    return cdb_seterr(CDB_UNSUPPORTED,
-                      "cuBLAS %d could not be loaded (%s); install the CUDA toolkit's cuBLAS "
-                      "or set CLIPDB_CUBLAS=/path/to/libcublas.so.%d",
-                      CUBLAS_VER_MAJOR, g_cb.err, CUBLAS_VER_MAJOR);
+    return g_cb.lib ? CDB_OK : cdb_seterr(g_cb.rc, "%s", g_cb.err);
 }
 
 extern "C" cdb_status cdb_kc_cublas_fail(int st, const char *call, const char *file, int line) {

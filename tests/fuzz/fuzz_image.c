@@ -1,8 +1,8 @@
 /*
 ** fuzz_image.c: libFuzzer target for image decoding + preprocessing from arbitrary
-** bytes: cdb_image_probe, cdb_image_world_marked, cdb_image_decode (with and without
-** EXIF orientation, and in fast mode) and cdb_image_preprocess (bicubic and bilinear,
-** three output sizes).
+** bytes: cdb_image_probe, cdb_image_world_marked, cdb_image_pick_decoder (a GPU
+** ingest's nvJPEG-or-CPU choice), cdb_image_decode (with and without EXIF orientation,
+** and in fast mode) and cdb_image_preprocess (bicubic and bilinear, three output sizes).
 ** Every format is reached through the same entry point (sniffing by content): JPEG
 ** (libjpeg-turbo), WebP (libwebp), TIFF (libtiff), HEIC/AVIF (libheif), RAW (libraw),
 ** PNG/GIF/BMP/TGA/PSD/PNM (stb); seeds for each in corpus/fuzz_image.
@@ -68,6 +68,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
     if (probed) FUZZ_CHECK(pw > 0 && ph > 0, "probe gave %dx%d", pw, ph);
     /* the generated world's mark (what an ingest checks every photo for): any bytes */
     FUZZ_CHECK(cdb_image_world_marked(data, n) <= 1, "world mark: not 0 or 1");
+    {
+        const char *why = NULL;
+        cdb_decoder d = cdb_image_pick_decoder(data, n, CDB_DECODE_FAST, 1, &why);
+        FUZZ_CHECK(why && *why, "pick_decoder gave no reason");
+        FUZZ_CHECK(d == CDB_DECODER_CPU || (n >= 3 && data[0] == 0xFF && data[1] == 0xD8),
+                   "nvJPEG chosen for bytes that are not a JPEG");
+        FUZZ_CHECK(cdb_image_pick_decoder(data, n, CDB_DECODE_EXACT, 1, NULL) == CDB_DECODER_CPU,
+                   "nvJPEG chosen in exact mode");
+    }
 
     for (int pass = 0; pass < 3; pass++) {
         int exif = pass > 0, fast = pass == 2;

@@ -10,9 +10,11 @@ here=$(cd "$(dirname "$0")/../.." && pwd)
 out=${1:?usage: tests/gpu/pack.sh DIR}
 B=${CLIPDB_GPU_BUILD:-$here/build-gpu}
 cmake -S "$here" -B "$B" -DCLIPDB_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$B" --target test_device test_cuda_kernels bench_gpu -j"$(nproc)"
+cmake --build "$B" --target test_device test_cuda_kernels bench_gpu clipdb clipdb-world \
+  -j"$(nproc)"
 mkdir -p "$out/bin" "$out/lib"
-cp "$B/tests/kernels/test_device" "$B/tests/kernels/test_cuda_kernels" "$B/bench/bench_gpu" "$out/bin/"
+cp "$B/tests/kernels/test_device" "$B/tests/kernels/test_cuda_kernels" "$B/bench/bench_gpu" \
+  "$B/clipdb" "$B/world/clipdb-world" "$out/bin/"
 for exe in "$out"/bin/*; do
   ldd "$exe" | awk '/=> \//{print $3}' | while read -r lib; do
     case "$(basename "$lib")" in

@@ -5,8 +5,11 @@
 **    (fp16 conversion bit-exact; GEMM, LayerNorm, activations, softmax, attention,
 **    embeddings, L2 norm within fp16-operand tolerances);
 **  - every op of the CUDA backend vs the scalar reference backend (NMSE);
-**  - a ViT-B/32-shaped image tower with random weights, CPU backend vs CUDA
-**    backend: cosine >= 0.9995 for every item;
+**  - cdb_k_patchify (the ViT's patch unfolding on the device) vs the reference;
+**  - the device's image transform (cdb_kc_pp_image) vs cdb_image_preprocess, bit for bit;
+**  - a ViT-B/32-shaped model with random weights (gpu_model.h) through the encoder
+**    (encoder/clip.c, the product's one graph), cpu vs cuda: cosine >= 0.9995 for
+**    every item;
 **  - the encoder on the fixture models (tests/golden/models), device cpu vs cuda,
 **    images and texts: cosine >= 0.9995 per item; the stored form (fp32
 **    normalized, then fp16) has the same format and no NaN/Inf; the same for the
@@ -21,8 +24,10 @@
 
 #include "cdb_test.h"
 #include "encoder/encoder.h"
-#include "gpu_vit.h"
+#include "encoder/encoder_int.h"
+#include "gpu_model.h"
 #include "kernels/cuda/cuda_int.h"
+#include "kernels/cuda/pp_elem.h"
 #include "kernels/kernels.h"
 
 #define COS_MIN 0.9995
@@ -389,6 +394,10 @@ CDB_TEST(be_oom_is_nomem_not_abort) {
     CHECK_OK(cdb_k_backend_cuda_new(0, &be));
     CHECK_OK(cdb_kc_mem_info(ctx(), &fr, &tot)); /* ctx(): the same device 0 */
     CHECK(fr > 0 && tot >= fr);
+    /* the graph's chunk budget: most of half the free memory, within its clamps */
+    CHECK(cdb_k_scratch_bytes(be) >= ((size_t)128 << 20) &&
+          cdb_k_scratch_bytes(be) <= ((size_t)8 << 30) &&
+          (cdb_k_scratch_bytes(be) <= fr / 2 || cdb_k_scratch_bytes(be) == ((size_t)128 << 20)));
     /* 4x the card: cudaMalloc fails, the backend says CDB_NOMEM and stays usable */
     CHECK_RC(cdb_k_buf_alloc(be, tot, &b), CDB_NOMEM);
     CHECK(b == NULL);
@@ -404,37 +413,115 @@ CDB_TEST(be_oom_is_nomem_not_abort) {
 
 /* ---- whole towers -------------------------------------------------------------------- */
 
+/* cdb_k_patchify: the device writes the reference's values rounded to fp16 (a GEMM
+** operand), bit for bit. */
+CDB_TEST(be_patchify) {
+    static const int shapes[][5] = {{2, 3, 224, 224, 32}, {1, 3, 10, 7, 3}, {3, 3, 42, 42, 14}};
+    bpair p;
+    NEED_GPU();
+    CHECK(bpair_new(&p));
+    for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
+        int n = shapes[t][0], c = shapes[t][1], h = shapes[t][2], w = shapes[t][3];
+        int ps = shapes[t][4];
+        size_t nx = (size_t)n * c * h * w, ncol = (size_t)n * (h / ps) * (w / ps) * c * ps * ps;
+        float *x = rand_vec(nx, 3), *o[2];
+        cdb_k_backend *be[2] = {p.gpu, p.ref};
+        for (int i = 0; i < 2; i++) {
+            cdb_k_buf *bx = up(be[i], x, nx), *bc = NULL;
+            CHECK(bx && cdb_k_buf_alloc(be[i], ncol, &bc) == CDB_OK);
+            CHECK_OK(cdb_k_patchify(be[i], bx, n, c, h, w, ps, bc));
+            CHECK_RC(cdb_k_patchify(be[i], bx, n, c, h, w, h + 1, bc), CDB_INVALID);
+            o[i] = down(be[i], bc, ncol);
+            cdb_k_buf_free(be[i], bx), cdb_k_buf_free(be[i], bc);
+        }
+        round_f16(o[1], ncol);
+        CHECK_MSG(!memcmp(o[0], o[1], ncol * sizeof(float)), "patchify case %zu differs", t);
+        free(o[0]), free(o[1]), free(x);
+    }
+    bpair_free(&p);
+}
+
+/* The device's image transform (cdb_kc_pp_image) against cdb_image_preprocess: the
+** same floats, bit for bit (pp_elem.h's integer arithmetic; test_pp_device emulates it). */
+CDB_TEST(k_preprocess_equals_cpu) {
+    static const int shapes[][4] = {{640, 480, 224, 3}, {500, 224, 224, 3}, {224, 301, 224, 1},
+                                    {224, 224, 224, 3}, {37, 53, 64, 3},    {4000, 3000, 224, 3}};
+    NEED_GPU();
+    CHECK(ctx() != NULL);
+    for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
+        int w = shapes[t][0], h = shapes[t][1], size = shapes[t][2], nch = shapes[t][3];
+        size_t nsrc = (size_t)w * h * nch, nout = (size_t)3 * size * size;
+        cdb_image img;
+        cdb_preprocess_params p = cdb_preprocess_params_default();
+        cdb_pp_plan pl;
+        cdb_pp_geom g;
+        uint8_t *px = malloc(nsrc);
+        float *want = malloc(nout * 4), *got = malloc(nout * 4);
+        void *d_src, *d_tmp = NULL, *d_out, *d_bh = NULL, *d_kkh = NULL, *d_bv = NULL;
+        void *d_kkv = NULL, *d_lut;
+        for (size_t i = 0; i < nsrc; i++) px[i] = (uint8_t)(frand() * 127.5f + 127.5f);
+        memset(&img, 0, sizeof img);
+        img.width = w, img.height = h, img.channels = nch, img.bits = 8, img.pixels = px;
+        p.size = size;
+        CHECK_OK(cdb_image_preprocess(&img, &p, want, NULL));
+        CHECK_OK(cdb_pp_plan_make(w, h, &p, 1, &pl));
+        memset(&g, 0, sizeof g);
+        g.w = w, g.h = h, g.nch = nch, g.stride = (size_t)w * nch;
+        g.size = size, g.left = pl.left, g.top = pl.top, g.y0 = pl.y0, g.rows = pl.y1 - pl.y0;
+        g.kh = pl.need_h ? pl.kh : 0, g.kv = pl.need_v ? pl.kv : 0;
+        d_src = dup_to_dev(px, nsrc);
+        d_out = dev_alloc(nout * 4);
+        d_lut = dup_to_dev(pl.lut, sizeof pl.lut);
+        if (g.kh) {
+            d_bh = dup_to_dev(pl.bh, (size_t)2 * size * sizeof(int));
+            d_kkh = dup_to_dev(pl.kkh, (size_t)size * g.kh * 4);
+            d_tmp = dev_alloc((size_t)g.rows * size * nch);
+        }
+        if (g.kv) {
+            d_bv = dup_to_dev(pl.bv, (size_t)2 * size * sizeof(int));
+            d_kkv = dup_to_dev(pl.kkv, (size_t)size * g.kv * 4);
+        }
+        g.bh = d_bh, g.kkh = d_kkh, g.bv = d_bv, g.kkv = d_kkv, g.lut = d_lut;
+        CHECK(d_src && d_out && d_lut);
+        CHECK_OK(cdb_kc_pp_image(ctx(), &g, d_src, d_tmp, d_out));
+        CHECK_OK(cdb_kc_download(ctx(), got, d_out, nout * 4));
+        CHECK_MSG(!memcmp(want, got, nout * 4), "%dx%d nch %d: device pixels differ", w, h, nch);
+        cdb_kc_free(ctx(), d_src), cdb_kc_free(ctx(), d_tmp), cdb_kc_free(ctx(), d_out);
+        cdb_kc_free(ctx(), d_bh), cdb_kc_free(ctx(), d_kkh), cdb_kc_free(ctx(), d_bv);
+        cdb_kc_free(ctx(), d_kkv), cdb_kc_free(ctx(), d_lut);
+        cdb_pp_plan_free(&pl);
+        free(px), free(want), free(got);
+    }
+}
+
+/* The product's graph (encoder/clip.c through cdb_model_open) on a ViT-B/32-shaped
+** model with random weights (gpu_model.h), cuda vs cpu. */
 CDB_TEST(vit_b32_random_weights_cpu_vs_gpu) {
-    gv_host h;
-    gv_dev d[2];
-    gv_scratch s[2];
-    cdb_k_backend *be[2] = {NULL, NULL};
+    char path[700];
+    cdb_model *m[2] = {NULL, NULL};
     int n = 6;
-    size_t npix = (size_t)n * 3 * 224 * 224;
+    size_t npix = (size_t)n * 3 * GM_SIZE * GM_SIZE;
     float *pix = rand_vec(npix, 2), *out[2];
     NEED_GPU();
-    memset(d, 0, sizeof d);
-    CHECK(gv_host_new(GV_B32, 1234, &h));
-    CHECK_OK(cdb_k_backend_cuda_new(0, &be[0]));
-    CHECK_OK(cdb_k_backend_cpu_new(0, &be[1]));
+    CHECK(tmpdir()[0] && gm_write_vitb32(tmpdir(), 1234, path));
     for (int i = 0; i < 2; i++) {
-        CHECK_OK(gv_dev_new(be[i], &h, &d[i]));
-        CHECK_OK(gv_scratch_new(be[i], GV_B32, n, &s[i]));
-        out[i] = malloc((size_t)n * GV_B32.embed * 4);
-        CHECK_OK(gv_forward_host(&d[i], &s[i], pix, n, out[i]));
+        cdb_model_params mp = cdb_model_params_default();
+        mp.device.kind = i == 0 ? CDB_K_DEVICE_CUDA : CDB_K_DEVICE_CPU;
+        mp.load_text = 0;
+        CHECK_OK(cdb_model_open(path, &mp, &m[i]));
+        out[i] = malloc((size_t)n * GM_EMBED * 4);
+        CHECK_OK(cdb_encode_pixels(m[i], pix, n, 0, out[i]));
     }
     for (int j = 0; j < n; j++) {
-        double c = gv_cosine(out[0] + (size_t)j * 512, out[1] + (size_t)j * 512, 512);
+        double c = cosine(out[0] + (size_t)j * GM_EMBED, out[1] + (size_t)j * GM_EMBED, GM_EMBED);
         printf("    ViT-B/32 random weights, image %d: cosine(cpu, gpu) = %.7f\n", j, c);
         CHECK_MSG(c >= COS_MIN, "image %d: cosine %.7f < %.4f", j, c, COS_MIN);
     }
     for (int i = 0; i < 2; i++) {
-        gv_scratch_free(be[i], &s[i]);
-        gv_dev_free(&d[i]);
-        cdb_k_backend_free(be[i]);
+        cdb_model_close(m[i]);
         free(out[i]);
     }
-    gv_host_free(&h);
+    remove(path);
     free(pix);
 }
 
@@ -464,7 +551,9 @@ static char *read_file(const char *path, size_t *n) {
 }
 
 CDB_TEST(encoder_fixtures_cpu_vs_gpu) {
-    static const char *models[] = {"openai_qgelu", "openai_f16.safetensors", "hf_gelu", "hf_bf16"};
+    /* the CLIP fixtures share pixels.f32 / tokens.i32, SigLIP's (both layouts) their own */
+    static const char *models[] = {"openai_qgelu", "openai_f16.safetensors", "hf_gelu", "hf_bf16",
+                                   "siglip_hf", "siglip_oc"};
     char path[4096];
     size_t npx = 0, ntok = 0;
     float *pixels, *e[2], *t[2];
@@ -480,6 +569,14 @@ CDB_TEST(encoder_fixtures_cpu_vs_gpu) {
         cdb_model *m[2] = {NULL, NULL};
         const cdb_model_info *info;
         int n_img, n_txt, E;
+        if (!strncmp(models[mi], "siglip", 6) && pixels && tokens) {
+            free(pixels), free(tokens);
+            snprintf(path, sizeof path, "%s/tests/golden/models/siglip_pixels.f32", src_dir());
+            pixels = (float *)read_file(path, &npx);
+            snprintf(path, sizeof path, "%s/tests/golden/models/siglip_tokens.i32", src_dir());
+            tokens = (int32_t *)read_file(path, &ntok);
+            CHECK(pixels && tokens);
+        }
         snprintf(path, sizeof path, "%s/tests/golden/models/%s", src_dir(), models[mi]);
         for (int i = 0; i < 2; i++) {
             cdb_model_params mp = cdb_model_params_default();
@@ -498,11 +595,11 @@ CDB_TEST(encoder_fixtures_cpu_vs_gpu) {
             CHECK_OK(cdb_encode_tokens(m[i], tokens, n_txt, 1, t[i]));
         }
         for (int j = 0; j < n_img; j++) {
-            double c = gv_cosine(e[0] + (size_t)j * E, e[1] + (size_t)j * E, E);
+            double c = cosine(e[0] + (size_t)j * E, e[1] + (size_t)j * E, E);
             CHECK_MSG(c >= COS_MIN, "%s image %d: cosine %.7f", models[mi], j, c);
         }
         for (int j = 0; j < n_txt; j++) {
-            double c = gv_cosine(t[0] + (size_t)j * E, t[1] + (size_t)j * E, E);
+            double c = cosine(t[0] + (size_t)j * E, t[1] + (size_t)j * E, E);
             CHECK_MSG(c >= COS_MIN, "%s text %d: cosine %.7f", models[mi], j, c);
         }
         /* Stored form: the same function stores both; same length, finite, unit norm. */
@@ -638,12 +735,12 @@ CDB_TEST(encoder_resnet_fixtures_cpu_vs_gpu) {
             CHECK_OK(cdb_encode_tokens(m[i], tokens, n_txt, 1, t[i]));
         }
         for (int j = 0; j < n_img; j++) {
-            double c = gv_cosine(e[0] + (size_t)j * E, e[1] + (size_t)j * E, E);
+            double c = cosine(e[0] + (size_t)j * E, e[1] + (size_t)j * E, E);
             printf("     %s image %d: cuda vs cpu cosine %.7f\n", fx[mi].model, j, c);
             CHECK_MSG(c >= COS_MIN, "%s image %d: cosine %.7f", fx[mi].model, j, c);
         }
         for (int j = 0; j < n_txt; j++) {
-            double c = gv_cosine(t[0] + (size_t)j * E, t[1] + (size_t)j * E, E);
+            double c = cosine(t[0] + (size_t)j * E, t[1] + (size_t)j * E, E);
             CHECK_MSG(c >= COS_MIN, "%s text %d: cosine %.7f", fx[mi].model, j, c);
         }
         for (int i = 0; i < 2; i++) {
@@ -658,5 +755,5 @@ CDB_TEST(encoder_resnet_fixtures_cpu_vs_gpu) {
 CDB_TEST_MAIN(k_fp16_conversion_bit_exact,
               k_gemm_odd_shapes, k_l2norm_rows, be_gemm_act_accumulate, be_layernorm_act_add,
               be_attention_odd, be_embed_gather, be_oom_is_nomem_not_abort,
-              vit_b32_random_weights_cpu_vs_gpu, encoder_fixtures_cpu_vs_gpu, be_resnet_ops,
-              encoder_resnet_fixtures_cpu_vs_gpu)
+              be_patchify, k_preprocess_equals_cpu, vit_b32_random_weights_cpu_vs_gpu,
+              encoder_fixtures_cpu_vs_gpu, be_resnet_ops, encoder_resnet_fixtures_cpu_vs_gpu)

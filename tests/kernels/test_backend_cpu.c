@@ -408,9 +408,74 @@ CDB_TEST(table_stays_half) {
         }
     }
     free(raw), free(want), free(got), free(row), free(pos), free(wide);
+/* cdb_k_patchify on both backends: the same bits, and gemm(cols, weight) is the
+** stride-p convolution computed here from its definition in double (the oracle);
+** heights/widths that are no multiple of p drop their trailing pixels. */
+CDB_TEST(patchify_is_the_convolution) {
+    static const int shapes[][5] = {{1, 1, 4, 4, 4}, {2, 3, 10, 7, 3}, {3, 3, 32, 32, 8},
+                                    {1, 2, 5, 9, 1}};
+    const int cout = 5;
+    pair p;
+    CHECK(pair_new(&p));
+    for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
+        int n = shapes[t][0], c = shapes[t][1], h = shapes[t][2], w = shapes[t][3];
+        int ps = shapes[t][4], gh = h / ps, gw = w / ps, K = c * ps * ps, rows = n * gh * gw;
+        size_t nx = (size_t)n * c * h * w, ncol = (size_t)rows * K;
+        float *x = rand_vec(nx, 2), *wt = rand_vec((size_t)cout * K, 1), *cols[2], *y = NULL;
+        for (int i = 0; i < 2; i++) {
+            cdb_k_backend *be = p.be[i];
+            cdb_k_buf *bx = up(be, x, nx), *bc = NULL, *bw = NULL, *by = NULL, *small = NULL;
+            CHECK(bx && cdb_k_buf_alloc(be, ncol, &bc) == CDB_OK &&
+                  cdb_k_buf_alloc(be, (size_t)rows * cout, &by) == CDB_OK &&
+                  cdb_k_buf_alloc(be, ncol - 1, &small) == CDB_OK);
+            CHECK_OK(cdb_k_weight_upload(be, wt, CDB_K_F32, (size_t)cout * K, CDB_K_W_MATRIX, 0,
+                                         &bw));
+            CHECK_OK(cdb_k_patchify(be, bx, n, c, h, w, ps, bc));
+            CHECK_RC(cdb_k_patchify(be, bx, n, c, h, w, ps, small), CDB_INVALID);
+            CHECK_RC(cdb_k_patchify(be, bx, n, c, h, w, h + 1, bc), CDB_INVALID);
+            CHECK_RC(cdb_k_patchify(be, bx, n, c, h, w, ps, bx), CDB_INVALID);
+            cols[i] = down(be, bc, ncol);
+            if (i == 1) {
+                CHECK_OK(cdb_k_gemm(be, bc, bw, NULL, by, rows, cout, K, CDB_K_ACT_NONE, 0));
+                y = down(be, by, (size_t)rows * cout);
+            }
+            cdb_k_buf_free(be, bx), cdb_k_buf_free(be, bc), cdb_k_buf_free(be, bw);
+            cdb_k_buf_free(be, by), cdb_k_buf_free(be, small);
+        }
+        CHECK(memcmp(cols[0], cols[1], ncol * sizeof(float)) == 0);
+        for (int b = 0; b < n; b++)
+            for (int gy = 0; gy < gh; gy++)
+                for (int gx = 0; gx < gw; gx++)
+                    for (int o = 0; o < cout; o++) {
+                        double conv = 0, mag = 0;
+                        for (int ch = 0; ch < c; ch++)
+                            for (int ky = 0; ky < ps; ky++)
+                                for (int kx = 0; kx < ps; kx++) {
+                                    double v = x[(((size_t)b * c + ch) * h + gy * ps + ky) * w +
+                                                 gx * ps + kx] *
+                                               (double)wt[(((size_t)o * c + ch) * ps + ky) * ps +
+                                                          kx];
+                                    conv += v, mag += v < 0 ? -v : v;
+                                }
+                        size_t r = ((size_t)b * gh + gy) * gw + gx;
+                        CHECK_NEAR(y[r * cout + o], conv, 1e-6 * mag + 1e-30);
+                    }
+        free(x), free(wt), free(cols[0]), free(cols[1]), free(y);
+    }
+    pair_free(&p);
+}
+
+/* The CPU backends' chunk budget is the fixed one (encoder/clip.c's chunks, and so
+** its bits, do not depend on the machine's memory); no backend, no budget. */
+CDB_TEST(scratch_budget) {
+    pair p;
+    CHECK(pair_new(&p));
+    CHECK(cdb_k_scratch_bytes(p.be[0]) == CDB_K_CPU_SCRATCH_BYTES);
+    CHECK(cdb_k_scratch_bytes(p.be[1]) == CDB_K_CPU_SCRATCH_BYTES);
+    CHECK(cdb_k_scratch_bytes(NULL) == 0);
     pair_free(&p);
 }
 
 CDB_TEST_MAIN(gemm_odd_shapes, layernorm_act_add, attention_odd_shapes,
               attention_rows_are_the_full_rows, attention_q_is_attention_rows, embed_and_gather,
-              weight_dtypes, table_stays_half)
+              weight_dtypes, table_stays_half, patchify_is_the_convolution, scratch_budget)

@@ -4,10 +4,16 @@
 ** cdb_k_device_parse accepts and refuses, cdb_k_device_resolve with the facts
 ** injected (backend_impl.h's test seam: 0, 1 or 2 CUDA devices) and for real on this
 ** machine, cdb_k_backend_new on an unavailable CUDA device, and the "no device"
-** paths of the CUDA constructor.
+** paths of the CUDA constructor; the run-time loading of CUDA libraries
+** (cdb_kc_lib_open, as cuBLAS and nvJPEG are loaded) with fake libraries: nothing
+** loadable, a missing symbol, the environment's path first; nvJPEG's "not usable"
+** reason on a machine without a GPU.
 */
+#include <stdlib.h>
+
 #include "cdb_test.h"
 #include "kernels/backend_impl.h"
+#include "kernels/cuda/cuda_int.h"
 #include "kernels/kernels.h"
 
 /* ---- names --------------------------------------------------------------------- */
@@ -150,5 +156,56 @@ CDB_TEST(no_device_paths) {
     cdb_k_backend_free(be);
 }
 
+/* ---- libraries loaded at run time ------------------------------------------------ */
+
+CDB_TEST(lib_open_failure_paths) {
+    static const char *const missing[] = {"/nonexistent/libcdb_fake.so.13",
+                                          "libcdb_no_such_library.so.9"};
+    static const char *const with_libm[] = {"/nonexistent/libcdb_fake.so.13", "libm.so.6"};
+    static const char *const math[] = {"cos", "sqrt"};
+    static const char *const bad_sym[] = {"cos", "cdb_no_such_symbol_xyz"};
+    cdb_kc_lib_spec s = {"FakeLib 13", "CLIPDB_TEST_FAKE_LIB", missing, 2, math, 2};
+    void *h = (void *)1, *syms[2] = {NULL, NULL};
+    unsetenv("CLIPDB_TEST_FAKE_LIB");
+    /* nothing loads: every attempt named, the variable to set, nothing open */
+    CHECK_RC(cdb_kc_lib_open(&s, &h, syms), CDB_UNSUPPORTED);
+    CHECK(h == NULL);
+    CHECK_MSG(strstr(cdb_errmsg(), "FakeLib 13 could not be loaded") &&
+                  strstr(cdb_errmsg(), "/nonexistent/libcdb_fake.so.13") &&
+                  strstr(cdb_errmsg(), "libcdb_no_such_library.so.9") &&
+                  strstr(cdb_errmsg(), "CLIPDB_TEST_FAKE_LIB="),
+              "message: %s", cdb_errmsg());
+    /* the environment's path is tried first, and then the list */
+    setenv("CLIPDB_TEST_FAKE_LIB", "/also/missing/libcdb.so", 1);
+    CHECK_RC(cdb_kc_lib_open(&s, &h, syms), CDB_UNSUPPORTED);
+    CHECK(strstr(cdb_errmsg(), "/also/missing/libcdb.so") < strstr(cdb_errmsg(), "libcdb_fake"));
+    setenv("CLIPDB_TEST_FAKE_LIB", "libm.so.6", 1);
+    CHECK_OK(cdb_kc_lib_open(&s, &h, syms));
+    CHECK(h != NULL);
+    CHECK_NEAR(((double (*)(double))syms[1])(2.25), 1.5, 0); /* sqrt, through the table */
+    unsetenv("CLIPDB_TEST_FAKE_LIB");
+    /* the second candidate loads; a symbol it lacks is named */
+    s.candidates = with_libm;
+    CHECK_OK(cdb_kc_lib_open(&s, &h, syms));
+    CHECK_NEAR(((double (*)(double))syms[0])(0.0), 1.0, 0); /* cos */
+    s.symbols = bad_sym;
+    h = (void *)1;
+    CHECK_RC(cdb_kc_lib_open(&s, &h, syms), CDB_UNSUPPORTED);
+    CHECK(h == NULL);
+    CHECK_MSG(strstr(cdb_errmsg(), "FakeLib 13 has no symbol cdb_no_such_symbol_xyz"),
+              "message: %s", cdb_errmsg());
+}
+
+/* Without a usable GPU nvJPEG is not used, and the reason says why. */
+CDB_TEST(nvjpeg_unusable_without_gpu) {
+    const char *why = cdb_k_nvjpeg_unusable_reason();
+    CHECK(why != NULL);
+    if (cdb_k_cuda_device_count() > 0) CDB_SKIP("a CUDA device is present; tests/gpu covers it");
+    CHECK_EQ_INT(cdb_k_nvjpeg_usable(), 0);
+    CHECK_MSG(strstr(why, cdb_k_cuda_built() ? "no CUDA device: " : "built without CUDA"),
+              "reason: %s", why);
+}
+
 CDB_TEST_MAIN(device_parse_forms, device_parse_rejects, device_resolve_injected,
-              device_resolve_real, no_device_paths)
+              device_resolve_real, no_device_paths, lib_open_failure_paths,
+              nvjpeg_unusable_without_gpu)

@@ -9,6 +9,9 @@
 **   failing_first_item_does_not_shift   the batch fails and its first item keeps
 **       failing alone: the items after it must not get stale vectors (issue 13's
 **       copy from the failed call's buffer)
+**   out_of_memory_halves_the_batch      calls of more than 2 images run out of memory:
+**       the first batch of 4 is split in halves, the run keeps batches of 2, no
+**       item fails and every vector is the item's own
 **   unusable_vector_is_quarantined      the encoder returns NaN for one item: that
 **       file is an error (permanent), the next run skips it
 **
@@ -29,6 +32,8 @@ typedef struct fault_plan {
     int calls;
     uint64_t bad;    /* pixel hash of the failing item, once known */
     int n_singles_failed;
+    int oom_above;   /* > 0: calls of more items fail with CDB_NOMEM (a small device) */
+    int n_oom, max_ok; /* calls refused that way; the largest call that ran */
 } fault_plan;
 
 static uint64_t pixel_hash(const float *px, size_t n) {
@@ -44,6 +49,11 @@ static cdb_status faulty_encode(void *ud, cdb_model *m, const float *px, int n, 
                  (size_t)cdb_model_get_info(m)->preprocess.size;
     int dim = cdb_model_get_info(m)->embed_dim;
     p->calls++;
+    if (p->oom_above > 0 && n > p->oom_above) {
+        p->n_oom++;
+        return cdb_seterr(CDB_NOMEM, "injected: out of device memory at %d images", n);
+    }
+    if (n > p->max_ok) p->max_ok = n;
     if (p->fail_call && p->calls == p->fail_call && n > p->item) {
         p->bad = pixel_hash(px + per * (size_t)p->item, per);
         if (!p->nan) return cdb_seterr(CDB_DEVICE, "injected device error (batch %d)", p->calls);
@@ -99,7 +109,7 @@ static int setup_case(const char *tag, char *lib, char *db, size_t size) {
 CDB_TEST(transient_batch_failure_is_retried) {
     char lib[700], db[700];
     cdb_engine_summary s;
-    fault_plan plan = {2, 1, 0, 0, 0, 0};
+    fault_plan plan = {2, 1, 0, 0, 0, 0, 0, 0, 0};
     LU_NEED_SETUP();
     CHECK_EQ_INT(setup_case("transient", lib, db, sizeof lib), 0);
     CHECK_OK(ingest(db, lib, &plan, &s));
@@ -122,10 +132,25 @@ CDB_TEST(transient_batch_failure_is_retried) {
     CHECK_EQ_INT(lu_expect((const char *[]){"verify", "--db", db, "--quiet", NULL}, 0, NULL), 0);
 }
 
+CDB_TEST(out_of_memory_halves_the_batch) {
+    char lib[700], db[700];
+    cdb_engine_summary s;
+    fault_plan plan = {0, 0, 0, 0, 0, 0, 2, 0, 0};
+    LU_NEED_SETUP();
+    CHECK_EQ_INT(setup_case("oom", lib, db, sizeof lib), 0);
+    CHECK_OK(ingest(db, lib, &plan, &s));
+    CHECK_EQ_INT(plan.n_oom, 1); /* only the first batch of 4: the run keeps 2 */
+    CHECK_EQ_INT(plan.max_ok, 2);
+    CHECK_EQ_INT(s.added, N_PHOTOS);
+    CHECK_EQ_INT(s.retry, 0);
+    CHECK_EQ_INT(s.errors, 0);
+    CHECK_EQ_INT(lu_db_is_exact(db, N_PHOTOS), 0);
+}
+
 CDB_TEST(failing_first_item_does_not_shift) {
     char lib[700], db[700];
     cdb_engine_summary s;
-    fault_plan plan = {1, 0, 0, 0, 0, 0};
+    fault_plan plan = {1, 0, 0, 0, 0, 0, 0, 0, 0};
     LU_NEED_SETUP();
     CHECK_EQ_INT(setup_case("shift", lib, db, sizeof lib), 0);
     CHECK_OK(ingest(db, lib, &plan, &s));
@@ -146,7 +171,7 @@ CDB_TEST(failing_first_item_does_not_shift) {
 CDB_TEST(unusable_vector_is_quarantined) {
     char lib[700], db[700];
     cdb_engine_summary s;
-    fault_plan plan = {3, 2, 1, 0, 0, 0};
+    fault_plan plan = {3, 2, 1, 0, 0, 0, 0, 0, 0};
     LU_NEED_SETUP();
     CHECK_EQ_INT(setup_case("nan", lib, db, sizeof lib), 0);
     CHECK_OK(ingest(db, lib, &plan, &s));
@@ -166,6 +191,7 @@ CDB_TEST(unusable_vector_is_quarantined) {
 int main(int argc, char **argv) {
     static const cdb_test_entry tests[] = {
         {"transient_batch_failure_is_retried", transient_batch_failure_is_retried},
+        {"out_of_memory_halves_the_batch", out_of_memory_halves_the_batch},
         {"failing_first_item_does_not_shift", failing_first_item_does_not_shift},
         {"unusable_vector_is_quarantined", unusable_vector_is_quarantined},
     };
