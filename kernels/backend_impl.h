@@ -68,17 +68,18 @@ typedef struct cdb_k_backend_ops {
     cdb_status (*matrix_upload)(cdb_k_backend *be, const void *src, cdb_k_dtype dt, int rows,
                                 int cols, int flags, cdb_k_buf **out);
 
+    cdb_status (*patchify)(cdb_k_backend *be, const cdb_k_buf *x, int n, int c, int h, int w,
+                           int p, cdb_k_buf *cols);
+    /* Optional (NULL: CDB_K_CPU_SCRATCH_BYTES). */
+    size_t (*scratch_bytes)(cdb_k_backend *be);
+
     /* Optional, all four or none (NULL: no packed layout; kernels.h, packed matrix
-    ** images). */
+    ** images). Last: the CUDA backend's positional initializer stops before them. */
     const char *(*matrix_layout)(const cdb_k_backend *be);
     size_t (*matrix_packed_bytes)(const cdb_k_backend *be, int rows, int cols);
     const void *(*matrix_packed_data)(const cdb_k_backend *be, const cdb_k_buf *b);
     cdb_status (*matrix_borrow_packed)(cdb_k_backend *be, const void *packed, int rows, int cols,
                                        cdb_k_buf **out);
-    cdb_status (*patchify)(cdb_k_backend *be, const cdb_k_buf *x, int n, int c, int h, int w,
-                           int p, cdb_k_buf *cols);
-    /* Optional (NULL: CDB_K_CPU_SCRATCH_BYTES). */
-    size_t (*scratch_bytes)(cdb_k_backend *be);
 } cdb_k_backend_ops;
 
 /* Every backend struct starts with this header (a CPU or CUDA backend embeds it as

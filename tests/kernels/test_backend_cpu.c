@@ -408,6 +408,9 @@ CDB_TEST(table_stays_half) {
         }
     }
     free(raw), free(want), free(got), free(row), free(pos), free(wide);
+    pair_free(&p);
+}
+
 /* cdb_k_patchify on both backends: the same bits, and gemm(cols, weight) is the
 ** stride-p convolution computed here from its definition in double (the oracle);
 ** heights/widths that are no multiple of p drop their trailing pixels. */
