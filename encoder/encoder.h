@@ -44,6 +44,7 @@ typedef struct cdb_tok cdb_tok;
 typedef enum cdb_tok_kind {
     CDB_TOK_KIND_CLIP_BPE = 0,
     CDB_TOK_KIND_SENTENCEPIECE = 1,
+    CDB_TOK_KIND_HF_JSON = 2, /* a Hugging Face tokenizer.json */
 } cdb_tok_kind;
 
 /* The reference whose text pipeline a SentencePiece tokenizer follows. */
