@@ -35,18 +35,22 @@ extern "C" {
 ** - SentencePiece .model files through libsentencepiece (SigLIP's spiece.model,
 **   Gemma's tokenizer.model for SigLIP2), with the text pipeline of the reference
 **   the model was released with: cleaning, start/end tokens, truncation and padding
-**   to the full context, ids identical to that reference.
-** (Hugging Face tokenizer.json files are a third backend still to come; a folder
-** that has only tokenizer.json is refused with a message saying so.) */
+**   to the full context, ids identical to that reference;
+** - Hugging Face tokenizer.json files (tok_hf*.c): the file's own normalizer,
+**   pre-tokenizer, model and post-processor, ids identical to npm's
+**   @huggingface/tokenizers, truncated and padded to the full context as transformers
+**   does (docs/tokenizer.md). */
 
 typedef struct cdb_tok cdb_tok;
 
 typedef enum cdb_tok_kind {
     CDB_TOK_KIND_CLIP_BPE = 0,
     CDB_TOK_KIND_SENTENCEPIECE = 1,
+    CDB_TOK_KIND_HF_JSON = 2, /* a Hugging Face tokenizer.json */
 } cdb_tok_kind;
 
-/* The reference whose text pipeline a SentencePiece tokenizer follows. */
+/* The reference whose text pipeline a SentencePiece tokenizer follows. A tokenizer.json
+** follows its own file; OPENCLIP adds canonicalize before it, the others nothing. */
 typedef enum cdb_tok_pipeline {
     /* From the file's name: spiece.model -> SIGLIP_HF, any other .model -> GEMMA_HF. */
     CDB_TOK_PIPE_AUTO = 0,
@@ -74,9 +78,14 @@ typedef enum cdb_tok_pipeline {
 ** - otherwise CLIP's BPE: a bpe_simple_vocab_16e6.txt.gz-style merges file (gzip or
 **   plain; merges 1..48894 as OpenAI CLIP reads them), or a folder / vocab.json path
 **   with vocab.json + merges.txt beside it (ids and special tokens from vocab.json).
-**   A folder without vocab.json may hold bpe_simple_vocab_16e6.txt.gz instead.
+**   A folder without vocab.json may hold bpe_simple_vocab_16e6.txt.gz instead;
+** - a path ending in "tokenizer.json", or a folder whose only tokenizer is
+**   tokenizer.json: that file (special tokens from its post-processor; the pad token
+**   from tokenizer_config.json / special_tokens_map.json, else its padding section,
+**   else <pad>, else the end token).
 ** pipeline: ignored for CLIP's BPE. Errors: CDB_NOTFOUND (no such file, or a folder
-** with none of these files), CDB_UNSUPPORTED (a folder with only tokenizer.json),
+** with none of these files), CDB_UNSUPPORTED (a tokenizer.json component clipdb does
+** not implement),
 ** CDB_CORRUPT (bad gzip, JSON or .model, a malformed merge line, a byte symbol, merge
 ** result or special token missing from the vocabulary), CDB_IO, CDB_NOMEM,
 ** CDB_INVALID (NULL or empty path). out: owned by the caller, freed with cdb_tok_free
@@ -88,17 +97,21 @@ cdb_status cdb_tok_open(const char *path, cdb_tok **out /* OUT */);
 void cdb_tok_free(cdb_tok *tok);
 
 cdb_tok_kind cdb_tok_kind_of(const cdb_tok *tok);
-/* The pipeline a SentencePiece tokenizer runs (never AUTO); AUTO for CLIP's BPE. */
+/* The pipeline a SentencePiece tokenizer runs (never AUTO); for a tokenizer.json,
+** OPENCLIP or AUTO (the file's own); AUTO for CLIP's BPE. */
 cdb_tok_pipeline cdb_tok_pipeline_of(const cdb_tok *tok);
 int cdb_tok_vocab_size(const cdb_tok *tok);
 /* The start token cdb_tok_tokenize puts first: <|startoftext|> (49406 in the standard
-** vocab); SentencePiece: <bos> where the pipeline adds it, else -1. */
+** vocab); SentencePiece: <bos> where the pipeline adds it, else -1; tokenizer.json:
+** the token its post-processor puts just before the text, else -1. */
 int cdb_tok_sot_id(const cdb_tok *tok);
 /* The end token cdb_tok_tokenize appends: <|endoftext|> (49407 in the standard
-** vocab); SentencePiece: </s> / <eos> where the pipeline adds it, else -1. */
+** vocab); SentencePiece: </s> / <eos> where the pipeline adds it, else -1;
+** tokenizer.json: the token its post-processor puts just after the text, else -1. */
 int cdb_tok_eot_id(const cdb_tok *tok);
 /* What fills the context after the text: 0 for CLIP (as clip.tokenize), the pad
-** token for SentencePiece (</s> for SigLIP, <pad> for Gemma). */
+** token for SentencePiece (</s> for SigLIP, <pad> for Gemma) and tokenizer.json (as
+** cdb_tok_open says). */
 int cdb_tok_pad_id(const cdb_tok *tok);
 /* Token string (CLIP: byte-level unicode form, "</w>" suffix included;
 ** SentencePiece: the piece, "\u2581" for a space); NULL if out of range. Borrowed: lives
@@ -113,13 +126,17 @@ const char *cdb_tok_token_str(const cdb_tok *tok, int id);
 cdb_status cdb_tok_clean(const char *text, size_t len, char **out /* OUT */);
 
 /* The text as the tokenizer's reference cleans it before encoding (CLIP: as
-** cdb_tok_clean; SentencePiece: its pipeline's cleaning), for `clipdb tokenize
+** cdb_tok_clean; SentencePiece: its pipeline's cleaning; tokenizer.json: canonicalize
+** for OPENCLIP, else the text as given: the file's normalizer is not shown), for
+** `clipdb tokenize
 ** --verbose`. *out: NUL-terminated, cdb_free it. */
 cdb_status cdb_tok_clean_for(const cdb_tok *tok, const char *text, size_t len,
                              char **out /* OUT */);
 
 /* Ids of text without start/end tokens (CLIP: special tokens written in the text, in
-** any case, give their ids; SentencePiece: never, see docs/tokenizer.md). Writes at
+** any case, give their ids; SentencePiece: never, see docs/tokenizer.md;
+** tokenizer.json: its added tokens written in the text do, as in the reference; the
+** post-processor's own tokens around the text are left out). Writes at
 ** most max_ids ids (ids may be NULL when max_ids is 0); *n_ids gets the full count
 ** (which may exceed max_ids). */
 cdb_status cdb_tok_encode(const cdb_tok *tok, const char *text, size_t len, int32_t *ids,
@@ -137,6 +154,11 @@ cdb_status cdb_tok_encode(const cdb_tok *tok, const char *text, size_t len, int3
 **   first context_len - (bos + eos) ids are kept (transformers' truncation=True).
 **   *eot_index: the position of the appended end token (of the last id where the
 **   pipeline appends none; 0 for nothing at all).
+** - tokenizer.json: the file's ids (its post-processor's specials included) padded with
+**   the pad id; when too long, the text's ids are cut so that they and the specials
+**   fit (the Rust crate's truncation, transformers' truncation=True). *eot_index: the
+**   last position before the padding. CDB_INVALID when context_len cannot hold the
+**   specials.
 ** ids: caller-owned, context_len entries. *truncated: 1 when ids were dropped. Both
 ** may be NULL. */
 cdb_status cdb_tok_tokenize(const cdb_tok *tok, const char *text, size_t len, int context_len,
@@ -497,12 +519,13 @@ typedef struct cdb_model_info {
 ** 'visual.trunk.*' image tower and a 'text.*' tower; the image activation from the
 ** timm model's name, the text one from text_cfg.act_kwargs, eps from norm_kwargs
 ** (timm: 1e-6)); their preprocessing squashes to size x size. A SigLIP model's
-** tokenizer: p->tokenizer_path, else the folder's spiece.model / tokenizer.model, with
-** the pipeline of its layout's reference (CDB_TOK_PIPE_SIGLIP_HF / _GEMMA_HF for a
-** Hugging Face folder, CDB_TOK_PIPE_OPENCLIP for a hub folder; docs/tokenizer.md);
-** never CLIP's BPE. A folder with neither (tokenizer.json only, a loader this build
-** lacks) opens without a tokenizer: its image tower works, text must come as ids. A
-** SentencePiece vocabulary larger than the text embedding is CDB_CORRUPT.
+** tokenizer: p->tokenizer_path, else the folder's spiece.model / tokenizer.model, else
+** its tokenizer.json, with the pipeline of its layout's reference
+** (CDB_TOK_PIPE_SIGLIP_HF / _GEMMA_HF for a Hugging Face folder, CDB_TOK_PIPE_OPENCLIP
+** for a hub folder; docs/tokenizer.md); never CLIP's BPE. A folder with none, or whose
+** tokenizer.json uses a component clipdb does not implement, opens without a tokenizer:
+** its image tower works, text must come as ids; a broken tokenizer.json is
+** CDB_CORRUPT. A vocabulary larger than the text embedding is CDB_CORRUPT.
 ** p->inspect_only: validate and describe without loading the weights (above). */
 cdb_status cdb_model_open(const char *path, const cdb_model_params *p, cdb_model **out /* OUT */);
 void cdb_model_close(cdb_model *m);
@@ -521,7 +544,7 @@ const cdb_tok *cdb_model_tokenizer(const cdb_model *m);
 
 /* Text embeddings. out: caller-owned n*embed_dim floats. normalize: 1 for
 ** L2-normalized (fp32), 0 for raw. CDB_UNSUPPORTED when the model has no tokenizer
-** (e.g. a SigLIP folder with only tokenizer.json: cdb_encode_tokens takes ids).
+** (e.g. a SigLIP folder with no tokenizer clipdb reads: cdb_encode_tokens takes ids).
 ** All encode calls: CDB_INVALID when the tower is not loaded or an argument is bad;
 ** n == 0 is a no-op; a non-finite result gives CDB_ERROR (never returned as data).
 ** On the CPU, each input's row has the same bits whatever n, its position among the

@@ -1405,11 +1405,12 @@ static void read_logit_params(cdb_model *m) {
     m->info.has_logit_bias = read_scalar(m, "logit_bias", &m->info.logit_bias);
 }
 
-/* SigLIP's tokenizer: p->tokenizer_path, else the folder's spiece.model (SigLIP) or
-** tokenizer.model (Gemma, SigLIP2), through the pipeline of the layout's reference:
-** transformers' for a Hugging Face folder, OpenCLIP's HFTokenizer(clean=
-** 'canonicalize') for a timm hub folder (docs/tokenizer.md). A folder without one
-** (tokenizer.json only: a loader this clipdb lacks) opens with text as ids. Never
+/* SigLIP's tokenizer: p->tokenizer_path, else the folder's spiece.model (SigLIP),
+** tokenizer.model (Gemma, SigLIP2) or, without those, its tokenizer.json, through the
+** pipeline of the layout's reference: transformers' for a Hugging Face folder,
+** OpenCLIP's HFTokenizer(clean='canonicalize') for a timm hub folder
+** (docs/tokenizer.md). A folder without any, or whose tokenizer.json uses a component
+** clipdb does not implement, opens with text as ids; a broken one is an error. Never
 ** CLIP's BPE: its ids would be meaningless to a SigLIP text tower. */
 static cdb_status open_siglip_tokenizer(load_ctx *c, const cdb_model_params *p) {
     cdb_model *m = c->m;
@@ -1440,11 +1441,12 @@ static cdb_status open_siglip_tokenizer(load_ctx *c, const cdb_model_params *p) 
         cdb_clearerr();
         return CDB_OK;
     }
-    if (cdb_tok_kind_of(m->tok) != CDB_TOK_KIND_SENTENCEPIECE) {
+    if (cdb_tok_kind_of(m->tok) == CDB_TOK_KIND_CLIP_BPE) {
         cdb_tok_free(m->tok);
         m->tok = NULL;
         return cdb_seterr(CDB_INVALID, "model %s: %s is a CLIP vocabulary; a SigLIP text "
-                          "tower needs its SentencePiece tokenizer", m->name, src);
+                          "tower needs its SentencePiece or tokenizer.json tokenizer", m->name,
+                          src);
     }
     if (cdb_tok_vocab_size(m->tok) > m->info.vocab_size) {
         int n = cdb_tok_vocab_size(m->tok);
@@ -1782,8 +1784,8 @@ cdb_status cdb_encode_texts(cdb_model *m, const char *const *texts, int n, int n
     if (!m->info.has_text) return cdb_seterr(CDB_INVALID, "model %s: text tower not loaded", m->name);
     if (!m->tok && m->siglip)
         return cdb_seterr(CDB_UNSUPPORTED, "model %s: no SigLIP tokenizer (its folder needs "
-                          "spiece.model or tokenizer.model; tokenizer.json alone is not read "
-                          "by this clipdb): text must be given as token ids", m->name);
+                          "spiece.model, tokenizer.model or a tokenizer.json clipdb can read): "
+                          "text must be given as token ids", m->name);
     if (!m->tok)
         return cdb_seterr(CDB_UNSUPPORTED, "model %s: no tokenizer (set CLIPDB_VOCAB or the "
                           "tokenizer path)", m->name);

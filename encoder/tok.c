@@ -2,16 +2,15 @@
 ** tok.c: the public cdb_tok of encoder.h: picks a backend from the file and runs
 ** the text pipeline of the backend's reference.
 **
-** Backends: CLIP's byte-level BPE (tokenizer.c, with its own pipeline) and
-** SentencePiece (tok_spm.cc, libsentencepiece). For SentencePiece the pipeline is
-** here: the reference's cleaning (text_clean.c, cdb_tok_clean32_mode), the encode,
-** the start / end tokens, truncation and padding to the full context. The three
-** references and where they differ: docs/tokenizer.md.
-**
-** A third backend (Hugging Face tokenizer.json, tok_hf.c with its internal header
-** tok_hf_int.h: open, encode with the post-processor's special tokens, token_id,
-** free) plugs in as one more cdb_tok_kind: a handle in struct cdb_tok, a case in
-** open_dir()/tok_open_file(), and a case in each switch below (the "kind" ones).
+** Backends: CLIP's byte-level BPE (tokenizer.c, with its own pipeline), SentencePiece
+** (tok_spm.cc, libsentencepiece) and Hugging Face tokenizer.json (tok_hf*.c, its
+** internal header tok_hf_int.h). For SentencePiece and tokenizer.json the pipeline is
+** here: the reference's cleaning (text_clean.c, cdb_tok_clean32_mode), the encode, the
+** start / end tokens (SentencePiece: from the configs; tokenizer.json: its own
+** post-processor), truncation and padding to the full context. The references and
+** where they differ: docs/tokenizer.md. A backend plugs in as one more cdb_tok_kind:
+** a handle in struct cdb_tok, a case in open_dir()/cdb_tok_open_pipeline(), and a
+** case in each switch below (the "kind" ones).
 */
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +20,7 @@
 #include <jansson.h>
 
 #include "encoder/encoder.h"
+#include "encoder/tok_hf_int.h"
 #include "encoder/tok_int.h"
 #include "encoder/tok_spm_int.h"
 
@@ -28,7 +28,9 @@ struct cdb_tok {
     cdb_tok_kind kind;
     cdb_tok_bpe *bpe; /* CDB_TOK_KIND_CLIP_BPE */
     cdb_spm *spm;     /* CDB_TOK_KIND_SENTENCEPIECE */
-    /* SentencePiece only: */
+    cdb_tok_hf *hf;   /* CDB_TOK_KIND_HF_JSON */
+    /* SentencePiece and tokenizer.json (pipe, clean, pad; bos / eos: the
+    ** post-processor's start / end tokens for tokenizer.json): */
     cdb_tok_pipeline pipe;
     cdb_tok_clean_mode clean;
     int bos, eos, pad;  /* ids; bos / eos -1 when the pipeline adds none */
@@ -81,6 +83,14 @@ static cdb_status read_specials(const char *dir, const char *name, spm_specials 
     return CDB_OK;
 }
 
+/* The folder of a file path, for the configs beside it. */
+static void dir_of(const char *path, char *dir, size_t cap) {
+    const char *slash = strrchr(path, '/');
+    if (!slash) snprintf(dir, cap, ".");
+    else if (slash == path) snprintf(dir, cap, "/");
+    else snprintf(dir, cap, "%.*s", (int)(slash - path), path);
+}
+
 static int special_id(cdb_tok *t, const char *piece, const char *path, cdb_status *rc) {
     int id = cdb_spm_piece_id(t->spm, piece);
     if (id < 0 && *rc == CDB_OK)
@@ -99,12 +109,9 @@ static int special_id(cdb_tok *t, const char *piece, const char *path, cdb_statu
 static cdb_status spm_specials_setup(cdb_tok *t, const char *path, int gemma) {
     spm_specials sp = {.add_bos = -1, .add_eos = -1};
     char dir[4096];
-    const char *slash = strrchr(path, '/');
     int found = 0;
     cdb_status rc;
-    if (!slash) snprintf(dir, sizeof dir, ".");
-    else if (slash == path) snprintf(dir, sizeof dir, "/");
-    else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    dir_of(path, dir, sizeof dir);
     snprintf(sp.bos, sizeof sp.bos, "%s", gemma ? "<bos>" : "<s>");
     snprintf(sp.eos, sizeof sp.eos, "%s", gemma ? "<eos>" : "</s>");
     snprintf(sp.pad, sizeof sp.pad, "%s", gemma ? "<pad>" : "</s>");
@@ -156,13 +163,71 @@ static cdb_status open_spm(cdb_tok *t, const char *path, cdb_tok_pipeline pipe) 
     return spm_specials_setup(t, path, gemma);
 }
 
+/* The pad id of a tokenizer.json, as transformers settles it for padding="max_length"
+** (PreTrainedTokenizerFast): pad_token from tokenizer_config.json, then
+** special_tokens_map.json, beside the file; else the file's own padding section
+** (pad_id); else, where transformers would refuse to pad, clipdb's fallback: an added
+** or vocabulary token "<pad>", else the end token the post-processor appends (as
+** big_vision padded SigLIP with </s>). */
+static cdb_status hf_pad_setup(cdb_tok *t, const char *path) {
+    spm_specials sp = {.add_bos = -1, .add_eos = -1};
+    char dir[4096];
+    int found = 0;
+    cdb_status rc;
+    dir_of(path, dir, sizeof dir);
+    if ((rc = read_specials(dir, "tokenizer_config.json", &sp, &found)) != CDB_OK ||
+        (rc = read_specials(dir, "special_tokens_map.json", &sp, &found)) != CDB_OK)
+        return rc;
+    if (sp.pad[0]) {
+        if ((t->pad = cdb_tok_hf_token_id(t->hf, sp.pad)) < 0)
+            return cdb_seterr(CDB_CORRUPT, "tokenizer: %s: the vocabulary has no %s token "
+                              "(the configs' pad_token)", path, sp.pad);
+        return CDB_OK;
+    }
+    const char *pad_sec = cdb_tok_hf_padding(t->hf);
+    json_t *pj = pad_sec ? json_loads(pad_sec, 0, NULL) : NULL;
+    json_t *pid = json_object_get(pj, "pad_id");
+    t->pad = json_is_integer(pid) ? (int)json_integer_value(pid) : -1;
+    json_decref(pj);
+    if (t->pad >= 0) {
+        if (t->pad >= cdb_tok_hf_vocab_size(t->hf))
+            return cdb_seterr(CDB_CORRUPT, "tokenizer: %s: padding.pad_id %d is past the "
+                              "vocabulary", path, t->pad);
+        return CDB_OK;
+    }
+    if ((t->pad = cdb_tok_hf_token_id(t->hf, "<pad>")) >= 0) return CDB_OK;
+    if ((t->pad = t->eos) >= 0) return CDB_OK;
+    return cdb_seterr(CDB_CORRUPT, "tokenizer: %s: no pad token (no pad_token in the configs, "
+                      "no padding section, no <pad> token, no end token)", path);
+}
+
+/* A tokenizer.json: the file's own normalizer, pre-tokenizer, model and post-processor;
+** OPENCLIP cleans the text first (canonicalize, as open_clip's HFTokenizer). */
+static cdb_status open_hf(cdb_tok *t, const char *path, cdb_tok_pipeline pipe) {
+    cdb_status rc;
+    t->kind = CDB_TOK_KIND_HF_JSON;
+    t->pipe = pipe == CDB_TOK_PIPE_OPENCLIP ? CDB_TOK_PIPE_OPENCLIP : CDB_TOK_PIPE_AUTO;
+    t->clean = pipe == CDB_TOK_PIPE_OPENCLIP ? CDB_TOK_CLEAN_CANONICALIZE : CDB_TOK_CLEAN_NONE;
+    if ((rc = cdb_tok_hf_open(path, &t->hf)) != CDB_OK) {
+        char msg[1024]; /* a copy: cdb_seterr formats into the buffer cdb_errmsg reads */
+        snprintf(msg, sizeof msg, "%s", cdb_errmsg());
+        return cdb_seterr(rc, "tokenizer: %s", msg); /* msg starts with the path */
+    }
+    t->bos = cdb_tok_hf_sot_id(t->hf);
+    t->eos = cdb_tok_hf_eot_id(t->hf);
+    return hf_pad_setup(t, path);
+}
+
 static int is_file(const char *p) {
     struct stat st;
     return stat(p, &st) == 0 && S_ISREG(st.st_mode);
 }
 
 /* A model folder: CLIP's files first (a folder that has them is a CLIP one), then
-** SigLIP's spiece.model, then Gemma's tokenizer.model. */
+** SigLIP's spiece.model, then Gemma's tokenizer.model, then tokenizer.json. The .model
+** files go before tokenizer.json because transformers' SiglipTokenizer (slow) reads
+** spiece.model, and because both give the same ids where a folder has both
+** (GemmaTokenizerFast's tokenizer.json is converted from tokenizer.model). */
 static cdb_status open_dir(cdb_tok *t, const char *dir, cdb_tok_pipeline pipe) {
     char p[4096];
     static const char *const clip_files[] = {"vocab.json", "bpe_simple_vocab_16e6.txt.gz"};
@@ -180,13 +245,10 @@ static cdb_status open_dir(cdb_tok *t, const char *dir, cdb_tok_pipeline pipe) {
         if (is_file(p)) return open_spm(t, p, pipe);
     }
     snprintf(p, sizeof p, "%s/tokenizer.json", dir);
-    if (is_file(p))
-        return cdb_seterr(CDB_UNSUPPORTED, "tokenizer: %s has only tokenizer.json, and this "
-                          "clipdb has no tokenizer.json loader yet (it reads vocab.json + "
-                          "merges.txt, bpe_simple_vocab_16e6.txt.gz, spiece.model or "
-                          "tokenizer.model)", dir);
+    if (is_file(p)) return open_hf(t, p, pipe);
     return cdb_seterr(CDB_NOTFOUND, "tokenizer: %s has neither vocab.json + merges.txt, "
-                      "bpe_simple_vocab_16e6.txt.gz, spiece.model nor tokenizer.model", dir);
+                      "bpe_simple_vocab_16e6.txt.gz, spiece.model, tokenizer.model nor "
+                      "tokenizer.json", dir);
 }
 
 cdb_status cdb_tok_open_pipeline(const char *path, cdb_tok_pipeline pipeline, cdb_tok **out) {
@@ -203,6 +265,8 @@ cdb_status cdb_tok_open_pipeline(const char *path, cdb_tok_pipeline pipeline, cd
         rc = open_dir(t, path, pipeline);
     } else if (ends_with(path, ".model")) {
         rc = open_spm(t, path, pipeline);
+    } else if (ends_with(path, "tokenizer.json")) {
+        rc = open_hf(t, path, pipeline);
     } else {
         t->kind = CDB_TOK_KIND_CLIP_BPE;
         rc = cdb_tok_bpe_open(path, &t->bpe);
@@ -223,6 +287,7 @@ void cdb_tok_free(cdb_tok *t) {
     if (!t) return;
     cdb_tok_bpe_free(t->bpe);
     cdb_spm_free(t->spm);
+    cdb_tok_hf_free(t->hf);
     cdb_free(t->unk_prefix);
     cdb_free(t);
 }
@@ -232,7 +297,7 @@ void cdb_tok_free(cdb_tok *t) {
 cdb_tok_kind cdb_tok_kind_of(const cdb_tok *t) { return t ? t->kind : CDB_TOK_KIND_CLIP_BPE; }
 
 cdb_tok_pipeline cdb_tok_pipeline_of(const cdb_tok *t) {
-    return t && t->kind == CDB_TOK_KIND_SENTENCEPIECE ? t->pipe : CDB_TOK_PIPE_AUTO;
+    return t && t->kind != CDB_TOK_KIND_CLIP_BPE ? t->pipe : CDB_TOK_PIPE_AUTO;
 }
 
 int cdb_tok_vocab_size(const cdb_tok *t) {
@@ -240,6 +305,7 @@ int cdb_tok_vocab_size(const cdb_tok *t) {
     switch (t->kind) {
     case CDB_TOK_KIND_CLIP_BPE: return cdb_tok_bpe_vocab_size(t->bpe);
     case CDB_TOK_KIND_SENTENCEPIECE: return cdb_spm_vocab_size(t->spm);
+    case CDB_TOK_KIND_HF_JSON: return cdb_tok_hf_vocab_size(t->hf);
     }
     return 0;
 }
@@ -264,6 +330,7 @@ const char *cdb_tok_token_str(const cdb_tok *t, int id) {
     switch (t->kind) {
     case CDB_TOK_KIND_CLIP_BPE: return cdb_tok_bpe_token_str(t->bpe, id);
     case CDB_TOK_KIND_SENTENCEPIECE: return cdb_spm_piece(t->spm, id);
+    case CDB_TOK_KIND_HF_JSON: return cdb_tok_hf_token_str(t->hf, id);
     }
     return NULL;
 }
@@ -327,6 +394,51 @@ static cdb_status spm_tokenize(const cdb_tok *t, const char *text, size_t len, i
     return CDB_OK;
 }
 
+/* ---- the tokenizer.json pipeline ------------------------------------------------- */
+
+/* The file's ids of the cleaned text, truncated to max_len as the reference truncates
+** (0: not truncated; the post-processor's specials stay). */
+static cdb_status hf_ids(const cdb_tok *t, const char *text, size_t len, size_t max_len,
+                         int32_t **ids, size_t *n, int *truncated) {
+    char *s = NULL;
+    size_t ns = 0;
+    cdb_status rc;
+    if (t->clean == CDB_TOK_CLEAN_NONE)
+        return cdb_tok_hf_encode_max(t->hf, text, len, max_len, ids, n, truncated);
+    if ((rc = clean_utf8(text, len, t->clean, NULL, &s, &ns)) != CDB_OK) return rc;
+    rc = cdb_tok_hf_encode_max(t->hf, s, ns, max_len, ids, n, truncated);
+    cdb_free(s);
+    return rc;
+}
+
+static cdb_status hf_tokenize(const cdb_tok *t, const char *text, size_t len, int ctx,
+                              int32_t *out, int *eot_index, int *truncated) {
+    int32_t *ids = NULL;
+    size_t n = 0;
+    int cut = 0, pos;
+    cdb_status rc = hf_ids(t, text, len, (size_t)ctx, &ids, &n, &cut);
+    if (rc != CDB_OK) return rc;
+    for (pos = 0; pos < (int)n; pos++) out[pos] = ids[pos];
+    if (eot_index) *eot_index = pos > 0 ? pos - 1 : 0;
+    while (pos < ctx) out[pos++] = t->pad;
+    if (truncated) *truncated = cut;
+    cdb_free(ids);
+    return CDB_OK;
+}
+
+/* The ids without the post-processor's specials (those it puts around the text). */
+static cdb_status hf_encode(const cdb_tok *t, const char *text, size_t len, int32_t **ids,
+                            size_t *n) {
+    size_t before = 0, after = 0;
+    cdb_status rc = hf_ids(t, text, len, 0, ids, n, NULL);
+    if (rc != CDB_OK) return rc;
+    cdb_tok_hf_n_specials(t->hf, &before, &after);
+    if (*n < before + after) return CDB_OK; /* not the layout (cannot happen) */
+    memmove(*ids, *ids + before, (*n - before - after) * sizeof **ids);
+    *n -= before + after;
+    return CDB_OK;
+}
+
 /* ---- encoding (kind) ---------------------------------------------------------------- */
 
 cdb_status cdb_tok_clean_for(const cdb_tok *t, const char *text, size_t len, char **out) {
@@ -346,7 +458,9 @@ cdb_status cdb_tok_encode(const cdb_tok *t, const char *text, size_t len, int32_
     int32_t *all = NULL;
     size_t n = 0;
     *n_ids = 0;
-    cdb_status rc = spm_ids(t, text ? text : "", len, &all, &n);
+    cdb_status rc = t->kind == CDB_TOK_KIND_HF_JSON
+                        ? hf_encode(t, text ? text : "", len, &all, &n)
+                        : spm_ids(t, text ? text : "", len, &all, &n);
     if (rc != CDB_OK) return rc;
     if (n > (size_t)1 << 30) {
         cdb_free(all);
@@ -366,5 +480,7 @@ cdb_status cdb_tok_tokenize(const cdb_tok *t, const char *text, size_t len, int 
         return cdb_seterr(CDB_INVALID, "cdb_tok_tokenize: context_len %d < 2", context_len);
     if (t->kind == CDB_TOK_KIND_CLIP_BPE)
         return cdb_tok_bpe_tokenize(t->bpe, text, len, context_len, ids, eot_index, truncated);
+    if (t->kind == CDB_TOK_KIND_HF_JSON)
+        return hf_tokenize(t, text ? text : "", len, context_len, ids, eot_index, truncated);
     return spm_tokenize(t, text ? text : "", len, context_len, ids, eot_index, truncated);
 }

@@ -38,6 +38,22 @@ cdb_status cdb_tok_hf_open(const char *path, cdb_tok_hf **out /* OUT */);
 cdb_status cdb_tok_hf_encode(const cdb_tok_hf *h, const char *text, size_t len,
                              int32_t **ids /* OUT */, size_t *n /* OUT */);
 
+/* cdb_tok_hf_encode with the reference's truncation to max_len ids (0: none), as the
+** Rust crate's TruncationParams {max_length, direction Right} and transformers'
+** truncation=True apply it: the model's tokens are cut to max_len minus the number of
+** special tokens the post-processor adds, then the post-processor runs, so its start
+** and end tokens stay. *truncated (may be NULL): 1 when tokens were cut. CDB_INVALID
+** when max_len cannot hold the special tokens. */
+cdb_status cdb_tok_hf_encode_max(const cdb_tok_hf *h, const char *text, size_t len,
+                                 size_t max_len, int32_t **ids /* OUT */, size_t *n /* OUT */,
+                                 int *truncated /* OUT */);
+/* The id of the special token the post-processor puts just before / just after the
+** text of a single sequence; -1 where it puts none there. */
+int cdb_tok_hf_sot_id(const cdb_tok_hf *h);
+int cdb_tok_hf_eot_id(const cdb_tok_hf *h);
+/* How many special tokens the post-processor puts before and after that text. */
+void cdb_tok_hf_n_specials(const cdb_tok_hf *h, size_t *before /* OUT */,
+                           size_t *after /* OUT */);
 /* The id of a token string (the model's vocabulary or an added token), -1 if absent. */
 int cdb_tok_hf_token_id(const cdb_tok_hf *h, const char *token);
 /* One more than the largest id (vocabulary and added tokens). */

