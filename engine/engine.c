@@ -51,10 +51,12 @@ static cdb_status vfail(cdb_status rc, cdb_engine_err code, const char *why, con
     char what[1024], w[1024];
     vsnprintf(what, sizeof what, fmt, ap);
     /* a context why repeats (the path what names) is said once */
-    snprintf(w, sizeof w, "%s", why ? cdb_err_unsaid(what, why) : "");
+    if (why) cdb_err_said_once(what, why, w, sizeof w);
+    else w[0] = '\0';
     if (w[0]) cdb_seterr(rc, "%s (%s)", what, w);
     else cdb_seterr(rc, "%s", what);
-    t_code = code;
+    /* a full disk is said as such by every command, whatever it was writing */
+    t_code = code == CDB_ENGINE_E_NONE && cdb_eng_disk_full(rc) ? CDB_ENGINE_E_DISK_FULL : code;
     return rc;
 }
 
