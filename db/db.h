@@ -558,6 +558,13 @@ cdb_status cdb_db_max_pixels(cdb_db *db, int64_t *px /* OUT */);
 cdb_status cdb_db_set_max_pixels(cdb_db *db, int64_t px, int requeue,
                                  int64_t *n_requeued /* OUT */);
 
+/* Notes a write command keeps in the catalog (settings.c): the work it has begun and
+** not finished, so that the next writer finishes it after a kill, and what it has
+** done, so that running it again can say so. *value: heap (cdb_free), NULL when
+** there is no note. Setting NULL removes the note; one transaction. Writer. */
+cdb_status cdb_db_note_get(cdb_db *db, const char *key, char **value /* OUT */);
+cdb_status cdb_db_note_set(cdb_db *db, const char *key, const char *value);
+
 /* The setting (CDB_DB_THUMB_DEFAULT when never set). */
 cdb_status cdb_db_thumb_size(cdb_db *db, int *px /* OUT */);
 /* 0, or CDB_DB_THUMB_MIN..CDB_DB_THUMB_MAX (CDB_INVALID otherwise). Writer only. */

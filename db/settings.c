@@ -1,7 +1,8 @@
 /*
 ** settings.c: decoding settings a database keeps for every command that reads its
 ** photos (db.h): the pixel limit over which a photo is refused. Kept in the meta
-** table; 0 (never set) means the encoder's default.
+** table; 0 (never set) means the encoder's default. And the write commands' notes
+** (meta keys "note:<key>"): work begun that the next writer finishes after a kill.
 */
 #include <stdio.h>
 
@@ -40,4 +41,38 @@ cdb_status cdb_db_set_max_pixels(cdb_db *db, int64_t px, int requeue, int64_t *n
     if (rc == CDB_OK) return cdb_sql_commit(db->cat);
     cdb_sql_rollback(db->cat);
     return rc;
+}
+
+/* ---- notes ------------------------------------------------------------------------- */
+
+#define NOTE_PREFIX "note:"
+
+cdb_status cdb_db_note_get(cdb_db *db, const char *key, char **value) {
+    sqlite3_stmt *st = NULL;
+    char k[4200];
+    int s;
+    cdb_status rc = cdb_sql_prepare(db->cat, "SELECT value FROM meta WHERE key=?1", &st);
+    *value = NULL;
+    if (rc != CDB_OK) return rc;
+    snprintf(k, sizeof k, NOTE_PREFIX "%s", key);
+    sqlite3_bind_text(st, 1, k, -1, SQLITE_TRANSIENT);
+    if ((s = sqlite3_step(st)) == SQLITE_ROW) {
+        if (!(*value = cdb_sql_column_strdup(st, 0))) rc = cdb_seterr(CDB_NOMEM, "out of memory");
+    } else if (s != SQLITE_DONE) {
+        rc = cdb_sql_err(db->cat, s, "read note");
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+cdb_status cdb_db_note_set(cdb_db *db, const char *key, const char *value) {
+    sqlite3_stmt *st = NULL;
+    char k[4200];
+    cdb_status rc = cdb_sql_need_writer(db, "note");
+    if (rc != CDB_OK) return rc;
+    snprintf(k, sizeof k, NOTE_PREFIX "%s", key);
+    if (value) return cdb_sql_meta_set_text(db, k, value);
+    if ((rc = cdb_sql_prepare(db->cat, "DELETE FROM meta WHERE key=?1", &st)) != CDB_OK) return rc;
+    sqlite3_bind_text(st, 1, k, -1, SQLITE_TRANSIENT);
+    return cdb_sql_step_done(db->cat, st, "note");
 }
