@@ -660,8 +660,11 @@ void cdb_engine_errors_free(cdb_engine_error_entry *v, int64_t n);
 
 typedef struct cdb_engine_vectors cdb_engine_vectors;
 /* Iterates every stored vector of the model at model_path (NULL: the default) in file id
-** order. *model: its record; *count: the vectors stored when opened (more or fewer may
-** come if a writer commits meanwhile). Exclusive use of the handle until closed. */
+** order: those the catalog's vector directory claims, as stats counts them (a
+** shard row a forget, move or deletion is taking away, or an addition has not finished,
+** is left out). *model: its record; *count: the vectors stored when opened (more or
+** fewer may come if a writer commits meanwhile). Exclusive use of the handle until
+** closed. */
 cdb_status cdb_engine_vectors_open(cdb_engine *e, const char *model_path,
                                    cdb_engine_vectors **out /* OUT */,
                                    cdb_engine_model *model /* OUT */, int64_t *count /* OUT */);
