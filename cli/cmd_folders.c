@@ -141,6 +141,8 @@ int cdb_cli_cmd_forget(int argc, char **argv) {
         goto done;
     }
     rc = r.index_refresh_failed ? CLI_EXIT_PARTIAL : CLI_EXIT_OK;
+    if (!cdb_cli_quiet() && r.already)
+        printf("%s was forgotten already: nothing to do\n", a.pos[0]);
     if (!cdb_cli_quiet() && r.n_roots > 1)
         printf("%d folders, %s file%s in all\n", r.n_roots, cdb_cli_fmt_count(r.files, b[0], 32),
                r.files == 1 ? "" : "s");
@@ -194,7 +196,9 @@ int cdb_cli_cmd_move(int argc, char **argv) {
             rc = cdb_cli_engine_fail(NULL);
         goto done;
     }
-    if (!cdb_cli_quiet()) {
+    if (!cdb_cli_quiet() && r->already) {
+        printf("%s was moved to %s already: nothing to do\n", r->old_path, r->new_path);
+    } else if (!cdb_cli_quiet()) {
         printf("Moved %s -> %s: %s file%s", r->old_path, r->new_path,
                cdb_cli_fmt_count(r->files, b[0], 32), r->files == 1 ? "" : "s");
         if (r->present < r->files)

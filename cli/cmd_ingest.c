@@ -91,6 +91,7 @@ int cdb_cli_cmd_init(int argc, char **argv) {
         const char *dir = cdb_cli_db_path(cdb_cli_get(&a, "db"), &src);
         const char *mpath = cdb_cli_model_path(cdb_cli_get(&a, "model"), &msrc);
         cdb_engine_create_info info;
+        cdb_engine_create_params cp = cdb_engine_create_params_default();
         if (!mpath) {
             char probe[4200];
             FILE *f;
@@ -106,20 +107,11 @@ int cdb_cli_cmd_init(int argc, char **argv) {
             cdb_cli_hint("pass --model PATH (a model folder or a .safetensors file)");
             goto done;
         }
-        if (cdb_engine_create(dir, mpath, &info) != CDB_OK) {
+        cp.thumb_size = (int)thumb;
+        cp.max_pixels = max_px > 0 ? max_px : 0;
+        if (cdb_engine_create_with(dir, mpath, &cp, &info) != CDB_OK) {
             rc = cdb_cli_engine_fail(dir);
             goto done;
-        }
-        if (thumb != CDB_ENGINE_THUMB_DEFAULT || max_px >= 0) {
-            cdb_engine *e = NULL;
-            if ((rc = cdb_cli_engine_open(dir, 1, 0, CLI_DEVICE_CPU, 0, &e)) != CLI_EXIT_OK)
-                goto done;
-            if (thumb != CDB_ENGINE_THUMB_DEFAULT &&
-                cdb_engine_set_thumb_size(e, (int)thumb) != CDB_OK)
-                rc = cdb_cli_engine_fail(NULL);
-            if (rc == CLI_EXIT_OK) rc = apply_max_pixels(e, max_px);
-            cdb_engine_close(e);
-            if (rc != CLI_EXIT_OK) goto done;
         }
         if (!cdb_cli_quiet()) {
             cdb_engine *e = NULL;

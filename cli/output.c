@@ -85,12 +85,13 @@ static void vline(const char *tag, const char *color, const char *fmt, va_list a
     vfprintf(stderr, fmt, ap);
 }
 
-/* The error line "what (why)", why past the contexts what says already (the path it
-** names: cdb_err_unsaid), so each thing is named once. */
+/* The error line "what (why)", why less the contexts what says already (the path it
+** names: cdb_err_said_once), so each thing is named once. */
 static int verror(const char *why, const char *fmt, va_list ap) {
     char what[3 * 4096]; /* room for two paths of PATH_MAX and the words around them */
+    char said[4096];
     vsnprintf(what, sizeof what, fmt, ap);
-    why = cdb_err_unsaid(what, why);
+    if (why) why = cdb_err_said_once(what, why, said, sizeof said);
     stamp();
     if (g_color)
         fprintf(stderr, "clipdb: \033[1;31merror:\033[0m %s", what);

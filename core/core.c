@@ -56,7 +56,7 @@ cdb_status cdb_seterr(cdb_status rc, const char *fmt, ...) {
 }
 
 cdb_status cdb_errctx(cdb_status rc, const char *fmt, ...) {
-    char old[CDB_ERRMSG_MAX];
+    char old[CDB_ERRMSG_MAX], said[CDB_ERRMSG_MAX];
     size_t n;
     va_list ap;
     memcpy(old, tl_errmsg, sizeof old);
@@ -67,8 +67,13 @@ cdb_status cdb_errctx(cdb_status rc, const char *fmt, ...) {
     if (n + 2 < sizeof tl_errmsg) {
         memcpy(tl_errmsg + n, ": ", 3);
         n += 2;
-        /* the old message, or the status string when there was none; truncated */
-        const char *tail = old[0] ? old : cdb_status_str(rc);
+        /* the old message less what the context says already (each thing is named
+        ** once however deep the wrappers nest), or the status string when there was
+        ** none; truncated */
+        tl_errmsg[n - 2] = '\0';
+        cdb_err_said_once(tl_errmsg, old, said, sizeof said);
+        tl_errmsg[n - 2] = ':';
+        const char *tail = said[0] ? said : cdb_status_str(rc);
         size_t room = sizeof tl_errmsg - n - 1, len = strlen(tail);
         if (len > room) len = room;
         memcpy(tl_errmsg + n, tail, len);
@@ -97,6 +102,23 @@ const char *cdb_err_unsaid(const char *what, const char *why) {
            says_word(what, why, (size_t)(colon - why)))
         why = colon + 2;
     return why;
+}
+
+char *cdb_err_said_once(const char *what, const char *why, char *out, size_t size) {
+    size_t o = 0;
+    if (!size) return out;
+    why = cdb_err_unsaid(what, why);
+    for (const char *p = why; p && *p && o + 1 < size;) {
+        const char *close;
+        if (p[0] == ' ' && p[1] == '(' && (close = strchr(p + 2, ')')) &&
+            says_word(what, p + 2, (size_t)(close - p - 2))) {
+            p = close + 1; /* " (<x>)" with x said already */
+            continue;
+        }
+        out[o++] = *p++;
+    }
+    out[o] = '\0';
+    return out;
 }
 
 /* ---- logging ---------------------------------------------------------------- */

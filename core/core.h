@@ -92,6 +92,11 @@ cdb_status cdb_errctx(cdb_status rc, const char *fmt, ...) CDB_PRINTF(2, 3);
 ** once: what "cannot read the image a.jpg", why "a.jpg: image: not a JPEG..." gives
 ** "not a JPEG...". The last part is always kept. A pointer into why (NULL: why). */
 const char *cdb_err_unsaid(const char *what, const char *why);
+/* cdb_err_unsaid, and also without the " (<x>)" groups of why whose x what already
+** says as a whole word (SQLite's file name, a path a lower layer appended): what
+** "shard /d/0002.db is damaged", why "read: disk image is malformed (/d/0002.db)"
+** gives "read: disk image is malformed". Into out (size bytes); returns out. */
+char *cdb_err_said_once(const char *what, const char *why, char *out, size_t size);
 
 /* The status of a failed system call's errno: CDB_NOSPACE for a full disk or quota
 ** (ENOSPC, EDQUOT), CDB_NOMEM for ENOMEM, CDB_IO otherwise. Callers pass errno as it

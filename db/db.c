@@ -198,6 +198,7 @@ cdb_status cdb_db_open(const char *dir, const cdb_db_params *p, cdb_db **out) {
             db->shard_capacity = cap;
     }
     if (version < CDB_DB_SCHEMA_VERSION && (rc = cdb_schema_migrate(db, version)) != CDB_OK) goto fail;
+    if (!db->readonly && version > 0) cdb_shard_sweep_unlisted(db);
     *out = db;
     return CDB_OK;
 fail:

@@ -564,6 +564,12 @@ cdb_status cdb_db_set_max_pixels(cdb_db *db, int64_t px, int requeue,
 ** cleared: what `clipdb serve` reads instead of rescanning the photos. */
 cdb_status cdb_db_real_photos(cdb_db *db, int *seen /* OUT */);
 cdb_status cdb_db_set_real_photos(cdb_db *db); /* Writer only. */
+/* Notes a write command keeps in the catalog (settings.c): the work it has begun and
+** not finished, so that the next writer finishes it after a kill, and what it has
+** done, so that running it again can say so. *value: heap (cdb_free), NULL when
+** there is no note. Setting NULL removes the note; one transaction. Writer. */
+cdb_status cdb_db_note_get(cdb_db *db, const char *key, char **value /* OUT */);
+cdb_status cdb_db_note_set(cdb_db *db, const char *key, const char *value);
 
 /* The setting (CDB_DB_THUMB_DEFAULT when never set). */
 cdb_status cdb_db_thumb_size(cdb_db *db, int *px /* OUT */);

@@ -132,6 +132,10 @@ cdb_status cdb_shard_get(cdb_db *db, int32_t id, db_shard **out);
 /* Creates the shard file for id (or adopts a valid leftover of a rolled-back
 ** creation) and its catalog row, inside the caller's catalog transaction. */
 cdb_status cdb_shard_create(cdb_db *db, int32_t id);
+/* Removes the shard files the catalog does not list and that hold no vector: what a
+** run killed between creating a shard and the catalog commit that lists it leaves
+** (the next writer's open calls it; the writer lock is held). */
+void cdb_shard_sweep_unlisted(cdb_db *db);
 /* Shard assignment during one step-1 transaction: the current shard is read once
 ** and reservations are summed in memory, then written by cdb_shard_alloc_flush. */
 typedef struct db_shard_alloc {

@@ -1,8 +1,10 @@
 /*
 ** settings.c: decoding settings a database keeps for every command that reads its
 ** photos (db.h): the pixel limit over which a photo is refused (0, never set, means
-** the encoder's default); and a fact about its photos: whether a run encoded a real
-** photo (one without the generated world's mark). Kept in the meta table.
+** the encoder's default); a fact about its photos: whether a run encoded a real photo
+** (one without the generated world's mark). Kept in the meta table. And the write
+** commands' notes (meta keys "note:<key>"): work begun that the next writer finishes
+** after a kill.
 */
 #include <stdio.h>
 
@@ -57,4 +59,38 @@ cdb_status cdb_db_real_photos(cdb_db *db, int *seen) {
 cdb_status cdb_db_set_real_photos(cdb_db *db) {
     cdb_status rc = cdb_sql_need_writer(db, "set_real_photos");
     return rc == CDB_OK ? cdb_sql_meta_set_int(db, "real_photos", 1) : rc;
+}
+
+/* ---- notes ------------------------------------------------------------------------- */
+
+#define NOTE_PREFIX "note:"
+
+cdb_status cdb_db_note_get(cdb_db *db, const char *key, char **value) {
+    sqlite3_stmt *st = NULL;
+    char k[4200];
+    int s;
+    cdb_status rc = cdb_sql_prepare(db->cat, "SELECT value FROM meta WHERE key=?1", &st);
+    *value = NULL;
+    if (rc != CDB_OK) return rc;
+    snprintf(k, sizeof k, NOTE_PREFIX "%s", key);
+    sqlite3_bind_text(st, 1, k, -1, SQLITE_TRANSIENT);
+    if ((s = sqlite3_step(st)) == SQLITE_ROW) {
+        if (!(*value = cdb_sql_column_strdup(st, 0))) rc = cdb_seterr(CDB_NOMEM, "out of memory");
+    } else if (s != SQLITE_DONE) {
+        rc = cdb_sql_err(db->cat, s, "read note");
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+cdb_status cdb_db_note_set(cdb_db *db, const char *key, const char *value) {
+    sqlite3_stmt *st = NULL;
+    char k[4200];
+    cdb_status rc = cdb_sql_need_writer(db, "note");
+    if (rc != CDB_OK) return rc;
+    snprintf(k, sizeof k, NOTE_PREFIX "%s", key);
+    if (value) return cdb_sql_meta_set_text(db, k, value);
+    if ((rc = cdb_sql_prepare(db->cat, "DELETE FROM meta WHERE key=?1", &st)) != CDB_OK) return rc;
+    sqlite3_bind_text(st, 1, k, -1, SQLITE_TRANSIENT);
+    return cdb_sql_step_done(db->cat, st, "note");
 }

@@ -7,6 +7,7 @@
 ** and cdb_db_flush (shards made durable before the catalog).
 ** On-disk layout: db/README.md.
 */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -312,8 +313,7 @@ static cdb_status shard_check_identity(cdb_db *db, db_shard *sh, int32_t id, con
     char uuid[64] = "";
     cdb_status rc = cdb_sql_prepare(sh->conn, "SELECT key, value FROM meta", &st);
     if (rc != CDB_OK)
-        return cdb_seterr(CDB_CORRUPT, "shard %s is damaged or not a clipdb shard: %s", path,
-                          cdb_errmsg());
+        return cdb_errctx(CDB_CORRUPT, "shard %s is damaged or not a clipdb shard", path);
     int s;
     while ((s = sqlite3_step(st)) == SQLITE_ROW) {
         const char *k = (const char *)sqlite3_column_text(st, 0);
@@ -323,7 +323,7 @@ static cdb_status shard_check_identity(cdb_db *db, db_shard *sh, int32_t id, con
     }
     if (s != SQLITE_DONE) rc = cdb_sql_err(sh->conn, s, "read shard identity");
     sqlite3_finalize(st);
-    if (rc != CDB_OK) return cdb_seterr(CDB_CORRUPT, "shard %s is damaged: %s", path, cdb_errmsg());
+    if (rc != CDB_OK) return cdb_errctx(CDB_CORRUPT, "shard %s is damaged", path);
     if (sid != id || strcmp(uuid, db->uuid ? db->uuid : ""))
         return cdb_seterr(CDB_CORRUPT,
                           "shard %s does not belong to this database (shard id %lld, uuid %s); "
@@ -517,6 +517,59 @@ fail:
     return cdb_errctx(rc, "create shard %d", (int)id);
 }
 
+/* 1 when the shard file at path holds no vector (blank, or our schema and nothing
+** in it); 0 when it holds some or cannot be read (then it is left alone). */
+static int shard_is_empty(const char *path) {
+    sqlite3 *c = NULL;
+    sqlite3_stmt *st = NULL;
+    int empty = 0;
+    if (shard_is_blank(path)) return 1;
+    if (sqlite3_open_v2(path, &c, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK &&
+        sqlite3_prepare_v2(c, "SELECT count(*) FROM vectors", -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW)
+        empty = sqlite3_column_int64(st, 0) == 0;
+    sqlite3_finalize(st);
+    sqlite3_close_v2(c);
+    return empty;
+}
+
+/* Whether the catalog lists shard id. */
+static int shard_registered(cdb_db *db, int32_t id) {
+    sqlite3_stmt *st = NULL;
+    int found = 0;
+    if (cdb_sql_prepare(db->cat, "SELECT 1 FROM shards WHERE id=?1", &st) != CDB_OK) return 1;
+    sqlite3_bind_int(st, 1, id);
+    found = sqlite3_step(st) != SQLITE_DONE; /* an error counts as listed: kept */
+    sqlite3_finalize(st);
+    return found;
+}
+
+void cdb_shard_sweep_unlisted(cdb_db *db) {
+    char dir[4096], path[4200];
+    struct dirent *d;
+    DIR *dh;
+    snprintf(dir, sizeof dir, "%s/shards", db->dir);
+    if (!(dh = opendir(dir))) return;
+    while ((d = readdir(dh))) {
+        static const char *const sfx[] = {"-wal", "-shm", ""};
+        char tail = 0;
+        int id = 0;
+        if (sscanf(d->d_name, "%d.d%c", &id, &tail) != 2 || tail != 'b' || id <= 0 ||
+            strlen(d->d_name) != 7 || shard_is_open(db, id) || shard_registered(db, id))
+            continue;
+        cdb_shard_path(db, id, path, sizeof path);
+        if (!shard_is_empty(path)) continue;
+        CDB_LOG_INFO("db: removing %s: an empty shard a killed run created", path);
+        for (int i = 0; i < 3; i++) { /* the main file last */
+            char p[4300];
+            snprintf(p, sizeof p, "%s%s", path, sfx[i]);
+            unlink(p);
+        }
+    }
+    closedir(dh);
+    cdb_sql_fsync_dir(dir);
+}
+
 cdb_status cdb_shard_alloc_flush(cdb_db *db, db_shard_alloc *a) {
     sqlite3_stmt *st = NULL;
     if (!a->cur || !a->pending) return CDB_OK;
@@ -673,7 +726,15 @@ static cdb_status iter_new(cdb_db *db, int64_t model_id, int *n_unreadable,
             (*n_unreadable)++;
             continue;
         }
-        if ((rc = cdb_shard_get(db, id, &sh)) != CDB_OK) goto fail;
+        if ((rc = cdb_shard_get(db, id, &sh)) != CDB_OK) {
+            /* damaged inside (a header that looks right): left out as well */
+            if (!n_unreadable || rc != CDB_CORRUPT) goto fail;
+            CDB_LOG_WARN("db: %s: its vectors are left out", cdb_errmsg());
+            cdb_clearerr();
+            rc = CDB_OK;
+            (*n_unreadable)++;
+            continue;
+        }
         if (it->n_src == cap) {
             cap = cap ? cap * 2 : 8;
             iter_src *n = cdb_realloc(it->src, (size_t)cap * sizeof *n);
@@ -778,7 +839,12 @@ static cdb_status get_one(cdb_db *db, int64_t model_id, int dim, int64_t file_id
         *found = CDB_DB_FOUND_UNREADABLE;
         return CDB_OK;
     }
-    if ((rc = cdb_shard_get(db, shard, &sh)) != CDB_OK) return rc;
+    if ((rc = cdb_shard_get(db, shard, &sh)) != CDB_OK) {
+        if (!skip_unreadable || rc != CDB_CORRUPT) return rc;
+        cdb_clearerr(); /* damaged inside: as one that fails its file check */
+        *found = CDB_DB_FOUND_UNREADABLE;
+        return CDB_OK;
+    }
     if (sqlite3_get_autocommit(sh->conn) && (rc = cdb_sql_exec(sh->conn, "BEGIN")) != CDB_OK) return rc;
     sqlite3_reset(sh->st_get);
     sqlite3_bind_int64(sh->st_get, 1, model_id);

@@ -1,7 +1,7 @@
 /*
 ** engine.c: the engine handle (engine.h): opening a database as reader or writer,
 ** the pool of reader handles that lets searches run on many threads at once, the
-** models a handle has loaded, creating a database bound to a model, and the error
+** models a handle has loaded, and the error
 ** conventions every public call follows (a complete "what (why)" sentence in
 ** cdb_errmsg plus a detail code).
 **
@@ -51,10 +51,12 @@ static cdb_status vfail(cdb_status rc, cdb_engine_err code, const char *why, con
     char what[1024], w[1024];
     vsnprintf(what, sizeof what, fmt, ap);
     /* a context why repeats (the path what names) is said once */
-    snprintf(w, sizeof w, "%s", why ? cdb_err_unsaid(what, why) : "");
+    if (why) cdb_err_said_once(what, why, w, sizeof w);
+    else w[0] = '\0';
     if (w[0]) cdb_seterr(rc, "%s (%s)", what, w);
     else cdb_seterr(rc, "%s", what);
-    t_code = code;
+    /* a full disk is said as such by every command, whatever it was writing */
+    t_code = code == CDB_ENGINE_E_NONE && cdb_eng_disk_full(rc) ? CDB_ENGINE_E_DISK_FULL : code;
     return rc;
 }
 
@@ -262,6 +264,12 @@ cdb_status cdb_engine_open(const char *dir, const cdb_engine_params *p, cdb_engi
         cdb_seterr(rc, "%s", msg);
         return cdb_eng_code(rc, code);
     }
+    /* work a killed writer left: finished by the next writer, whatever its command */
+    if (e->p.writer && cdb_eng_finish_leftovers(e) != CDB_OK)
+        cdb_eng_warn(&e->p.events, "a forget or move that an earlier run began could not be "
+                     "finished (%s); the next run tries again", cdb_errmsg());
+    cdb_eng_clear();
+    cdb_clearerr();
     *out = e;
     return CDB_OK;
 }
@@ -765,63 +773,6 @@ cdb_status cdb_engine_set_default_model(cdb_engine *e, const char *spec, cdb_eng
     dm.is_default = 1;
     if (out) cdb_eng_model_to_public(&dm, out);
     return CDB_OK;
-}
-
-/* ---- creating a database ----------------------------------------------------------------- */
-
-/* A write that failed: a full disk gets its own wording (and detail code). */
-static cdb_status write_fail(cdb_status rc, const char *what) {
-    if (cdb_eng_disk_full(rc))
-        return cdb_eng_fail(rc, CDB_ENGINE_E_DISK_FULL, "%s: no space left on device", what);
-    return cdb_eng_fail(rc, CDB_ENGINE_E_NONE, "%s", what);
-}
-
-cdb_status cdb_engine_create(const char *dir, const char *model_path, cdb_engine_create_info *out) {
-    char probe[PATH_MAX + 16], what[PATH_MAX + 64];
-    struct stat st;
-    cdb_db *db = NULL;
-    cdb_db_params p = cdb_db_params_default();
-    cdb_model *m = NULL;
-    cdb_model_params mp = cdb_model_params_default();
-    cdb_status rc;
-    int64_t model_id = 0;
-    char *info = NULL;
-    cdb_eng_clear();
-    snprintf(probe, sizeof probe, "%s/catalog.db", dir);
-    if (stat(probe, &st) == 0)
-        return cdb_eng_failw(CDB_INVALID, CDB_ENGINE_E_EXISTS, "it would be replaced",
-                         "a database already exists at %s", dir);
-    if (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode))
-        return cdb_eng_failw(CDB_INVALID, CDB_ENGINE_E_NONE, "it is a file: a database is a folder",
-                             "cannot create a database at %s", dir);
-    mp.load_vision = 0; /* only the identity and sizes are needed */
-    if ((rc = cdb_model_open(model_path, &mp, &m)) != CDB_OK)
-        return cdb_eng_fail(rc, CDB_ENGINE_E_MODEL_LOAD, "cannot load the model %s", model_path);
-    p.create = 1;
-    if ((rc = cdb_db_open(dir, &p, &db)) != CDB_OK) {
-        cdb_model_close(m);
-        snprintf(what, sizeof what, "cannot create a database at %s", dir);
-        return write_fail(rc, what);
-    }
-    const cdb_model_info *mi = cdb_model_get_info(m);
-    info = cdb_eng_model_info_json(model_path, m);
-    rc = cdb_db_model_register(db, mi->hash, mi->name, mi->embed_dim, info, &model_id);
-    if (rc == CDB_OK) rc = cdb_db_model_set_default(db, model_id);
-    if (rc != CDB_OK) {
-        snprintf(what, sizeof what, "cannot record the model in %s", dir);
-        write_fail(rc, what);
-    } else if (out) {
-        memset(out, 0, sizeof *out);
-        snprintf(out->model_name, sizeof out->model_name, "%s", mi->name);
-        out->dim = mi->embed_dim;
-        out->model_id = model_id;
-        out->has_tower = mi->has_text;
-        out->text = mi->has_text && cdb_model_tokenizer(m) != NULL;
-    }
-    free(info);
-    cdb_db_close(db);
-    cdb_model_close(m);
-    return rc;
 }
 
 /* ---- checking ingest PATHs --------------------------------------------------------------- */

@@ -190,9 +190,22 @@ typedef struct cdb_engine_create_info {
     int has_tower; /* 1: it has a text tower (text = 0 with it: no tokenizer found) */
 } cdb_engine_create_info;
 
+/* The settings a new database starts with. */
+typedef struct cdb_engine_create_params {
+    int thumb_size;     /* CDB_ENGINE_THUMB_DEFAULT, 0 (none) or THUMB_MIN..MAX */
+    int64_t max_pixels; /* the pixel limit; 0: the encoder's default */
+} cdb_engine_create_params;
+cdb_engine_create_params cdb_engine_create_params_default(void);
 /* Creates a new database in dir bound to the model at model_path (its identity and
-** sizes are read; the weights are not loaded). CDB_INVALID with E_EXISTS when dir
-** already holds a database (nothing is changed); E_MODEL_LOAD; E_DISK_FULL. */
+** sizes are read; the weights are not loaded), with the settings of cp (NULL: the
+** defaults). All or nothing (create.c): after a kill or a failure at any moment dir
+** holds a whole database or none, and a rerun succeeds; dir may be absent, an empty
+** folder or a folder of other files (left as they are). CDB_INVALID with E_EXISTS
+** when dir already holds a database (nothing is changed); E_MODEL_LOAD; E_DISK_FULL. */
+cdb_status cdb_engine_create_with(const char *dir, const char *model_path,
+                                  const cdb_engine_create_params *cp,
+                                  cdb_engine_create_info *out /* OUT, may be NULL */);
+/* cdb_engine_create_with with the default settings. */
 cdb_status cdb_engine_create(const char *dir, const char *model_path,
                              cdb_engine_create_info *out /* OUT, may be NULL */);
 
@@ -665,8 +678,11 @@ void cdb_engine_errors_free(cdb_engine_error_entry *v, int64_t n);
 
 typedef struct cdb_engine_vectors cdb_engine_vectors;
 /* Iterates every stored vector of the model at model_path (NULL: the default) in file id
-** order. *model: its record; *count: the vectors stored when opened (more or fewer may
-** come if a writer commits meanwhile). Exclusive use of the handle until closed. */
+** order: those the catalog's vector directory claims, as stats counts them (a
+** shard row a forget, move or deletion is taking away, or an addition has not finished,
+** is left out). *model: its record; *count: the vectors stored when opened (more or
+** fewer may come if a writer commits meanwhile). Exclusive use of the handle until
+** closed. */
 cdb_status cdb_engine_vectors_open(cdb_engine *e, const char *model_path,
                                    cdb_engine_vectors **out /* OUT */,
                                    cdb_engine_model *model /* OUT */, int64_t *count /* OUT */);
@@ -724,10 +740,13 @@ typedef struct cdb_engine_forget_report {
     int index_refresh_failed; /* a model's index could not be refreshed (warned):
                                  searches stay correct, 'index build' rebuilds it */
     char container[4096];  /* E_PART_OF_ROOT: the folder root that holds the path */
+    int already;           /* 1: the path was forgotten before (nothing left to do) */
 } cdb_engine_forget_report;
 /* Removes the root at path, or every root inside it (path: a recorded folder or file;
 ** an unmounted one is matched by its absolute path), with their files, vectors and
-** thumbnails, gives the space back and refreshes the indexes. Writer. E_NOT_A_ROOT,
+** thumbnails, gives the space back and refreshes the indexes. Writer. Rerunnable: a
+** forget killed at any moment is finished by the next writer that opens the database,
+** and the same forget again returns CDB_OK with out->already. E_NOT_A_ROOT,
 ** E_PART_OF_ROOT (out->container). *out: cdb_engine_forget_report_free. */
 cdb_status cdb_engine_forget(cdb_engine *e, const char *path,
                              cdb_engine_forget_report *out /* OUT */);
@@ -740,10 +759,13 @@ typedef struct cdb_engine_move_report {
     char container[4096];  /* E_PART_OF_ROOT: the folder root that holds OLD */
     char bad_root[4096], bad_dest[4096]; /* E_MOVE_TARGET: root and its would-be path */
     int bad_dest_is_file;
+    int already;           /* 1: OLD was moved to NEW before (nothing left to do) */
 } cdb_engine_move_report;
 /* Tells the database that the root(s) at old_path now live at new_path (which must
 ** exist, holding at least one of their recorded files): paths rewritten, vectors kept;
-** the next reindex checks the files. Writer. E_NOT_A_ROOT, E_PART_OF_ROOT,
+** the next reindex checks the files. Writer. Rerunnable: a move killed at any moment
+** is finished by the next writer that opens the database, and the same move again
+** returns CDB_OK with out->already. E_NOT_A_ROOT, E_PART_OF_ROOT,
 ** E_MOVE_TARGET, E_MOVE_NOTHING. */
 cdb_status cdb_engine_move(cdb_engine *e, const char *old_path, const char *new_path,
                            cdb_engine_move_report *out /* OUT */);

@@ -55,6 +55,13 @@ const char *cdb_eng_fmt_count(int64_t n, char *buf, size_t size);
 /* 1 when rc (with the current errmsg) means the disk is full. */
 int cdb_eng_disk_full(cdb_status rc);
 
+/* ---- work a killed writer left (folders.c) --------------------------------------- */
+
+/* Finishes a move or a forget that a killed run began (their notes in the catalog say
+** which): the roots still at its path, then for a move the folding of roots, for a
+** forget the indexes and the space. CDB_OK when there was none. Writer. */
+cdb_status cdb_eng_finish_leftovers(cdb_engine *e);
+
 /* ---- events ------------------------------------------------------------------------ */
 
 void cdb_eng_warn(const cdb_engine_events *ev, const char *fmt, ...) CDB_PRINTF(2, 3);

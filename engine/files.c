@@ -285,6 +285,8 @@ cdb_status cdb_engine_errors(cdb_engine *e, cdb_engine_error_entry **out, int64_
 struct cdb_engine_vectors {
     cdb_engine *e;
     cdb_db_iter *it;
+    int64_t model_id;
+    int dim;
 };
 
 cdb_status cdb_engine_vectors_open(cdb_engine *e, const char *model_path, cdb_engine_vectors **out,
@@ -304,6 +306,8 @@ cdb_status cdb_engine_vectors_open(cdb_engine *e, const char *model_path, cdb_en
     *count = counts.n_vectors;
     if (!(v = calloc(1, sizeof *v))) return cdb_seterr(CDB_NOMEM, "out of memory");
     v->e = e;
+    v->model_id = m->dm.id;
+    v->dim = m->dm.dim;
     if ((st = cdb_db_iter_new(e->db, m->dm.id, &v->it)) != CDB_OK) {
         free(v);
         return cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot read the vectors");
@@ -312,16 +316,48 @@ cdb_status cdb_engine_vectors_open(cdb_engine *e, const char *model_path, cdb_en
     return CDB_OK;
 }
 
+/* Keeps of the n vectors read (ids, f32, f16; the latter two may be NULL) those the
+** catalog's vector directory claims, moved to the front in order; *kept of them. A
+** shard row without its claim is one a commit is taking away or has not finished
+** adding (the write order: a deletion takes the claim back in its first step, before
+** the shard's row goes; an addition claims in its last), so the export agrees with
+** stats: a file being forgotten or folded away has no vector any more. */
+static cdb_status keep_claimed(const cdb_engine_vectors *v, int n, int64_t *ids, float *f32,
+                               uint16_t *f16, int *kept) {
+    size_t dim = (size_t)v->dim;
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        int has = 0;
+        cdb_status st = cdb_db_file_has_vector(v->e->db, v->model_id, ids[i], &has);
+        if (st != CDB_OK) return st;
+        if (!has) continue;
+        if (k != i) {
+            ids[k] = ids[i];
+            if (f32) memcpy(f32 + (size_t)k * dim, f32 + (size_t)i * dim, dim * sizeof *f32);
+            if (f16) memcpy(f16 + (size_t)k * dim, f16 + (size_t)i * dim, dim * sizeof *f16);
+        }
+        k++;
+    }
+    *kept = k;
+    return CDB_OK;
+}
+
 cdb_status cdb_engine_vectors_read(cdb_engine_vectors *v, int cap, int64_t *ids, float *f32,
                                    uint16_t *f16, char **paths, int *n) {
     int64_t *own = NULL;
+    int got = 0;
     cdb_status st;
     cdb_eng_clear();
     *n = 0;
     if (!ids && !(ids = own = malloc(sizeof *ids * (size_t)(cap > 0 ? cap : 1))))
         return cdb_seterr(CDB_NOMEM, "out of memory");
-    st = cdb_db_iter_read(v->it, cap, ids, f32, f16, n);
+    /* 0 kept of a chunk is not the end: read on until one is kept or none is left */
+    do {
+        if ((st = cdb_db_iter_read(v->it, cap, ids, f32, f16, &got)) == CDB_OK)
+            st = keep_claimed(v, got, ids, f32, f16, n);
+    } while (st == CDB_OK && got > 0 && *n == 0);
     if (st != CDB_OK) {
+        *n = 0;
         free(own);
         return cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot read the vectors");
     }

@@ -297,12 +297,92 @@ static cdb_status open_library(cdb_engine *e, cdb_db_model *dm, eng_library *lib
     return CDB_OK;
 }
 
+/* The notes a forget keeps (db.h): "forget" holds the path of a forget begun and not
+** finished (the next writer finishes it: cdb_eng_finish_forget), "forgotten:PATH" says
+** that PATH was forgotten (running the same forget again says so). */
+#define NOTE_FORGET "forget"
+#define NOTE_FORGOTTEN "forgotten:"
+
+/* Forgets the roots idx[0..n) of lib into out: their files, vectors and rows. */
+static cdb_status forget_roots(cdb_engine *e, const cdb_db_model *dm, const eng_library *lib,
+                               const int *idx, int n, cdb_engine_forget_report *out) {
+    for (int i = 0; i < n; i++) {
+        const eng_root *r = &lib->r[idx[i]];
+        int64_t k = 0;
+        cdb_status st;
+        if ((st = cdb_db_root_forget(e->db, dm->id, r->id, &k)) != CDB_OK)
+            return cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot forget %s", r->path);
+        cdb_engine_forgot *f = &out->roots[out->n_roots];
+        if (!(f->path = strdup(r->path))) return cdb_seterr(CDB_NOMEM, "out of memory");
+        out->n_roots++;
+        f->is_file = r->kind == CDB_DB_ROOT_FILE;
+        f->files = k;
+        out->files += k;
+    }
+    return CDB_OK;
+}
+
+/* What a forget does once the rows are gone: drops the thumbnails, brings every index
+** up to date, gives the space back, and clears the note that a forget is under way
+** (kept when an index could not be refreshed, so the next writer tries again). */
+static cdb_status forget_finish(cdb_engine *e, cdb_engine_forget_report *out) {
+    cdb_status st;
+    int r;
+    if (cdb_db_thumbs_prune(e->db, NULL) != CDB_OK) /* a cache: never fatal */
+        CDB_LOG_WARN("the forgotten files' thumbnails were not dropped: %s", cdb_errmsg());
+    /* the indexes first: their writes then go into the compaction too */
+    if ((r = cdb_eng_refresh_all_indexes(e->db, &e->p.events)) < 0)
+        return CDB_ERROR; /* errmsg: cannot list the models (...) */
+    out->index_refresh_failed = r > 0;
+    if ((st = cdb_db_compact(e->db, NULL)) != CDB_OK)
+        return cdb_eng_fail(st, CDB_ENGINE_E_NONE,
+                            "forgotten, but the space could not be given back");
+    if (!r && (st = cdb_db_note_set(e->db, NOTE_FORGET, NULL)) != CDB_OK)
+        return cdb_eng_fail(st, CDB_ENGINE_E_NONE, "forgotten, but the database could not record "
+                            "that it is done");
+    return CDB_OK;
+}
+
+/* Allocates out's root list for lib (and idx, n entries). */
+static cdb_status forget_alloc(const eng_library *lib, int **idx, cdb_engine_forget_report *out,
+                               const char *path) {
+    if (!(*idx = calloc((size_t)(lib->n ? lib->n : 1), sizeof **idx)) ||
+        !(out->roots = calloc((size_t)(lib->n ? lib->n : 1), sizeof *out->roots)))
+        return cdb_eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory", "cannot forget %s",
+                             path);
+    return CDB_OK;
+}
+
+/* Finishes a forget that a killed run began (its note says which). */
+static cdb_status finish_forget(cdb_engine *e) {
+    int n = 0, *idx = NULL;
+    cdb_db_model dm;
+    eng_library lib = {0};
+    cdb_engine_forget_report out;
+    char *path = NULL, container[PATH_MAX];
+    cdb_status st;
+    memset(&out, 0, sizeof out);
+    if ((st = cdb_db_note_get(e->db, NOTE_FORGET, &path)) != CDB_OK || !path) return st;
+    CDB_LOG_INFO("finishing the forget of %s that a killed run began", path);
+    if ((st = open_library(e, &dm, &lib)) == CDB_OK &&
+        (st = forget_alloc(&lib, &idx, &out, path)) == CDB_OK) {
+        if (roots_at(&lib, path, idx, &n, container, sizeof container) != CDB_OK) n = 0;
+        cdb_eng_clear();
+        if ((st = forget_roots(e, &dm, &lib, idx, n, &out)) == CDB_OK) st = forget_finish(e, &out);
+    }
+    free(idx);
+    cdb_free(path);
+    cdb_eng_library_free(&lib);
+    cdb_engine_forget_report_free(&out);
+    return st;
+}
+
 cdb_status cdb_engine_forget(cdb_engine *e, const char *path_in, cdb_engine_forget_report *out) {
     int n = 0, *idx = NULL;
     int64_t disk_before;
     cdb_db_model dm;
     eng_library lib = {0};
-    char *path = NULL;
+    char *path = NULL, *done = NULL, key[PATH_MAX + 16];
     cdb_status st;
     cdb_eng_clear();
     memset(out, 0, sizeof *out);
@@ -311,52 +391,36 @@ cdb_status cdb_engine_forget(cdb_engine *e, const char *path_in, cdb_engine_forg
     if (!(path = normalized_path(path_in)))
         return cdb_eng_failw(CDB_IO, CDB_ENGINE_E_NONE, strerror(errno), "cannot forget %s",
                              path_in);
+    snprintf(key, sizeof key, NOTE_FORGOTTEN "%s", path);
     if ((st = open_library(e, &dm, &lib)) != CDB_OK) goto done;
-    if (!(idx = calloc((size_t)(lib.n ? lib.n : 1), sizeof *idx)) ||
-        !(out->roots = calloc((size_t)(lib.n ? lib.n : 1), sizeof *out->roots))) {
-        st = cdb_eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory", "cannot forget %s", path);
+    if ((st = forget_alloc(&lib, &idx, out, path)) != CDB_OK) goto done;
+    if ((st = roots_at(&lib, path, idx, &n, out->container, sizeof out->container)) != CDB_OK) {
+        /* the same forget again (also after a kill: the work left was finished when
+        ** this writer opened the database) */
+        if (cdb_engine_errcode() == CDB_ENGINE_E_NOT_A_ROOT &&
+            cdb_db_note_get(e->db, key, &done) == CDB_OK && done) {
+            cdb_eng_clear();
+            out->already = 1;
+            st = CDB_OK;
+        }
         goto done;
     }
-    if ((st = roots_at(&lib, path, idx, &n, out->container, sizeof out->container)) != CDB_OK)
-        goto done;
-    for (int i = 0; i < n; i++) {
-        const eng_root *r = &lib.r[idx[i]];
-        int64_t k = 0;
-        if ((st = cdb_db_root_forget(e->db, dm.id, r->id, &k)) != CDB_OK) {
-            st = cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot forget %s", r->path);
-            goto done;
-        }
-        cdb_engine_forgot *f = &out->roots[out->n_roots];
-        if (!(f->path = strdup(r->path))) {
-            st = cdb_seterr(CDB_NOMEM, "out of memory");
-            goto done;
-        }
-        out->n_roots++;
-        f->is_file = r->kind == CDB_DB_ROOT_FILE;
-        f->files = k;
-        out->files += k;
-    }
-    if (cdb_db_thumbs_prune(e->db, NULL) != CDB_OK) /* a cache: never fatal */
-        CDB_LOG_WARN("the forgotten files' thumbnails were not dropped: %s", cdb_errmsg());
-    { /* the indexes first: their writes then go into the compaction too */
-        int r = cdb_eng_refresh_all_indexes(e->db, &e->p.events);
-        if (r < 0) {
-            st = CDB_ERROR; /* errmsg: cannot list the models (...) */
-            goto done;
-        }
-        out->index_refresh_failed = r > 0;
-    }
-    if ((st = cdb_db_compact(e->db, NULL)) != CDB_OK) {
-        st =
-            cdb_eng_fail(st, CDB_ENGINE_E_NONE, "forgotten, but the space could not be given back");
+    /* the notes first, each one transaction: after a kill from here on the next
+    ** writer finishes the forget, and the same forget again says it is done */
+    if ((st = cdb_db_note_set(e->db, key, "1")) != CDB_OK ||
+        (st = cdb_db_note_set(e->db, NOTE_FORGET, path)) != CDB_OK) {
+        st = cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot forget %s", path);
         goto done;
     }
+    if ((st = forget_roots(e, &dm, &lib, idx, n, out)) != CDB_OK) goto done;
+    if ((st = forget_finish(e, out)) != CDB_OK) goto done;
     /* what the folder really shrank by: shards, catalog, thumbnails, index files, WALs */
     out->bytes_freed = disk_before - cdb_eng_disk_bytes(e->dir);
     if (out->bytes_freed < 0) out->bytes_freed = 0;
 done:
     free(idx);
     free(path);
+    cdb_free(done);
     cdb_eng_library_free(&lib);
     return st;
 }
@@ -378,12 +442,83 @@ static int count_there(const cdb_db_file *f, void *ud_) {
     return 0;
 }
 
+/* The notes a move keeps: "move" holds OLD of a move begun and not finished, and
+** "moved:OLD" its NEW (the next writer finishes the move: finish_move; the same move
+** again says it is done). */
+#define NOTE_MOVE "move"
+#define NOTE_MOVED "moved:"
+
+/* The new paths of the roots idx[0..n) of lib at old when old becomes newp (heap,
+** dest[i] for each; cdb_free). */
+static cdb_status move_dests(const eng_library *lib, const int *idx, int n, const char *old,
+                             const char *newp, char **dest) {
+    for (int i = 0; i < n; i++) {
+        const char *rest = lib->r[idx[i]].path + strlen(old);
+        if (!(dest[i] = cdb_db_path_join(newp, *rest == '/' ? rest + 1 : rest)))
+            return cdb_eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory", "cannot move %s",
+                                 old);
+    }
+    return CDB_OK;
+}
+
+/* Rewrites the paths of the roots idx[0..n) of lib to dest, folds the roots that NEW
+** holds or lies in (library normalize) and clears the move's note. */
+static cdb_status move_roots(cdb_engine *e, int64_t model_id, eng_library *lib, const int *idx,
+                             int n, char *const *dest) {
+    cdb_status st;
+    for (int i = 0; i < n; i++)
+        if ((st = cdb_db_root_set_path(e->db, lib->r[idx[i]].id, dest[i])) != CDB_OK)
+            return cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot move %s", lib->r[idx[i]].path);
+    /* NEW may lie inside a recorded folder, or hold recorded roots: fold them */
+    cdb_eng_library_free(lib);
+    if ((st = cdb_eng_library_load(e->db, lib)) != CDB_OK ||
+        (st = cdb_eng_library_normalize(e->db, model_id, lib, NULL)) != CDB_OK ||
+        (st = cdb_db_note_set(e->db, NOTE_MOVE, NULL)) != CDB_OK)
+        return cdb_eng_fail(st, CDB_ENGINE_E_NONE, "moved, but the folders could not be merged");
+    return CDB_OK;
+}
+
+/* Finishes a move that a killed run began (its notes say which). */
+static cdb_status finish_move(cdb_engine *e) {
+    int n = 0, *idx = NULL;
+    cdb_db_model dm;
+    eng_library lib = {0};
+    char *old = NULL, *newp = NULL, **dest = NULL, key[PATH_MAX + 16], container[PATH_MAX];
+    cdb_status st;
+    if ((st = cdb_db_note_get(e->db, NOTE_MOVE, &old)) != CDB_OK || !old) return st;
+    snprintf(key, sizeof key, NOTE_MOVED "%s", old);
+    CDB_LOG_INFO("finishing the move of %s that a killed run began", old);
+    if ((st = cdb_db_note_get(e->db, key, &newp)) == CDB_OK && newp &&
+        (st = open_library(e, &dm, &lib)) == CDB_OK) {
+        idx = calloc((size_t)(lib.n ? lib.n : 1), sizeof *idx);
+        dest = calloc((size_t)(lib.n ? lib.n : 1), sizeof *dest);
+        if (!idx || !dest) st = cdb_seterr(CDB_NOMEM, "out of memory");
+        else if (roots_at(&lib, old, idx, &n, container, sizeof container) != CDB_OK) n = 0;
+        cdb_eng_clear();
+        if (st == CDB_OK) st = move_dests(&lib, idx, n, old, newp, dest);
+        if (st == CDB_OK) st = move_roots(e, dm.id, &lib, idx, n, dest);
+    }
+    for (int i = 0; dest && i < n; i++) cdb_free(dest[i]);
+    free(dest);
+    free(idx);
+    cdb_free(old);
+    cdb_free(newp);
+    cdb_eng_library_free(&lib);
+    return st;
+}
+
+cdb_status cdb_eng_finish_leftovers(cdb_engine *e) {
+    cdb_status st = finish_move(e);
+    if (st != CDB_OK) return st;
+    return finish_forget(e);
+}
+
 cdb_status cdb_engine_move(cdb_engine *e, const char *old_in, const char *new_in,
                            cdb_engine_move_report *out) {
     int n = 0, *idx = NULL;
     cdb_db_model dm;
     eng_library lib = {0};
-    char *old = NULL, **dest = NULL, newp[PATH_MAX];
+    char *old = NULL, **dest = NULL, newp[PATH_MAX], key[PATH_MAX + 16], *done = NULL;
     there_ud there = {0};
     cdb_status st;
     cdb_eng_clear();
@@ -396,6 +531,7 @@ cdb_status cdb_engine_move(cdb_engine *e, const char *old_in, const char *new_in
         return cdb_eng_failw(CDB_IO, CDB_ENGINE_E_NONE, strerror(errno), "cannot move %s", old_in);
     snprintf(out->old_path, sizeof out->old_path, "%s", old);
     snprintf(out->new_path, sizeof out->new_path, "%s", newp);
+    snprintf(key, sizeof key, NOTE_MOVED "%s", old);
     if ((st = open_library(e, &dm, &lib)) != CDB_OK) goto done;
     idx = calloc((size_t)(lib.n ? lib.n : 1), sizeof *idx);
     dest = calloc((size_t)(lib.n ? lib.n : 1), sizeof *dest);
@@ -403,18 +539,21 @@ cdb_status cdb_engine_move(cdb_engine *e, const char *old_in, const char *new_in
         st = cdb_eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory", "cannot move %s", old);
         goto done;
     }
-    if ((st = roots_at(&lib, old, idx, &n, out->container, sizeof out->container)) != CDB_OK)
+    if ((st = roots_at(&lib, old, idx, &n, out->container, sizeof out->container)) != CDB_OK) {
+        /* the same move again (also after a kill: the writer's open finished it) */
+        if (cdb_engine_errcode() == CDB_ENGINE_E_NOT_A_ROOT &&
+            cdb_db_note_get(e->db, key, &done) == CDB_OK && done && !strcmp(done, newp)) {
+            cdb_eng_clear();
+            out->already = 1;
+            st = CDB_OK;
+        }
         goto done;
+    }
     /* where each root goes, and how many of its files are there */
+    if ((st = move_dests(&lib, idx, n, old, newp, dest)) != CDB_OK) goto done;
     for (int i = 0; i < n; i++) {
         const eng_root *r = &lib.r[idx[i]];
         struct stat sb;
-        const char *rest = r->path + strlen(old);
-        if (!(dest[i] = cdb_db_path_join(newp, *rest == '/' ? rest + 1 : rest))) {
-            st =
-                cdb_eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory", "cannot move %s", old);
-            goto done;
-        }
         if (stat(dest[i], &sb) != 0 ||
             (r->kind == CDB_DB_ROOT_FILE ? !S_ISREG(sb.st_mode) : !S_ISDIR(sb.st_mode))) {
             snprintf(out->bad_root, sizeof out->bad_root, "%s", r->path);
@@ -443,21 +582,19 @@ cdb_status cdb_engine_move(cdb_engine *e, const char *old_in, const char *new_in
                                cdb_eng_fmt_count(there.live, b, sizeof b), old, newp);
         goto done;
     }
-    for (int i = 0; i < n; i++)
-        if ((st = cdb_db_root_set_path(e->db, lib.r[idx[i]].id, dest[i])) != CDB_OK) {
-            st = cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot move %s", lib.r[idx[i]].path);
-            goto done;
-        }
-    /* NEW may lie inside a recorded folder, or hold recorded roots: fold them */
-    cdb_eng_library_free(&lib);
-    if ((st = cdb_eng_library_load(e->db, &lib)) != CDB_OK ||
-        (st = cdb_eng_library_normalize(e->db, dm.id, &lib, NULL)) != CDB_OK)
-        st = cdb_eng_fail(st, CDB_ENGINE_E_NONE, "moved, but the folders could not be merged");
+    /* the notes first: after a kill from here on the next writer finishes the move */
+    if ((st = cdb_db_note_set(e->db, key, newp)) != CDB_OK ||
+        (st = cdb_db_note_set(e->db, NOTE_MOVE, old)) != CDB_OK) {
+        st = cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot move %s", old);
+        goto done;
+    }
+    st = move_roots(e, dm.id, &lib, idx, n, dest);
 done:
     for (int i = 0; dest && i < n; i++) cdb_free(dest[i]);
     free(dest);
     free(idx);
     free(old);
+    cdb_free(done);
     cdb_eng_library_free(&lib);
     return st;
 }

@@ -105,14 +105,23 @@ static void capture_end(stderr_capture *c, const char *factory) {
     }
 }
 
+/* Below this many vectors per list on average, an IVF index probes every list. */
+#define IVF_SMALL_LIST_AVG 32
+
+int cdb_index_nprobe_effective_(const cdb_index_info *info, int64_t ntotal) {
+    if (!info->nlist) return 0;
+    if (ntotal < (int64_t)IVF_SMALL_LIST_AVG * info->nlist) return info->nlist;
+    return info->nprobe < info->nlist ? info->nprobe : info->nlist;
+}
+
 cdb_status cdb_index_apply_params_(cdb_index *ix) {
     FaissParameterSpace *ps = NULL;
     cdb_status rc = CDB_OK;
-    int frc;
-    if (!ix->info.nprobe && !ix->info.ef_search) return CDB_OK;
+    int frc, nprobe = cdb_index_nprobe_effective_(&ix->info, faiss_Index_ntotal(ix->fx));
+    if (!nprobe && !ix->info.ef_search) return CDB_OK;
     if ((frc = faiss_ParameterSpace_new(&ps)) != 0) return cdb_index_faiss_err_(frc, "ParameterSpace");
-    if (ix->info.nprobe &&
-        (frc = faiss_ParameterSpace_set_index_parameter(ps, ix->fx, "nprobe", ix->info.nprobe)) != 0) {
+    if (nprobe &&
+        (frc = faiss_ParameterSpace_set_index_parameter(ps, ix->fx, "nprobe", nprobe)) != 0) {
         rc = cdb_index_faiss_err_(frc, "set nprobe");
         goto done;
     }
@@ -246,7 +255,7 @@ cdb_status cdb_index_add(cdb_index *ix, const int64_t *ids, const uint16_t *vecs
         if (frc != 0) return cdb_index_faiss_err_(frc, "add_with_ids");
         if ((rc = cover(ix, ids + off, c)) != CDB_OK) return rc;
     }
-    return CDB_OK;
+    return cdb_index_apply_params_(ix); /* nprobe follows the size */
 }
 
 cdb_status cdb_index_remove(cdb_index *ix, const int64_t *ids, int64_t n) {

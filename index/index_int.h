@@ -23,7 +23,16 @@ cdb_status cdb_index_faiss_err_(int frc, const char *what);
 /* plan.c: the memory an index of this kind and size takes (its estimate, in bytes). */
 size_t cdb_index_estimate_bytes_(cdb_index_kind kind, int64_t n, int dim, int nlist, int pq_m);
 
-/* Applies info.nprobe / info.ef_search to the FAISS index where they apply. */
+/* The lists an IVF index probes per query (0: not IVF). nprobe follows nlist and the
+** collection: the planned share of the lists (plan.c: nlist/32 and at least 8 for
+** IVF-SQ, nlist/64 and at least 16 for IVF-PQ, or the user's), and every list while
+** the lists hold fewer than 32 vectors on average (a small database: a scan of all
+** of them costs no more than 32 codes per list, and the candidates, k times the
+** re-rank factor, then come from every vector, so the exact re-rank returns brute
+** force's top k). Applied at every build and load, so it follows ntotal as the index
+** grows by refreshes. */
+int cdb_index_nprobe_effective_(const cdb_index_info *info, int64_t ntotal);
+/* Applies the effective nprobe and info.ef_search to the FAISS index where they apply. */
 cdb_status cdb_index_apply_params_(cdb_index *ix);
 
 /* Fills the derived fields of a plan for a given kind (nlist, pq_m, ...). */

@@ -15,6 +15,12 @@
 ** - nlist ~ 4*sqrt(n) rounded to a power of two, at most n/39; training on 40
 **   points per centroid (FAISS warns below 39) and at least 10,000 for PQ's
 **   256-entry codebooks, capped by n.
+** - nprobe follows nlist and k: the lists probed per query are nlist/32 (at least 8)
+**   for IVF-SQ and nlist/64 (at least 16) for IVF-PQ, and every list while they hold
+**   fewer than 32 vectors on average (index.c, cdb_index_nprobe_effective_): a small
+**   database's k x rerank_factor candidates (rerank_factor 2 flat, 4 HNSW and IVF-SQ,
+**   10 IVF-PQ) then come from every vector, and the exact re-rank of them returns
+**   brute force's top k.
 ** If the planned family's memory estimate exceeds the budget, the next more
 ** compact family is taken.
 */

@@ -342,6 +342,51 @@ CDB_TEST(missing_shard_is_said) {
     free(err);
 }
 
+/* A shard damaged inside (its header intact, its first page garbage) is searched around
+** as a missing one is: one warning naming it once, reindex --repair as the hint, and
+** the search's exit 0 (issue 32: it stopped every search, naming the shard 4 times). */
+CDB_TEST(damaged_shard_is_searched_around) {
+    char *out = NULL, *err = NULL;
+    NEED_LIBRARY();
+    CHECK_EQ_INT(sh("rm -rf \"$DB.dmg\" && cp -r \"$DB\" \"$DB.dmg\" && "
+                    "head -c 3000 /dev/zero | tr '\\0' 'x' | dd of=\"$DB.dmg\"/shards/0001.db "
+                    "bs=1 seek=100 conv=notrunc 2>/dev/null",
+                    NULL, NULL),
+                 0);
+    CHECK_EQ_INT(sh("\"$CLIPDB\" search --db \"$DB.dmg\" red", &out, &err), 0);
+    CHECK_MSG(err && strstr(err, "reindex --repair") && count_of(err, "0001.db") == 1 &&
+                  count_of(err, "its vectors are left out") == 1,
+              "%s", err);
+    free(out);
+    free(err);
+    CHECK_EQ_INT(sh("\"$CLIPDB\" verify --db \"$DB.dmg\"", &out, &err), 1);
+    /* each line of verify names the shard at most once */
+    for (const char *l = out; l && *l;) {
+        const char *nl = strchr(l, '\n');
+        size_t n = nl ? (size_t)(nl - l) : strlen(l);
+        char line[2048];
+        snprintf(line, sizeof line, "%.*s", (int)(n < sizeof line ? n : sizeof line - 1), l);
+        CHECK_MSG(count_of(line, "0001.db") <= 1, "%s", line);
+        l = nl ? nl + 1 : NULL;
+    }
+    free(out);
+    free(err);
+    CHECK_EQ_INT(sh("rm -rf \"$DB.dmg\"", NULL, NULL), 0);
+}
+
+/* An empty shard file the catalog does not list (a run killed between creating it and
+** the commit that lists it) is removed by the next writer; a listed one stays. */
+CDB_TEST(unlisted_empty_shard_is_removed) {
+    NEED_LIBRARY();
+    CHECK_EQ_INT(sh("rm -rf \"$DB.orph\" && cp -r \"$DB\" \"$DB.orph\" && "
+                    ": > \"$DB.orph\"/shards/0009.db && "
+                    "\"$CLIPDB\" reindex -q --db \"$DB.orph\" && "
+                    "test ! -e \"$DB.orph\"/shards/0009.db && test -s \"$DB.orph\"/shards/0001.db",
+                    NULL, NULL),
+                 0);
+    CHECK_EQ_INT(sh("rm -rf \"$DB.orph\"", NULL, NULL), 0);
+}
+
 /* A user's error names each thing once: the image's path (not again in the decoder's
 ** reason), the model folder (not again as "model m1: "), the tokenizer (one prefix). */
 CDB_TEST(each_thing_named_once) {
@@ -546,6 +591,8 @@ CDB_TEST(stored_is_fp16_of_embed) {
 CDB_TEST_MAIN(stdout_write_error_fails, did_you_mean, leading_dash_term, query_weights,
               query_part_from_stdin, log_time, empty_results_explained, under_repeated,
               device_that_cannot_run,
-              missing_shard_is_said, out_dash_and_db_file, stored_is_fp16_of_embed,
+              missing_shard_is_said, damaged_shard_is_searched_around,
+              unlisted_empty_shard_is_removed, out_dash_and_db_file,
+              stored_is_fp16_of_embed,
               db_folder_not_ingested, index_messages_in_clipdbs_words, each_thing_named_once,
               one_is_singular)

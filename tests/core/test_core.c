@@ -55,6 +55,27 @@ CDB_TEST(err_unsaid_names_each_thing_once) {
     CHECK(cdb_err_unsaid("x", NULL) == NULL);
 }
 
+/* Nested wrappers name each thing once: the contexts and the "(path)" groups a
+** lower layer added are dropped when the wrapper says them (issue 32: a damaged
+** shard was named four times in one line). */
+CDB_TEST(err_said_once_drops_repeated_contexts_and_paths) {
+    char out[256];
+    CHECK_EQ_STR(cdb_err_said_once("shard /d/0002.db is damaged",
+                                   "read: database disk image is malformed (/d/0002.db)", out,
+                                   sizeof out),
+                 "read: database disk image is malformed");
+    CHECK_EQ_STR(cdb_err_said_once("cannot open /d/x", "/d/x: open: gone (/d/y)", out, sizeof out),
+                 "gone (/d/y)"); /* "open" is said too; /d/y is not */
+    CHECK_EQ_STR(cdb_err_said_once("a", "b (c) d", out, sizeof out), "b (c) d");
+    CHECK_EQ_STR(cdb_err_said_once("x", "y", out, 2), "y");
+    /* wrappers nested: the shard named once however deep */
+    cdb_seterr(CDB_CORRUPT, "read shard identity: database disk image is malformed (/d/2.db)");
+    cdb_errctx(CDB_CORRUPT, "shard /d/2.db is damaged");
+    cdb_errctx(CDB_CORRUPT, "shard /d/2.db is damaged or not a clipdb shard");
+    CHECK_EQ_STR(cdb_errmsg(), "shard /d/2.db is damaged or not a clipdb shard: read shard "
+                               "identity: database disk image is malformed");
+}
+
 CDB_TEST(seterr_truncates_long_messages) {
     char big[5000];
     memset(big, 'a', sizeof big - 1);
@@ -185,7 +206,7 @@ CDB_TEST(data_path_installed) {
 }
 
 CDB_TEST_MAIN(status_strings_cover_every_code, seterr_returns_code_and_formats,
-              err_unsaid_names_each_thing_once,
+              err_unsaid_names_each_thing_once, err_said_once_drops_repeated_contexts_and_paths,
               seterr_truncates_long_messages, errmsg_is_thread_local,
               log_levels_filter_and_callback_receives, log_level_from_environment,
               default_threads_and_version, data_path_source_tree_and_missing,

@@ -1,0 +1,536 @@
+/*
+** test_cli_writes.c: every write command other than ingest (issue 32) survives
+** kill -9 at any moment and a full disk, at the process level with the real clipdb
+** binary and a real model: `init`, `forget`, `move`, `index build`.
+**
+** For each command, a clean run from a prepared database gives the reference: the
+** end state read straight from the SQLite files (kill_util.h), the names of the
+** database's files, and `stats`' counts. Then, for each trial, a fresh copy of the
+** prepared database, the command SIGKILLed just before a random one of the writes
+** and syncs a clean run makes (kill_shim.c, an LD_PRELOAD test tool), and after the
+** kill, before anything else: `verify` exits 0 (the kill lost nothing, so it must
+** not say so), a self-search finds the photo itself first, and every read command
+** answers. Then the same command again exits 0 (init: or says the database exists),
+** and the database matches the reference: the same files, states and vector bytes,
+** the same file names (no leftover shard, temporary folder or damaged copy), the
+** same `stats` counts, `verify` 0, and `search --image` equal to brute force over
+** the stored vectors (the scores of the top k).
+**
+** Disk full: the database on a small tmpfs (mounted here: CI runs as root; skipped
+** with a message when mount fails) filled up to a few KiB; the command must exit 0
+** only when it completed and otherwise non-zero with a message that says the disk is
+** full; with the space back, the same command again completes and matches the
+** reference.
+**
+** $CLIPDB_WRITES_TRIALS kill trials per command (default 4), $CLIPDB_WRITES_SEED
+** fixes the kill points (the seed is printed, and again on failure). Needs a model
+** ($CLIPDB_TEST_MODEL or the bundled one) and the clipdb binary; skipped without.
+*/
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <time.h>
+
+#include "cdb_test.h"
+#include "cli_run.h"
+#include "kill_util.h"
+#include "world/world.h"
+
+#define N_IMG 16 /* per camera folder */
+#define TOP_K 5
+
+static char g_tmp[512], g_model[700], g_cam1[700], g_cam2[700], g_moved[700], g_out[700],
+    g_errf[700], g_count[700];
+
+#if defined(CDB_KILL_SHIM) && !defined(__SANITIZE_ADDRESS__) /* ASan wants to be preloaded first */
+static const char *g_shim = CDB_KILL_SHIM;
+#else
+static const char *g_shim = "";
+#endif
+
+/* ---- running clipdb ------------------------------------------------------------- */
+
+/* Runs clipdb with args; its exit code, and its stderr in err (when not NULL). */
+static int run(const char *const *args, char *err, size_t size) {
+    cli_run_result r;
+    int rc = cli_run(args, &r);
+    if (err) snprintf(err, size, "%s", r.err);
+    cli_run_free(&r);
+    return rc;
+}
+
+/* Runs clipdb args with the kill shim preloaded: killed just before its at-th write
+** or sync (at > 0), or counting them into g_count (at == 0). Its exit code. */
+static int run_shimmed(const char *const *args, long at) {
+    char a[32];
+    pid_t pid;
+    snprintf(a, sizeof a, "%ld", at);
+    setenv("LD_PRELOAD", g_shim, 1);
+    setenv("CDB_KILL_SHIM_AT", a, 1);
+    if (at == 0) setenv("CDB_KILL_SHIM_COUNT", g_count, 1);
+    pid = cli_spawn(args, g_out, g_errf);
+    unsetenv("LD_PRELOAD");
+    unsetenv("CDB_KILL_SHIM_AT");
+    unsetenv("CDB_KILL_SHIM_COUNT");
+    return pid < 0 ? -1000 : cli_wait(pid);
+}
+
+/* Copies the tree at from to to (regular files and folders). */
+static void copy_tree(const char *from, const char *to) {
+    DIR *d = opendir(from);
+    struct dirent *e;
+    mkdir(to, 0755);
+    while (d && (e = readdir(d))) {
+        char a[2048], b[2048];
+        struct stat st;
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        if (snprintf(a, sizeof a, "%s/%s", from, e->d_name) >= (int)sizeof a ||
+            snprintf(b, sizeof b, "%s/%s", to, e->d_name) >= (int)sizeof b || lstat(a, &st) != 0)
+            continue;
+        if (S_ISDIR(st.st_mode)) {
+            copy_tree(a, b);
+        } else if (S_ISREG(st.st_mode)) {
+            size_t n = 0;
+            char *buf = cli_read_file(a, &n);
+            if (buf) write_file(b, buf, n);
+            free(buf);
+        }
+    }
+    if (d) closedir(d);
+}
+
+/* ---- what a database is, beyond its rows ------------------------------------------ */
+
+/* The names in the database folder, its shards/ and index/ folders (sorted, '\n'
+** separated), without what any open or close makes or drops: the lock file and
+** SQLite's -shm and -wal files. */
+static void list_names(const char *db, char *out, size_t size) {
+    static const char *const sub[] = {"", "/shards", "/index"};
+    char names[128][300];
+    int n = 0;
+    for (int k = 0; k < 3; k++) {
+        char p[1200];
+        DIR *d;
+        struct dirent *e;
+        snprintf(p, sizeof p, "%s%s", db, sub[k]);
+        if (!(d = opendir(p))) continue;
+        while ((e = readdir(d)) && n < 128) {
+            size_t L = strlen(e->d_name);
+            if (e->d_name[0] == '.' || !strcmp(e->d_name, "lock") ||
+                (L > 4 &&
+                 (!strcmp(e->d_name + L - 4, "-shm") || !strcmp(e->d_name + L - 4, "-wal"))))
+                continue;
+            snprintf(names[n++], sizeof names[0], "%s/%s", sub[k], e->d_name);
+        }
+        closedir(d);
+    }
+    qsort(names, (size_t)n, sizeof names[0], (int (*)(const void *, const void *))strcmp);
+    out[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        strncat(out, names[i], size - strlen(out) - 2);
+        strcat(out, "\n");
+    }
+}
+
+/* `stats`' lines that count (files, folders, shards, vectors and index coverage:
+** not the disk use, which compaction and WAL timing move). */
+static void stats_counts(const char *db, char *out, size_t size) {
+    cli_run_result r;
+    const char *line;
+    out[0] = '\0';
+    cli_run((const char *[]){"stats", "--db", db, NULL}, &r);
+    for (line = r.out; line && *line;) {
+        const char *nl = strchr(line, '\n');
+        size_t n = nl ? (size_t)(nl - line) : strlen(line);
+        if (strncmp(line, "disk:", 5) && strncmp(line, "database:", 9) &&
+            strlen(out) + n + 2 < size) {
+            strncat(out, line, n);
+            strcat(out, "\n");
+        }
+        line = nl ? nl + 1 : NULL;
+    }
+    cli_run_free(&r);
+}
+
+static float half_to_float(uint16_t h) {
+    uint32_t s = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 31, m = h & 1023u, bits;
+    float f;
+    if (e == 0) return (s ? -1.f : 1.f) * ldexpf((float)m, -24);
+    if (e == 31) bits = s | 0x7f800000u | (m << 13);
+    else bits = s | ((e + 112) << 23) | (m << 13);
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+static float dot16(const fentry *a, const fentry *b) {
+    const uint16_t *x = (const uint16_t *)(const void *)a->vec,
+                   *y = (const uint16_t *)(const void *)b->vec;
+    float s = 0;
+    for (int i = 0; i < a->vec_bytes / 2; i++) s += half_to_float(x[i]) * half_to_float(y[i]);
+    return s;
+}
+
+static int by_score_desc(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* `search --image` of one ok photo: the photo itself first, and the top k scores
+** those of brute force over the stored vectors (the query's vector: its stored one;
+** the encoder is deterministic). The number of differences. */
+static int search_vs_brute_force(const char *db, const dbstate *s, const char *what) {
+    const fentry *q = NULL;
+    float bf[256];
+    int n = 0, bad = 0, rank = 0;
+    cli_run_result r;
+    char kbuf[16];
+    for (int i = 0; i < s->n && !q; i++)
+        if (s->f[i].state == 2 && s->f[i].n_vec == 1) q = &s->f[i];
+    if (!q) return 0; /* nothing to search */
+    for (int i = 0; i < s->n && n < 256; i++)
+        if (s->f[i].state == 2 && s->f[i].n_vec == 1) bf[n++] = dot16(q, &s->f[i]);
+    qsort(bf, (size_t)n, sizeof *bf, by_score_desc);
+    snprintf(kbuf, sizeof kbuf, "%d", TOP_K);
+    cli_run((const char *[]){"search", "--db", db, "--image", q->path, "-k", kbuf, NULL}, &r);
+    if (r.exit_code != 0) {
+        fprintf(stderr, "    %s: search exit %d: %.300s\n", what, r.exit_code, r.err);
+        cli_run_free(&r);
+        return 1;
+    }
+    for (const char *line = r.out; line && *line && rank < TOP_K; rank++) {
+        double score = 0;
+        char path[1200] = "";
+        if (sscanf(line, "%*d\t%lf\t%1199[^\n]", &score, path) != 2) break;
+        if (rank == 0 && strcmp(path, q->path) && fabs(score - bf[0]) > 2e-3) bad++;
+        if (rank < n && fabs(score - (double)bf[rank]) > 2e-3) {
+            fprintf(stderr, "    %s: search rank %d score %.4f, brute force %.4f\n", what, rank + 1,
+                    score, (double)bf[rank]);
+            bad++;
+        }
+        line = strchr(line, '\n');
+        if (line) line++;
+    }
+    if (rank != (n < TOP_K ? n : TOP_K)) {
+        fprintf(stderr, "    %s: search gave %d hits, brute force %d\n", what, rank,
+                n < TOP_K ? n : TOP_K);
+        bad++;
+    }
+    cli_run_free(&r);
+    return bad;
+}
+
+/* A database's whole result: rows, names, counts. */
+typedef struct result {
+    dbstate st;
+    char names[8192], counts[4096];
+} result;
+
+static void result_read(const char *db, result *r) {
+    read_state(db, &r->st);
+    list_names(db, r->names, sizeof r->names);
+    stats_counts(db, r->counts, sizeof r->counts);
+}
+
+/* Compares the database at db with the reference: the number of differences. */
+static int check_end(const char *db, const result *ref, const char *what) {
+    result now;
+    int bad;
+    char err[2000];
+    memset(&now, 0, sizeof now);
+    result_read(db, &now);
+    bad = compare(&ref->st, &now.st, what);
+    if (strcmp(ref->names, now.names)) {
+        fprintf(stderr, "    %s: files\n%s    reference:\n%s", what, now.names, ref->names);
+        bad++;
+    }
+    if (strcmp(ref->counts, now.counts)) {
+        fprintf(stderr, "    %s: stats\n%s    reference:\n%s", what, now.counts, ref->counts);
+        bad++;
+    }
+    if (run((const char *[]){"verify", "--db", db, NULL}, err, sizeof err) != 0) {
+        fprintf(stderr, "    %s: verify: %.400s\n", what, err);
+        bad++;
+    }
+    bad += search_vs_brute_force(db, &now.st, what);
+    dbstate_free(&now.st);
+    { /* no temporary folder of an init left beside it */
+        DIR *d = opendir(g_tmp);
+        struct dirent *e;
+        while (d && (e = readdir(d)))
+            if (!strncmp(e->d_name, ".db.clipdb-init", 15)) {
+                fprintf(stderr, "    %s: left %s/%s\n", what, g_tmp, e->d_name);
+                bad++;
+            }
+        if (d) closedir(d);
+    }
+    return bad;
+}
+
+/* Right after a kill: verify's verdict (nothing was lost) and the read commands. */
+static int check_after_kill(const char *db, const char *what) {
+    char err[2000];
+    int bad = 0, rc;
+    struct stat st;
+    char cat[1200];
+    snprintf(cat, sizeof cat, "%s/catalog.db", db);
+    if (stat(cat, &st) != 0) return 0; /* no database (a killed init): nothing to read */
+    if ((rc = run((const char *[]){"verify", "--db", db, NULL}, err, sizeof err)) != 0) {
+        fprintf(stderr, "    %s: verify after the kill: exit %d: %.400s\n", what, rc, err);
+        bad++;
+    }
+    static const char *const reads[][2] = {{"stats", NULL}, {"folders", NULL}, {"errors", NULL},
+                                           {"index", "info"}};
+    for (size_t i = 0; i < sizeof reads / sizeof reads[0]; i++) {
+        rc = run((const char *[]){reads[i][0], "--db", db, reads[i][1], NULL}, err, sizeof err);
+        if (rc != 0 && rc != 3) {
+            fprintf(stderr, "    %s: %s after the kill: exit %d: %.300s\n", what, reads[i][0], rc,
+                    err);
+            bad++;
+        }
+    }
+    return bad;
+}
+
+/* ---- the commands --------------------------------------------------------------- */
+
+typedef struct wcmd {
+    const char *name;
+    int prepared;  /* 1: runs on a copy of the prepared database (else on none) */
+    int init_like; /* 1: a rerun may say the database exists (exit 1) */
+    void (*before)(void), (*after)(void); /* around each run: the library's state */
+    const char *args[12];
+} wcmd;
+
+static void move_cam2(void) { rename(g_cam2, g_moved); }
+static void unmove_cam2(void) { rename(g_moved, g_cam2); }
+
+/* The command's arguments with "DB" replaced by db (static). */
+static const char *const *cmd_args(const wcmd *c, const char *db) {
+    static const char *a[16];
+    int n = 0;
+    for (int i = 0; c->args[i]; i++) a[n++] = !strcmp(c->args[i], "DB") ? db : c->args[i];
+    a[n] = NULL;
+    return a;
+}
+
+/* Runs the command to its end on db (the rerun); 0 when it exited as a completed run. */
+static int rerun(const wcmd *c, const char *db, const char *what) {
+    char err[2000];
+    int rc = run(cmd_args(c, db), err, sizeof err);
+    if (rc == 0 || (c->init_like && rc == 1 && strstr(err, "already exists"))) return 0;
+    fprintf(stderr, "    %s: %s again: exit %d: %.400s\n", what, c->name, rc, err);
+    return 1;
+}
+
+/* The state a command starts from at db: a copy of the prepared database, or none. */
+static void start(const wcmd *c, const char *prepared, const char *db) {
+    rm_rf(db);
+    if (c->prepared) copy_tree(prepared, db);
+}
+
+/* After init: an ingest, so the state compared has photos. */
+static int finish_init(const wcmd *c, const char *db) {
+    char err[2000];
+    int rc;
+    if (c->prepared) return 0;
+    rc = run((const char *[]){"ingest", "--db", db, g_cam1, "--quiet", "--device", "cpu", NULL},
+             err, sizeof err);
+    if (rc != 0) fprintf(stderr, "    ingest after init: exit %d: %.400s\n", rc, err);
+    return rc != 0;
+}
+
+/* Kill trials of one command; the number of failed trials. */
+static int kill_trials(const wcmd *c, const char *prepared, const result *ref, int trials) {
+    char db[700], what[200], *txt;
+    long n_writes = 0;
+    int fails = 0, landed = 0;
+    snprintf(db, sizeof db, "%s/db", g_tmp);
+    /* a clean run under the shim counts its writes and syncs */
+    start(c, prepared, db);
+    if (c->before) c->before();
+    if (run_shimmed(cmd_args(c, db), 0) != 0) fails++;
+    if (c->after) c->after();
+    if ((txt = cli_read_file(g_count, NULL))) n_writes = atol(txt);
+    free(txt);
+    if (n_writes <= 0) {
+        fprintf(stderr, "    %s: a clean run under the shim failed or made no writes\n", c->name);
+        fails++;
+    }
+    for (int t = 0; t < trials && n_writes > 0; t++) {
+        long at = 1 + (long)(rnd01() * (double)n_writes);
+        int rc, bad = 0;
+        snprintf(what, sizeof what, "%s killed at write %ld of %ld", c->name, at, n_writes);
+        start(c, prepared, db);
+        if (c->before) c->before();
+        rc = run_shimmed(cmd_args(c, db), at);
+        landed += rc == -SIGKILL;
+        if (rc == -SIGKILL) bad += check_after_kill(db, what);
+        bad += rerun(c, db, what);
+        if (c->after) c->after();
+        bad += finish_init(c, db);
+        bad += check_end(db, ref, what);
+        if (bad) {
+            fprintf(stderr, "    %s: FAILED (seed above replays it)\n", what);
+            fails++;
+        }
+    }
+    fprintf(stderr, "    %s: %d trials, %d kills landed, %ld writes in a clean run\n", c->name,
+            trials, landed, n_writes);
+    return fails;
+}
+
+/* ---- disk full ------------------------------------------------------------------ */
+
+/* Fills the file system of dir up to about `leave` bytes free (a filler file). */
+static void fill_disk(const char *filler, long leave) {
+    static char block[65536];
+    FILE *f = fopen(filler, "wb");
+    struct stat st;
+    if (!f) return;
+    for (;;) { /* big blocks, then small ones */
+        if (fwrite(block, 1, sizeof block, f) != sizeof block || fflush(f) != 0) break;
+    }
+    fclose(f);
+    if (stat(filler, &st) == 0 && truncate(filler, st.st_size > leave ? st.st_size - leave : 0))
+        return;
+}
+
+/* The command with the database on a full tmpfs at mnt, for each amount of free
+** space in leave[]: exit 0 only when it completed, else a message about the disk;
+** with the space back, the same command completes. Failed cases. */
+static int disk_full_trials(const wcmd *c, const char *prepared, const result *ref,
+                            const char *mnt) {
+    static const long leave[] = {0, 8192, 65536, 262144};
+    char db[900], filler[900], what[200], err[4000];
+    int fails = 0;
+    snprintf(db, sizeof db, "%s/db", mnt);
+    snprintf(filler, sizeof filler, "%s/filler", mnt);
+    for (size_t i = 0; i < sizeof leave / sizeof leave[0]; i++) {
+        int rc, bad = 0;
+        snprintf(what, sizeof what, "%s with %ld bytes free", c->name, leave[i]);
+        start(c, prepared, db);
+        if (c->before) c->before();
+        fill_disk(filler, leave[i]);
+        rc = run(cmd_args(c, db), err, sizeof err);
+        if (rc != 0 && !(c->init_like && rc == 1 && strstr(err, "already exists")) &&
+            !strstr(err, "space")) {
+            fprintf(stderr, "    %s: exit %d without saying the disk is full: %.400s\n", what, rc,
+                    err);
+            bad++;
+        }
+        if (rc != 0 && rc != -SIGKILL) bad += check_after_kill(db, what);
+        unlink(filler);
+        bad += rerun(c, db, what);
+        if (c->after) c->after();
+        bad += finish_init(c, db);
+        bad += check_end(db, ref, what);
+        if (bad) {
+            fprintf(stderr, "    %s: FAILED\n", what);
+            fails++;
+        }
+    }
+    rm_rf(db);
+    return fails;
+}
+
+/* ---- the test --------------------------------------------------------------------- */
+
+CDB_TEST(every_write_command_survives_kill9_and_a_full_disk) {
+    const char *model = cli_find_model();
+    const char *seed_env = getenv("CLIPDB_WRITES_SEED"), *tr_env = getenv("CLIPDB_WRITES_TRIALS");
+    int trials = tr_env && *tr_env ? atoi(tr_env) : 4, fails = 0;
+    uint64_t seed;
+    char prepared[700], db[700], mnt[700], p[1200];
+    if (!model) CDB_SKIP("no model: set CLIPDB_TEST_MODEL or add models/<name>/ with weights");
+    if (access(CLIPDB_BIN, X_OK) != 0) CDB_SKIP("no clipdb binary at %s", CLIPDB_BIN);
+    if (!*g_shim || access(g_shim, R_OK) != 0) CDB_SKIP("no kill shim (an ASan build)");
+    seed = seed_env && *seed_env ? strtoull(seed_env, NULL, 0)
+                                 : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+    g_rng = seed ? seed : 1;
+    fprintf(stderr, "    seed %llu (CLIPDB_WRITES_SEED replays it), %d trials per command\n",
+            (unsigned long long)seed, trials);
+    if (!cli_tmpdir(g_tmp, sizeof g_tmp)) CDB_TEST_FAIL_("mkdtemp");
+    snprintf(g_out, sizeof g_out, "%s/out.txt", g_tmp);
+    snprintf(g_errf, sizeof g_errf, "%s/err.txt", g_tmp);
+    snprintf(g_count, sizeof g_count, "%s/writes.txt", g_tmp);
+    snprintf(g_cam1, sizeof g_cam1, "%s/photos/cam1", g_tmp);
+    snprintf(g_cam2, sizeof g_cam2, "%s/photos/cam2", g_tmp);
+    snprintf(g_moved, sizeof g_moved, "%s/photos/moved", g_tmp);
+    snprintf(p, sizeof p, "%s/photos", g_tmp);
+    mkdir(p, 0755);
+    {
+        cdb_world_library_params lp = cdb_world_library_params_default();
+        lp.n_threads = 2;
+        if (cdb_world_generate(g_cam1, 21, 0, N_IMG, &lp) != CDB_OK ||
+            cdb_world_generate(g_cam2, 22, 0, N_IMG, &lp) != CDB_OK)
+            CDB_TEST_FAIL_("cannot generate the library: %s", cdb_errmsg());
+    }
+    snprintf(g_model, sizeof g_model, "%s", kill_copy_model(model, g_tmp));
+
+    /* the prepared database: both folders, an exact index */
+    snprintf(prepared, sizeof prepared, "%s/prepared", g_tmp);
+    CHECK_EQ_INT(run((const char *[]){"init", "--db", prepared, "--model", g_model, "-q", NULL},
+                     NULL, 0),
+                 0);
+    CHECK_EQ_INT(run((const char *[]){"ingest", "--db", prepared, g_cam1, g_cam2, "-q",
+                                      "--device", "cpu", NULL},
+                     NULL, 0),
+                 0);
+    CHECK_EQ_INT(run((const char *[]){"index", "build", "--db", prepared, "--type", "flat", "-q",
+                                      NULL},
+                     NULL, 0),
+                 0);
+    {
+        const wcmd cmds[] = {
+            {"init", 0, 1, NULL, NULL, {"init", "--db", "DB", "--model", g_model, "-q", NULL}},
+            {"forget", 1, 0, NULL, NULL, {"forget", "--db", "DB", g_cam2, "-q", NULL}},
+            {"move", 1, 0, move_cam2, unmove_cam2,
+             {"move", "--db", "DB", g_cam2, g_moved, "-q", NULL}},
+            {"index build", 1, 0, NULL, NULL,
+             {"index", "build", "--db", "DB", "--type", "hnsw", "-q", NULL}},
+        };
+        int have_tmpfs;
+        snprintf(mnt, sizeof mnt, "%s/tmpfs", g_tmp);
+        mkdir(mnt, 0755);
+        have_tmpfs = mount("clipdb-test", mnt, "tmpfs", 0, "size=4m") == 0;
+        if (!have_tmpfs)
+            fprintf(stderr, "    disk-full runs skipped: cannot mount a tmpfs at %s (%s; CI runs "
+                            "as root)\n", mnt, strerror(errno));
+        snprintf(db, sizeof db, "%s/db", g_tmp);
+        for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+            const wcmd *c = &cmds[i];
+            result ref;
+            memset(&ref, 0, sizeof ref);
+            /* the reference: a clean run */
+            start(c, prepared, db);
+            if (c->before) c->before();
+            CHECK_EQ_INT(run(cmd_args(c, db), NULL, 0), 0);
+            if (c->after) c->after();
+            CHECK_EQ_INT(finish_init(c, db), 0);
+            result_read(db, &ref);
+            CHECK_EQ_INT(check_end(db, &ref, c->name), 0);
+            /* the same command again: done already, exit 0, nothing changed */
+            if (!c->init_like) {
+                if (c->before) c->before();
+                CHECK_EQ_INT(rerun(c, db, c->name), 0);
+                if (c->after) c->after();
+                CHECK_EQ_INT(check_end(db, &ref, c->name), 0);
+            }
+            fails += kill_trials(c, prepared, &ref, trials);
+            if (have_tmpfs) fails += disk_full_trials(c, prepared, &ref, mnt);
+            dbstate_free(&ref.st);
+        }
+        if (have_tmpfs) umount(mnt);
+    }
+    if (fails)
+        fprintf(stderr, "    %d failed trials; seed %llu\n", fails, (unsigned long long)seed);
+    CHECK_EQ_INT(fails, 0);
+    rm_rf(g_tmp);
+}
+
+CDB_TEST_MAIN(every_write_command_survives_kill9_and_a_full_disk)
