@@ -310,7 +310,9 @@ int main(int argc, char **argv) {
         printf("vit-b32: skipped (no ViT-B/32-shaped weights at %s; bench_encoder writes them)\n", b32);
     }
     if (stat(siglip, &st) == 0) {
-        /* not a failure to run while this clipdb has no SigLIP tokenizer: said, not counted */
+        /* bench_encoder's SigLIP2 folder has random weights and no tokenizer (no Gemma
+        ** vocabulary of its 256,000 tokens is at hand here): a refused search is said, not
+        ** counted as a failure */
         if (bench_model("siglip2-b16", siglip, n, runs, 120.0, tmp) != 0)
             printf("siglip2-b16: the search did not run (its message is above)\n");
     } else {
