@@ -263,6 +263,9 @@ cdb_status cdb_db_root_get_counts(cdb_db *db, int64_t root_id, int64_t model_id,
 ** (SQLite VACUUM), e.g. after cdb_db_root_forget. Writer only; needs free disk space
 ** about the size of the largest shard. *bytes_freed (may be NULL). */
 cdb_status cdb_db_compact(cdb_db *db, int64_t *bytes_freed /* OUT */);
+/* Folds the catalog's WAL into its file and truncates it (a checkpoint): the folder's
+** size is then what it will be once this writer closes. Writer only. */
+cdb_status cdb_db_catalog_checkpoint(cdb_db *db);
 
 /* ---- walk problems -------------------------------------------------------------------- */
 

@@ -580,6 +580,11 @@ cdb_status cdb_db_compact(cdb_db *db, int64_t *bytes_freed) {
     return cdb_db_flush(db);
 }
 
+cdb_status cdb_db_catalog_checkpoint(cdb_db *db) {
+    cdb_status rc = cdb_sql_need_writer(db, "checkpoint");
+    return rc == CDB_OK ? cdb_sql_exec(db->cat, "PRAGMA wal_checkpoint(TRUNCATE)") : rc;
+}
+
 /* ---- walk problems --------------------------------------------------------------- */
 
 cdb_status cdb_db_walk_problems_set(cdb_db *db, int64_t root_id, const char *under,

@@ -340,6 +340,10 @@ static cdb_status forget_finish(cdb_engine *e, cdb_engine_forget_report *out) {
     if (!r && (st = cdb_db_note_set(e->db, NOTE_FORGET, NULL)) != CDB_OK)
         return cdb_eng_fail(st, CDB_ENGINE_E_NONE, "forgotten, but the database could not record "
                             "that it is done");
+    /* the note's commit sits in the WAL again: fold it, so that what the report says was
+    ** freed is what the folder holds once this writer closes */
+    if (cdb_db_catalog_checkpoint(e->db) != CDB_OK)
+        CDB_LOG_WARN("the catalog's journal was not folded in: %s", cdb_errmsg());
     return CDB_OK;
 }
 
