@@ -803,12 +803,12 @@ cdb_status cdb_engine_check_paths(const char *const *paths, int n, char ***abs_o
         }
         is_file[i] = S_ISREG(sb.st_mode);
         if (is_file[i] &&
-            !cdb_eng_image_ext(buf)) { /* a single file is recorded: one that is a photo */
+            !cdb_image_name_is_image(buf)) { /* a single file is recorded: one that is a photo */
             unsigned char head[32];
             FILE *f = fopen(buf, "rb");
             size_t k = f ? fread(head, 1, sizeof head, f) : 0;
             if (f) fclose(f);
-            if (!cdb_eng_image_magic(head, k)) {
+            if (!cdb_image_sniff(head, k, 1)) {
                 cdb_engine_paths_free(abs, n);
                 return cdb_eng_failw(CDB_INVALID, CDB_ENGINE_E_NONE,
                                  "neither its name nor its first bytes are an image's",

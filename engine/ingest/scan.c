@@ -193,7 +193,7 @@ static job *classify(pipe_ctx *c, const eng_walk_entry *e, int *stop) {
             j->meta = st;
         }
     }
-    j->sniff = !cdb_eng_image_ext(e->relpath[0] ? e->relpath : t->path) &&
+    j->sniff = !cdb_image_name_is_image(e->relpath[0] ? e->relpath : t->path) &&
                !(recorded && f.state != CDB_DB_DELETED);
     cdb_db_file_clear(&f);
     return j;

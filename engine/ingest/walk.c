@@ -15,8 +15,8 @@
 ** of visited folders; never the list of all files.
 **
 ** Classification: a file "claims to be an image" when its extension is an image
-** extension (cdb_eng_image_ext) or its first bytes are an image signature
-** (cdb_eng_image_magic); only those go to the decoder.
+** extension (cdb_image_name_is_image) or its first bytes are an image signature
+** (cdb_image_sniff, strict); only those go to the decoder. encoder/ is the one sniffer.
 */
 #include <dirent.h>
 #include <errno.h>
@@ -29,55 +29,6 @@
 
 #include "db/db.h"
 #include "engine/engine_int.h"
-
-int cdb_eng_image_ext(const char *name) {
-    static const char *const exts[] = {
-        "jpg", "jpeg", "jpe", "jfif", "png", "bmp", "dib", "gif", "tga", "pnm", "ppm", "pgm",
-        "pbm", "webp", "tif", "tiff", "heic", "heif", "hif", "heics", "heifs", "avif", "avifs",
-        "psd",
-        /* camera RAW (libraw) */
-        "dng", "cr2", "cr3", "crw", "nef", "nrw", "arw", "srf", "sr2", "raf", "orf", "rw2", "pef",
-        "srw", "x3f", "3fr", "fff", "iiq", "mrw", "mos", "erf", "kdc", "dcr", "rwl", "mef", "raw",
-        NULL};
-    const char *dot = strrchr(name, '.');
-    if (!dot || dot == name || strchr(dot, '/')) return 0;
-    for (int i = 0; exts[i]; i++)
-        if (!strcasecmp(dot + 1, exts[i])) return 1;
-    return 0;
-}
-
-const char *cdb_eng_image_magic(const unsigned char *b, size_t n) {
-    if (n >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF) return "jpeg";
-    if (n >= 8 && !memcmp(b, "\x89PNG\r\n\x1a\n", 8)) return "png";
-    if (n >= 6 && (!memcmp(b, "GIF87a", 6) || !memcmp(b, "GIF89a", 6))) return "gif";
-    if (n >= 15 && b[0] == 'B' && b[1] == 'M') {
-        /* "BM" + a plausible DIB header size, to avoid matching text starting "BM" */
-        unsigned hs = b[14] | (unsigned)(n > 15 ? b[15] : 0) << 8;
-        if (n < 16 || hs == 12 || hs == 40 || hs == 52 || hs == 56 || hs == 64 || hs == 108 ||
-            hs == 124)
-            return "bmp";
-    }
-    if (n >= 4 && (!memcmp(b, "II*\0", 4) || !memcmp(b, "MM\0*", 4) || !memcmp(b, "II+\0", 4) ||
-                   !memcmp(b, "MM\0+", 4)))
-        return "tiff"; /* and the TIFF-based RAW files: DNG, CR2, NEF, ARW, ... */
-    if (n >= 4 && (!memcmp(b, "IIRO", 4) || !memcmp(b, "IIRS", 4) || !memcmp(b, "MMOR", 4) ||
-                   !memcmp(b, "IIU\0", 4) || !memcmp(b, "\0MRM", 4) || !memcmp(b, "FOVb", 4)))
-        return "raw"; /* ORF, RW2, MRW, X3F */
-    if (n >= 15 && !memcmp(b, "FUJIFILMCCD-RAW", 15)) return "raw";
-    if (n >= 14 && !memcmp(b + 6, "HEAPCCDR", 8)) return "raw"; /* CRW */
-    if (n >= 12 && !memcmp(b, "RIFF", 4) && !memcmp(b + 8, "WEBP", 4)) return "webp";
-    if (n >= 12 && !memcmp(b + 4, "ftyp", 4)) { /* ISO media: the major brand */
-        static const char *const brands[] = {"heic", "heix", "heim", "heis", "hevc", "hevx", "mif1",
-                                             "msf1", "avif", "avis", "crx ", NULL};
-        for (int i = 0; brands[i]; i++)
-            if (!memcmp(b + 8, brands[i], 4)) return strcmp(brands[i], "crx ") ? "heif" : "raw";
-    }
-    if (n >= 4 && !memcmp(b, "8BPS", 4)) return "psd";
-    if (n >= 3 && b[0] == 'P' && b[1] >= '1' && b[1] <= '6' &&
-        (b[2] == ' ' || b[2] == '\n' || b[2] == '\r' || b[2] == '\t'))
-        return "pnm";
-    return NULL;
-}
 
 /* ---- visited folders and files: an open-addressing set of (dev, ino) -------------- */
 
