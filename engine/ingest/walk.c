@@ -28,7 +28,7 @@
 #include <unistd.h>
 
 #include "db/db.h"
-#include "engine/engine_int.h"
+#include "engine/ingest/ingest.h"
 
 /* ---- visited folders and files: an open-addressing set of (dev, ino) -------------- */
 
@@ -119,17 +119,22 @@ static void report(walker *w, const char *rel, const char *what, int err, int da
 /* Walks folder `rel` ("" for the root); path buffers are built per level. via_link:
 ** the walk came into this folder through a symbolic link. */
 static void walk_dir(walker *w, const char *rel, int depth, int via_link) {
-    char full[8192];
+    char *full;
     DIR *d;
     struct dirent *de;
     char **names = NULL;
     size_t n = 0, cap = 0;
-    snprintf(full, sizeof full, "%s%s%s", w->root, *rel ? "/" : "", rel);
     if (depth > 4096) {
         report(w, rel, "too deeply nested", ELOOP, 0);
         return;
     }
-    if (!(d = opendir(full))) {
+    if (!(full = cdb_db_path_join(w->root, rel))) {
+        report(w, rel, "cannot open folder", ENOMEM, 0);
+        return;
+    }
+    d = opendir(full);
+    cdb_free(full);
+    if (!d) {
         report(w, rel, "cannot open folder", errno, 0);
         return;
     }
@@ -163,10 +168,15 @@ static void walk_dir(walker *w, const char *rel, int depth, int via_link) {
         } else {
             memcpy(child_rel, names[i], nl + 1);
         }
-        snprintf(full, sizeof full, "%s/%s", w->root, child_rel);
+        /* the one full path of this entry: stat'ed here, handed on with it */
+        if (!(full = cdb_db_path_join(w->root, child_rel))) {
+            free(child_rel);
+            break;
+        }
         if (lstat(full, &st) != 0) {
             report(w, child_rel, "cannot stat", errno, 0);
             free(child_rel);
+            cdb_free(full);
             continue;
         }
         if (S_ISLNK(st.st_mode)) {
@@ -174,16 +184,19 @@ static void walk_dir(walker *w, const char *rel, int depth, int via_link) {
             if (!w->follow) {
                 w->st->n_links_skipped++;
                 free(child_rel);
+                cdb_free(full);
                 continue;
             }
             if (stat(full, &st) != 0) {
                 report(w, child_rel, "broken symbolic link", errno, 1);
                 free(child_rel);
+                cdb_free(full);
                 continue;
             }
             if (w->link_covered && w->link_covered(full, w->link_ud)) {
                 w->st->n_links_covered++; /* found at its real path instead */
                 free(child_rel);
+                cdb_free(full);
                 continue;
             }
         }
@@ -192,6 +205,7 @@ static void walk_dir(walker *w, const char *rel, int depth, int via_link) {
             if (w->has_skip && (uint64_t)st.st_dev == w->skip_dev &&
                 (uint64_t)st.st_ino == w->skip_ino) {
                 free(child_rel);
+                cdb_free(full);
                 continue;
             }
             added = cdb_eng_devino_add(w->dirs, (uint64_t)st.st_dev, (uint64_t)st.st_ino);
@@ -207,10 +221,12 @@ static void walk_dir(walker *w, const char *rel, int depth, int via_link) {
                 cdb_eng_devino_add(w->files, (uint64_t)st.st_dev, (uint64_t)st.st_ino) == 0) {
                 w->st->n_same_file++; /* met under another name already */
                 free(child_rel);
+                cdb_free(full);
                 continue;
             }
             memset(&e, 0, sizeof e);
             e.relpath = child_rel;
+            e.path = full;
             e.size = (int64_t)st.st_size;
             e.mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
             e.dev = (uint64_t)st.st_dev;
@@ -222,6 +238,7 @@ static void walk_dir(walker *w, const char *rel, int depth, int via_link) {
             w->st->n_special++;
         }
         free(child_rel);
+        cdb_free(full);
     }
     for (size_t i = 0; i < n; i++) free(names[i]);
     free(names);

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "engine/engine_int.h" /* the walker's image checks */
+#include "encoder/encoder.h" /* the walker's image checks */
 #include "fuzz_util.h"
 
 static const cli_optspec k_spec[] = {
