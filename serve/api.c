@@ -258,7 +258,7 @@ static int search_from_json(srv_ctx *c, const srv_req *r, search_req *s, srv_res
         b64 = json_string_value(v);
         if (!strncmp(b64, "data:", 5) && strchr(b64, ','))
             b64 = strchr(b64, ',') + 1; /* a data: URL */
-        if (!(s->image = cdb_srv_base64_decode(b64, strlen(b64), &n)) || n == 0) {
+        if (!(s->image = cdb_out_base64_decode(b64, strlen(b64), &n)) || n == 0) {
             cdb_srv_error(o, 400, "bad_image", "image is not base64 data");
             return -1;
         }
