@@ -139,12 +139,12 @@ static int split_images(const cli_args *a, const char **images, int n_img, const
 }
 
 /* "key": [strings] (the query's example images and --not texts, as given). */
-static void json_strings(cli_json *j, const char *key, const char *const *s, int n) {
+static void json_strings(cdb_json *j, const char *key, const char *const *s, int n) {
     if (!n) return;
-    cdb_cli_json_key(j, key);
-    cdb_cli_json_begin_array(j);
-    for (int i = 0; i < n; i++) cdb_cli_json_str(j, s[i]);
-    cdb_cli_json_end_array(j);
+    cdb_json_key(j, key);
+    cdb_json_begin_array(j);
+    for (int i = 0; i < n; i++) cdb_json_str(j, s[i]);
+    cdb_json_end_array(j);
 }
 
 static void print_hits(const cdb_engine_result *res, int json, int paths, int nul,
@@ -152,39 +152,39 @@ static void print_hits(const cdb_engine_result *res, int json, int paths, int nu
     const cdb_engine_hit *h = res->hits;
     int n = res->n;
     if (json) {
-        cli_json j;
+        cdb_json j;
         cdb_cli_json_init(&j, stdout, 1);
-        cdb_cli_json_begin_object(&j);
-        cdb_cli_json_key(&j, "query");
-        cdb_cli_json_str(&j, q->text ? q->text : "");
+        cdb_json_begin_object(&j);
+        cdb_json_key(&j, "query");
+        cdb_json_str(&j, q->text ? q->text : "");
         json_strings(&j, "images", images, n_img); /* as given: '-' for standard input */
         json_strings(&j, "not", q->nots, q->n_nots);
-        cdb_cli_json_key(&j, "model");
-        cdb_cli_json_str(&j, res->model);
-        cdb_cli_json_key(&j, "count");
-        cdb_cli_json_int(&j, n);
-        cdb_cli_json_key(&j, "hits");
-        cdb_cli_json_begin_array(&j);
+        cdb_json_key(&j, "model");
+        cdb_json_str(&j, res->model);
+        cdb_json_key(&j, "count");
+        cdb_json_int(&j, n);
+        cdb_json_key(&j, "hits");
+        cdb_json_begin_array(&j);
         for (int i = 0; i < n; i++) {
-            cdb_cli_json_begin_object(&j);
-            cdb_cli_json_key(&j, "rank");
-            cdb_cli_json_int(&j, i + 1);
-            cdb_cli_json_key(&j, "score");
-            cdb_cli_json_float(&j, h[i].score);
+            cdb_json_begin_object(&j);
+            cdb_json_key(&j, "rank");
+            cdb_json_int(&j, i + 1);
+            cdb_json_key(&j, "score");
+            cdb_json_float(&j, h[i].score);
             if (res->has_probability) { /* absent, not null, for models without a bias */
-                cdb_cli_json_key(&j, "probability");
-                cdb_cli_json_float(&j, h[i].probability);
+                cdb_json_key(&j, "probability");
+                cdb_json_float(&j, h[i].probability);
             }
-            cdb_cli_json_key(&j, "id");
-            cdb_cli_json_int(&j, h[i].id);
-            cdb_cli_json_path(&j, "path", h[i].path);
-            cdb_cli_json_key(&j, "mtime_ns");
-            cdb_cli_json_int(&j, h[i].mtime_ns);
-            cdb_cli_json_end_object(&j);
+            cdb_json_key(&j, "id");
+            cdb_json_int(&j, h[i].id);
+            cdb_json_path(&j, "path", h[i].path);
+            cdb_json_key(&j, "mtime_ns");
+            cdb_json_int(&j, h[i].mtime_ns);
+            cdb_json_end_object(&j);
         }
-        cdb_cli_json_end_array(&j);
-        cdb_cli_json_end_object(&j);
-        cdb_cli_json_done(&j);
+        cdb_json_end_array(&j);
+        cdb_json_end_object(&j);
+        cdb_json_done(&j);
     } else if (paths) {
         for (int i = 0; i < n; i++) {
             fputs(h[i].path, stdout);

@@ -21,6 +21,7 @@
 #include "encoder/encoder.h"
 #include "engine/engine.h"
 #include "index/index.h"
+#include "output/output.h" /* cdb_out_fmt_count: counts in messages as the CLI prints them */
 
 /* ---- errors (errors.c) ------------------------------------------------------------ */
 
@@ -36,8 +37,6 @@ cdb_status cdb_eng_fail(cdb_status rc, cdb_engine_err code, const char *fmt, ...
 ** trimmed as above). */
 cdb_status cdb_eng_failw(cdb_status rc, cdb_engine_err code, const char *why, const char *fmt, ...)
     CDB_PRINTF(4, 5);
-/* "1,234,567" into buf (as the CLI prints counts); returns buf. */
-const char *cdb_eng_fmt_count(int64_t n, char *buf, size_t size);
 /* 1 when rc (with the current errmsg) means the disk is full. */
 int cdb_eng_disk_full(cdb_status rc);
 

@@ -110,17 +110,3 @@ int cdb_eng_search_threads(const cdb_engine *e, cdb_db *db, const char *spec, in
     ** ViT-B/32: 2.5x slower under load, 2x faster idle) */
     return images ? e->p.model_threads : 1;
 }
-
-const char *cdb_eng_fmt_count(int64_t n, char *buf, size_t size) {
-    char tmp[32], o[48];
-    uint64_t u = n < 0 ? (uint64_t)(-(n + 1)) + 1 : (uint64_t)n;
-    int len = snprintf(tmp, sizeof tmp, "%llu", (unsigned long long)u), k = 0;
-    if (n < 0) o[k++] = '-';
-    for (int i = 0; i < len; i++) {
-        if (i && (len - i) % 3 == 0) o[k++] = ',';
-        o[k++] = tmp[i];
-    }
-    o[k] = '\0';
-    snprintf(buf, size, "%s", o);
-    return buf;
-}

@@ -364,8 +364,8 @@ cdb_status cdb_engine_set_default_model(cdb_engine *e, const char *spec, cdb_eng
     if ((holes = c.n_missing + stale) > 0)
         return cdb_eng_failw(CDB_INVALID, CDB_ENGINE_E_SET_INCOMPLETE, NULL,
                          "model '%s' has no vector yet for %s file%s (of %s)", dm.name,
-                         cdb_eng_fmt_count(holes, b, sizeof b), holes == 1 ? "" : "s",
-                         cdb_eng_fmt_count(c.files[CDB_DB_OK], b2, sizeof b2));
+                         cdb_out_fmt_count(holes, b, sizeof b), holes == 1 ? "" : "s",
+                         cdb_out_fmt_count(c.files[CDB_DB_OK], b2, sizeof b2));
     /* searches encode texts with the default: it needs a text tower and a tokenizer */
     cdb_k_device dev = e->p.device;
     e->p.device.kind = CDB_K_DEVICE_CPU;

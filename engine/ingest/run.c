@@ -223,12 +223,12 @@ static cdb_status refresh_indexes(cdb_engine *e, const run_plan *p, const char *
             snprintf(one, sizeof one, "%s", res.why);
         else if (res.action == 1) /* the counts are its why ("4 new or changed, ...") */
             snprintf(one, sizeof one, "updated: %s added, %s removed",
-                     cdb_eng_fmt_count(res.n_added, b, sizeof b),
-                     cdb_eng_fmt_count(res.n_removed, b2, sizeof b2));
+                     cdb_out_fmt_count(res.n_added, b, sizeof b),
+                     cdb_out_fmt_count(res.n_removed, b2, sizeof b2));
         else
             snprintf(one, sizeof one, "rebuilt %s over %s vector%s (%s)",
                      cdb_index_kind_name(res.info.kind),
-                     cdb_eng_fmt_count(res.n_vectors, b, sizeof b), res.n_vectors == 1 ? "" : "s",
+                     cdb_out_fmt_count(res.n_vectors, b, sizeof b), res.n_vectors == 1 ? "" : "s",
                      forced ? forced : res.why);
         o += (size_t)snprintf(note + o, o < size ? size - o : 0, "%s%s%s%s", i ? "; " : "",
                               p->n > 1 ? s->dm.name : "", p->n > 1 ? ": " : "", one);

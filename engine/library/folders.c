@@ -583,7 +583,7 @@ cdb_status cdb_engine_move(cdb_engine *e, const char *old_in, const char *new_in
         else
             st = cdb_eng_failw(CDB_INVALID, CDB_ENGINE_E_MOVE_NOTHING, NULL,
                                "none of the %s recorded files of %s is under %s; nothing changed",
-                               cdb_eng_fmt_count(there.live, b, sizeof b), old, newp);
+                               cdb_out_fmt_count(there.live, b, sizeof b), old, newp);
         goto done;
     }
     /* the notes first: after a kill from here on the next writer finishes the move */

@@ -114,16 +114,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
     (void)cdb_image_sniff(data, n, 1);
     (void)cdb_image_mime(data, n);
     (void)cdb_utf8_valid((const char *)data, n);
-    cdb_cli_json_write_string(g_null, (const char *)data, n);
     {
-        cli_json j;
+        cdb_json j;
         cdb_cli_json_init(&j, g_null, 1);
-        cdb_cli_json_begin_object(&j);
-        cdb_cli_json_path(&j, "path", buf);
-        cdb_cli_json_key(&j, "s");
-        cdb_cli_json_strn(&j, (const char *)data, n);
-        cdb_cli_json_end_object(&j);
-        cdb_cli_json_done(&j);
+        cdb_json_begin_object(&j);
+        cdb_json_path(&j, "path", buf);
+        cdb_json_key(&j, "s");
+        cdb_json_strn(&j, (const char *)data, n);
+        cdb_json_end_object(&j);
+        cdb_json_done(&j);
     }
     free(buf);
     return 0;
