@@ -15,7 +15,7 @@
   encoder_baseline.py --serve-rn50 PATH [--batch 32] [--threads 2]
       the same model, timed one batch per "run" line read from stdin (answers
       "t=<seconds>"; "ready" after the warm-up): bench_encoder interleaves these
-      with its own batches
+      with its own batches; torch_rss_mb=<peak RSS> at the end
   encoder_baseline.py --serve-vit PATH [--vocab BPE_GZ] [--batch 32] [--threads 2]
       the ViT-B/32 CLIP, driven line by line as --serve-rn50: "run" times one image
       batch, "text" one short query (tokenize + encode_text; needs --vocab), each
@@ -45,19 +45,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "scripts"))
 import clip_torch  # noqa: E402
-
-
-def bytes_to_unicode():
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
-        list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return dict(zip(bs, [chr(c) for c in cs]))
+from train_bpe import bpe_word, bytes_to_unicode  # noqa: E402  (CLIP's byte map and BPE)
 
 
 class Tokenizer:
@@ -73,31 +61,12 @@ class Tokenizer:
         self.pat = re.compile(r"""<\|startoftext\|>|<\|endoftext\|>|'s|'t|'re|'ve|'m|'ll|'d|"""
                               r"""[^\W\d_]+|\d|[^\s\w]+""", re.IGNORECASE)
 
-    def bpe(self, token):
-        word = tuple(token[:-1]) + (token[-1] + "</w>",)
-        while len(word) > 1:
-            pairs = {(word[i], word[i + 1]) for i in range(len(word) - 1)}
-            best = min(pairs, key=lambda p: self.ranks.get(p, float("inf")))
-            if best not in self.ranks:
-                break
-            a, b = best
-            out, i = [], 0
-            while i < len(word):
-                if i < len(word) - 1 and word[i] == a and word[i + 1] == b:
-                    out.append(a + b)
-                    i += 2
-                else:
-                    out.append(word[i])
-                    i += 1
-            word = tuple(out)
-        return word
-
     def tokenize(self, text, ctx=77):
         text = re.sub(r"\s+", " ", html.unescape(html.unescape(text))).strip().lower()
         ids = [self.encoder["<|startoftext|>"]]
         for tok in self.pat.findall(text):
             tok = "".join(self.byte_encoder[b] for b in tok.encode("utf-8"))
-            ids += [self.encoder[t] for t in self.bpe(tok)]
+            ids += [self.encoder[t] for t in bpe_word(tok, self.ranks)]
         ids = ids[:ctx - 1] + [self.encoder["<|endoftext|>"]]
         out = torch.zeros(1, ctx, dtype=torch.long)
         out[0, :len(ids)] = torch.tensor(ids)
@@ -154,19 +123,25 @@ def load_rn50(path):
     return m
 
 
+def best_image_seconds(m, x, runs):
+    """The best of runs timed m.encode_image(x), after one untimed warm-up."""
+    with torch.inference_mode():
+        m.encode_image(x)
+        best = float("inf")
+        for _ in range(runs):
+            t = time.perf_counter()
+            m.encode_image(x)
+            best = min(best, time.perf_counter() - t)
+    return best
+
+
 def measure_rn50(args):
     torch.set_num_threads(args.threads)
     m = load_rn50(args.measure_rn50)
     torch.manual_seed(1)
     x = torch.randn(args.batch, 3, 224, 224)
-    with torch.inference_mode():
-        m.encode_image(x)
-        best = float("inf")
-        for _ in range(args.runs):
-            t = time.perf_counter()
-            m.encode_image(x)
-            best = min(best, time.perf_counter() - t)
-    print(f"torch_rn50_image_per_s={args.batch / best:.3f}", flush=True)
+    print(f"torch_rn50_image_per_s={args.batch / best_image_seconds(m, x, args.runs):.3f}",
+          flush=True)
     print(f"torch_rn50_rss_mb={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.1f}",
           flush=True)
 
@@ -181,15 +156,7 @@ def serve_rn50(args):
     x = torch.randn(args.batch, 3, 224, 224)
     with torch.inference_mode():
         m.encode_image(x)
-        print("ready", flush=True)
-        for line in sys.stdin:
-            if line.strip() != "run":
-                break
-            t = time.perf_counter()
-            m.encode_image(x)
-            print(f"t={time.perf_counter() - t:.6f}", flush=True)
-    print(f"torch_rn50_rss_mb={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.1f}",
-          flush=True)
+    serve_loop({"run": lambda: m.encode_image(x)})
 
 
 def serve_loop(steps):
@@ -237,14 +204,7 @@ def measure(args):
     del sd
     torch.manual_seed(1)
     x = torch.randn(args.batch, 3, 224, 224)
-    with torch.inference_mode():
-        m.encode_image(x)
-        best = float("inf")
-        for _ in range(args.runs):
-            t = time.perf_counter()
-            m.encode_image(x)
-            best = min(best, time.perf_counter() - t)
-    print(f"torch_image_per_s={args.batch / best:.3f}", flush=True)
+    print(f"torch_image_per_s={args.batch / best_image_seconds(m, x, args.runs):.3f}", flush=True)
     if args.vocab and os.path.exists(args.vocab):
         tok = Tokenizer(args.vocab)
         with torch.inference_mode():
