@@ -72,19 +72,22 @@ float *cdb_k_cpu_alloc_f32(size_t n) {
 
 /* ---- buffers --------------------------------------------------------------- */
 
-static cdb_status cpu_buf_alloc(cdb_k_backend *be, size_t n, cdb_k_buf **out) {
-    cdb_k_buf *b = calloc(1, sizeof *b);
+cdb_status cdb_k_cpu_buf_own(float *data, size_t n, cdb_k_buf **out) {
+    cdb_k_buf *b = data ? calloc(1, sizeof *b) : NULL;
     *out = NULL;
-    if (!b) return cdb_seterr(CDB_NOMEM, "backend buffer");
-    b->data = cdb_k_cpu_alloc_f32(n);
-    if (!b->data) {
-        free(b);
+    if (!b) {
+        free(data);
         return cdb_seterr(CDB_NOMEM, "backend buffer of %zu floats", n);
     }
+    b->data = data;
     b->n = n;
     b->owned = 1;
     *out = b;
     return CDB_OK;
+}
+
+static cdb_status cpu_buf_alloc(cdb_k_backend *be, size_t n, cdb_k_buf **out) {
+    return cdb_k_cpu_buf_own(cdb_k_cpu_alloc_f32(n), n, out);
 }
 
 static void cpu_buf_free(cdb_k_backend *be, cdb_k_buf *b) {

@@ -11,18 +11,7 @@
 #include "kernels/cpu/backend_int.h"
 
 static cdb_status ref_buf_alloc(cdb_k_backend *be, size_t n, cdb_k_buf **out) {
-    cdb_k_buf *b = calloc(1, sizeof *b);
-    *out = NULL;
-    if (!b) return cdb_seterr(CDB_NOMEM, "backend buffer");
-    b->data = calloc(n ? n : 1, sizeof(float));
-    if (!b->data) {
-        free(b);
-        return cdb_seterr(CDB_NOMEM, "backend buffer of %zu floats", n);
-    }
-    b->n = n;
-    b->owned = 1;
-    *out = b;
-    return CDB_OK;
+    return cdb_k_cpu_buf_own(calloc(n ? n : 1, sizeof(float)), n, out); /* zeroed */
 }
 
 static void ref_buf_free(cdb_k_backend *be, cdb_k_buf *b) {
@@ -132,6 +121,30 @@ static cdb_status ref_add(cdb_k_backend *be, cdb_k_buf *y, const cdb_k_buf *x, s
     return CDB_OK;
 }
 
+/* One head of attention for one query row q, in double: the softmax over keys j < n of
+** q . k_j / sqrt(head_dim), applied to the values: out[l] = sum_j p_j v_j[l] / sum_j p_j.
+** Key j is k + j * stride, value j is v + j * stride; p: n doubles of scratch. */
+static void attend_row(const float *q, const float *k, const float *v, size_t stride, int n,
+                       int head_dim, double *p, float *out) {
+    double mx = -INFINITY, sum = 0;
+    for (int j = 0; j < n; j++) {
+        const float *kj = k + (size_t)j * stride;
+        double s = 0;
+        for (int l = 0; l < head_dim; l++) s += (double)q[l] * kj[l];
+        p[j] = s / sqrt((double)head_dim);
+        if (p[j] > mx) mx = p[j];
+    }
+    for (int j = 0; j < n; j++) {
+        p[j] = exp(p[j] - mx);
+        sum += p[j];
+    }
+    for (int l = 0; l < head_dim; l++) {
+        double o = 0;
+        for (int j = 0; j < n; j++) o += p[j] * v[(size_t)j * stride + l];
+        out[l] = (float)(o / sum);
+    }
+}
+
 static cdb_status ref_attention(cdb_k_backend *be, const cdb_k_buf *qkv, cdb_k_buf *out,
                                 int batch, int seq, int heads, int head_dim, int causal) {
     int d = heads * head_dim;
@@ -144,29 +157,10 @@ static cdb_status ref_attention(cdb_k_backend *be, const cdb_k_buf *qkv, cdb_k_b
     for (int b = 0; b < batch; b++)
         for (int h = 0; h < heads; h++)
             for (int i = 0; i < seq; i++) {
-                const float *q = qkv->data + ((size_t)b * seq + i) * 3 * d + (size_t)h * head_dim;
-                int lim = causal ? i + 1 : seq;
-                double mx = -INFINITY, sum = 0;
-                for (int j = 0; j < lim; j++) {
-                    const float *k =
-                        qkv->data + ((size_t)b * seq + j) * 3 * d + d + (size_t)h * head_dim;
-                    double s = 0;
-                    for (int l = 0; l < head_dim; l++) s += (double)q[l] * k[l];
-                    p[j] = s / sqrt((double)head_dim);
-                    if (p[j] > mx) mx = p[j];
-                }
-                for (int j = 0; j < lim; j++) {
-                    p[j] = exp(p[j] - mx);
-                    sum += p[j];
-                }
-                for (int l = 0; l < head_dim; l++) {
-                    double o = 0;
-                    for (int j = 0; j < lim; j++)
-                        o += p[j] * qkv->data[((size_t)b * seq + j) * 3 * d + 2 * d +
-                                              (size_t)h * head_dim + l];
-                    out->data[((size_t)b * seq + i) * d + (size_t)h * head_dim + l] =
-                        (float)(o / sum);
-                }
+                const float *row = qkv->data + (size_t)b * seq * 3 * d + (size_t)h * head_dim;
+                attend_row(row + (size_t)i * 3 * d, row + d, row + 2 * d, (size_t)3 * d,
+                           causal ? i + 1 : seq, head_dim, p,
+                           out->data + ((size_t)b * seq + i) * d + (size_t)h * head_dim);
             }
     free(p);
     return CDB_OK;
@@ -330,28 +324,10 @@ static cdb_status ref_attention_q(cdb_k_backend *be, const cdb_k_buf *q, const c
     for (int b = 0; b < batch; b++)
         for (int h = 0; h < heads; h++)
             for (int i = 0; i < n_q; i++) {
-                const float *qr = q->data + ((size_t)b * n_q + i) * d + (size_t)h * head_dim;
-                double mx = -INFINITY, sum = 0;
-                for (int j = 0; j < seq; j++) {
-                    const float *kr =
-                        kv->data + ((size_t)b * seq + j) * 2 * d + (size_t)h * head_dim;
-                    double s = 0;
-                    for (int l = 0; l < head_dim; l++) s += (double)qr[l] * kr[l];
-                    p[j] = s / sqrt((double)head_dim);
-                    if (p[j] > mx) mx = p[j];
-                }
-                for (int j = 0; j < seq; j++) {
-                    p[j] = exp(p[j] - mx);
-                    sum += p[j];
-                }
-                for (int l = 0; l < head_dim; l++) {
-                    double o = 0;
-                    for (int j = 0; j < seq; j++)
-                        o += p[j] * kv->data[((size_t)b * seq + j) * 2 * d + d +
-                                             (size_t)h * head_dim + l];
-                    out->data[((size_t)b * n_q + i) * d + (size_t)h * head_dim + l] =
-                        (float)(o / sum);
-                }
+                const float *kr = kv->data + (size_t)b * seq * 2 * d + (size_t)h * head_dim;
+                attend_row(q->data + ((size_t)b * n_q + i) * d + (size_t)h * head_dim, kr, kr + d,
+                           (size_t)2 * d, seq, head_dim, p,
+                           out->data + ((size_t)b * n_q + i) * d + (size_t)h * head_dim);
             }
     free(p);
     return CDB_OK;

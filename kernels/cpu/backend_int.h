@@ -26,6 +26,9 @@ struct cdb_k_buf {
 /* 64-byte aligned (from 4 MiB: 2 MiB aligned, offered to huge pages), free() it; NULL
 ** when out of memory. */
 float *cdb_k_cpu_alloc_f32(size_t n);
+/* A new buffer of n floats that owns data (from malloc or cdb_k_cpu_alloc_f32: freed
+** with free); data == NULL, or no memory for the buffer, gives CDB_NOMEM (data freed). */
+cdb_status cdb_k_cpu_buf_own(float *data, size_t n, cdb_k_buf **out);
 /* Widens n elements of dt (any alignment, little-endian) to fp32. */
 void cdb_k_cpu_convert_to_f32(const void *src, cdb_k_dtype dt, float *dst, size_t n);
 

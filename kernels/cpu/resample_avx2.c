@@ -10,11 +10,6 @@
 
 #include "kernels/cpu/resample_int.h"
 
-static inline uint8_t clip8(int32_t ss) {
-    int32_t v = ss >> CDB_K_RESAMPLE_PRECISION;
-    return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
-}
-
 static inline __m256i load8_u8_epi32(const uint8_t *p) {
     return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p));
 }
@@ -51,8 +46,10 @@ void cdb_k_resample_h_u8_avx2(const uint8_t *planes, size_t plane_stride, int nc
     for (int i = 0; i < n_out; i++) {
         const int32_t *k = kk + (size_t)i * ksize;
         int x0 = bounds[2 * i], n = bounds[2 * i + 1];
-        for (int c = 0; c < nch; c++)
-            out[(size_t)i * nch + c] = clip8(dot_taps(planes + (size_t)c * plane_stride + x0, k, n));
+        for (int c = 0; c < nch; c++) {
+            const uint8_t *p = planes + (size_t)c * plane_stride + x0;
+            out[(size_t)i * nch + c] = cdb_k_clip8(dot_taps(p, k, n));
+        }
     }
 }
 
@@ -82,12 +79,7 @@ void cdb_k_resample_v_u8_avx2(const uint8_t *src, size_t stride, const int32_t *
         b = _mm256_permutevar8x32_epi32(b, perm);
         _mm256_storeu_si256((__m256i *)(out + j), b);
     }
-    for (; j < len; j++) {
-        int32_t ss = 1 << (CDB_K_RESAMPLE_PRECISION - 1);
-        const uint8_t *p = src + j;
-        for (int y = 0; y < n; y++) ss += p[(size_t)y * stride] * k[y];
-        out[j] = clip8(ss);
-    }
+    if (j < len) cdb_k_resample_v_u8_scalar(src + j, stride, k, n, len - j, out + j); /* tail */
 }
 
 /* RGB: 16 pixels (48 bytes) per step with byte shuffles; other counts scalar. */

@@ -8,6 +8,12 @@
 
 #include "kernels/cpu/cpu_int.h"
 
+/* A fixed-point sum back to a byte: PIL's arithmetic shift, then a clamp to 0..255. */
+static inline uint8_t cdb_k_clip8(int32_t ss) {
+    int32_t v = ss >> CDB_K_RESAMPLE_PRECISION;
+    return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+}
+
 void cdb_k_resample_h_u8_avx2(const uint8_t *planes, size_t plane_stride, int nch,
                               const int *bounds, const int32_t *kk, int ksize, int n_out,
                               uint8_t *out);

@@ -8,11 +8,6 @@
 */
 #include "kernels/cpu/resample_int.h"
 
-static inline uint8_t clip8(int32_t ss) {
-    int32_t v = ss >> CDB_K_RESAMPLE_PRECISION; /* arithmetic shift, as PIL's lookup */
-    return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
-}
-
 void cdb_k_resample_h_u8_scalar(const uint8_t *planes, size_t plane_stride, int nch,
                                 const int *bounds, const int32_t *kk, int ksize, int n_out,
                                 uint8_t *out) {
@@ -23,7 +18,7 @@ void cdb_k_resample_h_u8_scalar(const uint8_t *planes, size_t plane_stride, int 
             const uint8_t *p = planes + (size_t)c * plane_stride + x0;
             int32_t ss = 1 << (CDB_K_RESAMPLE_PRECISION - 1);
             for (int x = 0; x < n; x++) ss += p[x] * k[x];
-            out[(size_t)i * nch + c] = clip8(ss);
+            out[(size_t)i * nch + c] = cdb_k_clip8(ss);
         }
     }
 }
@@ -34,7 +29,7 @@ void cdb_k_resample_v_u8_scalar(const uint8_t *src, size_t stride, const int32_t
         int32_t ss = 1 << (CDB_K_RESAMPLE_PRECISION - 1);
         const uint8_t *p = src + j;
         for (int y = 0; y < n; y++) ss += p[(size_t)y * stride] * k[y];
-        out[j] = clip8(ss);
+        out[j] = cdb_k_clip8(ss);
     }
 }
 

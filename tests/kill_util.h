@@ -18,7 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli_run.h"
+#include "cli/cli_run.h"
 
 /* xorshift64*: the kill points, reproducible from the printed seed */
 static uint64_t g_rng;
