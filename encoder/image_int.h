@@ -150,6 +150,13 @@ cdb_status cdb_img_png_decode(const uint8_t *b, size_t n, const img_info *ii, co
 ** Each probe reads the header only (the stored size, before any orientation);
 ** each decode does the size check first. */
 cdb_status cdb_img_webp_probe(const uint8_t *b, size_t n, int *w, int *h);
+/* The first chunk named fourcc of a WebP's RIFF container (b, n: the file) and its size
+** in *len; NULL when there is none before the container ends or a chunk overruns it.
+** Needs no libwebp. */
+const uint8_t *cdb_img_webp_chunk(const uint8_t *b, size_t n, const char *fourcc, size_t *len);
+/* The first "EXIF" chunk as a TIFF-structured block (a leading "Exif\0\0", which some
+** writers add, skipped); NULL when there is none. */
+const uint8_t *cdb_img_webp_exif(const uint8_t *b, size_t n, size_t *len);
 cdb_status cdb_img_webp_decode(const uint8_t *b, size_t n, const img_opts *o, cdb_image **out);
 cdb_status cdb_img_tiff_probe(const uint8_t *b, size_t n, int *w, int *h);
 cdb_status cdb_img_tiff_decode(const uint8_t *b, size_t n, const img_opts *o, cdb_image **out);

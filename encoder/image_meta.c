@@ -417,19 +417,8 @@ static void png_blocks(const uint8_t *b, size_t n, blocks *bl) {
 }
 
 static void webp_blocks(const uint8_t *b, size_t n, blocks *bl) {
-    size_t i = 12, riff_end = 8 + (size_t)cdb_img_le32(b + 4);
-    if (riff_end < n) n = riff_end;
-    while (i + 8 <= n) {
-        uint32_t len = cdb_img_le32(b + i + 4);
-        const uint8_t *d = b + i + 8;
-        if (len > n - i - 8) return;
-        if (!memcmp(b + i, "EXIF", 4) && !bl->exif) {
-            bl->exif = d, bl->exif_len = len;
-            if (len >= 6 && !memcmp(d, "Exif\0\0", 6)) bl->exif += 6, bl->exif_len -= 6;
-        }
-        if (!memcmp(b + i, "XMP ", 4) && !bl->xmp) bl->xmp = d, bl->xmp_len = len;
-        i += 8 + (size_t)len + (len & 1);
-    }
+    bl->exif = cdb_img_webp_exif(b, n, &bl->exif_len);
+    bl->xmp = cdb_img_webp_chunk(b, n, "XMP ", &bl->xmp_len);
 }
 
 cdb_status cdb_photo_meta_read(const void *buf, size_t n, cdb_photo_meta *out) {

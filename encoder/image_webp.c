@@ -18,6 +18,30 @@
 
 #include "encoder/image_int.h"
 
+/* ---- the RIFF container (no libwebp needed: photo_meta reads it too) ---------------- */
+
+const uint8_t *cdb_img_webp_chunk(const uint8_t *b, size_t n, const char *fourcc, size_t *len) {
+    size_t i = 12;
+    if (n < 12) return NULL;
+    if (8 + (size_t)cdb_img_le32(b + 4) < n) n = 8 + (size_t)cdb_img_le32(b + 4); /* RIFF's end */
+    while (i + 8 <= n) {
+        uint32_t l = cdb_img_le32(b + i + 4);
+        if (l > n - i - 8) return NULL;
+        if (!memcmp(b + i, fourcc, 4)) {
+            *len = l;
+            return b + i + 8;
+        }
+        i += 8 + (size_t)l + (l & 1); /* chunks are padded to an even size */
+    }
+    return NULL;
+}
+
+const uint8_t *cdb_img_webp_exif(const uint8_t *b, size_t n, size_t *len) {
+    const uint8_t *t = cdb_img_webp_chunk(b, n, "EXIF", len);
+    if (t && *len >= 6 && !memcmp(t, "Exif\0\0", 6)) t += 6, *len -= 6;
+    return t;
+}
+
 #if CDB_HAVE_WEBP
 #include <webp/decode.h>
 #include <webp/demux.h>
@@ -35,20 +59,9 @@ cdb_status cdb_img_webp_probe(const uint8_t *b, size_t n, int *w, int *h) {
 
 /* The EXIF chunk's orientation (raw TIFF, or "Exif\0\0" + TIFF as some writers do). */
 static int webp_orientation(const uint8_t *b, size_t n) {
-    WebPData d = {b, n};
-    WebPDemuxer *dm = WebPDemux(&d);
-    WebPChunkIterator it;
-    int o = 1;
-    if (!dm) return 1;
-    if (WebPDemuxGetChunk(dm, "EXIF", 1, &it)) {
-        const uint8_t *t = it.chunk.bytes;
-        size_t len = it.chunk.size;
-        if (len >= 6 && !memcmp(t, "Exif\0\0", 6)) t += 6, len -= 6;
-        o = cdb_img_exif_orientation(t, len);
-        WebPDemuxReleaseChunkIterator(&it);
-    }
-    WebPDemuxDelete(dm);
-    return o;
+    size_t len = 0;
+    const uint8_t *t = cdb_img_webp_exif(b, n, &len);
+    return t ? cdb_img_exif_orientation(t, len) : 1;
 }
 
 static int draft_scale(int w, int h, int t) {
