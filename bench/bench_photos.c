@@ -42,6 +42,7 @@
 #include "encoder/encoder.h"
 #include "ingest_child.h"
 #include "kernels/kernels.h"
+#include "read_file.h"
 
 #define PY "/usr/bin/python3"
 #define SZ 224
@@ -69,25 +70,6 @@ static int exists(const char *p) {
     return stat(p, &st) == 0;
 }
 
-static unsigned char *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    unsigned char *b = NULL;
-    long len;
-    *n = 0;
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    if (len > 0 && (b = malloc((size_t)len)) && fread(b, 1, (size_t)len, f) == (size_t)len)
-        *n = (size_t)len;
-    fclose(f);
-    if (!*n) {
-        free(b);
-        return NULL;
-    }
-    return b;
-}
-
 /* "1920x1080.jpg": one of a wallpaper's per-resolution copies. */
 static int is_res_name(const char *base) {
     const char *p = base;
@@ -113,7 +95,7 @@ static int select_photos(const char *dir) {
         unsigned char *b;
         char *slash, d[1200];
         line[strcspn(line, "\n")] = 0;
-        if (!(b = slurp(line, &n))) continue;
+        if (!(b = test_read_file(line, &n))) continue;
         if (cdb_image_probe(b, n, &w, &h) != CDB_OK || (long long)w * h < 1000000) {
             free(b);
             continue;
@@ -151,7 +133,7 @@ static int load_list(const char *dir) {
     while (g_n < MAX_PHOTOS && fgets(line, sizeof line, f)) {
         photo *p = &g_ph[g_n];
         line[strcspn(line, "\n")] = 0;
-        if (!line[0] || !(p->data = slurp(line, &p->n))) continue;
+        if (!line[0] || !(p->data = test_read_file(line, &p->n))) continue;
         snprintf(p->path, sizeof p->path, "%s", line);
         if (cdb_image_probe(p->data, p->n, &p->w, &p->h) != CDB_OK) {
             free(p->data);
@@ -546,8 +528,8 @@ int main(int argc, char **argv) {
         unsigned char *x, *y;
         snprintf(a, sizeof a, "%s/clipdb_crops/%d.rgb", dir, i);
         snprintf(b, sizeof b, "%s/pil_crops/%d.rgb", dir, i);
-        x = slurp(a, &na);
-        y = slurp(b, &nb);
+        x = test_read_file(a, &na);
+        y = test_read_file(b, &nb);
         if (x && y && na == nb) {
             compared++;
             same += !memcmp(x, y, na);

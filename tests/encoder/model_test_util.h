@@ -21,9 +21,12 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cdb_test.h"
+#include "encoder/encoder.h"
+#include "read_file.h"
 
 #ifndef CDB_TEST_TMP_TAG
 #define CDB_TEST_TMP_TAG "model"
@@ -229,23 +232,31 @@ static inline void reset_peak_rss(void) {
     }
 }
 
-static inline void *read_all(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    void *buf = NULL;
-    long sz;
-    *n = 0;
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    buf = malloc(sz > 0 ? (size_t)sz : 1);
-    if (buf && fread(buf, 1, (size_t)sz, f) != (size_t)sz) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    if (buf) *n = (size_t)sz;
-    return buf;
+/* Opens the model at path with p into *m, measuring what the load costs: the peak RSS
+** it adds, in KiB (the peak is reset first: an earlier load's cannot hide it), and the
+** wall time in ms when ms is not NULL. */
+static inline cdb_status open_measured(const char *path, const cdb_model_params *p,
+                                       cdb_model **m, long *rss_kb, double *ms) {
+    struct timespec t0, t1;
+    long rss0;
+    cdb_status rc;
+    reset_peak_rss();
+    rss0 = max_rss_kb();
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    rc = cdb_model_open(path, p, m);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    *rss_kb = max_rss_kb() - rss0;
+    if (ms) *ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+    return rc;
+}
+
+/* A golden fixture's expected embeddings, <dir>/<name>.<kind>.f32 (kind: text, image or
+** photo), as test_read_file gives them (NULL when missing). */
+static inline float *read_golden_f32(const char *dir, const char *name, const char *kind,
+                                     size_t *n) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s.%s.f32", dir, name, kind);
+    return test_read_file(path, n);
 }
 
 static inline double cosine(const float *a, const float *b, int n) {

@@ -24,6 +24,7 @@
 #include <zlib.h>
 
 #include "cdb_test.h"
+#include "read_file.h"
 #include "encoder/encoder.h"
 
 
@@ -97,21 +98,6 @@ static int npy_load(const char *path, npy *a) {
 bad:
     free(buf);
     return -1;
-}
-
-static unsigned char *read_file(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    unsigned char *b;
-    long len;
-    *n = 0;
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    b = malloc(len > 0 ? (size_t)len : 1);
-    *n = fread(b, 1, (size_t)len, f);
-    fclose(f);
-    return b;
 }
 
 typedef struct gcase {
@@ -367,7 +353,7 @@ static size_t make_png(unsigned char *b, uint32_t w, uint32_t h, uint32_t idat_l
 
 CDB_TEST(probe_and_limits) {
     size_t n;
-    unsigned char *buf = read_file(GOLDEN "/photo_320x240.jpg", &n);
+    unsigned char *buf = test_read_file(GOLDEN "/photo_320x240.jpg", &n);
     int w = 0, h = 0;
     cdb_image *img = NULL;
     cdb_image_params ip = cdb_image_params_default();
@@ -446,8 +432,8 @@ static void expect_error(cdb_test_ctx *cdb_t_, const char *what, const void *buf
 
 CDB_TEST(bad_files) {
     size_t nj, np;
-    unsigned char *jpg = read_file(GOLDEN "/photo_320x240.jpg", &nj);
-    unsigned char *png = read_file(GOLDEN "/rgb_320x241.png", &np);
+    unsigned char *jpg = test_read_file(GOLDEN "/photo_320x240.jpg", &nj);
+    unsigned char *png = test_read_file(GOLDEN "/rgb_320x241.png", &np);
     unsigned char *b;
     unsigned char small[256], zeros[64] = {0};
     static const char text[] = "This is a text file, not an image.\nclipdb\n";
@@ -506,8 +492,8 @@ CDB_TEST(bad_files) {
     expect_error(cdb_t_, "bmp header only", "BM\0\0\0\0\0\0\0\0\x36\0\0\0", 14, -1);
     {
         size_t nt = 0, nb = 0;
-        unsigned char *tga = read_file(GOLDEN "/rgb_57x83.tga", &nt);
-        unsigned char *bmp = read_file(GOLDEN "/rgb_90x70.bmp", &nb);
+        unsigned char *tga = test_read_file(GOLDEN "/rgb_57x83.tga", &nt);
+        unsigned char *bmp = test_read_file(GOLDEN "/rgb_90x70.bmp", &nb);
         CHECK(tga && bmp);
         expect_error(cdb_t_, "tga truncated", tga, nt - 100, CDB_CORRUPT);
         expect_error(cdb_t_, "bmp truncated", bmp, nb - 100, CDB_CORRUPT);
@@ -545,7 +531,7 @@ CDB_TEST(mutations_never_crash) {
         size_t n;
         unsigned char *orig, *b;
         snprintf(path, sizeof path, "%s/%s", GOLDEN, files[f]);
-        orig = read_file(path, &n);
+        orig = test_read_file(path, &n);
         CHECK(orig != NULL);
         b = malloc(n);
         for (int it = 0; it < iters; it++) {
@@ -701,8 +687,8 @@ CDB_TEST(world_mark) {
                                          'w', 'a', 'r', 'e', 0, 'c', 'l', 'i', 'p', 'd', 'b',
                                          '-', 'w', 'o', 'r', 'l', 'd', 0, 0, 0, 0};
     size_t nj = 0, np = 0;
-    unsigned char *jpg = read_file(GOLDEN "/photo_320x240.jpg", &nj);
-    unsigned char *png = read_file(GOLDEN "/rgb_320x241.png", &np);
+    unsigned char *jpg = test_read_file(GOLDEN "/photo_320x240.jpg", &nj);
+    unsigned char *png = test_read_file(GOLDEN "/rgb_320x241.png", &np);
     unsigned char *m;
     CHECK(jpg && nj > 40 && png && np > 60);
     if (!jpg || !png) goto done;

@@ -19,29 +19,11 @@
 #include "cdb_test.h"
 #include "encoder/encoder.h"
 #include "kernels/kernels.h"
+#include "model_test_util.h"
 
 #define GOLD CDB_SOURCE_DIR "/tests/golden/models"
 #define MIN_COS 0.99999    /* the bar */
 #define TIGHT_COS 0.99999999 /* the fp32 CPU path reaches 1 - 1e-12 here; margin 1e4 */
-
-static void *read_all(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    void *buf = NULL;
-    long sz;
-    *n = 0;
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    buf = malloc(sz > 0 ? (size_t)sz : 1);
-    if (buf && fread(buf, 1, (size_t)sz, f) != (size_t)sz) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    if (buf) *n = (size_t)sz;
-    return buf;
-}
 
 static int write_all(const char *path, const void *buf, size_t n) {
     FILE *f = fopen(path, "wb");
@@ -51,23 +33,11 @@ static int write_all(const char *path, const void *buf, size_t n) {
     return fclose(f) == 0 && ok;
 }
 
-static double cosine(const float *a, const float *b, int n) {
-    double ab = 0, aa = 0, bb = 0;
-    for (int i = 0; i < n; i++) {
-        ab += (double)a[i] * b[i];
-        aa += (double)a[i] * a[i];
-        bb += (double)b[i] * b[i];
-    }
-    return ab / sqrt(aa * bb);
-}
-
 static double norm(const float *a, int n) {
     double s = 0;
     for (int i = 0; i < n; i++) s += (double)a[i] * a[i];
     return sqrt(s);
 }
-
-static const char *tmpdir(void);
 
 typedef struct golden_case {
     const char *model; /* relative to GOLD */
@@ -117,12 +87,10 @@ static void run_golden(cdb_test_ctx *cdb_t_, const golden_case *gc) {
     CHECK(strstr(info->description, "clipdb test fixture") != NULL);
     CHECK_EQ_INT(info->preprocess.size, 40);
 
-    tokens = read_all(GOLD "/tokens.i32", &n_tok);
-    pixels = read_all(GOLD "/pixels.f32", &n_px);
-    snprintf(path, sizeof path, "%s/%s.text.f32", GOLD, gc->name);
-    exp_t = read_all(path, &n_et);
-    snprintf(path, sizeof path, "%s/%s.image.f32", GOLD, gc->name);
-    exp_i = read_all(path, &n_ei);
+    tokens = test_read_file(GOLD "/tokens.i32", &n_tok);
+    pixels = test_read_file(GOLD "/pixels.f32", &n_px);
+    exp_t = read_golden_f32(GOLD, gc->name, "text", &n_et);
+    exp_i = read_golden_f32(GOLD, gc->name, "image", &n_ei);
     CHECK(tokens && pixels && exp_t && exp_i);
     E = info->embed_dim;
     nt = (int)(n_tok / (4 * 77));
@@ -193,7 +161,7 @@ CDB_TEST(info_sources_and_hash) {
         /* The F16 file copied into a folder as model.safetensors. */
         char dir[600], file[700];
         size_t n;
-        void *bytes = read_all(GOLD "/openai_f16.safetensors", &n);
+        void *bytes = test_read_file(GOLD "/openai_f16.safetensors", &n);
         CHECK(bytes && tmpdir()[0]);
         snprintf(dir, sizeof dir, "%s/as_folder", tmpdir());
         mkdir(dir, 0700);
@@ -232,7 +200,7 @@ CDB_TEST(info_sources_and_hash) {
     {
         size_t n;
         float ea[48], eb[48];
-        float *px = read_all(GOLD "/pixels.f32", &n);
+        float *px = test_read_file(GOLD "/pixels.f32", &n);
         CHECK(px != NULL);
         CHECK_OK(cdb_encode_pixels(a, px, 1, 1, ea));
         CHECK_OK(cdb_encode_pixels(b, px, 1, 1, eb));
@@ -265,7 +233,7 @@ CDB_TEST(info_sources_and_hash) {
         /* The same graph on the GPU backend: DESIGN.md's CPU/GPU bar. */
         size_t n;
         float eg[3 * 48], ec[3 * 48];
-        float *px = read_all(GOLD "/pixels.f32", &n);
+        float *px = test_read_file(GOLD "/pixels.f32", &n);
         CHECK_OK(cdb_model_open(GOLD "/hf_bf16", &p, &a));
         CHECK_OK(cdb_model_open(GOLD "/hf_bf16", NULL, &b));
         CHECK_OK(cdb_encode_pixels(a, px, 3, 1, eg));
@@ -277,28 +245,6 @@ CDB_TEST(info_sources_and_hash) {
 }
 
 /* ---- loading errors ---------------------------------------------------------- */
-
-static char g_tmp[256];
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-    (void)st, (void)flag, (void)ftw;
-    return remove(path);
-}
-
-static void rm_tmpdir(void) {
-    if (g_tmp[0]) nftw(g_tmp, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
-}
-
-static const char *tmpdir(void) {
-    if (!g_tmp[0]) {
-        snprintf(g_tmp, sizeof g_tmp, "/tmp/cdb_test_model_XXXXXX");
-        if (!mkdtemp(g_tmp))
-            g_tmp[0] = 0;
-        else
-            atexit(rm_tmpdir);
-    }
-    return g_tmp;
-}
 
 /* A raw file: u64 header length + header + data. */
 static const char *raw_file(const char *name, const char *header, size_t hlen_claim,
@@ -397,7 +343,7 @@ CDB_TEST(bad_files) {
     CHECK_OPEN_FAILS(path, CDB_NOTFOUND, "no .safetensors");
 
     /* A real model cut at every eighth of its length. */
-    good = read_all(GOLD "/openai_f16.safetensors", &n);
+    good = test_read_file(GOLD "/openai_f16.safetensors", &n);
     CHECK(good != NULL);
     for (int k = 1; k < 8; k++) {
         snprintf(path, sizeof path, "%s/trunc%d.safetensors", tmpdir(), k);
@@ -413,7 +359,7 @@ typedef void (*hdr_edit)(json_t *hdr);
 static const char *rewrite(const char *src, const char *name, hdr_edit edit) {
     static char path[600];
     size_t n, hl;
-    unsigned char *buf = read_all(src, &n);
+    unsigned char *buf = test_read_file(src, &n);
     uint64_t old = 0;
     json_t *hdr;
     char *js;
@@ -498,7 +444,7 @@ CDB_TEST(bad_models) {
         };
         char dir[600], file[700];
         size_t n;
-        void *w = read_all(src, &n);
+        void *w = test_read_file(src, &n);
         CHECK(w != NULL);
         snprintf(dir, sizeof dir, "%s/cfgdir", tmpdir());
         mkdir(dir, 0700);
@@ -543,7 +489,7 @@ static const char *std_vocab(void) {
 static const char *full_vocab_model(void) {
     static char path[600];
     size_t n, hl, n_emb = (size_t)49408 * 64;
-    unsigned char *buf = read_all(GOLD "/openai_f16.safetensors", &n), *out;
+    unsigned char *buf = test_read_file(GOLD "/openai_f16.safetensors", &n), *out;
     uint64_t old = 0, rng = 7;
     json_t *hdr, *t;
     char *js;
@@ -637,7 +583,7 @@ CDB_TEST(header_mutations) {
     /* Random byte flips in the length prefix and header of a real model: any status
     ** is fine, a crash or an out-of-bounds read (under ASan) is not. */
     size_t n;
-    unsigned char *good = read_all(GOLD "/openai_f16.safetensors", &n), *buf;
+    unsigned char *good = test_read_file(GOLD "/openai_f16.safetensors", &n), *buf;
     uint64_t hl = 0, rng = 99;
     char path[600];
     int opened = 0;

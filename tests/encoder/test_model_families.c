@@ -280,8 +280,8 @@ static void run_case(cdb_test_ctx *cdb_t_, const fcase *fc, int idx) {
     struct stat st;
     int64_t want = family_params(f);
     float px[1];
-    struct timespec t0, t1;
-    long rss0, rss1;
+    double ms = 0;
+    long rss = 0;
     int64_t cached;
 
     CHECK(tmpdir()[0]);
@@ -302,12 +302,7 @@ static void run_case(cdb_test_ctx *cdb_t_, const fcase *fc, int idx) {
 
     p.inspect_only = 1;
     p.n_threads = 1;
-    reset_peak_rss();
-    rss0 = max_rss_kb();
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    CHECK_OK(cdb_model_open(open_path, &p, &m));
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    rss1 = max_rss_kb();
+    CHECK_OK(open_measured(open_path, &p, &m, &rss, &ms));
     cached = cached_bytes(file);
     in = cdb_model_get_info(m);
     CHECK_EQ_STR(in->naming, fc->hf ? "hf" : "openai");
@@ -349,7 +344,7 @@ static void run_case(cdb_test_ctx *cdb_t_, const fcase *fc, int idx) {
     /* Nothing was read: a full open would add the fp32 weights (0.6 GB for B/32,
     ** 10 GB for bigG) and fault in the file. The bound leaves room for ASan's
     ** shadow and quarantine (an ordinary build grows by a few MB). */
-    CHECK_MSG(rss1 - rss0 < 512 * 1024, "%s: peak RSS grew by %ld KiB", f->name, rss1 - rss0);
+    CHECK_MSG(rss < 512 * 1024, "%s: peak RSS grew by %ld KiB", f->name, rss);
     /* Nor streamed (a hash drops each step from the RSS, not from the page cache):
     ** only the header's pages (and the kernel's readahead around them) are cached. */
     CHECK_MSG(cached >= 0 && cached < ((int64_t)8 << 20), "%s: %lld bytes of the file cached",
@@ -361,9 +356,8 @@ static void run_case(cdb_test_ctx *cdb_t_, const fcase *fc, int idx) {
            : fc->cfg == CFG_HF ? "config.json"
            : fc->cfg == CFG_HF_DICT ? "config.json (_dict)" : "config.json, 2 shards",
            f->image, (double)(want + 1) / 1e6, (double)st.st_size / (1 << 30),
-           fc->act == CDB_ACT_GELU ? "gelu" : "quick_gelu",
-           (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6,
-           (double)(rss1 - rss0) / 1024, (double)cached / (1 << 20));
+           fc->act == CDB_ACT_GELU ? "gelu" : "quick_gelu", ms, (double)rss / 1024,
+           (double)cached / (1 << 20));
     unlink(file);
     unlink(file2);
 }
@@ -410,7 +404,7 @@ CDB_TEST(full_load_peak_rss) {
     cdb_model_params p = cdb_model_params_default();
     cdb_model *m = NULL;
     const cdb_model_info *in;
-    long rss0, rss1;
+    long rss = 0;
     float *e;
     if (!want || !*want) CDB_SKIP("set CLIPDB_FULL_LOAD=ViT-L-14 (a family name) to run");
     for (int i = 0; i < N_FAM; i++)
@@ -420,19 +414,16 @@ CDB_TEST(full_load_peak_rss) {
         CHECK(tmpdir()[0]);
         snprintf(file, sizeof file, "%s/full_%d.safetensors", tmpdir(), hf);
         CHECK(write_sparse(file, f, hf, MUT_NONE));
-        reset_peak_rss(); /* the first naming's peak would hide the second's */
-        rss0 = max_rss_kb();
-        CHECK_OK(cdb_model_open(file, &p, &m));
-        rss1 = max_rss_kb();
+        CHECK_OK(open_measured(file, &p, &m, &rss, NULL)); /* not hidden by the first's */
         in = cdb_model_get_info(m);
         printf("     %s %s: full load: peak RSS +%.0f MiB; weights as fp32 %.0f MiB "
                "(n_params %lld); %.0f MiB of the file read\n", f->name, hf ? "hf" : "openai",
-               (double)(rss1 - rss0) / 1024, (double)in->weights_f32_bytes / (1 << 20),
+               (double)rss / 1024, (double)in->weights_f32_bytes / (1 << 20),
                (long long)in->n_params, (double)cached_bytes(file) / (1 << 20));
         /* fp32 weights + transients (one transposed / concatenated tensor at a time,
         ** one 64 MiB hash step) */
-        CHECK_MSG((double)(rss1 - rss0) * 1024 < (double)in->weights_f32_bytes * 1.1 + (256 << 20),
-                  "peak RSS +%ld KiB for %lld bytes of fp32 weights", rss1 - rss0,
+        CHECK_MSG((double)rss * 1024 < (double)in->weights_f32_bytes * 1.1 + (256 << 20),
+                  "peak RSS +%ld KiB for %lld bytes of fp32 weights", rss,
                   (long long)in->weights_f32_bytes);
         e = calloc((size_t)in->embed_dim, sizeof *e);
         {
@@ -546,12 +537,10 @@ static void run_family_fixture(cdb_test_ctx *cdb_t_, const char *name, const cha
     CHECK_EQ_INT(in->context_length, 77);
     CHECK_EQ_INT(in->preprocess.size, FX_IMAGE);
 
-    tokens = read_all(GOLD "/tokens.i32", &n_tok);
-    pixels = read_all(GOLD "/fam_pixels.f32", &n_px);
-    snprintf(path, sizeof path, "%s/%s.text.f32", GOLD, name);
-    exp_t = read_all(path, &n_et);
-    snprintf(path, sizeof path, "%s/%s.image.f32", GOLD, name);
-    exp_i = read_all(path, &n_ei);
+    tokens = test_read_file(GOLD "/tokens.i32", &n_tok);
+    pixels = test_read_file(GOLD "/fam_pixels.f32", &n_px);
+    exp_t = read_golden_f32(GOLD, name, "text", &n_et);
+    exp_i = read_golden_f32(GOLD, name, "image", &n_ei);
     if (!tokens || !pixels || !exp_t || !exp_i) {
         free(tokens), free(pixels), free(exp_t), free(exp_i);
         cdb_model_close(m);

@@ -20,27 +20,12 @@
 #include <jansson.h>
 
 #include "cdb_test.h"
+#include "read_file.h"
 #include "encoder/encoder.h"
 #include "encoder/image_int.h"
 
 static char g_dir[] = "/tmp/cdb_photo_meta_XXXXXX";
 static json_t *g_manifest;
-
-static uint8_t *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    uint8_t *b = NULL;
-    long k;
-    if (!f) return NULL;
-    if (fseek(f, 0, SEEK_END) == 0 && (k = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
-        (b = malloc((size_t)k + 1)) && fread(b, 1, (size_t)k, f) == (size_t)k) {
-        *n = (size_t)k;
-    } else {
-        free(b);
-        b = NULL;
-    }
-    fclose(f);
-    return b;
-}
 
 static int make_photos(void) {
     char cmd[1024];
@@ -59,7 +44,7 @@ static int make_photos(void) {
 static int read_file_meta(const char *name, cdb_photo_meta *m, uint8_t **bytes, size_t *n) {
     char path[1024];
     snprintf(path, sizeof path, "%s/%s", g_dir, name);
-    if (!(*bytes = slurp(path, n))) return 0;
+    if (!(*bytes = test_read_file(path, n))) return 0;
     return cdb_photo_meta_read(*bytes, *n, m) == CDB_OK;
 }
 

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cdb_test.h"
+#include "read_file.h"
 #include "encoder/encoder.h"
 
 #ifndef CDB_PHOTOS_CACHE
@@ -31,22 +32,6 @@ static const char *photos_dir(void) {
         if (access(list, R_OK) == 0) return dirs[i];
     }
     return NULL;
-}
-
-static unsigned char *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    unsigned char *b = NULL;
-    long len;
-    *n = 0;
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    if (len > 0 && (b = malloc((size_t)len)) && fread(b, 1, (size_t)len, f) == (size_t)len)
-        *n = (size_t)len;
-    fclose(f);
-    if (!*n) free(b), b = NULL;
-    return b;
 }
 
 static void compare(cdb_test_ctx *cdb_t_, int fast) {
@@ -72,8 +57,8 @@ static void compare(cdb_test_ctx *cdb_t_, int fast) {
         cdb_image_params ip = cdb_image_params_default();
         line[strcspn(line, "\n")] = 0;
         snprintf(ref, sizeof ref, "%s/pil_crops/%d%s.rgb", dir, idx++, fast ? ".fast" : "");
-        if (!(r = slurp(ref, &nr))) continue; /* fast: PNGs have no draft crop */
-        b = slurp(line, &n);
+        if (!(r = test_read_file(ref, &nr))) continue; /* fast: PNGs have no draft crop */
+        b = test_read_file(line, &n);
         CHECK_MSG(b != NULL, "cannot read %s", line);
         ip.apply_exif = 0;
         if (fast) ip.decode = CDB_DECODE_FAST, ip.target_size = SZ;

@@ -98,13 +98,11 @@ static void run_fixture(cdb_test_ctx *cdb_t_, const rn_fixture *fx) {
     CHECK_EQ_INT(in->embed_dim, FX_EMBED);
     CHECK_EQ_INT(in->vocab_size, FX_VOCAB);
 
-    tokens = read_all(GOLD "/tokens.i32", &n_tok);
+    tokens = test_read_file(GOLD "/tokens.i32", &n_tok);
     snprintf(path, sizeof path, "%s/rn_pixels%d.f32", GOLD, fx->image);
-    pixels = read_all(path, &n_px);
-    snprintf(path, sizeof path, "%s/%s.text.f32", GOLD, stem);
-    exp_t = read_all(path, &n_et);
-    snprintf(path, sizeof path, "%s/%s.image.f32", GOLD, stem);
-    exp_i = read_all(path, &n_ei);
+    pixels = test_read_file(path, &n_px);
+    exp_t = read_golden_f32(GOLD, stem, "text", &n_et);
+    exp_i = read_golden_f32(GOLD, stem, "image", &n_ei);
     nt = (int)(n_tok / (4 * CTX));
     ni = (int)(n_px / (4 * 3 * (size_t)fx->image * fx->image));
     got = malloc((size_t)(nt > ni ? nt : ni) * E * sizeof(float));
@@ -322,8 +320,8 @@ static void run_rn_case(cdb_test_ctx *cdb_t_, const rn_family *f, int cfg, int i
     const cdb_model_info *in;
     struct stat st;
     int64_t want = rn_params(f), cached;
-    long rss0, rss1;
-    struct timespec t0, t1;
+    long rss = 0;
+    double ms = 0;
     float px[1];
     int n_blocks = 0, heads;
 
@@ -339,12 +337,7 @@ static void run_rn_case(cdb_test_ctx *cdb_t_, const rn_family *f, int cfg, int i
               file, (long long)st.st_blocks * 512);
     p.inspect_only = 1;
     p.n_threads = 1;
-    reset_peak_rss();
-    rss0 = max_rss_kb();
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    CHECK_OK(cdb_model_open(cfg == CFG_NONE ? file : dir, &p, &m));
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    rss1 = max_rss_kb();
+    CHECK_OK(open_measured(cfg == CFG_NONE ? file : dir, &p, &m, &rss, &ms));
     cached = cached_bytes(file);
     in = cdb_model_get_info(m);
     for (int s = 0; s < 4; s++) n_blocks += f->blocks[s];
@@ -384,7 +377,7 @@ static void run_rn_case(cdb_test_ctx *cdb_t_, const rn_family *f, int cfg, int i
     CHECK_RC(cdb_encode_pixels(m, px, 1, 1, px), CDB_INVALID);
     heads = in->vision_heads;
     cdb_model_close(m);
-    CHECK_MSG(rss1 - rss0 < 512 * 1024, "%s: peak RSS grew by %ld KiB", f->name, rss1 - rss0);
+    CHECK_MSG(rss < 512 * 1024, "%s: peak RSS grew by %ld KiB", f->name, rss);
     CHECK_MSG(cached >= 0 && cached < ((int64_t)8 << 20), "%s: %lld bytes of the file cached",
               f->name, (long long)cached);
     printf("     %-8s %-26s %3d px, blocks %d-%d-%d-%d, %2d heads, text %4d/%2d, %7.2fM params "
@@ -393,8 +386,7 @@ static void run_rn_case(cdb_test_ctx *cdb_t_, const rn_family *f, int cfg, int i
                                                                 : "RN* config (GELU)",
            f->image, f->blocks[0], f->blocks[1], f->blocks[2], f->blocks[3], heads,
            f->tw, f->theads, (double)(want + 1) / 1e6, (double)st.st_size / (1 << 30),
-           cfg == CFG_PLAIN ? "gelu" : "quick_gelu",
-           (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
+           cfg == CFG_PLAIN ? "gelu" : "quick_gelu", ms);
     unlink(file);
 }
 
@@ -473,7 +465,7 @@ CDB_TEST(negative_running_var_and_size_override) {
     m = NULL;
     p.image_size_override = 0;
 
-    buf = read_all(src, &n);
+    buf = test_read_file(src, &n);
     CHECK(buf != NULL && n > 8);
     for (int i = 0; i < 8; i++) hl |= (uint64_t)buf[i] << (8 * i);
     CHECK(hl < n);
@@ -508,7 +500,7 @@ CDB_TEST(full_load_peak_rss) {
     cdb_model_params p = cdb_model_params_default();
     cdb_model *m = NULL;
     const cdb_model_info *in;
-    long rss0, rss1;
+    long rss = 0;
     float *px, *e;
     double wbytes;
     cdb_status erc;
@@ -519,14 +511,11 @@ CDB_TEST(full_load_peak_rss) {
     CHECK(tmpdir()[0]);
     snprintf(file, sizeof file, "%s/full.safetensors", tmpdir());
     CHECK(write_rn_sparse(file, f, 0, MUT_NONE));
-    reset_peak_rss();
-    rss0 = max_rss_kb();
-    CHECK_OK(cdb_model_open(file, &p, &m));
-    rss1 = max_rss_kb();
+    CHECK_OK(open_measured(file, &p, &m, &rss, NULL));
     in = cdb_model_get_info(m);
     wbytes = (double)in->weights_f32_bytes;
     printf("     %s: full load: peak RSS +%.0f MiB; weights as fp32 %.0f MiB\n", f->name,
-           (double)(rss1 - rss0) / 1024, wbytes / (1 << 20));
+           (double)rss / 1024, wbytes / (1 << 20));
     px = calloc((size_t)3 * f->image * f->image, sizeof *px);
     e = calloc((size_t)in->embed_dim, sizeof *e);
     erc = px && e ? cdb_encode_pixels(m, px, 1, 0, e) : CDB_NOMEM;
@@ -539,8 +528,8 @@ CDB_TEST(full_load_peak_rss) {
     ** 64 MiB hash step). ASan's quarantine and shadow add their own ~300 MB: there
     ** the figure is printed, not checked. */
 #ifndef __SANITIZE_ADDRESS__
-    CHECK_MSG((double)(rss1 - rss0) * 1024 < wbytes * 1.1 + (256 << 20),
-              "peak RSS +%ld KiB for %.0f bytes of fp32 weights", rss1 - rss0, wbytes);
+    CHECK_MSG((double)rss * 1024 < wbytes * 1.1 + (256 << 20),
+              "peak RSS +%ld KiB for %.0f bytes of fp32 weights", rss, wbytes);
 #endif
 }
 

@@ -95,14 +95,11 @@ static void run_fixture(cdb_test_ctx *cdb_t_, const fixture *fx) {
         CHECK_MSG(strstr(cdb_errmsg(), "no SigLIP tokenizer") != NULL, "%s", cdb_errmsg());
     }
 
-    tok = read_all(GOLD "/siglip_tokens.i32", &n_tok);
-    px = read_all(GOLD "/siglip_pixels.f32", &n_px);
-    snprintf(path, sizeof path, "%s/%s.text.f32", GOLD, fx->name);
-    et = read_all(path, &n_et);
-    snprintf(path, sizeof path, "%s/%s.image.f32", GOLD, fx->name);
-    ei = read_all(path, &n_ei);
-    snprintf(path, sizeof path, "%s/%s.photo.f32", GOLD, fx->name);
-    ep = read_all(path, &n_ep);
+    tok = test_read_file(GOLD "/siglip_tokens.i32", &n_tok);
+    px = test_read_file(GOLD "/siglip_pixels.f32", &n_px);
+    et = read_golden_f32(GOLD, fx->name, "text", &n_et);
+    ei = read_golden_f32(GOLD, fx->name, "image", &n_ei);
+    ep = read_golden_f32(GOLD, fx->name, "photo", &n_ep);
     nt = (int)(n_tok / (4 * CTX));
     ni = (int)(n_px / (4 * 3 * IMG * IMG));
     got = malloc((size_t)(nt > ni ? nt : ni) * E * sizeof(float));
@@ -264,7 +261,7 @@ CDB_TEST(squash_resize_matches_pil) {
         pp.interp = interp ? CDB_INTERP_BILINEAR : CDB_INTERP_BICUBIC;
         pp.resize = CDB_RESIZE_SQUASH;
         snprintf(path, sizeof path, "%s/%s", PRE, exp_name);
-        exp = read_all(path, &n_exp);
+        exp = test_read_file(path, &n_exp);
         CHECK_OK(cdb_image_preprocess(img, &pp, px, rgb));
         CHECK_MSG(exp && n_exp == (size_t)size * size * 3 && !memcmp(exp, rgb, n_exp),
                   "%s: squash %d %s differs from PIL", in_name, size, interp ? "bilinear" : "bicubic");
@@ -280,7 +277,8 @@ CDB_TEST(squash_resize_matches_pil) {
         cdb_preprocess_params pp = cdb_preprocess_params_default();
         float px[3 * 48 * 48];
         size_t n;
-        float *exp = read_all(hf ? PRE "/rgb_61x37_s48_hf.f32" : PRE "/rgb_61x37_s48_oc.f32", &n);
+        float *exp =
+            test_read_file(hf ? PRE "/rgb_61x37_s48_hf.f32" : PRE "/rgb_61x37_s48_oc.f32", &n);
         double max_d = 0;
         pp.size = 48;
         pp.resize = CDB_RESIZE_SQUASH;

@@ -194,14 +194,8 @@ static int oracle(const char *pipeline, const char *model, int ctx, const tcase 
         return -1;
     }
     size_t nb = 0;
-    char *raw = read_all(out, &nb), *txt = raw ? malloc(nb + 1) : NULL, *p = txt;
-    if (!txt) {
-        free(raw);
-        return -1;
-    }
-    memcpy(txt, raw, nb); // read_all's buffer is not NUL-terminated: strtol needs one
-    txt[nb] = 0;
-    free(raw);
+    char *txt = test_read_file(out, &nb), *p = txt; /* NUL-terminated, as strtol needs */
+    if (!txt) return -1;
     *ids = malloc((size_t)n * ctx * sizeof **ids);
     for (int i = 0; i < n * ctx; i++) {
         char *e;
