@@ -14,58 +14,15 @@
 #include <string.h>
 
 #include "cdb_test.h"
+#define KTU_SEED 0x243F6A8885A308D3ull
+#include "kernel_test_util.h"
 #include "kernels/kernels.h"
 
-static uint64_t g_rng = 0x243F6A8885A308D3ull;
-static float frand(void) { /* uniform in [-1, 1) */
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return (float)((g_rng >> 40) / (double)(1 << 24)) * 2.0f - 1.0f;
-}
-static float *rand_vec(size_t n, float scale) {
-    float *v = malloc((n ? n : 1) * sizeof(float));
-    for (size_t i = 0; i < n; i++) v[i] = frand() * scale;
-    return v;
-}
-static double nmse(const float *a, const float *ref, size_t n) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        num += ((double)a[i] - ref[i]) * ((double)a[i] - ref[i]);
-        den += (double)ref[i] * ref[i];
-    }
-    return den > 0 ? num / den : num;
-}
-
-typedef struct pair {
-    cdb_k_backend *be[2]; /* 0: optimized, 1: reference */
-} pair;
-
-static int pair_new(pair *p) {
-    memset(p, 0, sizeof *p);
-    return cdb_k_backend_cpu_new(2, &p->be[0]) == CDB_OK &&
-           cdb_k_backend_cpu_ref_new(&p->be[1]) == CDB_OK;
-}
-static void pair_free(pair *p) {
-    cdb_k_backend_free(p->be[0]);
-    cdb_k_backend_free(p->be[1]);
-}
-static cdb_k_buf *up(cdb_k_backend *be, const float *v, size_t n) {
-    cdb_k_buf *b = NULL;
-    if (cdb_k_buf_alloc(be, n ? n : 1, &b) != CDB_OK) return NULL;
-    if (n) cdb_k_buf_upload(be, b, 0, v, n);
-    return b;
-}
 static cdb_k_buf *zeros(cdb_k_backend *be, size_t n) {
     float *z = calloc(n ? n : 1, sizeof *z);
     cdb_k_buf *b = up(be, z, n);
     free(z);
     return b;
-}
-static float *down(cdb_k_backend *be, const cdb_k_buf *b, size_t n) {
-    float *v = malloc((n ? n : 1) * sizeof(float));
-    cdb_k_buf_download(be, b, 0, v, n);
-    return v;
 }
 
 CDB_TEST(im2col_odd_shapes) {

@@ -26,32 +26,13 @@
 #include "encoder/encoder.h"
 #include "encoder/encoder_int.h"
 #include "gpu_model.h"
+#include "kernel_test_util.h"
 #include "kernels/cuda/cuda_int.h"
 #include "kernels/cuda/pp_elem.h"
 #include "kernels/kernels.h"
 
 #define COS_MIN 0.9995
 
-static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
-static float frand(void) { /* uniform in [-1, 1) */
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return (float)((g_rng >> 40) / (double)(1 << 24)) * 2.0f - 1.0f;
-}
-static float *rand_vec(size_t n, float scale) {
-    float *v = malloc((n ? n : 1) * sizeof(float));
-    for (size_t i = 0; i < n; i++) v[i] = frand() * scale;
-    return v;
-}
-static double nmse(const float *a, const float *ref, size_t n) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        num += ((double)a[i] - ref[i]) * ((double)a[i] - ref[i]);
-        den += (double)ref[i] * ref[i];
-    }
-    return den > 0 ? num / den : num;
-}
 /* fp16 rounding of a host vector (what the GPU's operands are). */
 static void round_f16(float *v, size_t n) {
     for (size_t i = 0; i < n; i++) v[i] = cdb_k_f16_to_f32_1(cdb_k_f32_to_f16_1(v[i]));
@@ -216,23 +197,9 @@ static void bpair_free(bpair *p) {
     cdb_k_backend_free(p->gpu);
     cdb_k_backend_free(p->ref);
 }
-static cdb_k_buf *up(cdb_k_backend *be, const float *v, size_t n) {
-    cdb_k_buf *b = NULL;
-    if (cdb_k_buf_alloc(be, n, &b) != CDB_OK) return NULL;
-    if (cdb_k_buf_upload(be, b, 0, v, n) != CDB_OK) return NULL;
-    return b;
-}
 static cdb_k_buf *wup(cdb_k_backend *be, const float *v, size_t n, cdb_k_wrole role) {
     cdb_k_buf *b = NULL;
     return cdb_k_weight_upload(be, v, CDB_K_F32, n, role, 0, &b) == CDB_OK ? b : NULL;
-}
-static float *down(cdb_k_backend *be, const cdb_k_buf *b, size_t n) {
-    float *v = malloc((n ? n : 1) * sizeof(float));
-    if (cdb_k_buf_download(be, b, 0, v, n) != CDB_OK) {
-        fprintf(stderr, "    download: %s\n", cdb_errmsg());
-        for (size_t i = 0; i < n; i++) v[i] = NAN;
-    }
-    return v;
 }
 
 CDB_TEST(be_gemm_act_accumulate) {
@@ -532,24 +499,6 @@ static const char *src_dir(void) {
     return e && *e ? e : CDB_SOURCE_DIR;
 }
 
-static char *read_file(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    char *buf = NULL;
-    long len;
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    buf = malloc(len > 0 ? (size_t)len : 1);
-    if (buf && fread(buf, 1, (size_t)len, f) != (size_t)len) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    *n = (size_t)len;
-    return buf;
-}
-
 CDB_TEST(encoder_fixtures_cpu_vs_gpu) {
     /* the CLIP fixtures share pixels.f32 / tokens.i32, SigLIP's (both layouts) their own */
     static const char *models[] = {"openai_qgelu", "openai_f16.safetensors", "hf_gelu", "hf_bf16",
@@ -561,9 +510,9 @@ CDB_TEST(encoder_fixtures_cpu_vs_gpu) {
     int n_models = 0;
     NEED_GPU();
     snprintf(path, sizeof path, "%s/tests/golden/models/pixels.f32", src_dir());
-    pixels = (float *)read_file(path, &npx);
+    pixels = (float *)test_read_file(path, &npx);
     snprintf(path, sizeof path, "%s/tests/golden/models/tokens.i32", src_dir());
-    tokens = (int32_t *)read_file(path, &ntok);
+    tokens = (int32_t *)test_read_file(path, &ntok);
     CHECK_MSG(pixels && tokens, "fixtures missing in %s/tests/golden/models", src_dir());
     for (size_t mi = 0; mi < sizeof models / sizeof models[0]; mi++) {
         cdb_model *m[2] = {NULL, NULL};
@@ -572,9 +521,9 @@ CDB_TEST(encoder_fixtures_cpu_vs_gpu) {
         if (!strncmp(models[mi], "siglip", 6) && pixels && tokens) {
             free(pixels), free(tokens);
             snprintf(path, sizeof path, "%s/tests/golden/models/siglip_pixels.f32", src_dir());
-            pixels = (float *)read_file(path, &npx);
+            pixels = (float *)test_read_file(path, &npx);
             snprintf(path, sizeof path, "%s/tests/golden/models/siglip_tokens.i32", src_dir());
-            tokens = (int32_t *)read_file(path, &ntok);
+            tokens = (int32_t *)test_read_file(path, &ntok);
             CHECK(pixels && tokens);
         }
         snprintf(path, sizeof path, "%s/tests/golden/models/%s", src_dir(), models[mi]);
@@ -707,7 +656,7 @@ CDB_TEST(encoder_resnet_fixtures_cpu_vs_gpu) {
     int32_t *tokens;
     NEED_GPU();
     snprintf(path, sizeof path, "%s/tests/golden/models/tokens.i32", src_dir());
-    tokens = (int32_t *)read_file(path, &ntok);
+    tokens = (int32_t *)test_read_file(path, &ntok);
     CHECK_MSG(tokens != NULL, "fixtures missing in %s/tests/golden/models", src_dir());
     for (size_t mi = 0; mi < sizeof fx / sizeof fx[0]; mi++) {
         cdb_model *m[2] = {NULL, NULL};
@@ -716,7 +665,7 @@ CDB_TEST(encoder_resnet_fixtures_cpu_vs_gpu) {
         int n_img, n_txt, E;
         snprintf(path, sizeof path, "%s/tests/golden/models/rn_pixels%d.f32", src_dir(),
                  fx[mi].size);
-        pixels = (float *)read_file(path, &npx);
+        pixels = (float *)test_read_file(path, &npx);
         CHECK(pixels != NULL);
         snprintf(path, sizeof path, "%s/tests/golden/models/%s", src_dir(), fx[mi].model);
         for (int i = 0; i < 2; i++) {

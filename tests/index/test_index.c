@@ -9,29 +9,9 @@
 #include <unistd.h>
 
 #include "cdb_test.h"
+#define KTU_SPLITMIX_SEED 12345
+#include "kernel_test_util.h"
 #include "index/index.h"
-
-static uint64_t rng_state = 12345;
-static uint64_t rng_next(void) {
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-static double unif(void) { return (double)(rng_next() >> 11) * (1.0 / 9007199254740992.0); }
-static double gauss(void) { return sqrt(-2.0 * log(unif() + 1e-300)) * cos(6.283185307179586 * unif()); }
-
-static uint16_t to_half(double d) {
-    _Float16 h = (_Float16)(float)d;
-    uint16_t u;
-    memcpy(&u, &h, 2);
-    return u;
-}
-static double from_half(uint16_t u) {
-    _Float16 h;
-    memcpy(&h, &u, 2);
-    return (double)h;
-}
 
 /* n unit vectors (fp16) around n_clusters centers; ids = 10*i + 7. */
 typedef struct store {
@@ -57,10 +37,10 @@ static store *store_make(int64_t n, int dim, int n_clusters, double noise) {
     s->ids = malloc(n * sizeof *s->ids);
     s->vecs = malloc((size_t)n * dim * 2);
     s->deleted = calloc((size_t)n, 1);
-    for (int i = 0; i < n_clusters * dim; i++) c[i] = gauss();
+    for (int i = 0; i < n_clusters * dim; i++) c[i] = rng_gauss();
     for (int64_t i = 0; i < n; i++) {
         const double *ci = c + (size_t)(rng_next() % (uint64_t)n_clusters) * dim;
-        for (int d = 0; d < dim; d++) x[d] = ci[d] + noise * gauss();
+        for (int d = 0; d < dim; d++) x[d] = ci[d] + noise * rng_gauss();
         unit_into(x, dim, s->vecs + (size_t)i * dim);
         s->ids[i] = 10 * i + 7;
     }
@@ -90,7 +70,7 @@ static cdb_status fetch(void *ctx, const int64_t *ids, size_t n, uint16_t *vecs,
 }
 
 static void query_from(const store *s, int64_t pos, float *q) {
-    for (int d = 0; d < s->dim; d++) q[d] = (float)(from_half(s->vecs[(size_t)pos * s->dim + d]) + 0.05 * gauss());
+    for (int d = 0; d < s->dim; d++) q[d] = (float)(from_half(s->vecs[(size_t)pos * s->dim + d]) + 0.05 * rng_gauss());
 }
 
 /* Independent score: long double dot of the fp16 vector with the normalized query. */
@@ -485,7 +465,7 @@ CDB_TEST(query_combine_weighted) {
     const int dim = 24;
     float t[3 * 24], out[24], w[3] = {1.0f, 0.5f, -1.0f};
     double want[24], s = 0;
-    for (int i = 0; i < 3 * dim; i++) t[i] = (float)(gauss() * (i < dim ? 1e5 : 1.0));
+    for (int i = 0; i < 3 * dim; i++) t[i] = (float)(rng_gauss() * (i < dim ? 1e5 : 1.0));
     for (int i = 0; i < dim; i++) want[i] = 0;
     for (int k = 0; k < 3; k++) {
         double n = 0;

@@ -6,34 +6,10 @@
 ** same data, so the headline tests can fail).
 */
 #include "cdb_test.h"
+#include "kernel_test_util.h"
 #include "kernels/kernels.h"
 
 #define BIG_DIM 59136 /* 77 tokens x 768 hidden: a CLIP text hidden state, flattened */
-
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static uint64_t rng_next(void) {
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-static double rng_unif(void) { return (double)(rng_next() >> 11) * (1.0 / 9007199254740992.0); }
-static double rng_gauss(void) {
-    double u = rng_unif() + 1e-300, v = rng_unif();
-    return sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v);
-}
-
-static uint16_t to_half(float f) {
-    _Float16 h = (_Float16)f;
-    uint16_t u;
-    memcpy(&u, &h, 2);
-    return u;
-}
-static float from_half(uint16_t u) {
-    _Float16 h;
-    memcpy(&h, &u, 2);
-    return (float)h;
-}
 
 /* Reference dot in long double, plus sum|a_i q_i| for the tolerance. */
 static double ref_dot(const uint16_t *a, const float *q, size_t n, double *abs_sum) {

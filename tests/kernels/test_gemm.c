@@ -19,21 +19,11 @@
 #include <string.h>
 
 #include "cdb_test.h"
+#define KTU_SEED 0x243F6A8885A308D3ull
+#include "kernel_test_util.h"
 #include "kernels/cpu/gemm_int.h"
 #include "kernels/kernels.h"
 
-static uint64_t g_rng = 0x243F6A8885A308D3ull;
-static float frand(void) { /* uniform in [-1, 1) */
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return (float)((g_rng >> 40) / (double)(1 << 24)) * 2.0f - 1.0f;
-}
-static float *rand_vec(size_t n, float scale) {
-    float *v = malloc((n ? n : 1) * sizeof(float));
-    for (size_t i = 0; i < n; i++) v[i] = frand() * scale;
-    return v;
-}
 
 static double act_d(double x, cdb_k_act a) {
     switch (a) {
@@ -159,13 +149,6 @@ CDB_TEST(gemm_rows_invariant_to_batch_and_threads) {
         free(wp);
     }
     free(x), free(w), free(b), free(y0), free(full), free(y), free(xs), free(rows);
-}
-
-static cdb_k_buf *up(cdb_k_backend *be, const float *v, size_t n) {
-    cdb_k_buf *b = NULL;
-    if (cdb_k_buf_alloc(be, n, &b) != CDB_OK) return NULL;
-    cdb_k_buf_upload(be, b, 0, v, n);
-    return b;
 }
 
 CDB_TEST(packed_and_plain_weights_agree) {
