@@ -49,6 +49,29 @@ static inline void tu_tmpdir(char *buf, size_t len, const char *tag) {
     if (!mkdtemp(buf)) buf[0] = '\0';
 }
 
+/* Creates a database at a fresh temporary folder + "/db" (its path in dir) with the
+** params p (create is set), open in *db. */
+static inline cdb_status tu_create(char *dir, size_t size, const char *tag, cdb_db_params p,
+                                   cdb_db **db) {
+    tu_tmpdir(dir, size, tag);
+    if (!dir[0] || strlen(dir) + 4 > size - 1) return cdb_seterr(CDB_IO, "no temporary folder");
+    strcat(dir, "/db");
+    p.create = 1;
+    return cdb_db_open(dir, &p, db);
+}
+
+/* Closes *db (set to NULL) and removes the temporary folder its directory dir is in
+** (tu_tmpdir's folder + "/db"). */
+static inline void tu_close_rm(cdb_db **db, const char *dir) {
+    char parent[256];
+    char *slash;
+    cdb_db_close(*db);
+    *db = NULL;
+    snprintf(parent, sizeof parent, "%s", dir);
+    if ((slash = strrchr(parent, '/'))) *slash = '\0';
+    tu_rmtree(parent);
+}
+
 static inline cdb_db_file_meta tu_meta(int64_t size, int64_t mtime, uint64_t content_seed) {
     cdb_db_file_meta m;
     memset(&m, 0, sizeof m);

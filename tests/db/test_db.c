@@ -30,27 +30,16 @@ static cdb_status fx_open(fixture *fx, const char *tag, int64_t capacity) {
     cdb_db_params p = cdb_db_params_default();
     cdb_status rc;
     memset(fx, 0, sizeof *fx);
-    tu_tmpdir(fx->dir, sizeof fx->dir, tag);
-    strcat(fx->dir, "/db");
-    p.create = 1;
     p.sync = CDB_DB_SYNC_NORMAL;
     p.shard_capacity_bytes = capacity;
-    if ((rc = cdb_db_open(fx->dir, &p, &fx->db)) != CDB_OK) return rc;
+    if ((rc = tu_create(fx->dir, sizeof fx->dir, tag, p, &fx->db)) != CDB_OK) return rc;
     if ((rc = cdb_db_model_register(fx->db, "hash-m1", "m1", DIM, "{\"k\":1}", &fx->model)) !=
         CDB_OK)
         return rc;
     return cdb_db_root_add(fx->db, "/photos", &fx->root);
 }
 
-static void fx_close(fixture *fx) {
-    char parent[256];
-    cdb_db_close(fx->db);
-    fx->db = NULL;
-    snprintf(parent, sizeof parent, "%s", fx->dir);
-    char *slash = strrchr(parent, '/');
-    if (slash) *slash = '\0';
-    tu_rmtree(parent);
-}
+static void fx_close(fixture *fx) { tu_close_rm(&fx->db, fx->dir); }
 
 /* Stages and commits files [from, to) named f%05d.jpg with vectors tu_vec(seed=i). */
 static cdb_status fx_put_range(fixture *fx, int from, int to, int64_t *ids) {
@@ -623,6 +612,33 @@ static int sql_exec_file(const char *path, const char *sql) {
     return rc;
 }
 
+/* Makes the fixture's database look as another clipdb version left it: closes the
+** handle (fx->db = NULL; the folder stays for fx_close) and runs sql on its catalog,
+** whose path goes in cat. SQLite's result code. */
+static int fx_edit_catalog(fixture *fx, const char *sql, char *cat, size_t size) {
+    snprintf(cat, size, "%s/catalog.db", fx->dir);
+    cdb_db_close(fx->db);
+    fx->db = NULL;
+    return sql_exec_file(cat, sql);
+}
+
+/* Opens the fixture's database again, read-only, into fx->db. */
+static cdb_status fx_open_readonly(fixture *fx) {
+    cdb_db_params p = cdb_db_params_default();
+    p.readonly = 1;
+    return cdb_db_open(fx->dir, &p, &fx->db);
+}
+
+/* Commits one file of fx's root in the error state (a file that could not be read). */
+static cdb_status fx_put_error(fixture *fx, const char *rel, const cdb_db_file_meta *m) {
+    cdb_db_batch *b = NULL;
+    cdb_status rc = cdb_db_batch_new(fx->db, fx->model, &b);
+    if (rc == CDB_OK) rc = cdb_db_batch_put_error(b, fx->root, rel, m, "truncated");
+    if (rc == CDB_OK) rc = cdb_db_batch_commit(b, NULL);
+    cdb_db_batch_free(b);
+    return rc;
+}
+
 static int read_file(const char *path, char *buf, size_t cap, size_t *n) {
     FILE *f = fopen(path, "rb");
     if (!f) return -1;
@@ -633,26 +649,23 @@ static int read_file(const char *path, char *buf, size_t cap, size_t *n) {
 
 CDB_TEST(schema_from_the_future) {
     fixture fx;
-    char dir[256], cat[300];
+    char cat[300];
     CHECK_OK(fx_open(&fx, "future", 0));
     CHECK_OK(fx_put_range(&fx, 0, 3, NULL));
-    snprintf(dir, sizeof dir, "%s", fx.dir);
-    cdb_db_close(fx.db);
-    fx.db = NULL;
-    snprintf(cat, sizeof cat, "%s/catalog.db", dir);
-    CHECK_EQ_INT(sql_exec_file(cat, "UPDATE meta SET value=99 WHERE key='schema_version';"
-                                    "UPDATE meta SET value='9.9.9' WHERE key='last_writer';"
-                                    "PRAGMA wal_checkpoint(TRUNCATE);"),
+    CHECK_EQ_INT(fx_edit_catalog(&fx, "UPDATE meta SET value=99 WHERE key='schema_version';"
+                                      "UPDATE meta SET value='9.9.9' WHERE key='last_writer';"
+                                      "PRAGMA wal_checkpoint(TRUNCATE);",
+                                 cat, sizeof cat),
                  SQLITE_OK);
     static char before[1 << 20], after[1 << 20];
     size_t nb = 0, na = 0;
     CHECK(read_file(cat, before, sizeof before, &nb) == 0);
     cdb_db *db = NULL;
-    CHECK_RC(cdb_db_open(dir, NULL, &db), CDB_VERSION);
+    CHECK_RC(cdb_db_open(fx.dir, NULL, &db), CDB_VERSION);
     CHECK(strstr(cdb_errmsg(), "99") && strstr(cdb_errmsg(), "9.9.9"));
     cdb_db_params p = cdb_db_params_default();
     p.readonly = 1;
-    CHECK_RC(cdb_db_open(dir, &p, &db), CDB_VERSION);
+    CHECK_RC(cdb_db_open(fx.dir, &p, &db), CDB_VERSION);
     CHECK(db == NULL);
     CHECK(read_file(cat, after, sizeof after, &na) == 0);
     CHECK_EQ_INT(na, nb);
@@ -662,22 +675,17 @@ CDB_TEST(schema_from_the_future) {
 
 CDB_TEST(migrate_v1_to_v2) {
     fixture fx;
-    char dir[256], cat[300];
+    char cat[300];
     CHECK_OK(fx_open(&fx, "migrate", 0));
     CHECK_OK(fx_put_range(&fx, 0, 20, NULL));
-    snprintf(dir, sizeof dir, "%s", fx.dir);
-    cdb_db_close(fx.db);
-    fx.db = NULL;
     /* Make it a v1 catalog: no vector directory, no removal log. */
-    snprintf(cat, sizeof cat, "%s/catalog.db", dir);
-    CHECK_EQ_INT(sql_exec_file(cat, "DROP TABLE vectors; DROP TABLE removed;"
-                                    "DELETE FROM meta WHERE key='generation';"
-                                    "UPDATE meta SET value=1 WHERE key='schema_version';"),
+    CHECK_EQ_INT(fx_edit_catalog(&fx, "DROP TABLE vectors; DROP TABLE removed;"
+                                      "DELETE FROM meta WHERE key='generation';"
+                                      "UPDATE meta SET value=1 WHERE key='schema_version';",
+                                 cat, sizeof cat),
                  SQLITE_OK);
-    cdb_db_params p = cdb_db_params_default();
-    p.readonly = 1;
-    CHECK_RC(cdb_db_open(dir, &p, &fx.db), CDB_VERSION); /* a reader cannot migrate */
-    CHECK_OK(cdb_db_open(dir, NULL, &fx.db));
+    CHECK_RC(fx_open_readonly(&fx), CDB_VERSION); /* a reader cannot migrate */
+    CHECK_OK(cdb_db_open(fx.dir, NULL, &fx.db));
     cdb_db_counts c;
     CHECK_OK(cdb_db_get_counts(fx.db, 0, &c));
     CHECK_EQ_INT(c.n_vectors, 20);
@@ -687,8 +695,7 @@ CDB_TEST(migrate_v1_to_v2) {
     CHECK_MSG(r->n_problems == 0, "verify: %s", r->n_listed ? r->problems[0].msg : "");
     cdb_db_report_free(r);
     cdb_db_close(fx.db);
-    p.readonly = 1;
-    CHECK_OK(cdb_db_open(dir, &p, &fx.db));
+    CHECK_OK(fx_open_readonly(&fx));
     fx_close(&fx);
 }
 
@@ -696,29 +703,20 @@ CDB_TEST(migrate_v1_to_v2) {
 ** stored hashes and swaps the indexes; move detection and counts work after. */
 CDB_TEST(migrate_v2_to_v3) {
     fixture fx;
-    char dir[256], cat[300];
+    char cat[300];
     CHECK_OK(fx_open(&fx, "migrate3", 0));
     CHECK_OK(fx_put_range(&fx, 0, 30, NULL));
-    cdb_db_batch *b = NULL;
     cdb_db_file_meta bad = tu_meta(7, 7, 777);
-    CHECK_OK(cdb_db_batch_new(fx.db, fx.model, &b));
-    CHECK_OK(cdb_db_batch_put_error(b, fx.root, "broken.jpg", &bad, "truncated"));
-    CHECK_OK(cdb_db_batch_commit(b, NULL));
-    cdb_db_batch_free(b);
-    snprintf(dir, sizeof dir, "%s", fx.dir);
-    cdb_db_close(fx.db);
-    fx.db = NULL;
-    snprintf(cat, sizeof cat, "%s/catalog.db", dir);
-    CHECK_EQ_INT(sql_exec_file(cat, "DROP TABLE hkeys; DROP TABLE hkeys_new;"
-                                    "DROP INDEX files_notok; ALTER TABLE files DROP COLUMN hkey;"
-                                    "CREATE INDEX files_hash ON files(root_id, hash);"
-                                    "CREATE INDEX files_state ON files(state);"
-                                    "UPDATE meta SET value=2 WHERE key='schema_version';"),
+    CHECK_OK(fx_put_error(&fx, "broken.jpg", &bad));
+    CHECK_EQ_INT(fx_edit_catalog(&fx, "DROP TABLE hkeys; DROP TABLE hkeys_new;"
+                                      "DROP INDEX files_notok; ALTER TABLE files DROP COLUMN hkey;"
+                                      "CREATE INDEX files_hash ON files(root_id, hash);"
+                                      "CREATE INDEX files_state ON files(state);"
+                                      "UPDATE meta SET value=2 WHERE key='schema_version';",
+                                 cat, sizeof cat),
                  SQLITE_OK);
-    cdb_db_params p = cdb_db_params_default();
-    p.readonly = 1;
-    CHECK_RC(cdb_db_open(dir, &p, &fx.db), CDB_VERSION); /* a reader cannot migrate */
-    CHECK_OK(cdb_db_open(dir, NULL, &fx.db));
+    CHECK_RC(fx_open_readonly(&fx), CDB_VERSION); /* a reader cannot migrate */
+    CHECK_OK(cdb_db_open(fx.dir, NULL, &fx.db));
     cdb_db_counts c;
     CHECK_OK(cdb_db_get_counts(fx.db, 0, &c));
     CHECK_EQ_INT(c.n_vectors, 30);
@@ -783,28 +781,19 @@ static int found_by_hash(fixture *fx, int i) {
 ** finds old and new files, through both levels and across a merge. */
 CDB_TEST(migrate_v3_to_v4) {
     fixture fx;
-    char dir[256], cat[300];
+    char cat[300];
     CHECK_OK(fx_open(&fx, "migrate4", 0));
     CHECK_OK(fx_put_range(&fx, 0, 40, NULL));
-    cdb_db_batch *b = NULL;
     cdb_db_file_meta bad = tu_meta(7, 7, 777);
-    CHECK_OK(cdb_db_batch_new(fx.db, fx.model, &b));
-    CHECK_OK(cdb_db_batch_put_error(b, fx.root, "broken.jpg", &bad, "truncated"));
-    CHECK_OK(cdb_db_batch_commit(b, NULL));
-    cdb_db_batch_free(b);
-    b = NULL;
-    snprintf(dir, sizeof dir, "%s", fx.dir);
-    cdb_db_close(fx.db);
-    fx.db = NULL;
-    snprintf(cat, sizeof cat, "%s/catalog.db", dir);
-    CHECK_EQ_INT(sql_exec_file(cat, "DROP TABLE hkeys; DROP TABLE hkeys_new;"
-                                    "CREATE INDEX files_hkey ON files(root_id, hkey);"
-                                    "UPDATE meta SET value=3 WHERE key='schema_version';"),
+    CHECK_OK(fx_put_error(&fx, "broken.jpg", &bad));
+    cdb_db_batch *b = NULL;
+    CHECK_EQ_INT(fx_edit_catalog(&fx, "DROP TABLE hkeys; DROP TABLE hkeys_new;"
+                                      "CREATE INDEX files_hkey ON files(root_id, hkey);"
+                                      "UPDATE meta SET value=3 WHERE key='schema_version';",
+                                 cat, sizeof cat),
                  SQLITE_OK);
-    cdb_db_params p = cdb_db_params_default();
-    p.readonly = 1;
-    CHECK_RC(cdb_db_open(dir, &p, &fx.db), CDB_VERSION); /* a reader cannot migrate */
-    CHECK_OK(cdb_db_open(dir, NULL, &fx.db));
+    CHECK_RC(fx_open_readonly(&fx), CDB_VERSION); /* a reader cannot migrate */
+    CHECK_OK(cdb_db_open(fx.dir, NULL, &fx.db));
     CHECK_EQ_INT(sql_count(cat, "SELECT value FROM meta WHERE key='schema_version'"),
                  CDB_DB_SCHEMA_VERSION);
     CHECK_EQ_INT(sql_count(cat, "SELECT count(*) FROM sqlite_master WHERE name='files_hkey'"), 0);

@@ -30,25 +30,14 @@ typedef struct fixture {
 } fixture;
 
 static cdb_status fx_open(fixture *fx, const char *tag) {
-    cdb_db_params p = cdb_db_params_default();
     cdb_status rc;
     memset(fx, 0, sizeof *fx);
-    tu_tmpdir(fx->dir, sizeof fx->dir, tag);
-    strcat(fx->dir, "/db");
-    p.create = 1;
-    if ((rc = cdb_db_open(fx->dir, &p, &fx->db)) != CDB_OK) return rc;
+    if ((rc = tu_create(fx->dir, sizeof fx->dir, tag, cdb_db_params_default(), &fx->db)) != CDB_OK)
+        return rc;
     return cdb_db_model_register(fx->db, "hash-lib", "lib", DIM, NULL, &fx->model);
 }
 
-static void fx_close(fixture *fx) {
-    char parent[256];
-    cdb_db_close(fx->db);
-    fx->db = NULL;
-    snprintf(parent, sizeof parent, "%s", fx->dir);
-    char *slash = strrchr(parent, '/');
-    if (slash) *slash = '\0';
-    tu_rmtree(parent);
-}
+static void fx_close(fixture *fx) { tu_close_rm(&fx->db, fx->dir); }
 
 /* A stat identity for tests: dev 7, inode = ino, ctime = ino * 10. */
 static cdb_db_file_meta meta_id(int64_t size, int64_t mtime, uint64_t content, uint64_t ino) {
@@ -72,6 +61,21 @@ static int64_t put_one(fixture *fx, int64_t root, const char *rel, uint64_t seed
         id = 0;
     cdb_db_batch_free(b);
     return id;
+}
+
+/* Stages files [from, to) of root in b, named by fmt (one %d), file i with the vector
+** tu_vec(i + 1) and the identity meta_id(1000 + i, 5000 + i, i + 1, i + 100). */
+static cdb_status put_range(cdb_db_batch *b, int64_t root, const char *fmt, int from, int to) {
+    for (int i = from; i < to; i++) {
+        char rel[32];
+        float v[DIM];
+        cdb_db_file_meta m = meta_id(1000 + i, 5000 + i, (uint64_t)i + 1, (uint64_t)i + 100);
+        cdb_status rc;
+        snprintf(rel, sizeof rel, fmt, i);
+        tu_vec((uint64_t)i + 1, 1.0f, v, DIM);
+        if ((rc = cdb_db_batch_put(b, root, rel, &m, v, DIM)) != CDB_OK) return rc;
+    }
+    return CDB_OK;
 }
 
 /* The stored vector of file id equals tu_vec(seed) normalized (fp16 round trip). */
@@ -233,14 +237,7 @@ CDB_TEST(forget_removes_everything_and_logs_it) {
     CHECK_OK(cdb_db_root_create(fx.db, "/keep", CDB_DB_ROOT_FOLDER, 0, &keep));
     cdb_db_batch *b = NULL;
     CHECK_OK(cdb_db_batch_new(fx.db, fx.model, &b));
-    for (int i = 0; i < 3000; i++) {
-        char rel[32];
-        float v[DIM];
-        cdb_db_file_meta m = meta_id(1000 + i, 5000 + i, (uint64_t)i + 1, (uint64_t)i + 100);
-        snprintf(rel, sizeof rel, "f%04d.jpg", i);
-        tu_vec((uint64_t)i + 1, 1.0f, v, DIM);
-        CHECK_OK(cdb_db_batch_put(b, a, rel, &m, v, DIM));
-    }
+    CHECK_OK(put_range(b, a, "f%04d.jpg", 0, 3000));
     CHECK_OK(cdb_db_batch_commit(b, NULL));
     cdb_db_batch_free(b);
     int64_t k = put_one(&fx, keep, "k.jpg", 999);
@@ -425,14 +422,7 @@ CDB_TEST(shard_behind_its_header_with_the_wal) {
     CHECK_OK(cdb_db_root_create(fx.db, "/a", CDB_DB_ROOT_FOLDER, 0, &a));
     cdb_db_batch *b = NULL;
     CHECK_OK(cdb_db_batch_new(fx.db, fx.model, &b));
-    for (int i = 0; i < 400; i++) {
-        char rel[32];
-        float v[DIM];
-        cdb_db_file_meta m = meta_id(1000 + i, 5000 + i, (uint64_t)i + 1, (uint64_t)i + 100);
-        snprintf(rel, sizeof rel, "a%04d.jpg", i);
-        tu_vec((uint64_t)i + 1, 1.0f, v, DIM);
-        CHECK_OK(cdb_db_batch_put(b, a, rel, &m, v, DIM));
-    }
+    CHECK_OK(put_range(b, a, "a%04d.jpg", 0, 400));
     CHECK_OK(cdb_db_batch_commit(b, NULL));
     cdb_db_batch_free(b);
     cdb_db_close(fx.db); /* checkpointed: batch A is in the file, no WAL */
@@ -444,14 +434,7 @@ CDB_TEST(shard_behind_its_header_with_the_wal) {
         cdb_db_batch *cb = NULL;
         if (cdb_db_open(fx.dir, NULL, &db) != CDB_OK || cdb_db_batch_new(db, fx.model, &cb) != CDB_OK)
             _exit(2);
-        for (int i = 400; i < 800; i++) {
-            char rel[32];
-            float v[DIM];
-            cdb_db_file_meta m = meta_id(1000 + i, 5000 + i, (uint64_t)i + 1, (uint64_t)i + 100);
-            snprintf(rel, sizeof rel, "a%04d.jpg", i);
-            tu_vec((uint64_t)i + 1, 1.0f, v, DIM);
-            if (cdb_db_batch_put(cb, a, rel, &m, v, DIM) != CDB_OK) _exit(3);
-        }
+        if (put_range(cb, a, "a%04d.jpg", 400, 800) != CDB_OK) _exit(3);
         _exit(cdb_db_batch_commit(cb, NULL) == CDB_OK ? 0 : 4);
     }
     int st = 0;

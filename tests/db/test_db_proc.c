@@ -37,6 +37,16 @@ static cdb_status make_db(const char *dir, int64_t *model, int64_t *root) {
     return rc;
 }
 
+/* In a forked child: opens the database at dir (exit 2 when it cannot) and says so on
+** the pipe end ready (exit 3 when it cannot); the handle, for the child to hold. */
+static cdb_db *child_open_then_signal(const char *dir, int ready) {
+    cdb_db *db = NULL;
+    char c = 1;
+    if (cdb_db_open(dir, NULL, &db) != CDB_OK) _exit(2);
+    if (write(ready, &c, 1) != 1) _exit(3);
+    return db;
+}
+
 /* ---- locks ----------------------------------------------------------------------- */
 
 CDB_TEST(lock_contention) {
@@ -50,10 +60,8 @@ CDB_TEST(lock_contention) {
     pid_t pid = fork();
     CHECK(pid >= 0);
     if (pid == 0) {
-        cdb_db *db = NULL;
-        char c = 1;
-        if (cdb_db_open(dir, NULL, &db) != CDB_OK) _exit(2);
-        if (write(ready[1], &c, 1) != 1) _exit(3);
+        cdb_db *db = child_open_then_signal(dir, ready[1]);
+        char c;
         if (read(go[0], &c, 1) != 1) _exit(4);
         sleep_ms(300);
         cdb_db_close(db);
@@ -110,10 +118,7 @@ CDB_TEST(stale_lock_taken_over) {
     pid_t pid = fork();
     CHECK(pid >= 0);
     if (pid == 0) {
-        cdb_db *db = NULL;
-        char c = 1;
-        if (cdb_db_open(dir, NULL, &db) != CDB_OK) _exit(2);
-        if (write(ready[1], &c, 1) != 1) _exit(3);
+        child_open_then_signal(dir, ready[1]); /* held until killed */
         for (;;) pause();
     }
     char c;
