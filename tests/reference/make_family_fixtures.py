@@ -38,6 +38,7 @@ import torch.nn as nn
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "scripts"))
 import clip_torch  # noqa: E402
+import make_model_fixtures  # noqa: E402  (its perturb(): the same random gains and biases)
 
 IMAGE, PATCH, VW, VL, VHEADS, VMLP = 56, 14, 40, 2, 2, int(40 * 4.9231)
 TW, TL, THEADS, TMLP = 48, 2, 6, 160
@@ -69,17 +70,7 @@ def build(seed, act):
     reshape_blocks(m.transformer, TW, THEADS, TMLP, act)
     assert m.visual.transformer.resblocks[0].attn.head_dim == 20
     assert m.transformer.resblocks[0].attn.head_dim == 8
-    with torch.no_grad():
-        for name, p in m.named_parameters():
-            # random gains/biases (defaults 1/0 would hide a swapped gamma/beta or a
-            # dropped bias); a strong MLP so that the activation shows (see
-            # make_model_fixtures.py)
-            if name.endswith("bias") or "ln" in name:
-                p.add_(0.1 * torch.randn_like(p))
-            if "mlp.c_fc.weight" in name:
-                p.mul_(2.0)
-            if "mlp.c_proj.weight" in name:
-                p.mul_(10.0)
+    make_model_fixtures.perturb(m, c_proj_gain=10.0)
     return m.eval()
 
 

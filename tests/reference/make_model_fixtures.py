@@ -57,20 +57,27 @@ def build(seed, text_width, head_width, act):
     m = clip_torch.CLIP(embed_dim=EMBED, image_size=IMAGE, vision_patch=PATCH, vision_width=VW,
                         vision_layers=VL, context_length=CTX, vocab_size=VOCAB,
                         text_width=text_width, text_layers=TL, act=act, head_width=head_width)
-    # Random LayerNorm gains/biases and MHA/MLP biases too (defaults are 1/0, which
-    # would hide a swapped gamma/beta or a dropped bias).
+    perturb(m)
+    return m.eval()
+
+
+def perturb(m, c_proj_gain=20.0, skip_prefix=None):
+    """Random LayerNorm gains/biases and MHA/MLP biases too (defaults are 1/0, which
+    would hide a swapped gamma/beta or a dropped bias), and an MLP that dominates the
+    residual stream, so that QuickGELU vs GELU (which differ by at most ~0.02) moves
+    the embeddings measurably (cosine ~0.9999 between the two) and a test can tell them
+    apart. Parameters named with skip_prefix are left alone. Draws from torch's RNG in
+    parameter order (the other fixture makers use it too: their fixtures depend on it)."""
     with torch.no_grad():
         for name, p in m.named_parameters():
+            if skip_prefix and name.startswith(skip_prefix):
+                continue
             if name.endswith("bias") or "ln" in name:
                 p.add_(0.1 * torch.randn_like(p))
-            # Let the MLP dominate the residual stream, so that QuickGELU vs GELU
-            # (which differ by at most ~0.02) moves the embeddings measurably
-            # (cosine ~0.9999 between the two), and the test can tell them apart.
             if "mlp.c_fc.weight" in name:
                 p.mul_(2.0)
             if "mlp.c_proj.weight" in name:
-                p.mul_(20.0)
-    return m.eval()
+                p.mul_(c_proj_gain)
 
 
 def round_to(m, dtype):

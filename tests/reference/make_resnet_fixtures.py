@@ -42,6 +42,7 @@ import torch.nn.functional as F
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "scripts"))
 import clip_torch  # noqa: E402
+import make_model_fixtures  # noqa: E402  (its perturb(): the same random gains and biases)
 
 VOCAB, CTX, TL = 300, 77, 2
 MEAN = [0.48145466, 0.4578275, 0.40821073]
@@ -85,17 +86,8 @@ def build(seed, image, width, blocks, text_width, head_width, act):
                         vision_layers=blocks, context_length=CTX, vocab_size=VOCAB,
                         text_width=text_width, text_layers=TL, act=act, head_width=head_width)
     assert m.visual.attnpool.num_heads == width * 32 // head_width
+    make_model_fixtures.perturb(m, skip_prefix="visual.")  # the text tower as the ViT fixtures
     with torch.no_grad():
-        for name, p in m.named_parameters():
-            if name.startswith("visual."):
-                continue
-            # as make_model_fixtures.py: random LayerNorms/biases, a strong MLP
-            if name.endswith("bias") or "ln" in name:
-                p.add_(0.1 * torch.randn_like(p))
-            if "mlp.c_fc.weight" in name:
-                p.mul_(2.0)
-            if "mlp.c_proj.weight" in name:
-                p.mul_(20.0)
         ap = m.visual.attnpool
         for lin in (ap.q_proj, ap.k_proj, ap.v_proj, ap.c_proj):
             lin.bias.normal_(0.0, 0.1)
