@@ -45,19 +45,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "scripts"))
 import clip_torch  # noqa: E402
-
-
-def bytes_to_unicode():
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
-        list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return dict(zip(bs, [chr(c) for c in cs]))
+from train_bpe import bytes_to_unicode  # noqa: E402  (CLIP's byte map, one copy)
 
 
 class Tokenizer:
@@ -154,19 +142,25 @@ def load_rn50(path):
     return m
 
 
+def best_image_seconds(m, x, runs):
+    """The best of runs timed m.encode_image(x), after one untimed warm-up."""
+    with torch.inference_mode():
+        m.encode_image(x)
+        best = float("inf")
+        for _ in range(runs):
+            t = time.perf_counter()
+            m.encode_image(x)
+            best = min(best, time.perf_counter() - t)
+    return best
+
+
 def measure_rn50(args):
     torch.set_num_threads(args.threads)
     m = load_rn50(args.measure_rn50)
     torch.manual_seed(1)
     x = torch.randn(args.batch, 3, 224, 224)
-    with torch.inference_mode():
-        m.encode_image(x)
-        best = float("inf")
-        for _ in range(args.runs):
-            t = time.perf_counter()
-            m.encode_image(x)
-            best = min(best, time.perf_counter() - t)
-    print(f"torch_rn50_image_per_s={args.batch / best:.3f}", flush=True)
+    print(f"torch_rn50_image_per_s={args.batch / best_image_seconds(m, x, args.runs):.3f}",
+          flush=True)
     print(f"torch_rn50_rss_mb={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.1f}",
           flush=True)
 
@@ -237,14 +231,7 @@ def measure(args):
     del sd
     torch.manual_seed(1)
     x = torch.randn(args.batch, 3, 224, 224)
-    with torch.inference_mode():
-        m.encode_image(x)
-        best = float("inf")
-        for _ in range(args.runs):
-            t = time.perf_counter()
-            m.encode_image(x)
-            best = min(best, time.perf_counter() - t)
-    print(f"torch_image_per_s={args.batch / best:.3f}", flush=True)
+    print(f"torch_image_per_s={args.batch / best_image_seconds(m, x, args.runs):.3f}", flush=True)
     if args.vocab and os.path.exists(args.vocab):
         tok = Tokenizer(args.vocab)
         with torch.inference_mode():
