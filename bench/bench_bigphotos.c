@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "big_jpeg.h"
+#include "bench_util.h"
 
 #define N_PHOTOS 10
 #define W 15000
@@ -34,12 +35,6 @@ typedef struct run_result {
     long long peak_px, waits;
     int status;
 } run_result;
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static long long json_int(const char *text, const char *key) {
     char k[100];

@@ -26,10 +26,8 @@
 #include "encoder/encoder.h"
 #include "world/world.h"
 #include "world_library.h"
+#include "bench_util.h"
 
-#ifndef CDB_SOURCE_DIR
-#define CDB_SOURCE_DIR "."
-#endif
 
 #define N_SINGLE 88
 #define N_COMP 120

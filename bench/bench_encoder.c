@@ -49,27 +49,13 @@
 
 #include "encoder/encoder.h"
 #include "kernels/kernels.h"
+#include "bench_util.h"
 
 /* OpenBLAS's name for the kernel family it picked at load (cblas.h declares it in
 ** some builds only). */
 char *openblas_get_corename(void);
 
-#ifndef CDB_SOURCE_DIR
-#define CDB_SOURCE_DIR "."
-#endif
-#ifndef CDB_BINARY_DIR
-#define CDB_BINARY_DIR "."
-#endif
-#define PY "/usr/bin/python3"
 #define BATCH 32
-
-static double now_s(void) { return (double)cdb_now_ns() * 1e-9; }
-
-static double peak_rss_mb(void) {
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_maxrss / 1024.0;
-}
 
 /* "RssAnon: ... RssFile: ..." from /proc/self/status (current, not peak). */
 static void rss_parts(char *buf, size_t n) {
@@ -95,11 +81,6 @@ static void loadavg(char *buf, size_t n) {
         fclose(f);
     }
     buf[strcspn(buf, "\n")] = 0;
-}
-
-static int file_exists(const char *p) {
-    struct stat st;
-    return stat(p, &st) == 0;
 }
 
 /* A standard vocabulary to tokenize with: CLIPDB_VOCAB, the source tree's data/,

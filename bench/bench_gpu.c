@@ -23,8 +23,7 @@
 #include "encoder/encoder.h"
 #include "gpu_model.h"
 #include "kernels/kernels.h"
-
-static double now_s(void) { return (double)cdb_now_ns() * 1e-9; }
+#include "bench_util.h"
 
 #define BK(call)                                                                   \
     do {                                                                           \

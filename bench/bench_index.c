@@ -32,6 +32,7 @@
 #include "core/core.h"
 #include "index/index.h"
 #include "kernels/kernels.h"
+#include "bench_util.h"
 
 #define DIM 512
 #define N_CLUSTERS 1000
@@ -97,8 +98,6 @@ static cdb_status fetch(void *ctx, const int64_t *ids, size_t n, uint16_t *vecs,
     return CDB_OK;
 }
 
-static double now_s(void) { return (double)cdb_now_ns() * 1e-9; }
-
 static long rss_bytes(void) {
     long pages = 0, rss = 0;
     FILE *f = fopen("/proc/self/statm", "r");
@@ -107,11 +106,6 @@ static long rss_bytes(void) {
         fclose(f);
     }
     return rss * sysconf(_SC_PAGESIZE);
-}
-
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 /* Exact fp64 top-K by brute force for nq queries (OpenMP over stored vectors). */

@@ -43,29 +43,12 @@
 #include "engine/engine.h"
 #include "world/world.h"
 
-#ifndef CDB_SOURCE_DIR
-#define CDB_SOURCE_DIR "."
-#endif
-#ifndef CDB_BINARY_DIR
-#define CDB_BINARY_DIR "."
-#endif
-#define PY "/usr/bin/python3"
 #define WORLD_SEED 515151ull /* a seed no training run uses */
 #define BAR_OUTSIDE 0.15
 #define BAR_MEM 0.10
 
 #include "ingest_child.h"
-
-static void rmrf(const char *dir) {
-    char cmd[4200];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) fprintf(stderr, "bench_ingest: could not remove %s\n", dir);
-}
-
-static int file_exists(const char *p) {
-    struct stat st;
-    return stat(p, &st) == 0;
-}
+#include "bench_util.h"
 
 /* Scenes [0, n) of the bench seed into dir, images only (no manifest). */
 static int make_library(const char *dir, int n) {
@@ -126,7 +109,7 @@ int main(int argc, char **argv) {
            "%ld CPUs, load average %.1f\n",
            n, (unsigned long long)WORLD_SEED, threads, batch, ncpu, loadavg1());
     if (make_library(lib, n) != 0) {
-        rmrf(base);
+        rm_rf(base);
         return 2;
     }
     result r_small;
@@ -169,7 +152,7 @@ int main(int argc, char **argv) {
                    100 * BAR_OUTSIDE, frac <= BAR_OUTSIDE ? "met" : "NOT met", 100 * frac);
             if (frac > BAR_OUTSIDE && status == 0) status = 1;
         }
-        rmrf(dir);
+        rm_rf(dir);
     }
 
     /* (b) the default model: throughput and stages; also (c)'s small library */
@@ -191,13 +174,13 @@ int main(int argc, char **argv) {
                    r_small.load, r_small.cpu_s, loadavg1());
             print_stages(&r_small, threads);
         }
-        rmrf(dir);
+        rm_rf(dir);
     }
 
     /* (c) peak memory: the large library against the small one */
     if (strchr(parts, 'c') && have_small) {
         result r;
-        rmrf(lib); /* only one library on disk at a time */
+        rm_rf(lib); /* only one library on disk at a time */
         if (make_library(lib_large, n_large) != 0) {
             status = 2;
         } else {
@@ -215,10 +198,10 @@ int main(int argc, char **argv) {
                        ratio <= 1 + BAR_MEM ? "met" : "NOT met");
                 if (ratio > 1 + BAR_MEM && status == 0) status = 1;
             }
-            rmrf(dir);
+            rm_rf(dir);
         }
     }
-    rmrf(base);
+    rm_rf(base);
     printf("load average at the end: %.1f on %ld CPUs\n", loadavg1(), ncpu);
     return status;
 }

@@ -36,6 +36,7 @@
 
 #include "cli/cli_run.h"
 #include "world/world.h"
+#include "bench_util.h"
 
 static const char *const g_queries[] = {
     "a red circle",        "a blue square",          "a green triangle on the left",
@@ -45,43 +46,15 @@ static const char *const g_queries[] = {
 };
 #define N_QUERIES ((int)(sizeof g_queries / sizeof *g_queries))
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* Starts clipdb with args, output to out_path (or /dev/null); the pid or -1. */
+/* Starts clipdb with args, stdout to out_path (or /dev/null), stderr to /dev/null: the
+** pid or -1. The child is cli_run.h's (the test harness's) spawn. */
 static pid_t spawn(const char *const *args, const char *out_path) {
-    pid_t pid = fork();
-    if (pid == 0) {
-        const char *argv[64];
-        int n = 0, fd = open(out_path ? out_path : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0644),
-            fe = open("/dev/null", O_WRONLY);
-        if (fd < 0 || fe < 0) _exit(127);
-        dup2(fd, 1);
-        dup2(fe, 2);
-        unsetenv("CLIPDB_DB");
-        setenv("NO_COLOR", "1", 1);
-        argv[n++] = CLIPDB_BIN;
-        for (int i = 0; args[i] && n < 63; i++) argv[n++] = args[i];
-        argv[n] = NULL;
-        execv(CLIPDB_BIN, (char *const *)argv);
-        _exit(127);
-    }
-    return pid;
-}
-
-static int wait_code(pid_t pid) {
-    int st = 0;
-    while (waitpid(pid, &st, 0) < 0)
-        if (errno != EINTR) return -1000;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st);
+    return cli_spawn(args, out_path ? out_path : "/dev/null", "/dev/null");
 }
 
 static int run_wait(const char *const *args, double *secs) {
     double t0 = now_s();
-    int rc = wait_code(spawn(args, NULL));
+    int rc = cli_wait(spawn(args, NULL));
     if (secs) *secs = now_s() - t0;
     return rc;
 }
@@ -94,7 +67,7 @@ static void searcher(int id, const char *db, const char *device, double deadline
     if (!f) _exit(1);
     while (now_s() < deadline) {
         double t0 = now_s();
-        int rc = wait_code(spawn((const char *[]){"search", "--db", db, "-k", "10", "--device", device,
+        int rc = cli_wait(spawn((const char *[]){"search", "--db", db, "-k", "10", "--device", device,
                                                   g_queries[q++ % N_QUERIES], NULL},
                                  NULL));
         double rec[2] = {(now_s() - t0) * 1e3, (double)rc};
@@ -105,23 +78,11 @@ static void searcher(int id, const char *db, const char *device, double deadline
     _exit(0);
 }
 
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static double pct(const double *v, int n, double p) {
     int i;
     if (n == 0) return NAN;
     i = (int)ceil(p / 100.0 * n) - 1;
     return v[i < 0 ? 0 : i >= n ? n - 1 : i];
-}
-
-static void rm_rf(const char *path) {
-    char cmd[1200];
-    if (!strstr(path, "clipdb-test-")) return;
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
-    if (system(cmd) != 0) fprintf(stderr, "bench_load: could not remove %s\n", path);
 }
 
 int main(int argc, char **argv) {
@@ -195,13 +156,13 @@ int main(int argc, char **argv) {
         snprintf(p, sizeof p, "%s/searcher%d.bin", tmp, i);
         if ((pids[i] = fork()) == 0) searcher(i, db, device, deadline, p);
     }
-    for (int i = 0; i < n_searchers; i++) wait_code(pids[i]);
+    for (int i = 0; i < n_searchers; i++) cli_wait(pids[i]);
     {
         int st = 0;
         pid_t w = waitpid(ing, &st, WNOHANG);
         if (w == 0) { /* still running: Ctrl-C it */
             kill(ing, SIGINT);
-            ing_rc = wait_code(ing);
+            ing_rc = cli_wait(ing);
         } else {
             ing_rc = w > 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1000;
         }
@@ -248,7 +209,7 @@ int main(int argc, char **argv) {
     printf("bar: 0 failed queries: %s\n", failed == 0 && served > 0 ? "ok" : "MISSED");
     free(lat);
     free(pids);
-    if (!keep) rm_rf(tmp);
+    if (!keep && strstr(tmp, "clipdb-test-")) rm_rf(tmp); /* only what cli_tmpdir made */
     else printf("kept %s\n", tmp);
     return failed == 0 && served > 0 && rc == 0 && (ing_rc == 0 || ing_rc == 130) ? 0 : 1;
 }

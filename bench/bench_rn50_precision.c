@@ -26,21 +26,10 @@
 
 #include "encoder/encoder.h"
 #include "kernels/kernels.h"
+#include "bench_util.h"
 
-#ifndef CDB_SOURCE_DIR
-#define CDB_SOURCE_DIR "."
-#endif
-#ifndef CDB_BINARY_DIR
-#define CDB_BINARY_DIR "."
-#endif
-#define PY "/usr/bin/python3"
 #define E 1024 /* RN50's embedding */
 #define PX ((size_t)3 * 224 * 224)
-
-static int file_exists(const char *p) {
-    struct stat st;
-    return stat(p, &st) == 0;
-}
 
 static int run_cmd(const char *cmd) {
     printf("  $ %s\n", cmd);
@@ -56,11 +45,6 @@ static double one_minus_cos(const float *a, const float *b) {
         bb += (double)b[i] * b[i];
     }
     return 1.0 - ab / sqrt(aa * bb);
-}
-
-static int cmp_d(const void *x, const void *y) {
-    double a = *(const double *)x, b = *(const double *)y;
-    return a < b ? -1 : a > b;
 }
 
 static void row(const char *what, const float *a, const float *b, int n) {

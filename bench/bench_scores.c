@@ -27,12 +27,11 @@
 
 #include "core/core.h"
 #include "encoder/encoder.h"
+#include "read_file.h"
 #include "world/world.h"
 #include "world_library.h"
+#include "bench_util.h"
 
-#ifndef CDB_SOURCE_DIR
-#define CDB_SOURCE_DIR "."
-#endif
 
 #define N_SINGLE 88
 #define N_COMP 120
@@ -183,30 +182,14 @@ done:
     return rc;
 }
 
-/* A fixture file's bytes (heap), *n of them; NULL when unreadable. */
-static void *read_all(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    void *b = NULL;
-    long len;
-    if (!f) return NULL;
-    if (fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) > 0 && fseek(f, 0, SEEK_SET) == 0 &&
-        (b = malloc((size_t)len)) && fread(b, 1, (size_t)len, f) != (size_t)len) {
-        free(b);
-        b = NULL;
-    }
-    if (b) *n = (size_t)len;
-    fclose(f);
-    return b;
-}
-
 /* The SigLIP fixtures: every text x image pair's cosine, and the probability range. */
 static cdb_status siglip_fixture(const char *name) {
     char path[1024];
     cdb_model_params mp = cdb_model_params_default();
     cdb_model *m = NULL;
     size_t n_tok = 0, n_px = 0;
-    int32_t *tok = read_all(CDB_SOURCE_DIR "/tests/golden/models/siglip_tokens.i32", &n_tok);
-    float *px = read_all(CDB_SOURCE_DIR "/tests/golden/models/siglip_pixels.f32", &n_px);
+    int32_t *tok = test_read_file(CDB_SOURCE_DIR "/tests/golden/models/siglip_tokens.i32", &n_tok);
+    float *px = test_read_file(CDB_SOURCE_DIR "/tests/golden/models/siglip_pixels.f32", &n_px);
     float *te = NULL, *ie = NULL, plo = 1, phi = 0;
     scores all = {0};
     cdb_status rc = CDB_OK;

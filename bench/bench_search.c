@@ -46,14 +46,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cli/cli_run.h"
 #include "db/db.h"
+#include "bench_db.h"
+#include "bench_util.h"
 
-#ifndef CDB_SOURCE_DIR
-#define CDB_SOURCE_DIR "."
-#endif
-#ifndef CDB_BINARY_DIR
-#define CDB_BINARY_DIR "."
-#endif
 #define CLIPDB CDB_BINARY_DIR "/clipdb"
 
 /* Runs clipdb with args (stdout/stderr to /dev/null unless show); exit code or -1. */
@@ -80,81 +77,23 @@ static int run(const char *const *args, int show, double *ms) {
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static uint64_t g_rng = 0x9E3779B97F4A7C15ULL;
-static double rnd_normal(void) { /* Box-Muller over xorshift64* */
+static float rnd_normal(void) { /* Box-Muller over xorshift64* */
     double u1, u2;
     g_rng ^= g_rng >> 12, g_rng ^= g_rng << 25, g_rng ^= g_rng >> 27;
     u1 = ((double)((g_rng * 2685821657736338717ULL) >> 11) + 1.0) / 9007199254740993.0;
     g_rng ^= g_rng >> 12, g_rng ^= g_rng << 25, g_rng ^= g_rng >> 27;
     u2 = (double)((g_rng * 2685821657736338717ULL) >> 11) / 9007199254740992.0;
-    return sqrt(-2.0 * log(u1)) * cos(2 * M_PI * u2);
+    return (float)(sqrt(-2.0 * log(u1)) * cos(2 * M_PI * u2));
 }
 
 /* Creates a database for model at dir with n random vectors; 0 on success. With
 ** files_root, the n files are created there (tiny) and recorded with their real
-** size and mtime under that root. */
+** identity under that root (bench_db.h). */
 static int make_db(const char *dir, const char *model, int64_t n, const char *files_root) {
-    cdb_db *db = NULL;
-    cdb_db_batch *b = NULL;
-    cdb_db_model dm;
-    cdb_db_params p = cdb_db_params_default();
-    int64_t root = 0;
-    float *v = NULL;
-    int rc = -1;
     double ms;
     if (run((const char *[]){"init", "--db", dir, "--model", model, NULL}, 1, &ms) != 0) return -1;
-    p.sync = CDB_DB_SYNC_NORMAL;
-    if (cdb_db_open(dir, &p, &db) != CDB_OK || cdb_db_model_default(db, &dm) != CDB_OK ||
-        cdb_db_root_add(db, files_root ? files_root : "/bench/photos", &root) != CDB_OK ||
-        cdb_db_batch_new(db, dm.id, &b) != CDB_OK)
-        goto done;
-    if (!(v = malloc(sizeof *v * (size_t)dm.dim))) goto done;
-    for (int64_t i = 0; i < n; i++) {
-        char rel[64];
-        cdb_db_file_meta meta;
-        memset(&meta, 0, sizeof meta);
-        snprintf(rel, sizeof rel, "%03lld/img_%07lld.jpg", (long long)(i / 1000), (long long)i);
-        meta.size = 100000 + i;
-        meta.mtime_ns = 1700000000000000000LL + i;
-        meta.has_hash = 1;
-        for (int k = 0; k < CDB_DB_HASH_BYTES; k++) meta.hash[k] = (uint8_t)(rnd_normal() * 1000);
-        memcpy(meta.hash, &i, sizeof i); /* unique */
-        meta.width = meta.height = 224;
-        if (files_root) { /* a real file, so the walk finds it unchanged */
-            char full[4096], sub[4096];
-            struct stat st;
-            FILE *f;
-            snprintf(sub, sizeof sub, "%s/%03lld", files_root, (long long)(i / 1000));
-            mkdir(sub, 0777);
-            snprintf(full, sizeof full, "%s/%s", files_root, rel);
-            if (!(f = fopen(full, "wb"))) goto done;
-            fprintf(f, "stand-in %lld\n", (long long)i);
-            fclose(f);
-            if (stat(full, &st) != 0) goto done;
-            meta.size = (int64_t)st.st_size;
-            meta.mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
-            /* the identity an ingest records (schema 5): unchanged means unchanged */
-            meta.ctime_ns = (int64_t)st.st_ctim.tv_sec * 1000000000LL + st.st_ctim.tv_nsec;
-            meta.dev = (uint64_t)st.st_dev;
-            meta.ino = (uint64_t)st.st_ino;
-        }
-        for (int d = 0; d < dm.dim; d++) v[d] = (float)rnd_normal();
-        if (cdb_db_batch_put(b, root, rel, &meta, v, dm.dim) != CDB_OK) goto done;
-        if (cdb_db_batch_count(b) >= 1000 && cdb_db_batch_commit(b, NULL) != CDB_OK) goto done;
-    }
-    if (cdb_db_batch_commit(b, NULL) != CDB_OK) goto done;
-    rc = 0;
-done:
-    if (rc) fprintf(stderr, "bench_search: cannot fill %s: %s\n", dir, cdb_errmsg());
-    free(v);
-    cdb_db_batch_free(b);
-    cdb_db_close(db);
-    return rc;
+    return bench_db_fill(dir, n, files_root, rnd_normal, "bench_search");
 }
 
 /* Times the search; prints one line; returns the median in ms (< 0 on failure: the
@@ -241,30 +180,8 @@ static int bench_reingest(const char *model, int64_t n, int runs, const char *tm
     return 0;
 }
 
-static const char *default_model(char *buf, size_t size) {
-    const char *env = getenv("CLIPDB_MODEL");
-    char dir[1024];
-    DIR *d;
-    struct dirent *e;
-    if (env && *env) return env;
-    snprintf(dir, sizeof dir, "%s/models", CDB_SOURCE_DIR);
-    if (!(d = opendir(dir))) return NULL;
-    while ((e = readdir(d))) {
-        struct stat st;
-        if (e->d_name[0] == '.') continue;
-        snprintf(buf, size, "%s/%s/model.safetensors", dir, e->d_name);
-        if (stat(buf, &st) == 0) {
-            snprintf(buf, size, "%s/%s", dir, e->d_name);
-            closedir(d);
-            return buf;
-        }
-    }
-    closedir(d);
-    return NULL;
-}
-
 int main(int argc, char **argv) {
-    char mbuf[2048], b32buf[2048], sigbuf[2048], cache[2100];
+    char b32buf[2048], sigbuf[2048], cache[2100];
     char tmp[] = "/tmp/clipdb-bench-search-XXXXXX";
     const char *model = NULL, *b32 = getenv("BENCH_WEIGHTS"), *siglip = getenv("BENCH_SIGLIP");
     int64_t n = 10000;
@@ -282,7 +199,8 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    if (!model) model = default_model(mbuf, sizeof mbuf);
+    if (!model && (model = getenv("CLIPDB_MODEL")) && !*model) model = NULL;
+    if (!model) model = cli_find_model(); /* the first models/<name>/ with weights */
     if (!b32 || !*b32) {
         snprintf(b32buf, sizeof b32buf, "%s/bench_data/vitb32_random.safetensors", CDB_BINARY_DIR);
         b32 = b32buf;

@@ -28,6 +28,8 @@
 
 #include "db/db.h"
 #include "serve/serve_util.h"
+#include "bench_db.h"
+#include "bench_util.h"
 
 #define MAX_LAT 2000000
 
@@ -68,44 +70,11 @@ static int run_clipdb(const char *const *args, double *ms) {
 }
 
 static int make_db(const char *dir, const char *model, int64_t n) {
-    cdb_db *db = NULL;
-    cdb_db_batch *b = NULL;
-    cdb_db_model dm;
-    cdb_db_params p = cdb_db_params_default();
-    int64_t root = 0;
-    float *v = NULL;
-    int rc = -1;
     if (run_clipdb((const char *[]){"init", "--db", dir, "--model", model, "--thumb-size", "0", NULL},
-                   NULL) != 0)
+                   NULL) != 0 ||
+        bench_db_fill(dir, n, NULL, rnd, "bench_serve") != 0)
         return -1;
-    if (cdb_db_open(dir, &p, &db) != CDB_OK || cdb_db_model_default(db, &dm) != CDB_OK ||
-        cdb_db_root_add(db, "/bench/photos", &root) != CDB_OK || cdb_db_batch_new(db, dm.id, &b) != CDB_OK ||
-        !(v = malloc(sizeof *v * (size_t)dm.dim)))
-        goto done;
-    for (int64_t i = 0; i < n; i++) {
-        char rel[64];
-        cdb_db_file_meta meta;
-        memset(&meta, 0, sizeof meta);
-        snprintf(rel, sizeof rel, "%03lld/img_%07lld.jpg", (long long)(i / 1000), (long long)i);
-        meta.size = 100000 + i;
-        meta.mtime_ns = 1700000000000000000LL + i;
-        meta.has_hash = 1;
-        memcpy(meta.hash, &i, sizeof i);
-        meta.width = 640;
-        meta.height = 480;
-        for (int d = 0; d < dm.dim; d++) v[d] = rnd();
-        if (cdb_db_batch_put(b, root, rel, &meta, v, dm.dim) != CDB_OK) goto done;
-        if (cdb_db_batch_count(b) >= 2000 && cdb_db_batch_commit(b, NULL) != CDB_OK) goto done;
-    }
-    if (cdb_db_batch_commit(b, NULL) != CDB_OK) goto done;
-    rc = 0;
-done:
-    if (rc) fprintf(stderr, "bench_serve: cannot fill %s: %s\n", dir, cdb_errmsg());
-    free(v);
-    cdb_db_batch_free(b);
-    cdb_db_close(db);
-    if (rc == 0) rc = run_clipdb((const char *[]){"index", "build", "--db", dir, "--quiet", NULL}, NULL);
-    return rc;
+    return run_clipdb((const char *[]){"index", "build", "--db", dir, "--quiet", NULL}, NULL);
 }
 
 /* ---- ViT-B/32-shaped weights ------------------------------------------------------- */
@@ -219,11 +188,6 @@ static int write_b32(const char *path) {
 }
 
 /* ---- the CLI, as a whole process ------------------------------------------------------ */
-
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 static double cli_median(const char *db, int runs, uint64_t seed) {
     double t[64], ms;

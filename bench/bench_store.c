@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "db/db.h"
+#include "bench_util.h"
 
 #define DIM     512
 #define BAR_VPS 50000.0
@@ -213,12 +214,6 @@ static void readback(const char *dir, int n) {
     cdb_db_close(db);
 }
 
-static void rmrf(const char *dir) {
-    char cmd[4200];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) fprintf(stderr, "bench_store: could not remove %s\n", dir);
-}
-
 int main(int argc, char **argv) {
     int n = argc > 1 ? atoi(argv[1]) : 100000;
     int batch = argc > 2 ? atoi(argv[2]) : 1000;
@@ -229,7 +224,7 @@ int main(int argc, char **argv) {
     }
     snprintf(base, sizeof base, "%s/cdb_bench_store_%d", argc > 3 ? argv[3] : "/tmp",
              (int)getpid());
-    rmrf(base);
+    rm_rf(base);
     if (mkdir(base, 0755) != 0) {
         fprintf(stderr, "bench_store: mkdir %s failed\n", base);
         return 2;
@@ -252,7 +247,7 @@ int main(int argc, char **argv) {
     if (reps < 1) reps = 1;
     for (int r = 0; r < reps; r++) {
         snprintf(dir, sizeof dir, "%s/normal", base);
-        if (r) rmrf(dir);
+        if (r) rm_rf(dir);
         double w = store(dir, CDB_DB_SYNC_NORMAL, files, n, batch, pool, pool_n, &mb);
         printf("  run %d: %.0f vectors/s wall, %.0f per CPU-second (%.2f us CPU per vector), "
                "load %.1f\n",
@@ -261,7 +256,7 @@ int main(int argc, char **argv) {
         if (g_store_cpu_vps > def_cpu) def_cpu = g_store_cpu_vps;
     }
     if (getenv("BENCH_STORE_ONLY")) { /* for profiling: stores only */
-        rmrf(base);
+        rm_rf(base);
         free(pool);
         free(files);
         return 0;
@@ -271,14 +266,14 @@ int main(int argc, char **argv) {
            "CPU-second (%.2f us CPU per vector)\n",
            reps, def, def_mb, def_cpu, 1e6 / def_cpu);
     readback(dir, n);
-    rmrf(dir);
+    rm_rf(dir);
     snprintf(dir, sizeof dir, "%s/full", base);
     double full = store(dir, CDB_DB_SYNC_FULL, files, n, batch, pool, pool_n, &mb);
     printf("  store, sync=FULL (fsync every commit: power-safe at every moment): %.0f vectors/s "
            "wall (%.1f MB/s); %.0f vectors/s per CPU-second (%.2f us CPU per vector)\n",
            full, mb, g_store_cpu_vps, 1e6 / g_store_cpu_vps);
-    rmrf(dir);
-    rmrf(base);
+    rm_rf(dir);
+    rm_rf(base);
     free(pool);
     free(files);
     double load = loadavg1();
