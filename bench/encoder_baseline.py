@@ -15,7 +15,7 @@
   encoder_baseline.py --serve-rn50 PATH [--batch 32] [--threads 2]
       the same model, timed one batch per "run" line read from stdin (answers
       "t=<seconds>"; "ready" after the warm-up): bench_encoder interleaves these
-      with its own batches
+      with its own batches; torch_rss_mb=<peak RSS> at the end
   encoder_baseline.py --serve-vit PATH [--vocab BPE_GZ] [--batch 32] [--threads 2]
       the ViT-B/32 CLIP, driven line by line as --serve-rn50: "run" times one image
       batch, "text" one short query (tokenize + encode_text; needs --vocab), each
@@ -175,15 +175,7 @@ def serve_rn50(args):
     x = torch.randn(args.batch, 3, 224, 224)
     with torch.inference_mode():
         m.encode_image(x)
-        print("ready", flush=True)
-        for line in sys.stdin:
-            if line.strip() != "run":
-                break
-            t = time.perf_counter()
-            m.encode_image(x)
-            print(f"t={time.perf_counter() - t:.6f}", flush=True)
-    print(f"torch_rn50_rss_mb={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.1f}",
-          flush=True)
+    serve_loop({"run": lambda: m.encode_image(x)})
 
 
 def serve_loop(steps):
