@@ -285,26 +285,27 @@ def to_hf_state_dict(sd, vision_layers, text_layers):
             out[dst + b2 + ".weight"] = sd[src + a + ".weight"]
             out[dst + b2 + ".bias"] = sd[src + a + ".bias"]
 
-    v = "vision_model."
-    out[v + "embeddings.patch_embedding.weight"] = sd["visual.conv1.weight"]
-    out[v + "embeddings.class_embedding"] = sd["visual.class_embedding"]
-    out[v + "embeddings.position_embedding.weight"] = sd["visual.positional_embedding"]
-    out[v + "pre_layrnorm.weight"] = sd["visual.ln_pre.weight"]
-    out[v + "pre_layrnorm.bias"] = sd["visual.ln_pre.bias"]
-    out[v + "post_layernorm.weight"] = sd["visual.ln_post.weight"]
-    out[v + "post_layernorm.bias"] = sd["visual.ln_post.bias"]
+    renames = {  # Hugging Face name: OpenAI name, for the tensors that only change name
+        "vision_model.embeddings.patch_embedding.weight": "visual.conv1.weight",
+        "vision_model.embeddings.class_embedding": "visual.class_embedding",
+        "vision_model.embeddings.position_embedding.weight": "visual.positional_embedding",
+        "vision_model.pre_layrnorm.weight": "visual.ln_pre.weight",
+        "vision_model.pre_layrnorm.bias": "visual.ln_pre.bias",
+        "vision_model.post_layernorm.weight": "visual.ln_post.weight",
+        "vision_model.post_layernorm.bias": "visual.ln_post.bias",
+        "text_model.embeddings.token_embedding.weight": "token_embedding.weight",
+        "text_model.embeddings.position_embedding.weight": "positional_embedding",
+        "text_model.final_layer_norm.weight": "ln_final.weight",
+        "text_model.final_layer_norm.bias": "ln_final.bias",
+        "logit_scale": "logit_scale",
+    }
+    out.update((hf, sd[oa]) for hf, oa in renames.items())
     for i in range(vision_layers):
-        block(f"visual.transformer.resblocks.{i}.", v + f"encoder.layers.{i}.")
-    out["visual_projection.weight"] = sd["visual.proj"].t().contiguous()
-    t = "text_model."
-    out[t + "embeddings.token_embedding.weight"] = sd["token_embedding.weight"]
-    out[t + "embeddings.position_embedding.weight"] = sd["positional_embedding"]
-    out[t + "final_layer_norm.weight"] = sd["ln_final.weight"]
-    out[t + "final_layer_norm.bias"] = sd["ln_final.bias"]
+        block(f"visual.transformer.resblocks.{i}.", f"vision_model.encoder.layers.{i}.")
     for i in range(text_layers):
-        block(f"transformer.resblocks.{i}.", t + f"encoder.layers.{i}.")
+        block(f"transformer.resblocks.{i}.", f"text_model.encoder.layers.{i}.")
+    out["visual_projection.weight"] = sd["visual.proj"].t().contiguous()
     out["text_projection.weight"] = sd["text_projection"].t().contiguous()
-    out["logit_scale"] = sd["logit_scale"]
     return out
 
 
