@@ -45,7 +45,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "scripts"))
 import clip_torch  # noqa: E402
-from train_bpe import bytes_to_unicode  # noqa: E402  (CLIP's byte map, one copy)
+from train_bpe import bpe_word, bytes_to_unicode  # noqa: E402  (CLIP's byte map and BPE)
 
 
 class Tokenizer:
@@ -61,31 +61,12 @@ class Tokenizer:
         self.pat = re.compile(r"""<\|startoftext\|>|<\|endoftext\|>|'s|'t|'re|'ve|'m|'ll|'d|"""
                               r"""[^\W\d_]+|\d|[^\s\w]+""", re.IGNORECASE)
 
-    def bpe(self, token):
-        word = tuple(token[:-1]) + (token[-1] + "</w>",)
-        while len(word) > 1:
-            pairs = {(word[i], word[i + 1]) for i in range(len(word) - 1)}
-            best = min(pairs, key=lambda p: self.ranks.get(p, float("inf")))
-            if best not in self.ranks:
-                break
-            a, b = best
-            out, i = [], 0
-            while i < len(word):
-                if i < len(word) - 1 and word[i] == a and word[i + 1] == b:
-                    out.append(a + b)
-                    i += 2
-                else:
-                    out.append(word[i])
-                    i += 1
-            word = tuple(out)
-        return word
-
     def tokenize(self, text, ctx=77):
         text = re.sub(r"\s+", " ", html.unescape(html.unescape(text))).strip().lower()
         ids = [self.encoder["<|startoftext|>"]]
         for tok in self.pat.findall(text):
             tok = "".join(self.byte_encoder[b] for b in tok.encode("utf-8"))
-            ids += [self.encoder[t] for t in self.bpe(tok)]
+            ids += [self.encoder[t] for t in bpe_word(tok, self.ranks)]
         ids = ids[:ctx - 1] + [self.encoder["<|endoftext|>"]]
         out = torch.zeros(1, ctx, dtype=torch.long)
         out[0, :len(ids)] = torch.tensor(ids)

@@ -101,6 +101,36 @@ def write(folder, vocab, merges):
             f.write(f"{a} {b}\n")
 
 
+def bpe_word(token, ranks):
+    """CLIP's BPE of one word (its last symbol marked "</w>"): merge the best-ranked
+    adjacent pair, every occurrence left to right, until no pair has a rank; the
+    symbols as a tuple. Also bench/encoder_baseline.py's."""
+    word = tuple(token[:-1]) + (token[-1] + "</w>",)
+    while len(word) > 1:
+        pairs = set(zip(word, word[1:]))
+        bigram = min(pairs, key=lambda p: ranks.get(p, float("inf")))
+        if bigram not in ranks:
+            break
+        first, second = bigram
+        new, i = [], 0
+        while i < len(word):
+            try:
+                j = word.index(first, i)
+            except ValueError:
+                new.extend(word[i:])
+                break
+            new.extend(word[i:j])
+            i = j
+            if word[i] == first and i < len(word) - 1 and word[i + 1] == second:
+                new.append(first + second)
+                i += 2
+            else:
+                new.append(word[i])
+                i += 1
+        word = tuple(new)
+    return word
+
+
 class ClipBPE:
     """simple_tokenizer's encode, over a vocab.json + merges.txt folder."""
 
@@ -118,29 +148,7 @@ class ClipBPE:
     def bpe(self, token):
         if token in self.cache:
             return self.cache[token]
-        word = tuple(token[:-1]) + (token[-1] + "</w>",)
-        while len(word) > 1:
-            pairs = set(zip(word, word[1:]))
-            bigram = min(pairs, key=lambda p: self.ranks.get(p, float("inf")))
-            if bigram not in self.ranks:
-                break
-            first, second = bigram
-            new, i = [], 0
-            while i < len(word):
-                try:
-                    j = word.index(first, i)
-                except ValueError:
-                    new.extend(word[i:])
-                    break
-                new.extend(word[i:j])
-                i = j
-                if word[i] == first and i < len(word) - 1 and word[i + 1] == second:
-                    new.append(first + second)
-                    i += 2
-                else:
-                    new.append(word[i])
-                    i += 1
-            word = tuple(new)
+        word = bpe_word(token, self.ranks)
         out = " ".join(word)
         self.cache[token] = out
         return out
