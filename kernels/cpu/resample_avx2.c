@@ -46,10 +46,9 @@ void cdb_k_resample_h_u8_avx2(const uint8_t *planes, size_t plane_stride, int nc
     for (int i = 0; i < n_out; i++) {
         const int32_t *k = kk + (size_t)i * ksize;
         int x0 = bounds[2 * i], n = bounds[2 * i + 1];
-        for (int c = 0; c < nch; c++) {
-            const uint8_t *p = planes + (size_t)c * plane_stride + x0;
-            out[(size_t)i * nch + c] = cdb_k_clip8(dot_taps(p, k, n));
-        }
+        for (int c = 0; c < nch; c++)
+            out[(size_t)i * nch + c] =
+                cdb_k_clip8(dot_taps(planes + (size_t)c * plane_stride + x0, k, n));
     }
 }
 
