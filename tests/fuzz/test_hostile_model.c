@@ -142,16 +142,25 @@ CDB_TEST(header_lies) {
     CHECK_EQ_INT(failures, 0);
 }
 
+#define TINY_MODEL CDB_SOURCE_DIR "/tests/fuzz/data/clip_w64_f16.safetensors"
+
+/* The valid tiny model's bytes in data (at most cap of them): their count, 0 when the
+** file cannot be read. */
+static size_t read_tiny_model(uint8_t *data, size_t cap) {
+    FILE *f = fopen(TINY_MODEL, "rb");
+    size_t n;
+    if (!f) return 0;
+    n = fread(data, 1, cap, f);
+    fclose(f);
+    return n;
+}
+
 CDB_TEST(truncated_model) {
-    char src[4096], path[512];
-    FILE *f;
+    char path[512];
     static uint8_t data[1 << 18];
     size_t n;
     int failures = 0;
-    snprintf(src, sizeof src, "%s/tests/fuzz/data/clip_w64_f16.safetensors", CDB_SOURCE_DIR);
-    if (!(f = fopen(src, "rb"))) CDB_SKIP("%s missing", src);
-    n = fread(data, 1, sizeof data, f);
-    fclose(f);
+    if (!(n = read_tiny_model(data, sizeof data))) CDB_SKIP("%s missing", TINY_MODEL);
     make_dir();
     snprintf(path, sizeof path, "%s/whole.safetensors", g_dir);
     CHECK(write_file(path, data, n) == 0);
@@ -183,15 +192,11 @@ CDB_TEST(hostile_configs) {
          "{\"image_mean\": [1e308, -1e308, 0], \"image_std\": [0, 0, 0]}"},
         {"config nested 10000 deep", "config.json", NULL},
     };
-    char src[4096], dir[512], path[600];
-    FILE *f;
+    char dir[512], path[600];
     static uint8_t data[1 << 18];
     size_t n;
     int failures = 0;
-    snprintf(src, sizeof src, "%s/tests/fuzz/data/clip_w64_f16.safetensors", CDB_SOURCE_DIR);
-    if (!(f = fopen(src, "rb"))) CDB_SKIP("%s missing", src);
-    n = fread(data, 1, sizeof data, f);
-    fclose(f);
+    if (!(n = read_tiny_model(data, sizeof data))) CDB_SKIP("%s missing", TINY_MODEL);
     make_dir();
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         snprintf(dir, sizeof dir, "%s/cfg%zu", g_dir, i);
