@@ -137,6 +137,16 @@ static inline int cdb_test_run_(const cdb_test_entry *tests, int n, int argc, ch
     return 0;
 }
 
+/* cdb_test_run_, then the scratch folder tmp (when one was made: tmp set and not empty) is
+** removed with rm if the run passed (rc 0) and $CLIPDB_KEEP_TMP is unset: a failure leaves the
+** evidence. */
+static inline int cdb_test_run_tmp_(const cdb_test_entry *tests, int n, int argc, char **argv,
+                                    const char *tmp, void (*rm)(const char *)) {
+    int rc = cdb_test_run_(tests, n, argc, argv);
+    if (tmp && tmp[0] && rm && rc == 0 && !getenv("CLIPDB_KEEP_TMP")) rm(tmp);
+    return rc;
+}
+
 #define CDB_TEST_ENTRY_(fn) {#fn, fn},
 #define CDB_TEST_MAP_(M, ...) CDB_TEST_FOREACH_(M, __VA_ARGS__)
 /* Up to 32 tests per executable (see CDB_TEST_MAIN). */
@@ -182,11 +192,16 @@ static inline int cdb_test_run_(const cdb_test_entry *tests, int n, int argc, ch
     CDB_TEST_CAT_(CDB_TEST_FE_, CDB_TEST_NARG_(__VA_ARGS__))(M, __VA_ARGS__)
 
 /* Up to 32 test names. Split larger suites into several executables. */
-#define CDB_TEST_MAIN(...)                                                         \
+#define CDB_TEST_MAIN(...) CDB_TEST_MAIN_TMP(NULL, NULL, __VA_ARGS__)
+
+/* CDB_TEST_MAIN for tests that make a scratch folder tmp (a char array, empty until made):
+** rm removes it after a run without failures (see cdb_test_run_tmp_). */
+#define CDB_TEST_MAIN_TMP(tmp, rm, ...)                                            \
     int main(int argc, char **argv) {                                              \
         static const cdb_test_entry tests_[] = {                                   \
             CDB_TEST_MAP_(CDB_TEST_ENTRY_, __VA_ARGS__)};                          \
-        return cdb_test_run_(tests_, (int)(sizeof tests_ / sizeof tests_[0]), argc, argv); \
+        return cdb_test_run_tmp_(tests_, (int)(sizeof tests_ / sizeof tests_[0]), argc, \
+                                 argv, tmp, rm);                                   \
     }
 
 /* Where the test data lives: CDB_SOURCE_DIR is defined by CMake. */

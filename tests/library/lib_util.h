@@ -200,6 +200,21 @@ static inline int lu_init(const char *db) {
                      NULL);
 }
 
+/* A new database at db (lu_init) holding paths (folders or files, NULL-terminated, at
+** most 12), ingested quietly; with index, its ANN index built as well. 0 on success
+** (a failing command's output is shown). */
+static inline int lu_db_of(const char *db, const char *const *paths, int index) {
+    const char *args[20] = {"ingest", "--db", db};
+    int n = 3;
+    for (int i = 0; paths[i] && n < 16; i++) args[n++] = paths[i];
+    args[n++] = "--quiet";
+    args[n] = NULL;
+    if (lu_init(db) != 0 || lu_expect(args, 0, NULL) != 0) return -1;
+    return index ? lu_expect((const char *[]){"index", "build", "--db", db, "--quiet", NULL}, 0,
+                             NULL)
+                 : 0;
+}
+
 /* ---- .npy reading (little-endian <f4 / <f2 arrays, as clipdb writes them) ---------- */
 
 static inline float lu_f16(uint16_t h) { /* binary16 -> float, written out here */

@@ -96,14 +96,18 @@ static cdb_status ingest(const char *db_dir, const char *lib, fault_plan *plan,
     return rc;
 }
 
-static int setup_case(const char *tag, char *lib, char *db, size_t size) {
+/* A case: N_PHOTOS generated photos in <tag>/photos (lib) and a new database <tag>/db
+** (db; both size bytes) they are ingested into with plan; the run's summary in *sum. */
+static cdb_status run_case(const char *tag, fault_plan *plan, char *lib, char *db, size_t size,
+                           cdb_engine_summary *sum) {
     char rel[200];
     snprintf(rel, sizeof rel, "%s/photos", tag);
     lu_path(lib, size, rel);
     snprintf(rel, sizeof rel, "%s/db", tag);
     lu_path(db, size, rel);
-    if (lu_generate(lib, 7000 + (uint64_t)strlen(tag), 0, N_PHOTOS) != 0) return -1;
-    return lu_init(db);
+    if (lu_generate(lib, 7000 + (uint64_t)strlen(tag), 0, N_PHOTOS) != 0 || lu_init(db) != 0)
+        return cdb_seterr(CDB_IO, "case %s: cannot make the library or the database", tag);
+    return ingest(db, lib, plan, sum);
 }
 
 CDB_TEST(transient_batch_failure_is_retried) {
@@ -111,8 +115,7 @@ CDB_TEST(transient_batch_failure_is_retried) {
     cdb_engine_summary s;
     fault_plan plan = {2, 1, 0, 0, 0, 0, 0, 0, 0};
     LU_NEED_SETUP();
-    CHECK_EQ_INT(setup_case("transient", lib, db, sizeof lib), 0);
-    CHECK_OK(ingest(db, lib, &plan, &s));
+    CHECK_OK(run_case("transient", &plan, lib, db, sizeof lib, &s));
     CHECK_MSG(plan.n_singles_failed == 1, "the failing item was encoded alone %d times",
               plan.n_singles_failed);
     CHECK_EQ_INT(s.added, N_PHOTOS - 1);
@@ -137,8 +140,7 @@ CDB_TEST(out_of_memory_halves_the_batch) {
     cdb_engine_summary s;
     fault_plan plan = {0, 0, 0, 0, 0, 0, 2, 0, 0};
     LU_NEED_SETUP();
-    CHECK_EQ_INT(setup_case("oom", lib, db, sizeof lib), 0);
-    CHECK_OK(ingest(db, lib, &plan, &s));
+    CHECK_OK(run_case("oom", &plan, lib, db, sizeof lib, &s));
     CHECK_EQ_INT(plan.n_oom, 1); /* only the first batch of 4: the run keeps 2 */
     CHECK_EQ_INT(plan.max_ok, 2);
     CHECK_EQ_INT(s.added, N_PHOTOS);
@@ -152,8 +154,7 @@ CDB_TEST(failing_first_item_does_not_shift) {
     cdb_engine_summary s;
     fault_plan plan = {1, 0, 0, 0, 0, 0, 0, 0, 0};
     LU_NEED_SETUP();
-    CHECK_EQ_INT(setup_case("shift", lib, db, sizeof lib), 0);
-    CHECK_OK(ingest(db, lib, &plan, &s));
+    CHECK_OK(run_case("shift", &plan, lib, db, sizeof lib, &s));
     CHECK_EQ_INT(s.added, N_PHOTOS - 1);
     CHECK_EQ_INT(s.retry, 1);
     CHECK_EQ_INT(lu_db_is_exact(db, N_PHOTOS - 1), 0); /* items 1..3 of batch 1: their own vectors */
@@ -173,8 +174,7 @@ CDB_TEST(unusable_vector_is_quarantined) {
     cdb_engine_summary s;
     fault_plan plan = {3, 2, 1, 0, 0, 0, 0, 0, 0};
     LU_NEED_SETUP();
-    CHECK_EQ_INT(setup_case("nan", lib, db, sizeof lib), 0);
-    CHECK_OK(ingest(db, lib, &plan, &s));
+    CHECK_OK(run_case("nan", &plan, lib, db, sizeof lib, &s));
     CHECK_EQ_INT(s.added, N_PHOTOS - 1);
     CHECK_EQ_INT(s.errors, 1);
     CHECK_EQ_INT(s.retry, 0);
@@ -188,14 +188,6 @@ CDB_TEST(unusable_vector_is_quarantined) {
     CHECK_EQ_INT(s.unchanged, N_PHOTOS);
 }
 
-int main(int argc, char **argv) {
-    static const cdb_test_entry tests[] = {
-        {"transient_batch_failure_is_retried", transient_batch_failure_is_retried},
-        {"out_of_memory_halves_the_batch", out_of_memory_halves_the_batch},
-        {"failing_first_item_does_not_shift", failing_first_item_does_not_shift},
-        {"unusable_vector_is_quarantined", unusable_vector_is_quarantined},
-    };
-    int rc = cdb_test_run_(tests, (int)(sizeof tests / sizeof tests[0]), argc, argv);
-    if (lu_tmp[0] && rc == 0 && !getenv("CLIPDB_KEEP_TMP")) lu_rm_rf(lu_tmp);
-    return rc;
-}
+CDB_TEST_MAIN_TMP(lu_tmp, lu_rm_rf, transient_batch_failure_is_retried,
+                  out_of_memory_halves_the_batch, failing_first_item_does_not_shift,
+                  unusable_vector_is_quarantined)

@@ -81,8 +81,7 @@ CDB_TEST(nested_roots_no_duplicates) {
     lu_path(db, sizeof db, "nest/db");
     CHECK_EQ_INT(lu_generate(y, 11, 0, 8), 0);
     CHECK_EQ_INT(lu_generate(x, 12, 100, 4), 0);
-    CHECK_EQ_INT(lu_init(db), 0);
-    CHECK_EQ_INT(lu_expect((const char *[]){"ingest", "--db", db, y, "--quiet", NULL}, 0, NULL), 0);
+    CHECK_EQ_INT(lu_db_of(db, (const char *[]){y, NULL}, 0), 0);
     /* the parent takes the child over: its 8 photos are not encoded again */
     CHECK_EQ_INT(lu_expect((const char *[]){"ingest", "--db", db, x, NULL}, 0, &r), 0);
     CHECK_MSG(strstr(r.out, " 4 added") && strstr(r.out, " 8 unchanged"), "%s", r.out);
@@ -129,10 +128,7 @@ CDB_TEST(index_follows_deletes_and_edits) {
     lu_path(lib, sizeof lib, "drift/photos");
     lu_path(db, sizeof db, "drift/db");
     CHECK_EQ_INT(lu_generate(lib, 31, 0, 12), 0);
-    CHECK_EQ_INT(lu_init(db), 0);
-    CHECK_EQ_INT(lu_expect((const char *[]){"ingest", "--db", db, lib, "--quiet", NULL}, 0, NULL), 0);
-    CHECK_EQ_INT(lu_expect((const char *[]){"index", "build", "--db", db, "--quiet", NULL}, 0, NULL),
-                 0);
+    CHECK_EQ_INT(lu_db_of(db, (const char *[]){lib, NULL}, 1), 0);
     remove(lu_img(lib, 3, p, sizeof p));
     CHECK_EQ_INT(lu_copy(lu_img(lib, 5, q, sizeof q), lu_img(lib, 4, p, sizeof p)), 0); /* edit */
     CHECK_EQ_INT(lu_expect((const char *[]){"reindex", "--db", db, NULL}, 0, &r), 0);
@@ -208,10 +204,7 @@ CDB_TEST(readonly_database) {
     lu_path(ro, sizeof ro, "ro/shared.clipdb");
     lu_path(out, sizeof out, "ro/out");
     CHECK_EQ_INT(lu_generate(lib, 41, 0, 10), 0);
-    CHECK_EQ_INT(lu_init(db), 0);
-    CHECK_EQ_INT(lu_expect((const char *[]){"ingest", "--db", db, lib, "--quiet", NULL}, 0, NULL), 0);
-    CHECK_EQ_INT(lu_expect((const char *[]){"index", "build", "--db", db, "--quiet", NULL}, 0, NULL),
-                 0);
+    CHECK_EQ_INT(lu_db_of(db, (const char *[]){lib, NULL}, 1), 0);
     /* a copy another account can read and not write (no -wal, no -shm: closed) */
     snprintf(cmd, sizeof cmd,
              "cp -a %s %s && chmod a+rx %s %s/ro && chmod -R a+rX %s && chmod -R a-w %s && mkdir -p %s "
@@ -261,8 +254,7 @@ CDB_TEST(renamed_folders) {
     CHECK_EQ_INT(lu_generate(sub, 52, 0, 6), 0);
     char b[700];
     lu_path(b, sizeof b, "ren/L/b");
-    CHECK_EQ_INT(lu_init(db), 0);
-    CHECK_EQ_INT(lu_expect((const char *[]){"ingest", "--db", db, a, b, "--quiet", NULL}, 0, NULL), 0);
+    CHECK_EQ_INT(lu_db_of(db, (const char *[]){a, b, NULL}, 0), 0);
     /* a folder renamed inside a recorded folder: its photos moved, nothing encoded */
     CHECK_EQ_INT(rename(sub, sub2), 0);
     CHECK_EQ_INT(lu_expect((const char *[]){"reindex", "--db", db, NULL}, 0, &r), 0);
@@ -444,12 +436,7 @@ CDB_TEST(forget_and_missing_roots) {
     lu_path(db, sizeof db, "forget/db");
     CHECK_EQ_INT(lu_generate(big, 81, 0, 60), 0);
     CHECK_EQ_INT(lu_generate(small, 82, 0, 5), 0);
-    CHECK_EQ_INT(lu_init(db), 0);
-    CHECK_EQ_INT(lu_expect((const char *[]){"ingest", "--db", db, big, small, "--quiet", NULL}, 0,
-                           NULL),
-                 0);
-    CHECK_EQ_INT(lu_expect((const char *[]){"index", "build", "--db", db, "--quiet", NULL}, 0, NULL),
-                 0);
+    CHECK_EQ_INT(lu_db_of(db, (const char *[]){big, small, NULL}, 1), 0);
     int64_t before = du_bytes(db);
     CHECK_EQ_INT(lu_expect((const char *[]){"forget", "--db", db, big, NULL}, 0, &r), 0);
     CHECK_MSG(strstr(r.out, "60 files"), "%s", r.out);
@@ -496,8 +483,7 @@ CDB_TEST(second_model_kept_current) {
     lu_path(lib, sizeof lib, "models/photos");
     lu_path(db, sizeof db, "models/db");
     CHECK_EQ_INT(lu_generate(lib, 91, 0, 6), 0);
-    CHECK_EQ_INT(lu_init(db), 0);
-    CHECK_EQ_INT(lu_expect((const char *[]){"ingest", "--db", db, lib, "--quiet", NULL}, 0, NULL), 0);
+    CHECK_EQ_INT(lu_db_of(db, (const char *[]){lib, NULL}, 0), 0);
     CHECK_EQ_INT(lu_expect((const char *[]){"ingest", "--db", db, "--model", m2, lib, NULL}, 0, &r), 0);
     CHECK_MSG(strstr(r.out, "[hf_gelu]") && strstr(r.out, "6 added"), "%s", r.out);
     cli_run_free(&r);
@@ -545,8 +531,7 @@ CDB_TEST(same_size_same_mtime_replace) {
     CHECK(x && y && z && n1 == n2);
     snprintf(a, sizeof a, "%s/scan.ppm", lib);
     CHECK_EQ_INT(lu_write(a, x, n1), 0);
-    CHECK_EQ_INT(lu_init(db), 0);
-    CHECK_EQ_INT(lu_expect((const char *[]){"ingest", "--db", db, lib, "--quiet", NULL}, 0, NULL), 0);
+    CHECK_EQ_INT(lu_db_of(db, (const char *[]){lib, NULL}, 0), 0);
     int64_t mt = lu_mtime(a);
     /* rewritten in place, the mtime set back: only the ctime says so */
     CHECK_EQ_INT(lu_write(a, y, n2), 0);
@@ -570,21 +555,7 @@ CDB_TEST(same_size_same_mtime_replace) {
     free(z);
 }
 
-int main(int argc, char **argv) {
-    static const cdb_test_entry tests[] = {
-        {"same_names_in_two_folders", same_names_in_two_folders},
-        {"nested_roots_no_duplicates", nested_roots_no_duplicates},
-        {"single_file_is_its_own_root", single_file_is_its_own_root},
-        {"index_follows_deletes_and_edits", index_follows_deletes_and_edits},
-        {"readonly_database", readonly_database},
-        {"renamed_folders", renamed_folders},
-        {"transient_failures_are_retried", transient_failures_are_retried},
-        {"symlinks", symlinks},
-        {"forget_and_missing_roots", forget_and_missing_roots},
-        {"second_model_kept_current", second_model_kept_current},
-        {"same_size_same_mtime_replace", same_size_same_mtime_replace},
-    };
-    int rc = cdb_test_run_(tests, (int)(sizeof tests / sizeof tests[0]), argc, argv);
-    if (lu_tmp[0] && rc == 0 && !getenv("CLIPDB_KEEP_TMP")) lu_rm_rf(lu_tmp);
-    return rc;
-}
+CDB_TEST_MAIN_TMP(lu_tmp, lu_rm_rf, same_names_in_two_folders, nested_roots_no_duplicates,
+                  single_file_is_its_own_root, index_follows_deletes_and_edits, readonly_database,
+                  renamed_folders, transient_failures_are_retried, symlinks,
+                  forget_and_missing_roots, second_model_kept_current, same_size_same_mtime_replace)

@@ -54,10 +54,7 @@ CDB_TEST(copies_made_before_a_drive_goes) {
     lu_path(db, sizeof db, "card/db");
     CHECK_EQ_INT(lu_generate(main_, 1, 0, 3), 0);
     CHECK_EQ_INT(lu_generate(card, 2, 0, 3), 0);
-    CHECK_EQ_INT(lu_init(db), 0);
-    CHECK_EQ_INT(lu_expect((const char *[]){"ingest", "--db", db, main_, card, "--quiet", NULL}, 0,
-                           NULL),
-                 0);
+    CHECK_EQ_INT(lu_db_of(db, (const char *[]){main_, card, NULL}, 0), 0);
     snprintf(cmd, sizeof cmd, "cp -a %s %s && mv %s %s", card, copy, card, away);
     CHECK_EQ_INT(system(cmd), 0);
     CHECK_EQ_INT(lu_expect((const char *[]){"reindex", "--db", db, NULL}, 3, &r), 3);
@@ -176,8 +173,7 @@ CDB_TEST(hidden_paths_named) {
     lu_path(db, sizeof db, "hidden/db");
     CHECK_EQ_INT(lu_generate(lib, 3, 0, 3), 0);
     CHECK_EQ_INT(lu_generate(hid, 4, 10, 2), 0);
-    CHECK_EQ_INT(lu_init(db), 0);
-    CHECK_EQ_INT(lu_expect((const char *[]){"ingest", "--db", db, lib, "--quiet", NULL}, 0, NULL), 0);
+    CHECK_EQ_INT(lu_db_of(db, (const char *[]){lib, NULL}, 0), 0);
     CHECK_EQ_INT(lu_expect((const char *[]){"ingest", "--db", db, lu_img(hid, 10, p, sizeof p), NULL},
                            1, &r),
                  1);
@@ -197,8 +193,7 @@ CDB_TEST(unreadable_photo_keeps_its_vector) {
     lu_path(lib, sizeof lib, "perm/lib");
     lu_path(db, sizeof db, "perm/db");
     CHECK_EQ_INT(lu_generate(lib, 61, 0, 5), 0);
-    CHECK_EQ_INT(lu_init(db), 0);
-    CHECK_EQ_INT(lu_expect((const char *[]){"ingest", "--db", db, lib, "--quiet", NULL}, 0, NULL), 0);
+    CHECK_EQ_INT(lu_db_of(db, (const char *[]){lib, NULL}, 0), 0);
     lu_img(lib, 3, p, sizeof p);
     CHECK_EQ_INT(chmod(p, 0600), 0); /* the ctime changes, nothing else */
     snprintf(env, sizeof env, "CDB_FAULT_EACCES_MATCH=%s", p);
@@ -256,8 +251,7 @@ CDB_TEST(export_names_with_newlines) {
     /* the name that paths.txt would write as the same line if '\' were not escaped */
     snprintf(q, sizeof q, "%s/new\\nline.jpg", lib);
     CHECK_EQ_INT(lu_copy(p, q), 0);
-    CHECK_EQ_INT(lu_init(db), 0);
-    CHECK_EQ_INT(lu_expect((const char *[]){"ingest", "--db", db, lib, "--quiet", NULL}, 0, NULL), 0);
+    CHECK_EQ_INT(lu_db_of(db, (const char *[]){lib, NULL}, 0), 0);
     CHECK_EQ_INT(lu_expect((const char *[]){"export", "--db", db, "--out", ex, "--quiet", NULL}, 0,
                            NULL),
                  0);
@@ -316,8 +310,7 @@ CDB_TEST(deep_problems_are_repaired) {
     lu_path(lib, sizeof lib, "repair/lib");
     lu_path(db, sizeof db, "repair/db");
     CHECK_EQ_INT(lu_generate(lib, 71, 0, 6), 0);
-    CHECK_EQ_INT(lu_init(db), 0);
-    CHECK_EQ_INT(lu_expect((const char *[]){"ingest", "--db", db, lib, "--quiet", NULL}, 0, NULL), 0);
+    CHECK_EQ_INT(lu_db_of(db, (const char *[]){lib, NULL}, 0), 0);
     snprintf(cat, sizeof cat, "%s/catalog.db", db);
     snprintf(shard, sizeof shard, "%s/shards/0001.db", db);
     /* file 2's bytes "changed" without its stat showing it; files 3 and 4 hold each
@@ -345,18 +338,7 @@ CDB_TEST(deep_problems_are_repaired) {
     CHECK_EQ_INT(exact(db, 6), 0);
 }
 
-int main(int argc, char **argv) {
-    static const cdb_test_entry tests[] = {
-        {"copies_made_before_a_drive_goes", copies_made_before_a_drive_goes},
-        {"deep_check_on_a_fresh_database", deep_check_on_a_fresh_database},
-        {"no_exif_is_the_folders_setting", no_exif_is_the_folders_setting},
-        {"hidden_paths_named", hidden_paths_named},
-        {"unreadable_photo_keeps_its_vector", unreadable_photo_keeps_its_vector},
-        {"one_photo_through_two_links", one_photo_through_two_links},
-        {"export_names_with_newlines", export_names_with_newlines},
-        {"deep_problems_are_repaired", deep_problems_are_repaired},
-    };
-    int rc = cdb_test_run_(tests, (int)(sizeof tests / sizeof tests[0]), argc, argv);
-    if (lu_tmp[0] && rc == 0 && !getenv("CLIPDB_KEEP_TMP")) lu_rm_rf(lu_tmp);
-    return rc;
-}
+CDB_TEST_MAIN_TMP(lu_tmp, lu_rm_rf, copies_made_before_a_drive_goes, deep_check_on_a_fresh_database,
+                  no_exif_is_the_folders_setting, hidden_paths_named,
+                  unreadable_photo_keeps_its_vector, one_photo_through_two_links,
+                  export_names_with_newlines, deep_problems_are_repaired)

@@ -1134,7 +1134,7 @@ int main(int argc, char **argv) {
         }
     }
     argc = n;
-    int rc = cdb_test_run_(tests, (int)(sizeof tests / sizeof tests[0]), argc, argv);
-    if (lu_tmp[0] && rc == 0 && !getenv("CLIPDB_KEEP_TMP")) lu_rm_rf(lu_tmp);
+    int rc = cdb_test_run_tmp_(tests, (int)(sizeof tests / sizeof tests[0]), argc, argv, lu_tmp,
+                               lu_rm_rf);
     return rc;
 }
