@@ -15,6 +15,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <sqlite3.h>
+
 #include "db/db.h"
 
 static inline uint64_t tu_splitmix(uint64_t *s) {
@@ -47,6 +49,16 @@ static inline void tu_rmtree(const char *dir) { nftw(dir, tu_rm_cb, 16, FTW_DEPT
 static inline void tu_tmpdir(char *buf, size_t len, const char *tag) {
     snprintf(buf, len, "/tmp/cdb_%s_XXXXXX", tag);
     if (!mkdtemp(buf)) buf[0] = '\0';
+}
+
+/* Runs sql on the SQLite file at path (a catalog or a shard, edited behind clipdb's back);
+** SQLite's result code. */
+static inline int tu_sql_exec(const char *path, const char *sql) {
+    sqlite3 *c = NULL;
+    int rc = sqlite3_open(path, &c);
+    if (rc == SQLITE_OK) rc = sqlite3_exec(c, sql, NULL, NULL, NULL);
+    sqlite3_close(c);
+    return rc;
 }
 
 /* Creates a database at a fresh temporary folder + "/db" (its path in dir) with the

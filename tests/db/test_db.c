@@ -604,14 +604,6 @@ CDB_TEST(shard_rollover) {
     fx_close(&fx);
 }
 
-static int sql_exec_file(const char *path, const char *sql) {
-    sqlite3 *c = NULL;
-    int rc = sqlite3_open(path, &c);
-    if (rc == SQLITE_OK) rc = sqlite3_exec(c, sql, NULL, NULL, NULL);
-    sqlite3_close(c);
-    return rc;
-}
-
 /* Makes the fixture's database look as another clipdb version left it: closes the
 ** handle (fx->db = NULL; the folder stays for fx_close) and runs sql on its catalog,
 ** whose path goes in cat. SQLite's result code. */
@@ -619,7 +611,7 @@ static int fx_edit_catalog(fixture *fx, const char *sql, char *cat, size_t size)
     snprintf(cat, size, "%s/catalog.db", fx->dir);
     cdb_db_close(fx->db);
     fx->db = NULL;
-    return sql_exec_file(cat, sql);
+    return tu_sql_exec(cat, sql);
 }
 
 /* Opens the fixture's database again, read-only, into fx->db. */
@@ -1007,7 +999,7 @@ CDB_TEST(verify_bad_and_orphan_vectors) {
              " WHERE file_id=%lld;"
              "DELETE FROM vectors WHERE file_id=%lld;",
              (long long)ids[2], (long long)ids[3], (long long)ids[0], (long long)ids[4]);
-    CHECK_EQ_INT(sql_exec_file(path, sql), SQLITE_OK);
+    CHECK_EQ_INT(tu_sql_exec(path, sql), SQLITE_OK);
     CHECK_OK(cdb_db_open(dir, NULL, &fx.db));
     cdb_db_report *r = NULL;
     CHECK_OK(cdb_db_verify(fx.db, &r));
@@ -1280,13 +1272,13 @@ CDB_TEST(interrupted_delete_keeps_claims_true) {
     snprintf(cat, sizeof cat, "%s/catalog.db", dir);
     snprintf(shard, sizeof shard, "%s/shards/0001.db", dir);
     snprintf(sql, sizeof sql, "UPDATE files SET state=1 WHERE id=%lld", (long long)ids[1]);
-    CHECK_EQ_INT(sql_exec_file(cat, sql), SQLITE_OK);
+    CHECK_EQ_INT(tu_sql_exec(cat, sql), SQLITE_OK);
     snprintf(sql, sizeof sql, "DELETE FROM vectors WHERE file_id=%lld", (long long)ids[1]);
-    CHECK_EQ_INT(sql_exec_file(shard, sql), SQLITE_OK);
+    CHECK_EQ_INT(tu_sql_exec(shard, sql), SQLITE_OK);
     /* and f2 an ok file whose second vector is gone (an older clipdb's reindex after that) */
     snprintf(sql, sizeof sql, "DELETE FROM vectors WHERE file_id=%lld AND model_id=%lld",
              (long long)ids[2], (long long)m2);
-    CHECK_EQ_INT(sql_exec_file(shard, sql), SQLITE_OK);
+    CHECK_EQ_INT(tu_sql_exec(shard, sql), SQLITE_OK);
     CHECK_OK(cdb_db_open(dir, NULL, &fx.db));
     CHECK_OK(cdb_db_get_counts(fx.db, m2, &c)); /* f1's stale claim is checked, f2's trusted */
     CHECK_EQ_INT(c.n_vectors, 1);

@@ -63,19 +63,24 @@ static int64_t put_one(fixture *fx, int64_t root, const char *rel, uint64_t seed
     return id;
 }
 
-/* Stages files [from, to) of root in b, named by fmt (one %d), file i with the vector
-** tu_vec(i + 1) and the identity meta_id(1000 + i, 5000 + i, i + 1, i + 100). */
-static cdb_status put_range(cdb_db_batch *b, int64_t root, const char *fmt, int from, int to) {
-    for (int i = from; i < to; i++) {
+/* Commits files [from, to) of root in one batch of db for model, named by fmt (one %d),
+** file i with the vector tu_vec(i + 1) and the identity meta_id(1000 + i, 5000 + i,
+** i + 1, i + 100). */
+static cdb_status put_range(cdb_db *db, int64_t model, int64_t root, const char *fmt, int from,
+                            int to) {
+    cdb_db_batch *b = NULL;
+    cdb_status rc = cdb_db_batch_new(db, model, &b);
+    for (int i = from; i < to && rc == CDB_OK; i++) {
         char rel[32];
         float v[DIM];
         cdb_db_file_meta m = meta_id(1000 + i, 5000 + i, (uint64_t)i + 1, (uint64_t)i + 100);
-        cdb_status rc;
         snprintf(rel, sizeof rel, fmt, i);
         tu_vec((uint64_t)i + 1, 1.0f, v, DIM);
-        if ((rc = cdb_db_batch_put(b, root, rel, &m, v, DIM)) != CDB_OK) return rc;
+        rc = cdb_db_batch_put(b, root, rel, &m, v, DIM);
     }
-    return CDB_OK;
+    if (rc == CDB_OK) rc = cdb_db_batch_commit(b, NULL);
+    cdb_db_batch_free(b);
+    return rc;
 }
 
 /* The stored vector of file id equals tu_vec(seed) normalized (fp16 round trip). */
@@ -235,11 +240,7 @@ CDB_TEST(forget_removes_everything_and_logs_it) {
     CHECK_OK(fx_open(&fx, "forget"));
     CHECK_OK(cdb_db_root_create(fx.db, "/a", CDB_DB_ROOT_FOLDER, 0, &a));
     CHECK_OK(cdb_db_root_create(fx.db, "/keep", CDB_DB_ROOT_FOLDER, 0, &keep));
-    cdb_db_batch *b = NULL;
-    CHECK_OK(cdb_db_batch_new(fx.db, fx.model, &b));
-    CHECK_OK(put_range(b, a, "f%04d.jpg", 0, 3000));
-    CHECK_OK(cdb_db_batch_commit(b, NULL));
-    cdb_db_batch_free(b);
+    CHECK_OK(put_range(fx.db, fx.model, a, "f%04d.jpg", 0, 3000));
     int64_t k = put_one(&fx, keep, "k.jpg", 999);
     CHECK_OK(cdb_db_generation(fx.db, &gen));
     CHECK_OK(cdb_db_walk_problems_set(fx.db, a, NULL,
@@ -420,22 +421,15 @@ CDB_TEST(shard_behind_its_header_with_the_wal) {
     char shard[300], copy[400], cmd[4000];
     CHECK_OK(fx_open(&fx, "ckpt"));
     CHECK_OK(cdb_db_root_create(fx.db, "/a", CDB_DB_ROOT_FOLDER, 0, &a));
-    cdb_db_batch *b = NULL;
-    CHECK_OK(cdb_db_batch_new(fx.db, fx.model, &b));
-    CHECK_OK(put_range(b, a, "a%04d.jpg", 0, 400));
-    CHECK_OK(cdb_db_batch_commit(b, NULL));
-    cdb_db_batch_free(b);
+    CHECK_OK(put_range(fx.db, fx.model, a, "a%04d.jpg", 0, 400));
     cdb_db_close(fx.db); /* checkpointed: batch A is in the file, no WAL */
     fx.db = NULL;
     fflush(NULL);
     pid_t pid = fork();
     if (pid == 0) { /* batch B into the WAL, then gone without a checkpoint */
         cdb_db *db = NULL;
-        cdb_db_batch *cb = NULL;
-        if (cdb_db_open(fx.dir, NULL, &db) != CDB_OK || cdb_db_batch_new(db, fx.model, &cb) != CDB_OK)
-            _exit(2);
-        if (put_range(cb, a, "a%04d.jpg", 400, 800) != CDB_OK) _exit(3);
-        _exit(cdb_db_batch_commit(cb, NULL) == CDB_OK ? 0 : 4);
+        if (cdb_db_open(fx.dir, NULL, &db) != CDB_OK) _exit(2);
+        _exit(put_range(db, fx.model, a, "a%04d.jpg", 400, 800) == CDB_OK ? 0 : 3);
     }
     int st = 0;
     waitpid(pid, &st, 0);
