@@ -28,12 +28,17 @@
 
 static uint64_t g_rng = KTU_SEED;
 
-/* Uniform in [-1, 1). */
-static inline float frand(void) {
+/* The next state of the xorshift64 stream (13, 7, 17). */
+static inline uint64_t xorshift64(void) {
     g_rng ^= g_rng << 13;
     g_rng ^= g_rng >> 7;
     g_rng ^= g_rng << 17;
-    return (float)((g_rng >> 40) / (double)(1 << 24)) * 2.0f - 1.0f;
+    return g_rng;
+}
+
+/* Uniform in [-1, 1). */
+static inline float frand(void) {
+    return (float)((xorshift64() >> 40) / (double)(1 << 24)) * 2.0f - 1.0f;
 }
 
 /* n floats uniform in [-scale, scale), malloc'ed (one at least, so n may be 0). */

@@ -14,16 +14,11 @@
 #include <string.h>
 
 #include "cdb_test.h"
+#include "kernel_test_util.h"
 #include "encoder/encoder_int.h"
 #include "kernels/cuda/pp_elem.h"
 
-static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
-static unsigned rnd(void) {
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return (unsigned)(g_rng >> 32);
-}
+static unsigned rnd(void) { return (unsigned)(xorshift64() >> 32); }
 
 /* The kernels' loops on the CPU: k_pp_h over tmp, then k_pp_v_norm over the crop. */
 static int emulate(const cdb_image *img, const cdb_preprocess_params *p, float *out) {
