@@ -499,6 +499,13 @@ static const char *src_dir(void) {
     return e && *e ? e : CDB_SOURCE_DIR;
 }
 
+/* A file of tests/golden/models, as test_read_file gives it (NULL when missing). */
+static void *read_gold(const char *name, size_t *n) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tests/golden/models/%s", src_dir(), name);
+    return test_read_file(path, n);
+}
+
 CDB_TEST(encoder_fixtures_cpu_vs_gpu) {
     /* the CLIP fixtures share pixels.f32 / tokens.i32, SigLIP's (both layouts) their own */
     static const char *models[] = {"openai_qgelu", "openai_f16.safetensors", "hf_gelu", "hf_bf16",
@@ -509,10 +516,8 @@ CDB_TEST(encoder_fixtures_cpu_vs_gpu) {
     int32_t *tokens;
     int n_models = 0;
     NEED_GPU();
-    snprintf(path, sizeof path, "%s/tests/golden/models/pixels.f32", src_dir());
-    pixels = (float *)test_read_file(path, &npx);
-    snprintf(path, sizeof path, "%s/tests/golden/models/tokens.i32", src_dir());
-    tokens = (int32_t *)test_read_file(path, &ntok);
+    pixels = (float *)read_gold("pixels.f32", &npx);
+    tokens = (int32_t *)read_gold("tokens.i32", &ntok);
     CHECK_MSG(pixels && tokens, "fixtures missing in %s/tests/golden/models", src_dir());
     for (size_t mi = 0; mi < sizeof models / sizeof models[0]; mi++) {
         cdb_model *m[2] = {NULL, NULL};
@@ -520,10 +525,8 @@ CDB_TEST(encoder_fixtures_cpu_vs_gpu) {
         int n_img, n_txt, E;
         if (!strncmp(models[mi], "siglip", 6) && pixels && tokens) {
             free(pixels), free(tokens);
-            snprintf(path, sizeof path, "%s/tests/golden/models/siglip_pixels.f32", src_dir());
-            pixels = (float *)test_read_file(path, &npx);
-            snprintf(path, sizeof path, "%s/tests/golden/models/siglip_tokens.i32", src_dir());
-            tokens = (int32_t *)test_read_file(path, &ntok);
+            pixels = (float *)read_gold("siglip_pixels.f32", &npx);
+            tokens = (int32_t *)read_gold("siglip_tokens.i32", &ntok);
             CHECK(pixels && tokens);
         }
         snprintf(path, sizeof path, "%s/tests/golden/models/%s", src_dir(), models[mi]);
@@ -655,8 +658,7 @@ CDB_TEST(encoder_resnet_fixtures_cpu_vs_gpu) {
     size_t ntok = 0;
     int32_t *tokens;
     NEED_GPU();
-    snprintf(path, sizeof path, "%s/tests/golden/models/tokens.i32", src_dir());
-    tokens = (int32_t *)test_read_file(path, &ntok);
+    tokens = (int32_t *)read_gold("tokens.i32", &ntok);
     CHECK_MSG(tokens != NULL, "fixtures missing in %s/tests/golden/models", src_dir());
     for (size_t mi = 0; mi < sizeof fx / sizeof fx[0]; mi++) {
         cdb_model *m[2] = {NULL, NULL};
