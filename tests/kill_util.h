@@ -1,7 +1,8 @@
 /*
-** kill_util.h: what the kill -9 tests (test_cli_kill, test_cli_writes) share: their
-** random choices (xorshift64*, reproducible from a printed seed), small file helpers,
-** a private copy of the model, and the end state of a database read straight from
+** kill_util.h: what the kill -9 tests (tests/cli: test_cli_kill, test_cli_writes) and
+** the fault-injection tests (tests/fault, through fault_util.h) share: their random
+** choices (xorshift64*, reproducible from a printed seed), small file helpers (write,
+** remove a tree), a private copy of the model, and the end state of a database read straight from
 ** its SQLite files (catalog.db and every shards/NNNN.db, never through clipdb),
 ** compared with a reference's: the same paths in the same states, each ok file with
 ** exactly one vector, byte-identical, no vector without an ok file.
@@ -32,19 +33,29 @@ static inline double rnd01(void) {
 static inline void write_file(const char *path, const void *data, size_t n) {
     FILE *f = fopen(path, "wb");
     if (!f) return;
-    fwrite(data, 1, n, f);
+    if (n) fwrite(data, 1, n, f);
     fclose(f);
 }
 
+/* Removes path and, for a folder, all below it; a symbolic link is removed, never
+** followed (a test's tree may hold links to outside it). */
 static inline void rm_rf(const char *path) {
-    DIR *d = opendir(path);
+    DIR *d;
     struct dirent *e;
-    if (d) {
+    struct stat sb;
+    if (lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode)) {
+        unlink(path);
+        return;
+    }
+    if ((d = opendir(path))) {
         while ((e = readdir(d))) {
-            char p[2048];
+            size_t n = strlen(path) + strlen(e->d_name) + 2;
+            char *p;
             if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-            if (snprintf(p, sizeof p, "%s/%s", path, e->d_name) >= (int)sizeof p) continue;
+            if (!(p = malloc(n))) continue;
+            snprintf(p, n, "%s/%s", path, e->d_name);
             rm_rf(p);
+            free(p);
         }
         closedir(d);
         rmdir(path);

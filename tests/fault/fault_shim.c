@@ -184,28 +184,22 @@ static int eacces_for(const char *path, int flags) {
     errno = EACCES;
     return 1;
 }
-int open(const char *path, int flags, ...) {
-    mode_t mode = 0;
-    if (flags & (O_CREAT | O_TMPFILE)) {
-        va_list ap;
-        va_start(ap, flags);
-        mode = (mode_t)va_arg(ap, int);
-        va_end(ap);
+/* The body of open and open64 (next: the real one): the mode argument is there only
+** when flags create a file. */
+#define SHIM_OPEN(next)                                                  \
+    {                                                                    \
+        mode_t mode = 0;                                                 \
+        if (flags & (O_CREAT | O_TMPFILE)) {                             \
+            va_list ap;                                                  \
+            va_start(ap, flags);                                         \
+            mode = (mode_t)va_arg(ap, int);                              \
+            va_end(ap);                                                  \
+        }                                                                \
+        if (eacces_for(path, flags)) return -1;                          \
+        return NEXT(next)(path, flags, mode);                            \
     }
-    if (eacces_for(path, flags)) return -1;
-    return NEXT(open)(path, flags, mode);
-}
-int open64(const char *path, int flags, ...) {
-    mode_t mode = 0;
-    if (flags & (O_CREAT | O_TMPFILE)) {
-        va_list ap;
-        va_start(ap, flags);
-        mode = (mode_t)va_arg(ap, int);
-        va_end(ap);
-    }
-    if (eacces_for(path, flags)) return -1;
-    return NEXT(open64)(path, flags, mode);
-}
+int open(const char *path, int flags, ...) SHIM_OPEN(open)
+int open64(const char *path, int flags, ...) SHIM_OPEN(open64)
 DIR *opendir(const char *path) {
     if (eacces_for(path, O_RDONLY)) return NULL;
     return NEXT(opendir)(path);

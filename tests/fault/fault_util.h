@@ -22,6 +22,8 @@
 #include <unistd.h>
 
 #include "cli/cli_run.h"
+#include "kill_util.h"
+#include "library/lib_util.h"
 #include "db/db.h"
 #include "world/world.h"
 
@@ -32,68 +34,30 @@
 static char g_tmp[512];   /* the test's scratch folder */
 static char g_model[700]; /* private copy of the model */
 
-static inline void fu_write_file(const char *path, const void *data, size_t n) {
-    FILE *f = fopen(path, "wb");
-    if (!f) return;
-    if (n) fwrite(data, 1, n, f);
-    fclose(f);
-}
-
-static inline void fu_rm_rf(const char *path) {
-    DIR *d;
-    struct dirent *e;
-    struct stat sb;
-    if (lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode)) { /* the link, never its target */
-        unlink(path);
-        return;
-    }
-    if ((d = opendir(path))) {
-        while ((e = readdir(d))) {
-            size_t n = strlen(path) + strlen(e->d_name) + 2;
-            char *p;
-            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-            if (!(p = malloc(n))) continue;
-            snprintf(p, n, "%s/%s", path, e->d_name);
-            fu_rm_rf(p);
-            free(p);
-        }
-        closedir(d);
-        rmdir(path);
-    } else {
-        unlink(path);
-    }
-}
-
 /* The scratch folder (canonical path: the shim compares canonical paths), the
 ** model copy, and a library of n images (seed) in <tmp>/<name>. 0 on success;
 ** 77 when there is no model or no binary (the caller skips). */
 static inline int fu_setup(void) {
     const char *model = cli_find_model();
     char raw[512], *canon;
-    DIR *d;
-    struct dirent *e;
+    if (g_tmp[0]) return 0; /* made by an earlier test of the program */
     if (!model || access(CLIPDB_BIN, X_OK) != 0) return 77;
     if (!cli_tmpdir(raw, sizeof raw)) return -1;
     if (!(canon = realpath(raw, NULL))) return -1;
     snprintf(g_tmp, sizeof g_tmp, "%s", canon);
     free(canon);
     /* a private copy: a training job may rewrite the bundled model while we run */
-    snprintf(g_model, sizeof g_model, "%s/model", g_tmp);
-    mkdir(g_model, 0755);
-    if (!(d = opendir(model))) return -1;
-    while ((e = readdir(d))) {
-        char from[5000], to[1400];
-        size_t n = 0;
-        char *b;
-        if (e->d_name[0] == '.') continue;
-        snprintf(from, sizeof from, "%s/%s", model, e->d_name);
-        snprintf(to, sizeof to, "%s/%s", g_model, e->d_name);
-        if ((b = cli_read_file(from, &n))) fu_write_file(to, b, n);
-        free(b);
-    }
-    closedir(d);
+    snprintf(g_model, sizeof g_model, "%s", kill_copy_model(model, g_tmp));
     return 0;
 }
+
+/* fu_setup in a test: skips it without a model or a clipdb binary. */
+#define FU_NEED_SETUP()                                                      \
+    do {                                                                     \
+        int s_ = fu_setup();                                                 \
+        if (s_ == 77) CDB_SKIP("no model or no clipdb binary");              \
+        CHECK_EQ_INT(s_, 0);                                                 \
+    } while (0)
 
 static inline int fu_library(const char *dir, uint64_t seed, int n) {
     cdb_world_library_params lp = cdb_world_library_params_default();
@@ -105,31 +69,11 @@ static inline int fu_library(const char *dir, uint64_t seed, int n) {
     return 0;
 }
 
-/* Runs clipdb with args; env: extra "NAME=value" (NULL-terminated, may be NULL).
-** When the env preloads the shim into a sanitized clipdb, ASan must not insist on
-** coming first in the library list. */
-static inline int fu_run(const char *const *args, const char *const *env, cli_run_result *r) {
-    const char *e[32];
-    static char asan[1024];
-    int n = 0, preload = 0;
-    for (int i = 0; env && env[i] && n < 28; i++) {
-        e[n++] = env[i];
-        if (!strncmp(env[i], "LD_PRELOAD=", 11)) preload = 1;
-    }
-    if (preload) {
-        const char *cur = getenv("ASAN_OPTIONS");
-        snprintf(asan, sizeof asan, "ASAN_OPTIONS=%s%sverify_asan_link_order=0", cur ? cur : "",
-                 cur && *cur ? ":" : "");
-        e[n++] = asan;
-    }
-    e[n] = NULL;
-    return cli_run_in(NULL, args, e, r);
-}
-
-/* fu_run, printing stderr when the exit code is not `want`; returns the code. */
+/* lu_run_env (lib_util.h: it lets the fault shim into a sanitized clipdb), printing
+** stderr when the exit code is not `want`; returns the code. */
 static inline int fu_run_expect(const char *const *args, const char *const *env, int want,
                                 cli_run_result *r) {
-    int rc = fu_run(args, env, r);
+    int rc = lu_run_env(args, env, r);
     if (rc != want)
         fprintf(stderr, "    clipdb %s %s: exit %d (want %d)\n    stdout: %.600s\n    stderr: %.1200s\n",
                 args[0], args[1] ? args[1] : "", rc, want, r->out, r->err);

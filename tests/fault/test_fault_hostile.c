@@ -52,9 +52,7 @@ CDB_TEST(symlinks_out_of_the_root_only_with_follow) {
     char lib[900], out[900], db[900], p[1200], q[1200];
     cli_run_result r;
     fu_state s;
-    int rc = fu_setup();
-    if (rc == 77) CDB_SKIP("no model or no clipdb binary");
-    CHECK_EQ_INT(rc, 0);
+    FU_NEED_SETUP();
     snprintf(lib, sizeof lib, "%s/lib", g_tmp);
     snprintf(out, sizeof out, "%s/outside", g_tmp);
     CHECK_EQ_INT(fu_library(lib, 51, 6), 0);
@@ -125,9 +123,7 @@ CDB_TEST(dotdot_paths_are_canonical) {
     char *root = NULL;
     cli_run_result r;
     fu_state s;
-    int rc = g_tmp[0] ? 0 : fu_setup();
-    if (rc == 77) CDB_SKIP("no model or no clipdb binary");
-    CHECK_EQ_INT(rc, 0);
+    FU_NEED_SETUP();
     snprintf(lib, sizeof lib, "%s/lib2", g_tmp);
     CHECK_EQ_INT(fu_library(lib, 53, 4), 0);
     snprintf(p, sizeof p, "%s/sub", lib);
@@ -222,9 +218,8 @@ CDB_TEST(huge_query_is_refused_with_bounded_memory) {
     const char **args = NULL;
     char *big = NULL;
     long rss_base = 0, rss = 0;
-    int rc = g_tmp[0] ? 0 : fu_setup(), n = 0;
-    if (rc == 77) CDB_SKIP("no model or no clipdb binary");
-    CHECK_EQ_INT(rc, 0);
+    int rc, n = 0;
+    FU_NEED_SETUP();
     snprintf(db, sizeof db, "%s/db_query", g_tmp);
     CHECK_EQ_INT(fu_init(db), 0);
 
@@ -278,13 +273,5 @@ CDB_TEST(huge_query_is_refused_with_bounded_memory) {
     free(args);
 }
 
-int main(int argc, char **argv) {
-    static const cdb_test_entry tests[] = {
-        {"symlinks_out_of_the_root_only_with_follow", symlinks_out_of_the_root_only_with_follow},
-        {"dotdot_paths_are_canonical", dotdot_paths_are_canonical},
-        {"huge_query_is_refused_with_bounded_memory", huge_query_is_refused_with_bounded_memory},
-    };
-    int rc = cdb_test_run_(tests, 3, argc, argv);
-    if (g_tmp[0] && rc == 0 && !getenv("CLIPDB_KEEP_TMP")) fu_rm_rf(g_tmp);
-    return rc;
-}
+CDB_TEST_MAIN_TMP(g_tmp, rm_rf, symlinks_out_of_the_root_only_with_follow,
+                  dotdot_paths_are_canonical, huge_query_is_refused_with_bounded_memory)

@@ -38,9 +38,8 @@ CDB_TEST(index_build_killed_old_index_serves_next_build_succeeds) {
     char *before = NULL, *old_ix = NULL;
     size_t old_len = 0;
     cli_run_result r;
-    int rc = fu_setup();
-    if (rc == 77) CDB_SKIP("no model or no clipdb binary");
-    CHECK_EQ_INT(rc, 0);
+    int rc;
+    FU_NEED_SETUP();
     snprintf(lib_a, sizeof lib_a, "%s/photos_a", g_tmp);
     snprintf(lib_b, sizeof lib_b, "%s/photos_b", g_tmp);
     snprintf(db, sizeof db, "%s/db", g_tmp);
@@ -65,7 +64,7 @@ CDB_TEST(index_build_killed_old_index_serves_next_build_succeeds) {
         snprintf(logf, sizeof logf, "%s/kill%d.log", g_tmp, k);
         snprintf(logv, sizeof logv, "CDB_FAULT_LOG=%s", logf);
         snprintf(killv, sizeof killv, "%s=.cdbidx.tmp.", points[k][0]);
-        rc = fu_run((const char *[]){"index", "build", "--db", db, "--quiet", NULL},
+        rc = lu_run_env((const char *[]){"index", "build", "--db", db, "--quiet", NULL},
                     (const char *[]){"LD_PRELOAD=" CDB_FAULT_SHIM, killv, logv, NULL}, &r);
         cli_run_free(&r);
         log = cli_read_file(logf, NULL);
@@ -108,12 +107,4 @@ CDB_TEST(index_build_killed_old_index_serves_next_build_succeeds) {
     free(old_ix);
 }
 
-int main(int argc, char **argv) {
-    static const cdb_test_entry tests[] = {
-        {"index_build_killed_old_index_serves_next_build_succeeds",
-         index_build_killed_old_index_serves_next_build_succeeds},
-    };
-    int rc = cdb_test_run_(tests, 1, argc, argv);
-    if (g_tmp[0] && rc == 0 && !getenv("CLIPDB_KEEP_TMP")) fu_rm_rf(g_tmp);
-    return rc;
-}
+CDB_TEST_MAIN_TMP(g_tmp, rm_rf, index_build_killed_old_index_serves_next_build_succeeds)

@@ -97,7 +97,7 @@ CDB_TEST(disk_full_then_rerun_gives_the_clean_result) {
         snprintf(dirv, sizeof dirv, "CDB_FAULT_ENOSPC_DIR=%s/%s", db, rounds[i].under);
         snprintf(after, sizeof after, "CDB_FAULT_ENOSPC_AFTER=%lld", limit);
         snprintf(logv, sizeof logv, "CDB_FAULT_LOG=%s", logf);
-        rc = fu_run(FU_INGEST(db, g_lib),
+        rc = lu_run_env(FU_INGEST(db, g_lib),
                     (const char *[]){"LD_PRELOAD=" CDB_FAULT_SHIM, dirv, after, logv, NULL}, &r);
         log = cli_read_file(logf, NULL);
         n_faults = fu_count_lines(log, "ENOSPC");
@@ -176,7 +176,7 @@ CDB_TEST(read_errors_are_retried_and_the_ingest_goes_on) {
         }
         CHECK(b != NULL);
         snprintf(p, sizeof p, "%s/%s", lib, bad[i]);
-        fu_write_file(p, b, n);
+        write_file(p, b, n);
         free(b);
     }
     snprintf(ref, sizeof ref, "%s/eio_ref", g_tmp);
@@ -245,8 +245,7 @@ int main(int argc, char **argv) {
         {"disk_full_then_rerun_gives_the_clean_result", disk_full_then_rerun_gives_the_clean_result},
         {"read_errors_are_retried_and_the_ingest_goes_on", read_errors_are_retried_and_the_ingest_goes_on},
     };
-    int rc = cdb_test_run_(tests, 2, argc, argv);
-    if (g_tmp[0] && rc == 0 && !getenv("CLIPDB_KEEP_TMP")) fu_rm_rf(g_tmp);
+    int rc = cdb_test_run_tmp_(tests, 2, argc, argv, g_tmp, rm_rf);
     fu_state_free(&g_ref_state);
     return rc;
 }

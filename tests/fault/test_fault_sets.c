@@ -559,14 +559,6 @@ CDB_TEST(default_refuses_a_set_with_holes) {
     CHECK_EQ_INT(check_sets(db, 1, "after reindex --repair"), 0);
 }
 
-int main(int argc, char **argv) {
-    static const cdb_test_entry tests[] = {
-        {"forget_interrupted_then_reindex", forget_interrupted_then_reindex},
-        {"reindex_deleting_interrupted_then_photos_back", reindex_deleting_interrupted_then_photos_back},
-        {"move_interrupted_then_rerun", move_interrupted_then_rerun},
-        {"default_refuses_a_set_with_holes", default_refuses_a_set_with_holes},
-    };
-    int rc = cdb_test_run_(tests, 4, argc, argv);
-    if (lu_tmp[0] && rc == 0 && !getenv("CLIPDB_KEEP_TMP")) lu_rm_rf(lu_tmp);
-    return rc;
-}
+CDB_TEST_MAIN_TMP(lu_tmp, lu_rm_rf, forget_interrupted_then_reindex,
+                  reindex_deleting_interrupted_then_photos_back, move_interrupted_then_rerun,
+                  default_refuses_a_set_with_holes)

@@ -13,6 +13,7 @@
 #include <sqlite3.h>
 
 #include "cdb_test.h"
+#include "db/db_test_util.h"
 #include "fault_util.h"
 
 #define N_IMG 30
@@ -22,14 +23,6 @@ static const char *const g_queries[] = {"a red circle", "a blue square on the le
                                         "a small yellow triangle"};
 #define N_QUERIES 4
 
-static int sql_exec(const char *path, const char *sql) {
-    sqlite3 *h = NULL;
-    int rc = sqlite3_open(path, &h);
-    if (rc == SQLITE_OK) rc = sqlite3_exec(h, sql, NULL, NULL, NULL);
-    sqlite3_close(h);
-    return rc;
-}
-
 /* init with small shards: the shard capacity is a creation-time setting recorded
 ** in the catalog, which the test lowers before the first ingest */
 static int init_small_shards(const char *db) {
@@ -37,7 +30,7 @@ static int init_small_shards(const char *db) {
     if (fu_init(db) != 0) return -1;
     snprintf(p, sizeof p, "%s/catalog.db", db);
     snprintf(sql, sizeof sql, "UPDATE meta SET value=%d WHERE key='shard_capacity'", SHARD_BYTES);
-    return sql_exec(p, sql) == SQLITE_OK ? 0 : -1;
+    return tu_sql_exec(p, sql) == SQLITE_OK ? 0 : -1;
 }
 
 static int build_db(const char *db, const char *lib) {
@@ -73,9 +66,8 @@ CDB_TEST(shard_deleted_or_truncated_then_reindex_repair) {
     char lib[900], ref[900], db[900], shard[1000], p[1100];
     char *ref_search = NULL;
     fu_state ref_state;
-    int rc = fu_setup();
-    if (rc == 77) CDB_SKIP("no model or no clipdb binary");
-    CHECK_EQ_INT(rc, 0);
+    int rc;
+    FU_NEED_SETUP();
     snprintf(lib, sizeof lib, "%s/photos", g_tmp);
     CHECK_EQ_INT(fu_library(lib, 31, N_IMG), 0);
     snprintf(ref, sizeof ref, "%s/ref", g_tmp);
@@ -166,11 +158,4 @@ CDB_TEST(shard_deleted_or_truncated_then_reindex_repair) {
     fu_state_free(&ref_state);
 }
 
-int main(int argc, char **argv) {
-    static const cdb_test_entry tests[] = {
-        {"shard_deleted_or_truncated_then_reindex_repair", shard_deleted_or_truncated_then_reindex_repair},
-    };
-    int rc = cdb_test_run_(tests, 1, argc, argv);
-    if (g_tmp[0] && rc == 0 && !getenv("CLIPDB_KEEP_TMP")) fu_rm_rf(g_tmp);
-    return rc;
-}
+CDB_TEST_MAIN_TMP(g_tmp, rm_rf, shard_deleted_or_truncated_then_reindex_repair)
