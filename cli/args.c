@@ -178,9 +178,17 @@ int cdb_cli_get_all(const cli_args *a, const char *name, const char ***vals) {
     return a->count[i];
 }
 
+/* a->err = "<--name>: expected <what>, got '<v>'"; returns -1. */
+static int bad_value(cli_args *a, const char *name, const char *what, const char *v) {
+    char d[64];
+    snprintf(a->err, sizeof a->err, "%s: expected %s, got '%s'", dashed(name, d, sizeof d),
+             what, v);
+    return -1;
+}
+
 int cdb_cli_get_int(cli_args *a, const char *name, long def, long lo, long hi, long *out) {
     const char *v = cdb_cli_get(a, name);
-    char *end = NULL;
+    char *end = NULL, what[96];
     long x;
     if (!v) {
         *out = def;
@@ -189,10 +197,8 @@ int cdb_cli_get_int(cli_args *a, const char *name, long def, long lo, long hi, l
     errno = 0;
     x = strtol(v, &end, 10);
     if (!*v || *end || errno || x < lo || x > hi) {
-        char d[64];
-        snprintf(a->err, sizeof a->err, "%s: expected an integer in [%ld, %ld], got '%s'",
-                 dashed(name, d, sizeof d), lo, hi, v);
-        return -1;
+        snprintf(what, sizeof what, "an integer in [%ld, %ld]", lo, hi);
+        return bad_value(a, name, what, v);
     }
     *out = x;
     return 0;
@@ -201,7 +207,7 @@ int cdb_cli_get_int(cli_args *a, const char *name, long def, long lo, long hi, l
 int cdb_cli_get_double(cli_args *a, const char *name, double def, double lo, double hi,
                        double *out) {
     const char *v = cdb_cli_get(a, name);
-    char *end = NULL;
+    char *end = NULL, what[96];
     double x;
     if (!v) {
         *out = def;
@@ -210,10 +216,8 @@ int cdb_cli_get_double(cli_args *a, const char *name, double def, double lo, dou
     errno = 0;
     x = strtod(v, &end);
     if (!*v || *end || errno || isnan(x) || x < lo || x > hi) {
-        char d[64];
-        snprintf(a->err, sizeof a->err, "%s: expected a number in [%g, %g], got '%s'",
-                 dashed(name, d, sizeof d), lo, hi, v);
-        return -1;
+        snprintf(what, sizeof what, "a number in [%g, %g]", lo, hi);
+        return bad_value(a, name, what, v);
     }
     *out = x;
     return 0;
@@ -221,18 +225,16 @@ int cdb_cli_get_double(cli_args *a, const char *name, double def, double lo, dou
 
 int cdb_cli_get_choice(cli_args *a, const char *name, const char *const *choices, int def) {
     const char *v = cdb_cli_get(a, name);
-    size_t used = 0;
-    char d[64];
+    char what[128]; /* the choices are a few short words */
+    size_t used;
     if (!v) return def;
     for (int i = 0; choices[i]; i++)
         if (!strcmp(v, choices[i])) return i;
-    used = (size_t)snprintf(a->err, sizeof a->err, "%s: expected one of",
-                            dashed(name, d, sizeof d));
-    for (int i = 0; choices[i] && used < sizeof a->err; i++)
-        used += (size_t)snprintf(a->err + used, sizeof a->err - used, "%s%s", i ? "|" : " ",
+    used = (size_t)snprintf(what, sizeof what, "one of");
+    for (int i = 0; choices[i] && used < sizeof what; i++)
+        used += (size_t)snprintf(what + used, sizeof what - used, "%s%s", i ? "|" : " ",
                                  choices[i]);
-    if (used < sizeof a->err) snprintf(a->err + used, sizeof a->err - used, ", got '%s'", v);
-    return -1;
+    return bad_value(a, name, what, v);
 }
 
 /* ---- the prologue every command shares --------------------------------------------- */

@@ -26,6 +26,7 @@
 
 #include "core/core.h"
 #include "engine/engine.h"
+#include "output/output.h"
 
 /* ---- exit codes ---------------------------------------------------------------- */
 enum {
@@ -136,40 +137,16 @@ typedef struct cli_progress {
 void cdb_cli_progress_start(cli_progress *p, const char *label, int64_t total);
 void cdb_cli_progress_update(cli_progress *p); /* redraws if due */
 void cdb_cli_progress_end(cli_progress *p);    /* clears the live line */
-/* "1,234" into buf; returns buf. */
-const char *cdb_cli_fmt_count(int64_t n, char *buf, size_t size);
+/* Counts: cdb_out_fmt_count (output/output.h), "1,234". */
 /* "1.2 s", "3 min 4 s" ... */
 const char *cdb_cli_fmt_duration(double seconds, char *buf, size_t size);
 /* "12.3 MB" */
 const char *cdb_cli_fmt_bytes(int64_t n, char *buf, size_t size);
 
-/* JSON writing to a FILE, with automatic commas and optional indentation.
-** Strings are escaped per RFC 8259 (", \, control characters; "/" is not
-** escaped). Bytes that are not valid UTF-8 are rendered as U+FFFD in strings;
-** cdb_cli_json_path additionally writes "<key>_b64": the exact bytes in base64, only
-** when the path is not valid UTF-8 (as ripgrep's JSON does), so no path is lost. */
-typedef struct cli_json {
-    FILE *f;
-    int depth;
-    int pretty;
-    int need_comma[64];
-    int after_key;
-} cli_json;
-void cdb_cli_json_init(cli_json *j, FILE *f, int pretty);
-void cdb_cli_json_begin_object(cli_json *j);
-void cdb_cli_json_end_object(cli_json *j);
-void cdb_cli_json_begin_array(cli_json *j);
-void cdb_cli_json_end_array(cli_json *j);
-void cdb_cli_json_key(cli_json *j, const char *key);
-void cdb_cli_json_str(cli_json *j, const char *s);          /* NULL writes null */
-void cdb_cli_json_strn(cli_json *j, const char *s, size_t n);
-void cdb_cli_json_int(cli_json *j, int64_t v);
-void cdb_cli_json_num(cli_json *j, double v, int decimals); /* NaN/Inf write null */
-void cdb_cli_json_float(cli_json *j, float v);              /* shortest round-trip %.9g */
-void cdb_cli_json_bool(cli_json *j, int v);
-void cdb_cli_json_null(cli_json *j);
-void cdb_cli_json_path(cli_json *j, const char *key, const char *path);
-void cdb_cli_json_done(cli_json *j); /* final newline */
+/* JSON: output/output.h's writer (cdb_json_*). A command's document on stdout starts
+** with cdb_cli_json_init (cdb_json_init, and notes that a document was begun, which
+** cdb_cli_json_failure needs). */
+void cdb_cli_json_init(cdb_json *j, FILE *f, int pretty);
 /* --json on a failed run: cdb_cli_begin calls cdb_cli_json_requested(cmd) when a
 ** command that takes --json got it (also when its arguments are then refused), and
 ** main calls cdb_cli_json_failure(rc) when the command returns. A run that failed
@@ -178,8 +155,6 @@ void cdb_cli_json_done(cli_json *j); /* final newline */
 ** (without "clipdb: error: "), "hint": the hint under it, when there was one}. */
 void cdb_cli_json_requested(const char *cmd);
 void cdb_cli_json_failure(int rc);
-/* Writes s as a JSON string literal (quotes included) to f. Exposed for tests. */
-void cdb_cli_json_write_string(FILE *f, const char *s, size_t n);
 
 /* ---- the engine, as the CLI uses it (session.c) --------------------------------------
 ** Every database command runs over engine/engine.h. These helpers open it with the

@@ -22,20 +22,20 @@ static int index_build(cdb_engine *e, const char *model, int type, int json) {
     if (cdb_engine_index_build(e, model, (cdb_engine_index_kind)type, &r) != CDB_OK)
         return cdb_cli_engine_fail(model);
     if (json) {
-        cli_json j;
+        cdb_json j;
         cdb_cli_json_init(&j, stdout, 1);
-        cdb_cli_json_begin_object(&j);
-        cdb_cli_json_key(&j, "model"); cdb_cli_json_str(&j, r.model);
-        cdb_cli_json_key(&j, "type"); cdb_cli_json_str(&j, r.kind);
-        cdb_cli_json_key(&j, "factory"); cdb_cli_json_str(&j, r.factory);
-        cdb_cli_json_key(&j, "vectors"); cdb_cli_json_int(&j, r.n_vectors);
-        cdb_cli_json_key(&j, "seconds"); cdb_cli_json_num(&j, r.seconds, 3);
-        cdb_cli_json_path(&j, "path", r.path);
-        cdb_cli_json_end_object(&j);
-        cdb_cli_json_done(&j);
+        cdb_json_begin_object(&j);
+        cdb_json_key(&j, "model"); cdb_json_str(&j, r.model);
+        cdb_json_key(&j, "type"); cdb_json_str(&j, r.kind);
+        cdb_json_key(&j, "factory"); cdb_json_str(&j, r.factory);
+        cdb_json_key(&j, "vectors"); cdb_json_int(&j, r.n_vectors);
+        cdb_json_key(&j, "seconds"); cdb_json_num(&j, r.seconds, 3);
+        cdb_json_path(&j, "path", r.path);
+        cdb_json_end_object(&j);
+        cdb_json_done(&j);
     } else if (!cdb_cli_quiet()) {
         printf("Built the index of model %s: %s (%s) over %s vector%s in %s\n", r.model, r.kind,
-               r.factory, cdb_cli_fmt_count(r.n_vectors, cnt, sizeof cnt),
+               r.factory, cdb_out_fmt_count(r.n_vectors, cnt, sizeof cnt),
                r.n_vectors == 1 ? "" : "s", cdb_cli_fmt_duration(r.seconds, dur, sizeof dur));
     }
     return CLI_EXIT_OK;
@@ -52,9 +52,15 @@ static int index_info(cdb_engine *e, const char *model, int json) {
     }
     if (!in->has_index) {
         if (json) {
-            printf("{\n  \"model\": ");
-            cdb_cli_json_write_string(stdout, in->model, strlen(in->model));
-            printf(",\n  \"index\": null\n}\n");
+            cdb_json j;
+            cdb_cli_json_init(&j, stdout, 1);
+            cdb_json_begin_object(&j);
+            cdb_json_key(&j, "model");
+            cdb_json_str(&j, in->model);
+            cdb_json_key(&j, "index");
+            cdb_json_null(&j);
+            cdb_json_end_object(&j);
+            cdb_json_done(&j);
         } else {
             printf("model %s: no index yet (searches scan every vector exactly)\n", in->model);
         }
@@ -62,37 +68,37 @@ static int index_info(cdb_engine *e, const char *model, int json) {
         goto done;
     }
     if (json) {
-        cli_json j;
+        cdb_json j;
         cdb_cli_json_init(&j, stdout, 1);
-        cdb_cli_json_begin_object(&j);
-        cdb_cli_json_key(&j, "model"); cdb_cli_json_str(&j, in->model);
-        cdb_cli_json_key(&j, "index");
-        cdb_cli_json_begin_object(&j);
-        cdb_cli_json_key(&j, "type"); cdb_cli_json_str(&j, in->kind);
-        cdb_cli_json_key(&j, "factory"); cdb_cli_json_str(&j, in->factory);
-        cdb_cli_json_key(&j, "dim"); cdb_cli_json_int(&j, in->dim);
-        cdb_cli_json_key(&j, "covered"); cdb_cli_json_int(&j, in->covered);
-        cdb_cli_json_key(&j, "stored"); cdb_cli_json_int(&j, in->stored);
-        cdb_cli_json_key(&j, "not_covered"); cdb_cli_json_int(&j, in->not_covered);
-        cdb_cli_json_key(&j, "watermark"); cdb_cli_json_int(&j, in->watermark);
-        cdb_cli_json_key(&j, "generation"); cdb_cli_json_int(&j, in->generation);
-        cdb_cli_json_key(&j, "nlist"); cdb_cli_json_int(&j, in->nlist);
-        cdb_cli_json_key(&j, "nprobe"); cdb_cli_json_int(&j, in->nprobe);
-        cdb_cli_json_key(&j, "ef_search"); cdb_cli_json_int(&j, in->ef_search);
-        cdb_cli_json_key(&j, "rerank_factor"); cdb_cli_json_int(&j, in->rerank_factor);
-        cdb_cli_json_key(&j, "bytes"); cdb_cli_json_int(&j, in->bytes);
-        cdb_cli_json_end_object(&j);
-        cdb_cli_json_path(&j, "path", in->path);
-        cdb_cli_json_end_object(&j);
-        cdb_cli_json_done(&j);
+        cdb_json_begin_object(&j);
+        cdb_json_key(&j, "model"); cdb_json_str(&j, in->model);
+        cdb_json_key(&j, "index");
+        cdb_json_begin_object(&j);
+        cdb_json_key(&j, "type"); cdb_json_str(&j, in->kind);
+        cdb_json_key(&j, "factory"); cdb_json_str(&j, in->factory);
+        cdb_json_key(&j, "dim"); cdb_json_int(&j, in->dim);
+        cdb_json_key(&j, "covered"); cdb_json_int(&j, in->covered);
+        cdb_json_key(&j, "stored"); cdb_json_int(&j, in->stored);
+        cdb_json_key(&j, "not_covered"); cdb_json_int(&j, in->not_covered);
+        cdb_json_key(&j, "watermark"); cdb_json_int(&j, in->watermark);
+        cdb_json_key(&j, "generation"); cdb_json_int(&j, in->generation);
+        cdb_json_key(&j, "nlist"); cdb_json_int(&j, in->nlist);
+        cdb_json_key(&j, "nprobe"); cdb_json_int(&j, in->nprobe);
+        cdb_json_key(&j, "ef_search"); cdb_json_int(&j, in->ef_search);
+        cdb_json_key(&j, "rerank_factor"); cdb_json_int(&j, in->rerank_factor);
+        cdb_json_key(&j, "bytes"); cdb_json_int(&j, in->bytes);
+        cdb_json_end_object(&j);
+        cdb_json_path(&j, "path", in->path);
+        cdb_json_end_object(&j);
+        cdb_json_done(&j);
     } else {
         char b1[32], b2[32], b3[32];
         printf("model %s: index %s\n%s%s", in->model, in->path, in->text,
                in->text[0] && in->text[strlen(in->text) - 1] != '\n' ? "\n" : "");
         printf("coverage: %s of %s stored vector%s indexed; %s newer %s searched exactly\n",
-               cdb_cli_fmt_count(in->covered, b1, sizeof b1),
-               cdb_cli_fmt_count(in->stored, b2, sizeof b2), in->stored == 1 ? "" : "s",
-               cdb_cli_fmt_count(in->not_covered, b3, sizeof b3),
+               cdb_out_fmt_count(in->covered, b1, sizeof b1),
+               cdb_out_fmt_count(in->stored, b2, sizeof b2), in->stored == 1 ? "" : "s",
+               cdb_out_fmt_count(in->not_covered, b3, sizeof b3),
                in->not_covered == 1 ? "one" : "ones");
     }
 done:
@@ -143,41 +149,41 @@ done:
 
 /* ---- stats ------------------------------------------------------------------------- */
 
-static void print_model_stats(const cdb_engine_model_stats *m, cli_json *j) {
+static void print_model_stats(const cdb_engine_model_stats *m, cdb_json *j) {
     char b[32], b2[32];
     if (j) {
-        cdb_cli_json_begin_object(j);
-        cdb_cli_json_key(j, "id"); cdb_cli_json_int(j, m->model.id);
-        cdb_cli_json_key(j, "name"); cdb_cli_json_str(j, m->model.name);
-        cdb_cli_json_key(j, "weights_hash"); cdb_cli_json_str(j, m->model.weights_hash);
-        cdb_cli_json_key(j, "dim"); cdb_cli_json_int(j, m->model.dim);
-        cdb_cli_json_key(j, "default"); cdb_cli_json_bool(j, m->model.is_default);
-        cdb_cli_json_key(j, "vectors"); cdb_cli_json_int(j, m->n_vectors);
-        cdb_cli_json_key(j, "files_without_vector"); cdb_cli_json_int(j, m->files_without_vector);
-        cdb_cli_json_key(j, "decode"); cdb_cli_json_str(j, m->model.decode ? "fast" : "exact");
-        cdb_cli_json_key(j, "index");
+        cdb_json_begin_object(j);
+        cdb_json_key(j, "id"); cdb_json_int(j, m->model.id);
+        cdb_json_key(j, "name"); cdb_json_str(j, m->model.name);
+        cdb_json_key(j, "weights_hash"); cdb_json_str(j, m->model.weights_hash);
+        cdb_json_key(j, "dim"); cdb_json_int(j, m->model.dim);
+        cdb_json_key(j, "default"); cdb_json_bool(j, m->model.is_default);
+        cdb_json_key(j, "vectors"); cdb_json_int(j, m->n_vectors);
+        cdb_json_key(j, "files_without_vector"); cdb_json_int(j, m->files_without_vector);
+        cdb_json_key(j, "decode"); cdb_json_str(j, m->model.decode ? "fast" : "exact");
+        cdb_json_key(j, "index");
         if (m->has_index) {
-            cdb_cli_json_begin_object(j);
-            cdb_cli_json_key(j, "type"); cdb_cli_json_str(j, m->index_kind);
-            cdb_cli_json_key(j, "covered"); cdb_cli_json_int(j, m->index_covered);
-            cdb_cli_json_end_object(j);
+            cdb_json_begin_object(j);
+            cdb_json_key(j, "type"); cdb_json_str(j, m->index_kind);
+            cdb_json_key(j, "covered"); cdb_json_int(j, m->index_covered);
+            cdb_json_end_object(j);
         } else {
-            cdb_cli_json_null(j);
+            cdb_json_null(j);
         }
-        cdb_cli_json_end_object(j);
+        cdb_json_end_object(j);
         return;
     }
     printf("  %s %s (%d dims): %s vector%s", m->model.is_default ? "*" : " ", m->model.name,
-           m->model.dim, cdb_cli_fmt_count(m->n_vectors, b, sizeof b),
+           m->model.dim, cdb_out_fmt_count(m->n_vectors, b, sizeof b),
            m->n_vectors == 1 ? "" : "s");
     if (m->files_without_vector) /* 'clipdb reindex' completes the set */
-        printf(" (%s file%s without one)", cdb_cli_fmt_count(m->files_without_vector, b, sizeof b),
+        printf(" (%s file%s without one)", cdb_out_fmt_count(m->files_without_vector, b, sizeof b),
                m->files_without_vector == 1 ? "" : "s");
     if (m->model.decode)
         printf(", fast decode%s", m->model.decode_settled ? "" : " (not every vector yet)");
     if (m->has_index)
         printf(", index %s covering %s", m->index_kind,
-               cdb_cli_fmt_count(m->index_covered, b2, sizeof b2));
+               cdb_out_fmt_count(m->index_covered, b2, sizeof b2));
     else
         printf(", no index");
     printf("\n");
@@ -206,15 +212,15 @@ int cdb_cli_models_db(const char *db_flag, const char *make_default, int json) {
         goto done;
     }
     if (json) {
-        cli_json j;
+        cdb_json j;
         cdb_cli_json_init(&j, stdout, 1);
-        cdb_cli_json_begin_object(&j);
-        cdb_cli_json_key(&j, "models");
-        cdb_cli_json_begin_array(&j);
+        cdb_json_begin_object(&j);
+        cdb_json_key(&j, "models");
+        cdb_json_begin_array(&j);
         for (int i = 0; i < s.n_models; i++) print_model_stats(&s.models[i], &j);
-        cdb_cli_json_end_array(&j);
-        cdb_cli_json_end_object(&j);
-        cdb_cli_json_done(&j);
+        cdb_json_end_array(&j);
+        cdb_json_end_object(&j);
+        cdb_json_done(&j);
     } else {
         printf("models of %s (* = default):\n", cdb_engine_dir(e));
         for (int i = 0; i < s.n_models; i++) print_model_stats(&s.models[i], NULL);
@@ -257,48 +263,48 @@ int cdb_cli_cmd_stats(int argc, char **argv) {
         goto done;
     }
     if (cdb_cli_has(&a, "json")) {
-        cli_json j;
+        cdb_json j;
         cdb_cli_json_init(&j, stdout, 1);
-        cdb_cli_json_begin_object(&j);
-        cdb_cli_json_path(&j, "database", cdb_engine_dir(e));
-        cdb_cli_json_key(&j, "files");
-        cdb_cli_json_begin_object(&j);
+        cdb_json_begin_object(&j);
+        cdb_json_path(&j, "database", cdb_engine_dir(e));
+        cdb_json_key(&j, "files");
+        cdb_json_begin_object(&j);
         for (int st = 1; st <= 4; st++) {
-            cdb_cli_json_key(&j, k_states[st]);
-            cdb_cli_json_int(&j, s.files[st]);
+            cdb_json_key(&j, k_states[st]);
+            cdb_json_int(&j, s.files[st]);
         }
-        cdb_cli_json_key(&j, "to_retry"); cdb_cli_json_int(&j, s.n_retry);
-        cdb_cli_json_end_object(&j);
-        cdb_cli_json_key(&j, "roots"); cdb_cli_json_int(&j, s.n_roots);
-        cdb_cli_json_key(&j, "walk_problems"); cdb_cli_json_int(&j, s.n_walk_problems);
-        cdb_cli_json_key(&j, "shards"); cdb_cli_json_int(&j, s.n_shards);
-        cdb_cli_json_key(&j, "shards_unreadable"); cdb_cli_json_int(&j, s.n_shards_unreadable);
-        cdb_cli_json_key(&j, "generation"); cdb_cli_json_int(&j, s.generation);
-        cdb_cli_json_key(&j, "disk_bytes"); cdb_cli_json_int(&j, s.disk_bytes);
-        cdb_cli_json_key(&j, "models");
-        cdb_cli_json_begin_array(&j);
+        cdb_json_key(&j, "to_retry"); cdb_json_int(&j, s.n_retry);
+        cdb_json_end_object(&j);
+        cdb_json_key(&j, "roots"); cdb_json_int(&j, s.n_roots);
+        cdb_json_key(&j, "walk_problems"); cdb_json_int(&j, s.n_walk_problems);
+        cdb_json_key(&j, "shards"); cdb_json_int(&j, s.n_shards);
+        cdb_json_key(&j, "shards_unreadable"); cdb_json_int(&j, s.n_shards_unreadable);
+        cdb_json_key(&j, "generation"); cdb_json_int(&j, s.generation);
+        cdb_json_key(&j, "disk_bytes"); cdb_json_int(&j, s.disk_bytes);
+        cdb_json_key(&j, "models");
+        cdb_json_begin_array(&j);
         for (int i = 0; i < s.n_models; i++) print_model_stats(&s.models[i], &j);
-        cdb_cli_json_end_array(&j);
-        cdb_cli_json_end_object(&j);
-        cdb_cli_json_done(&j);
+        cdb_json_end_array(&j);
+        cdb_json_end_object(&j);
+        cdb_json_done(&j);
     } else {
         char b[6][32];
         printf("database:  %s\n", cdb_engine_dir(e));
         printf("files:     %s ok, %s pending, %s error%s, %s deleted",
-               cdb_cli_fmt_count(s.files[2], b[0], 32), cdb_cli_fmt_count(s.files[1], b[1], 32),
-               cdb_cli_fmt_count(s.files[3], b[2], 32), s.files[3] == 1 ? "" : "s",
-               cdb_cli_fmt_count(s.files[4], b[3], 32));
-        if (s.n_retry) printf(" (%s to retry)", cdb_cli_fmt_count(s.n_retry, b[0], 32));
-        printf("\nfolders:   %s", cdb_cli_fmt_count(s.n_roots, b[4], 32));
+               cdb_out_fmt_count(s.files[2], b[0], 32), cdb_out_fmt_count(s.files[1], b[1], 32),
+               cdb_out_fmt_count(s.files[3], b[2], 32), s.files[3] == 1 ? "" : "s",
+               cdb_out_fmt_count(s.files[4], b[3], 32));
+        if (s.n_retry) printf(" (%s to retry)", cdb_out_fmt_count(s.n_retry, b[0], 32));
+        printf("\nfolders:   %s", cdb_out_fmt_count(s.n_roots, b[4], 32));
         if (s.n_walk_problems)
             printf(" (%s problem%s: 'clipdb errors')",
-                   cdb_cli_fmt_count(s.n_walk_problems, b[0], 32),
+                   cdb_out_fmt_count(s.n_walk_problems, b[0], 32),
                    s.n_walk_problems == 1 ? "" : "s");
         printf("\n");
-        printf("shards:    %s", cdb_cli_fmt_count(s.n_shards, b[5], 32));
+        printf("shards:    %s", cdb_out_fmt_count(s.n_shards, b[5], 32));
         if (s.n_shards_unreadable)
             printf(" (%s missing or damaged: run 'clipdb verify')",
-                   cdb_cli_fmt_count(s.n_shards_unreadable, b[0], 32));
+                   cdb_out_fmt_count(s.n_shards_unreadable, b[0], 32));
         printf("\n");
         printf("disk:      %s\n", cdb_cli_fmt_bytes(s.disk_bytes, b[0], 32));
         printf("models:    (* = default)\n");
@@ -315,48 +321,48 @@ done:
 /* ---- verify ------------------------------------------------------------------------ */
 
 static void verify_json(const cdb_engine_verify_report *r, double sample) {
-    cli_json j;
+    cdb_json j;
     cdb_cli_json_init(&j, stdout, 1);
-    cdb_cli_json_begin_object(&j);
-    cdb_cli_json_key(&j, "ok"); cdb_cli_json_bool(&j, r->n_problems == 0);
-    cdb_cli_json_key(&j, "problems_found"); cdb_cli_json_int(&j, r->n_problems);
-    cdb_cli_json_key(&j, "vectors_checked"); cdb_cli_json_int(&j, r->n_vectors_checked);
-    cdb_cli_json_key(&j, "files_ok"); cdb_cli_json_int(&j, r->n_files_ok);
-    cdb_cli_json_key(&j, "files_pending"); cdb_cli_json_int(&j, r->n_files_pending);
-    cdb_cli_json_key(&j, "vectors_lost"); cdb_cli_json_int(&j, r->n_lost);
-    cdb_cli_json_key(&j, "files_lost"); cdb_cli_json_int(&j, r->n_lost_files);
-    cdb_cli_json_key(&j, "problems_listed_all"); cdb_cli_json_bool(&j, r->n_more == 0);
+    cdb_json_begin_object(&j);
+    cdb_json_key(&j, "ok"); cdb_json_bool(&j, r->n_problems == 0);
+    cdb_json_key(&j, "problems_found"); cdb_json_int(&j, r->n_problems);
+    cdb_json_key(&j, "vectors_checked"); cdb_json_int(&j, r->n_vectors_checked);
+    cdb_json_key(&j, "files_ok"); cdb_json_int(&j, r->n_files_ok);
+    cdb_json_key(&j, "files_pending"); cdb_json_int(&j, r->n_files_pending);
+    cdb_json_key(&j, "vectors_lost"); cdb_json_int(&j, r->n_lost);
+    cdb_json_key(&j, "files_lost"); cdb_json_int(&j, r->n_lost_files);
+    cdb_json_key(&j, "problems_listed_all"); cdb_json_bool(&j, r->n_more == 0);
     if (r->deep) {
-        cdb_cli_json_key(&j, "deep");
-        cdb_cli_json_begin_object(&j);
-        cdb_cli_json_key(&j, "files"); cdb_cli_json_int(&j, r->n_files);
-        cdb_cli_json_key(&j, "rehashed"); cdb_cli_json_int(&j, r->n_hashed);
-        cdb_cli_json_key(&j, "reencoded"); cdb_cli_json_int(&j, r->n_encoded);
-        cdb_cli_json_key(&j, "stale"); cdb_cli_json_int(&j, r->n_stale);
-        cdb_cli_json_key(&j, "gone"); cdb_cli_json_int(&j, r->n_gone);
-        cdb_cli_json_key(&j, "unreadable"); cdb_cli_json_int(&j, r->n_unreadable);
-        cdb_cli_json_key(&j, "max_ulp"); cdb_cli_json_int(&j, r->max_ulp);
-        cdb_cli_json_key(&j, "sample"); cdb_cli_json_num(&j, sample, 4);
-        cdb_cli_json_end_object(&j);
+        cdb_json_key(&j, "deep");
+        cdb_json_begin_object(&j);
+        cdb_json_key(&j, "files"); cdb_json_int(&j, r->n_files);
+        cdb_json_key(&j, "rehashed"); cdb_json_int(&j, r->n_hashed);
+        cdb_json_key(&j, "reencoded"); cdb_json_int(&j, r->n_encoded);
+        cdb_json_key(&j, "stale"); cdb_json_int(&j, r->n_stale);
+        cdb_json_key(&j, "gone"); cdb_json_int(&j, r->n_gone);
+        cdb_json_key(&j, "unreadable"); cdb_json_int(&j, r->n_unreadable);
+        cdb_json_key(&j, "max_ulp"); cdb_json_int(&j, r->max_ulp);
+        cdb_json_key(&j, "sample"); cdb_json_num(&j, sample, 4);
+        cdb_json_end_object(&j);
     }
-    cdb_cli_json_key(&j, "problems");
-    cdb_cli_json_begin_array(&j);
+    cdb_json_key(&j, "problems");
+    cdb_json_begin_array(&j);
     for (int i = 0; i < r->n_listed; i++) {
         const cdb_engine_problem *p = &r->problems[i];
-        cdb_cli_json_begin_object(&j);
-        cdb_cli_json_key(&j, "kind"); cdb_cli_json_str(&j, p->kind);
+        cdb_json_begin_object(&j);
+        cdb_json_key(&j, "kind"); cdb_json_str(&j, p->kind);
         if (strcmp(p->kind, "index")) {
-            cdb_cli_json_key(&j, "shard"); cdb_cli_json_int(&j, p->shard);
-            cdb_cli_json_key(&j, "model_id"); cdb_cli_json_int(&j, p->model_id);
-            cdb_cli_json_key(&j, "file_id"); cdb_cli_json_int(&j, p->file_id);
-            if (p->path) cdb_cli_json_path(&j, "path", p->path);
+            cdb_json_key(&j, "shard"); cdb_json_int(&j, p->shard);
+            cdb_json_key(&j, "model_id"); cdb_json_int(&j, p->model_id);
+            cdb_json_key(&j, "file_id"); cdb_json_int(&j, p->file_id);
+            if (p->path) cdb_json_path(&j, "path", p->path);
         }
-        cdb_cli_json_key(&j, "message"); cdb_cli_json_str(&j, p->msg);
-        cdb_cli_json_end_object(&j);
+        cdb_json_key(&j, "message"); cdb_json_str(&j, p->msg);
+        cdb_json_end_object(&j);
     }
-    cdb_cli_json_end_array(&j);
-    cdb_cli_json_end_object(&j);
-    cdb_cli_json_done(&j);
+    cdb_json_end_array(&j);
+    cdb_json_end_object(&j);
+    cdb_json_done(&j);
 }
 
 static void verify_text(const cdb_engine_verify_report *r) {
@@ -372,27 +378,27 @@ static void verify_text(const cdb_engine_verify_report *r) {
     if (r->n_more) printf("... and %lld more\n", (long long)r->n_more);
     if (r->n_lost)
         printf("lost: %s vector%s of %s file%s (in missing or damaged shards)\n",
-               cdb_cli_fmt_count(r->n_lost, b1, sizeof b1), r->n_lost == 1 ? "" : "s",
-               cdb_cli_fmt_count(r->n_lost_files, b2, sizeof b2),
+               cdb_out_fmt_count(r->n_lost, b1, sizeof b1), r->n_lost == 1 ? "" : "s",
+               cdb_out_fmt_count(r->n_lost_files, b2, sizeof b2),
                r->n_lost_files == 1 ? "" : "s");
     if (r->deep && !cdb_cli_quiet()) {
         char b3[32], b4[32];
         printf("deep: %s file%s re-read and hashed, %s re-encoded (largest difference %lld "
                "fp16 ulp)",
-               cdb_cli_fmt_count(r->n_hashed, b1, sizeof b1), r->n_hashed == 1 ? "" : "s",
-               cdb_cli_fmt_count(r->n_encoded, b2, sizeof b2), (long long)r->max_ulp);
+               cdb_out_fmt_count(r->n_hashed, b1, sizeof b1), r->n_hashed == 1 ? "" : "s",
+               cdb_out_fmt_count(r->n_encoded, b2, sizeof b2), (long long)r->max_ulp);
         if (r->n_stale || r->n_gone || r->n_unreadable)
             printf("; not checked: %s changed since the last scan, %s gone, %s unreadable "
                    "(the next reindex updates them)",
-                   cdb_cli_fmt_count(r->n_stale, b3, sizeof b3),
-                   cdb_cli_fmt_count(r->n_gone, b4, sizeof b4),
-                   cdb_cli_fmt_count(r->n_unreadable, b1, sizeof b1));
+                   cdb_out_fmt_count(r->n_stale, b3, sizeof b3),
+                   cdb_out_fmt_count(r->n_gone, b4, sizeof b4),
+                   cdb_out_fmt_count(r->n_unreadable, b1, sizeof b1));
         printf("\n");
     }
     if (r->n_problems == 0 && !cdb_cli_quiet())
         printf("ok: %s file%s, %s vector%s checked, no problems\n",
-               cdb_cli_fmt_count(r->n_files_ok, b1, sizeof b1), r->n_files_ok == 1 ? "" : "s",
-               cdb_cli_fmt_count(r->n_vectors_checked, b2, sizeof b2),
+               cdb_out_fmt_count(r->n_files_ok, b1, sizeof b1), r->n_files_ok == 1 ? "" : "s",
+               cdb_out_fmt_count(r->n_vectors_checked, b2, sizeof b2),
                r->n_vectors_checked == 1 ? "" : "s");
 }
 
@@ -455,7 +461,7 @@ int cdb_cli_cmd_errors(int argc, char **argv) {
     cdb_engine *e = NULL;
     cdb_engine_error_entry *v = NULL;
     int64_t n = 0;
-    cli_json j;
+    cdb_json j;
     if (!simple_args("errors", &a, spec, argc, argv, &rc)) goto done;
     json = cdb_cli_has(&a, "json") > 0;
     nul = cdb_cli_has(&a, "null") > 0;
@@ -468,37 +474,37 @@ int cdb_cli_cmd_errors(int argc, char **argv) {
     }
     if (json) {
         cdb_cli_json_init(&j, stdout, 1);
-        cdb_cli_json_begin_object(&j);
-        cdb_cli_json_key(&j, "errors");
-        cdb_cli_json_begin_array(&j);
+        cdb_json_begin_object(&j);
+        cdb_json_key(&j, "errors");
+        cdb_json_begin_array(&j);
     }
     for (int64_t i = 0; i < n; i++) {
         const cdb_engine_error_entry *x = &v[i];
         if (json) {
-            cdb_cli_json_begin_object(&j);
-            cdb_cli_json_key(&j, "kind"); cdb_cli_json_str(&j, x->kind);
+            cdb_json_begin_object(&j);
+            cdb_json_key(&j, "kind"); cdb_json_str(&j, x->kind);
             if (x->id) {
-                cdb_cli_json_key(&j, "id");
-                cdb_cli_json_int(&j, x->id);
+                cdb_json_key(&j, "id");
+                cdb_json_int(&j, x->id);
             }
-            cdb_cli_json_path(&j, "path", x->path);
-            cdb_cli_json_key(&j, "reason"); cdb_cli_json_str(&j, x->reason);
+            cdb_json_path(&j, "path", x->path);
+            cdb_json_key(&j, "reason"); cdb_json_str(&j, x->reason);
             if (x->id) {
-                cdb_cli_json_key(&j, "size");
-                cdb_cli_json_int(&j, x->size);
+                cdb_json_key(&j, "size");
+                cdb_json_int(&j, x->size);
             }
-            cdb_cli_json_end_object(&j);
+            cdb_json_end_object(&j);
         } else {
             printf("%s\t%s%s%c", x->path, strcmp(x->kind, "retry") ? "" : "will retry: ", x->reason,
                    nul ? '\0' : '\n');
         }
     }
     if (json) {
-        cdb_cli_json_end_array(&j);
-        cdb_cli_json_key(&j, "count");
-        cdb_cli_json_int(&j, n);
-        cdb_cli_json_end_object(&j);
-        cdb_cli_json_done(&j);
+        cdb_json_end_array(&j);
+        cdb_json_key(&j, "count");
+        cdb_json_int(&j, n);
+        cdb_json_end_object(&j);
+        cdb_json_done(&j);
     }
     cdb_cli_flush_stdout();
     rc = CLI_EXIT_OK;
@@ -566,17 +572,17 @@ static void export_path(export_out *x, const char *path) {
 
 /* One row of vectors.jsonl: {"id", "path", "vector"}. */
 static void export_jsonl_row(export_out *x, int64_t id, const char *path, const float *v) {
-    cli_json j;
+    cdb_json j;
     cdb_cli_json_init(&j, x->fv, 0);
-    cdb_cli_json_begin_object(&j);
-    cdb_cli_json_key(&j, "id"); cdb_cli_json_int(&j, id);
-    cdb_cli_json_path(&j, "path", path);
-    cdb_cli_json_key(&j, "vector");
-    cdb_cli_json_begin_array(&j);
-    for (int d = 0; d < x->dim; d++) cdb_cli_json_float(&j, v[d]);
-    cdb_cli_json_end_array(&j);
-    cdb_cli_json_end_object(&j);
-    cdb_cli_json_done(&j);
+    cdb_json_begin_object(&j);
+    cdb_json_key(&j, "id"); cdb_json_int(&j, id);
+    cdb_json_path(&j, "path", path);
+    cdb_json_key(&j, "vector");
+    cdb_json_begin_array(&j);
+    for (int d = 0; d < x->dim; d++) cdb_json_float(&j, v[d]);
+    cdb_json_end_array(&j);
+    cdb_json_end_object(&j);
+    cdb_json_done(&j);
 }
 
 /* Writes got rows (ids, their vectors in fp32 and fp16, their paths: taken and freed). */
@@ -757,7 +763,7 @@ int cdb_cli_cmd_export(int argc, char **argv) {
     if (!cdb_cli_quiet()) {
         char b[32];
         printf("Exported %s vector%s (%s, %d dims, model %s) to %s\n",
-               cdb_cli_fmt_count(x->n, b, sizeof b), x->n == 1 ? "" : "s",
+               cdb_out_fmt_count(x->n, b, sizeof b), x->n == 1 ? "" : "s",
                x->jsonl ? "jsonl" : x->fp32 ? "fp32" : "fp16", dm.dim, dm.name, x->dir);
     }
 done:

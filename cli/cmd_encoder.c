@@ -76,65 +76,65 @@ static const char *interp_name(const cdb_preprocess_params *pp) {
 }
 
 /* "key": [v0, v1, v2] */
-static void json_floats3(cli_json *j, const char *key, const float *v) {
-    cdb_cli_json_key(j, key);
-    cdb_cli_json_begin_array(j);
-    for (int c = 0; c < 3; c++) cdb_cli_json_float(j, v[c]);
-    cdb_cli_json_end_array(j);
+static void json_floats3(cdb_json *j, const char *key, const float *v) {
+    cdb_json_key(j, key);
+    cdb_json_begin_array(j);
+    for (int c = 0; c < 3; c++) cdb_json_float(j, v[c]);
+    cdb_json_end_array(j);
 }
 
 /* `models --json` of one model file: what it is, its towers and its preprocessing. */
 static void model_json(const cdb_model_info *mi, const char *path, const char *src) {
     const cdb_preprocess_params *pp = &mi->preprocess;
-    cli_json j;
+    cdb_json j;
     cdb_cli_json_init(&j, stdout, 1);
-    cdb_cli_json_begin_object(&j);
-    cdb_cli_json_key(&j, "name"); cdb_cli_json_str(&j, mi->name);
-    cdb_cli_json_path(&j, "path", path);
-    cdb_cli_json_key(&j, "source"); cdb_cli_json_str(&j, src);
-    cdb_cli_json_key(&j, "description"); cdb_cli_json_str(&j, mi->description);
-    cdb_cli_json_key(&j, "hash"); cdb_cli_json_str(&j, mi->hash);
-    cdb_cli_json_key(&j, "embed_dim"); cdb_cli_json_int(&j, mi->embed_dim);
-    cdb_cli_json_key(&j, "naming"); cdb_cli_json_str(&j, mi->naming);
-    cdb_cli_json_key(&j, "weights_dtype"); cdb_cli_json_str(&j, mi->weights_dtype);
-    cdb_cli_json_key(&j, "activation"); cdb_cli_json_str(&j, act_name(mi));
-    cdb_cli_json_key(&j, "activation_source"); cdb_cli_json_str(&j, mi->act_source);
-    cdb_cli_json_key(&j, "text_activation"); cdb_cli_json_str(&j, text_act_name(mi));
-    cdb_cli_json_key(&j, "family"); cdb_cli_json_str(&j, mi->family ? mi->family : "CLIP");
+    cdb_json_begin_object(&j);
+    cdb_json_key(&j, "name"); cdb_json_str(&j, mi->name);
+    cdb_json_path(&j, "path", path);
+    cdb_json_key(&j, "source"); cdb_json_str(&j, src);
+    cdb_json_key(&j, "description"); cdb_json_str(&j, mi->description);
+    cdb_json_key(&j, "hash"); cdb_json_str(&j, mi->hash);
+    cdb_json_key(&j, "embed_dim"); cdb_json_int(&j, mi->embed_dim);
+    cdb_json_key(&j, "naming"); cdb_json_str(&j, mi->naming);
+    cdb_json_key(&j, "weights_dtype"); cdb_json_str(&j, mi->weights_dtype);
+    cdb_json_key(&j, "activation"); cdb_json_str(&j, act_name(mi));
+    cdb_json_key(&j, "activation_source"); cdb_json_str(&j, mi->act_source);
+    cdb_json_key(&j, "text_activation"); cdb_json_str(&j, text_act_name(mi));
+    cdb_json_key(&j, "family"); cdb_json_str(&j, mi->family ? mi->family : "CLIP");
     if (mi->has_logit_scale) {
-        cdb_cli_json_key(&j, "logit_scale"); cdb_cli_json_float(&j, mi->logit_scale);
+        cdb_json_key(&j, "logit_scale"); cdb_json_float(&j, mi->logit_scale);
     }
     if (mi->has_logit_bias) {
-        cdb_cli_json_key(&j, "logit_bias"); cdb_cli_json_float(&j, mi->logit_bias);
+        cdb_json_key(&j, "logit_bias"); cdb_json_float(&j, mi->logit_bias);
     }
-    cdb_cli_json_key(&j, "vision");
-    cdb_cli_json_begin_object(&j);
-    cdb_cli_json_key(&j, "family"); cdb_cli_json_str(&j, mi->vision_family);
-    cdb_cli_json_key(&j, "image_size"); cdb_cli_json_int(&j, mi->image_size);
-    cdb_cli_json_key(&j, "patch_size"); cdb_cli_json_int(&j, mi->patch_size);
-    cdb_cli_json_key(&j, "width"); cdb_cli_json_int(&j, mi->vision_width);
-    cdb_cli_json_key(&j, "layers"); cdb_cli_json_int(&j, mi->vision_layers);
-    cdb_cli_json_key(&j, "heads"); cdb_cli_json_int(&j, mi->vision_heads);
-    cdb_cli_json_end_object(&j);
-    cdb_cli_json_key(&j, "text");
-    cdb_cli_json_begin_object(&j);
-    cdb_cli_json_key(&j, "context_length"); cdb_cli_json_int(&j, mi->context_length);
-    cdb_cli_json_key(&j, "vocab_size"); cdb_cli_json_int(&j, mi->vocab_size);
-    cdb_cli_json_key(&j, "width"); cdb_cli_json_int(&j, mi->text_width);
-    cdb_cli_json_key(&j, "layers"); cdb_cli_json_int(&j, mi->text_layers);
-    cdb_cli_json_key(&j, "heads"); cdb_cli_json_int(&j, mi->text_heads);
-    cdb_cli_json_end_object(&j);
-    cdb_cli_json_key(&j, "preprocess");
-    cdb_cli_json_begin_object(&j);
-    cdb_cli_json_key(&j, "size"); cdb_cli_json_int(&j, pp->size);
-    cdb_cli_json_key(&j, "interpolation"); cdb_cli_json_str(&j, interp_name(pp));
-    cdb_cli_json_key(&j, "resize");
-    cdb_cli_json_str(&j, pp->resize == CDB_RESIZE_SQUASH ? "squash" : "shortest+center_crop");
+    cdb_json_key(&j, "vision");
+    cdb_json_begin_object(&j);
+    cdb_json_key(&j, "family"); cdb_json_str(&j, mi->vision_family);
+    cdb_json_key(&j, "image_size"); cdb_json_int(&j, mi->image_size);
+    cdb_json_key(&j, "patch_size"); cdb_json_int(&j, mi->patch_size);
+    cdb_json_key(&j, "width"); cdb_json_int(&j, mi->vision_width);
+    cdb_json_key(&j, "layers"); cdb_json_int(&j, mi->vision_layers);
+    cdb_json_key(&j, "heads"); cdb_json_int(&j, mi->vision_heads);
+    cdb_json_end_object(&j);
+    cdb_json_key(&j, "text");
+    cdb_json_begin_object(&j);
+    cdb_json_key(&j, "context_length"); cdb_json_int(&j, mi->context_length);
+    cdb_json_key(&j, "vocab_size"); cdb_json_int(&j, mi->vocab_size);
+    cdb_json_key(&j, "width"); cdb_json_int(&j, mi->text_width);
+    cdb_json_key(&j, "layers"); cdb_json_int(&j, mi->text_layers);
+    cdb_json_key(&j, "heads"); cdb_json_int(&j, mi->text_heads);
+    cdb_json_end_object(&j);
+    cdb_json_key(&j, "preprocess");
+    cdb_json_begin_object(&j);
+    cdb_json_key(&j, "size"); cdb_json_int(&j, pp->size);
+    cdb_json_key(&j, "interpolation"); cdb_json_str(&j, interp_name(pp));
+    cdb_json_key(&j, "resize");
+    cdb_json_str(&j, pp->resize == CDB_RESIZE_SQUASH ? "squash" : "shortest+center_crop");
     json_floats3(&j, "mean", pp->mean);
     json_floats3(&j, "std", pp->std);
-    cdb_cli_json_end_object(&j);
-    cdb_cli_json_end_object(&j);
-    cdb_cli_json_done(&j);
+    cdb_json_end_object(&j);
+    cdb_json_end_object(&j);
+    cdb_json_done(&j);
 }
 
 /* `models` of one model file, as text: one "field: value" line each. */
@@ -213,28 +213,28 @@ done:
 
 /* One text's entry of `tokenize --json`: its ids (ctx of them), with --verbose its
 ** cleaned text and token strings (up to the end token at eot). */
-static void tokens_json(cli_json *j, const cdb_tok *tok, const char *text, const char *clean,
+static void tokens_json(cdb_json *j, const cdb_tok *tok, const char *text, const char *clean,
                         const int32_t *ids, int ctx, int eot, int trunc, int verbose) {
-    cdb_cli_json_begin_object(j);
-    cdb_cli_json_key(j, "text"); cdb_cli_json_str(j, text);
-    if (verbose) { cdb_cli_json_key(j, "clean"); cdb_cli_json_str(j, clean); }
-    cdb_cli_json_key(j, "ids");
-    cdb_cli_json_begin_array(j);
+    cdb_json_begin_object(j);
+    cdb_json_key(j, "text"); cdb_json_str(j, text);
+    if (verbose) { cdb_json_key(j, "clean"); cdb_json_str(j, clean); }
+    cdb_json_key(j, "ids");
+    cdb_json_begin_array(j);
     j->pretty = 0;
-    for (int i = 0; i < ctx; i++) cdb_cli_json_int(j, ids[i]);
-    cdb_cli_json_end_array(j);
+    for (int i = 0; i < ctx; i++) cdb_json_int(j, ids[i]);
+    cdb_json_end_array(j);
     j->pretty = 1;
     if (verbose) {
-        cdb_cli_json_key(j, "tokens");
-        cdb_cli_json_begin_array(j);
+        cdb_json_key(j, "tokens");
+        cdb_json_begin_array(j);
         j->pretty = 0;
-        for (int i = 0; i <= eot; i++) cdb_cli_json_str(j, cdb_tok_token_str(tok, ids[i]));
-        cdb_cli_json_end_array(j);
+        for (int i = 0; i <= eot; i++) cdb_json_str(j, cdb_tok_token_str(tok, ids[i]));
+        cdb_json_end_array(j);
         j->pretty = 1;
     }
-    cdb_cli_json_key(j, "eot_index"); cdb_cli_json_int(j, eot);
-    cdb_cli_json_key(j, "truncated"); cdb_cli_json_bool(j, trunc);
-    cdb_cli_json_end_object(j);
+    cdb_json_key(j, "eot_index"); cdb_json_int(j, eot);
+    cdb_json_key(j, "truncated"); cdb_json_bool(j, trunc);
+    cdb_json_end_object(j);
 }
 
 /* One text's line of ids, after (--verbose) "# text / # clean / # tokens" lines. */
@@ -258,15 +258,15 @@ static int tokenize_all(const cdb_tok *tok, int ctx, const char *const *texts, i
                         int verbose) {
     int32_t *ids = calloc((size_t)ctx, sizeof *ids);
     int rc = CLI_EXIT_OK;
-    cli_json j;
+    cdb_json j;
     if (!ids) return cdb_cli_error("out of memory", "cannot tokenize");
     if (json) {
         cdb_cli_json_init(&j, stdout, 1);
-        cdb_cli_json_begin_object(&j);
-        cdb_cli_json_key(&j, "context_length");
-        cdb_cli_json_int(&j, ctx);
-        cdb_cli_json_key(&j, "texts");
-        cdb_cli_json_begin_array(&j);
+        cdb_json_begin_object(&j);
+        cdb_json_key(&j, "context_length");
+        cdb_json_int(&j, ctx);
+        cdb_json_key(&j, "texts");
+        cdb_json_begin_array(&j);
     }
     for (int t = 0; t < n; t++) {
         int eot = 0, trunc = 0;
@@ -286,9 +286,9 @@ static int tokenize_all(const cdb_tok *tok, int ctx, const char *const *texts, i
         cdb_free(clean);
     }
     if (json) {
-        cdb_cli_json_end_array(&j);
-        cdb_cli_json_end_object(&j);
-        cdb_cli_json_done(&j);
+        cdb_json_end_array(&j);
+        cdb_json_end_object(&j);
+        cdb_json_done(&j);
     }
     free(ids);
     return rc;
@@ -401,37 +401,37 @@ static int embed_rows(cdb_model *m, const embed_inputs *in, const cdb_image_para
 static void embed_json(FILE *f, const cdb_model_info *mi, const embed_inputs *in, int normalize,
                        const float *vec) {
     int dim = mi->embed_dim, n = in->n_text + in->n_img;
-    cli_json j;
+    cdb_json j;
     cdb_cli_json_init(&j, f, 1);
-    cdb_cli_json_begin_object(&j);
-    cdb_cli_json_key(&j, "model"); cdb_cli_json_str(&j, mi->name);
-    cdb_cli_json_key(&j, "dim"); cdb_cli_json_int(&j, dim);
-    cdb_cli_json_key(&j, "normalized"); cdb_cli_json_bool(&j, normalize);
-    cdb_cli_json_key(&j, "inputs");
-    cdb_cli_json_begin_array(&j);
+    cdb_json_begin_object(&j);
+    cdb_json_key(&j, "model"); cdb_json_str(&j, mi->name);
+    cdb_json_key(&j, "dim"); cdb_json_int(&j, dim);
+    cdb_json_key(&j, "normalized"); cdb_json_bool(&j, normalize);
+    cdb_json_key(&j, "inputs");
+    cdb_json_begin_array(&j);
     for (int t = 0, i = 0; t < in->n_text || i < in->n_img;) {
-        cdb_cli_json_begin_object(&j);
+        cdb_json_begin_object(&j);
         if (next_is_text(in, t, i)) {
-            cdb_cli_json_key(&j, "text");
-            cdb_cli_json_str(&j, in->texts[t++]);
+            cdb_json_key(&j, "text");
+            cdb_json_str(&j, in->texts[t++]);
         } else {
-            cdb_cli_json_path(&j, "image", in->images[i++]);
+            cdb_json_path(&j, "image", in->images[i++]);
         }
-        cdb_cli_json_end_object(&j);
+        cdb_json_end_object(&j);
     }
-    cdb_cli_json_end_array(&j);
-    cdb_cli_json_key(&j, "embeddings");
-    cdb_cli_json_begin_array(&j);
+    cdb_json_end_array(&j);
+    cdb_json_key(&j, "embeddings");
+    cdb_json_begin_array(&j);
     for (int r = 0; r < n; r++) {
-        cdb_cli_json_begin_array(&j);
+        cdb_json_begin_array(&j);
         j.pretty = 0;
-        for (int d = 0; d < dim; d++) cdb_cli_json_float(&j, vec[(size_t)r * dim + d]);
-        cdb_cli_json_end_array(&j);
+        for (int d = 0; d < dim; d++) cdb_json_float(&j, vec[(size_t)r * dim + d]);
+        cdb_json_end_array(&j);
         j.pretty = 1;
     }
-    cdb_cli_json_end_array(&j);
-    cdb_cli_json_end_object(&j);
-    cdb_cli_json_done(&j);
+    cdb_json_end_array(&j);
+    cdb_json_end_object(&j);
+    cdb_json_done(&j);
 }
 
 /* A failed write of the .npy file out (errno set): said here for a file; for "-",

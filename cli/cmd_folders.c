@@ -3,7 +3,7 @@
 ** ingested): `folders` lists them with their counts and last scan, `forget PATH`
 ** removes a root with its files and vectors and gives the space back, `move OLD
 ** NEW` tells clipdb a library moved (paths rewritten, vectors kept). The library
-** model they act on: engine/folders.c, engine/library.c, db/roots.c.
+** model they act on: engine/library/folders.c, engine/library/library.c, db/roots.c.
 */
 #include <errno.h>
 #include <limits.h>
@@ -22,32 +22,32 @@ static void fmt_time(int64_t ns, char *buf, size_t size) {
         snprintf(buf, size, "never");
 }
 
-static void print_folder(const cdb_engine_folder *f, cli_json *j) {
+static void print_folder(const cdb_engine_folder *f, cdb_json *j) {
     char when[40], b[4][32];
     int64_t problems = f->errors + f->to_retry + f->walk_problems;
     fmt_time(f->scanned_ns, when, sizeof when);
     if (j) {
-        cdb_cli_json_begin_object(j);
-        cdb_cli_json_key(j, "id"); cdb_cli_json_int(j, f->id);
-        cdb_cli_json_path(j, "path", f->path);
-        cdb_cli_json_key(j, "kind"); cdb_cli_json_str(j, f->is_file ? "file" : "folder");
-        cdb_cli_json_key(j, "status"); cdb_cli_json_str(j, f->status);
-        cdb_cli_json_key(j, "files"); cdb_cli_json_int(j, f->files);
-        cdb_cli_json_key(j, "ok"); cdb_cli_json_int(j, f->ok);
-        cdb_cli_json_key(j, "errors"); cdb_cli_json_int(j, f->errors);
-        cdb_cli_json_key(j, "to_retry"); cdb_cli_json_int(j, f->to_retry);
-        cdb_cli_json_key(j, "walk_problems"); cdb_cli_json_int(j, f->walk_problems);
-        cdb_cli_json_key(j, "vectors"); cdb_cli_json_int(j, f->vectors);
-        cdb_cli_json_key(j, "follow_symlinks"); cdb_cli_json_bool(j, f->follow_symlinks);
-        cdb_cli_json_key(j, "exif"); cdb_cli_json_bool(j, !f->no_exif);
-        cdb_cli_json_key(j, "last_scan_ns");
-        if (f->scanned_ns) cdb_cli_json_int(j, f->scanned_ns);
-        else cdb_cli_json_null(j);
-        cdb_cli_json_end_object(j);
+        cdb_json_begin_object(j);
+        cdb_json_key(j, "id"); cdb_json_int(j, f->id);
+        cdb_json_path(j, "path", f->path);
+        cdb_json_key(j, "kind"); cdb_json_str(j, f->is_file ? "file" : "folder");
+        cdb_json_key(j, "status"); cdb_json_str(j, f->status);
+        cdb_json_key(j, "files"); cdb_json_int(j, f->files);
+        cdb_json_key(j, "ok"); cdb_json_int(j, f->ok);
+        cdb_json_key(j, "errors"); cdb_json_int(j, f->errors);
+        cdb_json_key(j, "to_retry"); cdb_json_int(j, f->to_retry);
+        cdb_json_key(j, "walk_problems"); cdb_json_int(j, f->walk_problems);
+        cdb_json_key(j, "vectors"); cdb_json_int(j, f->vectors);
+        cdb_json_key(j, "follow_symlinks"); cdb_json_bool(j, f->follow_symlinks);
+        cdb_json_key(j, "exif"); cdb_json_bool(j, !f->no_exif);
+        cdb_json_key(j, "last_scan_ns");
+        if (f->scanned_ns) cdb_json_int(j, f->scanned_ns);
+        else cdb_json_null(j);
+        cdb_json_end_object(j);
     } else {
         printf("%-8s %-6s %9s %9s %9s  %-16s  %s%s%s\n", f->status, f->is_file ? "file" : "folder",
-               cdb_cli_fmt_count(f->files, b[0], 32), cdb_cli_fmt_count(f->vectors, b[1], 32),
-               cdb_cli_fmt_count(problems, b[2], 32), when, f->path,
+               cdb_out_fmt_count(f->files, b[0], 32), cdb_out_fmt_count(f->vectors, b[1], 32),
+               cdb_out_fmt_count(problems, b[2], 32), when, f->path,
                f->follow_symlinks ? "  (follows links)" : "",
                f->no_exif ? "  (EXIF orientation ignored)" : "");
     }
@@ -60,7 +60,7 @@ int cdb_cli_cmd_folders(int argc, char **argv) {
     int rc, n = 0, json;
     cdb_engine *e = NULL;
     cdb_engine_folder *f = NULL;
-    cli_json j;
+    cdb_json j;
     if (!cdb_cli_begin("folders", &a, spec, argc, argv, &rc)) goto done;
     if (a.n_pos) {
         rc = cdb_cli_usage_error("folders", "unexpected argument '%s'", a.pos[0]);
@@ -73,18 +73,18 @@ int cdb_cli_cmd_folders(int argc, char **argv) {
     cdb_status st = cdb_engine_folders(e, &f, &n);
     if (json) {
         cdb_cli_json_init(&j, stdout, 1);
-        cdb_cli_json_begin_object(&j);
-        cdb_cli_json_key(&j, "folders");
-        cdb_cli_json_begin_array(&j);
+        cdb_json_begin_object(&j);
+        cdb_json_key(&j, "folders");
+        cdb_json_begin_array(&j);
     } else {
         printf("%-8s %-6s %9s %9s %9s  %-16s  %s\n", "status", "kind", "files", "vectors",
                "problems", "last scan", "path");
     }
     for (int i = 0; st == CDB_OK && i < n; i++) print_folder(&f[i], json ? &j : NULL);
     if (json) {
-        cdb_cli_json_end_array(&j);
-        cdb_cli_json_end_object(&j);
-        cdb_cli_json_done(&j);
+        cdb_json_end_array(&j);
+        cdb_json_end_object(&j);
+        cdb_json_done(&j);
     }
     rc = st == CDB_OK ? CLI_EXIT_OK : cdb_cli_engine_fail(NULL);
 done:
@@ -131,7 +131,7 @@ int cdb_cli_cmd_forget(int argc, char **argv) {
     for (int i = 0; i < r.n_roots && !cdb_cli_quiet(); i++)
         printf("Forgot %s (%s): %s file%s and %s\n", r.roots[i].path,
                r.roots[i].is_file ? "file" : "folder",
-               cdb_cli_fmt_count(r.roots[i].files, b[0], 32), r.roots[i].files == 1 ? "" : "s",
+               cdb_out_fmt_count(r.roots[i].files, b[0], 32), r.roots[i].files == 1 ? "" : "s",
                r.roots[i].files == 1 ? "its vectors" : "their vectors");
     if (st != CDB_OK) {
         rc = cdb_engine_errcode() == CDB_ENGINE_E_PART_OF_ROOT ||
@@ -144,7 +144,7 @@ int cdb_cli_cmd_forget(int argc, char **argv) {
     if (!cdb_cli_quiet() && r.already)
         printf("%s was forgotten already: nothing to do\n", a.pos[0]);
     if (!cdb_cli_quiet() && r.n_roots > 1)
-        printf("%d folders, %s file%s in all\n", r.n_roots, cdb_cli_fmt_count(r.files, b[0], 32),
+        printf("%d folders, %s file%s in all\n", r.n_roots, cdb_out_fmt_count(r.files, b[0], 32),
                r.files == 1 ? "" : "s");
     if (!cdb_cli_quiet() && r.bytes_freed > 0)
         printf("Freed %s\n", cdb_cli_fmt_bytes(r.bytes_freed, b[1], 32));
@@ -200,10 +200,10 @@ int cdb_cli_cmd_move(int argc, char **argv) {
         printf("%s was moved to %s already: nothing to do\n", r->old_path, r->new_path);
     } else if (!cdb_cli_quiet()) {
         printf("Moved %s -> %s: %s file%s", r->old_path, r->new_path,
-               cdb_cli_fmt_count(r->files, b[0], 32), r->files == 1 ? "" : "s");
+               cdb_out_fmt_count(r->files, b[0], 32), r->files == 1 ? "" : "s");
         if (r->present < r->files)
             printf(" (%s not found there: the next reindex marks %s deleted)",
-                   cdb_cli_fmt_count(r->files - r->present, b[1], 32),
+                   cdb_out_fmt_count(r->files - r->present, b[1], 32),
                    r->files - r->present == 1 ? "it" : "them");
         printf("\n");
         cdb_cli_flush_stdout();

@@ -144,22 +144,22 @@ static int print_list(int json) {
     int n;
     const cdb_engine_hub_model *k = cdb_engine_hub_known(&n);
     if (json) {
-        cli_json j;
+        cdb_json j;
         cdb_cli_json_init(&j, stdout, 1);
-        cdb_cli_json_begin_array(&j);
+        cdb_json_begin_array(&j);
         for (int i = 0; i < n; i++) {
-            cdb_cli_json_begin_object(&j);
-            cdb_cli_json_key(&j, "name"); cdb_cli_json_str(&j, k[i].name);
-            cdb_cli_json_key(&j, "repo"); cdb_cli_json_str(&j, k[i].repo);
-            cdb_cli_json_key(&j, "download"); cdb_cli_json_str(&j, k[i].download);
-            cdb_cli_json_key(&j, "ram"); cdb_cli_json_str(&j, k[i].ram);
-            cdb_cli_json_key(&j, "recall"); cdb_cli_json_str(&j, k[i].recall);
-            cdb_cli_json_key(&j, "runs"); cdb_cli_json_bool(&j, k[i].needs == NULL);
-            cdb_cli_json_key(&j, "needs"); cdb_cli_json_str(&j, k[i].needs);
-            cdb_cli_json_end_object(&j);
+            cdb_json_begin_object(&j);
+            cdb_json_key(&j, "name"); cdb_json_str(&j, k[i].name);
+            cdb_json_key(&j, "repo"); cdb_json_str(&j, k[i].repo);
+            cdb_json_key(&j, "download"); cdb_json_str(&j, k[i].download);
+            cdb_json_key(&j, "ram"); cdb_json_str(&j, k[i].ram);
+            cdb_json_key(&j, "recall"); cdb_json_str(&j, k[i].recall);
+            cdb_json_key(&j, "runs"); cdb_json_bool(&j, k[i].needs == NULL);
+            cdb_json_key(&j, "needs"); cdb_json_str(&j, k[i].needs);
+            cdb_json_end_object(&j);
         }
-        cdb_cli_json_end_array(&j);
-        cdb_cli_json_done(&j);
+        cdb_json_end_array(&j);
+        cdb_json_done(&j);
         return CLI_EXIT_OK;
     }
     printf("%-26s %-34s %8s %7s %6s\n", "NAME", "REPOSITORY", "DOWNLOAD", "RAM", "RECALL");
@@ -212,14 +212,14 @@ int cdb_cli_cmd_models_get(int argc, char **argv) {
         goto done;
     }
     if (cdb_cli_has(&a, "json")) {
-        cli_json j;
+        cdb_json j;
         cdb_cli_json_init(&j, stdout, 1);
-        cdb_cli_json_begin_object(&j);
-        cdb_cli_json_key(&j, "model"); cdb_cli_json_str(&j, a.pos[0]);
-        cdb_cli_json_key(&j, "folder"); cdb_cli_json_str(&j, folder);
-        cdb_cli_json_key(&j, "downloaded"); cdb_cli_json_int(&j, p.n_fetched);
-        cdb_cli_json_end_object(&j);
-        cdb_cli_json_done(&j);
+        cdb_json_begin_object(&j);
+        cdb_json_key(&j, "model"); cdb_json_str(&j, a.pos[0]);
+        cdb_json_key(&j, "folder"); cdb_json_str(&j, folder);
+        cdb_json_key(&j, "downloaded"); cdb_json_int(&j, p.n_fetched);
+        cdb_json_end_object(&j);
+        cdb_json_done(&j);
     } else {
         printf("%s\n", folder);
     }

@@ -57,7 +57,7 @@ static int apply_max_pixels(cdb_engine *e, long px) {
     if (cdb_engine_set_max_pixels(e, px, &requeued) != CDB_OK) return cdb_cli_engine_fail(NULL);
     if (requeued && !cdb_cli_quiet())
         fprintf(stderr, "clipdb: %s photo%s refused for %s size read again\n",
-                cdb_cli_fmt_count(requeued, b, sizeof b), requeued == 1 ? "" : "s",
+                cdb_out_fmt_count(requeued, b, sizeof b), requeued == 1 ? "" : "s",
                 requeued == 1 ? "its" : "their");
     return CLI_EXIT_OK;
 }
@@ -177,7 +177,7 @@ static size_t extra_count(char *buf, size_t size, size_t o, int64_t n, const cha
                           const char *many) {
     char b[32];
     if (!n || o >= size) return o;
-    return o + (size_t)snprintf(buf + o, size - o, ", %s %s", cdb_cli_fmt_count(n, b, 32),
+    return o + (size_t)snprintf(buf + o, size - o, ", %s %s", cdb_out_fmt_count(n, b, 32),
                                 n == 1 ? one : many);
 }
 
@@ -187,7 +187,7 @@ static void summary_line(const char *label, const cdb_engine_summary *s) {
     size_t o = 0;
     extra_count(retry, sizeof retry, 0, s->retry, "to retry", "to retry");
     if (s->touched) /* among the unchanged: only their time changed */
-        snprintf(touched, sizeof touched, " (%s touched)", cdb_cli_fmt_count(s->touched, b[8], 32));
+        snprintf(touched, sizeof touched, " (%s touched)", cdb_out_fmt_count(s->touched, b[8], 32));
     o = extra_count(more, sizeof more, o,
                     s->walk_errors > s->missing_roots ? s->walk_errors - s->missing_roots : 0,
                     "unreadable while walking", "unreadable while walking");
@@ -196,34 +196,34 @@ static void summary_line(const char *label, const cdb_engine_summary *s) {
     extra_count(more, sizeof more, o, s->links_skipped, "symlink skipped", "symlinks skipped");
     printf("%s: %s file%s: %s added, %s changed, %s moved, %s deleted, %s error%s%s, "
            "%s unchanged%s, %s %s%s (%s, %.1f files/s)%s\n",
-           label, cdb_cli_fmt_count(s->found, b[0], 32), s->found == 1 ? "" : "s",
-           cdb_cli_fmt_count(s->added, b[1], 32), cdb_cli_fmt_count(s->changed, b[2], 32),
-           cdb_cli_fmt_count(s->moved, b[3], 32), cdb_cli_fmt_count(s->deleted, b[4], 32),
-           cdb_cli_fmt_count(s->errors, b[5], 32), s->errors == 1 ? "" : "s", retry,
-           cdb_cli_fmt_count(s->unchanged + s->touched, b[6], 32), touched,
-           cdb_cli_fmt_count(s->skipped, b[7], 32), s->skipped == 1 ? "not an image" : "not images",
+           label, cdb_out_fmt_count(s->found, b[0], 32), s->found == 1 ? "" : "s",
+           cdb_out_fmt_count(s->added, b[1], 32), cdb_out_fmt_count(s->changed, b[2], 32),
+           cdb_out_fmt_count(s->moved, b[3], 32), cdb_out_fmt_count(s->deleted, b[4], 32),
+           cdb_out_fmt_count(s->errors, b[5], 32), s->errors == 1 ? "" : "s", retry,
+           cdb_out_fmt_count(s->unchanged + s->touched, b[6], 32), touched,
+           cdb_out_fmt_count(s->skipped, b[7], 32), s->skipped == 1 ? "not an image" : "not images",
            more,
            cdb_cli_fmt_duration(s->seconds, dur, sizeof dur), rate,
            s->interrupted ? " [interrupted]" : "");
 }
 
-static void summary_fields(cli_json *j, const cdb_engine_summary *s) {
-    cdb_cli_json_key(j, "found"); cdb_cli_json_int(j, s->found);
-    cdb_cli_json_key(j, "added"); cdb_cli_json_int(j, s->added);
-    cdb_cli_json_key(j, "changed"); cdb_cli_json_int(j, s->changed);
-    cdb_cli_json_key(j, "moved"); cdb_cli_json_int(j, s->moved);
-    cdb_cli_json_key(j, "touched"); cdb_cli_json_int(j, s->touched);
-    cdb_cli_json_key(j, "deleted"); cdb_cli_json_int(j, s->deleted);
-    cdb_cli_json_key(j, "unchanged"); cdb_cli_json_int(j, s->unchanged);
-    cdb_cli_json_key(j, "errors"); cdb_cli_json_int(j, s->errors);
-    cdb_cli_json_key(j, "retry"); cdb_cli_json_int(j, s->retry);
-    cdb_cli_json_key(j, "not_images"); cdb_cli_json_int(j, s->skipped);
-    cdb_cli_json_key(j, "walk_errors"); cdb_cli_json_int(j, s->walk_errors);
-    cdb_cli_json_key(j, "missing_folders"); cdb_cli_json_int(j, s->missing_roots);
-    cdb_cli_json_key(j, "symlinks_skipped"); cdb_cli_json_int(j, s->links_skipped);
-    cdb_cli_json_key(j, "decode_peak_pixels"); cdb_cli_json_int(j, s->decode_peak_pixels);
-    cdb_cli_json_key(j, "decode_waits"); cdb_cli_json_int(j, s->decode_waits);
-    cdb_cli_json_key(j, "seconds"); cdb_cli_json_num(j, s->seconds, 3);
+static void summary_fields(cdb_json *j, const cdb_engine_summary *s) {
+    cdb_json_key(j, "found"); cdb_json_int(j, s->found);
+    cdb_json_key(j, "added"); cdb_json_int(j, s->added);
+    cdb_json_key(j, "changed"); cdb_json_int(j, s->changed);
+    cdb_json_key(j, "moved"); cdb_json_int(j, s->moved);
+    cdb_json_key(j, "touched"); cdb_json_int(j, s->touched);
+    cdb_json_key(j, "deleted"); cdb_json_int(j, s->deleted);
+    cdb_json_key(j, "unchanged"); cdb_json_int(j, s->unchanged);
+    cdb_json_key(j, "errors"); cdb_json_int(j, s->errors);
+    cdb_json_key(j, "retry"); cdb_json_int(j, s->retry);
+    cdb_json_key(j, "not_images"); cdb_json_int(j, s->skipped);
+    cdb_json_key(j, "walk_errors"); cdb_json_int(j, s->walk_errors);
+    cdb_json_key(j, "missing_folders"); cdb_json_int(j, s->missing_roots);
+    cdb_json_key(j, "symlinks_skipped"); cdb_json_int(j, s->links_skipped);
+    cdb_json_key(j, "decode_peak_pixels"); cdb_json_int(j, s->decode_peak_pixels);
+    cdb_json_key(j, "decode_waits"); cdb_json_int(j, s->decode_waits);
+    cdb_json_key(j, "seconds"); cdb_json_num(j, s->seconds, 3);
 }
 
 /* 1 when a set the run brought up to date still lacks vectors (reindex counts them). */
@@ -248,44 +248,44 @@ static int report(const char *cmd, const cdb_engine_run_report *r, cdb_status rc
     const char *index_note = r->index_note[0] ? r->index_note : NULL;
     const char *repair_note = r->repair_note[0] ? r->repair_note : NULL;
     if (json) {
-        cli_json j;
+        cdb_json j;
         cdb_cli_json_init(&j, stdout, 1);
-        cdb_cli_json_begin_object(&j);
-        cdb_cli_json_key(&j, "command"); cdb_cli_json_str(&j, cmd);
-        cdb_cli_json_key(&j, "status"); cdb_cli_json_str(&j, status);
-        cdb_cli_json_key(&j, "exit_code"); cdb_cli_json_int(&j, code);
-        cdb_cli_json_key(&j, "model"); cdb_cli_json_str(&j, r->n_sets ? r->sets[0].model.name : "");
+        cdb_json_begin_object(&j);
+        cdb_json_key(&j, "command"); cdb_json_str(&j, cmd);
+        cdb_json_key(&j, "status"); cdb_json_str(&j, status);
+        cdb_json_key(&j, "exit_code"); cdb_json_int(&j, code);
+        cdb_json_key(&j, "model"); cdb_json_str(&j, r->n_sets ? r->sets[0].model.name : "");
         summary_fields(&j, s);
-        cdb_cli_json_key(&j, "interrupted"); cdb_cli_json_bool(&j, cdb_cli_interrupted());
-        cdb_cli_json_key(&j, "sets"); /* every vector set this run brought up to date */
-        cdb_cli_json_begin_array(&j);
+        cdb_json_key(&j, "interrupted"); cdb_json_bool(&j, cdb_cli_interrupted());
+        cdb_json_key(&j, "sets"); /* every vector set this run brought up to date */
+        cdb_json_begin_array(&j);
         for (int i = 0; i < r->n_sets; i++) {
-            cdb_cli_json_begin_object(&j);
-            cdb_cli_json_key(&j, "model"); cdb_cli_json_str(&j, r->sets[i].model.name);
-            cdb_cli_json_key(&j, "model_id"); cdb_cli_json_int(&j, r->sets[i].model.id);
-            cdb_cli_json_key(&j, "ran"); cdb_cli_json_bool(&j, r->sets[i].ran);
+            cdb_json_begin_object(&j);
+            cdb_json_key(&j, "model"); cdb_json_str(&j, r->sets[i].model.name);
+            cdb_json_key(&j, "model_id"); cdb_json_int(&j, r->sets[i].model.id);
+            cdb_json_key(&j, "ran"); cdb_json_bool(&j, r->sets[i].ran);
             if (r->sets[i].ran) summary_fields(&j, &r->sets[i].sum);
             if (r->sets[i].ran && !strcmp(cmd, "reindex")) {
-                cdb_cli_json_key(&j, "files_without_vector");
-                cdb_cli_json_int(&j, r->sets[i].n_missing);
+                cdb_json_key(&j, "files_without_vector");
+                cdb_json_int(&j, r->sets[i].n_missing);
             }
-            cdb_cli_json_end_object(&j);
+            cdb_json_end_object(&j);
         }
-        cdb_cli_json_end_array(&j);
+        cdb_json_end_array(&j);
         if (repair_note) {
-            cdb_cli_json_key(&j, "repair");
-            cdb_cli_json_str(&j, repair_note);
+            cdb_json_key(&j, "repair");
+            cdb_json_str(&j, repair_note);
         }
         if (index_note) {
-            cdb_cli_json_key(&j, "index");
-            cdb_cli_json_str(&j, index_note);
+            cdb_json_key(&j, "index");
+            cdb_json_str(&j, index_note);
         }
         if (rc != CDB_OK) {
-            cdb_cli_json_key(&j, "error");
-            cdb_cli_json_str(&j, cdb_errmsg());
+            cdb_json_key(&j, "error");
+            cdb_json_str(&j, cdb_errmsg());
         }
-        cdb_cli_json_end_object(&j);
-        cdb_cli_json_done(&j);
+        cdb_json_end_object(&j);
+        cdb_json_done(&j);
     } else {
         summary_line(cmd, s);
         for (int i = 1; i < r->n_sets; i++) {
@@ -311,7 +311,7 @@ static int report(const char *cmd, const cdb_engine_run_report *r, cdb_status rc
             if (r->sets[i].n_missing) {
                 char b[32];
                 cdb_cli_warn("model '%s' still has no vector for %s file%s",
-                             r->sets[i].model.name, cdb_cli_fmt_count(r->sets[i].n_missing, b, 32),
+                             r->sets[i].model.name, cdb_out_fmt_count(r->sets[i].n_missing, b, 32),
                              r->sets[i].n_missing == 1 ? "" : "s");
             }
         if (r->errors || r->retry || s->walk_errors)

@@ -1,5 +1,5 @@
 /*
-** cmd_search.c: `clipdb search`, over cdb_engine_search (engine/search.c: the query
+** cmd_search.c: `clipdb search`, over cdb_engine_search (engine/search/search.c: the query
 ** language, example images, the index plus an exact pass over what it does not cover,
 ** the exact re-rank, --min-score, --under, --sort). This file parses the options,
 ** reads a query from stdin, and prints: one line per hit (rank, score to 4 decimals,
@@ -139,12 +139,12 @@ static int split_images(const cli_args *a, const char **images, int n_img, const
 }
 
 /* "key": [strings] (the query's example images and --not texts, as given). */
-static void json_strings(cli_json *j, const char *key, const char *const *s, int n) {
+static void json_strings(cdb_json *j, const char *key, const char *const *s, int n) {
     if (!n) return;
-    cdb_cli_json_key(j, key);
-    cdb_cli_json_begin_array(j);
-    for (int i = 0; i < n; i++) cdb_cli_json_str(j, s[i]);
-    cdb_cli_json_end_array(j);
+    cdb_json_key(j, key);
+    cdb_json_begin_array(j);
+    for (int i = 0; i < n; i++) cdb_json_str(j, s[i]);
+    cdb_json_end_array(j);
 }
 
 static void print_hits(const cdb_engine_result *res, int json, int paths, int nul,
@@ -152,39 +152,39 @@ static void print_hits(const cdb_engine_result *res, int json, int paths, int nu
     const cdb_engine_hit *h = res->hits;
     int n = res->n;
     if (json) {
-        cli_json j;
+        cdb_json j;
         cdb_cli_json_init(&j, stdout, 1);
-        cdb_cli_json_begin_object(&j);
-        cdb_cli_json_key(&j, "query");
-        cdb_cli_json_str(&j, q->text ? q->text : "");
+        cdb_json_begin_object(&j);
+        cdb_json_key(&j, "query");
+        cdb_json_str(&j, q->text ? q->text : "");
         json_strings(&j, "images", images, n_img); /* as given: '-' for standard input */
         json_strings(&j, "not", q->nots, q->n_nots);
-        cdb_cli_json_key(&j, "model");
-        cdb_cli_json_str(&j, res->model);
-        cdb_cli_json_key(&j, "count");
-        cdb_cli_json_int(&j, n);
-        cdb_cli_json_key(&j, "hits");
-        cdb_cli_json_begin_array(&j);
+        cdb_json_key(&j, "model");
+        cdb_json_str(&j, res->model);
+        cdb_json_key(&j, "count");
+        cdb_json_int(&j, n);
+        cdb_json_key(&j, "hits");
+        cdb_json_begin_array(&j);
         for (int i = 0; i < n; i++) {
-            cdb_cli_json_begin_object(&j);
-            cdb_cli_json_key(&j, "rank");
-            cdb_cli_json_int(&j, i + 1);
-            cdb_cli_json_key(&j, "score");
-            cdb_cli_json_float(&j, h[i].score);
+            cdb_json_begin_object(&j);
+            cdb_json_key(&j, "rank");
+            cdb_json_int(&j, i + 1);
+            cdb_json_key(&j, "score");
+            cdb_json_float(&j, h[i].score);
             if (res->has_probability) { /* absent, not null, for models without a bias */
-                cdb_cli_json_key(&j, "probability");
-                cdb_cli_json_float(&j, h[i].probability);
+                cdb_json_key(&j, "probability");
+                cdb_json_float(&j, h[i].probability);
             }
-            cdb_cli_json_key(&j, "id");
-            cdb_cli_json_int(&j, h[i].id);
-            cdb_cli_json_path(&j, "path", h[i].path);
-            cdb_cli_json_key(&j, "mtime_ns");
-            cdb_cli_json_int(&j, h[i].mtime_ns);
-            cdb_cli_json_end_object(&j);
+            cdb_json_key(&j, "id");
+            cdb_json_int(&j, h[i].id);
+            cdb_json_path(&j, "path", h[i].path);
+            cdb_json_key(&j, "mtime_ns");
+            cdb_json_int(&j, h[i].mtime_ns);
+            cdb_json_end_object(&j);
         }
-        cdb_cli_json_end_array(&j);
-        cdb_cli_json_end_object(&j);
-        cdb_cli_json_done(&j);
+        cdb_json_end_array(&j);
+        cdb_json_end_object(&j);
+        cdb_json_done(&j);
     } else if (paths) {
         for (int i = 0; i < n; i++) {
             fputs(h[i].path, stdout);
@@ -299,11 +299,7 @@ static int words_with_stdin(cli_args *a, int i_stdin, char **text /* OUT */) {
     a->pos[i_stdin] = "-";
     free(*text);
     if (!(*text = joined)) return cdb_cli_error("out of memory", "cannot search");
-    if (strlen(*text) > CLI_QUERY_MAX_BYTES)
-        return cdb_cli_usage_error("search", "query too long: more than %d bytes of text (the "
-                               "limit is %d bytes, 64 KiB)",
-                               CLI_QUERY_MAX_BYTES, CLI_QUERY_MAX_BYTES);
-    return CLI_EXIT_OK;
+    return CLI_EXIT_OK; /* the joined query's length: the engine's limit check */
 }
 
 /* The query text: the words joined with spaces, a '-' among them standing for standard
@@ -426,6 +422,8 @@ int cdb_cli_cmd_search(int argc, char **argv) {
     q.image = image;
     q.image_bytes = image_bytes;
     q.no_exif = cdb_cli_has(&a, "no-exif") > 0;
+    q.terms = terms; /* parsed once, above */
+    q.n_terms = n_terms;
     sp.k = (int)k;
     sp.min_score = (float)min_score;
     sp.sort = sort == 1 ? CDB_ENGINE_SORT_TIME : CDB_ENGINE_SORT_SCORE;

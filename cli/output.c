@@ -1,14 +1,9 @@
 /*
 ** output.c: everything clipdb says that is not a command's result: error, warning
 ** and hint lines (`clipdb: error: <what> (<why>)`), colors (stderr on a terminal,
-** never with NO_COLOR), the live progress line, number formatting, and a small
-** streaming JSON writer.
-**
-** JSON and non-UTF-8: strings are emitted as valid UTF-8 JSON; a byte sequence
-** that is not valid UTF-8 becomes U+FFFD. Paths are where that matters, so
-** cdb_cli_json_path() also writes "<key>_b64" with the exact bytes (base64, RFC 4648)
-** whenever the path is not valid UTF-8. A consumer that needs exact paths uses
-** <key>_b64 when present, else <key>.
+** never with NO_COLOR), the live progress line, durations and sizes, and the --json
+** failure document. The JSON writer, the path / path_b64 rule and count formatting
+** are output/output.h's, shared with the server.
 */
 #include <errno.h>
 #include <math.h>
@@ -164,22 +159,6 @@ int cdb_cli_usage_error(const char *cmd, const char *fmt, ...) {
 
 /* ---- numbers ------------------------------------------------------------------------ */
 
-const char *cdb_cli_fmt_count(int64_t n, char *buf, size_t size) {
-    char tmp[32];
-    int len, neg = n < 0, o = 0;
-    uint64_t u = neg ? (uint64_t)(-(n + 1)) + 1 : (uint64_t)n;
-    len = snprintf(tmp, sizeof tmp, "%llu", (unsigned long long)u);
-    char out[48];
-    if (neg) out[o++] = '-';
-    for (int i = 0; i < len; i++) {
-        if (i && (len - i) % 3 == 0) out[o++] = ',';
-        out[o++] = tmp[i];
-    }
-    out[o] = '\0';
-    snprintf(buf, size, "%s", out);
-    return buf;
-}
-
 const char *cdb_cli_fmt_duration(double s, char *buf, size_t size) {
     if (!(s >= 0) || s > 1e9) snprintf(buf, size, "?");
     else if (s < 10) snprintf(buf, size, "%.1f s", s);
@@ -216,9 +195,9 @@ static void draw(cli_progress *p, int64_t now) {
     char done[32], total[32], eta[32], errs[32];
     double el = (double)(now - p->t0_ns) / 1e9;
     double rate = el > 0 ? (double)p->done / el : 0;
-    fprintf(stderr, "\r\033[K%s: %s", p->label, cdb_cli_fmt_count(p->done, done, sizeof done));
+    fprintf(stderr, "\r\033[K%s: %s", p->label, cdb_out_fmt_count(p->done, done, sizeof done));
     if (p->total >= 0) {
-        fprintf(stderr, "/%s", cdb_cli_fmt_count(p->total, total, sizeof total));
+        fprintf(stderr, "/%s", cdb_out_fmt_count(p->total, total, sizeof total));
         if (p->total > 0)
             fprintf(stderr, " (%d%%)", (int)(100.0 * (double)p->done / (double)p->total));
     }
@@ -227,7 +206,7 @@ static void draw(cli_progress *p, int64_t now) {
         fprintf(stderr, ", ETA %s",
                 cdb_cli_fmt_duration((double)(p->total - p->done) / rate, eta, sizeof eta));
     if (p->errors)
-        fprintf(stderr, ", %s error%s", cdb_cli_fmt_count(p->errors, errs, sizeof errs),
+        fprintf(stderr, ", %s error%s", cdb_out_fmt_count(p->errors, errs, sizeof errs),
                 p->errors == 1 ? "" : "s");
     fflush(stderr);
     p->drawn = 1;
@@ -252,191 +231,32 @@ void cdb_cli_progress_end(cli_progress *p) {
 
 /* ---- JSON --------------------------------------------------------------------------- */
 
-void cdb_cli_json_write_string(FILE *f, const char *s, size_t n) {
-    const unsigned char *u = (const unsigned char *)s;
-    size_t i = 0;
-    fputc('"', f);
-    while (i < n) {
-        unsigned c = u[i];
-        size_t k;
-        switch (c) {
-        case '"': fputs("\\\"", f); i++; continue;
-        case '\\': fputs("\\\\", f); i++; continue;
-        case '\n': fputs("\\n", f); i++; continue;
-        case '\r': fputs("\\r", f); i++; continue;
-        case '\t': fputs("\\t", f); i++; continue;
-        case '\b': fputs("\\b", f); i++; continue;
-        case '\f': fputs("\\f", f); i++; continue;
-        default: break;
-        }
-        if (c < 0x20 || c == 0x7F) {
-            fprintf(f, "\\u%04x", c);
-            i++;
-            continue;
-        }
-        k = cdb_utf8_seq_len(u + i, n - i);
-        if (!k) {
-            fputs("\xEF\xBF\xBD", f); /* U+FFFD for one invalid byte */
-            i++;
-            continue;
-        }
-        fwrite(u + i, 1, k, f);
-        i += k;
-    }
-    fputc('"', f);
-}
-
-void cdb_cli_json_init(cli_json *j, FILE *f, int pretty) {
-    memset(j, 0, sizeof *j);
-    j->f = f;
-    j->pretty = pretty;
+void cdb_cli_json_init(cdb_json *j, FILE *f, int pretty) {
+    cdb_json_init(j, f, pretty);
     if (f == stdout) g_json_doc = 1;
 }
 
 void cdb_cli_json_requested(const char *cmd) { g_json_cmd = cmd; }
 
 void cdb_cli_json_failure(int rc) {
-    cli_json j;
+    cdb_json j;
     if (!g_json_cmd || rc == CLI_EXIT_OK || g_json_doc || g_stdout_errno) return;
     cdb_cli_json_init(&j, stdout, 1);
-    cdb_cli_json_begin_object(&j);
-    cdb_cli_json_key(&j, "command"); /* the keys an ingest's summary starts with */
-    cdb_cli_json_str(&j, g_json_cmd);
-    cdb_cli_json_key(&j, "status");
-    cdb_cli_json_str(&j, "error");
-    cdb_cli_json_key(&j, "exit_code");
-    cdb_cli_json_int(&j, rc);
-    cdb_cli_json_key(&j, "message");
-    cdb_cli_json_str(&j, g_first_error[0] ? g_first_error
+    cdb_json_begin_object(&j);
+    cdb_json_key(&j, "command"); /* the keys an ingest's summary starts with */
+    cdb_json_str(&j, g_json_cmd);
+    cdb_json_key(&j, "status");
+    cdb_json_str(&j, "error");
+    cdb_json_key(&j, "exit_code");
+    cdb_json_int(&j, rc);
+    cdb_json_key(&j, "message");
+    cdb_json_str(&j, g_first_error[0] ? g_first_error
                          : rc == CLI_EXIT_INTERRUPTED ? "interrupted"
                                                       : "failed");
     if (g_first_hint[0]) {
-        cdb_cli_json_key(&j, "hint");
-        cdb_cli_json_str(&j, g_first_hint);
+        cdb_json_key(&j, "hint");
+        cdb_json_str(&j, g_first_hint);
     }
-    cdb_cli_json_end_object(&j);
-    cdb_cli_json_done(&j);
+    cdb_json_end_object(&j);
+    cdb_json_done(&j);
 }
-
-static void indent(cli_json *j) {
-    if (!j->pretty) return;
-    fputc('\n', j->f);
-    for (int i = 0; i < j->depth; i++) fputs("  ", j->f);
-}
-
-/* Before any value: a comma if needed, then a newline+indent (not after a key). */
-static void pre_value(cli_json *j) {
-    if (j->after_key) {
-        j->after_key = 0;
-        return;
-    }
-    if (j->depth > 0) {
-        if (j->need_comma[j->depth]) fputc(',', j->f);
-        j->need_comma[j->depth] = 1;
-        indent(j);
-    }
-}
-
-static void open_(cli_json *j, int ch) {
-    pre_value(j);
-    fputc(ch, j->f);
-    if (j->depth < 63) j->depth++;
-    j->need_comma[j->depth] = 0;
-}
-
-static void close_(cli_json *j, int ch) {
-    int had = j->need_comma[j->depth];
-    if (j->depth > 0) j->depth--;
-    if (had) indent(j);
-    fputc(ch, j->f);
-}
-
-void cdb_cli_json_begin_object(cli_json *j) { open_(j, '{'); }
-void cdb_cli_json_end_object(cli_json *j) { close_(j, '}'); }
-void cdb_cli_json_begin_array(cli_json *j) { open_(j, '['); }
-void cdb_cli_json_end_array(cli_json *j) { close_(j, ']'); }
-
-void cdb_cli_json_key(cli_json *j, const char *key) {
-    pre_value(j);
-    cdb_cli_json_write_string(j->f, key, strlen(key));
-    fputs(j->pretty ? ": " : ":", j->f);
-    j->after_key = 1;
-}
-
-void cdb_cli_json_strn(cli_json *j, const char *s, size_t n) {
-    pre_value(j);
-    cdb_cli_json_write_string(j->f, s, n);
-}
-
-void cdb_cli_json_str(cli_json *j, const char *s) {
-    if (!s) {
-        cdb_cli_json_null(j);
-        return;
-    }
-    cdb_cli_json_strn(j, s, strlen(s));
-}
-
-void cdb_cli_json_int(cli_json *j, int64_t v) {
-    pre_value(j);
-    fprintf(j->f, "%lld", (long long)v);
-}
-
-void cdb_cli_json_num(cli_json *j, double v, int decimals) {
-    pre_value(j);
-    if (!isfinite(v)) fputs("null", j->f);
-    else fprintf(j->f, "%.*f", decimals, v);
-}
-
-/* Always written as a JSON real ("1.0", never "1"), so a score of exactly 1 still
-** reads back as a floating-point number in typed parsers. */
-void cdb_cli_json_float(cli_json *j, float v) {
-    char buf[64];
-    pre_value(j);
-    if (!isfinite(v)) {
-        fputs("null", j->f);
-        return;
-    }
-    snprintf(buf, sizeof buf, "%.9g", (double)v);
-    fputs(buf, j->f);
-    if (!strpbrk(buf, ".eE")) fputs(".0", j->f);
-}
-
-void cdb_cli_json_bool(cli_json *j, int v) {
-    pre_value(j);
-    fputs(v ? "true" : "false", j->f);
-}
-
-void cdb_cli_json_null(cli_json *j) {
-    pre_value(j);
-    fputs("null", j->f);
-}
-
-static void write_b64(FILE *f, const unsigned char *s, size_t n) {
-    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    fputc('"', f);
-    for (size_t i = 0; i < n; i += 3) {
-        unsigned v = (unsigned)s[i] << 16;
-        if (i + 1 < n) v |= (unsigned)s[i + 1] << 8;
-        if (i + 2 < n) v |= s[i + 2];
-        fputc(tab[(v >> 18) & 63], f);
-        fputc(tab[(v >> 12) & 63], f);
-        fputc(i + 1 < n ? tab[(v >> 6) & 63] : '=', f);
-        fputc(i + 2 < n ? tab[v & 63] : '=', f);
-    }
-    fputc('"', f);
-}
-
-void cdb_cli_json_path(cli_json *j, const char *key, const char *path) {
-    size_t n = path ? strlen(path) : 0;
-    char k2[128];
-    cdb_cli_json_key(j, key);
-    cdb_cli_json_str(j, path);
-    if (path && !cdb_utf8_valid(path, n)) {
-        snprintf(k2, sizeof k2, "%s_b64", key);
-        cdb_cli_json_key(j, k2);
-        pre_value(j);
-        write_b64(j->f, (const unsigned char *)path, n);
-    }
-}
-
-void cdb_cli_json_done(cli_json *j) { fputc('\n', j->f); }

@@ -312,6 +312,14 @@ static const char help_folders[] =
     "  --json       print one JSON document\n"
     "  -h, --help   show this help\n";
 
+/* The options of forget and move, which take no others. */
+#define HELP_DB_WAIT_QUIET_OPTIONS                                                  \
+    "Options:\n"                                                                    \
+    "  --db DIR     the database (default: $CLIPDB_DB, else ./clipdb)\n"           \
+    "  --wait       wait for another writer to finish instead of failing\n"        \
+    "  -q, --quiet  print nothing on success\n"                                     \
+    "  -h, --help   show this help\n"
+
 static const char help_forget[] =
     "usage: clipdb forget [--db DIR] PATH\n"
     "\n"
@@ -321,11 +329,7 @@ static const char help_forget[] =
     "database's folder shrank by, as 'clipdb stats' counts it). The photos are not\n"
     "touched. PATH need not exist any more (a drive that is gone).\n"
     "\n"
-    "Options:\n"
-    "  --db DIR     the database (default: $CLIPDB_DB, else ./clipdb)\n"
-    "  --wait       wait for another writer to finish instead of failing\n"
-    "  -q, --quiet  print nothing on success\n"
-    "  -h, --help   show this help\n";
+    HELP_DB_WAIT_QUIET_OPTIONS;
 
 static const char help_move[] =
     "usage: clipdb move [--db DIR] OLD NEW\n"
@@ -336,11 +340,7 @@ static const char help_move[] =
     "exist and hold the files; OLD need not exist any more. The next 'clipdb\n"
     "reindex' checks the moved files (it reads them, it does not encode them).\n"
     "\n"
-    "Options:\n"
-    "  --db DIR     the database (default: $CLIPDB_DB, else ./clipdb)\n"
-    "  --wait       wait for another writer to finish instead of failing\n"
-    "  -q, --quiet  print nothing on success\n"
-    "  -h, --help   show this help\n";
+    HELP_DB_WAIT_QUIET_OPTIONS;
 
 static const char help_export[] =
     "usage: clipdb export [--db DIR] [--model PATH] [--format npy|jsonl]\n"

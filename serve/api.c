@@ -258,7 +258,7 @@ static int search_from_json(srv_ctx *c, const srv_req *r, search_req *s, srv_res
         b64 = json_string_value(v);
         if (!strncmp(b64, "data:", 5) && strchr(b64, ','))
             b64 = strchr(b64, ',') + 1; /* a data: URL */
-        if (!(s->image = cdb_srv_base64_decode(b64, strlen(b64), &n)) || n == 0) {
+        if (!(s->image = cdb_out_base64_decode(b64, strlen(b64), &n)) || n == 0) {
             cdb_srv_error(o, 400, "bad_image", "image is not base64 data");
             return -1;
         }
@@ -345,14 +345,19 @@ static uint64_t fnv1a(const unsigned char *b, size_t n) {
     return h;
 }
 
+/* The photo id after prefix in the request's path, or 0 with o set to the 404 of a
+** path that names none. */
+static int64_t photo_id(const srv_req *r, const char *prefix, srv_resp *o) {
+    int64_t id = path_id(r->path, prefix);
+    if (!id) cdb_srv_error(o, 404, "not_found", "no photo has that id");
+    return id;
+}
+
 static void thumb(srv_ctx *c, const srv_req *r, srv_resp *o) {
-    int64_t id = path_id(r->path, "/api/thumb/");
+    int64_t id = photo_id(r, "/api/thumb/", o);
     void *jpeg = NULL;
     size_t n = 0;
-    if (!id) {
-        cdb_srv_error(o, 404, "not_found", "no photo has that id");
-        return;
-    }
+    if (!id) return;
     if (cdb_engine_thumb(c->e, id, &jpeg, &n) != CDB_OK) {
         cdb_srv_engine_error(o);
         return;
@@ -436,13 +441,10 @@ static int byte_range(const char *h, int64_t size, int64_t *start, int64_t *len)
 }
 
 static void original(srv_ctx *c, const srv_req *r, srv_resp *o) {
-    int64_t id = path_id(r->path, "/api/file/"), start = 0, len = 0;
+    int64_t id = photo_id(r, "/api/file/", o), start = 0, len = 0;
     cdb_engine_file f;
     int fd = -1, range;
-    if (!id) {
-        cdb_srv_error(o, 404, "not_found", "no photo has that id");
-        return;
-    }
+    if (!id) return;
     /* the catalog's file for this id, checked on disk (404 gone, 409 changed): nothing
     ** from the request, and never what else is at its path now */
     if (cdb_engine_file_open(c->e, id, &f, &fd) != CDB_OK) {
@@ -488,12 +490,9 @@ static void original(srv_ctx *c, const srv_req *r, srv_resp *o) {
 ** viewer, made and cached by the engine; ETag and 304 like the thumbnails, 404/409 as
 ** /api/file when the photo is gone or changed. */
 static void preview(srv_ctx *c, const srv_req *r, srv_resp *o) {
-    int64_t id = path_id(r->path, "/api/preview/");
+    int64_t id = photo_id(r, "/api/preview/", o);
     cdb_engine_preview p;
-    if (!id) {
-        cdb_srv_error(o, 404, "not_found", "no photo has that id");
-        return;
-    }
+    if (!id) return;
     /* the tag first (the photo checked on disk, nothing decoded): a revalidation is cheap */
     if (r->if_none_match &&
         cdb_engine_preview_get(c->e, id, CDB_ENGINE_PREVIEW_PX, 1, &p) == CDB_OK) {

@@ -92,7 +92,7 @@ static void knn(srv_ctx *c, const srv_req *r, srv_resp *o) {
         size_t n = 0;
         const char *b64 = json_string_value(v);
         if (!strncmp(b64, "data:", 5) && strchr(b64, ',')) b64 = strchr(b64, ',') + 1;
-        if (!(image = cdb_srv_base64_decode(b64, strlen(b64), &n)) || !n) {
+        if (!(image = cdb_out_base64_decode(b64, strlen(b64), &n)) || !n) {
             cdb_srv_error(o, 400, "bad_image", "image is not base64 data");
             goto done;
         }

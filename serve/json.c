@@ -2,7 +2,8 @@
 ** json.c: how the server answers. Documents are built with jansson and written
 ** compact, UTF-8; scores as `clipdb search --json` prints them (the shortest form
 ** with 9 significant digits, so the same fp32 value reads back); paths that are not
-** UTF-8 carry U+FFFD in "path" and the exact bytes in "path_b64" (the CLI's rule).
+** UTF-8 carry U+FFFD in "path" and the exact bytes in "path_b64": the CLI's rule, from
+** output/output.h, as are the U+FFFD repair and base64.
 ** Errors are {"error": {"code": "...", "message": "..."}} with their HTTP status;
 ** an engine failure maps its detail code to the status (404 unknown id, 400 bad
 ** query, 503 busy, 500 the rest).
@@ -45,52 +46,22 @@ void cdb_srv_json(srv_resp *o, int status, json_t *j) {
 }
 
 json_t *cdb_srv_json_bytes(const char *s) {
-    size_t n = s ? strlen(s) : 0, o = 0;
-    char *fixed;
+    cdb_buf fixed = {0};
     json_t *j;
     if (!s) return json_null();
-    if (cdb_utf8_valid(s, n)) return json_stringn(s, n);
-    if (!(fixed = malloc(n * 3 + 1))) return NULL;
-    for (size_t i = 0; i < n;) {
-        size_t k = cdb_utf8_seq_len((const unsigned char *)s + i, n - i);
-        if (k) {
-            memcpy(fixed + o, s + i, k);
-            o += k;
-            i += k;
-        } else { /* U+FFFD */
-            fixed[o++] = (char)0xEF;
-            fixed[o++] = (char)0xBF;
-            fixed[o++] = (char)0xBD;
-            i++;
-        }
-    }
-    j = json_stringn(fixed, o);
-    free(fixed);
+    if (cdb_out_utf8_repair(&fixed, s, strlen(s))) return NULL;
+    j = json_stringn(fixed.data ? fixed.data : "", fixed.len);
+    cdb_buf_free(&fixed);
     return j;
-}
-
-static char *base64(const unsigned char *b, size_t n) {
-    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    char *out = malloc((n + 2) / 3 * 4 + 1), *o = out;
-    if (!out) return NULL;
-    for (size_t i = 0; i < n; i += 3) {
-        unsigned v = (unsigned)b[i] << 16 | (i + 1 < n ? (unsigned)b[i + 1] << 8 : 0) |
-                     (i + 2 < n ? b[i + 2] : 0);
-        *o++ = tab[v >> 18 & 63];
-        *o++ = tab[v >> 12 & 63];
-        *o++ = i + 1 < n ? tab[v >> 6 & 63] : '=';
-        *o++ = i + 2 < n ? tab[v & 63] : '=';
-    }
-    *o = '\0';
-    return out;
 }
 
 void cdb_srv_json_path(json_t *obj, const char *key, const char *s) {
     json_object_set_new(obj, key, cdb_srv_json_bytes(s));
-    if (s && !cdb_utf8_valid(s, strlen(s))) {
-        char k[64], *b = base64((const unsigned char *)s, strlen(s));
-        snprintf(k, sizeof k, "%s_b64", key);
-        if (b) json_object_set_new(obj, k, json_string(b));
+    if (cdb_out_path_needs_b64(s)) {
+        size_t n = strlen(s);
+        char k[128], *b = malloc(cdb_out_base64_len(n) + 1);
+        cdb_out_path_b64_key(key, k, sizeof k);
+        if (b) json_object_set_new(obj, k, json_string(cdb_out_base64(s, n, b)));
         free(b);
     }
 }
@@ -98,45 +69,6 @@ void cdb_srv_json_path(json_t *obj, const char *key, const char *s) {
 json_t *cdb_srv_json_float(float v) {
     if (!isfinite(v)) return json_null();
     return json_real((double)v); /* written with %.9g: see cdb_srv_json */
-}
-
-unsigned char *cdb_srv_base64_decode(const char *s, size_t len, size_t *n) {
-    unsigned char *out = malloc(len / 4 * 3 + 3), *o = out;
-    unsigned acc = 0;
-    int bits = 0, pad = 0;
-    if (!out) return NULL;
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)s[i];
-        int v;
-        if (c == ' ' || c == '\n' || c == '\r' || c == '\t') continue;
-        if (c == '=') {
-            pad++;
-            continue;
-        }
-        if (pad) break; /* data after padding */
-        if (c >= 'A' && c <= 'Z') v = c - 'A';
-        else if (c >= 'a' && c <= 'z') v = c - 'a' + 26;
-        else if (c >= '0' && c <= '9') v = c - '0' + 52;
-        else if (c == '+' || c == '-') v = 62;
-        else if (c == '/' || c == '_') v = 63;
-        else {
-            free(out);
-            return NULL;
-        }
-        acc = acc << 6 | (unsigned)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            *o++ = (unsigned char)(acc >> bits);
-            acc &= (1u << bits) - 1;
-        }
-    }
-    if (pad > 2 || bits >= 6) { /* a lone 6-bit tail cannot come from whole bytes */
-        free(out);
-        return NULL;
-    }
-    *n = (size_t)(o - out);
-    return out;
 }
 
 int cdb_srv_parse_int(const char *s, long lo, long hi, long *out) {

@@ -21,6 +21,7 @@
 
 #include "cdb_test.h"
 #include "cli_run.h"
+#include "output/output.h"
 #include "world/world.h"
 
 #define NEED_MODEL(m)                                                         \
@@ -59,6 +60,24 @@ static const char *img_name(const char *dir, int i, char *buf, size_t size) {
     if (access(buf, F_OK) == 0) return buf;
     snprintf(buf, size, "%s/img_%07d.png", dir, i);
     return buf;
+}
+
+/* The data of the .npy file at path when its header says 'shape': shape (e.g. "(1, 64)")
+** and, when dtype is not NULL, that dtype (e.g. "'<f2'"), and the file holds exactly
+** n_values of elem bytes after the header: a pointer into *file (which the caller
+** frees, also on NULL), else NULL. */
+static const char *npy_data(const char *path, const char *shape, const char *dtype,
+                            size_t n_values, size_t elem, char **file) {
+    size_t len = 0, hl;
+    char want[96];
+    *file = cli_read_file(path, &len);
+    if (!*file || len < 10) return NULL;
+    hl = (unsigned char)(*file)[8] | (size_t)(unsigned char)(*file)[9] << 8;
+    snprintf(want, sizeof want, "'shape': %s", shape);
+    if (len != 10 + hl + n_values * elem || !strstr(*file + 10, want) ||
+        (dtype && !strstr(*file + 10, dtype)))
+        return NULL;
+    return *file + 10 + hl;
 }
 
 static int generate(const char *dir, int n, uint64_t seed) {
@@ -277,17 +296,11 @@ CDB_TEST(e2e_ingest_search_and_friends) {
     cli_run_free(&r);
     {
         size_t n = 0;
-        char *v = cli_read_file((snprintf(p, sizeof p, "%s/vectors.npy", exp), p), &n);
-        char want[64];
-        CHECK(v != NULL);
-        if (v) {
-            size_t hl = (unsigned char)v[8] | (size_t)(unsigned char)v[9] << 8;
-            snprintf(want, sizeof want, "'shape': (%d, %d)", N_IMG + 1, dim);
-            CHECK(strstr(v + 10, want) != NULL);
-            CHECK(strstr(v + 10, "'<f2'") != NULL);
-            CHECK_EQ_INT((int)n, (int)(10 + hl + (size_t)(N_IMG + 1) * (size_t)dim * 2));
-            free(v);
-        }
+        char *v, shape[32];
+        snprintf(shape, sizeof shape, "(%d, %d)", N_IMG + 1, dim);
+        snprintf(p, sizeof p, "%s/vectors.npy", exp);
+        CHECK(npy_data(p, shape, "'<f2'", (size_t)(N_IMG + 1) * (size_t)dim, 2, &v) != NULL);
+        free(v);
         v = cli_read_file((snprintf(p, sizeof p, "%s/paths.txt", exp), p), &n);
         if (v) {
             int lines = 0;
@@ -345,23 +358,6 @@ CDB_TEST(e2e_ingest_search_and_friends) {
 
 /* ---- paths with spaces, newlines and non-UTF-8 bytes ---------------------------------- */
 
-static int b64_decode(const char *in, unsigned char *out) {
-    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    int n = 0, bits = 0;
-    unsigned v = 0;
-    for (; *in && *in != '='; in++) {
-        const char *p = strchr(tab, *in);
-        if (!p) return -1;
-        v = (v << 6) | (unsigned)(p - tab);
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            out[n++] = (unsigned char)(v >> bits);
-        }
-    }
-    return n;
-}
-
 CDB_TEST(e2e_odd_paths) {
     NEED_MODEL(model);
     char tmp[512], lib[600], db[600], src[1200], odd[1200], nl[1200];
@@ -392,11 +388,12 @@ CDB_TEST(e2e_odd_paths) {
     if ((j = parse(cdb_t_, &r))) {
         json_t *h = json_array_get(json_object_get(j, "hits"), 0);
         const char *b64 = json_string_value(json_object_get(h, "path_b64"));
-        unsigned char raw[1200];
-        int n = b64 ? b64_decode(b64, raw) : -1;
-        CHECK(b64 != NULL);
-        CHECK_EQ_INT(n, (int)strlen(odd));
-        if (n == (int)strlen(odd)) CHECK(memcmp(raw, odd, (size_t)n) == 0);
+        size_t n = 0;
+        unsigned char *raw = b64 ? cdb_out_base64_decode(b64, strlen(b64), &n) : NULL;
+        CHECK(raw != NULL);
+        CHECK_EQ_INT((int)n, (int)strlen(odd));
+        CHECK(memcmp(raw, odd, n) == 0);
+        free(raw);
         json_decref(j);
     }
     cli_run_free(&r);
@@ -485,16 +482,10 @@ CDB_TEST(e2e_encoder_commands) {
     CHECK_EQ_INT(r.exit_code, 0);
     cli_run_free(&r);
     {
-        size_t n = 0;
-        char *v = cli_read_file(out, &n), want[64];
-        CHECK(v != NULL);
-        if (v) {
-            size_t hl = (unsigned char)v[8] | (size_t)(unsigned char)v[9] << 8;
-            snprintf(want, sizeof want, "'shape': (1, %d)", dim);
-            CHECK(strstr(v + 10, want) != NULL);
-            CHECK_EQ_INT((int)n, (int)(10 + hl + (size_t)dim * 4));
-            free(v);
-        }
+        char *v, shape[32];
+        snprintf(shape, sizeof shape, "(1, %d)", dim);
+        CHECK(npy_data(out, shape, NULL, (size_t)dim, 4, &v) != NULL);
+        free(v);
     }
     /* preprocess: 3 x S x S float32 */
     snprintf(out, sizeof out, "%s/p.npy", tmp);
@@ -502,16 +493,10 @@ CDB_TEST(e2e_encoder_commands) {
     CHECK_EQ_INT(r.exit_code, 0);
     cli_run_free(&r);
     {
-        size_t n = 0;
-        char *v = cli_read_file(out, &n), want[64];
-        CHECK(v != NULL);
-        if (v) {
-            size_t hl = (unsigned char)v[8] | (size_t)(unsigned char)v[9] << 8;
-            snprintf(want, sizeof want, "'shape': (3, %d, %d)", size, size);
-            CHECK(strstr(v + 10, want) != NULL);
-            CHECK_EQ_INT((int)n, (int)(10 + hl + 3 * (size_t)size * (size_t)size * 4));
-            free(v);
-        }
+        char *v, shape[32];
+        snprintf(shape, sizeof shape, "(3, %d, %d)", size, size);
+        CHECK(npy_data(out, shape, NULL, 3 * (size_t)size * (size_t)size, 4, &v) != NULL);
+        free(v);
     }
     /* a file that is not an image: failure, exit 1, a reason */
     snprintf(out, sizeof out, "%s/notimage.jpg", tmp);
@@ -531,14 +516,9 @@ CDB_TEST(e2e_encoder_commands) {
 /* The float data of an N x dim .npy file embed wrote (a pointer into *file, which the
 ** caller frees), or NULL when it is not N x dim. */
 static const char *npy_rows(const char *path, int n, int dim, char **file) {
-    size_t len = 0, hl;
-    char want[64];
-    *file = cli_read_file(path, &len);
-    if (!*file || len < 10) return NULL;
-    hl = (unsigned char)(*file)[8] | (size_t)(unsigned char)(*file)[9] << 8;
-    snprintf(want, sizeof want, "'shape': (%d, %d)", n, dim);
-    if (len != 10 + hl + (size_t)n * (size_t)dim * 4 || !strstr(*file + 10, want)) return NULL;
-    return *file + 10 + hl;
+    char shape[32];
+    snprintf(shape, sizeof shape, "(%d, %d)", n, dim);
+    return npy_data(path, shape, NULL, (size_t)n * (size_t)dim, 4, file);
 }
 
 CDB_TEST(e2e_embed_batches_match_alone) {

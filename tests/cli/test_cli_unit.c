@@ -216,49 +216,49 @@ CDB_TEST(query_errors) {
 
 /* ---- JSON ---- */
 
-static char *json_to_string(void (*fill)(cli_json *j, void *ud), void *ud, int pretty) {
+static char *json_to_string(void (*fill)(cdb_json *j, void *ud), void *ud, int pretty) {
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    cli_json j;
+    cdb_json j;
     cdb_cli_json_init(&j, f, pretty);
     fill(&j, ud);
-    cdb_cli_json_done(&j);
+    cdb_json_done(&j);
     fclose(f);
     return buf;
 }
 
-static void fill_doc(cli_json *j, void *ud) {
+static void fill_doc(cdb_json *j, void *ud) {
     const char *path = ud;
-    cdb_cli_json_begin_object(j);
-    cdb_cli_json_key(j, "s");
-    cdb_cli_json_str(
+    cdb_json_begin_object(j);
+    cdb_json_key(j, "s");
+    cdb_json_str(
         j, "quote\" backslash\\ nl\n tab\t cr\r bell\a del\x7f slash/ é 日本 \xF0\x9F\x98\x80");
-    cdb_cli_json_key(j, "n");
-    cdb_cli_json_int(j, -42);
-    cdb_cli_json_key(j, "x");
-    cdb_cli_json_num(j, 0.123456, 4);
-    cdb_cli_json_key(j, "nan");
-    cdb_cli_json_num(j, 0.0 / 0.0, 4);
-    cdb_cli_json_key(j, "f");
-    cdb_cli_json_float(j, 0.1f);
-    cdb_cli_json_key(j, "b");
-    cdb_cli_json_bool(j, 1);
-    cdb_cli_json_key(j, "z");
-    cdb_cli_json_null(j);
-    cdb_cli_json_key(j, "one");
-    cdb_cli_json_float(j, 1.0f); /* a perfect score must still be a JSON real */
-    cdb_cli_json_key(j, "arr");
-    cdb_cli_json_begin_array(j);
-    cdb_cli_json_int(j, 1);
-    cdb_cli_json_begin_object(j);
-    cdb_cli_json_end_object(j);
-    cdb_cli_json_begin_array(j);
-    cdb_cli_json_end_array(j);
-    cdb_cli_json_str(j, NULL);
-    cdb_cli_json_end_array(j);
-    cdb_cli_json_path(j, "path", path);
-    cdb_cli_json_end_object(j);
+    cdb_json_key(j, "n");
+    cdb_json_int(j, -42);
+    cdb_json_key(j, "x");
+    cdb_json_num(j, 0.123456, 4);
+    cdb_json_key(j, "nan");
+    cdb_json_num(j, 0.0 / 0.0, 4);
+    cdb_json_key(j, "f");
+    cdb_json_float(j, 0.1f);
+    cdb_json_key(j, "b");
+    cdb_json_bool(j, 1);
+    cdb_json_key(j, "z");
+    cdb_json_null(j);
+    cdb_json_key(j, "one");
+    cdb_json_float(j, 1.0f); /* a perfect score must still be a JSON real */
+    cdb_json_key(j, "arr");
+    cdb_json_begin_array(j);
+    cdb_json_int(j, 1);
+    cdb_json_begin_object(j);
+    cdb_json_end_object(j);
+    cdb_json_begin_array(j);
+    cdb_json_end_array(j);
+    cdb_json_str(j, NULL);
+    cdb_json_end_array(j);
+    cdb_json_path(j, "path", path);
+    cdb_json_end_object(j);
 }
 
 static void check_doc(cdb_test_ctx *cdb_t_, const char *text, const char *path) {
@@ -299,23 +299,6 @@ CDB_TEST(json_escaping_parses_back) {
     }
 }
 
-static int b64_decode(const char *in, unsigned char *out) {
-    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    int n = 0, bits = 0;
-    unsigned v = 0;
-    for (; *in && *in != '='; in++) {
-        const char *p = strchr(tab, *in);
-        if (!p) return -1;
-        v = (v << 6) | (unsigned)(p - tab);
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            out[n++] = (unsigned char)(v >> bits);
-        }
-    }
-    return n;
-}
-
 CDB_TEST(json_non_utf8_path) {
     /* invalid: lone continuation, overlong, truncated sequence, surrogate, latin-1 */
     const char *paths[] = {"/p/caf\xE9.jpg", "/p/\x80x", "/p/\xC0\xAF", "/p/\xE6\x97",
@@ -335,11 +318,12 @@ CDB_TEST(json_non_utf8_path) {
         } else {
             const char *b64 = json_string_value(json_object_get(root, "path_b64"));
             const char *lossy = json_string_value(json_object_get(root, "path"));
-            unsigned char raw[256];
-            int n = b64 ? b64_decode(b64, raw) : -1;
-            CHECK(b64 != NULL);
-            CHECK_EQ_INT(n, (int)strlen(paths[i]));
-            if (n == (int)strlen(paths[i])) CHECK(memcmp(raw, paths[i], (size_t)n) == 0);
+            size_t n = 0;
+            unsigned char *raw = b64 ? cdb_out_base64_decode(b64, strlen(b64), &n) : NULL;
+            CHECK(raw != NULL);
+            CHECK_EQ_INT((int)n, (int)strlen(paths[i]));
+            CHECK(memcmp(raw, paths[i], n) == 0);
+            free(raw);
             CHECK(lossy && strstr(lossy, "\xEF\xBF\xBD") != NULL); /* U+FFFD */
         }
         json_decref(root);
@@ -400,11 +384,11 @@ CDB_TEST(npy_header_and_data) {
 
 CDB_TEST(format_numbers) {
     char b[64];
-    CHECK_EQ_STR(cdb_cli_fmt_count(0, b, sizeof b), "0");
-    CHECK_EQ_STR(cdb_cli_fmt_count(999, b, sizeof b), "999");
-    CHECK_EQ_STR(cdb_cli_fmt_count(1000, b, sizeof b), "1,000");
-    CHECK_EQ_STR(cdb_cli_fmt_count(1234567, b, sizeof b), "1,234,567");
-    CHECK_EQ_STR(cdb_cli_fmt_count(-1234, b, sizeof b), "-1,234");
+    CHECK_EQ_STR(cdb_out_fmt_count(0, b, sizeof b), "0");
+    CHECK_EQ_STR(cdb_out_fmt_count(999, b, sizeof b), "999");
+    CHECK_EQ_STR(cdb_out_fmt_count(1000, b, sizeof b), "1,000");
+    CHECK_EQ_STR(cdb_out_fmt_count(1234567, b, sizeof b), "1,234,567");
+    CHECK_EQ_STR(cdb_out_fmt_count(-1234, b, sizeof b), "-1,234");
     CHECK_EQ_STR(cdb_cli_fmt_duration(1.25, b, sizeof b), "1.2 s");
     CHECK_EQ_STR(cdb_cli_fmt_duration(75, b, sizeof b), "1 min 15 s");
     CHECK_EQ_STR(cdb_cli_fmt_bytes(512, b, sizeof b), "512 B");

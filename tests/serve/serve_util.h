@@ -298,6 +298,16 @@ static inline int su_get(int port, const char *path, su_resp *r) {
     return su_request(port, "GET", path, NULL, NULL, 0, r);
 }
 
+/* The HTTP status of GET path (the answer read and freed), or -1 when there was none. */
+static inline int su_get_status(int port, const char *path) {
+    su_resp r;
+    int status;
+    if (su_get(port, path, &r)) return -1;
+    status = r.status;
+    su_resp_free(&r);
+    return status;
+}
+
 static inline int su_post_json(int port, const char *path, const char *json, su_resp *r) {
     return su_request(port, "POST", path, "Content-Type: application/json\r\n", json, strlen(json), r);
 }

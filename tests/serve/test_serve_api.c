@@ -316,9 +316,7 @@ CDB_TEST(stats_folders_health) {
                  g_lib);
     json_decref(doc);
     su_resp_free(&r);
-    CHECK_EQ_INT(su_get(g_srv.port, "/healthz", &r), 0);
-    CHECK_EQ_INT(r.status, 200);
-    su_resp_free(&r);
+    CHECK_EQ_INT(su_get_status(g_srv.port, "/healthz"), 200);
     CHECK_EQ_INT(su_get(g_srv.port, "/", &r), 0);
     CHECK_EQ_INT(r.status, 200);
     CHECK(strstr(r.body, "<title>clipdb</title>") != NULL);
@@ -500,9 +498,7 @@ CDB_TEST(bad_input) {
         CHECK(r.status == 0 || (r.status >= 400 && r.status < 500) || r.status <= -400);
         su_resp_free(&r);
         close(fd);
-        CHECK_EQ_INT(su_get(g_srv.port, "/healthz", &r), 0);
-        CHECK_EQ_INT(r.status, 200);
-        su_resp_free(&r);
+        CHECK_EQ_INT(su_get_status(g_srv.port, "/healthz"), 200);
     }
 }
 
@@ -530,12 +526,8 @@ CDB_TEST(token) {
     CHECK_EQ_INT(lu_write(tok, secret, strlen(secret)), 0);
     chmod(tok, 0600);
     CHECK_EQ_INT(su_start(&s, (const char *[]){"--db", g_db, "--token-file", tok, NULL}), 0);
-    CHECK_EQ_INT(su_get(s.port, "/api/search?q=star", &r), 0);
-    CHECK_EQ_INT(r.status, 401);
-    su_resp_free(&r);
-    CHECK_EQ_INT(su_get(s.port, "/api/thumb/1", &r), 0);
-    CHECK_EQ_INT(r.status, 401);
-    su_resp_free(&r);
+    CHECK_EQ_INT(su_get_status(s.port, "/api/search?q=star"), 401);
+    CHECK_EQ_INT(su_get_status(s.port, "/api/thumb/1"), 401);
     CHECK_EQ_INT(su_request(s.port, "GET", "/api/search?q=star", "Authorization: Bearer wrong-token-wrong-token\r\n",
                             NULL, 0, &r), 0);
     CHECK_EQ_INT(r.status, 401);
@@ -545,9 +537,7 @@ CDB_TEST(token) {
     CHECK_EQ_INT(r.status, 200);
     su_resp_free(&r);
     /* the page loads without it (it asks for the token), the login sets the cookie */
-    CHECK_EQ_INT(su_get(s.port, "/", &r), 0);
-    CHECK_EQ_INT(r.status, 200);
-    su_resp_free(&r);
+    CHECK_EQ_INT(su_get_status(s.port, "/"), 200);
     CHECK_EQ_INT(su_post_json(s.port, "/api/login", "{\"token\": \"nope\"}", &r), 0);
     CHECK_EQ_INT(r.status, 401);
     su_resp_free(&r);
@@ -591,7 +581,6 @@ CDB_TEST(token) {
 
 CDB_TEST(connection_limits) {
     su_server s;
-    su_resp r;
     int fds[8];
     NEED_SETUP();
     CHECK_EQ_INT(su_start(&s, (const char *[]){"--db", g_db, "--max-connections", "4", "--timeout", "2",
@@ -600,9 +589,7 @@ CDB_TEST(connection_limits) {
     struct timespec ts = {0, 300 * 1000000L};
     nanosleep(&ts, NULL);
     /* a 7th connection: refused with a 503, not left hanging */
-    CHECK_EQ_INT(su_get(s.port, "/healthz", &r), 0);
-    CHECK_EQ_INT(r.status, 503);
-    su_resp_free(&r);
+    CHECK_EQ_INT(su_get_status(s.port, "/healthz"), 503);
     /* idle ones are closed after the timeout; then requests are served again */
     ts.tv_sec = 3;
     ts.tv_nsec = 500 * 1000000L;
@@ -625,9 +612,7 @@ CDB_TEST(connection_limits) {
         CHECK((cdb_now_ns() - t0) / 1000000 < 7000);
         close(fds[0]);
     }
-    CHECK_EQ_INT(su_get(s.port, "/healthz", &r), 0);
-    CHECK_EQ_INT(r.status, 200);
-    su_resp_free(&r);
+    CHECK_EQ_INT(su_get_status(s.port, "/healthz"), 200);
     CHECK_EQ_INT(su_stop(&s), 0);
 }
 
@@ -707,9 +692,7 @@ CDB_TEST(freshness) {
         CHECK_EQ_INT(ids[0], id);
         su_resp_free(&r);
         snprintf(path, sizeof path, "/api/thumb/%lld", (long long)id);
-        CHECK_EQ_INT(su_get(s.port, path, &r), 0);
-        CHECK_EQ_INT(r.status, 200);
-        su_resp_free(&r);
+        CHECK_EQ_INT(su_get_status(s.port, path), 200);
     }
     /* an index built by another process is used, and what came after it still appears */
     CHECK_EQ_INT(lu_expect((const char *[]){"index", "build", "--db", g_db, "--quiet", NULL}, 0, NULL), 0);
@@ -732,9 +715,7 @@ CDB_TEST(freshness) {
     {
         char path[128];
         snprintf(path, sizeof path, "/api/file/%lld", (long long)id);
-        CHECK_EQ_INT(su_get(s.port, path, &r), 0);
-        CHECK_EQ_INT(r.status, 404);
-        su_resp_free(&r);
+        CHECK_EQ_INT(su_get_status(s.port, path), 404);
     }
     CHECK_EQ_INT(su_stop(&s), 0);
     /* leave the shared library as it was for the other tests */
@@ -744,7 +725,6 @@ CDB_TEST(freshness) {
 CDB_TEST(readonly_database) {
     char ro[700], cmd[4000], lib3[700], img[900];
     su_server s;
-    su_resp r;
     NEED_SETUP();
     if (getuid() != 0) CDB_SKIP("needs root to serve as another user");
     lu_path(ro, sizeof ro, "ro.clipdb");
@@ -754,12 +734,8 @@ CDB_TEST(readonly_database) {
              g_db, ro, lu_tmp, lu_tmp, g_lib, lib3, ro);
     CHECK_EQ_INT(system(cmd), 0);
     CHECK_EQ_INT(su_start_as(&s, (const char *[]){"--db", ro, NULL}, 1), 0);
-    CHECK_EQ_INT(su_get(s.port, "/api/search?q=a%20circle&k=3", &r), 0);
-    CHECK_EQ_INT(r.status, 200);
-    su_resp_free(&r);
-    CHECK_EQ_INT(su_get(s.port, "/api/thumb/1", &r), 0);
-    CHECK_EQ_INT(r.status, 200);
-    su_resp_free(&r);
+    CHECK_EQ_INT(su_get_status(s.port, "/api/search?q=a%20circle&k=3"), 200);
+    CHECK_EQ_INT(su_get_status(s.port, "/api/thumb/1"), 200);
     /* its owner ingests meanwhile: the reader's snapshot is reopened */
     CHECK_EQ_INT(lu_expect((const char *[]){"ingest", "--db", ro, lib3, "--quiet", NULL}, 0, NULL), 0);
     lu_img(lib3, 201, img, sizeof img);
@@ -782,9 +758,7 @@ CDB_TEST(thumbnails_settings) {
     remove(wal);
     snprintf(wal, sizeof wal, "%s-shm", thumbs);
     remove(wal);
-    CHECK_EQ_INT(su_get(s.port, "/api/thumb/4", &r), 0);
-    CHECK_EQ_INT(r.status, 200);
-    su_resp_free(&r);
+    CHECK_EQ_INT(su_get_status(s.port, "/api/thumb/4"), 200);
     CHECK_EQ_INT(lu_expect((const char *[]){"reindex", "--db", g_db, "--quiet", NULL}, 0, NULL), 0);
     CHECK_EQ_INT(access(thumbs, F_OK), 0);
     /* off */

@@ -1,0 +1,556 @@
+/*
+** scan.c: the walker's side of the ingest pipeline (ingest.h).
+**
+** For each target (a whole root, or a part of a folder root): a missing root is
+** reported and left as it is, never taken for "everything deleted"; otherwise the
+** walk (walk.c) meets every file, cdb_db_classify compares its stat with the row,
+** and what is not unchanged becomes a job with its own root id and paths. What the
+** walk could not read is collected as walk problems.
+**
+** After the stages have drained (first pass of a run only): the deletion pass marks
+** deleted the recorded files of each fully walked target that are gone from a place
+** that is still there (cdb_eng_library_gone), keeps those under a folder the walk could
+** not read or on a drive that is not mounted, and drops those that exist but are no
+** longer in scope (now hidden, reached only through a link that is not followed);
+** then the walk problems and each root's scan status are recorded, and a missing
+** root all of whose files turned up elsewhere is forgotten.
+*/
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "engine/ingest/ingest.h"
+
+#define DEL_COMMIT_EVERY 256
+#define MAX_WARNINGS 10
+
+/* ---- bookkeeping ---------------------------------------------------------------------- */
+
+static void mark_seen(pipe_ctx *c, int64_t id);
+
+void cdb_scan_mark_seen(pipe_ctx *c, int64_t id) {
+    pthread_mutex_lock(&c->mu);
+    mark_seen(c, id);
+    pthread_mutex_unlock(&c->mu);
+}
+
+static void mark_seen(pipe_ctx *c, int64_t id) {
+    if (id <= 0) return;
+    if (id >= c->seen_bits) {
+        int64_t nb = (id + 1) * 2;
+        uint8_t *ns = realloc(c->seen, (size_t)((nb + 7) / 8));
+        if (!ns) return;
+        memset(ns + (c->seen_bits + 7) / 8, 0, (size_t)((nb + 7) / 8 - (c->seen_bits + 7) / 8));
+        c->seen = ns;
+        c->seen_bits = nb;
+    }
+    c->seen[id / 8] |= (uint8_t)(1u << (id % 8));
+}
+
+static int was_seen(const pipe_ctx *c, int64_t id) {
+    return id > 0 && id < c->seen_bits && (c->seen[id / 8] >> (id % 8)) & 1;
+}
+
+/* A walk problem of the current target (first pass only: later passes walk the same).
+** shields: the rows recorded at or under relpath are kept (the walk could not see
+** them: an unreadable folder, a file that could not be stat'ed). A broken symbolic
+** link shields nothing: the link is there and its photo is not, so its row goes as a
+** deleted file's does, and the link is reported. */
+static void add_problem(pipe_ctx *c, const char *relpath, const char *reason, int shields) {
+    target_state *t = &c->ts[c->cur];
+    c->sum->walk_errors++;
+    if (c->o->secondary) return;
+    if (t->n_probs == t->cap_probs) {
+        int nc = t->cap_probs ? t->cap_probs * 2 : 16;
+        cdb_db_walk_problem *p = realloc(t->probs, sizeof *p * (size_t)nc);
+        if (!p) return;
+        t->probs = p;
+        unsigned char *sh = realloc(t->shields, (size_t)nc);
+        if (!sh) return;
+        t->shields = sh;
+        t->cap_probs = nc;
+    }
+    t->shields[t->n_probs] = (unsigned char)(shields != 0);
+    cdb_db_walk_problem *p = &t->probs[t->n_probs];
+    memset(p, 0, sizeof *p);
+    p->root_id = c->targets[c->cur].root_id;
+    p->relpath = strdup(relpath);
+    p->reason = strdup(reason);
+    if (p->relpath && p->reason) {
+        t->n_probs++;
+    } else {
+        free((char *)p->relpath);
+        free((char *)p->reason);
+    }
+}
+
+/* A warning line about the walk (the first MAX_WARNINGS of a run; none in later
+** passes, which walk the same folders). */
+static void warn(pipe_ctx *c, const char *fmt, ...) CDB_PRINTF(2, 3);
+static void warn(pipe_ctx *c, const char *fmt, ...) {
+    char line[1024];
+    va_list ap;
+    if (c->o->secondary || c->sum->walk_errors > MAX_WARNINGS) return;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    cdb_eng_warn(c->ev, "%s", line);
+}
+
+/* ---- the walk ---------------------------------------------------------------------------- */
+
+typedef struct walk_ud {
+    pipe_ctx *c;
+    const char *prefix; /* relpaths are prefix + "/" + the walk's relpath */
+} walk_ud;
+
+/* 1 when the first pass makes thumbnails and this unchanged ok file has no current one
+** (a database from before thumbnails, a changed size setting): the reindex backfills. */
+static int needs_thumb(pipe_ctx *c, const cdb_db_file *f) {
+    int current = 1;
+    if (c->o->thumb_px <= 0 || c->o->secondary || !f->meta.has_hash) return 0;
+    if (cdb_db_thumb_current(c->rdb, f->id, f->meta.hash, c->o->thumb_px, &current) != CDB_OK)
+        return 0; /* a cache: not worth failing the run over */
+    return !current;
+}
+
+/* What to do with a file the walk met, from its catalog row (if any). Returns the
+** job to queue, NULL to skip it (*stop set when the run must stop). */
+static job *classify(pipe_ctx *c, const eng_walk_entry *e, int *stop) {
+    const eng_target *t = &c->targets[c->cur];
+    cdb_db_file_meta st;
+    cdb_db_file f;
+    cdb_db_change ch;
+    job *j;
+    memset(&st, 0, sizeof st);
+    st.size = e->size;
+    st.mtime_ns = e->mtime_ns;
+    st.ctime_ns = e->ctime_ns;
+    st.dev = e->dev;
+    st.ino = e->ino;
+    cdb_status rc = cdb_db_classify(c->rdb, c->model_id, t->root_id, e->relpath, &st, &ch, &f);
+    if (rc != CDB_OK) {
+        cdb_pipe_fatal(c, rc, "catalog lookup failed (%s)", cdb_errmsg());
+        *stop = 1;
+        return NULL;
+    }
+    int recorded = f.relpath != NULL;
+    if (recorded) cdb_scan_mark_seen(c, f.id);
+    int reencode = t->reencode || c->o->reencode;
+    int skip = !c->o->full && !reencode &&
+               (ch == CDB_DB_CHANGE_SAME || (ch == CDB_DB_CHANGE_QUARANTINED && !t->named));
+    if (skip && !(ch == CDB_DB_CHANGE_SAME && needs_thumb(c, &f))) {
+        c->sum->unchanged++;
+        atomic_fetch_add(&c->n_done, 1);
+        cdb_db_file_clear(&f);
+        cdb_pipe_tick(c);
+        return NULL;
+    }
+    if (!(j = calloc(1, sizeof *j)) || !(j->relpath = strdup(e->relpath)) ||
+        !(j->path = strdup(e->path))) {
+        cdb_job_free(j);
+        cdb_db_file_clear(&f);
+        cdb_pipe_fatal(c, CDB_NOMEM, "out of memory");
+        *stop = 1;
+        return NULL;
+    }
+    j->root_id = t->root_id;
+    j->no_exif = t->no_exif;
+    j->meta = st;
+    if (skip) { /* unchanged, counted so; only its thumbnail is made (pipeline.c) */
+        c->sum->unchanged++;
+        j->thumb_only = 1;
+        j->file_id = f.id;
+        memcpy(j->old_hash, f.meta.hash, CDB_DB_HASH_BYTES);
+        cdb_db_file_clear(&f);
+        return j;
+    }
+    if (recorded) {
+        int ok = f.state == CDB_DB_OK;
+        j->file_id = f.id;
+        j->was_ok = ok;
+        j->was_pending = f.state == CDB_DB_PENDING;
+        j->for_model = ch == CDB_DB_CHANGE_NEEDS_VECTOR;
+        /* a transient failure keeps such a row as it is: its size, mtime and inode say
+        ** the content is what was stored (a chmod changes the ctime only) */
+        j->row_current = ok && f.meta.size == st.size && f.meta.mtime_ns == st.mtime_ns &&
+                         (!f.meta.ino || (f.meta.ino == st.ino && f.meta.dev == st.dev));
+        /* same content as the stored ok row -> metadata only; with --full the
+        ** content is re-checked but an identical hash still keeps the vector */
+        if (ok && f.meta.has_hash && !j->for_model && !reencode) {
+            j->has_old_hash = 1;
+            memcpy(j->old_hash, f.meta.hash, CDB_DB_HASH_BYTES);
+        }
+        if (ch == CDB_DB_CHANGE_RESTAT && !c->o->full && !reencode) { /* the identity, unread */
+            j->kind = R_TOUCH;
+            st.has_hash = f.meta.has_hash;
+            memcpy(st.hash, f.meta.hash, CDB_DB_HASH_BYTES);
+            st.width = f.meta.width;
+            st.height = f.meta.height;
+            j->meta = st;
+        }
+    }
+    j->sniff = !cdb_image_name_is_image(e->relpath[0] ? e->relpath : t->path) &&
+               !(recorded && f.state != CDB_DB_DELETED);
+    cdb_db_file_clear(&f);
+    return j;
+}
+
+static int on_entry(const eng_walk_entry *e, walk_ud *ud) {
+    pipe_ctx *c = ud->c;
+    int stop = 0;
+    job *j;
+    if (cdb_pipe_stopping(c)) return 1;
+    if (e->error) {
+        char why[300];
+        char *full = cdb_db_path_join(c->targets[c->cur].path, e->relpath);
+        snprintf(why, sizeof why, "%s (%s)", e->error, strerror(e->err));
+        warn(c, "%s: %s", full ? full : e->relpath, why);
+        add_problem(c, e->relpath, why, !e->dangling);
+        cdb_free(full);
+        return 0;
+    }
+    atomic_fetch_add(&c->n_found, 1);
+    c->ts[c->cur].n_found++;
+    if (!(j = classify(c, e, &stop))) return stop;
+    int64_t t0 = cdb_now_ns();
+    if (cdb_eng_queue_push(c->q1, j) != 0) {
+        cdb_job_free(j);
+        return 1;
+    }
+    c->ns_walk_blocked += cdb_now_ns() - t0; /* readers busy: not walking */
+    cdb_pipe_tick(c);
+    return 0;
+}
+
+static int on_walk(const eng_walk_entry *e, void *ud_) {
+    walk_ud *ud = ud_;
+    eng_walk_entry e2;
+    int rc;
+    if (!ud->prefix) return on_entry(e, ud);
+    e2 = *e; /* relative to the root, not to the part walked: the prefix goes first */
+    if (!(e2.relpath = cdb_db_path_join(ud->prefix, e->relpath[0] ? e->relpath : NULL))) {
+        cdb_pipe_fatal(ud->c, CDB_NOMEM, "out of memory");
+        return 1;
+    }
+    rc = on_entry(&e2, ud);
+    cdb_free((char *)e2.relpath);
+    return rc;
+}
+
+static int link_covered(const char *path, void *ud) {
+    return cdb_eng_library_covers(((pipe_ctx *)ud)->lib, path);
+}
+
+/* One file: a file root, or a file named inside a folder root. */
+static void walk_one_file(pipe_ctx *c, const char *full, const char *relpath) {
+    walk_ud ud = {c, NULL};
+    struct stat sb;
+    eng_walk_entry e;
+    memset(&e, 0, sizeof e);
+    e.relpath = relpath;
+    e.path = full;
+    if (stat(full, &sb) != 0) {
+        e.error = "cannot stat";
+        e.err = errno;
+    } else if (!S_ISREG(sb.st_mode)) {
+        e.error = "not a regular file";
+        e.err = EINVAL;
+    } else {
+        e.size = (int64_t)sb.st_size;
+        e.mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000LL + sb.st_mtim.tv_nsec;
+        e.ctime_ns = (int64_t)sb.st_ctim.tv_sec * 1000000000LL + sb.st_ctim.tv_nsec;
+        e.dev = (uint64_t)sb.st_dev;
+        e.ino = (uint64_t)sb.st_ino;
+    }
+    c->ts[c->cur].walked = e.error == NULL;
+    on_entry(&e, &ud);
+}
+
+/* The folder a target walks: the root, or the part of it the user named. */
+static char *target_base(const eng_target *t) {
+    return cdb_db_path_join(t->path, t->sub);
+}
+
+static void walk_target(pipe_ctx *c) {
+    const eng_target *t = &c->targets[c->cur];
+    const eng_root *r = cdb_eng_library_root(c->lib, t->root_id);
+    char *base;
+    if (r && r->foreign) {
+        int64_t live = 0;
+        cdb_db_root_count_live(c->rdb, t->root_id, &live);
+        c->sum->missing_roots++;
+        warn(c, "%s is not the folder that was recorded (an empty mount point, another drive "
+                "mounted there, or a folder made anew); its %lld file%s kept as %s. If the "
+                "folder there now is the right one, run 'clipdb reindex --accept-root %s'",
+             t->path, (long long)live, live == 1 ? " is" : "s are", live == 1 ? "it is" : "they are",
+             t->path);
+        add_problem(c, "", "unavailable: not the folder recorded (not mounted?)", 1);
+        return;
+    }
+    if (r && !r->present) {
+        int64_t live = 1;
+        struct stat sb;
+        char parent[4096];
+        snprintf(parent, sizeof parent, "%s", t->path);
+        if (strrchr(parent, '/')) *strrchr(parent, '/') = '\0';
+        cdb_db_root_count_live(c->rdb, t->root_id, &live);
+        c->sum->missing_roots++;
+        if (live == 0)
+            warn(c, "%s is missing and holds no recorded file: 'clipdb forget %s' stops "
+                    "checking it", t->path, t->path);
+        else if (t->kind == CDB_DB_ROOT_FILE && lstat(parent, &sb) == 0)
+            warn(c, "%s is gone (deleted, or moved out of the folders clipdb knows); its vector is "
+                    "kept until 'clipdb forget %s'", t->path, t->path);
+        else
+            warn(c, "%s is missing%s; its %lld file%s kept as %s (run 'clipdb move' if it "
+                    "moved, 'clipdb forget' if it is gone for good)",
+                 t->path, r->dev_recorded ? " (not mounted?)" : "", (long long)live,
+                 live == 1 ? " is" : "s are", live == 1 ? "it is" : "they are");
+        add_problem(c, "", "missing: not mounted, moved or deleted", 1);
+        return;
+    }
+    if (!(base = target_base(t))) {
+        cdb_pipe_fatal(c, CDB_NOMEM, "out of memory");
+        return;
+    }
+    if (t->kind == CDB_DB_ROOT_FILE || t->sub_is_file) {
+        walk_one_file(c, base, t->sub ? t->sub : "");
+    } else {
+        walk_ud ud = {c, t->sub};
+        eng_walk_opts wo = {t->follow_symlinks, c->db_dir, link_covered, c, c->walked_dirs,
+                            c->walked_files};
+        eng_walk_stats ws;
+        int w = cdb_eng_walk(base, &wo, on_walk, &ud, &ws);
+        if (w == 2) { /* recorded before ingest refused such folders */
+            const char *why = "inside the database's own folder: not scanned";
+            warn(c, "%s: %s; its files are kept as they are", base, why);
+            add_problem(c, t->sub ? t->sub : "", why, 1);
+        } else if (w < 0) {
+            char why[300];
+            snprintf(why, sizeof why, "cannot read the folder (%s)", strerror(errno));
+            warn(c, "%s: %s; its files are kept as they are", base, why);
+            add_problem(c, t->sub ? t->sub : "", why, 1);
+        } else {
+            c->ts[c->cur].n_met = ws.n_files + (ws.n_dirs - 1) /* not the root */ +
+                                  ws.n_links_skipped + ws.n_loops +
+                                  ws.n_special + ws.n_errors + ws.n_links_covered +
+                                  ws.n_same_file;
+            c->sum->links_skipped += ws.n_links_skipped;
+            c->sum->links_covered += ws.n_links_covered;
+            c->sum->loops += ws.n_loops;
+            c->ts[c->cur].walked = w == 0 && !cdb_pipe_stopping(c);
+        }
+    }
+    free(base);
+}
+
+void cdb_scan_walk_all(pipe_ctx *c) {
+    for (c->cur = 0; c->cur < c->n_targets && !cdb_pipe_stopping(c); c->cur++) walk_target(c);
+}
+
+/* ---- pre-count (only for a live progress line: gives done/total and an ETA) ---- */
+
+typedef struct count_ud {
+    const pipe_ctx *c;
+    int64_t n;
+} count_ud;
+
+static int count_one(const eng_walk_entry *e, void *ud_) {
+    count_ud *ud = ud_;
+    if (!e->error) ud->n++;
+    return cdb_eng_should_stop(ud->c->ev);
+}
+
+int64_t cdb_scan_count_files(const pipe_ctx *c) {
+    count_ud ud = {c, 0};
+    for (int i = 0; i < c->n_targets && !cdb_eng_should_stop(c->ev); i++) {
+        const eng_target *t = &c->targets[i];
+        eng_walk_opts wo = {t->follow_symlinks, c->db_dir, link_covered, (void *)c, NULL, NULL};
+        eng_walk_stats ws;
+        char *base;
+        if (t->kind == CDB_DB_ROOT_FILE || t->sub_is_file) {
+            ud.n++;
+            continue;
+        }
+        if (!(base = target_base(t))) break;
+        cdb_eng_walk(base, &wo, count_one, &ud, &ws);
+        free(base);
+    }
+    return ud.n;
+}
+
+/* ---- the deletion pass ------------------------------------------------------------------- */
+
+typedef struct del_ud {
+    pipe_ctx *c;
+    const eng_target *t;
+    const target_state *ts;
+    int64_t *ids;
+    int n, cap;
+    int64_t unreachable;
+    int n_legacy; /* gone rows recorded without a device: nothing tells a mount point */
+    int oom;
+} del_ud;
+
+/* 1 when relpath lies in a folder the walk reported it could not read (or is a file
+** it could not stat): a problem that shields its rows (add_problem). */
+static int under_problem(const target_state *ts, const char *relpath) {
+    for (int i = 0; i < ts->n_probs; i++) {
+        if (!ts->shields[i]) continue;
+        const char *p = ts->probs[i].relpath;
+        size_t n = strlen(p);
+        if (!n || (!strncmp(relpath, p, n) && (relpath[n] == '/' || relpath[n] == '\0'))) return 1;
+    }
+    return 0;
+}
+
+static int in_target(const eng_target *t, const char *relpath) {
+    size_t pl;
+    if (!t->sub) return 1;
+    pl = strlen(t->sub);
+    return !strncmp(relpath, t->sub, pl) && (relpath[pl] == '/' || relpath[pl] == '\0');
+}
+
+static int on_known(const cdb_db_file *f, void *ud_) {
+    del_ud *d = ud_;
+    struct stat st;
+    char *path;
+    int drop;
+    if (f->id > d->c->max_id_before || was_seen(d->c, f->id) || !in_target(d->t, f->relpath) ||
+        under_problem(d->ts, f->relpath))
+        return 0;
+    if (!(path = cdb_db_path_join(d->t->path, f->relpath))) return d->oom = 1;
+    if (lstat(path, &st) == 0) {
+        drop = 1; /* there, but the walk did not meet it: no longer in scope */
+    } else if (cdb_eng_library_gone(d->c->lib, f->root_id, path, f->meta.dev)) {
+        drop = 1;
+        d->n_legacy += f->meta.dev == 0;
+    } else {
+        drop = 0;
+        if (errno == ENOENT || errno == ENOTDIR) d->unreachable++; /* not mounted */
+    }
+    cdb_free(path);
+    if (!drop) return 0;
+    if (d->n == d->cap) {
+        int nc = d->cap ? d->cap * 2 : 256;
+        int64_t *p = realloc(d->ids, sizeof *p * (size_t)nc);
+        if (!p) return d->oom = 1;
+        d->ids = p;
+        d->cap = nc;
+    }
+    d->ids[d->n++] = f->id;
+    return 0;
+}
+
+/* Marks deleted what target i no longer has (cdb_eng_library_gone decides for each
+** row). A whole folder root whose walk met nothing visible at all (no file, folder,
+** link or other entry) while files are recorded there is *empty*: what an unmounted drive or a missing network share looks like
+** (and, for rows from before schema 5, the only evidence left), so nothing is marked
+** deleted and a warning says why, unless the user accepted the folder as it is
+** (reindex --accept-root) or forgets the root. */
+static cdb_status delete_gone(pipe_ctx *c, int i, const char **status) {
+    const eng_target *t = &c->targets[i];
+    const eng_root *r = cdb_eng_library_root(c->lib, t->root_id);
+    del_ud d = {c, t, &c->ts[i], NULL, 0, 0, 0, 0, 0};
+    cdb_db_batch *b = NULL;
+    cdb_status rc = cdb_db_files_foreach(
+        c->db, t->root_id, CDB_DB_MASK_OK | CDB_DB_MASK_ERROR | CDB_DB_MASK_PENDING, on_known, &d);
+    if (rc == CDB_OK && d.oom) rc = cdb_seterr(CDB_NOMEM, "out of memory");
+    if (rc == CDB_OK && d.n && c->ts[i].n_met == 0 && t->kind == CDB_DB_ROOT_FOLDER &&
+        (!t->sub || d.n_legacy) && !(r && r->accepted)) {
+        char *base = target_base(t);
+        c->cur = i;
+        warn(c, "%s is empty now; its %d recorded file%s kept as %s (not mounted?). If it was "
+                "emptied on purpose, run 'clipdb reindex --accept-root %s' (or 'clipdb forget')",
+             base ? base : t->path, d.n, d.n == 1 ? " is" : "s are", d.n == 1 ? "it is" : "they are",
+             t->path);
+        add_problem(c, t->sub ? t->sub : "", "empty: no file found where files were recorded", 1);
+        free(base);
+        *status = "empty";
+        if (!t->sub) c->sum->missing_roots++;
+        d.n = 0;
+    }
+    if (rc == CDB_OK && d.unreachable) {
+        c->cur = i;
+        warn(c, "%s: %lld recorded file%s on a drive or share that is not mounted; kept as %s",
+             t->path, (long long)d.unreachable, d.unreachable == 1 ? " is" : "s are",
+             d.unreachable == 1 ? "it is" : "they are");
+        add_problem(c, t->sub ? t->sub : "", "some files are on a drive that is not mounted", 1);
+        c->sum->unreachable += d.unreachable;
+    }
+    if (rc == CDB_OK && d.n) rc = cdb_db_batch_new(c->db, c->model_id, &b);
+    for (int k = 0; rc == CDB_OK && k < d.n; k++) {
+        rc = cdb_db_batch_delete(b, d.ids[k]);
+        if (rc == CDB_OK && cdb_db_batch_count(b) >= DEL_COMMIT_EVERY)
+            rc = cdb_db_batch_commit(b, NULL);
+    }
+    if (rc == CDB_OK && b) rc = cdb_db_batch_commit(b, NULL);
+    if (rc == CDB_OK) c->sum->deleted += d.n;
+    cdb_db_batch_free(b);
+    free(d.ids);
+    return rc;
+}
+
+/* ---- after the walk ------------------------------------------------------------------------- */
+
+/* A missing root, or one whose folder is not the recorded one (foreign): its files
+** stay as they are and it is listed as missing or unavailable. Never
+** dropped on its own, not even when all its files turned up elsewhere (a renamed
+** folder, or copies made before a drive was unplugged): only `clipdb forget` does. */
+static cdb_status finish_missing(pipe_ctx *c, int i) {
+    const eng_target *t = &c->targets[i];
+    const eng_root *r = cdb_eng_library_root(c->lib, t->root_id);
+    cdb_status rc = cdb_db_walk_problems_set(c->db, t->root_id, NULL, c->ts[i].probs,
+                                             c->ts[i].n_probs);
+    if (rc == CDB_OK)
+        rc = cdb_db_root_set_scan(c->db, t->root_id, 0, NULL,
+                                  r && r->foreign ? "unavailable" : "missing");
+    return rc;
+}
+
+static cdb_status finish_target(pipe_ctx *c, int i) {
+    const eng_target *t = &c->targets[i];
+    const eng_root *r = cdb_eng_library_root(c->lib, t->root_id);
+    const char *status = "ok";
+    cdb_status rc = CDB_OK;
+    if (r && !r->present) return finish_missing(c, i);
+    if (c->ts[i].walked) rc = delete_gone(c, i, &status);
+    else status = "unreadable";
+    /* a partial scan replaces the problems under its part of the root only */
+    if (rc == CDB_OK)
+        rc = cdb_db_walk_problems_set(c->db, t->root_id, t->sub, c->ts[i].probs, c->ts[i].n_probs);
+    /* the folder's identity is recorded (anew) by a complete scan that found it */
+    if (rc == CDB_OK && !t->sub)
+        rc = cdb_db_root_set_scan(c->db, t->root_id, r ? r->dev_now : 0,
+                                  r && r->kind == CDB_DB_ROOT_FOLDER && !strcmp(status, "ok")
+                                      ? &r->ident_now
+                                      : NULL,
+                                  status);
+    return rc;
+}
+
+cdb_status cdb_scan_finish(pipe_ctx *c) {
+    cdb_status rc = CDB_OK;
+    if (c->o->secondary) return CDB_OK;
+    for (int i = 0; i < c->n_targets && rc == CDB_OK && !cdb_pipe_stopping(c); i++)
+        rc = finish_target(c, i);
+    if (rc != CDB_OK) cdb_pipe_fatal(c, rc, "cannot record what the scan found (%s)", cdb_errmsg());
+    return rc;
+}
+
+void cdb_scan_free(pipe_ctx *c) {
+    for (int i = 0; c->ts && i < c->n_targets; i++) {
+        for (int k = 0; k < c->ts[i].n_probs; k++) {
+            free((char *)c->ts[i].probs[k].relpath);
+            free((char *)c->ts[i].probs[k].reason);
+        }
+        free(c->ts[i].probs);
+        free(c->ts[i].shields);
+    }
+    free(c->ts);
+    c->ts = NULL;
+}

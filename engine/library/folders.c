@@ -1,0 +1,604 @@
+/*
+** folders.c: the library's roots (the folders and single files ingested): listing
+** them with their counts and last scan, forgetting one (its files, vectors and the
+** space they took), and moving one (paths rewritten, vectors kept). The library model
+** they act on: library.c, db/roots.c.
+*/
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "engine/library/library.h"
+
+/* An absolute, normalized form of path for matching recorded roots: its real path
+** when it exists, else made absolute and cleaned lexically ("." and ".." folded,
+** repeated and trailing slashes dropped), since an unmounted folder has no real
+** path. Heap (free). */
+static char *normalized_path(const char *path) {
+    char real[PATH_MAX], cwd[PATH_MAX], *out, *o;
+    size_t cap;
+    if (realpath(path, real)) return strdup(real);
+    if (path[0] != '/' && !getcwd(cwd, sizeof cwd)) return NULL;
+    cap = strlen(path) + (path[0] == '/' ? 0 : strlen(cwd)) + 3;
+    if (!(out = malloc(cap))) return NULL;
+    snprintf(out, cap, "%s/%s", path[0] == '/' ? "" : cwd, path);
+    o = out; /* fold in place: o writes, p reads */
+    for (const char *p = out; *p;) {
+        while (*p == '/') p++;
+        const char *e = p;
+        while (*e && *e != '/') e++;
+        size_t n = (size_t)(e - p);
+        if (n == 0) break;
+        if (n == 1 && p[0] == '.') {
+        } else if (n == 2 && p[0] == '.' && p[1] == '.') {
+            while (o > out && *--o != '/') {
+            }
+        } else {
+            *o++ = '/';
+            memmove(o, p, n);
+            o += n;
+        }
+        p = e;
+    }
+    if (o == out) *o++ = '/';
+    *o = '\0';
+    return out;
+}
+
+static int within(const char *path, const char *dir) {
+    size_t n = strlen(dir);
+    return !strncmp(path, dir, n) && (path[n] == '\0' || path[n] == '/' || !strcmp(dir, "/"));
+}
+
+/* Indexes of the roots equal to or inside path; *n_out of them. When there is none:
+** E_PART_OF_ROOT (container: the folder root holding path) or E_NOT_A_ROOT. */
+static cdb_status roots_at(const eng_library *lib, const char *path, int *idx, int *n_out,
+                           char *container, size_t size) {
+    int n = 0;
+    for (int i = 0; i < lib->n; i++)
+        if (within(lib->r[i].path, path)) idx[n++] = i;
+    *n_out = n;
+    if (n) return CDB_OK;
+    for (int i = 0; i < lib->n; i++)
+        if (lib->r[i].kind == CDB_DB_ROOT_FOLDER && within(path, lib->r[i].path)) {
+            snprintf(container, size, "%s", lib->r[i].path);
+            return cdb_eng_failw(CDB_NOTFOUND, CDB_ENGINE_E_PART_OF_ROOT, NULL,
+                             "%s is a part of the folder %s, not a folder of its own", path,
+                             lib->r[i].path);
+        }
+    return cdb_eng_failw(CDB_NOTFOUND, CDB_ENGINE_E_NOT_A_ROOT, NULL,
+                     "%s is not a folder or file of this database", path);
+}
+
+/* ---- folders --------------------------------------------------------------------------- */
+
+typedef struct folders_ud {
+    cdb_db *db;
+    cdb_engine_folder *f;
+    int n, cap;
+    cdb_status rc;
+} folders_ud;
+
+static const char *status_word(const char *s) {
+    static const char *const known[] = {"ok",          "missing",    "empty",
+                                        "unavailable", "unreadable", NULL};
+    for (int i = 0; s && known[i]; i++)
+        if (!strcmp(s, known[i])) return known[i];
+    return s ? "unknown" : "new";
+}
+
+static int on_folder(const cdb_db_root *r, void *ud_) {
+    folders_ud *ud = ud_;
+    cdb_db_root_counts c;
+    struct stat sb;
+    if (ud->n == ud->cap) {
+        int nc = ud->cap ? ud->cap * 2 : 16;
+        cdb_engine_folder *p = realloc(ud->f, sizeof *p * (size_t)nc);
+        if (!p) {
+            ud->rc = cdb_seterr(CDB_NOMEM, "out of memory");
+            return 1;
+        }
+        ud->f = p;
+        ud->cap = nc;
+    }
+    if ((ud->rc = cdb_db_root_get_counts(ud->db, r->id, 0, &c)) != CDB_OK) return 1;
+    cdb_engine_folder *f = &ud->f[ud->n];
+    memset(f, 0, sizeof *f);
+    if (!(f->path = strdup(r->path))) {
+        ud->rc = cdb_seterr(CDB_NOMEM, "out of memory");
+        return 1;
+    }
+    ud->n++;
+    f->id = r->id;
+    f->is_file = r->kind == CDB_DB_ROOT_FILE;
+    f->status = stat(r->path, &sb) != 0 ? "missing" : status_word(r->status); /* now */
+    f->files = c.files[CDB_DB_OK] + c.files[CDB_DB_PENDING] + c.files[CDB_DB_ERROR];
+    f->ok = c.files[CDB_DB_OK];
+    f->errors = c.files[CDB_DB_ERROR];
+    f->to_retry = c.n_retry;
+    f->walk_problems = c.n_walk_problems;
+    f->vectors = c.n_vectors;
+    f->follow_symlinks = r->follow_symlinks;
+    f->no_exif = r->no_exif;
+    f->scanned_ns = r->scanned_ns;
+    return 0;
+}
+
+void cdb_engine_folders_free(cdb_engine_folder *f, int n) {
+    for (int i = 0; f && i < n; i++) free(f[i].path);
+    free(f);
+}
+
+cdb_status cdb_engine_folders(cdb_engine *e, cdb_engine_folder **out, int *n) {
+    eng_reader *r = NULL;
+    folders_ud ud;
+    cdb_status st;
+    cdb_eng_clear();
+    *out = NULL;
+    *n = 0;
+    memset(&ud, 0, sizeof ud);
+    if ((st = cdb_eng_reader_get(e, &r)) != CDB_OK) return st;
+    ud.db = r->db;
+    st = cdb_db_roots_foreach(r->db, on_folder, &ud);
+    if (st == CDB_OK) st = ud.rc;
+    cdb_eng_reader_put(e, r);
+    if (st != CDB_OK) {
+        cdb_engine_folders_free(ud.f, ud.n);
+        return cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot list the folders");
+    }
+    *out = ud.f;
+    *n = ud.n;
+    return CDB_OK;
+}
+
+/* ---- the folders inside a root ----------------------------------------------------------- */
+
+typedef struct sub_ud {
+    const char *want;          /* the absolute folder asked for */
+    int64_t root_id;
+    char *root;                /* heap: the folder root that holds it */
+    /* the listing */
+    const char *base;          /* want, as the paths' start */
+    size_t skip;               /* bytes of a relpath before the child's name */
+    cdb_engine_subfolder *v;
+    int n, cap, oom;
+} sub_ud;
+
+static int on_root_for(const cdb_db_root *r, void *ud_) {
+    sub_ud *ud = ud_;
+    size_t n = strlen(r->path);
+    if (r->kind != CDB_DB_ROOT_FOLDER || strncmp(ud->want, r->path, n) ||
+        (ud->want[n] != '\0' && ud->want[n] != '/' && !(n == 1 && r->path[0] == '/')))
+        return 0;
+    if (ud->root && strlen(ud->root) >= n) return 0; /* a longer match already */
+    free(ud->root);
+    if (!(ud->root = strdup(r->path))) return ud->oom = 1;
+    ud->root_id = r->id;
+    return 0;
+}
+
+static int on_relpath(const char *rel, size_t len, void *ud_) {
+    sub_ud *ud = ud_;
+    const char *name = rel + ud->skip, *slash;
+    size_t k;
+    if (len <= ud->skip || !(slash = strchr(name, '/'))) return 0; /* a photo right here */
+    k = (size_t)(slash - name);
+    /* rows come in byte order: one child's rows are consecutive */
+    if (ud->n > 0) {
+        cdb_engine_subfolder *last = &ud->v[ud->n - 1];
+        const char *lname = last->path + strlen(ud->base) + 1;
+        if (strlen(lname) == k && !memcmp(lname, name, k)) {
+            last->files++;
+            last->has_subfolders |= strchr(slash + 1, '/') != NULL;
+            return 0;
+        }
+    }
+    if (ud->n == ud->cap) {
+        int nc = ud->cap ? ud->cap * 2 : 32;
+        cdb_engine_subfolder *p = realloc(ud->v, sizeof *p * (size_t)nc);
+        if (!p) return ud->oom = 1;
+        ud->v = p;
+        ud->cap = nc;
+    }
+    cdb_engine_subfolder *x = &ud->v[ud->n];
+    size_t nb = strlen(ud->base);
+    if (!(x->path = malloc(nb + 1 + k + 1))) return ud->oom = 1;
+    memcpy(x->path, ud->base, nb);
+    x->path[nb] = '/';
+    memcpy(x->path + nb + 1, name, k);
+    x->path[nb + 1 + k] = '\0';
+    x->files = 1;
+    x->has_subfolders = strchr(slash + 1, '/') != NULL;
+    ud->n++;
+    return 0;
+}
+
+void cdb_engine_subfolders_free(cdb_engine_subfolder *f, int n) {
+    for (int i = 0; f && i < n; i++) free(f[i].path);
+    free(f);
+}
+
+cdb_status cdb_engine_subfolders(cdb_engine *e, const char *under, cdb_engine_subfolder **out,
+                                 int *n) {
+    char abs[PATH_MAX];
+    eng_reader *r = NULL;
+    sub_ud ud;
+    int folder = 0;
+    size_t nr, na;
+    cdb_status st;
+    cdb_eng_clear();
+    *out = NULL;
+    *n = 0;
+    memset(&ud, 0, sizeof ud);
+    if (!under || !*under)
+        return cdb_eng_failw(CDB_INVALID, CDB_ENGINE_E_NOT_A_ROOT, NULL, "no folder given");
+    cdb_engine_under_resolve(under, abs, sizeof abs, &folder);
+    na = strlen(abs);
+    while (na > 1 && abs[na - 1] == '/') abs[--na] = '\0';
+    ud.want = abs;
+    if ((st = cdb_eng_reader_get(e, &r)) != CDB_OK) return st;
+    st = cdb_db_roots_foreach(r->db, on_root_for, &ud);
+    if (st == CDB_OK && ud.oom) st = cdb_seterr(CDB_NOMEM, "out of memory");
+    if (st != CDB_OK) {
+        st = cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot list the folders in %s", under);
+        goto done;
+    }
+    if (!ud.root) {
+        st = cdb_eng_failw(CDB_NOTFOUND, CDB_ENGINE_E_NOT_A_ROOT, NULL,
+                           "%s is not a recorded folder or inside one", under);
+        goto done;
+    }
+    nr = strlen(ud.root);
+    /* the relpath prefix of the folder: what follows the root's path and its '/' */
+    {
+        const char *prefix = abs + nr + (abs[nr] == '/' ? 1 : 0);
+        if (nr == 1) prefix = abs + 1; /* the root "/" */
+        ud.base = abs;
+        ud.skip = *prefix ? strlen(prefix) + 1 : 0;
+        st = cdb_db_relpaths_under(r->db, ud.root_id, prefix, CDB_DB_MASK_OK, on_relpath, &ud);
+    }
+    if (st == CDB_OK && ud.oom) st = cdb_seterr(CDB_NOMEM, "out of memory");
+    if (st != CDB_OK) {
+        st = cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot list the folders in %s", under);
+        goto done;
+    }
+    if (na == 1) /* "/" as the base: children are "/name", not "//name" */
+        for (int i = 0; i < ud.n; i++) memmove(ud.v[i].path, ud.v[i].path + 1, strlen(ud.v[i].path));
+    *out = ud.v;
+    *n = ud.n;
+    ud.v = NULL;
+    ud.n = 0;
+done:
+    cdb_eng_reader_put(e, r);
+    cdb_engine_subfolders_free(ud.v, ud.n);
+    free(ud.root);
+    return st;
+}
+
+/* ---- forget ------------------------------------------------------------------------------ */
+
+void cdb_engine_forget_report_free(cdb_engine_forget_report *r) {
+    if (!r) return;
+    for (int i = 0; i < r->n_roots; i++) free(r->roots[i].path);
+    free(r->roots);
+    r->roots = NULL;
+    r->n_roots = 0;
+}
+
+/* The writer's default model and roots (forget and move). */
+static cdb_status open_library(cdb_engine *e, cdb_db_model *dm, eng_library *lib) {
+    cdb_status st;
+    if ((st = cdb_db_model_default(e->db, dm)) != CDB_OK ||
+        (st = cdb_eng_library_load(e->db, lib)) != CDB_OK)
+        return cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot read the database");
+    return CDB_OK;
+}
+
+/* The notes a forget keeps (db.h): "forget" holds the path of a forget begun and not
+** finished (the next writer finishes it: cdb_eng_finish_forget), "forgotten:PATH" says
+** that PATH was forgotten (running the same forget again says so). */
+#define NOTE_FORGET "forget"
+#define NOTE_FORGOTTEN "forgotten:"
+
+/* Forgets the roots idx[0..n) of lib into out: their files, vectors and rows. */
+static cdb_status forget_roots(cdb_engine *e, const cdb_db_model *dm, const eng_library *lib,
+                               const int *idx, int n, cdb_engine_forget_report *out) {
+    for (int i = 0; i < n; i++) {
+        const eng_root *r = &lib->r[idx[i]];
+        int64_t k = 0;
+        cdb_status st;
+        if ((st = cdb_db_root_forget(e->db, dm->id, r->id, &k)) != CDB_OK)
+            return cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot forget %s", r->path);
+        cdb_engine_forgot *f = &out->roots[out->n_roots];
+        if (!(f->path = strdup(r->path))) return cdb_seterr(CDB_NOMEM, "out of memory");
+        out->n_roots++;
+        f->is_file = r->kind == CDB_DB_ROOT_FILE;
+        f->files = k;
+        out->files += k;
+    }
+    return CDB_OK;
+}
+
+/* What a forget does once the rows are gone: drops the thumbnails, brings every index
+** up to date, gives the space back, and clears the note that a forget is under way
+** (kept when an index could not be refreshed, so the next writer tries again). */
+static cdb_status forget_finish(cdb_engine *e, cdb_engine_forget_report *out) {
+    cdb_status st;
+    int r;
+    if (cdb_db_thumbs_prune(e->db, NULL) != CDB_OK) /* a cache: never fatal */
+        CDB_LOG_WARN("the forgotten files' thumbnails were not dropped: %s", cdb_errmsg());
+    /* the indexes first: their writes then go into the compaction too */
+    if ((r = cdb_eng_refresh_all_indexes(e->db, &e->p.events)) < 0)
+        return CDB_ERROR; /* errmsg: cannot list the models (...) */
+    out->index_refresh_failed = r > 0;
+    if ((st = cdb_db_compact(e->db, NULL)) != CDB_OK)
+        return cdb_eng_fail(st, CDB_ENGINE_E_NONE,
+                            "forgotten, but the space could not be given back");
+    if (!r && (st = cdb_db_note_set(e->db, NOTE_FORGET, NULL)) != CDB_OK)
+        return cdb_eng_fail(st, CDB_ENGINE_E_NONE, "forgotten, but the database could not record "
+                            "that it is done");
+    /* the note's commit sits in the WAL again: fold it, so that what the report says was
+    ** freed is what the folder holds once this writer closes */
+    if (cdb_db_catalog_checkpoint(e->db) != CDB_OK)
+        CDB_LOG_WARN("the catalog's journal was not folded in: %s", cdb_errmsg());
+    return CDB_OK;
+}
+
+/* Allocates out's root list for lib (and idx, n entries). */
+static cdb_status forget_alloc(const eng_library *lib, int **idx, cdb_engine_forget_report *out,
+                               const char *path) {
+    if (!(*idx = calloc((size_t)(lib->n ? lib->n : 1), sizeof **idx)) ||
+        !(out->roots = calloc((size_t)(lib->n ? lib->n : 1), sizeof *out->roots)))
+        return cdb_eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory", "cannot forget %s",
+                             path);
+    return CDB_OK;
+}
+
+/* Finishes a forget that a killed run began (its note says which). */
+static cdb_status finish_forget(cdb_engine *e) {
+    int n = 0, *idx = NULL;
+    cdb_db_model dm;
+    eng_library lib = {0};
+    cdb_engine_forget_report out;
+    char *path = NULL, container[PATH_MAX];
+    cdb_status st;
+    memset(&out, 0, sizeof out);
+    if ((st = cdb_db_note_get(e->db, NOTE_FORGET, &path)) != CDB_OK || !path) return st;
+    CDB_LOG_INFO("finishing the forget of %s that a killed run began", path);
+    if ((st = open_library(e, &dm, &lib)) == CDB_OK &&
+        (st = forget_alloc(&lib, &idx, &out, path)) == CDB_OK) {
+        if (roots_at(&lib, path, idx, &n, container, sizeof container) != CDB_OK) n = 0;
+        cdb_eng_clear();
+        if ((st = forget_roots(e, &dm, &lib, idx, n, &out)) == CDB_OK) st = forget_finish(e, &out);
+    }
+    free(idx);
+    cdb_free(path);
+    cdb_eng_library_free(&lib);
+    cdb_engine_forget_report_free(&out);
+    return st;
+}
+
+cdb_status cdb_engine_forget(cdb_engine *e, const char *path_in, cdb_engine_forget_report *out) {
+    int n = 0, *idx = NULL;
+    int64_t disk_before;
+    cdb_db_model dm;
+    eng_library lib = {0};
+    char *path = NULL, *done = NULL, key[PATH_MAX + 16];
+    cdb_status st;
+    cdb_eng_clear();
+    memset(out, 0, sizeof *out);
+    if ((st = cdb_eng_writer(e, "forget")) != CDB_OK) return st;
+    disk_before = cdb_eng_disk_bytes(e->dir);
+    if (!(path = normalized_path(path_in)))
+        return cdb_eng_failw(CDB_IO, CDB_ENGINE_E_NONE, strerror(errno), "cannot forget %s",
+                             path_in);
+    snprintf(key, sizeof key, NOTE_FORGOTTEN "%s", path);
+    if ((st = open_library(e, &dm, &lib)) != CDB_OK) goto done;
+    if ((st = forget_alloc(&lib, &idx, out, path)) != CDB_OK) goto done;
+    if ((st = roots_at(&lib, path, idx, &n, out->container, sizeof out->container)) != CDB_OK) {
+        /* the same forget again (also after a kill: the work left was finished when
+        ** this writer opened the database) */
+        if (cdb_engine_errcode() == CDB_ENGINE_E_NOT_A_ROOT &&
+            cdb_db_note_get(e->db, key, &done) == CDB_OK && done) {
+            cdb_eng_clear();
+            out->already = 1;
+            st = CDB_OK;
+        }
+        goto done;
+    }
+    /* the notes first, each one transaction: after a kill from here on the next
+    ** writer finishes the forget, and the same forget again says it is done */
+    if ((st = cdb_db_note_set(e->db, key, "1")) != CDB_OK ||
+        (st = cdb_db_note_set(e->db, NOTE_FORGET, path)) != CDB_OK) {
+        st = cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot forget %s", path);
+        goto done;
+    }
+    if ((st = forget_roots(e, &dm, &lib, idx, n, out)) != CDB_OK) goto done;
+    if ((st = forget_finish(e, out)) != CDB_OK) goto done;
+    /* what the folder really shrank by: shards, catalog, thumbnails, index files, WALs */
+    out->bytes_freed = disk_before - cdb_eng_disk_bytes(e->dir);
+    if (out->bytes_freed < 0) out->bytes_freed = 0;
+done:
+    free(idx);
+    free(path);
+    cdb_free(done);
+    cdb_eng_library_free(&lib);
+    return st;
+}
+
+/* ---- move ------------------------------------------------------------------------------------ */
+
+typedef struct there_ud {
+    const char *root; /* the new place of the root */
+    int64_t live, present;
+} there_ud;
+
+static int count_there(const cdb_db_file *f, void *ud_) {
+    there_ud *ud = ud_;
+    struct stat st;
+    char *p = cdb_db_path_join(ud->root, f->relpath);
+    ud->live++;
+    if (p && lstat(p, &st) == 0) ud->present++;
+    cdb_free(p);
+    return 0;
+}
+
+/* The notes a move keeps: "move" holds OLD of a move begun and not finished, and
+** "moved:OLD" its NEW (the next writer finishes the move: finish_move; the same move
+** again says it is done). */
+#define NOTE_MOVE "move"
+#define NOTE_MOVED "moved:"
+
+/* The new paths of the roots idx[0..n) of lib at old when old becomes newp (heap,
+** dest[i] for each; cdb_free). */
+static cdb_status move_dests(const eng_library *lib, const int *idx, int n, const char *old,
+                             const char *newp, char **dest) {
+    for (int i = 0; i < n; i++) {
+        const char *rest = lib->r[idx[i]].path + strlen(old);
+        if (!(dest[i] = cdb_db_path_join(newp, *rest == '/' ? rest + 1 : rest)))
+            return cdb_eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory", "cannot move %s",
+                                 old);
+    }
+    return CDB_OK;
+}
+
+/* Rewrites the paths of the roots idx[0..n) of lib to dest, folds the roots that NEW
+** holds or lies in (library normalize) and clears the move's note. */
+static cdb_status move_roots(cdb_engine *e, int64_t model_id, eng_library *lib, const int *idx,
+                             int n, char *const *dest) {
+    cdb_status st;
+    for (int i = 0; i < n; i++)
+        if ((st = cdb_db_root_set_path(e->db, lib->r[idx[i]].id, dest[i])) != CDB_OK)
+            return cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot move %s", lib->r[idx[i]].path);
+    /* NEW may lie inside a recorded folder, or hold recorded roots: fold them */
+    cdb_eng_library_free(lib);
+    if ((st = cdb_eng_library_load(e->db, lib)) != CDB_OK ||
+        (st = cdb_eng_library_normalize(e->db, model_id, lib, NULL)) != CDB_OK ||
+        (st = cdb_db_note_set(e->db, NOTE_MOVE, NULL)) != CDB_OK)
+        return cdb_eng_fail(st, CDB_ENGINE_E_NONE, "moved, but the folders could not be merged");
+    return CDB_OK;
+}
+
+/* Finishes a move that a killed run began (its notes say which). */
+static cdb_status finish_move(cdb_engine *e) {
+    int n = 0, *idx = NULL;
+    cdb_db_model dm;
+    eng_library lib = {0};
+    char *old = NULL, *newp = NULL, **dest = NULL, key[PATH_MAX + 16], container[PATH_MAX];
+    cdb_status st;
+    if ((st = cdb_db_note_get(e->db, NOTE_MOVE, &old)) != CDB_OK || !old) return st;
+    snprintf(key, sizeof key, NOTE_MOVED "%s", old);
+    CDB_LOG_INFO("finishing the move of %s that a killed run began", old);
+    if ((st = cdb_db_note_get(e->db, key, &newp)) == CDB_OK && newp &&
+        (st = open_library(e, &dm, &lib)) == CDB_OK) {
+        idx = calloc((size_t)(lib.n ? lib.n : 1), sizeof *idx);
+        dest = calloc((size_t)(lib.n ? lib.n : 1), sizeof *dest);
+        if (!idx || !dest) st = cdb_seterr(CDB_NOMEM, "out of memory");
+        else if (roots_at(&lib, old, idx, &n, container, sizeof container) != CDB_OK) n = 0;
+        cdb_eng_clear();
+        if (st == CDB_OK) st = move_dests(&lib, idx, n, old, newp, dest);
+        if (st == CDB_OK) st = move_roots(e, dm.id, &lib, idx, n, dest);
+    }
+    for (int i = 0; dest && i < n; i++) cdb_free(dest[i]);
+    free(dest);
+    free(idx);
+    cdb_free(old);
+    cdb_free(newp);
+    cdb_eng_library_free(&lib);
+    return st;
+}
+
+cdb_status cdb_eng_finish_leftovers(cdb_engine *e) {
+    cdb_status st = finish_move(e);
+    if (st != CDB_OK) return st;
+    return finish_forget(e);
+}
+
+cdb_status cdb_engine_move(cdb_engine *e, const char *old_in, const char *new_in,
+                           cdb_engine_move_report *out) {
+    int n = 0, *idx = NULL;
+    cdb_db_model dm;
+    eng_library lib = {0};
+    char *old = NULL, **dest = NULL, newp[PATH_MAX], key[PATH_MAX + 16], *done = NULL;
+    there_ud there = {0};
+    cdb_status st;
+    cdb_eng_clear();
+    memset(out, 0, sizeof *out);
+    if ((st = cdb_eng_writer(e, "move")) != CDB_OK) return st;
+    if (!realpath(new_in, newp))
+        return cdb_eng_failw(CDB_NOTFOUND, CDB_ENGINE_E_MOVE_TARGET, strerror(errno),
+                         "cannot move to %s", new_in);
+    if (!(old = normalized_path(old_in)))
+        return cdb_eng_failw(CDB_IO, CDB_ENGINE_E_NONE, strerror(errno), "cannot move %s", old_in);
+    snprintf(out->old_path, sizeof out->old_path, "%s", old);
+    snprintf(out->new_path, sizeof out->new_path, "%s", newp);
+    snprintf(key, sizeof key, NOTE_MOVED "%s", old);
+    if ((st = open_library(e, &dm, &lib)) != CDB_OK) goto done;
+    idx = calloc((size_t)(lib.n ? lib.n : 1), sizeof *idx);
+    dest = calloc((size_t)(lib.n ? lib.n : 1), sizeof *dest);
+    if (!idx || !dest) {
+        st = cdb_eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory", "cannot move %s", old);
+        goto done;
+    }
+    if ((st = roots_at(&lib, old, idx, &n, out->container, sizeof out->container)) != CDB_OK) {
+        /* the same move again (also after a kill: the writer's open finished it) */
+        if (cdb_engine_errcode() == CDB_ENGINE_E_NOT_A_ROOT &&
+            cdb_db_note_get(e->db, key, &done) == CDB_OK && done && !strcmp(done, newp)) {
+            cdb_eng_clear();
+            out->already = 1;
+            st = CDB_OK;
+        }
+        goto done;
+    }
+    /* where each root goes, and how many of its files are there */
+    if ((st = move_dests(&lib, idx, n, old, newp, dest)) != CDB_OK) goto done;
+    for (int i = 0; i < n; i++) {
+        const eng_root *r = &lib.r[idx[i]];
+        struct stat sb;
+        if (stat(dest[i], &sb) != 0 ||
+            (r->kind == CDB_DB_ROOT_FILE ? !S_ISREG(sb.st_mode) : !S_ISDIR(sb.st_mode))) {
+            snprintf(out->bad_root, sizeof out->bad_root, "%s", r->path);
+            snprintf(out->bad_dest, sizeof out->bad_dest, "%s", dest[i]);
+            out->bad_dest_is_file = r->kind == CDB_DB_ROOT_FILE;
+            st = cdb_eng_failw(CDB_INVALID, CDB_ENGINE_E_MOVE_TARGET, NULL,
+                           "%s would move to %s, which is not a %s", r->path, dest[i],
+                           r->kind == CDB_DB_ROOT_FILE ? "file" : "folder");
+            goto done;
+        }
+        there.root = dest[i];
+        cdb_db_files_foreach(e->db, r->id, CDB_DB_MASK_OK | CDB_DB_MASK_PENDING | CDB_DB_MASK_ERROR,
+                             count_there, &there);
+    }
+    out->files = there.live;
+    out->present = there.present;
+    if (there.live > 0 && there.present == 0) {
+        char b[32];
+        if (there.live == 1)
+            st = cdb_eng_failw(CDB_INVALID, CDB_ENGINE_E_MOVE_NOTHING, NULL,
+                               "the one recorded file of %s is not under %s; nothing changed",
+                               old, newp);
+        else
+            st = cdb_eng_failw(CDB_INVALID, CDB_ENGINE_E_MOVE_NOTHING, NULL,
+                               "none of the %s recorded files of %s is under %s; nothing changed",
+                               cdb_out_fmt_count(there.live, b, sizeof b), old, newp);
+        goto done;
+    }
+    /* the notes first: after a kill from here on the next writer finishes the move */
+    if ((st = cdb_db_note_set(e->db, key, newp)) != CDB_OK ||
+        (st = cdb_db_note_set(e->db, NOTE_MOVE, old)) != CDB_OK) {
+        st = cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot move %s", old);
+        goto done;
+    }
+    st = move_roots(e, dm.id, &lib, idx, n, dest);
+done:
+    for (int i = 0; dest && i < n; i++) cdb_free(dest[i]);
+    free(dest);
+    free(idx);
+    free(old);
+    cdb_free(done);
+    cdb_eng_library_free(&lib);
+    return st;
+}
