@@ -17,25 +17,9 @@
 
 #include "cdb_test.h"
 #include "encoder/encoder.h"
+#include "read_file.h"
 
 static char g_dir[] = "/tmp/cdb_sniff_XXXXXX";
-
-static unsigned char *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    unsigned char *b = NULL;
-    long k;
-    *n = 0;
-    if (!f) return NULL;
-    if (fseek(f, 0, SEEK_END) == 0 && (k = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
-        (b = malloc((size_t)k + 1)) && fread(b, 1, (size_t)k, f) == (size_t)k) {
-        *n = (size_t)k;
-    } else {
-        free(b);
-        b = NULL;
-    }
-    fclose(f);
-    return b;
-}
 
 /* clipdb's name for a format PIL names, or NULL for one clipdb does not sniff. */
 static const char *ours(const char *pil) {
@@ -65,7 +49,7 @@ CDB_TEST(content_sniffing_agrees_with_pil) {
         unsigned char *b;
         if (!name || !pil || !mime) continue;
         snprintf(path, sizeof path, "%s/%s", g_dir, name);
-        CHECK_MSG((b = slurp(path, &n)) != NULL || n == 0, "%s: cannot read", name);
+        CHECK_MSG((b = test_read_file(path, &n)) != NULL || n == 0, "%s: cannot read", name);
         if (strcmp(pil, "-")) {
             const char *want = ours(pil);
             int tga = !strcmp(pil, "TGA");
@@ -148,7 +132,7 @@ CDB_TEST(real_photos_sniff_as_pil_says) {
         size_t nb;
         unsigned char *b;
         if (!file || !fmt || !ours(fmt)) continue;
-        if (!(b = slurp(file, &nb))) continue;
+        if (!(b = test_read_file(file, &nb))) continue;
         CHECK_MSG(!strcmp(str(cdb_image_sniff(b, nb, 0)), ours(fmt)), "%s: PIL %s, clipdb %s",
                   file, fmt, str(cdb_image_sniff(b, nb, 0)));
         free(b);
