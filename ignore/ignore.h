@@ -1,7 +1,8 @@
 /*
 ** ignore.h: which paths of a photo root a user has left out, decided from rules in
-** the syntax of gitignore (the part of it that .clipdbignore files and `ingest
-** --exclude GLOB` use). Pure: path strings in, a verdict out; no file system access.
+** the syntax of gitignore (the part of it that .clipdbignore files and the rules a
+** root keeps in the catalog use). Pure: path strings in, a verdict out; no file
+** system access.
 **
 ** Rule syntax, one rule per line, as git's gitignore(5) describes it:
 ** - blank lines and lines starting with '#' are skipped; "\#" and "\!" start a rule
