@@ -23,6 +23,7 @@ static const char help_main[] =
     "  folders     list the ingested folders and files, with counts and last scan\n"
     "  forget      remove a folder and its vectors from the database\n"
     "  move        tell the database that a folder moved (its vectors are kept)\n"
+    "  duplicates  list copies, RAW+JPEG pairs and bursts, with one file to keep each\n"
     "  index       build or describe the vector index (index build | index info)\n"
     "  stats       files by state, vectors per model, shards, index, disk use\n"
     "  verify      check that every file has exactly one valid vector\n"
@@ -327,6 +328,29 @@ static const char help_forget[] =
     "  -q, --quiet  print nothing on success\n"
     "  -h, --help   show this help\n";
 
+static const char help_duplicates[] =
+    "usage: clipdb duplicates [--db DIR] [--kind K] [--json | --paths0]\n"
+    "\n"
+    "Lists the groups of photos that are one picture, and the shots that belong\n"
+    "together: exact (the same bytes), near (the same picture resized,\n"
+    "recompressed, converted, slightly cropped, with EXIF stripped or rotated: the\n"
+    "perceptual hash and the CLIP vector both close, and never two shots taken at\n"
+    "different times), pair (a RAW file and its JPEG: one name, one capture time)\n"
+    "and burst (one camera, shots seconds apart: distinct photos, not duplicates).\n"
+    "Each group suggests one file to keep: the largest, then the original format.\n"
+    "clipdb never deletes a photo. Every photo is read once (a cheap decode).\n"
+    "\n"
+    "Options:\n"
+    "  --db DIR     the database (default: $CLIPDB_DB, else ./clipdb)\n"
+    "  --kind K     only the groups of kind K: exact, near, pair or burst\n"
+    "  --json       print one JSON document: {\"groups\": [{\"kind\", \"keep\": ID,\n"
+    "               \"files\": [{\"id\", \"path\", \"width\", \"height\", \"bytes\",\n"
+    "               \"taken\"}]}], \"files\", \"unreadable\"}\n"
+    "  --paths0     print the paths of the files not suggested to keep, each ended\n"
+    "               by a NUL, for your own script (xargs -0); bursts only with\n"
+    "               --kind burst\n"
+    "  -h, --help   show this help\n";
+
 static const char help_move[] =
     "usage: clipdb move [--db DIR] OLD NEW\n"
     "\n"
@@ -530,6 +554,7 @@ static const struct {
     {"reindex", help_reindex},   {"index", help_index},     {"stats", help_stats},
     {"verify", help_verify},     {"errors", help_errors},   {"export", help_export},
     {"folders", help_folders},   {"forget", help_forget},   {"move", help_move},
+    {"duplicates", help_duplicates},
     {"models", help_models},     {"tokenize", help_tokenize}, {"embed", help_embed},
     {"preprocess", help_preprocess}, {"demo", help_demo},   {"version", help_version},
     {"serve", help_serve},

@@ -699,6 +699,35 @@ cdb_status cdb_engine_vectors_read(cdb_engine_vectors *it, int cap, int64_t *ids
                                    char **paths /* OUT */, int *n /* OUT */);
 void cdb_engine_vectors_close(cdb_engine_vectors *it);
 
+/* ---- duplicates (library/duplicates.c; dupes/dupes.h) ------------------------------------------ */
+
+typedef struct cdb_engine_dup_file {
+    int64_t id;
+    char *path;            /* heap: cdb_engine_dups_free */
+    int32_t width, height; /* full resolution, oriented */
+    int64_t bytes;
+    char taken[40];        /* capture time, ISO 8601 (cdb_photo_meta_taken_iso); "" unknown */
+} cdb_engine_dup_file;
+typedef struct cdb_engine_dup_group {
+    int kind;                   /* cdb_dupes_kind: exact, near, pair, burst */
+    int64_t keep;               /* the id suggested to keep (a suggestion: nothing is deleted) */
+    int n_files;
+    cdb_engine_dup_file *files; /* by id */
+} cdb_engine_dup_group;
+typedef struct cdb_engine_dups {
+    int n_groups;
+    cdb_engine_dup_group *groups; /* by kind, then first id */
+    int64_t n_files;              /* files looked at: those with a vector of the default model */
+    int64_t n_unreadable;         /* of those, files that could not be read or decoded now */
+} cdb_engine_dups;
+/* The duplicate groups of the library (kind: a cdb_dupes_kind, or -1 for all), as
+** dupes.h defines them, from the default model's vectors and each photo's bytes: read
+** once per call through cdb_engine_file_open (content hash, metadata) and decoded
+** cheaply (phash). Cost: a read of every photo and a reduced decode (JPEG at 1/8).
+** Never deletes or changes anything; a reader suffices. *out: cdb_engine_dups_free. */
+cdb_status cdb_engine_duplicates(cdb_engine *e, int kind, cdb_engine_dups *out /* OUT */);
+void cdb_engine_dups_free(cdb_engine_dups *d); /* NULL is fine; zeroes *d */
+
 /* ---- the recorded folders -------------------------------------------------------------- */
 
 typedef struct cdb_engine_folder {
