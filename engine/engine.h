@@ -478,6 +478,12 @@ typedef struct cdb_engine_run_params {
     ** threads (a photo over it is decoded alone); 0: a quarter of the machine's
     ** memory, at least 256 MiB and at most 16 GiB. */
     int64_t decode_memory_mb;
+    /* ingest: rules in gitignore syntax (ignore/ignore.h) recorded for the root of every
+    ** PATH, applying below that PATH, now and at every later reindex (db.h's
+    ** root_excludes): what they match is left out, and what was recorded there loses
+    ** its vectors. NULL/0: none. */
+    const char *const *excludes;
+    int n_excludes;
 } cdb_engine_run_params;
 cdb_engine_run_params cdb_engine_run_params_default(void);
 
@@ -740,6 +746,12 @@ typedef struct cdb_engine_folder {
     int64_t ok, errors, to_retry, walk_problems, vectors;
     int follow_symlinks, no_exif;
     int64_t scanned_ns;    /* wall clock of the last scan; 0: never */
+    /* The rules the root keeps (ingest --exclude: "exclude", a forgotten subfolder:
+    ** "forgotten"), each "kind\tbase\tpattern" (base: the folder below which it applies,
+    ** relative to the root, "" for the root); heap, freed by cdb_engine_folders_free.
+    ** .clipdbignore files are in the folders themselves, not listed here. */
+    char **excludes;
+    int n_excludes;
 } cdb_engine_folder;
 /* The recorded roots in id order. *out: cdb_engine_folders_free. Concurrent calls OK. */
 cdb_status cdb_engine_folders(cdb_engine *e, cdb_engine_folder **out /* OUT */,
