@@ -250,6 +250,7 @@ int cdb_cli_cmd_export(int argc, char **argv);
 int cdb_cli_cmd_folders(int argc, char **argv);
 int cdb_cli_cmd_forget(int argc, char **argv);
 int cdb_cli_cmd_move(int argc, char **argv);
+int cdb_cli_cmd_duplicates(int argc, char **argv);
 /* `models` with a database: lists its vector sets, or (make_default) makes one the
 ** default once its set is complete (cmd_admin.c). */
 int cdb_cli_models_db(const char *db_flag, const char *make_default, int json);

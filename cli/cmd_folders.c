@@ -43,6 +43,20 @@ static void print_folder(const cdb_engine_folder *f, cdb_json *j) {
         cdb_json_key(j, "last_scan_ns");
         if (f->scanned_ns) cdb_json_int(j, f->scanned_ns);
         else cdb_json_null(j);
+        cdb_json_key(j, "excludes");
+        cdb_json_begin_array(j);
+        for (int i = 0; i < f->n_excludes; i++) {
+            char *kind = f->excludes[i], *base = strchr(kind, '\t'), *pat = strrchr(kind, '\t');
+            cdb_json_begin_object(j);
+            cdb_json_key(j, "kind");
+            cdb_json_strn(j, kind, (size_t)(base - kind));
+            cdb_json_key(j, "base");
+            cdb_json_strn(j, base + 1, (size_t)(pat - base - 1));
+            cdb_json_key(j, "pattern");
+            cdb_json_str(j, pat + 1);
+            cdb_json_end_object(j);
+        }
+        cdb_json_end_array(j);
         cdb_json_end_object(j);
     } else {
         printf("%-8s %-6s %9s %9s %9s  %-16s  %s%s%s\n", f->status, f->is_file ? "file" : "folder",
@@ -50,6 +64,12 @@ static void print_folder(const cdb_engine_folder *f, cdb_json *j) {
                cdb_out_fmt_count(problems, b[2], 32), when, f->path,
                f->follow_symlinks ? "  (follows links)" : "",
                f->no_exif ? "  (EXIF orientation ignored)" : "");
+        for (int i = 0; i < f->n_excludes; i++) {
+            char *kind = f->excludes[i], *base = strchr(kind, '\t'), *pat = strrchr(kind, '\t');
+            printf("%*s left out: %s%s%.*s%s  (%.*s)\n", 16, "", pat + 1,
+                   base + 1 == pat ? "" : "  below ", (int)(pat - base - 1), base + 1, "",
+                   (int)(base - kind), kind);
+        }
     }
 }
 

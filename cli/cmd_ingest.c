@@ -333,7 +333,7 @@ int cdb_cli_cmd_ingest(int argc, char **argv) {
         {"batch", 0, CLI_VALUE},    {"threads", 0, CLI_VALUE}, {"follow-symlinks", 0, CLI_FLAG},
         {"no-follow-symlinks", 0, CLI_FLAG}, {"no-exif", 0, CLI_FLAG},   {"wait", 0, CLI_FLAG},
         {"exif", 0, CLI_FLAG},      {"decode", 0, CLI_VALUE}, {"max-pixels", 0, CLI_VALUE},
-        {"decode-memory", 0, CLI_VALUE},
+        {"decode-memory", 0, CLI_VALUE}, {"exclude", 0, CLI_VALUE},
         {"json", 0, CLI_FLAG},      {"quiet", 'q', CLI_FLAG},  {"help", 'h', CLI_FLAG},   {0}};
     cli_args a;
     run_opts o;
@@ -362,6 +362,15 @@ int cdb_cli_cmd_ingest(int argc, char **argv) {
     }
     o.rp.no_exif = cdb_cli_has(&a, "no-exif") ? 1 : cdb_cli_has(&a, "exif") ? 0 : -1;
     o.rp.model = cdb_cli_get(&a, "model");
+    const char **excludes = NULL;
+    o.rp.n_excludes = cdb_cli_get_all(&a, "exclude", &excludes);
+    o.rp.excludes = excludes;
+    for (int i = 0; i < o.rp.n_excludes; i++)
+        if (!excludes[i][0] || strpbrk(excludes[i], "\r\n")) {
+            rc = cdb_cli_usage_error("ingest", "--exclude: expected one rule (a glob), got '%s'",
+                                     excludes[i]);
+            goto done;
+        }
     /* every PATH checks out before the database is even opened */
     if (!(is_file = calloc((size_t)a.n_pos, sizeof *is_file)) || !(r = calloc(1, sizeof *r))) {
         rc = cdb_cli_error("out of memory", "cannot ingest");

@@ -23,7 +23,7 @@ static const struct {
     {"verify", cdb_cli_cmd_verify},     {"errors", cdb_cli_cmd_errors},
     {"export", cdb_cli_cmd_export},     {"models", cdb_cli_cmd_models},
     {"folders", cdb_cli_cmd_folders},   {"forget", cdb_cli_cmd_forget},
-    {"move", cdb_cli_cmd_move},
+    {"move", cdb_cli_cmd_move},         {"duplicates", cdb_cli_cmd_duplicates},
     {"tokenize", cdb_cli_cmd_tokenize}, {"embed", cdb_cli_cmd_embed},
     {"preprocess", cdb_cli_cmd_preprocess}, {"demo", cdb_cli_cmd_demo},
     {"serve", cdb_cli_cmd_serve},

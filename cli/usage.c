@@ -23,6 +23,7 @@ static const char help_main[] =
     "  folders     list the ingested folders and files, with counts and last scan\n"
     "  forget      remove a folder and its vectors from the database\n"
     "  move        tell the database that a folder moved (its vectors are kept)\n"
+    "  duplicates  list copies, RAW+JPEG pairs and bursts, with one file to keep each\n"
     "  index       build or describe the vector index (index build | index info)\n"
     "  stats       files by state, vectors per model, shards, index, disk use\n"
     "  verify      check that every file has exactly one valid vector\n"
@@ -106,7 +107,9 @@ static const char help_ingest[] =
     "recorded as errors; files that failed for a passing reason (permissions, I/O)\n"
     "are retried by the next run ('clipdb errors' lists both). Other files are\n"
     "skipped and counted, and so are hidden files and folders (names starting\n"
-    "with '.') and the database's own folder.\n"
+    "with '.') and the database's own folder. A .clipdbignore file in any folder\n"
+    "leaves out what its rules match (gitignore's syntax: globs, '**', a leading\n"
+    "'/' anchors, '!' takes back in, a trailing '/' means folders).\n"
     "\n"
     "Each PATH becomes a recorded folder (or file), scanned again by 'clipdb\n"
     "reindex'. A PATH inside a recorded folder updates just that part of it; a\n"
@@ -137,6 +140,9 @@ static const char help_ingest[] =
     "                        again the photos refused for their size\n"
     "  --decode-memory MB    decoded photos in flight across the threads (default: a\n"
     "                        quarter of the memory); a bigger photo is decoded alone\n"
+    "  --exclude GLOB        leave out what GLOB matches below each PATH (one rule of\n"
+    "                        a .clipdbignore file there; repeatable); remembered: every\n"
+    "                        reindex leaves it out too, 'clipdb folders' lists it\n"
     "  --wait                wait for another writer to finish instead of failing\n"
     "  --json                print the summary as JSON\n"
     "  -q, --quiet           no progress line\n"
@@ -305,7 +311,9 @@ static const char help_folders[] =
     "Lists the folders and single files ingested (the roots 'clipdb reindex'\n"
     "rescans), one per line: the status of the last scan (ok, missing, empty,\n"
     "unreadable, new), folder or file, files, vectors of the default model,\n"
-    "problems ('clipdb errors'), the time of the last scan, the path.\n"
+    "problems ('clipdb errors'), the time of the last scan, the path; then the\n"
+    "rules it keeps, one per line ('ingest --exclude'; the .clipdbignore files in\n"
+    "its folders apply too).\n"
     "\n"
     "Options:\n"
     "  --db DIR     the database (default: $CLIPDB_DB, else ./clipdb)\n"
@@ -330,6 +338,29 @@ static const char help_forget[] =
     "touched. PATH need not exist any more (a drive that is gone).\n"
     "\n"
     HELP_DB_WAIT_QUIET_OPTIONS;
+
+static const char help_duplicates[] =
+    "usage: clipdb duplicates [--db DIR] [--kind K] [--json | --paths0]\n"
+    "\n"
+    "Lists the groups of photos that are one picture, and the shots that belong\n"
+    "together: exact (the same bytes), near (the same picture resized,\n"
+    "recompressed, converted, slightly cropped, with EXIF stripped or rotated: the\n"
+    "perceptual hash and the CLIP vector both close, and never two shots taken at\n"
+    "different times), pair (a RAW file and its JPEG: one name, one capture time)\n"
+    "and burst (one camera, shots seconds apart: distinct photos, not duplicates).\n"
+    "Each group suggests one file to keep: the largest, then the original format.\n"
+    "clipdb never deletes a photo. Every photo is read once (a cheap decode).\n"
+    "\n"
+    "Options:\n"
+    "  --db DIR     the database (default: $CLIPDB_DB, else ./clipdb)\n"
+    "  --kind K     only the groups of kind K: exact, near, pair or burst\n"
+    "  --json       print one JSON document: {\"groups\": [{\"kind\", \"keep\": ID,\n"
+    "               \"files\": [{\"id\", \"path\", \"width\", \"height\", \"bytes\",\n"
+    "               \"taken\"}]}], \"files\", \"unreadable\"}\n"
+    "  --paths0     print the paths of the files not suggested to keep, each ended\n"
+    "               by a NUL, for your own script (xargs -0); bursts only with\n"
+    "               --kind burst\n"
+    "  -h, --help   show this help\n";
 
 static const char help_move[] =
     "usage: clipdb move [--db DIR] OLD NEW\n"
@@ -530,6 +561,7 @@ static const struct {
     {"reindex", help_reindex},   {"index", help_index},     {"stats", help_stats},
     {"verify", help_verify},     {"errors", help_errors},   {"export", help_export},
     {"folders", help_folders},   {"forget", help_forget},   {"move", help_move},
+    {"duplicates", help_duplicates},
     {"models", help_models},     {"tokenize", help_tokenize}, {"embed", help_embed},
     {"preprocess", help_preprocess}, {"demo", help_demo},   {"version", help_version},
     {"serve", help_serve},

@@ -42,7 +42,7 @@ extern "C" {
 /* Catalog schema version this build writes. A database with a larger version
 ** (written by a newer clipdb) is refused with CDB_VERSION and left untouched; a
 ** smaller one is migrated forward when opened by a writer. */
-#define CDB_DB_SCHEMA_VERSION 6
+#define CDB_DB_SCHEMA_VERSION 7
 #define CDB_DB_SHARD_SCHEMA_VERSION 1
 #define CDB_DB_DEFAULT_SHARD_CAPACITY ((int64_t)256 << 20) /* bytes */
 
@@ -203,6 +203,34 @@ cdb_status cdb_db_root_create(cdb_db *db, const char *path, cdb_db_root_kind kin
                               int follow_symlinks, int64_t *root_id /* OUT */);
 /* CDB_NOTFOUND when absent. *path is heap (cdb_free). */
 cdb_status cdb_db_root_get(cdb_db *db, int64_t root_id, char **path /* OUT */);
+/* ---- what a root leaves out (excludes.c) --------------------------------------------
+** Rules in gitignore syntax (ignore/ignore.h), kept per root so that reindex applies
+** them again: `ingest --exclude GLOB`, and the subfolders `forget` removed (an anchored
+** folder rule, "/2019/private/"). A rule applies below `base`, a folder relative to the
+** root ("" for the root itself): the folder a child root had when it was folded in. */
+typedef enum cdb_db_exclude_kind {
+    CDB_DB_EXCLUDE_GLOB = 1,  /* ingest --exclude GLOB */
+    CDB_DB_EXCLUDE_FORGOT = 2 /* a subfolder forgotten: "/rel/path/" */
+} cdb_db_exclude_kind;
+typedef struct cdb_db_exclude {
+    cdb_db_exclude_kind kind;
+    char *base;    /* heap; "" = the root */
+    char *pattern; /* heap; one gitignore rule */
+} cdb_db_exclude;
+/* Records a rule (writer); an equal rule already recorded is kept (CDB_OK). CDB_INVALID
+** for an empty pattern, an unknown kind or a base with a leading or trailing '/';
+** CDB_NOTFOUND when the root does not exist. */
+cdb_status cdb_db_root_exclude_add(cdb_db *db, int64_t root_id, cdb_db_exclude_kind kind,
+                                   const char *base, const char *pattern);
+/* Removes a rule (writer). CDB_NOTFOUND when it was not recorded. */
+cdb_status cdb_db_root_exclude_remove(cdb_db *db, int64_t root_id, cdb_db_exclude_kind kind,
+                                      const char *base, const char *pattern);
+/* The root's rules in the order they were recorded. *out: heap array of *n (NULL when
+** none): cdb_db_excludes_free. */
+cdb_status cdb_db_root_excludes(cdb_db *db, int64_t root_id, cdb_db_exclude **out /* OUT */,
+                                int *n /* OUT */);
+void cdb_db_excludes_free(cdb_db_exclude *v, int n); /* NULL is fine */
+
 /* The whole record; out->path and out->status are heap: cdb_db_root_clear. */
 cdb_status cdb_db_root_info(cdb_db *db, int64_t root_id, cdb_db_root *out /* OUT */);
 void cdb_db_root_clear(cdb_db_root *r); /* NULL is fine */
@@ -230,13 +258,14 @@ cdb_status cdb_db_root_set_path(cdb_db *db, int64_t root_id, const char *new_pat
 ** vectors wins: first a batch marks child's row deleted when both are live (ok or
 ** pending: the write order removes its vectors), then one catalog transaction drops
 ** the rows left without vectors and re-roots the rest. Safe to rerun after a crash.
-** *n_files: rows re-rooted. CDB_INVALID when child is not inside parent. */
+** *n_files: rows re-rooted. The child's exclusions (cdb_db_root_excludes) move with
+** it, their base prefixed. CDB_INVALID when child is not inside parent. */
 cdb_status cdb_db_root_adopt(cdb_db *db, int64_t model_id, int64_t parent_id, int64_t child_id,
                              int64_t *n_files /* OUT, may be NULL */);
 /* Removes a root and everything recorded under it: a batch marks every live file
 ** deleted (the write order removes their vectors and logs the removals for the
-** index), then one catalog transaction drops the file rows, walk problems and the
-** root. Safe to rerun after a crash. *n_files: files that had vectors. Space in the
+** index), then one catalog transaction drops the file rows, walk problems,
+** exclusions and the root. Safe to rerun after a crash. *n_files: files that had vectors. Space in the
 ** shards is reclaimed by cdb_db_compact. */
 cdb_status cdb_db_root_forget(cdb_db *db, int64_t model_id, int64_t root_id,
                               int64_t *n_files /* OUT, may be NULL */);

@@ -440,7 +440,7 @@ static cdb_status exec_id(cdb_db *db, const char *sql, int64_t id, const char *w
 ** when it has none, else the parent's, which then has none: error or deleted rows
 ** never have vectors), the child's rows move under the parent, the child goes. */
 static cdb_status adopt_apply(cdb_db *db, int64_t parent_id, int64_t child_id, adopt_row *v,
-                              int64_t n) {
+                              int64_t n, const char *prefix) {
     sqlite3_stmt *up = NULL;
     cdb_status rc = cdb_sql_begin(db->cat);
     if (rc != CDB_OK) return rc;
@@ -460,6 +460,20 @@ static cdb_status adopt_apply(cdb_db *db, int64_t parent_id, int64_t child_id, a
         if (s != SQLITE_DONE) rc = cdb_sql_err(db->cat, s, "adopt root");
     }
     sqlite3_finalize(up);
+    up = NULL;
+    if (rc == CDB_OK) /* the child's exclusions apply below its folder in the parent */
+        rc = cdb_sql_prepare(db->cat,
+                             "UPDATE OR IGNORE root_excludes SET root_id=?2, base=?3 ||"
+                             " CASE WHEN base = '' THEN '' ELSE '/' || base END"
+                             " WHERE root_id=?1", &up);
+    if (rc == CDB_OK) {
+        sqlite3_bind_int64(up, 1, child_id);
+        sqlite3_bind_int64(up, 2, parent_id);
+        sqlite3_bind_text(up, 3, prefix, -1, SQLITE_STATIC);
+        rc = cdb_sql_step_done(db->cat, up, "adopt root");
+    }
+    if (rc == CDB_OK) /* those the parent had already */
+        rc = exec_id(db, "DELETE FROM root_excludes WHERE root_id=?1", child_id, "adopt root");
     if (rc == CDB_OK)
         rc = exec_id(db, "DELETE FROM walk_problems WHERE root_id=?1", child_id, "adopt root");
     if (rc == CDB_OK) rc = exec_id(db, "DELETE FROM roots WHERE id=?1", child_id, "adopt root");
@@ -490,7 +504,8 @@ cdb_status cdb_db_root_adopt(cdb_db *db, int64_t model_id, int64_t parent_id, in
     }
     if ((rc = adopt_plan(db, parent_id, child_id, child.path + pl + 1, &v, &n)) != CDB_OK) goto done;
     if ((rc = adopt_drop_live_clashes(db, model_id, v, n)) != CDB_OK) goto done;
-    if ((rc = adopt_apply(db, parent_id, child_id, v, n)) != CDB_OK) goto done;
+    if ((rc = adopt_apply(db, parent_id, child_id, v, n, child.path + pl + 1)) != CDB_OK)
+        goto done;
     if (n_files) *n_files = n;
 done:
     adopt_rows_free(v, n);
@@ -543,6 +558,8 @@ cdb_status cdb_db_root_forget(cdb_db *db, int64_t model_id, int64_t root_id, int
     rc = exec_id(db, "DELETE FROM files WHERE root_id=?1", root_id, "forget root");
     if (rc == CDB_OK)
         rc = exec_id(db, "DELETE FROM walk_problems WHERE root_id=?1", root_id, "forget root");
+    if (rc == CDB_OK)
+        rc = exec_id(db, "DELETE FROM root_excludes WHERE root_id=?1", root_id, "forget root");
     if (rc == CDB_OK) rc = exec_id(db, "DELETE FROM roots WHERE id=?1", root_id, "forget root");
     if (rc == CDB_OK) rc = cdb_sql_commit(db->cat);
     else cdb_sql_rollback(db->cat);

@@ -207,6 +207,13 @@ static cdb_status migrate_v6(cdb_db *db) {
     return rc;
 }
 
+/* v7: what each root leaves out (issue 28 part 5; excludes.c): `ingest --exclude` globs
+** and the subfolders `forget` removed, so that reindex leaves them out again. */
+static const char k_schema_v7[] =
+    "CREATE TABLE IF NOT EXISTS root_excludes(id INTEGER PRIMARY KEY,"
+    " root_id INTEGER NOT NULL, kind INTEGER NOT NULL, base TEXT NOT NULL DEFAULT '',"
+    " pattern TEXT NOT NULL, UNIQUE(root_id, kind, base, pattern));";
+
 cdb_status cdb_schema_migrate(cdb_db *db, int64_t from) {
     cdb_status rc = CDB_OK;
     for (int64_t v = from + 1; v <= CDB_DB_SCHEMA_VERSION && rc == CDB_OK; v++) {
@@ -241,6 +248,8 @@ cdb_status cdb_schema_migrate(cdb_db *db, int64_t from) {
             rc = migrate_v5(db);
         } else if (v == 6) {
             rc = migrate_v6(db);
+        } else if (v == 7) {
+            rc = cdb_sql_exec(db->cat, k_schema_v7);
         }
         if (rc == CDB_OK) rc = cdb_sql_meta_set_int(db, "schema_version", v);
         if (rc == CDB_OK) rc = cdb_sql_meta_set_text(db, "last_writer", CDB_VERSION_STRING);

@@ -331,6 +331,17 @@ cdb_status cdb_photo_meta_read(const void *buf, size_t n, cdb_photo_meta *out /*
 ** "+02:00" / "Z" when the offset is known; "" when there is none. buf: >= 32 bytes.
 ** Returns buf. */
 char *cdb_photo_meta_taken_iso(const cdb_photo_meta *m, char *buf /* OUT */, size_t cap);
+
+/* ---- perceptual hash (phash.c) ---------------------------------------------------
+** A 64-bit DCT hash of the decoded pixels (imagehash's phash): gray (ITU-R 601 luma,
+** alpha ignored, CMYK inverted through K), box-averaged to 32x32, the 2-D DCT-II's
+** 8x8 lowest frequencies, bit (v * 8 + u) set where coefficient (v, u) is above their
+** median by more than 1e-9 of the DC term (so a flat image hashes to 1). Resized,
+** recompressed, re-encoded and slightly cropped copies of a picture differ in a few
+** bits; distinct pictures in about half. Rotation is not undone here: hash the image
+** as decoded with its EXIF orientation applied (the default), so a copy rotated
+** through EXIF and the original agree. CDB_INVALID for a NULL or empty image. */
+cdb_status cdb_image_phash(const cdb_image *img, uint64_t *out /* OUT */);
 /* Who decodes a file in a GPU ingest. */
 typedef enum cdb_decoder {
     CDB_DECODER_CPU = 0,   /* cdb_image_decode: libjpeg-turbo and the other libraries */

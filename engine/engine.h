@@ -478,6 +478,12 @@ typedef struct cdb_engine_run_params {
     ** threads (a photo over it is decoded alone); 0: a quarter of the machine's
     ** memory, at least 256 MiB and at most 16 GiB. */
     int64_t decode_memory_mb;
+    /* ingest: rules in gitignore syntax (ignore/ignore.h) recorded for the root of every
+    ** PATH, applying below that PATH, now and at every later reindex (db.h's
+    ** root_excludes): what they match is left out, and what was recorded there loses
+    ** its vectors. NULL/0: none. */
+    const char *const *excludes;
+    int n_excludes;
 } cdb_engine_run_params;
 cdb_engine_run_params cdb_engine_run_params_default(void);
 
@@ -699,6 +705,35 @@ cdb_status cdb_engine_vectors_read(cdb_engine_vectors *it, int cap, int64_t *ids
                                    char **paths /* OUT */, int *n /* OUT */);
 void cdb_engine_vectors_close(cdb_engine_vectors *it);
 
+/* ---- duplicates (library/duplicates.c; dupes/dupes.h) ------------------------------------------ */
+
+typedef struct cdb_engine_dup_file {
+    int64_t id;
+    char *path;            /* heap: cdb_engine_dups_free */
+    int32_t width, height; /* full resolution, oriented */
+    int64_t bytes;
+    char taken[40];        /* capture time, ISO 8601 (cdb_photo_meta_taken_iso); "" unknown */
+} cdb_engine_dup_file;
+typedef struct cdb_engine_dup_group {
+    int kind;                   /* cdb_dupes_kind: exact, near, pair, burst */
+    int64_t keep;               /* the id suggested to keep (a suggestion: nothing is deleted) */
+    int n_files;
+    cdb_engine_dup_file *files; /* by id */
+} cdb_engine_dup_group;
+typedef struct cdb_engine_dups {
+    int n_groups;
+    cdb_engine_dup_group *groups; /* by kind, then first id */
+    int64_t n_files;              /* files looked at: those with a vector of the default model */
+    int64_t n_unreadable;         /* of those, files that could not be read or decoded now */
+} cdb_engine_dups;
+/* The duplicate groups of the library (kind: a cdb_dupes_kind, or -1 for all), as
+** dupes.h defines them, from the default model's vectors and each photo's bytes: read
+** once per call through cdb_engine_file_open (content hash, metadata) and decoded
+** cheaply (phash). Cost: a read of every photo and a reduced decode (JPEG at 1/8).
+** Never deletes or changes anything; a reader suffices. *out: cdb_engine_dups_free. */
+cdb_status cdb_engine_duplicates(cdb_engine *e, int kind, cdb_engine_dups *out /* OUT */);
+void cdb_engine_dups_free(cdb_engine_dups *d); /* NULL is fine; zeroes *d */
+
 /* ---- the recorded folders -------------------------------------------------------------- */
 
 typedef struct cdb_engine_folder {
@@ -711,6 +746,12 @@ typedef struct cdb_engine_folder {
     int64_t ok, errors, to_retry, walk_problems, vectors;
     int follow_symlinks, no_exif;
     int64_t scanned_ns;    /* wall clock of the last scan; 0: never */
+    /* The rules the root keeps (ingest --exclude: "exclude", a forgotten subfolder:
+    ** "forgotten"), each "kind\tbase\tpattern" (base: the folder below which it applies,
+    ** relative to the root, "" for the root); heap, freed by cdb_engine_folders_free.
+    ** .clipdbignore files are in the folders themselves, not listed here. */
+    char **excludes;
+    int n_excludes;
 } cdb_engine_folder;
 /* The recorded roots in id order. *out: cdb_engine_folders_free. Concurrent calls OK. */
 cdb_status cdb_engine_folders(cdb_engine *e, cdb_engine_folder **out /* OUT */,

@@ -28,6 +28,11 @@
 **                        folder in one) that hold photos, from the catalog: {"under",
 **                        "folders": [{"path", "kind", "files", "subfolders"}]}; 404 when
 **                        no root holds it
+**   GET  /api/duplicates?kind=K  the library's duplicate groups (engine.h), as
+**                        `clipdb duplicates --json` prints them, each file with its
+**                        "thumb" URL: {"groups": [{"kind", "keep", "files": [{"id",
+**                        "path", "width", "height", "bytes", "taken", "thumb"}]}],
+**                        "files", "unreadable"}; reads every photo (slow on big libraries)
 **   POST /api/login {"token"}   sets the page's session cookie when a token is required
 **   POST /api/logout, GET /api/session   signs it out; says whether one is needed / held
 **   /knn-service, /metadata, /indices-list: clip_retrieval.c. GET /, /app.js, ...: the page.
@@ -49,6 +54,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "dupes/dupes.h"
 #include "serve/serve_int.h"
 
 #define SRV_MAX_K 1000
@@ -592,6 +598,51 @@ static void subfolders(srv_ctx *c, const char *under, srv_resp *o) {
     o->cache = "no-store";
 }
 
+/* GET /api/duplicates?kind=K: the groups, as the header above says. */
+static void duplicates(srv_ctx *c, const srv_req *r, srv_resp *o) {
+    const char *k = cdb_srv_arg(r, "kind");
+    int kind = -1;
+    cdb_engine_dups d;
+    char url[64];
+    if (k && *k && (kind = cdb_dupes_kind_parse(k)) < 0) {
+        cdb_srv_error(o, 400, "bad_request", "kind must be exact, near, pair or burst");
+        return;
+    }
+    if (cdb_engine_duplicates(c->e, kind, &d) != CDB_OK) {
+        cdb_srv_engine_error(o);
+        return;
+    }
+    json_t *groups = json_array();
+    for (int g = 0; g < d.n_groups; g++) {
+        const cdb_engine_dup_group *dg = &d.groups[g];
+        json_t *files = json_array(), *x = json_object();
+        for (int i = 0; i < dg->n_files; i++) {
+            const cdb_engine_dup_file *f = &dg->files[i];
+            json_t *y = json_object();
+            json_object_set_new(y, "id", json_integer(f->id));
+            cdb_srv_json_path(y, "path", f->path);
+            json_object_set_new(y, "width", json_integer(f->width));
+            json_object_set_new(y, "height", json_integer(f->height));
+            json_object_set_new(y, "bytes", json_integer(f->bytes));
+            json_object_set_new(y, "taken", f->taken[0] ? json_string(f->taken) : json_null());
+            snprintf(url, sizeof url, "/api/thumb/%lld", (long long)f->id);
+            json_object_set_new(y, "thumb", json_string(url));
+            json_array_append_new(files, y);
+        }
+        json_object_set_new(x, "kind", json_string(cdb_dupes_kind_name((cdb_dupes_kind)dg->kind)));
+        json_object_set_new(x, "keep", json_integer(dg->keep));
+        json_object_set_new(x, "files", files);
+        json_array_append_new(groups, x);
+    }
+    json_t *doc = json_object();
+    json_object_set_new(doc, "groups", groups);
+    json_object_set_new(doc, "files", json_integer(d.n_files));
+    json_object_set_new(doc, "unreadable", json_integer(d.n_unreadable));
+    cdb_engine_dups_free(&d);
+    cdb_srv_json(o, 200, doc);
+    o->cache = "no-store";
+}
+
 static void folders(srv_ctx *c, const srv_req *r, srv_resp *o) {
     cdb_engine_folder *f = NULL;
     int n = 0;
@@ -706,6 +757,9 @@ void cdb_srv_handle(srv_ctx *c, const srv_req *r, srv_resp *o) {
         else method_not_allowed(o, "GET");
     } else if (!strcmp(p, "/api/stats")) {
         if (is_get(r)) stats(c, o);
+        else method_not_allowed(o, "GET");
+    } else if (!strcmp(p, "/api/duplicates")) {
+        if (is_get(r)) duplicates(c, r, o);
         else method_not_allowed(o, "GET");
     } else if (!strcmp(p, "/api/folders")) {
         if (is_get(r)) folders(c, r, o);

@@ -55,6 +55,7 @@ typedef struct eng_walk_stats {
     int64_t n_files, n_dirs, n_hidden, n_links_skipped, n_loops, n_special, n_errors;
     int64_t n_links_covered; /* followed links not entered: the target is in the library */
     int64_t n_same_file;     /* files met again under another name (links, hard links) */
+    int64_t n_excluded;      /* entries left out by rules (.clipdbignore, --exclude, forget) */
 } eng_walk_stats;
 
 /* Called for every regular file (and every walk error); nonzero stops the walk. */
@@ -78,6 +79,13 @@ typedef struct eng_walk_opts {
     ** walks of one run share them, so a folder or file reachable from two roots (a
     ** bind mount, a hard link, links) is met once. */
     eng_devino_set *dirs, *files;
+    /* The root's stored rules (cdb_db_root_excludes: --exclude, forgotten subfolders),
+    ** or NULL; prefix: the walked folder's path relative to the root (NULL: the root).
+    ** The walk adds the rules of every .clipdbignore file it meets (and of those in the
+    ** folders between the root and the walked folder) and leaves out what either says
+    ** is excluded, never entering a left-out folder (ignore/ignore.h). */
+    const struct cdb_ignore *rules;
+    const char *prefix;
 } eng_walk_opts;
 
 /* Walks root (a folder) as described in walk.c; in skip_dir itself, the database's own

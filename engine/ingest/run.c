@@ -316,6 +316,28 @@ static cdb_status ingest_model(cdb_engine *e, const char *path, cdb_model **m, c
     return CDB_OK;
 }
 
+/* 1 when the absolute path p is target t's folder: its root, or the folder in it. */
+static int is_target_folder(const char *p, const eng_target *t) {
+    size_t rl = strlen(t->path);
+    if (!t->sub) return !strcmp(p, t->path);
+    return !strncmp(p, t->path, rl) && p[rl] == '/' && !strcmp(p + rl + 1, t->sub);
+}
+
+/* ingest --exclude: each rule recorded for the root of every folder PATH, below it. */
+static cdb_status record_excludes(cdb_engine *e, const eng_target *t, int nt, char *const *abs,
+                                  int n, const cdb_engine_run_params *rp) {
+    cdb_status st = CDB_OK;
+    for (int i = 0; i < nt && st == CDB_OK && rp->n_excludes > 0; i++) {
+        int given = 0;
+        if (t[i].kind != CDB_DB_ROOT_FOLDER || t[i].sub_is_file) continue;
+        for (int k = 0; k < n && !given; k++) given = is_target_folder(abs[k], &t[i]);
+        for (int x = 0; given && x < rp->n_excludes && st == CDB_OK; x++)
+            st = cdb_db_root_exclude_add(e->db, t[i].root_id, CDB_DB_EXCLUDE_GLOB,
+                                         t[i].sub ? t[i].sub : "", rp->excludes[x]);
+    }
+    return st;
+}
+
 cdb_status cdb_engine_ingest(cdb_engine *e, const char *const *paths, int n,
                              const cdb_engine_run_params *rp, cdb_engine_run_report *report) {
     cdb_engine_run_params defaults = cdb_engine_run_params_default();
@@ -350,6 +372,10 @@ cdb_status cdb_engine_ingest(cdb_engine *e, const char *const *paths, int n,
         (st = cdb_eng_library_resolve(e->db, dm.id, &lib, abs, is_file, n, rp->follow_symlinks,
                                   rp->no_exif, &e->p.events, &targets, &n_targets)) != CDB_OK) {
         step_fail(st, "cannot record the folders to ingest");
+        goto done;
+    }
+    if ((st = record_excludes(e, targets, n_targets, abs, n, rp)) != CDB_OK) {
+        step_fail(st, "cannot record the --exclude rules");
         goto done;
     }
     /* the default set first (it does the deletions and moves), then every other set,

@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 
 #include "engine/ingest/ingest.h"
+#include "ignore/ignore.h"
 
 #define DEL_COMMIT_EVERY 256
 #define MAX_WARNINGS 10
@@ -275,6 +276,26 @@ static char *target_base(const eng_target *t) {
     return cdb_db_path_join(t->path, t->sub);
 }
 
+/* The root's stored rules (db.h: --exclude, forgotten subfolders) as a rule set, NULL
+** when it has none. A failure stops the run (walking without them would take in what
+** the user left out). */
+static cdb_status load_rules(pipe_ctx *c, int64_t root_id, cdb_ignore **out) {
+    cdb_db_exclude *v = NULL;
+    int n = 0;
+    cdb_status rc = cdb_db_root_excludes(c->rdb, root_id, &v, &n);
+    *out = NULL;
+    if (rc == CDB_OK && n > 0 && (rc = cdb_ignore_new(out)) == CDB_OK)
+        for (int i = 0; i < n && rc == CDB_OK; i++)
+            rc = cdb_ignore_add(*out, v[i].base, v[i].pattern, strlen(v[i].pattern));
+    cdb_db_excludes_free(v, n);
+    if (rc != CDB_OK) {
+        cdb_ignore_free(*out);
+        *out = NULL;
+        cdb_pipe_fatal(c, rc, "%s", cdb_errmsg());
+    }
+    return rc;
+}
+
 static void walk_target(pipe_ctx *c) {
     const eng_target *t = &c->targets[c->cur];
     const eng_root *r = cdb_eng_library_root(c->lib, t->root_id);
@@ -321,10 +342,16 @@ static void walk_target(pipe_ctx *c) {
         walk_one_file(c, base, t->sub ? t->sub : "");
     } else {
         walk_ud ud = {c, t->sub};
+        cdb_ignore *rules = NULL;
+        if (load_rules(c, t->root_id, &rules) != CDB_OK) {
+            free(base);
+            return;
+        }
         eng_walk_opts wo = {t->follow_symlinks, c->db_dir, link_covered, c, c->walked_dirs,
-                            c->walked_files};
+                            c->walked_files, rules, t->sub};
         eng_walk_stats ws;
         int w = cdb_eng_walk(base, &wo, on_walk, &ud, &ws);
+        cdb_ignore_free(rules);
         if (w == 2) { /* recorded before ingest refused such folders */
             const char *why = "inside the database's own folder: not scanned";
             warn(c, "%s: %s; its files are kept as they are", base, why);
@@ -338,7 +365,7 @@ static void walk_target(pipe_ctx *c) {
             c->ts[c->cur].n_met = ws.n_files + (ws.n_dirs - 1) /* not the root */ +
                                   ws.n_links_skipped + ws.n_loops +
                                   ws.n_special + ws.n_errors + ws.n_links_covered +
-                                  ws.n_same_file;
+                                  ws.n_same_file + ws.n_excluded;
             c->sum->links_skipped += ws.n_links_skipped;
             c->sum->links_covered += ws.n_links_covered;
             c->sum->loops += ws.n_loops;
@@ -369,7 +396,8 @@ int64_t cdb_scan_count_files(const pipe_ctx *c) {
     count_ud ud = {c, 0};
     for (int i = 0; i < c->n_targets && !cdb_eng_should_stop(c->ev); i++) {
         const eng_target *t = &c->targets[i];
-        eng_walk_opts wo = {t->follow_symlinks, c->db_dir, link_covered, (void *)c, NULL, NULL};
+        eng_walk_opts wo = {t->follow_symlinks, c->db_dir, link_covered, (void *)c, NULL, NULL,
+                            NULL, t->sub}; /* a count: .clipdbignore files, no stored rules */
         eng_walk_stats ws;
         char *base;
         if (t->kind == CDB_DB_ROOT_FILE || t->sub_is_file) {

@@ -14,6 +14,11 @@
 ** inside the root) are skipped. Memory: the open folders' entry lists plus the set
 ** of visited folders; never the list of all files.
 **
+** Leaving out: the root's stored rules (opts.rules) and the .clipdbignore files met
+** (gitignore syntax, ignore/ignore.h; read at most 1 MiB each, without following a
+** link) decide per entry, on its path relative to the root; a left-out entry is counted
+** (n_excluded) and a left-out folder is not entered, so nothing below it is met.
+**
 ** Classification: a file "claims to be an image" when its extension is an image
 ** extension (cdb_image_name_is_image) or its first bytes are an image signature
 ** (cdb_image_sniff, strict); only those go to the decoder. encoder/ is the one sniffer.
@@ -29,6 +34,10 @@
 
 #include "db/db.h"
 #include "engine/ingest/ingest.h"
+#include "ignore/ignore.h"
+
+#define IGNORE_FILE ".clipdbignore"
+#define IGNORE_MAX_BYTES (1 << 20)
 
 /* ---- visited folders and files: an open-addressing set of (dev, ino) -------------- */
 
@@ -99,7 +108,55 @@ typedef struct walker {
     void *ud;
     eng_walk_stats *st;
     int stop;
+    const cdb_ignore *rules; /* the root's stored rules, or NULL */
+    cdb_ignore *found;       /* the rules of the .clipdbignore files met (may be NULL: OOM) */
+    const char *prefix;      /* the walked folder relative to the root, "" for the root */
 } walker;
+
+/* Adds the rules of dir/.clipdbignore (dir: a full path; rel: it relative to the root)
+** when it is a regular file; a missing or unreadable one adds nothing. */
+static void read_ignore_file(walker *w, const char *dir, const char *rel) {
+    char path[8300];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/" IGNORE_FILE, dir);
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && w->found) {
+        size_t n = st.st_size > IGNORE_MAX_BYTES ? IGNORE_MAX_BYTES : (size_t)st.st_size, at = 0;
+        char *buf = malloc(n ? n : 1);
+        while (buf && at < n) {
+            ssize_t k = read(fd, buf + at, n - at);
+            if (k <= 0) break;
+            at += (size_t)k;
+        }
+        if (buf) cdb_ignore_add(w->found, rel, buf, at);
+        free(buf);
+    }
+    close(fd);
+}
+
+/* The path relative to the root of `rel` (relative to the walked folder): heap. */
+static char *root_rel(const walker *w, const char *rel) {
+    size_t pl = strlen(w->prefix), rl = strlen(rel);
+    char *s = malloc(pl + rl + 2);
+    if (!s) return NULL;
+    memcpy(s, w->prefix, pl);
+    s[pl] = pl && rl ? '/' : '\0';
+    memcpy(s + pl + (pl && rl), rel, rl + 1);
+    return s;
+}
+
+/* 1 when the rules leave out `rel` (relative to the walked folder); 1 also when out of
+** memory (fails closed: nothing private is taken in by accident). */
+static int left_out(walker *w, const char *rel, int is_dir) {
+    if (!w->rules && (!w->found || cdb_ignore_count(w->found) == 0)) return 0;
+    char *r = root_rel(w, rel);
+    int out = !r || (w->rules && cdb_ignore_match(w->rules, r, is_dir) == CDB_IGNORE_EXCLUDED) ||
+              (w->found && cdb_ignore_match(w->found, r, is_dir) == CDB_IGNORE_EXCLUDED);
+    free(r);
+    if (out) w->st->n_excluded++;
+    return out;
+}
 
 static int cmp_names(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
@@ -138,7 +195,9 @@ static void walk_dir(walker *w, const char *rel, int depth, int via_link) {
         report(w, rel, "cannot open folder", errno, 0);
         return;
     }
+    int has_ignore = 0;
     while ((de = readdir(d))) {
+        if (!strcmp(de->d_name, IGNORE_FILE)) has_ignore = 1;
         if (de->d_name[0] == '.') {
             if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) w->st->n_hidden++;
             continue;
@@ -152,6 +211,12 @@ static void walk_dir(walker *w, const char *rel, int depth, int via_link) {
         n++;
     }
     closedir(d);
+    if (has_ignore) {
+        char *dir = cdb_db_path_join(w->root, rel), *r = root_rel(w, rel);
+        if (dir && r) read_ignore_file(w, dir, r);
+        cdb_free(dir);
+        free(r);
+    }
     if (n > 1) qsort(names, n, sizeof *names, cmp_names); /* names is NULL when empty */
     for (size_t i = 0; i < n && !w->stop; i++) {
         char *child_rel;
@@ -199,6 +264,12 @@ static void walk_dir(walker *w, const char *rel, int depth, int via_link) {
                 cdb_free(full);
                 continue;
             }
+        }
+        if ((S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)) &&
+            left_out(w, child_rel, S_ISDIR(st.st_mode))) {
+            free(child_rel);
+            cdb_free(full);
+            continue;
         }
         if (S_ISDIR(st.st_mode)) {
             int added;
@@ -270,6 +341,26 @@ int cdb_eng_walk(const char *root, const eng_walk_opts *o, eng_walk_fn fn, void 
     w.fn = fn;
     w.ud = ud;
     w.st = st;
+    w.rules = o->rules;
+    w.prefix = o->prefix ? o->prefix : "";
+    if (cdb_ignore_new(&w.found) != CDB_OK) w.found = NULL;
+    if (*w.prefix && w.found) { /* the .clipdbignore files above the walked folder */
+        size_t rl = strlen(root), pl = strlen(w.prefix);
+        char *top = rl > pl ? strndup(root, rl - pl - 1) : NULL, *rel = strdup(w.prefix);
+        for (char *s = rel; top && rel && s;) {
+            char *slash = strchr(s, '/');
+            char dir[8300];
+            if (s == rel) read_ignore_file(&w, top, "");
+            if (!slash) break;
+            *slash = '\0';
+            snprintf(dir, sizeof dir, "%s/%s", top, rel);
+            read_ignore_file(&w, dir, rel);
+            *slash = '/';
+            s = slash + 1;
+        }
+        free(top);
+        free(rel);
+    }
     if (o->skip_dir) {
         struct stat ss;
         if (stat(o->skip_dir, &ss) == 0) {
@@ -294,6 +385,7 @@ int cdb_eng_walk(const char *root, const eng_walk_opts *o, eng_walk_fn fn, void 
         rc = w.stop ? 1 : 0;
     }
     int e = errno;
+    cdb_ignore_free(w.found);
     if (!o->dirs) cdb_eng_devino_free(w.dirs);
     if (!o->files) cdb_eng_devino_free(w.files);
     errno = e;

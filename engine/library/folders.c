@@ -90,6 +90,27 @@ static const char *status_word(const char *s) {
     return s ? "unknown" : "new";
 }
 
+/* f->excludes from the root's stored rules (engine.h's format). */
+static cdb_status folder_excludes(cdb_db *db, cdb_engine_folder *f) {
+    cdb_db_exclude *v = NULL;
+    int n = 0;
+    cdb_status rc = cdb_db_root_excludes(db, f->id, &v, &n);
+    if (rc == CDB_OK && n > 0 && !(f->excludes = calloc((size_t)n, sizeof *f->excludes)))
+        rc = cdb_seterr(CDB_NOMEM, "out of memory");
+    for (int i = 0; rc == CDB_OK && i < n; i++) {
+        const char *kind = v[i].kind == CDB_DB_EXCLUDE_FORGOT ? "forgotten" : "exclude";
+        size_t len = strlen(kind) + strlen(v[i].base) + strlen(v[i].pattern) + 3;
+        if (!(f->excludes[i] = malloc(len))) {
+            rc = cdb_seterr(CDB_NOMEM, "out of memory");
+            break;
+        }
+        snprintf(f->excludes[i], len, "%s\t%s\t%s", kind, v[i].base, v[i].pattern);
+        f->n_excludes = i + 1;
+    }
+    cdb_db_excludes_free(v, n);
+    return rc;
+}
+
 static int on_folder(const cdb_db_root *r, void *ud_) {
     folders_ud *ud = ud_;
     cdb_db_root_counts c;
@@ -124,11 +145,16 @@ static int on_folder(const cdb_db_root *r, void *ud_) {
     f->follow_symlinks = r->follow_symlinks;
     f->no_exif = r->no_exif;
     f->scanned_ns = r->scanned_ns;
+    if ((ud->rc = folder_excludes(ud->db, f)) != CDB_OK) return 1;
     return 0;
 }
 
 void cdb_engine_folders_free(cdb_engine_folder *f, int n) {
-    for (int i = 0; f && i < n; i++) free(f[i].path);
+    for (int i = 0; f && i < n; i++) {
+        free(f[i].path);
+        for (int k = 0; k < f[i].n_excludes; k++) free(f[i].excludes[k]);
+        free(f[i].excludes);
+    }
     free(f);
 }
 

@@ -12,6 +12,8 @@
 ** - deep.c, verify.c: verify (deep), stats.
 ** - folders.c:   listing, forgetting and moving roots.
 ** - create.c:    creating a database bound to a model.
+** - duplicates.c: the duplicate groups (dupes/dupes.h over the default model's vectors
+**                 and each photo's bytes).
 */
 #ifndef CDB_ENGINE_LIBRARY_H
 #define CDB_ENGINE_LIBRARY_H

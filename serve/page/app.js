@@ -1,6 +1,7 @@
 // clipdb serve: the search page. Plain JavaScript, no build step: it talks to the
 // JSON API of the same server (/api/search, /api/thumb/ID, /api/file/ID,
-// /api/preview/ID, /api/stats, /api/folders) and keeps its state in the URL's hash,
+// /api/preview/ID, /api/stats, /api/folders, /api/duplicates) and keeps its state in the
+// URL's hash (#dups: the duplicates view),
 // so Back and reload work.
 'use strict';
 
@@ -292,6 +293,53 @@ function showWelcome() {
   $('welcome').hidden = false;
 }
 
+// ---- the duplicates view (#dups): GET /api/duplicates, one row per group ----------------
+
+async function showDuplicates() {
+  const seq = ++S.seq;
+  $('welcome').hidden = true;
+  $('grid').replaceChildren();
+  $('status').textContent = 'Looking for duplicates: every photo is read once\u2026';
+  let d;
+  try {
+    d = await api('/api/duplicates');
+  } catch (e) {
+    if (seq === S.seq) $('status').textContent = e.message;
+    return;
+  }
+  if (seq !== S.seq) return;
+  const n = d.groups.length;
+  $('status').textContent = `${n} group${n === 1 ? '' : 's'} among ${d.files.toLocaleString()} ` +
+    'photos. Nothing is deleted: \u201ckeep\u201d is only a suggestion.';
+  for (const g of d.groups) {
+    const sec = document.createElement('section');
+    sec.className = 'dup-group';
+    const h = document.createElement('h2');
+    h.textContent = `${g.kind} \u00b7 ${g.files.length} files`;
+    const row = document.createElement('div');
+    row.className = 'dup-row';
+    for (const f of g.files) {
+      const a = document.createElement('a');
+      a.className = 'dup-file' + (f.id === g.keep ? ' keep' : '');
+      a.href = `/api/file/${f.id}`;
+      a.target = '_blank';
+      a.rel = 'noopener';
+      a.title = `${f.path}\n${f.width}\u00d7${f.height}, ${f.bytes.toLocaleString()} bytes` +
+        (f.taken ? `, taken ${f.taken}` : '');
+      const img = document.createElement('img');
+      img.src = f.thumb;
+      img.alt = baseName(f.path);
+      img.loading = 'lazy';
+      const cap = document.createElement('span');
+      cap.textContent = (f.id === g.keep ? 'keep \u00b7 ' : '') + baseName(f.path);
+      a.append(img, cap);
+      row.append(a);
+    }
+    sec.append(h, row);
+    $('grid').append(sec);
+  }
+}
+
 // ---- search by an image: pick, drop, paste ---------------------------------------------
 
 function byImage(file) {
@@ -477,6 +525,7 @@ function init() {
   $('v-like').addEventListener('click', () => moreLike(S.hits[viewing]));
   $('viewer').addEventListener('click', (ev) => { if (ev.target === $('viewer')) closeViewer(); });
   window.addEventListener('popstate', () => {
+    if (location.hash === '#dups') { showDuplicates(); return; }
     fromHash();
     if (S.under) openFolder(S.under);
     if (S.mode !== 'like') clearChip();
@@ -539,7 +588,8 @@ function init() {
 
   showSession();
   loadLibrary();
-  if (S.mode === 'none') showWelcome(); else search();
+  if (location.hash === '#dups') showDuplicates();
+  else if (S.mode === 'none') showWelcome(); else search();
   if (S.mode === 'none') $('q').focus();
 }
 

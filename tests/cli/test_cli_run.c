@@ -18,7 +18,8 @@
 static const char *const g_cmds[] = {"init",     "ingest", "search",     "reindex", "index",
                                       "stats",    "verify", "errors",     "export",  "models",
                                       "tokenize", "embed",  "preprocess", "demo",    "version",
-                                      "help",     "folders", "forget",    "move",    "serve"};
+                                      "help",     "folders", "forget",    "move",    "serve",
+                                      "duplicates"};
 
 static int check_golden(cdb_test_ctx *cdb_t_, const char *name, const char *got) {
     char path[1024];

@@ -10,6 +10,9 @@
 **   thumbnails_and_originals JPEG thumbnails (long side <= the setting), ETag/304, the
 **                            original's bytes and type; unknown/malformed ids 404
 **   stats_folders_health     /api/stats, /api/folders, /healthz, the page and its files
+**   duplicates_same_as_cli   /api/duplicates gives the groups `clipdb duplicates --json`
+**                            prints (kinds, keeps, file ids), with thumbnail URLs;
+**                            a bad kind is a 400
 **   clip_retrieval           /indices-list, /knn-service (text, image, embedding_input,
 **                            num_result_ids), /metadata
 **   bad_input                400 malformed JSON / bad k / bad sort / query too long,
@@ -330,6 +333,56 @@ CDB_TEST(stats_folders_health) {
         CHECK(su_header(&r, "Content-Type", v, sizeof v) && strstr(v, files[i][1]));
         su_resp_free(&r);
     }
+}
+
+/* "kind keep: id id ...\n" per group of a duplicates document. */
+static void dup_text(json_t *doc, char *out, size_t cap) {
+    size_t k = 0, gi, fi;
+    json_t *g, *f;
+    out[0] = '\0';
+    json_array_foreach(json_object_get(doc, "groups"), gi, g) {
+        k += (size_t)snprintf(out + k, cap - k, "%s %lld:",
+                              json_string_value(json_object_get(g, "kind")),
+                              (long long)json_integer_value(json_object_get(g, "keep")));
+        json_array_foreach(json_object_get(g, "files"), fi, f)
+            k += (size_t)snprintf(out + k, cap - k, " %lld",
+                                  (long long)json_integer_value(json_object_get(f, "id")));
+        k += (size_t)snprintf(out + k, cap - k, "\n");
+    }
+}
+
+CDB_TEST(duplicates_same_as_cli) {
+    su_resp r;
+    cli_run_result c;
+    static char api_groups[8192], cli_groups[8192];
+    NEED_SETUP();
+    CHECK_EQ_INT(su_get(g_srv.port, "/api/duplicates", &r), 0);
+    CHECK_EQ_INT(r.status, 200);
+    json_t *doc = su_json(&r);
+    CHECK(doc != NULL);
+    CHECK_EQ_INT((int)json_integer_value(json_object_get(doc, "files")), N_PHOTOS);
+    dup_text(doc, api_groups, sizeof api_groups);
+    json_t *g0 = json_array_get(json_object_get(doc, "groups"), 0);
+    if (g0) { /* each file has its thumbnail's URL */
+        json_t *f0 = json_array_get(json_object_get(g0, "files"), 0);
+        char want[64];
+        snprintf(want, sizeof want, "/api/thumb/%lld",
+                 (long long)json_integer_value(json_object_get(f0, "id")));
+        CHECK_EQ_STR(json_string_value(json_object_get(f0, "thumb")), want);
+    }
+    json_decref(doc);
+    su_resp_free(&r);
+    CHECK_EQ_INT(lu_expect((const char *[]){"duplicates", "--db", g_db, "--json", NULL}, 0, &c), 0);
+    json_error_t e;
+    doc = json_loads(c.out, 0, &e);
+    CHECK(doc != NULL);
+    dup_text(doc, cli_groups, sizeof cli_groups);
+    json_decref(doc);
+    cli_run_free(&c);
+    CHECK_EQ_STR(api_groups, cli_groups);
+    CHECK_EQ_INT(su_get(g_srv.port, "/api/duplicates?kind=copies", &r), 0);
+    CHECK_EQ_INT(r.status, 400);
+    su_resp_free(&r);
 }
 
 CDB_TEST(clip_retrieval) {
@@ -792,6 +845,7 @@ int main(int argc, char **argv) {
         {"more_like_this_and_paging", more_like_this_and_paging},
         {"thumbnails_and_originals", thumbnails_and_originals},
         {"stats_folders_health", stats_folders_health},
+        {"duplicates_same_as_cli", duplicates_same_as_cli},
         {"clip_retrieval", clip_retrieval},
         {"bad_input", bad_input},
         {"keep_alive", keep_alive},

@@ -1,0 +1,171 @@
+/*
+** test_cli_duplicates.c: `clipdb duplicates` through the binary. A library of distinct
+** pictures drawn here (random rectangles, written with stb_image_write), an exact byte
+** copy of one, a half-size copy and a noisy copy of two others: the oracle is how the
+** files were made. Checks --json (the groups, their kind, keep and files), --kind,
+** --paths0 (the files not kept, NUL-separated; nothing deleted) and the table.
+** Needs a model: $CLIPDB_TEST_MODEL, else the bundled one; skipped (77) without.
+*/
+#include <jansson.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* stb is third-party code: its warnings are silenced (as world/stb_write.c does); only
+** its PNG writer is used (its JPEG writer left-shifts negative values, UBSan's finding) */
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wall"
+#pragma GCC diagnostic ignored "-Wextra"
+#pragma GCC diagnostic ignored "-Wunused-function"
+#endif
+#define STB_IMAGE_WRITE_IMPLEMENTATION
+#include <stb_image_write.h>
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
+
+#include "cdb_test.h"
+#include "cli_run.h"
+
+#define W 192
+#define H 144
+#define N_PICS 8
+
+/* Picture k: a background and five rectangles from a fixed seed. */
+static void draw(int k, uint8_t *rgb)
+{
+    uint64_t s = 0x9E3779B97F4A7C15ULL * (uint64_t)(k + 1);
+#define NEXT() (s = s * 6364136223846793005ULL + 1442695040888963407ULL, (unsigned)(s >> 33))
+    uint8_t bg[3] = {(uint8_t)NEXT(), (uint8_t)NEXT(), (uint8_t)NEXT()};
+    for (int i = 0; i < W * H; i++)
+        memcpy(rgb + 3 * i, bg, 3);
+    for (int r = 0; r < 5; r++) {
+        int x0 = (int)(NEXT() % (W - 40)), y0 = (int)(NEXT() % (H - 30));
+        int w = 20 + (int)(NEXT() % 80), h = 15 + (int)(NEXT() % 60);
+        uint8_t c[3] = {(uint8_t)NEXT(), (uint8_t)NEXT(), (uint8_t)NEXT()};
+        for (int y = y0; y < y0 + h && y < H; y++)
+            for (int x = x0; x < x0 + w && x < W; x++)
+                memcpy(rgb + 3 * (y * W + x), c, 3);
+    }
+#undef NEXT
+}
+
+/* The group (of kind) holding a file whose path ends with `name`, or NULL. */
+static json_t *group_of(json_t *doc, const char *name)
+{
+    size_t gi, fi, nl = strlen(name);
+    json_t *g, *f;
+    json_array_foreach(json_object_get(doc, "groups"), gi, g)
+        json_array_foreach(json_object_get(g, "files"), fi, f) {
+            const char *p = json_string_value(json_object_get(f, "path"));
+            if (p && strlen(p) >= nl && !strcmp(p + strlen(p) - nl, name))
+                return g;
+        }
+    return NULL;
+}
+
+CDB_TEST(duplicates_groups_copies)
+{
+    const char *model = cli_find_model();
+    if (!model)
+        CDB_SKIP("no model: set CLIPDB_TEST_MODEL or add models/<name>/");
+    char tmp[512], lib[600], db[600], p[800];
+    cli_run_result r;
+    if (!cli_tmpdir(tmp, sizeof tmp))
+        CDB_TEST_FAIL_("mkdtemp");
+    snprintf(lib, sizeof lib, "%s/photos", tmp);
+    snprintf(db, sizeof db, "%s/db", tmp);
+    mkdir(lib, 0700);
+    static uint8_t rgb[W * H * 3], half[(W / 2) * (H / 2) * 3];
+    for (int k = 0; k < N_PICS; k++) {
+        draw(k, rgb);
+        snprintf(p, sizeof p, "%s/pic%d.png", lib, k);
+        CHECK(stbi_write_png(p, W, H, 3, rgb, W * 3));
+        if (k == 0) /* an exact copy */
+            CHECK(stbi_write_png((snprintf(p, sizeof p, "%s/pic0_copy.png", lib), p), W, H, 3,
+                                 rgb, W * 3));
+        if (k == 1) { /* a 50% resize: 2x2 box averages */
+            for (int y = 0; y < H / 2; y++)
+                for (int x = 0; x < W / 2; x++)
+                    for (int c = 0; c < 3; c++) {
+                        const uint8_t *q = rgb + 3 * (2 * y * W + 2 * x) + c;
+                        int sum = q[0] + q[3] + q[3 * W] + q[3 * W + 3];
+                        half[3 * (y * (W / 2) + x) + c] = (uint8_t)((sum + 2) / 4);
+                    }
+            CHECK(stbi_write_png((snprintf(p, sizeof p, "%s/pic1_half.png", lib), p), W / 2,
+                                 H / 2, 3, half, (W / 2) * 3));
+        }
+        if (k == 2) { /* the same picture with noise, as a lossy re-encode leaves it */
+            uint64_t s = 5;
+            for (int i = 0; i < W * H * 3; i++) {
+                s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+                int v = rgb[i] + (int)((s >> 33) % 9) - 4;
+                rgb[i] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+            }
+            CHECK(stbi_write_png((snprintf(p, sizeof p, "%s/pic2_noisy.png", lib), p), W, H, 3,
+                                 rgb, W * 3));
+        }
+    }
+    cli_run((const char *[]){"init", "--db", db, "--model", model, NULL}, &r);
+    CHECK_EQ_INT(r.exit_code, 0);
+    cli_run_free(&r);
+    cli_run((const char *[]){"ingest", "--db", db, lib, NULL}, &r);
+    CHECK_EQ_INT(r.exit_code, 0);
+    cli_run_free(&r);
+
+    cli_run((const char *[]){"duplicates", "--db", db, "--json", NULL}, &r);
+    CHECK_EQ_INT(r.exit_code, 0);
+    json_error_t e;
+    json_t *doc = json_loads(r.out, 0, &e);
+    CHECK_MSG(doc != NULL, "not JSON: %.300s", r.out);
+    cli_run_free(&r);
+    CHECK_EQ_INT((int)json_array_size(json_object_get(doc, "groups")), 3);
+    CHECK_EQ_INT((int)json_integer_value(json_object_get(doc, "files")), N_PICS + 3);
+    static const char *const pairs[3][3] = {{"/pic0.png", "/pic0_copy.png", "exact"},
+                                            {"/pic1.png", "/pic1_half.png", "near"},
+                                            {"/pic2.png", "/pic2_noisy.png", "near"}};
+    for (int i = 0; i < 3; i++) {
+        json_t *g = group_of(doc, pairs[i][0]);
+        CHECK_MSG(g != NULL && g == group_of(doc, pairs[i][1]), "%s and %s not grouped",
+                  pairs[i][0], pairs[i][1]);
+        CHECK_EQ_STR(json_string_value(json_object_get(g, "kind")), pairs[i][2]);
+        CHECK_EQ_INT((int)json_array_size(json_object_get(g, "files")), 2);
+        json_t *f0 = json_array_get(json_object_get(g, "files"), 0);
+        json_t *f1 = json_array_get(json_object_get(g, "files"), 1);
+        int64_t keep = json_integer_value(json_object_get(g, "keep"));
+        CHECK(keep == json_integer_value(json_object_get(f0, "id")) ||
+              keep == json_integer_value(json_object_get(f1, "id")));
+        if (i == 1) { /* the larger one is kept */
+            json_t *big = json_integer_value(json_object_get(f0, "width")) == W ? f0 : f1;
+            CHECK_EQ_INT((int)keep, (int)json_integer_value(json_object_get(big, "id")));
+        }
+    }
+    json_decref(doc);
+
+    cli_run((const char *[]){"duplicates", "--db", db, "--kind", "exact", "--paths0", NULL},
+            &r);
+    CHECK_EQ_INT(r.exit_code, 0);
+    CHECK_EQ_INT((int)r.out_len, (int)strlen(r.out) + 1); /* one path, NUL-terminated */
+    CHECK(strstr(r.out, "/pic0") != NULL);
+    cli_run_free(&r);
+    /* nothing was deleted */
+    struct stat st;
+    CHECK(stat((snprintf(p, sizeof p, "%s/pic0_copy.png", lib), p), &st) == 0);
+    CHECK(stat((snprintf(p, sizeof p, "%s/pic0.png", lib), p), &st) == 0);
+
+    cli_run((const char *[]){"duplicates", "--db", db, NULL}, &r);
+    CHECK_EQ_INT(r.exit_code, 0);
+    CHECK(strstr(r.out, "exact (2 files)") != NULL);
+    CHECK(strstr(r.err, "3 groups among 11 files") != NULL);
+    cli_run_free(&r);
+    cli_run((const char *[]){"duplicates", "--db", db, "--kind", "copies", NULL}, &r);
+    CHECK_EQ_INT(r.exit_code, 2);
+    cli_run_free(&r);
+    snprintf(p, sizeof p, "rm -rf '%s'", tmp);
+    CHECK_EQ_INT(system(p), 0);
+}
+
+CDB_TEST_MAIN(duplicates_groups_copies)
