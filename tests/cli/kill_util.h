@@ -185,7 +185,9 @@ static inline int read_state(const char *db, dbstate *s) {
                 s->n_vec_rows++;
                 if (!f || f->state != 2) {
                     s->n_orphans++;
-                    continue;
+                    /* a pending file keeps its other models' vectors while a model is
+                    ** being added (ingest --model): search finds it by them */
+                    if (!f || f->state != 1) continue;
                 }
                 f->n_vec++;
                 if (!f->vec && (def_model == 0 || sqlite3_column_int64(st, 2) == def_model)) {
