@@ -681,6 +681,13 @@ void cdb_db_report_add(cdb_db_report *r, cdb_db_problem_kind kind, int32_t shard
 ** vectors (the deep check) are marked pending; orphan vectors are deleted.
 ** *n_fixed counts the files/vectors changed. */
 cdb_status cdb_db_repair(cdb_db *db, const cdb_db_report *r, int64_t *n_fixed /* OUT */);
+/* Removes the copies of damaged shards (shards/NNNN.db.damaged-*) that a repair moves
+** aside (writer only). cdb_db_repair calls it once its catalog transaction committed;
+** `reindex --repair` calls it first too, for the copy of a repair killed before that.
+** Safe at any time: a damaged copy holds nothing clipdb reads, and the files whose
+** vectors it held are pending or still claim the (now empty or missing) shard, which
+** verify reports and the repair requeues. */
+cdb_status cdb_db_drop_damaged(cdb_db *db);
 
 #ifdef __cplusplus
 }

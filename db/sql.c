@@ -41,9 +41,13 @@ cdb_status cdb_sql_err(sqlite3 *conn, int rc, const char *what) {
     default: st = CDB_ERROR; break;
     }
     /* An I/O error of a write or fsync that ran out of space (SQLite says SQLITE_FULL
-    ** only for some paths) is a full disk too. */
-    if (st == CDB_IO && conn && cdb_errno_status(sqlite3_system_errno(conn)) == CDB_NOSPACE)
+    ** only for some paths) is a full disk too.
+    ** Its message ("disk I/O error") then says so, e.g. for a -shm file SQLite could
+    ** not grow opening a WAL database on a full disk. */
+    if (st == CDB_IO && conn && cdb_errno_status(sqlite3_system_errno(conn)) == CDB_NOSPACE) {
         st = CDB_NOSPACE;
+        msg = "no space left on the device";
+    }
     if (st == CDB_BUSY)
         return cdb_seterr(st, "%s: %s (%s): still busy after the retry timeout", what, msg,
                           file && *file ? file : "sqlite");

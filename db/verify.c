@@ -6,6 +6,8 @@
 ** pending are work for the next run, not problems (a crash leaves them so).
 ** Repair turns every problem into pending work for the next ingest.
 */
+#include <dirent.h>
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -374,8 +376,11 @@ static cdb_status requeue_file(cdb_db *db, int64_t file_id, int64_t model, int c
     return s == SQLITE_DONE ? CDB_OK : cdb_sql_err(db->cat, s, "repair");
 }
 
-/* Moves a bad shard file (and its -wal/-shm) aside and creates an empty shard
-** with the same id; all its files become pending with no shard. */
+/* Moves a bad shard file (and its -wal/-shm) aside as NNNN.db.damaged-STAMP and
+** creates an empty shard with the same id; all its files become pending with no
+** shard. The copy aside only keeps the bytes while the catalog transaction may still
+** roll back: cdb_db_repair removes it once the transaction committed, and
+** cdb_db_drop_damaged removes one a killed repair left. */
 static cdb_status repair_shard(cdb_db *db, int32_t id, int64_t *gen, int64_t *n_fixed) {
     char path[4096], aside[4200];
     sqlite3_stmt *st = NULL;
@@ -410,6 +415,25 @@ static cdb_status repair_shard(cdb_db *db, int32_t id, int64_t *gen, int64_t *n_
     for (size_t i = 0; i < n && rc == CDB_OK; i++) rc = requeue_file(db, files[i], 0, 1, gen);
     *n_fixed += (int64_t)n;
     cdb_free(files);
+    return rc;
+}
+
+cdb_status cdb_db_drop_damaged(cdb_db *db) {
+    char dir[4096];
+    DIR *d;
+    struct dirent *e;
+    cdb_status rc = cdb_sql_need_writer(db, "repair");
+    if (rc != CDB_OK) return rc;
+    snprintf(dir, sizeof dir, "%s/shards", db->dir);
+    if (!(d = opendir(dir))) return CDB_OK; /* no shards yet: nothing to drop */
+    while (rc == CDB_OK && (e = readdir(d))) {
+        char p[4400];
+        if (!strstr(e->d_name, ".db.damaged-")) continue;
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        if (unlink(p) != 0 && errno != ENOENT)
+            rc = cdb_seterr(CDB_IO, "repair: cannot remove %s: %s", p, strerror(errno));
+    }
+    closedir(d);
     return rc;
 }
 
@@ -466,6 +490,8 @@ cdb_status cdb_db_repair(cdb_db *db, const cdb_db_report *r, int64_t *n_fixed) {
     else
         cdb_sql_rollback(db->cat);
     if (rc != CDB_OK) return cdb_errctx(rc, "repair");
+    /* committed: the damaged copies hold nothing the repair will not re-encode */
+    if ((rc = cdb_db_drop_damaged(db)) != CDB_OK) return rc;
     /* Shard side after the catalog: bad vectors (their files are pending now) and
     ** orphans are deleted; a crash in between leaves only pending work. */
     for (int i = 0; i < r->n_listed && rc == CDB_OK; i++) {

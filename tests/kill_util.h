@@ -5,7 +5,8 @@
 ** remove a tree), a private copy of the model, and the end state of a database read straight from
 ** its SQLite files (catalog.db and every shards/NNNN.db, never through clipdb),
 ** compared with a reference's: the same paths in the same states, each ok file with
-** exactly one vector, byte-identical, no vector without an ok file.
+** exactly one vector per model, its default model's byte-identical, no vector without
+** an ok file.
 */
 #ifndef CDB_TEST_KILL_UTIL_H
 #define CDB_TEST_KILL_UTIL_H
@@ -71,8 +72,8 @@ typedef struct fentry {
     int64_t id;
     int state;       /* CDB_DB_* values: 1 pending, 2 ok, 3 error, 4 deleted */
     int n_vec;       /* vectors found for it, over all shards and models */
-    int claimed;     /* vectors the catalog's directory claims for it (any model) */
-    unsigned char *vec;
+    int claimed;     /* vectors the catalog's directory claims for it (the default model) */
+    unsigned char *vec; /* its default model's vector (the one searches use) */
     int vec_bytes;
 } fentry;
 
@@ -82,6 +83,7 @@ typedef struct dbstate {
     int n_vec_rows;  /* rows in all shards */
     int n_orphans;   /* vectors whose file is not ok (or unknown) */
     int n_pending;
+    int n_models;    /* the models the catalog registers: the vectors of an ok file */
     char err[1800];  /* set when the files could not be read */
 } dbstate;
 
@@ -119,6 +121,7 @@ static inline int read_state(const char *db, dbstate *s) {
     sqlite3_stmt *st = NULL;
     DIR *d;
     struct dirent *e;
+    int64_t def_model = 0; /* 0: unknown (any model's vector) */
     memset(s, 0, sizeof *s);
     snprintf(p, sizeof p, "%s/catalog.db", db);
     if (!(h = open_ro(p))) return snprintf(s->err, sizeof s->err, "cannot open %s", p), -1;
@@ -149,8 +152,19 @@ static inline int read_state(const char *db, dbstate *s) {
         if (f->state == 1) s->n_pending++;
     }
     sqlite3_finalize(st);
-    /* the vector directory: what search, export and stats count */
-    if (sqlite3_prepare_v2(h, "SELECT file_id FROM vectors", -1, &st, NULL) == SQLITE_OK) {
+    s->n_models = 1; /* a catalog without a models table: one model, as before it */
+    if (sqlite3_prepare_v2(h, "SELECT count(*), max(CASE is_default WHEN 1 THEN id END)"
+                              " FROM models", -1, &st, NULL) == SQLITE_OK) {
+        if (sqlite3_step(st) == SQLITE_ROW) {
+            s->n_models = sqlite3_column_int(st, 0);
+            def_model = sqlite3_column_int64(st, 1);
+        }
+        sqlite3_finalize(st);
+    }
+    /* the vector directory of the default model: what search, export and stats count */
+    if (sqlite3_prepare_v2(h, "SELECT file_id FROM vectors WHERE ?1 = 0 OR model_id = ?1", -1,
+                           &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, def_model);
         while (sqlite3_step(st) == SQLITE_ROW) {
             fentry *f = find_id(s, sqlite3_column_int64(st, 0));
             if (f) f->claimed++;
@@ -170,7 +184,8 @@ static inline int read_state(const char *db, dbstate *s) {
                 snprintf(s->err, sizeof s->err, "cannot open %s", sp);
                 continue;
             }
-            if (sqlite3_prepare_v2(h, "SELECT file_id, vec FROM vectors", -1, &st, NULL) !=
+            if (sqlite3_prepare_v2(h, "SELECT file_id, vec, model_id FROM vectors", -1, &st,
+                                   NULL) !=
                 SQLITE_OK) {
                 /* a shard created but never written has no table yet: that is fine */
                 sqlite3_close(h);
@@ -181,9 +196,12 @@ static inline int read_state(const char *db, dbstate *s) {
                 s->n_vec_rows++;
                 if (!f || f->state != 2) {
                     s->n_orphans++;
-                    continue;
+                    /* a pending file keeps its other models' vectors while a model is
+                    ** being added (ingest --model): search finds it by them */
+                    if (!f || f->state != 1) continue;
                 }
-                if (f->n_vec++ == 0) {
+                f->n_vec++;
+                if (!f->vec && (def_model == 0 || sqlite3_column_int64(st, 2) == def_model)) {
                     f->vec_bytes = sqlite3_column_bytes(st, 1);
                     f->vec = malloc((size_t)f->vec_bytes + 1);
                     memcpy(f->vec, sqlite3_column_blob(st, 1), (size_t)f->vec_bytes);
@@ -213,6 +231,7 @@ static inline int compare(const dbstate *ref, const dbstate *s, const char *what
     if (s->err[0]) DIFF("%s", s->err);
     if (s->n_pending) DIFF("%d files left pending", s->n_pending);
     if (s->n_orphans) DIFF("%d vectors without an ok file", s->n_orphans);
+    if (s->n_models != ref->n_models) DIFF("%d models, reference %d", s->n_models, ref->n_models);
     while (i < ref->n || j < s->n) {
         int c = i >= ref->n ? 1 : j >= s->n ? -1 : strcmp(ref->f[i].path, s->f[j].path);
         if (c < 0) {
@@ -226,8 +245,8 @@ static inline int compare(const dbstate *ref, const dbstate *s, const char *what
             if (j >= 2 && !strcmp(s->f[j - 2].path, b->path)) DIFF("file row twice: %s", b->path);
             if (a->state != b->state)
                 DIFF("%s: state %d, reference %d", b->path, b->state, a->state);
-            else if (b->state == 2 && b->n_vec != 1)
-                DIFF("%s: %d vectors", b->path, b->n_vec);
+            else if (b->state == 2 && b->n_vec != s->n_models)
+                DIFF("%s: %d vectors for %d models", b->path, b->n_vec, s->n_models);
             else if (b->state == 2 && (a->vec_bytes != b->vec_bytes ||
                                        memcmp(a->vec, b->vec, (size_t)a->vec_bytes)))
                 DIFF("%s: vector differs from the reference", b->path);

@@ -425,6 +425,8 @@ done:
 static cdb_status repair(cdb_engine *e, cdb_model *m, int64_t model_id, double sample, char *note,
                          size_t note_size, int64_t *n_fixed) {
     int64_t found = 0, fixed = 0;
+    cdb_status drop = cdb_db_drop_damaged(e->db); /* a killed repair's copy */
+    if (drop != CDB_OK) return step_fail(drop, "cannot repair the database");
     for (int round = 0; round < 1000; round++) {
         cdb_db_report *r = NULL;
         int64_t n = 0;
