@@ -57,15 +57,6 @@ static void round_f16(float *v, size_t n) {
     for (size_t i = 0; i < n; i++) v[i] = cdb_k_f16_to_f32_1(cdb_k_f32_to_f16_1(v[i]));
 }
 
-static int gpu_usable(void) {
-    return cdb_k_cuda_built() && cdb_k_cuda_device_count() > 0 && !*cdb_k_cuda_unusable_reason();
-}
-
-#define NEED_GPU()                                                                     \
-    do {                                                                               \
-        if (!gpu_usable()) CDB_SKIP("no usable GPU: %s", cdb_k_cuda_unusable_reason()); \
-    } while (0)
-
 /* ---- raw kernels through a device context ---------------------------------------- */
 
 static cdb_kc_ctx *g_ctx;
