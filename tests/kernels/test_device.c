@@ -261,8 +261,9 @@ CDB_TEST(nvjpeg_decide_and_backend_choice) {
     char why[1600];
     void *h = NULL;
     int hw = -1;
+    const char *fake = getenv("CLIPDB_TEST_FAKE_NVJPEG"); /* prebuilt binaries elsewhere */
     s.env = "CLIPDB_TEST_NVJPEG";
-    setenv("CLIPDB_TEST_NVJPEG", CDB_FAKE_NVJPEG, 1);
+    setenv("CLIPDB_TEST_NVJPEG", fake && *fake ? fake : CDB_FAKE_NVJPEG, 1);
     CHECK_OK(cdb_kc_nvjpeg_decide(1, "", &s, &api, why, sizeof why));
     unsetenv("CLIPDB_TEST_NVJPEG");
     CHECK(api.lib && api.create_ex && api.destroy && api.state_create && api.state_destroy &&
