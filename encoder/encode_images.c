@@ -21,10 +21,9 @@
 /* Host route: this many images' floats at a time (each 3 x size x size). */
 #define HOST_CHUNK 64
 
-/* 1 when the device transform takes img as it is. */
-static int device_takes(const cdb_image *img) {
-    return img->bits == 8 && (img->channels == 1 || img->channels == 3) && !img->is_palette &&
-           !img->is_cmyk;
+int cdb_image_device_ready(const cdb_image *img) {
+    return img && img->bits == 8 && (img->channels == 1 || img->channels == 3) &&
+           !img->is_palette && !img->is_cmyk;
 }
 
 typedef struct fill_ctx {
@@ -53,7 +52,7 @@ static cdb_status fill(void *ud, cdb_k_backend *be, int first, int count, cdb_k_
     if (!pl || !g || !src) rc = cdb_seterr(CDB_NOMEM, "image transform plans");
     for (int i = 0; i < count && rc == CDB_OK;) {
         int run = 0;
-        while (i + run < count && device_takes(f->imgs[first + i + run])) {
+        while (i + run < count && cdb_image_device_ready(f->imgs[first + i + run])) {
             const cdb_image *img = f->imgs[first + i + run];
             made = i + run + 1;
             if ((rc = cdb_pp_plan_make(img->width, img->height, pp, 1, &pl[i + run])) != CDB_OK)
@@ -112,7 +111,7 @@ static cdb_status file_on_cpu(fill_ctx *f, cdb_k_backend *be, int first, int i, 
     cdb_status rc = CDB_OK;
     f->used[at] = CDB_DECODER_CPU;
     f->item_rc[at] = cdb_image_decode(f->bufs[at], f->lens[at], f->ip, &img);
-    if (f->item_rc[at] == CDB_OK && device_takes(img)) {
+    if (f->item_rc[at] == CDB_OK && cdb_image_device_ready(img)) {
         cdb_pp_plan pl;
         cdb_k_pp_geom g;
         const uint8_t *src = img->pixels;
@@ -290,4 +289,12 @@ int cdb_model_image_batch(cdb_model *m, int cpu_batch, int max_batch) {
     size_t fr = 0;
     if (!m || cdb_k_device_memory(m->be, &fr, NULL) != CDB_OK) return cpu_batch;
     return cdb_model_image_batch_for(m, fr, max_batch);
+}
+
+int cdb_model_transforms_on_device(const cdb_model *m) {
+    return m && !m->vision_rn && cdb_k_preprocess_on_device(m->be);
+}
+
+int cdb_model_decodes_jpeg_on_device(const cdb_model *m) {
+    return cdb_model_transforms_on_device(m) && cdb_k_jpeg_on_device(m->be);
 }

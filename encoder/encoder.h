@@ -572,6 +572,15 @@ cdb_status cdb_encode_pixels(cdb_model *m, const float *pixels, int n, int norma
 ** of cdb_image_preprocess. */
 cdb_status cdb_encode_images(cdb_model *m, const cdb_image *const *imgs, int n, int normalize,
                              float *out /* OUT */);
+/* 1 when the device transform takes img as it is (8-bit gray or RGB, not palette or
+** CMYK): a GPU ingest may hand it to cdb_encode_images instead of preprocessing it. */
+int cdb_image_device_ready(const cdb_image *img);
+/* 1 when cdb_encode_images transforms m's images on its device (a GPU backend, a ViT
+** tower): an ingest then keeps the decoded images cdb_image_device_ready takes for it
+** instead of preprocessing them. */
+int cdb_model_transforms_on_device(const cdb_model *m);
+/* 1 when, besides, cdb_encode_files decodes JPEGs on m's device (nvJPEG usable). */
+int cdb_model_decodes_jpeg_on_device(const cdb_model *m);
 /* Image embeddings from files' bytes (bufs[i], lens[i] bytes), decoded as ip says (NULL:
 ** defaults). On a backend with a device transform, in CDB_DECODE_FAST, the JPEGs
 ** cdb_image_pick_decoder gives to nvJPEG (when cdb_k_jpeg_on_device) are decoded and

@@ -146,6 +146,8 @@ CDB_TEST(refusals) {
     CHECK_RC(cdb_encode_images(NULL, two, 1, 1, out), CDB_INVALID);
     CHECK_RC(cdb_encode_images(m, NULL, 1, 1, out), CDB_INVALID);
     CHECK_RC(cdb_encode_images(m, two, -1, 1, out), CDB_INVALID);
+    CHECK(cdb_image_device_ready(img) && !cdb_image_device_ready(bad) &&
+          !cdb_image_device_ready(NULL));
     CHECK_OK(cdb_encode_images(m, NULL, 0, 1, NULL));
     two[1] = bad;
     for (int route = 0; route <= 1; route++)
@@ -182,6 +184,12 @@ CDB_TEST(preprocess_u8_refuses_bad_geometry) {
     CHECK_RC(cdb_k_preprocess_u8(be, &g, &s, 1, px, 0), CDB_INVALID);
     CHECK(!cdb_k_preprocess_on_device(be));
     CHECK(!cdb_k_preprocess_on_device(NULL));
+    CHECK(!cdb_k_jpeg_on_device(be) && !cdb_k_jpeg_on_device(NULL));
+    {
+        size_t len = 4;
+        cdb_status item = CDB_OK;
+        CHECK_RC(cdb_k_jpeg_preprocess(be, &g, &s, &len, 1, px, 0, &item), CDB_UNSUPPORTED);
+    }
     cdb_k_buf_free(be, px);
     cdb_k_backend_free(be);
 }
@@ -198,6 +206,7 @@ CDB_TEST(batch_from_free_memory) {
         item = cdb_clip_image_item_bytes(m);
         px = (size_t)3 * m->info.image_size * m->info.image_size * sizeof(float);
         CHECK_EQ_INT(cdb_model_image_batch(m, 32, 4096), 32); /* the CPU: no device memory */
+        CHECK(!cdb_model_transforms_on_device(m) && !cdb_model_decodes_jpeg_on_device(m));
         if (mi == 2) { /* ResNet: its own chunks, the cap */
             CHECK_EQ_INT(item, 0);
             CHECK_EQ_INT(cdb_model_image_batch_for(m, 0, 77), 77);
