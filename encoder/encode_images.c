@@ -167,9 +167,13 @@ static cdb_status fill_files(void *ud, cdb_k_backend *be, int first, int count,
             rc = file_on_cpu(f, be, first, i++, px);
             continue;
         }
-        if ((rc = cdb_k_jpeg_preprocess(be, g + i, src + i, len + i, run, px, i, nv_rc + i)) !=
-            CDB_OK)
-            break;
+        rc = cdb_k_jpeg_preprocess(be, g + i, src + i, len + i, run, px, i, nv_rc + i);
+        if (rc == CDB_UNSUPPORTED) { /* nvJPEG could not start here: the CPU decodes */
+            CDB_LOG_DEBUG("nvJPEG: %s", cdb_errmsg());
+            for (int k = i; k < i + run; k++) nv_rc[k] = CDB_UNSUPPORTED;
+            rc = CDB_OK;
+        }
+        if (rc != CDB_OK) break;
         for (int k = i; k < i + run && rc == CDB_OK; k++) {
             f->used[first + k] = CDB_DECODER_NVJPEG;
             f->item_rc[first + k] = CDB_OK;

@@ -403,7 +403,8 @@ cdb_status cdb_k_preprocess_u8(cdb_k_backend *be, const cdb_k_pp_geom *g,
 cdb_status cdb_k_jpeg_preprocess(cdb_k_backend *be, const cdb_k_pp_geom *g,
                                  const uint8_t *const *jpeg, const size_t *len, int n,
                                  cdb_k_buf *px /* OUT */, int at, cdb_status *item_rc /* OUT */);
-/* 1 when be decodes JPEGs on its device: a GPU backend, and nvJPEG usable. */
+/* 1 when be decodes JPEGs on its device: a GPU backend, nvJPEG usable, and its decoder
+** did not fail to start on this device (then CDB_UNSUPPORTED and this turns 0). */
 int cdb_k_jpeg_on_device(const cdb_k_backend *be);
 /* 1 when be runs cdb_k_preprocess_u8 on a device (a GPU backend), so uploading bytes
 ** beats transforming on the host; 0 for the CPU backends and NULL. */

@@ -62,8 +62,8 @@ extern "C" void cdb_kc_jpeg_dec_free(cdb_kc_backend *b) {
 }
 
 extern "C" int cdb_kc_backend_jpeg_on_device(const cdb_k_backend *be) {
-    (void)be;
-    return cdb_k_nvjpeg_usable();
+    const cdb_kc_backend *b = (const cdb_kc_backend *)be;
+    return cdb_k_nvjpeg_usable() && !(b->jd.tried && !b->jd.h_sw); /* not after a failed start */
 }
 
 /* Room for bytes of decoded RGB (waits for the compute stream before it frees). */
