@@ -13,46 +13,46 @@
 
 static void print_json(const cdb_engine_dups *d)
 {
-    cli_json j;
+    cdb_json j;
     cdb_cli_json_init(&j, stdout, 1);
-    cdb_cli_json_begin_object(&j);
-    cdb_cli_json_key(&j, "groups");
-    cdb_cli_json_begin_array(&j);
+    cdb_json_begin_object(&j);
+    cdb_json_key(&j, "groups");
+    cdb_json_begin_array(&j);
     for (int g = 0; g < d->n_groups; g++) {
         const cdb_engine_dup_group *dg = &d->groups[g];
-        cdb_cli_json_begin_object(&j);
-        cdb_cli_json_key(&j, "kind");
-        cdb_cli_json_str(&j, cdb_dupes_kind_name((cdb_dupes_kind)dg->kind));
-        cdb_cli_json_key(&j, "keep");
-        cdb_cli_json_int(&j, dg->keep);
-        cdb_cli_json_key(&j, "files");
-        cdb_cli_json_begin_array(&j);
+        cdb_json_begin_object(&j);
+        cdb_json_key(&j, "kind");
+        cdb_json_str(&j, cdb_dupes_kind_name((cdb_dupes_kind)dg->kind));
+        cdb_json_key(&j, "keep");
+        cdb_json_int(&j, dg->keep);
+        cdb_json_key(&j, "files");
+        cdb_json_begin_array(&j);
         for (int i = 0; i < dg->n_files; i++) {
             const cdb_engine_dup_file *f = &dg->files[i];
-            cdb_cli_json_begin_object(&j);
-            cdb_cli_json_key(&j, "id");
-            cdb_cli_json_int(&j, f->id);
-            cdb_cli_json_path(&j, "path", f->path);
-            cdb_cli_json_key(&j, "width");
-            cdb_cli_json_int(&j, f->width);
-            cdb_cli_json_key(&j, "height");
-            cdb_cli_json_int(&j, f->height);
-            cdb_cli_json_key(&j, "bytes");
-            cdb_cli_json_int(&j, f->bytes);
-            cdb_cli_json_key(&j, "taken");
-            cdb_cli_json_str(&j, f->taken[0] ? f->taken : NULL);
-            cdb_cli_json_end_object(&j);
+            cdb_json_begin_object(&j);
+            cdb_json_key(&j, "id");
+            cdb_json_int(&j, f->id);
+            cdb_json_path(&j, "path", f->path);
+            cdb_json_key(&j, "width");
+            cdb_json_int(&j, f->width);
+            cdb_json_key(&j, "height");
+            cdb_json_int(&j, f->height);
+            cdb_json_key(&j, "bytes");
+            cdb_json_int(&j, f->bytes);
+            cdb_json_key(&j, "taken");
+            cdb_json_str(&j, f->taken[0] ? f->taken : NULL);
+            cdb_json_end_object(&j);
         }
-        cdb_cli_json_end_array(&j);
-        cdb_cli_json_end_object(&j);
+        cdb_json_end_array(&j);
+        cdb_json_end_object(&j);
     }
-    cdb_cli_json_end_array(&j);
-    cdb_cli_json_key(&j, "files");
-    cdb_cli_json_int(&j, d->n_files);
-    cdb_cli_json_key(&j, "unreadable");
-    cdb_cli_json_int(&j, d->n_unreadable);
-    cdb_cli_json_end_object(&j);
-    cdb_cli_json_done(&j);
+    cdb_json_end_array(&j);
+    cdb_json_key(&j, "files");
+    cdb_json_int(&j, d->n_files);
+    cdb_json_key(&j, "unreadable");
+    cdb_json_int(&j, d->n_unreadable);
+    cdb_json_end_object(&j);
+    cdb_json_done(&j);
 }
 
 static void print_table(const cdb_engine_dups *d)

@@ -159,7 +159,7 @@ static int parse_run_opts(const char *cmd, cli_args *a, run_opts *o) {
     if ((rc = max_pixels_opt(cmd, a, &o->max_pixels)) != CLI_EXIT_OK) return rc;
     o->rp = cdb_engine_run_params_default();
     o->rp.decode_memory_mb = mem;
-    o->rp.batch = (int)batch;
+    o->rp.batch = cdb_cli_get(a, "batch") ? (int)batch : 0; /* 0: the engine sizes it */
     o->rp.threads = threads ? (int)threads : cdb_default_threads();
     if ((rc = cdb_cli_device(cmd, cdb_cli_get(a, "device"), &o->device)) != CLI_EXIT_OK) return rc;
     o->wait = cdb_cli_has(a, "wait") > 0;

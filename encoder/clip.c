@@ -66,9 +66,14 @@ cleanup:
     return rc;
 }
 
+/* Scratch bytes per row of a tower's activations (scratch_alloc's five buffers). */
+static size_t row_bytes(const cdb_clip_tower *t) {
+    return (6 * (size_t)t->width + (size_t)t->mlp_width) * sizeof(float);
+}
+
 /* Items of one chunk so that scratch stays under the backend's budget (at least one). */
 static int items_per_chunk(cdb_k_backend *be, const cdb_clip_tower *t, int seq, int n) {
-    size_t per_row = (6 * (size_t)t->width + (size_t)t->mlp_width) * sizeof(float);
+    size_t per_row = row_bytes(t);
     size_t rows = cdb_k_scratch_bytes(be) / per_row, items = rows / (size_t)seq;
     if (items < 1) items = 1;
     return items < (size_t)n ? (int)items : n;
@@ -161,17 +166,19 @@ cleanup:
     return rc;
 }
 
-/* The patch matrix of images i0 .. i0+nb of pixels (CHW, isz square) into pin: the
-** pixels are uploaded as they are (px: nb images) and unfolded by the backend
-** (cdb_k_patchify: on the device for a GPU backend), rows b*N + gy*G + gx, columns
-** in the conv weight's (channel, ky, kx) order. */
-static cdb_status upload_patches(cdb_k_backend *be, const float *pixels, int nb, int isz, int P,
-                                 cdb_k_buf *px, cdb_k_buf *pin) {
-    cdb_status rc = cdb_k_buf_upload(be, px, 0, pixels, (size_t)nb * 3 * isz * isz);
+/* The patch matrix of images i0 .. i0+nb of src into pin: the pixels (CHW, isz square)
+** are uploaded as they are, or written by src's fill, into px (nb images) and unfolded
+** by the backend (cdb_k_patchify: on the device for a GPU backend), rows b*N + gy*G +
+** gx, columns in the conv weight's (channel, ky, kx) order. */
+static cdb_status upload_patches(cdb_k_backend *be, const cdb_pixsrc *src, int i0, int nb,
+                                 int isz, int P, cdb_k_buf *px, cdb_k_buf *pin) {
+    cdb_status rc = src->pixels ? cdb_k_buf_upload(be, px, 0, src->pixels + (size_t)i0 * 3 *
+                                                   isz * isz, (size_t)nb * 3 * isz * isz)
+                                : src->fill(src->ud, be, i0, nb, px);
     return rc != CDB_OK ? rc : cdb_k_patchify(be, px, nb, 3, isz, isz, P, pin);
 }
 
-static cdb_status vit_image_forward(cdb_model *m, const float *pixels, int n, float *out) {
+static cdb_status vit_image_forward(cdb_model *m, const cdb_pixsrc *src, int n, float *out) {
     cdb_k_backend *be = m->be;
     const cdb_clip_tower *t = &m->vision;
     cdb_status rc = CDB_OK;
@@ -194,7 +201,7 @@ static cdb_status vit_image_forward(cdb_model *m, const float *pixels, int n, fl
     }
     for (int i0 = 0; i0 < n; i0 += chunk) {
         int nb = n - i0 < chunk ? n - i0 : chunk;
-        CK(upload_patches(be, pixels + (size_t)i0 * 3 * isz * isz, nb, isz, P, px, pin));
+        CK(upload_patches(be, src, i0, nb, isz, P, px, pin));
         CK(cdb_k_gemm(be, pin, t->patch_w, NULL, s.h, nb * N, W, K, CDB_K_ACT_NONE, 0));
         CK(cdb_k_prepend_add(be, s.h, t->cls, t->pos, nb, N, W, s.x));
         CK(cdb_k_layernorm(be, s.x, t->ln_pre_g, t->ln_pre_b, s.x, nb * S, W, t->ln_eps));
@@ -236,7 +243,8 @@ cleanup:
 /* SigLIP's image tower: patches (with the convolution's bias) + positional embedding,
 ** no class token, no ln_pre, every block on every row (the head attends over all of
 ** them), then the MAP head; its output is the embedding (width == embed_dim). */
-static cdb_status siglip_image_forward(cdb_model *m, const float *pixels, int n, float *out) {
+static cdb_status siglip_image_forward(cdb_model *m, const cdb_pixsrc *src, int n,
+                                       float *out) {
     cdb_k_backend *be = m->be;
     const cdb_clip_tower *t = &m->vision;
     cdb_status rc = CDB_OK;
@@ -261,7 +269,7 @@ static cdb_status siglip_image_forward(cdb_model *m, const float *pixels, int n,
     for (int r = 0; r < chunk * N; r++) ids[r] = r % N; /* row r's positional embedding */
     for (int i0 = 0; i0 < n; i0 += chunk) {
         int nb = n - i0 < chunk ? n - i0 : chunk;
-        CK(upload_patches(be, pixels + (size_t)i0 * 3 * isz * isz, nb, isz, P, px, pin));
+        CK(upload_patches(be, src, i0, nb, isz, P, px, pin));
         CK(cdb_k_gemm(be, pin, t->patch_w, t->patch_b, s.h, nb * N, W, K, CDB_K_ACT_NONE, 0));
         /* x = pos[r % N] + patches[r]: lookup_add's periodic addend is the whole batch
         ** (one period), its table the positional embedding (fp32 addition commutes: the
@@ -281,10 +289,29 @@ cleanup:
     return rc;
 }
 
+cdb_status cdb_clip_image_forward_src(cdb_model *m, const cdb_pixsrc *src, int n, float *out) {
+    if (m->vision_rn) { /* resnet.c: host pixels only */
+        if (!src->pixels)
+            return cdb_seterr(CDB_INVALID, "ResNet image tower: pixels must come from the host");
+        return cdb_rn_image_forward(m, src->pixels, n, out);
+    }
+    return m->vision.probe ? siglip_image_forward(m, src, n, out)
+                           : vit_image_forward(m, src, n, out);
+}
+
+size_t cdb_clip_image_item_bytes(const cdb_model *m) {
+    const int P = m->info.patch_size, isz = m->info.image_size;
+    const size_t px = (size_t)3 * isz * isz * sizeof(float);
+    size_t seq;
+    if (m->vision_rn || P <= 0) return 0; /* the ResNet tower sizes its own chunks */
+    seq = (size_t)(isz / P) * (isz / P) + (m->vision.probe ? 0 : 1);
+    /* activations, the pixels, the patch matrix (as many floats as the pixels) */
+    return seq * row_bytes(&m->vision) + 2 * px;
+}
+
 cdb_status cdb_clip_image_forward(cdb_model *m, const float *pixels, int n, float *out) {
-    if (m->vision_rn) return cdb_rn_image_forward(m, pixels, n, out); /* resnet.c */
-    return m->vision.probe ? siglip_image_forward(m, pixels, n, out)
-                           : vit_image_forward(m, pixels, n, out);
+    cdb_pixsrc src = {pixels, NULL, NULL};
+    return cdb_clip_image_forward_src(m, &src, n, out);
 }
 
 cdb_status cdb_clip_text_forward(cdb_model *m, const int32_t *ids, int n, float *out) {

@@ -351,8 +351,9 @@ typedef enum cdb_decoder {
 ** no pixel decoded; may overwrite cdb_errmsg()): nvJPEG when mode is CDB_DECODE_FAST,
 ** nvjpeg_usable is set and buf is a JPEG whose frame nvJPEG decodes on the device: a
 ** Huffman-coded sequential frame (SOF0 baseline, SOF1 extended), 8-bit, 1 or 3
-** components. Everything else goes to the CPU decoders: CDB_DECODE_EXACT (PIL's
-** pixels are libjpeg-turbo's), progressive and arithmetic-coded JPEGs, CMYK/YCCK,
+** components, no EXIF orientation other than 1. Everything else goes to the CPU
+** decoders: CDB_DECODE_EXACT (PIL's pixels are libjpeg-turbo's), EXIF-rotated JPEGs
+** (nvJPEG does not rotate), progressive and arithmetic-coded JPEGs, CMYK/YCCK,
 ** the other formats, and a JPEG the marker scan refuses (cdb_image_decode says why).
 ** *why (may be NULL): a static phrase saying which case it was. */
 cdb_decoder cdb_image_pick_decoder(const void *buf, size_t n, cdb_decode_mode mode,
@@ -590,6 +591,47 @@ cdb_status cdb_encode_tokens(cdb_model *m, const int32_t *ids, int n, int normal
 /* Image embeddings from preprocessed pixels (n * 3 * size * size, CHW). */
 cdb_status cdb_encode_pixels(cdb_model *m, const float *pixels, int n, int normalize,
                              float *out /* OUT */);
+/* Image embeddings from decoded images: the embeddings of cdb_image_preprocess (the
+** model's preprocess params) followed by cdb_encode_pixels. On a backend with a device
+** transform (cdb_k_preprocess_on_device: the CUDA backend) 8-bit gray and RGB images
+** (not palette, CMYK or alpha) go up as bytes and are transformed there, bit for bit
+** the CPU's floats (kernels.h, cdb_k_preprocess_u8); the others, and every image of a
+** ResNet tower, are preprocessed on the host. Errors as cdb_encode_pixels, plus those
+** of cdb_image_preprocess. */
+cdb_status cdb_encode_images(cdb_model *m, const cdb_image *const *imgs, int n, int normalize,
+                             float *out /* OUT */);
+/* 1 when the device transform takes img as it is (8-bit gray or RGB, not palette or
+** CMYK): a GPU ingest may hand it to cdb_encode_images instead of preprocessing it. */
+int cdb_image_device_ready(const cdb_image *img);
+/* 1 when cdb_encode_images transforms m's images on its device (a GPU backend, a ViT
+** tower): an ingest then keeps the decoded images cdb_image_device_ready takes for it
+** instead of preprocessing them. */
+int cdb_model_transforms_on_device(const cdb_model *m);
+/* 1 when, besides, cdb_encode_files decodes JPEGs on m's device (nvJPEG usable). */
+int cdb_model_decodes_jpeg_on_device(const cdb_model *m);
+/* Image embeddings from files' bytes (bufs[i], lens[i] bytes), decoded as ip says (NULL:
+** defaults). On a backend with a device transform, in CDB_DECODE_FAST, the JPEGs
+** cdb_image_pick_decoder gives to nvJPEG (when cdb_k_jpeg_on_device) are decoded and
+** transformed on the device (used[i] = CDB_DECODER_NVJPEG; their pixels are nvJPEG's,
+** not libjpeg-turbo's); every other file, and any nvJPEG fails, is decoded by
+** cdb_image_decode and goes on as in cdb_encode_images (used[i] = CDB_DECODER_CPU).
+** item_rc[i]: CDB_OK, or the CPU decode's or preprocessing's status for file i (its
+** row of out is then zeros; the message is gone: decode it alone to see it). used may
+** be NULL. Returns CDB_OK when the batch ran, else a call-level failure (device, memory,
+** arguments, as cdb_encode_pixels) and out is undefined. */
+cdb_status cdb_encode_files(cdb_model *m, const void *const *bufs, const size_t *lens, int n,
+                            const cdb_image_params *ip, int normalize, float *out /* OUT */,
+                            cdb_status *item_rc /* OUT */, cdb_decoder *used /* OUT */);
+/* Images per encode call for m's image tower on a device with free_bytes of free
+** memory: cdb_k_batch_from_free(free_bytes, 0, bytes one image's forward occupies (its
+** activation scratch rows, pixels and patch matrix), max_batch), so that a batch fits
+** beside the weights already loaded; what the estimate misses is caught by
+** cdb_k_run_batched's halving. max_batch for a ResNet tower (it sizes its own chunks)
+** and for NULL. Pure: tests give it made-up figures. */
+int cdb_model_image_batch_for(const cdb_model *m, size_t free_bytes, int max_batch);
+/* cdb_model_image_batch_for with the free memory of m's device now (cdb_k_device_memory);
+** on the CPU, or when the device cannot say, cpu_batch. */
+int cdb_model_image_batch(cdb_model *m, int cpu_batch, int max_batch);
 /* Convenience: decode + preprocess + encode image files / memory buffers. */
 cdb_status cdb_encode_image_file(cdb_model *m, const char *path, const cdb_image_params *ip,
                                  int normalize, float *out /* OUT */);

@@ -175,6 +175,36 @@ struct cdb_model {
 /* Raw (unnormalized) embeddings, n * embed_dim floats. Inputs already validated
 ** for shape; ids are checked against the vocabulary here. */
 cdb_status cdb_clip_image_forward(cdb_model *m, const float *pixels, int n, float *out /* OUT */);
+/* Device bytes one image of a ViT image forward occupies: its rows of activation
+** scratch, its pixels and its patch matrix; 0 for a ResNet tower. */
+size_t cdb_clip_image_item_bytes(const cdb_model *m);
+/* Where an image forward's pixels come from: host CHW floats (pixels), or, when pixels
+** is NULL, fill, which writes images [first, first + count) of the call, CHW floats,
+** into px[0 .. count) (a buffer of the model's backend; cdb_k_preprocess_u8 on a GPU). */
+typedef struct cdb_pixsrc {
+    const float *pixels;
+    cdb_status (*fill)(void *ud, cdb_k_backend *be, int first, int count, cdb_k_buf *px);
+    void *ud;
+} cdb_pixsrc;
+/* cdb_clip_image_forward from src (a ResNet tower takes host pixels only: CDB_INVALID
+** for a fill). */
+cdb_status cdb_clip_image_forward_src(cdb_model *m, const cdb_pixsrc *src, int n,
+                                      float *out /* OUT */);
+/* cdb_encode_images with the route chosen (encode_images.c): on_backend 1 transforms
+** the 8-bit gray/RGB images with cdb_k_preprocess_u8 on the model's backend, 0 runs
+** cdb_image_preprocess on the host. cdb_encode_images picks cdb_k_preprocess_on_device;
+** tests force the backend route on the CPU, where it must give the same bits. */
+cdb_status cdb_encode_images_route(cdb_model *m, const cdb_image *const *imgs, int n,
+                                   int normalize, float *out /* OUT */, int on_backend);
+/* cdb_encode_files with the route chosen as cdb_encode_images_route's (on the CPU the
+** backend route decodes every file on the CPU; nvJPEG needs a GPU backend). */
+cdb_status cdb_encode_files_route(cdb_model *m, const void *const *bufs, const size_t *lens,
+                                  int n, const cdb_image_params *ip, int normalize,
+                                  float *out /* OUT */, cdb_status *item_rc /* OUT */,
+                                  cdb_decoder *used /* OUT */, int on_backend);
+/* The embeddings' checks and normalization every image encode call ends with
+** (model.c): CDB_ERROR on a non-finite value, then L2 rows when normalize. */
+cdb_status cdb_encode_finish(const cdb_model *m, float *out, int n, int normalize);
 cdb_status cdb_clip_text_forward(cdb_model *m, const int32_t *ids, int n, float *out /* OUT */);
 
 /* ---- ModifiedResNet graph (resnet.c) ----------------------------------------------- */
@@ -208,5 +238,8 @@ typedef struct cdb_pp_plan {
 cdb_status cdb_pp_plan_make(int w, int h, const cdb_preprocess_params *p, int coeffs,
                             cdb_pp_plan *pl /* OUT */);
 void cdb_pp_plan_free(cdb_pp_plan *pl);
+/* The geometry cdb_k_preprocess_u8 runs for a pl->w x pl->h image of nch (1 or 3)
+** packed channels over pl (tables borrowed from pl: keep it until the op returns). */
+void cdb_pp_plan_geom(const cdb_pp_plan *pl, int nch, cdb_k_pp_geom *g /* OUT */);
 
 #endif

@@ -429,6 +429,8 @@ cdb_decoder cdb_image_pick_decoder(const void *buf, size_t n, cdb_decode_mode mo
         w = "arithmetic-coded JPEG";
     else if (h.comps == 4)
         w = "CMYK/YCCK JPEG";
+    else if (h.orientation != 1)
+        w = "EXIF-rotated JPEG"; /* nvJPEG does not rotate; the CPU decoder does */
     else
         d = CDB_DECODER_NVJPEG, w = "sequential Huffman JPEG";
     if (why) *why = w;

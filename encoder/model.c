@@ -1755,10 +1755,12 @@ static void l2_normalize(float *v, int n, int dim) {
     for (int i = 0; i < n; i++) (void)cdb_k_normalize_f32(v + (size_t)i * dim, (size_t)dim, NULL);
 }
 
-static cdb_status check_finite(const float *v, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        if (!isfinite(v[i]))
+cdb_status cdb_encode_finish(const cdb_model *m, float *out, int n, int normalize) {
+    size_t total = (size_t)n * m->info.embed_dim;
+    for (size_t i = 0; i < total; i++)
+        if (!isfinite(out[i]))
             return cdb_seterr(CDB_ERROR, "encoder produced a non-finite value (bad weights?)");
+    if (normalize) l2_normalize(out, n, m->info.embed_dim);
     return CDB_OK;
 }
 
@@ -1770,9 +1772,7 @@ cdb_status cdb_encode_tokens(cdb_model *m, const int32_t *ids, int n, int normal
         return cdb_seterr(CDB_INVALID, "model %s: opened for inspection only", m->name);
     if (n == 0) return CDB_OK;
     if ((rc = cdb_clip_text_forward(m, ids, n, out)) != CDB_OK) return rc;
-    if ((rc = check_finite(out, (size_t)n * m->info.embed_dim)) != CDB_OK) return rc;
-    if (normalize) l2_normalize(out, n, m->info.embed_dim);
-    return CDB_OK;
+    return cdb_encode_finish(m, out, n, normalize);
 }
 
 cdb_status cdb_encode_texts(cdb_model *m, const char *const *texts, int n, int normalize,
@@ -1811,9 +1811,7 @@ cdb_status cdb_encode_pixels(cdb_model *m, const float *pixels, int n, int norma
         return cdb_seterr(CDB_INVALID, "model %s: opened for inspection only", m->name);
     if (n == 0) return CDB_OK;
     if ((rc = cdb_clip_image_forward(m, pixels, n, out)) != CDB_OK) return rc;
-    if ((rc = check_finite(out, (size_t)n * m->info.embed_dim)) != CDB_OK) return rc;
-    if (normalize) l2_normalize(out, n, m->info.embed_dim);
-    return CDB_OK;
+    return cdb_encode_finish(m, out, n, normalize);
 }
 
 cdb_status cdb_encode_image_file(cdb_model *m, const char *path, const cdb_image_params *ip,

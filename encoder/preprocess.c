@@ -366,3 +366,14 @@ done:
     cdb_free(src8);
     return rc;
 }
+
+void cdb_pp_plan_geom(const cdb_pp_plan *pl, int nch, cdb_k_pp_geom *g) {
+    memset(g, 0, sizeof *g);
+    g->w = pl->w, g->h = pl->h, g->nch = nch;
+    g->stride = (size_t)pl->w * nch;
+    g->size = pl->size, g->left = pl->left, g->top = pl->top;
+    g->y0 = pl->y0, g->rows = pl->y1 - pl->y0;
+    g->bh = pl->bh, g->kkh = pl->kkh, g->kh = pl->need_h ? pl->kh : 0;
+    g->bv = pl->bv, g->kkv = pl->kkv, g->kv = pl->need_v ? pl->kv : 0;
+    g->lut = &pl->lut[0][0];
+}

@@ -451,7 +451,8 @@ typedef cdb_status (*cdb_engine_encode_fn)(void *ud, struct cdb_model *m, const 
                                            int n, float *out /* OUT n * dim */);
 
 typedef struct cdb_engine_run_params {
-    int batch;             /* images per encoder batch (default 32) */
+    int batch;             /* images per encoder batch; 0 (default): 32 on the CPU, on a
+                              GPU what its free memory allows (cdb_model_image_batch) */
     int threads;           /* reader/decoder threads; 0: cdb_default_threads() */
     int follow_symlinks;   /* ingest: -1 keep each root's setting (default), 0 no, 1 yes */
     int no_exif;           /* ingest: -1 keep each root's setting (default), 0 EXIF applied,

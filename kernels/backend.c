@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "kernels/backend_impl.h"
+#include "kernels/cuda/pp_elem.h"
 
 /* The vtable call, or CDB_INVALID when there is no backend. */
 #define VCALL(be, slot, ...)                                                       \
@@ -214,4 +215,102 @@ size_t cdb_k_scratch_bytes(cdb_k_backend *be) {
 cdb_status cdb_k_avgpool(cdb_k_backend *be, const cdb_k_buf *x, int n, int h, int w, int c, int s,
                          cdb_k_buf *out) {
     return VCALL(be, avgpool, x, n, h, w, c, s, out);
+}
+
+/* ---- 8-bit images to model pixels ------------------------------------------------- */
+
+/* One image's transform on the host: the device kernels' loops (preprocess.cu) over
+** pp_elem.h's arithmetic. tmp: rows x size x nch bytes when g->kh. */
+static void pp_host(const cdb_k_pp_geom *g, const uint8_t *src, uint8_t *tmp, float *out) {
+    size_t per_row = (size_t)g->size * g->nch, n = (size_t)g->size * g->size;
+    if (g->kh)
+        for (size_t i = 0; i < (size_t)g->rows * per_row; i++)
+            tmp[i] = cdb_pp_tmp(g, src, (int)(i / per_row), (int)(i % per_row / g->nch),
+                                (int)(i % g->nch));
+    for (size_t i = 0; i < n; i++) {
+        uint8_t px[3];
+        for (int c = 0; c < g->nch; c++)
+            px[c] = cdb_pp_crop(g, src, tmp, (int)(i / g->size), (int)(i % g->size), c);
+        for (int c = 0; c < 3; c++) out[(size_t)c * n + i] = cdb_pp_norm(px, g->nch, c, g->lut);
+    }
+}
+
+/* The slot's default: each image transformed on the host, its floats uploaded. */
+static cdb_status pp_on_host(cdb_k_backend *be, const cdb_k_pp_geom *g,
+                             const uint8_t *const *src, int n, cdb_k_buf *px, int at) {
+    size_t per = (size_t)3 * g[0].size * g[0].size, tmp_max = 0;
+    cdb_status rc = CDB_OK;
+    uint8_t *tmp;
+    float *out = malloc(per * sizeof *out);
+    for (int i = 0; i < n; i++) {
+        size_t t = g[i].kh ? (size_t)g[i].rows * g[i].size * g[i].nch : 0;
+        if (t > tmp_max) tmp_max = t;
+    }
+    tmp = malloc(tmp_max ? tmp_max : 1);
+    if (!out || !tmp) rc = cdb_seterr(CDB_NOMEM, "preprocess_u8: host scratch");
+    for (int i = 0; i < n && rc == CDB_OK; i++) {
+        pp_host(&g[i], src[i], tmp, out);
+        rc = be->ops->buf_upload(be, px, per * (size_t)(at + i), out, per);
+    }
+    free(out);
+    free(tmp);
+    return rc;
+}
+
+/* CDB_OK when every g[i] is well formed, of one size, with a source. */
+static cdb_status pp_check(const char *what, const cdb_k_pp_geom *g, const void *const *src,
+                           int n) {
+    for (int i = 0; i < n; i++)
+        if (!src[i] || g[i].size != g[0].size || !cdb_pp_geom_ok(&g[i]))
+            return cdb_seterr(CDB_INVALID, "%s: image %d: malformed geometry (%dx%d, %d "
+                              "channels, size %d)", what, i, g[i].w, g[i].h, g[i].nch,
+                              g[i].size);
+    return CDB_OK;
+}
+
+cdb_status cdb_k_preprocess_u8(cdb_k_backend *be, const cdb_k_pp_geom *g,
+                               const uint8_t *const *src, int n, cdb_k_buf *px, int at) {
+    cdb_status rc;
+    if (!be || n < 0 || at < 0 || (n && (!g || !src || !px)))
+        return cdb_seterr(CDB_INVALID, "preprocess_u8: bad arguments");
+    if ((rc = pp_check("preprocess_u8", g, (const void *const *)src, n)) != CDB_OK) return rc;
+    if (n == 0) return CDB_OK;
+    return be->ops->preprocess_u8 ? be->ops->preprocess_u8(be, g, src, n, px, at)
+                                  : pp_on_host(be, g, src, n, px, at);
+}
+
+int cdb_k_preprocess_on_device(const cdb_k_backend *be) {
+    return be && be->ops->preprocess_u8 != NULL;
+}
+
+cdb_status cdb_k_jpeg_preprocess(cdb_k_backend *be, const cdb_k_pp_geom *g,
+                                 const uint8_t *const *jpeg, const size_t *len, int n,
+                                 cdb_k_buf *px, int at, cdb_status *item_rc) {
+    cdb_status rc;
+    if (!be || n < 0 || at < 0 || (n && (!g || !jpeg || !len || !px || !item_rc)))
+        return cdb_seterr(CDB_INVALID, "jpeg_preprocess: bad arguments");
+    if (!cdb_k_jpeg_on_device(be))
+        return cdb_seterr(CDB_UNSUPPORTED, "jpeg_preprocess: the %s backend decodes no JPEG "
+                          "(%s)", be->ops->name, be->ops->jpeg_on_device
+                          ? cdb_k_nvjpeg_unusable_reason() : "not a GPU backend");
+    if ((rc = pp_check("jpeg_preprocess", g, (const void *const *)jpeg, n)) != CDB_OK) return rc;
+    for (int i = 0; i < n; i++)
+        if (g[i].nch != 3 || g[i].stride != (size_t)g[i].w * 3)
+            return cdb_seterr(CDB_INVALID, "jpeg_preprocess: image %d: nvJPEG gives packed RGB",
+                              i);
+    return n ? be->ops->jpeg_preprocess(be, g, jpeg, len, n, px, at, item_rc) : CDB_OK;
+}
+
+int cdb_k_jpeg_on_device(const cdb_k_backend *be) {
+    return be && be->ops->jpeg_on_device && be->ops->jpeg_preprocess &&
+           be->ops->jpeg_on_device(be);
+}
+
+cdb_status cdb_k_device_memory(cdb_k_backend *be, size_t *free_b, size_t *total_b) {
+    if (free_b) *free_b = 0;
+    if (total_b) *total_b = 0;
+    if (!be) return cdb_seterr(CDB_INVALID, "device_memory: no backend (NULL)");
+    if (!be->ops->mem_info)
+        return cdb_seterr(CDB_UNSUPPORTED, "the %s backend has no device memory", be->ops->name);
+    return be->ops->mem_info(be, free_b, total_b);
 }

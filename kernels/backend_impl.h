@@ -74,12 +74,24 @@ typedef struct cdb_k_backend_ops {
     size_t (*scratch_bytes)(cdb_k_backend *be);
 
     /* Optional, all four or none (NULL: no packed layout; kernels.h, packed matrix
-    ** images). Last: the CUDA backend's positional initializer stops before them. */
+    ** images). The CUDA backend's positional initializer gives them NULL. */
     const char *(*matrix_layout)(const cdb_k_backend *be);
     size_t (*matrix_packed_bytes)(const cdb_k_backend *be, int rows, int cols);
     const void *(*matrix_packed_data)(const cdb_k_backend *be, const cdb_k_buf *b);
     cdb_status (*matrix_borrow_packed)(cdb_k_backend *be, const void *packed, int rows, int cols,
                                        cdb_k_buf **out);
+    /* Optional (NULL: the arithmetic on the host, the floats uploaded: backend.c).
+    ** Called with every geometry validated. */
+    cdb_status (*preprocess_u8)(cdb_k_backend *be, const cdb_k_pp_geom *g,
+                                const uint8_t *const *src, int n, cdb_k_buf *px, int at);
+    /* Optional (NULL: no JPEG decoder on this backend). Called with every geometry
+    ** validated; jpeg_on_device says whether it can run now. */
+    cdb_status (*jpeg_preprocess)(cdb_k_backend *be, const cdb_k_pp_geom *g,
+                                  const uint8_t *const *jpeg, const size_t *len, int n,
+                                  cdb_k_buf *px, int at, cdb_status *item_rc);
+    int (*jpeg_on_device)(const cdb_k_backend *be);
+    /* Optional (NULL: CDB_UNSUPPORTED, no device). */
+    cdb_status (*mem_info)(cdb_k_backend *be, size_t *free_b, size_t *total_b);
 } cdb_k_backend_ops;
 
 /* Every backend struct starts with this header (a CPU or CUDA backend embeds it as

@@ -358,6 +358,58 @@ cdb_status cdb_k_avgpool(cdb_k_backend *be, const cdb_k_buf *x, int n, int h, in
 #define CDB_K_CPU_SCRATCH_BYTES ((size_t)128 << 20)
 size_t cdb_k_scratch_bytes(cdb_k_backend *be);
 
+/* ---- 8-bit images to model pixels (the device transform) ----
+** One image's resize + crop + normalize, planned on the host (encoder/preprocess.c's
+** cdb_pp_plan: PIL's coefficients and the normalization table, computed in that one
+** place) and run by the backend with kernels/cuda/pp_elem.h's per-output arithmetic:
+** integer sums plus a table lookup, so every backend gives cdb_image_preprocess's floats
+** bit for bit. Source: w x h, nch (1 gray, 3 RGB) interleaved bytes, stride bytes per
+** row; the crop is size x size at (left, top) of the resized image. Horizontal pass (kh
+** > 0): source rows [y0, y0 + rows), taps bh/kkh per output column. Vertical pass (kv >
+** 0): taps bv/kkv per output row, bv relative to row y0 when the horizontal pass runs,
+** else to row 0. lut: 3 x 256 floats (channel c, byte v). Tables: host memory. */
+typedef struct cdb_k_pp_geom {
+    int w, h, nch;
+    size_t stride;
+    int size, left, top;
+    int y0, rows;
+    const int *bh;
+    const int32_t *kkh;
+    int kh;
+    const int *bv;
+    const int32_t *kkv;
+    int kv;
+    const float *lut;
+} cdb_k_pp_geom;
+/* px[(at + i) * 3*size*size ...] (CHW floats) = the transform g[i] of src[i] (host
+** bytes) for i < n, every g[i].size equal; px holds at least (at + n)*3*size*size
+** elements, fp32 (a buffer from cdb_k_buf_alloc that only buf_upload has written).
+** A GPU backend uploads the bytes through pinned double buffers on a copy stream,
+** overlapped with the transform of the previous image (kernels/cuda/pp_upload.cu); the
+** others run the same arithmetic on the host and upload the floats. CDB_INVALID for
+** a malformed geometry (checked before anything runs). */
+cdb_status cdb_k_preprocess_u8(cdb_k_backend *be, const cdb_k_pp_geom *g,
+                               const uint8_t *const *src, int n, cdb_k_buf *px /* OUT */,
+                               int at);
+/* JPEG files decoded on be's device by nvJPEG, then transformed as cdb_k_preprocess_u8:
+** jpeg[i] (host, len[i] bytes: a frame cdb_image_pick_decoder gives to nvJPEG, whose
+** stored size is g[i].w x g[i].h, g[i].nch 3: decoded to interleaved RGB) into px[at +
+** i]. The hardware JPEG decoder takes the batch where the device has one (A100, H100,
+** H200); nvJPEG's default backend takes each JPEG it refuses. item_rc[i]: CDB_OK, or why
+** JPEG i was not decoded (CDB_CORRUPT, CDB_UNSUPPORTED, CDB_DEVICE; its slot is left as
+** it was: the caller decodes it on the CPU). Returns CDB_UNSUPPORTED, nothing done, when
+** be has no JPEG decoder (cdb_k_jpeg_on_device is 0); CDB_INVALID for bad geometry;
+** other failures are the device's. */
+cdb_status cdb_k_jpeg_preprocess(cdb_k_backend *be, const cdb_k_pp_geom *g,
+                                 const uint8_t *const *jpeg, const size_t *len, int n,
+                                 cdb_k_buf *px /* OUT */, int at, cdb_status *item_rc /* OUT */);
+/* 1 when be decodes JPEGs on its device: a GPU backend, nvJPEG usable, and its decoder
+** did not fail to start on this device (then CDB_UNSUPPORTED and this turns 0). */
+int cdb_k_jpeg_on_device(const cdb_k_backend *be);
+/* 1 when be runs cdb_k_preprocess_u8 on a device (a GPU backend), so uploading bytes
+** beats transforming on the host; 0 for the CPU backends and NULL. */
+int cdb_k_preprocess_on_device(const cdb_k_backend *be);
+
 /* ---- construction ---- */
 
 typedef struct cdb_k_backend_params {
@@ -407,6 +459,12 @@ double cdb_k_cpu_fma_peak_gflops(int n_threads, double seconds);
 ** per_item_bytes is 0. */
 int cdb_k_batch_from_free(size_t free_bytes, size_t fixed_bytes, size_t per_item_bytes,
                           int max_batch);
+
+/* Free and total memory of be's device now (cudaMemGetInfo, through the CUDA runtime
+** the backend loaded): CDB_UNSUPPORTED for the CPU backends (no device: a caller keeps
+** its own batch), CDB_DEVICE when the driver cannot say. Either may be NULL. */
+cdb_status cdb_k_device_memory(cdb_k_backend *be, size_t *free_b /* OUT */,
+                               size_t *total_b /* OUT */);
 
 /* Runs items [first, first + count) of a batched job; CDB_NOMEM when the device ran
 ** out of memory, leaving nothing half done that a rerun of the same items would not

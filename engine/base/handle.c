@@ -32,7 +32,7 @@ cdb_engine_params cdb_engine_params_default(void) {
 cdb_engine_run_params cdb_engine_run_params_default(void) {
     cdb_engine_run_params p;
     memset(&p, 0, sizeof p);
-    p.batch = 32;
+    p.batch = 0; /* from the device's free memory, 32 on the CPU */
     p.follow_symlinks = -1;
     p.no_exif = -1;
     p.decode = -1;

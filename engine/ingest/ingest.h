@@ -174,7 +174,10 @@ typedef struct job {
     job_kind kind;        /* 0 until a reader decides (R_TOUCH when the walker does) */
     int64_t move_from;    /* R_MOVE: the file id that moved */
     char reason[256];     /* R_ERROR, R_RETRY */
-    float *pixels;        /* R_IMAGE, before encoding */
+    float *pixels;        /* R_IMAGE, before encoding: preprocessed here, or NULL and */
+    cdb_image *img;       /* the decoded image, transformed on the device, or NULL and */
+    unsigned char *file;  /* the file's bytes, decoded by nvJPEG (file_len bytes) */
+    size_t file_len;
     float *vec;           /* R_IMAGE, after encoding */
     int thumb_only;       /* the walker found it unchanged but without its thumbnail */
     int real_photo;       /* R_IMAGE: no mark of the generated world (a real photo) */
@@ -220,6 +223,10 @@ typedef struct pipe_ctx {
     /* stage times (ns): readers add up; the walker, encoder and writer own theirs */
     atomic_llong ns_read, ns_decode, ns_preprocess;
     int64_t ns_walk_blocked, ns_encode, ns_encode_wait, ns_store, n_batches;
+    int dev_pp;           /* the model transforms images on its device: readers keep
+                             decoded images (cdb_model_transforms_on_device) */
+    int dev_jpeg;         /* ... and decodes JPEGs there: readers keep the bytes of the
+                             JPEGs nvJPEG takes (fast mode, no thumbnails to make) */
     int enc_batch;        /* items per encoder call: o->batch, halved for the rest of the
                              run when the device runs out of memory (cdb_k_run_batched) */
     eng_budget budget;    /* decoded pixels in flight across the readers */

@@ -15,6 +15,8 @@ void cdb_job_free(job *j) {
     free(j->relpath);
     free(j->path);
     free(j->pixels);
+    cdb_image_free(j->img);
+    free(j->file);
     free(j->vec);
     free(j);
 }

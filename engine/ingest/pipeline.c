@@ -11,9 +11,14 @@
 **   file of any root whose old path is gone -> move (keeps its vector); a file
 **   that is neither named nor shaped like an image -> skipped; otherwise decode +
 **   preprocess. Failures are permanent (quarantined) or transient (retried by the
-**   next run): imagefile.c classifies them.
-** - encoder: batches preprocessed images (--batch), runs the image tower, gives
-**   each item its own vector. A batch that runs out of (device) memory is split in
+**   next run): imagefile.c classifies them. On a GPU (c->dev_pp) a reader keeps a
+**   decoded image no bigger than its floats as it is, for the device transform, and
+**   (c->dev_jpeg: fast mode, no thumbnails) the bytes of a JPEG nvJPEG takes,
+**   undecoded.
+** - encoder: batches the jobs (--batch; not given: what the device's free memory
+**   allows, 32 on the CPU), runs the image tower (preprocessed floats, decoded images
+**   and JPEG bytes each in one call: encode_jobs), gives each item its own vector; a
+**   file that neither nvJPEG nor the CPU decodes is the file's failure. A batch that runs out of (device) memory is split in
 **   halves, and the run keeps the smaller size (cdb_k_run_batched); a batch that
 **   fails otherwise is retried item by item, each item with its own status; an
 **   item that still fails is a transient failure. Items
@@ -101,7 +106,8 @@ static void job_failed(job *j, eng_readfail k) {
 ** photo's pixels, as its header declares them, are taken before and given back
 ** after (none for a photo over the pixel limit: it is refused before decoding). */
 static eng_readfail decode_budgeted(pipe_ctx *c, const unsigned char *buf, size_t n,
-                                    int apply_exif, float *pixels, int32_t *w, int32_t *h,
+                                    int apply_exif, float *pixels, cdb_image **keep,
+                                    int32_t *w, int32_t *h,
                                     int64_t ns[2], eng_thumb *thumb, char *reason,
                                     size_t reason_size) {
     int pw = 0, ph = 0;
@@ -111,7 +117,8 @@ static eng_readfail decode_budgeted(pipe_ctx *c, const unsigned char *buf, size_
     if (px > limit) px = 0;
     cdb_eng_budget_take(&c->budget, px);
     eng_readfail k = cdb_eng_decode_photo(buf, n, apply_exif, c->o->decode, c->o->max_pixels, c->pp,
-                                          pixels, w, h, ns, c->o->thumb_px, thumb, reason,
+                                          pixels, keep, w, h, ns, c->o->thumb_px, thumb,
+                                          reason,
                                           reason_size);
     cdb_eng_budget_give(&c->budget, px);
     return k;
@@ -140,6 +147,25 @@ static eng_readfail read_recorded(pipe_ctx *c, job *j, unsigned char **buf,
     return rc;
 }
 
+/* Files larger than this stay with the CPU decoders (the bytes wait for the encoder). */
+#define ENG_NVJPEG_MAX_FILE ((size_t)16 << 20)
+
+/* 1 when j's bytes go to nvJPEG on the device (cdb_image_pick_decoder says so, the
+** header's size is within the pixel limit): its size is then the header's (such a JPEG
+** has no EXIF rotation). */
+static int to_nvjpeg(pipe_ctx *c, job *j, const unsigned char *buf) {
+    size_t n = (size_t)j->meta.size;
+    int64_t limit = c->o->max_pixels > 0 ? c->o->max_pixels : CDB_IMAGE_DEFAULT_MAX_PIXELS;
+    int w = 0, h = 0;
+    if (!c->dev_jpeg || n > ENG_NVJPEG_MAX_FILE ||
+        cdb_image_pick_decoder(buf, n, CDB_DECODE_FAST, 1, NULL) != CDB_DECODER_NVJPEG ||
+        cdb_image_probe(buf, n, &w, &h) != CDB_OK || w <= 0 || h <= 0 ||
+        (int64_t)w * h > limit)
+        return 0;
+    j->meta.width = w, j->meta.height = h;
+    return 1;
+}
+
 /* Reads, hashes and classifies one job; decodes and preprocesses an image. */
 static void process(pipe_ctx *c, cdb_db *rdb, job *j) {
     unsigned char *buf = NULL;
@@ -153,7 +179,8 @@ static void process(pipe_ctx *c, cdb_db *rdb, job *j) {
         k = read_recorded(c, j, &buf, &m);
         atomic_fetch_add(&c->ns_read, cdb_now_ns() - t0);
         if (k == ENG_FAIL_NONE && !memcmp(j->old_hash, m.hash, CDB_DB_HASH_BYTES))
-            decode_budgeted(c, buf, (size_t)m.size, !j->no_exif, NULL, &w, &h, ns, &j->thumb,
+            decode_budgeted(c, buf, (size_t)m.size, !j->no_exif, NULL, NULL, &w, &h, ns,
+                            &j->thumb,
                             j->reason, sizeof j->reason);
         atomic_fetch_add(&c->ns_decode, ns[0]);
         free(buf);
@@ -182,15 +209,26 @@ static void process(pipe_ctx *c, cdb_db *rdb, job *j) {
         j->kind = R_MOVE;
         return;
     }
+    j->real_photo = !cdb_image_world_marked(buf, (size_t)j->meta.size);
+    if (to_nvjpeg(c, j, buf)) { /* decoded on the device by the encoder */
+        j->file = buf;
+        j->file_len = (size_t)j->meta.size;
+        j->kind = R_IMAGE;
+        return;
+    }
     if (!(j->pixels = malloc(sizeof *j->pixels * 3 * (size_t)c->pp->size * (size_t)c->pp->size))) {
         free(buf);
         snprintf(j->reason, sizeof j->reason, "out of memory preprocessing");
         job_failed(j, ENG_FAIL_TRANSIENT);
         return;
     }
-    j->real_photo = !cdb_image_world_marked(buf, (size_t)j->meta.size);
-    k = decode_budgeted(c, buf, (size_t)j->meta.size, !j->no_exif, j->pixels, &j->meta.width,
-                        &j->meta.height, ns, &j->thumb, j->reason, sizeof j->reason);
+    k = decode_budgeted(c, buf, (size_t)j->meta.size, !j->no_exif, j->pixels,
+                        c->dev_pp ? &j->img : NULL, &j->meta.width, &j->meta.height, ns,
+                        &j->thumb, j->reason, sizeof j->reason);
+    if (j->img) { /* kept for the device transform */
+        free(j->pixels);
+        j->pixels = NULL;
+    }
     free(buf);
     atomic_fetch_add(&c->ns_decode, ns[0]);
     atomic_fetch_add(&c->ns_preprocess, ns[1]);
@@ -228,13 +266,66 @@ static void *reader_main(void *arg) {
 
 /* ---- encoder ----------------------------------------------------------------------- */
 
-static cdb_status encode(pipe_ctx *c, const float *px, int n, float *out) {
+/* Encodes jobs b[0..n) into out (row i: job i), each kind in one call: the
+** preprocessed ones (the run's encode hook, else cdb_encode_pixels), the decoded images
+** (cdb_encode_images: the device transform) and the files' bytes (cdb_encode_files:
+** nvJPEG); file_rc[i]: job i's file decode status (CDB_OK for the other kinds). px:
+** room for n images' floats. Returns the first call's failure. */
+static cdb_status encode_jobs(pipe_ctx *c, job **b, int n, float *px, float *out,
+                              cdb_status *file_rc) {
+    const size_t per = 3 * (size_t)c->pp->size * (size_t)c->pp->size, E = (size_t)c->dim;
+    float *tmp = malloc(sizeof *tmp * E * (size_t)n);
+    const cdb_image **imgs = malloc(sizeof *imgs * (size_t)n);
+    const void **bufs = malloc(sizeof *bufs * (size_t)n);
+    size_t *lens = malloc(sizeof *lens * (size_t)n);
+    cdb_status *frc = malloc(sizeof *frc * (size_t)n), rc = CDB_OK;
+    int *at = malloc(sizeof *at * (size_t)n);
     int64_t t0 = cdb_now_ns();
-    cdb_status rc = c->o->encode ? c->o->encode(c->o->encode_ud, c->model, px, n, out)
-                                 : cdb_encode_pixels(c->model, px, n, 0, out);
+    if (!tmp || !imgs || !bufs || !lens || !frc || !at) rc = cdb_seterr(CDB_NOMEM, "encoder batch");
+    for (int i = 0; i < n; i++) file_rc[i] = CDB_OK;
+    for (int kind = 0; kind < 3 && rc == CDB_OK; kind++) { /* pixels, images, files */
+        int m = 0;
+        for (int i = 0; i < n; i++) {
+            const job *j = b[i];
+            if ((j->file ? 2 : j->img ? 1 : 0) != kind) continue;
+            at[m] = i;
+            if (kind == 0) memcpy(px + per * (size_t)m, j->pixels, per * sizeof *px);
+            else if (kind == 1) imgs[m] = j->img;
+            else bufs[m] = j->file, lens[m] = j->file_len;
+            m++;
+        }
+        if (!m) continue;
+        if (kind == 0) {
+            rc = c->o->encode ? c->o->encode(c->o->encode_ud, c->model, px, m, tmp)
+                              : cdb_encode_pixels(c->model, px, m, 0, tmp);
+        } else if (kind == 1) {
+            rc = cdb_encode_images(c->model, imgs, m, 0, tmp);
+        } else {
+            cdb_image_params ip = cdb_image_params_default();
+            ip.decode = CDB_DECODE_FAST;
+            ip.target_size = c->pp->size;
+            ip.max_pixels = c->o->max_pixels > 0 ? c->o->max_pixels : 0;
+            rc = cdb_encode_files(c->model, bufs, lens, m, &ip, 0, tmp, frc, NULL);
+        }
+        for (int q = 0; q < m && rc == CDB_OK; q++) {
+            memcpy(out + E * (size_t)at[q], tmp + E * (size_t)q, E * sizeof *out);
+            if (kind == 2) file_rc[at[q]] = frc[q];
+        }
+        c->n_batches++;
+    }
     c->ns_encode += cdb_now_ns() - t0;
-    c->n_batches++;
+    free(tmp), free(imgs), free(bufs), free(lens), free(frc), free(at);
     return rc;
+}
+
+/* Frees what job j carried to the encoder. */
+static void drop_input(job *j) {
+    free(j->pixels);
+    j->pixels = NULL;
+    cdb_image_free(j->img);
+    j->img = NULL;
+    free(j->file);
+    j->file = NULL;
 }
 
 /* Item i's vector from out, or its own transient failure. */
@@ -250,37 +341,57 @@ static void give_vector(pipe_ctx *c, job *j, const float *v, cdb_status rc) {
         snprintf(j->reason, sizeof j->reason, "out of memory");
         job_failed(j, ENG_FAIL_TRANSIENT);
     }
-    free(j->pixels);
-    j->pixels = NULL;
+    drop_input(j);
+}
+
+/* A file nvJPEG did not take that the CPU decoders refused too: decoded alone once more
+** for the decoder's own words, then a failure of the file as a reader's would be. */
+static void file_failed(pipe_ctx *c, job *j, cdb_status rc) {
+    cdb_image_params ip = cdb_image_params_default();
+    cdb_image *img = NULL;
+    ip.decode = CDB_DECODE_FAST;
+    ip.target_size = c->pp->size;
+    ip.max_pixels = c->o->max_pixels > 0 ? c->o->max_pixels : 0;
+    if (cdb_image_decode(j->file, j->file_len, &ip, &img) == CDB_OK) /* decodes now: */
+        cdb_seterr(rc, "%s", cdb_status_str(rc));                  /* the first status */
+    cdb_image_free(img);
+    snprintf(j->reason, sizeof j->reason, "cannot decode: %.200s", cdb_errmsg());
+    job_failed(j, rc == CDB_NOMEM ? ENG_FAIL_TRANSIENT : ENG_FAIL_PERMANENT);
+    drop_input(j);
 }
 
 /* cdb_k_run_batched's view of one encoder batch: items [first, first + count). */
 typedef struct enc_span {
     pipe_ctx *c;
-    const float *px;
+    job **b;
+    float *px;
     float *out;
+    cdb_status *file_rc;
 } enc_span;
 
 static cdb_status encode_span(void *ud, int first, int count) {
     enc_span *s = ud;
-    size_t per = 3 * (size_t)s->c->pp->size * (size_t)s->c->pp->size;
-    return encode(s->c, s->px + per * (size_t)first, count, s->out + (size_t)first * s->c->dim);
+    return encode_jobs(s->c, s->b + first, count, s->px, s->out + (size_t)first * s->c->dim,
+                       s->file_rc + first);
 }
 
 /* Encodes the batch in calls of at most c->enc_batch items: a call that runs out of
 ** (device) memory is split in halves, and the smaller size kept for the run. Items of
-** a call that failed otherwise are encoded again one by one, each with its own result. */
-static void encode_batch(pipe_ctx *c, job **b, int n, float *px, float *out) {
-    size_t per = 3 * (size_t)c->pp->size * (size_t)c->pp->size;
-    enc_span span = {c, px, out};
+** a call that failed otherwise are encoded again one by one, each with its own result.
+** file_rc: room for n statuses. */
+static void encode_batch(pipe_ctx *c, job **b, int n, float *px, float *out,
+                         cdb_status *file_rc) {
+    enc_span span = {c, b, px, out, file_rc};
     int done = 0;
-    cdb_status rc;
-    for (int i = 0; i < n; i++) memcpy(px + per * (size_t)i, b[i]->pixels, per * sizeof *px);
-    rc = cdb_k_run_batched(n, &c->enc_batch, encode_span, &span, &done);
+    cdb_status rc = cdb_k_run_batched(n, &c->enc_batch, encode_span, &span, &done);
     for (int i = 0; i < n; i++) {
         cdb_status ri = i < done ? CDB_OK : rc;
-        if (ri != CDB_OK && n > 1) ri = encode(c, b[i]->pixels, 1, out + (size_t)i * c->dim);
-        give_vector(c, b[i], out + (size_t)i * c->dim, ri);
+        if (ri != CDB_OK && n > 1) ri = encode_jobs(c, b + i, 1, px, out + (size_t)i * c->dim,
+                                                    file_rc + i);
+        if (ri == CDB_OK && file_rc[i] != CDB_OK)
+            file_failed(c, b[i], file_rc[i]);
+        else
+            give_vector(c, b[i], out + (size_t)i * c->dim, ri);
         if (cdb_eng_queue_push(c->q3, b[i]) != 0) cdb_job_free(b[i]);
     }
 }
@@ -291,27 +402,30 @@ static void *encoder_main(void *arg) {
     job **b = calloc((size_t)cap, sizeof *b);
     float *px = malloc(sizeof *px * 3 * (size_t)c->pp->size * (size_t)c->pp->size * (size_t)cap);
     float *out = malloc(sizeof *out * (size_t)c->dim * (size_t)cap);
+    cdb_status *frc = malloc(sizeof *frc * (size_t)cap);
     job *j;
-    if (!b || !px || !out) cdb_pipe_fatal(c, CDB_NOMEM, "out of memory for the encoder batch");
+    if (!b || !px || !out || !frc)
+        cdb_pipe_fatal(c, CDB_NOMEM, "out of memory for the encoder batch");
     for (;;) {
         int64_t t0 = cdb_now_ns();
         if (!(j = cdb_eng_queue_pop(c->q2))) break;
         c->ns_encode_wait += cdb_now_ns() - t0;
-        if (j->kind != R_IMAGE || !b || !px || !out) {
+        if (j->kind != R_IMAGE || !b || !px || !out || !frc) {
             if (cdb_eng_queue_push(c->q3, j) != 0) cdb_job_free(j);
             continue;
         }
         b[n++] = j;
         if (n == cap) {
-            encode_batch(c, b, n, px, out);
+            encode_batch(c, b, n, px, out, frc);
             n = 0;
         }
     }
-    if (n) encode_batch(c, b, n, px, out); /* the partial last batch (also on Ctrl-C) */
+    if (n) encode_batch(c, b, n, px, out, frc); /* the partial last batch (also on Ctrl-C) */
     cdb_eng_queue_close(c->q3);
     free(b);
     free(px);
     free(out);
+    free(frc);
     return NULL;
 }
 
@@ -545,7 +659,7 @@ cdb_status cdb_eng_pipeline_run(cdb_db *db, const char *db_dir, cdb_model *model
                             const eng_library *lib, const eng_target *roots, int n_roots,
                             const eng_ingest_opts *o, cdb_engine_summary *sum) {
     pipe_ctx c;
-    int n_readers = o->threads > 0 ? o->threads : 1;
+    int n_readers = o->threads > 0 ? o->threads : 1, route;
     cdb_db_params rp = cdb_db_params_default();
     cdb_status rc = CDB_OK;
     int64_t t0 = cdb_now_ns();
@@ -563,6 +677,14 @@ cdb_status cdb_eng_pipeline_run(cdb_db *db, const char *db_dir, cdb_model *model
     c.enc_batch = o->batch > 0 ? o->batch : 1;
     c.pp = &cdb_model_get_info(model)->preprocess;
     c.dim = cdb_model_get_info(model)->embed_dim;
+    /* a GPU: decoded bytes go up for the device transform; in fast mode without
+    ** thumbnails to make, nvJPEG decodes the JPEGs it takes (docs/images.md).
+    ** CLIPDB_TEST_GPU_ROUTE=1 takes that route on any backend: on the CPU it must give
+    ** the very vectors of the usual one (test_encoder_faults) */
+    route = getenv("CLIPDB_TEST_GPU_ROUTE") && !strcmp(getenv("CLIPDB_TEST_GPU_ROUTE"), "1");
+    c.dev_pp = !o->encode && (route || cdb_model_transforms_on_device(model));
+    c.dev_jpeg = c.dev_pp && o->decode && o->thumb_px <= 0 &&
+                 (route || cdb_model_decodes_jpeg_on_device(model));
     c.targets = roots;
     c.n_targets = n_roots;
     c.sum = sum;

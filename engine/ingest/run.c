@@ -135,6 +135,10 @@ static void record_real_photos(cdb_engine *e, const run_plan *p) {
 
 /* Runs every set's pass, recorded as one run. Returns the first failure (the sets
 ** after it do not run). */
+/* The largest batch sized from free device memory: the host holds two batches of
+** inputs in its queues (a 224-pixel image's floats are 0.6 MB). */
+#define ENG_AUTO_BATCH_MAX 512
+
 static cdb_status run_passes(cdb_engine *e, const char *kind, const eng_library *lib,
                              const eng_target *t, int nt, run_plan *p,
                              const cdb_engine_run_params *rp, int *stopped) {
@@ -166,6 +170,8 @@ static cdb_status run_passes(cdb_engine *e, const char *kind, const eng_library 
                          s->dm.name, s->dm.weights_hash);
             continue;
         }
+        if (rp->batch <= 0) /* not given: 32 on the CPU, what free device memory allows */
+            o.batch = cdb_model_image_batch(s->m, 32, ENG_AUTO_BATCH_MAX);
         o.secondary = i > 0;
         if (o.secondary) o.thumb_px = 0; /* one thumbnail per photo, by the first pass */
         /* the set's decode mode: a change is recorded first as unsettled, so an

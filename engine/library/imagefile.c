@@ -131,7 +131,8 @@ static eng_readfail status_fail(cdb_status rc, const char *what, char *reason, s
 
 eng_readfail cdb_eng_decode_photo(const unsigned char *buf, size_t n, int apply_exif, int decode,
                               int64_t max_pixels, const cdb_preprocess_params *pp, float *pixels,
-                              int32_t *width, int32_t *height, int64_t ns[2], int thumb_px,
+                              cdb_image **keep, int32_t *width, int32_t *height, int64_t ns[2],
+                              int thumb_px,
                               eng_thumb *thumb, char *reason, size_t reason_size) {
     cdb_image *img = NULL;
     cdb_image_params ip = cdb_image_params_default();
@@ -149,7 +150,16 @@ eng_readfail cdb_eng_decode_photo(const unsigned char *buf, size_t n, int apply_
     *height = img->full_height > 0 ? img->full_height : img->height;
     if (thumb_px > 0 && thumb && cdb_eng_thumb_make(img, thumb_px, thumb) != CDB_OK)
         CDB_LOG_DEBUG("no thumbnail: %s", cdb_errmsg()); /* the photo itself is fine */
-    rc = pixels ? cdb_image_preprocess(img, pp, pixels, NULL) : CDB_OK;
+    if (keep) *keep = NULL;
+    if (keep && pixels && cdb_image_device_ready(img) &&
+        (size_t)img->width * img->height * img->channels <=
+            sizeof *pixels * 3 * (size_t)pp->size * pp->size) {
+        *keep = img; /* transformed on the device (cdb_encode_images) */
+        img = NULL;
+        rc = CDB_OK;
+    } else {
+        rc = pixels ? cdb_image_preprocess(img, pp, pixels, NULL) : CDB_OK;
+    }
     cdb_image_free(img);
     if (ns) ns[1] += cdb_now_ns() - t1;
     if (rc != CDB_OK) {

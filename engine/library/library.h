@@ -106,10 +106,15 @@ typedef struct eng_thumb {
 ** size after EXIF orientation. ns (may be NULL): += decode and preprocess ns.
 ** thumb_px > 0: also a thumbnail of the decoded image into *thumb (long side <=
 ** thumb_px); failing to make one is not a failure of the photo (thumb->jpeg NULL).
-** pixels NULL: decode for the thumbnail only (no preprocessing). */
+** pixels NULL: decode for the thumbnail only (no preprocessing). keep (may be NULL):
+** the decoded image itself instead of pixels when the device transform takes it
+** (cdb_image_device_ready) and its bytes are no more than the floats' (a GPU ingest:
+** what waits for the encoder takes no more memory than pixels would); else NULL and
+** pixels written. cdb_image_free it. */
 eng_readfail cdb_eng_decode_photo(const unsigned char *buf, size_t n, int apply_exif, int decode,
                               int64_t max_pixels, const cdb_preprocess_params *pp,
-                              float *pixels /* OUT */, int32_t *width /* OUT */,
+                              float *pixels /* OUT */, cdb_image **keep /* OUT */,
+                              int32_t *width /* OUT */,
                               int32_t *height /* OUT */, int64_t ns[2],
                               int thumb_px, eng_thumb *thumb /* OUT, may be NULL */,
                               char *reason, size_t reason_size);

@@ -593,6 +593,13 @@ static size_t cuda_scratch_bytes(cdb_k_backend *be) {
     return (size_t)(mib > 128 ? mib : 128) << 20;
 }
 
+static cdb_status cuda_mem_info(cdb_k_backend *be, size_t *free_b, size_t *total_b) {
+    OP_ENTER(be);
+    TRY(cdb_kc_mem_info(b->c, free_b, total_b));
+done:
+    OP_LEAVE();
+}
+
 static cdb_status cuda_sync(cdb_k_backend *be) {
     OP_ENTER(be);
     TRY(cdb_kc_sync(b->c));
@@ -605,6 +612,8 @@ static void cuda_destroy(cdb_k_backend *be) {
     if (!b) return;
     if (b->c) {
         (void)cdb_kc_ctx_bind(b->c);
+        cdb_kc_pp_stage_free(b);
+        cdb_kc_jpeg_dec_free(b);
         cache_flush(b);
         cdb_kc_free(b->c, b->ws);
         cdb_kc_free(b->c, b->d_idx);
@@ -639,6 +648,14 @@ static const cdb_k_backend_ops g_cuda_ops = {
     cuda_matrix_upload,
     cuda_patchify,
     cuda_scratch_bytes,
+    NULL, /* no packed matrix layout: cuBLAS takes row-major fp16 */
+    NULL,
+    NULL,
+    NULL,
+    cdb_kc_backend_preprocess_u8,
+    cdb_kc_backend_jpeg_preprocess,
+    cdb_kc_backend_jpeg_on_device,
+    cuda_mem_info,
 };
 
 extern "C" cdb_status cdb_k_backend_cuda_new(int device_index, cdb_k_backend **out) {

@@ -42,6 +42,53 @@ typedef struct cdb_kc_lib_spec {
 cdb_status cdb_kc_lib_open(const cdb_kc_lib_spec *s, void **handle /* OUT */,
                            void **syms /* OUT */);
 
+/* ---- nvJPEG (nvjpeg.c: loading and choices, plain C; nvjpeg_decode.cu: decoding) ----
+** nvjpeg.h's C ABI, as NVIDIA documents it (no header ships with this toolkit): handles
+** and states are opaque pointers, statuses ints (0 success), enums ints. */
+#define CDB_NVJPEG_BACKEND_DEFAULT 0  /* nvJPEG picks: hybrid / GPU Huffman decoding */
+#define CDB_NVJPEG_BACKEND_HARDWARE 3 /* the hardware JPEG decoder (A100, H100, H200) */
+#define CDB_NVJPEG_OUTPUT_RGBI 5      /* interleaved RGB into channel[0] */
+#define CDB_NVJPEG_CSS_410 5          /* chroma subsamplings the hardware decoder refuses */
+#define CDB_NVJPEG_CSS_411 4
+#define CDB_NVJPEG_CSS_410V 7
+#define CDB_NVJPEG_MAX_COMPONENT 4
+typedef struct cdb_nvjpeg_image { /* nvjpegImage_t */
+    unsigned char *channel[CDB_NVJPEG_MAX_COMPONENT];
+    size_t pitch[CDB_NVJPEG_MAX_COMPONENT];
+} cdb_nvjpeg_image;
+/* The entry points, resolved from the library (stream: a cudaStream_t). */
+typedef struct cdb_kc_nvjpeg_api {
+    void *lib; /* the dlopen handle: NULL until loaded */
+    int (*create_ex)(int backend, void *dev_alloc, void *pinned_alloc, unsigned flags,
+                     void **handle);
+    int (*destroy)(void *handle);
+    int (*state_create)(void *handle, void **state);
+    int (*state_destroy)(void *state);
+    int (*get_image_info)(void *handle, const unsigned char *data, size_t len, int *n_comp,
+                          int *subsampling, int *widths, int *heights);
+    int (*decode)(void *handle, void *state, const unsigned char *data, size_t len, int fmt,
+                  cdb_nvjpeg_image *dst, void *stream);
+    int (*batched_init)(void *handle, void *state, int batch, int max_cpu_threads, int fmt);
+    int (*batched)(void *handle, void *state, const unsigned char *const *data,
+                   const size_t *lens, cdb_nvjpeg_image *dst, void *stream);
+} cdb_kc_nvjpeg_api;
+/* The library clipdb looks for ($CLIPDB_NVJPEG, then the candidates). */
+extern const cdb_kc_lib_spec cdb_kc_nvjpeg_spec;
+/* Whether nvJPEG is usable, from the facts: cuda_built, cuda_why (the CUDA path's
+** cdb_k_cuda_unusable_reason(): "" when a device, the driver and cuBLAS are usable) and
+** spec's library. CDB_OK with *api filled, or CDB_UNSUPPORTED with *api zeroed and why
+** (the message cdb_k_nvjpeg_unusable_reason gives) written. The process decides it once
+** with the real facts; tests call it with fake ones. */
+cdb_status cdb_kc_nvjpeg_decide(int cuda_built, const char *cuda_why,
+                                const cdb_kc_lib_spec *spec, cdb_kc_nvjpeg_api *api /* OUT */,
+                                char *why /* OUT */, size_t why_cap);
+/* A decoder handle: the hardware backend when nvjpegCreateEx takes it (*hardware = 1),
+** else the default one (*hardware = 0); CDB_DEVICE when neither is created. */
+cdb_status cdb_kc_nvjpeg_handle(const cdb_kc_nvjpeg_api *api, void **handle /* OUT */,
+                                int *hardware /* OUT */);
+/* The process's nvJPEG (loaded once), or NULL when cdb_k_nvjpeg_usable() is 0. */
+const cdb_kc_nvjpeg_api *cdb_kc_nvjpeg(void);
+
 /* One device context: a device ordinal, a compute stream, a cuBLAS handle bound
 ** to it. Owned by one backend or test. */
 typedef struct cdb_kc_ctx cdb_kc_ctx;
@@ -160,11 +207,10 @@ cdb_status cdb_kc_attention_q(cdb_kc_ctx *c, const void *q, int q_f32, const voi
 
 /* ---- image preprocessing (preprocess.cu; arithmetic in pp_elem.h) ------------- */
 
-struct cdb_pp_geom;
 /* One 8-bit gray/RGB image src (device) resized, cropped and normalized into out
 ** (device, 3 x size x size floats, CHW) as g says (g's table pointers on the device);
 ** tmp (device): rows x size x nch bytes when g->kh > 0. */
-cdb_status cdb_kc_pp_image(cdb_kc_ctx *c, const struct cdb_pp_geom *g, const uint8_t *src,
+cdb_status cdb_kc_pp_image(cdb_kc_ctx *c, const cdb_k_pp_geom *g, const uint8_t *src,
                            uint8_t *tmp, float *out);
 
 /* x[r,:] /= |x[r,:]| in fp32 (sum of squares accumulated in fp32); rows with a zero

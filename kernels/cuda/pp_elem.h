@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/kernels.h"
+
 #ifdef __CUDACC__
 #define CDB_PP_FN static __host__ __device__ __forceinline__
 #else
@@ -57,25 +59,38 @@ CDB_PP_FN float cdb_pp_norm(const uint8_t *px, int nch, int c, const float *lut)
     return lut[c * 256 + px[nch == 1 ? 0 : c]];
 }
 
-/* One image's geometry and tables (host pointers for the CPU emulation, device
-** pointers in a kernel's parameters): src w x h, nch (1 or 3) interleaved bytes,
-** stride bytes per row; the crop is size x size at (left, top) of the resized image.
-** Horizontal pass (kh > 0): source rows [y0, y0 + rows), output columns [0, size)
-** into tmp (rows x size x nch). Vertical pass (kv > 0): bv relative to tmp's first row
-** when the horizontal pass ran, else to the source's. lut: 3 x 256 floats. */
-typedef struct cdb_pp_geom {
-    int w, h, nch;
-    size_t stride;
-    int size, left, top;
-    int y0, rows;
-    const int *bh;
-    const int32_t *kkh;
-    int kh;
-    const int *bv;
-    const int32_t *kkv;
-    int kv;
-    const float *lut;
-} cdb_pp_geom;
+/* One image's geometry and tables: kernels.h's cdb_k_pp_geom (host pointers for the
+** CPU, device pointers in a kernel's parameters). */
+typedef cdb_k_pp_geom cdb_pp_geom;
+
+/* 1 when every read g's passes make stays inside the source, tmp and the tables (the
+** caller then runs the transform); 0 otherwise. O(size). */
+CDB_PP_FN int cdb_pp_geom_ok(const cdb_pp_geom *g) {
+    int src_rows;
+    if (g->size <= 0 || (g->nch != 1 && g->nch != 3) || g->w <= 0 || g->h <= 0 || !g->lut ||
+        g->stride < (size_t)g->w * g->nch || g->kh < 0 || g->kv < 0)
+        return 0;
+    if (g->kh) {
+        if (!g->bh || !g->kkh || g->y0 < 0 || g->rows <= 0 || g->y0 + g->rows > g->h) return 0;
+        for (int x = 0; x < g->size; x++)
+            if (g->bh[2 * x] < 0 || g->bh[2 * x + 1] < 0 || g->bh[2 * x + 1] > g->kh ||
+                g->bh[2 * x] + g->bh[2 * x + 1] > g->w)
+                return 0;
+    } else if (g->left < 0 || g->left + g->size > g->w) {
+        return 0;
+    }
+    src_rows = g->kh ? g->rows : g->h; /* the rows the vertical pass (or the copy) reads */
+    if (g->kv) {
+        if (!g->bv || !g->kkv) return 0;
+        for (int y = 0; y < g->size; y++)
+            if (g->bv[2 * y] < 0 || g->bv[2 * y + 1] < 0 || g->bv[2 * y + 1] > g->kv ||
+                g->bv[2 * y] + g->bv[2 * y + 1] > src_rows)
+                return 0;
+    } else if (g->kh ? g->rows < g->size : (g->top < 0 || g->top + g->size > g->h)) {
+        return 0;
+    }
+    return 1;
+}
 
 /* tmp's byte (r, x, c): the horizontal pass. */
 CDB_PP_FN uint8_t cdb_pp_tmp(const cdb_pp_geom *g, const uint8_t *src, int r, int x, int c) {

@@ -23,6 +23,16 @@
 #define GM_WIDTH 768
 #define GM_EMBED 512
 
+/* 1 when this build has CUDA and a usable device (driver, cuBLAS); NEED_GPU() skips a
+** test (exit 77 when every test skips) otherwise. */
+static inline int gpu_usable(void) {
+    return cdb_k_cuda_built() && cdb_k_cuda_device_count() > 0 && !*cdb_k_cuda_unusable_reason();
+}
+#define NEED_GPU()                                                                     \
+    do {                                                                               \
+        if (!gpu_usable()) CDB_SKIP("no usable GPU: %s", cdb_k_cuda_unusable_reason()); \
+    } while (0)
+
 static inline float gm_rand(uint64_t *s) { /* uniform in [-1, 1) */
     *s ^= *s << 13;
     *s ^= *s >> 7;

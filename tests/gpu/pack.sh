@@ -10,11 +10,13 @@ here=$(cd "$(dirname "$0")/../.." && pwd)
 out=${1:?usage: tests/gpu/pack.sh DIR}
 B=${CLIPDB_GPU_BUILD:-$here/build-gpu}
 cmake -S "$here" -B "$B" -DCLIPDB_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$B" --target test_device test_cuda_kernels bench_gpu clipdb clipdb-world \
-  -j"$(nproc)"
+cmake --build "$B" --target test_device cdb_fake_nvjpeg test_cuda_kernels test_cuda_ingest \
+  bench_gpu clipdb clipdb-world -j"$(nproc)"
 mkdir -p "$out/bin" "$out/lib"
-cp "$B/tests/kernels/test_device" "$B/tests/kernels/test_cuda_kernels" "$B/bench/bench_gpu" \
-  "$B/clipdb" "$B/world/clipdb-world" "$out/bin/"
+cp "$B/tests/kernels/test_device" "$B/tests/kernels/test_cuda_kernels" \
+  "$B/tests/kernels/test_cuda_ingest" "$B/bench/bench_gpu" "$B/clipdb" "$B/world/clipdb-world" \
+  "$out/bin/"
+cp "$B/tests/kernels/libcdb_fake_nvjpeg.so" "$out/lib/" # test_device's stand-in libnvjpeg
 for exe in "$out"/bin/*; do
   ldd "$exe" | awk '/=> \//{print $3}' | while read -r lib; do
     case "$(basename "$lib")" in

@@ -10,6 +10,8 @@
 **  - a ViT-B/32-shaped model with random weights (gpu_model.h) through the encoder
 **    (encoder/clip.c, the product's one graph), cpu vs cuda: cosine >= 0.9995 for
 **    every item;
+**  - SigLIP2 B/16-shaped random weights (made by bench/siglip_baseline.py into
+**    $CLIPDB_GPU_SIGLIP_DIR; skipped without it), cpu vs cuda, images and a text;
 **  - the encoder on the fixture models (tests/golden/models), device cpu vs cuda,
 **    images and texts: cosine >= 0.9995 per item; the stored form (fp32
 **    normalized, then fp16) has the same format and no NaN/Inf; the same for the
@@ -37,15 +39,6 @@
 static void round_f16(float *v, size_t n) {
     for (size_t i = 0; i < n; i++) v[i] = cdb_k_f16_to_f32_1(cdb_k_f32_to_f16_1(v[i]));
 }
-
-static int gpu_usable(void) {
-    return cdb_k_cuda_built() && cdb_k_cuda_device_count() > 0 && !*cdb_k_cuda_unusable_reason();
-}
-
-#define NEED_GPU()                                                                     \
-    do {                                                                               \
-        if (!gpu_usable()) CDB_SKIP("no usable GPU: %s", cdb_k_cuda_unusable_reason()); \
-    } while (0)
 
 /* ---- raw kernels through a device context ---------------------------------------- */
 
@@ -492,6 +485,50 @@ CDB_TEST(vit_b32_random_weights_cpu_vs_gpu) {
     free(pix);
 }
 
+/* The same on SigLIP2 B/16-shaped random weights (HF layout, F16, both towers: vocabulary
+** 256000, width 768, 12 + 12 layers, patch 16, the MAP head), made by
+** bench/siglip_baseline.py --make (PyTorch) into $CLIPDB_GPU_SIGLIP_DIR: tests/gpu/run.sh
+** makes it; skipped without it. Four images and one text, cuda vs cpu. */
+CDB_TEST(siglip_b16_random_weights_cpu_vs_gpu) {
+    static const int32_t ids0[] = {2, 651, 5929, 611, 476, 8318, 578, 476, 15982, 235265, 1};
+    const char *dir = getenv("CLIPDB_GPU_SIGLIP_DIR");
+    cdb_model *m[2] = {NULL, NULL};
+    const int n = 4;
+    int32_t ids[64];
+    float *pix, *out[2], *txt[2];
+    int E, isz;
+    NEED_GPU();
+    if (!dir || !*dir) CDB_SKIP("CLIPDB_GPU_SIGLIP_DIR is not set (tests/gpu/run.sh makes it)");
+    for (int i = 0; i < 64; i++) ids[i] = i < 11 ? ids0[i] : 1;
+    for (int i = 0; i < 2; i++) {
+        cdb_model_params mp = cdb_model_params_default();
+        mp.device.kind = i == 0 ? CDB_K_DEVICE_CUDA : CDB_K_DEVICE_CPU;
+        CHECK_OK(cdb_model_open(dir, &mp, &m[i]));
+    }
+    E = cdb_model_get_info(m[0])->embed_dim, isz = cdb_model_get_info(m[0])->image_size;
+    CHECK(cdb_model_get_info(m[0])->context_length == 64);
+    pix = rand_vec((size_t)n * 3 * isz * isz, 2);
+    for (int i = 0; i < 2; i++) {
+        out[i] = malloc((size_t)n * E * 4), txt[i] = malloc((size_t)E * 4);
+        CHECK_OK(cdb_encode_pixels(m[i], pix, n, 0, out[i]));
+        CHECK_OK(cdb_encode_tokens(m[i], ids, 1, 0, txt[i]));
+    }
+    for (int j = 0; j <= n; j++) {
+        const float *a = j < n ? out[0] + (size_t)j * E : txt[0];
+        const float *b = j < n ? out[1] + (size_t)j * E : txt[1];
+        double c = cosine(a, b, E);
+        printf("    SigLIP2 B/16 random weights, %s %d: siglip cosine(cpu, gpu) = %.7f\n",
+               j < n ? "image" : "text", j < n ? j : 0, c);
+        CHECK_MSG(c >= COS_MIN, "SigLIP %s %d: cosine %.7f < %.4f", j < n ? "image" : "text", j,
+                  c, COS_MIN);
+    }
+    for (int i = 0; i < 2; i++) {
+        cdb_model_close(m[i]);
+        free(out[i]), free(txt[i]);
+    }
+    free(pix);
+}
+
 /* The checkout: CLIPDB_SOURCE_DIR (set by tests/gpu/run.sh, for prebuilt binaries
 ** run elsewhere) or the one this was built from. */
 static const char *src_dir(void) {
@@ -707,4 +744,5 @@ CDB_TEST_MAIN(k_fp16_conversion_bit_exact,
               k_gemm_odd_shapes, k_l2norm_rows, be_gemm_act_accumulate, be_layernorm_act_add,
               be_attention_odd, be_embed_gather, be_oom_is_nomem_not_abort,
               be_patchify, k_preprocess_equals_cpu, vit_b32_random_weights_cpu_vs_gpu,
+              siglip_b16_random_weights_cpu_vs_gpu,
               encoder_fixtures_cpu_vs_gpu, be_resnet_ops, encoder_resnet_fixtures_cpu_vs_gpu)

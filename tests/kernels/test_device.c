@@ -7,7 +7,10 @@
 ** paths of the CUDA constructor; the run-time loading of CUDA libraries
 ** (cdb_kc_lib_open, as cuBLAS and nvJPEG are loaded) with fake libraries: nothing
 ** loadable, a missing symbol, the environment's path first; nvJPEG's "not usable"
-** reason on a machine without a GPU.
+** reason on a machine without a GPU; nvJPEG's decision with the facts injected (built
+** without CUDA, no driver, no device, no cuBLAS, no libnvjpeg, a library of another
+** kind, a stand-in libnvjpeg: fake_nvjpeg.c) and the choice of its decoder backend
+** (hardware when accepted, else the default one).
 */
 #include <stdlib.h>
 
@@ -206,6 +209,86 @@ CDB_TEST(nvjpeg_unusable_without_gpu) {
               "reason: %s", why);
 }
 
+/* Each reason nvJPEG is not used gives its own message and no library (the CPU
+** decoders then take every file: test_decoder_pick, nvjpeg_usable 0). */
+CDB_TEST(nvjpeg_decide_failure_paths) {
+    static const char *const missing[] = {"/nonexistent/libnvjpeg.so.13",
+                                          "libcdb_no_nvjpeg.so.12"};
+    cdb_kc_lib_spec s = cdb_kc_nvjpeg_spec;
+    cdb_kc_nvjpeg_api api;
+    char why[1600];
+    s.env = "CLIPDB_TEST_NVJPEG";
+    unsetenv("CLIPDB_TEST_NVJPEG");
+    CHECK_EQ_STR(cdb_kc_nvjpeg_spec.env, "CLIPDB_NVJPEG");
+    CHECK_EQ_STR(cdb_kc_nvjpeg_spec.candidates[0], "libnvjpeg.so.13");
+    CHECK_RC(cdb_kc_nvjpeg_decide(0, "", &s, &api, why, sizeof why), CDB_UNSUPPORTED);
+    CHECK_EQ_STR(why, "this clipdb was built without CUDA");
+    CHECK(api.lib == NULL);
+    CHECK_RC(cdb_kc_nvjpeg_decide(1, "the NVIDIA driver is missing or older than this build's "
+                                  "CUDA 13.0", &s, &api, why, sizeof why), CDB_UNSUPPORTED);
+    CHECK_EQ_STR(why, "no CUDA device: the NVIDIA driver is missing or older than this "
+                      "build's CUDA 13.0");
+    CHECK_RC(cdb_kc_nvjpeg_decide(1, "no CUDA-capable device is present", &s, &api, why,
+                                  sizeof why), CDB_UNSUPPORTED);
+    CHECK_EQ_STR(why, "no CUDA device: no CUDA-capable device is present");
+    CHECK_RC(cdb_kc_nvjpeg_decide(1, "cuBLAS could not be loaded (libcublas.so); set "
+                                  "CLIPDB_CUBLAS to its path", &s, &api, why, sizeof why),
+             CDB_UNSUPPORTED);
+    CHECK(strstr(why, "no CUDA device: cuBLAS could not be loaded") == why);
+    CHECK(api.lib == NULL);
+    /* a usable device, no libnvjpeg: every attempt and the variable to set */
+    s.candidates = missing;
+    s.n_candidates = 2;
+    CHECK_RC(cdb_kc_nvjpeg_decide(1, "", &s, &api, why, sizeof why), CDB_UNSUPPORTED);
+    CHECK_MSG(strstr(why, "nvJPEG could not be loaded (") &&
+                  strstr(why, "/nonexistent/libnvjpeg.so.13") &&
+                  strstr(why, "libcdb_no_nvjpeg.so.12") && strstr(why, "CLIPDB_TEST_NVJPEG="),
+              "reason: %s", why);
+    CHECK(api.lib == NULL);
+    /* a library that is not nvJPEG */
+    setenv("CLIPDB_TEST_NVJPEG", "libm.so.6", 1);
+    CHECK_RC(cdb_kc_nvjpeg_decide(1, "", &s, &api, why, sizeof why), CDB_UNSUPPORTED);
+    CHECK_MSG(strstr(why, "nvJPEG has no symbol nvjpegCreateEx"), "reason: %s", why);
+    CHECK(api.lib == NULL);
+    unsetenv("CLIPDB_TEST_NVJPEG");
+}
+
+/* The stand-in library loads; the hardware decoder is taken when nvjpegCreateEx accepts
+** it, else the default backend; neither: CDB_DEVICE with nvJPEG's status. */
+CDB_TEST(nvjpeg_decide_and_backend_choice) {
+    cdb_kc_lib_spec s = cdb_kc_nvjpeg_spec;
+    cdb_kc_nvjpeg_api api;
+    char why[1600];
+    void *h = NULL;
+    int hw = -1;
+    const char *fake = getenv("CLIPDB_TEST_FAKE_NVJPEG"); /* prebuilt binaries elsewhere */
+    s.env = "CLIPDB_TEST_NVJPEG";
+    setenv("CLIPDB_TEST_NVJPEG", fake && *fake ? fake : CDB_FAKE_NVJPEG, 1);
+    CHECK_OK(cdb_kc_nvjpeg_decide(1, "", &s, &api, why, sizeof why));
+    unsetenv("CLIPDB_TEST_NVJPEG");
+    CHECK(api.lib && api.create_ex && api.destroy && api.state_create && api.state_destroy &&
+          api.get_image_info && api.decode && api.batched_init && api.batched);
+    CHECK_EQ_STR(why, "");
+    unsetenv("FAKE_NVJPEG_HW");
+    unsetenv("FAKE_NVJPEG_FAIL");
+    CHECK_OK(cdb_kc_nvjpeg_handle(&api, &h, &hw));
+    CHECK(h != NULL);
+    CHECK_EQ_INT(hw, 0); /* ARCH_MISMATCH for the hardware backend: the default one */
+    CHECK_EQ_INT(api.destroy(h), 0);
+    setenv("FAKE_NVJPEG_HW", "1", 1);
+    CHECK_OK(cdb_kc_nvjpeg_handle(&api, &h, &hw));
+    CHECK_EQ_INT(hw, 1);
+    setenv("FAKE_NVJPEG_FAIL", "1", 1);
+    h = (void *)1;
+    CHECK_RC(cdb_kc_nvjpeg_handle(&api, &h, &hw), CDB_DEVICE);
+    CHECK(h == NULL);
+    CHECK_MSG(strstr(cdb_errmsg(), "nvjpegCreateEx failed (nvJPEG status 6)"), "message: %s",
+              cdb_errmsg());
+    unsetenv("FAKE_NVJPEG_HW");
+    unsetenv("FAKE_NVJPEG_FAIL");
+}
+
 CDB_TEST_MAIN(device_parse_forms, device_parse_rejects, device_resolve_injected,
               device_resolve_real, no_device_paths, lib_open_failure_paths,
-              nvjpeg_unusable_without_gpu)
+              nvjpeg_unusable_without_gpu, nvjpeg_decide_failure_paths,
+              nvjpeg_decide_and_backend_choice)

@@ -14,6 +14,13 @@
 **       item fails and every vector is the item's own
 **   unusable_vector_is_quarantined      the encoder returns NaN for one item: that
 **       file is an error (permanent), the next run skips it
+**   gpu_route_gives_the_same_vectors    the GPU's route through the pipeline
+**       (CLIPDB_TEST_GPU_ROUTE=1: readers keep small decoded images for
+**       cdb_encode_images and the bytes of the JPEGs nvJPEG would take for
+**       cdb_encode_files; on the CPU both run the CPU's decode and transform) stores
+**       the very vectors of the usual route in fast mode, bit for bit, and refuses a
+**       JPEG cut in its entropy-coded data (its markers send it to "nvJPEG") as the
+**       usual route does
 **
 ** After each run the database is checked with the oracle of lib_util.h: every
 ** stored path holds the embedding of its own bytes (clipdb embed), once.
@@ -71,6 +78,8 @@ static cdb_status faulty_encode(void *ud, cdb_model *m, const float *px, int n, 
     return rc;
 }
 
+static int g_fast; /* the next ingests decode fast */
+
 /* One ingest of lib into db in this process, with plan (NULL: no fault). */
 static cdb_status ingest(const char *db_dir, const char *lib, fault_plan *plan,
                          cdb_engine_summary *sum) {
@@ -85,6 +94,7 @@ static cdb_status ingest(const char *db_dir, const char *lib, fault_plan *plan,
     ep.device.kind = CDB_K_DEVICE_CPU;
     rp.batch = BATCH;
     rp.threads = 2;
+    rp.decode = g_fast ? 1 : -1;
     rp.encode = plan ? faulty_encode : NULL;
     rp.encode_ud = plan;
     if ((rc = cdb_engine_open(db_dir, &ep, &e)) == CDB_OK) {
@@ -188,6 +198,62 @@ CDB_TEST(unusable_vector_is_quarantined) {
     CHECK_EQ_INT(s.unchanged, N_PHOTOS);
 }
 
+CDB_TEST(gpu_route_gives_the_same_vectors) {
+    char lib[700], db[2][700], p[900], cut[900];
+    cdb_engine_summary s[2];
+    lu_export e[2];
+    size_t n = 0;
+    unsigned char *jpg;
+    LU_NEED_SETUP();
+    lu_path(lib, sizeof lib, "route/photos");
+    lu_path(db[0], sizeof db[0], "route/db_usual");
+    lu_path(db[1], sizeof db[1], "route/db_gpu");
+    CHECK_EQ_INT(lu_generate(lib, 7300, 0, N_PHOTOS), 0);
+    for (int i = 0; i < 3; i++) { /* small: the decoded bytes are kept, not the floats */
+        unsigned char *ppm = lu_ppm(120 + 40 * i, 90 + 10 * i, 50 + (uint64_t)i, &n);
+        snprintf(p, sizeof p, "%s/small_%d.ppm", lib, i);
+        CHECK(ppm && lu_write(p, ppm, n) == 0);
+        free(ppm);
+    }
+    for (int i = 0; i < N_PHOTOS && !strstr(lu_img(lib, i, p, sizeof p), ".jpg"); i++) {}
+    CHECK(strstr(p, ".jpg") && (jpg = (unsigned char *)cli_read_file(p, &n)) && n > 2000);
+    snprintf(cut, sizeof cut, "%s/cut.jpg", lib);
+    CHECK_EQ_INT(lu_write(cut, jpg, n / 2), 0);
+    free(jpg);
+    g_fast = 1;
+    for (int k = 0; k < 2; k++) {
+        CHECK_EQ_INT(lu_expect((const char *[]){"init", "--db", db[k], "--model", lu_model,
+                                                "--thumb-size", "0", "--quiet", NULL},
+                               0, NULL),
+                     0);
+        if (k) setenv("CLIPDB_TEST_GPU_ROUTE", "1", 1);
+        CHECK_OK(ingest(db[k], lib, NULL, &s[k]));
+        unsetenv("CLIPDB_TEST_GPU_ROUTE");
+        CHECK_EQ_INT(lu_export_read(db[k], &e[k]), 0);
+    }
+    g_fast = 0;
+    CHECK_EQ_INT(s[0].added, N_PHOTOS + 3);
+    CHECK_EQ_INT(s[1].added, N_PHOTOS + 3);
+    CHECK_EQ_INT(s[0].errors, 1);
+    CHECK_EQ_INT(s[1].errors, 1);
+    CHECK_EQ_INT(e[1].n, e[0].n);
+    CHECK_EQ_INT(e[1].dim, e[0].dim);
+    for (int i = 0; i < e[0].n; i++) {
+        int at = lu_export_find(&e[1], e[0].paths[i], NULL);
+        CHECK_MSG(at >= 0, "%s: not stored by the GPU route", e[0].paths[i]);
+        CHECK_MSG(!memcmp(e[0].vecs + (size_t)i * e[0].dim, e[1].vecs + (size_t)at * e[0].dim,
+                          sizeof(float) * (size_t)e[0].dim),
+                  "%s: another vector on the GPU route", e[0].paths[i]);
+    }
+    for (int k = 0; k < 2; k++) {
+        cli_run_result r;
+        CHECK_EQ_INT(lu_expect((const char *[]){"errors", "--db", db[k], NULL}, 0, &r), 0);
+        CHECK_MSG(strstr(r.out, "cut.jpg") && strstr(r.out, "cannot decode"), "%s", r.out);
+        cli_run_free(&r);
+        lu_export_free(&e[k]);
+    }
+}
+
 CDB_TEST_MAIN_TMP(lu_tmp, lu_rm_rf, transient_batch_failure_is_retried,
                   out_of_memory_halves_the_batch, failing_first_item_does_not_shift,
-                  unusable_vector_is_quarantined)
+                  unusable_vector_is_quarantined, gpu_route_gives_the_same_vectors)

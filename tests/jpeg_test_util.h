@@ -1,0 +1,66 @@
+/*
+** jpeg_test_util.h: JPEGs written in memory by libjpeg-turbo for the tests that need a
+** JPEG of a given kind (the oracle of each kind: what libjpeg was asked to write).
+** Header-only test code; link PkgConfig::LIBJPEG.
+*/
+#ifndef CDB_TESTS_JPEG_TEST_UTIL_H
+#define CDB_TESTS_JPEG_TEST_UTIL_H
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <jpeglib.h>
+
+enum {
+    CDB_TJ_PROGRESSIVE = 1, /* jpeg_simple_progression */
+    CDB_TJ_ARITH = 2,       /* arithmetic coding */
+    CDB_TJ_OPTIMIZED = 4,   /* optimized Huffman tables (still SOF0) */
+    CDB_TJ_ROTATED = 8,     /* an APP1 Exif block with Orientation = 6 */
+    CDB_TJ_444 = 16         /* no chroma subsampling (default: libjpeg's 4:2:0) */
+};
+
+/* A w x h JPEG of comps (1 gray, 3 RGB, 4 CMYK) components, quality 90, as flags say,
+** pixels a smooth pattern with texture; free with free(). NULL on failure. */
+static inline unsigned char *cdb_test_jpeg(int w, int h, int comps, int flags,
+                                           unsigned long *n) {
+    struct jpeg_compress_struct ci;
+    struct jpeg_error_mgr jerr;
+    unsigned char *out = NULL, *row = malloc((size_t)w * comps);
+    if (!row) return NULL;
+    *n = 0;
+    ci.err = jpeg_std_error(&jerr);
+    jpeg_create_compress(&ci);
+    jpeg_mem_dest(&ci, &out, n);
+    ci.image_width = (JDIMENSION)w;
+    ci.image_height = (JDIMENSION)h;
+    ci.input_components = comps;
+    ci.in_color_space = comps == 1 ? JCS_GRAYSCALE : comps == 4 ? JCS_CMYK : JCS_RGB;
+    jpeg_set_defaults(&ci);
+    jpeg_set_quality(&ci, 90, TRUE);
+    if (flags & CDB_TJ_PROGRESSIVE) jpeg_simple_progression(&ci);
+    if (flags & CDB_TJ_ARITH) ci.arith_code = TRUE;
+    if (flags & CDB_TJ_OPTIMIZED) ci.optimize_coding = TRUE;
+    if ((flags & CDB_TJ_444) && comps == 3) {
+        ci.comp_info[0].h_samp_factor = 1;
+        ci.comp_info[0].v_samp_factor = 1;
+    }
+    jpeg_start_compress(&ci, TRUE);
+    if (flags & CDB_TJ_ROTATED) { /* little-endian TIFF, one entry: 0x0112 SHORT 1 = 6 */
+        static const unsigned char exif[] = {'E', 'x', 'i', 'f', 0, 0, 'I', 'I', 42, 0, 8, 0,
+                                             0,   0,   1,   0,   0x12, 1, 3, 0, 1, 0, 0, 0,
+                                             6,   0,   0,   0,   0,   0,   0,   0, 0, 0};
+        jpeg_write_marker(&ci, JPEG_APP0 + 1, exif, sizeof exif);
+    }
+    for (int y = 0; y < h; y++) {
+        JSAMPROW r = row;
+        for (int x = 0; x < w * comps; x++)
+            row[x] = (unsigned char)(x * 5 + y * 9 + ((x * 7919 + y * 104729) >> 3) % 23);
+        jpeg_write_scanlines(&ci, &r, 1);
+    }
+    jpeg_finish_compress(&ci);
+    jpeg_destroy_compress(&ci);
+    free(row);
+    return out;
+}
+
+#endif
