@@ -207,6 +207,19 @@ static cdb_status migrate_v6(cdb_db *db) {
     return rc;
 }
 
+/* v7: photo metadata (issue 28), one row per file read (photos.c): the capture time as
+** the camera's wall clock in ms with its UTC offset when known, its source, camera,
+** lens and position, and the content hash it was read from (a row describes the
+** file only while that is the file's hash). Rows of older databases are filled by
+** the next reindex, which reads the files' bytes without encoding them again. */
+static const char k_schema_v7[] =
+    "CREATE TABLE IF NOT EXISTS photo_meta(file_id INTEGER PRIMARY KEY, hash BLOB NOT NULL,"
+    " taken_source INTEGER NOT NULL DEFAULT 0, taken_ms INTEGER,"
+    " has_offset INTEGER NOT NULL DEFAULT 0, offset_min INTEGER NOT NULL DEFAULT 0,"
+    " make TEXT NOT NULL DEFAULT '', model TEXT NOT NULL DEFAULT '',"
+    " lens TEXT NOT NULL DEFAULT '', has_gps INTEGER NOT NULL DEFAULT 0, lat REAL, lon REAL,"
+    " alt REAL);";
+
 cdb_status cdb_schema_migrate(cdb_db *db, int64_t from) {
     cdb_status rc = CDB_OK;
     for (int64_t v = from + 1; v <= CDB_DB_SCHEMA_VERSION && rc == CDB_OK; v++) {
@@ -241,6 +254,8 @@ cdb_status cdb_schema_migrate(cdb_db *db, int64_t from) {
             rc = migrate_v5(db);
         } else if (v == 6) {
             rc = migrate_v6(db);
+        } else if (v == 7) {
+            rc = cdb_sql_exec(db->cat, k_schema_v7);
         }
         if (rc == CDB_OK) rc = cdb_sql_meta_set_int(db, "schema_version", v);
         if (rc == CDB_OK) rc = cdb_sql_meta_set_text(db, "last_writer", CDB_VERSION_STRING);

@@ -49,6 +49,26 @@ static inline void tu_tmpdir(char *buf, size_t len, const char *tag) {
     if (!mkdtemp(buf)) buf[0] = '\0';
 }
 
+/* A new database writer in a fresh temporary directory: dir receives <tmp>/db. */
+static inline cdb_status tu_db_create(char *dir, size_t cap, const char *tag, cdb_db **db) {
+    cdb_db_params p = cdb_db_params_default();
+    tu_tmpdir(dir, cap, tag);
+    if (!dir[0] || strlen(dir) + 4 > cap) return cdb_seterr(CDB_IO, "no temporary directory");
+    strcat(dir, "/db");
+    p.create = 1;
+    return cdb_db_open(dir, &p, db);
+}
+
+/* Closes db (NULL is fine) and removes the temporary directory tu_db_create made. */
+static inline void tu_db_destroy(const char *dir, cdb_db *db) {
+    char parent[512];
+    cdb_db_close(db);
+    snprintf(parent, sizeof parent, "%s", dir);
+    char *slash = strrchr(parent, '/');
+    if (slash) *slash = '\0';
+    tu_rmtree(parent);
+}
+
 static inline cdb_db_file_meta tu_meta(int64_t size, int64_t mtime, uint64_t content_seed) {
     cdb_db_file_meta m;
     memset(&m, 0, sizeof m);

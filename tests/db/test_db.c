@@ -660,6 +660,21 @@ CDB_TEST(schema_from_the_future) {
     fx_close(&fx);
 }
 
+/* Rewrites the catalog cat with sql (into an older schema), then opens dir: a reader
+** must be refused (only a writer migrates), then the writer opens (and migrates). */
+static cdb_status fx_migrate(fixture *fx, const char *dir, const char *cat, const char *sql) {
+    cdb_db_params p = cdb_db_params_default();
+    p.readonly = 1;
+    if (sql_exec_file(cat, sql) != SQLITE_OK) return cdb_seterr(CDB_ERROR, "rewrite %s", cat);
+    cdb_status rc = cdb_db_open(dir, &p, &fx->db);
+    if (rc != CDB_VERSION) {
+        cdb_db_close(fx->db);
+        fx->db = NULL;
+        return cdb_seterr(CDB_ERROR, "a reader opened the old catalog (%s)", cdb_status_str(rc));
+    }
+    return cdb_db_open(dir, NULL, &fx->db);
+}
+
 CDB_TEST(migrate_v1_to_v2) {
     fixture fx;
     char dir[256], cat[300];
@@ -670,14 +685,9 @@ CDB_TEST(migrate_v1_to_v2) {
     fx.db = NULL;
     /* Make it a v1 catalog: no vector directory, no removal log. */
     snprintf(cat, sizeof cat, "%s/catalog.db", dir);
-    CHECK_EQ_INT(sql_exec_file(cat, "DROP TABLE vectors; DROP TABLE removed;"
-                                    "DELETE FROM meta WHERE key='generation';"
-                                    "UPDATE meta SET value=1 WHERE key='schema_version';"),
-                 SQLITE_OK);
-    cdb_db_params p = cdb_db_params_default();
-    p.readonly = 1;
-    CHECK_RC(cdb_db_open(dir, &p, &fx.db), CDB_VERSION); /* a reader cannot migrate */
-    CHECK_OK(cdb_db_open(dir, NULL, &fx.db));
+    CHECK_OK(fx_migrate(&fx, dir, cat, "DROP TABLE vectors; DROP TABLE removed;"
+                              "DELETE FROM meta WHERE key='generation';"
+                              "UPDATE meta SET value=1 WHERE key='schema_version';"));
     cdb_db_counts c;
     CHECK_OK(cdb_db_get_counts(fx.db, 0, &c));
     CHECK_EQ_INT(c.n_vectors, 20);
@@ -687,9 +697,29 @@ CDB_TEST(migrate_v1_to_v2) {
     CHECK_MSG(r->n_problems == 0, "verify: %s", r->n_listed ? r->problems[0].msg : "");
     cdb_db_report_free(r);
     cdb_db_close(fx.db);
+    cdb_db_params p = cdb_db_params_default();
     p.readonly = 1;
-    CHECK_OK(cdb_db_open(dir, &p, &fx.db));
+    CHECK_OK(cdb_db_open(dir, &p, &fx.db)); /* migrated: a reader opens it now */
     fx_close(&fx);
+}
+
+/* The start of the migration tests: n ok files f00000.. (their ids in ids, may be NULL)
+** and a quarantined broken.jpg, then the writer closed; dir (256) and cat (300) receive
+** the database folder and its catalog's path, which the test rewrites into an older
+** schema. */
+static cdb_status fx_before_migration(fixture *fx, int n, int64_t *ids, char *dir, char *cat) {
+    cdb_db_batch *b = NULL;
+    cdb_db_file_meta bad = tu_meta(7, 7, 777);
+    cdb_status rc = fx_put_range(fx, 0, n, ids);
+    if (rc == CDB_OK) rc = cdb_db_batch_new(fx->db, fx->model, &b);
+    if (rc == CDB_OK) rc = cdb_db_batch_put_error(b, fx->root, "broken.jpg", &bad, "truncated");
+    if (rc == CDB_OK) rc = cdb_db_batch_commit(b, NULL);
+    cdb_db_batch_free(b);
+    snprintf(dir, 256, "%s", fx->dir);
+    cdb_db_close(fx->db);
+    fx->db = NULL;
+    snprintf(cat, 300, "%s/catalog.db", dir);
+    return rc;
 }
 
 /* A v2 catalog (before files.hkey): the writer adds the column, fills it from the
@@ -698,27 +728,13 @@ CDB_TEST(migrate_v2_to_v3) {
     fixture fx;
     char dir[256], cat[300];
     CHECK_OK(fx_open(&fx, "migrate3", 0));
-    CHECK_OK(fx_put_range(&fx, 0, 30, NULL));
-    cdb_db_batch *b = NULL;
-    cdb_db_file_meta bad = tu_meta(7, 7, 777);
-    CHECK_OK(cdb_db_batch_new(fx.db, fx.model, &b));
-    CHECK_OK(cdb_db_batch_put_error(b, fx.root, "broken.jpg", &bad, "truncated"));
-    CHECK_OK(cdb_db_batch_commit(b, NULL));
-    cdb_db_batch_free(b);
-    snprintf(dir, sizeof dir, "%s", fx.dir);
-    cdb_db_close(fx.db);
-    fx.db = NULL;
-    snprintf(cat, sizeof cat, "%s/catalog.db", dir);
-    CHECK_EQ_INT(sql_exec_file(cat, "DROP TABLE hkeys; DROP TABLE hkeys_new;"
-                                    "DROP INDEX files_notok; ALTER TABLE files DROP COLUMN hkey;"
-                                    "CREATE INDEX files_hash ON files(root_id, hash);"
-                                    "CREATE INDEX files_state ON files(state);"
-                                    "UPDATE meta SET value=2 WHERE key='schema_version';"),
-                 SQLITE_OK);
-    cdb_db_params p = cdb_db_params_default();
-    p.readonly = 1;
-    CHECK_RC(cdb_db_open(dir, &p, &fx.db), CDB_VERSION); /* a reader cannot migrate */
-    CHECK_OK(cdb_db_open(dir, NULL, &fx.db));
+    CHECK_OK(fx_before_migration(&fx, 30, NULL, dir, cat));
+    cdb_db_file_meta bad = tu_meta(7, 7, 777); /* broken.jpg's */
+    CHECK_OK(fx_migrate(&fx, dir, cat, "DROP TABLE hkeys; DROP TABLE hkeys_new;"
+                              "DROP INDEX files_notok; ALTER TABLE files DROP COLUMN hkey;"
+                              "CREATE INDEX files_hash ON files(root_id, hash);"
+                              "CREATE INDEX files_state ON files(state);"
+                              "UPDATE meta SET value=2 WHERE key='schema_version';"));
     cdb_db_counts c;
     CHECK_OK(cdb_db_get_counts(fx.db, 0, &c));
     CHECK_EQ_INT(c.n_vectors, 30);
@@ -785,26 +801,12 @@ CDB_TEST(migrate_v3_to_v4) {
     fixture fx;
     char dir[256], cat[300];
     CHECK_OK(fx_open(&fx, "migrate4", 0));
-    CHECK_OK(fx_put_range(&fx, 0, 40, NULL));
+    CHECK_OK(fx_before_migration(&fx, 40, NULL, dir, cat));
+    cdb_db_file_meta bad = tu_meta(7, 7, 777); /* broken.jpg's */
     cdb_db_batch *b = NULL;
-    cdb_db_file_meta bad = tu_meta(7, 7, 777);
-    CHECK_OK(cdb_db_batch_new(fx.db, fx.model, &b));
-    CHECK_OK(cdb_db_batch_put_error(b, fx.root, "broken.jpg", &bad, "truncated"));
-    CHECK_OK(cdb_db_batch_commit(b, NULL));
-    cdb_db_batch_free(b);
-    b = NULL;
-    snprintf(dir, sizeof dir, "%s", fx.dir);
-    cdb_db_close(fx.db);
-    fx.db = NULL;
-    snprintf(cat, sizeof cat, "%s/catalog.db", dir);
-    CHECK_EQ_INT(sql_exec_file(cat, "DROP TABLE hkeys; DROP TABLE hkeys_new;"
-                                    "CREATE INDEX files_hkey ON files(root_id, hkey);"
-                                    "UPDATE meta SET value=3 WHERE key='schema_version';"),
-                 SQLITE_OK);
-    cdb_db_params p = cdb_db_params_default();
-    p.readonly = 1;
-    CHECK_RC(cdb_db_open(dir, &p, &fx.db), CDB_VERSION); /* a reader cannot migrate */
-    CHECK_OK(cdb_db_open(dir, NULL, &fx.db));
+    CHECK_OK(fx_migrate(&fx, dir, cat, "DROP TABLE hkeys; DROP TABLE hkeys_new;"
+                              "CREATE INDEX files_hkey ON files(root_id, hkey);"
+                              "UPDATE meta SET value=3 WHERE key='schema_version';"));
     CHECK_EQ_INT(sql_count(cat, "SELECT value FROM meta WHERE key='schema_version'"),
                  CDB_DB_SCHEMA_VERSION);
     CHECK_EQ_INT(sql_count(cat, "SELECT count(*) FROM sqlite_master WHERE name='files_hkey'"), 0);
@@ -853,6 +855,42 @@ CDB_TEST(migrate_v3_to_v4) {
 
 /* Runs of new files take the range statements of step 3; mixed batches (new,
 ** re-stored, error, duplicate paths) keep per-file semantics and sequence numbers. */
+/* A schema 6 catalog (before photo_meta): a reader is refused, the writer adds the
+** table, and every ok file then reads as never read (what a reindex backfills), the
+** error file not; a row stored after the migration is current. */
+CDB_TEST(migrate_v6_to_v7) {
+    fixture fx;
+    char dir[256], cat[300];
+    int64_t ids[12];
+    CHECK_OK(fx_open(&fx, "migrate7", 0));
+    CHECK_OK(fx_before_migration(&fx, 12, ids, dir, cat));
+    CHECK_OK(fx_migrate(&fx, dir, cat, "DROP TABLE photo_meta;"
+                              "UPDATE meta SET value=6 WHERE key='schema_version';"));
+    CHECK_EQ_INT(sql_count(cat, "SELECT value FROM meta WHERE key='schema_version'"), 7);
+    int64_t *missing = NULL, n = 0;
+    CHECK_OK(cdb_db_photos_missing(fx.db, 0, &missing, &n));
+    CHECK_EQ_INT(n, 12);
+    for (int i = 0; i < n && i < 12; i++) CHECK_EQ_INT(missing[i], ids[i]);
+    cdb_free(missing);
+    cdb_db_photo row;
+    cdb_db_file f;
+    memset(&row, 0, sizeof row);
+    CHECK_OK(cdb_db_file_get(fx.db, ids[3], &f));
+    row.file_id = f.id;
+    memcpy(row.hash, f.meta.hash, CDB_DB_HASH_BYTES);
+    snprintf(row.model, sizeof row.model, "X-T4");
+    cdb_db_file_clear(&f);
+    CHECK_OK(cdb_db_photos_put(fx.db, &row, 1));
+    CHECK_OK(cdb_db_photos_missing(fx.db, fx.root, &missing, &n));
+    CHECK_EQ_INT(n, 11);
+    cdb_free(missing);
+    cdb_db_photo got;
+    CHECK_OK(cdb_db_photos_get(fx.db, &ids[3], 1, &got, NULL));
+    CHECK_EQ_INT(got.read, 1);
+    CHECK_EQ_STR(got.model, "X-T4");
+    fx_close(&fx);
+}
+
 CDB_TEST(mixed_batch_runs) {
     fixture fx;
     float v[DIM];
@@ -1318,6 +1356,7 @@ CDB_TEST(interrupted_delete_keeps_claims_true) {
 CDB_TEST_MAIN(open_create_reopen, encode_matches_double_reference, encode_any_magnitude,
               encode_refuses_bad, crud_put_lookup_read, odd_paths, quarantine_move_delete,
               models_side_by_side, generations, shard_rollover, schema_from_the_future,
-              migrate_v1_to_v2, migrate_v2_to_v3, migrate_v3_to_v4, mixed_batch_runs,
+              migrate_v1_to_v2, migrate_v2_to_v3, migrate_v3_to_v4, migrate_v6_to_v7,
+              mixed_batch_runs,
               verify_missing_and_truncated_shard, verify_bad_and_orphan_vectors, runs_and_readonly, busy_is_retried_then_reported, classify_changes,
               interrupted_delete_keeps_claims_true)
