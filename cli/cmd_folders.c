@@ -3,7 +3,7 @@
 ** ingested): `folders` lists them with their counts and last scan, `forget PATH`
 ** removes a root with its files and vectors and gives the space back, `move OLD
 ** NEW` tells clipdb a library moved (paths rewritten, vectors kept). The library
-** model they act on: engine/folders.c, engine/library.c, db/roots.c.
+** model they act on: engine/library/folders.c, engine/library/library.c, db/roots.c.
 */
 #include <errno.h>
 #include <limits.h>

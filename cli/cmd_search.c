@@ -1,5 +1,5 @@
 /*
-** cmd_search.c: `clipdb search`, over cdb_engine_search (engine/search.c: the query
+** cmd_search.c: `clipdb search`, over cdb_engine_search (engine/search/search.c: the query
 ** language, example images, the index plus an exact pass over what it does not cover,
 ** the exact re-rank, --min-score, --under, --sort). This file parses the options,
 ** reads a query from stdin, and prints: one line per hit (rank, score to 4 decimals,
@@ -299,11 +299,7 @@ static int words_with_stdin(cli_args *a, int i_stdin, char **text /* OUT */) {
     a->pos[i_stdin] = "-";
     free(*text);
     if (!(*text = joined)) return cdb_cli_error("out of memory", "cannot search");
-    if (strlen(*text) > CLI_QUERY_MAX_BYTES)
-        return cdb_cli_usage_error("search", "query too long: more than %d bytes of text (the "
-                               "limit is %d bytes, 64 KiB)",
-                               CLI_QUERY_MAX_BYTES, CLI_QUERY_MAX_BYTES);
-    return CLI_EXIT_OK;
+    return CLI_EXIT_OK; /* the joined query's length: the engine's limit check */
 }
 
 /* The query text: the words joined with spaces, a '-' among them standing for standard
@@ -426,6 +422,8 @@ int cdb_cli_cmd_search(int argc, char **argv) {
     q.image = image;
     q.image_bytes = image_bytes;
     q.no_exif = cdb_cli_has(&a, "no-exif") > 0;
+    q.terms = terms; /* parsed once, above */
+    q.n_terms = n_terms;
     sp.k = (int)k;
     sp.min_score = (float)min_score;
     sp.sort = sort == 1 ? CDB_ENGINE_SORT_TIME : CDB_ENGINE_SORT_SCORE;

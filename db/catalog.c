@@ -191,10 +191,6 @@ cdb_status cdb_db_models_foreach(cdb_db *db, cdb_db_model_fn fn, void *ud) {
 
 /* ---- files ---------------------------------------------------------------------------- */
 
-#define FILE_COLS                                                                                  \
-    "id, root_id, relpath, size, mtime_ns, hash, width, height, state, error, shard,"              \
-    " created_ns, updated_ns, dev, ino, ctime_ns"
-
 /* Fills f from a FILE_COLS row; relpath/error borrowed from the statement. */
 static void file_from_row(sqlite3_stmt *st, cdb_db_file *f) {
     memset(f, 0, sizeof *f);
@@ -221,7 +217,10 @@ static void file_from_row(sqlite3_stmt *st, cdb_db_file *f) {
 }
 
 /* Runs a FILE_COLS query expected to give at most one row; heap-copies the strings. */
-static cdb_status file_one(cdb_db *db, sqlite3_stmt *st, cdb_db_file *out, const char *what) {
+/* The row st steps to (NOTFOUND when none) into *out; st is finalized unless cached
+** (a statement of cdb_sql_stmt's, reset by its next use). */
+static cdb_status file_one(cdb_db *db, sqlite3_stmt *st, int cached, cdb_db_file *out,
+                           const char *what) {
     cdb_status rc = CDB_OK;
     int s = sqlite3_step(st);
     memset(out, 0, sizeof *out);
@@ -240,7 +239,7 @@ static cdb_status file_one(cdb_db *db, sqlite3_stmt *st, cdb_db_file *out, const
     } else {
         rc = cdb_sql_err(db->cat, s, what);
     }
-    sqlite3_finalize(st);
+    if (!cached) sqlite3_finalize(st);
     return rc;
 }
 
@@ -259,18 +258,37 @@ cdb_status cdb_db_file_lookup(cdb_db *db, int64_t root_id, const char *relpath, 
     if (rc != CDB_OK) return rc;
     sqlite3_bind_int64(st, 1, root_id);
     sqlite3_bind_blob(st, 2, relpath, (int)strlen(relpath), SQLITE_STATIC);
-    return file_one(db, st, out, "look up file");
+    return file_one(db, st, 0, out, "look up file");
+}
+
+cdb_status cdb_db_file_hit(cdb_db *db, int64_t file_id, int64_t model_id, cdb_db_file *out,
+                           char **path) {
+    sqlite3_stmt *st = NULL;
+    cdb_status rc = cdb_sql_stmt(db, ST_FILE_GET, &st);
+    memset(out, 0, sizeof *out);
+    if (path) *path = NULL;
+    if (rc != CDB_OK) return rc;
+    sqlite3_bind_int64(st, 1, file_id);
+    sqlite3_bind_int64(st, 2, model_id);
+    rc = file_one(db, st, 1, out, "get file");
+    if (rc == CDB_OK && path) {
+        const char *root = (const char *)sqlite3_column_text(st, FILE_NCOLS);
+        if (!root || !(*path = cdb_db_path_join(root, out->relpath))) {
+            cdb_db_file_clear(out);
+            rc = root ? cdb_seterr(CDB_NOMEM, "out of memory")
+                      : cdb_seterr(CDB_CORRUPT, "file %lld has no root", (long long)file_id);
+        }
+    }
+    sqlite3_reset(st); /* the borrowed columns are copied: let go of the read */
+    if (rc == CDB_NOTFOUND && model_id)
+        return cdb_seterr(rc, "file %lld has no vector of model %lld", (long long)file_id,
+                          (long long)model_id);
+    if (rc == CDB_NOTFOUND) return cdb_seterr(rc, "file %lld is not recorded", (long long)file_id);
+    return rc;
 }
 
 cdb_status cdb_db_file_get(cdb_db *db, int64_t file_id, cdb_db_file *out) {
-    sqlite3_stmt *st = NULL;
-    cdb_status rc = cdb_sql_prepare(db->cat, "SELECT " FILE_COLS " FROM files WHERE id=?1", &st);
-    memset(out, 0, sizeof *out);
-    if (rc != CDB_OK) return rc;
-    sqlite3_bind_int64(st, 1, file_id);
-    rc = file_one(db, st, out, "get file");
-    if (rc == CDB_NOTFOUND) return cdb_seterr(rc, "file %lld is not recorded", (long long)file_id);
-    return rc;
+    return cdb_db_file_hit(db, file_id, 0, out, NULL);
 }
 
 char *cdb_db_path_join(const char *root, const char *relpath) {

@@ -171,7 +171,7 @@ typedef enum cdb_db_root_kind {
 
 /* What tells a folder root's own folder from another one at the same path (an empty
 ** mount point, another filesystem mounted there, a folder made anew), recorded when
-** a scan completes (the library model, engine/library.c, says how it is compared).
+** a scan completes (the library model, engine/library/library.c, says how it is compared).
 ** Each field 0 = unknown (not recorded yet, or the filesystem does not give it). */
 typedef struct cdb_db_root_ident {
     uint64_t fsid;     /* statfs f_fsid (from the filesystem's UUID on ext4 and btrfs) */
@@ -336,6 +336,13 @@ typedef struct cdb_db_file {
 cdb_status cdb_db_file_lookup(cdb_db *db, int64_t root_id, const char *relpath,
                               cdb_db_file *out /* OUT */);
 cdb_status cdb_db_file_get(cdb_db *db, int64_t file_id, cdb_db_file *out /* OUT */);
+/* A search's hit: cdb_db_file_get and, when path is not NULL, the file's full path (as
+** cdb_db_file_path; cdb_free), in one statement prepared once per handle; model_id > 0:
+** CDB_NOTFOUND also when the catalog's vector directory does not claim that model's
+** vector for the file (a forget or move cut short is taking it away; an addition has
+** not finished), as export and stats count vectors. */
+cdb_status cdb_db_file_hit(cdb_db *db, int64_t file_id, int64_t model_id,
+                           cdb_db_file *out /* OUT */, char **path /* OUT, may be NULL */);
 void cdb_db_file_clear(cdb_db_file *f); /* frees the heap copies; NULL is fine */
 
 /* Full path of a file (cdb_db_path_join of its root and relpath), heap (cdb_free).

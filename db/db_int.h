@@ -46,6 +46,8 @@ enum {
     ST_HKEYS_LEVELS, /* entries in hkeys_new, largest file id (schema v4) */
     ST_HKEY_PUT,     /* (hkey, file) into hkeys_new */
     ST_HKEY_PUT_RUN, /* the same for files ?1..?2 */
+    ST_FILE_GET,     /* FILE_COLS and the root's path of file ?1, if model ?2 (0: any)
+                        has its vector claimed (catalog.c) */
     ST_COUNT_
 };
 
@@ -83,6 +85,12 @@ struct cdb_db {
 /* ---- SQLite helpers (sql.c: calls nothing else in db/) ---- */
 cdb_status cdb_sql_err(sqlite3 *conn, int rc, const char *what);
 cdb_status cdb_sql_exec(sqlite3 *conn, const char *sql);
+/* The columns of a cdb_db_file, in the order catalog.c reads them. */
+#define FILE_COLS                                                                                  \
+    "id, root_id, relpath, size, mtime_ns, hash, width, height, state, error, shard,"              \
+    " created_ns, updated_ns, dev, ino, ctime_ns"
+#define FILE_NCOLS 16
+
 cdb_status cdb_sql_prepare(sqlite3 *conn, const char *sql, sqlite3_stmt **st);
 /* The cached catalog statement `which`, reset and with bindings cleared. */
 cdb_status cdb_sql_stmt(cdb_db *db, int which, sqlite3_stmt **st);

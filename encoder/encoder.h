@@ -270,6 +270,23 @@ cdb_status cdb_image_decode(const void *buf, size_t n, const cdb_image_params *p
 cdb_status cdb_image_load(const char *path, const cdb_image_params *p, cdb_image **out /* OUT */);
 void cdb_image_free(cdb_image *img); /* NULL is fine */
 
+/* ---- telling images from other files (image.c: the one sniffer of clipdb) --------- */
+/* The format of buf by its content, as cdb_image_decode dispatches on it ("JPEG",
+** "PNG", "GIF", "BMP", "PNM", "TGA", "PSD", "WebP", "TIFF", "HEIC", "AVIF", "RAW": the
+** names cdb_image.format uses), or NULL. strict = 1 answers only for a signature that
+** a file of another kind is unlikely to begin with: no TGA (it has no magic number), BMP
+** only with a known DIB header size, PNM only as "P1".."P6", whitespace, then a digit
+** or a comment. A
+** walk asks strictly about a file whose name is no image's; the first 32 bytes are
+** enough. Static string. */
+const char *cdb_image_sniff(const void *buf, size_t n, int strict);
+/* The MIME type of the image in buf by its strict signature ("image/jpeg", ...), or
+** "application/octet-stream" (camera RAW and anything unrecognized). Static string. */
+const char *cdb_image_mime(const void *buf, size_t n);
+/* 1 when name's extension (case-insensitive) is one of the formats clipdb decodes,
+** camera RAW included; 0 otherwise (no extension, a dot file). */
+int cdb_image_name_is_image(const char *name);
+
 /* The formats this build decodes, comma-separated ("JPEG, PNG, ..., HEIC, AVIF, RAW"),
 ** and the library behind each on request (detail = 1: "JPEG (libjpeg-turbo 2.1.5), ...").
 ** Static string. */

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include "encoder/image_int.h"
@@ -90,6 +91,67 @@ img_fmt cdb_img_sniff(const uint8_t *b, size_t n) {
         (b[2] == 1 || b[2] == 2 || b[2] == 3 || b[2] == 9 || b[2] == 10 || b[2] == 11))
         return FMT_TGA;
     return FMT_UNKNOWN;
+}
+
+/* The checks a strict sniff adds (cdb_image_sniff): what keeps a text file that starts
+** "BM" or "P2" from being taken for an image when its name is no image's. */
+static int strong_signature(img_fmt f, const uint8_t *b, size_t n) {
+    switch (f) {
+    case FMT_UNKNOWN:
+    case FMT_TGA: return 0;
+    case FMT_BMP: {
+        unsigned hs; /* the DIB header's size, the first field after the 14-byte file header */
+        if (n < 16) return 1;
+        hs = cdb_img_le16(b + 14);
+        return hs == 12 || hs == 40 || hs == 52 || hs == 56 || hs == 64 || hs == 108 ||
+               hs == 124;
+    }
+    case FMT_PNM: { /* "P1".."P6", whitespace, then the width's digits or a comment */
+        size_t i = 2;
+        if (n < 4 || b[1] > '6' || (b[2] != ' ' && b[2] != '\n' && b[2] != '\r' && b[2] != '\t'))
+            return 0;
+        while (i < n && (b[i] == ' ' || b[i] == '\n' || b[i] == '\r' || b[i] == '\t')) i++;
+        return i == n || (b[i] >= '0' && b[i] <= '9') || b[i] == '#';
+    }
+    default: return 1;
+    }
+}
+
+const char *cdb_image_sniff(const void *buf, size_t n, int strict) {
+    img_fmt f = buf ? cdb_img_sniff(buf, n) : FMT_UNKNOWN;
+    if (f == FMT_UNKNOWN || (strict && !strong_signature(f, buf, n))) return NULL;
+    return cdb_img_fmt_name(f);
+}
+
+const char *cdb_image_mime(const void *buf, size_t n) {
+    static const struct {
+        img_fmt f;
+        const char *mime;
+    } map[] = {{FMT_JPEG, "image/jpeg"}, {FMT_PNG, "image/png"},   {FMT_GIF, "image/gif"},
+               {FMT_BMP, "image/bmp"},   {FMT_TIFF, "image/tiff"}, {FMT_WEBP, "image/webp"},
+               {FMT_HEIF, "image/heif"}, {FMT_AVIF, "image/avif"},
+               {FMT_PSD, "image/vnd.adobe.photoshop"}, {FMT_PNM, "image/x-portable-anymap"}};
+    img_fmt f = buf ? cdb_img_sniff(buf, n) : FMT_UNKNOWN;
+    if (!strong_signature(f, buf, n)) return "application/octet-stream";
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (map[i].f == f) return map[i].mime;
+    return "application/octet-stream"; /* camera RAW */
+}
+
+int cdb_image_name_is_image(const char *name) {
+    static const char *const exts[] = {
+        "jpg", "jpeg", "jpe", "jfif", "png", "apng", "bmp", "dib", "gif", "tga", "icb", "vda",
+        "vst", "pnm", "ppm", "pgm", "pbm", "webp", "tif", "tiff", "heic", "heif", "hif", "heics",
+        "heifs", "avif", "avifs", "psd",
+        /* camera RAW (libraw) */
+        "dng", "cr2", "cr3", "crw", "nef", "nrw", "arw", "srf", "sr2", "raf", "orf", "rw2", "pef",
+        "srw", "x3f", "3fr", "fff", "iiq", "mrw", "mos", "erf", "kdc", "dcr", "rwl", "mef", "raw",
+        NULL};
+    const char *dot = name ? strrchr(name, '.') : NULL;
+    if (!dot || dot == name || strchr(dot, '/')) return 0;
+    for (int i = 0; exts[i]; i++)
+        if (!strcasecmp(dot + 1, exts[i])) return 1;
+    return 0;
 }
 
 /* ---- shared helpers (image_int.h) --------------------------------------------- */

@@ -274,6 +274,11 @@ typedef struct cdb_engine_query {
     const float *vector;
     int vector_dim;
     int no_exif;                   /* 1: ignore the example images' EXIF orientation */
+    /* text's terms when the caller parsed it already (cdb_engine_query_parse, to report
+    ** a bad query before anything opens): used as they are, text not parsed again.
+    ** NULL: the search parses text. */
+    const cdb_engine_term *terms;
+    int n_terms;
 } cdb_engine_query;
 
 typedef enum cdb_engine_sort {

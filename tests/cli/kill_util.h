@@ -60,6 +60,7 @@ typedef struct fentry {
     int64_t id;
     int state;       /* CDB_DB_* values: 1 pending, 2 ok, 3 error, 4 deleted */
     int n_vec;       /* vectors found for it, over all shards and models */
+    int claimed;     /* vectors the catalog's directory claims for it (any model) */
     unsigned char *vec;
     int vec_bytes;
 } fentry;
@@ -137,6 +138,14 @@ static inline int read_state(const char *db, dbstate *s) {
         if (f->state == 1) s->n_pending++;
     }
     sqlite3_finalize(st);
+    /* the vector directory: what search, export and stats count */
+    if (sqlite3_prepare_v2(h, "SELECT file_id FROM vectors", -1, &st, NULL) == SQLITE_OK) {
+        while (sqlite3_step(st) == SQLITE_ROW) {
+            fentry *f = find_id(s, sqlite3_column_int64(st, 0));
+            if (f) f->claimed++;
+        }
+        sqlite3_finalize(st);
+    }
     sqlite3_close(h);
 
     snprintf(p, sizeof p, "%s/shards", db);

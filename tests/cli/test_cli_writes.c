@@ -181,8 +181,9 @@ static int by_score_desc(const void *a, const void *b) {
 }
 
 /* `search --image` of one ok photo: the photo itself first, and the top k scores
-** those of brute force over the stored vectors (the query's vector: its stored one;
-** the encoder is deterministic). The number of differences. */
+** those of brute force over the stored vectors the catalog claims (the query's vector:
+** its stored one; the encoder is deterministic): also right after a kill, when a
+** forget or move cut short has taken some claims back. The number of differences. */
 static int search_vs_brute_force(const char *db, const dbstate *s, const char *what) {
     const fentry *q = NULL;
     float bf[256];
@@ -190,10 +191,11 @@ static int search_vs_brute_force(const char *db, const dbstate *s, const char *w
     cli_run_result r;
     char kbuf[16];
     for (int i = 0; i < s->n && !q; i++)
-        if (s->f[i].state == 2 && s->f[i].n_vec == 1) q = &s->f[i];
+        if (s->f[i].state == 2 && s->f[i].n_vec == 1 && s->f[i].claimed) q = &s->f[i];
     if (!q) return 0; /* nothing to search */
     for (int i = 0; i < s->n && n < 256; i++)
-        if (s->f[i].state == 2 && s->f[i].n_vec == 1) bf[n++] = dot16(q, &s->f[i]);
+        if (s->f[i].state == 2 && s->f[i].n_vec == 1 && s->f[i].claimed)
+            bf[n++] = dot16(q, &s->f[i]);
     qsort(bf, (size_t)n, sizeof *bf, by_score_desc);
     snprintf(kbuf, sizeof kbuf, "%d", TOP_K);
     cli_run((const char *[]){"search", "--db", db, "--image", q->path, "-k", kbuf, NULL}, &r);
@@ -271,14 +273,18 @@ static int check_end(const char *db, const result *ref, const char *what) {
     return bad;
 }
 
-/* Right after a kill: verify's verdict (nothing was lost) and the read commands. */
+/* Right after a kill: verify's verdict (nothing was lost), the read commands, and a
+** search against brute force over what the catalog claims now. */
 static int check_after_kill(const char *db, const char *what) {
     char err[2000];
     int bad = 0, rc;
     struct stat st;
     char cat[1200];
+    dbstate now;
     snprintf(cat, sizeof cat, "%s/catalog.db", db);
     if (stat(cat, &st) != 0) return 0; /* no database (a killed init): nothing to read */
+    if (read_state(db, &now) == 0) bad += search_vs_brute_force(db, &now, what);
+    dbstate_free(&now);
     if ((rc = run((const char *[]){"verify", "--db", db, NULL}, err, sizeof err)) != 0) {
         fprintf(stderr, "    %s: verify after the kill: exit %d: %.400s\n", what, rc, err);
         bad++;

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "engine/engine_int.h" /* the walker's image checks */
+#include "encoder/encoder.h" /* the walker's image checks */
 #include "fuzz_util.h"
 
 static const cli_optspec k_spec[] = {
@@ -102,7 +102,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
         }
         for (int i = 0; i < a.n_pos; i++) {
             (void)cdb_cli_help_text(a.pos[i]);
-            (void)cdb_eng_image_ext(a.pos[i]);
+            (void)cdb_image_name_is_image(a.pos[i]);
         }
     } else {
         FUZZ_CHECK(a.err[0] != 0 && memchr(a.err, 0, sizeof a.err),
@@ -111,7 +111,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
     cdb_cli_args_free(&a);
 
     /* the same bytes as a path or a file's first bytes */
-    (void)cdb_eng_image_magic(data, n);
+    (void)cdb_image_sniff(data, n, 1);
+    (void)cdb_image_mime(data, n);
     (void)cdb_utf8_valid((const char *)data, n);
     cdb_cli_json_write_string(g_null, (const char *)data, n);
     {

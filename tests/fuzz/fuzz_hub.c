@@ -1,6 +1,6 @@
 /*
 ** fuzz_hub.c: libFuzzer target for what the Hugging Face Hub client reads from a server
-** or a user (engine/hub_int.h, engine/hub_parse.c): response header lines (status lines,
+** or a user (engine/hub/hub_int.h, engine/hub/hub_parse.c): response header lines (status lines,
 ** ETag / X-Linked-Etag, X-Repo-Commit, Content-Range, sizes), the revision API's JSON
 ** and the file selection over its names, a sharded checkpoint's index, and the checks
 ** on repository names, revisions and file names, with URL quoting.
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/hub_int.h"
+#include "engine/hub/hub_int.h"
 #include "fuzz_util.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {

@@ -19,7 +19,7 @@
 #include "cdb_test.h"
 #include "cli/cli_run.h"
 #include "engine/engine.h"
-#include "engine/hub_int.h"
+#include "engine/hub/hub_int.h"
 #include "hub/hub_server.h"
 
 static hub_server g_srv;

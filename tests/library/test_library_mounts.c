@@ -25,7 +25,7 @@
 */
 #include <sys/mount.h>
 
-#include "engine/engine_int.h"
+#include "engine/ingest/ingest.h"
 #include "lib_util.h"
 
 #define N 6

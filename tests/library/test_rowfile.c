@@ -1,6 +1,6 @@
 /*
 ** test_rowfile.c: the one way from a catalog row to a photo's bytes
-** (cdb_eng_open_row, engine/rowfile.c), in-process, no model needed. The oracle is
+** (cdb_eng_open_row, engine/library/rowfile.c), in-process, no model needed. The oracle is
 ** the file's own bytes, kept aside when it was "recorded" (stat'ed as a scan does).
 **
 **   row_cases       each thing that can take a photo's place, one at a time: a
@@ -23,7 +23,7 @@
 #include <stdatomic.h>
 #include <unistd.h>
 
-#include "engine/engine_int.h"
+#include "engine/library/library.h"
 #include "library/lib_util.h"
 
 static char g_tmp[512];

@@ -1,5 +1,5 @@
 /*
-** test_thumbs.c: the thumbnails' scaling (engine/thumbs.c) against an independent
+** test_thumbs.c: the thumbnails' scaling (engine/library/thumbs.c) against an independent
 ** oracle: each output pixel is the mean of the source pixels weighted by their exact
 ** overlap with it, computed here in double from the geometry alone, after the
 ** conversion to RGB the thumbnails document (16-bit by the high byte, gray spread,
@@ -8,7 +8,7 @@
 ** Also: the sizes thumbnails get, and that a thumbnail is a JPEG of that size.
 */
 #include "cdb_test.h"
-#include "engine/engine_int.h"
+#include "engine/library/library.h"
 
 static uint64_t g_rng = 0x7468756d62ull;
 

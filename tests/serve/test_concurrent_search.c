@@ -1,7 +1,7 @@
 /*
 ** test_concurrent_search.c: searches that run at the same time (the server's case)
 ** give exactly what each gives alone. Their text queries are encoded together in
-** batches (engine/textbatch.c); on the CPU each row of a batch is what the text gives
+** batches (engine/search/textbatch.c); on the CPU each row of a batch is what the text gives
 ** alone, so the hits and the score bits must not change. Oracle: another engine on
 ** the same database, each query searched alone, one after the other (two engines:
 ** the engine keeps recent query vectors, and the concurrent ones must be encoded).

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "engine/engine_int.h"
+#include "engine/library/library.h"
 
 /* ---- stats ------------------------------------------------------------------------- */
 

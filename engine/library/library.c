@@ -30,7 +30,7 @@
 #include <sys/stat.h>
 #include <sys/vfs.h>
 
-#include "engine/engine_int.h"
+#include "engine/library/library.h"
 
 int cdb_eng_path_under(const char *path, const char *dir, int strictly) {
     size_t n = strlen(dir);
@@ -93,7 +93,7 @@ static void ident_now(const char *path, cdb_db_root_ident *id) {
     }
 }
 
-/* Whether the folder now at a root's path is the recorded one (engine_int.h). The
+/* Whether the folder now at a root's path is the recorded one (library.h). The
 ** evidence, strongest first:
 **   - the folder's inode and birth time (statx; ext4, xfs, btrfs, tmpfs): the same
 **     folder object, whatever device number its filesystem has after a reboot;

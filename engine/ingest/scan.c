@@ -1,5 +1,5 @@
 /*
-** scan.c: the walker's side of the ingest pipeline (pipeline_int.h).
+** scan.c: the walker's side of the ingest pipeline (ingest.h).
 **
 ** For each target (a whole root, or a part of a folder root): a missing root is
 ** reported and left as it is, never taken for "everything deleted"; otherwise the
@@ -22,7 +22,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "engine/pipeline_int.h"
+#include "engine/ingest/ingest.h"
 
 #define DEL_COMMIT_EVERY 256
 #define MAX_WARNINGS 10
@@ -150,7 +150,7 @@ static job *classify(pipe_ctx *c, const eng_walk_entry *e, int *stop) {
         return NULL;
     }
     if (!(j = calloc(1, sizeof *j)) || !(j->relpath = strdup(e->relpath)) ||
-        !(j->path = cdb_db_path_join(t->path, e->relpath))) {
+        !(j->path = strdup(e->path))) {
         cdb_job_free(j);
         cdb_db_file_clear(&f);
         cdb_pipe_fatal(c, CDB_NOMEM, "out of memory");
@@ -193,7 +193,7 @@ static job *classify(pipe_ctx *c, const eng_walk_entry *e, int *stop) {
             j->meta = st;
         }
     }
-    j->sniff = !cdb_eng_image_ext(e->relpath[0] ? e->relpath : t->path) &&
+    j->sniff = !cdb_image_name_is_image(e->relpath[0] ? e->relpath : t->path) &&
                !(recorded && f.state != CDB_DB_DELETED);
     cdb_db_file_clear(&f);
     return j;
@@ -228,13 +228,17 @@ static int on_entry(const eng_walk_entry *e, walk_ud *ud) {
 
 static int on_walk(const eng_walk_entry *e, void *ud_) {
     walk_ud *ud = ud_;
-    char rel[8192];
     eng_walk_entry e2;
+    int rc;
     if (!ud->prefix) return on_entry(e, ud);
-    e2 = *e;
-    snprintf(rel, sizeof rel, "%s%s%s", ud->prefix, e->relpath[0] ? "/" : "", e->relpath);
-    e2.relpath = rel;
-    return on_entry(&e2, ud);
+    e2 = *e; /* relative to the root, not to the part walked: the prefix goes first */
+    if (!(e2.relpath = cdb_db_path_join(ud->prefix, e->relpath[0] ? e->relpath : NULL))) {
+        cdb_pipe_fatal(ud->c, CDB_NOMEM, "out of memory");
+        return 1;
+    }
+    rc = on_entry(&e2, ud);
+    cdb_free((char *)e2.relpath);
+    return rc;
 }
 
 static int link_covered(const char *path, void *ud) {
@@ -248,6 +252,7 @@ static void walk_one_file(pipe_ctx *c, const char *full, const char *relpath) {
     eng_walk_entry e;
     memset(&e, 0, sizeof e);
     e.relpath = relpath;
+    e.path = full;
     if (stat(full, &sb) != 0) {
         e.error = "cannot stat";
         e.err = errno;

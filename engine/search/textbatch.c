@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/engine_int.h"
+#include "engine/search/search.h"
 
 #define TB_MAX_TEXTS 64
 
@@ -30,20 +30,6 @@ typedef struct tb_req {
     int done;
     struct tb_req *next;
 } tb_req;
-
-void cdb_eng_textbatch_init(eng_textbatch *tb, int max_batches) {
-    memset(tb, 0, sizeof *tb);
-    pthread_mutex_init(&tb->mu, NULL);
-    pthread_cond_init(&tb->cv, NULL);
-    tb->tail = &tb->head;
-    tb->max_leaders = max_batches > 0 ? max_batches : cdb_default_threads();
-    if (tb->max_leaders < 1) tb->max_leaders = 1;
-}
-
-void cdb_eng_textbatch_destroy(eng_textbatch *tb) {
-    pthread_cond_destroy(&tb->cv);
-    pthread_mutex_destroy(&tb->mu);
-}
 
 /* Takes queued requests (at least one, at most TB_MAX_TEXTS texts unless the first is
 ** larger) off the queue. Called with tb->mu held. */
@@ -129,4 +115,21 @@ cdb_status cdb_eng_encode_texts(eng_model *mod, const char *const *texts, int n,
     }
     pthread_mutex_unlock(&tb->mu);
     return req.rc == CDB_OK ? CDB_OK : cdb_seterr(req.rc, "%s", req.err);
+}
+
+cdb_status cdb_engine_encode_text(cdb_engine *e, const char *model_path, const char *text,
+                                  float *out) {
+    eng_reader *r = NULL;
+    eng_model *m = NULL;
+    cdb_status rc;
+    const char *texts[1] = {text};
+    cdb_eng_clear();
+    if ((rc = cdb_eng_reader_get(e, &r)) != CDB_OK) return rc;
+    rc = cdb_eng_model_get(e, r->db, model_path, 0, 1, -1, &m);
+    cdb_eng_reader_put(e, r);
+    if (rc != CDB_OK) return rc;
+    cdb_eng_bind_threads(e->p.model_threads);
+    if ((rc = cdb_encode_texts(m->m, texts, 1, 1, out)) != CDB_OK)
+        return cdb_eng_fail(rc, CDB_ENGINE_E_NONE, "cannot encode '%s'", text);
+    return CDB_OK;
 }

@@ -22,7 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/engine_int.h"
+#include "engine/library/library.h"
 
 /* What init finds at the target folder. */
 typedef enum target_kind {

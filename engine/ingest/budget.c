@@ -1,6 +1,6 @@
 /*
 ** budget.c: a budget of decoded pixels in flight, shared by the ingest pipeline's
-** decoder threads (engine_int.h). A photo's pixels are taken before it is decoded
+** decoder threads (ingest.h). A photo's pixels are taken before it is decoded
 ** and given back once it is preprocessed, so that several 150-megapixel photos
 ** decoded at once cannot exhaust memory however many threads a machine has: a
 ** decoder waits while the pixels in flight plus its own would pass the budget. One
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "engine/engine_int.h"
+#include "engine/ingest/ingest.h"
 
 /* What a decode holds per pixel at its peak: the decoded image (3 bytes; 4 for
 ** CMYK or RGBA, 6-8 for 16-bit TIFF and PNG), a copy for the EXIF rotation, and the

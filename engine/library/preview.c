@@ -28,7 +28,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/engine_int.h"
+#include "engine/library/library.h"
 
 #define PREVIEW_QUALITY 85
 #define PREVIEW_VERSION 1 /* bump when the bytes made for a key change */

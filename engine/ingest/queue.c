@@ -7,7 +7,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "engine/engine_int.h"
+#include "engine/ingest/ingest.h"
 
 struct eng_queue {
     pthread_mutex_t mu;

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/engine_int.h"
+#include "engine/search/search.h"
 
 static int append_word(char **text, size_t *len, const char *w, size_t wn) {
     char *t = realloc(*text, *len + wn + 2);

@@ -15,8 +15,8 @@
 ** of visited folders; never the list of all files.
 **
 ** Classification: a file "claims to be an image" when its extension is an image
-** extension (cdb_eng_image_ext) or its first bytes are an image signature
-** (cdb_eng_image_magic); only those go to the decoder.
+** extension (cdb_image_name_is_image) or its first bytes are an image signature
+** (cdb_image_sniff, strict); only those go to the decoder. encoder/ is the one sniffer.
 */
 #include <dirent.h>
 #include <errno.h>
@@ -28,56 +28,7 @@
 #include <unistd.h>
 
 #include "db/db.h"
-#include "engine/engine_int.h"
-
-int cdb_eng_image_ext(const char *name) {
-    static const char *const exts[] = {
-        "jpg", "jpeg", "jpe", "jfif", "png", "bmp", "dib", "gif", "tga", "pnm", "ppm", "pgm",
-        "pbm", "webp", "tif", "tiff", "heic", "heif", "hif", "heics", "heifs", "avif", "avifs",
-        "psd",
-        /* camera RAW (libraw) */
-        "dng", "cr2", "cr3", "crw", "nef", "nrw", "arw", "srf", "sr2", "raf", "orf", "rw2", "pef",
-        "srw", "x3f", "3fr", "fff", "iiq", "mrw", "mos", "erf", "kdc", "dcr", "rwl", "mef", "raw",
-        NULL};
-    const char *dot = strrchr(name, '.');
-    if (!dot || dot == name || strchr(dot, '/')) return 0;
-    for (int i = 0; exts[i]; i++)
-        if (!strcasecmp(dot + 1, exts[i])) return 1;
-    return 0;
-}
-
-const char *cdb_eng_image_magic(const unsigned char *b, size_t n) {
-    if (n >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF) return "jpeg";
-    if (n >= 8 && !memcmp(b, "\x89PNG\r\n\x1a\n", 8)) return "png";
-    if (n >= 6 && (!memcmp(b, "GIF87a", 6) || !memcmp(b, "GIF89a", 6))) return "gif";
-    if (n >= 15 && b[0] == 'B' && b[1] == 'M') {
-        /* "BM" + a plausible DIB header size, to avoid matching text starting "BM" */
-        unsigned hs = b[14] | (unsigned)(n > 15 ? b[15] : 0) << 8;
-        if (n < 16 || hs == 12 || hs == 40 || hs == 52 || hs == 56 || hs == 64 || hs == 108 ||
-            hs == 124)
-            return "bmp";
-    }
-    if (n >= 4 && (!memcmp(b, "II*\0", 4) || !memcmp(b, "MM\0*", 4) || !memcmp(b, "II+\0", 4) ||
-                   !memcmp(b, "MM\0+", 4)))
-        return "tiff"; /* and the TIFF-based RAW files: DNG, CR2, NEF, ARW, ... */
-    if (n >= 4 && (!memcmp(b, "IIRO", 4) || !memcmp(b, "IIRS", 4) || !memcmp(b, "MMOR", 4) ||
-                   !memcmp(b, "IIU\0", 4) || !memcmp(b, "\0MRM", 4) || !memcmp(b, "FOVb", 4)))
-        return "raw"; /* ORF, RW2, MRW, X3F */
-    if (n >= 15 && !memcmp(b, "FUJIFILMCCD-RAW", 15)) return "raw";
-    if (n >= 14 && !memcmp(b + 6, "HEAPCCDR", 8)) return "raw"; /* CRW */
-    if (n >= 12 && !memcmp(b, "RIFF", 4) && !memcmp(b + 8, "WEBP", 4)) return "webp";
-    if (n >= 12 && !memcmp(b + 4, "ftyp", 4)) { /* ISO media: the major brand */
-        static const char *const brands[] = {"heic", "heix", "heim", "heis", "hevc", "hevx", "mif1",
-                                             "msf1", "avif", "avis", "crx ", NULL};
-        for (int i = 0; brands[i]; i++)
-            if (!memcmp(b + 8, brands[i], 4)) return strcmp(brands[i], "crx ") ? "heif" : "raw";
-    }
-    if (n >= 4 && !memcmp(b, "8BPS", 4)) return "psd";
-    if (n >= 3 && b[0] == 'P' && b[1] >= '1' && b[1] <= '6' &&
-        (b[2] == ' ' || b[2] == '\n' || b[2] == '\r' || b[2] == '\t'))
-        return "pnm";
-    return NULL;
-}
+#include "engine/ingest/ingest.h"
 
 /* ---- visited folders and files: an open-addressing set of (dev, ino) -------------- */
 
@@ -168,17 +119,22 @@ static void report(walker *w, const char *rel, const char *what, int err, int da
 /* Walks folder `rel` ("" for the root); path buffers are built per level. via_link:
 ** the walk came into this folder through a symbolic link. */
 static void walk_dir(walker *w, const char *rel, int depth, int via_link) {
-    char full[8192];
+    char *full;
     DIR *d;
     struct dirent *de;
     char **names = NULL;
     size_t n = 0, cap = 0;
-    snprintf(full, sizeof full, "%s%s%s", w->root, *rel ? "/" : "", rel);
     if (depth > 4096) {
         report(w, rel, "too deeply nested", ELOOP, 0);
         return;
     }
-    if (!(d = opendir(full))) {
+    if (!(full = cdb_db_path_join(w->root, rel))) {
+        report(w, rel, "cannot open folder", ENOMEM, 0);
+        return;
+    }
+    d = opendir(full);
+    cdb_free(full);
+    if (!d) {
         report(w, rel, "cannot open folder", errno, 0);
         return;
     }
@@ -212,10 +168,15 @@ static void walk_dir(walker *w, const char *rel, int depth, int via_link) {
         } else {
             memcpy(child_rel, names[i], nl + 1);
         }
-        snprintf(full, sizeof full, "%s/%s", w->root, child_rel);
+        /* the one full path of this entry: stat'ed here, handed on with it */
+        if (!(full = cdb_db_path_join(w->root, child_rel))) {
+            free(child_rel);
+            break;
+        }
         if (lstat(full, &st) != 0) {
             report(w, child_rel, "cannot stat", errno, 0);
             free(child_rel);
+            cdb_free(full);
             continue;
         }
         if (S_ISLNK(st.st_mode)) {
@@ -223,16 +184,19 @@ static void walk_dir(walker *w, const char *rel, int depth, int via_link) {
             if (!w->follow) {
                 w->st->n_links_skipped++;
                 free(child_rel);
+                cdb_free(full);
                 continue;
             }
             if (stat(full, &st) != 0) {
                 report(w, child_rel, "broken symbolic link", errno, 1);
                 free(child_rel);
+                cdb_free(full);
                 continue;
             }
             if (w->link_covered && w->link_covered(full, w->link_ud)) {
                 w->st->n_links_covered++; /* found at its real path instead */
                 free(child_rel);
+                cdb_free(full);
                 continue;
             }
         }
@@ -241,6 +205,7 @@ static void walk_dir(walker *w, const char *rel, int depth, int via_link) {
             if (w->has_skip && (uint64_t)st.st_dev == w->skip_dev &&
                 (uint64_t)st.st_ino == w->skip_ino) {
                 free(child_rel);
+                cdb_free(full);
                 continue;
             }
             added = cdb_eng_devino_add(w->dirs, (uint64_t)st.st_dev, (uint64_t)st.st_ino);
@@ -256,10 +221,12 @@ static void walk_dir(walker *w, const char *rel, int depth, int via_link) {
                 cdb_eng_devino_add(w->files, (uint64_t)st.st_dev, (uint64_t)st.st_ino) == 0) {
                 w->st->n_same_file++; /* met under another name already */
                 free(child_rel);
+                cdb_free(full);
                 continue;
             }
             memset(&e, 0, sizeof e);
             e.relpath = child_rel;
+            e.path = full;
             e.size = (int64_t)st.st_size;
             e.mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
             e.dev = (uint64_t)st.st_dev;
@@ -271,6 +238,7 @@ static void walk_dir(walker *w, const char *rel, int depth, int via_link) {
             w->st->n_special++;
         }
         free(child_rel);
+        cdb_free(full);
     }
     for (size_t i = 0; i < n; i++) free(names[i]);
     free(names);

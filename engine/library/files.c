@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/engine_int.h"
+#include "engine/library/library.h"
 
 /* ---- a file by id -------------------------------------------------------------------- */
 
@@ -46,7 +46,7 @@ cdb_status cdb_engine_file_open(cdb_engine *e, int64_t id, cdb_engine_file *out,
         out->mtime_ns = f.meta.mtime_ns;
         out->width = f.meta.width;
         out->height = f.meta.height;
-        out->mime = cdb_eng_mime(head, k > 0 ? (size_t)k : 0);
+        out->mime = cdb_image_mime(head, k > 0 ? (size_t)k : 0);
     }
     cdb_free(path);
     cdb_db_file_clear(&f);

@@ -37,7 +37,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/engine_int.h"
+#include "engine/search/search.h"
 
 /* ---- the search state of a vector set ------------------------------------------------- */
 
@@ -78,7 +78,8 @@ static void vset_unref(eng_vset *v) {
     }
 }
 
-void cdb_eng_search_states_free(cdb_engine *e) {
+/* Every vector set's search state. */
+static void search_states_free(cdb_engine *e) {
     for (eng_search_state *s = e->searches, *next; s; s = next) {
         next = s->next;
         vset_unref(s->cur);
@@ -437,7 +438,7 @@ static char *qcache_key(const cdb_engine_query *q) {
     return k;
 }
 
-void cdb_eng_qcache_free(struct eng_qcache *c) {
+static void qcache_free(struct eng_qcache *c) {
     if (!c) return;
     for (int i = 0; i < QCACHE_N; i++) {
         free(c->e[i].key);
@@ -445,6 +446,14 @@ void cdb_eng_qcache_free(struct eng_qcache *c) {
     }
     pthread_mutex_destroy(&c->mu);
     free(c);
+}
+
+void cdb_eng_search_release(cdb_engine *e) {
+    search_states_free(e);
+    for (eng_model *m = e->models; m; m = m->next) {
+        qcache_free(m->qcache);
+        m->qcache = NULL;
+    }
 }
 
 static struct eng_qcache *qcache_of(cdb_engine *e, eng_model *m, int dim) {
@@ -630,7 +639,7 @@ cdb_engine_search_params cdb_engine_search_params_default(void) {
 
 void cdb_engine_result_free(cdb_engine_result *r) {
     if (!r) return;
-    for (int i = 0; i < r->n; i++) free(r->hits[i].path);
+    for (int i = 0; i < r->n; i++) cdb_free(r->hits[i].path);
     free(r->hits);
     memset(r, 0, sizeof *r);
 }
@@ -743,12 +752,17 @@ static cdb_status query_vector(cdb_engine *e, cdb_db *db, eng_model *mod,
 }
 
 /* One hit for file id with score: its path and file fields. CDB_OK, CDB_NOTFOUND when
-** the file is gone meanwhile or lies outside p's places (h untouched), CDB_NOMEM. */
-static cdb_status make_hit(cdb_db *db, int64_t id, float score,
+** the file is gone meanwhile, its vector is no longer claimed (a forget or move cut
+** short is taking it away: cdb_db_file_hit) or it lies outside p's places (h
+** untouched), CDB_NOMEM. */
+static cdb_status make_hit(cdb_db *db, int64_t model_id, int64_t id, float score,
                            const cdb_engine_search_params *p, cdb_engine_hit *h /* OUT */) {
     char *path = NULL;
     cdb_db_file f;
-    if (cdb_db_file_path(db, id, &path) != CDB_OK) return CDB_NOTFOUND;
+    cdb_status rc = cdb_db_file_hit(db, id, model_id, &f, &path); /* one statement, kept */
+    if (rc == CDB_NOMEM) return rc;
+    if (rc != CDB_OK) return CDB_NOTFOUND;
+    cdb_db_file_clear(&f);
     if (!passes_under(path, p)) {
         cdb_free(path);
         return CDB_NOTFOUND;
@@ -756,32 +770,27 @@ static cdb_status make_hit(cdb_db *db, int64_t id, float score,
     memset(h, 0, sizeof *h);
     h->id = id;
     h->score = score;
-    h->path = strdup(path);
-    cdb_free(path);
-    if (!h->path) return cdb_seterr(CDB_NOMEM, "out of memory");
-    memset(&f, 0, sizeof f);
-    if (cdb_db_file_get(db, id, &f) == CDB_OK) {
-        h->mtime_ns = f.meta.mtime_ns;
-        h->size = f.meta.size;
-        h->width = f.meta.width;
-        h->height = f.meta.height;
-    }
-    cdb_db_file_clear(&f);
+    h->path = path; /* cdb_malloc'd: freed with the results */
+    h->mtime_ns = f.meta.mtime_ns;
+    h->size = f.meta.size;
+    h->width = f.meta.width;
+    h->height = f.meta.height;
     return CDB_OK;
 }
 
 /* The best `need` hits of q (fewer when fewer pass) into *hits (heap, *n_hits of them,
-** best first). A search limited to some places asks for 4x more each round until
-** enough pass or every vector has been seen. */
+** best first). A search limited to some places, or one that met vectors the catalog no
+** longer claims, asks for 4x more each round until enough pass or every vector has been
+** seen, so that the hits are the best `need` among the photos that are there. */
 static cdb_status collect_hits(cdb_engine *e, eng_vset *vs, cdb_db *db, int64_t model_id,
                                const float *q, const cdb_engine_search_params *p, int need,
                                cdb_engine_hit **hits /* OUT */, int *n_hits /* OUT */) {
     cdb_hit *raw = NULL;
-    int n_raw = 0, want;
+    int n_raw = 0, want, dropped = 0;
     cdb_status st = CDB_OK;
     *hits = NULL;
     *n_hits = 0;
-    for (want = has_under(p) ? need * 4 : need;; want *= 4) {
+    for (want = has_under(p) ? need * 4 : need;; want *= 4, dropped = 0) {
         cdb_hit *nr = realloc(raw, sizeof *raw * (size_t)want);
         cdb_engine_hit *nh = realloc(*hits, sizeof **hits * (size_t)want);
         if (nr) raw = nr;
@@ -790,7 +799,7 @@ static cdb_status collect_hits(cdb_engine *e, eng_vset *vs, cdb_db *db, int64_t 
             st = cdb_eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory", "cannot search");
             break;
         }
-        for (int i = 0; i < *n_hits; i++) free((*hits)[i].path);
+        for (int i = 0; i < *n_hits; i++) cdb_free((*hits)[i].path);
         *n_hits = 0;
         if ((st = search_vector(vs, db, model_id, q, want, p->min_score, raw, &n_raw)) != CDB_OK)
             break;
@@ -799,11 +808,15 @@ static cdb_status collect_hits(cdb_engine *e, eng_vset *vs, cdb_db *db, int64_t 
                          "some photos are in a shard that is missing or damaged and are left out "
                          "of the results: run 'clipdb verify', then 'clipdb reindex --repair'");
         for (int i = 0; i < n_raw && *n_hits < need && st == CDB_OK; i++) {
-            st = make_hit(db, raw[i].id, raw[i].score, p, &(*hits)[*n_hits]);
-            if (st == CDB_OK) ++*n_hits;
-            else if (st == CDB_NOTFOUND) st = CDB_OK; /* gone meanwhile, or elsewhere */
+            st = make_hit(db, model_id, raw[i].id, raw[i].score, p, &(*hits)[*n_hits]);
+            if (st == CDB_OK) {
+                ++*n_hits;
+            } else if (st == CDB_NOTFOUND) { /* gone meanwhile, unclaimed, or elsewhere */
+                dropped = 1;
+                st = CDB_OK;
+            }
         }
-        if (st != CDB_OK || !has_under(p) || *n_hits >= need || n_raw < want || want > 1000000)
+        if (st != CDB_OK || !dropped || *n_hits >= need || n_raw < want || want > 1000000)
             break;
     }
     free(raw);
@@ -826,10 +839,10 @@ static int hits_needed(const cdb_engine_search_params *p) {
 static void page_hits(cdb_engine_hit *hits, int *n, const cdb_engine_search_params *p) {
     int skip = p->offset < *n ? p->offset : *n;
     if (time_window(p) && *n > 1) qsort(hits, (size_t)*n, sizeof *hits, by_time);
-    for (int i = 0; i < skip; i++) free(hits[i].path);
+    for (int i = 0; i < skip; i++) cdb_free(hits[i].path);
     memmove(hits, hits + skip, sizeof *hits * (size_t)(*n - skip));
     *n -= skip;
-    for (int i = p->k; i < *n; i++) free(hits[i].path);
+    for (int i = p->k; i < *n; i++) cdb_free(hits[i].path);
     if (*n > p->k) *n = p->k;
     if (!time_window(p) && p->sort == CDB_ENGINE_SORT_TIME && *n > 1)
         qsort(hits, (size_t)*n, sizeof *hits, by_time);
@@ -878,11 +891,10 @@ static cdb_status open_model_for(cdb_engine *e, const cdb_engine_query *qu, int 
 }
 
 static cdb_status search_once(cdb_engine *e, const cdb_engine_query *qu,
+                              const cdb_engine_term *terms, int n_terms,
                               const cdb_engine_search_params *p, cdb_engine_result *out,
                               int *reader_changed) {
-    cdb_engine_search_params defaults = cdb_engine_search_params_default();
-    cdb_engine_term *terms = NULL;
-    int n_terms = 0, dim, threads = 1, n_hits = 0;
+    int dim, threads = 1, n_hits = 0;
     eng_reader *rd = NULL;
     eng_model *mod = NULL;
     eng_vset *vs = NULL;
@@ -891,9 +903,6 @@ static cdb_status search_once(cdb_engine *e, const cdb_engine_query *qu,
     cdb_status st;
     cdb_eng_clear();
     memset(out, 0, sizeof *out);
-    if (!p) p = &defaults;
-    if ((st = check_limits(qu, p)) != CDB_OK || (st = query_terms(qu, &terms, &n_terms)) != CDB_OK)
-        return st;
     if (!n_terms && !qu->n_nots && !qu->n_image_paths && !qu->image_bytes && !qu->n_like_ids &&
         !qu->vector) {
         st = cdb_eng_code(cdb_seterr(CDB_INVALID, "empty query"), CDB_ENGINE_E_QUERY);
@@ -931,7 +940,7 @@ static cdb_status search_once(cdb_engine *e, const cdb_engine_query *qu,
              mod->m ? cdb_model_get_info(mod->m)->name : mod->dm.name);
     out->model_id = mod->model_id;
 done:
-    for (int i = 0; i < n_hits; i++) free(hits[i].path);
+    for (int i = 0; i < n_hits; i++) cdb_free(hits[i].path);
     free(hits);
     free(q);
     vset_unref(vs);
@@ -942,7 +951,6 @@ done:
                        cdb_engine_errcode() == CDB_ENGINE_E_UNKNOWN_ID);
     if (*reader_changed) cdb_eng_reader_discard(rd);
     else cdb_eng_reader_put(e, rd);
-    cdb_engine_terms_free(terms, n_terms);
     return st;
 }
 
@@ -952,13 +960,25 @@ done:
 ** a newly opened reader. */
 cdb_status cdb_engine_search(cdb_engine *e, const cdb_engine_query *qu,
                              const cdb_engine_search_params *p, cdb_engine_result *out) {
-    int changed = 0;
-    cdb_status st = search_once(e, qu, p, out, &changed);
+    cdb_engine_search_params defaults = cdb_engine_search_params_default();
+    cdb_engine_term *parsed = NULL;
+    const cdb_engine_term *terms = qu->terms;
+    int changed = 0, n_terms = qu->n_terms;
+    cdb_status st;
+    cdb_eng_clear();
+    memset(out, 0, sizeof *out);
+    if (!p) p = &defaults;
+    /* the limits checked and the text parsed once (or by the caller), not per attempt */
+    if ((st = check_limits(qu, p)) != CDB_OK) return st;
+    if (!terms && (st = query_terms(qu, &parsed, &n_terms)) != CDB_OK) return st;
+    if (!terms) terms = parsed;
+    st = search_once(e, qu, terms, n_terms, p, out, &changed);
     if (st != CDB_OK && changed) {
         CDB_LOG_DEBUG("engine: a search failed while the database was written (%s): again",
                       cdb_errmsg());
         cdb_engine_result_free(out);
-        st = search_once(e, qu, p, out, &changed);
+        st = search_once(e, qu, terms, n_terms, p, out, &changed);
     }
+    cdb_engine_terms_free(parsed, parsed ? n_terms : 0);
     return st;
 }

@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/engine_int.h"
+#include "engine/library/library.h"
 
 /* An absolute, normalized form of path for matching recorded roots: its real path
 ** when it exists, else made absolute and cleaned lexically ("." and ".." folded,

@@ -8,8 +8,7 @@
 **   permanent  the bytes cannot be used (empty, too large, not decodable): the file
 **              is quarantined until it changes.
 ** Used by the ingest pipeline's readers for the files a walk just met (a recorded
-** photo is opened by rowfile.c, then read here from its descriptor); cdb_eng_mime
-** names the type of an original served by id.
+** photo is opened by rowfile.c, then read here from its descriptor).
 */
 #include <errno.h>
 #include <fcntl.h>
@@ -19,7 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/engine_int.h"
+#include "engine/library/library.h"
 #include "db/db.h"
 #include "encoder/encoder.h"
 
@@ -85,7 +84,7 @@ eng_readfail cdb_eng_read_photo_fd(int fd, const struct stat *st, int sniff,
     if (sniff) {
         unsigned char head[32];
         ssize_t k = pread(fd, head, sizeof head, 0);
-        if (k <= 0 || !cdb_eng_image_magic(head, (size_t)k)) {
+        if (k <= 0 || !cdb_image_sniff(head, (size_t)k, 1)) {
             return ENG_FAIL_NOT_IMAGE;
         }
     }
@@ -158,18 +157,4 @@ eng_readfail cdb_eng_decode_photo(const unsigned char *buf, size_t n, int apply_
         return status_fail(rc, "cannot preprocess", reason, reason_size);
     }
     return ENG_FAIL_NONE;
-}
-
-const char *cdb_eng_mime(const unsigned char *head, size_t n) {
-    static const struct {
-        const char *magic, *mime;
-    } map[] = {{"jpeg", "image/jpeg"}, {"png", "image/png"},   {"gif", "image/gif"},
-               {"bmp", "image/bmp"},   {"tiff", "image/tiff"}, {"webp", "image/webp"},
-               {"heif", "image/heif"}, {"psd", "image/vnd.adobe.photoshop"},
-               {"pnm", "image/x-portable-anymap"}};
-    const char *k = cdb_eng_image_magic(head, n);
-    if (k && n >= 12 && !strcmp(k, "heif") && !memcmp(head + 8, "avi", 3)) return "image/avif";
-    for (size_t i = 0; k && i < sizeof map / sizeof map[0]; i++)
-        if (!strcmp(k, map[i].magic)) return map[i].mime;
-    return "application/octet-stream"; /* camera RAW and anything unrecognized */
 }

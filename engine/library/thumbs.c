@@ -20,7 +20,7 @@
 
 #include <jpeglib.h>
 
-#include "engine/engine_int.h"
+#include "engine/library/library.h"
 
 #define THUMB_QUALITY 80
 

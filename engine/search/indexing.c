@@ -15,7 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "engine/engine_int.h"
+#include "engine/search/search.h"
 #include "kernels/kernels.h"
 
 void cdb_eng_index_path(cdb_db *db, int64_t model_id, char *buf, size_t size) {

@@ -15,10 +15,11 @@
 ** (report->started) leaves its cause in cdb_errmsg, for "ingest failed (<cause>)".
 */
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/engine_int.h"
+#include "engine/ingest/ingest.h"
 
 /* One vector set of a run: its model and what its pass did. s[0] is the first pass
 ** (deletions, moves, the roots' bookkeeping); the others only encode what their set
@@ -531,5 +532,52 @@ cdb_status cdb_engine_set_max_pixels(cdb_engine *e, int64_t px, int64_t *n_reque
         st = cdb_db_set_max_pixels(e->db, px, now > was, n_requeued);
     }
     if (st != CDB_OK) return cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot set the pixel limit");
+    return CDB_OK;
+}
+
+void cdb_engine_paths_free(char **abs, int n) {
+    for (int i = 0; abs && i < n; i++) free(abs[i]);
+    free(abs);
+}
+
+cdb_status cdb_engine_check_paths(const char *const *paths, int n, char ***abs_out, int *is_file) {
+    char **abs = calloc((size_t)(n > 0 ? n : 1), sizeof *abs);
+    cdb_eng_clear();
+    *abs_out = NULL;
+    if (!abs) return cdb_eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory", "cannot ingest");
+    for (int i = 0; i < n; i++) {
+        char buf[PATH_MAX];
+        struct stat sb;
+        if (!realpath(paths[i], buf) || stat(buf, &sb) != 0) {
+            int err = errno;
+            cdb_engine_paths_free(abs, n);
+            return cdb_eng_failw(CDB_NOTFOUND, CDB_ENGINE_E_PATH, strerror(err), "cannot ingest %s",
+                             paths[i]);
+        }
+        if (!S_ISDIR(sb.st_mode) && !S_ISREG(sb.st_mode)) {
+            cdb_engine_paths_free(abs, n);
+            return cdb_eng_failw(CDB_INVALID, CDB_ENGINE_E_NONE, "not a folder or a regular file",
+                             "cannot ingest %s", paths[i]);
+        }
+        is_file[i] = S_ISREG(sb.st_mode);
+        if (is_file[i] &&
+            !cdb_image_name_is_image(buf)) { /* a single file is recorded: one that is a photo */
+            unsigned char head[32];
+            FILE *f = fopen(buf, "rb");
+            size_t k = f ? fread(head, 1, sizeof head, f) : 0;
+            if (f) fclose(f);
+            if (!cdb_image_sniff(head, k, 1)) {
+                cdb_engine_paths_free(abs, n);
+                return cdb_eng_failw(CDB_INVALID, CDB_ENGINE_E_NONE,
+                                 "neither its name nor its first bytes are an image's",
+                                 "cannot ingest %s", paths[i]);
+            }
+        }
+        if (!(abs[i] = strdup(buf))) {
+            cdb_engine_paths_free(abs, n);
+            return cdb_eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory", "cannot ingest");
+        }
+    }
+    *abs_out = abs;
     return CDB_OK;
 }

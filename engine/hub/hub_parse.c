@@ -10,7 +10,7 @@
 
 #include <jansson.h>
 
-#include "engine/hub_int.h"
+#include "engine/hub/hub_int.h"
 
 void cdb_hub_resp_reset(hub_resp *r) {
     memset(r, 0, sizeof *r);

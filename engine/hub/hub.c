@@ -39,8 +39,8 @@
 #include <curl/curl.h>
 #include <openssl/evp.h>
 
-#include "engine/engine_int.h"
-#include "engine/hub_int.h"
+#include "engine/base/base.h"
+#include "engine/hub/hub_int.h"
 
 #define HUB_DEFAULT_ENDPOINT "https://huggingface.co"
 #define HUB_API_MAX_BYTES (32 << 20)

@@ -1,0 +1,82 @@
+/*
+** search.h: the search part of engine/, over base/: the query language, the search
+** and its per-vector-set state, text queries encoded together, the index glue.
+**
+** - search.c:    the query language's terms to one vector, the search, its filters,
+**                and the per-model search state that keeps searches fresh.
+** - query.c:     the query language's parser.
+** - textbatch.c: concurrent text queries encoded in one batch; cdb_engine_encode_text.
+** - indexing.c:  index files: build, refresh, the store callbacks a search uses.
+*/
+#ifndef CDB_ENGINE_SEARCH_H
+#define CDB_ENGINE_SEARCH_H
+
+#include "engine/base/base.h"
+
+/* ---- index glue (indexing.c) ----------------------------------------------------------- */
+
+/* <db>/index/model_<id>.cdbidx */
+void cdb_eng_index_path(cdb_db *db, int64_t model_id, char *buf, size_t size);
+
+typedef struct eng_fetch_ctx {
+    cdb_db *db;
+    int64_t model_id;
+    int dim;
+    int n_unreadable; /* ids whose shard is missing or damaged (left out); one thread */
+} eng_fetch_ctx;
+/* cdb_index_fetch_fn over the store (ctx: eng_fetch_ctx). */
+cdb_status cdb_eng_fetch_vectors(void *ctx, const int64_t *ids, size_t n, uint16_t *vecs,
+                             uint8_t *found);
+/* Every stored vector of the model, fp16, in id order. Heap arrays (free()).
+** n_unreadable NULL: an unreadable shard fails the call (index builds, verify); else
+** its vectors are left out and the shards left out counted (searches). */
+cdb_status cdb_eng_read_all_vectors(cdb_db *db, int64_t model_id, int dim, int64_t **ids /* OUT */,
+                                    uint16_t **vecs /* OUT */, int64_t *n /* OUT */,
+                                    int *n_unreadable /* OUT, may be NULL */);
+/* Sorted, distinct ids whose vectors were added (removed = 0) or removed (1)
+** after generation `since`. Heap (free()). */
+cdb_status cdb_eng_ids_since(cdb_db *db, int64_t model_id, int64_t since, int removed,
+                         int64_t **ids /* OUT */, size_t *n /* OUT */);
+
+typedef struct eng_index_result {
+    int action;        /* 0 none (up to date), 1 added, 2 rebuilt */
+    int64_t n_vectors; /* covered after */
+    int64_t n_added;
+    int64_t n_removed; /* deleted or changed vectors taken out */
+    double seconds;
+    char why[256];
+    cdb_index_info info;
+} eng_index_result;
+/* Builds the model's index from the store and saves it (kind: cdb_index_kind). */
+cdb_status cdb_eng_index_build(cdb_db *db, int64_t model_id, int dim, int kind,
+                           eng_index_result *res /* OUT */);
+/* Brings the index up to date (adds or rebuilds, as the index module decides;
+** creates it when missing and there are vectors). */
+cdb_status cdb_eng_index_refresh(cdb_db *db, int64_t model_id, int dim, int force_rebuild,
+                             eng_index_result *res /* OUT */);
+/* Every model's index after files went away (their removals are logged); a failure
+** is warned about (searches stay correct): returns 1 then, else 0; -1 when the
+** models cannot be listed (errmsg set). */
+int cdb_eng_refresh_all_indexes(cdb_db *db, const cdb_engine_events *ev);
+
+/* ---- search state (search.c) -------------------------------------------------------- */
+
+typedef struct eng_vset eng_vset;     /* search.c */
+typedef struct eng_search_state {     /* per vector set searched */
+    int64_t model_id;
+    pthread_mutex_t mu;  /* serializes refreshes of cur */
+    eng_vset *cur;
+    int warned_ix;       /* the unusable index was warned about */
+    struct eng_search_state *next;
+} eng_search_state;
+
+/* Frees every vector set's search state and every model slot's query cache (the
+** façade, before the handle closes). */
+void cdb_eng_search_release(cdb_engine *e);
+
+/* textbatch.c: texts[n] encoded (L2-normalized) into out (n * embed_dim) with the
+** texts of concurrent calls in one batch; the same bits as alone. Thread-safe. */
+cdb_status cdb_eng_encode_texts(eng_model *mod, const char *const *texts, int n,
+                                float *out /* OUT n * dim */);
+
+#endif /* CDB_ENGINE_SEARCH_H */
