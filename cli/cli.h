@@ -169,6 +169,9 @@ void cdb_cli_json_float(cli_json *j, float v);              /* shortest round-tr
 void cdb_cli_json_bool(cli_json *j, int v);
 void cdb_cli_json_null(cli_json *j);
 void cdb_cli_json_path(cli_json *j, const char *key, const char *path);
+/* A photo's metadata as keys of the open object: "taken", "taken_source", and what it
+** records of "make", "model", "lens", "lat", "lon", "alt" (search --json, export). */
+void cdb_cli_json_photo(cli_json *j, const cdb_engine_photo *p);
 void cdb_cli_json_done(cli_json *j); /* final newline */
 /* --json on a failed run: cdb_cli_begin calls cdb_cli_json_requested(cmd) when a
 ** command that takes --json got it (also when its arguments are then refused), and
