@@ -643,7 +643,8 @@ CDB_TEST(filtered_search_is_top_k_of_the_set) {
     store_free(s);
 }
 
-CDB_TEST_MAIN(filtered_search_is_top_k_of_the_set, plan_automatic_choice, scores_identical_across_index_types,
+CDB_TEST_MAIN(filtered_search_is_top_k_of_the_set, plan_automatic_choice,
+              scores_identical_across_index_types,
               ivf_on_small_database_equals_brute_force,
               train_needs_enough_vectors, freshness_uncovered_deleted_changed, persist_atomic_roundtrip,
               query_refuses_nan_inf_and_checks_dims, query_combine_weighted, refresh_policy,

@@ -62,8 +62,9 @@ static void random_bound(bound *b) {
     b->wall = wall_s(2024, 5, d, h, mi, 0);
     b->utc = b->wall - (b->zoned ? off * 60 : 0);
     int n = snprintf(b->text, sizeof b->text, "2024-05-%02dT%02d:%02d", d, h, mi);
-    if (b->zoned) snprintf(b->text + n, sizeof b->text - (size_t)n, "%c%02d:00", off < 0 ? '-' : '+',
-                           abs(off) / 60);
+    if (b->zoned)
+        snprintf(b->text + n, sizeof b->text - (size_t)n, "%c%02d:00", off < 0 ? '-' : '+',
+                 abs(off) / 60);
 }
 
 /* The photo's time against the bound: UTC when both have an offset, else wall clocks; a
@@ -95,8 +96,9 @@ static int icontains(const char *hay, const char *needle) {
 
 static double dist_km(double lat1, double lon1, double lat2, double lon2) {
     double r = M_PI / 180, a[3], b[3], c = 0;
-    a[0] = cos(lat1 * r) * cos(lon1 * r), a[1] = cos(lat1 * r) * sin(lon1 * r), a[2] = sin(lat1 * r);
-    b[0] = cos(lat2 * r) * cos(lon2 * r), b[1] = cos(lat2 * r) * sin(lon2 * r), b[2] = sin(lat2 * r);
+    a[0] = cos(lat1 * r) * cos(lon1 * r), a[1] = cos(lat1 * r) * sin(lon1 * r);
+    b[0] = cos(lat2 * r) * cos(lon2 * r), b[1] = cos(lat2 * r) * sin(lon2 * r);
+    a[2] = sin(lat1 * r), b[2] = sin(lat2 * r);
     for (int i = 0; i < 3; i++) c += (a[i] - b[i]) * (a[i] - b[i]);
     return 2 * 6371.0088 * asin(sqrt(c) / 2);
 }
@@ -196,7 +198,8 @@ static int run_search(const char *db, const char *query, const char *root, const
     args[n] = NULL;
     if (lu_expect(args, 0, &r)) return -1;
     for (char *line = r.out; line && *line && got < K;) {
-        char *nl = strchr(line, '\n'), *t1 = strchr(line, '\t'), *t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
+        char *nl = strchr(line, '\n'), *t1 = strchr(line, '\t');
+        char *t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
         if (nl) *nl = '\0';
         if (!t2) break;
         rows[got] = -1;
@@ -227,7 +230,8 @@ CDB_TEST(filtered_search_matches_brute_force) {
     lu_export e;
     CHECK(lu_export_read(db, &e) == 0);
     CHECK_EQ_INT(e.n, N_PHOTOS);
-    for (int i = 0; i < N_PHOTOS; i++) CHECK((g_t[i].row = lu_export_find(&e, g_t[i].path, NULL)) >= 0);
+    for (int i = 0; i < N_PHOTOS; i++)
+        CHECK((g_t[i].row = lu_export_find(&e, g_t[i].path, NULL)) >= 0);
     const char *query = g_t[5].path;
     float *q = NULL;
     int dim = 0;
@@ -304,8 +308,8 @@ CDB_TEST(filtered_search_matches_brute_force) {
     }
     CHECK(checked >= 40);
     /* The filters selected something on the whole, and not everything. */
-    CHECK_MSG(total > checked * 3 && total < checked * N_PHOTOS * 3 / 4, "%d photos passed %d filters",
-              total, checked);
+    CHECK_MSG(total > checked * 3 && total < checked * N_PHOTOS * 3 / 4,
+              "%d photos passed %d filters", total, checked);
     free(q);
     lu_export_free(&e);
 }

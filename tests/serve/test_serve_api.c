@@ -232,8 +232,8 @@ CDB_TEST(more_like_this_and_paging) {
         nb = cli_hits((const char *[]){"a square", "-k", "1000", "--sort", "taken-asc",
                                        "--taken-after", "2000-01-01", NULL}, ib, sb, 64);
         check_same(cdb_t_, "sort=taken-asc", na, ia, sa, nb < 8 ? nb : 8, ib, sb);
-        CHECK_EQ_INT(su_get(g_srv.port, "/api/search?q=a%20square&taken_before=2000-01-01T00:00Z", &r),
-                     0);
+        CHECK_EQ_INT(su_get(g_srv.port,
+                            "/api/search?q=a%20square&taken_before=2000-01-01T00:00Z", &r), 0);
         CHECK_EQ_INT(api_hits(&r, ia, sa, 64), 0);
         su_resp_free(&r);
         CHECK_EQ_INT(su_post_json(g_srv.port, "/api/search",
