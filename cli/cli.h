@@ -147,6 +147,9 @@ const char *cdb_cli_fmt_bytes(int64_t n, char *buf, size_t size);
 ** with cdb_cli_json_init (cdb_json_init, and notes that a document was begun, which
 ** cdb_cli_json_failure needs). */
 void cdb_cli_json_init(cdb_json *j, FILE *f, int pretty);
+/* A photo's metadata as keys of the open object: "taken", "taken_source", and what it
+** records of "make", "model", "lens", "lat", "lon", "alt" (search --json, export). */
+void cdb_cli_json_photo(cdb_json *j, const cdb_engine_photo *p);
 /* --json on a failed run: cdb_cli_begin calls cdb_cli_json_requested(cmd) when a
 ** command that takes --json got it (also when its arguments are then refused), and
 ** main calls cdb_cli_json_failure(rc) when the command returns. A run that failed

@@ -517,13 +517,15 @@ done:
 
 /* ---- export ------------------------------------------------------------------------ */
 
-/* The files an export writes in its --out folder. npy: vectors.npy, ids.npy, paths.txt
-** and paths0.txt; jsonl: vectors.jsonl alone (fv). */
+/* The files an export writes in its --out folder. npy: vectors.npy, ids.npy, paths.txt,
+** paths0.txt and photos.jsonl (the rows' metadata); jsonl: vectors.jsonl alone (fv), the
+** metadata in each row. */
 typedef struct export_out {
     int jsonl, fp32, dim;
     const char *dir;
-    FILE *fv, *fi, *fp, *fp0;
-    char p_vec[4096], p_ids[4096], p_paths[4096], p_paths0[4096];
+    cdb_engine *e;             /* for the rows' photo metadata */
+    FILE *fv, *fi, *fp, *fp0, *fm;
+    char p_vec[4096], p_ids[4096], p_paths[4096], p_paths0[4096], p_meta[4096];
     long hdr_end_v, hdr_end_i; /* where the .npy headers end (rewritten in place) */
     int64_t n;                 /* rows written */
 } export_out;
@@ -546,7 +548,9 @@ static int export_open(export_out *x, int64_t n_stored) {
     x->fi = fopen(x->p_ids, "wb");
     x->fp = fopen(x->p_paths, "wb");
     x->fp0 = fopen(x->p_paths0, "wb");
-    if (!x->fv || !x->fi || !x->fp || !x->fp0 ||
+    snprintf(x->p_meta, sizeof x->p_meta, "%s/photos.jsonl", x->dir);
+    x->fm = fopen(x->p_meta, "wb");
+    if (!x->fv || !x->fi || !x->fp || !x->fp0 || !x->fm ||
         cdb_cli_npy_header(x->fv, x->fp32 ? "<f4" : "<f2", shape, 2) ||
         cdb_cli_npy_header(x->fi, "<i8", shape, 1))
         return cdb_cli_error(strerror(errno), "cannot write in %s", x->dir);
@@ -570,13 +574,26 @@ static void export_path(export_out *x, const char *path) {
     fputc('\0', x->fp0);
 }
 
-/* One row of vectors.jsonl: {"id", "path", "vector"}. */
-static void export_jsonl_row(export_out *x, int64_t id, const char *path, const float *v) {
+/* One row of photos.jsonl: {"id", "taken", "taken_source", ...} (cdb_cli_json_photo). */
+static void export_meta_row(export_out *x, int64_t id, const cdb_engine_photo *ph) {
+    cdb_json j;
+    cdb_cli_json_init(&j, x->fm, 0);
+    cdb_json_begin_object(&j);
+    cdb_json_key(&j, "id"); cdb_json_int(&j, id);
+    cdb_cli_json_photo(&j, ph);
+    cdb_json_end_object(&j);
+    cdb_json_done(&j);
+}
+
+/* One row of vectors.jsonl: {"id", "path", "vector", "taken", ...}. */
+static void export_jsonl_row(export_out *x, int64_t id, const char *path, const float *v,
+                             const cdb_engine_photo *ph) {
     cdb_json j;
     cdb_cli_json_init(&j, x->fv, 0);
     cdb_json_begin_object(&j);
     cdb_json_key(&j, "id"); cdb_json_int(&j, id);
     cdb_json_path(&j, "path", path);
+    cdb_cli_json_photo(&j, ph);
     cdb_json_key(&j, "vector");
     cdb_json_begin_array(&j);
     for (int d = 0; d < x->dim; d++) cdb_json_float(&j, v[d]);
@@ -587,12 +604,18 @@ static void export_jsonl_row(export_out *x, int64_t id, const char *path, const 
 
 /* Writes got rows (ids, their vectors in fp32 and fp16, their paths: taken and freed). */
 static void export_rows(export_out *x, int got, const int64_t *ids, const float *v32,
-                        const uint16_t *v16, char **paths) {
+                        const uint16_t *v16, char **paths, cdb_engine_photo *ph) {
+    if (cdb_engine_photos_get(x->e, ids, got, ph) != CDB_OK)
+        memset(ph, 0, sizeof *ph * (size_t)got); /* shown, not vital: empty records */
     for (int i = 0; i < got; i++) {
         char *path = paths[i];
         paths[i] = NULL;
-        if (x->jsonl) export_jsonl_row(x, ids[i], path ? path : "", v32 + (size_t)i * x->dim);
-        else export_path(x, path ? path : "");
+        if (x->jsonl) {
+            export_jsonl_row(x, ids[i], path ? path : "", v32 + (size_t)i * x->dim, &ph[i]);
+        } else {
+            export_path(x, path ? path : "");
+            export_meta_row(x, ids[i], &ph[i]);
+        }
         free(path);
     }
     if (!x->jsonl) {
@@ -606,8 +629,8 @@ static void export_rows(export_out *x, int got, const int64_t *ids, const float 
 /* Closes x's files (NULL ones skipped); 0, or -1 when one failed to close (all are). */
 static int export_close(export_out *x) {
     int failed = 0;
-    FILE **f[4] = {&x->fv, &x->fi, &x->fp, &x->fp0};
-    for (int i = 0; i < 4; i++) {
+    FILE **f[5] = {&x->fv, &x->fi, &x->fp, &x->fp0, &x->fm};
+    for (int i = 0; i < 5; i++) {
         if (*f[i] && fclose(*f[i])) failed = 1;
         *f[i] = NULL;
     }
@@ -638,16 +661,19 @@ static int export_all(cdb_engine_vectors *it, export_out *x) {
     uint16_t *v16 = malloc(sizeof *v16 * (size_t)chunk * (size_t)x->dim);
     float *v32 = malloc(sizeof *v32 * (size_t)chunk * (size_t)x->dim);
     char **paths = calloc((size_t)chunk, sizeof *paths);
+    cdb_engine_photo *ph = malloc(sizeof *ph * chunk);
     int rc = CLI_EXIT_OK, got = 0;
-    if (!ids || !v16 || !v32 || !paths) rc = cdb_cli_error("out of memory", "cannot export");
+    if (!ids || !v16 || !v32 || !paths || !ph)
+        rc = cdb_cli_error("out of memory", "cannot export");
     while (rc == CLI_EXIT_OK) {
         if (cdb_engine_vectors_read(it, chunk, ids, v32, v16, paths, &got) != CDB_OK)
             rc = cdb_cli_engine_fail(NULL);
         else if (got == 0)
             break;
         else
-            export_rows(x, got, ids, v32, v16, paths);
+            export_rows(x, got, ids, v32, v16, paths, ph);
     }
+    free(ph);
     free(ids);
     free(v16);
     free(v32);
@@ -682,7 +708,8 @@ static int out_in_database(const char *out, const char *db) {
 /* After an export in one format, the other format's files of an earlier export into
 ** the same folder go: a reader must not take them for this one's. */
 static void export_drop_other(const export_out *x) {
-    static const char *const npy[] = {"vectors.npy", "ids.npy", "paths.txt", "paths0.txt", NULL};
+    static const char *const npy[] = {"vectors.npy", "ids.npy", "paths.txt", "paths0.txt",
+                                      "photos.jsonl", NULL};
     static const char *const jsonl[] = {"vectors.jsonl", NULL};
     for (const char *const *f = x->jsonl ? npy : jsonl; *f; f++) {
         char p[4200];
@@ -756,6 +783,7 @@ int cdb_cli_cmd_export(int argc, char **argv) {
         goto done;
     }
     x->dim = dm.dim;
+    x->e = e;
     if ((rc = export_open(x, n_stored)) != CLI_EXIT_OK || (rc = export_all(it, x)) != CLI_EXIT_OK ||
         (rc = export_finish(x, n_stored)) != CLI_EXIT_OK)
         goto done;

@@ -180,6 +180,7 @@ static void print_hits(const cdb_engine_result *res, int json, int paths, int nu
             cdb_json_path(&j, "path", h[i].path);
             cdb_json_key(&j, "mtime_ns");
             cdb_json_int(&j, h[i].mtime_ns);
+            cdb_cli_json_photo(&j, &h[i].photo);
             cdb_json_end_object(&j);
         }
         cdb_json_end_array(&j);
@@ -253,7 +254,7 @@ static void note_no_hits(const under_list *l, double min_score) {
 static int check_search_args(cli_args *a, int n_img, const char **nots, int n_not,
                              long *k /* OUT */, double *min_score /* OUT */,
                              int *sort /* OUT */) {
-    static const char *const sorts[] = {"score", "time", NULL};
+    static const char *const sorts[] = {"score", "time", "taken", "taken-asc", NULL};
     size_t total = 0;
     if (cdb_cli_get_int(a, "k", 10, 1, 100000, k) ||
         cdb_cli_get_double(a, "min-score", -1.0, -1.0, 1.0, min_score) ||
@@ -380,7 +381,11 @@ int cdb_cli_cmd_search(int argc, char **argv) {
         {"sort", 0, CLI_VALUE},      {"model", 0, CLI_VALUE},   {"json", 0, CLI_FLAG},
         {"paths", 0, CLI_FLAG},      {"null", '0', CLI_FLAG},   {"device", 0, CLI_VALUE},
         {"no-exif", 0, CLI_FLAG},    {"quiet", 'q', CLI_FLAG},  {"help", 'h', CLI_FLAG},
+        {"taken-after", 0, CLI_VALUE}, {"taken-before", 0, CLI_VALUE},
+        {"camera", 0, CLI_VALUE},    {"near", 0, CLI_VALUE},    {"has-gps", 0, CLI_FLAG},
         {0}};
+    static const cdb_engine_sort sort_of[] = {CDB_ENGINE_SORT_SCORE, CDB_ENGINE_SORT_TIME,
+                                              CDB_ENGINE_SORT_TAKEN, CDB_ENGINE_SORT_TAKEN_ASC};
     cli_args a;
     int rc, n_terms = 0, n_img, n_not, n_under, sort = 0;
     cdb_k_device device;
@@ -426,7 +431,12 @@ int cdb_cli_cmd_search(int argc, char **argv) {
     q.n_terms = n_terms;
     sp.k = (int)k;
     sp.min_score = (float)min_score;
-    sp.sort = sort == 1 ? CDB_ENGINE_SORT_TIME : CDB_ENGINE_SORT_SCORE;
+    sp.sort = sort_of[sort];
+    sp.taken_after = cdb_cli_get(&a, "taken-after");
+    sp.taken_before = cdb_cli_get(&a, "taken-before");
+    sp.camera = cdb_cli_get(&a, "camera");
+    sp.near = cdb_cli_get(&a, "near");
+    sp.has_gps = cdb_cli_has(&a, "has-gps") > 0;
     sp.model = cdb_cli_get(&a, "model");
     sp.unders = ul.u;
     sp.n_unders = ul.n;

@@ -260,3 +260,29 @@ void cdb_cli_json_failure(int rc) {
     cdb_json_end_object(&j);
     cdb_json_done(&j);
 }
+
+/* A hit's metadata: "taken" and "taken_source" (where the time came from: "file" for
+** the file's mtime), and what the photo records of "make", "model", "lens", "lat",
+** "lon", "alt" (absent when it records none). */
+void cdb_cli_json_photo(cdb_json *j, const cdb_engine_photo *p) {
+    const char *text[3][2] = {{"make", p->make}, {"model", p->model}, {"lens", p->lens}};
+    cdb_json_key(j, "taken");
+    cdb_json_str(j, p->taken);
+    cdb_json_key(j, "taken_source");
+    cdb_json_str(j, p->taken_source ? p->taken_source : "");
+    for (int i = 0; i < 3; i++)
+        if (text[i][1][0]) {
+            cdb_json_key(j, text[i][0]);
+            cdb_json_str(j, text[i][1]);
+        }
+    if (p->has_gps) {
+        cdb_json_key(j, "lat");
+        cdb_json_num(j, p->lat, 7);
+        cdb_json_key(j, "lon");
+        cdb_json_num(j, p->lon, 7);
+    }
+    if (p->has_alt) {
+        cdb_json_key(j, "alt");
+        cdb_json_num(j, p->alt, 2);
+    }
+}

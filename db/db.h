@@ -42,7 +42,7 @@ extern "C" {
 /* Catalog schema version this build writes. A database with a larger version
 ** (written by a newer clipdb) is refused with CDB_VERSION and left untouched; a
 ** smaller one is migrated forward when opened by a writer. */
-#define CDB_DB_SCHEMA_VERSION 7
+#define CDB_DB_SCHEMA_VERSION 8
 #define CDB_DB_SHARD_SCHEMA_VERSION 1
 #define CDB_DB_DEFAULT_SHARD_CAPACITY ((int64_t)256 << 20) /* bytes */
 
@@ -626,6 +626,110 @@ cdb_status cdb_db_thumb_current(cdb_db *db, int64_t file_id, const uint8_t hash[
 /* Drops the thumbnails of files that are not ok or whose content changed (all of them
 ** when the setting is 0). Writer only. *n_dropped may be NULL. */
 cdb_status cdb_db_thumbs_prune(cdb_db *db, int64_t *n_dropped /* OUT */);
+
+/* ---- photo metadata (photos.c) -------------------------------------------------------
+** What users search photos by besides content (capture time, camera, place), as the
+** encoder reads it from a file's bytes (cdb_photo_meta_read), stored per file id in the
+** catalog's table photo_meta (schema 7) with the content hash it was read from: a row is
+** current while that hash is the file's hash, so a file whose content changed, or a
+** row a crash left behind, is seen as not read (cdb_db_photos_missing) instead of
+** describing other bytes. Written outside the batch write order, like thumbnails: the
+** ingest stores the rows after the batch that made the files ok. */
+
+typedef enum cdb_db_taken_source {
+    CDB_DB_TAKEN_NONE = 0,     /* no capture time in the file */
+    CDB_DB_TAKEN_ORIGINAL = 1, /* EXIF DateTimeOriginal (the encoder's cdb_taken_source) */
+    CDB_DB_TAKEN_CREATED = 2,  /* EXIF CreateDate */
+    CDB_DB_TAKEN_XMP = 3,      /* XMP */
+    CDB_DB_TAKEN_RAW = 4,      /* libraw's timestamp */
+    CDB_DB_TAKEN_FILE = 5      /* never stored: cdb_db_photos_get's stand-in, the file's
+                                  mtime (a UTC instant: has_offset 1, offset 0) */
+} cdb_db_taken_source;
+/* "", "original", "created", "xmp", "raw", "file"; "" for values out of range. */
+const char *cdb_db_taken_source_str(int source);
+
+/* A point in time as photos record it: the wall clock in milliseconds since
+** 1970-01-01T00:00 of that same clock, and its UTC offset when one is known
+** (UTC = wall_ms - offset_min * 60000). */
+typedef struct cdb_db_time {
+    int64_t wall_ms;
+    int has_offset;
+    int offset_min;   /* -840..840 */
+} cdb_db_time;
+
+typedef struct cdb_db_photo {
+    int64_t file_id;
+    uint8_t hash[CDB_DB_HASH_BYTES]; /* put: the content the metadata was read from */
+    int read;          /* get: 1 when a row read from the file's current content is stored */
+    cdb_db_taken_source taken_source;
+    cdb_db_time taken; /* valid when taken_source != NONE */
+    char make[64], model[64], lens[96]; /* UTF-8, "" when absent */
+    int has_gps;       /* lat -90..90, lon -180..180, degrees, north and east positive */
+    double lat, lon;
+    int has_alt;       /* alt: metres above sea level */
+    double alt;
+} cdb_db_photo;
+
+/* The instant of t in milliseconds for ordering: UTC when the offset is known, else
+** the wall clock read as UTC (the photos of one camera keep their order). */
+int64_t cdb_db_time_key(const cdb_db_time *t);
+
+/* Stores (replaces) n rows, one transaction. CDB_INVALID (nothing stored) for a row
+** without a file id, a taken_source out of 0..4, an offset out of range or a position
+** out of range. Writer only. */
+cdb_status cdb_db_photos_put(cdb_db *db, const cdb_db_photo *p, int n);
+/* The metadata of n files: out[i] for file_ids[i]; found[i] (may be NULL) 0 when the
+** file is not recorded (out[i] zeroed). A file without a current row (read = 0) or
+** without a capture time gets taken_source CDB_DB_TAKEN_FILE and its mtime, so every
+** recorded file has a time to sort and filter by. */
+cdb_status cdb_db_photos_get(cdb_db *db, const int64_t *file_ids, int n,
+                             cdb_db_photo *out /* OUT n */, uint8_t *found /* OUT n */);
+/* Ids (heap, cdb_free; ascending) of the ok files of root_id (0: all roots) without a
+** current row: never read (a database from before schema 7) or read from content that
+** has changed since. What a reindex backfills. */
+cdb_status cdb_db_photos_missing(cdb_db *db, int64_t root_id, int64_t **ids /* OUT */,
+                                 int64_t *n /* OUT */);
+/* Drops rows whose file is gone, quarantined or deleted, or whose content changed.
+** Writer only. *n_dropped may be NULL. */
+cdb_status cdb_db_photos_prune(cdb_db *db, int64_t *n_dropped /* OUT */);
+
+/* A filter on photo metadata (docs/images.md "Metadata" states the rules):
+** taken: after is inclusive (time >= after), before exclusive (time < before), a photo
+**   without a capture time being compared by its file time (a UTC instant); the two
+**   times are compared as UTC instants when both carry an offset, else as wall clocks
+**   (a bound without an offset means the camera's clock; a photo without one is taken
+**   to be in the bound's zone);
+** camera: an ASCII case-insensitive substring of make or of model;
+** near: within km of (lat, lon) on a sphere of radius CDB_DB_EARTH_KM (haversine);
+** has_gps: only photos with a position. A zeroed struct passes every photo. */
+#define CDB_DB_EARTH_KM 6371.0088
+typedef struct cdb_db_photo_filter {
+    int has_after, has_before;
+    cdb_db_time after, before;
+    const char *camera;          /* NULL or "": any */
+    int has_near;
+    double near_lat, near_lon, near_km;
+    int has_gps;
+} cdb_db_photo_filter;
+
+/* 1 when the filter restricts anything. */
+int cdb_db_photo_filter_active(const cdb_db_photo_filter *f);
+/* 1 when p (as cdb_db_photos_get fills it) passes f. */
+int cdb_db_photo_match(const cdb_db_photo_filter *f, const cdb_db_photo *p);
+/* Ids (heap, cdb_free; ascending) of every ok file that passes f. One read of the
+** files and their rows. */
+cdb_status cdb_db_photos_select(cdb_db *db, const cdb_db_photo_filter *f,
+                                int64_t **ids /* OUT */, int64_t *n /* OUT */);
+
+/* Parsers of what users type (CLI arguments, HTTP query strings): untrusted input,
+** CDB_INVALID with a message naming the text for anything else. */
+/* ISO 8601: YYYY-MM-DD, then optionally [T or space]HH:MM[:SS[.fraction]] and an
+** offset (Z, +HH:MM, +HHMM, +HH, and '-'); years 0001..9999; a fraction's digits past
+** milliseconds are dropped. A date alone is that day's 00:00. */
+cdb_status cdb_db_time_parse(const char *s, cdb_db_time *out /* OUT */);
+/* "LAT,LON,KM": decimal degrees (-90..90, -180..180) and a distance > 0 in km. */
+cdb_status cdb_db_near_parse(const char *s, double *lat /* OUT */, double *lon /* OUT */,
+                             double *km /* OUT */);
 
 /* ---- verification --------------------------------------------------------------------- */
 

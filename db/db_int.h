@@ -79,7 +79,8 @@ struct cdb_db {
 ** (db.h) is cdb_db_*; the files below share cdb_sql_* (sql.c), cdb_shard_*
 ** (shard.c) and cdb_schema_* (schema.c). Each file calls only the ones below it:
 ** db.c -> schema.c -> verify.c, roots.c -> batch.c -> catalog.c -> shard.c -> sql.c,
-** and db.c -> thumbs.c -> sql.c (thumbnails live in their own file, thumbs.db). */
+** db.c -> thumbs.c -> sql.c (thumbnails live in their own file, thumbs.db), and photos.c
+** -> sql.c (photo metadata; nothing below calls it). */
 
 /* ---- SQLite helpers (sql.c: calls nothing else in db/) ---- */
 cdb_status cdb_sql_err(sqlite3 *conn, int rc, const char *what);

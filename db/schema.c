@@ -213,6 +213,18 @@ static const char k_schema_v7[] =
     "CREATE TABLE IF NOT EXISTS root_excludes(id INTEGER PRIMARY KEY,"
     " root_id INTEGER NOT NULL, kind INTEGER NOT NULL, base TEXT NOT NULL DEFAULT '',"
     " pattern TEXT NOT NULL, UNIQUE(root_id, kind, base, pattern));";
+/* v8: photo metadata (issue 28), one row per file read (photos.c): the capture time as
+** the camera's wall clock in ms with its UTC offset when known, its source, camera,
+** lens and position, and the content hash it was read from (a row describes the
+** file only while that is the file's hash). Rows of older databases are filled by
+** the next reindex, which reads the files' bytes without encoding them again. */
+static const char k_schema_v8[] =
+    "CREATE TABLE IF NOT EXISTS photo_meta(file_id INTEGER PRIMARY KEY, hash BLOB NOT NULL,"
+    " taken_source INTEGER NOT NULL DEFAULT 0, taken_ms INTEGER,"
+    " has_offset INTEGER NOT NULL DEFAULT 0, offset_min INTEGER NOT NULL DEFAULT 0,"
+    " make TEXT NOT NULL DEFAULT '', model TEXT NOT NULL DEFAULT '',"
+    " lens TEXT NOT NULL DEFAULT '', has_gps INTEGER NOT NULL DEFAULT 0, lat REAL, lon REAL,"
+    " alt REAL);";
 
 cdb_status cdb_schema_migrate(cdb_db *db, int64_t from) {
     cdb_status rc = CDB_OK;
@@ -250,6 +262,8 @@ cdb_status cdb_schema_migrate(cdb_db *db, int64_t from) {
             rc = migrate_v6(db);
         } else if (v == 7) {
             rc = cdb_sql_exec(db->cat, k_schema_v7);
+        } else if (v == 8) {
+            rc = cdb_sql_exec(db->cat, k_schema_v8);
         }
         if (rc == CDB_OK) rc = cdb_sql_meta_set_int(db, "schema_version", v);
         if (rc == CDB_OK) rc = cdb_sql_meta_set_text(db, "last_writer", CDB_VERSION_STRING);

@@ -283,7 +283,10 @@ typedef struct cdb_engine_query {
 
 typedef enum cdb_engine_sort {
     CDB_ENGINE_SORT_SCORE = 0,     /* best first (ties: smaller id first) */
-    CDB_ENGINE_SORT_TIME = 1       /* the hits by file time, newest first */
+    CDB_ENGINE_SORT_TIME = 1,      /* the hits by file time, newest first */
+    CDB_ENGINE_SORT_TAKEN = 2,     /* by capture time (the file time where a photo has
+                                      none: cdb_engine_photo.taken_source), newest first */
+    CDB_ENGINE_SORT_TAKEN_ASC = 3  /* the same, oldest first */
 } cdb_engine_sort;
 
 /* A place a search is limited to (cdb_engine_search_params.unders). */
@@ -312,8 +315,18 @@ typedef struct cdb_engine_search_params {
     /* Appended: with sort = TIME, the set put in time order is the best sort_window hits
     ** (after min_score and the places), and offset/k page through that one ordering, so
     ** the pages of a query never overlap or skip (pages past the window are empty).
-    ** 0: the best k + offset (the page's own hits, as before). */
+    ** 0: the best k + offset (the page's own hits, as before). The TAKEN sorts use it
+    ** as TIME does. */
     int sort_window;
+    /* Appended: photo metadata filters, as users type them (NULL or "": not set; the
+    ** rules: docs/images.md "Metadata"). The hits are the best k among the photos that
+    ** pass, never fewer or worse for the filter (the index searches within them). A text
+    ** that does not parse is E_QUERY. They combine with the places and min_score. */
+    const char *taken_after;  /* ISO 8601 date or date-time, inclusive */
+    const char *taken_before; /* the same, exclusive */
+    const char *camera;       /* a case-insensitive substring of the make or the model */
+    const char *near;         /* "LAT,LON,KM" */
+    int has_gps;              /* 1: only photos with a position */
 } cdb_engine_search_params;
 cdb_engine_search_params cdb_engine_search_params_default(void);
 
@@ -326,6 +339,22 @@ cdb_engine_search_params cdb_engine_search_params_default(void);
 int cdb_engine_under_resolve(const char *given, char *abs /* OUT */, size_t cap,
                              int *folder /* OUT */);
 
+/* What a photo's bytes say besides its pixels: capture time, camera, place. */
+typedef struct cdb_engine_photo {
+    char taken[40];          /* ISO 8601: the capture time ("2024-05-01T12:34:56", ".789",
+                                "+02:00" when the offset is known), or the file time in UTC
+                                ("...Z") where the photo has none */
+    const char *taken_source; /* "original", "created", "xmp", "raw" (where the capture time
+                                came from), or "file" (the file's mtime); static */
+    int64_t taken_key_ms;     /* the instant it sorts by: UTC where the offset is known, else
+                                the wall clock read as UTC */
+    char make[64], model[64], lens[96]; /* "" when absent */
+    int has_gps;
+    double lat, lon;          /* degrees, north and east positive */
+    int has_alt;
+    double alt;               /* metres above sea level */
+} cdb_engine_photo;
+
 typedef struct cdb_engine_hit {
     int64_t id;            /* catalog file id (stable; what /api/file/ID serves) */
     float score;           /* cosine similarity, fp32-accumulated from the stored vector */
@@ -337,6 +366,8 @@ typedef struct cdb_engine_hit {
     ** sigmoid(exp(logit_scale) * score + logit_bias), in fp32 from the fp32 score.
     ** Valid only when the result's has_probability is 1 (else 0). */
     float probability;
+    /* Appended: the photo's metadata (docs/images.md "Metadata"). */
+    cdb_engine_photo photo;
 } cdb_engine_hit;
 
 typedef struct cdb_engine_result {
@@ -363,6 +394,11 @@ cdb_status cdb_engine_search(cdb_engine *e, const cdb_engine_query *q,
                              const cdb_engine_search_params *p,
                              cdb_engine_result *out /* OUT */);
 void cdb_engine_result_free(cdb_engine_result *r); /* NULL is fine; zeroes *r */
+
+/* The metadata of n files by id (out[i] for ids[i]; an id that is not recorded gets
+** an empty record, taken_source ""), as search hits carry it. Concurrent calls OK. */
+cdb_status cdb_engine_photos_get(cdb_engine *e, const int64_t *ids, int n,
+                                 cdb_engine_photo *out /* OUT n */);
 
 /* ---- files by id: what a search hit points at -------------------------------------- */
 

@@ -220,7 +220,23 @@ typedef struct cdb_index_search_opts {
     /* Ids that must not appear (deleted, filtered out), sorted ascending. */
     const int64_t *exclude_ids;
     size_t n_exclude;
+    /* Appended: when include_ids is not NULL, only the n_include ids there (sorted
+    ** ascending; n_include 0: none) may appear: the photos a filter passes. The hits are
+    ** the top k among them, never fewer or worse because candidates the index picked
+    ** were dropped afterwards: a set of at most scan_max ids (0: CDB_INDEX_SCAN_MAX) is
+    ** scored exactly from the store (fetch), every one of its vectors; a larger set widens
+    ** the index's candidates (k x the re-rank factor, scaled by ntotal / n_include, then
+    ** x4) until k of them pass, every vector was seen, or (with min_score) the index's
+    ** candidates fall below min_score. Exact on a flat index; on an approximate one as
+    ** exact as an unfiltered search. */
+    const int64_t *include_ids;
+    size_t n_include;
+    size_t scan_max;
 } cdb_index_search_opts;
+
+/* The largest filtered set cdb_index_search scores by fetching every vector of it
+** (a few tens of ms from the store at 512-d); larger ones go through the index. */
+#define CDB_INDEX_SCAN_MAX 20000
 
 cdb_index_search_opts cdb_index_search_opts_default(void);
 

@@ -22,6 +22,9 @@
 #include "kernels/kernels.h"
 
 #define EXACT_BLOCK 256
+/* How far an approximate index's score may lie above the exact one (fp16 storage,
+** quantizers): a filtered search stops widening below min_score minus this. */
+#define SCORE_MARGIN 0.05f
 
 static inline float clamp_score(float s) { return s > 1.0f ? 1.0f : s < -1.0f ? -1.0f : s; }
 
@@ -301,6 +304,31 @@ done:
     return rc;
 }
 
+/* The hits of a filtered search over a small set: every included id that is neither
+** excluded nor in extra (xsorted, may be NULL: extra's vectors override), fetched and
+** scored. *hits (heap) gets room for them plus the extra vectors. */
+static cdb_status scan_included(const cdb_index_search_opts *o, const float *qn, int dim,
+                                const int64_t *xsorted, cdb_hit **hits, size_t *n_hits) {
+    int64_t *cand = NULL;
+    size_t nc = 0;
+    cdb_status rc = CDB_OK;
+    if (!(cand = cdb_malloc((o->n_include + 1) * sizeof *cand)) ||
+        !(*hits = cdb_malloc((o->n_include + o->n_extra + 1) * sizeof **hits))) {
+        cdb_free(cand);
+        return cdb_seterr(CDB_NOMEM, "filtered search of %zu photos", o->n_include);
+    }
+    for (size_t i = 0; i < o->n_include; i++) {
+        int64_t id = o->include_ids[i];
+        if (id < 0 || (nc && cand[nc - 1] == id)) continue;
+        if (o->n_exclude && in_sorted(o->exclude_ids, o->n_exclude, id)) continue;
+        if (xsorted && in_sorted(xsorted, o->n_extra, id)) continue;
+        cand[nc++] = id;
+    }
+    rc = rerank(o, qn, dim, cand, nc, *hits, n_hits);
+    cdb_free(cand);
+    return rc;
+}
+
 cdb_status cdb_index_search(const cdb_index *ix, const float *q, int dim, const cdb_index_search_opts *o,
                             cdb_hit *out, int *n_out) {
     float *qn = NULL, *D = NULL;
@@ -309,6 +337,8 @@ cdb_status cdb_index_search(const cdb_index *ix, const float *q, int dim, const 
     size_t n_hits = 0, cap_hits;
     cdb_status rc = CDB_OK;
     int64_t ntotal = 0;
+    int inc;
+    size_t scan_max;
     if (n_out) *n_out = 0;
     if (!o || !out || !n_out || o->k < 1)
         return cdb_seterr(CDB_INVALID, "index_search: need options, out, n_out and k >= 1");
@@ -318,9 +348,13 @@ cdb_status cdb_index_search(const cdb_index *ix, const float *q, int dim, const 
         return cdb_seterr(CDB_INVALID, "index_search: n_extra %zu without ids/vectors", o->n_extra);
     if (o->n_exclude && !o->exclude_ids) return cdb_seterr(CDB_INVALID, "index_search: n_exclude without ids");
     if (o->rerank_factor < 0) return cdb_seterr(CDB_INVALID, "index_search: rerank_factor < 0");
+    if (o->n_include && !o->include_ids)
+        return cdb_seterr(CDB_INVALID, "index_search: n_include without ids");
     if (ix) ntotal = faiss_Index_ntotal(ix->fx);
     if (ntotal > 0 && !o->fetch) return cdb_seterr(CDB_INVALID, "index_search: a fetch callback is required to re-rank");
     if ((rc = query_prepare(q, dim, &qn)) != CDB_OK) return rc;
+    inc = o->include_ids != NULL;
+    scan_max = o->scan_max ? o->scan_max : CDB_INDEX_SCAN_MAX;
 
     cap_hits = o->n_extra;
     if (o->n_extra) {
@@ -328,13 +362,21 @@ cdb_status cdb_index_search(const cdb_index *ix, const float *q, int dim, const 
         memcpy(xsorted, o->extra_ids, o->n_extra * sizeof *xsorted);
         qsort(xsorted, o->n_extra, sizeof *xsorted, cmp_i64);
     }
-    if (ntotal > 0) {
+    if (inc && ntotal > 0 && o->n_include <= scan_max) {
+        /* A small filtered set: every vector of it, exactly (those in extra are scored
+        ** below, from extra). */
+        if ((rc = scan_included(o, qn, dim, xsorted, &hits, &n_hits)) != CDB_OK) goto done;
+    } else if (ntotal > 0) {
         int R = o->rerank_factor > 0 ? o->rerank_factor : (ix->info.rerank_factor > 0 ? ix->info.rerank_factor : 1);
         int64_t kk = (int64_t)o->k * R;
-        if (kk > ntotal) kk = ntotal;
+        /* A filtered set: as many more candidates as the set is rarer than the whole. */
+        int64_t n_inc = o->n_include > 0 ? (int64_t)o->n_include : 1;
+        if (inc) kk *= (ntotal + n_inc - 1) / n_inc;
+        if (kk > ntotal || kk <= 0) kk = ntotal;
         for (;;) {
             size_t nc = 0, valid;
             int frc;
+            float worst = INFINITY; /* the index's score of its last candidate */
             cdb_free(D), cdb_free(L), cdb_free(cand), cdb_free(hits);
             D = NULL, L = NULL, cand = NULL, hits = NULL;
             n_hits = 0;
@@ -347,7 +389,9 @@ cdb_status cdb_index_search(const cdb_index *ix, const float *q, int dim, const 
             if ((frc = faiss_Index_search(ix->fx, 1, qn, kk, D, L)) != 0) { rc = cdb_index_faiss_err_(frc, "search"); goto done; }
             for (int64_t i = 0; i < kk; i++) {
                 if (L[i] < 0) continue;
+                worst = D[i];
                 if (o->n_exclude && in_sorted(o->exclude_ids, o->n_exclude, L[i])) continue;
+                if (inc && !in_sorted(o->include_ids, o->n_include, L[i])) continue;
                 if (xsorted && in_sorted(xsorted, o->n_extra, L[i])) continue; /* extra overrides */
                 cand[nc++] = L[i];
             }
@@ -356,10 +400,25 @@ cdb_status cdb_index_search(const cdb_index *ix, const float *q, int dim, const 
             for (size_t i = 0; i < nc; i++)
                 if (valid == 0 || cand[valid - 1] != cand[i]) cand[valid++] = cand[i];
             if ((rc = rerank(o, qn, dim, cand, valid, hits, &n_hits)) != CDB_OK) goto done;
-            /* Deletions, duplicates or min_score left too few: widen once more. */
-            if (n_hits >= (size_t)o->k || kk >= ntotal || o->min_score > -INFINITY) break;
+            /* Deletions, duplicates or min_score left too few: widen once more. A filtered
+            ** search widens until its set is served, unless the index's candidates are
+            ** already below min_score (with a margin for approximate scores). */
+            if (n_hits >= (size_t)o->k) break;
+            if (kk >= ntotal) {
+                /* An approximate index asked for every vector need not return them all
+                ** (HNSW's walk): a filtered set still short is then scanned exactly. */
+                if (inc && ix->info.kind != CDB_INDEX_FLAT) {
+                    cdb_free(hits);
+                    hits = NULL;
+                    n_hits = 0;
+                    rc = scan_included(o, qn, dim, xsorted, &hits, &n_hits);
+                }
+                break;
+            }
+            if (o->min_score > -INFINITY && (!inc || worst < o->min_score - SCORE_MARGIN)) break;
             kk = kk * 4 < ntotal ? kk * 4 : ntotal;
         }
+        if (rc != CDB_OK) goto done;
     } else if (o->n_extra && !(hits = cdb_malloc(cap_hits * sizeof *hits))) {
         rc = cdb_seterr(CDB_NOMEM, "search buffers");
         goto done;
@@ -373,6 +432,7 @@ cdb_status cdb_index_search(const cdb_index *ix, const float *q, int dim, const 
             int dup = 0;
             if (!(s >= o->min_score)) continue;
             if (o->n_exclude && in_sorted(o->exclude_ids, o->n_exclude, o->extra_ids[i])) continue;
+            if (inc && !in_sorted(o->include_ids, o->n_include, o->extra_ids[i])) continue;
             /* an id listed twice in extra: keep the later entry (the newer vector) */
             if (has_dup(xsorted, o->n_extra, o->extra_ids[i]))
                 for (size_t j = i + 1; j < o->n_extra && !dup; j++) dup = o->extra_ids[j] == o->extra_ids[i];

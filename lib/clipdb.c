@@ -260,6 +260,9 @@ struct clipdb_search_params {
     double min_score;
     char **unders;
     int n_unders;
+    char *taken_after, *taken_before, *camera, *near; /* heap; NULL: not set */
+    int has_gps;
+    cdb_engine_sort sort;
 };
 
 clipdb_search_params *clipdb_search_params_new(void) {
@@ -275,6 +278,7 @@ void clipdb_search_params_free(clipdb_search_params *p) {
     if (!p) return;
     for (int i = 0; i < p->n_unders; i++) free(p->unders[i]);
     free(p->unders);
+    free(p->taken_after), free(p->taken_before), free(p->camera), free(p->near);
     free(p);
 }
 
@@ -303,13 +307,47 @@ clipdb_status clipdb_search_params_add_under(clipdb_search_params *p, const char
     return CLIPDB_OK;
 }
 
+/* *dst = a copy of src (NULL or "": none). 0, or -1 when out of memory. */
+static int set_text(char **dst, const char *src) {
+    char *c = src && *src ? strdup(src) : NULL;
+    if (src && *src && !c) return -1;
+    free(*dst);
+    *dst = c;
+    return 0;
+}
+
+clipdb_status clipdb_search_params_set_filter(clipdb_search_params *p, const char *taken_after,
+                                              const char *taken_before, const char *camera,
+                                              const char *near, int has_gps) {
+    if (!p) return PUB(cdb_seterr(CDB_INVALID, "set_filter: no parameters"));
+    if (set_text(&p->taken_after, taken_after) || set_text(&p->taken_before, taken_before) ||
+        set_text(&p->camera, camera) || set_text(&p->near, near))
+        return PUB(cdb_seterr(CDB_NOMEM, "set_filter: out of memory"));
+    p->has_gps = has_gps != 0;
+    return CLIPDB_OK;
+}
+
+clipdb_status clipdb_search_params_set_sort(clipdb_search_params *p, const char *order) {
+    static const char *const names[] = {"score", "time", "taken", "taken-asc"};
+    static const cdb_engine_sort sorts[] = {CDB_ENGINE_SORT_SCORE, CDB_ENGINE_SORT_TIME,
+                                            CDB_ENGINE_SORT_TAKEN, CDB_ENGINE_SORT_TAKEN_ASC};
+    for (int i = 0; p && order && i < 4; i++)
+        if (!strcmp(order, names[i])) {
+            p->sort = sorts[i];
+            return CLIPDB_OK;
+        }
+    return PUB(cdb_seterr(CDB_INVALID, "set_sort: '%s' is not score, time, taken or taken-asc",
+                          order ? order : "(null)"));
+}
+
 struct clipdb_hits {
     cdb_engine_result r;
 };
 
 clipdb_status clipdb_search_text(clipdb *db, const char *text, const clipdb_search_params *p,
                                  clipdb_hits **out) {
-    static const clipdb_search_params defaults = {10, -1.0, NULL, 0};
+    static const clipdb_search_params defaults = {10, -1.0, NULL, 0, NULL, NULL, NULL, NULL,
+                                                  0, CDB_ENGINE_SORT_SCORE};
     cdb_engine_query q;
     cdb_engine_search_params sp = cdb_engine_search_params_default();
     cdb_engine_under *u = NULL;
@@ -337,6 +375,12 @@ clipdb_status clipdb_search_text(clipdb *db, const char *text, const clipdb_sear
     sp.min_score = (float)p->min_score;
     sp.unders = u;
     sp.n_unders = p->n_unders;
+    sp.taken_after = p->taken_after;
+    sp.taken_before = p->taken_before;
+    sp.camera = p->camera;
+    sp.near = p->near;
+    sp.has_gps = p->has_gps;
+    sp.sort = p->sort;
     if ((rc = cdb_engine_search(db->rd, &q, &sp, &h->r)) == CDB_OK) {
         *out = h;
         h = NULL;
@@ -357,6 +401,18 @@ int clipdb_hits_count(const clipdb_hits *h) { return h ? h->r.n : 0; }
 int64_t clipdb_hits_id(const clipdb_hits *h, int i) { return hit(h, i) ? hit(h, i)->id : 0; }
 const char *clipdb_hits_path(const clipdb_hits *h, int i) {
     return hit(h, i) ? hit(h, i)->path : NULL;
+}
+const char *clipdb_hits_taken(const clipdb_hits *h, int i) {
+    return hit(h, i) ? hit(h, i)->photo.taken : NULL;
+}
+const char *clipdb_hits_taken_source(const clipdb_hits *h, int i) {
+    return hit(h, i) ? hit(h, i)->photo.taken_source : NULL;
+}
+const char *clipdb_hits_make(const clipdb_hits *h, int i) {
+    return hit(h, i) ? hit(h, i)->photo.make : NULL;
+}
+const char *clipdb_hits_model(const clipdb_hits *h, int i) {
+    return hit(h, i) ? hit(h, i)->photo.model : NULL;
 }
 float clipdb_hits_score(const clipdb_hits *h, int i) { return hit(h, i) ? hit(h, i)->score : 0; }
 int clipdb_hits_width(const clipdb_hits *h, int i) { return hit(h, i) ? hit(h, i)->width : 0; }

@@ -184,6 +184,24 @@ CLIPDB_API clipdb_status clipdb_search_params_set_min_score(clipdb_search_params
 CLIPDB_API clipdb_status clipdb_search_params_add_under(clipdb_search_params *p,
                                                         const char *path);
 
+/* Photo metadata filters (docs/images.md "Metadata"), each text copied, checked when
+** the search runs (CLIPDB_INVALID then when it does not parse; NULL or "" unsets):
+** taken_after (inclusive) and taken_before (exclusive), ISO 8601 dates or date-times
+** ("2024-05-01", "2024-05-01T18:30+02:00"); camera, a case-insensitive substring of the
+** make or the model; near, "LAT,LON,KM"; has_gps 1: only photos with a position. A photo
+** without a capture time counts by its file time. The hits are the best k among the
+** photos that pass. */
+CLIPDB_API clipdb_status clipdb_search_params_set_filter(clipdb_search_params *p,
+                                                         const char *taken_after,
+                                                         const char *taken_before,
+                                                         const char *camera, const char *near,
+                                                         int has_gps);
+/* The hits' order: "score" (default, best first), "time" (file time, newest first),
+** "taken" / "taken-asc" (capture time, newest / oldest first; the file time where a
+** photo has none). The best k are chosen first, then ordered. */
+CLIPDB_API clipdb_status clipdb_search_params_set_sort(clipdb_search_params *p,
+                                                       const char *order);
+
 typedef struct clipdb_hits clipdb_hits;
 /* Searches the database's default model's vectors for text in the query language
 ** ("a beach", "beach + sunset - people", "2*dog + cat"): the hits best first, each
@@ -201,6 +219,13 @@ CLIPDB_API float clipdb_hits_score(const clipdb_hits *h, int i);
 /* Pixels after EXIF orientation; 0 when unknown. */
 CLIPDB_API int clipdb_hits_width(const clipdb_hits *h, int i);
 CLIPDB_API int clipdb_hits_height(const clipdb_hits *h, int i);
+/* The photo's capture time, ISO 8601 ("2024-05-01T12:34:56", "+02:00" when the offset
+** is known), or its file time in UTC ("...Z"); and where it came from: "original",
+** "created", "xmp", "raw", or "file". Camera make and model ("" when absent). Borrowed. */
+CLIPDB_API const char *clipdb_hits_taken(const clipdb_hits *h, int i);
+CLIPDB_API const char *clipdb_hits_taken_source(const clipdb_hits *h, int i);
+CLIPDB_API const char *clipdb_hits_make(const clipdb_hits *h, int i);
+CLIPDB_API const char *clipdb_hits_model(const clipdb_hits *h, int i);
 CLIPDB_API void clipdb_hits_free(clipdb_hits *h);
 
 /* ---- models: embeddings outside any database ----------------------------------------- */

@@ -3,13 +3,16 @@
 ** the one search code path, so a request returns the hits and scores `clipdb search
 ** --json` prints for the same query.
 **
-**   GET  /api/search?q=QUERY&k=&offset=&min_score=&under=&sort=   (also text=, image_id=)
+**   GET  /api/search?q=QUERY&k=&offset=&min_score=&under=&sort=   (also text=, image_id=,
+**                      taken_after=, taken_before=, camera=, near=, has_gps=)
 **   POST /api/search  {"query" | "text" | "image_id" | "image" (base64), "k", "offset",
-**                      "min_score", "under", "sort"}
+**                      "min_score", "under", "sort", "taken_after", "taken_before",
+**                      "camera", "near", "has_gps"}
 **     -> {"model", "took_ms", "count", "offset", "generation",
 **         "results": [{"id", "path", "score", ["probability",] "width", "height", "mtime", "size",
 **                      "thumb": "/api/thumb/ID", "file": "/api/file/ID",
-**                      "preview": "/api/preview/ID", "browser_shows"}]}
+**                      "preview": "/api/preview/ID", "browser_shows", "taken",
+**                      "taken_source", ["make", "model", "lens", "lat", "lon", "alt"]}]}
 **   GET  /api/thumb/ID   the JPEG thumbnail (ETag; 304 when unchanged)
 **   GET  /api/preview/ID a JPEG of the photo, long side <= 2048, for the viewer of
 **                        what browsers do not show (HEIC, TIFF, RAW; browser_shows
@@ -42,7 +45,9 @@
 ** the CLI (64 KiB). Bad input (a query argument that is not UTF-8 or holds a NUL: see
 ** http.c; an image_id that is not an integer; a body that is not JSON) is a 400 with
 ** {"error": {"code", "message"}}; unknown ids and routes 404; other methods 405.
-** sort=time orders the best SRV_TIME_WINDOW hits by time and pages through them; under
+** sort=time (file time), taken and taken-asc (capture time, newest or oldest first)
+** order the best SRV_TIME_WINDOW hits and page through them; the metadata filters are
+** `clipdb search`'s (taken_after/taken_before ISO 8601, near "LAT,LON,KM"); under
 ** is read as `clipdb search --under` reads it (cdb_engine_under_resolve).
 */
 #include <errno.h>
@@ -136,12 +141,40 @@ static int set_paging(srv_ctx *c, search_req *s, const char *k, const char *offs
         s->p.under = s->under;
     }
     if (sort && *sort) {
-        if (!strcmp(sort, "score")) s->p.sort = CDB_ENGINE_SORT_SCORE;
-        else if (!strcmp(sort, "time")) {
-            s->p.sort = CDB_ENGINE_SORT_TIME;
+        static const struct {
+            const char *name;
+            cdb_engine_sort sort;
+        } sorts[] = {{"time", CDB_ENGINE_SORT_TIME},
+                     {"taken", CDB_ENGINE_SORT_TAKEN},
+                     {"taken-asc", CDB_ENGINE_SORT_TAKEN_ASC}};
+        size_t i = 0;
+        while (i < sizeof sorts / sizeof sorts[0] && strcmp(sort, sorts[i].name)) i++;
+        if (!strcmp(sort, "score")) {
+            s->p.sort = CDB_ENGINE_SORT_SCORE;
+        } else if (i < sizeof sorts / sizeof sorts[0]) {
+            s->p.sort = sorts[i].sort;
             s->p.sort_window = SRV_TIME_WINDOW; /* one ordering that every page cuts from */
         } else {
-            cdb_srv_error(o, 400, "bad_request", "sort must be score or time");
+            cdb_srv_error(o, 400, "bad_request", "sort must be score, time, taken or taken-asc");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The metadata filters (texts the engine parses: a bad one is a 400 bad_query from
+** it); has_gps "1"/"true" or "0"/"false". Returns 0, or fills o with the 400. */
+static int set_filters(search_req *s, const char *after, const char *before, const char *camera,
+                       const char *near, const char *has_gps, srv_resp *o) {
+    s->p.taken_after = after;
+    s->p.taken_before = before;
+    s->p.camera = camera;
+    s->p.near = near;
+    if (has_gps && *has_gps) {
+        if (!strcmp(has_gps, "1") || !strcmp(has_gps, "true")) {
+            s->p.has_gps = 1;
+        } else if (strcmp(has_gps, "0") && strcmp(has_gps, "false")) {
+            cdb_srv_error(o, 400, "bad_request", "has_gps must be true or false");
             return -1;
         }
     }
@@ -153,7 +186,10 @@ static int search_from_args(srv_ctx *c, const srv_req *r, search_req *s, srv_res
                *like = cdb_srv_arg(r, "image_id");
     if (!q) q = cdb_srv_arg(r, "query");
     if (set_paging(c, s, cdb_srv_arg(r, "k"), cdb_srv_arg(r, "offset"), cdb_srv_arg(r, "min_score"),
-                   cdb_srv_arg(r, "under"), cdb_srv_arg(r, "sort"), o))
+                   cdb_srv_arg(r, "under"), cdb_srv_arg(r, "sort"), o) ||
+        set_filters(s, cdb_srv_arg(r, "taken_after"), cdb_srv_arg(r, "taken_before"),
+                    cdb_srv_arg(r, "camera"), cdb_srv_arg(r, "near"), cdb_srv_arg(r, "has_gps"),
+                    o))
         return -1;
     if (q && text) {
         cdb_srv_error(o, 400, "bad_request", "give q (the query language) or text, not both");
@@ -206,12 +242,27 @@ static int search_from_json(srv_ctx *c, const srv_req *r, search_req *s, srv_res
         if (!json_is_string(v)) bad = 1;
         else sort = json_string_value(v);
     }
+    static const char *const texts[] = {"taken_after", "taken_before", "camera", "near"};
+    const char *text[4] = {NULL, NULL, NULL, NULL}, *gps = NULL;
+    for (int i = 0; i < 4; i++)
+        if ((v = json_object_get(doc, texts[i])) && !json_is_null(v)) {
+            if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v))
+                bad = 1;
+            else text[i] = json_string_value(v);
+        }
+    if ((v = json_object_get(doc, "has_gps")) && !json_is_null(v)) {
+        if (!json_is_boolean(v)) bad = 1;
+        else gps = json_is_true(v) ? "true" : "false";
+    }
     if (bad) {
         cdb_srv_error(o, 400, "bad_request",
-                      "k, offset and min_score are numbers; under and sort strings");
+                      "k, offset and min_score are numbers; under, sort, taken_after, "
+                      "taken_before, camera and near strings; has_gps true or false");
         return -1;
     }
-    if (set_paging(c, s, k, off, ms, under, sort, o)) return -1;
+    if (set_paging(c, s, k, off, ms, under, sort, o) ||
+        set_filters(s, text[0], text[1], text[2], text[3], gps, o))
+        return -1;
     {
         json_t *q = json_object_get(doc, "query"), *t = json_object_get(doc, "text");
         if (q && json_is_null(q)) q = NULL;
@@ -285,6 +336,22 @@ static int browser_shows(const char *path) {
     return 0;
 }
 
+/* A hit's metadata, as `clipdb search --json` shows it: "taken", "taken_source" ("file"
+** when it is the file time), and what the photo records of "make", "model", "lens",
+** "lat", "lon", "alt". */
+static void photo_json(json_t *x, const cdb_engine_photo *p) {
+    json_object_set_new(x, "taken", json_string(p->taken));
+    json_object_set_new(x, "taken_source", json_string(p->taken_source ? p->taken_source : ""));
+    if (p->make[0]) json_object_set_new(x, "make", json_string(p->make));
+    if (p->model[0]) json_object_set_new(x, "model", json_string(p->model));
+    if (p->lens[0]) json_object_set_new(x, "lens", json_string(p->lens));
+    if (p->has_gps) {
+        json_object_set_new(x, "lat", json_real(p->lat));
+        json_object_set_new(x, "lon", json_real(p->lon));
+    }
+    if (p->has_alt) json_object_set_new(x, "alt", json_real(p->alt));
+}
+
 static json_t *hit_json(const cdb_engine_hit *h, int has_probability) {
     json_t *x = json_object();
     char url[64];
@@ -303,6 +370,7 @@ static json_t *hit_json(const cdb_engine_hit *h, int has_probability) {
     snprintf(url, sizeof url, "/api/preview/%lld", (long long)h->id);
     json_object_set_new(x, "preview", json_string(url));
     json_object_set_new(x, "browser_shows", json_boolean(browser_shows(h->path)));
+    photo_json(x, &h->photo);
     return x;
 }
 

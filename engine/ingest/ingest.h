@@ -179,7 +179,12 @@ typedef struct job {
     unsigned char *file;  /* the file's bytes, decoded by nvJPEG (file_len bytes) */
     size_t file_len;
     float *vec;           /* R_IMAGE, after encoding */
-    int thumb_only;       /* the walker found it unchanged but without its thumbnail */
+    int thumb_only;       /* the walker found it unchanged but without its thumbnail or
+                             its metadata: re-read, not encoded (R_THUMB) */
+    int want_thumb;       /* thumb_only: its thumbnail is missing (decode for it) */
+    int want_photo;       /* thumb_only: its metadata was never read (parse the bytes) */
+    int has_photo;        /* photo holds what its bytes say (R_IMAGE, R_THUMB) */
+    cdb_photo_meta photo;
     int real_photo;       /* R_IMAGE: no mark of the generated world (a real photo) */
     eng_thumb thumb;      /* R_IMAGE, R_THUMB: made from the decoded image (may be empty) */
 } job;
@@ -210,6 +215,10 @@ typedef struct pipe_ctx {
     target_state *ts;
     int cur;              /* target being walked */
     cdb_db *rdb;          /* walker's read-only handle */
+    int64_t *photo_missing; /* ok files without a current metadata row (sorted; the
+                             walker's, loaded at its first look: cdb_scan_needs_photo) */
+    int64_t n_photo_missing;
+    int photo_missing_loaded;
     eng_queue *q1, *q2, *q3;
     cdb_engine_summary *sum;
     const cdb_engine_events *ev; /* progress, warnings, stop (calling thread only) */

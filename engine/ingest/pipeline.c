@@ -166,6 +166,12 @@ static int to_nvjpeg(pipe_ctx *c, job *j, const unsigned char *buf) {
     return 1;
 }
 
+/* The photo's metadata, from the bytes already read (never an error: a photo with
+** broken metadata keeps its pixels and vector, cdb_photo_meta_read). */
+static void read_photo(job *j, const unsigned char *buf, size_t n) {
+    j->has_photo = cdb_photo_meta_read(buf, n, &j->photo) == CDB_OK;
+}
+
 /* Reads, hashes and classifies one job; decodes and preprocesses an image. */
 static void process(pipe_ctx *c, cdb_db *rdb, job *j) {
     unsigned char *buf = NULL;
@@ -173,15 +179,17 @@ static void process(pipe_ctx *c, cdb_db *rdb, job *j) {
     int64_t t0 = cdb_now_ns(), ns[2] = {0, 0};
     eng_readfail k;
     if (j->kind == R_TOUCH) return; /* decided by the walker (a first identity) */
-    if (j->thumb_only) { /* unchanged: only its thumbnail, from the same bytes */
+    if (j->thumb_only) { /* unchanged: its thumbnail or metadata, from the same bytes */
         int32_t w, h;
         j->kind = R_THUMB;
         k = read_recorded(c, j, &buf, &m);
         atomic_fetch_add(&c->ns_read, cdb_now_ns() - t0);
-        if (k == ENG_FAIL_NONE && !memcmp(j->old_hash, m.hash, CDB_DB_HASH_BYTES))
-            decode_budgeted(c, buf, (size_t)m.size, !j->no_exif, NULL, NULL, &w, &h, ns,
-                            &j->thumb,
-                            j->reason, sizeof j->reason);
+        if (k == ENG_FAIL_NONE && !memcmp(j->old_hash, m.hash, CDB_DB_HASH_BYTES)) {
+            if (j->want_photo) read_photo(j, buf, (size_t)m.size);
+            if (j->want_thumb)
+                decode_budgeted(c, buf, (size_t)m.size, !j->no_exif, NULL, NULL, &w, &h, ns,
+                                &j->thumb, j->reason, sizeof j->reason);
+        }
         atomic_fetch_add(&c->ns_decode, ns[0]);
         free(buf);
         return;
@@ -210,6 +218,7 @@ static void process(pipe_ctx *c, cdb_db *rdb, job *j) {
         return;
     }
     j->real_photo = !cdb_image_world_marked(buf, (size_t)j->meta.size);
+    read_photo(j, buf, (size_t)j->meta.size);
     if (to_nvjpeg(c, j, buf)) { /* decoded on the device by the encoder */
         j->file = buf;
         j->file_len = (size_t)j->meta.size;
@@ -447,10 +456,18 @@ typedef struct staged_counts {
     int64_t added, changed, errors, retry, touched, moved, real_photos;
 } staged_counts;
 
+/* Photo metadata rows waiting for their batch's commit, as thumbnails do. */
+typedef struct pending_photo {
+    int op;
+    cdb_db_photo row;
+} pending_photo;
+
 typedef struct writer_state {
     staged_counts staged;
     pending_thumb *p;
     int n, cap;
+    pending_photo *ph;
+    int n_ph, cap_ph;
     int64_t *ids;        /* one per staged operation, filled by the commit */
     int ids_cap;
 } writer_state;
@@ -483,6 +500,38 @@ static void keep_thumb(pipe_ctx *c, writer_state *w, job *j, int op) {
     j->thumb.jpeg = NULL;
 }
 
+/* Keeps j's metadata row (for operation op, or for j's file when op < 0). */
+static void keep_photo(writer_state *w, job *j, int op) {
+    if (!j->has_photo) return;
+    if (w->n_ph == w->cap_ph) {
+        int nc = w->cap_ph ? w->cap_ph * 2 : 64;
+        pending_photo *p = realloc(w->ph, sizeof *p * (size_t)nc);
+        if (!p) return; /* the next reindex reads it */
+        w->ph = p;
+        w->cap_ph = nc;
+    }
+    pending_photo *p = &w->ph[w->n_ph++];
+    p->op = op;
+    cdb_eng_photo_row(&j->photo, op < 0 ? j->file_id : 0, op < 0 ? j->old_hash : j->meta.hash,
+                      &p->row);
+}
+
+/* Stores the metadata rows of the committed batch (n operations, their file ids in
+** w->ids when known). A failure is logged: the next reindex reads them again. */
+static void put_photos(pipe_ctx *c, writer_state *w, int n) {
+    cdb_db_photo *rows = malloc(sizeof *rows * (size_t)w->n_ph);
+    int k = 0;
+    for (int i = 0; rows && i < w->n_ph; i++) {
+        pending_photo *p = &w->ph[i];
+        if (p->op >= 0) p->row.file_id = p->op < n && n <= w->ids_cap ? w->ids[p->op] : 0;
+        if (p->row.file_id > 0) rows[k++] = p->row;
+    }
+    if (rows && k && cdb_db_photos_put(c->db, rows, k) != CDB_OK)
+        CDB_LOG_WARN("photo metadata not stored (%s); the next reindex reads it", cdb_errmsg());
+    free(rows);
+    w->n_ph = 0;
+}
+
 /* Commits the batch, then stores the thumbnails it made (a failure to store them is
 ** logged: they are a cache, made again by the next reindex). */
 static void commit(pipe_ctx *c, cdb_db_batch *b, writer_state *w) {
@@ -500,6 +549,7 @@ static void commit(pipe_ctx *c, cdb_db_batch *b, writer_state *w) {
             cdb_pipe_fatal(c, rc, "cannot commit to the database (%s)", cdb_errmsg());
             memset(&w->staged, 0, sizeof w->staged);
             thumbs_free(w);
+            w->n_ph = 0;
             return;
         }
     }
@@ -526,6 +576,7 @@ static void commit(pipe_ctx *c, cdb_db_batch *b, writer_state *w) {
         free(t);
         thumbs_free(w);
     }
+    if (w->n_ph) put_photos(c, w, n);
 }
 
 static void count_error(pipe_ctx *c, writer_state *w) {
@@ -540,7 +591,10 @@ static void stage(pipe_ctx *c, cdb_db_batch *b, writer_state *w, job *j) {
     switch (j->kind) {
     case R_IMAGE:
         rc = cdb_db_batch_put(b, j->root_id, j->relpath, &j->meta, j->vec, c->dim);
-        if (rc == CDB_OK) keep_thumb(c, w, j, op);
+        if (rc == CDB_OK) {
+            keep_thumb(c, w, j, op);
+            keep_photo(w, j, op);
+        }
         if (rc == CDB_INVALID) { /* NaN, Inf, zero: the same for these bytes every time */
             char why[300];
             snprintf(why, sizeof why, "the encoder gave an unusable vector: %s", cdb_errmsg());
@@ -575,7 +629,10 @@ static void stage(pipe_ctx *c, cdb_db_batch *b, writer_state *w, job *j) {
         w->staged.moved++;
         break;
     case R_SKIP: s->skipped++; break;
-    case R_THUMB: keep_thumb(c, w, j, -1); break;
+    case R_THUMB:
+        keep_thumb(c, w, j, -1);
+        keep_photo(w, j, -1);
+        break;
     default: break; /* R_GONE: the deletion pass decides */
     }
     if (rc != CDB_OK) cdb_pipe_fatal(c, rc, "cannot stage %s (%s)", j->path, cdb_errmsg());
@@ -595,8 +652,10 @@ static void *writer_main(void *arg) {
         if (b && !atomic_load(&c->abort)) {
             stage(c, b, &w, j);
             atomic_fetch_add(&c->n_done, 1);
-            if (cdb_db_batch_count(b) >= ENG_COMMIT_EVERY || w.n >= ENG_COMMIT_EVERY ||
-                ((cdb_db_batch_count(b) > 0 || w.n > 0) && cdb_now_ns() - last > ENG_COMMIT_NS)) {
+            int waiting = w.n > w.n_ph ? w.n : w.n_ph;
+            if (cdb_db_batch_count(b) >= ENG_COMMIT_EVERY || waiting >= ENG_COMMIT_EVERY ||
+                ((cdb_db_batch_count(b) > 0 || waiting > 0) &&
+                 cdb_now_ns() - last > ENG_COMMIT_NS)) {
                 commit(c, b, &w);
                 last = cdb_now_ns();
             }
@@ -609,6 +668,7 @@ static void *writer_main(void *arg) {
     c->ns_store += cdb_now_ns() - t0;
     thumbs_free(&w);
     free(w.p);
+    free(w.ph);
     free(w.ids);
     cdb_db_batch_free(b);
     atomic_store(&c->writer_done, 1);
@@ -734,6 +794,7 @@ done:
     sum->ns_store = c.ns_store;
     sum->n_batches = c.n_batches;
     cdb_db_close(c.rdb);
+    cdb_free(c.photo_missing);
     cdb_eng_queue_free(c.q1);
     cdb_eng_queue_free(c.q2);
     cdb_eng_queue_free(c.q3);

@@ -118,6 +118,25 @@ static int needs_thumb(pipe_ctx *c, const cdb_db_file *f) {
     return !current;
 }
 
+/* 1 when this unchanged ok file has no current metadata row (a database from before
+** schema 7, a row a crash lost): its bytes are read again, not encoded. The list of
+** such files is read once, at the walker's first look. */
+static int needs_photo(pipe_ctx *c, const cdb_db_file *f) {
+    if (c->o->secondary) return 0;
+    if (!c->photo_missing_loaded) {
+        c->photo_missing_loaded = 1;
+        if (cdb_db_photos_missing(c->rdb, 0, &c->photo_missing, &c->n_photo_missing) != CDB_OK)
+            c->n_photo_missing = 0; /* shown, not vital: the next reindex tries again */
+    }
+    int64_t lo = 0, hi = c->n_photo_missing;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (c->photo_missing[mid] < f->id) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < c->n_photo_missing && c->photo_missing[lo] == f->id;
+}
+
 /* What to do with a file the walk met, from its catalog row (if any). Returns the
 ** job to queue, NULL to skip it (*stop set when the run must stop). */
 static job *classify(pipe_ctx *c, const eng_walk_entry *e, int *stop) {
@@ -143,7 +162,9 @@ static job *classify(pipe_ctx *c, const eng_walk_entry *e, int *stop) {
     int reencode = t->reencode || c->o->reencode;
     int skip = !c->o->full && !reencode &&
                (ch == CDB_DB_CHANGE_SAME || (ch == CDB_DB_CHANGE_QUARANTINED && !t->named));
-    if (skip && !(ch == CDB_DB_CHANGE_SAME && needs_thumb(c, &f))) {
+    int want_thumb = skip && ch == CDB_DB_CHANGE_SAME && needs_thumb(c, &f);
+    int want_photo = skip && ch == CDB_DB_CHANGE_SAME && needs_photo(c, &f);
+    if (skip && !want_thumb && !want_photo) {
         c->sum->unchanged++;
         atomic_fetch_add(&c->n_done, 1);
         cdb_db_file_clear(&f);
@@ -161,9 +182,11 @@ static job *classify(pipe_ctx *c, const eng_walk_entry *e, int *stop) {
     j->root_id = t->root_id;
     j->no_exif = t->no_exif;
     j->meta = st;
-    if (skip) { /* unchanged, counted so; only its thumbnail is made (pipeline.c) */
+    if (skip) { /* unchanged, counted so; only its thumbnail or metadata (pipeline.c) */
         c->sum->unchanged++;
         j->thumb_only = 1;
+        j->want_thumb = want_thumb;
+        j->want_photo = want_photo;
         j->file_id = f.id;
         memcpy(j->old_hash, f.meta.hash, CDB_DB_HASH_BYTES);
         cdb_db_file_clear(&f);

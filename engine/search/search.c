@@ -11,10 +11,13 @@
 **     the "overlay": the vectors the index does not cover (all of them when there is
 **     no index). cdb_index_search takes the index's candidates, scores the overlay
 **     exactly, re-ranks everything exactly in fp32 from the stored fp16 vectors.
-**  3. Hits whose file is gone meanwhile are dropped; `under` / `unders` filter after
-**     ranking (asking for 4x more until enough pass or everything was seen); offset pages;
-**     sort=time orders by file time the page's hits, or (sort_window) the best hits of a
-**     window that every page of the query cuts from.
+**  3. The metadata filters (taken after/before, camera, near, has GPS) select the photos
+**     that pass first, and the index searches within them (include_ids): exact, not a
+**     filter after ranking. Hits whose file is gone meanwhile are dropped; `under` /
+**     `unders` filter after ranking (asking for 4x more until enough pass or everything
+**     was seen); offset pages; sort=time (file time) and taken / taken-asc (capture time)
+**     order the page's hits, or (sort_window) the best hits of a window that every page
+**     of the query cuts from.
 **  4. A text query to a model with a logit bias (SigLIP) gives each hit the model's
 **     probability too, from its fp32 cosine (set_probabilities).
 **
@@ -385,8 +388,16 @@ done:
 }
 
 /* Top `want` hits for q over the state v (fetching from db for the re-rank). */
+/* The photos a metadata filter passes (include_ids of cdb_index_search_opts): ids NULL
+** when no filter is set. */
+typedef struct eng_include {
+    const int64_t *ids;
+    size_t n;
+} eng_include;
+
 static cdb_status search_vector(eng_vset *v, cdb_db *db, int64_t model_id, const float *q,
-                                int want, float min_score, cdb_hit *out, int *n_out) {
+                                int want, float min_score, const eng_include *inc, cdb_hit *out,
+                                int *n_out) {
     eng_fetch_ctx fc = {db, model_id, v->dim, 0};
     cdb_index_search_opts so = cdb_index_search_opts_default();
     cdb_status st;
@@ -397,6 +408,8 @@ static cdb_status search_vector(eng_vset *v, cdb_db *db, int64_t model_id, const
     so.extra_ids = v->ids;
     so.extra_vecs = v->vecs;
     so.n_extra = v->n;
+    so.include_ids = inc->ids;
+    so.n_include = inc->n;
     if ((st = cdb_index_search(v->ix ? v->ix->ix : NULL, q, v->dim, &so, out, n_out)) != CDB_OK)
         return cdb_eng_fail(st, CDB_ENGINE_E_NONE, "search failed");
     if (fc.n_unreadable) atomic_store(&v->unreadable, 1);
@@ -650,6 +663,31 @@ static int by_time(const void *a, const void *b) {
     return x->id < y->id ? -1 : x->id > y->id;
 }
 
+/* Capture time, newest first (ties: smaller id first); by_taken_asc oldest first. */
+static int by_taken(const void *a, const void *b) {
+    const cdb_engine_hit *x = a, *y = b;
+    int64_t u = x->photo.taken_key_ms, v = y->photo.taken_key_ms;
+    if (u != v) return u > v ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+static int by_taken_asc(const void *a, const void *b) {
+    const cdb_engine_hit *x = a, *y = b;
+    int64_t u = x->photo.taken_key_ms, v = y->photo.taken_key_ms;
+    if (u != v) return u < v ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* The order a sort other than by score puts hits in (NULL: by score). */
+static int (*sort_order(const cdb_engine_search_params *p))(const void *, const void *) {
+    switch (p->sort) {
+    case CDB_ENGINE_SORT_TIME: return by_time;
+    case CDB_ENGINE_SORT_TAKEN: return by_taken;
+    case CDB_ENGINE_SORT_TAKEN_ASC: return by_taken_asc;
+    default: return NULL;
+    }
+}
+
 static int passes_one(const char *p, const char *under, int folder) {
     size_t len = strlen(under);
     if (strncmp(p, under, len)) return 0;
@@ -775,6 +813,7 @@ static cdb_status make_hit(cdb_db *db, int64_t model_id, int64_t id, float score
     h->size = f.meta.size;
     h->width = f.meta.width;
     h->height = f.meta.height;
+    cdb_eng_photo_get(db, id, &h->photo);
     return CDB_OK;
 }
 
@@ -783,7 +822,8 @@ static cdb_status make_hit(cdb_db *db, int64_t model_id, int64_t id, float score
 ** longer claims, asks for 4x more each round until enough pass or every vector has been
 ** seen, so that the hits are the best `need` among the photos that are there. */
 static cdb_status collect_hits(cdb_engine *e, eng_vset *vs, cdb_db *db, int64_t model_id,
-                               const float *q, const cdb_engine_search_params *p, int need,
+                               const float *q, const cdb_engine_search_params *p,
+                               const eng_include *inc, int need,
                                cdb_engine_hit **hits /* OUT */, int *n_hits /* OUT */) {
     cdb_hit *raw = NULL;
     int n_raw = 0, want, dropped = 0;
@@ -801,7 +841,8 @@ static cdb_status collect_hits(cdb_engine *e, eng_vset *vs, cdb_db *db, int64_t 
         }
         for (int i = 0; i < *n_hits; i++) cdb_free((*hits)[i].path);
         *n_hits = 0;
-        if ((st = search_vector(vs, db, model_id, q, want, p->min_score, raw, &n_raw)) != CDB_OK)
+        if ((st = search_vector(vs, db, model_id, q, want, p->min_score, inc, raw, &n_raw)) !=
+            CDB_OK)
             break;
         if (atomic_load(&vs->unreadable) && !atomic_exchange(&vs->warned, 1))
             cdb_eng_warn(&e->p.events,
@@ -825,7 +866,7 @@ static cdb_status collect_hits(cdb_engine *e, eng_vset *vs, cdb_db *db, int64_t 
 
 /* 1 when the hits put in time order are a window wider than the page. */
 static int time_window(const cdb_engine_search_params *p) {
-    return p->sort == CDB_ENGINE_SORT_TIME && p->sort_window > 0;
+    return sort_order(p) && p->sort_window > 0;
 }
 
 /* How many of the best hits a search collects: the page's, or the time window. */
@@ -838,14 +879,14 @@ static int hits_needed(const cdb_engine_search_params *p) {
 ** p->offset of them skipped, at most p->k kept. */
 static void page_hits(cdb_engine_hit *hits, int *n, const cdb_engine_search_params *p) {
     int skip = p->offset < *n ? p->offset : *n;
-    if (time_window(p) && *n > 1) qsort(hits, (size_t)*n, sizeof *hits, by_time);
+    if (time_window(p) && *n > 1) qsort(hits, (size_t)*n, sizeof *hits, sort_order(p));
     for (int i = 0; i < skip; i++) cdb_free(hits[i].path);
     memmove(hits, hits + skip, sizeof *hits * (size_t)(*n - skip));
     *n -= skip;
     for (int i = p->k; i < *n; i++) cdb_free(hits[i].path);
     if (*n > p->k) *n = p->k;
-    if (!time_window(p) && p->sort == CDB_ENGINE_SORT_TIME && *n > 1)
-        qsort(hits, (size_t)*n, sizeof *hits, by_time);
+    if (!time_window(p) && sort_order(p) && *n > 1)
+        qsort(hits, (size_t)*n, sizeof *hits, sort_order(p));
 }
 
 int cdb_engine_under_resolve(const char *given, char *abs, size_t cap, int *folder) {
@@ -900,15 +941,22 @@ static cdb_status search_once(cdb_engine *e, const cdb_engine_query *qu,
     eng_vset *vs = NULL;
     float *q = NULL;
     cdb_engine_hit *hits = NULL;
+    cdb_db_photo_filter pf;
+    int64_t *pass = NULL, none = 0;
+    eng_include inc = {NULL, 0};
     cdb_status st;
     cdb_eng_clear();
     memset(out, 0, sizeof *out);
+    memset(&pf, 0, sizeof pf);
     if (!n_terms && !qu->n_nots && !qu->n_image_paths && !qu->image_bytes && !qu->n_like_ids &&
         !qu->vector) {
         st = cdb_eng_code(cdb_seterr(CDB_INVALID, "empty query"), CDB_ENGINE_E_QUERY);
         goto done;
     }
     if ((st = check_unders(p)) != CDB_OK) goto done;
+    if ((st = cdb_eng_photo_filter(p->taken_after, p->taken_before, p->camera, p->near,
+                                   p->has_gps, &pf)) != CDB_OK)
+        goto done;
     if ((st = open_model_for(e, qu, n_terms, p, &rd, &mod, &threads)) != CDB_OK) goto done;
     dim = mod->dm.dim;
     if (mod->m) dim = cdb_model_get_info(mod->m)->embed_dim;
@@ -927,7 +975,18 @@ static cdb_status search_once(cdb_engine *e, const cdb_engine_query *qu,
     }
     if ((st = vset_get(e, rd, mod->model_id, dim, &vs)) != CDB_OK) goto done;
     out->generation = vs->gen;
-    if ((st = collect_hits(e, vs, rd->db, mod->model_id, q, p, hits_needed(p), &hits,
+    /* A metadata filter: the index searches within the photos that pass. */
+    if (cdb_db_photo_filter_active(&pf)) {
+        int64_t n_pass = 0;
+        if ((st = cdb_db_photos_select(rd->db, &pf, &pass, &n_pass)) != CDB_OK) {
+            st = cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot filter the photos (%s)",
+                              cdb_errmsg());
+            goto done;
+        }
+        inc.ids = pass ? pass : &none;
+        inc.n = (size_t)n_pass;
+    }
+    if ((st = collect_hits(e, vs, rd->db, mod->model_id, q, p, &inc, hits_needed(p), &hits,
                            &n_hits)) != CDB_OK)
         goto done;
     page_hits(hits, &n_hits, p);
@@ -943,6 +1002,7 @@ done:
     for (int i = 0; i < n_hits; i++) cdb_free(hits[i].path);
     free(hits);
     free(q);
+    cdb_free(pass);
     vset_unref(vs);
     /* a failure a snapshot read can explain (a malformed page, an example's vector or
     ** file not found) on a reader that may hold one: tried again on a new reader */

@@ -7,6 +7,8 @@
 ** - query.c:     the query language's parser.
 ** - textbatch.c: concurrent text queries encoded in one batch; cdb_engine_encode_text.
 ** - indexing.c:  index files: build, refresh, the store callbacks a search uses.
+** - photos.c:    photo metadata: the catalog row from the encoder's reading, the
+**                filter from users' texts, a photo's metadata as hits show it.
 */
 #ifndef CDB_ENGINE_SEARCH_H
 #define CDB_ENGINE_SEARCH_H
@@ -78,5 +80,27 @@ void cdb_eng_search_release(cdb_engine *e);
 ** texts of concurrent calls in one batch; the same bits as alone. Thread-safe. */
 cdb_status cdb_eng_encode_texts(eng_model *mod, const char *const *texts, int n,
                                 float *out /* OUT n * dim */);
+
+/* ---- photo metadata (photos.c): the row ingest stores from the bytes it read, the
+** filter from what users type, the capture time as text ------------------------------ */
+
+/* The catalog row of file_id (content hash) for the metadata m read from its bytes. */
+void cdb_eng_photo_row(const cdb_photo_meta *m, int64_t file_id,
+                       const uint8_t hash[CDB_DB_HASH_BYTES], cdb_db_photo *out /* OUT */);
+
+/* The filter from its texts (NULL or "": not set): after and before as ISO 8601,
+** camera, near as LAT,LON,KM, and has_gps. CDB_INVALID with E_QUERY and a message
+** naming the field ("taken after: ...") when a text does not parse. out->camera
+** borrows camera. */
+cdb_status cdb_eng_photo_filter(const char *after, const char *before, const char *camera,
+                                const char *near, int has_gps, cdb_db_photo_filter *out /* OUT */);
+
+/* The photo's time as ISO 8601 ("2024-05-01T12:34:56", ".789", "+02:00" / "Z"); file
+** times (taken_source FILE) are UTC and end in "Z". buf >= 40 bytes. Returns buf. */
+char *cdb_eng_taken_iso(const cdb_db_photo *p, char *buf /* OUT */, size_t cap);
+
+/* The metadata of file id as hits and exports show it (empty, taken_source "", when
+** the file is not recorded or cannot be read: it is shown, not searched by). */
+void cdb_eng_photo_get(cdb_db *db, int64_t id, cdb_engine_photo *out /* OUT */);
 
 #endif /* CDB_ENGINE_SEARCH_H */

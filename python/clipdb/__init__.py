@@ -68,6 +68,10 @@ for _name, _res, _args in [
         ("search_params_set_k", ctypes.c_int, (_P, ctypes.c_int)),
         ("search_params_set_min_score", ctypes.c_int, (_P, ctypes.c_double)),
         ("search_params_add_under", ctypes.c_int, (_P, _S)),
+        ("search_params_set_filter", ctypes.c_int, (_P, _S, _S, _S, _S, ctypes.c_int)),
+        ("search_params_set_sort", ctypes.c_int, (_P, _S)),
+        ("hits_taken", _S, (_P, ctypes.c_int)), ("hits_taken_source", _S, (_P, ctypes.c_int)),
+        ("hits_make", _S, (_P, ctypes.c_int)), ("hits_model", _S, (_P, ctypes.c_int)),
         ("search_text", ctypes.c_int, (_P, _S, _P, ctypes.POINTER(_P))),
         ("hits_count", ctypes.c_int, (_P,)), ("hits_id", _I64, (_P, ctypes.c_int)),
         ("hits_path", _S, (_P, ctypes.c_int)), ("hits_score", ctypes.c_float, (_P, ctypes.c_int)),
@@ -137,11 +141,16 @@ def _open(fn, path, device, threads, lock_wait_ms=0):
 
 class Hit:
     """One search hit: the file's .id, .path, .score (cosine similarity), .width and
-    .height (pixels after EXIF orientation, 0 when unknown)."""
-    __slots__ = ("id", "path", "score", "width", "height")
+    .height (pixels after EXIF orientation, 0 when unknown), .taken (the capture time,
+    ISO 8601, or the file time in UTC), .taken_source ("original", "created", "xmp",
+    "raw", or "file"), .make and .model ("" when absent)."""
+    __slots__ = ("id", "path", "score", "width", "height", "taken", "taken_source", "make",
+                 "model")
 
-    def __init__(self, id, path, score, width, height):
+    def __init__(self, id, path, score, width, height, taken="", taken_source="", make="",
+                 model=""):
         self.id, self.path, self.score, self.width, self.height = id, path, score, width, height
+        self.taken, self.taken_source, self.make, self.model = taken, taken_source, make, model
 
     def __repr__(self):
         return "Hit(id=%d, score=%.4f, path=%r, width=%d, height=%d)" % (
@@ -239,10 +248,14 @@ class Database(_Handle):
         h = self._handle()
         return self._run(lambda cb, rep: _c.reindex(h, cb, None, rep), progress)
 
-    def search(self, text, k=10, under=None, min_score=None):
+    def search(self, text, k=10, under=None, min_score=None, taken_after=None,
+               taken_before=None, camera=None, near=None, has_gps=False, sort=None):
         """The hits for text (the query language of `clipdb search`), best first: a list
         of Hit. under: a path or a list of paths (a hit is under any); min_score: drop
-        hits scoring below."""
+        hits scoring below; taken_after / taken_before: ISO 8601 dates or date-times
+        (inclusive / exclusive); camera: a substring of the make or model; near:
+        "LAT,LON,KM" or a (lat, lon, km) tuple; has_gps: only photos with a position;
+        sort: "score", "time", "taken" or "taken-asc" (the best k, then ordered)."""
         p = _c.search_params_new()
         hits = _P()
         if not p:
@@ -254,9 +267,21 @@ class Database(_Handle):
             if under is not None:
                 for u in [under] if isinstance(under, (str, bytes, os.PathLike)) else under:
                     _check(_c.search_params_add_under(p, _path(u)))
+            if isinstance(near, (tuple, list)):
+                near = ",".join(repr(float(x)) for x in near)
+            texts = [None if t is None else str(t).encode()
+                     for t in (taken_after, taken_before, camera, near)]
+            _check(_c.search_params_set_filter(p, *texts, 1 if has_gps else 0))
+            if sort is not None:
+                _check(_c.search_params_set_sort(p, sort.encode()))
             _check(_c.search_text(self._handle(), text.encode(), p, ctypes.byref(hits)))
+
+            def text(fn, i):
+                return (fn(hits, i) or b"").decode("utf-8", "surrogateescape")
             return [Hit(_c.hits_id(hits, i), os.fsdecode(_c.hits_path(hits, i)),
-                        _c.hits_score(hits, i), _c.hits_width(hits, i), _c.hits_height(hits, i))
+                        _c.hits_score(hits, i), _c.hits_width(hits, i), _c.hits_height(hits, i),
+                        text(_c.hits_taken, i), text(_c.hits_taken_source, i),
+                        text(_c.hits_make, i), text(_c.hits_model, i))
                     for i in range(_c.hits_count(hits))]
         finally:
             _c.hits_free(hits)

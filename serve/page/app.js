@@ -110,7 +110,7 @@ function fromHash() {
   S.likeId = parseInt(p.get('like') || '0', 10) || 0;
   S.min = p.get('min') || '';
   S.under = p.get('under') || '';
-  S.sort = p.get('sort') === 'time' ? 'time' : 'score';
+  S.sort = SORTS.includes(p.get('sort')) ? p.get('sort') : 'score';
   S.mode = S.likeId ? 'like' : S.q ? 'text' : 'none';
   if (S.mode !== 'image') S.image = null;
   $('q').value = S.mode === 'text' ? S.q : '';
@@ -209,10 +209,44 @@ function skeletons(n) {
 
 function baseName(p) { return p.split('/').pop(); }
 
+// The orders the page offers: by score, or by capture time (the server's sort=taken: the
+// file time where a photo has none), newest or oldest first; 'time' (file time) from
+// older links still works.
+const SORTS = ['score', 'taken', 'taken-asc', 'time'];
+
+// The day a hit was taken, as its time says it (the camera's own date; UTC for a file
+// time): 'YYYY-MM-DD', or '' when unknown.
+function dayOf(h) { return h && typeof h.taken === 'string' ? h.taken.slice(0, 10) : ''; }
+
+// A heading across the grid where the day changes, in the orders by capture time.
+function dayHeading(day) {
+  const d = document.createElement('h2');
+  d.className = 'day';
+  const [y, m, dd] = day.split('-').map(Number);
+  d.textContent = new Date(Date.UTC(y, m - 1, dd)).toLocaleDateString(undefined,
+    { timeZone: 'UTC', weekday: 'short', year: 'numeric', month: 'long', day: 'numeric' });
+  return d;
+}
+
+// What the viewer says of a photo: when it was taken (and whether that is only the file's
+// time), its camera and lens, where.
+function photoMeta(h) {
+  const out = [];
+  if (h.taken) out.push(h.taken_source === 'file' ? `file time ${h.taken}` : `taken ${h.taken}`);
+  const cam = [h.make, h.model].filter(Boolean).join(' ');
+  if (cam) out.push(cam + (h.lens ? `, ${h.lens}` : ''));
+  if (typeof h.lat === 'number') out.push(`${h.lat.toFixed(5)}, ${h.lon.toFixed(5)}`);
+  return out;
+}
+
 function append(hits, start) {
   const grid = $('grid');
   const row = ROW();
+  const byDay = S.sort === 'taken' || S.sort === 'taken-asc';
+  let day = start > 0 ? dayOf(S.hits[start - 1]) : null;
   hits.forEach((h, i) => {
+    if (byDay && dayOf(h) && dayOf(h) !== day) grid.append(dayHeading(dayOf(h)));
+    day = dayOf(h);
     const ar = h.width > 0 && h.height > 0 ? Math.min(3, Math.max(0.4, h.width / h.height)) : 1;
     const t = document.createElement('div');
     t.className = 'tile';
@@ -379,8 +413,9 @@ function openViewer(i) {
   full.onerror = () => { if (big === h.file && h.preview && viewing === i) full.src = h.preview; };
   full.src = big;
   $('v-path').textContent = h.path;
-  const when = h.mtime ? new Date(h.mtime * 1000).toLocaleString() : '';
-  $('v-meta').textContent = `score ${h.score.toFixed(3)} \u00b7 ${h.width}\u00d7${h.height}` + (when ? ` \u00b7 ${when}` : '');
+  const when = h.taken ? photoMeta(h) : h.mtime ? [new Date(h.mtime * 1000).toLocaleString()] : [];
+  $('v-meta').textContent = [`score ${h.score.toFixed(3)}`, `${h.width}\u00d7${h.height}`, ...when]
+    .join(' \u00b7 ');
   $('v-open').href = h.file;
   v.hidden = false;
   $('v-like').focus();

@@ -263,7 +263,7 @@ CDB_TEST(export_out_checked) {
     snprintf(dir, sizeof dir, "%s/ex", g_tmp);
     CHECK_EQ_INT(sh("\"$CLIPDB\" export -q --db \"$DB\" --out \"$DB/../../ex\"", NULL, NULL), 0);
     after = names_in(dir);
-    CHECK_EQ_STR(after, "ids.npy paths.txt paths0.txt vectors.npy ");
+    CHECK_EQ_STR(after, "ids.npy paths.txt paths0.txt photos.jsonl vectors.npy ");
     free(after);
     CHECK_EQ_INT(sh("\"$CLIPDB\" export -q --db \"$DB\" --out \"$DB/../../ex\" --format jsonl",
                     NULL, NULL),
@@ -275,7 +275,7 @@ CDB_TEST(export_out_checked) {
                     NULL, NULL),
                  0);
     after = names_in(dir);
-    CHECK_EQ_STR(after, "ids.npy paths.txt paths0.txt vectors.npy ");
+    CHECK_EQ_STR(after, "ids.npy paths.txt paths0.txt photos.jsonl vectors.npy ");
     free(after);
 }
 

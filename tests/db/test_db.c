@@ -1296,9 +1296,49 @@ CDB_TEST(interrupted_delete_keeps_claims_true) {
     fx_close(&fx);
 }
 
+/* Schema 8: the photo_meta table; an older catalog's files read as not read until a
+** reindex fills their rows. */
+CDB_TEST(migrate_v7_to_v8) {
+    fixture fx;
+    char cat[300];
+    int64_t ids[12];
+    CHECK_OK(fx_open(&fx, "migrate8", 0));
+    CHECK_OK(fx_put_range(&fx, 0, 12, ids));
+    CHECK_EQ_INT(fx_edit_catalog(&fx, "DROP TABLE photo_meta;"
+                                      "UPDATE meta SET value=7 WHERE key='schema_version';",
+                                 cat, sizeof cat),
+                 SQLITE_OK);
+    CHECK_RC(fx_open_readonly(&fx), CDB_VERSION); /* a reader cannot migrate */
+    CHECK_OK(cdb_db_open(fx.dir, NULL, &fx.db));
+    CHECK_EQ_INT(sql_count(cat, "SELECT value FROM meta WHERE key='schema_version'"), 8);
+    int64_t *missing = NULL, n = 0;
+    CHECK_OK(cdb_db_photos_missing(fx.db, 0, &missing, &n));
+    CHECK_EQ_INT(n, 12);
+    for (int i = 0; i < n && i < 12; i++) CHECK_EQ_INT(missing[i], ids[i]);
+    cdb_free(missing);
+    cdb_db_photo row;
+    cdb_db_file f;
+    memset(&row, 0, sizeof row);
+    CHECK_OK(cdb_db_file_get(fx.db, ids[3], &f));
+    row.file_id = f.id;
+    memcpy(row.hash, f.meta.hash, CDB_DB_HASH_BYTES);
+    snprintf(row.model, sizeof row.model, "X-T4");
+    cdb_db_file_clear(&f);
+    CHECK_OK(cdb_db_photos_put(fx.db, &row, 1));
+    CHECK_OK(cdb_db_photos_missing(fx.db, fx.root, &missing, &n));
+    CHECK_EQ_INT(n, 11);
+    cdb_free(missing);
+    cdb_db_photo got;
+    CHECK_OK(cdb_db_photos_get(fx.db, &ids[3], 1, &got, NULL));
+    CHECK_EQ_INT(got.read, 1);
+    CHECK_EQ_STR(got.model, "X-T4");
+    fx_close(&fx);
+}
+
 CDB_TEST_MAIN(open_create_reopen, encode_matches_double_reference, encode_any_magnitude,
               encode_refuses_bad, crud_put_lookup_read, odd_paths, quarantine_move_delete,
               models_side_by_side, generations, shard_rollover, schema_from_the_future,
-              migrate_v1_to_v2, migrate_v2_to_v3, migrate_v3_to_v4, mixed_batch_runs,
+              migrate_v1_to_v2, migrate_v2_to_v3, migrate_v3_to_v4, migrate_v7_to_v8,
+              mixed_batch_runs,
               verify_missing_and_truncated_shard, verify_bad_and_orphan_vectors, runs_and_readonly, busy_is_retried_then_reported, classify_changes,
               interrupted_delete_keeps_claims_true)

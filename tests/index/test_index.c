@@ -545,7 +545,86 @@ CDB_TEST(exact_search_multi_query_threads) {
     store_free(s);
 }
 
-CDB_TEST_MAIN(plan_automatic_choice, scores_identical_across_index_types,
+/* Brute-force top-k by ref_score among the positions with in[pos] set and score >=
+** min_score; returns how many there are (<= k). */
+static int ref_topk_in(const store *s, const float *q, int k, const uint8_t *in, double min_score,
+                       int64_t *out_ids, double *out_scores) {
+    int n = 0;
+    for (int64_t p = 0; p < s->n; p++) {
+        double sc;
+        int j;
+        if (!in[p] || s->deleted[p] || (sc = ref_score(s, p, q)) < min_score) continue;
+        if (n == k && sc <= out_scores[k - 1]) continue;
+        if (n < k) n++;
+        for (j = n - 1; j > 0 && out_scores[j - 1] < sc; j--)
+            out_scores[j] = out_scores[j - 1], out_ids[j] = out_ids[j - 1];
+        out_scores[j] = sc, out_ids[j] = s->ids[p];
+    }
+    return n;
+}
+
+/* A search limited to a set of ids (a metadata filter) returns the top k of the set:
+** on a flat index, by the exact scan (small sets) and by widened candidates (forced
+** with scan_max 1) alike, equal to a brute force over the set; never fewer hits than
+** the set holds, on HNSW too, and with min_score only what passes it. */
+CDB_TEST(filtered_search_is_top_k_of_the_set) {
+    const int dim = 32, k = 10;
+    store *s = store_make(5000, dim, 30, 0.6);
+    const char *factories[] = {NULL, "IDMap,HNSW16"};
+    uint8_t *in = calloc((size_t)s->n, 1);
+    int64_t *inc = malloc((size_t)s->n * sizeof *inc);
+    float q[32];
+    int exact_checked = 0;
+    for (int f = 0; f < 2; f++) {
+        cdb_index *ix = NULL;
+        cdb_index_params p = params_for(dim);
+        p.factory = factories[f];
+        if (!factories[f]) p.kind = CDB_INDEX_FLAT;
+        CHECK_OK(cdb_index_build_arrays(&p, s->ids, s->vecs, s->n, &ix));
+        static const int sizes[] = {0, 3, 40, 700, 2600, 4990};
+        for (int t = 0; t < 36; t++) {
+            int size = sizes[t % 6], n_inc = 0;
+            memset(in, 0, (size_t)s->n);
+            for (int i = 0; i < size; i++) in[rng_next() % (uint64_t)s->n] = 1;
+            for (int64_t i = 0; i < s->n; i++)
+                if (in[i]) inc[n_inc++] = s->ids[i];
+            query_from(s, (int64_t)(rng_next() % (uint64_t)s->n), q);
+            double min_score = t % 4 == 3 ? 0.3 : -INFINITY;
+            int64_t want[10];
+            double want_sc[10];
+            int n_want = ref_topk_in(s, q, k, in, min_score, want, want_sc);
+            for (int path = 0; path < 2; path++) {
+                cdb_index_search_opts o = cdb_index_search_opts_default();
+                cdb_hit hits[10];
+                int nh = -1;
+                o.k = k, o.fetch = fetch, o.fetch_ctx = s, o.min_score = (float)min_score;
+                o.include_ids = inc, o.n_include = (size_t)n_inc;
+                o.scan_max = path == 0 ? 0 : 1;
+                CHECK_OK(cdb_index_search(ix, q, dim, &o, hits, &nh));
+                CHECK_MSG(nh == n_want, "%s, set of %d, path %d: %d hits, %d in the set",
+                          factories[f] ? factories[f] : "flat", n_inc, path, nh, n_want);
+                for (int i = 0; i < nh; i++) {
+                    int64_t pos = pos_of(s, hits[i].id);
+                    CHECK(pos >= 0 && in[pos]);
+                    CHECK(hits[i].score >= (float)min_score);
+                }
+                /* Exact: the scan always, the widened candidates on the flat index. */
+                if (path == 0 || !factories[f]) {
+                    for (int i = 0; i < nh && i < n_want; i++)
+                        CHECK_NEAR(hits[i].score, want_sc[i], 1e-6);
+                    exact_checked += nh;
+                }
+            }
+        }
+        cdb_index_free(ix);
+    }
+    CHECK(exact_checked > 200);
+    free(in), free(inc);
+    store_free(s);
+}
+
+CDB_TEST_MAIN(filtered_search_is_top_k_of_the_set, plan_automatic_choice,
+              scores_identical_across_index_types,
               ivf_on_small_database_equals_brute_force,
               train_needs_enough_vectors, freshness_uncovered_deleted_changed, persist_atomic_roundtrip,
               query_refuses_nan_inf_and_checks_dims, query_combine_weighted, refresh_policy,

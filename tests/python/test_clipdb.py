@@ -4,6 +4,7 @@ paths, float32 scores, order), on a database of generated world photos made with
 bundled model. run_pytest.sh installs the package into a venv and sets the environment:
 CLIPDB_BIN (the program), CLIPDB_WORLD (clipdb-world), CLIPDB_TEST_MODEL (the model)
 and CLIPDB_LIBRARY (the libclipdb.so.1 under test)."""
+import datetime
 import json
 import os
 import shutil
@@ -129,6 +130,26 @@ def test_search_under_and_min_score_equal_cli(db_path, library):
         assert 0 < len(high) < 40 and all(h.score >= f32(cut) for h in high)
         assert as_tuples(high) == cli_hits(db_path, "a red circle", "-k", "40", "--min-score",
                                            repr(cut))
+
+
+def test_metadata_filters_and_sort_equal_cli(db_path):
+    """World photos carry no EXIF: each is dated by its file time (taken_source "file"),
+    and the filters and the sort by capture time are the CLI's."""
+    with clipdb.Database(db_path) as db:
+        hits = db.search("a red circle", k=10, taken_after="2000-01-01", sort="taken-asc")
+        assert as_tuples(hits) == cli_hits(db_path, "a red circle", "-k", "10", "--taken-after",
+                                           "2000-01-01", "--sort", "taken-asc")
+        assert hits and all(h.taken_source == "file" and h.taken.endswith("Z") for h in hits)
+        when = [datetime.datetime.fromisoformat(h.taken.replace("Z", "+00:00")) for h in hits]
+        assert when == sorted(when)
+        assert db.search("a red circle", taken_before="2000-01-01T00:00Z") == []
+        assert db.search("a red circle", has_gps=True) == []
+        assert db.search("a red circle", near=(48.85, 2.35, 50)) == []
+        assert db.search("a red circle", camera="canon") == []
+        with pytest.raises(clipdb.Error):
+            db.search("a red circle", taken_after="yesterday")
+        with pytest.raises(clipdb.Error):
+            db.search("a red circle", sort="best")
 
 
 def test_hit_sizes_are_the_photos(db_path, library):

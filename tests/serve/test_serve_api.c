@@ -224,6 +224,25 @@ CDB_TEST(more_like_this_and_paging) {
         /* the API orders its window of the best 1000 hits by time: the CLI's -k 1000 */
         nb = cli_hits((const char *[]){"a square", "-k", "1000", "--sort", "time", NULL}, ib, sb, 64);
         check_same(cdb_t_, "sort=time", na, ia, sa, nb < 8 ? nb : 8, ib, sb);
+        /* metadata filters and the capture-time sort (these photos carry no EXIF: each
+        ** is dated by its file time), as the CLI applies them */
+        CHECK_EQ_INT(su_get(g_srv.port,
+                            "/api/search?q=a%20square&k=8&sort=taken-asc&taken_after=2000-01-01",
+                            &r), 0);
+        na = api_hits(&r, ia, sa, 64);
+        CHECK(r.body && strstr(r.body, "\"taken_source\":\"file\"") != NULL);
+        su_resp_free(&r);
+        nb = cli_hits((const char *[]){"a square", "-k", "1000", "--sort", "taken-asc",
+                                       "--taken-after", "2000-01-01", NULL}, ib, sb, 64);
+        check_same(cdb_t_, "sort=taken-asc", na, ia, sa, nb < 8 ? nb : 8, ib, sb);
+        CHECK_EQ_INT(su_get(g_srv.port,
+                            "/api/search?q=a%20square&taken_before=2000-01-01T00:00Z", &r), 0);
+        CHECK_EQ_INT(api_hits(&r, ia, sa, 64), 0);
+        su_resp_free(&r);
+        CHECK_EQ_INT(su_post_json(g_srv.port, "/api/search",
+                             "{\"query\": \"a square\", \"has_gps\": true}", &r), 0);
+        CHECK_EQ_INT(api_hits(&r, ia, sa, 64), 0);
+        su_resp_free(&r);
     }
 }
 
@@ -476,6 +495,11 @@ CDB_TEST(bad_input) {
         {"POST", "/api/search", "{\"query\": \"a\", \"under\": \"relative/dir\"}", 400},
         {"POST", "/api/search", "{\"query\": \"a\\u0000b\"}", 400},
         {"GET", "/api/search?q=a&sort=best", NULL, 400},
+        {"GET", "/api/search?q=a&taken_after=yesterday", NULL, 400},
+        {"GET", "/api/search?q=a&near=1,2", NULL, 400},
+        {"GET", "/api/search?q=a&has_gps=maybe", NULL, 400},
+        {"POST", "/api/search", "{\"query\": \"a\", \"has_gps\": 1}", 400},
+        {"POST", "/api/search", "{\"query\": \"a\", \"camera\": 5}", 400},
         {"GET", "/api/search?q=a&min_score=2", NULL, 400},
         {"GET", "/api/search?q=a&offset=-1", NULL, 400},
         {"GET", "/api/search", NULL, 400},

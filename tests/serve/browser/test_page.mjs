@@ -105,6 +105,18 @@ try {
   await page.screenshot({ path: join(out, 'results-dark.png') });
   await page.emulateMedia({ colorScheme: 'light' });
 
+  // 1b. Newest: the same query by capture time (the file time where a photo has none),
+  // a heading where the day changes; then back to the best match, without headings
+  await page.selectOption('#sort', 'taken');
+  await page.waitForFunction(() => location.hash.includes('sort=taken'));
+  await thumbsLoaded(8);
+  const days = await page.$$eval('.day', (d) => d.map((x) => x.textContent));
+  check(days.length >= 1, `Newest: a date heading over the hits (${days.join(', ')})`);
+  await page.selectOption('#sort', 'score');
+  await page.waitForFunction(() => !location.hash.includes('sort='));
+  await thumbsLoaded(8);
+  check(await page.locator('.day').count() === 0, 'Best match: no date headings');
+
   // 2. more like this, on the third hit
   const third = page.locator('.tile').nth(2);
   const thirdId = (await third.locator('img').getAttribute('src')).split('/').pop();

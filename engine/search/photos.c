@@ -1,0 +1,100 @@
+/*
+** photos.c: photo metadata for the engine (search.h): the catalog row made from
+** the encoder's reading, the filter from users' texts and the capture time as text.
+** The ingest reads a photo's metadata from the bytes it holds (ingest/pipeline.c), and
+** a reindex re-reads, without encoding, the unchanged files that have no row
+** (ingest/scan.c). The rules of the filter are db's
+** (db/db.h, cdb_db_photo_filter; docs/images.md "Metadata").
+*/
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/search/search.h"
+
+void cdb_eng_photo_row(const cdb_photo_meta *m, int64_t file_id,
+                       const uint8_t hash[CDB_DB_HASH_BYTES], cdb_db_photo *out) {
+    memset(out, 0, sizeof *out);
+    out->file_id = file_id;
+    memcpy(out->hash, hash, CDB_DB_HASH_BYTES);
+    /* The encoder's sources are db's by value (CDB_TAKEN_ORIGINAL = CDB_DB_TAKEN_ORIGINAL,
+    ** ...); anything else is no time. */
+    out->taken_source = m->taken_source >= CDB_TAKEN_ORIGINAL && m->taken_source <= CDB_TAKEN_RAW
+                            ? (cdb_db_taken_source)m->taken_source
+                            : CDB_DB_TAKEN_NONE;
+    out->taken.wall_ms = m->taken_ms;
+    out->taken.has_offset = m->has_offset;
+    out->taken.offset_min = m->has_offset ? m->offset_min : 0;
+    snprintf(out->make, sizeof out->make, "%s", m->make);
+    snprintf(out->model, sizeof out->model, "%s", m->model);
+    snprintf(out->lens, sizeof out->lens, "%s", m->lens);
+    out->has_gps = m->has_gps;
+    out->lat = m->lat;
+    out->lon = m->lon;
+    out->has_alt = m->has_alt;
+    out->alt = m->alt;
+}
+
+cdb_status cdb_eng_photo_filter(const char *after, const char *before, const char *camera,
+                                const char *near, int has_gps, cdb_db_photo_filter *out) {
+    memset(out, 0, sizeof *out);
+    if (after && *after) {
+        if (cdb_db_time_parse(after, &out->after) != CDB_OK)
+            return cdb_eng_fail(CDB_INVALID, CDB_ENGINE_E_QUERY, "taken after: %s", cdb_errmsg());
+        out->has_after = 1;
+    }
+    if (before && *before) {
+        if (cdb_db_time_parse(before, &out->before) != CDB_OK)
+            return cdb_eng_fail(CDB_INVALID, CDB_ENGINE_E_QUERY, "taken before: %s",
+                                cdb_errmsg());
+        out->has_before = 1;
+    }
+    if (near && *near) {
+        if (cdb_db_near_parse(near, &out->near_lat, &out->near_lon, &out->near_km) != CDB_OK)
+            return cdb_eng_fail(CDB_INVALID, CDB_ENGINE_E_QUERY, "near: %s", cdb_errmsg());
+        out->has_near = 1;
+    }
+    out->camera = camera && *camera ? camera : NULL;
+    out->has_gps = has_gps != 0;
+    return CDB_OK;
+}
+
+char *cdb_eng_taken_iso(const cdb_db_photo *p, char *buf, size_t cap) {
+    cdb_photo_meta m;
+    memset(&m, 0, sizeof m);
+    m.taken_source = p->taken_source == CDB_DB_TAKEN_NONE ? CDB_TAKEN_NONE : CDB_TAKEN_ORIGINAL;
+    m.taken_ms = p->taken.wall_ms;
+    m.has_offset = p->taken.has_offset;
+    m.offset_min = p->taken.offset_min;
+    return cdb_photo_meta_taken_iso(&m, buf, cap);
+}
+
+void cdb_eng_photo_get(cdb_db *db, int64_t id, cdb_engine_photo *out) {
+    cdb_db_photo ph;
+    uint8_t found = 0;
+    memset(out, 0, sizeof *out);
+    out->taken_source = "";
+    if (cdb_db_photos_get(db, &id, 1, &ph, &found) != CDB_OK || !found) return;
+    cdb_eng_taken_iso(&ph, out->taken, sizeof out->taken);
+    out->taken_source = cdb_db_taken_source_str(ph.taken_source);
+    out->taken_key_ms = cdb_db_time_key(&ph.taken);
+    snprintf(out->make, sizeof out->make, "%s", ph.make);
+    snprintf(out->model, sizeof out->model, "%s", ph.model);
+    snprintf(out->lens, sizeof out->lens, "%s", ph.lens);
+    out->has_gps = ph.has_gps;
+    out->lat = ph.lat;
+    out->lon = ph.lon;
+    out->has_alt = ph.has_alt;
+    out->alt = ph.alt;
+}
+
+cdb_status cdb_engine_photos_get(cdb_engine *e, const int64_t *ids, int n, cdb_engine_photo *out) {
+    eng_reader *r = NULL;
+    cdb_status st;
+    cdb_eng_clear();
+    if (n < 0 || (n > 0 && (!ids || !out)))
+        return cdb_eng_fail(CDB_INVALID, CDB_ENGINE_E_NONE, "photos_get: bad arguments");
+    if ((st = cdb_eng_reader_get(e, &r)) != CDB_OK) return st;
+    for (int i = 0; i < n; i++) cdb_eng_photo_get(r->db, ids[i], &out[i]);
+    cdb_eng_reader_put(e, r);
+    return CDB_OK;
+}
