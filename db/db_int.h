@@ -46,6 +46,7 @@ enum {
     ST_HKEYS_LEVELS, /* entries in hkeys_new, largest file id (schema v4) */
     ST_HKEY_PUT,     /* (hkey, file) into hkeys_new */
     ST_HKEY_PUT_RUN, /* the same for files ?1..?2 */
+    ST_PHOTO_GET,    /* PHOTO_ROW_COLS of file ?1 (photos.c) */
     ST_FILE_GET,     /* FILE_COLS and the root's path of file ?1, if model ?2 (0: any)
                         has its vector claimed (catalog.c) */
     ST_COUNT_
@@ -90,6 +91,15 @@ cdb_status cdb_sql_exec(sqlite3 *conn, const char *sql);
     "id, root_id, relpath, size, mtime_ns, hash, width, height, state, error, shard,"              \
     " created_ns, updated_ns, dev, ino, ctime_ns"
 #define FILE_NCOLS 16
+
+/* The columns every photo metadata read selects (photos.c), in this order, from files f
+** LEFT JOIN photo_meta p (current rows only: the join requires the file's hash). */
+#define PHOTO_ROW_COLS                                                                     \
+    "f.id, f.mtime_ns, p.file_id IS NOT NULL, p.taken_source, p.taken_ms, p.has_offset,"   \
+    " p.offset_min, p.make, p.model, p.lens, p.has_gps, p.lat, p.lon, p.alt IS NOT NULL,"   \
+    " p.alt, f.hash"
+#define PHOTO_ROW_FROM                                                                     \
+    " FROM files f LEFT JOIN photo_meta p ON p.file_id = f.id AND p.hash = f.hash"
 
 cdb_status cdb_sql_prepare(sqlite3 *conn, const char *sql, sqlite3_stmt **st);
 /* The cached catalog statement `which`, reset and with bindings cleared. */

@@ -87,14 +87,6 @@ cdb_status cdb_db_photos_put(cdb_db *db, const cdb_db_photo *p, int n) {
     return rc;
 }
 
-/* The columns every read selects, in this order, from files f LEFT JOIN photo_meta p
-** (current rows only: the join requires the file's hash). */
-#define ROW_COLS                                                                            \
-    "f.id, f.mtime_ns, p.file_id IS NOT NULL, p.taken_source, p.taken_ms, p.has_offset,"  \
-    " p.offset_min, p.make, p.model, p.lens, p.has_gps, p.lat, p.lon, p.alt IS NOT NULL,"  \
-    " p.alt, f.hash"
-#define ROW_FROM " FROM files f LEFT JOIN photo_meta p ON p.file_id = f.id AND p.hash = f.hash"
-
 static void copy_text(char *dst, size_t cap, sqlite3_stmt *st, int col) {
     const unsigned char *t = sqlite3_column_text(st, col);
     snprintf(dst, cap, "%s", t ? (const char *)t : "");
@@ -105,7 +97,7 @@ static int64_t ns_to_ms(int64_t ns) {
     return ns / 1000000 - (ns % 1000000 < 0);
 }
 
-/* Fills *p from a row of ROW_COLS; a file without a capture time gets its mtime. */
+/* Fills *p from a row of PHOTO_ROW_COLS; a file without a capture time gets its mtime. */
 static void read_row(sqlite3_stmt *st, cdb_db_photo *p) {
     memset(p, 0, sizeof *p);
     p->file_id = sqlite3_column_int64(st, 0);
@@ -137,7 +129,8 @@ static void read_row(sqlite3_stmt *st, cdb_db_photo *p) {
 cdb_status cdb_db_photos_get(cdb_db *db, const int64_t *file_ids, int n, cdb_db_photo *out,
                              uint8_t *found) {
     sqlite3_stmt *st = NULL;
-    cdb_status rc = cdb_sql_prepare(db->cat, "SELECT " ROW_COLS ROW_FROM " WHERE f.id = ?1", &st);
+    cdb_status rc = cdb_sql_stmt(db, ST_PHOTO_GET, &st); /* prepared once per handle: a
+                                                           ** search reads one per hit */
     for (int i = 0; rc == CDB_OK && i < n; i++) {
         sqlite3_reset(st);
         sqlite3_bind_int64(st, 1, file_ids[i]);
@@ -150,7 +143,7 @@ cdb_status cdb_db_photos_get(cdb_db *db, const int64_t *file_ids, int n, cdb_db_
         else
             rc = cdb_sql_err(db->cat, s, "read photo metadata");
     }
-    sqlite3_finalize(st);
+    if (st) sqlite3_reset(st);
     return rc;
 }
 
@@ -271,9 +264,9 @@ cdb_status cdb_db_photos_select(cdb_db *db, const cdb_db_photo_filter *f, int64_
     int need_row = (f->camera && f->camera[0]) || f->has_near || f->has_gps;
     cdb_status rc = cdb_sql_prepare(
         db->cat,
-        need_row ? "SELECT " ROW_COLS " FROM files f JOIN photo_meta p ON p.file_id = f.id"
+        need_row ? "SELECT " PHOTO_ROW_COLS " FROM files f JOIN photo_meta p ON p.file_id = f.id"
                    " AND p.hash = f.hash WHERE f.state = 2 ORDER BY f.id"
-                 : "SELECT " ROW_COLS ROW_FROM " WHERE f.state = 2 ORDER BY f.id",
+                 : "SELECT " PHOTO_ROW_COLS PHOTO_ROW_FROM " WHERE f.state = 2 ORDER BY f.id",
         &st);
     if (rc != CDB_OK) return rc;
     while (rc == CDB_OK && (s = sqlite3_step(st)) == SQLITE_ROW) {

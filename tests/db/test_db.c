@@ -621,6 +621,20 @@ static cdb_status fx_open_readonly(fixture *fx) {
     return cdb_db_open(fx->dir, &p, &fx->db);
 }
 
+/* fx_edit_catalog, then the migration: a reader refuses the old catalog (CDB_VERSION)
+** and the writer, opened into fx->db, migrates it. CDB_OK, or what went otherwise. */
+static cdb_status fx_migrate(fixture *fx, char *cat, size_t size, const char *sql) {
+    cdb_status rc;
+    if (fx_edit_catalog(fx, sql, cat, size) != SQLITE_OK)
+        return cdb_seterr(CDB_ERROR, "cannot rewrite %s", cat);
+    if ((rc = fx_open_readonly(fx)) != CDB_VERSION) {
+        cdb_db_close(fx->db);
+        fx->db = NULL;
+        return cdb_seterr(CDB_ERROR, "a reader opened the old catalog (%s)", cdb_status_str(rc));
+    }
+    return cdb_db_open(fx->dir, NULL, &fx->db);
+}
+
 /* Commits one file of fx's root in the error state (a file that could not be read). */
 static cdb_status fx_put_error(fixture *fx, const char *rel, const cdb_db_file_meta *m) {
     cdb_db_batch *b = NULL;
@@ -671,13 +685,9 @@ CDB_TEST(migrate_v1_to_v2) {
     CHECK_OK(fx_open(&fx, "migrate", 0));
     CHECK_OK(fx_put_range(&fx, 0, 20, NULL));
     /* Make it a v1 catalog: no vector directory, no removal log. */
-    CHECK_EQ_INT(fx_edit_catalog(&fx, "DROP TABLE vectors; DROP TABLE removed;"
-                                      "DELETE FROM meta WHERE key='generation';"
-                                      "UPDATE meta SET value=1 WHERE key='schema_version';",
-                                 cat, sizeof cat),
-                 SQLITE_OK);
-    CHECK_RC(fx_open_readonly(&fx), CDB_VERSION); /* a reader cannot migrate */
-    CHECK_OK(cdb_db_open(fx.dir, NULL, &fx.db));
+    CHECK_OK(fx_migrate(&fx, cat, sizeof cat, "DROP TABLE vectors; DROP TABLE removed;"
+                        "DELETE FROM meta WHERE key='generation';"
+                        "UPDATE meta SET value=1 WHERE key='schema_version';"));
     cdb_db_counts c;
     CHECK_OK(cdb_db_get_counts(fx.db, 0, &c));
     CHECK_EQ_INT(c.n_vectors, 20);
@@ -700,15 +710,11 @@ CDB_TEST(migrate_v2_to_v3) {
     CHECK_OK(fx_put_range(&fx, 0, 30, NULL));
     cdb_db_file_meta bad = tu_meta(7, 7, 777);
     CHECK_OK(fx_put_error(&fx, "broken.jpg", &bad));
-    CHECK_EQ_INT(fx_edit_catalog(&fx, "DROP TABLE hkeys; DROP TABLE hkeys_new;"
-                                      "DROP INDEX files_notok; ALTER TABLE files DROP COLUMN hkey;"
-                                      "CREATE INDEX files_hash ON files(root_id, hash);"
-                                      "CREATE INDEX files_state ON files(state);"
-                                      "UPDATE meta SET value=2 WHERE key='schema_version';",
-                                 cat, sizeof cat),
-                 SQLITE_OK);
-    CHECK_RC(fx_open_readonly(&fx), CDB_VERSION); /* a reader cannot migrate */
-    CHECK_OK(cdb_db_open(fx.dir, NULL, &fx.db));
+    CHECK_OK(fx_migrate(&fx, cat, sizeof cat, "DROP TABLE hkeys; DROP TABLE hkeys_new;"
+                        "DROP INDEX files_notok; ALTER TABLE files DROP COLUMN hkey;"
+                        "CREATE INDEX files_hash ON files(root_id, hash);"
+                        "CREATE INDEX files_state ON files(state);"
+                        "UPDATE meta SET value=2 WHERE key='schema_version';"));
     cdb_db_counts c;
     CHECK_OK(cdb_db_get_counts(fx.db, 0, &c));
     CHECK_EQ_INT(c.n_vectors, 30);
@@ -779,13 +785,9 @@ CDB_TEST(migrate_v3_to_v4) {
     cdb_db_file_meta bad = tu_meta(7, 7, 777);
     CHECK_OK(fx_put_error(&fx, "broken.jpg", &bad));
     cdb_db_batch *b = NULL;
-    CHECK_EQ_INT(fx_edit_catalog(&fx, "DROP TABLE hkeys; DROP TABLE hkeys_new;"
-                                      "CREATE INDEX files_hkey ON files(root_id, hkey);"
-                                      "UPDATE meta SET value=3 WHERE key='schema_version';",
-                                 cat, sizeof cat),
-                 SQLITE_OK);
-    CHECK_RC(fx_open_readonly(&fx), CDB_VERSION); /* a reader cannot migrate */
-    CHECK_OK(cdb_db_open(fx.dir, NULL, &fx.db));
+    CHECK_OK(fx_migrate(&fx, cat, sizeof cat, "DROP TABLE hkeys; DROP TABLE hkeys_new;"
+                        "CREATE INDEX files_hkey ON files(root_id, hkey);"
+                        "UPDATE meta SET value=3 WHERE key='schema_version';"));
     CHECK_EQ_INT(sql_count(cat, "SELECT value FROM meta WHERE key='schema_version'"),
                  CDB_DB_SCHEMA_VERSION);
     CHECK_EQ_INT(sql_count(cat, "SELECT count(*) FROM sqlite_master WHERE name='files_hkey'"), 0);
@@ -1304,12 +1306,8 @@ CDB_TEST(migrate_v7_to_v8) {
     int64_t ids[12];
     CHECK_OK(fx_open(&fx, "migrate8", 0));
     CHECK_OK(fx_put_range(&fx, 0, 12, ids));
-    CHECK_EQ_INT(fx_edit_catalog(&fx, "DROP TABLE photo_meta;"
-                                      "UPDATE meta SET value=7 WHERE key='schema_version';",
-                                 cat, sizeof cat),
-                 SQLITE_OK);
-    CHECK_RC(fx_open_readonly(&fx), CDB_VERSION); /* a reader cannot migrate */
-    CHECK_OK(cdb_db_open(fx.dir, NULL, &fx.db));
+    CHECK_OK(fx_migrate(&fx, cat, sizeof cat, "DROP TABLE photo_meta;"
+                        "UPDATE meta SET value=7 WHERE key='schema_version';"));
     CHECK_EQ_INT(sql_count(cat, "SELECT value FROM meta WHERE key='schema_version'"), 8);
     int64_t *missing = NULL, n = 0;
     CHECK_OK(cdb_db_photos_missing(fx.db, 0, &missing, &n));
