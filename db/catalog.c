@@ -253,7 +253,7 @@ void cdb_db_file_clear(cdb_db_file *f) {
 cdb_status cdb_db_file_lookup(cdb_db *db, int64_t root_id, const char *relpath, cdb_db_file *out) {
     sqlite3_stmt *st = NULL;
     cdb_status rc =
-        cdb_sql_prepare(db->cat, "SELECT " FILE_COLS " FROM files WHERE root_id=?1 AND relpath=?2", &st);
+        cdb_sql_prepare(db->cat, "SELECT " FILE_COLS " FROM files f WHERE root_id=?1 AND relpath=?2", &st);
     memset(out, 0, sizeof *out);
     if (rc != CDB_OK) return rc;
     sqlite3_bind_int64(st, 1, root_id);
@@ -262,7 +262,7 @@ cdb_status cdb_db_file_lookup(cdb_db *db, int64_t root_id, const char *relpath, 
 }
 
 cdb_status cdb_db_file_hit(cdb_db *db, int64_t file_id, int64_t model_id, cdb_db_file *out,
-                           char **path) {
+                           char **path, cdb_db_photo *photo) {
     sqlite3_stmt *st = NULL;
     cdb_status rc = cdb_sql_stmt(db, ST_FILE_GET, &st);
     memset(out, 0, sizeof *out);
@@ -279,6 +279,7 @@ cdb_status cdb_db_file_hit(cdb_db *db, int64_t file_id, int64_t model_id, cdb_db
                       : cdb_seterr(CDB_CORRUPT, "file %lld has no root", (long long)file_id);
         }
     }
+    if (rc == CDB_OK && photo) cdb_photos_read_row(st, FILE_NCOLS + 1, photo);
     sqlite3_reset(st); /* the borrowed columns are copied: let go of the read */
     if (rc == CDB_NOTFOUND && model_id)
         return cdb_seterr(rc, "file %lld has no vector of model %lld", (long long)file_id,
@@ -288,7 +289,7 @@ cdb_status cdb_db_file_hit(cdb_db *db, int64_t file_id, int64_t model_id, cdb_db
 }
 
 cdb_status cdb_db_file_get(cdb_db *db, int64_t file_id, cdb_db_file *out) {
-    return cdb_db_file_hit(db, file_id, 0, out, NULL);
+    return cdb_db_file_hit(db, file_id, 0, out, NULL, NULL);
 }
 
 char *cdb_db_path_join(const char *root, const char *relpath) {
@@ -355,7 +356,7 @@ cdb_status cdb_db_files_foreach(cdb_db *db, int64_t root_id, unsigned state_mask
                                 void *ud) {
     sqlite3_stmt *st = NULL;
     cdb_status rc = cdb_sql_prepare(db->cat,
-                               "SELECT " FILE_COLS " FROM files WHERE (?1 = 0 OR root_id = ?1)"
+                               "SELECT " FILE_COLS " FROM files f WHERE (?1 = 0 OR root_id = ?1)"
                                " AND ((?2 >> state) & 1) ORDER BY id",
                                &st);
     if (rc != CDB_OK) return rc;

@@ -366,12 +366,15 @@ cdb_status cdb_db_file_lookup(cdb_db *db, int64_t root_id, const char *relpath,
                               cdb_db_file *out /* OUT */);
 cdb_status cdb_db_file_get(cdb_db *db, int64_t file_id, cdb_db_file *out /* OUT */);
 /* A search's hit: cdb_db_file_get and, when path is not NULL, the file's full path (as
-** cdb_db_file_path; cdb_free), in one statement prepared once per handle; model_id > 0:
+** cdb_db_file_path; cdb_free), and when photo is not NULL its metadata (as
+** cdb_db_photos_get), in one statement prepared once per handle; model_id > 0:
 ** CDB_NOTFOUND also when the catalog's vector directory does not claim that model's
 ** vector for the file (a forget or move cut short is taking it away; an addition has
 ** not finished), as export and stats count vectors. */
+struct cdb_db_photo;
 cdb_status cdb_db_file_hit(cdb_db *db, int64_t file_id, int64_t model_id,
-                           cdb_db_file *out /* OUT */, char **path /* OUT, may be NULL */);
+                           cdb_db_file *out /* OUT */, char **path /* OUT, may be NULL */,
+                           struct cdb_db_photo *photo /* OUT, may be NULL */);
 void cdb_db_file_clear(cdb_db_file *f); /* frees the heap copies; NULL is fine */
 
 /* Full path of a file (cdb_db_path_join of its root and relpath), heap (cdb_free).

@@ -797,7 +797,8 @@ static cdb_status make_hit(cdb_db *db, int64_t model_id, int64_t id, float score
                            const cdb_engine_search_params *p, cdb_engine_hit *h /* OUT */) {
     char *path = NULL;
     cdb_db_file f;
-    cdb_status rc = cdb_db_file_hit(db, id, model_id, &f, &path); /* one statement, kept */
+    cdb_db_photo ph;
+    cdb_status rc = cdb_db_file_hit(db, id, model_id, &f, &path, &ph); /* one statement */
     if (rc == CDB_NOMEM) return rc;
     if (rc != CDB_OK) return CDB_NOTFOUND;
     cdb_db_file_clear(&f);
@@ -813,7 +814,7 @@ static cdb_status make_hit(cdb_db *db, int64_t model_id, int64_t id, float score
     h->size = f.meta.size;
     h->width = f.meta.width;
     h->height = f.meta.height;
-    cdb_eng_photo_get(db, id, &h->photo);
+    cdb_eng_photo_from_db(&ph, &h->photo);
     return CDB_OK;
 }
 
