@@ -550,6 +550,9 @@ typedef struct cdb_db_counts {
     int64_t n_walk_problems;
 } cdb_db_counts;
 cdb_status cdb_db_get_counts(cdb_db *db, int64_t model_id, cdb_db_counts *out /* OUT */);
+/* cdb_db_get_counts' n_vectors alone (what a search state checks itself against), without
+** the scans the other counts take. */
+cdb_status cdb_db_count_vectors(cdb_db *db, int64_t model_id, int64_t *n /* OUT */);
 /* Every claim of the vector directory for an ok file and model_id (0 = the default
 ** model) checked against the file's shard (keys only, in chunks, one read per shard per
 ** chunk: it reads the set's part of every shard). *n_stale: ok files whose claimed

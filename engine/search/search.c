@@ -313,16 +313,15 @@ done:
 ** again. Ids the index covers but that were removed since make this an upper bound
 ** only: it catches missing vectors, not extra ones (searches drop those). */
 static int vset_complete(const eng_vset *v, cdb_db *db, int64_t model_id) {
-    cdb_db_counts c;
-    int64_t have = (int64_t)v->n;
-    if (cdb_db_get_counts(db, model_id, &c) != CDB_OK) return 1; /* cannot tell */
+    int64_t have = (int64_t)v->n, n_vectors = 0;
+    if (cdb_db_count_vectors(db, model_id, &n_vectors) != CDB_OK) return 1; /* cannot tell */
     if (v->ix) {
         cdb_index_info in;
         cdb_index_get_info(v->ix->ix, &in);
         have += in.n_covered;
         for (size_t i = 0; i < v->n; i++) have -= cdb_index_covers(v->ix->ix, v->ids[i]) != 0;
     }
-    return have >= c.n_vectors;
+    return have >= n_vectors;
 }
 
 /* The current state of model_id's vector set (a reference: vset_unref it), read
