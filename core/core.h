@@ -195,6 +195,11 @@ typedef struct cdb_dynlib_spec {
 ** missing (the message names it). *handle: for dlclose, or kept for the process. */
 cdb_status cdb_dynlib_open(const cdb_dynlib_spec *s, void **handle /* OUT */,
                            void **syms /* OUT */);
+/* For an X-macro list of a library's functions F(X): `struct { F(CDB_DYNLIB_PTR) } api;`
+** declares the table cdb_dynlib_open fills (the header's own prototypes give the types),
+** `{F(CDB_DYNLIB_NAME)}` the symbols' names in the same order. */
+#define CDB_DYNLIB_PTR(f) __typeof__(f) *f;
+#define CDB_DYNLIB_NAME(f) #f,
 
 #ifdef __cplusplus
 }

@@ -51,9 +51,7 @@
     X(heif_image_handle_release) \
     X(heif_image_release)
 static struct {
-#define X(f) __typeof__(f) *f;
-    HEIF_FNS(X)
-#undef X
+    HEIF_FNS(CDB_DYNLIB_PTR)
 } hf;
 static pthread_once_t hf_once = PTHREAD_ONCE_INIT;
 static cdb_status hf_rc;
@@ -61,11 +59,7 @@ static char hf_err[512];
 
 static void hf_load(void) {
     static const char *const names[] = {"libheif.so.1", "libheif.so"};
-    static const char *const syms[] = {
-#define X(f) #f,
-        HEIF_FNS(X)
-#undef X
-    };
+    static const char *const syms[] = {HEIF_FNS(CDB_DYNLIB_NAME)};
     const cdb_dynlib_spec spec = {"libheif", "CLIPDB_LIBHEIF", names, 2, syms,
                                   (int)(sizeof syms / sizeof *syms)};
     void *lib = NULL;

@@ -368,9 +368,7 @@ static int snapshot_usable(const char *dir) {
     X(curl_easy_setopt) X(curl_easy_strerror) X(curl_global_init) X(curl_slist_append)  \
     X(curl_slist_free_all) X(curl_version)
 static struct {
-#define X(f) __typeof__(f) *f;
-    CURL_FNS(X)
-#undef X
+    CURL_FNS(CDB_DYNLIB_PTR)
 } cu;
 static pthread_once_t g_curl_once = PTHREAD_ONCE_INIT;
 static cdb_status g_curl_rc;
@@ -378,11 +376,7 @@ static char g_curl_err[512];
 
 static void curl_init_once(void) {
     static const char *const names[] = {"libcurl.so.4", "libcurl-gnutls.so.4", "libcurl.so"};
-    static const char *const syms[] = {
-#define X(f) #f,
-        CURL_FNS(X)
-#undef X
-    };
+    static const char *const syms[] = {CURL_FNS(CDB_DYNLIB_NAME)};
     const cdb_dynlib_spec spec = {"libcurl", "CLIPDB_LIBCURL", names, 3, syms,
                                   (int)(sizeof syms / sizeof *syms)};
     void *lib = NULL;
