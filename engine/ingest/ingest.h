@@ -244,7 +244,8 @@ typedef struct pipe_ctx {
     int dev_pp;           /* the model transforms images on its device: readers keep
                              decoded images (cdb_model_transforms_on_device) */
     int dev_jpeg;         /* ... and decodes JPEGs there: readers keep the bytes of the
-                             JPEGs nvJPEG takes (fast mode, no thumbnails to make) */
+                             JPEGs nvJPEG takes (fast mode; thumbnails from a DCT-scaled
+                             CPU decode) */
     int enc_batch;        /* items per encoder call: o->batch, halved for the rest of the
                              run when the device runs out of memory (cdb_k_run_batched) */
     eng_budget budget;    /* decoded pixels in flight across the readers */

@@ -14,8 +14,9 @@
 **   next run): imagefile.c classifies them. On a GPU (c->dev_pp) a reader keeps the
 **   decoded image as it is, for the device transform, while the pool of kept images
 **   has room (half the decode budget's bytes; else it preprocesses it here), and
-**   (c->dev_jpeg: fast mode, no thumbnails) the bytes of a JPEG nvJPEG takes,
-**   undecoded.
+**   (c->dev_jpeg: fast mode) the bytes of a JPEG nvJPEG takes, undecoded; its
+**   thumbnail, when the database makes them, comes from a DCT-scaled CPU decode (the
+**   fast mode's, at 1/2 to 1/8 of the full size).
 ** - encoder: batches the jobs (--batch; not given: what the device's free memory
 **   allows, 32 on the CPU), runs the image tower (preprocessed floats, decoded images
 **   and JPEG bytes each in one call: encode_jobs), gives each item its own vector; a
@@ -221,6 +222,13 @@ static void process(pipe_ctx *c, cdb_db *rdb, job *j) {
     j->real_photo = !cdb_image_world_marked(buf, (size_t)j->meta.size);
     read_photo(j, buf, (size_t)j->meta.size);
     if (to_nvjpeg(c, j, buf)) { /* decoded on the device by the encoder */
+        if (c->o->thumb_px > 0) { /* the thumbnail needs host pixels: a DCT-scaled decode */
+            char why[256];
+            int32_t w, h;
+            decode_budgeted(c, buf, (size_t)j->meta.size, !j->no_exif, NULL, NULL, &w, &h, ns,
+                            &j->thumb, why, sizeof why); /* nvJPEG judges the file */
+            atomic_fetch_add(&c->ns_decode, ns[0]);
+        }
         j->file = buf;
         j->file_len = (size_t)j->meta.size;
         j->kind = R_IMAGE;
@@ -755,8 +763,7 @@ cdb_status cdb_eng_pipeline_run(cdb_db *db, const char *db_dir, cdb_model *model
     ** the very vectors of the usual one (test_encoder_faults) */
     route = getenv("CLIPDB_TEST_GPU_ROUTE") && !strcmp(getenv("CLIPDB_TEST_GPU_ROUTE"), "1");
     c.dev_pp = !o->encode && (route || cdb_model_transforms_on_device(model));
-    c.dev_jpeg = c.dev_pp && o->decode && o->thumb_px <= 0 &&
-                 (route || cdb_model_decodes_jpeg_on_device(model));
+    c.dev_jpeg = c.dev_pp && o->decode && (route || cdb_model_decodes_jpeg_on_device(model));
     c.targets = roots;
     c.n_targets = n_roots;
     c.sum = sum;

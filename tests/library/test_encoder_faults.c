@@ -26,6 +26,7 @@
 ** After each run the database is checked with the oracle of lib_util.h: every
 ** stored path holds the embedding of its own bytes (clipdb embed), once.
 */
+#include "db/db.h"
 #include "encoder/encoder.h"
 #include "engine/engine.h"
 #include "lib_util.h"
@@ -201,10 +202,30 @@ CDB_TEST(unusable_vector_is_quarantined) {
     CHECK_EQ_INT(s.unchanged, N_PHOTOS);
 }
 
+/* The thumbnails of the ok files of the database in dir. */
+static int64_t count_thumbs(const char *dir) {
+    cdb_db *db = NULL;
+    cdb_db_params p = cdb_db_params_default();
+    int64_t n = 0;
+    p.readonly = 1;
+    if (cdb_db_open(dir, &p, &db) != CDB_OK) return -1;
+    for (int64_t id = 1; id < 1000; id++) {
+        cdb_db_file f;
+        cdb_db_thumb t;
+        memset(&t, 0, sizeof t);
+        if (cdb_db_file_get(db, id, &f) != CDB_OK) continue;
+        if (f.state == CDB_DB_OK && cdb_db_thumb_get(db, id, &t) == CDB_OK && t.n_bytes > 0) n++;
+        cdb_db_thumb_clear(&t);
+        cdb_db_file_clear(&f);
+    }
+    cdb_db_close(db);
+    return n;
+}
+
 CDB_TEST(gpu_route_gives_the_same_vectors) {
-    char lib[700], db[3][700], p[900], cut[900];
-    cdb_engine_summary s[3];
-    lu_export e[3];
+    char lib[700], db[4][700], p[900], cut[900];
+    cdb_engine_summary s[4];
+    lu_export e[4];
     size_t n = 0;
     unsigned char *jpg;
     LU_NEED_SETUP();
@@ -212,6 +233,7 @@ CDB_TEST(gpu_route_gives_the_same_vectors) {
     lu_path(db[0], sizeof db[0], "route/db_usual");
     lu_path(db[1], sizeof db[1], "route/db_gpu");
     lu_path(db[2], sizeof db[2], "route/db_gpu_small_pool");
+    lu_path(db[3], sizeof db[3], "route/db_gpu_thumbs");
     CHECK_EQ_INT(lu_generate(lib, 7300, 0, N_PHOTOS), 0);
     for (int i = 0; i < 3; i++) { /* small: the decoded bytes are kept, not the floats */
         unsigned char *ppm = lu_ppm(120 + 40 * i, 90 + 10 * i, 50 + (uint64_t)i, &n);
@@ -231,9 +253,11 @@ CDB_TEST(gpu_route_gives_the_same_vectors) {
     CHECK_EQ_INT(lu_write(cut, jpg, n / 2), 0);
     free(jpg);
     g_fast = 1;
-    for (int k = 0; k < 3; k++) { /* the usual route; the GPU's; the GPU's, 1 MB budget */
+    for (int k = 0; k < 4; k++) { /* the usual route; the GPU's; the GPU's, 1 MB budget;
+                                   ** the GPU's with thumbnails */
         CHECK_EQ_INT(lu_expect((const char *[]){"init", "--db", db[k], "--model", lu_model,
-                                                "--thumb-size", "0", "--quiet", NULL},
+                                                "--thumb-size", k == 3 ? "128" : "0",
+                                                "--quiet", NULL},
                                0, NULL),
                      0);
         if (k) setenv("CLIPDB_TEST_GPU_ROUTE", "1", 1);
@@ -253,7 +277,11 @@ CDB_TEST(gpu_route_gives_the_same_vectors) {
     CHECK_MSG(s[2].kept_images > 0 && s[2].kept_images < s[1].kept_images, "%lld of %lld kept",
               (long long)s[2].kept_images, (long long)s[1].kept_images);
     CHECK_MSG(s[2].kept_peak_bytes <= 512 * 1024, "peak %lld", (long long)s[2].kept_peak_bytes);
-    for (int k = 1; k < 3; k++) {
+    /* with thumbnails on, the JPEGs still go to "nvJPEG" (not kept as decoded images), and
+    ** every photo has its thumbnail */
+    CHECK_EQ_INT(s[3].kept_images, s[1].kept_images);
+    CHECK_EQ_INT(count_thumbs(db[3]), s[3].added);
+    for (int k = 1; k < 4; k++) {
         CHECK_EQ_INT(s[k].added, s[0].added);
         CHECK_EQ_INT(s[k].errors, 1);
         CHECK_EQ_INT(e[k].n, e[0].n);
@@ -269,7 +297,7 @@ CDB_TEST(gpu_route_gives_the_same_vectors) {
     }
     CHECK_EQ_INT(s[0].added, N_PHOTOS + 4);
     CHECK_EQ_INT(s[0].errors, 1);
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 4; k++) {
         cli_run_result r;
         CHECK_EQ_INT(lu_expect((const char *[]){"errors", "--db", db[k], NULL}, 0, &r), 0);
         CHECK_MSG(strstr(r.out, "cut.jpg") && strstr(r.out, "cannot decode"), "%s", r.out);
