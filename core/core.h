@@ -200,6 +200,18 @@ cdb_status cdb_dynlib_open(const cdb_dynlib_spec *s, void **handle /* OUT */,
 ** `{F(CDB_DYNLIB_NAME)}` the symbols' names in the same order. */
 #define CDB_DYNLIB_PTR(f) __typeof__(f) *f;
 #define CDB_DYNLIB_NAME(f) #f,
+/* A library opened on the first cdb_dynlib_get, once per process (the table stays
+** filled; the library is never closed). Initialize as {spec, &table}. */
+typedef struct cdb_dynlib_lazy {
+    cdb_dynlib_spec spec;
+    void *table; /* a struct of F(CDB_DYNLIB_PTR) */
+    int tried;
+    cdb_status rc;
+    char err[512];
+} cdb_dynlib_lazy;
+/* CDB_OK once the library is loaded; else its cdb_dynlib_open status and message, again
+** at every call. Any thread. */
+cdb_status cdb_dynlib_get(cdb_dynlib_lazy *l);
 
 #ifdef __cplusplus
 }

@@ -7,6 +7,7 @@
 ** with fake libraries).
 */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,5 +47,20 @@ cdb_status cdb_dynlib_open(const cdb_dynlib_spec *s, void **handle, void **syms)
         }
     }
     *handle = h;
+    return CDB_OK;
+}
+
+static pthread_mutex_t g_lazy_mu = PTHREAD_MUTEX_INITIALIZER;
+
+cdb_status cdb_dynlib_get(cdb_dynlib_lazy *l) {
+    pthread_mutex_lock(&g_lazy_mu);
+    if (!l->tried) {
+        void *handle = NULL;
+        l->rc = cdb_dynlib_open(&l->spec, &handle, (void **)l->table);
+        if (l->rc != CDB_OK) snprintf(l->err, sizeof l->err, "%s", cdb_errmsg());
+        l->tried = 1;
+    }
+    pthread_mutex_unlock(&g_lazy_mu);
+    if (l->rc != CDB_OK) return cdb_seterr(l->rc, "%s", l->err);
     return CDB_OK;
 }

@@ -22,7 +22,6 @@
 
 #if CDB_HAVE_HEIF
 #include <libheif/heif.h>
-#include <pthread.h>
 
 /* libheif is opened on first use (core.h, cdb_dynlib_open: its codecs' start-up cost
 ** every clipdb process milliseconds), its entry points called through hf. */
@@ -53,24 +52,15 @@
 static struct {
     HEIF_FNS(CDB_DYNLIB_PTR)
 } hf;
-static pthread_once_t hf_once = PTHREAD_ONCE_INIT;
-static cdb_status hf_rc;
-static char hf_err[512];
-
-static void hf_load(void) {
-    static const char *const names[] = {"libheif.so.1", "libheif.so"};
-    static const char *const syms[] = {HEIF_FNS(CDB_DYNLIB_NAME)};
-    const cdb_dynlib_spec spec = {"libheif", "CLIPDB_LIBHEIF", names, 2, syms,
-                                  (int)(sizeof syms / sizeof *syms)};
-    void *lib = NULL;
-    if ((hf_rc = cdb_dynlib_open(&spec, &lib, (void **)&hf)) != CDB_OK)
-        snprintf(hf_err, sizeof hf_err, "%s", cdb_errmsg());
-}
+static const char *const hf_names[] = {"libheif.so.1", "libheif.so"};
+static const char *const hf_syms[] = {HEIF_FNS(CDB_DYNLIB_NAME)};
+static cdb_dynlib_lazy hf_lib = {.spec = {"libheif", "CLIPDB_LIBHEIF", hf_names, 2, hf_syms, sizeof hf_syms / sizeof *hf_syms},
+    .table = &hf};
 
 /* CDB_OK once libheif is loaded; else CDB_UNSUPPORTED naming the format and why. */
 static cdb_status hf_ready(img_fmt f) {
-    pthread_once(&hf_once, hf_load);
-    if (hf_rc != CDB_OK) return cdb_seterr(hf_rc, "%s: %s", cdb_img_fmt_name(f), hf_err);
+    cdb_status rc = cdb_dynlib_get(&hf_lib);
+    if (rc != CDB_OK) return cdb_seterr(rc, "%s: %s", cdb_img_fmt_name(f), hf_lib.err);
     return CDB_OK;
 }
 

@@ -73,19 +73,10 @@ static struct {
 #define MHD_quiesce_daemon mhd.MHD_quiesce_daemon
 #define MHD_start_daemon mhd.MHD_start_daemon
 #define MHD_stop_daemon mhd.MHD_stop_daemon
-static pthread_once_t mhd_once = PTHREAD_ONCE_INIT;
-static cdb_status mhd_rc;
-static char mhd_err[512];
-
-static void mhd_load(void) {
-    static const char *const names[] = {"libmicrohttpd.so.12", "libmicrohttpd.so"};
-    static const char *const syms[] = {MHD_FNS(CDB_DYNLIB_NAME)};
-    const cdb_dynlib_spec spec = {"libmicrohttpd", "CLIPDB_LIBMICROHTTPD", names, 2, syms,
-                                  (int)(sizeof syms / sizeof *syms)};
-    void *lib = NULL;
-    if ((mhd_rc = cdb_dynlib_open(&spec, &lib, (void **)&mhd)) != CDB_OK)
-        snprintf(mhd_err, sizeof mhd_err, "%s", cdb_errmsg());
-}
+static const char *const mhd_names[] = {"libmicrohttpd.so.12", "libmicrohttpd.so"};
+static const char *const mhd_syms[] = {MHD_FNS(CDB_DYNLIB_NAME)};
+static cdb_dynlib_lazy mhd_lib = {.spec = {"libmicrohttpd", "CLIPDB_LIBMICROHTTPD", mhd_names, 2, mhd_syms, sizeof mhd_syms / sizeof *mhd_syms},
+    .table = &mhd};
 
 #define SRV_HEADER_LIMIT (2 * 1024 * 1024) /* memory a connection may hold (MHD's pool) */
 #define SRV_URL_MAX (96 * 1024)            /* a path and its query arguments, decoded */
@@ -563,8 +554,8 @@ cdb_status cdb_serve_start(cdb_engine *e, const cdb_serve_params *p_in, cdb_serv
                      MHD_USE_ERROR_LOG;
     int g;
     *out = NULL;
-    pthread_once(&mhd_once, mhd_load);
-    if (mhd_rc != CDB_OK) return cdb_seterr(mhd_rc, "cannot serve: %s", mhd_err);
+    if (cdb_dynlib_get(&mhd_lib) != CDB_OK)
+        return cdb_seterr(mhd_lib.rc, "cannot serve: %s", mhd_lib.err);
     if (!p.host || !*p.host) p.host = "127.0.0.1";
     if (p.threads <= 0) p.threads = cdb_default_threads();
     if (p.max_connections <= 0) p.max_connections = sized_capacity();

@@ -370,21 +370,14 @@ static int snapshot_usable(const char *dir) {
 static struct {
     CURL_FNS(CDB_DYNLIB_PTR)
 } cu;
+static const char *const curl_names[] = {"libcurl.so.4", "libcurl-gnutls.so.4", "libcurl.so"};
+static const char *const curl_syms[] = {CURL_FNS(CDB_DYNLIB_NAME)};
+static cdb_dynlib_lazy curl_lib = {.spec = {"libcurl", "CLIPDB_LIBCURL", curl_names, 3, curl_syms, sizeof curl_syms / sizeof *curl_syms},
+    .table = &cu};
 static pthread_once_t g_curl_once = PTHREAD_ONCE_INIT;
-static cdb_status g_curl_rc;
-static char g_curl_err[512];
+static CURLcode g_curl_init;
 
-static void curl_init_once(void) {
-    static const char *const names[] = {"libcurl.so.4", "libcurl-gnutls.so.4", "libcurl.so"};
-    static const char *const syms[] = {CURL_FNS(CDB_DYNLIB_NAME)};
-    const cdb_dynlib_spec spec = {"libcurl", "CLIPDB_LIBCURL", names, 3, syms,
-                                  (int)(sizeof syms / sizeof *syms)};
-    void *lib = NULL;
-    g_curl_rc = cdb_dynlib_open(&spec, &lib, (void **)&cu);
-    if (g_curl_rc == CDB_OK && cu.curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
-        g_curl_rc = cdb_seterr(CDB_ERROR, "libcurl would not start (curl_global_init)");
-    if (g_curl_rc != CDB_OK) snprintf(g_curl_err, sizeof g_curl_err, "%s", cdb_errmsg());
-}
+static void curl_init_once(void) { g_curl_init = cu.curl_global_init(CURL_GLOBAL_DEFAULT); }
 
 typedef struct http_req {
     const char *url;
@@ -1051,12 +1044,12 @@ cdb_status cdb_engine_hub_get(const char *model, cdb_engine_hub_params *p, char 
                            repo, c->rev, c->cache);
         goto done;
     }
-    pthread_once(&g_curl_once, curl_init_once);
-    if (g_curl_rc != CDB_OK) {
-        rc = cdb_seterr(g_curl_rc, "cannot download %s: %s", repo, g_curl_err);
+    if (cdb_dynlib_get(&curl_lib) != CDB_OK) {
+        rc = cdb_seterr(curl_lib.rc, "cannot download %s: %s", repo, curl_lib.err);
         goto done;
     }
-    if (!(c->curl = cu.curl_easy_init())) {
+    pthread_once(&g_curl_once, curl_init_once);
+    if (g_curl_init != CURLE_OK || !(c->curl = cu.curl_easy_init())) {
         rc = cdb_seterr(CDB_ERROR, "cannot start libcurl");
         goto done;
     }
