@@ -54,7 +54,8 @@ static struct {
 } hf;
 static const char *const hf_names[] = {"libheif.so.1", "libheif.so"};
 static const char *const hf_syms[] = {HEIF_FNS(CDB_DYNLIB_NAME)};
-static cdb_dynlib_lazy hf_lib = {.spec = {"libheif", "CLIPDB_LIBHEIF", hf_names, 2, hf_syms, sizeof hf_syms / sizeof *hf_syms},
+static cdb_dynlib_lazy hf_lib = {
+    .spec = {"libheif", "CLIPDB_LIBHEIF", hf_names, 2, hf_syms, sizeof hf_syms / sizeof *hf_syms},
     .table = &hf};
 
 /* CDB_OK once libheif is loaded; else CDB_UNSUPPORTED naming the format and why. */

@@ -75,7 +75,9 @@ static struct {
 #define MHD_stop_daemon mhd.MHD_stop_daemon
 static const char *const mhd_names[] = {"libmicrohttpd.so.12", "libmicrohttpd.so"};
 static const char *const mhd_syms[] = {MHD_FNS(CDB_DYNLIB_NAME)};
-static cdb_dynlib_lazy mhd_lib = {.spec = {"libmicrohttpd", "CLIPDB_LIBMICROHTTPD", mhd_names, 2, mhd_syms, sizeof mhd_syms / sizeof *mhd_syms},
+static cdb_dynlib_lazy mhd_lib = {
+    .spec = {"libmicrohttpd", "CLIPDB_LIBMICROHTTPD", mhd_names, 2, mhd_syms,
+             sizeof mhd_syms / sizeof *mhd_syms},
     .table = &mhd};
 
 #define SRV_HEADER_LIMIT (2 * 1024 * 1024) /* memory a connection may hold (MHD's pool) */

@@ -372,7 +372,9 @@ static struct {
 } cu;
 static const char *const curl_names[] = {"libcurl.so.4", "libcurl-gnutls.so.4", "libcurl.so"};
 static const char *const curl_syms[] = {CURL_FNS(CDB_DYNLIB_NAME)};
-static cdb_dynlib_lazy curl_lib = {.spec = {"libcurl", "CLIPDB_LIBCURL", curl_names, 3, curl_syms, sizeof curl_syms / sizeof *curl_syms},
+static cdb_dynlib_lazy curl_lib = {
+    .spec = {"libcurl", "CLIPDB_LIBCURL", curl_names, 3, curl_syms,
+             sizeof curl_syms / sizeof *curl_syms},
     .table = &cu};
 static pthread_once_t g_curl_once = PTHREAD_ONCE_INIT;
 static CURLcode g_curl_init;
