@@ -101,6 +101,10 @@ void cdb_cli_engine_hint(const char *arg) {
     case CDB_ENGINE_E_MOVE_NOTHING:
         cdb_cli_hint("check the paths (NEW is where the same files are now)");
         break;
+    case CDB_ENGINE_E_MODEL_MISMATCH:
+        cdb_cli_hint("databases searched together need vectors of one model: pass --model "
+                     "PATH when each holds it beside others ('clipdb stats' lists them)");
+        break;
     default: break;
     }
 }
