@@ -528,8 +528,8 @@ static const char help_demo[] =
     "  -h, --help     show this help\n";
 
 static const char help_serve[] =
-    "usage: clipdb serve [--db DIR] [--host ADDR] [--port N] [--threads N]\n"
-    "                    [--token-file F] [options]\n"
+    "usage: clipdb serve [--db DIR]... [--peer URL]... [--host ADDR] [--port N]\n"
+    "                    [--threads N] [--token-file F] [options]\n"
     "\n"
     "Serves the database over HTTP: a search page at /, a JSON API (/api/search,\n"
     "/api/thumb/ID, /api/file/ID, /api/stats, /api/folders, /healthz) and\n"
@@ -540,7 +540,16 @@ static const char help_serve[] =
     "stops it after the requests in flight.\n"
     "\n"
     "Options:\n"
-    "  --db DIR           the database (default: $CLIPDB_DB, else ./clipdb)\n"
+    "  --db DIR           the database (default: $CLIPDB_DB, else ./clipdb);\n"
+    "                     repeatable: searches answer from all of them, merged as\n"
+    "                     one database (each hit's \"db\" and ?db=N in its URLs)\n"
+    "  --peer URL         another clipdb server (http://HOST:PORT) a search is\n"
+    "                     also sent to, its hits merged in (repeatable); its\n"
+    "                     photos are proxied through this server\n"
+    "  --peer-token-file F  the token of the peer of the same rank (one file alone:\n"
+    "                     every peer's)\n"
+    "  --peer-timeout MS  a peer not answering in MS ms is left out and named in\n"
+    "                     the answer's \"missing\" (default: 2000)\n"
     "  --host ADDR        address to listen on (default: 127.0.0.1); any address\n"
     "                     that is not loopback needs --token-file\n"
     "  --port N           TCP port (default: 8765; 0 picks a free one)\n"
