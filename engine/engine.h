@@ -20,7 +20,8 @@
 ** Memory handed out is freed by the matching _free function. The library never
 ** prints: warnings, progress and cancellation go through cdb_engine_events.
 **
-** Threading: on one handle, cdb_engine_search, cdb_engine_file_get, cdb_engine_thumb,
+** Threading: on one handle, cdb_engine_search (and cdb_engine_search_many with the
+** handle among its handles), cdb_engine_file_get, cdb_engine_thumb,
 ** cdb_engine_preview_get, cdb_engine_stats_get, cdb_engine_folders,
 ** cdb_engine_subfolders, cdb_engine_load_model and
 ** cdb_engine_encode_text may run

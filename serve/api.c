@@ -7,7 +7,8 @@
 **                      taken_after=, taken_before=, camera=, near=, has_gps=)
 **   POST /api/search  {"query" | "text" | "image_id" | "image" (base64), "k", "offset",
 **                      "min_score", "under", "sort", "taken_after", "taken_before",
-**                      "camera", "near", "has_gps"}
+**                      "camera", "near", "has_gps", "image_db", "peers" (false: this
+**                      server's databases only, as a front asks its peers)}
 **     -> {"model", "took_ms", "count", "offset", "generation",
 **         "results": [{"id", "path", "score", ["probability",] "width", "height", "mtime", "size",
 **                      "thumb": "/api/thumb/ID", "file": "/api/file/ID",
@@ -119,6 +120,8 @@ typedef struct search_req {
     const char *image_b64;      /* the upload as it came (peers get it as it is) */
     const char *under_given;    /* `under` as it came (peers resolve it themselves) */
     const char *sort_given;
+    int local_only;             /* "peers": false: this server's databases only (what a
+                                   front asks its peers: no fan-out of a fan-out) */
     char under[PATH_MAX];
     int k, offset;
 } search_req;
@@ -339,6 +342,13 @@ static int search_from_json(srv_ctx *c, const srv_req *r, search_req *s, srv_res
         s->q.like_ids = s->like;
         s->q.n_like_ids = (int)n;
     }
+    if ((v = json_object_get(doc, "peers")) && !json_is_null(v)) {
+        if (!json_is_boolean(v)) {
+            cdb_srv_error(o, 400, "bad_request", "peers is true or false");
+            return -1;
+        }
+        s->local_only = json_is_false(v);
+    }
     if ((v = json_object_get(doc, "image_db")) && !json_is_null(v)) {
         char db[32];
         if (!json_is_integer(v)) {
@@ -445,6 +455,7 @@ static char *peer_body(const search_req *s, int want) {
     if (s->image_b64) json_object_set_new(b, "image", json_string(s->image_b64));
     json_object_set_new(b, "k", json_integer(want));
     json_object_set_new(b, "offset", json_integer(0));
+    json_object_set_new(b, "peers", json_false()); /* its own databases: ids it can serve */
     if (s->p.min_score > -1.0f) json_object_set_new(b, "min_score", json_real(s->p.min_score));
     if (s->under_given) json_object_set_new(b, "under", json_string(s->under_given));
     if (s->p.taken_after) json_object_set_new(b, "taken_after", json_string(s->p.taken_after));
@@ -490,7 +501,7 @@ static cdb_status search_fanout(srv_ctx *c, search_req *s, cdb_engine_result *ou
     memset(fo, 0, sizeof *fo);
     fo->c = c;
     fo->want = pp.k;
-    if (c->peers) {
+    if (c->peers && !s->local_only) {
         /* a photo id names a photo here: peers cannot look it up (missing, said so) */
         fo->body = body = s->q.n_like_ids ? NULL : peer_body(s, pp.k);
         started = pthread_create(&t, NULL, fanout_run, fo) == 0;
@@ -530,13 +541,13 @@ static void search(srv_ctx *c, const srv_req *r, srv_resp *o) {
                   is_get(r) ? "q, text or image_id" : "query, text, image_id or image");
         goto done;
     }
-    if (c->peers && cdb_engine_part_params(&s.p).k > SRV_MAX_K) {
+    if (c->peers && !s.local_only && cdb_engine_part_params(&s.p).k > SRV_MAX_K) {
         cdb_srv_error(o, 400, "bad_request", "with peers, k + offset must be at most %d",
                       SRV_MAX_K);
         goto done;
     }
     t0 = cdb_now_ns();
-    if ((c->n_es > 1 || c->peers ? search_fanout(c, &s, &out, &fo)
+    if ((c->n_es > 1 || (c->peers && !s.local_only) ? search_fanout(c, &s, &out, &fo)
                                  : cdb_engine_search(c->e, &s.q, &s.p, &out)) != CDB_OK) {
         cdb_srv_engine_error(o);
         goto done;
@@ -549,7 +560,7 @@ static void search(srv_ctx *c, const srv_req *r, srv_resp *o) {
     json_object_set_new(res, "offset", json_integer(s.p.offset));
     json_object_set_new(res, "generation", json_integer(out.generation));
     if (c->n_es > 1) json_object_set_new(res, "databases", json_integer(c->n_es));
-    if (c->peers) { /* which peers' parts are missing from the answer */
+    if (c->peers && !s.local_only) { /* which peers' parts are missing from the answer */
         json_t *miss = json_array();
         for (int i = 0; fo.ans.missing && i < cdb_srv_peers_count(c->peers); i++)
             if (fo.ans.missing[i])

@@ -145,6 +145,8 @@ static int parse_hit(json_t *r, int db, int peer, cdb_engine_hit *h, srv_remote 
            *path = json_object_get(r, "path"), *lat, *lon, *alt;
     double score;
     memset(h, 0, sizeof *h);
+    /* a hit its peer had from a peer of its own: an id that peer cannot serve */
+    if (json_object_get(r, "peer")) return -1;
     if (!json_is_integer(id) || json_integer_value(id) <= 0 || !json_is_number(sc) ||
         !json_is_string(path) || json_string_length(path) >= 4096 ||
         strlen(json_string_value(path)) != json_string_length(path))

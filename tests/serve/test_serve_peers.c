@@ -7,6 +7,7 @@
 **   sort, taken_after) with the oracle's hits and scores; each hit's file URL (?db=N)
 **   gives the bytes of the file at its path; a photo route without db= is refused.
 ** - three servers as peers (A, B, C) behind a front over an empty database: the same.
+**   A peer's own peers are not followed (the front asks for its databases alone).
 **   A peer stopped: "partial", it named in "missing", the rest the oracle's hits
 **   without its root's. A peer that accepts and never answers: the answer comes within
 **   the --peer-timeout, the rest correct. A hostile peer (garbage, a 24 MiB answer,
@@ -387,7 +388,8 @@ CDB_TEST(hostile_peer) {
          " {\"id\": 3, \"score\": 0.99, \"path\": 12},"
          " 42, null,"
          " {\"id\": 4, \"score\": 0.999, \"path\": \"../../../../etc/passwd\", \"db\": 99999},"
-         " {\"id\": 5, \"score\": -1e300, \"path\": \"/w\"}]}",
+         " {\"id\": 5, \"score\": -1e300, \"path\": \"/w\"},"
+         " {\"id\": 6, \"score\": 0.9999, \"path\": \"/p\", \"peer\": \"http://e\"}]}",
          0, 1},
         /* a NUL in a string: jansson refuses the document */
         {"{\"results\": [{\"id\": 9, \"score\": 0.5, \"path\": \"/a\\u0000b\"}]}", 1, 0},
@@ -464,6 +466,34 @@ CDB_TEST(hostile_peer) {
     pthread_join(t, NULL);
 }
 
+/* A front asks its peers for their own databases only ("peers": false): a peer's peers
+** are not followed (their ids are not the peer's to serve), and a hit an answer marks
+** as a peer's is dropped. */
+CDB_TEST(peer_of_a_peer_is_not_followed) {
+    NEED_SETUP();
+    su_server mid, front;
+    char a[64], m[64], *got, *want;
+    su_resp r;
+    json_t *doc;
+    peer_url(&g_peer[0], a, sizeof a);
+    CHECK_EQ_INT(start_front(&mid, g_db[1], (const char *[]){a}, 1, "3000"), 0);
+    peer_url(&mid, m, sizeof m);
+    CHECK_EQ_INT(start_front(&front, g_empty, (const char *[]){m}, 1, "3000"), 0);
+    CHECK_EQ_INT(su_get(front.port, "/api/search?q=red&k=7&offset=2", &r), 0);
+    CHECK((doc = su_json(&r)) != NULL);
+    CHECK(json_is_false(json_object_get(doc, "partial")));
+    got = hits_of(&r);
+    want = oracle_without("red", -1, 1, 7, 2); /* B's alone: mid's own database */
+    CHECK(got && want);
+    CHECK_EQ_STR(got, want);
+    free(got);
+    free(want);
+    json_decref(doc);
+    su_resp_free(&r);
+    CHECK_EQ_INT(su_stop(&front), 0);
+    CHECK_EQ_INT(su_stop(&mid), 0);
+}
+
 /* Bad peer options are usage errors (or refused before serving). */
 CDB_TEST(peer_options) {
     NEED_SETUP();
@@ -494,6 +524,7 @@ int main(int argc, char **argv) {
         {"peer_down_is_partial", peer_down_is_partial},
         {"peer_hanging_is_cut_at_the_timeout", peer_hanging_is_cut_at_the_timeout},
         {"hostile_peer", hostile_peer},
+        {"peer_of_a_peer_is_not_followed", peer_of_a_peer_is_not_followed},
         {"peer_options", peer_options},
     };
     int rc = cdb_test_run_(tests, (int)(sizeof tests / sizeof tests[0]), argc, argv);
