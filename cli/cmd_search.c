@@ -433,7 +433,8 @@ int cdb_cli_cmd_search(int argc, char **argv) {
     n_img = cdb_cli_get_all(&a, "image", &images);
     n_not = cdb_cli_get_all(&a, "not", &nots);
     n_under = cdb_cli_get_all(&a, "under", &unders);
-    if ((rc = check_search_args(&a, n_img, nots, n_not, &k, &offset, &min_score, &sort)) != CLI_EXIT_OK ||
+    if ((rc = check_search_args(&a, n_img, nots, n_not, &k, &offset, &min_score, &sort)) !=
+            CLI_EXIT_OK ||
         (rc = split_images(&a, images, n_img, &image_paths, &n_image_paths, &image_stdin)) !=
             CLI_EXIT_OK ||
         (rc = query_text(&a, &text)) != CLI_EXIT_OK ||

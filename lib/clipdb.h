@@ -22,8 +22,8 @@
 **     through getters, so later versions add fields without changing any size the
 **     caller compiled in. Enum values are append-only.
 **   Threading: one clipdb handle may run clipdb_search_text and
-**     clipdb_search_text_many from any number of threads at once; every other call on a handle (ingest, reindex, close) needs
-**     exclusive use of it. A clipdb_model runs one embed call at a time (callers
+**     clipdb_search_text_many from any number of threads at once; every other call on
+**     a handle (ingest, reindex, close) needs exclusive use of it. A clipdb_model runs one embed call at a time (callers
 **     serialize); distinct models are independent. Parameter objects and results are
 **     plain data: share them read-only, or not at all while one thread changes them.
 **     Callbacks run on the thread that made the call. No global initialization.
