@@ -380,6 +380,10 @@ static int run_search(cli_args *a, cdb_k_device device, const cdb_engine_query *
     int rc;
     memset(&res, 0, sizeof res);
     if (!es) return cdb_cli_error("out of memory", "cannot search");
+    if ((rc = cdb_cli_dbs_distinct("search", dbs, n_db)) != CLI_EXIT_OK) {
+        free(es);
+        return rc;
+    }
     /* the threads a query is encoded with are the engine's rule (one for the bundled
     ** model's few tokens, every core for a real CLIP): the server's scores are these */
     if ((rc = open_dbs(dbs, n_db, device, es)) != CLI_EXIT_OK) {

@@ -135,7 +135,9 @@ int cdb_cli_cmd_serve(int argc, char **argv) {
         rc = cdb_cli_error("out of memory", "cannot serve");
         goto done;
     }
-    if ((rc = peer_tokens(&a, n_peers, toks)) != CLI_EXIT_OK) goto done;
+    if ((rc = peer_tokens(&a, n_peers, toks)) != CLI_EXIT_OK ||
+        (rc = cdb_cli_dbs_distinct("serve", dbs, n_db)) != CLI_EXIT_OK)
+        goto done;
     if (cdb_cli_get(&a, "token-file") &&
         (rc = read_token(cdb_cli_get(&a, "token-file"), token, sizeof token)) != CLI_EXIT_OK)
         goto done;

@@ -9,7 +9,8 @@
 ** databases: equal scores, so the tie order is tested) and file times (equal times:
 ** the time sorts' tie order). In-process, cdb_engine_search_many against
 ** cdb_engine_search on the oracle compares the score bits and the paging window of
-** the server's time sorts (sort_window). Databases of different models are refused.
+** the server's time sorts (sort_window). Databases of different models are refused,
+** and one database given twice.
 */
 #include <limits.h>
 
@@ -333,6 +334,16 @@ CDB_TEST(cli_many_refuses_other_model) {
     CHECK(strstr(r.err, g_db[1]) && strstr(r.err, db));
     CHECK_EQ_INT((int)r.out_len, 0);
     cli_run_free(&r);
+    { /* one database twice would count its photos twice */
+        char again[PATH_MAX + 2];
+        snprintf(again, sizeof again, "%s/", g_db[1]);
+        CHECK_EQ_INT(lu_run((const char *[]){"search", "--db", g_db[1], "--db", again, "red",
+                                             NULL},
+                            &r),
+                     2);
+        CHECK(strstr(r.err, "one database") != NULL);
+        cli_run_free(&r);
+    }
 }
 
 CDB_TEST_MAIN(cli_many_equals_all_roots, cli_many_text_and_paths, engine_many_equals_all_roots,
