@@ -227,10 +227,12 @@ int cdb_srv_peer_parse(const char *body, size_t n, int max_hits, int first_db,
 
 /* ---- the fan-out ---------------------------------------------------------------------- */
 
-/* Appends peer p's parsed answer to out. */
+/* Appends a peer's parsed answer (n hits) to out. 0, or -1 without memory. */
 static int append(srv_peer_answers *out, cdb_engine_hit *h, srv_remote *r, int n) {
-    cdb_engine_hit *nh = realloc(out->hits, sizeof *nh * (size_t)(out->n + n + 1));
+    cdb_engine_hit *nh;
     srv_remote *nr;
+    if (n == 0) return 0; /* an answer without hits: nothing to copy (h may be NULL) */
+    nh = realloc(out->hits, sizeof *nh * (size_t)(out->n + n + 1));
     if (nh) out->hits = nh;
     nr = nh ? realloc(out->remote, sizeof *nr * (size_t)(out->n + n + 1)) : NULL;
     if (nr) out->remote = nr;
