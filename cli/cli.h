@@ -170,6 +170,9 @@ void cdb_cli_json_failure(int rc);
 ** a CLI_EXIT_*. */
 int cdb_cli_engine_open(const char *flag_db, int writer, int wait, cdb_k_device device,
                         int model_threads, cdb_engine **out /* OUT */);
+/* Databases given together (--db repeated): CLI_EXIT_OK, or the usage error of cmd
+** printed when two of dirs[0..n) are one folder (its photos would count twice). */
+int cdb_cli_dbs_distinct(const char *cmd, const char *const *dirs, int n);
 /* Prints the engine's last failure (cdb_errmsg: "what (why)") and the hint its
 ** cdb_engine_errcode() calls for; arg fills hints that name something (the --model
 ** given, the database folder). Returns CLI_EXIT_USAGE for a query that cannot mean

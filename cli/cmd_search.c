@@ -147,8 +147,11 @@ static void json_strings(cdb_json *j, const char *key, const char *const *s, int
     cdb_json_end_array(j);
 }
 
+/* dbs[n_db]: the databases searched, when more than one (each hit says which, in
+** --json; the text forms are the same as for one). */
 static void print_hits(const cdb_engine_result *res, int json, int paths, int nul,
-                       const cdb_engine_query *q, const char *const *images, int n_img) {
+                       const cdb_engine_query *q, const char *const *images, int n_img,
+                       const char *const *dbs, int n_db) {
     const cdb_engine_hit *h = res->hits;
     int n = res->n;
     if (json) {
@@ -159,6 +162,7 @@ static void print_hits(const cdb_engine_result *res, int json, int paths, int nu
         cdb_json_str(&j, q->text ? q->text : "");
         json_strings(&j, "images", images, n_img); /* as given: '-' for standard input */
         json_strings(&j, "not", q->nots, q->n_nots);
+        if (n_db > 1) json_strings(&j, "databases", dbs, n_db);
         cdb_json_key(&j, "model");
         cdb_json_str(&j, res->model);
         cdb_json_key(&j, "count");
@@ -177,6 +181,10 @@ static void print_hits(const cdb_engine_result *res, int json, int paths, int nu
             }
             cdb_json_key(&j, "id");
             cdb_json_int(&j, h[i].id);
+            if (n_db > 1) { /* ids are per database */
+                cdb_json_key(&j, "db");
+                cdb_json_int(&j, h[i].db);
+            }
             cdb_json_path(&j, "path", h[i].path);
             cdb_json_key(&j, "mtime_ns");
             cdb_json_int(&j, h[i].mtime_ns);
@@ -252,11 +260,12 @@ static void note_no_hits(const under_list *l, double min_score) {
 ** bounded work and memory whatever the caller passes). CLI_EXIT_OK, or the usage
 ** error printed. */
 static int check_search_args(cli_args *a, int n_img, const char **nots, int n_not,
-                             long *k /* OUT */, double *min_score /* OUT */,
-                             int *sort /* OUT */) {
+                             long *k /* OUT */, long *offset /* OUT */,
+                             double *min_score /* OUT */, int *sort /* OUT */) {
     static const char *const sorts[] = {"score", "time", "taken", "taken-asc", NULL};
     size_t total = 0;
     if (cdb_cli_get_int(a, "k", 10, 1, 100000, k) ||
+        cdb_cli_get_int(a, "offset", 0, 0, 900000, offset) ||
         cdb_cli_get_double(a, "min-score", -1.0, -1.0, 1.0, min_score) ||
         (*sort = cdb_cli_get_choice(a, "sort", sorts, 0)) < 0)
         return cdb_cli_usage_error("search", "%s", a->err);
@@ -348,48 +357,71 @@ static int note_empty(cdb_engine *e, const cdb_engine_result *res) {
     return said;
 }
 
-/* Opens the database, runs the search and prints the hits (or why there are none). */
+/* Opens the n databases dirs[0..n) (n == 0: the default one) as readers into es. On
+** failure the ones opened are closed, the error printed. */
+static int open_dbs(const char *const *dirs, int n, cdb_k_device device, cdb_engine **es) {
+    int rc = CLI_EXIT_OK;
+    for (int i = 0; i < (n ? n : 1) && rc == CLI_EXIT_OK; i++)
+        if ((rc = cdb_cli_engine_open(n ? dirs[i] : NULL, 0, 0, device, 0, &es[i])) !=
+            CLI_EXIT_OK)
+            for (int j = 0; j < i; j++) cdb_engine_close(es[j]);
+    return rc;
+}
+
+/* Opens the databases (--db, repeatable: one search over all of them, merged exactly),
+** runs the search and prints the hits (or why there are none). */
 static int run_search(cli_args *a, cdb_k_device device, const cdb_engine_query *q,
                       const cdb_engine_search_params *sp, const under_list *ul) {
-    const char **images;
+    const char **images, **dbs;
     int n_img = cdb_cli_get_all(a, "image", &images);
-    cdb_engine *e = NULL;
+    int n_db = cdb_cli_get_all(a, "db", &dbs);
+    cdb_engine **es = calloc(n_db ? (size_t)n_db : 1, sizeof *es);
     cdb_engine_result res;
     int rc;
     memset(&res, 0, sizeof res);
+    if (!es) return cdb_cli_error("out of memory", "cannot search");
+    if ((rc = cdb_cli_dbs_distinct("search", dbs, n_db)) != CLI_EXIT_OK) {
+        free(es);
+        return rc;
+    }
     /* the threads a query is encoded with are the engine's rule (one for the bundled
     ** model's few tokens, every core for a real CLIP): the server's scores are these */
-    if ((rc = cdb_cli_engine_open(cdb_cli_get(a, "db"), 0, 0, device, 0, &e)) != CLI_EXIT_OK)
+    if ((rc = open_dbs(dbs, n_db, device, es)) != CLI_EXIT_OK) {
+        free(es);
         return rc;
-    if (cdb_engine_search(e, q, sp, &res) != CDB_OK) {
+    }
+    if ((n_db > 1 ? cdb_engine_search_many(es, n_db, q, sp, &res)
+                  : cdb_engine_search(es[0], q, sp, &res)) != CDB_OK) {
         rc = cdb_cli_engine_fail(cdb_cli_get(a, "model"));
     } else {
         print_hits(&res, cdb_cli_has(a, "json") > 0, cdb_cli_has(a, "paths") > 0,
-                   cdb_cli_has(a, "null") > 0, q, images, n_img);
-        if (res.n == 0 && !note_empty(e, &res)) note_no_hits(ul, sp->min_score);
+                   cdb_cli_has(a, "null") > 0, q, images, n_img, dbs, n_db);
+        if (res.n == 0 && (n_db > 1 || !note_empty(es[0], &res)))
+            note_no_hits(ul, sp->min_score);
         rc = CLI_EXIT_OK;
     }
     cdb_engine_result_free(&res);
-    cdb_engine_close(e);
+    for (int i = 0; i < (n_db ? n_db : 1); i++) cdb_engine_close(es[i]);
+    free(es);
     return rc;
 }
 
 int cdb_cli_cmd_search(int argc, char **argv) {
     static const cli_optspec spec[] = {
-        {"db", 0, CLI_VALUE},        {"k", 'k', CLI_VALUE},     {"image", 0, CLI_MULTI},
+        {"db", 0, CLI_MULTI},        {"k", 'k', CLI_VALUE},     {"image", 0, CLI_MULTI},
         {"not", 0, CLI_MULTI},       {"min-score", 0, CLI_VALUE}, {"under", 0, CLI_MULTI},
         {"sort", 0, CLI_VALUE},      {"model", 0, CLI_VALUE},   {"json", 0, CLI_FLAG},
         {"paths", 0, CLI_FLAG},      {"null", '0', CLI_FLAG},   {"device", 0, CLI_VALUE},
         {"no-exif", 0, CLI_FLAG},    {"quiet", 'q', CLI_FLAG},  {"help", 'h', CLI_FLAG},
         {"taken-after", 0, CLI_VALUE}, {"taken-before", 0, CLI_VALUE},
         {"camera", 0, CLI_VALUE},    {"near", 0, CLI_VALUE},    {"has-gps", 0, CLI_FLAG},
-        {0}};
+        {"offset", 0, CLI_VALUE},    {0}};
     static const cdb_engine_sort sort_of[] = {CDB_ENGINE_SORT_SCORE, CDB_ENGINE_SORT_TIME,
                                               CDB_ENGINE_SORT_TAKEN, CDB_ENGINE_SORT_TAKEN_ASC};
     cli_args a;
     int rc, n_terms = 0, n_img, n_not, n_under, sort = 0;
     cdb_k_device device;
-    long k = 10;
+    long k = 10, offset = 0;
     double min_score = -1.0;
     const char **images, **nots, **unders, **image_paths = NULL;
     int n_image_paths = 0, image_stdin = 0;
@@ -405,7 +437,8 @@ int cdb_cli_cmd_search(int argc, char **argv) {
     n_img = cdb_cli_get_all(&a, "image", &images);
     n_not = cdb_cli_get_all(&a, "not", &nots);
     n_under = cdb_cli_get_all(&a, "under", &unders);
-    if ((rc = check_search_args(&a, n_img, nots, n_not, &k, &min_score, &sort)) != CLI_EXIT_OK ||
+    if ((rc = check_search_args(&a, n_img, nots, n_not, &k, &offset, &min_score, &sort)) !=
+            CLI_EXIT_OK ||
         (rc = split_images(&a, images, n_img, &image_paths, &n_image_paths, &image_stdin)) !=
             CLI_EXIT_OK ||
         (rc = query_text(&a, &text)) != CLI_EXIT_OK ||
@@ -430,6 +463,7 @@ int cdb_cli_cmd_search(int argc, char **argv) {
     q.terms = terms; /* parsed once, above */
     q.n_terms = n_terms;
     sp.k = (int)k;
+    sp.offset = (int)offset;
     sp.min_score = (float)min_score;
     sp.sort = sort_of[sort];
     sp.taken_after = cdb_cli_get(&a, "taken-after");

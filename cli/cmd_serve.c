@@ -46,20 +46,54 @@ static void raise_fd_limit(void) {
     }
 }
 
+/* The tokens of the peers (--peer-token-file: the Nth with the Nth --peer; one alone
+** for every peer) into toks[n_peers] (heap strings or NULL). CLI_EXIT_OK or the error
+** printed. */
+static int peer_tokens(cli_args *a, int n_peers, char **toks) {
+    const char **files;
+    int n = cdb_cli_get_all(a, "peer-token-file", &files);
+    char buf[600];
+    int rc;
+    if (n && n != 1 && n != n_peers)
+        return cdb_cli_usage_error("serve", "give one --peer-token-file for every peer, in "
+                                            "the order of the --peer options, or one for all");
+    if (n && !n_peers) return cdb_cli_usage_error("serve", "--peer-token-file without --peer");
+    for (int i = 0; i < n_peers && n; i++) {
+        if ((rc = read_token(files[n == 1 ? 0 : i], buf, sizeof buf)) != CLI_EXIT_OK) return rc;
+        toks[i] = strdup(buf);
+        memset(buf, 0, sizeof buf);
+        if (!toks[i]) return cdb_cli_error("out of memory", "cannot serve");
+    }
+    return CLI_EXIT_OK;
+}
+
+/* The databases after the first (--db given more than once) opened into more[]. On
+** failure the ones opened are closed, the error printed. */
+static int open_more(const char *const *dirs, int n, cdb_k_device device, cdb_engine **more) {
+    int rc = CLI_EXIT_OK;
+    for (int i = 0; i < n && rc == CLI_EXIT_OK; i++)
+        if ((rc = cdb_cli_engine_open(dirs[i], 0, 0, device, 0, &more[i])) != CLI_EXIT_OK)
+            for (int j = 0; j < i; j++) cdb_engine_close(more[j]), more[j] = NULL;
+    return rc;
+}
+
 int cdb_cli_cmd_serve(int argc, char **argv) {
     static const cli_optspec spec[] = {
-        {"db", 0, CLI_VALUE},         {"host", 0, CLI_VALUE},        {"port", 0, CLI_VALUE},
+        {"db", 0, CLI_MULTI},         {"host", 0, CLI_VALUE},        {"port", 0, CLI_VALUE},
         {"threads", 0, CLI_VALUE},    {"token-file", 0, CLI_VALUE},  {"cors-origin", 0, CLI_VALUE},
         {"max-connections", 0, CLI_VALUE}, {"timeout", 0, CLI_VALUE}, {"model", 0, CLI_VALUE},
         {"device", 0, CLI_VALUE},     {"quiet", 'q', CLI_FLAG},      {"help", 'h', CLI_FLAG},
         {"header-timeout", 0, CLI_VALUE}, {"body-timeout", 0, CLI_VALUE},
-        {"session-ttl", 0, CLI_VALUE}, {0}};
+        {"session-ttl", 0, CLI_VALUE}, {"peer", 0, CLI_MULTI},    {"peer-token-file", 0, CLI_MULTI},
+        {"peer-timeout", 0, CLI_VALUE}, {0}};
     cli_args a;
     int rc;
     cdb_k_device device;
-    long port, threads, maxc, timeout, htimeout, btimeout, ttl;
-    char token[600] = "";
-    cdb_engine *e = NULL;
+    long port, threads, maxc, timeout, htimeout, btimeout, ttl, peer_ms;
+    char token[600] = "", **toks = NULL;
+    const char **dbs = NULL, **peers = NULL;
+    int n_db = 0, n_peers = 0;
+    cdb_engine *e = NULL, **more = NULL;
     cdb_engine_model m;
     cdb_engine_stats st;
     cdb_serve *s = NULL;
@@ -76,7 +110,8 @@ int cdb_cli_cmd_serve(int argc, char **argv) {
         cdb_cli_get_int(&a, "timeout", 15, 1, 3600, &timeout) ||
         cdb_cli_get_int(&a, "header-timeout", 10, 1, 3600, &htimeout) ||
         cdb_cli_get_int(&a, "body-timeout", 60, 1, 86400, &btimeout) ||
-        cdb_cli_get_int(&a, "session-ttl", 12 * 3600, 1, 365 * 86400, &ttl)) {
+        cdb_cli_get_int(&a, "session-ttl", 12 * 3600, 1, 365 * 86400, &ttl) ||
+        cdb_cli_get_int(&a, "peer-timeout", 2000, 1, 600000, &peer_ms)) {
         rc = cdb_cli_usage_error("serve", "%s", a.err);
         goto done;
     }
@@ -88,6 +123,21 @@ int cdb_cli_cmd_serve(int argc, char **argv) {
     }
     if ((rc = cdb_cli_device("serve", cdb_cli_get(&a, "device"), &device)) != CLI_EXIT_OK)
         goto done;
+    n_db = cdb_cli_get_all(&a, "db", &dbs);
+    n_peers = cdb_cli_get_all(&a, "peer", &peers);
+    if (n_db > CDB_SERVE_MAX_DBS || n_peers > CDB_SERVE_MAX_PEERS) {
+        rc = cdb_cli_usage_error("serve", "at most %d --db and %d --peer", CDB_SERVE_MAX_DBS,
+                                 CDB_SERVE_MAX_PEERS);
+        goto done;
+    }
+    if (!(toks = calloc((size_t)n_peers + 1, sizeof *toks)) ||
+        !(more = calloc((size_t)n_db + 1, sizeof *more))) {
+        rc = cdb_cli_error("out of memory", "cannot serve");
+        goto done;
+    }
+    if ((rc = peer_tokens(&a, n_peers, toks)) != CLI_EXIT_OK ||
+        (rc = cdb_cli_dbs_distinct("serve", dbs, n_db)) != CLI_EXIT_OK)
+        goto done;
     if (cdb_cli_get(&a, "token-file") &&
         (rc = read_token(cdb_cli_get(&a, "token-file"), token, sizeof token)) != CLI_EXIT_OK)
         goto done;
@@ -95,7 +145,8 @@ int cdb_cli_cmd_serve(int argc, char **argv) {
     if (!getenv("CLIPDB_LOG") && !cdb_cli_quiet()) cdb_log_set_level(CDB_LOG_LEVEL_INFO);
     /* the engine encodes texts on one thread (requests in parallel keep the cores busy)
     ** and images on every core, as `clipdb search` does, so the scores are its scores */
-    if ((rc = cdb_cli_engine_open(cdb_cli_get(&a, "db"), 0, 0, device, 0, &e)) != CLI_EXIT_OK)
+    if ((rc = cdb_cli_engine_open(n_db ? dbs[0] : NULL, 0, 0, device, 0, &e)) != CLI_EXIT_OK ||
+        (n_db > 1 && (rc = open_more(dbs + 1, n_db - 1, device, more)) != CLI_EXIT_OK))
         goto done;
     if (cdb_engine_load_model(e, cdb_cli_get(&a, "model"), 1, 1, &m) != CDB_OK) {
         rc = cdb_cli_engine_fail(cdb_cli_get(&a, "model"));
@@ -112,6 +163,12 @@ int cdb_cli_cmd_serve(int argc, char **argv) {
     sp.body_timeout_s = (int)btimeout;
     sp.session_ttl_s = (int)ttl;
     sp.bundled_model = cdb_cli_model_is_bundled(e, m.id);
+    sp.more = more;
+    sp.n_more = n_db > 1 ? n_db - 1 : 0;
+    sp.peers = peers;
+    sp.peer_tokens = (const char *const *)toks;
+    sp.n_peers = n_peers;
+    sp.peer_timeout_ms = (int)peer_ms;
     raise_fd_limit();
     if (cdb_serve_start(e, &sp, &s) != CDB_OK) {
         rc = cdb_cli_error_status(CDB_ERROR, "cannot serve %s", cdb_engine_dir(e));
@@ -122,10 +179,12 @@ int cdb_cli_cmd_serve(int argc, char **argv) {
     cdb_engine_stats_get(e, 0, &st);
     cdb_cli_signals_message(
         "\nclipdb serve: stopping after the requests in flight (Ctrl-C again to stop now)\n");
-    printf("clipdb serve: http://%s%s%s:%d/ (%s, %lld photo%s%s)\n",
-           strchr(sp.host, ':') ? "[" : "", sp.host, strchr(sp.host, ':') ? "]" : "",
-           cdb_serve_port(s), m.name, (long long)st.files[2], st.files[2] == 1 ? "" : "s",
-           sp.token ? ", token required" : "");
+    printf("clipdb serve: http://%s%s%s:%d/ (%s, %lld photo%s%s", strchr(sp.host, ':') ? "[" : "",
+           sp.host, strchr(sp.host, ':') ? "]" : "", cdb_serve_port(s), m.name,
+           (long long)st.files[2], st.files[2] == 1 ? "" : "s", sp.token ? ", token required" : "");
+    if (n_db > 1) printf(" in the first of %d databases", n_db);
+    if (n_peers) printf(", %d peer%s", n_peers, n_peers == 1 ? "" : "s");
+    printf(")\n");
     cdb_cli_flush_stdout();
     while (!cdb_cli_interrupted()) {
         struct timespec ts = {0, 100 * 1000000L};
@@ -138,6 +197,11 @@ done:
     cdb_serve_stop(s, 0);
     cdb_engine_stats_free(&st);
     cdb_engine_close(e);
+    for (int i = 0; more && i < n_db; i++) cdb_engine_close(more[i]);
+    free(more);
+    for (int i = 0; toks && i < n_peers; i++)
+        if (toks[i]) memset(toks[i], 0, strlen(toks[i])), free(toks[i]);
+    free(toks);
     memset(token, 0, sizeof token);
     cdb_cli_args_free(&a);
     return rc;

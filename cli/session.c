@@ -6,6 +6,8 @@
 ** the engine the CLI's events: the live progress line (stderr, a terminal only),
 ** warnings, and Ctrl-C as a request to stop after the current batch.
 */
+#include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -61,6 +63,17 @@ int cdb_cli_engine_open(const char *flag_db, int writer, int wait, cdb_k_device 
     return cdb_cli_error_status(rc, "cannot open the database %s", dir);
 }
 
+int cdb_cli_dbs_distinct(const char *cmd, const char *const *dirs, int n) {
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++) {
+            char a[PATH_MAX], b[PATH_MAX];
+            if (realpath(dirs[i], a) && realpath(dirs[j], b) && !strcmp(a, b))
+                return cdb_cli_usage_error(cmd, "--db %s and --db %s are one database", dirs[i],
+                                           dirs[j]);
+        }
+    return CLI_EXIT_OK;
+}
+
 #define FREE_SPACE_HINT \
     "free space on the disk that holds the database, then run the same command again: " \
     "what was committed is kept, the rest is redone"
@@ -100,6 +113,10 @@ void cdb_cli_engine_hint(const char *arg) {
         break;
     case CDB_ENGINE_E_MOVE_NOTHING:
         cdb_cli_hint("check the paths (NEW is where the same files are now)");
+        break;
+    case CDB_ENGINE_E_MODEL_MISMATCH:
+        cdb_cli_hint("databases searched together need vectors of one model: pass --model "
+                     "PATH when each holds it beside others ('clipdb stats' lists them)");
         break;
     default: break;
     }

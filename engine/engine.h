@@ -20,7 +20,8 @@
 ** Memory handed out is freed by the matching _free function. The library never
 ** prints: warnings, progress and cancellation go through cdb_engine_events.
 **
-** Threading: on one handle, cdb_engine_search, cdb_engine_file_get, cdb_engine_thumb,
+** Threading: on one handle, cdb_engine_search (and cdb_engine_search_many with the
+** handle among its handles), cdb_engine_file_get, cdb_engine_thumb,
 ** cdb_engine_preview_get, cdb_engine_stats_get, cdb_engine_folders,
 ** cdb_engine_subfolders, cdb_engine_load_model and
 ** cdb_engine_encode_text may run
@@ -95,7 +96,9 @@ typedef enum cdb_engine_err {
                                      an unknown short name */
     CDB_ENGINE_E_HUB_OFFLINE,     /* hub: HF_HUB_OFFLINE=1 and the model is not cached */
     CDB_ENGINE_E_HUB_CHECKSUM,    /* hub: a downloaded file is not what its ETag says */
-    CDB_ENGINE_E_HUB_NETWORK      /* hub: the server cannot be reached or kept failing */
+    CDB_ENGINE_E_HUB_NETWORK,     /* hub: the server cannot be reached or kept failing */
+    CDB_ENGINE_E_MODEL_MISMATCH   /* a search over several databases whose vector sets
+                                     are of different models (weights) */
 } cdb_engine_err;
 cdb_engine_err cdb_engine_errcode(void);
 
@@ -279,10 +282,13 @@ typedef struct cdb_engine_query {
     ** NULL: the search parses text. */
     const cdb_engine_term *terms;
     int n_terms;
+    /* Appended: cdb_engine_search_many only: the handle (index) whose photos like_ids
+    ** name; its model makes the query vector. 0 by default. */
+    int like_db;
 } cdb_engine_query;
 
 typedef enum cdb_engine_sort {
-    CDB_ENGINE_SORT_SCORE = 0,     /* best first (ties: smaller id first) */
+    CDB_ENGINE_SORT_SCORE = 0,     /* best first (ties: cdb_engine_hit_cmp_score) */
     CDB_ENGINE_SORT_TIME = 1,      /* the hits by file time, newest first */
     CDB_ENGINE_SORT_TAKEN = 2,     /* by capture time (the file time where a photo has
                                       none: cdb_engine_photo.taken_source), newest first */
@@ -368,6 +374,10 @@ typedef struct cdb_engine_hit {
     float probability;
     /* Appended: the photo's metadata (docs/images.md "Metadata"). */
     cdb_engine_photo photo;
+    /* Appended: which database the hit is in: the index of its handle in
+    ** cdb_engine_search_many's handles (0 for cdb_engine_search). id is that
+    ** database's; ids of different databases may be equal. */
+    int db;
 } cdb_engine_hit;
 
 typedef struct cdb_engine_result {
@@ -394,6 +404,36 @@ cdb_status cdb_engine_search(cdb_engine *e, const cdb_engine_query *q,
                              const cdb_engine_search_params *p,
                              cdb_engine_result *out /* OUT */);
 void cdb_engine_result_free(cdb_engine_result *r); /* NULL is fine; zeroes *r */
+
+/* The order of hits by score everywhere (one database or several): the higher score
+** first; equal scores by path (bytes, strcmp), then by database (hit.db). Photos of
+** the same bytes score the same, so without the path rule which of them a page holds
+** would depend on ids, which differ between databases holding the same photos. */
+int cdb_engine_hit_cmp_score(const cdb_engine_hit *a, const cdb_engine_hit *b);
+
+/* One search over n databases (es[0..n), open handles, n >= 1): the hits and scores
+** that one database holding all their photos would give (the same query, params,
+** filters, places, sorts and paging), each hit's db naming its handle. The query is
+** encoded once, by es[q->like_db]'s model (es[0]'s by default); every handle's vector
+** set searched (p->model, or each one's default) must be of the same weights (hash),
+** else CDB_INVALID with E_MODEL_MISMATCH naming the two databases. like_ids name
+** photos of es[q->like_db] (E_QUERY when like_db is not in [0, n)). out->model,
+** model_id and generation are those of the handle that made the query vector.
+** A failure in any database fails the call (its message names the database).
+** Concurrent calls OK, as cdb_engine_search on each handle; a handle may appear once.
+** *out: cdb_engine_result_free. */
+cdb_status cdb_engine_search_many(cdb_engine *const *es, int n, const cdb_engine_query *q,
+                                  const cdb_engine_search_params *p,
+                                  cdb_engine_result *out /* OUT */);
+
+/* The merge of cdb_engine_search_many, for hits from elsewhere too (a server's peers):
+** each source asked with cdb_engine_part_params(p) (the best hits by score, unpaged),
+** their hits put in one array (hit.db telling the sources apart, path set), then
+** cdb_engine_hits_merge leaves hits[0..*n) the page p asks for, as one database
+** holding them all would give it; the hits dropped have their paths cdb_free'd. */
+cdb_engine_search_params cdb_engine_part_params(const cdb_engine_search_params *p);
+void cdb_engine_hits_merge(cdb_engine_hit *hits, int *n /* IN/OUT */,
+                           const cdb_engine_search_params *p);
 
 /* The metadata of n files by id (out[i] for ids[i]; an id that is not recorded gets
 ** an empty record, taken_source ""), as search hits carry it. Concurrent calls OK. */

@@ -344,22 +344,27 @@ struct clipdb_hits {
     cdb_engine_result r;
 };
 
-clipdb_status clipdb_search_text(clipdb *db, const char *text, const clipdb_search_params *p,
-                                 clipdb_hits **out) {
+/* The search of clipdb_search_text (n == 1) and clipdb_search_text_many, named `fn`
+** in its messages. */
+static clipdb_status search_text(const char *fn, clipdb *const *dbs, int n, const char *text,
+                                 const clipdb_search_params *p, clipdb_hits **out) {
     static const clipdb_search_params defaults = {10, -1.0, NULL, 0, NULL, NULL, NULL, NULL,
                                                   0, CDB_ENGINE_SORT_SCORE};
     cdb_engine_query q;
     cdb_engine_search_params sp = cdb_engine_search_params_default();
     cdb_engine_under *u = NULL;
+    cdb_engine **es = NULL;
     char (*abs)[PATH_MAX] = NULL;
     clipdb_hits *h = NULL;
     cdb_status rc = CDB_OK;
-    if (!out) return PUB(cdb_seterr(CDB_INVALID, "clipdb_search_text: no place for the hits"));
+    if (!out) return PUB(cdb_seterr(CDB_INVALID, "%s: no place for the hits", fn));
     *out = NULL;
-    if (!db || !text)
-        return PUB(cdb_seterr(CDB_INVALID, "clipdb_search_text: no database or text"));
+    if (!dbs || n < 1 || !text)
+        return PUB(cdb_seterr(CDB_INVALID, "%s: no database or text", fn));
+    for (int i = 0; i < n; i++)
+        if (!dbs[i]) return PUB(cdb_seterr(CDB_INVALID, "%s: database %d is NULL", fn, i));
     if (!p) p = &defaults;
-    if (!(h = calloc(1, sizeof *h)) ||
+    if (!(h = calloc(1, sizeof *h)) || !(es = calloc((size_t)n, sizeof *es)) ||
         (p->n_unders && (!(u = calloc((size_t)p->n_unders, sizeof *u)) ||
                          !(abs = calloc((size_t)p->n_unders, sizeof *abs))))) {
         rc = cdb_seterr(CDB_NOMEM, "cannot search (out of memory)");
@@ -369,6 +374,7 @@ clipdb_status clipdb_search_text(clipdb *db, const char *text, const clipdb_sear
         cdb_engine_under_resolve(p->unders[i], abs[i], PATH_MAX, &u[i].folder);
         u[i].path = abs[i];
     }
+    for (int i = 0; i < n; i++) es[i] = dbs[i]->rd;
     memset(&q, 0, sizeof q);
     q.text = text;
     sp.k = p->k;
@@ -381,15 +387,27 @@ clipdb_status clipdb_search_text(clipdb *db, const char *text, const clipdb_sear
     sp.near = p->near;
     sp.has_gps = p->has_gps;
     sp.sort = p->sort;
-    if ((rc = cdb_engine_search(db->rd, &q, &sp, &h->r)) == CDB_OK) {
+    if ((rc = n == 1 ? cdb_engine_search(es[0], &q, &sp, &h->r)
+                     : cdb_engine_search_many(es, n, &q, &sp, &h->r)) == CDB_OK) {
         *out = h;
         h = NULL;
     }
 done:
     free(h);
+    free(es);
     free(u);
     free(abs);
     return PUB(rc);
+}
+
+clipdb_status clipdb_search_text(clipdb *db, const char *text, const clipdb_search_params *p,
+                                 clipdb_hits **out) {
+    return search_text("clipdb_search_text", &db, 1, text, p, out);
+}
+
+clipdb_status clipdb_search_text_many(clipdb *const *dbs, int n, const char *text,
+                                      const clipdb_search_params *p, clipdb_hits **out) {
+    return search_text("clipdb_search_text_many", dbs, n, text, p, out);
 }
 
 /* Hit i of h, or NULL when i is out of range. */
@@ -415,6 +433,7 @@ const char *clipdb_hits_model(const clipdb_hits *h, int i) {
     return hit(h, i) ? hit(h, i)->photo.model : NULL;
 }
 float clipdb_hits_score(const clipdb_hits *h, int i) { return hit(h, i) ? hit(h, i)->score : 0; }
+int clipdb_hits_db(const clipdb_hits *h, int i) { return hit(h, i) ? hit(h, i)->db : -1; }
 int clipdb_hits_width(const clipdb_hits *h, int i) { return hit(h, i) ? hit(h, i)->width : 0; }
 int clipdb_hits_height(const clipdb_hits *h, int i) { return hit(h, i) ? hit(h, i)->height : 0; }
 

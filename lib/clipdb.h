@@ -21,9 +21,9 @@
 **   Growth: handles and parameter objects are opaque, set through setters and read
 **     through getters, so later versions add fields without changing any size the
 **     caller compiled in. Enum values are append-only.
-**   Threading: one clipdb handle may run clipdb_search_text from any number of
-**     threads at once; every other call on a handle (ingest, reindex, close) needs
-**     exclusive use of it. A clipdb_model runs one embed call at a time (callers
+**   Threading: one clipdb handle may run clipdb_search_text and
+**     clipdb_search_text_many from any number of threads at once; every other call on
+**     a handle (ingest, reindex, close) needs exclusive use of it. A clipdb_model runs one embed call at a time (callers
 **     serialize); distinct models are independent. Parameter objects and results are
 **     plain data: share them read-only, or not at all while one thread changes them.
 **     Callbacks run on the thread that made the call. No global initialization.
@@ -211,11 +211,25 @@ typedef struct clipdb_hits clipdb_hits;
 CLIPDB_API clipdb_status clipdb_search_text(clipdb *db, const char *text,
                                             const clipdb_search_params *p,
                                             clipdb_hits **out /* OUT */);
+/* One search over the n open databases dbs[0..n) (n >= 1; each given once): the hits
+** and scores one database holding all their photos would give (equal scores in path
+** order, then by database), the query encoded once by dbs[0]'s model. Every
+** database's default model must have the same weights, else CLIPDB_INVALID naming
+** the two. The handles are borrowed for the call (not closed, not kept); each may be
+** searched by other threads meanwhile. A failure in one fails the call, naming it.
+** clipdb_hits_db says which database each hit is in (clipdb_hits_id is that
+** database's id). *out: clipdb_hits_free. */
+CLIPDB_API clipdb_status clipdb_search_text_many(clipdb *const *dbs, int n, const char *text,
+                                                 const clipdb_search_params *p,
+                                                 clipdb_hits **out /* OUT */);
 CLIPDB_API int clipdb_hits_count(const clipdb_hits *h);
 /* Hit i (0 .. count - 1, best first); an i out of range gives 0 / NULL. */
 CLIPDB_API int64_t clipdb_hits_id(const clipdb_hits *h, int i);       /* the file's id */
 CLIPDB_API const char *clipdb_hits_path(const clipdb_hits *h, int i); /* absolute; borrowed */
 CLIPDB_API float clipdb_hits_score(const clipdb_hits *h, int i);
+/* The index in dbs of clipdb_search_text_many of the hit's database (0 for
+** clipdb_search_text); -1 for an i out of range. */
+CLIPDB_API int clipdb_hits_db(const clipdb_hits *h, int i);
 /* Pixels after EXIF orientation; 0 when unknown. */
 CLIPDB_API int clipdb_hits_width(const clipdb_hits *h, int i);
 CLIPDB_API int clipdb_hits_height(const clipdb_hits *h, int i);

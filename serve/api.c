@@ -7,7 +7,8 @@
 **                      taken_after=, taken_before=, camera=, near=, has_gps=)
 **   POST /api/search  {"query" | "text" | "image_id" | "image" (base64), "k", "offset",
 **                      "min_score", "under", "sort", "taken_after", "taken_before",
-**                      "camera", "near", "has_gps"}
+**                      "camera", "near", "has_gps", "image_db", "peers" (false: this
+**                      server's databases only, as a front asks its peers)}
 **     -> {"model", "took_ms", "count", "offset", "generation",
 **         "results": [{"id", "path", "score", ["probability",] "width", "height", "mtime", "size",
 **                      "thumb": "/api/thumb/ID", "file": "/api/file/ID",
@@ -40,6 +41,19 @@
 **   POST /api/logout, GET /api/session   signs it out; says whether one is needed / held
 **   /knn-service, /metadata, /indices-list: clip_retrieval.c. GET /, /app.js, ...: the page.
 **
+** Several databases (serve.h params.more): a search answers from all of them, merged
+** exactly (cdb_engine_search_many); each hit has "db" (its database's index) and URLs
+** with ?db=N, which /api/thumb, /api/file and /api/preview then require (an id names a
+** photo of one database only); image_id with image_db=N (0 by default) for "more like
+** this". Stats, folders, duplicates and clip-retrieval answer for the first database.
+** Peers (params.peers): a search is fanned out to their /api/search too (peers.c), the
+** local part unpaged, all merged and paged as one database; the response says
+** "partial" (a peer missing) and "missing" (their URLs); a peer's hit has "peer" (its
+** URL), "peer_db" and the proxy URLs GET /api/peer/P/{thumb,file,preview}/ID?db=D.
+** With peers k + offset is at most 1000; an image_id query is answered here alone
+** (every peer missing). Every hit also has "mtime_ns" and "taken_ms" (what the time
+** sorts order by, so that a front server merges peers' hits exactly).
+**
 ** "query" (and q=) is the CLI's language ("beach + sunset - people", "2*cat");
 ** "text" is one term as it is. Limits: k <= 1000, offset <= 100000, query text as in
 ** the CLI (64 KiB). Bad input (a query argument that is not UTF-8 or holds a NUL: see
@@ -53,6 +67,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,6 +91,9 @@ const char *cdb_srv_arg(const srv_req *r, const char *key) {
 }
 
 static int is(const srv_req *r, const char *m) { return !strcmp(r->method, m); }
+
+/* The databases served (a context that sets only e, as the fuzz target's: one). */
+static int n_dbs(const srv_ctx *c) { return c->n_es > 1 ? c->n_es : 1; }
 static int is_get(const srv_req *r) { return is(r, "GET") || is(r, "HEAD"); }
 
 /* The decimal id after prefix in path (strict: digits only, > 0); 0 when not one. */
@@ -99,6 +117,11 @@ typedef struct search_req {
     cdb_engine_search_params p;
     int64_t like[SRV_MAX_LIKE];
     unsigned char *image;       /* decoded upload (heap) */
+    const char *image_b64;      /* the upload as it came (peers get it as it is) */
+    const char *under_given;    /* `under` as it came (peers resolve it themselves) */
+    const char *sort_given;
+    int local_only;             /* "peers": false: this server's databases only (what a
+                                   front asks its peers: no fan-out of a fan-out) */
     char under[PATH_MAX];
     int k, offset;
 } search_req;
@@ -139,6 +162,7 @@ static int set_paging(srv_ctx *c, search_req *s, const char *k, const char *offs
         }
         cdb_engine_under_resolve(under, s->under, sizeof s->under, &s->p.under_folder);
         s->p.under = s->under;
+        s->under_given = under;
     }
     if (sort && *sort) {
         static const struct {
@@ -149,6 +173,7 @@ static int set_paging(srv_ctx *c, search_req *s, const char *k, const char *offs
                      {"taken-asc", CDB_ENGINE_SORT_TAKEN_ASC}};
         size_t i = 0;
         while (i < sizeof sorts / sizeof sorts[0] && strcmp(sort, sorts[i].name)) i++;
+        s->sort_given = sort;
         if (!strcmp(sort, "score")) {
             s->p.sort = CDB_ENGINE_SORT_SCORE;
         } else if (i < sizeof sorts / sizeof sorts[0]) {
@@ -181,6 +206,18 @@ static int set_filters(search_req *s, const char *after, const char *before, con
     return 0;
 }
 
+/* The database image_id names (image_db, "0" .. n_es - 1; absent: 0). 0, or the 400. */
+static int like_db(srv_ctx *c, const char *db, search_req *s, srv_resp *o) {
+    long v = 0;
+    if (db && cdb_srv_parse_int(db, 0, n_dbs(c) - 1, &v)) {
+        cdb_srv_error(o, 400, "bad_request", "image_db must be a database's index (0 to %d)",
+                      n_dbs(c) - 1);
+        return -1;
+    }
+    s->q.like_db = (int)v;
+    return 0;
+}
+
 static int search_from_args(srv_ctx *c, const srv_req *r, search_req *s, srv_resp *o) {
     const char *q = cdb_srv_arg(r, "q"), *text = cdb_srv_arg(r, "text"),
                *like = cdb_srv_arg(r, "image_id");
@@ -209,7 +246,7 @@ static int search_from_args(srv_ctx *c, const srv_req *r, search_req *s, srv_res
         s->q.like_ids = s->like;
         s->q.n_like_ids = 1;
     }
-    return 0;
+    return like_db(c, cdb_srv_arg(r, "image_db"), s, o);
 }
 
 /* A JSON scalar as text for the strict parsers ("12", "0.3"); NULL when absent or null. */
@@ -305,6 +342,22 @@ static int search_from_json(srv_ctx *c, const srv_req *r, search_req *s, srv_res
         s->q.like_ids = s->like;
         s->q.n_like_ids = (int)n;
     }
+    if ((v = json_object_get(doc, "peers")) && !json_is_null(v)) {
+        if (!json_is_boolean(v)) {
+            cdb_srv_error(o, 400, "bad_request", "peers is true or false");
+            return -1;
+        }
+        s->local_only = json_is_false(v);
+    }
+    if ((v = json_object_get(doc, "image_db")) && !json_is_null(v)) {
+        char db[32];
+        if (!json_is_integer(v)) {
+            cdb_srv_error(o, 400, "bad_request", "image_db is an integer");
+            return -1;
+        }
+        snprintf(db, sizeof db, "%lld", (long long)json_integer_value(v));
+        if (like_db(c, db, s, o)) return -1;
+    }
     if ((v = json_object_get(doc, "image")) && !json_is_null(v)) {
         size_t n = 0;
         const char *b64;
@@ -312,7 +365,7 @@ static int search_from_json(srv_ctx *c, const srv_req *r, search_req *s, srv_res
             cdb_srv_error(o, 400, "bad_request", "image is a base64 string");
             return -1;
         }
-        b64 = json_string_value(v);
+        b64 = s->image_b64 = json_string_value(v);
         if (!strncmp(b64, "data:", 5) && strchr(b64, ','))
             b64 = strchr(b64, ',') + 1; /* a data: URL */
         if (!(s->image = cdb_out_base64_decode(b64, strlen(b64), &n)) || n == 0) {
@@ -352,43 +405,150 @@ static void photo_json(json_t *x, const cdb_engine_photo *p) {
     if (p->has_alt) json_object_set_new(x, "alt", json_real(p->alt));
 }
 
-static json_t *hit_json(const cdb_engine_hit *h, int has_probability) {
+/* A hit as the API shows it. Its thumb, file and preview URLs: the routes of its own
+** database (?db=N when the server has several), or for a peer's hit (h->db >= n_es,
+** remote[h->db - n_es]) the proxy routes of that peer, never the peer's own address. */
+static json_t *hit_json(const srv_ctx *c, const cdb_engine_hit *h, int has_probability,
+                        const srv_remote *remote) {
+    static const char *const kinds[] = {"thumb", "file", "preview"};
     json_t *x = json_object();
-    char url[64];
+    const srv_remote *rem = h->db >= n_dbs(c) ? &remote[h->db - n_dbs(c)] : NULL;
+    char url[128], q[32] = "";
     json_object_set_new(x, "id", json_integer(h->id));
+    if (rem) {
+        json_object_set_new(x, "peer", json_string(cdb_srv_peer_name(c->peers, rem->peer)));
+        json_object_set_new(x, "peer_db", json_integer(rem->db));
+    } else if (c->n_es > 1) {
+        json_object_set_new(x, "db", json_integer(h->db));
+        snprintf(q, sizeof q, "?db=%d", h->db);
+    }
     cdb_srv_json_path(x, "path", h->path);
     json_object_set_new(x, "score", cdb_srv_json_float(h->score));
     if (has_probability) json_object_set_new(x, "probability", cdb_srv_json_float(h->probability));
     json_object_set_new(x, "width", json_integer(h->width));
     json_object_set_new(x, "height", json_integer(h->height));
     json_object_set_new(x, "mtime", json_integer(h->mtime_ns / 1000000000LL));
+    json_object_set_new(x, "mtime_ns", json_integer(h->mtime_ns));
+    json_object_set_new(x, "taken_ms", json_integer(h->photo.taken_key_ms));
     json_object_set_new(x, "size", json_integer(h->size));
-    snprintf(url, sizeof url, "/api/thumb/%lld", (long long)h->id);
-    json_object_set_new(x, "thumb", json_string(url));
-    snprintf(url, sizeof url, "/api/file/%lld", (long long)h->id);
-    json_object_set_new(x, "file", json_string(url));
-    snprintf(url, sizeof url, "/api/preview/%lld", (long long)h->id);
-    json_object_set_new(x, "preview", json_string(url));
+    for (int i = 0; i < 3; i++) {
+        if (rem)
+            snprintf(url, sizeof url, "/api/peer/%d/%s/%lld?db=%d", rem->peer, kinds[i],
+                     (long long)h->id, rem->db);
+        else
+            snprintf(url, sizeof url, "/api/%s/%lld%s", kinds[i], (long long)h->id, q);
+        json_object_set_new(x, kinds[i], json_string(url));
+    }
     json_object_set_new(x, "browser_shows", json_boolean(browser_shows(h->path)));
     photo_json(x, &h->photo);
     return x;
+}
+
+/* ---- the search over several databases and peers --------------------------------------- */
+
+/* The request peers get: the same query and filters, the best `want` hits by score. */
+static char *peer_body(const search_req *s, int want) {
+    json_t *b = json_object();
+    char *out;
+    if (s->q.text)
+        json_object_set_new(b, s->q.text_literal ? "text" : "query", json_string(s->q.text));
+    if (s->image_b64) json_object_set_new(b, "image", json_string(s->image_b64));
+    json_object_set_new(b, "k", json_integer(want));
+    json_object_set_new(b, "offset", json_integer(0));
+    json_object_set_new(b, "peers", json_false()); /* its own databases: ids it can serve */
+    if (s->p.min_score > -1.0f) json_object_set_new(b, "min_score", json_real(s->p.min_score));
+    if (s->under_given) json_object_set_new(b, "under", json_string(s->under_given));
+    if (s->p.taken_after) json_object_set_new(b, "taken_after", json_string(s->p.taken_after));
+    if (s->p.taken_before)
+        json_object_set_new(b, "taken_before", json_string(s->p.taken_before));
+    if (s->p.camera) json_object_set_new(b, "camera", json_string(s->p.camera));
+    if (s->p.near) json_object_set_new(b, "near", json_string(s->p.near));
+    if (s->p.has_gps) json_object_set_new(b, "has_gps", json_true());
+    out = json_dumps(b, JSON_COMPACT);
+    json_decref(b);
+    return out;
+}
+
+typedef struct fanout {
+    srv_ctx *c;
+    const char *body;      /* NULL: the query is not one peers can answer (image_id) */
+    int want;
+    srv_peer_answers ans;
+} fanout;
+
+static void *fanout_run(void *ud) {
+    fanout *f = ud;
+    int n = cdb_srv_peers_count(f->c->peers);
+    if (f->body) {
+        cdb_srv_peers_search(f->c->peers, f->body, f->want, n_dbs(f->c), &f->ans);
+    } else if ((f->ans.missing = calloc((size_t)n, sizeof *f->ans.missing))) {
+        for (int i = 0; i < n; i++) f->ans.missing[i] = 1;
+        f->ans.n_missing = n;
+    }
+    return NULL;
+}
+
+/* The local databases' best hits (unpaged: cdb_engine_part_params) and the peers' at
+** the same time, merged and paged into *out (out->hits heap); fo->ans keeps what the
+** peers said (the hits' remotes, who is missing). CDB_OK, or the local failure. */
+static cdb_status search_fanout(srv_ctx *c, search_req *s, cdb_engine_result *out,
+                                fanout *fo) {
+    cdb_engine_search_params pp = cdb_engine_part_params(&s->p);
+    pthread_t t;
+    int started = 0;
+    char *body = NULL;
+    cdb_status st;
+    memset(fo, 0, sizeof *fo);
+    fo->c = c;
+    fo->want = pp.k;
+    if (c->peers && !s->local_only) {
+        /* a photo id names a photo here: peers cannot look it up (missing, said so) */
+        fo->body = body = s->q.n_like_ids ? NULL : peer_body(s, pp.k);
+        started = pthread_create(&t, NULL, fanout_run, fo) == 0;
+        if (!started) fanout_run(fo);
+    }
+    st = c->n_es > 1 ? cdb_engine_search_many(c->es, c->n_es, &s->q, &pp, out)
+                     : cdb_engine_search(c->e, &s->q, &pp, out);
+    if (started) pthread_join(t, NULL);
+    free(body);
+    if (st != CDB_OK) return st;
+    if (fo->ans.n) {
+        cdb_engine_hit *all = realloc(out->hits, sizeof *all * (size_t)(out->n + fo->ans.n));
+        if (!all) return cdb_seterr(CDB_NOMEM, "out of memory");
+        memcpy(all + out->n, fo->ans.hits, sizeof *all * (size_t)fo->ans.n);
+        out->hits = all;
+        out->n += fo->ans.n;
+        free(fo->ans.hits); /* the paths are out's now */
+        fo->ans.hits = NULL;
+        fo->ans.n = 0;
+    }
+    cdb_engine_hits_merge(out->hits, &out->n, &s->p);
+    return CDB_OK;
 }
 
 static void search(srv_ctx *c, const srv_req *r, srv_resp *o) {
     search_req s;
     json_t *doc = NULL, *res, *arr;
     cdb_engine_result out;
+    fanout fo;
     int64_t t0;
     memset(&s, 0, sizeof s);
     memset(&out, 0, sizeof out);
+    memset(&fo, 0, sizeof fo);
     if (is_get(r) ? search_from_args(c, r, &s, o) : search_from_json(c, r, &s, o, &doc)) goto done;
     if (!s.q.text && !s.q.n_like_ids && !s.q.image_bytes) {
         cdb_srv_error(o, 400, "bad_query", "nothing to search for: give %s",
                   is_get(r) ? "q, text or image_id" : "query, text, image_id or image");
         goto done;
     }
+    if (c->peers && !s.local_only && cdb_engine_part_params(&s.p).k > SRV_MAX_K) {
+        cdb_srv_error(o, 400, "bad_request", "with peers, k + offset must be at most %d",
+                      SRV_MAX_K);
+        goto done;
+    }
     t0 = cdb_now_ns();
-    if (cdb_engine_search(c->e, &s.q, &s.p, &out) != CDB_OK) {
+    if ((c->n_es > 1 || (c->peers && !s.local_only) ? search_fanout(c, &s, &out, &fo)
+                                 : cdb_engine_search(c->e, &s.q, &s.p, &out)) != CDB_OK) {
         cdb_srv_engine_error(o);
         goto done;
     }
@@ -399,14 +559,24 @@ static void search(srv_ctx *c, const srv_req *r, srv_resp *o) {
     json_object_set_new(res, "count", json_integer(out.n));
     json_object_set_new(res, "offset", json_integer(s.p.offset));
     json_object_set_new(res, "generation", json_integer(out.generation));
+    if (c->n_es > 1) json_object_set_new(res, "databases", json_integer(c->n_es));
+    if (c->peers && !s.local_only) { /* which peers' parts are missing from the answer */
+        json_t *miss = json_array();
+        for (int i = 0; fo.ans.missing && i < cdb_srv_peers_count(c->peers); i++)
+            if (fo.ans.missing[i])
+                json_array_append_new(miss, json_string(cdb_srv_peer_name(c->peers, i)));
+        json_object_set_new(res, "partial", json_boolean(json_array_size(miss) > 0));
+        json_object_set_new(res, "missing", miss);
+    }
     arr = json_array();
     for (int i = 0; i < out.n; i++)
-        json_array_append_new(arr, hit_json(&out.hits[i], out.has_probability));
+        json_array_append_new(arr, hit_json(c, &out.hits[i], out.has_probability, fo.ans.remote));
     json_object_set_new(res, "results", arr);
     cdb_srv_json(o, 200, res);
     o->cache = "no-store";
 done:
     cdb_engine_result_free(&out);
+    cdb_srv_peer_answers_free(&fo.ans);
     json_decref(doc);
     free(s.image);
 }
@@ -427,12 +597,27 @@ static int64_t photo_id(const srv_req *r, const char *prefix, srv_resp *o) {
     return id;
 }
 
+/* The database a photo route names: ?db=N (0 .. n_es - 1), which a server of several
+** databases requires (ids are per database: one without it could open another's photo);
+** one database takes none or 0. NULL with o set to the 400 otherwise. */
+static cdb_engine *photo_db(srv_ctx *c, const srv_req *r, srv_resp *o) {
+    const char *db = cdb_srv_arg(r, "db");
+    long v = 0;
+    if ((!db && c->n_es > 1) || (db && cdb_srv_parse_int(db, 0, n_dbs(c) - 1, &v))) {
+        cdb_srv_error(o, 400, "bad_request", "db must name one of the %d databases (0 to %d)",
+                      n_dbs(c), n_dbs(c) - 1);
+        return NULL;
+    }
+    return v ? c->es[v] : c->e;
+}
+
 static void thumb(srv_ctx *c, const srv_req *r, srv_resp *o) {
     int64_t id = photo_id(r, "/api/thumb/", o);
+    cdb_engine *e = id ? photo_db(c, r, o) : NULL;
     void *jpeg = NULL;
     size_t n = 0;
-    if (!id) return;
-    if (cdb_engine_thumb(c->e, id, &jpeg, &n) != CDB_OK) {
+    if (!e) return;
+    if (cdb_engine_thumb(e, id, &jpeg, &n) != CDB_OK) {
         cdb_srv_engine_error(o);
         return;
     }
@@ -516,12 +701,13 @@ static int byte_range(const char *h, int64_t size, int64_t *start, int64_t *len)
 
 static void original(srv_ctx *c, const srv_req *r, srv_resp *o) {
     int64_t id = photo_id(r, "/api/file/", o), start = 0, len = 0;
+    cdb_engine *e = id ? photo_db(c, r, o) : NULL;
     cdb_engine_file f;
     int fd = -1, range;
-    if (!id) return;
+    if (!e) return;
     /* the catalog's file for this id, checked on disk (404 gone, 409 changed): nothing
     ** from the request, and never what else is at its path now */
-    if (cdb_engine_file_open(c->e, id, &f, &fd) != CDB_OK) {
+    if (cdb_engine_file_open(e, id, &f, &fd) != CDB_OK) {
         cdb_srv_engine_error(o);
         return;
     }
@@ -565,11 +751,12 @@ static void original(srv_ctx *c, const srv_req *r, srv_resp *o) {
 ** /api/file when the photo is gone or changed. */
 static void preview(srv_ctx *c, const srv_req *r, srv_resp *o) {
     int64_t id = photo_id(r, "/api/preview/", o);
+    cdb_engine *e = id ? photo_db(c, r, o) : NULL;
     cdb_engine_preview p;
-    if (!id) return;
+    if (!e) return;
     /* the tag first (the photo checked on disk, nothing decoded): a revalidation is cheap */
     if (r->if_none_match &&
-        cdb_engine_preview_get(c->e, id, CDB_ENGINE_PREVIEW_PX, 1, &p) == CDB_OK) {
+        cdb_engine_preview_get(e, id, CDB_ENGINE_PREVIEW_PX, 1, &p) == CDB_OK) {
         snprintf(o->etag, sizeof o->etag, "\"p%s\"", p.tag);
         cdb_engine_preview_clear(&p);
         if (strstr(r->if_none_match, o->etag)) {
@@ -578,7 +765,7 @@ static void preview(srv_ctx *c, const srv_req *r, srv_resp *o) {
             return;
         }
     }
-    if (cdb_engine_preview_get(c->e, id, CDB_ENGINE_PREVIEW_PX, 0, &p) != CDB_OK) {
+    if (cdb_engine_preview_get(e, id, CDB_ENGINE_PREVIEW_PX, 0, &p) != CDB_OK) {
         o->etag[0] = '\0';
         cdb_srv_engine_error(o);
         return;
@@ -589,6 +776,36 @@ static void preview(srv_ctx *c, const srv_req *r, srv_resp *o) {
     o->content_type = "image/jpeg";
     o->body = p.jpeg; /* cdb_free is free */
     o->len = p.n;
+}
+
+/* GET /api/peer/P/KIND/ID?db=D: peer P's thumb, file or preview of its photo ID in its
+** database D, through this server (peers.c says why). P, ID and D are integers; KIND one
+** of the three: the URL asked for is built from the configured peer alone. */
+static void peer_photo(srv_ctx *c, const srv_req *r, srv_resp *o) {
+    static const char *const kinds[] = {"thumb", "file", "preview"};
+    const char *p = r->path + strlen("/api/peer/"), *db = cdb_srv_arg(r, "db");
+    char *end = NULL;
+    long peer, v = 0;
+    size_t i;
+    int64_t id = 0;
+    if (!c->peers || *p < '0' || *p > '9' || (peer = strtol(p, &end, 10)) < 0 ||
+        peer >= cdb_srv_peers_count(c->peers) || *end != '/') {
+        cdb_srv_error(o, 404, "not_found", "no such peer");
+        return;
+    }
+    for (i = 0; i < 3; i++) {
+        char prefix[32];
+        snprintf(prefix, sizeof prefix, "/%s/", kinds[i]);
+        if (!strncmp(end, prefix, strlen(prefix))) {
+            id = path_id(end, prefix);
+            break;
+        }
+    }
+    if (i == 3 || !id || (db && cdb_srv_parse_int(db, 0, CDB_SERVE_MAX_DBS - 1, &v))) {
+        cdb_srv_error(o, 404, "not_found", "no photo has that id");
+        return;
+    }
+    cdb_srv_peer_proxy(c->peers, (int)peer, kinds[i], id, (int)v, o);
 }
 
 /* ---- stats, folders, health, login ------------------------------------------------------ */
@@ -693,7 +910,8 @@ static void duplicates(srv_ctx *c, const srv_req *r, srv_resp *o) {
             json_object_set_new(y, "height", json_integer(f->height));
             json_object_set_new(y, "bytes", json_integer(f->bytes));
             json_object_set_new(y, "taken", f->taken[0] ? json_string(f->taken) : json_null());
-            snprintf(url, sizeof url, "/api/thumb/%lld", (long long)f->id);
+            snprintf(url, sizeof url, "/api/thumb/%lld%s", (long long)f->id,
+                     c->n_es > 1 ? "?db=0" : ""); /* the groups are the first database's */
             json_object_set_new(y, "thumb", json_string(url));
             json_array_append_new(files, y);
         }
@@ -822,6 +1040,9 @@ void cdb_srv_handle(srv_ctx *c, const srv_req *r, srv_resp *o) {
         else method_not_allowed(o, "GET");
     } else if (!strncmp(p, "/api/preview/", 13)) {
         if (is_get(r)) preview(c, r, o);
+        else method_not_allowed(o, "GET");
+    } else if (!strncmp(p, "/api/peer/", 10)) {
+        if (is_get(r)) peer_photo(c, r, o);
         else method_not_allowed(o, "GET");
     } else if (!strcmp(p, "/api/stats")) {
         if (is_get(r)) stats(c, o);

@@ -95,6 +95,8 @@ typedef struct conn_state {
 struct cdb_serve {
     srv_ctx ctx;
     cdb_serve_params p;
+    cdb_engine **es;   /* e, then params.more */
+    srv_peers *peers;
     char *host, *token, *cors;
     struct MHD_Daemon *d;
     int port;
@@ -411,17 +413,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             st->too_large = 1;
             return MHD_YES;
         }
-        if (st->len + n + 1 > st->cap) {
-            size_t nc = st->cap ? st->cap : 4096;
-            while (nc < st->len + n + 1) nc *= 2;
-            char *b = realloc(st->body, nc);
-            if (!b) return MHD_NO;
-            st->body = b;
-            st->cap = nc;
-        }
-        memcpy(st->body + st->len, upload_data, n);
-        st->len += n;
-        st->body[st->len] = '\0';
+        if (cdb_srv_buf_append(&st->body, &st->len, &st->cap, upload_data, n) != 0) return MHD_NO;
         return MHD_YES;
     }
     set_deadline(conn, 0); /* the whole request is in: answering it has no deadline */
@@ -569,6 +561,14 @@ cdb_status cdb_serve_start(cdb_engine *e, const cdb_serve_params *p_in, cdb_serv
     if (p.default_k <= 0) p.default_k = 40;
     if (p.port < 0 || p.port > 65535)
         return cdb_seterr(CDB_INVALID, "port %d out of range", p.port);
+    if (p.n_more < 0 || p.n_more + 1 > CDB_SERVE_MAX_DBS || (p.n_more && !p.more))
+        return cdb_seterr(CDB_INVALID, "at most %d databases", CDB_SERVE_MAX_DBS);
+    if (p.n_peers < 0 || p.n_peers > CDB_SERVE_MAX_PEERS || (p.n_peers && !p.peers))
+        return cdb_seterr(CDB_INVALID, "at most %d peers", CDB_SERVE_MAX_PEERS);
+    for (int i = 0; i < p.n_peers; i++)
+        if (strncmp(p.peers[i], "http://", 7) && strncmp(p.peers[i], "https://", 8))
+            return cdb_seterr(CDB_INVALID, "a peer is an http:// or https:// URL, not '%s'",
+                              p.peers[i]);
     if (p.token && (strlen(p.token) < 16 || strlen(p.token) > 512))
         return cdb_seterr(CDB_INVALID, "the access token must have 16 to 512 characters");
     if (p.cors_origin && !strcmp(p.cors_origin, "*") && !p.token)
@@ -601,7 +601,21 @@ cdb_status cdb_serve_start(cdb_engine *e, const cdb_serve_params *p_in, cdb_serv
     s->token = p.token ? strdup(p.token) : NULL;
     s->cors = p.cors_origin ? strdup(p.cors_origin) : NULL;
     if (p.token) s->ctx.sessions = cdb_srv_sessions_new(p.token, p.session_ttl_s);
-    if (!s->host || (p.token && (!s->token || !s->ctx.sessions)) || (p.cors_origin && !s->cors)) {
+    if ((s->es = calloc((size_t)p.n_more + 1, sizeof *s->es))) {
+        s->es[0] = e;
+        for (int i = 0; i < p.n_more; i++) s->es[i + 1] = p.more[i];
+    }
+    cdb_clearerr();
+    if (p.n_peers &&
+        !(s->peers = cdb_srv_peers_new(p.peers, p.peer_tokens, p.n_peers, p.peer_timeout_ms))) {
+        char why[600]; /* libcurl could not be loaded (its message), else out of memory */
+        snprintf(why, sizeof why, "%s", cdb_errmsg()[0] ? cdb_errmsg() : "out of memory");
+        freeaddrinfo(ai);
+        cdb_serve_stop(s, 0);
+        return cdb_seterr(CDB_UNSUPPORTED, "cannot ask peers: %s", why);
+    }
+    if (!s->host || (p.token && (!s->token || !s->ctx.sessions)) || (p.cors_origin && !s->cors) ||
+        !s->es || (p.n_peers && !s->peers)) {
         freeaddrinfo(ai);
         cdb_serve_stop(s, 0);
         return cdb_seterr(CDB_NOMEM, "out of memory");
@@ -632,6 +646,9 @@ cdb_status cdb_serve_start(cdb_engine *e, const cdb_serve_params *p_in, cdb_serv
         s->port = di && di->port ? di->port : p.port;
     }
     s->ctx.e = e;
+    s->ctx.es = s->es;
+    s->ctx.n_es = 1 + p.n_more;
+    s->ctx.peers = s->peers;
     s->ctx.default_k = p.default_k;
     s->ctx.bundled_model = p.bundled_model;
     s->ctx.have_token = s->token != NULL;
@@ -683,5 +700,7 @@ void cdb_serve_stop(cdb_serve *s, int grace_ms) {
     free(s->host);
     free(s->token);
     free(s->cors);
+    free(s->es);
+    cdb_srv_peers_free(s->peers);
     free(s);
 }

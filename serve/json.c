@@ -157,3 +157,18 @@ json_t *cdb_srv_body_object(const srv_req *r, size_t flags, srv_resp *o) {
     }
     return doc;
 }
+
+int cdb_srv_buf_append(char **b, size_t *len, size_t *cap, const void *data, size_t n) {
+    if (*len + n + 1 > *cap) {
+        size_t nc = *cap ? *cap : 4096;
+        char *nb;
+        while (nc < *len + n + 1) nc *= 2;
+        if (!(nb = realloc(*b, nc))) return -1;
+        *b = nb;
+        *cap = nc;
+    }
+    memcpy(*b + *len, data, n);
+    *len += n;
+    (*b)[*len] = '\0';
+    return 0;
+}

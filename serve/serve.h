@@ -59,8 +59,29 @@ typedef struct cdb_serve_params {
     ** where that is). /api/stats says so beside the database's real_photos
     ** (cdb_engine_stats), and the page shows a banner when both hold. Default 0. */
     int bundled_model;
+    /* Appended. More databases served beside e (`clipdb serve --db A --db B`): a search
+    ** answers from e and all of these at once, merged exactly (cdb_engine_search_many:
+    ** their vectors must be of e's model); each hit says its database ("db": 0 for e,
+    ** i + 1 for more[i]) and its thumb, file and preview URLs carry it (?db=N), so an id
+    ** never opens a file of another database. Every other route answers for e alone.
+    ** Borrowed: they outlive the server. */
+    struct cdb_engine *const *more;
+    int n_more;
+    /* Appended. Other clipdb servers a search is fanned out to (`--peer URL`): their
+    ** /api/search, asked for the same query and merged with the local hits. Base URLs
+    ** "http://host:port" (copied); peer_tokens[i] the access token peer i wants (NULL
+    ** entries or array: none; copied). A peer that does not answer in peer_timeout_ms
+    ** (default 2000), or answers something unusable, is named in the response's
+    ** "missing" with "partial": true; the rest is still answered. */
+    const char *const *peers;
+    const char *const *peer_tokens;
+    int n_peers;
+    int peer_timeout_ms;
 } cdb_serve_params;
 cdb_serve_params cdb_serve_params_default(void);
+
+#define CDB_SERVE_MAX_PEERS 64
+#define CDB_SERVE_MAX_DBS 64 /* e and params.more together */
 
 /* Starts serving e (a reader engine whose model should already be loaded: see
 ** cdb_engine_load_model). CDB_INVALID for a non-loopback host without a token, a CORS

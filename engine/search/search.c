@@ -656,25 +656,40 @@ void cdb_engine_result_free(cdb_engine_result *r) {
     memset(r, 0, sizeof *r);
 }
 
+int cdb_engine_hit_cmp_score(const cdb_engine_hit *a, const cdb_engine_hit *b) {
+    int c;
+    if (a->score != b->score) return a->score > b->score ? -1 : 1;
+    if ((c = strcmp(a->path, b->path))) return c;
+    return (a->db > b->db) - (a->db < b->db);
+}
+
+static int by_score(const void *a, const void *b) { return cdb_engine_hit_cmp_score(a, b); }
+
+/* Equal times: by path, then database (not by id: ids differ between databases). */
+static int by_path(const cdb_engine_hit *x, const cdb_engine_hit *y) {
+    int c = strcmp(x->path, y->path);
+    return c ? c : (x->db > y->db) - (x->db < y->db);
+}
+
 static int by_time(const void *a, const void *b) {
     const cdb_engine_hit *x = a, *y = b;
     if (x->mtime_ns != y->mtime_ns) return x->mtime_ns > y->mtime_ns ? -1 : 1;
-    return x->id < y->id ? -1 : x->id > y->id;
+    return by_path(x, y);
 }
 
-/* Capture time, newest first (ties: smaller id first); by_taken_asc oldest first. */
+/* Capture time, newest first (ties: by_path); by_taken_asc oldest first. */
 static int by_taken(const void *a, const void *b) {
     const cdb_engine_hit *x = a, *y = b;
     int64_t u = x->photo.taken_key_ms, v = y->photo.taken_key_ms;
     if (u != v) return u > v ? -1 : 1;
-    return x->id < y->id ? -1 : x->id > y->id;
+    return by_path(x, y);
 }
 
 static int by_taken_asc(const void *a, const void *b) {
     const cdb_engine_hit *x = a, *y = b;
     int64_t u = x->photo.taken_key_ms, v = y->photo.taken_key_ms;
     if (u != v) return u < v ? -1 : 1;
-    return x->id < y->id ? -1 : x->id > y->id;
+    return by_path(x, y);
 }
 
 /* The order a sort other than by score puts hits in (NULL: by score). */
@@ -818,19 +833,24 @@ static cdb_status make_hit(cdb_db *db, int64_t model_id, int64_t id, float score
 }
 
 /* The best `need` hits of q (fewer when fewer pass) into *hits (heap, *n_hits of them,
-** best first). A search limited to some places, or one that met vectors the catalog no
-** longer claims, asks for 4x more each round until enough pass or every vector has been
-** seen, so that the hits are the best `need` among the photos that are there. */
+** best first by cdb_engine_hit_cmp_score). A search limited to some places, or one
+** that met vectors the catalog no longer claims, asks for 4x more each round until
+** enough pass or every vector has been seen, so that the hits are the best `need`
+** among the photos that are there. Hits scoring the same as the last one kept are
+** all collected (more asked for while the index's answer ends in them) and the tie
+** broken by path: a page's hits never depend on the ids of equal-scoring photos. */
 static cdb_status collect_hits(cdb_engine *e, eng_vset *vs, cdb_db *db, int64_t model_id,
                                const float *q, const cdb_engine_search_params *p,
                                const eng_include *inc, int need,
                                cdb_engine_hit **hits /* OUT */, int *n_hits /* OUT */) {
     cdb_hit *raw = NULL;
-    int n_raw = 0, want, dropped = 0;
+    int n_raw = 0, want, dropped = 0, tied = 0;
     cdb_status st = CDB_OK;
     *hits = NULL;
     *n_hits = 0;
-    for (want = has_under(p) ? need * 4 : need;; want *= 4, dropped = 0) {
+    /* one more than needed: whether the answer goes on past the last hit at its score */
+    for (want = has_under(p) ? need * 4 : need + 1;; want *= 4, dropped = 0, tied = 0) {
+        int i, at_need = -1; /* raw index of the need-th hit */
         cdb_hit *nr = realloc(raw, sizeof *raw * (size_t)want);
         cdb_engine_hit *nh = realloc(*hits, sizeof **hits * (size_t)want);
         if (nr) raw = nr;
@@ -839,7 +859,7 @@ static cdb_status collect_hits(cdb_engine *e, eng_vset *vs, cdb_db *db, int64_t 
             st = cdb_eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory", "cannot search");
             break;
         }
-        for (int i = 0; i < *n_hits; i++) cdb_free((*hits)[i].path);
+        for (i = 0; i < *n_hits; i++) cdb_free((*hits)[i].path);
         *n_hits = 0;
         if ((st = search_vector(vs, db, model_id, q, want, p->min_score, inc, raw, &n_raw)) !=
             CDB_OK)
@@ -848,18 +868,25 @@ static cdb_status collect_hits(cdb_engine *e, eng_vset *vs, cdb_db *db, int64_t 
             cdb_eng_warn(&e->p.events,
                          "some photos are in a shard that is missing or damaged and are left out "
                          "of the results: run 'clipdb verify', then 'clipdb reindex --repair'");
-        for (int i = 0; i < n_raw && *n_hits < need && st == CDB_OK; i++) {
+        for (i = 0; i < n_raw && st == CDB_OK; i++) {
+            if (*n_hits >= need && raw[i].score != (*hits)[need - 1].score) break;
             st = make_hit(db, model_id, raw[i].id, raw[i].score, p, &(*hits)[*n_hits]);
             if (st == CDB_OK) {
-                ++*n_hits;
+                if (++*n_hits == need) at_need = i;
             } else if (st == CDB_NOTFOUND) { /* gone meanwhile, unclaimed, or elsewhere */
                 dropped = 1;
                 st = CDB_OK;
             }
         }
-        if (st != CDB_OK || !dropped || *n_hits >= need || n_raw < want || want > 1000000)
-            break;
+        /* the answer ended among hits that score as the need-th: more may follow */
+        tied = *n_hits >= need && i == n_raw &&
+               (at_need == n_raw - 1 || raw[n_raw - 1].score == (*hits)[need - 1].score);
+        if (st != CDB_OK || n_raw < want || want > 1000000) break;
+        if ((!dropped || *n_hits >= need) && !tied) break;
     }
+    if (*n_hits > 1) qsort(*hits, (size_t)*n_hits, sizeof **hits, by_score);
+    for (int i = need; i < *n_hits; i++) cdb_free((*hits)[i].path);
+    if (*n_hits > need) *n_hits = need;
     free(raw);
     return st;
 }
@@ -917,25 +944,85 @@ static void set_probabilities(const eng_model *mod, const cdb_engine_query *qu, 
         cdb_model_match_probability(mi, hits[i].score, &hits[i].probability);
 }
 
-/* The reader and the query's model: the model's towers that the query needs, with the
-** encode threads of the engine's rule. */
-static cdb_status open_model_for(cdb_engine *e, const cdb_engine_query *qu, int n_terms,
-                                 const cdb_engine_search_params *p, eng_reader **rd /* OUT */,
+/* The query's model: the towers that the query needs, with the encode threads of the
+** engine's rule. */
+static cdb_status open_model_for(cdb_engine *e, eng_reader *rd, const cdb_engine_query *qu,
+                                 int n_terms, const cdb_engine_search_params *p,
                                  eng_model **mod /* OUT */, int *threads /* OUT */) {
     int vision = qu->n_image_paths > 0 || qu->image_bytes > 0;
     int text = n_terms + qu->n_nots > 0;
-    cdb_status st = cdb_eng_reader_get(e, rd);
-    if (st != CDB_OK) return st;
-    *threads = cdb_eng_search_threads(e, (*rd)->db, p->model, vision);
+    *threads = cdb_eng_search_threads(e, rd->db, p->model, vision);
     if (p->model && *p->model && !vision && !text) text = 1; /* its hash names its set */
-    return cdb_eng_model_get(e, (*rd)->db, p->model, vision, text, *threads, mod);
+    return cdb_eng_model_get(e, rd->db, p->model, vision, text, *threads, mod);
+}
+
+/* The query vector of a search over several handles (cdb_engine_search_many): made
+** once, by the first handle's model, then searched as it is in every other handle's
+** vector set of the same weights. */
+typedef struct eng_shared_q {
+    float *q;                  /* dim floats (heap); NULL until the first handle made it */
+    int dim;
+    char weights_hash[sizeof ((cdb_db_model *)0)->weights_hash];
+    const char *db;            /* the first handle's folder (messages) */
+    eng_model *mod;            /* the first handle's model (probabilities) */
+} eng_shared_q;
+
+/* The model of a handle after the first (its vector set that p names, no tower
+** loaded) and the shared query vector copied into *q: CDB_INVALID with
+** E_MODEL_MISMATCH when its weights are not those the query was made with. */
+static cdb_status shared_model(cdb_engine *e, eng_reader *rd, const cdb_engine_search_params *p,
+                               const eng_shared_q *sq, eng_model **mod /* OUT */,
+                               float **q /* OUT */, int *dim /* OUT */) {
+    cdb_status st = cdb_eng_model_get(e, rd->db, p->model, 0, 0, -1, mod);
+    if (st != CDB_OK) return st;
+    if (strcmp((*mod)->dm.weights_hash, sq->weights_hash) || (*mod)->dm.dim != sq->dim)
+        return cdb_eng_code(
+            cdb_seterr(CDB_INVALID,
+                       "cannot search %s and %s together (their vector sets are of different "
+                       "models: %s, %.12s... and %s, %.12s...)",
+                       sq->db, e->dir, sq->mod->dm.name, sq->weights_hash, (*mod)->dm.name,
+                       (*mod)->dm.weights_hash),
+            CDB_ENGINE_E_MODEL_MISMATCH);
+    *dim = sq->dim;
+    if (!(*q = malloc(sizeof **q * (size_t)sq->dim)))
+        return cdb_eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory", "cannot search");
+    memcpy(*q, sq->q, sizeof **q * (size_t)sq->dim);
+    return CDB_OK;
+}
+
+/* The model the query needs and the query vector (*q heap, *dim floats): made by this
+** handle's model, or (sq given, holding one) the shared one; a shared one still empty
+** gets a copy of this one's. */
+static cdb_status model_and_vector(cdb_engine *e, eng_reader *rd, const cdb_engine_query *qu,
+                                   const cdb_engine_term *terms, int n_terms,
+                                   const cdb_engine_search_params *p, eng_shared_q *sq,
+                                   eng_model **mod /* OUT */, float **q /* OUT */,
+                                   int *dim /* OUT */) {
+    int threads = 1;
+    cdb_status st;
+    if (sq && sq->q) return shared_model(e, rd, p, sq, mod, q, dim);
+    if ((st = open_model_for(e, rd, qu, n_terms, p, mod, &threads)) != CDB_OK) return st;
+    *dim = (*mod)->dm.dim;
+    if ((*mod)->m) *dim = cdb_model_get_info((*mod)->m)->embed_dim;
+    if (!(*q = malloc(sizeof **q * (size_t)*dim)))
+        return cdb_eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory", "cannot search");
+    st = query_vector(e, rd->db, *mod, qu, terms, n_terms, threads, *dim, *q);
+    if (st != CDB_OK || !sq) return st;
+    if (!(sq->q = malloc(sizeof *sq->q * (size_t)*dim)))
+        return cdb_eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory", "cannot search");
+    memcpy(sq->q, *q, sizeof *sq->q * (size_t)*dim);
+    sq->dim = *dim;
+    snprintf(sq->weights_hash, sizeof sq->weights_hash, "%s", (*mod)->dm.weights_hash);
+    sq->db = e->dir;
+    sq->mod = *mod;
+    return CDB_OK;
 }
 
 static cdb_status search_once(cdb_engine *e, const cdb_engine_query *qu,
                               const cdb_engine_term *terms, int n_terms,
-                              const cdb_engine_search_params *p, cdb_engine_result *out,
-                              int *reader_changed) {
-    int dim, threads = 1, n_hits = 0;
+                              const cdb_engine_search_params *p, eng_shared_q *sq,
+                              cdb_engine_result *out, int *reader_changed) {
+    int dim = 0, n_hits = 0;
     eng_reader *rd = NULL;
     eng_model *mod = NULL;
     eng_vset *vs = NULL;
@@ -957,14 +1044,8 @@ static cdb_status search_once(cdb_engine *e, const cdb_engine_query *qu,
     if ((st = cdb_eng_photo_filter(p->taken_after, p->taken_before, p->camera, p->near,
                                    p->has_gps, &pf)) != CDB_OK)
         goto done;
-    if ((st = open_model_for(e, qu, n_terms, p, &rd, &mod, &threads)) != CDB_OK) goto done;
-    dim = mod->dm.dim;
-    if (mod->m) dim = cdb_model_get_info(mod->m)->embed_dim;
-    if (!(q = malloc(sizeof *q * (size_t)dim))) {
-        st = cdb_eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory", "cannot search");
-        goto done;
-    }
-    if ((st = query_vector(e, rd->db, mod, qu, terms, n_terms, threads, dim, q)) != CDB_OK)
+    if ((st = cdb_eng_reader_get(e, &rd)) != CDB_OK) goto done;
+    if ((st = model_and_vector(e, rd, qu, terms, n_terms, p, sq, &mod, &q, &dim)) != CDB_OK)
         goto done;
     if (cdb_eng_reader_changed(e, rd)) {
         /* a writer committed while the query was encoded (waiting for a batch, or an
@@ -990,7 +1071,7 @@ static cdb_status search_once(cdb_engine *e, const cdb_engine_query *qu,
                            &n_hits)) != CDB_OK)
         goto done;
     page_hits(hits, &n_hits, p);
-    set_probabilities(mod, qu, n_terms, hits, n_hits, out);
+    if (!sq) set_probabilities(mod, qu, n_terms, hits, n_hits, out);
     out->hits = hits;
     out->n = n_hits;
     hits = NULL;
@@ -1018,27 +1099,149 @@ done:
 ** snapshot read explains (a shard read as a snapshot the writer was changing
 ** underneath: a malformed page, an example's vector not there), is run once more on
 ** a newly opened reader. */
-cdb_status cdb_engine_search(cdb_engine *e, const cdb_engine_query *qu,
-                             const cdb_engine_search_params *p, cdb_engine_result *out) {
-    cdb_engine_search_params defaults = cdb_engine_search_params_default();
-    cdb_engine_term *parsed = NULL;
-    const cdb_engine_term *terms = qu->terms;
-    int changed = 0, n_terms = qu->n_terms;
-    cdb_status st;
-    cdb_eng_clear();
-    memset(out, 0, sizeof *out);
-    if (!p) p = &defaults;
-    /* the limits checked and the text parsed once (or by the caller), not per attempt */
-    if ((st = check_limits(qu, p)) != CDB_OK) return st;
-    if (!terms && (st = query_terms(qu, &parsed, &n_terms)) != CDB_OK) return st;
-    if (!terms) terms = parsed;
-    st = search_once(e, qu, terms, n_terms, p, out, &changed);
+static cdb_status search_retried(cdb_engine *e, const cdb_engine_query *qu,
+                                 const cdb_engine_term *terms, int n_terms,
+                                 const cdb_engine_search_params *p, eng_shared_q *sq,
+                                 cdb_engine_result *out) {
+    int changed = 0;
+    cdb_status st = search_once(e, qu, terms, n_terms, p, sq, out, &changed);
     if (st != CDB_OK && changed) {
         CDB_LOG_DEBUG("engine: a search failed while the database was written (%s): again",
                       cdb_errmsg());
         cdb_engine_result_free(out);
-        st = search_once(e, qu, terms, n_terms, p, out, &changed);
+        st = search_once(e, qu, terms, n_terms, p, sq, out, &changed);
     }
+    return st;
+}
+
+/* The limits checked and the text parsed once (or by the caller), not per attempt:
+** *terms the caller's or *parsed (free with cdb_engine_terms_free(*parsed, *n_terms)). */
+static cdb_status prepare_query(const cdb_engine_query *qu, const cdb_engine_search_params *p,
+                                const cdb_engine_term **terms /* OUT */,
+                                cdb_engine_term **parsed /* OUT */, int *n_terms /* OUT */) {
+    cdb_status st;
+    *terms = qu->terms;
+    *parsed = NULL;
+    *n_terms = qu->n_terms;
+    if ((st = check_limits(qu, p)) != CDB_OK) return st;
+    if (!*terms && (st = query_terms(qu, parsed, n_terms)) != CDB_OK) return st;
+    if (!*terms) *terms = *parsed;
+    return CDB_OK;
+}
+
+cdb_status cdb_engine_search(cdb_engine *e, const cdb_engine_query *qu,
+                             const cdb_engine_search_params *p, cdb_engine_result *out) {
+    cdb_engine_search_params defaults = cdb_engine_search_params_default();
+    cdb_engine_term *parsed = NULL;
+    const cdb_engine_term *terms;
+    int n_terms;
+    cdb_status st;
+    cdb_eng_clear();
+    memset(out, 0, sizeof *out);
+    if (!p) p = &defaults;
+    if ((st = prepare_query(qu, p, &terms, &parsed, &n_terms)) == CDB_OK)
+        st = search_retried(e, qu, terms, n_terms, p, NULL, out);
+    cdb_engine_terms_free(parsed, parsed ? n_terms : 0);
+    return st;
+}
+
+/* ---- several databases ------------------------------------------------------------------ */
+
+/* What each database is asked for: the best hits_needed(p) by score, unpaged (the
+** merge pages them as one database would). */
+static cdb_engine_search_params part_params(const cdb_engine_search_params *p) {
+    cdb_engine_search_params pp = *p;
+    pp.k = hits_needed(p);
+    pp.offset = 0;
+    pp.sort = CDB_ENGINE_SORT_SCORE;
+    pp.sort_window = 0;
+    return pp;
+}
+
+/* Appends part's hits to *all (heap, *n), each marked with database index db; part
+** keeps no hit (its paths move). */
+static cdb_status take_hits(cdb_engine_result *part, int db, cdb_engine_hit **all, int *n) {
+    cdb_engine_hit *na = realloc(*all, sizeof **all * (size_t)(*n + part->n + 1));
+    if (!na) return cdb_eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory", "cannot search");
+    *all = na;
+    for (int i = 0; i < part->n; i++) {
+        na[*n] = part->hits[i];
+        na[(*n)++].db = db;
+    }
+    part->n = 0;
+    return CDB_OK;
+}
+
+cdb_engine_search_params cdb_engine_part_params(const cdb_engine_search_params *p) {
+    return part_params(p);
+}
+
+void cdb_engine_hits_merge(cdb_engine_hit *hits, int *n, const cdb_engine_search_params *p) {
+    int need = hits_needed(p);
+    if (*n > 1) qsort(hits, (size_t)*n, sizeof *hits, by_score);
+    for (int i = need; i < *n; i++) cdb_free(hits[i].path);
+    if (*n > need) *n = need;
+    page_hits(hits, n, p);
+}
+
+/* 1 for the failures of the query itself (said as they are: no database to name). */
+static int query_error(cdb_engine_err code) {
+    return code == CDB_ENGINE_E_QUERY || code == CDB_ENGINE_E_QUERY_ZERO ||
+           code == CDB_ENGINE_E_QUERY_IMAGE || code == CDB_ENGINE_E_NO_TEXT ||
+           code == CDB_ENGINE_E_MODEL_MISMATCH;
+}
+
+cdb_status cdb_engine_search_many(cdb_engine *const *es, int n, const cdb_engine_query *qu,
+                                  const cdb_engine_search_params *p, cdb_engine_result *out) {
+    cdb_engine_search_params defaults = cdb_engine_search_params_default(), pp;
+    cdb_engine_term *parsed = NULL;
+    const cdb_engine_term *terms = NULL;
+    cdb_engine_result part;
+    cdb_engine_hit *all = NULL;
+    eng_shared_q sq;
+    int n_terms = 0, n_all = 0;
+    cdb_status st;
+    cdb_eng_clear();
+    memset(out, 0, sizeof *out);
+    memset(&part, 0, sizeof part);
+    memset(&sq, 0, sizeof sq);
+    if (!p) p = &defaults;
+    if (n < 1 || !es)
+        return cdb_eng_code(cdb_seterr(CDB_INVALID, "no database to search"), CDB_ENGINE_E_QUERY);
+    if (qu->like_db < 0 || qu->like_db >= n)
+        return cdb_eng_code(cdb_seterr(CDB_INVALID, "like_db %d names no database of the %d",
+                                       qu->like_db, n),
+                            CDB_ENGINE_E_QUERY);
+    if ((st = prepare_query(qu, p, &terms, &parsed, &n_terms)) != CDB_OK) goto done;
+    pp = part_params(p);
+    /* the handle that makes the query vector first (like_ids are its photos' ids) */
+    for (int j = 0; j < n && st == CDB_OK; j++) {
+        int i = j == 0 ? qu->like_db : j <= qu->like_db ? j - 1 : j;
+        if ((st = search_retried(es[i], qu, terms, n_terms, &pp, &sq, &part)) != CDB_OK) {
+            if (n > 1 && !query_error(cdb_engine_errcode()))
+                st = cdb_eng_fail(st, cdb_engine_errcode(), "cannot search %s", es[i]->dir);
+            break;
+        }
+        if (j == 0) {
+            memcpy(out->model, part.model, sizeof out->model);
+            out->model_id = part.model_id;
+            out->generation = part.generation;
+        }
+        st = take_hits(&part, i, &all, &n_all);
+        cdb_engine_result_free(&part);
+    }
+    if (st != CDB_OK) goto done;
+    cdb_engine_hits_merge(all, &n_all, p);
+    set_probabilities(sq.mod, qu, n_terms, all, n_all, out);
+    out->hits = all;
+    out->n = n_all;
+    all = NULL;
+    n_all = 0;
+done:
+    for (int i = 0; i < n_all; i++) cdb_free(all[i].path);
+    free(all);
+    free(sq.q);
+    cdb_engine_result_free(&part);
     cdb_engine_terms_free(parsed, parsed ? n_terms : 0);
     return st;
 }

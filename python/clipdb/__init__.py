@@ -20,7 +20,7 @@ import os
 
 import numpy as np
 
-__all__ = ["Database", "Error", "Hit", "Model", "Report", "library_version"]
+__all__ = ["Database", "Error", "Hit", "Model", "Report", "library_version", "search"]
 
 _ABI = 1  # clipdb.h's CLIPDB_ABI_VERSION
 
@@ -73,6 +73,9 @@ for _name, _res, _args in [
         ("hits_taken", _S, (_P, ctypes.c_int)), ("hits_taken_source", _S, (_P, ctypes.c_int)),
         ("hits_make", _S, (_P, ctypes.c_int)), ("hits_model", _S, (_P, ctypes.c_int)),
         ("search_text", ctypes.c_int, (_P, _S, _P, ctypes.POINTER(_P))),
+        ("search_text_many", ctypes.c_int,
+         (ctypes.POINTER(_P), ctypes.c_int, _S, _P, ctypes.POINTER(_P))),
+        ("hits_db", ctypes.c_int, (_P, ctypes.c_int)),
         ("hits_count", ctypes.c_int, (_P,)), ("hits_id", _I64, (_P, ctypes.c_int)),
         ("hits_path", _S, (_P, ctypes.c_int)), ("hits_score", ctypes.c_float, (_P, ctypes.c_int)),
         ("hits_width", ctypes.c_int, (_P, ctypes.c_int)),
@@ -143,14 +146,16 @@ class Hit:
     """One search hit: the file's .id, .path, .score (cosine similarity), .width and
     .height (pixels after EXIF orientation, 0 when unknown), .taken (the capture time,
     ISO 8601, or the file time in UTC), .taken_source ("original", "created", "xmp",
-    "raw", or "file"), .make and .model ("" when absent)."""
+    "raw", or "file"), .make and .model ("" when absent), .db (the index of its database
+    among those clipdb.search was given; 0 for Database.search: .id is that database's)."""
     __slots__ = ("id", "path", "score", "width", "height", "taken", "taken_source", "make",
-                 "model")
+                 "model", "db")
 
     def __init__(self, id, path, score, width, height, taken="", taken_source="", make="",
-                 model=""):
+                 model="", db=0):
         self.id, self.path, self.score, self.width, self.height = id, path, score, width, height
         self.taken, self.taken_source, self.make, self.model = taken, taken_source, make, model
+        self.db = db
 
     def __repr__(self):
         return "Hit(id=%d, score=%.4f, path=%r, width=%d, height=%d)" % (
@@ -256,36 +261,59 @@ class Database(_Handle):
         (inclusive / exclusive); camera: a substring of the make or model; near:
         "LAT,LON,KM" or a (lat, lon, km) tuple; has_gps: only photos with a position;
         sort: "score", "time", "taken" or "taken-asc" (the best k, then ordered)."""
-        p = _c.search_params_new()
-        hits = _P()
-        if not p:
-            raise MemoryError("clipdb: search parameters")
-        try:
-            _check(_c.search_params_set_k(p, int(k)))
-            if min_score is not None:
-                _check(_c.search_params_set_min_score(p, float(min_score)))
-            if under is not None:
-                for u in [under] if isinstance(under, (str, bytes, os.PathLike)) else under:
-                    _check(_c.search_params_add_under(p, _path(u)))
-            if isinstance(near, (tuple, list)):
-                near = ",".join(repr(float(x)) for x in near)
-            texts = [None if t is None else str(t).encode()
-                     for t in (taken_after, taken_before, camera, near)]
-            _check(_c.search_params_set_filter(p, *texts, 1 if has_gps else 0))
-            if sort is not None:
-                _check(_c.search_params_set_sort(p, sort.encode()))
-            _check(_c.search_text(self._handle(), text.encode(), p, ctypes.byref(hits)))
+        return _search([self], text, k, under, min_score, taken_after, taken_before, camera,
+                       near, has_gps, sort)
 
-            def text(fn, i):
-                return (fn(hits, i) or b"").decode("utf-8", "surrogateescape")
-            return [Hit(_c.hits_id(hits, i), os.fsdecode(_c.hits_path(hits, i)),
-                        _c.hits_score(hits, i), _c.hits_width(hits, i), _c.hits_height(hits, i),
-                        text(_c.hits_taken, i), text(_c.hits_taken_source, i),
-                        text(_c.hits_make, i), text(_c.hits_model, i))
-                    for i in range(_c.hits_count(hits))]
-        finally:
-            _c.hits_free(hits)
-            _c.search_params_free(p)
+
+def search(databases, text, k=10, under=None, min_score=None, taken_after=None,
+           taken_before=None, camera=None, near=None, has_gps=False, sort=None):
+    """One search over several open Databases (clipdb_search_text_many): the hits and
+    scores one database holding all their photos would give, each Hit's .db the index
+    of its database in databases. Their default models must have the same weights.
+    The other arguments are Database.search's."""
+    databases = list(databases)
+    if not databases:
+        raise ValueError("clipdb.search: no database")
+    return _search(databases, text, k, under, min_score, taken_after, taken_before, camera,
+                   near, has_gps, sort)
+
+
+def _search(dbs, text, k, under, min_score, taken_after, taken_before, camera, near, has_gps,
+            sort):
+    p = _c.search_params_new()
+    hits = _P()
+    if not p:
+        raise MemoryError("clipdb: search parameters")
+    try:
+        _check(_c.search_params_set_k(p, int(k)))
+        if min_score is not None:
+            _check(_c.search_params_set_min_score(p, float(min_score)))
+        if under is not None:
+            for u in [under] if isinstance(under, (str, bytes, os.PathLike)) else under:
+                _check(_c.search_params_add_under(p, _path(u)))
+        if isinstance(near, (tuple, list)):
+            near = ",".join(repr(float(x)) for x in near)
+        texts = [None if t is None else str(t).encode()
+                 for t in (taken_after, taken_before, camera, near)]
+        _check(_c.search_params_set_filter(p, *texts, 1 if has_gps else 0))
+        if sort is not None:
+            _check(_c.search_params_set_sort(p, sort.encode()))
+        if len(dbs) == 1:
+            _check(_c.search_text(dbs[0]._handle(), text.encode(), p, ctypes.byref(hits)))
+        else:
+            arr = (_P * len(dbs))(*[d._handle() for d in dbs])
+            _check(_c.search_text_many(arr, len(dbs), text.encode(), p, ctypes.byref(hits)))
+
+        def text_of(fn, i):
+            return (fn(hits, i) or b"").decode("utf-8", "surrogateescape")
+        return [Hit(_c.hits_id(hits, i), os.fsdecode(_c.hits_path(hits, i)),
+                    _c.hits_score(hits, i), _c.hits_width(hits, i), _c.hits_height(hits, i),
+                    text_of(_c.hits_taken, i), text_of(_c.hits_taken_source, i),
+                    text_of(_c.hits_make, i), text_of(_c.hits_model, i), _c.hits_db(hits, i))
+                for i in range(_c.hits_count(hits))]
+    finally:
+        _c.hits_free(hits)
+        _c.search_params_free(p)
 
 
 class Model(_Handle):

@@ -12,7 +12,7 @@ const ROW = () => parseFloat(getComputedStyle(document.documentElement).getPrope
 
 const S = {
   mode: 'none',            // 'text' | 'like' | 'image' | 'none'
-  q: '', likeId: 0, likeName: '', likeThumb: '', image: null, imageUrl: '',
+  q: '', likeId: 0, likeDb: 0, likeName: '', likeThumb: '', image: null, imageUrl: '',
   min: '', under: '', sort: 'score',
   hits: [], offset: 0, done: false, loading: false, seq: 0, model: '',
 };
@@ -97,6 +97,7 @@ function toHash() {
   const p = new URLSearchParams();
   if (S.mode === 'text' && S.q) p.set('q', S.q);
   if (S.mode === 'like' && S.likeId) p.set('like', String(S.likeId));
+  if (S.mode === 'like' && S.likeDb) p.set('db', String(S.likeDb));
   if (S.min !== '') p.set('min', S.min);
   if (S.under) p.set('under', S.under);
   if (S.sort !== 'score') p.set('sort', S.sort);
@@ -108,6 +109,7 @@ function fromHash() {
   const p = new URLSearchParams(location.hash.slice(1));
   S.q = p.get('q') || '';
   S.likeId = parseInt(p.get('like') || '0', 10) || 0;
+  S.likeDb = parseInt(p.get('db') || '0', 10) || 0;
   S.min = p.get('min') || '';
   S.under = p.get('under') || '';
   S.sort = SORTS.includes(p.get('sort')) ? p.get('sort') : 'score';
@@ -134,6 +136,7 @@ function request(offset) {
   }
   const p = new URLSearchParams();
   if (S.mode === 'like') p.set('image_id', String(S.likeId)); else p.set('q', S.q);
+  if (S.mode === 'like') p.set('image_db', String(S.likeDb));
   for (const [k, v] of Object.entries(common)) p.set(k, String(v));
   return api('/api/search?' + p.toString());
 }
@@ -283,7 +286,8 @@ function append(hits, start) {
     like.textContent = 'More like this';
     like.title = 'Find photos like this one';
     like.addEventListener('click', (ev) => { ev.stopPropagation(); moreLike(h); });
-    ov.append(name, like);
+    ov.append(name);
+    if (!h.peer) ov.append(like); // a peer's photo id is the peer's: not searchable here
     t.append(img, score, ov);
     t.addEventListener('click', () => openViewer(start + i));
     t.addEventListener('keydown', (ev) => {
@@ -294,9 +298,11 @@ function append(hits, start) {
 }
 
 function moreLike(h) {
+  if (!h || h.peer) return;
   closeViewer();
   S.mode = 'like';
   S.likeId = h.id;
+  S.likeDb = h.db || 0;
   S.likeName = baseName(h.path);
   S.likeThumb = h.thumb;
   showChip(h.thumb, baseName(h.path));
@@ -355,7 +361,7 @@ async function showDuplicates() {
     for (const f of g.files) {
       const a = document.createElement('a');
       a.className = 'dup-file' + (f.id === g.keep ? ' keep' : '');
-      a.href = `/api/file/${f.id}`;
+      a.href = `/api/file/${f.id}?db=0`; // the groups are the first database's
       a.target = '_blank';
       a.rel = 'noopener';
       a.title = `${f.path}\n${f.width}\u00d7${f.height}, ${f.bytes.toLocaleString()} bytes` +
@@ -538,7 +544,9 @@ function submit() {
 
 function init() {
   fromHash();
-  if (S.mode === 'like') showChip(`/api/thumb/${S.likeId}`, `#${S.likeId}`);
+  if (S.mode === 'like') {
+    showChip(`/api/thumb/${S.likeId}?db=${S.likeDb}`, `#${S.likeId}`);
+  }
   $('search').addEventListener('submit', (ev) => { ev.preventDefault(); submit(); });
   $('chip-clear').addEventListener('click', () => {
     clearChip(); S.mode = 'none'; S.image = null; toHash(); showWelcome(); $('q').focus();

@@ -245,5 +245,63 @@ CDB_TEST(database_ingest_search_reindex) {
     clipdb_close(NULL);
 }
 
+/* clipdb_search_text_many over two databases of the photos (odd and even, ingested
+** file by file) gives the hits and score bits of clipdb_search_text over a database of
+** the folder: the oracle (the encoder is batch-invariant: the same vectors). */
+CDB_TEST(search_text_many_equals_one_database) {
+    static const char *const queries[] = {"a red circle", "a blue square - stripes", "star"};
+    char dirs[3][PATH_MAX], names[N_PHOTOS][PATH_MAX], root[PATH_MAX];
+    const char *half[2][N_PHOTOS];
+    int n_half[2] = {0, 0};
+    clipdb *dbs[3] = {NULL, NULL, NULL}, *parts[2];
+    clipdb_search_params *sp = clipdb_search_params_new();
+    if (!have_model()) CDB_SKIP("no bundled model");
+    if (!photos()) CDB_SKIP("clipdb-world could not make photos");
+    snprintf(root, sizeof root, "%s/photos", g_dir);
+    for (int i = 0; i < N_PHOTOS; i++)
+        if (photo(i, names[i], sizeof names[i])) half[i % 2][n_half[i % 2]++] = names[i];
+    for (int d = 0; d < 3; d++) {
+        snprintf(dirs[d], sizeof dirs[d], "%s/many%d", g_dir, d);
+        API_OK(clipdb_create(dirs[d], MODEL));
+        API_OK(clipdb_open(dirs[d], NULL, &dbs[d]));
+    }
+    API_OK(clipdb_ingest(dbs[0], half[1], n_half[1], NULL, NULL, NULL)); /* odd first */
+    API_OK(clipdb_ingest(dbs[1], half[0], n_half[0], NULL, NULL, NULL));
+    API_OK(clipdb_ingest(dbs[2], (const char *[]){root}, 1, NULL, NULL, NULL));
+    parts[0] = dbs[0];
+    parts[1] = dbs[1];
+    for (int q = 0; q < 3; q++)
+        for (int k = 1; k <= N_PHOTOS; k += 5) {
+            clipdb_hits *many = NULL, *one = NULL;
+            API_OK(clipdb_search_params_set_k(sp, k));
+            API_OK(clipdb_search_text_many(parts, 2, queries[q], sp, &many));
+            API_OK(clipdb_search_text(dbs[2], queries[q], sp, &one));
+            CHECK_EQ_INT(clipdb_hits_count(many), clipdb_hits_count(one));
+            for (int i = 0; i < clipdb_hits_count(one) && i < clipdb_hits_count(many); i++) {
+                float a = clipdb_hits_score(many, i), b = clipdb_hits_score(one, i);
+                const char *path = clipdb_hits_path(many, i);
+                int odd = atoi(strrchr(path, '_') + 1) % 2;
+                CHECK(memcmp(&a, &b, sizeof a) == 0);
+                CHECK(strcmp(path, clipdb_hits_path(one, i)) == 0);
+                CHECK_EQ_INT(clipdb_hits_db(many, i), odd ? 0 : 1);
+                CHECK_EQ_INT(clipdb_hits_db(one, i), 0);
+            }
+            CHECK_EQ_INT(clipdb_hits_db(many, k), -1);
+            clipdb_hits_free(many);
+            clipdb_hits_free(one);
+        }
+    {
+        clipdb_hits *h = NULL;
+        clipdb *with_null[2] = {dbs[0], NULL};
+        API_FAILS(clipdb_search_text_many(parts, 0, "a red circle", sp, &h), CLIPDB_INVALID);
+        API_FAILS(clipdb_search_text_many(with_null, 2, "a red circle", sp, &h), CLIPDB_INVALID);
+        API_FAILS(clipdb_search_text_many(parts, 2, "a - a", sp, &h), CLIPDB_INVALID);
+        CHECK(h == NULL);
+    }
+    for (int d = 0; d < 3; d++) clipdb_close(dbs[d]);
+    clipdb_search_params_free(sp);
+}
+
 CDB_TEST_MAIN(versions_and_statuses, options_refuse_bad_values,
-              embed_normalized_is_raw_over_norm, database_ingest_search_reindex)
+              embed_normalized_is_raw_over_norm, database_ingest_search_reindex,
+              search_text_many_equals_one_database)

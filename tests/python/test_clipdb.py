@@ -231,3 +231,32 @@ def test_errors_carry_status_and_message(tmp_path, db_path):
     with pytest.raises(clipdb.Error) as e:
         clipdb.Model(MODEL, device="tpu")
     assert e.value.status == 5
+
+
+@pytest.mark.parametrize("text", QUERIES)
+def test_search_many_equals_one_database_of_all(db_path, library, tmp_path, text):
+    """clipdb.search over a database per folder (a and b, given in the other order than
+    their paths') gives the hits and float32 scores of db_path, which holds both
+    folders: the oracle, the encoder being batch-invariant."""
+    parts = []
+    for sub in ("b", "a"):
+        path = tmp_path / (sub + ".clipdb")
+        with clipdb.Database.create(path, MODEL) as db:
+            db.ingest([library[0] / sub])
+        parts.append(clipdb.Database(path))
+    try:
+        with clipdb.Database(db_path) as one:
+            for k in (1, 7, 40):
+                want = one.search(text, k=k)
+                got = clipdb.search(parts, text, k=k)
+                assert [(h.path, h.score) for h in got] == [(h.path, h.score) for h in want]
+                for h in got:  # .db: the database that holds it, its folder
+                    assert os.sep + ("b" if h.db == 0 else "a") + os.sep in h.path
+            got = clipdb.search(parts, text, k=9, under=str(library[0] / "a"), min_score=0.1)
+            want = one.search(text, k=9, under=str(library[0] / "a"), min_score=0.1)
+            assert [(h.path, h.score) for h in got] == [(h.path, h.score) for h in want]
+    finally:
+        for p in parts:
+            p.close()
+    with pytest.raises(ValueError):
+        clipdb.search([], text)
