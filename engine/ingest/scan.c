@@ -223,11 +223,19 @@ static job *classify(pipe_ctx *c, const eng_walk_entry *e, int *stop) {
     return j;
 }
 
+/* 1 when the file at relpath of target t is not this run's share of a partition
+** (ingest --part I/N): such a file is neither stored nor judged here. */
+static int not_ours(const pipe_ctx *c, const eng_target *t, const char *relpath) {
+    int n = c->o->part_count;
+    return n > 1 && cdb_db_part_of(t->path, relpath, n) != c->o->part_index;
+}
+
 static int on_entry(const eng_walk_entry *e, walk_ud *ud) {
     pipe_ctx *c = ud->c;
     int stop = 0;
     job *j;
     if (cdb_pipe_stopping(c)) return 1;
+    if (!e->error && not_ours(c, &c->targets[c->cur], e->relpath)) return 0;
     if (e->error) {
         char why[300];
         char *full = cdb_db_path_join(c->targets[c->cur].path, e->relpath);
@@ -472,7 +480,7 @@ static int on_known(const cdb_db_file *f, void *ud_) {
     char *path;
     int drop;
     if (f->id > d->c->max_id_before || was_seen(d->c, f->id) || !in_target(d->t, f->relpath) ||
-        under_problem(d->ts, f->relpath))
+        under_problem(d->ts, f->relpath) || not_ours(d->c, d->t, f->relpath))
         return 0;
     if (!(path = cdb_db_path_join(d->t->path, f->relpath))) return d->oom = 1;
     if (lstat(path, &st) == 0) {
