@@ -103,6 +103,7 @@ typedef struct slurm_job {
     char exe[4096];        /* this clipdb, resolved */
     char db[4096];         /* the database folder, absolute */
     const char *model;     /* the model path every task uses (absolute when found) */
+    char model_abs[4096];
     const char *device;    /* --device for the ingest tasks, or NULL */
     int parts;
     char **roots;          /* absolute */
@@ -217,6 +218,7 @@ static int slurm_job_init(cli_args *a, slurm_job *j, int *is_file) {
     }
     if (!(j->model = cdb_cli_model_path(cdb_cli_get(a, "model"), &src)))
         return cdb_cli_error(NULL, "no model found: pass --model PATH");
+    if (realpath(j->model, j->model_abs)) j->model = j->model_abs; /* else hf:ORG/NAME */
     j->device = cdb_cli_get(a, "device");
     if (cdb_engine_check_paths(a->pos + 1, a->n_pos - 1, &abs, is_file) != CDB_OK)
         return cdb_cli_engine_fail(NULL);

@@ -613,7 +613,7 @@ static const char help_slurm[] =
     "                       the bundled one)\n"
     "  --device D           the ingest tasks' --device (e.g. cuda)\n"
     "  --sbatch ARGS        more sbatch options for the array (e.g. \"--gres=gpu:1\n"
-    "                       --partition=gpu\"), split at spaces\n"
+    "                       --partition=gpu\"), split as a shell splits them\n"
     "  --merge-sbatch ARGS  more sbatch options for the merge job\n"
     "  --dry-run            print the scripts; write and submit nothing\n"
     "  --json               print the job ids as JSON\n"
