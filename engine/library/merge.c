@@ -20,7 +20,8 @@
 **   holding within each part);
 ** - thumbnails and photo metadata are copied after the batches that made their files
 **   ok (outside the write order, as an ingest stores them: a kill between the two
-**   leaves ok files without them, which the next merge copies).
+**   leaves ok files without them, which the next merge copies); the thumbnails of files
+**   deleted or changed are dropped, as a reindex drops them.
 **
 ** Ids: the parts' files are put in one order, roots in the order they were first
 ** recorded (a part's roots are those its command named, in that order), then each
@@ -349,24 +350,24 @@ typedef struct gone_ud {
 static int find_gone(const cdb_db_file *f, void *ud_) {
     gone_ud *ud = ud_;
     const mpart *p = ud->p;
-    const char *root = NULL;
     cdb_db_file pf;
     cdb_status rc;
-    for (int i = 0; i < p->n_roots; i++)
-        if (p->root_map[i] == f->root_id) {
-            rc = cdb_db_file_lookup(p->db, p->root_ids[i], f->relpath, &pf);
-            if (rc == CDB_OK) {
-                int held = pf.state != CDB_DB_DELETED;
-                cdb_db_file_clear(&pf);
-                if (held) return 0;
-            } else if (rc != CDB_NOTFOUND) {
-                ud->rc = rc;
-                return 1;
-            }
-            cdb_clearerr();
-            root = p->root_paths[i];
-        }
-    if (!root || cdb_db_part_of(root, f->relpath, p->part_count) != p->part_index) return 0;
+    int k = 0, held;
+    while (k < p->n_roots && p->root_map[k] != f->root_id) k++;
+    /* the hash first: only the share's rows are looked up in the part */
+    if (k == p->n_roots ||
+        cdb_db_part_of(p->root_paths[k], f->relpath, p->part_count) != p->part_index)
+        return 0;
+    rc = cdb_db_file_lookup(p->db, p->root_ids[k], f->relpath, &pf);
+    if (rc == CDB_OK) {
+        held = pf.state != CDB_DB_DELETED;
+        cdb_db_file_clear(&pf);
+        if (held) return 0;
+    } else if (rc != CDB_NOTFOUND) {
+        ud->rc = rc;
+        return 1;
+    }
+    cdb_clearerr();
     if (grow((void **)&ud->ids, &ud->cap, ud->n, sizeof *ud->ids) != 0) {
         ud->rc = cdb_seterr(CDB_NOMEM, "out of memory");
         return 1;
@@ -400,40 +401,71 @@ static cdb_status drop_gone(merger *m, const mpart *p) {
 
 /* ---- thumbnails and photo metadata ----------------------------------------------------- */
 
+#define EXTRAS_EVERY 128 /* thumbnails and metadata rows per transaction */
+
+typedef struct extras {
+    cdb_db_thumb t[EXTRAS_EVERY];
+    cdb_db_photo ph[EXTRAS_EVERY];
+    int n_t, n_ph;
+} extras;
+
+/* Stores what x holds (one transaction each) and empties it. */
+static cdb_status extras_flush(merger *m, extras *x) {
+    cdb_status rc = x->n_t ? cdb_db_thumbs_put(m->db, x->t, x->n_t) : CDB_OK;
+    if (rc == CDB_OK && x->n_ph) rc = cdb_db_photos_put(m->db, x->ph, x->n_ph);
+    if (rc == CDB_OK) {
+        m->r->thumbs += x->n_t;
+        m->r->photos += x->n_ph;
+    }
+    for (int i = 0; i < x->n_t; i++) cdb_db_thumb_clear(&x->t[i]);
+    x->n_t = x->n_ph = 0;
+    return rc;
+}
+
+/* Row r's thumbnail and metadata from its part, under the database's id, into x. */
+static cdb_status extras_add(merger *m, const mrow *r, extras *x) {
+    cdb_db *pdb = m->parts[r->part].db;
+    cdb_db_file f;
+    cdb_db_photo *ph = &x->ph[x->n_ph];
+    uint8_t found = 0;
+    int64_t id;
+    cdb_status rc = cdb_db_file_lookup(m->db, r->root_id, r->relpath, &f);
+    if (rc != CDB_OK) return rc;
+    id = f.id;
+    cdb_db_file_clear(&f);
+    if ((rc = cdb_db_thumb_get(pdb, r->part_id, &x->t[x->n_t])) == CDB_OK) {
+        x->t[x->n_t++].file_id = id;
+    } else if (rc == CDB_NOTFOUND) {
+        cdb_clearerr();
+        rc = CDB_OK;
+    }
+    if (rc == CDB_OK) rc = cdb_db_photos_get(pdb, &r->part_id, 1, ph, &found);
+    if (rc == CDB_OK && found && ph->read) {
+        ph->file_id = id;
+        if (ph->taken_source == CDB_DB_TAKEN_FILE) { /* get's stand-in: none stored */
+            ph->taken_source = CDB_DB_TAKEN_NONE;
+            memset(&ph->taken, 0, sizeof ph->taken);
+        }
+        x->n_ph++;
+    }
+    return rc;
+}
+
 /* The thumbnail and the metadata of every ok row, under the database's ids. */
 static cdb_status copy_extras(merger *m) {
-    cdb_status rc = CDB_OK;
+    extras *x = calloc(1, sizeof *x);
+    cdb_status rc = x ? CDB_OK : cdb_seterr(CDB_NOMEM, "out of memory");
     for (size_t i = 0; i < m->n_rows && rc == CDB_OK; i++) {
-        const mrow *r = &m->rows[i];
-        cdb_db *pdb = m->parts[r->part].db;
-        cdb_db_file f;
-        cdb_db_thumb t;
-        cdb_db_photo ph;
-        uint8_t found = 0;
-        if (r->state != CDB_DB_OK) continue;
-        if ((rc = cdb_db_file_lookup(m->db, r->root_id, r->relpath, &f)) != CDB_OK) break;
-        int64_t id = f.id;
-        cdb_db_file_clear(&f);
-        if ((rc = cdb_db_thumb_get(pdb, r->part_id, &t)) == CDB_OK) {
-            t.file_id = id;
-            rc = cdb_db_thumbs_put(m->db, &t, 1);
-            m->r->thumbs += rc == CDB_OK;
-            cdb_db_thumb_clear(&t);
-        } else if (rc == CDB_NOTFOUND) {
-            cdb_clearerr();
-            rc = CDB_OK;
-        }
-        if (rc == CDB_OK) rc = cdb_db_photos_get(pdb, &r->part_id, 1, &ph, &found);
-        if (rc == CDB_OK && found && ph.read) {
-            ph.file_id = id;
-            if (ph.taken_source == CDB_DB_TAKEN_FILE) { /* get's stand-in: none stored */
-                ph.taken_source = CDB_DB_TAKEN_NONE;
-                memset(&ph.taken, 0, sizeof ph.taken);
-            }
-            rc = cdb_db_photos_put(m->db, &ph, 1);
-            m->r->photos += rc == CDB_OK;
-        }
+        if (m->rows[i].state != CDB_DB_OK) continue;
+        rc = extras_add(m, &m->rows[i], x);
+        if (rc == CDB_OK && (x->n_t == EXTRAS_EVERY || x->n_ph == EXTRAS_EVERY))
+            rc = extras_flush(m, x);
     }
+    if (x) {
+        cdb_status frc = extras_flush(m, x);
+        if (rc == CDB_OK) rc = frc;
+    }
+    free(x);
     return rc;
 }
 
@@ -508,6 +540,9 @@ static cdb_status merge_steps(merger *m) {
     }
     for (int i = 0; i < m->n_parts && rc == CDB_OK; i++) rc = drop_gone(m, &m->parts[i]);
     if (rc == CDB_OK) rc = copy_extras(m);
+    /* the thumbnails of files now deleted or changed go, as after a reindex */
+    if (rc == CDB_OK && cdb_db_thumbs_prune(m->db, NULL) != CDB_OK)
+        CDB_LOG_WARN("stale thumbnails not dropped: %s", cdb_errmsg()); /* a cache */
     return rc;
 }
 

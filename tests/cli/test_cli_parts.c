@@ -12,7 +12,9 @@
 ** folder with those names again, a single-file root, and an undecodable photo (a
 ** quarantined row, which takes an id). Compared: `export` (npy): vectors.npy,
 ** paths.txt and paths0.txt byte for byte, photos.jsonl byte for byte once its "id"
-** fields are cut, ids.npy only as "one id per row, ascending". The ids are the one
+** fields are cut (the photos of one folder carry EXIF capture times, cameras and
+** positions), ids.npy only as "one id per row, ascending"; and the thumbnails, read from
+** the databases' files by path. The ids are the one
 ** thing normalized, because a single process's ids are not a function of the library:
 ** its writer numbers files in the order results reach it, and a quarantined file
 ** (never encoded) overtakes the photos batched for the encoder, so its id depends on
@@ -35,6 +37,7 @@
 
 #include "cdb_test.h"
 #include "cli_run.h"
+#include "exif_build.h"
 #include "kill_util.h"
 #include "world/world.h"
 
@@ -234,6 +237,53 @@ static int compare_exports(const char *a, const char *b, int sorted) {
     return bad;
 }
 
+/* The thumbnails of the database db, read straight from its files (catalog.db and
+** thumbs.db, not through clipdb) as one text: a line per thumbnail, by the photo's path:
+** path, content hash, size setting, pixels, bytes and an FNV-1a of the JPEG. Heap. */
+static char *thumbs_text(const char *db) {
+    sqlite3 *h = NULL;
+    sqlite3_stmt *st = NULL;
+    char p[900], line[1400], *out = calloc(1, 1);
+    size_t n = 0;
+    snprintf(p, sizeof p, "file:%s/catalog.db?mode=ro", db);
+    if (sqlite3_open_v2(p, &h, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL) != SQLITE_OK)
+        goto done;
+    snprintf(p, sizeof p, "ATTACH 'file:%s/thumbs.db?mode=ro' AS t", db);
+    if (sqlite3_exec(h, p, NULL, NULL, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(h,
+                           "SELECT CAST(r.path AS TEXT) || '/' || CAST(f.relpath AS TEXT), "
+                           "hex(x.hash), x.px, x.width, x.height, x.jpeg FROM t.thumbs x "
+                           "JOIN files f ON f.id = x.file_id JOIN roots r ON r.id = f.root_id "
+                           "ORDER BY 1", -1, &st, NULL) != SQLITE_OK)
+        goto done;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        const unsigned char *j = sqlite3_column_blob(st, 5);
+        int nj = sqlite3_column_bytes(st, 5), k;
+        uint64_t fnv = 1469598103934665603ULL;
+        for (int i = 0; i < nj; i++) fnv = (fnv ^ j[i]) * 1099511628211ULL;
+        k = snprintf(line, sizeof line, "%s %s %d %dx%d %d %016llx\n",
+                     (const char *)sqlite3_column_text(st, 0),
+                     (const char *)sqlite3_column_text(st, 1), sqlite3_column_int(st, 2),
+                     sqlite3_column_int(st, 3), sqlite3_column_int(st, 4), nj,
+                     (unsigned long long)fnv);
+        cli_run_append_(&out, &n, line, (size_t)k);
+    }
+done:
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+    return out;
+}
+
+/* 0 when the databases a and b hold the same thumbnails for the same paths. */
+static int compare_thumbs(const char *a, const char *b) {
+    char *x = thumbs_text(a), *y = thumbs_text(b);
+    int bad = !x || !y || !*x || strcmp(x, y);
+    if (bad) fprintf(stderr, "    thumbnails of %s:\n%.600s\n    of %s:\n%.600s\n", a, x, b, y);
+    free(x);
+    free(y);
+    return bad;
+}
+
 /* ---- the library ------------------------------------------------------------------- */
 
 /* The name of the k-th image (sorted) in dir, into out; 0, or -1 when there is none. */
@@ -248,6 +298,28 @@ static int nth_image(const char *dir, int k, char *out, size_t size) {
     qsort(names, (size_t)n, sizeof names[0], (int (*)(const void *, const void *))strcmp);
     if (k >= n) return -1;
     snprintf(out, size, "%s/%s", dir, names[k]);
+    return 0;
+}
+
+/* Gives every JPEG of dir a capture time, a camera and a position (EXIF), k-th apart. */
+static int add_exif(const char *dir) {
+    char f[900];
+    for (int k = 0; nth_image(dir, k, f, sizeof f) == 0; k++) {
+        eb_meta m = {1, 2024, 5, 1 + k, 12, 30, k, 1, 120, "Canon", "EOS R5", 1, 46.5 + k,
+                     7.9 - k};
+        size_t n = 0;
+        char *bytes;
+        buf out = {0};
+        if (strcmp(strrchr(f, '.'), ".jpg")) continue;
+        if (!(bytes = cli_read_file(f, &n))) return -1;
+        if (eb_jpeg_with_exif((const uint8_t *)bytes, n, &m, &out) != 0) {
+            free(bytes);
+            return -1;
+        }
+        write_file(f, out.p, out.n);
+        free(out.p);
+        free(bytes);
+    }
     return 0;
 }
 
@@ -276,6 +348,7 @@ static int make_library(void) {
         snprintf(f, sizeof f, "%s/manifest.jsonl", d);
         unlink(f); /* not a photo: nothing to compare */
     }
+    if (add_exif(g_r2) != 0) return -1; /* metadata to carry over: photos.jsonl shows it */
     /* r1/z/a.<ext> beside the folder r1/z/a: a walk meets r1/z/a/... first, byte order
     ** puts r1/z/a.<ext> first */
     snprintf(d, sizeof d, "%s/lib/src", g_tmp);
@@ -373,6 +446,8 @@ CDB_TEST(parts_merge_equals_single_ingest) {
         CHECK_EQ_INT(merge(into, "p", n, 0), 0);
         CHECK_EQ_INT(export_db(into, x), 0);
         CHECK_MSG(compare_exports(single, x, 0) == 0, "N=%d: the merged export differs", n);
+        snprintf(single, sizeof single, "%s/single", g_tmp);
+        CHECK_MSG(compare_thumbs(single, into) == 0, "N=%d: the thumbnails differ", n);
         CHECK_EQ_INT(run((const char *[]){"verify", "--db", into, "-q", NULL}, 0), 0);
     }
 }
@@ -560,6 +635,8 @@ CDB_TEST(parts_reindex_merge_equals_single_reindex) {
         CHECK_EQ_INT(export_db(into, x), 0);
         CHECK_MSG(compare_exports(sx, x, 1) == 0, "N=%d: after the reindex, the merged export "
                   "differs from one process's", n);
+        CHECK_MSG(compare_thumbs(single, into) == 0, "N=%d: after the reindex, the thumbnails "
+                  "differ", n);
         CHECK_EQ_INT(run((const char *[]){"verify", "--db", into, "-q", NULL}, 0), 0);
     }
 }
