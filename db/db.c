@@ -222,7 +222,8 @@ void cdb_db_close(cdb_db *db) {
 }
 
 int cdb_db_owns_name(const char *name) {
-    static const char *const own[] = {"catalog.db", "thumbs.db", "lock", "shards", "index", "previews"};
+    static const char *const own[] = {"catalog.db", "thumbs.db", "lock",  "shards",
+                                      "index",      "previews",  "parts", "slurm"};
     for (size_t i = 0; i < sizeof own / sizeof own[0]; i++) {
         size_t n = strlen(own[i]);
         if (!strncmp(name, own[i], n) && (name[n] == '\0' || (i < 2 && name[n] == '-')))

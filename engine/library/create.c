@@ -139,9 +139,11 @@ static cdb_status look_at_target(const char *dir, target_kind *kind) {
         *kind = TARGET_IN_USE;
         if (!cdb_db_owns_name(d->d_name)) continue;
         /* a name the database uses: only an empty shards/ folder or a lock file (what
-        ** an init or an open of an older clipdb leaves) can stay */
+        ** an init or an open of an older clipdb leaves), and the parts and job scripts
+        ** of `slurm ingest` (which the merge makes the database beside) can stay */
         snprintf(p, sizeof p, "%s/%s", dir, d->d_name);
-        if (!strcmp(d->d_name, "lock") || (!strcmp(d->d_name, "shards") && empty_folder(p)))
+        if (!strcmp(d->d_name, "lock") || (!strcmp(d->d_name, "shards") && empty_folder(p)) ||
+            !strcmp(d->d_name, "parts") || !strcmp(d->d_name, "slurm"))
             continue;
         closedir(dh);
         return cdb_eng_failw(CDB_INVALID, CDB_ENGINE_E_NONE, NULL,
