@@ -414,25 +414,32 @@ void cdb_scan_walk_all(pipe_ctx *c) {
 
 typedef struct count_ud {
     const pipe_ctx *c;
+    const eng_target *t;
     int64_t n;
 } count_ud;
 
+/* Counts a file of this run's share (of a partition: its relpath from the root). */
 static int count_one(const eng_walk_entry *e, void *ud_) {
     count_ud *ud = ud_;
-    if (!e->error) ud->n++;
+    if (!e->error) {
+        char *rel = ud->t->sub ? cdb_db_path_join(ud->t->sub, e->relpath[0] ? e->relpath : NULL)
+                               : NULL;
+        ud->n += !not_ours(ud->c, ud->t, rel ? rel : e->relpath);
+        cdb_free(rel);
+    }
     return cdb_eng_should_stop(ud->c->ev);
 }
 
 int64_t cdb_scan_count_files(const pipe_ctx *c) {
-    count_ud ud = {c, 0};
+    count_ud ud = {c, NULL, 0};
     for (int i = 0; i < c->n_targets && !cdb_eng_should_stop(c->ev); i++) {
-        const eng_target *t = &c->targets[i];
+        const eng_target *t = ud.t = &c->targets[i];
         eng_walk_opts wo = {t->follow_symlinks, c->db_dir, link_covered, (void *)c, NULL, NULL,
                             NULL, t->sub}; /* a count: .clipdbignore files, no stored rules */
         eng_walk_stats ws;
         char *base;
         if (t->kind == CDB_DB_ROOT_FILE || t->sub_is_file) {
-            ud.n++;
+            ud.n += !not_ours(c, t, t->sub ? t->sub : "");
             continue;
         }
         if (!(base = target_base(t))) break;
