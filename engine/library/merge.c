@@ -6,7 +6,8 @@
 ** every other writer (catalog pending -> shard -> catalog ok) and is safe against a
 ** kill -9 or a full disk at any moment; running it again finishes it with the same
 ** result, because every step is keyed by what a row is, never by what was done before:
-** - roots by path (created with the part's settings, exclusions and scan outcome);
+** - roots by path (created with the part's settings, exclusions, scan outcome and walk
+**   problems: every part walks every root, so each records the same problems);
 ** - models by weights hash: the database's default model must be every part's default
 **   (CDB_INVALID otherwise, nothing written); a part's other vector sets are registered;
 ** - files by (root path, relpath): a part's ok file is put with its stored fp16 vector
@@ -181,6 +182,40 @@ static cdb_status copy_excludes(cdb_db *from, int64_t from_id, cdb_db *to, int64
     return rc;
 }
 
+typedef struct probs_ud {
+    cdb_db_walk_problem *v;
+    size_t n, cap;
+    int oom;
+} probs_ud;
+
+static int add_problem(const cdb_db_walk_problem *p, void *ud_) {
+    probs_ud *ud = ud_;
+    cdb_db_walk_problem *q;
+    if (grow((void **)&ud->v, &ud->cap, ud->n, sizeof *ud->v) != 0) return ud->oom = 1;
+    q = &ud->v[ud->n];
+    *q = *p;
+    q->relpath = strdup(p->relpath);
+    q->reason = strdup(p->reason);
+    ud->n++;
+    if (!q->relpath || !q->reason) return ud->oom = 1;
+    return 0;
+}
+
+/* The part's walk problems of a root (what its scan could not read) onto the database's
+** root, replacing those recorded there: `clipdb errors` lists them. */
+static cdb_status copy_problems(cdb_db *from, int64_t from_id, cdb_db *to, int64_t to_id) {
+    probs_ud ud = {NULL, 0, 0, 0};
+    cdb_status rc = cdb_db_walk_problems_foreach(from, from_id, add_problem, &ud);
+    if (rc == CDB_OK && ud.oom) rc = cdb_seterr(CDB_NOMEM, "out of memory");
+    if (rc == CDB_OK) rc = cdb_db_walk_problems_set(to, to_id, NULL, ud.v, (int)ud.n);
+    for (size_t i = 0; i < ud.n; i++) {
+        free((char *)ud.v[i].relpath);
+        free((char *)ud.v[i].reason);
+    }
+    free(ud.v);
+    return rc;
+}
+
 static int add_root(const cdb_db_root *r, void *ud_) {
     root_ud *ud = ud_;
     mpart *p = ud->p;
@@ -204,6 +239,7 @@ static int add_root(const cdb_db_root *r, void *ud_) {
     if (ud->rc == CDB_OK) ud->rc = copy_excludes(p->db, r->id, db, id);
     if (ud->rc == CDB_OK && r->status)
         ud->rc = cdb_db_root_set_scan(db, id, r->dev, r->ident.ino ? &r->ident : NULL, r->status);
+    if (ud->rc == CDB_OK) ud->rc = copy_problems(p->db, r->id, db, id);
     if (ud->rc == CDB_OK && rank_of(ud->m, id) < 0) ud->rc = cdb_seterr(CDB_NOMEM, "out of memory");
     map[p->n_roots - 1] = id;
     return ud->rc != CDB_OK;

@@ -13,8 +13,9 @@
 ** quarantined row, which takes an id). Compared: `export` (npy): vectors.npy,
 ** paths.txt and paths0.txt byte for byte, photos.jsonl byte for byte once its "id"
 ** fields are cut (the photos of one folder carry EXIF capture times, cameras and
-** positions), ids.npy only as "one id per row, ascending"; and the thumbnails, read from
-** the databases' files by path. The ids are the one
+** positions), ids.npy only as "one id per row, ascending"; the thumbnails, read from
+** the databases' files by path; and `clipdb errors` (the quarantined photo and a broken
+** link, a walk problem every part records). The ids are the one
 ** thing normalized, because a single process's ids are not a function of the library:
 ** its writer numbers files in the order results reach it, and a quarantined file
 ** (never encoded) overtakes the photos batched for the encoder, so its id depends on
@@ -79,7 +80,7 @@ static int ingest_part(const char *tag, int n, int i) {
     if ((rc = run((const char *[]){"init", "--db", db, "--model", g_model, "-q", NULL}, 0)))
         return rc;
     rc = run((const char *[]){"ingest", "--db", db, "--part", part, "--threads", "1", "--device",
-                              "cpu", "-q", g_r1, g_r2, g_r3, NULL},
+                              "cpu", "--follow-symlinks", "-q", g_r1, g_r2, g_r3, NULL},
              DONE); /* 3: the undecodable photo, in whichever part holds it */
     return rc == 0 || rc == 3 ? 0 : rc;
 }
@@ -284,6 +285,21 @@ static int compare_thumbs(const char *a, const char *b) {
     return bad;
 }
 
+/* 0 when `clipdb errors` (quarantined files and walk problems) says the same of a and b. */
+static int compare_errors(const char *a, const char *b) {
+    cli_run_result x, y;
+    int bad;
+    cli_run((const char *[]){"errors", "--db", a, NULL}, &x);
+    cli_run((const char *[]){"errors", "--db", b, NULL}, &y);
+    bad = x.exit_code != y.exit_code || strcmp(x.out, y.out) || !strstr(x.out, "broken.jpg") ||
+          !strstr(x.out, "dangling.jpg");
+    if (bad) fprintf(stderr, "    errors of %s (%d):\n%s    of %s (%d):\n%s", a, x.exit_code, x.out,
+                     b, y.exit_code, y.out);
+    cli_run_free(&x);
+    cli_run_free(&y);
+    return bad;
+}
+
 /* ---- the library ------------------------------------------------------------------- */
 
 /* The name of the k-th image (sorted) in dir, into out; 0, or -1 when there is none. */
@@ -361,6 +377,8 @@ static int make_library(void) {
         write_file(a, bytes, n);
         free(bytes);
     }
+    snprintf(f, sizeof f, "%s/x/dangling.jpg", g_r1); /* a walk problem (links followed) */
+    if (symlink("nowhere.jpg", f) != 0) return -1;
     snprintf(f, sizeof f, "%s/x/broken.jpg", g_r1);
     write_file(f, "\xff\xd8\xff\xe0 not a JPEG after all", 25);
     snprintf(d, sizeof d, "%s/lib/src", g_tmp);
@@ -428,7 +446,8 @@ static int g_ready; /* 1: the library, the single-process database and its expor
         CHECK_EQ_INT(run((const char *[]){"init", "--db", db_, "--model", g_model, "-q", NULL}, \
                          0), 0);                                                           \
         CHECK_EQ_INT(run((const char *[]){"ingest", "--db", db_, "--threads", "1", "--device", \
-                                          "cpu", "-q", g_r1, g_r2, g_r3, NULL}, 3), 3);    \
+                                          "cpu", "--follow-symlinks", "-q", g_r1, g_r2, g_r3, \
+                                          NULL}, 3), 3);                                   \
         CHECK_EQ_INT(export_db(db_, x_), 0);                                               \
         g_ready = 1;                                                                       \
     } while (0)
@@ -448,6 +467,7 @@ CDB_TEST(parts_merge_equals_single_ingest) {
         CHECK_MSG(compare_exports(single, x, 0) == 0, "N=%d: the merged export differs", n);
         snprintf(single, sizeof single, "%s/single", g_tmp);
         CHECK_MSG(compare_thumbs(single, into) == 0, "N=%d: the thumbnails differ", n);
+        CHECK_MSG(compare_errors(single, into) == 0, "N=%d: clipdb errors differs", n);
         CHECK_EQ_INT(run((const char *[]){"verify", "--db", into, "-q", NULL}, 0), 0);
     }
 }
