@@ -9,6 +9,7 @@
 ** - usage.c:   the help text of every command (the golden files are their spec).
 ** - session.c: opening the engine (engine/engine.h) with the CLI's messages, hints and
 **              events (progress line, warnings, Ctrl-C).
+** - cmd_parts.c: `merge` and `slurm ingest` (a library ingested in parts).
 ** - cmd_hub.c: `models get` and the hf:ORG/NAME model paths (the Hugging Face Hub).
 ** - cmd_*.c:   one file per group of subcommands; main.c dispatches to them. Every
 **              database command is a thin layer over the engine: parse, call, print.
@@ -56,6 +57,7 @@ typedef struct cli_optspec {
 } cli_optspec;
 
 #define CLI_MAX_OPTS 48
+#define CLI_MAX_PARTS 100000 /* --part I/N, slurm --parts N: the largest N */
 
 typedef struct cli_args {
     const cli_optspec *spec;
@@ -247,6 +249,8 @@ int cdb_cli_cmd_preprocess(int argc, char **argv);
 int cdb_cli_cmd_init(int argc, char **argv);
 int cdb_cli_cmd_ingest(int argc, char **argv);
 int cdb_cli_cmd_reindex(int argc, char **argv);
+int cdb_cli_cmd_merge(int argc, char **argv);
+int cdb_cli_cmd_slurm(int argc, char **argv);
 int cdb_cli_cmd_search(int argc, char **argv);
 int cdb_cli_cmd_index(int argc, char **argv);
 int cdb_cli_cmd_stats(int argc, char **argv);

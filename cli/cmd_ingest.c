@@ -147,6 +147,28 @@ typedef struct run_opts {
     long max_pixels; /* -1: keep the database's setting */
 } run_opts;
 
+/* --part I/N: part I (1..N) of an N-way partition (cdb_engine_run_params); 0/0 absent. */
+static int part_opt(const char *cmd, cli_args *a, int *index, int *count) {
+    const char *v = cdb_cli_get(a, "part");
+    char *end = NULL;
+    long i, n;
+    *index = *count = 0;
+    if (!v) return CLI_EXIT_OK;
+    errno = 0;
+    i = strtol(v, &end, 10);
+    if (end != v && *end == '/' && end[1] >= '0' && end[1] <= '9') {
+        const char *ns = end + 1;
+        n = strtol(ns, &end, 10);
+        if (!errno && !*end && n >= 1 && n <= CLI_MAX_PARTS && i >= 1 && i <= n) {
+            *index = (int)i;
+            *count = (int)n;
+            return CLI_EXIT_OK;
+        }
+    }
+    return cdb_cli_usage_error(cmd, "--part: expected I/N with 1 <= I <= N <= %d (part I of N, "
+                               "counted from 1), got '%s'", CLI_MAX_PARTS, v);
+}
+
 static int parse_run_opts(const char *cmd, cli_args *a, run_opts *o) {
     long batch, threads, mem;
     int rc;
@@ -166,7 +188,7 @@ static int parse_run_opts(const char *cmd, cli_args *a, run_opts *o) {
     o->json = cdb_cli_has(a, "json") > 0;
     if ((o->rp.decode = cdb_cli_get_choice(a, "decode", modes, -1)) < 0 && cdb_cli_get(a, "decode"))
         return cdb_cli_usage_error(cmd, "%s", a->err);
-    return CLI_EXIT_OK;
+    return part_opt(cmd, a, &o->rp.part_index, &o->rp.part_count);
 }
 
 /* ---- the summary ---------------------------------------------------------------------- */
@@ -333,7 +355,7 @@ int cdb_cli_cmd_ingest(int argc, char **argv) {
         {"batch", 0, CLI_VALUE},    {"threads", 0, CLI_VALUE}, {"follow-symlinks", 0, CLI_FLAG},
         {"no-follow-symlinks", 0, CLI_FLAG}, {"no-exif", 0, CLI_FLAG},   {"wait", 0, CLI_FLAG},
         {"exif", 0, CLI_FLAG},      {"decode", 0, CLI_VALUE}, {"max-pixels", 0, CLI_VALUE},
-        {"decode-memory", 0, CLI_VALUE}, {"exclude", 0, CLI_VALUE},
+        {"decode-memory", 0, CLI_VALUE}, {"exclude", 0, CLI_VALUE}, {"part", 0, CLI_VALUE},
         {"json", 0, CLI_FLAG},      {"quiet", 'q', CLI_FLAG},  {"help", 'h', CLI_FLAG},   {0}};
     cli_args a;
     run_opts o;
@@ -413,7 +435,8 @@ int cdb_cli_cmd_reindex(int argc, char **argv) {
         {"json", 0, CLI_FLAG},    {"quiet", 'q', CLI_FLAG},  {"help", 'h', CLI_FLAG},
         {"repair", 0, CLI_FLAG},  {"model", 0, CLI_VALUE},   {"sample", 0, CLI_VALUE},
         {"decode", 0, CLI_VALUE}, {"thumb-size", 0, CLI_VALUE}, {"accept-root", 0, CLI_VALUE},
-        {"max-pixels", 0, CLI_VALUE}, {"decode-memory", 0, CLI_VALUE}, {0}};
+        {"max-pixels", 0, CLI_VALUE}, {"decode-memory", 0, CLI_VALUE}, {"part", 0, CLI_VALUE},
+        {0}};
     cli_args a;
     run_opts o;
     int rc;

@@ -26,7 +26,8 @@ static const struct {
     {"move", cdb_cli_cmd_move},         {"duplicates", cdb_cli_cmd_duplicates},
     {"tokenize", cdb_cli_cmd_tokenize}, {"embed", cdb_cli_cmd_embed},
     {"preprocess", cdb_cli_cmd_preprocess}, {"demo", cdb_cli_cmd_demo},
-    {"serve", cdb_cli_cmd_serve},
+    {"serve", cdb_cli_cmd_serve},       {"merge", cdb_cli_cmd_merge},
+    {"slurm", cdb_cli_cmd_slurm},
     {"version", cmd_version},
 };
 

@@ -30,6 +30,8 @@ static const char help_main[] =
     "  errors      list what could not be ingested or scanned, and why\n"
     "  export      write paths, ids and vectors out (npy or jsonl)\n"
     "  serve       a search page and a JSON API over HTTP, with thumbnails\n"
+    "  merge       bring databases ingested in parts (ingest --part) into one\n"
+    "  slurm       ingest in parts on a Slurm cluster, then merge (slurm ingest)\n"
 
     "\n"
     "Encoder commands:\n"
@@ -144,6 +146,9 @@ static const char help_ingest[] =
     "  --exclude GLOB        leave out what GLOB matches below each PATH (one rule of\n"
     "                        a .clipdbignore file there; repeatable); remembered: every\n"
     "                        reindex leaves it out too, 'clipdb folders' lists it\n"
+    "  --part I/N            store only part I (1 to N) of the files, chosen by a hash\n"
+    "                        of their root and relative path, in this database of its\n"
+    "                        own; 'clipdb merge' brings the N parts together\n"
     "  --wait                wait for another writer to finish instead of failing\n"
     "  --json                print the summary as JSON\n"
     "  -q, --quiet           no progress line\n"
@@ -241,6 +246,8 @@ static const char help_reindex[] =
     "  --decode exact|fast   change how the vector sets decode photos (see ingest)\n"
     "  --max-pixels N        the pixel limit from now on (see ingest)\n"
     "  --decode-memory MB    decoded photos in flight (see ingest)\n"
+    "  --part I/N            the part this database holds (see ingest; the recorded\n"
+    "                        one when not given): only its files are judged\n"
     "  --device auto|cpu|cuda  where to run the encoder; cuda:N picks GPU N\n"
     "  --batch N             images per encoder batch (default: 32; on a GPU, what its\n"
     "                        free memory allows)\n"
@@ -581,6 +588,53 @@ static const char help_version[] =
     "Prints clipdb's version, the CPU kernels in use and whether CUDA is built\n"
     "and usable.\n";
 
+static const char help_merge[] =
+    "usage: clipdb merge [--db DIR] [options] PART...\n"
+    "\n"
+    "Brings the databases PART... (made by 'clipdb ingest --part I/N', or any clipdb\n"
+    "databases of the same model) into the database DIR, created like the first\n"
+    "PART when absent: the folders, every model's vectors (copied bit for bit),\n"
+    "quarantined files, thumbnails and photo metadata. A file DIR already holds is\n"
+    "replaced by the part's row, so merging a part again after its reindex brings\n"
+    "its changes; a part that holds part I/N decides for its share of the files\n"
+    "(what it no longer has is marked deleted here). Safe to run again after a\n"
+    "crash or kill: the result is the same. Run 'clipdb index build' after it.\n"
+    "\n"
+    "Options:\n"
+    "  --db DIR      the database (default: $CLIPDB_DB, else ./clipdb)\n"
+    "  --wait        wait for another writer to finish instead of failing\n"
+    "  --json        print the summary as JSON\n"
+    "  -q, --quiet   print nothing on success\n"
+    "  -h, --help    show this help\n"
+    "\n"
+    "Exit status: 0 merged, 1 failed (a part unreadable, or made with another\n"
+    "model: nothing is written then), 2 usage error.\n";
+
+static const char help_slurm[] =
+    "usage: clipdb slurm ingest --db DIR --parts N [options] ROOT...\n"
+    "\n"
+    "Ingests the folders ROOT... on a Slurm cluster: writes two job scripts into\n"
+    "DIR/slurm/ and submits them with sbatch: an array of N tasks, task I running\n"
+    "'clipdb ingest --part I/N' into DIR/parts/I, then a job that waits for them\n"
+    "(--dependency=afterok) and runs 'clipdb merge' into DIR and 'clipdb index\n"
+    "build'. DIR and the folders must be on a filesystem every node sees, at the\n"
+    "same paths. Logs go to DIR/slurm/*.log.\n"
+    "\n"
+    "Options:\n"
+    "  --db DIR             the database (default: $CLIPDB_DB, else ./clipdb)\n"
+    "  --parts N            the number of parts (array tasks)\n"
+    "  --model PATH         the model every part uses (default: $CLIPDB_MODEL, else\n"
+    "                       the bundled one)\n"
+    "  --device D           the ingest tasks' --device (e.g. cuda)\n"
+    "  --sbatch ARGS        more sbatch options for the array (e.g. \"--gres=gpu:1\n"
+    "                       --partition=gpu\"), split as a shell splits them\n"
+    "  --merge-sbatch ARGS  more sbatch options for the merge job\n"
+    "  --dry-run            print the scripts; write and submit nothing\n"
+    "  --json               print the job ids as JSON\n"
+    "  -h, --help           show this help\n"
+    "\n"
+    "Exit status: 0 submitted, 1 failed (sbatch missing or refusing), 2 usage error.\n";
+
 static const char help_help[] =
     "usage: clipdb help [COMMAND]\n"
     "\n"
@@ -597,7 +651,7 @@ static const struct {
     {"duplicates", help_duplicates},
     {"models", help_models},     {"tokenize", help_tokenize}, {"embed", help_embed},
     {"preprocess", help_preprocess}, {"demo", help_demo},   {"version", help_version},
-    {"serve", help_serve},
+    {"serve", help_serve},       {"merge", help_merge},     {"slurm", help_slurm},
     {"help", help_help},
 };
 

@@ -131,14 +131,8 @@ static cdb_status push_op(cdb_db_batch *b, int kind, const char *relpath,
     return CDB_OK;
 }
 
-cdb_status cdb_db_batch_put(cdb_db_batch *b, int64_t root_id, const char *relpath,
-                            const cdb_db_file_meta *meta, const float *vec, int dim) {
-    batch_op *op = NULL;
-    cdb_status rc;
-    if (!relpath || !meta || !vec) return cdb_seterr(CDB_INVALID, "batch put: NULL argument");
-    if (dim != b->dim)
-        return cdb_seterr(CDB_DIM_MISMATCH, "batch put %s: vector dim %d != model dim %d", relpath,
-                          dim, b->dim);
+/* A slot for one more staged vector: *out points at its dim fp16 values. */
+static cdb_status vec_slot(cdb_db_batch *b, uint16_t **out) {
     if (b->n_vecs == b->cap_vecs) {
         size_t cap = b->cap_vecs ? b->cap_vecs * 2 : 64;
         uint16_t *n = cdb_realloc(b->vecs, cap * (size_t)b->dim * sizeof *n);
@@ -146,12 +140,55 @@ cdb_status cdb_db_batch_put(cdb_db_batch *b, int64_t root_id, const char *relpat
         b->vecs = n;
         b->cap_vecs = cap;
     }
-    if ((rc = cdb_db_encode_vector(vec, dim, b->vecs + b->n_vecs * (size_t)b->dim)) != CDB_OK)
-        return cdb_errctx(rc, "refused vector for %s", relpath);
-    if ((rc = push_op(b, OP_PUT, relpath, meta, &op)) != CDB_OK) return rc;
+    *out = b->vecs + b->n_vecs * (size_t)b->dim;
+    return CDB_OK;
+}
+
+/* Stages the PUT of the vector just written into the next slot. */
+static cdb_status stage_put(cdb_db_batch *b, int64_t root_id, const char *relpath,
+                            const cdb_db_file_meta *meta) {
+    batch_op *op = NULL;
+    cdb_status rc = push_op(b, OP_PUT, relpath, meta, &op);
+    if (rc != CDB_OK) return rc;
     op->root_id = root_id;
     op->vec = b->n_vecs++;
     return CDB_OK;
+}
+
+cdb_status cdb_db_batch_put(cdb_db_batch *b, int64_t root_id, const char *relpath,
+                            const cdb_db_file_meta *meta, const float *vec, int dim) {
+    uint16_t *slot = NULL;
+    cdb_status rc;
+    if (!relpath || !meta || !vec) return cdb_seterr(CDB_INVALID, "batch put: NULL argument");
+    if (dim != b->dim)
+        return cdb_seterr(CDB_DIM_MISMATCH, "batch put %s: vector dim %d != model dim %d", relpath,
+                          dim, b->dim);
+    if ((rc = vec_slot(b, &slot)) != CDB_OK) return rc;
+    if ((rc = cdb_db_encode_vector(vec, dim, slot)) != CDB_OK)
+        return cdb_errctx(rc, "refused vector for %s", relpath);
+    return stage_put(b, root_id, relpath, meta);
+}
+
+cdb_status cdb_db_batch_put_f16(cdb_db_batch *b, int64_t root_id, const char *relpath,
+                                const cdb_db_file_meta *meta, const uint16_t *v16, int dim) {
+    uint16_t *slot = NULL;
+    cdb_status rc;
+    float n2;
+    if (!relpath || !meta || !v16) return cdb_seterr(CDB_INVALID, "batch put: NULL argument");
+    if (dim != b->dim)
+        return cdb_seterr(CDB_DIM_MISMATCH, "batch put %s: vector dim %d != model dim %d", relpath,
+                          dim, b->dim);
+    for (int i = 0; i < dim; i++)
+        if ((v16[i] & 0x7c00) == 0x7c00)
+            return cdb_seterr(CDB_INVALID, "refused vector for %s: element %d is not finite",
+                              relpath, i);
+    n2 = cdb_k_l2norm_f16(v16, (size_t)dim);
+    if (!(fabsf(n2 - 1.0f) <= 1e-3f))
+        return cdb_seterr(CDB_INVALID, "refused vector for %s: norm %.6g, not 1 +- 1e-3", relpath,
+                          (double)n2);
+    if ((rc = vec_slot(b, &slot)) != CDB_OK) return rc;
+    memcpy(slot, v16, sizeof *v16 * (size_t)dim);
+    return stage_put(b, root_id, relpath, meta);
 }
 
 static cdb_status stage_failure(cdb_db_batch *b, int64_t root_id, const char *relpath,

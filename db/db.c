@@ -222,7 +222,8 @@ void cdb_db_close(cdb_db *db) {
 }
 
 int cdb_db_owns_name(const char *name) {
-    static const char *const own[] = {"catalog.db", "thumbs.db", "lock", "shards", "index", "previews"};
+    static const char *const own[] = {"catalog.db", "thumbs.db", "lock",  "shards",
+                                      "index",      "previews",  "parts", "slurm"};
     for (size_t i = 0; i < sizeof own / sizeof own[0]; i++) {
         size_t n = strlen(own[i]);
         if (!strncmp(name, own[i], n) && (name[n] == '\0' || (i < 2 && name[n] == '-')))
@@ -243,4 +244,19 @@ void cdb_db_hash_buf(const void *buf, size_t n, uint8_t out[CDB_DB_HASH_BYTES]) 
     XXH128_canonical_t c;
     XXH128_canonicalFromHash(&c, XXH3_128bits(buf, n));
     memcpy(out, c.digest, CDB_DB_HASH_BYTES);
+}
+
+int cdb_db_part_of(const char *root, const char *relpath, int n) {
+    char small[4096], *buf;
+    size_t nr = strlen(root) + 1, nl = strlen(relpath); /* root with its NUL: the 0x00 */
+    uint8_t d[CDB_DB_HASH_BYTES];
+    uint64_t h = 0;
+    if (n <= 1) return 1;
+    if (!(buf = nr + nl <= sizeof small ? small : malloc(nr + nl))) return 0; /* out of memory: no part owns it, the caller says so */
+    memcpy(buf, root, nr);
+    memcpy(buf + nr, relpath, nl);
+    cdb_db_hash_buf(buf, nr + nl, d);
+    if (buf != small) free(buf);
+    for (int i = 0; i < 8; i++) h = h << 8 | d[i];
+    return (int)(h % (uint64_t)n) + 1;
 }

@@ -123,6 +123,13 @@ cdb_status cdb_db_lock_info(const char *dir, int *pid /* OUT */, int *held /* OU
 #define CDB_DB_HASH_BYTES 16
 /* XXH3-128 of buf, canonical (big-endian) byte order, as stored in files.hash. */
 void cdb_db_hash_buf(const void *buf, size_t n, uint8_t out[CDB_DB_HASH_BYTES]);
+/* The part (1..n) of an n-way partition (`ingest --part I/N`) that owns the file at
+** relpath under root (both as recorded: bytes, NUL-terminated): with h the first 8
+** bytes, big-endian, of XXH3-128 over root's bytes, one 0x00 byte and relpath's bytes
+** (the high 64 bits of XXH3-128; Python: int.from_bytes(xxhash.xxh3_128_digest(root +
+** b"\0" + relpath)[:8], "big")), the part is h % n + 1. Stable across machines and
+** runs; 1 when n <= 1; 0 when out of memory. */
+int cdb_db_part_of(const char *root, const char *relpath, int n);
 
 /* ---- models ---------------------------------------------------------------------- */
 
@@ -451,6 +458,11 @@ int cdb_db_batch_count(const cdb_db_batch *b); /* staged operations */
 ** for other models are dropped (they describe the old content). */
 cdb_status cdb_db_batch_put(cdb_db_batch *b, int64_t root_id, const char *relpath,
                             const cdb_db_file_meta *meta, const float *vec, int dim);
+/* The same with a vector already stored elsewhere (another database's shard: `merge`):
+** dim fp16 values kept bit for bit; CDB_INVALID (nothing staged) when one is not finite
+** or the norm is not 1 within 1e-3 (fp32 accumulation), as every stored vector is. */
+cdb_status cdb_db_batch_put_f16(cdb_db_batch *b, int64_t root_id, const char *relpath,
+                                const cdb_db_file_meta *meta, const uint16_t *v16, int dim);
 /* Stages a file as unusable (quarantine) with a one-line reason (newlines are
 ** replaced by spaces); its vectors, if any, are removed. */
 cdb_status cdb_db_batch_put_error(cdb_db_batch *b, int64_t root_id, const char *relpath,
@@ -609,6 +621,11 @@ cdb_status cdb_db_set_max_pixels(cdb_db *db, int64_t px, int requeue,
 ** cleared: what `clipdb serve` reads instead of rescanning the photos. */
 cdb_status cdb_db_real_photos(cdb_db *db, int *seen /* OUT */);
 cdb_status cdb_db_set_real_photos(cdb_db *db); /* Writer only. */
+/* The partition the database holds (meta part_index, part_count): part *index (1..*count)
+** of the files (cdb_db_part_of), or 0/0 for a whole library. */
+cdb_status cdb_db_partition(cdb_db *db, int *index /* OUT */, int *count /* OUT */);
+/* Records the partition (writer): 1 <= index <= count; CDB_INVALID otherwise. */
+cdb_status cdb_db_set_partition(cdb_db *db, int index, int count);
 /* Notes a write command keeps in the catalog (settings.c): the work it has begun and
 ** not finished, so that the next writer finishes it after a kill, and what it has
 ** done, so that running it again can say so. *value: heap (cdb_free), NULL when

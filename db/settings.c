@@ -61,6 +61,32 @@ cdb_status cdb_db_set_real_photos(cdb_db *db) {
     return rc == CDB_OK ? cdb_sql_meta_set_int(db, "real_photos", 1) : rc;
 }
 
+/* ---- partition ------------------------------------------------------------------- */
+
+cdb_status cdb_db_partition(cdb_db *db, int *index, int *count) {
+    int64_t i = 0, n = 0;
+    cdb_status rc = meta_int(db, "part_index", &i);
+    if (rc == CDB_OK) rc = meta_int(db, "part_count", &n);
+    if (rc == CDB_OK && (n < 0 || i < 0 || i > n || (n > 0 && i == 0) || n > 1000000))
+        rc = cdb_seterr(CDB_CORRUPT, "recorded partition %lld/%lld", (long long)i, (long long)n);
+    *index = rc == CDB_OK ? (int)i : 0;
+    *count = rc == CDB_OK ? (int)n : 0;
+    return rc;
+}
+
+cdb_status cdb_db_set_partition(cdb_db *db, int index, int count) {
+    cdb_status rc = cdb_sql_need_writer(db, "set_partition");
+    if (rc != CDB_OK) return rc;
+    if (count < 1 || index < 1 || index > count || count > 1000000)
+        return cdb_seterr(CDB_INVALID, "partition %d/%d: expected 1 <= I <= N", index, count);
+    if ((rc = cdb_sql_begin(db->cat)) != CDB_OK) return rc;
+    rc = cdb_sql_meta_set_int(db, "part_index", index);
+    if (rc == CDB_OK) rc = cdb_sql_meta_set_int(db, "part_count", count);
+    if (rc == CDB_OK) return cdb_sql_commit(db->cat);
+    cdb_sql_rollback(db->cat);
+    return rc;
+}
+
 /* ---- notes ------------------------------------------------------------------------- */
 
 #define NOTE_PREFIX "note:"

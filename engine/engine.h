@@ -561,6 +561,12 @@ typedef struct cdb_engine_run_params {
     ** its vectors. NULL/0: none. */
     const char *const *excludes;
     int n_excludes;
+    /* ingest, reindex: part part_index (1..part_count) of an n-way partition: only the
+    ** files cdb_db_part_of gives to it are stored, and only those are judged (a file of
+    ** another part is neither added nor taken for deleted). Recorded in the database at
+    ** its first partitioned ingest; a later run with another partition is refused
+    ** (CDB_INVALID), and a run that gives none uses the recorded one. 0/0: none. */
+    int part_index, part_count;
 } cdb_engine_run_params;
 cdb_engine_run_params cdb_engine_run_params_default(void);
 
@@ -646,6 +652,30 @@ cdb_status cdb_engine_ingest(cdb_engine *e, const char *const *paths, int n,
 ** vector set, makes missing thumbnails, refreshes every index. Writer. As ingest. */
 cdb_status cdb_engine_reindex(cdb_engine *e, const cdb_engine_run_params *p,
                               cdb_engine_run_report *report /* OUT */);
+
+/* ---- merging parts (library/merge.c) ------------------------------------------------- */
+
+typedef struct cdb_engine_merge_report {
+    int n_parts;
+    int64_t files;   /* the parts' rows brought in (ok, quarantined, to retry) */
+    int64_t vectors; /* vectors copied, every set */
+    int64_t deleted; /* the database's rows marked deleted (gone from a part's share) */
+    int64_t thumbs, photos; /* thumbnails and photo metadata rows copied */
+} cdb_engine_merge_report;
+/* Brings the databases parts[0..n) (each opened read-only; typically made by ingest
+** --part I/N) into e's database (writer), as library/merge.c describes: roots, every
+** vector set (fp16 bits kept), quarantined and pending files, thumbnails and photo
+** metadata; a file already there is replaced; a part that records a partition is the
+** truth for its share. Crash-safe and idempotent (the batches' write order): after a
+** kill, the same call again gives the same database. CDB_INVALID when a part's default
+** model is not the database's (nothing is written), when two parts are the same part
+** of one partition, or when a part is the database itself. */
+cdb_status cdb_engine_merge(cdb_engine *e, const char *const *parts, int n,
+                            cdb_engine_merge_report *r /* OUT */);
+/* Creates a new database in dir bound to the models of the database at src_dir (every
+** model record, the default first, and its thumbnail and pixel settings), all or
+** nothing as cdb_engine_create_with: what `merge` makes when its database is absent. */
+cdb_status cdb_engine_create_like(const char *dir, const char *src_dir);
 
 /* ---- the index ---------------------------------------------------------------------- */
 

@@ -64,6 +64,9 @@ PACKAGES=(
   # the Python package (python/) and its test (tests/python): a venv, pip's build
   # backend without an index (setuptools, wheel), numpy arrays, pytest
   python3-venv python3-setuptools python3-wheel python3-numpy python3-pytest
+  # a one-node Slurm cluster for tests/slurm (clipdb slurm ingest): the daemons and
+  # their authentication, started by the test itself (no systemd)
+  slurm-wlm munge
 )
 
 # `test` also runs the sanitizer and fuzzing stages: clang, libFuzzer and the

@@ -141,6 +141,7 @@ typedef struct eng_ingest_opts {
     cdb_engine_encode_fn encode; /* NULL: cdb_encode_pixels */
     void *encode_ud;
     const cdb_engine_events *ev; /* progress, warnings, stop (may be NULL) */
+    int part_index, part_count; /* the share walked (cdb_db_part_of); 0/0: every file */
 } eng_ingest_opts;
 
 /* Runs the pipeline over the targets with the writer handle db (opened on db_dir),

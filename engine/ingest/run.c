@@ -159,6 +159,8 @@ static cdb_status run_passes(cdb_engine *e, const char *kind, const eng_library 
     if (cdb_db_thumb_size(e->db, &o0.thumb_px) != CDB_OK) o0.thumb_px = 0;
     if (cdb_db_max_pixels(e->db, &o0.max_pixels) != CDB_OK) o0.max_pixels = 0;
     o0.decode_budget = cdb_eng_budget_pixels_of_mb(rp->decode_memory_mb);
+    o0.part_index = rp->part_index;
+    o0.part_count = rp->part_count;
     cdb_db_run_begin(e->db, kind, &run_id);
     for (int i = 0; i < p->n && rc == CDB_OK && !cdb_eng_should_stop(ev); i++) {
         run_set *s = &p->s[i];
@@ -344,9 +346,44 @@ static cdb_status record_excludes(cdb_engine *e, const eng_target *t, int nt, ch
     return st;
 }
 
+static int count_root(const cdb_db_root *r, void *ud) {
+    (void)r;
+    ++*(int *)ud;
+    return 0;
+}
+
+/* The partition a run works on (cdb_engine_run_params): rp's, checked against the one
+** recorded (and recorded by an ingest when none is), or the recorded one when rp gives
+** none. *part: rp with the partition filled in. */
+static cdb_status resolve_partition(cdb_engine *e, const char *kind,
+                                    const cdb_engine_run_params *rp,
+                                    cdb_engine_run_params *part /* OUT */) {
+    int ri = 0, rn = 0, n_roots = 0;
+    cdb_status st = cdb_db_partition(e->db, &ri, &rn);
+    *part = *rp;
+    if (st != CDB_OK) return st;
+    if (rp->part_count <= 0) {
+        part->part_index = ri;
+        part->part_count = rn;
+        return CDB_OK;
+    }
+    if (rp->part_index < 1 || rp->part_index > rp->part_count)
+        return cdb_seterr(CDB_INVALID, "part %d/%d: expected 1 <= I <= N", rp->part_index,
+                          rp->part_count);
+    if (rn > 0 && (ri != rp->part_index || rn != rp->part_count))
+        return cdb_seterr(CDB_INVALID, "the database holds part %d/%d, not %d/%d", ri, rn,
+                          rp->part_index, rp->part_count);
+    if (rn > 0) return CDB_OK;
+    if ((st = cdb_db_roots_foreach(e->db, count_root, &n_roots)) != CDB_OK) return st;
+    if (n_roots > 0 || strcmp(kind, "ingest"))
+        return cdb_seterr(CDB_INVALID, "the database holds a whole library, not a part: a part "
+                                       "is a database of its own (ingest --part into a new --db)");
+    return cdb_db_set_partition(e->db, rp->part_index, rp->part_count);
+}
+
 cdb_status cdb_engine_ingest(cdb_engine *e, const char *const *paths, int n,
                              const cdb_engine_run_params *rp, cdb_engine_run_report *report) {
-    cdb_engine_run_params defaults = cdb_engine_run_params_default();
+    cdb_engine_run_params defaults = cdb_engine_run_params_default(), parted;
     cdb_model *m = NULL;
     cdb_db_model dm, def;
     int is_default = 1, stopped = 0;
@@ -362,6 +399,8 @@ cdb_status cdb_engine_ingest(cdb_engine *e, const char *const *paths, int n,
     if (!rp) rp = &defaults;
     if ((st = cdb_eng_writer(e, "ingest")) != CDB_OK) return st;
     if (n <= 0) return cdb_eng_code(cdb_seterr(CDB_INVALID, "no PATH given"), CDB_ENGINE_E_PATH);
+    if ((st = resolve_partition(e, "ingest", rp, &parted)) != CDB_OK) return st;
+    rp = &parted;
     if (!(is_file = calloc((size_t)n, sizeof *is_file)))
         return cdb_seterr(CDB_NOMEM, "out of memory");
     for (int i = 0; i < n; i++) /* before check_paths reads a first byte of any of them */
@@ -466,7 +505,7 @@ static cdb_status repair(cdb_engine *e, cdb_model *m, int64_t model_id, double s
 
 cdb_status cdb_engine_reindex(cdb_engine *e, const cdb_engine_run_params *rp,
                               cdb_engine_run_report *report) {
-    cdb_engine_run_params defaults = cdb_engine_run_params_default();
+    cdb_engine_run_params defaults = cdb_engine_run_params_default(), parted;
     eng_library lib = {0};
     eng_target *targets = NULL;
     int n_targets = 0, stopped = 0;
@@ -478,6 +517,8 @@ cdb_status cdb_engine_reindex(cdb_engine *e, const cdb_engine_run_params *rp,
     memset(report, 0, sizeof *report);
     if (!rp) rp = &defaults;
     if ((st = cdb_eng_writer(e, "reindex")) != CDB_OK) return st;
+    if ((st = resolve_partition(e, "reindex", rp, &parted)) != CDB_OK) return st;
+    rp = &parted;
     if (rp->model && *rp->model) { /* only that set */
         if ((st = cdb_eng_find_db_model(e, e->db, rp->model, &dm)) != CDB_OK) goto done;
     } else if ((st = cdb_db_model_default(e->db, &dm)) != CDB_OK) {

@@ -223,11 +223,19 @@ static job *classify(pipe_ctx *c, const eng_walk_entry *e, int *stop) {
     return j;
 }
 
+/* 1 when the file at relpath of target t is not this run's share of a partition
+** (ingest --part I/N): such a file is neither stored nor judged here. */
+static int not_ours(const pipe_ctx *c, const eng_target *t, const char *relpath) {
+    int n = c->o->part_count;
+    return n > 1 && cdb_db_part_of(t->path, relpath, n) != c->o->part_index;
+}
+
 static int on_entry(const eng_walk_entry *e, walk_ud *ud) {
     pipe_ctx *c = ud->c;
     int stop = 0;
     job *j;
     if (cdb_pipe_stopping(c)) return 1;
+    if (!e->error && not_ours(c, &c->targets[c->cur], e->relpath)) return 0;
     if (e->error) {
         char why[300];
         char *full = cdb_db_path_join(c->targets[c->cur].path, e->relpath);
@@ -406,25 +414,32 @@ void cdb_scan_walk_all(pipe_ctx *c) {
 
 typedef struct count_ud {
     const pipe_ctx *c;
+    const eng_target *t;
     int64_t n;
 } count_ud;
 
+/* Counts a file of this run's share (of a partition: its relpath from the root). */
 static int count_one(const eng_walk_entry *e, void *ud_) {
     count_ud *ud = ud_;
-    if (!e->error) ud->n++;
+    if (!e->error) {
+        char *rel = ud->t->sub ? cdb_db_path_join(ud->t->sub, e->relpath[0] ? e->relpath : NULL)
+                               : NULL;
+        ud->n += !not_ours(ud->c, ud->t, rel ? rel : e->relpath);
+        cdb_free(rel);
+    }
     return cdb_eng_should_stop(ud->c->ev);
 }
 
 int64_t cdb_scan_count_files(const pipe_ctx *c) {
-    count_ud ud = {c, 0};
+    count_ud ud = {c, NULL, 0};
     for (int i = 0; i < c->n_targets && !cdb_eng_should_stop(c->ev); i++) {
-        const eng_target *t = &c->targets[i];
+        const eng_target *t = ud.t = &c->targets[i];
         eng_walk_opts wo = {t->follow_symlinks, c->db_dir, link_covered, (void *)c, NULL, NULL,
                             NULL, t->sub}; /* a count: .clipdbignore files, no stored rules */
         eng_walk_stats ws;
         char *base;
         if (t->kind == CDB_DB_ROOT_FILE || t->sub_is_file) {
-            ud.n++;
+            ud.n += !not_ours(c, t, t->sub ? t->sub : "");
             continue;
         }
         if (!(base = target_base(t))) break;
@@ -472,7 +487,7 @@ static int on_known(const cdb_db_file *f, void *ud_) {
     char *path;
     int drop;
     if (f->id > d->c->max_id_before || was_seen(d->c, f->id) || !in_target(d->t, f->relpath) ||
-        under_problem(d->ts, f->relpath))
+        under_problem(d->ts, f->relpath) || not_ours(d->c, d->t, f->relpath))
         return 0;
     if (!(path = cdb_db_path_join(d->t->path, f->relpath))) return d->oom = 1;
     if (lstat(path, &st) == 0) {

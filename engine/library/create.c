@@ -139,9 +139,11 @@ static cdb_status look_at_target(const char *dir, target_kind *kind) {
         *kind = TARGET_IN_USE;
         if (!cdb_db_owns_name(d->d_name)) continue;
         /* a name the database uses: only an empty shards/ folder or a lock file (what
-        ** an init or an open of an older clipdb leaves) can stay */
+        ** an init or an open of an older clipdb leaves), and the parts and job scripts
+        ** of `slurm ingest` (which the merge makes the database beside) can stay */
         snprintf(p, sizeof p, "%s/%s", dir, d->d_name);
-        if (!strcmp(d->d_name, "lock") || (!strcmp(d->d_name, "shards") && empty_folder(p)))
+        if (!strcmp(d->d_name, "lock") || (!strcmp(d->d_name, "shards") && empty_folder(p)) ||
+            !strcmp(d->d_name, "parts") || !strcmp(d->d_name, "slurm"))
             continue;
         closedir(dh);
         return cdb_eng_failw(CDB_INVALID, CDB_ENGINE_E_NONE, NULL,
@@ -154,27 +156,95 @@ static cdb_status look_at_target(const char *dir, target_kind *kind) {
 }
 
 /* Records the model and the settings in the new catalog at tmp. */
-static cdb_status build_catalog(const char *tmp, const char *model_path, cdb_model *m,
-                                const cdb_engine_create_params *cp, int64_t *model_id) {
+/* What goes into a new catalog: its models and settings (the writer db, opened on the
+** temporary folder); *model_id: the default model's. */
+typedef cdb_status (*fill_fn)(cdb_db *db, void *ud, int64_t *model_id);
+
+typedef struct model_fill {
+    const char *model_path;
+    cdb_model *m;
+    const cdb_engine_create_params *cp;
+} model_fill;
+
+/* The model at model_path, the settings of cp. */
+static cdb_status fill_model(cdb_db *db, void *ud, int64_t *model_id) {
+    const model_fill *f = ud;
+    const cdb_model_info *mi = cdb_model_get_info(f->m);
+    char *info = cdb_eng_model_info_json(f->model_path, f->m);
+    cdb_status rc = info ? CDB_OK : cdb_seterr(CDB_NOMEM, "out of memory");
+    if (rc == CDB_OK)
+        rc = cdb_db_model_register(db, mi->hash, mi->name, mi->embed_dim, info, model_id);
+    if (rc == CDB_OK) rc = cdb_db_model_set_default(db, *model_id);
+    if (rc == CDB_OK && f->cp && f->cp->thumb_size != CDB_ENGINE_THUMB_DEFAULT)
+        rc = cdb_db_set_thumb_size(db, f->cp->thumb_size);
+    if (rc == CDB_OK && f->cp && f->cp->max_pixels > 0)
+        rc = cdb_db_set_max_pixels(db, f->cp->max_pixels, 0, NULL);
+    free(info);
+    return rc;
+}
+
+typedef struct like_fill {
+    cdb_db *src, *db;
+    int64_t default_id; /* the new catalog's default model */
+    int want_default;   /* registering the default (1), then the others (0) */
+    cdb_status rc;
+} like_fill;
+
+cdb_status cdb_eng_model_copy(cdb_db *from, const cdb_db_model *dm, cdb_db *to, int64_t *id) {
+    char *info = NULL;
+    cdb_db_model had;
+    cdb_status rc = cdb_db_model_find(to, dm->weights_hash, &had);
+    if (rc == CDB_OK) {
+        *id = had.id;
+        return CDB_OK;
+    }
+    if (rc != CDB_NOTFOUND) return rc;
+    cdb_clearerr();
+    rc = cdb_db_model_info(from, dm->id, &info);
+    if (rc == CDB_OK) rc = cdb_db_model_register(to, dm->weights_hash, dm->name, dm->dim, info, id);
+    if (rc == CDB_OK) rc = cdb_db_model_set_decode(to, *id, dm->decode, dm->decode_settled);
+    cdb_free(info);
+    return rc;
+}
+
+static int copy_model(const cdb_db_model *dm, void *ud_) {
+    like_fill *f = ud_;
+    int64_t id = 0;
+    if (dm->is_default != f->want_default) return 0;
+    f->rc = cdb_eng_model_copy(f->src, dm, f->db, &id);
+    if (f->rc == CDB_OK && dm->is_default) f->default_id = id;
+    return f->rc != CDB_OK;
+}
+
+/* The models (the default first) and settings of the database src. */
+static cdb_status fill_like(cdb_db *db, void *ud, int64_t *model_id) {
+    like_fill f = {ud, db, 0, 1, CDB_OK};
+    int px = 0;
+    int64_t max_px = 0;
+    cdb_status rc = CDB_OK;
+    for (f.want_default = 1; f.want_default >= 0 && rc == CDB_OK; f.want_default--) {
+        rc = cdb_db_models_foreach(f.src, copy_model, &f);
+        if (rc == CDB_OK) rc = f.rc;
+    }
+    if (rc == CDB_OK && !f.default_id)
+        rc = cdb_seterr(CDB_NOTFOUND, "%s has no model", cdb_db_dir(f.src));
+    if (rc == CDB_OK) rc = cdb_db_model_set_default(db, *model_id = f.default_id);
+    if (rc == CDB_OK) rc = cdb_db_thumb_size(f.src, &px);
+    if (rc == CDB_OK) rc = cdb_db_set_thumb_size(db, px);
+    if (rc == CDB_OK) rc = cdb_db_max_pixels(f.src, &max_px);
+    if (rc == CDB_OK && max_px > 0) rc = cdb_db_set_max_pixels(db, max_px, 0, NULL);
+    return rc;
+}
+
+static cdb_status build_catalog(const char *tmp, fill_fn fill, void *ud, int64_t *model_id) {
     cdb_db *db = NULL;
     cdb_db_params p = cdb_db_params_default();
-    const cdb_model_info *mi = cdb_model_get_info(m);
-    char *info = NULL;
     cdb_status rc;
     p.create = 1;
     p.sync = CDB_DB_SYNC_FULL; /* durable before it is renamed into place */
     if ((rc = cdb_db_open(tmp, &p, &db)) != CDB_OK) return rc;
-    if (!(info = cdb_eng_model_info_json(model_path, m)))
-        rc = cdb_seterr(CDB_NOMEM, "out of memory");
-    if (rc == CDB_OK)
-        rc = cdb_db_model_register(db, mi->hash, mi->name, mi->embed_dim, info, model_id);
-    if (rc == CDB_OK) rc = cdb_db_model_set_default(db, *model_id);
-    if (rc == CDB_OK && cp && cp->thumb_size != CDB_ENGINE_THUMB_DEFAULT)
-        rc = cdb_db_set_thumb_size(db, cp->thumb_size);
-    if (rc == CDB_OK && cp && cp->max_pixels > 0)
-        rc = cdb_db_set_max_pixels(db, cp->max_pixels, 0, NULL);
+    rc = fill(db, ud, model_id);
     if (rc == CDB_OK) rc = cdb_db_flush(db);
-    free(info);
     cdb_db_close(db);
     return rc;
 }
@@ -215,17 +285,13 @@ cdb_status cdb_engine_create(const char *dir, const char *model_path, cdb_engine
     return cdb_engine_create_with(dir, model_path, NULL, out);
 }
 
-cdb_status cdb_engine_create_with(const char *dir, const char *model_path,
-                                  const cdb_engine_create_params *cp,
-                                  cdb_engine_create_info *out) {
+/* Creates the database at dir (all or nothing: the top of the file) with what fill
+** puts in its catalog. */
+static cdb_status create_at(const char *dir, fill_fn fill, void *ud, int64_t *model_id) {
     char probe[PATH_MAX + 16], parent[PATH_MAX], base[NAME_MAX + 1], tmp[PATH_MAX + NAME_MAX];
     struct stat st;
-    cdb_model *m = NULL;
-    cdb_model_params mp = cdb_model_params_default();
     target_kind kind;
     cdb_status rc;
-    int64_t model_id = 0;
-    cdb_eng_clear();
     snprintf(probe, sizeof probe, "%s/catalog.db", dir);
     if (stat(probe, &st) == 0)
         return cdb_eng_failw(CDB_INVALID, CDB_ENGINE_E_EXISTS, "it would be replaced",
@@ -234,17 +300,37 @@ cdb_status cdb_engine_create_with(const char *dir, const char *model_path,
         return cdb_eng_failw(CDB_INVALID, CDB_ENGINE_E_NONE, "not a folder name",
                              "cannot create a database at %s", dir);
     if ((rc = look_at_target(dir, &kind)) != CDB_OK) return rc;
-    mp.load_vision = 0; /* only the identity and sizes are needed */
-    if ((rc = cdb_model_open(model_path, &mp, &m)) != CDB_OK)
-        return cdb_eng_fail(rc, CDB_ENGINE_E_MODEL_LOAD, "cannot load the model %s", model_path);
     remove_stale_temps(parent, base);
     snprintf(tmp, sizeof tmp, "%s/.%s.clipdb-init-%d", parent, base, (int)getpid());
-    rc = build_catalog(tmp, model_path, m, cp, &model_id);
+    rc = build_catalog(tmp, fill, ud, model_id);
     if (rc == CDB_OK) rc = install(tmp, dir, parent, kind);
     if (rc != CDB_OK) {
         remove_temp(tmp);
         write_fail(rc, "cannot create a database at", dir);
-    } else if (out) {
+    }
+    return rc;
+}
+
+cdb_status cdb_engine_create_with(const char *dir, const char *model_path,
+                                  const cdb_engine_create_params *cp,
+                                  cdb_engine_create_info *out) {
+    cdb_model *m = NULL;
+    cdb_model_params mp = cdb_model_params_default();
+    cdb_status rc;
+    int64_t model_id = 0;
+    char probe[PATH_MAX + 16];
+    struct stat st;
+    cdb_eng_clear();
+    snprintf(probe, sizeof probe, "%s/catalog.db", dir);
+    if (stat(probe, &st) == 0) /* before the model is loaded */
+        return cdb_eng_failw(CDB_INVALID, CDB_ENGINE_E_EXISTS, "it would be replaced",
+                             "a database already exists at %s", dir);
+    mp.load_vision = 0; /* only the identity and sizes are needed */
+    if ((rc = cdb_model_open(model_path, &mp, &m)) != CDB_OK)
+        return cdb_eng_fail(rc, CDB_ENGINE_E_MODEL_LOAD, "cannot load the model %s", model_path);
+    model_fill f = {model_path, m, cp};
+    rc = create_at(dir, fill_model, &f, &model_id);
+    if (rc == CDB_OK && out) {
         const cdb_model_info *mi = cdb_model_get_info(m);
         memset(out, 0, sizeof *out);
         snprintf(out->model_name, sizeof out->model_name, "%s", mi->name);
@@ -254,5 +340,20 @@ cdb_status cdb_engine_create_with(const char *dir, const char *model_path,
         out->text = mi->has_text && cdb_model_tokenizer(m) != NULL;
     }
     cdb_model_close(m);
+    return rc;
+}
+
+cdb_status cdb_engine_create_like(const char *dir, const char *src_dir) {
+    cdb_db_params p = cdb_db_params_default();
+    cdb_db *src = NULL;
+    int64_t model_id = 0;
+    cdb_status rc;
+    cdb_eng_clear();
+    p.readonly = 1;
+    if ((rc = cdb_db_open(src_dir, &p, &src)) != CDB_OK)
+        return cdb_eng_fail(rc, rc == CDB_NOTFOUND ? CDB_ENGINE_E_NO_DATABASE : CDB_ENGINE_E_NONE,
+                            "cannot open the database %s", src_dir);
+    rc = create_at(dir, fill_like, src, &model_id);
+    cdb_db_close(src);
     return rc;
 }

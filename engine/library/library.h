@@ -11,7 +11,8 @@
 ** - preview.c:   the viewer's large JPEGs of originals, cached in <db>/previews/.
 ** - deep.c, verify.c: verify (deep), stats.
 ** - folders.c:   listing, forgetting and moving roots.
-** - create.c:    creating a database bound to a model.
+** - create.c:    creating a database bound to a model (or like another database).
+** - merge.c:     merging databases made in parts (ingest --part I/N).
 ** - duplicates.c: the duplicate groups (dupes/dupes.h over the default model's vectors
 **                 and each photo's bytes).
 */
@@ -26,6 +27,13 @@
 ** which): the roots still at its path, then for a move the folding of roots, for a
 ** forget the indexes and the space. CDB_OK when there was none. Writer. */
 cdb_status cdb_eng_finish_leftovers(cdb_engine *e);
+
+/* ---- models (create.c) ---------------------------------------------------------------- */
+
+/* Model dm of the database from, registered in the writer to (its record: weights hash,
+** name, dim, info, decode mode) unless to has it already; *id: its id in to. */
+cdb_status cdb_eng_model_copy(cdb_db *from, const cdb_db_model *dm, cdb_db *to,
+                              int64_t *id /* OUT */);
 
 /* ---- paths and sizes (library.c, verify.c) ------------------------------------------ */
 

@@ -19,7 +19,7 @@ static const char *const g_cmds[] = {"init",     "ingest", "search",     "reinde
                                       "stats",    "verify", "errors",     "export",  "models",
                                       "tokenize", "embed",  "preprocess", "demo",    "version",
                                       "help",     "folders", "forget",    "move",    "serve",
-                                      "duplicates"};
+                                      "duplicates", "merge", "slurm"};
 
 static int check_golden(cdb_test_ctx *cdb_t_, const char *name, const char *got) {
     char path[1024];

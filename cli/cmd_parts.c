@@ -1,0 +1,303 @@
+/*
+** cmd_parts.c: a library ingested in parts: `merge` (parts into one database, over
+** cdb_engine_merge) and `slurm ingest` (the job scripts of a partitioned ingest on a
+** Slurm cluster: an array of `ingest --part I/N` tasks, then a job that merges and
+** builds the index, written into the database folder and handed to sbatch).
+**
+** Exit codes: 0 done, 1 failed (a part that cannot be read, another model, sbatch
+** failing), 2 usage.
+*/
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+
+/* ---- merge ------------------------------------------------------------------------ */
+
+/* Creates the database at dir like the part src when it has no catalog yet. */
+static int create_if_absent(const char *dir, const char *src) {
+    char probe[4200];
+    struct stat st;
+    snprintf(probe, sizeof probe, "%s/catalog.db", dir);
+    if (stat(probe, &st) == 0) return CLI_EXIT_OK;
+    if (cdb_engine_create_like(dir, src) != CDB_OK) return cdb_cli_engine_fail(NULL);
+    return CLI_EXIT_OK;
+}
+
+static void merge_report(const cdb_engine_merge_report *r, int json) {
+    char b[5][32];
+    if (json) {
+        cdb_json j;
+        cdb_cli_json_init(&j, stdout, 1);
+        cdb_json_begin_object(&j);
+        cdb_json_key(&j, "command"); cdb_json_str(&j, "merge");
+        cdb_json_key(&j, "status"); cdb_json_str(&j, "ok");
+        cdb_json_key(&j, "parts"); cdb_json_int(&j, r->n_parts);
+        cdb_json_key(&j, "files"); cdb_json_int(&j, r->files);
+        cdb_json_key(&j, "vectors"); cdb_json_int(&j, r->vectors);
+        cdb_json_key(&j, "deleted"); cdb_json_int(&j, r->deleted);
+        cdb_json_key(&j, "thumbnails"); cdb_json_int(&j, r->thumbs);
+        cdb_json_key(&j, "photo_metadata"); cdb_json_int(&j, r->photos);
+        cdb_json_end_object(&j);
+        cdb_json_done(&j);
+    } else if (!cdb_cli_quiet()) {
+        printf("merge: %d part%s: %s files, %s vectors, %s deleted, %s thumbnails, "
+               "%s with photo metadata\n",
+               r->n_parts, r->n_parts == 1 ? "" : "s", cdb_out_fmt_count(r->files, b[0], 32),
+               cdb_out_fmt_count(r->vectors, b[1], 32), cdb_out_fmt_count(r->deleted, b[2], 32),
+               cdb_out_fmt_count(r->thumbs, b[3], 32), cdb_out_fmt_count(r->photos, b[4], 32));
+    }
+    cdb_cli_flush_stdout();
+}
+
+int cdb_cli_cmd_merge(int argc, char **argv) {
+    static const cli_optspec spec[] = {{"db", 0, CLI_VALUE},  {"wait", 0, CLI_FLAG},
+                                       {"json", 0, CLI_FLAG}, {"quiet", 'q', CLI_FLAG},
+                                       {"help", 'h', CLI_FLAG}, {0}};
+    cli_args a;
+    int rc;
+    cdb_engine *e = NULL;
+    cdb_engine_merge_report r;
+    if (!cdb_cli_begin("merge", &a, spec, argc, argv, &rc)) goto done;
+    if (a.n_pos == 0) {
+        rc = cdb_cli_usage_error("merge", "no PART given");
+        goto done;
+    }
+    if ((rc = create_if_absent(cdb_cli_db_path(cdb_cli_get(&a, "db"), NULL), a.pos[0])) !=
+        CLI_EXIT_OK)
+        goto done;
+    if ((rc = cdb_cli_engine_open(cdb_cli_get(&a, "db"), 1, cdb_cli_has(&a, "wait") > 0,
+                                  CLI_DEVICE_CPU, 0, &e)) != CLI_EXIT_OK)
+        goto done;
+    if (cdb_engine_merge(e, a.pos, a.n_pos, &r) != CDB_OK) {
+        rc = cdb_cli_engine_fail(NULL);
+        goto done;
+    }
+    merge_report(&r, cdb_cli_has(&a, "json") > 0);
+    rc = CLI_EXIT_OK;
+done:
+    cdb_engine_close(e);
+    cdb_cli_args_free(&a);
+    return rc;
+}
+
+/* ---- slurm ingest -------------------------------------------------------------------- */
+
+/* s as one shell word ('...', a ' inside written '\''). */
+static void sh_word(FILE *f, const char *s) {
+    fputc('\'', f);
+    for (; *s; s++) {
+        if (*s == '\'') fputs("'\\''", f);
+        else fputc(*s, f);
+    }
+    fputc('\'', f);
+}
+
+/* What the two scripts need. */
+typedef struct slurm_job {
+    char exe[4096];        /* this clipdb, resolved */
+    char db[4096];         /* the database folder, absolute */
+    const char *model;     /* the model path every task uses (absolute when found) */
+    char model_abs[4096];
+    const char *device;    /* --device for the ingest tasks, or NULL */
+    int parts;
+    char **roots;          /* absolute */
+    int n_roots;
+} slurm_job;
+
+/* The array job: task I (1..N) ingests part I/N into <db>/parts/I. */
+static void write_ingest_script(FILE *f, const slurm_job *j) {
+    fprintf(f, "#!/bin/sh\n#SBATCH --job-name=clipdb-ingest\n#SBATCH --array=1-%d\n", j->parts);
+    fprintf(f, "#SBATCH --output=%s/slurm/ingest-%%a.log\n", j->db);
+    fprintf(f, "# clipdb slurm ingest: part $SLURM_ARRAY_TASK_ID of %d, a database of its own\n"
+               "set -eu\nI=\"$SLURM_ARRAY_TASK_ID\"\nCLIPDB=", j->parts);
+    sh_word(f, j->exe);
+    fputs("\nPART=", f);
+    sh_word(f, j->db);
+    fputs("/parts/\"$I\"\nmkdir -p \"$(dirname \"$PART\")\"\n"
+          "[ -e \"$PART/catalog.db\" ] || \"$CLIPDB\" init --db \"$PART\" --model ", f);
+    sh_word(f, j->model);
+    fputs(" --quiet\n# exit 3 (some files quarantined or to retry) is a finished part\n"
+          "rc=0\n\"$CLIPDB\" ingest --db \"$PART\" --part \"$I/", f);
+    fprintf(f, "%d\" --quiet", j->parts);
+    if (j->device) {
+        fputs(" --device ", f);
+        sh_word(f, j->device);
+    }
+    fputs(" --", f);
+    for (int i = 0; i < j->n_roots; i++) {
+        fputs(" \\\n    ", f);
+        sh_word(f, j->roots[i]);
+    }
+    fputs(" || rc=$?\n[ \"$rc\" -eq 0 ] || [ \"$rc\" -eq 3 ]\n", f);
+}
+
+/* The job that runs once every task succeeded: merge, then the index. */
+static void write_merge_script(FILE *f, const slurm_job *j) {
+    fprintf(f, "#!/bin/sh\n#SBATCH --job-name=clipdb-merge\n#SBATCH --output=%s/slurm/merge.log\n",
+            j->db);
+    fputs("# clipdb slurm ingest: after every part: merge them, build the index\nset -eu\nCLIPDB=",
+          f);
+    sh_word(f, j->exe);
+    fputs("\nDB=", f);
+    sh_word(f, j->db);
+    fputs("\n\"$CLIPDB\" merge --db \"$DB\" --quiet", f);
+    for (int i = 1; i <= j->parts; i++) fprintf(f, " \\\n    \"$DB/parts/%d\"", i);
+    fputs("\n\"$CLIPDB\" index build --db \"$DB\" --quiet\n", f);
+}
+
+/* Writes one script at path; 0, or -1 with errno. */
+static int write_script(const char *path, void (*fn)(FILE *, const slurm_job *),
+                        const slurm_job *j) {
+    FILE *f = fopen(path, "w");
+    if (!f) return -1;
+    fn(f, j);
+    return fclose(f);
+}
+
+/* Runs sbatch --parsable ARGS... script; the job id into id. 0, or -1 (printed). */
+static int sbatch(const char *extra, const char *dependency, const char *script, char *id,
+                  size_t size) {
+    char cmd[16384];
+    FILE *p;
+    int n = snprintf(cmd, sizeof cmd, "sbatch --parsable%s%s %s", dependency ? " " : "",
+                     dependency ? dependency : "", extra ? extra : "");
+    if (n < 0 || (size_t)n >= sizeof cmd - 8) return cdb_cli_error(NULL, "--sbatch is too long");
+    {   /* the script path as one shell word */
+        char *o = cmd + n;
+        size_t left = sizeof cmd - (size_t)n;
+        FILE *m = fmemopen(o, left, "w");
+        if (!m) return cdb_cli_error(strerror(errno), "cannot run sbatch");
+        fputc(' ', m);
+        sh_word(m, script);
+        fclose(m);
+    }
+    fflush(NULL);
+    if (!(p = popen(cmd, "r"))) return cdb_cli_error(strerror(errno), "cannot run sbatch");
+    id[0] = '\0';
+    if (!fgets(id, (int)size, p)) id[0] = '\0';
+    int st = pclose(p);
+    id[strcspn(id, ";\r\n")] = '\0'; /* "jobid[;cluster]" */
+    if (st != 0 || !id[0])
+        return cdb_cli_error(NULL, "sbatch %s failed (exit status %d)", script,
+                             WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    return 0;
+}
+
+/* Fills j from the arguments; CLI_EXIT_OK or the error printed. */
+static int slurm_job_init(cli_args *a, slurm_job *j, int *is_file) {
+    const char *src = NULL;
+    long parts;
+    char **abs = NULL;
+    memset(j, 0, sizeof *j);
+    if (cdb_cli_get_int(a, "parts", 0, 1, CLI_MAX_PARTS, &parts))
+        return cdb_cli_usage_error("slurm", "%s", a->err);
+    if (!parts) return cdb_cli_usage_error("slurm", "missing --parts N");
+    j->parts = (int)parts;
+    if (a->n_pos < 2) return cdb_cli_usage_error("slurm", "no ROOT given");
+    if (!realpath("/proc/self/exe", j->exe))
+        return cdb_cli_error(strerror(errno), "cannot find this clipdb's path");
+    {
+        const char *dir = cdb_cli_db_path(cdb_cli_get(a, "db"), NULL);
+        char parent[4096], *slash;
+        if (!realpath(dir, j->db)) { /* not made yet: its parent's real path + its name */
+            snprintf(parent, sizeof parent, "%s", dir);
+            slash = strrchr(parent, '/');
+            if (slash) *slash = '\0';
+            if (!realpath(slash ? (*parent ? parent : "/") : ".", j->db) ||
+                strlen(j->db) + strlen(slash ? slash + 1 : dir) + 2 > sizeof j->db)
+                return cdb_cli_error(strerror(errno), "cannot resolve --db %s", dir);
+            strcat(j->db, "/");
+            strcat(j->db, slash ? slash + 1 : dir);
+        }
+    }
+    if (!(j->model = cdb_cli_model_path(cdb_cli_get(a, "model"), &src)))
+        return cdb_cli_error(NULL, "no model found: pass --model PATH");
+    if (realpath(j->model, j->model_abs)) j->model = j->model_abs; /* else hf:ORG/NAME */
+    j->device = cdb_cli_get(a, "device");
+    if (cdb_engine_check_paths(a->pos + 1, a->n_pos - 1, &abs, is_file) != CDB_OK)
+        return cdb_cli_engine_fail(NULL);
+    j->roots = abs;
+    j->n_roots = a->n_pos - 1;
+    return CLI_EXIT_OK;
+}
+
+/* --dry-run: both scripts on stdout. */
+static int slurm_print(const slurm_job *j) {
+    printf("# %s/slurm/ingest.sbatch\n", j->db);
+    write_ingest_script(stdout, j);
+    printf("\n# %s/slurm/merge.sbatch (submitted with --dependency=afterok:<the array's id>)\n",
+           j->db);
+    write_merge_script(stdout, j);
+    return cdb_cli_flush_stdout() ? CLI_EXIT_FAIL : CLI_EXIT_OK;
+}
+
+/* Writes the scripts into <db>/slurm/ and submits them. */
+static int slurm_submit(cli_args *a, const slurm_job *j) {
+    char dir[4200], ing[4300], mer[4300], id1[128], id2[128], dep[200];
+    snprintf(dir, sizeof dir, "%s", j->db);
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+        return cdb_cli_error(strerror(errno), "cannot create %s", dir);
+    snprintf(dir, sizeof dir, "%s/slurm", j->db);
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+        return cdb_cli_error(strerror(errno), "cannot create %s", dir);
+    snprintf(ing, sizeof ing, "%s/ingest.sbatch", dir);
+    snprintf(mer, sizeof mer, "%s/merge.sbatch", dir);
+    if (write_script(ing, write_ingest_script, j) != 0)
+        return cdb_cli_error(strerror(errno), "cannot write %s", ing);
+    if (write_script(mer, write_merge_script, j) != 0)
+        return cdb_cli_error(strerror(errno), "cannot write %s", mer);
+    if (sbatch(cdb_cli_get(a, "sbatch"), NULL, ing, id1, sizeof id1)) return CLI_EXIT_FAIL;
+    snprintf(dep, sizeof dep, "--dependency=afterok:%s", id1);
+    if (sbatch(cdb_cli_get(a, "merge-sbatch"), dep, mer, id2, sizeof id2)) return CLI_EXIT_FAIL;
+    if (cdb_cli_has(a, "json")) {
+        cdb_json js;
+        cdb_cli_json_init(&js, stdout, 1);
+        cdb_json_begin_object(&js);
+        cdb_json_key(&js, "command"); cdb_json_str(&js, "slurm ingest");
+        cdb_json_key(&js, "ingest_job"); cdb_json_str(&js, id1);
+        cdb_json_key(&js, "merge_job"); cdb_json_str(&js, id2);
+        cdb_json_key(&js, "parts"); cdb_json_int(&js, j->parts);
+        cdb_json_end_object(&js);
+        cdb_json_done(&js);
+    } else {
+        printf("slurm: ingest array job %s (%d tasks), merge job %s after it; scripts and logs "
+               "in %s\n", id1, j->parts, id2, dir);
+    }
+    return cdb_cli_flush_stdout() ? CLI_EXIT_FAIL : CLI_EXIT_OK;
+}
+
+int cdb_cli_cmd_slurm(int argc, char **argv) {
+    static const cli_optspec spec[] = {
+        {"db", 0, CLI_VALUE},     {"parts", 0, CLI_VALUE},        {"sbatch", 0, CLI_VALUE},
+        {"model", 0, CLI_VALUE},  {"merge-sbatch", 0, CLI_VALUE}, {"device", 0, CLI_VALUE},
+        {"dry-run", 0, CLI_FLAG}, {"json", 0, CLI_FLAG},          {"quiet", 'q', CLI_FLAG},
+        {"help", 'h', CLI_FLAG},  {0}};
+    cli_args a;
+    int rc, *is_file = NULL;
+    slurm_job j;
+    memset(&j, 0, sizeof j);
+    if (!cdb_cli_begin("slurm", &a, spec, argc, argv, &rc)) goto done;
+    if (a.n_pos == 0 || strcmp(a.pos[0], "ingest")) {
+        rc = cdb_cli_usage_error("slurm", a.n_pos ? "unknown slurm command '%s' (slurm ingest)"
+                                                  : "missing the command (slurm ingest)%s",
+                                 a.n_pos ? a.pos[0] : "");
+        goto done;
+    }
+    if (!(is_file = calloc((size_t)a.n_pos, sizeof *is_file))) {
+        rc = cdb_cli_error("out of memory", "cannot write the jobs");
+        goto done;
+    }
+    if ((rc = slurm_job_init(&a, &j, is_file)) != CLI_EXIT_OK) goto done;
+    rc = cdb_cli_has(&a, "dry-run") ? slurm_print(&j) : slurm_submit(&a, &j);
+done:
+    cdb_engine_paths_free(j.roots, j.n_roots);
+    free(is_file);
+    cdb_cli_args_free(&a);
+    return rc;
+}

@@ -1,0 +1,620 @@
+/*
+** merge.c: `clipdb merge`: brings databases made by `ingest --part I/N` (or any other
+** clipdb databases of the same model) into one.
+**
+** What a part holds goes in through db/'s batches, so the merge has the write order of
+** every other writer (catalog pending -> shard -> catalog ok) and is safe against a
+** kill -9 or a full disk at any moment; running it again finishes it with the same
+** result, because every step is keyed by what a row is, never by what was done before:
+** - roots by path (created with the part's settings, exclusions, scan outcome and walk
+**   problems: every part walks every root, so each records the same problems);
+** - models by weights hash: the database's default model must be every part's default
+**   (CDB_INVALID otherwise, nothing written); a part's other vector sets are registered;
+** - files by (root path, relpath): a part's ok file is put with its stored fp16 vector
+**   copied bit for bit (cdb_db_batch_put_f16), for every vector set the part holds; an
+**   error or pending file keeps its state and reason; a row the database already has
+**   is replaced (its id kept), so merging a newer part of the same roots updates it;
+** - a part that records a partition (I/N) is the truth for its share: a live row of
+**   the database in that share (cdb_db_part_of) that the part does not hold, or holds
+**   as deleted, is marked deleted (the file was deleted, or moved: its new path is in
+**   whichever part's share it hashes to now, db/README.md's "missing is never deleted"
+**   holding within each part);
+** - thumbnails and photo metadata are copied after the batches that made their files
+**   ok (outside the write order, as an ingest stores them: a kill between the two
+**   leaves ok files without them, which the next merge copies); the thumbnails of files
+**   deleted or changed are dropped, as a reindex drops them.
+**
+** Ids: the parts' files are put in one order, roots in the order they were first
+** recorded (a part's roots are those its command named, in that order), then each
+** root's files in the order a walk meets them (depth first, names in byte order:
+** walk_cmp), so a merge into a new database gives every file the id one process
+** ingesting the same roots with one reader thread gives it (test_cli_parts checks it).
+*/
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/library/library.h"
+
+#define MERGE_COMMIT_EVERY 256
+
+/* One file row of a part, and where it goes. */
+typedef struct mrow {
+    int part;          /* index into the parts */
+    int64_t part_id;   /* its id in the part */
+    int64_t root_id;   /* the database's root */
+    int root_rank;     /* the root's place in the merge order */
+    char *relpath;
+    cdb_db_file_state state;
+    char *error;
+    cdb_db_file_meta meta;
+} mrow;
+
+typedef struct mpart {
+    const char *dir;
+    cdb_db *db;
+    int part_index, part_count;
+    int64_t *root_map;   /* part root id -> database root id (index: position in roots) */
+    int64_t *root_ids;
+    char **root_paths;
+    int n_roots;
+} mpart;
+
+typedef struct merger {
+    cdb_engine *e;
+    cdb_db *db;
+    mpart *parts;
+    int n_parts;
+    mrow *rows;
+    size_t n_rows, cap_rows;
+    int64_t *rank_of;    /* database root id -> rank (dense, by rank) */
+    int64_t *rank_root;
+    int n_ranks;
+    cdb_engine_merge_report *r;
+} merger;
+
+/* Room in *p (an array of *cap elements of elem bytes) for one more after n: 0, or -1
+** when out of memory (*p kept). */
+static int grow(void **p, size_t *cap, size_t n, size_t elem) {
+    size_t nc;
+    void *q;
+    if (n < *cap) return 0;
+    nc = *cap ? *cap * 2 : 256;
+    if (!(q = realloc(*p, elem * nc))) return -1;
+    *p = q;
+    *cap = nc;
+    return 0;
+}
+
+/* Byte order of relpaths with '/' below every other byte: the order of a depth-first
+** walk that sorts each folder's names by bytes (walk.c), so "a/b" comes before "a.jpg". */
+static int walk_cmp(const char *a, const char *b) {
+    for (;; a++, b++) {
+        unsigned ca = (unsigned char)*a, cb = (unsigned char)*b;
+        if (ca == cb) {
+            if (!ca) return 0;
+            continue;
+        }
+        if (!ca || ca == '/') return -1;
+        if (!cb || cb == '/') return 1;
+        return ca < cb ? -1 : 1;
+    }
+}
+
+static int row_cmp(const void *a_, const void *b_) {
+    const mrow *a = a_, *b = b_;
+    int c;
+    if (a->root_rank != b->root_rank) return a->root_rank < b->root_rank ? -1 : 1;
+    if ((c = walk_cmp(a->relpath, b->relpath)) != 0) return c;
+    return a->part < b->part ? -1 : a->part > b->part;
+}
+
+/* ---- models ------------------------------------------------------------------------ */
+
+typedef struct model_ud {
+    merger *m;
+    mpart *p;
+    cdb_status rc;
+} model_ud;
+
+/* Registers a part's model in the database (get-or-create by weights hash). */
+static int add_model(const cdb_db_model *dm, void *ud_) {
+    model_ud *ud = ud_;
+    int64_t id = 0;
+    ud->rc = cdb_eng_model_copy(ud->p->db, dm, ud->m->db, &id);
+    return ud->rc != CDB_OK;
+}
+
+/* Every part's default model is the database's; each part's other sets registered. */
+static cdb_status check_models(merger *m) {
+    cdb_db_model want, have;
+    cdb_status rc = cdb_db_model_default(m->db, &want);
+    if (rc != CDB_OK)
+        return cdb_eng_failw(rc, CDB_ENGINE_E_NOT_INITIALIZED, "it has no model",
+                             "cannot merge into %s", cdb_db_dir(m->db));
+    for (int i = 0; i < m->n_parts; i++) {
+        if ((rc = cdb_db_model_default(m->parts[i].db, &have)) != CDB_OK)
+            return cdb_eng_failw(rc, CDB_ENGINE_E_NOT_INITIALIZED, "it has no model",
+                                 "cannot merge %s", m->parts[i].dir);
+        if (strcmp(have.weights_hash, want.weights_hash))
+            return cdb_eng_fail(CDB_INVALID, CDB_ENGINE_E_NONE,
+                                "cannot merge %s: its model '%s' (weights %.16s) is not the "
+                                "database's '%s' (weights %.16s); parts must be made with the "
+                                "same model",
+                                m->parts[i].dir, have.name, have.weights_hash, want.name,
+                                want.weights_hash);
+    }
+    for (int i = 0; i < m->n_parts; i++) {
+        model_ud ud = {m, &m->parts[i], CDB_OK};
+        if ((rc = cdb_db_models_foreach(m->parts[i].db, add_model, &ud)) != CDB_OK) return rc;
+        if (ud.rc != CDB_OK) return ud.rc;
+    }
+    return CDB_OK;
+}
+
+/* ---- roots ------------------------------------------------------------------------- */
+
+typedef struct root_ud {
+    merger *m;
+    mpart *p;
+    cdb_status rc;
+} root_ud;
+
+/* The database's rank of root id (its place in the merge order), added when new. */
+static int rank_of(merger *m, int64_t root_id) {
+    for (int i = 0; i < m->n_ranks; i++)
+        if (m->rank_root[i] == root_id) return i;
+    int64_t *p = realloc(m->rank_root, sizeof *p * (size_t)(m->n_ranks + 1));
+    if (!p) return -1;
+    m->rank_root = p;
+    p[m->n_ranks] = root_id;
+    return m->n_ranks++;
+}
+
+/* Copies the part's exclusion rules of a root onto the database's root. */
+static cdb_status copy_excludes(cdb_db *from, int64_t from_id, cdb_db *to, int64_t to_id) {
+    cdb_db_exclude *v = NULL;
+    int n = 0;
+    cdb_status rc = cdb_db_root_excludes(from, from_id, &v, &n);
+    for (int i = 0; i < n && rc == CDB_OK; i++)
+        rc = cdb_db_root_exclude_add(to, to_id, v[i].kind, v[i].base, v[i].pattern);
+    cdb_db_excludes_free(v, n);
+    return rc;
+}
+
+typedef struct probs_ud {
+    cdb_db_walk_problem *v;
+    size_t n, cap;
+    int oom;
+} probs_ud;
+
+static int add_problem(const cdb_db_walk_problem *p, void *ud_) {
+    probs_ud *ud = ud_;
+    cdb_db_walk_problem *q;
+    if (grow((void **)&ud->v, &ud->cap, ud->n, sizeof *ud->v) != 0) return ud->oom = 1;
+    q = &ud->v[ud->n];
+    *q = *p;
+    q->relpath = strdup(p->relpath);
+    q->reason = strdup(p->reason);
+    ud->n++;
+    if (!q->relpath || !q->reason) return ud->oom = 1;
+    return 0;
+}
+
+/* The part's walk problems of a root (what its scan could not read) onto the database's
+** root, replacing those recorded there: `clipdb errors` lists them. */
+static cdb_status copy_problems(cdb_db *from, int64_t from_id, cdb_db *to, int64_t to_id) {
+    probs_ud ud = {NULL, 0, 0, 0};
+    cdb_status rc = cdb_db_walk_problems_foreach(from, from_id, add_problem, &ud);
+    if (rc == CDB_OK && ud.oom) rc = cdb_seterr(CDB_NOMEM, "out of memory");
+    if (rc == CDB_OK) rc = cdb_db_walk_problems_set(to, to_id, NULL, ud.v, (int)ud.n);
+    for (size_t i = 0; i < ud.n; i++) {
+        free((char *)ud.v[i].relpath);
+        free((char *)ud.v[i].reason);
+    }
+    free(ud.v);
+    return rc;
+}
+
+static int add_root(const cdb_db_root *r, void *ud_) {
+    root_ud *ud = ud_;
+    mpart *p = ud->p;
+    cdb_db *db = ud->m->db;
+    int64_t id = 0;
+    int64_t *ids = realloc(p->root_ids, sizeof *ids * (size_t)(p->n_roots + 1));
+    int64_t *map = ids ? realloc(p->root_map, sizeof *map * (size_t)(p->n_roots + 1)) : NULL;
+    char **paths = map ? realloc(p->root_paths, sizeof *paths * (size_t)(p->n_roots + 1)) : NULL;
+    if (ids) p->root_ids = ids;
+    if (map) p->root_map = map;
+    if (paths) p->root_paths = paths;
+    if (!paths || !(paths[p->n_roots] = strdup(r->path))) {
+        ud->rc = cdb_seterr(CDB_NOMEM, "out of memory");
+        return 1;
+    }
+    ids[p->n_roots] = r->id;
+    map[p->n_roots] = 0;
+    p->n_roots++;
+    ud->rc = cdb_db_root_create(db, r->path, r->kind, r->follow_symlinks, &id);
+    if (ud->rc == CDB_OK) ud->rc = cdb_db_root_set_options(db, id, -1, r->no_exif);
+    if (ud->rc == CDB_OK) ud->rc = copy_excludes(p->db, r->id, db, id);
+    if (ud->rc == CDB_OK && r->status)
+        ud->rc = cdb_db_root_set_scan(db, id, r->dev, r->ident.ino ? &r->ident : NULL, r->status);
+    if (ud->rc == CDB_OK) ud->rc = copy_problems(p->db, r->id, db, id);
+    if (ud->rc == CDB_OK && rank_of(ud->m, id) < 0) ud->rc = cdb_seterr(CDB_NOMEM, "out of memory");
+    map[p->n_roots - 1] = id;
+    return ud->rc != CDB_OK;
+}
+
+static int part_root(const mpart *p, int64_t part_root_id) {
+    for (int i = 0; i < p->n_roots; i++)
+        if (p->root_ids[i] == part_root_id) return i;
+    return -1;
+}
+
+/* ---- rows -------------------------------------------------------------------------- */
+
+typedef struct rows_ud {
+    merger *m;
+    int part;
+    cdb_status rc;
+} rows_ud;
+
+static int add_row(const cdb_db_file *f, void *ud_) {
+    rows_ud *ud = ud_;
+    merger *m = ud->m;
+    mpart *p = &m->parts[ud->part];
+    int k = part_root(p, f->root_id);
+    mrow *r;
+    if (k < 0) return 0; /* a row of a root dropped since: not the part's any more */
+    if (grow((void **)&m->rows, &m->cap_rows, m->n_rows, sizeof *m->rows) != 0) {
+        ud->rc = cdb_seterr(CDB_NOMEM, "out of memory");
+        return 1;
+    }
+    r = &m->rows[m->n_rows];
+    memset(r, 0, sizeof *r);
+    r->part = ud->part;
+    r->part_id = f->id;
+    r->root_id = p->root_map[k];
+    r->root_rank = rank_of(m, r->root_id);
+    r->state = f->state;
+    r->meta = f->meta;
+    if (!(r->relpath = strdup(f->relpath)) || (f->error && !(r->error = strdup(f->error)))) {
+        free(r->relpath);
+        free(r->error);
+        ud->rc = cdb_seterr(CDB_NOMEM, "out of memory");
+        return 1;
+    }
+    m->n_rows++;
+    return 0;
+}
+
+/* ---- writing ------------------------------------------------------------------------ */
+
+static cdb_status commit_if(cdb_db_batch *b, int force) {
+    if (cdb_db_batch_count(b) == 0) return CDB_OK;
+    if (!force && cdb_db_batch_count(b) < MERGE_COMMIT_EVERY) return CDB_OK;
+    return cdb_db_batch_commit(b, NULL);
+}
+
+/* Stages row r for the default set (first) or another set (model ids in the part and
+** the database): ok rows with their vector, failures, deletions. */
+static cdb_status stage_row(merger *m, cdb_db_batch *b, const mrow *r, int64_t part_model,
+                            int dim, int first, uint16_t *v16) {
+    cdb_db *pdb = m->parts[r->part].db;
+    cdb_status rc = CDB_OK;
+    if (r->state == CDB_DB_OK) {
+        uint8_t found = 0;
+        if ((rc = cdb_db_vectors_get_f16(pdb, part_model, &r->part_id, 1, v16, &found)) != CDB_OK)
+            return rc;
+        if (!found) return CDB_OK; /* the part's set lacks it: its next reindex makes it */
+        m->r->vectors++;
+        return cdb_db_batch_put_f16(b, r->root_id, r->relpath, &r->meta, v16, dim);
+    }
+    if (!first) return CDB_OK;
+    if (r->state == CDB_DB_ERROR)
+        return cdb_db_batch_put_error(b, r->root_id, r->relpath, &r->meta, r->error);
+    if (r->state == CDB_DB_PENDING)
+        return cdb_db_batch_put_retry(b, r->root_id, r->relpath, &r->meta,
+                                      r->error ? r->error : "left pending by the part's ingest");
+    {   /* deleted in the part: deleted here too, when the database holds it live */
+        cdb_db_file f;
+        rc = cdb_db_file_lookup(m->db, r->root_id, r->relpath, &f);
+        if (rc == CDB_NOTFOUND) {
+            cdb_clearerr();
+            return CDB_OK;
+        }
+        if (rc == CDB_OK && f.state != CDB_DB_DELETED) {
+            rc = cdb_db_batch_delete(b, f.id);
+            m->r->deleted++;
+        }
+        cdb_db_file_clear(&f);
+    }
+    return rc;
+}
+
+typedef struct set_ud {
+    merger *m;
+    int first;
+    cdb_status rc;
+} set_ud;
+
+/* One vector set: every row in merge order, through one batch. */
+static int merge_set(const cdb_db_model *dm, void *ud_) {
+    set_ud *ud = ud_;
+    merger *m = ud->m;
+    cdb_db_batch *b = NULL;
+    uint16_t *v16 = malloc(sizeof *v16 * (size_t)dm->dim);
+    int64_t *part_model = calloc((size_t)m->n_parts, sizeof *part_model);
+    cdb_status rc = v16 && part_model ? CDB_OK : cdb_seterr(CDB_NOMEM, "out of memory");
+    if (ud->first != dm->is_default) goto done; /* the default set first, then the others */
+    for (int i = 0; i < m->n_parts && rc == CDB_OK; i++) {
+        cdb_db_model pm;
+        rc = cdb_db_model_find(m->parts[i].db, dm->weights_hash, &pm);
+        if (rc == CDB_NOTFOUND) {
+            cdb_clearerr();
+            rc = CDB_OK;
+            continue;
+        }
+        part_model[i] = pm.id;
+    }
+    if (rc == CDB_OK) rc = cdb_db_batch_new(m->db, dm->id, &b);
+    for (size_t i = 0; i < m->n_rows && rc == CDB_OK; i++) {
+        const mrow *r = &m->rows[i];
+        if (!part_model[r->part] || (!ud->first && r->state != CDB_DB_OK)) continue;
+        rc = stage_row(m, b, r, part_model[r->part], dm->dim, ud->first, v16);
+        if (rc == CDB_OK) rc = commit_if(b, 0);
+    }
+    if (rc == CDB_OK && b) rc = commit_if(b, 1);
+done:
+    cdb_db_batch_free(b);
+    free(v16);
+    free(part_model);
+    ud->rc = rc;
+    return rc != CDB_OK;
+}
+
+/* ---- a part's share: what it no longer holds ---------------------------------------- */
+
+typedef struct gone_ud {
+    merger *m;
+    const mpart *p;
+    int64_t *ids;
+    size_t n, cap;
+    cdb_status rc;
+} gone_ud;
+
+static int find_gone(const cdb_db_file *f, void *ud_) {
+    gone_ud *ud = ud_;
+    const mpart *p = ud->p;
+    cdb_db_file pf;
+    cdb_status rc;
+    int k = 0, held;
+    while (k < p->n_roots && p->root_map[k] != f->root_id) k++;
+    /* the hash first: only the share's rows are looked up in the part */
+    if (k == p->n_roots ||
+        cdb_db_part_of(p->root_paths[k], f->relpath, p->part_count) != p->part_index)
+        return 0;
+    rc = cdb_db_file_lookup(p->db, p->root_ids[k], f->relpath, &pf);
+    if (rc == CDB_OK) {
+        held = pf.state != CDB_DB_DELETED;
+        cdb_db_file_clear(&pf);
+        if (held) return 0;
+    } else if (rc != CDB_NOTFOUND) {
+        ud->rc = rc;
+        return 1;
+    }
+    cdb_clearerr();
+    if (grow((void **)&ud->ids, &ud->cap, ud->n, sizeof *ud->ids) != 0) {
+        ud->rc = cdb_seterr(CDB_NOMEM, "out of memory");
+        return 1;
+    }
+    ud->ids[ud->n++] = f->id;
+    return 0;
+}
+
+/* Marks deleted the database's live rows in part p's share that p does not hold. */
+static cdb_status drop_gone(merger *m, const mpart *p) {
+    gone_ud ud = {m, p, NULL, 0, 0, CDB_OK};
+    cdb_db_model dm;
+    cdb_db_batch *b = NULL;
+    cdb_status rc;
+    if (p->part_count < 1) return CDB_OK;
+    rc = cdb_db_files_foreach(m->db, 0, CDB_DB_MASK_OK | CDB_DB_MASK_PENDING | CDB_DB_MASK_ERROR,
+                              find_gone, &ud);
+    if (rc == CDB_OK) rc = ud.rc;
+    if (rc == CDB_OK && ud.n) rc = cdb_db_model_default(m->db, &dm);
+    if (rc == CDB_OK && ud.n) rc = cdb_db_batch_new(m->db, dm.id, &b);
+    for (size_t i = 0; i < ud.n && rc == CDB_OK; i++) {
+        rc = cdb_db_batch_delete(b, ud.ids[i]);
+        if (rc == CDB_OK) rc = commit_if(b, 0);
+    }
+    if (rc == CDB_OK && b) rc = commit_if(b, 1);
+    if (rc == CDB_OK) m->r->deleted += (int64_t)ud.n;
+    cdb_db_batch_free(b);
+    free(ud.ids);
+    return rc;
+}
+
+/* ---- thumbnails and photo metadata ----------------------------------------------------- */
+
+#define EXTRAS_EVERY 128 /* thumbnails and metadata rows per transaction */
+
+typedef struct extras {
+    cdb_db_thumb t[EXTRAS_EVERY];
+    cdb_db_photo ph[EXTRAS_EVERY];
+    int n_t, n_ph;
+} extras;
+
+/* Stores what x holds (one transaction each) and empties it. */
+static cdb_status extras_flush(merger *m, extras *x) {
+    cdb_status rc = x->n_t ? cdb_db_thumbs_put(m->db, x->t, x->n_t) : CDB_OK;
+    if (rc == CDB_OK && x->n_ph) rc = cdb_db_photos_put(m->db, x->ph, x->n_ph);
+    if (rc == CDB_OK) {
+        m->r->thumbs += x->n_t;
+        m->r->photos += x->n_ph;
+    }
+    for (int i = 0; i < x->n_t; i++) cdb_db_thumb_clear(&x->t[i]);
+    x->n_t = x->n_ph = 0;
+    return rc;
+}
+
+/* Row r's thumbnail and metadata from its part, under the database's id, into x. */
+static cdb_status extras_add(merger *m, const mrow *r, extras *x) {
+    cdb_db *pdb = m->parts[r->part].db;
+    cdb_db_file f;
+    cdb_db_photo *ph = &x->ph[x->n_ph];
+    uint8_t found = 0;
+    int64_t id;
+    cdb_status rc = cdb_db_file_lookup(m->db, r->root_id, r->relpath, &f);
+    if (rc != CDB_OK) return rc;
+    id = f.id;
+    cdb_db_file_clear(&f);
+    if ((rc = cdb_db_thumb_get(pdb, r->part_id, &x->t[x->n_t])) == CDB_OK) {
+        x->t[x->n_t++].file_id = id;
+    } else if (rc == CDB_NOTFOUND) {
+        cdb_clearerr();
+        rc = CDB_OK;
+    }
+    if (rc == CDB_OK) rc = cdb_db_photos_get(pdb, &r->part_id, 1, ph, &found);
+    if (rc == CDB_OK && found && ph->read) {
+        ph->file_id = id;
+        if (ph->taken_source == CDB_DB_TAKEN_FILE) { /* get's stand-in: none stored */
+            ph->taken_source = CDB_DB_TAKEN_NONE;
+            memset(&ph->taken, 0, sizeof ph->taken);
+        }
+        x->n_ph++;
+    }
+    return rc;
+}
+
+/* The thumbnail and the metadata of every ok row, under the database's ids. */
+static cdb_status copy_extras(merger *m) {
+    extras *x = calloc(1, sizeof *x);
+    cdb_status rc = x ? CDB_OK : cdb_seterr(CDB_NOMEM, "out of memory");
+    for (size_t i = 0; i < m->n_rows && rc == CDB_OK; i++) {
+        if (m->rows[i].state != CDB_DB_OK) continue;
+        rc = extras_add(m, &m->rows[i], x);
+        if (rc == CDB_OK && (x->n_t == EXTRAS_EVERY || x->n_ph == EXTRAS_EVERY))
+            rc = extras_flush(m, x);
+    }
+    if (x) {
+        cdb_status frc = extras_flush(m, x);
+        if (rc == CDB_OK) rc = frc;
+    }
+    free(x);
+    return rc;
+}
+
+/* ---- the merge ------------------------------------------------------------------------ */
+
+/* Opens the parts (readers) and checks that no two are the same part of one partition
+** and that none is the database itself. */
+static cdb_status open_parts(merger *m, const char *const *dirs) {
+    char self[PATH_MAX], other[PATH_MAX];
+    cdb_db_params p = cdb_db_params_default();
+    cdb_status rc;
+    p.readonly = 1;
+    if (!realpath(cdb_db_dir(m->db), self)) self[0] = '\0';
+    for (int i = 0; i < m->n_parts; i++) {
+        mpart *pt = &m->parts[i];
+        pt->dir = dirs[i];
+        if (realpath(dirs[i], other) && !strcmp(self, other))
+            return cdb_eng_fail(CDB_INVALID, CDB_ENGINE_E_NONE,
+                                "cannot merge %s into itself", dirs[i]);
+        if ((rc = cdb_db_open(dirs[i], &p, &pt->db)) != CDB_OK)
+            return cdb_eng_fail(rc, rc == CDB_NOTFOUND ? CDB_ENGINE_E_NO_DATABASE
+                                                       : CDB_ENGINE_E_NONE,
+                                "cannot open the part %s", dirs[i]);
+        if ((rc = cdb_db_partition(pt->db, &pt->part_index, &pt->part_count)) != CDB_OK) return rc;
+        for (int k = 0; k < i; k++)
+            if (pt->part_count && m->parts[k].part_count == pt->part_count &&
+                m->parts[k].part_index == pt->part_index)
+                return cdb_eng_fail(CDB_INVALID, CDB_ENGINE_E_NONE,
+                                    "%s and %s are both part %d/%d", m->parts[k].dir, dirs[i],
+                                    pt->part_index, pt->part_count);
+    }
+    return CDB_OK;
+}
+
+static void merger_free(merger *m) {
+    for (int i = 0; m->parts && i < m->n_parts; i++) {
+        for (int k = 0; k < m->parts[i].n_roots; k++) free(m->parts[i].root_paths[k]);
+        free(m->parts[i].root_paths);
+        free(m->parts[i].root_ids);
+        free(m->parts[i].root_map);
+        cdb_db_close(m->parts[i].db);
+    }
+    free(m->parts);
+    for (size_t i = 0; i < m->n_rows; i++) {
+        free(m->rows[i].relpath);
+        free(m->rows[i].error);
+    }
+    free(m->rows);
+    free(m->rank_root);
+}
+
+/* Every step of the merge, in order (see the top of the file). */
+static cdb_status merge_steps(merger *m) {
+    cdb_status rc = check_models(m);
+    set_ud su = {m, 1, CDB_OK};
+    for (int i = 0; i < m->n_parts && rc == CDB_OK; i++) {
+        root_ud ud = {m, &m->parts[i], CDB_OK};
+        rc = cdb_db_roots_foreach(m->parts[i].db, add_root, &ud);
+        if (rc == CDB_OK) rc = ud.rc;
+    }
+    for (int i = 0; i < m->n_parts && rc == CDB_OK; i++) {
+        rows_ud ud = {m, i, CDB_OK};
+        rc = cdb_db_files_foreach(m->parts[i].db, 0, CDB_DB_MASK_ALL, add_row, &ud);
+        if (rc == CDB_OK) rc = ud.rc;
+    }
+    if (rc != CDB_OK) return rc;
+    if (m->n_rows) qsort(m->rows, m->n_rows, sizeof *m->rows, row_cmp);
+    for (size_t i = 0; i < m->n_rows; i++) m->r->files += m->rows[i].state != CDB_DB_DELETED;
+    for (su.first = 1; su.first >= 0 && rc == CDB_OK; su.first--) {
+        rc = cdb_db_models_foreach(m->db, merge_set, &su);
+        if (rc == CDB_OK) rc = su.rc;
+    }
+    for (int i = 0; i < m->n_parts && rc == CDB_OK; i++) rc = drop_gone(m, &m->parts[i]);
+    if (rc == CDB_OK) rc = copy_extras(m);
+    /* the thumbnails of files now deleted or changed go, as after a reindex */
+    if (rc == CDB_OK && cdb_db_thumbs_prune(m->db, NULL) != CDB_OK)
+        CDB_LOG_WARN("stale thumbnails not dropped: %s", cdb_errmsg()); /* a cache */
+    return rc;
+}
+
+cdb_status cdb_engine_merge(cdb_engine *e, const char *const *parts, int n,
+                            cdb_engine_merge_report *r) {
+    merger m;
+    int64_t run_id = 0;
+    cdb_status rc;
+    cdb_eng_clear();
+    memset(r, 0, sizeof *r);
+    memset(&m, 0, sizeof m);
+    if ((rc = cdb_eng_writer(e, "merge")) != CDB_OK) return rc;
+    if (n <= 0) return cdb_seterr(CDB_INVALID, "no PART given");
+    m.e = e;
+    m.db = e->db;
+    m.n_parts = n;
+    m.r = r;
+    r->n_parts = n;
+    if (!(m.parts = calloc((size_t)n, sizeof *m.parts))) return cdb_seterr(CDB_NOMEM, "out of memory");
+    rc = open_parts(&m, parts);
+    if (rc == CDB_OK) {
+        cdb_db_run_begin(m.db, "merge", &run_id);
+        rc = merge_steps(&m);
+        if (rc != CDB_OK) {
+            char why[1024];
+            snprintf(why, sizeof why, "%s", cdb_errmsg());
+            if (run_id) cdb_db_run_finish(m.db, run_id, "failed", "{}");
+            cdb_eng_code(cdb_seterr(rc, "%s", why),
+                         cdb_eng_disk_full(rc) ? CDB_ENGINE_E_DISK_FULL : CDB_ENGINE_E_NONE);
+        } else if (run_id) {
+            char js[200];
+            snprintf(js, sizeof js, "{\"parts\":%d,\"files\":%lld,\"vectors\":%lld,\"deleted\":%lld}",
+                     n, (long long)r->files, (long long)r->vectors, (long long)r->deleted);
+            cdb_db_run_finish(m.db, run_id, "ok", js);
+        }
+    }
+    merger_free(&m);
+    return rc;
+}
