@@ -99,6 +99,7 @@ static const char *const k_stmt_sql[ST_COUNT_] = {
     [ST_FILE_GET] = "SELECT " FILE_COLS ", (SELECT path FROM roots WHERE roots.id = files.root_id)"
                     " FROM files WHERE id=?1 AND (?2 = 0 OR EXISTS (SELECT 1 FROM vectors"
                     " WHERE model_id=?2 AND file_id=?1))",
+    [ST_FILE_LOOKUP] = "SELECT " FILE_COLS " FROM files WHERE root_id=?1 AND relpath=?2",
     [ST_HKEY_PUT_RUN] = "INSERT OR IGNORE INTO hkeys_new(hkey, file_id) SELECT hkey, id FROM files"
                         " WHERE id BETWEEN ?1 AND ?2 AND hkey IS NOT NULL",
 };
