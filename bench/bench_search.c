@@ -56,7 +56,8 @@
 ** identity under that root (bench_db.h). */
 static int make_db(const char *dir, const char *model, int64_t n, const char *files_root) {
     double ms;
-    if (bench_clipdb_run((const char *[]){"init", "--db", dir, "--model", model, NULL}, 1, &ms) != 0) return -1;
+    if (bench_clipdb_run((const char *[]){"init", "--db", dir, "--model", model, NULL}, 1, &ms))
+        return -1;
     return bench_db_fill(dir, n, files_root, bench_rnd_normal, "bench_search");
 }
 
@@ -65,14 +66,16 @@ static int make_db(const char *dir, const char *model, int64_t n, const char *fi
 static double time_search(const char *label, const char *db, int runs) {
     double t[64], ms = 0;
     if (runs > 64) runs = 64;
-    if (bench_clipdb_run((const char *[]){"search", "--db", db, "a red circle", NULL}, 0, &ms) != 0) {
+    if (bench_clipdb_run((const char *[]){"search", "--db", db, "a red circle", NULL}, 0, &ms)) {
         bench_clipdb_run((const char *[]){"search", "--db", db, "a red circle", NULL}, 1, &ms);
         fprintf(stderr, "bench_search: the search failed; rerun by hand: %s search --db %s \"a red circle\"\n",
                 BENCH_CLIPDB, db);
         return -1;
     }
     for (int i = 0; i < runs; i++)
-        if (bench_clipdb_run((const char *[]){"search", "--db", db, "a red circle", NULL}, 0, &t[i]) != 0) return -1;
+        if (bench_clipdb_run((const char *[]){"search", "--db", db, "a red circle", NULL}, 0,
+                             &t[i]))
+            return -1;
     qsort(t, (size_t)runs, sizeof t[0], cmp_d);
     printf("  %-34s min %7.1f ms   median %7.1f ms\n", label, t[0], t[runs / 2]);
     return t[runs / 2];
@@ -131,7 +134,7 @@ static int bench_reingest(const char *model, int64_t n, int runs, const char *tm
     if (make_db(db, model, n, files) != 0) return -1;
     snprintf(sn, sizeof sn, "%lld", (long long)n);
     for (int i = 0; i < runs; i++)
-        if (bench_clipdb_run((const char *[]){"ingest", "--db", db, files, NULL}, i == 0, &t[i]) != 0) {
+        if (bench_clipdb_run((const char *[]){"ingest", "--db", db, files, NULL}, i == 0, &t[i])) {
             fprintf(stderr, "bench_search: re-ingest failed\n");
             return -1;
         }

@@ -571,7 +571,8 @@ static cdb_status open_with_header(const char *path, FILE **fp, file_hdr *h) {
         rc = cdb_seterr(CDB_CORRUPT, "%s: not a clipdb index file", path);
     else if (h->version != FILE_VERSION)
         rc = cdb_seterr(CDB_VERSION, "%s: index file version %u, expected %u", path, h->version, FILE_VERSION);
-    else if (h->dim == 0 || h->dim > (1u << 20) || h->n_cov < 0 || h->kind > CDB_INDEX_IVF_HNSW_PQ ||
+    else if (h->dim == 0 || h->dim > (1u << 20) || h->n_cov < 0 ||
+             h->kind > CDB_INDEX_IVF_HNSW_PQ ||
              memchr(h->factory, 0, sizeof h->factory) == NULL)
         rc = cdb_seterr(CDB_CORRUPT, "%s: damaged header", path);
     if (rc != CDB_OK) fclose(f);

@@ -73,8 +73,6 @@ cdb_status cdb_ivf_merge_(FaissIndex *dst, FaissIndex *const *parts, int n_parts
                           const char *lists_path);
 /* Moves fx's lists into a new OnDiskInvertedLists file at lists_path. */
 cdb_status cdb_ivf_to_ondisk_(FaissIndex *fx, const char *lists_path);
-/* sizes[nlist]: the entries in each inverted list (nlist must be fx's). */
-cdb_status cdb_ivf_list_sizes_(FaissIndex *fx, int64_t *sizes /* OUT */, int nlist);
 #ifdef __cplusplus
 }
 #endif

@@ -4,7 +4,7 @@
 ** IVF index's training, its inverted lists moved to an OnDiskInvertedLists file (mmapped
 ** when the index is read back), the merge of several parts' inverted lists into one
 ** index (IndexIVF::merge_from in memory, OnDiskInvertedLists::merge_from on disk), and
-** the list sizes that tests compare. The second C++ file in clipdb's own code, for the
+** copies of an index. The second C++ file in clipdb's own code, for the
 ** same reason as encoder/tok_spm.cc: no C equivalent exists.
 **
 ** A FaissIndex* of the C API is a faiss::Index* (the C API's casts are reinterpret
@@ -162,12 +162,5 @@ extern "C" cdb_status cdb_ivf_to_ondisk_(FaissIndex *fx, const char *lists_path)
     } catch (const std::exception &e) {
         return fail("moving the inverted lists to disk", e);
     }
-    return CDB_OK;
-}
-
-extern "C" cdb_status cdb_ivf_list_sizes_(FaissIndex *fx, int64_t *sizes, int nlist) {
-    faiss::IndexIVF *d = ivf_of(fx);
-    if (!d || (int)d->nlist != nlist) return cdb_seterr(CDB_INVALID, "list sizes: not IVF%d", nlist);
-    for (int i = 0; i < nlist; i++) sizes[i] = (int64_t)d->invlists->list_size((size_t)i);
     return CDB_OK;
 }

@@ -53,7 +53,8 @@ cdb_status cdb_index_merge(cdb_index *dst, cdb_index *const *parts, int n_parts,
     if (!is_ivf(dst)) return cdb_seterr(CDB_INVALID, "merge: %s is not IVF", dst->info.factory);
     if (lists_path && cdb_ivf_is_ondisk_(dst->fx))
         return cdb_seterr(CDB_INVALID, "merge: the destination's lists are already on disk");
-    if (!(fx = cdb_malloc(((size_t)n_parts + 1) * sizeof *fx))) return cdb_seterr(CDB_NOMEM, "merge");
+    if (!(fx = cdb_malloc(((size_t)n_parts + 1) * sizeof *fx)))
+        return cdb_seterr(CDB_NOMEM, "merge");
     for (int i = 0; i < n_parts; i++) {
         if (!parts[i] || parts[i] == dst || !is_ivf(parts[i])) {
             rc = cdb_seterr(CDB_INVALID, "merge: part %d is missing, the destination, or not IVF",
