@@ -1,27 +1,73 @@
 /*
 ** bench_db.h: the benches' stand-in libraries: a database that `clipdb init` made,
-** filled through db/db.h with n files and random vectors (bench_search, bench_serve),
-** so that a search bench need not encode n photos first.
+** filled through db/db.h with n files and random vectors (bench_search, bench_serve,
+** bench_reindex), so that a search bench need not encode n photos first; and running
+** the clipdb program as a whole process.
 */
 #ifndef CDB_BENCH_DB_H
 #define CDB_BENCH_DB_H
 
+#include <fcntl.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "db/db.h"
+
+#ifndef CDB_BINARY_DIR
+#define CDB_BINARY_DIR "."
+#endif
+#define BENCH_CLIPDB CDB_BINARY_DIR "/clipdb"
+
+/* Runs the clipdb program with args (its stdout/stderr to /dev/null unless show), as a
+** whole process; its exit code, or -1. *ms (may be NULL): wall time. */
+static inline int bench_clipdb_run(const char *const *args, int show, double *ms) {
+    int64_t t0 = cdb_now_ns();
+    int status = 0;
+    pid_t pid = fork();
+    if (pid == 0) {
+        const char *argv[32];
+        int n = 0;
+        if (!show) {
+            int fd = open("/dev/null", O_WRONLY);
+            dup2(fd, 1);
+            dup2(fd, 2);
+        }
+        argv[n++] = BENCH_CLIPDB;
+        for (int i = 0; args[i] && n < 31; i++) argv[n++] = args[i];
+        argv[n] = NULL;
+        execv(BENCH_CLIPDB, (char *const *)argv);
+        _exit(127);
+    }
+    if (pid < 0 || waitpid(pid, &status, 0) < 0) return -1;
+    if (ms) *ms = (double)(cdb_now_ns() - t0) / 1e6;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* A standard normal draw (Box-Muller over xorshift64*): random vector components. */
+static inline float bench_rnd_normal(void) {
+    static uint64_t g_rng = 0x9E3779B97F4A7C15ULL;
+    double u1, u2;
+    g_rng ^= g_rng >> 12, g_rng ^= g_rng << 25, g_rng ^= g_rng >> 27;
+    u1 = ((double)((g_rng * 2685821657736338717ULL) >> 11) + 1.0) / 9007199254740993.0;
+    g_rng ^= g_rng >> 12, g_rng ^= g_rng << 25, g_rng ^= g_rng >> 27;
+    u2 = (double)((g_rng * 2685821657736338717ULL) >> 11) / 9007199254740992.0;
+    return (float)(sqrt(-2.0 * log(u1)) * cos(2 * M_PI * u2));
+}
 
 /* Creates files_root/rel (a few bytes) and puts its identity (size, times, device,
 ** inode) in meta, as an ingest records it: a walk then finds it unchanged. 0 or -1. */
 static inline int bench_db_real_file(const char *files_root, const char *rel,
                                      cdb_db_file_meta *meta) {
-    char full[4096], sub[4096];
+    char full[8192], sub[8192];
     struct stat st;
     FILE *f;
-    snprintf(sub, sizeof sub, "%s/%s", files_root, rel);
+    if (snprintf(sub, sizeof sub, "%s/%s", files_root, rel) >= (int)sizeof sub) return -1;
     *strrchr(sub, '/') = '\0';
     mkdir(sub, 0777);
     snprintf(full, sizeof full, "%s/%s", files_root, rel);

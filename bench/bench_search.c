@@ -51,49 +51,14 @@
 #include "bench_db.h"
 #include "bench_util.h"
 
-#define CLIPDB CDB_BINARY_DIR "/clipdb"
-
-/* Runs clipdb with args (stdout/stderr to /dev/null unless show); exit code or -1. */
-static int run(const char *const *args, int show, double *ms) {
-    int64_t t0 = cdb_now_ns();
-    int status = 0;
-    pid_t pid = fork();
-    if (pid == 0) {
-        const char *argv[32];
-        int n = 0;
-        if (!show) {
-            int fd = open("/dev/null", O_WRONLY);
-            dup2(fd, 1);
-            dup2(fd, 2);
-        }
-        argv[n++] = CLIPDB;
-        for (int i = 0; args[i] && n < 31; i++) argv[n++] = args[i];
-        argv[n] = NULL;
-        execv(CLIPDB, (char *const *)argv);
-        _exit(127);
-    }
-    if (pid < 0 || waitpid(pid, &status, 0) < 0) return -1;
-    if (ms) *ms = (double)(cdb_now_ns() - t0) / 1e6;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-static uint64_t g_rng = 0x9E3779B97F4A7C15ULL;
-static float rnd_normal(void) { /* Box-Muller over xorshift64* */
-    double u1, u2;
-    g_rng ^= g_rng >> 12, g_rng ^= g_rng << 25, g_rng ^= g_rng >> 27;
-    u1 = ((double)((g_rng * 2685821657736338717ULL) >> 11) + 1.0) / 9007199254740993.0;
-    g_rng ^= g_rng >> 12, g_rng ^= g_rng << 25, g_rng ^= g_rng >> 27;
-    u2 = (double)((g_rng * 2685821657736338717ULL) >> 11) / 9007199254740992.0;
-    return (float)(sqrt(-2.0 * log(u1)) * cos(2 * M_PI * u2));
-}
-
 /* Creates a database for model at dir with n random vectors; 0 on success. With
 ** files_root, the n files are created there (tiny) and recorded with their real
 ** identity under that root (bench_db.h). */
 static int make_db(const char *dir, const char *model, int64_t n, const char *files_root) {
     double ms;
-    if (run((const char *[]){"init", "--db", dir, "--model", model, NULL}, 1, &ms) != 0) return -1;
-    return bench_db_fill(dir, n, files_root, rnd_normal, "bench_search");
+    if (bench_clipdb_run((const char *[]){"init", "--db", dir, "--model", model, NULL}, 1, &ms))
+        return -1;
+    return bench_db_fill(dir, n, files_root, bench_rnd_normal, "bench_search");
 }
 
 /* Times the search; prints one line; returns the median in ms (< 0 on failure: the
@@ -101,14 +66,16 @@ static int make_db(const char *dir, const char *model, int64_t n, const char *fi
 static double time_search(const char *label, const char *db, int runs) {
     double t[64], ms = 0;
     if (runs > 64) runs = 64;
-    if (run((const char *[]){"search", "--db", db, "a red circle", NULL}, 0, &ms) != 0) {
-        run((const char *[]){"search", "--db", db, "a red circle", NULL}, 1, &ms);
+    if (bench_clipdb_run((const char *[]){"search", "--db", db, "a red circle", NULL}, 0, &ms)) {
+        bench_clipdb_run((const char *[]){"search", "--db", db, "a red circle", NULL}, 1, &ms);
         fprintf(stderr, "bench_search: the search failed; rerun by hand: %s search --db %s \"a red circle\"\n",
-                CLIPDB, db);
+                BENCH_CLIPDB, db);
         return -1;
     }
     for (int i = 0; i < runs; i++)
-        if (run((const char *[]){"search", "--db", db, "a red circle", NULL}, 0, &t[i]) != 0) return -1;
+        if (bench_clipdb_run((const char *[]){"search", "--db", db, "a red circle", NULL}, 0,
+                             &t[i]))
+            return -1;
     qsort(t, (size_t)runs, sizeof t[0], cmp_d);
     printf("  %-34s min %7.1f ms   median %7.1f ms\n", label, t[0], t[runs / 2]);
     return t[runs / 2];
@@ -124,7 +91,7 @@ static int bench_model(const char *name, const char *model, int64_t n, int runs,
     t0 = cdb_now_ns();
     if (make_db(db, model, n, NULL) != 0) return -1;
     printf("  filled in %.1f s\n", (double)(cdb_now_ns() - t0) / 1e9);
-    if (run((const char *[]){"index", "build", "--db", db, NULL}, 0, &ms) != 0) {
+    if (bench_clipdb_run((const char *[]){"index", "build", "--db", db, NULL}, 0, &ms) != 0) {
         fprintf(stderr, "bench_search: index build failed\n");
         return -1;
     }
@@ -167,7 +134,7 @@ static int bench_reingest(const char *model, int64_t n, int runs, const char *tm
     if (make_db(db, model, n, files) != 0) return -1;
     snprintf(sn, sizeof sn, "%lld", (long long)n);
     for (int i = 0; i < runs; i++)
-        if (run((const char *[]){"ingest", "--db", db, files, NULL}, i == 0, &t[i]) != 0) {
+        if (bench_clipdb_run((const char *[]){"ingest", "--db", db, files, NULL}, i == 0, &t[i])) {
             fprintf(stderr, "bench_search: re-ingest failed\n");
             return -1;
         }

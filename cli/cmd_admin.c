@@ -111,8 +111,12 @@ int cdb_cli_cmd_index(int argc, char **argv) {
                                        {"type", 0, CLI_VALUE},   {"json", 0, CLI_FLAG},
                                        {"quiet", 'q', CLI_FLAG}, {"help", 'h', CLI_FLAG},
                                        {0}};
-    /* same order as cdb_engine_index_kind */
-    static const char *const types[] = {"auto", "flat", "hnsw", "ivf-sq", "ivf-pq", NULL};
+    /* kinds[i] is the cdb_engine_index_kind of types[i] */
+    static const char *const types[] = {"auto",   "flat",        "hnsw", "ivf-sq",
+                                        "ivf-pq", "ivf-hnsw-pq", NULL};
+    static const cdb_engine_index_kind kinds[] = {
+        CDB_ENGINE_INDEX_AUTO,   CDB_ENGINE_INDEX_FLAT,  CDB_ENGINE_INDEX_HNSW,
+        CDB_ENGINE_INDEX_IVF_SQ, CDB_ENGINE_INDEX_IVF_PQ, CDB_ENGINE_INDEX_IVF_HNSW_PQ};
     cli_args a;
     int rc, type;
     cdb_engine *e = NULL;
@@ -138,7 +142,7 @@ int cdb_cli_cmd_index(int argc, char **argv) {
         CLI_EXIT_OK)
         goto done;
     if (!strcmp(a.pos[0], "build"))
-        rc = index_build(e, cdb_cli_get(&a, "model"), type, cdb_cli_has(&a, "json") > 0);
+        rc = index_build(e, cdb_cli_get(&a, "model"), kinds[type], cdb_cli_has(&a, "json") > 0);
     else
         rc = index_info(e, cdb_cli_get(&a, "model"), cdb_cli_has(&a, "json") > 0);
 done:

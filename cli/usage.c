@@ -278,7 +278,7 @@ static const char help_index[] =
     "Options:\n"
     "  --db DIR       the database (default: $CLIPDB_DB, else ./clipdb)\n"
     "  --model PATH   which model's index (default: the database's)\n"
-    "  --type TYPE    auto (default), flat, hnsw, ivf-sq or ivf-pq\n"
+    "  --type TYPE    auto (default), flat, hnsw, ivf-sq, ivf-pq or ivf-hnsw-pq\n"
     "  --json         print JSON (info)\n"
     "  -q, --quiet    no progress line\n"
     "  -h, --help     show this help\n";

@@ -49,6 +49,7 @@ enum {
     ST_PHOTO_GET,    /* PHOTO_ROW_COLS of file ?1 (photos.c) */
     ST_FILE_GET,     /* FILE_COLS, the root's path and PHOTO_ROW_COLS of file ?1, if model
                         ?2 (0: any) has its vector claimed (catalog.c) */
+    ST_FILE_LOOKUP,  /* FILE_COLS of (root ?1, relpath ?2): a rescan's question per file */
     ST_COUNT_
 };
 
@@ -69,6 +70,7 @@ struct cdb_db {
     void *hook_ud;
     struct db_ckpt *ckpt; /* background checkpointer (shard.c); NULL until first needed */
     sqlite3 *thumbs;      /* thumbs.db (thumbs.c); NULL until first used */
+    sqlite3_stmt *thumbs_current; /* on thumbs: cdb_db_thumb_current's, prepared once */
 };
 
 /* Statements that write a file's meta bind files.hkey at this parameter, and its

@@ -99,6 +99,7 @@ static const char *const k_stmt_sql[ST_COUNT_] = {
     [ST_FILE_GET] = "SELECT " FILE_COLS ", r.path, " PHOTO_ROW_COLS PHOTO_ROW_FROM
                     " LEFT JOIN roots r ON r.id = f.root_id WHERE f.id=?1 AND (?2 = 0 OR EXISTS"
                     " (SELECT 1 FROM vectors v WHERE v.model_id=?2 AND v.file_id=?1))",
+    [ST_FILE_LOOKUP] = "SELECT " FILE_COLS " FROM files f WHERE root_id=?1 AND relpath=?2",
     [ST_HKEY_PUT_RUN] = "INSERT OR IGNORE INTO hkeys_new(hkey, file_id) SELECT hkey, id FROM files"
                         " WHERE id BETWEEN ?1 AND ?2 AND hkey IS NOT NULL",
 };

@@ -58,6 +58,8 @@ fail:
 }
 
 void cdb_thumbs_close(cdb_db *db) {
+    sqlite3_finalize(db->thumbs_current);
+    db->thumbs_current = NULL;
     if (db->thumbs) sqlite3_close_v2(db->thumbs);
     db->thumbs = NULL;
 }
@@ -166,8 +168,12 @@ cdb_status cdb_db_thumb_current(cdb_db *db, int64_t file_id, const uint8_t hash[
     rc = thumbs_conn(db, &c);
     if (rc == CDB_NOTFOUND) return CDB_OK; /* a reader of a database without any */
     if (rc != CDB_OK) return rc;
-    if ((rc = cdb_sql_prepare(c, "SELECT hash, px FROM thumbs WHERE file_id=?1", &st)) != CDB_OK)
+    /* a rescan asks this of every unchanged file: prepared once per handle */
+    if (!db->thumbs_current &&
+        (rc = cdb_sql_prepare(c, "SELECT hash, px FROM thumbs WHERE file_id=?1",
+                              &db->thumbs_current)) != CDB_OK)
         return rc;
+    st = db->thumbs_current;
     sqlite3_bind_int64(st, 1, file_id);
     s = sqlite3_step(st);
     if (s == SQLITE_ROW)
@@ -176,7 +182,7 @@ cdb_status cdb_db_thumb_current(cdb_db *db, int64_t file_id, const uint8_t hash[
                    sqlite3_column_int(st, 1) == px;
     else if (s != SQLITE_DONE)
         rc = cdb_sql_err(c, s, "look up a thumbnail");
-    sqlite3_finalize(st);
+    sqlite3_reset(st);
     return rc;
 }
 

@@ -1,6 +1,6 @@
 /*
 ** tok_spm.cc: SentencePiece .model files through Debian's libsentencepiece, behind
-** the C interface of tok_spm_int.h. The only C++ in clipdb's own code: the library's
+** the C interface of tok_spm_int.h. C++ (as index/ivf.cc, over FAISS): the library's
 ** API is C++ (absl::string_view, util::Status, std::vector), so this file turns it
 ** into cdb_status + message and catches every exception at the boundary.
 **

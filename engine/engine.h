@@ -681,7 +681,8 @@ cdb_status cdb_engine_create_like(const char *dir, const char *src_dir);
 
 typedef enum cdb_engine_index_kind { /* cdb_index_kind values */
     CDB_ENGINE_INDEX_AUTO = 0, CDB_ENGINE_INDEX_FLAT, CDB_ENGINE_INDEX_HNSW,
-    CDB_ENGINE_INDEX_IVF_SQ, CDB_ENGINE_INDEX_IVF_PQ
+    CDB_ENGINE_INDEX_IVF_SQ, CDB_ENGINE_INDEX_IVF_PQ,
+    CDB_ENGINE_INDEX_IVF_HNSW_PQ = 6 /* 5 is a custom factory, not offered here */
 } cdb_engine_index_kind;
 
 typedef struct cdb_engine_index_report {

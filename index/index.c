@@ -142,6 +142,11 @@ static cdb_status make_faiss(cdb_index *ix) {
         ix->fx = NULL;
         return cdb_index_faiss_err_(frc, ix->info.factory);
     }
+    if (ix->info.kind == CDB_INDEX_IVF_HNSW_PQ) {
+        cdb_status rc = cdb_ivf_set_training_(ix->fx, IVF_HNSW_KMEANS_ITER,
+                                              IVF_HNSW_TRAIN_PER_LIST);
+        if (rc != CDB_OK) return rc;
+    }
     return cdb_index_apply_params_(ix);
 }
 
@@ -210,8 +215,7 @@ static int cmp_i64(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* Merges ids[n] into the sorted distinct coverage array. */
-static cdb_status cover(cdb_index *ix, const int64_t *ids, int64_t n) {
+cdb_status cdb_index_cover_(cdb_index *ix, const int64_t *ids, int64_t n) {
     int64_t *add = NULL, *merged = NULL, na = 0, i = 0, j = 0, m = 0;
     if (n == 0) return CDB_OK;
     if (!(add = cdb_malloc((size_t)n * sizeof *add))) return cdb_seterr(CDB_NOMEM, "coverage");
@@ -253,7 +257,7 @@ cdb_status cdb_index_add(cdb_index *ix, const int64_t *ids, const uint16_t *vecs
         frc = faiss_Index_add_with_ids(ix->fx, c, x, ids + off);
         cdb_free(x);
         if (frc != 0) return cdb_index_faiss_err_(frc, "add_with_ids");
-        if ((rc = cover(ix, ids + off, c)) != CDB_OK) return rc;
+        if ((rc = cdb_index_cover_(ix, ids + off, c)) != CDB_OK) return rc;
     }
     return cdb_index_apply_params_(ix); /* nprobe follows the size */
 }
@@ -295,40 +299,59 @@ cdb_status cdb_index_remove(cdb_index *ix, const int64_t *ids, int64_t n) {
     return CDB_OK;
 }
 
-cdb_status cdb_index_build(const cdb_index_params *p, const cdb_index_source *src, cdb_index **out) {
-    cdb_index *ix = NULL;
+static cdb_status check_source(const cdb_index_source *src) {
+    if (!src || !src->read || src->n < 0) return cdb_seterr(CDB_INVALID, "index: bad source");
+    return CDB_OK;
+}
+
+cdb_status cdb_index_train_source(cdb_index *ix, const cdb_index_source *src) {
+    int64_t *ids = NULL, nt, got = 0, n_chunks;
+    uint16_t *vecs = NULL;
     cdb_status rc;
+    int dim;
+    if (!ix) return cdb_seterr(CDB_INVALID, "cdb_index_train_source: index is NULL");
+    if ((rc = check_source(src)) != CDB_OK) return rc;
+    if (faiss_Index_is_trained(ix->fx)) return CDB_OK;
+    dim = ix->info.dim;
+    /* Evenly spread sample: chunks of up to 256 consecutive vectors. */
+    nt = ix->info.n_train > 0 ? ix->info.n_train : src->n;
+    if (nt > src->n) nt = src->n;
+    n_chunks = (nt + 255) / 256;
+    if (nt == 0)
+        return cdb_seterr(CDB_INVALID, "index %s needs training vectors, source is empty",
+                          ix->info.factory);
+    if (!(ids = cdb_malloc((size_t)nt * sizeof *ids)) ||
+        !(vecs = cdb_malloc((size_t)nt * (size_t)dim * 2))) {
+        rc = cdb_seterr(CDB_NOMEM, "training sample");
+        goto done;
+    }
+    for (int64_t c = 0; c < n_chunks && got < nt; c++) {
+        int64_t pos = (int64_t)((double)c * (double)src->n / (double)n_chunks);
+        int64_t len = nt - got < 256 ? nt - got : 256;
+        if (pos + len > src->n) len = src->n - pos;
+        if (len <= 0) continue;
+        rc = src->read(src->ctx, pos, len, ids + got, vecs + (size_t)got * (size_t)dim);
+        if (rc != CDB_OK) goto done;
+        got += len;
+    }
+    rc = cdb_index_train(ix, vecs, got);
+done:
+    cdb_free(ids);
+    cdb_free(vecs);
+    return rc;
+}
+
+cdb_status cdb_index_add_source(cdb_index *ix, const cdb_index_source *src) {
     int64_t *ids = NULL;
     uint16_t *vecs = NULL;
-    int dim;
-    if (!out) return cdb_seterr(CDB_INVALID, "cdb_index_build: out is NULL");
-    *out = NULL;
-    if (!src || !src->read || src->n < 0) return cdb_seterr(CDB_INVALID, "cdb_index_build: bad source");
-    if ((rc = cdb_index_new(p, src->n, &ix)) != CDB_OK) return rc;
-    dim = ix->info.dim;
-    if (!faiss_Index_is_trained(ix->fx)) {
-        /* Evenly spread sample: chunks of up to 256 consecutive vectors. */
-        int64_t nt = ix->info.n_train > 0 ? ix->info.n_train : src->n, got = 0;
-        int64_t n_chunks = (nt + 255) / 256;
-        if (nt > src->n) nt = src->n;
-        if (nt == 0) { rc = cdb_seterr(CDB_INVALID, "index %s needs training vectors, source is empty", ix->info.factory); goto done; }
-        if (!(ids = cdb_malloc((size_t)nt * sizeof *ids)) ||
-            !(vecs = cdb_malloc((size_t)nt * (size_t)dim * 2))) { rc = cdb_seterr(CDB_NOMEM, "training sample"); goto done; }
-        for (int64_t c = 0; c < n_chunks && got < nt; c++) {
-            int64_t pos = (int64_t)((double)c * (double)src->n / (double)n_chunks);
-            int64_t len = nt - got < 256 ? nt - got : 256;
-            if (pos + len > src->n) len = src->n - pos;
-            if (len <= 0) continue;
-            if ((rc = src->read(src->ctx, pos, len, ids + got, vecs + (size_t)got * (size_t)dim)) != CDB_OK)
-                goto done;
-            got += len;
-        }
-        if ((rc = cdb_index_train(ix, vecs, got)) != CDB_OK) goto done;
-        cdb_free(ids), cdb_free(vecs);
-        ids = NULL, vecs = NULL;
-    }
+    cdb_status rc;
+    if (!ix) return cdb_seterr(CDB_INVALID, "cdb_index_add_source: index is NULL");
+    if ((rc = check_source(src)) != CDB_OK) return rc;
     if (!(ids = cdb_malloc((size_t)ADD_CHUNK * sizeof *ids)) ||
-        !(vecs = cdb_malloc((size_t)ADD_CHUNK * (size_t)dim * 2))) { rc = cdb_seterr(CDB_NOMEM, "add buffer"); goto done; }
+        !(vecs = cdb_malloc((size_t)ADD_CHUNK * (size_t)ix->info.dim * 2))) {
+        rc = cdb_seterr(CDB_NOMEM, "add buffer");
+        goto done;
+    }
     for (int64_t pos = 0; pos < src->n; pos += ADD_CHUNK) {
         int64_t len = src->n - pos < ADD_CHUNK ? src->n - pos : ADD_CHUNK;
         if ((rc = src->read(src->ctx, pos, len, ids, vecs)) != CDB_OK) goto done;
@@ -337,9 +360,24 @@ cdb_status cdb_index_build(const cdb_index_params *p, const cdb_index_source *sr
 done:
     cdb_free(ids);
     cdb_free(vecs);
-    if (rc != CDB_OK) cdb_index_free(ix);
-    else *out = ix;
     return rc;
+}
+
+cdb_status cdb_index_build(const cdb_index_params *p, const cdb_index_source *src,
+                           cdb_index **out) {
+    cdb_index *ix = NULL;
+    cdb_status rc;
+    if (!out) return cdb_seterr(CDB_INVALID, "cdb_index_build: out is NULL");
+    *out = NULL;
+    if ((rc = check_source(src)) != CDB_OK) return rc;
+    if ((rc = cdb_index_new(p, src->n, &ix)) != CDB_OK) return rc;
+    if ((rc = cdb_index_train_source(ix, src)) != CDB_OK ||
+        (rc = cdb_index_add_source(ix, src)) != CDB_OK) {
+        cdb_index_free(ix);
+        return rc;
+    }
+    *out = ix;
+    return CDB_OK;
 }
 
 typedef struct arrays_src { const int64_t *ids; const uint16_t *vecs; int dim; } arrays_src;
@@ -533,7 +571,8 @@ static cdb_status open_with_header(const char *path, FILE **fp, file_hdr *h) {
         rc = cdb_seterr(CDB_CORRUPT, "%s: not a clipdb index file", path);
     else if (h->version != FILE_VERSION)
         rc = cdb_seterr(CDB_VERSION, "%s: index file version %u, expected %u", path, h->version, FILE_VERSION);
-    else if (h->dim == 0 || h->dim > (1u << 20) || h->n_cov < 0 || h->kind > CDB_INDEX_CUSTOM ||
+    else if (h->dim == 0 || h->dim > (1u << 20) || h->n_cov < 0 ||
+             h->kind > CDB_INDEX_IVF_HNSW_PQ ||
              memchr(h->factory, 0, sizeof h->factory) == NULL)
         rc = cdb_seterr(CDB_CORRUPT, "%s: damaged header", path);
     if (rc != CDB_OK) fclose(f);

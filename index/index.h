@@ -55,10 +55,15 @@ typedef enum cdb_index_kind {
     CDB_INDEX_HNSW,   /* "IDMap,HNSW32,Flat": graph over the fp32 vectors; medium */
     CDB_INDEX_IVF_SQ, /* "IVF<nlist>,SQfp16": inverted lists of fp16 codes; medium-large */
     CDB_INDEX_IVF_PQ, /* "IVF<nlist>,PQ<m>": compressed, re-ranked from the store; large */
-    CDB_INDEX_CUSTOM  /* a user-forced factory string */
+    CDB_INDEX_CUSTOM, /* a user-forced factory string */
+    /* "IVF<nlist>_HNSW32,PQ<m>np": IVF-PQ whose coarse quantizer is an HNSW graph over
+    ** the centroids (many lists, found in O(log nlist)); very large collections. After
+    ** CUSTOM: index files record the kind's number. */
+    CDB_INDEX_IVF_HNSW_PQ
 } cdb_index_kind;
 
-/* Static lower-case name ("auto", "flat", "hnsw", "ivf-sq", "ivf-pq", "custom"). */
+/* Static lower-case name ("auto", "flat", "hnsw", "ivf-sq", "ivf-pq", "custom",
+** "ivf-hnsw-pq"). */
 const char *cdb_index_kind_name(cdb_index_kind kind);
 
 typedef struct cdb_index_params {
@@ -132,6 +137,14 @@ cdb_status cdb_index_build(const cdb_index_params *p, const cdb_index_source *sr
 cdb_status cdb_index_build_arrays(const cdb_index_params *p, const int64_t *ids,
                                   const uint16_t *vecs, int64_t n, cdb_index **out /* OUT */);
 
+/* Trains ix (when it needs it) on an evenly spread sample of src: info.n_train vectors
+** in runs of 256 consecutive ones. Only the sample is held in memory. */
+cdb_status cdb_index_train_source(cdb_index *ix, const cdb_index_source *src);
+
+/* Adds every vector of src to a trained ix, 65536 at a time (each chunk widened to fp32
+** alone): memory beyond the index's own stays bounded by one chunk. */
+cdb_status cdb_index_add_source(cdb_index *ix, const cdb_index_source *src);
+
 /* Lower level: an empty index planned for n_planned vectors. */
 cdb_status cdb_index_new(const cdb_index_params *p, int64_t n_planned, cdb_index **out /* OUT */);
 /* 1 when the index needs no (more) training. */
@@ -150,6 +163,43 @@ cdb_status cdb_index_add(cdb_index *ix, const int64_t *ids, const uint16_t *vecs
 cdb_status cdb_index_remove(cdb_index *ix, const int64_t *ids, int64_t n);
 
 void cdb_index_free(cdb_index *ix); /* NULL is fine */
+
+/* ---- building in parts (IVF kinds) ------------------------------------------------ */
+
+/* A new index with trained's plan, trained quantizer and codebooks, and no vectors
+** (watermark 0). Parts are built from copies of one trained index, each adding its
+** own vectors (elsewhere: save the trained empty index, load it in each worker), and
+** cdb_index_merge joins them without adding any vector again. CDB_INVALID when
+** trained is not trained or not IVF. */
+cdb_status cdb_index_clone_empty(const cdb_index *trained, cdb_index **out /* OUT */);
+
+/* Moves the entries of parts[n_parts] into dst. All are IVF indexes copied from one
+** trained index (cdb_index_clone_empty, or loaded from its file): the quantizers and
+** codebooks are checked equal (CDB_ERROR with FAISS's reason otherwise). lists_path
+** NULL: dst's inverted lists stay in memory; else they move, dst's entries and the
+** parts', into a new FAISS OnDiskInvertedLists file at lists_path (it must not exist;
+** cdb_index_save then records that path, so give one that every reader resolves
+** alike: absolute, or next to the index file when readers run from its folder). The
+** covered ids are the union; an id in two parts is covered once and searched once (the
+** store has one vector per id). The parts are left empty (free them). The lists of the
+** result are those a single cdb_index_add of the parts in order would give. */
+cdb_status cdb_index_merge(cdb_index *dst, cdb_index *const *parts, int n_parts,
+                           const char *lists_path);
+
+/* trained's copies, one per source, each filled by cdb_index_add_source, then merged
+** (as cdb_index_merge, lists_path likewise) into a new index: what a build from
+** parts[0..n_parts) in order gives, with the vectors added once. */
+cdb_status cdb_index_build_parts(const cdb_index *trained, const cdb_index_source *parts,
+                                 int n_parts, const char *lists_path, cdb_index **out /* OUT */);
+
+/* Moves ix's inverted lists (IVF kinds) into a new OnDiskInvertedLists file at
+** lists_path (as cdb_index_merge says), so that the index need not live in RAM: a
+** loaded index maps that file (mmap) and pages in the lists a query probes.
+** CDB_UNSUPPORTED for kinds without inverted lists. */
+cdb_status cdb_index_lists_to_disk(cdb_index *ix, const char *lists_path);
+
+/* 1 when ix's inverted lists live in a file (cdb_index_lists_to_disk, cdb_index_merge). */
+int cdb_index_on_disk(const cdb_index *ix);
 
 /* ---- persistence ---------------------------------------------------------------- */
 

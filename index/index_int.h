@@ -18,6 +18,16 @@ struct cdb_index {
     int64_t n_trained_for;  /* n_planned when trained (for refresh decisions) */
 };
 
+/* IVF-HNSW-PQ's training (plan.c, applied in index.c): points per list in the sample,
+** k-means iterations, and the share of the lists probed (nlist / this, at least 16). */
+#define IVF_HNSW_TRAIN_PER_LIST 20
+#define IVF_HNSW_KMEANS_ITER 10
+#define IVF_HNSW_PROBE_DIV 128
+
+/* index.c: merges ids[n] (any order, repeats allowed) into the sorted distinct
+** coverage array. */
+cdb_status cdb_index_cover_(cdb_index *ix, const int64_t *ids, int64_t n);
+
 /* Maps a FAISS C API failure to a cdb_status with FAISS's message. */
 cdb_status cdb_index_faiss_err_(int frc, const char *what);
 /* plan.c: the memory an index of this kind and size takes (its estimate, in bytes). */
@@ -41,5 +51,30 @@ void cdb_index_plan_kind_(cdb_index_kind kind, int64_t n, int dim, cdb_index_inf
 /* Kind implied by a user factory string (CUSTOM) plus the IDMap rule; writes the
 ** effective string into out->factory. */
 cdb_status cdb_index_plan_custom_(const char *factory, int dim, int64_t n, cdb_index_info *out);
+
+/* ---- ivf.cc: FAISS's C++ API behind C functions (no exception crosses them) ---- */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* 1 when fx is an IVF index (maybe inside a pre-transform such as OPQ). */
+int cdb_ivf_is_ivf_(FaissIndex *fx);
+/* 1 when fx's inverted lists are an OnDiskInvertedLists file. */
+int cdb_ivf_is_ondisk_(FaissIndex *fx);
+/* k-means settings of an IVF index's coarse training (0 keeps FAISS's). */
+cdb_status cdb_ivf_set_training_(FaissIndex *fx, int niter, int min_per_centroid);
+/* A deep copy of fx (trained quantizer, codebooks and entries). */
+cdb_status cdb_ivf_clone_(FaissIndex *fx, FaissIndex **out /* OUT */);
+/* Moves the entries of parts[n] into dst (all IVF, same trained quantizer and codebooks:
+** checked). lists_path NULL: into dst's lists in memory; else into a new
+** OnDiskInvertedLists file at lists_path holding dst's entries and the parts', which
+** becomes dst's lists. The parts are left empty. */
+cdb_status cdb_ivf_merge_(FaissIndex *dst, FaissIndex *const *parts, int n_parts,
+                          const char *lists_path);
+/* Moves fx's lists into a new OnDiskInvertedLists file at lists_path. */
+cdb_status cdb_ivf_to_ondisk_(FaissIndex *fx, const char *lists_path);
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -10,8 +10,13 @@
 **   time, which made the graph's construction 2.7x slower (20,000 512-d vectors: 92 s
 **   against 34 s on 2 cores) for half the vector memory.
 ** - < 500k: IVF with an fp16 scalar quantizer.
-** - larger: IVF-PQ, dim/8 sub-quantizers of 8 bits, re-ranked exactly from the store
+** - < 2M: IVF-PQ, dim/8 sub-quantizers of 8 bits, re-ranked exactly from the store
 **   ("np": no polysemous training, which we never use and which costs minutes).
+** - larger: the same codes under an HNSW coarse quantizer ("IVF<nlist>_HNSW32"): the
+**   lists a query probes are found in a graph over the centroids instead of a scan of
+**   all of them, and the training is cut to what 2 cores do in minutes at 10^7 (20
+**   points per centroid, 10 k-means iterations: 16,384 lists at 10^7 would otherwise
+**   take 40 x 16,384 points through 25 iterations, about an hour of k-means).
 ** - nlist ~ 4*sqrt(n) rounded to a power of two, at most n/39; training on 40
 **   points per centroid (FAISS warns below 39) and at least 10,000 for PQ's
 **   256-entry codebooks, capped by n.
@@ -35,6 +40,7 @@
 #define FLAT_MAX 20000
 #define HNSW_MAX 200000
 #define IVFSQ_MAX 500000
+#define IVFPQ_MAX 2000000
 #define HNSW_M 32
 
 const char *cdb_index_kind_name(cdb_index_kind kind) {
@@ -45,6 +51,7 @@ const char *cdb_index_kind_name(cdb_index_kind kind) {
     case CDB_INDEX_IVF_SQ: return "ivf-sq";
     case CDB_INDEX_IVF_PQ: return "ivf-pq";
     case CDB_INDEX_CUSTOM: return "custom";
+    case CDB_INDEX_IVF_HNSW_PQ: return "ivf-hnsw-pq";
     }
     return "unknown";
 }
@@ -90,6 +97,9 @@ size_t cdb_index_estimate_bytes_(cdb_index_kind kind, int64_t n, int dim, int nl
     case CDB_INDEX_IVF_SQ: return (size_t)(nn * (2 * d + 8) + (double)nlist * d * 4);
     case CDB_INDEX_IVF_PQ:
         return (size_t)(nn * (pq_m + 8) + (double)nlist * d * 4 + 256.0 * d * 4);
+    case CDB_INDEX_IVF_HNSW_PQ: /* + the centroids' graph */
+        return (size_t)(nn * (pq_m + 8) + (double)nlist * (d * 4 + 2 * HNSW_M * 4 * 1.15) +
+                        256.0 * d * 4);
     default: return 0;
     }
 }
@@ -110,7 +120,8 @@ void cdb_index_plan_kind_(cdb_index_kind kind, int64_t n, int dim, cdb_index_inf
         out->rerank_factor = 4;
         break;
     case CDB_INDEX_IVF_SQ:
-    case CDB_INDEX_IVF_PQ: {
+    case CDB_INDEX_IVF_PQ:
+    case CDB_INDEX_IVF_HNSW_PQ: {
         int nlist = pow2_near(4.0 * sqrt((double)nn));
         while (nlist > 16 && (int64_t)nlist * 39 > nn) nlist /= 2;
         if (nlist < 16) nlist = 16;
@@ -121,11 +132,19 @@ void cdb_index_plan_kind_(cdb_index_kind kind, int64_t n, int dim, cdb_index_inf
             snprintf(out->factory, sizeof out->factory, "IVF%d,SQfp16", nlist);
             out->nprobe = nlist / 32 > 8 ? nlist / 32 : 8;
             out->rerank_factor = 4;
-        } else {
+        } else if (kind == CDB_INDEX_IVF_PQ) {
             out->pq_m = pq_m_for(dim);
             snprintf(out->factory, sizeof out->factory, "IVF%d,PQ%dnp", nlist, out->pq_m);
             if (out->n_train < 10000) out->n_train = 10000;
             out->nprobe = nlist / 64 > 16 ? nlist / 64 : 16;
+            out->rerank_factor = 10;
+        } else {
+            out->pq_m = pq_m_for(dim);
+            snprintf(out->factory, sizeof out->factory, "IVF%d_HNSW%d,PQ%dnp", nlist, HNSW_M,
+                     out->pq_m);
+            out->n_train = IVF_HNSW_TRAIN_PER_LIST * (int64_t)nlist;
+            if (out->n_train < 10000) out->n_train = 10000;
+            out->nprobe = nlist / IVF_HNSW_PROBE_DIV > 16 ? nlist / IVF_HNSW_PROBE_DIV : 16;
             out->rerank_factor = 10;
         }
         if (out->nprobe > nlist) out->nprobe = nlist;
@@ -177,7 +196,8 @@ cdb_status cdb_index_plan(int64_t n, const cdb_index_params *p, cdb_index_info *
         if (rc != CDB_OK) return rc;
         snprintf(out->reason, sizeof out->reason, "factory string forced by the user");
     } else if (p->kind != CDB_INDEX_AUTO) {
-        if (p->kind < CDB_INDEX_FLAT || p->kind > CDB_INDEX_IVF_PQ)
+        if (p->kind < CDB_INDEX_FLAT || p->kind == CDB_INDEX_CUSTOM ||
+            p->kind > CDB_INDEX_IVF_HNSW_PQ)
             return cdb_seterr(CDB_INVALID, "index kind %d cannot be forced without a factory",
                               (int)p->kind);
         cdb_index_plan_kind_(p->kind, n, p->dim, out);
@@ -187,7 +207,8 @@ cdb_status cdb_index_plan(int64_t n, const cdb_index_params *p, cdb_index_info *
         cdb_index_kind k = n < FLAT_MAX    ? CDB_INDEX_FLAT
                            : n < HNSW_MAX  ? CDB_INDEX_HNSW
                            : n < IVFSQ_MAX ? CDB_INDEX_IVF_SQ
-                                           : CDB_INDEX_IVF_PQ;
+                           : n < IVFPQ_MAX ? CDB_INDEX_IVF_PQ
+                                           : CDB_INDEX_IVF_HNSW_PQ;
         cdb_index_kind first = k;
         cdb_index_plan_kind_(k, n, p->dim, out);
         while (out->est_bytes > out->mem_budget_bytes && k < CDB_INDEX_IVF_PQ) {

@@ -134,31 +134,121 @@ cdb_status cdb_eng_ids_since(cdb_db *db, int64_t model_id, int64_t since, int re
     return CDB_OK;
 }
 
+/* ---- the store as an index source, streamed -----------------------------------------
+** cdb_index_build reads a training sample at increasing positions, then everything from
+** position 0 in chunks: the store's ordered iterator serves both, skipping forward
+** between sample runs and starting again for the second pass (after a first that
+** counts them). Memory: one chunk, where the build read the whole store into memory
+** before (10 GB at 10^7 512-d vectors). */
+
+typedef struct store_src {
+    cdb_db *db;
+    int64_t model_id, at; /* the iterator's next position */
+    int dim;
+    cdb_db_iter *it;
+    int64_t *skip_ids;
+    uint16_t *skip_vecs;
+} store_src;
+
+#define STORE_SKIP_CHUNK 4096
+
+static cdb_status store_src_read(void *ctx, int64_t pos, int64_t n, int64_t *ids,
+                                 uint16_t *vecs) {
+    store_src *s = ctx;
+    cdb_status rc = CDB_OK;
+    if (!s->it || pos < s->at) {
+        cdb_db_iter_free(s->it);
+        s->it = NULL;
+        s->at = 0;
+        if ((rc = cdb_db_iter_new(s->db, s->model_id, &s->it)) != CDB_OK) return rc;
+    }
+    while (s->at < pos) { /* forward to pos */
+        int got = 0, want = pos - s->at < STORE_SKIP_CHUNK ? (int)(pos - s->at)
+                                                           : STORE_SKIP_CHUNK;
+        if ((rc = cdb_db_iter_read(s->it, want, s->skip_ids, NULL, s->skip_vecs, &got)) !=
+            CDB_OK)
+            return rc;
+        if (got == 0) break;
+        s->at += got;
+    }
+    for (int64_t done = 0; s->at == pos + done && done < n;) {
+        int got = 0, want = n - done < INT32_MAX ? (int)(n - done) : INT32_MAX;
+        rc = cdb_db_iter_read(s->it, want, ids + done, NULL,
+                              vecs + (size_t)done * (size_t)s->dim, &got);
+        if (rc != CDB_OK || got == 0) break;
+        done += got;
+        s->at += got;
+    }
+    if (rc == CDB_OK && s->at != pos + n)
+        rc = cdb_seterr(CDB_BUSY, "the store changed while the index was being built "
+                                  "(%lld vectors expected): build it again",
+                        (long long)(pos + n));
+    return rc;
+}
+
+/* The vectors the iterator yields (a first pass: the catalog's count may differ from
+** what the shards hold, and the source must have exactly as many as it says). */
+static cdb_status store_src_count(store_src *s, int64_t *n) {
+    cdb_status rc = CDB_OK;
+    int got = 1;
+    *n = 0;
+    if ((rc = cdb_db_iter_new(s->db, s->model_id, &s->it)) != CDB_OK) return rc;
+    while (rc == CDB_OK && got > 0) {
+        rc = cdb_db_iter_read(s->it, STORE_SKIP_CHUNK, s->skip_ids, NULL, s->skip_vecs, &got);
+        *n += rc == CDB_OK ? got : 0;
+    }
+    cdb_db_iter_free(s->it);
+    s->it = NULL;
+    return rc;
+}
+
+cdb_status cdb_eng_store_source_open(cdb_db *db, int64_t model_id, int dim,
+                                     cdb_index_source *src) {
+    store_src *ss = calloc(1, sizeof *ss);
+    cdb_status rc;
+    memset(src, 0, sizeof *src);
+    if (!ss) return cdb_seterr(CDB_NOMEM, "index source");
+    ss->db = db, ss->model_id = model_id, ss->dim = dim;
+    ss->skip_ids = malloc(sizeof *ss->skip_ids * STORE_SKIP_CHUNK);
+    ss->skip_vecs = malloc(sizeof *ss->skip_vecs * STORE_SKIP_CHUNK * (size_t)dim);
+    src->read = store_src_read, src->ctx = ss;
+    if (!ss->skip_ids || !ss->skip_vecs) rc = cdb_seterr(CDB_NOMEM, "index source buffers");
+    else rc = store_src_count(ss, &src->n);
+    if (rc != CDB_OK) cdb_eng_store_source_close(src);
+    return rc;
+}
+
+void cdb_eng_store_source_close(cdb_index_source *src) {
+    store_src *ss = src ? src->ctx : NULL;
+    if (!ss) return;
+    cdb_db_iter_free(ss->it);
+    free(ss->skip_ids);
+    free(ss->skip_vecs);
+    free(ss);
+    src->ctx = NULL;
+}
+
 /* ---- build and refresh ------------------------------------------------------------------- */
 
 cdb_status cdb_eng_index_build(cdb_db *db, int64_t model_id, int dim, int kind,
                            eng_index_result *res) {
     char path[4096], dir[4096];
-    int64_t *ids = NULL, n = 0, gen = 0;
-    uint16_t *vecs = NULL;
+    int64_t gen = 0;
     cdb_index *ix = NULL;
     cdb_index_params p = cdb_index_params_default();
+    cdb_index_source src;
     cdb_status rc;
     int64_t t0 = cdb_now_ns();
     memset(res, 0, sizeof *res);
     p.dim = dim;
     p.kind = (cdb_index_kind)kind;
     if ((rc = cdb_db_generation(db, &gen)) != CDB_OK) return rc;
-    if ((rc = cdb_eng_read_all_vectors(db, model_id, dim, &ids, &vecs, &n, NULL)) != CDB_OK)
-        return rc;
-    if (n == 0) {
-        free(ids);
-        free(vecs);
-        return cdb_seterr(CDB_NOTFOUND, "no vectors to index yet (ingest some photos first)");
-    }
-    rc = cdb_index_build_arrays(&p, ids, vecs, n, &ix);
-    free(ids);
-    free(vecs);
+    if ((rc = cdb_eng_store_source_open(db, model_id, dim, &src)) != CDB_OK) return rc;
+    if (src.n == 0)
+        rc = cdb_seterr(CDB_NOTFOUND, "no vectors to index yet (ingest some photos first)");
+    else
+        rc = cdb_index_build(&p, &src, &ix);
+    cdb_eng_store_source_close(&src);
     if (rc != CDB_OK) return rc;
     cdb_index_set_watermark(ix, (uint64_t)gen);
     snprintf(dir, sizeof dir, "%s/index", cdb_db_dir(db));

@@ -49,7 +49,15 @@ typedef struct eng_index_result {
     char why[256];
     cdb_index_info info;
 } eng_index_result;
-/* Builds the model's index from the store and saves it (kind: cdb_index_kind). */
+/* The model's stored vectors as an index source (cdb_index_build's), read through the
+** store's ordered iterator a chunk at a time: positions are those of the iterator, which
+** a first pass counts (src->n). Reads at increasing positions skip forward; a read
+** before the last restarts the iteration. Close with cdb_eng_store_source_close. */
+cdb_status cdb_eng_store_source_open(cdb_db *db, int64_t model_id, int dim,
+                                     cdb_index_source *src /* OUT */);
+void cdb_eng_store_source_close(cdb_index_source *src);
+/* Builds the model's index from the store, streamed (cdb_eng_store_source_open), and
+** saves it (kind: cdb_index_kind). */
 cdb_status cdb_eng_index_build(cdb_db *db, int64_t model_id, int dim, int kind,
                            eng_index_result *res /* OUT */);
 /* Brings the index up to date (adds or rebuilds, as the index module decides;

@@ -6,6 +6,7 @@
 ** independent computations here (long double dots over the fp16 data, brute
 ** force), never from the code under test.
 */
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cdb_test.h"
@@ -209,6 +210,18 @@ CDB_TEST(scores_identical_across_index_types) {
     store_free(s);
 }
 
+/* One query near a random stored vector: brute force's top o->k ids into want, the
+** index's hits into hits (o->k of them, checked). */
+static void search_against_truth(cdb_test_ctx *cdb_t_, const cdb_index *ix, store *s,
+                                 const cdb_index_search_opts *o, float *q, int64_t *want,
+                                 cdb_hit *hits) {
+    int nh = 0;
+    query_from(s, (int64_t)(rng_next() % (uint64_t)s->n), q);
+    ref_topk(s, q, o->k, want);
+    CHECK_OK(cdb_index_search(ix, q, s->dim, o, hits, &nh));
+    CHECK_EQ_INT(nh, o->k);
+}
+
 /* An IVF index on a small database (400 vectors: 16 lists of 25 on average) probes
 ** every list, so the re-ranked top k is brute force's (issue 32: with 8 of 16 lists
 ** probed, brute force found a better photo in every trial). */
@@ -220,7 +233,7 @@ CDB_TEST(ivf_on_small_database_equals_brute_force) {
     cdb_index_search_opts o = cdb_index_search_opts_default();
     cdb_hit hits[10];
     float q[64];
-    int nh = 0, same = 0;
+    int same = 0;
     o.k = k, o.fetch = fetch, o.fetch_ctx = s;
     p.kind = CDB_INDEX_IVF_SQ;
     CHECK_OK(cdb_index_build_arrays(&p, s->ids, s->vecs, s->n, &ix));
@@ -232,11 +245,8 @@ CDB_TEST(ivf_on_small_database_equals_brute_force) {
     }
     for (int t = 0; t < n_q; t++) {
         int64_t want[10];
-        query_from(s, (int64_t)(rng_next() % (uint64_t)s->n), q);
-        ref_topk(s, q, k, want);
-        CHECK_OK(cdb_index_search(ix, q, dim, &o, hits, &nh));
-        CHECK_EQ_INT(nh, k);
-        for (int i = 0; i < nh && i < k; i++) {
+        search_against_truth(cdb_t_, ix, s, &o, q, want, hits);
+        for (int i = 0; i < k; i++) {
             /* the same scores (an id may trade places with a tie) */
             CHECK_NEAR(hits[i].score, ref_score(s, pos_of(s, want[i]), q), 1e-6);
             same += hits[i].id == want[i];
@@ -623,9 +633,223 @@ CDB_TEST(filtered_search_is_top_k_of_the_set) {
     store_free(s);
 }
 
+/* ---- issue 29: IVF over an HNSW coarse quantizer, lists on disk, parts merged ---- */
+
+static cdb_status src_read(void *ctx, int64_t pos, int64_t n, int64_t *ids, uint16_t *vecs) {
+    const store *s = ctx;
+    memcpy(ids, s->ids + pos, (size_t)n * sizeof *ids);
+    memcpy(vecs, s->vecs + (size_t)pos * s->dim, (size_t)n * s->dim * 2);
+    return CDB_OK;
+}
+
+/* A source over s's positions [lo, hi): the store's own bytes, through a view that
+** starts at lo. */
+typedef struct range_src { store view; } range_src;
+
+static cdb_index_source source_range(const store *s, int64_t lo, int64_t hi, range_src *r) {
+    cdb_index_source src;
+    r->view = *s;
+    r->view.ids = s->ids + lo;
+    r->view.vecs = s->vecs + (size_t)lo * s->dim;
+    r->view.n = hi - lo;
+    src.n = hi - lo, src.read = src_read, src.ctx = &r->view;
+    return src;
+}
+
+/* Searches a and b for the same n_q queries: the same hits, ids and score bits. */
+static void same_hits(cdb_test_ctx *cdb_t_, const cdb_index *a, const cdb_index *b, store *s,
+                      int n_q, int *compared) {
+    cdb_index_search_opts o = cdb_index_search_opts_default();
+    cdb_hit ha[10], hb[10];
+    float q[64];
+    int na, nb;
+    o.k = 10, o.fetch = fetch, o.fetch_ctx = s;
+    for (int t = 0; t < n_q; t++) {
+        query_from(s, (int64_t)(t * 7919 % s->n), q);
+        CHECK_OK(cdb_index_search(a, q, s->dim, &o, ha, &na));
+        CHECK_OK(cdb_index_search(b, q, s->dim, &o, hb, &nb));
+        CHECK_EQ_INT(na, nb);
+        for (int i = 0; i < na && i < nb; i++) {
+            CHECK_MSG(ha[i].id == hb[i].id && ha[i].score == hb[i].score,
+                      "query %d hit %d: %lld %.9g vs %lld %.9g", t, i, (long long)ha[i].id,
+                      ha[i].score, (long long)hb[i].id, hb[i].score);
+            (*compared)++;
+        }
+    }
+}
+
+CDB_TEST(plan_ivf_hnsw_pq_for_large_n) {
+    cdb_index_params p = params_for(512);
+    cdb_index_info in;
+    p.mem_budget_bytes = (size_t)8 << 30;
+    CHECK_OK(cdb_index_plan(10000000, &p, &in));
+    CHECK_EQ_INT(in.kind, CDB_INDEX_IVF_HNSW_PQ);
+    CHECK_EQ_STR(cdb_index_kind_name(in.kind), "ivf-hnsw-pq");
+    CHECK(strstr(in.factory, "_HNSW32,PQ64") != NULL);
+    CHECK(in.nlist >= 8192 && in.nlist <= 65536);
+    /* training bounded: the sample's fp32 copy stays well under 1 GB at 10^7 */
+    CHECK(in.n_train * 512 * 4 < (int64_t)1 << 30);
+    CHECK(in.est_bytes < (size_t)1 << 30); /* codes + ids: 72 bytes a vector */
+    CHECK_OK(cdb_index_plan(1000000, &p, &in));
+    CHECK_EQ_INT(in.kind, CDB_INDEX_IVF_PQ);
+    p.kind = CDB_INDEX_IVF_HNSW_PQ; /* forced at any size */
+    CHECK_OK(cdb_index_plan(1000000, &p, &in));
+    CHECK_EQ_INT(in.kind, CDB_INDEX_IVF_HNSW_PQ);
+    p.kind = CDB_INDEX_CUSTOM; /* needs a factory */
+    CHECK_RC(cdb_index_plan(1000000, &p, &in), CDB_INVALID);
+}
+
+/* Recall against brute force, and every score the exact one of the stored vector. */
+CDB_TEST(ivf_hnsw_pq_against_brute_force) {
+    const int dim = 64, k = 10, n_q = 30;
+    int found = 0;
+    float q[64];
+    cdb_hit hits[10];
+    cdb_index_info in;
+    store *s = store_make(20000, dim, 1000, 0.5); /* PQ8 cannot rank 500 near-twins */
+    cdb_index_params p = params_for(dim);
+    cdb_index_search_opts o = cdb_index_search_opts_default();
+    cdb_index *ix = NULL;
+    p.kind = CDB_INDEX_IVF_HNSW_PQ;
+    CHECK_OK(cdb_index_build_arrays(&p, s->ids, s->vecs, s->n, &ix));
+    o.k = k, o.fetch = fetch, o.fetch_ctx = s;
+    cdb_index_get_info(ix, &in);
+    CHECK_EQ_INT(in.kind, CDB_INDEX_IVF_HNSW_PQ);
+    CHECK_EQ_INT(in.n_indexed, s->n);
+    CHECK(in.nprobe < in.nlist); /* approximate: not every list is probed */
+    for (int t = 0; t < n_q; t++) {
+        int64_t want[10];
+        search_against_truth(cdb_t_, ix, s, &o, q, want, hits);
+        for (int i = 0; i < k; i++) {
+            int64_t pos = pos_of(s, hits[i].id);
+            CHECK(pos >= 0);
+            CHECK_NEAR(hits[i].score, ref_score(s, pos, q), 1e-6);
+            for (int j = 0; j < k; j++) found += hits[i].id == want[j];
+        }
+    }
+    CHECK_MSG(found >= 0.95 * n_q * k, "recall@10 %.3f", found / (double)(n_q * k));
+    cdb_index_free(ix);
+    store_free(s);
+}
+
+static long file_size(const char *path) {
+    struct stat sb;
+    return stat(path, &sb) == 0 ? (long)sb.st_size : -1;
+}
+
+/* Lists moved to a file: the same hits before and after, and after the index is
+** saved, freed and loaded again (the loaded index maps the lists file); the index
+** file no longer carries the codes. */
+CDB_TEST(ondisk_lists_reopened_after_close) {
+    const int dim = 64;
+    store *s = store_make(12000, dim, 30, 0.5);
+    cdb_index *ix = NULL, *ram = NULL, *ld = NULL;
+    cdb_index_params p = params_for(dim);
+    char dir[] = "/tmp/cdb_index_odXXXXXX", idx[256], lists[256], idx_ram[256];
+    int compared = 0;
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(idx, sizeof idx, "%s/model.cdbidx", dir);
+    snprintf(idx_ram, sizeof idx_ram, "%s/ram.cdbidx", dir);
+    snprintf(lists, sizeof lists, "%s/model.ivfdata", dir);
+    p.kind = CDB_INDEX_IVF_HNSW_PQ;
+    CHECK_OK(cdb_index_build_arrays(&p, s->ids, s->vecs, s->n, &ix));
+    CHECK_OK(cdb_index_build_arrays(&p, s->ids, s->vecs, s->n, &ram));
+    CHECK_OK(cdb_index_save(ram, idx_ram));
+    CHECK(!cdb_index_on_disk(ix));
+    CHECK_OK(cdb_index_lists_to_disk(ix, lists));
+    CHECK(cdb_index_on_disk(ix));
+    CHECK_RC(cdb_index_lists_to_disk(ix, lists), CDB_INVALID);
+    same_hits(cdb_t_, ix, ram, s, 20, &compared);
+    if (cdb_t_->failed) return;
+    CHECK_OK(cdb_index_save(ix, idx));
+    cdb_index_free(ix), ix = NULL;
+    CHECK_OK(cdb_index_load(idx, &ld));
+    CHECK(cdb_index_on_disk(ld));
+    CHECK_EQ_INT(cdb_index_count(ld), s->n);
+    same_hits(cdb_t_, ld, ram, s, 20, &compared);
+    CHECK(compared == 400);
+    /* 12,000 PQ8 codes + ids (192 KB) are in the lists file, not in the index file */
+    CHECK(file_size(lists) >= (long)s->n * (8 + 8));
+    CHECK_MSG(file_size(idx) <= file_size(idx_ram) - (long)s->n * (8 + 8) * 9 / 10,
+              "index file %ld bytes, in-RAM one %ld", file_size(idx), file_size(idx_ram));
+    { /* a flat index has no lists to move */
+        cdb_index *flat = NULL;
+        cdb_index_params pf = params_for(dim);
+        pf.kind = CDB_INDEX_FLAT;
+        CHECK_OK(cdb_index_build_arrays(&pf, s->ids, s->vecs, 100, &flat));
+        CHECK_RC(cdb_index_lists_to_disk(flat, lists), CDB_UNSUPPORTED);
+        cdb_index_free(flat);
+    }
+    cdb_index_free(ld), cdb_index_free(ram);
+    unlink(idx), unlink(idx_ram), unlink(lists);
+    rmdir(dir);
+    store_free(s);
+}
+
+/* Parts added to copies of one trained index and merged give the index a single add
+** gives: the same ids covered and the same hits, lists in memory or on disk; a part
+** trained elsewhere is refused. */
+CDB_TEST(merge_of_parts_equals_single_build) {
+    const int dim = 64;
+    store *s = store_make(9000, dim, 30, 0.5);
+    cdb_index *trained = NULL, *single = NULL, *merged = NULL, *ondisk = NULL, *other = NULL;
+    cdb_index *stray = NULL, *dst = NULL;
+    cdb_index_params p = params_for(dim);
+    range_src r_all, r[3];
+    cdb_index_source all = source_range(s, 0, s->n, &r_all), parts[3];
+    const int64_t cut[4] = {0, 2000, 6500, 9000};
+    char dir[] = "/tmp/cdb_index_mgXXXXXX", lists[256];
+    int compared = 0;
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(lists, sizeof lists, "%s/merged.ivfdata", dir);
+    for (int i = 0; i < 3; i++) parts[i] = source_range(s, cut[i], cut[i + 1], &r[i]);
+    p.kind = CDB_INDEX_IVF_HNSW_PQ;
+    CHECK_OK(cdb_index_new(&p, s->n, &trained));
+    CHECK_OK(cdb_index_train_source(trained, &all));
+    CHECK_EQ_INT(cdb_index_count(trained), 0);
+    CHECK_OK(cdb_index_clone_empty(trained, &single));
+    CHECK_OK(cdb_index_add_source(single, &all));
+    CHECK_OK(cdb_index_build_parts(trained, parts, 3, NULL, &merged));
+    CHECK_OK(cdb_index_build_parts(trained, parts, 3, lists, &ondisk));
+    CHECK(cdb_index_on_disk(ondisk) && !cdb_index_on_disk(merged));
+    CHECK_EQ_INT(cdb_index_count(merged), s->n);
+    CHECK_EQ_INT(cdb_index_count(ondisk), s->n);
+    for (int64_t i = 0; i < s->n; i++)
+        CHECK(cdb_index_covers(merged, s->ids[i]) && cdb_index_covers(ondisk, s->ids[i]));
+    {
+        cdb_index_info a, b;
+        cdb_index_get_info(single, &a);
+        cdb_index_get_info(merged, &b);
+        CHECK_EQ_INT(a.n_indexed, b.n_indexed);
+        CHECK_EQ_INT(a.nprobe, b.nprobe);
+    }
+    same_hits(cdb_t_, single, merged, s, 40, &compared);
+    same_hits(cdb_t_, single, ondisk, s, 40, &compared);
+    CHECK(compared == 800);
+    /* a part from an index trained on other vectors has other centroids: refused */
+    p.kind = CDB_INDEX_IVF_HNSW_PQ;
+    {
+        range_src rr;
+        cdb_index_source half = source_range(s, 0, 4500, &rr);
+        CHECK_OK(cdb_index_new(&p, 4500, &other));
+        CHECK_OK(cdb_index_train_source(other, &half));
+        CHECK_OK(cdb_index_clone_empty(other, &stray));
+        CHECK_OK(cdb_index_add_source(stray, &half));
+        CHECK_OK(cdb_index_clone_empty(trained, &dst));
+        CHECK(cdb_index_merge(dst, &stray, 1, NULL) != CDB_OK);
+    }
+    cdb_index_free(trained), cdb_index_free(single), cdb_index_free(merged);
+    cdb_index_free(ondisk), cdb_index_free(other), cdb_index_free(stray), cdb_index_free(dst);
+    unlink(lists);
+    rmdir(dir);
+    store_free(s);
+}
+
 CDB_TEST_MAIN(filtered_search_is_top_k_of_the_set, plan_automatic_choice,
               scores_identical_across_index_types,
               ivf_on_small_database_equals_brute_force,
               train_needs_enough_vectors, freshness_uncovered_deleted_changed, persist_atomic_roundtrip,
               query_refuses_nan_inf_and_checks_dims, query_combine_weighted, refresh_policy,
-              exact_search_multi_query_threads)
+              exact_search_multi_query_threads, plan_ivf_hnsw_pq_for_large_n,
+              ivf_hnsw_pq_against_brute_force, ondisk_lists_reopened_after_close,
+              merge_of_parts_equals_single_build)

@@ -1,0 +1,1 @@
+add_dependencies(bench_reindex clipdb)  # it runs the clipdb program as a whole process

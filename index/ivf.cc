@@ -1,0 +1,166 @@
+/*
+** ivf.cc: what index/ needs from FAISS's C++ API that its C API lacks, behind the C
+** functions declared in index_int.h (the cdb_ivf_* group): the k-means settings of an
+** IVF index's training, its inverted lists moved to an OnDiskInvertedLists file (mmapped
+** when the index is read back), the merge of several parts' inverted lists into one
+** index (IndexIVF::merge_from in memory, OnDiskInvertedLists::merge_from on disk), and
+** copies of an index. The second C++ file in clipdb's own code, for the
+** same reason as encoder/tok_spm.cc: no C equivalent exists.
+**
+** A FaissIndex* of the C API is a faiss::Index* (the C API's casts are reinterpret
+** casts). Every FAISS call is inside a try block: no C++ exception crosses into C; a
+** failure is a cdb_status with FAISS's message.
+*/
+#include "index/index_int.h"
+
+#include <faiss/Clustering.h>
+#include <faiss/IVFlib.h>
+#include <faiss/IndexIVF.h>
+#include <faiss/clone_index.h>
+#include <faiss/invlists/OnDiskInvertedLists.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <exception>
+#include <new>
+#include <vector>
+
+namespace {
+
+faiss::IndexIVF *ivf_of(FaissIndex *fx) {
+    return faiss::ivflib::try_extract_index_ivf(reinterpret_cast<faiss::Index *>(fx));
+}
+
+/* An IVF index inside a pre-transform (OPQ) counts its vectors twice: the wrapper
+** follows the IVF index's count. */
+void sync_ntotal(FaissIndex *fx) {
+    faiss::Index *top = reinterpret_cast<faiss::Index *>(fx);
+    faiss::IndexIVF *ivf = faiss::ivflib::try_extract_index_ivf(top);
+    if (ivf && top != ivf) top->ntotal = ivf->ntotal;
+}
+
+/* OnDiskInvertedLists says "creating file ..." / "resizing ... to N bytes" with printf
+** at every resize, and a library must not write to stdout (a `--json` answer would
+** carry it): fd 1 points at /dev/null for the life of this guard. Not for threads
+** that print meanwhile; index/ writes lists only from the building thread. */
+struct quiet_stdout {
+    int saved = -1;
+    quiet_stdout() {
+        int null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+        std::fflush(stdout);
+        if (null_fd < 0) return;
+        if ((saved = dup(STDOUT_FILENO)) >= 0 && dup2(null_fd, STDOUT_FILENO) < 0) {
+            close(saved);
+            saved = -1;
+        }
+        close(null_fd);
+    }
+    ~quiet_stdout() {
+        if (saved < 0) return;
+        std::fflush(stdout);
+        dup2(saved, STDOUT_FILENO);
+        close(saved);
+    }
+};
+
+cdb_status fail(const char *what, const std::exception &e) {
+    if (dynamic_cast<const std::bad_alloc *>(&e))
+        return cdb_seterr(CDB_NOMEM, "faiss: %s: out of memory", what);
+    return cdb_seterr(CDB_ERROR, "faiss: %s failed: %s", what, e.what());
+}
+
+} // namespace
+
+extern "C" cdb_status cdb_ivf_set_training_(FaissIndex *fx, int niter, int min_per_centroid) {
+    faiss::IndexIVF *ivf = ivf_of(fx);
+    if (!ivf) return cdb_seterr(CDB_INVALID, "not an IVF index");
+    if (niter > 0) ivf->cp.niter = niter;
+    if (min_per_centroid > 0) ivf->cp.min_points_per_centroid = min_per_centroid;
+    return CDB_OK;
+}
+
+extern "C" int cdb_ivf_is_ivf_(FaissIndex *fx) { return ivf_of(fx) != nullptr; }
+
+extern "C" int cdb_ivf_is_ondisk_(FaissIndex *fx) {
+    faiss::IndexIVF *ivf = ivf_of(fx);
+    return ivf && dynamic_cast<faiss::OnDiskInvertedLists *>(ivf->invlists) != nullptr;
+}
+
+extern "C" cdb_status cdb_ivf_clone_(FaissIndex *fx, FaissIndex **out) {
+    *out = nullptr;
+    try {
+        *out = reinterpret_cast<FaissIndex *>(
+            faiss::clone_index(reinterpret_cast<faiss::Index *>(fx)));
+    } catch (const std::exception &e) {
+        return fail("clone_index", e);
+    }
+    return CDB_OK;
+}
+
+extern "C" cdb_status cdb_ivf_merge_(FaissIndex *dst, FaissIndex *const *parts, int n_parts,
+                                     const char *lists_path) {
+    faiss::IndexIVF *d = ivf_of(dst);
+    std::vector<const faiss::InvertedLists *> ils;
+    if (!d) return cdb_seterr(CDB_INVALID, "merge: the destination is not an IVF index");
+    try {
+        for (int i = 0; i < n_parts; i++) {
+            faiss::IndexIVF *p = ivf_of(parts[i]);
+            if (!p) return cdb_seterr(CDB_INVALID, "merge: part %d is not an IVF index", i);
+            d->check_compatible_for_merge(*p);
+            ils.push_back(p->invlists);
+        }
+        if (!lists_path) { /* in memory: each part's entries move into dst's lists */
+            for (int i = 0; i < n_parts; i++) {
+                d->merge_from(*ivf_of(parts[i]), 0);
+                sync_ntotal(parts[i]);
+            }
+            sync_ntotal(dst);
+            return CDB_OK;
+        }
+        /* On disk: one file holding dst's lists and every part's, list by list. */
+        quiet_stdout quiet;
+        ils.insert(ils.begin(), d->invlists);
+        auto *od = new faiss::OnDiskInvertedLists(d->nlist, d->code_size, lists_path);
+        size_t ntotal = 0;
+        try {
+            ntotal = od->merge_from(ils.data(), (int)ils.size());
+        } catch (...) {
+            delete od;
+            throw;
+        }
+        d->replace_invlists(od, true);
+        d->ntotal = (faiss::Index::idx_t)ntotal;
+        for (int i = 0; i < n_parts; i++) { /* the parts' entries now live in the file */
+            faiss::IndexIVF *p = ivf_of(parts[i]);
+            p->invlists->reset();
+            p->ntotal = 0;
+            sync_ntotal(parts[i]);
+        }
+        sync_ntotal(dst);
+    } catch (const std::exception &e) {
+        return fail("merge of inverted lists", e);
+    }
+    return CDB_OK;
+}
+
+extern "C" cdb_status cdb_ivf_to_ondisk_(FaissIndex *fx, const char *lists_path) {
+    faiss::IndexIVF *d = ivf_of(fx);
+    if (!d) return cdb_seterr(CDB_UNSUPPORTED, "on-disk lists need an IVF index");
+    try {
+        quiet_stdout quiet;
+        auto *od = new faiss::OnDiskInvertedLists(d->nlist, d->code_size, lists_path);
+        const faiss::InvertedLists *one = d->invlists;
+        try {
+            od->merge_from(&one, 1);
+        } catch (...) {
+            delete od;
+            throw;
+        }
+        d->replace_invlists(od, true);
+    } catch (const std::exception &e) {
+        return fail("moving the inverted lists to disk", e);
+    }
+    return CDB_OK;
+}
