@@ -49,14 +49,19 @@ static inline int bench_clipdb_run(const char *const *args, int show, double *ms
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+/* The state of bench_rnd_normal (xorshift64*): save and restore it to draw the same
+** vectors again. */
+static uint64_t bench_rng = 0x9E3779B97F4A7C15ULL;
+
 /* A standard normal draw (Box-Muller over xorshift64*): random vector components. */
 static inline float bench_rnd_normal(void) {
-    static uint64_t g_rng = 0x9E3779B97F4A7C15ULL;
+    uint64_t g_rng = bench_rng;
     double u1, u2;
     g_rng ^= g_rng >> 12, g_rng ^= g_rng << 25, g_rng ^= g_rng >> 27;
     u1 = ((double)((g_rng * 2685821657736338717ULL) >> 11) + 1.0) / 9007199254740993.0;
     g_rng ^= g_rng >> 12, g_rng ^= g_rng << 25, g_rng ^= g_rng >> 27;
     u2 = (double)((g_rng * 2685821657736338717ULL) >> 11) / 9007199254740992.0;
+    bench_rng = g_rng;
     return (float)(sqrt(-2.0 * log(u1)) * cos(2 * M_PI * u2));
 }
 

@@ -26,35 +26,7 @@
 #include "cli/cli_run.h"
 #include "engine/engine.h"
 
-#define CLIPDB CDB_BINARY_DIR "/clipdb"
 #define MAX_PARTS 16
-
-static int run(const char *const *args) {
-    int status = 0;
-    pid_t pid = fork();
-    if (pid == 0) {
-        const char *argv[16];
-        int n = 0, fd = open("/dev/null", O_WRONLY);
-        dup2(fd, 1);
-        argv[n++] = CLIPDB;
-        for (int i = 0; args[i] && n < 15; i++) argv[n++] = args[i];
-        argv[n] = NULL;
-        execv(CLIPDB, (char *const *)argv);
-        _exit(127);
-    }
-    if (pid < 0 || waitpid(pid, &status, 0) < 0) return -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-static uint64_t g_rng = 0x9E3779B97F4A7C15ULL;
-static float rnd_normal(void) { /* Box-Muller over xorshift64* */
-    double u1, u2;
-    g_rng ^= g_rng >> 12, g_rng ^= g_rng << 25, g_rng ^= g_rng >> 27;
-    u1 = ((double)((g_rng * 2685821657736338717ULL) >> 11) + 1.0) / 9007199254740993.0;
-    g_rng ^= g_rng >> 12, g_rng ^= g_rng << 25, g_rng ^= g_rng >> 27;
-    u2 = (double)((g_rng * 2685821657736338717ULL) >> 11) / 9007199254740992.0;
-    return (float)(sqrt(-2.0 * log(u1)) * cos(2 * M_PI * u2));
-}
 
 static int cmp_d(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -132,24 +104,27 @@ int main(int argc, char **argv) {
         return 2;
     }
     for (int i = 0; i <= parts; i++) {
-        uint64_t seed = g_rng;
+        uint64_t seed = bench_rng;
         snprintf(dirs[i], sizeof dirs[i], "%s/%s%d", tmp, i ? "part" : "all", i);
-        if (run((const char *[]){"init", "--db", dirs[i], "--model", model, "-q", NULL}) != 0)
+        if (bench_clipdb_run((const char *[]){"init", "--db", dirs[i], "--model", model, "-q",
+                                              NULL},
+                             0, NULL) != 0)
             goto done;
         if (i == 0) { /* all: the parts' vectors, drawn again from the same seed */
-            if (bench_db_fill(dirs[0], n, NULL, rnd_normal, "bench_search_many")) goto done;
-            g_rng = seed;
-        } else if (bench_db_fill(dirs[i], n / parts, NULL, rnd_normal, "bench_search_many")) {
+            if (bench_db_fill(dirs[0], n, NULL, bench_rnd_normal, "bench_search_many")) goto done;
+            bench_rng = seed;
+        } else if (bench_db_fill(dirs[i], n / parts, NULL, bench_rnd_normal, "bench_search_many")) {
             goto done;
         }
     }
     if (!(q = malloc(sizeof *q * (size_t)(runs * dim)))) goto done;
-    for (long i = 0; i < runs * dim; i++) q[i] = rnd_normal();
+    for (long i = 0; i < runs * dim; i++) q[i] = bench_rnd_normal();
     printf("bench_search_many: %ld vectors (dim %d), %ld databases of %ld, k 10, %ld queries\n",
            n, dim, parts, n / parts, runs);
     if (bench("exact", dirs, (int)parts, q, dim, (int)runs)) goto free_q;
     for (int i = 0; i <= parts; i++)
-        if (run((const char *[]){"index", "build", "--db", dirs[i], "-q", NULL}) != 0)
+        if (bench_clipdb_run((const char *[]){"index", "build", "--db", dirs[i], "-q", NULL}, 0,
+                             NULL) != 0)
             goto free_q;
     if (bench("indexed", dirs, (int)parts, q, dim, (int)runs)) goto free_q;
     rc = 0;
