@@ -785,10 +785,13 @@ typedef struct cdb_engine_folder {
     int64_t scanned_ns;    /* wall clock of the last scan; 0: never */
     /* The rules the root keeps (ingest --exclude: "exclude", a forgotten subfolder:
     ** "forgotten"), each "kind\tbase\tpattern" (base: the folder below which it applies,
-    ** relative to the root, "" for the root); heap, freed by cdb_engine_folders_free.
-    ** .clipdbignore files are in the folders themselves, not listed here. */
+    ** relative to the root, "" for the root); heap, freed by cdb_engine_folders_free. */
     char **excludes;
     int n_excludes;
+    /* The .clipdbignore files the root's last scans met (their rules live in the files
+    ** themselves): absolute paths, byte order; heap, freed by cdb_engine_folders_free. */
+    char **ignore_files;
+    int n_ignore_files;
 } cdb_engine_folder;
 /* The recorded roots in id order. *out: cdb_engine_folders_free. Concurrent calls OK. */
 cdb_status cdb_engine_folders(cdb_engine *e, cdb_engine_folder **out /* OUT */,
@@ -822,14 +825,26 @@ typedef struct cdb_engine_forget_report {
     int64_t files, bytes_freed;
     int index_refresh_failed; /* a model's index could not be refreshed (warned):
                                  searches stay correct, 'index build' rebuilds it */
-    char container[4096];  /* E_PART_OF_ROOT: the folder root that holds the path */
+    char container[4096];  /* E_PART_OF_ROOT, or subfolder: the folder root that holds
+                              the path */
     int already;           /* 1: the path was forgotten before (nothing left to do) */
+    int subfolder;         /* 1: path was a folder inside the root `container`, now left
+                              out of it (roots[0] is path) */
+    char left_out_by[4096]; /* already, for a folder inside a root: the forgotten folder at
+                               or above it ("" when an `ingest --exclude` rule covers it) */
 } cdb_engine_forget_report;
 /* Removes the root at path, or every root inside it (path: a recorded folder or file;
 ** an unmounted one is matched by its absolute path), with their files, vectors and
-** thumbnails, gives the space back and refreshes the indexes. Writer. Rerunnable: a
-** forget killed at any moment is finished by the next writer that opens the database,
-** and the same forget again returns CDB_OK with out->already. E_NOT_A_ROOT,
+** thumbnails, gives the space back and refreshes the indexes. A folder inside a folder
+** root (path's real path: a trailing '/', "..", or a symlink to it are resolved first)
+** is left out of it instead: recorded as an exclusion of the root (cdb_engine_folders;
+** reindex and ingest of the root skip it, `ingest` of that folder itself brings it
+** back), its files, vectors, metadata and thumbnails removed (out->subfolder). It must
+** be a folder on the disk or hold recorded files (else E_NOT_A_ROOT); a file inside a
+** root is refused (E_PART_OF_ROOT); a folder left out already (by a forgotten folder
+** at or above it, or an --exclude rule) is out->already. Writer. Rerunnable: a forget
+** killed at any moment is finished by the next writer that opens the database, and
+** the same forget again returns CDB_OK with out->already. E_NOT_A_ROOT,
 ** E_PART_OF_ROOT (out->container). *out: cdb_engine_forget_report_free. */
 cdb_status cdb_engine_forget(cdb_engine *e, const char *path,
                              cdb_engine_forget_report *out /* OUT */);

@@ -84,8 +84,24 @@ cdb_status cdb_eng_encode_texts(eng_model *mod, const char *const *texts, int n,
 /* ---- photo metadata (photos.c): the row ingest stores from the bytes it read, the
 ** filter from what users type, the capture time as text ------------------------------ */
 
-/* The catalog row of file_id (content hash) for the metadata m read from its bytes. */
-void cdb_eng_photo_row(const cdb_photo_meta *m, int64_t file_id,
+/* A photo's perceptual hash as `duplicates` and search's collapsing compare it (has 0:
+** not computed), with the format and full oriented size of the decode it came from. */
+typedef struct eng_phash {
+    int has;
+    uint64_t hash;    /* cdb_image_phash */
+    int format;       /* cdb_dupes_format's values: 0 RAW, 1 JPEG/HEIF/TIFF, 2 other */
+    int width, height;
+} eng_phash;
+/* The one way a phash is made: a fast decode to 64 pixels (a JPEG scaled in the DCT
+** domain, a RAW's preview) with EXIF orientation, then cdb_image_phash; every stored and
+** every computed phash comes from here, so a cached one equals a fresh one. cheap_only:
+** only for JPEG bytes (a fraction of a full decode; ingest), else out->has stays 0. 0,
+** or -1 when the bytes cannot be decoded (out->has 0). */
+int cdb_eng_phash_of(const unsigned char *buf, size_t n, int cheap_only, eng_phash *out);
+
+/* The catalog row of file_id (content hash) for the metadata m read from its bytes and
+** its phash (NULL or ph->has 0: not computed). */
+void cdb_eng_photo_row(const cdb_photo_meta *m, const eng_phash *ph, int64_t file_id,
                        const uint8_t hash[CDB_DB_HASH_BYTES], cdb_db_photo *out /* OUT */);
 
 /* The filter from its texts (NULL or "": not set): after and before as ISO 8601,
