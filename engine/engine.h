@@ -327,6 +327,12 @@ typedef struct cdb_engine_search_params {
     const char *camera;       /* a case-insensitive substring of the make or the model */
     const char *near;         /* "LAT,LON,KM" */
     int has_gps;              /* 1: only photos with a position */
+    /* Appended: 1 collapses copies (the exact and near groups of cdb_engine_duplicates,
+    ** decided from what the catalog keeps) into one hit, the best-ranked of its group
+    ** that passes the filters, with the group's other files in copies; k and offset then
+    ** count groups (more hits are fetched when collapsing removes some), one ordering
+    ** for every page. 0 (the default here; the CLI and server turn it on): every hit. */
+    int collapse;
 } cdb_engine_search_params;
 cdb_engine_search_params cdb_engine_search_params_default(void);
 
@@ -368,6 +374,10 @@ typedef struct cdb_engine_hit {
     float probability;
     /* Appended: the photo's metadata (docs/images.md "Metadata"). */
     cdb_engine_photo photo;
+    /* Appended: with collapse, the other files of its copy group (heap, n_copies ids,
+    ** ascending; freed with the result); NULL and 0 otherwise. */
+    int64_t *copies;
+    int n_copies;
 } cdb_engine_hit;
 
 typedef struct cdb_engine_result {
@@ -764,9 +774,10 @@ typedef struct cdb_engine_dups {
     int64_t n_unreadable;         /* of those, files that could not be read or decoded now */
 } cdb_engine_dups;
 /* The duplicate groups of the library (kind: a cdb_dupes_kind, or -1 for all), as
-** dupes.h defines them, from the default model's vectors and each photo's bytes: read
-** once per call through cdb_engine_file_open (content hash, metadata) and decoded
-** cheaply (phash). Cost: a read of every photo and a reduced decode (JPEG at 1/8).
+** dupes.h defines them, from the default model's vectors and each photo's content hash,
+** metadata and phash: the catalog's (photo_meta, schema 9) when the file on disk has the
+** recorded size and mtime (no open), else read through cdb_engine_file_open and decoded
+** cheaply (JPEG at 1/8); a changed file is refused there (counted unreadable).
 ** Never deletes or changes anything; a reader suffices. *out: cdb_engine_dups_free. */
 cdb_status cdb_engine_duplicates(cdb_engine *e, int kind, cdb_engine_dups *out /* OUT */);
 void cdb_engine_dups_free(cdb_engine_dups *d); /* NULL is fine; zeroes *d */

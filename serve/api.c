@@ -4,15 +4,17 @@
 ** --json` prints for the same query.
 **
 **   GET  /api/search?q=QUERY&k=&offset=&min_score=&under=&sort=   (also text=, image_id=,
-**                      taken_after=, taken_before=, camera=, near=, has_gps=)
+**                      taken_after=, taken_before=, camera=, near=, has_gps=,
+**                      collapse=1|0: copies as one hit, the default, or every hit)
 **   POST /api/search  {"query" | "text" | "image_id" | "image" (base64), "k", "offset",
 **                      "min_score", "under", "sort", "taken_after", "taken_before",
-**                      "camera", "near", "has_gps"}
+**                      "camera", "near", "has_gps", "collapse"}
 **     -> {"model", "took_ms", "count", "offset", "generation",
 **         "results": [{"id", "path", "score", ["probability",] "width", "height", "mtime", "size",
 **                      "thumb": "/api/thumb/ID", "file": "/api/file/ID",
 **                      "preview": "/api/preview/ID", "browser_shows", "taken",
-**                      "taken_source", ["make", "model", "lens", "lat", "lon", "alt"]}]}
+**                      "taken_source", ["make", "model", "lens", "lat", "lon", "alt"],
+**                      with collapse: "duplicates": N, "copies": [ids]}]}
 **   GET  /api/thumb/ID   the JPEG thumbnail (ETag; 304 when unchanged)
 **   GET  /api/preview/ID a JPEG of the photo, long side <= 2048, for the viewer of
 **                        what browsers do not show (HEIC, TIFF, RAW; browser_shows
@@ -181,6 +183,19 @@ static int set_filters(search_req *s, const char *after, const char *before, con
     return 0;
 }
 
+/* collapse: "1"/"true" (the default: copies are one hit) or "0"/"false". Returns 0, or
+** fills o with the 400. */
+static int set_collapse(search_req *s, const char *v, srv_resp *o) {
+    s->p.collapse = 1;
+    if (!v || !*v || !strcmp(v, "1") || !strcmp(v, "true")) return 0;
+    if (!strcmp(v, "0") || !strcmp(v, "false")) {
+        s->p.collapse = 0;
+        return 0;
+    }
+    cdb_srv_error(o, 400, "bad_request", "collapse must be 1 or 0 (true or false)");
+    return -1;
+}
+
 static int search_from_args(srv_ctx *c, const srv_req *r, search_req *s, srv_resp *o) {
     const char *q = cdb_srv_arg(r, "q"), *text = cdb_srv_arg(r, "text"),
                *like = cdb_srv_arg(r, "image_id");
@@ -189,7 +204,8 @@ static int search_from_args(srv_ctx *c, const srv_req *r, search_req *s, srv_res
                    cdb_srv_arg(r, "under"), cdb_srv_arg(r, "sort"), o) ||
         set_filters(s, cdb_srv_arg(r, "taken_after"), cdb_srv_arg(r, "taken_before"),
                     cdb_srv_arg(r, "camera"), cdb_srv_arg(r, "near"), cdb_srv_arg(r, "has_gps"),
-                    o))
+                    o) ||
+        set_collapse(s, cdb_srv_arg(r, "collapse"), o))
         return -1;
     if (q && text) {
         cdb_srv_error(o, 400, "bad_request", "give q (the query language) or text, not both");
@@ -254,14 +270,23 @@ static int search_from_json(srv_ctx *c, const srv_req *r, search_req *s, srv_res
         if (!json_is_boolean(v)) bad = 1;
         else gps = json_is_true(v) ? "true" : "false";
     }
+    const char *collapse = NULL;
+    if ((v = json_object_get(doc, "collapse")) && !json_is_null(v)) {
+        if (json_is_boolean(v)) collapse = json_is_true(v) ? "1" : "0";
+        else if (json_is_integer(v) && (json_integer_value(v) & ~1) == 0)
+            collapse = json_integer_value(v) ? "1" : "0";
+        else bad = 1;
+    }
     if (bad) {
         cdb_srv_error(o, 400, "bad_request",
                       "k, offset and min_score are numbers; under, sort, taken_after, "
-                      "taken_before, camera and near strings; has_gps true or false");
+                      "taken_before, camera and near strings; has_gps and collapse true or "
+                      "false");
         return -1;
     }
     if (set_paging(c, s, k, off, ms, under, sort, o) ||
-        set_filters(s, text[0], text[1], text[2], text[3], gps, o))
+        set_filters(s, text[0], text[1], text[2], text[3], gps, o) ||
+        set_collapse(s, collapse, o))
         return -1;
     {
         json_t *q = json_object_get(doc, "query"), *t = json_object_get(doc, "text");
@@ -352,7 +377,7 @@ static void photo_json(json_t *x, const cdb_engine_photo *p) {
     if (p->has_alt) json_object_set_new(x, "alt", json_real(p->alt));
 }
 
-static json_t *hit_json(const cdb_engine_hit *h, int has_probability) {
+static json_t *hit_json(const cdb_engine_hit *h, int has_probability, int collapsed) {
     json_t *x = json_object();
     char url[64];
     json_object_set_new(x, "id", json_integer(h->id));
@@ -371,6 +396,13 @@ static json_t *hit_json(const cdb_engine_hit *h, int has_probability) {
     json_object_set_new(x, "preview", json_string(url));
     json_object_set_new(x, "browser_shows", json_boolean(browser_shows(h->path)));
     photo_json(x, &h->photo);
+    if (collapsed) { /* the hit's copies, collapsed into it */
+        json_t *ids = json_array();
+        for (int i = 0; i < h->n_copies; i++)
+            json_array_append_new(ids, json_integer(h->copies[i]));
+        json_object_set_new(x, "duplicates", json_integer(h->n_copies));
+        json_object_set_new(x, "copies", ids);
+    }
     return x;
 }
 
@@ -401,7 +433,7 @@ static void search(srv_ctx *c, const srv_req *r, srv_resp *o) {
     json_object_set_new(res, "generation", json_integer(out.generation));
     arr = json_array();
     for (int i = 0; i < out.n; i++)
-        json_array_append_new(arr, hit_json(&out.hits[i], out.has_probability));
+        json_array_append_new(arr, hit_json(&out.hits[i], out.has_probability, s.p.collapse));
     json_object_set_new(res, "results", arr);
     cdb_srv_json(o, 200, res);
     o->cache = "no-store";
