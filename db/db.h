@@ -714,7 +714,7 @@ cdb_status cdb_db_photos_get(cdb_db *db, const int64_t *file_ids, int n,
                              cdb_db_photo *out /* OUT n */, uint8_t *found /* OUT n */);
 /* Ids (heap, cdb_free; ascending) of the ok files of root_id (0: all roots) without a
 ** current row: never read (a database from before schema 8), read from content that
-** has changed since, or without a perceptual hash (before schema 9, or an ingest that
+** has changed since, or without a perceptual hash (before schema 9, or an ingest, which
 ** left it to the reindex). What a reindex backfills. */
 cdb_status cdb_db_photos_missing(cdb_db *db, int64_t root_id, int64_t **ids /* OUT */,
                                  int64_t *n /* OUT */);

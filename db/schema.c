@@ -229,8 +229,8 @@ static const char k_schema_v8[] =
 /* v9 (issue 28): the perceptual hash `duplicates` and search's collapsing compare, kept
 ** with the metadata read from the same content (photo_meta.hash: never used once the
 ** file's content changed), with the format and full oriented size of the decode it came
-** from; NULL until computed (ingest, for JPEGs: a DCT-scaled decode; reindex backfills
-** the rest). And the .clipdbignore files each root's last scan met (`folders`). */
+** from; NULL until computed (by the first duplicates run that can write, or the
+** reindex that backfills it: ingest does not, see cdb_eng_phash_of). And the .clipdbignore files each root's last scan met (`folders`). */
 static const char *const k_v9_columns[][3] = {
     {"photo_meta", "phash", "INTEGER"},
     {"photo_meta", "phash_format", "INTEGER"},

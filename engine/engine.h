@@ -777,8 +777,9 @@ typedef struct cdb_engine_dups {
 ** dupes.h defines them, from the default model's vectors and each photo's content hash,
 ** metadata and phash: the catalog's (photo_meta, schema 9) when the file on disk has the
 ** recorded size and mtime (no open), else read through cdb_engine_file_open and decoded
-** cheaply (JPEG at 1/8); a changed file is refused there (counted unreadable).
-** Never deletes or changes anything; a reader suffices. *out: cdb_engine_dups_free. */
+** cheaply (JPEG at 1/8); a changed file is refused there (counted unreadable). On a
+** writer handle, what was read is stored (photo_meta), so the next run reads none of it.
+** Never deletes a photo; a reader suffices. *out: cdb_engine_dups_free. */
 cdb_status cdb_engine_duplicates(cdb_engine *e, int kind, cdb_engine_dups *out /* OUT */);
 void cdb_engine_dups_free(cdb_engine_dups *d); /* NULL is fine; zeroes *d */
 

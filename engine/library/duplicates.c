@@ -7,7 +7,8 @@
 ** (photo_meta, schema 9: stored by ingest and reindex for the content the catalog
 ** records) when the file on disk is unchanged since (its size and mtime; no open), else
 ** from the file's bytes, read through the one way from a row to bytes
-** (cdb_engine_file_open). Never deletes anything.
+** (cdb_engine_file_open); a writer's run stores what it read (the CLI opens one when no
+** other clipdb writes). Never deletes a photo.
 */
 #include <fcntl.h>
 #include <stdlib.h>
@@ -27,6 +28,8 @@ typedef struct facts {
     char camera[140];
     char taken[40];
     cdb_dupes_item item;
+    int read;          /* gathered from its bytes: row holds them, for the catalog */
+    cdb_db_photo row;
 } facts;
 
 /* Reads fd (size bytes) whole. Heap buffer, or NULL. */
@@ -127,17 +130,36 @@ static int gather_read(cdb_engine *e, facts *f)
     close(fd);
     eng_phash ph;
     cdb_photo_meta meta;
-    if (buf && cdb_eng_phash_of(buf, (size_t)file.size, 0, &ph) == 0 && ph.has &&
+    if (buf && cdb_eng_phash_of(buf, (size_t)file.size, &ph) == 0 && ph.has &&
         cdb_photo_meta_read(buf, (size_t)file.size, &meta) == CDB_OK) {
         uint8_t hash[CDB_DUPES_HASH_BYTES];
         cdb_db_hash_buf(buf, (size_t)file.size, hash);
         fill(f, &meta, &ph, hash, file.size, file.path);
         file.path = NULL;
+        /* the row describes the bytes read (their hash): current only while the
+        ** catalog records that content */
+        cdb_eng_photo_row(&meta, &ph, f->id, hash, &f->row);
+        f->read = 1;
         rc = 0;
     }
     free(buf);
     cdb_engine_file_clear(&file);
     return rc;
+}
+
+/* A writer stores what it read (metadata and phash, photo_meta), so that the next run
+** reads none of those photos; a failure is only logged (the next run reads them again). */
+static void store_read(cdb_engine *e, const facts *fs, size_t n)
+{
+    cdb_db_photo *rows = malloc(sizeof *rows * (n ? n : 1));
+    int k = 0;
+    for (size_t i = 0; rows && i < n; i++)
+        if (fs[i].read)
+            rows[k++] = fs[i].row;
+    if (k && (!rows || cdb_db_photos_put(e->db, rows, k) != CDB_OK))
+        CDB_LOG_WARN("duplicates: the photos' hashes were not stored (%s); the next run reads "
+                     "them again", rows ? cdb_errmsg() : "out of memory");
+    free(rows);
 }
 
 /* The groups of kind `kind` (-1: all) as the engine's result. */
@@ -219,6 +241,8 @@ cdb_status cdb_engine_duplicates(cdb_engine *e, int kind, cdb_engine_dups *out)
         n++;
     }
     out->n_files = (int64_t)n;
+    if (e->p.writer)
+        store_read(e, fs, n);
     items = malloc((n ? n : 1) * sizeof *items);
     if (!items) {
         rc = cdb_eng_fail(CDB_NOMEM, CDB_ENGINE_E_NONE, "duplicates: out of memory");

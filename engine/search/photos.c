@@ -3,8 +3,8 @@
 ** the encoder's reading, the filter from users' texts and the capture time as text.
 ** The ingest reads a photo's metadata from the bytes it holds (ingest/pipeline.c), and
 ** a reindex re-reads, without encoding, the unchanged files that have no row
-** (ingest/scan.c), or no perceptual hash (computed here, the one way for ingest,
-** reindex and duplicates). The rules of the filter are db's
+** (ingest/scan.c), or no perceptual hash (computed here, the one way for reindex and
+** duplicates). The rules of the filter are db's
 ** (db/db.h, cdb_db_photo_filter; docs/images.md "Metadata").
 */
 #include <stdlib.h>
@@ -19,12 +19,11 @@ static int format_of(const char *decoded) {
     return 2;
 }
 
-int cdb_eng_phash_of(const unsigned char *buf, size_t n, int cheap_only, eng_phash *out) {
+int cdb_eng_phash_of(const unsigned char *buf, size_t n, eng_phash *out) {
     cdb_image_params ip = cdb_image_params_default();
     cdb_image *img = NULL;
     int rc = -1;
     memset(out, 0, sizeof *out);
-    if (cheap_only && !(n >= 3 && buf[0] == 0xFF && buf[1] == 0xD8 && buf[2] == 0xFF)) return 0;
     ip.decode = CDB_DECODE_FAST; /* the hash looks at 32x32: a 1/8 JPEG decode is plenty */
     ip.target_size = 64;
     if (cdb_image_decode(buf, n, &ip, &img) == CDB_OK &&

@@ -113,10 +113,11 @@ typedef struct eng_phash {
 } eng_phash;
 /* The one way a phash is made: a fast decode to 64 pixels (a JPEG scaled in the DCT
 ** domain, a RAW's preview) with EXIF orientation, then cdb_image_phash; every stored and
-** every computed phash comes from here, so a cached one equals a fresh one. cheap_only:
-** only for JPEG bytes (a fraction of a full decode; ingest), else out->has stays 0. 0,
+** every computed phash comes from here, so a cached one equals a fresh one. Not cheap
+** next to an ingest's own decode (bench_photos: a quarter of a large JPEG's exact decode,
+** the entropy decoding being whole), so ingest leaves it to reindex and duplicates. 0,
 ** or -1 when the bytes cannot be decoded (out->has 0). */
-int cdb_eng_phash_of(const unsigned char *buf, size_t n, int cheap_only, eng_phash *out);
+int cdb_eng_phash_of(const unsigned char *buf, size_t n, eng_phash *out);
 
 /* The catalog row of file_id (content hash) for the metadata m read from its bytes and
 ** its phash (NULL or ph->has 0: not computed). */

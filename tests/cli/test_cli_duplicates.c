@@ -97,26 +97,25 @@ static int traced_opens(const char *tmp, const char *db, const char *match, char
 }
 
 /* Issue 28: the facts `duplicates` groups by are kept in the catalog (photo_meta's phash,
-** schema 9; a reindex fills what ingest left): after a reindex, a run opens no photo
-** (strace counts the opens) and prints what the first run printed from the photos' own
-** bytes (the oracle: the same decision made from fresh facts). A photo whose content
+** schema 9; ingest leaves the phash to the first duplicates run, which stores what it
+** read, or to a reindex): a second run opens no photo (strace counts the opens) and
+** prints what the first run printed from the photos' own bytes (the oracle: the same
+** decision made from fresh facts). A photo whose content
 ** changed since is opened, refused (unreadable) and grouped with nothing: its stored
 ** phash and hash are never used; after a reindex it is grouped by its new content
 ** (pic3 rewritten with pic4's picture is pic4's exact copy). */
 static void cached_run_reads_no_photo(cdb_test_ctx *cdb_t_, const char *tmp, const char *lib,
-                                      const char *db)
+                                      const char *db, const char *first)
 {
-    char p[800], *first = NULL, *cached = NULL, *changed = NULL;
+    char p[800], *cached = NULL, *changed = NULL;
     cli_run_result r;
     static uint8_t rgb[W * H * 3];
     if (system("strace -V >/dev/null 2>&1") != 0) {
         fprintf(stderr, "    no strace: the read-no-photo check is skipped\n");
         return;
     }
-    CHECK(traced_opens(tmp, db, "\"pic", &first) > 0); /* PNGs: no phash from ingest yet */
-    cli_run((const char *[]){"reindex", "--db", db, NULL}, &r);
-    CHECK_EQ_INT(r.exit_code, 0);
-    cli_run_free(&r);
+    /* ingest stores no phash: the first run (the test's first) read the photos and, the
+    ** writer, kept what it read; a later one reads none and prints the same */
     CHECK_EQ_INT(traced_opens(tmp, db, "\"pic", &cached), 0);
     CHECK(first && cached && !strcmp(first, cached));
     draw(4, rgb);
@@ -132,7 +131,7 @@ static void cached_run_reads_no_photo(cdb_test_ctx *cdb_t_, const char *tmp, con
     json_decref(doc);
     free(changed);
     /* a reindex records the new content: pic3 is pic4's exact copy, read once more for
-    ** its phash (a PNG's is left to a reindex's backfill), then not at all */
+    ** its phash (ingest leaves it to duplicates or the next reindex), then not at all */
     cli_run((const char *[]){"reindex", "--db", db, NULL}, &r);
     CHECK_EQ_INT(r.exit_code, 0);
     cli_run_free(&r);
@@ -143,12 +142,8 @@ static void cached_run_reads_no_photo(cdb_test_ctx *cdb_t_, const char *tmp, con
               changed ? changed : "");
     CHECK_EQ_STR(g ? json_string_value(json_object_get(g, "kind")) : "", "exact");
     free(changed);
-    cli_run((const char *[]){"reindex", "--db", db, NULL}, &r);
-    CHECK_EQ_INT(r.exit_code, 0);
-    cli_run_free(&r);
     CHECK_EQ_INT(traced_opens(tmp, db, "\"pic", &changed), 0);
     json_decref(doc);
-    free(first);
     free(cached);
     free(changed);
 }
@@ -372,6 +367,7 @@ CDB_TEST(duplicates_groups_copies)
     json_error_t e;
     json_t *doc = json_loads(r.out, 0, &e);
     CHECK_MSG(doc != NULL, "not JSON: %.300s", r.out);
+    char *first = strdup(r.out); /* from the photos' own bytes: nothing stored yet */
     cli_run_free(&r);
     CHECK_EQ_INT((int)json_array_size(json_object_get(doc, "groups")), 3);
     CHECK_EQ_INT((int)json_integer_value(json_object_get(doc, "files")), N_PICS + 3);
@@ -415,7 +411,8 @@ CDB_TEST(duplicates_groups_copies)
     cli_run((const char *[]){"duplicates", "--db", db, "--kind", "copies", NULL}, &r);
     CHECK_EQ_INT(r.exit_code, 2);
     cli_run_free(&r);
-    cached_run_reads_no_photo(cdb_t_, tmp, lib, db);
+    cached_run_reads_no_photo(cdb_t_, tmp, lib, db, first);
+    free(first);
     collapse_matches_oracle(cdb_t_, tmp, db);
     snprintf(p, sizeof p, "rm -rf '%s'", tmp);
     CHECK_EQ_INT(system(p), 0);
