@@ -13,8 +13,8 @@
 **      fast <= 0.4x PIL.
 **   1b. the metadata read (cdb_photo_meta_read) on the same bytes, as a share of the
 **      exact decode + preprocess (the ratio printed). Bar: under 2%.
-**   1c. the perceptual hash ingest stores for a JPEG (a 1/8 DCT decode + the hash), as
-**      a share of the JPEGs' exact decode + preprocess. `bench_photos --meta-only`:
+**   1c. the perceptual hash of a JPEG (a 1/8 DCT decode + the hash), as a share of the
+**      JPEGs' exact decode + preprocess (what ingest would add if it computed it). `bench_photos --meta-only`:
 **      parts 1, 1b and 1c alone.
 **   2. the resample/crop/normalize step alone, AVX2 vs the scalar reference (a child
 **      run with CLIPDB_ISA=scalar), and which ISA path ran.
@@ -203,9 +203,10 @@ static void meta_cost(int reps) {
            total < 0.02 * decode ? "met" : "MISSED", taken, camera, gps, g_n);
 }
 
-/* 1c. the perceptual hash ingest stores for a JPEG (issue 28: engine/search/photos.c's
-** cdb_eng_phash_of, a fast decode to 64 px, scaled in the DCT domain, then
-** cdb_image_phash), against the JPEGs' exact decode + preprocess. */
+/* 1c. the perceptual hash (issue 28: engine/search/photos.c's cdb_eng_phash_of, a fast
+** decode to 64 px, scaled in the DCT domain, then cdb_image_phash) against the JPEGs'
+** exact decode + preprocess: what computing it at ingest would add (too much: ingest
+** leaves it to duplicates and reindex). */
 static void phash_cost(int reps) {
     double total = 0, decode = 0;
     int n = 0;
@@ -230,7 +231,7 @@ static void phash_cost(int reps) {
         n++;
     }
     if (n)
-        printf("perceptual hash at ingest (JPEG, 1/8 DCT decode): %.3f ms per photo, exact "
+        printf("perceptual hash (JPEG, 1/8 DCT decode): %.3f ms per photo, exact "
                "decode+preprocess %.2f ms: ratio %.4f = %.2f%% (%d JPEGs)\n", total / n,
                decode / n, total / decode, 100.0 * total / decode, n);
 }
