@@ -175,6 +175,32 @@ int cdb_utf8_valid(const char *s, size_t n);
 ** Logs the outcome at debug level (CLIPDB_LOG=debug). Thread-safe; no state. */
 const char *cdb_data_path(const char *name, char *buf, size_t size, const char **where);
 
+/* ---- libraries loaded at run time (dynlib.c) ------------------------------------------
+** Libraries clipdb opens with dlopen() on first use instead of linking: cuBLAS and nvJPEG
+** (a binary built with CUDA starts on a machine without them), and libheif, libcurl and
+** the SentencePiece shim, whose start-up (their own dependencies' constructors: x265,
+** aom, de265, GnuTLS, protobuf) cost every clipdb process about 20 ms before any command
+** ran, although most commands never decode a HEIC, download or read a .model file. */
+typedef struct cdb_dynlib_spec {
+    const char *what;              /* its name in messages: "cuBLAS 13", "libheif" */
+    const char *env;               /* a variable whose value (a path) is tried first; may be NULL */
+    const char *const *candidates; /* then these, in order (names or paths, as dlopen takes) */
+    int n_candidates;
+    const char *const *symbols;    /* every symbol the caller uses */
+    int n_symbols;
+} cdb_dynlib_spec;
+/* Opens the first loadable library of s and resolves s->symbols into syms[0 ..
+** n_symbols) (caller's array). CDB_UNSUPPORTED, nothing left open, when none loads
+** (the message: what, every attempt's dlerror, the variable to set) or a symbol is
+** missing (the message names it). *handle: for dlclose, or kept for the process. */
+cdb_status cdb_dynlib_open(const cdb_dynlib_spec *s, void **handle /* OUT */,
+                           void **syms /* OUT */);
+/* For an X-macro list of a library's functions F(X): `struct { F(CDB_DYNLIB_PTR) } api;`
+** declares the table cdb_dynlib_open fills (the header's own prototypes give the types),
+** `{F(CDB_DYNLIB_NAME)}` the symbols' names in the same order. */
+#define CDB_DYNLIB_PTR(f) __typeof__(f) *f;
+#define CDB_DYNLIB_NAME(f) #f,
+
 #ifdef __cplusplus
 }
 #endif

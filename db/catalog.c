@@ -253,7 +253,7 @@ void cdb_db_file_clear(cdb_db_file *f) {
 cdb_status cdb_db_file_lookup(cdb_db *db, int64_t root_id, const char *relpath, cdb_db_file *out) {
     sqlite3_stmt *st = NULL;
     cdb_status rc =
-        cdb_sql_prepare(db->cat, "SELECT " FILE_COLS " FROM files WHERE root_id=?1 AND relpath=?2", &st);
+        cdb_sql_prepare(db->cat, "SELECT " FILE_COLS " FROM files f WHERE root_id=?1 AND relpath=?2", &st);
     memset(out, 0, sizeof *out);
     if (rc != CDB_OK) return rc;
     sqlite3_bind_int64(st, 1, root_id);
@@ -262,7 +262,7 @@ cdb_status cdb_db_file_lookup(cdb_db *db, int64_t root_id, const char *relpath, 
 }
 
 cdb_status cdb_db_file_hit(cdb_db *db, int64_t file_id, int64_t model_id, cdb_db_file *out,
-                           char **path) {
+                           char **path, cdb_db_photo *photo) {
     sqlite3_stmt *st = NULL;
     cdb_status rc = cdb_sql_stmt(db, ST_FILE_GET, &st);
     memset(out, 0, sizeof *out);
@@ -279,6 +279,7 @@ cdb_status cdb_db_file_hit(cdb_db *db, int64_t file_id, int64_t model_id, cdb_db
                       : cdb_seterr(CDB_CORRUPT, "file %lld has no root", (long long)file_id);
         }
     }
+    if (rc == CDB_OK && photo) cdb_photos_read_row(st, FILE_NCOLS + 1, photo);
     sqlite3_reset(st); /* the borrowed columns are copied: let go of the read */
     if (rc == CDB_NOTFOUND && model_id)
         return cdb_seterr(rc, "file %lld has no vector of model %lld", (long long)file_id,
@@ -288,7 +289,7 @@ cdb_status cdb_db_file_hit(cdb_db *db, int64_t file_id, int64_t model_id, cdb_db
 }
 
 cdb_status cdb_db_file_get(cdb_db *db, int64_t file_id, cdb_db_file *out) {
-    return cdb_db_file_hit(db, file_id, 0, out, NULL);
+    return cdb_db_file_hit(db, file_id, 0, out, NULL, NULL);
 }
 
 char *cdb_db_path_join(const char *root, const char *relpath) {
@@ -355,7 +356,7 @@ cdb_status cdb_db_files_foreach(cdb_db *db, int64_t root_id, unsigned state_mask
                                 void *ud) {
     sqlite3_stmt *st = NULL;
     cdb_status rc = cdb_sql_prepare(db->cat,
-                               "SELECT " FILE_COLS " FROM files WHERE (?1 = 0 OR root_id = ?1)"
+                               "SELECT " FILE_COLS " FROM files f WHERE (?1 = 0 OR root_id = ?1)"
                                " AND ((?2 >> state) & 1) ORDER BY id",
                                &st);
     if (rc != CDB_OK) return rc;
@@ -546,6 +547,32 @@ cdb_status cdb_db_count_stale_claims(cdb_db *db, int64_t model_id, int64_t *n_st
     return rc;
 }
 
+/* The vectors of model_id (0: the default model) the catalog claims; with pending files,
+** less the claims of theirs that the shards do not hold. */
+static cdb_status count_vectors(cdb_db *db, int64_t model_id, int64_t n_pending, int64_t *n) {
+    int64_t id = 0, stale = 0;
+    cdb_status rc = model_or_default(db, model_id, &id);
+    *n = 0;
+    if (rc != CDB_OK || id <= 0) return rc;
+    rc = cdb_sql_count(db, "SELECT count(*) FROM vectors WHERE model_id=?1", id, n);
+    /* an ok file's claims are trusted (the write order keeps them true); a pending
+    ** file's may be an interrupted older clipdb's: checked */
+    if (rc == CDB_OK && n_pending)
+        rc = count_stale(db, CLAIMS_OF_STATE, id, CDB_DB_PENDING, DB_UNREADABLE_PRESENT, &stale);
+    *n -= stale;
+    return rc;
+}
+
+cdb_status cdb_db_count_vectors(cdb_db *db, int64_t model_id, int64_t *n) {
+    int64_t n_pending = 0;
+    cdb_status rc = cdb_sql_exec(db->cat, "BEGIN"); /* one read: the two counts agree */
+    if (rc != CDB_OK) return rc;
+    rc = cdb_sql_count(db, "SELECT count(*) FROM files WHERE state=1", 0, &n_pending);
+    if (rc == CDB_OK) rc = count_vectors(db, model_id, n_pending, n);
+    sqlite3_exec(db->cat, "COMMIT", NULL, NULL, NULL);
+    return rc;
+}
+
 cdb_status cdb_db_get_counts(cdb_db *db, int64_t model_id, cdb_db_counts *out) {
     sqlite3_stmt *st = NULL;
     memset(out, 0, sizeof *out);
@@ -572,25 +599,7 @@ cdb_status cdb_db_get_counts(cdb_db *db, int64_t model_id, cdb_db_counts *out) {
     if (rc == CDB_OK) rc = cdb_sql_count(db, "SELECT count(*) FROM roots", 0, &out->n_roots);
     if (rc == CDB_OK) rc = cdb_sql_count(db, "SELECT count(*) FROM models", 0, &out->n_models);
     if (rc == CDB_OK) rc = cdb_sql_count(db, "SELECT count(*) FROM shards", 0, &out->n_shards);
-    if (rc == CDB_OK) {
-        if (model_id > 0)
-            rc = cdb_sql_count(db, "SELECT count(*) FROM vectors WHERE model_id=?1", model_id,
-                           &out->n_vectors);
-        else
-            rc = cdb_sql_count(db,
-                           "SELECT count(*) FROM vectors WHERE model_id ="
-                           " (SELECT id FROM models WHERE is_default=1)",
-                           0, &out->n_vectors);
-    }
-    if (rc == CDB_OK && out->files[CDB_DB_PENDING]) {
-        /* an ok file's claims are trusted (the write order keeps them true); a
-        ** pending file's may be an interrupted older clipdb's: checked */
-        int64_t id = 0, stale = 0;
-        rc = model_or_default(db, model_id, &id);
-        if (rc == CDB_OK && id > 0)
-            rc = count_stale(db, CLAIMS_OF_STATE, id, CDB_DB_PENDING, DB_UNREADABLE_PRESENT, &stale);
-        out->n_vectors -= stale;
-    }
+    if (rc == CDB_OK) rc = count_vectors(db, model_id, out->files[CDB_DB_PENDING], &out->n_vectors);
     if (rc == CDB_OK) rc = cdb_sql_meta_get_int(db, "generation", &out->generation);
     if (rc == CDB_OK)
         rc = cdb_sql_count(db, "SELECT count(*) FROM files WHERE state=1 AND error IS NOT NULL", 0,

@@ -386,12 +386,15 @@ cdb_status cdb_db_file_lookup(cdb_db *db, int64_t root_id, const char *relpath,
                               cdb_db_file *out /* OUT */);
 cdb_status cdb_db_file_get(cdb_db *db, int64_t file_id, cdb_db_file *out /* OUT */);
 /* A search's hit: cdb_db_file_get and, when path is not NULL, the file's full path (as
-** cdb_db_file_path; cdb_free), in one statement prepared once per handle; model_id > 0:
+** cdb_db_file_path; cdb_free), and when photo is not NULL its metadata (as
+** cdb_db_photos_get), in one statement prepared once per handle; model_id > 0:
 ** CDB_NOTFOUND also when the catalog's vector directory does not claim that model's
 ** vector for the file (a forget or move cut short is taking it away; an addition has
 ** not finished), as export and stats count vectors. */
+struct cdb_db_photo;
 cdb_status cdb_db_file_hit(cdb_db *db, int64_t file_id, int64_t model_id,
-                           cdb_db_file *out /* OUT */, char **path /* OUT, may be NULL */);
+                           cdb_db_file *out /* OUT */, char **path /* OUT, may be NULL */,
+                           struct cdb_db_photo *photo /* OUT, may be NULL */);
 void cdb_db_file_clear(cdb_db_file *f); /* frees the heap copies; NULL is fine */
 
 /* Full path of a file (cdb_db_path_join of its root and relpath), heap (cdb_free).
@@ -567,6 +570,9 @@ typedef struct cdb_db_counts {
     int64_t n_walk_problems;
 } cdb_db_counts;
 cdb_status cdb_db_get_counts(cdb_db *db, int64_t model_id, cdb_db_counts *out /* OUT */);
+/* cdb_db_get_counts' n_vectors alone (what a search state checks itself against), without
+** the scans the other counts take. */
+cdb_status cdb_db_count_vectors(cdb_db *db, int64_t model_id, int64_t *n /* OUT */);
 /* Every claim of the vector directory for an ok file and model_id (0 = the default
 ** model) checked against the file's shard (keys only, in chunks, one read per shard per
 ** chunk: it reads the set's part of every shard). *n_stale: ok files whose claimed

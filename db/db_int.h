@@ -47,8 +47,8 @@ enum {
     ST_HKEY_PUT,     /* (hkey, file) into hkeys_new */
     ST_HKEY_PUT_RUN, /* the same for files ?1..?2 */
     ST_PHOTO_GET,    /* PHOTO_ROW_COLS of file ?1 (photos.c) */
-    ST_FILE_GET,     /* FILE_COLS and the root's path of file ?1, if model ?2 (0: any)
-                        has its vector claimed (catalog.c) */
+    ST_FILE_GET,     /* FILE_COLS, the root's path and PHOTO_ROW_COLS of file ?1, if model
+                        ?2 (0: any) has its vector claimed (catalog.c) */
     ST_COUNT_
 };
 
@@ -78,18 +78,19 @@ struct cdb_db {
 
 /* Private symbols: every extern name in db/ starts with cdb_. The public API
 ** (db.h) is cdb_db_*; the files below share cdb_sql_* (sql.c), cdb_shard_*
-** (shard.c) and cdb_schema_* (schema.c). Each file calls only the ones below it:
-** db.c -> schema.c -> verify.c, roots.c -> batch.c -> catalog.c -> shard.c -> sql.c,
-** db.c -> thumbs.c -> sql.c (thumbnails live in their own file, thumbs.db), and photos.c
-** -> sql.c (photo metadata; nothing below calls it). */
+** (shard.c), cdb_schema_* (schema.c) and cdb_photos_* (photos.c). Each file calls only
+** the ones below it: db.c -> schema.c -> verify.c, roots.c -> batch.c -> catalog.c ->
+** shard.c -> sql.c, db.c -> thumbs.c -> sql.c (thumbnails live in their own file,
+** thumbs.db), and catalog.c -> photos.c -> sql.c (photo metadata; catalog.c reads a hit's
+** metadata in the hit's statement). */
 
 /* ---- SQLite helpers (sql.c: calls nothing else in db/) ---- */
 cdb_status cdb_sql_err(sqlite3 *conn, int rc, const char *what);
 cdb_status cdb_sql_exec(sqlite3 *conn, const char *sql);
-/* The columns of a cdb_db_file, in the order catalog.c reads them. */
-#define FILE_COLS                                                                                  \
-    "id, root_id, relpath, size, mtime_ns, hash, width, height, state, error, shard,"              \
-    " created_ns, updated_ns, dev, ino, ctime_ns"
+/* The columns of a cdb_db_file, in the order catalog.c reads them, from `files f`. */
+#define FILE_COLS                                                                          \
+    "f.id, f.root_id, f.relpath, f.size, f.mtime_ns, f.hash, f.width, f.height, f.state,"   \
+    " f.error, f.shard, f.created_ns, f.updated_ns, f.dev, f.ino, f.ctime_ns"
 #define FILE_NCOLS 16
 
 /* The columns every photo metadata read selects (photos.c), in this order, from files f
@@ -196,6 +197,11 @@ enum { DB_UNREADABLE_FAIL, DB_UNREADABLE_ABSENT, DB_UNREADABLE_PRESENT };
 cdb_status cdb_shard_check_claims(cdb_db *db, db_claim *c, size_t n, int unreadable);
 void cdb_shard_path(const cdb_db *db, int32_t id, char *buf, size_t len);
 void cdb_shard_decode_blob(const void *blob, int dim, float *out);
+
+/* ---- photo metadata (photos.c) ---- */
+/* Fills *p from the PHOTO_ROW_COLS of st's row, starting at column c; a file without a
+** capture time gets its mtime. */
+void cdb_photos_read_row(sqlite3_stmt *st, int c, cdb_db_photo *p);
 
 /* ---- thumbnails (thumbs.c) ---- */
 void cdb_thumbs_close(cdb_db *db);

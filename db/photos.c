@@ -105,36 +105,35 @@ static int64_t ns_to_ms(int64_t ns) {
     return ns / 1000000 - (ns % 1000000 < 0);
 }
 
-/* Fills *p from a row of PHOTO_ROW_COLS; a file without a capture time gets its mtime. */
-static void read_row(sqlite3_stmt *st, cdb_db_photo *p) {
+void cdb_photos_read_row(sqlite3_stmt *st, int c, cdb_db_photo *p) {
     memset(p, 0, sizeof *p);
-    p->file_id = sqlite3_column_int64(st, 0);
-    p->read = sqlite3_column_int(st, 2);
-    if (sqlite3_column_bytes(st, 15) == CDB_DB_HASH_BYTES)
-        memcpy(p->hash, sqlite3_column_blob(st, 15), CDB_DB_HASH_BYTES);
+    p->file_id = sqlite3_column_int64(st, c);
+    p->read = sqlite3_column_int(st, c + 2);
+    if (sqlite3_column_bytes(st, c + 15) == CDB_DB_HASH_BYTES)
+        memcpy(p->hash, sqlite3_column_blob(st, c + 15), CDB_DB_HASH_BYTES);
     if (p->read) {
-        p->taken_source = (cdb_db_taken_source)sqlite3_column_int(st, 3);
-        p->taken.wall_ms = sqlite3_column_int64(st, 4);
-        p->taken.has_offset = sqlite3_column_int(st, 5);
-        p->taken.offset_min = sqlite3_column_int(st, 6);
-        copy_text(p->make, sizeof p->make, st, 7);
-        copy_text(p->model, sizeof p->model, st, 8);
-        copy_text(p->lens, sizeof p->lens, st, 9);
-        p->has_gps = sqlite3_column_int(st, 10);
-        p->lat = sqlite3_column_double(st, 11);
-        p->lon = sqlite3_column_double(st, 12);
-        p->has_alt = sqlite3_column_int(st, 13);
-        p->alt = sqlite3_column_double(st, 14);
-        if ((p->has_phash = sqlite3_column_int(st, 16))) {
-            p->phash = (uint64_t)sqlite3_column_int64(st, 17);
-            p->phash_format = sqlite3_column_int(st, 18);
-            p->phash_width = sqlite3_column_int(st, 19);
-            p->phash_height = sqlite3_column_int(st, 20);
+        p->taken_source = (cdb_db_taken_source)sqlite3_column_int(st, c + 3);
+        p->taken.wall_ms = sqlite3_column_int64(st, c + 4);
+        p->taken.has_offset = sqlite3_column_int(st, c + 5);
+        p->taken.offset_min = sqlite3_column_int(st, c + 6);
+        copy_text(p->make, sizeof p->make, st, c + 7);
+        copy_text(p->model, sizeof p->model, st, c + 8);
+        copy_text(p->lens, sizeof p->lens, st, c + 9);
+        p->has_gps = sqlite3_column_int(st, c + 10);
+        p->lat = sqlite3_column_double(st, c + 11);
+        p->lon = sqlite3_column_double(st, c + 12);
+        p->has_alt = sqlite3_column_int(st, c + 13);
+        p->alt = sqlite3_column_double(st, c + 14);
+        if ((p->has_phash = sqlite3_column_int(st, c + 16))) {
+            p->phash = (uint64_t)sqlite3_column_int64(st, c + 17);
+            p->phash_format = sqlite3_column_int(st, c + 18);
+            p->phash_width = sqlite3_column_int(st, c + 19);
+            p->phash_height = sqlite3_column_int(st, c + 20);
         }
     }
     if (p->taken_source == CDB_DB_TAKEN_NONE) {
         p->taken_source = CDB_DB_TAKEN_FILE;
-        p->taken.wall_ms = ns_to_ms(sqlite3_column_int64(st, 1));
+        p->taken.wall_ms = ns_to_ms(sqlite3_column_int64(st, c + 1));
         p->taken.has_offset = 1;
         p->taken.offset_min = 0;
     }
@@ -151,7 +150,7 @@ cdb_status cdb_db_photos_get(cdb_db *db, const int64_t *file_ids, int n, cdb_db_
         int s = sqlite3_step(st);
         if (found) found[i] = s == SQLITE_ROW;
         if (s == SQLITE_ROW)
-            read_row(st, &out[i]);
+            cdb_photos_read_row(st, 0, &out[i]);
         else if (s == SQLITE_DONE)
             memset(&out[i], 0, sizeof out[i]);
         else
@@ -286,7 +285,7 @@ cdb_status cdb_db_photos_select(cdb_db *db, const cdb_db_photo_filter *f, int64_
     if (rc != CDB_OK) return rc;
     while (rc == CDB_OK && (s = sqlite3_step(st)) == SQLITE_ROW) {
         cdb_db_photo p;
-        read_row(st, &p);
+        cdb_photos_read_row(st, 0, &p);
         if (cdb_db_photo_match(f, &p)) rc = push_id(ids, n, &cap, p.file_id);
     }
     if (rc == CDB_OK && s != SQLITE_DONE) rc = cdb_sql_err(db->cat, s, "filter photos");

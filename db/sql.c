@@ -96,9 +96,9 @@ static const char *const k_stmt_sql[ST_COUNT_] = {
     [ST_HKEYS_LEVELS] = "SELECT (SELECT count(*) FROM hkeys_new), (SELECT max(id) FROM files)",
     [ST_HKEY_PUT] = "INSERT OR IGNORE INTO hkeys_new(hkey, file_id) VALUES(?1, ?2)",
     [ST_PHOTO_GET] = "SELECT " PHOTO_ROW_COLS PHOTO_ROW_FROM " WHERE f.id = ?1",
-    [ST_FILE_GET] = "SELECT " FILE_COLS ", (SELECT path FROM roots WHERE roots.id = files.root_id)"
-                    " FROM files WHERE id=?1 AND (?2 = 0 OR EXISTS (SELECT 1 FROM vectors"
-                    " WHERE model_id=?2 AND file_id=?1))",
+    [ST_FILE_GET] = "SELECT " FILE_COLS ", r.path, " PHOTO_ROW_COLS PHOTO_ROW_FROM
+                    " LEFT JOIN roots r ON r.id = f.root_id WHERE f.id=?1 AND (?2 = 0 OR EXISTS"
+                    " (SELECT 1 FROM vectors v WHERE v.model_id=?2 AND v.file_id=?1))",
     [ST_HKEY_PUT_RUN] = "INSERT OR IGNORE INTO hkeys_new(hkey, file_id) SELECT hkey, id FROM files"
                         " WHERE id BETWEEN ?1 AND ?2 AND hkey IS NOT NULL",
 };

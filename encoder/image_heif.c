@@ -15,12 +15,64 @@
 ** and libheif's own maximum image side is set; errors come back as values (no
 ** longjmp, no global handler). Reentrant: one heif_context per call.
 */
+#include <stdio.h>
 #include <string.h>
 
 #include "encoder/image_int.h"
 
 #if CDB_HAVE_HEIF
 #include <libheif/heif.h>
+#include <pthread.h>
+
+/* libheif is opened on first use (core.h, cdb_dynlib_open: its codecs' start-up cost
+** every clipdb process milliseconds), its entry points called through hf. */
+#define HEIF_FNS(X) \
+    X(heif_context_alloc) \
+    X(heif_context_free) \
+    X(heif_context_get_primary_image_handle) \
+    X(heif_context_read_from_memory_without_copy) \
+    X(heif_context_set_maximum_image_size_limit) \
+    X(heif_decode_image) \
+    X(heif_decoding_options_alloc) \
+    X(heif_decoding_options_free) \
+    X(heif_image_get_bits_per_pixel_range) \
+    X(heif_image_get_height) \
+    X(heif_image_get_plane_readonly) \
+    X(heif_image_get_width) \
+    X(heif_image_handle_get_height) \
+    X(heif_image_handle_get_list_of_metadata_block_IDs) \
+    X(heif_image_handle_get_list_of_thumbnail_IDs) \
+    X(heif_image_handle_get_metadata) \
+    X(heif_image_handle_get_metadata_content_type) \
+    X(heif_image_handle_get_metadata_size) \
+    X(heif_image_handle_get_thumbnail) \
+    X(heif_image_handle_get_width) \
+    X(heif_image_handle_has_alpha_channel) \
+    X(heif_image_handle_release) \
+    X(heif_image_release)
+static struct {
+    HEIF_FNS(CDB_DYNLIB_PTR)
+} hf;
+static pthread_once_t hf_once = PTHREAD_ONCE_INIT;
+static cdb_status hf_rc;
+static char hf_err[512];
+
+static void hf_load(void) {
+    static const char *const names[] = {"libheif.so.1", "libheif.so"};
+    static const char *const syms[] = {HEIF_FNS(CDB_DYNLIB_NAME)};
+    const cdb_dynlib_spec spec = {"libheif", "CLIPDB_LIBHEIF", names, 2, syms,
+                                  (int)(sizeof syms / sizeof *syms)};
+    void *lib = NULL;
+    if ((hf_rc = cdb_dynlib_open(&spec, &lib, (void **)&hf)) != CDB_OK)
+        snprintf(hf_err, sizeof hf_err, "%s", cdb_errmsg());
+}
+
+/* CDB_OK once libheif is loaded; else CDB_UNSUPPORTED naming the format and why. */
+static cdb_status hf_ready(img_fmt f) {
+    pthread_once(&hf_once, hf_load);
+    if (hf_rc != CDB_OK) return cdb_seterr(hf_rc, "%s: %s", cdb_img_fmt_name(f), hf_err);
+    return CDB_OK;
+}
 
 static cdb_status heif_fail(const char *fmt, struct heif_error e, const char *what) {
     cdb_status rc = e.code == heif_error_Memory_allocation_error ? CDB_NOMEM
@@ -37,11 +89,11 @@ static cdb_status open_ctx(const uint8_t *b, size_t n, const char *fmt, struct h
                            struct heif_image_handle **h) {
     struct heif_error e;
     *h = NULL;
-    if (!(*ctx = heif_context_alloc())) return cdb_seterr(CDB_NOMEM, "%s: out of memory", fmt);
-    heif_context_set_maximum_image_size_limit(*ctx, IMG_MAX_SIDE);
-    e = heif_context_read_from_memory_without_copy(*ctx, b, n, NULL);
+    if (!(*ctx = hf.heif_context_alloc())) return cdb_seterr(CDB_NOMEM, "%s: out of memory", fmt);
+    hf.heif_context_set_maximum_image_size_limit(*ctx, IMG_MAX_SIDE);
+    e = hf.heif_context_read_from_memory_without_copy(*ctx, b, n, NULL);
     if (e.code != heif_error_Ok) return heif_fail(fmt, e, "cannot read the file");
-    e = heif_context_get_primary_image_handle(*ctx, h);
+    e = hf.heif_context_get_primary_image_handle(*ctx, h);
     if (e.code != heif_error_Ok) return heif_fail(fmt, e, "no primary image");
     return CDB_OK;
 }
@@ -49,26 +101,28 @@ static cdb_status open_ctx(const uint8_t *b, size_t n, const char *fmt, struct h
 cdb_status cdb_img_heif_probe(const uint8_t *b, size_t n, img_fmt f, int *w, int *h) {
     struct heif_context *ctx = NULL;
     struct heif_image_handle *hd = NULL;
-    cdb_status rc = open_ctx(b, n, cdb_img_fmt_name(f), &ctx, &hd);
+    cdb_status rc = hf_ready(f);
+    if (rc != CDB_OK) return rc;
+    rc = open_ctx(b, n, cdb_img_fmt_name(f), &ctx, &hd);
     if (rc == CDB_OK) {
-        *w = heif_image_handle_get_width(hd);
-        *h = heif_image_handle_get_height(hd);
+        *w = hf.heif_image_handle_get_width(hd);
+        *h = hf.heif_image_handle_get_height(hd);
     }
-    heif_image_handle_release(hd);
-    heif_context_free(ctx);
+    hf.heif_image_handle_release(hd);
+    hf.heif_context_free(ctx);
     return rc;
 }
 
 /* The first thumbnail whose short side covers t, or NULL. */
 static struct heif_image_handle *pick_thumb(struct heif_image_handle *h, int t) {
     heif_item_id ids[8];
-    int k = heif_image_handle_get_list_of_thumbnail_IDs(h, ids, 8);
+    int k = hf.heif_image_handle_get_list_of_thumbnail_IDs(h, ids, 8);
     for (int i = 0; i < k; i++) {
         struct heif_image_handle *th = NULL;
-        if (heif_image_handle_get_thumbnail(h, ids[i], &th).code != heif_error_Ok) continue;
-        int tw = heif_image_handle_get_width(th), tt = heif_image_handle_get_height(th);
+        if (hf.heif_image_handle_get_thumbnail(h, ids[i], &th).code != heif_error_Ok) continue;
+        int tw = hf.heif_image_handle_get_width(th), tt = hf.heif_image_handle_get_height(th);
         if ((tw < tt ? tw : tt) >= t) return th;
-        heif_image_handle_release(th);
+        hf.heif_image_handle_release(th);
     }
     return NULL;
 }
@@ -87,33 +141,34 @@ cdb_status cdb_img_heif_decode(const uint8_t *b, size_t n, img_fmt f, const img_
     const uint8_t *plane;
 
     *out = NULL;
+    if ((rc = hf_ready(f)) != CDB_OK) return rc; /* nothing to free: hf is not there */
     if ((rc = open_ctx(b, n, fmt, &ctx, &hd)) != CDB_OK) goto done;
-    fw = heif_image_handle_get_width(hd);
-    fh = heif_image_handle_get_height(hd);
+    fw = hf.heif_image_handle_get_width(hd);
+    fh = hf.heif_image_handle_get_height(hd);
     if ((rc = cdb_img_check_size(fmt, fw, fh, o->max_pixels)) != CDB_OK) goto done;
     use = hd;
     if (o->fast) {
         struct heif_image_handle *th = pick_thumb(hd, o->target_size);
         if (th) use = th;
     }
-    alpha = heif_image_handle_has_alpha_channel(use);
+    alpha = hf.heif_image_handle_has_alpha_channel(use);
     ch = alpha ? 4 : 3;
-    if (!(dopt = heif_decoding_options_alloc())) {
+    if (!(dopt = hf.heif_decoding_options_alloc())) {
         rc = cdb_seterr(CDB_NOMEM, "%s: out of memory", fmt);
         goto done;
     }
     dopt->convert_hdr_to_8bit = 1;
-    e = heif_decode_image(use, &im, heif_colorspace_RGB,
+    e = hf.heif_decode_image(use, &im, heif_colorspace_RGB,
                           alpha ? heif_chroma_interleaved_RGBA : heif_chroma_interleaved_RGB, dopt);
     if (e.code != heif_error_Ok) {
         rc = heif_fail(fmt, e, "cannot decode the image");
         goto done;
     }
-    w = heif_image_get_width(im, heif_channel_interleaved);
-    h = heif_image_get_height(im, heif_channel_interleaved);
-    plane = heif_image_get_plane_readonly(im, heif_channel_interleaved, &stride);
+    w = hf.heif_image_get_width(im, heif_channel_interleaved);
+    h = hf.heif_image_get_height(im, heif_channel_interleaved);
+    plane = hf.heif_image_get_plane_readonly(im, heif_channel_interleaved, &stride);
     if (!plane || w <= 0 || h <= 0 || stride < w * ch ||
-        heif_image_get_bits_per_pixel_range(im, heif_channel_interleaved) != 8) {
+        hf.heif_image_get_bits_per_pixel_range(im, heif_channel_interleaved) != 8) {
         rc = cdb_seterr(CDB_CORRUPT, "%s: decoder returned no 8-bit RGB image", fmt);
         goto done;
     }
@@ -134,11 +189,11 @@ cdb_status cdb_img_heif_decode(const uint8_t *b, size_t n, img_fmt f, const img_
     img->full_height = fh;
     if (use != hd) img->scale_denom = fw / (w > 0 ? w : 1) > 0 ? fw / w : 1;
 done:
-    heif_decoding_options_free(dopt);
-    heif_image_release(im);
-    if (use && use != hd) heif_image_handle_release(use);
-    heif_image_handle_release(hd);
-    heif_context_free(ctx);
+    hf.heif_decoding_options_free(dopt);
+    hf.heif_image_release(im);
+    if (use && use != hd) hf.heif_image_handle_release(use);
+    hf.heif_image_handle_release(hd);
+    hf.heif_context_free(ctx);
     if (rc != CDB_OK) {
         cdb_image_free(img);
         return rc;
@@ -149,10 +204,10 @@ done:
 
 /* A metadata item's bytes (at most 16 MiB), cdb_malloc'd; NULL when unreadable. */
 static uint8_t *heif_item(const struct heif_image_handle *hd, heif_item_id id, size_t *len) {
-    size_t k = heif_image_handle_get_metadata_size(hd, id);
+    size_t k = hf.heif_image_handle_get_metadata_size(hd, id);
     uint8_t *d;
     if (k == 0 || k > ((size_t)16 << 20) || !(d = cdb_malloc(k))) return NULL;
-    if (heif_image_handle_get_metadata(hd, id, d).code != heif_error_Ok) {
+    if (hf.heif_image_handle_get_metadata(hd, id, d).code != heif_error_Ok) {
         cdb_free(d);
         return NULL;
     }
@@ -166,7 +221,7 @@ static void heif_exif(const struct heif_image_handle *hd, uint8_t **exif, size_t
     size_t k = 0;
     uint8_t *d;
     uint32_t off;
-    if (heif_image_handle_get_list_of_metadata_block_IDs(hd, "Exif", &id, 1) != 1) return;
+    if (hf.heif_image_handle_get_list_of_metadata_block_IDs(hd, "Exif", &id, 1) != 1) return;
     if (!(d = heif_item(hd, id, &k))) return;
     off = k >= 4 ? cdb_img_be32(d) : UINT32_MAX;
     if (off > k - 4) {
@@ -185,15 +240,19 @@ void cdb_img_heif_meta_blocks(const uint8_t *b, size_t n, uint8_t **exif, size_t
     const char *type;
     *exif = *xmp = NULL;
     *exif_len = *xmp_len = 0;
+    if (hf_ready(FMT_HEIF) != CDB_OK) { /* the decode says why; metadata is only lost */
+        cdb_clearerr();
+        return;
+    }
     if (open_ctx(b, n, "HEIF", &ctx, &hd) == CDB_OK) {
         heif_exif(hd, exif, exif_len);
-        if (heif_image_handle_get_list_of_metadata_block_IDs(hd, "mime", &id, 1) == 1 &&
-            (type = heif_image_handle_get_metadata_content_type(hd, id)) != NULL &&
+        if (hf.heif_image_handle_get_list_of_metadata_block_IDs(hd, "mime", &id, 1) == 1 &&
+            (type = hf.heif_image_handle_get_metadata_content_type(hd, id)) != NULL &&
             !strcmp(type, "application/rdf+xml"))
             *xmp = heif_item(hd, id, xmp_len);
     }
-    if (hd) heif_image_handle_release(hd);
-    if (ctx) heif_context_free(ctx);
+    if (hd) hf.heif_image_handle_release(hd);
+    if (ctx) hf.heif_context_free(ctx);
 }
 
 #else /* !CDB_HAVE_HEIF */

@@ -17,19 +17,32 @@
 ** at that place. A file that fails is not used (the matrices are packed as without a
 ** cache) and is rewritten at the end of the open.
 **
+** The stamp: hashing the whole payload costs a query more than the rest of the open
+** (150 MB for ViT-B/32), so once a file has passed that check it is fsynced and a stamp
+** is written beside it (<file>.ok: its device, inode, size, mtime and ctime and the
+** payload sum its header names). A later open whose file still has that identity and
+** that header skips the payload hash; every other check still runs. Any write to the
+** file changes its ctime, which no user can set back, and a replaced file is another
+** inode; the fsync before the stamp means a crash cannot leave a stamp beside bytes that
+** never reached the disk. So the file trusted is the one that was checked, as the
+** model's weights are trusted by their stat key (model.c, files_key).
+**
 ** Concurrency: a file is never modified in place. A writer writes a private temporary
 ** file in the same folder and renames it over the name (atomic); a reader's mapping
 ** keeps the inode it opened. Two writers racing both write complete files, the last
 ** rename wins. No fsync: a crash may leave a short or empty file under the name, which
 ** the next open refuses (size, checksum) and rewrites.
 **
-** Disk use: the folder keeps the PC_KEEP most recently used files (a hit refreshes its
-** file's mtime); writing a new one deletes the older ones, and temporary files an
-** interrupted writer left over an hour ago. Deleting the folder is always safe.
+** Disk use: the folder keeps the PC_KEEP most recently used files (a hit refreshes the
+** mtime of the file's stamp, never of the file, whose ctime the stamp holds); writing a
+** new one deletes the older ones with their stamps, stamps left without a file, and
+** temporary files an interrupted writer left over an hour ago. Deleting the folder is
+** always safe.
 */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +63,8 @@
 #define PC_KEEP 4
 #define PC_MAX_MATS 100000u
 #define PC_SUFFIX ".pack"
+#define PC_STAMP_SUFFIX ".ok"
+#define PC_STAMP_MAGIC "CDBPOK1"
 
 typedef struct pc_header {
     char magic[8];
@@ -67,6 +82,15 @@ typedef struct pc_entry {
     uint64_t off, bytes; /* from the payload's start */
 } pc_entry;
 
+/* <file>.ok: the identity of a cache file that passed every check (see the top). */
+typedef struct pc_stamp {
+    char magic[8];
+    uint64_t dev, ino, size;
+    int64_t mtime_ns, ctime_ns;
+    uint64_t payload_sum[2];
+    uint64_t sum; /* XXH3-64 of the fields above */
+} pc_stamp;
+
 typedef struct pc_rec {
     const cdb_k_buf *b;
     int rows, cols;
@@ -81,6 +105,8 @@ struct cdb_pack_cache {
     const pc_entry *table;   /* inside map */
     uint32_t next;           /* the next entry take() hands out */
     int usable;              /* 1 while the mapped file matches every request */
+    int stamped;             /* the payload hash was skipped: the stamp vouched for it */
+    pc_stamp stamp_due;      /* magic[0] != 0: the file was hashed whole; stamp it */
     char refused[256];       /* why the file on disk was not used ("" : none there) */
     pc_rec *recs;            /* every matrix of this open, in order, for a rewrite */
     int n_recs, cap_recs, rec_failed;
@@ -133,6 +159,64 @@ static uint64_t meta_sum(const pc_header *h, const pc_entry *t, uint32_t n) {
     return v;
 }
 
+static int64_t ts_ns(struct timespec t) { return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec; }
+
+/* The stamp pc->path would have now, from its stat and header. */
+static pc_stamp stamp_of(const struct stat *st, const pc_header *h) {
+    pc_stamp s;
+    memset(&s, 0, sizeof s);
+    memcpy(s.magic, PC_STAMP_MAGIC, sizeof s.magic);
+    s.dev = (uint64_t)st->st_dev;
+    s.ino = (uint64_t)st->st_ino;
+    s.size = (uint64_t)st->st_size;
+    s.mtime_ns = ts_ns(st->st_mtim);
+    s.ctime_ns = ts_ns(st->st_ctim);
+    s.payload_sum[0] = h->payload_sum[0];
+    s.payload_sum[1] = h->payload_sum[1];
+    s.sum = XXH3_64bits(&s, offsetof(pc_stamp, sum));
+    return s;
+}
+
+static void stamp_path(const cdb_pack_cache *pc, char *out, size_t size) {
+    snprintf(out, size, "%s%s", pc->path, PC_STAMP_SUFFIX);
+}
+
+/* 1 when pc->path's stamp names exactly this file (st) and this header. */
+static int stamp_matches(const cdb_pack_cache *pc, const struct stat *st, const pc_header *h) {
+    char p[4096 + 8];
+    pc_stamp want = stamp_of(st, h), got;
+    int fd, ok = 0;
+    stamp_path(pc, p, sizeof p);
+    if ((fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0) return 0;
+    ok = pread(fd, &got, sizeof got, 0) == (ssize_t)sizeof got && !memcmp(&got, &want, sizeof got);
+    close(fd);
+    return ok;
+}
+
+/* Writes the stamp of a file that passed the whole check: when it is still the file
+** checked (pc->stamp_due), after an fsync of it. Best effort: without a stamp the next
+** open hashes the payload again. */
+static void write_stamp(const cdb_pack_cache *pc) {
+    char p[4096 + 8], tmp[4096 + 64];
+    struct stat st;
+    pc_header h;
+    int fd = open(pc->path, O_RDONLY | O_CLOEXEC), ok;
+    if (fd < 0) return;
+    memset(&h, 0, sizeof h);
+    h.payload_sum[0] = pc->stamp_due.payload_sum[0];
+    h.payload_sum[1] = pc->stamp_due.payload_sum[1];
+    ok = fstat(fd, &st) == 0 && fsync(fd) == 0 && fstat(fd, &st) == 0;
+    close(fd);
+    if (!ok) return;
+    pc_stamp s = stamp_of(&st, &h);
+    if (memcmp(&s, &pc->stamp_due, sizeof s)) return; /* changed since it was checked */
+    stamp_path(pc, p, sizeof p);
+    snprintf(tmp, sizeof tmp, "%s/.ok.tmp.XXXXXX", pc->dir);
+    if ((fd = mkstemp(tmp)) < 0) return;
+    ok = write(fd, &s, sizeof s) == (ssize_t)sizeof s;
+    if (close(fd) != 0 || !ok || rename(tmp, p) != 0) unlink(tmp);
+}
+
 /* Maps and validates pc->path whole; on refusal pc->refused says why ("" when there
 ** is no file). */
 static void open_file(cdb_pack_cache *pc) {
@@ -181,10 +265,14 @@ static void open_file(cdb_pack_cache *pc) {
     }
     map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
     if (map == MAP_FAILED) REFUSE("mmap: %s", strerror(errno));
-    sum = XXH3_128bits((const unsigned char *)map + h.payload_off, h.payload_bytes);
-    if (sum.high64 != h.payload_sum[0] || sum.low64 != h.payload_sum[1]) {
-        munmap(map, (size_t)st.st_size);
-        REFUSE("damaged (payload checksum)");
+    pc->stamped = stamp_matches(pc, &st, &h);
+    if (!pc->stamped) {
+        sum = XXH3_128bits((const unsigned char *)map + h.payload_off, h.payload_bytes);
+        if (sum.high64 != h.payload_sum[0] || sum.low64 != h.payload_sum[1]) {
+            munmap(map, (size_t)st.st_size);
+            REFUSE("damaged (payload checksum)");
+        }
+        pc->stamp_due = stamp_of(&st, &h);
     }
     pc->map = map;
     pc->map_size = (size_t)st.st_size;
@@ -281,24 +369,43 @@ static int write_all(int fd, const void *p, size_t n) {
     return 0;
 }
 
-static int cmp_mtime_desc(const void *a, const void *b) {
-    const struct stat *x = a, *y = b;
-    if (x->st_mtim.tv_sec != y->st_mtim.tv_sec) return x->st_mtim.tv_sec < y->st_mtim.tv_sec;
-    return x->st_mtim.tv_nsec < y->st_mtim.tv_nsec;
+typedef struct pc_dirent {
+    int64_t used_ns; /* the later of the file's and its stamp's mtime */
+    char name[256];
+} pc_dirent;
+
+static int cmp_used_desc(const void *a, const void *b) {
+    const pc_dirent *x = a, *y = b;
+    return (x->used_ns < y->used_ns) - (x->used_ns > y->used_ns);
 }
 
-/* Keeps the PC_KEEP newest cache files of the folder (the one just written among
-** them); removes the rest and temporary files older than an hour. Best effort. */
+static int has_suffix(const char *name, size_t len, const char *suffix) {
+    size_t k = strlen(suffix);
+    return len > k && !strcmp(name + len - k, suffix);
+}
+
+/* Removes name (a cache file) and its stamp from dir. */
+static void remove_pack(const char *dir, const char *name) {
+    char p[4096 + 256 + 8];
+    snprintf(p, sizeof p, "%s/%s%s", dir, name, PC_STAMP_SUFFIX);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    unlink(p);
+}
+
+/* Keeps the PC_KEEP most recently used cache files of the folder (the one just written
+** among them); removes the rest with their stamps, stamps without a file, and temporary
+** files older than an hour. Best effort. */
 static void prune(const char *dir) {
     DIR *d = opendir(dir);
     struct dirent *e;
-    struct { struct stat st; char name[256]; } v[64];
+    pc_dirent v[64];
     int n = 0;
     time_t now = time(NULL);
     if (!d) return;
     while ((e = readdir(d)) != NULL) {
-        char p[4096 + 256];
-        struct stat st;
+        char p[4096 + 256 + 8];
+        struct stat st, so;
         size_t len = strlen(e->d_name);
         snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
         if (e->d_name[0] == '.' && strstr(e->d_name, ".tmp.")) {
@@ -306,20 +413,26 @@ static void prune(const char *dir) {
                 unlink(p);
             continue;
         }
-        if (len <= strlen(PC_SUFFIX) || strcmp(e->d_name + len - strlen(PC_SUFFIX), PC_SUFFIX) ||
-            len >= sizeof v[0].name || n == 64 || lstat(p, &st) != 0 || !S_ISREG(st.st_mode))
+        if (has_suffix(e->d_name, len, PC_SUFFIX PC_STAMP_SUFFIX)) {
+            p[strlen(p) - strlen(PC_STAMP_SUFFIX)] = '\0';
+            if (lstat(p, &st) != 0 && errno == ENOENT) { /* its file is gone */
+                snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+                unlink(p);
+            }
             continue;
-        v[n].st = st;
+        }
+        if (!has_suffix(e->d_name, len, PC_SUFFIX) || len >= sizeof v[0].name || n == 64 ||
+            lstat(p, &st) != 0 || !S_ISREG(st.st_mode))
+            continue;
+        v[n].used_ns = ts_ns(st.st_mtim);
+        snprintf(p, sizeof p, "%s/%s%s", dir, e->d_name, PC_STAMP_SUFFIX);
+        if (lstat(p, &so) == 0 && ts_ns(so.st_mtim) > v[n].used_ns) v[n].used_ns = ts_ns(so.st_mtim);
         memcpy(v[n].name, e->d_name, len + 1);
         n++;
     }
     closedir(d);
-    qsort(v, (size_t)n, sizeof v[0], cmp_mtime_desc); /* the struct starts with st */
-    for (int i = PC_KEEP; i < n; i++) {
-        char p[4096 + 256];
-        snprintf(p, sizeof p, "%s/%s", dir, v[i].name);
-        unlink(p);
-    }
+    qsort(v, (size_t)n, sizeof v[0], cmp_used_desc);
+    for (int i = PC_KEEP; i < n; i++) remove_pack(dir, v[i].name);
 }
 
 /* Writes every recorded matrix to a temporary file, renamed over pc->path. */
@@ -404,8 +517,11 @@ void cdb_pack_cache_end(cdb_pack_cache *pc) {
     char why[256];
     if (!pc) return;
     if (pc->usable && pc->next == pc->want.n_mats && pc->n_recs == (int)pc->next) {
-        snprintf(pc->status, sizeof pc->status, "hit");
-        (void)utimensat(AT_FDCWD, pc->path, NULL, 0); /* recently used (prune) */
+        char p[4096 + 8];
+        snprintf(pc->status, sizeof pc->status, "%s", pc->stamped ? "hit (stamped)" : "hit");
+        if (pc->stamp_due.magic[0]) write_stamp(pc);
+        stamp_path(pc, p, sizeof p);
+        (void)utimensat(AT_FDCWD, p, NULL, 0); /* recently used (prune) */
     } else {
         if (pc->usable) /* it matched as far as it went, but the loader wanted a different count */
             snprintf(pc->refused, sizeof pc->refused, "stale: %u matrices, the model has %d",

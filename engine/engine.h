@@ -564,6 +564,10 @@ typedef struct cdb_engine_summary {
     ** generated world's mark (cdb_image_world_marked): real photos, which the bundled
     ** model does not know. */
     int64_t real_photos;
+    /* Appended: a GPU ingest's decoded images kept for the device transform (readers ->
+    ** encoder): the most bytes kept at once, never more than half the decoders' budget
+    ** (cdb_eng_budget_keep), and how many images went to the device that way. */
+    int64_t kept_peak_bytes, kept_images;
 } cdb_engine_summary;
 
 typedef struct cdb_engine_set_report {

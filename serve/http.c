@@ -42,6 +42,51 @@
 
 #include "serve/serve_int.h"
 
+/* libmicrohttpd is opened when a server starts (core.h, cdb_dynlib_open): it and GnuTLS
+** under it cost every clipdb process milliseconds at start-up, and only `clipdb serve`
+** uses them. The calls below keep their names: each is a macro for the table's entry. */
+#define MHD_FNS(X) \
+    X(MHD_add_response_header) \
+    X(MHD_create_response_from_buffer) \
+    X(MHD_create_response_from_fd_at_offset64) \
+    X(MHD_destroy_response) \
+    X(MHD_get_connection_info) \
+    X(MHD_get_connection_values_n) \
+    X(MHD_get_daemon_info) \
+    X(MHD_lookup_connection_value) \
+    X(MHD_queue_response) \
+    X(MHD_quiesce_daemon) \
+    X(MHD_start_daemon) \
+    X(MHD_stop_daemon)
+static struct {
+    MHD_FNS(CDB_DYNLIB_PTR)
+} mhd;
+#define MHD_add_response_header mhd.MHD_add_response_header
+#define MHD_create_response_from_buffer mhd.MHD_create_response_from_buffer
+#define MHD_create_response_from_fd_at_offset64 mhd.MHD_create_response_from_fd_at_offset64
+#define MHD_destroy_response mhd.MHD_destroy_response
+#define MHD_get_connection_info mhd.MHD_get_connection_info
+#define MHD_get_connection_values_n mhd.MHD_get_connection_values_n
+#define MHD_get_daemon_info mhd.MHD_get_daemon_info
+#define MHD_lookup_connection_value mhd.MHD_lookup_connection_value
+#define MHD_queue_response mhd.MHD_queue_response
+#define MHD_quiesce_daemon mhd.MHD_quiesce_daemon
+#define MHD_start_daemon mhd.MHD_start_daemon
+#define MHD_stop_daemon mhd.MHD_stop_daemon
+static pthread_once_t mhd_once = PTHREAD_ONCE_INIT;
+static cdb_status mhd_rc;
+static char mhd_err[512];
+
+static void mhd_load(void) {
+    static const char *const names[] = {"libmicrohttpd.so.12", "libmicrohttpd.so"};
+    static const char *const syms[] = {MHD_FNS(CDB_DYNLIB_NAME)};
+    const cdb_dynlib_spec spec = {"libmicrohttpd", "CLIPDB_LIBMICROHTTPD", names, 2, syms,
+                                  (int)(sizeof syms / sizeof *syms)};
+    void *lib = NULL;
+    if ((mhd_rc = cdb_dynlib_open(&spec, &lib, (void **)&mhd)) != CDB_OK)
+        snprintf(mhd_err, sizeof mhd_err, "%s", cdb_errmsg());
+}
+
 #define SRV_HEADER_LIMIT (2 * 1024 * 1024) /* memory a connection may hold (MHD's pool) */
 #define SRV_URL_MAX (96 * 1024)            /* a path and its query arguments, decoded */
 #define SRV_SWEEP_MS 200
@@ -518,6 +563,8 @@ cdb_status cdb_serve_start(cdb_engine *e, const cdb_serve_params *p_in, cdb_serv
                      MHD_USE_ERROR_LOG;
     int g;
     *out = NULL;
+    pthread_once(&mhd_once, mhd_load);
+    if (mhd_rc != CDB_OK) return cdb_seterr(mhd_rc, "cannot serve: %s", mhd_err);
     if (!p.host || !*p.host) p.host = "127.0.0.1";
     if (p.threads <= 0) p.threads = cdb_default_threads();
     if (p.max_connections <= 0) p.max_connections = sized_capacity();

@@ -36,6 +36,8 @@
 #include <time.h>
 #include <unistd.h>
 
+/* calls go through cu (a table of function pointers): no type-checking macros */
+#define CURL_DISABLE_TYPECHECK
 #include <curl/curl.h>
 #include <openssl/evp.h>
 
@@ -358,9 +360,31 @@ static int snapshot_usable(const char *dir) {
 
 /* ---- HTTP ----------------------------------------------------------------------------- */
 
+/* libcurl is opened on first use (core.h, cdb_dynlib_open): it and the TLS, LDAP and
+** Kerberos libraries under it cost every clipdb process milliseconds at start-up, and
+** only `models get` and a model named hf:ORG/REPO that is not cached download. */
+#define CURL_FNS(X)                                                                      \
+    X(curl_easy_cleanup) X(curl_easy_init) X(curl_easy_perform) X(curl_easy_reset)      \
+    X(curl_easy_setopt) X(curl_easy_strerror) X(curl_global_init) X(curl_slist_append)  \
+    X(curl_slist_free_all) X(curl_version)
+static struct {
+    CURL_FNS(CDB_DYNLIB_PTR)
+} cu;
 static pthread_once_t g_curl_once = PTHREAD_ONCE_INIT;
-static CURLcode g_curl_init_rc;
-static void curl_init_once(void) { g_curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT); }
+static cdb_status g_curl_rc;
+static char g_curl_err[512];
+
+static void curl_init_once(void) {
+    static const char *const names[] = {"libcurl.so.4", "libcurl-gnutls.so.4", "libcurl.so"};
+    static const char *const syms[] = {CURL_FNS(CDB_DYNLIB_NAME)};
+    const cdb_dynlib_spec spec = {"libcurl", "CLIPDB_LIBCURL", names, 3, syms,
+                                  (int)(sizeof syms / sizeof *syms)};
+    void *lib = NULL;
+    g_curl_rc = cdb_dynlib_open(&spec, &lib, (void **)&cu);
+    if (g_curl_rc == CDB_OK && cu.curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+        g_curl_rc = cdb_seterr(CDB_ERROR, "libcurl would not start (curl_global_init)");
+    if (g_curl_rc != CDB_OK) snprintf(g_curl_err, sizeof g_curl_err, "%s", cdb_errmsg());
+}
 
 typedef struct http_req {
     const char *url;
@@ -414,44 +438,44 @@ static CURLcode http_do(hub_ctx *c, const http_req *q, hub_resp *r) {
     CURLcode cc;
     CURL *h = c->curl;
     cdb_hub_resp_reset(r);
-    curl_easy_reset(h);
+    cu.curl_easy_reset(h);
     c->curl_err[0] = '\0';
-    snprintf(ua, sizeof ua, "clipdb/%s; %s", CDB_VERSION_STRING, curl_version());
-    curl_easy_setopt(h, CURLOPT_URL, q->url);
-    curl_easy_setopt(h, CURLOPT_USERAGENT, ua);
-    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, c->curl_err);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 20L);
+    snprintf(ua, sizeof ua, "clipdb/%s; %s", CDB_VERSION_STRING, cu.curl_version());
+    cu.curl_easy_setopt(h, CURLOPT_URL, q->url);
+    cu.curl_easy_setopt(h, CURLOPT_USERAGENT, ua);
+    cu.curl_easy_setopt(h, CURLOPT_ERRORBUFFER, c->curl_err);
+    cu.curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    cu.curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    cu.curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    cu.curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 20L);
     /* a connection that stalls (under 1 byte/s for 30 s) counts as dropped */
-    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, 30L);
-    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, q->follow ? 1L : 0L);
-    curl_easy_setopt(h, CURLOPT_MAXREDIRS, 10L);
+    cu.curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    cu.curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, 30L);
+    cu.curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, q->follow ? 1L : 0L);
+    cu.curl_easy_setopt(h, CURLOPT_MAXREDIRS, 10L);
     /* the Authorization header set below is not sent on to another host when a redirect
     ** is followed (CURLOPT_UNRESTRICTED_AUTH stays 0) */
-    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(h, CURLOPT_HEADERDATA, &hc);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &hc);
-    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
-    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_xfer);
-    curl_easy_setopt(h, CURLOPT_XFERINFODATA, &hc);
-    if (q->head) curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+    cu.curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    cu.curl_easy_setopt(h, CURLOPT_HEADERDATA, &hc);
+    cu.curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    cu.curl_easy_setopt(h, CURLOPT_WRITEDATA, &hc);
+    cu.curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    cu.curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_xfer);
+    cu.curl_easy_setopt(h, CURLOPT_XFERINFODATA, &hc);
+    if (q->head) cu.curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
     /* the real size of a file, not a compressed one's (as huggingface_hub asks) */
-    hdrs = curl_slist_append(hdrs, "Accept-Encoding: identity");
+    hdrs = cu.curl_slist_append(hdrs, "Accept-Encoding: identity");
     if (c->token[0] && to_endpoint(c, q->url)) {
         snprintf(auth, sizeof auth, "Authorization: Bearer %s", c->token);
-        hdrs = curl_slist_append(hdrs, auth);
+        hdrs = cu.curl_slist_append(hdrs, auth);
     }
     if (q->range_from > 0) {
         snprintf(range, sizeof range, "Range: bytes=%lld-", (long long)q->range_from);
-        hdrs = curl_slist_append(hdrs, range);
+        hdrs = cu.curl_slist_append(hdrs, range);
     }
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-    cc = curl_easy_perform(h);
-    curl_slist_free_all(hdrs);
+    cu.curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+    cc = cu.curl_easy_perform(h);
+    cu.curl_slist_free_all(hdrs);
     return cc;
 }
 
@@ -464,7 +488,7 @@ static int transient(CURLcode cc) {
 
 static cdb_status net_fail(hub_ctx *c, CURLcode cc, const char *what) {
     return cdb_eng_failw(CDB_IO, CDB_ENGINE_E_HUB_NETWORK,
-                         c->curl_err[0] ? c->curl_err : curl_easy_strerror(cc), "%s", what);
+                         c->curl_err[0] ? c->curl_err : cu.curl_easy_strerror(cc), "%s", what);
 }
 
 /* A failed status as the error users read. what: "ORG/NAME", "ORG/NAME: FILE". */
@@ -1028,7 +1052,11 @@ cdb_status cdb_engine_hub_get(const char *model, cdb_engine_hub_params *p, char 
         goto done;
     }
     pthread_once(&g_curl_once, curl_init_once);
-    if (g_curl_init_rc != CURLE_OK || !(c->curl = curl_easy_init())) {
+    if (g_curl_rc != CDB_OK) {
+        rc = cdb_seterr(g_curl_rc, "cannot download %s: %s", repo, g_curl_err);
+        goto done;
+    }
+    if (!(c->curl = cu.curl_easy_init())) {
         rc = cdb_seterr(CDB_ERROR, "cannot start libcurl");
         goto done;
     }
@@ -1056,7 +1084,7 @@ cdb_status cdb_engine_hub_get(const char *model, cdb_engine_hub_params *p, char 
         rc = cdb_eng_fail(rc, cdb_eng_disk_full(rc) ? CDB_ENGINE_E_DISK_FULL : CDB_ENGINE_E_NONE,
                           "cannot get %s", repo);
 done:
-    if (c && c->curl) curl_easy_cleanup(c->curl);
+    if (c && c->curl) cu.curl_easy_cleanup(c->curl);
     free(c);
     cdb_free(files);
     if (rc != CDB_OK) {

@@ -5,7 +5,8 @@
 ** decoded at once cannot exhaust memory however many threads a machine has: a
 ** decoder waits while the pixels in flight plus its own would pass the budget. One
 ** photo larger than the whole budget still goes, alone (never a deadlock: the
-** decoder that waits has nothing in flight itself).
+** decoder that waits has nothing in flight itself). Images kept decoded for the
+** device transform have a pool of their own (cdb_eng_budget_keep).
 */
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +40,8 @@ void cdb_eng_budget_init(eng_budget *b, int64_t pixels) {
     b->limit = pixels > 0 ? pixels : cdb_eng_budget_default_pixels();
     b->in_flight = b->peak = 0;
     b->n_waits = 0;
+    b->kept = b->kept_peak = 0;
+    b->kept_limit = b->limit * BYTES_PER_PIXEL / 2;
 }
 
 void cdb_eng_budget_destroy(eng_budget *b) {
@@ -61,5 +64,22 @@ void cdb_eng_budget_give(eng_budget *b, int64_t pixels) {
     pthread_mutex_lock(&b->mu);
     b->in_flight -= pixels;
     pthread_cond_broadcast(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+}
+
+int cdb_eng_budget_keep(eng_budget *b, int64_t bytes) {
+    int ok;
+    pthread_mutex_lock(&b->mu);
+    ok = bytes > 0 && b->kept + bytes <= b->kept_limit;
+    if (ok) b->kept += bytes;
+    if (b->kept > b->kept_peak) b->kept_peak = b->kept;
+    pthread_mutex_unlock(&b->mu);
+    return ok;
+}
+
+void cdb_eng_budget_unkeep(eng_budget *b, int64_t bytes) {
+    if (bytes <= 0) return;
+    pthread_mutex_lock(&b->mu);
+    b->kept -= bytes;
     pthread_mutex_unlock(&b->mu);
 }

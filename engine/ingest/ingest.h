@@ -106,6 +106,7 @@ typedef struct eng_budget {
     int64_t limit;      /* pixels */
     int64_t in_flight, peak;
     int64_t n_waits;    /* decodes that had to wait for others to finish */
+    int64_t kept, kept_limit, kept_peak; /* bytes of images kept for the device */
 } eng_budget;
 /* A quarter of the machine's memory (at least 256 MiB, at most 16 GiB), in pixels. */
 int64_t cdb_eng_budget_default_pixels(void);
@@ -118,6 +119,13 @@ void cdb_eng_budget_destroy(eng_budget *b);
 ** photo over the whole limit goes alone). Any thread. */
 void cdb_eng_budget_take(eng_budget *b, int64_t pixels);
 void cdb_eng_budget_give(eng_budget *b, int64_t pixels);
+/* Decoded images kept for the device transform (a GPU ingest) wait in the encoder's
+** batch after their decode has given its pixels back: they are bounded by a pool of
+** their own, half the budget's bytes. Keeping never waits (a reader that waited on the
+** encoder while the encoder waited for a fuller batch would deadlock): 1 when bytes fit
+** and are counted, 0 when the image must be preprocessed on the CPU instead. */
+int cdb_eng_budget_keep(eng_budget *b, int64_t bytes);
+void cdb_eng_budget_unkeep(eng_budget *b, int64_t bytes); /* once the image is encoded */
 
 /* ---- the ingest pipeline (pipeline.c) ------------------------------------------------- */
 
@@ -180,6 +188,7 @@ typedef struct job {
     char reason[256];     /* R_ERROR, R_RETRY */
     float *pixels;        /* R_IMAGE, before encoding: preprocessed here, or NULL and */
     cdb_image *img;       /* the decoded image, transformed on the device, or NULL and */
+    int64_t img_bytes;    /* img's bytes, counted in the budget's pool of kept images */
     unsigned char *file;  /* the file's bytes, decoded by nvJPEG (file_len bytes) */
     size_t file_len;
     float *vec;           /* R_IMAGE, after encoding */
@@ -243,10 +252,12 @@ typedef struct pipe_ctx {
     int dev_pp;           /* the model transforms images on its device: readers keep
                              decoded images (cdb_model_transforms_on_device) */
     int dev_jpeg;         /* ... and decodes JPEGs there: readers keep the bytes of the
-                             JPEGs nvJPEG takes (fast mode, no thumbnails to make) */
+                             JPEGs nvJPEG takes (fast mode; thumbnails from a DCT-scaled
+                             CPU decode) */
     int enc_batch;        /* items per encoder call: o->batch, halved for the rest of the
                              run when the device runs out of memory (cdb_k_run_batched) */
     eng_budget budget;    /* decoded pixels in flight across the readers */
+    atomic_llong n_kept;  /* images kept decoded for the device transform */
     pthread_mutex_t mu;   /* guards claimed[], seen, fatal */
     int64_t *claimed;     /* file ids taken by a move in this run */
     int n_claimed, cap_claimed;

@@ -11,10 +11,12 @@
 **   file of any root whose old path is gone -> move (keeps its vector); a file
 **   that is neither named nor shaped like an image -> skipped; otherwise decode +
 **   preprocess. Failures are permanent (quarantined) or transient (retried by the
-**   next run): imagefile.c classifies them. On a GPU (c->dev_pp) a reader keeps a
-**   decoded image no bigger than its floats as it is, for the device transform, and
-**   (c->dev_jpeg: fast mode, no thumbnails) the bytes of a JPEG nvJPEG takes,
-**   undecoded.
+**   next run): imagefile.c classifies them. On a GPU (c->dev_pp) a reader keeps the
+**   decoded image as it is, for the device transform, while the pool of kept images
+**   has room (half the decode budget's bytes; else it preprocesses it here), and
+**   (c->dev_jpeg: fast mode) the bytes of a JPEG nvJPEG takes, undecoded; its
+**   thumbnail, when the database makes them, comes from a DCT-scaled CPU decode (the
+**   fast mode's, at 1/2 to 1/8 of the full size).
 ** - encoder: batches the jobs (--batch; not given: what the device's free memory
 **   allows, 32 on the CPU), runs the image tower (preprocessed floats, decoded images
 **   and JPEG bytes each in one call: encode_jobs), gives each item its own vector; a
@@ -224,6 +226,13 @@ static void process(pipe_ctx *c, cdb_db *rdb, job *j) {
     j->real_photo = !cdb_image_world_marked(buf, (size_t)j->meta.size);
     read_photo(j, buf, (size_t)j->meta.size, 0);
     if (to_nvjpeg(c, j, buf)) { /* decoded on the device by the encoder */
+        if (c->o->thumb_px > 0) { /* the thumbnail needs host pixels: a DCT-scaled decode */
+            char why[256];
+            int32_t w, h;
+            decode_budgeted(c, buf, (size_t)j->meta.size, !j->no_exif, NULL, NULL, &w, &h, ns,
+                            &j->thumb, why, sizeof why); /* nvJPEG judges the file */
+            atomic_fetch_add(&c->ns_decode, ns[0]);
+        }
         j->file = buf;
         j->file_len = (size_t)j->meta.size;
         j->kind = R_IMAGE;
@@ -238,9 +247,18 @@ static void process(pipe_ctx *c, cdb_db *rdb, job *j) {
     k = decode_budgeted(c, buf, (size_t)j->meta.size, !j->no_exif, j->pixels,
                         c->dev_pp ? &j->img : NULL, &j->meta.width, &j->meta.height, ns,
                         &j->thumb, j->reason, sizeof j->reason);
-    if (j->img) { /* kept for the device transform */
-        free(j->pixels);
-        j->pixels = NULL;
+    if (j->img) { /* kept for the device transform, when the pool of kept images has room */
+        int64_t bytes = (int64_t)j->img->width * j->img->height * j->img->channels;
+        if (cdb_eng_budget_keep(&c->budget, bytes)) {
+            j->img_bytes = bytes;
+            atomic_fetch_add(&c->n_kept, 1);
+            free(j->pixels);
+            j->pixels = NULL;
+        } else {
+            int64_t t1 = cdb_now_ns();
+            k = cdb_eng_preprocess_kept(&j->img, c->pp, j->pixels, j->reason, sizeof j->reason);
+            ns[1] += cdb_now_ns() - t1;
+        }
     }
     free(buf);
     atomic_fetch_add(&c->ns_decode, ns[0]);
@@ -332,11 +350,13 @@ static cdb_status encode_jobs(pipe_ctx *c, job **b, int n, float *px, float *out
 }
 
 /* Frees what job j carried to the encoder. */
-static void drop_input(job *j) {
+static void drop_input(pipe_ctx *c, job *j) {
     free(j->pixels);
     j->pixels = NULL;
     cdb_image_free(j->img);
     j->img = NULL;
+    cdb_eng_budget_unkeep(&c->budget, j->img_bytes);
+    j->img_bytes = 0;
     free(j->file);
     j->file = NULL;
 }
@@ -354,7 +374,7 @@ static void give_vector(pipe_ctx *c, job *j, const float *v, cdb_status rc) {
         snprintf(j->reason, sizeof j->reason, "out of memory");
         job_failed(j, ENG_FAIL_TRANSIENT);
     }
-    drop_input(j);
+    drop_input(c, j);
 }
 
 /* A file nvJPEG did not take that the CPU decoders refused too: decoded alone once more
@@ -370,7 +390,7 @@ static void file_failed(pipe_ctx *c, job *j, cdb_status rc) {
     cdb_image_free(img);
     snprintf(j->reason, sizeof j->reason, "cannot decode: %.200s", cdb_errmsg());
     job_failed(j, rc == CDB_NOMEM ? ENG_FAIL_TRANSIENT : ENG_FAIL_PERMANENT);
-    drop_input(j);
+    drop_input(c, j);
 }
 
 /* cdb_k_run_batched's view of one encoder batch: items [first, first + count). */
@@ -747,8 +767,7 @@ cdb_status cdb_eng_pipeline_run(cdb_db *db, const char *db_dir, cdb_model *model
     ** the very vectors of the usual one (test_encoder_faults) */
     route = getenv("CLIPDB_TEST_GPU_ROUTE") && !strcmp(getenv("CLIPDB_TEST_GPU_ROUTE"), "1");
     c.dev_pp = !o->encode && (route || cdb_model_transforms_on_device(model));
-    c.dev_jpeg = c.dev_pp && o->decode && o->thumb_px <= 0 &&
-                 (route || cdb_model_decodes_jpeg_on_device(model));
+    c.dev_jpeg = c.dev_pp && o->decode && (route || cdb_model_decodes_jpeg_on_device(model));
     c.targets = roots;
     c.n_targets = n_roots;
     c.sum = sum;
@@ -809,6 +828,8 @@ done:
     free(c.seen);
     pthread_mutex_destroy(&c.mu);
     sum->decode_peak_pixels = c.budget.peak;
+    sum->kept_peak_bytes = c.budget.kept_peak;
+    sum->kept_images = atomic_load(&c.n_kept);
     sum->decode_waits = c.budget.n_waits;
     cdb_eng_budget_destroy(&c.budget);
     return rc;

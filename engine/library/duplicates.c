@@ -86,17 +86,15 @@ static int gather_cached(cdb_db *db, facts *f)
     cdb_db_file row;
     cdb_db_photo ph;
     cdb_photo_meta meta;
-    uint8_t found = 0;
     char *path = NULL;
     struct stat sb;
     int rc = -1;
-    if (cdb_db_file_hit(db, f->id, 0, &row, &path) != CDB_OK)
+    if (cdb_db_file_hit(db, f->id, 0, &row, &path, &ph) != CDB_OK) /* one statement */
         return -1;
     if (row.state == CDB_DB_OK && row.meta.has_hash && lstat(path, &sb) == 0 &&
         S_ISREG(sb.st_mode) && sb.st_size == row.meta.size &&
         (int64_t)sb.st_mtim.tv_sec * 1000000000LL + sb.st_mtim.tv_nsec == row.meta.mtime_ns &&
-        cdb_db_photos_get(db, &f->id, 1, &ph, &found) == CDB_OK && found && ph.read &&
-        ph.has_phash) {
+        ph.read && ph.has_phash) {
         eng_phash h = {1, ph.phash, ph.phash_format, ph.phash_width, ph.phash_height};
         memset(&meta, 0, sizeof meta);
         if (ph.taken_source != CDB_DB_TAKEN_FILE) { /* FILE: photos_get's mtime stand-in */

@@ -129,6 +129,14 @@ static eng_readfail status_fail(cdb_status rc, const char *what, char *reason, s
                   text);
 }
 
+eng_readfail cdb_eng_preprocess_kept(cdb_image **img, const cdb_preprocess_params *pp,
+                                     float *pixels, char *reason, size_t reason_size) {
+    cdb_status rc = cdb_image_preprocess(*img, pp, pixels, NULL);
+    cdb_image_free(*img);
+    *img = NULL;
+    return rc == CDB_OK ? ENG_FAIL_NONE : status_fail(rc, "cannot preprocess", reason, reason_size);
+}
+
 eng_readfail cdb_eng_decode_photo(const unsigned char *buf, size_t n, int apply_exif, int decode,
                               int64_t max_pixels, const cdb_preprocess_params *pp, float *pixels,
                               cdb_image **keep, int32_t *width, int32_t *height, int64_t ns[2],
@@ -151,9 +159,7 @@ eng_readfail cdb_eng_decode_photo(const unsigned char *buf, size_t n, int apply_
     if (thumb_px > 0 && thumb && cdb_eng_thumb_make(img, thumb_px, thumb) != CDB_OK)
         CDB_LOG_DEBUG("no thumbnail: %s", cdb_errmsg()); /* the photo itself is fine */
     if (keep) *keep = NULL;
-    if (keep && pixels && cdb_image_device_ready(img) &&
-        (size_t)img->width * img->height * img->channels <=
-            sizeof *pixels * 3 * (size_t)pp->size * pp->size) {
+    if (keep && pixels && cdb_image_device_ready(img)) {
         *keep = img; /* transformed on the device (cdb_encode_images) */
         img = NULL;
         rc = CDB_OK;

@@ -108,9 +108,9 @@ typedef struct eng_thumb {
 ** thumb_px); failing to make one is not a failure of the photo (thumb->jpeg NULL).
 ** pixels NULL: decode for the thumbnail only (no preprocessing). keep (may be NULL):
 ** the decoded image itself instead of pixels when the device transform takes it
-** (cdb_image_device_ready) and its bytes are no more than the floats' (a GPU ingest:
-** what waits for the encoder takes no more memory than pixels would); else NULL and
-** pixels written. cdb_image_free it. */
+** (cdb_image_device_ready; the caller bounds what it keeps, and preprocesses what it
+** cannot keep with cdb_eng_preprocess_kept); else NULL and pixels written.
+** cdb_image_free it. */
 eng_readfail cdb_eng_decode_photo(const unsigned char *buf, size_t n, int apply_exif, int decode,
                               int64_t max_pixels, const cdb_preprocess_params *pp,
                               float *pixels /* OUT */, cdb_image **keep /* OUT */,
@@ -118,6 +118,10 @@ eng_readfail cdb_eng_decode_photo(const unsigned char *buf, size_t n, int apply_
                               int32_t *height /* OUT */, int64_t ns[2],
                               int thumb_px, eng_thumb *thumb /* OUT, may be NULL */,
                               char *reason, size_t reason_size);
+/* The CPU preprocessing of an image cdb_eng_decode_photo kept for the device, into pixels
+** (3 x pp->size^2 floats), as it would have done itself; *img is freed and NULLed. */
+eng_readfail cdb_eng_preprocess_kept(cdb_image **img, const cdb_preprocess_params *pp,
+                                     float *pixels, char *reason, size_t reason_size);
 /* Reads fd, the recorded photo f of db opened the one way (cdb_eng_open_file_id; st
 ** its fstat), and decodes it for a picture of it: fast (a JPEG may shrink while its
 ** short side stays >= target), EXIF as its root says, the database's pixel limit.

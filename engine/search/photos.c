@@ -102,23 +102,28 @@ char *cdb_eng_taken_iso(const cdb_db_photo *p, char *buf, size_t cap) {
     return cdb_photo_meta_taken_iso(&m, buf, cap);
 }
 
+void cdb_eng_photo_from_db(const cdb_db_photo *ph, cdb_engine_photo *out) {
+    memset(out, 0, sizeof *out);
+    out->taken_source = "";
+    if (!ph) return;
+    cdb_eng_taken_iso(ph, out->taken, sizeof out->taken);
+    out->taken_source = cdb_db_taken_source_str(ph->taken_source);
+    out->taken_key_ms = cdb_db_time_key(&ph->taken);
+    snprintf(out->make, sizeof out->make, "%s", ph->make);
+    snprintf(out->model, sizeof out->model, "%s", ph->model);
+    snprintf(out->lens, sizeof out->lens, "%s", ph->lens);
+    out->has_gps = ph->has_gps;
+    out->lat = ph->lat;
+    out->lon = ph->lon;
+    out->has_alt = ph->has_alt;
+    out->alt = ph->alt;
+}
+
 void cdb_eng_photo_get(cdb_db *db, int64_t id, cdb_engine_photo *out) {
     cdb_db_photo ph;
     uint8_t found = 0;
-    memset(out, 0, sizeof *out);
-    out->taken_source = "";
-    if (cdb_db_photos_get(db, &id, 1, &ph, &found) != CDB_OK || !found) return;
-    cdb_eng_taken_iso(&ph, out->taken, sizeof out->taken);
-    out->taken_source = cdb_db_taken_source_str(ph.taken_source);
-    out->taken_key_ms = cdb_db_time_key(&ph.taken);
-    snprintf(out->make, sizeof out->make, "%s", ph.make);
-    snprintf(out->model, sizeof out->model, "%s", ph.model);
-    snprintf(out->lens, sizeof out->lens, "%s", ph.lens);
-    out->has_gps = ph.has_gps;
-    out->lat = ph.lat;
-    out->lon = ph.lon;
-    out->has_alt = ph.has_alt;
-    out->alt = ph.alt;
+    int ok = cdb_db_photos_get(db, &id, 1, &ph, &found) == CDB_OK && found;
+    cdb_eng_photo_from_db(ok ? &ph : NULL, out);
 }
 
 cdb_status cdb_engine_photos_get(cdb_engine *e, const int64_t *ids, int n, cdb_engine_photo *out) {

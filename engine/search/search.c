@@ -316,16 +316,15 @@ done:
 ** again. Ids the index covers but that were removed since make this an upper bound
 ** only: it catches missing vectors, not extra ones (searches drop those). */
 static int vset_complete(const eng_vset *v, cdb_db *db, int64_t model_id) {
-    cdb_db_counts c;
-    int64_t have = (int64_t)v->n;
-    if (cdb_db_get_counts(db, model_id, &c) != CDB_OK) return 1; /* cannot tell */
+    int64_t have = (int64_t)v->n, n_vectors = 0;
+    if (cdb_db_count_vectors(db, model_id, &n_vectors) != CDB_OK) return 1; /* cannot tell */
     if (v->ix) {
         cdb_index_info in;
         cdb_index_get_info(v->ix->ix, &in);
         have += in.n_covered;
         for (size_t i = 0; i < v->n; i++) have -= cdb_index_covers(v->ix->ix, v->ids[i]) != 0;
     }
-    return have >= c.n_vectors;
+    return have >= n_vectors;
 }
 
 /* The current state of model_id's vector set (a reference: vset_unref it), read
@@ -808,7 +807,8 @@ static cdb_status make_hit(cdb_db *db, int64_t model_id, int64_t id, float score
                            const cdb_engine_search_params *p, cdb_engine_hit *h /* OUT */) {
     char *path = NULL;
     cdb_db_file f;
-    cdb_status rc = cdb_db_file_hit(db, id, model_id, &f, &path); /* one statement, kept */
+    cdb_db_photo ph;
+    cdb_status rc = cdb_db_file_hit(db, id, model_id, &f, &path, &ph); /* one statement */
     if (rc == CDB_NOMEM) return rc;
     if (rc != CDB_OK) return CDB_NOTFOUND;
     cdb_db_file_clear(&f);
@@ -824,7 +824,7 @@ static cdb_status make_hit(cdb_db *db, int64_t model_id, int64_t id, float score
     h->size = f.meta.size;
     h->width = f.meta.width;
     h->height = f.meta.height;
-    cdb_eng_photo_get(db, id, &h->photo);
+    cdb_eng_photo_from_db(&ph, &h->photo);
     return CDB_OK;
 }
 

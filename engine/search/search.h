@@ -138,5 +138,7 @@ char *cdb_eng_taken_iso(const cdb_db_photo *p, char *buf /* OUT */, size_t cap);
 /* The metadata of file id as hits and exports show it (empty, taken_source "", when
 ** the file is not recorded or cannot be read: it is shown, not searched by). */
 void cdb_eng_photo_get(cdb_db *db, int64_t id, cdb_engine_photo *out /* OUT */);
+/* The engine's form of ph (as cdb_db_photos_get fills it); NULL: a file not recorded. */
+void cdb_eng_photo_from_db(const cdb_db_photo *ph, cdb_engine_photo *out /* OUT */);
 
 #endif /* CDB_ENGINE_SEARCH_H */

@@ -50,13 +50,7 @@ extern "C" cdb_status cdb_kc_backend_ws(cdb_kc_backend *b, size_t bytes) {
     pthread_mutex_unlock(&b->mu);                                              \
     return rc
 
-#define NEED(cond, ...)                                                        \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            rc = cdb_seterr(CDB_INVALID, __VA_ARGS__);                         \
-            goto done;                                                         \
-        }                                                                      \
-    } while (0)
+#define NEED CDB_CUDA_CHECK_ARG /* (cond, message...): CDB_INVALID unless cond */
 
 #define TRY(call)                                                              \
     do {                                                                       \

@@ -92,20 +92,21 @@ done:
     return rc;
 }
 
-extern "C" cdb_status cdb_kc_upload(cdb_kc_ctx *c, void *d_dst, const void *h_src, size_t bytes) {
+/* A copy on the compute stream, waited for. */
+static cdb_status copy_sync(cdb_kc_ctx *c, void *dst, const void *src, size_t bytes,
+                            cudaMemcpyKind kind) {
     cdb_status rc = CDB_OK;
     if (!bytes) return CDB_OK;
-    CDB_CUDA_CHECK(cudaMemcpyAsync(d_dst, h_src, bytes, cudaMemcpyHostToDevice, c->compute));
+    CDB_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, c->compute));
     CDB_CUDA_CHECK(cudaStreamSynchronize(c->compute));
 done:
     return rc;
 }
 
+extern "C" cdb_status cdb_kc_upload(cdb_kc_ctx *c, void *d_dst, const void *h_src, size_t bytes) {
+    return copy_sync(c, d_dst, h_src, bytes, cudaMemcpyHostToDevice);
+}
+
 extern "C" cdb_status cdb_kc_download(cdb_kc_ctx *c, void *h_dst, const void *d_src, size_t bytes) {
-    cdb_status rc = CDB_OK;
-    if (!bytes) return CDB_OK;
-    CDB_CUDA_CHECK(cudaMemcpyAsync(h_dst, d_src, bytes, cudaMemcpyDeviceToHost, c->compute));
-    CDB_CUDA_CHECK(cudaStreamSynchronize(c->compute));
-done:
-    return rc;
+    return copy_sync(c, h_dst, d_src, bytes, cudaMemcpyDeviceToHost);
 }

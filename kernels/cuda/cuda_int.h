@@ -24,24 +24,6 @@
 extern "C" {
 #endif
 
-/* ---- libraries loaded at run time (dynlib.c; plain C, built in every configuration) --- */
-
-/* A library clipdb dlopen()s instead of linking (cuBLAS, nvJPEG). */
-typedef struct cdb_kc_lib_spec {
-    const char *what;              /* its name in messages: "cuBLAS 13" */
-    const char *env;               /* a variable whose value (a path) is tried first; may be NULL */
-    const char *const *candidates; /* then these, in order (names or paths, as dlopen takes) */
-    int n_candidates;
-    const char *const *symbols;    /* every symbol the caller uses */
-    int n_symbols;
-} cdb_kc_lib_spec;
-/* Opens the first loadable library of s and resolves s->symbols into syms[0 ..
-** n_symbols) (caller's array). CDB_UNSUPPORTED, nothing left open, when none loads
-** (the message: what, every attempt's dlerror, the variable to set) or a symbol is
-** missing (the message names it). *handle: for dlclose, or kept for the process. */
-cdb_status cdb_kc_lib_open(const cdb_kc_lib_spec *s, void **handle /* OUT */,
-                           void **syms /* OUT */);
-
 /* ---- nvJPEG (nvjpeg.c: loading and choices, plain C; nvjpeg_decode.cu: decoding) ----
 ** nvjpeg.h's C ABI, as NVIDIA documents it (no header ships with this toolkit): handles
 ** and states are opaque pointers, statuses ints (0 success), enums ints. */
@@ -73,14 +55,14 @@ typedef struct cdb_kc_nvjpeg_api {
                    const size_t *lens, cdb_nvjpeg_image *dst, void *stream);
 } cdb_kc_nvjpeg_api;
 /* The library clipdb looks for ($CLIPDB_NVJPEG, then the candidates). */
-extern const cdb_kc_lib_spec cdb_kc_nvjpeg_spec;
+extern const cdb_dynlib_spec cdb_kc_nvjpeg_spec;
 /* Whether nvJPEG is usable, from the facts: cuda_built, cuda_why (the CUDA path's
 ** cdb_k_cuda_unusable_reason(): "" when a device, the driver and cuBLAS are usable) and
 ** spec's library. CDB_OK with *api filled, or CDB_UNSUPPORTED with *api zeroed and why
 ** (the message cdb_k_nvjpeg_unusable_reason gives) written. The process decides it once
 ** with the real facts; tests call it with fake ones. */
 cdb_status cdb_kc_nvjpeg_decide(int cuda_built, const char *cuda_why,
-                                const cdb_kc_lib_spec *spec, cdb_kc_nvjpeg_api *api /* OUT */,
+                                const cdb_dynlib_spec *spec, cdb_kc_nvjpeg_api *api /* OUT */,
                                 char *why /* OUT */, size_t why_cap);
 /* A decoder handle: the hardware backend when nvjpegCreateEx takes it (*hardware = 1),
 ** else the default one (*hardware = 0); CDB_DEVICE when neither is created. */

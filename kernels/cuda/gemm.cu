@@ -11,7 +11,7 @@
 ** dlopen costs a table of eight function pointers. The library is looked up as
 ** $CLIPDB_CUBLAS (a path), then libcublas.so.<major of the headers> on the
 ** loader's path, then the toolkit's and PyTorch-wheel's usual folders
-** (cdb_kc_lib_open, dynlib.c, says which attempts failed and how).
+** (cdb_dynlib_open, dynlib.c, says which attempts failed and how).
 */
 #include <pthread.h>
 #include <stdio.h>
@@ -73,12 +73,12 @@ static void load_once(void) {
         "cublasSetWorkspace_v2", "cublasSetMathMode", "cublasGetStatusString",
         "cublasGemmEx",      "cublasGemmStridedBatchedEx",
     };
-    const cdb_kc_lib_spec spec = {
+    const cdb_dynlib_spec spec = {
         "cuBLAS " CDB_STR_(CUBLAS_VER_MAJOR), "CLIPDB_CUBLAS", candidates,
         (int)(sizeof candidates / sizeof candidates[0]), symbols,
         (int)(sizeof symbols / sizeof symbols[0])};
     void *syms[sizeof symbols / sizeof symbols[0]];
-    g_cb.rc = cdb_kc_lib_open(&spec, &g_cb.lib, syms);
+    g_cb.rc = cdb_dynlib_open(&spec, &g_cb.lib, syms);
     if (g_cb.rc != CDB_OK) {
         snprintf(g_cb.err, sizeof g_cb.err, "%s", cdb_errmsg());
         return;

@@ -35,11 +35,11 @@ static const char *const g_candidates[] = {
     "/opt/torch/.venv/lib/python3.12/site-packages/nvidia/nvjpeg/lib/libnvjpeg.so.12",
 };
 
-const cdb_kc_lib_spec cdb_kc_nvjpeg_spec = {
+const cdb_dynlib_spec cdb_kc_nvjpeg_spec = {
     "nvJPEG", "CLIPDB_NVJPEG", g_candidates, (int)(sizeof g_candidates / sizeof g_candidates[0]),
     g_symbols, N_SYMBOLS};
 
-cdb_status cdb_kc_nvjpeg_decide(int cuda_built, const char *cuda_why, const cdb_kc_lib_spec *spec,
+cdb_status cdb_kc_nvjpeg_decide(int cuda_built, const char *cuda_why, const cdb_dynlib_spec *spec,
                                 cdb_kc_nvjpeg_api *api, char *why, size_t why_cap) {
     void *syms[N_SYMBOLS];
     memset(api, 0, sizeof *api);
@@ -55,7 +55,7 @@ cdb_status cdb_kc_nvjpeg_decide(int cuda_built, const char *cuda_why, const cdb_
         snprintf(why, why_cap, "no CUDA device: %s", cuda_why);
         return cdb_seterr(CDB_UNSUPPORTED, "%s", why);
     }
-    if (cdb_kc_lib_open(spec, &api->lib, syms) != CDB_OK) {
+    if (cdb_dynlib_open(spec, &api->lib, syms) != CDB_OK) {
         snprintf(why, why_cap, "%s", cdb_errmsg());
         return CDB_UNSUPPORTED;
     }

@@ -5,7 +5,7 @@
 ** injected (backend_impl.h's test seam: 0, 1 or 2 CUDA devices) and for real on this
 ** machine, cdb_k_backend_new on an unavailable CUDA device, and the "no device"
 ** paths of the CUDA constructor; the run-time loading of CUDA libraries
-** (cdb_kc_lib_open, as cuBLAS and nvJPEG are loaded) with fake libraries: nothing
+** (cdb_dynlib_open, as cuBLAS and nvJPEG are loaded) with fake libraries: nothing
 ** loadable, a missing symbol, the environment's path first; nvJPEG's "not usable"
 ** reason on a machine without a GPU; nvJPEG's decision with the facts injected (built
 ** without CUDA, no driver, no device, no cuBLAS, no libnvjpeg, a library of another
@@ -167,11 +167,11 @@ CDB_TEST(lib_open_failure_paths) {
     static const char *const with_libm[] = {"/nonexistent/libcdb_fake.so.13", "libm.so.6"};
     static const char *const math[] = {"cos", "sqrt"};
     static const char *const bad_sym[] = {"cos", "cdb_no_such_symbol_xyz"};
-    cdb_kc_lib_spec s = {"FakeLib 13", "CLIPDB_TEST_FAKE_LIB", missing, 2, math, 2};
+    cdb_dynlib_spec s = {"FakeLib 13", "CLIPDB_TEST_FAKE_LIB", missing, 2, math, 2};
     void *h = (void *)1, *syms[2] = {NULL, NULL};
     unsetenv("CLIPDB_TEST_FAKE_LIB");
     /* nothing loads: every attempt named, the variable to set, nothing open */
-    CHECK_RC(cdb_kc_lib_open(&s, &h, syms), CDB_UNSUPPORTED);
+    CHECK_RC(cdb_dynlib_open(&s, &h, syms), CDB_UNSUPPORTED);
     CHECK(h == NULL);
     CHECK_MSG(strstr(cdb_errmsg(), "FakeLib 13 could not be loaded") &&
                   strstr(cdb_errmsg(), "/nonexistent/libcdb_fake.so.13") &&
@@ -180,20 +180,20 @@ CDB_TEST(lib_open_failure_paths) {
               "message: %s", cdb_errmsg());
     /* the environment's path is tried first, and then the list */
     setenv("CLIPDB_TEST_FAKE_LIB", "/also/missing/libcdb.so", 1);
-    CHECK_RC(cdb_kc_lib_open(&s, &h, syms), CDB_UNSUPPORTED);
+    CHECK_RC(cdb_dynlib_open(&s, &h, syms), CDB_UNSUPPORTED);
     CHECK(strstr(cdb_errmsg(), "/also/missing/libcdb.so") < strstr(cdb_errmsg(), "libcdb_fake"));
     setenv("CLIPDB_TEST_FAKE_LIB", "libm.so.6", 1);
-    CHECK_OK(cdb_kc_lib_open(&s, &h, syms));
+    CHECK_OK(cdb_dynlib_open(&s, &h, syms));
     CHECK(h != NULL);
     CHECK_NEAR(((double (*)(double))syms[1])(2.25), 1.5, 0); /* sqrt, through the table */
     unsetenv("CLIPDB_TEST_FAKE_LIB");
     /* the second candidate loads; a symbol it lacks is named */
     s.candidates = with_libm;
-    CHECK_OK(cdb_kc_lib_open(&s, &h, syms));
+    CHECK_OK(cdb_dynlib_open(&s, &h, syms));
     CHECK_NEAR(((double (*)(double))syms[0])(0.0), 1.0, 0); /* cos */
     s.symbols = bad_sym;
     h = (void *)1;
-    CHECK_RC(cdb_kc_lib_open(&s, &h, syms), CDB_UNSUPPORTED);
+    CHECK_RC(cdb_dynlib_open(&s, &h, syms), CDB_UNSUPPORTED);
     CHECK(h == NULL);
     CHECK_MSG(strstr(cdb_errmsg(), "FakeLib 13 has no symbol cdb_no_such_symbol_xyz"),
               "message: %s", cdb_errmsg());
@@ -214,7 +214,7 @@ CDB_TEST(nvjpeg_unusable_without_gpu) {
 CDB_TEST(nvjpeg_decide_failure_paths) {
     static const char *const missing[] = {"/nonexistent/libnvjpeg.so.13",
                                           "libcdb_no_nvjpeg.so.12"};
-    cdb_kc_lib_spec s = cdb_kc_nvjpeg_spec;
+    cdb_dynlib_spec s = cdb_kc_nvjpeg_spec;
     cdb_kc_nvjpeg_api api;
     char why[1600];
     s.env = "CLIPDB_TEST_NVJPEG";
@@ -256,7 +256,7 @@ CDB_TEST(nvjpeg_decide_failure_paths) {
 /* The stand-in library loads; the hardware decoder is taken when nvjpegCreateEx accepts
 ** it, else the default backend; neither: CDB_DEVICE with nvJPEG's status. */
 CDB_TEST(nvjpeg_decide_and_backend_choice) {
-    cdb_kc_lib_spec s = cdb_kc_nvjpeg_spec;
+    cdb_dynlib_spec s = cdb_kc_nvjpeg_spec;
     cdb_kc_nvjpeg_api api;
     char why[1600];
     void *h = NULL;

@@ -15,7 +15,8 @@
 **   unusable_vector_is_quarantined      the encoder returns NaN for one item: that
 **       file is an error (permanent), the next run skips it
 **   gpu_route_gives_the_same_vectors    the GPU's route through the pipeline
-**       (CLIPDB_TEST_GPU_ROUTE=1: readers keep small decoded images for
+**       (CLIPDB_TEST_GPU_ROUTE=1: readers keep decoded images, as many as the
+**       pool of kept images holds (a 1 MB decode budget: some, not the large one), for
 **       cdb_encode_images and the bytes of the JPEGs nvJPEG would take for
 **       cdb_encode_files; on the CPU both run the CPU's decode and transform) stores
 **       the very vectors of the usual route in fast mode, bit for bit, and refuses a
@@ -25,6 +26,7 @@
 ** After each run the database is checked with the oracle of lib_util.h: every
 ** stored path holds the embedding of its own bytes (clipdb embed), once.
 */
+#include "db/db.h"
 #include "encoder/encoder.h"
 #include "engine/engine.h"
 #include "lib_util.h"
@@ -79,6 +81,7 @@ static cdb_status faulty_encode(void *ud, cdb_model *m, const float *px, int n, 
 }
 
 static int g_fast; /* the next ingests decode fast */
+static int64_t g_decode_mb; /* the decoders' budget (0: the default) */
 
 /* One ingest of lib into db in this process, with plan (NULL: no fault). */
 static cdb_status ingest(const char *db_dir, const char *lib, fault_plan *plan,
@@ -95,6 +98,7 @@ static cdb_status ingest(const char *db_dir, const char *lib, fault_plan *plan,
     rp.batch = BATCH;
     rp.threads = 2;
     rp.decode = g_fast ? 1 : -1;
+    rp.decode_memory_mb = g_decode_mb;
     rp.encode = plan ? faulty_encode : NULL;
     rp.encode_ud = plan;
     if ((rc = cdb_engine_open(db_dir, &ep, &e)) == CDB_OK) {
@@ -198,20 +202,48 @@ CDB_TEST(unusable_vector_is_quarantined) {
     CHECK_EQ_INT(s.unchanged, N_PHOTOS);
 }
 
+/* The thumbnails of the ok files of the database in dir. */
+static int64_t count_thumbs(const char *dir) {
+    cdb_db *db = NULL;
+    cdb_db_params p = cdb_db_params_default();
+    int64_t n = 0;
+    p.readonly = 1;
+    if (cdb_db_open(dir, &p, &db) != CDB_OK) return -1;
+    for (int64_t id = 1; id < 1000; id++) {
+        cdb_db_file f;
+        cdb_db_thumb t;
+        memset(&t, 0, sizeof t);
+        if (cdb_db_file_get(db, id, &f) != CDB_OK) continue;
+        if (f.state == CDB_DB_OK && cdb_db_thumb_get(db, id, &t) == CDB_OK && t.n_bytes > 0) n++;
+        cdb_db_thumb_clear(&t);
+        cdb_db_file_clear(&f);
+    }
+    cdb_db_close(db);
+    return n;
+}
+
 CDB_TEST(gpu_route_gives_the_same_vectors) {
-    char lib[700], db[2][700], p[900], cut[900];
-    cdb_engine_summary s[2];
-    lu_export e[2];
+    char lib[700], db[4][700], p[900], cut[900];
+    cdb_engine_summary s[4];
+    lu_export e[4];
     size_t n = 0;
     unsigned char *jpg;
     LU_NEED_SETUP();
     lu_path(lib, sizeof lib, "route/photos");
     lu_path(db[0], sizeof db[0], "route/db_usual");
     lu_path(db[1], sizeof db[1], "route/db_gpu");
+    lu_path(db[2], sizeof db[2], "route/db_gpu_small_pool");
+    lu_path(db[3], sizeof db[3], "route/db_gpu_thumbs");
     CHECK_EQ_INT(lu_generate(lib, 7300, 0, N_PHOTOS), 0);
     for (int i = 0; i < 3; i++) { /* small: the decoded bytes are kept, not the floats */
         unsigned char *ppm = lu_ppm(120 + 40 * i, 90 + 10 * i, 50 + (uint64_t)i, &n);
         snprintf(p, sizeof p, "%s/small_%d.ppm", lib, i);
+        CHECK(ppm && lu_write(p, ppm, n) == 0);
+        free(ppm);
+    }
+    { /* large: 1.4 MB decoded, more than a 1 MB budget's pool of kept images holds */
+        unsigned char *ppm = lu_ppm(800, 600, 77, &n);
+        snprintf(p, sizeof p, "%s/large.ppm", lib);
         CHECK(ppm && lu_write(p, ppm, n) == 0);
         free(ppm);
     }
@@ -221,31 +253,51 @@ CDB_TEST(gpu_route_gives_the_same_vectors) {
     CHECK_EQ_INT(lu_write(cut, jpg, n / 2), 0);
     free(jpg);
     g_fast = 1;
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < 4; k++) { /* the usual route; the GPU's; the GPU's, 1 MB budget;
+                                   ** the GPU's with thumbnails */
         CHECK_EQ_INT(lu_expect((const char *[]){"init", "--db", db[k], "--model", lu_model,
-                                                "--thumb-size", "0", "--quiet", NULL},
+                                                "--thumb-size", k == 3 ? "128" : "0",
+                                                "--quiet", NULL},
                                0, NULL),
                      0);
         if (k) setenv("CLIPDB_TEST_GPU_ROUTE", "1", 1);
+        g_decode_mb = k == 2 ? 1 : 0;
         CHECK_OK(ingest(db[k], lib, NULL, &s[k]));
         unsetenv("CLIPDB_TEST_GPU_ROUTE");
         CHECK_EQ_INT(lu_export_read(db[k], &e[k]), 0);
     }
     g_fast = 0;
-    CHECK_EQ_INT(s[0].added, N_PHOTOS + 3);
-    CHECK_EQ_INT(s[1].added, N_PHOTOS + 3);
-    CHECK_EQ_INT(s[0].errors, 1);
-    CHECK_EQ_INT(s[1].errors, 1);
-    CHECK_EQ_INT(e[1].n, e[0].n);
-    CHECK_EQ_INT(e[1].dim, e[0].dim);
-    for (int i = 0; i < e[0].n; i++) {
-        int at = lu_export_find(&e[1], e[0].paths[i], NULL);
-        CHECK_MSG(at >= 0, "%s: not stored by the GPU route", e[0].paths[i]);
-        CHECK_MSG(!memcmp(e[0].vecs + (size_t)i * e[0].dim, e[1].vecs + (size_t)at * e[0].dim,
-                          sizeof(float) * (size_t)e[0].dim),
-                  "%s: another vector on the GPU route", e[0].paths[i]);
+    g_decode_mb = 0;
+    /* every decoded image (none of them a JPEG nvJPEG takes) is kept while the pool has
+    ** room, whatever its size; a 1 MB budget's pool (512 KB) leaves the large one, and
+    ** some others, to the CPU's transform, and is never exceeded */
+    CHECK_EQ_INT(s[0].kept_images, 0);
+    CHECK_MSG(s[1].kept_images >= 4, "%lld kept", (long long)s[1].kept_images);
+    CHECK_MSG(s[1].kept_peak_bytes >= 800 * 600 * 3, "peak %lld", (long long)s[1].kept_peak_bytes);
+    CHECK_MSG(s[2].kept_images > 0 && s[2].kept_images < s[1].kept_images, "%lld of %lld kept",
+              (long long)s[2].kept_images, (long long)s[1].kept_images);
+    CHECK_MSG(s[2].kept_peak_bytes <= 512 * 1024, "peak %lld", (long long)s[2].kept_peak_bytes);
+    /* with thumbnails on, the JPEGs still go to "nvJPEG" (not kept as decoded images), and
+    ** every photo has its thumbnail */
+    CHECK_EQ_INT(s[3].kept_images, s[1].kept_images);
+    CHECK_EQ_INT(count_thumbs(db[3]), s[3].added);
+    for (int k = 1; k < 4; k++) {
+        CHECK_EQ_INT(s[k].added, s[0].added);
+        CHECK_EQ_INT(s[k].errors, 1);
+        CHECK_EQ_INT(e[k].n, e[0].n);
+        CHECK_EQ_INT(e[k].dim, e[0].dim);
+        for (int i = 0; i < e[0].n; i++) {
+            int at = lu_export_find(&e[k], e[0].paths[i], NULL);
+            CHECK_MSG(at >= 0, "%s: not stored by the GPU route", e[0].paths[i]);
+            CHECK_MSG(at < 0 || !memcmp(e[0].vecs + (size_t)i * e[0].dim,
+                                        e[k].vecs + (size_t)at * e[0].dim,
+                                        sizeof(float) * (size_t)e[0].dim),
+                      "%s: another vector on the GPU route (run %d)", e[0].paths[i], k);
+        }
     }
-    for (int k = 0; k < 2; k++) {
+    CHECK_EQ_INT(s[0].added, N_PHOTOS + 4);
+    CHECK_EQ_INT(s[0].errors, 1);
+    for (int k = 0; k < 4; k++) {
         cli_run_result r;
         CHECK_EQ_INT(lu_expect((const char *[]){"errors", "--db", db[k], NULL}, 0, &r), 0);
         CHECK_MSG(strstr(r.out, "cut.jpg") && strstr(r.out, "cannot decode"), "%s", r.out);

@@ -1,17 +1,17 @@
 /*
-** dynlib.c: loading a CUDA library at run time (cuBLAS in gemm.cu, nvJPEG in
-** nvjpeg.c): the first of the path in an environment variable and a list of
-** candidate names that dlopen() accepts, and every symbol the caller needs, or one
-** message that names the library, every attempt and the variable to set. Plain C
-** with no CUDA header: built in every configuration, so its failure paths are
-** tested on any machine (tests/kernels/test_device.c, with fake libraries).
+** dynlib.c: loading a library at run time (core.h, cdb_dynlib_open: cuBLAS, nvJPEG,
+** libheif, libcurl, the SentencePiece shim): the first of the path in an environment
+** variable and a list of candidate names that dlopen() accepts, and every symbol the
+** caller needs, or one message that names the library, every attempt and the variable
+** to set. Its failure paths are tested on any machine (tests/kernels/test_device.c,
+** with fake libraries).
 */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/cuda/cuda_int.h"
+#include "core/core.h"
 
 /* Appends "; what" (or "what" first) to err, keeping it terminated. */
 static void add_err(char *err, size_t cap, const char *what) {
@@ -19,7 +19,7 @@ static void add_err(char *err, size_t cap, const char *what) {
     if (used + 3 < cap) snprintf(err + used, cap - used, "%s%s", used ? "; " : "", what);
 }
 
-cdb_status cdb_kc_lib_open(const cdb_kc_lib_spec *s, void **handle, void **syms) {
+cdb_status cdb_dynlib_open(const cdb_dynlib_spec *s, void **handle, void **syms) {
     char err[1536];
     const char *env = s->env ? getenv(s->env) : NULL;
     void *h = NULL;
