@@ -166,10 +166,12 @@ void cdb_cli_json_failure(int rc);
 ** CLI's messages and hints, and turn the engine's events into the progress line,
 ** warnings and Ctrl-C. */
 
-/* Opens the database of --db/CLIPDB_DB/./clipdb as writer or reader (wait: wait for
-** the writer lock) with the device and model threads given (threads 0: the
-** encoder's default). On failure prints the error and a hint; returns
-** a CLI_EXIT_*. */
+/* Opens the database of --db/CLIPDB_DB/./clipdb as writer (1) or reader (0) (wait: wait
+** for the writer lock), or CLI_WRITER_IF_FREE: the writer when that opens at once, else
+** a reader (another clipdb writes, or this user cannot), with the device and model
+** threads given (threads 0: the encoder's default). On failure prints the error and a
+** hint; returns a CLI_EXIT_*. */
+#define CLI_WRITER_IF_FREE 2
 int cdb_cli_engine_open(const char *flag_db, int writer, int wait, cdb_k_device device,
                         int model_threads, cdb_engine **out /* OUT */);
 /* Databases given together (--db repeated): CLI_EXIT_OK, or the usage error of cmd

@@ -116,8 +116,9 @@ int cdb_cli_cmd_duplicates(int argc, char **argv)
         rc = cdb_cli_usage_error("duplicates", "--json and --paths0 do not go together");
         goto done;
     }
-    if ((rc = cdb_cli_engine_open(cdb_cli_get(&a, "db"), 0, 0, CLI_DEVICE_CPU, 0, &e)) !=
-        CLI_EXIT_OK)
+    /* the writer when no other clipdb writes: what it reads is stored for the next run */
+    if ((rc = cdb_cli_engine_open(cdb_cli_get(&a, "db"), CLI_WRITER_IF_FREE, 0, CLI_DEVICE_CPU,
+                                  0, &e)) != CLI_EXIT_OK)
         goto done;
     if (cdb_engine_duplicates(e, kind, &d) != CDB_OK) {
         rc = cdb_cli_engine_fail(NULL);

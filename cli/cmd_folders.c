@@ -57,6 +57,14 @@ static void print_folder(const cdb_engine_folder *f, cdb_json *j) {
             cdb_json_end_object(j);
         }
         cdb_json_end_array(j);
+        cdb_json_key(j, "ignore_files");
+        cdb_json_begin_array(j);
+        for (int i = 0; i < f->n_ignore_files; i++) {
+            cdb_json_begin_object(j);
+            cdb_json_path(j, "path", f->ignore_files[i]);
+            cdb_json_end_object(j);
+        }
+        cdb_json_end_array(j);
         cdb_json_end_object(j);
     } else {
         printf("%-8s %-6s %9s %9s %9s  %-16s  %s%s%s\n", f->status, f->is_file ? "file" : "folder",
@@ -70,6 +78,9 @@ static void print_folder(const cdb_engine_folder *f, cdb_json *j) {
                    base + 1 == pat ? "" : "  below ", (int)(pat - base - 1), base + 1, "",
                    (int)(base - kind), kind);
         }
+        for (int i = 0; i < f->n_ignore_files; i++)
+            printf("%*s left out: the rules in %s  (.clipdbignore)\n", 16, "",
+                   f->ignore_files[i]);
     }
 }
 
@@ -124,7 +135,7 @@ static int not_a_root(const char *cmd, const char *container) {
         cdb_cli_hint("moves inside %s are found by 'clipdb reindex'; to move this part "
                  "elsewhere, ingest the new place: the vectors are kept",
                  container);
-    else
+    else if (!strstr(cdb_errmsg(), " is a file inside ")) /* a photo: the message says how */
         cdb_cli_hint("'clipdb forget %s' forgets the whole folder", container);
     return CLI_EXIT_FAIL;
 }
@@ -148,7 +159,12 @@ int cdb_cli_cmd_forget(int argc, char **argv) {
                                   CLI_DEVICE_CPU, 0, &e)) != CLI_EXIT_OK)
         goto done;
     st = cdb_engine_forget(e, a.pos[0], &r);
-    for (int i = 0; i < r.n_roots && !cdb_cli_quiet(); i++)
+    for (int i = 0; i < r.n_roots && !cdb_cli_quiet() && r.subfolder; i++)
+        printf("Forgot %s (a folder in %s): %s file%s and %s; reindex and ingest of %s "
+               "leave it out from now on\n", r.roots[i].path, r.container,
+               cdb_out_fmt_count(r.roots[i].files, b[0], 32), r.roots[i].files == 1 ? "" : "s",
+               r.roots[i].files == 1 ? "its vectors" : "their vectors", r.container);
+    for (int i = 0; i < r.n_roots && !cdb_cli_quiet() && !r.subfolder; i++)
         printf("Forgot %s (%s): %s file%s and %s\n", r.roots[i].path,
                r.roots[i].is_file ? "file" : "folder",
                cdb_out_fmt_count(r.roots[i].files, b[0], 32), r.roots[i].files == 1 ? "" : "s",
@@ -161,13 +177,23 @@ int cdb_cli_cmd_forget(int argc, char **argv) {
         goto done;
     }
     rc = r.index_refresh_failed ? CLI_EXIT_PARTIAL : CLI_EXIT_OK;
-    if (!cdb_cli_quiet() && r.already)
+    if (!cdb_cli_quiet() && r.already && r.left_out_by[0])
+        printf("%s is left out already: %s was forgotten; nothing to do\n", a.pos[0],
+               r.left_out_by);
+    else if (!cdb_cli_quiet() && r.already && r.container[0])
+        printf("%s is left out already by an --exclude rule of %s; nothing to do\n", a.pos[0],
+               r.container);
+    else if (!cdb_cli_quiet() && r.already)
         printf("%s was forgotten already: nothing to do\n", a.pos[0]);
     if (!cdb_cli_quiet() && r.n_roots > 1)
         printf("%d folders, %s file%s in all\n", r.n_roots, cdb_out_fmt_count(r.files, b[0], 32),
                r.files == 1 ? "" : "s");
     if (!cdb_cli_quiet() && r.bytes_freed > 0)
         printf("Freed %s\n", cdb_cli_fmt_bytes(r.bytes_freed, b[1], 32));
+    if (!cdb_cli_quiet() && r.subfolder) {
+        cdb_cli_flush_stdout();
+        cdb_cli_hint("'clipdb ingest %s' takes it in again", r.roots[0].path);
+    }
 done:
     cdb_engine_forget_report_free(&r);
     cdb_engine_close(e);

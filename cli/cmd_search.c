@@ -147,11 +147,21 @@ static void json_strings(cdb_json *j, const char *key, const char *const *s, int
     cdb_json_end_array(j);
 }
 
+/* --json: a kept hit's copies (collapse on): "duplicates": N and "copies": [ids]. */
+static void json_copies(cdb_json *j, const cdb_engine_hit *h) {
+    cdb_json_key(j, "duplicates");
+    cdb_json_int(j, h->n_copies);
+    cdb_json_key(j, "copies");
+    cdb_json_begin_array(j);
+    for (int i = 0; i < h->n_copies; i++) cdb_json_int(j, h->copies[i]);
+    cdb_json_end_array(j);
+}
+
 /* dbs[n_db]: the databases searched, when more than one (each hit says which, in
-** --json; the text forms are the same as for one). */
+** --json; the text forms are the same as for one). collapsed: hits carry their copies. */
 static void print_hits(const cdb_engine_result *res, int json, int paths, int nul,
                        const cdb_engine_query *q, const char *const *images, int n_img,
-                       const char *const *dbs, int n_db) {
+                       const char *const *dbs, int n_db, int collapsed) {
     const cdb_engine_hit *h = res->hits;
     int n = res->n;
     if (json) {
@@ -189,6 +199,7 @@ static void print_hits(const cdb_engine_result *res, int json, int paths, int nu
             cdb_json_key(&j, "mtime_ns");
             cdb_json_int(&j, h[i].mtime_ns);
             cdb_cli_json_photo(&j, &h[i].photo);
+            if (collapsed) json_copies(&j, &h[i]);
             cdb_json_end_object(&j);
         }
         cdb_json_end_array(&j);
@@ -395,7 +406,7 @@ static int run_search(cli_args *a, cdb_k_device device, const cdb_engine_query *
         rc = cdb_cli_engine_fail(cdb_cli_get(a, "model"));
     } else {
         print_hits(&res, cdb_cli_has(a, "json") > 0, cdb_cli_has(a, "paths") > 0,
-                   cdb_cli_has(a, "null") > 0, q, images, n_img, dbs, n_db);
+                   cdb_cli_has(a, "null") > 0, q, images, n_img, dbs, n_db, sp->collapse);
         if (res.n == 0 && (n_db > 1 || !note_empty(es[0], &res)))
             note_no_hits(ul, sp->min_score);
         rc = CLI_EXIT_OK;
@@ -415,7 +426,7 @@ int cdb_cli_cmd_search(int argc, char **argv) {
         {"no-exif", 0, CLI_FLAG},    {"quiet", 'q', CLI_FLAG},  {"help", 'h', CLI_FLAG},
         {"taken-after", 0, CLI_VALUE}, {"taken-before", 0, CLI_VALUE},
         {"camera", 0, CLI_VALUE},    {"near", 0, CLI_VALUE},    {"has-gps", 0, CLI_FLAG},
-        {"offset", 0, CLI_VALUE},    {0}};
+        {"offset", 0, CLI_VALUE},    {"no-collapse", 0, CLI_FLAG}, {0}};
     static const cdb_engine_sort sort_of[] = {CDB_ENGINE_SORT_SCORE, CDB_ENGINE_SORT_TIME,
                                               CDB_ENGINE_SORT_TAKEN, CDB_ENGINE_SORT_TAKEN_ASC};
     cli_args a;
@@ -471,6 +482,7 @@ int cdb_cli_cmd_search(int argc, char **argv) {
     sp.camera = cdb_cli_get(&a, "camera");
     sp.near = cdb_cli_get(&a, "near");
     sp.has_gps = cdb_cli_has(&a, "has-gps") > 0;
+    sp.collapse = cdb_cli_has(&a, "no-collapse") <= 0;
     sp.model = cdb_cli_get(&a, "model");
     sp.unders = ul.u;
     sp.n_unders = ul.n;

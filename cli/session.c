@@ -27,6 +27,12 @@ int cdb_cli_engine_open(const char *flag_db, int writer, int wait, cdb_k_device 
     /* a registered model whose recorded path moved: $CLIPDB_MODEL or the bundled one */
     p.fallback_model = cdb_cli_model_path(NULL, &msrc);
     p.events = cdb_cli_engine_events();
+    if (writer == CLI_WRITER_IF_FREE) { /* the writer, else (busy, read-only) a reader */
+        p.writer = 1;
+        p.lock_wait_ms = 0;
+        if (cdb_engine_open(dir, &p, out) == CDB_OK) return CLI_EXIT_OK;
+        p.writer = 0;
+    }
     rc = cdb_engine_open(dir, &p, out);
     if (rc == CDB_OK) return CLI_EXIT_OK;
     if (rc == CDB_NOTFOUND) {

@@ -42,7 +42,7 @@ extern "C" {
 /* Catalog schema version this build writes. A database with a larger version
 ** (written by a newer clipdb) is refused with CDB_VERSION and left untouched; a
 ** smaller one is migrated forward when opened by a writer. */
-#define CDB_DB_SCHEMA_VERSION 8
+#define CDB_DB_SCHEMA_VERSION 9
 #define CDB_DB_SHARD_SCHEMA_VERSION 1
 #define CDB_DB_DEFAULT_SHARD_CAPACITY ((int64_t)256 << 20) /* bytes */
 
@@ -238,6 +238,18 @@ cdb_status cdb_db_root_excludes(cdb_db *db, int64_t root_id, cdb_db_exclude **ou
                                 int *n /* OUT */);
 void cdb_db_excludes_free(cdb_db_exclude *v, int n); /* NULL is fine */
 
+/* The .clipdbignore files a scan met (schema 9; for `folders`): each file's relative path
+** ("" for the root's own, "2019/trips/.clipdbignore" below it is recorded as the folder
+** "2019/trips"). A scan of the folder `under` (NULL or "": the whole root) replaces what
+** was recorded at and below it with relpaths[0..n). Writer. */
+cdb_status cdb_db_ignore_files_set(cdb_db *db, int64_t root_id, const char *under,
+                                   const char *const *relpaths, int n);
+/* The folders (relative to the root, byte order) whose .clipdbignore the root's scans
+** met. *out: heap array of *n heap strings (NULL when none): cdb_db_ignore_files_free. */
+cdb_status cdb_db_ignore_files(cdb_db *db, int64_t root_id, char ***out /* OUT */,
+                               int *n /* OUT */);
+void cdb_db_ignore_files_free(char **v, int n); /* NULL is fine */
+
 /* The whole record; out->path and out->status are heap: cdb_db_root_clear. */
 cdb_status cdb_db_root_info(cdb_db *db, int64_t root_id, cdb_db_root *out /* OUT */);
 void cdb_db_root_clear(cdb_db_root *r); /* NULL is fine */
@@ -276,6 +288,14 @@ cdb_status cdb_db_root_adopt(cdb_db *db, int64_t model_id, int64_t parent_id, in
 ** shards is reclaimed by cdb_db_compact. */
 cdb_status cdb_db_root_forget(cdb_db *db, int64_t model_id, int64_t root_id,
                               int64_t *n_files /* OUT, may be NULL */);
+/* Removes what is recorded below the folder prefix of root_id (a relpath, no leading or
+** trailing '/'): a batch marks its live files deleted (the write order removes their
+** vectors and logs the removals), then one catalog transaction drops their file rows,
+** photo metadata and walk problems. The root and its other rows stay; recording the
+** folder as left out is the caller's (cdb_db_root_exclude_add). Safe to rerun after a
+** crash. *n_files: files that had vectors. CDB_INVALID for an empty prefix. */
+cdb_status cdb_db_root_forget_under(cdb_db *db, int64_t model_id, int64_t root_id,
+                                    const char *prefix, int64_t *n_files /* OUT, may be NULL */);
 /* Calls fn with the relpath (n bytes, NUL-terminated, borrowed for the call) of every
 ** file of root_id whose state is in mask and whose relpath lies under the folder
 ** prefix (its relpath, no trailing '/'; "" = the whole root), in byte order of the
@@ -691,6 +711,14 @@ typedef struct cdb_db_photo {
     double lat, lon;
     int has_alt;       /* alt: metres above sea level */
     double alt;
+    /* Schema 9: the perceptual hash of the same content (cdb_image_phash of the decode
+    ** `duplicates` makes), the decoded format (cdb_dupes_format's values: 0 RAW, 1 a
+    ** camera format, 2 other) and the full oriented size; has_phash 0: not computed
+    ** yet (the row then counts as missing: cdb_db_photos_missing). */
+    int has_phash;
+    uint64_t phash;
+    int phash_format;
+    int phash_width, phash_height;
 } cdb_db_photo;
 
 /* The instant of t in milliseconds for ordering: UTC when the offset is known, else
@@ -708,8 +736,9 @@ cdb_status cdb_db_photos_put(cdb_db *db, const cdb_db_photo *p, int n);
 cdb_status cdb_db_photos_get(cdb_db *db, const int64_t *file_ids, int n,
                              cdb_db_photo *out /* OUT n */, uint8_t *found /* OUT n */);
 /* Ids (heap, cdb_free; ascending) of the ok files of root_id (0: all roots) without a
-** current row: never read (a database from before schema 7) or read from content that
-** has changed since. What a reindex backfills. */
+** current row: never read (a database from before schema 8), read from content that
+** has changed since, or without a perceptual hash (before schema 9, or an ingest, which
+** left it to the reindex). What a reindex backfills. */
 cdb_status cdb_db_photos_missing(cdb_db *db, int64_t root_id, int64_t **ids /* OUT */,
                                  int64_t *n /* OUT */);
 /* Drops rows whose file is gone, quarantined or deleted, or whose content changed.

@@ -100,7 +100,8 @@ cdb_status cdb_sql_exec(sqlite3 *conn, const char *sql);
 #define PHOTO_ROW_COLS                                                                     \
     "f.id, f.mtime_ns, p.file_id IS NOT NULL, p.taken_source, p.taken_ms, p.has_offset,"   \
     " p.offset_min, p.make, p.model, p.lens, p.has_gps, p.lat, p.lon, p.alt IS NOT NULL,"   \
-    " p.alt, f.hash"
+    " p.alt, f.hash, p.phash IS NOT NULL, p.phash, p.phash_format, p.phash_width,"         \
+    " p.phash_height"
 #define PHOTO_ROW_FROM                                                                     \
     " FROM files f LEFT JOIN photo_meta p ON p.file_id = f.id AND p.hash = f.hash"
 

@@ -1,6 +1,7 @@
 /*
 ** excludes.c: the rules each root leaves out (db.h "what a root leaves out"): one row
-** per rule in root_excludes (schema v7), in the order recorded. The rules themselves
+** per rule in root_excludes (schema v7), in the order recorded; and the .clipdbignore
+** files its last scan met (ignore_files, schema v9), to list them. The rules themselves
 ** are ignore/ignore.h's business; here they are only kept.
 */
 #include <string.h>
@@ -116,4 +117,79 @@ cdb_status cdb_db_root_excludes(cdb_db *db, int64_t root_id, cdb_db_exclude **ou
     *out = v;
     *n = cnt;
     return CDB_OK;
+}
+
+/* ---- the .clipdbignore files a scan met ------------------------------------------------ */
+
+cdb_status cdb_db_ignore_files_set(cdb_db *db, int64_t root_id, const char *under,
+                                   const char *const *relpaths, int n) {
+    sqlite3_stmt *del = NULL, *ins = NULL;
+    size_t ul = under ? strlen(under) : 0;
+    cdb_status rc = cdb_sql_need_writer(db, "record .clipdbignore files");
+    if (rc != CDB_OK || (rc = cdb_sql_begin(db->cat)) != CDB_OK) return rc;
+    /* a scan of folder `under` replaces what was recorded at and below it */
+    rc = cdb_sql_prepare(db->cat,
+                         "DELETE FROM ignore_files WHERE root_id=?1 AND (?3 = 0 OR relpath=?2 OR"
+                         " substr(relpath, 1, ?3 + 1) = CAST(?2 || '/' AS BLOB))", &del);
+    if (rc == CDB_OK) {
+        sqlite3_bind_int64(del, 1, root_id);
+        sqlite3_bind_blob(del, 2, ul ? under : "", (int)ul, SQLITE_STATIC);
+        sqlite3_bind_int(del, 3, (int)ul);
+        rc = cdb_sql_step_done(db->cat, del, "record .clipdbignore files");
+    }
+    if (rc == CDB_OK)
+        rc = cdb_sql_prepare(db->cat, "INSERT OR IGNORE INTO ignore_files(root_id, relpath)"
+                             " VALUES(?1, ?2)", &ins);
+    for (int i = 0; rc == CDB_OK && i < n; i++) {
+        sqlite3_reset(ins);
+        sqlite3_bind_int64(ins, 1, root_id);
+        sqlite3_bind_blob(ins, 2, relpaths[i], (int)strlen(relpaths[i]), SQLITE_STATIC);
+        int s = sqlite3_step(ins);
+        if (s != SQLITE_DONE) rc = cdb_sql_err(db->cat, s, "record .clipdbignore files");
+    }
+    sqlite3_finalize(ins);
+    if (rc == CDB_OK) return cdb_sql_commit(db->cat);
+    cdb_sql_rollback(db->cat);
+    return rc;
+}
+
+cdb_status cdb_db_ignore_files(cdb_db *db, int64_t root_id, char ***out, int *n) {
+    sqlite3_stmt *st = NULL;
+    char **v = NULL;
+    int cnt = 0, cap = 0, s = SQLITE_DONE;
+    *out = NULL;
+    *n = 0;
+    cdb_status rc = cdb_sql_prepare(db->cat, "SELECT relpath FROM ignore_files WHERE root_id=?1"
+                                    " ORDER BY relpath", &st);
+    if (rc != CDB_OK) return rc;
+    sqlite3_bind_int64(st, 1, root_id);
+    while (rc == CDB_OK && (s = sqlite3_step(st)) == SQLITE_ROW) {
+        if (cnt == cap) {
+            cap = cap ? cap * 2 : 8;
+            char **m = cdb_realloc(v, (size_t)cap * sizeof *m);
+            if (!m) {
+                rc = cdb_seterr(CDB_NOMEM, "list .clipdbignore files: out of memory");
+                break;
+            }
+            v = m;
+        }
+        if (!(v[cnt] = cdb_sql_column_strdup(st, 0)))
+            rc = cdb_seterr(CDB_NOMEM, "list .clipdbignore files: out of memory");
+        else
+            cnt++;
+    }
+    if (rc == CDB_OK && s != SQLITE_DONE) rc = cdb_sql_err(db->cat, s, "list .clipdbignore files");
+    sqlite3_finalize(st);
+    if (rc != CDB_OK) {
+        cdb_db_ignore_files_free(v, cnt);
+        return rc;
+    }
+    *out = v;
+    *n = cnt;
+    return CDB_OK;
+}
+
+void cdb_db_ignore_files_free(char **v, int n) {
+    for (int i = 0; v && i < n; i++) cdb_free(v[i]);
+    cdb_free(v);
 }

@@ -1,5 +1,6 @@
 /*
-** photos.c: photo metadata in the catalog (table photo_meta, schema 8): rows per file
+** photos.c: photo metadata in the catalog (table photo_meta, schema 8; its perceptual
+** hash, schema 9): rows per file
 ** id with the content hash they were read from, the filter users search by (capture
 ** time, camera, place) and the parsers of what they type for it. Calls only sql.c.
 ** The rules of the filter are stated once, in db.h (cdb_db_photo_filter) and
@@ -55,8 +56,9 @@ cdb_status cdb_db_photos_put(cdb_db *db, const cdb_db_photo *p, int n) {
     if ((rc = cdb_sql_begin(db->cat)) != CDB_OK) return rc;
     rc = cdb_sql_prepare(db->cat,
                          "INSERT OR REPLACE INTO photo_meta(file_id, hash, taken_source, taken_ms,"
-                         " has_offset, offset_min, make, model, lens, has_gps, lat, lon, alt)"
-                         " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                         " has_offset, offset_min, make, model, lens, has_gps, lat, lon, alt,"
+                         " phash, phash_format, phash_width, phash_height) VALUES(?1, ?2, ?3,"
+                         " ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
                          &st);
     for (int i = 0; rc == CDB_OK && i < n; i++) {
         const cdb_db_photo *r = &p[i];
@@ -78,6 +80,12 @@ cdb_status cdb_db_photos_put(cdb_db *db, const cdb_db_photo *p, int n) {
             sqlite3_bind_double(st, 12, r->lon);
         }
         if (r->has_alt) sqlite3_bind_double(st, 13, r->alt);
+        if (r->has_phash) { /* the 64 bits as SQLite's signed integer */
+            sqlite3_bind_int64(st, 14, (int64_t)r->phash);
+            sqlite3_bind_int(st, 15, r->phash_format);
+            sqlite3_bind_int(st, 16, r->phash_width);
+            sqlite3_bind_int(st, 17, r->phash_height);
+        }
         int s = sqlite3_step(st);
         if (s != SQLITE_DONE) rc = cdb_sql_err(db->cat, s, "store photo metadata");
     }
@@ -116,6 +124,12 @@ void cdb_photos_read_row(sqlite3_stmt *st, int c, cdb_db_photo *p) {
         p->lon = sqlite3_column_double(st, c + 12);
         p->has_alt = sqlite3_column_int(st, c + 13);
         p->alt = sqlite3_column_double(st, c + 14);
+        if ((p->has_phash = sqlite3_column_int(st, c + 16))) {
+            p->phash = (uint64_t)sqlite3_column_int64(st, c + 17);
+            p->phash_format = sqlite3_column_int(st, c + 18);
+            p->phash_width = sqlite3_column_int(st, c + 19);
+            p->phash_height = sqlite3_column_int(st, c + 20);
+        }
     }
     if (p->taken_source == CDB_DB_TAKEN_NONE) {
         p->taken_source = CDB_DB_TAKEN_FILE;
@@ -168,7 +182,8 @@ cdb_status cdb_db_photos_missing(cdb_db *db, int64_t root_id, int64_t **ids, int
     cdb_status rc = cdb_sql_prepare(
         db->cat,
         "SELECT f.id FROM files f LEFT JOIN photo_meta p ON p.file_id = f.id AND p.hash = f.hash"
-        " WHERE f.state = 2 AND p.file_id IS NULL AND (?1 = 0 OR f.root_id = ?1) ORDER BY f.id",
+        " WHERE f.state = 2 AND (p.file_id IS NULL OR p.phash IS NULL)"
+        " AND (?1 = 0 OR f.root_id = ?1) ORDER BY f.id",
         &st);
     if (rc != CDB_OK) return rc;
     sqlite3_bind_int64(st, 1, root_id);

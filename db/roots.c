@@ -476,6 +476,8 @@ static cdb_status adopt_apply(cdb_db *db, int64_t parent_id, int64_t child_id, a
         rc = exec_id(db, "DELETE FROM root_excludes WHERE root_id=?1", child_id, "adopt root");
     if (rc == CDB_OK)
         rc = exec_id(db, "DELETE FROM walk_problems WHERE root_id=?1", child_id, "adopt root");
+    if (rc == CDB_OK) /* the parent's next scan meets them again */
+        rc = exec_id(db, "DELETE FROM ignore_files WHERE root_id=?1", child_id, "adopt root");
     if (rc == CDB_OK) rc = exec_id(db, "DELETE FROM roots WHERE id=?1", child_id, "adopt root");
     if (rc == CDB_OK) return cdb_sql_commit(db->cat);
     cdb_sql_rollback(db->cat);
@@ -535,22 +537,30 @@ static int collect_id(const cdb_db_file *f, void *ud) {
     return 0;
 }
 
+/* Marks the files ids[0..n) deleted in batches: the write order removes their vectors
+** and logs the removals for the index. */
+static cdb_status delete_files(cdb_db *db, int64_t model_id, const id_vec *live) {
+    cdb_db_batch *b = NULL;
+    cdb_status rc = CDB_OK;
+    for (int64_t i = 0; i < live->n && rc == CDB_OK; i++) {
+        if (!b && (rc = cdb_db_batch_new(db, model_id, &b)) != CDB_OK) break;
+        rc = cdb_db_batch_delete(b, live->v[i]);
+        if (rc == CDB_OK && cdb_db_batch_count(b) >= 256) rc = cdb_db_batch_commit(b, NULL);
+    }
+    if (rc == CDB_OK && b) rc = cdb_db_batch_commit(b, NULL);
+    cdb_db_batch_free(b);
+    return rc;
+}
+
 cdb_status cdb_db_root_forget(cdb_db *db, int64_t model_id, int64_t root_id, int64_t *n_files) {
     id_vec live = {0};
-    cdb_db_batch *b = NULL;
     cdb_status rc = cdb_sql_need_writer(db, "forget root");
     if (n_files) *n_files = 0;
     if (rc != CDB_OK) return rc;
     rc = cdb_db_files_foreach(db, root_id, CDB_DB_MASK_OK | CDB_DB_MASK_PENDING | CDB_DB_MASK_ERROR,
                               collect_id, &live);
     if (rc == CDB_OK && live.oom) rc = cdb_seterr(CDB_NOMEM, "out of memory");
-    for (int64_t i = 0; i < live.n && rc == CDB_OK; i++) {
-        if (!b && (rc = cdb_db_batch_new(db, model_id, &b)) != CDB_OK) break;
-        rc = cdb_db_batch_delete(b, live.v[i]);
-        if (rc == CDB_OK && cdb_db_batch_count(b) >= 256) rc = cdb_db_batch_commit(b, NULL);
-    }
-    if (rc == CDB_OK && b) rc = cdb_db_batch_commit(b, NULL);
-    cdb_db_batch_free(b);
+    if (rc == CDB_OK) rc = delete_files(db, model_id, &live);
     cdb_free(live.v);
     if (rc != CDB_OK) return cdb_errctx(rc, "forget root");
     /* Everything under the root is deleted now (no vectors): the rows can go. */
@@ -560,7 +570,83 @@ cdb_status cdb_db_root_forget(cdb_db *db, int64_t model_id, int64_t root_id, int
         rc = exec_id(db, "DELETE FROM walk_problems WHERE root_id=?1", root_id, "forget root");
     if (rc == CDB_OK)
         rc = exec_id(db, "DELETE FROM root_excludes WHERE root_id=?1", root_id, "forget root");
+    if (rc == CDB_OK)
+        rc = exec_id(db, "DELETE FROM ignore_files WHERE root_id=?1", root_id, "forget root");
     if (rc == CDB_OK) rc = exec_id(db, "DELETE FROM roots WHERE id=?1", root_id, "forget root");
+    if (rc == CDB_OK) rc = cdb_sql_commit(db->cat);
+    else cdb_sql_rollback(db->cat);
+    if (rc == CDB_OK && n_files) *n_files = live.n;
+    return rc;
+}
+
+/* Runs sql with ?1 the root, ?2..?3 the relpath range of the rows below the folder
+** prefix ([prefix "/", prefix "0"): '0' follows '/') and ?4 the prefix itself (each
+** bound when the statement has it). The ids of a SELECT's rows (column 0) go to ids,
+** when given. */
+static cdb_status exec_under(cdb_db *db, const char *sql, int64_t root_id, const char *prefix,
+                             id_vec *ids, const char *what) {
+    sqlite3_stmt *st = NULL;
+    size_t np = strlen(prefix);
+    char *lo = malloc(np + 1);
+    int s;
+    cdb_status rc = lo ? cdb_sql_prepare(db->cat, sql, &st) : cdb_seterr(CDB_NOMEM, "out of memory");
+    if (rc != CDB_OK) {
+        free(lo);
+        return rc;
+    }
+    memcpy(lo, prefix, np);
+    sqlite3_bind_int64(st, 1, root_id);
+    lo[np] = '/';
+    sqlite3_bind_blob(st, 2, lo, (int)np + 1, SQLITE_TRANSIENT);
+    lo[np] = '0';
+    sqlite3_bind_blob(st, 3, lo, (int)np + 1, SQLITE_TRANSIENT);
+    sqlite3_bind_blob(st, 4, prefix, (int)np, SQLITE_STATIC);
+    while ((s = sqlite3_step(st)) == SQLITE_ROW && ids) {
+        cdb_db_file f = {0};
+        f.id = sqlite3_column_int64(st, 0);
+        if (collect_id(&f, ids)) {
+            s = SQLITE_NOMEM;
+            break;
+        }
+    }
+    rc = s == SQLITE_DONE ? CDB_OK
+         : s == SQLITE_NOMEM ? cdb_seterr(CDB_NOMEM, "%s: out of memory", what)
+                             : cdb_sql_err(db->cat, s, what);
+    sqlite3_finalize(st);
+    free(lo);
+    return rc;
+}
+
+cdb_status cdb_db_root_forget_under(cdb_db *db, int64_t model_id, int64_t root_id,
+                                    const char *prefix, int64_t *n_files) {
+    static const char what[] = "forget folder";
+    id_vec live = {0};
+    size_t np = prefix ? strlen(prefix) : 0;
+    cdb_status rc = cdb_sql_need_writer(db, what);
+    if (n_files) *n_files = 0;
+    if (rc != CDB_OK) return rc;
+    if (!np || prefix[0] == '/' || prefix[np - 1] == '/')
+        return cdb_seterr(CDB_INVALID, "%s: '%s' is no folder inside a root", what,
+                          prefix ? prefix : "(null)");
+    rc = exec_under(db, "SELECT id FROM files WHERE root_id=?1 AND relpath>=?2 AND relpath<?3"
+                    " AND state IN (1, 2, 3)" /* pending, ok, error */, root_id, prefix, &live, what);
+    if (rc == CDB_OK) rc = delete_files(db, model_id, &live);
+    cdb_free(live.v);
+    if (rc != CDB_OK) return cdb_errctx(rc, what);
+    /* Everything below the folder is deleted now (no vectors): the rows can go. */
+    if ((rc = cdb_sql_begin(db->cat)) != CDB_OK) return rc;
+    rc = exec_under(db, "DELETE FROM photo_meta WHERE file_id IN (SELECT id FROM files WHERE"
+                    " root_id=?1 AND relpath>=?2 AND relpath<?3)",
+                    root_id, prefix, NULL, what);
+    if (rc == CDB_OK)
+        rc = exec_under(db, "DELETE FROM files WHERE root_id=?1 AND relpath>=?2 AND relpath<?3",
+                        root_id, prefix, NULL, what);
+    if (rc == CDB_OK)
+        rc = exec_under(db, "DELETE FROM walk_problems WHERE root_id=?1 AND (relpath=?4 OR"
+                        " (relpath>=?2 AND relpath<?3))", root_id, prefix, NULL, what);
+    if (rc == CDB_OK)
+        rc = exec_under(db, "DELETE FROM ignore_files WHERE root_id=?1 AND (relpath=?4 OR"
+                        " (relpath>=?2 AND relpath<?3))", root_id, prefix, NULL, what);
     if (rc == CDB_OK) rc = cdb_sql_commit(db->cat);
     else cdb_sql_rollback(db->cat);
     if (rc == CDB_OK && n_files) *n_files = live.n;

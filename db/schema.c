@@ -226,6 +226,28 @@ static const char k_schema_v8[] =
     " lens TEXT NOT NULL DEFAULT '', has_gps INTEGER NOT NULL DEFAULT 0, lat REAL, lon REAL,"
     " alt REAL);";
 
+/* v9 (issue 28): the perceptual hash `duplicates` and search's collapsing compare, kept
+** with the metadata read from the same content (photo_meta.hash: never used once the
+** file's content changed), with the format and full oriented size of the decode it came
+** from; NULL until computed (by the first duplicates run that can write, or the
+** reindex that backfills it: ingest does not, see cdb_eng_phash_of). And the .clipdbignore files each root's last scan met (`folders`). */
+static const char *const k_v9_columns[][3] = {
+    {"photo_meta", "phash", "INTEGER"},
+    {"photo_meta", "phash_format", "INTEGER"},
+    {"photo_meta", "phash_width", "INTEGER"},
+    {"photo_meta", "phash_height", "INTEGER"},
+};
+static const char k_schema_v9[] =
+    "CREATE TABLE IF NOT EXISTS ignore_files(root_id INTEGER NOT NULL, relpath BLOB NOT NULL,"
+    " PRIMARY KEY(root_id, relpath)) WITHOUT ROWID;";
+
+static cdb_status migrate_v9(cdb_db *db) {
+    cdb_status rc = CDB_OK;
+    for (size_t i = 0; i < sizeof k_v9_columns / sizeof k_v9_columns[0] && rc == CDB_OK; i++)
+        rc = add_column(db, k_v9_columns[i][0], k_v9_columns[i][1], k_v9_columns[i][2]);
+    return rc == CDB_OK ? cdb_sql_exec(db->cat, k_schema_v9) : rc;
+}
+
 cdb_status cdb_schema_migrate(cdb_db *db, int64_t from) {
     cdb_status rc = CDB_OK;
     for (int64_t v = from + 1; v <= CDB_DB_SCHEMA_VERSION && rc == CDB_OK; v++) {
@@ -264,6 +286,8 @@ cdb_status cdb_schema_migrate(cdb_db *db, int64_t from) {
             rc = cdb_sql_exec(db->cat, k_schema_v7);
         } else if (v == 8) {
             rc = cdb_sql_exec(db->cat, k_schema_v8);
+        } else if (v == 9) {
+            rc = migrate_v9(db);
         }
         if (rc == CDB_OK) rc = cdb_sql_meta_set_int(db, "schema_version", v);
         if (rc == CDB_OK) rc = cdb_sql_meta_set_text(db, "last_writer", CDB_VERSION_STRING);

@@ -333,6 +333,12 @@ typedef struct cdb_engine_search_params {
     const char *camera;       /* a case-insensitive substring of the make or the model */
     const char *near;         /* "LAT,LON,KM" */
     int has_gps;              /* 1: only photos with a position */
+    /* Appended: 1 collapses copies (the exact and near groups of cdb_engine_duplicates,
+    ** decided from what the catalog keeps) into one hit, the best-ranked of its group
+    ** that passes the filters, with the group's other files in copies; k and offset then
+    ** count groups (more hits are fetched when collapsing removes some), one ordering
+    ** for every page. 0 (the default here; the CLI and server turn it on): every hit. */
+    int collapse;
 } cdb_engine_search_params;
 cdb_engine_search_params cdb_engine_search_params_default(void);
 
@@ -378,6 +384,10 @@ typedef struct cdb_engine_hit {
     ** cdb_engine_search_many's handles (0 for cdb_engine_search). id is that
     ** database's; ids of different databases may be equal. */
     int db;
+    /* Appended: with collapse, the other files of its copy group (heap, n_copies ids,
+    ** ascending; freed with the result); NULL and 0 otherwise. */
+    int64_t *copies;
+    int n_copies;
 } cdb_engine_hit;
 
 typedef struct cdb_engine_result {
@@ -839,10 +849,12 @@ typedef struct cdb_engine_dups {
     int64_t n_unreadable;         /* of those, files that could not be read or decoded now */
 } cdb_engine_dups;
 /* The duplicate groups of the library (kind: a cdb_dupes_kind, or -1 for all), as
-** dupes.h defines them, from the default model's vectors and each photo's bytes: read
-** once per call through cdb_engine_file_open (content hash, metadata) and decoded
-** cheaply (phash). Cost: a read of every photo and a reduced decode (JPEG at 1/8).
-** Never deletes or changes anything; a reader suffices. *out: cdb_engine_dups_free. */
+** dupes.h defines them, from the default model's vectors and each photo's content hash,
+** metadata and phash: the catalog's (photo_meta, schema 9) when the file on disk has the
+** recorded size and mtime (no open), else read through cdb_engine_file_open and decoded
+** cheaply (JPEG at 1/8); a changed file is refused there (counted unreadable). On a
+** writer handle, what was read is stored (photo_meta), so the next run reads none of it.
+** Never deletes a photo; a reader suffices. *out: cdb_engine_dups_free. */
 cdb_status cdb_engine_duplicates(cdb_engine *e, int kind, cdb_engine_dups *out /* OUT */);
 void cdb_engine_dups_free(cdb_engine_dups *d); /* NULL is fine; zeroes *d */
 
@@ -860,10 +872,13 @@ typedef struct cdb_engine_folder {
     int64_t scanned_ns;    /* wall clock of the last scan; 0: never */
     /* The rules the root keeps (ingest --exclude: "exclude", a forgotten subfolder:
     ** "forgotten"), each "kind\tbase\tpattern" (base: the folder below which it applies,
-    ** relative to the root, "" for the root); heap, freed by cdb_engine_folders_free.
-    ** .clipdbignore files are in the folders themselves, not listed here. */
+    ** relative to the root, "" for the root); heap, freed by cdb_engine_folders_free. */
     char **excludes;
     int n_excludes;
+    /* The .clipdbignore files the root's last scans met (their rules live in the files
+    ** themselves): absolute paths, byte order; heap, freed by cdb_engine_folders_free. */
+    char **ignore_files;
+    int n_ignore_files;
 } cdb_engine_folder;
 /* The recorded roots in id order. *out: cdb_engine_folders_free. Concurrent calls OK. */
 cdb_status cdb_engine_folders(cdb_engine *e, cdb_engine_folder **out /* OUT */,
@@ -897,14 +912,26 @@ typedef struct cdb_engine_forget_report {
     int64_t files, bytes_freed;
     int index_refresh_failed; /* a model's index could not be refreshed (warned):
                                  searches stay correct, 'index build' rebuilds it */
-    char container[4096];  /* E_PART_OF_ROOT: the folder root that holds the path */
+    char container[4096];  /* E_PART_OF_ROOT, or subfolder: the folder root that holds
+                              the path */
     int already;           /* 1: the path was forgotten before (nothing left to do) */
+    int subfolder;         /* 1: path was a folder inside the root `container`, now left
+                              out of it (roots[0] is path) */
+    char left_out_by[4096]; /* already, for a folder inside a root: the forgotten folder at
+                               or above it ("" when an `ingest --exclude` rule covers it) */
 } cdb_engine_forget_report;
 /* Removes the root at path, or every root inside it (path: a recorded folder or file;
 ** an unmounted one is matched by its absolute path), with their files, vectors and
-** thumbnails, gives the space back and refreshes the indexes. Writer. Rerunnable: a
-** forget killed at any moment is finished by the next writer that opens the database,
-** and the same forget again returns CDB_OK with out->already. E_NOT_A_ROOT,
+** thumbnails, gives the space back and refreshes the indexes. A folder inside a folder
+** root (path's real path: a trailing '/', "..", or a symlink to it are resolved first)
+** is left out of it instead: recorded as an exclusion of the root (cdb_engine_folders;
+** reindex and ingest of the root skip it, `ingest` of that folder itself brings it
+** back), its files, vectors, metadata and thumbnails removed (out->subfolder). It must
+** be a folder on the disk or hold recorded files (else E_NOT_A_ROOT); a file inside a
+** root is refused (E_PART_OF_ROOT); a folder left out already (by a forgotten folder
+** at or above it, or an --exclude rule) is out->already. Writer. Rerunnable: a forget
+** killed at any moment is finished by the next writer that opens the database, and
+** the same forget again returns CDB_OK with out->already. E_NOT_A_ROOT,
 ** E_PART_OF_ROOT (out->container). *out: cdb_engine_forget_report_free. */
 cdb_status cdb_engine_forget(cdb_engine *e, const char *path,
                              cdb_engine_forget_report *out /* OUT */);

@@ -4,16 +4,18 @@
 ** --json` prints for the same query.
 **
 **   GET  /api/search?q=QUERY&k=&offset=&min_score=&under=&sort=   (also text=, image_id=,
-**                      taken_after=, taken_before=, camera=, near=, has_gps=)
+**                      taken_after=, taken_before=, camera=, near=, has_gps=,
+**                      collapse=1|0: copies as one hit, the default, or every hit)
 **   POST /api/search  {"query" | "text" | "image_id" | "image" (base64), "k", "offset",
 **                      "min_score", "under", "sort", "taken_after", "taken_before",
-**                      "camera", "near", "has_gps", "image_db", "peers" (false: this
-**                      server's databases only, as a front asks its peers)}
+**                      "camera", "near", "has_gps", "collapse", "image_db", "peers"
+**                      (false: this server's databases only, as a front asks its peers)}
 **     -> {"model", "took_ms", "count", "offset", "generation",
 **         "results": [{"id", "path", "score", ["probability",] "width", "height", "mtime", "size",
 **                      "thumb": "/api/thumb/ID", "file": "/api/file/ID",
 **                      "preview": "/api/preview/ID", "browser_shows", "taken",
-**                      "taken_source", ["make", "model", "lens", "lat", "lon", "alt"]}]}
+**                      "taken_source", ["make", "model", "lens", "lat", "lon", "alt"],
+**                      with collapse: "duplicates": N, "copies": [ids]}]}
 **   GET  /api/thumb/ID   the JPEG thumbnail (ETag; 304 when unchanged)
 **   GET  /api/preview/ID a JPEG of the photo, long side <= 2048, for the viewer of
 **                        what browsers do not show (HEIC, TIFF, RAW; browser_shows
@@ -218,6 +220,19 @@ static int like_db(srv_ctx *c, const char *db, search_req *s, srv_resp *o) {
     return 0;
 }
 
+/* collapse: "1"/"true" (the default: copies are one hit) or "0"/"false". Returns 0, or
+** fills o with the 400. */
+static int set_collapse(search_req *s, const char *v, srv_resp *o) {
+    s->p.collapse = 1;
+    if (!v || !*v || !strcmp(v, "1") || !strcmp(v, "true")) return 0;
+    if (!strcmp(v, "0") || !strcmp(v, "false")) {
+        s->p.collapse = 0;
+        return 0;
+    }
+    cdb_srv_error(o, 400, "bad_request", "collapse must be 1 or 0 (true or false)");
+    return -1;
+}
+
 static int search_from_args(srv_ctx *c, const srv_req *r, search_req *s, srv_resp *o) {
     const char *q = cdb_srv_arg(r, "q"), *text = cdb_srv_arg(r, "text"),
                *like = cdb_srv_arg(r, "image_id");
@@ -226,7 +241,8 @@ static int search_from_args(srv_ctx *c, const srv_req *r, search_req *s, srv_res
                    cdb_srv_arg(r, "under"), cdb_srv_arg(r, "sort"), o) ||
         set_filters(s, cdb_srv_arg(r, "taken_after"), cdb_srv_arg(r, "taken_before"),
                     cdb_srv_arg(r, "camera"), cdb_srv_arg(r, "near"), cdb_srv_arg(r, "has_gps"),
-                    o))
+                    o) ||
+        set_collapse(s, cdb_srv_arg(r, "collapse"), o))
         return -1;
     if (q && text) {
         cdb_srv_error(o, 400, "bad_request", "give q (the query language) or text, not both");
@@ -291,14 +307,23 @@ static int search_from_json(srv_ctx *c, const srv_req *r, search_req *s, srv_res
         if (!json_is_boolean(v)) bad = 1;
         else gps = json_is_true(v) ? "true" : "false";
     }
+    const char *collapse = NULL;
+    if ((v = json_object_get(doc, "collapse")) && !json_is_null(v)) {
+        if (json_is_boolean(v)) collapse = json_is_true(v) ? "1" : "0";
+        else if (json_is_integer(v) && (json_integer_value(v) & ~1) == 0)
+            collapse = json_integer_value(v) ? "1" : "0";
+        else bad = 1;
+    }
     if (bad) {
         cdb_srv_error(o, 400, "bad_request",
                       "k, offset and min_score are numbers; under, sort, taken_after, "
-                      "taken_before, camera and near strings; has_gps true or false");
+                      "taken_before, camera and near strings; has_gps and collapse true or "
+                      "false");
         return -1;
     }
     if (set_paging(c, s, k, off, ms, under, sort, o) ||
-        set_filters(s, text[0], text[1], text[2], text[3], gps, o))
+        set_filters(s, text[0], text[1], text[2], text[3], gps, o) ||
+        set_collapse(s, collapse, o))
         return -1;
     {
         json_t *q = json_object_get(doc, "query"), *t = json_object_get(doc, "text");
@@ -407,9 +432,10 @@ static void photo_json(json_t *x, const cdb_engine_photo *p) {
 
 /* A hit as the API shows it. Its thumb, file and preview URLs: the routes of its own
 ** database (?db=N when the server has several), or for a peer's hit (h->db >= n_es,
-** remote[h->db - n_es]) the proxy routes of that peer, never the peer's own address. */
+** remote[h->db - n_es]) the proxy routes of that peer, never the peer's own address.
+** collapsed: with its copies ("duplicates", "copies"). */
 static json_t *hit_json(const srv_ctx *c, const cdb_engine_hit *h, int has_probability,
-                        const srv_remote *remote) {
+                        const srv_remote *remote, int collapsed) {
     static const char *const kinds[] = {"thumb", "file", "preview"};
     json_t *x = json_object();
     const srv_remote *rem = h->db >= n_dbs(c) ? &remote[h->db - n_dbs(c)] : NULL;
@@ -441,6 +467,13 @@ static json_t *hit_json(const srv_ctx *c, const cdb_engine_hit *h, int has_proba
     }
     json_object_set_new(x, "browser_shows", json_boolean(browser_shows(h->path)));
     photo_json(x, &h->photo);
+    if (collapsed) { /* the hit's copies, collapsed into it */
+        json_t *ids = json_array();
+        for (int i = 0; i < h->n_copies; i++)
+            json_array_append_new(ids, json_integer(h->copies[i]));
+        json_object_set_new(x, "duplicates", json_integer(h->n_copies));
+        json_object_set_new(x, "copies", ids);
+    }
     return x;
 }
 
@@ -456,6 +489,7 @@ static char *peer_body(const search_req *s, int want) {
     json_object_set_new(b, "k", json_integer(want));
     json_object_set_new(b, "offset", json_integer(0));
     json_object_set_new(b, "peers", json_false()); /* its own databases: ids it can serve */
+    json_object_set_new(b, "collapse", json_boolean(s->p.collapse));
     if (s->p.min_score > -1.0f) json_object_set_new(b, "min_score", json_real(s->p.min_score));
     if (s->under_given) json_object_set_new(b, "under", json_string(s->under_given));
     if (s->p.taken_after) json_object_set_new(b, "taken_after", json_string(s->p.taken_after));
@@ -570,7 +604,8 @@ static void search(srv_ctx *c, const srv_req *r, srv_resp *o) {
     }
     arr = json_array();
     for (int i = 0; i < out.n; i++)
-        json_array_append_new(arr, hit_json(c, &out.hits[i], out.has_probability, fo.ans.remote));
+        json_array_append_new(arr, hit_json(c, &out.hits[i], out.has_probability, fo.ans.remote,
+                                            s.p.collapse));
     json_object_set_new(res, "results", arr);
     cdb_srv_json(o, 200, res);
     o->cache = "no-store";

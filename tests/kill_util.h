@@ -84,6 +84,10 @@ typedef struct dbstate {
     int n_orphans;   /* vectors whose file is not ok (or unknown) */
     int n_pending;
     int n_models;    /* the models the catalog registers: the vectors of an ok file */
+    char excludes[1024]; /* what the roots leave out (root_excludes, schema 7), one
+                            "root kind base pattern" per line in id order; "" before v7 */
+    int n_meta;      /* photo_meta rows (schema 8); -1 before v8. Not compared by
+                        compare(): an ingest may leave some to the next reindex */
     char err[1800];  /* set when the files could not be read */
 } dbstate;
 
@@ -161,6 +165,23 @@ static inline int read_state(const char *db, dbstate *s) {
         }
         sqlite3_finalize(st);
     }
+    if (sqlite3_prepare_v2(h, "SELECT r.path, x.kind, x.base, x.pattern FROM root_excludes x"
+                              " JOIN roots r ON r.id = x.root_id ORDER BY x.id", -1, &st,
+                           NULL) == SQLITE_OK) {
+        size_t at = 0;
+        while (sqlite3_step(st) == SQLITE_ROW && at < sizeof s->excludes)
+            at += (size_t)snprintf(s->excludes + at, sizeof s->excludes - at, "%s %d %s %s\n",
+                                   (const char *)sqlite3_column_text(st, 0),
+                                   sqlite3_column_int(st, 1),
+                                   (const char *)sqlite3_column_text(st, 2),
+                                   (const char *)sqlite3_column_text(st, 3));
+        sqlite3_finalize(st);
+    }
+    s->n_meta = -1;
+    if (sqlite3_prepare_v2(h, "SELECT count(*) FROM photo_meta", -1, &st, NULL) == SQLITE_OK) {
+        if (sqlite3_step(st) == SQLITE_ROW) s->n_meta = sqlite3_column_int(st, 0);
+        sqlite3_finalize(st);
+    }
     /* the vector directory of the default model: what search, export and stats count */
     if (sqlite3_prepare_v2(h, "SELECT file_id FROM vectors WHERE ?1 = 0 OR model_id = ?1", -1,
                            &st, NULL) == SQLITE_OK) {
@@ -232,6 +253,8 @@ static inline int compare(const dbstate *ref, const dbstate *s, const char *what
     if (s->n_pending) DIFF("%d files left pending", s->n_pending);
     if (s->n_orphans) DIFF("%d vectors without an ok file", s->n_orphans);
     if (s->n_models != ref->n_models) DIFF("%d models, reference %d", s->n_models, ref->n_models);
+    if (strcmp(s->excludes, ref->excludes))
+        DIFF("left out:\n%s, reference:\n%s", s->excludes, ref->excludes);
     while (i < ref->n || j < s->n) {
         int c = i >= ref->n ? 1 : j >= s->n ? -1 : strcmp(ref->f[i].path, s->f[j].path);
         if (c < 0) {

@@ -86,6 +86,10 @@ typedef struct eng_walk_opts {
     ** is excluded, never entering a left-out folder (ignore/ignore.h). */
     const struct cdb_ignore *rules;
     const char *prefix;
+    /* Called (when set) with the folder, relative to the root, of each .clipdbignore file
+    ** the walk reads (rel borrowed for the call): what `folders` lists. */
+    void (*on_ignore_file)(const char *rel, void *ud);
+    void *ignore_ud;
 } eng_walk_opts;
 
 /* Walks root (a folder) as described in walk.c; in skip_dir itself, the database's own
@@ -195,6 +199,7 @@ typedef struct job {
     int want_photo;       /* thumb_only: its metadata was never read (parse the bytes) */
     int has_photo;        /* photo holds what its bytes say (R_IMAGE, R_THUMB) */
     cdb_photo_meta photo;
+    eng_phash phash;      /* with photo: its perceptual hash, when computed */
     int real_photo;       /* R_IMAGE: no mark of the generated world (a real photo) */
     eng_thumb thumb;      /* R_IMAGE, R_THUMB: made from the decoded image (may be empty) */
 } job;
@@ -209,6 +214,9 @@ typedef struct target_state {
     cdb_db_walk_problem *probs; /* relpath/reason heap */
     unsigned char *shields; /* per problem: 1 when rows at or under its relpath are kept */
     int n_probs, cap_probs;
+    char **ignores;       /* the folders whose .clipdbignore the walk read (heap) */
+    int n_ignores, cap_ignores;
+    int ignores_oom;      /* one was lost: the recorded list is left as it was */
 } target_state;
 
 typedef struct pipe_ctx {

@@ -169,9 +169,13 @@ static int to_nvjpeg(pipe_ctx *c, job *j, const unsigned char *buf) {
 }
 
 /* The photo's metadata, from the bytes already read (never an error: a photo with
-** broken metadata keeps its pixels and vector, cdb_photo_meta_read). */
-static void read_photo(job *j, const unsigned char *buf, size_t n) {
+** broken metadata keeps its pixels and vector, cdb_photo_meta_read), and with_phash (a
+** reindex's backfill of an unchanged file) its perceptual hash; a new or changed file's
+** is left to the next reindex or duplicates run, off the encoder's path
+** (cdb_eng_phash_of says why). */
+static void read_photo(job *j, const unsigned char *buf, size_t n, int with_phash) {
     j->has_photo = cdb_photo_meta_read(buf, n, &j->photo) == CDB_OK;
+    if (j->has_photo && with_phash) cdb_eng_phash_of(buf, n, &j->phash);
 }
 
 /* Reads, hashes and classifies one job; decodes and preprocesses an image. */
@@ -187,7 +191,7 @@ static void process(pipe_ctx *c, cdb_db *rdb, job *j) {
         k = read_recorded(c, j, &buf, &m);
         atomic_fetch_add(&c->ns_read, cdb_now_ns() - t0);
         if (k == ENG_FAIL_NONE && !memcmp(j->old_hash, m.hash, CDB_DB_HASH_BYTES)) {
-            if (j->want_photo) read_photo(j, buf, (size_t)m.size);
+            if (j->want_photo) read_photo(j, buf, (size_t)m.size, 1);
             if (j->want_thumb)
                 decode_budgeted(c, buf, (size_t)m.size, !j->no_exif, NULL, NULL, &w, &h, ns,
                                 &j->thumb, j->reason, sizeof j->reason);
@@ -220,7 +224,7 @@ static void process(pipe_ctx *c, cdb_db *rdb, job *j) {
         return;
     }
     j->real_photo = !cdb_image_world_marked(buf, (size_t)j->meta.size);
-    read_photo(j, buf, (size_t)j->meta.size);
+    read_photo(j, buf, (size_t)j->meta.size, 0);
     if (to_nvjpeg(c, j, buf)) { /* decoded on the device by the encoder */
         if (c->o->thumb_px > 0) { /* the thumbnail needs host pixels: a DCT-scaled decode */
             char why[256];
@@ -532,8 +536,8 @@ static void keep_photo(writer_state *w, job *j, int op) {
     }
     pending_photo *p = &w->ph[w->n_ph++];
     p->op = op;
-    cdb_eng_photo_row(&j->photo, op < 0 ? j->file_id : 0, op < 0 ? j->old_hash : j->meta.hash,
-                      &p->row);
+    cdb_eng_photo_row(&j->photo, &j->phash, op < 0 ? j->file_id : 0,
+                      op < 0 ? j->old_hash : j->meta.hash, &p->row);
 }
 
 /* Stores the metadata rows of the committed batch (n operations, their file ids in

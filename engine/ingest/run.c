@@ -423,6 +423,7 @@ cdb_status cdb_engine_ingest(cdb_engine *e, const char *const *paths, int n,
         step_fail(st, "cannot record the --exclude rules");
         goto done;
     }
+    if ((st = cdb_eng_unforget(e->db, targets, n_targets)) != CDB_OK) goto done;
     /* the default set first (it does the deletions and moves), then every other set,
     ** the path's one included: each vector set stays complete */
     if (!is_default && cdb_db_model_default(e->db, &def) == CDB_OK &&

@@ -327,6 +327,25 @@ static cdb_status load_rules(pipe_ctx *c, int64_t root_id, cdb_ignore **out) {
     return rc;
 }
 
+/* eng_walk_opts.on_ignore_file: kept in the target's state for cdb_scan_finish. */
+static void on_ignore_file(const char *rel, void *ud) {
+    pipe_ctx *c = ud;
+    target_state *t = &c->ts[c->cur];
+    if (c->o->secondary) return;
+    if (t->n_ignores == t->cap_ignores) {
+        int nc = t->cap_ignores ? t->cap_ignores * 2 : 8;
+        char **p = realloc(t->ignores, sizeof *p * (size_t)nc);
+        if (!p) {
+            t->ignores_oom = 1;
+            return;
+        }
+        t->ignores = p;
+        t->cap_ignores = nc;
+    }
+    if (!(t->ignores[t->n_ignores] = strdup(rel))) t->ignores_oom = 1;
+    else t->n_ignores++;
+}
+
 static void walk_target(pipe_ctx *c) {
     const eng_target *t = &c->targets[c->cur];
     const eng_root *r = cdb_eng_library_root(c->lib, t->root_id);
@@ -379,7 +398,7 @@ static void walk_target(pipe_ctx *c) {
             return;
         }
         eng_walk_opts wo = {t->follow_symlinks, c->db_dir, link_covered, c, c->walked_dirs,
-                            c->walked_files, rules, t->sub};
+                            c->walked_files, rules, t->sub, on_ignore_file, c};
         eng_walk_stats ws;
         int w = cdb_eng_walk(base, &wo, on_walk, &ud, &ws);
         cdb_ignore_free(rules);
@@ -435,7 +454,8 @@ int64_t cdb_scan_count_files(const pipe_ctx *c) {
     for (int i = 0; i < c->n_targets && !cdb_eng_should_stop(c->ev); i++) {
         const eng_target *t = ud.t = &c->targets[i];
         eng_walk_opts wo = {t->follow_symlinks, c->db_dir, link_covered, (void *)c, NULL, NULL,
-                            NULL, t->sub}; /* a count: .clipdbignore files, no stored rules */
+                            NULL, t->sub, NULL, NULL}; /* a count: .clipdbignore files, no
+                                                          ** stored rules */
         eng_walk_stats ws;
         char *base;
         if (t->kind == CDB_DB_ROOT_FILE || t->sub_is_file) {
@@ -589,6 +609,11 @@ static cdb_status finish_target(pipe_ctx *c, int i) {
     /* a partial scan replaces the problems under its part of the root only */
     if (rc == CDB_OK)
         rc = cdb_db_walk_problems_set(c->db, t->root_id, t->sub, c->ts[i].probs, c->ts[i].n_probs);
+    /* and the .clipdbignore files recorded at and below it (`folders`) */
+    if (rc == CDB_OK && c->ts[i].walked && !c->ts[i].ignores_oom &&
+        t->kind == CDB_DB_ROOT_FOLDER && !t->sub_is_file)
+        rc = cdb_db_ignore_files_set(c->db, t->root_id, t->sub,
+                                     (const char *const *)c->ts[i].ignores, c->ts[i].n_ignores);
     /* the folder's identity is recorded (anew) by a complete scan that found it */
     if (rc == CDB_OK && !t->sub)
         rc = cdb_db_root_set_scan(c->db, t->root_id, r ? r->dev_now : 0,
@@ -616,6 +641,8 @@ void cdb_scan_free(pipe_ctx *c) {
         }
         free(c->ts[i].probs);
         free(c->ts[i].shields);
+        for (int k = 0; k < c->ts[i].n_ignores; k++) free(c->ts[i].ignores[k]);
+        free(c->ts[i].ignores);
     }
     free(c->ts);
     c->ts = NULL;

@@ -111,6 +111,8 @@ typedef struct walker {
     const cdb_ignore *rules; /* the root's stored rules, or NULL */
     cdb_ignore *found;       /* the rules of the .clipdbignore files met (may be NULL: OOM) */
     const char *prefix;      /* the walked folder relative to the root, "" for the root */
+    void (*on_ignore_file)(const char *rel, void *ud); /* opts.on_ignore_file */
+    void *ignore_ud;
 } walker;
 
 /* Adds the rules of dir/.clipdbignore (dir: a full path; rel: it relative to the root)
@@ -121,6 +123,8 @@ static void read_ignore_file(walker *w, const char *dir, const char *rel) {
     snprintf(path, sizeof path, "%s/" IGNORE_FILE, dir);
     int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && w->on_ignore_file)
+        w->on_ignore_file(rel, w->ignore_ud);
     if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && w->found) {
         size_t n = st.st_size > IGNORE_MAX_BYTES ? IGNORE_MAX_BYTES : (size_t)st.st_size, at = 0;
         char *buf = malloc(n ? n : 1);
@@ -343,6 +347,8 @@ int cdb_eng_walk(const char *root, const eng_walk_opts *o, eng_walk_fn fn, void 
     w.st = st;
     w.rules = o->rules;
     w.prefix = o->prefix ? o->prefix : "";
+    w.on_ignore_file = o->on_ignore_file;
+    w.ignore_ud = o->ignore_ud;
     if (cdb_ignore_new(&w.found) != CDB_OK) w.found = NULL;
     if (*w.prefix && w.found) { /* the .clipdbignore files above the walked folder */
         size_t rl = strlen(root), pl = strlen(w.prefix);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "engine/library/library.h"
+#include "ignore/ignore.h"
 
 /* An absolute, normalized form of path for matching recorded roots: its real path
 ** when it exists, else made absolute and cleaned lexically ("." and ".." folded,
@@ -111,6 +112,27 @@ static cdb_status folder_excludes(cdb_db *db, cdb_engine_folder *f) {
     return rc;
 }
 
+/* f->ignore_files from the folders the root's scans recorded (engine.h's format). */
+static cdb_status folder_ignore_files(cdb_db *db, cdb_engine_folder *f) {
+    char **v = NULL;
+    int n = 0;
+    cdb_status rc = cdb_db_ignore_files(db, f->id, &v, &n);
+    if (rc == CDB_OK && n > 0 && !(f->ignore_files = calloc((size_t)n, sizeof *f->ignore_files)))
+        rc = cdb_seterr(CDB_NOMEM, "out of memory");
+    for (int i = 0; rc == CDB_OK && i < n; i++) {
+        char *dir = cdb_db_path_join(f->path, v[i]);
+        char *p = dir ? cdb_db_path_join(dir, ".clipdbignore") : NULL;
+        cdb_free(dir);
+        if (!p || !(f->ignore_files[i] = strdup(p)))
+            rc = cdb_seterr(CDB_NOMEM, "out of memory");
+        else
+            f->n_ignore_files = i + 1;
+        cdb_free(p);
+    }
+    cdb_db_ignore_files_free(v, n);
+    return rc;
+}
+
 static int on_folder(const cdb_db_root *r, void *ud_) {
     folders_ud *ud = ud_;
     cdb_db_root_counts c;
@@ -146,6 +168,7 @@ static int on_folder(const cdb_db_root *r, void *ud_) {
     f->no_exif = r->no_exif;
     f->scanned_ns = r->scanned_ns;
     if ((ud->rc = folder_excludes(ud->db, f)) != CDB_OK) return 1;
+    if ((ud->rc = folder_ignore_files(ud->db, f)) != CDB_OK) return 1;
     return 0;
 }
 
@@ -154,6 +177,8 @@ void cdb_engine_folders_free(cdb_engine_folder *f, int n) {
         free(f[i].path);
         for (int k = 0; k < f[i].n_excludes; k++) free(f[i].excludes[k]);
         free(f[i].excludes);
+        for (int k = 0; k < f[i].n_ignore_files; k++) free(f[i].ignore_files[k]);
+        free(f[i].ignore_files);
     }
     free(f);
 }
@@ -329,6 +354,181 @@ static cdb_status open_library(cdb_engine *e, cdb_db_model *dm, eng_library *lib
 #define NOTE_FORGET "forget"
 #define NOTE_FORGOTTEN "forgotten:"
 
+/* ---- a subfolder forgotten: left out of its root ------------------------------------- */
+
+/* The index in lib of the folder root that holds path strictly, -1 when none. */
+static int container_index(const eng_library *lib, const char *path) {
+    for (int i = 0; i < lib->n; i++)
+        if (lib->r[i].kind == CDB_DB_ROOT_FOLDER && strcmp(path, lib->r[i].path) &&
+            within(path, lib->r[i].path))
+            return i;
+    return -1;
+}
+
+/* The anchored folder rule that leaves rel out of its root: "/rel/", with gitignore's
+** wildcards quoted (ignore.h). NULL when rel holds a newline, which no rule can name
+** (errno EINVAL), or out of memory. Heap (free). */
+static char *forgot_rule(const char *rel) {
+    size_t n = strlen(rel);
+    char *out = strchr(rel, '\n') ? NULL : malloc(2 * n + 3), *o = out;
+    if (!out) {
+        errno = strchr(rel, '\n') ? EINVAL : ENOMEM;
+        return NULL;
+    }
+    *o++ = '/';
+    for (const char *p = rel; *p; p++) {
+        if (strchr("*?[\\", *p)) *o++ = '\\';
+        *o++ = *p;
+    }
+    *o++ = '/';
+    *o = '\0';
+    return out;
+}
+
+/* The folder (relative to the root) a forgotten-subfolder rule leaves out: its base
+** joined with the rule's path unquoted. NULL for a rule of another kind or shape, or
+** out of memory. Heap (free). */
+static char *forgot_folder(const cdb_db_exclude *x) {
+    size_t bl = strlen(x->base), pl = strlen(x->pattern);
+    char *out, *o;
+    if (x->kind != CDB_DB_EXCLUDE_FORGOT || pl < 3 || x->pattern[0] != '/' ||
+        x->pattern[pl - 1] != '/' || !(out = malloc(bl + pl + 1)))
+        return NULL;
+    memcpy(out, x->base, bl);
+    o = out + bl;
+    if (bl) *o++ = '/';
+    for (const char *p = x->pattern + 1; p < x->pattern + pl - 1; p++) {
+        if (*p == '\\' && p + 1 < x->pattern + pl - 1) p++;
+        *o++ = *p;
+    }
+    *o = '\0';
+    return out;
+}
+
+/* Whether the root's rules leave the folder rel out already (a forgotten folder at or
+** above it, or an `ingest --exclude` rule): *by gets the forgotten folder that covers
+** it (heap, free), or stays NULL when a glob does. */
+static cdb_status left_out_already(cdb_db *db, int64_t root_id, const char *rel, int *yes,
+                                   char **by) {
+    cdb_db_exclude *v = NULL;
+    cdb_ignore *ig = NULL;
+    int n = 0;
+    cdb_status rc = cdb_db_root_excludes(db, root_id, &v, &n);
+    *yes = 0;
+    *by = NULL;
+    if (rc == CDB_OK) rc = cdb_ignore_new(&ig);
+    for (int i = 0; rc == CDB_OK && i < n; i++)
+        rc = cdb_ignore_add(ig, v[i].base, v[i].pattern, strlen(v[i].pattern));
+    if (rc == CDB_OK && (*yes = cdb_ignore_path(ig, rel, 1)))
+        for (int i = 0; i < n && !*by; i++) {
+            char *f = forgot_folder(&v[i]);
+            if (f && cdb_eng_path_under(rel, f, 0)) *by = f;
+            else free(f);
+        }
+    cdb_ignore_free(ig);
+    cdb_db_excludes_free(v, n);
+    return rc;
+}
+
+typedef struct any_ud {
+    int found;
+} any_ud;
+
+static int any_file(const char *rel, size_t n, void *ud) {
+    (void)rel;
+    (void)n;
+    ((any_ud *)ud)->found = 1;
+    return 1;
+}
+
+/* Leaves the folder path (inside root r, at rel) out of it: the rule first (reindex
+** and ingest of the root skip it from then on), then its files, vectors and metadata.
+** Both steps are idempotent: a killed run is finished by running them again. */
+static cdb_status forget_sub(cdb_engine *e, const cdb_db_model *dm, const eng_root *r,
+                             const char *path, cdb_engine_forget_report *out) {
+    const char *rel = path + strlen(r->path) + (strcmp(r->path, "/") ? 1 : 0);
+    int64_t k = 0;
+    cdb_status st = CDB_OK;
+    char *rule = forgot_rule(rel);
+    if (!rule)
+        return cdb_eng_failw(errno == EINVAL ? CDB_INVALID : CDB_NOMEM, CDB_ENGINE_E_NONE,
+                             errno == EINVAL ? "its name holds a newline, which no exclusion "
+                                               "rule can name" : "out of memory",
+                             "cannot forget %s", path);
+    if ((st = cdb_db_root_exclude_add(e->db, r->id, CDB_DB_EXCLUDE_FORGOT, "", rule)) !=
+            CDB_OK ||
+        (st = cdb_db_root_forget_under(e->db, dm->id, r->id, rel, &k)) != CDB_OK)
+        st = cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot forget %s", path);
+    free(rule);
+    if (st != CDB_OK) return st;
+    if (!(out->roots[0].path = strdup(path))) return cdb_seterr(CDB_NOMEM, "out of memory");
+    out->n_roots = 1;
+    out->roots[0].files = k;
+    out->files = k;
+    out->subfolder = 1;
+    snprintf(out->container, sizeof out->container, "%s", r->path);
+    return CDB_OK;
+}
+
+/* Before a subfolder forget begins: path (inside root r) must be a folder on the disk
+** or hold recorded files, and not be left out already (then out->already, and
+** out->left_out_by the forgotten folder that covers it, if one does). */
+static cdb_status sub_check(cdb_engine *e, const eng_root *r, const char *path,
+                            cdb_engine_forget_report *out) {
+    const char *rel = path + strlen(r->path) + (strcmp(r->path, "/") ? 1 : 0);
+    struct stat sb;
+    any_ud any = {0};
+    char *by = NULL;
+    int yes = 0;
+    cdb_status st;
+    snprintf(out->container, sizeof out->container, "%s", r->path);
+    if (lstat(path, &sb) == 0 && !S_ISDIR(sb.st_mode))
+        return cdb_eng_failw(CDB_INVALID, CDB_ENGINE_E_PART_OF_ROOT,
+                             "forget leaves out folders; to leave a photo out, use 'clipdb "
+                             "ingest --exclude' or a .clipdbignore file",
+                             "%s is a file inside the folder %s", path, r->path);
+    if ((st = left_out_already(e->db, r->id, rel, &yes, &by)) != CDB_OK)
+        return cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot forget %s", path);
+    if (yes) {
+        out->already = 1;
+        if (by) snprintf(out->left_out_by, sizeof out->left_out_by, "%s/%s", r->path, by);
+        free(by);
+        return CDB_OK;
+    }
+    if (lstat(path, &sb) != 0 &&
+        ((st = cdb_db_relpaths_under(e->db, r->id, rel, CDB_DB_MASK_OK | CDB_DB_MASK_PENDING |
+                                     CDB_DB_MASK_ERROR, any_file, &any)) != CDB_OK ||
+         !any.found))
+        return st != CDB_OK ? cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot forget %s", path)
+                            : cdb_eng_failw(CDB_NOTFOUND, CDB_ENGINE_E_NOT_A_ROOT, NULL,
+                                            "%s is not a folder of this database", path);
+    return CDB_OK;
+}
+
+cdb_status cdb_eng_unforget(cdb_db *db, const eng_target *t, int n) {
+    cdb_status st = CDB_OK;
+    for (int i = 0; i < n && st == CDB_OK; i++) {
+        cdb_db_exclude *v = NULL;
+        int nx = 0;
+        if (t[i].kind != CDB_DB_ROOT_FOLDER || !t[i].sub) continue;
+        st = cdb_db_root_excludes(db, t[i].root_id, &v, &nx);
+        for (int k = 0; k < nx && st == CDB_OK; k++) {
+            char *f = forgot_folder(&v[k]);
+            if (f && !strcmp(f, t[i].sub))
+                st = cdb_db_root_exclude_remove(db, t[i].root_id, v[k].kind, v[k].base,
+                                                v[k].pattern);
+            else if (f && cdb_eng_path_under(t[i].sub, f, 1))
+                st = cdb_eng_failw(CDB_INVALID, CDB_ENGINE_E_NONE, NULL,
+                                   "%s/%s lies inside %s/%s, which 'clipdb forget' left out; "
+                                   "'clipdb ingest %s/%s' takes that folder in again",
+                                   t[i].path, t[i].sub, t[i].path, f, t[i].path, f);
+            free(f);
+        }
+        cdb_db_excludes_free(v, nx);
+    }
+    return st;
+}
+
 /* Forgets the roots idx[0..n) of lib into out: their files, vectors and rows. */
 static cdb_status forget_roots(cdb_engine *e, const cdb_db_model *dm, const eng_library *lib,
                                const int *idx, int n, cdb_engine_forget_report *out) {
@@ -356,6 +556,8 @@ static cdb_status forget_finish(cdb_engine *e, cdb_engine_forget_report *out) {
     int r;
     if (cdb_db_thumbs_prune(e->db, NULL) != CDB_OK) /* a cache: never fatal */
         CDB_LOG_WARN("the forgotten files' thumbnails were not dropped: %s", cdb_errmsg());
+    if ((st = cdb_db_photos_prune(e->db, NULL)) != CDB_OK)
+        return cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot drop the forgotten photos' metadata");
     /* the indexes first: their writes then go into the compaction too */
     if ((r = cdb_eng_refresh_all_indexes(e->db, &e->p.events)) < 0)
         return CDB_ERROR; /* errmsg: cannot list the models (...) */
@@ -396,15 +598,33 @@ static cdb_status finish_forget(cdb_engine *e) {
     CDB_LOG_INFO("finishing the forget of %s that a killed run began", path);
     if ((st = open_library(e, &dm, &lib)) == CDB_OK &&
         (st = forget_alloc(&lib, &idx, &out, path)) == CDB_OK) {
-        if (roots_at(&lib, path, idx, &n, container, sizeof container) != CDB_OK) n = 0;
+        int sub = roots_at(&lib, path, idx, &n, container, sizeof container) != CDB_OK
+                      ? container_index(&lib, path) : -1;
         cdb_eng_clear();
-        if ((st = forget_roots(e, &dm, &lib, idx, n, &out)) == CDB_OK) st = forget_finish(e, &out);
+        if (sub >= 0) st = forget_sub(e, &dm, &lib.r[sub], path, &out);
+        else st = forget_roots(e, &dm, &lib, idx, n, &out);
+        if (st == CDB_OK) st = forget_finish(e, &out);
     }
     free(idx);
     cdb_free(path);
     cdb_eng_library_free(&lib);
     cdb_engine_forget_report_free(&out);
     return st;
+}
+
+/* A subfolder forget (sub_check passed): the note first (one transaction: after a kill
+** from here on the next writer finishes it), then the work, then the note cleared. */
+static cdb_status forget_sub_begin(cdb_engine *e, const cdb_db_model *dm, const eng_root *r,
+                                   const char *path, int64_t disk_before,
+                                   cdb_engine_forget_report *out) {
+    cdb_status st = cdb_db_note_set(e->db, NOTE_FORGET, path);
+    if (st != CDB_OK) return cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot forget %s", path);
+    if ((st = forget_sub(e, dm, r, path, out)) != CDB_OK ||
+        (st = forget_finish(e, out)) != CDB_OK)
+        return st;
+    out->bytes_freed = disk_before - cdb_eng_disk_bytes(e->dir);
+    if (out->bytes_freed < 0) out->bytes_freed = 0;
+    return CDB_OK;
 }
 
 cdb_status cdb_engine_forget(cdb_engine *e, const char *path_in, cdb_engine_forget_report *out) {
@@ -425,6 +645,7 @@ cdb_status cdb_engine_forget(cdb_engine *e, const char *path_in, cdb_engine_forg
     if ((st = open_library(e, &dm, &lib)) != CDB_OK) goto done;
     if ((st = forget_alloc(&lib, &idx, out, path)) != CDB_OK) goto done;
     if ((st = roots_at(&lib, path, idx, &n, out->container, sizeof out->container)) != CDB_OK) {
+        int sub = container_index(&lib, path);
         /* the same forget again (also after a kill: the work left was finished when
         ** this writer opened the database) */
         if (cdb_engine_errcode() == CDB_ENGINE_E_NOT_A_ROOT &&
@@ -432,6 +653,10 @@ cdb_status cdb_engine_forget(cdb_engine *e, const char *path_in, cdb_engine_forg
             cdb_eng_clear();
             out->already = 1;
             st = CDB_OK;
+        } else if (sub >= 0) { /* a folder inside a root: left out of it from now on */
+            cdb_eng_clear();
+            if ((st = sub_check(e, &lib.r[sub], path, out)) == CDB_OK && !out->already)
+                st = forget_sub_begin(e, &dm, &lib.r[sub], path, disk_before, out);
         }
         goto done;
     }

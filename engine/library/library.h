@@ -194,6 +194,14 @@ typedef struct eng_target {
     int reencode;          /* the decode settings changed: every photo is encoded again */
 } eng_target;
 
+/* ingest of folders that `forget` left out (folders.c): each target t[0..n) that is a
+** folder or file inside its root drops the forgotten-folder rule naming exactly that
+** folder, so the walk takes it in again. A target inside a forgotten folder (not the
+** folder itself) fails with CDB_INVALID and a message naming the folder to ingest
+** instead: taking in part of a left-out folder would leave the rest of it out with no
+** rule saying so. Writer. */
+cdb_status cdb_eng_unforget(cdb_db *db, const eng_target *t, int n);
+
 /* Reads the roots of db and stats each. Free with cdb_eng_library_free. */
 cdb_status cdb_eng_library_load(cdb_db *db, eng_library *lib /* OUT */);
 /* 1 when a folder with identity `now` (st_dev dev_now) is the root's recorded one

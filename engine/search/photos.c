@@ -3,7 +3,8 @@
 ** the encoder's reading, the filter from users' texts and the capture time as text.
 ** The ingest reads a photo's metadata from the bytes it holds (ingest/pipeline.c), and
 ** a reindex re-reads, without encoding, the unchanged files that have no row
-** (ingest/scan.c). The rules of the filter are db's
+** (ingest/scan.c), or no perceptual hash (computed here, the one way for reindex and
+** duplicates). The rules of the filter are db's
 ** (db/db.h, cdb_db_photo_filter; docs/images.md "Metadata").
 */
 #include <stdlib.h>
@@ -11,7 +12,33 @@
 
 #include "engine/search/search.h"
 
-void cdb_eng_photo_row(const cdb_photo_meta *m, int64_t file_id,
+static int format_of(const char *decoded) {
+    if (!strcmp(decoded, "RAW")) return 0;
+    if (!strcmp(decoded, "JPEG") || !strcmp(decoded, "HEIF") || !strcmp(decoded, "TIFF"))
+        return 1;
+    return 2;
+}
+
+int cdb_eng_phash_of(const unsigned char *buf, size_t n, eng_phash *out) {
+    cdb_image_params ip = cdb_image_params_default();
+    cdb_image *img = NULL;
+    int rc = -1;
+    memset(out, 0, sizeof *out);
+    ip.decode = CDB_DECODE_FAST; /* the hash looks at 32x32: a 1/8 JPEG decode is plenty */
+    ip.target_size = 64;
+    if (cdb_image_decode(buf, n, &ip, &img) == CDB_OK &&
+        cdb_image_phash(img, &out->hash) == CDB_OK) {
+        out->has = 1;
+        out->format = format_of(img->format);
+        out->width = img->full_width;
+        out->height = img->full_height;
+        rc = 0;
+    }
+    cdb_image_free(img);
+    return rc;
+}
+
+void cdb_eng_photo_row(const cdb_photo_meta *m, const eng_phash *ph, int64_t file_id,
                        const uint8_t hash[CDB_DB_HASH_BYTES], cdb_db_photo *out) {
     memset(out, 0, sizeof *out);
     out->file_id = file_id;
@@ -32,6 +59,13 @@ void cdb_eng_photo_row(const cdb_photo_meta *m, int64_t file_id,
     out->lon = m->lon;
     out->has_alt = m->has_alt;
     out->alt = m->alt;
+    if (ph && ph->has) {
+        out->has_phash = 1;
+        out->phash = ph->hash;
+        out->phash_format = ph->format;
+        out->phash_width = ph->width;
+        out->phash_height = ph->height;
+    }
 }
 
 cdb_status cdb_eng_photo_filter(const char *after, const char *before, const char *camera,

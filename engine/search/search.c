@@ -20,6 +20,8 @@
 **     of the query cuts from.
 **  4. A text query to a model with a logit bias (SigLIP) gives each hit the model's
 **     probability too, from its fp32 cosine (set_probabilities).
+**  5. With collapse, copies (the exact and near groups `duplicates` finds) become one hit
+**     with the others as its copies, before paging (collapse.c).
 **
 ** Freshness (engine.h): the search state of a vector set is the loaded index (with the
 ** identity of its file: device, inode, size, mtime) and the overlay as of a database
@@ -86,6 +88,7 @@ static void search_states_free(cdb_engine *e) {
     for (eng_search_state *s = e->searches, *next; s; s = next) {
         next = s->next;
         vset_unref(s->cur);
+        cdb_eng_groups_unref(s->groups);
         pthread_mutex_destroy(&s->mu);
         free(s);
     }
@@ -649,9 +652,17 @@ cdb_engine_search_params cdb_engine_search_params_default(void) {
     return p;
 }
 
+void cdb_eng_hit_clear(cdb_engine_hit *h) {
+    cdb_free(h->path);
+    free(h->copies);
+    h->path = NULL;
+    h->copies = NULL;
+    h->n_copies = 0;
+}
+
 void cdb_engine_result_free(cdb_engine_result *r) {
     if (!r) return;
-    for (int i = 0; i < r->n; i++) cdb_free(r->hits[i].path);
+    for (int i = 0; i < r->n; i++) cdb_eng_hit_clear(&r->hits[i]);
     free(r->hits);
     memset(r, 0, sizeof *r);
 }
@@ -859,7 +870,7 @@ static cdb_status collect_hits(cdb_engine *e, eng_vset *vs, cdb_db *db, int64_t 
             st = cdb_eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory", "cannot search");
             break;
         }
-        for (i = 0; i < *n_hits; i++) cdb_free((*hits)[i].path);
+        for (i = 0; i < *n_hits; i++) cdb_eng_hit_clear(&(*hits)[i]);
         *n_hits = 0;
         if ((st = search_vector(vs, db, model_id, q, want, p->min_score, inc, raw, &n_raw)) !=
             CDB_OK)
@@ -885,9 +896,60 @@ static cdb_status collect_hits(cdb_engine *e, eng_vset *vs, cdb_db *db, int64_t 
         if ((!dropped || *n_hits >= need) && !tied) break;
     }
     if (*n_hits > 1) qsort(*hits, (size_t)*n_hits, sizeof **hits, by_score);
-    for (int i = need; i < *n_hits; i++) cdb_free((*hits)[i].path);
+    for (int i = need; i < *n_hits; i++) cdb_eng_hit_clear(&(*hits)[i]);
     if (*n_hits > need) *n_hits = need;
     free(raw);
+    return st;
+}
+
+/* The copy groups of the vector set for this search (collapse.c): the set's cached ones
+** while the generation and the count of files without a phash are those they were built
+** for, else built anew (and cached). *out: cdb_eng_groups_unref. */
+static cdb_status groups_get(cdb_engine *e, cdb_db *db, int64_t model_id, int dim, int64_t gen,
+                             eng_groups **out) {
+    eng_search_state *ss = search_state(e, model_id);
+    int64_t *missing = NULL, n_missing = 0;
+    cdb_status st = cdb_db_photos_missing(db, 0, &missing, &n_missing);
+    cdb_free(missing);
+    *out = NULL;
+    if (st != CDB_OK) return cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot group the copies");
+    if (!ss) return cdb_eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory", "cannot search");
+    pthread_mutex_lock(&ss->mu);
+    if (!cdb_eng_groups_current(ss->groups, gen, n_missing)) {
+        eng_groups *g = NULL;
+        if ((st = cdb_eng_groups_build(db, model_id, dim, gen, n_missing, &g)) == CDB_OK) {
+            cdb_eng_groups_unref(ss->groups);
+            ss->groups = g;
+        }
+    }
+    if (st == CDB_OK) *out = cdb_eng_groups_ref(ss->groups);
+    pthread_mutex_unlock(&ss->mu);
+    return st;
+}
+
+/* The best `need` hits of q as collect_hits gives them, with copies collapsed when g is
+** set: hits are fetched 4x more each round until `need` groups are found or every hit
+** was seen, so that the collapsed list is the same one ordering for every page. */
+static cdb_status collect_groups(cdb_engine *e, eng_vset *vs, cdb_db *db, int64_t model_id,
+                                 const float *q, const cdb_engine_search_params *p,
+                                 const eng_include *inc, int need, const eng_groups *g,
+                                 cdb_engine_hit **hits /* OUT */, int *n_hits /* OUT */) {
+    cdb_status st = CDB_OK;
+    for (int64_t fetch = need;; fetch *= 4) {
+        int got;
+        if ((st = collect_hits(e, vs, db, model_id, q, p, inc, (int)fetch, hits, n_hits)) !=
+                CDB_OK ||
+            !g)
+            break;
+        got = *n_hits;
+        if ((st = cdb_eng_collapse(g, *hits, n_hits)) != CDB_OK || *n_hits >= need ||
+            got < fetch || fetch * 4 > INT32_MAX / 4)
+            break;
+        for (int i = 0; i < *n_hits; i++) cdb_eng_hit_clear(&(*hits)[i]);
+        free(*hits);
+        *hits = NULL;
+        *n_hits = 0;
+    }
     return st;
 }
 
@@ -907,10 +969,10 @@ static int hits_needed(const cdb_engine_search_params *p) {
 static void page_hits(cdb_engine_hit *hits, int *n, const cdb_engine_search_params *p) {
     int skip = p->offset < *n ? p->offset : *n;
     if (time_window(p) && *n > 1) qsort(hits, (size_t)*n, sizeof *hits, sort_order(p));
-    for (int i = 0; i < skip; i++) cdb_free(hits[i].path);
+    for (int i = 0; i < skip; i++) cdb_eng_hit_clear(&hits[i]);
     memmove(hits, hits + skip, sizeof *hits * (size_t)(*n - skip));
     *n -= skip;
-    for (int i = p->k; i < *n; i++) cdb_free(hits[i].path);
+    for (int i = p->k; i < *n; i++) cdb_eng_hit_clear(&hits[i]);
     if (*n > p->k) *n = p->k;
     if (!time_window(p) && sort_order(p) && *n > 1)
         qsort(hits, (size_t)*n, sizeof *hits, sort_order(p));
@@ -1031,6 +1093,7 @@ static cdb_status search_once(cdb_engine *e, const cdb_engine_query *qu,
     cdb_db_photo_filter pf;
     int64_t *pass = NULL, none = 0;
     eng_include inc = {NULL, 0};
+    eng_groups *groups = NULL;
     cdb_status st;
     cdb_eng_clear();
     memset(out, 0, sizeof *out);
@@ -1067,8 +1130,11 @@ static cdb_status search_once(cdb_engine *e, const cdb_engine_query *qu,
         inc.ids = pass ? pass : &none;
         inc.n = (size_t)n_pass;
     }
-    if ((st = collect_hits(e, vs, rd->db, mod->model_id, q, p, &inc, hits_needed(p), &hits,
-                           &n_hits)) != CDB_OK)
+    if (p->collapse &&
+        (st = groups_get(e, rd->db, mod->model_id, dim, vs->gen, &groups)) != CDB_OK)
+        goto done;
+    if ((st = collect_groups(e, vs, rd->db, mod->model_id, q, p, &inc, hits_needed(p), groups,
+                             &hits, &n_hits)) != CDB_OK)
         goto done;
     page_hits(hits, &n_hits, p);
     if (!sq) set_probabilities(mod, qu, n_terms, hits, n_hits, out);
@@ -1080,10 +1146,11 @@ static cdb_status search_once(cdb_engine *e, const cdb_engine_query *qu,
              mod->m ? cdb_model_get_info(mod->m)->name : mod->dm.name);
     out->model_id = mod->model_id;
 done:
-    for (int i = 0; i < n_hits; i++) cdb_free(hits[i].path);
+    for (int i = 0; i < n_hits; i++) cdb_eng_hit_clear(&hits[i]);
     free(hits);
     free(q);
     cdb_free(pass);
+    cdb_eng_groups_unref(groups);
     vset_unref(vs);
     /* a failure a snapshot read can explain (a malformed page, an example's vector or
     ** file not found) on a reader that may hold one: tried again on a new reader */
@@ -1179,7 +1246,7 @@ cdb_engine_search_params cdb_engine_part_params(const cdb_engine_search_params *
 void cdb_engine_hits_merge(cdb_engine_hit *hits, int *n, const cdb_engine_search_params *p) {
     int need = hits_needed(p);
     if (*n > 1) qsort(hits, (size_t)*n, sizeof *hits, by_score);
-    for (int i = need; i < *n; i++) cdb_free(hits[i].path);
+    for (int i = need; i < *n; i++) cdb_eng_hit_clear(&hits[i]);
     if (*n > need) *n = need;
     page_hits(hits, n, p);
 }
@@ -1238,7 +1305,7 @@ cdb_status cdb_engine_search_many(cdb_engine *const *es, int n, const cdb_engine
     all = NULL;
     n_all = 0;
 done:
-    for (int i = 0; i < n_all; i++) cdb_free(all[i].path);
+    for (int i = 0; i < n_all; i++) cdb_eng_hit_clear(&all[i]);
     free(all);
     free(sq.q);
     cdb_engine_result_free(&part);

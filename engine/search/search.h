@@ -72,10 +72,12 @@ int cdb_eng_refresh_all_indexes(cdb_db *db, const cdb_engine_events *ev);
 /* ---- search state (search.c) -------------------------------------------------------- */
 
 typedef struct eng_vset eng_vset;     /* search.c */
+typedef struct eng_groups eng_groups; /* collapse.c */
 typedef struct eng_search_state {     /* per vector set searched */
     int64_t model_id;
-    pthread_mutex_t mu;  /* serializes refreshes of cur */
+    pthread_mutex_t mu;  /* serializes refreshes of cur and groups */
     eng_vset *cur;
+    eng_groups *groups;  /* the copy groups search results collapse (NULL: none built) */
     int warned_ix;       /* the unusable index was warned about */
     struct eng_search_state *next;
 } eng_search_state;
@@ -89,11 +91,45 @@ void cdb_eng_search_release(cdb_engine *e);
 cdb_status cdb_eng_encode_texts(eng_model *mod, const char *const *texts, int n,
                                 float *out /* OUT n * dim */);
 
+/* ---- copies collapsed in search results (collapse.c) ---------------------------------- */
+
+/* The copy groups of the vector set model_id (dim) as `duplicates` makes them (exact
+** and near joined), from the catalog of db; built for (gen, n_missing: the files without
+** a stored phash), refs 1. Reference counted and immutable: any thread may use one. */
+cdb_status cdb_eng_groups_build(cdb_db *db, int64_t model_id, int dim, int64_t gen,
+                                int64_t n_missing, eng_groups **out /* OUT */);
+eng_groups *cdb_eng_groups_ref(eng_groups *g);  /* NULL is fine; returns g */
+void cdb_eng_groups_unref(eng_groups *g);       /* NULL is fine */
+int cdb_eng_groups_current(const eng_groups *g, int64_t gen, int64_t n_missing);
+/* Keeps, of hits[0..*n) in rank order, the first hit of each group (and every hit in
+** none), each kept one with its group's other files as copies (heap); the others are
+** cleared (cdb_eng_hit_clear). CDB_NOMEM. */
+cdb_status cdb_eng_collapse(const eng_groups *g, cdb_engine_hit *hits, int *n);
+/* Frees what a hit owns (its path, its copies). */
+void cdb_eng_hit_clear(cdb_engine_hit *h);
+
 /* ---- photo metadata (photos.c): the row ingest stores from the bytes it read, the
 ** filter from what users type, the capture time as text ------------------------------ */
 
-/* The catalog row of file_id (content hash) for the metadata m read from its bytes. */
-void cdb_eng_photo_row(const cdb_photo_meta *m, int64_t file_id,
+/* A photo's perceptual hash as `duplicates` and search's collapsing compare it (has 0:
+** not computed), with the format and full oriented size of the decode it came from. */
+typedef struct eng_phash {
+    int has;
+    uint64_t hash;    /* cdb_image_phash */
+    int format;       /* cdb_dupes_format's values: 0 RAW, 1 JPEG/HEIF/TIFF, 2 other */
+    int width, height;
+} eng_phash;
+/* The one way a phash is made: a fast decode to 64 pixels (a JPEG scaled in the DCT
+** domain, a RAW's preview) with EXIF orientation, then cdb_image_phash; every stored and
+** every computed phash comes from here, so a cached one equals a fresh one. Not cheap
+** next to an ingest's own decode (bench_photos: a quarter of a large JPEG's exact decode,
+** the entropy decoding being whole), so ingest leaves it to reindex and duplicates. 0,
+** or -1 when the bytes cannot be decoded (out->has 0). */
+int cdb_eng_phash_of(const unsigned char *buf, size_t n, eng_phash *out);
+
+/* The catalog row of file_id (content hash) for the metadata m read from its bytes and
+** its phash (NULL or ph->has 0: not computed). */
+void cdb_eng_photo_row(const cdb_photo_meta *m, const eng_phash *ph, int64_t file_id,
                        const uint8_t hash[CDB_DB_HASH_BYTES], cdb_db_photo *out /* OUT */);
 
 /* The filter from its texts (NULL or "": not set): after and before as ISO 8601,

@@ -13,7 +13,7 @@ const ROW = () => parseFloat(getComputedStyle(document.documentElement).getPrope
 const S = {
   mode: 'none',            // 'text' | 'like' | 'image' | 'none'
   q: '', likeId: 0, likeDb: 0, likeName: '', likeThumb: '', image: null, imageUrl: '',
-  min: '', under: '', sort: 'score',
+  min: '', under: '', sort: 'score', collapse: true,
   hits: [], offset: 0, done: false, loading: false, seq: 0, model: '',
 };
 
@@ -101,6 +101,7 @@ function toHash() {
   if (S.min !== '') p.set('min', S.min);
   if (S.under) p.set('under', S.under);
   if (S.sort !== 'score') p.set('sort', S.sort);
+  if (!S.collapse) p.set('copies', '1');
   const h = p.toString();
   if (location.hash.slice(1) !== h) history.pushState(null, '', h ? '#' + h : location.pathname);
 }
@@ -113,18 +114,21 @@ function fromHash() {
   S.min = p.get('min') || '';
   S.under = p.get('under') || '';
   S.sort = SORTS.includes(p.get('sort')) ? p.get('sort') : 'score';
+  S.collapse = p.get('copies') !== '1';
   S.mode = S.likeId ? 'like' : S.q ? 'text' : 'none';
   if (S.mode !== 'image') S.image = null;
   $('q').value = S.mode === 'text' ? S.q : '';
   $('min').value = S.min;
   $('under').value = S.under;
   $('sort').value = S.sort;
+  $('collapse').checked = S.collapse;
 }
 
 // ---- searching ------------------------------------------------------------------------
 
 function request(offset) {
-  const common = { k: PAGE, offset };
+  // collapse: copies are one hit (the server's default); offset counts such hits
+  const common = { k: PAGE, offset, collapse: S.collapse ? 1 : 0 };
   if (S.min !== '' && !Number.isNaN(parseFloat(S.min))) common.min_score = parseFloat(S.min);
   if (S.under) common.under = S.under;
   if (S.sort !== 'score') common.sort = S.sort;
@@ -260,7 +264,9 @@ function append(hits, start) {
     t.setAttribute('role', 'button');
     const prob = typeof h.probability === 'number'
       ? `, match probability ${(100 * h.probability).toFixed(1)}%` : '';
-    t.setAttribute('aria-label', `${baseName(h.path)}, score ${h.score.toFixed(3)}${prob}`);
+    const dups = h.duplicates > 0
+      ? `, and ${h.duplicates} cop${h.duplicates === 1 ? 'y' : 'ies'}` : '';
+    t.setAttribute('aria-label', `${baseName(h.path)}, score ${h.score.toFixed(3)}${prob}${dups}`);
     const img = document.createElement('img');
     img.alt = '';
     img.loading = 'lazy';
@@ -289,6 +295,14 @@ function append(hits, start) {
     ov.append(name);
     if (!h.peer) ov.append(like); // a peer's photo id is the peer's: not searchable here
     t.append(img, score, ov);
+    if (h.duplicates > 0) { // copies collapsed into this tile: a badge with their count
+      const badge = document.createElement('span');
+      badge.className = 'dups';
+      badge.textContent = `+${h.duplicates}`;
+      badge.title = `${h.duplicates} more cop${h.duplicates === 1 ? 'y' : 'ies'} of this photo `
+        + '(untick "Group copies" to see them)';
+      t.append(badge);
+    }
     t.addEventListener('click', () => openViewer(start + i));
     t.addEventListener('keydown', (ev) => {
       if (ev.key === 'Enter' || ev.key === ' ') { ev.preventDefault(); openViewer(start + i); }
@@ -339,7 +353,7 @@ async function showDuplicates() {
   const seq = ++S.seq;
   $('welcome').hidden = true;
   $('grid').replaceChildren();
-  $('status').textContent = 'Looking for duplicates: every photo is read once\u2026';
+  $('status').textContent = 'Looking for duplicates\u2026';
   let d;
   try {
     d = await api('/api/duplicates');
@@ -559,6 +573,9 @@ function init() {
     if (S.under) openFolder(S.under);
   });
   $('sort').addEventListener('change', () => { S.sort = $('sort').value; toHash(); search(); });
+  $('collapse').addEventListener('change', () => {
+    S.collapse = $('collapse').checked; toHash(); search();
+  });
   $('signout').addEventListener('click', signOut);
   $('pick').addEventListener('click', () => $('file').click());
   $('file').addEventListener('change', () => { byImage($('file').files[0]); $('file').value = ''; });

@@ -4,8 +4,10 @@
 ** file inside a folder below the root, a rule that names a folder by '**'); the oracle
 ** is `git check-ignore` on the same tree, with the rule files copied as .gitignore:
 ** ingest must add exactly the photos git does not ignore; a rule added later makes
-** reindex drop exactly the photos it newly leaves out. `ingest --exclude` against the
+** reindex drop exactly the photos it newly leaves out, and `folders` lists the rule
+** files where they were put. `ingest --exclude` against the
 ** same oracle (the rules as a .gitignore for git only), and remembered by reindex.
+** `forget` of a subfolder against git with the folder's rule, and its edges.
 ** Skipped (77) without git or a model.
 */
 #include <jansson.h>
@@ -148,6 +150,28 @@ CDB_TEST(clipdbignore_like_git) {
     CHECK_EQ_INT((int)jint(&r, "deleted"), kept - kept2);
     CHECK_EQ_INT((int)jint(&r, "added"), 0);
     cli_run_free(&r);
+    /* folders lists the rule files the scans met: the oracle is where they were put */
+    {
+        static const char *const want[] = {"/.clipdbignore", "/x/.clipdbignore",
+                                           "/z/.clipdbignore"};
+        json_error_t e;
+        cli_run((const char *[]){"folders", "--db", db, "--json", NULL}, &r);
+        CHECK_EQ_INT(r.exit_code, 0);
+        json_t *doc = json_loads(r.out, 0, &e);
+        json_t *ig = json_object_get(json_array_get(json_object_get(doc, "folders"), 0),
+                                     "ignore_files");
+        CHECK_EQ_INT((int)json_array_size(ig), 3);
+        for (size_t i = 0; i < 3 && i < json_array_size(ig); i++) {
+            snprintf(cmd, sizeof cmd, "%s%s", lib, want[i]);
+            CHECK_EQ_STR(json_string_value(json_object_get(json_array_get(ig, i), "path")), cmd);
+        }
+        json_decref(doc);
+        cli_run_free(&r);
+        cli_run((const char *[]){"folders", "--db", db, NULL}, &r);
+        snprintf(cmd, sizeof cmd, "left out: the rules in %s/z/.clipdbignore", lib);
+        CHECK(strstr(r.out, cmd) != NULL);
+        cli_run_free(&r);
+    }
     /* the photos are all still there: leaving out never deletes */
     struct stat st;
     snprintf(cmd, sizeof cmd, "%s/z/g.png", lib);
@@ -197,4 +221,128 @@ CDB_TEST(exclude_is_remembered) {
     CHECK_EQ_INT(system(cmd), 0);
 }
 
-CDB_TEST_MAIN(clipdbignore_like_git, exclude_is_remembered)
+/* folders --json's first folder: its "files" and "vectors" counts, and its excludes
+** as "kind pattern" lines. */
+static void first_folder(const char *db, int64_t *files, int64_t *vectors, char *ex, size_t cap) {
+    cli_run_result r;
+    json_error_t e;
+    size_t at = 0, i;
+    json_t *v;
+    cli_run((const char *[]){"folders", "--db", db, "--json", NULL}, &r);
+    json_t *doc = json_loads(r.out, 0, &e);
+    json_t *f = json_array_get(json_object_get(doc, "folders"), 0);
+    *files = f ? json_integer_value(json_object_get(f, "files")) : -1;
+    *vectors = f ? json_integer_value(json_object_get(f, "vectors")) : -1;
+    ex[0] = '\0';
+    json_array_foreach(json_object_get(f, "excludes"), i, v) {
+        at += (size_t)snprintf(ex + at, cap - at, "%s %s\n",
+                               json_string_value(json_object_get(v, "kind")),
+                               json_string_value(json_object_get(v, "pattern")));
+        if (at >= cap) break;
+    }
+    json_decref(doc);
+    cli_run_free(&r);
+}
+
+/* forget of a folder inside a root: the oracle is git with "/x/" in the root's
+** .gitignore (what the forget must amount to): the files and vectors left are the
+** photos git keeps, a reindex after new photos appear adds only those git keeps, and
+** the rule is listed. Then the edges: a folder below the forgotten one, the same
+** folder through "..", a trailing '/' and a symbolic link (already left out), a file
+** (refused), a folder that is neither on disk nor recorded (refused), ingest of a
+** folder inside the forgotten one (refused), and ingest of the forgotten folder
+** itself, which takes it in again (git without the rule). */
+CDB_TEST(forget_subfolder_leaves_it_out) {
+    char tmp[512], lib[600], db[600], p[1400], link[700], ex[512];
+    int64_t files, vectors;
+    cli_run_result r;
+    NEED_LIBRARY(model, tmp, lib, db);
+    cli_run((const char *[]){"init", "--db", db, "--model", model, NULL}, &r);
+    CHECK_EQ_INT(r.exit_code, 0);
+    cli_run_free(&r);
+    cli_run((const char *[]){"ingest", "--db", db, lib, NULL}, &r);
+    CHECK_EQ_INT(r.exit_code, 0);
+    cli_run_free(&r);
+    CHECK_EQ_INT(put(lib, ".gitignore", "/x/\n", 4), 0);
+    int kept = git_kept(lib, 0);
+    CHECK(kept > 0 && kept < 10);
+
+    snprintf(p, sizeof p, "%s/x/", lib); /* a trailing '/' */
+    cli_run((const char *[]){"forget", "--db", db, p, NULL}, &r);
+    CHECK_EQ_INT(r.exit_code, 0);
+    CHECK(strstr(r.out, "Forgot ") && strstr(r.out, "leave it out"));
+    cli_run_free(&r);
+    first_folder(db, &files, &vectors, ex, sizeof ex);
+    CHECK_EQ_INT((int)files, kept);
+    CHECK_EQ_INT((int)vectors, kept);
+    CHECK_EQ_STR(ex, "forgotten /x/\n");
+    cli_run((const char *[]){"verify", "--db", db, NULL}, &r);
+    CHECK_EQ_INT(r.exit_code, 0);
+    cli_run_free(&r);
+
+    CHECK_EQ_INT(make_photos(lib, 100), 0); /* new photos everywhere, x/ too */
+    cli_run((const char *[]){"reindex", "--db", db, "--json", NULL}, &r);
+    CHECK_EQ_INT(r.exit_code, 0);
+    CHECK_EQ_INT((int)jint(&r, "added"), git_kept(lib, 100));
+    CHECK_EQ_INT((int)jint(&r, "deleted"), 0);
+    cli_run_free(&r);
+    cli_run((const char *[]){"ingest", "--db", db, lib, "--json", NULL}, &r);
+    CHECK_EQ_INT(r.exit_code, 0);
+    CHECK_EQ_INT((int)jint(&r, "added"), 0);
+    cli_run_free(&r);
+
+    /* already left out: below it, through "..", through a symbolic link */
+    const char *again[3];
+    snprintf(p, sizeof p, "%s/x/y", lib);
+    again[0] = strdup(p);
+    snprintf(p, sizeof p, "%s/z/../x", lib);
+    again[1] = strdup(p);
+    snprintf(link, sizeof link, "%s/link", tmp);
+    snprintf(p, sizeof p, "%s/x", lib);
+    CHECK_EQ_INT(symlink(p, link), 0);
+    again[2] = link;
+    for (int i = 0; i < 3; i++) {
+        cli_run((const char *[]){"forget", "--db", db, again[i], NULL}, &r);
+        CHECK_EQ_INT(r.exit_code, 0);
+        CHECK(strstr(r.out, "left out already") != NULL);
+        CHECK(strstr(r.out, "/x was forgotten") != NULL);
+        cli_run_free(&r);
+    }
+    first_folder(db, &files, &vectors, ex, sizeof ex);
+    CHECK_EQ_STR(ex, "forgotten /x/\n");
+
+    /* a file inside the root, and a folder neither there nor recorded: refused */
+    snprintf(p, sizeof p, "%s/a.png", lib);
+    cli_run((const char *[]){"forget", "--db", db, p, NULL}, &r);
+    CHECK_EQ_INT(r.exit_code, 1);
+    CHECK(strstr(r.err, "is a file inside") != NULL);
+    cli_run_free(&r);
+    snprintf(p, sizeof p, "%s/nowhere", lib);
+    cli_run((const char *[]){"forget", "--db", db, p, NULL}, &r);
+    CHECK_EQ_INT(r.exit_code, 1);
+    cli_run_free(&r);
+    first_folder(db, &files, &vectors, ex, sizeof ex);
+    CHECK_EQ_INT((int)files, kept + git_kept(lib, 100));
+
+    /* ingest of a folder inside the forgotten one: refused, naming the folder */
+    cli_run((const char *[]){"ingest", "--db", db, again[0], NULL}, &r);
+    CHECK(r.exit_code != 0);
+    CHECK(strstr(r.err, "left out") != NULL);
+    cli_run_free(&r);
+    /* ingest of the forgotten folder: taken in again, all of it (git without the rule) */
+    CHECK_EQ_INT(put(lib, ".gitignore", "", 0), 0);
+    snprintf(p, sizeof p, "%s/x", lib);
+    cli_run((const char *[]){"ingest", "--db", db, p, "--json", NULL}, &r);
+    CHECK_EQ_INT(r.exit_code, 0);
+    cli_run_free(&r);
+    first_folder(db, &files, &vectors, ex, sizeof ex);
+    CHECK_EQ_INT((int)files, git_kept(lib, 0) + git_kept(lib, 100));
+    CHECK_EQ_INT((int)vectors, (int)files);
+    CHECK_EQ_STR(ex, "");
+    free((char *)again[0]);
+    free((char *)again[1]);
+    snprintf(p, sizeof p, "rm -rf '%s'", tmp);
+    CHECK_EQ_INT(system(p), 0);
+}
+
+CDB_TEST_MAIN(clipdbignore_like_git, exclude_is_remembered, forget_subfolder_leaves_it_out)

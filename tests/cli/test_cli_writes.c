@@ -1,7 +1,8 @@
 /*
 ** test_cli_writes.c: every write command other than a first ingest (issue 32)
 ** survives kill -9 at any moment and a full disk, at the process level with the real
-** clipdb binary and a real model: `init`, `forget`, `move`, `index build`,
+** clipdb binary and a real model: `init`, `forget` (of a folder root, and of a
+** subfolder, which is left out of its root), `move`, `index build`,
 ** `reindex --repair` after one shard's bytes were damaged, `models --default` between
 ** two models, `ingest --model` of a second model into a database that has one, and
 ** `models get` from a Hub stand-in on 127.0.0.1 (tests/hub/hub_server.h): after a kill
@@ -52,7 +53,7 @@
 #define TOP_K 5
 
 static char g_tmp[512], g_model[700], g_model2[700], g_cam1[700], g_cam2[700], g_moved[700],
-    g_out[700], g_errf[700], g_count[700];
+    g_out[700], g_errf[700], g_count[700], g_cam1_sub[800];
 /* the databases the commands start from: [1] both folders with an exact index, [2] the
 ** same with a second model (g_model2) encoded too; [0] unused (none) */
 static char g_prepared[3][700];
@@ -256,6 +257,11 @@ static int check_end(const char *db, const result *ref, const char *what) {
     memset(&now, 0, sizeof now);
     result_read(db, &now);
     bad = compare(&ref->st, &now.st, what);
+    if (now.st.n_meta != ref->st.n_meta) { /* a forget drops the metadata of what it forgot */
+        fprintf(stderr, "    %s: %d photo_meta rows, reference %d\n", what, now.st.n_meta,
+                ref->st.n_meta);
+        bad++;
+    }
     if (strcmp(ref->names, now.names)) {
         fprintf(stderr, "    %s: files\n%s    reference:\n%s", what, now.names, ref->names);
         bad++;
@@ -653,13 +659,15 @@ CDB_TEST(every_write_command_survives_kill9_and_a_full_disk) {
     snprintf(g_cam1, sizeof g_cam1, "%s/photos/cam1", g_tmp);
     snprintf(g_cam2, sizeof g_cam2, "%s/photos/cam2", g_tmp);
     snprintf(g_moved, sizeof g_moved, "%s/photos/moved", g_tmp);
+    snprintf(g_cam1_sub, sizeof g_cam1_sub, "%s/private", g_cam1); /* forget of a subfolder */
     snprintf(p, sizeof p, "%s/photos", g_tmp);
     mkdir(p, 0755);
     {
         cdb_world_library_params lp = cdb_world_library_params_default();
         lp.n_threads = 2;
         if (cdb_world_generate(g_cam1, 21, 0, N_IMG, &lp) != CDB_OK ||
-            cdb_world_generate(g_cam2, 22, 0, N_IMG, &lp) != CDB_OK)
+            cdb_world_generate(g_cam2, 22, 0, N_IMG, &lp) != CDB_OK ||
+            cdb_world_generate(g_cam1_sub, 23, 0, N_IMG / 4, &lp) != CDB_OK)
             CDB_TEST_FAIL_("cannot generate the library: %s", cdb_errmsg());
     }
     snprintf(g_model, sizeof g_model, "%s", kill_copy_model(model, g_tmp));
@@ -704,6 +712,8 @@ CDB_TEST(every_write_command_survives_kill9_and_a_full_disk) {
             {"init", 0, 1, 0, NULL, NULL, NULL,
              {"init", "--db", "DB", "--model", g_model, "-q", NULL}},
             {"forget", 1, 0, 0, NULL, NULL, NULL, {"forget", "--db", "DB", g_cam2, "-q", NULL}},
+            {"forget subfolder", 1, 0, 0, NULL, NULL, NULL,
+             {"forget", "--db", "DB", g_cam1_sub, "-q", NULL}},
             {"move", 1, 0, 0, move_cam2, unmove_cam2, NULL,
              {"move", "--db", "DB", g_cam2, g_moved, "-q", NULL}},
             {"index build", 1, 0, 0, NULL, NULL, NULL,

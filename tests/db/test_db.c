@@ -1308,7 +1308,8 @@ CDB_TEST(migrate_v7_to_v8) {
     CHECK_OK(fx_put_range(&fx, 0, 12, ids));
     CHECK_OK(fx_migrate(&fx, cat, sizeof cat, "DROP TABLE photo_meta;"
                         "UPDATE meta SET value=7 WHERE key='schema_version';"));
-    CHECK_EQ_INT(sql_count(cat, "SELECT value FROM meta WHERE key='schema_version'"), 8);
+    CHECK_EQ_INT(sql_count(cat, "SELECT value FROM meta WHERE key='schema_version'"),
+                 CDB_DB_SCHEMA_VERSION);
     int64_t *missing = NULL, n = 0;
     CHECK_OK(cdb_db_photos_missing(fx.db, 0, &missing, &n));
     CHECK_EQ_INT(n, 12);
@@ -1321,6 +1322,7 @@ CDB_TEST(migrate_v7_to_v8) {
     row.file_id = f.id;
     memcpy(row.hash, f.meta.hash, CDB_DB_HASH_BYTES);
     snprintf(row.model, sizeof row.model, "X-T4");
+    row.has_phash = 1; /* a complete row (schema 9: one without a phash is still missing) */
     cdb_db_file_clear(&f);
     CHECK_OK(cdb_db_photos_put(fx.db, &row, 1));
     CHECK_OK(cdb_db_photos_missing(fx.db, fx.root, &missing, &n));
@@ -1333,10 +1335,84 @@ CDB_TEST(migrate_v7_to_v8) {
     fx_close(&fx);
 }
 
+/* Schema 9: photo_meta's perceptual hash (and the ignore_files table). A v8 catalog's
+** rows keep their metadata but, without a phash, count as missing (a reindex fills
+** them); a row put with a phash reads it back, and a row whose file's content changed
+** is never current, phash included (a changed file's stale phash is never used). */
+CDB_TEST(migrate_v8_to_v9) {
+    fixture fx;
+    char cat[300];
+    int64_t ids[4], *missing = NULL, n = 0;
+    cdb_db_photo row, got;
+    cdb_db_file f;
+    CHECK_OK(fx_open(&fx, "migrate9", 0));
+    CHECK_OK(fx_put_range(&fx, 0, 4, ids));
+    memset(&row, 0, sizeof row);
+    CHECK_OK(cdb_db_file_get(fx.db, ids[1], &f));
+    row.file_id = f.id;
+    memcpy(row.hash, f.meta.hash, CDB_DB_HASH_BYTES);
+    cdb_db_file_clear(&f);
+    snprintf(row.make, sizeof row.make, "Fuji");
+    CHECK_OK(cdb_db_photos_put(fx.db, &row, 1));
+    /* back to v8: photo_meta as v8 made it (its row kept), no ignore_files */
+    CHECK_OK(fx_migrate(&fx, cat, sizeof cat,
+                        "CREATE TABLE pm8(file_id INTEGER PRIMARY KEY, hash BLOB NOT NULL,"
+                        " taken_source INTEGER NOT NULL DEFAULT 0, taken_ms INTEGER,"
+                        " has_offset INTEGER NOT NULL DEFAULT 0,"
+                        " offset_min INTEGER NOT NULL DEFAULT 0, make TEXT NOT NULL DEFAULT '',"
+                        " model TEXT NOT NULL DEFAULT '', lens TEXT NOT NULL DEFAULT '',"
+                        " has_gps INTEGER NOT NULL DEFAULT 0, lat REAL, lon REAL, alt REAL);"
+                        " INSERT INTO pm8 SELECT file_id, hash, taken_source, taken_ms,"
+                        " has_offset, offset_min, make, model, lens, has_gps, lat, lon, alt"
+                        " FROM photo_meta; DROP TABLE photo_meta;"
+                        " ALTER TABLE pm8 RENAME TO photo_meta; DROP TABLE ignore_files;"
+                        " UPDATE meta SET value=8 WHERE key='schema_version';"));
+    CHECK_EQ_INT(sql_count(cat, "SELECT value FROM meta WHERE key='schema_version'"), 9);
+    CHECK_EQ_INT(sql_count(cat, "SELECT count(*) FROM ignore_files"), 0);
+    CHECK_OK(cdb_db_photos_get(fx.db, &ids[1], 1, &got, NULL));
+    CHECK_EQ_INT(got.read, 1);
+    CHECK_EQ_STR(got.make, "Fuji");
+    CHECK_EQ_INT(got.has_phash, 0);
+    CHECK_OK(cdb_db_photos_missing(fx.db, 0, &missing, &n));
+    CHECK_EQ_INT(n, 4); /* the v8 row too: it has no phash */
+    cdb_free(missing);
+    row.has_phash = 1;
+    row.phash = 0xF00DFACE12345678ULL; /* the top bit set: stored as a negative int64 */
+    row.phash_format = 1;
+    row.phash_width = 4000;
+    row.phash_height = 3000;
+    CHECK_OK(cdb_db_photos_put(fx.db, &row, 1));
+    CHECK_OK(cdb_db_photos_get(fx.db, &ids[1], 1, &got, NULL));
+    CHECK_EQ_INT(got.has_phash, 1);
+    CHECK(got.phash == 0xF00DFACE12345678ULL);
+    CHECK_EQ_INT(got.phash_format, 1);
+    CHECK_EQ_INT(got.phash_width, 4000);
+    CHECK_EQ_INT(got.phash_height, 3000);
+    CHECK_OK(cdb_db_photos_missing(fx.db, 0, &missing, &n));
+    CHECK_EQ_INT(n, 3);
+    cdb_free(missing);
+    /* the file's content changes: its row (and phash) is no longer current */
+    {
+        cdb_db_batch *b = NULL;
+        cdb_db_file_meta m = tu_meta(1001, 6001, 99); /* another hash */
+        float v[DIM];
+        tu_vec(99, 1.0f, v, DIM);
+        CHECK_OK(cdb_db_batch_new(fx.db, fx.model, &b));
+        CHECK_OK(cdb_db_batch_put(b, fx.root, "f00001.jpg", &m, v, DIM));
+        CHECK_OK(cdb_db_batch_commit(b, NULL));
+        cdb_db_batch_free(b);
+    }
+    CHECK_OK(cdb_db_photos_get(fx.db, &ids[1], 1, &got, NULL));
+    CHECK_EQ_INT(got.read, 0);
+    CHECK_EQ_INT(got.has_phash, 0);
+    fx_close(&fx);
+}
+
 CDB_TEST_MAIN(open_create_reopen, encode_matches_double_reference, encode_any_magnitude,
               encode_refuses_bad, crud_put_lookup_read, odd_paths, quarantine_move_delete,
               models_side_by_side, generations, shard_rollover, schema_from_the_future,
               migrate_v1_to_v2, migrate_v2_to_v3, migrate_v3_to_v4, migrate_v7_to_v8,
+              migrate_v8_to_v9,
               mixed_batch_runs,
               verify_missing_and_truncated_shard, verify_bad_and_orphan_vectors, runs_and_readonly, busy_is_retried_then_reported, classify_changes,
               interrupted_delete_keeps_claims_true)

@@ -155,6 +155,11 @@ CDB_TEST(rows_read_back_per_file) {
         snprintf(rows[i].lens, sizeof rows[i].lens, "lens %d", i);
         rows[i].has_alt = i % 2;
         rows[i].alt = -12.5 * i;
+        rows[i].has_phash = 1; /* schema 9: a row without it is still missing */
+        rows[i].phash = (uint64_t)(i + 1) * 0x9E3779B97F4A7C15ULL;
+        rows[i].phash_format = i % 3;
+        rows[i].phash_width = 100 + i;
+        rows[i].phash_height = 200 + i;
         cdb_db_file_clear(&f);
     }
     CHECK_OK(cdb_db_photos_put(fx.db, rows, 10));
@@ -195,6 +200,11 @@ CDB_TEST(rows_read_back_per_file) {
             }
             CHECK_EQ_INT(got[i].has_alt, w->has_alt);
             if (w->has_alt) CHECK(got[i].alt == w->alt);
+            CHECK_EQ_INT(got[i].has_phash, 1);
+            CHECK(got[i].phash == w->phash);
+            CHECK_EQ_INT(got[i].phash_format, w->phash_format);
+            CHECK_EQ_INT(got[i].phash_width, w->phash_width);
+            CHECK_EQ_INT(got[i].phash_height, w->phash_height);
         } else {
             CHECK_EQ_STR(got[i].make, "");
             CHECK_EQ_INT(got[i].has_gps, 0);
@@ -220,6 +230,7 @@ CDB_TEST(changed_content_is_unread_and_pruned) {
         rows[i].file_id = f.id;
         memcpy(rows[i].hash, f.meta.hash, 16);
         snprintf(rows[i].make, sizeof rows[i].make, "Make%d", i);
+        rows[i].has_phash = 1;
         cdb_db_file_clear(&f);
     }
     CHECK_OK(cdb_db_photos_put(fx.db, rows, 4));

@@ -9,6 +9,8 @@
 **                            with one big page; min_score, under, sort=time
 **   thumbnails_and_originals JPEG thumbnails (long side <= the setting), ETag/304, the
 **                            original's bytes and type; unknown/malformed ids 404
+**   collapsed_copies_and_paging  copies (made here) are one hit with their ids; offset
+**                            pages cut that one collapsed ordering; collapse=0 lists all
 **   stats_folders_health     /api/stats, /api/folders, /healthz, the page and its files
 **   duplicates_same_as_cli   /api/duplicates gives the groups `clipdb duplicates --json`
 **                            prints (kinds, keeps, file ids), with thumbnail URLs;
@@ -863,6 +865,95 @@ CDB_TEST(thumbnails_settings) {
     CHECK_EQ_INT(su_stop(&s), 0);
 }
 
+/* The ids of /api/search?PATH's results (at most cap); -1 when not a 200. */
+static int api_ids(int port, const char *path, int64_t *ids, int cap) {
+    su_resp r;
+    double sc[128];
+    int n = su_get(port, path, &r) == 0 ? api_hits(&r, ids, sc, cap < 128 ? cap : 128) : -1;
+    su_resp_free(&r);
+    return n;
+}
+
+/* Issue 28: the API collapses copies (collapse=1, the default). A library of 12 photos
+** with three exact copies of photo 0 and one of photo 3: the oracle is how the copies
+** were made. The collapsed list is the full ranking (collapse=0) cut to the first file
+** of each copy set; pages of k = 1, 3, 5 (offset) are that one list cut in pieces; each
+** kept hit names its copies; collapse=2 is a 400. */
+CDB_TEST(collapsed_copies_and_paging) {
+    char lib[700], db[700], from[800], to[800], path[200];
+    int64_t all[128], kept[128], page[128];
+    su_server s;
+    memset(&s, 0, sizeof s);
+    if (lu_setup() == 77) CDB_SKIP("no model: set CLIPDB_TEST_MODEL or add models/<name>/");
+    lu_path(lib, sizeof lib, "copies/photos");
+    lu_path(db, sizeof db, "copies/db");
+    CHECK_EQ_INT(lu_generate(lib, 9, 0, 12), 0);
+    static const char *const names[4] = {"c0a", "c0b", "c0c", "c3a"};
+    for (int i = 0; i < 4; i++) {
+        lu_img(lib, i < 3 ? 0 : 3, from, sizeof from);
+        snprintf(to, sizeof to, "%s/%s%s", lib, names[i], strrchr(from, '.'));
+        CHECK_EQ_INT(lu_copy(from, to), 0);
+    }
+    CHECK_EQ_INT(lu_init(db), 0);
+    CHECK_EQ_INT(su_ingest_and_start(&s, db, lib, "2"), 0);
+    int n_all = api_ids(s.port, "/api/search?q=a%20shape&k=100&collapse=0", all, 128);
+    CHECK_EQ_INT(n_all, 16);
+    /* the copy sets by path: the oracle */
+    su_resp r;
+    json_t *doc;
+    CHECK_EQ_INT(su_get(s.port, "/api/search?q=a%20shape&k=100&collapse=0", &r), 0);
+    doc = su_json(&r);
+    su_resp_free(&r);
+    int set[128];
+    for (int i = 0; i < n_all; i++) {
+        const char *p = json_string_value(
+            json_object_get(json_array_get(json_object_get(doc, "results"), (size_t)i), "path"));
+        const char *b = p ? strrchr(p, '/') + 1 : "";
+        set[i] = !strncmp(b, "c0", 2) || !strncmp(b, "img_0000000.", 12) ? 0
+                 : !strncmp(b, "c3", 2) || !strncmp(b, "img_0000003.", 12) ? 3
+                                                                             : 100 + i;
+    }
+    json_decref(doc);
+    int want[128], n_want = 0, seen[228] = {0};
+    for (int i = 0; i < n_all; i++)
+        if (!seen[set[i]]++) want[n_want++] = i;
+    CHECK_EQ_INT(n_want, 12);
+    int n_kept = api_ids(s.port, "/api/search?q=a%20shape&k=100", kept, 128);
+    CHECK_EQ_INT(n_kept, n_want);
+    for (int i = 0; i < n_kept && i < n_want; i++) CHECK_EQ_INT(kept[i], all[want[i]]);
+    /* each kept hit's copies: the other files of its set */
+    CHECK_EQ_INT(su_get(s.port, "/api/search?q=a%20shape&k=100", &r), 0);
+    doc = su_json(&r);
+    su_resp_free(&r);
+    for (int i = 0; i < n_kept && i < n_want; i++) {
+        json_t *h = json_array_get(json_object_get(doc, "results"), (size_t)i);
+        int s0 = set[want[i]], n_others = 0;
+        for (int k = 0; k < n_all; k++) n_others += set[k] == s0 && k != want[i];
+        CHECK_EQ_INT((int)json_integer_value(json_object_get(h, "duplicates")), n_others);
+        CHECK_EQ_INT((int)json_array_size(json_object_get(h, "copies")), n_others);
+    }
+    json_decref(doc);
+    /* pages: one ordering cut in pieces */
+    for (int k = 1; k <= 5; k += 2) {
+        int at = 0;
+        for (int off = 0; off < n_kept + k; off += k) {
+            snprintf(path, sizeof path, "/api/search?q=a%%20shape&k=%d&offset=%d", k, off);
+            int n = api_ids(s.port, path, page, 128);
+            CHECK(n >= 0 && n <= k);
+            for (int i = 0; i < n && at < n_kept; i++) CHECK_EQ_INT(page[i], kept[at++]);
+            if (n < k) break;
+        }
+        CHECK_EQ_INT(at, n_kept);
+    }
+    CHECK_EQ_INT(su_post_json(s.port, "/api/search", "{\"query\": \"a shape\", \"k\": 100,"
+                              " \"collapse\": false}", &r), 0);
+    double sc[128];
+    CHECK_EQ_INT(api_hits(&r, page, sc, 128), 16);
+    su_resp_free(&r);
+    CHECK_EQ_INT(su_get_status(s.port, "/api/search?q=a%20shape&collapse=2"), 400);
+    CHECK_EQ_INT(su_stop(&s), 0);
+}
+
 int main(int argc, char **argv) {
     static const cdb_test_entry tests[] = {
         {"search_same_as_cli", search_same_as_cli},
@@ -879,6 +970,7 @@ int main(int argc, char **argv) {
         {"freshness", freshness},
         {"readonly_database", readonly_database},
         {"thumbnails_settings", thumbnails_settings},
+        {"collapsed_copies_and_paging", collapsed_copies_and_paging},
     };
     return su_main(tests, (int)(sizeof tests / sizeof tests[0]), argc, argv, &g_srv);
 }

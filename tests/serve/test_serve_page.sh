@@ -2,7 +2,7 @@
 # test_serve_page.sh BUILD_DIR: the page of `clipdb serve` in Debian's chromium,
 # headless, driven by playwright-core (tests/serve/browser/test_page.mjs). Generates a
 # library with the world generator (some photos in folders inside the root, plus a
-# TIFF and a HEIC), ingests it with the bundled model, serves it on an
+# TIFF, a HEIC and an exact copy of one photo), ingests it with the bundled model, serves it on an
 # ephemeral loopback port, runs the browser script, and leaves the screenshots in
 # BUILD_DIR/serve-screenshots/. Exit 77 (skipped) with the reason when there is no
 # browser, no node, no playwright-core (scripts/setup.sh test installs all three) or
@@ -37,6 +37,9 @@ mv "$tmp"/photos/img_0000003.* "$tmp/photos/trips/2023/beach/" &&
   mv "$tmp"/photos/img_0000004.* "$tmp/photos/trips/2024/" &&
   mv "$tmp"/photos/img_0000005.* "$tmp/photos/trips/" || exit 1
 node "$here/browser/make_tiff.mjs" "$tmp/photos/scans/scan.tif" 2400 1600 || exit 1
+# an exact copy of one photo: one tile with a count, two with "Group copies" off, and a
+# group in the duplicates view
+for f in "$tmp"/photos/img_0000006.*; do cp "$f" "$tmp/photos/scans/copy_of_6.${f##*.}" || exit 1; done
 cp "$src/tests/golden/images/heic_o6_120x90.heic" "$tmp/photos/scans/phone.heic" || exit 1
 "$build/clipdb" init --db "$tmp/db" --quiet || exit 1
 "$build/clipdb" ingest --db "$tmp/db" "$tmp/photos" --quiet || exit 1

@@ -107,7 +107,7 @@ static void random_query(char *buf, size_t cap, int *k, int *offset) {
     int n;
     *k = 1 + (int)rnd(10);
     *offset = (int)rnd(8);
-    n = snprintf(buf, cap, "/api/search?q=%s&k=%d&offset=%d", words[rnd(7)], *k, *offset);
+    n = snprintf(buf, cap, "/api/search?collapse=0&q=%s&k=%d&offset=%d", words[rnd(7)], *k, *offset);
     if (rnd(4) == 0) n += snprintf(buf + n, cap - (size_t)n, "&min_score=0.4");
     if (rnd(4) == 0) n += snprintf(buf + n, cap - (size_t)n, "&under=%s", g_root[rnd(3)]);
     if (rnd(3) == 0) n += snprintf(buf + n, cap - (size_t)n, "&sort=%s", sorts[rnd(4)]);
@@ -173,7 +173,7 @@ CDB_TEST(several_databases_files_by_db) {
     su_resp r, f;
     json_t *doc, *res;
     int n_checked = 0;
-    CHECK_EQ_INT(su_get(g_multi.port, "/api/search?q=red&k=40", &r), 0);
+    CHECK_EQ_INT(su_get(g_multi.port, "/api/search?collapse=0&q=red&k=40", &r), 0);
     CHECK((doc = su_json(&r)) != NULL);
     res = json_object_get(doc, "results");
     CHECK_EQ_INT((int)json_array_size(res), 3 * N_PER_ROOT + 1);
@@ -215,7 +215,7 @@ CDB_TEST(peers_equal_all_roots) {
         random_query(q, sizeof q, &k, &off);
         CHECK(same_as_oracle(&g_front, q));
     }
-    CHECK_EQ_INT(su_get(g_front.port, "/api/search?q=blue&k=40", &r), 0);
+    CHECK_EQ_INT(su_get(g_front.port, "/api/search?collapse=0&q=blue&k=40", &r), 0);
     CHECK((doc = su_json(&r)) != NULL);
     CHECK(json_is_false(json_object_get(doc, "partial")));
     CHECK_EQ_INT((int)json_array_size(json_object_get(doc, "missing")), 0);
@@ -249,7 +249,7 @@ static char *oracle_without(const char *words, int skip, int only, int k, int of
     char *all, *out, *line;
     int i = 0;
     size_t o = 0;
-    snprintf(q, sizeof q, "/api/search?q=%s&k=40", words);
+    snprintf(q, sizeof q, "/api/search?collapse=0&q=%s&k=40", words);
     if (su_get(g_oracle.port, q, &r) != 0 || !(all = hits_of(&r))) return NULL;
     su_resp_free(&r);
     out = calloc(1, strlen(all) + 1);
@@ -273,7 +273,7 @@ static void check_partial(cdb_test_ctx *cdb_t_, const su_server *front, const ch
         su_resp r;
         json_t *doc, *miss;
         int64_t t0 = now_ms();
-        snprintf(q, sizeof q, "/api/search?q=%s&k=5&offset=%d", words[t], t);
+        snprintf(q, sizeof q, "/api/search?collapse=0&q=%s&k=5&offset=%d", words[t], t);
         CHECK_EQ_INT(su_get(front->port, q, &r), 0);
         CHECK(now_ms() - t0 < max_ms);
         CHECK_EQ_INT(r.status, 200);
@@ -427,7 +427,7 @@ CDB_TEST(hostile_peer) {
         json_t *doc, *res;
         int n_hostile = 0;
         g_hostile_body = cases[i].body;
-        CHECK_EQ_INT(su_get(front.port, "/api/search?q=red&k=6", &r), 0);
+        CHECK_EQ_INT(su_get(front.port, "/api/search?collapse=0&q=red&k=6", &r), 0);
         CHECK_EQ_INT(r.status, 200);
         CHECK(r.len < 64 * 1024); /* six hits */
         CHECK((doc = su_json(&r)) != NULL);
@@ -479,7 +479,7 @@ CDB_TEST(peer_of_a_peer_is_not_followed) {
     CHECK_EQ_INT(start_front(&mid, g_db[1], (const char *[]){a}, 1, "3000"), 0);
     peer_url(&mid, m, sizeof m);
     CHECK_EQ_INT(start_front(&front, g_empty, (const char *[]){m}, 1, "3000"), 0);
-    CHECK_EQ_INT(su_get(front.port, "/api/search?q=red&k=7&offset=2", &r), 0);
+    CHECK_EQ_INT(su_get(front.port, "/api/search?collapse=0&q=red&k=7&offset=2", &r), 0);
     CHECK((doc = su_json(&r)) != NULL);
     CHECK(json_is_false(json_object_get(doc, "partial")));
     got = hits_of(&r);

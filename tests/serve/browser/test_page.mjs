@@ -7,7 +7,10 @@
 // and folder from the keyboard (and by a folder inside the root), searches by a
 // dropped image, checks that a toast goes with the next search and that a failed
 // search says so once, opens a TIFF and a HEIC in the viewer (the server's JPEG
-// preview, not the thumbnail), and saves screenshots (welcome.png, results.png,
+// preview, not the thumbnail); shows a photo and its exact copy as one tile with a
+// count, both with "Group copies" off, and the duplicates view's groups as the API
+// gives them; and saves screenshots (welcome.png, results.png, copies-grouped.png,
+// duplicates.png,
 // more-like-this.png, viewer.png, folder.png, dropped.png, search-failed.png,
 // viewer-tiff.png) in OUT_DIR.
 // Exits non-zero with a message on the first thing that does not work.
@@ -116,6 +119,66 @@ try {
   await page.waitForFunction(() => !location.hash.includes('sort='));
   await thumbsLoaded(8);
   check(await page.locator('.day').count() === 0, 'Best match: no date headings');
+
+  // 1c. copies: the photo that has an exact copy (scans/copy_of_6) is one tile with a
+  // count badge; "Group copies" off shows both tiles (and puts copies=1 in the URL), as
+  // the API's collapse=0 gives them; on again, one tile
+  const full = await (await page.request.get(base + '/api/search?q=a%20shape&k=200&collapse=0')).json();
+  const copy = full.results.find((h) => h.path.includes('/copy_of_6.'));
+  const orig = copy && full.results.find((h) => /\/img_0000006\./.test(h.path));
+  check(copy && orig, 'the API (collapse=0) lists the photo and its copy');
+  if (copy && orig) {
+    await page.goto(`${base}/#like=${orig.id}`, { waitUntil: 'networkidle' });
+    await thumbsLoaded(2);
+    const kept = await (await page.request.get(`${base}/api/search?image_id=${orig.id}&k=5`)).json();
+    const first = kept.results[0];
+    check(first.duplicates === 1 && first.copies.length === 1 &&
+      [orig.id, copy.id].includes(first.id) && [orig.id, copy.id].includes(first.copies[0]),
+      `the API collapses the two into one hit (${first.id}, copies ${JSON.stringify(first.copies)})`);
+    const srcs = await page.$$eval('.tile img', (t) => t.map((x) => x.getAttribute('src')));
+    const both = srcs.filter((x) => x === `/api/thumb/${orig.id}` || x === `/api/thumb/${copy.id}`);
+    check(both.length === 1, `grouped: one tile for the two (${both.join(', ')})`);
+    check(await page.locator('.tile').first().locator('.dups').textContent() === '+1',
+      'its tile has a badge: +1');
+    await page.waitForTimeout(600);
+    await page.screenshot({ path: join(out, 'copies-grouped.png') });
+    await page.locator('#collapse').uncheck();
+    await page.waitForFunction(() => location.hash.includes('copies=1'));
+    await page.waitForFunction((ids) => {
+      const s = [...document.querySelectorAll('.tile img')].map((x) => x.getAttribute('src'));
+      return ids.every((id) => s.includes('/api/thumb/' + id));
+    }, [orig.id, copy.id], { timeout: 20000 });
+    check(await page.locator('.tile .dups').count() === 0,
+      '"Group copies" off: both tiles, no badge');
+    await page.locator('#collapse').check();
+    await page.waitForFunction(() => !location.hash.includes('copies='));
+    await page.waitForFunction(() => document.querySelectorAll('.tile .dups').length === 1,
+      null, { timeout: 20000 });
+    check(true, '"Group copies" on again: one tile with its badge');
+  }
+
+  // 1d. the duplicates view (#dups): one row per group of /api/duplicates, the copy and
+  // its original together, the suggested keeper marked
+  const dups = await (await page.request.get(base + '/api/duplicates')).json();
+  await page.goto('about:blank'); // a fresh load: #dups is read when the page starts
+  await page.goto(`${base}/#dups`, { waitUntil: 'networkidle' });
+  await page.waitForFunction(() => document.querySelectorAll('.dup-group').length > 0,
+    null, { timeout: 30000 });
+  const groups = await page.locator('.dup-group').count();
+  check(groups === dups.groups.length && groups >= 1,
+    `the duplicates view shows the ${dups.groups.length} group(s) of /api/duplicates (${groups})`);
+  if (copy && orig) {
+    const hrefs = await page.$$eval('.dup-group', (g) => g.map((x) =>
+      [...x.querySelectorAll('a.dup-file')].map((a) => a.getAttribute('href'))));
+    const route = (h, id) => h.some((x) => x.split('?')[0] === `/api/file/${id}`); // ?db=0
+    check(hrefs.some((h) => route(h, orig.id) && route(h, copy.id)),
+      'a group holds the photo and its copy');
+    check(await page.locator('.dup-file.keep').count() === groups, 'each group marks one keeper');
+  }
+  await page.screenshot({ path: join(out, 'duplicates.png') });
+  await page.goto('about:blank');
+  await page.goto(`${base}/#q=a+red+circle`, { waitUntil: 'networkidle' });
+  await thumbsLoaded(8);
 
   // 2. more like this, on the third hit
   const third = page.locator('.tile').nth(2);
