@@ -501,6 +501,28 @@ static int in_target(const eng_target *t, const char *relpath) {
     return !strncmp(relpath, t->sub, pl) && (relpath[pl] == '/' || relpath[pl] == '\0');
 }
 
+/* 1 when f's file (its content and identity) was met by this run under another name: f
+** was reached through a link (its identity is the target's, possibly on another
+** filesystem than the link's folder, so the device test of cdb_eng_library_gone cannot
+** judge it) and that name is gone. An unmounted drive's files are not met, so this never
+** takes them for deleted. */
+static int met_under_another_name(pipe_ctx *c, const cdb_db_file *f) {
+    int64_t ids[16];
+    int n = 0, met = 0;
+    if (!f->meta.has_hash || !f->meta.dev || !f->meta.ino ||
+        cdb_db_files_by_hash(c->db, 0, f->meta.hash, ids, 16, &n) != CDB_OK)
+        return 0;
+    for (int i = 0; i < n && i < 16 && !met; i++) {
+        cdb_db_file g;
+        if (ids[i] == f->id || (ids[i] <= c->max_id_before && !was_seen(c, ids[i]))) continue;
+        if (cdb_db_file_get(c->db, ids[i], &g) != CDB_OK) continue;
+        met = g.meta.dev == f->meta.dev && g.meta.ino == f->meta.ino;
+        cdb_db_file_clear(&g);
+    }
+    cdb_clearerr();
+    return met;
+}
+
 static int on_known(const cdb_db_file *f, void *ud_) {
     del_ud *d = ud_;
     struct stat st;
@@ -510,14 +532,18 @@ static int on_known(const cdb_db_file *f, void *ud_) {
         under_problem(d->ts, f->relpath) || not_ours(d->c, d->t, f->relpath))
         return 0;
     if (!(path = cdb_db_path_join(d->t->path, f->relpath))) return d->oom = 1;
-    if (lstat(path, &st) == 0) {
+    int there = lstat(path, &st) == 0, err = errno;
+    int absent = !there && (err == ENOENT || err == ENOTDIR);
+    if (there) {
         drop = 1; /* there, but the walk did not meet it: no longer in scope */
     } else if (cdb_eng_library_gone(d->c->lib, f->root_id, path, f->meta.dev)) {
         drop = 1;
         d->n_legacy += f->meta.dev == 0;
+    } else if (absent && met_under_another_name(d->c, f)) {
+        drop = 1; /* a link to a file this walk met by its own name */
     } else {
         drop = 0;
-        if (errno == ENOENT || errno == ENOTDIR) d->unreachable++; /* not mounted */
+        if (absent) d->unreachable++; /* not mounted */
     }
     cdb_free(path);
     if (!drop) return 0;

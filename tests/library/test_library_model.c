@@ -68,6 +68,8 @@ static const struct {
     {11, 27, 0},  /* a folder root emptied by deletes: first deleted, now kept (issue 25) */
     {102, 85, 0}, /* after a kill, a move onto a pending row's path failed the commit */
     {20012, 16, 1}, /* a dangling link kept the deleted photo's row (every command killed) */
+    {1796286098, 43, 0}, /* a link to a photo on the cam2 mount, unlinked: its row was kept as
+                         ** "on a drive not mounted" (the target's device, not the link's) */
 };
 
 static const char *const k_places[] = {"cam1", "cam2", "cam1/sub", "cam2/sub", "misc",
