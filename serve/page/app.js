@@ -147,11 +147,15 @@ function request(offset) {
 
 async function search(reset = true) {
   if (S.mode === 'none') { showWelcome(); return; }
-  if (S.loading && !reset) return;
+  if (S.loading && !reset) { // the next page, asked for while one loads: fetched after it
+    if (!S.loadingFirst) S.wantMore = true;
+    return;
+  }
   const seq = ++S.seq;
+  S.loadingFirst = reset;
   if (reset) {
     hideToast();
-    S.hits = []; S.offset = 0; S.done = false;
+    S.hits = []; S.offset = 0; S.done = false; S.wantMore = false;
     $('grid').replaceChildren(...skeletons(12));
     $('welcome').hidden = true;
   }
@@ -178,9 +182,13 @@ async function search(reset = true) {
     if (seq === S.seq) S.loading = false;
   }
   // The observer below fires only when #more starts or stops being near the view: if
-  // it still is (a tall window, or a scroll made while this page was loading), the next
-  // page is fetched now, or it never would be (not after a failure: no retry loop).
-  if (ok && seq === S.seq && !S.done && S.mode !== 'none' && moreNearView()) search(false);
+  // it still is (a tall window), or it came near while this page was loading (wantMore:
+  // the observer's call was held), the next page is fetched now, or it never would be
+  // (not after a failure: no retry loop).
+  if (ok && seq === S.seq && !S.done && S.mode !== 'none' && (S.wantMore || moreNearView())) {
+    S.wantMore = false;
+    search(false);
+  }
 }
 
 function moreNearView() {
@@ -638,7 +646,7 @@ function init() {
 
   // more as the grid scrolls
   new IntersectionObserver((entries) => {
-    if (entries.some((e) => e.isIntersecting) && !S.done && !S.loading && S.mode !== 'none') search(false);
+    if (entries.some((e) => e.isIntersecting) && !S.done && S.mode !== 'none') search(false);
   }, { rootMargin: MORE_MARGIN + 'px' }).observe($('more'));
 
   $('notice-close').addEventListener('click', () => {
