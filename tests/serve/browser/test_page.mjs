@@ -285,9 +285,15 @@ try {
   await page.waitForFunction((n) => {
     window.scrollTo(0, document.body.scrollHeight);
     return document.querySelectorAll('.tile').length > n;
-  }, before, { timeout: 30000 })
+  }, before, { timeout: 60000 }) // a loaded CI machine: the next page can take long
     .then(() => check(true, 'scrolling down loads the next page'),
-      () => check(before < 40, `scrolling: ${before} hits (all of them on the first page)`));
+      async () => {
+        const why = await page.evaluate(() => `status "${document.getElementById('status').textContent}"`
+          + `, ${document.querySelectorAll('.tile').length} tiles, scrollY ${Math.round(scrollY)}`
+          + ` of ${document.body.scrollHeight}, #more at ${Math.round(document.getElementById('more')
+            .getBoundingClientRect().top)} in ${innerHeight}`);
+        check(before < 40, `scrolling: ${before} hits (all of them on the first page); ${why}`);
+      });
 
   // 7. a toast goes with the next search; a failed search says so once
   await page.evaluate(() => {
