@@ -226,7 +226,9 @@ static void summary_line(const char *label, const cdb_engine_summary *s) {
            cdb_out_fmt_count(s->skipped, b[7], 32), s->skipped == 1 ? "not an image" : "not images",
            more,
            cdb_cli_fmt_duration(s->seconds, dur, sizeof dur), rate,
-           s->interrupted ? " [interrupted]" : "");
+           /* also for a Ctrl-C that came after the last batch: the exit status is 130
+           ** and stderr says "interrupted" then too, so the summary agrees with them */
+           s->interrupted || cdb_cli_interrupted() ? " [interrupted]" : "");
 }
 
 static void summary_fields(cdb_json *j, const cdb_engine_summary *s) {
