@@ -772,6 +772,11 @@ int cdb_db_photo_match(const cdb_db_photo_filter *f, const cdb_db_photo *p);
 ** files and their rows. */
 cdb_status cdb_db_photos_select(cdb_db *db, const cdb_db_photo_filter *f,
                                 int64_t **ids /* OUT */, int64_t *n /* OUT */);
+/* Calls fn for every ok file's metadata (as cdb_db_photos_get fills it), in id order, in
+** one statement; with_row_only: only files whose metadata was read. fn returns nonzero to
+** stop (CDB_OK then). */
+typedef int (*cdb_db_photo_fn)(const cdb_db_photo *p, void *ud);
+cdb_status cdb_db_photos_foreach(cdb_db *db, int with_row_only, cdb_db_photo_fn fn, void *ud);
 
 /* Parsers of what users type (CLI arguments, HTTP query strings): untrusted input,
 ** CDB_INVALID with a message naming the text for anything else. */

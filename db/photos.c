@@ -267,29 +267,48 @@ int cdb_db_photo_match(const cdb_db_photo_filter *f, const cdb_db_photo *p) {
     return 1;
 }
 
+cdb_status cdb_db_photos_foreach(cdb_db *db, int with_row_only, cdb_db_photo_fn fn, void *ud) {
+    sqlite3_stmt *st = NULL;
+    int s, stop = 0;
+    cdb_status rc = cdb_sql_prepare(
+        db->cat,
+        with_row_only
+            ? "SELECT " PHOTO_ROW_COLS " FROM files f JOIN photo_meta p ON p.file_id = f.id"
+              " AND p.hash = f.hash WHERE f.state = 2 ORDER BY f.id"
+            : "SELECT " PHOTO_ROW_COLS PHOTO_ROW_FROM " WHERE f.state = 2 ORDER BY f.id",
+        &st);
+    if (rc != CDB_OK) return rc;
+    while (!stop && (s = sqlite3_step(st)) == SQLITE_ROW) {
+        cdb_db_photo p;
+        cdb_photos_read_row(st, 0, &p);
+        stop = fn(&p, ud);
+    }
+    if (!stop && s != SQLITE_DONE) rc = cdb_sql_err(db->cat, s, "read photo metadata");
+    sqlite3_finalize(st);
+    return rc;
+}
+
+typedef struct select_ud {
+    const cdb_db_photo_filter *f;
+    int64_t **ids, *n, cap;
+    cdb_status rc;
+} select_ud;
+
+static int select_one(const cdb_db_photo *p, void *ud_) {
+    select_ud *u = ud_;
+    if (cdb_db_photo_match(u->f, p)) u->rc = push_id(u->ids, u->n, &u->cap, p->file_id);
+    return u->rc != CDB_OK;
+}
+
 cdb_status cdb_db_photos_select(cdb_db *db, const cdb_db_photo_filter *f, int64_t **ids,
                                 int64_t *n) {
-    sqlite3_stmt *st = NULL;
-    int64_t cap = 0;
-    int s;
+    select_ud u = {f, ids, n, 0, CDB_OK};
     *ids = NULL;
     *n = 0;
     /* Only files with a row can pass a camera or place filter: the join narrows the scan. */
     int need_row = (f->camera && f->camera[0]) || f->has_near || f->has_gps;
-    cdb_status rc = cdb_sql_prepare(
-        db->cat,
-        need_row ? "SELECT " PHOTO_ROW_COLS " FROM files f JOIN photo_meta p ON p.file_id = f.id"
-                   " AND p.hash = f.hash WHERE f.state = 2 ORDER BY f.id"
-                 : "SELECT " PHOTO_ROW_COLS PHOTO_ROW_FROM " WHERE f.state = 2 ORDER BY f.id",
-        &st);
-    if (rc != CDB_OK) return rc;
-    while (rc == CDB_OK && (s = sqlite3_step(st)) == SQLITE_ROW) {
-        cdb_db_photo p;
-        cdb_photos_read_row(st, 0, &p);
-        if (cdb_db_photo_match(f, &p)) rc = push_id(ids, n, &cap, p.file_id);
-    }
-    if (rc == CDB_OK && s != SQLITE_DONE) rc = cdb_sql_err(db->cat, s, "filter photos");
-    sqlite3_finalize(st);
+    cdb_status rc = cdb_db_photos_foreach(db, need_row, select_one, &u);
+    if (rc == CDB_OK) rc = u.rc;
     if (rc != CDB_OK) {
         cdb_free(*ids);
         *ids = NULL;
