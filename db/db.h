@@ -77,7 +77,8 @@ typedef struct cdb_db_params {
                             cannot create) it is opened immutable=1, a snapshot of the
                             database files; nothing is ever created there. */
     int lock_wait_ms;    /* writer lock: 0 fail at once (default), > 0 wait up to, -1 forever */
-    int busy_timeout_ms; /* bounded retry with backoff on SQLITE_BUSY; 0 = 10000 */
+    int busy_timeout_ms; /* bounded retry with backoff on SQLITE_BUSY; 0 = 10000. A reader
+                         ** retries a file that reads as malformed for min(this, 2 s) */
     int64_t shard_capacity_bytes; /* soft bound per shard; 0 = value stored at creation
                                      (CDB_DB_DEFAULT_SHARD_CAPACITY unless set then) */
     cdb_db_sync sync;    /* CDB_DB_SYNC_NORMAL (cdb_db_params_default) | CDB_DB_SYNC_FULL;

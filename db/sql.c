@@ -299,15 +299,18 @@ cdb_status cdb_sql_open_conn(cdb_db *db, const char *path, int create, sqlite3 *
     }
     /* A writer may be between its connections to this file right now (closing it:
     ** the last checkpoint copying pages in, its WAL going away): the file can then read
-    ** as malformed for a moment. Such an open is tried again for up to about a
-    ** second; a file that stays malformed is reported. */
+    ** as malformed for a moment. Such an open is tried again every 10 ms for up to
+    ** two seconds, or the handle's busy timeout when that is shorter; a file that stays
+    ** malformed is reported. */
     /* And while a -shm exists (a writer is there, or a killed one left it), the shared
-    ** open is tried again for up to about a second before the snapshot read. */
+    ** open is tried for the first half of that window before the snapshot read. */
+    int tries = db->busy_timeout_ms / 10;
+    tries = tries < 2 ? 2 : tries > 200 ? 200 : tries;
     for (int attempt = 0;; attempt++) {
-        s = open_reader_once(db, path, attempt >= 100, out);
+        s = open_reader_once(db, path, attempt >= tries / 2, out);
         if (s == SQLITE_OK) return CDB_OK;
         if (((s & 0xff) != SQLITE_CORRUPT && (s & 0xff) != SQLITE_NOTADB && s != SQLITE_BUSY) ||
-            attempt >= 200)
+            attempt >= tries)
             return cdb_sql_err(*out, s, "open");
         sqlite3_close_v2(*out);
         *out = NULL;

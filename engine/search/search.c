@@ -967,6 +967,7 @@ static int hits_needed(const cdb_engine_search_params *p) {
 /* The page: hits[0..*n) in the order asked (by time: the whole set collected first),
 ** p->offset of them skipped, at most p->k kept. */
 static void page_hits(cdb_engine_hit *hits, int *n, const cdb_engine_search_params *p) {
+    if (*n == 0) return; /* hits may be NULL then */
     int skip = p->offset < *n ? p->offset : *n;
     if (time_window(p) && *n > 1) qsort(hits, (size_t)*n, sizeof *hits, sort_order(p));
     for (int i = 0; i < skip; i++) cdb_eng_hit_clear(&hits[i]);
