@@ -191,6 +191,12 @@ static inline int cdb_test_run_tmp_(const cdb_test_entry *tests, int n, int argc
 #define CDB_TEST_FOREACH_(M, ...) \
     CDB_TEST_CAT_(CDB_TEST_FE_, CDB_TEST_NARG_(__VA_ARGS__))(M, __VA_ARGS__)
 
+/* A static table var[] of up to 32 tests, each named once, and its length: for a main()
+** that does more than run them (a teardown, options of its own, a shared server). */
+#define CDB_TEST_LIST(var, ...) \
+    static const cdb_test_entry var[] = {CDB_TEST_MAP_(CDB_TEST_ENTRY_, __VA_ARGS__)}
+#define CDB_TEST_N(var) ((int)(sizeof var / sizeof var[0]))
+
 /* Up to 32 test names. Split larger suites into several executables. */
 #define CDB_TEST_MAIN(...) CDB_TEST_MAIN_TMP(NULL, NULL, __VA_ARGS__)
 
@@ -198,10 +204,8 @@ static inline int cdb_test_run_tmp_(const cdb_test_entry *tests, int n, int argc
 ** rm removes it after a run without failures (see cdb_test_run_tmp_). */
 #define CDB_TEST_MAIN_TMP(tmp, rm, ...)                                            \
     int main(int argc, char **argv) {                                              \
-        static const cdb_test_entry tests_[] = {                                   \
-            CDB_TEST_MAP_(CDB_TEST_ENTRY_, __VA_ARGS__)};                          \
-        return cdb_test_run_tmp_(tests_, (int)(sizeof tests_ / sizeof tests_[0]), argc, \
-                                 argv, tmp, rm);                                   \
+        CDB_TEST_LIST(tests_, __VA_ARGS__);                                        \
+        return cdb_test_run_tmp_(tests_, CDB_TEST_N(tests_), argc, argv, tmp, rm); \
     }
 
 /* Where the test data lives: CDB_SOURCE_DIR is defined by CMake. */

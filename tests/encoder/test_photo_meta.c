@@ -181,13 +181,9 @@ static void cleanup(void) {
 
 int main(int argc, char **argv) {
     int rc;
-    static const cdb_test_entry tests[] = {
-        {"dates_are_validated", dates_are_validated},
-        {"no_metadata_is_no_error", no_metadata_is_no_error},
-        {"every_format_matches_the_truth", every_format_matches_the_truth},
-        {"damaged_metadata_never_crashes", damaged_metadata_never_crashes},
-    };
-    rc = cdb_test_run_(tests, (int)(sizeof tests / sizeof *tests), argc, argv);
+    CDB_TEST_LIST(tests, dates_are_validated, no_metadata_is_no_error,
+                  every_format_matches_the_truth, damaged_metadata_never_crashes);
+    rc = cdb_test_run_(tests, CDB_TEST_N(tests), argc, argv);
     cleanup();
     return rc;
 }

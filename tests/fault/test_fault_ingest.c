@@ -241,10 +241,8 @@ CDB_TEST(read_errors_are_retried_and_the_ingest_goes_on) {
 }
 
 int main(int argc, char **argv) {
-    static const cdb_test_entry tests[] = {
-        {"disk_full_then_rerun_gives_the_clean_result", disk_full_then_rerun_gives_the_clean_result},
-        {"read_errors_are_retried_and_the_ingest_goes_on", read_errors_are_retried_and_the_ingest_goes_on},
-    };
+    CDB_TEST_LIST(tests, disk_full_then_rerun_gives_the_clean_result,
+                  read_errors_are_retried_and_the_ingest_goes_on);
     int rc = cdb_test_run_tmp_(tests, 2, argc, argv, g_tmp, rm_rf);
     fu_state_free(&g_ref_state);
     return rc;

@@ -1120,10 +1120,7 @@ CDB_TEST(random_history) {
 }
 
 int main(int argc, char **argv) {
-    static const cdb_test_entry tests[] = {
-        {"regressions", regressions},
-        {"random_history", random_history},
-    };
+    CDB_TEST_LIST(tests, regressions, random_history);
     /* --seed S --steps N: the same as CLIPDB_LIBRARY_SEED / CLIPDB_LIBRARY_STEPS */
     int n = 1;
     for (int i = 1; i < argc; i++) {
@@ -1136,7 +1133,7 @@ int main(int argc, char **argv) {
         }
     }
     argc = n;
-    int rc = cdb_test_run_tmp_(tests, (int)(sizeof tests / sizeof tests[0]), argc, argv, lu_tmp,
+    int rc = cdb_test_run_tmp_(tests, CDB_TEST_N(tests), argc, argv, lu_tmp,
                                lu_rm_rf);
     return rc;
 }

@@ -955,22 +955,9 @@ CDB_TEST(collapsed_copies_and_paging) {
 }
 
 int main(int argc, char **argv) {
-    static const cdb_test_entry tests[] = {
-        {"search_same_as_cli", search_same_as_cli},
-        {"more_like_this_and_paging", more_like_this_and_paging},
-        {"thumbnails_and_originals", thumbnails_and_originals},
-        {"stats_folders_health", stats_folders_health},
-        {"duplicates_same_as_cli", duplicates_same_as_cli},
-        {"clip_retrieval", clip_retrieval},
-        {"bad_input", bad_input},
-        {"keep_alive", keep_alive},
-        {"token", token},
-        {"connection_limits", connection_limits},
-        {"graceful_stop", graceful_stop},
-        {"freshness", freshness},
-        {"readonly_database", readonly_database},
-        {"thumbnails_settings", thumbnails_settings},
-        {"collapsed_copies_and_paging", collapsed_copies_and_paging},
-    };
-    return su_main(tests, (int)(sizeof tests / sizeof tests[0]), argc, argv, &g_srv);
+    CDB_TEST_LIST(tests, search_same_as_cli, more_like_this_and_paging, thumbnails_and_originals,
+                  stats_folders_health, duplicates_same_as_cli, clip_retrieval, bad_input,
+                  keep_alive, token, connection_limits, graceful_stop, freshness, readonly_database,
+                  thumbnails_settings, collapsed_copies_and_paging);
+    return su_main(tests, CDB_TEST_N(tests), argc, argv, &g_srv);
 }

@@ -570,13 +570,8 @@ static void teardown(void) {
 }
 
 int main(int argc, char **argv) {
-    static const cdb_test_entry tests[] = {
-        {"originals_exact", originals_exact},
-        {"ranges", ranges},
-        {"disposition", disposition},
-        {"swapped_photos", swapped_photos},
-    };
-    int rc = cdb_test_run_(tests, (int)(sizeof tests / sizeof tests[0]), argc, argv);
+    CDB_TEST_LIST(tests, originals_exact, ranges, disposition, swapped_photos);
+    int rc = cdb_test_run_(tests, CDB_TEST_N(tests), argc, argv);
     teardown();
     if (lu_tmp[0] && rc == 0) lu_rm_rf(lu_tmp);
     return rc;

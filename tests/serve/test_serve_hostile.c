@@ -411,13 +411,7 @@ CDB_TEST(under_same_as_cli) {
 }
 
 int main(int argc, char **argv) {
-    static const cdb_test_entry tests[] = {
-        {"header_deadline", header_deadline},
-        {"cors_star_needs_token", cors_star_needs_token},
-        {"session_cookie", session_cookie},
-        {"bad_query_text", bad_query_text},
-        {"sort_time_paging", sort_time_paging},
-        {"under_same_as_cli", under_same_as_cli},
-    };
-    return su_main(tests, (int)(sizeof tests / sizeof tests[0]), argc, argv, &g_srv);
+    CDB_TEST_LIST(tests, header_deadline, cors_star_needs_token, session_cookie, bad_query_text,
+                  sort_time_paging, under_same_as_cli);
+    return su_main(tests, CDB_TEST_N(tests), argc, argv, &g_srv);
 }

@@ -150,9 +150,4 @@ CDB_TEST(load_while_ingesting) {
     free(g_lat_ms);
 }
 
-int main(int argc, char **argv) {
-    static const cdb_test_entry tests[] = {{"load_while_ingesting", load_while_ingesting}};
-    int rc = cdb_test_run_(tests, 1, argc, argv);
-    if (lu_tmp[0] && rc == 0) lu_rm_rf(lu_tmp);
-    return rc;
-}
+CDB_TEST_MAIN_TMP(lu_tmp, lu_rm_rf, load_while_ingesting)

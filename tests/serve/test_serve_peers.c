@@ -517,17 +517,10 @@ CDB_TEST(peer_options) {
 }
 
 int main(int argc, char **argv) {
-    static const cdb_test_entry tests[] = {
-        {"several_databases_equal_all_roots", several_databases_equal_all_roots},
-        {"several_databases_files_by_db", several_databases_files_by_db},
-        {"peers_equal_all_roots", peers_equal_all_roots},
-        {"peer_down_is_partial", peer_down_is_partial},
-        {"peer_hanging_is_cut_at_the_timeout", peer_hanging_is_cut_at_the_timeout},
-        {"hostile_peer", hostile_peer},
-        {"peer_of_a_peer_is_not_followed", peer_of_a_peer_is_not_followed},
-        {"peer_options", peer_options},
-    };
-    int rc = cdb_test_run_(tests, (int)(sizeof tests / sizeof tests[0]), argc, argv);
+    CDB_TEST_LIST(tests, several_databases_equal_all_roots, several_databases_files_by_db,
+                  peers_equal_all_roots, peer_down_is_partial, peer_hanging_is_cut_at_the_timeout,
+                  hostile_peer, peer_of_a_peer_is_not_followed, peer_options);
+    int rc = cdb_test_run_(tests, CDB_TEST_N(tests), argc, argv);
     su_stop(&g_oracle);
     su_stop(&g_multi);
     su_stop(&g_front);

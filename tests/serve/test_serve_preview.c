@@ -327,10 +327,7 @@ CDB_TEST(folders_under) {
 }
 
 int main(int argc, char **argv) {
-    static const cdb_test_entry tests[] = {
-        {"preview_sizes", preview_sizes},     {"preview_cache", preview_cache},
-        {"folders_under", folders_under},     {"preview_changed", preview_changed},
-        {"preview_parallel", preview_parallel},
-    };
-    return su_main(tests, (int)(sizeof tests / sizeof tests[0]), argc, argv, &g_srv);
+    CDB_TEST_LIST(tests, preview_sizes, preview_cache, folders_under, preview_changed,
+                  preview_parallel);
+    return su_main(tests, CDB_TEST_N(tests), argc, argv, &g_srv);
 }

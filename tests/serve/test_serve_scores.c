@@ -313,9 +313,6 @@ CDB_TEST(bundled_notice) {
 }
 
 int main(int argc, char **argv) {
-    static const cdb_test_entry tests[] = {
-        {"probability", probability},
-        {"bundled_notice", bundled_notice},
-    };
-    return su_main(tests, (int)(sizeof tests / sizeof tests[0]), argc, argv, &g_srv);
+    CDB_TEST_LIST(tests, probability, bundled_notice);
+    return su_main(tests, CDB_TEST_N(tests), argc, argv, &g_srv);
 }

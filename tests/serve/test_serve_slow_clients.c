@@ -149,9 +149,4 @@ CDB_TEST(search_under_slowloris) {
     CHECK_EQ_INT(su_stop(&s), 0);
 }
 
-int main(int argc, char **argv) {
-    static const cdb_test_entry tests[] = {{"search_under_slowloris", search_under_slowloris}};
-    int rc = cdb_test_run_(tests, 1, argc, argv);
-    if (lu_tmp[0] && rc == 0) lu_rm_rf(lu_tmp);
-    return rc;
-}
+CDB_TEST_MAIN_TMP(lu_tmp, lu_rm_rf, search_under_slowloris)
