@@ -25,6 +25,8 @@
 **   same queries fetching from the vector snapshot (written after the store is filled,
 **   as `index build` writes it beside the index: its write time and size are printed),
 **   in the same run, with the ratios;
+** - the candidate again with a quarter, half and all of its planned nprobe (recall
+**   against p50);
 ** - with the default kind, OPQ64 before the candidate's IVF-HNSW-PQ (same nprobe and
 **   re-rank): recall and p50 against the plain candidate, same run;
 ** - filtered search over 0.05% .. 50% of the photos (candidate only);
@@ -582,6 +584,14 @@ int main(int argc, char **argv) {
     ix = build(&st, &p, path, on_disk ? lists : NULL, &cand);
     measure(ix, &st, snap, q, n_lat, &tr, &cand);
     filtered_section(ix, &st, snap, all, n_all, q, n_lat, snap ? cand.snap_p50 : cand.p50);
+    for (int i = 0; i < 3 && cand.nprobe > 0; i++) { /* fewer lists probed: recall vs p50 */
+        static const int div[] = {4, 2, 1};
+        result r = cand;
+        int np = cand.nprobe / div[i] > 0 ? cand.nprobe / div[i] : 1;
+        cdb_index_set_search_params(ix, np, 0, 0);
+        printf("-- nprobe %d (planned %d):\n", np, cand.nprobe);
+        measure(ix, &st, snap, q, n_lat, &tr, &r);
+    }
     cdb_index_free(ix);
     unlink(path), unlink(lists);
 
