@@ -126,11 +126,19 @@ static int store_open(const char *dir, int64_t n, const mixture *m, bench_store 
     reuse = file_exists(done);
     if (!reuse) rm_rf(dir);
     p.create = 1, p.sync = CDB_DB_SYNC_NORMAL;
+    if (reuse) { /* a reader: another run may hold the store meanwhile */
+        cdb_db_model dm;
+        p.create = 0, p.readonly = 1;
+        free(x);
+        if (cdb_db_open(dir, &p, &st->db) != CDB_OK || cdb_db_model_default(st->db, &dm) != CDB_OK)
+            return -1;
+        st->model = dm.id;
+        return 0;
+    }
     if (cdb_db_open(dir, &p, &st->db) != CDB_OK ||
         cdb_db_model_register(st->db, "bench-index", "bench-index-512", DIM, NULL, &st->model) !=
             CDB_OK)
         return -1;
-    if (reuse) return free(x), 0;
     if (cdb_db_root_add(st->db, "/bench", &root) != CDB_OK ||
         cdb_db_batch_new(st->db, st->model, &b) != CDB_OK)
         return -1;
