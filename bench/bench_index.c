@@ -2,6 +2,7 @@
 ** bench_index.c: the index at scale (issue 29 part 4; issue 6's bars before it), printed.
 **
 **   bench_index [N] [n_queries] [--kind ivf-hnsw-pq|ivf-pq|auto] [--on-disk] [--no-baseline]
+**               [--no-opq] [--no-snapshot] [--no-exact]
 **   (default N = 1,000,000, 500 timed queries, dim 512, kind ivf-hnsw-pq)
 **
 ** Data: N unit vectors of dim 512 from a mixture of 1,000 Gaussian clusters with an
@@ -20,7 +21,14 @@
 ** - recall@10 after the exact re-rank vs an exact fp64 brute force over the store;
 ** - p50 / p99 of one query (FAISS candidates + fetch + fp32 re-rank), with the fetch of
 **   the re-rank's vectors from the shards broken out: through the engine's fetch
-**   (cdb_eng_fetch_vectors), and db/'s lookup in the order FAISS gave the ids;
+**   (cdb_eng_fetch_vectors), and db/'s lookup in the order FAISS gave the ids; then the
+**   same queries fetching from the vector snapshot (written after the store is filled,
+**   as `index build` writes it beside the index: its write time and size are printed),
+**   in the same run, with the ratios;
+** - the candidate again with a quarter, half and all of its planned nprobe (recall
+**   against p50);
+** - with the default kind, OPQ64 before the candidate's IVF-HNSW-PQ (same nprobe and
+**   re-rank): recall and p50 against the plain candidate, same run;
 ** - filtered search over 0.05% .. 50% of the photos (candidate only);
 ** - up to 10^6: exact search over the fp16 store vs FAISS IndexFlatIP in the same run.
 ** Then the ratios candidate / baseline and the issue's bars for N's size class.
@@ -118,11 +126,19 @@ static int store_open(const char *dir, int64_t n, const mixture *m, bench_store 
     reuse = file_exists(done);
     if (!reuse) rm_rf(dir);
     p.create = 1, p.sync = CDB_DB_SYNC_NORMAL;
+    if (reuse) { /* a reader: another run may hold the store meanwhile */
+        cdb_db_model dm;
+        p.create = 0, p.readonly = 1;
+        free(x);
+        if (cdb_db_open(dir, &p, &st->db) != CDB_OK || cdb_db_model_default(st->db, &dm) != CDB_OK)
+            return -1;
+        st->model = dm.id;
+        return 0;
+    }
     if (cdb_db_open(dir, &p, &st->db) != CDB_OK ||
         cdb_db_model_register(st->db, "bench-index", "bench-index-512", DIM, NULL, &st->model) !=
             CDB_OK)
         return -1;
-    if (reuse) return free(x), 0;
     if (cdb_db_root_add(st->db, "/bench", &root) != CDB_OK ||
         cdb_db_batch_new(st->db, st->model, &b) != CDB_OK)
         return -1;
@@ -273,7 +289,9 @@ static cdb_status fetch_timed(void *ctx, const int64_t *ids, size_t n, uint16_t 
 
 typedef struct result {
     double build_s, peak_rss_mb, file_mb, lists_mb, recall, p50, p99, fetch_p50, fetch_p50_sorted;
+    double snap_p50, snap_p99, snap_fetch_p50; /* the re-rank fetching from the snapshot */
     char factory[128];
+    int nprobe, rerank_factor;
 } result;
 
 static cdb_index *build(const bench_store *st, cdb_index_params *p, const char *path,
@@ -297,6 +315,7 @@ static cdb_index *build(const bench_store *st, cdb_index_params *p, const char *
     r->lists_mb = lists && stat(lists, &sb) == 0 ? sb.st_size / 1e6 : 0;
     cdb_index_get_info(ix, &info);
     snprintf(r->factory, sizeof r->factory, "%s", info.factory);
+    r->nprobe = info.nprobe, r->rerank_factor = info.rerank_factor;
     cdb_index_info_format(&info, buf, sizeof buf);
     printf("---- %s ----\n%s", info.factory, buf);
     printf("build: %.1f s streamed from the shards; peak RSS of the process so far %.0f MB; "
@@ -319,9 +338,12 @@ static double median(double *v, int n) {
     return v[n / 2];
 }
 
-static void measure(const cdb_index *ix, const bench_store *st, const float *q, int n_lat,
-                    const truth *t, result *r) {
-    timed_fetch f = {{st->db, st->model, DIM, 0}, 1, 0};
+/* Latency over n_lat queries: fetching from the shards (ids sorted first, then as the
+** engine does), then, when snap is not NULL, from the vector snapshot (nothing dirty: it
+** was written after the store was filled), each after a warm-up pass. */
+static void measure(const cdb_index *ix, const bench_store *st, const cdb_index_snap *snap,
+                    const float *q, int n_lat, const truth *t, result *r) {
+    timed_fetch f = {{st->db, st->model, DIM, 0, NULL, NULL, 0}, 1, 0};
     cdb_index_search_opts o = cdb_index_search_opts_default();
     double *lat = malloc((size_t)n_lat * sizeof *lat), *fl = malloc((size_t)n_lat * sizeof *fl);
     int hit = 0;
@@ -334,8 +356,10 @@ static void measure(const cdb_index *ix, const bench_store *st, const float *q, 
             for (int b = 0; b < K; b++) hit += h[a].id == t->ids[(size_t)j * K + b];
     }
     r->recall = hit / (double)(t->nq * K);
-    for (int pass = 0; pass < 3; pass++) { /* 0: warm-up; 1: ids sorted first; 2: as given */
+    /* 0: warm-up; 1: ids sorted first; 2: as given; 3: snapshot warm-up; 4: snapshot */
+    for (int pass = 0; pass < (snap ? 5 : 3); pass++) {
         f.sorted = pass == 1;
+        f.eng.snap = pass >= 3 ? snap : NULL;
         for (int j = 0; j < n_lat; j++) {
             double t0 = now_s();
             f.seconds = 0;
@@ -344,10 +368,13 @@ static void measure(const cdb_index *ix, const bench_store *st, const float *q, 
             fl[j] = f.seconds * 1e3;
         }
         if (pass == 1) r->fetch_p50_sorted = median(fl, n_lat);
+        if (pass == 2 || pass == 4) {
+            double fetch = median(fl, n_lat), p50 = median(lat, n_lat);
+            double p99 = lat[(n_lat * 99) / 100];
+            if (pass == 2) r->fetch_p50 = fetch, r->p50 = p50, r->p99 = p99;
+            else r->snap_fetch_p50 = fetch, r->snap_p50 = p50, r->snap_p99 = p99;
+        }
     }
-    r->fetch_p50 = median(fl, n_lat);
-    r->p50 = median(lat, n_lat);
-    r->p99 = lat[(n_lat * 99) / 100];
     printf("recall@10 after re-rank (%d queries vs exact fp64 over the store): %.4f\n", t->nq,
            r->recall);
     printf("one query (%d, k=10): p50 %.2f ms, p99 %.2f ms; of which the fetch of the "
@@ -355,6 +382,13 @@ static void measure(const cdb_index *ix, const bench_store *st, const float *q, 
            "ids sorted first)\n",
            n_lat, r->p50, r->p99, r->fetch_p50, 100 * r->fetch_p50 / r->p50,
            r->fetch_p50_sorted);
+    if (snap)
+        printf("one query (%d, k=10), the re-rank fetching from the vector snapshot: p50 %.2f "
+               "ms, p99 %.2f ms; the fetch p50 %.3f ms (%.0f%% of p50); ratio to the shards "
+               "(same run): p50 %.2fx, fetch %.3fx\n",
+               n_lat, r->snap_p50, r->snap_p99, r->snap_fetch_p50,
+               100 * r->snap_fetch_p50 / r->snap_p50, r->snap_p50 / r->p50,
+               r->snap_fetch_p50 / r->fetch_p50);
     fflush(stdout);
     free(lat), free(fl);
 }
@@ -363,12 +397,13 @@ static void measure(const cdb_index *ix, const bench_store *st, const float *q, 
 ** filter's id set, every id whose hash falls in the share), p50 latency against the
 ** unfiltered p50 of the same index (the baseline), and recall@10 against an exact fp64
 ** brute force over the set's vectors (shares up to 10%). */
-static void filtered_section(const cdb_index *ix, const bench_store *st, const int64_t *all,
-                             size_t n, const float *q, int n_lat, double base_p50) {
+static void filtered_section(const cdb_index *ix, const bench_store *st,
+                             const cdb_index_snap *snap, const int64_t *all, size_t n,
+                             const float *q, int n_lat, double base_p50) {
     static const double shares[] = {0.0005, 0.005, 0.05, 0.5};
     int64_t *set = malloc(n * sizeof *set);
     double *lat = malloc((size_t)n_lat * sizeof *lat);
-    timed_fetch f = {{st->db, st->model, DIM, 0}, 1, 0};
+    timed_fetch f = {{st->db, st->model, DIM, 0, snap, NULL, 0}, 1, 0};
     for (size_t si = 0; si < sizeof shares / sizeof shares[0]; si++) {
         size_t m = 0;
         uint64_t cut = (uint64_t)(shares[si] * 1e6);
@@ -468,7 +503,9 @@ static const char *pass(int ok) { return ok ? "PASS" : "FAIL"; }
 
 int main(int argc, char **argv) {
     int64_t n = 1000000;
-    int n_lat = 500, n_gt = 100, n_batch = 32, on_disk = 0, baseline = 1, n_pos = 0;
+    int n_lat = 500, n_gt = 100, n_batch = 32, on_disk = 0, baseline = 1, n_pos = 0, opq = 1;
+    int exact = 1, use_snap = 1;
+    cdb_index_snap *snap = NULL;
     cdb_index_kind kind = CDB_INDEX_IVF_HNSW_PQ;
     mixture m;
     bench_store st;
@@ -488,6 +525,9 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--on-disk")) on_disk = 1;
         else if (!strcmp(argv[i], "--no-baseline")) baseline = 0;
+        else if (!strcmp(argv[i], "--no-opq")) opq = 0;
+        else if (!strcmp(argv[i], "--no-exact")) exact = 0;
+        else if (!strcmp(argv[i], "--no-snapshot")) use_snap = 0;
         else if (!strcmp(argv[i], "--kind") && i + 1 < argc) {
             const char *k = argv[++i];
             kind = !strcmp(k, "auto") ? CDB_INDEX_AUTO : !strcmp(k, "ivf-pq") ? CDB_INDEX_IVF_PQ
@@ -523,6 +563,25 @@ int main(int argc, char **argv) {
     printf("ground truth: exact fp64 brute force for %d queries over %zu stored vectors in "
            "%.1f s\n", n_gt, n_all, now_s() - t0);
     fflush(stdout);
+    if (use_snap) { /* the vector snapshot beside the index, as index build writes it */
+        char sp[4200];
+        struct stat sb;
+        double peak_before = peak_rss_mb();
+        t0 = now_s();
+        if (cdb_eng_snap_write(st.db, st.model, DIM) != CDB_OK ||
+            cdb_eng_snap_open(st.db, st.model, DIM, 0, &snap) != CDB_OK) {
+            fprintf(stderr, "bench_index: snapshot: %s\n", cdb_errmsg());
+            return 1;
+        }
+        cdb_eng_snap_path(st.db, st.model, sp, sizeof sp);
+        printf("vector snapshot: written in %.1f s (streamed from the shards; peak RSS %.0f MB "
+               "before, %.0f MB after), %.1f MB = %.0f bytes a vector (at 10^7: %.1f GB on "
+               "disk, mapped by searches, never read whole)\n", now_s() - t0, peak_before,
+               peak_rss_mb(), stat(sp, &sb) == 0 ? sb.st_size / 1e6 : 0.0,
+               stat(sp, &sb) == 0 ? (double)sb.st_size / (double)n : 0.0,
+               stat(sp, &sb) == 0 ? (double)sb.st_size / (double)n * 1e7 / 1e9 : 0.0);
+        fflush(stdout);
+    }
 
     /* the candidate: forced kind (ivf-hnsw-pq by default), lists in RAM or on disk */
     cdb_index_params p = cdb_index_params_default();
@@ -531,17 +590,46 @@ int main(int argc, char **argv) {
     snprintf(lists, sizeof lists, "%s/cand.ivfdata", dir);
     unlink(lists);
     ix = build(&st, &p, path, on_disk ? lists : NULL, &cand);
-    measure(ix, &st, q, n_lat, &tr, &cand);
-    filtered_section(ix, &st, all, n_all, q, n_lat, cand.p50);
+    measure(ix, &st, snap, q, n_lat, &tr, &cand);
+    filtered_section(ix, &st, snap, all, n_all, q, n_lat, snap ? cand.snap_p50 : cand.p50);
+    for (int i = 0; i < 3 && cand.nprobe > 0; i++) { /* fewer lists probed: recall vs p50 */
+        static const int div[] = {4, 2, 1};
+        result r = cand;
+        int np = cand.nprobe / div[i] > 0 ? cand.nprobe / div[i] : 1;
+        cdb_index_set_search_params(ix, np, 0, 0);
+        printf("-- nprobe %d (planned %d):\n", np, cand.nprobe);
+        measure(ix, &st, snap, q, n_lat, &tr, &r);
+    }
     cdb_index_free(ix);
     unlink(path), unlink(lists);
+
+    if (opq && kind == CDB_INDEX_IVF_HNSW_PQ) { /* OPQ before the candidate, same settings */
+        result o;
+        char f[160];
+        cdb_index_params po = cdb_index_params_default();
+        snprintf(f, sizeof f, "OPQ64,%s", cand.factory);
+        po.dim = DIM, po.factory = f, po.nprobe = cand.nprobe;
+        po.rerank_factor = cand.rerank_factor;
+        snprintf(path, sizeof path, "%s/opq.cdbidx", dir);
+        memset(&o, 0, sizeof o);
+        ix = build(&st, &po, path, NULL, &o);
+        measure(ix, &st, snap, q, n_lat, &tr, &o);
+        cdb_index_free(ix);
+        unlink(path);
+        printf("OPQ (same run, same nprobe %d and re-rank %dx): %s recall@10 %.4f vs %.4f, p50 "
+               "%.2f ms vs %.2f ms (%.2fx), build %.0f s vs %.0f s\n", cand.nprobe,
+               cand.rerank_factor, o.factory, o.recall, cand.recall, snap ? o.snap_p50 : o.p50,
+               snap ? cand.snap_p50 : cand.p50,
+               snap ? o.snap_p50 / cand.snap_p50 : o.p50 / cand.p50, o.build_s, cand.build_s);
+        fflush(stdout);
+    }
 
     if (baseline) { /* today's plan at 10^6, measured in the same run */
         cdb_index_params b = cdb_index_params_default();
         b.dim = DIM, b.factory = "IVF4096,PQ64np", b.nprobe = 64, b.rerank_factor = 10;
         snprintf(path, sizeof path, "%s/base.cdbidx", dir);
         ix = build(&st, &b, path, NULL, &base);
-        measure(ix, &st, q, n_lat, &tr, &base);
+        measure(ix, &st, NULL, q, n_lat, &tr, &base);
         cdb_index_free(ix);
         unlink(path);
         printf("ratio %s / %s (same run): p50 %.2fx, p99 %.2fx, build %.2fx, index file "
@@ -555,13 +643,17 @@ int main(int argc, char **argv) {
                cand.recall, pass(cand.recall >= 0.95), cand.p50, pass(cand.p50 <= 5),
                cand.peak_rss_mb, pass(cand.peak_rss_mb <= 8192), cand.build_s,
                pass(cand.build_s <= 3600));
-    else
-        printf("bars at 10^6 (issue 29): p50 %.2f ms <= 0.8: %s; fetch %.3f ms < half of "
-               "p50: %s; recall@10 %.4f >= 0.95: %s\n", cand.p50, pass(cand.p50 <= 0.8),
-               cand.fetch_p50, pass(cand.fetch_p50 < cand.p50 / 2), cand.recall,
-               pass(cand.recall >= 0.95));
+    else {
+        double p50 = snap ? cand.snap_p50 : cand.p50, fetch = snap ? cand.snap_fetch_p50
+                                                                    : cand.fetch_p50;
+        printf("bars at 10^6 (issue 29), the re-rank fetching from the %s: p50 %.2f ms <= 0.8: "
+               "%s; fetch %.3f ms < half of p50: %s; recall@10 %.4f >= 0.95: %s\n",
+               snap ? "snapshot" : "shards", p50, pass(p50 <= 0.8), fetch,
+               pass(fetch < p50 / 2), cand.recall, pass(cand.recall >= 0.95));
+    }
     fflush(stdout);
-    if (n <= 1000000) exact_section(&st, q + (size_t)(n_lat + n_gt) * DIM, n_batch);
+    cdb_index_snap_close(snap);
+    if (exact && n <= 1000000) exact_section(&st, q + (size_t)(n_lat + n_gt) * DIM, n_batch);
     truth_free(&tr);
     cdb_db_close(st.db);
     free(q), free(all), free(m.centre), free(m.dirs);

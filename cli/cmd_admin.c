@@ -16,11 +16,11 @@
 
 /* ---- index ------------------------------------------------------------------------- */
 
-static int index_build(cdb_engine *e, const char *model, int type, int json) {
+static int index_build(cdb_engine *e, const char *model, const cdb_engine_index_params *p,
+                       int json) {
     cdb_engine_index_report r;
     char dur[32], cnt[32];
-    if (cdb_engine_index_build(e, model, (cdb_engine_index_kind)type, &r) != CDB_OK)
-        return cdb_cli_engine_fail(model);
+    if (cdb_engine_index_build(e, model, p, &r) != CDB_OK) return cdb_cli_engine_fail(model);
     if (json) {
         cdb_json j;
         cdb_cli_json_init(&j, stdout, 1);
@@ -29,14 +29,16 @@ static int index_build(cdb_engine *e, const char *model, int type, int json) {
         cdb_json_key(&j, "type"); cdb_json_str(&j, r.kind);
         cdb_json_key(&j, "factory"); cdb_json_str(&j, r.factory);
         cdb_json_key(&j, "vectors"); cdb_json_int(&j, r.n_vectors);
+        cdb_json_key(&j, "on_disk"); cdb_json_bool(&j, r.on_disk);
         cdb_json_key(&j, "seconds"); cdb_json_num(&j, r.seconds, 3);
         cdb_json_path(&j, "path", r.path);
         cdb_json_end_object(&j);
         cdb_json_done(&j);
     } else if (!cdb_cli_quiet()) {
-        printf("Built the index of model %s: %s (%s) over %s vector%s in %s\n", r.model, r.kind,
-               r.factory, cdb_out_fmt_count(r.n_vectors, cnt, sizeof cnt),
-               r.n_vectors == 1 ? "" : "s", cdb_cli_fmt_duration(r.seconds, dur, sizeof dur));
+        printf("Built the index of model %s: %s (%s) over %s vector%s in %s%s\n", r.model,
+               r.kind, r.factory, cdb_out_fmt_count(r.n_vectors, cnt, sizeof cnt),
+               r.n_vectors == 1 ? "" : "s", cdb_cli_fmt_duration(r.seconds, dur, sizeof dur),
+               r.on_disk ? ", lists on disk" : "");
     }
     return CLI_EXIT_OK;
 }
@@ -109,8 +111,8 @@ done:
 int cdb_cli_cmd_index(int argc, char **argv) {
     static const cli_optspec spec[] = {{"db", 0, CLI_VALUE},     {"model", 0, CLI_VALUE},
                                        {"type", 0, CLI_VALUE},   {"json", 0, CLI_FLAG},
-                                       {"quiet", 'q', CLI_FLAG}, {"help", 'h', CLI_FLAG},
-                                       {0}};
+                                       {"on-disk", 0, CLI_FLAG}, {"quiet", 'q', CLI_FLAG},
+                                       {"help", 'h', CLI_FLAG},  {0}};
     /* kinds[i] is the cdb_engine_index_kind of types[i] */
     static const char *const types[] = {"auto",   "flat",        "hnsw", "ivf-sq",
                                         "ivf-pq", "ivf-hnsw-pq", NULL};
@@ -141,9 +143,10 @@ int cdb_cli_cmd_index(int argc, char **argv) {
     if ((rc = cdb_cli_engine_open(cdb_cli_get(&a, "db"), 0, 0, CLI_DEVICE_CPU, 0, &e)) !=
         CLI_EXIT_OK)
         goto done;
-    if (!strcmp(a.pos[0], "build"))
-        rc = index_build(e, cdb_cli_get(&a, "model"), kinds[type], cdb_cli_has(&a, "json") > 0);
-    else
+    if (!strcmp(a.pos[0], "build")) {
+        cdb_engine_index_params p = {kinds[type], cdb_cli_has(&a, "on-disk") > 0};
+        rc = index_build(e, cdb_cli_get(&a, "model"), &p, cdb_cli_has(&a, "json") > 0);
+    } else
         rc = index_info(e, cdb_cli_get(&a, "model"), cdb_cli_has(&a, "json") > 0);
 done:
     cdb_engine_close(e);

@@ -175,7 +175,7 @@ static int demo_search(cdb_engine *e, demo_run *d, int64_t t0) {
     cdb_engine_index_report ires;
     char dur[32];
     float *q;
-    if (cdb_engine_index_build(e, NULL, CDB_ENGINE_INDEX_AUTO, &ires) != CDB_OK)
+    if (cdb_engine_index_build(e, NULL, NULL, &ires) != CDB_OK)
         return cdb_cli_engine_fail(NULL);
     printf("4. Built the index: %s over %lld vector%s\n", ires.kind, (long long)ires.n_vectors,
            ires.n_vectors == 1 ? "" : "s");

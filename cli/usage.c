@@ -269,7 +269,7 @@ static const char help_reindex[] =
     "failed (also when the disk is full: free space and rerun), 130 interrupted.\n";
 
 static const char help_index[] =
-    "usage: clipdb index build [--db DIR] [--model PATH] [--type TYPE]\n"
+    "usage: clipdb index build [--db DIR] [--model PATH] [--type TYPE] [--on-disk]\n"
     "       clipdb index info [--db DIR] [--json]\n"
     "\n"
     "build: (re)builds the vector index of a model from the stored vectors and\n"
@@ -283,6 +283,9 @@ static const char help_index[] =
     "  --db DIR       the database (default: $CLIPDB_DB, else ./clipdb)\n"
     "  --model PATH   which model's index (default: the database's)\n"
     "  --type TYPE    auto (default), flat, hnsw, ivf-sq, ivf-pq or ivf-hnsw-pq\n"
+    "  --on-disk      keep an IVF index's inverted lists in a file beside it, mapped\n"
+    "                 by searches instead of held in memory (ivf-* types; refreshes\n"
+    "                 keep them there while the index stays IVF)\n"
     "  --json         print JSON (info)\n"
     "  -q, --quiet    no progress line\n"
     "  -h, --help     show this help\n";

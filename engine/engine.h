@@ -705,11 +705,22 @@ typedef struct cdb_engine_index_report {
     char factory[128];
     char why[256];
     char path[4096];       /* the index file */
+    int on_disk;           /* its inverted lists are in a file beside it */
 } cdb_engine_index_report;
+typedef struct cdb_engine_index_params {
+    cdb_engine_index_kind kind; /* AUTO: picked by size */
+    /* 1: the inverted lists of an IVF kind go to a file beside the index
+    ** (model_<id>.ivfdata.*), which searches map instead of reading the lists into
+    ** memory; a kind without lists (the plan's flat or HNSW) is E_USAGE. Later
+    ** refreshes keep the lists on disk. */
+    int on_disk;
+} cdb_engine_index_params;
 /* Builds the index of the model at model_path (NULL: the default model) from the stored
-** vectors and replaces the index file atomically (E_NO_VECTORS when there are none).
-** Works on a reader handle: the catalog is not written. */
-cdb_status cdb_engine_index_build(cdb_engine *e, const char *model_path, cdb_engine_index_kind kind,
+** vectors (p NULL: AUTO, in memory) and replaces the index file atomically, then the
+** vector snapshot beside it (E_NO_VECTORS when there are no vectors). Works on a reader
+** handle: the catalog is not written. */
+cdb_status cdb_engine_index_build(cdb_engine *e, const char *model_path,
+                                  const cdb_engine_index_params *p,
                                   cdb_engine_index_report *out /* OUT */);
 
 typedef struct cdb_engine_index_info {

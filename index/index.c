@@ -457,7 +457,7 @@ typedef struct file_hdr {
     int64_t n_cov;
 } file_hdr;
 
-static cdb_status fsync_dir(const char *path) {
+cdb_status cdb_index_fsync_dir_(const char *path) {
     char *copy = cdb_strdup(path);
     int fd;
     if (!copy) return cdb_seterr(CDB_NOMEM, "fsync_dir");
@@ -472,7 +472,7 @@ static cdb_status fsync_dir(const char *path) {
 /* Removes "<path>.tmp.<pid>" files left by saves that were killed before their
 ** rename (their pid is gone). Best effort: a failure leaves a stray file, never
 ** a broken index, since the index itself is only ever replaced by rename. */
-static void remove_stale_temps(const char *path) {
+void cdb_index_remove_stale_temps_(const char *path) {
     char *copy = cdb_strdup(path), *dir, *base;
     size_t base_len;
     DIR *d;
@@ -519,7 +519,7 @@ cdb_status cdb_index_save(const cdb_index *ix, const char *path) {
     size_t len;
     int frc;
     if (!ix || !path) return cdb_seterr(CDB_INVALID, "cdb_index_save: bad arguments");
-    remove_stale_temps(path);
+    cdb_index_remove_stale_temps_(path);
     len = strlen(path) + 32;
     if (!(tmp = cdb_malloc(len))) return cdb_seterr(CDB_NOMEM, "save");
     snprintf(tmp, len, "%s.tmp.%ld", path, (long)getpid());
@@ -552,7 +552,7 @@ cdb_status cdb_index_save(const cdb_index *ix, const char *path) {
     if (fclose(f) != 0) { f = NULL; rc = cdb_seterr(cdb_errno_status(errno), "close %s: %s", tmp, strerror(errno)); goto done; }
     f = NULL;
     if (rename(tmp, path) != 0) { rc = cdb_seterr(CDB_IO, "rename %s -> %s: %s", tmp, path, strerror(errno)); goto done; }
-    rc = fsync_dir(path);
+    rc = cdb_index_fsync_dir_(path);
 done:
     if (f) fclose(f);
     if (rc != CDB_OK && tmp) unlink(tmp);

@@ -215,6 +215,46 @@ cdb_status cdb_index_load(const char *path, cdb_index **out /* OUT */);
 ** cdb_index_load's). */
 cdb_status cdb_index_file_kind(const char *path, cdb_index_kind *kind /* OUT */);
 
+/* ---- the vector snapshot (snapshot.c) ---------------------------------------------- */
+
+/* A vector set's stored fp16 vectors as of a caller-defined watermark (e.g. the store's
+** generation read before them), in one mapped file, for searches that would otherwise
+** read them from the store: the flat scan and the re-rank's fetch. A cache, never the
+** truth: ids it lacks, and ids written or removed after its watermark, are the caller's
+** to read from the store. Immutable once open; any thread may read one. */
+typedef struct cdb_index_snap cdb_index_snap;
+
+/* Writes src's vectors (ids strictly ascending, >= 0: CDB_INVALID otherwise) with
+** model_id, dim and watermark to path: "<path>.tmp.<pid>", fsync, rename over path,
+** fsync of the folder, then the stamp "<path>.ok" (see cdb_index_snap_open). Memory:
+** one chunk of src. On failure (I/O, src's error) path is untouched and the temporary
+** removed. */
+cdb_status cdb_index_snap_write(const char *path, int64_t model_id, int dim, uint64_t watermark,
+                                const cdb_index_source *src);
+
+/* Also hash the vectors when the stamp vouches for them (verify). */
+#define CDB_INDEX_SNAP_VERIFY 1u
+/* Write the stamp after a whole check passed (a writer: the next opens skip the hash). */
+#define CDB_INDEX_SNAP_STAMP 2u
+
+/* Maps path, checked: format, byte order, header checksum, exact size, model_id (< 0:
+** any) and dim (<= 0: any), the ids' checksum and order, and the vectors' checksum
+** unless the stamp <path>.ok names this very file (device, inode, size, mtime, ctime)
+** and flags lacks CDB_INDEX_SNAP_VERIFY. CDB_NOTFOUND when absent, CDB_CORRUPT /
+** CDB_VERSION / CDB_DIM_MISMATCH with the reason for a file not to use. */
+cdb_status cdb_index_snap_open(const char *path, int64_t model_id, int dim, unsigned flags,
+                               cdb_index_snap **out /* OUT */);
+void cdb_index_snap_close(cdb_index_snap *s); /* NULL is fine */
+int64_t cdb_index_snap_count(const cdb_index_snap *s);
+int cdb_index_snap_dim(const cdb_index_snap *s);
+uint64_t cdb_index_snap_watermark(const cdb_index_snap *s);
+/* ids[count] ascending and vecs[count * dim], row i being ids[i]'s: borrowed, valid
+** until s is closed. */
+const int64_t *cdb_index_snap_ids(const cdb_index_snap *s);
+const uint16_t *cdb_index_snap_vecs(const cdb_index_snap *s);
+/* id's vector (dim fp16, borrowed as above), or NULL when s has none. O(log count). */
+const uint16_t *cdb_index_snap_find(const cdb_index_snap *s, int64_t id);
+
 /* ---- coverage ------------------------------------------------------------------- */
 
 void cdb_index_set_watermark(cdb_index *ix, uint64_t watermark);
@@ -313,6 +353,9 @@ cdb_status cdb_index_exact_search(const float *q, int n_q, int dim, const int64_
                                   cdb_hit *out /* OUT: n_q * k */);
 
 /* ---- query helpers ---------------------------------------------------------------- */
+
+/* 1 when the sorted array a[n] (NULL: empty) holds id. O(log n). */
+int cdb_index_ids_have(const int64_t *a, size_t n, int64_t id);
 
 /* CDB_OK if q[dim] is finite and non-zero; else CDB_INVALID naming the first bad
 ** element ("query element 3 is NaN"). */

@@ -28,6 +28,13 @@ struct cdb_index {
 ** coverage array. */
 cdb_status cdb_index_cover_(cdb_index *ix, const int64_t *ids, int64_t n);
 
+/* index.c: fsync of path's folder (best effort: some filesystems refuse), after a
+** rename into it. */
+cdb_status cdb_index_fsync_dir_(const char *path);
+/* index.c: removes "<path>.tmp.<pid>" files whose writer is gone (killed before its
+** rename). Best effort. */
+void cdb_index_remove_stale_temps_(const char *path);
+
 /* Maps a FAISS C API failure to a cdb_status with FAISS's message. */
 cdb_status cdb_index_faiss_err_(int frc, const char *what);
 /* plan.c: the memory an index of this kind and size takes (its estimate, in bytes). */

@@ -80,7 +80,7 @@ static int topk_finish(topk *t) {
     return t->n;
 }
 
-static int in_sorted(const int64_t *a, size_t n, int64_t id) {
+int cdb_index_ids_have(const int64_t *a, size_t n, int64_t id) {
     size_t lo = 0, hi = n;
     if (!a) return 0;
     while (lo < hi) {
@@ -236,7 +236,8 @@ cdb_status cdb_index_exact_search(const float *q, int n_q, int dim, const int64_
                             if (!(x.score >= min_score)) continue;
                             if (t[j].n == k && x.score < t[j].h[0].score) continue;
                             x.id = ids ? ids[b + i] : (int64_t)(b + i);
-                            if (n_exclude && in_sorted(exclude_ids, n_exclude, x.id)) continue;
+                            if (n_exclude && cdb_index_ids_have(exclude_ids, n_exclude, x.id))
+                                continue;
                             topk_push(&t[j], x);
                         }
                 }
@@ -320,8 +321,8 @@ static cdb_status scan_included(const cdb_index_search_opts *o, const float *qn,
     for (size_t i = 0; i < o->n_include; i++) {
         int64_t id = o->include_ids[i];
         if (id < 0 || (nc && cand[nc - 1] == id)) continue;
-        if (o->n_exclude && in_sorted(o->exclude_ids, o->n_exclude, id)) continue;
-        if (xsorted && in_sorted(xsorted, o->n_extra, id)) continue;
+        if (o->n_exclude && cdb_index_ids_have(o->exclude_ids, o->n_exclude, id)) continue;
+        if (xsorted && cdb_index_ids_have(xsorted, o->n_extra, id)) continue;
         cand[nc++] = id;
     }
     rc = rerank(o, qn, dim, cand, nc, *hits, n_hits);
@@ -390,9 +391,11 @@ cdb_status cdb_index_search(const cdb_index *ix, const float *q, int dim, const 
             for (int64_t i = 0; i < kk; i++) {
                 if (L[i] < 0) continue;
                 worst = D[i];
-                if (o->n_exclude && in_sorted(o->exclude_ids, o->n_exclude, L[i])) continue;
-                if (inc && !in_sorted(o->include_ids, o->n_include, L[i])) continue;
-                if (xsorted && in_sorted(xsorted, o->n_extra, L[i])) continue; /* extra overrides */
+                if (o->n_exclude && cdb_index_ids_have(o->exclude_ids, o->n_exclude, L[i]))
+                    continue;
+                if (inc && !cdb_index_ids_have(o->include_ids, o->n_include, L[i])) continue;
+                if (xsorted && cdb_index_ids_have(xsorted, o->n_extra, L[i]))
+                    continue; /* extra overrides */
                 cand[nc++] = L[i];
             }
             qsort(cand, nc, sizeof *cand, cmp_i64);
@@ -431,8 +434,9 @@ cdb_status cdb_index_search(const cdb_index *ix, const float *q, int dim, const 
             float s = clamp_score(sc[i]);
             int dup = 0;
             if (!(s >= o->min_score)) continue;
-            if (o->n_exclude && in_sorted(o->exclude_ids, o->n_exclude, o->extra_ids[i])) continue;
-            if (inc && !in_sorted(o->include_ids, o->n_include, o->extra_ids[i])) continue;
+            if (o->n_exclude && cdb_index_ids_have(o->exclude_ids, o->n_exclude, o->extra_ids[i]))
+                continue;
+            if (inc && !cdb_index_ids_have(o->include_ids, o->n_include, o->extra_ids[i])) continue;
             /* an id listed twice in extra: keep the later entry (the newer vector) */
             if (has_dup(xsorted, o->n_extra, o->extra_ids[i]))
                 for (size_t j = i + 1; j < o->n_extra && !dup; j++) dup = o->extra_ids[j] == o->extra_ids[i];

@@ -253,6 +253,50 @@ clipdb_status clipdb_reindex(clipdb *db, clipdb_progress_fn progress, void *ud,
     return PUB(run(db, NULL, 0, progress, ud, report));
 }
 
+/* ---- the index ---------------------------------------------------------------------- */
+
+struct clipdb_index_params {
+    cdb_engine_index_params p;
+};
+
+clipdb_index_params *clipdb_index_params_new(void) {
+    return calloc(1, sizeof(clipdb_index_params));
+}
+
+void clipdb_index_params_free(clipdb_index_params *p) { free(p); }
+
+clipdb_status clipdb_index_params_set_type(clipdb_index_params *p, const char *type) {
+    static const struct {
+        const char *name;
+        cdb_engine_index_kind kind;
+    } types[] = {{"auto", CDB_ENGINE_INDEX_AUTO},
+                 {"flat", CDB_ENGINE_INDEX_FLAT},
+                 {"hnsw", CDB_ENGINE_INDEX_HNSW},
+                 {"ivf-sq", CDB_ENGINE_INDEX_IVF_SQ},
+                 {"ivf-pq", CDB_ENGINE_INDEX_IVF_PQ},
+                 {"ivf-hnsw-pq", CDB_ENGINE_INDEX_IVF_HNSW_PQ}};
+    for (size_t i = 0; p && type && i < sizeof types / sizeof *types; i++)
+        if (!strcmp(type, types[i].name)) {
+            p->p.kind = types[i].kind;
+            return CLIPDB_OK;
+        }
+    return PUB(cdb_seterr(CDB_INVALID, "set_type: '%s' is not an index type (auto, flat, hnsw, "
+                                       "ivf-sq, ivf-pq, ivf-hnsw-pq)", type ? type : "(null)"));
+}
+
+clipdb_status clipdb_index_params_set_on_disk(clipdb_index_params *p, int on_disk) {
+    if (!p || (on_disk != 0 && on_disk != 1))
+        return PUB(cdb_seterr(CDB_INVALID, "set_on_disk: %d (0 or 1)", on_disk));
+    p->p.on_disk = on_disk;
+    return CLIPDB_OK;
+}
+
+clipdb_status clipdb_index_build(clipdb *db, const clipdb_index_params *p) {
+    cdb_engine_index_report r;
+    if (!db) return PUB(cdb_seterr(CDB_INVALID, "clipdb_index_build: no database"));
+    return PUB(cdb_engine_index_build(db->rd, NULL, p ? &p->p : NULL, &r));
+}
+
 /* ---- search ------------------------------------------------------------------------- */
 
 struct clipdb_search_params {

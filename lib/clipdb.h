@@ -166,6 +166,28 @@ CLIPDB_API clipdb_status clipdb_ingest(clipdb *db, const char *const *paths, int
 CLIPDB_API clipdb_status clipdb_reindex(clipdb *db, clipdb_progress_fn progress, void *ud,
                                         clipdb_report **report /* OUT */);
 
+/* ---- the index ---------------------------------------------------------------------- */
+
+typedef struct clipdb_index_params clipdb_index_params;
+/* Defaults: type "auto" (picked by size), inverted lists in memory. NULL on no memory. */
+CLIPDB_API clipdb_index_params *clipdb_index_params_new(void);
+CLIPDB_API void clipdb_index_params_free(clipdb_index_params *p);
+/* "auto", "flat", "hnsw", "ivf-sq", "ivf-pq" or "ivf-hnsw-pq" (`clipdb index build
+** --type`); CLIPDB_INVALID for another. */
+CLIPDB_API clipdb_status clipdb_index_params_set_type(clipdb_index_params *p,
+                                                      const char *type);
+/* 1: an IVF type's inverted lists go to a file beside the index, which searches map
+** instead of holding the lists in memory (`--on-disk`); later refreshes keep them there.
+** 0 (default): in memory. */
+CLIPDB_API clipdb_status clipdb_index_params_set_on_disk(clipdb_index_params *p,
+                                                         int on_disk);
+/* Builds the index of the database's default model from its stored vectors (p: NULL
+** for defaults) and swaps it in atomically; searches use it from then on. Ingest and
+** reindex keep it fresh by themselves: this is for a type or placement of one's own.
+** CLIPDB_NOTFOUND when there are no vectors yet, CLIPDB_UNSUPPORTED for lists on disk
+** with a type that has none. */
+CLIPDB_API clipdb_status clipdb_index_build(clipdb *db, const clipdb_index_params *p);
+
 /* ---- search ------------------------------------------------------------------------ */
 
 typedef struct clipdb_search_params clipdb_search_params;

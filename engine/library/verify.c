@@ -187,7 +187,8 @@ static int count_inflight(const cdb_db_file *f, void *ud_) {
     return 0;
 }
 
-/* The default model's index against the store: up to 8 messages into msg[]. */
+/* The default model's index and vector snapshot against the store: up to 8 messages
+** into msg[]. */
 static int check_index(cdb_db *db, char msg[8][256]) {
     cdb_db_model dm;
     int n_msg = 0;
@@ -228,7 +229,7 @@ static int check_index(cdb_db *db, char msg[8][256]) {
     } else if (st != CDB_NOTFOUND) {
         snprintf(msg[n_msg++], 256, "index unreadable: %.200s", cdb_errmsg());
     }
-    return n_msg;
+    return n_msg + cdb_eng_snap_check(db, dm.id, dm.dim, msg + n_msg, 8 - n_msg);
 }
 
 cdb_status cdb_engine_verify(cdb_engine *e, int deep, double sample,

@@ -10,10 +10,13 @@
 ** the vectors were read, so anything written meanwhile shows up as "added since"
 ** and is searched exactly until the next refresh.
 */
+#include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "engine/search/search.h"
 #include "kernels/kernels.h"
@@ -27,6 +30,13 @@ void cdb_eng_index_path(cdb_db *db, int64_t model_id, char *buf, size_t size) {
 cdb_status cdb_eng_fetch_vectors(void *ctx, const int64_t *ids, size_t n, uint16_t *vecs,
                              uint8_t *found) {
     eng_fetch_ctx *c = ctx;
+    if (n == 0) return CDB_OK;
+    return c->snap ? cdb_eng_snap_fetch(c, ids, n, vecs, found)
+                   : cdb_eng_store_fetch(c, ids, n, vecs, found);
+}
+
+cdb_status cdb_eng_store_fetch(eng_fetch_ctx *c, const int64_t *ids, size_t n, uint16_t *vecs,
+                               uint8_t *found) {
     cdb_status rc;
     if (n == 0) return CDB_OK;
     /* the stored fp16 bits as they are (no decode and re-encode on the way) */
@@ -44,10 +54,21 @@ cdb_status cdb_eng_fetch_vectors(void *ctx, const int64_t *ids, size_t n, uint16
 cdb_status cdb_eng_read_all_vectors(cdb_db *db, int64_t model_id, int dim, int64_t **ids,
                                 uint16_t **vecs, int64_t *n, int *n_unreadable) {
     cdb_db_iter *it = NULL;
-    int64_t cap = 0, len = 0, *I = NULL;
-    uint16_t *V = NULL;
     cdb_status rc = n_unreadable ? cdb_db_iter_new_skipping(db, model_id, n_unreadable, &it)
                                  : cdb_db_iter_new(db, model_id, &it);
+    *ids = NULL;
+    *vecs = NULL;
+    *n = 0;
+    if (rc == CDB_OK) rc = cdb_eng_read_iter_vectors(it, dim, ids, vecs, n);
+    cdb_db_iter_free(it);
+    return rc;
+}
+
+cdb_status cdb_eng_read_iter_vectors(cdb_db_iter *it, int dim, int64_t **ids, uint16_t **vecs,
+                                     int64_t *n) {
+    int64_t cap = 0, len = 0, *I = NULL;
+    uint16_t *V = NULL;
+    cdb_status rc = CDB_OK;
     const int chunk = 4096;
     *ids = NULL;
     *vecs = NULL;
@@ -71,7 +92,6 @@ cdb_status cdb_eng_read_all_vectors(cdb_db *db, int64_t model_id, int dim, int64
         if (rc != CDB_OK || got == 0) break;
         len += got;
     }
-    cdb_db_iter_free(it);
     if (rc != CDB_OK) {
         free(I);
         free(V);
@@ -230,9 +250,47 @@ void cdb_eng_store_source_close(cdb_index_source *src) {
 
 /* ---- build and refresh ------------------------------------------------------------------- */
 
-cdb_status cdb_eng_index_build(cdb_db *db, int64_t model_id, int dim, int kind,
-                           eng_index_result *res) {
-    char path[4096], dir[4096];
+/* The snapshot after the index (cdb_eng_snap_refresh): a cache, so a failure to write
+** it (a full disk) is warned about and leaves searches reading the shards. */
+static void snap_write_or_warn(cdb_db *db, int64_t model_id, int dim, int force) {
+    if (cdb_eng_snap_refresh(db, model_id, dim, force) != CDB_OK)
+        CDB_LOG_WARN("the vector snapshot of model %lld was not written (%s); searches read "
+                     "the shards", (long long)model_id, cdb_errmsg());
+}
+
+/* Deletes the model's inverted-list files in dir other than keep (NULL: all). */
+static void remove_lists_files(const char *dir, int64_t model_id, const char *keep) {
+    char prefix[64], full[4400];
+    size_t np;
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    const char *kb = keep ? strrchr(keep, '/') : NULL;
+    if (!d) return;
+    np = (size_t)snprintf(prefix, sizeof prefix, "model_%lld.ivfdata.", (long long)model_id);
+    while ((de = readdir(d)))
+        if (!strncmp(de->d_name, prefix, np) && !(kb && !strcmp(de->d_name, kb + 1))) {
+            snprintf(full, sizeof full, "%s/%s", dir, de->d_name);
+            unlink(full);
+        }
+    closedir(d);
+}
+
+/* ix's lists moved to a new file in dir (absolute), named into lists (4096 bytes). */
+static cdb_status lists_to_disk(cdb_index *ix, const char *dir, int64_t model_id, int64_t gen,
+                                char *lists) {
+    char abs[PATH_MAX];
+    if (!realpath(dir, abs))
+        return cdb_seterr(cdb_errno_status(errno), "%s: %s", dir, strerror(errno));
+    if (snprintf(lists, 4096, "%s/model_%lld.ivfdata.%lld.%ld", abs, (long long)model_id,
+                 (long long)gen, (long)getpid()) >= 4096)
+        return cdb_seterr(CDB_INVALID, "%s: path too long", abs);
+    unlink(lists); /* a file of a dead build of the same pid and generation */
+    return cdb_index_lists_to_disk(ix, lists);
+}
+
+cdb_status cdb_eng_index_build(cdb_db *db, int64_t model_id, int dim, int kind, int on_disk,
+                               eng_index_result *res) {
+    char path[4096], dir[4096], lists[4096] = "";
     int64_t gen = 0;
     cdb_index *ix = NULL;
     cdb_index_params p = cdb_index_params_default();
@@ -257,8 +315,22 @@ cdb_status cdb_eng_index_build(cdb_db *db, int64_t model_id, int dim, int kind,
         return cdb_seterr(cdb_errno_status(errno), "mkdir %s: %s", dir, strerror(errno));
     }
     cdb_eng_index_path(db, model_id, path, sizeof path);
-    rc = cdb_index_save(ix, path);
+    if (on_disk != ENG_LISTS_MEMORY) {
+        rc = lists_to_disk(ix, dir, model_id, gen, lists);
+        if (rc == CDB_UNSUPPORTED && on_disk == ENG_LISTS_DISK_IF_IVF) rc = CDB_OK, *lists = 0;
+        else if (rc == CDB_UNSUPPORTED) {
+            cdb_index_get_info(ix, &res->info);
+            rc = cdb_seterr(rc, "lists on disk need an IVF index (ivf-sq, ivf-pq, "
+                                "ivf-hnsw-pq); this one is %s",
+                            cdb_index_kind_name(res->info.kind));
+        }
+    }
+    if (rc == CDB_OK) rc = cdb_index_save(ix, path);
+    if (rc == CDB_OK) remove_lists_files(dir, model_id, *lists ? lists : NULL);
+    else if (*lists) unlink(lists);
+    if (rc == CDB_OK) snap_write_or_warn(db, model_id, dim, 1);
     if (rc == CDB_OK) {
+        res->on_disk = *lists != 0;
         res->action = 2;
         res->n_vectors = cdb_index_count(ix);
         cdb_index_get_info(ix, &res->info);
@@ -275,7 +347,7 @@ static cdb_status add_uncovered(cdb_db *db, int64_t model_id, int dim, cdb_index
     uint8_t *found = malloc(n ? n : 1);
     int64_t *keep = malloc(sizeof *keep * (n ? n : 1)), *want = malloc(sizeof *want * (n ? n : 1));
     size_t nw = 0, nk = 0;
-    eng_fetch_ctx fc = {db, model_id, dim, 0};
+    eng_fetch_ctx fc = {db, model_id, dim, 0, NULL, NULL, 0};
     cdb_status rc = CDB_OK;
     *n_added = 0;
     if (!vecs || !found || !keep || !want)
@@ -307,7 +379,7 @@ static cdb_status add_uncovered(cdb_db *db, int64_t model_id, int dim, cdb_index
 
 cdb_status cdb_eng_index_refresh(cdb_db *db, int64_t model_id, int dim, int force_rebuild,
                              eng_index_result *res) {
-    char path[4096];
+    char path[4096], dir[4096];
     cdb_index *ix = NULL;
     cdb_index_params p = cdb_index_params_default();
     cdb_index_refresh_action act = CDB_INDEX_REFRESH_REBUILD;
@@ -316,6 +388,7 @@ cdb_status cdb_eng_index_refresh(cdb_db *db, int64_t model_id, int dim, int forc
     size_t n_added = 0, n_removed = 0;
     uint64_t wm;
     cdb_status rc;
+    int on_disk;
     int64_t t0 = cdb_now_ns();
     memset(res, 0, sizeof *res);
     p.dim = dim;
@@ -326,6 +399,7 @@ cdb_status cdb_eng_index_refresh(cdb_db *db, int64_t model_id, int dim, int forc
         CDB_LOG_WARN("index %s unusable (%s); rebuilding", path, cdb_errmsg());
         ix = NULL;
     }
+    on_disk = ix && cdb_index_on_disk(ix); /* kept by the refresh */
     if ((rc = cdb_db_get_counts(db, model_id, &counts)) != CDB_OK) goto done;
     if ((rc = cdb_db_generation(db, &gen)) != CDB_OK) goto done;
     if (counts.n_vectors == 0 && !ix) {
@@ -338,6 +412,9 @@ cdb_status cdb_eng_index_refresh(cdb_db *db, int64_t model_id, int dim, int forc
             rc = cdb_seterr(CDB_IO, "remove %s: %s", path, strerror(errno));
             goto done;
         }
+        cdb_eng_snap_remove(db, model_id);
+        snprintf(dir, sizeof dir, "%s/index", cdb_db_dir(db));
+        remove_lists_files(dir, model_id, NULL);
         res->action = 2;
         snprintf(res->why, sizeof res->why, "no vectors left: index removed");
         goto done;
@@ -356,12 +433,25 @@ cdb_status cdb_eng_index_refresh(cdb_db *db, int64_t model_id, int dim, int forc
         rc = cdb_index_refresh_decide(ix, &p, counts.n_vectors, n_uncov, n_stale, &act, res->why,
                                       sizeof res->why);
         if (rc != CDB_OK) goto done;
+        if (act == CDB_INDEX_REFRESH_ADD && on_disk) {
+            /* lists in a mapped file are not changed in place (a reader maps them, and a
+            ** kill must leave the old ones whole): the changes are searched exactly from
+            ** the store until they pass 1% of the vectors, then the index is rebuilt */
+            act = (n_uncov + n_stale) * 100 <= counts.n_vectors ? CDB_INDEX_REFRESH_NONE
+                                                                 : CDB_INDEX_REFRESH_REBUILD;
+            snprintf(res->why, sizeof res->why, "lists on disk: %lld changes %s",
+                     (long long)(n_uncov + n_stale),
+                     act == CDB_INDEX_REFRESH_NONE ? "searched exactly until they pass 1%"
+                                                   : "passed 1% of the vectors: rebuilt");
+        }
     } else {
         snprintf(res->why, sizeof res->why, "%s",
                  force_rebuild ? "full rebuild asked" : "no index yet");
     }
     if (act == CDB_INDEX_REFRESH_NONE) {
+        snap_write_or_warn(db, model_id, dim, 0); /* when missing, unusable or 1% dirty */
         res->action = 0;
+        res->on_disk = on_disk;
         res->n_vectors = cdb_index_count(ix);
         cdb_index_get_info(ix, &res->info);
     } else if (act == CDB_INDEX_REFRESH_ADD) {
@@ -374,6 +464,7 @@ cdb_status cdb_eng_index_refresh(cdb_db *db, int64_t model_id, int dim, int forc
             cdb_index_set_watermark(ix, (uint64_t)gen);
             rc = cdb_index_save(ix, path);
         }
+        if (rc == CDB_OK) snap_write_or_warn(db, model_id, dim, 0);
         res->action = 1;
         res->n_removed = before - (cdb_index_count(ix) - res->n_added);
         res->n_vectors = cdb_index_count(ix);
@@ -381,7 +472,8 @@ cdb_status cdb_eng_index_refresh(cdb_db *db, int64_t model_id, int dim, int forc
     } else {
         char why[256];
         snprintf(why, sizeof why, "%s", res->why);
-        rc = cdb_eng_index_build(db, model_id, dim, CDB_INDEX_AUTO, res);
+        rc = cdb_eng_index_build(db, model_id, dim, CDB_INDEX_AUTO,
+                                 on_disk ? ENG_LISTS_DISK_IF_IVF : ENG_LISTS_MEMORY, res);
         snprintf(res->why, sizeof res->why, "%s", why);
     }
 done:
@@ -438,7 +530,8 @@ static cdb_status pick_model(cdb_engine *e, const char *model_path, cdb_db_model
     return st;
 }
 
-cdb_status cdb_engine_index_build(cdb_engine *e, const char *model_path, cdb_engine_index_kind kind,
+cdb_status cdb_engine_index_build(cdb_engine *e, const char *model_path,
+                                  const cdb_engine_index_params *p,
                                   cdb_engine_index_report *out) {
     cdb_db_model dm;
     eng_index_result res;
@@ -449,12 +542,15 @@ cdb_status cdb_engine_index_build(cdb_engine *e, const char *model_path, cdb_eng
     if ((st = pick_model(e, model_path, &dm)) != CDB_OK) return st;
     cdb_eng_index_path(e->db, dm.id, out->path, sizeof out->path);
     snprintf(out->model, sizeof out->model, "%s", dm.name);
-    if ((st = cdb_eng_index_build(e->db, dm.id, dm.dim, (int)kind, &res)) != CDB_OK)
+    if ((st = cdb_eng_index_build(e->db, dm.id, dm.dim, p ? (int)p->kind : CDB_INDEX_AUTO,
+                                  p && p->on_disk ? ENG_LISTS_DISK : ENG_LISTS_MEMORY, &res)) !=
+        CDB_OK)
         return cdb_eng_fail(st, st == CDB_NOTFOUND ? CDB_ENGINE_E_NO_VECTORS : CDB_ENGINE_E_NONE,
                         "cannot build the index");
     out->action = res.action;
     out->n_vectors = res.n_vectors;
     out->seconds = res.seconds;
+    out->on_disk = res.on_disk;
     snprintf(out->kind, sizeof out->kind, "%s", cdb_index_kind_name(res.info.kind));
     snprintf(out->factory, sizeof out->factory, "%s", res.info.factory);
     return CDB_OK;

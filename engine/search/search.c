@@ -28,7 +28,10 @@
 ** generation. Each search stats the index file and reads the generation (two cheap
 ** calls): a new index file is loaded and the overlay recomputed; a new generation
 ** updates the overlay from the removal and addition logs since the last one (a delta,
-** not a reread). A state is immutable once published and reference counted, so
+** not a reread). The vector snapshot beside the index (snapshot.c), when usable, is
+** mapped with the state (its file's identity kept and compared likewise): the flat plan
+** scans it in place, and every fetch reads from it the ids not dirty since its
+** watermark. A state is immutable once published and reference counted, so
 ** searches in flight keep theirs while the next one is built. A one-shot search (the
 ** CLI) builds the state once: exactly what it used to compute.
 */
@@ -51,6 +54,11 @@ typedef struct eng_ix { /* a loaded index, shared by the states built on it */
     cdb_index *ix;
 } eng_ix;
 
+typedef struct eng_snap { /* a mapped vector snapshot (snapshot.c), shared likewise */
+    atomic_int refs;
+    cdb_index_snap *s;
+} eng_snap;
+
 struct eng_vset {
     atomic_int refs;
     eng_ix *ix;          /* NULL: no usable index */
@@ -61,6 +69,12 @@ struct eng_vset {
     uint16_t *vecs;      /* n * dim fp16 */
     size_t n;
     int dim;
+    int borrowed;        /* ids and vecs are snap's mapping (read only), not heap */
+    eng_snap *snap;      /* NULL: vectors are fetched from the shards */
+    int snap_file;       /* a snapshot file existed when this state was built */
+    struct stat snap_st; /* its identity then */
+    int64_t *dirty;      /* ids written or removed since snap's watermark, up to gen */
+    size_t n_dirty;
     int partial;           /* its overlay left out a missing or damaged shard's vectors:
                               never reused, so a restored shard is seen by the next search */
     atomic_int unreadable; /* a search met vectors in a missing or damaged shard */
@@ -74,13 +88,23 @@ static void ix_unref(eng_ix *x) {
     }
 }
 
-static void vset_unref(eng_vset *v) {
-    if (v && atomic_fetch_sub(&v->refs, 1) == 1) {
-        ix_unref(v->ix);
-        free(v->ids);
-        free(v->vecs);
-        free(v);
+static void snap_unref(eng_snap *x) {
+    if (x && atomic_fetch_sub(&x->refs, 1) == 1) {
+        cdb_index_snap_close(x->s);
+        free(x);
     }
+}
+
+static void vset_free(eng_vset *v) {
+    ix_unref(v->ix);
+    snap_unref(v->snap);
+    if (!v->borrowed) free(v->ids), free(v->vecs);
+    free(v->dirty);
+    free(v);
+}
+
+static void vset_unref(eng_vset *v) {
+    if (v && atomic_fetch_sub(&v->refs, 1) == 1) vset_free(v);
 }
 
 /* Every vector set's search state. */
@@ -129,13 +153,22 @@ static size_t compact_found(int64_t *ids, uint16_t *vecs, const uint8_t *found, 
     return k;
 }
 
-/* The stored vectors of ids[n] (sorted), those still stored kept: *vecs heap. */
-static cdb_status fetch_kept(cdb_db *db, int64_t model_id, int dim, int64_t *ids, size_t *n,
-                             uint16_t **vecs, int *n_unreadable) {
-    eng_fetch_ctx fc = {db, model_id, dim, 0};
+/* The fetch context of state v (its snapshot, when it has one). */
+static eng_fetch_ctx fetch_ctx(cdb_db *db, int64_t model_id, const eng_vset *v) {
+    eng_fetch_ctx fc = {db, model_id, v->dim, 0, NULL, NULL, 0};
+    if (v->snap) fc.snap = v->snap->s, fc.dirty = v->dirty, fc.n_dirty = v->n_dirty;
+    return fc;
+}
+
+/* The stored vectors of ids[n] (sorted), those still stored kept: *vecs heap. Through
+** v's snapshot (v may be NULL: the shards). */
+static cdb_status fetch_kept(cdb_db *db, int64_t model_id, int dim, const eng_vset *v,
+                             int64_t *ids, size_t *n, uint16_t **vecs, int *n_unreadable) {
+    eng_fetch_ctx fc = {db, model_id, dim, 0, NULL, NULL, 0};
     uint8_t *found = NULL;
     cdb_status st = CDB_OK;
     *vecs = NULL;
+    if (v) fc = fetch_ctx(db, model_id, v);
     if (!*n) return CDB_OK;
     *vecs = malloc(sizeof **vecs * *n * (size_t)dim);
     found = malloc(*n);
@@ -147,12 +180,86 @@ static cdb_status fetch_kept(cdb_db *db, int64_t model_id, int dim, int64_t *ids
     return st;
 }
 
-/* A state built from nothing: the index file (if usable) and what it does not cover. */
+/* Attaches the vector set's snapshot to the new state v, with the ids dirty since its
+** watermark. One that cannot be used leaves v without (its vectors come from the shards;
+** the next refresh writes it again), and so does a shard missing or damaged: searches
+** then say what they leave out, as without a snapshot. That check opens the shards'
+** iterator (*it, when it could: free it), which warns about each such shard
+** (*n_unreadable) and reads every vector left when the snapshot is not used. */
+static void snap_attach(cdb_db *db, int64_t model_id, eng_vset *v, cdb_db_iter **it,
+                        int *n_unreadable) {
+    char path[4096];
+    cdb_index_snap *s = NULL;
+    cdb_eng_snap_path(db, model_id, path, sizeof path);
+    if (!(v->snap_file = stat(path, &v->snap_st) == 0)) return;
+    if (cdb_db_iter_new_skipping(db, model_id, n_unreadable, it) != CDB_OK || *n_unreadable)
+        return;
+    if (cdb_eng_snap_open(db, model_id, v->dim, 0, &s) != CDB_OK) {
+        CDB_LOG_DEBUG("engine: the snapshot is not used: %s", cdb_errmsg());
+        return;
+    }
+    if (cdb_eng_snap_dirty(db, model_id, (int64_t)cdb_index_snap_watermark(s), &v->dirty,
+                           &v->n_dirty) != CDB_OK ||
+        !(v->snap = calloc(1, sizeof *v->snap))) {
+        free(v->dirty);
+        v->dirty = NULL, v->n_dirty = 0;
+        cdb_index_snap_close(s);
+        return;
+    }
+    atomic_init(&v->snap->refs, 1);
+    v->snap->s = s;
+}
+
+/* The flat plan's overlay from v's snapshot: its entries that are not dirty and the
+** vectors written since its watermark (those still stored, from the shards), in id
+** order. Nothing dirty: the overlay is the mapping itself, read in place. */
+static cdb_status overlay_from_snap(cdb_db *db, int64_t model_id, eng_vset *v, int *unread) {
+    const cdb_index_snap *s = v->snap->s;
+    const int64_t *sids = cdb_index_snap_ids(s);
+    const uint16_t *svecs = cdb_index_snap_vecs(s);
+    size_t ns = (size_t)cdb_index_snap_count(s), row = (size_t)v->dim, i = 0, j = 0, o = 0;
+    int64_t *added = NULL;
+    size_t n_added = 0;
+    uint16_t *avecs = NULL;
+    cdb_status rc;
+    if (!v->n_dirty) {
+        /* const dropped for the overlay's type only: a borrowed overlay is never written */
+        v->ids = (int64_t *)sids, v->vecs = (uint16_t *)svecs, v->n = ns, v->borrowed = 1;
+        return CDB_OK;
+    }
+    rc = cdb_eng_ids_since(db, model_id, (int64_t)cdb_index_snap_watermark(s), 0, &added,
+                           &n_added);
+    if (rc == CDB_OK) rc = fetch_kept(db, model_id, v->dim, NULL, added, &n_added, &avecs, unread);
+    if (rc == CDB_OK && (!(v->ids = malloc(sizeof *v->ids * (ns + n_added + 1))) ||
+                         !(v->vecs = malloc(sizeof *v->vecs * (ns + n_added + 1) * row))))
+        rc = cdb_seterr(CDB_NOMEM, "out of memory");
+    while (rc == CDB_OK && (i < ns || j < n_added)) { /* merge, both ascending */
+        if (j >= n_added || (i < ns && sids[i] < added[j])) {
+            if (!cdb_index_ids_have(v->dirty, v->n_dirty, sids[i])) {
+                v->ids[o] = sids[i];
+                memcpy(v->vecs + o++ * row, svecs + i * row, sizeof *v->vecs * row);
+            }
+            i++;
+        } else {
+            i += i < ns && sids[i] == added[j]; /* replaced by its newer vector */
+            v->ids[o] = added[j];
+            memcpy(v->vecs + o++ * row, avecs + j++ * row, sizeof *v->vecs * row);
+        }
+    }
+    v->n = o;
+    free(added);
+    free(avecs);
+    return rc;
+}
+
+/* A state built from nothing: the index file (if usable) and what it does not cover,
+** with the snapshot (if usable) that searches fetch from. */
 static cdb_status vset_fresh(cdb_engine *e, eng_search_state *ss, cdb_db *db, int dim,
                              const char *path, const struct stat *st, int have_file, int64_t gen,
                              eng_vset **out) {
     eng_vset *v = calloc(1, sizeof *v);
     cdb_index *ix = NULL;
+    cdb_db_iter *it = NULL;
     cdb_status rc = CDB_OK;
     int unread = 0;
     *out = NULL;
@@ -161,6 +268,7 @@ static cdb_status vset_fresh(cdb_engine *e, eng_search_state *ss, cdb_db *db, in
     v->gen = gen;
     v->ix_file = have_file;
     if (have_file) v->ix_st = *st;
+    snap_attach(db, ss->model_id, v, &it, &unread);
     /* A flat index ("IDMap,Flat", the plan under 20,000 vectors) holds the stored
     ** vectors again, in fp32: it is not even loaded, and the state searches the fp16
     ** store itself, which is exact and about 10x faster than FAISS's flat scan
@@ -185,18 +293,23 @@ static cdb_status vset_fresh(cdb_engine *e, eng_search_state *ss, cdb_db *db, in
             ss->warned_ix = 1; /* once per state: a rebuilt file is a new state */
         }
         ix = NULL;
-        /* no index: every stored vector is searched exactly */
-        if ((rc = cdb_eng_read_all_vectors(db, ss->model_id, dim, &v->ids, &v->vecs, &n,
-                                           &unread)) != CDB_OK) {
-            vset_unref((atomic_init(&v->refs, 1), v));
+        /* no index: every stored vector is searched exactly (the snapshot's, mapped) */
+        if (v->snap) rc = overlay_from_snap(db, ss->model_id, v, &unread);
+        else if (it) rc = cdb_eng_read_iter_vectors(it, dim, &v->ids, &v->vecs, &n);
+        else rc = cdb_eng_read_all_vectors(db, ss->model_id, dim, &v->ids, &v->vecs, &n,
+                                           &unread);
+        v->n = v->snap ? v->n : (size_t)n;
+        cdb_db_iter_free(it);
+        if (rc != CDB_OK) {
+            vset_free(v);
             return cdb_eng_fail(rc, CDB_ENGINE_E_NONE, "cannot read the stored vectors");
         }
-        v->n = (size_t)n;
     } else {
         /* vectors stored since the index was built are searched exactly */
+        cdb_db_iter_free(it);
         if (!(v->ix = calloc(1, sizeof *v->ix))) {
             cdb_index_free(ix);
-            free(v);
+            vset_free(v);
             return cdb_seterr(CDB_NOMEM, "out of memory");
         }
         atomic_init(&v->ix->refs, 1);
@@ -204,9 +317,9 @@ static cdb_status vset_fresh(cdb_engine *e, eng_search_state *ss, cdb_db *db, in
         rc = cdb_eng_ids_since(db, ss->model_id, (int64_t)cdb_index_watermark(ix), 0, &v->ids,
                                &v->n);
         if (rc == CDB_OK)
-            rc = fetch_kept(db, ss->model_id, dim, v->ids, &v->n, &v->vecs, &unread);
+            rc = fetch_kept(db, ss->model_id, dim, v, v->ids, &v->n, &v->vecs, &unread);
         if (rc != CDB_OK) {
-            vset_unref((atomic_init(&v->refs, 1), v));
+            vset_free(v);
             return cdb_eng_fail(rc, CDB_ENGINE_E_NONE,
                             "cannot read the vectors added since the index was built");
         }
@@ -218,14 +331,25 @@ static cdb_status vset_fresh(cdb_engine *e, eng_search_state *ss, cdb_db *db, in
     return CDB_OK;
 }
 
-static int in_sorted(const int64_t *a, size_t n, int64_t x) {
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (a[mid] < x) lo = mid + 1;
-        else hi = mid;
+/* old's dirty ids with removed[nr] and added[na] (each sorted, distinct): heap. */
+static cdb_status merge_dirty(const eng_vset *old, const int64_t *removed, size_t nr,
+                              const int64_t *added, size_t na, int64_t **out, size_t *n_out) {
+    const int64_t *src[3] = {old->dirty, removed, added};
+    size_t len[3] = {old->n_dirty, nr, na}, at[3] = {0, 0, 0}, o = 0;
+    int64_t *m = malloc(sizeof *m * (old->n_dirty + nr + na + 1));
+    if (!m) return cdb_seterr(CDB_NOMEM, "out of memory");
+    for (;;) { /* the smallest head of the three, once */
+        int64_t x = INT64_MAX;
+        int any = 0;
+        for (int k = 0; k < 3; k++)
+            if (at[k] < len[k] && (!any || src[k][at[k]] < x)) x = src[k][at[k]], any = 1;
+        if (!any) break;
+        for (int k = 0; k < 3; k++) at[k] += at[k] < len[k] && src[k][at[k]] == x;
+        m[o++] = x;
     }
-    return lo < n && a[lo] == x;
+    *out = m;
+    *n_out = o;
+    return CDB_OK;
 }
 
 /* old's overlay brought from old->gen to gen: entries removed or rewritten since are
@@ -252,7 +376,8 @@ static cdb_status vset_delta(cdb_db *db, int64_t model_id, const eng_vset *old, 
             goto done;
         }
         memcpy(kept, added, sizeof *kept * n_added);
-        if ((rc = fetch_kept(db, model_id, dim, kept, &n_kept, &avecs, &unread)) != CDB_OK) {
+        if ((rc = fetch_kept(db, model_id, dim, NULL, kept, &n_kept, &avecs, &unread)) !=
+            CDB_OK) {
             free(kept);
             goto done;
         }
@@ -267,7 +392,8 @@ static cdb_status vset_delta(cdb_db *db, int64_t model_id, const eng_vset *old, 
             int take_old = j >= n_kept || (i < old->n && old->ids[i] < kept[j]);
             if (take_old) {
                 int64_t id = old->ids[i];
-                if (!in_sorted(removed, n_removed, id) && !in_sorted(added, n_added, id)) {
+                if (!cdb_index_ids_have(removed, n_removed, id) &&
+                    !cdb_index_ids_have(added, n_added, id)) {
                     v->ids[o] = id;
                     memcpy(v->vecs + o * (size_t)dim, old->vecs + i * (size_t)dim,
                            sizeof *v->vecs * (size_t)dim);
@@ -293,12 +419,18 @@ static cdb_status vset_delta(cdb_db *db, int64_t model_id, const eng_vset *old, 
     v->ix_file = old->ix_file;
     v->ix_st = old->ix_st;
     if ((v->ix = old->ix)) atomic_fetch_add(&v->ix->refs, 1);
+    v->snap_file = old->snap_file;
+    v->snap_st = old->snap_st;
+    if (old->snap &&
+        (rc = merge_dirty(old, removed, n_removed, added, n_added, &v->dirty, &v->n_dirty)) ==
+            CDB_OK) {
+        v->snap = old->snap;
+        atomic_fetch_add(&v->snap->refs, 1);
+    }
     atomic_init(&v->refs, 1);
 done:
     if (rc != CDB_OK && v) {
-        free(v->ids);
-        free(v->vecs);
-        free(v);
+        vset_free(v);
         v = NULL;
         cdb_eng_fail(rc, CDB_ENGINE_E_NONE,
                      "cannot read the vectors changed since the last search");
@@ -336,9 +468,9 @@ static cdb_status vset_get(cdb_engine *e, eng_reader *rd, int64_t model_id, int 
                            eng_vset **out) {
     cdb_db *db = rd->db;
     eng_search_state *ss = search_state(e, model_id);
-    char path[4096];
-    struct stat st;
-    int have_file;
+    char path[4096], spath[4096];
+    struct stat st, sst;
+    int have_file, have_snap;
     int64_t gen = 0;
     eng_vset *v = NULL;
     cdb_status rc = CDB_OK;
@@ -351,8 +483,11 @@ static cdb_status vset_get(cdb_engine *e, eng_reader *rd, int64_t model_id, int 
         goto done;
     }
     have_file = stat(path, &st) == 0;
+    cdb_eng_snap_path(db, model_id, spath, sizeof spath);
+    have_snap = stat(spath, &sst) == 0;
     if (ss->cur && !ss->cur->partial && ss->cur->ix_file == have_file &&
-        (!have_file || same_stat(&st, &ss->cur->ix_st))) {
+        (!have_file || same_stat(&st, &ss->cur->ix_st)) && ss->cur->snap_file == have_snap &&
+        (!have_snap || same_stat(&sst, &ss->cur->snap_st))) {
         if (ss->cur->gen != gen && /* same index, newer commits: a delta */
             (rc = vset_delta(db, model_id, ss->cur, gen, &v)) != CDB_OK)
             goto done;
@@ -400,7 +535,7 @@ typedef struct eng_include {
 static cdb_status search_vector(eng_vset *v, cdb_db *db, int64_t model_id, const float *q,
                                 int want, float min_score, const eng_include *inc, cdb_hit *out,
                                 int *n_out) {
-    eng_fetch_ctx fc = {db, model_id, v->dim, 0};
+    eng_fetch_ctx fc = fetch_ctx(db, model_id, v);
     cdb_index_search_opts so = cdb_index_search_opts_default();
     cdb_status st;
     so.k = want;

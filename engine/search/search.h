@@ -25,20 +25,62 @@ typedef struct eng_fetch_ctx {
     int64_t model_id;
     int dim;
     int n_unreadable; /* ids whose shard is missing or damaged (left out); one thread */
+    /* NULL: every vector from the shards. Else the vector set's snapshot (borrowed),
+    ** and dirty[n_dirty] (sorted; borrowed) the ids written or removed since its
+    ** watermark (cdb_eng_snap_dirty), which are read from the shards with those it lacks. */
+    const cdb_index_snap *snap;
+    const int64_t *dirty;
+    size_t n_dirty;
 } eng_fetch_ctx;
-/* cdb_index_fetch_fn over the store (ctx: eng_fetch_ctx). */
+/* cdb_index_fetch_fn over the store (ctx: eng_fetch_ctx): through the snapshot when
+** the context has one, else cdb_eng_store_fetch. */
 cdb_status cdb_eng_fetch_vectors(void *ctx, const int64_t *ids, size_t n, uint16_t *vecs,
                              uint8_t *found);
+/* The shards alone (the snapshot not asked). */
+cdb_status cdb_eng_store_fetch(eng_fetch_ctx *c, const int64_t *ids, size_t n, uint16_t *vecs,
+                               uint8_t *found);
 /* Every stored vector of the model, fp16, in id order. Heap arrays (free()).
 ** n_unreadable NULL: an unreadable shard fails the call (index builds, verify); else
 ** its vectors are left out and the shards left out counted (searches). */
 cdb_status cdb_eng_read_all_vectors(cdb_db *db, int64_t model_id, int dim, int64_t **ids /* OUT */,
                                     uint16_t **vecs /* OUT */, int64_t *n /* OUT */,
                                     int *n_unreadable /* OUT, may be NULL */);
+/* What is left of the iterator it: every vector, as cdb_eng_read_all_vectors. */
+cdb_status cdb_eng_read_iter_vectors(cdb_db_iter *it, int dim, int64_t **ids /* OUT */,
+                                     uint16_t **vecs /* OUT */, int64_t *n /* OUT */);
 /* Sorted, distinct ids whose vectors were added (removed = 0) or removed (1)
 ** after generation `since`. Heap (free()). */
 cdb_status cdb_eng_ids_since(cdb_db *db, int64_t model_id, int64_t since, int removed,
                          int64_t **ids /* OUT */, size_t *n /* OUT */);
+
+/* ---- the vector snapshot beside the index (snapshot.c) ----------------------------- */
+
+/* <db>/index/model_<id>.snap */
+void cdb_eng_snap_path(cdb_db *db, int64_t model_id, char *buf, size_t size);
+/* The model's snapshot, checked (cdb_index_snap_open with flags) and not past the
+** database's generation (a restored or foreign file): CDB_NOTFOUND when there is none,
+** another error with the reason when it is not to be used. */
+cdb_status cdb_eng_snap_open(cdb_db *db, int64_t model_id, int dim, unsigned flags,
+                             cdb_index_snap **out /* OUT */);
+/* Sorted, distinct ids whose vectors were written or removed after generation since:
+** those a snapshot of that watermark must not answer for. Heap (free()). */
+cdb_status cdb_eng_snap_dirty(cdb_db *db, int64_t model_id, int64_t since,
+                              int64_t **ids /* OUT */, size_t *n /* OUT */);
+/* Writes the model's snapshot from the store (streamed, one chunk in memory), with the
+** generation read before as its watermark. */
+cdb_status cdb_eng_snap_write(cdb_db *db, int64_t model_id, int dim);
+/* Writes it when force, when the one there is not usable, or when 1% of its ids (or
+** 4,096) are dirty; else leaves it (searches read the dirty ids from the shards). */
+cdb_status cdb_eng_snap_refresh(cdb_db *db, int64_t model_id, int dim, int force);
+/* Deletes the snapshot and its stamp (no vectors left). */
+void cdb_eng_snap_remove(cdb_db *db, int64_t model_id);
+/* verify: the model's snapshot checked whole (every checksum) and against the shards
+** (every id not dirty since its watermark: present in both, the same bytes). Up to max
+** messages into msg; returns their number (0: no snapshot, or it agrees). */
+int cdb_eng_snap_check(cdb_db *db, int64_t model_id, int dim, char (*msg)[256], int max);
+/* cdb_eng_fetch_vectors for a context with a snapshot. */
+cdb_status cdb_eng_snap_fetch(eng_fetch_ctx *c, const int64_t *ids, size_t n, uint16_t *vecs,
+                              uint8_t *found);
 
 typedef struct eng_index_result {
     int action;        /* 0 none (up to date), 1 added, 2 rebuilt */
@@ -48,6 +90,7 @@ typedef struct eng_index_result {
     double seconds;
     char why[256];
     cdb_index_info info;
+    int on_disk;       /* the index's lists are in a file */
 } eng_index_result;
 /* The model's stored vectors as an index source (cdb_index_build's), read through the
 ** store's ordered iterator a chunk at a time: positions are those of the iterator, which
@@ -56,10 +99,16 @@ typedef struct eng_index_result {
 cdb_status cdb_eng_store_source_open(cdb_db *db, int64_t model_id, int dim,
                                      cdb_index_source *src /* OUT */);
 void cdb_eng_store_source_close(cdb_index_source *src);
+/* Where an index's inverted lists go (cdb_eng_index_build's on_disk). */
+enum { ENG_LISTS_MEMORY = 0, ENG_LISTS_DISK, ENG_LISTS_DISK_IF_IVF };
 /* Builds the model's index from the store, streamed (cdb_eng_store_source_open), and
-** saves it (kind: cdb_index_kind). */
-cdb_status cdb_eng_index_build(cdb_db *db, int64_t model_id, int dim, int kind,
-                           eng_index_result *res /* OUT */);
+** saves it (kind: cdb_index_kind), then the vector snapshot. on_disk: ENG_LISTS_DISK
+** moves the lists to a new file <db>/index/model_<id>.ivfdata.<gen>.<pid> (by its
+** absolute path: FAISS records it) and deletes the model's older ones once the index is
+** saved (a search that mapped one keeps its pages); CDB_UNSUPPORTED for a kind without
+** lists, which ENG_LISTS_DISK_IF_IVF keeps in memory instead. */
+cdb_status cdb_eng_index_build(cdb_db *db, int64_t model_id, int dim, int kind, int on_disk,
+                               eng_index_result *res /* OUT */);
 /* Brings the index up to date (adds or rebuilds, as the index module decides;
 ** creates it when missing and there are vectors). */
 cdb_status cdb_eng_index_refresh(cdb_db *db, int64_t model_id, int dim, int force_rebuild,

@@ -64,6 +64,10 @@ for _name, _res, _args in [
                                   ctypes.POINTER(_P))),
         ("reindex", ctypes.c_int, (_P, _PROGRESS, _P, ctypes.POINTER(_P))),
         ("report_get", _I64, (_P, ctypes.c_int)), ("report_free", None, (_P,)),
+        ("index_params_new", _P, ()), ("index_params_free", None, (_P,)),
+        ("index_params_set_type", ctypes.c_int, (_P, _S)),
+        ("index_params_set_on_disk", ctypes.c_int, (_P, ctypes.c_int)),
+        ("index_build", ctypes.c_int, (_P, _P)),
         ("search_params_new", _P, ()), ("search_params_free", None, (_P,)),
         ("search_params_set_k", ctypes.c_int, (_P, ctypes.c_int)),
         ("search_params_set_min_score", ctypes.c_int, (_P, ctypes.c_double)),
@@ -252,6 +256,21 @@ class Database(_Handle):
         """Rescans everything ever ingested (new, changed, moved, deleted files)."""
         h = self._handle()
         return self._run(lambda cb, rep: _c.reindex(h, cb, None, rep), progress)
+
+    def index_build(self, type="auto", on_disk=False):
+        """Builds the default model's index from the stored vectors and swaps it in
+        (`clipdb index build`): type "auto", "flat", "hnsw", "ivf-sq", "ivf-pq" or
+        "ivf-hnsw-pq"; on_disk: an IVF index's inverted lists in a file beside it, mapped
+        by searches. Ingest and reindex keep the index fresh by themselves."""
+        p = _c.index_params_new()
+        if not p:
+            raise MemoryError("clipdb: index parameters")
+        try:
+            _check(_c.index_params_set_type(p, str(type).encode()))
+            _check(_c.index_params_set_on_disk(p, 1 if on_disk else 0))
+            _check(_c.index_build(self._handle(), p))
+        finally:
+            _c.index_params_free(p)
 
     def search(self, text, k=10, under=None, min_score=None, taken_after=None,
                taken_before=None, camera=None, near=None, has_gps=False, sort=None):

@@ -2,7 +2,8 @@
 ** test_cli_writes.c: every write command other than a first ingest (issue 32)
 ** survives kill -9 at any moment and a full disk, at the process level with the real
 ** clipdb binary and a real model: `init`, `forget` (of a folder root, and of a
-** subfolder, which is left out of its root), `move`, `index build`,
+** subfolder, which is left out of its root), `move`, `index build` (also killed only
+** while it writes the vector snapshot beside the index),
 ** `reindex --repair` after one shard's bytes were damaged, `models --default` between
 ** two models, `ingest --model` of a second model into a database that has one, and
 ** `models get` from a Hub stand-in on 127.0.0.1 (tests/hub/hub_server.h): after a kill
@@ -334,6 +335,7 @@ typedef struct wcmd {
     void (*before)(void), (*after)(void); /* around each run: the library's state */
     void (*setup)(const char *db);        /* on the copy, before each run */
     const char *args[12];
+    const char *kill_in; /* kills only at writes to files whose path has this (NULL: any) */
 } wcmd;
 
 static void move_cam2(void) { rename(g_cam2, g_moved); }
@@ -395,6 +397,7 @@ static int kill_trials(const wcmd *c, const result *ref, int trials) {
     long n_writes = 0;
     int fails = 0, landed = 0;
     snprintf(db, sizeof db, "%s/db", g_tmp);
+    if (c->kill_in) setenv("CDB_KILL_SHIM_MATCH", c->kill_in, 1);
     /* a clean run under the shim counts its writes and syncs */
     start(c, db);
     if (c->before) c->before();
@@ -424,8 +427,10 @@ static int kill_trials(const wcmd *c, const result *ref, int trials) {
             fails++;
         }
     }
-    fprintf(stderr, "    %s: %d trials, %d kills landed, %ld writes in a clean run\n", c->name,
-            trials, landed, n_writes);
+    fprintf(stderr, "    %s: %d trials, %d kills landed, %ld writes in a clean run%s%s\n",
+            c->name, trials, landed, n_writes, c->kill_in ? " to files named *" : "",
+            c->kill_in ? c->kill_in : "");
+    unsetenv("CDB_KILL_SHIM_MATCH");
     return fails;
 }
 
@@ -710,21 +715,25 @@ CDB_TEST(every_write_command_survives_kill9_and_a_full_disk) {
     {
         const wcmd cmds[] = {
             {"init", 0, 1, 0, NULL, NULL, NULL,
-             {"init", "--db", "DB", "--model", g_model, "-q", NULL}},
-            {"forget", 1, 0, 0, NULL, NULL, NULL, {"forget", "--db", "DB", g_cam2, "-q", NULL}},
+             {"init", "--db", "DB", "--model", g_model, "-q", NULL}, NULL},
+            {"forget", 1, 0, 0, NULL, NULL, NULL, {"forget", "--db", "DB", g_cam2, "-q", NULL},
+             NULL},
             {"forget subfolder", 1, 0, 0, NULL, NULL, NULL,
-             {"forget", "--db", "DB", g_cam1_sub, "-q", NULL}},
+             {"forget", "--db", "DB", g_cam1_sub, "-q", NULL}, NULL},
             {"move", 1, 0, 0, move_cam2, unmove_cam2, NULL,
-             {"move", "--db", "DB", g_cam2, g_moved, "-q", NULL}},
+             {"move", "--db", "DB", g_cam2, g_moved, "-q", NULL}, NULL},
             {"index build", 1, 0, 0, NULL, NULL, NULL,
-             {"index", "build", "--db", "DB", "--type", "hnsw", "-q", NULL}},
+             {"index", "build", "--db", "DB", "--type", "hnsw", "-q", NULL}, NULL},
+            /* killed only while it writes the vector snapshot (index/snapshot.c) */
+            {"index build, snapshot", 1, 0, 0, NULL, NULL, NULL,
+             {"index", "build", "--db", "DB", "--type", "hnsw", "-q", NULL}, ".snap"},
             {"reindex --repair", 1, 0, 1, NULL, NULL, damage_shard,
-             {"reindex", "--db", "DB", "--repair", "-q", "--device", "cpu", NULL}},
+             {"reindex", "--db", "DB", "--repair", "-q", "--device", "cpu", NULL}, NULL},
             {"models --default", 2, 0, 0, NULL, NULL, NULL,
-             {"models", "--db", "DB", "--default", "2", NULL}},
+             {"models", "--db", "DB", "--default", "2", NULL}, NULL},
             {"ingest --model", 1, 0, 0, NULL, NULL, NULL,
              {"ingest", "--db", "DB", g_cam1, g_cam2, "--model", g_model2, "-q", "--device", "cpu",
-              NULL}},
+              NULL}, NULL},
         };
         int have_tmpfs;
         snprintf(mnt, sizeof mnt, "%s/tmpfs", g_tmp);

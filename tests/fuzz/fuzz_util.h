@@ -110,6 +110,37 @@ static inline void *fuzz_read_file(const char *path, size_t *n_out) {
     return buf;
 }
 
+static inline uint32_t fuzz_u32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* A damaged copy of the valid file valid[n_valid] made by the input data[n] (n >= 1), as
+** the cache-file targets use it: first byte % 3 == 0: the rest of the input; == 1: the
+** rest is patches of 5 bytes (u32 offset modulo the size, then the byte); == 2: cut at a
+** u32 offset (modulo its size + 1), then patched as 1. Heap (*n_out bytes); NULL when
+** out of memory. */
+static inline unsigned char *fuzz_damage(const unsigned char *valid, size_t n_valid,
+                                         const uint8_t *data, size_t n, size_t *n_out) {
+    const uint8_t *p = data + 1, *end = data + n;
+    unsigned char *f;
+    size_t fn = n_valid;
+    if (data[0] % 3 == 0) {
+        if (!(f = malloc(n))) return NULL;
+        memcpy(f, data + 1, n - 1);
+        *n_out = n - 1;
+        return f;
+    }
+    if (!(f = malloc(n_valid + 1))) return NULL;
+    memcpy(f, valid, n_valid);
+    if (data[0] % 3 == 2 && end - p >= 4) {
+        fn = fuzz_u32(p) % (n_valid + 1);
+        p += 4;
+    }
+    for (; fn && end - p >= 5; p += 5) f[fuzz_u32(p) % fn] = p[4];
+    *n_out = fn;
+    return f;
+}
+
 /* Source tree root (for the vocabulary and fixtures): CLIPDB_SOURCE_DIR, else the
 ** path CMake compiled in. */
 static inline const char *fuzz_source_dir(void) {

@@ -205,6 +205,20 @@ def test_reindex_and_progress_stop(library, tmp_path):
             db.reindex(progress=boom)
 
 
+def test_index_build_types_and_on_disk(library, tmp_path):
+    with clipdb.Database.create(tmp_path / "db", MODEL) as db:
+        db.ingest(library[0] / "a")
+        want = [(h.path, h.score) for h in db.search("a red circle", k=20)]
+        db.index_build("flat")  # exact: the same hits and scores
+        assert [(h.path, h.score) for h in db.search("a red circle", k=20)] == want
+        with pytest.raises(clipdb.Error) as e:  # a flat index has no lists to put on disk
+            db.index_build("flat", on_disk=True)
+        assert e.value.status_name == "unsupported"
+        with pytest.raises(clipdb.Error):
+            db.index_build("no-such-type")
+    assert (tmp_path / "db" / "index" / "model_1.snap").exists()
+
+
 def test_errors_carry_status_and_message(tmp_path, db_path):
     with pytest.raises(clipdb.Error) as e:
         clipdb.Database(tmp_path / "nothing-here")
