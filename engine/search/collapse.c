@@ -10,8 +10,8 @@
 **
 ** The groups are built once per (generation, files without a phash) and shared by the
 ** searches of a vector set (search.c keeps them with its search state; reference
-** counted, immutable once built). Cost: n^2/2 popcounts over the files with a phash
-** (about a second for 10^5) per rebuild.
+** counted, immutable once built). Cost per rebuild: a catalog scan, and the near phash
+** pairs found through a multi-index (cdb_dupes_phash_pairs), not every two files.
 **
 ** A collapsed result keeps, of each group, the best-ranked hit that passed the query's
 ** filters, in rank order, and lists the group's other files (the whole library's, as
@@ -112,6 +112,27 @@ static cdb_status read_facts(cdb_db *db, facts *f) {
     return rc;
 }
 
+/* need[i] = 1 for each file with a phash within max_bits of another one's. */
+static cdb_status mark_near(const facts *f, int max_bits, unsigned char *need) {
+    size_t m = 0, n_pairs = 0;
+    size_t *idx = malloc(sizeof *idx * (f->n ? f->n : 1));
+    uint64_t *h = malloc(sizeof *h * (f->n ? f->n : 1));
+    cdb_dupes_pair *pairs = NULL;
+    cdb_status rc = idx && h ? CDB_OK : cdb_seterr(CDB_NOMEM, "collapse: out of memory");
+    for (size_t i = 0; rc == CDB_OK && i < f->n; i++)
+        if (f->it[i].has_phash) {
+            idx[m] = i;
+            h[m++] = f->it[i].phash;
+        }
+    if (rc == CDB_OK) rc = cdb_dupes_phash_pairs(h, m, max_bits, &pairs, &n_pairs);
+    for (size_t k = 0; rc == CDB_OK && k < n_pairs; k++)
+        need[idx[pairs[k].a]] = need[idx[pairs[k].b]] = 1;
+    free(idx);
+    free(h);
+    cdb_free(pairs);
+    return rc;
+}
+
 /* The vectors of the files with a phash within the near bound of another one's (the
 ** only ones a near edge can join); the rest keep vec NULL (never near). */
 static cdb_status read_vectors(cdb_db *db, int64_t model_id, int dim, facts *f) {
@@ -119,13 +140,7 @@ static cdb_status read_vectors(cdb_db *db, int64_t model_id, int dim, facts *f) 
     unsigned char *need = calloc(f->n ? f->n : 1, 1);
     size_t n_need = 0;
     cdb_status rc = need ? CDB_OK : cdb_seterr(CDB_NOMEM, "collapse: out of memory");
-    for (size_t i = 0; rc == CDB_OK && i < f->n; i++) {
-        if (!f->it[i].has_phash) continue;
-        for (size_t j = i + 1; j < f->n; j++)
-            if (f->it[j].has_phash &&
-                __builtin_popcountll(f->it[i].phash ^ f->it[j].phash) <= p.phash_bits)
-                need[i] = need[j] = 1;
-    }
+    if (rc == CDB_OK) rc = mark_near(f, p.phash_bits, need);
     for (size_t i = 0; i < f->n && need; i++) n_need += need[i];
     int64_t *sub = malloc(sizeof *sub * (n_need ? n_need : 1));
     uint8_t *found = malloc(n_need ? n_need : 1);
