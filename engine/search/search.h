@@ -78,6 +78,7 @@ typedef struct eng_search_state {     /* per vector set searched */
     pthread_mutex_t mu;  /* serializes refreshes of cur and groups */
     eng_vset *cur;
     eng_groups *groups;  /* the copy groups search results collapse (NULL: none built) */
+    eng_groups *many;    /* those of the last search of several databases led by this one */
     int warned_ix;       /* the unusable index was warned about */
     struct eng_search_state *next;
 } eng_search_state;
@@ -93,17 +94,32 @@ cdb_status cdb_eng_encode_texts(eng_model *mod, const char *const *texts, int n,
 
 /* ---- copies collapsed in search results (collapse.c) ---------------------------------- */
 
-/* The copy groups of the vector set model_id (dim) as `duplicates` makes them (exact
-** and near joined), from the catalog of db; built for (gen, n_missing: the files without
-** a stored phash), refs 1. Reference counted and immutable: any thread may use one. */
-cdb_status cdb_eng_groups_build(cdb_db *db, int64_t model_id, int dim, int64_t gen,
-                                int64_t n_missing, eng_groups **out /* OUT */);
+/* What a database's part of the groups was built for: its folder, its generation and
+** how many of its files had no stored phash. */
+typedef struct eng_groups_key {
+    char *dir;
+    int64_t gen, n_missing;
+} eng_groups_key;
+/* A database the groups are built over: its catalog (a reader), its vector set. */
+typedef struct eng_groups_part {
+    cdb_db *db;
+    int64_t model_id;
+    eng_groups_key key; /* dir borrowed */
+} eng_groups_part;
+/* The copy groups of the files of parts[0..n_parts) (their vector sets of dim floats,
+** of one model's weights) as `duplicates` would make them of one database holding them
+** all (exact and near joined), from the catalogs; a file is (its part's index, its id).
+** Refs 1. Reference counted and immutable: any thread may use one. */
+cdb_status cdb_eng_groups_build(const eng_groups_part *parts, int n_parts, int dim,
+                                eng_groups **out /* OUT */);
 eng_groups *cdb_eng_groups_ref(eng_groups *g);  /* NULL is fine; returns g */
 void cdb_eng_groups_unref(eng_groups *g);       /* NULL is fine */
-int cdb_eng_groups_current(const eng_groups *g, int64_t gen, int64_t n_missing);
+/* 1 when g was built for these keys (NULL g: 0). */
+int cdb_eng_groups_current(const eng_groups *g, const eng_groups_key *key, int n);
 /* Keeps, of hits[0..*n) in rank order, the first hit of each group (and every hit in
-** none), each kept one with its group's other files as copies (heap); the others are
-** cleared (cdb_eng_hit_clear). CDB_NOMEM. */
+** none), each kept one with its group's other files as copies (heap; with copies_db
+** when g spans several parts, hit.db naming the part); the others are cleared
+** (cdb_eng_hit_clear). CDB_NOMEM. */
 cdb_status cdb_eng_collapse(const eng_groups *g, cdb_engine_hit *hits, int *n);
 /* Frees what a hit owns (its path, its copies). */
 void cdb_eng_hit_clear(cdb_engine_hit *h);
