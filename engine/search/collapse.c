@@ -5,7 +5,8 @@
 ** vector set, its exact and near groups joined), never bursts or RAW+JPEG pairs. What it
 ** groups by comes from the catalog alone: files' content hash, and photo_meta's phash,
 ** camera and capture time (schema 9; a file without a stored phash is never a near copy,
-** only an exact one: duplicates or a reindex stores the phashes). Only the files with a
+** only an exact one: ingest stores the phash where its decode is the phash's, duplicates
+** or a reindex the others). Only the files with a
 ** phash within the near bound of another one have their vectors read.
 **
 ** Over several databases (cdb_engine_search_many) the groups are those of the union of
