@@ -147,13 +147,19 @@ static void json_strings(cdb_json *j, const char *key, const char *const *s, int
     cdb_json_end_array(j);
 }
 
-/* --json: a kept hit's copies (collapse on): "duplicates": N and "copies": [ids]. */
-static void json_copies(cdb_json *j, const cdb_engine_hit *h) {
+/* --json: a kept hit's copies (collapse on): "duplicates": N and "copies": [ids], and
+** over several databases "copies_db": [the database of each]. */
+static void json_copies(cdb_json *j, const cdb_engine_hit *h, int n_db) {
     cdb_json_key(j, "duplicates");
     cdb_json_int(j, h->n_copies);
     cdb_json_key(j, "copies");
     cdb_json_begin_array(j);
     for (int i = 0; i < h->n_copies; i++) cdb_json_int(j, h->copies[i]);
+    cdb_json_end_array(j);
+    if (n_db < 2) return;
+    cdb_json_key(j, "copies_db");
+    cdb_json_begin_array(j);
+    for (int i = 0; i < h->n_copies; i++) cdb_json_int(j, h->copies_db ? h->copies_db[i] : h->db);
     cdb_json_end_array(j);
 }
 
@@ -199,7 +205,7 @@ static void print_hits(const cdb_engine_result *res, int json, int paths, int nu
             cdb_json_key(&j, "mtime_ns");
             cdb_json_int(&j, h[i].mtime_ns);
             cdb_cli_json_photo(&j, &h[i].photo);
-            if (collapsed) json_copies(&j, &h[i]);
+            if (collapsed) json_copies(&j, &h[i], n_db);
             cdb_json_end_object(&j);
         }
         cdb_json_end_array(&j);

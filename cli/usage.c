@@ -210,6 +210,7 @@ static const char help_search[] =
     "                     time), camera, lens and position; with a SigLIP model, a\n"
     "                     text query's hits also carry the model's match probability;\n"
     "                     \"duplicates\": N and \"copies\": [ids] list a hit's copies\n"
+    "                     (with several --db, \"copies_db\": the database of each)\n"
     "  --paths            print bare paths, one per line\n"
     "  -0, --null         with --paths: end each path with NUL instead of newline\n"
     "  -h, --help         show this help\n"

@@ -171,41 +171,49 @@ static float cosine(const float *x, const float *y, int dim)
     return (float)s;
 }
 
-/* The near edges (closest first) in *out. 0, or -1 out of memory. */
+/* The near edges (closest first) in *out: the phash pairs within phash_bits
+** (cdb_dupes_phash_pairs) among the items with a phash and a vector, then the cosine.
+** 0, or -1 out of memory. */
 static int near_edges(const cdb_dupes_item *it, size_t n, int dim, const cdb_dupes_params *p,
                       edge **out, size_t *n_out)
 {
+    size_t m = 0, n_pairs = 0, ne = 0;
+    size_t *idx = malloc((n ? n : 1) * sizeof *idx);
+    uint64_t *h = malloc((n ? n : 1) * sizeof *h);
+    cdb_dupes_pair *pairs = NULL;
     edge *e = NULL;
-    size_t ne = 0, cap = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (!it[i].has_phash || !it[i].vec)
-            continue;
-        for (size_t j = i + 1; j < n; j++) {
-            if (!it[j].has_phash || !it[j].vec)
-                continue;
-            int bits = __builtin_popcountll(it[i].phash ^ it[j].phash);
-            if (bits > p->phash_bits)
-                continue;
-            float c = cosine(it[i].vec, it[j].vec, dim);
-            if (c < p->min_cosine)
-                continue;
-            if (ne == cap) {
-                cap = cap ? cap * 2 : 64;
-                edge *m = realloc(e, cap * sizeof *e);
-                if (!m) {
-                    free(e);
-                    return -1;
-                }
-                e = m;
-            }
-            e[ne++] = (edge){i, j, bits, c};
+    int rc = -1;
+    if (!idx || !h)
+        goto done;
+    for (size_t i = 0; i < n; i++)
+        if (it[i].has_phash && it[i].vec) {
+            idx[m] = i;
+            h[m++] = it[i].phash;
         }
+    if (cdb_dupes_phash_pairs(h, m, p->phash_bits, &pairs, &n_pairs) != CDB_OK)
+        goto done;
+    if (!(e = malloc((n_pairs ? n_pairs : 1) * sizeof *e)))
+        goto done;
+    for (size_t k = 0; k < n_pairs; k++) {
+        size_t a = idx[pairs[k].a], b = idx[pairs[k].b];
+        float c = cosine(it[a].vec, it[b].vec, dim);
+        if (c >= p->min_cosine)
+            e[ne++] = (edge){a, b, pairs[k].bits, c};
     }
     if (ne)
         qsort(e, ne, sizeof *e, edge_cmp);
+    rc = 0;
+done:
+    if (rc) {
+        free(e);
+        e = NULL;
+    }
     *out = e;
     *n_out = ne;
-    return 0;
+    free(idx);
+    free(h);
+    cdb_free(pairs);
+    return rc;
 }
 
 /* ---- sorted keys for exact, pair and burst (qsort_r: items as the context) ---------- */

@@ -17,8 +17,9 @@
 ** then a camera format, then the rest), then the one with a capture time, then the
 ** larger file, then the smaller id. A suggestion only: clipdb never deletes a photo.
 **
-** Cost: near pairs are found by comparing every two perceptual hashes (n^2/2 popcounts:
-** about a second for 10^5 photos), the cosine only for the pairs within phash_bits.
+** Cost: near pairs are found through cdb_dupes_phash_pairs (a multi-index of the
+** perceptual hashes, not every two of them), the cosine only for the pairs within
+** phash_bits.
 ** Thread-safety: no state; concurrent calls are fine.
 */
 #ifndef CDB_DUPES_H
@@ -99,6 +100,24 @@ typedef struct cdb_dupes_groups {
 cdb_status cdb_dupes_find(const cdb_dupes_item *items, size_t n, int dim,
                           const cdb_dupes_params *p, cdb_dupes_groups **out /* OUT */);
 void cdb_dupes_groups_free(cdb_dupes_groups *g); /* NULL is fine */
+
+/* A pair of hashes within the distance asked for: indices a < b, bits = their Hamming
+** distance. */
+typedef struct cdb_dupes_pair {
+    size_t a, b;
+    int bits;
+} cdb_dupes_pair;
+/* Every pair a < b of hashes[0..n) at Hamming distance <= max_bits (0..64), each once,
+** in no particular order: exactly the pairs a comparison of every two would give. Found
+** by multi-index hashing: the 64 bits are four 16-bit bands, and two hashes within
+** max_bits agree within r_i bits in some band i, for any radii with sum(r_i + 1) >
+** max_bits; each hash looks up, in a table of each band, the keys within r_i of its
+** own. Cost per hash: the sum of the balls' sizes (about 1,100 lookups for 12 bits)
+** plus the hashes met there (n / 65536 per lookup for spread hashes); when that is more
+** than n, every two are compared. *out: cdb_free (NULL when none). CDB_INVALID,
+** CDB_NOMEM. */
+cdb_status cdb_dupes_phash_pairs(const uint64_t *hashes, size_t n, int max_bits,
+                                 cdb_dupes_pair **out /* OUT */, size_t *n_out /* OUT */);
 
 #ifdef __cplusplus
 }

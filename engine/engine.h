@@ -388,6 +388,10 @@ typedef struct cdb_engine_hit {
     ** ascending; freed with the result); NULL and 0 otherwise. */
     int64_t *copies;
     int n_copies;
+    /* Appended: with collapse over several databases (cdb_engine_search_many), the
+    ** database of each copy (heap, n_copies handle indices, as db; copies ascend by
+    ** database, then id); NULL for one database (every copy is in the hit's). */
+    int *copies_db;
 } cdb_engine_hit;
 
 typedef struct cdb_engine_result {
@@ -429,6 +433,8 @@ int cdb_engine_hit_cmp_score(const cdb_engine_hit *a, const cdb_engine_hit *b);
 ** else CDB_INVALID with E_MODEL_MISMATCH naming the two databases. like_ids name
 ** photos of es[q->like_db] (E_QUERY when like_db is not in [0, n)). out->model,
 ** model_id and generation are those of the handle that made the query vector.
+** With collapse, copies are grouped as one database holding all their files would
+** group them (copies in two databases are one hit; copies_db names their databases).
 ** A failure in any database fails the call (its message names the database).
 ** Concurrent calls OK, as cdb_engine_search on each handle; a handle may appear once.
 ** *out: cdb_engine_result_free. */

@@ -307,6 +307,7 @@ struct clipdb_search_params {
     char *taken_after, *taken_before, *camera, *near; /* heap; NULL: not set */
     int has_gps;
     cdb_engine_sort sort;
+    int collapse;
 };
 
 clipdb_search_params *clipdb_search_params_new(void) {
@@ -384,6 +385,12 @@ clipdb_status clipdb_search_params_set_sort(clipdb_search_params *p, const char 
                           order ? order : "(null)"));
 }
 
+clipdb_status clipdb_search_params_set_collapse(clipdb_search_params *p, int collapse) {
+    if (!p) return PUB(cdb_seterr(CDB_INVALID, "set_collapse: no parameters"));
+    p->collapse = collapse != 0;
+    return CLIPDB_OK;
+}
+
 struct clipdb_hits {
     cdb_engine_result r;
 };
@@ -393,7 +400,7 @@ struct clipdb_hits {
 static clipdb_status search_text(const char *fn, clipdb *const *dbs, int n, const char *text,
                                  const clipdb_search_params *p, clipdb_hits **out) {
     static const clipdb_search_params defaults = {10, -1.0, NULL, 0, NULL, NULL, NULL, NULL,
-                                                  0, CDB_ENGINE_SORT_SCORE};
+                                                  0, CDB_ENGINE_SORT_SCORE, 0};
     cdb_engine_query q;
     cdb_engine_search_params sp = cdb_engine_search_params_default();
     cdb_engine_under *u = NULL;
@@ -431,6 +438,7 @@ static clipdb_status search_text(const char *fn, clipdb *const *dbs, int n, cons
     sp.near = p->near;
     sp.has_gps = p->has_gps;
     sp.sort = p->sort;
+    sp.collapse = p->collapse;
     if ((rc = n == 1 ? cdb_engine_search(es[0], &q, &sp, &h->r)
                      : cdb_engine_search_many(es, n, &q, &sp, &h->r)) == CDB_OK) {
         *out = h;
@@ -480,6 +488,19 @@ float clipdb_hits_score(const clipdb_hits *h, int i) { return hit(h, i) ? hit(h,
 int clipdb_hits_db(const clipdb_hits *h, int i) { return hit(h, i) ? hit(h, i)->db : -1; }
 int clipdb_hits_width(const clipdb_hits *h, int i) { return hit(h, i) ? hit(h, i)->width : 0; }
 int clipdb_hits_height(const clipdb_hits *h, int i) { return hit(h, i) ? hit(h, i)->height : 0; }
+
+int clipdb_hits_copies(const clipdb_hits *h, int i) {
+    return hit(h, i) ? hit(h, i)->n_copies : 0;
+}
+int64_t clipdb_hits_copy_id(const clipdb_hits *h, int i, int j) {
+    const cdb_engine_hit *x = hit(h, i);
+    return x && j >= 0 && j < x->n_copies ? x->copies[j] : 0;
+}
+int clipdb_hits_copy_db(const clipdb_hits *h, int i, int j) {
+    const cdb_engine_hit *x = hit(h, i);
+    if (!x || j < 0 || j >= x->n_copies) return -1;
+    return x->copies_db ? x->copies_db[j] : x->db;
+}
 
 void clipdb_hits_free(clipdb_hits *h) {
     if (!h) return;

@@ -224,6 +224,13 @@ CLIPDB_API clipdb_status clipdb_search_params_set_filter(clipdb_search_params *p
 CLIPDB_API clipdb_status clipdb_search_params_set_sort(clipdb_search_params *p,
                                                        const char *order);
 
+/* 1: copies are one hit (the files `clipdb duplicates` groups as exact or near copies,
+** as `clipdb search` shows them by default): the best-ranked of each group, with the
+** others as its copies (clipdb_hits_copies), k counting such hits; over several
+** databases, copies in two of them are one hit. 0 (the default): every file. */
+CLIPDB_API clipdb_status clipdb_search_params_set_collapse(clipdb_search_params *p,
+                                                           int collapse);
+
 typedef struct clipdb_hits clipdb_hits;
 /* Searches the database's default model's vectors for text in the query language
 ** ("a beach", "beach + sunset - people", "2*dog + cat"): the hits best first, each
@@ -262,6 +269,12 @@ CLIPDB_API const char *clipdb_hits_taken(const clipdb_hits *h, int i);
 CLIPDB_API const char *clipdb_hits_taken_source(const clipdb_hits *h, int i);
 CLIPDB_API const char *clipdb_hits_make(const clipdb_hits *h, int i);
 CLIPDB_API const char *clipdb_hits_model(const clipdb_hits *h, int i);
+/* With collapse: how many copies hit i stands for (0 without, or out of range), and
+** copy j's (0 .. count - 1, ascending by database, then id) id and database (as
+** clipdb_hits_db); out of range: 0 and -1. */
+CLIPDB_API int clipdb_hits_copies(const clipdb_hits *h, int i);
+CLIPDB_API int64_t clipdb_hits_copy_id(const clipdb_hits *h, int i, int j);
+CLIPDB_API int clipdb_hits_copy_db(const clipdb_hits *h, int i, int j);
 CLIPDB_API void clipdb_hits_free(clipdb_hits *h);
 
 /* ---- models: embeddings outside any database ----------------------------------------- */

@@ -15,7 +15,8 @@
 **                      "thumb": "/api/thumb/ID", "file": "/api/file/ID",
 **                      "preview": "/api/preview/ID", "browser_shows", "taken",
 **                      "taken_source", ["make", "model", "lens", "lat", "lon", "alt"],
-**                      with collapse: "duplicates": N, "copies": [ids]}]}
+**                      with collapse: "duplicates": N, "copies": [ids], with several
+**                      databases "copies_db": [each copy's db]}]}
 **   GET  /api/thumb/ID   the JPEG thumbnail (ETag; 304 when unchanged)
 **   GET  /api/preview/ID a JPEG of the photo, long side <= 2048, for the viewer of
 **                        what browsers do not show (HEIC, TIFF, RAW; browser_shows
@@ -473,6 +474,12 @@ static json_t *hit_json(const srv_ctx *c, const cdb_engine_hit *h, int has_proba
             json_array_append_new(ids, json_integer(h->copies[i]));
         json_object_set_new(x, "duplicates", json_integer(h->n_copies));
         json_object_set_new(x, "copies", ids);
+        if (c->n_es > 1) { /* ids are per database: each copy's */
+            json_t *dbs = json_array();
+            for (int i = 0; i < h->n_copies; i++)
+                json_array_append_new(dbs, json_integer(h->copies_db ? h->copies_db[i] : h->db));
+            json_object_set_new(x, "copies_db", dbs);
+        }
     }
     return x;
 }

@@ -106,12 +106,13 @@ static void job_failed(job *j, eng_readfail k) {
 
 /* cdb_eng_decode_photo under the run's budget of decoded pixels in flight: the
 ** photo's pixels, as its header declares them, are taken before and given back
-** after (none for a photo over the pixel limit: it is refused before decoding). */
+** after (none for a photo over the pixel limit: it is refused before decoding).
+** phash (may be NULL): the decode's phash where it is the phash's own. */
 static eng_readfail decode_budgeted(pipe_ctx *c, const unsigned char *buf, size_t n,
                                     int apply_exif, float *pixels, cdb_image **keep,
                                     int32_t *w, int32_t *h,
-                                    int64_t ns[2], eng_thumb *thumb, char *reason,
-                                    size_t reason_size) {
+                                    int64_t ns[2], eng_thumb *thumb, eng_phash *phash,
+                                    char *reason, size_t reason_size) {
     int pw = 0, ph = 0;
     int64_t px = 0, limit = c->o->max_pixels > 0 ? c->o->max_pixels : CDB_IMAGE_DEFAULT_MAX_PIXELS;
     if (cdb_image_probe(buf, n, &pw, &ph) == CDB_OK && pw > 0 && ph > 0)
@@ -120,8 +121,7 @@ static eng_readfail decode_budgeted(pipe_ctx *c, const unsigned char *buf, size_
     cdb_eng_budget_take(&c->budget, px);
     eng_readfail k = cdb_eng_decode_photo(buf, n, apply_exif, c->o->decode, c->o->max_pixels, c->pp,
                                           pixels, keep, w, h, ns, c->o->thumb_px, thumb,
-                                          reason,
-                                          reason_size);
+                                          phash, reason, reason_size);
     cdb_eng_budget_give(&c->budget, px);
     return k;
 }
@@ -171,8 +171,9 @@ static int to_nvjpeg(pipe_ctx *c, job *j, const unsigned char *buf) {
 /* The photo's metadata, from the bytes already read (never an error: a photo with
 ** broken metadata keeps its pixels and vector, cdb_photo_meta_read), and with_phash (a
 ** reindex's backfill of an unchanged file) its perceptual hash; a new or changed file's
-** is left to the next reindex or duplicates run, off the encoder's path
-** (cdb_eng_phash_of says why). */
+** comes from the ingest's own decode where that is the phash's decode (process), else
+** is left to the next reindex or duplicates run: a decode of its own would cost a
+** quarter of a large JPEG's (cdb_eng_phash_of says why). */
 static void read_photo(job *j, const unsigned char *buf, size_t n, int with_phash) {
     j->has_photo = cdb_photo_meta_read(buf, n, &j->photo) == CDB_OK;
     if (j->has_photo && with_phash) cdb_eng_phash_of(buf, n, &j->phash);
@@ -194,7 +195,7 @@ static void process(pipe_ctx *c, cdb_db *rdb, job *j) {
             if (j->want_photo) read_photo(j, buf, (size_t)m.size, 1);
             if (j->want_thumb)
                 decode_budgeted(c, buf, (size_t)m.size, !j->no_exif, NULL, NULL, &w, &h, ns,
-                                &j->thumb, j->reason, sizeof j->reason);
+                                &j->thumb, NULL, j->reason, sizeof j->reason);
         }
         atomic_fetch_add(&c->ns_decode, ns[0]);
         free(buf);
@@ -230,7 +231,7 @@ static void process(pipe_ctx *c, cdb_db *rdb, job *j) {
             char why[256];
             int32_t w, h;
             decode_budgeted(c, buf, (size_t)j->meta.size, !j->no_exif, NULL, NULL, &w, &h, ns,
-                            &j->thumb, why, sizeof why); /* nvJPEG judges the file */
+                            &j->thumb, &j->phash, why, sizeof why); /* nvJPEG judges it */
             atomic_fetch_add(&c->ns_decode, ns[0]);
         }
         j->file = buf;
@@ -246,7 +247,7 @@ static void process(pipe_ctx *c, cdb_db *rdb, job *j) {
     }
     k = decode_budgeted(c, buf, (size_t)j->meta.size, !j->no_exif, j->pixels,
                         c->dev_pp ? &j->img : NULL, &j->meta.width, &j->meta.height, ns,
-                        &j->thumb, j->reason, sizeof j->reason);
+                        &j->thumb, &j->phash, j->reason, sizeof j->reason);
     if (j->img) { /* kept for the device transform, when the pool of kept images has room */
         int64_t bytes = (int64_t)j->img->width * j->img->height * j->img->channels;
         if (cdb_eng_budget_keep(&c->budget, bytes)) {

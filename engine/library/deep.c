@@ -84,7 +84,7 @@ static void check_vector(deep_ctx *d, const cdb_db_file *f, const eng_root *root
     }
     if (!found) return; /* cdb_db_verify reports an ok file without its vector */
     eng_readfail k = cdb_eng_decode_photo(buf, n, !root->no_exif, d->decode, d->max_pixels, d->pp,
-                                          d->pixels, NULL, &w, &h, NULL, 0, NULL, reason,
+                                          d->pixels, NULL, &w, &h, NULL, 0, NULL, NULL, reason,
                                           sizeof reason);
     if (k != ENG_FAIL_NONE) {
         cdb_db_report_add(d->r, CDB_DB_VECTOR_MISMATCH, f->shard, d->model_id, f->id,

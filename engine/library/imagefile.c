@@ -141,7 +141,7 @@ eng_readfail cdb_eng_decode_photo(const unsigned char *buf, size_t n, int apply_
                               int64_t max_pixels, const cdb_preprocess_params *pp, float *pixels,
                               cdb_image **keep, int32_t *width, int32_t *height, int64_t ns[2],
                               int thumb_px,
-                              eng_thumb *thumb, char *reason, size_t reason_size) {
+                              eng_thumb *thumb, eng_phash *ph, char *reason, size_t reason_size) {
     cdb_image *img = NULL;
     cdb_image_params ip = cdb_image_params_default();
     cdb_status rc;
@@ -158,6 +158,7 @@ eng_readfail cdb_eng_decode_photo(const unsigned char *buf, size_t n, int apply_
     *height = img->full_height > 0 ? img->full_height : img->height;
     if (thumb_px > 0 && thumb && cdb_eng_thumb_make(img, thumb_px, thumb) != CDB_OK)
         CDB_LOG_DEBUG("no thumbnail: %s", cdb_errmsg()); /* the photo itself is fine */
+    if (ph) cdb_eng_phash_of_decoded(img, ip.decode == CDB_DECODE_FAST, pp->size, apply_exif, ph);
     if (keep) *keep = NULL;
     if (keep && pixels && cdb_image_device_ready(img)) {
         *keep = img; /* transformed on the device (cdb_encode_images) */

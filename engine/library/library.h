@@ -118,13 +118,15 @@ typedef struct eng_thumb {
 ** the decoded image itself instead of pixels when the device transform takes it
 ** (cdb_image_device_ready; the caller bounds what it keeps, and preprocesses what it
 ** cannot keep with cdb_eng_preprocess_kept); else NULL and pixels written.
-** cdb_image_free it. */
+** cdb_image_free it. ph (may be NULL): the phash of the decode when it is the phash's
+** own (cdb_eng_phash_of_decoded), else ph->has 0. */
 eng_readfail cdb_eng_decode_photo(const unsigned char *buf, size_t n, int apply_exif, int decode,
                               int64_t max_pixels, const cdb_preprocess_params *pp,
                               float *pixels /* OUT */, cdb_image **keep /* OUT */,
                               int32_t *width /* OUT */,
                               int32_t *height /* OUT */, int64_t ns[2],
                               int thumb_px, eng_thumb *thumb /* OUT, may be NULL */,
+                              eng_phash *ph /* OUT, may be NULL */,
                               char *reason, size_t reason_size);
 /* The CPU preprocessing of an image cdb_eng_decode_photo kept for the device, into pixels
 ** (3 x pp->size^2 floats), as it would have done itself; *img is freed and NULLed. */

@@ -5,13 +5,18 @@
 ** vector set, its exact and near groups joined), never bursts or RAW+JPEG pairs. What it
 ** groups by comes from the catalog alone: files' content hash, and photo_meta's phash,
 ** camera and capture time (schema 9; a file without a stored phash is never a near copy,
-** only an exact one: duplicates or a reindex stores the phashes). Only the files with a
+** only an exact one: ingest stores the phash where its decode is the phash's, duplicates
+** or a reindex the others). Only the files with a
 ** phash within the near bound of another one have their vectors read.
+**
+** Over several databases (cdb_engine_search_many) the groups are those of the union of
+** their files, each file named by (database, id), as one database holding them all
+** would group them: copies in two databases are one group.
 **
 ** The groups are built once per (generation, files without a phash) and shared by the
 ** searches of a vector set (search.c keeps them with its search state; reference
-** counted, immutable once built). Cost: n^2/2 popcounts over the files with a phash
-** (about a second for 10^5) per rebuild.
+** counted, immutable once built). Cost per rebuild: a catalog scan, and the near phash
+** pairs found through a multi-index (cdb_dupes_phash_pairs), not every two files.
 **
 ** A collapsed result keeps, of each group, the best-ranked hit that passed the query's
 ** filters, in rank order, and lists the group's other files (the whole library's, as
@@ -25,19 +30,28 @@
 #include "dupes/dupes.h"
 #include "engine/search/search.h"
 
+/* A file of the groups: its database (the part's index) and its id there. */
+typedef struct eng_member {
+    int64_t id;
+    int db;
+} eng_member;
+
 struct eng_groups {
     atomic_int refs;
-    int64_t gen, n_missing; /* what it was built for (eng_groups_key) */
-    int64_t *ids;           /* n: the files in some group, ascending */
-    uint32_t *grp;          /* n: their group */
+    int n_parts;
+    eng_groups_key *key;  /* n_parts: what it was built for (dirs owned) */
+    eng_member *ids;      /* n: the files in some group, ascending (db, id) */
+    uint32_t *grp;        /* n: their group */
     size_t n;
-    size_t *start;          /* n_groups + 1: group g is mem[start[g] .. start[g + 1]) */
-    int64_t *mem;           /* ascending ids within each group */
+    size_t *start;        /* n_groups + 1: group g is mem[start[g] .. start[g + 1]) */
+    eng_member *mem;      /* ascending (db, id) within each group */
     size_t n_groups;
 };
 
 void cdb_eng_groups_unref(eng_groups *g) {
     if (!g || atomic_fetch_sub(&g->refs, 1) != 1) return;
+    for (int i = 0; g->key && i < g->n_parts; i++) free(g->key[i].dir);
+    free(g->key);
     free(g->ids);
     free(g->grp);
     free(g->start);
@@ -50,8 +64,18 @@ eng_groups *cdb_eng_groups_ref(eng_groups *g) {
     return g;
 }
 
-int cdb_eng_groups_current(const eng_groups *g, int64_t gen, int64_t n_missing) {
-    return g && g->gen == gen && g->n_missing == n_missing;
+int cdb_eng_groups_current(const eng_groups *g, const eng_groups_key *key, int n) {
+    if (!g || g->n_parts != n) return 0;
+    for (int i = 0; i < n; i++)
+        if (g->key[i].gen != key[i].gen || g->key[i].n_missing != key[i].n_missing ||
+            strcmp(g->key[i].dir ? g->key[i].dir : "", key[i].dir ? key[i].dir : ""))
+            return 0;
+    return 1;
+}
+
+static int member_cmp(const eng_member *a, int db, int64_t id) {
+    if (a->db != db) return a->db < db ? -1 : 1;
+    return (a->id > id) - (a->id < id);
 }
 
 /* ---- building -------------------------------------------------------------------------- */
@@ -61,8 +85,9 @@ typedef struct facts {
     cdb_dupes_item *it;
     char (*cam)[130];
     float *vecs;           /* dim floats for each file that needs its vector */
-    int64_t *ids;
+    eng_member *ids;       /* ascending (db, id): the parts are read in turn */
     size_t n, cap;
+    int part;              /* the part being read */
     int oom;
 } facts;
 
@@ -80,7 +105,7 @@ static int add_fact(const cdb_db_photo *r, void *ud) {
         size_t nc = f->cap ? f->cap * 2 : 1024;
         cdb_dupes_item *it = realloc(f->it, sizeof *it * nc);
         char(*cam)[130] = it ? realloc(f->cam, sizeof *cam * nc) : NULL;
-        int64_t *ids = cam ? realloc(f->ids, sizeof *ids * nc) : NULL;
+        eng_member *ids = cam ? realloc(f->ids, sizeof *ids * nc) : NULL;
         if (it) f->it = it;
         if (cam) f->cam = cam;
         if (ids) f->ids = ids;
@@ -89,7 +114,7 @@ static int add_fact(const cdb_db_photo *r, void *ud) {
     }
     cdb_dupes_item *it = &f->it[f->n];
     memset(it, 0, sizeof *it);
-    f->ids[f->n] = r->file_id;
+    f->ids[f->n] = (eng_member){r->file_id, f->part};
     it->id = r->file_id;
     memcpy(it->hash, r->hash, CDB_DUPES_HASH_BYTES);
     it->has_hash = 1;
@@ -103,51 +128,70 @@ static int add_fact(const cdb_db_photo *r, void *ud) {
     return 0;
 }
 
-/* The facts of every ok file, in one read of the catalog (a point query per file cost a
-** one-shot search of 10,000 photos 50 ms). */
-static cdb_status read_facts(cdb_db *db, facts *f) {
-    cdb_status rc = cdb_db_photos_foreach(db, 0, add_fact, f);
+/* The facts of every ok file of every part, in one read of each catalog (a point query
+** per file cost a one-shot search of 10,000 photos 50 ms). */
+static cdb_status read_facts(const eng_groups_part *parts, int n_parts, facts *f) {
+    cdb_status rc = CDB_OK;
+    for (f->part = 0; rc == CDB_OK && f->part < n_parts; f->part++)
+        rc = cdb_db_photos_foreach(parts[f->part].db, 0, add_fact, f);
     if (rc == CDB_OK && f->oom) rc = cdb_seterr(CDB_NOMEM, "collapse: out of memory");
     for (size_t i = 0; rc == CDB_OK && i < f->n; i++) f->it[i].camera = f->cam[i];
     return rc;
 }
 
+/* need[i] = 1 for each file with a phash within max_bits of another one's. */
+static cdb_status mark_near(const facts *f, int max_bits, unsigned char *need) {
+    size_t m = 0, n_pairs = 0;
+    size_t *idx = malloc(sizeof *idx * (f->n ? f->n : 1));
+    uint64_t *h = malloc(sizeof *h * (f->n ? f->n : 1));
+    cdb_dupes_pair *pairs = NULL;
+    cdb_status rc = idx && h ? CDB_OK : cdb_seterr(CDB_NOMEM, "collapse: out of memory");
+    for (size_t i = 0; rc == CDB_OK && i < f->n; i++)
+        if (f->it[i].has_phash) {
+            idx[m] = i;
+            h[m++] = f->it[i].phash;
+        }
+    if (rc == CDB_OK) rc = cdb_dupes_phash_pairs(h, m, max_bits, &pairs, &n_pairs);
+    for (size_t k = 0; rc == CDB_OK && k < n_pairs; k++)
+        need[idx[pairs[k].a]] = need[idx[pairs[k].b]] = 1;
+    free(idx);
+    free(h);
+    cdb_free(pairs);
+    return rc;
+}
+
 /* The vectors of the files with a phash within the near bound of another one's (the
-** only ones a near edge can join); the rest keep vec NULL (never near). */
-static cdb_status read_vectors(cdb_db *db, int64_t model_id, int dim, facts *f) {
+** only ones a near edge can join), each from its part's vector set; the rest keep vec
+** NULL (never near). */
+static cdb_status read_vectors(const eng_groups_part *parts, int dim, facts *f) {
     cdb_dupes_params p = cdb_dupes_params_default();
     unsigned char *need = calloc(f->n ? f->n : 1, 1);
     size_t n_need = 0;
     cdb_status rc = need ? CDB_OK : cdb_seterr(CDB_NOMEM, "collapse: out of memory");
-    for (size_t i = 0; rc == CDB_OK && i < f->n; i++) {
-        if (!f->it[i].has_phash) continue;
-        for (size_t j = i + 1; j < f->n; j++)
-            if (f->it[j].has_phash &&
-                __builtin_popcountll(f->it[i].phash ^ f->it[j].phash) <= p.phash_bits)
-                need[i] = need[j] = 1;
-    }
+    if (rc == CDB_OK) rc = mark_near(f, p.phash_bits, need);
     for (size_t i = 0; i < f->n && need; i++) n_need += need[i];
     int64_t *sub = malloc(sizeof *sub * (n_need ? n_need : 1));
+    size_t *at_of = malloc(sizeof *at_of * (n_need ? n_need : 1));
     uint8_t *found = malloc(n_need ? n_need : 1);
     f->vecs = malloc(sizeof *f->vecs * (n_need ? n_need : 1) * (size_t)dim);
-    if (rc == CDB_OK && (!sub || !found || !f->vecs))
+    if (rc == CDB_OK && (!sub || !at_of || !found || !f->vecs))
         rc = cdb_seterr(CDB_NOMEM, "collapse: out of memory");
     size_t k = 0;
     for (size_t i = 0; rc == CDB_OK && i < f->n; i++)
-        if (need[i]) sub[k++] = f->ids[i];
-    for (size_t at = 0; rc == CDB_OK && at < n_need; at += 256) {
-        int m = n_need - at < 256 ? (int)(n_need - at) : 256;
-        rc = cdb_db_vectors_get(db, model_id, sub + at, m, f->vecs + at * (size_t)dim,
-                                found + at);
+        if (need[i]) sub[k] = f->ids[i].id, at_of[k++] = i;
+    /* runs of one part (the facts come part by part), 256 at a time */
+    for (size_t at = 0, m; rc == CDB_OK && at < n_need; at += m) {
+        const eng_groups_part *pt = &parts[f->ids[at_of[at]].db];
+        for (m = 1; m < 256 && at + m < n_need && f->ids[at_of[at + m]].db == f->ids[at_of[at]].db;)
+            m++;
+        rc = cdb_db_vectors_get(pt->db, pt->model_id, sub + at, (int)m,
+                                f->vecs + at * (size_t)dim, found + at);
     }
-    k = 0;
-    for (size_t i = 0; rc == CDB_OK && i < f->n; i++)
-        if (need[i]) {
-            if (found[k]) f->it[i].vec = f->vecs + k * (size_t)dim;
-            k++;
-        }
+    for (k = 0; rc == CDB_OK && k < n_need; k++)
+        if (found[k]) f->it[at_of[k]].vec = f->vecs + k * (size_t)dim;
     free(need);
     free(sub);
+    free(at_of);
     free(found);
     return rc;
 }
@@ -196,12 +240,12 @@ static cdb_status join_groups(const facts *f, const cdb_dupes_groups *dg, eng_gr
     for (size_t i = 0, k = 0; rc == CDB_OK && i < f->n; i++) {
         size_t r = find_root(parent, i);
         if (count[r] < 2) continue;
-        g->ids[k] = f->ids[i]; /* f->ids ascend (photos_foreach reads in id order) */
+        g->ids[k] = f->ids[i]; /* f->ids ascend (parts in turn, each in id order) */
         g->grp[k++] = (uint32_t)gid[r];
         g->start[gid[r] + 1]++;
     }
     for (size_t q = 0; rc == CDB_OK && q < g->n_groups; q++) g->start[q + 1] += g->start[q];
-    if (rc == CDB_OK) { /* members by group, ascending ids within each (a counting sort) */
+    if (rc == CDB_OK) { /* members by group, ascending (db, id) within each (a counting sort) */
         size_t *fill = calloc(g->n_groups ? g->n_groups : 1, sizeof *fill);
         if (!fill) rc = cdb_seterr(CDB_NOMEM, "collapse: out of memory");
         for (size_t k = 0; fill && k < g->n; k++)
@@ -214,75 +258,92 @@ static cdb_status join_groups(const facts *f, const cdb_dupes_groups *dg, eng_gr
     return rc;
 }
 
-cdb_status cdb_eng_groups_build(cdb_db *db, int64_t model_id, int dim, int64_t gen,
-                                int64_t n_missing, eng_groups **out) {
+cdb_status cdb_eng_groups_build(const eng_groups_part *parts, int n_parts, int dim,
+                                eng_groups **out) {
     facts f;
     cdb_dupes_groups *dg = NULL;
     eng_groups *g = calloc(1, sizeof *g);
     memset(&f, 0, sizeof f);
     *out = NULL;
-    cdb_status rc = g ? read_facts(db, &f) : cdb_seterr(CDB_NOMEM, "collapse: out of memory");
-    if (rc == CDB_OK) rc = read_vectors(db, model_id, dim, &f);
+    cdb_status rc = g && (g->key = calloc((size_t)n_parts, sizeof *g->key))
+                        ? CDB_OK
+                        : cdb_seterr(CDB_NOMEM, "collapse: out of memory");
+    for (int i = 0; rc == CDB_OK && i < n_parts; i++, g->n_parts++) {
+        g->key[i] = parts[i].key;
+        if (!(g->key[i].dir = strdup(parts[i].key.dir ? parts[i].key.dir : "")))
+            rc = cdb_seterr(CDB_NOMEM, "collapse: out of memory");
+    }
+    if (rc == CDB_OK) rc = read_facts(parts, n_parts, &f);
+    if (rc == CDB_OK) rc = read_vectors(parts, dim, &f);
     if (rc == CDB_OK) rc = cdb_dupes_find(f.it, f.n, dim, NULL, &dg);
     if (rc == CDB_OK) rc = join_groups(&f, dg, g);
     cdb_dupes_groups_free(dg);
     facts_free(&f);
+    if (g) atomic_init(&g->refs, 1);
     if (rc != CDB_OK) {
-        if (g) atomic_init(&g->refs, 1);
         cdb_eng_groups_unref(g);
         return cdb_eng_fail(rc, CDB_ENGINE_E_NONE, "cannot group the copies to collapse");
     }
-    atomic_init(&g->refs, 1);
-    g->gen = gen;
-    g->n_missing = n_missing;
     *out = g;
     return CDB_OK;
 }
 
 /* ---- collapsing ----------------------------------------------------------------------- */
 
-/* The group of id, or -1 (bsearch over the ascending ids). */
-static long group_of(const eng_groups *g, int64_t id) {
+/* The group of (db, id), or -1 (bsearch over the ascending members). */
+static long group_of(const eng_groups *g, int db, int64_t id) {
     size_t lo = 0, hi = g->n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (g->ids[mid] < id) lo = mid + 1;
+        if (member_cmp(&g->ids[mid], db, id) < 0) lo = mid + 1;
         else hi = mid;
     }
-    return lo < g->n && g->ids[lo] == id ? (long)g->grp[lo] : -1;
+    return lo < g->n && !member_cmp(&g->ids[lo], db, id) ? (long)g->grp[lo] : -1;
+}
+
+/* h's copies: the other members of group q (with their databases when the groups span
+** several). 0, or -1 out of memory. */
+static int set_copies(const eng_groups *g, long q, cdb_engine_hit *h) {
+    size_t m = g->start[q + 1] - g->start[q];
+    h->copies = malloc(sizeof *h->copies * (m - 1));
+    if (g->n_parts > 1) h->copies_db = malloc(sizeof *h->copies_db * (m - 1));
+    if (!h->copies || (g->n_parts > 1 && !h->copies_db)) return -1;
+    for (size_t k = 0; k < m; k++) {
+        const eng_member *c = &g->mem[g->start[q] + k];
+        if (c->id == h->id && c->db == h->db) continue;
+        if (h->copies_db) h->copies_db[h->n_copies] = c->db;
+        h->copies[h->n_copies++] = c->id;
+    }
+    return 0;
 }
 
 cdb_status cdb_eng_collapse(const eng_groups *g, cdb_engine_hit *hits, int *n) {
     unsigned char *seen = calloc(g->n_groups ? g->n_groups : 1, 1);
-    int kept = 0;
+    int kept = 0, oom = 0;
     if (!seen) return cdb_eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory",
                                     "cannot collapse the copies");
     for (int i = 0; i < *n; i++) {
         cdb_engine_hit h = hits[i];
-        long q = group_of(g, h.id);
+        long q = group_of(g, g->n_parts > 1 ? h.db : 0, h.id);
         if (q >= 0 && seen[q]) { /* a copy of a better-ranked hit */
             cdb_eng_hit_clear(&h);
             continue;
         }
         if (q >= 0) {
-            size_t m = g->start[q + 1] - g->start[q];
             seen[q] = 1;
-            h.copies = malloc(sizeof *h.copies * (m - 1));
-            for (size_t k = 0; h.copies && k < m; k++) {
-                int64_t id = g->mem[g->start[q] + k];
-                if (id != h.id) h.copies[h.n_copies++] = id;
-            }
-            if (!h.copies) h.n_copies = -1; /* out of memory: the count unknown */
+            free(h.copies); /* a part's own collapse, redone over every part */
+            free(h.copies_db);
+            h.copies = NULL;
+            h.copies_db = NULL;
+            h.n_copies = 0;
+            oom |= set_copies(g, q, &h);
         }
         hits[kept++] = h;
     }
     free(seen);
     *n = kept;
-    for (int i = 0; i < kept; i++)
-        if (hits[i].n_copies < 0) {
-            hits[i].n_copies = 0;
-            return cdb_eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory",
-                                 "cannot collapse the copies");
-        }
+    if (oom)
+        return cdb_eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory",
+                             "cannot collapse the copies");
     return CDB_OK;
 }

@@ -38,6 +38,26 @@ int cdb_eng_phash_of(const unsigned char *buf, size_t n, eng_phash *out) {
     return rc;
 }
 
+int cdb_eng_phash_of_decoded(const cdb_image *img, int fast, int target_size, int apply_exif,
+                             eng_phash *out) {
+    static const char *const whole[] = {"PNG", "GIF", "BMP", "TGA", "PSD", "PNM", "TIFF"};
+    int same = 0;
+    memset(out, 0, sizeof *out);
+    if (!img || !img->format || !apply_exif ||
+        (int64_t)img->full_width * img->full_height > CDB_IMAGE_DEFAULT_MAX_PIXELS)
+        return -1;
+    for (size_t i = 0; i < sizeof whole / sizeof *whole; i++)
+        same |= !strcmp(img->format, whole[i]);
+    if (!strcmp(img->format, "JPEG") || !strcmp(img->format, "WebP")) /* the draft scale */
+        same = fast && (target_size == 64 || (target_size > 64 && img->scale_denom == 8));
+    if (!same || cdb_image_phash(img, &out->hash) != CDB_OK) return -1;
+    out->has = 1;
+    out->format = format_of(img->format);
+    out->width = img->full_width;
+    out->height = img->full_height;
+    return 0;
+}
+
 void cdb_eng_photo_row(const cdb_photo_meta *m, const eng_phash *ph, int64_t file_id,
                        const uint8_t hash[CDB_DB_HASH_BYTES], cdb_db_photo *out) {
     memset(out, 0, sizeof *out);

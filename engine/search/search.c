@@ -21,7 +21,8 @@
 **  4. A text query to a model with a logit bias (SigLIP) gives each hit the model's
 **     probability too, from its fp32 cosine (set_probabilities).
 **  5. With collapse, copies (the exact and near groups `duplicates` finds) become one hit
-**     with the others as its copies, before paging (collapse.c).
+**     with the others as its copies, before paging (collapse.c). Over several databases
+**     the groups are those of all their files, and the merged hits are collapsed by them.
 **
 ** Freshness (engine.h): the search state of a vector set is the loaded index (with the
 ** identity of its file: device, inode, size, mtime) and the overlay as of a database
@@ -113,6 +114,7 @@ static void search_states_free(cdb_engine *e) {
         next = s->next;
         vset_unref(s->cur);
         cdb_eng_groups_unref(s->groups);
+        cdb_eng_groups_unref(s->many);
         pthread_mutex_destroy(&s->mu);
         free(s);
     }
@@ -790,8 +792,10 @@ cdb_engine_search_params cdb_engine_search_params_default(void) {
 void cdb_eng_hit_clear(cdb_engine_hit *h) {
     cdb_free(h->path);
     free(h->copies);
+    free(h->copies_db);
     h->path = NULL;
     h->copies = NULL;
+    h->copies_db = NULL;
     h->n_copies = 0;
 }
 
@@ -1037,34 +1041,63 @@ static cdb_status collect_hits(cdb_engine *e, eng_vset *vs, cdb_db *db, int64_t 
     return st;
 }
 
-/* The copy groups of the vector set for this search (collapse.c): the set's cached ones
-** while the generation and the count of files without a phash are those they were built
-** for, else built anew (and cached). *out: cdb_eng_groups_unref. */
-static cdb_status groups_get(cdb_engine *e, cdb_db *db, int64_t model_id, int dim, int64_t gen,
-                             eng_groups **out) {
-    eng_search_state *ss = search_state(e, model_id);
+/* What db's part of the copy groups is built for: its generation and its files without
+** a stored phash (the key's dir is e->dir, borrowed). */
+static cdb_status groups_key(cdb_engine *e, cdb_db *db, int64_t gen, eng_groups_key *key) {
     int64_t *missing = NULL, n_missing = 0;
     cdb_status st = cdb_db_photos_missing(db, 0, &missing, &n_missing);
     cdb_free(missing);
-    *out = NULL;
     if (st != CDB_OK) return cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot group the copies");
-    if (!ss) return cdb_eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory", "cannot search");
+    key->dir = e->dir;
+    key->gen = gen;
+    key->n_missing = n_missing;
+    return CDB_OK;
+}
+
+/* The copy groups over parts[0..n) (collapse.c), cached in the search state of e's
+** vector set model_id (*slot: its groups of one database, or of several): the cached
+** ones while they were built for the parts' keys, else built anew (and cached).
+** *out: cdb_eng_groups_unref. */
+static cdb_status groups_cached(cdb_engine *e, int64_t model_id, int many,
+                                const eng_groups_part *parts, int n, int dim, eng_groups **out) {
+    eng_search_state *ss = search_state(e, model_id);
+    eng_groups_key *keys = malloc(sizeof *keys * (size_t)n);
+    cdb_status st = CDB_OK;
+    *out = NULL;
+    if (!ss || !keys) {
+        free(keys);
+        return cdb_eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory", "cannot search");
+    }
+    for (int i = 0; i < n; i++) keys[i] = parts[i].key;
     pthread_mutex_lock(&ss->mu);
-    if (!cdb_eng_groups_current(ss->groups, gen, n_missing)) {
+    eng_groups **slot = many ? &ss->many : &ss->groups;
+    if (!cdb_eng_groups_current(*slot, keys, n)) {
         eng_groups *g = NULL;
-        if ((st = cdb_eng_groups_build(db, model_id, dim, gen, n_missing, &g)) == CDB_OK) {
-            cdb_eng_groups_unref(ss->groups);
-            ss->groups = g;
+        if ((st = cdb_eng_groups_build(parts, n, dim, &g)) == CDB_OK) {
+            cdb_eng_groups_unref(*slot);
+            *slot = g;
         }
     }
-    if (st == CDB_OK) *out = cdb_eng_groups_ref(ss->groups);
+    if (st == CDB_OK) *out = cdb_eng_groups_ref(*slot);
     pthread_mutex_unlock(&ss->mu);
+    free(keys);
     return st;
+}
+
+/* The copy groups of the vector set for this search: its cached ones while the generation
+** and the count of files without a phash are those they were built for. */
+static cdb_status groups_get(cdb_engine *e, cdb_db *db, int64_t model_id, int dim, int64_t gen,
+                             eng_groups **out) {
+    eng_groups_part part = {db, model_id, {NULL, 0, 0}};
+    cdb_status st = groups_key(e, db, gen, &part.key);
+    *out = NULL;
+    return st == CDB_OK ? groups_cached(e, model_id, 0, &part, 1, dim, out) : st;
 }
 
 /* The best `need` hits of q as collect_hits gives them, with copies collapsed when g is
 ** set: hits are fetched 4x more each round until `need` groups are found or every hit
-** was seen, so that the collapsed list is the same one ordering for every page. */
+** was seen, so that the collapsed list is the same one ordering for every page; at most
+** need (the time window sorts exactly the best sort_window groups). */
 static cdb_status collect_groups(cdb_engine *e, eng_vset *vs, cdb_db *db, int64_t model_id,
                                  const float *q, const cdb_engine_search_params *p,
                                  const eng_include *inc, int need, const eng_groups *g,
@@ -1085,6 +1118,9 @@ static cdb_status collect_groups(cdb_engine *e, eng_vset *vs, cdb_db *db, int64_
         *hits = NULL;
         *n_hits = 0;
     }
+    /* a round that fetched more may hold more groups than need: a time window is need */
+    for (int i = need; st == CDB_OK && i < *n_hits; i++) cdb_eng_hit_clear(&(*hits)[i]);
+    if (st == CDB_OK && *n_hits > need) *n_hits = need;
     return st;
 }
 
@@ -1394,33 +1430,21 @@ static int query_error(cdb_engine_err code) {
            code == CDB_ENGINE_E_MODEL_MISMATCH;
 }
 
-cdb_status cdb_engine_search_many(cdb_engine *const *es, int n, const cdb_engine_query *qu,
-                                  const cdb_engine_search_params *p, cdb_engine_result *out) {
-    cdb_engine_search_params defaults = cdb_engine_search_params_default(), pp;
-    cdb_engine_term *parsed = NULL;
-    const cdb_engine_term *terms = NULL;
+/* Every database's best pp->k hits for the query, appended to *all (heap, *n_all), each
+** marked with its database; truncated[i] (n) set when database i gave pp->k of them (it
+** may have more). out gets the model and generation of the handle that made the query
+** vector (es[qu->like_db], searched first). */
+static cdb_status gather_hits(cdb_engine *const *es, int n, const cdb_engine_query *qu,
+                              const cdb_engine_term *terms, int n_terms,
+                              const cdb_engine_search_params *pp, eng_shared_q *sq,
+                              cdb_engine_result *out, cdb_engine_hit **all, int *n_all,
+                              unsigned char *truncated /* OUT n */) {
     cdb_engine_result part;
-    cdb_engine_hit *all = NULL;
-    eng_shared_q sq;
-    int n_terms = 0, n_all = 0;
-    cdb_status st;
-    cdb_eng_clear();
-    memset(out, 0, sizeof *out);
+    cdb_status st = CDB_OK;
     memset(&part, 0, sizeof part);
-    memset(&sq, 0, sizeof sq);
-    if (!p) p = &defaults;
-    if (n < 1 || !es)
-        return cdb_eng_code(cdb_seterr(CDB_INVALID, "no database to search"), CDB_ENGINE_E_QUERY);
-    if (qu->like_db < 0 || qu->like_db >= n)
-        return cdb_eng_code(cdb_seterr(CDB_INVALID, "like_db %d names no database of the %d",
-                                       qu->like_db, n),
-                            CDB_ENGINE_E_QUERY);
-    if ((st = prepare_query(qu, p, &terms, &parsed, &n_terms)) != CDB_OK) goto done;
-    pp = part_params(p);
-    /* the handle that makes the query vector first (like_ids are its photos' ids) */
     for (int j = 0; j < n && st == CDB_OK; j++) {
         int i = j == 0 ? qu->like_db : j <= qu->like_db ? j - 1 : j;
-        if ((st = search_retried(es[i], qu, terms, n_terms, &pp, &sq, &part)) != CDB_OK) {
+        if ((st = search_retried(es[i], qu, terms, n_terms, pp, sq, &part)) != CDB_OK) {
             if (n > 1 && !query_error(cdb_engine_errcode()))
                 st = cdb_eng_fail(st, cdb_engine_errcode(), "cannot search %s", es[i]->dir);
             break;
@@ -1430,8 +1454,116 @@ cdb_status cdb_engine_search_many(cdb_engine *const *es, int n, const cdb_engine
             out->model_id = part.model_id;
             out->generation = part.generation;
         }
-        st = take_hits(&part, i, &all, &n_all);
+        truncated[i] = part.n >= pp->k;
+        st = take_hits(&part, i, all, n_all);
         cdb_engine_result_free(&part);
+    }
+    cdb_engine_result_free(&part);
+    return st;
+}
+
+/* The copy groups of the union of es[0..n)'s files (their vector sets that p names, of
+** the query's weights), cached with es[0]'s. *out: cdb_eng_groups_unref. */
+static cdb_status many_groups(cdb_engine *const *es, int n, const cdb_engine_search_params *p,
+                              eng_groups **out) {
+    eng_groups_part *parts = calloc((size_t)n, sizeof *parts);
+    eng_reader **rd = calloc((size_t)n, sizeof *rd);
+    eng_model *mod = NULL;
+    int dim = 0;
+    cdb_status st = parts && rd ? CDB_OK
+                                : cdb_eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory",
+                                                "cannot search");
+    *out = NULL;
+    for (int i = 0; st == CDB_OK && i < n; i++) {
+        int64_t gen = 0;
+        if ((st = cdb_eng_reader_get(es[i], &rd[i])) != CDB_OK ||
+            (st = cdb_eng_model_get(es[i], rd[i]->db, p->model, 0, 0, -1, &mod)) != CDB_OK)
+            break;
+        if ((st = cdb_db_generation(rd[i]->db, &gen)) != CDB_OK) {
+            st = cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot read the database's generation");
+            break;
+        }
+        parts[i].db = rd[i]->db;
+        parts[i].model_id = mod->model_id;
+        if (i == 0) dim = mod->dm.dim;
+        st = groups_key(es[i], rd[i]->db, gen, &parts[i].key);
+    }
+    if (st == CDB_OK) st = groups_cached(es[0], parts[0].model_id, 1, parts, n, dim, out);
+    for (int i = 0; rd && i < n; i++)
+        if (rd[i]) cdb_eng_reader_put(es[i], rd[i]);
+    free(parts);
+    free(rd);
+    return st;
+}
+
+/* The merged hits[0..*n) (each database's best, by score) cut where they stop being the
+** whole ranking's (after the first last hit of a database that may have more: truncated)
+** and collapsed by g. Returns 1 when that gives `need` groups or is all there is. */
+static int merge_collapsed(const eng_groups *g, cdb_engine_hit *hits, int *n,
+                           const unsigned char *truncated, int n_db, int need,
+                           cdb_status *st /* OUT */) {
+    int cut = *n, more = 0;
+    unsigned char *seen = calloc((size_t)n_db, 1);
+    if (!seen) {
+        *st = cdb_eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory", "cannot search");
+        return 1;
+    }
+    if (*n > 1) qsort(hits, (size_t)*n, sizeof *hits, by_score);
+    for (int i = *n - 1; i >= 0; i--) { /* each truncated database's last hit */
+        int d = hits[i].db;
+        if (!truncated[d] || seen[d]) continue;
+        seen[d] = more = 1;
+        if (i + 1 < cut) cut = i + 1;
+    }
+    free(seen);
+    for (int i = cut; i < *n; i++) cdb_eng_hit_clear(&hits[i]);
+    *n = cut;
+    *st = cdb_eng_collapse(g, hits, n);
+    return *st != CDB_OK || *n >= need || !more;
+}
+
+cdb_status cdb_engine_search_many(cdb_engine *const *es, int n, const cdb_engine_query *qu,
+                                  const cdb_engine_search_params *p, cdb_engine_result *out) {
+    cdb_engine_search_params defaults = cdb_engine_search_params_default(), pp;
+    cdb_engine_term *parsed = NULL;
+    const cdb_engine_term *terms = NULL;
+    cdb_engine_hit *all = NULL;
+    unsigned char *truncated = NULL;
+    eng_groups *groups = NULL;
+    eng_shared_q sq;
+    int n_terms = 0, n_all = 0;
+    cdb_status st;
+    cdb_eng_clear();
+    memset(out, 0, sizeof *out);
+    memset(&sq, 0, sizeof sq);
+    if (!p) p = &defaults;
+    if (n < 1 || !es)
+        return cdb_eng_code(cdb_seterr(CDB_INVALID, "no database to search"), CDB_ENGINE_E_QUERY);
+    if (qu->like_db < 0 || qu->like_db >= n)
+        return cdb_eng_code(cdb_seterr(CDB_INVALID, "like_db %d names no database of the %d",
+                                       qu->like_db, n),
+                            CDB_ENGINE_E_QUERY);
+    if ((st = prepare_query(qu, p, &terms, &parsed, &n_terms)) != CDB_OK) goto done;
+    if (!(truncated = calloc((size_t)n, 1))) {
+        st = cdb_eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory", "cannot search");
+        goto done;
+    }
+    pp = part_params(p);
+    /* collapsed over several: each database's hits uncollapsed, merged, then the groups of
+    ** all their files; 4x more hits from each while the cut is short of the groups */
+    pp.collapse = p->collapse && n == 1;
+    for (int64_t fetch = pp.k;; fetch *= 4) {
+        pp.k = (int)fetch;
+        if ((st = gather_hits(es, n, qu, terms, n_terms, &pp, &sq, out, &all, &n_all,
+                              truncated)) != CDB_OK)
+            goto done;
+        if (!p->collapse || n == 1) break;
+        if (!groups && (st = many_groups(es, n, p, &groups)) != CDB_OK) goto done;
+        if (merge_collapsed(groups, all, &n_all, truncated, n, hits_needed(p), &st) ||
+            fetch * 4 > INT32_MAX / 4)
+            break;
+        for (int i = 0; i < n_all; i++) cdb_eng_hit_clear(&all[i]);
+        n_all = 0;
     }
     if (st != CDB_OK) goto done;
     cdb_engine_hits_merge(all, &n_all, p);
@@ -1443,8 +1575,9 @@ cdb_status cdb_engine_search_many(cdb_engine *const *es, int n, const cdb_engine
 done:
     for (int i = 0; i < n_all; i++) cdb_eng_hit_clear(&all[i]);
     free(all);
+    free(truncated);
     free(sq.q);
-    cdb_engine_result_free(&part);
+    cdb_eng_groups_unref(groups);
     cdb_engine_terms_free(parsed, parsed ? n_terms : 0);
     return st;
 }

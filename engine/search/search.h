@@ -127,6 +127,7 @@ typedef struct eng_search_state {     /* per vector set searched */
     pthread_mutex_t mu;  /* serializes refreshes of cur and groups */
     eng_vset *cur;
     eng_groups *groups;  /* the copy groups search results collapse (NULL: none built) */
+    eng_groups *many;    /* those of the last search of several databases led by this one */
     int warned_ix;       /* the unusable index was warned about */
     struct eng_search_state *next;
 } eng_search_state;
@@ -142,17 +143,32 @@ cdb_status cdb_eng_encode_texts(eng_model *mod, const char *const *texts, int n,
 
 /* ---- copies collapsed in search results (collapse.c) ---------------------------------- */
 
-/* The copy groups of the vector set model_id (dim) as `duplicates` makes them (exact
-** and near joined), from the catalog of db; built for (gen, n_missing: the files without
-** a stored phash), refs 1. Reference counted and immutable: any thread may use one. */
-cdb_status cdb_eng_groups_build(cdb_db *db, int64_t model_id, int dim, int64_t gen,
-                                int64_t n_missing, eng_groups **out /* OUT */);
+/* What a database's part of the groups was built for: its folder, its generation and
+** how many of its files had no stored phash. */
+typedef struct eng_groups_key {
+    char *dir;
+    int64_t gen, n_missing;
+} eng_groups_key;
+/* A database the groups are built over: its catalog (a reader), its vector set. */
+typedef struct eng_groups_part {
+    cdb_db *db;
+    int64_t model_id;
+    eng_groups_key key; /* dir borrowed */
+} eng_groups_part;
+/* The copy groups of the files of parts[0..n_parts) (their vector sets of dim floats,
+** of one model's weights) as `duplicates` would make them of one database holding them
+** all (exact and near joined), from the catalogs; a file is (its part's index, its id).
+** Refs 1. Reference counted and immutable: any thread may use one. */
+cdb_status cdb_eng_groups_build(const eng_groups_part *parts, int n_parts, int dim,
+                                eng_groups **out /* OUT */);
 eng_groups *cdb_eng_groups_ref(eng_groups *g);  /* NULL is fine; returns g */
 void cdb_eng_groups_unref(eng_groups *g);       /* NULL is fine */
-int cdb_eng_groups_current(const eng_groups *g, int64_t gen, int64_t n_missing);
+/* 1 when g was built for these keys (NULL g: 0). */
+int cdb_eng_groups_current(const eng_groups *g, const eng_groups_key *key, int n);
 /* Keeps, of hits[0..*n) in rank order, the first hit of each group (and every hit in
-** none), each kept one with its group's other files as copies (heap); the others are
-** cleared (cdb_eng_hit_clear). CDB_NOMEM. */
+** none), each kept one with its group's other files as copies (heap; with copies_db
+** when g spans several parts, hit.db naming the part); the others are cleared
+** (cdb_eng_hit_clear). CDB_NOMEM. */
 cdb_status cdb_eng_collapse(const eng_groups *g, cdb_engine_hit *hits, int *n);
 /* Frees what a hit owns (its path, its copies). */
 void cdb_eng_hit_clear(cdb_engine_hit *h);
@@ -172,9 +188,18 @@ typedef struct eng_phash {
 ** domain, a RAW's preview) with EXIF orientation, then cdb_image_phash; every stored and
 ** every computed phash comes from here, so a cached one equals a fresh one. Not cheap
 ** next to an ingest's own decode (bench_photos: a quarter of a large JPEG's exact decode,
-** the entropy decoding being whole), so ingest leaves it to reindex and duplicates. 0,
-** or -1 when the bytes cannot be decoded (out->has 0). */
+** the entropy decoding being whole), so ingest does not call it: it takes the hash of
+** its own decode where that is this decode (cdb_eng_phash_of_decoded) and leaves the
+** rest to reindex and duplicates. 0, or -1 when the bytes cannot be decoded (out->has 0). */
 int cdb_eng_phash_of(const unsigned char *buf, size_t n, eng_phash *out);
+/* The phash of img, an image decoded with (fast, target_size, apply_exif), when that
+** decode gives cdb_eng_phash_of's pixels, so the hash equals its: EXIF applied, the full
+** image within the default pixel limit, and a format whose fast decode does not depend
+** on the target (PNG, GIF, BMP, TGA, PSD, PNM, TIFF: whole), or a JPEG or WebP decoded
+** fast at the same DCT scale (a target of 64, or 1/8 from a target of 64 or more). 0, or
+** -1 (out->has 0) for any other decode: HEIF, AVIF, RAW, an exact or a finer decode. */
+int cdb_eng_phash_of_decoded(const cdb_image *img, int fast, int target_size, int apply_exif,
+                             eng_phash *out);
 
 /* The catalog row of file_id (content hash) for the metadata m read from its bytes and
 ** its phash (NULL or ph->has 0: not computed). */

@@ -74,6 +74,10 @@ for _name, _res, _args in [
         ("search_params_add_under", ctypes.c_int, (_P, _S)),
         ("search_params_set_filter", ctypes.c_int, (_P, _S, _S, _S, _S, ctypes.c_int)),
         ("search_params_set_sort", ctypes.c_int, (_P, _S)),
+        ("search_params_set_collapse", ctypes.c_int, (_P, ctypes.c_int)),
+        ("hits_copies", ctypes.c_int, (_P, ctypes.c_int)),
+        ("hits_copy_id", _I64, (_P, ctypes.c_int, ctypes.c_int)),
+        ("hits_copy_db", ctypes.c_int, (_P, ctypes.c_int, ctypes.c_int)),
         ("hits_taken", _S, (_P, ctypes.c_int)), ("hits_taken_source", _S, (_P, ctypes.c_int)),
         ("hits_make", _S, (_P, ctypes.c_int)), ("hits_model", _S, (_P, ctypes.c_int)),
         ("search_text", ctypes.c_int, (_P, _S, _P, ctypes.POINTER(_P))),
@@ -151,15 +155,17 @@ class Hit:
     .height (pixels after EXIF orientation, 0 when unknown), .taken (the capture time,
     ISO 8601, or the file time in UTC), .taken_source ("original", "created", "xmp",
     "raw", or "file"), .make and .model ("" when absent), .db (the index of its database
-    among those clipdb.search was given; 0 for Database.search: .id is that database's)."""
+    among those clipdb.search was given; 0 for Database.search: .id is that database's);
+    with collapse=True, .copies (the ids of the other files of its copy group) and
+    .copies_db (the database of each), else empty lists."""
     __slots__ = ("id", "path", "score", "width", "height", "taken", "taken_source", "make",
-                 "model", "db")
+                 "model", "db", "copies", "copies_db")
 
     def __init__(self, id, path, score, width, height, taken="", taken_source="", make="",
-                 model="", db=0):
+                 model="", db=0, copies=(), copies_db=()):
         self.id, self.path, self.score, self.width, self.height = id, path, score, width, height
         self.taken, self.taken_source, self.make, self.model = taken, taken_source, make, model
-        self.db = db
+        self.db, self.copies, self.copies_db = db, list(copies), list(copies_db)
 
     def __repr__(self):
         return "Hit(id=%d, score=%.4f, path=%r, width=%d, height=%d)" % (
@@ -273,19 +279,24 @@ class Database(_Handle):
             _c.index_params_free(p)
 
     def search(self, text, k=10, under=None, min_score=None, taken_after=None,
-               taken_before=None, camera=None, near=None, has_gps=False, sort=None):
+               taken_before=None, camera=None, near=None, has_gps=False, sort=None,
+               collapse=False):
         """The hits for text (the query language of `clipdb search`), best first: a list
         of Hit. under: a path or a list of paths (a hit is under any); min_score: drop
         hits scoring below; taken_after / taken_before: ISO 8601 dates or date-times
         (inclusive / exclusive); camera: a substring of the make or model; near:
         "LAT,LON,KM" or a (lat, lon, km) tuple; has_gps: only photos with a position;
-        sort: "score", "time", "taken" or "taken-asc" (the best k, then ordered)."""
+        sort: "score", "time", "taken" or "taken-asc" (the best k, then ordered);
+        collapse: copies (what `clipdb duplicates` groups as exact or near) are one hit,
+        the best-ranked, with the others in Hit.copies, and k counts such hits, as
+        `clipdb search` shows them (False, the default: every file)."""
         return _search([self], text, k, under, min_score, taken_after, taken_before, camera,
-                       near, has_gps, sort)
+                       near, has_gps, sort, collapse)
 
 
 def search(databases, text, k=10, under=None, min_score=None, taken_after=None,
-           taken_before=None, camera=None, near=None, has_gps=False, sort=None):
+           taken_before=None, camera=None, near=None, has_gps=False, sort=None,
+           collapse=False):
     """One search over several open Databases (clipdb_search_text_many): the hits and
     scores one database holding all their photos would give, each Hit's .db the index
     of its database in databases. Their default models must have the same weights.
@@ -294,11 +305,11 @@ def search(databases, text, k=10, under=None, min_score=None, taken_after=None,
     if not databases:
         raise ValueError("clipdb.search: no database")
     return _search(databases, text, k, under, min_score, taken_after, taken_before, camera,
-                   near, has_gps, sort)
+                   near, has_gps, sort, collapse)
 
 
 def _search(dbs, text, k, under, min_score, taken_after, taken_before, camera, near, has_gps,
-            sort):
+            sort, collapse):
     p = _c.search_params_new()
     hits = _P()
     if not p:
@@ -317,6 +328,7 @@ def _search(dbs, text, k, under, min_score, taken_after, taken_before, camera, n
         _check(_c.search_params_set_filter(p, *texts, 1 if has_gps else 0))
         if sort is not None:
             _check(_c.search_params_set_sort(p, sort.encode()))
+        _check(_c.search_params_set_collapse(p, 1 if collapse else 0))
         if len(dbs) == 1:
             _check(_c.search_text(dbs[0]._handle(), text.encode(), p, ctypes.byref(hits)))
         else:
@@ -325,10 +337,14 @@ def _search(dbs, text, k, under, min_score, taken_after, taken_before, camera, n
 
         def text_of(fn, i):
             return (fn(hits, i) or b"").decode("utf-8", "surrogateescape")
+
+        def copies_of(fn, i):
+            return [fn(hits, i, j) for j in range(_c.hits_copies(hits, i))]
         return [Hit(_c.hits_id(hits, i), os.fsdecode(_c.hits_path(hits, i)),
                     _c.hits_score(hits, i), _c.hits_width(hits, i), _c.hits_height(hits, i),
                     text_of(_c.hits_taken, i), text_of(_c.hits_taken_source, i),
-                    text_of(_c.hits_make, i), text_of(_c.hits_model, i), _c.hits_db(hits, i))
+                    text_of(_c.hits_make, i), text_of(_c.hits_model, i), _c.hits_db(hits, i),
+                    copies_of(_c.hits_copy_id, i), copies_of(_c.hits_copy_db, i))
                 for i in range(_c.hits_count(hits))]
     finally:
         _c.hits_free(hits)

@@ -9,6 +9,11 @@
 ** -find), picks the keep by sorting on dupes.h's tie-break list, and the two answers
 ** are compared group by group. The generator never makes two distinct shots near one
 ** another, so the closure needs no shot check; hand cases cover the refusals.
+**
+** cdb_dupes_phash_pairs (the multi-index that finds the near phash pairs) against every
+** two hashes compared: random hashes with planted pairs at exactly the distance asked
+** for and one more, their flipped bits spread over the bands every way (all in one band,
+** one past a band's radius in each), and crowded bands (many hashes sharing a key).
 */
 #include <math.h>
 #include <stdio.h>
@@ -352,4 +357,109 @@ CDB_TEST(dupes_edges)
     CHECK_EQ_STR(cdb_dupes_kind_name(CDB_DUPES_PAIR), "pair");
 }
 
-CDB_TEST_MAIN(dupes_match_brute_force, dupes_burst_is_never_near, dupes_edges)
+/* ---- the phash pairs --------------------------------------------------------------- */
+
+static uint64_t rnd64(void)
+{
+    return ((uint64_t)rnd(1u << 31) << 33) ^ ((uint64_t)rnd(1u << 31) << 2) ^ rnd(4);
+}
+
+/* h with exactly d bits flipped, per[b] of them in band b (16-bit bands, sum d). */
+static uint64_t flip(uint64_t h, const int *per)
+{
+    for (int b = 0; b < 4; b++) {
+        uint64_t done = 0;
+        for (int k = 0; k < per[b];) {
+            uint64_t bit = 1ULL << (16 * b + (int)rnd(16));
+            if (!(done & bit)) {
+                done |= bit;
+                h ^= bit;
+                k++;
+            }
+        }
+    }
+    return h;
+}
+
+/* d flips spread over the bands: at random, all in one band, or in turn. */
+static void spread(int d, int *per)
+{
+    int how = (int)rnd(3), b = (int)rnd(4);
+    memset(per, 0, 4 * sizeof *per);
+    for (int k = 0; k < d; k++) {
+        if (how == 0)
+            do
+                b = (int)rnd(4);
+            while (per[b] == 16);
+        else if (how == 2 || per[b] == 16)
+            b = (b + 1) % 4;
+        while (per[b] == 16)
+            b = (b + 1) % 4;
+        per[b]++;
+    }
+}
+
+static int pair_cmp(const void *x, const void *y)
+{
+    const cdb_dupes_pair *a = x, *b = y;
+    if (a->a != b->a)
+        return a->a < b->a ? -1 : 1;
+    return (a->b > b->b) - (a->b < b->b);
+}
+
+CDB_TEST(phash_pairs_match_all_pairs)
+{
+    static uint64_t h[4000];
+    static const int bits[] = {0, 1, 2, 3, 4, 5, 7, 8, 11, 12, 13, 16, 24, 64};
+    int planted_at_d = 0;
+    for (int t = 0; t < 28; t++) {
+        int d = bits[t % 14], n = t < 14 ? 4000 : 1 + (int)rnd(1500), per[4];
+        for (int i = 0; i < n; i++) {
+            int r = (int)rnd(10);
+            if (i > 0 && r < 4) { /* a near copy of an earlier one, at d or d + 1 */
+                spread(d + (r & 1) > 64 ? 64 : d + (r & 1), per);
+                h[i] = flip(h[rnd((unsigned)i)], per);
+                planted_at_d += !(r & 1);
+            } else if (i > 0 && r == 4) { /* crowds: the same low band as another */
+                h[i] = (rnd64() & ~0xffffULL) | (h[rnd((unsigned)i)] & 0xffffULL);
+            } else {
+                h[i] = rnd64();
+            }
+        }
+        cdb_dupes_pair *got = NULL, *want = NULL;
+        size_t n_got = 0, n_want = 0;
+        CHECK_OK(cdb_dupes_phash_pairs(h, (size_t)n, d, &got, &n_got));
+        want = malloc(((size_t)n * (size_t)(n - 1) / 2 + 1) * sizeof *want);
+        CHECK(want != NULL);
+        for (int i = 0; i < n; i++)
+            for (int j = i + 1; j < n; j++) {
+                int x = __builtin_popcountll(h[i] ^ h[j]);
+                if (x <= d)
+                    want[n_want++] = (cdb_dupes_pair){(size_t)i, (size_t)j, x};
+            }
+        if (n_got)
+            qsort(got, n_got, sizeof *got, pair_cmp);
+        CHECK_MSG(n_got == n_want, "max_bits %d, n %d: %zu pairs, want %zu", d, n, n_got,
+                  n_want);
+        for (size_t k = 0; k < n_got && k < n_want; k++) {
+            CHECK_MSG(got[k].a == want[k].a && got[k].b == want[k].b &&
+                          got[k].bits == want[k].bits,
+                      "max_bits %d: pair %zu is (%zu, %zu, %d), want (%zu, %zu, %d)", d, k,
+                      got[k].a, got[k].b, got[k].bits, want[k].a, want[k].b, want[k].bits);
+            if (got[k].a != want[k].a || got[k].b != want[k].b)
+                break;
+        }
+        cdb_free(got);
+        free(want);
+    }
+    CHECK(planted_at_d > 1000);
+    cdb_dupes_pair *p = NULL;
+    size_t np = 9;
+    CHECK_OK(cdb_dupes_phash_pairs(NULL, 0, 12, &p, &np));
+    CHECK(p == NULL && np == 0);
+    CHECK_RC(cdb_dupes_phash_pairs(h, 2, 65, &p, &np), CDB_INVALID);
+    CHECK_RC(cdb_dupes_phash_pairs(h, 2, -1, &p, &np), CDB_INVALID);
+}
+
+CDB_TEST_MAIN(dupes_match_brute_force, dupes_burst_is_never_near, dupes_edges,
+              phash_pairs_match_all_pairs)

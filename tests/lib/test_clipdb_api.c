@@ -290,6 +290,25 @@ CDB_TEST(search_text_many_equals_one_database) {
             clipdb_hits_free(many);
             clipdb_hits_free(one);
         }
+    { /* collapsed (these photos have no copies): the same hits, none with copies */
+        clipdb_hits *many = NULL, *one = NULL;
+        API_FAILS(clipdb_search_params_set_collapse(NULL, 1), CLIPDB_INVALID);
+        API_OK(clipdb_search_params_set_collapse(sp, 1));
+        API_OK(clipdb_search_params_set_k(sp, N_PHOTOS));
+        API_OK(clipdb_search_text_many(parts, 2, queries[0], sp, &many));
+        API_OK(clipdb_search_text(dbs[2], queries[0], sp, &one));
+        CHECK_EQ_INT(clipdb_hits_count(many), clipdb_hits_count(one));
+        for (int i = 0; i < clipdb_hits_count(one) && i < clipdb_hits_count(many); i++) {
+            CHECK(strcmp(clipdb_hits_path(many, i), clipdb_hits_path(one, i)) == 0);
+            CHECK_EQ_INT(clipdb_hits_copies(many, i), 0);
+        }
+        CHECK_EQ_INT(clipdb_hits_copies(many, -1), 0);
+        CHECK_EQ_INT((int)clipdb_hits_copy_id(many, 0, 0), 0);
+        CHECK_EQ_INT(clipdb_hits_copy_db(many, 0, 0), -1);
+        clipdb_hits_free(many);
+        clipdb_hits_free(one);
+        API_OK(clipdb_search_params_set_collapse(sp, 0));
+    }
     {
         clipdb_hits *h = NULL;
         clipdb *with_null[2] = {dbs[0], NULL};

@@ -11,6 +11,12 @@
 ** cdb_engine_search on the oracle compares the score bits and the paging window of
 ** the server's time sorts (sort_window). Databases of different models are refused,
 ** and one database given twice.
+**
+** Copies collapsed across databases (issue 28): three more roots of pictures with
+** copies in another root (the same bytes, a half-size copy, a noisy copy) and in the
+** same root; the collapsed search over their databases (a reindex stored the phashes
+** in each) must equal the collapsed search of one database of all three roots: the
+** hits, scores, and each hit's copies (as paths).
 */
 #include <limits.h>
 
@@ -141,8 +147,7 @@ CDB_TEST(cli_many_equals_all_roots) {
     int nonempty = 0;
     for (int t = 0; t < 40; t++) {
         /* the databases in another order than their paths' (ties go by path) */
-        /* copies are not collapsed: copies in two databases stay two hits (collapse groups
-        ** the copies of one database), so the oracle keeps its copies apart too */
+        /* every file (--no-collapse): the collapsed searches are compared below */
         const char *many[40] = {"search", "--db", g_db[2], "--db", g_db[0], "--db", g_db[1],
                                 "--json", "--no-collapse"},
                    *one[40] = {"search", "--db", g_all, "--json", "--no-collapse"};
@@ -191,14 +196,26 @@ CDB_TEST(cli_many_text_and_paths) {
     cli_run_free(&ro);
 }
 
+/* 1 when a and b are one photo (path) with the same score, bit for bit. */
+static int same_hit(const cdb_engine_hit *a, const cdb_engine_hit *b) {
+    return !memcmp(&a->score, &b->score, sizeof a->score) && !strcmp(a->path, b->path);
+}
+
+/* es[i]: the database dbs[perm[i]] opened; *all: the oracle's. */
+static cdb_status open_many(char dbs[3][PATH_MAX], const int *perm, const char *all_db,
+                            cdb_engine **es, cdb_engine **all) {
+    cdb_status st = CDB_OK;
+    for (int i = 0; i < 3 && st == CDB_OK; i++) st = cdb_engine_open(dbs[perm[i]], NULL, &es[i]);
+    return st == CDB_OK ? cdb_engine_open(all_db, NULL, all) : st;
+}
+
 /* The engine: cdb_engine_search_many against cdb_engine_search on the oracle, score
 ** bits and paths, with offsets and the server's time window (sort_window). */
 CDB_TEST(engine_many_equals_all_roots) {
     NEED_FIXTURES();
     cdb_engine *es[3] = {NULL, NULL, NULL}, *all = NULL;
     static const int perm[3] = {2, 0, 1}; /* es[i] is root perm[i]'s: not the paths' order */
-    for (int i = 0; i < 3; i++) CHECK_OK(cdb_engine_open(g_db[perm[i]], NULL, &es[i]));
-    CHECK_OK(cdb_engine_open(g_all, NULL, &all));
+    CHECK_OK(open_many(g_db, perm, g_all, es, &all));
     for (int t = 0; t < 60; t++) {
         cdb_engine_query q;
         cdb_engine_search_params p = cdb_engine_search_params_default();
@@ -232,11 +249,8 @@ CDB_TEST(engine_many_equals_all_roots) {
         CHECK_OK(cdb_engine_search(all, &q, &p, &ro));
         CHECK_EQ_INT(rm.n, ro.n);
         for (int i = 0; i < rm.n && i < ro.n; i++) {
-            uint32_t a, b;
-            memcpy(&a, &rm.hits[i].score, 4);
-            memcpy(&b, &ro.hits[i].score, 4);
-            CHECK_EQ_INT(a, b);
-            CHECK_EQ_STR(rm.hits[i].path, ro.hits[i].path);
+            CHECK_MSG(same_hit(&rm.hits[i], &ro.hits[i]), "hit %d: %s %.9g, one database %s %.9g",
+                      i, rm.hits[i].path, rm.hits[i].score, ro.hits[i].path, ro.hits[i].score);
             /* the hit's database holds the path under that id */
             CHECK(rm.hits[i].db >= 0 && rm.hits[i].db < 3);
             CHECK(!strncmp(rm.hits[i].path, g_root[perm[rm.hits[i].db]], strlen(g_root[0])));
@@ -349,5 +363,223 @@ CDB_TEST(cli_many_refuses_other_model) {
     }
 }
 
+/* ---- copies collapsed across databases ---------------------------------------------- */
+
+#define PIC_W 192
+#define PIC_H 144
+static char g_croot[3][PATH_MAX], g_cdb[3][PATH_MAX], g_call[PATH_MAX];
+static int g_cready;
+
+/* lu_ppm's picture of seed, at half size (2x2 averages) or with noise (as a lossy
+** re-encode leaves it) when asked, written to path. */
+static int write_pic(const char *path, uint64_t seed, int half, int noisy) {
+    size_t n = 0;
+    unsigned char *b = lu_ppm(PIC_W, PIC_H, seed, &n), *px;
+    int rc = -1;
+    if (!b) return -1;
+    px = b + (n - (size_t)PIC_W * PIC_H * 3);
+    if (noisy) {
+        uint64_t s = seed + 5;
+        for (size_t i = 0; i < (size_t)PIC_W * PIC_H * 3; i++) {
+            s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+            int v = px[i] + (int)((s >> 33) % 9) - 4;
+            px[i] = (unsigned char)(v < 0 ? 0 : v > 255 ? 255 : v);
+        }
+    }
+    if (!half) {
+        rc = lu_write(path, b, n);
+    } else {
+        int w = PIC_W / 2, h = PIC_H / 2;
+        char head[32];
+        int hl = snprintf(head, sizeof head, "P6\n%d %d\n255\n", w, h);
+        unsigned char *o = malloc((size_t)hl + (size_t)w * h * 3);
+        if (o) {
+            memcpy(o, head, (size_t)hl);
+            for (int y = 0; y < h; y++)
+                for (int x = 0; x < w; x++)
+                    for (int c = 0; c < 3; c++) {
+                        const unsigned char *q = px + 3 * (2 * y * PIC_W + 2 * x) + c;
+                        int sum = q[0] + q[3] + q[3 * PIC_W] + q[3 * PIC_W + 3];
+                        o[hl + 3 * (y * w + x) + c] = (unsigned char)((sum + 2) / 4);
+                    }
+            rc = lu_write(path, o, (size_t)hl + (size_t)w * h * 3);
+            free(o);
+        }
+    }
+    free(b);
+    return rc;
+}
+
+/* Roots ca, cb, cc of 6 pictures each, plus copies of root r's pictures in root r + 1
+** (pic 0: the same bytes, pic 1: half size, pic 2: noisy) and in root r (pic 3: the same
+** bytes); a database of each with its phashes stored (reindex), and one of all. */
+static int copy_fixtures(void) {
+    char p[PATH_MAX + 64];
+    if (g_cready) return 0;
+    for (int r = 0; r < 3; r++) {
+        lu_path(g_croot[r], sizeof g_croot[r], r == 0 ? "ca" : r == 1 ? "cb" : "cc");
+        if (lu_mkdirs(g_croot[r])) return -1;
+    }
+    for (int r = 0; r < 3; r++) {
+        const char *next = g_croot[(r + 1) % 3];
+        uint64_t seed = 1000 + 10 * (uint64_t)r;
+        for (int i = 0; i < 6; i++) {
+            snprintf(p, sizeof p, "%s/pic%d.ppm", g_croot[r], i);
+            if (write_pic(p, seed + (uint64_t)i, 0, 0)) return -1;
+        }
+        snprintf(p, sizeof p, "%s/from%d_same.ppm", next, r);
+        if (write_pic(p, seed, 0, 0)) return -1;
+        snprintf(p, sizeof p, "%s/from%d_half.ppm", next, r);
+        if (write_pic(p, seed + 1, 1, 0)) return -1;
+        snprintf(p, sizeof p, "%s/from%d_noisy.ppm", next, r);
+        if (write_pic(p, seed + 2, 0, 1)) return -1;
+        snprintf(p, sizeof p, "%s/pic3_copy.ppm", g_croot[r]);
+        if (write_pic(p, seed + 3, 0, 0)) return -1;
+    }
+    for (int r = 0; r < 4; r++) {
+        char *db = r < 3 ? g_cdb[r] : g_call;
+        const char *roots[4] = {g_croot[r % 3], NULL, NULL, NULL};
+        if (r == 3) roots[1] = g_croot[1], roots[2] = g_croot[2];
+        snprintf(db, PATH_MAX, "%s.db", r < 3 ? g_croot[r] : g_croot[0]);
+        if (r == 3) lu_path(db, PATH_MAX, "call.db");
+        if (lu_db_of(db, roots, 0) ||
+            lu_expect((const char *[]){"reindex", "--db", db, NULL}, 0, NULL))
+            return -1;
+    }
+    g_cready = 1;
+    return 0;
+}
+
+/* The path of file id of e (heap), or NULL. */
+static char *path_of(cdb_engine *e, int64_t id) {
+    cdb_engine_file f;
+    char *p = NULL;
+    if (cdb_engine_file_get(e, id, &f) != CDB_OK) return NULL;
+    p = strdup(f.path);
+    cdb_engine_file_clear(&f);
+    return p;
+}
+
+static int str_cmp(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* h's copies as sorted paths, one per line (heap): of es[copies_db[i]] (or all's). */
+static char *copy_paths(cdb_engine *const *es, cdb_engine *all, const cdb_engine_hit *h) {
+    char **v = calloc((size_t)h->n_copies + 1, sizeof *v), *out;
+    size_t len = 1;
+    for (int i = 0; v && i < h->n_copies; i++) {
+        cdb_engine *e = all ? all : es[h->copies_db ? h->copies_db[i] : h->db];
+        v[i] = path_of(e, h->copies[i]);
+        len += (v[i] ? strlen(v[i]) : 1) + 1;
+    }
+    if (!v || !(out = malloc(len))) {
+        free(v);
+        return NULL;
+    }
+    qsort(v, (size_t)h->n_copies, sizeof *v, str_cmp);
+    out[0] = '\0';
+    for (int i = 0; i < h->n_copies; i++) {
+        strcat(out, v[i] ? v[i] : "?");
+        strcat(out, "\n");
+        free(v[i]);
+    }
+    free(v);
+    return out;
+}
+
+/* cdb_engine_search_many with collapse against cdb_engine_search of one database of all
+** the roots: hits, score bits and each hit's copies (paths), for random queries. */
+CDB_TEST(engine_many_collapses_across_databases) {
+    LU_NEED_SETUP();
+    if (copy_fixtures() != 0) CDB_TEST_FAIL_("cannot build the databases");
+    cdb_engine *es[3] = {NULL, NULL, NULL}, *all = NULL;
+    static const int perm[3] = {1, 2, 0};
+    int cross = 0, fewer = 0;
+    CHECK_OK(open_many(g_cdb, perm, g_call, es, &all));
+    for (int t = 0; t < 40; t++) {
+        cdb_engine_query q;
+        cdb_engine_search_params p = cdb_engine_search_params_default();
+        cdb_engine_result rm, ro;
+        cdb_engine_under u = {g_croot[rnd(3)], 1};
+        memset(&q, 0, sizeof q);
+        q.text = k_words[rnd(10)];
+        p.collapse = 1;
+        p.k = 1 + (int)rnd(t < 10 ? 40 : 8);
+        p.offset = (int)rnd(10);
+        if (rnd(4) == 0) {
+            p.sort = CDB_ENGINE_SORT_TIME;
+            p.sort_window = rnd(2) ? 0 : 5 + (int)rnd(20);
+        }
+        if (rnd(4) == 0) {
+            p.unders = &u;
+            p.n_unders = 1;
+        }
+        if (rnd(5) == 0) p.min_score = 0.2f;
+        CHECK_OK(cdb_engine_search_many(es, 3, &q, &p, &rm));
+        CHECK_OK(cdb_engine_search(all, &q, &p, &ro));
+        CHECK_MSG(rm.n == ro.n, "query %s k %d offset %d: %d hits, one database %d", q.text,
+                  p.k, p.offset, rm.n, ro.n);
+        for (int i = 0; i < rm.n && i < ro.n; i++) {
+            CHECK_MSG(same_hit(&rm.hits[i], &ro.hits[i]), "hit %d: %s %.9g, one database %s %.9g",
+                      i, rm.hits[i].path, rm.hits[i].score, ro.hits[i].path, ro.hits[i].score);
+            CHECK_EQ_INT(rm.hits[i].n_copies, ro.hits[i].n_copies);
+            char *cm = copy_paths(es, NULL, &rm.hits[i]), *co = copy_paths(NULL, all, &ro.hits[i]);
+            CHECK(cm && co);
+            if (cm && co) CHECK_EQ_STR(cm, co);
+            for (int c = 0; c < rm.hits[i].n_copies; c++)
+                cross += rm.hits[i].copies_db && rm.hits[i].copies_db[c] != rm.hits[i].db;
+            free(cm);
+            free(co);
+        }
+        cdb_engine_result_free(&rm);
+        cdb_engine_result_free(&ro);
+        if (t == 0) { /* the whole library: collapsing took copies out */
+            p.k = 100;
+            p.offset = 0;
+            p.sort = CDB_ENGINE_SORT_SCORE;
+            p.n_unders = 0;
+            p.min_score = -1;
+            CHECK_OK(cdb_engine_search_many(es, 3, &q, &p, &rm));
+            fewer = rm.n;
+            cdb_engine_result_free(&rm);
+        }
+    }
+    CHECK_MSG(cross > 10, "only %d copies in another database than their hit's", cross);
+    CHECK_MSG(fewer > 0 && fewer <= 30 - 9, "%d collapsed hits of 30 files", fewer);
+    for (int i = 0; i < 3; i++) cdb_engine_close(es[i]);
+    cdb_engine_close(all);
+}
+
+/* The CLI: `search --db A --db B --db C --json` (collapsed, the default) prints the hits
+** of `search --db ALL --json`. */
+CDB_TEST(cli_many_collapses_across_databases) {
+    LU_NEED_SETUP();
+    if (copy_fixtures() != 0) CDB_TEST_FAIL_("cannot build the databases");
+    for (int t = 0; t < 6; t++) {
+        char k[16];
+        cli_run_result rm, ro;
+        snprintf(k, sizeof k, "%u", 3 + rnd(20));
+        const char *w = k_words[rnd(10)];
+        CHECK_EQ_INT(lu_expect((const char *[]){"search", "--db", g_cdb[2], "--db", g_cdb[0],
+                                                "--db", g_cdb[1], "--json", "-k", k, w, NULL},
+                               0, &rm),
+                     0);
+        CHECK_EQ_INT(
+            lu_expect((const char *[]){"search", "--db", g_call, "--json", "-k", k, w, NULL}, 0,
+                      &ro),
+            0);
+        char *a = hit_lines(rm.out), *b = hit_lines(ro.out);
+        CHECK(a && b);
+        if (a && b) CHECK_EQ_STR(a, b);
+        CHECK(strstr(rm.out, "\"copies_db\"") != NULL);
+        free(a);
+        free(b);
+        cli_run_free(&rm);
+        cli_run_free(&ro);
+    }
+}
+
 CDB_TEST_MAIN(cli_many_equals_all_roots, cli_many_text_and_paths, engine_many_equals_all_roots,
-              engine_many_like_db, cli_many_refuses_other_model)
+              engine_many_like_db, cli_many_refuses_other_model,
+              engine_many_collapses_across_databases, cli_many_collapses_across_databases)

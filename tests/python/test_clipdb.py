@@ -274,3 +274,97 @@ def test_search_many_equals_one_database_of_all(db_path, library, tmp_path, text
             p.close()
     with pytest.raises(ValueError):
         clipdb.search([], text)
+
+
+def write_ppm(path, seed, half=False):
+    """A picture of seed (a background and five rectangles) as a P6 file, at half size
+    (2x2 averages, as a resized copy) when asked."""
+    rng = np.random.default_rng(seed)
+    img = np.empty((144, 192, 3), dtype=np.uint8)
+    img[:] = rng.integers(0, 256, 3)
+    for _ in range(5):
+        x, y = rng.integers(0, 150), rng.integers(0, 110)
+        img[y:y + rng.integers(15, 75), x:x + rng.integers(20, 100)] = rng.integers(0, 256, 3)
+    if half:
+        img = ((img.reshape(72, 2, 96, 2, 3).astype(np.uint32).sum(axis=(1, 3)) + 2) // 4)
+        img = img.astype(np.uint8)
+    with open(path, "wb") as f:
+        f.write(b"P6\n%d %d\n255\n" % (img.shape[1], img.shape[0]) + img.tobytes())
+
+
+@pytest.fixture(scope="session")
+def copies(tmp_path_factory):
+    """Folders ca and cb of pictures with copies (the same bytes in cb and in ca, a half
+    size copy in cb) and three databases, their phashes stored by a reindex: one of each
+    folder and one of both. Returns (db_a, db_b, db_all)."""
+    root = tmp_path_factory.mktemp("copies")
+    (root / "ca").mkdir()
+    (root / "cb").mkdir()
+    for i in range(6):
+        write_ppm(root / "ca" / ("pic%d.ppm" % i), 100 + i)
+        write_ppm(root / "cb" / ("pic%d.ppm" % i), 200 + i)
+    shutil.copy(root / "ca" / "pic0.ppm", root / "cb" / "same_a0.ppm")
+    shutil.copy(root / "ca" / "pic3.ppm", root / "ca" / "pic3_copy.ppm")
+    write_ppm(root / "cb" / "half_a1.ppm", 101, half=True)
+    dbs = []
+    for name, folders in (("a", ["ca"]), ("b", ["cb"]), ("all", ["ca", "cb"])):
+        path = root / (name + ".clipdb")
+        with clipdb.Database.create(path, MODEL) as db:
+            db.ingest([root / f for f in folders])
+            db.reindex()  # stores the perceptual hashes near copies are found by
+        dbs.append(path)
+    return dbs
+
+
+def cli_collapsed(dbs, text, *extra):
+    args = ["search", "--json", text, *extra]
+    for d in dbs:
+        args += ["--db", str(d)]
+    doc = json.loads(cli(*args))
+    return [(h.get("db", 0), h["id"], h["path"], f32(h["score"]), h.get("copies", []),
+             h.get("copies_db", [h.get("db", 0)] * len(h.get("copies", []))))
+            for h in doc["hits"]]
+
+
+def as_collapsed(hits):
+    return [(h.db, h.id, h.path, h.score, h.copies, h.copies_db or [h.db] * len(h.copies))
+            for h in hits]
+
+
+@pytest.mark.parametrize("text", QUERIES)
+def test_collapse_equals_cli(copies, text):
+    """Database.search(collapse=True) gives `clipdb search --json`'s hits (collapsed, the
+    CLI's default) with their copies; collapse=False gives --no-collapse's."""
+    db_a, db_b, db_all = copies
+    with clipdb.Database(db_all) as db:
+        for k in (2, 5, 40):
+            got = db.search(text, k=k, collapse=True)
+            assert as_collapsed(got) == cli_collapsed([db_all], text, "-k", str(k))
+            assert sum(len(h.copies) for h in got[:k]) >= (3 if k == 40 else 0)
+            plain = db.search(text, k=k)
+            assert as_collapsed(plain) == cli_collapsed([db_all], text, "-k", str(k),
+                                                        "--no-collapse")
+            assert all(not h.copies for h in plain)
+        assert len(db.search(text, k=40, collapse=True)) == 15 - 3  # 15 files, 3 copies
+
+
+@pytest.mark.parametrize("text", QUERIES)
+def test_collapse_many_equals_cli(copies, text):
+    """clipdb.search(collapse=True) over the two folders' databases gives `clipdb search
+    --db B --db A --json`'s hits, copies and copies' databases, and the hits of the
+    database of both (copies in two databases are one hit)."""
+    db_a, db_b, db_all = copies
+    parts = [clipdb.Database(db_b), clipdb.Database(db_a)]
+    try:
+        with clipdb.Database(db_all) as one:
+            for k in (1, 4, 40):
+                got = clipdb.search(parts, text, k=k, collapse=True)
+                assert as_collapsed(got) == cli_collapsed([db_b, db_a], text, "-k", str(k))
+                want = one.search(text, k=k, collapse=True)
+                assert [(h.path, h.score, len(h.copies)) for h in got] == \
+                    [(h.path, h.score, len(h.copies)) for h in want]
+            got = clipdb.search(parts, text, k=40, collapse=True)
+            assert any(d != h.db for h in got for d in h.copies_db)  # a copy in the other
+    finally:
+        for p in parts:
+            p.close()
