@@ -424,6 +424,25 @@ typedef int (*cdb_db_file_fn)(const cdb_db_file *f, void *ud);
 cdb_status cdb_db_files_foreach(cdb_db *db, int64_t root_id, unsigned state_mask,
                                 cdb_db_file_fn fn, void *ud);
 
+/* The order a walk meets the paths of one root (depth first, each folder's names in
+** byte order): relpaths compared bytewise with '/' below every other byte, so "a/b"
+** comes before "a.jpg". <0, 0 or >0, as strcmp. */
+int cdb_db_walk_cmp(const char *a, const char *b);
+
+/* The files of root_id whose state is in mask, one at a time in walk order
+** (cdb_db_walk_cmp), sorted by SQLite's sorter (which spills to temporary files: the
+** memory a cursor holds does not grow with the root). A cursor reads one snapshot of
+** the catalog (a read transaction for its life); the handle may serve other reads
+** meanwhile, and writes through it wait for the cursor to close. */
+typedef struct cdb_db_files_cursor cdb_db_files_cursor;
+cdb_status cdb_db_files_cursor_open(cdb_db *db, int64_t root_id, unsigned state_mask,
+                                    cdb_db_files_cursor **out /* OUT */);
+/* The next row into *f (borrowed: valid until the next call on c or its close), *has 1;
+** at the end *has 0. */
+cdb_status cdb_db_files_cursor_next(cdb_db_files_cursor *c, cdb_db_file *f /* OUT */,
+                                    int *has /* OUT */);
+void cdb_db_files_cursor_close(cdb_db_files_cursor *c); /* NULL is fine */
+
 /* Change detection for one path found by a walk, from its stat alone (st: size,
 ** mtime_ns, dev, ino, ctime_ns; the hash is not looked at): what the ingest must do
 ** with it. "Same stat" means same size and mtime and, when the row records an
