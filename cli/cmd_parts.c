@@ -72,7 +72,8 @@ static void merge_report(const cdb_engine_merge_report *r, int json) {
 int cdb_cli_cmd_merge(int argc, char **argv) {
     static const cli_optspec spec[] = {{"db", 0, CLI_VALUE},  {"wait", 0, CLI_FLAG},
                                        {"json", 0, CLI_FLAG}, {"quiet", 'q', CLI_FLAG},
-                                       {"help", 'h', CLI_FLAG}, {0}};
+                                       {"no-index", 0, CLI_FLAG}, {"help", 'h', CLI_FLAG},
+                                       {0}};
     cli_args a;
     int rc;
     cdb_engine *e = NULL;
@@ -88,7 +89,9 @@ int cdb_cli_cmd_merge(int argc, char **argv) {
     if ((rc = cdb_cli_engine_open(cdb_cli_get(&a, "db"), 1, cdb_cli_has(&a, "wait") > 0,
                                   CLI_DEVICE_CPU, 0, &e)) != CLI_EXIT_OK)
         goto done;
-    if (cdb_engine_merge(e, a.pos, a.n_pos, &r) != CDB_OK) {
+    if (cdb_engine_merge(e, a.pos, a.n_pos,
+                         cdb_cli_has(&a, "no-index") > 0 ? CDB_ENGINE_MERGE_NO_INDEX : 0,
+                         &r) != CDB_OK) {
         rc = cdb_cli_engine_fail(NULL);
         goto done;
     }

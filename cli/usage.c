@@ -618,6 +618,7 @@ static const char help_merge[] =
     "Options:\n"
     "  --db DIR      the database (default: $CLIPDB_DB, else ./clipdb)\n"
     "  --wait        wait for another writer to finish instead of failing\n"
+    "  --no-index    leave the index as it is ('clipdb index build' later)\n"
     "  --json        print the summary as JSON\n"
     "  -q, --quiet   print nothing on success\n"
     "  -h, --help    show this help\n"

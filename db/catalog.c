@@ -420,6 +420,9 @@ cdb_status cdb_db_files_cursor_open(cdb_db *db, int64_t root_id, unsigned state_
         int s = sqlite3_create_collation_v2(db->cat, "cdb_walk", SQLITE_UTF8, NULL, walk_collate,
                                             NULL);
         if (s != SQLITE_OK) return cdb_sql_err(db->cat, s, "walk order");
+        /* the sorter keeps cache_size in memory and spills the rest to files; with
+        ** temp_store=MEMORY (sql.c's default) its "files" would be memory too */
+        if ((rc = cdb_sql_exec(db->cat, "PRAGMA temp_store=FILE")) != CDB_OK) return rc;
         db->walk_collation = 1;
     }
     if (!(c = cdb_calloc(1, sizeof *c))) return cdb_seterr(CDB_NOMEM, "out of memory");

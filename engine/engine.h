@@ -680,11 +680,13 @@ typedef struct cdb_engine_merge_report {
 ** vector set (fp16 bits kept), quarantined and pending files, thumbnails and photo
 ** metadata; a file already there is replaced; a part that records a partition is the
 ** truth for its share. Then every vector set's index is built (an IVF one in parts from
-** one trained quantizer: merge_index.c). Crash-safe and idempotent (the batches' write
-** order): after a kill, the same call again gives the same database. CDB_INVALID when a part's default
-** model is not the database's (nothing is written), when two parts are the same part
-** of one partition, or when a part is the database itself. */
-cdb_status cdb_engine_merge(cdb_engine *e, const char *const *parts, int n,
+** one trained quantizer: merge_index.c) unless flags has CDB_ENGINE_MERGE_NO_INDEX.
+** Crash-safe and idempotent (the batches' write order): after a kill, the same call
+** again gives the same database. CDB_INVALID when a part's default model is not the
+** database's (nothing is written), when two parts are the same part of one partition,
+** or when a part is the database itself. */
+#define CDB_ENGINE_MERGE_NO_INDEX 1u
+cdb_status cdb_engine_merge(cdb_engine *e, const char *const *parts, int n, unsigned flags,
                             cdb_engine_merge_report *r /* OUT */);
 /* Creates a new database in dir bound to the models of the database at src_dir (every
 ** model record, the default first, and its thumbnail and pixel settings), all or

@@ -72,6 +72,7 @@ typedef struct merger {
     int n_ranks;
     uint8_t *part_of;    /* database file id -> 1 + the part its row came from (0: none) */
     int64_t n_part_of;
+    int no_index;        /* CDB_ENGINE_MERGE_NO_INDEX */
     cdb_engine_merge_report *r;
 } merger;
 
@@ -624,7 +625,7 @@ static cdb_status merge_steps(merger *m) {
     }
     for (int i = 0; i < m->n_parts && rc == CDB_OK; i++) rc = drop_gone(m, &m->parts[i]);
     if (rc == CDB_OK) rc = copy_extras(m);
-    if (rc == CDB_OK) {
+    if (rc == CDB_OK && !m->no_index) {
         index_ud iu = {m, CDB_OK};
         rc = cdb_db_models_foreach(m->db, build_index, &iu);
         if (rc == CDB_OK) rc = iu.rc;
@@ -635,7 +636,7 @@ static cdb_status merge_steps(merger *m) {
     return rc;
 }
 
-cdb_status cdb_engine_merge(cdb_engine *e, const char *const *parts, int n,
+cdb_status cdb_engine_merge(cdb_engine *e, const char *const *parts, int n, unsigned flags,
                             cdb_engine_merge_report *r) {
     merger m;
     int64_t run_id = 0;
@@ -648,6 +649,7 @@ cdb_status cdb_engine_merge(cdb_engine *e, const char *const *parts, int n,
     m.e = e;
     m.db = e->db;
     m.n_parts = n;
+    m.no_index = (flags & CDB_ENGINE_MERGE_NO_INDEX) != 0;
     m.r = r;
     r->n_parts = n;
     if (!(m.parts = calloc((size_t)n, sizeof *m.parts))) return cdb_seterr(CDB_NOMEM, "out of memory");
