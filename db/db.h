@@ -430,8 +430,10 @@ cdb_status cdb_db_files_foreach(cdb_db *db, int64_t root_id, unsigned state_mask
 int cdb_db_walk_cmp(const char *a, const char *b);
 
 /* The files of root_id whose state is in mask, one at a time in walk order
-** (cdb_db_walk_cmp), sorted by SQLite's sorter (which spills to temporary files: the
-** memory a cursor holds does not grow with the root). A cursor reads one snapshot of
+** (cdb_db_walk_cmp), sorted by SQLite's sorter, which keeps up to the cache size in
+** memory and spills the rest to temporary files (the first cursor sets the handle's
+** catalog connection to temp_store=FILE): the memory a cursor holds does not grow with
+** the root. A cursor reads one snapshot of
 ** the catalog (a read transaction for its life); the handle may serve other reads
 ** meanwhile, and writes through it wait for the cursor to close. */
 typedef struct cdb_db_files_cursor cdb_db_files_cursor;
@@ -465,6 +467,16 @@ typedef enum cdb_db_change {
 cdb_status cdb_db_classify(cdb_db *db, int64_t model_id, int64_t root_id, const char *relpath,
                            const cdb_db_file_meta *st, cdb_db_change *change /* OUT */,
                            cdb_db_file *out /* OUT, may be NULL */);
+/* A read snapshot held over many lookups (a rescan's questions per file: classify,
+** thumbnail current): one read transaction on the catalog and on the thumbnails (when
+** there are any) instead of one per statement, until cdb_db_read_end. Lookups meanwhile
+** see the database as it was at the first of them, not later commits of other handles:
+** end and begin again to move on (which also lets a checkpoint pass). Reader handles
+** only (CDB_INVALID on a writer); calls that open a transaction of their own (counts,
+** root listings) must wait for the end. Ending a handle without a snapshot is a no-op. */
+cdb_status cdb_db_read_begin(cdb_db *db);
+void cdb_db_read_end(cdb_db *db);
+
 /* 1 when the stat fields of a walked file (st) match the row's (the rule above). */
 int cdb_db_same_stat(const cdb_db_file_meta *row, const cdb_db_file_meta *st);
 
