@@ -231,6 +231,9 @@ cdb_status cdb_db_thumbs_prune(cdb_db *db, int64_t *n_dropped) {
         return rc;
     }
     if ((rc = cdb_sql_prepare(c, "SELECT file_id, hash FROM thumbs", &st)) != CDB_OK) return rc;
+    /* every reindex asks this of every thumbnail: the catalog's rows read in one read
+    ** transaction, not one per row (a point query is cheap, a transaction's locks are not) */
+    int snap = sqlite3_get_autocommit(db->cat) && cdb_sql_exec(db->cat, "BEGIN") == CDB_OK;
     while ((s = sqlite3_step(st)) == SQLITE_ROW) {
         int64_t id = sqlite3_column_int64(st, 0);
         cdb_db_file f;
@@ -256,6 +259,7 @@ cdb_status cdb_db_thumbs_prune(cdb_db *db, int64_t *n_dropped) {
     }
     if (rc == CDB_OK && s != SQLITE_DONE) rc = cdb_sql_err(c, s, "list the thumbnails");
     sqlite3_finalize(st);
+    if (snap) sqlite3_exec(db->cat, "COMMIT", NULL, NULL, NULL);
     if (rc == CDB_OK && n) {
         if ((rc = cdb_sql_begin(c)) == CDB_OK &&
             (rc = cdb_sql_prepare(c, "DELETE FROM thumbs WHERE file_id=?1", &del)) == CDB_OK) {
