@@ -24,11 +24,19 @@
 #endif
 #define BENCH_CLIPDB CDB_BINARY_DIR "/clipdb"
 
-/* Runs the clipdb program with args (its stdout/stderr to /dev/null unless show), as a
-** whole process; its exit code, or -1. *ms (may be NULL): wall time. */
+/* The clipdb program the benches run: $CLIPDB_BENCH_BIN (another build's, to compare
+** it in the same run) or this build's. */
+static inline const char *bench_clipdb_path(void) {
+    const char *p = getenv("CLIPDB_BENCH_BIN");
+    return p && *p ? p : BENCH_CLIPDB;
+}
+
+/* Runs the clipdb program (bench_clipdb_path) with args (its stdout/stderr to /dev/null
+** unless show), as a whole process; its exit code, or -1. *ms (may be NULL): wall time. */
 static inline int bench_clipdb_run(const char *const *args, int show, double *ms) {
     int64_t t0 = cdb_now_ns();
     int status = 0;
+    const char *exe = bench_clipdb_path();
     pid_t pid = fork();
     if (pid == 0) {
         const char *argv[32];
@@ -38,10 +46,10 @@ static inline int bench_clipdb_run(const char *const *args, int show, double *ms
             dup2(fd, 1);
             dup2(fd, 2);
         }
-        argv[n++] = BENCH_CLIPDB;
+        argv[n++] = exe;
         for (int i = 0; args[i] && n < 31; i++) argv[n++] = args[i];
         argv[n] = NULL;
-        execv(BENCH_CLIPDB, (char *const *)argv);
+        execv(exe, (char *const *)argv);
         _exit(127);
     }
     if (pid < 0 || waitpid(pid, &status, 0) < 0) return -1;

@@ -43,6 +43,14 @@ static void merge_report(const cdb_engine_merge_report *r, int json) {
         cdb_json_key(&j, "deleted"); cdb_json_int(&j, r->deleted);
         cdb_json_key(&j, "thumbnails"); cdb_json_int(&j, r->thumbs);
         cdb_json_key(&j, "photo_metadata"); cdb_json_int(&j, r->photos);
+        if (r->index_kind[0]) {
+            cdb_json_key(&j, "index");
+            cdb_json_begin_object(&j);
+            cdb_json_key(&j, "kind"); cdb_json_str(&j, r->index_kind);
+            cdb_json_key(&j, "vectors"); cdb_json_int(&j, r->indexed);
+            cdb_json_key(&j, "built_in_parts"); cdb_json_int(&j, r->index_parts);
+            cdb_json_end_object(&j);
+        }
         cdb_json_end_object(&j);
         cdb_json_done(&j);
     } else if (!cdb_cli_quiet()) {
@@ -51,6 +59,12 @@ static void merge_report(const cdb_engine_merge_report *r, int json) {
                r->n_parts, r->n_parts == 1 ? "" : "s", cdb_out_fmt_count(r->files, b[0], 32),
                cdb_out_fmt_count(r->vectors, b[1], 32), cdb_out_fmt_count(r->deleted, b[2], 32),
                cdb_out_fmt_count(r->thumbs, b[3], 32), cdb_out_fmt_count(r->photos, b[4], 32));
+        if (r->index_parts)
+            printf("index: %s, %s vectors, built in %d parts from one trained quantizer\n",
+                   r->index_kind, cdb_out_fmt_count(r->indexed, b[0], 32), r->index_parts);
+        else if (r->index_kind[0])
+            printf("index: %s, %s vectors\n", r->index_kind,
+                   cdb_out_fmt_count(r->indexed, b[0], 32));
     }
     cdb_cli_flush_stdout();
 }
@@ -58,7 +72,8 @@ static void merge_report(const cdb_engine_merge_report *r, int json) {
 int cdb_cli_cmd_merge(int argc, char **argv) {
     static const cli_optspec spec[] = {{"db", 0, CLI_VALUE},  {"wait", 0, CLI_FLAG},
                                        {"json", 0, CLI_FLAG}, {"quiet", 'q', CLI_FLAG},
-                                       {"help", 'h', CLI_FLAG}, {0}};
+                                       {"no-index", 0, CLI_FLAG}, {"help", 'h', CLI_FLAG},
+                                       {0}};
     cli_args a;
     int rc;
     cdb_engine *e = NULL;
@@ -74,7 +89,9 @@ int cdb_cli_cmd_merge(int argc, char **argv) {
     if ((rc = cdb_cli_engine_open(cdb_cli_get(&a, "db"), 1, cdb_cli_has(&a, "wait") > 0,
                                   CLI_DEVICE_CPU, 0, &e)) != CLI_EXIT_OK)
         goto done;
-    if (cdb_engine_merge(e, a.pos, a.n_pos, &r) != CDB_OK) {
+    if (cdb_engine_merge(e, a.pos, a.n_pos,
+                         cdb_cli_has(&a, "no-index") > 0 ? CDB_ENGINE_MERGE_NO_INDEX : 0,
+                         &r) != CDB_OK) {
         rc = cdb_cli_engine_fail(NULL);
         goto done;
     }
@@ -137,18 +154,20 @@ static void write_ingest_script(FILE *f, const slurm_job *j) {
     fputs(" || rc=$?\n[ \"$rc\" -eq 0 ] || [ \"$rc\" -eq 3 ]\n", f);
 }
 
-/* The job that runs once every task succeeded: merge, then the index. */
+/* The job that runs once every task succeeded: merge (which builds the index, an IVF
+** one from the parts' lists). */
 static void write_merge_script(FILE *f, const slurm_job *j) {
     fprintf(f, "#!/bin/sh\n#SBATCH --job-name=clipdb-merge\n#SBATCH --output=%s/slurm/merge.log\n",
             j->db);
-    fputs("# clipdb slurm ingest: after every part: merge them, build the index\nset -eu\nCLIPDB=",
+    fputs("# clipdb slurm ingest: after every part: merge them (and build the index)\n"
+          "set -eu\nCLIPDB=",
           f);
     sh_word(f, j->exe);
     fputs("\nDB=", f);
     sh_word(f, j->db);
     fputs("\n\"$CLIPDB\" merge --db \"$DB\" --quiet", f);
     for (int i = 1; i <= j->parts; i++) fprintf(f, " \\\n    \"$DB/parts/%d\"", i);
-    fputs("\n\"$CLIPDB\" index build --db \"$DB\" --quiet\n", f);
+    fputs("\n", f);
 }
 
 /* Writes one script at path; 0, or -1 with errno. */

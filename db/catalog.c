@@ -379,6 +379,84 @@ cdb_status cdb_db_files_foreach(cdb_db *db, int64_t root_id, unsigned state_mask
     return rc;
 }
 
+/* ---- files in walk order ------------------------------------------------------------- */
+
+/* cdb_db_walk_cmp over counted bytes (a collation's arguments are not NUL-terminated). */
+static int walk_cmp_n(const unsigned char *a, int na, const unsigned char *b, int nb) {
+    for (int i = 0;; i++) {
+        int ca = i < na ? a[i] : -1, cb = i < nb ? b[i] : -1; /* -1: the end */
+        if (ca == cb) {
+            if (ca < 0) return 0;
+            continue;
+        }
+        if (ca < 0 || ca == '/') return -1;
+        if (cb < 0 || cb == '/') return 1;
+        return ca < cb ? -1 : 1;
+    }
+}
+
+int cdb_db_walk_cmp(const char *a, const char *b) {
+    size_t na = strlen(a), nb = strlen(b);
+    return walk_cmp_n((const unsigned char *)a, na < INT32_MAX ? (int)na : INT32_MAX,
+                      (const unsigned char *)b, nb < INT32_MAX ? (int)nb : INT32_MAX);
+}
+
+static int walk_collate(void *ud, int na, const void *a, int nb, const void *b) {
+    (void)ud;
+    return walk_cmp_n(a, na, b, nb);
+}
+
+struct cdb_db_files_cursor {
+    cdb_db *db;
+    sqlite3_stmt *st;
+};
+
+cdb_status cdb_db_files_cursor_open(cdb_db *db, int64_t root_id, unsigned state_mask,
+                                    cdb_db_files_cursor **out) {
+    cdb_db_files_cursor *c;
+    cdb_status rc;
+    *out = NULL;
+    if (!db->walk_collation) {
+        int s = sqlite3_create_collation_v2(db->cat, "cdb_walk", SQLITE_UTF8, NULL, walk_collate,
+                                            NULL);
+        if (s != SQLITE_OK) return cdb_sql_err(db->cat, s, "walk order");
+        /* the sorter keeps cache_size in memory and spills the rest to files; with
+        ** temp_store=MEMORY (sql.c's default) its "files" would be memory too */
+        if ((rc = cdb_sql_exec(db->cat, "PRAGMA temp_store=FILE")) != CDB_OK) return rc;
+        db->walk_collation = 1;
+    }
+    if (!(c = cdb_calloc(1, sizeof *c))) return cdb_seterr(CDB_NOMEM, "out of memory");
+    c->db = db;
+    /* relpath is a BLOB, which collations never see: read as TEXT, its bytes unchanged */
+    rc = cdb_sql_prepare(db->cat,
+                         "SELECT " FILE_COLS " FROM files f WHERE root_id = ?1"
+                         " AND ((?2 >> state) & 1) ORDER BY CAST(relpath AS TEXT) COLLATE cdb_walk",
+                         &c->st);
+    if (rc != CDB_OK) {
+        cdb_free(c);
+        return rc;
+    }
+    sqlite3_bind_int64(c->st, 1, root_id);
+    sqlite3_bind_int64(c->st, 2, (int64_t)state_mask);
+    *out = c;
+    return CDB_OK;
+}
+
+cdb_status cdb_db_files_cursor_next(cdb_db_files_cursor *c, cdb_db_file *f, int *has) {
+    int s = sqlite3_step(c->st);
+    *has = s == SQLITE_ROW;
+    if (s == SQLITE_ROW) file_from_row(c->st, f);
+    else memset(f, 0, sizeof *f);
+    if (s != SQLITE_ROW && s != SQLITE_DONE) return cdb_sql_err(c->db->cat, s, "list files");
+    return CDB_OK;
+}
+
+void cdb_db_files_cursor_close(cdb_db_files_cursor *c) {
+    if (!c) return;
+    sqlite3_finalize(c->st);
+    cdb_free(c);
+}
+
 cdb_status cdb_db_max_file_id(cdb_db *db, int64_t *id) {
     *id = 0;
     return cdb_sql_count(db, "SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name='files'),"

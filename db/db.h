@@ -425,6 +425,27 @@ typedef int (*cdb_db_file_fn)(const cdb_db_file *f, void *ud);
 cdb_status cdb_db_files_foreach(cdb_db *db, int64_t root_id, unsigned state_mask,
                                 cdb_db_file_fn fn, void *ud);
 
+/* The order a walk meets the paths of one root (depth first, each folder's names in
+** byte order): relpaths compared bytewise with '/' below every other byte, so "a/b"
+** comes before "a.jpg". <0, 0 or >0, as strcmp. */
+int cdb_db_walk_cmp(const char *a, const char *b);
+
+/* The files of root_id whose state is in mask, one at a time in walk order
+** (cdb_db_walk_cmp), sorted by SQLite's sorter, which keeps up to the cache size in
+** memory and spills the rest to temporary files (the first cursor sets the handle's
+** catalog connection to temp_store=FILE): the memory a cursor holds does not grow with
+** the root. A cursor reads one snapshot of
+** the catalog (a read transaction for its life); the handle may serve other reads
+** meanwhile, and writes through it wait for the cursor to close. */
+typedef struct cdb_db_files_cursor cdb_db_files_cursor;
+cdb_status cdb_db_files_cursor_open(cdb_db *db, int64_t root_id, unsigned state_mask,
+                                    cdb_db_files_cursor **out /* OUT */);
+/* The next row into *f (borrowed: valid until the next call on c or its close), *has 1;
+** at the end *has 0. */
+cdb_status cdb_db_files_cursor_next(cdb_db_files_cursor *c, cdb_db_file *f /* OUT */,
+                                    int *has /* OUT */);
+void cdb_db_files_cursor_close(cdb_db_files_cursor *c); /* NULL is fine */
+
 /* Change detection for one path found by a walk, from its stat alone (st: size,
 ** mtime_ns, dev, ino, ctime_ns; the hash is not looked at): what the ingest must do
 ** with it. "Same stat" means same size and mtime and, when the row records an
@@ -447,6 +468,16 @@ typedef enum cdb_db_change {
 cdb_status cdb_db_classify(cdb_db *db, int64_t model_id, int64_t root_id, const char *relpath,
                            const cdb_db_file_meta *st, cdb_db_change *change /* OUT */,
                            cdb_db_file *out /* OUT, may be NULL */);
+/* A read snapshot held over many lookups (a rescan's questions per file: classify,
+** thumbnail current): one read transaction on the catalog and on the thumbnails (when
+** there are any) instead of one per statement, until cdb_db_read_end. Lookups meanwhile
+** see the database as it was at the first of them, not later commits of other handles:
+** end and begin again to move on (which also lets a checkpoint pass). Reader handles
+** only (CDB_INVALID on a writer); calls that open a transaction of their own (counts,
+** root listings) must wait for the end. Ending a handle without a snapshot is a no-op. */
+cdb_status cdb_db_read_begin(cdb_db *db);
+void cdb_db_read_end(cdb_db *db);
+
 /* 1 when the stat fields of a walked file (st) match the row's (the rule above). */
 int cdb_db_same_stat(const cdb_db_file_meta *row, const cdb_db_file_meta *st);
 

@@ -71,6 +71,7 @@ struct cdb_db {
     struct db_ckpt *ckpt; /* background checkpointer (shard.c); NULL until first needed */
     sqlite3 *thumbs;      /* thumbs.db (thumbs.c); NULL until first used */
     sqlite3_stmt *thumbs_current; /* on thumbs: cdb_db_thumb_current's, prepared once */
+    int walk_collation;   /* cat knows the collation cdb_walk, temp_store=FILE (catalog.c) */
 };
 
 /* Statements that write a file's meta bind files.hkey at this parameter, and its

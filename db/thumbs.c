@@ -158,6 +158,35 @@ void cdb_db_thumb_clear(cdb_db_thumb *t) {
     memset(t, 0, sizeof *t);
 }
 
+/* ---- read snapshots (db.h): here, since they span the thumbnails' connection too ---- */
+
+cdb_status cdb_db_read_begin(cdb_db *db) {
+    sqlite3 *c = NULL;
+    cdb_status rc;
+    if (!db->readonly) return cdb_seterr(CDB_INVALID, "read_begin: a reader handle's call");
+    cdb_db_read_end(db);
+    if ((rc = cdb_sql_exec(db->cat, "BEGIN")) != CDB_OK) return rc;
+    /* BEGIN defers the snapshot to the first read: take it now, for both files alike */
+    if ((rc = cdb_sql_exec(db->cat, "SELECT 1 FROM meta LIMIT 1")) != CDB_OK) goto fail;
+    rc = thumbs_conn(db, &c);
+    if (rc == CDB_NOTFOUND) { /* a database without thumbnails yet */
+        cdb_clearerr();
+        return CDB_OK;
+    }
+    if (rc == CDB_OK) rc = cdb_sql_exec(c, "BEGIN");
+    if (rc == CDB_OK) return CDB_OK;
+fail:
+    cdb_db_read_end(db);
+    return rc;
+}
+
+void cdb_db_read_end(cdb_db *db) {
+    if (!db || !db->readonly) return;
+    if (!sqlite3_get_autocommit(db->cat)) sqlite3_exec(db->cat, "COMMIT", NULL, NULL, NULL);
+    if (db->thumbs && !sqlite3_get_autocommit(db->thumbs))
+        sqlite3_exec(db->thumbs, "COMMIT", NULL, NULL, NULL);
+}
+
 cdb_status cdb_db_thumb_current(cdb_db *db, int64_t file_id, const uint8_t hash[CDB_DB_HASH_BYTES],
                                 int px, int *current) {
     sqlite3 *c;
@@ -202,6 +231,9 @@ cdb_status cdb_db_thumbs_prune(cdb_db *db, int64_t *n_dropped) {
         return rc;
     }
     if ((rc = cdb_sql_prepare(c, "SELECT file_id, hash FROM thumbs", &st)) != CDB_OK) return rc;
+    /* every reindex asks this of every thumbnail: the catalog's rows read in one read
+    ** transaction, not one per row (a point query is cheap, a transaction's locks are not) */
+    int snap = sqlite3_get_autocommit(db->cat) && cdb_sql_exec(db->cat, "BEGIN") == CDB_OK;
     while ((s = sqlite3_step(st)) == SQLITE_ROW) {
         int64_t id = sqlite3_column_int64(st, 0);
         cdb_db_file f;
@@ -227,6 +259,7 @@ cdb_status cdb_db_thumbs_prune(cdb_db *db, int64_t *n_dropped) {
     }
     if (rc == CDB_OK && s != SQLITE_DONE) rc = cdb_sql_err(c, s, "list the thumbnails");
     sqlite3_finalize(st);
+    if (snap) sqlite3_exec(db->cat, "COMMIT", NULL, NULL, NULL);
     if (rc == CDB_OK && n) {
         if ((rc = cdb_sql_begin(c)) == CDB_OK &&
             (rc = cdb_sql_prepare(c, "DELETE FROM thumbs WHERE file_id=?1", &del)) == CDB_OK) {

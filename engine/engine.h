@@ -677,16 +677,22 @@ typedef struct cdb_engine_merge_report {
     int64_t vectors; /* vectors copied, every set */
     int64_t deleted; /* the database's rows marked deleted (gone from a part's share) */
     int64_t thumbs, photos; /* thumbnails and photo metadata rows copied */
+    int64_t indexed;        /* vectors in the default model's index, built by the merge */
+    int index_parts;        /* the parts its IVF lists were built in (0: built whole) */
+    char index_kind[16];    /* its kind ("flat", "ivf-sq", ...); "" when none was built */
 } cdb_engine_merge_report;
 /* Brings the databases parts[0..n) (each opened read-only; typically made by ingest
 ** --part I/N) into e's database (writer), as library/merge.c describes: roots, every
 ** vector set (fp16 bits kept), quarantined and pending files, thumbnails and photo
 ** metadata; a file already there is replaced; a part that records a partition is the
-** truth for its share. Crash-safe and idempotent (the batches' write order): after a
-** kill, the same call again gives the same database. CDB_INVALID when a part's default
-** model is not the database's (nothing is written), when two parts are the same part
-** of one partition, or when a part is the database itself. */
-cdb_status cdb_engine_merge(cdb_engine *e, const char *const *parts, int n,
+** truth for its share. Then every vector set's index is built (an IVF one in parts from
+** one trained quantizer: merge_index.c) unless flags has CDB_ENGINE_MERGE_NO_INDEX.
+** Crash-safe and idempotent (the batches' write order): after a kill, the same call
+** again gives the same database. CDB_INVALID when a part's default model is not the
+** database's (nothing is written), when two parts are the same part of one partition,
+** or when a part is the database itself. */
+#define CDB_ENGINE_MERGE_NO_INDEX 1u
+cdb_status cdb_engine_merge(cdb_engine *e, const char *const *parts, int n, unsigned flags,
                             cdb_engine_merge_report *r /* OUT */);
 /* Creates a new database in dir bound to the models of the database at src_dir (every
 ** model record, the default first, and its thumbnail and pixel settings), all or

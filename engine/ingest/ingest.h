@@ -233,6 +233,8 @@ typedef struct pipe_ctx {
     target_state *ts;
     int cur;              /* target being walked */
     cdb_db *rdb;          /* walker's read-only handle */
+    int in_walk;          /* the walker holds a read snapshot of rdb (scan.c) */
+    int n_snapshot;       /* files looked up in the current snapshot */
     int64_t *photo_missing; /* ok files without a current metadata row (sorted; the
                              walker's, loaded at its first look: cdb_scan_needs_photo) */
     int64_t n_photo_missing;

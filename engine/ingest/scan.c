@@ -27,6 +27,10 @@
 
 #define DEL_COMMIT_EVERY 256
 #define MAX_WARNINGS 10
+/* Files the walker looks up in one read snapshot (cdb_db_read_begin) before it takes a
+** newer one: a rescan pays for a read transaction once per this many files instead of
+** once per statement, and the snapshot still moves on often enough for checkpoints. */
+#define SNAPSHOT_FILES 4096
 
 /* ---- bookkeeping ---------------------------------------------------------------------- */
 
@@ -120,14 +124,17 @@ static int needs_thumb(pipe_ctx *c, const cdb_db_file *f) {
 
 /* 1 when this unchanged ok file has no current metadata row (a database from before
 ** schema 7, a row a crash lost): its bytes are read again, not encoded. The list of
-** such files is read once, at the walker's first look. */
+** such files is read once, before the first walk (load_photo_missing). */
+static void load_photo_missing(pipe_ctx *c) {
+    if (c->photo_missing_loaded) return;
+    c->photo_missing_loaded = 1;
+    if (cdb_db_photos_missing(c->rdb, 0, &c->photo_missing, &c->n_photo_missing) != CDB_OK)
+        c->n_photo_missing = 0; /* shown, not vital: the next reindex tries again */
+}
+
 static int needs_photo(pipe_ctx *c, const cdb_db_file *f) {
     if (c->o->secondary) return 0;
-    if (!c->photo_missing_loaded) {
-        c->photo_missing_loaded = 1;
-        if (cdb_db_photos_missing(c->rdb, 0, &c->photo_missing, &c->n_photo_missing) != CDB_OK)
-            c->n_photo_missing = 0; /* shown, not vital: the next reindex tries again */
-    }
+    load_photo_missing(c);
     int64_t lo = 0, hi = c->n_photo_missing;
     while (lo < hi) {
         int64_t mid = lo + (hi - lo) / 2;
@@ -135,6 +142,16 @@ static int needs_photo(pipe_ctx *c, const cdb_db_file *f) {
         else hi = mid;
     }
     return lo < c->n_photo_missing && c->photo_missing[lo] == f->id;
+}
+
+/* The walker's read snapshot: taken at the start of a walk, renewed every SNAPSHOT_FILES
+** files met, let go at its end. Staleness is harmless: the walker meets each path once
+** per pass, and the rows written meanwhile are those of files it has already met (the
+** jobs it queued), which the writer handles with its own, current reads. Without a
+** snapshot (it could not be taken) each statement reads on its own, as before. */
+static void snapshot_renew(pipe_ctx *c) {
+    c->n_snapshot = 0;
+    if (cdb_db_read_begin(c->rdb) != CDB_OK) cdb_clearerr();
 }
 
 /* What to do with a file the walk met, from its catalog row (if any). Returns the
@@ -151,6 +168,7 @@ static job *classify(pipe_ctx *c, const eng_walk_entry *e, int *stop) {
     st.ctime_ns = e->ctime_ns;
     st.dev = e->dev;
     st.ino = e->ino;
+    if (c->in_walk && ++c->n_snapshot >= SNAPSHOT_FILES) snapshot_renew(c);
     cdb_status rc = cdb_db_classify(c->rdb, c->model_id, t->root_id, e->relpath, &st, &ch, &f);
     if (rc != CDB_OK) {
         cdb_pipe_fatal(c, rc, "catalog lookup failed (%s)", cdb_errmsg());
@@ -400,7 +418,13 @@ static void walk_target(pipe_ctx *c) {
         eng_walk_opts wo = {t->follow_symlinks, c->db_dir, link_covered, c, c->walked_dirs,
                             c->walked_files, rules, t->sub, on_ignore_file, c};
         eng_walk_stats ws;
-        int w = cdb_eng_walk(base, &wo, on_walk, &ud, &ws);
+        int w;
+        if (!c->o->secondary) load_photo_missing(c); /* its own read, before the snapshot */
+        c->in_walk = 1;
+        snapshot_renew(c);
+        w = cdb_eng_walk(base, &wo, on_walk, &ud, &ws);
+        c->in_walk = 0;
+        cdb_db_read_end(c->rdb);
         cdb_ignore_free(rules);
         if (w == 2) { /* recorded before ingest refused such folders */
             const char *why = "inside the database's own folder: not scanned";

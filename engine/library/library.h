@@ -13,6 +13,7 @@
 ** - folders.c:   listing, forgetting and moving roots.
 ** - create.c:    creating a database bound to a model (or like another database).
 ** - merge.c:     merging databases made in parts (ingest --part I/N).
+** - merge_index.c: the merged database's index, built in parts.
 ** - duplicates.c: the duplicate groups (dupes/dupes.h over the default model's vectors
 **                 and each photo's bytes).
 */
@@ -34,6 +35,19 @@ cdb_status cdb_eng_finish_leftovers(cdb_engine *e);
 ** name, dim, info, decode mode) unless to has it already; *id: its id in to. */
 cdb_status cdb_eng_model_copy(cdb_db *from, const cdb_db_model *dm, cdb_db *to,
                               int64_t *id /* OUT */);
+
+/* ---- the index of a merged database (merge_index.c) --------------------------------- */
+
+/* Builds and saves the model's index as cdb_eng_index_build does (kind: cdb_index_kind),
+** except that an IVF kind is built in parts from one trained index: the stored vectors
+** of file id i go to part part_of[i] - 1 (ids >= n_part_of or with 0: a last part of
+** their own), each part into a copy of the trained index, whose inverted lists are then
+** merged (cdb_index_build_parts). Same entries as a single build. *built_in: the
+** number of parts an IVF index was built in, 0 when it was built whole. CDB_NOTFOUND
+** when the model has no vectors (nothing written). */
+cdb_status cdb_eng_index_build_split(cdb_db *db, int64_t model_id, int dim, int kind,
+                                     const uint8_t *part_of, int64_t n_part_of, int n_parts,
+                                     eng_index_result *res /* OUT */, int *built_in /* OUT */);
 
 /* ---- paths and sizes (library.c, verify.c) ------------------------------------------ */
 

@@ -27,8 +27,13 @@
 ** Ids: the parts' files are put in one order, roots in the order they were first
 ** recorded (a part's roots are those its command named, in that order), then each
 ** root's files in the order a walk meets them (depth first, names in byte order:
-** walk_cmp), so a merge into a new database gives every file the id one process
+** cdb_db_walk_cmp), so a merge into a new database gives every file the id one process
 ** ingesting the same roots with one reader thread gives it (test_cli_parts checks it).
+**
+** Memory: the rows are streamed (pass_rows), never held; what grows with the files is
+** the part each database id came from (one byte per id, for the index) and SQLite's
+** caches up to their bounds (bench_merge: 33 bytes per file from 10^5 to 10^6 files,
+** 190 when the rows were held).
 */
 #include <limits.h>
 #include <stdlib.h>
@@ -38,15 +43,15 @@
 
 #define MERGE_COMMIT_EVERY 256
 
-/* One file row of a part, and where it goes. */
+/* One file row of a part, and where it goes (its strings borrowed from the part's
+** cursor: valid while the row is handled). */
 typedef struct mrow {
     int part;          /* index into the parts */
     int64_t part_id;   /* its id in the part */
     int64_t root_id;   /* the database's root */
-    int root_rank;     /* the root's place in the merge order */
-    char *relpath;
+    const char *relpath;
     cdb_db_file_state state;
-    char *error;
+    const char *error;
     cdb_db_file_meta meta;
 } mrow;
 
@@ -65,11 +70,11 @@ typedef struct merger {
     cdb_db *db;
     mpart *parts;
     int n_parts;
-    mrow *rows;
-    size_t n_rows, cap_rows;
-    int64_t *rank_of;    /* database root id -> rank (dense, by rank) */
-    int64_t *rank_root;
+    int64_t *rank_root;  /* the database's roots in merge order */
     int n_ranks;
+    uint8_t *part_of;    /* database file id -> 1 + the part its row came from (0: none) */
+    int64_t n_part_of;
+    int no_index;        /* CDB_ENGINE_MERGE_NO_INDEX */
     cdb_engine_merge_report *r;
 } merger;
 
@@ -84,29 +89,6 @@ static int grow(void **p, size_t *cap, size_t n, size_t elem) {
     *p = q;
     *cap = nc;
     return 0;
-}
-
-/* Byte order of relpaths with '/' below every other byte: the order of a depth-first
-** walk that sorts each folder's names by bytes (walk.c), so "a/b" comes before "a.jpg". */
-static int walk_cmp(const char *a, const char *b) {
-    for (;; a++, b++) {
-        unsigned ca = (unsigned char)*a, cb = (unsigned char)*b;
-        if (ca == cb) {
-            if (!ca) return 0;
-            continue;
-        }
-        if (!ca || ca == '/') return -1;
-        if (!cb || cb == '/') return 1;
-        return ca < cb ? -1 : 1;
-    }
-}
-
-static int row_cmp(const void *a_, const void *b_) {
-    const mrow *a = a_, *b = b_;
-    int c;
-    if (a->root_rank != b->root_rank) return a->root_rank < b->root_rank ? -1 : 1;
-    if ((c = walk_cmp(a->relpath, b->relpath)) != 0) return c;
-    return a->part < b->part ? -1 : a->part > b->part;
 }
 
 /* ---- models ------------------------------------------------------------------------ */
@@ -245,47 +227,66 @@ static int add_root(const cdb_db_root *r, void *ud_) {
     return ud->rc != CDB_OK;
 }
 
-static int part_root(const mpart *p, int64_t part_root_id) {
+/* ---- rows, streamed ------------------------------------------------------------------
+** The parts' rows go by in merge order without being held: for each of the database's
+** roots in rank order, a cursor per part on that root's rows in walk order
+** (cdb_db_files_cursor_open: SQLite sorts, spilling to temporary files), merged N ways
+** (equal paths: the earlier part first, so a later part's row replaces it). Memory: one
+** row per part, whatever the number of files. Each pass (a vector set, the extras)
+** reads the parts again. */
+
+typedef cdb_status (*row_fn)(merger *m, const mrow *r, void *ud);
+
+/* The part's root that maps to the database's root db_root, or -1. */
+static int part_root_of(const mpart *p, int64_t db_root) {
     for (int i = 0; i < p->n_roots; i++)
-        if (p->root_ids[i] == part_root_id) return i;
+        if (p->root_map[i] == db_root) return i;
     return -1;
 }
 
-/* ---- rows -------------------------------------------------------------------------- */
-
-typedef struct rows_ud {
-    merger *m;
-    int part;
-    cdb_status rc;
-} rows_ud;
-
-static int add_row(const cdb_db_file *f, void *ud_) {
-    rows_ud *ud = ud_;
-    merger *m = ud->m;
-    mpart *p = &m->parts[ud->part];
-    int k = part_root(p, f->root_id);
-    mrow *r;
-    if (k < 0) return 0; /* a row of a root dropped since: not the part's any more */
-    if (grow((void **)&m->rows, &m->cap_rows, m->n_rows, sizeof *m->rows) != 0) {
-        ud->rc = cdb_seterr(CDB_NOMEM, "out of memory");
-        return 1;
+/* Every row of the database's root db_root from the parts whose state is in mask, in
+** walk order, through fn. */
+static cdb_status pass_root(merger *m, int64_t db_root, unsigned mask, row_fn fn, void *ud) {
+    cdb_db_files_cursor **cur = calloc((size_t)m->n_parts, sizeof *cur);
+    cdb_db_file *f = calloc((size_t)m->n_parts, sizeof *f);
+    int *has = calloc((size_t)m->n_parts, sizeof *has);
+    cdb_status rc = cur && f && has ? CDB_OK : cdb_seterr(CDB_NOMEM, "out of memory");
+    for (int i = 0; i < m->n_parts && rc == CDB_OK; i++) {
+        int k = part_root_of(&m->parts[i], db_root);
+        if (k < 0) continue;
+        rc = cdb_db_files_cursor_open(m->parts[i].db, m->parts[i].root_ids[k], mask, &cur[i]);
+        if (rc == CDB_OK) rc = cdb_db_files_cursor_next(cur[i], &f[i], &has[i]);
     }
-    r = &m->rows[m->n_rows];
-    memset(r, 0, sizeof *r);
-    r->part = ud->part;
-    r->part_id = f->id;
-    r->root_id = p->root_map[k];
-    r->root_rank = rank_of(m, r->root_id);
-    r->state = f->state;
-    r->meta = f->meta;
-    if (!(r->relpath = strdup(f->relpath)) || (f->error && !(r->error = strdup(f->error)))) {
-        free(r->relpath);
-        free(r->error);
-        ud->rc = cdb_seterr(CDB_NOMEM, "out of memory");
-        return 1;
+    while (rc == CDB_OK) {
+        int best = -1;
+        mrow r;
+        for (int i = 0; i < m->n_parts; i++)
+            if (has[i] && (best < 0 || cdb_db_walk_cmp(f[i].relpath, f[best].relpath) < 0))
+                best = i;
+        if (best < 0) break;
+        r.part = best;
+        r.part_id = f[best].id;
+        r.root_id = db_root;
+        r.relpath = f[best].relpath;
+        r.state = f[best].state;
+        r.error = f[best].error;
+        r.meta = f[best].meta;
+        rc = fn(m, &r, ud);
+        if (rc == CDB_OK) rc = cdb_db_files_cursor_next(cur[best], &f[best], &has[best]);
     }
-    m->n_rows++;
-    return 0;
+    for (int i = 0; cur && i < m->n_parts; i++) cdb_db_files_cursor_close(cur[i]);
+    free(cur);
+    free(f);
+    free(has);
+    return rc;
+}
+
+/* Every part's rows whose state is in mask, in merge order, through fn. */
+static cdb_status pass_rows(merger *m, unsigned mask, row_fn fn, void *ud) {
+    cdb_status rc = CDB_OK;
+    for (int k = 0; k < m->n_ranks && rc == CDB_OK; k++)
+        rc = pass_root(m, m->rank_root[k], mask, fn, ud);
+    return rc;
 }
 
 /* ---- writing ------------------------------------------------------------------------ */
@@ -335,17 +336,33 @@ static cdb_status stage_row(merger *m, cdb_db_batch *b, const mrow *r, int64_t p
 typedef struct set_ud {
     merger *m;
     int first;
+    cdb_db_batch *b;
+    int64_t *part_model; /* the set's model id in each part (0: the part lacks it) */
+    int dim;
+    uint16_t *v16;
     cdb_status rc;
 } set_ud;
 
-/* One vector set: every row in merge order, through one batch. */
+static cdb_status set_row(merger *m, const mrow *r, void *ud_) {
+    set_ud *ud = ud_;
+    cdb_status rc;
+    if (!ud->part_model[r->part]) return CDB_OK;
+    if (ud->first) m->r->files += r->state != CDB_DB_DELETED;
+    rc = stage_row(m, ud->b, r, ud->part_model[r->part], ud->dim, ud->first, ud->v16);
+    return rc == CDB_OK ? commit_if(ud->b, 0) : rc;
+}
+
+/* One vector set: every row in merge order (the default set: every row; another set:
+** the ok ones), through one batch. */
 static int merge_set(const cdb_db_model *dm, void *ud_) {
     set_ud *ud = ud_;
     merger *m = ud->m;
-    cdb_db_batch *b = NULL;
-    uint16_t *v16 = malloc(sizeof *v16 * (size_t)dm->dim);
-    int64_t *part_model = calloc((size_t)m->n_parts, sizeof *part_model);
-    cdb_status rc = v16 && part_model ? CDB_OK : cdb_seterr(CDB_NOMEM, "out of memory");
+    cdb_status rc;
+    ud->b = NULL;
+    ud->dim = dm->dim;
+    ud->v16 = malloc(sizeof *ud->v16 * (size_t)dm->dim);
+    ud->part_model = calloc((size_t)m->n_parts, sizeof *ud->part_model);
+    rc = ud->v16 && ud->part_model ? CDB_OK : cdb_seterr(CDB_NOMEM, "out of memory");
     if (ud->first != dm->is_default) goto done; /* the default set first, then the others */
     for (int i = 0; i < m->n_parts && rc == CDB_OK; i++) {
         cdb_db_model pm;
@@ -355,20 +372,17 @@ static int merge_set(const cdb_db_model *dm, void *ud_) {
             rc = CDB_OK;
             continue;
         }
-        part_model[i] = pm.id;
+        ud->part_model[i] = pm.id;
     }
-    if (rc == CDB_OK) rc = cdb_db_batch_new(m->db, dm->id, &b);
-    for (size_t i = 0; i < m->n_rows && rc == CDB_OK; i++) {
-        const mrow *r = &m->rows[i];
-        if (!part_model[r->part] || (!ud->first && r->state != CDB_DB_OK)) continue;
-        rc = stage_row(m, b, r, part_model[r->part], dm->dim, ud->first, v16);
-        if (rc == CDB_OK) rc = commit_if(b, 0);
-    }
-    if (rc == CDB_OK && b) rc = commit_if(b, 1);
+    if (rc == CDB_OK) rc = cdb_db_batch_new(m->db, dm->id, &ud->b);
+    if (rc == CDB_OK)
+        rc = pass_rows(m, ud->first ? CDB_DB_MASK_ALL : CDB_DB_MASK_OK, set_row, ud);
+    if (rc == CDB_OK) rc = commit_if(ud->b, 1);
 done:
-    cdb_db_batch_free(b);
-    free(v16);
-    free(part_model);
+    cdb_db_batch_free(ud->b);
+    ud->b = NULL;
+    free(ud->v16);
+    free(ud->part_model);
     ud->rc = rc;
     return rc != CDB_OK;
 }
@@ -458,7 +472,23 @@ static cdb_status extras_flush(merger *m, extras *x) {
     return rc;
 }
 
-/* Row r's thumbnail and metadata from its part, under the database's id, into x. */
+/* Records that the database's file id came from part (for the index, built by part). */
+static cdb_status note_part(merger *m, int64_t id, int part) {
+    if (id < 0 || part > 254) return CDB_OK; /* past 255 parts: the index's last group */
+    if (id >= m->n_part_of) {
+        int64_t nn = (id + 1) * 2;
+        uint8_t *p = realloc(m->part_of, (size_t)nn);
+        if (!p) return cdb_seterr(CDB_NOMEM, "out of memory");
+        memset(p + m->n_part_of, 0, (size_t)(nn - m->n_part_of));
+        m->part_of = p;
+        m->n_part_of = nn;
+    }
+    m->part_of[id] = (uint8_t)(part + 1);
+    return CDB_OK;
+}
+
+/* Row r's thumbnail and metadata from its part, under the database's id, into x (and
+** the part it came from noted). */
 static cdb_status extras_add(merger *m, const mrow *r, extras *x) {
     cdb_db *pdb = m->parts[r->part].db;
     cdb_db_file f;
@@ -469,6 +499,7 @@ static cdb_status extras_add(merger *m, const mrow *r, extras *x) {
     if (rc != CDB_OK) return rc;
     id = f.id;
     cdb_db_file_clear(&f);
+    if ((rc = note_part(m, id, r->part)) != CDB_OK) return rc;
     if ((rc = cdb_db_thumb_get(pdb, r->part_id, &x->t[x->n_t])) == CDB_OK) {
         x->t[x->n_t++].file_id = id;
     } else if (rc == CDB_NOTFOUND) {
@@ -487,22 +518,54 @@ static cdb_status extras_add(merger *m, const mrow *r, extras *x) {
     return rc;
 }
 
+static cdb_status extras_row(merger *m, const mrow *r, void *ud) {
+    extras *x = ud;
+    cdb_status rc = extras_add(m, r, x);
+    if (rc == CDB_OK && (x->n_t == EXTRAS_EVERY || x->n_ph == EXTRAS_EVERY))
+        rc = extras_flush(m, x);
+    return rc;
+}
+
 /* The thumbnail and the metadata of every ok row, under the database's ids. */
 static cdb_status copy_extras(merger *m) {
     extras *x = calloc(1, sizeof *x);
     cdb_status rc = x ? CDB_OK : cdb_seterr(CDB_NOMEM, "out of memory");
-    for (size_t i = 0; i < m->n_rows && rc == CDB_OK; i++) {
-        if (m->rows[i].state != CDB_DB_OK) continue;
-        rc = extras_add(m, &m->rows[i], x);
-        if (rc == CDB_OK && (x->n_t == EXTRAS_EVERY || x->n_ph == EXTRAS_EVERY))
-            rc = extras_flush(m, x);
-    }
+    if (rc == CDB_OK) rc = pass_rows(m, CDB_DB_MASK_OK, extras_row, x);
     if (x) {
         cdb_status frc = extras_flush(m, x);
         if (rc == CDB_OK) rc = frc;
     }
     free(x);
     return rc;
+}
+
+/* ---- the index ------------------------------------------------------------------------ */
+
+typedef struct index_ud {
+    merger *m;
+    cdb_status rc;
+} index_ud;
+
+/* One vector set's index, built by part (merge_index.c). */
+static int build_index(const cdb_db_model *dm, void *ud_) {
+    index_ud *ud = ud_;
+    merger *m = ud->m;
+    eng_index_result res;
+    int n_groups = m->n_parts < 255 ? m->n_parts : 255, built_in = 0;
+    ud->rc = cdb_eng_index_build_split(m->db, dm->id, dm->dim, CDB_INDEX_AUTO, m->part_of,
+                                       m->n_part_of, n_groups, &res, &built_in);
+    if (ud->rc == CDB_NOTFOUND) { /* no vectors in this set: no index */
+        cdb_clearerr();
+        ud->rc = CDB_OK;
+        return 0;
+    }
+    if (ud->rc == CDB_OK && dm->is_default) {
+        m->r->indexed = res.n_vectors;
+        m->r->index_parts = built_in;
+        snprintf(m->r->index_kind, sizeof m->r->index_kind, "%s",
+                 cdb_index_kind_name(res.info.kind));
+    }
+    return ud->rc != CDB_OK;
 }
 
 /* ---- the merge ------------------------------------------------------------------------ */
@@ -545,44 +608,37 @@ static void merger_free(merger *m) {
         cdb_db_close(m->parts[i].db);
     }
     free(m->parts);
-    for (size_t i = 0; i < m->n_rows; i++) {
-        free(m->rows[i].relpath);
-        free(m->rows[i].error);
-    }
-    free(m->rows);
     free(m->rank_root);
+    free(m->part_of);
 }
 
 /* Every step of the merge, in order (see the top of the file). */
 static cdb_status merge_steps(merger *m) {
     cdb_status rc = check_models(m);
-    set_ud su = {m, 1, CDB_OK};
+    set_ud su = {m, 1, NULL, NULL, 0, NULL, CDB_OK};
     for (int i = 0; i < m->n_parts && rc == CDB_OK; i++) {
         root_ud ud = {m, &m->parts[i], CDB_OK};
         rc = cdb_db_roots_foreach(m->parts[i].db, add_root, &ud);
         if (rc == CDB_OK) rc = ud.rc;
     }
-    for (int i = 0; i < m->n_parts && rc == CDB_OK; i++) {
-        rows_ud ud = {m, i, CDB_OK};
-        rc = cdb_db_files_foreach(m->parts[i].db, 0, CDB_DB_MASK_ALL, add_row, &ud);
-        if (rc == CDB_OK) rc = ud.rc;
-    }
-    if (rc != CDB_OK) return rc;
-    if (m->n_rows) qsort(m->rows, m->n_rows, sizeof *m->rows, row_cmp);
-    for (size_t i = 0; i < m->n_rows; i++) m->r->files += m->rows[i].state != CDB_DB_DELETED;
     for (su.first = 1; su.first >= 0 && rc == CDB_OK; su.first--) {
         rc = cdb_db_models_foreach(m->db, merge_set, &su);
         if (rc == CDB_OK) rc = su.rc;
     }
     for (int i = 0; i < m->n_parts && rc == CDB_OK; i++) rc = drop_gone(m, &m->parts[i]);
     if (rc == CDB_OK) rc = copy_extras(m);
+    if (rc == CDB_OK && !m->no_index) {
+        index_ud iu = {m, CDB_OK};
+        rc = cdb_db_models_foreach(m->db, build_index, &iu);
+        if (rc == CDB_OK) rc = iu.rc;
+    }
     /* the thumbnails of files now deleted or changed go, as after a reindex */
     if (rc == CDB_OK && cdb_db_thumbs_prune(m->db, NULL) != CDB_OK)
         CDB_LOG_WARN("stale thumbnails not dropped: %s", cdb_errmsg()); /* a cache */
     return rc;
 }
 
-cdb_status cdb_engine_merge(cdb_engine *e, const char *const *parts, int n,
+cdb_status cdb_engine_merge(cdb_engine *e, const char *const *parts, int n, unsigned flags,
                             cdb_engine_merge_report *r) {
     merger m;
     int64_t run_id = 0;
@@ -595,6 +651,7 @@ cdb_status cdb_engine_merge(cdb_engine *e, const char *const *parts, int n,
     m.e = e;
     m.db = e->db;
     m.n_parts = n;
+    m.no_index = (flags & CDB_ENGINE_MERGE_NO_INDEX) != 0;
     m.r = r;
     r->n_parts = n;
     if (!(m.parts = calloc((size_t)n, sizeof *m.parts))) return cdb_seterr(CDB_NOMEM, "out of memory");

@@ -1408,6 +1408,82 @@ CDB_TEST(migrate_v8_to_v9) {
     fx_close(&fx);
 }
 
+/* A reader's snapshot (cdb_db_read_begin): its lookups see the catalog as it was when it
+** began, not a writer's later commit, until it is renewed; a writer cannot take one. */
+CDB_TEST(read_snapshot_holds_until_renewed) {
+    fixture fx;
+    cdb_db_params p = cdb_db_params_default();
+    cdb_db *rd = NULL;
+    cdb_db_file f;
+    CHECK_OK(fx_open(&fx, "snap", 0));
+    CHECK_OK(fx_put_range(&fx, 0, 2, NULL));
+    CHECK_RC(cdb_db_read_begin(fx.db), CDB_INVALID);
+    p.readonly = 1;
+    CHECK_OK(cdb_db_open(fx.dir, &p, &rd));
+    CHECK_OK(cdb_db_read_begin(rd));
+    CHECK_OK(fx_put_range(&fx, 2, 3, NULL)); /* committed after the snapshot */
+    CHECK_RC(cdb_db_file_lookup(rd, fx.root, "f00002.jpg", &f), CDB_NOTFOUND);
+    CHECK_OK(cdb_db_file_lookup(rd, fx.root, "f00001.jpg", &f));
+    cdb_db_file_clear(&f);
+    CHECK_OK(cdb_db_read_begin(rd)); /* renewed: sees it */
+    CHECK_OK(cdb_db_file_lookup(rd, fx.root, "f00002.jpg", &f));
+    cdb_db_file_clear(&f);
+    cdb_db_read_end(rd);
+    CHECK_OK(fx_put_range(&fx, 3, 4, NULL)); /* without one: every statement is current */
+    CHECK_OK(cdb_db_file_lookup(rd, fx.root, "f00003.jpg", &f));
+    cdb_db_file_clear(&f);
+    cdb_db_close(rd);
+    fx_close(&fx);
+}
+
+/* The walk-order cursor against the order a sort with cdb_db_walk_cmp gives ('/' below
+** every byte: "a/b" before "a.jpg", "a b" after "a/z") and an independent oracle of it
+** (each '/' mapped to byte 1, then strcmp). */
+static int walk_oracle(const void *a, const void *b) {
+    char x[64], y[64];
+    snprintf(x, sizeof x, "%s", *(const char *const *)a);
+    snprintf(y, sizeof y, "%s", *(const char *const *)b);
+    for (char *c = x; *c; c++) if (*c == '/') *c = 1;
+    for (char *c = y; *c; c++) if (*c == '/') *c = 1;
+    return strcmp(x, y);
+}
+
+CDB_TEST(files_cursor_walk_order) {
+    static const char *names[] = {"a.jpg", "a/b.jpg", "a b.jpg", "a/z/c.jpg", "a-c.jpg",
+                                  "b.jpg", "a/z.jpg", "A.jpg", "a/b/c.jpg", "a!.jpg"};
+    enum { N = sizeof names / sizeof names[0] };
+    const char *want[N];
+    fixture fx;
+    cdb_db_batch *b = NULL;
+    cdb_db_files_cursor *cur = NULL;
+    cdb_db_file f;
+    float v[DIM];
+    int has = 0, n = 0;
+    CHECK_OK(fx_open(&fx, "walkorder", 0));
+    CHECK_OK(cdb_db_batch_new(fx.db, fx.model, &b));
+    for (int i = 0; i < N; i++) {
+        cdb_db_file_meta m = tu_meta(10 + i, 20 + i, (uint64_t)i);
+        tu_vec((uint64_t)i, 1.0f, v, DIM);
+        CHECK_OK(cdb_db_batch_put(b, fx.root, names[i], &m, v, DIM));
+        want[i] = names[i];
+    }
+    CHECK_OK(cdb_db_batch_commit(b, NULL));
+    cdb_db_batch_free(b);
+    qsort(want, N, sizeof *want, walk_oracle);
+    CHECK_OK(cdb_db_files_cursor_open(fx.db, fx.root, CDB_DB_MASK_ALL, &cur));
+    for (;;) {
+        CHECK_OK(cdb_db_files_cursor_next(cur, &f, &has));
+        if (!has) break;
+        CHECK_MSG(n < N && !strcmp(f.relpath, want[n]), "row %d: %s, want %s", n, f.relpath,
+                  n < N ? want[n] : "none");
+        if (n > 0) CHECK(cdb_db_walk_cmp(want[n - 1], f.relpath) < 0);
+        n++;
+    }
+    CHECK_EQ_INT(n, N);
+    cdb_db_files_cursor_close(cur);
+    fx_close(&fx);
+}
+
 CDB_TEST_MAIN(open_create_reopen, encode_matches_double_reference, encode_any_magnitude,
               encode_refuses_bad, crud_put_lookup_read, odd_paths, quarantine_move_delete,
               models_side_by_side, generations, shard_rollover, schema_from_the_future,
@@ -1415,4 +1491,5 @@ CDB_TEST_MAIN(open_create_reopen, encode_matches_double_reference, encode_any_ma
               migrate_v8_to_v9,
               mixed_batch_runs,
               verify_missing_and_truncated_shard, verify_bad_and_orphan_vectors, runs_and_readonly, busy_is_retried_then_reported, classify_changes,
-              interrupted_delete_keeps_claims_true)
+              interrupted_delete_keeps_claims_true, read_snapshot_holds_until_renewed,
+              files_cursor_walk_order)
