@@ -80,32 +80,13 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     return 0;
 }
 
-static uint32_t u32(const uint8_t *p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
     unsigned char *f = NULL;
     size_t fn = g_valid_n;
     float t[1024], i[1024];
     cdb_model *m;
     if (n == 0) return 0;
-    if (data[0] % 3 == 0) {
-        f = malloc(n);
-        if (!f) return 0;
-        memcpy(f, data + 1, n - 1);
-        fn = n - 1;
-    } else {
-        const uint8_t *p = data + 1, *end = data + n;
-        f = malloc(g_valid_n);
-        if (!f) return 0;
-        memcpy(f, g_valid, g_valid_n);
-        if (data[0] % 3 == 2 && end - p >= 4) {
-            fn = u32(p) % (g_valid_n + 1);
-            p += 4;
-        }
-        for (; fn && end - p >= 5; p += 5) f[u32(p) % fn] = p[4];
-    }
+    if (!(f = fuzz_damage(g_valid, g_valid_n, data + 1, n - 1, data[0] % 3, &fn))) return 0;
     if (fuzz_write_file(g_cache, f, fn) != 0) abort();
     free(f);
     m = open_encode(CDB_PACK_CACHE_ON, t, i);

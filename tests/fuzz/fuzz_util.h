@@ -120,4 +120,34 @@ static inline const char *fuzz_source_dir(void) {
     return e && *e ? e : CDB_SOURCE_DIR;
 }
 
+/* A little-endian u32 at p. */
+static inline uint32_t fuzz_u32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* The cache targets' damage (fuzz_packcache, fuzz_tokcache): a malloc'ed copy of valid
+** damaged as p[0..n) says under mode 0: replaced by p; 1: patches of 5 bytes (u32 offset
+** modulo the size, then the byte); 2: cut at a u32 offset (modulo the size + 1), then
+** patched as 1. *out_n: its size. NULL when out of memory. */
+static inline unsigned char *fuzz_damage(const unsigned char *valid, size_t valid_n,
+                                         const uint8_t *p, size_t n, int mode, size_t *out_n) {
+    const uint8_t *end = p + n;
+    size_t fn = mode == 0 ? n : valid_n;
+    unsigned char *f = malloc(fn ? fn : 1);
+    if (!f) return NULL;
+    if (mode == 0) {
+        if (n) memcpy(f, p, n);
+        *out_n = n;
+        return f;
+    }
+    memcpy(f, valid, valid_n);
+    if (mode == 2 && end - p >= 4) {
+        fn = fuzz_u32(p) % (valid_n + 1);
+        p += 4;
+    }
+    for (; fn && end - p >= 5; p += 5) f[fuzz_u32(p) % fn] = p[4];
+    *out_n = fn;
+    return f;
+}
+
 #endif /* CDB_FUZZ_UTIL_H */
