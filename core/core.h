@@ -177,10 +177,11 @@ const char *cdb_data_path(const char *name, char *buf, size_t size, const char *
 
 /* ---- libraries loaded at run time (dynlib.c) ------------------------------------------
 ** Libraries clipdb opens with dlopen() on first use instead of linking: cuBLAS and nvJPEG
-** (a binary built with CUDA starts on a machine without them), and libheif, libcurl and
-** the SentencePiece shim, whose start-up (their own dependencies' constructors: x265,
-** aom, de265, GnuTLS, protobuf) cost every clipdb process about 20 ms before any command
-** ran, although most commands never decode a HEIC, download or read a .model file. */
+** (a binary built with CUDA starts on a machine without them), and libheif, libtiff,
+** libraw, libcurl, libcrypto and the SentencePiece shim, whose loading (their own
+** dependencies' constructors: x265, aom, de265, GnuTLS, protobuf, Lerc, lcms2) cost every
+** clipdb process about 25 ms before any command ran, although most commands never decode
+** a HEIC, TIFF or camera file, download or read a .model file. */
 typedef struct cdb_dynlib_spec {
     const char *what;              /* its name in messages: "cuBLAS 13", "libheif" */
     const char *env;               /* a variable whose value (a path) is tried first; may be NULL */

@@ -27,6 +27,32 @@
 #if CDB_HAVE_RAW
 #include <libraw/libraw.h>
 
+/* libraw is opened on first use (core.h, cdb_dynlib_open: it and lcms2 cost every
+** clipdb process about a millisecond of loading although few commands decode a camera
+** file), its entry points called through lr_api. The soname is the one the headers
+** describe: the code reads libraw_data_t's fields. */
+#define RAW_STR_(x) #x
+#define RAW_STR(x) RAW_STR_(x)
+#define RAW_FNS(X) \
+    X(libraw_close) \
+    X(libraw_dcraw_clear_mem) \
+    X(libraw_dcraw_make_mem_image) \
+    X(libraw_dcraw_make_mem_thumb) \
+    X(libraw_dcraw_process) \
+    X(libraw_init) \
+    X(libraw_open_buffer) \
+    X(libraw_strerror) \
+    X(libraw_unpack) \
+    X(libraw_unpack_thumb)
+static struct {
+    RAW_FNS(CDB_DYNLIB_PTR)
+} lr_api;
+static const char *const lr_names[] = {"libraw_r.so." RAW_STR(LIBRAW_SHLIB_CURRENT), "libraw_r.so"};
+static const char *const lr_syms[] = {RAW_FNS(CDB_DYNLIB_NAME)};
+static cdb_dynlib_lazy lr_lib = {
+    .spec = {"libraw", "CLIPDB_LIBRAW", lr_names, 2, lr_syms, sizeof lr_syms / sizeof *lr_syms},
+    .table = &lr_api};
+
 /* No default callbacks: they print to stderr. 0.20 spells these enum values
 ** LIBRAW_OPIONS_NO_{MEMERR,DATAERR}_CALLBACK, later versions LIBRAW_OPTIONS_...:
 ** their values, 1 and 2, are the same in both. */
@@ -46,18 +72,21 @@ static cdb_status raw_fail(int err, const char *what) {
     cdb_status rc = err == LIBRAW_UNSUFFICIENT_MEMORY ? CDB_NOMEM
                     : err == LIBRAW_FILE_UNSUPPORTED   ? CDB_UNSUPPORTED
                                                        : CDB_CORRUPT;
-    return cdb_seterr(rc, "RAW: %s (%s)", what, libraw_strerror(err));
+    return cdb_seterr(rc, "RAW: %s (%s)", what, lr_api.libraw_strerror(err));
 }
 
 static cdb_status open_raw(const uint8_t *b, size_t n, libraw_data_t **out) {
-    libraw_data_t *lr = libraw_init(RAW_INIT_FLAGS);
+    libraw_data_t *lr;
     int err;
     *out = NULL;
+    if (cdb_dynlib_get(&lr_lib) != CDB_OK)
+        return cdb_seterr(CDB_UNSUPPORTED, "RAW: %s", lr_lib.err);
+    lr = lr_api.libraw_init(RAW_INIT_FLAGS);
     if (!lr) return cdb_seterr(CDB_NOMEM, "RAW: out of memory");
     lr->params.max_raw_memory_mb = 2048;
     /* libraw does not write through the buffer; its API just is not const */
-    if ((err = libraw_open_buffer(lr, (void *)(uintptr_t)b, n)) != LIBRAW_SUCCESS) {
-        libraw_close(lr);
+    if ((err = lr_api.libraw_open_buffer(lr, (void *)(uintptr_t)b, n)) != LIBRAW_SUCCESS) {
+        lr_api.libraw_close(lr);
         return raw_fail(err, "cannot identify the camera file");
     }
     *out = lr;
@@ -70,7 +99,7 @@ cdb_status cdb_img_raw_probe(const uint8_t *b, size_t n, int *w, int *h) {
     if (rc != CDB_OK) return rc;
     *w = lr->sizes.width;
     *h = lr->sizes.height;
-    libraw_close(lr);
+    lr_api.libraw_close(lr);
     if (*w <= 0 || *h <= 0) return cdb_seterr(CDB_CORRUPT, "RAW: invalid size %dx%d", *w, *h);
     return CDB_OK;
 }
@@ -113,8 +142,8 @@ cdb_status cdb_img_raw_decode(const uint8_t *b, size_t n, const img_opts *o, cdb
                     ((int64_t)tlong * 10 >= (int64_t)ilong * 9 ||
                      (o->fast && tshort >= o->target_size));
     }
-    if (use_thumb && (err = libraw_unpack_thumb(lr)) == LIBRAW_SUCCESS &&
-        (p = libraw_dcraw_make_mem_thumb(lr, &err)) != NULL &&
+    if (use_thumb && (err = lr_api.libraw_unpack_thumb(lr)) == LIBRAW_SUCCESS &&
+        (p = lr_api.libraw_dcraw_make_mem_thumb(lr, &err)) != NULL &&
         (p->type == LIBRAW_IMAGE_JPEG || p->type == LIBRAW_IMAGE_BITMAP)) {
         if (p->type == LIBRAW_IMAGE_JPEG) {
             img_opts jo = *o;
@@ -129,20 +158,20 @@ cdb_status cdb_img_raw_decode(const uint8_t *b, size_t n, const img_opts *o, cdb
         img->source = "embedded preview";
     } else {
         /* no usable preview: a half-size demosaic */
-        if (p) libraw_dcraw_clear_mem(p);
+        if (p) lr_api.libraw_dcraw_clear_mem(p);
         p = NULL;
         lr->params.half_size = 1;
         lr->params.use_camera_wb = 1;
         lr->params.output_bps = 8;
-        if ((err = libraw_unpack(lr)) != LIBRAW_SUCCESS) {
+        if ((err = lr_api.libraw_unpack(lr)) != LIBRAW_SUCCESS) {
             rc = raw_fail(err, "cannot unpack the sensor data");
             goto done;
         }
-        if ((err = libraw_dcraw_process(lr)) != LIBRAW_SUCCESS) {
+        if ((err = lr_api.libraw_dcraw_process(lr)) != LIBRAW_SUCCESS) {
             rc = raw_fail(err, "cannot demosaic");
             goto done;
         }
-        if (!(p = libraw_dcraw_make_mem_image(lr, &err))) {
+        if (!(p = lr_api.libraw_dcraw_make_mem_image(lr, &err))) {
             rc = raw_fail(err, "cannot produce the image");
             goto done;
         }
@@ -158,8 +187,8 @@ cdb_status cdb_img_raw_decode(const uint8_t *b, size_t n, const img_opts *o, cdb
         img->full_height = swap ? fw : fh;
     }
 done:
-    if (p) libraw_dcraw_clear_mem(p);
-    libraw_close(lr);
+    if (p) lr_api.libraw_dcraw_clear_mem(p);
+    lr_api.libraw_close(lr);
     if (rc != CDB_OK) {
         cdb_image_free(img);
         return rc;
@@ -196,7 +225,7 @@ void cdb_img_raw_meta(const uint8_t *b, size_t n, cdb_photo_meta *m) {
         cdb_meta_set_gps(m, lat, g->latref, lon, g->longref);
         cdb_meta_set_alt(m, g->altitude, g->altref == 1);
     }
-    libraw_close(lr);
+    lr_api.libraw_close(lr);
 }
 
 #else /* !CDB_HAVE_RAW */

@@ -67,10 +67,47 @@ int cdb_img_tiff_is_raw(const uint8_t *b, size_t n) {
 #if CDB_HAVE_TIFF
 #include <tiffio.h>
 
+/* libtiff is opened on first use (core.h, cdb_dynlib_open: it and the libraries it pulls
+** in, Lerc, JBIG, zstd, lzma, cost every clipdb process ~1.5 ms of loading although
+** few commands decode a TIFF), its entry points called through tf. */
+#define TIFF_FNS(X) \
+    X(TIFFClientOpenExt) \
+    X(TIFFClose) \
+    X(TIFFComputeStrip) \
+    X(TIFFFieldSetGetSize) \
+    X(TIFFFieldWithTag) \
+    X(TIFFGetField) \
+    X(TIFFGetFieldDefaulted) \
+    X(TIFFIsTiled) \
+    X(TIFFOpenOptionsAlloc) \
+    X(TIFFOpenOptionsFree) \
+    X(TIFFOpenOptionsSetErrorHandlerExtR) \
+    X(TIFFOpenOptionsSetMaxSingleMemAlloc) \
+    X(TIFFOpenOptionsSetWarningHandlerExtR) \
+    X(TIFFReadEXIFDirectory) \
+    X(TIFFReadEncodedStrip) \
+    X(TIFFReadGPSDirectory) \
+    X(TIFFReadRGBAImageOriented) \
+    X(TIFFReadTile) \
+    X(TIFFScanlineSize64) \
+    X(TIFFSetField) \
+    X(TIFFStripSize) \
+    X(TIFFTileRowSize) \
+    X(TIFFTileSize)
+static struct {
+    TIFF_FNS(CDB_DYNLIB_PTR)
+} tf;
+static const char *const tf_names[] = {"libtiff.so.6", "libtiff.so"};
+static const char *const tf_syms[] = {TIFF_FNS(CDB_DYNLIB_NAME)};
+static cdb_dynlib_lazy tf_lib = {
+    .spec = {"libtiff", "CLIPDB_LIBTIFF", tf_names, 2, tf_syms, sizeof tf_syms / sizeof *tf_syms},
+    .table = &tf};
+
 typedef struct tmem {
     const uint8_t *b;
     toff_t n, pos;
     char err[256];
+    cdb_status load_rc; /* libtiff could not be loaded (err says why) */
 } tmem;
 
 static tsize_t m_read(thandle_t h, tdata_t d, tsize_t k) {
@@ -115,23 +152,29 @@ static int on_warning(TIFF *t, void *ud, const char *module, const char *fmt, va
 }
 
 static TIFF *open_mem(tmem *m, const uint8_t *b, size_t n, int64_t max_alloc) {
-    TIFFOpenOptions *op = TIFFOpenOptionsAlloc();
+    TIFFOpenOptions *op;
     TIFF *t;
     memset(m, 0, sizeof *m);
     m->b = b;
     m->n = n;
+    if ((m->load_rc = cdb_dynlib_get(&tf_lib)) != CDB_OK) {
+        snprintf(m->err, sizeof m->err, "%.250s", tf_lib.err);
+        return NULL;
+    }
+    op = tf.TIFFOpenOptionsAlloc();
     if (!op) return NULL;
-    TIFFOpenOptionsSetErrorHandlerExtR(op, on_error, m);
-    TIFFOpenOptionsSetWarningHandlerExtR(op, on_warning, m);
-    TIFFOpenOptionsSetMaxSingleMemAlloc(op, (tmsize_t)max_alloc);
+    tf.TIFFOpenOptionsSetErrorHandlerExtR(op, on_error, m);
+    tf.TIFFOpenOptionsSetWarningHandlerExtR(op, on_warning, m);
+    tf.TIFFOpenOptionsSetMaxSingleMemAlloc(op, (tmsize_t)max_alloc);
     /* "m": no memory-mapping of our own buffer beyond what m_map gives; "h": header only */
-    t = TIFFClientOpenExt("tiff", "rm", (thandle_t)m, m_read, m_write, m_seek, m_close, m_size,
+    t = tf.TIFFClientOpenExt("tiff", "rm", (thandle_t)m, m_read, m_write, m_seek, m_close, m_size,
                           m_map, m_unmap, op);
-    TIFFOpenOptionsFree(op);
+    tf.TIFFOpenOptionsFree(op);
     return t;
 }
 
 static cdb_status tiff_fail(const tmem *m, cdb_status rc, const char *what) {
+    if (m->load_rc != CDB_OK) return cdb_seterr(m->load_rc, "TIFF: %s", m->err);
     return cdb_seterr(rc, "TIFF: %s%s%s", what, m->err[0] ? " (" : "", m->err[0] ? m->err : "");
 }
 
@@ -140,9 +183,9 @@ cdb_status cdb_img_tiff_probe(const uint8_t *b, size_t n, int *w, int *h) {
     uint32_t tw = 0, th = 0;
     TIFF *t = open_mem(&m, b, n, (int64_t)64 << 20);
     if (!t) return tiff_fail(&m, CDB_CORRUPT, "cannot read the header");
-    TIFFGetField(t, TIFFTAG_IMAGEWIDTH, &tw);
-    TIFFGetField(t, TIFFTAG_IMAGELENGTH, &th);
-    TIFFClose(t);
+    tf.TIFFGetField(t, TIFFTAG_IMAGEWIDTH, &tw);
+    tf.TIFFGetField(t, TIFFTAG_IMAGELENGTH, &th);
+    tf.TIFFClose(t);
     if (tw == 0 || th == 0 || tw > (1u << 30) || th > (1u << 30))
         return cdb_seterr(CDB_CORRUPT, "TIFF: invalid size %ux%u", tw, th);
     *w = (int)tw;
@@ -155,11 +198,11 @@ static cdb_status read_raw(TIFF *t, const tmem *m, uint32_t w, uint32_t h, int p
                            size_t row_bytes, uint8_t *buf) {
     uint8_t *tmp = NULL;
     cdb_status rc = CDB_OK;
-    if (TIFFIsTiled(t)) {
+    if (tf.TIFFIsTiled(t)) {
         uint32_t tw = 0, th = 0;
-        tmsize_t ts = TIFFTileSize(t), trow = TIFFTileRowSize(t);
-        TIFFGetField(t, TIFFTAG_TILEWIDTH, &tw);
-        TIFFGetField(t, TIFFTAG_TILELENGTH, &th);
+        tmsize_t ts = tf.TIFFTileSize(t), trow = tf.TIFFTileRowSize(t);
+        tf.TIFFGetField(t, TIFFTAG_TILEWIDTH, &tw);
+        tf.TIFFGetField(t, TIFFTAG_TILELENGTH, &th);
         if (tw == 0 || th == 0 || ts <= 0 || trow <= 0)
             return tiff_fail(m, CDB_CORRUPT, "bad tile layout");
         if (!(tmp = cdb_malloc((size_t)ts))) return cdb_seterr(CDB_NOMEM, "TIFF: out of memory");
@@ -168,7 +211,7 @@ static cdb_status read_raw(TIFF *t, const tmem *m, uint32_t w, uint32_t h, int p
                 for (uint32_t x = 0; x < w; x += tw) {
                     /* tile widths are multiples of 16: x starts on a byte boundary */
                     size_t xoff = (size_t)((uint64_t)x * row_bytes / w), ncopy;
-                    if (TIFFReadTile(t, tmp, x, y, 0, (uint16_t)p) < 0) {
+                    if (tf.TIFFReadTile(t, tmp, x, y, 0, (uint16_t)p) < 0) {
                         rc = tiff_fail(m, CDB_CORRUPT, "cannot read a tile");
                         goto done;
                     }
@@ -180,15 +223,15 @@ static cdb_status read_raw(TIFF *t, const tmem *m, uint32_t w, uint32_t h, int p
                 }
     } else {
         uint32_t rps = 0;
-        tmsize_t ss = TIFFStripSize(t);
-        TIFFGetFieldDefaulted(t, TIFFTAG_ROWSPERSTRIP, &rps);
+        tmsize_t ss = tf.TIFFStripSize(t);
+        tf.TIFFGetFieldDefaulted(t, TIFFTAG_ROWSPERSTRIP, &rps);
         if (rps == 0 || rps > h) rps = h;
         if (ss <= 0) return tiff_fail(m, CDB_CORRUPT, "bad strip layout");
         if (!(tmp = cdb_malloc((size_t)ss))) return cdb_seterr(CDB_NOMEM, "TIFF: out of memory");
         for (int p = 0; p < planes; p++)
             for (uint32_t y = 0; y < h; y += rps) {
                 uint32_t rows = h - y < rps ? h - y : rps;
-                tmsize_t got = TIFFReadEncodedStrip(t, TIFFComputeStrip(t, y, (uint16_t)p), tmp,
+                tmsize_t got = tf.TIFFReadEncodedStrip(t, tf.TIFFComputeStrip(t, y, (uint16_t)p), tmp,
                                                     (tmsize_t)(rows * row_bytes));
                 if (got < (tmsize_t)(rows * row_bytes)) {
                     rc = tiff_fail(m, CDB_CORRUPT, "cannot read a strip (corrupt or truncated)");
@@ -223,7 +266,7 @@ static cdb_status decode_rgba(TIFF *t, const tmem *m, uint32_t w, uint32_t h, cd
         cdb_image_free(img);
         return cdb_seterr(CDB_NOMEM, "TIFF: out of memory");
     }
-    if (!TIFFReadRGBAImageOriented(t, w, h, rgba, ORIENTATION_TOPLEFT, 0)) {
+    if (!tf.TIFFReadRGBAImageOriented(t, w, h, rgba, ORIENTATION_TOPLEFT, 0)) {
         cdb_free(rgba);
         cdb_image_free(img);
         return tiff_fail(m, CDB_CORRUPT, "cannot decode the image");
@@ -256,23 +299,23 @@ cdb_status cdb_img_tiff_decode(const uint8_t *b, size_t n, const img_opts *o, cd
     *out = NULL;
     if (!(t = open_mem(&m, b, n, max_alloc + (64 << 20))))
         return tiff_fail(&m, CDB_CORRUPT, "cannot read the header");
-    TIFFGetField(t, TIFFTAG_IMAGEWIDTH, &w);
-    TIFFGetField(t, TIFFTAG_IMAGELENGTH, &h);
+    tf.TIFFGetField(t, TIFFTAG_IMAGEWIDTH, &w);
+    tf.TIFFGetField(t, TIFFTAG_IMAGELENGTH, &h);
     if ((rc = cdb_img_check_size("TIFF", w, h, o->max_pixels)) != CDB_OK) goto done;
-    TIFFGetFieldDefaulted(t, TIFFTAG_BITSPERSAMPLE, &bits);
-    TIFFGetFieldDefaulted(t, TIFFTAG_SAMPLESPERPIXEL, &spp);
-    TIFFGetFieldDefaulted(t, TIFFTAG_PLANARCONFIG, &planar);
-    TIFFGetFieldDefaulted(t, TIFFTAG_SAMPLEFORMAT, &fmt);
-    TIFFGetFieldDefaulted(t, TIFFTAG_ORIENTATION, &orient);
-    TIFFGetFieldDefaulted(t, TIFFTAG_EXTRASAMPLES, &nextra, &extra);
-    TIFFGetField(t, TIFFTAG_COMPRESSION, &comp);
-    if (!TIFFGetField(t, TIFFTAG_PHOTOMETRIC, &photo)) {
+    tf.TIFFGetFieldDefaulted(t, TIFFTAG_BITSPERSAMPLE, &bits);
+    tf.TIFFGetFieldDefaulted(t, TIFFTAG_SAMPLESPERPIXEL, &spp);
+    tf.TIFFGetFieldDefaulted(t, TIFFTAG_PLANARCONFIG, &planar);
+    tf.TIFFGetFieldDefaulted(t, TIFFTAG_SAMPLEFORMAT, &fmt);
+    tf.TIFFGetFieldDefaulted(t, TIFFTAG_ORIENTATION, &orient);
+    tf.TIFFGetFieldDefaulted(t, TIFFTAG_EXTRASAMPLES, &nextra, &extra);
+    tf.TIFFGetField(t, TIFFTAG_COMPRESSION, &comp);
+    if (!tf.TIFFGetField(t, TIFFTAG_PHOTOMETRIC, &photo)) {
         rc = cdb_seterr(CDB_CORRUPT, "TIFF: no PhotometricInterpretation tag");
         goto done;
     }
     if (photo == PHOTOMETRIC_YCBCR) {
         if (comp == COMPRESSION_JPEG && planar == PLANARCONFIG_CONTIG) {
-            TIFFSetField(t, TIFFTAG_JPEGCOLORMODE, JPEGCOLORMODE_RGB); /* as PIL */
+            tf.TIFFSetField(t, TIFFTAG_JPEGCOLORMODE, JPEGCOLORMODE_RGB); /* as PIL */
             photo = PHOTOMETRIC_RGB;
         } else {
             rc = decode_rgba(t, &m, w, h, &img);
@@ -297,12 +340,12 @@ cdb_status cdb_img_tiff_decode(const uint8_t *b, size_t n, const img_opts *o, cd
         out_ch = spp >= 4 && alpha_kind ? 4 : 3;
         break;
     case PHOTOMETRIC_PALETTE:
-        if (spp != 1 || bits > 8 || !TIFFGetField(t, TIFFTAG_COLORMAP, &cmap[0], &cmap[1], &cmap[2]))
+        if (spp != 1 || bits > 8 || !tf.TIFFGetField(t, TIFFTAG_COLORMAP, &cmap[0], &cmap[1], &cmap[2]))
             goto unsupported;
         out_ch = 3;
         break;
     case PHOTOMETRIC_SEPARATED:
-        TIFFGetFieldDefaulted(t, TIFFTAG_INKSET, &inkset);
+        tf.TIFFGetFieldDefaulted(t, TIFFTAG_INKSET, &inkset);
         if (spp != 4 || bits != 8 || inkset != INKSET_CMYK) goto unsupported;
         out_ch = 4;
         break;
@@ -313,7 +356,7 @@ cdb_status cdb_img_tiff_decode(const uint8_t *b, size_t n, const img_opts *o, cd
         goto done;
     }
     planes = planar == PLANARCONFIG_SEPARATE ? spp : 1;
-    row_bytes = (size_t)TIFFScanlineSize64(t);
+    row_bytes = (size_t)tf.TIFFScanlineSize64(t);
     if (row_bytes == 0 ||
         row_bytes < ((size_t)w * bits * (planes > 1 ? 1 : spp) + 7) / 8) {
         rc = tiff_fail(&m, CDB_CORRUPT, "bad scanline size");
@@ -385,7 +428,7 @@ oriented:
     if (rc == CDB_OK && orient >= 2 && orient <= 8)
         rc = cdb_img_orient(img, orient);
 done:
-    TIFFClose(t);
+    tf.TIFFClose(t);
     cdb_free(raw);
     if (rc != CDB_OK) {
         cdb_image_free(img);
@@ -399,12 +442,12 @@ done:
 
 static void tiff_text(TIFF *t, uint32_t tag, char *dst, size_t cap) {
     const char *s = NULL;
-    if (TIFFGetField(t, tag, &s) && s) cdb_meta_set_text(dst, cap, s, strnlen(s, 4096));
+    if (tf.TIFFGetField(t, tag, &s) && s) cdb_meta_set_text(dst, cap, s, strnlen(s, 4096));
 }
 
 static const char *tiff_ascii(TIFF *t, uint32_t tag, size_t *len) {
     const char *s = NULL;
-    if (!TIFFGetField(t, tag, &s) || !s) return NULL;
+    if (!tf.TIFFGetField(t, tag, &s) || !s) return NULL;
     *len = strnlen(s, 256);
     return s;
 }
@@ -420,19 +463,19 @@ static void tiff_taken(TIFF *t, cdb_photo_meta *m, cdb_taken_source src, uint32_
 /* k rationals of a GPS tag as doubles: libtiff stores them as float or double, as its
 ** field table says (TIFFFieldSetGetSize), and passes arrays of fixed count by pointer. */
 static int tiff_reals(TIFF *t, uint32_t tag, int k, double *out) {
-    const TIFFField *f = TIFFFieldWithTag(t, tag);
-    int sz = f ? TIFFFieldSetGetSize(f) : 0;
+    const TIFFField *f = tf.TIFFFieldWithTag(t, tag);
+    int sz = f ? tf.TIFFFieldSetGetSize(f) : 0;
     if (sz != 4 && sz != 8) return 0;
     if (k == 1) {
         double d = 0;
         float v = 0;
-        if (!(sz == 8 ? TIFFGetField(t, tag, &d) : TIFFGetField(t, tag, &v))) return 0;
+        if (!(sz == 8 ? tf.TIFFGetField(t, tag, &d) : tf.TIFFGetField(t, tag, &v))) return 0;
         out[0] = sz == 8 ? d : (double)v;
         return 1;
     }
     {
         const void *p = NULL;
-        if (!TIFFGetField(t, tag, &p) || !p) return 0;
+        if (!tf.TIFFGetField(t, tag, &p) || !p) return 0;
         for (int j = 0; j < k; j++)
             out[j] = sz == 8 ? ((const double *)p)[j] : (double)((const float *)p)[j];
     }
@@ -452,8 +495,8 @@ static void tiff_gps(TIFF *t, cdb_photo_meta *m) {
                          tiff_ref(t, GPSTAG_LONGITUDEREF));
     if (tiff_reals(t, GPSTAG_ALTITUDE, 1, &alt)) {
         uint8_t below = 0;
-        const TIFFField *f = TIFFFieldWithTag(t, GPSTAG_ALTITUDEREF);
-        if (f && TIFFFieldSetGetSize(f) == 1) TIFFGetField(t, GPSTAG_ALTITUDEREF, &below);
+        const TIFFField *f = tf.TIFFFieldWithTag(t, GPSTAG_ALTITUDEREF);
+        if (f && tf.TIFFFieldSetGetSize(f) == 1) tf.TIFFGetField(t, GPSTAG_ALTITUDEREF, &below);
         cdb_meta_set_alt(m, alt, below == 1);
     }
 }
@@ -462,7 +505,7 @@ static void tiff_gps(TIFF *t, cdb_photo_meta *m) {
 static void tiff_xmp(TIFF *t, uint8_t **xmp, size_t *xmp_len) {
     uint32_t k = 0;
     const void *p = NULL;
-    if (!TIFFGetField(t, TIFFTAG_XMLPACKET, &k, &p) || !p || k == 0 || k > (16u << 20)) return;
+    if (!tf.TIFFGetField(t, TIFFTAG_XMLPACKET, &k, &p) || !p || k == 0 || k > (16u << 20)) return;
     if (!(*xmp = cdb_malloc(k))) return;
     memcpy(*xmp, p, k);
     *xmp_len = k;
@@ -480,17 +523,17 @@ void cdb_img_tiff_meta(const uint8_t *b, size_t n, cdb_photo_meta *m, uint8_t **
     tiff_xmp(t, xmp, xmp_len);
     tiff_text(t, TIFFTAG_MAKE, m->make, sizeof m->make);
     tiff_text(t, TIFFTAG_MODEL, m->model, sizeof m->model);
-    has_exif = TIFFGetField(t, TIFFTAG_EXIFIFD, &exif_off) && exif_off;
-    has_gps = TIFFGetField(t, TIFFTAG_GPSIFD, &gps_off) && gps_off;
-    if (has_exif && TIFFReadEXIFDirectory(t, exif_off)) {
+    has_exif = tf.TIFFGetField(t, TIFFTAG_EXIFIFD, &exif_off) && exif_off;
+    has_gps = tf.TIFFGetField(t, TIFFTAG_GPSIFD, &gps_off) && gps_off;
+    if (has_exif && tf.TIFFReadEXIFDirectory(t, exif_off)) {
         tiff_taken(t, m, CDB_TAKEN_ORIGINAL, EXIFTAG_DATETIMEORIGINAL,
                    EXIFTAG_SUBSECTIMEORIGINAL, EXIFTAG_OFFSETTIMEORIGINAL);
         tiff_taken(t, m, CDB_TAKEN_CREATED, EXIFTAG_DATETIMEDIGITIZED,
                    EXIFTAG_SUBSECTIMEDIGITIZED, EXIFTAG_OFFSETTIMEDIGITIZED);
         tiff_text(t, EXIFTAG_LENSMODEL, m->lens, sizeof m->lens);
     }
-    if (has_gps && TIFFReadGPSDirectory(t, gps_off)) tiff_gps(t, m);
-    TIFFClose(t);
+    if (has_gps && tf.TIFFReadGPSDirectory(t, gps_off)) tiff_gps(t, m);
+    tf.TIFFClose(t);
 }
 
 #else /* !CDB_HAVE_TIFF */

@@ -50,6 +50,8 @@ typedef struct load_ctx {
     int dtype_seen[3];  /* F32, F16, BF16 */
     int inspect;        /* params.inspect_only: validate shapes, touch no weight byte */
     int64_t n_params;   /* elements of the tensors fetched by get_t */
+    int tok_cache;      /* open the tokenizer through the tokenizer cache (tok_cache_on) */
+    const char *tok_cache_dir;
 } load_ctx;
 
 /* A transformer block's tensor names, after its prefix, without ".weight"/".bias". */
@@ -1405,6 +1407,13 @@ static void read_logit_params(cdb_model *m) {
     m->info.has_logit_bias = read_scalar(m, "logit_bias", &m->info.logit_bias);
 }
 
+/* The tokenizer at path, through the tokenizer cache when the open uses it. */
+static cdb_status open_tok(const load_ctx *c, const char *path, cdb_tok_pipeline pipe,
+                           cdb_tok **out) {
+    if (c->tok_cache) return cdb_tok_open_cached(path, pipe, c->tok_cache_dir, out);
+    return cdb_tok_open_pipeline(path, pipe, out);
+}
+
 /* SigLIP's tokenizer: p->tokenizer_path, else the folder's spiece.model (SigLIP),
 ** tokenizer.model (Gemma, SigLIP2) or, without those, its tokenizer.json, through the
 ** pipeline of the layout's reference: transformers' for a Hugging Face folder,
@@ -1433,7 +1442,7 @@ static cdb_status open_siglip_tokenizer(load_ctx *c, const cdb_model_params *p) 
                      "given as token ids (or name the tokenizer)", m->name);
         return CDB_OK;
     }
-    rc = cdb_tok_open_pipeline(src, pipe, &m->tok);
+    rc = open_tok(c, src, pipe, &m->tok);
     if (rc != CDB_OK) {
         if (p->tokenizer_path || (rc != CDB_NOTFOUND && rc != CDB_UNSUPPORTED)) return rc;
         CDB_LOG_INFO("model %s: no SigLIP tokenizer (%s); text must be given as token ids",
@@ -1483,7 +1492,7 @@ static cdb_status open_tokenizer(load_ctx *c, const cdb_model_params *p) {
         if (!explicit_path && stat(path, &st) == 0) explicit_path = path;
     }
     if (explicit_path) {
-        if ((rc = cdb_tok_open(explicit_path, &m->tok)) != CDB_OK)
+        if ((rc = open_tok(c, explicit_path, CDB_TOK_PIPE_AUTO, &m->tok)) != CDB_OK)
             return rc; /* "tokenizer: <its file>: why": no context to add */
     } else {
         char found[4096];
@@ -1495,7 +1504,7 @@ static cdb_status open_tokenizer(load_ctx *c, const cdb_model_params *p) {
             m->tok = NULL;
             return CDB_OK;
         }
-        if (cdb_tok_open(def, &m->tok) != CDB_OK) {
+        if (open_tok(c, def, CDB_TOK_PIPE_AUTO, &m->tok) != CDB_OK) {
             CDB_LOG_WARN("model %s: no tokenizer (standard vocabulary %s: %s); text must be "
                          "given as token ids", m->name, def, cdb_errmsg());
             m->tok = NULL;
@@ -1524,6 +1533,15 @@ static cdb_status open_tokenizer(load_ctx *c, const cdb_model_params *p) {
 
 /* m->pc per params.pack_cache (encoder.h): AUTO is on for text-only opens (a query's)
 ** unless $CLIPDB_PACK_CACHE is "0". info.pack_cache says why when it is off. */
+/* The tokenizer cache (cdb_tok_open_cached) follows the packed matrix cache's policy
+** (a query's open), in its folder, unless $CLIPDB_TOK_CACHE is "0". */
+static int tok_cache_on(const cdb_model_params *p) {
+    const char *env = getenv("CLIPDB_TOK_CACHE");
+    if (env && !strcmp(env, "0")) return 0;
+    return p->pack_cache == CDB_PACK_CACHE_ON ||
+           (p->pack_cache == CDB_PACK_CACHE_AUTO && !p->load_vision && p->load_text);
+}
+
 static void begin_pack_cache(cdb_model *m, const cdb_model_params *p) {
     const char *env = getenv("CLIPDB_PACK_CACHE");
     char why[160];
@@ -1567,6 +1585,9 @@ cdb_status cdb_model_open(const char *path, const cdb_model_params *params, cdb_
     m->info.description = "";
     m->info.pack_cache = "off";
     m->info.pack_cache_path = "";
+    m->info.tok_cache = "off";
+    c.tok_cache = tok_cache_on(&p);
+    c.tok_cache_dir = p.pack_cache_dir;
     if (S_ISDIR(st.st_mode)) {
         c.dir = path;
         if ((rc = list_weights(path, &paths, &n_paths)) != CDB_OK) goto cleanup;
@@ -1713,6 +1734,7 @@ cdb_status cdb_model_open(const char *path, const cdb_model_params *params, cdb_
     cdb_pack_cache_end(m->pc);
     m->info.pack_cache = m->pc ? cdb_pack_cache_status(m->pc) : m->info.pack_cache;
     m->info.pack_cache_path = cdb_pack_cache_path(m->pc);
+    if (m->tok) m->info.tok_cache = cdb_tok_cache_status(m->tok);
     *out = m;
     m = NULL;
 

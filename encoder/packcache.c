@@ -17,15 +17,11 @@
 ** at that place. A file that fails is not used (the matrices are packed as without a
 ** cache) and is rewritten at the end of the open.
 **
-** The stamp: hashing the whole payload costs a query more than the rest of the open
-** (150 MB for ViT-B/32), so once a file has passed that check it is fsynced and a stamp
-** is written beside it (<file>.ok: its device, inode, size, mtime and ctime and the
-** payload sum its header names). A later open whose file still has that identity and
-** that header skips the payload hash; every other check still runs. Any write to the
-** file changes its ctime, which no user can set back, and a replaced file is another
-** inode; the fsync before the stamp means a crash cannot leave a stamp beside bytes that
-** never reached the disk. So the file trusted is the one that was checked, as the
-** model's weights are trusted by their stat key (model.c, files_key).
+** The stamp (cachedir.c): hashing the whole payload costs a query more than the rest of
+** the open (150 MB for ViT-B/32), so once a file has passed that check a stamp beside it
+** (<file>.ok) vouches for it while the file keeps its identity; every other check still
+** runs. So the file trusted is the one that was checked, as the model's weights are
+** trusted by their stat key (model.c, files_key).
 **
 ** Concurrency: a file is never modified in place. A writer writes a private temporary
 ** file in the same folder and renames it over the name (atomic); a reader's mapping
@@ -33,22 +29,16 @@
 ** rename wins. No fsync: a crash may leave a short or empty file under the name, which
 ** the next open refuses (size, checksum) and rewrites.
 **
-** Disk use: the folder keeps the PC_KEEP most recently used files (a hit refreshes the
-** mtime of the file's stamp, never of the file, whose ctime the stamp holds); writing a
-** new one deletes the older ones with their stamps, stamps left without a file, and
-** temporary files an interrupted writer left over an hour ago. Deleting the folder is
-** always safe.
+** Disk use (cachedir.c): the folder keeps the PC_KEEP most recently used .pack files;
+** deleting the folder is always safe.
 */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -63,8 +53,6 @@
 #define PC_KEEP 4
 #define PC_MAX_MATS 100000u
 #define PC_SUFFIX ".pack"
-#define PC_STAMP_SUFFIX ".ok"
-#define PC_STAMP_MAGIC "CDBPOK1"
 
 typedef struct pc_header {
     char magic[8];
@@ -82,15 +70,6 @@ typedef struct pc_entry {
     uint64_t off, bytes; /* from the payload's start */
 } pc_entry;
 
-/* <file>.ok: the identity of a cache file that passed every check (see the top). */
-typedef struct pc_stamp {
-    char magic[8];
-    uint64_t dev, ino, size;
-    int64_t mtime_ns, ctime_ns;
-    uint64_t payload_sum[2];
-    uint64_t sum; /* XXH3-64 of the fields above */
-} pc_stamp;
-
 typedef struct pc_rec {
     const cdb_k_buf *b;
     int rows, cols;
@@ -106,7 +85,7 @@ struct cdb_pack_cache {
     uint32_t next;           /* the next entry take() hands out */
     int usable;              /* 1 while the mapped file matches every request */
     int stamped;             /* the payload hash was skipped: the stamp vouched for it */
-    pc_stamp stamp_due;      /* magic[0] != 0: the file was hashed whole; stamp it */
+    cdb_cache_stamp stamp_due;      /* magic[0] != 0: the file was hashed whole; stamp it */
     char refused[256];       /* why the file on disk was not used ("" : none there) */
     pc_rec *recs;            /* every matrix of this open, in order, for a rewrite */
     int n_recs, cap_recs, rec_failed;
@@ -114,36 +93,6 @@ struct cdb_pack_cache {
 };
 
 static size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
-
-/* mkdir -p of dir (0777 & umask); 0 on success. */
-static int make_dirs(const char *dir) {
-    char p[4096];
-    size_t n = strlen(dir);
-    if (n == 0 || n >= sizeof p) return -1;
-    memcpy(p, dir, n + 1);
-    for (size_t i = 1; i <= n; i++)
-        if (p[i] == '/' || p[i] == '\0') {
-            char c = p[i];
-            p[i] = '\0';
-            if (mkdir(p, 0777) != 0 && errno != EEXIST) return -1;
-            p[i] = c;
-        }
-    return 0;
-}
-
-/* The cache folder: dir, else $CLIPDB_CACHE_DIR/packed, $XDG_CACHE_HOME/clipdb/packed,
-** $HOME/.cache/clipdb/packed. 0 when one is named. */
-static int pick_dir(const char *dir, char *out, size_t size) {
-    const char *v;
-    if (dir && *dir) return snprintf(out, size, "%s", dir) >= (int)size ? -1 : 0;
-    if ((v = getenv("CLIPDB_CACHE_DIR")) && *v)
-        return snprintf(out, size, "%s/packed", v) >= (int)size ? -1 : 0;
-    if ((v = getenv("XDG_CACHE_HOME")) && *v == '/')
-        return snprintf(out, size, "%s/clipdb/packed", v) >= (int)size ? -1 : 0;
-    if ((v = getenv("HOME")) && *v)
-        return snprintf(out, size, "%s/.cache/clipdb/packed", v) >= (int)size ? -1 : 0;
-    return -1;
-}
 
 static uint64_t meta_sum(const pc_header *h, const pc_entry *t, uint32_t n) {
     pc_header c = *h;
@@ -157,64 +106,6 @@ static uint64_t meta_sum(const pc_header *h, const pc_entry *t, uint32_t n) {
     v = XXH3_64bits_digest(s);
     XXH3_freeState(s);
     return v;
-}
-
-static int64_t ts_ns(struct timespec t) { return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec; }
-
-/* The stamp pc->path would have now, from its stat and header. */
-static pc_stamp stamp_of(const struct stat *st, const pc_header *h) {
-    pc_stamp s;
-    memset(&s, 0, sizeof s);
-    memcpy(s.magic, PC_STAMP_MAGIC, sizeof s.magic);
-    s.dev = (uint64_t)st->st_dev;
-    s.ino = (uint64_t)st->st_ino;
-    s.size = (uint64_t)st->st_size;
-    s.mtime_ns = ts_ns(st->st_mtim);
-    s.ctime_ns = ts_ns(st->st_ctim);
-    s.payload_sum[0] = h->payload_sum[0];
-    s.payload_sum[1] = h->payload_sum[1];
-    s.sum = XXH3_64bits(&s, offsetof(pc_stamp, sum));
-    return s;
-}
-
-static void stamp_path(const cdb_pack_cache *pc, char *out, size_t size) {
-    snprintf(out, size, "%s%s", pc->path, PC_STAMP_SUFFIX);
-}
-
-/* 1 when pc->path's stamp names exactly this file (st) and this header. */
-static int stamp_matches(const cdb_pack_cache *pc, const struct stat *st, const pc_header *h) {
-    char p[4096 + 8];
-    pc_stamp want = stamp_of(st, h), got;
-    int fd, ok = 0;
-    stamp_path(pc, p, sizeof p);
-    if ((fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0) return 0;
-    ok = pread(fd, &got, sizeof got, 0) == (ssize_t)sizeof got && !memcmp(&got, &want, sizeof got);
-    close(fd);
-    return ok;
-}
-
-/* Writes the stamp of a file that passed the whole check: when it is still the file
-** checked (pc->stamp_due), after an fsync of it. Best effort: without a stamp the next
-** open hashes the payload again. */
-static void write_stamp(const cdb_pack_cache *pc) {
-    char p[4096 + 8], tmp[4096 + 64];
-    struct stat st;
-    pc_header h;
-    int fd = open(pc->path, O_RDONLY | O_CLOEXEC), ok;
-    if (fd < 0) return;
-    memset(&h, 0, sizeof h);
-    h.payload_sum[0] = pc->stamp_due.payload_sum[0];
-    h.payload_sum[1] = pc->stamp_due.payload_sum[1];
-    ok = fstat(fd, &st) == 0 && fsync(fd) == 0 && fstat(fd, &st) == 0;
-    close(fd);
-    if (!ok) return;
-    pc_stamp s = stamp_of(&st, &h);
-    if (memcmp(&s, &pc->stamp_due, sizeof s)) return; /* changed since it was checked */
-    stamp_path(pc, p, sizeof p);
-    snprintf(tmp, sizeof tmp, "%s/.ok.tmp.XXXXXX", pc->dir);
-    if ((fd = mkstemp(tmp)) < 0) return;
-    ok = write(fd, &s, sizeof s) == (ssize_t)sizeof s;
-    if (close(fd) != 0 || !ok || rename(tmp, p) != 0) unlink(tmp);
 }
 
 /* Maps and validates pc->path whole; on refusal pc->refused says why ("" when there
@@ -265,14 +156,14 @@ static void open_file(cdb_pack_cache *pc) {
     }
     map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
     if (map == MAP_FAILED) REFUSE("mmap: %s", strerror(errno));
-    pc->stamped = stamp_matches(pc, &st, &h);
+    pc->stamped = cdb_cache_stamp_matches(pc->path, &st, h.payload_sum);
     if (!pc->stamped) {
         sum = XXH3_128bits((const unsigned char *)map + h.payload_off, h.payload_bytes);
         if (sum.high64 != h.payload_sum[0] || sum.low64 != h.payload_sum[1]) {
             munmap(map, (size_t)st.st_size);
             REFUSE("damaged (payload checksum)");
         }
-        pc->stamp_due = stamp_of(&st, &h);
+        pc->stamp_due = cdb_cache_stamp_of(&st, h.payload_sum);
     }
     pc->map = map;
     pc->map_size = (size_t)st.st_size;
@@ -304,7 +195,7 @@ cdb_pack_cache *cdb_pack_cache_begin(cdb_k_backend *be, const char *dir, const c
         return NULL;
     }
     pc->be = be;
-    if (pick_dir(dir, pc->dir, sizeof pc->dir) != 0 ||
+    if (cdb_cache_dir_pick(dir, pc->dir, sizeof pc->dir) != 0 ||
         snprintf(pc->path, sizeof pc->path, "%s/%s-%s-%s-f%u%s", pc->dir, hash, towers, layout,
                  PC_FORMAT, PC_SUFFIX) >= (int)sizeof pc->path) {
         snprintf(why, why_size, "no cache folder ($HOME unset, or the path too long)");
@@ -358,81 +249,29 @@ void cdb_pack_cache_note(cdb_pack_cache *pc, const cdb_k_buf *b, int rows, int c
     pc->recs[pc->n_recs++] = (pc_rec){b, rows, cols};
 }
 
-static int write_all(int fd, const void *p, size_t n) {
-    const char *s = p;
-    while (n) {
-        ssize_t w = write(fd, s, n > ((size_t)1 << 30) ? (size_t)1 << 30 : n);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return -1;
-        s += w, n -= (size_t)w;
+typedef struct pc_out {
+    const cdb_pack_cache *pc;
+    const pc_header *h;
+    const pc_entry *t;
+} pc_out;
+
+/* cdb_cache_publish's fill: the header, the table, then each matrix at its offset. */
+static int fill_file(int fd, void *ud) {
+    static const char zeros[PC_PAGE];
+    const pc_out *o = ud;
+    size_t table_bytes = (size_t)o->h->n_mats * sizeof *o->t, hdr_end = sizeof *o->h + table_bytes;
+    uint64_t off = 0;
+    if (cdb_cache_write_all(fd, o->h, sizeof *o->h) || cdb_cache_write_all(fd, o->t, table_bytes) ||
+        cdb_cache_write_all(fd, zeros, (size_t)o->h->payload_off - hdr_end))
+        return -1;
+    for (uint32_t i = 0; i < o->h->n_mats; i++) {
+        if (cdb_cache_write_all(fd, zeros, (size_t)(o->t[i].off - off)) ||
+            cdb_cache_write_all(fd, cdb_k_matrix_packed_data(o->pc->be, o->pc->recs[i].b),
+                                o->t[i].bytes))
+            return -1;
+        off = o->t[i].off + o->t[i].bytes;
     }
     return 0;
-}
-
-typedef struct pc_dirent {
-    int64_t used_ns; /* the later of the file's and its stamp's mtime */
-    char name[256];
-} pc_dirent;
-
-static int cmp_used_desc(const void *a, const void *b) {
-    const pc_dirent *x = a, *y = b;
-    return (x->used_ns < y->used_ns) - (x->used_ns > y->used_ns);
-}
-
-static int has_suffix(const char *name, size_t len, const char *suffix) {
-    size_t k = strlen(suffix);
-    return len > k && !strcmp(name + len - k, suffix);
-}
-
-/* Removes name (a cache file) and its stamp from dir. */
-static void remove_pack(const char *dir, const char *name) {
-    char p[4096 + 256 + 8];
-    snprintf(p, sizeof p, "%s/%s%s", dir, name, PC_STAMP_SUFFIX);
-    unlink(p);
-    snprintf(p, sizeof p, "%s/%s", dir, name);
-    unlink(p);
-}
-
-/* Keeps the PC_KEEP most recently used cache files of the folder (the one just written
-** among them); removes the rest with their stamps, stamps without a file, and temporary
-** files older than an hour. Best effort. */
-static void prune(const char *dir) {
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    pc_dirent v[64];
-    int n = 0;
-    time_t now = time(NULL);
-    if (!d) return;
-    while ((e = readdir(d)) != NULL) {
-        char p[4096 + 256 + 8];
-        struct stat st, so;
-        size_t len = strlen(e->d_name);
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        if (e->d_name[0] == '.' && strstr(e->d_name, ".tmp.")) {
-            if (lstat(p, &st) == 0 && S_ISREG(st.st_mode) && now - st.st_mtime > 3600)
-                unlink(p);
-            continue;
-        }
-        if (has_suffix(e->d_name, len, PC_SUFFIX PC_STAMP_SUFFIX)) {
-            p[strlen(p) - strlen(PC_STAMP_SUFFIX)] = '\0';
-            if (lstat(p, &st) != 0 && errno == ENOENT) { /* its file is gone */
-                snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-                unlink(p);
-            }
-            continue;
-        }
-        if (!has_suffix(e->d_name, len, PC_SUFFIX) || len >= sizeof v[0].name || n == 64 ||
-            lstat(p, &st) != 0 || !S_ISREG(st.st_mode))
-            continue;
-        v[n].used_ns = ts_ns(st.st_mtim);
-        snprintf(p, sizeof p, "%s/%s%s", dir, e->d_name, PC_STAMP_SUFFIX);
-        if (lstat(p, &so) == 0 && ts_ns(so.st_mtim) > v[n].used_ns) v[n].used_ns = ts_ns(so.st_mtim);
-        memcpy(v[n].name, e->d_name, len + 1);
-        n++;
-    }
-    closedir(d);
-    qsort(v, (size_t)n, sizeof v[0], cmp_used_desc);
-    for (int i = PC_KEEP; i < n; i++) remove_pack(dir, v[i].name);
 }
 
 /* Writes every recorded matrix to a temporary file, renamed over pc->path. */
@@ -441,10 +280,9 @@ static int write_file(cdb_pack_cache *pc, char *why, size_t why_size) {
     pc_entry *t;
     XXH3_state_t *s = NULL;
     XXH128_hash_t sum;
-    char tmp[4096 + 64];
     static const char zeros[PC_PAGE];
-    size_t off = 0, table_bytes = (size_t)pc->n_recs * sizeof *t, hdr_end;
-    int fd = -1, rc = -1;
+    size_t off = 0, table_bytes = (size_t)pc->n_recs * sizeof *t;
+    int rc = -1;
     if (pc->rec_failed || pc->n_recs == 0 || (unsigned)pc->n_recs > PC_MAX_MATS) {
         snprintf(why, why_size, "%s", pc->rec_failed ? "out of memory" : "no matrices");
         return -1;
@@ -468,45 +306,16 @@ static int write_file(cdb_pack_cache *pc, char *why, size_t why_size) {
         off = at + bytes;
     }
     sum = XXH3_128bits_digest(s);
-    hdr_end = sizeof h + table_bytes;
     h.n_mats = (uint32_t)pc->n_recs;
-    h.payload_off = align_up(hdr_end, PC_PAGE);
+    h.payload_off = align_up(sizeof h + table_bytes, PC_PAGE);
     h.payload_bytes = off;
     h.payload_sum[0] = sum.high64;
     h.payload_sum[1] = sum.low64;
     h.meta_sum = meta_sum(&h, t, h.n_mats);
-    if (make_dirs(pc->dir) != 0) {
-        snprintf(why, why_size, "cannot create the folder: %s", strerror(errno));
+    if (cdb_cache_publish(pc->dir, pc->path, fill_file, &(pc_out){pc, &h, t}, why, why_size))
         goto done;
-    }
-    snprintf(tmp, sizeof tmp, "%s/.pack.tmp.XXXXXX", pc->dir);
-    if ((fd = mkstemp(tmp)) < 0) {
-        snprintf(why, why_size, "cannot write in the folder: %s", strerror(errno));
-        goto done;
-    }
-    if (write_all(fd, &h, sizeof h) || write_all(fd, t, table_bytes) ||
-        write_all(fd, zeros, (size_t)h.payload_off - hdr_end))
-        goto werr;
-    off = 0;
-    for (int i = 0; i < pc->n_recs; i++) {
-        if (write_all(fd, zeros, t[i].off - off) ||
-            write_all(fd, cdb_k_matrix_packed_data(pc->be, pc->recs[i].b), t[i].bytes))
-            goto werr;
-        off = t[i].off + t[i].bytes;
-    }
-    if (close(fd) != 0) {
-        fd = -1;
-        goto werr;
-    }
-    fd = -1;
-    if (rename(tmp, pc->path) != 0) goto werr;
     rc = 0;
-    prune(pc->dir);
-    goto done;
-werr:
-    snprintf(why, why_size, "writing a temporary file: %s", strerror(errno));
-    if (fd >= 0) close(fd);
-    unlink(tmp);
+    cdb_cache_prune(pc->dir, PC_SUFFIX, PC_KEEP);
 done:
     XXH3_freeState(s);
     free(t);
@@ -517,11 +326,9 @@ void cdb_pack_cache_end(cdb_pack_cache *pc) {
     char why[256];
     if (!pc) return;
     if (pc->usable && pc->next == pc->want.n_mats && pc->n_recs == (int)pc->next) {
-        char p[4096 + 8];
         snprintf(pc->status, sizeof pc->status, "%s", pc->stamped ? "hit (stamped)" : "hit");
-        if (pc->stamp_due.magic[0]) write_stamp(pc);
-        stamp_path(pc, p, sizeof p);
-        (void)utimensat(AT_FDCWD, p, NULL, 0); /* recently used (prune) */
+        if (pc->stamp_due.magic[0]) cdb_cache_stamp_write(pc->path, pc->dir, &pc->stamp_due);
+        cdb_cache_stamp_touch(pc->path); /* recently used (prune) */
     } else {
         if (pc->usable) /* it matched as far as it went, but the loader wanted a different count */
             snprintf(pc->refused, sizeof pc->refused, "stale: %u matrices, the model has %d",

@@ -36,7 +36,18 @@ struct cdb_tok {
     int bos, eos, pad;  /* ids; bos / eos -1 when the pipeline adds none */
     char *unk_prefix;   /* SIGLIP_HF: the unk token the text is encoded after */
     size_t unk_len;     /* ... and how many ids it encodes to (dropped) */
+    int cached;         /* open through the tokenizer cache (cdb_tok_open_cached) */
+    const char *cache_dir; /* during the open only */
+    char cache_status[320];
 };
+
+/* CLIP's BPE, through the tokenizer cache when the open asks for it. */
+static cdb_status open_bpe(cdb_tok *t, const char *path) {
+    t->kind = CDB_TOK_KIND_CLIP_BPE;
+    if (!t->cached) return cdb_tok_bpe_open(path, &t->bpe);
+    return cdb_tok_bpe_open_cached(path, t->cache_dir, &t->bpe, t->cache_status,
+                                   sizeof t->cache_status);
+}
 
 /* ---- the special tokens of a SentencePiece folder ------------------------------ */
 
@@ -234,10 +245,7 @@ static cdb_status open_dir(cdb_tok *t, const char *dir, cdb_tok_pipeline pipe) {
     static const char *const spm_files[] = {"spiece.model", "tokenizer.model"};
     for (size_t i = 0; i < 2; i++) {
         snprintf(p, sizeof p, "%s/%s", dir, clip_files[i]);
-        if (is_file(p)) {
-            t->kind = CDB_TOK_KIND_CLIP_BPE;
-            return cdb_tok_bpe_open(dir, &t->bpe);
-        }
+        if (is_file(p)) return open_bpe(t, dir);
     }
     for (size_t i = 0; i < 2; i++) {
         if (snprintf(p, sizeof p, "%s/%s", dir, spm_files[i]) >= (int)sizeof p)
@@ -251,7 +259,9 @@ static cdb_status open_dir(cdb_tok *t, const char *dir, cdb_tok_pipeline pipe) {
                       "tokenizer.json", dir);
 }
 
-cdb_status cdb_tok_open_pipeline(const char *path, cdb_tok_pipeline pipeline, cdb_tok **out) {
+/* cdb_tok_open_pipeline, through the tokenizer cache in cache_dir when cached. */
+static cdb_status open_any(const char *path, cdb_tok_pipeline pipeline, int cached,
+                           const char *cache_dir, cdb_tok **out) {
     cdb_status rc;
     struct stat st;
     if (!out) return cdb_seterr(CDB_INVALID, "cdb_tok_open: out is NULL");
@@ -261,6 +271,9 @@ cdb_status cdb_tok_open_pipeline(const char *path, cdb_tok_pipeline pipeline, cd
         return cdb_seterr(CDB_INVALID, "cdb_tok_open: unknown pipeline %d", (int)pipeline);
     cdb_tok *t = cdb_calloc(1, sizeof *t);
     if (!t) return cdb_seterr(CDB_NOMEM, "tokenizer: out of memory");
+    t->cached = cached;
+    t->cache_dir = cache_dir;
+    snprintf(t->cache_status, sizeof t->cache_status, "off");
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
         rc = open_dir(t, path, pipeline);
     } else if (ends_with(path, ".model")) {
@@ -268,9 +281,9 @@ cdb_status cdb_tok_open_pipeline(const char *path, cdb_tok_pipeline pipeline, cd
     } else if (ends_with(path, "tokenizer.json")) {
         rc = open_hf(t, path, pipeline);
     } else {
-        t->kind = CDB_TOK_KIND_CLIP_BPE;
-        rc = cdb_tok_bpe_open(path, &t->bpe);
+        rc = open_bpe(t, path);
     }
+    t->cache_dir = NULL;
     if (rc != CDB_OK) {
         cdb_tok_free(t);
         return rc;
@@ -278,6 +291,17 @@ cdb_status cdb_tok_open_pipeline(const char *path, cdb_tok_pipeline pipeline, cd
     *out = t;
     return CDB_OK;
 }
+
+cdb_status cdb_tok_open_pipeline(const char *path, cdb_tok_pipeline pipeline, cdb_tok **out) {
+    return open_any(path, pipeline, 0, NULL, out);
+}
+
+cdb_status cdb_tok_open_cached(const char *path, cdb_tok_pipeline pipeline,
+                               const char *cache_dir, cdb_tok **out) {
+    return open_any(path, pipeline, 1, cache_dir, out);
+}
+
+const char *cdb_tok_cache_status(const cdb_tok *t) { return t ? t->cache_status : "off"; }
 
 cdb_status cdb_tok_open(const char *path, cdb_tok **out) {
     return cdb_tok_open_pipeline(path, CDB_TOK_PIPE_AUTO, out);

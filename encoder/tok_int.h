@@ -72,4 +72,61 @@ cdb_status cdb_tok_bpe_tokenize(const cdb_tok_bpe *tok, const char *text, size_t
                                 int context_len, int32_t *ids /* OUT */,
                                 int *eot_index /* OUT */, int *truncated /* OUT */);
 
+/* The files cdb_tok_bpe_open(path) reads, in its order (1: an OpenAI .txt[.gz]; 2:
+** vocab.json, merges.txt): into files[0..*n). 0 on success; -1 when path is a folder
+** with neither layout (*n == 1) or a name is too long. */
+int cdb_tok_bpe_sources(const char *path, char files[2][4096], int *n /* OUT */);
+
+/* A tokenizer's tables as flat arrays (what the tokenizer cache, tokcache.c, stores).
+** str[id]: the offset of id's NUL-terminated string in arena, UINT32_MAX for an id
+** with no string; hslot / hfull: the string hash (open addressing, hcap a power of
+** two; slot value id + 1, 0 empty; hfull the high half of the string's FNV-1a);
+** mkey / mrank / mres: the merge hash ((left << 32 | right) + 1, 0 empty; its rank
+** and the merged id). The layout is tokenizer.c's: a change to it, to the hashes or
+** to how a vocabulary becomes tables must bump tokcache.c's TC_FORMAT. */
+typedef struct cdb_tok_bpe_dims {
+    int32_t n_vocab, n_merges, sot, eot;
+    int32_t byte_id[256], byte_id_w[256]; /* each byte's symbol, and with "</w>" */
+    uint64_t arena_bytes, hcap, mcap;
+} cdb_tok_bpe_dims;
+
+typedef struct cdb_tok_bpe_tables {
+    cdb_tok_bpe_dims d;
+    const uint32_t *str;           /* d.n_vocab */
+    const char *arena;             /* d.arena_bytes */
+    const uint32_t *hslot, *hfull; /* d.hcap each */
+    const uint64_t *mkey;          /* d.mcap */
+    const int32_t *mrank, *mres;   /* d.mcap each */
+} cdb_tok_bpe_tables;
+
+/* tok's tables, borrowed (they live as long as tok). */
+void cdb_tok_bpe_tables_of(const cdb_tok_bpe *tok, cdb_tok_bpe_tables *out /* OUT */);
+/* A tokenizer over tables it borrows (read only), after checking every bound the
+** encoder relies on, so that no table content can make it read out of bounds, loop
+** forever or hand out an id past the vocabulary: counts, a NUL-terminated arena,
+** string offsets, hash sizes (powers of two, each hash with an empty slot), slot ids
+** and merge results. It cannot check that the tables are the ones a vocabulary gives
+** (the cache's checksum does). On success *out owns map (munmap'ed by
+** cdb_tok_bpe_free; NULL: the tables must outlive *out). CDB_CORRUPT (which bound),
+** CDB_NOMEM. */
+cdb_status cdb_tok_bpe_from_tables(const cdb_tok_bpe_tables *tb, void *map, size_t map_size,
+                                   cdb_tok_bpe **out /* OUT */);
+
+/* ---- the tokenizer cache (tokcache.c) ----------------------------------------------
+** cdb_tok_bpe_open(path) through a file of the tables in the encoder's cache folder
+** (encoder_int.h, cachedir.c), keyed by the XXH3-128 of the vocabulary files' bytes:
+** a hit maps and validates the file instead of building the tables (22 ms for the
+** standard vocabulary); a miss, or a file refused for any reason, builds them as
+** cdb_tok_bpe_open does and writes the file. Ids are the same either way. dir: NULL
+** for the default folder. status (may be NULL): "hit", "hit (stamped)", "written",
+** "rebuilt: <why the file was refused>", "not written: <why>", as the packed matrix
+** cache says. Errors: cdb_tok_bpe_open's (a cache problem is never one). */
+cdb_status cdb_tok_bpe_open_cached(const char *path, const char *dir, cdb_tok_bpe **out /* OUT */,
+                                   char *status, size_t status_size);
+
+/* For the fuzz target and tests: recomputes, in place, the checksums of a tokenizer cache
+** file's bytes (file[0..n)), so that damage reaches the checks behind them. -1 when n
+** is shorter than a header. */
+int cdb_tok_cache_reseal(void *file, size_t n);
+
 #endif /* CDB_TOK_INT_H */

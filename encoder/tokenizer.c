@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 
 #include <jansson.h>
@@ -35,20 +36,24 @@
 #define TOK_SOT "<|startoftext|>"
 #define TOK_EOT "<|endoftext|>"
 
+/* An id with no string (a hole in a vocab.json's ids). */
+#define TOK_HOLE UINT32_MAX
+
+/* Every table is a flat array, so that the tokenizer cache (tokcache.c) can keep them in
+** a file and an open can map them instead of building them (cdb_tok_bpe_from_tables). */
 struct cdb_tok_bpe {
-    int n_vocab;
-    char **str;        /* id -> token string (NULL for holes in a vocab.json) */
+    cdb_tok_bpe_dims d; /* counts, special and byte ids, table sizes (d.arena_bytes: once
+                           built) */
+    uint32_t *str;     /* id -> offset of its NUL-terminated string in arena, or TOK_HOLE */
     char *arena;       /* storage of the strings */
     size_t arena_used, arena_cap;
     uint32_t *hslot;   /* string hash: id + 1, 0 = empty */
     uint32_t *hfull;   /* the string's hash, per slot (skips most strcmp) */
-    size_t hcap;       /* power of two */
     uint64_t *mkey;    /* merge hash: (left id << 32 | right id) + 1, 0 = empty */
     int32_t *mrank, *mres;
-    size_t mcap;
-    int n_merges;
-    int32_t byte_id[256], byte_id_w[256]; /* byte symbol, and with "</w>" */
-    int sot, eot;
+    int borrowed;      /* the tables are not ours (cdb_tok_bpe_from_tables) */
+    void *map;         /* ... and live in this mapping, munmap'ed at free (or NULL) */
+    size_t map_size;
 };
 
 /* ---- small helpers ------------------------------------------------------------ */
@@ -83,12 +88,12 @@ static void bytes_to_unicode(uint32_t cp_of[256], int order[256]) {
 
 static int tok_lookup(const cdb_tok_bpe *t, const char *s, size_t n) {
     uint64_t full = fnv1a(s, n);
-    size_t mask = t->hcap - 1, h = (size_t)full & mask;
+    size_t mask = t->d.hcap - 1, h = (size_t)full & mask;
     for (;;) {
         uint32_t v = t->hslot[h];
         if (!v) return -1;
         if (t->hfull[h] == (uint32_t)(full >> 32)) {
-            const char *c = t->str[v - 1];
+            const char *c = t->arena + t->str[v - 1];
             if (!memcmp(c, s, n) && c[n] == 0) return (int)v - 1;
         }
         h = (h + 1) & mask;
@@ -98,13 +103,13 @@ static int tok_lookup(const cdb_tok_bpe *t, const char *s, size_t n) {
 /* Inserts id for its string; a later id with the same string wins, as in
 ** Python's dict(zip(vocab, range(len(vocab)))). */
 static void tok_insert(cdb_tok_bpe *t, int id) {
-    const char *s = t->str[id];
-    size_t n = strlen(s), mask = t->hcap - 1;
+    const char *s = t->arena + t->str[id];
+    size_t n = strlen(s), mask = t->d.hcap - 1;
     uint64_t full = fnv1a(s, n);
     size_t h = (size_t)full & mask;
     for (;;) {
         uint32_t v = t->hslot[h];
-        if (!v || (t->hfull[h] == (uint32_t)(full >> 32) && !strcmp(t->str[v - 1], s))) {
+        if (!v || (t->hfull[h] == (uint32_t)(full >> 32) && !strcmp(t->arena + t->str[v - 1], s))) {
             t->hslot[h] = (uint32_t)id + 1;
             t->hfull[h] = (uint32_t)(full >> 32);
             return;
@@ -113,18 +118,18 @@ static void tok_insert(cdb_tok_bpe *t, int id) {
     }
 }
 
-static char *arena_add(cdb_tok_bpe *t, const char *s, size_t n) {
-    if (t->arena_used + n + 1 > t->arena_cap) return NULL; // sized up front
-    char *d = t->arena + t->arena_used;
-    memcpy(d, s, n);
-    d[n] = 0;
+/* The offset of a copy of s[0..n) in the arena (sized up front by tok_alloc). */
+static uint32_t arena_add(cdb_tok_bpe *t, const char *s, size_t n) {
+    uint32_t at = (uint32_t)t->arena_used;
+    memcpy(t->arena + at, s, n);
+    t->arena[at + n] = 0;
     t->arena_used += n + 1;
-    return d;
+    return at;
 }
 
 static void merge_insert(cdb_tok_bpe *t, int a, int b, int rank, int res) {
     uint64_t key = (((uint64_t)(uint32_t)a << 32) | (uint32_t)b) + 1;
-    size_t mask = t->mcap - 1, h = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 20) & mask;
+    size_t mask = t->d.mcap - 1, h = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 20) & mask;
     for (;;) {
         if (!t->mkey[h] || t->mkey[h] == key) { // later duplicates win, as in dict()
             t->mkey[h] = key;
@@ -139,7 +144,7 @@ static void merge_insert(cdb_tok_bpe *t, int a, int b, int rank, int res) {
 /* Rank and result of merging ids (a, b); 0 when there is no such merge. */
 static int merge_find(const cdb_tok_bpe *t, int a, int b, int32_t *rank, int32_t *res) {
     uint64_t key = (((uint64_t)(uint32_t)a << 32) | (uint32_t)b) + 1;
-    size_t mask = t->mcap - 1, h = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 20) & mask;
+    size_t mask = t->d.mcap - 1, h = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 20) & mask;
     for (;;) {
         uint64_t k = t->mkey[h];
         if (!k) return 0;
@@ -154,6 +159,11 @@ static int merge_find(const cdb_tok_bpe *t, int a, int b, int32_t *rank, int32_t
 
 void cdb_tok_bpe_free(cdb_tok_bpe *t) {
     if (!t) return;
+    if (t->borrowed) {
+        if (t->map) munmap(t->map, t->map_size);
+        cdb_free(t);
+        return;
+    }
     cdb_free(t->str);
     cdb_free(t->arena);
     cdb_free(t->hslot);
@@ -277,17 +287,20 @@ static cdb_status parse_merges(char *buf, size_t n, const char *path, int skip_f
 }
 
 static cdb_status tok_alloc(cdb_tok_bpe *t, int n_vocab, size_t arena_bytes, int n_merges) {
-    t->n_vocab = n_vocab;
-    t->str = cdb_calloc((size_t)n_vocab, sizeof *t->str);
+    t->d.n_vocab = n_vocab;
+    if (arena_bytes > TOK_HOLE)
+        return cdb_seterr(CDB_CORRUPT, "tokenizer: over 4 GB of token strings");
+    t->str = cdb_malloc((size_t)n_vocab * sizeof *t->str);
+    if (t->str) memset(t->str, 0xff, (size_t)n_vocab * sizeof *t->str); /* TOK_HOLE */
     t->arena_cap = arena_bytes;
     t->arena = cdb_malloc(arena_bytes);
-    t->hcap = pow2_at_least((size_t)n_vocab * 2);
-    t->hslot = cdb_calloc(t->hcap, sizeof *t->hslot);
-    t->hfull = cdb_malloc(t->hcap * sizeof *t->hfull);
-    t->mcap = pow2_at_least((size_t)n_merges * 2 + 2);
-    t->mkey = cdb_calloc(t->mcap, sizeof *t->mkey);
-    t->mrank = cdb_malloc(t->mcap * sizeof *t->mrank);
-    t->mres = cdb_malloc(t->mcap * sizeof *t->mres);
+    t->d.hcap = pow2_at_least((size_t)n_vocab * 2);
+    t->hslot = cdb_calloc(t->d.hcap, sizeof *t->hslot);
+    t->hfull = cdb_malloc(t->d.hcap * sizeof *t->hfull);
+    t->d.mcap = pow2_at_least((size_t)n_merges * 2 + 2);
+    t->mkey = cdb_calloc(t->d.mcap, sizeof *t->mkey);
+    t->mrank = cdb_malloc(t->d.mcap * sizeof *t->mrank);
+    t->mres = cdb_malloc(t->d.mcap * sizeof *t->mres);
     if (!t->str || !t->arena || !t->hslot || !t->hfull || !t->mkey || !t->mrank || !t->mres)
         return cdb_seterr(CDB_NOMEM, "tokenizer: out of memory");
     return CDB_OK;
@@ -302,10 +315,10 @@ static cdb_status tok_link(cdb_tok_bpe *t, const merge_line *m, int nm, const ch
     bytes_to_unicode(cp_of, order);
     for (int b = 0; b < 256; b++) {
         size_t k = cdb_tok_utf8_put(cp_of[b], sym);
-        t->byte_id[b] = tok_lookup(t, sym, k);
+        t->d.byte_id[b] = tok_lookup(t, sym, k);
         memcpy(sym + k, "</w>", 4);
-        t->byte_id_w[b] = tok_lookup(t, sym, k + 4);
-        if (t->byte_id[b] < 0 || t->byte_id_w[b] < 0)
+        t->d.byte_id_w[b] = tok_lookup(t, sym, k + 4);
+        if (t->d.byte_id[b] < 0 || t->d.byte_id_w[b] < 0)
             return cdb_seterr(CDB_CORRUPT, "tokenizer: %s: vocabulary lacks the symbol for byte 0x%02x",
                               path, b);
     }
@@ -338,10 +351,10 @@ static cdb_status tok_link(cdb_tok_bpe *t, const merge_line *m, int nm, const ch
         if (a >= 0 && b >= 0) merge_insert(t, a, b, r, res);
     }
     cdb_free(cat);
-    t->n_merges = nm;
-    t->sot = tok_lookup(t, TOK_SOT, strlen(TOK_SOT));
-    t->eot = tok_lookup(t, TOK_EOT, strlen(TOK_EOT));
-    if (t->sot < 0 || t->eot < 0)
+    t->d.n_merges = nm;
+    t->d.sot = tok_lookup(t, TOK_SOT, strlen(TOK_SOT));
+    t->d.eot = tok_lookup(t, TOK_EOT, strlen(TOK_EOT));
+    if (t->d.sot < 0 || t->d.eot < 0)
         return cdb_seterr(CDB_CORRUPT, "tokenizer: %s: vocabulary lacks %s or %s", path, TOK_SOT,
                           TOK_EOT);
     return CDB_OK;
@@ -378,12 +391,12 @@ static cdb_status open_bpe_file(const char *path, cdb_tok_bpe *t) {
         memcpy(d, m[r].a, m[r].la);
         memcpy(d + m[r].la, m[r].b, m[r].lb);
         d[m[r].la + m[r].lb] = 0;
+        t->str[512 + r] = (uint32_t)t->arena_used;
         t->arena_used += m[r].la + m[r].lb + 1;
-        t->str[512 + r] = d;
     }
     t->str[512 + nm] = arena_add(t, TOK_SOT, strlen(TOK_SOT));
     t->str[513 + nm] = arena_add(t, TOK_EOT, strlen(TOK_EOT));
-    for (int i = 0; i < t->n_vocab; i++) tok_insert(t, i);
+    for (int i = 0; i < t->d.n_vocab; i++) tok_insert(t, i);
     rc = tok_link(t, m, nm, path);
 done:
     cdb_free(m);
@@ -433,14 +446,14 @@ static cdb_status open_hf(const char *vocab_path, const char *merges_path, cdb_t
     if ((rc = tok_alloc(t, max_id + 1, arena, nm)) != CDB_OK) goto done;
     json_object_foreach(root, key, val) {
         int id = (int)json_integer_value(val);
-        if (t->str[id]) {
+        if (t->str[id] != TOK_HOLE) {
             rc = cdb_seterr(CDB_CORRUPT, "tokenizer: %s: id %d used twice", vocab_path, id);
             goto done;
         }
         t->str[id] = arena_add(t, key, strlen(key));
     }
-    for (int i = 0; i < t->n_vocab; i++)
-        if (t->str[i]) tok_insert(t, i);
+    for (int i = 0; i < t->d.n_vocab; i++)
+        if (t->str[i] != TOK_HOLE) tok_insert(t, i);
     rc = tok_link(t, m, nm, merges_path);
 done:
     json_decref(root);
@@ -454,56 +467,132 @@ static int file_exists(const char *p) {
     return stat(p, &st) == 0 && S_ISREG(st.st_mode);
 }
 
+int cdb_tok_bpe_sources(const char *path, char files[2][4096], int *n) {
+    struct stat st;
+    size_t len = strlen(path);
+    *n = 0;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        snprintf(files[0], 4096, "%s/vocab.json", path);
+        if (file_exists(files[0])) {
+            *n = 2;
+            return snprintf(files[1], 4096, "%s/merges.txt", path) >= 4096 ? -1 : 0;
+        }
+        *n = 1;
+        if (snprintf(files[0], 4096, "%s/bpe_simple_vocab_16e6.txt.gz", path) >= 4096) return -1;
+        return file_exists(files[0]) ? 0 : -1;
+    }
+    if (len >= 5 && !strcmp(path + len - 5, ".json")) {
+        const char *slash = strrchr(path, '/');
+        int dir = slash ? (int)(slash - path) : 0;
+        *n = 2;
+        if (snprintf(files[0], 4096, "%s", path) >= 4096) return -1;
+        if (slash) return snprintf(files[1], 4096, "%.*s/merges.txt", dir, path) >= 4096 ? -1 : 0;
+        snprintf(files[1], 4096, "merges.txt");
+        return 0;
+    }
+    *n = 1;
+    return snprintf(files[0], 4096, "%s", path) >= 4096 ? -1 : 0;
+}
+
 cdb_status cdb_tok_bpe_open(const char *path, cdb_tok_bpe **out) {
     cdb_status rc;
     cdb_tok_bpe *t = NULL;
-    char *a = NULL, *b = NULL;
-    struct stat st;
+    char files[2][4096];
+    int n = 0;
     if (!out) return cdb_seterr(CDB_INVALID, "cdb_tok_open: out is NULL");
     *out = NULL;
     if (!path || !*path) return cdb_seterr(CDB_INVALID, "cdb_tok_open: empty path");
+    if (cdb_tok_bpe_sources(path, files, &n) != 0) {
+        if (n == 1 && strlen(path) < 4000)
+            return cdb_seterr(CDB_NOTFOUND, "tokenizer: %s has neither vocab.json + merges.txt "
+                              "nor bpe_simple_vocab_16e6.txt.gz", path);
+        return cdb_seterr(CDB_INVALID, "tokenizer: path too long: %.200s...", path);
+    }
     if (!(t = cdb_calloc(1, sizeof *t))) return cdb_seterr(CDB_NOMEM, "tokenizer: out of memory");
-    size_t n = strlen(path);
-    if (!(a = cdb_malloc(n + 64)) || !(b = cdb_malloc(n + 64))) {
-        rc = cdb_seterr(CDB_NOMEM, "tokenizer: out of memory");
-        goto done;
-    }
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-        snprintf(a, n + 64, "%s/vocab.json", path);
-        snprintf(b, n + 64, "%s/merges.txt", path);
-        if (file_exists(a)) {
-            rc = open_hf(a, b, t);
-        } else {
-            snprintf(a, n + 64, "%s/bpe_simple_vocab_16e6.txt.gz", path);
-            if (!file_exists(a)) {
-                rc = cdb_seterr(CDB_NOTFOUND, "tokenizer: %s has neither vocab.json + merges.txt "
-                                "nor bpe_simple_vocab_16e6.txt.gz", path);
-                goto done;
-            }
-            rc = open_bpe_file(a, t);
-        }
-    } else if (n >= 5 && !strcmp(path + n - 5, ".json")) {
-        const char *slash = strrchr(path, '/');
-        int dir = slash ? (int)(slash - path) : 0;
-        if (slash) snprintf(b, n + 64, "%.*s/merges.txt", dir, path);
-        else snprintf(b, n + 64, "merges.txt");
-        rc = open_hf(path, b, t);
-    } else {
-        rc = open_bpe_file(path, t);
-    }
-done:
-    cdb_free(a);
-    cdb_free(b);
+    rc = n == 2 ? open_hf(files[0], files[1], t) : open_bpe_file(files[0], t);
     if (rc != CDB_OK) cdb_tok_bpe_free(t);
     else *out = t;
     return rc;
 }
 
-int cdb_tok_bpe_vocab_size(const cdb_tok_bpe *t) { return t ? t->n_vocab : 0; }
-int cdb_tok_bpe_sot_id(const cdb_tok_bpe *t) { return t ? t->sot : -1; }
-int cdb_tok_bpe_eot_id(const cdb_tok_bpe *t) { return t ? t->eot : -1; }
+void cdb_tok_bpe_tables_of(const cdb_tok_bpe *t, cdb_tok_bpe_tables *out) {
+    out->d = t->d;
+    out->d.arena_bytes = t->arena_used;
+    out->str = t->str;
+    out->arena = t->arena;
+    out->hslot = t->hslot;
+    out->hfull = t->hfull;
+    out->mkey = t->mkey;
+    out->mrank = t->mrank;
+    out->mres = t->mres;
+}
+
+static int is_pow2_in(uint64_t v, uint64_t lo, uint64_t hi) {
+    return v >= lo && v <= hi && (v & (v - 1)) == 0;
+}
+
+static int is_id(const cdb_tok_bpe_tables *tb, int64_t id) {
+    return id >= 0 && id < tb->d.n_vocab;
+}
+
+/* Every bound the encoder relies on (see cdb_tok_bpe_from_tables in tok_int.h). */
+static const char *tables_invalid(const cdb_tok_bpe_tables *tb) {
+    size_t empty = 0;
+    if (tb->d.n_vocab < 1 || tb->d.n_vocab > (1 << 24) || tb->d.n_merges < 0) return "counts";
+    if (tb->d.arena_bytes < 1 || tb->d.arena_bytes >= TOK_HOLE ||
+        tb->arena[tb->d.arena_bytes - 1])
+        return "string arena";
+    if (!is_pow2_in(tb->d.hcap, 16, 1u << 26) || !is_pow2_in(tb->d.mcap, 16, 1u << 26))
+        return "hash table sizes";
+    if (!is_id(tb, tb->d.sot) || !is_id(tb, tb->d.eot)) return "special tokens";
+    for (int b = 0; b < 256; b++)
+        if (!is_id(tb, tb->d.byte_id[b]) || !is_id(tb, tb->d.byte_id_w[b])) return "byte symbols";
+    for (int i = 0; i < tb->d.n_vocab; i++)
+        if (tb->str[i] != TOK_HOLE && tb->str[i] >= tb->d.arena_bytes) return "string offsets";
+    for (uint64_t h = 0; h < tb->d.hcap; h++) {
+        uint32_t v = tb->hslot[h];
+        if (!v) empty++;
+        else if (v > (uint32_t)tb->d.n_vocab || tb->str[v - 1] == TOK_HOLE) return "token hash";
+    }
+    if (!empty) return "token hash (full)"; /* a lookup would never end */
+    empty = 0;
+    for (uint64_t h = 0; h < tb->d.mcap; h++) {
+        if (!tb->mkey[h]) empty++;
+        else if (!is_id(tb, tb->mres[h])) return "merge hash";
+    }
+    return empty ? NULL : "merge hash (full)";
+}
+
+cdb_status cdb_tok_bpe_from_tables(const cdb_tok_bpe_tables *tb, void *map, size_t map_size,
+                                   cdb_tok_bpe **out) {
+    const char *bad = tables_invalid(tb);
+    cdb_tok_bpe *t;
+    *out = NULL;
+    if (bad) return cdb_seterr(CDB_CORRUPT, "tokenizer tables: bad %s", bad);
+    if (!(t = cdb_calloc(1, sizeof *t))) return cdb_seterr(CDB_NOMEM, "tokenizer: out of memory");
+    t->d = tb->d;
+    /* borrowed, read-only: nothing writes a table after an open */
+    t->str = (uint32_t *)tb->str;
+    t->arena = (char *)tb->arena;
+    t->arena_used = t->arena_cap = (size_t)tb->d.arena_bytes;
+    t->hslot = (uint32_t *)tb->hslot;
+    t->hfull = (uint32_t *)tb->hfull;
+    t->mkey = (uint64_t *)tb->mkey;
+    t->mrank = (int32_t *)tb->mrank;
+    t->mres = (int32_t *)tb->mres;
+    t->borrowed = 1;
+    t->map = map;
+    t->map_size = map_size;
+    *out = t;
+    return CDB_OK;
+}
+
+int cdb_tok_bpe_vocab_size(const cdb_tok_bpe *t) { return t ? t->d.n_vocab : 0; }
+int cdb_tok_bpe_sot_id(const cdb_tok_bpe *t) { return t ? t->d.sot : -1; }
+int cdb_tok_bpe_eot_id(const cdb_tok_bpe *t) { return t ? t->d.eot : -1; }
 const char *cdb_tok_bpe_token_str(const cdb_tok_bpe *t, int id) {
-    return t && id >= 0 && id < t->n_vocab ? t->str[id] : NULL;
+    return t && id >= 0 && id < t->d.n_vocab && t->str[id] != TOK_HOLE ? t->arena + t->str[id]
+                                                                     : NULL;
 }
 
 /* ---- BPE --------------------------------------------------------------------- */
@@ -636,7 +725,7 @@ static int bpe_word(const cdb_tok_bpe *t, bpe_ws *w, const uint8_t *bytes, size_
     memset(w->slot, 0, slots * sizeof *w->slot);
     w->n_node = w->n_bk = w->n_heap = 0;
     for (size_t i = 0; i < n; i++) {
-        w->id[i] = i + 1 == n ? t->byte_id_w[bytes[i]] : t->byte_id[bytes[i]];
+        w->id[i] = i + 1 == n ? t->d.byte_id_w[bytes[i]] : t->d.byte_id[bytes[i]];
         w->next[i] = i + 1 < n ? (int32_t)i + 1 : -1;
         w->prev[i] = (int32_t)i - 1;
     }
@@ -719,8 +808,8 @@ static cdb_status encode_impl(const cdb_tok_bpe *t, const char *text, size_t len
         int special = -1;
         uint32_t c = s[i];
         if (c == '<') {
-            if ((j = match_lit(s, n, i, TOK_SOT))) special = t->sot;
-            else if ((j = match_lit(s, n, i, TOK_EOT))) special = t->eot;
+            if ((j = match_lit(s, n, i, TOK_SOT))) special = t->d.sot;
+            else if ((j = match_lit(s, n, i, TOK_EOT))) special = t->d.eot;
             // Only the exact lowercase spelling is in the reference's BPE cache;
             // a case-folded match (U+017F) is BPE-encoded like any word.
             if (special >= 0)
@@ -793,13 +882,13 @@ cdb_status cdb_tok_bpe_tokenize(const cdb_tok_bpe *t, const char *text, size_t l
     rc = encode_impl(t, text ? text : "", len, ids + 1, keep, 0, &n);
     if (rc != CDB_OK) return rc;
     int used = n < keep ? n : keep;
-    ids[0] = t->sot;
-    ids[used + 1] = t->eot;
+    ids[0] = t->d.sot;
+    ids[used + 1] = t->d.eot;
     if (truncated) *truncated = n > keep;
     if (eot_index) {
         int e = used + 1;
         for (int i = 0; i <= used; i++)
-            if (ids[i] == t->eot) {
+            if (ids[i] == t->d.eot) {
                 e = i;
                 break;
             }

@@ -31,8 +31,8 @@ JOBS=${JOBS:-$(nproc)}
 FUZZ_JOBS=${FUZZ_JOBS:-1}
 FUZZ_ARGS=${FUZZ_ARGS:-}
 ALL_TARGETS=(fuzz_tokenizer fuzz_tok_hf fuzz_spm fuzz_image fuzz_png fuzz_meta fuzz_ignore
-  fuzz_safetensors fuzz_model_config fuzz_packcache fuzz_db fuzz_photo_filter fuzz_cli_args
-  fuzz_serve fuzz_peer fuzz_hub fuzz_output fuzz_snapshot)
+  fuzz_safetensors fuzz_model_config fuzz_packcache fuzz_tokcache fuzz_db fuzz_photo_filter
+  fuzz_cli_args fuzz_serve fuzz_peer fuzz_hub fuzz_output fuzz_snapshot)
 
 say() { printf 'fuzz: %s\n' "$*" >&2; }
 

@@ -639,34 +639,53 @@ static int file_xfer(void *ud, int64_t now, int64_t total) {
     return 0;
 }
 
+/* libcrypto is opened on first use (core.h, cdb_dynlib_open): loading it cost every
+** clipdb process about a millisecond, and only a download checks digests. */
+#define CRYPTO_FNS(X)                                                                    \
+    X(EVP_MD_CTX_new) X(EVP_MD_CTX_free) X(EVP_DigestInit_ex) X(EVP_DigestUpdate)        \
+    X(EVP_DigestFinal_ex) X(EVP_sha1) X(EVP_sha256)
+static struct {
+    CRYPTO_FNS(CDB_DYNLIB_PTR)
+} ev;
+static const char *const crypto_names[] = {"libcrypto.so.3", "libcrypto.so"};
+static const char *const crypto_syms[] = {CRYPTO_FNS(CDB_DYNLIB_NAME)};
+static cdb_dynlib_lazy crypto_lib = {
+    .spec = {"libcrypto", "CLIPDB_LIBCRYPTO", crypto_names, 2, crypto_syms,
+             sizeof crypto_syms / sizeof *crypto_syms},
+    .table = &ev};
+
 /* The hex digest of path's bytes: sha256, or (git) the sha1 of "blob SIZE\0" + bytes. */
 static cdb_status file_digest(const char *path, int git_sha1, char *hex, size_t cap) {
     unsigned char md[EVP_MAX_MD_SIZE], buf[1 << 16];
     unsigned int mdlen = 0;
-    EVP_MD_CTX *x = EVP_MD_CTX_new();
+    EVP_MD_CTX *x;
     struct stat st;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd;
     cdb_status rc = CDB_OK;
     ssize_t n;
+    if ((rc = cdb_dynlib_get(&crypto_lib)) != CDB_OK)
+        return cdb_seterr(rc, "cannot check %s: %s", path, crypto_lib.err);
+    x = ev.EVP_MD_CTX_new();
+    fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0 || fstat(fd, &st) != 0 || !x ||
-        !EVP_DigestInit_ex(x, git_sha1 ? EVP_sha1() : EVP_sha256(), NULL)) {
+        !ev.EVP_DigestInit_ex(x, git_sha1 ? ev.EVP_sha1() : ev.EVP_sha256(), NULL)) {
         rc = cdb_seterr(CDB_IO, "cannot check %s: %s", path, strerror(errno));
         goto done;
     }
     if (git_sha1) {
         char head[64];
         int hl = snprintf(head, sizeof head, "blob %lld", (long long)st.st_size);
-        EVP_DigestUpdate(x, head, (size_t)hl + 1); /* with its NUL */
+        ev.EVP_DigestUpdate(x, head, (size_t)hl + 1); /* with its NUL */
     }
-    while ((n = read(fd, buf, sizeof buf)) > 0) EVP_DigestUpdate(x, buf, (size_t)n);
-    if (n < 0 || !EVP_DigestFinal_ex(x, md, &mdlen) || cap < 2 * mdlen + 1) {
+    while ((n = read(fd, buf, sizeof buf)) > 0) ev.EVP_DigestUpdate(x, buf, (size_t)n);
+    if (n < 0 || !ev.EVP_DigestFinal_ex(x, md, &mdlen) || cap < 2 * mdlen + 1) {
         rc = cdb_seterr(CDB_IO, "cannot check %s: %s", path, strerror(errno));
         goto done;
     }
     for (unsigned i = 0; i < mdlen; i++) snprintf(hex + 2 * i, 3, "%02x", md[i]);
 done:
     if (fd >= 0) close(fd);
-    EVP_MD_CTX_free(x);
+    ev.EVP_MD_CTX_free(x);
     return rc;
 }
 

@@ -12,7 +12,15 @@
 ** Expected ids not in the golden file are taken from it (e.g. "a</w>" = 320) or
 ** from CLIP's published layout (49406/49407, 49408 tokens), never from the code.
 ** The standard vocabulary is committed (data/), as is the golden (tests/golden/).
+**
+** Every test runs three times (test_tokenizer.cmake): with $CDB_TEST_TOK_CACHE unset,
+** every tokenizer is built from its files (cdb_tok_open); "cold": through the tokenizer
+** cache (cdb_tok_open_cached), each open in a new empty folder, so the tables are built
+** and the cache file written; "warm": through the cache after an open that wrote the
+** file, so the tables the tests use are the ones mapped from the file. The same golden
+** ids must come out of all three.
 */
+#include <ftw.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +47,37 @@ static const char *std_vocab_path(void) {
     return buf;
 }
 
+static const char *tmpdir(void);
+
+/* A tokenizer per $CDB_TEST_TOK_CACHE (see the top); in the cached modes a successful
+** open must say what the cache did ("written" cold, a hit warm), else CDB_ERROR. */
+static cdb_status open_tok(const char *path, cdb_tok **out) {
+    static int n_dirs;
+    const char *mode = getenv("CDB_TEST_TOK_CACHE"), *want, *got;
+    char dir[256];
+    cdb_status rc;
+    if (!mode || !*mode) return cdb_tok_open(path, out);
+    if (!tmpdir()) return CDB_IO;
+    want = !strcmp(mode, "warm") ? "hit" : "written";
+    if (!strcmp(mode, "warm")) {
+        snprintf(dir, sizeof dir, "%s/tokcache-warm", tmpdir());
+        if ((rc = cdb_tok_open_cached(path, CDB_TOK_PIPE_AUTO, dir, out)) != CDB_OK) return rc;
+        cdb_tok_free(*out);
+        *out = NULL;
+    } else {
+        snprintf(dir, sizeof dir, "%s/tokcache-%d", tmpdir(), ++n_dirs);
+    }
+    if ((rc = cdb_tok_open_cached(path, CDB_TOK_PIPE_AUTO, dir, out)) != CDB_OK) return rc;
+    got = cdb_tok_cache_status(*out);
+    if (strncmp(got, want, strlen(want))) {
+        fprintf(stderr, "    %s: tokenizer cache \"%s\", want \"%s\"\n", path, got, want);
+        cdb_tok_free(*out);
+        *out = NULL;
+        return CDB_ERROR;
+    }
+    return CDB_OK;
+}
+
 static cdb_tok *g_tok;
 static double g_load_ms, g_load_cpu_ms;
 
@@ -55,7 +94,7 @@ static cdb_tok *std_tok(void) {
         if (!p) return NULL;
         int64_t t0 = cdb_now_ns();
         double c0 = cpu_ms();
-        if (cdb_tok_open(p, &g_tok) != CDB_OK) {
+        if (open_tok(p, &g_tok) != CDB_OK) {
             fprintf(stderr, "    cdb_tok_open(%s): %s\n", p, cdb_errmsg());
             return NULL;
         }
@@ -425,7 +464,7 @@ CDB_TEST(tok_hf_layout) {
     cdb_tok *t = NULL;
     CHECK(dir);
     write_tiny_vocab(dir, 1);
-    CHECK_OK(cdb_tok_open(dir, &t));
+    CHECK_OK(open_tok(dir, &t));
     CHECK_EQ_INT(cdb_tok_vocab_size(t), 518);
     CHECK_EQ_INT(cdb_tok_sot_id(t), 0);
     CHECK_EQ_INT(cdb_tok_eot_id(t), 1);
@@ -450,7 +489,7 @@ CDB_TEST(tok_hf_layout) {
     cdb_tok_free(t);
     t = NULL;
     snprintf(p, sizeof p, "%s/vocab.json", dir); // the vocab.json path itself also works
-    CHECK_OK(cdb_tok_open(p, &t));
+    CHECK_OK(open_tok(p, &t));
     CHECK_EQ_INT(cdb_tok_eot_id(t), 1);
     cdb_tok_free(t);
 }
@@ -462,21 +501,21 @@ CDB_TEST(tok_errors) {
     char p[256];
     cdb_tok *t = NULL;
     CHECK(dir);
-    CHECK_RC(cdb_tok_open("/nonexistent/bpe.txt.gz", &t), CDB_NOTFOUND);
+    CHECK_RC(open_tok("/nonexistent/bpe.txt.gz", &t), CDB_NOTFOUND);
     CHECK(t == NULL);
-    CHECK_RC(cdb_tok_open("", &t), CDB_INVALID);
-    CHECK_RC(cdb_tok_open(NULL, &t), CDB_INVALID);
+    CHECK_RC(open_tok("", &t), CDB_INVALID);
+    CHECK_RC(open_tok(NULL, &t), CDB_INVALID);
     // gzip magic followed by garbage
     write_file(dir, "bad.gz", "\x1f\x8b\x08\x00garbage-garbage-garbage", 27);
     snprintf(p, sizeof p, "%s/bad.gz", dir);
-    CHECK_RC(cdb_tok_open(p, &t), CDB_CORRUPT);
+    CHECK_RC(open_tok(p, &t), CDB_CORRUPT);
     // plain text that is not a merges file
     write_file(dir, "notes.txt", "header\nthis line has three parts\n", 33);
     snprintf(p, sizeof p, "%s/notes.txt", dir);
-    CHECK_RC(cdb_tok_open(p, &t), CDB_CORRUPT);
+    CHECK_RC(open_tok(p, &t), CDB_CORRUPT);
     write_file(dir, "empty.txt", "", 0);
     snprintf(p, sizeof p, "%s/empty.txt", dir);
-    CHECK_RC(cdb_tok_open(p, &t), CDB_CORRUPT);
+    CHECK_RC(open_tok(p, &t), CDB_CORRUPT);
     // a truncated copy of the real vocabulary
     const char *std = std_vocab_path();
     if (std) {
@@ -487,7 +526,7 @@ CDB_TEST(tok_errors) {
         write_file(dir, "trunc.gz", buf, got);
         free(buf);
         snprintf(p, sizeof p, "%s/trunc.gz", dir);
-        CHECK_RC(cdb_tok_open(p, &t), CDB_CORRUPT);
+        CHECK_RC(open_tok(p, &t), CDB_CORRUPT);
     }
     // HF layout: bad JSON, missing merges.txt, merge result absent from the vocab
     char sub[128];
@@ -495,21 +534,21 @@ CDB_TEST(tok_errors) {
     mkdir(sub, 0700);
     write_file(sub, "vocab.json", "{\"a\": 0,", 8);
     write_file(sub, "merges.txt", "#version: 0.2\n", 14);
-    CHECK_RC(cdb_tok_open(sub, &t), CDB_CORRUPT);
+    CHECK_RC(open_tok(sub, &t), CDB_CORRUPT);
     snprintf(sub, sizeof sub, "%s/hf_nomerges", dir);
     mkdir(sub, 0700);
     write_tiny_vocab(sub, 1);
     snprintf(p, sizeof p, "%s/merges.txt", sub);
     unlink(p);
-    CHECK_RC(cdb_tok_open(sub, &t), CDB_NOTFOUND);
+    CHECK_RC(open_tok(sub, &t), CDB_NOTFOUND);
     snprintf(sub, sizeof sub, "%s/hf_incomplete", dir);
     mkdir(sub, 0700);
     write_tiny_vocab(sub, 0); // "hell o</w>" merges into a token vocab.json lacks
-    CHECK_RC(cdb_tok_open(sub, &t), CDB_CORRUPT);
+    CHECK_RC(open_tok(sub, &t), CDB_CORRUPT);
     CHECK(strstr(cdb_errmsg(), "hello</w>") != NULL);
     snprintf(sub, sizeof sub, "%s/empty_dir", dir);
     mkdir(sub, 0700);
-    CHECK_RC(cdb_tok_open(sub, &t), CDB_NOTFOUND);
+    CHECK_RC(open_tok(sub, &t), CDB_NOTFOUND);
     CHECK(t == NULL);
     cdb_tok_free(NULL); // accepted
 }
@@ -606,7 +645,7 @@ CDB_TEST(tok_speed) {
     cdb_tok *t2 = NULL;
     c0 = cpu_ms();
     t0 = cdb_now_ns();
-    CHECK_OK(cdb_tok_open(std_vocab_path(), &t2));
+    CHECK_OK(open_tok(std_vocab_path(), &t2));
     double load_ms = (double)(cdb_now_ns() - t0) / 1e6, load_cpu = cpu_ms() - c0;
     cdb_tok_free(t2);
     printf("    vocab load %.1f ms wall / %.1f ms CPU (first load %.1f / %.1f)\n"
@@ -617,6 +656,13 @@ CDB_TEST(tok_speed) {
     CHECK(load_ms < 2000);
 }
 
-CDB_TEST_MAIN(tok_golden, tok_vocab_layout, tok_empty, tok_invalid_utf8, tok_1mb,
+static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f) {
+    (void)st, (void)flag, (void)f;
+    return remove(p);
+}
+
+static void rm_tmp(const char *dir) { nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS); }
+
+CDB_TEST_MAIN_TMP(g_tmp, rm_tmp, tok_golden, tok_vocab_layout, tok_empty, tok_invalid_utf8, tok_1mb,
               tok_special_tokens, tok_short_context, tok_lower, tok_hf_layout, tok_errors,
               tok_fuzz, tok_threads, tok_speed)

@@ -86,7 +86,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
     float t[1024], i[1024];
     cdb_model *m;
     if (n == 0) return 0;
-    if (!(f = fuzz_damage(g_valid, g_valid_n, data, n, &fn))) return 0;
+    if (!(f = fuzz_damage(g_valid, g_valid_n, data + 1, n - 1, data[0] % 3, &fn))) return 0;
     if (fuzz_write_file(g_cache, f, fn) != 0) abort();
     free(f);
     m = open_encode(CDB_PACK_CACHE_ON, t, i);

@@ -52,7 +52,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
     size_t fn = g_valid_n;
     cdb_index_snap *s = NULL;
     if (n == 0) return 0;
-    if (!(f = fuzz_damage(g_valid, g_valid_n, data, n, &fn))) return 0;
+    if (!(f = fuzz_damage(g_valid, g_valid_n, data + 1, n - 1, data[0] % 3, &fn))) return 0;
     if (fuzz_write_file(g_path, f, fn) != 0) abort();
     if (cdb_index_snap_open(g_path, 3, DIM, 0, &s) == CDB_OK) {
         const int64_t *ids = cdb_index_snap_ids(s);

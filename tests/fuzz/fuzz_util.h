@@ -110,37 +110,6 @@ static inline void *fuzz_read_file(const char *path, size_t *n_out) {
     return buf;
 }
 
-static inline uint32_t fuzz_u32(const uint8_t *p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-/* A damaged copy of the valid file valid[n_valid] made by the input data[n] (n >= 1), as
-** the cache-file targets use it: first byte % 3 == 0: the rest of the input; == 1: the
-** rest is patches of 5 bytes (u32 offset modulo the size, then the byte); == 2: cut at a
-** u32 offset (modulo its size + 1), then patched as 1. Heap (*n_out bytes); NULL when
-** out of memory. */
-static inline unsigned char *fuzz_damage(const unsigned char *valid, size_t n_valid,
-                                         const uint8_t *data, size_t n, size_t *n_out) {
-    const uint8_t *p = data + 1, *end = data + n;
-    unsigned char *f;
-    size_t fn = n_valid;
-    if (data[0] % 3 == 0) {
-        if (!(f = malloc(n))) return NULL;
-        memcpy(f, data + 1, n - 1);
-        *n_out = n - 1;
-        return f;
-    }
-    if (!(f = malloc(n_valid + 1))) return NULL;
-    memcpy(f, valid, n_valid);
-    if (data[0] % 3 == 2 && end - p >= 4) {
-        fn = fuzz_u32(p) % (n_valid + 1);
-        p += 4;
-    }
-    for (; fn && end - p >= 5; p += 5) f[fuzz_u32(p) % fn] = p[4];
-    *n_out = fn;
-    return f;
-}
-
 /* Source tree root (for the vocabulary and fixtures): CLIPDB_SOURCE_DIR, else the
 ** path CMake compiled in. */
 static inline const char *fuzz_source_dir(void) {
@@ -149,6 +118,36 @@ static inline const char *fuzz_source_dir(void) {
 #define CDB_SOURCE_DIR "."
 #endif
     return e && *e ? e : CDB_SOURCE_DIR;
+}
+
+/* A little-endian u32 at p. */
+static inline uint32_t fuzz_u32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* The cache targets' damage (fuzz_packcache, fuzz_tokcache): a malloc'ed copy of valid
+** damaged as p[0..n) says under mode 0: replaced by p; 1: patches of 5 bytes (u32 offset
+** modulo the size, then the byte); 2: cut at a u32 offset (modulo the size + 1), then
+** patched as 1. *out_n: its size. NULL when out of memory. */
+static inline unsigned char *fuzz_damage(const unsigned char *valid, size_t valid_n,
+                                         const uint8_t *p, size_t n, int mode, size_t *out_n) {
+    const uint8_t *end = p + n;
+    size_t fn = mode == 0 ? n : valid_n;
+    unsigned char *f = malloc(fn ? fn : 1);
+    if (!f) return NULL;
+    if (mode == 0) {
+        if (n) memcpy(f, p, n);
+        *out_n = n;
+        return f;
+    }
+    memcpy(f, valid, valid_n);
+    if (mode == 2 && end - p >= 4) {
+        fn = fuzz_u32(p) % (valid_n + 1);
+        p += 4;
+    }
+    for (; fn && end - p >= 5; p += 5) f[fuzz_u32(p) % fn] = p[4];
+    *out_n = fn;
+    return f;
 }
 
 #endif /* CDB_FUZZ_UTIL_H */

@@ -1,0 +1,226 @@
+/*
+** cachedir.c: what the encoder's on-disk caches share (encoder_int.h, "the cache
+** folder"): the packed matrix cache (packcache.c) and the tokenizer cache (tokcache.c)
+** keep their files in one folder, under one stamp rule and one size policy.
+**
+** The folder: the caller's, else $CLIPDB_CACHE_DIR/packed, $XDG_CACHE_HOME/clipdb/packed,
+** $HOME/.cache/clipdb/packed. Deleting it is always safe.
+**
+** The stamp: a cache file that passed its whole check (its payload hashed) is fsynced
+** and a stamp is written beside it (<file>.ok: its device, inode, size, mtime and ctime
+** and the payload sum its header names). A later open whose file still has that
+** identity and that header skips the payload hash; every other check still runs. Any
+** write to the file changes its ctime, which no user can set back, and a replaced file
+** is another inode; the fsync before the stamp means a crash cannot leave a stamp beside
+** bytes that never reached the disk.
+**
+** Disk use: per kind of file (its suffix), the folder keeps the `keep` most recently
+** used files (a hit refreshes the mtime of the file's stamp, never of the file, whose
+** ctime the stamp holds); writing a new one deletes the older ones with their stamps,
+** stamps left without a file, and temporary files an interrupted writer left over an
+** hour ago.
+*/
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "encoder/encoder_int.h"
+
+#define CD_STAMP_SUFFIX ".ok"
+#define CD_STAMP_MAGIC "CDBPOK1"
+#define CD_MAX_FILES 64
+
+int cdb_cache_dir_make(const char *dir) {
+    char p[4096];
+    size_t n = strlen(dir);
+    if (n == 0 || n >= sizeof p) return -1;
+    memcpy(p, dir, n + 1);
+    for (size_t i = 1; i <= n; i++)
+        if (p[i] == '/' || p[i] == '\0') {
+            char c = p[i];
+            p[i] = '\0';
+            if (mkdir(p, 0777) != 0 && errno != EEXIST) return -1;
+            p[i] = c;
+        }
+    return 0;
+}
+
+int cdb_cache_dir_pick(const char *dir, char *out, size_t size) {
+    const char *v;
+    if (dir && *dir) return snprintf(out, size, "%s", dir) >= (int)size ? -1 : 0;
+    if ((v = getenv("CLIPDB_CACHE_DIR")) && *v)
+        return snprintf(out, size, "%s/packed", v) >= (int)size ? -1 : 0;
+    if ((v = getenv("XDG_CACHE_HOME")) && *v == '/')
+        return snprintf(out, size, "%s/clipdb/packed", v) >= (int)size ? -1 : 0;
+    if ((v = getenv("HOME")) && *v)
+        return snprintf(out, size, "%s/.cache/clipdb/packed", v) >= (int)size ? -1 : 0;
+    return -1;
+}
+
+static int64_t ts_ns(struct timespec t) { return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec; }
+
+cdb_cache_stamp cdb_cache_stamp_of(const struct stat *st, const uint64_t payload_sum[2]) {
+    cdb_cache_stamp s;
+    memset(&s, 0, sizeof s);
+    memcpy(s.magic, CD_STAMP_MAGIC, sizeof s.magic);
+    s.dev = (uint64_t)st->st_dev;
+    s.ino = (uint64_t)st->st_ino;
+    s.size = (uint64_t)st->st_size;
+    s.mtime_ns = ts_ns(st->st_mtim);
+    s.ctime_ns = ts_ns(st->st_ctim);
+    s.payload_sum[0] = payload_sum[0];
+    s.payload_sum[1] = payload_sum[1];
+    s.sum = XXH3_64bits(&s, offsetof(cdb_cache_stamp, sum));
+    return s;
+}
+
+static void stamp_path(const char *file, char *out, size_t size) {
+    snprintf(out, size, "%s%s", file, CD_STAMP_SUFFIX);
+}
+
+int cdb_cache_stamp_matches(const char *file, const struct stat *st,
+                            const uint64_t payload_sum[2]) {
+    char p[4096 + 8];
+    cdb_cache_stamp want = cdb_cache_stamp_of(st, payload_sum), got;
+    int fd, ok = 0;
+    stamp_path(file, p, sizeof p);
+    if ((fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0) return 0;
+    ok = pread(fd, &got, sizeof got, 0) == (ssize_t)sizeof got && !memcmp(&got, &want, sizeof got);
+    close(fd);
+    return ok;
+}
+
+void cdb_cache_stamp_write(const char *file, const char *dir, const cdb_cache_stamp *due) {
+    char p[4096 + 8], tmp[4096 + 64];
+    struct stat st;
+    int fd = open(file, O_RDONLY | O_CLOEXEC), ok;
+    if (fd < 0) return;
+    ok = fstat(fd, &st) == 0 && fsync(fd) == 0 && fstat(fd, &st) == 0;
+    close(fd);
+    if (!ok) return;
+    cdb_cache_stamp s = cdb_cache_stamp_of(&st, due->payload_sum);
+    if (memcmp(&s, due, sizeof s)) return; /* changed since it was checked */
+    stamp_path(file, p, sizeof p);
+    snprintf(tmp, sizeof tmp, "%s/.ok.tmp.XXXXXX", dir);
+    if ((fd = mkstemp(tmp)) < 0) return;
+    ok = write(fd, &s, sizeof s) == (ssize_t)sizeof s;
+    if (close(fd) != 0 || !ok || rename(tmp, p) != 0) unlink(tmp);
+}
+
+void cdb_cache_stamp_touch(const char *file) {
+    char p[4096 + 8];
+    stamp_path(file, p, sizeof p);
+    (void)utimensat(AT_FDCWD, p, NULL, 0);
+}
+
+int cdb_cache_write_all(int fd, const void *p, size_t n) {
+    const char *s = p;
+    while (n) {
+        ssize_t w = write(fd, s, n > ((size_t)1 << 30) ? (size_t)1 << 30 : n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return -1;
+        s += w, n -= (size_t)w;
+    }
+    return 0;
+}
+
+typedef struct cd_dirent {
+    int64_t used_ns; /* the later of the file's and its stamp's mtime */
+    char name[256];
+} cd_dirent;
+
+static int cmp_used_desc(const void *a, const void *b) {
+    const cd_dirent *x = a, *y = b;
+    return (x->used_ns < y->used_ns) - (x->used_ns > y->used_ns);
+}
+
+static int has_suffix(const char *name, size_t len, const char *suffix) {
+    size_t k = strlen(suffix);
+    return len > k && !strcmp(name + len - k, suffix);
+}
+
+/* Removes name (a cache file) and its stamp from dir. */
+static void remove_file(const char *dir, const char *name) {
+    char p[4096 + 256 + 8];
+    snprintf(p, sizeof p, "%s/%s%s", dir, name, CD_STAMP_SUFFIX);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    unlink(p);
+}
+
+void cdb_cache_prune(const char *dir, const char *suffix, int keep) {
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    cd_dirent v[CD_MAX_FILES];
+    char stamp_suffix[64];
+    int n = 0;
+    time_t now = time(NULL);
+    if (!d) return;
+    snprintf(stamp_suffix, sizeof stamp_suffix, "%s%s", suffix, CD_STAMP_SUFFIX);
+    while ((e = readdir(d)) != NULL) {
+        char p[4096 + 256 + 8];
+        struct stat st, so;
+        size_t len = strlen(e->d_name);
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        if (e->d_name[0] == '.' && strstr(e->d_name, ".tmp.")) {
+            if (lstat(p, &st) == 0 && S_ISREG(st.st_mode) && now - st.st_mtime > 3600)
+                unlink(p);
+            continue;
+        }
+        if (has_suffix(e->d_name, len, stamp_suffix)) {
+            p[strlen(p) - strlen(CD_STAMP_SUFFIX)] = '\0';
+            if (lstat(p, &st) != 0 && errno == ENOENT) { /* its file is gone */
+                snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+                unlink(p);
+            }
+            continue;
+        }
+        if (!has_suffix(e->d_name, len, suffix) || len >= sizeof v[0].name ||
+            n == CD_MAX_FILES || lstat(p, &st) != 0 || !S_ISREG(st.st_mode))
+            continue;
+        v[n].used_ns = ts_ns(st.st_mtim);
+        snprintf(p, sizeof p, "%s/%s%s", dir, e->d_name, CD_STAMP_SUFFIX);
+        if (lstat(p, &so) == 0 && ts_ns(so.st_mtim) > v[n].used_ns)
+            v[n].used_ns = ts_ns(so.st_mtim);
+        memcpy(v[n].name, e->d_name, len + 1);
+        n++;
+    }
+    closedir(d);
+    qsort(v, (size_t)n, sizeof v[0], cmp_used_desc);
+    for (int i = keep; i < n; i++) remove_file(dir, v[i].name);
+}
+
+int cdb_cache_publish(const char *dir, const char *path, int (*fill)(int fd, void *ud), void *ud,
+                      char *why, size_t why_size) {
+    char tmp[4096 + 64];
+    int fd;
+    if (cdb_cache_dir_make(dir) != 0) {
+        snprintf(why, why_size, "cannot create the folder: %s", strerror(errno));
+        return -1;
+    }
+    snprintf(tmp, sizeof tmp, "%s/.cache.tmp.XXXXXX", dir);
+    if ((fd = mkstemp(tmp)) < 0) {
+        snprintf(why, why_size, "cannot write in the folder: %s", strerror(errno));
+        return -1;
+    }
+    if (fill(fd, ud) != 0) {
+        snprintf(why, why_size, "writing a temporary file: %s", strerror(errno));
+        close(fd);
+        unlink(tmp);
+        return -1;
+    }
+    if (close(fd) != 0 || rename(tmp, path) != 0) {
+        snprintf(why, why_size, "writing a temporary file: %s", strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
