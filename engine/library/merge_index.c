@@ -151,7 +151,7 @@ cdb_status cdb_eng_index_build_split(cdb_db *db, int64_t model_id, int dim, int 
     }
     if ((rc = cdb_index_plan(n, &p, &plan)) != CDB_OK) goto done;
     if (!is_ivf_kind(plan.kind)) { /* no inverted lists to build in parts */
-        rc = cdb_eng_index_build(db, model_id, dim, kind, res);
+        rc = cdb_eng_index_build(db, model_id, dim, kind, ENG_LISTS_MEMORY, res);
         goto done;
     }
     srcs = calloc((size_t)n_parts + 1, sizeof *srcs);

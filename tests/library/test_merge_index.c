@@ -58,7 +58,7 @@ static int search_saved(cdb_db *db, int64_t model, const float *qs, cdb_hit *out
     char path[4096];
     cdb_index *ix = NULL;
     cdb_index_info info;
-    eng_fetch_ctx fc = {db, model, DIM, 0};
+    eng_fetch_ctx fc = {.db = db, .model_id = model, .dim = DIM};
     cdb_index_search_opts o = cdb_index_search_opts_default();
     int got = 0;
     cdb_eng_index_path(db, model, path, sizeof path);
@@ -105,7 +105,7 @@ CDB_TEST(split_ivf_index_equals_single_build_and_brute_force) {
     CHECK_MSG(search_saved(db, model, qs, split, &covered) == 0, "split: %s", cdb_errmsg());
     CHECK_EQ_INT(covered, N_VEC);
 
-    CHECK_OK(cdb_eng_index_build(db, model, DIM, CDB_INDEX_IVF_SQ, &res));
+    CHECK_OK(cdb_eng_index_build(db, model, DIM, CDB_INDEX_IVF_SQ, ENG_LISTS_MEMORY, &res));
     CHECK_MSG(search_saved(db, model, qs, single, &covered) == 0, "single: %s", cdb_errmsg());
     CHECK_EQ_INT(covered, N_VEC);
 
