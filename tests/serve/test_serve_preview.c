@@ -111,7 +111,10 @@ static int64_t id_of(const char *tail, int *shows) {
     json_t *doc, *hit;
     size_t i, k = strlen(tail);
     int64_t id = 0;
-    if (su_get(g_srv.port, "/api/search?q=a%20shape&k=100", &r) != 0 || r.status != 200) {
+    /* collapse=0: the scans are near copies of each other (one drawing, other sizes and
+    ** colours), and ingest stores their phashes, so a grouped search shows one of them */
+    if (su_get(g_srv.port, "/api/search?q=a%20shape&k=100&collapse=0", &r) != 0 ||
+        r.status != 200) {
         su_resp_free(&r);
         return 0;
     }
