@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -31,12 +32,14 @@ static inline const char *bench_clipdb_path(void) {
     return p && *p ? p : BENCH_CLIPDB;
 }
 
-/* Runs the clipdb program (bench_clipdb_path) with args (its stdout/stderr to /dev/null
-** unless show), as a whole process; its exit code, or -1. *ms (may be NULL): wall time. */
-static inline int bench_clipdb_run(const char *const *args, int show, double *ms) {
+/* Runs the program exe with args (its stdout/stderr to /dev/null unless show), as a
+** whole process; its exit code, or -1. *ms (may be NULL): wall time; *maxrss_kb (may be
+** NULL): its peak RSS. */
+static inline int bench_exe_run(const char *exe, const char *const *args, int show, double *ms,
+                                long *maxrss_kb) {
     int64_t t0 = cdb_now_ns();
     int status = 0;
-    const char *exe = bench_clipdb_path();
+    struct rusage ru;
     pid_t pid = fork();
     if (pid == 0) {
         const char *argv[32];
@@ -52,9 +55,15 @@ static inline int bench_clipdb_run(const char *const *args, int show, double *ms
         execv(exe, (char *const *)argv);
         _exit(127);
     }
-    if (pid < 0 || waitpid(pid, &status, 0) < 0) return -1;
+    if (pid < 0 || wait4(pid, &status, 0, &ru) != pid) return -1;
     if (ms) *ms = (double)(cdb_now_ns() - t0) / 1e6;
+    if (maxrss_kb) *maxrss_kb = ru.ru_maxrss;
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* bench_exe_run of the clipdb program (bench_clipdb_path), without its RSS. */
+static inline int bench_clipdb_run(const char *const *args, int show, double *ms) {
+    return bench_exe_run(bench_clipdb_path(), args, show, ms, NULL);
 }
 
 /* The state of bench_rnd_normal (xorshift64*): save and restore it to draw the same

@@ -30,25 +30,10 @@
 /* clipdb args... (binary exe) in a child, output to /dev/null: its exit code, peak RSS
 ** in *kb and wall time in *s. */
 static int run_rss(const char *exe, const char *const *args, long *kb, double *s) {
-    struct rusage ru;
-    int status = 0;
-    double t0 = now_s();
-    pid_t pid = fork();
-    if (pid == 0) {
-        const char *argv[32];
-        int n = 0, fd = open("/dev/null", O_WRONLY);
-        dup2(fd, 1);
-        dup2(fd, 2);
-        argv[n++] = exe;
-        for (int i = 0; args[i] && n < 31; i++) argv[n++] = args[i];
-        argv[n] = NULL;
-        execv(exe, (char *const *)argv);
-        _exit(127);
-    }
-    if (pid < 0 || wait4(pid, &status, 0, &ru) != pid) return -1;
-    *kb = ru.ru_maxrss;
-    *s = now_s() - t0;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    double ms = 0;
+    int rc = bench_exe_run(exe, args, 0, &ms, kb);
+    *s = ms / 1000.0;
+    return rc;
 }
 
 /* A part of n files at dir (made once). */
