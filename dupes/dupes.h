@@ -19,7 +19,7 @@
 **
 ** Cost: near pairs are found through cdb_dupes_phash_pairs (a multi-index of the
 ** perceptual hashes, not every two of them), the cosine only for the pairs within
-** phash_bits.
+** phash_bits; a crowded hash (CDB_DUPES_CROWD) is in no near group.
 ** Thread-safety: no state; concurrent calls are fine.
 */
 #ifndef CDB_DUPES_H
@@ -107,15 +107,23 @@ typedef struct cdb_dupes_pair {
     size_t a, b;
     int bits;
 } cdb_dupes_pair;
-/* Every pair a < b of hashes[0..n) at Hamming distance <= max_bits (0..64), each once,
-** in no particular order: exactly the pairs a comparison of every two would give. Found
+/* A hash within max_bits of more than this many others is crowded: it names no picture
+** (a blank, a uniform or a document-like image, say; bursts of one scene too) and takes
+** part in no near pair, so a library of such images costs memory in proportion to its
+** size, not to its square. Exact copies are still found by their content hash. */
+#define CDB_DUPES_CROWD 64
+
+/* Every pair a < b of hashes[0..n) at Hamming distance <= max_bits (0..64) whose two
+** hashes are not crowded (CDB_DUPES_CROWD: neighbours counted among hashes[0..n)), each
+** once, in no particular order: exactly the pairs a comparison of every two would give,
+** less those with a crowded end. At most n * CDB_DUPES_CROWD / 2 pairs. Found
 ** by multi-index hashing: the 64 bits are four 16-bit bands, and two hashes within
 ** max_bits agree within r_i bits in some band i, for any radii with sum(r_i + 1) >
 ** max_bits; each hash looks up, in a table of each band, the keys within r_i of its
 ** own. Cost per hash: the sum of the balls' sizes (about 1,100 lookups for 12 bits)
 ** plus the hashes met there (n / 65536 per lookup for spread hashes); when that is more
-** than n, every two are compared. *out: cdb_free (NULL when none). CDB_INVALID,
-** CDB_NOMEM. */
+** than n, every two are compared. Memory: O(n) plus the answer. A crowd costs each of
+** its hashes CDB_DUPES_CROWD + 1 neighbours met, not all of them. *out: cdb_free (NULL when none). CDB_INVALID, CDB_NOMEM. */
 cdb_status cdb_dupes_phash_pairs(const uint64_t *hashes, size_t n, int max_bits,
                                  cdb_dupes_pair **out /* OUT */, size_t *n_out /* OUT */);
 

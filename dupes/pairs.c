@@ -7,6 +7,10 @@
 ** hash looks up, in each band's table (hashes by their 16-bit key), every key within r_i
 ** of its own, and a pair met in band i is kept only there: when no band before i is
 ** within its radius too (each pair once, with no set of seen pairs).
+** Crowded hashes (dupes.h, CDB_DUPES_CROWD) are left out: each hash counts its own
+** neighbours (before and after it) and stops at the first one past the bound, so a
+** crowd costs O(n * CDB_DUPES_CROWD) pairs met, not O(n^2), and the pairs kept are
+** those of uncrowded hashes (at most CDB_DUPES_CROWD each).
 */
 #include <stdlib.h>
 #include <string.h>
@@ -67,9 +71,12 @@ static int band_build(band *t, const uint64_t *h, size_t n, int b)
     return 0;
 }
 
+/* The answer being built, and deg[i]: hash i's neighbours within max_bits, counted up to
+** CDB_DUPES_CROWD + 1 (crowded). */
 typedef struct pairs {
     cdb_dupes_pair *p;
     size_t n, cap;
+    uint8_t *deg;
 } pairs;
 
 static int push(pairs *ps, size_t a, size_t b, int bits)
@@ -86,15 +93,31 @@ static int push(pairs *ps, size_t a, size_t b, int bits)
     return 0;
 }
 
+/* Hash i's neighbour j within max_bits (any j != i, each once): counted, and kept when j
+** is after i. 1 once i is crowded (its scan stops: its pairs are dropped), 0 to go on,
+** -1 out of memory. */
+static int meet(pairs *ps, size_t i, size_t j, int bits)
+{
+    if (++ps->deg[i] > CDB_DUPES_CROWD)
+        return 1;
+    return j > i && push(ps, i, j, bits) ? -1 : 0;
+}
+
 /* Every two compared: the answer when the balls would cost more than that. */
 static int all_pairs(const uint64_t *h, size_t n, int max_bits, pairs *ps)
 {
-    for (size_t i = 0; i < n; i++)
-        for (size_t j = i + 1; j < n; j++) {
-            int bits = __builtin_popcountll(h[i] ^ h[j]);
-            if (bits <= max_bits && push(ps, i, j, bits))
+    for (size_t i = 0; i < n; i++) {
+        size_t mark = ps->n;
+        for (size_t j = 0; j < n; j++) {
+            int bits = __builtin_popcountll(h[i] ^ h[j]), rc;
+            if (j == i || bits > max_bits || (rc = meet(ps, i, j, bits)) == 0)
+                continue;
+            if (rc < 0)
                 return -1;
+            ps->n = mark; /* crowded */
+            break;
         }
+    }
     return 0;
 }
 
@@ -107,41 +130,53 @@ static int first_band(uint64_t x, int b, const int *radius)
     return 1;
 }
 
-static int indexed_pairs(const uint64_t *h, size_t n, int max_bits, const int *radius,
-                         const masks *ms, pairs *ps)
+/* Hash i's neighbours through the band tables t (built for the bands with radius >= 0),
+** each met once (in the first band within its radius). meet's answer. */
+static int scan_one(const uint64_t *h, size_t i, int max_bits, const int *radius,
+                    const masks *ms, const band *t, pairs *ps)
 {
-    band t[BANDS];
-    int rc = 0;
-    memset(t, 0, sizeof t);
-    for (int b = 0; b < BANDS && rc == 0; b++)
-        if (radius[b] >= 0)
-            rc = band_build(&t[b], h, n, b);
-    for (size_t i = 0; i < n && rc == 0; i++)
-        for (int b = 0; b < BANDS && rc == 0; b++) {
-            if (radius[b] < 0)
-                continue;
-            unsigned key = band_key(h[i], b);
-            for (size_t m = 0; m < ms->n_within[radius[b]] && rc == 0; m++) {
-                unsigned k = key ^ ms->m[m];
-                /* ascending indices: the ones after i are at the end */
-                for (uint32_t s = t[b].start[k + 1]; s > t[b].start[k]; s--) {
-                    size_t j = t[b].order[s - 1];
-                    if (j <= i)
-                        break;
-                    uint64_t x = h[i] ^ h[j];
-                    int bits = __builtin_popcountll(x);
-                    if (bits <= max_bits && first_band(x, b, radius) && push(ps, i, j, bits)) {
-                        rc = -1;
-                        break;
-                    }
-                }
+    for (int b = 0; b < BANDS; b++) {
+        if (radius[b] < 0)
+            continue;
+        unsigned key = band_key(h[i], b);
+        for (size_t m = 0; m < ms->n_within[radius[b]]; m++) {
+            unsigned k = key ^ ms->m[m];
+            for (uint32_t s = t[b].start[k]; s < t[b].start[k + 1]; s++) {
+                size_t j = t[b].order[s];
+                uint64_t x = h[i] ^ h[j];
+                int bits = __builtin_popcountll(x), rc;
+                if (j != i && bits <= max_bits && first_band(x, b, radius) &&
+                    (rc = meet(ps, i, j, bits)) != 0)
+                    return rc;
             }
         }
-    for (int b = 0; b < BANDS; b++) {
-        free(t[b].start);
-        free(t[b].order);
     }
-    return rc;
+    return 0;
+}
+
+static int indexed_pairs(const uint64_t *h, size_t n, int max_bits, const int *radius,
+                         const masks *ms, const band *t, pairs *ps)
+{
+    for (size_t i = 0; i < n; i++) {
+        size_t mark = ps->n;
+        int rc = scan_one(h, i, max_bits, radius, ms, t, ps);
+        if (rc < 0)
+            return -1;
+        if (rc > 0)
+            ps->n = mark; /* crowded */
+    }
+    return 0;
+}
+
+/* Drops, in place, the pairs whose later hash turned out crowded (an uncrowded hash's
+** scan ran whole, so its pairs with uncrowded later hashes are all there). */
+static void drop_crowded(pairs *ps)
+{
+    size_t w = 0;
+    for (size_t k = 0; k < ps->n; k++)
+        if (ps->deg[ps->p[k].b] <= CDB_DUPES_CROWD)
+            ps->p[w++] = ps->p[k];
+    ps->n = w;
 }
 
 cdb_status cdb_dupes_phash_pairs(const uint64_t *h, size_t n, int max_bits,
@@ -152,7 +187,7 @@ cdb_status cdb_dupes_phash_pairs(const uint64_t *h, size_t n, int max_bits,
     *out = NULL;
     *n_out = 0;
     /* radii with sum(r + 1) = max_bits + 1, spread evenly (-1: the band is not looked in) */
-    int radius[BANDS], rc;
+    int radius[BANDS], rc = 0;
     size_t lookups = 0;
     for (int b = 0; b < BANDS; b++) {
         radius[b] = (max_bits + 1) / BANDS + (b < (max_bits + 1) % BANDS) - 1;
@@ -160,15 +195,32 @@ cdb_status cdb_dupes_phash_pairs(const uint64_t *h, size_t n, int max_bits,
             radius[b] = 16;
     }
     masks *ms = malloc(sizeof *ms);
+    band t[BANDS];
+    memset(t, 0, sizeof t);
     pairs ps = {0};
-    if (!ms)
-        return cdb_seterr(CDB_NOMEM, "cdb_dupes_phash_pairs: out of memory");
-    masks_init(ms);
-    for (int b = 0; b < BANDS; b++)
-        lookups += radius[b] >= 0 ? ms->n_within[radius[b]] : 0;
-    rc = lookups + n / KEYS * lookups >= n ? all_pairs(h, n, max_bits, &ps)
-                                           : indexed_pairs(h, n, max_bits, radius, ms, &ps);
+    ps.deg = calloc(n ? n : 1, 1);
+    if (!ms || !ps.deg)
+        rc = -1;
+    if (rc == 0) {
+        masks_init(ms);
+        for (int b = 0; b < BANDS; b++)
+            lookups += radius[b] >= 0 ? ms->n_within[radius[b]] : 0;
+    }
+    int indexed = lookups + n / KEYS * lookups < n;
+    for (int b = 0; b < BANDS && rc == 0 && indexed; b++)
+        if (radius[b] >= 0)
+            rc = band_build(&t[b], h, n, b);
+    if (rc == 0)
+        rc = indexed ? indexed_pairs(h, n, max_bits, radius, ms, t, &ps)
+                     : all_pairs(h, n, max_bits, &ps);
+    if (rc == 0)
+        drop_crowded(&ps);
+    for (int b = 0; b < BANDS; b++) {
+        free(t[b].start);
+        free(t[b].order);
+    }
     free(ms);
+    free(ps.deg);
     if (rc) {
         cdb_free(ps.p);
         return cdb_seterr(CDB_NOMEM, "cdb_dupes_phash_pairs: out of memory");

@@ -139,12 +139,24 @@ static void make_lib(lib *L, const cdb_dupes_params *p)
 
 typedef int (*relation)(const lib *L, int a, int b, const cdb_dupes_params *p);
 
+/* Item a's phash has more than CDB_DUPES_CROWD others (with a phash and a vector)
+** within phash_bits: it is in no near pair. */
+static int crowded(const lib *L, int a, const cdb_dupes_params *p)
+{
+    int deg = 0;
+    for (int b = 0; b < L->n; b++)
+        deg += b != a && L->it[b].has_phash && L->it[b].vec &&
+               __builtin_popcountll(L->it[a].phash ^ L->it[b].phash) <= p->phash_bits;
+    return deg > CDB_DUPES_CROWD;
+}
+
 static int rel_copy(const lib *L, int a, int b, const cdb_dupes_params *p)
 {
     const cdb_dupes_item *x = &L->it[a], *y = &L->it[b];
     if (x->has_hash && y->has_hash && !memcmp(x->hash, y->hash, CDB_DUPES_HASH_BYTES))
         return 1;
-    if (!x->has_phash || !y->has_phash || !x->vec || !y->vec)
+    if (!x->has_phash || !y->has_phash || !x->vec || !y->vec || crowded(L, a, p) ||
+        crowded(L, b, p))
         return 0;
     double c = 0;
     for (int k = 0; k < DIM; k++)
@@ -407,9 +419,21 @@ static int pair_cmp(const void *x, const void *y)
     return (a->b > b->b) - (a->b < b->b);
 }
 
+/* deg[i]: how many of h[0..n) other than i are within d bits of h[i] (every two). */
+static void crowd_degrees(const uint64_t *h, int n, int d, int *deg)
+{
+    for (int i = 0; i < n; i++) {
+        deg[i] = 0;
+        for (int j = 0; j < n; j++)
+            deg[i] += j != i && __builtin_popcountll(h[i] ^ h[j]) <= d;
+    }
+}
+
 CDB_TEST(phash_pairs_match_all_pairs)
 {
     static uint64_t h[4000];
+    static int deg[4000];
+    int crowds = 0;
     static const int bits[] = {0, 1, 2, 3, 4, 5, 7, 8, 11, 12, 13, 16, 24, 64};
     int planted_at_d = 0;
     for (int t = 0; t < 28; t++) {
@@ -431,12 +455,15 @@ CDB_TEST(phash_pairs_match_all_pairs)
         CHECK_OK(cdb_dupes_phash_pairs(h, (size_t)n, d, &got, &n_got));
         want = malloc(((size_t)n * (size_t)(n - 1) / 2 + 1) * sizeof *want);
         CHECK(want != NULL);
+        crowd_degrees(h, n, d, deg);
         for (int i = 0; i < n; i++)
             for (int j = i + 1; j < n; j++) {
                 int x = __builtin_popcountll(h[i] ^ h[j]);
-                if (x <= d)
+                if (x <= d && deg[i] <= CDB_DUPES_CROWD && deg[j] <= CDB_DUPES_CROWD)
                     want[n_want++] = (cdb_dupes_pair){(size_t)i, (size_t)j, x};
             }
+        for (int i = 0; i < n; i++)
+            crowds += deg[i] > CDB_DUPES_CROWD;
         if (n_got)
             qsort(got, n_got, sizeof *got, pair_cmp);
         CHECK_MSG(n_got == n_want, "max_bits %d, n %d: %zu pairs, want %zu", d, n, n_got,
@@ -453,6 +480,7 @@ CDB_TEST(phash_pairs_match_all_pairs)
         free(want);
     }
     CHECK(planted_at_d > 1000);
+    CHECK(crowds > 1000); /* the wide radii crowd every hash, the narrow ones none */
     cdb_dupes_pair *p = NULL;
     size_t np = 9;
     CHECK_OK(cdb_dupes_phash_pairs(NULL, 0, 12, &p, &np));
@@ -461,5 +489,41 @@ CDB_TEST(phash_pairs_match_all_pairs)
     CHECK_RC(cdb_dupes_phash_pairs(h, 2, -1, &p, &np), CDB_INVALID);
 }
 
+/* A library whose hashes all lie within a few bits of one another (blank or uniform
+** images; here the hashes 0..N-1, all within 16 bits) has N^2 / 2 pairs in reach: the
+** answer must stay within the crowd rule's n * CDB_DUPES_CROWD / 2, the few uncrowded
+** pairs planted far from the crowd must still be found, and a hash before the crowd
+** that is near a crowded one (3 bits from the hash 0) must pair with nothing at 3 bits. */
+CDB_TEST(phash_pairs_crowd_is_bounded)
+{
+    enum { EDGE = 4, N = 60000, FAR = 10, ALL = EDGE + N + 2 * FAR };
+    uint64_t *h = malloc(ALL * sizeof *h);
+    CHECK(h != NULL);
+    for (size_t e = 0; e < EDGE; e++) /* 3 bits from 0, 6 from one another */
+        h[e] = 7ULL << (20 + 3 * e);
+    for (size_t i = 0; i < N; i++)
+        h[EDGE + i] = i;
+    for (size_t k = 0; k < FAR; k++) { /* ten random pairs (far from all else), 3 bits apart */
+        h[EDGE + N + 2 * k] = rnd64() | 0xF000000000000000ULL;
+        h[EDGE + N + 2 * k + 1] = h[EDGE + N + 2 * k] ^ 0x8000000000000003ULL;
+    }
+    for (int d = 3; d <= 12; d += 9) {
+        cdb_dupes_pair *p = NULL;
+        size_t np = 0, far = 0, crowd = 0;
+        CHECK_OK(cdb_dupes_phash_pairs(h, ALL, d, &p, &np));
+        CHECK_MSG(np <= (size_t)ALL * CDB_DUPES_CROWD / 2, "d %d: %zu pairs", d, np);
+        for (size_t k = 0; k < np; k++) {
+            CHECK(__builtin_popcountll(h[p[k].a] ^ h[p[k].b]) == p[k].bits && p[k].bits <= d);
+            far += p[k].a >= EDGE + N;
+            crowd += p[k].a < EDGE + N || p[k].b < EDGE + N;
+        }
+        CHECK_MSG(far == FAR, "d %d: %zu of the far pairs", d, far);
+        if (d == 3) /* every hash of 0..N-1 has > 64 others within 3 bits */
+            CHECK_MSG(crowd == 0, "d 3: %zu pairs with the crowd or its edge", crowd);
+        cdb_free(p);
+    }
+    free(h);
+}
+
 CDB_TEST_MAIN(dupes_match_brute_force, dupes_burst_is_never_near, dupes_edges,
-              phash_pairs_match_all_pairs)
+              phash_pairs_match_all_pairs, phash_pairs_crowd_is_bounded)
