@@ -9,7 +9,8 @@
 **   POST /api/search  {"query" | "text" | "image_id" | "image" (base64), "k", "offset",
 **                      "min_score", "under", "sort", "taken_after", "taken_before",
 **                      "camera", "near", "has_gps", "collapse", "image_db", "peers"
-**                      (false: this server's databases only, as a front asks its peers)}
+**                      (false: this server's databases only, as a front asks its peers),
+**                      "copy_facts" (true: each hit's "copy_facts", copies.c)}
 **     -> {"model", "took_ms", "count", "offset", "generation",
 **         "results": [{"id", "path", "score", ["probability",] "width", "height", "mtime", "size",
 **                      "thumb": "/api/thumb/ID", "file": "/api/file/ID",
@@ -40,6 +41,8 @@
 **                        "thumb" URL: {"groups": [{"kind", "keep", "files": [{"id",
 **                        "path", "width", "height", "bytes", "taken", "thumb"}]}],
 **                        "files", "unreadable"}; reads every photo (slow on big libraries)
+**   POST /api/copies_of {"items": [copy facts]}  this server's files the copy groups join
+**                        to them (copies.c; what a front asks its peers)
 **   POST /api/login {"token"}   sets the page's session cookie when a token is required
 **   POST /api/logout, GET /api/session   signs it out; says whether one is needed / held
 **   /knn-service, /metadata, /indices-list: clip_retrieval.c. GET /, /app.js, ...: the page.
@@ -55,7 +58,9 @@
 ** URL), "peer_db" and the proxy URLs GET /api/peer/P/{thumb,file,preview}/ID?db=D.
 ** With peers k + offset is at most 1000; an image_id query is answered here alone
 ** (every peer missing). Every hit also has "mtime_ns" and "taken_ms" (what the time
-** sorts order by, so that a front server merges peers' hits exactly).
+** sorts order by, so that a front server merges peers' hits exactly). Collapsed, copies
+** across servers are one hit (collapse_across, copies.c), each copy with "copies_db" and
+** "copies_peer" (its peer's URL, null for this server's).
 **
 ** "query" (and q=) is the CLI's language ("beach + sunset - people", "2*cat");
 ** "text" is one term as it is. Limits: k <= 1000, offset <= 100000, query text as in

@@ -13,8 +13,9 @@
 **   item, directly or through its other files (cdb_engine_copies_of).
 ** - The front (cdb_srv_copies_closure): after the merge of the peers' hits, asks its own
 **   databases and every peer for the copies of the hits' files, then of the files found,
-**   until none is new (at most SRV_COPIES_ROUNDS rounds, SRV_COPIES_MAX_FILES files in
-**   all); the hits and the files found are then grouped together
+**   until none is new (at most SRV_COPIES_ROUNDS rounds and SRV_COPIES_MAX_FILES files
+**   past the hits; a peer is asked about that many at a time); the hits and the files
+**   found are then grouped together
 **   (cdb_engine_hits_collapse). A file that is no hit (another filter's, or ranked
 **   lower) can join two hits and is a copy as one database would list it.
 **
@@ -244,11 +245,11 @@ done:
 
 /* ---- the front's side: the closure -------------------------------------------------- */
 
-/* The body of /api/copies_of for files q->f[from..q->n) (heap, NULL without memory). */
-static char *copies_body(const file_set *q, int from, int dim) {
+/* The body of /api/copies_of for files q->f[from..to) (heap, NULL without memory). */
+static char *copies_body(const file_set *q, int from, int to, int dim) {
     json_t *b = json_object(), *items = json_array();
     char *s;
-    for (int i = from; i < q->n; i++)
+    for (int i = from; i < to; i++)
         json_array_append_new(items, cdb_srv_copy_facts_json(&q->f[i], dim));
     json_object_set_new(b, "items", items);
     s = json_dumps(b, JSON_COMPACT);
@@ -257,8 +258,10 @@ static char *copies_body(const file_set *q, int from, int dim) {
 }
 
 /* The files of a peer's answer (n bytes) not yet in found into it (src: base + its db
-** there). 0, or -1 when it is not such an answer (or no memory). */
-static int take_answer(const char *body, size_t n, int base, int dim, file_set *found) {
+** there) while found holds fewer than limit. 0, or -1 when it is not such an answer (or
+** no memory). */
+static int take_answer(const char *body, size_t n, int base, int dim, int limit,
+                       file_set *found) {
     json_error_t err;
     json_t *doc = json_loadb(body, n, JSON_REJECT_DUPLICATES, &err), *files;
     int rc = -1;
@@ -269,7 +272,7 @@ static int take_answer(const char *body, size_t n, int base, int dim, file_set *
         cdb_engine_copy_facts f;
         uint16_t *vec;
         int vec_n, added;
-        if (found->n >= SRV_COPIES_MAX_FILES) break;
+        if (found->n >= limit) break;
         if (!json_is_integer(id) || json_integer_value(id) <= 0 || !json_is_integer(db) ||
             json_integer_value(db) < 0 || json_integer_value(db) >= CDB_SERVE_MAX_DBS)
             continue;
@@ -296,13 +299,14 @@ int cdb_srv_copies_answer_parse(const char *body, size_t n, int base, int dim,
     *keep = s;
     *files = NULL;
     *n_files = 0;
-    if (!s || take_answer(body, n, base, dim, s)) return -1;
+    if (!s || take_answer(body, n, base, dim, SRV_COPIES_MAX_FILES, s)) return -1;
     *files = s->f;
     *n_files = s->n;
     return 0;
 }
 
-/* This server's databases' files joined to found->f[from..) into found (src: the db). */
+/* This server's databases' files joined to found->f[from..) into found (src: the db; its
+** own files: trusted, not bounded). */
 static cdb_status local_round(srv_ctx *c, int from, int dim, file_set *found) {
     int n_es = c->n_es > 1 ? c->n_es : 1;
     for (int d = 0; d < n_es; d++) {
@@ -339,25 +343,30 @@ cdb_status cdb_srv_copies_closure(srv_ctx *c, const cdb_engine_copy_facts *hits,
     for (int i = 0; st == CDB_OK && i < n_hits; i++)
         if (set_add(found, &hits[i]) < 0) st = cdb_seterr(CDB_NOMEM, "out of memory");
     int n_first = st == CDB_OK ? found->n : 0;
+    int limit = n_first + SRV_COPIES_MAX_FILES; /* the hits, and files found past them */
     for (int round = 0; st == CDB_OK && round < SRV_COPIES_ROUNDS && from < found->n; round++) {
         int to = found->n;
-        char *body = copies_body(found, from, dim);
-        if (!body || (st = local_round(c, from, dim, found)) != CDB_OK) {
+        if ((st = local_round(c, from, dim, found)) != CDB_OK) break;
+        /* the peers are asked about at most SRV_COPIES_MAX_FILES files at a time */
+        for (int at = from; st == CDB_OK && np && at < to; at += SRV_COPIES_MAX_FILES) {
+            char *body = copies_body(found, at, to - at > SRV_COPIES_MAX_FILES
+                                                    ? at + SRV_COPIES_MAX_FILES : to, dim);
+            if (!body) {
+                st = cdb_seterr(CDB_NOMEM, "out of memory");
+                break;
+            }
+            cdb_srv_peers_post(c->peers, "/api/copies_of", body, answers, lens);
             free(body);
-            if (st == CDB_OK) st = cdb_seterr(CDB_NOMEM, "out of memory");
-            break;
-        }
-        if (np) cdb_srv_peers_post(c->peers, "/api/copies_of", body, answers, lens);
-        free(body);
-        for (int p = 0; p < np; p++) {
-            if (!answers[p] ||
-                take_answer(answers[p], lens[p], nd + p * CDB_SERVE_MAX_DBS, dim, found))
-                cdb_srv_peer_missing(ans, p);
-            free(answers[p]);
-            answers[p] = NULL;
+            for (int p = 0; p < np; p++) {
+                if (!answers[p] || take_answer(answers[p], lens[p], nd + p * CDB_SERVE_MAX_DBS,
+                                               dim, limit, found))
+                    cdb_srv_peer_missing(ans, p);
+                free(answers[p]);
+                answers[p] = NULL;
+            }
         }
         from = to;
-        if (found->n >= SRV_COPIES_MAX_FILES) break;
+        if (found->n >= limit) break;
     }
     if (st == CDB_OK) { /* the files found that are no hits */
         *others = found->f + n_first;

@@ -226,8 +226,9 @@ void cdb_srv_peer_proxy(srv_peers *ps, int peer, const char *kind, int64_t id, i
 
 /* ---- copies across peers (copies.c) ----------------------------------------------------- */
 
-/* The most files a closure keeps (and a /api/copies_of request may ask about), and its
-** rounds: past them, a group's files on other servers may be missing from its copies. */
+/* The most files a closure keeps past the hits (and a /api/copies_of request may ask
+** about), and its rounds: past them, a group's files on other servers may be missing from
+** its copies. */
 #define SRV_COPIES_MAX_FILES 4096
 #define SRV_COPIES_ROUNDS 4
 
