@@ -131,7 +131,7 @@ typedef struct search_req {
     int local_only;             /* "peers": false: this server's databases only (what a
                                    front asks its peers: no fan-out of a fan-out) */
     int copy_facts;             /* "copy_facts": true: each hit with what a front collapses
-                                   copies across its peers by (peers.c) */
+                                   copies across its peers by (copies.c) */
     char under[PATH_MAX];
     int k, offset;
 } search_req;

@@ -206,7 +206,7 @@ void cdb_srv_copies_of(srv_ctx *c, const srv_req *r, srv_resp *o) {
         cdb_srv_copy_facts_parse(json_array_get(items, i), &f, &vec, &vec_n);
         f.vec = vec_n == dim ? vec : NULL;
         f.id = (int64_t)i + 1; /* each item its own */
-        if (set_add(&q, &f) < 0 || set_keep(&q, vec) < 0) goto oom;
+        if (set_keep(&q, vec) < 0 || set_add(&q, &f) < 0) goto oom; /* kept first: freed */
     }
     files = json_array();
     for (int d = 0; d < n_es; d++) {
@@ -271,7 +271,7 @@ static int take_answer(const char *body, size_t n, int base, int dim, int limit,
                *db = json_object_get(x, "db");
         cdb_engine_copy_facts f;
         uint16_t *vec;
-        int vec_n, added;
+        int vec_n;
         if (found->n >= limit) break;
         if (!json_is_integer(id) || json_integer_value(id) <= 0 || !json_is_integer(db) ||
             json_integer_value(db) < 0 || json_integer_value(db) >= CDB_SERVE_MAX_DBS)
@@ -280,12 +280,8 @@ static int take_answer(const char *body, size_t n, int base, int dim, int limit,
         f.id = (int64_t)json_integer_value(id);
         f.src = base + (int)json_integer_value(db);
         f.vec = vec_n == dim ? vec : NULL;
-        if ((added = set_add(found, &f)) < 0) {
-            free(vec);
-            goto done;
-        }
-        if (!added) free(vec);
-        else if (set_keep(found, vec) < 0) goto done;
+        /* the vector kept before its facts are added: a failure never leaves them dangling */
+        if (set_keep(found, vec) < 0 || set_add(found, &f) < 0) goto done;
     }
     rc = 0;
 done:
@@ -316,14 +312,14 @@ static cdb_status local_round(srv_ctx *c, int from, int dim, file_set *found) {
         cdb_status st = cdb_engine_copies_of(n_es > 1 ? c->es[d] : c->e, NULL, found->f + from,
                                              found->n - from, &f, &n, &vecs, &fdim);
         if (st != CDB_OK) return st;
-        for (int j = 0; j < n; j++) {
+        if (set_keep(found, vecs) < 0) st = CDB_NOMEM; /* before the facts pointing in */
+        for (int j = 0; st == CDB_OK && j < n; j++) {
             f[j].src = d;
             if (fdim != dim) f[j].vec = NULL;
             if (set_add(found, &f[j]) < 0) st = CDB_NOMEM;
         }
         free(f);
-        if (set_keep(found, vecs) < 0 || st != CDB_OK)
-            return cdb_seterr(CDB_NOMEM, "out of memory");
+        if (st != CDB_OK) return cdb_seterr(CDB_NOMEM, "out of memory");
     }
     return CDB_OK;
 }
