@@ -445,6 +445,40 @@ static int vec_of_halves(const uint16_t *h, int dim, float *v) {
 
 static int hash_cmp(const void *a, const void *b) { return memcmp(a, b, CDB_DUPES_HASH_BYTES); }
 
+/* The pairs (a < m_files <= b) of the hashes ph[0..m_files) (files) and ph[m_files..m)
+** (queries) within bits, each once: every query against every file while that is at
+** most 2^26 comparisons (a page's queries), else through cdb_dupes_phash_pairs over all
+** m (which also pairs files with files: the multi-index's cost, not its answer). *out:
+** free(). */
+static cdb_status cross_pairs(const uint64_t *ph, size_t m_files, size_t m, int bits,
+                              cdb_dupes_pair **out, size_t *n_out) {
+    cdb_dupes_pair *all = NULL;
+    size_t n_all = 0, n = 0;
+    cdb_status rc = CDB_OK;
+    *out = NULL;
+    *n_out = 0;
+    if ((m - m_files) * m_files <= ((size_t)1 << 26)) { /* every query against every file */
+        for (size_t j = m_files; j < m; j++)
+            for (size_t i = 0; i < m_files; i++) n += __builtin_popcountll(ph[i] ^ ph[j]) <= bits;
+        if (!(*out = malloc(sizeof **out * (n ? n : 1))))
+            return cdb_seterr(CDB_NOMEM, "out of memory");
+        for (size_t j = m_files; j < m; j++)
+            for (size_t i = 0; i < m_files; i++)
+                if (__builtin_popcountll(ph[i] ^ ph[j]) <= bits)
+                    (*out)[(*n_out)++] = (cdb_dupes_pair){i, j, 0};
+        return CDB_OK;
+    }
+    if ((rc = cdb_dupes_phash_pairs(ph, m, bits, &all, &n_all)) != CDB_OK) return rc;
+    if (!(*out = malloc(sizeof **out * (n_all ? n_all : 1)))) {
+        cdb_free(all);
+        return cdb_seterr(CDB_NOMEM, "out of memory");
+    }
+    for (size_t k = 0; k < n_all; k++) /* a < b: a file and a query when a < m_files <= b */
+        if (all[k].a < m_files && all[k].b >= m_files) (*out)[(*n_out)++] = all[k];
+    cdb_free(all);
+    return CDB_OK;
+}
+
 /* One step of the closure: marks (hit[i] = 1) the files of f not yet hit with the hash
 ** of a query, or a phash within the near bound of one and a cosine at least the near
 ** minimum (the queries' vectors qv, NULL rows: none). *n_new: how many. */
@@ -473,14 +507,11 @@ static cdb_status closure_step(const eng_groups_part *pt, int dim, const facts *
     for (size_t k = 0; rc == CDB_OK && k < n_q; k++)
         if (q[k].has_phash && qv[k]) idx[m] = k, ph[m++] = q[k].phash;
     if (rc == CDB_OK && m > m_files && m_files)
-        rc = cdb_dupes_phash_pairs(ph, m, p.phash_bits, &pairs, &n_pairs);
+        rc = cross_pairs(ph, m_files, m, p.phash_bits, &pairs, &n_pairs);
     int64_t *ids = rc == CDB_OK ? malloc(sizeof *ids * (n_pairs ? n_pairs : 1)) : NULL;
-    size_t *cand = rc == CDB_OK ? malloc(sizeof *cand * (n_pairs ? n_pairs : 1)) : NULL;
-    if (rc == CDB_OK && (!ids || !cand)) rc = cdb_seterr(CDB_NOMEM, "out of memory");
+    if (rc == CDB_OK && !ids) rc = cdb_seterr(CDB_NOMEM, "out of memory");
     for (size_t k = 0; rc == CDB_OK && k < n_pairs; k++)
-        if ((pairs[k].a < m_files) != (pairs[k].b < m_files))
-            cand[n_cand] = k, ids[n_cand++] = f->ids[idx[pairs[k].a < m_files ? pairs[k].a
-                                                                               : pairs[k].b]].id;
+        ids[n_cand++] = f->ids[idx[pairs[k].a]].id;
     uint16_t *h = rc == CDB_OK ? malloc(sizeof *h * (n_cand ? n_cand : 1) * (size_t)dim) : NULL;
     float *v = rc == CDB_OK ? malloc(sizeof *v * (size_t)dim) : NULL;
     uint8_t *found = rc == CDB_OK ? malloc(n_cand ? n_cand : 1) : NULL;
@@ -488,18 +519,15 @@ static cdb_status closure_step(const eng_groups_part *pt, int dim, const facts *
     if (rc == CDB_OK && n_cand)
         rc = cdb_db_vectors_get_f16(pt->db, pt->model_id, ids, (int)n_cand, h, found);
     for (size_t c = 0; rc == CDB_OK && c < n_cand; c++) {
-        const cdb_dupes_pair *pr = &pairs[cand[c]];
-        int a_file = pr->a < m_files;
-        size_t file = idx[a_file ? pr->a : pr->b], k = idx[a_file ? pr->b : pr->a];
+        size_t file = idx[pairs[c].a], k = idx[pairs[c].b];
         if (hit[file] || found[c] != 1 || vec_of_halves(h + c * (size_t)dim, dim, v)) continue;
         if (cdb_dupes_cosine(v, qv[k], dim) >= p.min_cosine) hit[file] = 1, ++*n_new;
     }
     free(hashes);
     free(idx);
     free(ph);
-    cdb_free(pairs);
+    free(pairs);
     free(ids);
-    free(cand);
     free(h);
     free(v);
     free(found);
