@@ -487,8 +487,11 @@ cdb_status cdb_engine_copy_facts_get(cdb_engine *e, const char *model, const int
 ** or phashes within the near bound and the cosine of the vectors at least its minimum,
 ** computed as cdb_dupes_find does; the shot rule is the grouping's, left to it). The
 ** items' own files are among them when e holds them. *out (heap, free(); *n_out, src
-** and part 0) with vec into *vecs (heap, free()), *dim the set's. Cost: one read of the
-** catalog's facts and a phash multi-index per step of the closure. Concurrent calls OK. */
+** and part 0) with vec into *vecs (heap, free()), *dim the set's. Cost: the files are
+** looked up in an index of their hashes and phashes (40 bytes a file, built from one
+** read of the catalog and kept while the generation holds); each step of the closure
+** compares its queries' phashes with every file's (or, for many queries, through a
+** multi-index) and reads the vectors of those within the bound. Concurrent calls OK. */
 cdb_status cdb_engine_copies_of(cdb_engine *e, const char *model,
                                 const cdb_engine_copy_facts *items, int n,
                                 cdb_engine_copy_facts **out /* OUT */, int *n_out /* OUT */,

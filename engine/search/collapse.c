@@ -443,7 +443,6 @@ static int vec_of_halves(const uint16_t *h, int dim, float *v) {
     return 0;
 }
 
-static int hash_cmp(const void *a, const void *b) { return memcmp(a, b, CDB_DUPES_HASH_BYTES); }
 
 /* The pairs (a < m_files <= b) of the hashes ph[0..m_files) (files) and ph[m_files..m)
 ** (queries) within bits, each once: every query against every file while that is at
@@ -479,51 +478,142 @@ static cdb_status cross_pairs(const uint64_t *ph, size_t m_files, size_t m, int 
     return CDB_OK;
 }
 
-/* One step of the closure: marks (hit[i] = 1) the files of f not yet hit with the hash
+/* ---- the copy index: what cdb_engine_copies_of looks files up in ----------------------- */
+
+struct eng_copy_index {
+    atomic_int refs;
+    eng_groups_key key;                    /* what it was built for (dir owned) */
+    size_t n;                              /* every ok file of the database */
+    int64_t *ids;                          /* n, ascending */
+    uint8_t (*hash)[CDB_DUPES_HASH_BYTES]; /* n */
+    uint64_t *phash;                       /* n */
+    unsigned char *has;                    /* n: 1 a hash, 2 a phash */
+    size_t *by_hash, n_hash;               /* the files with a hash, by hash */
+};
+
+void cdb_eng_copy_index_unref(eng_copy_index *x) {
+    if (!x || atomic_fetch_sub(&x->refs, 1) != 1) return;
+    free(x->key.dir);
+    free(x->ids);
+    free(x->hash);
+    free(x->phash);
+    free(x->has);
+    free(x->by_hash);
+    free(x);
+}
+
+eng_copy_index *cdb_eng_copy_index_ref(eng_copy_index *x) {
+    if (x) atomic_fetch_add(&x->refs, 1);
+    return x;
+}
+
+int cdb_eng_copy_index_current(const eng_copy_index *x, const eng_groups_key *key) {
+    return x && x->key.gen == key->gen && x->key.n_missing == key->n_missing &&
+           !strcmp(x->key.dir, key->dir ? key->dir : "");
+}
+
+static int by_hash_cmp(const void *a, const void *b, void *ctx) {
+    const eng_copy_index *x = ctx;
+    size_t i = *(const size_t *)a, j = *(const size_t *)b;
+    int c = memcmp(x->hash[i], x->hash[j], CDB_DUPES_HASH_BYTES);
+    return c ? c : (i > j) - (i < j);
+}
+
+cdb_status cdb_eng_copy_index_build(const eng_groups_part *part, eng_copy_index **out) {
+    facts f;
+    eng_copy_index *x = calloc(1, sizeof *x);
+    cdb_status rc = x ? CDB_OK : cdb_seterr(CDB_NOMEM, "out of memory");
+    memset(&f, 0, sizeof f);
+    *out = NULL;
+    if (rc == CDB_OK) {
+        atomic_init(&x->refs, 1);
+        x->key = part->key;
+        if (!(x->key.dir = strdup(part->key.dir ? part->key.dir : "")))
+            rc = cdb_seterr(CDB_NOMEM, "out of memory");
+    }
+    if (rc == CDB_OK) rc = read_facts(part, 1, &f);
+    size_t m = f.n ? f.n : 1;
+    if (rc == CDB_OK && (!(x->ids = malloc(sizeof *x->ids * m)) ||
+                         !(x->hash = malloc(sizeof *x->hash * m)) ||
+                         !(x->phash = malloc(sizeof *x->phash * m)) ||
+                         !(x->has = malloc(m)) || !(x->by_hash = malloc(sizeof *x->by_hash * m))))
+        rc = cdb_seterr(CDB_NOMEM, "out of memory");
+    for (size_t i = 0; rc == CDB_OK && i < f.n; i++) {
+        x->ids[i] = f.ids[i].id;
+        memcpy(x->hash[i], f.cf[i].hash, CDB_DUPES_HASH_BYTES);
+        x->phash[i] = f.cf[i].phash;
+        x->has[i] = (unsigned char)((f.cf[i].has_hash ? 1 : 0) | (f.cf[i].has_phash ? 2 : 0));
+        if (f.cf[i].has_hash) x->by_hash[x->n_hash++] = i;
+    }
+    if (rc == CDB_OK) {
+        x->n = f.n;
+        if (x->n_hash > 1) qsort_r(x->by_hash, x->n_hash, sizeof *x->by_hash, by_hash_cmp, x);
+    }
+    facts_free(&f);
+    if (rc != CDB_OK) {
+        cdb_eng_copy_index_unref(x);
+        return cdb_eng_fail(rc, CDB_ENGINE_E_NONE, "cannot index the copy facts");
+    }
+    *out = x;
+    return CDB_OK;
+}
+
+/* The first of x's files by hash whose hash is h, or x->n_hash when none. */
+static size_t hash_lower_bound(const eng_copy_index *x, const uint8_t *h) {
+    size_t lo = 0, hi = x->n_hash;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (memcmp(x->hash[x->by_hash[mid]], h, CDB_DUPES_HASH_BYTES) < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < x->n_hash && !memcmp(x->hash[x->by_hash[lo]], h, CDB_DUPES_HASH_BYTES)
+               ? lo
+               : x->n_hash;
+}
+
+/* One step of the closure: marks (hit[i] = 1) the files of x not yet hit with the hash
 ** of a query, or a phash within the near bound of one and a cosine at least the near
 ** minimum (the queries' vectors qv, NULL rows: none). *n_new: how many. */
-static cdb_status closure_step(const eng_groups_part *pt, int dim, const facts *f,
+static cdb_status closure_step(const eng_groups_part *pt, int dim, const eng_copy_index *x,
                                unsigned char *hit, const cdb_engine_copy_facts *q,
                                float *const *qv, size_t n_q, size_t *n_new) {
     cdb_dupes_params p = cdb_dupes_params_default();
-    uint8_t(*hashes)[CDB_DUPES_HASH_BYTES] = malloc(sizeof *hashes * (n_q ? n_q : 1));
-    size_t n_h = 0, m = 0, n_pairs = 0, n_cand = 0;
-    size_t *idx = malloc(sizeof *idx * (f->n + n_q + 1));
-    uint64_t *ph = malloc(sizeof *ph * (f->n + n_q + 1));
+    size_t m = 0, n_pairs = 0;
+    size_t *idx = malloc(sizeof *idx * (x->n + n_q + 1));
+    uint64_t *ph = malloc(sizeof *ph * (x->n + n_q + 1));
     cdb_dupes_pair *pairs = NULL;
-    cdb_status rc = hashes && idx && ph ? CDB_OK : cdb_seterr(CDB_NOMEM, "out of memory");
+    int64_t *ids = NULL;
+    uint16_t *h = NULL;
+    float *v = NULL;
+    uint8_t *found = NULL;
+    cdb_status rc = idx && ph ? CDB_OK : cdb_seterr(CDB_NOMEM, "out of memory");
     *n_new = 0;
-    for (size_t k = 0; rc == CDB_OK && k < n_q; k++)
-        if (q[k].has_hash) memcpy(hashes[n_h++], q[k].hash, CDB_DUPES_HASH_BYTES);
-    if (rc == CDB_OK && n_h > 1) qsort(hashes, n_h, sizeof *hashes, hash_cmp);
-    for (size_t i = 0; rc == CDB_OK && i < f->n; i++)
-        if (!hit[i] && f->cf[i].has_hash && n_h &&
-            bsearch(f->cf[i].hash, hashes, n_h, sizeof *hashes, hash_cmp))
-            hit[i] = 1, ++*n_new;
-    /* near: the pairs of a file of f (first m) and a query (after), phash first */
-    for (size_t i = 0; rc == CDB_OK && i < f->n; i++)
-        if (!hit[i] && f->cf[i].has_phash) idx[m] = i, ph[m++] = f->cf[i].phash;
+    for (size_t k = 0; rc == CDB_OK && k < n_q; k++) /* exact: the same hash */
+        for (size_t at = q[k].has_hash ? hash_lower_bound(x, q[k].hash) : x->n_hash;
+             at < x->n_hash && !memcmp(x->hash[x->by_hash[at]], q[k].hash, CDB_DUPES_HASH_BYTES);
+             at++)
+            if (!hit[x->by_hash[at]]) hit[x->by_hash[at]] = 1, ++*n_new;
+    /* near: the pairs of a file (first m_files) and a query (after), phash first */
+    for (size_t i = 0; rc == CDB_OK && i < x->n; i++)
+        if (!hit[i] && (x->has[i] & 2)) idx[m] = i, ph[m++] = x->phash[i];
     size_t m_files = m;
     for (size_t k = 0; rc == CDB_OK && k < n_q; k++)
         if (q[k].has_phash && qv[k]) idx[m] = k, ph[m++] = q[k].phash;
     if (rc == CDB_OK && m > m_files && m_files)
         rc = cross_pairs(ph, m_files, m, p.phash_bits, &pairs, &n_pairs);
-    int64_t *ids = rc == CDB_OK ? malloc(sizeof *ids * (n_pairs ? n_pairs : 1)) : NULL;
-    if (rc == CDB_OK && !ids) rc = cdb_seterr(CDB_NOMEM, "out of memory");
-    for (size_t k = 0; rc == CDB_OK && k < n_pairs; k++)
-        ids[n_cand++] = f->ids[idx[pairs[k].a]].id;
-    uint16_t *h = rc == CDB_OK ? malloc(sizeof *h * (n_cand ? n_cand : 1) * (size_t)dim) : NULL;
-    float *v = rc == CDB_OK ? malloc(sizeof *v * (size_t)dim) : NULL;
-    uint8_t *found = rc == CDB_OK ? malloc(n_cand ? n_cand : 1) : NULL;
-    if (rc == CDB_OK && (!h || !v || !found)) rc = cdb_seterr(CDB_NOMEM, "out of memory");
-    if (rc == CDB_OK && n_cand)
-        rc = cdb_db_vectors_get_f16(pt->db, pt->model_id, ids, (int)n_cand, h, found);
-    for (size_t c = 0; rc == CDB_OK && c < n_cand; c++) {
+    if (rc == CDB_OK && (!(ids = malloc(sizeof *ids * (n_pairs ? n_pairs : 1))) ||
+                         !(h = malloc(sizeof *h * (n_pairs ? n_pairs : 1) * (size_t)dim)) ||
+                         !(v = malloc(sizeof *v * (size_t)dim)) ||
+                         !(found = malloc(n_pairs ? n_pairs : 1))))
+        rc = cdb_seterr(CDB_NOMEM, "out of memory");
+    for (size_t k = 0; rc == CDB_OK && k < n_pairs; k++) ids[k] = x->ids[idx[pairs[k].a]];
+    if (rc == CDB_OK && n_pairs)
+        rc = cdb_db_vectors_get_f16(pt->db, pt->model_id, ids, (int)n_pairs, h, found);
+    for (size_t c = 0; rc == CDB_OK && c < n_pairs; c++) {
         size_t file = idx[pairs[c].a], k = idx[pairs[c].b];
         if (hit[file] || found[c] != 1 || vec_of_halves(h + c * (size_t)dim, dim, v)) continue;
         if (cdb_dupes_cosine(v, qv[k], dim) >= p.min_cosine) hit[file] = 1, ++*n_new;
     }
-    free(hashes);
     free(idx);
     free(ph);
     free(pairs);
@@ -534,17 +624,17 @@ static cdb_status closure_step(const eng_groups_part *pt, int dim, const facts *
     return rc;
 }
 
-/* The facts of the files of f marked new (hit[i] == 1; then 2), with their vectors
-** (halves in hv, floats in fv, NULL rows: none), as the next step's queries. */
-static cdb_status closure_queries(const eng_groups_part *pt, int dim, const facts *f,
+/* The queries of the next step: the files of x marked new (hit[i] == 1; then 2), their
+** hashes and phashes, and their vectors (halves in hv, floats in fv; NULL rows: none). */
+static cdb_status closure_queries(const eng_groups_part *pt, int dim, const eng_copy_index *x,
                                   unsigned char *hit, cdb_engine_copy_facts **q, float ***qv,
                                   uint16_t **hv, float **fv, size_t *n_q) {
     size_t n = 0, k = 0;
-    for (size_t i = 0; i < f->n; i++) n += hit[i] == 1;
+    for (size_t i = 0; i < x->n; i++) n += hit[i] == 1;
     int64_t *ids = malloc(sizeof *ids * (n ? n : 1));
     uint8_t *found = malloc(n ? n : 1);
     free(*q), free(*qv), free(*hv), free(*fv);
-    *q = malloc(sizeof **q * (n ? n : 1));
+    *q = calloc(n ? n : 1, sizeof **q);
     *qv = calloc(n ? n : 1, sizeof **qv);
     *hv = malloc(sizeof **hv * (n ? n : 1) * (size_t)dim);
     *fv = malloc(sizeof **fv * (n ? n : 1) * (size_t)dim);
@@ -552,11 +642,14 @@ static cdb_status closure_queries(const eng_groups_part *pt, int dim, const fact
     cdb_status rc = ids && found && *q && *qv && *hv && *fv
                         ? CDB_OK
                         : cdb_seterr(CDB_NOMEM, "out of memory");
-    for (size_t i = 0; rc == CDB_OK && i < f->n; i++)
+    for (size_t i = 0; rc == CDB_OK && i < x->n; i++)
         if (hit[i] == 1) {
             hit[i] = 2;
-            (*q)[k] = f->cf[i];
-            ids[k++] = f->ids[i].id;
+            memcpy((*q)[k].hash, x->hash[i], CDB_DUPES_HASH_BYTES);
+            (*q)[k].has_hash = x->has[i] & 1;
+            (*q)[k].phash = x->phash[i];
+            (*q)[k].has_phash = (x->has[i] & 2) != 0;
+            ids[k++] = x->ids[i];
         }
     if (rc == CDB_OK && n)
         rc = cdb_db_vectors_get_f16(pt->db, pt->model_id, ids, (int)n, *hv, found);
@@ -576,7 +669,7 @@ cdb_status cdb_engine_copies_of(cdb_engine *e, const char *model,
                                 int *dim) {
     eng_reader *rd = NULL;
     eng_model *mod = NULL;
-    facts f;
+    eng_copy_index *x = NULL;
     unsigned char *hit = NULL;
     cdb_engine_copy_facts *q = NULL;
     float **qv = NULL, *fv = NULL;
@@ -586,7 +679,6 @@ cdb_status cdb_engine_copies_of(cdb_engine *e, const char *model,
     eng_groups_part pt;
     cdb_status st;
     cdb_eng_clear();
-    memset(&f, 0, sizeof f);
     *out = NULL;
     *n_out = 0;
     *vecs = NULL;
@@ -594,14 +686,15 @@ cdb_status cdb_engine_copies_of(cdb_engine *e, const char *model,
     if (n < 0 || (n > 0 && !items))
         return cdb_eng_fail(CDB_INVALID, CDB_ENGINE_E_NONE, "copies_of: bad arguments");
     if ((st = cdb_eng_reader_get(e, &rd)) != CDB_OK) return st;
-    if ((st = cdb_eng_model_get(e, rd->db, model, 0, 0, -1, &mod)) != CDB_OK) goto done;
+    if ((st = cdb_eng_model_get(e, rd->db, model, 0, 0, -1, &mod)) != CDB_OK ||
+        (st = cdb_eng_copy_index_get(e, rd->db, mod->model_id, &x)) != CDB_OK)
+        goto done;
     pt = (eng_groups_part){rd->db, mod->model_id, {NULL, 0, 0}};
     *dim = mod->dm.dim;
-    if ((st = read_facts(&pt, 1, &f)) != CDB_OK) goto done;
     q = malloc(sizeof *q * (size_t)(n ? n : 1));
     qv = calloc((size_t)(n ? n : 1), sizeof *qv);
     fv = malloc(sizeof *fv * (size_t)(n ? n : 1) * (size_t)*dim);
-    hit = calloc(f.n ? f.n : 1, 1);
+    hit = calloc(x->n ? x->n : 1, 1);
     if (!q || !qv || !fv || !hit) {
         st = cdb_seterr(CDB_NOMEM, "out of memory");
         goto done;
@@ -612,20 +705,16 @@ cdb_status cdb_engine_copies_of(cdb_engine *e, const char *model,
             qv[k] = fv + (size_t)k * (size_t)*dim;
     }
     while (st == CDB_OK && n_new) { /* the files just found are the next step's queries */
-        if ((st = closure_step(&pt, *dim, &f, hit, q, qv, n_q, &n_new)) == CDB_OK)
-            st = closure_queries(&pt, *dim, &f, hit, &q, &qv, &hv, &fv, &n_q);
+        if ((st = closure_step(&pt, *dim, x, hit, q, qv, n_q, &n_new)) == CDB_OK)
+            st = closure_queries(&pt, *dim, x, hit, &q, &qv, &hv, &fv, &n_q);
     }
-    for (size_t i = 0; i < f.n; i++) n_hit += hit[i] != 0;
+    for (size_t i = 0; st == CDB_OK && i < x->n; i++) n_hit += hit[i] != 0;
     ids = st == CDB_OK ? malloc(sizeof *ids * (n_hit ? n_hit : 1)) : NULL;
     *out = st == CDB_OK ? malloc(sizeof **out * (n_hit ? n_hit : 1)) : NULL;
     if (st == CDB_OK && (!ids || !*out)) st = cdb_seterr(CDB_NOMEM, "out of memory");
-    for (size_t i = 0, k = 0; st == CDB_OK && i < f.n; i++)
-        if (hit[i]) ids[k++] = f.ids[i].id;
-    free(hit);
-    hit = NULL;
-    facts_free(&f); /* the facts again, with vectors, through the one reader of them */
-    memset(&f, 0, sizeof f);
-    cdb_eng_reader_put(e, rd);
+    for (size_t i = 0, k = 0; st == CDB_OK && i < x->n; i++)
+        if (hit[i]) ids[k++] = x->ids[i];
+    cdb_eng_reader_put(e, rd); /* the facts, with vectors, through the one reader of them */
     rd = NULL;
     if (st == CDB_OK) st = cdb_engine_copy_facts_get(e, model, ids, (int)n_hit, *out, vecs, dim);
     if (st == CDB_OK) *n_out = (int)n_hit;
@@ -635,13 +724,13 @@ done:
         *out = NULL;
         st = cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot find the copies asked for");
     }
+    cdb_eng_copy_index_unref(x);
     free(ids);
     free(hit);
     free(q);
     free(qv);
     free(hv);
     free(fv);
-    facts_free(&f);
     if (rd) cdb_eng_reader_put(e, rd);
     return st;
 }
