@@ -24,7 +24,7 @@
 ** are not used, at most SRV_COPIES_MAX_FILES items are read from a request and kept from
 ** answers. Cost per collapsed search: one /api/copies_of per peer per round (each within
 ** the peer timeout; its body the facts of the files asked about, about 1.4 KB per file
-** of a 512-d model), and on each server a read of its catalog's facts per round.
+** of a 512-d model), and on each server a look-up in its copy index (cdb_engine_copies_of).
 */
 #include <stdlib.h>
 #include <string.h>
