@@ -163,7 +163,7 @@ static int edge_cmp(const void *x, const void *y)
     return (a->b > b->b) - (a->b < b->b);
 }
 
-static float cosine(const float *x, const float *y, int dim)
+float cdb_dupes_cosine(const float *x, const float *y, int dim)
 {
     double s = 0;
     for (int k = 0; k < dim; k++)
@@ -196,7 +196,7 @@ static int near_edges(const cdb_dupes_item *it, size_t n, int dim, const cdb_dup
         goto done;
     for (size_t k = 0; k < n_pairs; k++) {
         size_t a = idx[pairs[k].a], b = idx[pairs[k].b];
-        float c = cosine(it[a].vec, it[b].vec, dim);
+        float c = cdb_dupes_cosine(it[a].vec, it[b].vec, dim);
         if (c >= p->min_cosine)
             e[ne++] = (edge){a, b, pairs[k].bits, c};
     }

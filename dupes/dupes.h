@@ -101,6 +101,10 @@ cdb_status cdb_dupes_find(const cdb_dupes_item *items, size_t n, int dim,
                           const cdb_dupes_params *p, cdb_dupes_groups **out /* OUT */);
 void cdb_dupes_groups_free(cdb_dupes_groups *g); /* NULL is fine */
 
+/* The cosine a near edge is decided by (x, y: dim floats, L2-normalized): their dot
+** product accumulated in double, as cdb_dupes_find computes it. */
+float cdb_dupes_cosine(const float *x, const float *y, int dim);
+
 /* A pair of hashes within the distance asked for: indices a < b, bits = their Hamming
 ** distance. */
 typedef struct cdb_dupes_pair {

@@ -451,6 +451,73 @@ cdb_engine_search_params cdb_engine_part_params(const cdb_engine_search_params *
 void cdb_engine_hits_merge(cdb_engine_hit *hits, int *n /* IN/OUT */,
                            const cdb_engine_search_params *p);
 
+/* ---- copies collapsed across servers (a front over its peers; search/collapse.c) ---- */
+
+/* What the copy collapse decides by for one file (dupes/dupes.h: exact by content hash;
+** near by phash AND the cosine of the vectors, never two distinct shots), so that a
+** server can collapse hits gathered from others (serve --peer) as one database of all
+** their files would. A file without a hash is never an exact copy, one without a phash
+** or a vector never a near one. */
+typedef struct cdb_engine_copy_facts {
+    int64_t id;           /* the file's id in its database */
+    int src;              /* the caller's name for that database (what copies_db holds) */
+    uint8_t hash[16];     /* content hash (the catalog's XXH3-128) */
+    int has_hash;
+    uint64_t phash;       /* perceptual hash, stored by ingest or reindex */
+    int has_phash;
+    char camera[130];     /* "make model", "" when unknown */
+    int64_t shot_ms;      /* capture time (wall clock, ms), when has_shot */
+    int has_shot;
+    const uint16_t *vec;  /* the stored embedding, dim IEEE binary16 (the caller checks the
+                             length); NULL: never near */
+    int part;             /* the answer it came in: cdb_engine_hits_rank's truncated */
+} cdb_engine_copy_facts;
+
+/* The copy facts of n files of the vector set model (NULL: the default) by id: out[i]
+** for ids[i] (src and part 0); vec into *vecs (heap, free(); n * *dim halves, the rows
+** of files with a phash and a readable vector), *dim the vector set's. A file not
+** recorded has only its id. Concurrent calls OK. */
+cdb_status cdb_engine_copy_facts_get(cdb_engine *e, const char *model, const int64_t *ids,
+                                     int n, cdb_engine_copy_facts *out /* OUT n */,
+                                     uint16_t **vecs /* OUT */, int *dim /* OUT */);
+
+/* Every file of e's vector set (model; NULL: the default) that the collapse's groups
+** would join to one of items[0..n) (their vectors of the set's dim), directly or
+** through other files of e: the closure of the pairwise tests (the same content hash;
+** or phashes within the near bound and the cosine of the vectors at least its minimum,
+** computed as cdb_dupes_find does; the shot rule is the grouping's, left to it). The
+** items' own files are among them when e holds them. *out (heap, free(); *n_out, src
+** and part 0) with vec into *vecs (heap, free()), *dim the set's. Cost: the files are
+** looked up in an index of their hashes and phashes (40 bytes a file, built from one
+** read of the catalog and kept while the generation holds); each step of the closure
+** compares its queries' phashes with every file's (or, for many queries, through a
+** multi-index) and reads the vectors of those within the bound. Concurrent calls OK. */
+cdb_status cdb_engine_copies_of(cdb_engine *e, const char *model,
+                                const cdb_engine_copy_facts *items, int n,
+                                cdb_engine_copy_facts **out /* OUT */, int *n_out /* OUT */,
+                                uint16_t **vecs /* OUT */, int *dim /* OUT */);
+
+/* Hits gathered from several answers (a front server's own databases and its peers),
+** each answer's best hits by score, with facts[i] for hits[i]: sorts both by score
+** (cdb_engine_hit_cmp_score) and, when truncated is set, cuts them after the first hit
+** that is the last of an answer that may have more (truncated[facts.part]): what is kept
+** is then exactly the best of the whole ranking. *more: some answer may have more.
+** CDB_NOMEM. */
+cdb_status cdb_engine_hits_rank(cdb_engine_hit *hits, cdb_engine_copy_facts *facts,
+                                int *n /* IN/OUT */, const unsigned char *truncated,
+                                int *more /* OUT */);
+
+/* Collapses ranked hits[0..*n) (facts[i] hits[i]'s) by the copy groups of their files and
+** of others[0..n_others) (files that are no hits: cdb_engine_copies_of's), vectors of
+** dim halves, each file once by (src, id): the dupes rule, exact and near joined, as
+** cdb_engine_search_many groups files. Keeps the first hit of each group, its copies the
+** group's other files (copies_db: their srcs), ascending (src, id); the hits' own copies
+** are replaced; the others are cleared, facts following their hits. With every file of
+** the hits' groups among them, the result is one database's. CDB_NOMEM. */
+cdb_status cdb_engine_hits_collapse(cdb_engine_hit *hits, cdb_engine_copy_facts *facts,
+                                    int *n /* IN/OUT */, const cdb_engine_copy_facts *others,
+                                    int n_others, int dim);
+
 /* The metadata of n files by id (out[i] for ids[i]; an id that is not recorded gets
 ** an empty record, taken_source ""), as search hits carry it. Concurrent calls OK. */
 cdb_status cdb_engine_photos_get(cdb_engine *e, const int64_t *ids, int n,

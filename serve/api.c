@@ -9,7 +9,8 @@
 **   POST /api/search  {"query" | "text" | "image_id" | "image" (base64), "k", "offset",
 **                      "min_score", "under", "sort", "taken_after", "taken_before",
 **                      "camera", "near", "has_gps", "collapse", "image_db", "peers"
-**                      (false: this server's databases only, as a front asks its peers)}
+**                      (false: this server's databases only, as a front asks its peers),
+**                      "copy_facts" (true: each hit's "copy_facts", copies.c)}
 **     -> {"model", "took_ms", "count", "offset", "generation",
 **         "results": [{"id", "path", "score", ["probability",] "width", "height", "mtime", "size",
 **                      "thumb": "/api/thumb/ID", "file": "/api/file/ID",
@@ -40,6 +41,8 @@
 **                        "thumb" URL: {"groups": [{"kind", "keep", "files": [{"id",
 **                        "path", "width", "height", "bytes", "taken", "thumb"}]}],
 **                        "files", "unreadable"}; reads every photo (slow on big libraries)
+**   POST /api/copies_of {"items": [copy facts]}  this server's files the copy groups join
+**                        to them (copies.c; what a front asks its peers)
 **   POST /api/login {"token"}   sets the page's session cookie when a token is required
 **   POST /api/logout, GET /api/session   signs it out; says whether one is needed / held
 **   /knn-service, /metadata, /indices-list: clip_retrieval.c. GET /, /app.js, ...: the page.
@@ -55,7 +58,9 @@
 ** URL), "peer_db" and the proxy URLs GET /api/peer/P/{thumb,file,preview}/ID?db=D.
 ** With peers k + offset is at most 1000; an image_id query is answered here alone
 ** (every peer missing). Every hit also has "mtime_ns" and "taken_ms" (what the time
-** sorts order by, so that a front server merges peers' hits exactly).
+** sorts order by, so that a front server merges peers' hits exactly). Collapsed, copies
+** across servers are one hit (collapse_across, copies.c), each copy with "copies_db" and
+** "copies_peer" (its peer's URL, null for this server's).
 **
 ** "query" (and q=) is the CLI's language ("beach + sunset - people", "2*cat");
 ** "text" is one term as it is. Limits: k <= 1000, offset <= 100000, query text as in
@@ -125,6 +130,8 @@ typedef struct search_req {
     const char *sort_given;
     int local_only;             /* "peers": false: this server's databases only (what a
                                    front asks its peers: no fan-out of a fan-out) */
+    int copy_facts;             /* "copy_facts": true: each hit with what a front collapses
+                                   copies across its peers by (copies.c) */
     char under[PATH_MAX];
     int k, offset;
 } search_req;
@@ -375,6 +382,13 @@ static int search_from_json(srv_ctx *c, const srv_req *r, search_req *s, srv_res
         }
         s->local_only = json_is_false(v);
     }
+    if ((v = json_object_get(doc, "copy_facts")) && !json_is_null(v)) {
+        if (!json_is_boolean(v)) {
+            cdb_srv_error(o, 400, "bad_request", "copy_facts is true or false");
+            return -1;
+        }
+        s->copy_facts = json_is_true(v);
+    }
     if ((v = json_object_get(doc, "image_db")) && !json_is_null(v)) {
         char db[32];
         if (!json_is_integer(v)) {
@@ -434,9 +448,10 @@ static void photo_json(json_t *x, const cdb_engine_photo *p) {
 /* A hit as the API shows it. Its thumb, file and preview URLs: the routes of its own
 ** database (?db=N when the server has several), or for a peer's hit (h->db >= n_es,
 ** remote[h->db - n_es]) the proxy routes of that peer, never the peer's own address.
-** collapsed: with its copies ("duplicates", "copies"). */
+** collapsed: with its copies ("duplicates", "copies"); fanned (a search fanned out to
+** peers): each copy's server too ("copies_peer": a peer's URL, null for this one's). */
 static json_t *hit_json(const srv_ctx *c, const cdb_engine_hit *h, int has_probability,
-                        const srv_remote *remote, int collapsed) {
+                        const srv_remote *remote, int collapsed, int fanned) {
     static const char *const kinds[] = {"thumb", "file", "preview"};
     json_t *x = json_object();
     const srv_remote *rem = h->db >= n_dbs(c) ? &remote[h->db - n_dbs(c)] : NULL;
@@ -474,11 +489,20 @@ static json_t *hit_json(const srv_ctx *c, const cdb_engine_hit *h, int has_proba
             json_array_append_new(ids, json_integer(h->copies[i]));
         json_object_set_new(x, "duplicates", json_integer(h->n_copies));
         json_object_set_new(x, "copies", ids);
-        if (c->n_es > 1) { /* ids are per database: each copy's */
-            json_t *dbs = json_array();
-            for (int i = 0; i < h->n_copies; i++)
-                json_array_append_new(dbs, json_integer(h->copies_db ? h->copies_db[i] : h->db));
+        if (c->n_es > 1 || fanned) { /* ids are per database: each copy's */
+            json_t *dbs = json_array(), *peers = json_array();
+            for (int i = 0; i < h->n_copies; i++) {
+                int v = h->copies_db ? h->copies_db[i] : h->db, local = v < n_dbs(c);
+                int peer = (v - n_dbs(c)) / CDB_SERVE_MAX_DBS; /* collapse_across's names */
+                int db = local ? v : (v - n_dbs(c)) % CDB_SERVE_MAX_DBS;
+                json_array_append_new(dbs, json_integer(db));
+                json_array_append_new(peers, local || peer >= cdb_srv_peers_count(c->peers)
+                                                 ? json_null()
+                                                 : json_string(cdb_srv_peer_name(c->peers, peer)));
+            }
             json_object_set_new(x, "copies_db", dbs);
+            if (fanned) json_object_set_new(x, "copies_peer", peers);
+            else json_decref(peers);
         }
     }
     return x;
@@ -497,6 +521,7 @@ static char *peer_body(const search_req *s, int want) {
     json_object_set_new(b, "offset", json_integer(0));
     json_object_set_new(b, "peers", json_false()); /* its own databases: ids it can serve */
     json_object_set_new(b, "collapse", json_boolean(s->p.collapse));
+    if (s->p.collapse) json_object_set_new(b, "copy_facts", json_true()); /* to join them */
     if (s->p.min_score > -1.0f) json_object_set_new(b, "min_score", json_real(s->p.min_score));
     if (s->under_given) json_object_set_new(b, "under", json_string(s->under_given));
     if (s->p.taken_after) json_object_set_new(b, "taken_after", json_string(s->p.taken_after));
@@ -529,27 +554,73 @@ static void *fanout_run(void *ud) {
     return NULL;
 }
 
-/* The local databases' best hits (unpaged: cdb_engine_part_params) and the peers' at
-** the same time, merged and paged into *out (out->hits heap); fo->ans keeps what the
-** peers said (the hits' remotes, who is missing). CDB_OK, or the local failure. */
-static cdb_status search_fanout(srv_ctx *c, search_req *s, cdb_engine_result *out,
-                                fanout *fo) {
-    cdb_engine_search_params pp = cdb_engine_part_params(&s->p);
+/* The copy facts of this server's hits among hits[0..n) (hit.db < n_dbs) into facts[i]
+** (src: their database), each database's vectors in vecs[db] (heap, free()), *dim the
+** vector set's. CDB_OK, or the engine's failure. */
+static cdb_status local_facts(srv_ctx *c, const search_req *s, const cdb_engine_hit *hits, int n,
+                              cdb_engine_copy_facts *facts, uint16_t **vecs, int *dim) {
+    int64_t *ids = malloc(sizeof *ids * (size_t)(n ? n : 1));
+    int *at = malloc(sizeof *at * (size_t)(n ? n : 1));
+    cdb_engine_copy_facts *f = malloc(sizeof *f * (size_t)(n ? n : 1));
+    cdb_status st = ids && at && f ? CDB_OK : cdb_seterr(CDB_NOMEM, "out of memory");
+    for (int d = 0; st == CDB_OK && d < n_dbs(c); d++) {
+        int m = 0;
+        for (int i = 0; i < n; i++)
+            if (hits[i].db == d) ids[m] = hits[i].id, at[m++] = i;
+        if (m == 0 && d > 0) continue; /* database 0 always: the dim */
+        st = cdb_engine_copy_facts_get(c->n_es > 1 ? c->es[d] : c->e, s->p.model, ids, m, f,
+                                       &vecs[d], dim);
+        for (int j = 0; st == CDB_OK && j < m; j++) {
+            facts[at[j]] = f[j];
+            facts[at[j]].src = d;
+        }
+    }
+    free(ids);
+    free(at);
+    free(f);
+    return st;
+}
+
+/* A peer's answer asked with copy_facts: each of this server's hits (results[i] for
+** hits[i]) with its "copy_facts". */
+static cdb_status answer_copy_facts(srv_ctx *c, const search_req *s, const cdb_engine_result *r,
+                                    json_t *results) {
+    cdb_engine_copy_facts *facts = calloc((size_t)(r->n ? r->n : 1), sizeof *facts);
+    uint16_t **vecs = calloc((size_t)n_dbs(c), sizeof *vecs);
+    int dim = 0;
+    cdb_status st = facts && vecs ? local_facts(c, s, r->hits, r->n, facts, vecs, &dim)
+                                  : cdb_seterr(CDB_NOMEM, "out of memory");
+    for (int i = 0; st == CDB_OK && i < r->n; i++)
+        if (r->hits[i].db < n_dbs(c))
+            json_object_set_new(json_array_get(results, (size_t)i), "copy_facts",
+                                cdb_srv_copy_facts_json(&facts[i], dim));
+    for (int d = 0; vecs && d < n_dbs(c); d++) free(vecs[d]);
+    free(vecs);
+    free(facts);
+    return st;
+}
+
+/* One round of the fan-out: the local databases' best pp->k hits (collapsed as they
+** are asked) and the peers' at the same time, all in *out (out->hits heap); fo->ans keeps
+** what the peers said (the hits' remotes, who is missing). CDB_OK, or the local failure. */
+static cdb_status fanout_round(srv_ctx *c, search_req *s, const cdb_engine_search_params *pp,
+                               cdb_engine_result *out, fanout *fo) {
     pthread_t t;
     int started = 0;
     char *body = NULL;
     cdb_status st;
     memset(fo, 0, sizeof *fo);
+    memset(out, 0, sizeof *out);
     fo->c = c;
-    fo->want = pp.k;
+    fo->want = pp->k;
     if (c->peers && !s->local_only) {
         /* a photo id names a photo here: peers cannot look it up (missing, said so) */
-        fo->body = body = s->q.n_like_ids ? NULL : peer_body(s, pp.k);
+        fo->body = body = s->q.n_like_ids ? NULL : peer_body(s, pp->k);
         started = pthread_create(&t, NULL, fanout_run, fo) == 0;
         if (!started) fanout_run(fo);
     }
-    st = c->n_es > 1 ? cdb_engine_search_many(c->es, c->n_es, &s->q, &pp, out)
-                     : cdb_engine_search(c->e, &s->q, &pp, out);
+    st = c->n_es > 1 ? cdb_engine_search_many(c->es, c->n_es, &s->q, pp, out)
+                     : cdb_engine_search(c->e, &s->q, pp, out);
     if (started) pthread_join(t, NULL);
     free(body);
     if (st != CDB_OK) return st;
@@ -562,6 +633,76 @@ static cdb_status search_fanout(srv_ctx *c, search_req *s, cdb_engine_result *ou
         free(fo->ans.hits); /* the paths are out's now */
         fo->ans.hits = NULL;
         fo->ans.n = 0;
+    }
+    return CDB_OK;
+}
+
+/* Copies across this server and its peers: out's hits (this server's, then the peers',
+** each answer's best `fetch` by score) ranked, cut to the exact prefix when cut (*more:
+** some answer may have more), then collapsed as one database of all the servers' files
+** would be: the hits' facts (the peers': what they sent) and the files of their groups
+** elsewhere (cdb_srv_copies_closure); a peer's file is named n_dbs + peer *
+** CDB_SERVE_MAX_DBS + its database there (copies_db too). */
+static cdb_status collapse_across(srv_ctx *c, const search_req *s, cdb_engine_result *out,
+                                  fanout *fo, int fetch, int cut, int *more) {
+    int np = cdb_srv_peers_count(c->peers), dim = 0, nd = n_dbs(c), n_others = 0;
+    cdb_engine_copy_facts *facts = calloc((size_t)(out->n ? out->n : 1), sizeof *facts), *others;
+    uint16_t **vecs = calloc((size_t)nd, sizeof *vecs);
+    unsigned char *truncated = calloc((size_t)np + 1, 1);
+    int *count = calloc((size_t)np + 1, sizeof *count);
+    void *keep = NULL;
+    cdb_status st = facts && vecs && truncated && count
+                        ? local_facts(c, s, out->hits, out->n, facts, vecs, &dim)
+                        : cdb_seterr(CDB_NOMEM, "out of memory");
+    for (int i = 0; st == CDB_OK && i < out->n; i++) {
+        const cdb_engine_hit *h = &out->hits[i];
+        if (h->db < nd) {
+            count[0]++;
+            continue;
+        }
+        const srv_remote *rem = &fo->ans.remote[h->db - nd];
+        facts[i] = rem->facts;
+        facts[i].vec = rem->vec_n == dim ? rem->vec : NULL;
+        facts[i].src = nd + rem->peer * CDB_SERVE_MAX_DBS + rem->db;
+        facts[i].part = 1 + rem->peer;
+        count[1 + rem->peer]++;
+    }
+    for (int p = 0; st == CDB_OK && p <= np; p++) truncated[p] = count[p] >= fetch;
+    if (st == CDB_OK)
+        st = cdb_engine_hits_rank(out->hits, facts, &out->n, cut ? truncated : NULL, more);
+    if (st == CDB_OK)
+        st = cdb_srv_copies_closure(c, facts, out->n, dim, &fo->ans, &others, &n_others, &keep);
+    if (st == CDB_OK)
+        st = cdb_engine_hits_collapse(out->hits, facts, &out->n, others, n_others, dim);
+    cdb_srv_copies_free(keep);
+    for (int d = 0; vecs && d < nd; d++) free(vecs[d]);
+    free(vecs);
+    free(facts);
+    free(truncated);
+    free(count);
+    return st;
+}
+
+/* The local databases' best hits (unpaged: cdb_engine_part_params) and the peers', merged
+** and paged into *out. With collapse, copies across them are one hit (collapse_across):
+** while the exact prefix of the merge holds fewer groups than the page needs, every part
+** is asked for 4x more, up to SRV_MAX_K (then the page is made of what was fetched),
+** each round within the peer timeout. fo: the last round's peers. */
+static cdb_status search_fanout(srv_ctx *c, search_req *s, cdb_engine_result *out,
+                                fanout *fo) {
+    cdb_engine_search_params pp = cdb_engine_part_params(&s->p);
+    int need = pp.k, across = s->p.collapse && c->peers && !s->local_only;
+    cdb_status st;
+    for (int fetch = need;; fetch = fetch > SRV_MAX_K / 4 ? SRV_MAX_K : fetch * 4) {
+        int more = 0;
+        pp.k = fetch;
+        if ((st = fanout_round(c, s, &pp, out, fo)) != CDB_OK ||
+            (across &&
+             (st = collapse_across(c, s, out, fo, fetch, fetch < SRV_MAX_K, &more)) != CDB_OK))
+            return st;
+        if (out->n >= need || !more || fetch >= SRV_MAX_K) break;
+        cdb_engine_result_free(out);
+        cdb_srv_peer_answers_free(&fo->ans);
     }
     cdb_engine_hits_merge(out->hits, &out->n, &s->p);
     return CDB_OK;
@@ -612,8 +753,13 @@ static void search(srv_ctx *c, const srv_req *r, srv_resp *o) {
     arr = json_array();
     for (int i = 0; i < out.n; i++)
         json_array_append_new(arr, hit_json(c, &out.hits[i], out.has_probability, fo.ans.remote,
-                                            s.p.collapse));
+                                            s.p.collapse, c->peers && !s.local_only));
     json_object_set_new(res, "results", arr);
+    if (s.copy_facts && s.p.collapse && answer_copy_facts(c, &s, &out, arr) != CDB_OK) {
+        json_decref(res);
+        cdb_srv_engine_error(o);
+        goto done;
+    }
     cdb_srv_json(o, 200, res);
     o->cache = "no-store";
 done:
@@ -1086,6 +1232,9 @@ void cdb_srv_handle(srv_ctx *c, const srv_req *r, srv_resp *o) {
     } else if (!strncmp(p, "/api/peer/", 10)) {
         if (is_get(r)) peer_photo(c, r, o);
         else method_not_allowed(o, "GET");
+    } else if (!strcmp(p, "/api/copies_of")) {
+        if (is(r, "POST")) cdb_srv_copies_of(c, r, o);
+        else method_not_allowed(o, "POST");
     } else if (!strcmp(p, "/api/stats")) {
         if (is_get(r)) stats(c, o);
         else method_not_allowed(o, "GET");

@@ -10,6 +10,10 @@
 ** most as many as were asked for. A peer that does not answer in time, answers no 200,
 ** or answers something else is missing; the search still answers with the rest.
 **
+** Copies across peers: a front that collapses asks with "copy_facts": true, and each
+** hit then carries what the collapse decides by (copies.c); facts that are not well
+** formed are dropped, never the hit: at worst it is not joined to its copies elsewhere.
+**
 ** Peers' hits point at the front (/api/peer/P/thumb/ID?db=D ...), never at the peer:
 ** a browser may not reach the peer (a private address, a loopback server behind the
 ** front), and the peer's token stays on the server. The proxy builds every URL it asks
@@ -191,6 +195,7 @@ static int parse_hit(json_t *r, int db, int peer, cdb_engine_hit *h, srv_remote 
            *path = json_object_get(r, "path"), *lat, *lon, *alt;
     double score;
     memset(h, 0, sizeof *h);
+    memset(rem, 0, sizeof *rem);
     /* a hit its peer had from a peer of its own: an id that peer cannot serve */
     if (json_object_get(r, "peer")) return -1;
     if (!json_is_integer(id) || json_integer_value(id) <= 0 || !json_is_number(sc) ||
@@ -231,6 +236,9 @@ static int parse_hit(json_t *r, int db, int peer, cdb_engine_hit *h, srv_remote 
     rem->peer = peer;
     rem->id = h->id;
     rem->db = (int)int_of(r, "db", 0, CDB_SERVE_MAX_DBS - 1, 0);
+    cdb_srv_copy_facts_parse(json_object_get(r, "copy_facts"), &rem->facts, &rem->vec,
+                             &rem->vec_n);
+    rem->facts.id = h->id;
     return 0;
 }
 
@@ -286,27 +294,23 @@ static int append(srv_peer_answers *out, cdb_engine_hit *h, srv_remote *r, int n
     memcpy(out->hits + out->n, h, sizeof *h * (size_t)n);
     memcpy(out->remote + out->n, r, sizeof *r * (size_t)n);
     out->n += n;
+    out->n_remote = out->n;
     return 0;
 }
 
-void cdb_srv_peers_search(srv_peers *ps, const char *body, int max_hits, int first_db,
-                          srv_peer_answers *out) {
+void cdb_srv_peers_post(srv_peers *ps, const char *route, const char *body, char **answers,
+                        size_t *lens) {
     CURLM *m = curl_multi_init();
     CURL **h = calloc((size_t)ps->n, sizeof *h);
     struct curl_slist **hdrs = calloc((size_t)ps->n, sizeof *hdrs);
     peer_buf *pb = calloc((size_t)ps->n, sizeof *pb);
     char url[4200];
     int running = 0;
-    memset(out, 0, sizeof *out);
-    out->missing = calloc((size_t)ps->n, sizeof *out->missing);
-    if (!m || !h || !hdrs || !pb || !out->missing) {
-        for (int i = 0; out->missing && i < ps->n; i++) out->missing[i] = 1;
-        out->n_missing = ps->n;
-        goto done;
-    }
+    for (int i = 0; i < ps->n; i++) answers[i] = NULL, lens[i] = 0;
+    if (!m || !h || !hdrs || !pb) goto done;
     for (int i = 0; i < ps->n; i++) {
         pb[i].max = SRV_PEER_MAX_ANSWER;
-        snprintf(url, sizeof url, "%s/api/search", ps->urls[i]);
+        snprintf(url, sizeof url, "%s%s", ps->urls[i], route);
         if ((h[i] = transfer(ps, i, url, body, ps->timeout_ms, &pb[i], &hdrs[i])))
             curl_multi_add_handle(m, h[i]);
     }
@@ -316,19 +320,12 @@ void cdb_srv_peers_search(srv_peers *ps, const char *body, int max_hits, int fir
     } while (running);
     for (int i = 0; i < ps->n; i++) {
         long code = 0;
-        cdb_engine_hit *hits = NULL;
-        srv_remote *rem = NULL;
-        int n = 0, ok = 0;
         if (h[i]) curl_easy_getinfo(h[i], CURLINFO_RESPONSE_CODE, &code);
-        if (h[i] && code == 200 && !pb[i].over && pb[i].b &&
-            parse(pb[i].b, pb[i].n, max_hits, first_db + out->n, i, &hits, &rem, &n) == 0) {
-            ok = append(out, hits, rem, n) == 0;
-            if (!ok)
-                for (int j = 0; j < n; j++) cdb_free(hits[j].path);
+        if (h[i] && code == 200 && !pb[i].over && pb[i].b) {
+            answers[i] = pb[i].b;
+            lens[i] = pb[i].n;
+            pb[i].b = NULL;
         }
-        free(hits);
-        free(rem);
-        if (!ok) out->missing[i] = 1, out->n_missing++;
     }
 done:
     for (int i = 0; h && hdrs && i < ps->n; i++) {
@@ -345,9 +342,53 @@ done:
     free(pb);
 }
 
+void cdb_srv_peers_search(srv_peers *ps, const char *body, int max_hits, int first_db,
+                          srv_peer_answers *out) {
+    char **answers = calloc((size_t)ps->n + 1, sizeof *answers);
+    size_t *lens = calloc((size_t)ps->n + 1, sizeof *lens);
+    memset(out, 0, sizeof *out);
+    out->missing = calloc((size_t)ps->n + 1, sizeof *out->missing);
+    if (answers && lens) cdb_srv_peers_post(ps, "/api/search", body, answers, lens);
+    for (int i = 0; i < ps->n; i++) {
+        cdb_engine_hit *hits = NULL;
+        srv_remote *rem = NULL;
+        int n = 0, ok = 0;
+        if (answers && answers[i] &&
+            parse(answers[i], lens[i], max_hits, first_db + out->n, i, &hits, &rem, &n) == 0) {
+            ok = append(out, hits, rem, n) == 0;
+            if (!ok)
+                for (int j = 0; j < n; j++) cdb_srv_peer_hit_free(&hits[j], &rem[j]);
+        }
+        free(hits);
+        free(rem);
+        free(answers ? answers[i] : NULL);
+        if (!ok) cdb_srv_peer_missing(out, i);
+    }
+    free(answers);
+    free(lens);
+}
+
+void cdb_srv_peer_missing(srv_peer_answers *a, int peer) {
+    if (a->missing && !a->missing[peer]) a->missing[peer] = 1, a->n_missing++;
+    else if (!a->missing) a->n_missing++;
+}
+
+void cdb_srv_peer_hit_free(cdb_engine_hit *h, srv_remote *r) {
+    if (h) {
+        cdb_free(h->path);
+        h->path = NULL;
+    }
+    if (r) {
+        free(r->vec);
+        r->vec = NULL;
+        r->vec_n = 0;
+    }
+}
+
 void cdb_srv_peer_answers_free(srv_peer_answers *a) {
     if (!a) return;
-    for (int i = 0; i < a->n; i++) cdb_free(a->hits[i].path);
+    for (int i = 0; i < a->n_remote; i++)
+        cdb_srv_peer_hit_free(i < a->n ? &a->hits[i] : NULL, &a->remote[i]);
     free(a->hits);
     free(a->remote);
     free(a->missing);

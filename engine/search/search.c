@@ -115,6 +115,7 @@ static void search_states_free(cdb_engine *e) {
         vset_unref(s->cur);
         cdb_eng_groups_unref(s->groups);
         cdb_eng_groups_unref(s->many);
+        cdb_eng_copy_index_unref(s->copy_index);
         pthread_mutex_destroy(&s->mu);
         free(s);
     }
@@ -1092,6 +1093,30 @@ static cdb_status groups_get(cdb_engine *e, cdb_db *db, int64_t model_id, int di
     cdb_status st = groups_key(e, db, gen, &part.key);
     *out = NULL;
     return st == CDB_OK ? groups_cached(e, model_id, 0, &part, 1, dim, out) : st;
+}
+
+cdb_status cdb_eng_copy_index_get(cdb_engine *e, cdb_db *db, int64_t model_id,
+                                  eng_copy_index **out) {
+    eng_search_state *ss = search_state(e, model_id);
+    eng_groups_part part = {db, model_id, {NULL, 0, 0}};
+    int64_t gen = 0;
+    cdb_status st;
+    *out = NULL;
+    if (!ss) return cdb_eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory", "cannot search");
+    if ((st = cdb_db_generation(db, &gen)) != CDB_OK)
+        return cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot read the database's generation");
+    if ((st = groups_key(e, db, gen, &part.key)) != CDB_OK) return st;
+    pthread_mutex_lock(&ss->mu);
+    if (!cdb_eng_copy_index_current(ss->copy_index, &part.key)) {
+        eng_copy_index *x = NULL;
+        if ((st = cdb_eng_copy_index_build(&part, &x)) == CDB_OK) {
+            cdb_eng_copy_index_unref(ss->copy_index);
+            ss->copy_index = x;
+        }
+    }
+    if (st == CDB_OK) *out = cdb_eng_copy_index_ref(ss->copy_index);
+    pthread_mutex_unlock(&ss->mu);
+    return st;
 }
 
 /* The best `need` hits of q as collect_hits gives them, with copies collapsed when g is

@@ -122,12 +122,15 @@ int cdb_eng_refresh_all_indexes(cdb_db *db, const cdb_engine_events *ev);
 
 typedef struct eng_vset eng_vset;     /* search.c */
 typedef struct eng_groups eng_groups; /* collapse.c */
+typedef struct eng_copy_index eng_copy_index; /* collapse.c */
 typedef struct eng_search_state {     /* per vector set searched */
     int64_t model_id;
     pthread_mutex_t mu;  /* serializes refreshes of cur and groups */
     eng_vset *cur;
     eng_groups *groups;  /* the copy groups search results collapse (NULL: none built) */
     eng_groups *many;    /* those of the last search of several databases led by this one */
+    eng_copy_index *copy_index; /* what cdb_engine_copies_of looks files up in (NULL: none
+                                   built: only a server asked by a front builds one) */
     int warned_ix;       /* the unusable index was warned about */
     struct eng_search_state *next;
 } eng_search_state;
@@ -172,6 +175,19 @@ int cdb_eng_groups_current(const eng_groups *g, const eng_groups_key *key, int n
 cdb_status cdb_eng_collapse(const eng_groups *g, cdb_engine_hit *hits, int *n);
 /* Frees what a hit owns (its path, its copies). */
 void cdb_eng_hit_clear(cdb_engine_hit *h);
+/* Every ok file of part's database with what the closure of cdb_engine_copies_of looks
+** up (content hash, phash; 40 bytes a file), from one read of the catalog, for the key
+** it was built for. Refs 1; reference counted, immutable. */
+cdb_status cdb_eng_copy_index_build(const eng_groups_part *part,
+                                    eng_copy_index **out /* OUT */);
+eng_copy_index *cdb_eng_copy_index_ref(eng_copy_index *x); /* NULL is fine; returns x */
+void cdb_eng_copy_index_unref(eng_copy_index *x);          /* NULL is fine */
+/* 1 when x was built for key (NULL x: 0). */
+int cdb_eng_copy_index_current(const eng_copy_index *x, const eng_groups_key *key);
+/* search.c: the copy index of db's vector set model_id, cached in e's search state while
+** its key (generation, files without a phash) holds, else built anew. *out: unref. */
+cdb_status cdb_eng_copy_index_get(cdb_engine *e, cdb_db *db, int64_t model_id,
+                                  eng_copy_index **out /* OUT */);
 
 /* ---- photo metadata (photos.c): the row ingest stores from the bytes it read, the
 ** filter from what users type, the capture time as text ------------------------------ */

@@ -1,12 +1,18 @@
 /*
 ** fuzz_peer.c: libFuzzer target for what a peer server answers `clipdb serve --peer`
-** (serve/peers.c, cdb_srv_peer_parse): the input is the body of a peer's /api/search
-** answer, untrusted; the first byte picks how many hits were asked for (0..63).
-** Invariants: a parse either fails with nothing returned, or returns at most the hits
-** asked for, each with a positive id, a finite score in [-1, 1], a NUL-terminated path
-** of the length the JSON gave, a known taken_source, database numbers in range, and
-** db = first_db + its index (the merge finds its remote by it); then the hits go
-** through the merge (cdb_engine_hits_merge) as a search's would, which frees them.
+** (serve/peers.c, cdb_srv_peer_parse; serve/copies.c, cdb_srv_copies_answer_parse): the
+** input is the body of a peer's answer, untrusted. The first byte picks what: below 128,
+** a /api/search answer with that byte % 64 hits asked for; from 128, a /api/copies_of
+** answer, with vectors of (byte % 8) + 1 dimensions expected.
+** Invariants of a search answer: a parse either fails with nothing returned, or returns
+** at most the hits asked for, each with a positive id, a finite score in [-1, 1], a
+** NUL-terminated path of the length the JSON gave, a known taken_source, database
+** numbers in range, and db = first_db + its index (the merge finds its remote by it);
+** then the hits go through the merge (cdb_engine_hits_merge) as a search's would, which
+** frees them. Of the copy facts (each hit's, each file's): the id is its own, the camera
+** NUL-terminated, a vector either absent or of 1..4,096 halves none of which is an
+** infinity or a NaN (of the dim expected, for a copies_of file), and the facts written
+** again (cdb_srv_copy_facts_json) and read back are the same bits.
 */
 #include <math.h>
 #include <stdint.h>
@@ -22,12 +28,64 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     return 0;
 }
 
+/* f (a vector of n halves, or none) written and read back: the same facts. */
+static void check_facts(const cdb_engine_copy_facts *f, const uint16_t *vec, int n) {
+    cdb_engine_copy_facts g, w = *f;
+    uint16_t *v2 = NULL;
+    int n2 = 0;
+    FUZZ_CHECK(memchr(f->camera, '\0', sizeof f->camera) != NULL, "camera not terminated");
+    FUZZ_CHECK((vec == NULL) == (n == 0) && n >= 0 && n <= 4096, "vector of %d halves", n);
+    for (int i = 0; i < n; i++)
+        FUZZ_CHECK((vec[i] & 0x7c00) != 0x7c00, "half %d is %#x: not finite", i, vec[i]);
+    w.vec = vec;
+    json_t *j = cdb_srv_copy_facts_json(&w, n);
+    char *s = json_dumps(j, JSON_COMPACT);
+    json_t *back = s ? json_loads(s, 0, NULL) : NULL;
+    FUZZ_CHECK(back != NULL, "facts written are not JSON");
+    cdb_srv_copy_facts_parse(back, &g, &v2, &n2);
+    FUZZ_CHECK(g.has_hash == f->has_hash && (!f->has_hash || !memcmp(g.hash, f->hash, 16)) &&
+                   g.has_phash == f->has_phash && (!f->has_phash || g.phash == f->phash) &&
+                   g.has_shot == f->has_shot && (!f->has_shot || g.shot_ms == f->shot_ms) &&
+                   !strcmp(g.camera, f->camera),
+               "facts read back differ");
+    FUZZ_CHECK(n2 == n && (n == 0 || !memcmp(v2, vec, sizeof *vec * (size_t)n)),
+               "vector read back differs (%d halves, %d sent)", n2, n);
+    free(v2);
+    json_decref(back);
+    free(s);
+    json_decref(j);
+}
+
+static void copies_answer(const uint8_t *data, size_t n, int dim) {
+    cdb_engine_copy_facts *files = NULL;
+    void *keep = NULL;
+    int n_files = -1, base = 5;
+    if (cdb_srv_copies_answer_parse((const char *)data, n, base, dim, &files, &n_files, &keep)) {
+        cdb_srv_copies_free(keep);
+        return;
+    }
+    FUZZ_CHECK(n_files >= 0 && n_files <= SRV_COPIES_MAX_FILES, "%d files", n_files);
+    for (int i = 0; i < n_files; i++) {
+        const cdb_engine_copy_facts *f = &files[i];
+        FUZZ_CHECK(f->id > 0 && f->src >= base && f->src < base + CDB_SERVE_MAX_DBS,
+                   "file %d: id %lld src %d", i, (long long)f->id, f->src);
+        for (int j = 0; j < i; j++)
+            FUZZ_CHECK(files[j].id != f->id || files[j].src != f->src, "file %d twice", i);
+        check_facts(f, f->vec, f->vec ? dim : 0);
+    }
+    cdb_srv_copies_free(keep);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
     cdb_engine_hit *hits = NULL;
     srv_remote *rem = NULL;
     int n_hits = -1, max_hits, first_db = 3;
     cdb_engine_search_params p = cdb_engine_search_params_default();
     if (n == 0) return 0;
+    if (data[0] >= 128) {
+        copies_answer(data + 1, n - 1, data[0] % 8 + 1);
+        return 0;
+    }
     max_hits = data[0] % 64;
     if (cdb_srv_peer_parse((const char *)data + 1, n - 1, max_hits, first_db, &hits, &rem,
                            &n_hits) != 0) {
@@ -45,6 +103,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
                     strcmp(ts, "xmp") && strcmp(ts, "raw") && strcmp(ts, "file")))
             abort();
         if (memchr(h->photo.taken, '\0', sizeof h->photo.taken) == NULL) abort();
+        FUZZ_CHECK(rem[i].facts.id == h->id && !rem[i].facts.vec, "hit %d's facts", i);
+        check_facts(&rem[i].facts, rem[i].vec, rem[i].vec_n);
+        cdb_srv_peer_hit_free(NULL, &rem[i]);
     }
     p.k = 1 + data[0] % 7;
     p.offset = data[0] % 3;

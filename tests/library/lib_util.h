@@ -494,4 +494,86 @@ static inline unsigned char *lu_ppm(int w, int h, uint64_t seed, size_t *n) {
     return b;
 }
 
+#define LU_PIC_W 192
+#define LU_PIC_H 144
+/* lu_ppm's picture of seed, at half size (2x2 averages) or with noise (as a lossy
+** re-encode leaves it) when asked, written to path. */
+static inline int lu_write_pic(const char *path, uint64_t seed, int half, int noisy) {
+    size_t n = 0;
+    unsigned char *b = lu_ppm(LU_PIC_W, LU_PIC_H, seed, &n), *px;
+    int rc = -1;
+    if (!b) return -1;
+    px = b + (n - (size_t)LU_PIC_W * LU_PIC_H * 3);
+    if (noisy) {
+        uint64_t s = seed + 5;
+        for (size_t i = 0; i < (size_t)LU_PIC_W * LU_PIC_H * 3; i++) {
+            s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+            int v = px[i] + (int)((s >> 33) % 9) - 4;
+            px[i] = (unsigned char)(v < 0 ? 0 : v > 255 ? 255 : v);
+        }
+    }
+    if (!half) {
+        rc = lu_write(path, b, n);
+    } else {
+        int w = LU_PIC_W / 2, h = LU_PIC_H / 2;
+        char head[32];
+        int hl = snprintf(head, sizeof head, "P6\n%d %d\n255\n", w, h);
+        unsigned char *o = malloc((size_t)hl + (size_t)w * h * 3);
+        if (o) {
+            memcpy(o, head, (size_t)hl);
+            for (int y = 0; y < h; y++)
+                for (int x = 0; x < w; x++)
+                    for (int c = 0; c < 3; c++) {
+                        const unsigned char *q = px + 3 * (2 * y * LU_PIC_W + 2 * x) + c;
+                        int sum = q[0] + q[3] + q[3 * LU_PIC_W] + q[3 * LU_PIC_W + 3];
+                        o[hl + 3 * (y * w + x) + c] = (unsigned char)((sum + 2) / 4);
+                    }
+            rc = lu_write(path, o, (size_t)hl + (size_t)w * h * 3);
+            free(o);
+        }
+    }
+    free(b);
+    return rc;
+}
+
+/* Roots ca, cb, cc of 6 pictures each, plus copies of root r's pictures in root r + 1
+** (pic 0: the same bytes, pic 1: half size, pic 2: noisy) and in root r (pic 3: the same
+** bytes); a database of each (dbs[r]) with its phashes stored (reindex), and one of all
+** (all). The copies collapsed across databases or servers are checked on them. */
+static inline int lu_copy_fixtures(char roots[3][PATH_MAX], char dbs[3][PATH_MAX],
+                                   char all[PATH_MAX]) {
+    char p[PATH_MAX + 64];
+    for (int r = 0; r < 3; r++) {
+        lu_path(roots[r], sizeof roots[r], r == 0 ? "ca" : r == 1 ? "cb" : "cc");
+        if (lu_mkdirs(roots[r])) return -1;
+    }
+    for (int r = 0; r < 3; r++) {
+        const char *next = roots[(r + 1) % 3];
+        uint64_t seed = 1000 + 10 * (uint64_t)r;
+        for (int i = 0; i < 6; i++) {
+            snprintf(p, sizeof p, "%s/pic%d.ppm", roots[r], i);
+            if (lu_write_pic(p, seed + (uint64_t)i, 0, 0)) return -1;
+        }
+        snprintf(p, sizeof p, "%s/from%d_same.ppm", next, r);
+        if (lu_write_pic(p, seed, 0, 0)) return -1;
+        snprintf(p, sizeof p, "%s/from%d_half.ppm", next, r);
+        if (lu_write_pic(p, seed + 1, 1, 0)) return -1;
+        snprintf(p, sizeof p, "%s/from%d_noisy.ppm", next, r);
+        if (lu_write_pic(p, seed + 2, 0, 1)) return -1;
+        snprintf(p, sizeof p, "%s/pic3_copy.ppm", roots[r]);
+        if (lu_write_pic(p, seed + 3, 0, 0)) return -1;
+    }
+    for (int r = 0; r < 4; r++) {
+        char *db = r < 3 ? dbs[r] : all;
+        const char *paths[4] = {roots[r % 3], NULL, NULL, NULL};
+        if (r == 3) paths[1] = roots[1], paths[2] = roots[2];
+        snprintf(db, PATH_MAX, "%s.db", r < 3 ? roots[r] : roots[0]);
+        if (r == 3) lu_path(db, PATH_MAX, "call.db");
+        if (lu_db_of(db, paths, 0) ||
+            lu_expect((const char *[]){"reindex", "--db", db, NULL}, 0, NULL))
+            return -1;
+    }
+    return 0;
+}
+
 #endif /* CDB_TEST_LIB_UTIL_H */

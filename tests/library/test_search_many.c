@@ -365,87 +365,12 @@ CDB_TEST(cli_many_refuses_other_model) {
 
 /* ---- copies collapsed across databases ---------------------------------------------- */
 
-#define PIC_W 192
-#define PIC_H 144
 static char g_croot[3][PATH_MAX], g_cdb[3][PATH_MAX], g_call[PATH_MAX];
 static int g_cready;
 
-/* lu_ppm's picture of seed, at half size (2x2 averages) or with noise (as a lossy
-** re-encode leaves it) when asked, written to path. */
-static int write_pic(const char *path, uint64_t seed, int half, int noisy) {
-    size_t n = 0;
-    unsigned char *b = lu_ppm(PIC_W, PIC_H, seed, &n), *px;
-    int rc = -1;
-    if (!b) return -1;
-    px = b + (n - (size_t)PIC_W * PIC_H * 3);
-    if (noisy) {
-        uint64_t s = seed + 5;
-        for (size_t i = 0; i < (size_t)PIC_W * PIC_H * 3; i++) {
-            s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-            int v = px[i] + (int)((s >> 33) % 9) - 4;
-            px[i] = (unsigned char)(v < 0 ? 0 : v > 255 ? 255 : v);
-        }
-    }
-    if (!half) {
-        rc = lu_write(path, b, n);
-    } else {
-        int w = PIC_W / 2, h = PIC_H / 2;
-        char head[32];
-        int hl = snprintf(head, sizeof head, "P6\n%d %d\n255\n", w, h);
-        unsigned char *o = malloc((size_t)hl + (size_t)w * h * 3);
-        if (o) {
-            memcpy(o, head, (size_t)hl);
-            for (int y = 0; y < h; y++)
-                for (int x = 0; x < w; x++)
-                    for (int c = 0; c < 3; c++) {
-                        const unsigned char *q = px + 3 * (2 * y * PIC_W + 2 * x) + c;
-                        int sum = q[0] + q[3] + q[3 * PIC_W] + q[3 * PIC_W + 3];
-                        o[hl + 3 * (y * w + x) + c] = (unsigned char)((sum + 2) / 4);
-                    }
-            rc = lu_write(path, o, (size_t)hl + (size_t)w * h * 3);
-            free(o);
-        }
-    }
-    free(b);
-    return rc;
-}
-
-/* Roots ca, cb, cc of 6 pictures each, plus copies of root r's pictures in root r + 1
-** (pic 0: the same bytes, pic 1: half size, pic 2: noisy) and in root r (pic 3: the same
-** bytes); a database of each with its phashes stored (reindex), and one of all. */
 static int copy_fixtures(void) {
-    char p[PATH_MAX + 64];
     if (g_cready) return 0;
-    for (int r = 0; r < 3; r++) {
-        lu_path(g_croot[r], sizeof g_croot[r], r == 0 ? "ca" : r == 1 ? "cb" : "cc");
-        if (lu_mkdirs(g_croot[r])) return -1;
-    }
-    for (int r = 0; r < 3; r++) {
-        const char *next = g_croot[(r + 1) % 3];
-        uint64_t seed = 1000 + 10 * (uint64_t)r;
-        for (int i = 0; i < 6; i++) {
-            snprintf(p, sizeof p, "%s/pic%d.ppm", g_croot[r], i);
-            if (write_pic(p, seed + (uint64_t)i, 0, 0)) return -1;
-        }
-        snprintf(p, sizeof p, "%s/from%d_same.ppm", next, r);
-        if (write_pic(p, seed, 0, 0)) return -1;
-        snprintf(p, sizeof p, "%s/from%d_half.ppm", next, r);
-        if (write_pic(p, seed + 1, 1, 0)) return -1;
-        snprintf(p, sizeof p, "%s/from%d_noisy.ppm", next, r);
-        if (write_pic(p, seed + 2, 0, 1)) return -1;
-        snprintf(p, sizeof p, "%s/pic3_copy.ppm", g_croot[r]);
-        if (write_pic(p, seed + 3, 0, 0)) return -1;
-    }
-    for (int r = 0; r < 4; r++) {
-        char *db = r < 3 ? g_cdb[r] : g_call;
-        const char *roots[4] = {g_croot[r % 3], NULL, NULL, NULL};
-        if (r == 3) roots[1] = g_croot[1], roots[2] = g_croot[2];
-        snprintf(db, PATH_MAX, "%s.db", r < 3 ? g_croot[r] : g_croot[0]);
-        if (r == 3) lu_path(db, PATH_MAX, "call.db");
-        if (lu_db_of(db, roots, 0) ||
-            lu_expect((const char *[]){"reindex", "--db", db, NULL}, 0, NULL))
-            return -1;
-    }
+    if (lu_copy_fixtures(g_croot, g_cdb, g_call)) return -1;
     g_cready = 1;
     return 0;
 }

@@ -11,9 +11,11 @@
 **   A peer stopped: "partial", it named in "missing", the rest the oracle's hits
 **   without its root's. A peer that accepts and never answers: the answer comes within
 **   the --peer-timeout, the rest correct. A hostile peer (garbage, a 24 MiB answer,
-**   wrong scores, paths with ../, too many hits, a hit that is not an object): the
-**   front answers, at most k hits, only well-formed ones, its memory bounded, and a
-**   peer's photo is only ever fetched from that peer's fixed routes.
+**   wrong scores, paths with ../, too many hits, a hit that is not an object, copy
+**   facts of wrong lengths, not base64, NaN halves, a huge vector): the front answers,
+**   at most k hits, only well-formed ones, its memory bounded, and a peer's photo is only
+**   ever fetched from that peer's fixed routes; collapsed, its /api/copies_of answer
+**   (garbage) leaves it "partial" after its hits came.
 */
 #include <limits.h>
 #include <pthread.h>
@@ -330,7 +332,7 @@ CDB_TEST(peer_hanging_is_cut_at_the_timeout) {
 /* ---- a hostile peer ----------------------------------------------------------------------- */
 
 static const char *g_hostile_body; /* what it answers now; NULL: 24 MiB of a JSON array */
-static char g_many[300 * 64 + 64];
+static char g_many[300 * 64 + 64], g_bigvec[200 * 1024];
 static int g_hostile_fd = -1;
 
 static void *hostile_run(void *ud) {
@@ -398,6 +400,16 @@ CDB_TEST(hostile_peer) {
          0, 1},
         {NULL, 1, 0},
         {g_many, 0, 6}, /* 300 good hits for the 6 asked: 6 kept at most */
+        /* copy facts (a collapsing front's): wrong lengths, not hex, not base64, halves
+        ** that are NaN and infinity, a huge vector: the hits stay, the facts are dropped */
+        {"{\"results\": [{\"id\": 7, \"score\": 0.5, \"path\": \"/f1\", \"copy_facts\":"
+         " {\"hash\": \"zz\", \"phash\": 12, \"camera\": 5, \"vec\": \"!!!!\"}},"
+         " {\"id\": 8, \"score\": 0.4, \"path\": \"/f2\", \"copy_facts\": {\"hash\":"
+         " \"00112233445566778899aabbccddeeff\", \"phash\": \"ffffffffffffffff\","
+         " \"vec\": \"AHwAfgA8\"}},"
+         " {\"id\": 9, \"score\": 0.3, \"path\": \"/f3\", \"copy_facts\": [1, 2]}]}",
+         0, 3},
+        {g_bigvec, 0, 1},
     };
     struct sockaddr_in sa;
     socklen_t len = sizeof sa;
@@ -410,6 +422,10 @@ CDB_TEST(hostile_peer) {
         o += (size_t)sprintf(g_many + o, "%s{\"id\": %d, \"score\": 0.99, \"path\": \"/m%d\"}",
                              i ? ", " : "", i + 1, i);
     sprintf(g_many + o, "]}");
+    o = (size_t)sprintf(g_bigvec, "{\"results\": [{\"id\": 1, \"score\": 0.5, \"path\": \"/b\","
+                                  " \"copy_facts\": {\"vec\": \"");
+    memset(g_bigvec + o, 'A', sizeof g_bigvec - o - 16);
+    strcpy(g_bigvec + sizeof g_bigvec - 16, "\"}}]}");
     g_hostile_fd = socket(AF_INET, SOCK_STREAM, 0);
     memset(&sa, 0, sizeof sa);
     sa.sin_family = AF_INET;
@@ -460,6 +476,22 @@ CDB_TEST(hostile_peer) {
     }
     /* the 24 MiB answer was cut at the front's cap: not held */
     CHECK(rss_kb(front.pid) < rss0 + 64 * 1024);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        su_resp r;
+        json_t *doc;
+        g_hostile_body = cases[i].body;
+        /* collapsed: its /api/copies_of answer (the same body) is no such answer, so it is
+        ** missing after its hits came: "partial", at most k hits all the same */
+        CHECK_EQ_INT(su_get(front.port, "/api/search?q=red&k=6", &r), 0);
+        CHECK_EQ_INT(r.status, 200);
+        CHECK(r.len < 64 * 1024);
+        CHECK((doc = su_json(&r)) != NULL);
+        CHECK_MSG(json_is_true(json_object_get(doc, "partial")), "collapsed, case %zu", i);
+        CHECK(json_array_size(json_object_get(doc, "results")) <= 6);
+        json_decref(doc);
+        su_resp_free(&r);
+        CHECK_EQ_INT(su_get_status(front.port, "/healthz"), 200);
+    }
     CHECK_EQ_INT(su_stop(&front), 0);
     shutdown(g_hostile_fd, SHUT_RDWR);
     close(g_hostile_fd);
