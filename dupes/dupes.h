@@ -131,6 +131,12 @@ typedef struct cdb_dupes_pair {
 cdb_status cdb_dupes_phash_pairs(const uint64_t *hashes, size_t n, int max_bits,
                                  cdb_dupes_pair **out /* OUT */, size_t *n_out /* OUT */);
 
+/* crowded[i] = 1 when hashes[i] is crowded among hashes[0..n) (CDB_DUPES_CROWD), else 0:
+** what cdb_dupes_phash_pairs leaves out, for a caller that keeps the hashes to pair them
+** later with others (a copy index asked about a peer's files). CDB_INVALID, CDB_NOMEM. */
+cdb_status cdb_dupes_phash_crowded(const uint64_t *hashes, size_t n, int max_bits,
+                                   unsigned char *crowded /* OUT: n */);
+
 #ifdef __cplusplus
 }
 #endif

@@ -77,6 +77,7 @@ typedef struct pairs {
     cdb_dupes_pair *p;
     size_t n, cap;
     uint8_t *deg;
+    int count_only; /* cdb_dupes_phash_crowded: no pairs kept */
 } pairs;
 
 static int push(pairs *ps, size_t a, size_t b, int bits)
@@ -100,7 +101,7 @@ static int meet(pairs *ps, size_t i, size_t j, int bits)
 {
     if (++ps->deg[i] > CDB_DUPES_CROWD)
         return 1;
-    return j > i && push(ps, i, j, bits) ? -1 : 0;
+    return j > i && !ps->count_only && push(ps, i, j, bits) ? -1 : 0;
 }
 
 /* Every two compared: the answer when the balls would cost more than that. */
@@ -179,13 +180,10 @@ static void drop_crowded(pairs *ps)
     ps->n = w;
 }
 
-cdb_status cdb_dupes_phash_pairs(const uint64_t *h, size_t n, int max_bits,
-                                 cdb_dupes_pair **out, size_t *n_out)
+/* The enumeration behind both entry points: ps->deg (n bytes) filled, and unless
+** ps->count_only the pairs of uncrowded hashes in ps->p. 0, or -1 out of memory. */
+static int run(const uint64_t *h, size_t n, int max_bits, pairs *ps)
 {
-    if (!out || !n_out || (!h && n) || max_bits < 0 || max_bits > 64 || n > UINT32_MAX)
-        return cdb_seterr(CDB_INVALID, "cdb_dupes_phash_pairs: bad argument");
-    *out = NULL;
-    *n_out = 0;
     /* radii with sum(r + 1) = max_bits + 1, spread evenly (-1: the band is not looked in) */
     int radius[BANDS], rc = 0;
     size_t lookups = 0;
@@ -197,29 +195,37 @@ cdb_status cdb_dupes_phash_pairs(const uint64_t *h, size_t n, int max_bits,
     masks *ms = malloc(sizeof *ms);
     band t[BANDS];
     memset(t, 0, sizeof t);
-    pairs ps = {0};
-    ps.deg = calloc(n ? n : 1, 1);
-    if (!ms || !ps.deg)
-        rc = -1;
-    if (rc == 0) {
-        masks_init(ms);
-        for (int b = 0; b < BANDS; b++)
-            lookups += radius[b] >= 0 ? ms->n_within[radius[b]] : 0;
-    }
+    if (!ms)
+        return -1;
+    masks_init(ms);
+    for (int b = 0; b < BANDS; b++)
+        lookups += radius[b] >= 0 ? ms->n_within[radius[b]] : 0;
     int indexed = lookups + n / KEYS * lookups < n;
     for (int b = 0; b < BANDS && rc == 0 && indexed; b++)
         if (radius[b] >= 0)
             rc = band_build(&t[b], h, n, b);
     if (rc == 0)
-        rc = indexed ? indexed_pairs(h, n, max_bits, radius, ms, t, &ps)
-                     : all_pairs(h, n, max_bits, &ps);
-    if (rc == 0)
-        drop_crowded(&ps);
+        rc = indexed ? indexed_pairs(h, n, max_bits, radius, ms, t, ps)
+                     : all_pairs(h, n, max_bits, ps);
     for (int b = 0; b < BANDS; b++) {
         free(t[b].start);
         free(t[b].order);
     }
     free(ms);
+    return rc;
+}
+
+cdb_status cdb_dupes_phash_pairs(const uint64_t *h, size_t n, int max_bits,
+                                 cdb_dupes_pair **out, size_t *n_out)
+{
+    if (!out || !n_out || (!h && n) || max_bits < 0 || max_bits > 64 || n > UINT32_MAX)
+        return cdb_seterr(CDB_INVALID, "cdb_dupes_phash_pairs: bad argument");
+    *out = NULL;
+    *n_out = 0;
+    pairs ps = {0};
+    int rc = (ps.deg = calloc(n ? n : 1, 1)) ? run(h, n, max_bits, &ps) : -1;
+    if (rc == 0)
+        drop_crowded(&ps);
     free(ps.deg);
     if (rc) {
         cdb_free(ps.p);
@@ -228,4 +234,17 @@ cdb_status cdb_dupes_phash_pairs(const uint64_t *h, size_t n, int max_bits,
     *out = ps.p;
     *n_out = ps.n;
     return CDB_OK;
+}
+
+cdb_status cdb_dupes_phash_crowded(const uint64_t *h, size_t n, int max_bits,
+                                   unsigned char *crowded)
+{
+    if ((n && (!h || !crowded)) || max_bits < 0 || max_bits > 64 || n > UINT32_MAX)
+        return cdb_seterr(CDB_INVALID, "cdb_dupes_phash_crowded: bad argument");
+    pairs ps = {.count_only = 1};
+    int rc = (ps.deg = calloc(n ? n : 1, 1)) ? run(h, n, max_bits, &ps) : -1;
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        crowded[i] = ps.deg[i] > CDB_DUPES_CROWD;
+    free(ps.deg);
+    return rc ? cdb_seterr(CDB_NOMEM, "cdb_dupes_phash_crowded: out of memory") : CDB_OK;
 }

@@ -7,7 +7,8 @@
 ** camera and capture time (schema 9; a file without a stored phash is never a near copy,
 ** only an exact one: ingest stores the phash where its decode is the phash's, duplicates
 ** or a reindex the others). Only the files with a
-** phash within the near bound of another one have their vectors read.
+** phash within the near bound of another one, and not crowded (dupes.h), have their
+** vectors read; a crowded file is near nothing, here and in a peer's answers.
 **
 ** Over several databases (cdb_engine_search_many) the groups are those of the union of
 ** their files, each file named by (database, id), as one database holding them all
@@ -389,11 +390,14 @@ cdb_status cdb_eng_collapse(const eng_groups *g, cdb_engine_hit *hits, int *n) {
 
 /* ---- copies collapsed across answers (a front server over its peers) ------------------ */
 
+static int copy_index_crowded(const eng_copy_index *x, int64_t id);
+
 cdb_status cdb_engine_copy_facts_get(cdb_engine *e, const char *model, const int64_t *ids,
                                      int n, cdb_engine_copy_facts *out, uint16_t **vecs,
                                      int *dim) {
     eng_reader *rd = NULL;
     eng_model *mod = NULL;
+    eng_copy_index *x = NULL;
     cdb_db_photo *rows = NULL;
     uint8_t *found = NULL, *vfound = NULL;
     cdb_status st;
@@ -403,7 +407,9 @@ cdb_status cdb_engine_copy_facts_get(cdb_engine *e, const char *model, const int
     if (n < 0 || (n > 0 && (!ids || !out)))
         return cdb_eng_fail(CDB_INVALID, CDB_ENGINE_E_NONE, "copy_facts_get: bad arguments");
     if ((st = cdb_eng_reader_get(e, &rd)) != CDB_OK) return st;
-    if ((st = cdb_eng_model_get(e, rd->db, model, 0, 0, -1, &mod)) != CDB_OK) goto done;
+    if ((st = cdb_eng_model_get(e, rd->db, model, 0, 0, -1, &mod)) != CDB_OK ||
+        (st = cdb_eng_copy_index_get(e, rd->db, mod->model_id, &x)) != CDB_OK)
+        goto done;
     *dim = mod->dm.dim;
     rows = malloc(sizeof *rows * (size_t)(n ? n : 1));
     found = malloc((size_t)(n ? n : 1));
@@ -421,6 +427,7 @@ cdb_status cdb_engine_copy_facts_get(cdb_engine *e, const char *model, const int
     for (int i = 0; i < n; i++) {
         memset(&out[i], 0, sizeof out[i]);
         if (found[i]) facts_of_row(&rows[i], &out[i]);
+        if (out[i].has_phash && copy_index_crowded(x, ids[i])) out[i].has_phash = 0;
         out[i].id = ids[i];
         if (out[i].has_phash && vfound[i] == 1) out[i].vec = *vecs + (size_t)i * (size_t)*dim;
     }
@@ -429,6 +436,7 @@ done:
         free(*vecs);
         *vecs = NULL;
     }
+    cdb_eng_copy_index_unref(x);
     free(rows);
     free(found);
     free(vfound);
@@ -487,7 +495,7 @@ struct eng_copy_index {
     int64_t *ids;                          /* n, ascending */
     uint8_t (*hash)[CDB_DUPES_HASH_BYTES]; /* n */
     uint64_t *phash;                       /* n */
-    unsigned char *has;                    /* n: 1 a hash, 2 a phash */
+    unsigned char *has;                    /* n: 1 a hash, 2 a phash, 4 a crowded one */
     size_t *by_hash, n_hash;               /* the files with a hash, by hash */
 };
 
@@ -519,6 +527,38 @@ static int by_hash_cmp(const void *a, const void *b, void *ctx) {
     return c ? c : (i > j) - (i < j);
 }
 
+/* A crowded phash (dupes.h, CDB_DUPES_CROWD, among the database's files) names no
+** picture: such a file is never a near copy here, as in the database's own groups
+** (mark_near), so its phash bit gives way to the crowded one. */
+static cdb_status mark_crowded(eng_copy_index *x) {
+    size_t m = 0;
+    size_t *idx = malloc(sizeof *idx * (x->n ? x->n : 1));
+    uint64_t *ph = malloc(sizeof *ph * (x->n ? x->n : 1));
+    unsigned char *crowded = malloc(x->n ? x->n : 1);
+    cdb_status rc = idx && ph && crowded ? CDB_OK : cdb_seterr(CDB_NOMEM, "out of memory");
+    for (size_t i = 0; rc == CDB_OK && i < x->n; i++)
+        if (x->has[i] & 2) idx[m] = i, ph[m++] = x->phash[i];
+    if (rc == CDB_OK) rc = cdb_dupes_phash_crowded(ph, m, cdb_dupes_params_default().phash_bits,
+                                                   crowded);
+    for (size_t k = 0; rc == CDB_OK && k < m; k++)
+        if (crowded[k]) x->has[idx[k]] = (unsigned char)((x->has[idx[k]] & ~2u) | 4u);
+    free(idx);
+    free(ph);
+    free(crowded);
+    return rc;
+}
+
+/* 1 when file id is crowded in x (mark_crowded). */
+static int copy_index_crowded(const eng_copy_index *x, int64_t id) {
+    size_t lo = 0, hi = x->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (x->ids[mid] < id) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < x->n && x->ids[lo] == id && (x->has[lo] & 4);
+}
+
 cdb_status cdb_eng_copy_index_build(const eng_groups_part *part, eng_copy_index **out) {
     facts f;
     eng_copy_index *x = calloc(1, sizeof *x);
@@ -548,6 +588,7 @@ cdb_status cdb_eng_copy_index_build(const eng_groups_part *part, eng_copy_index 
     if (rc == CDB_OK) {
         x->n = f.n;
         if (x->n_hash > 1) qsort_r(x->by_hash, x->n_hash, sizeof *x->by_hash, by_hash_cmp, x);
+        rc = mark_crowded(x);
     }
     facts_free(&f);
     if (rc != CDB_OK) {

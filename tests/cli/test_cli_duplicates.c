@@ -315,6 +315,29 @@ static void collapse_matches_oracle(cdb_test_ctx *cdb_t_, const char *tmp, const
     }
 }
 
+/* A fresh folder tmp with tmp/photos (lib) and the name of tmp/db (db). 0 on failure. */
+static int make_dirs(char *tmp, size_t tmp_size, char *lib, char *db, size_t size)
+{
+    if (!cli_tmpdir(tmp, tmp_size))
+        return 0;
+    snprintf(lib, size, "%s/photos", tmp);
+    snprintf(db, size, "%s/db", tmp);
+    return mkdir(lib, 0700) == 0;
+}
+
+/* `clipdb init` of db with model, then `clipdb ingest` of lib: both must succeed. */
+static void init_and_ingest(cdb_test_ctx *cdb_t_, const char *db, const char *model,
+                            const char *lib)
+{
+    cli_run_result r;
+    cli_run((const char *[]){"init", "--db", db, "--model", model, NULL}, &r);
+    CHECK_EQ_INT(r.exit_code, 0);
+    cli_run_free(&r);
+    cli_run((const char *[]){"ingest", "--db", db, lib, NULL}, &r);
+    CHECK_EQ_INT(r.exit_code, 0);
+    cli_run_free(&r);
+}
+
 CDB_TEST(duplicates_groups_copies)
 {
     const char *model = cli_find_model();
@@ -322,11 +345,8 @@ CDB_TEST(duplicates_groups_copies)
         CDB_SKIP("no model: set CLIPDB_TEST_MODEL or add models/<name>/");
     char tmp[512], lib[600], db[600], p[800];
     cli_run_result r;
-    if (!cli_tmpdir(tmp, sizeof tmp))
+    if (!make_dirs(tmp, sizeof tmp, lib, db, sizeof lib))
         CDB_TEST_FAIL_("mkdtemp");
-    snprintf(lib, sizeof lib, "%s/photos", tmp);
-    snprintf(db, sizeof db, "%s/db", tmp);
-    mkdir(lib, 0700);
     static uint8_t rgb[W * H * 3], half[(W / 2) * (H / 2) * 3];
     for (int k = 0; k < N_PICS; k++) {
         draw(k, rgb);
@@ -357,12 +377,7 @@ CDB_TEST(duplicates_groups_copies)
                                  rgb, W * 3));
         }
     }
-    cli_run((const char *[]){"init", "--db", db, "--model", model, NULL}, &r);
-    CHECK_EQ_INT(r.exit_code, 0);
-    cli_run_free(&r);
-    cli_run((const char *[]){"ingest", "--db", db, lib, NULL}, &r);
-    CHECK_EQ_INT(r.exit_code, 0);
-    cli_run_free(&r);
+    init_and_ingest(cdb_t_, db, model, lib);
 
     cli_run((const char *[]){"duplicates", "--db", db, "--json", NULL}, &r);
     CHECK_EQ_INT(r.exit_code, 0);
@@ -420,4 +435,48 @@ CDB_TEST(duplicates_groups_copies)
     CHECK_EQ_INT(system(p), 0);
 }
 
-CDB_TEST_MAIN(duplicates_groups_copies)
+/* Plain pictures (one colour each: blank frames, uniform scans) all have the perceptual
+** hash 0, and the model may find two colours close: without the crowd rule (dupes.h,
+** CDB_DUPES_CROWD) every such pair was a near copy. 70 colours, none the same bytes:
+** no group holds one of them, and a search that collapses copies shows each colour's
+** file apart (as many hits as asked for). */
+CDB_TEST(duplicates_plain_pictures_are_no_copies)
+{
+    enum { COLOURS = CDB_DUPES_CROWD + 6, SIDE = 48 };
+    const char *model = cli_find_model();
+    if (!model)
+        CDB_SKIP("no model: set CLIPDB_TEST_MODEL or add models/<name>/");
+    char tmp[512], lib[600], db[600], p[800];
+    cli_run_result r;
+    if (!make_dirs(tmp, sizeof tmp, lib, db, sizeof lib))
+        CDB_TEST_FAIL_("mkdtemp");
+    static uint8_t rgb[SIDE * SIDE * 3];
+    for (int k = 0; k < COLOURS; k++) {
+        for (int i = 0; i < SIDE * SIDE; i++) /* a slow walk through the colours */
+            rgb[3 * i] = (uint8_t)(100 + k), rgb[3 * i + 1] = (uint8_t)(60 + k / 2),
+            rgb[3 * i + 2] = 40;
+        snprintf(p, sizeof p, "%s/plain%02d.png", lib, k);
+        CHECK(stbi_write_png(p, SIDE, SIDE, 3, rgb, SIDE * 3));
+    }
+    init_and_ingest(cdb_t_, db, model, lib);
+    cli_run((const char *[]){"duplicates", "--db", db, "--json", NULL}, &r);
+    CHECK_EQ_INT(r.exit_code, 0);
+    json_error_t e;
+    json_t *doc = json_loads(r.out, 0, &e);
+    CHECK_MSG(doc != NULL && json_array_size(json_object_get(doc, "groups")) == 0,
+              "plain pictures grouped: %.400s", r.out);
+    json_decref(doc);
+    cli_run_free(&r);
+    cli_run((const char *[]){"search", "--db", db, "--json", "-k", "20", "a plain colour",
+                             NULL}, &r);
+    CHECK_EQ_INT(r.exit_code, 0);
+    doc = json_loads(r.out, 0, &e);
+    CHECK_MSG(doc != NULL && json_array_size(json_object_get(doc, "hits")) == 20,
+              "a collapsed search of 70 plain pictures: %.400s", r.out);
+    json_decref(doc);
+    cli_run_free(&r);
+    snprintf(p, sizeof p, "rm -rf '%s'", tmp);
+    CHECK_EQ_INT(system(p), 0);
+}
+
+CDB_TEST_MAIN(duplicates_groups_copies, duplicates_plain_pictures_are_no_copies)

@@ -462,8 +462,13 @@ CDB_TEST(phash_pairs_match_all_pairs)
                 if (x <= d && deg[i] <= CDB_DUPES_CROWD && deg[j] <= CDB_DUPES_CROWD)
                     want[n_want++] = (cdb_dupes_pair){(size_t)i, (size_t)j, x};
             }
-        for (int i = 0; i < n; i++)
+        static unsigned char crowded[4000];
+        CHECK_OK(cdb_dupes_phash_crowded(h, (size_t)n, d, crowded));
+        for (int i = 0; i < n; i++) {
             crowds += deg[i] > CDB_DUPES_CROWD;
+            CHECK_MSG(crowded[i] == (deg[i] > CDB_DUPES_CROWD), "max_bits %d: hash %d has %d "
+                      "neighbours, crowded says %d", d, i, deg[i], crowded[i]);
+        }
         if (n_got)
             qsort(got, n_got, sizeof *got, pair_cmp);
         CHECK_MSG(n_got == n_want, "max_bits %d, n %d: %zu pairs, want %zu", d, n, n_got,
