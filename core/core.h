@@ -175,6 +175,25 @@ int cdb_utf8_valid(const char *s, size_t n);
 ** Logs the outcome at debug level (CLIPDB_LOG=debug). Thread-safe; no state. */
 const char *cdb_data_path(const char *name, char *buf, size_t size, const char **where);
 
+/* ---- files clipdb writes beside others' and reads from folders it may not own (file.c) --
+** A folder clipdb writes into (a database, a cache) may be writable by someone else, who
+** can plant a link or a FIFO at a name clipdb is about to use. These two never follow a
+** link at the last component and never block on a FIFO or a device. */
+/* Creates "<path>.tmp.<pid>.<n>" (n: the first free number from a per-process counter)
+** with O_EXCL | O_NOFOLLOW, mode 0666 less the umask, its name in tmp (size bytes): never
+** a file or link someone else put at the name. The descriptor (O_CLOEXEC), or -1 with
+** errno (ENAMETOOLONG when the name does not fit). Its pid is the one
+** cdb_tmp_owner_pid reads back, so a sweep can tell a dead writer's leftover. */
+int cdb_tmp_create(const char *path, char *tmp, size_t size);
+/* The pid of a temporary name "<base>.tmp.<pid>[.<n>]" given the part after "<base>.tmp.",
+** or -1 when it is not one. */
+long cdb_tmp_owner_pid(const char *after_tmp);
+/* Opens path for reading (O_RDONLY plus extra_flags, 0 for most) only when it is a
+** regular file: a link at the last component (O_NOFOLLOW: ELOOP), a FIFO, socket or
+** device (EINVAL, found by fstat after a non-blocking open, so a FIFO with no writer
+** never blocks) give -1 with errno. The descriptor is blocking again and O_CLOEXEC. */
+int cdb_open_regular(const char *path, int extra_flags);
+
 /* ---- libraries loaded at run time (dynlib.c) ------------------------------------------
 ** Libraries clipdb opens with dlopen() on first use instead of linking: cuBLAS and nvJPEG
 ** (a binary built with CUDA starts on a machine without them), and libheif, libtiff,

@@ -469,8 +469,8 @@ cdb_status cdb_index_fsync_dir_(const char *path) {
     return CDB_OK;
 }
 
-/* Removes "<path>.tmp.<pid>" files left by saves that were killed before their
-** rename (their pid is gone). Best effort: a failure leaves a stray file, never
+/* Removes "<path>.tmp.<pid>[.<n>]" files left by saves that were killed before their
+** rename (their pid is gone; cdb_tmp_create's names). Best effort: a failure leaves a stray file, never
 ** a broken index, since the index itself is only ever replaced by rename. */
 void cdb_index_remove_stale_temps_(const char *path) {
     char *copy = cdb_strdup(path), *dir, *base;
@@ -490,11 +490,10 @@ void cdb_index_remove_stale_temps_(const char *path) {
     if ((d = opendir(dir))) {
         while ((e = readdir(d))) {
             const char *p = e->d_name;
-            char *end;
             long pid;
             if (strncmp(p, base, base_len) || strncmp(p + base_len, ".tmp.", 5)) continue;
-            pid = strtol(p + base_len + 5, &end, 10);
-            if (*end || pid <= 0 || pid == (long)getpid()) continue;
+            pid = cdb_tmp_owner_pid(p + base_len + 5);
+            if (pid <= 0 || pid == (long)getpid()) continue;
             if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* alive (or not ours) */
             {
                 size_t n = strlen(dir) + strlen(p) + 2;
@@ -520,10 +519,15 @@ cdb_status cdb_index_save(const cdb_index *ix, const char *path) {
     int frc;
     if (!ix || !path) return cdb_seterr(CDB_INVALID, "cdb_index_save: bad arguments");
     cdb_index_remove_stale_temps_(path);
-    len = strlen(path) + 32;
+    len = strlen(path) + 48;
     if (!(tmp = cdb_malloc(len))) return cdb_seterr(CDB_NOMEM, "save");
-    snprintf(tmp, len, "%s.tmp.%ld", path, (long)getpid());
-    if (!(f = fopen(tmp, "wb"))) { rc = cdb_seterr(cdb_errno_status(errno), "create %s: %s", tmp, strerror(errno)); goto done; }
+    int fd = cdb_tmp_create(path, tmp, len); /* never a link planted at the name */
+    if (fd < 0 || !(f = fdopen(fd, "wb"))) {
+        rc = cdb_seterr(cdb_errno_status(errno), "create %s: %s", tmp, strerror(errno));
+        if (fd >= 0) close(fd);
+        else *tmp = '\0'; /* nothing of ours to remove */
+        goto done;
+    }
     memset(&h, 0, sizeof h);
     memcpy(h.magic, FILE_MAGIC, 8);
     h.version = FILE_VERSION, h.dim = (uint32_t)ix->info.dim, h.kind = (uint32_t)ix->info.kind;
@@ -555,7 +559,7 @@ cdb_status cdb_index_save(const cdb_index *ix, const char *path) {
     rc = cdb_index_fsync_dir_(path);
 done:
     if (f) fclose(f);
-    if (rc != CDB_OK && tmp) unlink(tmp);
+    if (rc != CDB_OK && tmp && *tmp) unlink(tmp);
     cdb_free(tmp);
     return rc;
 }
@@ -565,8 +569,14 @@ static cdb_status open_with_header(const char *path, FILE **fp, file_hdr *h) {
     FILE *f;
     cdb_status rc = CDB_OK;
     *fp = NULL;
-    if (!(f = fopen(path, "rb")))
-        return cdb_seterr(errno == ENOENT ? CDB_NOTFOUND : CDB_IO, "open %s: %s", path, strerror(errno));
+    int fd = cdb_open_regular(path, 0); /* a link or a FIFO at the name is no index */
+    if (fd < 0 || !(f = fdopen(fd, "rb"))) {
+        int e = errno;
+        if (fd >= 0) close(fd);
+        return cdb_seterr(e == ENOENT ? CDB_NOTFOUND : e == ELOOP || e == EINVAL ? CDB_CORRUPT
+                                                                                  : CDB_IO,
+                          "open %s: %s", path, e == EINVAL ? "not a regular file" : strerror(e));
+    }
     if (fread(h, sizeof *h, 1, f) != 1 || memcmp(h->magic, FILE_MAGIC, 8))
         rc = cdb_seterr(CDB_CORRUPT, "%s: not a clipdb index file", path);
     else if (h->version != FILE_VERSION)

@@ -19,9 +19,10 @@
 ** to the file changes its ctime, which no user can set back, and a replaced file is
 ** another inode.
 **
-** Writes: a private "<file>.tmp.<pid>" written whole, fsynced and renamed over the
-** name, so a reader sees the old file or the new one, and a writer killed at any
-** moment leaves the old one (its temporary is removed by the next writer).
+** Writes: a private "<file>.tmp.<pid>.<n>" (cdb_tmp_create: never a planted link)
+** written whole, fsynced and renamed over the name, so a reader sees the old file or
+** the new one, and a writer killed at any moment leaves the old one (its temporary is
+** removed by the next writer).
 */
 #include <errno.h>
 #include <fcntl.h>
@@ -114,7 +115,7 @@ static int stamp_matches(const char *path, const struct stat *st, uint64_t vecs_
     snap_stamp want = stamp_of(st, vecs_sum), got;
     int fd, ok;
     stamp_path(path, p, sizeof p);
-    if ((fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0) return 0;
+    if ((fd = cdb_open_regular(p, 0)) < 0) return 0;
     ok = pread(fd, &got, sizeof got, 0) == (ssize_t)sizeof got && !memcmp(&got, &want, sizeof got);
     close(fd);
     return ok;
@@ -131,8 +132,7 @@ static void write_stamp(const char *path, int fd, uint64_t vecs_sum) {
     s = stamp_of(&st, vecs_sum);
     stamp_path(path, p, sizeof p);
     cdb_index_remove_stale_temps_(p);
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", p, (long)getpid());
-    if ((sfd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666)) < 0) return;
+    if ((sfd = cdb_tmp_create(p, tmp, sizeof tmp)) < 0) return;
     ok = write(sfd, &s, sizeof s) == (ssize_t)sizeof s && fsync(sfd) == 0;
     if (close(sfd) != 0 || !ok || rename(tmp, p) != 0) unlink(tmp);
 }
@@ -198,9 +198,12 @@ cdb_status cdb_index_snap_open(const char *path, int64_t model_id, int dim, unsi
     int fd;
     *out = NULL;
     if (!path) return cdb_seterr(CDB_INVALID, "snapshot: no path");
-    if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0)
-        return cdb_seterr(errno == ENOENT ? CDB_NOTFOUND : cdb_errno_status(errno), "open %s: %s",
-                          path, strerror(errno));
+    if ((fd = cdb_open_regular(path, 0)) < 0) /* a FIFO there must not block the open */
+        return cdb_seterr(errno == ENOENT ? CDB_NOTFOUND
+                          : errno == EINVAL || errno == ELOOP ? CDB_CORRUPT
+                                                              : cdb_errno_status(errno),
+                          "open %s: %s", path,
+                          errno == EINVAL ? "not a regular file" : strerror(errno));
     if (!(s = cdb_calloc(1, sizeof *s))) {
         rc = cdb_seterr(CDB_NOMEM, "snapshot");
         goto done;
@@ -325,9 +328,7 @@ cdb_status cdb_index_snap_write(const char *path, int64_t model_id, int dim, uin
         return cdb_seterr(CDB_INVALID, "snapshot: %lld vectors of dim %d are too many",
                           (long long)h.count, dim);
     cdb_index_remove_stale_temps_(path);
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
-        return cdb_seterr(CDB_INVALID, "snapshot: path too long");
-    if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666)) < 0)
+    if ((fd = cdb_tmp_create(path, tmp, sizeof tmp)) < 0) /* never a planted link */
         return cdb_seterr(cdb_errno_status(errno), "create %s: %s", tmp, strerror(errno));
     if ((rc = write_rows(fd, tmp, src, &h)) != CDB_OK) goto done;
     h.hdr_sum = hdr_sum(&h);

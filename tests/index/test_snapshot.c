@@ -6,6 +6,7 @@
 ** not a snapshot at all is refused with a reason; a failed write (the source's error,
 ** ids out of order) leaves the old file whole and no temporary behind.
 */
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -174,6 +175,19 @@ CDB_TEST(snapshot_damage_is_refused) {
     free(a.ids), free(a.vecs);
 }
 
+/* How many names "<name>.tmp.*" the test folder holds. */
+static int temps_left(const char *name) {
+    char prefix[128];
+    int n = 0;
+    DIR *d = opendir(g_dir);
+    struct dirent *e;
+    snprintf(prefix, sizeof prefix, "%s.tmp.", name);
+    while (d && (e = readdir(d)))
+        n += !strncmp(e->d_name, prefix, strlen(prefix));
+    if (d) closedir(d);
+    return n;
+}
+
 CDB_TEST(snapshot_failed_write_leaves_old_file) {
     char path[128], tmp[200];
     arrays a = make_arrays(50000, 16), b = make_arrays(50000, 16);
@@ -185,8 +199,7 @@ CDB_TEST(snapshot_failed_write_leaves_old_file) {
     CHECK_RC(cdb_index_snap_write(path, 1, 16, 6, &sb), CDB_IO);
     b.fail_at = -1, b.shuffle = 1; /* ids out of order */
     CHECK_RC(cdb_index_snap_write(path, 1, 16, 6, &sb), CDB_INVALID);
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    CHECK(access(tmp, F_OK) != 0);
+    CHECK_EQ_INT(temps_left("fail.snap"), 0);
     CHECK_OK(cdb_index_snap_open(path, 1, 16, 0, &s));
     CHECK(matches(s, &a));
     CHECK_EQ_INT(cdb_index_snap_watermark(s), 5);
@@ -206,5 +219,78 @@ CDB_TEST(snapshot_failed_write_leaves_old_file) {
     free(a.ids), free(a.vecs), free(b.ids), free(b.vecs);
 }
 
+/* Someone who can write to the database folder plants links at every temporary name
+** this process would use ("<file>.tmp.<pid>" and "<file>.tmp.<pid>.<n>", of the snapshot,
+** its stamp and the index) pointing at a file of the victim's: the writes must leave that
+** file's bytes alone and no link at the snapshot's or index's name. */
+CDB_TEST(writes_never_follow_planted_links) {
+    char path[128], ix_path[128], victim[128], name[256];
+    arrays a = make_arrays(300, 16);
+    cdb_index_source sa = source_of(&a);
+    CHECK(tmp_path("planted.snap", path, sizeof path));
+    CHECK(tmp_path("planted.cdbidx", ix_path, sizeof ix_path));
+    CHECK(tmp_path("victim", victim, sizeof victim));
+    FILE *f = fopen(victim, "w");
+    CHECK(f && fputs("the victim's bytes\n", f) >= 0 && fclose(f) == 0);
+    const char *bases[3] = {path, NULL, ix_path};
+    char ok_path[160];
+    snprintf(ok_path, sizeof ok_path, "%s.ok", path);
+    bases[1] = ok_path;
+    int planted = 0;
+    for (int b = 0; b < 3; b++)
+        for (int k = -1; k < 64; k++) {
+            if (k < 0) snprintf(name, sizeof name, "%s.tmp.%ld", bases[b], (long)getpid());
+            else snprintf(name, sizeof name, "%s.tmp.%ld.%d", bases[b], (long)getpid(), k);
+            planted += symlink(victim, name) == 0;
+        }
+    CHECK_EQ_INT(planted, 3 * 65);
+    cdb_status rc = cdb_index_snap_write(path, 1, 16, 5, &sa); /* may refuse: never follow */
+    cdb_index *ix = NULL;
+    cdb_index_params p = cdb_index_params_default();
+    p.kind = CDB_INDEX_FLAT;
+    p.dim = 16;
+    CHECK_OK(cdb_index_build(&p, &sa, &ix));
+    (void)cdb_index_save(ix, ix_path); /* may refuse: never follow */
+    cdb_index_free(ix);
+    char *bytes = NULL;
+    size_t len = 0;
+    f = fopen(victim, "r");
+    CHECK(f != NULL);
+    bytes = calloc(1, 256);
+    len = fread(bytes, 1, 255, f);
+    fclose(f);
+    CHECK_MSG(len == 19 && !strcmp(bytes, "the victim's bytes\n"), "victim overwritten: %zu "
+              "bytes", len);
+    free(bytes);
+    struct stat st;
+    CHECK(lstat(path, &st) != 0 || S_ISREG(st.st_mode));
+    CHECK(lstat(ix_path, &st) != 0 || S_ISREG(st.st_mode));
+    if (rc == CDB_OK) {
+        cdb_index_snap *s = NULL;
+        CHECK_OK(cdb_index_snap_open(path, 1, 16, 0, &s));
+        CHECK(matches(s, &a));
+        cdb_index_snap_close(s);
+    }
+    free(a.ids), free(a.vecs);
+}
+
+/* A FIFO (or a link) where a snapshot or an index is read: refused at once as no such
+** file, never an open that waits for a writer (the test would hang). */
+CDB_TEST(fifo_or_link_is_no_snapshot_or_index) {
+    char fifo[128], link[128];
+    cdb_index_snap *s = NULL;
+    cdb_index *ix = NULL;
+    CHECK(tmp_path("fifo.snap", fifo, sizeof fifo));
+    CHECK(tmp_path("link.snap", link, sizeof link));
+    CHECK(mkfifo(fifo, 0600) == 0);
+    CHECK(symlink("/etc/passwd", link) == 0);
+    CHECK_RC(cdb_index_snap_open(fifo, 1, 16, 0, &s), CDB_CORRUPT);
+    CHECK_RC(cdb_index_snap_open(link, 1, 16, 0, &s), CDB_CORRUPT);
+    CHECK_RC(cdb_index_load(fifo, &ix), CDB_CORRUPT);
+    CHECK_RC(cdb_index_load(link, &ix), CDB_CORRUPT);
+    CHECK(s == NULL && ix == NULL);
+}
+
 CDB_TEST_MAIN(snapshot_roundtrip_against_source, snapshot_damage_is_refused,
-              snapshot_failed_write_leaves_old_file)
+              snapshot_failed_write_leaves_old_file, writes_never_follow_planted_links,
+              fifo_or_link_is_no_snapshot_or_index)
