@@ -357,12 +357,7 @@ CDB_TEST(duplicates_groups_copies)
                                  rgb, W * 3));
         }
     }
-    cli_run((const char *[]){"init", "--db", db, "--model", model, NULL}, &r);
-    CHECK_EQ_INT(r.exit_code, 0);
-    cli_run_free(&r);
-    cli_run((const char *[]){"ingest", "--db", db, lib, NULL}, &r);
-    CHECK_EQ_INT(r.exit_code, 0);
-    cli_run_free(&r);
+    CHECK_EQ_INT(cli_init_ingest(db, model, lib), 0);
 
     cli_run((const char *[]){"duplicates", "--db", db, "--json", NULL}, &r);
     CHECK_EQ_INT(r.exit_code, 0);
