@@ -116,11 +116,14 @@ def make_weights_rn50(path):
     os.replace(tmp, path)
 
 
-def load_rn50(path):
-    sd = clip_torch.load_safetensors(path)
-    m = clip_torch.CLIP(**RN50).eval()
-    m.load_state_dict(sd)
-    return m
+def model_and_batch(args, path, **shape):
+    """With args.threads threads: the CLIP model of these shapes (ViT-B/32 by default)
+    with the weights at path, and a seeded random image batch of args.batch."""
+    torch.set_num_threads(args.threads)
+    m = clip_torch.CLIP(**shape).eval()
+    m.load_state_dict(clip_torch.load_safetensors(path))
+    torch.manual_seed(1)
+    return m, torch.randn(args.batch, 3, 224, 224)
 
 
 def best_image_seconds(m, x, runs):
@@ -136,10 +139,7 @@ def best_image_seconds(m, x, runs):
 
 
 def measure_rn50(args):
-    torch.set_num_threads(args.threads)
-    m = load_rn50(args.measure_rn50)
-    torch.manual_seed(1)
-    x = torch.randn(args.batch, 3, 224, 224)
+    m, x = model_and_batch(args, args.measure_rn50, **RN50)
     print(f"torch_rn50_image_per_s={args.batch / best_image_seconds(m, x, args.runs):.3f}",
           flush=True)
     print(f"torch_rn50_rss_mb={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.1f}",
@@ -150,10 +150,7 @@ def serve_rn50(args):
     """Interleaved timing: after a warm-up, one timed batch per "run" line on stdin,
     answered with "t=<seconds>", so that bench_encoder alternates clipdb and PyTorch
     batches and both see the same machine load."""
-    torch.set_num_threads(args.threads)
-    m = load_rn50(args.serve_rn50)
-    torch.manual_seed(1)
-    x = torch.randn(args.batch, 3, 224, 224)
+    m, x = model_and_batch(args, args.serve_rn50, **RN50)
     with torch.inference_mode():
         m.encode_image(x)
     serve_loop({"run": lambda: m.encode_image(x)})
@@ -178,14 +175,8 @@ def serve_loop(steps):
 
 def serve_vit(args):
     """Interleaved timing of the ViT model (see serve_rn50)."""
-    torch.set_num_threads(args.threads)
-    sd = clip_torch.load_safetensors(args.serve_vit)
-    m = clip_torch.CLIP().eval()
-    m.load_state_dict(sd)
-    del sd
+    m, x = model_and_batch(args, args.serve_vit)
     tok = Tokenizer(args.vocab) if args.vocab and os.path.exists(args.vocab) else None
-    torch.manual_seed(1)
-    x = torch.randn(args.batch, 3, 224, 224)
     steps = {"run": lambda: m.encode_image(x)}
     if tok:
         steps["text"] = lambda: m.encode_text(tok.tokenize(args.text))
@@ -197,13 +188,7 @@ def serve_vit(args):
 
 
 def measure(args):
-    torch.set_num_threads(args.threads)
-    sd = clip_torch.load_safetensors(args.measure)
-    m = clip_torch.CLIP().eval()
-    m.load_state_dict(sd)
-    del sd
-    torch.manual_seed(1)
-    x = torch.randn(args.batch, 3, 224, 224)
+    m, x = model_and_batch(args, args.measure)
     print(f"torch_image_per_s={args.batch / best_image_seconds(m, x, args.runs):.3f}", flush=True)
     if args.vocab and os.path.exists(args.vocab):
         tok = Tokenizer(args.vocab)

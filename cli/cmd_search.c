@@ -468,17 +468,16 @@ int cdb_cli_cmd_search(int argc, char **argv) {
     if ((rc = cdb_cli_device("search", cdb_cli_get(&a, "device"), &device)) != CLI_EXIT_OK)
         goto done;
     if ((rc = unders_resolve(unders, n_under, &ul)) != CLI_EXIT_OK) goto done;
-    memset(&q, 0, sizeof q);
-    q.text = text;
-    q.nots = nots;
-    q.n_nots = n_not;
-    q.image_paths = image_paths;
-    q.n_image_paths = n_image_paths;
-    q.image = image;
-    q.image_bytes = image_bytes;
-    q.no_exif = cdb_cli_has(&a, "no-exif") > 0;
-    q.terms = terms; /* parsed once, above */
-    q.n_terms = n_terms;
+    q = (cdb_engine_query){.text = text,
+                           .nots = nots,
+                           .n_nots = n_not,
+                           .image_paths = image_paths,
+                           .n_image_paths = n_image_paths,
+                           .image = image,
+                           .image_bytes = image_bytes,
+                           .no_exif = cdb_cli_has(&a, "no-exif") > 0,
+                           .terms = terms, /* parsed once, above */
+                           .n_terms = n_terms};
     sp.k = (int)k;
     sp.offset = (int)offset;
     sp.min_score = (float)min_score;

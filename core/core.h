@@ -232,6 +232,23 @@ typedef struct cdb_dynlib_lazy {
 /* CDB_OK once the library is loaded; else its cdb_dynlib_open status and message, again
 ** at every call. Any thread. */
 cdb_status cdb_dynlib_get(cdb_dynlib_lazy *l);
+/* Declares (static) the table `tbl` for the X-macro list F of a library's functions,
+** and the cdb_dynlib_lazy `lazy` that fills it from the first of the candidates (the
+** string literals after env) that loads; what and env as in cdb_dynlib_spec:
+**   CDB_DYNLIB_LAZY(tf_lib, tf, TIFF_FNS, "libtiff", "CLIPDB_LIBTIFF", "libtiff.so.6",
+**                   "libtiff.so");
+** then cdb_dynlib_get(&tf_lib) before the first tf.TIFFOpen(...). */
+#define CDB_DYNLIB_LAZY(lazy, tbl, F, what, env, ...)                                      \
+    static struct {                                                                        \
+        F(CDB_DYNLIB_PTR)                                                                  \
+    } tbl;                                                                                 \
+    static const char *const lazy##_names[] = {__VA_ARGS__};                               \
+    static const char *const lazy##_syms[] = {F(CDB_DYNLIB_NAME)};                         \
+    static cdb_dynlib_lazy lazy = {                                                        \
+        .spec = {what, env, lazy##_names,                                                  \
+                 (int)(sizeof lazy##_names / sizeof *lazy##_names), lazy##_syms,           \
+                 (int)(sizeof lazy##_syms / sizeof *lazy##_syms)},                         \
+        .table = &tbl}
 
 #ifdef __cplusplus
 }

@@ -562,20 +562,13 @@ static cdb_status step3_move(cdb_db *db, batch_op *op, int64_t now) {
         sqlite3_finalize(st);
         if (s != SQLITE_DONE) return cdb_sql_err(db->cat, s, "move file");
     }
-    if ((rc = cdb_sql_prepare(db->cat,
-                         "UPDATE files SET relpath=?2, size=?3, mtime_ns=?4, hash=?5, width=?6,"
-                         " height=?7, updated_ns=?8, hkey=?20, dev=?21, ino=?22, ctime_ns=?23,"
-                         " root_id=(CASE WHEN ?9 > 0 THEN ?9 ELSE root_id END) WHERE id=?1",
-                         &st)) != CDB_OK)
-        return rc;
+    if ((rc = cdb_sql_stmt(db, ST_FILE_MOVE, &st)) != CDB_OK) return rc;
     sqlite3_bind_int64(st, 1, op->file_id);
     sqlite3_bind_blob(st, 2, op->relpath, (int)strlen(op->relpath), SQLITE_STATIC);
     bind_meta(st, &op->meta, 3);
     sqlite3_bind_int64(st, 8, now);
     sqlite3_bind_int64(st, 9, op->new_root);
-    s = sqlite3_step(st);
-    sqlite3_finalize(st);
-    if (s != SQLITE_DONE) return cdb_sql_err(db->cat, s, "move file");
+    if ((rc = step_stmt(db, st, "move file")) != CDB_OK) return rc;
     return hkey_put(db, op->file_id, &op->meta);
 }
 
@@ -625,21 +618,12 @@ static cdb_status step3_op(cdb_db_batch *b, batch_op *op, int64_t now, int64_t *
         return dir_remove(db, op->file_id, 0, 0, gen);
     case OP_MOVE: return step3_move(db, op, now);
     case OP_TOUCH:
-        if ((rc = cdb_sql_prepare(db->cat,
-                             "UPDATE files SET size=?2, mtime_ns=?3, hash=?4, width=?5, height=?6,"
-                             " updated_ns=?7, hkey=?20, dev=?21, ino=?22, ctime_ns=?23"
-                             " WHERE id=?1 AND state=2",
-                             &st)) != CDB_OK)
-            return rc;
+        if ((rc = cdb_sql_stmt(db, ST_FILE_TOUCH, &st)) != CDB_OK) return rc;
         sqlite3_bind_int64(st, 1, op->file_id);
         bind_meta(st, &op->meta, 2);
         sqlite3_bind_int64(st, 7, now);
-        {
-            int s = sqlite3_step(st);
-            sqlite3_finalize(st);
-            if (s != SQLITE_DONE) return cdb_sql_err(db->cat, s, "update file");
-            return hkey_put(db, op->file_id, &op->meta);
-        }
+        if ((rc = step_stmt(db, st, "update file")) != CDB_OK) return rc;
+        return hkey_put(db, op->file_id, &op->meta);
     }
     return cdb_seterr(CDB_ERROR, "bad batch op %d", op->kind);
 }

@@ -50,6 +50,8 @@ enum {
     ST_FILE_GET,     /* FILE_COLS, the root's path and PHOTO_ROW_COLS of file ?1, if model
                         ?2 (0: any) has its vector claimed (catalog.c) */
     ST_FILE_LOOKUP,  /* FILE_COLS of (root ?1, relpath ?2): a rescan's question per file */
+    ST_FILE_MOVE,    /* file ?1 to relpath ?2 (and root ?9 when > 0), its meta ?3.. */
+    ST_FILE_TOUCH,   /* an ok file ?1's new meta ?2.. (same content) */
     ST_COUNT_
 };
 
@@ -112,6 +114,9 @@ cdb_status cdb_sql_stmt(cdb_db *db, int which, sqlite3_stmt **st);
 cdb_status cdb_sql_begin(sqlite3 *conn); /* BEGIN IMMEDIATE (busy-retried) */
 cdb_status cdb_sql_commit(sqlite3 *conn);
 void cdb_sql_rollback(sqlite3 *conn); /* never fails; used on error paths */
+/* Ends the transaction begun on conn: commits when rc is CDB_OK (the commit's status),
+** else rolls back (rc). */
+cdb_status cdb_sql_end(sqlite3 *conn, cdb_status rc);
 cdb_status cdb_sql_need_writer(const cdb_db *db, const char *what); /* CDB_INVALID on readers */
 int64_t cdb_sql_wall_ns(void); /* the wall clock written into catalog rows */
 cdb_status cdb_sql_meta_get_int(cdb_db *db, const char *key, int64_t *v);
@@ -121,6 +126,13 @@ cdb_status cdb_sql_meta_get_text(cdb_db *db, const char *key, char **out);
 cdb_status cdb_sql_meta_set_text(cdb_db *db, const char *key, const char *v);
 /* Steps a one-shot statement expecting DONE (or a row); finalizes it. */
 cdb_status cdb_sql_step_done(sqlite3 *conn, sqlite3_stmt *st, const char *what);
+/* Steps a statement run once per row (the caller resets it) expecting DONE. */
+cdb_status cdb_sql_step_row(sqlite3 *conn, sqlite3_stmt *st, const char *what);
+/* Deletes the rows of table (a per-root table: root_id, relpath) of root root_id at and
+** below the folder under (relative; NULL or "": the whole root), as a scan of under
+** replaces what was recorded there. */
+cdb_status cdb_sql_delete_under(cdb_db *db, const char *table, int64_t root_id,
+                                const char *under, const char *what);
 /* Heap copy of a BLOB/TEXT column, NUL-terminated; NULL on OOM. */
 char *cdb_sql_column_strdup(sqlite3_stmt *st, int col);
 /* One integer from sql, with ?1 bound to arg when it has a parameter. */

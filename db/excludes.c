@@ -123,20 +123,10 @@ cdb_status cdb_db_root_excludes(cdb_db *db, int64_t root_id, cdb_db_exclude **ou
 
 cdb_status cdb_db_ignore_files_set(cdb_db *db, int64_t root_id, const char *under,
                                    const char *const *relpaths, int n) {
-    sqlite3_stmt *del = NULL, *ins = NULL;
-    size_t ul = under ? strlen(under) : 0;
+    sqlite3_stmt *ins = NULL;
     cdb_status rc = cdb_sql_need_writer(db, "record .clipdbignore files");
     if (rc != CDB_OK || (rc = cdb_sql_begin(db->cat)) != CDB_OK) return rc;
-    /* a scan of folder `under` replaces what was recorded at and below it */
-    rc = cdb_sql_prepare(db->cat,
-                         "DELETE FROM ignore_files WHERE root_id=?1 AND (?3 = 0 OR relpath=?2 OR"
-                         " substr(relpath, 1, ?3 + 1) = CAST(?2 || '/' AS BLOB))", &del);
-    if (rc == CDB_OK) {
-        sqlite3_bind_int64(del, 1, root_id);
-        sqlite3_bind_blob(del, 2, ul ? under : "", (int)ul, SQLITE_STATIC);
-        sqlite3_bind_int(del, 3, (int)ul);
-        rc = cdb_sql_step_done(db->cat, del, "record .clipdbignore files");
-    }
+    rc = cdb_sql_delete_under(db, "ignore_files", root_id, under, "record .clipdbignore files");
     if (rc == CDB_OK)
         rc = cdb_sql_prepare(db->cat, "INSERT OR IGNORE INTO ignore_files(root_id, relpath)"
                              " VALUES(?1, ?2)", &ins);
@@ -144,13 +134,10 @@ cdb_status cdb_db_ignore_files_set(cdb_db *db, int64_t root_id, const char *unde
         sqlite3_reset(ins);
         sqlite3_bind_int64(ins, 1, root_id);
         sqlite3_bind_blob(ins, 2, relpaths[i], (int)strlen(relpaths[i]), SQLITE_STATIC);
-        int s = sqlite3_step(ins);
-        if (s != SQLITE_DONE) rc = cdb_sql_err(db->cat, s, "record .clipdbignore files");
+        rc = cdb_sql_step_row(db->cat, ins, "record .clipdbignore files");
     }
     sqlite3_finalize(ins);
-    if (rc == CDB_OK) return cdb_sql_commit(db->cat);
-    cdb_sql_rollback(db->cat);
-    return rc;
+    return cdb_sql_end(db->cat, rc);
 }
 
 cdb_status cdb_db_ignore_files(cdb_db *db, int64_t root_id, char ***out, int *n) {

@@ -86,13 +86,10 @@ cdb_status cdb_db_photos_put(cdb_db *db, const cdb_db_photo *p, int n) {
             sqlite3_bind_int(st, 16, r->phash_width);
             sqlite3_bind_int(st, 17, r->phash_height);
         }
-        int s = sqlite3_step(st);
-        if (s != SQLITE_DONE) rc = cdb_sql_err(db->cat, s, "store photo metadata");
+        rc = cdb_sql_step_row(db->cat, st, "store photo metadata");
     }
     sqlite3_finalize(st);
-    if (rc == CDB_OK) return cdb_sql_commit(db->cat);
-    cdb_sql_rollback(db->cat);
-    return rc;
+    return cdb_sql_end(db->cat, rc);
 }
 
 static void copy_text(char *dst, size_t cap, sqlite3_stmt *st, int col) {

@@ -233,9 +233,7 @@ cdb_status cdb_db_root_set_path(cdb_db *db, int64_t root_id, const char *new_pat
     }
     if (rc == CDB_OK)
         rc = exec_id(db, "DELETE FROM walk_problems WHERE root_id=?1", root_id, "move root");
-    if (rc == CDB_OK) return cdb_sql_commit(db->cat);
-    cdb_sql_rollback(db->cat);
-    return rc;
+    return cdb_sql_end(db->cat, rc);
 }
 
 cdb_status cdb_db_relpaths_under(cdb_db *db, int64_t root_id, const char *prefix,
@@ -479,9 +477,7 @@ static cdb_status adopt_apply(cdb_db *db, int64_t parent_id, int64_t child_id, a
     if (rc == CDB_OK) /* the parent's next scan meets them again */
         rc = exec_id(db, "DELETE FROM ignore_files WHERE root_id=?1", child_id, "adopt root");
     if (rc == CDB_OK) rc = exec_id(db, "DELETE FROM roots WHERE id=?1", child_id, "adopt root");
-    if (rc == CDB_OK) return cdb_sql_commit(db->cat);
-    cdb_sql_rollback(db->cat);
-    return rc;
+    return cdb_sql_end(db->cat, rc);
 }
 
 cdb_status cdb_db_root_adopt(cdb_db *db, int64_t model_id, int64_t parent_id, int64_t child_id,
@@ -692,22 +688,11 @@ cdb_status cdb_db_catalog_checkpoint(cdb_db *db) {
 
 cdb_status cdb_db_walk_problems_set(cdb_db *db, int64_t root_id, const char *under,
                                     const cdb_db_walk_problem *p, int n) {
-    sqlite3_stmt *del = NULL, *ins = NULL;
+    sqlite3_stmt *ins = NULL;
     cdb_status rc = cdb_sql_need_writer(db, "record walk problems");
     if (rc != CDB_OK) return rc;
     if ((rc = cdb_sql_begin(db->cat)) != CDB_OK) return rc;
-    size_t ul = under ? strlen(under) : 0;
-    /* a partial scan of folder `under` replaces what was under it (and it itself) */
-    rc = cdb_sql_prepare(db->cat,
-                    "DELETE FROM walk_problems WHERE root_id=?1 AND (?3 = 0 OR relpath=?2 OR"
-                    " substr(relpath, 1, ?3 + 1) = CAST(?2 || '/' AS BLOB))",
-                    &del);
-    if (rc == CDB_OK) {
-        sqlite3_bind_int64(del, 1, root_id);
-        sqlite3_bind_blob(del, 2, ul ? under : "", (int)ul, SQLITE_STATIC);
-        sqlite3_bind_int(del, 3, (int)ul);
-        rc = cdb_sql_step_done(db->cat, del, "record walk problems");
-    }
+    rc = cdb_sql_delete_under(db, "walk_problems", root_id, under, "record walk problems");
     if (rc == CDB_OK)
         rc = cdb_sql_prepare(db->cat,
                         "INSERT INTO walk_problems(root_id, relpath, reason, seen_ns)"
@@ -720,13 +705,10 @@ cdb_status cdb_db_walk_problems_set(cdb_db *db, int64_t root_id, const char *und
                           (int)(p[i].relpath ? strlen(p[i].relpath) : 0), SQLITE_STATIC);
         sqlite3_bind_text(ins, 3, p[i].reason ? p[i].reason : "unreadable", -1, SQLITE_STATIC);
         sqlite3_bind_int64(ins, 4, p[i].seen_ns ? p[i].seen_ns : cdb_sql_wall_ns());
-        int s = sqlite3_step(ins);
-        if (s != SQLITE_DONE) rc = cdb_sql_err(db->cat, s, "record walk problems");
+        rc = cdb_sql_step_row(db->cat, ins, "record walk problems");
     }
     sqlite3_finalize(ins);
-    if (rc == CDB_OK) return cdb_sql_commit(db->cat);
-    cdb_sql_rollback(db->cat);
-    return rc;
+    return cdb_sql_end(db->cat, rc);
 }
 
 cdb_status cdb_db_walk_problems_foreach(cdb_db *db, int64_t root_id, cdb_db_walk_problem_fn fn,

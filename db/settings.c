@@ -44,9 +44,7 @@ cdb_status cdb_db_set_max_pixels(cdb_db *db, int64_t px, int requeue, int64_t *n
             db->cat, "UPDATE files SET state=1 WHERE state=3 AND error LIKE '" TOO_LARGE_TEXT "'", &st);
     if (rc == CDB_OK && st) rc = cdb_sql_step_done(db->cat, st, "set_max_pixels");
     if (rc == CDB_OK && st && n_requeued) *n_requeued = sqlite3_changes(db->cat);
-    if (rc == CDB_OK) return cdb_sql_commit(db->cat);
-    cdb_sql_rollback(db->cat);
-    return rc;
+    return cdb_sql_end(db->cat, rc);
 }
 
 cdb_status cdb_db_real_photos(cdb_db *db, int *seen) {
@@ -82,9 +80,7 @@ cdb_status cdb_db_set_partition(cdb_db *db, int index, int count) {
     if ((rc = cdb_sql_begin(db->cat)) != CDB_OK) return rc;
     rc = cdb_sql_meta_set_int(db, "part_index", index);
     if (rc == CDB_OK) rc = cdb_sql_meta_set_int(db, "part_count", count);
-    if (rc == CDB_OK) return cdb_sql_commit(db->cat);
-    cdb_sql_rollback(db->cat);
-    return rc;
+    return cdb_sql_end(db->cat, rc);
 }
 
 /* ---- notes ------------------------------------------------------------------------- */

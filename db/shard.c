@@ -440,19 +440,24 @@ cdb_status cdb_shard_check_claims(cdb_db *db, db_claim *c, size_t n, int unreada
     return rc;
 }
 
+/* The count(*) that sql answers in the SQLite file at path, or -1 when the file
+** cannot be opened or the query fails (a file that is not ours: left alone). */
+static int64_t file_count(const char *path, const char *sql) {
+    sqlite3 *c = NULL;
+    sqlite3_stmt *st = NULL;
+    int64_t n = -1;
+    if (sqlite3_open_v2(path, &c, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK &&
+        sqlite3_prepare_v2(c, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+        n = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close_v2(c);
+    return n;
+}
+
 /* 1 when path is a SQLite file with no tables: a creation that died before its
 ** one transaction committed (the schema and identity commit together). */
 static int shard_is_blank(const char *path) {
-    sqlite3 *c = NULL;
-    sqlite3_stmt *st = NULL;
-    int blank = 0;
-    if (sqlite3_open_v2(path, &c, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK &&
-        sqlite3_prepare_v2(c, "SELECT count(*) FROM sqlite_master", -1, &st, NULL) == SQLITE_OK &&
-        sqlite3_step(st) == SQLITE_ROW)
-        blank = sqlite3_column_int(st, 0) == 0;
-    sqlite3_finalize(st);
-    sqlite3_close_v2(c);
-    return blank;
+    return file_count(path, "SELECT count(*) FROM sqlite_master") == 0;
 }
 
 cdb_status cdb_shard_create(cdb_db *db, int32_t id) {
@@ -520,17 +525,7 @@ fail:
 /* 1 when the shard file at path holds no vector (blank, or our schema and nothing
 ** in it); 0 when it holds some or cannot be read (then it is left alone). */
 static int shard_is_empty(const char *path) {
-    sqlite3 *c = NULL;
-    sqlite3_stmt *st = NULL;
-    int empty = 0;
-    if (shard_is_blank(path)) return 1;
-    if (sqlite3_open_v2(path, &c, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK &&
-        sqlite3_prepare_v2(c, "SELECT count(*) FROM vectors", -1, &st, NULL) == SQLITE_OK &&
-        sqlite3_step(st) == SQLITE_ROW)
-        empty = sqlite3_column_int64(st, 0) == 0;
-    sqlite3_finalize(st);
-    sqlite3_close_v2(c);
-    return empty;
+    return shard_is_blank(path) || file_count(path, "SELECT count(*) FROM vectors") == 0;
 }
 
 /* Whether the catalog lists shard id. */

@@ -102,6 +102,12 @@ static const char *const k_stmt_sql[ST_COUNT_] = {
     [ST_FILE_LOOKUP] = "SELECT " FILE_COLS " FROM files f WHERE root_id=?1 AND relpath=?2",
     [ST_HKEY_PUT_RUN] = "INSERT OR IGNORE INTO hkeys_new(hkey, file_id) SELECT hkey, id FROM files"
                         " WHERE id BETWEEN ?1 AND ?2 AND hkey IS NOT NULL",
+    [ST_FILE_MOVE] = "UPDATE files SET relpath=?2, size=?3, mtime_ns=?4, hash=?5, width=?6,"
+                     " height=?7, updated_ns=?8, hkey=?20, dev=?21, ino=?22, ctime_ns=?23,"
+                     " root_id=(CASE WHEN ?9 > 0 THEN ?9 ELSE root_id END) WHERE id=?1",
+    [ST_FILE_TOUCH] = "UPDATE files SET size=?2, mtime_ns=?3, hash=?4, width=?5, height=?6,"
+                      " updated_ns=?7, hkey=?20, dev=?21, ino=?22, ctime_ns=?23"
+                      " WHERE id=?1 AND state=2",
 };
 
 cdb_status cdb_sql_stmt(cdb_db *db, int which, sqlite3_stmt **st) {
@@ -130,6 +136,12 @@ cdb_status cdb_sql_commit(sqlite3 *conn) {
 
 void cdb_sql_rollback(sqlite3 *conn) {
     if (conn && !sqlite3_get_autocommit(conn)) sqlite3_exec(conn, "ROLLBACK", NULL, NULL, NULL);
+}
+
+cdb_status cdb_sql_end(sqlite3 *conn, cdb_status rc) {
+    if (rc == CDB_OK) return cdb_sql_commit(conn);
+    cdb_sql_rollback(conn);
+    return rc;
 }
 
 cdb_status cdb_sql_need_writer(const cdb_db *db, const char *what) {
@@ -339,6 +351,28 @@ cdb_status cdb_sql_step_done(sqlite3 *conn, sqlite3_stmt *st, const char *what) 
     cdb_status rc = s == SQLITE_DONE || s == SQLITE_ROW ? CDB_OK : cdb_sql_err(conn, s, what);
     sqlite3_finalize(st);
     return rc;
+}
+
+cdb_status cdb_sql_step_row(sqlite3 *conn, sqlite3_stmt *st, const char *what) {
+    int s = sqlite3_step(st);
+    return s == SQLITE_DONE ? CDB_OK : cdb_sql_err(conn, s, what);
+}
+
+cdb_status cdb_sql_delete_under(cdb_db *db, const char *table, int64_t root_id,
+                                const char *under, const char *what) {
+    char sql[256];
+    sqlite3_stmt *del = NULL;
+    size_t ul = under ? strlen(under) : 0;
+    snprintf(sql, sizeof sql,
+             "DELETE FROM %s WHERE root_id=?1 AND (?3 = 0 OR relpath=?2 OR"
+             " substr(relpath, 1, ?3 + 1) = CAST(?2 || '/' AS BLOB))",
+             table);
+    cdb_status rc = cdb_sql_prepare(db->cat, sql, &del);
+    if (rc != CDB_OK) return rc;
+    sqlite3_bind_int64(del, 1, root_id);
+    sqlite3_bind_blob(del, 2, ul ? under : "", (int)ul, SQLITE_STATIC);
+    sqlite3_bind_int(del, 3, (int)ul);
+    return cdb_sql_step_done(db->cat, del, what);
 }
 
 /* Heap copy of a BLOB/TEXT column as a NUL-terminated string (NULL on OOM). */

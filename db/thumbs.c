@@ -110,9 +110,7 @@ cdb_status cdb_db_thumbs_put(cdb_db *db, const cdb_db_thumb *t, int n) {
         sqlite3_reset(st);
     }
     sqlite3_finalize(st);
-    if (rc == CDB_OK) return cdb_sql_commit(c);
-    cdb_sql_rollback(c);
-    return rc;
+    return cdb_sql_end(c, rc);
 }
 
 cdb_status cdb_db_thumb_get(cdb_db *db, int64_t file_id, cdb_db_thumb *out) {

@@ -49,14 +49,7 @@
     X(heif_image_handle_has_alpha_channel) \
     X(heif_image_handle_release) \
     X(heif_image_release)
-static struct {
-    HEIF_FNS(CDB_DYNLIB_PTR)
-} hf;
-static const char *const hf_names[] = {"libheif.so.1", "libheif.so"};
-static const char *const hf_syms[] = {HEIF_FNS(CDB_DYNLIB_NAME)};
-static cdb_dynlib_lazy hf_lib = {
-    .spec = {"libheif", "CLIPDB_LIBHEIF", hf_names, 2, hf_syms, sizeof hf_syms / sizeof *hf_syms},
-    .table = &hf};
+CDB_DYNLIB_LAZY(hf_lib, hf, HEIF_FNS, "libheif", "CLIPDB_LIBHEIF", "libheif.so.1", "libheif.so");
 
 /* CDB_OK once libheif is loaded; else CDB_UNSUPPORTED naming the format and why. */
 static cdb_status hf_ready(img_fmt f) {

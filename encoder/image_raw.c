@@ -44,14 +44,8 @@
     X(libraw_strerror) \
     X(libraw_unpack) \
     X(libraw_unpack_thumb)
-static struct {
-    RAW_FNS(CDB_DYNLIB_PTR)
-} lr_api;
-static const char *const lr_names[] = {"libraw_r.so." RAW_STR(LIBRAW_SHLIB_CURRENT), "libraw_r.so"};
-static const char *const lr_syms[] = {RAW_FNS(CDB_DYNLIB_NAME)};
-static cdb_dynlib_lazy lr_lib = {
-    .spec = {"libraw", "CLIPDB_LIBRAW", lr_names, 2, lr_syms, sizeof lr_syms / sizeof *lr_syms},
-    .table = &lr_api};
+CDB_DYNLIB_LAZY(lr_lib, lr_api, RAW_FNS, "libraw", "CLIPDB_LIBRAW",
+                "libraw_r.so." RAW_STR(LIBRAW_SHLIB_CURRENT), "libraw_r.so");
 
 /* No default callbacks: they print to stderr. 0.20 spells these enum values
 ** LIBRAW_OPIONS_NO_{MEMERR,DATAERR}_CALLBACK, later versions LIBRAW_OPTIONS_...:

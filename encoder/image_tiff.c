@@ -94,14 +94,7 @@ int cdb_img_tiff_is_raw(const uint8_t *b, size_t n) {
     X(TIFFStripSize) \
     X(TIFFTileRowSize) \
     X(TIFFTileSize)
-static struct {
-    TIFF_FNS(CDB_DYNLIB_PTR)
-} tf;
-static const char *const tf_names[] = {"libtiff.so.6", "libtiff.so"};
-static const char *const tf_syms[] = {TIFF_FNS(CDB_DYNLIB_NAME)};
-static cdb_dynlib_lazy tf_lib = {
-    .spec = {"libtiff", "CLIPDB_LIBTIFF", tf_names, 2, tf_syms, sizeof tf_syms / sizeof *tf_syms},
-    .table = &tf};
+CDB_DYNLIB_LAZY(tf_lib, tf, TIFF_FNS, "libtiff", "CLIPDB_LIBTIFF", "libtiff.so.6", "libtiff.so");
 
 typedef struct tmem {
     const uint8_t *b;

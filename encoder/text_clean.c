@@ -55,17 +55,9 @@ static void v_free(u32v *v) {
 
 static int v_reserve(u32v *v, size_t need) {
     if (v->oom) return -1;
-    if (need <= v->cap) return 0;
-    size_t cap = v->cap ? v->cap : 64;
-    while (cap < need) cap *= 2;
-    uint32_t *p = cdb_realloc(v->p, cap * sizeof *p);
-    if (!p) {
-        v->oom = 1;
-        return -1;
-    }
-    v->p = p;
-    v->cap = cap;
-    return 0;
+    if (cdb_tok_grow((void **)&v->p, &v->cap, need, sizeof *v->p) == 0) return 0;
+    v->oom = 1;
+    return -1;
 }
 
 static void v_push(u32v *v, uint32_t c) {
@@ -103,18 +95,8 @@ typedef struct bytev {
 } bytev;
 
 static void b_push(bytev *b, uint8_t c) {
-    if (b->oom) return;
-    if (b->n == b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 64;
-        uint8_t *p = cdb_realloc(b->p, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    b->p[b->n++] = c;
+    if (!b->oom && cdb_tok_grow((void **)&b->p, &b->cap, b->n + 1, 1) != 0) b->oom = 1;
+    if (!b->oom) b->p[b->n++] = c;
 }
 
 static void b_free(bytev *b) {
@@ -467,134 +449,123 @@ static void py_charref(u32v *out, uint64_t num) {
     v_push(out, (uint32_t)num);
 }
 
+/* The text of in with every '&' that ref() reads as a reference replaced: ref(s, n, i,
+** out) is at s[i] == '&'; it appends the replacement to out and returns the index just
+** past the reference, or returns i (nothing appended) where none starts at i. */
+typedef size_t (*amp_ref_fn)(const uint32_t *s, size_t n, size_t i, u32v *out);
+static void unescape_amps(const u32v *in, u32v *out, amp_ref_fn ref) {
+    const uint32_t *s = in->p;
+    size_t n = in->n, i = 0;
+    out->n = 0;
+    while (i < n) {
+        size_t end = s[i] == '&' ? ref(s, n, i, out) : i;
+        if (end == i) v_push(out, s[i++]);
+        else i = end;
+    }
+}
+
 /* Python 3's html.unescape(s): the pattern
 **   &(#[0-9]+;?|#[xX][0-9a-fA-F]+;?|[^\t\n\f <&#;]{1,32};?)
 ** with the WHATWG rules for numeric references and longest-prefix matching of
 ** named ones (which is how "&notanentity;" becomes "¬anentity;"). */
-static void py_html_unescape(const u32v *in, u32v *out) {
-    const uint32_t *s = in->p;
-    size_t n = in->n, i = 0;
-    out->n = 0;
-    while (i < n) {
-        if (s[i] != '&') {
-            v_push(out, s[i++]);
-            continue;
-        }
-        size_t j = i + 1;
-        if (j < n && s[j] == '#') {
-            int hex = j + 1 < n && (s[j + 1] == 'x' || s[j + 1] == 'X');
-            size_t d = j + 1 + (size_t)hex, k = d;
-            uint64_t num = 0;
-            while (k < n && (hex ? is_hex(s[k]) : (s[k] >= '0' && s[k] <= '9'))) {
-                uint64_t v = hex ? (uint64_t)hexval(s[k]) : (uint64_t)(s[k] - '0');
-                num = num * (hex ? 16 : 10) + v;
-                if (num > 0x10FFFFull) num = 0x110000ull; // saturate: any larger is U+FFFD
-                k++;
-            }
-            if (k == d) { // no digits: not a reference
-                v_push(out, s[i++]);
-                continue;
-            }
-            if (k < n && s[k] == ';') k++;
-            py_charref(out, num);
-            i = k;
-            continue;
-        }
-        // named: [^\t\n\f <&#;]{1,32};?
-        size_t k = j;
-        while (k < n && k - j < 32 && s[k] != '\t' && s[k] != '\n' && s[k] != '\f' &&
-               s[k] != ' ' && s[k] != '<' && s[k] != '&' && s[k] != '#' && s[k] != ';')
+static size_t py_ref(const uint32_t *s, size_t n, size_t i, u32v *out) {
+    size_t j = i + 1;
+    if (j < n && s[j] == '#') {
+        int hex = j + 1 < n && (s[j + 1] == 'x' || s[j + 1] == 'X');
+        size_t d = j + 1 + (size_t)hex, k = d;
+        uint64_t num = 0;
+        while (k < n && (hex ? is_hex(s[k]) : (s[k] >= '0' && s[k] <= '9'))) {
+            uint64_t v = hex ? (uint64_t)hexval(s[k]) : (uint64_t)(s[k] - '0');
+            num = num * (hex ? 16 : 10) + v;
+            if (num > 0x10FFFFull) num = 0x110000ull; // saturate: any larger is U+FFFD
             k++;
-        if (k == j) {
-            v_push(out, s[i++]);
-            continue;
         }
+        if (k == d) return i; // no digits: not a reference
         if (k < n && s[k] == ';') k++;
-        // s[j..k) is the name (with its ';' if any). Entity names are ASCII.
-        char name[40];
-        size_t len = k - j, ascii = 0;
-        while (ascii < len && s[j + ascii] < 0x80) {
-            name[ascii] = (char)s[j + ascii];
-            ascii++;
-        }
-        const tt_entity *e = NULL;
-        size_t x = 0;
-        if (ascii == len) {
-            name[len] = 0;
-            e = entity_find(tt_html5, TT_N_HTML5, name);
-            x = len;
-        }
-        if (!e) {
-            // longest prefix s[:x] for x in range(len-1, 1, -1)
-            size_t top = len - 1 < ascii ? len - 1 : ascii;
-            for (x = top; x >= 2 && !e; x--) {
-                name[x] = 0;
-                e = entity_find(tt_html5, TT_N_HTML5, name);
-                if (e) break;
-            }
-        }
-        if (e) {
-            v_push_utf8(out, e->value);
-            v_append(out, s + j + x, len - x);
-        } else {
-            v_append(out, s + i, k - i);
-        }
-        i = k;
+        py_charref(out, num);
+        return k;
     }
+    // named: [^\t\n\f <&#;]{1,32};?
+    size_t k = j;
+    while (k < n && k - j < 32 && s[k] != '\t' && s[k] != '\n' && s[k] != '\f' && s[k] != ' ' &&
+           s[k] != '<' && s[k] != '&' && s[k] != '#' && s[k] != ';')
+        k++;
+    if (k == j) return i;
+    if (k < n && s[k] == ';') k++;
+    // s[j..k) is the name (with its ';' if any). Entity names are ASCII.
+    char name[40];
+    size_t len = k - j, ascii = 0;
+    while (ascii < len && s[j + ascii] < 0x80) {
+        name[ascii] = (char)s[j + ascii];
+        ascii++;
+    }
+    const tt_entity *e = NULL;
+    size_t x = 0;
+    if (ascii == len) {
+        name[len] = 0;
+        e = entity_find(tt_html5, TT_N_HTML5, name);
+        x = len;
+    }
+    if (!e) {
+        // longest prefix s[:x] for x in range(len-1, 1, -1)
+        size_t top = len - 1 < ascii ? len - 1 : ascii;
+        for (x = top; x >= 2 && !e; x--) {
+            name[x] = 0;
+            e = entity_find(tt_html5, TT_N_HTML5, name);
+            if (e) break;
+        }
+    }
+    if (e) {
+        v_push_utf8(out, e->value);
+        v_append(out, s + j + x, len - x);
+    } else {
+        v_append(out, s + i, k - i);
+    }
+    return k;
 }
+static void py_html_unescape(const u32v *in, u32v *out) { unescape_amps(in, out, py_ref); }
 
 /* ftfy.fixes.unescape_html: &#?[0-9A-Za-z]{1,24}; replaced when it is an HTML5
 ** entity ending in ';' (or one of ftfy's all-caps variants), or a numeric
 ** reference that html.unescape decodes completely. */
-static void ftfy_unescape_html(const u32v *in, u32v *out) {
-    const uint32_t *s = in->p;
-    size_t n = in->n, i = 0;
-    out->n = 0;
-    while (i < n) {
-        if (s[i] != '&') {
-            v_push(out, s[i++]);
-            continue;
-        }
-        size_t j = i + 1;
-        int num = j < n && s[j] == '#';
-        if (num) j++;
-        size_t k = j;
-        while (k < n && k - j < 25 && ((s[k] >= '0' && s[k] <= '9') || is_azAZ(s[k])))
-            k++;
-        if (k == j || k - j > 24 || k >= n || s[k] != ';') {
-            v_push(out, s[i++]);
-            continue;
-        }
-        k++; // the ';'
-        char name[32];
-        size_t len = k - (i + 1);
-        for (size_t t = 0; t < len; t++) name[t] = (char)s[i + 1 + t];
-        name[len] = 0;
-        const tt_entity *e = NULL;
-        if (!num) {
-            e = entity_find(tt_html5, TT_N_HTML5, name);
-            if (!e) e = entity_find(tt_ftfy_upper, TT_N_FTFY_UPPER, name);
-        }
-        if (e) {
-            v_push_utf8(out, e->value);
-        } else if (num) {
-            u32v m = {0}, r = {0};
-            v_append(&m, s + i, k - i);
-            py_html_unescape(&m, &r);
-            int partial = 0;
-            for (size_t t = 0; t < r.n; t++)
-                if (r.p[t] == ';') partial = 1;
-            if (m.oom || r.oom) out->oom = 1;
-            if (partial) v_append(out, s + i, k - i);
-            else v_append(out, r.p, r.n);
-            v_free(&m);
-            v_free(&r);
-        } else {
-            v_append(out, s + i, k - i);
-        }
-        i = k;
+static size_t ftfy_ref(const uint32_t *s, size_t n, size_t i, u32v *out) {
+    size_t j = i + 1;
+    int num = j < n && s[j] == '#';
+    if (num) j++;
+    size_t k = j;
+    while (k < n && k - j < 25 && ((s[k] >= '0' && s[k] <= '9') || is_azAZ(s[k])))
+        k++;
+    if (k == j || k - j > 24 || k >= n || s[k] != ';') return i;
+    k++; // the ';'
+    char name[32];
+    size_t len = k - (i + 1);
+    for (size_t t = 0; t < len; t++) name[t] = (char)s[i + 1 + t];
+    name[len] = 0;
+    const tt_entity *e = NULL;
+    if (!num) {
+        e = entity_find(tt_html5, TT_N_HTML5, name);
+        if (!e) e = entity_find(tt_ftfy_upper, TT_N_FTFY_UPPER, name);
     }
+    if (e) {
+        v_push_utf8(out, e->value);
+    } else if (num) {
+        u32v m = {0}, r = {0};
+        v_append(&m, s + i, k - i);
+        py_html_unescape(&m, &r);
+        int partial = 0;
+        for (size_t t = 0; t < r.n; t++)
+            if (r.p[t] == ';') partial = 1;
+        if (m.oom || r.oom) out->oom = 1;
+        if (partial) v_append(out, s + i, k - i);
+        else v_append(out, r.p, r.n);
+        v_free(&m);
+        v_free(&r);
+    } else {
+        v_append(out, s + i, k - i);
+    }
+    return k;
 }
+static void ftfy_unescape_html(const u32v *in, u32v *out) { unescape_amps(in, out, ftfy_ref); }
 
 /* ---- ftfy mojibake repair ------------------------------------------------------ */
 

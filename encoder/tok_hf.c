@@ -32,9 +32,7 @@ typedef struct added_tok {
 enum { PP_TEMPLATE, PP_BERT, PP_ROBERTA, PP_BYTELEVEL, PP_SEQ };
 
 typedef struct hf_post {
-    int type;
-    struct hf_post **kids;
-    size_t n_kids;
+    hf_step s;
     char **items; /* TemplateProcessing's single: a token string, or NULL for $A */
     size_t n_items;
     char *cls, *sep;
@@ -73,15 +71,12 @@ static char *dup_n(const char *s, size_t n) {
 
 /* ---- post-processors ---------------------------------------------------------------- */
 
-static void post_free(hf_post *p) {
-    if (!p) return;
-    for (size_t i = 0; i < p->n_kids; i++) post_free(p->kids[i]);
-    cdb_free(p->kids);
+static void post_clear(hf_step *s) {
+    hf_post *p = (hf_post *)s;
     for (size_t i = 0; i < p->n_items; i++) cdb_free(p->items[i]);
     cdb_free(p->items);
     cdb_free(p->cls);
     cdb_free(p->sep);
-    cdb_free(p);
 }
 
 /* BertProcessing / RobertaProcessing's ["token", id]: the reference uses the string. */
@@ -93,22 +88,10 @@ static cdb_status pair_token(json_t *cfg, const char *key, char **out) {
     return *out ? CDB_OK : cdb_seterr(CDB_NOMEM, "out of memory");
 }
 
-static cdb_status post_new(json_t *cfg, hf_post **out) {
-    static const char *names[] = {"TemplateProcessing", "BertProcessing", "RobertaProcessing",
-                                  "ByteLevel", "Sequence"};
+static cdb_status post_fill(json_t *cfg, hf_step *s) {
+    hf_post *p = (hf_post *)s;
     cdb_status rc = CDB_OK;
-    *out = NULL;
-    if (!cfg || json_is_null(cfg)) return CDB_OK;
-    const char *type = json_string_value(json_object_get(cfg, "type"));
-    int t = -1;
-    for (int i = 0; type && i < 5; i++)
-        if (!strcmp(type, names[i])) t = i;
-    if (t < 0)
-        return cdb_seterr(CDB_UNSUPPORTED, "post-processor type '%s'", type ? type : "(none)");
-    hf_post *p = cdb_calloc(1, sizeof *p);
-    if (!p) return cdb_seterr(CDB_NOMEM, "out of memory");
-    p->type = t;
-    if (t == PP_TEMPLATE) {
+    if (s->type == PP_TEMPLATE) {
         json_t *single = json_object_get(cfg, "single");
         if (!json_is_array(single)) {
             rc = cdb_seterr(CDB_UNSUPPORTED, "TemplateProcessing whose 'single' is not a list");
@@ -142,26 +125,27 @@ static cdb_status post_new(json_t *cfg, hf_post **out) {
                 }
             }
         }
-    } else if (t == PP_BERT || t == PP_ROBERTA) {
+    } else if (s->type == PP_BERT || s->type == PP_ROBERTA) {
         rc = pair_token(cfg, "cls", &p->cls);
         if (!rc) rc = pair_token(cfg, "sep", &p->sep);
-    } else if (t == PP_SEQ) {
-        json_t *arr = json_object_get(cfg, "processors");
-        size_t n = json_is_array(arr) ? json_array_size(arr) : 0;
-        p->kids = cdb_calloc(n ? n : 1, sizeof *p->kids);
-        if (!p->kids) rc = cdb_seterr(CDB_NOMEM, "out of memory");
-        for (size_t i = 0; !rc && i < n; i++) {
-            rc = post_new(json_array_get(arr, i), &p->kids[p->n_kids]);
-            if (!rc && p->kids[p->n_kids]) p->n_kids++;
-        }
     }
-    if (rc) {
-        post_free(p);
-        return rc;
-    }
-    *out = p;
-    return CDB_OK;
+    return rc;
 }
+
+static const char *const k_post_names[] = {"TemplateProcessing", "BertProcessing",
+                                           "RobertaProcessing", "ByteLevel", "Sequence"};
+static const hf_kind k_post = {"post-processor", k_post_names,
+                               (int)(sizeof k_post_names / sizeof *k_post_names), PP_SEQ, -1,
+                               "processors", sizeof(hf_post), post_fill, post_clear};
+
+static cdb_status post_new(json_t *cfg, hf_post **out) {
+    hf_step *s = NULL;
+    cdb_status rc = hf_step_new(&k_post, cfg, &s);
+    *out = (hf_post *)s;
+    return rc;
+}
+
+static void post_free(hf_post *p) { hf_step_free(&k_post, p ? &p->s : NULL); }
 
 static void copy_list(const hf_list *in, hf_list *out) {
     for (size_t i = 0; i < in->n; i++) hf_list_add(out, HF_PIECE(in, i), HF_PLEN(in, i));
@@ -169,7 +153,7 @@ static void copy_list(const hf_list *in, hf_list *out) {
 }
 
 static void post_apply(const hf_post *p, const hf_list *in, hf_list *out) {
-    switch (p->type) {
+    switch (p->s.type) {
     case PP_TEMPLATE:
         for (size_t i = 0; i < p->n_items; i++) {
             if (p->items[i])
@@ -188,9 +172,9 @@ static void post_apply(const hf_post *p, const hf_list *in, hf_list *out) {
     case PP_SEQ: {
         hf_list cur = {0}, nxt = {0};
         copy_list(in, &cur);
-        for (size_t i = 0; i < p->n_kids; i++) {
+        for (size_t i = 0; i < p->s.n_kids; i++) {
             hf_list_free(&nxt);
-            post_apply(p->kids[i], &cur, &nxt);
+            post_apply((const hf_post *)p->s.kids[i], &cur, &nxt);
             hf_list t = cur;
             cur = nxt;
             nxt = t;

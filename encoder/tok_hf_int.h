@@ -122,11 +122,40 @@ cdb_status hf_pattern_new(const char *string, const char *regex, int capture_lit
                           hf_pattern **out /* OUT */);
 void hf_pattern_free(hf_pattern *p);
 
+/* A step of the text's way through the tokenizer, as tokenizer.json writes one:
+** {"type": NAME, ...}. What normalizers, pre-tokenizers and post-processors share:
+** the type (an index into its kind's names), a Sequence's steps, a Replace's pattern
+** and content. Each kind's struct starts with it. */
+typedef struct hf_step {
+    int type;
+    struct hf_step **kids;
+    size_t n_kids;
+    hf_pattern *pat;
+    char *content;
+} hf_step;
+
+struct json_t;
+/* A kind of step: how its JSON is read. */
+typedef struct hf_kind {
+    const char *what;         /* "normalizer": for messages */
+    const char *const *names; /* the "type" values, in the order of the kind's enum */
+    int n_names;
+    int seq, replace;         /* the Sequence and the Replace types (-1: none) */
+    const char *seq_key;      /* the key of a Sequence's list: "normalizers" */
+    size_t size;              /* the kind's struct */
+    /* the fields of the other types (NULL: none), freed by clear (NULL: nothing) */
+    cdb_status (*fill)(struct json_t *cfg, hf_step *s);
+    void (*clear)(hf_step *s);
+} hf_kind;
+/* The step cfg describes, or *out NULL with CDB_OK where cfg is null or absent;
+** CDB_UNSUPPORTED names a type the kind does not have. */
+cdb_status hf_step_new(const hf_kind *k, struct json_t *cfg, hf_step **out /* OUT */);
+void hf_step_free(const hf_kind *k, hf_step *s);
+
 /* Normalizers and pre-tokenizers are built from the file's JSON (jansson) by
 ** tok_hf_text.c; their trees are opaque to the other files. */
 typedef struct hf_norm hf_norm;
 typedef struct hf_pretok hf_pretok;
-struct json_t;
 cdb_status hf_norm_new(struct json_t *cfg, hf_norm **out /* OUT */);
 void hf_norm_free(hf_norm *n);
 /* Appends the normalized text of s[0..n) to out (out's old content kept). */

@@ -30,16 +30,7 @@
 /* ---- buffers and UTF-8 ------------------------------------------------------------ */
 
 static void buf_reserve(hf_buf *b, size_t need) {
-    if (b->oom || b->n + need <= b->cap) return;
-    size_t cap = b->cap ? b->cap : 64;
-    while (cap < b->n + need) cap *= 2;
-    char *p = cdb_realloc(b->p, cap);
-    if (!p) {
-        b->oom = 1;
-        return;
-    }
-    b->p = p;
-    b->cap = cap;
+    if (!b->oom && cdb_tok_grow((void **)&b->p, &b->cap, b->n + need, 1) != 0) b->oom = 1;
 }
 
 void hf_buf_add(hf_buf *b, const char *s, size_t n) {
@@ -62,15 +53,9 @@ void hf_buf_free(hf_buf *b) {
 
 void hf_list_add(hf_list *l, const char *s, size_t n) {
     if (l->oom) return;
-    if (l->n + 2 > l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 16;
-        size_t *off = cdb_realloc(l->off, cap * sizeof *off);
-        if (!off) {
-            l->oom = 1;
-            return;
-        }
-        l->off = off;
-        l->cap = cap;
+    if (cdb_tok_grow((void **)&l->off, &l->cap, l->n + 2, sizeof *l->off) != 0) {
+        l->oom = 1;
+        return;
     }
     if (l->n == 0) l->off[0] = l->s.n;
     hf_buf_add(&l->s, s, n);
@@ -194,6 +179,20 @@ struct hf_pattern {
     pcre2_code *code; /* a Regex pattern */
 };
 
+/* The control-character escapes Oniguruma and JS read alike, in a class or out of one. */
+static const char *control_escape(char d) {
+    switch (d) {
+    case 'a': return "\\x07";
+    case 'e': return "\\x1B";
+    case 'n': return "\\n";
+    case 'r': return "\\r";
+    case 't': return "\\t";
+    case 'f': return "\\f";
+    case 'v': return "\\x0B";
+    default: return NULL;
+    }
+}
+
 static const char *escape_rewrite(char d) {
     switch (d) {
     case 'A': return "(?<![\\s\\S])";
@@ -211,19 +210,12 @@ static const char *escape_rewrite(char d) {
         return "(?:(?<!" WORD_CLASS ")(?=" WORD_CLASS ")|(?<=" WORD_CLASS ")(?!" WORD_CLASS "))";
     case 'B':
         return "(?:(?<!" WORD_CLASS ")(?!" WORD_CLASS ")|(?<=" WORD_CLASS ")(?=" WORD_CLASS "))";
-    case 'a': return "\\x07";
-    case 'e': return "\\x1B";
-    case 'n': return "\\n";
-    case 'r': return "\\r";
-    case 't': return "\\t";
-    case 'f': return "\\f";
-    case 'v': return "\\x0B";
     case '\n': return "\\n";
     case '\r': return "\\r";
     case '\t': return "\\t";
     case '\f': return "\\f";
     case '\v': return "\\x0B";
-    default: return NULL;
+    default: return control_escape(d);
     }
 }
 
@@ -235,14 +227,7 @@ static const char *class_escape_rewrite(char d) {
     case 'D': return "\\P{Nd}";
     case 's': return WS_CLASS;
     case 'S': return "\\P{White_Space}";
-    case 'a': return "\\x07";
-    case 'e': return "\\x1B";
-    case 'n': return "\\n";
-    case 'r': return "\\r";
-    case 't': return "\\t";
-    case 'f': return "\\f";
-    case 'v': return "\\x0B";
-    default: return NULL;
+    default: return control_escape(d);
     }
 }
 
@@ -685,11 +670,7 @@ enum {
 };
 
 struct hf_norm {
-    int type;
-    hf_norm **kids;
-    size_t n_kids;
-    hf_pattern *pat;
-    char *content;                                     /* Replace's content, Prepend's prepend */
+    hf_step s; /* content: Replace's content, Prepend's prepend */
     int clean_text, chinese, lowercase, strip_accents; /* BertNormalizer; strip: -1 null */
     int left, right;                                   /* Strip */
 };
@@ -737,33 +718,58 @@ static cdb_status content_from(json_t *cfg, const char *key, char **out) {
     return *out ? CDB_OK : cdb_seterr(CDB_NOMEM, "out of memory");
 }
 
-cdb_status hf_norm_new(json_t *cfg, hf_norm **out) {
-    static const char *names[] = {
-        "Sequence", "BertNormalizer", "Precompiled", "Replace",      "NFC",       "NFD",
-        "NFKC",     "NFKD",           "Strip",       "StripAccents", "Lowercase", "Prepend"};
+/* ---- steps (tokenizer.json's {"type": ...} objects) ------------------------------- */
+
+cdb_status hf_step_new(const hf_kind *k, json_t *cfg, hf_step **out) {
     cdb_status rc = CDB_OK;
     *out = NULL;
     if (!cfg || json_is_null(cfg)) return CDB_OK;
     const char *type = jstr(cfg, "type");
     int t = -1;
-    for (int i = 0; type && i < (int)(sizeof names / sizeof *names); i++)
-        if (!strcmp(type, names[i])) t = i;
-    if (t < 0) return cdb_seterr(CDB_UNSUPPORTED, "normalizer type '%s'", type ? type : "(none)");
-    hf_norm *n = cdb_calloc(1, sizeof *n);
-    if (!n) return cdb_seterr(CDB_NOMEM, "out of memory");
-    n->type = t;
-    switch (t) {
-    case N_SEQ: {
-        json_t *arr = json_object_get(cfg, "normalizers");
-        size_t k = json_is_array(arr) ? json_array_size(arr) : 0;
-        n->kids = cdb_calloc(k ? k : 1, sizeof *n->kids);
-        if (!n->kids) rc = cdb_seterr(CDB_NOMEM, "out of memory");
-        for (size_t i = 0; !rc && i < k; i++) {
-            rc = hf_norm_new(json_array_get(arr, i), &n->kids[n->n_kids]);
-            if (!rc && n->kids[n->n_kids]) n->n_kids++;
+    for (int i = 0; type && i < k->n_names; i++)
+        if (!strcmp(type, k->names[i])) t = i;
+    if (t < 0) return cdb_seterr(CDB_UNSUPPORTED, "%s type '%s'", k->what, type ? type : "(none)");
+    hf_step *s = cdb_calloc(1, k->size);
+    if (!s) return cdb_seterr(CDB_NOMEM, "out of memory");
+    s->type = t;
+    if (t == k->seq) {
+        json_t *arr = json_object_get(cfg, k->seq_key);
+        size_t n = json_is_array(arr) ? json_array_size(arr) : 0;
+        s->kids = cdb_calloc(n ? n : 1, sizeof *s->kids);
+        if (!s->kids) rc = cdb_seterr(CDB_NOMEM, "out of memory");
+        for (size_t i = 0; !rc && i < n; i++) {
+            rc = hf_step_new(k, json_array_get(arr, i), &s->kids[s->n_kids]);
+            if (!rc && s->kids[s->n_kids]) s->n_kids++;
         }
-        break;
+    } else if (t == k->replace) {
+        rc = pattern_from(cfg, 0, &s->pat);
+        if (!rc) rc = content_from(cfg, "content", &s->content);
+    } else if (k->fill) {
+        rc = k->fill(cfg, s);
     }
+    if (rc) {
+        hf_step_free(k, s);
+        return rc;
+    }
+    *out = s;
+    return CDB_OK;
+}
+
+void hf_step_free(const hf_kind *k, hf_step *s) {
+    if (!s) return;
+    for (size_t i = 0; i < s->n_kids; i++) hf_step_free(k, s->kids[i]);
+    cdb_free(s->kids);
+    hf_pattern_free(s->pat);
+    cdb_free(s->content);
+    if (k->clear) k->clear(s);
+    cdb_free(s);
+}
+
+/* ---- normalizers, read ------------------------------------------------------------ */
+
+static cdb_status norm_fill(json_t *cfg, hf_step *s) {
+    hf_norm *n = (hf_norm *)s;
+    switch (s->type) {
     case N_BERT: {
         n->clean_text = jbool(cfg, "clean_text", 0);
         n->chinese = jbool(cfg, "handle_chinese_chars", 0);
@@ -772,42 +778,37 @@ cdb_status hf_norm_new(json_t *cfg, hf_norm **out) {
         n->strip_accents = json_is_boolean(sa)       ? json_is_true(sa)
                            : sa && !json_is_null(sa) ? 1
                                                      : -1;
-        break;
+        return CDB_OK;
     }
-    case N_REPLACE:
-        rc = pattern_from(cfg, 0, &n->pat);
-        if (!rc) rc = content_from(cfg, "content", &n->content);
-        break;
     case N_STRIP:
         n->left = jbool(cfg, "strip_left", 0);
         n->right = jbool(cfg, "strip_right", 0);
-        break;
+        return CDB_OK;
     case N_PREPEND: {
         const char *p = jstr(cfg, "prepend");
-        if (!p)
-            rc = cdb_seterr(CDB_CORRUPT, "Prepend normalizer without 'prepend'");
-        else if (!(n->content = dup_str(p)))
-            rc = cdb_seterr(CDB_NOMEM, "out of memory");
-        break;
+        if (!p) return cdb_seterr(CDB_CORRUPT, "Prepend normalizer without 'prepend'");
+        if (!(s->content = dup_str(p))) return cdb_seterr(CDB_NOMEM, "out of memory");
+        return CDB_OK;
     }
-    default: break;
+    default: return CDB_OK;
     }
-    if (rc) {
-        hf_norm_free(n);
-        return rc;
-    }
-    *out = n;
-    return CDB_OK;
 }
 
-void hf_norm_free(hf_norm *n) {
-    if (!n) return;
-    for (size_t i = 0; i < n->n_kids; i++) hf_norm_free(n->kids[i]);
-    cdb_free(n->kids);
-    hf_pattern_free(n->pat);
-    cdb_free(n->content);
-    cdb_free(n);
+static const char *const k_norm_names[] = {
+    "Sequence", "BertNormalizer", "Precompiled", "Replace",      "NFC",       "NFD",
+    "NFKC",     "NFKD",           "Strip",       "StripAccents", "Lowercase", "Prepend"};
+static const hf_kind k_norm = {"normalizer", k_norm_names,
+                               (int)(sizeof k_norm_names / sizeof *k_norm_names), N_SEQ,
+                               N_REPLACE, "normalizers", sizeof(hf_norm), norm_fill, NULL};
+
+cdb_status hf_norm_new(json_t *cfg, hf_norm **out) {
+    hf_step *s = NULL;
+    cdb_status rc = hf_step_new(&k_norm, cfg, &s);
+    *out = (hf_norm *)s;
+    return rc;
 }
+
+void hf_norm_free(hf_norm *n) { hf_step_free(&k_norm, n ? &n->s : NULL); }
 
 static void unicode_form(const char *s, size_t n, int flags, hf_buf *out) {
     utf8proc_uint8_t *r = NULL;
@@ -950,13 +951,13 @@ static void precompiled(const char *s, size_t n, hf_buf *out) {
 
 void hf_norm_apply(const hf_norm *nm, const char *s, size_t n, hf_buf *out) {
     size_t a, b;
-    switch (nm->type) {
+    switch (nm->s.type) {
     case N_SEQ: {
         hf_buf cur = {0}, nxt = {0};
         hf_buf_add(&cur, s, n);
-        for (size_t i = 0; i < nm->n_kids; i++) {
+        for (size_t i = 0; i < nm->s.n_kids; i++) {
             nxt.n = 0;
-            hf_norm_apply(nm->kids[i], cur.p, cur.n, &nxt);
+            hf_norm_apply((const hf_norm *)nm->s.kids[i], cur.p, cur.n, &nxt);
             hf_buf t = cur;
             cur = nxt;
             nxt = t;
@@ -970,8 +971,8 @@ void hf_norm_apply(const hf_norm *nm, const char *s, size_t n, hf_buf *out) {
     case N_BERT: bert_normalize(nm, s, n, out); break;
     case N_PRECOMPILED: precompiled(s, n, out); break;
     case N_REPLACE:
-        if (nm->pat)
-            pat_replace(nm->pat, nm->content, s, n, out);
+        if (nm->s.pat)
+            pat_replace(nm->s.pat, nm->s.content, s, n, out);
         else
             hf_buf_add(out, s, n);
         break;
@@ -986,7 +987,7 @@ void hf_norm_apply(const hf_norm *nm, const char *s, size_t n, hf_buf *out) {
     case N_STRIP_ACCENTS: filter_cps(s, n, is_mark, out); break;
     case N_LOWERCASE: js_lower(s, n, out); break;
     case N_PREPEND:
-        hf_buf_add(out, nm->content, strlen(nm->content));
+        hf_buf_add(out, nm->s.content, strlen(nm->s.content));
         hf_buf_add(out, s, n);
         break;
     }
@@ -1011,12 +1012,8 @@ enum {
 #define PUNCT "\\p{P}\\x{21}-\\x{2F}\\x{3A}-\\x{40}\\x{5B}-\\x{60}\\x{7B}-\\x{7E}"
 
 struct hf_pretok {
-    int type;
-    hf_pretok **kids;
-    size_t n_kids;
-    hf_pattern *pat; /* the regex or literal this step matches */
-    char *content;   /* Replace */
-    char *rep;       /* Metaspace: replacement, str_rep */
+    hf_step s; /* pat: the regex or literal this step matches; content: Replace's */
+    char *rep; /* Metaspace: replacement, str_rep */
     char *str_rep;
     int prepend; /* Metaspace: 0 never, 1 always, 2 first */
     int invert, removed, prefix_space, use_regex, length;
@@ -1035,48 +1032,24 @@ static cdb_status builtin(const char *pcre, hf_pattern **out) {
     return CDB_OK;
 }
 
-cdb_status hf_pretok_new(json_t *cfg, hf_pretok **out) {
-    static const char *names[] = {"Sequence",  "BertPreTokenizer", "Whitespace", "WhitespaceSplit",
-                                  "Metaspace", "ByteLevel",        "Split",      "Punctuation",
-                                  "Digits",    "Replace",          "FixedLength"};
+static cdb_status pretok_fill(json_t *cfg, hf_step *s) {
+    hf_pretok *p = (hf_pretok *)s;
     cdb_status rc = CDB_OK;
-    *out = NULL;
-    if (!cfg || json_is_null(cfg)) return CDB_OK;
-    const char *type = jstr(cfg, "type");
-    int t = -1;
-    for (int i = 0; type && i < (int)(sizeof names / sizeof *names); i++)
-        if (!strcmp(type, names[i])) t = i;
-    if (t < 0)
-        return cdb_seterr(CDB_UNSUPPORTED, "pre-tokenizer type '%s'", type ? type : "(none)");
-    hf_pretok *p = cdb_calloc(1, sizeof *p);
-    if (!p) return cdb_seterr(CDB_NOMEM, "out of memory");
-    p->type = t;
-    switch (t) {
-    case P_SEQ: {
-        json_t *arr = json_object_get(cfg, "pretokenizers");
-        size_t k = json_is_array(arr) ? json_array_size(arr) : 0;
-        p->kids = cdb_calloc(k ? k : 1, sizeof *p->kids);
-        if (!p->kids) rc = cdb_seterr(CDB_NOMEM, "out of memory");
-        for (size_t i = 0; !rc && i < k; i++) {
-            rc = hf_pretok_new(json_array_get(arr, i), &p->kids[p->n_kids]);
-            if (!rc && p->kids[p->n_kids]) p->n_kids++;
-        }
-        break;
-    }
-    case P_BERT: rc = builtin("[^" JS_SPACES PUNCT "]+|[" PUNCT "]", &p->pat); break;
-    case P_WHITESPACE: rc = builtin("[A-Za-z0-9_]+|[^A-Za-z0-9_" JS_SPACES "]+", &p->pat); break;
-    case P_WHITESPACE_SPLIT: rc = builtin("[^" JS_SPACES "]+", &p->pat); break;
-    case P_PUNCT: rc = builtin("[^" PUNCT "]+|[" PUNCT "]+", &p->pat); break;
+    switch (s->type) {
+    case P_BERT: rc = builtin("[^" JS_SPACES PUNCT "]+|[" PUNCT "]", &s->pat); break;
+    case P_WHITESPACE: rc = builtin("[A-Za-z0-9_]+|[^A-Za-z0-9_" JS_SPACES "]+", &s->pat); break;
+    case P_WHITESPACE_SPLIT: rc = builtin("[^" JS_SPACES "]+", &s->pat); break;
+    case P_PUNCT: rc = builtin("[^" PUNCT "]+|[" PUNCT "]+", &s->pat); break;
     case P_DIGITS:
         rc = builtin(jbool(cfg, "individual_digits", 0) ? "[^0-9]+|[0-9]" : "[^0-9]+|[0-9]+",
-                     &p->pat);
+                     &s->pat);
         break;
     case P_BYTELEVEL:
         p->prefix_space = jbool(cfg, "add_prefix_space", 0);
         p->use_regex = jbool(cfg, "use_regex", 1);
         rc = builtin("'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" JS_SPACES
                      "\\p{L}\\p{N}]+|[" JS_SPACES "]+(?![^" JS_SPACES "])|[" JS_SPACES "]+",
-                     &p->pat);
+                     &s->pat);
         break;
     case P_METASPACE: {
         const char *r = jstr(cfg, "replacement"), *sr = jstr(cfg, "str_rep");
@@ -1093,13 +1066,9 @@ cdb_status hf_pretok_new(json_t *cfg, hf_pretok **out) {
         const char *beh = jstr(cfg, "behavior");
         p->invert = jbool(cfg, "invert", 1);
         p->removed = beh && !strcasecmp(beh, "removed");
-        rc = pattern_from(cfg, !p->invert, &p->pat);
+        rc = pattern_from(cfg, !p->invert, &s->pat);
         break;
     }
-    case P_REPLACE:
-        rc = pattern_from(cfg, 0, &p->pat);
-        if (!rc) rc = content_from(cfg, "content", &p->content);
-        break;
     case P_FIXED: {
         json_t *l = json_object_get(cfg, "length");
         p->length = json_is_integer(l) ? (int)json_integer_value(l) : 0;
@@ -1109,24 +1078,32 @@ cdb_status hf_pretok_new(json_t *cfg, hf_pretok **out) {
     }
     default: break;
     }
-    if (rc) {
-        hf_pretok_free(p);
-        return rc;
-    }
-    *out = p;
-    return CDB_OK;
+    return rc;
 }
 
-void hf_pretok_free(hf_pretok *p) {
-    if (!p) return;
-    for (size_t i = 0; i < p->n_kids; i++) hf_pretok_free(p->kids[i]);
-    cdb_free(p->kids);
-    hf_pattern_free(p->pat);
-    cdb_free(p->content);
+static void pretok_clear(hf_step *s) {
+    hf_pretok *p = (hf_pretok *)s;
     cdb_free(p->rep);
     cdb_free(p->str_rep);
-    cdb_free(p);
 }
+
+static const char *const k_pretok_names[] = {
+    "Sequence",  "BertPreTokenizer", "Whitespace", "WhitespaceSplit",
+    "Metaspace", "ByteLevel",        "Split",      "Punctuation",
+    "Digits",    "Replace",          "FixedLength"};
+static const hf_kind k_pretok = {"pre-tokenizer", k_pretok_names,
+                                 (int)(sizeof k_pretok_names / sizeof *k_pretok_names), P_SEQ,
+                                 P_REPLACE, "pretokenizers", sizeof(hf_pretok), pretok_fill,
+                                 pretok_clear};
+
+cdb_status hf_pretok_new(json_t *cfg, hf_pretok **out) {
+    hf_step *s = NULL;
+    cdb_status rc = hf_step_new(&k_pretok, cfg, &s);
+    *out = (hf_pretok *)s;
+    return rc;
+}
+
+void hf_pretok_free(hf_pretok *p) { hf_step_free(&k_pretok, p ? &p->s : NULL); }
 
 /* JS's text.match(/g): every match, in order (empty ones too; callers filter). */
 static void match_all(const hf_pattern *pat, const char *s, size_t n, int keep_empty,
@@ -1238,14 +1215,15 @@ static void fixed_length(int len, const char *s, size_t n, hf_list *out) {
 
 void hf_pretok_apply(const hf_pretok *pt, const char *s, size_t n, int section, hf_list *out) {
     size_t a, b;
-    switch (pt->type) {
+    switch (pt->s.type) {
     case P_SEQ: {
         hf_list cur = {0}, nxt = {0};
         hf_list_add(&cur, s, n);
-        for (size_t k = 0; k < pt->n_kids; k++) {
+        for (size_t k = 0; k < pt->s.n_kids; k++) {
             hf_list_free(&nxt);
+            const hf_pretok *kid = (const hf_pretok *)pt->s.kids[k];
             for (size_t i = 0; i < cur.n; i++)
-                hf_pretok_apply(pt->kids[k], HF_PIECE(&cur, i), HF_PLEN(&cur, i), section, &nxt);
+                hf_pretok_apply(kid, HF_PIECE(&cur, i), HF_PLEN(&cur, i), section, &nxt);
             hf_list t = cur;
             cur = nxt;
             nxt = t;
@@ -1259,19 +1237,19 @@ void hf_pretok_apply(const hf_pretok *pt, const char *s, size_t n, int section, 
     }
     case P_BERT:
         hf_js_trim(s, n, 1, 1, &a, &b);
-        match_all(pt->pat, s + a, b - a, 0, out);
+        match_all(pt->s.pat, s + a, b - a, 0, out);
         break;
     case P_WHITESPACE:
     case P_WHITESPACE_SPLIT:
     case P_PUNCT:
-    case P_DIGITS: match_all(pt->pat, s, n, 0, out); break;
+    case P_DIGITS: match_all(pt->s.pat, s, n, 0, out); break;
     case P_BYTELEVEL: {
         hf_buf t = {0};
         if (pt->prefix_space && (n == 0 || s[0] != ' ')) hf_buf_add(&t, " ", 1);
         hf_buf_add(&t, s, n);
         if (pt->use_regex) {
             hf_list m = {0};
-            match_all(pt->pat, t.p, t.n, 0, &m);
+            match_all(pt->s.pat, t.p, t.n, 0, &m);
             for (size_t i = 0; i < m.n; i++) bytelevel_piece(HF_PIECE(&m, i), HF_PLEN(&m, i), out);
             out->oom |= m.oom;
             hf_list_free(&m);
@@ -1301,20 +1279,20 @@ void hf_pretok_apply(const hf_pretok *pt, const char *s, size_t n, int section, 
         break;
     }
     case P_SPLIT:
-        if (!pt->pat) break; // the reference returns no piece at all
+        if (!pt->s.pat) break; // the reference returns no piece at all
         if (pt->invert)
-            match_all(pt->pat, s, n, 0, out);
+            match_all(pt->s.pat, s, n, 0, out);
         else if (pt->removed)
-            js_split(pt->pat, s, n, out);
+            js_split(pt->s.pat, s, n, out);
         else
-            isolated_split(pt->pat, s, n, out);
+            isolated_split(pt->s.pat, s, n, out);
         break;
     case P_REPLACE:
-        if (!pt->pat) {
+        if (!pt->s.pat) {
             hf_list_add(out, s, n);
         } else {
             hf_buf t = {0};
-            pat_replace(pt->pat, pt->content, s, n, &t);
+            pat_replace(pt->s.pat, pt->s.content, s, n, &t);
             hf_list_add(out, t.p ? t.p : "", t.n);
             out->oom |= t.oom;
             hf_buf_free(&t);

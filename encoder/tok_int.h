@@ -49,6 +49,10 @@ cdb_status cdb_tok_lower32(const uint32_t *s, size_t n, uint32_t **out /* OUT */
 
 /* Writes cp as UTF-8 into dst (room for 4 bytes); returns the byte count. */
 size_t cdb_tok_utf8_put(uint32_t cp, char *dst);
+/* Room in *p, an array of *cap elements of elem bytes, for need of them: the room
+** doubles (from 64) until it holds them. 0, or -1 when out of memory (*p and *cap
+** kept). The tokenizers' growing buffers. */
+int cdb_tok_grow(void **p, size_t *cap, size_t need, size_t elem);
 
 /* Character classes of the pre-tokenization pattern (Unicode general categories
 ** via utf8proc): \p{L}, \p{N}, and \s as the `regex` module defines it. */

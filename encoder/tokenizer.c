@@ -628,7 +628,7 @@ typedef struct bpe_ws {
     size_t cap_batch;
 } bpe_ws;
 
-static int grow(void **p, size_t *cap, size_t need, size_t elem) {
+int cdb_tok_grow(void **p, size_t *cap, size_t need, size_t elem) {
     if (need <= *cap) return 0;
     size_t c = *cap ? *cap : 64;
     while (c < need) c *= 2;
@@ -675,14 +675,14 @@ static int note_pair(const cdb_tok_bpe *t, bpe_ws *w, int32_t p) {
     while (w->slot[h] && w->bk[w->slot[h] - 1].rank != rank) h = (h + 1) & mask;
     int32_t b = w->slot[h] - 1;
     if (b < 0) {
-        if (grow((void **)&w->bk, &w->cap_bk, w->n_bk + 1, sizeof *w->bk) ||
-            grow((void **)&w->heap, &w->cap_heap, w->n_bk + 1, sizeof *w->heap))
+        if (cdb_tok_grow((void **)&w->bk, &w->cap_bk, w->n_bk + 1, sizeof *w->bk) ||
+            cdb_tok_grow((void **)&w->heap, &w->cap_heap, w->n_bk + 1, sizeof *w->heap))
             return -1;
         b = (int32_t)w->n_bk++;
         w->bk[b] = (bpe_bucket){rank, -1, -1, 0};
         w->slot[h] = b + 1;
     }
-    if (grow((void **)&w->node, &w->cap_node, w->n_node + 1, sizeof *w->node)) return -1;
+    if (cdb_tok_grow((void **)&w->node, &w->cap_node, w->n_node + 1, sizeof *w->node)) return -1;
     int32_t nd = (int32_t)w->n_node++;
     w->node[nd] = (bpe_node){p, -1};
     if (w->bk[b].tail >= 0) w->node[w->bk[b].tail].next = nd;
@@ -706,7 +706,7 @@ static int bpe_word(const cdb_tok_bpe *t, bpe_ws *w, const uint8_t *bytes, size_
     // Distinct ranks <= pairs ever formed <= 2n; keep the rank hash at most half full.
     size_t slots = 16;
     while (slots < 4 * n) slots *= 2;
-    if (grow((void **)&w->id, &w->cap, n, sizeof *w->id)) return -1;
+    if (cdb_tok_grow((void **)&w->id, &w->cap, n, sizeof *w->id)) return -1;
     size_t cap = w->cap;
     int32_t *a = cdb_realloc(w->next, cap * sizeof *a);
     if (!a) return -1;
@@ -736,7 +736,7 @@ static int bpe_word(const cdb_tok_bpe *t, bpe_ws *w, const uint8_t *bytes, size_
         size_t k = 0;
         int sorted = 1;
         for (int32_t nd = w->bk[b].head; nd >= 0; nd = w->node[nd].next) {
-            if (grow((void **)&w->batch, &w->cap_batch, k + 1, sizeof *w->batch)) return -1;
+            if (cdb_tok_grow((void **)&w->batch, &w->cap_batch, k + 1, sizeof *w->batch)) return -1;
             w->batch[k] = w->node[nd].pos;
             if (k && w->batch[k] < w->batch[k - 1]) sorted = 0;
             k++;

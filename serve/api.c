@@ -760,8 +760,7 @@ static void search(srv_ctx *c, const srv_req *r, srv_resp *o) {
         cdb_srv_engine_error(o);
         goto done;
     }
-    cdb_srv_json(o, 200, res);
-    o->cache = "no-store";
+    cdb_srv_json_fresh(o, res);
 done:
     cdb_engine_result_free(&out);
     cdb_srv_peer_answers_free(&fo.ans);
@@ -998,8 +997,9 @@ static void peer_photo(srv_ctx *c, const srv_req *r, srv_resp *o) {
 
 /* ---- stats, folders, health, login ------------------------------------------------------ */
 
-static void stats(srv_ctx *c, srv_resp *o) {
+static void stats(srv_ctx *c, const srv_req *r, srv_resp *o) {
     cdb_engine_stats s;
+    (void)r;
     json_t *doc, *files, *models;
     if (cdb_engine_stats_get(c->e, 0, &s) != CDB_OK) {
         cdb_srv_engine_error(o);
@@ -1033,8 +1033,7 @@ static void stats(srv_ctx *c, srv_resp *o) {
     }
     json_object_set_new(doc, "models", models);
     cdb_engine_stats_free(&s);
-    cdb_srv_json(o, 200, doc);
-    o->cache = "no-store";
+    cdb_srv_json_fresh(o, doc);
 }
 
 /* GET /api/folders?under=FOLDER: the folders directly inside FOLDER (a recorded root
@@ -1067,8 +1066,7 @@ static void subfolders(srv_ctx *c, const char *under, srv_resp *o) {
     doc = json_object();
     cdb_srv_json_path(doc, "under", under);
     json_object_set_new(doc, "folders", arr);
-    cdb_srv_json(o, 200, doc);
-    o->cache = "no-store";
+    cdb_srv_json_fresh(o, doc);
 }
 
 /* GET /api/duplicates?kind=K: the groups, as the header above says. */
@@ -1113,8 +1111,7 @@ static void duplicates(srv_ctx *c, const srv_req *r, srv_resp *o) {
     json_object_set_new(doc, "files", json_integer(d.n_files));
     json_object_set_new(doc, "unreadable", json_integer(d.n_unreadable));
     cdb_engine_dups_free(&d);
-    cdb_srv_json(o, 200, doc);
-    o->cache = "no-store";
+    cdb_srv_json_fresh(o, doc);
 }
 
 static void folders(srv_ctx *c, const srv_req *r, srv_resp *o) {
@@ -1144,8 +1141,7 @@ static void folders(srv_ctx *c, const srv_req *r, srv_resp *o) {
     cdb_engine_folders_free(f, n);
     json_t *doc = json_object();
     json_object_set_new(doc, "folders", arr);
-    cdb_srv_json(o, 200, doc);
-    o->cache = "no-store";
+    cdb_srv_json_fresh(o, doc);
 }
 
 /* Constant time in the length of the candidate. */
@@ -1172,8 +1168,7 @@ static void login(srv_ctx *c, const srv_req *r, srv_resp *o) {
         cdb_srv_error(o, 500, "internal", "cannot start a session");
     } else {
         ttl = cdb_srv_sessions_ttl(c->sessions);
-        cdb_srv_json(o, 200, json_pack("{s:b,s:i}", "ok", 1, "expires_in", ttl));
-        o->cache = "no-store";
+        cdb_srv_json_fresh(o, json_pack("{s:b,s:i}", "ok", 1, "expires_in", ttl));
         snprintf(o->set_cookie, sizeof o->set_cookie,
                  "%s=%s; Path=/; Max-Age=%d; HttpOnly; SameSite=Strict", SRV_SESSION_COOKIE, v,
                  ttl);
@@ -1184,8 +1179,7 @@ static void login(srv_ctx *c, const srv_req *r, srv_resp *o) {
 /* POST /api/logout: the session is void from now on, and the cookie is dropped. */
 static void logout(srv_ctx *c, const srv_req *r, srv_resp *o) {
     if (c->sessions && r->session) cdb_srv_session_revoke(c->sessions, r->session);
-    cdb_srv_json(o, 200, json_pack("{s:b}", "ok", 1));
-    o->cache = "no-store";
+    cdb_srv_json_fresh(o, json_pack("{s:b}", "ok", 1));
     snprintf(o->set_cookie, sizeof o->set_cookie,
              "%s=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict", SRV_SESSION_COOKIE);
 }
@@ -1193,14 +1187,53 @@ static void logout(srv_ctx *c, const srv_req *r, srv_resp *o) {
 /* GET /api/session: whether a token is needed and whether this browser is signed in. */
 static void session(srv_ctx *c, const srv_req *r, srv_resp *o) {
     int in = c->sessions && r->session && cdb_srv_session_check(c->sessions, r->session);
-    cdb_srv_json(o, 200, json_pack("{s:b,s:b}", "token_required", c->have_token, "signed_in", in));
-    o->cache = "no-store";
+    cdb_srv_json_fresh(o,
+                       json_pack("{s:b,s:b}", "token_required", c->have_token, "signed_in", in));
 }
 
 /* ---- routing ------------------------------------------------------------------------------ */
 
 static void method_not_allowed(srv_resp *o, const char *allowed) {
     cdb_srv_error(o, 405, "method_not_allowed", "use %s here", allowed);
+}
+
+/* GET /healthz: the server answers. */
+static void healthz(srv_ctx *c, const srv_req *r, srv_resp *o) {
+    (void)c, (void)r;
+    cdb_srv_json_fresh(o, json_pack("{s:s}", "status", "ok"));
+}
+
+/* The API: a path (a prefix when it ends in '/'), the methods it takes ("GET" takes
+** HEAD too), the handler. */
+typedef void (*route_fn)(srv_ctx *c, const srv_req *r, srv_resp *o);
+static const struct api_route {
+    const char *path, *methods;
+    route_fn fn;
+} k_routes[] = {
+    {"/api/search", "GET or POST", search}, {"/api/thumb/", "GET", thumb},
+    {"/api/file/", "GET", original},        {"/api/preview/", "GET", preview},
+    {"/api/peer/", "GET", peer_photo},      {"/api/stats", "GET", stats},
+    {"/api/duplicates", "GET", duplicates}, {"/api/folders", "GET", folders},
+    {"/api/login", "POST", login},          {"/api/logout", "POST", logout},
+    {"/api/session", "GET", session},       {"/healthz", "GET", healthz},
+    {"/api/copies_of", "POST", cdb_srv_copies_of},
+};
+
+/* Answers a request for an API path (1), else 0. */
+static int route(srv_ctx *c, const srv_req *r, srv_resp *o, const char *p) {
+    for (size_t i = 0; i < sizeof k_routes / sizeof *k_routes; i++) {
+        const struct api_route *rt = &k_routes[i];
+        size_t n = strlen(rt->path);
+        if (rt->path[n - 1] == '/' ? strncmp(p, rt->path, n) : strcmp(p, rt->path)) continue;
+        int takes = (strstr(rt->methods, "GET") && is_get(r)) ||
+                    (strstr(rt->methods, "POST") && is(r, "POST"));
+        if (takes)
+            rt->fn(c, r, o);
+        else
+            method_not_allowed(o, rt->methods);
+        return 1;
+    }
+    return 0;
 }
 
 void cdb_srv_handle(srv_ctx *c, const srv_req *r, srv_resp *o) {
@@ -1217,50 +1250,8 @@ void cdb_srv_handle(srv_ctx *c, const srv_req *r, srv_resp *o) {
         return;
     }
     if (cdb_srv_clip_retrieval(c, r, o)) return;
-    if (!strcmp(p, "/api/search")) {
-        if (is_get(r) || is(r, "POST")) search(c, r, o);
-        else method_not_allowed(o, "GET or POST");
-    } else if (!strncmp(p, "/api/thumb/", 11)) {
-        if (is_get(r)) thumb(c, r, o);
-        else method_not_allowed(o, "GET");
-    } else if (!strncmp(p, "/api/file/", 10)) {
-        if (is_get(r)) original(c, r, o);
-        else method_not_allowed(o, "GET");
-    } else if (!strncmp(p, "/api/preview/", 13)) {
-        if (is_get(r)) preview(c, r, o);
-        else method_not_allowed(o, "GET");
-    } else if (!strncmp(p, "/api/peer/", 10)) {
-        if (is_get(r)) peer_photo(c, r, o);
-        else method_not_allowed(o, "GET");
-    } else if (!strcmp(p, "/api/copies_of")) {
-        if (is(r, "POST")) cdb_srv_copies_of(c, r, o);
-        else method_not_allowed(o, "POST");
-    } else if (!strcmp(p, "/api/stats")) {
-        if (is_get(r)) stats(c, o);
-        else method_not_allowed(o, "GET");
-    } else if (!strcmp(p, "/api/duplicates")) {
-        if (is_get(r)) duplicates(c, r, o);
-        else method_not_allowed(o, "GET");
-    } else if (!strcmp(p, "/api/folders")) {
-        if (is_get(r)) folders(c, r, o);
-        else method_not_allowed(o, "GET");
-    } else if (!strcmp(p, "/api/login")) {
-        if (is(r, "POST")) login(c, r, o);
-        else method_not_allowed(o, "POST");
-    } else if (!strcmp(p, "/api/logout")) {
-        if (is(r, "POST")) logout(c, r, o);
-        else method_not_allowed(o, "POST");
-    } else if (!strcmp(p, "/api/session")) {
-        if (is_get(r)) session(c, r, o);
-        else method_not_allowed(o, "GET");
-    } else if (!strcmp(p, "/healthz")) {
-        if (is_get(r)) {
-            cdb_srv_json(o, 200, json_pack("{s:s}", "status", "ok"));
-            o->cache = "no-store";
-        } else {
-            method_not_allowed(o, "GET");
-        }
-    } else if ((a = cdb_srv_asset_find(p))) {
+    if (route(c, r, o, p)) return;
+    if ((a = cdb_srv_asset_find(p))) {
         if (!is_get(r)) {
             method_not_allowed(o, "GET");
         } else if (r->if_none_match && strstr(r->if_none_match, a->etag)) {

@@ -140,8 +140,7 @@ static void knn(srv_ctx *c, const srv_req *r, srv_resp *o) {
             json_object_set_new(x, "probability", cdb_srv_json_float(res.hits[i].probability));
         json_array_append_new(out, x);
     }
-    cdb_srv_json(o, 200, out);
-    o->cache = "no-store";
+    cdb_srv_json_fresh(o, out);
 done:
     cdb_engine_result_free(&res);
     free(image);
@@ -186,8 +185,7 @@ static void meta(srv_ctx *c, const srv_req *r, srv_resp *o) {
         json_array_append_new(out, item);
     }
     json_decref(doc);
-    cdb_srv_json(o, 200, out);
-    o->cache = "no-store";
+    cdb_srv_json_fresh(o, out);
 }
 
 int cdb_srv_clip_retrieval(srv_ctx *c, const srv_req *r, srv_resp *o) {

@@ -58,9 +58,8 @@
     X(MHD_quiesce_daemon) \
     X(MHD_start_daemon) \
     X(MHD_stop_daemon)
-static struct {
-    MHD_FNS(CDB_DYNLIB_PTR)
-} mhd;
+CDB_DYNLIB_LAZY(mhd_lib, mhd, MHD_FNS, "libmicrohttpd", "CLIPDB_LIBMICROHTTPD",
+                "libmicrohttpd.so.12", "libmicrohttpd.so");
 #define MHD_add_response_header mhd.MHD_add_response_header
 #define MHD_create_response_from_buffer mhd.MHD_create_response_from_buffer
 #define MHD_create_response_from_fd_at_offset64 mhd.MHD_create_response_from_fd_at_offset64
@@ -73,12 +72,6 @@ static struct {
 #define MHD_quiesce_daemon mhd.MHD_quiesce_daemon
 #define MHD_start_daemon mhd.MHD_start_daemon
 #define MHD_stop_daemon mhd.MHD_stop_daemon
-static const char *const mhd_names[] = {"libmicrohttpd.so.12", "libmicrohttpd.so"};
-static const char *const mhd_syms[] = {MHD_FNS(CDB_DYNLIB_NAME)};
-static cdb_dynlib_lazy mhd_lib = {
-    .spec = {"libmicrohttpd", "CLIPDB_LIBMICROHTTPD", mhd_names, 2, mhd_syms,
-             sizeof mhd_syms / sizeof *mhd_syms},
-    .table = &mhd};
 
 #define SRV_HEADER_LIMIT (2 * 1024 * 1024) /* memory a connection may hold (MHD's pool) */
 #define SRV_URL_MAX (96 * 1024)            /* a path and its query arguments, decoded */

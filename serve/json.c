@@ -45,6 +45,11 @@ void cdb_srv_json(srv_resp *o, int status, json_t *j) {
     o->content_type = "application/json; charset=utf-8";
 }
 
+void cdb_srv_json_fresh(srv_resp *o, json_t *j) {
+    cdb_srv_json(o, 200, j);
+    o->cache = "no-store";
+}
+
 json_t *cdb_srv_json_bytes(const char *s) {
     cdb_buf fixed = {0};
     json_t *j;

@@ -102,6 +102,9 @@ int cdb_srv_buf_append(char **b, size_t *len, size_t *cap, const void *data, siz
 /* o = j as JSON (UTF-8, scores as the CLI writes them: shortest of 9 digits), status.
 ** Takes j. */
 void cdb_srv_json(srv_resp *o, int status, json_t *j);
+/* cdb_srv_json with status 200, marked no-store: an answer that changes with the
+** database (or the session) and must not be cached. */
+void cdb_srv_json_fresh(srv_resp *o, json_t *j);
 /* o = {"error": {"code": code, "message": msg}} with status. */
 void cdb_srv_error(srv_resp *o, int status, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

@@ -100,6 +100,14 @@ typedef struct cdb_test_entry {
                            cdb_status_str((cdb_status)rc_), cdb_errmsg());         \
     } while (0)
 
+/* Runs call, a helper that takes cdb_t_ and checks, and ends the test there when the
+** helper failed or skipped it. */
+#define CHECK_CALL(call)                                                           \
+    do {                                                                           \
+        call;                                                                      \
+        if (cdb_t_->failed || cdb_t_->skipped) return;                             \
+    } while (0)
+
 /* Expects a specific cdb_status. */
 #define CHECK_RC(call, want)                                                       \
     do {                                                                           \
@@ -109,6 +117,16 @@ typedef struct cdb_test_entry {
                            cdb_status_str((cdb_status)rc_),                        \
                            cdb_status_str((cdb_status)w_), cdb_errmsg());          \
     } while (0)
+
+/* The next state of the xorshift64 stream (13, 7, 17) at *state: the tests' reproducible
+** random numbers (each test keeps its own state and seed, so its stream is its own). */
+static inline uint64_t cdb_test_xorshift(uint64_t *state) {
+    uint64_t x = *state;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return *state = x;
+}
 
 static inline int cdb_test_run_(const cdb_test_entry *tests, int n, int argc, char **argv) {
     int passed = 0, failed = 0, skipped = 0;

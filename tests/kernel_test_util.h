@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cdb_test.h"
 #include "kernels/kernels.h"
 
 #ifndef KTU_SEED
@@ -28,13 +29,7 @@
 
 static uint64_t g_rng = KTU_SEED;
 
-/* The next state of the xorshift64 stream (13, 7, 17). */
-static inline uint64_t xorshift64(void) {
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return g_rng;
-}
+static inline uint64_t xorshift64(void) { return cdb_test_xorshift(&g_rng); }
 
 /* Uniform in [-1, 1). */
 static inline float frand(void) {

@@ -455,13 +455,21 @@ static const block *options_of(const doc *d) {
     return NULL;
 }
 
+/* The comment a completion script starts with: what it is, where it comes from, and
+** where it is installed (installed: the rest of that sentence, newlines included). */
+static void completion_header(FILE *f, const char *shell, const char *installed) {
+    fprintf(f,
+            "# %s completion for clipdb: commands, their options and the options' values.\n"
+            "# Generated from clipdb's --help texts (cli/usage.c) by cli/tools/clipdb_docgen.c\n"
+            "# at build time; do not edit. Installed as%s\n\n",
+            shell, installed);
+}
+
 static void write_bash(FILE *f) {
     const block *g = global_options();
-    fputs("# bash completion for clipdb: commands, their options and the options' values.\n"
-          "# Generated from clipdb's --help texts (cli/usage.c) by cli/tools/clipdb_docgen.c\n"
-          "# at build time; do not edit. Installed as\n"
-          "# PREFIX/share/bash-completion/completions/clipdb (loaded on demand by\n"
-          "# bash-completion); or source it from ~/.bashrc.\n\n", f);
+    completion_header(f, "bash",
+                      "\n# PREFIX/share/bash-completion/completions/clipdb (loaded on demand by\n"
+                      "# bash-completion); or source it from ~/.bashrc.");
     fputs("# words without blanks (commands, options, choices); names of files may have them\n"
           "_clipdb_words() { COMPREPLY=($(compgen -W \"$1\" -- \"$cur\")); }\n"
           "_clipdb_files() {\n"
@@ -569,11 +577,10 @@ static void zsh_spec(FILE *f, const item *it) {
 
 static void write_zsh(FILE *f) {
     const block *g = global_options();
-    fputs("#compdef clipdb\n"
-          "# zsh completion for clipdb: commands, their options and the options' values.\n"
-          "# Generated from clipdb's --help texts (cli/usage.c) by cli/tools/clipdb_docgen.c\n"
-          "# at build time; do not edit. Installed as PREFIX/share/zsh/site-functions/_clipdb;\n"
-          "# a folder zsh finds through $fpath (before compinit).\n\n", f);
+    fputs("#compdef clipdb\n", f);
+    completion_header(f, "zsh",
+                      " PREFIX/share/zsh/site-functions/_clipdb;\n"
+                      "# a folder zsh finds through $fpath (before compinit).");
     fputs("_clipdb() {\n"
           "    local curcontext=$curcontext state line ret=1\n"
           "    local -a commands\n"

@@ -6,6 +6,7 @@
 ** - errors.c: errors, events, threads.
 ** - handle.c: opening and closing the handle, the reader pool, the writer.
 ** - models.c: the models a handle has loaded, finding and loading a database's models.
+** - grow.c: the arrays the engine collects rows into.
 */
 #ifndef CDB_ENGINE_BASE_H
 #define CDB_ENGINE_BASE_H
@@ -46,6 +47,23 @@ void cdb_eng_warn(const cdb_engine_events *ev, const char *fmt, ...) CDB_PRINTF(
 int cdb_eng_should_stop(const cdb_engine_events *ev); /* polls ev->should_stop (calling thread) */
 void cdb_eng_progress(const cdb_engine_events *ev, cdb_engine_phase ph, const char *label,
                   int64_t done, int64_t total, int64_t errors);
+
+/* ---- arrays (grow.c) ------------------------------------------------------------------ */
+
+/* Room in *p, an array of *cap elements of elem bytes, for one more after its first n:
+** 0, or -1 when out of memory (*p and *cap kept). The room doubles (from 16). */
+int cdb_eng_grow(void **p, size_t *cap, size_t n, size_t elem);
+
+/* Rows collected one at a time (in a catalog callback): v holds n of them, the caller's
+** type. oom is sticky: set when a row found no memory (the caller then fails). */
+typedef struct eng_rows {
+    void *v;
+    size_t n, cap;
+    int oom;
+} eng_rows;
+/* Room for one more row of elem bytes at the end: its address (zeroed, counted in n), or
+** NULL with oom set. */
+void *cdb_eng_rows_add(eng_rows *r, size_t elem);
 
 /* ---- the database folder (handle.c) ---------------------------------------------- */
 

@@ -23,21 +23,15 @@
 /* ---- params ------------------------------------------------------------------------------- */
 
 cdb_engine_params cdb_engine_params_default(void) {
-    cdb_engine_params p;
-    memset(&p, 0, sizeof p);
-    p.device.kind = CDB_K_DEVICE_AUTO;
-    return p;
+    return (cdb_engine_params){.device.kind = CDB_K_DEVICE_AUTO};
 }
 
 cdb_engine_run_params cdb_engine_run_params_default(void) {
-    cdb_engine_run_params p;
-    memset(&p, 0, sizeof p);
-    p.batch = 0; /* from the device's free memory, 32 on the CPU */
-    p.follow_symlinks = -1;
-    p.no_exif = -1;
-    p.decode = -1;
-    p.sample = CDB_ENGINE_DEEP_SAMPLE;
-    return p;
+    return (cdb_engine_run_params){.batch = 0, /* from the device's free memory, 32 on the CPU */
+                                   .follow_symlinks = -1,
+                                   .no_exif = -1,
+                                   .decode = -1,
+                                   .sample = CDB_ENGINE_DEEP_SAMPLE};
 }
 
 /* ---- open / close ----------------------------------------------------------------------- */

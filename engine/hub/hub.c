@@ -92,11 +92,7 @@ static const cdb_engine_hub_model *known_by_name(const char *name) {
     return NULL;
 }
 
-cdb_engine_hub_params cdb_engine_hub_params_default(void) {
-    cdb_engine_hub_params p;
-    memset(&p, 0, sizeof p);
-    return p;
-}
+cdb_engine_hub_params cdb_engine_hub_params_default(void) { return (cdb_engine_hub_params){0}; }
 
 /* ---- the environment, as huggingface_hub reads it ---------------------------------------- */
 
@@ -367,15 +363,8 @@ static int snapshot_usable(const char *dir) {
     X(curl_easy_cleanup) X(curl_easy_init) X(curl_easy_perform) X(curl_easy_reset)      \
     X(curl_easy_setopt) X(curl_easy_strerror) X(curl_global_init) X(curl_slist_append)  \
     X(curl_slist_free_all) X(curl_version)
-static struct {
-    CURL_FNS(CDB_DYNLIB_PTR)
-} cu;
-static const char *const curl_names[] = {"libcurl.so.4", "libcurl-gnutls.so.4", "libcurl.so"};
-static const char *const curl_syms[] = {CURL_FNS(CDB_DYNLIB_NAME)};
-static cdb_dynlib_lazy curl_lib = {
-    .spec = {"libcurl", "CLIPDB_LIBCURL", curl_names, 3, curl_syms,
-             sizeof curl_syms / sizeof *curl_syms},
-    .table = &cu};
+CDB_DYNLIB_LAZY(curl_lib, cu, CURL_FNS, "libcurl", "CLIPDB_LIBCURL", "libcurl.so.4",
+                "libcurl-gnutls.so.4", "libcurl.so");
 static pthread_once_t g_curl_once = PTHREAD_ONCE_INIT;
 static CURLcode g_curl_init;
 
@@ -644,15 +633,8 @@ static int file_xfer(void *ud, int64_t now, int64_t total) {
 #define CRYPTO_FNS(X)                                                                    \
     X(EVP_MD_CTX_new) X(EVP_MD_CTX_free) X(EVP_DigestInit_ex) X(EVP_DigestUpdate)        \
     X(EVP_DigestFinal_ex) X(EVP_sha1) X(EVP_sha256)
-static struct {
-    CRYPTO_FNS(CDB_DYNLIB_PTR)
-} ev;
-static const char *const crypto_names[] = {"libcrypto.so.3", "libcrypto.so"};
-static const char *const crypto_syms[] = {CRYPTO_FNS(CDB_DYNLIB_NAME)};
-static cdb_dynlib_lazy crypto_lib = {
-    .spec = {"libcrypto", "CLIPDB_LIBCRYPTO", crypto_names, 2, crypto_syms,
-             sizeof crypto_syms / sizeof *crypto_syms},
-    .table = &ev};
+CDB_DYNLIB_LAZY(crypto_lib, ev, CRYPTO_FNS, "libcrypto", "CLIPDB_LIBCRYPTO", "libcrypto.so.3",
+                "libcrypto.so");
 
 /* The hex digest of path's bytes: sha256, or (git) the sha1 of "blob SIZE\0" + bytes. */
 static cdb_status file_digest(const char *path, int git_sha1, char *hex, size_t cap) {

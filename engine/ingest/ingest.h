@@ -263,7 +263,8 @@ typedef struct pipe_ctx {
     atomic_llong n_kept;  /* images kept decoded for the device transform */
     pthread_mutex_t mu;   /* guards claimed[], seen, fatal */
     int64_t *claimed;     /* file ids taken by a move in this run */
-    int n_claimed, cap_claimed;
+    int n_claimed;
+    size_t cap_claimed;
     cdb_status fatal_rc;  /* the first fatal error, kept with its status */
     char fatal[512];
     eng_devino_set *walked_dirs, *walked_files; /* shared by the run's walks (walk.c) */

@@ -56,16 +56,11 @@ static int claim(pipe_ctx *c, int64_t id) {
     for (int i = 0; i < c->n_claimed; i++)
         if (c->claimed[i] == id) ok = 0;
     if (ok) {
-        if (c->n_claimed == c->cap_claimed) {
-            int nc = c->cap_claimed ? c->cap_claimed * 2 : 64;
-            int64_t *p = realloc(c->claimed, sizeof *p * (size_t)nc);
-            if (p) {
-                c->claimed = p;
-                c->cap_claimed = nc;
-            }
-        }
-        if (c->n_claimed < c->cap_claimed) c->claimed[c->n_claimed++] = id;
-        else ok = 0;
+        if (cdb_eng_grow((void **)&c->claimed, &c->cap_claimed, (size_t)c->n_claimed,
+                         sizeof *c->claimed) == 0)
+            c->claimed[c->n_claimed++] = id;
+        else
+            ok = 0;
     }
     pthread_mutex_unlock(&c->mu);
     return ok;
@@ -490,9 +485,11 @@ typedef struct pending_photo {
 typedef struct writer_state {
     staged_counts staged;
     pending_thumb *p;
-    int n, cap;
+    int n;
+    size_t cap;
     pending_photo *ph;
-    int n_ph, cap_ph;
+    int n_ph;
+    size_t cap_ph;
     int64_t *ids;        /* one per staged operation, filled by the commit */
     int ids_cap;
 } writer_state;
@@ -505,13 +502,8 @@ static void thumbs_free(writer_state *w) {
 /* Takes j's thumbnail (for operation op, or for j's file when op < 0). */
 static void keep_thumb(pipe_ctx *c, writer_state *w, job *j, int op) {
     if (!j->thumb.jpeg) return;
-    if (w->n == w->cap) {
-        int nc = w->cap ? w->cap * 2 : 64;
-        pending_thumb *p = realloc(w->p, sizeof *p * (size_t)nc);
-        if (!p) return; /* only a thumbnail: the next reindex makes it */
-        w->p = p;
-        w->cap = nc;
-    }
+    if (cdb_eng_grow((void **)&w->p, &w->cap, (size_t)w->n, sizeof *w->p) != 0)
+        return; /* only a thumbnail: the next reindex makes it */
     pending_thumb *t = &w->p[w->n++];
     memset(t, 0, sizeof *t);
     t->op = op;
@@ -528,13 +520,8 @@ static void keep_thumb(pipe_ctx *c, writer_state *w, job *j, int op) {
 /* Keeps j's metadata row (for operation op, or for j's file when op < 0). */
 static void keep_photo(writer_state *w, job *j, int op) {
     if (!j->has_photo) return;
-    if (w->n_ph == w->cap_ph) {
-        int nc = w->cap_ph ? w->cap_ph * 2 : 64;
-        pending_photo *p = realloc(w->ph, sizeof *p * (size_t)nc);
-        if (!p) return; /* the next reindex reads it */
-        w->ph = p;
-        w->cap_ph = nc;
-    }
+    if (cdb_eng_grow((void **)&w->ph, &w->cap_ph, (size_t)w->n_ph, sizeof *w->ph) != 0)
+        return; /* the next reindex reads it */
     pending_photo *p = &w->ph[w->n_ph++];
     p->op = op;
     cdb_eng_photo_row(&j->photo, &j->phash, op < 0 ? j->file_id : 0,

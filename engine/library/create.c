@@ -275,10 +275,7 @@ static cdb_status install(const char *tmp, const char *dir, const char *parent, 
 }
 
 cdb_engine_create_params cdb_engine_create_params_default(void) {
-    cdb_engine_create_params p;
-    memset(&p, 0, sizeof p);
-    p.thumb_size = CDB_ENGINE_THUMB_DEFAULT;
-    return p;
+    return (cdb_engine_create_params){.thumb_size = CDB_ENGINE_THUMB_DEFAULT};
 }
 
 cdb_status cdb_engine_create(const char *dir, const char *model_path, cdb_engine_create_info *out) {

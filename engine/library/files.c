@@ -192,7 +192,8 @@ done:
 typedef struct errors_ud {
     eng_library lib;
     cdb_engine_error_entry *v;
-    int64_t n, cap;
+    int64_t n;
+    size_t cap;
     const char *kind;
     int oom;
 } errors_ud;
@@ -203,15 +204,9 @@ static char *root_join(const errors_ud *ud, int64_t root_id, const char *relpath
 }
 
 static int add_entry(errors_ud *ud, int64_t id, char *full, const char *reason, int64_t size) {
-    if (ud->n == ud->cap) {
-        int64_t nc = ud->cap ? ud->cap * 2 : 64;
-        cdb_engine_error_entry *p = realloc(ud->v, sizeof *p * (size_t)nc);
-        if (!p) {
-            cdb_free(full);
-            return ud->oom = 1;
-        }
-        ud->v = p;
-        ud->cap = nc;
+    if (cdb_eng_grow((void **)&ud->v, &ud->cap, (size_t)ud->n, sizeof *ud->v) != 0) {
+        cdb_free(full);
+        return ud->oom = 1;
     }
     cdb_engine_error_entry *x = &ud->v[ud->n];
     x->kind = ud->kind;

@@ -79,7 +79,8 @@ static cdb_status roots_at(const eng_library *lib, const char *path, int *idx, i
 typedef struct folders_ud {
     cdb_db *db;
     cdb_engine_folder *f;
-    int n, cap;
+    int n;
+    size_t cap;
     cdb_status rc;
 } folders_ud;
 
@@ -137,15 +138,9 @@ static int on_folder(const cdb_db_root *r, void *ud_) {
     folders_ud *ud = ud_;
     cdb_db_root_counts c;
     struct stat sb;
-    if (ud->n == ud->cap) {
-        int nc = ud->cap ? ud->cap * 2 : 16;
-        cdb_engine_folder *p = realloc(ud->f, sizeof *p * (size_t)nc);
-        if (!p) {
-            ud->rc = cdb_seterr(CDB_NOMEM, "out of memory");
-            return 1;
-        }
-        ud->f = p;
-        ud->cap = nc;
+    if (cdb_eng_grow((void **)&ud->f, &ud->cap, (size_t)ud->n, sizeof *ud->f) != 0) {
+        ud->rc = cdb_seterr(CDB_NOMEM, "out of memory");
+        return 1;
     }
     if ((ud->rc = cdb_db_root_get_counts(ud->db, r->id, 0, &c)) != CDB_OK) return 1;
     cdb_engine_folder *f = &ud->f[ud->n];
@@ -214,8 +209,7 @@ typedef struct sub_ud {
     /* the listing */
     const char *base;          /* want, as the paths' start */
     size_t skip;               /* bytes of a relpath before the child's name */
-    cdb_engine_subfolder *v;
-    int n, cap, oom;
+    eng_rows subs;             /* cdb_engine_subfolder: the listing; oom: any failure */
 } sub_ud;
 
 static int on_root_for(const cdb_db_root *r, void *ud_) {
@@ -226,7 +220,7 @@ static int on_root_for(const cdb_db_root *r, void *ud_) {
         return 0;
     if (ud->root && strlen(ud->root) >= n) return 0; /* a longer match already */
     free(ud->root);
-    if (!(ud->root = strdup(r->path))) return ud->oom = 1;
+    if (!(ud->root = strdup(r->path))) return ud->subs.oom = 1;
     ud->root_id = r->id;
     return 0;
 }
@@ -238,8 +232,8 @@ static int on_relpath(const char *rel, size_t len, void *ud_) {
     if (len <= ud->skip || !(slash = strchr(name, '/'))) return 0; /* a photo right here */
     k = (size_t)(slash - name);
     /* rows come in byte order: one child's rows are consecutive */
-    if (ud->n > 0) {
-        cdb_engine_subfolder *last = &ud->v[ud->n - 1];
+    if (ud->subs.n > 0) {
+        cdb_engine_subfolder *last = (cdb_engine_subfolder *)ud->subs.v + ud->subs.n - 1;
         const char *lname = last->path + strlen(ud->base) + 1;
         if (strlen(lname) == k && !memcmp(lname, name, k)) {
             last->files++;
@@ -247,23 +241,16 @@ static int on_relpath(const char *rel, size_t len, void *ud_) {
             return 0;
         }
     }
-    if (ud->n == ud->cap) {
-        int nc = ud->cap ? ud->cap * 2 : 32;
-        cdb_engine_subfolder *p = realloc(ud->v, sizeof *p * (size_t)nc);
-        if (!p) return ud->oom = 1;
-        ud->v = p;
-        ud->cap = nc;
-    }
-    cdb_engine_subfolder *x = &ud->v[ud->n];
+    cdb_engine_subfolder *x = cdb_eng_rows_add(&ud->subs, sizeof *x);
     size_t nb = strlen(ud->base);
-    if (!(x->path = malloc(nb + 1 + k + 1))) return ud->oom = 1;
+    if (!x) return 1;
+    if (!(x->path = malloc(nb + 1 + k + 1))) return ud->subs.oom = 1;
     memcpy(x->path, ud->base, nb);
     x->path[nb] = '/';
     memcpy(x->path + nb + 1, name, k);
     x->path[nb + 1 + k] = '\0';
     x->files = 1;
     x->has_subfolders = strchr(slash + 1, '/') != NULL;
-    ud->n++;
     return 0;
 }
 
@@ -277,6 +264,7 @@ cdb_status cdb_engine_subfolders(cdb_engine *e, const char *under, cdb_engine_su
     char abs[PATH_MAX];
     eng_reader *r = NULL;
     sub_ud ud;
+    cdb_engine_subfolder *subs;
     int folder = 0;
     size_t nr, na;
     cdb_status st;
@@ -292,7 +280,7 @@ cdb_status cdb_engine_subfolders(cdb_engine *e, const char *under, cdb_engine_su
     ud.want = abs;
     if ((st = cdb_eng_reader_get(e, &r)) != CDB_OK) return st;
     st = cdb_db_roots_foreach(r->db, on_root_for, &ud);
-    if (st == CDB_OK && ud.oom) st = cdb_seterr(CDB_NOMEM, "out of memory");
+    if (st == CDB_OK && ud.subs.oom) st = cdb_seterr(CDB_NOMEM, "out of memory");
     if (st != CDB_OK) {
         st = cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot list the folders in %s", under);
         goto done;
@@ -311,20 +299,22 @@ cdb_status cdb_engine_subfolders(cdb_engine *e, const char *under, cdb_engine_su
         ud.skip = *prefix ? strlen(prefix) + 1 : 0;
         st = cdb_db_relpaths_under(r->db, ud.root_id, prefix, CDB_DB_MASK_OK, on_relpath, &ud);
     }
-    if (st == CDB_OK && ud.oom) st = cdb_seterr(CDB_NOMEM, "out of memory");
+    if (st == CDB_OK && ud.subs.oom) st = cdb_seterr(CDB_NOMEM, "out of memory");
     if (st != CDB_OK) {
         st = cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot list the folders in %s", under);
         goto done;
     }
+    subs = ud.subs.v;
     if (na == 1) /* "/" as the base: children are "/name", not "//name" */
-        for (int i = 0; i < ud.n; i++) memmove(ud.v[i].path, ud.v[i].path + 1, strlen(ud.v[i].path));
-    *out = ud.v;
-    *n = ud.n;
-    ud.v = NULL;
-    ud.n = 0;
+        for (size_t i = 0; i < ud.subs.n; i++)
+            memmove(subs[i].path, subs[i].path + 1, strlen(subs[i].path));
+    *out = subs;
+    *n = (int)ud.subs.n;
+    ud.subs.v = NULL;
+    ud.subs.n = 0;
 done:
     cdb_eng_reader_put(e, r);
-    cdb_engine_subfolders_free(ud.v, ud.n);
+    cdb_engine_subfolders_free(ud.subs.v, (int)ud.subs.n);
     free(ud.root);
     return st;
 }

@@ -47,31 +47,18 @@ static const char *below(const char *path, const char *dir) {
 
 /* ---- loading --------------------------------------------------------------------- */
 
-typedef struct load_ud {
-    eng_library *lib;
-    int cap, oom;
-} load_ud;
-
-static int on_root(const cdb_db_root *r, void *ud_) {
-    load_ud *ud = ud_;
-    eng_library *lib = ud->lib;
-    if (lib->n == ud->cap) {
-        int nc = ud->cap ? ud->cap * 2 : 16;
-        eng_root *p = realloc(lib->r, sizeof *p * (size_t)nc);
-        if (!p) return ud->oom = 1;
-        lib->r = p;
-        ud->cap = nc;
-    }
-    eng_root *c = &lib->r[lib->n];
-    memset(c, 0, sizeof *c);
-    if (!(c->path = strdup(r->path))) return ud->oom = 1;
+/* Adds the root r to the rows ud (eng_rows of eng_root). */
+static int on_root(const cdb_db_root *r, void *ud) {
+    eng_rows *roots = ud;
+    eng_root *c = cdb_eng_rows_add(roots, sizeof *c);
+    if (!c) return 1;
+    if (!(c->path = strdup(r->path))) return roots->oom = 1;
     c->id = r->id;
     c->kind = r->kind;
     c->follow_symlinks = r->follow_symlinks;
     c->no_exif = r->no_exif;
     c->dev_recorded = r->dev;
     c->ident_recorded = r->ident;
-    lib->n++;
     return 0;
 }
 
@@ -137,11 +124,13 @@ static void stat_root(eng_root *c) {
 }
 
 cdb_status cdb_eng_library_load(cdb_db *db, eng_library *lib) {
-    load_ud ud = {lib, 0, 0};
+    eng_rows roots = {0};
     char real[PATH_MAX];
     memset(lib, 0, sizeof *lib);
-    cdb_status rc = cdb_db_roots_foreach(db, on_root, &ud);
-    if (rc == CDB_OK && ud.oom) rc = cdb_seterr(CDB_NOMEM, "out of memory");
+    cdb_status rc = cdb_db_roots_foreach(db, on_root, &roots);
+    lib->r = roots.v; /* freed with lib, a failed root's path included (NULL) */
+    lib->n = (int)roots.n;
+    if (rc == CDB_OK && roots.oom) rc = cdb_seterr(CDB_NOMEM, "out of memory");
     if (rc == CDB_OK && realpath(cdb_db_dir(db), real) && !(lib->db_dir = strdup(real)))
         rc = cdb_seterr(CDB_NOMEM, "out of memory");
     if (rc != CDB_OK) {

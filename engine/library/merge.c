@@ -78,19 +78,6 @@ typedef struct merger {
     cdb_engine_merge_report *r;
 } merger;
 
-/* Room in *p (an array of *cap elements of elem bytes) for one more after n: 0, or -1
-** when out of memory (*p kept). */
-static int grow(void **p, size_t *cap, size_t n, size_t elem) {
-    size_t nc;
-    void *q;
-    if (n < *cap) return 0;
-    nc = *cap ? *cap * 2 : 256;
-    if (!(q = realloc(*p, elem * nc))) return -1;
-    *p = q;
-    *cap = nc;
-    return 0;
-}
-
 /* ---- models ------------------------------------------------------------------------ */
 
 typedef struct model_ud {
@@ -164,37 +151,31 @@ static cdb_status copy_excludes(cdb_db *from, int64_t from_id, cdb_db *to, int64
     return rc;
 }
 
-typedef struct probs_ud {
-    cdb_db_walk_problem *v;
-    size_t n, cap;
-    int oom;
-} probs_ud;
-
-static int add_problem(const cdb_db_walk_problem *p, void *ud_) {
-    probs_ud *ud = ud_;
-    cdb_db_walk_problem *q;
-    if (grow((void **)&ud->v, &ud->cap, ud->n, sizeof *ud->v) != 0) return ud->oom = 1;
-    q = &ud->v[ud->n];
+/* Copies a walk problem into the rows ud (eng_rows). */
+static int add_problem(const cdb_db_walk_problem *p, void *ud) {
+    eng_rows *rows = ud;
+    cdb_db_walk_problem *q = cdb_eng_rows_add(rows, sizeof *q);
+    if (!q) return 1;
     *q = *p;
     q->relpath = strdup(p->relpath);
     q->reason = strdup(p->reason);
-    ud->n++;
-    if (!q->relpath || !q->reason) return ud->oom = 1;
+    if (!q->relpath || !q->reason) return rows->oom = 1;
     return 0;
 }
 
 /* The part's walk problems of a root (what its scan could not read) onto the database's
 ** root, replacing those recorded there: `clipdb errors` lists them. */
 static cdb_status copy_problems(cdb_db *from, int64_t from_id, cdb_db *to, int64_t to_id) {
-    probs_ud ud = {NULL, 0, 0, 0};
-    cdb_status rc = cdb_db_walk_problems_foreach(from, from_id, add_problem, &ud);
-    if (rc == CDB_OK && ud.oom) rc = cdb_seterr(CDB_NOMEM, "out of memory");
-    if (rc == CDB_OK) rc = cdb_db_walk_problems_set(to, to_id, NULL, ud.v, (int)ud.n);
-    for (size_t i = 0; i < ud.n; i++) {
-        free((char *)ud.v[i].relpath);
-        free((char *)ud.v[i].reason);
+    eng_rows rows = {0};
+    cdb_status rc = cdb_db_walk_problems_foreach(from, from_id, add_problem, &rows);
+    cdb_db_walk_problem *v = rows.v;
+    if (rc == CDB_OK && rows.oom) rc = cdb_seterr(CDB_NOMEM, "out of memory");
+    if (rc == CDB_OK) rc = cdb_db_walk_problems_set(to, to_id, NULL, v, (int)rows.n);
+    for (size_t i = 0; i < rows.n; i++) {
+        free((char *)v[i].relpath);
+        free((char *)v[i].reason);
     }
-    free(ud.v);
+    free(v);
     return rc;
 }
 
@@ -392,8 +373,7 @@ done:
 typedef struct gone_ud {
     merger *m;
     const mpart *p;
-    int64_t *ids;
-    size_t n, cap;
+    eng_rows ids; /* int64_t: the file ids to mark deleted */
     cdb_status rc;
 } gone_ud;
 
@@ -418,17 +398,18 @@ static int find_gone(const cdb_db_file *f, void *ud_) {
         return 1;
     }
     cdb_clearerr();
-    if (grow((void **)&ud->ids, &ud->cap, ud->n, sizeof *ud->ids) != 0) {
+    int64_t *id = cdb_eng_rows_add(&ud->ids, sizeof *id);
+    if (!id) {
         ud->rc = cdb_seterr(CDB_NOMEM, "out of memory");
         return 1;
     }
-    ud->ids[ud->n++] = f->id;
+    *id = f->id;
     return 0;
 }
 
 /* Marks deleted the database's live rows in part p's share that p does not hold. */
 static cdb_status drop_gone(merger *m, const mpart *p) {
-    gone_ud ud = {m, p, NULL, 0, 0, CDB_OK};
+    gone_ud ud = {m, p, {0}, CDB_OK};
     cdb_db_model dm;
     cdb_db_batch *b = NULL;
     cdb_status rc;
@@ -436,16 +417,18 @@ static cdb_status drop_gone(merger *m, const mpart *p) {
     rc = cdb_db_files_foreach(m->db, 0, CDB_DB_MASK_OK | CDB_DB_MASK_PENDING | CDB_DB_MASK_ERROR,
                               find_gone, &ud);
     if (rc == CDB_OK) rc = ud.rc;
-    if (rc == CDB_OK && ud.n) rc = cdb_db_model_default(m->db, &dm);
-    if (rc == CDB_OK && ud.n) rc = cdb_db_batch_new(m->db, dm.id, &b);
-    for (size_t i = 0; i < ud.n && rc == CDB_OK; i++) {
-        rc = cdb_db_batch_delete(b, ud.ids[i]);
+    const int64_t *ids = ud.ids.v;
+    size_t n = ud.ids.n;
+    if (rc == CDB_OK && n) rc = cdb_db_model_default(m->db, &dm);
+    if (rc == CDB_OK && n) rc = cdb_db_batch_new(m->db, dm.id, &b);
+    for (size_t i = 0; i < n && rc == CDB_OK; i++) {
+        rc = cdb_db_batch_delete(b, ids[i]);
         if (rc == CDB_OK) rc = commit_if(b, 0);
     }
     if (rc == CDB_OK && b) rc = commit_if(b, 1);
-    if (rc == CDB_OK) m->r->deleted += (int64_t)ud.n;
+    if (rc == CDB_OK) m->r->deleted += (int64_t)n;
     cdb_db_batch_free(b);
-    free(ud.ids);
+    free(ud.ids.v);
     return rc;
 }
 

@@ -113,13 +113,7 @@ typedef struct id_list {
 static int push_id(int64_t id, int64_t seq, void *ud) {
     id_list *l = ud;
     (void)seq;
-    if (l->n == l->cap) {
-        size_t nc = l->cap ? l->cap * 2 : 256;
-        int64_t *p = realloc(l->v, sizeof *p * nc);
-        if (!p) return 1;
-        l->v = p;
-        l->cap = nc;
-    }
+    if (cdb_eng_grow((void **)&l->v, &l->cap, l->n, sizeof *l->v) != 0) return 1;
     l->v[l->n++] = id;
     return 0;
 }

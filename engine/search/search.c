@@ -22,7 +22,8 @@
 **     probability too, from its fp32 cosine (set_probabilities).
 **  5. With collapse, copies (the exact and near groups `duplicates` finds) become one hit
 **     with the others as its copies, before paging (collapse.c). Over several databases
-**     the groups are those of all their files, and the merged hits are collapsed by them.
+**     (pages.c) the groups are those of all their files, and the merged hits are
+**     collapsed by them.
 **
 ** Freshness (engine.h): the search state of a vector set is the loaded index (with the
 ** identity of its file: device, inode, size, mtime) and the overlay as of a database
@@ -783,11 +784,7 @@ done:
 /* ---- the search ------------------------------------------------------------------------ */
 
 cdb_engine_search_params cdb_engine_search_params_default(void) {
-    cdb_engine_search_params p;
-    memset(&p, 0, sizeof p);
-    p.k = 10;
-    p.min_score = -1.0f;
-    return p;
+    return (cdb_engine_search_params){.k = 10, .min_score = -1.0f};
 }
 
 void cdb_eng_hit_clear(cdb_engine_hit *h) {
@@ -805,52 +802,6 @@ void cdb_engine_result_free(cdb_engine_result *r) {
     for (int i = 0; i < r->n; i++) cdb_eng_hit_clear(&r->hits[i]);
     free(r->hits);
     memset(r, 0, sizeof *r);
-}
-
-int cdb_engine_hit_cmp_score(const cdb_engine_hit *a, const cdb_engine_hit *b) {
-    int c;
-    if (a->score != b->score) return a->score > b->score ? -1 : 1;
-    if ((c = strcmp(a->path, b->path))) return c;
-    return (a->db > b->db) - (a->db < b->db);
-}
-
-static int by_score(const void *a, const void *b) { return cdb_engine_hit_cmp_score(a, b); }
-
-/* Equal times: by path, then database (not by id: ids differ between databases). */
-static int by_path(const cdb_engine_hit *x, const cdb_engine_hit *y) {
-    int c = strcmp(x->path, y->path);
-    return c ? c : (x->db > y->db) - (x->db < y->db);
-}
-
-static int by_time(const void *a, const void *b) {
-    const cdb_engine_hit *x = a, *y = b;
-    if (x->mtime_ns != y->mtime_ns) return x->mtime_ns > y->mtime_ns ? -1 : 1;
-    return by_path(x, y);
-}
-
-/* Capture time, newest first (ties: by_path); by_taken_asc oldest first. */
-static int by_taken(const void *a, const void *b) {
-    const cdb_engine_hit *x = a, *y = b;
-    int64_t u = x->photo.taken_key_ms, v = y->photo.taken_key_ms;
-    if (u != v) return u > v ? -1 : 1;
-    return by_path(x, y);
-}
-
-static int by_taken_asc(const void *a, const void *b) {
-    const cdb_engine_hit *x = a, *y = b;
-    int64_t u = x->photo.taken_key_ms, v = y->photo.taken_key_ms;
-    if (u != v) return u < v ? -1 : 1;
-    return by_path(x, y);
-}
-
-/* The order a sort other than by score puts hits in (NULL: by score). */
-static int (*sort_order(const cdb_engine_search_params *p))(const void *, const void *) {
-    switch (p->sort) {
-    case CDB_ENGINE_SORT_TIME: return by_time;
-    case CDB_ENGINE_SORT_TAKEN: return by_taken;
-    case CDB_ENGINE_SORT_TAKEN_ASC: return by_taken_asc;
-    default: return NULL;
-    }
 }
 
 static int passes_one(const char *p, const char *under, int folder) {
@@ -1035,7 +986,7 @@ static cdb_status collect_hits(cdb_engine *e, eng_vset *vs, cdb_db *db, int64_t 
         if (st != CDB_OK || n_raw < want || want > 1000000) break;
         if ((!dropped || *n_hits >= need) && !tied) break;
     }
-    if (*n_hits > 1) qsort(*hits, (size_t)*n_hits, sizeof **hits, by_score);
+    if (*n_hits > 1) qsort(*hits, (size_t)*n_hits, sizeof **hits, cdb_eng_by_score);
     for (int i = need; i < *n_hits; i++) cdb_eng_hit_clear(&(*hits)[i]);
     if (*n_hits > need) *n_hits = need;
     free(raw);
@@ -1044,7 +995,7 @@ static cdb_status collect_hits(cdb_engine *e, eng_vset *vs, cdb_db *db, int64_t 
 
 /* What db's part of the copy groups is built for: its generation and its files without
 ** a stored phash (the key's dir is e->dir, borrowed). */
-static cdb_status groups_key(cdb_engine *e, cdb_db *db, int64_t gen, eng_groups_key *key) {
+cdb_status cdb_eng_groups_key(cdb_engine *e, cdb_db *db, int64_t gen, eng_groups_key *key) {
     int64_t *missing = NULL, n_missing = 0;
     cdb_status st = cdb_db_photos_missing(db, 0, &missing, &n_missing);
     cdb_free(missing);
@@ -1059,8 +1010,8 @@ static cdb_status groups_key(cdb_engine *e, cdb_db *db, int64_t gen, eng_groups_
 ** vector set model_id (*slot: its groups of one database, or of several): the cached
 ** ones while they were built for the parts' keys, else built anew (and cached).
 ** *out: cdb_eng_groups_unref. */
-static cdb_status groups_cached(cdb_engine *e, int64_t model_id, int many,
-                                const eng_groups_part *parts, int n, int dim, eng_groups **out) {
+cdb_status cdb_eng_groups_cached(cdb_engine *e, int64_t model_id, int many,
+                                 const eng_groups_part *parts, int n, int dim, eng_groups **out) {
     eng_search_state *ss = search_state(e, model_id);
     eng_groups_key *keys = malloc(sizeof *keys * (size_t)n);
     cdb_status st = CDB_OK;
@@ -1090,9 +1041,9 @@ static cdb_status groups_cached(cdb_engine *e, int64_t model_id, int many,
 static cdb_status groups_get(cdb_engine *e, cdb_db *db, int64_t model_id, int dim, int64_t gen,
                              eng_groups **out) {
     eng_groups_part part = {db, model_id, {NULL, 0, 0}};
-    cdb_status st = groups_key(e, db, gen, &part.key);
+    cdb_status st = cdb_eng_groups_key(e, db, gen, &part.key);
     *out = NULL;
-    return st == CDB_OK ? groups_cached(e, model_id, 0, &part, 1, dim, out) : st;
+    return st == CDB_OK ? cdb_eng_groups_cached(e, model_id, 0, &part, 1, dim, out) : st;
 }
 
 cdb_status cdb_eng_copy_index_get(cdb_engine *e, cdb_db *db, int64_t model_id,
@@ -1105,7 +1056,7 @@ cdb_status cdb_eng_copy_index_get(cdb_engine *e, cdb_db *db, int64_t model_id,
     if (!ss) return cdb_eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory", "cannot search");
     if ((st = cdb_db_generation(db, &gen)) != CDB_OK)
         return cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot read the database's generation");
-    if ((st = groups_key(e, db, gen, &part.key)) != CDB_OK) return st;
+    if ((st = cdb_eng_groups_key(e, db, gen, &part.key)) != CDB_OK) return st;
     pthread_mutex_lock(&ss->mu);
     if (!cdb_eng_copy_index_current(ss->copy_index, &part.key)) {
         eng_copy_index *x = NULL;
@@ -1149,32 +1100,6 @@ static cdb_status collect_groups(cdb_engine *e, eng_vset *vs, cdb_db *db, int64_
     return st;
 }
 
-/* 1 when the hits put in time order are a window wider than the page. */
-static int time_window(const cdb_engine_search_params *p) {
-    return sort_order(p) && p->sort_window > 0;
-}
-
-/* How many of the best hits a search collects: the page's, or the time window. */
-static int hits_needed(const cdb_engine_search_params *p) {
-    if (!time_window(p)) return p->k + p->offset;
-    return p->sort_window;
-}
-
-/* The page: hits[0..*n) in the order asked (by time: the whole set collected first),
-** p->offset of them skipped, at most p->k kept. */
-static void page_hits(cdb_engine_hit *hits, int *n, const cdb_engine_search_params *p) {
-    if (*n == 0) return; /* hits may be NULL then */
-    int skip = p->offset < *n ? p->offset : *n;
-    if (time_window(p) && *n > 1) qsort(hits, (size_t)*n, sizeof *hits, sort_order(p));
-    for (int i = 0; i < skip; i++) cdb_eng_hit_clear(&hits[i]);
-    memmove(hits, hits + skip, sizeof *hits * (size_t)(*n - skip));
-    *n -= skip;
-    for (int i = p->k; i < *n; i++) cdb_eng_hit_clear(&hits[i]);
-    if (*n > p->k) *n = p->k;
-    if (!time_window(p) && sort_order(p) && *n > 1)
-        qsort(hits, (size_t)*n, sizeof *hits, sort_order(p));
-}
-
 int cdb_engine_under_resolve(const char *given, char *abs, size_t cap, int *folder) {
     char real[PATH_MAX], cwd[PATH_MAX];
     struct stat sb;
@@ -1193,8 +1118,8 @@ int cdb_engine_under_resolve(const char *given, char *abs, size_t cap, int *fold
 
 /* The model's probability for each hit (cdb_engine_result.has_probability says when):
 ** a model with a logit bias, and a query of text alone (its towers are loaded then). */
-static void set_probabilities(const eng_model *mod, const cdb_engine_query *qu, int n_terms,
-                              cdb_engine_hit *hits, int n, cdb_engine_result *out) {
+void cdb_eng_set_probabilities(const eng_model *mod, const cdb_engine_query *qu, int n_terms,
+                               cdb_engine_hit *hits, int n, cdb_engine_result *out) {
     const cdb_model_info *mi = mod->m ? cdb_model_get_info(mod->m) : NULL;
     int text_only = n_terms + qu->n_nots > 0 && !qu->n_image_paths && !qu->image_bytes &&
                     !qu->n_like_ids && !qu->vector;
@@ -1214,17 +1139,6 @@ static cdb_status open_model_for(cdb_engine *e, eng_reader *rd, const cdb_engine
     if (p->model && *p->model && !vision && !text) text = 1; /* its hash names its set */
     return cdb_eng_model_get(e, rd->db, p->model, vision, text, *threads, mod);
 }
-
-/* The query vector of a search over several handles (cdb_engine_search_many): made
-** once, by the first handle's model, then searched as it is in every other handle's
-** vector set of the same weights. */
-typedef struct eng_shared_q {
-    float *q;                  /* dim floats (heap); NULL until the first handle made it */
-    int dim;
-    char weights_hash[sizeof ((cdb_db_model *)0)->weights_hash];
-    const char *db;            /* the first handle's folder (messages) */
-    eng_model *mod;            /* the first handle's model (probabilities) */
-} eng_shared_q;
 
 /* The model of a handle after the first (its vector set that p names, no tower
 ** loaded) and the shared query vector copied into *q: CDB_INVALID with
@@ -1330,11 +1244,11 @@ static cdb_status search_once(cdb_engine *e, const cdb_engine_query *qu,
     if (p->collapse &&
         (st = groups_get(e, rd->db, mod->model_id, dim, vs->gen, &groups)) != CDB_OK)
         goto done;
-    if ((st = collect_groups(e, vs, rd->db, mod->model_id, q, p, &inc, hits_needed(p), groups,
-                             &hits, &n_hits)) != CDB_OK)
+    if ((st = collect_groups(e, vs, rd->db, mod->model_id, q, p, &inc, cdb_eng_hits_needed(p),
+                             groups, &hits, &n_hits)) != CDB_OK)
         goto done;
-    page_hits(hits, &n_hits, p);
-    if (!sq) set_probabilities(mod, qu, n_terms, hits, n_hits, out);
+    cdb_eng_page_hits(hits, &n_hits, p);
+    if (!sq) cdb_eng_set_probabilities(mod, qu, n_terms, hits, n_hits, out);
     out->hits = hits;
     out->n = n_hits;
     hits = NULL;
@@ -1363,10 +1277,10 @@ done:
 ** snapshot read explains (a shard read as a snapshot the writer was changing
 ** underneath: a malformed page, an example's vector not there), is run once more on
 ** a newly opened reader. */
-static cdb_status search_retried(cdb_engine *e, const cdb_engine_query *qu,
-                                 const cdb_engine_term *terms, int n_terms,
-                                 const cdb_engine_search_params *p, eng_shared_q *sq,
-                                 cdb_engine_result *out) {
+cdb_status cdb_eng_search_retried(cdb_engine *e, const cdb_engine_query *qu,
+                                  const cdb_engine_term *terms, int n_terms,
+                                  const cdb_engine_search_params *p, eng_shared_q *sq,
+                                  cdb_engine_result *out) {
     int changed = 0;
     cdb_status st = search_once(e, qu, terms, n_terms, p, sq, out, &changed);
     if (st != CDB_OK && changed) {
@@ -1380,9 +1294,9 @@ static cdb_status search_retried(cdb_engine *e, const cdb_engine_query *qu,
 
 /* The limits checked and the text parsed once (or by the caller), not per attempt:
 ** *terms the caller's or *parsed (free with cdb_engine_terms_free(*parsed, *n_terms)). */
-static cdb_status prepare_query(const cdb_engine_query *qu, const cdb_engine_search_params *p,
-                                const cdb_engine_term **terms /* OUT */,
-                                cdb_engine_term **parsed /* OUT */, int *n_terms /* OUT */) {
+cdb_status cdb_eng_prepare_query(const cdb_engine_query *qu, const cdb_engine_search_params *p,
+                                 const cdb_engine_term **terms /* OUT */,
+                                 cdb_engine_term **parsed /* OUT */, int *n_terms /* OUT */) {
     cdb_status st;
     *terms = qu->terms;
     *parsed = NULL;
@@ -1403,206 +1317,8 @@ cdb_status cdb_engine_search(cdb_engine *e, const cdb_engine_query *qu,
     cdb_eng_clear();
     memset(out, 0, sizeof *out);
     if (!p) p = &defaults;
-    if ((st = prepare_query(qu, p, &terms, &parsed, &n_terms)) == CDB_OK)
-        st = search_retried(e, qu, terms, n_terms, p, NULL, out);
-    cdb_engine_terms_free(parsed, parsed ? n_terms : 0);
-    return st;
-}
-
-/* ---- several databases ------------------------------------------------------------------ */
-
-/* What each database is asked for: the best hits_needed(p) by score, unpaged (the
-** merge pages them as one database would). */
-static cdb_engine_search_params part_params(const cdb_engine_search_params *p) {
-    cdb_engine_search_params pp = *p;
-    pp.k = hits_needed(p);
-    pp.offset = 0;
-    pp.sort = CDB_ENGINE_SORT_SCORE;
-    pp.sort_window = 0;
-    return pp;
-}
-
-/* Appends part's hits to *all (heap, *n), each marked with database index db; part
-** keeps no hit (its paths move). */
-static cdb_status take_hits(cdb_engine_result *part, int db, cdb_engine_hit **all, int *n) {
-    cdb_engine_hit *na = realloc(*all, sizeof **all * (size_t)(*n + part->n + 1));
-    if (!na) return cdb_eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory", "cannot search");
-    *all = na;
-    for (int i = 0; i < part->n; i++) {
-        na[*n] = part->hits[i];
-        na[(*n)++].db = db;
-    }
-    part->n = 0;
-    return CDB_OK;
-}
-
-cdb_engine_search_params cdb_engine_part_params(const cdb_engine_search_params *p) {
-    return part_params(p);
-}
-
-void cdb_engine_hits_merge(cdb_engine_hit *hits, int *n, const cdb_engine_search_params *p) {
-    int need = hits_needed(p);
-    if (*n > 1) qsort(hits, (size_t)*n, sizeof *hits, by_score);
-    for (int i = need; i < *n; i++) cdb_eng_hit_clear(&hits[i]);
-    if (*n > need) *n = need;
-    page_hits(hits, n, p);
-}
-
-/* 1 for the failures of the query itself (said as they are: no database to name). */
-static int query_error(cdb_engine_err code) {
-    return code == CDB_ENGINE_E_QUERY || code == CDB_ENGINE_E_QUERY_ZERO ||
-           code == CDB_ENGINE_E_QUERY_IMAGE || code == CDB_ENGINE_E_NO_TEXT ||
-           code == CDB_ENGINE_E_MODEL_MISMATCH;
-}
-
-/* Every database's best pp->k hits for the query, appended to *all (heap, *n_all), each
-** marked with its database; truncated[i] (n) set when database i gave pp->k of them (it
-** may have more). out gets the model and generation of the handle that made the query
-** vector (es[qu->like_db], searched first). */
-static cdb_status gather_hits(cdb_engine *const *es, int n, const cdb_engine_query *qu,
-                              const cdb_engine_term *terms, int n_terms,
-                              const cdb_engine_search_params *pp, eng_shared_q *sq,
-                              cdb_engine_result *out, cdb_engine_hit **all, int *n_all,
-                              unsigned char *truncated /* OUT n */) {
-    cdb_engine_result part;
-    cdb_status st = CDB_OK;
-    memset(&part, 0, sizeof part);
-    for (int j = 0; j < n && st == CDB_OK; j++) {
-        int i = j == 0 ? qu->like_db : j <= qu->like_db ? j - 1 : j;
-        if ((st = search_retried(es[i], qu, terms, n_terms, pp, sq, &part)) != CDB_OK) {
-            if (n > 1 && !query_error(cdb_engine_errcode()))
-                st = cdb_eng_fail(st, cdb_engine_errcode(), "cannot search %s", es[i]->dir);
-            break;
-        }
-        if (j == 0) {
-            memcpy(out->model, part.model, sizeof out->model);
-            out->model_id = part.model_id;
-            out->generation = part.generation;
-        }
-        truncated[i] = part.n >= pp->k;
-        st = take_hits(&part, i, all, n_all);
-        cdb_engine_result_free(&part);
-    }
-    cdb_engine_result_free(&part);
-    return st;
-}
-
-/* The copy groups of the union of es[0..n)'s files (their vector sets that p names, of
-** the query's weights), cached with es[0]'s. *out: cdb_eng_groups_unref. */
-static cdb_status many_groups(cdb_engine *const *es, int n, const cdb_engine_search_params *p,
-                              eng_groups **out) {
-    eng_groups_part *parts = calloc((size_t)n, sizeof *parts);
-    eng_reader **rd = calloc((size_t)n, sizeof *rd);
-    eng_model *mod = NULL;
-    int dim = 0;
-    cdb_status st = parts && rd ? CDB_OK
-                                : cdb_eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory",
-                                                "cannot search");
-    *out = NULL;
-    for (int i = 0; st == CDB_OK && i < n; i++) {
-        int64_t gen = 0;
-        if ((st = cdb_eng_reader_get(es[i], &rd[i])) != CDB_OK ||
-            (st = cdb_eng_model_get(es[i], rd[i]->db, p->model, 0, 0, -1, &mod)) != CDB_OK)
-            break;
-        if ((st = cdb_db_generation(rd[i]->db, &gen)) != CDB_OK) {
-            st = cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot read the database's generation");
-            break;
-        }
-        parts[i].db = rd[i]->db;
-        parts[i].model_id = mod->model_id;
-        if (i == 0) dim = mod->dm.dim;
-        st = groups_key(es[i], rd[i]->db, gen, &parts[i].key);
-    }
-    if (st == CDB_OK) st = groups_cached(es[0], parts[0].model_id, 1, parts, n, dim, out);
-    for (int i = 0; rd && i < n; i++)
-        if (rd[i]) cdb_eng_reader_put(es[i], rd[i]);
-    free(parts);
-    free(rd);
-    return st;
-}
-
-/* The merged hits[0..*n) (each database's best, by score) cut where they stop being the
-** whole ranking's (after the first last hit of a database that may have more: truncated)
-** and collapsed by g. Returns 1 when that gives `need` groups or is all there is. */
-static int merge_collapsed(const eng_groups *g, cdb_engine_hit *hits, int *n,
-                           const unsigned char *truncated, int n_db, int need,
-                           cdb_status *st /* OUT */) {
-    int cut = *n, more = 0;
-    unsigned char *seen = calloc((size_t)n_db, 1);
-    if (!seen) {
-        *st = cdb_eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory", "cannot search");
-        return 1;
-    }
-    if (*n > 1) qsort(hits, (size_t)*n, sizeof *hits, by_score);
-    for (int i = *n - 1; i >= 0; i--) { /* each truncated database's last hit */
-        int d = hits[i].db;
-        if (!truncated[d] || seen[d]) continue;
-        seen[d] = more = 1;
-        if (i + 1 < cut) cut = i + 1;
-    }
-    free(seen);
-    for (int i = cut; i < *n; i++) cdb_eng_hit_clear(&hits[i]);
-    *n = cut;
-    *st = cdb_eng_collapse(g, hits, n);
-    return *st != CDB_OK || *n >= need || !more;
-}
-
-cdb_status cdb_engine_search_many(cdb_engine *const *es, int n, const cdb_engine_query *qu,
-                                  const cdb_engine_search_params *p, cdb_engine_result *out) {
-    cdb_engine_search_params defaults = cdb_engine_search_params_default(), pp;
-    cdb_engine_term *parsed = NULL;
-    const cdb_engine_term *terms = NULL;
-    cdb_engine_hit *all = NULL;
-    unsigned char *truncated = NULL;
-    eng_groups *groups = NULL;
-    eng_shared_q sq;
-    int n_terms = 0, n_all = 0;
-    cdb_status st;
-    cdb_eng_clear();
-    memset(out, 0, sizeof *out);
-    memset(&sq, 0, sizeof sq);
-    if (!p) p = &defaults;
-    if (n < 1 || !es)
-        return cdb_eng_code(cdb_seterr(CDB_INVALID, "no database to search"), CDB_ENGINE_E_QUERY);
-    if (qu->like_db < 0 || qu->like_db >= n)
-        return cdb_eng_code(cdb_seterr(CDB_INVALID, "like_db %d names no database of the %d",
-                                       qu->like_db, n),
-                            CDB_ENGINE_E_QUERY);
-    if ((st = prepare_query(qu, p, &terms, &parsed, &n_terms)) != CDB_OK) goto done;
-    if (!(truncated = calloc((size_t)n, 1))) {
-        st = cdb_eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory", "cannot search");
-        goto done;
-    }
-    pp = part_params(p);
-    /* collapsed over several: each database's hits uncollapsed, merged, then the groups of
-    ** all their files; 4x more hits from each while the cut is short of the groups */
-    pp.collapse = p->collapse && n == 1;
-    for (int64_t fetch = pp.k;; fetch *= 4) {
-        pp.k = (int)fetch;
-        if ((st = gather_hits(es, n, qu, terms, n_terms, &pp, &sq, out, &all, &n_all,
-                              truncated)) != CDB_OK)
-            goto done;
-        if (!p->collapse || n == 1) break;
-        if (!groups && (st = many_groups(es, n, p, &groups)) != CDB_OK) goto done;
-        if (merge_collapsed(groups, all, &n_all, truncated, n, hits_needed(p), &st) ||
-            fetch * 4 > INT32_MAX / 4)
-            break;
-        for (int i = 0; i < n_all; i++) cdb_eng_hit_clear(&all[i]);
-        n_all = 0;
-    }
-    if (st != CDB_OK) goto done;
-    cdb_engine_hits_merge(all, &n_all, p);
-    set_probabilities(sq.mod, qu, n_terms, all, n_all, out);
-    out->hits = all;
-    out->n = n_all;
-    all = NULL;
-    n_all = 0;
-done:
-    for (int i = 0; i < n_all; i++) cdb_eng_hit_clear(&all[i]);
-    free(all);
-    free(truncated);
-    free(sq.q);
-    cdb_eng_groups_unref(groups);
+    if ((st = cdb_eng_prepare_query(qu, p, &terms, &parsed, &n_terms)) == CDB_OK)
+        st = cdb_eng_search_retried(e, qu, terms, n_terms, p, NULL, out);
     cdb_engine_terms_free(parsed, parsed ? n_terms : 0);
     return st;
 }

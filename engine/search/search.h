@@ -4,6 +4,7 @@
 **
 ** - search.c:    the query language's terms to one vector, the search, its filters,
 **                and the per-model search state that keeps searches fresh.
+** - pages.c:     the hits' order and page, and the search over several databases.
 ** - query.c:     the query language's parser.
 ** - textbatch.c: concurrent text queries encoded in one batch; cdb_engine_encode_text.
 ** - indexing.c:  index files: build, refresh, the store callbacks a search uses.
@@ -188,6 +189,56 @@ int cdb_eng_copy_index_current(const eng_copy_index *x, const eng_groups_key *ke
 ** its key (generation, files without a phash) holds, else built anew. *out: unref. */
 cdb_status cdb_eng_copy_index_get(cdb_engine *e, cdb_db *db, int64_t model_id,
                                   eng_copy_index **out /* OUT */);
+
+/* ---- the search, as pages.c's search of several databases uses it (search.c) -------- */
+
+/* The query vector of a search over several handles (cdb_engine_search_many): made
+** once, by the first handle's model, then searched as it is in every other handle's
+** vector set of the same weights. */
+typedef struct eng_shared_q {
+    float *q;                  /* dim floats (heap); NULL until the first handle made it */
+    int dim;
+    char weights_hash[sizeof ((cdb_db_model *)0)->weights_hash];
+    const char *db;            /* the first handle's folder (messages) */
+    eng_model *mod;            /* the first handle's model (probabilities) */
+} eng_shared_q;
+
+/* The limits checked and the text parsed once (or by the caller), not per attempt:
+** *terms the caller's or *parsed (free with cdb_engine_terms_free(*parsed, *n_terms)). */
+cdb_status cdb_eng_prepare_query(const cdb_engine_query *qu, const cdb_engine_search_params *p,
+                                 const cdb_engine_term **terms /* OUT */,
+                                 cdb_engine_term **parsed /* OUT */, int *n_terms /* OUT */);
+/* cdb_engine_search on one handle (sq: the query vector several handles share; NULL
+** for one), run once more on a newly opened reader when a snapshot read explains the
+** failure. */
+cdb_status cdb_eng_search_retried(cdb_engine *e, const cdb_engine_query *qu,
+                                  const cdb_engine_term *terms, int n_terms,
+                                  const cdb_engine_search_params *p, eng_shared_q *sq,
+                                  cdb_engine_result *out);
+/* The model's probability for each hit (cdb_engine_result.has_probability says when):
+** a model with a logit bias, and a query of text alone (its towers are loaded then). */
+void cdb_eng_set_probabilities(const eng_model *mod, const cdb_engine_query *qu, int n_terms,
+                               cdb_engine_hit *hits, int n, cdb_engine_result *out);
+/* What db's part of the copy groups is built for: its generation and its files without
+** a stored phash (the key's dir is e->dir, borrowed). */
+cdb_status cdb_eng_groups_key(cdb_engine *e, cdb_db *db, int64_t gen, eng_groups_key *key);
+/* The copy groups over parts[0..n) (collapse.c), cached in the search state of e's
+** vector set model_id (many: the groups of several databases, else of one): the cached
+** ones while they were built for the parts' keys, else built anew (and cached).
+** *out: cdb_eng_groups_unref. */
+cdb_status cdb_eng_groups_cached(cdb_engine *e, int64_t model_id, int many,
+                                 const eng_groups_part *parts, int n, int dim,
+                                 eng_groups **out /* OUT */);
+
+/* ---- the hits' order and page (pages.c) ------------------------------------------------ */
+
+/* qsort's form of cdb_engine_hit_cmp_score. */
+int cdb_eng_by_score(const void *a, const void *b);
+/* How many of the best hits a search collects: the page's, or the time window. */
+int cdb_eng_hits_needed(const cdb_engine_search_params *p);
+/* The page: hits[0..*n) in the order asked (by time: the whole set collected first),
+** p->offset of them skipped, at most p->k kept. */
+void cdb_eng_page_hits(cdb_engine_hit *hits, int *n, const cdb_engine_search_params *p);
 
 /* ---- photo metadata (photos.c): the row ingest stores from the bytes it read, the
 ** filter from what users type, the capture time as text ------------------------------ */

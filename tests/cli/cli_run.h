@@ -52,6 +52,18 @@ static inline void cli_run_append_(char **buf, size_t *len, const char *data, si
 
 /* args: NULL-terminated, without the program name. env: NULL-terminated extra
 ** "NAME=value" entries, or NULL. cwd: directory to run in, or NULL. */
+/* In a forked child: replaces it with clipdb args... (at most 126 of them); _exit(127)
+** when that fails. Never returns. */
+static inline void cli_exec_(const char *const *args) {
+    const char *argv[128];
+    int n = 0;
+    argv[n++] = CLIPDB_BIN;
+    for (int i = 0; args[i] && n < 127; i++) argv[n++] = args[i];
+    argv[n] = NULL;
+    execv(CLIPDB_BIN, (char *const *)argv);
+    _exit(127);
+}
+
 static inline int cli_run_in(const char *cwd, const char *const *args, const char *const *env,
                              cli_run_result *r) {
     int po[2], pe[2], status = 0;
@@ -63,8 +75,6 @@ static inline int cli_run_in(const char *cwd, const char *const *args, const cha
     pid = fork();
     if (pid < 0) return r->exit_code = -1000;
     if (pid == 0) {
-        const char *argv[128];
-        int n = 0;
         dup2(po[1], 1);
         dup2(pe[1], 2);
         close(po[0]), close(po[1]), close(pe[0]), close(pe[1]);
@@ -75,11 +85,7 @@ static inline int cli_run_in(const char *cwd, const char *const *args, const cha
         unsetenv("CLIPDB_LOG");
         setenv("NO_COLOR", "1", 1);
         for (int i = 0; env && env[i]; i++) putenv((char *)env[i]);
-        argv[n++] = CLIPDB_BIN;
-        for (int i = 0; args[i] && n < 127; i++) argv[n++] = args[i];
-        argv[n] = NULL;
-        execv(CLIPDB_BIN, (char *const *)argv);
-        _exit(127);
+        cli_exec_(args);
     }
     close(po[1]);
     close(pe[1]);
@@ -129,8 +135,7 @@ static inline int cli_run(const char *const *args, cli_run_result *r) {
 static inline pid_t cli_spawn(const char *const *args, const char *out_path, const char *err_path) {
     pid_t pid = fork();
     if (pid == 0) {
-        const char *argv[128];
-        int n = 0, fo = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644),
+        int fo = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644),
             fe = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         if (fo < 0 || fe < 0) _exit(127);
         dup2(fo, 1);
@@ -138,11 +143,7 @@ static inline pid_t cli_spawn(const char *const *args, const char *out_path, con
         unsetenv("CLIPDB_DB");
         unsetenv("CLIPDB_MODEL");
         setenv("NO_COLOR", "1", 1);
-        argv[n++] = CLIPDB_BIN;
-        for (int i = 0; args[i] && n < 127; i++) argv[n++] = args[i];
-        argv[n] = NULL;
-        execv(CLIPDB_BIN, (char *const *)argv);
-        _exit(127);
+        cli_exec_(args);
     }
     return pid;
 }
@@ -178,6 +179,19 @@ static inline int cli_sh(const char *tmp, const char *db, const char *cmd, char 
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+/* cli_sh, for a command that fails: 0 when it exits want and its stderr says says; else
+** 1, with what it said shown. */
+static inline int cli_sh_err(const char *tmp, const char *db, const char *cmd, int want,
+                             const char *says) {
+    char *err = NULL;
+    int rc = cli_sh(tmp, db, cmd, NULL, &err);
+    int bad = rc != want || !err || !strstr(err, says);
+    if (bad)
+        fprintf(stderr, "    %s: exit %d (want %d), no \"%s\" in:\n%s", cmd, rc, want, says, err);
+    free(err);
+    return bad;
+}
+
 /* Reads a whole file; NULL if it cannot. *len may be NULL. */
 static inline char *cli_read_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
@@ -191,6 +205,40 @@ static inline char *cli_read_file(const char *path, size_t *len) {
     fclose(f);
     if (len) *len = n;
     return buf;
+}
+
+/* Where CLI_PATHS puts a path: buf (size bytes) gets dir/rel. */
+typedef struct cli_dest {
+    char *buf;
+    size_t size;
+    const char *rel;
+} cli_dest;
+#define CLI_AT(buf, rel) {(buf), sizeof(buf), (rel)}
+
+static inline void cli_paths_(const char *dir, const cli_dest *d) {
+    for (; d->buf; d++)
+        if ((size_t)snprintf(d->buf, d->size, "%s/%s", dir, d->rel) >= d->size) d->buf[0] = '\0';
+}
+/* Paths in one folder:
+**   CLI_PATHS(tmp, CLI_AT(lib, "photos"), CLI_AT(db, "db"));  (char lib[N], db[M])
+** sets lib to tmp/photos and db to tmp/db (a path that does not fit: empty). */
+#define CLI_PATHS(dir, ...) cli_paths_((dir), (const cli_dest[]){__VA_ARGS__, {0}})
+
+/* Writes n bytes of data to path (created or emptied); 0, or -1. */
+static inline int cli_write_file(const char *path, const void *data, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return -1;
+    int ok = fwrite(data, 1, n, f) == n;
+    return fclose(f) == 0 && ok ? 0 : -1;
+}
+
+/* Copies the file at from to to; 0, or -1. */
+static inline int cli_copy_file(const char *from, const char *to) {
+    size_t n = 0;
+    char *b = cli_read_file(from, &n);
+    int rc = b ? cli_write_file(to, b, n) : -1;
+    free(b);
+    return rc;
 }
 
 /* A fresh empty directory under $TMPDIR (or /tmp); the path is static per call. */
@@ -225,6 +273,21 @@ static inline const char *cli_find_model(void) {
     }
     closedir(d);
     return NULL;
+}
+
+/* A new database at db with model, holding lib: `init` then `ingest`. 0 when both exit
+** 0; else the failing exit code (its output shown). */
+static inline int cli_init_ingest(const char *db, const char *model, const char *lib) {
+    const char *const steps[2][7] = {{"init", "--db", db, "--model", model, NULL},
+                                     {"ingest", "--db", db, lib, NULL}};
+    for (int i = 0; i < 2; i++) {
+        cli_run_result r;
+        int rc = cli_run(steps[i], &r);
+        if (rc != 0) fprintf(stderr, "    clipdb %s: exit %d\n%s%s", steps[i][0], rc, r.out, r.err);
+        cli_run_free(&r);
+        if (rc != 0) return rc;
+    }
+    return 0;
 }
 
 /* A demo library of count photos in a fresh tmp (tmp[512]): tmp/lib/photos, and its

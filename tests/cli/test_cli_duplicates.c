@@ -325,19 +325,6 @@ static int make_dirs(char *tmp, size_t tmp_size, char *lib, char *db, size_t siz
     return mkdir(lib, 0700) == 0;
 }
 
-/* `clipdb init` of db with model, then `clipdb ingest` of lib: both must succeed. */
-static void init_and_ingest(cdb_test_ctx *cdb_t_, const char *db, const char *model,
-                            const char *lib)
-{
-    cli_run_result r;
-    cli_run((const char *[]){"init", "--db", db, "--model", model, NULL}, &r);
-    CHECK_EQ_INT(r.exit_code, 0);
-    cli_run_free(&r);
-    cli_run((const char *[]){"ingest", "--db", db, lib, NULL}, &r);
-    CHECK_EQ_INT(r.exit_code, 0);
-    cli_run_free(&r);
-}
-
 CDB_TEST(duplicates_groups_copies)
 {
     const char *model = cli_find_model();
@@ -377,7 +364,7 @@ CDB_TEST(duplicates_groups_copies)
                                  rgb, W * 3));
         }
     }
-    init_and_ingest(cdb_t_, db, model, lib);
+    CHECK_EQ_INT(cli_init_ingest(db, model, lib), 0);
 
     cli_run((const char *[]){"duplicates", "--db", db, "--json", NULL}, &r);
     CHECK_EQ_INT(r.exit_code, 0);
@@ -458,7 +445,7 @@ CDB_TEST(duplicates_plain_pictures_are_no_copies)
         snprintf(p, sizeof p, "%s/plain%02d.png", lib, k);
         CHECK(stbi_write_png(p, SIDE, SIDE, 3, rgb, SIDE * 3));
     }
-    init_and_ingest(cdb_t_, db, model, lib);
+    CHECK_EQ_INT(cli_init_ingest(db, model, lib), 0);
     cli_run((const char *[]){"duplicates", "--db", db, "--json", NULL}, &r);
     CHECK_EQ_INT(r.exit_code, 0);
     json_error_t e;

@@ -38,22 +38,6 @@ static json_t *parse(cdb_test_ctx *cdb_t_, const cli_run_result *r) {
 
 static int64_t jint(json_t *o, const char *key) { return json_integer_value(json_object_get(o, key)); }
 
-static void write_file(const char *path, const void *data, size_t n) {
-    FILE *f = fopen(path, "wb");
-    if (!f) return;
-    fwrite(data, 1, n, f);
-    fclose(f);
-}
-
-static int copy_file(const char *from, const char *to) {
-    size_t n = 0;
-    char *b = cli_read_file(from, &n);
-    if (!b) return -1;
-    write_file(to, b, n);
-    free(b);
-    return 0;
-}
-
 /* Name of the generated image with this index (jpg or png), in buf. */
 static const char *img_name(const char *dir, int i, char *buf, size_t size) {
     snprintf(buf, size, "%s/img_%07d.jpg", dir, i);
@@ -105,9 +89,10 @@ CDB_TEST(e2e_ingest_search_and_friends) {
     snprintf(db, sizeof db, "%s/db", tmp);
     if (generate(lib, N_IMG, 7)) CDB_TEST_FAIL_("cannot generate the library: %s", cdb_errmsg());
     /* a corrupt "image", a text file, and a PNG under a non-image name */
-    write_file((snprintf(p, sizeof p, "%s/broken.jpg", lib), p), "\xFF\xD8\xFF garbage", 12);
-    write_file((snprintf(p, sizeof p, "%s/notes.txt", lib), p), "hello\n", 6);
-    copy_file(img_name(lib, 0, q, sizeof q), (snprintf(p, sizeof p, "%s/misnamed.dat", lib), p));
+    cli_write_file((snprintf(p, sizeof p, "%s/broken.jpg", lib), p), "\xFF\xD8\xFF garbage", 12);
+    cli_write_file((snprintf(p, sizeof p, "%s/notes.txt", lib), p), "hello\n", 6);
+    snprintf(p, sizeof p, "%s/misnamed.dat", lib);
+    cli_copy_file(img_name(lib, 0, q, sizeof q), p);
 
     cli_run((const char *[]){"init", "--db", db, "--model", model, NULL}, &r);
     CHECK_EQ_INT(r.exit_code, 0);
@@ -322,8 +307,8 @@ CDB_TEST(e2e_ingest_search_and_friends) {
         CHECK_EQ_INT(remove(p), 0);
         img_name(lib, 4, from, sizeof from); /* replace image 4's content with image 5's */
         img_name(lib, 5, q, sizeof q);
-        if (!strcmp(strrchr(from, '.'), strrchr(q, '.'))) copy_file(q, from);
-        else copy_file(img_name(lib, 6, q, sizeof q), from);
+        if (!strcmp(strrchr(from, '.'), strrchr(q, '.'))) cli_copy_file(q, from);
+        else cli_copy_file(img_name(lib, 6, q, sizeof q), from);
         cli_run((const char *[]){"reindex", "--db", db, "--json", NULL}, &r);
         CHECK_EQ_INT(r.exit_code, 0);
         if ((j = parse(cdb_t_, &r))) {
@@ -500,7 +485,7 @@ CDB_TEST(e2e_encoder_commands) {
     }
     /* a file that is not an image: failure, exit 1, a reason */
     snprintf(out, sizeof out, "%s/notimage.jpg", tmp);
-    write_file(out, "nope", 4);
+    cli_write_file(out, "nope", 4);
     cli_run((const char *[]){"embed", "--model", model, "--image", out, NULL}, &r);
     CHECK_EQ_INT(r.exit_code, 1);
     CHECK(strncmp(r.err, "clipdb: error: cannot embed ", 28) == 0);
@@ -607,12 +592,8 @@ CDB_TEST(e2e_sigint_and_concurrency) {
     int code, searched = 0, second_writer_checked = 0;
     int64_t after_int;
     if (!cli_tmpdir(tmp, sizeof tmp)) CDB_TEST_FAIL_("mkdtemp");
-    snprintf(lib, sizeof lib, "%s/photos", tmp);
-    snprintf(db, sizeof db, "%s/db", tmp);
-    snprintf(o1, sizeof o1, "%s/o1", tmp);
-    snprintf(e1, sizeof e1, "%s/e1", tmp);
-    snprintf(o2, sizeof o2, "%s/o2", tmp);
-    snprintf(e2, sizeof e2, "%s/e2", tmp);
+    CLI_PATHS(tmp, CLI_AT(lib, "photos"), CLI_AT(db, "db"), CLI_AT(o1, "o1"), CLI_AT(e1, "e1"),
+              CLI_AT(o2, "o2"), CLI_AT(e2, "e2"));
     if (generate(lib, N_BIG, 5)) CDB_TEST_FAIL_("generate");
     cli_run((const char *[]){"init", "--db", db, "--model", model, NULL}, &r);
     CHECK_EQ_INT(r.exit_code, 0);

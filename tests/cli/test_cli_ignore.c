@@ -257,12 +257,7 @@ CDB_TEST(forget_subfolder_leaves_it_out) {
     int64_t files, vectors;
     cli_run_result r;
     NEED_LIBRARY(model, tmp, lib, db);
-    cli_run((const char *[]){"init", "--db", db, "--model", model, NULL}, &r);
-    CHECK_EQ_INT(r.exit_code, 0);
-    cli_run_free(&r);
-    cli_run((const char *[]){"ingest", "--db", db, lib, NULL}, &r);
-    CHECK_EQ_INT(r.exit_code, 0);
-    cli_run_free(&r);
+    CHECK_EQ_INT(cli_init_ingest(db, model, lib), 0);
     CHECK_EQ_INT(put(lib, ".gitignore", "/x/\n", 4), 0);
     int kept = git_kept(lib, 0);
     CHECK(kept > 0 && kept < 10);

@@ -191,17 +191,14 @@ CDB_TEST(kill9_anywhere_then_rerun_gives_the_clean_result) {
             budget);
 
     if (!cli_tmpdir(g_tmp, sizeof g_tmp)) CDB_TEST_FAIL_("mkdtemp");
-    snprintf(g_lib, sizeof g_lib, "%s/photos", g_tmp);
-    snprintf(g_out, sizeof g_out, "%s/out.txt", g_tmp);
-    snprintf(g_errf, sizeof g_errf, "%s/err.txt", g_tmp);
+    CLI_PATHS(g_tmp, CLI_AT(g_lib, "photos"), CLI_AT(g_out, "out.txt"), CLI_AT(g_errf, "err.txt"));
     {
         cdb_world_library_params lp = cdb_world_library_params_default();
         size_t n = 0;
         char *png = NULL;
         lp.n_threads = 2;
-        snprintf(g_cam1, sizeof g_cam1, "%s/cam1", g_lib);
-        snprintf(g_cam2, sizeof g_cam2, "%s/cam2", g_lib);
-        snprintf(g_loose, sizeof g_loose, "%s/loose/x.png", g_lib);
+        CLI_PATHS(g_lib, CLI_AT(g_cam1, "cam1"), CLI_AT(g_cam2, "cam2"),
+                  CLI_AT(g_loose, "loose/x.png"));
         mkdir(g_lib, 0755);
         /* the same names in both folders, other photos */
         if (cdb_world_generate(g_cam1, 11, 0, N_IMG / 2, &lp) != CDB_OK ||

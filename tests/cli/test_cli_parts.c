@@ -345,9 +345,7 @@ static int make_library(void) {
     cdb_world_library_params lp = cdb_world_library_params_default();
     char d[900], f[900];
     lp.n_threads = 2;
-    snprintf(g_r1, sizeof g_r1, "%s/lib/r1", g_tmp);
-    snprintf(g_r2, sizeof g_r2, "%s/lib/r2", g_tmp);
-    snprintf(d, sizeof d, "%s/lib", g_tmp);
+    CLI_PATHS(g_tmp, CLI_AT(g_r1, "lib/r1"), CLI_AT(g_r2, "lib/r2"), CLI_AT(d, "lib"));
     mkdir(d, 0755);
     mkdir(g_r1, 0755);
     snprintf(d, sizeof d, "%s/lib/r3", g_tmp);
@@ -394,14 +392,7 @@ static int edit_one(void) {
     snprintf(src, sizeof src, "%s/lib/src", g_tmp);
     for (int i = 0; nth_image(z, i, a, sizeof a) == 0; i++)
         for (int k = 0; nth_image(src, k, b, sizeof b) == 0; k++)
-            if (!strcmp(strrchr(a, '.'), strrchr(b, '.'))) {
-                size_t n = 0;
-                char *bytes = cli_read_file(b, &n);
-                if (!bytes) return -1;
-                write_file(a, bytes, n);
-                free(bytes);
-                return 0;
-            }
+            if (!strcmp(strrchr(a, '.'), strrchr(b, '.'))) return cli_copy_file(b, a);
     return -1;
 }
 
@@ -544,9 +535,7 @@ CDB_TEST(merge_survives_kill_and_reruns) {
         part_dir(ref, sizeof ref, "p", 3, i);
         if (access(ref, F_OK) != 0) CHECK_EQ_INT(ingest_part("p", 3, i), 0);
     }
-    snprintf(ref, sizeof ref, "%s/kref", g_tmp);
-    snprintf(refx, sizeof refx, "%s/kref.x", g_tmp);
-    snprintf(cnt, sizeof cnt, "%s/kcount", g_tmp);
+    CLI_PATHS(g_tmp, CLI_AT(ref, "kref"), CLI_AT(refx, "kref.x"), CLI_AT(cnt, "kcount"));
     CHECK_EQ_INT(merge_shimmed(ref, 0, cnt), 0);
     {
         char *c = cli_read_file(cnt, NULL);

@@ -254,19 +254,13 @@ static char *run_on_pty(const char *const *args, int no_color, int *exit_code) {
         return NULL;
     }
     if (pid == 0) {
-        const char *argv[32];
-        int n = 0;
         close(master);
         dup2(slave, 2);
         unsetenv("CLIPDB_DB");
         if (no_color) setenv("NO_COLOR", "1", 1);
         else unsetenv("NO_COLOR");
         setenv("TERM", "xterm", 1);
-        argv[n++] = CLIPDB_BIN;
-        for (int i = 0; args[i] && n < 31; i++) argv[n++] = args[i];
-        argv[n] = NULL;
-        execv(CLIPDB_BIN, (char *const *)argv);
-        _exit(127);
+        cli_exec_(args);
     }
     close(slave);
     for (;;) {

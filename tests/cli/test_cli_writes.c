@@ -391,6 +391,19 @@ static int finish_init(const wcmd *c, const char *db) {
     return rc != 0;
 }
 
+/* After a failed run of c: the same command run again completes (rerun), and the
+** database ends as the clean run's (ref). bad: the failures seen so far. 1 (the case
+** said FAILED, with note) when any, else 0. */
+static int completes_after(const wcmd *c, const char *db, const result *ref, const char *what,
+                           int bad, const char *note) {
+    bad += rerun(c, db, what);
+    if (c->after) c->after();
+    bad += finish_init(c, db);
+    bad += check_end(db, ref, what);
+    if (bad) fprintf(stderr, "    %s: FAILED%s\n", what, note);
+    return bad != 0;
+}
+
 /* Kill trials of one command; the number of failed trials. */
 static int kill_trials(const wcmd *c, const result *ref, int trials) {
     char db[700], what[200], *txt;
@@ -418,14 +431,7 @@ static int kill_trials(const wcmd *c, const result *ref, int trials) {
         rc = run_shimmed(cmd_args(c, db), at);
         landed += rc == -SIGKILL;
         if (rc == -SIGKILL) bad += check_after_kill(db, what, c->damaged, 0);
-        bad += rerun(c, db, what);
-        if (c->after) c->after();
-        bad += finish_init(c, db);
-        bad += check_end(db, ref, what);
-        if (bad) {
-            fprintf(stderr, "    %s: FAILED (seed above replays it)\n", what);
-            fails++;
-        }
+        fails += completes_after(c, db, ref, what, bad, " (seed above replays it)");
     }
     fprintf(stderr, "    %s: %d trials, %d kills landed, %ld writes in a clean run%s%s\n",
             c->name, trials, landed, n_writes, c->kill_in ? " to files named *" : "",
@@ -474,14 +480,7 @@ static int disk_full_trials(const wcmd *c, const result *ref, const char *mnt) {
         }
         if (rc != 0 && rc != -SIGKILL) bad += check_after_kill(db, what, c->damaged, 1);
         unlink(filler);
-        bad += rerun(c, db, what);
-        if (c->after) c->after();
-        bad += finish_init(c, db);
-        bad += check_end(db, ref, what);
-        if (bad) {
-            fprintf(stderr, "    %s: FAILED\n", what);
-            fails++;
-        }
+        fails += completes_after(c, db, ref, what, bad, "");
     }
     rm_rf(db);
     return fails;
@@ -658,12 +657,9 @@ CDB_TEST(every_write_command_survives_kill9_and_a_full_disk) {
     fprintf(stderr, "    seed %llu (CLIPDB_WRITES_SEED replays it), %d trials per command\n",
             (unsigned long long)seed, trials);
     if (!cli_tmpdir(g_tmp, sizeof g_tmp)) CDB_TEST_FAIL_("mkdtemp");
-    snprintf(g_out, sizeof g_out, "%s/out.txt", g_tmp);
-    snprintf(g_errf, sizeof g_errf, "%s/err.txt", g_tmp);
-    snprintf(g_count, sizeof g_count, "%s/writes.txt", g_tmp);
-    snprintf(g_cam1, sizeof g_cam1, "%s/photos/cam1", g_tmp);
-    snprintf(g_cam2, sizeof g_cam2, "%s/photos/cam2", g_tmp);
-    snprintf(g_moved, sizeof g_moved, "%s/photos/moved", g_tmp);
+    CLI_PATHS(g_tmp, CLI_AT(g_out, "out.txt"), CLI_AT(g_errf, "err.txt"),
+              CLI_AT(g_count, "writes.txt"), CLI_AT(g_cam1, "photos/cam1"),
+              CLI_AT(g_cam2, "photos/cam2"), CLI_AT(g_moved, "photos/moved"));
     snprintf(g_cam1_sub, sizeof g_cam1_sub, "%s/private", g_cam1); /* forget of a subfolder */
     snprintf(p, sizeof p, "%s/photos", g_tmp);
     mkdir(p, 0755);

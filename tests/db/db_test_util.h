@@ -53,12 +53,29 @@ static inline void tu_tmpdir(char *buf, size_t len, const char *tag) {
 
 /* Runs sql on the SQLite file at path (a catalog or a shard, edited behind clipdb's back);
 ** SQLite's result code. */
-static inline int tu_sql_exec(const char *path, const char *sql) {
+static inline int tu_sql_exec_cb(const char *path, const char *sql,
+                                 int (*row)(void *, int, char **, char **), void *ud) {
     sqlite3 *c = NULL;
     int rc = sqlite3_open(path, &c);
-    if (rc == SQLITE_OK) rc = sqlite3_exec(c, sql, NULL, NULL, NULL);
+    if (rc == SQLITE_OK) rc = sqlite3_exec(c, sql, row, ud, NULL);
     sqlite3_close(c);
     return rc;
+}
+static inline int tu_sql_exec(const char *path, const char *sql) {
+    return tu_sql_exec_cb(path, sql, NULL, NULL);
+}
+
+static inline int tu_first_int_(void *ud, int n, char **v, char **names) {
+    (void)names;
+    *(int64_t *)ud = n > 0 && v[0] ? strtoll(v[0], NULL, 10) : -1;
+    return 1; /* the first row is enough */
+}
+/* The integer the first row of the query sql answers in the SQLite file at path (a
+** count), or -1. */
+static inline int64_t tu_sql_int(const char *path, const char *sql) {
+    int64_t n = -1;
+    tu_sql_exec_cb(path, sql, tu_first_int_, &n);
+    return n;
 }
 
 /* Creates a database at a fresh temporary folder + "/db" (its path in dir) with the
@@ -70,6 +87,17 @@ static inline cdb_status tu_create(char *dir, size_t size, const char *tag, cdb_
     strcat(dir, "/db");
     p.create = 1;
     return cdb_db_open(dir, &p, db);
+}
+
+/* tu_create with the default params, then the model `name` of dimension dim (weights
+** hash "hash-NAME") registered; its id in *model. */
+static inline cdb_status tu_create_with_model(char *dir, size_t size, const char *tag,
+                                              const char *name, int dim, cdb_db **db,
+                                              int64_t *model) {
+    char hash[64];
+    cdb_status rc = tu_create(dir, size, tag, cdb_db_params_default(), db);
+    snprintf(hash, sizeof hash, "hash-%s", name);
+    return rc != CDB_OK ? rc : cdb_db_model_register(*db, hash, name, dim, NULL, model);
 }
 
 /* Closes *db (set to NULL) and removes the temporary folder its directory dir is in

@@ -58,6 +58,13 @@ static cdb_status fx_put_range(fixture *fx, int from, int to, int64_t *ids) {
     return rc;
 }
 
+/* fx_open, then files 0..n-1 stored (fx_put_range; their ids in ids, which may be NULL). */
+static cdb_status fx_open_with(fixture *fx, const char *tag, int64_t capacity, int n,
+                               int64_t *ids) {
+    cdb_status rc = fx_open(fx, tag, capacity);
+    return rc != CDB_OK ? rc : fx_put_range(fx, 0, n, ids);
+}
+
 static int count_iter(cdb_db *db, int64_t model, int64_t *last_id_out) {
     cdb_db_iter *it = NULL;
     int64_t ids[7], last = -1;
@@ -81,6 +88,14 @@ static int count_iter(cdb_db *db, int64_t model, int64_t *last_id_out) {
     if (last_id_out) *last_id_out = last;
     return n;
 }
+/* cdb_db_verify finds no problem (when: a label for the message). */
+static void verify_clean(cdb_test_ctx *cdb_t_, cdb_db *db, const char *when) {
+    cdb_db_report *r = NULL;
+    CHECK_OK(cdb_db_verify(db, &r));
+    CHECK_MSG(r->n_problems == 0, "verify%s: %s", when, r->n_listed ? r->problems[0].msg : "");
+    cdb_db_report_free(r);
+}
+
 
 /* fp16 ulp at |x| (binary16: 10 fraction bits, min normal 2^-14). */
 static double f16_ulp(double x) {
@@ -235,8 +250,7 @@ CDB_TEST(encode_refuses_bad) {
 CDB_TEST(crud_put_lookup_read) {
     fixture fx;
     int64_t ids[100];
-    CHECK_OK(fx_open(&fx, "crud", 0));
-    CHECK_OK(fx_put_range(&fx, 0, 100, ids));
+    CHECK_OK(fx_open_with(&fx, "crud", 0, 100, ids));
     for (int i = 1; i < 100; i++) CHECK(ids[i] > ids[i - 1]);
     cdb_db_file f;
     CHECK_OK(cdb_db_file_lookup(fx.db, fx.root, "f00042.jpg", &f));
@@ -355,8 +369,7 @@ static int collect(int64_t file_id, int64_t seq, void *ud) {
 CDB_TEST(quarantine_move_delete) {
     fixture fx;
     int64_t ids[10];
-    CHECK_OK(fx_open(&fx, "qmd", 0));
-    CHECK_OK(fx_put_range(&fx, 0, 10, ids));
+    CHECK_OK(fx_open_with(&fx, "qmd", 0, 10, ids));
     int64_t gen0 = 0;
     CHECK_OK(cdb_db_generation(fx.db, &gen0));
     CHECK_EQ_INT(gen0, 10);
@@ -454,10 +467,7 @@ CDB_TEST(quarantine_move_delete) {
     CHECK_EQ_INT(c.files[CDB_DB_ERROR], 1);
     CHECK_EQ_INT(c.files[CDB_DB_PENDING], 0);
     CHECK_EQ_INT(c.n_vectors, 9);
-    cdb_db_report *r = NULL;
-    CHECK_OK(cdb_db_verify(fx.db, &r));
-    CHECK_MSG(r->n_problems == 0, "verify: %s", r->n_listed ? r->problems[0].msg : "");
-    cdb_db_report_free(r);
+    verify_clean(cdb_t_, fx.db, "");
     fx_close(&fx);
 }
 
@@ -543,8 +553,7 @@ static int count_seq(int64_t file_id, int64_t seq, void *ud) {
 CDB_TEST(generations) {
     fixture fx;
     int64_t ids[5], g1 = 0, g2 = 0;
-    CHECK_OK(fx_open(&fx, "gen", 0));
-    CHECK_OK(fx_put_range(&fx, 0, 5, ids));
+    CHECK_OK(fx_open_with(&fx, "gen", 0, 5, ids));
     CHECK_OK(cdb_db_generation(fx.db, &g1));
     /* Replace f0's vector (new content) and delete f1. */
     CHECK_OK(fx_put_range(&fx, 0, 1, NULL)); /* same content: still a new seq */
@@ -597,10 +606,7 @@ CDB_TEST(shard_rollover) {
     CHECK_OK(cdb_db_get_counts(fx.db, 0, &c2));
     CHECK(c2.n_shards > c.n_shards);
     CHECK_EQ_INT(count_iter(fx.db, fx.model, NULL), 400);
-    cdb_db_report *r = NULL;
-    CHECK_OK(cdb_db_verify(fx.db, &r));
-    CHECK_MSG(r->n_problems == 0, "verify: %s", r->n_listed ? r->problems[0].msg : "");
-    cdb_db_report_free(r);
+    verify_clean(cdb_t_, fx.db, "");
     fx_close(&fx);
 }
 
@@ -636,10 +642,13 @@ static cdb_status fx_migrate(fixture *fx, char *cat, size_t size, const char *sq
 }
 
 /* Commits one file of fx's root in the error state (a file that could not be read). */
-static cdb_status fx_put_error(fixture *fx, const char *rel, const cdb_db_file_meta *m) {
+/* fx_open_with, then broken.jpg stored as an error (a truncated file; its meta in *bad). */
+static cdb_status fx_open_with_error(fixture *fx, const char *tag, int n, cdb_db_file_meta *bad) {
     cdb_db_batch *b = NULL;
-    cdb_status rc = cdb_db_batch_new(fx->db, fx->model, &b);
-    if (rc == CDB_OK) rc = cdb_db_batch_put_error(b, fx->root, rel, m, "truncated");
+    cdb_status rc = fx_open_with(fx, tag, 0, n, NULL);
+    *bad = tu_meta(7, 7, 777);
+    if (rc == CDB_OK) rc = cdb_db_batch_new(fx->db, fx->model, &b);
+    if (rc == CDB_OK) rc = cdb_db_batch_put_error(b, fx->root, "broken.jpg", bad, "truncated");
     if (rc == CDB_OK) rc = cdb_db_batch_commit(b, NULL);
     cdb_db_batch_free(b);
     return rc;
@@ -656,8 +665,7 @@ static int read_file(const char *path, char *buf, size_t cap, size_t *n) {
 CDB_TEST(schema_from_the_future) {
     fixture fx;
     char cat[300];
-    CHECK_OK(fx_open(&fx, "future", 0));
-    CHECK_OK(fx_put_range(&fx, 0, 3, NULL));
+    CHECK_OK(fx_open_with(&fx, "future", 0, 3, NULL));
     CHECK_EQ_INT(fx_edit_catalog(&fx, "UPDATE meta SET value=99 WHERE key='schema_version';"
                                       "UPDATE meta SET value='9.9.9' WHERE key='last_writer';"
                                       "PRAGMA wal_checkpoint(TRUNCATE);",
@@ -682,8 +690,7 @@ CDB_TEST(schema_from_the_future) {
 CDB_TEST(migrate_v1_to_v2) {
     fixture fx;
     char cat[300];
-    CHECK_OK(fx_open(&fx, "migrate", 0));
-    CHECK_OK(fx_put_range(&fx, 0, 20, NULL));
+    CHECK_OK(fx_open_with(&fx, "migrate", 0, 20, NULL));
     /* Make it a v1 catalog: no vector directory, no removal log. */
     CHECK_OK(fx_migrate(&fx, cat, sizeof cat, "DROP TABLE vectors; DROP TABLE removed;"
                         "DELETE FROM meta WHERE key='generation';"
@@ -692,10 +699,7 @@ CDB_TEST(migrate_v1_to_v2) {
     CHECK_OK(cdb_db_get_counts(fx.db, 0, &c));
     CHECK_EQ_INT(c.n_vectors, 20);
     CHECK_EQ_INT(c.generation, 1);
-    cdb_db_report *r = NULL;
-    CHECK_OK(cdb_db_verify(fx.db, &r));
-    CHECK_MSG(r->n_problems == 0, "verify: %s", r->n_listed ? r->problems[0].msg : "");
-    cdb_db_report_free(r);
+    verify_clean(cdb_t_, fx.db, "");
     cdb_db_close(fx.db);
     CHECK_OK(fx_open_readonly(&fx));
     fx_close(&fx);
@@ -706,10 +710,8 @@ CDB_TEST(migrate_v1_to_v2) {
 CDB_TEST(migrate_v2_to_v3) {
     fixture fx;
     char cat[300];
-    CHECK_OK(fx_open(&fx, "migrate3", 0));
-    CHECK_OK(fx_put_range(&fx, 0, 30, NULL));
-    cdb_db_file_meta bad = tu_meta(7, 7, 777);
-    CHECK_OK(fx_put_error(&fx, "broken.jpg", &bad));
+    cdb_db_file_meta bad;
+    CHECK_OK(fx_open_with_error(&fx, "migrate3", 30, &bad));
     CHECK_OK(fx_migrate(&fx, cat, sizeof cat, "DROP TABLE hkeys; DROP TABLE hkeys_new;"
                         "DROP INDEX files_notok; ALTER TABLE files DROP COLUMN hkey;"
                         "CREATE INDEX files_hash ON files(root_id, hash);"
@@ -739,24 +741,9 @@ CDB_TEST(migrate_v2_to_v3) {
     int n = 0;
     CHECK_OK(cdb_db_files_by_hash(fx.db, fx.root, bad.hash, ids, 4, &n));
     CHECK_EQ_INT(n, 0);
-    cdb_db_report *r = NULL;
-    CHECK_OK(cdb_db_verify(fx.db, &r));
-    CHECK_MSG(r->n_problems == 0, "verify: %s", r->n_listed ? r->problems[0].msg : "");
-    cdb_db_report_free(r);
+    verify_clean(cdb_t_, fx.db, "");
     CHECK_OK(cdb_db_flush(fx.db));
     fx_close(&fx);
-}
-
-static int64_t sql_count(const char *path, const char *sql) {
-    sqlite3 *c = NULL;
-    sqlite3_stmt *st = NULL;
-    int64_t n = -1;
-    if (sqlite3_open_v2(path, &c, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
-        sqlite3_prepare_v2(c, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
-        n = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    sqlite3_close(c);
-    return n;
 }
 
 /* 1 when files_by_hash finds exactly file i (f%05d.jpg of fx_put_range) for its hash. */
@@ -780,18 +767,16 @@ static int found_by_hash(fixture *fx, int i) {
 CDB_TEST(migrate_v3_to_v4) {
     fixture fx;
     char cat[300];
-    CHECK_OK(fx_open(&fx, "migrate4", 0));
-    CHECK_OK(fx_put_range(&fx, 0, 40, NULL));
-    cdb_db_file_meta bad = tu_meta(7, 7, 777);
-    CHECK_OK(fx_put_error(&fx, "broken.jpg", &bad));
+    cdb_db_file_meta bad;
+    CHECK_OK(fx_open_with_error(&fx, "migrate4", 40, &bad));
     cdb_db_batch *b = NULL;
     CHECK_OK(fx_migrate(&fx, cat, sizeof cat, "DROP TABLE hkeys; DROP TABLE hkeys_new;"
                         "CREATE INDEX files_hkey ON files(root_id, hkey);"
                         "UPDATE meta SET value=3 WHERE key='schema_version';"));
-    CHECK_EQ_INT(sql_count(cat, "SELECT value FROM meta WHERE key='schema_version'"),
+    CHECK_EQ_INT(tu_sql_int(cat, "SELECT value FROM meta WHERE key='schema_version'"),
                  CDB_DB_SCHEMA_VERSION);
-    CHECK_EQ_INT(sql_count(cat, "SELECT count(*) FROM sqlite_master WHERE name='files_hkey'"), 0);
-    CHECK_EQ_INT(sql_count(cat, "SELECT count(*) FROM hkeys"), 41);
+    CHECK_EQ_INT(tu_sql_int(cat, "SELECT count(*) FROM sqlite_master WHERE name='files_hkey'"), 0);
+    CHECK_EQ_INT(tu_sql_int(cat, "SELECT count(*) FROM hkeys"), 41);
     for (int i = 0; i < 40; i += 3) CHECK_MSG(found_by_hash(&fx, i), "file %d", i);
     int64_t ids[4];
     int n = 0;
@@ -800,12 +785,12 @@ CDB_TEST(migrate_v3_to_v4) {
     /* New files after the migration go to hkeys_new, then (past its bound) are
     ** merged into hkeys; found before and after. */
     CHECK_OK(fx_put_range(&fx, 40, 1040, NULL));
-    CHECK_EQ_INT(sql_count(cat, "SELECT count(*) FROM hkeys_new"), 1000);
+    CHECK_EQ_INT(tu_sql_int(cat, "SELECT count(*) FROM hkeys_new"), 1000);
     for (int i = 40; i < 1040; i += 97) CHECK_MSG(found_by_hash(&fx, i), "file %d", i);
     for (int k = 1; k <= 4; k++) CHECK_OK(fx_put_range(&fx, 40 + 1000 * k, 1040 + 1000 * k, NULL));
-    CHECK(sql_count(cat, "SELECT count(*) FROM hkeys_new") < 1000);
-    CHECK_EQ_INT(sql_count(cat, "SELECT count(*) FROM hkeys") +
-                     sql_count(cat, "SELECT count(*) FROM hkeys_new"),
+    CHECK(tu_sql_int(cat, "SELECT count(*) FROM hkeys_new") < 1000);
+    CHECK_EQ_INT(tu_sql_int(cat, "SELECT count(*) FROM hkeys") +
+                     tu_sql_int(cat, "SELECT count(*) FROM hkeys_new"),
                  5041);
     for (int i = 0; i < 5040; i += 61) CHECK_MSG(found_by_hash(&fx, i), "file %d", i);
     /* A file whose content changed is found by its new hash only; a moved file
@@ -827,10 +812,7 @@ CDB_TEST(migrate_v3_to_v4) {
     CHECK_EQ_INT(n, 1);
     CHECK_EQ_INT(ids[0], f6.id);
     cdb_db_file_clear(&f6);
-    cdb_db_report *r = NULL;
-    CHECK_OK(cdb_db_verify(fx.db, &r));
-    CHECK_MSG(r->n_problems == 0, "verify: %s", r->n_listed ? r->problems[0].msg : "");
-    cdb_db_report_free(r);
+    verify_clean(cdb_t_, fx.db, "");
     fx_close(&fx);
 }
 
@@ -840,8 +822,7 @@ CDB_TEST(mixed_batch_runs) {
     fixture fx;
     float v[DIM];
     int64_t ids[8], gen0 = 0, gen1 = 0;
-    CHECK_OK(fx_open(&fx, "runs", 0));
-    CHECK_OK(fx_put_range(&fx, 0, 3, NULL)); /* f00000..f00002 exist */
+    CHECK_OK(fx_open_with(&fx, "runs", 0, 3, NULL)); /* f00000..f00002 exist */
     CHECK_OK(cdb_db_generation(fx.db, &gen0));
     cdb_db_batch *b = NULL;
     CHECK_OK(cdb_db_batch_new(fx.db, fx.model, &b));
@@ -873,10 +854,7 @@ CDB_TEST(mixed_batch_runs) {
         CHECK_EQ_INT(f.state, i == 5 ? CDB_DB_ERROR : CDB_DB_OK);
         cdb_db_file_clear(&f);
     }
-    cdb_db_report *r = NULL;
-    CHECK_OK(cdb_db_verify(fx.db, &r));
-    CHECK_MSG(r->n_problems == 0, "verify: %s", r->n_listed ? r->problems[0].msg : "");
-    cdb_db_report_free(r);
+    verify_clean(cdb_t_, fx.db, "");
     fx_close(&fx);
 }
 
@@ -977,9 +955,7 @@ CDB_TEST(verify_missing_and_truncated_shard) {
     /* Redo the pending files (what the next ingest does): healthy and complete. */
     CHECK_OK(fx_put_range(&fx, 0, 150, NULL));
     CHECK_EQ_INT(count_iter(fx.db, fx.model, NULL), 150);
-    CHECK_OK(cdb_db_verify(fx.db, &r));
-    CHECK_MSG(r->n_problems == 0, "verify after redo: %s", r->n_listed ? r->problems[0].msg : "");
-    cdb_db_report_free(r);
+    verify_clean(cdb_t_, fx.db, " after redo");
     fx_close(&fx);
 }
 
@@ -987,8 +963,7 @@ CDB_TEST(verify_bad_and_orphan_vectors) {
     fixture fx;
     int64_t ids[10];
     char dir[256], path[400], sql[512];
-    CHECK_OK(fx_open(&fx, "vvec", 0));
-    CHECK_OK(fx_put_range(&fx, 0, 10, ids));
+    CHECK_OK(fx_open_with(&fx, "vvec", 0, 10, ids));
     snprintf(dir, sizeof dir, "%s", fx.dir);
     cdb_db_close(fx.db);
     snprintf(path, sizeof path, "%s/shards/0001.db", dir);
@@ -1175,8 +1150,7 @@ CDB_TEST(classify_changes) {
     int64_t ids[4], m2 = 0;
     cdb_db_change ch;
     cdb_db_file f;
-    CHECK_OK(fx_open(&fx, "classify", 0));
-    CHECK_OK(fx_put_range(&fx, 0, 4, ids)); /* f0..f3: size 1000+i, mtime 5000+i */
+    CHECK_OK(fx_open_with(&fx, "classify", 0, 4, ids)); /* f0..f3: size 1000+i, mtime 5000+i */
     CHECK_OK(classify_sm(fx.db, fx.model, fx.root, "new.jpg", 1, 1, &ch, NULL));
     CHECK_EQ_INT(ch, CDB_DB_CHANGE_NEW);
     CHECK_OK(classify_sm(fx.db, fx.model, fx.root, "f00001.jpg", 1001, 5001, &ch, &f));
@@ -1304,11 +1278,10 @@ CDB_TEST(migrate_v7_to_v8) {
     fixture fx;
     char cat[300];
     int64_t ids[12];
-    CHECK_OK(fx_open(&fx, "migrate8", 0));
-    CHECK_OK(fx_put_range(&fx, 0, 12, ids));
+    CHECK_OK(fx_open_with(&fx, "migrate8", 0, 12, ids));
     CHECK_OK(fx_migrate(&fx, cat, sizeof cat, "DROP TABLE photo_meta;"
                         "UPDATE meta SET value=7 WHERE key='schema_version';"));
-    CHECK_EQ_INT(sql_count(cat, "SELECT value FROM meta WHERE key='schema_version'"),
+    CHECK_EQ_INT(tu_sql_int(cat, "SELECT value FROM meta WHERE key='schema_version'"),
                  CDB_DB_SCHEMA_VERSION);
     int64_t *missing = NULL, n = 0;
     CHECK_OK(cdb_db_photos_missing(fx.db, 0, &missing, &n));
@@ -1345,8 +1318,7 @@ CDB_TEST(migrate_v8_to_v9) {
     int64_t ids[4], *missing = NULL, n = 0;
     cdb_db_photo row, got;
     cdb_db_file f;
-    CHECK_OK(fx_open(&fx, "migrate9", 0));
-    CHECK_OK(fx_put_range(&fx, 0, 4, ids));
+    CHECK_OK(fx_open_with(&fx, "migrate9", 0, 4, ids));
     memset(&row, 0, sizeof row);
     CHECK_OK(cdb_db_file_get(fx.db, ids[1], &f));
     row.file_id = f.id;
@@ -1367,8 +1339,8 @@ CDB_TEST(migrate_v8_to_v9) {
                         " FROM photo_meta; DROP TABLE photo_meta;"
                         " ALTER TABLE pm8 RENAME TO photo_meta; DROP TABLE ignore_files;"
                         " UPDATE meta SET value=8 WHERE key='schema_version';"));
-    CHECK_EQ_INT(sql_count(cat, "SELECT value FROM meta WHERE key='schema_version'"), 9);
-    CHECK_EQ_INT(sql_count(cat, "SELECT count(*) FROM ignore_files"), 0);
+    CHECK_EQ_INT(tu_sql_int(cat, "SELECT value FROM meta WHERE key='schema_version'"), 9);
+    CHECK_EQ_INT(tu_sql_int(cat, "SELECT count(*) FROM ignore_files"), 0);
     CHECK_OK(cdb_db_photos_get(fx.db, &ids[1], 1, &got, NULL));
     CHECK_EQ_INT(got.read, 1);
     CHECK_EQ_STR(got.make, "Fuji");
@@ -1415,8 +1387,7 @@ CDB_TEST(read_snapshot_holds_until_renewed) {
     cdb_db_params p = cdb_db_params_default();
     cdb_db *rd = NULL;
     cdb_db_file f;
-    CHECK_OK(fx_open(&fx, "snap", 0));
-    CHECK_OK(fx_put_range(&fx, 0, 2, NULL));
+    CHECK_OK(fx_open_with(&fx, "snap", 0, 2, NULL));
     CHECK_RC(cdb_db_read_begin(fx.db), CDB_INVALID);
     p.readonly = 1;
     CHECK_OK(cdb_db_open(fx.dir, &p, &rd));

@@ -30,11 +30,8 @@ typedef struct fixture {
 } fixture;
 
 static cdb_status fx_open(fixture *fx, const char *tag) {
-    cdb_status rc;
     memset(fx, 0, sizeof *fx);
-    if ((rc = tu_create(fx->dir, sizeof fx->dir, tag, cdb_db_params_default(), &fx->db)) != CDB_OK)
-        return rc;
-    return cdb_db_model_register(fx->db, "hash-lib", "lib", DIM, NULL, &fx->model);
+    return tu_create_with_model(fx->dir, sizeof fx->dir, tag, "lib", DIM, &fx->db, &fx->model);
 }
 
 static void fx_close(fixture *fx) { tu_close_rm(&fx->db, fx->dir); }

@@ -29,9 +29,8 @@ typedef struct fixture {
 static cdb_status fx_open(fixture *fx, const char *tag) {
     cdb_status rc;
     memset(fx, 0, sizeof *fx);
-    if ((rc = tu_create(fx->dir, sizeof fx->dir, tag, cdb_db_params_default(), &fx->db)) != CDB_OK)
-        return rc;
-    if ((rc = cdb_db_model_register(fx->db, "hash-ph", "ph", DIM, NULL, &fx->model)) != CDB_OK)
+    if ((rc = tu_create_with_model(fx->dir, sizeof fx->dir, tag, "ph", DIM, &fx->db,
+                                   &fx->model)) != CDB_OK)
         return rc;
     return cdb_db_root_add(fx->db, "/photos", &fx->root);
 }

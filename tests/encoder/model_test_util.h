@@ -250,6 +250,55 @@ static inline cdb_status open_measured(const char *path, const cdb_model_params 
     return rc;
 }
 
+/* The full_load_peak_rss tests (on request only: they need the RAM). Opens the sparse
+** real-size model file at path measured (open_measured), prints its peak RSS beside its
+** weights as fp32 and the file's bytes read, encodes one zero input through it (a text,
+** or an image of image x image pixels when image > 0), closes it and removes the file.
+** The peak stays under the fp32 weights + 10% and 256 MiB of transients (one widened,
+** transposed or folded tensor at a time, one 64 MiB hash step); ASan's quarantine and
+** shadow add their own ~300 MB: there the figure is printed, not checked. */
+static inline void full_load_measure(cdb_test_ctx *cdb_t_, const char *path, const char *label,
+                                     int image) {
+    cdb_model_params p = cdb_model_params_default();
+    cdb_model *m = NULL;
+    long rss = 0;
+    int32_t ids[77] = {49406, 320, 1929, 49407};
+    CHECK_OK(open_measured(path, &p, &m, &rss, NULL));
+    const cdb_model_info *in = cdb_model_get_info(m);
+    double wbytes = (double)in->weights_f32_bytes;
+    printf("     %s: full load: peak RSS +%.0f MiB; weights as fp32 %.0f MiB (n_params %lld); "
+           "%.0f MiB of the file read\n",
+           label, (double)rss / 1024, wbytes / (1 << 20), (long long)in->n_params,
+           (double)cached_bytes(path) / (1 << 20));
+    float *px = image > 0 ? calloc((size_t)3 * image * image, sizeof *px) : NULL;
+    float *e = calloc((size_t)in->embed_dim, sizeof *e);
+    cdb_status erc = !e || (image > 0 && !px) ? CDB_NOMEM
+                     : image > 0              ? cdb_encode_pixels(m, px, 1, 0, e)
+                                              : cdb_encode_tokens(m, ids, 1, 0, e);
+    free(px);
+    free(e);
+    cdb_model_close(m);
+    unlink(path);
+    CHECK_RC(erc, CDB_OK);
+#ifndef __SANITIZE_ADDRESS__
+    CHECK_MSG((double)rss * 1024 < wbytes * 1.1 + (256 << 20),
+              "peak RSS +%ld KiB for %.0f bytes of fp32 weights", rss, wbytes);
+#endif
+}
+
+/* The golden fixture name (in dir) opened twice, one thread each: fully into *full and
+** inspect-only into *inspect. */
+static inline void open_full_and_inspect(cdb_test_ctx *cdb_t_, const char *dir, const char *name,
+                                         cdb_model **full, cdb_model **inspect) {
+    char path[600];
+    cdb_model_params p = cdb_model_params_default();
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    p.n_threads = 1;
+    CHECK_OK(cdb_model_open(path, &p, full));
+    p.inspect_only = 1;
+    CHECK_OK(cdb_model_open(path, &p, inspect));
+}
+
 /* A golden fixture's expected embeddings, <dir>/<name>.<kind>.f32 (kind: text, image or
 ** photo), as test_read_file gives them (NULL when missing). */
 static inline float *read_golden_f32(const char *dir, const char *name, const char *kind,

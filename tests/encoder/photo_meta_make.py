@@ -148,6 +148,12 @@ def late_tiff(path, w, h, rgb, args):
     return True
 
 
+# Where EXIF records a capture time (its date, subseconds and offset tags), and the
+# source clipdb reports for it (1 original, 2 created).
+EXIF_TIMES = {"original": ("DateTimeOriginal", "SubSecTimeOriginal", "OffsetTimeOriginal", 1),
+              "created": ("CreateDate", "SubSecTimeDigitized", "OffsetTimeDigitized", 2)}
+
+
 def one(outdir, i, rng):
     fmt = FORMATS[i % len(FORMATS)]
     path = os.path.join(outdir, "p%04d.%s" % (i, fmt))
@@ -160,20 +166,13 @@ def one(outdir, i, rng):
         args += ["-EXIF:DateTimeOriginal=" + rng.choice(["0000:00:00 00:00:00",
                                                     "2021:02:30 10:00:00"])]
         where = "created"
-    if where == "original":
-        args += ["-EXIF:DateTimeOriginal=" + exif_dt]
+    if where in EXIF_TIMES:
+        date, subsec, offset, truth["source"] = EXIF_TIMES[where]
+        args += ["-EXIF:%s=%s" % (date, exif_dt)]
         if sub:
-            args += ["-EXIF:SubSecTimeOriginal=" + sub]
+            args += ["-EXIF:%s=%s" % (subsec, sub)]
         if off is not None:
-            args += ["-EXIF:OffsetTimeOriginal=" + off_str(off)]
-        truth["source"] = 1
-    elif where == "created":
-        args += ["-EXIF:CreateDate=" + exif_dt]
-        if sub:
-            args += ["-EXIF:SubSecTimeDigitized=" + sub]
-        if off is not None:
-            args += ["-EXIF:OffsetTimeDigitized=" + off_str(off)]
-        truth["source"] = 2
+            args += ["-EXIF:%s=%s" % (offset, off_str(off))]
     elif where == "xmp":
         v = iso(y, mo, d, h, mi, s, ms, off).replace("-", ":", 2).replace("T", " ")
         args += ["-XMP-exif:DateTimeOriginal=" + v]

@@ -24,12 +24,7 @@
 #define N_KINDS 9
 
 static uint64_t g_rng = 0x2545F4914F6CDD1Dull;
-static unsigned rnd(void) {
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return (unsigned)(g_rng >> 32);
-}
+static unsigned rnd(void) { return (unsigned)(cdb_test_xorshift(&g_rng) >> 32); }
 
 /* Image kind k of a mixed set: 0 RGB 640x480, 1 gray 300x500, 2 RGB at the model's
 ** size, 3 RGB 3x2, 4 palette RGB, 5 RGBA, 6 CMYK, 7 16-bit RGB, 8 gray 1000x90. */

@@ -399,41 +399,17 @@ CDB_TEST(inspect_still_validates_bigG) {
 ** Weights are zeros, so the embeddings are zeros: this measures memory, not math. */
 CDB_TEST(full_load_peak_rss) {
     const char *want = getenv("CLIPDB_FULL_LOAD");
-    const family *f = NULL;
-    char file[600];
-    cdb_model_params p = cdb_model_params_default();
-    cdb_model *m = NULL;
-    const cdb_model_info *in;
-    long rss = 0;
-    float *e;
+    char file[600], label[64];
     if (!want || !*want) CDB_SKIP("set CLIPDB_FULL_LOAD=ViT-L-14 (a family name) to run");
-    for (int i = 0; i < N_FAM; i++)
-        if (!strcmp(k_fam[i].name, want)) f = &k_fam[i];
+    const family *f = NULL;
+    for (int i = 0; i < N_FAM && !f; i++) f = strcmp(k_fam[i].name, want) ? NULL : &k_fam[i];
     CHECK_MSG(f != NULL, "unknown family '%s'", want);
-    for (int hf = 0; hf < 2; hf++) {
+    for (int hf = 0; hf < 2; hf++) { /* the second's peak is not hidden by the first's */
         CHECK(tmpdir()[0]);
         snprintf(file, sizeof file, "%s/full_%d.safetensors", tmpdir(), hf);
+        snprintf(label, sizeof label, "%s %s", f->name, hf ? "hf" : "openai");
         CHECK(write_sparse(file, f, hf, MUT_NONE));
-        CHECK_OK(open_measured(file, &p, &m, &rss, NULL)); /* not hidden by the first's */
-        in = cdb_model_get_info(m);
-        printf("     %s %s: full load: peak RSS +%.0f MiB; weights as fp32 %.0f MiB "
-               "(n_params %lld); %.0f MiB of the file read\n", f->name, hf ? "hf" : "openai",
-               (double)rss / 1024, (double)in->weights_f32_bytes / (1 << 20),
-               (long long)in->n_params, (double)cached_bytes(file) / (1 << 20));
-        /* fp32 weights + transients (one transposed / concatenated tensor at a time,
-        ** one 64 MiB hash step) */
-        CHECK_MSG((double)rss * 1024 < (double)in->weights_f32_bytes * 1.1 + (256 << 20),
-                  "peak RSS +%ld KiB for %lld bytes of fp32 weights", rss,
-                  (long long)in->weights_f32_bytes);
-        e = calloc((size_t)in->embed_dim, sizeof *e);
-        {
-            int32_t ids[77] = {49406, 320, 1929, 49407};
-            CHECK_OK(cdb_encode_tokens(m, ids, 1, 0, e));
-        }
-        free(e);
-        cdb_model_close(m);
-        m = NULL;
-        unlink(file);
+        CHECK_CALL(full_load_measure(cdb_t_, file, label, 0));
     }
 }
 
@@ -443,18 +419,10 @@ CDB_TEST(inspect_matches_full_open) {
     static const char *models[] = {"openai_qgelu", "hf_gelu", "openai_f16.safetensors", "hf_bf16",
                                    "fam_openclip", "fam_hf"};
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
-        char path[600];
-        cdb_model_params p = cdb_model_params_default();
         cdb_model *a = NULL, *b = NULL;
-        const cdb_model_info *x, *y;
         float px[1];
-        snprintf(path, sizeof path, "%s/%s", GOLD, models[i]);
-        p.n_threads = 1;
-        CHECK_OK(cdb_model_open(path, &p, &a));
-        p.inspect_only = 1;
-        CHECK_OK(cdb_model_open(path, &p, &b));
-        x = cdb_model_get_info(a);
-        y = cdb_model_get_info(b);
+        CHECK_CALL(open_full_and_inspect(cdb_t_, GOLD, models[i], &a, &b));
+        const cdb_model_info *x = cdb_model_get_info(a), *y = cdb_model_get_info(b);
         CHECK_EQ_INT(x->inspect_only, 0);
         CHECK_EQ_INT(y->inspect_only, 1);
         CHECK_EQ_STR(y->hash, "");
@@ -479,8 +447,13 @@ CDB_TEST(inspect_matches_full_open) {
             CHECK_RC(cdb_encode_tokens(b, ids, 1, 1, px), CDB_INVALID);
         }
         /* A caller's recorded hash is still honoured (the files are unchanged). */
+        char path[600];
+        cdb_model_params p = cdb_model_params_default();
         cdb_model_close(b);
         b = NULL;
+        snprintf(path, sizeof path, "%s/%s", GOLD, models[i]);
+        p.n_threads = 1;
+        p.inspect_only = 1;
         p.known_hash = x->hash;
         p.known_files_key = x->files_key;
         CHECK_OK(cdb_model_open(path, &p, &b));

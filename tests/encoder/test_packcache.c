@@ -28,10 +28,7 @@
 #define N_IMG 3
 
 static uint64_t g_rng = 0x2545F4914F6CDD1Dull;
-static uint32_t rnd(void) { /* xorshift64 */
-    g_rng ^= g_rng << 13, g_rng ^= g_rng >> 7, g_rng ^= g_rng << 17;
-    return (uint32_t)(g_rng >> 32);
-}
+static uint32_t rnd(void) { return (uint32_t)(cdb_test_xorshift(&g_rng) >> 32); }
 
 typedef struct inputs {
     int32_t *ids;   /* N_TEXT x ctx */

@@ -16,10 +16,7 @@
 #include "file_build.h"
 
 static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
-static uint32_t rnd(uint32_t n) {
-    g_rng ^= g_rng << 13, g_rng ^= g_rng >> 7, g_rng ^= g_rng << 17;
-    return (uint32_t)(g_rng % n);
-}
+static uint32_t rnd(uint32_t n) { return (uint32_t)(cdb_test_xorshift(&g_rng) % n); }
 
 static int paeth_pred(int a, int b, int c) {
     int p = a + b - c, pa = abs(p - a), pb = abs(p - b), pc = abs(p - c);

@@ -164,15 +164,9 @@ CDB_TEST(inspect_and_text_only_match_full_open) {
         char path[600];
         cdb_model_params p = cdb_model_params_default();
         cdb_model *a = NULL, *b = NULL, *t = NULL;
-        const cdb_model_info *x, *y;
         float px[1];
-        snprintf(path, sizeof path, "%s/%s", GOLD, k_fix[i].name);
-        p.n_threads = 1;
-        CHECK_OK(cdb_model_open(path, &p, &a));
-        p.inspect_only = 1;
-        CHECK_OK(cdb_model_open(path, &p, &b));
-        x = cdb_model_get_info(a);
-        y = cdb_model_get_info(b);
+        CHECK_CALL(open_full_and_inspect(cdb_t_, GOLD, k_fix[i].name, &a, &b));
+        const cdb_model_info *x = cdb_model_get_info(a), *y = cdb_model_get_info(b);
 #define SAME(field) CHECK_EQ_INT(x->field, y->field)
         SAME(embed_dim); SAME(image_size); SAME(patch_size); SAME(vision_width);
         SAME(vision_layers); SAME(vision_heads); SAME(vision_pool_width); SAME(text_width);
@@ -183,7 +177,8 @@ CDB_TEST(inspect_and_text_only_match_full_open) {
         CHECK_EQ_STR(x->vision_family, y->vision_family);
         CHECK_EQ_STR(x->weights_dtype, y->weights_dtype);
         CHECK_RC(cdb_encode_pixels(b, px, 1, 1, px), CDB_INVALID);
-        p.inspect_only = 0;
+        snprintf(path, sizeof path, "%s/%s", GOLD, k_fix[i].name);
+        p.n_threads = 1;
         p.load_vision = 0;
         CHECK_OK(cdb_model_open(path, &p, &t));
         CHECK_EQ_INT(cdb_model_get_info(t)->has_vision, 0);
@@ -495,42 +490,15 @@ CDB_TEST(negative_running_var_and_size_override) {
 ** name) ./test_resnet full_load_peak_rss. Zero weights, so zero embeddings. */
 CDB_TEST(full_load_peak_rss) {
     const char *want = getenv("CLIPDB_FULL_LOAD");
-    const rn_family *f = NULL;
     char file[600];
-    cdb_model_params p = cdb_model_params_default();
-    cdb_model *m = NULL;
-    const cdb_model_info *in;
-    long rss = 0;
-    float *px, *e;
-    double wbytes;
-    cdb_status erc;
     if (!want || !*want) CDB_SKIP("set CLIPDB_FULL_LOAD=RN50 (a family name) to run");
-    for (int i = 0; i < N_RN; i++)
-        if (!strcmp(k_rn[i].name, want)) f = &k_rn[i];
+    const rn_family *f = NULL;
+    for (int i = 0; i < N_RN && !f; i++) f = strcmp(k_rn[i].name, want) ? NULL : &k_rn[i];
     if (!f) CDB_SKIP("CLIPDB_FULL_LOAD=%s is not a ResNet family", want);
     CHECK(tmpdir()[0]);
     snprintf(file, sizeof file, "%s/full.safetensors", tmpdir());
     CHECK(write_rn_sparse(file, f, 0, MUT_NONE));
-    CHECK_OK(open_measured(file, &p, &m, &rss, NULL));
-    in = cdb_model_get_info(m);
-    wbytes = (double)in->weights_f32_bytes;
-    printf("     %s: full load: peak RSS +%.0f MiB; weights as fp32 %.0f MiB\n", f->name,
-           (double)rss / 1024, wbytes / (1 << 20));
-    px = calloc((size_t)3 * f->image * f->image, sizeof *px);
-    e = calloc((size_t)in->embed_dim, sizeof *e);
-    erc = px && e ? cdb_encode_pixels(m, px, 1, 0, e) : CDB_NOMEM;
-    free(px);
-    free(e);
-    cdb_model_close(m);
-    unlink(file);
-    CHECK_RC(erc, CDB_OK);
-    /* fp32 weights + transients (one widened and one folded tensor at a time, one
-    ** 64 MiB hash step). ASan's quarantine and shadow add their own ~300 MB: there
-    ** the figure is printed, not checked. */
-#ifndef __SANITIZE_ADDRESS__
-    CHECK_MSG((double)rss * 1024 < wbytes * 1.1 + (256 << 20),
-              "peak RSS +%ld KiB for %.0f bytes of fp32 weights", rss, wbytes);
-#endif
+    full_load_measure(cdb_t_, file, f->name, f->image);
 }
 
 CDB_TEST_MAIN(golden_rn_qgelu_64px_4heads, golden_rn_gelu_96px_head_width_32,

@@ -105,12 +105,7 @@ static const char *const k_hard[] = {
 };
 
 static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
-static uint32_t rnd(uint32_t n) {
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return (uint32_t)(g_rng >> 11) % n;
-}
+static uint32_t rnd(uint32_t n) { return (uint32_t)(cdb_test_xorshift(&g_rng) >> 11) % n; }
 
 /* Random text from pieces of many scripts, punctuation, spaces and bad bytes. */
 static size_t random_text(char *buf, size_t cap) {

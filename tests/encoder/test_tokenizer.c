@@ -556,12 +556,7 @@ CDB_TEST(tok_errors) {
 /* ---- robustness ------------------------------------------------------------------ */
 
 static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
-static uint32_t rnd(void) {
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return (uint32_t)(g_rng >> 16);
-}
+static uint32_t rnd(void) { return (uint32_t)(cdb_test_xorshift(&g_rng) >> 16); }
 
 /* Random bytes and random mixes of the pieces the cleaner reacts to (mojibake
 ** letters, C1 controls, entities, ANSI escapes, combining marks, sigma, special

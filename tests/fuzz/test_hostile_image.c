@@ -100,6 +100,18 @@ static int run_decode(void *arg) {
         if (hostile_in_child(c_.name, run_decode, &c_)) failures++;                   \
     } while (0)
 
+/* A JPEG: SOI, the SOF, DHT and SOS segments (each with its marker), n_scan bytes of
+** scan data, EOI. */
+static void put_jpeg(buf *b, const uint8_t *sof, size_t n_sof, const uint8_t *dht, size_t n_dht,
+                     const uint8_t *sos, size_t n_sos, const void *scan, size_t n_scan) {
+    put(b, "\xff\xd8", 2);
+    put(b, sof, n_sof);
+    put(b, dht, n_dht);
+    put(b, sos, n_sos);
+    put(b, scan, n_scan);
+    put(b, "\xff\xd9", 2);
+}
+
 /* ---- tests ----------------------------------------------------------------------- */
 
 CDB_TEST(declared_size_bombs) {
@@ -125,7 +137,6 @@ CDB_TEST(declared_size_bombs) {
     RUN_CASE("PNG 100x100 over max_pixels=1000", png.p, png.n, 1000, CDB_TOO_LARGE, 8, 1);
     /* JPEG: SOI, SOF0 65500x65500x3, DHT, SOS, 16 bytes of scan data, EOI */
     {
-        static const uint8_t soi[2] = {0xff, 0xd8}, eoi[2] = {0xff, 0xd9};
         static const uint8_t sof[] = {0xff, 0xc0, 0x00, 0x11, 8, 0xff, 0xdc, 0xff, 0xdc, 3,
                                       1, 0x22, 0, 2, 0x11, 1, 3, 0x11, 1};
         /* DC and AC tables 0 and 1 (the ones the scan names), a single 1-bit code each */
@@ -136,12 +147,7 @@ CDB_TEST(declared_size_bombs) {
                                       0x11, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x00};
         static const uint8_t sos[] = {0xff, 0xda, 0x00, 0x0c, 3, 1, 0x00, 2, 0x11, 3, 0x11,
                                       0, 63, 0};
-        put(&jpg, soi, 2);
-        put(&jpg, sof, sizeof sof);
-        put(&jpg, dht, sizeof dht);
-        put(&jpg, sos, sizeof sos);
-        put(&jpg, "0123456789abcdef", 16);
-        put(&jpg, eoi, 2);
+        put_jpeg(&jpg, sof, sizeof sof, dht, sizeof dht, sos, sizeof sos, "0123456789abcdef", 16);
         RUN_CASE("JPEG 65500x65500", jpg.p, jpg.n, 0, CDB_TOO_LARGE, 8, 1);
     }
     /* GIF 65535x65535 logical screen and image */
@@ -193,7 +199,6 @@ CDB_TEST(tiny_files_under_limit) {
     int failures = 0;
     buf jpg = {0}, tga = {0}, gif = {0};
     {
-        static const uint8_t soi[2] = {0xff, 0xd8}, eoi[2] = {0xff, 0xd9};
         static const uint8_t sof[] = {0xff, 0xc0, 0x00, 0x0b, 8, 0x1f, 0x40, 0x1f, 0x40, 1,
                                       1, 0x11, 0};
         /* one DC and one AC table, each with a single 1-bit code */
@@ -201,12 +206,7 @@ CDB_TEST(tiny_files_under_limit) {
                                       0x00, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x00,
                                       0x10, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x00};
         static const uint8_t sos[] = {0xff, 0xda, 0x00, 0x08, 1, 1, 0x00, 0, 63, 0};
-        put(&jpg, soi, 2);
-        put(&jpg, sof, sizeof sof);
-        put(&jpg, dht, sizeof dht);
-        put(&jpg, sos, sizeof sos);
-        put(&jpg, "\x00\x00\x00\x00\x00\x00\x00\x00", 8);
-        put(&jpg, eoi, 2);
+        put_jpeg(&jpg, sof, sizeof sof, dht, sizeof dht, sos, sizeof sos, "\0\0\0\0\0\0\0\0", 8);
         RUN_CASE("JPEG 8000x8000 in 70 bytes", jpg.p, jpg.n, 0, -1, 64, 5);
     }
     {

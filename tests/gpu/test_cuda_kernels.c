@@ -535,6 +535,37 @@ static const char *src_dir(void) {
     const char *e = getenv("CLIPDB_SOURCE_DIR");
     return e && *e ? e : CDB_SOURCE_DIR;
 }
+/* Opens the model at path on CUDA (m[0]) and on the CPU (m[1]). */
+static void open_on_both(cdb_test_ctx *cdb_t_, const char *path, cdb_model *m[2]) {
+    for (int i = 0; i < 2; i++) {
+        cdb_model_params mp = cdb_model_params_default();
+        mp.device.kind = i == 0 ? CDB_K_DEVICE_CUDA : CDB_K_DEVICE_CPU;
+        CHECK_OK(cdb_model_open(path, &mp, &m[i]));
+    }
+}
+
+/* e[i] and t[i] (heap, E floats a row): n_img images and n_txt texts through m[i];
+** every CUDA row is the CPU row up to cosine COS_MIN (name and verbose: the messages). */
+static void embed_on_both(cdb_test_ctx *cdb_t_, cdb_model *m[2], const float *pixels, int n_img,
+                          const int32_t *tokens, int n_txt, int E, const char *name, int verbose,
+                          float *e[2], float *t[2]) {
+    for (int i = 0; i < 2; i++) {
+        e[i] = malloc((size_t)n_img * E * 4);
+        t[i] = malloc((size_t)n_txt * E * 4);
+        CHECK_OK(cdb_encode_pixels(m[i], pixels, n_img, 1, e[i]));
+        CHECK_OK(cdb_encode_tokens(m[i], tokens, n_txt, 1, t[i]));
+    }
+    for (int j = 0; j < n_img; j++) {
+        double c = cosine(e[0] + (size_t)j * E, e[1] + (size_t)j * E, E);
+        if (verbose) printf("     %s image %d: cuda vs cpu cosine %.7f\n", name, j, c);
+        CHECK_MSG(c >= COS_MIN, "%s image %d: cosine %.7f", name, j, c);
+    }
+    for (int j = 0; j < n_txt; j++) {
+        double c = cosine(t[0] + (size_t)j * E, t[1] + (size_t)j * E, E);
+        CHECK_MSG(c >= COS_MIN, "%s text %d: cosine %.7f", name, j, c);
+    }
+}
+
 
 /* A file of tests/golden/models, as test_read_file gives it (NULL when missing). */
 static void *read_gold(const char *name, size_t *n) {
@@ -567,30 +598,14 @@ CDB_TEST(encoder_fixtures_cpu_vs_gpu) {
             CHECK(pixels && tokens);
         }
         snprintf(path, sizeof path, "%s/tests/golden/models/%s", src_dir(), models[mi]);
-        for (int i = 0; i < 2; i++) {
-            cdb_model_params mp = cdb_model_params_default();
-            mp.device.kind = i == 0 ? CDB_K_DEVICE_CUDA : CDB_K_DEVICE_CPU;
-            CHECK_OK(cdb_model_open(path, &mp, &m[i]));
-        }
+        CHECK_CALL(open_on_both(cdb_t_, path, m));
         info = cdb_model_get_info(m[1]);
         E = info->embed_dim;
         n_img = (int)(npx / 4 / (3 * (size_t)info->image_size * info->image_size));
         n_txt = (int)(ntok / 4 / (size_t)info->context_length);
         CHECK(n_img > 0 && n_txt > 0);
-        for (int i = 0; i < 2; i++) {
-            e[i] = malloc((size_t)n_img * E * 4);
-            t[i] = malloc((size_t)n_txt * E * 4);
-            CHECK_OK(cdb_encode_pixels(m[i], pixels, n_img, 1, e[i]));
-            CHECK_OK(cdb_encode_tokens(m[i], tokens, n_txt, 1, t[i]));
-        }
-        for (int j = 0; j < n_img; j++) {
-            double c = cosine(e[0] + (size_t)j * E, e[1] + (size_t)j * E, E);
-            CHECK_MSG(c >= COS_MIN, "%s image %d: cosine %.7f", models[mi], j, c);
-        }
-        for (int j = 0; j < n_txt; j++) {
-            double c = cosine(t[0] + (size_t)j * E, t[1] + (size_t)j * E, E);
-            CHECK_MSG(c >= COS_MIN, "%s text %d: cosine %.7f", models[mi], j, c);
-        }
+        CHECK_CALL(
+            embed_on_both(cdb_t_, m, pixels, n_img, tokens, n_txt, E, models[mi], 0, e, t));
         /* Stored form: the same function stores both; same length, finite, unit norm. */
         for (int j = 0; j < n_img; j++) {
             uint16_t *v[2];
@@ -707,30 +722,13 @@ CDB_TEST(encoder_resnet_fixtures_cpu_vs_gpu) {
         pixels = (float *)test_read_file(path, &npx);
         CHECK(pixels != NULL);
         snprintf(path, sizeof path, "%s/tests/golden/models/%s", src_dir(), fx[mi].model);
-        for (int i = 0; i < 2; i++) {
-            cdb_model_params mp = cdb_model_params_default();
-            mp.device.kind = i == 0 ? CDB_K_DEVICE_CUDA : CDB_K_DEVICE_CPU;
-            CHECK_OK(cdb_model_open(path, &mp, &m[i]));
-        }
+        CHECK_CALL(open_on_both(cdb_t_, path, m));
         E = cdb_model_get_info(m[1])->embed_dim;
         CHECK_EQ_STR(cdb_model_get_info(m[0])->vision_family, "ResNet");
         n_img = (int)(npx / 4 / (3 * (size_t)fx[mi].size * fx[mi].size));
         n_txt = (int)(ntok / 4 / 77);
-        for (int i = 0; i < 2; i++) {
-            e[i] = malloc((size_t)n_img * E * 4);
-            t[i] = malloc((size_t)n_txt * E * 4);
-            CHECK_OK(cdb_encode_pixels(m[i], pixels, n_img, 1, e[i]));
-            CHECK_OK(cdb_encode_tokens(m[i], tokens, n_txt, 1, t[i]));
-        }
-        for (int j = 0; j < n_img; j++) {
-            double c = cosine(e[0] + (size_t)j * E, e[1] + (size_t)j * E, E);
-            printf("     %s image %d: cuda vs cpu cosine %.7f\n", fx[mi].model, j, c);
-            CHECK_MSG(c >= COS_MIN, "%s image %d: cosine %.7f", fx[mi].model, j, c);
-        }
-        for (int j = 0; j < n_txt; j++) {
-            double c = cosine(t[0] + (size_t)j * E, t[1] + (size_t)j * E, E);
-            CHECK_MSG(c >= COS_MIN, "%s text %d: cosine %.7f", fx[mi].model, j, c);
-        }
+        CHECK_CALL(
+            embed_on_both(cdb_t_, m, pixels, n_img, tokens, n_txt, E, fx[mi].model, 1, e, t));
         for (int i = 0; i < 2; i++) {
             free(e[i]), free(t[i]);
             cdb_model_close(m[i]);

@@ -207,14 +207,31 @@ CDB_TEST(get_layout_token_and_second_get) {
     unsetenv("HF_TOKEN");
 }
 
+/* hub_get(repo) fails with rc and the engine's code, gives no folder, and its message
+** says `says` (NULL: not checked). */
+static void expect_refused(cdb_test_ctx *cdb_t_, const char *repo, cdb_engine_hub_params *p,
+                           cdb_status rc, cdb_engine_err code, const char *says) {
+    char *folder = NULL;
+    CHECK_RC(cdb_engine_hub_get(repo, p, &folder), rc);
+    CHECK_EQ_INT(cdb_engine_errcode(), code);
+    CHECK_MSG(!says || strstr(cdb_errmsg(), says), "message: %s", cdb_errmsg());
+    CHECK(folder == NULL);
+}
+
+/* Whether the cache holds no model.safetensors of repo_dir (models--ORG--NAME) at
+** the test server's commit. */
+static int no_snapshot_file(const char *cache, const char *repo_dir) {
+    char path[PATH_MAX + 200];
+    snprintf(path, sizeof path, "%s/%s/snapshots/%s/model.safetensors", cache, repo_dir,
+             HS_COMMIT);
+    return access(path, F_OK) != 0 && errno == ENOENT;
+}
+
 CDB_TEST(errors_401_404) {
     char cache[PATH_MAX], *folder = NULL;
     cdb_engine_hub_params p = cdb_engine_hub_params_default();
     fresh_env("errors", cache, sizeof cache);
-    CHECK_RC(cdb_engine_hub_get("org/private", &p, &folder), CDB_ERROR);
-    CHECK_EQ_INT(cdb_engine_errcode(), CDB_ENGINE_E_HUB_AUTH);
-    CHECK(strstr(cdb_errmsg(), "HF_TOKEN") != NULL);
-    CHECK(folder == NULL);
+    expect_refused(cdb_t_, "org/private", &p, CDB_ERROR, CDB_ENGINE_E_HUB_AUTH, "HF_TOKEN");
     setenv("HF_TOKEN", "wrong-token", 1);
     CHECK_RC(cdb_engine_hub_get("org/private", &p, &folder), CDB_ERROR);
     CHECK_EQ_INT(cdb_engine_errcode(), CDB_ENGINE_E_HUB_AUTH);
@@ -224,9 +241,8 @@ CDB_TEST(errors_401_404) {
     cdb_free(folder);
     folder = NULL;
     unsetenv("HF_TOKEN");
-    CHECK_RC(cdb_engine_hub_get("org/missing", &p, &folder), CDB_NOTFOUND);
-    CHECK_EQ_INT(cdb_engine_errcode(), CDB_ENGINE_E_HUB_NOT_FOUND);
-    CHECK(strstr(cdb_errmsg(), "no such repository") != NULL);
+    expect_refused(cdb_t_, "org/missing", &p, CDB_NOTFOUND, CDB_ENGINE_E_HUB_NOT_FOUND,
+                   "no such repository");
     p.revision = "v9";
     CHECK_RC(cdb_engine_hub_get("org/tiny", &p, &folder), CDB_NOTFOUND);
     CHECK(strstr(cdb_errmsg(), "no such revision") != NULL);
@@ -280,37 +296,27 @@ CDB_TEST(earlier_partial_download_resumes) {
 }
 
 CDB_TEST(corrupt_file_leaves_nothing) {
-    char cache[PATH_MAX], path[PATH_MAX + 200], *folder = NULL;
+    char cache[PATH_MAX], path[PATH_MAX + 200];
     cdb_engine_hub_params p = cdb_engine_hub_params_default();
     fresh_env("corrupt", cache, sizeof cache);
-    CHECK_RC(cdb_engine_hub_get("org/corrupt", &p, &folder), CDB_CORRUPT);
-    CHECK_EQ_INT(cdb_engine_errcode(), CDB_ENGINE_E_HUB_CHECKSUM);
-    CHECK(strstr(cdb_errmsg(), "sha256") != NULL);
-    CHECK(folder == NULL);
-    snprintf(path, sizeof path, "%s/models--org--corrupt/snapshots/%s/model.safetensors", cache,
-             HS_COMMIT);
-    CHECK(access(path, F_OK) != 0 && errno == ENOENT);
+    expect_refused(cdb_t_, "org/corrupt", &p, CDB_CORRUPT, CDB_ENGINE_E_HUB_CHECKSUM, "sha256");
+    CHECK(no_snapshot_file(cache, "models--org--corrupt"));
     snprintf(path, sizeof path, "%s/models--org--corrupt/blobs", cache);
     CHECK_EQ_INT(count_suffix(path, ".incomplete"), 0);
     CHECK_EQ_INT(count_suffix(path, ""), 3 + 2); /* the three small files only */
     /* and the snapshot is not taken for a complete one */
     setenv("HF_HUB_OFFLINE", "1", 1);
-    CHECK_RC(cdb_engine_hub_get("org/corrupt", &p, &folder), CDB_NOTFOUND);
-    CHECK_EQ_INT(cdb_engine_errcode(), CDB_ENGINE_E_HUB_OFFLINE);
+    expect_refused(cdb_t_, "org/corrupt", &p, CDB_NOTFOUND, CDB_ENGINE_E_HUB_OFFLINE, NULL);
     unsetenv("HF_HUB_OFFLINE");
 }
 
 CDB_TEST(full_disk) {
-    char cache[PATH_MAX], path[PATH_MAX + 200], *folder = NULL;
+    char cache[PATH_MAX];
     cdb_engine_hub_params p = cdb_engine_hub_params_default();
     fresh_env("full", cache, sizeof cache);
-    CHECK_RC(cdb_engine_hub_get("org/huge", &p, &folder), CDB_NOSPACE);
-    CHECK_EQ_INT(cdb_engine_errcode(), CDB_ENGINE_E_DISK_FULL);
-    CHECK(strstr(cdb_errmsg(), "no space left") != NULL);
+    expect_refused(cdb_t_, "org/huge", &p, CDB_NOSPACE, CDB_ENGINE_E_DISK_FULL, "no space left");
     CHECK_EQ_INT(hs_count(&g_srv, "/cdn/", NULL), 0);
-    snprintf(path, sizeof path, "%s/models--org--huge/snapshots/%s/model.safetensors", cache,
-             HS_COMMIT);
-    CHECK(access(path, F_OK) != 0);
+    CHECK(no_snapshot_file(cache, "models--org--huge"));
 }
 
 /* HF_HUB_OFFLINE=1: the cache only. A cache written by the layout's rules (as a
@@ -322,9 +328,8 @@ CDB_TEST(offline_and_a_cache_made_by_hand) {
     FILE *f;
     fresh_env("offline", cache, sizeof cache);
     setenv("HF_HUB_OFFLINE", "1", 1);
-    CHECK_RC(cdb_engine_hub_get("org/tiny", &p, &folder), CDB_NOTFOUND);
-    CHECK_EQ_INT(cdb_engine_errcode(), CDB_ENGINE_E_HUB_OFFLINE);
-    CHECK(strstr(cdb_errmsg(), "HF_HUB_OFFLINE") != NULL);
+    expect_refused(cdb_t_, "org/tiny", &p, CDB_NOTFOUND, CDB_ENGINE_E_HUB_OFFLINE,
+                   "HF_HUB_OFFLINE");
     /* models--org--handmade/{blobs/B, snapshots/C/model.safetensors -> ../../blobs/B,
     ** refs/main = C} */
     snprintf(dir, sizeof dir, "%s/models--org--handmade", cache);

@@ -15,12 +15,7 @@
 #include "kernels/kernels.h"
 
 static uint64_t g_rng = 0x2545F4914F6CDD1Dull;
-static uint64_t rnd(void) {
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return g_rng;
-}
+static uint64_t rnd(void) { return cdb_test_xorshift(&g_rng); }
 
 /* The oracle: the largest b in [1, max] with fixed + b * per <= free - free / 8, else 1. */
 static int brute_batch(size_t fr, size_t fixed, size_t per, int max) {

@@ -59,6 +59,15 @@ static inline const char *lu_path(char *buf, size_t size, const char *rel) {
     return buf;
 }
 
+static inline void lu_paths_(const char *prefix, const cli_dest *d) {
+    char dir[600];
+    cli_paths_(lu_path(dir, sizeof dir, prefix), d);
+}
+/* A test's paths under one folder of the scratch folder (cli_run.h's CLI_PATHS there):
+**   LU_PATHS("case", CLI_AT(lib, "photos"), CLI_AT(db, "db"));  (char lib[N], db[M])
+** sets lib to lu_path("case/photos") and db to lu_path("case/db"). */
+#define LU_PATHS(prefix, ...) lu_paths_((prefix), (const cli_dest[]){__VA_ARGS__, {0}})
+
 static inline int lu_mkdirs(const char *path) {
     char b[4096];
     snprintf(b, sizeof b, "%s", path);
@@ -92,20 +101,11 @@ static inline const char *lu_img(const char *dir, int i, char *buf, size_t size)
     return buf;
 }
 
+/* The library tests' names for cli_run.h's file helpers. */
 static inline int lu_write(const char *path, const void *data, size_t n) {
-    FILE *f = fopen(path, "wb");
-    if (!f) return -1;
-    int ok = fwrite(data, 1, n, f) == n;
-    return fclose(f) == 0 && ok ? 0 : -1;
+    return cli_write_file(path, data, n);
 }
-
-static inline int lu_copy(const char *from, const char *to) {
-    size_t n = 0;
-    char *b = cli_read_file(from, &n);
-    int rc = b ? lu_write(to, b, n) : -1;
-    free(b);
-    return rc;
-}
+static inline int lu_copy(const char *from, const char *to) { return cli_copy_file(from, to); }
 
 /* ---- clipdb as another user (nobody, 65534) ---------------------------------------
 ** A checkout in a folder other users cannot enter (a home folder of mode 0700) keeps
@@ -215,6 +215,13 @@ static inline int lu_db_of(const char *db, const char *const *paths, int index) 
                  : 0;
 }
 
+/* n generated photos of seed in lib (lu_generate) and a new database db holding them
+** (lu_db_of, with index as there). 0 on success. */
+static inline int lu_generate_db(const char *lib, uint64_t seed, int n, const char *db, int index) {
+    if (lu_generate(lib, seed, 0, n) != 0) return -1;
+    return lu_db_of(db, (const char *const[]){lib, NULL}, index);
+}
+
 /* ---- .npy reading (little-endian <f4 / <f2 arrays, as clipdb writes them) ---------- */
 
 static inline float lu_f16(uint16_t h) { /* binary16 -> float, written out here */
@@ -298,6 +305,15 @@ static inline int lu_export_read_model(const char *db, const char *model, lu_exp
 }
 static inline int lu_export_read(const char *db, lu_export *e) {
     return lu_export_read_model(db, NULL, e);
+}
+
+/* How many paths the export of db holds; -1 when the export failed. */
+static inline int lu_export_count(const char *db) {
+    lu_export e;
+    if (lu_export_read(db, &e) != 0) return -1;
+    int n = e.n;
+    lu_export_free(&e);
+    return n;
 }
 
 /* Index of path in the export, -1; *count: how many times it appears. */

@@ -40,8 +40,7 @@ CDB_TEST(pil_limit) {
     char lib[700], db[700], p100[900], p170[900], p179[900];
     cli_run_result r;
     LU_NEED_SETUP();
-    lu_path(lib, sizeof lib, "big/lib");
-    lu_path(db, sizeof db, "big/db");
+    LU_PATHS("big", CLI_AT(lib, "lib"), CLI_AT(db, "db"));
     CHECK(lu_mkdirs(lib) == 0);
     /* 100,000,000 (PIL warns), 170,000,000 (still under 2 x PIL's), 179,000,000 (over) */
     CHECK(write_photo(lib, "p100.jpg", 10000, 10000, 1, p100, sizeof p100) == 0);
@@ -91,8 +90,7 @@ CDB_TEST(decode_budget) {
     char lib[700], db[700], p[900];
     cli_run_result r;
     LU_NEED_SETUP();
-    lu_path(lib, sizeof lib, "budget/lib");
-    lu_path(db, sizeof db, "budget/db");
+    LU_PATHS("budget", CLI_AT(lib, "lib"), CLI_AT(db, "db"));
     CHECK(lu_mkdirs(lib) == 0);
     /* 4 x 40 MP and one of 100 MP, a 300 MB budget (39.3 million pixels at 8 bytes) */
     for (int i = 0; i < 4; i++) {

@@ -110,96 +110,83 @@ static cdb_status ingest(const char *db_dir, const char *lib, fault_plan *plan,
     return rc;
 }
 
-/* A case: N_PHOTOS generated photos in <tag>/photos (lib) and a new database <tag>/db
-** (db; both size bytes) they are ingested into with plan; the run's summary in *sum. */
-static cdb_status run_case(const char *tag, fault_plan *plan, char *lib, char *db, size_t size,
-                           cdb_engine_summary *sum) {
-    char rel[200];
-    snprintf(rel, sizeof rel, "%s/photos", tag);
-    lu_path(lib, size, rel);
-    snprintf(rel, sizeof rel, "%s/db", tag);
-    lu_path(db, size, rel);
-    if (lu_generate(lib, 7000 + (uint64_t)strlen(tag), 0, N_PHOTOS) != 0 || lu_init(db) != 0)
-        return cdb_seterr(CDB_IO, "case %s: cannot make the library or the database", tag);
-    return ingest(db, lib, plan, sum);
+/* A case: N_PHOTOS generated photos in <tag>/photos (lib), ingested with plan into a new
+** database <tag>/db (db); s: the run's summary. */
+typedef struct fcase {
+    fault_plan plan;
+    char lib[700], db[700];
+    cdb_engine_summary s;
+} fcase;
+
+/* Makes case tag (c->plan set by the caller); the run added `added` photos, left `retry`
+** to retry and quarantined `errors`, and the database holds the added ones exactly, each
+** with its own vector. Skips without a model. */
+static void run_case(cdb_test_ctx *cdb_t_, const char *tag, fcase *c, int added, int retry,
+                     int errors) {
+    LU_NEED_SETUP();
+    LU_PATHS(tag, CLI_AT(c->lib, "photos"), CLI_AT(c->db, "db"));
+    CHECK_EQ_INT(lu_generate(c->lib, 7000 + (uint64_t)strlen(tag), 0, N_PHOTOS), 0);
+    CHECK_EQ_INT(lu_init(c->db), 0);
+    CHECK_OK(ingest(c->db, c->lib, &c->plan, &c->s));
+    CHECK_EQ_INT(c->s.added, added);
+    CHECK_EQ_INT(c->s.retry, retry);
+    CHECK_EQ_INT(c->s.errors, errors);
+    CHECK_EQ_INT(lu_db_is_exact(c->db, added), 0);
+}
+
+/* `clipdb errors` on db says says (and not not_says, when given). */
+static void errors_say(cdb_test_ctx *cdb_t_, const char *db, const char *says,
+                       const char *not_says) {
+    cli_run_result r;
+    CHECK_EQ_INT(lu_expect((const char *[]){"errors", "--db", db, NULL}, 0, &r), 0);
+    CHECK_MSG(strstr(r.out, says) && !(not_says && strstr(r.out, not_says)), "%s", r.out);
+    cli_run_free(&r);
 }
 
 CDB_TEST(transient_batch_failure_is_retried) {
-    char lib[700], db[700];
-    cdb_engine_summary s;
-    fault_plan plan = {2, 1, 0, 0, 0, 0, 0, 0, 0};
-    LU_NEED_SETUP();
-    CHECK_OK(run_case("transient", &plan, lib, db, sizeof lib, &s));
-    CHECK_MSG(plan.n_singles_failed == 1, "the failing item was encoded alone %d times",
-              plan.n_singles_failed);
-    CHECK_EQ_INT(s.added, N_PHOTOS - 1);
-    CHECK_EQ_INT(s.retry, 1);
-    CHECK_EQ_INT(s.errors, 0);
-    CHECK_EQ_INT(lu_db_is_exact(db, N_PHOTOS - 1), 0);
-    cli_run_result r;
-    CHECK_EQ_INT(lu_expect((const char *[]){"errors", "--db", db, NULL}, 0, &r), 0);
-    CHECK_MSG(strstr(r.out, "will retry: cannot encode") && strstr(r.out, "injected device error"),
-              "%s", r.out);
-    cli_run_free(&r);
+    fcase c = {.plan = {.fail_call = 2, .item = 1}};
+    CHECK_CALL(run_case(cdb_t_, "transient", &c, N_PHOTOS - 1, 1, 0));
+    CHECK_MSG(c.plan.n_singles_failed == 1, "the failing item was encoded alone %d times",
+              c.plan.n_singles_failed);
+    errors_say(cdb_t_, c.db, "will retry: cannot encode", NULL);
+    errors_say(cdb_t_, c.db, "injected device error", NULL);
     /* the device is fine again: the next run (nothing changed on disk) stores it */
-    CHECK_OK(ingest(db, lib, NULL, &s));
-    CHECK_EQ_INT(s.added, 1);
-    CHECK_EQ_INT(s.unchanged, N_PHOTOS - 1);
-    CHECK_EQ_INT(lu_db_is_exact(db, N_PHOTOS), 0);
-    CHECK_EQ_INT(lu_expect((const char *[]){"verify", "--db", db, "--quiet", NULL}, 0, NULL), 0);
+    CHECK_OK(ingest(c.db, c.lib, NULL, &c.s));
+    CHECK_EQ_INT(c.s.added, 1);
+    CHECK_EQ_INT(c.s.unchanged, N_PHOTOS - 1);
+    CHECK_EQ_INT(lu_db_is_exact(c.db, N_PHOTOS), 0);
+    CHECK_EQ_INT(lu_expect((const char *[]){"verify", "--db", c.db, "--quiet", NULL}, 0, NULL), 0);
 }
 
 CDB_TEST(out_of_memory_halves_the_batch) {
-    char lib[700], db[700];
-    cdb_engine_summary s;
-    fault_plan plan = {0, 0, 0, 0, 0, 0, 2, 0, 0};
-    LU_NEED_SETUP();
-    CHECK_OK(run_case("oom", &plan, lib, db, sizeof lib, &s));
-    CHECK_EQ_INT(plan.n_oom, 1); /* only the first batch of 4: the run keeps 2 */
-    CHECK_EQ_INT(plan.max_ok, 2);
-    CHECK_EQ_INT(s.added, N_PHOTOS);
-    CHECK_EQ_INT(s.retry, 0);
-    CHECK_EQ_INT(s.errors, 0);
-    CHECK_EQ_INT(lu_db_is_exact(db, N_PHOTOS), 0);
+    fcase c = {.plan = {.oom_above = 2}};
+    CHECK_CALL(run_case(cdb_t_, "oom", &c, N_PHOTOS, 0, 0));
+    CHECK_EQ_INT(c.plan.n_oom, 1); /* only the first batch of 4: the run keeps 2 */
+    CHECK_EQ_INT(c.plan.max_ok, 2);
 }
 
 CDB_TEST(failing_first_item_does_not_shift) {
-    char lib[700], db[700];
-    cdb_engine_summary s;
-    fault_plan plan = {1, 0, 0, 0, 0, 0, 0, 0, 0};
-    LU_NEED_SETUP();
-    CHECK_OK(run_case("shift", &plan, lib, db, sizeof lib, &s));
-    CHECK_EQ_INT(s.added, N_PHOTOS - 1);
-    CHECK_EQ_INT(s.retry, 1);
-    CHECK_EQ_INT(lu_db_is_exact(db, N_PHOTOS - 1), 0); /* items 1..3 of batch 1: their own vectors */
+    fcase c = {.plan = {.fail_call = 1}};
+    /* items 1..3 of batch 1 stored: each its own vector (the oracle in run_case) */
+    CHECK_CALL(run_case(cdb_t_, "shift", &c, N_PHOTOS - 1, 1, 0));
     for (int i = 0; i < N_PHOTOS; i += 3) {
         char p[900];
-        lu_img(lib, i, p, sizeof p);
+        lu_img(c.lib, i, p, sizeof p);
         lu_export e;
-        CHECK_EQ_INT(lu_export_read(db, &e), 0);
+        CHECK_EQ_INT(lu_export_read(c.db, &e), 0);
         int at = lu_export_find(&e, p, NULL);
         lu_export_free(&e);
-        if (at >= 0) CHECK_EQ_INT(lu_search_finds_itself(db, p), 0);
+        if (at >= 0) CHECK_EQ_INT(lu_search_finds_itself(c.db, p), 0);
     }
 }
 
 CDB_TEST(unusable_vector_is_quarantined) {
-    char lib[700], db[700];
-    cdb_engine_summary s;
-    fault_plan plan = {3, 2, 1, 0, 0, 0, 0, 0, 0};
-    LU_NEED_SETUP();
-    CHECK_OK(run_case("nan", &plan, lib, db, sizeof lib, &s));
-    CHECK_EQ_INT(s.added, N_PHOTOS - 1);
-    CHECK_EQ_INT(s.errors, 1);
-    CHECK_EQ_INT(s.retry, 0);
-    CHECK_EQ_INT(lu_db_is_exact(db, N_PHOTOS - 1), 0);
-    cli_run_result r;
-    CHECK_EQ_INT(lu_expect((const char *[]){"errors", "--db", db, NULL}, 0, &r), 0);
-    CHECK_MSG(strstr(r.out, "unusable vector") && !strstr(r.out, "will retry"), "%s", r.out);
-    cli_run_free(&r);
-    CHECK_OK(ingest(db, lib, NULL, &s)); /* quarantined: not read again */
-    CHECK_EQ_INT(s.added, 0);
-    CHECK_EQ_INT(s.unchanged, N_PHOTOS);
+    fcase c = {.plan = {.fail_call = 3, .item = 2, .nan = 1}};
+    CHECK_CALL(run_case(cdb_t_, "nan", &c, N_PHOTOS - 1, 0, 1));
+    errors_say(cdb_t_, c.db, "unusable vector", "will retry");
+    CHECK_OK(ingest(c.db, c.lib, NULL, &c.s)); /* quarantined: not read again */
+    CHECK_EQ_INT(c.s.added, 0);
+    CHECK_EQ_INT(c.s.unchanged, N_PHOTOS);
 }
 
 /* The thumbnails of the ok files of the database in dir. */

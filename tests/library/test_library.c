@@ -43,9 +43,7 @@ static int verify(const char *db) {
 CDB_TEST(same_names_in_two_folders) {
     char cam1[700], cam2[700], db[700], p[900];
     LU_NEED_SETUP();
-    lu_path(cam1, sizeof cam1, "same/cam1");
-    lu_path(cam2, sizeof cam2, "same/cam2");
-    lu_path(db, sizeof db, "same/db");
+    LU_PATHS("same", CLI_AT(cam1, "cam1"), CLI_AT(cam2, "cam2"), CLI_AT(db, "db"));
     CHECK_EQ_INT(lu_generate(cam1, 101, 0, N), 0);
     CHECK_EQ_INT(lu_generate(cam2, 202, 0, N), 0); /* the same names, other photos */
     CHECK_EQ_INT(lu_init(db), 0);
@@ -76,9 +74,7 @@ CDB_TEST(nested_roots_no_duplicates) {
     char x[700], y[700], db[700];
     cli_run_result r;
     LU_NEED_SETUP();
-    lu_path(x, sizeof x, "nest/P/x");
-    lu_path(y, sizeof y, "nest/P/x/y");
-    lu_path(db, sizeof db, "nest/db");
+    LU_PATHS("nest", CLI_AT(x, "P/x"), CLI_AT(y, "P/x/y"), CLI_AT(db, "db"));
     CHECK_EQ_INT(lu_generate(y, 11, 0, 8), 0);
     CHECK_EQ_INT(lu_generate(x, 12, 100, 4), 0);
     CHECK_EQ_INT(lu_db_of(db, (const char *[]){y, NULL}, 0), 0);
@@ -102,8 +98,7 @@ CDB_TEST(single_file_is_its_own_root) {
     char dir[700], db[700], a[900];
     cli_run_result r;
     LU_NEED_SETUP();
-    lu_path(dir, sizeof dir, "single/Downloads");
-    lu_path(db, sizeof db, "single/db");
+    LU_PATHS("single", CLI_AT(dir, "Downloads"), CLI_AT(db, "db"));
     CHECK_EQ_INT(lu_generate(dir, 21, 0, 6), 0);
     CHECK_EQ_INT(lu_init(db), 0);
     lu_img(dir, 2, a, sizeof a);
@@ -125,10 +120,8 @@ CDB_TEST(index_follows_deletes_and_edits) {
     char lib[700], db[700], p[900], q[900];
     cli_run_result r;
     LU_NEED_SETUP();
-    lu_path(lib, sizeof lib, "drift/photos");
-    lu_path(db, sizeof db, "drift/db");
-    CHECK_EQ_INT(lu_generate(lib, 31, 0, 12), 0);
-    CHECK_EQ_INT(lu_db_of(db, (const char *[]){lib, NULL}, 1), 0);
+    LU_PATHS("drift", CLI_AT(lib, "photos"), CLI_AT(db, "db"));
+    CHECK_EQ_INT(lu_generate_db(lib, 31, 12, db, 1), 0);
     remove(lu_img(lib, 3, p, sizeof p));
     CHECK_EQ_INT(lu_copy(lu_img(lib, 5, q, sizeof q), lu_img(lib, 4, p, sizeof p)), 0); /* edit */
     CHECK_EQ_INT(lu_expect((const char *[]){"reindex", "--db", db, NULL}, 0, &r), 0);
@@ -199,12 +192,9 @@ CDB_TEST(readonly_database) {
     char lib[700], db[700], ro[700], p[900], cmd[6000], before[256], after[256], out[800];
     cli_run_result r;
     LU_NEED_SETUP();
-    lu_path(lib, sizeof lib, "ro/photos");
-    lu_path(db, sizeof db, "ro/db");
-    lu_path(ro, sizeof ro, "ro/shared.clipdb");
-    lu_path(out, sizeof out, "ro/out");
-    CHECK_EQ_INT(lu_generate(lib, 41, 0, 10), 0);
-    CHECK_EQ_INT(lu_db_of(db, (const char *[]){lib, NULL}, 1), 0);
+    LU_PATHS("ro", CLI_AT(lib, "photos"), CLI_AT(db, "db"), CLI_AT(ro, "shared.clipdb"),
+             CLI_AT(out, "out"));
+    CHECK_EQ_INT(lu_generate_db(lib, 41, 10, db, 1), 0);
     /* a copy another account can read and not write (no -wal, no -shm: closed) */
     snprintf(cmd, sizeof cmd,
              "cp -a %s %s && chmod a+rx %s %s/ro && chmod -R a+rX %s && chmod -R a-w %s && mkdir -p %s "
@@ -243,13 +233,8 @@ CDB_TEST(renamed_folders) {
     char root[700], a[700], a2[700], a3[700], sub[700], sub2[700], db[700];
     cli_run_result r;
     LU_NEED_SETUP();
-    lu_path(root, sizeof root, "ren/L");
-    lu_path(a, sizeof a, "ren/L/a");
-    lu_path(a2, sizeof a2, "ren/L/a2");
-    lu_path(a3, sizeof a3, "ren/L/a3");
-    lu_path(sub, sizeof sub, "ren/L/b/trip");
-    lu_path(sub2, sizeof sub2, "ren/L/b/trip-2024");
-    lu_path(db, sizeof db, "ren/db");
+    LU_PATHS("ren", CLI_AT(root, "L"), CLI_AT(a, "L/a"), CLI_AT(a2, "L/a2"), CLI_AT(a3, "L/a3"),
+             CLI_AT(sub, "L/b/trip"), CLI_AT(sub2, "L/b/trip-2024"), CLI_AT(db, "db"));
     CHECK_EQ_INT(lu_generate(a, 51, 0, 6), 0);
     CHECK_EQ_INT(lu_generate(sub, 52, 0, 6), 0);
     char b[700];
@@ -266,10 +251,7 @@ CDB_TEST(renamed_folders) {
     CHECK_EQ_INT(lu_expect((const char *[]){"reindex", "--db", db, NULL}, 3, &r), 3);
     CHECK_MSG(count_files_in(r.err, "is missing") == 1, "%s", r.err);
     cli_run_free(&r);
-    lu_export e;
-    CHECK_EQ_INT(lu_export_read(db, &e), 0);
-    CHECK_EQ_INT(e.n, 12);
-    lu_export_free(&e);
+    CHECK_EQ_INT(lu_export_count(db), 12);
     CHECK_EQ_INT(lu_expect((const char *[]){"errors", "--db", db, NULL}, 0, &r), 0);
     CHECK_MSG(strstr(r.out, a) && strstr(r.out, "missing"), "%s", r.out);
     cli_run_free(&r);
@@ -302,9 +284,7 @@ CDB_TEST(transient_failures_are_retried) {
     cli_run_result r;
     LU_NEED_SETUP();
     if (!CDB_FAULT_SHIM[0]) CDB_SKIP("no fault shim");
-    lu_path(lib, sizeof lib, "retry/photos");
-    lu_path(db, sizeof db, "retry/db");
-    lu_path(logf, sizeof logf, "retry/fault.log");
+    LU_PATHS("retry", CLI_AT(lib, "photos"), CLI_AT(db, "db"), CLI_AT(logf, "fault.log"));
     CHECK_EQ_INT(lu_generate(lib, 61, 0, 8), 0);
     CHECK_EQ_INT(lu_init(db), 0);
     lu_img(lib, 3, p, sizeof p);
@@ -345,11 +325,8 @@ CDB_TEST(symlinks) {
     char lib[700], real[700], links[700], out[700], db[700], p[900], q[900];
     cli_run_result r;
     LU_NEED_SETUP();
-    lu_path(lib, sizeof lib, "links/S");
-    lu_path(real, sizeof real, "links/S/real");
-    lu_path(links, sizeof links, "links/S/links");
-    lu_path(out, sizeof out, "links/outside");
-    lu_path(db, sizeof db, "links/db");
+    LU_PATHS("links", CLI_AT(lib, "S"), CLI_AT(real, "S/real"), CLI_AT(links, "S/links"),
+             CLI_AT(out, "outside"), CLI_AT(db, "db"));
     CHECK_EQ_INT(lu_generate(real, 71, 0, 4), 0);
     CHECK_EQ_INT(lu_generate(out, 72, 10, 2), 0);
     CHECK_EQ_INT(lu_mkdirs(links), 0);
@@ -430,10 +407,8 @@ CDB_TEST(forget_and_missing_roots) {
     char big[700], small[700], db[700], moved[700];
     cli_run_result r;
     LU_NEED_SETUP();
-    lu_path(big, sizeof big, "forget/big");
-    lu_path(small, sizeof small, "forget/small");
-    lu_path(moved, sizeof moved, "forget/small.away");
-    lu_path(db, sizeof db, "forget/db");
+    LU_PATHS("forget", CLI_AT(big, "big"), CLI_AT(small, "small"), CLI_AT(moved, "small.away"),
+             CLI_AT(db, "db"));
     CHECK_EQ_INT(lu_generate(big, 81, 0, 60), 0);
     CHECK_EQ_INT(lu_generate(small, 82, 0, 5), 0);
     CHECK_EQ_INT(lu_db_of(db, (const char *[]){big, small, NULL}, 1), 0);
@@ -454,10 +429,7 @@ CDB_TEST(forget_and_missing_roots) {
     CHECK_EQ_INT(lu_expect((const char *[]){"reindex", "--db", db, NULL}, 3, &r), 3);
     CHECK_MSG(strstr(r.out, " 0 deleted"), "%s", r.out);
     cli_run_free(&r);
-    lu_export e;
-    CHECK_EQ_INT(lu_export_read(db, &e), 0);
-    CHECK_EQ_INT(e.n, 5);
-    lu_export_free(&e);
+    CHECK_EQ_INT(lu_export_count(db), 5);
     CHECK_EQ_INT(lu_expect((const char *[]){"folders", "--db", db, NULL}, 0, &r), 0);
     CHECK_MSG(strstr(r.out, "missing"), "%s", r.out);
     cli_run_free(&r);
@@ -480,10 +452,8 @@ CDB_TEST(second_model_kept_current) {
     cli_run_result r;
     LU_NEED_SETUP();
     snprintf(m2, sizeof m2, "%s/tests/golden/models/hf_gelu", CDB_SOURCE_DIR);
-    lu_path(lib, sizeof lib, "models/photos");
-    lu_path(db, sizeof db, "models/db");
-    CHECK_EQ_INT(lu_generate(lib, 91, 0, 6), 0);
-    CHECK_EQ_INT(lu_db_of(db, (const char *[]){lib, NULL}, 0), 0);
+    LU_PATHS("models", CLI_AT(lib, "photos"), CLI_AT(db, "db"));
+    CHECK_EQ_INT(lu_generate_db(lib, 91, 6, db, 0), 0);
     CHECK_EQ_INT(lu_expect((const char *[]){"ingest", "--db", db, "--model", m2, lib, NULL}, 0, &r), 0);
     CHECK_MSG(strstr(r.out, "[hf_gelu]") && strstr(r.out, "6 added"), "%s", r.out);
     cli_run_free(&r);
@@ -524,8 +494,7 @@ CDB_TEST(same_size_same_mtime_replace) {
     size_t n1 = 0, n2 = 0;
     cli_run_result r;
     LU_NEED_SETUP();
-    lu_path(lib, sizeof lib, "replace/photos");
-    lu_path(db, sizeof db, "replace/db");
+    LU_PATHS("replace", CLI_AT(lib, "photos"), CLI_AT(db, "db"));
     CHECK_EQ_INT(lu_generate(lib, 95, 0, 3), 0);
     unsigned char *x = lu_ppm(48, 40, 1, &n1), *y = lu_ppm(48, 40, 2, &n2), *z = lu_ppm(48, 40, 3, &n2);
     CHECK(x && y && z && n1 == n2);

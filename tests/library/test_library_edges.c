@@ -47,11 +47,8 @@ CDB_TEST(copies_made_before_a_drive_goes) {
     char main_[700], card[700], copy[700], away[700], db[700], cmd[3000];
     cli_run_result r;
     LU_NEED_SETUP();
-    lu_path(main_, sizeof main_, "card/lib/main");
-    lu_path(card, sizeof card, "card/drive/card");
-    lu_path(copy, sizeof copy, "card/lib/main/from_card");
-    lu_path(away, sizeof away, "card/unplugged");
-    lu_path(db, sizeof db, "card/db");
+    LU_PATHS("card", CLI_AT(main_, "lib/main"), CLI_AT(card, "drive/card"),
+             CLI_AT(copy, "lib/main/from_card"), CLI_AT(away, "unplugged"), CLI_AT(db, "db"));
     CHECK_EQ_INT(lu_generate(main_, 1, 0, 3), 0);
     CHECK_EQ_INT(lu_generate(card, 2, 0, 3), 0);
     CHECK_EQ_INT(lu_db_of(db, (const char *[]){main_, card, NULL}, 0), 0);
@@ -87,8 +84,7 @@ CDB_TEST(deep_check_on_a_fresh_database) {
     char lib[700], db[700], dir[800];
     cdb_world_library_params lp = cdb_world_library_params_default();
     LU_NEED_SETUP();
-    lu_path(lib, sizeof lib, "deep/lib");
-    lu_path(db, sizeof db, "deep/db");
+    LU_PATHS("deep", CLI_AT(lib, "lib"), CLI_AT(db, "db"));
     lp.n_threads = 2;
     lp.scene.png_fraction = 0; /* the reviewer's library: JPEGs only */
     for (int k = 0; k < 3; k++) {
@@ -112,8 +108,7 @@ CDB_TEST(no_exif_is_the_folders_setting) {
     char lib[700], db[700], src[900], p[900];
     cli_run_result r;
     LU_NEED_SETUP();
-    lu_path(lib, sizeof lib, "exif/lib");
-    lu_path(db, sizeof db, "exif/db");
+    LU_PATHS("exif", CLI_AT(lib, "lib"), CLI_AT(db, "db"));
     CHECK_EQ_INT(lu_mkdirs(lib), 0);
     for (int o = 5; o <= 8; o++) { /* orientations that turn the picture */
         snprintf(src, sizeof src, "%s/tests/golden/images/exif_o%d_96x64.jpg", CDB_SOURCE_DIR, o);
@@ -168,9 +163,7 @@ CDB_TEST(hidden_paths_named) {
     char lib[700], hid[700], db[700], p[900];
     cli_run_result r;
     LU_NEED_SETUP();
-    lu_path(lib, sizeof lib, "hidden/lib");
-    lu_path(hid, sizeof hid, "hidden/lib/.hidden");
-    lu_path(db, sizeof db, "hidden/db");
+    LU_PATHS("hidden", CLI_AT(lib, "lib"), CLI_AT(hid, "lib/.hidden"), CLI_AT(db, "db"));
     CHECK_EQ_INT(lu_generate(lib, 3, 0, 3), 0);
     CHECK_EQ_INT(lu_generate(hid, 4, 10, 2), 0);
     CHECK_EQ_INT(lu_db_of(db, (const char *[]){lib, NULL}, 0), 0);
@@ -190,10 +183,8 @@ CDB_TEST(unreadable_photo_keeps_its_vector) {
     cli_run_result r;
     LU_NEED_SETUP();
     if (!CDB_FAULT_SHIM[0]) CDB_SKIP("no fault shim");
-    lu_path(lib, sizeof lib, "perm/lib");
-    lu_path(db, sizeof db, "perm/db");
-    CHECK_EQ_INT(lu_generate(lib, 61, 0, 5), 0);
-    CHECK_EQ_INT(lu_db_of(db, (const char *[]){lib, NULL}, 0), 0);
+    LU_PATHS("perm", CLI_AT(lib, "lib"), CLI_AT(db, "db"));
+    CHECK_EQ_INT(lu_generate_db(lib, 61, 5, db, 0), 0);
     lu_img(lib, 3, p, sizeof p);
     CHECK_EQ_INT(chmod(p, 0600), 0); /* the ctime changes, nothing else */
     snprintf(env, sizeof env, "CDB_FAULT_EACCES_MATCH=%s", p);
@@ -213,9 +204,7 @@ CDB_TEST(one_photo_through_two_links) {
     char lib[700], out[700], db[700], p[900], q[900];
     lu_export e;
     LU_NEED_SETUP();
-    lu_path(lib, sizeof lib, "twolinks/lib/a");
-    lu_path(out, sizeof out, "twolinks/outside/o");
-    lu_path(db, sizeof db, "twolinks/db");
+    LU_PATHS("twolinks", CLI_AT(lib, "lib/a"), CLI_AT(out, "outside/o"), CLI_AT(db, "db"));
     CHECK_EQ_INT(lu_generate(lib, 41, 0, 3), 0);
     CHECK_EQ_INT(lu_generate(out, 43, 10, 3), 0);
     snprintf(p, sizeof p, "%s/outlink", lib);
@@ -242,9 +231,7 @@ CDB_TEST(one_photo_through_two_links) {
 CDB_TEST(export_names_with_newlines) {
     char lib[700], db[700], p[900], q[900], ex[800];
     LU_NEED_SETUP();
-    lu_path(lib, sizeof lib, "newline/lib");
-    lu_path(db, sizeof db, "newline/db");
-    lu_path(ex, sizeof ex, "newline/export");
+    LU_PATHS("newline", CLI_AT(lib, "lib"), CLI_AT(db, "db"), CLI_AT(ex, "export"));
     CHECK_EQ_INT(lu_generate(lib, 51, 0, 3), 0);
     snprintf(p, sizeof p, "%s/new\nline.jpg", lib);
     CHECK_EQ_INT(lu_copy(lu_img(lib, 0, q, sizeof q), p), 0);
@@ -307,10 +294,8 @@ CDB_TEST(deep_problems_are_repaired) {
     char lib[700], db[700], cat[800], shard[800];
     cli_run_result r;
     LU_NEED_SETUP();
-    lu_path(lib, sizeof lib, "repair/lib");
-    lu_path(db, sizeof db, "repair/db");
-    CHECK_EQ_INT(lu_generate(lib, 71, 0, 6), 0);
-    CHECK_EQ_INT(lu_db_of(db, (const char *[]){lib, NULL}, 0), 0);
+    LU_PATHS("repair", CLI_AT(lib, "lib"), CLI_AT(db, "db"));
+    CHECK_EQ_INT(lu_generate_db(lib, 71, 6, db, 0), 0);
     snprintf(cat, sizeof cat, "%s/catalog.db", db);
     snprintf(shard, sizeof shard, "%s/shards/0001.db", db);
     /* file 2's bytes "changed" without its stat showing it; files 3 and 4 hold each

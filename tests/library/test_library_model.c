@@ -258,6 +258,22 @@ static void mark_dirty_under(model *m, const char *dir) {
         if (within(m->f[i].path, dir)) m->f[i].dirty = 1;
 }
 
+/* The model's photo at p (found, a ghost's included, or added) now holds content, is no
+** link and is dirty. NULL (nothing recorded) when the model is full. */
+static file_t *record_photo(model *m, const char *p, int content) {
+    file_t *f = find_file(m, p);
+    if (!f) {
+        if (m->n_files >= MAX_FILES) return NULL;
+        f = &m->f[m->n_files++];
+        memset(f, 0, sizeof *f);
+        snprintf(f->path, sizeof f->path, "%s", p);
+    }
+    f->content = content;
+    f->link_to[0] = '\0';
+    f->dirty = 1;
+    return f;
+}
+
 /* One random change on disk. Returns what it did, for the log. */
 static const char *disk_op(model *m) {
     static char what[1200];
@@ -269,15 +285,7 @@ static const char *disk_op(model *m) {
         new_path(m, p, sizeof p, place, c);
         if (is_file_root(m, p)) return "skip";
         if (write_content(m, p, c) != 0) return NULL;
-        if (!(f = find_file(m, p))) { /* a new path, or a ghost's */
-            if (m->n_files >= MAX_FILES) return "skip";
-            f = &m->f[m->n_files++];
-            memset(f, 0, sizeof *f);
-            snprintf(f->path, sizeof f->path, "%s", p);
-        }
-        f->content = c;
-        f->link_to[0] = '\0';
-        f->dirty = 1;
+        if (!record_photo(m, p, c)) return "skip";
         snprintf(what, sizeof what, "add %s (%d)", p, c);
     } else if (op < 42) { /* delete */
         if (!(f = some_photo(m))) return "skip";
@@ -297,14 +305,7 @@ static const char *disk_op(model *m) {
         snprintf(old, sizeof old, "%s", f->path);
         int content = f->content;
         leave_ghost(m, old);
-        if (!(f = find_file(m, p))) {
-            f = &m->f[m->n_files++];
-            memset(f, 0, sizeof *f);
-            snprintf(f->path, sizeof f->path, "%s", p);
-        }
-        f->content = content;
-        f->link_to[0] = '\0';
-        f->dirty = 1;
+        record_photo(m, p, content);
     } else if (op < 64) { /* edit in place */
         if (!(f = some_photo(m))) return "skip";
         f->content = pick(m, POOL);

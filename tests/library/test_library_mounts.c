@@ -23,6 +23,7 @@
 ** The oracle: the stored vectors as exported before the drive went away (the same
 ** bytes must come back), and lib_util.h's embedding of each file's own bytes.
 */
+#include <stdarg.h>
 #include <sys/mount.h>
 
 #include "engine/ingest/ingest.h"
@@ -62,15 +63,27 @@ static int export_is(const char *db, const lu_export *before) {
     return bad;
 }
 
-/* `reindex` (extra args may be NULL) exits want; its stdout and stderr in *r. */
-static int reindex(const char *db, const char *extra, const char *extra_val, int want,
-                   cli_run_result *r) {
-    const char *args[] = {"reindex", "--db", db, "--threads", "2", extra, extra_val, NULL};
-    return lu_expect(args, want, r) == want ? 0 : 1;
-}
-
 static int has(const cli_run_result *r, const char *needle) {
     return (r->out && strstr(r->out, needle)) || (r->err && strstr(r->err, needle));
+}
+
+/* `reindex` (extra args may be NULL) exits want and says each of the strings after want
+** (NULL-terminated) on stdout or stderr. 0, else 1 with what it said shown. */
+static int reindex_says(const char *db, const char *extra, const char *extra_val, int want,
+                        ...) {
+    const char *args[] = {"reindex", "--db", db, "--threads", "2", extra, extra_val, NULL};
+    cli_run_result r;
+    va_list ap;
+    int bad = lu_expect(args, want, &r) != want;
+    va_start(ap, want);
+    for (const char *says; !bad && (says = va_arg(ap, const char *));)
+        if (!has(&r, says)) {
+            fprintf(stderr, "    reindex: no \"%s\" in\n%s%s", says, r.out, r.err);
+            bad = 1;
+        }
+    va_end(ap);
+    cli_run_free(&r);
+    return bad;
 }
 
 CDB_TEST(unmounted_root_keeps_everything) {
@@ -79,9 +92,7 @@ CDB_TEST(unmounted_root_keeps_everything) {
     cli_run_result r;
     NEED_ROOT();
     LU_NEED_SETUP();
-    lu_path(store, sizeof store, "um/store");
-    lu_path(nas, sizeof nas, "um/nas");
-    lu_path(db, sizeof db, "um/db");
+    LU_PATHS("um", CLI_AT(store, "store"), CLI_AT(nas, "nas"), CLI_AT(db, "db"));
     snprintf(photos, sizeof photos, "%s/photos", store);
     CHECK(lu_mkdirs(store) == 0 && lu_mkdirs(nas) == 0);
     CHECK(mount("tmpfs", store, "tmpfs", 0, "size=64m") == 0);
@@ -94,11 +105,8 @@ CDB_TEST(unmounted_root_keeps_everything) {
 
     /* the drive goes away: an empty mount point */
     CHECK(umount(nas) == 0);
-    CHECK(reindex(db, "--json", NULL, 3, &r) == 0);
-    CHECK_MSG(has(&r, "is not the folder that was recorded") && has(&r, "\"missing_folders\": 1") &&
-                  has(&r, "\"deleted\": 0"),
-              "%s%s", r.out, r.err);
-    cli_run_free(&r);
+    CHECK(reindex_says(db, "--json", NULL, 3, "is not the folder that was recorded",
+                       "\"missing_folders\": 1", "\"deleted\": 0", NULL) == 0);
     CHECK(export_is(db, &before) == 0);
     CHECK(lu_expect((const char *[]){"verify", "--db", db, "--quiet", NULL}, 0, NULL) == 0);
     CHECK(lu_expect((const char *[]){"errors", "--db", db, NULL}, 0, &r) == 0);
@@ -111,17 +119,15 @@ CDB_TEST(unmounted_root_keeps_everything) {
     /* something was written into the mount point meanwhile: still not the drive */
     /* (a photo at a recorded name, over the mount point's own folder) */
     CHECK(lu_generate(nas, 99, 0, 1) == 0);
-    CHECK(reindex(db, NULL, NULL, 3, NULL) == 0);
+    CHECK(reindex_says(db, NULL, NULL, 3, NULL) == 0);
     CHECK(export_is(db, &before) == 0);
     lu_rm_rf(nas);
     CHECK(lu_mkdirs(nas) == 0);
 
     /* the drive is back: nothing is encoded again, nothing changed */
     CHECK(mount(photos, nas, NULL, MS_BIND, NULL) == 0);
-    CHECK(reindex(db, "--json", NULL, 0, &r) == 0);
-    CHECK_MSG(has(&r, "\"added\": 0") && has(&r, "\"changed\": 0") && has(&r, "\"deleted\": 0"),
-              "%s", r.out);
-    cli_run_free(&r);
+    CHECK(reindex_says(db, "--json", NULL, 0, "\"added\": 0", "\"changed\": 0",
+                       "\"deleted\": 0", NULL) == 0);
     CHECK(export_is(db, &before) == 0);
     CHECK(lu_db_is_exact(db, N) == 0);
     lu_export_free(&before);
@@ -131,12 +137,9 @@ CDB_TEST(unmounted_root_keeps_everything) {
 CDB_TEST(nested_mount_inside_a_root) {
     char lib[700], local[800], nas[800], store[700], db[700], p[900];
     lu_export before;
-    cli_run_result r;
     NEED_ROOT();
     LU_NEED_SETUP();
-    lu_path(lib, sizeof lib, "nest/lib");
-    lu_path(store, sizeof store, "nest/store");
-    lu_path(db, sizeof db, "nest/db");
+    LU_PATHS("nest", CLI_AT(lib, "lib"), CLI_AT(store, "store"), CLI_AT(db, "db"));
     snprintf(local, sizeof local, "%s/local", lib);
     snprintf(nas, sizeof nas, "%s/nas", lib);
     CHECK(lu_generate(local, 3, 0, N) == 0);
@@ -150,18 +153,14 @@ CDB_TEST(nested_mount_inside_a_root) {
 
     CHECK(umount(nas) == 0);
     CHECK(unlink(lu_img(local, 0, p, sizeof p)) == 0); /* a real delete beside it */
-    CHECK(reindex(db, "--json", NULL, 3, &r) == 0);
-    CHECK_MSG(has(&r, "not mounted") && has(&r, "\"deleted\": 1"), "%s%s", r.out, r.err);
-    cli_run_free(&r);
+    CHECK(reindex_says(db, "--json", NULL, 3, "not mounted", "\"deleted\": 1", NULL) == 0);
     CHECK(lu_export_read(db, &before) == 0);
     CHECK_EQ_INT(before.n, 2 * N - 1);
     CHECK(lu_export_find(&before, p, NULL) < 0);
 
     CHECK(mount(store, nas, NULL, MS_BIND, NULL) == 0);
-    CHECK(reindex(db, "--json", NULL, 0, &r) == 0);
-    CHECK_MSG(has(&r, "\"added\": 0") && has(&r, "\"changed\": 0") && has(&r, "\"deleted\": 0"),
-              "%s", r.out);
-    cli_run_free(&r);
+    CHECK(reindex_says(db, "--json", NULL, 0, "\"added\": 0", "\"changed\": 0",
+                       "\"deleted\": 0", NULL) == 0);
     CHECK(export_is(db, &before) == 0);
     CHECK(lu_db_is_exact(db, 2 * N - 1) == 0);
     lu_export_free(&before);
@@ -171,44 +170,31 @@ CDB_TEST(nested_mount_inside_a_root) {
 CDB_TEST(emptied_root_needs_accept) {
     char lib[700], db[700], p[900], other[700];
     lu_export before;
-    cli_run_result r;
     LU_NEED_SETUP();
-    lu_path(lib, sizeof lib, "empty/lib");
-    lu_path(db, sizeof db, "empty/db");
-    lu_path(other, sizeof other, "empty/other");
+    LU_PATHS("empty", CLI_AT(lib, "lib"), CLI_AT(db, "db"), CLI_AT(other, "other"));
     CHECK(lu_generate(lib, 5, 0, N) == 0);
     CHECK(lu_mkdirs(other) == 0);
     CHECK(lu_init(db) == 0);
     CHECK(lu_expect((const char *[]){"ingest", "--db", db, lib, "--quiet", NULL}, 0, NULL) == 0);
     CHECK(lu_export_read(db, &before) == 0);
     for (int i = 0; i < N; i++) CHECK(unlink(lu_img(lib, i, p, sizeof p)) == 0);
-    CHECK(reindex(db, NULL, NULL, 3, &r) == 0);
-    CHECK_MSG(has(&r, "is empty now") && has(&r, "--accept-root"), "%s", r.err);
-    cli_run_free(&r);
+    CHECK(reindex_says(db, NULL, NULL, 3, "is empty now", "--accept-root", NULL) == 0);
     CHECK(export_is(db, &before) == 0);
     lu_export_free(&before);
     /* a path that is not a recorded root is refused, and nothing changes */
-    CHECK(reindex(db, "--accept-root", other, 1, &r) == 0);
-    CHECK_MSG(has(&r, "not a recorded folder"), "%s", r.err);
-    cli_run_free(&r);
-    CHECK(reindex(db, "--accept-root", lib, 0, &r) == 0);
-    CHECK_MSG(has(&r, "6 deleted"), "%s", r.out);
-    cli_run_free(&r);
+    CHECK(reindex_says(db, "--accept-root", other, 1, "not a recorded folder", NULL) == 0);
+    CHECK(reindex_says(db, "--accept-root", lib, 0, "6 deleted", NULL) == 0);
     CHECK(lu_db_is_exact(db, 0) == 0);
     CHECK(lu_generate(lib, 5, 0, 3) == 0);
-    CHECK(reindex(db, NULL, NULL, 0, &r) == 0);
-    CHECK_MSG(has(&r, "3 added"), "%s", r.out);
-    cli_run_free(&r);
+    CHECK(reindex_says(db, NULL, NULL, 0, "3 added", NULL) == 0);
     CHECK(lu_db_is_exact(db, 3) == 0);
 }
 
 CDB_TEST(folder_made_anew) {
     char lib[700], old[700], db[700], a[900], b[900];
     lu_export before;
-    cli_run_result r;
     LU_NEED_SETUP();
-    lu_path(lib, sizeof lib, "anew/lib");
-    lu_path(db, sizeof db, "anew/db");
+    LU_PATHS("anew", CLI_AT(lib, "lib"), CLI_AT(db, "db"));
     snprintf(old, sizeof old, "%s.old", lib);
     CHECK(lu_generate(lib, 6, 0, N) == 0);
     CHECK(lu_init(db) == 0);
@@ -220,16 +206,14 @@ CDB_TEST(folder_made_anew) {
         snprintf(b, sizeof b, "%s%s", lib, strrchr(a, '/'));
         CHECK(lu_copy(a, b) == 0);
     }
-    CHECK(reindex(db, NULL, NULL, 3, &r) == 0);
-    CHECK_MSG(has(&r, "is not the folder that was recorded"), "%s", r.err);
-    cli_run_free(&r);
+    CHECK(reindex_says(db, NULL, NULL, 3, "is not the folder that was recorded", NULL) == 0);
     CHECK(export_is(db, &before) == 0);
     lu_export_free(&before);
-    CHECK(reindex(db, "--accept-root", lib, 0, &r) == 0);
-    CHECK_MSG(has(&r, " 0 added, 0 changed, 0 moved, 1 deleted"), "%s", r.out);
-    cli_run_free(&r);
+    CHECK(reindex_says(db, "--accept-root", lib, 0, " 0 added, 0 changed, 0 moved, 1 deleted",
+                       NULL) == 0);
     CHECK(lu_db_is_exact(db, N - 1) == 0);
-    CHECK(reindex(db, NULL, NULL, 0, NULL) == 0); /* recorded: the new folder is the root's */
+    /* recorded: the new folder is the root's */
+    CHECK(reindex_says(db, NULL, NULL, 0, NULL) == 0);
 }
 
 CDB_TEST(identity_rule) {

@@ -53,10 +53,20 @@ static int setup(void) {
 #define NEED_SETUP() SU_NEED_SETUP(setup, g_ready)
 
 
+/* The (id, score) pairs of the first cap hits in the JSON array hits; their count. */
+static int id_score_pairs(const json_t *hits, int64_t *ids, double *scores, int cap) {
+    int k = 0;
+    for (size_t i = 0; i < json_array_size(hits) && k < cap; i++, k++) {
+        ids[k] = json_integer_value(json_object_get(json_array_get(hits, i), "id"));
+        scores[k] = json_number_value(json_object_get(json_array_get(hits, i), "score"));
+    }
+    return k;
+}
+
 /* `clipdb search ARGS --json` as (id, score) pairs. */
 static int cli_hits(const char *const *args, int64_t *ids, double *scores, int cap) {
     const char *all[32] = {"search", "--db", g_db, "--json"};
-    int n = 4, k = 0;
+    int n = 4, k;
     cli_run_result r;
     json_error_t e;
     for (int i = 0; args[i] && n < 31; i++) all[n++] = args[i];
@@ -65,11 +75,8 @@ static int cli_hits(const char *const *args, int64_t *ids, double *scores, int c
         cli_run_free(&r);
         return -1;
     }
-    json_t *doc = json_loads(r.out, 0, &e), *hits = json_object_get(doc, "hits");
-    for (size_t i = 0; i < json_array_size(hits) && k < cap; i++, k++) {
-        ids[k] = json_integer_value(json_object_get(json_array_get(hits, i), "id"));
-        scores[k] = json_real_value(json_object_get(json_array_get(hits, i), "score"));
-    }
+    json_t *doc = json_loads(r.out, 0, &e);
+    k = id_score_pairs(json_object_get(doc, "hits"), ids, scores, cap);
     json_decref(doc);
     cli_run_free(&r);
     return k;
@@ -78,16 +85,13 @@ static int cli_hits(const char *const *args, int64_t *ids, double *scores, int c
 /* The API's results as (id, score) pairs; -1 when the status is not 200. */
 static int api_hits(const su_resp *r, int64_t *ids, double *scores, int cap) {
     json_t *doc = su_json(r), *res = json_object_get(doc, "results");
-    int k = 0;
+    int k;
     if (r->status != 200 || !json_is_array(res)) {
         fprintf(stderr, "    status %d: %.300s\n", r->status, r->body ? r->body : "");
         json_decref(doc);
         return -1;
     }
-    for (size_t i = 0; i < json_array_size(res) && k < cap; i++, k++) {
-        ids[k] = json_integer_value(json_object_get(json_array_get(res, i), "id"));
-        scores[k] = json_number_value(json_object_get(json_array_get(res, i), "score"));
-    }
+    k = id_score_pairs(res, ids, scores, cap);
     json_decref(doc);
     return k;
 }
@@ -885,8 +889,7 @@ CDB_TEST(collapsed_copies_and_paging) {
     su_server s;
     memset(&s, 0, sizeof s);
     if (lu_setup() == 77) CDB_SKIP("no model: set CLIPDB_TEST_MODEL or add models/<name>/");
-    lu_path(lib, sizeof lib, "copies/photos");
-    lu_path(db, sizeof db, "copies/db");
+    LU_PATHS("copies", CLI_AT(lib, "photos"), CLI_AT(db, "db"));
     CHECK_EQ_INT(lu_generate(lib, 9, 0, 12), 0);
     static const char *const names[4] = {"c0a", "c0b", "c0c", "c3a"};
     for (int i = 0; i < 4; i++) {

@@ -269,9 +269,7 @@ CDB_TEST(bundled_notice) {
     int bundled, has_real;
     json_t *doc;
     if (lu_setup() == 77) CDB_SKIP("no model: set CLIPDB_TEST_MODEL or add models/<name>/");
-    lu_path(lib, sizeof lib, "notice/photos");
-    lu_path(db, sizeof db, "notice/db");
-    lu_path(real, sizeof real, "notice/real/photo.jpg");
+    LU_PATHS("notice", CLI_AT(lib, "photos"), CLI_AT(db, "db"), CLI_AT(real, "real/photo.jpg"));
     CHECK_EQ_INT(lu_generate(lib, 5, 0, 6), 0);
     CHECK_EQ_INT(lu_expect((const char *[]){"init", "--db", db, "--model", lu_model, NULL}, 0, &r),
                  0);
