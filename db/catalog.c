@@ -464,6 +464,23 @@ cdb_status cdb_db_max_file_id(cdb_db *db, int64_t *id) {
                         0, id);
 }
 
+cdb_status cdb_db_root_file_ids(cdb_db *db, int64_t root_id, int (*fn)(int64_t id, void *ud),
+                                void *ud) {
+    sqlite3_stmt *st = NULL;
+    int s;
+    cdb_status rc = cdb_sql_prepare(db->cat, "SELECT id FROM files WHERE root_id = ?1", &st);
+    if (rc != CDB_OK) return rc;
+    sqlite3_bind_int64(st, 1, root_id);
+    while ((s = sqlite3_step(st)) == SQLITE_ROW)
+        if (fn(sqlite3_column_int64(st, 0), ud)) {
+            s = SQLITE_DONE;
+            break;
+        }
+    if (s != SQLITE_DONE) rc = cdb_sql_err(db->cat, s, "list a root's files");
+    sqlite3_finalize(st);
+    return rc;
+}
+
 cdb_status cdb_db_file_has_vector(cdb_db *db, int64_t model_id, int64_t file_id, int *has) {
     sqlite3_stmt *st = NULL;
     cdb_status rc = cdb_sql_stmt(db, ST_DIR_GET, &st);

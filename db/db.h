@@ -514,6 +514,12 @@ int cdb_db_same_stat(const cdb_db_file_meta *row, const cdb_db_file_meta *st);
 ** rows with a larger id were inserted after this call. */
 cdb_status cdb_db_max_file_id(cdb_db *db, int64_t *id /* OUT */);
 
+/* Calls fn with the id of every row of root_id (any state), in no particular order, read
+** from the (root, relpath) index alone: no row is read. For a pass that wants only the
+** few rows a walk did not meet (cdb_db_file_get those). fn nonzero stops. */
+cdb_status cdb_db_root_file_ids(cdb_db *db, int64_t root_id, int (*fn)(int64_t id, void *ud),
+                                void *ud);
+
 /* 1 in *has when the catalog's vector directory claims a stored vector of model_id for
 ** the file. Trusted for an ok file: the write order never leaves such a claim without
 ** its vector after a crash or a full disk (db/README.md); a power loss can, which

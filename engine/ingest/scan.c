@@ -594,6 +594,7 @@ typedef struct del_ud {
     int64_t unreachable;
     int n_legacy; /* gone rows recorded without a device: nothing tells a mount point */
     int oom;
+    cdb_status rc; /* a row that could not be read */
 } del_ud;
 
 /* 1 when relpath lies in a folder the walk reported it could not read (or is a file
@@ -642,8 +643,8 @@ static int on_known(const cdb_db_file *f, void *ud_) {
     struct stat st;
     char *path;
     int drop;
-    if (f->id > d->c->max_id_before || was_seen(d->c, f->id) || !in_target(d->t, f->relpath) ||
-        under_problem(d->ts, f->relpath) || not_ours(d->c, d->t, f->relpath))
+    if (!in_target(d->t, f->relpath) || under_problem(d->ts, f->relpath) ||
+        not_ours(d->c, d->t, f->relpath))
         return 0;
     if (!(path = cdb_db_path_join(d->t->path, f->relpath))) return d->oom = 1;
     int there = lstat(path, &st) == 0, err = errno;
@@ -672,6 +673,20 @@ static int on_known(const cdb_db_file *f, void *ud_) {
     return 0;
 }
 
+/* Each id of the target's root: the rows the walk did not meet, read one by one (a
+** rescan meets nearly all of them: only their ids are read), go to on_known unless deleted
+** already or created by this run. */
+static int on_id(int64_t id, void *ud_) {
+    del_ud *d = ud_;
+    cdb_db_file f;
+    int stop = 0;
+    if (id > d->c->max_id_before || was_seen(d->c, id)) return 0;
+    if ((d->rc = cdb_db_file_get(d->c->db, id, &f)) != CDB_OK) return 1;
+    if (f.state != CDB_DB_DELETED) stop = on_known(&f, d);
+    cdb_db_file_clear(&f);
+    return stop;
+}
+
 /* Marks deleted what target i no longer has (cdb_eng_library_gone decides for each
 ** row). A whole folder root whose walk met nothing visible at all (no file, folder,
 ** link or other entry) while files are recorded there is *empty*: what an unmounted drive or a missing network share looks like
@@ -681,10 +696,10 @@ static int on_known(const cdb_db_file *f, void *ud_) {
 static cdb_status delete_gone(pipe_ctx *c, int i, const char **status) {
     const eng_target *t = &c->targets[i];
     const eng_root *r = cdb_eng_library_root(c->lib, t->root_id);
-    del_ud d = {c, t, &c->ts[i], NULL, 0, 0, 0, 0, 0};
+    del_ud d = {c, t, &c->ts[i], NULL, 0, 0, 0, 0, 0, CDB_OK};
     cdb_db_batch *b = NULL;
-    cdb_status rc = cdb_db_files_foreach(
-        c->db, t->root_id, CDB_DB_MASK_OK | CDB_DB_MASK_ERROR | CDB_DB_MASK_PENDING, on_known, &d);
+    cdb_status rc = cdb_db_root_file_ids(c->db, t->root_id, on_id, &d);
+    if (rc == CDB_OK) rc = d.rc;
     if (rc == CDB_OK && d.oom) rc = cdb_seterr(CDB_NOMEM, "out of memory");
     if (rc == CDB_OK && d.n && c->ts[i].n_met == 0 && t->kind == CDB_DB_ROOT_FOLDER &&
         (!t->sub || d.n_legacy) && !(r && r->accepted)) {
