@@ -54,8 +54,8 @@ static int clashes(const path_t *p, int n, int64_t root, const char *rel) {
 
 /* Checks the listing of folder dir of root against brute force over the n paths (a
 ** failure is the test's: cdb_t_). */
-static void check_folder(cdb_test_ctx *cdb_t_, cdb_db *db, int64_t model, int64_t root, const char *dir, int px,
-                         const path_t *p, int n) {
+static void check_folder(cdb_test_ctx *cdb_t_, cdb_db *db, int64_t model, int64_t root,
+                         const char *dir, int px, const path_t *p, int n) {
     const char *want[N_PATHS];
     int k = 0;
     char pd[64];
