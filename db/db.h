@@ -479,7 +479,8 @@ cdb_db_change cdb_db_change_of(const cdb_db_file *row, int has_vector, const cdb
 ** by one range query over the catalog's (root, relpath) index that jumps over each
 ** subfolder's rows (so a tree's rows are each read once, whatever its depth). Every row
 ** comes with whether model_id has a vector of it and, when thumb_px > 0, whether its
-** thumbnail is current at that size (cdb_db_thumb_current's rule). Reads as the other
+** thumbnail is current at that size (cdb_db_thumb_current's rule; when the thumbnails
+** cannot be read, all count as current: a cache never fails the listing). Reads as the other
 ** lookups do (in the handle's read snapshot, when it holds one). Memory: the folder's
 ** rows. f.relpath is the row's whole relpath; f.error, created_ns and updated_ns are not
 ** read (NULL, 0). */

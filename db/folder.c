@@ -139,7 +139,14 @@ cdb_status cdb_db_folder_read(cdb_db *db, int64_t root_id, const char *dir, int6
     cdb_free(prefix);
     for (int64_t i = 0; rc == CDB_OK && i < d->n; i++)
         d->rows[i].f.relpath = d->names + (uintptr_t)d->rows[i].f.relpath;
-    if (rc == CDB_OK && thumb_px > 0) rc = cdb_thumbs_mark_current(db, thumb_px, d->rows, d->n);
+    if (rc == CDB_OK && thumb_px > 0 &&
+        cdb_thumbs_mark_current(db, thumb_px, d->rows, d->n) != CDB_OK) {
+        /* thumbnails are a cache: one that cannot be read (thumbs.db left by a killed
+        ** writer, unreadable) never fails the rescan, and is not made again now */
+        CDB_LOG_DEBUG("db: thumbnails not checked: %s", cdb_errmsg());
+        cdb_clearerr();
+        for (int64_t i = 0; i < d->n; i++) d->rows[i].thumb_current = 1;
+    }
     if (rc != CDB_OK) {
         cdb_db_folder_free(d);
         return rc;

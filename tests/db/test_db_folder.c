@@ -245,6 +245,32 @@ CDB_TEST(folder_rows_match_brute_force) {
             cdb_db_file_clear(&f);
         }
     }
+    /* thumbnails that cannot be read (thumbs.db damaged, as a killed writer or a bad disk
+    ** may leave it) never fail a rescan's listing: a cache, counted current */
+    {
+        char thumbs[300];
+        cdb_db *rd = NULL;
+        cdb_db_params rp = cdb_db_params_default();
+        cdb_db_folder *d = NULL;
+        FILE *f;
+        cdb_db_close(db);
+        db = NULL;
+        snprintf(thumbs, sizeof thumbs, "%s/thumbs.db", dir);
+        CHECK((f = fopen(thumbs, "wb")) != NULL);
+        fputs("not a database at all, as far as SQLite can tell", f);
+        fclose(f);
+        rp.readonly = 1;
+        CHECK_OK(cdb_db_open(dir, &rp, &rd));
+        CHECK_OK(cdb_db_folder_read(rd, roots[0], "", m1, 64, &d));
+        CHECK(cdb_db_folder_count(d) > 0);
+        for (int i = 0; i < n; i++)
+            if (p[i].root == roots[0] && !strchr(p[i].rel, '/')) {
+                const cdb_db_folder_row *r = cdb_db_folder_find(d, p[i].rel);
+                CHECK(r != NULL && r->thumb_current == 1);
+            }
+        cdb_db_folder_free(d);
+        cdb_db_close(rd);
+    }
     tu_close_rm(&db, dir);
 }
 
