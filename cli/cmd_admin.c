@@ -89,6 +89,7 @@ static int index_info(cdb_engine *e, const char *model, int json) {
         cdb_json_key(&j, "ef_search"); cdb_json_int(&j, in->ef_search);
         cdb_json_key(&j, "rerank_factor"); cdb_json_int(&j, in->rerank_factor);
         cdb_json_key(&j, "bytes"); cdb_json_int(&j, in->bytes);
+        cdb_json_key(&j, "lists_on_disk"); cdb_json_bool(&j, in->on_disk);
         cdb_json_end_object(&j);
         cdb_json_path(&j, "path", in->path);
         cdb_json_end_object(&j);
@@ -97,6 +98,9 @@ static int index_info(cdb_engine *e, const char *model, int json) {
         char b1[32], b2[32], b3[32];
         printf("model %s: index %s\n%s%s", in->model, in->path, in->text,
                in->text[0] && in->text[strlen(in->text) - 1] != '\n' ? "\n" : "");
+        if (in->nlist > 0) /* IVF kinds: where the inverted lists are */
+            printf("lists: %s\n", in->on_disk ? "on disk (a file beside the index, mapped)"
+                                               : "in memory");
         printf("coverage: %s of %s stored vector%s indexed; %s newer %s searched exactly\n",
                cdb_out_fmt_count(in->covered, b1, sizeof b1),
                cdb_out_fmt_count(in->stored, b2, sizeof b2), in->stored == 1 ? "" : "s",

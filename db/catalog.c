@@ -464,6 +464,23 @@ cdb_status cdb_db_max_file_id(cdb_db *db, int64_t *id) {
                         0, id);
 }
 
+cdb_status cdb_db_root_file_ids(cdb_db *db, int64_t root_id, int (*fn)(int64_t id, void *ud),
+                                void *ud) {
+    sqlite3_stmt *st = NULL;
+    int s;
+    cdb_status rc = cdb_sql_prepare(db->cat, "SELECT id FROM files WHERE root_id = ?1", &st);
+    if (rc != CDB_OK) return rc;
+    sqlite3_bind_int64(st, 1, root_id);
+    while ((s = sqlite3_step(st)) == SQLITE_ROW)
+        if (fn(sqlite3_column_int64(st, 0), ud)) {
+            s = SQLITE_DONE;
+            break;
+        }
+    if (s != SQLITE_DONE) rc = cdb_sql_err(db->cat, s, "list a root's files");
+    sqlite3_finalize(st);
+    return rc;
+}
+
 cdb_status cdb_db_file_has_vector(cdb_db *db, int64_t model_id, int64_t file_id, int *has) {
     sqlite3_stmt *st = NULL;
     cdb_status rc = cdb_sql_stmt(db, ST_DIR_GET, &st);
@@ -483,10 +500,28 @@ int cdb_db_same_stat(const cdb_db_file_meta *row, const cdb_db_file_meta *st) {
     return row->dev == st->dev && row->ino == st->ino && row->ctime_ns == st->ctime_ns;
 }
 
+cdb_db_change cdb_db_change_of(const cdb_db_file *row, int has_vector,
+                               const cdb_db_file_meta *st) {
+    if (!row) return CDB_DB_CHANGE_NEW;
+    int same = cdb_db_same_stat(&row->meta, st);
+    switch (row->state) {
+    case CDB_DB_DELETED: return CDB_DB_CHANGE_NEW;
+    case CDB_DB_PENDING: return CDB_DB_CHANGE_REDO;
+    case CDB_DB_ERROR: return same ? CDB_DB_CHANGE_QUARANTINED : CDB_DB_CHANGE_RETRY;
+    case CDB_DB_OK:
+    default:
+        if (!same) return CDB_DB_CHANGE_MODIFIED;
+        return !has_vector     ? CDB_DB_CHANGE_NEEDS_VECTOR
+               : row->meta.ino ? CDB_DB_CHANGE_SAME
+                               : CDB_DB_CHANGE_RESTAT;
+    }
+}
+
 cdb_status cdb_db_classify(cdb_db *db, int64_t model_id, int64_t root_id, const char *relpath,
                            const cdb_db_file_meta *stat_meta, cdb_db_change *change,
                            cdb_db_file *out) {
     cdb_db_file f;
+    int has = 0;
     cdb_status rc = cdb_db_file_lookup(db, root_id, relpath, &f);
     if (out) memset(out, 0, sizeof *out);
     if (rc == CDB_NOTFOUND) {
@@ -495,24 +530,10 @@ cdb_status cdb_db_classify(cdb_db *db, int64_t model_id, int64_t root_id, const 
         return CDB_OK;
     }
     if (rc != CDB_OK) return rc;
-    int same = cdb_db_same_stat(&f.meta, stat_meta);
-    switch (f.state) {
-    case CDB_DB_DELETED: *change = CDB_DB_CHANGE_NEW; break;
-    case CDB_DB_PENDING: *change = CDB_DB_CHANGE_REDO; break;
-    case CDB_DB_ERROR: *change = same ? CDB_DB_CHANGE_QUARANTINED : CDB_DB_CHANGE_RETRY; break;
-    case CDB_DB_OK:
-    default:
-        if (!same) {
-            *change = CDB_DB_CHANGE_MODIFIED;
-        } else {
-            int has = 0;
-            if ((rc = cdb_db_file_has_vector(db, model_id, f.id, &has)) != CDB_OK) break;
-            *change = !has          ? CDB_DB_CHANGE_NEEDS_VECTOR
-                      : f.meta.ino ? CDB_DB_CHANGE_SAME
-                                   : CDB_DB_CHANGE_RESTAT;
-        }
-        break;
-    }
+    /* the vector directory is read only when the answer depends on it */
+    if (f.state == CDB_DB_OK && cdb_db_same_stat(&f.meta, stat_meta))
+        rc = cdb_db_file_has_vector(db, model_id, f.id, &has);
+    if (rc == CDB_OK) *change = cdb_db_change_of(&f, has, stat_meta);
     if (rc == CDB_OK && out)
         *out = f;
     else

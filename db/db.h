@@ -468,6 +468,36 @@ typedef enum cdb_db_change {
 cdb_status cdb_db_classify(cdb_db *db, int64_t model_id, int64_t root_id, const char *relpath,
                            const cdb_db_file_meta *st, cdb_db_change *change /* OUT */,
                            cdb_db_file *out /* OUT, may be NULL */);
+/* cdb_db_classify's rule on a row already read: row NULL when the path is not recorded;
+** has_vector: the row's file has a vector of the model in question (read only for an ok
+** row with the same stat). */
+cdb_db_change cdb_db_change_of(const cdb_db_file *row, int has_vector, const cdb_db_file_meta *st);
+
+/* A folder's recorded rows, read at once for a rescan's merge join: the rows of root_id
+** directly in folder dir (relative to the root, "" or NULL for the root's own folder; not
+** those of its subfolders), in name order (bytes as strcmp compares them: the walk's),
+** by one range query over the catalog's (root, relpath) index that jumps over each
+** subfolder's rows (so a tree's rows are each read once, whatever its depth). Every row
+** comes with whether model_id has a vector of it and, when thumb_px > 0, whether its
+** thumbnail is current at that size (cdb_db_thumb_current's rule; when the thumbnails
+** cannot be read, all count as current: a cache never fails the listing). Reads as the other
+** lookups do (in the handle's read snapshot, when it holds one). Memory: the folder's
+** rows. f.relpath is the row's whole relpath; f.error, created_ns and updated_ns are not
+** read (NULL, 0). */
+typedef struct cdb_db_folder_row {
+    cdb_db_file f;         /* relpath borrowed from the listing */
+    int has_vector;
+    int thumb_current;
+} cdb_db_folder_row;
+typedef struct cdb_db_folder cdb_db_folder;
+cdb_status cdb_db_folder_read(cdb_db *db, int64_t root_id, const char *dir, int64_t model_id,
+                              int thumb_px, cdb_db_folder **out /* OUT */);
+/* The row named name (the last part of its relpath), or NULL. Asked in name order it is a
+** merge (each row passed once); asked out of order it starts again from the first row.
+** The row is borrowed from d. */
+const cdb_db_folder_row *cdb_db_folder_find(cdb_db_folder *d, const char *name);
+int64_t cdb_db_folder_count(const cdb_db_folder *d);
+void cdb_db_folder_free(cdb_db_folder *d); /* NULL is fine */
 /* A read snapshot held over many lookups (a rescan's questions per file: classify,
 ** thumbnail current): one read transaction on the catalog and on the thumbnails (when
 ** there are any) instead of one per statement, until cdb_db_read_end. Lookups meanwhile
@@ -484,6 +514,12 @@ int cdb_db_same_stat(const cdb_db_file_meta *row, const cdb_db_file_meta *st);
 /* The largest file id handed out so far (0: none). Ids only grow (AUTOINCREMENT):
 ** rows with a larger id were inserted after this call. */
 cdb_status cdb_db_max_file_id(cdb_db *db, int64_t *id /* OUT */);
+
+/* Calls fn with the id of every row of root_id (any state), in no particular order, read
+** from the (root, relpath) index alone: no row is read. For a pass that wants only the
+** few rows a walk did not meet (cdb_db_file_get those). fn nonzero stops. */
+cdb_status cdb_db_root_file_ids(cdb_db *db, int64_t root_id, int (*fn)(int64_t id, void *ud),
+                                void *ud);
 
 /* 1 in *has when the catalog's vector directory claims a stored vector of model_id for
 ** the file. Trusted for an ok file: the write order never leaves such a claim without

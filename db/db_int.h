@@ -52,6 +52,8 @@ enum {
     ST_FILE_LOOKUP,  /* FILE_COLS of (root ?1, relpath ?2): a rescan's question per file */
     ST_FILE_MOVE,    /* file ?1 to relpath ?2 (and root ?9 when > 0), its meta ?3.. */
     ST_FILE_TOUCH,   /* an ok file ?1's new meta ?2.. (same content) */
+    ST_FOLDER_ROWS,  /* root ?1's rows from relpath ?2 on, in relpath order, each with whether
+                        model ?3 has its vector (folder.c) */
     ST_COUNT_
 };
 
@@ -73,6 +75,7 @@ struct cdb_db {
     struct db_ckpt *ckpt; /* background checkpointer (shard.c); NULL until first needed */
     sqlite3 *thumbs;      /* thumbs.db (thumbs.c); NULL until first used */
     sqlite3_stmt *thumbs_current; /* on thumbs: cdb_db_thumb_current's, prepared once */
+    sqlite3_stmt *thumbs_range;   /* on thumbs: cdb_thumbs_mark_current's, likewise */
     int walk_collation;   /* cat knows the collation cdb_walk, temp_store=FILE (catalog.c) */
 };
 
@@ -86,8 +89,9 @@ struct cdb_db {
 ** (shard.c), cdb_schema_* (schema.c) and cdb_photos_* (photos.c). Each file calls only
 ** the ones below it: db.c -> schema.c -> verify.c, roots.c -> batch.c -> catalog.c ->
 ** shard.c -> sql.c, db.c -> thumbs.c -> sql.c (thumbnails live in their own file,
-** thumbs.db), and catalog.c -> photos.c -> sql.c (photo metadata; catalog.c reads a hit's
-** metadata in the hit's statement). */
+** thumbs.db), catalog.c -> photos.c -> sql.c (photo metadata; catalog.c reads a hit's
+** metadata in the hit's statement), and folder.c -> thumbs.c, sql.c (a rescan's rows of
+** a folder). */
 
 /* ---- SQLite helpers (sql.c: calls nothing else in db/) ---- */
 cdb_status cdb_sql_err(sqlite3 *conn, int rc, const char *what);
@@ -220,6 +224,9 @@ void cdb_photos_read_row(sqlite3_stmt *st, int c, cdb_db_photo *p);
 
 /* ---- thumbnails (thumbs.c) ---- */
 void cdb_thumbs_close(cdb_db *db);
+/* Sets each row's thumb_current: an ok row with a hash whose thumbnail was made from that
+** hash at px (cdb_db_thumb_current's rule); 0 for the others. */
+cdb_status cdb_thumbs_mark_current(cdb_db *db, int px, cdb_db_folder_row *rows, int64_t n);
 /* cdb_sql_vacuum of thumbs.db (none: nothing to do). Writer. */
 cdb_status cdb_thumbs_vacuum(cdb_db *db, int64_t *freed);
 

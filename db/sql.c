@@ -100,6 +100,10 @@ static const char *const k_stmt_sql[ST_COUNT_] = {
                     " LEFT JOIN roots r ON r.id = f.root_id WHERE f.id=?1 AND (?2 = 0 OR EXISTS"
                     " (SELECT 1 FROM vectors v WHERE v.model_id=?2 AND v.file_id=?1))",
     [ST_FILE_LOOKUP] = "SELECT " FILE_COLS " FROM files f WHERE root_id=?1 AND relpath=?2",
+    [ST_FOLDER_ROWS] = "SELECT f.id, f.relpath, f.size, f.mtime_ns, f.hash, f.width, f.height,"
+                       " f.state, f.shard, f.dev, f.ino, f.ctime_ns, EXISTS(SELECT 1 FROM vectors"
+                       " v WHERE v.file_id = f.id AND v.model_id = ?3) FROM files f"
+                       " WHERE f.root_id = ?1 AND f.relpath >= ?2 ORDER BY f.relpath",
     [ST_HKEY_PUT_RUN] = "INSERT OR IGNORE INTO hkeys_new(hkey, file_id) SELECT hkey, id FROM files"
                         " WHERE id BETWEEN ?1 AND ?2 AND hkey IS NOT NULL",
     [ST_FILE_MOVE] = "UPDATE files SET relpath=?2, size=?3, mtime_ns=?4, hash=?5, width=?6,"

@@ -59,7 +59,8 @@ fail:
 
 void cdb_thumbs_close(cdb_db *db) {
     sqlite3_finalize(db->thumbs_current);
-    db->thumbs_current = NULL;
+    sqlite3_finalize(db->thumbs_range);
+    db->thumbs_current = db->thumbs_range = NULL;
     if (db->thumbs) sqlite3_close_v2(db->thumbs);
     db->thumbs = NULL;
 }
@@ -213,9 +214,81 @@ cdb_status cdb_db_thumb_current(cdb_db *db, int64_t file_id, const uint8_t hash[
     return rc;
 }
 
+/* The rows' ids in id order, for a merge with the thumbnails' range. */
+typedef struct id_at {
+    int64_t id;
+    int64_t at; /* index in rows */
+} id_at;
+
+static int cmp_id_at(const void *a, const void *b) {
+    int64_t x = ((const id_at *)a)->id, y = ((const id_at *)b)->id;
+    return x < y ? -1 : x > y;
+}
+
+/* A folder's ids are usually close together (its files were ingested together): one
+** range read over them costs less than a statement per file, as long as the range holds
+** few other files' thumbnails. Further apart, each is looked up on its own. */
+#define RANGE_SLACK(k) (4 * (k) + 1024)
+
+cdb_status cdb_thumbs_mark_current(cdb_db *db, int px, cdb_db_folder_row *rows, int64_t n) {
+    sqlite3 *c = NULL;
+    id_at *ix = NULL;
+    int64_t k = 0, i = 0;
+    int s;
+    cdb_status rc = CDB_OK;
+    for (int64_t r = 0; r < n; r++) {
+        rows[r].thumb_current = 0;
+        k += rows[r].f.state == CDB_DB_OK && rows[r].f.meta.has_hash;
+    }
+    if (!k) return CDB_OK;
+    rc = thumbs_conn(db, &c);
+    if (rc == CDB_NOTFOUND) { /* a reader of a database without any */
+        cdb_clearerr();
+        return CDB_OK;
+    }
+    if (rc != CDB_OK) return rc;
+    if (!(ix = cdb_malloc(sizeof *ix * (size_t)k))) return cdb_seterr(CDB_NOMEM, "out of memory");
+    for (int64_t r = 0, j = 0; r < n; r++)
+        if (rows[r].f.state == CDB_DB_OK && rows[r].f.meta.has_hash)
+            ix[j].id = rows[r].f.id, ix[j++].at = r;
+    qsort(ix, (size_t)k, sizeof *ix, cmp_id_at);
+    if (ix[k - 1].id - ix[0].id > RANGE_SLACK(k)) {
+        for (int64_t j = 0; j < k && rc == CDB_OK; j++) {
+            cdb_db_folder_row *r = &rows[ix[j].at];
+            rc = cdb_db_thumb_current(db, r->f.id, r->f.meta.hash, px, &r->thumb_current);
+        }
+        cdb_free(ix);
+        return rc;
+    }
+    if (!db->thumbs_range &&
+        (rc = cdb_sql_prepare(c, "SELECT file_id, hash, px FROM thumbs WHERE file_id BETWEEN ?1"
+                                 " AND ?2 ORDER BY file_id",
+                              &db->thumbs_range)) != CDB_OK) {
+        cdb_free(ix);
+        return rc;
+    }
+    sqlite3_bind_int64(db->thumbs_range, 1, ix[0].id);
+    sqlite3_bind_int64(db->thumbs_range, 2, ix[k - 1].id);
+    while ((s = sqlite3_step(db->thumbs_range)) == SQLITE_ROW) {
+        int64_t id = sqlite3_column_int64(db->thumbs_range, 0);
+        while (i < k && ix[i].id < id) i++;
+        if (i == k) break;
+        if (ix[i].id != id) continue;
+        cdb_db_folder_row *r = &rows[ix[i].at];
+        r->thumb_current = sqlite3_column_bytes(db->thumbs_range, 1) == CDB_DB_HASH_BYTES &&
+                           !memcmp(sqlite3_column_blob(db->thumbs_range, 1), r->f.meta.hash,
+                                   CDB_DB_HASH_BYTES) &&
+                           sqlite3_column_int(db->thumbs_range, 2) == px;
+    }
+    if (s != SQLITE_ROW && s != SQLITE_DONE) rc = cdb_sql_err(c, s, "look up thumbnails");
+    sqlite3_reset(db->thumbs_range);
+    cdb_free(ix);
+    return rc;
+}
+
 cdb_status cdb_db_thumbs_prune(cdb_db *db, int64_t *n_dropped) {
     sqlite3 *c;
-    sqlite3_stmt *st = NULL, *del = NULL;
+    sqlite3_stmt *st = NULL, *ok = NULL, *del = NULL;
     int64_t *drop = NULL, n = 0, cap = 0;
     int px = 0, s;
     cdb_status rc;
@@ -228,20 +301,28 @@ cdb_status cdb_db_thumbs_prune(cdb_db *db, int64_t *n_dropped) {
             *n_dropped = sqlite3_changes(c);
         return rc;
     }
-    if ((rc = cdb_sql_prepare(c, "SELECT file_id, hash FROM thumbs", &st)) != CDB_OK) return rc;
-    /* every reindex asks this of every thumbnail: the catalog's rows read in one read
-    ** transaction, not one per row (a point query is cheap, a transaction's locks are not) */
+    /* every reindex asks this of every thumbnail: a merge of the thumbnails and the ok
+    ** files, both read in id order (one sequential scan each, in one read transaction),
+    ** not a lookup per thumbnail */
+    if ((rc = cdb_sql_prepare(c, "SELECT file_id, hash FROM thumbs ORDER BY file_id", &st)) !=
+        CDB_OK)
+        return rc;
+    if ((rc = cdb_sql_prepare(db->cat, "SELECT id, hash FROM files WHERE state=2 ORDER BY id",
+                              &ok)) != CDB_OK) {
+        sqlite3_finalize(st);
+        return rc;
+    }
     int snap = sqlite3_get_autocommit(db->cat) && cdb_sql_exec(db->cat, "BEGIN") == CDB_OK;
+    int fs = sqlite3_step(ok); /* ok is on the first ok file whose id is not below the thumb's */
     while ((s = sqlite3_step(st)) == SQLITE_ROW) {
         int64_t id = sqlite3_column_int64(st, 0);
-        cdb_db_file f;
-        int keep = 0;
-        memset(&f, 0, sizeof f);
-        if (cdb_db_file_get(db, id, &f) == CDB_OK)
-            keep = f.state == CDB_DB_OK && f.meta.has_hash &&
+        while (fs == SQLITE_ROW && sqlite3_column_int64(ok, 0) < id) fs = sqlite3_step(ok);
+        if (fs != SQLITE_ROW && fs != SQLITE_DONE) break;
+        int keep = fs == SQLITE_ROW && sqlite3_column_int64(ok, 0) == id &&
+                   sqlite3_column_bytes(ok, 1) == CDB_DB_HASH_BYTES &&
                    sqlite3_column_bytes(st, 1) == CDB_DB_HASH_BYTES &&
-                   !memcmp(sqlite3_column_blob(st, 1), f.meta.hash, CDB_DB_HASH_BYTES);
-        cdb_db_file_clear(&f);
+                   !memcmp(sqlite3_column_blob(st, 1), sqlite3_column_blob(ok, 1),
+                           CDB_DB_HASH_BYTES);
         if (keep) continue;
         if (n == cap) {
             int64_t nc = cap ? cap * 2 : 256;
@@ -255,8 +336,12 @@ cdb_status cdb_db_thumbs_prune(cdb_db *db, int64_t *n_dropped) {
         }
         drop[n++] = id;
     }
-    if (rc == CDB_OK && s != SQLITE_DONE) rc = cdb_sql_err(c, s, "list the thumbnails");
+    if (rc == CDB_OK && fs != SQLITE_ROW && fs != SQLITE_DONE)
+        rc = cdb_sql_err(db->cat, fs, "list the ok files");
+    else if (rc == CDB_OK && s != SQLITE_DONE)
+        rc = cdb_sql_err(c, s, "list the thumbnails");
     sqlite3_finalize(st);
+    sqlite3_finalize(ok);
     if (snap) sqlite3_exec(db->cat, "COMMIT", NULL, NULL, NULL);
     if (rc == CDB_OK && n) {
         if ((rc = cdb_sql_begin(c)) == CDB_OK &&

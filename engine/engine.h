@@ -811,6 +811,7 @@ typedef struct cdb_engine_index_info {
     int64_t covered, stored, not_covered, watermark, generation, bytes;
     int nlist, nprobe, ef_search, rerank_factor;
     char text[2048];       /* the index module's multi-line description */
+    int on_disk;           /* its inverted lists are in a file beside it (mapped) */
 } cdb_engine_index_info;
 /* Describes the index of the model at model_path (NULL: the default). An unreadable
 ** index file is an error (CDB_CORRUPT, ...): 'index build' rebuilds it. */

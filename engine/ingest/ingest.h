@@ -235,6 +235,9 @@ typedef struct pipe_ctx {
     cdb_db *rdb;          /* walker's read-only handle */
     int in_walk;          /* the walker holds a read snapshot of rdb (scan.c) */
     int n_snapshot;       /* files looked up in the current snapshot */
+    struct scan_level *levels; /* the walk's folders whose rows are read, from the root to
+                                  the current one (scan.c's merge join) */
+    int n_levels, cap_levels;
     int64_t *photo_missing; /* ok files without a current metadata row (sorted; the
                              walker's, loaded at its first look: cdb_scan_needs_photo) */
     int64_t n_photo_missing;

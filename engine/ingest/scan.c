@@ -3,9 +3,12 @@
 **
 ** For each target (a whole root, or a part of a folder root): a missing root is
 ** reported and left as it is, never taken for "everything deleted"; otherwise the
-** walk (walk.c) meets every file, cdb_db_classify compares its stat with the row,
+** walk (walk.c) meets every file, its stat is compared with its row (cdb_db_change_of),
 ** and what is not unchanged becomes a job with its own root id and paths. What the
-** walk could not read is collected as walk problems.
+** walk could not read is collected as walk problems. The rows come from a merge join:
+** each folder's rows are read at once, in name order (cdb_db_folder_read), when the
+** walk meets the folder's first file, and its files are found among them in the walk's
+** order, so an unchanged file costs no SQL statement of its own.
 **
 ** After the stages have drained (first pass of a run only): the deletion pass marks
 ** deleted the recorded files of each fully walked target that are gone from a place
@@ -114,9 +117,13 @@ typedef struct walk_ud {
 
 /* 1 when the first pass makes thumbnails and this unchanged ok file has no current one
 ** (a database from before thumbnails, a changed size setting): the reindex backfills. */
-static int needs_thumb(pipe_ctx *c, const cdb_db_file *f) {
+static int thumb_px(const pipe_ctx *c) { return c->o->secondary ? 0 : c->o->thumb_px; }
+
+/* thumb: whether the folder's listing found its thumbnail current (1, 0), -1 not known */
+static int needs_thumb(pipe_ctx *c, const cdb_db_file *f, int thumb) {
     int current = 1;
-    if (c->o->thumb_px <= 0 || c->o->secondary || !f->meta.has_hash) return 0;
+    if (thumb_px(c) <= 0 || !f->meta.has_hash) return 0;
+    if (thumb >= 0) return !thumb;
     if (cdb_db_thumb_current(c->rdb, f->id, f->meta.hash, c->o->thumb_px, &current) != CDB_OK)
         return 0; /* a cache: not worth failing the run over */
     return !current;
@@ -154,6 +161,92 @@ static void snapshot_renew(pipe_ctx *c) {
     if (cdb_db_read_begin(c->rdb) != CDB_OK) cdb_clearerr();
 }
 
+/* ---- the merge join: a folder's rows read once, its files found among them ---------------- */
+
+/* A folder of the walk whose rows are read: the walk is depth-first, so the folders met
+** and not yet left are the path from the root to the current one, each listing kept
+** until the walk leaves its folder (it comes back to a folder after each subfolder). */
+struct scan_level {
+    char *dir;            /* relative to the root, "" for the root's own folder */
+    size_t len;
+    cdb_db_folder *rows;
+};
+
+static void levels_pop_to(pipe_ctx *c, int n) {
+    while (c->n_levels > n) {
+        struct scan_level *l = &c->levels[--c->n_levels];
+        free(l->dir);
+        cdb_db_folder_free(l->rows);
+    }
+}
+
+/* 1 when folder l is the folder dir (dl bytes) or one above it. */
+static int level_holds(const struct scan_level *l, const char *dir, size_t dl) {
+    if (l->len == 0) return 1;
+    return l->len <= dl && !memcmp(l->dir, dir, l->len) && (l->len == dl || dir[l->len] == '/');
+}
+
+/* The row recorded at relpath in the current target (*out NULL: none), from its folder's
+** listing: read when the walk first meets a file of the folder. */
+static cdb_status folder_row(pipe_ctx *c, const char *relpath, const cdb_db_folder_row **out) {
+    const char *slash = strrchr(relpath, '/');
+    size_t dl = slash ? (size_t)(slash - relpath) : 0;
+    struct scan_level *l;
+    cdb_status rc;
+    *out = NULL;
+    while (c->n_levels > 0 && !level_holds(&c->levels[c->n_levels - 1], relpath, dl))
+        levels_pop_to(c, c->n_levels - 1);
+    l = c->n_levels ? &c->levels[c->n_levels - 1] : NULL;
+    if (!l || l->len != dl) {
+        if (c->n_levels == c->cap_levels) {
+            int nc = c->cap_levels ? c->cap_levels * 2 : 16;
+            struct scan_level *nl = realloc(c->levels, sizeof *nl * (size_t)nc);
+            if (!nl) return cdb_seterr(CDB_NOMEM, "out of memory");
+            c->levels = nl;
+            c->cap_levels = nc;
+        }
+        l = &c->levels[c->n_levels];
+        memset(l, 0, sizeof *l);
+        if (!(l->dir = strndup(relpath, dl))) return cdb_seterr(CDB_NOMEM, "out of memory");
+        l->len = dl;
+        rc = cdb_db_folder_read(c->rdb, c->targets[c->cur].root_id, l->dir, c->model_id,
+                                thumb_px(c), &l->rows);
+        if (rc != CDB_OK) {
+            free(l->dir);
+            return rc;
+        }
+        c->n_levels++;
+    }
+    *out = cdb_db_folder_find(l->rows, slash ? slash + 1 : relpath);
+    return CDB_OK;
+}
+
+/* The row recorded at e's path (*recorded 0: none; f holds only its numbers: no strings)
+** and what to do with the file (*ch). *thumb: whether its thumbnail is current (1, 0), or
+** -1 when not known yet. During a walk, from the folder's listing; else one lookup. */
+static cdb_status look_up(pipe_ctx *c, const eng_walk_entry *e, const cdb_db_file_meta *st,
+                          cdb_db_change *ch, cdb_db_file *f, int *recorded, int *thumb) {
+    cdb_status rc;
+    *thumb = -1;
+    if (c->in_walk) {
+        const cdb_db_folder_row *r = NULL;
+        memset(f, 0, sizeof *f);
+        if ((rc = folder_row(c, e->relpath, &r)) != CDB_OK) return rc;
+        *ch = cdb_db_change_of(r ? &r->f : NULL, r && r->has_vector, st);
+        *recorded = r != NULL;
+        if (r) {
+            *f = r->f;
+            f->relpath = f->error = NULL;
+            *thumb = r->thumb_current;
+        }
+        return CDB_OK;
+    }
+    rc = cdb_db_classify(c->rdb, c->model_id, c->targets[c->cur].root_id, e->relpath, st, ch, f);
+    *recorded = f->relpath != NULL;
+    cdb_db_file_clear(f);
+    return rc;
+}
+
 /* What to do with a file the walk met, from its catalog row (if any). Returns the
 ** job to queue, NULL to skip it (*stop set when the run must stop). */
 static job *classify(pipe_ctx *c, const eng_walk_entry *e, int *stop) {
@@ -161,6 +254,7 @@ static job *classify(pipe_ctx *c, const eng_walk_entry *e, int *stop) {
     cdb_db_file_meta st;
     cdb_db_file f;
     cdb_db_change ch;
+    int recorded = 0, thumb = -1;
     job *j;
     memset(&st, 0, sizeof st);
     st.size = e->size;
@@ -169,30 +263,27 @@ static job *classify(pipe_ctx *c, const eng_walk_entry *e, int *stop) {
     st.dev = e->dev;
     st.ino = e->ino;
     if (c->in_walk && ++c->n_snapshot >= SNAPSHOT_FILES) snapshot_renew(c);
-    cdb_status rc = cdb_db_classify(c->rdb, c->model_id, t->root_id, e->relpath, &st, &ch, &f);
+    cdb_status rc = look_up(c, e, &st, &ch, &f, &recorded, &thumb);
     if (rc != CDB_OK) {
         cdb_pipe_fatal(c, rc, "catalog lookup failed (%s)", cdb_errmsg());
         *stop = 1;
         return NULL;
     }
-    int recorded = f.relpath != NULL;
     if (recorded) cdb_scan_mark_seen(c, f.id);
     int reencode = t->reencode || c->o->reencode;
     int skip = !c->o->full && !reencode &&
                (ch == CDB_DB_CHANGE_SAME || (ch == CDB_DB_CHANGE_QUARANTINED && !t->named));
-    int want_thumb = skip && ch == CDB_DB_CHANGE_SAME && needs_thumb(c, &f);
+    int want_thumb = skip && ch == CDB_DB_CHANGE_SAME && needs_thumb(c, &f, thumb);
     int want_photo = skip && ch == CDB_DB_CHANGE_SAME && needs_photo(c, &f);
     if (skip && !want_thumb && !want_photo) {
         c->sum->unchanged++;
         atomic_fetch_add(&c->n_done, 1);
-        cdb_db_file_clear(&f);
         cdb_pipe_tick(c);
         return NULL;
     }
     if (!(j = calloc(1, sizeof *j)) || !(j->relpath = strdup(e->relpath)) ||
         !(j->path = strdup(e->path))) {
         cdb_job_free(j);
-        cdb_db_file_clear(&f);
         cdb_pipe_fatal(c, CDB_NOMEM, "out of memory");
         *stop = 1;
         return NULL;
@@ -207,7 +298,6 @@ static job *classify(pipe_ctx *c, const eng_walk_entry *e, int *stop) {
         j->want_photo = want_photo;
         j->file_id = f.id;
         memcpy(j->old_hash, f.meta.hash, CDB_DB_HASH_BYTES);
-        cdb_db_file_clear(&f);
         return j;
     }
     if (recorded) {
@@ -237,7 +327,6 @@ static job *classify(pipe_ctx *c, const eng_walk_entry *e, int *stop) {
     }
     j->sniff = !cdb_image_name_is_image(e->relpath[0] ? e->relpath : t->path) &&
                !(recorded && f.state != CDB_DB_DELETED);
-    cdb_db_file_clear(&f);
     return j;
 }
 
@@ -424,6 +513,7 @@ static void walk_target(pipe_ctx *c) {
         snapshot_renew(c);
         w = cdb_eng_walk(base, &wo, on_walk, &ud, &ws);
         c->in_walk = 0;
+        levels_pop_to(c, 0); /* the next target has rows of its own */
         cdb_db_read_end(c->rdb);
         cdb_ignore_free(rules);
         if (w == 2) { /* recorded before ingest refused such folders */
@@ -504,6 +594,7 @@ typedef struct del_ud {
     int64_t unreachable;
     int n_legacy; /* gone rows recorded without a device: nothing tells a mount point */
     int oom;
+    cdb_status rc; /* a row that could not be read */
 } del_ud;
 
 /* 1 when relpath lies in a folder the walk reported it could not read (or is a file
@@ -552,8 +643,8 @@ static int on_known(const cdb_db_file *f, void *ud_) {
     struct stat st;
     char *path;
     int drop;
-    if (f->id > d->c->max_id_before || was_seen(d->c, f->id) || !in_target(d->t, f->relpath) ||
-        under_problem(d->ts, f->relpath) || not_ours(d->c, d->t, f->relpath))
+    if (!in_target(d->t, f->relpath) || under_problem(d->ts, f->relpath) ||
+        not_ours(d->c, d->t, f->relpath))
         return 0;
     if (!(path = cdb_db_path_join(d->t->path, f->relpath))) return d->oom = 1;
     int there = lstat(path, &st) == 0, err = errno;
@@ -582,6 +673,20 @@ static int on_known(const cdb_db_file *f, void *ud_) {
     return 0;
 }
 
+/* Each id of the target's root: the rows the walk did not meet, read one by one (a
+** rescan meets nearly all of them: only their ids are read), go to on_known unless deleted
+** already or created by this run. */
+static int on_id(int64_t id, void *ud_) {
+    del_ud *d = ud_;
+    cdb_db_file f;
+    int stop = 0;
+    if (id > d->c->max_id_before || was_seen(d->c, id)) return 0;
+    if ((d->rc = cdb_db_file_get(d->c->db, id, &f)) != CDB_OK) return 1;
+    if (f.state != CDB_DB_DELETED) stop = on_known(&f, d);
+    cdb_db_file_clear(&f);
+    return stop;
+}
+
 /* Marks deleted what target i no longer has (cdb_eng_library_gone decides for each
 ** row). A whole folder root whose walk met nothing visible at all (no file, folder,
 ** link or other entry) while files are recorded there is *empty*: what an unmounted drive or a missing network share looks like
@@ -591,10 +696,10 @@ static int on_known(const cdb_db_file *f, void *ud_) {
 static cdb_status delete_gone(pipe_ctx *c, int i, const char **status) {
     const eng_target *t = &c->targets[i];
     const eng_root *r = cdb_eng_library_root(c->lib, t->root_id);
-    del_ud d = {c, t, &c->ts[i], NULL, 0, 0, 0, 0, 0};
+    del_ud d = {c, t, &c->ts[i], NULL, 0, 0, 0, 0, 0, CDB_OK};
     cdb_db_batch *b = NULL;
-    cdb_status rc = cdb_db_files_foreach(
-        c->db, t->root_id, CDB_DB_MASK_OK | CDB_DB_MASK_ERROR | CDB_DB_MASK_PENDING, on_known, &d);
+    cdb_status rc = cdb_db_root_file_ids(c->db, t->root_id, on_id, &d);
+    if (rc == CDB_OK) rc = d.rc;
     if (rc == CDB_OK && d.oom) rc = cdb_seterr(CDB_NOMEM, "out of memory");
     if (rc == CDB_OK && d.n && c->ts[i].n_met == 0 && t->kind == CDB_DB_ROOT_FOLDER &&
         (!t->sub || d.n_legacy) && !(r && r->accepted)) {
@@ -696,4 +801,8 @@ void cdb_scan_free(pipe_ctx *c) {
     }
     free(c->ts);
     c->ts = NULL;
+    levels_pop_to(c, 0);
+    free(c->levels);
+    c->levels = NULL;
+    c->cap_levels = 0;
 }

@@ -377,7 +377,7 @@ cdb_status cdb_eng_index_refresh(cdb_db *db, int64_t model_id, int dim, int forc
     cdb_index *ix = NULL;
     cdb_index_params p = cdb_index_params_default();
     cdb_index_refresh_action act = CDB_INDEX_REFRESH_REBUILD;
-    cdb_db_counts counts;
+    int64_t n_vectors = 0;
     int64_t *added = NULL, *removed = NULL, gen = 0, n_uncov = 0, n_stale = 0;
     size_t n_added = 0, n_removed = 0;
     uint64_t wm;
@@ -394,14 +394,16 @@ cdb_status cdb_eng_index_refresh(cdb_db *db, int64_t model_id, int dim, int forc
         ix = NULL;
     }
     on_disk = ix && cdb_index_on_disk(ix); /* kept by the refresh */
-    if ((rc = cdb_db_get_counts(db, model_id, &counts)) != CDB_OK) goto done;
+    /* the stored vectors only (not cdb_db_get_counts: its count of the ok files without a
+    ** vector reads the whole catalog, a tenth of a no-change reindex) */
+    if ((rc = cdb_db_count_vectors(db, model_id, &n_vectors)) != CDB_OK) goto done;
     if ((rc = cdb_db_generation(db, &gen)) != CDB_OK) goto done;
-    if (counts.n_vectors == 0 && !ix) {
+    if (n_vectors == 0 && !ix) {
         res->action = 0;
         snprintf(res->why, sizeof res->why, "no vectors yet");
         goto done;
     }
-    if (counts.n_vectors == 0) { /* everything was deleted or forgotten */
+    if (n_vectors == 0) { /* everything was deleted or forgotten */
         if (remove(path) != 0 && errno != ENOENT) {
             rc = cdb_seterr(CDB_IO, "remove %s: %s", path, strerror(errno));
             goto done;
@@ -424,15 +426,15 @@ cdb_status cdb_eng_index_refresh(cdb_db *db, int64_t model_id, int dim, int forc
                 n_uncov++;
         for (size_t i = 0; i < n_removed; i++)
             if (cdb_index_covers(ix, removed[i])) n_stale++;
-        rc = cdb_index_refresh_decide(ix, &p, counts.n_vectors, n_uncov, n_stale, &act, res->why,
+        rc = cdb_index_refresh_decide(ix, &p, n_vectors, n_uncov, n_stale, &act, res->why,
                                       sizeof res->why);
         if (rc != CDB_OK) goto done;
         if (act == CDB_INDEX_REFRESH_ADD && on_disk) {
             /* lists in a mapped file are not changed in place (a reader maps them, and a
             ** kill must leave the old ones whole): the changes are searched exactly from
             ** the store until they pass 1% of the vectors, then the index is rebuilt */
-            act = (n_uncov + n_stale) * 100 <= counts.n_vectors ? CDB_INDEX_REFRESH_NONE
-                                                                 : CDB_INDEX_REFRESH_REBUILD;
+            act = (n_uncov + n_stale) * 100 <= n_vectors ? CDB_INDEX_REFRESH_NONE
+                                                         : CDB_INDEX_REFRESH_REBUILD;
             snprintf(res->why, sizeof res->why, "lists on disk: %lld changes %s",
                      (long long)(n_uncov + n_stale),
                      act == CDB_INDEX_REFRESH_NONE ? "searched exactly until they pass 1%"
@@ -589,6 +591,7 @@ cdb_status cdb_engine_index_describe(cdb_engine *e, const char *model_path,
     out->ef_search = info.ef_search;
     out->rerank_factor = info.rerank_factor;
     out->bytes = stat(out->path, &sb) == 0 ? (int64_t)sb.st_size : 0;
+    out->on_disk = cdb_index_on_disk(ix);
     cdb_index_info_format(&info, out->text, sizeof out->text);
     cdb_index_free(ix);
     return CDB_OK;

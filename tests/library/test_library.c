@@ -21,6 +21,8 @@
 **   second_model_kept_current        both vector sets complete after reindex;
 **                                    `models --default`
 **   same_size_same_mtime_replace     a new inode / ctime is a change
+**   no_change_rescan_finds_every_row the rescan's per-folder merge join over names that
+**                                    sort on both sides of '/', nested roots
 */
 #include <signal.h>
 #include <sys/wait.h>
@@ -524,7 +526,64 @@ CDB_TEST(same_size_same_mtime_replace) {
     free(z);
 }
 
+/* The rescan's merge join (scan.c, cdb_db_folder_read) in a tree whose names sort on both
+** sides of '/' (a folder "a" among files "a.jpg", "a b/...", "a-1.jpg", "a0/..."), several
+** levels deep, under a root nested in another: a reindex that finds nothing changed
+** counts every photo unchanged (a row the join failed to find would be read again and
+** counted otherwise); a new folder and a new file between the old names are the only
+** additions; a deleted file in a folder the walk returns to is the only deletion. */
+static const char *const k_join_paths[] = {
+    "a.jpg", "a/y.jpg", "a/c.jpg", "a/c/d/e.jpg", "a/c d/f.jpg", "a b/x.jpg", "a-1.jpg",
+    "a.b/w.jpg", "a0/z.jpg", "b.jpg", "a/c/g.jpg", "a/c.d/h.jpg", "a/c0.jpg"};
+#define N_JOIN (int)(sizeof k_join_paths / sizeof *k_join_paths)
+
+CDB_TEST(no_change_rescan_finds_every_row) {
+    char pool[700], top[700], db[700], src[900], dst[1200], want[64];
+    cli_run_result r;
+    LU_NEED_SETUP();
+    lu_path(pool, sizeof pool, "join/pool");
+    lu_path(top, sizeof top, "join/top");
+    lu_path(db, sizeof db, "join/db");
+    CHECK_EQ_INT(lu_generate(pool, 31, 0, N_JOIN + 2), 0);
+    for (int i = 0; i < N_JOIN; i++) {
+        snprintf(dst, sizeof dst, "%s/%s", top, k_join_paths[i]);
+        *strrchr(dst, '/') = '\0';
+        CHECK_EQ_INT(lu_mkdirs(dst), 0);
+        snprintf(dst, sizeof dst, "%s/%s", top, k_join_paths[i]);
+        CHECK_EQ_INT(lu_copy(lu_img(pool, i, src, sizeof src), dst), 0);
+    }
+    CHECK_EQ_INT(lu_init(db), 0);
+    snprintf(dst, sizeof dst, "%s/a/c", top); /* a root first, then its parent's parent */
+    CHECK_EQ_INT(lu_expect((const char *[]){"ingest", "--db", db, dst, "--quiet", NULL}, 0, NULL),
+                 0);
+    CHECK_EQ_INT(lu_expect((const char *[]){"ingest", "--db", db, top, "--quiet", NULL}, 0, NULL),
+                 0);
+    CHECK_EQ_INT(lu_db_is_exact(db, N_JOIN), 0);
+    CHECK_EQ_INT(lu_expect((const char *[]){"reindex", "--db", db, NULL}, 0, &r), 0);
+    snprintf(want, sizeof want, " %d unchanged", N_JOIN);
+    CHECK_MSG(strstr(r.out, " 0 added, 0 changed, 0 moved, 0 deleted") && strstr(r.out, want),
+              "%s", r.out);
+    cli_run_free(&r);
+    /* new between the old names: a folder "a.a" and a file "a/c-"; "a/c.jpg" deleted */
+    snprintf(dst, sizeof dst, "%s/a.a", top);
+    CHECK_EQ_INT(lu_mkdirs(dst), 0);
+    snprintf(dst, sizeof dst, "%s/a.a/n.jpg", top);
+    CHECK_EQ_INT(lu_copy(lu_img(pool, N_JOIN, src, sizeof src), dst), 0);
+    snprintf(dst, sizeof dst, "%s/a/c-.jpg", top);
+    CHECK_EQ_INT(lu_copy(lu_img(pool, N_JOIN + 1, src, sizeof src), dst), 0);
+    snprintf(dst, sizeof dst, "%s/a/c.jpg", top);
+    CHECK_EQ_INT(unlink(dst), 0);
+    CHECK_EQ_INT(lu_expect((const char *[]){"reindex", "--db", db, NULL}, 0, &r), 0);
+    snprintf(want, sizeof want, " %d unchanged", N_JOIN - 1);
+    CHECK_MSG(strstr(r.out, " 2 added, 0 changed, 0 moved, 1 deleted") && strstr(r.out, want),
+              "%s", r.out);
+    cli_run_free(&r);
+    CHECK_EQ_INT(lu_db_is_exact(db, N_JOIN + 1), 0);
+    CHECK_EQ_INT(verify(db), 0);
+}
+
 CDB_TEST_MAIN_TMP(lu_tmp, lu_rm_rf, same_names_in_two_folders, nested_roots_no_duplicates,
                   single_file_is_its_own_root, index_follows_deletes_and_edits, readonly_database,
                   renamed_folders, transient_failures_are_retried, symlinks,
-                  forget_and_missing_roots, second_model_kept_current, same_size_same_mtime_replace)
+                  forget_and_missing_roots, second_model_kept_current, same_size_same_mtime_replace,
+                  no_change_rescan_finds_every_row)

@@ -314,6 +314,7 @@ CDB_TEST(ivf_on_disk_reopened_equals_shards) {
     CHECK_OK(cdb_engine_index_describe(e, NULL, &in));
     cdb_engine_close(e);
     CHECK_EQ_STR(in.kind, "ivf-pq");
+    CHECK(in.on_disk); /* what `index info` says: the index file's own answer, below */
     {
         cdb_index *ix = NULL;
         CHECK_OK(cdb_index_load(in.path, &ix));
@@ -341,6 +342,11 @@ CDB_TEST(ivf_on_disk_reopened_equals_shards) {
     }
     CHECK_EQ_INT(searches_match(&f, 12), 0);
     CHECK_EQ_INT(verify_problems(&f), 0);
+    /* rebuilt in memory: `index info` says so */
+    CHECK_OK(cdb_engine_open(f.dir, NULL, &e));
+    CHECK_OK(cdb_engine_index_describe(e, NULL, &in));
+    cdb_engine_close(e);
+    CHECK(in.has_index && !in.on_disk);
     fixture_close(&f);
 }
 
