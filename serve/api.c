@@ -54,8 +54,11 @@
 ** this". Stats, folders, duplicates and clip-retrieval answer for the first database.
 ** Peers (params.peers): a search is fanned out to their /api/search too (peers.c), the
 ** local part unpaged, all merged and paged as one database; the response says
-** "partial" (a peer missing) and "missing" (their URLs); a peer's hit has "peer" (its
-** URL), "peer_db" and the proxy URLs GET /api/peer/P/{thumb,file,preview}/ID?db=D.
+** "partial" (a peer missing), "missing" (their URLs), "peers_busy" (the peers' gate was
+** full: none asked, cdb_srv_peers_enter) and "dropped" (peers' hits that failed the
+** front's checks, peers.c); a peer's hit has "peer" (its URL), "peer_db" and the proxy
+** URLs GET /api/peer/P/{thumb,file,preview}/ID?db=D (503 with Retry-After when the gate
+** is full).
 ** With peers k + offset is at most 1000; an image_id query is answered here alone
 ** (every peer missing). Every hit also has "mtime_ns" and "taken_ms" (what the time
 ** sorts order by, so that a front server merges peers' hits exactly). Collapsed, copies
@@ -132,6 +135,7 @@ typedef struct search_req {
                                    front asks its peers: no fan-out of a fan-out) */
     int copy_facts;             /* "copy_facts": true: each hit with what a front collapses
                                    copies across its peers by (copies.c) */
+    int peers_busy;             /* the peers' gate was full: answered without them */
     char under[PATH_MAX];
     int k, offset;
 } search_req;
@@ -537,8 +541,10 @@ static char *peer_body(const search_req *s, int want) {
 
 typedef struct fanout {
     srv_ctx *c;
-    const char *body;      /* NULL: the query is not one peers can answer (image_id) */
+    const char *body;      /* NULL: the query is not one peers can answer (image_id), or
+                              the peers' gate is full */
     int want;
+    srv_peer_filter filter;
     srv_peer_answers ans;
 } fanout;
 
@@ -546,7 +552,7 @@ static void *fanout_run(void *ud) {
     fanout *f = ud;
     int n = cdb_srv_peers_count(f->c->peers);
     if (f->body) {
-        cdb_srv_peers_search(f->c->peers, f->body, f->want, n_dbs(f->c), &f->ans);
+        cdb_srv_peers_search(f->c->peers, f->body, f->want, n_dbs(f->c), &f->filter, &f->ans);
     } else if ((f->ans.missing = calloc((size_t)n, sizeof *f->ans.missing))) {
         for (int i = 0; i < n; i++) f->ans.missing[i] = 1;
         f->ans.n_missing = n;
@@ -613,9 +619,13 @@ static cdb_status fanout_round(srv_ctx *c, search_req *s, const cdb_engine_searc
     memset(out, 0, sizeof *out);
     fo->c = c;
     fo->want = pp->k;
+    fo->filter.min_score = s->p.min_score;
+    fo->filter.under_given = s->under_given;
+    fo->filter.under = s->p.under;
+    fo->filter.has_gps = s->p.has_gps;
     if (c->peers && !s->local_only) {
         /* a photo id names a photo here: peers cannot look it up (missing, said so) */
-        fo->body = body = s->q.n_like_ids ? NULL : peer_body(s, pp->k);
+        fo->body = body = s->q.n_like_ids || s->peers_busy ? NULL : peer_body(s, pp->k);
         started = pthread_create(&t, NULL, fanout_run, fo) == 0;
         if (!started) fanout_run(fo);
     }
@@ -714,6 +724,7 @@ static void search(srv_ctx *c, const srv_req *r, srv_resp *o) {
     cdb_engine_result out;
     fanout fo;
     int64_t t0;
+    int gate = 0;
     memset(&s, 0, sizeof s);
     memset(&out, 0, sizeof out);
     memset(&fo, 0, sizeof fo);
@@ -728,6 +739,10 @@ static void search(srv_ctx *c, const srv_req *r, srv_resp *o) {
                       SRV_MAX_K);
         goto done;
     }
+    /* at most the gate's share of the threads waits on peers: past it, this server's part
+    ** alone, every peer missing (local work is never refused for the peers' sake) */
+    if (c->peers && !s.local_only && !s.q.n_like_ids && !(gate = cdb_srv_peers_enter(c->peers)))
+        s.peers_busy = 1;
     t0 = cdb_now_ns();
     if ((c->n_es > 1 || (c->peers && !s.local_only) ? search_fanout(c, &s, &out, &fo)
                                  : cdb_engine_search(c->e, &s.q, &s.p, &out)) != CDB_OK) {
@@ -749,6 +764,8 @@ static void search(srv_ctx *c, const srv_req *r, srv_resp *o) {
                 json_array_append_new(miss, json_string(cdb_srv_peer_name(c->peers, i)));
         json_object_set_new(res, "partial", json_boolean(json_array_size(miss) > 0));
         json_object_set_new(res, "missing", miss);
+        json_object_set_new(res, "peers_busy", json_boolean(s.peers_busy));
+        json_object_set_new(res, "dropped", json_integer(fo.ans.n_dropped));
     }
     arr = json_array();
     for (int i = 0; i < out.n; i++)
@@ -762,6 +779,7 @@ static void search(srv_ctx *c, const srv_req *r, srv_resp *o) {
     }
     cdb_srv_json_fresh(o, res);
 done:
+    if (gate) cdb_srv_peers_leave(c->peers);
     cdb_engine_result_free(&out);
     cdb_srv_peer_answers_free(&fo.ans);
     json_decref(doc);
@@ -992,7 +1010,14 @@ static void peer_photo(srv_ctx *c, const srv_req *r, srv_resp *o) {
         cdb_srv_error(o, 404, "not_found", "no photo has that id");
         return;
     }
+    if (!cdb_srv_peers_enter(c->peers)) { /* a slow peer holds the threads it may: no more */
+        cdb_srv_error(o, 503, "busy", "the peers keep as many requests waiting as they may; "
+                                      "try again");
+        o->retry_after_s = 1;
+        return;
+    }
     cdb_srv_peer_proxy(c->peers, (int)peer, kinds[i], id, (int)v, o);
+    cdb_srv_peers_leave(c->peers);
 }
 
 /* ---- stats, folders, health, login ------------------------------------------------------ */

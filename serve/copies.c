@@ -351,9 +351,11 @@ cdb_status cdb_srv_copies_closure(srv_ctx *c, const cdb_engine_copy_facts *hits,
                 st = cdb_seterr(CDB_NOMEM, "out of memory");
                 break;
             }
-            cdb_srv_peers_post(c->peers, "/api/copies_of", body, answers, lens);
+            /* a peer already missing is not waited on again (it hung, or was not asked) */
+            cdb_srv_peers_post(c->peers, "/api/copies_of", body, ans->missing, answers, lens);
             free(body);
             for (int p = 0; p < np; p++) {
+                if (ans->missing && ans->missing[p]) continue;
                 if (!answers[p] || take_answer(answers[p], lens[p], nd + p * CDB_SERVE_MAX_DBS,
                                                dim, limit, found))
                     cdb_srv_peer_missing(ans, p);

@@ -216,6 +216,11 @@ static enum MHD_Result send_resp(cdb_serve *s, struct MHD_Connection *conn, req_
     if (o->content_range[0]) MHD_add_response_header(resp, "Content-Range", o->content_range);
     if (o->accept_ranges) MHD_add_response_header(resp, "Accept-Ranges", "bytes");
     if (o->status == 503 || o->status == 413) MHD_add_response_header(resp, "Connection", "close");
+    if (o->retry_after_s > 0) {
+        char v[16];
+        snprintf(v, sizeof v, "%d", o->retry_after_s);
+        MHD_add_response_header(resp, "Retry-After", v);
+    }
     if (o->status == 401)
         MHD_add_response_header(resp, "WWW-Authenticate", "Bearer realm=\"clipdb\"");
     if (o->set_cookie[0] && s->token) MHD_add_response_header(resp, "Set-Cookie", o->set_cookie);
@@ -600,7 +605,8 @@ cdb_status cdb_serve_start(cdb_engine *e, const cdb_serve_params *p_in, cdb_serv
     }
     cdb_clearerr();
     if (p.n_peers &&
-        !(s->peers = cdb_srv_peers_new(p.peers, p.peer_tokens, p.n_peers, p.peer_timeout_ms))) {
+        !(s->peers = cdb_srv_peers_new(p.peers, p.peer_tokens, p.n_peers, p.peer_timeout_ms,
+                                       p.threads / 2))) {
         char why[600]; /* libcurl could not be loaded (its message), else out of memory */
         snprintf(why, sizeof why, "%s", cdb_errmsg()[0] ? cdb_errmsg() : "out of memory");
         freeaddrinfo(ai);

@@ -6,9 +6,15 @@
 ** merge) to every peer's /api/search at once (one libcurl multi handle per search), each
 ** exchange within the peer timeout. What a peer answers is untrusted: at most
 ** SRV_PEER_MAX_ANSWER bytes are read (then it is cut off), and cdb_srv_peer_parse keeps
-** only well-formed hits (a positive id, a finite score in [-1, 1], a path string), at
-** most as many as were asked for. A peer that does not answer in time, answers no 200,
+** only well-formed hits (a positive id, a finite score in [-1, 1], a path string) that
+** pass the filters the front can check again (min_score, under, has_gps) and name a
+** photo no earlier hit of the answer named, at most as many as were asked for; the
+** rest is counted as dropped. A peer that does not answer in time, answers no 200,
 ** or answers something else is missing; the search still answers with the rest.
+**
+** Time: a peer that trickles is cut (SRV_PEER_MIN_BPS), every exchange has a deadline,
+** and at most the gate's share of the request threads waits on peers at once
+** (cdb_srv_peers_enter): a slow or hostile peer cannot take the server's threads.
 **
 ** Copies across peers: a front that collapses asks with "copy_facts": true, and each
 ** hit then carries what the collapse decides by (copies.c); facts that are not well
@@ -23,6 +29,7 @@
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -78,6 +85,8 @@ struct srv_peers {
     int n;
     char **urls, **auth; /* auth[i]: "Authorization: Bearer T" or NULL */
     int timeout_ms;
+    int max_waiting;     /* the gate: requests that may wait on peers at once */
+    atomic_int waiting;
 };
 
 static pthread_once_t g_curl_once = PTHREAD_ONCE_INIT;
@@ -85,12 +94,14 @@ static int g_curl_ok;
 static void curl_init_once(void) { g_curl_ok = curl_global_init(CURL_GLOBAL_DEFAULT) == 0; }
 
 srv_peers *cdb_srv_peers_new(const char *const *urls, const char *const *tokens, int n,
-                             int timeout_ms) {
+                             int timeout_ms, int max_waiting) {
     srv_peers *ps;
     if (n > 0 && cdb_dynlib_get(&pc_lib) != CDB_OK) return NULL; /* the message says why */
     if (n > 0) pthread_once(&g_curl_once, curl_init_once);
     if ((n > 0 && !g_curl_ok) || n < 0 || !(ps = calloc(1, sizeof *ps))) return NULL;
     ps->timeout_ms = timeout_ms > 0 ? timeout_ms : 2000;
+    ps->max_waiting = max_waiting > 0 ? max_waiting : 1;
+    atomic_init(&ps->waiting, 0);
     ps->urls = calloc((size_t)n + 1, sizeof *ps->urls);
     ps->auth = calloc((size_t)n + 1, sizeof *ps->auth);
     if (!ps->urls || !ps->auth) goto fail;
@@ -121,6 +132,15 @@ void cdb_srv_peers_free(srv_peers *ps) {
 
 int cdb_srv_peers_count(const srv_peers *ps) { return ps ? ps->n : 0; }
 const char *cdb_srv_peer_name(const srv_peers *ps, int i) { return ps->urls[i]; }
+
+int cdb_srv_peers_enter(srv_peers *ps) {
+    int w = atomic_load(&ps->waiting);
+    while (w < ps->max_waiting)
+        if (atomic_compare_exchange_weak(&ps->waiting, &w, w + 1)) return 1;
+    return 0;
+}
+
+void cdb_srv_peers_leave(srv_peers *ps) { atomic_fetch_sub(&ps->waiting, 1); }
 
 /* ---- an answer, bounded -------------------------------------------------------------- */
 
@@ -153,7 +173,10 @@ static CURL *transfer(const srv_peers *ps, int i, const char *url, const char *b
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, *hdrs);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)ps->timeout_ms);
+    /* a trickle is cut: under SRV_PEER_MIN_BPS for the peer timeout (whole seconds) */
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, SRV_PEER_MIN_BPS);
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, (long)(ps->timeout_ms + 999) / 1000);
     curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L); /* never elsewhere */
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
@@ -242,8 +265,28 @@ static int parse_hit(json_t *r, int db, int peer, cdb_engine_hit *h, srv_remote 
     return 0;
 }
 
+/* 1 when path begins with prefix (NULL or "": no place asked). */
+static int begins(const char *path, const char *prefix) {
+    return prefix && *prefix && !strncmp(path, prefix, strlen(prefix));
+}
+
+/* 1 when hit h (its remote r) passes what the front checks again (f: NULL, none) and no
+** hit of keep[0..n) names the same photo of the peer. */
+static int passes(const cdb_engine_hit *h, const srv_remote *r, const srv_peer_filter *f,
+                  const srv_remote *keep, int n) {
+    if (f && h->score < f->min_score) return 0;
+    if (f && (f->under_given || f->under) && !begins(h->path, f->under_given) &&
+        !begins(h->path, f->under))
+        return 0;
+    if (f && f->has_gps && !h->photo.has_gps) return 0;
+    for (int i = 0; i < n; i++) /* k <= 1000: the quadratic scan costs under a millisecond */
+        if (keep[i].id == r->id && keep[i].db == r->db) return 0;
+    return 1;
+}
+
 static int parse(const char *body, size_t n, int max_hits, int first_db, int peer,
-                 cdb_engine_hit **hits, srv_remote **remote, int *n_hits) {
+                 const srv_peer_filter *f, cdb_engine_hit **hits, srv_remote **remote,
+                 int *n_hits, int *n_dropped) {
     json_error_t err;
     json_t *doc = json_loadb(body, n, JSON_REJECT_DUPLICATES, &err), *res;
     size_t m;
@@ -251,6 +294,7 @@ static int parse(const char *body, size_t n, int max_hits, int first_db, int pee
     *hits = NULL;
     *remote = NULL;
     *n_hits = 0;
+    *n_dropped = 0;
     if (!json_is_object(doc) || !json_is_array(res = json_object_get(doc, "results")) ||
         max_hits < 0)
         goto done;
@@ -258,10 +302,16 @@ static int parse(const char *body, size_t n, int max_hits, int first_db, int pee
     if (m > (size_t)max_hits) m = (size_t)max_hits; /* more than asked for: not kept */
     if (m && (!(*hits = calloc(m, sizeof **hits)) || !(*remote = calloc(m, sizeof **remote))))
         goto done;
-    for (size_t i = 0; i < m; i++)
-        if (parse_hit(json_array_get(res, i), first_db + *n_hits, peer, &(*hits)[*n_hits],
-                      &(*remote)[*n_hits]) == 0)
+    for (size_t i = 0; i < m; i++) {
+        cdb_engine_hit *h = &(*hits)[*n_hits];
+        srv_remote *r = &(*remote)[*n_hits];
+        if (parse_hit(json_array_get(res, i), first_db + *n_hits, peer, h, r) == 0 &&
+            passes(h, r, f, *remote, *n_hits))
             ++*n_hits;
+        else
+            cdb_srv_peer_hit_free(h, r);
+    }
+    *n_dropped = (int)(json_array_size(res) - (size_t)*n_hits);
     rc = 0;
 done:
     if (rc != 0) {
@@ -275,8 +325,9 @@ done:
 }
 
 int cdb_srv_peer_parse(const char *body, size_t n, int max_hits, int first_db,
-                       cdb_engine_hit **hits, srv_remote **remote, int *n_hits) {
-    return parse(body, n, max_hits, first_db, 0, hits, remote, n_hits);
+                       const srv_peer_filter *f, cdb_engine_hit **hits, srv_remote **remote,
+                       int *n_hits, int *n_dropped) {
+    return parse(body, n, max_hits, first_db, 0, f, hits, remote, n_hits, n_dropped);
 }
 
 /* ---- the fan-out ---------------------------------------------------------------------- */
@@ -298,8 +349,8 @@ static int append(srv_peer_answers *out, cdb_engine_hit *h, srv_remote *r, int n
     return 0;
 }
 
-void cdb_srv_peers_post(srv_peers *ps, const char *route, const char *body, char **answers,
-                        size_t *lens) {
+void cdb_srv_peers_post(srv_peers *ps, const char *route, const char *body, const int *skip,
+                        char **answers, size_t *lens) {
     CURLM *m = curl_multi_init();
     CURL **h = calloc((size_t)ps->n, sizeof *h);
     struct curl_slist **hdrs = calloc((size_t)ps->n, sizeof *hdrs);
@@ -309,6 +360,7 @@ void cdb_srv_peers_post(srv_peers *ps, const char *route, const char *body, char
     for (int i = 0; i < ps->n; i++) answers[i] = NULL, lens[i] = 0;
     if (!m || !h || !hdrs || !pb) goto done;
     for (int i = 0; i < ps->n; i++) {
+        if (skip && skip[i]) continue;
         pb[i].max = SRV_PEER_MAX_ANSWER;
         snprintf(url, sizeof url, "%s%s", ps->urls[i], route);
         if ((h[i] = transfer(ps, i, url, body, ps->timeout_ms, &pb[i], &hdrs[i])))
@@ -343,18 +395,24 @@ done:
 }
 
 void cdb_srv_peers_search(srv_peers *ps, const char *body, int max_hits, int first_db,
-                          srv_peer_answers *out) {
+                          const srv_peer_filter *f, srv_peer_answers *out) {
     char **answers = calloc((size_t)ps->n + 1, sizeof *answers);
     size_t *lens = calloc((size_t)ps->n + 1, sizeof *lens);
     memset(out, 0, sizeof *out);
     out->missing = calloc((size_t)ps->n + 1, sizeof *out->missing);
-    if (answers && lens) cdb_srv_peers_post(ps, "/api/search", body, answers, lens);
+    if (answers && lens) cdb_srv_peers_post(ps, "/api/search", body, NULL, answers, lens);
     for (int i = 0; i < ps->n; i++) {
         cdb_engine_hit *hits = NULL;
         srv_remote *rem = NULL;
-        int n = 0, ok = 0;
+        int n = 0, ok = 0, dropped = 0;
         if (answers && answers[i] &&
-            parse(answers[i], lens[i], max_hits, first_db + out->n, i, &hits, &rem, &n) == 0) {
+            parse(answers[i], lens[i], max_hits, first_db + out->n, i, f, &hits, &rem, &n,
+                  &dropped) == 0) {
+            if (dropped) /* a peer that breaks the filters or repeats itself: said once */
+                CDB_LOG_WARN("peer %s: %d of its hits dropped (malformed, outside the "
+                             "search's filters, repeated or more than asked for)",
+                             ps->urls[i], dropped);
+            out->n_dropped += dropped;
             ok = append(out, hits, rem, n) == 0;
             if (!ok)
                 for (int j = 0; j < n; j++) cdb_srv_peer_hit_free(&hits[j], &rem[j]);
@@ -422,8 +480,8 @@ void cdb_srv_peer_proxy(srv_peers *ps, int peer, const char *kind, int64_t id, i
     pb.max = file ? SRV_PEER_MAX_FILE : SRV_PEER_MAX_IMAGE;
     snprintf(url, sizeof url, "%s/api/%s/%lld%s%d", ps->urls[peer], kind, (long long)id,
              "?db=", db);
-    if (!(h = transfer(ps, peer, url, NULL, (long)ps->timeout_ms * (file ? 10 : 1), &pb,
-                       &hdrs))) {
+    if (!(h = transfer(ps, peer, url, NULL, ps->timeout_ms + (file ? SRV_PEER_FILE_EXTRA_MS : 0),
+                       &pb, &hdrs))) {
         cdb_srv_error(o, 503, "busy", "out of memory");
         return;
     }

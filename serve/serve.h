@@ -72,7 +72,10 @@ typedef struct cdb_serve_params {
     ** "http://host:port" (copied); peer_tokens[i] the access token peer i wants (NULL
     ** entries or array: none; copied). A peer that does not answer in peer_timeout_ms
     ** (default 2000), or answers something unusable, is named in the response's
-    ** "missing" with "partial": true; the rest is still answered. */
+    ** "missing" with "partial": true; the rest is still answered. At most threads / 2
+    ** requests (at least 1) wait on peers at once: past that a search is answered from
+    ** the local databases alone ("peers_busy": true) and a proxied photo gets a 503 with
+    ** Retry-After, so a slow peer never holds every thread. */
     const char *const *peers;
     const char *const *peer_tokens;
     int n_peers;

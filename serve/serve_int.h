@@ -61,6 +61,7 @@ typedef struct srv_resp {
     const char *cache;         /* Cache-Control value (static) or NULL */
     char disposition[700];     /* Content-Disposition or "" */
     char set_cookie[256];      /* a Set-Cookie value (sign-in, sign-out) or "" */
+    int retry_after_s;         /* > 0: a Retry-After header (a 503 of a busy gate) */
     int cors;                  /* 1: add the CORS headers (when an origin is allowed) */
 } srv_resp;
 
@@ -167,18 +168,44 @@ typedef struct srv_remote {
 #define SRV_PEER_MAX_ANSWER ((size_t)8 << 20)
 #define SRV_PEER_MAX_IMAGE ((size_t)16 << 20)
 #define SRV_PEER_MAX_FILE ((size_t)256 << 20)
+/* Time a peer may take: every exchange with a peer is cut when it moves fewer than
+** SRV_PEER_MIN_BPS bytes a second over the peer timeout (rounded up to whole seconds: a
+** peer trickling a byte now and then); a search's exchange and a proxied thumbnail or
+** preview end by the peer timeout, a proxied original by it plus SRV_PEER_FILE_EXTRA_MS
+** (SRV_PEER_MAX_FILE then needs about 25 MB/s: a LAN's speed). */
+#define SRV_PEER_MIN_BPS 32768L
+#define SRV_PEER_FILE_EXTRA_MS 10000L
 /* The base64 of a vector beyond which it is dropped (4,096 dimensions); with k <= 1000,
 ** an answer with copy facts of 512-d vectors is about 2 MB, of 1280-d ones 4 MB: within
 ** SRV_PEER_MAX_ANSWER. */
 #define SRV_PEER_MAX_VEC_B64 10924
 
-/* The peers (urls[i] "http://host:port", tokens[i] may be NULL), copied. NULL: no memory
-** or libcurl could not start. */
+/* The peers (urls[i] "http://host:port", tokens[i] may be NULL), copied; at most
+** max_waiting requests wait on them at once (cdb_srv_peers_enter; <= 0: 1). NULL: no
+** memory or libcurl could not start. */
 srv_peers *cdb_srv_peers_new(const char *const *urls, const char *const *tokens, int n,
-                             int timeout_ms);
+                             int timeout_ms, int max_waiting);
 void cdb_srv_peers_free(srv_peers *ps); /* NULL is fine */
 int cdb_srv_peers_count(const srv_peers *ps);
 const char *cdb_srv_peer_name(const srv_peers *ps, int i); /* its URL; borrowed */
+/* The gate of the request threads that wait on peers (http.c gives it half of them, at
+** least one): 1 when the caller may wait on peers now (then cdb_srv_peers_leave once
+** done), 0 when max_waiting requests do already (answer without the peers, or 503).
+** So a slow peer holds at most that many threads: /healthz and local work keep the rest.
+** Thread-safe; never blocks. */
+int cdb_srv_peers_enter(srv_peers *ps);
+void cdb_srv_peers_leave(srv_peers *ps);
+
+/* What the front checks again on every hit a peer answers (peers are untrusted: a hit
+** that fails is dropped and counted). min_score: hits below are dropped (-1: none).
+** under_given, under: a hit's path must begin with one of them (the place as asked, and
+** as this server resolved it: a peer resolves it on its own disk), NULL: no place.
+** has_gps: a hit must have a position. */
+typedef struct srv_peer_filter {
+    float min_score;
+    const char *under_given, *under;
+    int has_gps;
+} srv_peer_filter;
 
 /* What the peers answered to one search. */
 typedef struct srv_peer_answers {
@@ -188,42 +215,47 @@ typedef struct srv_peer_answers {
     int n, n_remote;           /* n_remote stays when the hits are moved out (n = 0) */
     int *missing;              /* per peer: 1 when it did not answer usably */
     int n_missing;
+    int n_dropped;             /* the peers' hits dropped (cdb_srv_peer_parse's *n_dropped) */
 } srv_peer_answers;
 
 /* POSTs body (a JSON /api/search request) to every peer at once, each within the
-** timeout; their answers parsed (cdb_srv_peer_parse, at most max_hits each) into out:
-** hits[i].db = first_db + i, remote[i] its peer, id and db. Never fails: a peer that
-** did not answer usably is missing. Free with cdb_srv_peer_answers_free. */
+** timeout; their answers parsed (cdb_srv_peer_parse, at most max_hits each, checked
+** against f: NULL for none) into out: hits[i].db = first_db + i, remote[i] its peer, id
+** and db. Never fails: a peer that did not answer usably is missing. Free with
+** cdb_srv_peer_answers_free. */
 void cdb_srv_peers_search(srv_peers *ps, const char *body, int max_hits, int first_db,
-                          srv_peer_answers *out /* OUT */);
+                          const srv_peer_filter *f, srv_peer_answers *out /* OUT */);
 void cdb_srv_peer_answers_free(srv_peer_answers *a);
 /* Frees what a parsed hit and its remote own (the path; the vector); either NULL. */
 void cdb_srv_peer_hit_free(cdb_engine_hit *h, srv_remote *r);
 /* Marks peer missing in a (once). */
 void cdb_srv_peer_missing(srv_peer_answers *a, int peer);
-/* POSTs body to route ("/api/...") of every peer at once, each within the timeout:
-** answers[i] (heap, lens[i] bytes, at most SRV_PEER_MAX_ANSWER) peer i's 200 answer,
-** NULL when it gave none. */
-void cdb_srv_peers_post(srv_peers *ps, const char *route, const char *body,
+/* POSTs body to route ("/api/...") of every peer at once (but those whose skip[i] is
+** nonzero; skip may be NULL), each within the timeout: answers[i] (heap, lens[i] bytes,
+** at most SRV_PEER_MAX_ANSWER) peer i's 200 answer, NULL when it gave none. */
+void cdb_srv_peers_post(srv_peers *ps, const char *route, const char *body, const int *skip,
                         char **answers /* OUT n */, size_t *lens /* OUT n */);
 
-/* Parses a peer's /api/search answer (n bytes, untrusted): {"results": [...]} with at most
-** max_hits results, each with a positive integer "id", a finite "score" in [-1, 1], a
-** "path" string without NUL (< 4096 bytes); optional "db" (integer >= 0), "width",
-** "height", "size", "mtime_ns" (or "mtime", seconds), "taken", "taken_source", "make",
-** "model", "lens", "lat"/"lon"/"alt", and "copy_facts" (cdb_srv_copy_facts_parse's:
-** into remote[i].facts, id set, and .vec) (used if of the right type, else ignored).
-** Free each hit with cdb_srv_peer_hit_free.
+/* Parses a peer's /api/search answer (n bytes, untrusted): {"results": [...]}, of which
+** the first max_hits results are read, each with a positive integer "id", a finite
+** "score" in [-1, 1], a "path" string without NUL (< 4096 bytes); optional "db" (integer
+** >= 0), "width", "height", "size", "mtime_ns" (or "mtime", seconds), "taken",
+** "taken_source", "make", "model", "lens", "lat"/"lon"/"alt", and "copy_facts"
+** (cdb_srv_copy_facts_parse's: into remote[i].facts, id set, and .vec) (used if of the
+** right type, else ignored). Kept: the well-formed hits that pass f (NULL: no filter)
+** and whose (db, id) no earlier kept hit has (the first wins); *n_dropped counts the
+** others, results past max_hits among them. Free each hit with cdb_srv_peer_hit_free.
 ** *hits (heap, paths cdb_malloc'd) and *remote (heap) of *n; hits[i].db = first_db + i.
-** 0, or -1 when it is not such a document (nothing returned). */
+** 0, or -1 when it is not such a document (nothing returned, *n_dropped 0). */
 int cdb_srv_peer_parse(const char *body, size_t n, int max_hits, int first_db,
-                       cdb_engine_hit **hits /* OUT */, srv_remote **remote /* OUT */,
-                       int *n_hits /* OUT */);
+                       const srv_peer_filter *f, cdb_engine_hit **hits /* OUT */,
+                       srv_remote **remote /* OUT */, int *n_hits /* OUT */,
+                       int *n_dropped /* OUT */);
 
 /* GET /api/<kind>/<id>[?db=<db>] of peer i (kind "thumb", "preview" or "file"), its
-** bytes into o (at most the kind's cap, within the timeout; a file 10x it): the
-** peer's 200 with an image type (else sent as binary), its 404/409 as they are, anything
-** else a 502. */
+** bytes into o (at most the kind's cap, within its time: SRV_PEER_MIN_BPS): the peer's
+** 200 with an image type (else sent as binary), its 404/409 as they are, anything else a
+** 502. The caller holds the gate (cdb_srv_peers_enter). */
 void cdb_srv_peer_proxy(srv_peers *ps, int peer, const char *kind, int64_t id, int db,
                         srv_resp *o);
 
@@ -251,7 +283,7 @@ void cdb_srv_copies_of(srv_ctx *c, const srv_req *r, srv_resp *o);
 ** without the hits': *others (*n_others; src: a local database's index, or n_dbs +
 ** peer * CDB_SERVE_MAX_DBS + its database there), their memory in *keep (free with
 ** cdb_srv_copies_free, also after a failure). A peer that does not answer usably is
-** missing in ans. CDB_OK, or the local failure. */
+** missing in ans; one missing there already is not asked. CDB_OK, or the local failure. */
 cdb_status cdb_srv_copies_closure(srv_ctx *c, const cdb_engine_copy_facts *hits, int n_hits,
                                   int dim, srv_peer_answers *ans,
                                   cdb_engine_copy_facts **others /* OUT */,

@@ -47,6 +47,11 @@
 #define HUB_DEFAULT_ENDPOINT "https://huggingface.co"
 #define HUB_API_MAX_BYTES (32 << 20)
 #define HUB_MAX_TRIES 6 /* attempts at one file without a byte of progress */
+/* The most bytes taken of a file whose size the server did not say (neither X-Linked-Size
+** nor Content-Length, which the Hub always sends): every config and tokenizer file fits
+** (the largest, Gemma's tokenizer.json, has 33 MB), and a server that streams without end
+** cannot fill the disk. Weights (hundreds of MB) need their size said. */
+#define HUB_UNSIZED_MAX ((int64_t)64 << 20)
 
 /* snprintf for paths and messages: a result that does not fit is "" and -1 (a cut path
 ** must never name another file). */
@@ -574,6 +579,8 @@ typedef struct dl_state {
     int64_t offset;     /* bytes in the .incomplete file */
     int64_t start;      /* offset when this transfer began */
     int64_t total;      /* expected size, -1 unknown */
+    int64_t limit;      /* the most bytes taken: total, or HUB_UNSIZED_MAX when unknown */
+    int over;           /* the server sent more than limit: stopped before writing it */
     int write_errno;    /* a failed write's errno */
     int bad_range;      /* the server answered a Range with other bytes */
     int stopped;        /* should_stop said so */
@@ -596,6 +603,10 @@ static int file_sink(void *ud, const hub_resp *r, const char *p, size_t n) {
             s->bad_range = 1;
             return -1;
         }
+    }
+    if ((uint64_t)s->offset + n > (uint64_t)s->limit) { /* none of it is written */
+        s->over = 1;
+        return -1;
     }
     while (n) {
         ssize_t w = write(s->fd, p, n);
@@ -768,6 +779,7 @@ static cdb_status download_blob(hub_ctx *c, const char *file, const char *etag, 
     memset(&s, 0, sizeof s);
     s.c = c;
     s.total = size;
+    s.limit = size >= 0 ? size : HUB_UNSIZED_MAX;
     s.pr.file = file;
     s.pr.index = index;
     s.pr.count = count;
@@ -777,7 +789,7 @@ static cdb_status download_blob(hub_ctx *c, const char *file, const char *etag, 
         goto done;
     }
     s.offset = st.st_size;
-    if (size >= 0 && s.offset > size) { /* not a prefix of this file: start over */
+    if (s.offset > s.limit) { /* not a prefix of this file: start over */
         if (ftruncate(s.fd, 0) != 0) {
             rc = cdb_seterr(cdb_errno_status(errno), "cannot write %s: %s", inc, strerror(errno));
             goto done;
@@ -831,6 +843,19 @@ static cdb_status download_blob(hub_ctx *c, const char *file, const char *etag, 
                                    "cannot write %s", inc);
             goto done;
         }
+        if (s.over) { /* more than the file has (or than a file of no size may have) */
+            unlink(inc);
+            if (size >= 0)
+                rc = cdb_eng_failw(CDB_CORRUPT, CDB_ENGINE_E_HUB_CHECKSUM, "the server sent more "
+                                   "bytes than the file has; the part received was deleted",
+                                   "%s: wrong size", what);
+            else
+                rc = cdb_eng_failw(CDB_CORRUPT, CDB_ENGINE_E_HUB_NETWORK, "the server named no "
+                                   "size (no X-Linked-Size or Content-Length) and sent more than "
+                                   "the 64 MiB clipdb takes then; the part received was deleted",
+                                   "%s: no size and too large", what);
+            goto done;
+        }
         if (s.bad_range) {
             rc = cdb_eng_failw(CDB_CORRUPT, CDB_ENGINE_E_HUB_NETWORK, "the server sent other "
                                "bytes than the range asked for", "%s: cannot resume", what);
@@ -842,12 +867,6 @@ static cdb_status download_blob(hub_ctx *c, const char *file, const char *etag, 
             goto done;
         }
         if (cc == CURLE_OK && (size < 0 || s.offset == size)) break;
-        if (cc == CURLE_OK && s.offset > size) {
-            rc = cdb_eng_failw(CDB_CORRUPT, CDB_ENGINE_E_HUB_CHECKSUM, "the server sent more "
-                               "bytes than the file has", "%s: wrong size", what);
-            if (ftruncate(s.fd, 0) != 0) CDB_LOG_WARN("cannot empty %s", inc);
-            goto done;
-        }
         /* dropped (or ended short): resume from what arrived */
         if (cc != CURLE_OK && !transient(cc)) {
             rc = net_fail(c, cc, what);

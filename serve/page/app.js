@@ -282,6 +282,13 @@ function append(hits, start) {
     img.width = Math.round(ar * row);
     img.height = row;
     img.addEventListener('load', () => img.classList.add('loaded'));
+    // a peer's thumbnail gets a 503 while the server's share of threads for peers is taken
+    // (README, "A slow peer"): asked again a few times, further apart each time
+    let tries = 0;
+    img.addEventListener('error', () => {
+      if (h.peer && tries < 4) setTimeout(() => { img.src = `${h.thumb}&try=${++tries}`; },
+                                          1000 * (tries + 1));
+    });
     img.src = h.thumb;
     const score = document.createElement('span');
     score.className = 'score';

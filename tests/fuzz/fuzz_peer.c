@@ -2,12 +2,14 @@
 ** fuzz_peer.c: libFuzzer target for what a peer server answers `clipdb serve --peer`
 ** (serve/peers.c, cdb_srv_peer_parse; serve/copies.c, cdb_srv_copies_answer_parse): the
 ** input is the body of a peer's answer, untrusted. The first byte picks what: below 128,
-** a /api/search answer with that byte % 64 hits asked for; from 128, a /api/copies_of
-** answer, with vectors of (byte % 8) + 1 dimensions expected.
+** a /api/search answer with that byte % 64 hits asked for (with bit 6 set, checked
+** against a filter: min_score 0.25, under "/a" or "/b/", and with bit 0 has_gps); from
+** 128, a /api/copies_of answer, with vectors of (byte % 8) + 1 dimensions expected.
 ** Invariants of a search answer: a parse either fails with nothing returned, or returns
 ** at most the hits asked for, each with a positive id, a finite score in [-1, 1], a
 ** NUL-terminated path of the length the JSON gave, a known taken_source, database
-** numbers in range, and db = first_db + its index (the merge finds its remote by it);
+** numbers in range, no (db, id) twice, what the filter asks (score, place, position),
+** a count of dropped hits >= 0, and db = first_db + its index (the merge finds its remote by it);
 ** then the hits go through the merge (cdb_engine_hits_merge) as a search's would, which
 ** frees them. Of the copy facts (each hit's, each file's): the id is its own, the camera
 ** NUL-terminated, a vector either absent or of 1..4,096 halves none of which is an
@@ -79,20 +81,26 @@ static void copies_answer(const uint8_t *data, size_t n, int dim) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
     cdb_engine_hit *hits = NULL;
     srv_remote *rem = NULL;
-    int n_hits = -1, max_hits, first_db = 3;
+    int n_hits = -1, max_hits, first_db = 3, n_dropped = -1;
     cdb_engine_search_params p = cdb_engine_search_params_default();
+    srv_peer_filter filter = {0.25f, "/a", "/b/", 0}, *f = NULL;
     if (n == 0) return 0;
     if (data[0] >= 128) {
         copies_answer(data + 1, n - 1, data[0] % 8 + 1);
         return 0;
     }
     max_hits = data[0] % 64;
-    if (cdb_srv_peer_parse((const char *)data + 1, n - 1, max_hits, first_db, &hits, &rem,
-                           &n_hits) != 0) {
-        if (hits || rem || n_hits != 0) abort();
+    if (data[0] & 64) {
+        filter.has_gps = data[0] & 1;
+        f = &filter;
+    }
+    if (cdb_srv_peer_parse((const char *)data + 1, n - 1, max_hits, first_db, f, &hits, &rem,
+                           &n_hits, &n_dropped) != 0) {
+        if (hits || rem || n_hits != 0 || n_dropped != 0) abort();
         return 0;
     }
-    if (n_hits < 0 || n_hits > max_hits || (n_hits && (!hits || !rem))) abort();
+    if (n_hits < 0 || n_hits > max_hits || (n_hits && (!hits || !rem)) || n_dropped < 0)
+        abort();
     for (int i = 0; i < n_hits; i++) {
         const cdb_engine_hit *h = &hits[i];
         const char *ts = h->photo.taken_source;
@@ -103,6 +111,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
                     strcmp(ts, "xmp") && strcmp(ts, "raw") && strcmp(ts, "file")))
             abort();
         if (memchr(h->photo.taken, '\0', sizeof h->photo.taken) == NULL) abort();
+        for (int j = 0; j < i; j++)
+            FUZZ_CHECK(rem[j].id != rem[i].id || rem[j].db != rem[i].db, "hit %d twice", i);
+        FUZZ_CHECK(!f || (h->score >= f->min_score &&
+                          (!strncmp(h->path, "/a", 2) || !strncmp(h->path, "/b/", 3)) &&
+                          (!f->has_gps || h->photo.has_gps)),
+                   "hit %d (score %g, path %s) fails the filter", i, h->score, h->path);
         FUZZ_CHECK(rem[i].facts.id == h->id && !rem[i].facts.vec, "hit %d's facts", i);
         check_facts(&rem[i].facts, rem[i].vec, rem[i].vec_n);
         cdb_srv_peer_hit_free(NULL, &rem[i]);

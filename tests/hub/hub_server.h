@@ -15,6 +15,12 @@
 **   org/drop      its weights' first GET drops the connection halfway
 **   org/corrupt   its CDN sends the weights with one byte changed
 **   org/huge      its weights say they are 10^15 bytes
+**   org/liesize   its weights' size is said (X-Linked-Size, a sha256 ETag), and its CDN
+**                 streams them chunked, with no length, then HS_FLOOD bytes more
+**   org/nosize    no size and a non-hash ETag for any file (chunked, no Content-Length);
+**                 its weights are followed by HS_FLOOD bytes more
+** The bytes sent past a file's end (org/liesize, org/nosize) are counted in flood_sent:
+** a client that stops at the size stops them early.
 ** Every request is logged ("METHOD PATH|range|auth") for the tests to read.
 */
 #ifndef CDB_TEST_HUB_SERVER_H
@@ -26,12 +32,14 @@
 #include <microhttpd.h>
 #include <openssl/evp.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define HS_COMMIT "0123456789abcdef0123456789abcdef01234567"
 #define HS_MAX_LOG 512
+#define HS_FLOOD ((size_t)160 << 20)
 
 typedef struct hs_file {
     const char *name;
@@ -50,6 +58,7 @@ typedef struct hub_server {
     char *log[HS_MAX_LOG];
     int n_log;
     int drops_left; /* org/drop: connections still to drop */
+    size_t flood_sent; /* bytes sent past a file's end (under mu) */
     struct sockaddr_in addr;
 } hub_server;
 
@@ -124,19 +133,51 @@ static enum MHD_Result hs_send(struct MHD_Connection *c, unsigned status, const 
     return ret;
 }
 
-typedef struct hs_drop {
+/* A body streamed: len bytes of data, then extra zeros (counted in s->flood_sent); the
+** connection dropped at byte cut (SIZE_MAX: never). */
+typedef struct hs_stream {
+    hub_server *s;
     const char *data;
-    size_t len, cut;
-} hs_drop;
+    size_t len, extra, cut;
+} hs_stream;
 
-static ssize_t hs_drop_reader(void *cls, uint64_t pos, char *buf, size_t max) {
-    hs_drop *d = cls;
+static ssize_t hs_stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
+    hs_stream *f = cls;
     size_t n;
-    if (pos >= d->cut) return MHD_CONTENT_READER_END_WITH_ERROR; /* connection dropped */
-    n = d->cut - (size_t)pos;
+    if (pos >= f->cut) return MHD_CONTENT_READER_END_WITH_ERROR; /* connection dropped */
+    if (pos >= f->len + f->extra) return MHD_CONTENT_READER_END_OF_STREAM;
+    n = f->len + f->extra - (size_t)pos;
     if (n > max) n = max;
-    memcpy(buf, d->data + pos, n);
+    if (n > f->cut - (size_t)pos) n = f->cut - (size_t)pos;
+    if (pos < f->len) {
+        if (n > f->len - (size_t)pos) n = f->len - (size_t)pos;
+        memcpy(buf, f->data + pos, n);
+        return (ssize_t)n;
+    }
+    memset(buf, 0, n);
+    pthread_mutex_lock(&f->s->mu);
+    f->s->flood_sent += n;
+    pthread_mutex_unlock(&f->s->mu);
     return (ssize_t)n;
+}
+
+/* f's bytes, then extra zeros, with no length; headers h (name, value ...). */
+static enum MHD_Result hs_send_flood(hub_server *s, struct MHD_Connection *c, const hs_file *f,
+                                     size_t extra, const char *const *h) {
+    hs_stream *fl = calloc(1, sizeof *fl);
+    struct MHD_Response *r;
+    enum MHD_Result ret;
+    fl->s = s;
+    fl->data = f->data;
+    fl->len = f->len;
+    fl->extra = extra;
+    fl->cut = SIZE_MAX;
+    r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 65536, hs_stream_reader, fl, free);
+    for (int i = 0; h && h[i]; i += 2) MHD_add_response_header(r, h[i], h[i + 1]);
+    MHD_add_response_header(r, "X-Repo-Commit", HS_COMMIT);
+    ret = MHD_queue_response(c, 200, r);
+    MHD_destroy_response(r);
+    return ret;
 }
 
 static enum MHD_Result hs_handle(void *cls, struct MHD_Connection *c, const char *url,
@@ -200,6 +241,13 @@ static enum MHD_Result hs_handle(void *cls, struct MHD_Connection *c, const char
             return hs_send(c, 404, "", h);
         }
         snprintf(etag, sizeof etag, "\"%s\"", f->etag);
+        if (!strcmp(repo, "org/nosize")) { /* one non-hash ETag per file: its blob's name */
+            char tag[32];
+            snprintf(tag, sizeof tag, "\"nohash%d\"", (int)(f - s->files));
+            /* closed after: MHD ends a HEAD of no length with a stray chunk terminator */
+            const char *h[] = {"ETag", tag, "Connection", "close", NULL};
+            return hs_send_flood(s, c, f, f->lfs ? HS_FLOOD : 0, h);
+        }
         if (f->lfs) {
             /* another origin than the endpoint, as the Hub's CDN is */
             snprintf(loc, sizeof loc, "http://localhost:%d/cdn/%s/%s", s->port, repo, f->etag);
@@ -228,6 +276,7 @@ static enum MHD_Result hs_handle(void *cls, struct MHD_Connection *c, const char
         char repo[140];
         snprintf(repo, sizeof repo, "%s/%s", org, name);
         if (!f) return hs_send(c, 404, "", NULL);
+        if (!strcmp(repo, "org/liesize")) return hs_send_flood(s, c, f, HS_FLOOD, NULL);
         if (range && sscanf(range, "bytes=%zu-", &from) != 1) from = 0;
         if (from > f->len) return hs_send(c, 416, "", NULL);
         pthread_mutex_lock(&s->mu);
@@ -237,11 +286,11 @@ static enum MHD_Result hs_handle(void *cls, struct MHD_Connection *c, const char
         }
         pthread_mutex_unlock(&s->mu);
         if (drop) {
-            static hs_drop d;
+            static hs_stream d;
             d.data = f->data + from;
             d.len = f->len - from;
             d.cut = d.len / 2;
-            r = MHD_create_response_from_callback(d.len, 32768, hs_drop_reader, &d, NULL);
+            r = MHD_create_response_from_callback(d.len, 32768, hs_stream_reader, &d, NULL);
         } else if (!strcmp(repo, "org/corrupt")) {
             char *bad = malloc(f->len - from + 1);
             memcpy(bad, f->data + from, f->len - from);

@@ -4,7 +4,9 @@
 ** huggingface_hub writes (blobs by ETag, relative snapshot links, refs), only the files a
 ** model needs, the token sent to the Hub and never to the CDN, 401, 404s, a connection
 ** dropped mid-file (resumed with Range), a download left by an earlier run (resumed), a
-** corrupted file (checksum error, nothing in the snapshot), a full disk, HF_HUB_OFFLINE,
+** corrupted file (checksum error, nothing in the snapshot), a server that streams more
+** than the size it said, or says no size and streams without end (cut off at the size or
+** the cap, by the stand-in's count of what it sent; nothing kept), a full disk, HF_HUB_OFFLINE,
 ** a second get that downloads nothing, a cache made by hand by the layout's rules, and
 ** the CLI end to end (models get, --list, models/init --model hf:). Also the parsers of
 ** hub_int.h on their own.
@@ -310,6 +312,64 @@ CDB_TEST(corrupt_file_leaves_nothing) {
     unsetenv("HF_HUB_OFFLINE");
 }
 
+/* The bytes past a file's end that the stand-in sent, since the last reset. */
+static size_t flood_sent(int reset) {
+    size_t n;
+    pthread_mutex_lock(&g_srv.mu);
+    n = g_srv.flood_sent;
+    if (reset) g_srv.flood_sent = 0;
+    pthread_mutex_unlock(&g_srv.mu);
+    return n;
+}
+
+/* What the sockets between the stand-in and the client may hold when the client stops
+** reading (loopback buffers): anything sent past it was read. */
+#define SOCKET_SLACK ((size_t)32 << 20)
+
+/* The weights' size is said (X-Linked-Size and a sha256 ETag); the CDN then streams 160
+** MiB more without a length: cut off at the size, nothing of it kept. */
+CDB_TEST(more_than_the_size_said_is_cut_off) {
+    char cache[PATH_MAX], path[PATH_MAX + 200], *folder = NULL;
+    cdb_engine_hub_params p = cdb_engine_hub_params_default();
+    fresh_env("liesize", cache, sizeof cache);
+    flood_sent(1);
+    CHECK_RC(cdb_engine_hub_get("org/liesize", &p, &folder), CDB_CORRUPT);
+    CHECK_EQ_INT(cdb_engine_errcode(), CDB_ENGINE_E_HUB_CHECKSUM);
+    CHECK(strstr(cdb_errmsg(), "wrong size") != NULL);
+    CHECK(folder == NULL);
+    CHECK_MSG(flood_sent(0) < SOCKET_SLACK, "%zu bytes past the end were read", flood_sent(0));
+    snprintf(path, sizeof path, "%s/models--org--liesize/blobs", cache);
+    CHECK_EQ_INT(count_suffix(path, ".incomplete"), 0);
+    CHECK_EQ_INT(count_suffix(path, ""), 3 + 2); /* the three small files only */
+    snprintf(path, sizeof path, "%s/models--org--liesize/snapshots/%s/model.safetensors", cache,
+             HS_COMMIT);
+    CHECK(access(path, F_OK) != 0 && errno == ENOENT);
+}
+
+/* No size and an ETag that is no hash, for every file: the small files (under the cap)
+** come as they are; the weights, streamed without end, are cut at 64 MiB and not kept. */
+CDB_TEST(no_size_is_capped) {
+    char cache[PATH_MAX], path[PATH_MAX + 200], *folder = NULL;
+    cdb_engine_hub_params p = cdb_engine_hub_params_default();
+    const hs_file *cfg = hs_find(&g_srv, "open_clip_config.json");
+    fresh_env("nosize", cache, sizeof cache);
+    flood_sent(1);
+    CHECK_RC(cdb_engine_hub_get("org/nosize", &p, &folder), CDB_CORRUPT);
+    CHECK(strstr(cdb_errmsg(), "no size") != NULL);
+    CHECK(folder == NULL);
+    /* the cap, 64 MiB, less the weights' own bytes, was read at most */
+    CHECK_MSG(flood_sent(0) < ((size_t)64 << 20) + SOCKET_SLACK, "%zu bytes past the end",
+              flood_sent(0));
+    snprintf(path, sizeof path, "%s/models--org--nosize/blobs", cache);
+    CHECK_EQ_INT(count_suffix(path, ".incomplete"), 0);
+    snprintf(path, sizeof path, "%s/models--org--nosize/snapshots/%s/model.safetensors", cache,
+             HS_COMMIT);
+    CHECK(access(path, F_OK) != 0 && errno == ENOENT);
+    snprintf(path, sizeof path, "%s/models--org--nosize/snapshots/%s/open_clip_config.json",
+             cache, HS_COMMIT);
+    CHECK(same_bytes(path, cfg));
+}
+
 CDB_TEST(full_disk) {
     char cache[PATH_MAX];
     cdb_engine_hub_params p = cdb_engine_hub_params_default();
@@ -470,7 +530,8 @@ static void teardown(void) {
 #define main test_main
 CDB_TEST_MAIN(parsers, get_layout_token_and_second_get, errors_401_404,
               dropped_connection_resumes, earlier_partial_download_resumes,
-              corrupt_file_leaves_nothing, full_disk, offline_and_a_cache_made_by_hand,
+              corrupt_file_leaves_nothing, more_than_the_size_said_is_cut_off,
+              no_size_is_capped, full_disk, offline_and_a_cache_made_by_hand,
               cli_end_to_end)
 #undef main
 

@@ -157,6 +157,17 @@ static inline int su_send_all(int fd, const void *b, size_t n) {
     return 0;
 }
 
+/* A whole answer on fd, as a server playing a peer sends it: 200, type, body, and the
+** connection closed after it. 0, or -1 when the client went away. */
+static inline int su_send_answer(int fd, const char *type, const char *body) {
+    char head[256];
+    int n = snprintf(head, sizeof head,
+                     "HTTP/1.1 200 OK\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+                     "Connection: close\r\n\r\n",
+                     type, strlen(body));
+    return su_send_all(fd, head, (size_t)n) || su_send_all(fd, body, strlen(body)) ? -1 : 0;
+}
+
 typedef struct su_resp {
     int status;       /* 0: no response (closed, timed out) */
     char *headers;    /* raw header block, NUL-terminated */

@@ -344,13 +344,7 @@ static void *hostile_run(void *ud) {
         ssize_t got = recv(c, req, sizeof req, 0); /* the request: not looked at */
         (void)got;
         if (g_hostile_body) {
-            char head[256];
-            int n = snprintf(head, sizeof head,
-                             "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                             "Content-Length: %zu\r\nConnection: close\r\n\r\n",
-                             strlen(g_hostile_body));
-            su_send_all(c, head, (size_t)n);
-            su_send_all(c, g_hostile_body, strlen(g_hostile_body));
+            su_send_answer(c, "application/json", g_hostile_body);
         } else { /* a huge answer: more than the front reads */
             static char chunk[65536];
             const char *head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
