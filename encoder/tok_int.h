@@ -120,9 +120,33 @@ cdb_status cdb_tok_bpe_from_tables(const cdb_tok_bpe_tables *tb, void *map, size
 ** cdb_tok_bpe_open does and writes the file. Ids are the same either way. dir: NULL
 ** for the default folder. status (may be NULL): "hit", "hit (stamped)", "written",
 ** "rebuilt: <why the file was refused>", "not written: <why>", as the packed matrix
-** cache says. Errors: cdb_tok_bpe_open's (a cache problem is never one). */
+** cache says. Errors: cdb_tok_bpe_open's (a cache problem is never one).
+** cdb_tok_hf_open_cached (tok_hf_int.h) is the same for a tokenizer.json. */
 cdb_status cdb_tok_bpe_open_cached(const char *path, const char *dir, cdb_tok_bpe **out /* OUT */,
                                    char *status, size_t status_size);
+
+/* A tokenizer's tables as the cache file holds them: a list of byte ranges (sections),
+** in an order each kind of tokenizer fixes. Writing, the kind puts its tables (borrowed
+** until the write ends; small headers go in the list's scratch); reading, it takes
+** them back in the same order, each checked to hold a whole number of elements, and
+** then checks every bound its tokenizer relies on. bad: a put past the limit, a take
+** past the end or of the wrong size (sticky). */
+#define CDB_TC_MAX_SECT 48
+typedef struct cdb_tc_sects {
+    int n, at, bad;
+    const void *p[CDB_TC_MAX_SECT];
+    uint64_t bytes[CDB_TC_MAX_SECT];
+    _Alignas(8) unsigned char scratch[4096];
+    size_t scratch_used;
+} cdb_tc_sects;
+void cdb_tc_put(cdb_tc_sects *s, const void *p, uint64_t bytes);
+/* bytes of zeroed, 8-aligned memory that lives as long as s; NULL (bad) when full. */
+void *cdb_tc_scratch(cdb_tc_sects *s, size_t bytes);
+/* The next section and its count of elem-byte elements; NULL (and bad) when there is
+** none or its size is not a multiple of elem. */
+const void *cdb_tc_take(cdb_tc_sects *s, size_t elem, uint64_t *count /* OUT */);
+/* cdb_tc_take, and NULL (bad) unless it holds exactly count elements. */
+const void *cdb_tc_take_n(cdb_tc_sects *s, size_t elem, uint64_t count);
 
 /* For the fuzz target and tests: recomputes, in place, the checksums of a tokenizer cache
 ** file's bytes (file[0..n)), so that damage reaches the checks behind them. -1 when n
