@@ -669,19 +669,21 @@ int cdb_tok_hf_sects(const cdb_tok_hf *h, cdb_tc_sects *out) {
     return 0;
 }
 
-/* The bounds of the added tokens and of the id -> string table. */
-static const char *strings_invalid(const cdb_tok_hf *h) {
+/* The bounds of the added tokens and of the id -> string table; proven: only those that
+** need no pass over a table. */
+static const char *strings_invalid(const cdb_tok_hf *h, int proven) {
     if (h->add_pool.n && h->add_pool.p[h->add_pool.n - 1]) return "added token strings";
+    if (!h->id_pool_n || h->id_pool[h->id_pool_n - 1]) return "token strings";
+    if (h->unk_id < -1 || h->unk_id >= h->vocab_size) return "unknown token";
+    if (proven) return NULL;
     for (size_t i = 0; i < h->n_adds; i++) {
         const added_tok *a = &h->adds[i];
         if (a->off >= h->add_pool.n || a->len >= h->add_pool.n - a->off ||
             h->add_pool.p[a->off + a->len] || a->id < 0 || a->id >= h->vocab_size)
             return "added tokens";
     }
-    if (!h->id_pool_n || h->id_pool[h->id_pool_n - 1]) return "token strings";
     for (int i = 0; i < h->vocab_size; i++)
         if (h->id_off[i] != UINT32_MAX && h->id_off[i] >= h->id_pool_n) return "token strings";
-    if (h->unk_id < -1 || h->unk_id >= h->vocab_size) return "unknown token";
     return NULL;
 }
 
@@ -701,7 +703,7 @@ static const char *take_tables(cdb_tok_hf *h, cdb_tc_sects *in, const hf_dims *d
     h->id_pool = (char *)cdb_tc_take(in, 1, &n);
     h->id_pool_n = (size_t)n;
     if (in->bad) return "section sizes";
-    return strings_invalid(h);
+    return strings_invalid(h, in->proven);
 }
 
 cdb_status cdb_tok_hf_from_sects(cdb_tc_sects *in, void *map, size_t map_size,

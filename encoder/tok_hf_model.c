@@ -135,14 +135,14 @@ int hf_map_take(hf_map *m, cdb_tc_sects *s, int64_t lo, int64_t hi) {
     const hf_ent *e = cdb_tc_take_n(s, sizeof *e, d->cap);
     const char *arena = cdb_tc_take_n(s, 1, d->arena_n);
     if (!e || !arena) return -1;
-    for (uint64_t i = 0; i < d->cap; i++) {
+    for (uint64_t i = 0; i < d->cap && !s->proven; i++) {
         if (!e[i].used) continue;
         if (e[i].used != 1 || e[i].off > d->arena_n || e[i].len > d->arena_n - e[i].off ||
             e[i].val < lo || e[i].val > hi)
             return -1;
         used++;
     }
-    if (used != d->n) return -1; /* n < cap: a probe always meets an empty slot */
+    if (!s->proven && used != d->n) return -1; /* n < cap: a probe meets an empty slot */
     m->ents = (hf_ent *)e; /* read only: hf_map_set refuses a borrowed map */
     m->arena = (char *)arena;
     m->cap = (size_t)d->cap;
@@ -476,12 +476,13 @@ void hf_model_put(const hf_model *m, cdb_tc_sects *s) {
     hf_map_put(&m->prefixes, s);
 }
 
-/* The bounds each model's encode relies on (see hf_model_take). */
-static const char *model_invalid(const hf_model *m) {
-    size_t empty = 0;
+/* The bounds each model's encode relies on (see hf_model_take); proven: only those that
+** need no pass over a table. */
+static const char *model_invalid(const hf_model *m, int proven) {
+    size_t empty = proven;
     if (m->type == M_BPE) {
         if (!m->pair_cap || (m->pair_cap & (m->pair_cap - 1))) return "merge table size";
-        for (size_t i = 0; i < m->pair_cap; i++) empty += !m->pairs[i].key;
+        for (size_t i = 0; i < m->pair_cap && !proven; i++) empty += !m->pairs[i].key;
         if (!empty) return "merge table (full)"; /* a lookup would never end */
     } else if (m->type == M_UNIGRAM) {
         if (!m->n_scores || m->unk_id < 0 || (uint64_t)m->unk_id >= m->n_scores || !m->unk)
@@ -519,7 +520,7 @@ cdb_status hf_model_take(cdb_tc_sects *s, hf_map *tokens, hf_model **out) {
     if (!(m->scores = (double *)cdb_tc_take_n(s, sizeof *m->scores, d->n_scores))) goto fail;
     bad = "prefix map";
     if (hf_map_take(&m->prefixes, s, -2, INT32_MAX)) goto fail;
-    if ((bad = model_invalid(m)) != NULL) goto fail;
+    if ((bad = model_invalid(m, s->proven)) != NULL) goto fail;
     *out = m;
     return CDB_OK;
 fail:

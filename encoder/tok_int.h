@@ -105,12 +105,13 @@ void cdb_tok_bpe_tables_of(const cdb_tok_bpe *tok, cdb_tok_bpe_tables *out /* OU
 ** encoder relies on, so that no table content can make it read out of bounds, loop
 ** forever or hand out an id past the vocabulary: counts, a NUL-terminated arena,
 ** string offsets, hash sizes (powers of two, each hash with an empty slot), slot ids
-** and merge results. It cannot check that the tables are the ones a vocabulary gives
-** (the cache's checksum does). On success *out owns map (munmap'ed by
-** cdb_tok_bpe_free; NULL: the tables must outlive *out). CDB_CORRUPT (which bound),
-** CDB_NOMEM. */
-cdb_status cdb_tok_bpe_from_tables(const cdb_tok_bpe_tables *tb, void *map, size_t map_size,
-                                   cdb_tok_bpe **out /* OUT */);
+** and merge results. proven (cdb_tc_sects.proven): these exact bytes passed every check
+** before, so the checks that pass over whole tables are skipped. It cannot check that
+** the tables are the ones a vocabulary gives (the cache's checksum does). On success
+** *out owns map (munmap'ed by cdb_tok_bpe_free; NULL: the tables must outlive *out).
+** CDB_CORRUPT (which bound), CDB_NOMEM. */
+cdb_status cdb_tok_bpe_from_tables(const cdb_tok_bpe_tables *tb, int proven, void *map,
+                                   size_t map_size, cdb_tok_bpe **out /* OUT */);
 
 /* ---- the tokenizer cache (tokcache.c) ----------------------------------------------
 ** cdb_tok_bpe_open(path) through a file of the tables in the encoder's cache folder
@@ -130,10 +131,15 @@ cdb_status cdb_tok_bpe_open_cached(const char *path, const char *dir, cdb_tok_bp
 ** until the write ends; small headers go in the list's scratch); reading, it takes
 ** them back in the same order, each checked to hold a whole number of elements, and
 ** then checks every bound its tokenizer relies on. bad: a put past the limit, a take
-** past the end or of the wrong size (sticky). */
+** past the end or of the wrong size (sticky). proven: set by the cache when a valid stamp
+** (core.h's cdb_stamp) proves that these exact bytes were hashed and passed every check
+** of this format before (a stamp is written only after both): a kind may then skip the
+** checks that pass over whole tables (the stamp's identity, inode and ctime, changes with
+** any write to the file, so the bytes are those that passed), and the file is mapped
+** without reading it all in. */
 #define CDB_TC_MAX_SECT 48
 typedef struct cdb_tc_sects {
-    int n, at, bad;
+    int n, at, bad, proven;
     const void *p[CDB_TC_MAX_SECT];
     uint64_t bytes[CDB_TC_MAX_SECT];
     _Alignas(8) unsigned char scratch[4096];

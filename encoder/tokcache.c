@@ -19,7 +19,9 @@
 ** must have exactly the size the section sizes give, an XXH3-64 must match over the
 ** header, the padding after it must be zeros, an XXH3-128 must match over the payload
 ** (skipped under a valid stamp, cachedir.c), and then the kind's adopt function checks
-** every bound its tokenizer relies on (cdb_tok_bpe_from_tables, cdb_tok_hf_from_sects).
+** every bound its tokenizer relies on (cdb_tok_bpe_from_tables, cdb_tok_hf_from_sects;
+** under a valid stamp, those that need no pass over a whole table: cdb_tc_sects.proven
+** says why that is safe).
 ** A file that fails is not used: the tables are built from the vocabulary and the file
 ** is rewritten.
 **
@@ -51,6 +53,8 @@
 #define TC_PAGE 4096
 #define TC_KEEP 4
 #define TC_SUFFIX ".tok"
+#define TC_SRC_SUFFIX ".src" /* the record of a vocabulary's key (sources_key) */
+#define TC_KEEP_SRC 16
 #define TC_MAX_SECT_BYTES ((uint64_t)1 << 36)
 
 typedef struct tc_header {
@@ -138,44 +142,116 @@ static uint64_t meta_sum(const tc_header *h) {
     return XXH3_64bits(&c, sizeof c);
 }
 
-/* XXH3-128 over the kind's name and each source's length and bytes, as 32 hex digits;
-** -1 when one cannot be read (the plain open then says why). */
-static int sources_key(const char *kind, char files[2][4096], int n, char key[40]) {
+/* The key as 32 hex digits (NUL-padded to 40). */
+static void key_hex(const uint64_t sum[2], char key[40]) {
+    memset(key, 0, 40);
+    snprintf(key, 33, "%016llx%016llx", (unsigned long long)sum[0], (unsigned long long)sum[1]);
+}
+
+/* XXH3-128 over the kind's name and each source's length and bytes, into sum; -1 when
+** one cannot be read (the plain open then says why). st: each source's identity before
+** its bytes were read; *recordable: each is on disk (fsynced) and was not changed
+** meanwhile. */
+static int sources_hash(const char *kind, char files[2][4096], int n, uint64_t sum[2],
+                        struct stat st[2], int *recordable) {
     XXH3_state_t *s = XXH3_createState();
     XXH128_hash_t h;
     int rc = -1;
     if (!s) return -1;
     XXH3_128bits_reset(s);
     XXH3_128bits_update(s, kind, strlen(kind));
+    *recordable = 1;
     for (int i = 0; i < n; i++) {
-        struct stat st;
+        static const uint64_t zero[2] = {0, 0};
+        struct stat after;
         uint64_t len;
         void *p = NULL;
         int fd = open(files[i], O_RDONLY | O_CLOEXEC);
         if (fd < 0) goto done;
-        if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        if (fstat(fd, &st[i]) != 0 || !S_ISREG(st[i].st_mode)) {
             close(fd);
             goto done;
         }
-        len = (uint64_t)st.st_size;
+        len = (uint64_t)st[i].st_size;
         if (len && (p = mmap(NULL, (size_t)len, PROT_READ, MAP_PRIVATE, fd, 0)) == MAP_FAILED) {
             close(fd);
             goto done;
         }
-        close(fd);
         XXH3_128bits_update(s, &len, sizeof len);
         if (len) {
             XXH3_128bits_update(s, p, (size_t)len);
             munmap(p, (size_t)len);
         }
+        /* the record vouches for these bytes: on disk, and not changed meanwhile */
+        if (fsync(fd) != 0 || fstat(fd, &after) != 0) {
+            *recordable = 0;
+        } else {
+            cdb_stamp before = cdb_stamp_of(&st[i], zero), now = cdb_stamp_of(&after, zero);
+            if (memcmp(&before, &now, sizeof now)) *recordable = 0;
+        }
+        close(fd);
     }
     h = XXH3_128bits_digest(s);
-    snprintf(key, 33, "%016llx%016llx", (unsigned long long)h.high64,
-             (unsigned long long)h.low64);
+    sum[0] = h.high64, sum[1] = h.low64;
     rc = 0;
 done:
     XXH3_freeState(s);
     return rc;
+}
+
+/* The record of the sources' key: "<dir>/<XXH3-64 of the kind and the paths>-<kind>.src",
+** one cdb_stamp per source (its identity) whose payload sum is the key. */
+static void record_path(const char *dir, const char *kind, char files[2][4096], int n,
+                        char *out, size_t size) {
+    XXH64_hash_t id = XXH3_64bits(kind, strlen(kind));
+    for (int i = 0; i < n; i++) id = XXH3_64bits_withSeed(files[i], strlen(files[i]), id);
+    snprintf(out, size, "%s/%016llx-%s%s", dir, (unsigned long long)id, kind, TC_SRC_SUFFIX);
+}
+
+typedef struct tc_record {
+    cdb_stamp s[2];
+    int n;
+} tc_record;
+
+static int fill_record(int fd, void *ud) {
+    const tc_record *r = ud;
+    return cdb_cache_write_all(fd, r->s, (size_t)r->n * sizeof r->s[0]);
+}
+
+/* The key of the sources (files[0..n)) into key: from their record in dir when each
+** still has the identity recorded there (the bytes are then those that were hashed:
+** core/stamp.c's argument, the sources fsynced before the record was written), else by
+** hashing them, and the record is written. -1 when a source cannot be read. */
+static int sources_key(const char *dir, const char *kind, char files[2][4096], int n,
+                       char key[40]) {
+    char rec[4096 + 128], why[256];
+    tc_record r;
+    struct stat st[2];
+    uint64_t sum[2];
+    int fd, ok = 1;
+    record_path(dir, kind, files, n, rec, sizeof rec);
+    if ((fd = open(rec, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) >= 0) {
+        ok = pread(fd, r.s, sizeof r.s, 0) == (ssize_t)((size_t)n * sizeof r.s[0]);
+        close(fd);
+        for (int i = 0; ok && i < n; i++) {
+            cdb_stamp want;
+            ok = stat(files[i], &st[i]) == 0;
+            want = cdb_stamp_of(&st[i], r.s[0].payload_sum);
+            ok = ok && !memcmp(&want, &r.s[i], sizeof want);
+        }
+        if (ok) {
+            key_hex(r.s[0].payload_sum, key);
+            return 0;
+        }
+    }
+    if (sources_hash(kind, files, n, sum, st, &ok) != 0) return -1;
+    key_hex(sum, key);
+    if (!ok) return 0;
+    r.n = n;
+    for (int i = 0; i < n; i++) r.s[i] = cdb_stamp_of(&st[i], sum);
+    if (cdb_cache_publish(dir, rec, fill_record, &r, why, sizeof why) == 0)
+        cdb_cache_prune(dir, TC_SRC_SUFFIX, TC_KEEP_SRC);
+    return 0;
 }
 
 typedef struct tc_open {
@@ -184,7 +260,7 @@ typedef struct tc_open {
     char key[40];          /* NUL-padded as in the header */
     char refused[200];     /* why the file there was not used ("": none there) */
     int stamped;           /* the payload hash was skipped: the stamp vouched for it */
-    cdb_cache_stamp stamp_due; /* magic[0] != 0: hashed whole; stamp it */
+    cdb_stamp stamp_due;   /* magic[0] != 0: hashed whole; stamp it */
 } tc_open;
 
 /* Maps and validates o->path; a tokenizer over its tables, or NULL (o->refused says
@@ -220,7 +296,11 @@ static void *open_file(tc_open *o) {
         (uint64_t)st.st_size != h.payload_off + h.payload_bytes)
         REFUSE("truncated or padded: %lld bytes, the header says %llu", (long long)st.st_size,
                (unsigned long long)(h.payload_off + payload));
-    map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    /* under a valid stamp only the pages a search touches are read in; else the payload
+    ** is hashed whole, faster with its pages mapped in one go */
+    o->stamped = cdb_stamp_matches(o->path, &st, h.payload_sum);
+    map = mmap(NULL, (size_t)st.st_size, PROT_READ,
+               MAP_PRIVATE | (o->stamped ? 0 : MAP_POPULATE), fd, 0);
     if (map == MAP_FAILED) {
         map = NULL;
         REFUSE("mmap: %s", strerror(errno));
@@ -231,15 +311,15 @@ static void *open_file(tc_open *o) {
     for (uint32_t i = 0; i < h.n_sect; i++)
         for (uint64_t b = i ? off[i - 1] + h.sect_bytes[i - 1] : 0; b < off[i]; b++)
             if (pl[b]) REFUSE("damaged (padding)");
-    o->stamped = cdb_cache_stamp_matches(o->path, &st, h.payload_sum);
     if (!o->stamped) {
         XXH128_hash_t sum = XXH3_128bits(pl, (size_t)payload);
         if (sum.high64 != h.payload_sum[0] || sum.low64 != h.payload_sum[1])
             REFUSE("damaged (payload checksum)");
-        o->stamp_due = cdb_cache_stamp_of(&st, h.payload_sum);
+        o->stamp_due = cdb_stamp_of(&st, h.payload_sum);
     }
     memset(&sects, 0, sizeof sects);
     sects.n = (int)h.n_sect;
+    sects.proven = o->stamped;
     for (uint32_t i = 0; i < h.n_sect; i++) {
         sects.p[i] = pl + off[i];
         sects.bytes[i] = h.sect_bytes[i];
@@ -339,7 +419,7 @@ static cdb_status open_cached(const tc_kind *kind, const char *path, const char 
     snprintf(status, status_size, "off");
     if (!out || !path || !*path || kind->sources(path, files, &n) != 0 ||
         !(o = calloc(1, sizeof *o)) || cdb_cache_dir_pick(dir, o->dir, sizeof o->dir) != 0 ||
-        sources_key(kind->name, files, n, o->key) != 0) {
+        sources_key(o->dir, kind->name, files, n, o->key) != 0) {
         free(o);
         return kind->build(path, out); /* its errors, or no cache */
     }
@@ -348,8 +428,8 @@ static cdb_status open_cached(const tc_kind *kind, const char *path, const char 
              TC_SUFFIX);
     if ((*out = open_file(o)) != NULL) {
         snprintf(status, status_size, "%s", o->stamped ? "hit (stamped)" : "hit");
-        if (o->stamp_due.magic[0]) cdb_cache_stamp_write(o->path, o->dir, &o->stamp_due);
-        cdb_cache_stamp_touch(o->path); /* recently used (prune) */
+        if (o->stamp_due.magic[0]) cdb_stamp_write(o->path, &o->stamp_due);
+        cdb_stamp_touch(o->path); /* recently used (prune) */
         rc = CDB_OK;
     } else if ((rc = kind->build(path, out)) == CDB_OK) {
         if (write_file(o, *out, why, sizeof why) != 0)
@@ -417,7 +497,7 @@ static cdb_status bpe_adopt(cdb_tc_sects *in, void *map, size_t map_size, void *
     tb.mres = cdb_tc_take_n(in, 1, size[6]);
     if (in->bad || in->at != in->n)
         return cdb_seterr(CDB_CORRUPT, "tokenizer tables: sizes do not match the counts");
-    return cdb_tok_bpe_from_tables(&tb, map, map_size, (cdb_tok_bpe **)out);
+    return cdb_tok_bpe_from_tables(&tb, in->proven, map, map_size, (cdb_tok_bpe **)out);
 }
 
 static void bpe_free(void *t) { cdb_tok_bpe_free(t); }

@@ -15,7 +15,8 @@
 ** Unigram, WordPiece), with a CLIP BPE cache file swapped in as another kind's.
 ** Also: the standard vocabulary and a vocab.json + merges.txt one give their own files
 ** (the key is the vocabulary's bytes), and an edited vocabulary is not served the old
-** file's tables.
+** file's tables, even when the edit keeps the file's size (the key, read from a record
+** of the files' identity when they have not changed, is computed again).
 */
 #include <dirent.h>
 #include <fcntl.h>
@@ -24,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cdb_test.h"
@@ -287,6 +289,20 @@ CDB_TEST(tokcache_keys) {
     cdb_tok_free(t);
     CHECK(memcmp(ref_a, ref_b, sizeof ref_a) != 0); /* the edit changes ids */
     check_open(cdb_t_, va, dir, "written", ref_b, "vocab-a edited");
+    /* an edit in place that keeps the size and the ids (merges.txt's version line): the
+    ** key is of the bytes, so another file is written, although the record of the key
+    ** (<id>-clipbpe.src) named the old bytes' */
+    check_open(cdb_t_, va, dir, "hit", ref_b, "vocab-a edited, again");
+    nanosleep(&(struct timespec){0, 30 * 1000 * 1000}, NULL); /* another ctime tick */
+    {
+        char p[512];
+        snprintf(p, sizeof p, "%s/merges.txt", va);
+        int fd = open(p, O_WRONLY);
+        CHECK(fd >= 0 && pwrite(fd, "3", 1, 12) == 1); /* "#version: 0.2" -> 0.3 */
+        close(fd);
+    }
+    check_open(cdb_t_, va, dir, "written", ref_b, "vocab-a's version line edited in place");
+    check_open(cdb_t_, va, dir, "hit", ref_b, "vocab-a's version line edited, again");
 }
 
 CDB_TEST_MAIN_TMP(g_tmp, rm_tmp, tokcache_damage, tokcache_damage_hf, tokcache_keys)
