@@ -7,7 +7,9 @@
 ** (tests/reference/make_hf_tok_fixtures.py; CLIP's among them is built from CLIP's real
 ** vocabulary). Texts: hard cases (empty, CJK, emoji sequences, combining marks, control
 ** characters, ill-formed UTF-8, special tokens in the text, long inputs) and seeded
-** random mixtures of them. Without node or the npm packages (scripts/setup.sh test runs
+** random mixtures of them. Each file is compared three times: built from its JSON, then
+** through the tokenizer cache (encoder/tokcache.c) cold (built and written) and warm
+** (mapped from the file). Without node or the npm packages (scripts/setup.sh test runs
 ** `npm ci` in tests/encoder/hf_tokenizers) the comparison FAILS: it is not skipped.
 ** Also: error paths, the vocabulary accessors, and two threads sharing one tokenizer.
 ** Through cdb_tok and model opening: the Gemma file's context-64 ids and a SigLIP
