@@ -32,11 +32,17 @@ static inline const char *bench_clipdb_path(void) {
     return p && *p ? p : BENCH_CLIPDB;
 }
 
+/* What a finished child used, as the kernel accounts it (wait4). */
+typedef struct bench_usage {
+    double cpu_ms;  /* user + system time */
+    long maxrss_kb; /* peak RSS */
+} bench_usage;
+
 /* Runs the program exe with args (its stdout/stderr to /dev/null unless show), as a
-** whole process; its exit code, or -1. *ms (may be NULL): wall time; *maxrss_kb (may be
-** NULL): its peak RSS. */
+** whole process; its exit code, or -1. *ms (may be NULL): wall time; *use (may be
+** NULL): its CPU time and peak RSS. */
 static inline int bench_exe_run(const char *exe, const char *const *args, int show, double *ms,
-                                long *maxrss_kb) {
+                                bench_usage *use) {
     int64_t t0 = cdb_now_ns();
     int status = 0;
     struct rusage ru;
@@ -57,7 +63,11 @@ static inline int bench_exe_run(const char *exe, const char *const *args, int sh
     }
     if (pid < 0 || wait4(pid, &status, 0, &ru) != pid) return -1;
     if (ms) *ms = (double)(cdb_now_ns() - t0) / 1e6;
-    if (maxrss_kb) *maxrss_kb = ru.ru_maxrss;
+    if (use) {
+        use->cpu_ms = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 +
+                      (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3;
+        use->maxrss_kb = ru.ru_maxrss;
+    }
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 

@@ -31,7 +31,9 @@
 ** in *kb and wall time in *s. */
 static int run_rss(const char *exe, const char *const *args, long *kb, double *s) {
     double ms = 0;
-    int rc = bench_exe_run(exe, args, 0, &ms, kb);
+    bench_usage use = {0, 0};
+    int rc = bench_exe_run(exe, args, 0, &ms, &use);
+    *kb = use.maxrss_kb;
     *s = ms / 1000.0;
     return rc;
 }

@@ -20,7 +20,9 @@
 ** with 10,000 random unit vectors under fake paths (a search's cost does not
 ** depend on what the vectors mean, and encoding 10,000 real images would take
 ** the bench half an hour), then indexed with `clipdb index build`. Each search is
-** run 7 times after one warm-up; the figures are min and median wall time. The
+** run 7 times after one warm-up; the figures are min and median wall time (the bars),
+** and the median CPU time and peak RSS of the child, with the load average at the start
+** and the end (on a shared machine the wall time counts the wait for a core). The
 ** same search without the vector snapshot `index build` writes beside the index (every
 ** vector read from SQLite: the baseline, same run), and the exact scan without an
 ** index, are printed too.
@@ -66,24 +68,38 @@ static int make_db(const char *dir, const char *model, int64_t n, const char *fi
     return bench_db_fill(dir, n, files_root, bench_rnd_normal, "bench_search");
 }
 
-/* Times the search; prints one line; returns the median in ms (< 0 on failure: the
-** warm-up's messages are shown). */
+/* Times the search; prints one line (wall time, then the child's CPU time and peak RSS
+** as the kernel accounts them: on a loaded machine the wall time also counts the wait
+** for a core, the CPU time does not); returns the median wall time in ms (< 0 on
+** failure: the warm-up's messages are shown). */
 static double time_search(const char *label, const char *db, int runs) {
-    double t[64], ms = 0;
+    const char *a[] = {"search", "--db", db, "a red circle", NULL};
+    double t[64], cpu[64], rss[64], ms = 0;
+    bench_usage use;
     if (runs > 64) runs = 64;
-    if (bench_clipdb_run((const char *[]){"search", "--db", db, "a red circle", NULL}, 0, &ms)) {
-        bench_clipdb_run((const char *[]){"search", "--db", db, "a red circle", NULL}, 1, &ms);
-        fprintf(stderr, "bench_search: the search failed; rerun by hand: %s search --db %s \"a red circle\"\n",
-                BENCH_CLIPDB, db);
+    if (bench_exe_run(bench_clipdb_path(), a, 0, &ms, &use)) {
+        bench_exe_run(bench_clipdb_path(), a, 1, &ms, &use);
+        fprintf(stderr, "bench_search: the search failed; rerun by hand: %s search --db %s "
+                "\"a red circle\"\n", BENCH_CLIPDB, db);
         return -1;
     }
-    for (int i = 0; i < runs; i++)
-        if (bench_clipdb_run((const char *[]){"search", "--db", db, "a red circle", NULL}, 0,
-                             &t[i]))
-            return -1;
+    for (int i = 0; i < runs; i++) {
+        if (bench_exe_run(bench_clipdb_path(), a, 0, &t[i], &use)) return -1;
+        cpu[i] = use.cpu_ms;
+        rss[i] = (double)use.maxrss_kb / 1024.0;
+    }
     qsort(t, (size_t)runs, sizeof t[0], cmp_d);
-    printf("  %-34s min %7.1f ms   median %7.1f ms\n", label, t[0], t[runs / 2]);
+    qsort(cpu, (size_t)runs, sizeof cpu[0], cmp_d);
+    qsort(rss, (size_t)runs, sizeof rss[0], cmp_d);
+    printf("  %-34s min %7.1f ms   median %7.1f ms   CPU median %6.1f ms   peak %4.0f MiB\n",
+           label, t[0], t[runs / 2], cpu[runs / 2], rss[runs / 2]);
     return t[runs / 2];
+}
+
+/* The load average now, for the figures' context. */
+static void print_load(const char *when) {
+    double l[3];
+    if (getloadavg(l, 3) == 3) printf("load average %s: %.2f %.2f %.2f\n", when, l[0], l[1], l[2]);
 }
 
 static int bench_model(const char *name, const char *model, int64_t n, int runs, double bar_ms,
@@ -205,6 +221,7 @@ int main(int argc, char **argv) {
     snprintf(cache, sizeof cache, "%s/cache", tmp); /* the packed matrix cache's, not ~/.cache */
     setenv("CLIPDB_CACHE_DIR", cache, 1);
     printf("bench_search: time to first result of a whole `clipdb search` process, %d runs\n", runs);
+    print_load("at the start");
     if (model) {
         if (bench_model("default", model, n, runs, 100.0, tmp) != 0) rc = 1;
         if (bench_reingest(model, n, runs, tmp) != 0) rc = 1;
@@ -225,6 +242,7 @@ int main(int argc, char **argv) {
         printf("siglip2-b16: skipped (no SigLIP2 B/16-shaped model at %s; bench_encoder "
                "writes it)\n", siglip);
     }
+    print_load("at the end");
     printf("(databases left in %s)\n", tmp);
     return rc;
 }

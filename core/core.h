@@ -250,6 +250,33 @@ cdb_status cdb_dynlib_get(cdb_dynlib_lazy *l);
                  (int)(sizeof lazy##_syms / sizeof *lazy##_syms)},                         \
         .table = &tbl}
 
+/* ---- the stamp of a checked cache file (stamp.c) ---------------------------------------
+** <file>.ok: the identity (device, inode, size, mtime, ctime) of a cache file whose payload
+** was hashed whole and matched the sum its header names. An open whose file still has
+** that identity and that sum may skip the payload hash (stamp.c says why that is safe);
+** every other check of the file still runs. Best effort: a stamp that cannot be written
+** or read only costs the next open its hash. Any thread. */
+typedef struct cdb_stamp {
+    char magic[8];
+    uint64_t dev, ino, size;
+    int64_t mtime_ns, ctime_ns;
+    uint64_t payload_sum[2]; /* the cache's own sum (a 64-bit one: [1] = 0) */
+    uint64_t sum;            /* XXH3-64 of the fields above */
+} cdb_stamp;
+struct stat;
+/* The stamp of a file with stat st whose payload has that sum. */
+cdb_stamp cdb_stamp_of(const struct stat *st, const uint64_t payload_sum[2]);
+/* 1 when file's stamp names exactly this identity (st) and payload sum, else 0. */
+int cdb_stamp_matches(const char *file, const struct stat *st, const uint64_t payload_sum[2]);
+/* Stamps file: fsyncs it, and writes its stamp when it still is the file due describes
+** (the one that was hashed whole); 0 when written. The caller removes temporaries a
+** killed writer left ("<file>.ok.tmp.<pid>"). */
+int cdb_stamp_write(const char *file, const cdb_stamp *due);
+/* Marks file recently used: its stamp's mtime (never the file's: its ctime is stamped). */
+void cdb_stamp_touch(const char *file);
+/* "<file>.ok" into out; -1 when it does not fit. */
+int cdb_stamp_path(const char *file, char *out, size_t size);
+
 #ifdef __cplusplus
 }
 #endif

@@ -6,36 +6,29 @@
 ** The folder: the caller's, else $CLIPDB_CACHE_DIR/packed, $XDG_CACHE_HOME/clipdb/packed,
 ** $HOME/.cache/clipdb/packed. Deleting it is always safe.
 **
-** The stamp: a cache file that passed its whole check (its payload hashed) is fsynced
-** and a stamp is written beside it (<file>.ok: its device, inode, size, mtime and ctime
-** and the payload sum its header names). A later open whose file still has that
-** identity and that header skips the payload hash; every other check still runs. Any
-** write to the file changes its ctime, which no user can set back, and a replaced file
-** is another inode; the fsync before the stamp means a crash cannot leave a stamp beside
-** bytes that never reached the disk.
+** The stamp: core's (core.h, cdb_stamp_*; stamp.c says why it is safe): a cache file
+** that passed its whole check (its payload hashed) is fsynced and stamped (<file>.ok),
+** and a later open of the same unchanged file skips the payload hash; every other check
+** still runs.
 **
 ** Disk use: per kind of file (its suffix), the folder keeps the `keep` most recently
 ** used files (a hit refreshes the mtime of the file's stamp, never of the file, whose
 ** ctime the stamp holds); writing a new one deletes the older ones with their stamps,
-** stamps left without a file, and temporary files an interrupted writer left over an
-** hour ago.
+** stamps left without a file, and temporary files (of a cache file or of a stamp) an
+** interrupted writer left over an hour ago.
 */
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include "encoder/encoder_int.h"
 
-#define CD_STAMP_SUFFIX ".ok"
-#define CD_STAMP_MAGIC "CDBPOK1"
+#define CD_STAMP_SUFFIX ".ok" /* cdb_stamp_path's */
 #define CD_MAX_FILES 64
 
 int cdb_cache_dir_make(const char *dir) {
@@ -66,60 +59,6 @@ int cdb_cache_dir_pick(const char *dir, char *out, size_t size) {
 }
 
 static int64_t ts_ns(struct timespec t) { return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec; }
-
-cdb_cache_stamp cdb_cache_stamp_of(const struct stat *st, const uint64_t payload_sum[2]) {
-    cdb_cache_stamp s;
-    memset(&s, 0, sizeof s);
-    memcpy(s.magic, CD_STAMP_MAGIC, sizeof s.magic);
-    s.dev = (uint64_t)st->st_dev;
-    s.ino = (uint64_t)st->st_ino;
-    s.size = (uint64_t)st->st_size;
-    s.mtime_ns = ts_ns(st->st_mtim);
-    s.ctime_ns = ts_ns(st->st_ctim);
-    s.payload_sum[0] = payload_sum[0];
-    s.payload_sum[1] = payload_sum[1];
-    s.sum = XXH3_64bits(&s, offsetof(cdb_cache_stamp, sum));
-    return s;
-}
-
-static void stamp_path(const char *file, char *out, size_t size) {
-    snprintf(out, size, "%s%s", file, CD_STAMP_SUFFIX);
-}
-
-int cdb_cache_stamp_matches(const char *file, const struct stat *st,
-                            const uint64_t payload_sum[2]) {
-    char p[4096 + 8];
-    cdb_cache_stamp want = cdb_cache_stamp_of(st, payload_sum), got;
-    int fd, ok = 0;
-    stamp_path(file, p, sizeof p);
-    if ((fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0) return 0;
-    ok = pread(fd, &got, sizeof got, 0) == (ssize_t)sizeof got && !memcmp(&got, &want, sizeof got);
-    close(fd);
-    return ok;
-}
-
-void cdb_cache_stamp_write(const char *file, const char *dir, const cdb_cache_stamp *due) {
-    char p[4096 + 8], tmp[4096 + 64];
-    struct stat st;
-    int fd = open(file, O_RDONLY | O_CLOEXEC), ok;
-    if (fd < 0) return;
-    ok = fstat(fd, &st) == 0 && fsync(fd) == 0 && fstat(fd, &st) == 0;
-    close(fd);
-    if (!ok) return;
-    cdb_cache_stamp s = cdb_cache_stamp_of(&st, due->payload_sum);
-    if (memcmp(&s, due, sizeof s)) return; /* changed since it was checked */
-    stamp_path(file, p, sizeof p);
-    snprintf(tmp, sizeof tmp, "%s/.ok.tmp.XXXXXX", dir);
-    if ((fd = mkstemp(tmp)) < 0) return;
-    ok = write(fd, &s, sizeof s) == (ssize_t)sizeof s;
-    if (close(fd) != 0 || !ok || rename(tmp, p) != 0) unlink(tmp);
-}
-
-void cdb_cache_stamp_touch(const char *file) {
-    char p[4096 + 8];
-    stamp_path(file, p, sizeof p);
-    (void)utimensat(AT_FDCWD, p, NULL, 0);
-}
 
 int cdb_cache_write_all(int fd, const void *p, size_t n) {
     const char *s = p;
@@ -170,7 +109,8 @@ void cdb_cache_prune(const char *dir, const char *suffix, int keep) {
         struct stat st, so;
         size_t len = strlen(e->d_name);
         snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        if (e->d_name[0] == '.' && strstr(e->d_name, ".tmp.")) {
+        if ((e->d_name[0] == '.' && strstr(e->d_name, ".tmp.")) ||
+            strstr(e->d_name, CD_STAMP_SUFFIX ".tmp.")) {
             if (lstat(p, &st) == 0 && S_ISREG(st.st_mode) && now - st.st_mtime > 3600)
                 unlink(p);
             continue;

@@ -94,17 +94,18 @@ cdb_status cdb_tok_open_pipeline(const char *path, cdb_tok_pipeline pipeline,
                                  cdb_tok **out /* OUT */);
 /* cdb_tok_open_pipeline(path, CDB_TOK_PIPE_AUTO, out). */
 cdb_status cdb_tok_open(const char *path, cdb_tok **out /* OUT */);
-/* cdb_tok_open_pipeline through the tokenizer cache: a CLIP BPE vocabulary's tables are
-** mapped from a file in cache_dir (NULL: the packed matrix cache's folder, see
-** cdb_model_params.pack_cache_dir) written by an earlier open of the same vocabulary
-** bytes, instead of being built (22 ms for the standard vocabulary), and the file is
-** written when it is missing or refused (damaged, truncated, foreign: never trusted).
-** Ids are identical either way. SentencePiece and tokenizer.json open as without.
-** Errors: cdb_tok_open_pipeline's (a cache that cannot be read or written is none). */
+/* cdb_tok_open_pipeline through the tokenizer cache: a CLIP BPE vocabulary's or a
+** tokenizer.json's tables are mapped from a file in cache_dir (NULL: the packed matrix
+** cache's folder, see cdb_model_params.pack_cache_dir) written by an earlier open of the
+** same vocabulary bytes, instead of being built (22 ms for the standard CLIP vocabulary,
+** 1.2 s for Gemma's tokenizer.json), and the file is written when it is missing or
+** refused (damaged, truncated, foreign: never trusted). Ids are identical either way.
+** SentencePiece files open as without. Errors: cdb_tok_open_pipeline's (a cache that
+** cannot be read or written is none). */
 cdb_status cdb_tok_open_cached(const char *path, cdb_tok_pipeline pipeline,
                                const char *cache_dir, cdb_tok **out /* OUT */);
-/* What the open did with the tokenizer cache: "off" (not asked, or not a CLIP BPE
-** vocabulary), "hit", "hit (stamped)", "written", "rebuilt: <why the file was
+/* What the open did with the tokenizer cache: "off" (not asked, or a SentencePiece
+** file), "hit", "hit (stamped)", "written", "rebuilt: <why the file was
 ** refused>" or "not written: <why>". Lives as long as tok. */
 const char *cdb_tok_cache_status(const cdb_tok *tok);
 void cdb_tok_free(cdb_tok *tok);

@@ -128,34 +128,15 @@ typedef struct cdb_rn_tower {
 
 /* ---- the cache folder (cachedir.c) ---------------------------------------------------
 ** What the packed matrix cache and the tokenizer cache share: the folder, the stamp
-** rule and the size policy (cachedir.c says why each is safe). Best effort throughout:
-** a cache that cannot be written or stamped only costs the next open its rebuild. */
-
-/* <file>.ok: the identity of a cache file that passed every check. */
-typedef struct cdb_cache_stamp {
-    char magic[8];
-    uint64_t dev, ino, size;
-    int64_t mtime_ns, ctime_ns;
-    uint64_t payload_sum[2];
-    uint64_t sum; /* XXH3-64 of the fields above */
-} cdb_cache_stamp;
+** rule (core.h's cdb_stamp) and the size policy (cachedir.c says why each is safe).
+** Best effort throughout: a cache that cannot be written or stamped only costs the next
+** open its rebuild. */
 
 /* The folder: dir when given, else $CLIPDB_CACHE_DIR/packed, $XDG_CACHE_HOME/clipdb/packed,
 ** $HOME/.cache/clipdb/packed. 0 when one is named (out), -1 when none or too long. */
 int cdb_cache_dir_pick(const char *dir, char *out, size_t size);
 /* mkdir -p of dir (0777 & umask); 0 on success. */
 int cdb_cache_dir_make(const char *dir);
-/* The stamp a file with stat st and that payload sum (high, low) has. */
-struct stat;
-cdb_cache_stamp cdb_cache_stamp_of(const struct stat *st, const uint64_t payload_sum[2]);
-/* 1 when file's stamp names exactly this identity (st) and payload sum. */
-int cdb_cache_stamp_matches(const char *file, const struct stat *st,
-                            const uint64_t payload_sum[2]);
-/* Stamps file (in dir) after an fsync of it, when it is still the file due describes
-** (the one that was hashed whole). */
-void cdb_cache_stamp_write(const char *file, const char *dir, const cdb_cache_stamp *due);
-/* Marks file recently used (its stamp's mtime) for cdb_cache_prune. */
-void cdb_cache_stamp_touch(const char *file);
 /* write(2) all of p (EINTR retried); 0 on success. */
 int cdb_cache_write_all(int fd, const void *p, size_t n);
 /* Creates dir if needed, has fill write a private temporary file in it (0 on success),

@@ -219,7 +219,10 @@ static cdb_status open_hf(cdb_tok *t, const char *path, cdb_tok_pipeline pipe) {
     t->kind = CDB_TOK_KIND_HF_JSON;
     t->pipe = pipe == CDB_TOK_PIPE_OPENCLIP ? CDB_TOK_PIPE_OPENCLIP : CDB_TOK_PIPE_AUTO;
     t->clean = pipe == CDB_TOK_PIPE_OPENCLIP ? CDB_TOK_CLEAN_CANONICALIZE : CDB_TOK_CLEAN_NONE;
-    if ((rc = cdb_tok_hf_open(path, &t->hf)) != CDB_OK) {
+    rc = t->cached ? cdb_tok_hf_open_cached(path, t->cache_dir, &t->hf, t->cache_status,
+                                            sizeof t->cache_status)
+                   : cdb_tok_hf_open(path, &t->hf);
+    if (rc != CDB_OK) {
         char msg[1024]; /* a copy: cdb_seterr formats into the buffer cdb_errmsg reads */
         snprintf(msg, sizeof msg, "%s", cdb_errmsg());
         return cdb_seterr(rc, "tokenizer: %s", msg); /* msg starts with the path */

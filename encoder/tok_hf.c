@@ -15,6 +15,7 @@
 ** the Rust crate.
 */
 #include <errno.h>
+#include <sys/mman.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,12 +23,16 @@
 #include <jansson.h>
 
 #include "encoder/tok_hf_int.h"
+#include "encoder/tok_int.h"
 
+/* An added token; its content is add_pool + off (len bytes, then a NUL). Flat, so that
+** the tokenizer cache keeps the array as it is. */
 typedef struct added_tok {
-    char *content;
+    uint32_t off, len;
     int32_t id;
-    int lstrip, rstrip;
+    uint8_t lstrip, rstrip, pad[2];
 } added_tok;
+_Static_assert(sizeof(added_tok) == 16, "added_tok has no padding (its bytes go in a file)");
 
 enum { PP_TEMPLATE, PP_BERT, PP_ROBERTA, PP_BYTELEVEL, PP_SEQ };
 
@@ -45,15 +50,24 @@ struct cdb_tok_hf {
     hf_map split_norm; /* ... of the normalized contents of normalized ones */
     added_tok *adds;
     size_t n_adds;
+    hf_buf add_pool; /* the added tokens' contents, each NUL-terminated */
     hf_norm *norm;
     hf_pretok *pretok;
     hf_model *model;
     hf_post *post;
     int32_t unk_id; /* the model's unknown token id, -1 if none */
-    char **id_str;  /* id -> token string (in str_pool or an added token), NULL: none */
-    char *str_pool; /* the model vocabulary's strings, NUL-terminated */
+    uint32_t *id_off; /* id -> offset of its NUL-terminated string in id_pool, or
+                         UINT32_MAX for an id no token has */
+    char *id_pool;
+    size_t id_pool_n;
     int vocab_size;
     char *truncation, *padding;
+    char *cfg_json; /* the file's normalizer, pre-tokenizer, post-processor, truncation
+                       and padding (compact JSON): the tokenizer cache builds them again */
+    int borrowed;   /* adds, add_pool, id_off, id_pool (and the maps, each flagged) are a
+                       cache file's (cdb_tok_hf_from_sects), in this mapping: */
+    void *map;
+    size_t map_size;
     /* What the post-processor adds around a single sequence: how many tokens, and the
     ** ids of the one just before / just after the text (-1: none). */
     size_t n_added, n_before;
@@ -390,14 +404,19 @@ static cdb_status load_added(cdb_tok_hf *h, json_t *arr) {
         added_tok *a = &h->adds[h->n_adds++];
         const char *cs = json_string_value(c);
         size_t cn = json_string_length(c);
-        a->content = dup_n(cs, cn);
+        if (h->add_pool.n + cn >= UINT32_MAX)
+            return cdb_seterr(CDB_UNSUPPORTED, "added tokens of more than 4 GB");
+        a->off = (uint32_t)h->add_pool.n;
+        a->len = (uint32_t)cn;
+        hf_buf_add(&h->add_pool, cs, cn);
+        hf_buf_add(&h->add_pool, "", 1);
         a->id = (int32_t)json_integer_value(id);
         a->lstrip = json_is_true(json_object_get(t, "lstrip"));
         a->rstrip = json_is_true(json_object_get(t, "rstrip"));
         json_t *sp = json_object_get(t, "special"), *nm = json_object_get(t, "normalized");
         int special = json_is_true(sp);
         int normalized = json_is_boolean(nm) ? json_is_true(nm) : !special;
-        if (!a->content || hf_map_set(&h->tokens, cs, cn, a->id) ||
+        if (h->add_pool.oom || hf_map_set(&h->tokens, cs, cn, a->id) ||
             hf_map_set(&h->added, cs, cn, (int32_t)(h->n_adds - 1)))
             return cdb_seterr(CDB_NOMEM, "out of memory");
         if (normalized && h->norm) {
@@ -428,25 +447,31 @@ static cdb_status build_id_table(cdb_tok_hf *h) {
     if (maxid >= (1 << 26))
         return cdb_seterr(CDB_UNSUPPORTED, "token id %d (more than 2^26)", maxid);
     h->vocab_size = maxid + 1;
-    size_t total = 0;
+    size_t total = 1 + h->add_pool.n;
     for (size_t i = 0; i < nv; i++) {
         size_t len;
         hf_model_vocab_at(h->model, i, &id, &len);
         total += len + 1;
     }
-    h->id_str = cdb_calloc((size_t)h->vocab_size + 1, sizeof *h->id_str);
-    h->str_pool = cdb_malloc(total + 1);
-    if (!h->id_str || !h->str_pool) return cdb_seterr(CDB_NOMEM, "out of memory");
-    char *w = h->str_pool;
+    if (total >= UINT32_MAX) return cdb_seterr(CDB_UNSUPPORTED, "token strings of over 4 GB");
+    h->id_off = cdb_malloc(((size_t)h->vocab_size + 1) * sizeof *h->id_off);
+    h->id_pool = cdb_malloc(total);
+    if (!h->id_off || !h->id_pool) return cdb_seterr(CDB_NOMEM, "out of memory");
+    memset(h->id_off, 0xff, ((size_t)h->vocab_size + 1) * sizeof *h->id_off);
+    size_t w = 0;
     for (size_t i = 0; i < nv; i++) { // in vocabulary order: a later token with the same id wins
         size_t len;
         const char *s = hf_model_vocab_at(h->model, i, &id, &len);
-        memcpy(w, s, len);
-        w[len] = 0;
-        if (id >= 0) h->id_str[id] = w;
+        memcpy(h->id_pool + w, s, len);
+        h->id_pool[w + len] = 0;
+        if (id >= 0) h->id_off[id] = (uint32_t)w;
         w += len + 1;
     }
-    for (size_t i = 0; i < h->n_adds; i++) h->id_str[h->adds[i].id] = h->adds[i].content;
+    if (h->add_pool.n) memcpy(h->id_pool + w, h->add_pool.p, h->add_pool.n);
+    for (size_t i = 0; i < h->n_adds; i++)
+        h->id_off[h->adds[i].id] = (uint32_t)(w + h->adds[i].off);
+    h->id_pool[total - 1] = 0;
+    h->id_pool_n = total;
     return CDB_OK;
 }
 
@@ -526,6 +551,39 @@ static cdb_status read_all(const char *path, char **out, size_t *n) {
     return CDB_OK;
 }
 
+/* The components built from the file's JSON alone (the tokenizer cache builds them
+** again from cfg_json): normalizer, pre-tokenizer, post-processor. */
+static cdb_status components_new(cdb_tok_hf *h, json_t *root) {
+    cdb_status rc;
+    if ((rc = hf_norm_new(json_object_get(root, "normalizer"), &h->norm)) ||
+        (rc = hf_pretok_new(json_object_get(root, "pre_tokenizer"), &h->pretok)) ||
+        (rc = post_new(json_object_get(root, "post_processor"), &h->post)))
+        return rc;
+    return CDB_OK;
+}
+
+/* Once the tables are there: the special tokens' layout, the truncation and padding
+** sections, and cfg_json (what components_new reads, plus those two sections). */
+static cdb_status components_finish(cdb_tok_hf *h, json_t *root) {
+    static const char *const keys[] = {"normalizer", "pre_tokenizer", "post_processor",
+                                       "truncation", "padding"};
+    cdb_status rc = specials_layout(h);
+    json_t *cfg = json_object();
+    if (rc) {
+        json_decref(cfg);
+        return rc;
+    }
+    h->truncation = section_json(json_object_get(root, "truncation"));
+    h->padding = section_json(json_object_get(root, "padding"));
+    for (size_t i = 0; cfg && i < sizeof keys / sizeof *keys; i++) {
+        json_t *v = json_object_get(root, keys[i]);
+        if (v) json_object_set(cfg, keys[i], v);
+    }
+    h->cfg_json = cfg ? json_dumps(cfg, JSON_COMPACT) : NULL;
+    json_decref(cfg);
+    return h->cfg_json ? CDB_OK : cdb_seterr(CDB_NOMEM, "out of memory");
+}
+
 cdb_status cdb_tok_hf_open(const char *path, cdb_tok_hf **out) {
     cdb_status rc = CDB_OK;
     json_error_t err;
@@ -548,17 +606,13 @@ cdb_status cdb_tok_hf_open(const char *path, cdb_tok_hf **out) {
         rc = cdb_seterr(CDB_CORRUPT, "no 'model' object (not a tokenizer.json)");
         goto done;
     }
-    if ((rc = hf_norm_new(json_object_get(root, "normalizer"), &h->norm)) ||
-        (rc = hf_pretok_new(json_object_get(root, "pre_tokenizer"), &h->pretok)) ||
+    if ((rc = components_new(h, root)) ||
         (rc = hf_model_new(json_object_get(root, "model"), &h->tokens, &h->model)) ||
-        (rc = post_new(json_object_get(root, "post_processor"), &h->post)) ||
         (rc = load_added(h, json_object_get(root, "added_tokens"))) ||
         (rc = hf_model_finish(h->model)) || (rc = build_id_table(h)))
         goto done;
     h->unk_id = hf_model_unk_id(h->model);
-    if ((rc = specials_layout(h)) != CDB_OK) goto done;
-    h->truncation = section_json(json_object_get(root, "truncation"));
-    h->padding = section_json(json_object_get(root, "padding"));
+    rc = components_finish(h, root);
 done:
     json_decref(root);
     if (rc) {
@@ -573,6 +627,105 @@ done:
     return CDB_OK;
 }
 
+/* ---- the tokenizer cache's sections (tokcache.c) --------------------------------------- */
+
+/* The tokenizer's own counts in the cache file. */
+typedef struct hf_dims {
+    uint64_t n_adds;
+    int32_t vocab_size, unk_id;
+} hf_dims;
+
+int cdb_tok_hf_sects(const cdb_tok_hf *h, cdb_tc_sects *out) {
+    hf_dims *d = cdb_tc_scratch(out, sizeof *d);
+    if (!d || h->borrowed || !h->cfg_json) return -1;
+    *d = (hf_dims){h->n_adds, h->vocab_size, h->unk_id};
+    cdb_tc_put(out, d, sizeof *d);
+    cdb_tc_put(out, h->cfg_json, strlen(h->cfg_json) + 1);
+    hf_map_put(&h->tokens, out);
+    hf_map_put(&h->added, out);
+    hf_map_put(&h->split_raw, out);
+    hf_map_put(&h->split_norm, out);
+    cdb_tc_put(out, h->adds, h->n_adds * sizeof *h->adds);
+    cdb_tc_put(out, h->add_pool.p, h->add_pool.n);
+    cdb_tc_put(out, h->id_off, (size_t)h->vocab_size * sizeof *h->id_off);
+    cdb_tc_put(out, h->id_pool, h->id_pool_n);
+    hf_model_put(h->model, out);
+    return 0;
+}
+
+/* The bounds of the added tokens and of the id -> string table; proven: only those that
+** need no pass over a table. */
+static const char *strings_invalid(const cdb_tok_hf *h, int proven) {
+    if (h->add_pool.n && h->add_pool.p[h->add_pool.n - 1]) return "added token strings";
+    if (!h->id_pool_n || h->id_pool[h->id_pool_n - 1]) return "token strings";
+    if (h->unk_id < -1 || h->unk_id >= h->vocab_size) return "unknown token";
+    if (proven) return NULL;
+    for (size_t i = 0; i < h->n_adds; i++) {
+        const added_tok *a = &h->adds[i];
+        if (a->off >= h->add_pool.n || a->len >= h->add_pool.n - a->off ||
+            h->add_pool.p[a->off + a->len] || a->id < 0 || a->id >= h->vocab_size)
+            return "added tokens";
+    }
+    for (int i = 0; i < h->vocab_size; i++)
+        if (h->id_off[i] != UINT32_MAX && h->id_off[i] >= h->id_pool_n) return "token strings";
+    return NULL;
+}
+
+/* Borrows the tables of cdb_tok_hf_sects from in; NULL, or which bound is bad. */
+static const char *take_tables(cdb_tok_hf *h, cdb_tc_sects *in, const hf_dims *d) {
+    uint64_t n;
+    if (d->vocab_size < 1 || d->vocab_size > (1 << 26) || d->n_adds > (1u << 26)) return "counts";
+    h->vocab_size = d->vocab_size, h->unk_id = d->unk_id, h->n_adds = (size_t)d->n_adds;
+    if (hf_map_take(&h->tokens, in, 0, h->vocab_size - 1)) return "token map";
+    if (hf_map_take(&h->added, in, 0, (int64_t)h->n_adds - 1)) return "added token map";
+    if (hf_map_take(&h->split_raw, in, -1, 1) || hf_map_take(&h->split_norm, in, -1, 1))
+        return "added token splitters";
+    h->adds = (added_tok *)cdb_tc_take_n(in, sizeof *h->adds, h->n_adds);
+    h->add_pool.p = (char *)cdb_tc_take(in, 1, &n);
+    h->add_pool.n = (size_t)n;
+    h->id_off = (uint32_t *)cdb_tc_take_n(in, sizeof *h->id_off, (uint64_t)h->vocab_size);
+    h->id_pool = (char *)cdb_tc_take(in, 1, &n);
+    h->id_pool_n = (size_t)n;
+    if (in->bad) return "section sizes";
+    return strings_invalid(h, in->proven);
+}
+
+cdb_status cdb_tok_hf_from_sects(cdb_tc_sects *in, void *map, size_t map_size,
+                                 cdb_tok_hf **out) {
+    const hf_dims *d = cdb_tc_take_n(in, sizeof *d, 1);
+    cdb_tok_hf *h = cdb_calloc(1, sizeof *h);
+    const char *cfg_text, *bad = "counts";
+    json_t *cfg = NULL;
+    cdb_status rc = CDB_OK;
+    uint64_t n;
+    *out = NULL;
+    if (!h) return cdb_seterr(CDB_NOMEM, "out of memory");
+    h->borrowed = 1;
+    if (!d || !(cfg_text = cdb_tc_take(in, 1, &n)) || !n || memchr(cfg_text, 0, (size_t)n) !=
+                                                                 cfg_text + n - 1)
+        goto bad;
+    if ((bad = take_tables(h, in, d)) != NULL) goto bad;
+    if ((rc = hf_model_take(in, &h->tokens, &h->model)) != CDB_OK) goto done;
+    bad = "section count";
+    if (in->bad || in->at != in->n) goto bad;
+    bad = "component JSON";
+    if (!(cfg = json_loadb(cfg_text, (size_t)n - 1, 0, NULL)) || !json_is_object(cfg)) goto bad;
+    if ((rc = components_new(h, cfg)) || (rc = components_finish(h, cfg))) goto done;
+    goto done;
+bad:
+    rc = cdb_seterr(CDB_CORRUPT, "tokenizer tables: bad %s", bad);
+done:
+    json_decref(cfg);
+    if (rc) {
+        cdb_tok_hf_free(h); /* not map: the caller keeps it on failure */
+        return rc;
+    }
+    h->map = map;
+    h->map_size = map_size;
+    *out = h;
+    return CDB_OK;
+}
+
 int cdb_tok_hf_token_id(const cdb_tok_hf *h, const char *token) {
     int32_t v;
     if (!h || !token) return -1;
@@ -583,7 +736,7 @@ int cdb_tok_hf_vocab_size(const cdb_tok_hf *h) { return h ? h->vocab_size : 0; }
 
 const char *cdb_tok_hf_token_str(const cdb_tok_hf *h, int id) {
     if (!h || id < 0 || id >= h->vocab_size) return NULL;
-    return h->id_str[id];
+    return h->id_off[id] == UINT32_MAX ? NULL : h->id_pool + h->id_off[id];
 }
 
 int cdb_tok_hf_sot_id(const cdb_tok_hf *h) { return h ? h->sot_id : -1; }
@@ -603,15 +756,19 @@ void cdb_tok_hf_free(cdb_tok_hf *h) {
     hf_map_free(&h->added);
     hf_map_free(&h->split_raw);
     hf_map_free(&h->split_norm);
-    for (size_t i = 0; i < h->n_adds; i++) cdb_free(h->adds[i].content);
-    cdb_free(h->adds);
+    if (!h->borrowed) { /* else they are a cache file's */
+        cdb_free(h->adds);
+        hf_buf_free(&h->add_pool);
+        cdb_free(h->id_off);
+        cdb_free(h->id_pool);
+    }
     hf_norm_free(h->norm);
     hf_pretok_free(h->pretok);
     hf_model_free(h->model);
     post_free(h->post);
-    cdb_free(h->id_str);
-    cdb_free(h->str_pool);
     free(h->truncation);
     free(h->padding);
+    free(h->cfg_json);
+    if (h->map) munmap(h->map, h->map_size);
     cdb_free(h);
 }

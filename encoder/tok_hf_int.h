@@ -66,6 +66,25 @@ const char *cdb_tok_hf_truncation(const cdb_tok_hf *h);
 const char *cdb_tok_hf_padding(const cdb_tok_hf *h);
 void cdb_tok_hf_free(cdb_tok_hf *h);
 
+/* cdb_tok_hf_open through the tokenizer cache (tokcache.c; the contract of
+** cdb_tok_bpe_open_cached in tok_int.h), keyed by the XXH3-128 of the file's bytes. */
+cdb_status cdb_tok_hf_open_cached(const char *path, const char *dir, cdb_tok_hf **out /* OUT */,
+                                  char *status, size_t status_size);
+/* The cache's two sides (tokcache.c; cdb_tc_sects in tok_int.h). cdb_tok_hf_sects: h's
+** tables (borrowed from h), in the order cdb_tok_hf_from_sects takes them; -1 when h
+** cannot be written (it was itself read from a file). cdb_tok_hf_from_sects: a
+** tokenizer over the sections of a mapped file (read only), after checking every bound
+** the encoder relies on (counts, hash table sizes with an empty slot, string offsets
+** and terminators, every id below the vocabulary size), so that no table content can
+** make it read out of bounds, loop forever or hand out an id past the vocabulary; the
+** normalizer, pre-tokenizer and post-processor are built again from the file's JSON of
+** them. On success *out owns map (munmap'ed by cdb_tok_hf_free). CDB_CORRUPT (which
+** bound), CDB_NOMEM, or what building the components from their JSON says. */
+typedef struct cdb_tc_sects cdb_tc_sects;
+int cdb_tok_hf_sects(const cdb_tok_hf *h, cdb_tc_sects *out);
+cdb_status cdb_tok_hf_from_sects(cdb_tc_sects *in, void *map, size_t map_size,
+                                 cdb_tok_hf **out /* OUT */);
+
 /* ==== private to tok_hf*.c ======================================================= */
 
 /* A growable byte string; oom is sticky (checked once at the end of a step). */
@@ -107,12 +126,19 @@ typedef struct hf_map {
     size_t n, cap; /* cap: a power of two */
     char *arena;
     size_t arena_n, arena_cap;
+    int borrowed; /* ents and arena are a cache file's (read only) */
 } hf_map;
-/* Sets key -> val (replacing). Returns -1 when out of memory. */
+/* Sets key -> val (replacing). Returns -1 when out of memory (or m is borrowed). */
 int hf_map_set(hf_map *m, const char *key, size_t n, int32_t val);
 /* Returns 1 and *val when present, else 0. */
 int hf_map_get(const hf_map *m, const char *key, size_t n, int32_t *val /* OUT */);
 void hf_map_free(hf_map *m);
+/* The cache's sides of a map (cdb_tok_hf_sects / _from_sects): hf_map_put puts m's
+** counts, entries and arena; hf_map_take borrows them back into m after checking its
+** bounds (a power-of-two size with an empty slot, every key inside the arena, every
+** value in [lo, hi]). -1 on a bad bound. */
+void hf_map_put(const hf_map *m, cdb_tc_sects *s);
+int hf_map_take(hf_map *m, cdb_tc_sects *s, int64_t lo, int64_t hi);
 
 /* A pattern of a Replace or Split: {"String": s} (literal) or {"Regex": r} (Oniguruma
 ** syntax, translated to PCRE2 the way the reference translates it to JS). */
@@ -181,5 +207,9 @@ cdb_status hf_model_finish(hf_model *m);
 /* Appends the model's token strings for the pre-tokens in (fuse_unk applied). */
 void hf_model_apply(const hf_model *m, const hf_list *in, hf_list *out);
 void hf_model_free(hf_model *m);
+/* The model's tables as the cache holds them (after hf_model_finish); take checks its
+** bounds (CDB_CORRUPT) and borrows them; tokens as hf_model_new's. */
+void hf_model_put(const hf_model *m, cdb_tc_sects *s);
+cdb_status hf_model_take(cdb_tc_sects *s, hf_map *tokens, hf_model **out /* OUT */);
 
 #endif /* CDB_TOK_HF_INT_H */

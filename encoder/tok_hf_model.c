@@ -21,6 +21,7 @@
 #include <jansson.h>
 
 #include "encoder/tok_hf_int.h"
+#include "encoder/tok_int.h"
 
 /* ---- the string map ------------------------------------------------------------------ */
 
@@ -66,7 +67,7 @@ static int map_grow(hf_map *m) {
 }
 
 int hf_map_set(hf_map *m, const char *key, size_t n, int32_t val) {
-    if (n > UINT32_MAX) return -1;
+    if (n > UINT32_MAX || m->borrowed) return -1;
     if ((m->n + 1) * 2 > m->cap && map_grow(m)) return -1;
     uint32_t h = hash_bytes(key, n);
     hf_ent *e = map_slot(m, key, n, h);
@@ -102,9 +103,53 @@ int hf_map_get(const hf_map *m, const char *key, size_t n, int32_t *val) {
 }
 
 void hf_map_free(hf_map *m) {
-    cdb_free(m->ents);
-    cdb_free(m->arena);
+    if (!m->borrowed) {
+        cdb_free(m->ents);
+        cdb_free(m->arena);
+    }
     memset(m, 0, sizeof *m);
+}
+
+/* A map's counts in the cache file. */
+typedef struct map_dims {
+    uint64_t n, cap, arena_n;
+} map_dims;
+
+_Static_assert(sizeof(hf_ent) == 24, "hf_ent has no padding (its bytes go in a file)");
+
+void hf_map_put(const hf_map *m, cdb_tc_sects *s) {
+    map_dims *d = cdb_tc_scratch(s, sizeof *d);
+    if (!d) return;
+    *d = (map_dims){m->n, m->cap, m->arena_n};
+    cdb_tc_put(s, d, sizeof *d);
+    cdb_tc_put(s, m->ents, m->cap * sizeof *m->ents);
+    cdb_tc_put(s, m->arena, m->arena_n);
+}
+
+int hf_map_take(hf_map *m, cdb_tc_sects *s, int64_t lo, int64_t hi) {
+    const map_dims *d = cdb_tc_take_n(s, sizeof *d, 1);
+    uint64_t used = 0;
+    memset(m, 0, sizeof *m);
+    if (!d || d->cap > ((uint64_t)1 << 28) || (d->cap & (d->cap - 1)) || d->n >= d->cap + !d->cap)
+        return -1;
+    const hf_ent *e = cdb_tc_take_n(s, sizeof *e, d->cap);
+    const char *arena = cdb_tc_take_n(s, 1, d->arena_n);
+    if (!e || !arena) return -1;
+    for (uint64_t i = 0; i < d->cap && !s->proven; i++) {
+        if (!e[i].used) continue;
+        if (e[i].used != 1 || e[i].off > d->arena_n || e[i].len > d->arena_n - e[i].off ||
+            e[i].val < lo || e[i].val > hi)
+            return -1;
+        used++;
+    }
+    if (!s->proven && used != d->n) return -1; /* n < cap: a probe meets an empty slot */
+    m->ents = (hf_ent *)e; /* read only: hf_map_set refuses a borrowed map */
+    m->arena = (char *)arena;
+    m->cap = (size_t)d->cap;
+    m->n = (size_t)d->n;
+    m->arena_n = m->arena_cap = (size_t)d->arena_n;
+    m->borrowed = 1;
+    return 0;
 }
 
 /* ---- the models ------------------------------------------------------------------------ */
@@ -116,6 +161,7 @@ typedef struct pair_ent {
     uint64_t key; /* left << 32 | right, + 1 so that 0 means empty */
     int32_t rank, res;
 } pair_ent;
+_Static_assert(sizeof(pair_ent) == 16, "pair_ent has no padding (its bytes go in a file)");
 
 struct hf_model {
     int type;
@@ -139,6 +185,7 @@ struct hf_model {
     /* WordPiece */
     char *prefix;
     int max_chars;
+    int borrowed; /* pairs and scores are a cache file's (hf_model_take) */
 };
 
 static char *jdup(json_t *v) {
@@ -377,13 +424,108 @@ void hf_model_free(hf_model *m) {
     cdb_free(m->vocab_id);
     cdb_free(m->unk);
     hf_map_free(&m->syms);
-    cdb_free(m->pairs);
+    if (!m->borrowed) cdb_free(m->pairs);
     cdb_free(m->eow);
     cdb_free(m->csw);
-    cdb_free(m->scores);
+    if (!m->borrowed) cdb_free(m->scores);
     hf_map_free(&m->prefixes);
     cdb_free(m->prefix);
     cdb_free(m);
+}
+
+/* ---- the model in the tokenizer cache ---------------------------------------------------- */
+
+/* The model's scalars in the cache file. */
+typedef struct model_dims {
+    int32_t type, unk_id, fuse_unk, byte_fallback, ignore_merges, max_chars;
+    uint64_t pair_cap, n_scores;
+    double unk_score;
+} model_dims;
+
+static void put_str(cdb_tc_sects *s, const char *str) {
+    cdb_tc_put(s, str, str ? strlen(str) + 1 : 0);
+}
+
+/* A copy of the next section's string (NULL for an empty section); -1 when it is not
+** one NUL-terminated string or out of memory. */
+static int take_str(cdb_tc_sects *s, char **out) {
+    uint64_t n;
+    const char *p = cdb_tc_take(s, 1, &n);
+    *out = NULL;
+    if (!p) return -1;
+    if (!n) return 0;
+    if (memchr(p, 0, (size_t)n) != p + n - 1 || !(*out = cdb_malloc((size_t)n))) return -1;
+    memcpy(*out, p, (size_t)n);
+    return 0;
+}
+
+void hf_model_put(const hf_model *m, cdb_tc_sects *s) {
+    model_dims *d = cdb_tc_scratch(s, sizeof *d);
+    if (!d) return;
+    *d = (model_dims){m->type,          m->unk_id,    m->fuse_unk, m->byte_fallback,
+                      m->ignore_merges, m->max_chars, m->pair_cap, m->n_scores,
+                      m->unk_score};
+    cdb_tc_put(s, d, sizeof *d);
+    put_str(s, m->unk);
+    put_str(s, m->eow);
+    put_str(s, m->csw);
+    put_str(s, m->prefix);
+    hf_map_put(&m->syms, s);
+    cdb_tc_put(s, m->pairs, m->pair_cap * sizeof *m->pairs);
+    cdb_tc_put(s, m->scores, m->n_scores * sizeof *m->scores);
+    hf_map_put(&m->prefixes, s);
+}
+
+/* The bounds each model's encode relies on (see hf_model_take); proven: only those that
+** need no pass over a table. */
+static const char *model_invalid(const hf_model *m, int proven) {
+    size_t empty = proven;
+    if (m->type == M_BPE) {
+        if (!m->pair_cap || (m->pair_cap & (m->pair_cap - 1))) return "merge table size";
+        for (size_t i = 0; i < m->pair_cap && !proven; i++) empty += !m->pairs[i].key;
+        if (!empty) return "merge table (full)"; /* a lookup would never end */
+    } else if (m->type == M_UNIGRAM) {
+        if (!m->n_scores || m->unk_id < 0 || (uint64_t)m->unk_id >= m->n_scores || !m->unk)
+            return "unigram counts";
+    } else if (m->type == M_WORDPIECE) {
+        if (!m->prefix) return "wordpiece prefix";
+    } else {
+        return "model type";
+    }
+    return NULL;
+}
+
+cdb_status hf_model_take(cdb_tc_sects *s, hf_map *tokens, hf_model **out) {
+    const model_dims *d = cdb_tc_take_n(s, sizeof *d, 1);
+    hf_model *m = cdb_calloc(1, sizeof *m);
+    const char *bad = "counts";
+    *out = NULL;
+    if (!m) return cdb_seterr(CDB_NOMEM, "out of memory");
+    m->tokens = tokens;
+    m->borrowed = 1;
+    if (!d || d->pair_cap > ((uint64_t)1 << 28) || d->n_scores > ((uint64_t)1 << 28)) goto fail;
+    m->type = d->type, m->unk_id = d->unk_id, m->fuse_unk = d->fuse_unk;
+    m->byte_fallback = d->byte_fallback, m->ignore_merges = d->ignore_merges;
+    m->max_chars = d->max_chars, m->unk_score = d->unk_score;
+    m->pair_cap = (size_t)d->pair_cap, m->n_scores = (size_t)d->n_scores;
+    bad = "strings";
+    if (take_str(s, &m->unk) || take_str(s, &m->eow) || take_str(s, &m->csw) ||
+        take_str(s, &m->prefix))
+        goto fail;
+    bad = "symbol map";
+    if (hf_map_take(&m->syms, s, INT32_MIN, INT32_MAX)) goto fail;
+    bad = "merge table";
+    if (!(m->pairs = (pair_ent *)cdb_tc_take_n(s, sizeof *m->pairs, d->pair_cap))) goto fail;
+    bad = "scores";
+    if (!(m->scores = (double *)cdb_tc_take_n(s, sizeof *m->scores, d->n_scores))) goto fail;
+    bad = "prefix map";
+    if (hf_map_take(&m->prefixes, s, -2, INT32_MAX)) goto fail;
+    if ((bad = model_invalid(m, s->proven)) != NULL) goto fail;
+    *out = m;
+    return CDB_OK;
+fail:
+    hf_model_free(m);
+    return cdb_seterr(CDB_CORRUPT, "tokenizer tables: bad %s", bad);
 }
 
 static int has_token(const hf_model *m, const char *s, size_t n) {

@@ -109,12 +109,13 @@ void cdb_tok_bpe_tables_of(const cdb_tok_bpe *tok, cdb_tok_bpe_tables *out /* OU
 ** encoder relies on, so that no table content can make it read out of bounds, loop
 ** forever or hand out an id past the vocabulary: counts, a NUL-terminated arena,
 ** string offsets, hash sizes (powers of two, each hash with an empty slot), slot ids
-** and merge results. It cannot check that the tables are the ones a vocabulary gives
-** (the cache's checksum does). On success *out owns map (munmap'ed by
-** cdb_tok_bpe_free; NULL: the tables must outlive *out). CDB_CORRUPT (which bound),
-** CDB_NOMEM. */
-cdb_status cdb_tok_bpe_from_tables(const cdb_tok_bpe_tables *tb, void *map, size_t map_size,
-                                   cdb_tok_bpe **out /* OUT */);
+** and merge results. proven (cdb_tc_sects.proven): these exact bytes passed every check
+** before, so the checks that pass over whole tables are skipped. It cannot check that
+** the tables are the ones a vocabulary gives (the cache's checksum does). On success
+** *out owns map (munmap'ed by cdb_tok_bpe_free; NULL: the tables must outlive *out).
+** CDB_CORRUPT (which bound), CDB_NOMEM. */
+cdb_status cdb_tok_bpe_from_tables(const cdb_tok_bpe_tables *tb, int proven, void *map,
+                                   size_t map_size, cdb_tok_bpe **out /* OUT */);
 
 /* ---- the tokenizer cache (tokcache.c) ----------------------------------------------
 ** cdb_tok_bpe_open(path) through a file of the tables in the encoder's cache folder
@@ -124,9 +125,38 @@ cdb_status cdb_tok_bpe_from_tables(const cdb_tok_bpe_tables *tb, void *map, size
 ** cdb_tok_bpe_open does and writes the file. Ids are the same either way. dir: NULL
 ** for the default folder. status (may be NULL): "hit", "hit (stamped)", "written",
 ** "rebuilt: <why the file was refused>", "not written: <why>", as the packed matrix
-** cache says. Errors: cdb_tok_bpe_open's (a cache problem is never one). */
+** cache says. Errors: cdb_tok_bpe_open's (a cache problem is never one).
+** cdb_tok_hf_open_cached (tok_hf_int.h) is the same for a tokenizer.json. */
 cdb_status cdb_tok_bpe_open_cached(const char *path, const char *dir, cdb_tok_bpe **out /* OUT */,
                                    char *status, size_t status_size);
+
+/* A tokenizer's tables as the cache file holds them: a list of byte ranges (sections),
+** in an order each kind of tokenizer fixes. Writing, the kind puts its tables (borrowed
+** until the write ends; small headers go in the list's scratch); reading, it takes
+** them back in the same order, each checked to hold a whole number of elements, and
+** then checks every bound its tokenizer relies on. bad: a put past the limit, a take
+** past the end or of the wrong size (sticky). proven: set by the cache when a valid stamp
+** (core.h's cdb_stamp) proves that these exact bytes were hashed and passed every check
+** of this format before (a stamp is written only after both): a kind may then skip the
+** checks that pass over whole tables (the stamp's identity, inode and ctime, changes with
+** any write to the file, so the bytes are those that passed), and the file is mapped
+** without reading it all in. */
+#define CDB_TC_MAX_SECT 48
+typedef struct cdb_tc_sects {
+    int n, at, bad, proven;
+    const void *p[CDB_TC_MAX_SECT];
+    uint64_t bytes[CDB_TC_MAX_SECT];
+    _Alignas(8) unsigned char scratch[4096];
+    size_t scratch_used;
+} cdb_tc_sects;
+void cdb_tc_put(cdb_tc_sects *s, const void *p, uint64_t bytes);
+/* bytes of zeroed, 8-aligned memory that lives as long as s; NULL (bad) when full. */
+void *cdb_tc_scratch(cdb_tc_sects *s, size_t bytes);
+/* The next section and its count of elem-byte elements; NULL (and bad) when there is
+** none or its size is not a multiple of elem. */
+const void *cdb_tc_take(cdb_tc_sects *s, size_t elem, uint64_t *count /* OUT */);
+/* cdb_tc_take, and NULL (bad) unless it holds exactly count elements. */
+const void *cdb_tc_take_n(cdb_tc_sects *s, size_t elem, uint64_t count);
 
 /* For the fuzz target and tests: recomputes, in place, the checksums of a tokenizer cache
 ** file's bytes (file[0..n)), so that damage reaches the checks behind them. -1 when n

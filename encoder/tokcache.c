@@ -1,24 +1,29 @@
 /*
-** tokcache.c: the tokenizer cache (tok_int.h, cdb_tok_bpe_open_cached). Building the
-** CLIP BPE tokenizer's tables from the standard vocabulary costs a one-shot search
-** ~22 ms (inflating 600 KB of merges, then ~100,000 hash inserts); mapping them from a
-** file written by an earlier open costs well under a millisecond.
+** tokcache.c: the tokenizer cache (tok_int.h, cdb_tok_bpe_open_cached and
+** cdb_tok_hf_open_cached). Building a tokenizer's tables from its vocabulary costs a
+** one-shot search ~22 ms for CLIP's BPE (inflating 600 KB of merges, then ~100,000 hash
+** inserts) and ~1.2 s for Gemma's tokenizer.json (a 33 MB JSON parse, 262k vocabulary
+** and 515k merge inserts); mapping them from a file written by an earlier open costs
+** milliseconds.
 **
 ** The file, in the cache folder of the packed matrix cache (cachedir.c), named
-** <key>-clipbpe-f<TC_FORMAT>.tok, in this machine's byte order (a cache is of this
+** <key>-<kind>-f<TC_FORMAT>.tok, in this machine's byte order (a cache is of this
 ** machine):
 **   tc_header | zeros to TC_PAGE | payload
-** the payload holding the tables of cdb_tok_bpe_tables in a fixed order, each at a
-** TC_ALIGN boundary, their sizes given by the header's counts. The key is the XXH3-128
-** of the vocabulary files' bytes (cdb_tok_bpe_sources, in order, each with its length):
-** the same vocabulary anywhere shares one file, and an edited one gets another.
+** the payload holding the tokenizer's sections (cdb_tc_sects: what each kind puts, in
+** its order), each at a TC_ALIGN boundary, their sizes in the header. The key is the
+** XXH3-128 of the kind's name and of the vocabulary files' bytes (each with its
+** length): the same vocabulary anywhere shares one file, and an edited one gets another.
 **
 ** Nothing in it is trusted: the header must name this format, kind and key, the file
-** must have exactly the size the counts give, an XXH3-64 must match over the header,
-** the padding after it must be zeros, an XXH3-128 must match over the payload (skipped
-** under a valid stamp, cachedir.c), and then cdb_tok_bpe_from_tables checks every
-** bound the encoder relies on. A file that fails is not used: the tables are built
-** from the vocabulary and the file is rewritten.
+** must have exactly the size the section sizes give, an XXH3-64 must match over the
+** header, the padding after it must be zeros, an XXH3-128 must match over the payload
+** (skipped under a valid stamp, cachedir.c), and then the kind's adopt function checks
+** every bound its tokenizer relies on (cdb_tok_bpe_from_tables, cdb_tok_hf_from_sects;
+** under a valid stamp, those that need no pass over a whole table: cdb_tc_sects.proven
+** says why that is safe).
+** A file that fails is not used: the tables are built from the vocabulary and the file
+** is rewritten.
 **
 ** Concurrency and crashes: as the packed matrix cache (packcache.c): written to a
 ** private temporary file renamed over the name; a reader's mapping keeps its inode; a
@@ -37,48 +42,96 @@
 #include <xxhash.h>
 
 #include "encoder/encoder_int.h"
+#include "encoder/tok_hf_int.h"
 #include "encoder/tok_int.h"
 
 #define TC_MAGIC "CDBTOKC1"
-/* Bump when tokenizer.c changes its tables' layout, its hashes, or the tables a
-** vocabulary gives (tok_int.h, cdb_tok_bpe_tables). */
-#define TC_FORMAT 1u
-#define TC_KIND_CLIP_BPE 1u
+/* Bump when the sections a kind writes change (their layout, hashes, order, or the
+** tables a vocabulary gives: tok_int.h, tok_hf_int.h). */
+#define TC_FORMAT 2u
 #define TC_ALIGN 64
 #define TC_PAGE 4096
 #define TC_KEEP 4
 #define TC_SUFFIX ".tok"
-#define TC_N_SECT 7 /* str, arena, hslot, hfull, mkey, mrank, mres */
+#define TC_SRC_SUFFIX ".src" /* the record of a vocabulary's key (sources_key) */
+#define TC_KEEP_SRC 16
+#define TC_MAX_SECT_BYTES ((uint64_t)1 << 36)
 
 typedef struct tc_header {
     char magic[8];
     uint32_t format, kind;
     char key[40]; /* the sources' XXH3-128 (hex), NUL-padded */
-    cdb_tok_bpe_dims d;
+    uint32_t n_sect, reserved;
+    uint64_t sect_bytes[CDB_TC_MAX_SECT];
     uint64_t payload_off, payload_bytes;
     uint64_t payload_sum[2]; /* XXH3-128 of the payload: high, low */
     uint64_t meta_sum;       /* XXH3-64 of this header with meta_sum 0 */
 } tc_header;
 
+/* What the cache needs of a kind of tokenizer. */
+typedef struct tc_kind {
+    const char *name; /* in the key and the file name */
+    uint32_t id;
+    /* The files the vocabulary at path is read from (their bytes make the key). */
+    int (*sources)(const char *path, char files[2][4096], int *n);
+    cdb_status (*build)(const char *path, void **out); /* without the cache */
+    /* The tables of a built tokenizer; -1 when they cannot go in a file. */
+    int (*sects)(const void *tok, cdb_tc_sects *out);
+    /* A tokenizer over the sections of a mapped file, after checking every bound; on
+    ** success it owns map. */
+    cdb_status (*adopt)(cdb_tc_sects *in, void *map, size_t map_size, void **out);
+    void (*free)(void *tok);
+} tc_kind;
+
 static uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
-/* The sections' offsets (from the payload's start) and sizes for h's counts, and the
-** payload's size. -1 when a count is out of range (nothing then overflows). */
-static int layout(const tc_header *h, uint64_t off[TC_N_SECT], uint64_t size[TC_N_SECT],
-                  uint64_t *payload) {
-    uint64_t end = 0;
-    if (h->d.n_vocab < 1 || h->d.n_vocab > (1 << 24) || h->d.arena_bytes < 1 ||
-        h->d.arena_bytes >= UINT32_MAX || h->d.hcap > (1u << 26) || h->d.mcap > (1u << 26))
-        return -1;
-    size[0] = (uint64_t)h->d.n_vocab * 4;
-    size[1] = h->d.arena_bytes;
-    size[2] = size[3] = h->d.hcap * 4;
-    size[4] = h->d.mcap * 8;
-    size[5] = size[6] = h->d.mcap * 4;
-    for (int i = 0; i < TC_N_SECT; i++) {
-        off[i] = align_up(end, TC_ALIGN);
-        end = off[i] + size[i];
+void cdb_tc_put(cdb_tc_sects *s, const void *p, uint64_t bytes) {
+    if (s->n == CDB_TC_MAX_SECT) {
+        s->bad = 1;
+        return;
     }
+    s->p[s->n] = p;
+    s->bytes[s->n++] = bytes;
+}
+
+void *cdb_tc_scratch(cdb_tc_sects *s, size_t bytes) {
+    size_t at = (size_t)align_up(s->scratch_used, 8);
+    if (bytes > sizeof s->scratch - at) {
+        s->bad = 1;
+        return NULL;
+    }
+    s->scratch_used = at + bytes;
+    return memset(s->scratch + at, 0, bytes);
+}
+
+const void *cdb_tc_take(cdb_tc_sects *s, size_t elem, uint64_t *count) {
+    if (s->bad || s->at == s->n || s->bytes[s->at] % elem) {
+        s->bad = 1;
+        return NULL;
+    }
+    *count = s->bytes[s->at] / elem;
+    return s->p[s->at++];
+}
+
+const void *cdb_tc_take_n(cdb_tc_sects *s, size_t elem, uint64_t count) {
+    uint64_t got;
+    const void *p = cdb_tc_take(s, elem, &got);
+    if (p && got != count) s->bad = 1;
+    return s->bad ? NULL : p;
+}
+
+/* The sections' offsets (from the payload's start) and the payload's size for h's
+** sizes. -1 when a size is out of range (nothing then overflows). */
+static int layout(const tc_header *h, uint64_t off[CDB_TC_MAX_SECT], uint64_t *payload) {
+    uint64_t end = 0;
+    if (h->n_sect > CDB_TC_MAX_SECT) return -1;
+    for (uint32_t i = 0; i < h->n_sect; i++) {
+        if (h->sect_bytes[i] > TC_MAX_SECT_BYTES) return -1;
+        off[i] = align_up(end, TC_ALIGN);
+        end = off[i] + h->sect_bytes[i];
+    }
+    for (uint32_t i = h->n_sect; i < CDB_TC_MAX_SECT; i++)
+        if (h->sect_bytes[i]) return -1;
     *payload = end;
     return 0;
 }
@@ -89,63 +142,136 @@ static uint64_t meta_sum(const tc_header *h) {
     return XXH3_64bits(&c, sizeof c);
 }
 
-/* XXH3-128 over each source's length and bytes, as 32 hex digits; -1 when one cannot
-** be read (the plain open then says why). */
-static int sources_key(char files[2][4096], int n, char key[40]) {
+/* The key as 32 hex digits (NUL-padded to 40). */
+static void key_hex(const uint64_t sum[2], char key[40]) {
+    memset(key, 0, 40);
+    snprintf(key, 33, "%016llx%016llx", (unsigned long long)sum[0], (unsigned long long)sum[1]);
+}
+
+/* XXH3-128 over the kind's name and each source's length and bytes, into sum; -1 when
+** one cannot be read (the plain open then says why). st: each source's identity before
+** its bytes were read; *recordable: each is on disk (fsynced) and was not changed
+** meanwhile. */
+static int sources_hash(const char *kind, char files[2][4096], int n, uint64_t sum[2],
+                        struct stat st[2], int *recordable) {
     XXH3_state_t *s = XXH3_createState();
     XXH128_hash_t h;
     int rc = -1;
     if (!s) return -1;
     XXH3_128bits_reset(s);
-    XXH3_128bits_update(s, "clipbpe", 7);
+    XXH3_128bits_update(s, kind, strlen(kind));
+    *recordable = 1;
     for (int i = 0; i < n; i++) {
-        struct stat st;
+        static const uint64_t zero[2] = {0, 0};
+        struct stat after;
         uint64_t len;
         void *p = NULL;
         int fd = open(files[i], O_RDONLY | O_CLOEXEC);
         if (fd < 0) goto done;
-        if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        if (fstat(fd, &st[i]) != 0 || !S_ISREG(st[i].st_mode)) {
             close(fd);
             goto done;
         }
-        len = (uint64_t)st.st_size;
+        len = (uint64_t)st[i].st_size;
         if (len && (p = mmap(NULL, (size_t)len, PROT_READ, MAP_PRIVATE, fd, 0)) == MAP_FAILED) {
             close(fd);
             goto done;
         }
-        close(fd);
         XXH3_128bits_update(s, &len, sizeof len);
         if (len) {
             XXH3_128bits_update(s, p, (size_t)len);
             munmap(p, (size_t)len);
         }
+        /* the record vouches for these bytes: on disk, and not changed meanwhile */
+        if (fsync(fd) != 0 || fstat(fd, &after) != 0) {
+            *recordable = 0;
+        } else {
+            cdb_stamp before = cdb_stamp_of(&st[i], zero), now = cdb_stamp_of(&after, zero);
+            if (memcmp(&before, &now, sizeof now)) *recordable = 0;
+        }
+        close(fd);
     }
     h = XXH3_128bits_digest(s);
-    snprintf(key, 33, "%016llx%016llx", (unsigned long long)h.high64,
-             (unsigned long long)h.low64);
+    sum[0] = h.high64, sum[1] = h.low64;
     rc = 0;
 done:
     XXH3_freeState(s);
     return rc;
 }
 
+/* The record of the sources' key: "<dir>/<XXH3-64 of the kind and the paths>-<kind>.src",
+** one cdb_stamp per source (its identity) whose payload sum is the key. */
+static void record_path(const char *dir, const char *kind, char files[2][4096], int n,
+                        char *out, size_t size) {
+    XXH64_hash_t id = XXH3_64bits(kind, strlen(kind));
+    for (int i = 0; i < n; i++) id = XXH3_64bits_withSeed(files[i], strlen(files[i]), id);
+    snprintf(out, size, "%s/%016llx-%s%s", dir, (unsigned long long)id, kind, TC_SRC_SUFFIX);
+}
+
+typedef struct tc_record {
+    cdb_stamp s[2];
+    int n;
+} tc_record;
+
+static int fill_record(int fd, void *ud) {
+    const tc_record *r = ud;
+    return cdb_cache_write_all(fd, r->s, (size_t)r->n * sizeof r->s[0]);
+}
+
+/* The key of the sources (files[0..n)) into key: from their record in dir when each
+** still has the identity recorded there (the bytes are then those that were hashed:
+** core/stamp.c's argument, the sources fsynced before the record was written), else by
+** hashing them, and the record is written. -1 when a source cannot be read. */
+static int sources_key(const char *dir, const char *kind, char files[2][4096], int n,
+                       char key[40]) {
+    char rec[4096 + 128], why[256];
+    tc_record r;
+    struct stat st[2];
+    uint64_t sum[2];
+    int fd, ok = 1;
+    record_path(dir, kind, files, n, rec, sizeof rec);
+    if ((fd = open(rec, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) >= 0) {
+        ok = pread(fd, r.s, sizeof r.s, 0) == (ssize_t)((size_t)n * sizeof r.s[0]);
+        close(fd);
+        for (int i = 0; ok && i < n; i++) {
+            cdb_stamp want;
+            ok = stat(files[i], &st[i]) == 0;
+            want = cdb_stamp_of(&st[i], r.s[0].payload_sum);
+            ok = ok && !memcmp(&want, &r.s[i], sizeof want);
+        }
+        if (ok) {
+            key_hex(r.s[0].payload_sum, key);
+            return 0;
+        }
+    }
+    if (sources_hash(kind, files, n, sum, st, &ok) != 0) return -1;
+    key_hex(sum, key);
+    if (!ok) return 0;
+    r.n = n;
+    for (int i = 0; i < n; i++) r.s[i] = cdb_stamp_of(&st[i], sum);
+    if (cdb_cache_publish(dir, rec, fill_record, &r, why, sizeof why) == 0)
+        cdb_cache_prune(dir, TC_SRC_SUFFIX, TC_KEEP_SRC);
+    return 0;
+}
+
 typedef struct tc_open {
+    const tc_kind *kind;
     char dir[4096], path[4096 + 64];
     char key[40];          /* NUL-padded as in the header */
     char refused[200];     /* why the file there was not used ("": none there) */
     int stamped;           /* the payload hash was skipped: the stamp vouched for it */
-    cdb_cache_stamp stamp_due; /* magic[0] != 0: hashed whole; stamp it */
+    cdb_stamp stamp_due;   /* magic[0] != 0: hashed whole; stamp it */
 } tc_open;
 
 /* Maps and validates o->path; a tokenizer over its tables, or NULL (o->refused says
 ** why; "" when there is no file). */
-static cdb_tok_bpe *open_file(tc_open *o) {
+static void *open_file(tc_open *o) {
     tc_header h;
     struct stat st;
-    uint64_t off[TC_N_SECT], size[TC_N_SECT], payload;
+    uint64_t off[CDB_TC_MAX_SECT], payload;
     unsigned char *map = NULL, *pl;
-    cdb_tok_bpe_tables tb;
-    cdb_tok_bpe *t = NULL;
+    cdb_tc_sects sects;
+    void *t = NULL;
     int fd = open(o->path, O_RDONLY | O_CLOEXEC);
 #define REFUSE(...)                                              \
     do {                                                         \
@@ -160,17 +286,21 @@ static cdb_tok_bpe *open_file(tc_open *o) {
     if ((size_t)st.st_size < sizeof h || pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h)
         REFUSE("truncated (%lld bytes)", (long long)st.st_size);
     if (memcmp(h.magic, TC_MAGIC, 8)) REFUSE("not a clipdb tokenizer cache");
-    if (h.format != TC_FORMAT || h.kind != TC_KIND_CLIP_BPE)
+    if (h.format != TC_FORMAT || h.kind != o->kind->id)
         REFUSE("format %u kind %u, this clipdb's is %u kind %u", h.format, h.kind, TC_FORMAT,
-               TC_KIND_CLIP_BPE);
+               o->kind->id);
     if (memcmp(h.key, o->key, sizeof h.key)) REFUSE("stale: written for another vocabulary");
     if (meta_sum(&h) != h.meta_sum) REFUSE("damaged header (checksum)");
-    if (layout(&h, off, size, &payload) != 0) REFUSE("damaged header (counts)");
+    if (layout(&h, off, &payload) != 0) REFUSE("damaged header (sizes)");
     if (h.payload_off != align_up(sizeof h, TC_PAGE) || h.payload_bytes != payload ||
         (uint64_t)st.st_size != h.payload_off + h.payload_bytes)
         REFUSE("truncated or padded: %lld bytes, the header says %llu", (long long)st.st_size,
                (unsigned long long)(h.payload_off + payload));
-    map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    /* under a valid stamp only the pages a search touches are read in; else the payload
+    ** is hashed whole, faster with its pages mapped in one go */
+    o->stamped = cdb_stamp_matches(o->path, &st, h.payload_sum);
+    map = mmap(NULL, (size_t)st.st_size, PROT_READ,
+               MAP_PRIVATE | (o->stamped ? 0 : MAP_POPULATE), fd, 0);
     if (map == MAP_FAILED) {
         map = NULL;
         REFUSE("mmap: %s", strerror(errno));
@@ -178,22 +308,23 @@ static cdb_tok_bpe *open_file(tc_open *o) {
     pl = map + h.payload_off;
     for (size_t i = sizeof h; i < h.payload_off; i++) /* every byte of the file is checked */
         if (map[i]) REFUSE("damaged (padding)");
-    o->stamped = cdb_cache_stamp_matches(o->path, &st, h.payload_sum);
+    for (uint32_t i = 0; i < h.n_sect; i++)
+        for (uint64_t b = i ? off[i - 1] + h.sect_bytes[i - 1] : 0; b < off[i]; b++)
+            if (pl[b]) REFUSE("damaged (padding)");
     if (!o->stamped) {
         XXH128_hash_t sum = XXH3_128bits(pl, (size_t)payload);
         if (sum.high64 != h.payload_sum[0] || sum.low64 != h.payload_sum[1])
             REFUSE("damaged (payload checksum)");
-        o->stamp_due = cdb_cache_stamp_of(&st, h.payload_sum);
+        o->stamp_due = cdb_stamp_of(&st, h.payload_sum);
     }
-    tb.d = h.d;
-    tb.str = (const uint32_t *)(pl + off[0]);
-    tb.arena = (const char *)(pl + off[1]);
-    tb.hslot = (const uint32_t *)(pl + off[2]);
-    tb.hfull = (const uint32_t *)(pl + off[3]);
-    tb.mkey = (const uint64_t *)(pl + off[4]);
-    tb.mrank = (const int32_t *)(pl + off[5]);
-    tb.mres = (const int32_t *)(pl + off[6]);
-    if (cdb_tok_bpe_from_tables(&tb, map, (size_t)st.st_size, &t) != CDB_OK) {
+    memset(&sects, 0, sizeof sects);
+    sects.n = (int)h.n_sect;
+    sects.proven = o->stamped;
+    for (uint32_t i = 0; i < h.n_sect; i++) {
+        sects.p[i] = pl + off[i];
+        sects.bytes[i] = h.sect_bytes[i];
+    }
+    if (o->kind->adopt(&sects, map, (size_t)st.st_size, &t) != CDB_OK) {
         snprintf(o->refused, sizeof o->refused, "%s", cdb_errmsg());
         cdb_clearerr();
         goto done;
@@ -208,98 +339,99 @@ done:
 
 typedef struct tc_out {
     const tc_header *h;
-    const cdb_tok_bpe_tables *tb;
-    const uint64_t *off, *size;
+    const cdb_tc_sects *s;
+    const uint64_t *off;
 } tc_out;
 
 /* cdb_cache_publish's fill: the header, zeros to the payload, the sections. */
 static int fill_file(int fd, void *ud) {
     static const char zeros[TC_PAGE];
     const tc_out *o = ud;
-    const void *sect[TC_N_SECT] = {o->tb->str,  o->tb->arena, o->tb->hslot, o->tb->hfull,
-                                   o->tb->mkey, o->tb->mrank, o->tb->mres};
     uint64_t at = 0;
     if (cdb_cache_write_all(fd, o->h, sizeof *o->h) ||
         cdb_cache_write_all(fd, zeros, (size_t)(o->h->payload_off - sizeof *o->h)))
         return -1;
-    for (int i = 0; i < TC_N_SECT; i++) {
+    for (int i = 0; i < o->s->n; i++) {
         if (cdb_cache_write_all(fd, zeros, (size_t)(o->off[i] - at)) ||
-            cdb_cache_write_all(fd, sect[i], (size_t)o->size[i]))
+            cdb_cache_write_all(fd, o->s->p[i], (size_t)o->s->bytes[i]))
             return -1;
-        at = o->off[i] + o->size[i];
+        at = o->off[i] + o->s->bytes[i];
     }
     return 0;
 }
 
 /* Writes t's tables to o->path; 0 on success, else -1 with why. */
-static int write_file(const tc_open *o, const cdb_tok_bpe *t, char *why, size_t why_size) {
-    cdb_tok_bpe_tables tb;
+static int write_file(const tc_open *o, const void *t, char *why, size_t why_size) {
+    cdb_tc_sects s;
     tc_header h;
-    uint64_t off[TC_N_SECT], size[TC_N_SECT], payload;
-    XXH3_state_t *s;
+    uint64_t off[CDB_TC_MAX_SECT], payload;
+    XXH3_state_t *xs;
     XXH128_hash_t sum;
     static const char zeros[TC_ALIGN];
-    const void *sect[TC_N_SECT];
     uint64_t at = 0;
-    cdb_tok_bpe_tables_of(t, &tb);
+    memset(&s, 0, sizeof s);
     memset(&h, 0, sizeof h);
+    if (o->kind->sects(t, &s) != 0 || s.bad) {
+        snprintf(why, why_size, "tables that do not fit a file");
+        return -1;
+    }
     memcpy(h.magic, TC_MAGIC, 8);
     h.format = TC_FORMAT;
-    h.kind = TC_KIND_CLIP_BPE;
+    h.kind = o->kind->id;
     memcpy(h.key, o->key, sizeof h.key);
-    h.d = tb.d;
-    if (layout(&h, off, size, &payload) != 0) {
+    h.n_sect = (uint32_t)s.n;
+    for (int i = 0; i < s.n; i++) h.sect_bytes[i] = s.bytes[i];
+    if (layout(&h, off, &payload) != 0) {
         snprintf(why, why_size, "tables too large");
         return -1;
     }
     h.payload_off = align_up(sizeof h, TC_PAGE);
     h.payload_bytes = payload;
-    sect[0] = tb.str, sect[1] = tb.arena, sect[2] = tb.hslot, sect[3] = tb.hfull;
-    sect[4] = tb.mkey, sect[5] = tb.mrank, sect[6] = tb.mres;
-    if (!(s = XXH3_createState())) {
+    if (!(xs = XXH3_createState())) {
         snprintf(why, why_size, "out of memory");
         return -1;
     }
-    XXH3_128bits_reset(s);
-    for (int i = 0; i < TC_N_SECT; i++) {
-        XXH3_128bits_update(s, zeros, (size_t)(off[i] - at));
-        XXH3_128bits_update(s, sect[i], (size_t)size[i]);
-        at = off[i] + size[i];
+    XXH3_128bits_reset(xs);
+    for (int i = 0; i < s.n; i++) {
+        XXH3_128bits_update(xs, zeros, (size_t)(off[i] - at));
+        XXH3_128bits_update(xs, s.p[i], (size_t)s.bytes[i]);
+        at = off[i] + s.bytes[i];
     }
-    sum = XXH3_128bits_digest(s);
-    XXH3_freeState(s);
+    sum = XXH3_128bits_digest(xs);
+    XXH3_freeState(xs);
     h.payload_sum[0] = sum.high64;
     h.payload_sum[1] = sum.low64;
     h.meta_sum = meta_sum(&h);
-    if (cdb_cache_publish(o->dir, o->path, fill_file, &(tc_out){&h, &tb, off, size}, why,
-                          why_size))
+    if (cdb_cache_publish(o->dir, o->path, fill_file, &(tc_out){&h, &s, off}, why, why_size))
         return -1;
     cdb_cache_prune(o->dir, TC_SUFFIX, TC_KEEP);
     return 0;
 }
 
-cdb_status cdb_tok_bpe_open_cached(const char *path, const char *dir, cdb_tok_bpe **out,
-                                   char *status, size_t status_size) {
+/* kind's tokenizer of path through the cache in dir (see cdb_tok_bpe_open_cached). */
+static cdb_status open_cached(const tc_kind *kind, const char *path, const char *dir, void **out,
+                              char *status, size_t status_size) {
     tc_open *o = NULL;
     char files[2][4096], why[256], sink[8];
     int n = 0;
     cdb_status rc;
     if (!status || !status_size) status = sink, status_size = sizeof sink;
     snprintf(status, status_size, "off");
-    if (!out || !path || !*path || cdb_tok_bpe_sources(path, files, &n) != 0 ||
+    if (!out || !path || !*path || kind->sources(path, files, &n) != 0 ||
         !(o = calloc(1, sizeof *o)) || cdb_cache_dir_pick(dir, o->dir, sizeof o->dir) != 0 ||
-        sources_key(files, n, o->key) != 0) {
+        sources_key(o->dir, kind->name, files, n, o->key) != 0) {
         free(o);
-        return cdb_tok_bpe_open(path, out); /* its errors, or no cache */
+        return kind->build(path, out); /* its errors, or no cache */
     }
-    snprintf(o->path, sizeof o->path, "%s/%s-clipbpe-f%u%s", o->dir, o->key, TC_FORMAT,
+    o->kind = kind;
+    snprintf(o->path, sizeof o->path, "%s/%s-%s-f%u%s", o->dir, o->key, kind->name, TC_FORMAT,
              TC_SUFFIX);
     if ((*out = open_file(o)) != NULL) {
         snprintf(status, status_size, "%s", o->stamped ? "hit (stamped)" : "hit");
-        if (o->stamp_due.magic[0]) cdb_cache_stamp_write(o->path, o->dir, &o->stamp_due);
-        cdb_cache_stamp_touch(o->path); /* recently used (prune) */
+        if (o->stamp_due.magic[0]) cdb_stamp_write(o->path, &o->stamp_due);
+        cdb_stamp_touch(o->path); /* recently used (prune) */
         rc = CDB_OK;
-    } else if ((rc = cdb_tok_bpe_open(path, out)) == CDB_OK) {
+    } else if ((rc = kind->build(path, out)) == CDB_OK) {
         if (write_file(o, *out, why, sizeof why) != 0)
             snprintf(status, status_size, "not written: %s", why);
         else if (o->refused[0])
@@ -310,6 +442,99 @@ cdb_status cdb_tok_bpe_open_cached(const char *path, const char *dir, cdb_tok_bp
     CDB_LOG_DEBUG("tokenizer cache %s: %s", o->path, status);
     free(o);
     return rc;
+}
+
+/* ---- CLIP's BPE: its dims, then the seven tables of cdb_tok_bpe_tables ------------- */
+
+static cdb_status bpe_build(const char *path, void **out) {
+    return cdb_tok_bpe_open(path, (cdb_tok_bpe **)out);
+}
+
+/* The tables' sizes for the counts of d. -1 when a count is out of range. */
+static int bpe_sizes(const cdb_tok_bpe_dims *d, uint64_t size[7]) {
+    if (d->n_vocab < 1 || d->n_vocab > (1 << 24) || d->arena_bytes < 1 ||
+        d->arena_bytes >= UINT32_MAX || d->hcap > (1u << 26) || d->mcap > (1u << 26))
+        return -1;
+    size[0] = (uint64_t)d->n_vocab * 4;
+    size[1] = d->arena_bytes;
+    size[2] = size[3] = d->hcap * 4;
+    size[4] = d->mcap * 8;
+    size[5] = size[6] = d->mcap * 4;
+    return 0;
+}
+
+static int bpe_sects(const void *tok, cdb_tc_sects *out) {
+    cdb_tok_bpe_tables tb;
+    cdb_tok_bpe_dims *d = cdb_tc_scratch(out, sizeof *d);
+    uint64_t size[7];
+    cdb_tok_bpe_tables_of(tok, &tb);
+    if (!d || bpe_sizes(&tb.d, size) != 0) return -1;
+    *d = tb.d;
+    cdb_tc_put(out, d, sizeof *d);
+    cdb_tc_put(out, tb.str, size[0]);
+    cdb_tc_put(out, tb.arena, size[1]);
+    cdb_tc_put(out, tb.hslot, size[2]);
+    cdb_tc_put(out, tb.hfull, size[3]);
+    cdb_tc_put(out, tb.mkey, size[4]);
+    cdb_tc_put(out, tb.mrank, size[5]);
+    cdb_tc_put(out, tb.mres, size[6]);
+    return 0;
+}
+
+static cdb_status bpe_adopt(cdb_tc_sects *in, void *map, size_t map_size, void **out) {
+    cdb_tok_bpe_tables tb;
+    uint64_t size[7];
+    const cdb_tok_bpe_dims *d = cdb_tc_take_n(in, sizeof *d, 1);
+    if (!d || bpe_sizes(d, size) != 0)
+        return cdb_seterr(CDB_CORRUPT, "tokenizer tables: bad counts");
+    tb.d = *d;
+    tb.str = cdb_tc_take_n(in, 1, size[0]);
+    tb.arena = cdb_tc_take_n(in, 1, size[1]);
+    tb.hslot = cdb_tc_take_n(in, 1, size[2]);
+    tb.hfull = cdb_tc_take_n(in, 1, size[3]);
+    tb.mkey = cdb_tc_take_n(in, 1, size[4]);
+    tb.mrank = cdb_tc_take_n(in, 1, size[5]);
+    tb.mres = cdb_tc_take_n(in, 1, size[6]);
+    if (in->bad || in->at != in->n)
+        return cdb_seterr(CDB_CORRUPT, "tokenizer tables: sizes do not match the counts");
+    return cdb_tok_bpe_from_tables(&tb, in->proven, map, map_size, (cdb_tok_bpe **)out);
+}
+
+static void bpe_free(void *t) { cdb_tok_bpe_free(t); }
+
+static const tc_kind k_clip_bpe = {"clipbpe", 1, cdb_tok_bpe_sources, bpe_build, bpe_sects,
+                                   bpe_adopt, bpe_free};
+
+cdb_status cdb_tok_bpe_open_cached(const char *path, const char *dir, cdb_tok_bpe **out,
+                                   char *status, size_t status_size) {
+    return open_cached(&k_clip_bpe, path, dir, (void **)out, status, status_size);
+}
+
+/* ---- tokenizer.json: the sections of cdb_tok_hf_sects ------------------------------- */
+
+static int hf_sources(const char *path, char files[2][4096], int *n) {
+    *n = 1;
+    return snprintf(files[0], sizeof files[0], "%s", path) >= (int)sizeof files[0] ? -1 : 0;
+}
+
+static cdb_status hf_build(const char *path, void **out) {
+    return cdb_tok_hf_open(path, (cdb_tok_hf **)out);
+}
+
+static int hf_sects(const void *tok, cdb_tc_sects *out) { return cdb_tok_hf_sects(tok, out); }
+
+static cdb_status hf_adopt(cdb_tc_sects *in, void *map, size_t map_size, void **out) {
+    return cdb_tok_hf_from_sects(in, map, map_size, (cdb_tok_hf **)out);
+}
+
+static void hf_free(void *t) { cdb_tok_hf_free(t); }
+
+static const tc_kind k_hf_json = {"hfjson", 2, hf_sources, hf_build, hf_sects, hf_adopt,
+                                  hf_free};
+
+cdb_status cdb_tok_hf_open_cached(const char *path, const char *dir, cdb_tok_hf **out,
+                                  char *status, size_t status_size) {
+    return open_cached(&k_hf_json, path, dir, (void **)out, status, status_size);
 }
 
 int cdb_tok_cache_reseal(void *file, size_t n) {

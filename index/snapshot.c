@@ -12,12 +12,11 @@
 ** vector set (model id, dim) asked for, and a size that equals the file's exactly; the
 ** padding must be zeros; an XXH3-64 over the header, one over the ids (which must
 ** ascend: a lookup bisects them) and one over the vectors must match. Hashing the vectors costs ~0.1 s a GB,
-** so, as encoder/packcache.c does, the writer leaves a stamp beside the file
-** (<file>.ok: its device, inode, size, mtime and ctime and the vectors' sum) after
-** the file reached the disk (fsync, rename, fsync of the folder): an open whose file
-** still has that identity skips the vectors' hash; every other check runs. Any write
-** to the file changes its ctime, which no user can set back, and a replaced file is
-** another inode.
+** so, as encoder/packcache.c does, the writer leaves a stamp beside the file (core.h's
+** cdb_stamp, <file>.ok: its device, inode, size, mtime and ctime and the vectors' sum;
+** core/stamp.c says why it is safe) after the file reached the disk (fsync, rename,
+** fsync of the folder): an open whose file still has that identity skips the vectors'
+** hash; every other check runs.
 **
 ** Writes: a private "<file>.tmp.<pid>.<n>" (cdb_tmp_create: never a planted link)
 ** written whole, fsynced and renamed over the name, so a reader sees the old file or
@@ -38,7 +37,6 @@
 #include "index/index_int.h"
 
 #define SNAP_MAGIC "CDBSNAP1"
-#define SNAP_STAMP_MAGIC "CDBSNOK1"
 #define SNAP_VERSION 1u
 #define SNAP_BYTE_ORDER 0x01020304u
 #define SNAP_PAGE 4096u
@@ -56,15 +54,6 @@ typedef struct snap_hdr {
     uint64_t hdr_sum; /* XXH3-64 of the fields above */
 } snap_hdr;
 
-/* <file>.ok: the identity of a snapshot that reached the disk whole. */
-typedef struct snap_stamp {
-    char magic[8];
-    uint64_t dev, ino, size;
-    int64_t mtime_ns, ctime_ns;
-    uint64_t vecs_sum;
-    uint64_t sum; /* XXH3-64 of the fields above */
-} snap_stamp;
-
 struct cdb_index_snap {
     unsigned char *map;
     size_t map_size;
@@ -74,8 +63,6 @@ struct cdb_index_snap {
 };
 
 static uint64_t align_page(uint64_t v) { return (v + SNAP_PAGE - 1) / SNAP_PAGE * SNAP_PAGE; }
-
-static int64_t ts_ns(struct timespec t) { return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec; }
 
 static uint64_t hdr_sum(const snap_hdr *h) { return XXH3_64bits(h, offsetof(snap_hdr, hdr_sum)); }
 
@@ -91,50 +78,17 @@ static int snap_layout(int64_t count, uint32_t dim, uint64_t *vecs_off, uint64_t
     return *size >= *vecs_off && *size <= (uint64_t)SIZE_MAX;
 }
 
-static snap_stamp stamp_of(const struct stat *st, uint64_t vecs_sum) {
-    snap_stamp s;
-    memset(&s, 0, sizeof s);
-    memcpy(s.magic, SNAP_STAMP_MAGIC, sizeof s.magic);
-    s.dev = (uint64_t)st->st_dev;
-    s.ino = (uint64_t)st->st_ino;
-    s.size = (uint64_t)st->st_size;
-    s.mtime_ns = ts_ns(st->st_mtim);
-    s.ctime_ns = ts_ns(st->st_ctim);
-    s.vecs_sum = vecs_sum;
-    s.sum = XXH3_64bits(&s, offsetof(snap_stamp, sum));
-    return s;
-}
-
-static void stamp_path(const char *path, char *out, size_t size) {
-    snprintf(out, size, "%s.ok", path);
-}
-
-/* 1 when path's stamp names exactly this file (st) with this vectors' sum. */
-static int stamp_matches(const char *path, const struct stat *st, uint64_t vecs_sum) {
-    char p[4200];
-    snap_stamp want = stamp_of(st, vecs_sum), got;
-    int fd, ok;
-    stamp_path(path, p, sizeof p);
-    if ((fd = cdb_open_regular(p, 0)) < 0) return 0;
-    ok = pread(fd, &got, sizeof got, 0) == (ssize_t)sizeof got && !memcmp(&got, &want, sizeof got);
-    close(fd);
-    return ok;
-}
-
-/* Writes path's stamp for the file open as fd (on disk already: fsynced and renamed).
-** Best effort: without a stamp the next open hashes the vectors. */
+/* Writes path's stamp (core.h's cdb_stamp, the vectors' sum as its payload sum) for the
+** file open as fd, on disk already (fsynced and renamed), when path still names it. Best
+** effort: without a stamp the next open hashes the vectors. */
 static void write_stamp(const char *path, int fd, uint64_t vecs_sum) {
-    char p[4200], tmp[4300];
+    char p[4200];
     struct stat st;
-    snap_stamp s;
-    int sfd, ok;
-    if (fstat(fd, &st) != 0) return;
-    s = stamp_of(&st, vecs_sum);
-    stamp_path(path, p, sizeof p);
+    cdb_stamp due;
+    if (fstat(fd, &st) != 0 || cdb_stamp_path(path, p, sizeof p) != 0) return;
+    due = cdb_stamp_of(&st, (const uint64_t[2]){vecs_sum, 0});
     cdb_index_remove_stale_temps_(p);
-    if ((sfd = cdb_tmp_create(p, tmp, sizeof tmp)) < 0) return;
-    ok = write(sfd, &s, sizeof s) == (ssize_t)sizeof s && fsync(sfd) == 0;
-    if (close(sfd) != 0 || !ok || rename(tmp, p) != 0) unlink(tmp);
+    (void)cdb_stamp_write(path, &due);
 }
 
 /* ---- reading ---------------------------------------------------------------------------- */
@@ -184,7 +138,9 @@ static cdb_status check_payload(const char *path, const cdb_index_snap *s, const
     for (int64_t i = 0; i < n; i++)
         if (s->ids[i] < 0 || (i && s->ids[i] <= s->ids[i - 1]))
             return cdb_seterr(CDB_CORRUPT, "%s: its ids do not ascend", path);
-    if (!(flags & CDB_INDEX_SNAP_VERIFY) && stamp_matches(path, st, s->h.vecs_sum)) return CDB_OK;
+    if (!(flags & CDB_INDEX_SNAP_VERIFY) &&
+        cdb_stamp_matches(path, st, (const uint64_t[2]){s->h.vecs_sum, 0}))
+        return CDB_OK;
     if (XXH3_64bits(s->vecs, (size_t)n * s->h.dim * 2) != s->h.vecs_sum)
         return cdb_seterr(CDB_CORRUPT, "%s: its vectors do not match their checksum", path);
     return CDB_OK;

@@ -7,7 +7,9 @@
 ** (tests/reference/make_hf_tok_fixtures.py; CLIP's among them is built from CLIP's real
 ** vocabulary). Texts: hard cases (empty, CJK, emoji sequences, combining marks, control
 ** characters, ill-formed UTF-8, special tokens in the text, long inputs) and seeded
-** random mixtures of them. Without node or the npm packages (scripts/setup.sh test runs
+** random mixtures of them. Each file is compared three times: built from its JSON, then
+** through the tokenizer cache (encoder/tokcache.c) cold (built and written) and warm
+** (mapped from the file). Without node or the npm packages (scripts/setup.sh test runs
 ** `npm ci` in tests/encoder/hf_tokenizers) the comparison FAILS: it is not skipped.
 ** Also: error paths, the vocabulary accessors, and two threads sharing one tokenizer.
 ** Through cdb_tok and model opening: the Gemma file's context-64 ids and a SigLIP
@@ -339,12 +341,23 @@ static json_t *run_oracle(const char **paths, int n_paths, const texts *ts, char
     return res;
 }
 
-static int compare(const char *path, const texts *ts, json_t *expect) {
+static void rm_dir(const char *dir);
+
+/* path's ids against expect, opened without the tokenizer cache (cache_dir NULL) or
+** through it in cache_dir, whose status must start with want. */
+static int compare(const char *path, const texts *ts, json_t *expect, const char *cache_dir,
+                   const char *want) {
     cdb_tok_hf *h = NULL;
+    char status[320] = "";
     int bad = 0;
-    if (cdb_tok_hf_open(path, &h) != CDB_OK) {
+    if ((cache_dir ? cdb_tok_hf_open_cached(path, cache_dir, &h, status, sizeof status)
+                   : cdb_tok_hf_open(path, &h)) != CDB_OK) {
         fprintf(stderr, "    %s: open failed: %s\n", path, cdb_errmsg());
         return (int)ts->n;
+    }
+    if (cache_dir && strncmp(status, want, strlen(want))) {
+        fprintf(stderr, "    %s: tokenizer cache \"%s\", want %s\n", path, status, want);
+        bad++;
     }
     for (size_t i = 0; i < ts->n; i++) {
         int32_t *ids = NULL;
@@ -396,8 +409,17 @@ CDB_TEST(hf_against_reference) {
         CDB_TEST_FAIL_("%s", why);
     }
     int bad = 0;
-    for (int f = 0; f < n; f++) bad += compare(paths[f], &ts, json_array_get(res, (size_t)f));
-    printf("    %d tokenizer files x %zu texts compared with @huggingface/tokenizers\n", n, ts.n);
+    char cache[] = "/tmp/cdb-tokhf-cache-XXXXXX";
+    CHECK(mkdtemp(cache));
+    for (int f = 0; f < n; f++) { /* built; through the cache cold (written), then warm */
+        json_t *e = json_array_get(res, (size_t)f);
+        bad += compare(paths[f], &ts, e, NULL, NULL);
+        bad += compare(paths[f], &ts, e, cache, "written");
+        bad += compare(paths[f], &ts, e, cache, "hit");
+    }
+    rm_dir(cache);
+    printf("    %d tokenizer files x %zu texts compared with @huggingface/tokenizers, each "
+           "built, then through the tokenizer cache cold and warm\n", n, ts.n);
     json_decref(res);
     free_texts(&ts);
     CHECK_EQ_INT(bad, 0);
@@ -594,9 +616,24 @@ CDB_TEST(hf_gemma) {
     t0 = now_s();
     CHECK_OK(cdb_tok_hf_encode(h, big, bn, &ids, &n));
     double t_big = now_s() - t0;
-    printf("    gemma tokenizer.json (CPU time): open %.0f ms, \"%s\" %.1f us, 1 MB of text %.2f s "
+    char cache[] = "/tmp/cdb-tokhf-gemma-XXXXXX", status[320];
+    double t_cached[3];
+    static const char *const want[] = {"written", "hit", "hit (stamped)"};
+    CHECK(mkdtemp(cache));
+    for (int k = 0; k < 3; k++) { /* written, mapped and hashed, mapped under the stamp */
+        cdb_tok_hf *c = NULL;
+        t0 = now_s();
+        CHECK_OK(cdb_tok_hf_open_cached(GEMMA, cache, &c, status, sizeof status));
+        t_cached[k] = now_s() - t0;
+        CHECK_EQ_STR(status, want[k]);
+        cdb_tok_hf_free(c);
+    }
+    rm_dir(cache);
+    printf("    gemma tokenizer.json (CPU time): open %.0f ms (through the tokenizer cache: "
+           "%.0f ms cold, %.1f ms warm, %.1f ms stamped), \"%s\" %.1f us, 1 MB of text %.2f s "
            "(%zu ids)\n",
-           1e3 * t_open, q, 1e6 * t_query, t_big, n);
+           1e3 * t_open, 1e3 * t_cached[0], 1e3 * t_cached[1], 1e3 * t_cached[2], q,
+           1e6 * t_query, t_big, n);
     cdb_free(ids);
     free(big);
     cdb_tok_hf_free(h);

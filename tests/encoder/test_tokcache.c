@@ -11,9 +11,12 @@
 ** (0 included), bytes appended, a byte flipped under a valid stamp (the stamp must not
 ** vouch for a file written since), and a foreign file under its name: another
 ** vocabulary's cache file (a swap), a packed matrix cache's magic, random bytes.
+** The same for the cache files of three tokenizer.json fixtures (BPE with byte fallback,
+** Unigram, WordPiece), with a CLIP BPE cache file swapped in as another kind's.
 ** Also: the standard vocabulary and a vocab.json + merges.txt one give their own files
 ** (the key is the vocabulary's bytes), and an edited vocabulary is not served the old
-** file's tables.
+** file's tables, even when the edit keeps the file's size (the key, read from a record
+** of the files' identity when they have not changed, is computed again).
 */
 #include <dirent.h>
 #include <fcntl.h>
@@ -22,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cdb_test.h"
@@ -104,20 +108,23 @@ static const char *std_vocab(void) {
     return p;
 }
 
-CDB_TEST(tokcache_damage) {
+/* The damages of the file header, for the vocabulary vocab, whose cache files go in
+** dir/name. foreign (may be NULL): another kind's cache file, swapped in under the name. */
+static void damage_file(cdb_test_ctx *cdb_t_, const char *vocab, const char *name,
+                        const char *foreign) {
     static int32_t ref[N_TEXTS][CTX];
     cdb_tok *t = NULL;
     char dir[256], file[1024], what[128], stamp[1100];
     unsigned char *good, *bad;
     size_t n = 0;
     CHECK(tmpdir());
-    snprintf(dir, sizeof dir, "%s/damage", tmpdir());
-    CHECK_OK(cdb_tok_open(std_vocab(), &t));
+    snprintf(dir, sizeof dir, "%s/%s", tmpdir(), name);
+    CHECK_OK(cdb_tok_open(vocab, &t));
     CHECK_EQ_STR(cdb_tok_cache_status(t), "off");
     CHECK_OK(ids_of(t, ref));
     cdb_tok_free(t);
-    check_open(cdb_t_, std_vocab(), dir, "written", ref, "first open");
-    check_open(cdb_t_, std_vocab(), dir, "hit", ref, "second open");
+    check_open(cdb_t_, vocab, dir, "written", ref, "first open");
+    check_open(cdb_t_, vocab, dir, "hit", ref, "second open");
     CHECK_OK(find_tok(dir, "", file, sizeof file));
     CHECK((good = test_read_file(file, &n)) != NULL && n > 8192);
     CHECK((bad = malloc(n + 64)));
@@ -128,44 +135,86 @@ CDB_TEST(tokcache_damage) {
         bad[at] ^= (unsigned char)(1u << (k % 8));
         CHECK(write_all(file, bad, n) == 0);
         snprintf(what, sizeof what, "byte %zu of %zu flipped", at, n);
-        check_open(cdb_t_, std_vocab(), dir, "rebuilt:", ref, what);
-        check_open(cdb_t_, std_vocab(), dir, "hit", ref, "after the rebuild");
+        check_open(cdb_t_, vocab, dir, "rebuilt:", ref, what);
+        check_open(cdb_t_, vocab, dir, "hit", ref, "after the rebuild");
     }
     /* cut short (0 included), and padded */
     for (size_t len = 0; len < n; len = len * 3 + 1000) {
         CHECK(write_all(file, good, len) == 0);
         snprintf(what, sizeof what, "cut to %zu of %zu bytes", len, n);
-        check_open(cdb_t_, std_vocab(), dir, "rebuilt:", ref, what);
+        check_open(cdb_t_, vocab, dir, "rebuilt:", ref, what);
     }
     memcpy(bad, good, n);
     memset(bad + n, 0, 64);
     CHECK(write_all(file, bad, n + 64) == 0);
-    check_open(cdb_t_, std_vocab(), dir, "rebuilt:", ref, "64 zero bytes appended");
+    check_open(cdb_t_, vocab, dir, "rebuilt:", ref, "64 zero bytes appended");
     /* under a stamp: a hit hashes the rebuilt file whole and stamps it, the next one
     ** skips the hash; a write in place (same inode and size, a new ctime) must not be
     ** vouched for */
-    check_open(cdb_t_, std_vocab(), dir, "hit", ref, "hashed");
-    check_open(cdb_t_, std_vocab(), dir, "hit (stamped)", ref, "stamped");
+    check_open(cdb_t_, vocab, dir, "hit", ref, "hashed");
+    check_open(cdb_t_, vocab, dir, "hit (stamped)", ref, "stamped");
     {
         struct stat st;
         int fd = open(file, O_WRONLY);
-        unsigned char c = good[n - 5] ^ 0x40;
+        unsigned char c = good[n / 2] ^ 0x40; /* in a table (a padding byte is refused
+                                                 before the stamp is looked at) */
         CHECK(stat(stamp, &st) == 0);
-        CHECK(fd >= 0 && pwrite(fd, &c, 1, (off_t)n - 5) == 1);
+        CHECK(fd >= 0 && pwrite(fd, &c, 1, (off_t)(n / 2)) == 1);
         close(fd);
-        check_open(cdb_t_, std_vocab(), dir, "rebuilt: damaged (payload checksum)", ref,
+        check_open(cdb_t_, vocab, dir, "rebuilt: damaged (payload checksum)", ref,
                    "a table byte written under a stamp");
     }
-    /* foreign files under the name: random bytes, a packed matrix cache's header */
+    /* foreign files under the name: random bytes, a packed matrix cache's header, another
+    ** kind's cache file */
     for (size_t i = 0; i < n; i++) bad[i] = (unsigned char)(i * 2654435761u >> 13);
     CHECK(write_all(file, bad, n) == 0);
-    check_open(cdb_t_, std_vocab(), dir, "rebuilt: not a clipdb tokenizer cache", ref, "random");
+    check_open(cdb_t_, vocab, dir, "rebuilt: not a clipdb tokenizer cache", ref, "random");
     memcpy(bad, good, n);
     memcpy(bad, "CDBPACK1", 8);
     CHECK(write_all(file, bad, n) == 0);
-    check_open(cdb_t_, std_vocab(), dir, "rebuilt: not a clipdb tokenizer cache", ref, "a .pack");
+    check_open(cdb_t_, vocab, dir, "rebuilt: not a clipdb tokenizer cache", ref, "a .pack");
+    if (foreign) {
+        size_t fn = 0;
+        unsigned char *f = test_read_file(foreign, &fn);
+        CHECK(f && write_all(file, f, fn) == 0);
+        free(f);
+        check_open(cdb_t_, vocab, dir, "rebuilt: format 2 kind", ref, "another kind's file");
+    }
     free(good);
     free(bad);
+}
+
+CDB_TEST(tokcache_damage) { damage_file(cdb_t_, std_vocab(), "damage", NULL); }
+
+/* A tokenizer.json fixture (tests/golden/hf_tokenizer/) as dir/tokenizer.json. */
+static const char *hf_copy(const char *fixture, char *out, size_t size) {
+    char src[1024], dir[256];
+    size_t n = 0;
+    unsigned char *b;
+    snprintf(src, sizeof src, "%s/tests/golden/hf_tokenizer/%s", CDB_SOURCE_DIR, fixture);
+    snprintf(dir, sizeof dir, "%s/hf-%s", tmpdir(), fixture);
+    snprintf(out, size, "%s/tokenizer.json", dir);
+    if (mkdir(dir, 0777) != 0 || !(b = test_read_file(src, &n))) return NULL;
+    int rc = write_all(out, b, n);
+    free(b);
+    return rc ? NULL : out;
+}
+
+/* The same damages to the cache file of a tokenizer.json: BPE with byte fallback and
+** added tokens, Unigram (SigLIP's, with its normalizers), WordPiece (BERT's); a CLIP BPE
+** cache file swapped in under the name is refused by its kind. */
+CDB_TEST(tokcache_damage_hf) {
+    static const char *const fixtures[] = {"bytefallback.json", "siglip.json", "bert.json"};
+    char vocab[1024], clip[1024], name[64];
+    CHECK(tmpdir());
+    damage_file(cdb_t_, std_vocab(), "clip-for-hf", NULL);
+    snprintf(name, sizeof name, "%s/clip-for-hf", tmpdir());
+    CHECK_OK(find_tok(name, "", clip, sizeof clip));
+    for (size_t i = 0; i < sizeof fixtures / sizeof *fixtures; i++) {
+        CHECK(hf_copy(fixtures[i], vocab, sizeof vocab));
+        snprintf(name, sizeof name, "damage-%s", fixtures[i]);
+        damage_file(cdb_t_, vocab, name, clip);
+    }
 }
 
 /* A tiny vocab.json + merges.txt vocabulary in dir: the special tokens, every byte's
@@ -240,6 +289,20 @@ CDB_TEST(tokcache_keys) {
     cdb_tok_free(t);
     CHECK(memcmp(ref_a, ref_b, sizeof ref_a) != 0); /* the edit changes ids */
     check_open(cdb_t_, va, dir, "written", ref_b, "vocab-a edited");
+    /* an edit in place that keeps the size and the ids (merges.txt's version line): the
+    ** key is of the bytes, so another file is written, although the record of the key
+    ** (<id>-clipbpe.src) named the old bytes' */
+    check_open(cdb_t_, va, dir, "hit", ref_b, "vocab-a edited, again");
+    nanosleep(&(struct timespec){0, 30 * 1000 * 1000}, NULL); /* another ctime tick */
+    {
+        char p[512];
+        snprintf(p, sizeof p, "%s/merges.txt", va);
+        int fd = open(p, O_WRONLY);
+        CHECK(fd >= 0 && pwrite(fd, "3", 1, 12) == 1); /* "#version: 0.2" -> 0.3 */
+        close(fd);
+    }
+    check_open(cdb_t_, va, dir, "written", ref_b, "vocab-a's version line edited in place");
+    check_open(cdb_t_, va, dir, "hit", ref_b, "vocab-a's version line edited, again");
 }
 
-CDB_TEST_MAIN_TMP(g_tmp, rm_tmp, tokcache_damage, tokcache_keys)
+CDB_TEST_MAIN_TMP(g_tmp, rm_tmp, tokcache_damage, tokcache_damage_hf, tokcache_keys)
