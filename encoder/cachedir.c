@@ -31,6 +31,16 @@
 #define CD_STAMP_SUFFIX ".ok" /* cdb_stamp_path's */
 #define CD_MAX_FILES 64
 
+/* 1 when dir is a folder no one else can write to: not a link, ours, and writable by no
+** one else (group write only for our own group). A cache read from or written to a
+** folder someone else controls could be a forged file (its sums are not keys: they
+** catch damage, not tampering) or a link that makes us write or prune elsewhere. */
+static int dir_trusted(const char *dir) {
+    struct stat st;
+    return lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
+           !(st.st_mode & S_IWOTH) && (!(st.st_mode & S_IWGRP) || st.st_gid == getegid());
+}
+
 int cdb_cache_dir_make(const char *dir) {
     char p[4096];
     size_t n = strlen(dir);
@@ -43,10 +53,13 @@ int cdb_cache_dir_make(const char *dir) {
             if (mkdir(p, 0777) != 0 && errno != EEXIST) return -1;
             p[i] = c;
         }
-    return 0;
+    if (dir_trusted(dir)) return 0;
+    errno = EPERM;
+    return -1;
 }
 
-int cdb_cache_dir_pick(const char *dir, char *out, size_t size) {
+/* The folder's name into out, before the trust check. */
+static int dir_name(const char *dir, char *out, size_t size) {
     const char *v;
     if (dir && *dir) return snprintf(out, size, "%s", dir) >= (int)size ? -1 : 0;
     if ((v = getenv("CLIPDB_CACHE_DIR")) && *v)
@@ -56,6 +69,13 @@ int cdb_cache_dir_pick(const char *dir, char *out, size_t size) {
     if ((v = getenv("HOME")) && *v)
         return snprintf(out, size, "%s/.cache/clipdb/packed", v) >= (int)size ? -1 : 0;
     return -1;
+}
+
+int cdb_cache_dir_pick(const char *dir, char *out, size_t size) {
+    struct stat st;
+    if (dir_name(dir, out, size) != 0) return -1;
+    if (lstat(out, &st) != 0) return 0; /* not there: made (and checked) on a write */
+    return dir_trusted(out) ? 0 : -1;
 }
 
 static int64_t ts_ns(struct timespec t) { return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec; }

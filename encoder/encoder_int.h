@@ -133,9 +133,12 @@ typedef struct cdb_rn_tower {
 ** open its rebuild. */
 
 /* The folder: dir when given, else $CLIPDB_CACHE_DIR/packed, $XDG_CACHE_HOME/clipdb/packed,
-** $HOME/.cache/clipdb/packed. 0 when one is named (out), -1 when none or too long. */
+** $HOME/.cache/clipdb/packed. 0 when one is named (out), -1 when none, too long, or not
+** safe: an existing folder that is a link, another user's, or writable by anyone else
+** (group write only for our own group) is no cache: someone else could forge its files
+** (their sums catch damage, not tampering) or redirect our writes and prunes. */
 int cdb_cache_dir_pick(const char *dir, char *out, size_t size);
-/* mkdir -p of dir (0777 & umask); 0 on success. */
+/* mkdir -p of dir (0777 & umask); 0 when made or there and safe (as above), else -1. */
 int cdb_cache_dir_make(const char *dir);
 /* write(2) all of p (EINTR retried); 0 on success. */
 int cdb_cache_write_all(int fd, const void *p, size_t n);

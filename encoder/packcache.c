@@ -120,7 +120,7 @@ static void open_file(cdb_pack_cache *pc) {
     size_t table_bytes, end = 0;
     XXH128_hash_t sum;
     void *map;
-    int fd = open(pc->path, O_RDONLY | O_CLOEXEC);
+    int fd = cdb_open_regular(pc->path, 0); /* no link, no FIFO */
 #define REFUSE(...)                                                  \
     do {                                                             \
         snprintf(pc->refused, sizeof pc->refused, __VA_ARGS__);      \
@@ -202,7 +202,8 @@ cdb_pack_cache *cdb_pack_cache_begin(cdb_k_backend *be, const char *dir, const c
     if (cdb_cache_dir_pick(dir, pc->dir, sizeof pc->dir) != 0 ||
         snprintf(pc->path, sizeof pc->path, "%s/%s-%s-%s-f%u%s", pc->dir, hash, towers, layout,
                  PC_FORMAT, PC_SUFFIX) >= (int)sizeof pc->path) {
-        snprintf(why, why_size, "no cache folder ($HOME unset, or the path too long)");
+        snprintf(why, why_size, "no cache folder ($HOME unset, the path too long, or the "
+                 "folder not safe: a link, another user's, or writable by others)");
         free(pc);
         return NULL;
     }

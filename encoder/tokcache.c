@@ -230,7 +230,7 @@ static int sources_key(const char *dir, const char *kind, char files[2][4096], i
     uint64_t sum[2];
     int fd, ok = 1;
     record_path(dir, kind, files, n, rec, sizeof rec);
-    if ((fd = open(rec, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) >= 0) {
+    if ((fd = cdb_open_regular(rec, 0)) >= 0) {
         ok = pread(fd, r.s, sizeof r.s, 0) == (ssize_t)((size_t)n * sizeof r.s[0]);
         close(fd);
         for (int i = 0; ok && i < n; i++) {
@@ -272,7 +272,7 @@ static void *open_file(tc_open *o) {
     unsigned char *map = NULL, *pl;
     cdb_tc_sects sects;
     void *t = NULL;
-    int fd = open(o->path, O_RDONLY | O_CLOEXEC);
+    int fd = cdb_open_regular(o->path, 0); /* no link, no FIFO */
 #define REFUSE(...)                                              \
     do {                                                         \
         snprintf(o->refused, sizeof o->refused, __VA_ARGS__);    \

@@ -305,4 +305,33 @@ CDB_TEST(tokcache_keys) {
     check_open(cdb_t_, va, dir, "hit", ref_b, "vocab-a's version line edited, again");
 }
 
-CDB_TEST_MAIN_TMP(g_tmp, rm_tmp, tokcache_damage, tokcache_damage_hf, tokcache_keys)
+/* A cache folder someone else controls is no cache: a link to another folder (writes and
+** prunes would land there), one writable by others (its files could be forged: their
+** sums catch damage, not tampering). And a FIFO at the cache file's name is refused at
+** once and replaced, never an open that waits for a writer. */
+CDB_TEST(tokcache_unsafe_folders) {
+    static int32_t ref[N_TEXTS][CTX];
+    char target[256], link[256], shared[256], fifo_dir[256], file[1024];
+    cdb_tok *t = NULL;
+    CHECK(tmpdir());
+    CHECK_OK(cdb_tok_open(std_vocab(), &t));
+    CHECK_OK(ids_of(t, ref));
+    cdb_tok_free(t);
+    snprintf(target, sizeof target, "%s/victim", tmpdir());
+    snprintf(link, sizeof link, "%s/linked", tmpdir());
+    CHECK(mkdir(target, 0700) == 0 && symlink(target, link) == 0);
+    check_open(cdb_t_, std_vocab(), link, "off", ref, "a link as the folder");
+    CHECK(find_tok(target, "", file, sizeof file) != 0); /* nothing written there */
+    snprintf(shared, sizeof shared, "%s/shared", tmpdir());
+    CHECK(mkdir(shared, 0700) == 0 && chmod(shared, 0777) == 0);
+    check_open(cdb_t_, std_vocab(), shared, "off", ref, "a folder writable by all");
+    CHECK(find_tok(shared, "", file, sizeof file) != 0);
+    snprintf(fifo_dir, sizeof fifo_dir, "%s/fifo", tmpdir());
+    check_open(cdb_t_, std_vocab(), fifo_dir, "written", ref, "before the FIFO");
+    CHECK_OK(find_tok(fifo_dir, "", file, sizeof file));
+    CHECK(unlink(file) == 0 && mkfifo(file, 0600) == 0);
+    check_open(cdb_t_, std_vocab(), fifo_dir, "rebuilt", ref, "a FIFO at the file's name");
+}
+
+CDB_TEST_MAIN_TMP(g_tmp, rm_tmp, tokcache_damage, tokcache_damage_hf, tokcache_keys,
+                  tokcache_unsafe_folders)
