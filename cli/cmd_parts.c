@@ -19,13 +19,16 @@
 
 /* ---- merge ------------------------------------------------------------------------ */
 
-/* Creates the database at dir like the part src when it has no catalog yet. */
-static int create_if_absent(const char *dir, const char *src) {
+/* Creates the database at dir like the first part when it has no catalog yet, once
+** the parts pass the merge's checks: a refused merge leaves nothing behind. */
+static int create_if_absent(const char *dir, const char *const *parts, int n) {
     char probe[4200];
     struct stat st;
     snprintf(probe, sizeof probe, "%s/catalog.db", dir);
     if (stat(probe, &st) == 0) return CLI_EXIT_OK;
-    if (cdb_engine_create_like(dir, src) != CDB_OK) return cdb_cli_engine_fail(NULL);
+    if (cdb_engine_merge_check(dir, parts, n) != CDB_OK ||
+        cdb_engine_create_like(dir, parts[0]) != CDB_OK)
+        return cdb_cli_engine_fail(NULL);
     return CLI_EXIT_OK;
 }
 
@@ -83,7 +86,8 @@ int cdb_cli_cmd_merge(int argc, char **argv) {
         rc = cdb_cli_usage_error("merge", "no PART given");
         goto done;
     }
-    if ((rc = create_if_absent(cdb_cli_db_path(cdb_cli_get(&a, "db"), NULL), a.pos[0])) !=
+    if ((rc = create_if_absent(cdb_cli_db_path(cdb_cli_get(&a, "db"), NULL),
+                               (const char *const *)a.pos, a.n_pos)) !=
         CLI_EXIT_OK)
         goto done;
     if ((rc = cdb_cli_engine_open(cdb_cli_get(&a, "db"), 1, cdb_cli_has(&a, "wait") > 0,

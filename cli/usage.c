@@ -307,7 +307,8 @@ static const char help_verify[] =
     "usage: clipdb verify [--db DIR] [--deep [--sample F]] [--json]\n"
     "\n"
     "Checks that every ok file has exactly one vector of the right size and unit\n"
-    "norm, that no vector is orphaned, and that each index covers what it claims.\n"
+    "norm, that no vector is orphaned, that each index covers what it claims, and\n"
+    "that no photo is recorded twice, under a folder and a folder inside it.\n"
     "With --deep it also reads every photo again, compares its bytes with what was\n"
     "stored, and encodes a sample again, comparing the vectors (within one fp16\n"
     "ulp). Prints the problems found, one per line, with the path; a shard file\n"
@@ -617,8 +618,11 @@ static const char help_merge[] =
     "replaced by the part's row, so merging a part again after its reindex brings\n"
     "its changes; a part that holds part I/N decides for its share of the files\n"
     "(what it no longer has is marked deleted here). Then it builds the index\n"
-    "(an IVF one in parts, one per PART, from one trained quantizer). Safe to run\n"
-    "again after a crash or kill: the result is the same.\n"
+    "(an IVF one in parts, one per PART, from one trained quantizer). Folders\n"
+    "nest as with ingest: a PART's folder inside another one recorded (by DIR or a\n"
+    "PART) goes into it, one that holds folders DIR records takes them over, so each\n"
+    "photo keeps one row and one vector; a file in several PARTs is counted once.\n"
+    "Safe to run again after a crash or kill: the result is the same.\n"
     "\n"
     "Options:\n"
     "  --db DIR      the database (default: $CLIPDB_DB, else ./clipdb)\n"
@@ -628,8 +632,9 @@ static const char help_merge[] =
     "  -q, --quiet   print nothing on success\n"
     "  -h, --help    show this help\n"
     "\n"
-    "Exit status: 0 merged, 1 failed (a part unreadable, or made with another\n"
-    "model: nothing is written then), 2 usage error.\n";
+    "Exit status: 0 merged, 1 failed (a part not a database or unreadable, given\n"
+    "twice, with a shard missing, or made with another model: nothing is written\n"
+    "then, and an absent DIR is not created), 2 usage error.\n";
 
 static const char help_slurm[] =
     "usage: clipdb slurm ingest --db DIR --parts N [options] ROOT...\n"

@@ -740,7 +740,7 @@ cdb_status cdb_engine_reindex(cdb_engine *e, const cdb_engine_run_params *p,
 
 typedef struct cdb_engine_merge_report {
     int n_parts;
-    int64_t files;   /* the parts' rows brought in (ok, quarantined, to retry) */
+    int64_t files;   /* the parts' files brought in (ok, quarantined, to retry), each once */
     int64_t vectors; /* vectors copied, every set */
     int64_t deleted; /* the database's rows marked deleted (gone from a part's share) */
     int64_t thumbs, photos; /* thumbnails and photo metadata rows copied */
@@ -755,12 +755,21 @@ typedef struct cdb_engine_merge_report {
 ** truth for its share. Then every vector set's index is built (an IVF one in parts from
 ** one trained quantizer: merge_index.c) unless flags has CDB_ENGINE_MERGE_NO_INDEX.
 ** Crash-safe and idempotent (the batches' write order): after a kill, the same call
-** again gives the same database. CDB_INVALID when a part's default model is not the
-** database's (nothing is written), when two parts are the same part of one partition,
-** or when a part is the database itself. */
+** again gives the same database. Roots nest as an ingest's do: a part's root inside
+** another root (of a part or of the database) goes into it, one that holds roots of the
+** database takes them over; a file in several parts is one row (the last part's).
+** Refused, nothing written: a part's default model is not the database's (CDB_INVALID),
+** two parts are one database or the same part of one partition, or a part is the
+** database itself (CDB_INVALID), a part is not a database (CDB_NOTFOUND), or a shard of
+** a part is missing or damaged (CDB_CORRUPT, naming the shard). */
 #define CDB_ENGINE_MERGE_NO_INDEX 1u
 cdb_status cdb_engine_merge(cdb_engine *e, const char *const *parts, int n, unsigned flags,
                             cdb_engine_merge_report *r /* OUT */);
+/* The checks cdb_engine_merge refuses by, made before the database at db_dir exists
+** (the first part's default model stands for its model): CDB_OK, or the refusal with
+** its message, and nothing is written anywhere. What `merge` runs before it creates
+** an absent database. */
+cdb_status cdb_engine_merge_check(const char *db_dir, const char *const *parts, int n);
 /* Creates a new database in dir bound to the models of the database at src_dir (every
 ** model record, the default first, and its thumbnail and pixel settings), all or
 ** nothing as cdb_engine_create_with: what `merge` makes when its database is absent. */
@@ -853,7 +862,9 @@ void cdb_engine_stats_free(cdb_engine_stats *s);
 typedef struct cdb_engine_problem {
     const char *kind;      /* "shard-missing", "shard-damaged", "vector-missing",
                               "vector-bad", "vector-orphan", "file-without-vector",
-                              "file-changed", "vector-mismatch", "index"; static */
+                              "file-changed", "vector-mismatch", "index", "file-twice"
+                              (a file recorded under two roots, one inside the other);
+                              static */
     int32_t shard;
     int64_t model_id, file_id;
     char *path;            /* the file's path when file_id > 0 and it is known; heap */

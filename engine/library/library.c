@@ -169,8 +169,7 @@ const eng_root *cdb_eng_library_root(const eng_library *lib, int64_t root_id) {
 
 /* ---- questions about places ---------------------------------------------------------- */
 
-/* 1 when a component of rel ('/'-separated) starts with '.': the walk skips it. */
-static int has_hidden_part(const char *rel) {
+int cdb_eng_rel_hidden(const char *rel) {
     for (const char *p = rel; *p;) {
         if (*p == '.') return 1;
         const char *slash = strchr(p, '/');
@@ -188,7 +187,7 @@ int cdb_eng_library_covers(const eng_library *lib, const char *path) {
         const eng_root *r = &lib->r[i];
         if (!strcmp(real, r->path)) return 1;
         if (r->kind == CDB_DB_ROOT_FOLDER && cdb_eng_path_under(real, r->path, 1) &&
-            !has_hidden_part(below(real, r->path)))
+            !cdb_eng_rel_hidden(below(real, r->path)))
             return 1;
     }
     return 0;
@@ -322,7 +321,7 @@ static cdb_status new_root(cdb_db *db, int64_t model_id, eng_library *lib, const
     if (rc == CDB_OK && no_exif > 0) rc = cdb_db_root_set_options(db, *id, -1, 1);
     for (int i = 0; rc == CDB_OK && !is_file && i < lib->n; i++)
         if (cdb_eng_path_under(lib->r[i].path, path, 1)) {
-            if (has_hidden_part(below(lib->r[i].path, path)))
+            if (cdb_eng_rel_hidden(below(lib->r[i].path, path)))
                 cdb_eng_warn(ev,
                              "%s is hidden inside %s (names starting with '.' are skipped there): "
                              "its photos leave the database",
@@ -363,7 +362,7 @@ cdb_status cdb_eng_library_resolve(cdb_db *db, int64_t model_id, eng_library *li
     for (int i = 0; i < n && rc == CDB_OK; i++) {
         int exact = 0,
             k = covered_by_other(paths, is_file, n, i) ? -1 : root_for(lib, paths[i], &exact);
-        if (k >= 0 && !exact && has_hidden_part(below(paths[i], lib->r[k].path)))
+        if (k >= 0 && !exact && cdb_eng_rel_hidden(below(paths[i], lib->r[k].path)))
             rc = cdb_seterr(CDB_INVALID,
                             "%s is hidden inside the folder %s, whose scans skip names starting "
                             "with '.'", paths[i], lib->r[k].path);

@@ -60,6 +60,9 @@ int64_t cdb_eng_disk_bytes(const char *dir);
 /* 1 when path (resolved, '/'-separated, no trailing slash) is dir or lies under it;
 ** strictly: under it only (library.c). */
 int cdb_eng_path_under(const char *path, const char *dir, int strictly);
+/* 1 when a component of rel (a relpath, '/'-separated) starts with '.': a walk of the
+** folder rel lies in skips it (library.c). */
+int cdb_eng_rel_hidden(const char *rel);
 
 /* ---- reading photos (imagefile.c) -------------------------------------------------- */
 

@@ -7,13 +7,20 @@
 ** kill -9 or a full disk at any moment; running it again finishes it with the same
 ** result, because every step is keyed by what a row is, never by what was done before:
 ** - roots by path (created with the part's settings, exclusions, scan outcome and walk
-**   problems: every part walks every root, so each records the same problems);
+**   problems: every part walks every root, so each records the same problems), nested
+**   as an ingest nests them (merge_roots): a root inside another folder root (of the
+**   database or a part) goes into it, one holding the database's roots takes them over,
+**   so every photo has one row;
 ** - models by weights hash: the database's default model must be every part's default
 **   (CDB_INVALID otherwise, nothing written); a part's other vector sets are registered;
+**   a part that is not a database, given twice or missing a shard is refused before
+**   anything is written (open_parts; cdb_engine_merge_check, which `merge` runs before
+**   it creates an absent database);
 ** - files by (root path, relpath): a part's ok file is put with its stored fp16 vector
 **   copied bit for bit (cdb_db_batch_put_f16), for every vector set the part holds; an
 **   error or pending file keeps its state and reason; a row the database already has
 **   is replaced (its id kept), so merging a newer part of the same roots updates it;
+**   of equal paths in several parts only the last part's row goes in (pass_root);
 ** - a part that records a partition (I/N) is the truth for its share: a live row of
 **   the database in that share (cdb_db_part_of) that the part does not hold, or holds
 **   as deleted, is marked deleted (the file was deleted, or moved: its new path is in
@@ -55,13 +62,26 @@ typedef struct mrow {
     cdb_db_file_meta meta;
 } mrow;
 
+/* A root of a part, and the database's root its rows go under: its own (prefix NULL),
+** or the folder root holding it (nested roots: ingest's rule, one root per photo), its
+** rows there under prefix (its path below that root). */
+typedef struct mroot {
+    int64_t id;          /* in the part */
+    char *path, *status; /* heap */
+    cdb_db_root_kind kind;
+    int follow_symlinks, no_exif;
+    uint64_t dev;
+    cdb_db_root_ident ident;
+    int64_t db_id;       /* the database's root */
+    char *prefix;        /* heap; NULL: db_id is this root's own path */
+    int hidden;          /* inside a hidden folder of the holding root: its rows stay out */
+} mroot;
+
 typedef struct mpart {
     const char *dir;
     cdb_db *db;
     int part_index, part_count;
-    int64_t *root_map;   /* part root id -> database root id (index: position in roots) */
-    int64_t *root_ids;
-    char **root_paths;
+    mroot *roots;
     int n_roots;
 } mpart;
 
@@ -94,25 +114,34 @@ static int add_model(const cdb_db_model *dm, void *ud_) {
     return ud->rc != CDB_OK;
 }
 
-/* Every part's default model is the database's; each part's other sets registered. */
-static cdb_status check_models(merger *m) {
-    cdb_db_model want, have;
-    cdb_status rc = cdb_db_model_default(m->db, &want);
-    if (rc != CDB_OK)
-        return cdb_eng_failw(rc, CDB_ENGINE_E_NOT_INITIALIZED, "it has no model",
-                             "cannot merge into %s", cdb_db_dir(m->db));
+/* Every part's default model is want (the database's, or the first part's, which a
+** new database is made like). */
+static cdb_status check_part_models(const merger *m, const cdb_db_model *want) {
+    cdb_db_model have;
+    cdb_status rc;
     for (int i = 0; i < m->n_parts; i++) {
         if ((rc = cdb_db_model_default(m->parts[i].db, &have)) != CDB_OK)
             return cdb_eng_failw(rc, CDB_ENGINE_E_NOT_INITIALIZED, "it has no model",
                                  "cannot merge %s", m->parts[i].dir);
-        if (strcmp(have.weights_hash, want.weights_hash))
+        if (strcmp(have.weights_hash, want->weights_hash))
             return cdb_eng_fail(CDB_INVALID, CDB_ENGINE_E_NONE,
                                 "cannot merge %s: its model '%s' (weights %.16s) is not the "
                                 "database's '%s' (weights %.16s); parts must be made with the "
                                 "same model",
-                                m->parts[i].dir, have.name, have.weights_hash, want.name,
-                                want.weights_hash);
+                                m->parts[i].dir, have.name, have.weights_hash, want->name,
+                                want->weights_hash);
     }
+    return CDB_OK;
+}
+
+/* Every part's default model is the database's (*want); each part's other sets
+** registered. */
+static cdb_status check_models(merger *m, cdb_db_model *want /* OUT */) {
+    cdb_status rc = cdb_db_model_default(m->db, want);
+    if (rc != CDB_OK)
+        return cdb_eng_failw(rc, CDB_ENGINE_E_NOT_INITIALIZED, "it has no model",
+                             "cannot merge into %s", cdb_db_dir(m->db));
+    if ((rc = check_part_models(m, want)) != CDB_OK) return rc;
     for (int i = 0; i < m->n_parts; i++) {
         model_ud ud = {m, &m->parts[i], CDB_OK};
         if ((rc = cdb_db_models_foreach(m->parts[i].db, add_model, &ud)) != CDB_OK) return rc;
@@ -122,12 +151,6 @@ static cdb_status check_models(merger *m) {
 }
 
 /* ---- roots ------------------------------------------------------------------------- */
-
-typedef struct root_ud {
-    merger *m;
-    mpart *p;
-    cdb_status rc;
-} root_ud;
 
 /* The database's rank of root id (its place in the merge order), added when new. */
 static int rank_of(merger *m, int64_t root_id) {
@@ -140,14 +163,38 @@ static int rank_of(merger *m, int64_t root_id) {
     return m->n_ranks++;
 }
 
-/* Copies the part's exclusion rules of a root onto the database's root. */
-static cdb_status copy_excludes(cdb_db *from, int64_t from_id, cdb_db *to, int64_t to_id) {
+/* rel (a relpath below a root at prefix, "" for a file root's file) as a relpath of the
+** root holding that one: prefix/rel (as cdb_db_root_adopt names the rows it moves).
+** NULL prefix: rel. Into buf (*cap bytes, grown); NULL when out of memory. */
+static const char *under_prefix(const char *prefix, const char *rel, char **buf, size_t *cap) {
+    size_t np, nr = strlen(rel);
+    if (!prefix) return rel;
+    np = strlen(prefix);
+    if (np + nr + 2 > *cap) {
+        char *q = realloc(*buf, np + nr + 2);
+        if (!q) return NULL;
+        *buf = q;
+        *cap = np + nr + 2;
+    }
+    snprintf(*buf, *cap, "%s%s%s", prefix, nr ? "/" : "", rel);
+    return *buf;
+}
+
+/* Copies the part's exclusion rules of a root onto the database's root, their folder
+** under prefix (a root nested in the database's: as cdb_db_root_adopt moves them). */
+static cdb_status copy_excludes(cdb_db *from, const mroot *r, cdb_db *to) {
     cdb_db_exclude *v = NULL;
+    char *buf = NULL;
+    size_t cap = 0;
     int n = 0;
-    cdb_status rc = cdb_db_root_excludes(from, from_id, &v, &n);
-    for (int i = 0; i < n && rc == CDB_OK; i++)
-        rc = cdb_db_root_exclude_add(to, to_id, v[i].kind, v[i].base, v[i].pattern);
+    cdb_status rc = cdb_db_root_excludes(from, r->id, &v, &n);
+    for (int i = 0; i < n && rc == CDB_OK; i++) {
+        const char *base = under_prefix(r->prefix, v[i].base, &buf, &cap);
+        rc = base ? cdb_db_root_exclude_add(to, r->db_id, v[i].kind, base, v[i].pattern)
+                  : cdb_seterr(CDB_NOMEM, "out of memory");
+    }
     cdb_db_excludes_free(v, n);
+    free(buf);
     return rc;
 }
 
@@ -179,86 +226,215 @@ static cdb_status copy_problems(cdb_db *from, int64_t from_id, cdb_db *to, int64
     return rc;
 }
 
-static int add_root(const cdb_db_root *r, void *ud_) {
+typedef struct root_ud {
+    mpart *p;
+    cdb_status rc;
+} root_ud;
+
+/* Keeps a part's root: what the merge needs of it. */
+static int collect_root(const cdb_db_root *r, void *ud_) {
     root_ud *ud = ud_;
     mpart *p = ud->p;
-    cdb_db *db = ud->m->db;
-    int64_t id = 0;
-    int64_t *ids = realloc(p->root_ids, sizeof *ids * (size_t)(p->n_roots + 1));
-    int64_t *map = ids ? realloc(p->root_map, sizeof *map * (size_t)(p->n_roots + 1)) : NULL;
-    char **paths = map ? realloc(p->root_paths, sizeof *paths * (size_t)(p->n_roots + 1)) : NULL;
-    if (ids) p->root_ids = ids;
-    if (map) p->root_map = map;
-    if (paths) p->root_paths = paths;
-    if (!paths || !(paths[p->n_roots] = strdup(r->path))) {
+    mroot *v = realloc(p->roots, sizeof *v * (size_t)(p->n_roots + 1)), *x;
+    if (!v) {
         ud->rc = cdb_seterr(CDB_NOMEM, "out of memory");
         return 1;
     }
-    ids[p->n_roots] = r->id;
-    map[p->n_roots] = 0;
-    p->n_roots++;
-    ud->rc = cdb_db_root_create(db, r->path, r->kind, r->follow_symlinks, &id);
-    if (ud->rc == CDB_OK) ud->rc = cdb_db_root_set_options(db, id, -1, r->no_exif);
-    if (ud->rc == CDB_OK) ud->rc = copy_excludes(p->db, r->id, db, id);
-    if (ud->rc == CDB_OK && r->status)
-        ud->rc = cdb_db_root_set_scan(db, id, r->dev, r->ident.ino ? &r->ident : NULL, r->status);
-    if (ud->rc == CDB_OK) ud->rc = copy_problems(p->db, r->id, db, id);
-    if (ud->rc == CDB_OK && rank_of(ud->m, id) < 0) ud->rc = cdb_seterr(CDB_NOMEM, "out of memory");
-    map[p->n_roots - 1] = id;
-    return ud->rc != CDB_OK;
+    p->roots = v;
+    x = &v[p->n_roots++];
+    memset(x, 0, sizeof *x);
+    x->id = r->id;
+    x->kind = r->kind;
+    x->follow_symlinks = r->follow_symlinks;
+    x->no_exif = r->no_exif;
+    x->dev = r->dev;
+    x->ident = r->ident;
+    x->path = strdup(r->path);
+    x->status = r->status ? strdup(r->status) : NULL;
+    if (!x->path || (r->status && !x->status)) {
+        ud->rc = cdb_seterr(CDB_NOMEM, "out of memory");
+        return 1;
+    }
+    return 0;
+}
+
+/* 1 when path lies inside a folder root of a part or of the database (lib). */
+static int nested(const merger *m, const eng_library *lib, const char *path) {
+    for (int i = 0; i < lib->n; i++)
+        if (lib->r[i].kind == CDB_DB_ROOT_FOLDER && cdb_eng_path_under(path, lib->r[i].path, 1))
+            return 1;
+    for (int i = 0; i < m->n_parts; i++)
+        for (int k = 0; k < m->parts[i].n_roots; k++) {
+            const mroot *r = &m->parts[i].roots[k];
+            if (r->kind == CDB_DB_ROOT_FOLDER && cdb_eng_path_under(path, r->path, 1)) return 1;
+        }
+    return 0;
+}
+
+/* Records a root of a part that no other root holds as the database's own, with the
+** part's settings, exclusions, scan outcome and walk problems. */
+static cdb_status record_root(merger *m, const mpart *p, mroot *r) {
+    cdb_db *db = m->db;
+    cdb_status rc = cdb_db_root_create(db, r->path, r->kind, r->follow_symlinks, &r->db_id);
+    if (rc == CDB_OK) rc = cdb_db_root_set_options(db, r->db_id, -1, r->no_exif);
+    if (rc == CDB_OK) rc = copy_excludes(p->db, r, db);
+    if (rc == CDB_OK && r->status)
+        rc = cdb_db_root_set_scan(db, r->db_id, r->dev, r->ident.ino ? &r->ident : NULL,
+                                  r->status);
+    if (rc == CDB_OK) rc = copy_problems(p->db, r->id, db, r->db_id);
+    return rc;
+}
+
+/* Where part root r's rows go: the database's root at its path, or the folder root that
+** holds it (its rows under the prefix; its exclusions with them, its walk problems
+** left to the holding root's walk, as cdb_db_root_adopt does). */
+static cdb_status map_root(merger *m, const mpart *p, const eng_library *lib, mroot *r) {
+    for (int i = 0; i < lib->n; i++)
+        if (!strcmp(lib->r[i].path, r->path)) {
+            r->db_id = lib->r[i].id;
+            return CDB_OK;
+        }
+    for (int i = 0; i < lib->n; i++) {
+        const char *h = lib->r[i].path;
+        if (lib->r[i].kind != CDB_DB_ROOT_FOLDER || !cdb_eng_path_under(r->path, h, 1)) continue;
+        r->db_id = lib->r[i].id;
+        if (!(r->prefix = strdup(r->path + strlen(h) + (h[strlen(h) - 1] == '/' ? 0 : 1))))
+            return cdb_seterr(CDB_NOMEM, "out of memory");
+        if ((r->hidden = cdb_eng_rel_hidden(r->prefix))) {
+            cdb_eng_warn(&m->e->p.events,
+                         "%s (of %s) is hidden inside %s (names starting with '.' are skipped "
+                         "there): its photos are not merged",
+                         r->path, p->dir, h);
+            return CDB_OK;
+        }
+        return copy_excludes(p->db, r, m->db);
+    }
+    return cdb_seterr(CDB_ERROR, "root %s vanished while it was recorded", r->path);
+}
+
+/* The parts' roots into the database by ingest's rule (library.c): a root no other
+** root holds is recorded; one that holds roots of the database takes them over (their
+** rows and vectors: cdb_eng_library_normalize); one inside another's folder is a part
+** of that root. Then the merge order: the database's roots as the parts name them. */
+static cdb_status merge_roots(merger *m, int64_t model_id) {
+    eng_library lib;
+    cdb_status rc = CDB_OK;
+    for (int i = 0; i < m->n_parts && rc == CDB_OK; i++) {
+        root_ud ud = {&m->parts[i], CDB_OK};
+        rc = cdb_db_roots_foreach(m->parts[i].db, collect_root, &ud);
+        if (rc == CDB_OK) rc = ud.rc;
+    }
+    if (rc != CDB_OK || (rc = cdb_eng_library_load(m->db, &lib)) != CDB_OK) return rc;
+    for (int i = 0; i < m->n_parts && rc == CDB_OK; i++)
+        for (int k = 0; k < m->parts[i].n_roots && rc == CDB_OK; k++)
+            if (!nested(m, &lib, m->parts[i].roots[k].path))
+                rc = record_root(m, &m->parts[i], &m->parts[i].roots[k]);
+    cdb_eng_library_free(&lib);
+    if (rc == CDB_OK && (rc = cdb_eng_library_load(m->db, &lib)) == CDB_OK) {
+        rc = cdb_eng_library_normalize(m->db, model_id, &lib, NULL);
+        for (int i = 0; i < m->n_parts && rc == CDB_OK; i++)
+            for (int k = 0; k < m->parts[i].n_roots && rc == CDB_OK; k++) {
+                mroot *r = &m->parts[i].roots[k];
+                rc = map_root(m, &m->parts[i], &lib, r);
+                if (rc == CDB_OK && !r->hidden && rank_of(m, r->db_id) < 0)
+                    rc = cdb_seterr(CDB_NOMEM, "out of memory");
+            }
+        cdb_eng_library_free(&lib);
+    }
+    return rc;
 }
 
 /* ---- rows, streamed ------------------------------------------------------------------
 ** The parts' rows go by in merge order without being held: for each of the database's
-** roots in rank order, a cursor per part on that root's rows in walk order
-** (cdb_db_files_cursor_open: SQLite sorts, spilling to temporary files), merged N ways
-** (equal paths: the earlier part first, so a later part's row replaces it). Memory: one
-** row per part, whatever the number of files. Each pass (a vector set, the extras)
-** reads the parts again. */
+** roots in rank order, a cursor per part root that goes under it, on that root's rows
+** in walk order (cdb_db_files_cursor_open: SQLite sorts, spilling to temporary files;
+** a nested root's relpaths under its prefix keep that order), merged N ways. Of rows
+** with equal paths only the last (the latest part's) goes by: it replaces the others,
+** and each file is counted once. Memory: one row per part root, whatever the number of
+** files. Each pass (a vector set, the extras) reads the parts again. */
 
 typedef cdb_status (*row_fn)(merger *m, const mrow *r, void *ud);
 
-/* The part's root that maps to the database's root db_root, or -1. */
-static int part_root_of(const mpart *p, int64_t db_root) {
-    for (int i = 0; i < p->n_roots; i++)
-        if (p->root_map[i] == db_root) return i;
-    return -1;
+/* One cursor of a pass: a part root's rows, each with its relpath in the database. */
+typedef struct msrc {
+    int part;
+    const mroot *root;
+    cdb_db_files_cursor *cur;
+    cdb_db_file f;
+    int has;
+    const char *rel; /* f's relpath in the database's root (f's own, or buf) */
+    char *buf;
+    size_t cap;
+} msrc;
+
+static cdb_status src_next(msrc *s) {
+    cdb_status rc = cdb_db_files_cursor_next(s->cur, &s->f, &s->has);
+    if (rc == CDB_OK && s->has &&
+        !(s->rel = under_prefix(s->root->prefix, s->f.relpath, &s->buf, &s->cap)))
+        rc = cdb_seterr(CDB_NOMEM, "out of memory");
+    return rc;
+}
+
+/* The cursors on the part roots that go under the database's root db_root (part
+** order, then root order), in *out (heap); their number. *rc: CDB_OK or the failure. */
+static int open_srcs(merger *m, int64_t db_root, unsigned mask, msrc **out, cdb_status *rc) {
+    int n = 0, cap = 0;
+    msrc *v = NULL;
+    *rc = CDB_OK;
+    for (int i = 0; i < m->n_parts && *rc == CDB_OK; i++)
+        for (int k = 0; k < m->parts[i].n_roots && *rc == CDB_OK; k++) {
+            const mroot *r = &m->parts[i].roots[k];
+            if (r->db_id != db_root || r->hidden) continue;
+            if (n == cap) {
+                msrc *q = realloc(v, sizeof *q * (size_t)(cap = cap ? cap * 2 : 4));
+                if (!q) {
+                    *rc = cdb_seterr(CDB_NOMEM, "out of memory");
+                    break;
+                }
+                v = q;
+            }
+            memset(&v[n], 0, sizeof v[n]);
+            v[n].part = i;
+            v[n].root = r;
+            *rc = cdb_db_files_cursor_open(m->parts[i].db, r->id, mask, &v[n].cur);
+            if (*rc == CDB_OK) *rc = src_next(&v[n]);
+            n++;
+        }
+    *out = v;
+    return n;
 }
 
 /* Every row of the database's root db_root from the parts whose state is in mask, in
 ** walk order, through fn. */
 static cdb_status pass_root(merger *m, int64_t db_root, unsigned mask, row_fn fn, void *ud) {
-    cdb_db_files_cursor **cur = calloc((size_t)m->n_parts, sizeof *cur);
-    cdb_db_file *f = calloc((size_t)m->n_parts, sizeof *f);
-    int *has = calloc((size_t)m->n_parts, sizeof *has);
-    cdb_status rc = cur && f && has ? CDB_OK : cdb_seterr(CDB_NOMEM, "out of memory");
-    for (int i = 0; i < m->n_parts && rc == CDB_OK; i++) {
-        int k = part_root_of(&m->parts[i], db_root);
-        if (k < 0) continue;
-        rc = cdb_db_files_cursor_open(m->parts[i].db, m->parts[i].root_ids[k], mask, &cur[i]);
-        if (rc == CDB_OK) rc = cdb_db_files_cursor_next(cur[i], &f[i], &has[i]);
-    }
+    msrc *s = NULL;
+    cdb_status rc;
+    int n = open_srcs(m, db_root, mask, &s, &rc);
     while (rc == CDB_OK) {
         int best = -1;
         mrow r;
-        for (int i = 0; i < m->n_parts; i++)
-            if (has[i] && (best < 0 || cdb_db_walk_cmp(f[i].relpath, f[best].relpath) < 0))
-                best = i;
+        for (int i = 0; i < n; i++)
+            if (s[i].has && (best < 0 || cdb_db_walk_cmp(s[i].rel, s[best].rel) <= 0)) best = i;
         if (best < 0) break;
-        r.part = best;
-        r.part_id = f[best].id;
+        /* the same path in other parts: theirs are replaced (ties: the later source won) */
+        for (int i = 0; i < best && rc == CDB_OK; i++)
+            if (s[i].has && !cdb_db_walk_cmp(s[i].rel, s[best].rel)) rc = src_next(&s[i]);
+        if (rc != CDB_OK) break;
+        r.part = s[best].part;
+        r.part_id = s[best].f.id;
         r.root_id = db_root;
-        r.relpath = f[best].relpath;
-        r.state = f[best].state;
-        r.error = f[best].error;
-        r.meta = f[best].meta;
+        r.relpath = s[best].rel;
+        r.state = s[best].f.state;
+        r.error = s[best].f.error;
+        r.meta = s[best].f.meta;
         rc = fn(m, &r, ud);
-        if (rc == CDB_OK) rc = cdb_db_files_cursor_next(cur[best], &f[best], &has[best]);
+        if (rc == CDB_OK) rc = src_next(&s[best]);
     }
-    for (int i = 0; cur && i < m->n_parts; i++) cdb_db_files_cursor_close(cur[i]);
-    free(cur);
-    free(f);
-    free(has);
+    for (int i = 0; i < n; i++) {
+        cdb_db_files_cursor_close(s[i].cur);
+        free(s[i].buf);
+    }
+    free(s);
     return rc;
 }
 
@@ -377,18 +553,31 @@ typedef struct gone_ud {
     cdb_status rc;
 } gone_ud;
 
+/* The part root of p whose share holds the database's row f (its relpath in that root
+** into *rel), or NULL. */
+static const mroot *share_root(const mpart *p, const cdb_db_file *f, const char **rel) {
+    for (int k = 0; k < p->n_roots; k++) {
+        const mroot *r = &p->roots[k];
+        size_t n = r->prefix ? strlen(r->prefix) : 0;
+        if (r->db_id != f->root_id || r->hidden) continue;
+        if (n && (strncmp(f->relpath, r->prefix, n) || (f->relpath[n] && f->relpath[n] != '/')))
+            continue;
+        *rel = f->relpath + n + (n && f->relpath[n] ? 1 : 0);
+        /* the hash first: only the share's rows are looked up in the part */
+        return cdb_db_part_of(r->path, *rel, p->part_count) == p->part_index ? r : NULL;
+    }
+    return NULL;
+}
+
 static int find_gone(const cdb_db_file *f, void *ud_) {
     gone_ud *ud = ud_;
-    const mpart *p = ud->p;
+    const char *rel = NULL;
+    const mroot *r = share_root(ud->p, f, &rel);
     cdb_db_file pf;
     cdb_status rc;
-    int k = 0, held;
-    while (k < p->n_roots && p->root_map[k] != f->root_id) k++;
-    /* the hash first: only the share's rows are looked up in the part */
-    if (k == p->n_roots ||
-        cdb_db_part_of(p->root_paths[k], f->relpath, p->part_count) != p->part_index)
-        return 0;
-    rc = cdb_db_file_lookup(p->db, p->root_ids[k], f->relpath, &pf);
+    int held;
+    if (!r) return 0;
+    rc = cdb_db_file_lookup(ud->p->db, r->id, rel, &pf);
     if (rc == CDB_OK) {
         held = pf.state != CDB_DB_DELETED;
         cdb_db_file_clear(&pf);
@@ -553,41 +742,69 @@ static int build_index(const cdb_db_model *dm, void *ud_) {
 
 /* ---- the merge ------------------------------------------------------------------------ */
 
-/* Opens the parts (readers) and checks that no two are the same part of one partition
-** and that none is the database itself. */
-static cdb_status open_parts(merger *m, const char *const *dirs) {
-    char self[PATH_MAX], other[PATH_MAX];
+/* Refuses part pt when a shard of it is missing or damaged: its vectors could not be
+** copied (verify names the problem, reindex --repair re-encodes what it lost). */
+static cdb_status check_shards(const mpart *pt) {
+    cdb_db_report *rep = NULL;
+    cdb_status rc = cdb_db_check_shards(pt->db, &rep);
+    if (rc == CDB_OK && rep->n_problems)
+        rc = cdb_eng_failw(CDB_CORRUPT, CDB_ENGINE_E_NONE,
+                           rep->n_listed ? rep->problems[0].msg : "a shard is missing or damaged",
+                           "cannot merge %s: it lost vectors with a shard; 'clipdb verify --db "
+                           "%s' lists the problems, 'clipdb reindex --repair' mends them",
+                           pt->dir, pt->dir);
+    cdb_db_report_free(rep);
+    return rc;
+}
+
+/* Opens the parts (readers) and checks that none is the database (at self_dir) or
+** another part, that no two are the same part of one partition, and that every
+** shard of each is there. */
+static cdb_status open_parts(merger *m, const char *self_dir, const char *const *dirs) {
+    char self[PATH_MAX], (*real)[PATH_MAX] = calloc((size_t)m->n_parts, sizeof *real);
     cdb_db_params p = cdb_db_params_default();
-    cdb_status rc;
+    cdb_status rc = real ? CDB_OK : cdb_seterr(CDB_NOMEM, "out of memory");
     p.readonly = 1;
-    if (!realpath(cdb_db_dir(m->db), self)) self[0] = '\0';
-    for (int i = 0; i < m->n_parts; i++) {
+    if (!realpath(self_dir, self)) self[0] = '\0';
+    for (int i = 0; i < m->n_parts && rc == CDB_OK; i++) {
         mpart *pt = &m->parts[i];
         pt->dir = dirs[i];
-        if (realpath(dirs[i], other) && !strcmp(self, other))
-            return cdb_eng_fail(CDB_INVALID, CDB_ENGINE_E_NONE,
-                                "cannot merge %s into itself", dirs[i]);
-        if ((rc = cdb_db_open(dirs[i], &p, &pt->db)) != CDB_OK)
-            return cdb_eng_fail(rc, rc == CDB_NOTFOUND ? CDB_ENGINE_E_NO_DATABASE
-                                                       : CDB_ENGINE_E_NONE,
-                                "cannot open the part %s", dirs[i]);
-        if ((rc = cdb_db_partition(pt->db, &pt->part_index, &pt->part_count)) != CDB_OK) return rc;
-        for (int k = 0; k < i; k++)
+        if (!realpath(dirs[i], real[i])) real[i][0] = '\0';
+        if (real[i][0] && !strcmp(self, real[i])) {
+            rc = cdb_eng_fail(CDB_INVALID, CDB_ENGINE_E_NONE, "cannot merge %s into itself",
+                              dirs[i]);
+            break;
+        }
+        for (int k = 0; k < i && rc == CDB_OK; k++)
+            if (real[i][0] && !strcmp(real[k], real[i]))
+                rc = cdb_eng_failw(CDB_INVALID, CDB_ENGINE_E_NONE, NULL,
+                                   "%s and %s are the same database", dirs[k], dirs[i]);
+        if (rc != CDB_OK) break;
+        if ((rc = cdb_db_open(dirs[i], &p, &pt->db)) != CDB_OK) {
+            rc = cdb_eng_fail(rc, rc == CDB_NOTFOUND ? CDB_ENGINE_E_NO_DATABASE : CDB_ENGINE_E_NONE,
+                              "cannot open the part %s", dirs[i]);
+            break;
+        }
+        if ((rc = cdb_db_partition(pt->db, &pt->part_index, &pt->part_count)) != CDB_OK) break;
+        for (int k = 0; k < i && rc == CDB_OK; k++)
             if (pt->part_count && m->parts[k].part_count == pt->part_count &&
                 m->parts[k].part_index == pt->part_index)
-                return cdb_eng_fail(CDB_INVALID, CDB_ENGINE_E_NONE,
-                                    "%s and %s are both part %d/%d", m->parts[k].dir, dirs[i],
-                                    pt->part_index, pt->part_count);
+                rc = cdb_eng_fail(CDB_INVALID, CDB_ENGINE_E_NONE, "%s and %s are both part %d/%d",
+                                  m->parts[k].dir, dirs[i], pt->part_index, pt->part_count);
+        if (rc == CDB_OK) rc = check_shards(pt);
     }
-    return CDB_OK;
+    free(real);
+    return rc;
 }
 
 static void merger_free(merger *m) {
     for (int i = 0; m->parts && i < m->n_parts; i++) {
-        for (int k = 0; k < m->parts[i].n_roots; k++) free(m->parts[i].root_paths[k]);
-        free(m->parts[i].root_paths);
-        free(m->parts[i].root_ids);
-        free(m->parts[i].root_map);
+        for (int k = 0; k < m->parts[i].n_roots; k++) {
+            free(m->parts[i].roots[k].path);
+            free(m->parts[i].roots[k].status);
+            free(m->parts[i].roots[k].prefix);
+        }
+        free(m->parts[i].roots);
         cdb_db_close(m->parts[i].db);
     }
     free(m->parts);
@@ -597,13 +814,10 @@ static void merger_free(merger *m) {
 
 /* Every step of the merge, in order (see the top of the file). */
 static cdb_status merge_steps(merger *m) {
-    cdb_status rc = check_models(m);
+    cdb_db_model dm;
+    cdb_status rc = check_models(m, &dm);
     set_ud su = {m, 1, NULL, NULL, 0, NULL, CDB_OK};
-    for (int i = 0; i < m->n_parts && rc == CDB_OK; i++) {
-        root_ud ud = {m, &m->parts[i], CDB_OK};
-        rc = cdb_db_roots_foreach(m->parts[i].db, add_root, &ud);
-        if (rc == CDB_OK) rc = ud.rc;
-    }
+    if (rc == CDB_OK) rc = merge_roots(m, dm.id);
     for (su.first = 1; su.first >= 0 && rc == CDB_OK; su.first--) {
         rc = cdb_db_models_foreach(m->db, merge_set, &su);
         if (rc == CDB_OK) rc = su.rc;
@@ -618,6 +832,25 @@ static cdb_status merge_steps(merger *m) {
     /* the thumbnails of files now deleted or changed go, as after a reindex */
     if (rc == CDB_OK && cdb_db_thumbs_prune(m->db, NULL) != CDB_OK)
         CDB_LOG_WARN("stale thumbnails not dropped: %s", cdb_errmsg()); /* a cache */
+    return rc;
+}
+
+cdb_status cdb_engine_merge_check(const char *db_dir, const char *const *parts, int n) {
+    merger m;
+    cdb_db_model want;
+    cdb_status rc;
+    cdb_eng_clear();
+    memset(&m, 0, sizeof m);
+    if (n <= 0) return cdb_seterr(CDB_INVALID, "no PART given");
+    m.n_parts = n;
+    if (!(m.parts = calloc((size_t)n, sizeof *m.parts)))
+        return cdb_seterr(CDB_NOMEM, "out of memory");
+    rc = open_parts(&m, db_dir, parts);
+    if (rc == CDB_OK && (rc = cdb_db_model_default(m.parts[0].db, &want)) != CDB_OK)
+        rc = cdb_eng_failw(rc, CDB_ENGINE_E_NOT_INITIALIZED, "it has no model",
+                           "cannot merge %s", parts[0]);
+    if (rc == CDB_OK) rc = check_part_models(&m, &want);
+    merger_free(&m);
     return rc;
 }
 
@@ -638,7 +871,7 @@ cdb_status cdb_engine_merge(cdb_engine *e, const char *const *parts, int n, unsi
     m.r = r;
     r->n_parts = n;
     if (!(m.parts = calloc((size_t)n, sizeof *m.parts))) return cdb_seterr(CDB_NOMEM, "out of memory");
-    rc = open_parts(&m, parts);
+    rc = open_parts(&m, cdb_db_dir(m.db), parts);
     if (rc == CDB_OK) {
         cdb_db_run_begin(m.db, "merge", &run_id);
         rc = merge_steps(&m);

@@ -3,7 +3,8 @@
 ** vector against the catalog and the shards, both ways), optionally the deep check
 ** (deep.c: the photos themselves), and checks the default model's index against the
 ** store: it may cover no id that is neither stored nor removed since it was built,
-** and must have the model's dimension. cdb_engine_stats_get counts files by state,
+** and must have the model's dimension; and that no file is recorded twice, under a root
+** and a root inside it (check_twice). cdb_engine_stats_get counts files by state,
 ** roots, shards and each vector set, with its index when asked.
 */
 #include <dirent.h>
@@ -232,18 +233,99 @@ static int check_index(cdb_db *db, char msg[8][256]) {
     return n_msg + cdb_eng_snap_check(db, dm.id, dm.dim, msg + n_msg, 8 - n_msg);
 }
 
+/* Files recorded twice: a root inside another folder root (nothing records both now;
+** an older merge did) holds rows whose path the outer root holds too, each photo under
+** two ids. All counted; the first TWICE_LISTED listed (heap strings). */
+#define TWICE_LISTED 8
+
+typedef struct twice_ud {
+    cdb_db *db;
+    const eng_root *outer, *inner;
+    char *rel;
+    size_t cap;
+    int64_t n;
+    int n_listed;
+    int64_t id[TWICE_LISTED];
+    char *path[TWICE_LISTED], *msg[TWICE_LISTED];
+    cdb_status rc;
+} twice_ud;
+
+static int on_inner_file(const cdb_db_file *f, void *ud_) {
+    twice_ud *ud = ud_;
+    const char *in = ud->inner->path, *out = ud->outer->path;
+    size_t need = strlen(in) + strlen(f->relpath) + 2;
+    const char *below = in + strlen(out) + (out[strlen(out) - 1] == '/' ? 0 : 1);
+    cdb_db_file o;
+    char *q;
+    if (need > ud->cap) {
+        if (!(q = realloc(ud->rel, need))) {
+            ud->rc = cdb_seterr(CDB_NOMEM, "out of memory");
+            return 1;
+        }
+        ud->rel = q;
+        ud->cap = need;
+    }
+    snprintf(ud->rel, ud->cap, "%s%s%s", below, f->relpath[0] ? "/" : "", f->relpath);
+    ud->rc = cdb_db_file_lookup(ud->db, ud->outer->id, ud->rel, &o);
+    if (ud->rc == CDB_NOTFOUND) {
+        cdb_clearerr();
+        ud->rc = CDB_OK;
+        return 0;
+    }
+    if (ud->rc != CDB_OK) return 1;
+    if (o.state != CDB_DB_DELETED && ud->n++ < TWICE_LISTED) {
+        int k = ud->n_listed++;
+        char m[512];
+        snprintf(m, sizeof m, "recorded twice, as file %lld under the root %s and as file %lld "
+                 "under the root %s inside it ('clipdb reindex' folds them into one)",
+                 (long long)o.id, out, (long long)f->id, in);
+        ud->id[k] = f->id;
+        ud->msg[k] = strdup(m);
+        ud->path[k] = malloc(strlen(out) + strlen(ud->rel) + 2);
+        if (ud->path[k]) sprintf(ud->path[k], "%s/%s", out, ud->rel);
+    }
+    cdb_db_file_clear(&o);
+    return 0;
+}
+
+/* Counts (and lists the first of) the files of every root inside another folder root
+** that the outer one records too. */
+static cdb_status check_twice(cdb_db *db, twice_ud *ud) {
+    eng_library lib;
+    cdb_status rc = cdb_eng_library_load(db, &lib);
+    const unsigned live = CDB_DB_MASK_OK | CDB_DB_MASK_PENDING | CDB_DB_MASK_ERROR;
+    memset(ud, 0, sizeof *ud);
+    ud->db = db;
+    for (int i = 0; i < lib.n && rc == CDB_OK; i++)
+        for (int k = 0; k < lib.n && rc == CDB_OK; k++) {
+            if (lib.r[k].kind != CDB_DB_ROOT_FOLDER ||
+                !cdb_eng_path_under(lib.r[i].path, lib.r[k].path, 1))
+                continue;
+            ud->outer = &lib.r[k];
+            ud->inner = &lib.r[i];
+            rc = cdb_db_files_foreach(db, lib.r[i].id, live, on_inner_file, ud);
+            if (rc == CDB_OK) rc = ud->rc;
+        }
+    free(ud->rel);
+    ud->rel = NULL;
+    cdb_eng_library_free(&lib);
+    return rc;
+}
+
 cdb_status cdb_engine_verify(cdb_engine *e, int deep, double sample,
                              cdb_engine_verify_report *out) {
     cdb_db_report *r = NULL;
     cdb_model *m = NULL;
     cdb_db_model dm;
     eng_deep_info di;
+    twice_ud tw;
     char idx_msg[8][256];
     int n_idx;
     cdb_status st;
     cdb_eng_clear();
     memset(out, 0, sizeof *out);
     memset(&di, 0, sizeof di);
+    memset(&tw, 0, sizeof tw);
     if (deep) { /* the default model's image tower, on the CPU */
         cdb_k_device dev = e->p.device;
         if ((st = cdb_db_model_default(e->db, &dm)) != CDB_OK)
@@ -265,12 +347,17 @@ cdb_status cdb_engine_verify(cdb_engine *e, int deep, double sample,
         goto done;
     }
     n_idx = check_index(e->db, idx_msg);
-    out->n_problems = r->n_problems + n_idx;
-    out->n_more = r->n_problems - r->n_listed;
+    if ((st = check_twice(e->db, &tw)) != CDB_OK) {
+        st = cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot verify the database");
+        goto done;
+    }
+    out->n_problems = r->n_problems + n_idx + tw.n;
+    out->n_more = r->n_problems - r->n_listed + tw.n - tw.n_listed;
     out->n_vectors_checked = r->n_vectors_checked;
     out->n_files_ok = r->n_files_ok;
     out->n_files_pending = r->n_files_pending;
-    if (!(out->problems = calloc((size_t)(r->n_listed + n_idx + 1), sizeof *out->problems))) {
+    if (!(out->problems = calloc((size_t)(r->n_listed + n_idx + tw.n_listed + 1),
+                                 sizeof *out->problems))) {
         st = cdb_seterr(CDB_NOMEM, "out of memory");
         goto done;
     }
@@ -296,6 +383,14 @@ cdb_status cdb_engine_verify(cdb_engine *e, int deep, double sample,
         q->kind = "index";
         q->msg = strdup(idx_msg[i]);
     }
+    for (int i = 0; i < tw.n_listed; i++) {
+        cdb_engine_problem *q = &out->problems[out->n_listed++];
+        q->kind = "file-twice";
+        q->file_id = tw.id[i];
+        q->path = tw.path[i];
+        q->msg = tw.msg[i];
+        tw.path[i] = tw.msg[i] = NULL;
+    }
     out->deep = deep;
     out->n_files = di.n_files;
     out->n_hashed = di.n_hashed;
@@ -305,6 +400,10 @@ cdb_status cdb_engine_verify(cdb_engine *e, int deep, double sample,
     out->n_unreadable = di.n_unreadable;
     out->max_ulp = di.max_ulp;
 done:
+    for (int i = 0; i < tw.n_listed; i++) {
+        free(tw.path[i]);
+        free(tw.msg[i]);
+    }
     if (st != CDB_OK) cdb_engine_verify_report_free(out);
     cdb_db_report_free(r);
     cdb_model_close(m);

@@ -650,6 +650,210 @@ CDB_TEST(parts_reindex_merge_equals_single_reindex) {
     }
 }
 
+/* ---- nested roots, refusals, counts ------------------------------------------------ */
+
+/* init + ingest of whole roots (no partition) into g_tmp/name (path into db); 0 or the
+** failure. */
+static int ingest_whole(const char *name, const char *const *roots, char *db, size_t size) {
+    const char *args[16] = {"ingest", "--db", db, "--threads", "1", "--device", "cpu",
+                            "--follow-symlinks", "-q"};
+    int k = 9, rc;
+    snprintf(db, size, "%s/%s", g_tmp, name);
+    if ((rc = run((const char *[]){"init", "--db", db, "--model", g_model, "-q", NULL}, 0)))
+        return rc;
+    while (*roots && k < 15) args[k++] = *roots++;
+    args[k] = NULL;
+    rc = run(args, DONE);
+    return rc == 0 || rc == 3 ? 0 : rc;
+}
+
+/* merge --db into parts[0..n), then its export at into.x compared with the export at
+** want (rows sorted by path when sorted), clipdb errors and thumbnails with the database
+** want_db, and verify: the number of differences. */
+static int merge_and_compare(const char *into, const char *const *parts, int n,
+                             const char *want, const char *want_db, int sorted) {
+    const char *args[12] = {"merge", "--db", into, "-q"};
+    char x[900];
+    int bad = 0;
+    for (int i = 0; i < n; i++) args[4 + i] = parts[i];
+    args[4 + n] = NULL;
+    snprintf(x, sizeof x, "%s.x", into);
+    if (run(args, 0) != 0 || export_db(into, x) != 0) return 1;
+    bad += compare_exports(want, x, sorted) != 0;
+    bad += compare_thumbs(want_db, into) != 0;
+    if (!sorted) bad += compare_errors(want_db, into) != 0;
+    bad += run((const char *[]){"verify", "--db", into, "-q", NULL}, 0) != 0;
+    return bad;
+}
+
+/* Nested roots: one process's ingest of r1 (the oracle, g_one, its export g_onex) and
+** parts whose roots nest: A: r1; B: r1/x; C: r1/z and r1/x/y. Made once; 0 when ready. */
+static char g_one[900], g_onex[900], g_pa[900], g_pb[900], g_pc[900], g_x1[900], g_y1[900],
+    g_z1[900];
+static int g_nested_ready;
+
+static int nested_setup(void) {
+    if (g_nested_ready) return 0;
+    snprintf(g_x1, sizeof g_x1, "%s/x", g_r1);
+    snprintf(g_y1, sizeof g_y1, "%s/x/y", g_r1);
+    snprintf(g_z1, sizeof g_z1, "%s/z", g_r1);
+    if (ingest_whole("n.one", (const char *[]){g_r1, NULL}, g_one, sizeof g_one) ||
+        export_db(g_one, strcat(strcpy(g_onex, g_one), ".x")) ||
+        ingest_whole("n.a", (const char *[]){g_r1, NULL}, g_pa, sizeof g_pa) ||
+        ingest_whole("n.b", (const char *[]){g_x1, NULL}, g_pb, sizeof g_pb) ||
+        ingest_whole("n.c", (const char *[]){g_z1, g_y1, NULL}, g_pc, sizeof g_pc))
+        return -1;
+    g_nested_ready = 1;
+    return 0;
+}
+
+/* The nested parts merged in several orders: what one process's ingest of r1 exports
+** (ids too), its thumbnails and errors; verify passes (no file under two roots). */
+CDB_TEST(merge_nested_roots_equal_single_ingest) {
+    static const char *const orders[4] = {"ab", "ba", "cba", "acb"};
+    char into[900];
+    NEED_SETUP();
+    CHECK(nested_setup() == 0);
+    for (int k = 0; k < 4; k++) {
+        const char *parts[3];
+        int n = 0;
+        for (const char *o = orders[k]; *o; o++)
+            parts[n++] = *o == 'a' ? g_pa : *o == 'b' ? g_pb : g_pc;
+        snprintf(into, sizeof into, "%s/n.merged.%s", g_tmp, orders[k]);
+        CHECK_MSG(merge_and_compare(into, parts, n, g_onex, g_one, 0) == 0,
+                  "parts in the order %s: the merge is not one ingest of %s", orders[k], g_r1);
+    }
+}
+
+/* A database holding r1/x takes in the part of r1 (the part's root takes the database's
+** over), and one holding r1 takes in the parts of r1/x, r1/z and r1/x/y (they go into
+** its root): each what one process's ingest of r1 exports (rows by path: the
+** database's own rows keep their ids). */
+CDB_TEST(merge_nested_roots_into_a_database) {
+    char t[900];
+    NEED_SETUP();
+    CHECK(nested_setup() == 0);
+    CHECK_EQ_INT(ingest_whole("t.inner", (const char *[]){g_x1, NULL}, t, sizeof t), 0);
+    CHECK_MSG(merge_and_compare(t, (const char *[]){g_pa}, 1, g_onex, g_one, 1) == 0,
+              "a part of %s into a database of %s", g_r1, g_x1);
+    CHECK_EQ_INT(ingest_whole("t.outer", (const char *[]){g_r1, NULL}, t, sizeof t), 0);
+    CHECK_MSG(merge_and_compare(t, (const char *[]){g_pb, g_pc}, 2, g_onex, g_one, 1) == 0,
+              "parts of %s, %s and %s into a database of %s", g_x1, g_z1, g_y1, g_r1);
+}
+
+/* A catalog that records r1/x/y inside r1/x, its files under both (the state an older
+** merge left; made here in SQL): verify lists each of them as file-twice. The oracle:
+** the rows the test made. */
+CDB_TEST(verify_reports_files_under_two_roots) {
+    NEED_SETUP();
+    char x1[900], y1[900], db[900], sql[2400], p[900];
+    sqlite3 *h = NULL;
+    sqlite3_stmt *st = NULL;
+    cli_run_result r;
+    int n = 0, listed = 0;
+    snprintf(x1, sizeof x1, "%s/x", g_r1);
+    snprintf(y1, sizeof y1, "%s/x/y", g_r1);
+    CHECK_EQ_INT(ingest_whole("twice", (const char *[]){x1, NULL}, db, sizeof db), 0);
+    CHECK_EQ_INT(run((const char *[]){"verify", "--db", db, "-q", NULL}, 0), 0);
+    snprintf(p, sizeof p, "%s/catalog.db", db);
+    CHECK(sqlite3_open(p, &h) == SQLITE_OK);
+    snprintf(sql, sizeof sql,
+             "INSERT INTO roots(path, created_ns) VALUES(CAST('%s' AS BLOB), 1);"
+             "INSERT INTO files(root_id, relpath, size, mtime_ns, hash, width, height, state,"
+             " error, shard, created_ns, updated_ns) SELECT (SELECT id FROM roots WHERE"
+             " path = CAST('%s' AS BLOB)), CAST(substr(CAST(relpath AS TEXT), 3) AS BLOB), size,"
+             " mtime_ns, hash, width, height, state, error, shard, created_ns, updated_ns"
+             " FROM files WHERE CAST(relpath AS TEXT) LIKE 'y/%%' AND state = 2;",
+             y1, y1);
+    CHECK_MSG(sqlite3_exec(h, sql, NULL, NULL, NULL) == SQLITE_OK, "%s", sqlite3_errmsg(h));
+    CHECK(sqlite3_prepare_v2(h, "SELECT count(*) FROM files f JOIN roots r ON r.id = f.root_id"
+                                " WHERE CAST(r.path AS TEXT) LIKE '%/x/y'", -1, &st, NULL) ==
+          SQLITE_OK);
+    if (sqlite3_step(st) == SQLITE_ROW) n = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+    CHECK_MSG(n >= 2, "%d rows made under two roots", n);
+    cli_run((const char *[]){"verify", "--db", db, NULL}, &r);
+    for (const char *s = r.out; (s = strstr(s, "file-twice: ")); s++) {
+        char want[900];
+        snprintf(want, sizeof want, "file-twice: %s/", y1);
+        listed += !strncmp(s, want, strlen(want));
+    }
+    CHECK_MSG(r.exit_code == 1 && listed == n, "verify: exit %d, %d of %d files listed as "
+              "recorded twice:\n%s", r.exit_code, listed, n, r.out);
+    cli_run_free(&r);
+}
+
+/* Refused merges create nothing at --db: the same part twice, a part that is not a
+** database, a part whose shard is missing (named in the message). */
+CDB_TEST(merge_refused_creates_nothing) {
+    NEED_SETUP();
+    char a[900], into[900], empty[900], ms[900], sh[900];
+    cli_run_result r;
+    snprintf(into, sizeof into, "%s/refused", g_tmp);
+    snprintf(a, sizeof a, "%s/r.a", g_tmp);
+    CHECK_EQ_INT(ingest_whole("r.a", (const char *[]){g_r3, NULL}, a, sizeof a), 0);
+    cli_run((const char *[]){"merge", "--db", into, a, a, NULL}, &r);
+    CHECK_MSG(r.exit_code == 1 && strstr(r.err, "same database"), "exit %d: %s", r.exit_code,
+              r.err);
+    cli_run_free(&r);
+    CHECK_MSG(access(into, F_OK) != 0, "the refused merge (a part twice) created %s", into);
+    snprintf(empty, sizeof empty, "%s/r.empty", g_tmp);
+    mkdir(empty, 0755);
+    cli_run((const char *[]){"merge", "--db", into, a, empty, NULL}, &r);
+    CHECK_MSG(r.exit_code != 0 && strstr(r.err, "r.empty"), "exit %d: %s", r.exit_code, r.err);
+    cli_run_free(&r);
+    CHECK_MSG(access(into, F_OK) != 0, "the refused merge (not a database) created %s", into);
+    CHECK_EQ_INT(ingest_whole("r.noshard", (const char *[]){g_r2, NULL}, ms, sizeof ms), 0);
+    snprintf(sh, sizeof sh, "%s/shards/0001.db", ms);
+    CHECK_MSG(access(sh, F_OK) == 0, "no shard 0001 in %s", ms);
+    rm_rf(sh);
+    cli_run((const char *[]){"merge", "--db", into, a, ms, NULL}, &r);
+    CHECK_MSG(r.exit_code == 1 && strstr(r.err, "shards/0001.db") && !strstr(r.err, "norm"),
+              "exit %d: %s", r.exit_code, r.err);
+    cli_run_free(&r);
+    CHECK_MSG(access(into, F_OK) != 0, "the refused merge (a shard missing) created %s", into);
+}
+
+/* The value of "key": N in a JSON text, or -1. */
+static long long json_count(const char *js, const char *key) {
+    char k[64];
+    const char *s;
+    snprintf(k, sizeof k, "\"%s\": ", key);
+    return (s = strstr(js, k)) ? atoll(s + strlen(k)) : -1;
+}
+
+/* Two whole copies of one library merged: the report counts each file once, as many as
+** the result's export holds (the oracle), merged again into it too. */
+CDB_TEST(merge_of_copies_counts_each_file_once) {
+    NEED_SETUP();
+    char c1[900], c2[900], into[900], x[900];
+    const char *parts[3];
+    xport e;
+    CHECK_EQ_INT(ingest_whole("copy1", (const char *[]){g_r2, NULL}, c1, sizeof c1), 0);
+    CHECK_EQ_INT(ingest_whole("copy2", (const char *[]){g_r2, NULL}, c2, sizeof c2), 0);
+    snprintf(into, sizeof into, "%s/copies", g_tmp);
+    snprintf(x, sizeof x, "%s/copies.x", g_tmp);
+    parts[0] = c1;
+    parts[1] = c2;
+    for (int round = 0; round < 2; round++) {
+        cli_run_result r;
+        cli_run((const char *[]){"merge", "--db", into, "--json", parts[0], parts[1], NULL}, &r);
+        CHECK_MSG(r.exit_code == 0, "exit %d: %s", r.exit_code, r.err);
+        rm_rf(x);
+        CHECK_EQ_INT(export_db(into, x), 0);
+        CHECK(xport_read(x, &e) == 0);
+        CHECK_MSG(e.n > 1 && json_count(r.out, "files") == e.n &&
+                      json_count(r.out, "vectors") == e.n,
+                  "round %d: the result holds %d files; the merge said %s", round, e.n, r.out);
+        xport_free(&e);
+        cli_run_free(&r);
+    }
+}
+
 CDB_TEST_MAIN_TMP(g_tmp, rm_rf, parts_merge_equals_single_ingest, parts_split_the_files,
                   part_option_is_checked, merge_survives_kill_and_reruns,
-                  merge_refuses_another_model, parts_reindex_merge_equals_single_reindex)
+                  merge_refuses_another_model, merge_nested_roots_equal_single_ingest,
+                  merge_nested_roots_into_a_database, verify_reports_files_under_two_roots,
+                  merge_refused_creates_nothing, merge_of_copies_counts_each_file_once,
+                  parts_reindex_merge_equals_single_reindex)
