@@ -181,9 +181,9 @@ const char *cdb_data_path(const char *name, char *buf, size_t size, const char *
 ** link at the last component and never block on a FIFO or a device. */
 /* Creates "<path>.tmp.<pid>.<n>" (n: the first free number from a per-process counter)
 ** with O_EXCL | O_NOFOLLOW, mode 0666 less the umask, its name in tmp (size bytes): never
-** a file or link someone else put at the name. The descriptor (O_CLOEXEC), or -1 with
-** errno (ENAMETOOLONG when the name does not fit). Its pid is the one
-** cdb_tmp_owner_pid reads back, so a sweep can tell a dead writer's leftover. */
+** a file or link someone else put at the name. The descriptor (read and write,
+** O_CLOEXEC), or -1 with errno (ENAMETOOLONG when the name does not fit). Its pid is the
+** one cdb_tmp_owner_pid reads back, so a sweep can tell a dead writer's leftover. */
 int cdb_tmp_create(const char *path, char *tmp, size_t size);
 /* The pid of a temporary name "<base>.tmp.<pid>[.<n>]" given the part after "<base>.tmp.",
 ** or -1 when it is not one. */

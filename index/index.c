@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <faiss/c_api/AutoTune_c.h>
 #include <faiss/c_api/error_c.h>
@@ -35,7 +36,11 @@
 
 #define FILE_MAGIC "CDBIDX01"
 #define FILE_END "CDBIDXND"
-#define FILE_VERSION 1u
+/* 2: an XXH3-64 of every byte before it ends the file, after the end mark: FAISS's reader
+** trusts what it reads (one flipped byte of an HNSW graph crashed every search), so a
+** file is handed to it only when the sum holds. Version 1 files (no sum) are refused:
+** searches go exact until the next ingest, reindex or `index build` rebuilds them. */
+#define FILE_VERSION 2u
 #define ADD_CHUNK 65536
 
 /* FAISS's exception text without its C++ frame: "Error in void faiss::...() at
@@ -510,6 +515,31 @@ void cdb_index_remove_stale_temps_(const char *path) {
     cdb_free(copy);
 }
 
+/* XXH3-64 of the first n bytes of the file open as fd (read with pread: the descriptor's
+** offset, and a FILE's buffer over it, are left alone). 0, or -1 with errno. */
+static int sum_prefix(int fd, uint64_t n, uint64_t *sum) {
+    XXH3_state_t *st = XXH3_createState();
+    static const size_t chunk = (size_t)1 << 20;
+    unsigned char *buf = malloc(chunk);
+    int rc = st && buf && XXH3_64bits_reset(st) == XXH_OK ? 0 : -1;
+    for (uint64_t at = 0; rc == 0 && at < n;) {
+        size_t want = n - at < chunk ? (size_t)(n - at) : chunk;
+        ssize_t r = pread(fd, buf, want, (off_t)at);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            if (r == 0) errno = EIO;
+            rc = -1;
+        } else {
+            XXH3_64bits_update(st, buf, (size_t)r);
+            at += (uint64_t)r;
+        }
+    }
+    if (rc == 0) *sum = XXH3_64bits_digest(st);
+    XXH3_freeState(st);
+    free(buf);
+    return rc;
+}
+
 cdb_status cdb_index_save(const cdb_index *ix, const char *path) {
     char *tmp = NULL;
     FILE *f = NULL;
@@ -522,7 +552,7 @@ cdb_status cdb_index_save(const cdb_index *ix, const char *path) {
     len = strlen(path) + 48;
     if (!(tmp = cdb_malloc(len))) return cdb_seterr(CDB_NOMEM, "save");
     int fd = cdb_tmp_create(path, tmp, len); /* never a link planted at the name */
-    if (fd < 0 || !(f = fdopen(fd, "wb"))) {
+    if (fd < 0 || !(f = fdopen(fd, "w+b"))) {
         rc = cdb_seterr(cdb_errno_status(errno), "create %s: %s", tmp, strerror(errno));
         if (fd >= 0) close(fd);
         else *tmp = '\0'; /* nothing of ours to remove */
@@ -549,7 +579,11 @@ cdb_status cdb_index_save(const cdb_index *ix, const char *path) {
         rc = cdb_errctx(e ? cdb_errno_status(e) : CDB_IO, "%s", tmp);
         goto done;
     }
-    if (fwrite(FILE_END, 8, 1, f) != 1 || fflush(f) != 0 || fsync(fileno(f)) != 0) {
+    uint64_t sum = 0;
+    long body;
+    if (fwrite(FILE_END, 8, 1, f) != 1 || fflush(f) != 0 || (body = ftell(f)) < 0 ||
+        sum_prefix(fileno(f), (uint64_t)body, &sum) != 0 || fwrite(&sum, 8, 1, f) != 1 ||
+        fflush(f) != 0 || fsync(fileno(f)) != 0) {
         rc = cdb_seterr(cdb_errno_status(errno), "write %s: %s", tmp, strerror(errno));
         goto done;
     }
@@ -579,7 +613,7 @@ static cdb_status open_with_header(const char *path, FILE **fp, file_hdr *h) {
     }
     if (fread(h, sizeof *h, 1, f) != 1 || memcmp(h->magic, FILE_MAGIC, 8))
         rc = cdb_seterr(CDB_CORRUPT, "%s: not a clipdb index file", path);
-    else if (h->version != FILE_VERSION)
+    else if (h->version != FILE_VERSION && h->version != 1u)
         rc = cdb_seterr(CDB_VERSION, "%s: index file version %u, expected %u", path, h->version, FILE_VERSION);
     else if (h->dim == 0 || h->dim > (1u << 20) || h->n_cov < 0 ||
              h->kind > CDB_INDEX_IVF_HNSW_PQ ||
@@ -588,6 +622,24 @@ static cdb_status open_with_header(const char *path, FILE **fp, file_hdr *h) {
     if (rc != CDB_OK) fclose(f);
     else *fp = f;
     return rc;
+}
+
+/* The whole file's sum against its last 8 bytes (FILE_VERSION 2), before FAISS reads a
+** byte of it. */
+static cdb_status check_sum(const char *path, FILE *f, const file_hdr *h) {
+    struct stat st;
+    uint64_t want = 0, got = 0;
+    if (h->version != FILE_VERSION)
+        return cdb_seterr(CDB_VERSION, "%s: index file version %u has no checksum; the next "
+                          "ingest, reindex or `clipdb index build` rebuilds it", path, h->version);
+    if (fstat(fileno(f), &st) != 0 || st.st_size < (off_t)(sizeof *h + 16))
+        return cdb_seterr(CDB_CORRUPT, "%s: truncated", path);
+    uint64_t body = (uint64_t)st.st_size - 8;
+    if (pread(fileno(f), &want, 8, (off_t)body) != 8 || sum_prefix(fileno(f), body, &got) != 0)
+        return cdb_seterr(CDB_IO, "read %s: %s", path, strerror(errno));
+    if (got != want)
+        return cdb_seterr(CDB_CORRUPT, "%s: damaged (checksum mismatch)", path);
+    return CDB_OK;
 }
 
 cdb_status cdb_index_file_kind(const char *path, cdb_index_kind *kind) {
@@ -611,6 +663,7 @@ cdb_status cdb_index_load(const char *path, cdb_index **out) {
     if (!path || !out) return cdb_seterr(CDB_INVALID, "cdb_index_load: bad arguments");
     *out = NULL;
     if ((rc = open_with_header(path, &f, &h)) != CDB_OK) return rc;
+    if ((rc = check_sum(path, f, &h)) != CDB_OK) goto done;
     if (!(ix = cdb_calloc(1, sizeof *ix))) { rc = cdb_seterr(CDB_NOMEM, "load"); goto done; }
     ix->info.kind = (cdb_index_kind)h.kind, ix->info.dim = (int)h.dim;
     memcpy(ix->info.factory, h.factory, sizeof h.factory);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cdb_test.h"
+#include "read_file.h"
 #define KTU_SPLITMIX_SEED 4242
 #include "kernel_test_util.h"
 #include "index/index.h"
@@ -291,6 +292,61 @@ CDB_TEST(fifo_or_link_is_no_snapshot_or_index) {
     CHECK(s == NULL && ix == NULL);
 }
 
+/* Writes n bytes to path (created or emptied); 0, or -1. */
+static int put_file(const char *path, const void *b, size_t n) {
+    FILE *f = fopen(path, "wb");
+    int ok = f && fwrite(b, 1, n, f) == n;
+    return f && fclose(f) == 0 && ok ? 0 : -1;
+}
+
+/* An HNSW index file with one byte changed anywhere (header, FAISS's graph and vectors,
+** the end mark, the sum) is refused before FAISS reads it: a flipped byte of the graph
+** crashed every search. A version 1 file (no sum) is refused as such. */
+CDB_TEST(index_damage_is_refused) {
+    char path[128];
+    arrays a = make_arrays(400, 16);
+    cdb_index_source sa = source_of(&a);
+    cdb_index *ix = NULL;
+    cdb_index_params p = cdb_index_params_default();
+    p.kind = CDB_INDEX_HNSW;
+    p.dim = 16;
+    CHECK(tmp_path("damage.cdbidx", path, sizeof path));
+    CHECK_OK(cdb_index_build(&p, &sa, &ix));
+    CHECK_OK(cdb_index_save(ix, path));
+    cdb_index_free(ix);
+    size_t n = 0;
+    unsigned char *good = test_read_file(path, &n);
+    CHECK(good != NULL && n > 4096);
+    ix = NULL;
+    CHECK_OK(cdb_index_load(path, &ix));
+    cdb_index_free(ix);
+    int refused = 0, tries = 0;
+    for (size_t at = 0; at < n; at += 1 + rng_next() % (n / 150 + 1), tries++) {
+        unsigned char *bad = malloc(n);
+        CHECK(bad != NULL);
+        memcpy(bad, good, n);
+        bad[at] ^= (unsigned char)(1u << (rng_next() % 8));
+        CHECK(put_file(path, bad, n) == 0);
+        ix = NULL;
+        cdb_status rc = cdb_index_load(path, &ix);
+        refused += rc != CDB_OK;
+        CHECK_MSG(rc != CDB_OK, "byte %zu of %zu flipped: loaded", at, n);
+        cdb_index_free(ix);
+        free(bad);
+    }
+    CHECK(tries > 100 && refused == tries);
+    unsigned char *v1 = malloc(n); /* version 1: the same bytes, no sum */
+    CHECK(v1 != NULL);
+    memcpy(v1, good, n - 8);
+    v1[8] = 1, v1[9] = v1[10] = v1[11] = 0;
+    CHECK(put_file(path, v1, n - 8) == 0);
+    ix = NULL;
+    CHECK_RC(cdb_index_load(path, &ix), CDB_VERSION);
+    free(v1);
+    free(good);
+    free(a.ids), free(a.vecs);
+}
+
 CDB_TEST_MAIN(snapshot_roundtrip_against_source, snapshot_damage_is_refused,
               snapshot_failed_write_leaves_old_file, writes_never_follow_planted_links,
-              fifo_or_link_is_no_snapshot_or_index)
+              fifo_or_link_is_no_snapshot_or_index, index_damage_is_refused)
