@@ -1,8 +1,8 @@
 /*
 ** bench_index.c: the index at scale (issue 29 part 4; issue 6's bars before it), printed.
 **
-**   bench_index [N] [n_queries] [--kind ivf-hnsw-pq|ivf-pq|auto] [--on-disk] [--no-baseline]
-**               [--no-opq] [--no-snapshot] [--no-exact]
+**   bench_index [N] [n_queries] [--kind ivf-hnsw-pq|ivf-pq|auto] [--factory F]... [--sweep]
+**               [--on-disk] [--no-baseline] [--no-opq] [--no-snapshot] [--no-exact]
 **   (default N = 1,000,000, 500 timed queries, dim 512, kind ivf-hnsw-pq)
 **
 ** Data: N unit vectors of dim 512 from a mixture of 1,000 Gaussian clusters with an
@@ -26,14 +26,23 @@
 **   as `index build` writes it beside the index: its write time and size are printed),
 **   in the same run, with the ratios;
 ** - the candidate again with a quarter, half and all of its planned nprobe (recall
-**   against p50);
+**   against p50); with --sweep instead (and instead of the filtered searches), a table
+**   over nprobe 8/16/32/planned, re-rank 5x/10x, one OpenMP thread or all, and the HNSW
+**   quantizer's efSearch, measured round-robin in one run;
+** - --factory F (repeatable): each FAISS factory string F as a candidate in turn, in the
+**   same run (e.g. 4-bit fast-scan PQ: "IVF4096_HNSW32,PQ64x4fs"); no OPQ then;
 ** - with the default kind, OPQ64 before the candidate's IVF-HNSW-PQ (same nprobe and
 **   re-rank): recall and p50 against the plain candidate, same run;
 ** - filtered search over 0.05% .. 50% of the photos (candidate only);
 ** - up to 10^6: exact search over the fp16 store vs FAISS IndexFlatIP in the same run.
 ** Then the ratios candidate / baseline and the issue's bars for N's size class.
 ** OpenMP busy-waiting is switched off (OMP_WAIT_POLICY=passive, by re-exec) because
-** it makes FAISS many times slower on a shared 2-core machine.
+** it makes FAISS many times slower on a shared 2-core machine. From 2M vectors on, the
+** long stages (the store's fill, the ground truth, the index's add) print a line per
+** 10^6 vectors with their rate and the time the rest would take at it, and the build
+** prints its training time; the first build runs before the ground truth and the
+** snapshot: a run stopped early still gives the build's figures, or their extrapolation.
+** OMP_NUM_THREADS / CLIPDB_THREADS limit the threads (e.g. 1 on a shared machine).
 */
 #include <math.h>
 #include <stdio.h>
@@ -44,6 +53,7 @@
 
 #include <faiss/c_api/IndexFlat_c.h>
 #include <faiss/c_api/Index_c.h>
+#include <omp.h>
 
 #include "core/core.h"
 #include "db/db.h"
@@ -105,11 +115,23 @@ static void mixture_draw(const mixture *m, uint64_t *s, float *x) {
     cdb_k_normalize_f32(x, DIM, NULL);
 }
 
+/* Progress of a long stage (at 10^7 they take many minutes): a line at every 10^6 items
+** with the rate so far and the time the rest would take at that rate. Quiet below 2M. */
+static void progress(const char *what, int64_t prev, int64_t done, int64_t n, double t0) {
+    const int64_t step = 1000000;
+    double el = now_s() - t0;
+    if (n < 2000000 || done == 0 || done / step == prev / step) return;
+    printf("  %s: %lld of %lld in %.0f s (%.0f a second; the rest ~%.0f s at this rate)\n",
+           what, (long long)done, (long long)n, el, done / el, (double)(n - done) * el / done);
+    fflush(stdout);
+}
+
 /* ---- the store: a database filled through db/, read back in chunks ---------------------- */
 
 typedef struct bench_store {
     cdb_db *db;
     int64_t model;
+    int64_t n; /* vectors stored */
 } bench_store;
 
 /* Creates dir with n vectors from the mixture (files under the absent root /bench,
@@ -122,6 +144,7 @@ static int store_open(const char *dir, int64_t n, const mixture *m, bench_store 
     int64_t root = 0;
     float *x = malloc(4096 * DIM * sizeof *x);
     int reuse;
+    st->n = n;
     snprintf(done, sizeof done, "%s/complete", dir);
     reuse = file_exists(done);
     if (!reuse) rm_rf(dir);
@@ -142,8 +165,10 @@ static int store_open(const char *dir, int64_t n, const mixture *m, bench_store 
     if (cdb_db_root_add(st->db, "/bench", &root) != CDB_OK ||
         cdb_db_batch_new(st->db, st->model, &b) != CDB_OK)
         return -1;
+    double t0 = now_s();
     for (int64_t c = 0; c < n; c += 4096) {
         int64_t len = n - c < 4096 ? n - c : 4096;
+        progress("store fill", c - 4096, c, n, t0);
 #pragma omp parallel for schedule(static)
         for (int64_t i = 0; i < len; i++) {
             uint64_t s = 0xabcdef12345ull + (uint64_t)(c + i) * 0x9E3779B97F4A7C15ull;
@@ -181,23 +206,35 @@ typedef struct truth {
     int64_t *ids;      /* nq x K */
 } truth;
 
+/* Vectors are widened to double a block at a time (the LUT: exact), then each query's
+** dots run in 4 fp64 accumulators (a dependency chain 4 times shorter than one sum; a
+** sum in another order differs by an ulp or so of fp64, far below any gap that ranks). */
+#define TRUTH_BLOCK 256
 static void truth_add(truth *t, const double *lut, const int64_t *ids, const uint16_t *v,
                       size_t n) {
+    double *xd = malloc(sizeof *xd * TRUTH_BLOCK * DIM);
+    for (size_t p0 = 0; p0 < n; p0 += TRUTH_BLOCK) {
+        size_t nb = n - p0 < TRUTH_BLOCK ? n - p0 : TRUTH_BLOCK;
+        for (size_t i = 0; i < nb * DIM; i++) xd[i] = lut[v[p0 * DIM + i]];
 #pragma omp parallel for schedule(dynamic, 1)
-    for (int j = 0; j < t->nq; j++) {
-        const double *q = t->qd + (size_t)j * DIM;
-        double *b = t->best + (size_t)j * K;
-        int64_t *bid = t->ids + (size_t)j * K;
-        for (size_t p = 0; p < n; p++) {
-            double s = 0;
-            const uint16_t *x = v + p * DIM;
-            for (int i = 0; i < DIM; i++) s += lut[x[i]] * q[i];
-            if (s <= b[K - 1]) continue;
-            int u = K - 1;
-            for (; u > 0 && b[u - 1] < s; u--) b[u] = b[u - 1], bid[u] = bid[u - 1];
-            b[u] = s, bid[u] = ids[p];
+        for (int j = 0; j < t->nq; j++) {
+            const double *q = t->qd + (size_t)j * DIM;
+            double *b = t->best + (size_t)j * K;
+            int64_t *bid = t->ids + (size_t)j * K;
+            for (size_t p = 0; p < nb; p++) {
+                double a[4] = {0, 0, 0, 0}, s;
+                const double *x = xd + p * DIM;
+                for (int i = 0; i < DIM; i += 4)
+                    for (int u = 0; u < 4; u++) a[u] += x[i + u] * q[i + u];
+                s = (a[0] + a[1]) + (a[2] + a[3]);
+                if (s <= b[K - 1]) continue;
+                int u = K - 1;
+                for (; u > 0 && b[u - 1] < s; u--) b[u] = b[u - 1], bid[u] = bid[u - 1];
+                b[u] = s, bid[u] = ids[p0 + p];
+            }
         }
     }
+    free(xd);
 }
 
 static void truth_init(truth *t, const float *q, int nq) {
@@ -224,6 +261,7 @@ static int truth_compute(const bench_store *st, const float *q, int nq, truth *t
     size_t cap = 1 << 16;
     cdb_db_iter *it = NULL;
     int got = 0;
+    double t0 = now_s();
     *all = malloc(cap * sizeof **all);
     *n = 0;
     for (int h = 0; h < 65536; h++) lut[h] = (double)cdb_k_f16_to_f32_1((uint16_t)h);
@@ -234,6 +272,7 @@ static int truth_compute(const bench_store *st, const float *q, int nq, truth *t
         if (cdb_db_iter_read(it, 4096, *all + *n, NULL, v, &got) != CDB_OK || got == 0) break;
         truth_add(t, lut, *all + *n, v, (size_t)got);
         *n += (size_t)got;
+        progress("ground truth", (int64_t)*n - got, (int64_t)*n, st->n, t0);
     }
     cdb_db_iter_free(it);
     free(lut), free(v);
@@ -294,21 +333,49 @@ typedef struct result {
     int nprobe, rerank_factor;
 } result;
 
+/* The store's source, saying how far the adding is (a line per 10^6 vectors). */
+typedef struct progress_src {
+    cdb_index_source inner;
+    int64_t done;
+    double t0;
+} progress_src;
+
+static cdb_status progress_read(void *ctx, int64_t pos, int64_t n, int64_t *ids,
+                                uint16_t *vecs) {
+    progress_src *ps = ctx;
+    cdb_status rc = ps->inner.read(ps->inner.ctx, pos, n, ids, vecs);
+    progress("index add", ps->done, pos, ps->inner.n, ps->t0);
+    ps->done = pos;
+    return rc;
+}
+
+/* cdb_index_build's steps (new, train on the sample, add in chunks), each timed. */
 static cdb_index *build(const bench_store *st, cdb_index_params *p, const char *path,
                         const char *lists, result *r) {
+    progress_src ps;
     cdb_index_source src;
     cdb_index *ix = NULL;
     cdb_index_info info;
     char buf[2048];
     struct stat sb;
-    double t0 = now_s();
-    if (cdb_eng_store_source_open(st->db, st->model, DIM, &src) != CDB_OK ||
-        cdb_index_build(p, &src, &ix) != CDB_OK ||
+    double t0 = now_s(), t_train;
+    if (cdb_eng_store_source_open(st->db, st->model, DIM, &ps.inner) != CDB_OK ||
+        cdb_index_new(p, ps.inner.n, &ix) != CDB_OK ||
+        cdb_index_train_source(ix, &ps.inner) != CDB_OK) {
+        fprintf(stderr, "bench_index: training failed: %s\n", cdb_errmsg());
+        exit(1);
+    }
+    t_train = now_s() - t0;
+    printf("  trained in %.1f s (peak RSS so far %.0f MB)\n", t_train, peak_rss_mb());
+    fflush(stdout);
+    ps.done = 0, ps.t0 = now_s();
+    src = ps.inner, src.read = progress_read, src.ctx = &ps;
+    if (cdb_index_add_source(ix, &src) != CDB_OK ||
         (lists && cdb_index_lists_to_disk(ix, lists) != CDB_OK) || cdb_index_save(ix, path)) {
         fprintf(stderr, "bench_index: build failed: %s\n", cdb_errmsg());
         exit(1);
     }
-    cdb_eng_store_source_close(&src);
+    cdb_eng_store_source_close(&ps.inner);
     r->build_s = now_s() - t0;
     r->peak_rss_mb = peak_rss_mb();
     r->file_mb = stat(path, &sb) == 0 ? sb.st_size / 1e6 : 0;
@@ -318,8 +385,9 @@ static cdb_index *build(const bench_store *st, cdb_index_params *p, const char *
     r->nprobe = info.nprobe, r->rerank_factor = info.rerank_factor;
     cdb_index_info_format(&info, buf, sizeof buf);
     printf("---- %s ----\n%s", info.factory, buf);
-    printf("build: %.1f s streamed from the shards; peak RSS of the process so far %.0f MB; "
-           "index file %.1f MB%s", r->build_s, r->peak_rss_mb, r->file_mb, lists ? "" : "\n");
+    printf("build: %.1f s (training %.1f s) streamed from the shards; peak RSS of the process "
+           "so far %.0f MB; index file %.1f MB%s", r->build_s, t_train, r->peak_rss_mb,
+           r->file_mb, lists ? "" : "\n");
     if (lists) printf(" + lists file %.1f MB (mapped at search)\n", r->lists_mb);
     fflush(stdout);
     if (lists) { /* searched as a reader would: loaded, lists mapped */
@@ -391,6 +459,91 @@ static void measure(const cdb_index *ix, const bench_store *st, const cdb_index_
                r->snap_fetch_p50 / r->fetch_p50);
     fflush(stdout);
     free(lat), free(fl);
+}
+
+/* The search-time settings, swept on one index (--sweep): the lists probed, the HNSW
+** quantizer's efSearch (0: FAISS's own, 16; it searches at least nprobe deep anyway),
+** the re-rank factor, and OpenMP's threads for the one-query search. */
+typedef struct sweep_cfg {
+    int nprobe, ef, rerank, threads, plain;
+    double recall, p50, p99, fetch_p50;
+} sweep_cfg;
+
+/* Every config of cfg[n] on ix, the re-rank fetching from the snapshot: recall@10 over
+** t's queries, then latency over n_lat queries measured round-robin (rounds of n_lat/5
+** queries per config in turn), so that a load that comes and goes while the sweep
+** runs falls on every config alike. */
+static void sweep(cdb_index *ix, const bench_store *st, const cdb_index_snap *snap,
+                  const float *q, int n_lat, const truth *t, sweep_cfg *cfg, int n) {
+    const int rounds = 5, per = n_lat / rounds;
+    timed_fetch f = {{st->db, st->model, DIM, 0, snap, NULL, 0}, 0, 0};
+    cdb_index_search_opts o = cdb_index_search_opts_default();
+    double *lat = malloc(sizeof *lat * (size_t)n * (size_t)(per * rounds));
+    double *fl = malloc(sizeof *fl * (size_t)n * (size_t)(per * rounds));
+    cdb_hit h[K];
+    int nh;
+    o.k = K, o.fetch = fetch_timed, o.fetch_ctx = &f;
+    for (int c = 0; c < n; c++) {
+        int hit = 0;
+        cdb_index_set_search_params(ix, cfg[c].nprobe, cfg[c].ef, cfg[c].rerank);
+        o.faiss_threads = cfg[c].threads, o.faiss_plain = cfg[c].plain;
+        for (int j = 0; j < t->nq; j++) {
+            cdb_index_search(ix, q + (size_t)(n_lat + j) * DIM, DIM, &o, h, &nh);
+            for (int a = 0; a < nh; a++)
+                for (int b = 0; b < K; b++) hit += h[a].id == t->ids[(size_t)j * K + b];
+        }
+        cfg[c].recall = hit / (double)(t->nq * K);
+        for (int j = 0; j < per; j++) /* warm-up */
+            cdb_index_search(ix, q + (size_t)j * DIM, DIM, &o, h, &nh);
+    }
+    for (int r = 0; r < rounds; r++)
+        for (int c = 0; c < n; c++) {
+            cdb_index_set_search_params(ix, cfg[c].nprobe, cfg[c].ef, cfg[c].rerank);
+            o.faiss_threads = cfg[c].threads, o.faiss_plain = cfg[c].plain;
+            for (int j = r * per; j < (r + 1) * per; j++) {
+                double t0 = now_s();
+                f.seconds = 0;
+                cdb_index_search(ix, q + (size_t)j * DIM, DIM, &o, h, &nh);
+                lat[(size_t)c * (size_t)(per * rounds) + (size_t)j] = (now_s() - t0) * 1e3;
+                fl[(size_t)c * (size_t)(per * rounds) + (size_t)j] = f.seconds * 1e3;
+            }
+        }
+    printf("sweep (%d queries per setting, round-robin in %d rounds; re-rank from the "
+           "snapshot; quantizer: FAISS's search, or clipdb's walk of its graph):\n"
+           "  nprobe  efSearch  rerank  threads  quantizer  recall@10  p50 ms  p99 ms  "
+           "fetch p50 ms\n", per * rounds, rounds);
+    for (int c = 0; c < n; c++) {
+        double *l = lat + (size_t)c * (size_t)(per * rounds);
+        cfg[c].p50 = median(l, per * rounds);
+        cfg[c].p99 = l[(per * rounds * 99) / 100];
+        cfg[c].fetch_p50 = median(fl + (size_t)c * (size_t)(per * rounds), per * rounds);
+        printf("  %6d  %8d  %6d  %7d  %9s  %9.4f  %6.3f  %6.3f  %12.3f\n", cfg[c].nprobe,
+               cfg[c].ef, cfg[c].rerank, cfg[c].threads, cfg[c].plain ? "faiss" : "clipdb",
+               cfg[c].recall, cfg[c].p50, cfg[c].p99, cfg[c].fetch_p50);
+    }
+    fflush(stdout);
+    free(lat), free(fl);
+}
+
+/* The sweep's grid: nprobe 8, 16, 32 and the planned one; re-rank 5 and 10; one thread
+** and all; FAISS's quantizer search and clipdb's walk; efSearch FAISS's default (16), and
+** 64 at the planned nprobe. */
+static void sweep_grid(cdb_index *ix, const bench_store *st, const cdb_index_snap *snap,
+                       const float *q, int n_lat, const truth *t, const result *cand) {
+    static const int nprobes[] = {8, 16, 32};
+    sweep_cfg cfg[64];
+    int n = 0, all = omp_get_max_threads();
+    for (int i = 0; i < 4; i++) {
+        int np = i < 3 ? nprobes[i] : cand->nprobe;
+        if (i == 3 && (np == 8 || np == 16 || np == 32)) continue;
+        for (int r = 0; r < 2; r++)
+            for (int th = 0; th < (all > 1 ? 2 : 1); th++)
+                for (int pl = 0; pl < 2; pl++)
+                    cfg[n++] = (sweep_cfg){np, 16, r ? 10 : 5, th ? all : 1, pl, 0, 0, 0, 0};
+    }
+    cfg[n++] = (sweep_cfg){cand->nprobe, 64, 10, 1, 0, 0, 0, 0, 0};
+    sweep(ix, st, snap, q, n_lat, t, cfg, n);
+    cdb_index_set_search_params(ix, cand->nprobe, 16, cand->rerank_factor);
 }
 
 /* Filtered search (issue 28): the top 10 among a share of the photos (a metadata
@@ -499,12 +652,45 @@ static void exact_section(const bench_store *st, const float *qb, int n_batch) {
     free(x32), free(D), free(L), free(hh), free(ids), free(vecs);
 }
 
+/* The ground truth of the nq queries at q, then (use_snap) the vector snapshot beside the
+** index, as `index build` writes it, opened. Exits on failure. */
+static cdb_index_snap *truth_and_snapshot(const bench_store *st, const float *q, int nq,
+                                          int use_snap, truth *tr, int64_t **all,
+                                          size_t *n_all) {
+    char sp[4200];
+    struct stat sb;
+    cdb_index_snap *snap = NULL;
+    double t0 = now_s(), peak_before, n = (double)st->n;
+    truth_compute(st, q, nq, tr, all, n_all);
+    printf("ground truth: exact fp64 brute force for %d queries over %zu stored vectors in "
+           "%.1f s\n", nq, *n_all, now_s() - t0);
+    fflush(stdout);
+    if (!use_snap) return NULL;
+    peak_before = peak_rss_mb();
+    t0 = now_s();
+    if (cdb_eng_snap_write(st->db, st->model, DIM) != CDB_OK ||
+        cdb_eng_snap_open(st->db, st->model, DIM, 0, &snap) != CDB_OK) {
+        fprintf(stderr, "bench_index: snapshot: %s\n", cdb_errmsg());
+        exit(1);
+    }
+    cdb_eng_snap_path(st->db, st->model, sp, sizeof sp);
+    printf("vector snapshot: written in %.1f s (streamed from the shards; peak RSS %.0f MB "
+           "before, %.0f MB after), %.1f MB = %.0f bytes a vector (at 10^7: %.1f GB on "
+           "disk, mapped by searches, never read whole)\n", now_s() - t0, peak_before,
+           peak_rss_mb(), stat(sp, &sb) == 0 ? sb.st_size / 1e6 : 0.0,
+           stat(sp, &sb) == 0 ? (double)sb.st_size / n : 0.0,
+           stat(sp, &sb) == 0 ? (double)sb.st_size / n * 1e7 / 1e9 : 0.0);
+    fflush(stdout);
+    return snap;
+}
+
 static const char *pass(int ok) { return ok ? "PASS" : "FAIL"; }
 
 int main(int argc, char **argv) {
     int64_t n = 1000000;
     int n_lat = 500, n_gt = 100, n_batch = 32, on_disk = 0, baseline = 1, n_pos = 0, opq = 1;
-    int exact = 1, use_snap = 1;
+    int exact = 1, use_snap = 1, do_sweep = 0, n_fac = 0;
+    const char *fac[8];
     cdb_index_snap *snap = NULL;
     cdb_index_kind kind = CDB_INDEX_IVF_HNSW_PQ;
     mixture m;
@@ -528,6 +714,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--no-opq")) opq = 0;
         else if (!strcmp(argv[i], "--no-exact")) exact = 0;
         else if (!strcmp(argv[i], "--no-snapshot")) use_snap = 0;
+        else if (!strcmp(argv[i], "--sweep")) do_sweep = 1;
+        else if (!strcmp(argv[i], "--factory") && i + 1 < argc && n_fac < 8)
+            fac[n_fac++] = argv[++i];
         else if (!strcmp(argv[i], "--kind") && i + 1 < argc) {
             const char *k = argv[++i];
             kind = !strcmp(k, "auto") ? CDB_INDEX_AUTO : !strcmp(k, "ivf-pq") ? CDB_INDEX_IVF_PQ
@@ -558,52 +747,41 @@ int main(int argc, char **argv) {
     }
     printf("store: %.1f s to fill (or reopen) %lld fp16 vectors in shards; peak RSS %.0f MB\n",
            now_s() - t0, (long long)n, peak_rss_mb());
-    t0 = now_s();
-    truth_compute(&st, q + (size_t)n_lat * DIM, n_gt, &tr, &all, &n_all);
-    printf("ground truth: exact fp64 brute force for %d queries over %zu stored vectors in "
-           "%.1f s\n", n_gt, n_all, now_s() - t0);
-    fflush(stdout);
-    if (use_snap) { /* the vector snapshot beside the index, as index build writes it */
-        char sp[4200];
-        struct stat sb;
-        double peak_before = peak_rss_mb();
-        t0 = now_s();
-        if (cdb_eng_snap_write(st.db, st.model, DIM) != CDB_OK ||
-            cdb_eng_snap_open(st.db, st.model, DIM, 0, &snap) != CDB_OK) {
-            fprintf(stderr, "bench_index: snapshot: %s\n", cdb_errmsg());
-            return 1;
-        }
-        cdb_eng_snap_path(st.db, st.model, sp, sizeof sp);
-        printf("vector snapshot: written in %.1f s (streamed from the shards; peak RSS %.0f MB "
-               "before, %.0f MB after), %.1f MB = %.0f bytes a vector (at 10^7: %.1f GB on "
-               "disk, mapped by searches, never read whole)\n", now_s() - t0, peak_before,
-               peak_rss_mb(), stat(sp, &sb) == 0 ? sb.st_size / 1e6 : 0.0,
-               stat(sp, &sb) == 0 ? (double)sb.st_size / (double)n : 0.0,
-               stat(sp, &sb) == 0 ? (double)sb.st_size / (double)n * 1e7 / 1e9 : 0.0);
-        fflush(stdout);
-    }
-
-    /* the candidate: forced kind (ivf-hnsw-pq by default), lists in RAM or on disk */
-    cdb_index_params p = cdb_index_params_default();
-    p.dim = DIM, p.kind = kind;
-    snprintf(path, sizeof path, "%s/cand.cdbidx", dir);
-    snprintf(lists, sizeof lists, "%s/cand.ivfdata", dir);
-    unlink(lists);
-    ix = build(&st, &p, path, on_disk ? lists : NULL, &cand);
-    measure(ix, &st, snap, q, n_lat, &tr, &cand);
-    filtered_section(ix, &st, snap, all, n_all, q, n_lat, snap ? cand.snap_p50 : cand.p50);
-    for (int i = 0; i < 3 && cand.nprobe > 0; i++) { /* fewer lists probed: recall vs p50 */
-        static const int div[] = {4, 2, 1};
-        result r = cand;
-        int np = cand.nprobe / div[i] > 0 ? cand.nprobe / div[i] : 1;
-        cdb_index_set_search_params(ix, np, 0, 0);
-        printf("-- nprobe %d (planned %d):\n", np, cand.nprobe);
+    /* the candidate: forced kind (ivf-hnsw-pq by default) or each --factory in turn,
+    ** lists in RAM or on disk; cand is the first one's */
+    for (int c = 0; c < (n_fac ? n_fac : 1); c++) {
+        result r;
+        cdb_index_params p = cdb_index_params_default();
+        memset(&r, 0, sizeof r);
+        p.dim = DIM, p.kind = kind;
+        if (n_fac) p.factory = fac[c];
+        snprintf(path, sizeof path, "%s/cand.cdbidx", dir);
+        snprintf(lists, sizeof lists, "%s/cand.ivfdata", dir);
+        unlink(lists);
+        ix = build(&st, &p, path, on_disk ? lists : NULL, &r);
+        if (c == 0) /* after the first build: at 10^7 its time and peak RSS come first */
+            snap = truth_and_snapshot(&st, q + (size_t)n_lat * DIM, n_gt, use_snap, &tr, &all,
+                                      &n_all);
         measure(ix, &st, snap, q, n_lat, &tr, &r);
+        if (c == 0) cand = r;
+        if (do_sweep && snap && r.nprobe > 0) {
+            sweep_grid(ix, &st, snap, q, n_lat, &tr, &r);
+        } else if (!do_sweep) {
+            filtered_section(ix, &st, snap, all, n_all, q, n_lat, snap ? r.snap_p50 : r.p50);
+            for (int i = 0; i < 3 && r.nprobe > 0; i++) { /* fewer lists: recall vs p50 */
+                static const int div[] = {4, 2, 1};
+                result rn = r;
+                int np = r.nprobe / div[i] > 0 ? r.nprobe / div[i] : 1;
+                cdb_index_set_search_params(ix, np, 0, 0);
+                printf("-- nprobe %d (planned %d):\n", np, r.nprobe);
+                measure(ix, &st, snap, q, n_lat, &tr, &rn);
+            }
+        }
+        cdb_index_free(ix);
+        unlink(path), unlink(lists);
     }
-    cdb_index_free(ix);
-    unlink(path), unlink(lists);
 
-    if (opq && kind == CDB_INDEX_IVF_HNSW_PQ) { /* OPQ before the candidate, same settings */
+    if (opq && !n_fac && kind == CDB_INDEX_IVF_HNSW_PQ) { /* OPQ before the candidate */
         result o;
         char f[160];
         cdb_index_params po = cdb_index_params_default();

@@ -322,6 +322,13 @@ typedef struct cdb_index_search_opts {
     const int64_t *include_ids;
     size_t n_include;
     size_t scan_max;
+    /* Appended: OpenMP threads for FAISS's part of the search (0: one). FAISS shares a
+    ** search out by query, so one query gains nothing from more, and pays for waking
+    ** them (bench_index --sweep). */
+    int faiss_threads;
+    /* 1: FAISS's own search of an IVF index's HNSW quantizer rather than clipdb's walk of
+    ** it (the same graph and efSearch, clipdb's dot kernel): bench_index's baseline. */
+    int faiss_plain;
 } cdb_index_search_opts;
 
 /* The largest filtered set cdb_index_search scores by fetching every vector of it

@@ -64,6 +64,13 @@ cdb_status cdb_index_plan_custom_(const char *factory, int dim, int64_t n, cdb_i
 #ifdef __cplusplus
 extern "C" {
 #endif
+/* One query's top k (D, L as faiss_Index_search gives them) from an IVF index with an
+** HNSW coarse quantizer under inner product: the quantizer's graph is walked as FAISS
+** walks it (HNSW::search, the same efSearch) with cdb_k_dot_f32 for the distances, then
+** FAISS scans the lists found (search_preassigned). *handled 0 (and nothing done) for an
+** index of another shape: the caller uses faiss_Index_search. */
+cdb_status cdb_ivf_search_one_(FaissIndex *fx, const float *q, int64_t k, float *D /* OUT */,
+                               int64_t *L /* OUT */, int *handled /* OUT */);
 /* 1 when fx is an IVF index (maybe inside a pre-transform such as OPQ). */
 int cdb_ivf_is_ivf_(FaissIndex *fx);
 /* 1 when fx's inverted lists are an OnDiskInvertedLists file. */

@@ -1,7 +1,8 @@
 /*
 ** ivf.cc: what index/ needs from FAISS's C++ API that its C API lacks, behind the C
-** functions declared in index_int.h (the cdb_ivf_* group): the k-means settings of an
-** IVF index's training, its inverted lists moved to an OnDiskInvertedLists file (mmapped
+** functions declared in index_int.h (the cdb_ivf_* group): one query's search through
+** an HNSW coarse quantizer with clipdb's dot kernel, the k-means settings of an IVF
+** index's training, its inverted lists moved to an OnDiskInvertedLists file (mmapped
 ** when the index is read back), the merge of several parts' inverted lists into one
 ** index (IndexIVF::merge_from in memory, OnDiskInvertedLists::merge_from on disk), and
 ** copies of an index. The second C++ file in clipdb's own code, for the
@@ -15,13 +16,21 @@
 
 #include <faiss/Clustering.h>
 #include <faiss/IVFlib.h>
+#include <faiss/IndexFlat.h>
+#include <faiss/IndexHNSW.h>
 #include <faiss/IndexIVF.h>
 #include <faiss/clone_index.h>
+#include <faiss/impl/AuxIndexStructures.h>
+#include <faiss/impl/DistanceComputer.h>
 #include <faiss/invlists/OnDiskInvertedLists.h>
+#include <faiss/utils/Heap.h>
+
+#include "kernels/kernels.h"
 
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <new>
@@ -71,7 +80,56 @@ cdb_status fail(const char *what, const std::exception &e) {
     return cdb_seterr(CDB_ERROR, "faiss: %s failed: %s", what, e.what());
 }
 
+/* Minus the inner product of the query with a centroid, as FAISS's HNSW minimizes it
+** for an inner-product index (IndexHNSW's NegativeDistanceComputer), computed by
+** cdb_k_dot_f32 (AVX2) where Debian's generic FAISS build runs a scalar loop. */
+struct centroid_ip_dc : faiss::DistanceComputer {
+    const float *xb, *q = nullptr;
+    size_t d;
+    centroid_ip_dc(const float *xb_, size_t d_) : xb(xb_), d(d_) {}
+    void set_query(const float *x) override { q = x; }
+    float operator()(faiss::Index::idx_t i) override {
+        return -cdb_k_dot_f32(q, xb + (size_t)i * d, d);
+    }
+    float symmetric_dis(faiss::Index::idx_t i, faiss::Index::idx_t j) override {
+        return -cdb_k_dot_f32(xb + (size_t)i * d, xb + (size_t)j * d, d);
+    }
+};
+
 } // namespace
+
+extern "C" cdb_status cdb_ivf_search_one_(FaissIndex *fx, const float *q, int64_t k,
+                                          float *D, int64_t *L, int *handled) {
+    using idx_t = faiss::Index::idx_t;
+    faiss::Index *top = reinterpret_cast<faiss::Index *>(fx);
+    faiss::IndexIVF *ivf = dynamic_cast<faiss::IndexIVF *>(top);
+    faiss::IndexHNSW *hq = ivf ? dynamic_cast<faiss::IndexHNSW *>(ivf->quantizer) : nullptr;
+    faiss::IndexFlat *cents = hq ? dynamic_cast<faiss::IndexFlat *>(hq->storage) : nullptr;
+    *handled = 0;
+    if (!cents || ivf->metric_type != faiss::METRIC_INNER_PRODUCT ||
+        hq->metric_type != faiss::METRIC_INNER_PRODUCT || cents->ntotal != (idx_t)ivf->nlist ||
+        ivf->nprobe < 1)
+        return CDB_OK; /* another shape (e.g. inside a pre-transform): FAISS's own search */
+    try {
+        idx_t nprobe = std::min((idx_t)ivf->nprobe, (idx_t)ivf->nlist);
+        std::vector<idx_t> lists(nprobe);
+        std::vector<float> dis(nprobe);
+        centroid_ip_dc dc(cents->get_xb(), (size_t)ivf->d);
+        faiss::VisitedTable vt((int)cents->ntotal);
+        /* IndexHNSW::search's steps for one query, the distances from dc */
+        dc.set_query(q);
+        faiss::maxheap_heapify(nprobe, dis.data(), lists.data());
+        hq->hnsw.search(dc, (int)nprobe, lists.data(), dis.data(), vt);
+        faiss::maxheap_reorder(nprobe, dis.data(), lists.data());
+        for (float &x : dis) x = -x; /* back to inner products */
+        ivf->invlists->prefetch_lists(lists.data(), (int)nprobe);
+        ivf->search_preassigned(1, q, k, lists.data(), dis.data(), D, L, false);
+    } catch (const std::exception &e) {
+        return fail("search", e);
+    }
+    *handled = 1;
+    return CDB_OK;
+}
 
 extern "C" cdb_status cdb_ivf_set_training_(FaissIndex *fx, int niter, int min_per_centroid) {
     faiss::IndexIVF *ivf = ivf_of(fx);

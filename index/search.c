@@ -266,6 +266,37 @@ done:
 
 /* ---- index search + re-rank ----------------------------------------------------------- */
 
+/* FAISS's candidates for one query, on n_threads OpenMP threads (0: one). FAISS 1.7.3
+** shares a search out by query only (the IVF scan, the HNSW walk, the flat scan), so a
+** second thread has no work for one query; yet its parallel regions still wake the team
+** and wait for it at their barriers, which on a loaded 2-core machine is a wait for the
+** scheduler (bench_index --sweep measures one thread against all). The thread count is
+** an OpenMP setting of the calling thread alone, restored after: concurrent searches in
+** other threads, and this thread's later builds, keep theirs. An IVF index with an HNSW
+** quantizer walks it with clipdb's dot kernel (ivf.cc); others are FAISS's search. */
+static cdb_status faiss_search_one(const cdb_index *ix, const float *q, int64_t k,
+                                   int n_threads, int plain, float *D, int64_t *L) {
+    cdb_status rc;
+    int handled = 0;
+#ifdef _OPENMP
+    int nt = omp_get_max_threads(), want = n_threads > 0 ? n_threads : 1;
+    if (want != nt) omp_set_num_threads(want);
+#else
+    (void)n_threads;
+#endif
+    rc = !plain && (ix->info.kind == CDB_INDEX_IVF_HNSW_PQ || ix->info.kind == CDB_INDEX_CUSTOM)
+             ? cdb_ivf_search_one_(ix->fx, q, k, D, L, &handled)
+             : CDB_OK;
+    if (rc == CDB_OK && !handled) {
+        int frc = faiss_Index_search(ix->fx, 1, q, k, D, L);
+        if (frc != 0) rc = cdb_index_faiss_err_(frc, "search");
+    }
+#ifdef _OPENMP
+    if (want != nt) omp_set_num_threads(nt);
+#endif
+    return rc;
+}
+
 cdb_index_search_opts cdb_index_search_opts_default(void) {
     cdb_index_search_opts o;
     memset(&o, 0, sizeof o);
@@ -376,7 +407,6 @@ cdb_status cdb_index_search(const cdb_index *ix, const float *q, int dim, const 
         if (kk > ntotal || kk <= 0) kk = ntotal;
         for (;;) {
             size_t nc = 0, valid;
-            int frc;
             float worst = INFINITY; /* the index's score of its last candidate */
             cdb_free(D), cdb_free(L), cdb_free(cand), cdb_free(hits);
             D = NULL, L = NULL, cand = NULL, hits = NULL;
@@ -387,7 +417,8 @@ cdb_status cdb_index_search(const cdb_index *ix, const float *q, int dim, const 
                 rc = cdb_seterr(CDB_NOMEM, "search buffers (%lld candidates)", (long long)kk);
                 goto done;
             }
-            if ((frc = faiss_Index_search(ix->fx, 1, qn, kk, D, L)) != 0) { rc = cdb_index_faiss_err_(frc, "search"); goto done; }
+            rc = faiss_search_one(ix, qn, kk, o->faiss_threads, o->faiss_plain, D, L);
+            if (rc != CDB_OK) goto done;
             for (int64_t i = 0; i < kk; i++) {
                 if (L[i] < 0) continue;
                 worst = D[i];

@@ -88,6 +88,8 @@ void cdb_k_f32_to_f16_scalar(const float *src, uint16_t *dst, size_t n);
 float cdb_k_dot_f16_f32(const uint16_t *a, const float *q, size_t dim);
 /* sum_i a[i]*b[i], both fp16-stored (each widened to fp32 first) */
 float cdb_k_dot_f16_f16(const uint16_t *a, const uint16_t *b, size_t dim);
+/* sum_i a[i]*b[i], both fp32 (a query against an IVF index's fp32 centroids) */
+float cdb_k_dot_f32(const float *a, const float *b, size_t dim);
 /* out[i] = dot(vecs + i*dim, q) for i < n_vecs (many stored vectors, one query). */
 void cdb_k_dot_f16_f32_batch(const uint16_t *vecs, size_t n_vecs, const float *q, size_t dim,
                              float *out /* OUT: n_vecs */);
@@ -117,6 +119,7 @@ cdb_status cdb_k_normalize_to_f16(const float *src, size_t n, uint16_t *out /* O
 /* Scalar references (double accumulation), exposed for differential tests. */
 float cdb_k_dot_f16_f32_scalar(const uint16_t *a, const float *q, size_t dim);
 float cdb_k_dot_f16_f16_scalar(const uint16_t *a, const uint16_t *b, size_t dim);
+float cdb_k_dot_f32_scalar(const float *a, const float *b, size_t dim);
 void cdb_k_dot_f16_f32_multi_scalar(const uint16_t *vecs, size_t n_vecs, const float *qs,
                                     size_t n_q, size_t dim, float *out /* OUT */);
 

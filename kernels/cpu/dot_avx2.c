@@ -66,6 +66,14 @@ float cdb_k_dot_f16_f16_avx2(const uint16_t *a, const uint16_t *b, size_t dim) {
     CDB_DOT_BODY(dim, A_H8, B_H8, A_H1, B_H1);
 }
 
+float cdb_k_dot_f32_avx2(const float *a, const float *b, size_t dim) {
+#define A_F8(i) _mm256_loadu_ps(a + (i))
+#define A_F1(i) a[i]
+#define B_F8(i) _mm256_loadu_ps(b + (i))
+#define B_F1(i) b[i]
+    CDB_DOT_BODY(dim, A_F8, B_F8, A_F1, B_F1);
+}
+
 void cdb_k_dot_f16_f32_batch_avx2(const uint16_t *vecs, size_t n_vecs, const float *q,
                                   size_t dim, float *out) {
     for (size_t i = 0; i < n_vecs; i++) {

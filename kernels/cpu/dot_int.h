@@ -10,6 +10,7 @@
 
 float cdb_k_dot_f16_f32_avx2(const uint16_t *a, const float *q, size_t dim);
 float cdb_k_dot_f16_f16_avx2(const uint16_t *a, const uint16_t *b, size_t dim);
+float cdb_k_dot_f32_avx2(const float *a, const float *b, size_t dim);
 void cdb_k_dot_f16_f32_batch_avx2(const uint16_t *vecs, size_t n_vecs, const float *q,
                                   size_t dim, float *out);
 void cdb_k_dot_f16_f32_multi_avx2(const uint16_t *vecs, size_t n_vecs, const float *qs,

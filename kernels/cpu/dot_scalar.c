@@ -1,5 +1,5 @@
 /*
-** dot_scalar.c: fp16-stored x fp32 dot products and norms (normalization is
+** dot_scalar.c: fp16-stored x fp32 (and fp32 x fp32) dot products and norms (normalization is
 ** normalize.c). The
 ** scalar versions are the reference: each fp16 element is widened exactly to fp32,
 ** products are formed in double and summed in double, so they are at least as
@@ -20,6 +20,12 @@ float cdb_k_dot_f16_f16_scalar(const uint16_t *a, const uint16_t *b, size_t dim)
     double s = 0.0;
     for (size_t i = 0; i < dim; i++)
         s += (double)cdb_k_f16_to_f32_1(a[i]) * (double)cdb_k_f16_to_f32_1(b[i]);
+    return (float)s;
+}
+
+float cdb_k_dot_f32_scalar(const float *a, const float *b, size_t dim) {
+    double s = 0.0;
+    for (size_t i = 0; i < dim; i++) s += (double)a[i] * (double)b[i];
     return (float)s;
 }
 
@@ -48,6 +54,13 @@ float cdb_k_dot_f16_f16(const uint16_t *a, const uint16_t *b, size_t dim) {
     if (CDB_DOT_AVX2) return cdb_k_dot_f16_f16_avx2(a, b, dim);
 #endif
     return cdb_k_dot_f16_f16_scalar(a, b, dim);
+}
+
+float cdb_k_dot_f32(const float *a, const float *b, size_t dim) {
+#if CDB_HAVE_AVX2
+    if (CDB_DOT_AVX2) return cdb_k_dot_f32_avx2(a, b, dim);
+#endif
+    return cdb_k_dot_f32_scalar(a, b, dim);
 }
 
 void cdb_k_dot_f16_f32_batch(const uint16_t *vecs, size_t n_vecs, const float *q, size_t dim,

@@ -732,6 +732,50 @@ CDB_TEST(ivf_hnsw_pq_against_brute_force) {
     store_free(s);
 }
 
+/* One query's candidates with the HNSW quantizer walked by clipdb (its dot kernel) are
+** FAISS's own (faiss_plain: IndexIVF::search): re-rank 1x, so the hits are exactly the
+** k candidates FAISS's part returned. The oracle is FAISS; fp32 sums in another order may
+** swap a near-tie at the k-th place, so 98 of 100 queries must agree. And one OpenMP
+** thread or two give the very same hits. */
+CDB_TEST(ivf_hnsw_walk_equals_faiss_search) {
+    const int dim = 64, k = 10, n_q = 100;
+    int same = 0, same_threads = 0;
+    float q[64];
+    store *s = store_make(20000, dim, 1000, 0.5);
+    cdb_index_params p = params_for(dim);
+    cdb_index_search_opts o = cdb_index_search_opts_default();
+    cdb_index_info in;
+    cdb_index *ix = NULL;
+    p.kind = CDB_INDEX_IVF_HNSW_PQ;
+    CHECK_OK(cdb_index_build_arrays(&p, s->ids, s->vecs, s->n, &ix));
+    cdb_index_get_info(ix, &in);
+    CHECK(in.nprobe < in.nlist); /* the walk chooses lists */
+    o.k = k, o.fetch = fetch, o.fetch_ctx = s, o.rerank_factor = 1;
+    for (int t = 0; t < n_q; t++) {
+        cdb_hit a[10], b[10], c[10];
+        int na = 0, nb = 0, nc = 0, eq = 1, eq_t = 1;
+        query_from(s, (int64_t)(rng_next() % (uint64_t)s->n), q);
+        o.faiss_plain = 1, o.faiss_threads = 0;
+        CHECK_OK(cdb_index_search(ix, q, dim, &o, a, &na));
+        o.faiss_plain = 0;
+        CHECK_OK(cdb_index_search(ix, q, dim, &o, b, &nb));
+        o.faiss_plain = 1, o.faiss_threads = 2;
+        CHECK_OK(cdb_index_search(ix, q, dim, &o, c, &nc));
+        CHECK_EQ_INT(na, k);
+        eq = nb == na, eq_t = nc == na;
+        for (int i = 0; i < na; i++) {
+            eq &= a[i].id == b[i].id && a[i].score == b[i].score;
+            eq_t &= a[i].id == c[i].id && a[i].score == c[i].score;
+        }
+        same += eq, same_threads += eq_t;
+    }
+    CHECK_MSG(same >= 98, "clipdb's walk agreed with FAISS's search on %d of %d queries", same,
+              n_q);
+    CHECK_EQ_INT(same_threads, n_q);
+    cdb_index_free(ix);
+    store_free(s);
+}
+
 static long file_size(const char *path) {
     struct stat sb;
     return stat(path, &sb) == 0 ? (long)sb.st_size : -1;
@@ -852,4 +896,4 @@ CDB_TEST_MAIN(filtered_search_is_top_k_of_the_set, plan_automatic_choice,
               query_refuses_nan_inf_and_checks_dims, query_combine_weighted, refresh_policy,
               exact_search_multi_query_threads, plan_ivf_hnsw_pq_for_large_n,
               ivf_hnsw_pq_against_brute_force, ondisk_lists_reopened_after_close,
-              merge_of_parts_equals_single_build)
+              merge_of_parts_equals_single_build, ivf_hnsw_walk_equals_faiss_search)

@@ -62,6 +62,21 @@ CDB_TEST(dot_avx2_matches_scalar_random_dims) {
             float g2 = cdb_k_dot_f16_f16(a, b, n), r2 = cdb_k_dot_f16_f16_scalar(a, b, n);
             CHECK_MSG(fabs(g2 - r2) <= 1e-6 * (double)t2 + 1e-30, "f16f16 dim %zu", n);
             CHECK_MSG(fabs(r2 - (double)s2) <= 1e-6 * (double)t2 + 1e-30, "f16f16 ref dim %zu", n);
+            /* fp32 x fp32: b widened, against long double */
+            {
+                float *bf = malloc(n * sizeof *bf);
+                long double s3 = 0, t3 = 0;
+                for (size_t i = 0; i < n; i++) {
+                    long double p;
+                    bf[i] = from_half(b[i]) * (float)scale;
+                    p = (long double)bf[i] * q[i];
+                    s3 += p, t3 += fabsl(p);
+                }
+                float g3 = cdb_k_dot_f32(bf, q, n), r3 = cdb_k_dot_f32_scalar(bf, q, n);
+                CHECK_MSG(fabs(g3 - r3) <= 1e-6 * (double)t3 + 1e-30, "f32 dim %zu", n);
+                CHECK_MSG(fabs(r3 - (double)s3) <= 1e-6 * (double)t3 + 1e-30, "f32 ref dim %zu", n);
+                free(bf);
+            }
         }
     }
     free(a), free(b), free(q);
