@@ -688,6 +688,10 @@ cdb_status cdb_index_load(const char *path, cdb_index **out) {
     }
     if (fread(end, 8, 1, f) != 1 || memcmp(end, FILE_END, 8)) { rc = cdb_seterr(CDB_CORRUPT, "%s: truncated (no end mark)", path); goto done; }
     if (faiss_Index_d(ix->fx) != ix->info.dim) { rc = cdb_seterr(CDB_CORRUPT, "%s: FAISS dim %d != header dim %d", path, faiss_Index_d(ix->fx), ix->info.dim); goto done; }
+    if ((rc = cdb_ivf_ondisk_check_(ix->fx)) != CDB_OK) {
+        rc = cdb_errctx(rc, "%s", path);
+        goto done;
+    }
     ix->info.mem_budget_bytes = 0;
     rc = cdb_index_apply_params_(ix);
 done:

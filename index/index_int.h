@@ -75,6 +75,10 @@ cdb_status cdb_ivf_search_one_(FaissIndex *fx, const float *q, int64_t k, float 
 int cdb_ivf_is_ivf_(FaissIndex *fx);
 /* 1 when fx's inverted lists are an OnDiskInvertedLists file. */
 int cdb_ivf_is_ondisk_(FaissIndex *fx);
+/* CDB_OK unless fx's lists are on disk in a file shorter than FAISS will map, or with a
+** list past its end (CDB_CORRUPT): FAISS maps the file without checking, and a read past
+** its end is a SIGBUS. */
+cdb_status cdb_ivf_ondisk_check_(FaissIndex *fx);
 /* k-means settings of an IVF index's coarse training (0 keeps FAISS's). */
 cdb_status cdb_ivf_set_training_(FaissIndex *fx, int niter, int min_per_centroid);
 /* A deep copy of fx (trained quantizer, codebooks and entries). */

@@ -27,7 +27,10 @@
 
 #include "kernels/kernels.h"
 
+#include <errno.h>
 #include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -144,6 +147,31 @@ extern "C" int cdb_ivf_is_ivf_(FaissIndex *fx) { return ivf_of(fx) != nullptr; }
 extern "C" int cdb_ivf_is_ondisk_(FaissIndex *fx) {
     faiss::IndexIVF *ivf = ivf_of(fx);
     return ivf && dynamic_cast<faiss::OnDiskInvertedLists *>(ivf->invlists) != nullptr;
+}
+
+extern "C" cdb_status cdb_ivf_ondisk_check_(FaissIndex *fx) {
+    faiss::IndexIVF *ivf = ivf_of(fx);
+    auto *od = ivf ? dynamic_cast<faiss::OnDiskInvertedLists *>(ivf->invlists) : nullptr;
+    if (!od) return CDB_OK;
+    struct stat st;
+    if (stat(od->filename.c_str(), &st) != 0)
+        return cdb_seterr(CDB_CORRUPT, "the lists file %s: %s", od->filename.c_str(),
+                          strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return cdb_seterr(CDB_CORRUPT, "the lists file %s is not a regular file",
+                          od->filename.c_str());
+    if ((uint64_t)st.st_size < (uint64_t)od->totsize)
+        return cdb_seterr(CDB_CORRUPT, "the lists file %s is truncated (%lld of %zu bytes)",
+                          od->filename.c_str(), (long long)st.st_size, od->totsize);
+    size_t entry = od->code_size + sizeof(faiss::Index::idx_t);
+    for (size_t l = 0; l < od->lists.size(); l++) {
+        const auto &li = od->lists[l];
+        if (li.size > li.capacity || li.capacity > od->totsize / (entry ? entry : 1) ||
+            li.offset > od->totsize - li.capacity * entry)
+            return cdb_seterr(CDB_CORRUPT, "the lists file %s: list %zu lies outside it",
+                              od->filename.c_str(), l);
+    }
+    return CDB_OK;
 }
 
 extern "C" cdb_status cdb_ivf_clone_(FaissIndex *fx, FaissIndex **out) {

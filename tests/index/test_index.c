@@ -824,7 +824,13 @@ CDB_TEST(ondisk_lists_reopened_after_close) {
         CHECK_RC(cdb_index_lists_to_disk(flat, lists), CDB_UNSUPPORTED);
         cdb_index_free(flat);
     }
-    cdb_index_free(ld), cdb_index_free(ram);
+    cdb_index_free(ld), ld = NULL;
+    /* the lists file cut short (a crash, a partial copy): refused at load, never a SIGBUS
+    ** when a search reads past its end */
+    CHECK(truncate(lists, file_size(lists) / 2) == 0);
+    CHECK_RC(cdb_index_load(idx, &ld), CDB_CORRUPT);
+    CHECK(ld == NULL);
+    cdb_index_free(ram);
     unlink(idx), unlink(idx_ram), unlink(lists);
     rmdir(dir);
     store_free(s);
