@@ -233,6 +233,7 @@ int cdb_db_owns_name(const char *name) {
 }
 
 const char *cdb_db_dir(const cdb_db *db) { return db->dir; }
+const char *cdb_db_uuid(const cdb_db *db) { return db->uuid ? db->uuid : ""; }
 int cdb_db_is_readonly(const cdb_db *db) { return db->readonly; }
 
 void cdb_db_set_commit_hook(cdb_db *db, cdb_db_commit_hook fn, void *ud) {

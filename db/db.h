@@ -109,6 +109,8 @@ cdb_status cdb_db_flush(cdb_db *db);
 
 /* The directory this handle was opened on (borrowed; lives as long as db). */
 const char *cdb_db_dir(const cdb_db *db);
+/* The database's identity, made when it was created (copies of its folder share it). */
+const char *cdb_db_uuid(const cdb_db *db);
 /* 1 when name, an entry of a database folder, is one of the database's own files or
 ** folders (catalog, shards, thumbnails, indexes, the lock, SQLite's -wal/-shm), which
 ** a walker of that folder must leave alone; 0 for anything else (photos kept there). */

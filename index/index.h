@@ -231,6 +231,13 @@ typedef struct cdb_index_snap cdb_index_snap;
 ** removed. */
 cdb_status cdb_index_snap_write(const char *path, int64_t model_id, int dim, uint64_t watermark,
                                 const cdb_index_source *src);
+/* As cdb_index_snap_write, with owner: the caller's number for the database the file
+** belongs to, kept in the header (cdb_index_snap_owner), so that another database's
+** snapshot copied in is told apart (cdb_index_snap_write writes 0). */
+cdb_status cdb_index_snap_write_owned(const char *path, int64_t model_id, int dim,
+                                      uint64_t watermark, uint32_t owner,
+                                      const cdb_index_source *src);
+uint32_t cdb_index_snap_owner(const cdb_index_snap *s); /* NULL: 0 */
 
 /* Also hash the vectors when the stamp vouches for them (verify). */
 #define CDB_INDEX_SNAP_VERIFY 1u

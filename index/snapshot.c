@@ -46,7 +46,7 @@
 typedef struct snap_hdr {
     char magic[8];
     uint32_t version, byte_order;
-    uint32_t dim, reserved;
+    uint32_t dim, owner; /* owner: the caller's name for its database (0: none) */
     int64_t model_id, count;
     uint64_t watermark;
     uint64_t vecs_off; /* from the file's start */
@@ -267,8 +267,9 @@ done:
     return rc;
 }
 
-cdb_status cdb_index_snap_write(const char *path, int64_t model_id, int dim, uint64_t watermark,
-                                const cdb_index_source *src) {
+cdb_status cdb_index_snap_write_owned(const char *path, int64_t model_id, int dim,
+                                      uint64_t watermark, uint32_t owner,
+                                      const cdb_index_source *src) {
     char tmp[4200];
     snap_hdr h;
     uint64_t size = 0;
@@ -280,6 +281,7 @@ cdb_status cdb_index_snap_write(const char *path, int64_t model_id, int dim, uin
     memcpy(h.magic, SNAP_MAGIC, 8);
     h.version = SNAP_VERSION, h.byte_order = SNAP_BYTE_ORDER;
     h.dim = (uint32_t)dim, h.model_id = model_id, h.count = src->n, h.watermark = watermark;
+    h.owner = owner;
     if (!snap_layout(h.count, h.dim, &h.vecs_off, &size))
         return cdb_seterr(CDB_INVALID, "snapshot: %lld vectors of dim %d are too many",
                           (long long)h.count, dim);
@@ -306,3 +308,10 @@ done:
     if (rc != CDB_OK) unlink(tmp);
     return rc;
 }
+
+cdb_status cdb_index_snap_write(const char *path, int64_t model_id, int dim, uint64_t watermark,
+                                const cdb_index_source *src) {
+    return cdb_index_snap_write_owned(path, model_id, dim, watermark, 0, src);
+}
+
+uint32_t cdb_index_snap_owner(const cdb_index_snap *s) { return s ? s->h.owner : 0; }

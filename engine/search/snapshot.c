@@ -52,6 +52,15 @@ cdb_status cdb_eng_snap_dirty(cdb_db *db, int64_t model_id, int64_t since, int64
     return CDB_OK;
 }
 
+/* The snapshot's owner number for db: FNV-1a of its uuid, never 0 (what files written
+** before owners were recorded hold): another database's file, copied in, is refused. */
+static uint32_t owner_of(cdb_db *db) {
+    uint32_t h = 2166136261u;
+    for (const unsigned char *p = (const unsigned char *)cdb_db_uuid(db); *p; p++)
+        h = (h ^ *p) * 16777619u;
+    return h ? h : 1u;
+}
+
 cdb_status cdb_eng_snap_open(cdb_db *db, int64_t model_id, int dim, unsigned flags,
                              cdb_index_snap **out) {
     char path[4096];
@@ -59,9 +68,11 @@ cdb_status cdb_eng_snap_open(cdb_db *db, int64_t model_id, int dim, unsigned fla
     cdb_status rc;
     cdb_eng_snap_path(db, model_id, path, sizeof path);
     if ((rc = cdb_index_snap_open(path, model_id, dim, flags, out)) != CDB_OK) return rc;
-    /* a watermark past the generation: another database's file, or one restored */
-    if ((rc = cdb_db_generation(db, &gen)) == CDB_OK &&
-        cdb_index_snap_watermark(*out) > (uint64_t)gen)
+    if (cdb_index_snap_owner(*out) != owner_of(db))
+        rc = cdb_seterr(CDB_CORRUPT, "%s: another database's vector snapshot", path);
+    /* a watermark past the generation: a file restored from a later state */
+    else if ((rc = cdb_db_generation(db, &gen)) == CDB_OK &&
+             cdb_index_snap_watermark(*out) > (uint64_t)gen)
         rc = cdb_seterr(CDB_CORRUPT, "%s: made at generation %llu, the database is at %lld",
                         path, (unsigned long long)cdb_index_snap_watermark(*out),
                         (long long)gen);
@@ -84,7 +95,7 @@ cdb_status cdb_eng_snap_write(cdb_db *db, int64_t model_id, int dim) {
     /* the generation first: what is written meanwhile is dirty, read from the shards */
     if ((rc = cdb_db_generation(db, &gen)) != CDB_OK) return rc;
     if ((rc = cdb_eng_store_source_open(db, model_id, dim, &src)) != CDB_OK) return rc;
-    rc = cdb_index_snap_write(path, model_id, dim, (uint64_t)gen, &src);
+    rc = cdb_index_snap_write_owned(path, model_id, dim, (uint64_t)gen, owner_of(db), &src);
     cdb_eng_store_source_close(&src);
     return rc;
 }

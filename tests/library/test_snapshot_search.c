@@ -296,6 +296,29 @@ CDB_TEST(damaged_snapshot_is_ignored_reported_rewritten) {
         CHECK_EQ_INT(verify_problems(&f), 1);
         fixture_close(&g);
     }
+    /* another database's snapshot made at a lower generation than this one's: its
+    ** watermark passes, its owner (this database's uuid, in its header) does not */
+    CHECK(put_files(&f, N0, N0 + 500) == 0);
+    CHECK_OK(cdb_eng_index_refresh(f.db, f.model, DIM, 0, &res));
+    CHECK_EQ_INT(verify_problems(&f), 0);
+    {
+        fixture h;
+        char hpath[PATH_MAX + 64];
+        int64_t fgen = 0;
+        memset(&h, 0, sizeof h);
+        CHECK(fixture_open(&h, "smaller") == 0);
+        CHECK_OK(build(&h, CDB_ENGINE_INDEX_AUTO, 0)); /* its own vectors (draw's) */
+        CHECK_OK(cdb_db_generation(f.db, &fgen));
+        CHECK_MSG(snap_watermark(&h) > 0 && snap_watermark(&h) <= (uint64_t)fgen, "watermark %llu, generation %lld", (unsigned long long)snap_watermark(&h), (long long)fgen);
+        cdb_eng_snap_path(h.db, h.model, hpath, sizeof hpath);
+        CHECK(rename(hpath, path) == 0);
+        unlink(stamp);
+        CHECK_EQ_INT(searches_match(&f, 8), 0); /* refused: the shards answer */
+        CHECK_EQ_INT(verify_problems(&f), 1);
+        CHECK_OK(cdb_eng_index_refresh(f.db, f.model, DIM, 0, &res)); /* rewritten */
+        CHECK_EQ_INT(verify_problems(&f), 0);
+        fixture_close(&h);
+    }
     fixture_close(&f);
 }
 
