@@ -273,10 +273,9 @@ static cdb_status write_atomic(const char *path, const char *text) {
     int fd, e;
     cdb_status rc;
     if ((rc = mkdirs_parent(path)) != CDB_OK) return rc;
-    if (pathf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid()))
-        return cdb_seterr(CDB_INVALID, "path too long: %s", path);
-    if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666)) < 0)
-        return cdb_seterr(cdb_errno_status(errno), "cannot write %s: %s", tmp, strerror(errno));
+    if ((fd = cdb_tmp_create(path, tmp, sizeof tmp)) < 0) /* never a planted link */
+        return cdb_seterr(cdb_errno_status(errno), "cannot write a temporary beside %s: %s", path,
+                          strerror(errno));
     if (write(fd, text, len) != (ssize_t)len || close(fd) != 0) {
         e = errno ? errno : EIO;
         unlink(tmp);
@@ -784,8 +783,14 @@ static cdb_status download_blob(hub_ctx *c, const char *file, const char *etag, 
     s.pr.index = index;
     s.pr.count = count;
     s.pr.total = size;
-    if ((s.fd = open(inc, O_RDWR | O_CREAT | O_CLOEXEC, 0666)) < 0 || fstat(s.fd, &st) != 0) {
+    /* the part received so far: never through a link, never a FIFO planted at the name */
+    if ((s.fd = open(inc, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0666)) < 0 ||
+        fstat(s.fd, &st) != 0) {
         rc = cdb_seterr(cdb_errno_status(errno), "cannot write %s: %s", inc, strerror(errno));
+        goto done;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        rc = cdb_seterr(CDB_IO, "cannot write %s: not a regular file", inc);
         goto done;
     }
     s.offset = st.st_size;
@@ -936,7 +941,7 @@ static cdb_status fetch_file(hub_ctx *c, const char *commit, const char *file, i
             return PATH_TOO_LONG();
         if ((rc = mkdirs_parent(blob)) != CDB_OK || (rc = mkdirs_parent(lock)) != CDB_OK)
             return rc;
-        if ((lfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0666)) < 0)
+        if ((lfd = open(lock, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0666)) < 0)
             return cdb_seterr(cdb_errno_status(errno), "cannot lock %s: %s", lock, strerror(errno));
         while (flock(lfd, LOCK_EX) != 0 && errno == EINTR) {}
         if (!is_regular(blob)) { /* another process may have fetched it meanwhile */
