@@ -921,6 +921,19 @@ done:
     return rc;
 }
 
+/* A blob is named by its ETag, shared by every file with that ETag. That is sound only
+** when the ETag is the content's hash (checked after the download): a server whose ETags
+** are no hashes could give every file the same one, and every file would then be the
+** first one's bytes. Such an ETag is made the file's own: "<etag>-<FNV-1a 64 of file>". */
+static void weak_etag_key(const char *file, char *etag, size_t cap) {
+    if (all_hex(etag, 64) || all_hex(etag, 40)) return;
+    uint64_t h = 14695981039346656037ull;
+    for (const unsigned char *p = (const unsigned char *)file; *p; p++)
+        h = (h ^ *p) * 1099511628211ull;
+    size_t n = strlen(etag);
+    if (n + 18 < cap) snprintf(etag + n, cap - n, "-%016llx", (unsigned long long)h);
+}
+
 /* FILE at the commit into the snapshot: nothing when its pointer is there already. */
 static cdb_status fetch_file(hub_ctx *c, const char *commit, const char *file, int index,
                              int count) {
@@ -934,6 +947,7 @@ static cdb_status fetch_file(hub_ctx *c, const char *commit, const char *file, i
     if ((rc = file_meta(c, commit, file, etag, sizeof etag, &size, dl_url, sizeof dl_url)) !=
         CDB_OK)
         return rc;
+    weak_etag_key(file, etag, sizeof etag);
     if (pathf(blob, sizeof blob, "%s/blobs/%s", c->storage, etag)) return PATH_TOO_LONG();
     if (!is_regular(blob)) {
         const char *slash = strrchr(c->storage, '/');

@@ -19,6 +19,7 @@
 **                 streams them chunked, with no length, then HS_FLOOD bytes more
 **   org/nosize    no size and a non-hash ETag for any file (chunked, no Content-Length);
 **                 its weights are followed by HS_FLOOD bytes more
+**   org/sametag   every file served whole (with its length) under one non-hash ETag
 ** The bytes sent past a file's end (org/liesize, org/nosize) are counted in flood_sent:
 ** a client that stops at the size stops them early.
 ** Every request is logged ("METHOD PATH|range|auth") for the tests to read.
@@ -248,7 +249,9 @@ static enum MHD_Result hs_handle(void *cls, struct MHD_Connection *c, const char
             const char *h[] = {"ETag", tag, "Connection", "close", NULL};
             return hs_send_flood(s, c, f, f->lfs ? HS_FLOOD : 0, h);
         }
-        if (f->lfs) {
+        if (!strcmp(repo, "org/sametag")) /* one non-hash ETag for every file */
+            snprintf(etag, sizeof etag, "\"sametag\"");
+        if (f->lfs && strcmp(repo, "org/sametag")) {
             /* another origin than the endpoint, as the Hub's CDN is */
             snprintf(loc, sizeof loc, "http://localhost:%d/cdn/%s/%s", s->port, repo, f->etag);
             snprintf(size, sizeof size, "%zu", !strcmp(repo, "org/huge") ? (size_t)1e15 : f->len);

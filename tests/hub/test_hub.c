@@ -370,6 +370,26 @@ CDB_TEST(no_size_is_capped) {
     CHECK(same_bytes(path, cfg));
 }
 
+/* Every file under one ETag that is no hash: each must still be its own bytes (a blob
+** named by such an ETag alone made every file the first one's). */
+CDB_TEST(same_weak_etag_keeps_files_apart) {
+    char cache[PATH_MAX], path[PATH_MAX + 200], *folder = NULL;
+    cdb_engine_hub_params p = cdb_engine_hub_params_default();
+    fresh_env("sametag", cache, sizeof cache);
+    CHECK_OK(cdb_engine_hub_get("org/sametag", &p, &folder));
+    int checked = 0;
+    for (int i = 0; i < g_srv.n_files; i++) {
+        snprintf(path, sizeof path, "%s/models--org--sametag/snapshots/%s/%s", cache,
+                 HS_COMMIT, g_srv.files[i].name);
+        if (access(path, F_OK) != 0) continue; /* a file the model does not need */
+        CHECK_MSG(same_bytes(path, &g_srv.files[i]), "%s is not its own bytes",
+                  g_srv.files[i].name);
+        checked++;
+    }
+    CHECK(checked >= 2);
+    free(folder);
+}
+
 CDB_TEST(full_disk) {
     char cache[PATH_MAX];
     cdb_engine_hub_params p = cdb_engine_hub_params_default();
@@ -531,8 +551,8 @@ static void teardown(void) {
 CDB_TEST_MAIN(parsers, get_layout_token_and_second_get, errors_401_404,
               dropped_connection_resumes, earlier_partial_download_resumes,
               corrupt_file_leaves_nothing, more_than_the_size_said_is_cut_off,
-              no_size_is_capped, full_disk, offline_and_a_cache_made_by_hand,
-              cli_end_to_end)
+              no_size_is_capped, same_weak_etag_keeps_files_apart, full_disk,
+              offline_and_a_cache_made_by_hand, cli_end_to_end)
 #undef main
 
 int main(int argc, char **argv) {
