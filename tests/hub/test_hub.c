@@ -387,7 +387,7 @@ CDB_TEST(same_weak_etag_keeps_files_apart) {
         checked++;
     }
     CHECK(checked >= 2);
-    free(folder);
+    cdb_free(folder);
 }
 
 CDB_TEST(full_disk) {
