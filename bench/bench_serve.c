@@ -95,17 +95,26 @@ static int add_t(tensor *t, int n, int kind, const char *name, int nd, int64_t a
     return n + 1;
 }
 
+/* A LayerNorm of width W named pre: its weight (ones) and bias (zeros). */
+static int add_ln(tensor *t, int n, const char *pre, int64_t W) {
+    char k[96];
+    snprintf(k, sizeof k, "%sweight", pre);
+    n = add_t(t, n, 1, k, 1, W, 0, 0, 0);
+    snprintf(k, sizeof k, "%sbias", pre);
+    return add_t(t, n, 2, k, 1, W, 0, 0, 0);
+}
+
 static int add_block(tensor *t, int n, const char *pre, int64_t W, int64_t M) {
     char k[96];
 #define B(kind, suffix, nd, a, b) (snprintf(k, sizeof k, "%s%s", pre, suffix), n = add_t(t, n, kind, k, nd, a, b, 0, 0))
-    B(1, "ln_1.weight", 1, W, 0);
-    B(2, "ln_1.bias", 1, W, 0);
+    snprintf(k, sizeof k, "%sln_1.", pre);
+    n = add_ln(t, n, k, W);
     B(0, "attn.in_proj_weight", 2, 3 * W, W);
     B(2, "attn.in_proj_bias", 1, 3 * W, 0);
     B(0, "attn.out_proj.weight", 2, W, W);
     B(2, "attn.out_proj.bias", 1, W, 0);
-    B(1, "ln_2.weight", 1, W, 0);
-    B(2, "ln_2.bias", 1, W, 0);
+    snprintf(k, sizeof k, "%sln_2.", pre);
+    n = add_ln(t, n, k, W);
     B(0, "mlp.c_fc.weight", 2, M, W);
     B(2, "mlp.c_fc.bias", 1, M, 0);
     B(0, "mlp.c_proj.weight", 2, W, M);
@@ -114,35 +123,36 @@ static int add_block(tensor *t, int n, const char *pre, int64_t W, int64_t M) {
     return n;
 }
 
+/* The 12 residual blocks of a tower of width W and MLP width M, named pre<i>. */
+static int add_blocks(tensor *t, int n, const char *pre, int64_t W, int64_t M) {
+    char k[96];
+    for (int i = 0; i < 12; i++) {
+        snprintf(k, sizeof k, "%s%d.", pre, i);
+        n = add_block(t, n, k, W, M);
+    }
+    return n;
+}
+
 /* Random ViT-B/32-shaped CLIP weights (OpenAI naming, F32 safetensors), through a
 ** temporary name and a rename. */
 static int write_b32(const char *path) {
     static tensor t[512];
     int n = 0;
-    char pre[64], tmp[4200];
+    char tmp[4200];
     json_t *hdr = json_object();
     int64_t off = 0;
     FILE *f;
     n = add_t(t, n, 0, "visual.conv1.weight", 4, 768, 3, 32, 32);
     n = add_t(t, n, 0, "visual.class_embedding", 1, 768, 0, 0, 0);
     n = add_t(t, n, 0, "visual.positional_embedding", 2, 50, 768, 0, 0);
-    n = add_t(t, n, 1, "visual.ln_pre.weight", 1, 768, 0, 0, 0);
-    n = add_t(t, n, 2, "visual.ln_pre.bias", 1, 768, 0, 0, 0);
-    for (int i = 0; i < 12; i++) {
-        snprintf(pre, sizeof pre, "visual.transformer.resblocks.%d.", i);
-        n = add_block(t, n, pre, 768, 3072);
-    }
-    n = add_t(t, n, 1, "visual.ln_post.weight", 1, 768, 0, 0, 0);
-    n = add_t(t, n, 2, "visual.ln_post.bias", 1, 768, 0, 0, 0);
+    n = add_ln(t, n, "visual.ln_pre.", 768);
+    n = add_blocks(t, n, "visual.transformer.resblocks.", 768, 3072);
+    n = add_ln(t, n, "visual.ln_post.", 768);
     n = add_t(t, n, 0, "visual.proj", 2, 768, 512, 0, 0);
     n = add_t(t, n, 0, "token_embedding.weight", 2, 49408, 512, 0, 0);
     n = add_t(t, n, 0, "positional_embedding", 2, 77, 512, 0, 0);
-    for (int i = 0; i < 12; i++) {
-        snprintf(pre, sizeof pre, "transformer.resblocks.%d.", i);
-        n = add_block(t, n, pre, 512, 2048);
-    }
-    n = add_t(t, n, 1, "ln_final.weight", 1, 512, 0, 0, 0);
-    n = add_t(t, n, 2, "ln_final.bias", 1, 512, 0, 0, 0);
+    n = add_blocks(t, n, "transformer.resblocks.", 512, 2048);
+    n = add_ln(t, n, "ln_final.", 512);
     n = add_t(t, n, 0, "text_projection", 2, 512, 512, 0, 0);
     n = add_t(t, n, 1, "logit_scale", 0, 0, 0, 0, 0);
     for (int i = 0; i < n; i++) {

@@ -91,6 +91,42 @@ int cdb_cache_write_all(int fd, const void *p, size_t n) {
     return 0;
 }
 
+int cdb_cache_open_header(const char *path, void *h, size_t hsize, struct stat *st, char *why,
+                          size_t why_size) {
+    int fd = cdb_open_regular(path, 0);
+    why[0] = '\0';
+    if (fd < 0) {
+        if (errno != ENOENT) snprintf(why, why_size, "cannot open it: %s", strerror(errno));
+        return -1;
+    }
+    if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode))
+        snprintf(why, why_size, "not a regular file");
+    else if ((size_t)st->st_size < hsize || pread(fd, h, hsize, 0) != (ssize_t)hsize)
+        snprintf(why, why_size, "truncated (%lld bytes)", (long long)st->st_size);
+    else
+        return fd;
+    close(fd);
+    return -1;
+}
+
+int cdb_cache_fill_pieces(int fd, void *ud) {
+    static const char zeros[4096];
+    const cdb_cache_pieces *ps = ud;
+    uint64_t pos = 0;
+    for (int i = 0; i < ps->n; i++) {
+        const cdb_cache_piece *c = &ps->v[i];
+        if (c->at < pos) return -1;
+        while (pos < c->at) {
+            size_t z = c->at - pos < sizeof zeros ? (size_t)(c->at - pos) : sizeof zeros;
+            if (cdb_cache_write_all(fd, zeros, z)) return -1;
+            pos += z;
+        }
+        if (cdb_cache_write_all(fd, c->p, c->n)) return -1;
+        pos += c->n;
+    }
+    return 0;
+}
+
 typedef struct cd_dirent {
     int64_t used_ns; /* the later of the file's and its stamp's mtime */
     char name[256];

@@ -142,6 +142,31 @@ int cdb_cache_dir_pick(const char *dir, char *out, size_t size);
 int cdb_cache_dir_make(const char *dir);
 /* write(2) all of p (EINTR retried); 0 on success. */
 int cdb_cache_write_all(int fd, const void *p, size_t n);
+struct stat;
+/* Opens the cache file path (no link, no FIFO: cdb_open_regular), its stat in st and its
+** first hsize bytes in h: the descriptor, or -1 with why ("" when there is no file). */
+int cdb_cache_open_header(const char *path, void *h, size_t hsize, struct stat *st, char *why,
+                          size_t why_size);
+/* Refuses a cache file being opened: its reason, printf-style, in the char array why;
+** then to the opener's `done:`. */
+#define CDB_CACHE_REFUSE(why, ...)                                   \
+    do {                                                             \
+        snprintf(why, sizeof why, __VA_ARGS__);                      \
+        goto done;                                                   \
+    } while (0)
+/* A cache file as pieces: n bytes of p at byte `at` of the file; ascending, apart. */
+typedef struct cdb_cache_piece {
+    const void *p;
+    size_t n;
+    uint64_t at;
+} cdb_cache_piece;
+typedef struct cdb_cache_pieces {
+    const cdb_cache_piece *v;
+    int n;
+} cdb_cache_pieces;
+/* cdb_cache_publish's fill for ud, a cdb_cache_pieces: each piece at its offset, zeros
+** between; -1 when a write fails or a piece starts before the end of the one before. */
+int cdb_cache_fill_pieces(int fd, void *ud);
 /* Creates dir if needed, has fill write a private temporary file in it (0 on success),
 ** renames that over path (atomic). 0 on success, else -1 with why. */
 int cdb_cache_publish(const char *dir, const char *path, int (*fill)(int fd, void *ud), void *ud,

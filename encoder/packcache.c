@@ -120,19 +120,9 @@ static void open_file(cdb_pack_cache *pc) {
     size_t table_bytes, end = 0;
     XXH128_hash_t sum;
     void *map;
-    int fd = cdb_open_regular(pc->path, 0); /* no link, no FIFO */
-#define REFUSE(...)                                                  \
-    do {                                                             \
-        snprintf(pc->refused, sizeof pc->refused, __VA_ARGS__);      \
-        goto done;                                                   \
-    } while (0)
-    if (fd < 0) {
-        if (errno != ENOENT) REFUSE("cannot open it: %s", strerror(errno));
-        return;
-    }
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) REFUSE("not a regular file");
-    if ((size_t)st.st_size < sizeof h || pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h)
-        REFUSE("truncated (%lld bytes)", (long long)st.st_size);
+    int fd = cdb_cache_open_header(pc->path, &h, sizeof h, &st, pc->refused, sizeof pc->refused);
+#define REFUSE(...) CDB_CACHE_REFUSE(pc->refused, __VA_ARGS__)
+    if (fd < 0) return;
     if (memcmp(h.magic, PC_MAGIC, 8)) REFUSE("not a clipdb packed matrix cache");
     if (h.format != PC_FORMAT) REFUSE("format %u, this clipdb's is %u", h.format, PC_FORMAT);
     if (memcmp(h.hash, pc->want.hash, sizeof h.hash) ||
@@ -254,35 +244,12 @@ void cdb_pack_cache_note(cdb_pack_cache *pc, const cdb_k_buf *b, int rows, int c
     pc->recs[pc->n_recs++] = (pc_rec){b, rows, cols};
 }
 
-typedef struct pc_out {
-    const cdb_pack_cache *pc;
-    const pc_header *h;
-    const pc_entry *t;
-} pc_out;
-
-/* cdb_cache_publish's fill: the header, the table, then each matrix at its offset. */
-static int fill_file(int fd, void *ud) {
-    static const char zeros[PC_PAGE];
-    const pc_out *o = ud;
-    size_t table_bytes = (size_t)o->h->n_mats * sizeof *o->t, hdr_end = sizeof *o->h + table_bytes;
-    uint64_t off = 0;
-    if (cdb_cache_write_all(fd, o->h, sizeof *o->h) || cdb_cache_write_all(fd, o->t, table_bytes) ||
-        cdb_cache_write_all(fd, zeros, (size_t)o->h->payload_off - hdr_end))
-        return -1;
-    for (uint32_t i = 0; i < o->h->n_mats; i++) {
-        if (cdb_cache_write_all(fd, zeros, (size_t)(o->t[i].off - off)) ||
-            cdb_cache_write_all(fd, cdb_k_matrix_packed_data(o->pc->be, o->pc->recs[i].b),
-                                o->t[i].bytes))
-            return -1;
-        off = o->t[i].off + o->t[i].bytes;
-    }
-    return 0;
-}
-
-/* Writes every recorded matrix to a temporary file, renamed over pc->path. */
+/* Writes every recorded matrix to a temporary file, renamed over pc->path: the header,
+** the table, then each matrix at its offset in the payload. */
 static int write_file(cdb_pack_cache *pc, char *why, size_t why_size) {
     pc_header h = pc->want;
     pc_entry *t;
+    cdb_cache_piece *pv = NULL; /* the header, the table, the matrices */
     XXH3_state_t *s = NULL;
     XXH128_hash_t sum;
     static const char zeros[PC_PAGE];
@@ -292,10 +259,12 @@ static int write_file(cdb_pack_cache *pc, char *why, size_t why_size) {
         snprintf(why, why_size, "%s", pc->rec_failed ? "out of memory" : "no matrices");
         return -1;
     }
-    if (!(t = calloc((size_t)pc->n_recs, sizeof *t)) || !(s = XXH3_createState())) {
+    if (!(t = calloc((size_t)pc->n_recs, sizeof *t)) ||
+        !(pv = calloc((size_t)pc->n_recs + 2, sizeof *pv)) || !(s = XXH3_createState())) {
         snprintf(why, why_size, "out of memory");
         goto done;
     }
+    h.payload_off = align_up(sizeof h + table_bytes, PC_PAGE);
     XXH3_128bits_reset(s);
     for (int i = 0; i < pc->n_recs; i++) {
         const void *data = cdb_k_matrix_packed_data(pc->be, pc->recs[i].b);
@@ -308,21 +277,25 @@ static int write_file(cdb_pack_cache *pc, char *why, size_t why_size) {
         XXH3_128bits_update(s, zeros, at - off);
         XXH3_128bits_update(s, data, bytes);
         t[i] = (pc_entry){pc->recs[i].rows, pc->recs[i].cols, at, bytes};
+        pv[2 + i] = (cdb_cache_piece){data, bytes, h.payload_off + at};
         off = at + bytes;
     }
     sum = XXH3_128bits_digest(s);
     h.n_mats = (uint32_t)pc->n_recs;
-    h.payload_off = align_up(sizeof h + table_bytes, PC_PAGE);
     h.payload_bytes = off;
     h.payload_sum[0] = sum.high64;
     h.payload_sum[1] = sum.low64;
     h.meta_sum = meta_sum(&h, t, h.n_mats);
-    if (cdb_cache_publish(pc->dir, pc->path, fill_file, &(pc_out){pc, &h, t}, why, why_size))
+    pv[0] = (cdb_cache_piece){&h, sizeof h, 0};
+    pv[1] = (cdb_cache_piece){t, table_bytes, sizeof h};
+    if (cdb_cache_publish(pc->dir, pc->path, cdb_cache_fill_pieces,
+                          &(cdb_cache_pieces){pv, pc->n_recs + 2}, why, why_size))
         goto done;
     rc = 0;
     cdb_cache_prune(pc->dir, PC_SUFFIX, PC_KEEP);
 done:
     XXH3_freeState(s);
+    free(pv);
     free(t);
     return rc;
 }

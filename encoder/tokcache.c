@@ -272,19 +272,9 @@ static void *open_file(tc_open *o) {
     unsigned char *map = NULL, *pl;
     cdb_tc_sects sects;
     void *t = NULL;
-    int fd = cdb_open_regular(o->path, 0); /* no link, no FIFO */
-#define REFUSE(...)                                              \
-    do {                                                         \
-        snprintf(o->refused, sizeof o->refused, __VA_ARGS__);    \
-        goto done;                                               \
-    } while (0)
-    if (fd < 0) {
-        if (errno != ENOENT) snprintf(o->refused, sizeof o->refused, "%s", strerror(errno));
-        return NULL;
-    }
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) REFUSE("not a regular file");
-    if ((size_t)st.st_size < sizeof h || pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h)
-        REFUSE("truncated (%lld bytes)", (long long)st.st_size);
+    int fd = cdb_cache_open_header(o->path, &h, sizeof h, &st, o->refused, sizeof o->refused);
+#define REFUSE(...) CDB_CACHE_REFUSE(o->refused, __VA_ARGS__)
+    if (fd < 0) return NULL;
     if (memcmp(h.magic, TC_MAGIC, 8)) REFUSE("not a clipdb tokenizer cache");
     if (h.format != TC_FORMAT || h.kind != o->kind->id)
         REFUSE("format %u kind %u, this clipdb's is %u kind %u", h.format, h.kind, TC_FORMAT,
@@ -337,33 +327,12 @@ done:
     return t;
 }
 
-typedef struct tc_out {
-    const tc_header *h;
-    const cdb_tc_sects *s;
-    const uint64_t *off;
-} tc_out;
-
-/* cdb_cache_publish's fill: the header, zeros to the payload, the sections. */
-static int fill_file(int fd, void *ud) {
-    static const char zeros[TC_PAGE];
-    const tc_out *o = ud;
-    uint64_t at = 0;
-    if (cdb_cache_write_all(fd, o->h, sizeof *o->h) ||
-        cdb_cache_write_all(fd, zeros, (size_t)(o->h->payload_off - sizeof *o->h)))
-        return -1;
-    for (int i = 0; i < o->s->n; i++) {
-        if (cdb_cache_write_all(fd, zeros, (size_t)(o->off[i] - at)) ||
-            cdb_cache_write_all(fd, o->s->p[i], (size_t)o->s->bytes[i]))
-            return -1;
-        at = o->off[i] + o->s->bytes[i];
-    }
-    return 0;
-}
-
-/* Writes t's tables to o->path; 0 on success, else -1 with why. */
+/* Writes t's tables to o->path (the header, then each section at its offset in the
+** payload); 0 on success, else -1 with why. */
 static int write_file(const tc_open *o, const void *t, char *why, size_t why_size) {
     cdb_tc_sects s;
     tc_header h;
+    cdb_cache_piece pv[CDB_TC_MAX_SECT + 1]; /* the header, the sections */
     uint64_t off[CDB_TC_MAX_SECT], payload;
     XXH3_state_t *xs;
     XXH128_hash_t sum;
@@ -395,6 +364,7 @@ static int write_file(const tc_open *o, const void *t, char *why, size_t why_siz
     for (int i = 0; i < s.n; i++) {
         XXH3_128bits_update(xs, zeros, (size_t)(off[i] - at));
         XXH3_128bits_update(xs, s.p[i], (size_t)s.bytes[i]);
+        pv[1 + i] = (cdb_cache_piece){s.p[i], (size_t)s.bytes[i], h.payload_off + off[i]};
         at = off[i] + s.bytes[i];
     }
     sum = XXH3_128bits_digest(xs);
@@ -402,7 +372,9 @@ static int write_file(const tc_open *o, const void *t, char *why, size_t why_siz
     h.payload_sum[0] = sum.high64;
     h.payload_sum[1] = sum.low64;
     h.meta_sum = meta_sum(&h);
-    if (cdb_cache_publish(o->dir, o->path, fill_file, &(tc_out){&h, &s, off}, why, why_size))
+    pv[0] = (cdb_cache_piece){&h, sizeof h, 0};
+    if (cdb_cache_publish(o->dir, o->path, cdb_cache_fill_pieces,
+                          &(cdb_cache_pieces){pv, s.n + 1}, why, why_size))
         return -1;
     cdb_cache_prune(o->dir, TC_SUFFIX, TC_KEEP);
     return 0;

@@ -58,6 +58,21 @@ int cdb_eng_phash_of_decoded(const cdb_image *img, int fast, int target_size, in
     return 0;
 }
 
+/* The camera (make, model, lens) and the place (GPS, altitude) of in into out: fields of
+** the same names in cdb_photo_meta, cdb_db_photo and cdb_engine_photo (strings cut to
+** out's arrays). */
+#define COPY_CAMERA_AND_PLACE(out, in)                                     \
+    do {                                                                   \
+        snprintf((out)->make, sizeof (out)->make, "%s", (in)->make);       \
+        snprintf((out)->model, sizeof (out)->model, "%s", (in)->model);    \
+        snprintf((out)->lens, sizeof (out)->lens, "%s", (in)->lens);       \
+        (out)->has_gps = (in)->has_gps;                                    \
+        (out)->lat = (in)->lat;                                            \
+        (out)->lon = (in)->lon;                                            \
+        (out)->has_alt = (in)->has_alt;                                    \
+        (out)->alt = (in)->alt;                                            \
+    } while (0)
+
 void cdb_eng_photo_row(const cdb_photo_meta *m, const eng_phash *ph, int64_t file_id,
                        const uint8_t hash[CDB_DB_HASH_BYTES], cdb_db_photo *out) {
     memset(out, 0, sizeof *out);
@@ -71,14 +86,7 @@ void cdb_eng_photo_row(const cdb_photo_meta *m, const eng_phash *ph, int64_t fil
     out->taken.wall_ms = m->taken_ms;
     out->taken.has_offset = m->has_offset;
     out->taken.offset_min = m->has_offset ? m->offset_min : 0;
-    snprintf(out->make, sizeof out->make, "%s", m->make);
-    snprintf(out->model, sizeof out->model, "%s", m->model);
-    snprintf(out->lens, sizeof out->lens, "%s", m->lens);
-    out->has_gps = m->has_gps;
-    out->lat = m->lat;
-    out->lon = m->lon;
-    out->has_alt = m->has_alt;
-    out->alt = m->alt;
+    COPY_CAMERA_AND_PLACE(out, m);
     if (ph && ph->has) {
         out->has_phash = 1;
         out->phash = ph->hash;
@@ -129,14 +137,7 @@ void cdb_eng_photo_from_db(const cdb_db_photo *ph, cdb_engine_photo *out) {
     cdb_eng_taken_iso(ph, out->taken, sizeof out->taken);
     out->taken_source = cdb_db_taken_source_str(ph->taken_source);
     out->taken_key_ms = cdb_db_time_key(&ph->taken);
-    snprintf(out->make, sizeof out->make, "%s", ph->make);
-    snprintf(out->model, sizeof out->model, "%s", ph->model);
-    snprintf(out->lens, sizeof out->lens, "%s", ph->lens);
-    out->has_gps = ph->has_gps;
-    out->lat = ph->lat;
-    out->lon = ph->lon;
-    out->has_alt = ph->has_alt;
-    out->alt = ph->alt;
+    COPY_CAMERA_AND_PLACE(out, ph);
 }
 
 void cdb_eng_photo_get(cdb_db *db, int64_t id, cdb_engine_photo *out) {

@@ -17,6 +17,18 @@
 #define CDB_HAVE_AVX512 0
 #endif
 
+/* CDB_K_AVX2: the *_avx2 functions may be called (built, and the CPU has AVX2).
+** CDB_K_AVX2_OR_SCALAR(fn, args...): fn_avx2(args) when they may, else fn_scalar(args);
+** an expression of fn's type (void included): the dispatch of a kernel that has both. */
+#if CDB_HAVE_AVX2
+#define CDB_K_AVX2 (cdb_k_cpu_isa() >= CDB_K_ISA_AVX2)
+#define CDB_K_AVX2_OR_SCALAR(fn, ...) \
+    (CDB_K_AVX2 ? fn##_avx2(__VA_ARGS__) : fn##_scalar(__VA_ARGS__))
+#else
+#define CDB_K_AVX2 0
+#define CDB_K_AVX2_OR_SCALAR(fn, ...) fn##_scalar(__VA_ARGS__)
+#endif
+
 void cdb_k_f16_to_f32_avx2(const uint16_t *src, float *dst, size_t n);
 void cdb_k_f32_to_f16_avx2(const float *src, uint16_t *dst, size_t n);
 

@@ -36,37 +36,22 @@ void cdb_k_dot_f16_f32_multi_scalar(const uint16_t *vecs, size_t n_vecs, const f
             out[i * n_q + j] = cdb_k_dot_f16_f32_scalar(vecs + i * dim, qs + j * dim, dim);
 }
 
-#if CDB_HAVE_AVX2
-#define CDB_DOT_AVX2 (cdb_k_cpu_isa() >= CDB_K_ISA_AVX2)
-#else
-#define CDB_DOT_AVX2 0
-#endif
-
 float cdb_k_dot_f16_f32(const uint16_t *a, const float *q, size_t dim) {
-#if CDB_HAVE_AVX2
-    if (CDB_DOT_AVX2) return cdb_k_dot_f16_f32_avx2(a, q, dim);
-#endif
-    return cdb_k_dot_f16_f32_scalar(a, q, dim);
+    return CDB_K_AVX2_OR_SCALAR(cdb_k_dot_f16_f32, a, q, dim);
 }
 
 float cdb_k_dot_f16_f16(const uint16_t *a, const uint16_t *b, size_t dim) {
-#if CDB_HAVE_AVX2
-    if (CDB_DOT_AVX2) return cdb_k_dot_f16_f16_avx2(a, b, dim);
-#endif
-    return cdb_k_dot_f16_f16_scalar(a, b, dim);
+    return CDB_K_AVX2_OR_SCALAR(cdb_k_dot_f16_f16, a, b, dim);
 }
 
 float cdb_k_dot_f32(const float *a, const float *b, size_t dim) {
-#if CDB_HAVE_AVX2
-    if (CDB_DOT_AVX2) return cdb_k_dot_f32_avx2(a, b, dim);
-#endif
-    return cdb_k_dot_f32_scalar(a, b, dim);
+    return CDB_K_AVX2_OR_SCALAR(cdb_k_dot_f32, a, b, dim);
 }
 
 void cdb_k_dot_f16_f32_batch(const uint16_t *vecs, size_t n_vecs, const float *q, size_t dim,
                              float *out) {
 #if CDB_HAVE_AVX2
-    if (CDB_DOT_AVX2) {
+    if (CDB_K_AVX2) {
         cdb_k_dot_f16_f32_batch_avx2(vecs, n_vecs, q, dim, out);
         return;
     }
@@ -76,13 +61,7 @@ void cdb_k_dot_f16_f32_batch(const uint16_t *vecs, size_t n_vecs, const float *q
 
 void cdb_k_dot_f16_f32_multi(const uint16_t *vecs, size_t n_vecs, const float *qs, size_t n_q,
                              size_t dim, float *out) {
-#if CDB_HAVE_AVX2
-    if (CDB_DOT_AVX2) {
-        cdb_k_dot_f16_f32_multi_avx2(vecs, n_vecs, qs, n_q, dim, out);
-        return;
-    }
-#endif
-    cdb_k_dot_f16_f32_multi_scalar(vecs, n_vecs, qs, n_q, dim, out);
+    CDB_K_AVX2_OR_SCALAR(cdb_k_dot_f16_f32_multi, vecs, n_vecs, qs, n_q, dim, out);
 }
 
 /* Norms are not on the hot path (queries, ingest): double everywhere keeps them

@@ -80,21 +80,9 @@ void cdb_k_f32_to_f16_scalar(const float *src, uint16_t *dst, size_t n) {
 }
 
 void cdb_k_f16_to_f32(const uint16_t *src, float *dst, size_t n) {
-#if CDB_HAVE_AVX2
-    if (cdb_k_cpu_isa() >= CDB_K_ISA_AVX2) {
-        cdb_k_f16_to_f32_avx2(src, dst, n);
-        return;
-    }
-#endif
-    cdb_k_f16_to_f32_scalar(src, dst, n);
+    CDB_K_AVX2_OR_SCALAR(cdb_k_f16_to_f32, src, dst, n);
 }
 
 void cdb_k_f32_to_f16(const float *src, uint16_t *dst, size_t n) {
-#if CDB_HAVE_AVX2
-    if (cdb_k_cpu_isa() >= CDB_K_ISA_AVX2) {
-        cdb_k_f32_to_f16_avx2(src, dst, n);
-        return;
-    }
-#endif
-    cdb_k_f32_to_f16_scalar(src, dst, n);
+    CDB_K_AVX2_OR_SCALAR(cdb_k_f32_to_f16, src, dst, n);
 }

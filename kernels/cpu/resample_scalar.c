@@ -55,49 +55,26 @@ void cdb_k_premul_deinterleave_u8_scalar(const uint8_t *src, size_t n_px, int nc
     }
 }
 
-#if CDB_HAVE_AVX2
-#define CDB_RS_AVX2 (cdb_k_cpu_isa() >= CDB_K_ISA_AVX2)
-#else
-#define CDB_RS_AVX2 0
-#endif
-
 void cdb_k_resample_h_u8(const uint8_t *planes, size_t plane_stride, int nch, const int *bounds,
                          const int32_t *kk, int ksize, int n_out, uint8_t *out) {
-#if CDB_HAVE_AVX2
-    if (CDB_RS_AVX2) {
-        cdb_k_resample_h_u8_avx2(planes, plane_stride, nch, bounds, kk, ksize, n_out, out);
-        return;
-    }
-#endif
-    cdb_k_resample_h_u8_scalar(planes, plane_stride, nch, bounds, kk, ksize, n_out, out);
+    CDB_K_AVX2_OR_SCALAR(cdb_k_resample_h_u8, planes, plane_stride, nch, bounds, kk, ksize,
+                         n_out, out);
 }
 
 void cdb_k_resample_v_u8(const uint8_t *src, size_t stride, const int32_t *k, int n, size_t len,
                          uint8_t *out) {
-#if CDB_HAVE_AVX2
-    if (CDB_RS_AVX2) {
-        cdb_k_resample_v_u8_avx2(src, stride, k, n, len, out);
-        return;
-    }
-#endif
-    cdb_k_resample_v_u8_scalar(src, stride, k, n, len, out);
+    CDB_K_AVX2_OR_SCALAR(cdb_k_resample_v_u8, src, stride, k, n, len, out);
 }
 
 void cdb_k_deinterleave_u8(const uint8_t *src, size_t n_px, int nch, uint8_t *planes,
                            size_t plane_stride) {
-#if CDB_HAVE_AVX2
-    if (CDB_RS_AVX2) {
-        cdb_k_deinterleave_u8_avx2(src, n_px, nch, planes, plane_stride);
-        return;
-    }
-#endif
-    cdb_k_deinterleave_u8_scalar(src, n_px, nch, planes, plane_stride);
+    CDB_K_AVX2_OR_SCALAR(cdb_k_deinterleave_u8, src, n_px, nch, planes, plane_stride);
 }
 
 void cdb_k_premul_deinterleave_u8(const uint8_t *src, size_t n_px, int nch, uint8_t *planes,
                                   size_t plane_stride) {
 #if CDB_HAVE_AVX2
-    if (CDB_RS_AVX2 && nch == 4) {
+    if (CDB_K_AVX2 && nch == 4) {
         cdb_k_premul_deinterleave_u8_avx2(src, n_px, nch, planes, plane_stride);
         return;
     }

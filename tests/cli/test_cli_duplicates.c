@@ -325,15 +325,19 @@ static int make_dirs(char *tmp, size_t tmp_size, char *lib, char *db, size_t siz
     return mkdir(lib, 0700) == 0;
 }
 
+/* In a CDB_TEST: declares const char *model and char tmp[512], lib[600], db[600] (make_dirs);
+** skips without a model. */
+#define NEED_MODEL_AND_DIRS(model, tmp, lib, db)                                           \
+    const char *model = cli_find_model();                                                 \
+    char tmp[512], lib[600], db[600];                                                     \
+    if (!model) CDB_SKIP("no model: set CLIPDB_TEST_MODEL or add models/<name>/");        \
+    if (!make_dirs(tmp, sizeof tmp, lib, db, sizeof lib)) CDB_TEST_FAIL_("mkdtemp")
+
 CDB_TEST(duplicates_groups_copies)
 {
-    const char *model = cli_find_model();
-    if (!model)
-        CDB_SKIP("no model: set CLIPDB_TEST_MODEL or add models/<name>/");
-    char tmp[512], lib[600], db[600], p[800];
+    NEED_MODEL_AND_DIRS(model, tmp, lib, db);
+    char p[800];
     cli_run_result r;
-    if (!make_dirs(tmp, sizeof tmp, lib, db, sizeof lib))
-        CDB_TEST_FAIL_("mkdtemp");
     static uint8_t rgb[W * H * 3], half[(W / 2) * (H / 2) * 3];
     for (int k = 0; k < N_PICS; k++) {
         draw(k, rgb);
@@ -430,13 +434,9 @@ CDB_TEST(duplicates_groups_copies)
 CDB_TEST(duplicates_plain_pictures_are_no_copies)
 {
     enum { COLOURS = CDB_DUPES_CROWD + 6, SIDE = 48 };
-    const char *model = cli_find_model();
-    if (!model)
-        CDB_SKIP("no model: set CLIPDB_TEST_MODEL or add models/<name>/");
-    char tmp[512], lib[600], db[600], p[800];
+    NEED_MODEL_AND_DIRS(model, tmp, lib, db);
+    char p[800];
     cli_run_result r;
-    if (!make_dirs(tmp, sizeof tmp, lib, db, sizeof lib))
-        CDB_TEST_FAIL_("mkdtemp");
     static uint8_t rgb[SIDE * SIDE * 3];
     for (int k = 0; k < COLOURS; k++) {
         for (int i = 0; i < SIDE * SIDE; i++) /* a slow walk through the colours */

@@ -265,13 +265,23 @@ static char *oracle_without(const char *words, int skip, int only, int k, int of
     return out;
 }
 
+/* The hits of answer r are exactly the oracle's of oracle_without(words, -1, only, k, offset). */
+static void check_hits_are_oracle(cdb_test_ctx *cdb_t_, const su_resp *r, const char *words,
+                                  int only, int k, int offset) {
+    char *got = hits_of(r), *want = oracle_without(words, -1, only, k, offset);
+    CHECK(got && want);
+    CHECK_EQ_STR(got, want);
+    free(got);
+    free(want);
+}
+
 /* A front whose peers are A and a peer that fails (stopped, or hanging): partial, the
 ** failed one named, the rest exactly A's part of the oracle, within the timeout. */
 static void check_partial(cdb_test_ctx *cdb_t_, const su_server *front, const char *bad_url,
                           int only, int max_ms) {
     for (int t = 0; t < 4; t++) {
         static const char *const words[] = {"red", "blue+circle", "star", "stripes"};
-        char q[256], *got, *want;
+        char q[256];
         su_resp r;
         json_t *doc, *miss;
         int64_t t0 = now_ms();
@@ -284,12 +294,7 @@ static void check_partial(cdb_test_ctx *cdb_t_, const su_server *front, const ch
         miss = json_object_get(doc, "missing");
         CHECK_EQ_INT((int)json_array_size(miss), 1);
         CHECK_EQ_STR(json_string_value(json_array_get(miss, 0)), bad_url);
-        got = hits_of(&r);
-        want = oracle_without(words[t], -1, only, 5, t);
-        CHECK(got && want);
-        CHECK_EQ_STR(got, want);
-        free(got);
-        free(want);
+        check_hits_are_oracle(cdb_t_, &r, words[t], only, 5, t);
         json_decref(doc);
         su_resp_free(&r);
     }
@@ -498,7 +503,7 @@ CDB_TEST(hostile_peer) {
 CDB_TEST(peer_of_a_peer_is_not_followed) {
     NEED_SETUP();
     su_server mid, front;
-    char a[64], m[64], *got, *want;
+    char a[64], m[64];
     su_resp r;
     json_t *doc;
     peer_url(&g_peer[0], a, sizeof a);
@@ -508,12 +513,7 @@ CDB_TEST(peer_of_a_peer_is_not_followed) {
     CHECK_EQ_INT(su_get(front.port, "/api/search?collapse=0&q=red&k=7&offset=2", &r), 0);
     CHECK((doc = su_json(&r)) != NULL);
     CHECK(json_is_false(json_object_get(doc, "partial")));
-    got = hits_of(&r);
-    want = oracle_without("red", -1, 1, 7, 2); /* B's alone: mid's own database */
-    CHECK(got && want);
-    CHECK_EQ_STR(got, want);
-    free(got);
-    free(want);
+    check_hits_are_oracle(cdb_t_, &r, "red", 1, 7, 2); /* B's alone: mid's own database */
     json_decref(doc);
     su_resp_free(&r);
     CHECK_EQ_INT(su_stop(&front), 0);
