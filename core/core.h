@@ -159,6 +159,16 @@ size_t cdb_utf8_seq_len(const unsigned char *s, size_t n);
 /* 1 when the n bytes at s are valid UTF-8 throughout, else 0. */
 int cdb_utf8_valid(const char *s, size_t n);
 
+/* FNV-1a over n bytes, with the offset basis clipdb has always used (1469598103934665603:
+** the tokenizer cache's hash tables are laid out by it, so it must not change). A fast
+** name for bytes, never a checksum of data that can be damaged or forged. */
+static inline uint64_t cdb_fnv1a64(const void *p, size_t n) {
+    const unsigned char *b = (const unsigned char *)p;
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
 /* ---- data files ------------------------------------------------------------- */
 
 /* The one lookup of clipdb's data files: `name` is a path relative to the data

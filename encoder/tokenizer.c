@@ -58,12 +58,6 @@ struct cdb_tok_bpe {
 
 /* ---- small helpers ------------------------------------------------------------ */
 
-static uint64_t fnv1a(const char *s, size_t n) {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 1099511628211ull;
-    return h;
-}
-
 static size_t pow2_at_least(size_t n) {
     size_t c = 16;
     while (c < n) c *= 2;
@@ -87,7 +81,7 @@ static void bytes_to_unicode(uint32_t cp_of[256], int order[256]) {
 }
 
 static int tok_lookup(const cdb_tok_bpe *t, const char *s, size_t n) {
-    uint64_t full = fnv1a(s, n);
+    uint64_t full = cdb_fnv1a64(s, n);
     size_t mask = t->d.hcap - 1, h = (size_t)full & mask;
     for (;;) {
         uint32_t v = t->hslot[h];
@@ -105,7 +99,7 @@ static int tok_lookup(const cdb_tok_bpe *t, const char *s, size_t n) {
 static void tok_insert(cdb_tok_bpe *t, int id) {
     const char *s = t->arena + t->str[id];
     size_t n = strlen(s), mask = t->d.hcap - 1;
-    uint64_t full = fnv1a(s, n);
+    uint64_t full = cdb_fnv1a64(s, n);
     size_t h = (size_t)full & mask;
     for (;;) {
         uint32_t v = t->hslot[h];

@@ -788,12 +788,6 @@ done:
 
 /* ---- thumbnails and originals --------------------------------------------------------- */
 
-static uint64_t fnv1a(const unsigned char *b, size_t n) {
-    uint64_t h = 1469598103934665603ULL;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ULL;
-    return h;
-}
-
 /* The photo id after prefix in the request's path, or 0 with o set to the 404 of a
 ** path that names none. */
 static int64_t photo_id(const srv_req *r, const char *prefix, srv_resp *o) {
@@ -826,7 +820,7 @@ static void thumb(srv_ctx *c, const srv_req *r, srv_resp *o) {
         cdb_srv_engine_error(o);
         return;
     }
-    snprintf(o->etag, sizeof o->etag, "\"t%016llx\"", (unsigned long long)fnv1a(jpeg, n));
+    snprintf(o->etag, sizeof o->etag, "\"t%016llx\"", (unsigned long long)cdb_fnv1a64(jpeg, n));
     o->cache = "private, no-cache"; /* revalidated: a changed photo gets a new one */
     if (r->if_none_match && strstr(r->if_none_match, o->etag)) {
         cdb_free(jpeg);

@@ -927,9 +927,7 @@ done:
 ** first one's bytes. Such an ETag is made the file's own: "<etag>-<FNV-1a 64 of file>". */
 static void weak_etag_key(const char *file, char *etag, size_t cap) {
     if (all_hex(etag, 64) || all_hex(etag, 40)) return;
-    uint64_t h = 14695981039346656037ull;
-    for (const unsigned char *p = (const unsigned char *)file; *p; p++)
-        h = (h ^ *p) * 1099511628211ull;
+    uint64_t h = cdb_fnv1a64(file, strlen(file));
     size_t n = strlen(etag);
     if (n + 18 < cap) snprintf(etag + n, cap - n, "-%016llx", (unsigned long long)h);
 }

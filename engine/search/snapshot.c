@@ -55,10 +55,10 @@ cdb_status cdb_eng_snap_dirty(cdb_db *db, int64_t model_id, int64_t since, int64
 /* The snapshot's owner number for db: FNV-1a of its uuid, never 0 (what files written
 ** before owners were recorded hold): another database's file, copied in, is refused. */
 static uint32_t owner_of(cdb_db *db) {
-    uint32_t h = 2166136261u;
-    for (const unsigned char *p = (const unsigned char *)cdb_db_uuid(db); *p; p++)
-        h = (h ^ *p) * 16777619u;
-    return h ? h : 1u;
+    const char *uuid = cdb_db_uuid(db);
+    uint64_t h = cdb_fnv1a64(uuid, strlen(uuid));
+    uint32_t o = (uint32_t)(h ^ (h >> 32));
+    return o ? o : 1u;
 }
 
 cdb_status cdb_eng_snap_open(cdb_db *db, int64_t model_id, int dim, unsigned flags,
