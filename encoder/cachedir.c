@@ -19,6 +19,7 @@
 */
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +42,31 @@ static int dir_trusted(const char *dir) {
            !(st.st_mode & S_IWOTH) && (!(st.st_mode & S_IWGRP) || st.st_gid == getegid());
 }
 
+/* 1 when real (an absolute path) and every folder above it are folders, not links, that
+** only we or root can change: owned by one of us, and writable by others (or by a group
+** not ours) only with the sticky bit, which keeps them from renaming our entries. The
+** folders above matter as much as the cache folder: whoever can rename an entry above it
+** can swap the cache folder for theirs between our check and our open. */
+static int chain_trusted(const char *real) {
+    char p[4096];
+    size_t n = strlen(real);
+    if (real[0] != '/' || n >= sizeof p) return 0;
+    memcpy(p, real, n + 1);
+    for (;;) {
+        struct stat st;
+        char *slash;
+        if (lstat(p, &st) != 0 || !S_ISDIR(st.st_mode) ||
+            (st.st_uid != geteuid() && st.st_uid != 0))
+            return 0;
+        if (!(st.st_mode & S_ISVTX) &&
+            ((st.st_mode & S_IWOTH) || ((st.st_mode & S_IWGRP) && st.st_gid != getegid())))
+            return 0;
+        if (!strcmp(p, "/")) return 1;
+        slash = strrchr(p, '/');
+        slash[slash == p] = '\0'; /* "/a" -> "/", "/a/b" -> "/a" */
+    }
+}
+
 int cdb_cache_dir_make(const char *dir) {
     char p[4096];
     size_t n = strlen(dir);
@@ -53,7 +79,7 @@ int cdb_cache_dir_make(const char *dir) {
             if (mkdir(p, 0777) != 0 && errno != EEXIST) return -1;
             p[i] = c;
         }
-    if (dir_trusted(dir)) return 0;
+    if (dir_trusted(dir) && chain_trusted(dir)) return 0;
     errno = EPERM;
     return -1;
 }
@@ -71,9 +97,38 @@ static int dir_name(const char *dir, char *out, size_t size) {
     return -1;
 }
 
-int cdb_cache_dir_pick(const char *dir, char *out, size_t size) {
+/* name with every link above its last component resolved, into out (size bytes): the
+** deepest folder above it that exists, through realpath and checked (chain_trusted), then
+** the rest as named. The last component is kept as it is, so that a link there is seen
+** (and refused) by lstat. */
+static int resolve_above(const char *name, char *out, size_t size) {
+    char head[4096], real[PATH_MAX];
     struct stat st;
-    if (dir_name(dir, out, size) != 0) return -1;
+    size_t end = strlen(name), start;
+    while (end > 1 && name[end - 1] == '/') end--;
+    if (end == 0 || end >= sizeof head) return -1;
+    memcpy(head, name, end);
+    for (;;) { /* head[0, end) names a path; try the folder above its last component */
+        size_t above;
+        start = end;
+        while (start > 0 && head[start - 1] != '/') start--;
+        for (above = start; above > 1 && head[above - 1] == '/';) above--;
+        head[above] = '\0';
+        if (realpath(above ? head : ".", real)) break;
+        if (errno != ENOENT || above == 0) return -1;
+        end = above;
+    }
+    if (stat(real, &st) == 0 && !S_ISDIR(st.st_mode)) /* no folder can be made there */
+        return snprintf(out, size, "%s", name) >= (int)size ? -1 : 0;
+    if (!chain_trusted(real)) return -1;
+    return snprintf(out, size, "%s/%.*s", strcmp(real, "/") ? real : "",
+                    (int)(strlen(name) - start), name + start) >= (int)size ? -1 : 0;
+}
+
+int cdb_cache_dir_pick(const char *dir, char *out, size_t size) {
+    char name[4096];
+    struct stat st;
+    if (dir_name(dir, name, sizeof name) != 0 || resolve_above(name, out, size) != 0) return -1;
     if (lstat(out, &st) != 0) return 0; /* not there: made (and checked) on a write */
     return dir_trusted(out) ? 0 : -1;
 }

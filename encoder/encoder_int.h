@@ -133,12 +133,15 @@ typedef struct cdb_rn_tower {
 ** open its rebuild. */
 
 /* The folder: dir when given, else $CLIPDB_CACHE_DIR/packed, $XDG_CACHE_HOME/clipdb/packed,
-** $HOME/.cache/clipdb/packed. 0 when one is named (out), -1 when none, too long, or not
-** safe: an existing folder that is a link, another user's, or writable by anyone else
-** (group write only for our own group) is no cache: someone else could forge its files
+** $HOME/.cache/clipdb/packed. 0 when one is named (out: links above its last component
+** resolved, so later opens do not walk them again), -1 when none, too long, or not safe:
+** an existing folder that is a link, another user's, or writable by anyone else (group
+** write only for our own group) is no cache, nor is one under a folder that anyone but us
+** and root could rename entries of (no sticky bit): someone else could forge its files
 ** (their sums catch damage, not tampering) or redirect our writes and prunes. */
 int cdb_cache_dir_pick(const char *dir, char *out, size_t size);
-/* mkdir -p of dir (0777 & umask); 0 when made or there and safe (as above), else -1. */
+/* mkdir -p of dir (0777 & umask); 0 when made or there and safe (as above, every folder
+** above it included), else -1. */
 int cdb_cache_dir_make(const char *dir);
 /* write(2) all of p (EINTR retried); 0 on success. */
 int cdb_cache_write_all(int fd, const void *p, size_t n);

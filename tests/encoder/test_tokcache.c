@@ -311,7 +311,7 @@ CDB_TEST(tokcache_keys) {
 ** once and replaced, never an open that waits for a writer. */
 CDB_TEST(tokcache_unsafe_folders) {
     static int32_t ref[N_TEXTS][CTX];
-    char target[256], link[256], shared[256], fifo_dir[256], file[1024];
+    char target[256], link[256], shared[256], fifo_dir[256], file[1024], inner[300], via[256];
     cdb_tok *t = NULL;
     CHECK(tmpdir());
     CHECK_OK(cdb_tok_open(std_vocab(), &t));
@@ -326,6 +326,19 @@ CDB_TEST(tokcache_unsafe_folders) {
     CHECK(mkdir(shared, 0700) == 0 && chmod(shared, 0777) == 0);
     check_open(cdb_t_, std_vocab(), shared, "off", ref, "a folder writable by all");
     CHECK(find_tok(shared, "", file, sizeof file) != 0);
+    /* our own folder inside one that others can rename entries of (no sticky bit): they
+    ** could swap it for theirs between the check and the open */
+    snprintf(inner, sizeof inner, "%s/ours", shared);
+    CHECK(mkdir(inner, 0700) == 0);
+    check_open(cdb_t_, std_vocab(), inner, "off", ref, "a folder under one writable by all");
+    CHECK(find_tok(inner, "", file, sizeof file) != 0);
+    CHECK(chmod(shared, 01777) == 0); /* sticky, as /tmp: others cannot rename our entries */
+    check_open(cdb_t_, std_vocab(), inner, "written", ref, "under a sticky folder");
+    /* a link above the folder is resolved once, the folder checked where it really is */
+    snprintf(via, sizeof via, "%s/via", tmpdir());
+    CHECK(symlink(shared, via) == 0);
+    snprintf(inner, sizeof inner, "%s/ours", via);
+    check_open(cdb_t_, std_vocab(), inner, "hit", ref, "through a link above it");
     snprintf(fifo_dir, sizeof fifo_dir, "%s/fifo", tmpdir());
     check_open(cdb_t_, std_vocab(), fifo_dir, "written", ref, "before the FIFO");
     CHECK_OK(find_tok(fifo_dir, "", file, sizeof file));
