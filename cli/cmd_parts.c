@@ -119,6 +119,17 @@ static void sh_word(FILE *f, const char *s) {
     fputc('\'', f);
 }
 
+/* s as one word of an #SBATCH line: sbatch splits those lines itself, at blanks outside
+** quotes, takes a backslash as escaping the next character, and ends the line at a `#`;
+** every such character is escaped. (Line ends and '%', which sbatch expands in file names,
+** cannot be carried: slurm_job_init refuses a database path with them.) */
+static void sbatch_word(FILE *f, const char *s) {
+    for (; *s; s++) {
+        if (strchr(" \t\\\"'#", *s)) fputc('\\', f);
+        fputc(*s, f);
+    }
+}
+
 /* What the two scripts need. */
 typedef struct slurm_job {
     char exe[4096];        /* this clipdb, resolved */
@@ -134,7 +145,9 @@ typedef struct slurm_job {
 /* The array job: task I (1..N) ingests part I/N into <db>/parts/I. */
 static void write_ingest_script(FILE *f, const slurm_job *j) {
     fprintf(f, "#!/bin/sh\n#SBATCH --job-name=clipdb-ingest\n#SBATCH --array=1-%d\n", j->parts);
-    fprintf(f, "#SBATCH --output=%s/slurm/ingest-%%a.log\n", j->db);
+    fputs("#SBATCH --output=", f);
+    sbatch_word(f, j->db);
+    fputs("/slurm/ingest-%a.log\n", f);
     fprintf(f, "# clipdb slurm ingest: part $SLURM_ARRAY_TASK_ID of %d, a database of its own\n"
                "set -eu\nI=\"$SLURM_ARRAY_TASK_ID\"\nCLIPDB=", j->parts);
     sh_word(f, j->exe);
@@ -161,8 +174,9 @@ static void write_ingest_script(FILE *f, const slurm_job *j) {
 /* The job that runs once every task succeeded: merge (which builds the index, an IVF
 ** one from the parts' lists). */
 static void write_merge_script(FILE *f, const slurm_job *j) {
-    fprintf(f, "#!/bin/sh\n#SBATCH --job-name=clipdb-merge\n#SBATCH --output=%s/slurm/merge.log\n",
-            j->db);
+    fputs("#!/bin/sh\n#SBATCH --job-name=clipdb-merge\n#SBATCH --output=", f);
+    sbatch_word(f, j->db);
+    fputs("/slurm/merge.log\n", f);
     fputs("# clipdb slurm ingest: after every part: merge them (and build the index)\n"
           "set -eu\nCLIPDB=",
           f);
@@ -174,41 +188,103 @@ static void write_merge_script(FILE *f, const slurm_job *j) {
     fputs("\n", f);
 }
 
-/* Writes one script at path; 0, or -1 with errno. */
+/* Writes one script at path through a new temporary renamed over it (cdb_tmp_create: never
+** through a link or into a file someone else put there); 0, or -1 with errno. */
 static int write_script(const char *path, void (*fn)(FILE *, const slurm_job *),
                         const slurm_job *j) {
-    FILE *f = fopen(path, "w");
-    if (!f) return -1;
+    char tmp[4400];
+    int fd = cdb_tmp_create(path, tmp, sizeof tmp), err;
+    FILE *f = fd < 0 ? NULL : fdopen(fd, "w");
+    if (!f) {
+        err = errno;
+        if (fd >= 0) close(fd), unlink(tmp);
+        errno = err;
+        return -1;
+    }
     fn(f, j);
-    return fclose(f);
+    if (fclose(f) == 0 && rename(tmp, path) == 0) return 0;
+    err = errno;
+    unlink(tmp);
+    errno = err;
+    return -1;
 }
 
-/* Runs sbatch --parsable ARGS... script; the job id into id. 0, or -1 (printed). */
+/* Splits s into words as a shell would, quotes ('...', "...") and backslashes only: no
+** expansion of any kind, so nothing in s is run. The words (NULL-ended, one allocation
+** with their text) into *out, their count into *n; -1 on an unclosed quote or no memory. */
+static int split_words(const char *s, char ***out, int *n) {
+    size_t len = s ? strlen(s) : 0, cap = len / 2 + 2;
+    char **w = malloc(cap * sizeof *w + len + 1), *o = (char *)(w + cap);
+    int k = 0;
+    if (!w) return -1;
+    while (s && *s) {
+        char q = 0; /* the open quote */
+        while (*s == ' ' || *s == '\t' || *s == '\n') s++;
+        if (!*s) break;
+        w[k++] = o;
+        for (; *s; s++) {
+            if (!q && strchr(" \t\n", *s)) break;
+            if (q == '\'' && *s != '\'') *o++ = *s;
+            else if (q == '\'' || (!q && (*s == '\'' || *s == '"'))) q = q ? 0 : *s;
+            else if (q == '"' && *s == '"') q = 0;
+            else if (*s == '\\' && s[1] && (!q || strchr("\\\"$`", s[1]))) *o++ = *++s;
+            else *o++ = *s;
+        }
+        *o++ = '\0';
+        if (q) {
+            free(w);
+            return -1;
+        }
+    }
+    w[k] = NULL;
+    *out = w, *n = k;
+    return 0;
+}
+
+/* Runs sbatch --parsable [dependency] ARGS... script (argv, no shell); the job id into
+** id. 0, or -1 (printed). */
 static int sbatch(const char *extra, const char *dependency, const char *script, char *id,
                   size_t size) {
-    char cmd[16384];
-    FILE *p;
-    int n = snprintf(cmd, sizeof cmd, "sbatch --parsable%s%s %s", dependency ? " " : "",
-                     dependency ? dependency : "", extra ? extra : "");
-    if (n < 0 || (size_t)n >= sizeof cmd - 8) return cdb_cli_error(NULL, "--sbatch is too long");
-    {   /* the script path as one shell word */
-        char *o = cmd + n;
-        size_t left = sizeof cmd - (size_t)n;
-        FILE *m = fmemopen(o, left, "w");
-        if (!m) return cdb_cli_error(strerror(errno), "cannot run sbatch");
-        fputc(' ', m);
-        sh_word(m, script);
-        fclose(m);
+    char **words = NULL, *argv[4096];
+    int n_words = 0, argc = 0, fds[2], st = -1;
+    pid_t pid;
+    ssize_t got = 0, r;
+    if (split_words(extra, &words, &n_words) != 0)
+        return cdb_cli_error(NULL, "cannot split the sbatch options (an unclosed quote?)");
+    if (n_words > (int)(sizeof argv / sizeof *argv) - 5) {
+        free(words);
+        return cdb_cli_error(NULL, "too many sbatch options");
     }
+    argv[argc++] = "sbatch";
+    argv[argc++] = "--parsable";
+    if (dependency) argv[argc++] = (char *)dependency;
+    for (int i = 0; i < n_words; i++) argv[argc++] = words[i];
+    argv[argc++] = (char *)script;
+    argv[argc] = NULL;
     fflush(NULL);
-    if (!(p = popen(cmd, "r"))) return cdb_cli_error(strerror(errno), "cannot run sbatch");
-    id[0] = '\0';
-    if (!fgets(id, (int)size, p)) id[0] = '\0';
-    int st = pclose(p);
+    if (pipe(fds) != 0 || (pid = fork()) < 0) {
+        free(words);
+        return cdb_cli_error(strerror(errno), "cannot run sbatch");
+    }
+    if (pid == 0) {
+        dup2(fds[1], STDOUT_FILENO);
+        close(fds[0]), close(fds[1]);
+        execvp("sbatch", argv);
+        _exit(127);
+    }
+    free(words);
+    close(fds[1]);
+    while (got < (ssize_t)size - 1 && (r = read(fds[0], id + got, size - 1 - (size_t)got)) != 0)
+        if (r > 0) got += r;
+        else if (errno != EINTR) break;
+    id[got] = '\0';
+    close(fds[0]);
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
     id[strcspn(id, ";\r\n")] = '\0'; /* "jobid[;cluster]" */
-    if (st != 0 || !id[0])
-        return cdb_cli_error(NULL, "sbatch %s failed (exit status %d)", script,
-                             WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || !id[0])
+        return cdb_cli_error(NULL, "sbatch %s failed (exit status %d%s)", script,
+                             WIFEXITED(st) ? WEXITSTATUS(st) : -1,
+                             WIFEXITED(st) && WEXITSTATUS(st) == 127 ? ": not found" : "");
     return 0;
 }
 
@@ -239,6 +315,11 @@ static int slurm_job_init(cli_args *a, slurm_job *j, int *is_file) {
             strcat(j->db, slash ? slash + 1 : dir);
         }
     }
+    for (const char *c = j->db; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f || *c == '%')
+            return cdb_cli_usage_error("slurm", "the database path has a line end, a control "
+                                                "character or a '%%', which a job script's "
+                                                "#SBATCH lines cannot carry");
     if (!(j->model = cdb_cli_model_path(cdb_cli_get(a, "model"), &src)))
         return cdb_cli_error(NULL, "no model found: pass --model PATH");
     if (realpath(j->model, j->model_abs)) j->model = j->model_abs; /* else hf:ORG/NAME */
@@ -260,15 +341,28 @@ static int slurm_print(const slurm_job *j) {
     return cdb_cli_flush_stdout() ? CLI_EXIT_FAIL : CLI_EXIT_OK;
 }
 
+/* Makes dir unless it is there; CLI_EXIT_OK when it is then a folder (not a link) of ours
+** that no one else can write to, else the error printed: the scripts written in it run
+** as this user on every node, so no one else may swap or edit them before sbatch reads
+** them. */
+static int own_folder(const char *dir) {
+    struct stat st;
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+        return cdb_cli_error(strerror(errno), "cannot create %s", dir);
+    if (lstat(dir, &st) != 0) return cdb_cli_error(strerror(errno), "cannot read %s", dir);
+    if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & S_IWOTH) ||
+        ((st.st_mode & S_IWGRP) && st.st_gid != getegid()))
+        return cdb_cli_error(NULL, "%s is not a folder of this user's that only this user "
+                             "can write to: its job scripts could be changed before they run",
+                             dir);
+    return CLI_EXIT_OK;
+}
+
 /* Writes the scripts into <db>/slurm/ and submits them. */
 static int slurm_submit(cli_args *a, const slurm_job *j) {
     char dir[4200], ing[4300], mer[4300], id1[128], id2[128], dep[200];
-    snprintf(dir, sizeof dir, "%s", j->db);
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-        return cdb_cli_error(strerror(errno), "cannot create %s", dir);
     snprintf(dir, sizeof dir, "%s/slurm", j->db);
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-        return cdb_cli_error(strerror(errno), "cannot create %s", dir);
+    if (own_folder(j->db) != CLI_EXIT_OK || own_folder(dir) != CLI_EXIT_OK) return CLI_EXIT_FAIL;
     snprintf(ing, sizeof ing, "%s/ingest.sbatch", dir);
     snprintf(mer, sizeof mer, "%s/merge.sbatch", dir);
     if (write_script(ing, write_ingest_script, j) != 0)
