@@ -26,6 +26,10 @@
 **   as deleted, is marked deleted (the file was deleted, or moved: its new path is in
 **   whichever part's share it hashes to now, db/README.md's "missing is never deleted"
 **   holding within each part);
+** - one file held by two parts at two paths (it moved from one part's share to
+**   another's between their ingests: each part is the truth for its share only) keeps
+**   the row whose path the disk has it at (drop_moved; never guessed from a missing
+**   drive: then both stay, and verify reports the file recorded twice);
 ** - thumbnails and photo metadata are copied after the batches that made their files
 **   ok (outside the write order, as an ingest stores them: a kill between the two
 **   leaves ok files without them, which the next merge copies); the thumbnails of files
@@ -596,19 +600,11 @@ static int find_gone(const cdb_db_file *f, void *ud_) {
     return 0;
 }
 
-/* Marks deleted the database's live rows in part p's share that p does not hold. */
-static cdb_status drop_gone(merger *m, const mpart *p) {
-    gone_ud ud = {m, p, {0}, CDB_OK};
+/* Marks the database's rows ids[0..n) deleted, in batches. */
+static cdb_status delete_ids(merger *m, const int64_t *ids, size_t n) {
     cdb_db_model dm;
     cdb_db_batch *b = NULL;
-    cdb_status rc;
-    if (p->part_count < 1) return CDB_OK;
-    rc = cdb_db_files_foreach(m->db, 0, CDB_DB_MASK_OK | CDB_DB_MASK_PENDING | CDB_DB_MASK_ERROR,
-                              find_gone, &ud);
-    if (rc == CDB_OK) rc = ud.rc;
-    const int64_t *ids = ud.ids.v;
-    size_t n = ud.ids.n;
-    if (rc == CDB_OK && n) rc = cdb_db_model_default(m->db, &dm);
+    cdb_status rc = n ? cdb_db_model_default(m->db, &dm) : CDB_OK;
     if (rc == CDB_OK && n) rc = cdb_db_batch_new(m->db, dm.id, &b);
     for (size_t i = 0; i < n && rc == CDB_OK; i++) {
         rc = cdb_db_batch_delete(b, ids[i]);
@@ -617,7 +613,115 @@ static cdb_status drop_gone(merger *m, const mpart *p) {
     if (rc == CDB_OK && b) rc = commit_if(b, 1);
     if (rc == CDB_OK) m->r->deleted += (int64_t)n;
     cdb_db_batch_free(b);
+    return rc;
+}
+
+/* Marks deleted the database's live rows in part p's share that p does not hold. */
+static cdb_status drop_gone(merger *m, const mpart *p) {
+    gone_ud ud = {m, p, {0}, CDB_OK};
+    cdb_status rc;
+    if (p->part_count < 1) return CDB_OK;
+    rc = cdb_db_files_foreach(m->db, 0, CDB_DB_MASK_OK | CDB_DB_MASK_PENDING | CDB_DB_MASK_ERROR,
+                              find_gone, &ud);
+    if (rc == CDB_OK) rc = ud.rc;
+    if (rc == CDB_OK) rc = delete_ids(m, ud.ids.v, ud.ids.n);
     free(ud.ids.v);
+    return rc;
+}
+
+/* ---- one file at two paths ----------------------------------------------------------- */
+
+static int add_ident(const cdb_db_file *f, void *ud) {
+    eng_ident *r;
+    if (!f->meta.ino || !f->meta.has_hash) return 0; /* recorded before identities were */
+    if (!(r = cdb_eng_rows_add(ud, sizeof *r))) return 1;
+    r->ino = f->meta.ino, r->dev = f->meta.dev, r->size = f->meta.size;
+    r->id = f->id, r->root_id = f->root_id;
+    memcpy(r->hash, f->meta.hash, sizeof r->hash);
+    return 0;
+}
+
+int cdb_eng_same_file(const eng_ident *x, const eng_ident *y) {
+    return x->ino == y->ino && x->size == y->size && !memcmp(x->hash, y->hash, sizeof x->hash);
+}
+
+/* By file (cdb_eng_same_file's fields), then id. */
+static int cmp_ident(const void *a, const void *b) {
+    const eng_ident *x = a, *y = b;
+    int c;
+    if (x->ino != y->ino) return x->ino < y->ino ? -1 : 1;
+    if (x->size != y->size) return x->size < y->size ? -1 : 1;
+    c = memcmp(x->hash, y->hash, sizeof x->hash);
+    return c ? c : (x->id > y->id) - (x->id < y->id);
+}
+
+cdb_status cdb_eng_file_idents(cdb_db *db, eng_rows *out) {
+    cdb_status rc;
+    memset(out, 0, sizeof *out);
+    rc = cdb_db_files_foreach(db, 0, CDB_DB_MASK_OK, add_ident, out);
+    if (rc == CDB_OK && out->oom) rc = cdb_seterr(CDB_NOMEM, "out of memory");
+    if (rc == CDB_OK) qsort(out->v, out->n, sizeof(eng_ident), cmp_ident);
+    return rc;
+}
+
+/* Which of the rows g[0..n) of one file (same_file) the disk confirms: live[i] 1 when
+** row i's path is that file now, -1 when its path is gone (cdb_eng_library_gone: its
+** root is there, so "gone" is known, never guessed from a missing drive), 0 when
+** nothing is known. */
+static cdb_status judge_group(merger *m, const eng_library *lib, const eng_ident *g, int n,
+                              int *live) {
+    for (int i = 0; i < n; i++) {
+        char *path = NULL;
+        struct stat st;
+        cdb_status rc = cdb_db_file_path(m->db, g[i].id, &path);
+        if (rc != CDB_OK) return rc;
+        if (lstat(path, &st) == 0)
+            live[i] = S_ISREG(st.st_mode) && (uint64_t)st.st_ino == g[i].ino &&
+                      (int64_t)st.st_size == g[i].size;
+        else
+            live[i] = cdb_eng_library_gone(lib, g[i].root_id, path, g[i].dev) ? -1 : 0;
+        cdb_free(path);
+    }
+    return CDB_OK;
+}
+
+/* A file that moved from one part's share to another's between the parts' ingests is
+** held by both, at its old path and its new one (each part is the truth for its own
+** share only). An ingest never stores one file twice (a file with several names,
+** hard links, goes in once: walk.c), so ok rows of the same file (cdb_eng_same_file) are the
+** same photo twice: the rows whose path is gone are marked deleted, when the disk
+** confirms another row of the file at its path. Without a confirmation (the photos'
+** drive not mounted where the merge runs) every row stays, and verify reports them. */
+static cdb_status drop_moved(merger *m) {
+    eng_rows rows, gone = {0};
+    eng_library lib;
+    cdb_status rc = cdb_eng_file_idents(m->db, &rows);
+    const eng_ident *v = rows.v;
+    if (rc != CDB_OK || rows.n < 2) {
+        free(rows.v);
+        return rc;
+    }
+    if ((rc = cdb_eng_library_load(m->db, &lib)) != CDB_OK) {
+        free(rows.v);
+        return rc;
+    }
+    for (size_t i = 0, j; i < rows.n && rc == CDB_OK; i = j) {
+        int live[8], n, confirmed = 0;
+        for (j = i + 1; j < rows.n && cdb_eng_same_file(&v[i], &v[j]); j++) {}
+        if ((n = (int)(j - i)) < 2) continue;
+        if (n > 8) n = 8; /* more names than that: left to verify */
+        rc = judge_group(m, &lib, v + i, n, live);
+        for (int k = 0; k < n; k++) confirmed |= live[k] == 1;
+        for (int k = 0; k < n && rc == CDB_OK && confirmed; k++) {
+            int64_t *id = live[k] < 0 ? cdb_eng_rows_add(&gone, sizeof *id) : NULL;
+            if (id) *id = v[i + k].id;
+            else if (live[k] < 0) rc = cdb_seterr(CDB_NOMEM, "out of memory");
+        }
+    }
+    cdb_eng_library_free(&lib);
+    free(rows.v);
+    if (rc == CDB_OK) rc = delete_ids(m, gone.v, gone.n);
+    free(gone.v);
     return rc;
 }
 
@@ -823,6 +927,7 @@ static cdb_status merge_steps(merger *m) {
         if (rc == CDB_OK) rc = su.rc;
     }
     for (int i = 0; i < m->n_parts && rc == CDB_OK; i++) rc = drop_gone(m, &m->parts[i]);
+    if (rc == CDB_OK) rc = drop_moved(m);
     if (rc == CDB_OK) rc = copy_extras(m);
     if (rc == CDB_OK && !m->no_index) {
         index_ud iu = {m, CDB_OK};

@@ -38,6 +38,7 @@
 
 #include "cdb_test.h"
 #include "cli_run.h"
+#include "db/db.h"
 #include "exif_build.h"
 #include "kill_util.h"
 #include "world/world.h"
@@ -851,9 +852,66 @@ CDB_TEST(merge_of_copies_counts_each_file_once) {
     }
 }
 
+/* A photo moved from part 1's share to part 2's between the two parts' ingests (an array's
+** tasks run at different times) is held by both parts, at its old path and its new one.
+** The merge keeps it once, at the path the disk has it at: the merged export equals a
+** single ingest of the folder as it is (the oracle). When the disk has it at neither
+** path (moved on again), nothing tells which row is gone: both stay, and verify reports
+** the file recorded twice. */
+CDB_TEST(merge_keeps_a_photo_moved_between_parts_once) {
+    NEED_SETUP();
+    char lib[900], p1[900], p2[900], into[900], single[900], from[1100], to[1100], last[1100];
+    char xm[910], xs[910];
+    xport a;
+    cli_run_result r;
+    int k = 0, found = -1;
+    snprintf(lib, sizeof lib, "%s/moving", g_tmp);
+    CHECK(mkdir(lib, 0755) == 0);
+    for (int i = 0; i < 6 && nth_image(g_r2, i, from, sizeof from) == 0; i++) {
+        snprintf(to, sizeof to, "%s/%s", lib, strrchr(from, '/') + 1);
+        CHECK(cli_copy_file(from, to) == 0);
+        if (found < 0 && cdb_db_part_of(lib, strrchr(from, '/') + 1, 2) == 1) found = i;
+    }
+    CHECK_MSG(found >= 0, "no photo in part 1's share");
+    snprintf(p1, sizeof p1, "%s/moving1", g_tmp);
+    snprintf(p2, sizeof p2, "%s/moving2", g_tmp);
+    for (int i = 0; i < 2; i++)
+        CHECK_EQ_INT(run((const char *[]){"init", "--db", i ? p2 : p1, "--model", g_model, "-q",
+                                          NULL}, 0), 0);
+    CHECK_EQ_INT(run((const char *[]){"ingest", "--db", p1, "--part", "1/2", "--threads", "1",
+                                      "--device", "cpu", "-q", lib, NULL}, 0), 0);
+    nth_image(lib, found, from, sizeof from);
+    do /* a new name in part 2's share */
+        snprintf(to, sizeof to, "%s/moved_%d%s", lib, k++, strrchr(from, '.'));
+    while (cdb_db_part_of(lib, strrchr(to, '/') + 1, 2) != 2);
+    CHECK(rename(from, to) == 0);
+    CHECK_EQ_INT(run((const char *[]){"ingest", "--db", p2, "--part", "2/2", "--threads", "1",
+                                      "--device", "cpu", "-q", lib, NULL}, 0), 0);
+    snprintf(into, sizeof into, "%s/moving.m", g_tmp);
+    CHECK_EQ_INT(run((const char *[]){"merge", "--db", into, "-q", p1, p2, NULL}, 0), 0);
+    CHECK_EQ_INT(ingest_whole("moving.s", (const char *[]){lib, NULL}, single, sizeof single), 0);
+    snprintf(xm, sizeof xm, "%s.x", into);
+    snprintf(xs, sizeof xs, "%s.x", single);
+    CHECK(export_db(into, xm) == 0 && export_db(single, xs) == 0 && xport_read(xm, &a) == 0);
+    CHECK_MSG(a.n == 6, "the merge holds %d photos, the disk 6", a.n);
+    xport_free(&a);
+    CHECK_EQ_INT(compare_exports(xm, xs, 1), 0);
+    CHECK_EQ_INT(run((const char *[]){"verify", "--db", into, "-q", NULL}, 0), 0);
+    /* moved on again before the merge: neither recorded path is there */
+    rm_rf(into);
+    snprintf(last, sizeof last, "%s/elsewhere%s", g_tmp, strrchr(from, '.'));
+    CHECK(rename(to, last) == 0);
+    CHECK_EQ_INT(run((const char *[]){"merge", "--db", into, "-q", p1, p2, NULL}, 0), 0);
+    cli_run((const char *[]){"verify", "--db", into, NULL}, &r);
+    CHECK_MSG(r.exit_code == 1 && strstr(r.out, "file-twice: ") && strstr(r.out, "two paths"),
+              "verify: exit %d:\n%s", r.exit_code, r.out);
+    cli_run_free(&r);
+}
+
 CDB_TEST_MAIN_TMP(g_tmp, rm_rf, parts_merge_equals_single_ingest, parts_split_the_files,
                   part_option_is_checked, merge_survives_kill_and_reruns,
                   merge_refuses_another_model, merge_nested_roots_equal_single_ingest,
                   merge_nested_roots_into_a_database, verify_reports_files_under_two_roots,
                   merge_refused_creates_nothing, merge_of_copies_counts_each_file_once,
+                  merge_keeps_a_photo_moved_between_parts_once,
                   parts_reindex_merge_equals_single_reindex)

@@ -3,7 +3,7 @@
 # what one process's reindex exports; merge killed at a random write and rerun (the
 # kill shim of test_cli_kill.cmake). Runs the clipdb binary with a model (skips
 # without one); under a minute.
-target_link_libraries(test_cli_parts PRIVATE cdb_world SQLite::SQLite3 ZLIB::ZLIB m)
+target_link_libraries(test_cli_parts PRIVATE cdb_world cdb_db SQLite::SQLite3 ZLIB::ZLIB m)
 add_dependencies(test_cli_parts clipdb test_cli_kill_shim)
 set_tests_properties(test_cli_parts PROPERTIES LABELS "cli" TIMEOUT 600)
 target_compile_definitions(test_cli_parts PRIVATE
