@@ -379,6 +379,32 @@ cdb_status cdb_db_files_foreach(cdb_db *db, int64_t root_id, unsigned state_mask
     return rc;
 }
 
+cdb_status cdb_db_files_same_identity(cdb_db *db, cdb_db_file_fn fn, void *ud) {
+    sqlite3_stmt *st = NULL;
+    cdb_status rc = cdb_sql_prepare(
+        db->cat,
+        "SELECT " FILE_COLS " FROM files f JOIN (SELECT ino AS g_ino, size AS g_size,"
+        " hash AS g_hash FROM files WHERE state = ?1 AND ino IS NOT NULL AND ino != 0"
+        " AND hash IS NOT NULL GROUP BY ino, size, hash HAVING count(*) > 1)"
+        " ON f.ino = g_ino AND f.size = g_size AND f.hash = g_hash WHERE f.state = ?1"
+        " ORDER BY f.ino, f.size, f.hash, f.id",
+        &st);
+    int s;
+    if (rc != CDB_OK) return rc;
+    sqlite3_bind_int(st, 1, CDB_DB_OK);
+    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+        cdb_db_file f;
+        file_from_row(st, &f);
+        if (fn(&f, ud)) {
+            s = SQLITE_DONE;
+            break;
+        }
+    }
+    if (s != SQLITE_DONE) rc = cdb_sql_err(db->cat, s, "list files recorded twice");
+    sqlite3_finalize(st);
+    return rc;
+}
+
 /* ---- files in walk order ------------------------------------------------------------- */
 
 /* cdb_db_walk_cmp over counted bytes (a collation's arguments are not NUL-terminated). */

@@ -424,6 +424,11 @@ cdb_status cdb_db_files_by_hash(cdb_db *db, int64_t root_id, const uint8_t hash[
 ** order. The cdb_db_file passed to fn is borrowed for that call only. fn returning
 ** nonzero stops. fn must not write through the same handle. */
 typedef int (*cdb_db_file_fn)(const cdb_db_file *f, void *ud);
+/* The ok rows of one file recorded at more than one path: rows with the inode number,
+** size and content hash of another ok row (rows without an identity left out), ordered
+** by those, then id, so that a file's rows come together. SQLite groups them, so the
+** caller's memory does not grow with the catalog. Same callback rules as below. */
+cdb_status cdb_db_files_same_identity(cdb_db *db, cdb_db_file_fn fn, void *ud);
 cdb_status cdb_db_files_foreach(cdb_db *db, int64_t root_id, unsigned state_mask,
                                 cdb_db_file_fn fn, void *ud);
 

@@ -44,9 +44,9 @@ typedef struct eng_ident {
     int64_t size, id, root_id;
     uint8_t hash[CDB_DB_HASH_BYTES];
 } eng_ident;
-/* The identities of db's ok rows that have one (rows written before identities were
-** recorded have none), sorted so that rows of one file (cdb_eng_same_file) are together,
-** by id within them: eng_ident rows in out (free out->v). */
+/* The identities of db's ok rows of files recorded at more than one path
+** (cdb_db_files_same_identity, in its order: the rows of one file, cdb_eng_same_file,
+** together, by id): eng_ident rows in out (free out->v). */
 cdb_status cdb_eng_file_idents(cdb_db *db, eng_rows *out /* OUT */);
 /* 1 when x and y are one file: the same inode number, size and content. Not the device:
 ** a shared filesystem can have another st_dev on each node that ingested a part. An

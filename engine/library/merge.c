@@ -645,22 +645,11 @@ int cdb_eng_same_file(const eng_ident *x, const eng_ident *y) {
     return x->ino == y->ino && x->size == y->size && !memcmp(x->hash, y->hash, sizeof x->hash);
 }
 
-/* By file (cdb_eng_same_file's fields), then id. */
-static int cmp_ident(const void *a, const void *b) {
-    const eng_ident *x = a, *y = b;
-    int c;
-    if (x->ino != y->ino) return x->ino < y->ino ? -1 : 1;
-    if (x->size != y->size) return x->size < y->size ? -1 : 1;
-    c = memcmp(x->hash, y->hash, sizeof x->hash);
-    return c ? c : (x->id > y->id) - (x->id < y->id);
-}
-
 cdb_status cdb_eng_file_idents(cdb_db *db, eng_rows *out) {
     cdb_status rc;
     memset(out, 0, sizeof *out);
-    rc = cdb_db_files_foreach(db, 0, CDB_DB_MASK_OK, add_ident, out);
+    rc = cdb_db_files_same_identity(db, add_ident, out);
     if (rc == CDB_OK && out->oom) rc = cdb_seterr(CDB_NOMEM, "out of memory");
-    if (rc == CDB_OK) qsort(out->v, out->n, sizeof(eng_ident), cmp_ident);
     return rc;
 }
 
