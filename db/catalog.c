@@ -355,6 +355,25 @@ cdb_status cdb_db_files_by_hash(cdb_db *db, int64_t root_id, const uint8_t hash[
     return rc;
 }
 
+/* fn on every row of st (FILE_COLS; bound), until it returns nonzero; then finalizes st.
+** what: for the error message. */
+static cdb_status each_file(cdb_db *db, sqlite3_stmt *st, cdb_db_file_fn fn, void *ud,
+                            const char *what) {
+    cdb_status rc = CDB_OK;
+    int s;
+    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+        cdb_db_file f;
+        file_from_row(st, &f);
+        if (fn(&f, ud)) {
+            s = SQLITE_DONE;
+            break;
+        }
+    }
+    if (s != SQLITE_DONE) rc = cdb_sql_err(db->cat, s, what);
+    sqlite3_finalize(st);
+    return rc;
+}
+
 cdb_status cdb_db_files_foreach(cdb_db *db, int64_t root_id, unsigned state_mask, cdb_db_file_fn fn,
                                 void *ud) {
     sqlite3_stmt *st = NULL;
@@ -365,18 +384,7 @@ cdb_status cdb_db_files_foreach(cdb_db *db, int64_t root_id, unsigned state_mask
     if (rc != CDB_OK) return rc;
     sqlite3_bind_int64(st, 1, root_id);
     sqlite3_bind_int64(st, 2, (int64_t)state_mask);
-    int s;
-    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-        cdb_db_file f;
-        file_from_row(st, &f);
-        if (fn(&f, ud)) {
-            s = SQLITE_DONE;
-            break;
-        }
-    }
-    if (s != SQLITE_DONE) rc = cdb_sql_err(db->cat, s, "list files");
-    sqlite3_finalize(st);
-    return rc;
+    return each_file(db, st, fn, ud, "list files");
 }
 
 cdb_status cdb_db_files_same_identity(cdb_db *db, cdb_db_file_fn fn, void *ud) {
@@ -389,20 +397,9 @@ cdb_status cdb_db_files_same_identity(cdb_db *db, cdb_db_file_fn fn, void *ud) {
         " ON f.ino = g_ino AND f.size = g_size AND f.hash = g_hash WHERE f.state = ?1"
         " ORDER BY f.ino, f.size, f.hash, f.id",
         &st);
-    int s;
     if (rc != CDB_OK) return rc;
     sqlite3_bind_int(st, 1, CDB_DB_OK);
-    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-        cdb_db_file f;
-        file_from_row(st, &f);
-        if (fn(&f, ud)) {
-            s = SQLITE_DONE;
-            break;
-        }
-    }
-    if (s != SQLITE_DONE) rc = cdb_sql_err(db->cat, s, "list files recorded twice");
-    sqlite3_finalize(st);
-    return rc;
+    return each_file(db, st, fn, ud, "list files recorded twice");
 }
 
 /* ---- files in walk order ------------------------------------------------------------- */
