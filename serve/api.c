@@ -63,7 +63,9 @@
 ** (every peer missing). Every hit also has "mtime_ns" and "taken_ms" (what the time
 ** sorts order by, so that a front server merges peers' hits exactly). Collapsed, copies
 ** across servers are one hit (collapse_across, copies.c), each copy with "copies_db" and
-** "copies_peer" (its peer's URL, null for this server's).
+** "copies_peer" (its peer's URL, null for this server's); a group that holds a file of
+** this server's is shown as its best hit here, never a peer's (a peer's facts are claims).
+** A search waits on each peer at most SRV_PEER_SEARCH_TIMEOUTS peer timeouts in all.
 **
 ** "query" (and q=) is the CLI's language ("beach + sunset - people", "2*cat");
 ** "text" is one term as it is. Limits: k <= 1000, offset <= 100000, query text as in
@@ -545,6 +547,7 @@ typedef struct fanout {
                               the peers' gate is full */
     int want;
     srv_peer_filter filter;
+    long *used_ms;         /* the search's time waited on each peer (search_fanout's) */
     srv_peer_answers ans;
 } fanout;
 
@@ -552,7 +555,8 @@ static void *fanout_run(void *ud) {
     fanout *f = ud;
     int n = cdb_srv_peers_count(f->c->peers);
     if (f->body) {
-        cdb_srv_peers_search(f->c->peers, f->body, f->want, n_dbs(f->c), &f->filter, &f->ans);
+        cdb_srv_peers_search(f->c->peers, f->body, f->want, n_dbs(f->c), &f->filter, f->used_ms,
+                             &f->ans);
     } else if ((f->ans.missing = calloc((size_t)n, sizeof *f->ans.missing))) {
         for (int i = 0; i < n; i++) f->ans.missing[i] = 1;
         f->ans.n_missing = n;
@@ -610,7 +614,7 @@ static cdb_status answer_copy_facts(srv_ctx *c, const search_req *s, const cdb_e
 ** are asked) and the peers' at the same time, all in *out (out->hits heap); fo->ans keeps
 ** what the peers said (the hits' remotes, who is missing). CDB_OK, or the local failure. */
 static cdb_status fanout_round(srv_ctx *c, search_req *s, const cdb_engine_search_params *pp,
-                               cdb_engine_result *out, fanout *fo) {
+                               long *used_ms, cdb_engine_result *out, fanout *fo) {
     pthread_t t;
     int started = 0;
     char *body = NULL;
@@ -623,6 +627,7 @@ static cdb_status fanout_round(srv_ctx *c, search_req *s, const cdb_engine_searc
     fo->filter.under_given = s->under_given;
     fo->filter.under = s->p.under;
     fo->filter.has_gps = s->p.has_gps;
+    fo->used_ms = used_ms;
     if (c->peers && !s->local_only) {
         /* a photo id names a photo here: peers cannot look it up (missing, said so) */
         fo->body = body = s->q.n_like_ids || s->peers_busy ? NULL : peer_body(s, pp->k);
@@ -647,12 +652,59 @@ static cdb_status fanout_round(srv_ctx *c, search_req *s, const cdb_engine_searc
     return CDB_OK;
 }
 
+/* Puts this server's hits (and their facts) before the peers', each part in rank order,
+** so that the collapse, which keeps the first hit of a group, keeps this server's best
+** hit of a group that has one (the merge ranks them again). 0, or -1 without memory. */
+static int own_hits_first(cdb_engine_hit *hits, cdb_engine_copy_facts *facts, int n, int nd) {
+    cdb_engine_hit *h = malloc(sizeof *h * (size_t)(n ? n : 1));
+    cdb_engine_copy_facts *f = malloc(sizeof *f * (size_t)(n ? n : 1));
+    int k = 0;
+    if (!h || !f) {
+        free(h);
+        free(f);
+        return -1;
+    }
+    for (int own = 1; own >= 0; own--)
+        for (int i = 0; i < n; i++)
+            if ((hits[i].db < nd) == own) h[k] = hits[i], f[k++] = facts[i];
+    memcpy(hits, h, sizeof *h * (size_t)n);
+    memcpy(facts, f, sizeof *f * (size_t)n);
+    free(h);
+    free(f);
+    return 0;
+}
+
+/* Leaves out of the collapsed hits[0..*n) each peer's hit kept for a group that holds a
+** file of this server's (one that is no hit here: it ranked lower, or a filter left it
+** out): that file stands for the group at its own rank, where it passes; the peer's
+** claim never hides it. */
+static void drop_claims_on_own(cdb_engine_hit *hits, int *n, int nd) {
+    int kept = 0;
+    for (int i = 0; i < *n; i++) {
+        cdb_engine_hit *h = &hits[i];
+        int own = 0;
+        for (int j = 0; h->db >= nd && h->copies_db && j < h->n_copies; j++)
+            own |= h->copies_db[j] < nd;
+        if (!own) {
+            hits[kept++] = *h;
+            continue;
+        }
+        cdb_free(h->path);
+        free(h->copies);
+        free(h->copies_db);
+    }
+    *n = kept;
+}
+
 /* Copies across this server and its peers: out's hits (this server's, then the peers',
 ** each answer's best `fetch` by score) ranked, cut to the exact prefix when cut (*more:
 ** some answer may have more), then collapsed as one database of all the servers' files
 ** would be: the hits' facts (the peers': what they sent) and the files of their groups
 ** elsewhere (cdb_srv_copies_closure); a peer's file is named n_dbs + peer *
-** CDB_SERVE_MAX_DBS + its database there (copies_db too). */
+** CDB_SERVE_MAX_DBS + its database there (copies_db too). A peer's facts are claims
+** (it may copy those of this server's files that the closure sent it): a group that holds
+** a file of this server's is this server's best hit of it, or none (own_hits_first,
+** drop_claims_on_own); among peers' files, the best-ranked hit stands for its group. */
 static cdb_status collapse_across(srv_ctx *c, const search_req *s, cdb_engine_result *out,
                                   fanout *fo, int fetch, int cut, int *more) {
     int np = cdb_srv_peers_count(c->peers), dim = 0, nd = n_dbs(c), n_others = 0;
@@ -682,8 +734,11 @@ static cdb_status collapse_across(srv_ctx *c, const search_req *s, cdb_engine_re
         st = cdb_engine_hits_rank(out->hits, facts, &out->n, cut ? truncated : NULL, more);
     if (st == CDB_OK)
         st = cdb_srv_copies_closure(c, facts, out->n, dim, &fo->ans, &others, &n_others, &keep);
+    if (st == CDB_OK && own_hits_first(out->hits, facts, out->n, nd))
+        st = cdb_seterr(CDB_NOMEM, "out of memory");
     if (st == CDB_OK)
         st = cdb_engine_hits_collapse(out->hits, facts, &out->n, others, n_others, dim);
+    if (st == CDB_OK) drop_claims_on_own(out->hits, &out->n, nd);
     cdb_srv_copies_free(keep);
     for (int d = 0; vecs && d < nd; d++) free(vecs[d]);
     free(vecs);
@@ -697,25 +752,30 @@ static cdb_status collapse_across(srv_ctx *c, const search_req *s, cdb_engine_re
 ** and paged into *out. With collapse, copies across them are one hit (collapse_across):
 ** while the exact prefix of the merge holds fewer groups than the page needs, every part
 ** is asked for 4x more, up to SRV_MAX_K (then the page is made of what was fetched),
-** each round within the peer timeout. fo: the last round's peers. */
+** each exchange within the peer timeout and each peer's all within the search's time
+** for it (SRV_PEER_SEARCH_TIMEOUTS): a peer that has used it up is not asked again (it
+** is missing) and the rest is answered. fo: the last round's peers. */
 static cdb_status search_fanout(srv_ctx *c, search_req *s, cdb_engine_result *out,
                                 fanout *fo) {
     cdb_engine_search_params pp = cdb_engine_part_params(&s->p);
     int need = pp.k, across = s->p.collapse && c->peers && !s->local_only;
-    cdb_status st;
-    for (int fetch = need;; fetch = fetch > SRV_MAX_K / 4 ? SRV_MAX_K : fetch * 4) {
+    long *used = calloc((size_t)cdb_srv_peers_count(c->peers) + 1, sizeof *used);
+    cdb_status st = used ? CDB_OK : cdb_seterr(CDB_NOMEM, "out of memory");
+    for (int fetch = need; st == CDB_OK; fetch = fetch > SRV_MAX_K / 4 ? SRV_MAX_K : fetch * 4) {
         int more = 0;
         pp.k = fetch;
-        if ((st = fanout_round(c, s, &pp, out, fo)) != CDB_OK ||
+        if ((st = fanout_round(c, s, &pp, used, out, fo)) != CDB_OK ||
             (across &&
              (st = collapse_across(c, s, out, fo, fetch, fetch < SRV_MAX_K, &more)) != CDB_OK))
-            return st;
+            break;
         if (out->n >= need || !more || fetch >= SRV_MAX_K) break;
         cdb_engine_result_free(out);
         cdb_srv_peer_answers_free(&fo->ans);
     }
-    cdb_engine_hits_merge(out->hits, &out->n, &s->p);
-    return CDB_OK;
+    fo->ans.used_ms = NULL; /* freed here */
+    free(used);
+    if (st == CDB_OK) cdb_engine_hits_merge(out->hits, &out->n, &s->p);
+    return st;
 }
 
 static void search(srv_ctx *c, const srv_req *r, srv_resp *o) {

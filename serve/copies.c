@@ -352,7 +352,8 @@ cdb_status cdb_srv_copies_closure(srv_ctx *c, const cdb_engine_copy_facts *hits,
                 break;
             }
             /* a peer already missing is not waited on again (it hung, or was not asked) */
-            cdb_srv_peers_post(c->peers, "/api/copies_of", body, ans->missing, answers, lens);
+            cdb_srv_peers_post(c->peers, "/api/copies_of", body, ans->missing, ans->used_ms,
+                               answers, lens);
             free(body);
             for (int p = 0; p < np; p++) {
                 if (ans->missing && ans->missing[p]) continue;

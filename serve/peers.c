@@ -13,8 +13,10 @@
 ** or answers something else is missing; the search still answers with the rest.
 **
 ** Time: a peer that trickles is cut (SRV_PEER_MIN_BPS), every exchange has a deadline,
-** and at most the gate's share of the request threads waits on peers at once
-** (cdb_srv_peers_enter): a slow or hostile peer cannot take the server's threads.
+** a search waits on a peer SRV_PEER_SEARCH_TIMEOUTS timeouts in all (its fan-out, the
+** collapse's asks for more and the copies' rounds added up), and at most the gate's share
+** of the request threads waits on peers at once (cdb_srv_peers_enter): a slow or hostile
+** peer cannot take the server's threads, nor hold one search for many exchanges.
 **
 ** Copies across peers: a front that collapses asks with "copy_facts": true, and each
 ** hit then carries what the collapse decides by (copies.c); facts that are not well
@@ -349,8 +351,15 @@ static int append(srv_peer_answers *out, cdb_engine_hit *h, srv_remote *r, int n
     return 0;
 }
 
+/* What is left of the time a search may wait on peer i (used_ms: its waits so far; NULL:
+** not counted), at most one timeout. */
+static long time_left_ms(const srv_peers *ps, const long *used_ms, int i) {
+    long left = used_ms ? SRV_PEER_SEARCH_TIMEOUTS * (long)ps->timeout_ms - used_ms[i] : 0;
+    return !used_ms || left > ps->timeout_ms ? ps->timeout_ms : left;
+}
+
 void cdb_srv_peers_post(srv_peers *ps, const char *route, const char *body, const int *skip,
-                        char **answers, size_t *lens) {
+                        long *used_ms, char **answers, size_t *lens) {
     CURLM *m = curl_multi_init();
     CURL **h = calloc((size_t)ps->n, sizeof *h);
     struct curl_slist **hdrs = calloc((size_t)ps->n, sizeof *hdrs);
@@ -360,10 +369,11 @@ void cdb_srv_peers_post(srv_peers *ps, const char *route, const char *body, cons
     for (int i = 0; i < ps->n; i++) answers[i] = NULL, lens[i] = 0;
     if (!m || !h || !hdrs || !pb) goto done;
     for (int i = 0; i < ps->n; i++) {
-        if (skip && skip[i]) continue;
+        long left_ms = time_left_ms(ps, used_ms, i);
+        if ((skip && skip[i]) || left_ms <= 0) continue; /* its time in the search used up */
         pb[i].max = SRV_PEER_MAX_ANSWER;
         snprintf(url, sizeof url, "%s%s", ps->urls[i], route);
-        if ((h[i] = transfer(ps, i, url, body, ps->timeout_ms, &pb[i], &hdrs[i])))
+        if ((h[i] = transfer(ps, i, url, body, left_ms, &pb[i], &hdrs[i])))
             curl_multi_add_handle(m, h[i]);
     }
     do { /* every transfer ends by its timeout at the latest */
@@ -372,6 +382,9 @@ void cdb_srv_peers_post(srv_peers *ps, const char *route, const char *body, cons
     } while (running);
     for (int i = 0; i < ps->n; i++) {
         long code = 0;
+        curl_off_t us = 0;
+        if (h[i] && used_ms && curl_easy_getinfo(h[i], CURLINFO_TOTAL_TIME_T, &us) == CURLE_OK)
+            used_ms[i] += (long)((us + 999) / 1000); /* the wait on this peer, cut or not */
         if (h[i]) curl_easy_getinfo(h[i], CURLINFO_RESPONSE_CODE, &code);
         if (h[i] && code == 200 && !pb[i].over && pb[i].b) {
             answers[i] = pb[i].b;
@@ -395,12 +408,13 @@ done:
 }
 
 void cdb_srv_peers_search(srv_peers *ps, const char *body, int max_hits, int first_db,
-                          const srv_peer_filter *f, srv_peer_answers *out) {
+                          const srv_peer_filter *f, long *used_ms, srv_peer_answers *out) {
     char **answers = calloc((size_t)ps->n + 1, sizeof *answers);
     size_t *lens = calloc((size_t)ps->n + 1, sizeof *lens);
     memset(out, 0, sizeof *out);
     out->missing = calloc((size_t)ps->n + 1, sizeof *out->missing);
-    if (answers && lens) cdb_srv_peers_post(ps, "/api/search", body, NULL, answers, lens);
+    out->used_ms = used_ms;
+    if (answers && lens) cdb_srv_peers_post(ps, "/api/search", body, NULL, used_ms, answers, lens);
     for (int i = 0; i < ps->n; i++) {
         cdb_engine_hit *hits = NULL;
         srv_remote *rem = NULL;

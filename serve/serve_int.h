@@ -175,6 +175,11 @@ typedef struct srv_remote {
 ** (SRV_PEER_MAX_FILE then needs about 25 MB/s: a LAN's speed). */
 #define SRV_PEER_MIN_BPS 32768L
 #define SRV_PEER_FILE_EXTRA_MS 10000L
+/* The time one search waits on a peer in all, in peer timeouts: its exchanges with the
+** peer (the fan-out, the collapse's asks for more, the copies' rounds) added up; past it
+** the peer is not asked again in the search (it is missing). A peer that answers each
+** exchange just in time cannot hold a search for 25 of them. */
+#define SRV_PEER_SEARCH_TIMEOUTS 2
 /* The base64 of a vector beyond which it is dropped (4,096 dimensions); with k <= 1000,
 ** an answer with copy facts of 512-d vectors is about 2 MB, of 1280-d ones 4 MB: within
 ** SRV_PEER_MAX_ANSWER. */
@@ -216,15 +221,19 @@ typedef struct srv_peer_answers {
     int *missing;              /* per peer: 1 when it did not answer usably */
     int n_missing;
     int n_dropped;             /* the peers' hits dropped (cdb_srv_peer_parse's *n_dropped) */
+    long *used_ms;             /* the search's time waited on each peer (borrowed; NULL: not
+                                  counted), which its later exchanges (copies) add to */
 } srv_peer_answers;
 
 /* POSTs body (a JSON /api/search request) to every peer at once, each within the
-** timeout; their answers parsed (cdb_srv_peer_parse, at most max_hits each, checked
-** against f: NULL for none) into out: hits[i].db = first_db + i, remote[i] its peer, id
-** and db. Never fails: a peer that did not answer usably is missing. Free with
-** cdb_srv_peer_answers_free. */
+** timeout and what is left of the search's time with it (used_ms, as cdb_srv_peers_post;
+** out keeps it for the search's later exchanges); their answers parsed
+** (cdb_srv_peer_parse, at most max_hits each, checked against f: NULL for none) into out:
+** hits[i].db = first_db + i, remote[i] its peer, id and db. Never fails: a peer that did
+** not answer usably is missing. Free with cdb_srv_peer_answers_free. */
 void cdb_srv_peers_search(srv_peers *ps, const char *body, int max_hits, int first_db,
-                          const srv_peer_filter *f, srv_peer_answers *out /* OUT */);
+                          const srv_peer_filter *f, long *used_ms,
+                          srv_peer_answers *out /* OUT */);
 void cdb_srv_peer_answers_free(srv_peer_answers *a);
 /* Frees what a parsed hit and its remote own (the path; the vector); either NULL. */
 void cdb_srv_peer_hit_free(cdb_engine_hit *h, srv_remote *r);
@@ -232,9 +241,12 @@ void cdb_srv_peer_hit_free(cdb_engine_hit *h, srv_remote *r);
 void cdb_srv_peer_missing(srv_peer_answers *a, int peer);
 /* POSTs body to route ("/api/...") of every peer at once (but those whose skip[i] is
 ** nonzero; skip may be NULL), each within the timeout: answers[i] (heap, lens[i] bytes,
-** at most SRV_PEER_MAX_ANSWER) peer i's 200 answer, NULL when it gave none. */
+** at most SRV_PEER_MAX_ANSWER) peer i's 200 answer, NULL when it gave none. used_ms (NULL:
+** not counted): the time a search has waited on each peer, to which each exchange's is
+** added; an exchange ends within what is left of SRV_PEER_SEARCH_TIMEOUTS timeouts, and
+** a peer with nothing left is not asked. */
 void cdb_srv_peers_post(srv_peers *ps, const char *route, const char *body, const int *skip,
-                        char **answers /* OUT n */, size_t *lens /* OUT n */);
+                        long *used_ms, char **answers /* OUT n */, size_t *lens /* OUT n */);
 
 /* Parses a peer's /api/search answer (n bytes, untrusted): {"results": [...]}, of which
 ** the first max_hits results are read, each with a positive integer "id", a finite
