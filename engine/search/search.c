@@ -1050,7 +1050,8 @@ static cdb_status groups_get(cdb_engine *e, cdb_db *db, int64_t model_id, int di
     *out = NULL;
     if (!ss) return cdb_eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory", "cannot search");
     pthread_mutex_lock(&ss->mu);
-    first = !ss->collapsed++;
+    first = !ss->collapsed;
+    ss->collapsed = 1;
     pthread_mutex_unlock(&ss->mu);
     if (first) return CDB_OK;
     st = cdb_eng_groups_key(e, db, gen, &part.key);

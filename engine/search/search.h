@@ -132,8 +132,8 @@ typedef struct eng_search_state {     /* per vector set searched */
     eng_groups *many;    /* those of the last search of several databases led by this one */
     eng_copy_index *copy_index; /* what cdb_engine_copies_of looks files up in (NULL: none
                                    built: only a server asked by a front builds one) */
-    int collapsed;       /* searches that collapsed copies (groups_get: the first one
-                            groups its page's hits only) */
+    int collapsed;       /* 1 once a search collapsed copies (groups_get: the first
+                            one groups its page's hits only) */
     int warned_ix;       /* the unusable index was warned about */
     struct eng_search_state *next;
 } eng_search_state;
