@@ -853,6 +853,20 @@ cdb_status cdb_db_photos_select(cdb_db *db, const cdb_db_photo_filter *f,
 typedef int (*cdb_db_photo_fn)(const cdb_db_photo *p, void *ud);
 cdb_status cdb_db_photos_foreach(cdb_db *db, int with_row_only, cdb_db_photo_fn fn, void *ud);
 
+/* What copies are found by, for every ok file, in id order (cdb_db_photos_foreach's
+** files): its content hash (as cdb_db_photo's: zeros when the file has none) and its
+** perceptual hash when a current row holds one (has_phash: cdb_db_photo's read &&
+** has_phash). One statement, 40 bytes a file: a search collapsing copies finds a page's
+** copies from these without reading every file's metadata. *out: cdb_free (NULL when
+** none). CDB_NOMEM, CDB_IO. */
+typedef struct cdb_db_copy_key {
+    int64_t file_id;
+    uint8_t hash[CDB_DB_HASH_BYTES];
+    int has_phash;
+    uint64_t phash;
+} cdb_db_copy_key;
+cdb_status cdb_db_copy_keys(cdb_db *db, cdb_db_copy_key **out /* OUT */, size_t *n /* OUT */);
+
 /* Parsers of what users type (CLI arguments, HTTP query strings): untrusted input,
 ** CDB_INVALID with a message naming the text for anything else. */
 /* ISO 8601: YYYY-MM-DD, then optionally [T or space]HH:MM[:SS[.fraction]] and an

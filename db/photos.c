@@ -285,6 +285,46 @@ cdb_status cdb_db_photos_foreach(cdb_db *db, int with_row_only, cdb_db_photo_fn 
     return rc;
 }
 
+/* Room for one more key in *keys (capacity *cap). */
+static cdb_status keys_grow(cdb_db_copy_key **keys, size_t n, size_t *cap) {
+    if (n < *cap) return CDB_OK;
+    size_t nc = *cap ? *cap * 2 : 1024;
+    cdb_db_copy_key *k = cdb_realloc(*keys, nc * sizeof *k);
+    if (!k) return cdb_seterr(CDB_NOMEM, "copy keys: out of memory");
+    *keys = k;
+    *cap = nc;
+    return CDB_OK;
+}
+
+cdb_status cdb_db_copy_keys(cdb_db *db, cdb_db_copy_key **out, size_t *n) {
+    sqlite3_stmt *st = NULL;
+    size_t cap = 0;
+    int s = SQLITE_DONE;
+    *out = NULL;
+    *n = 0;
+    /* the files and rows of PHOTO_ROW_FROM, three of PHOTO_ROW_COLS' columns */
+    cdb_status rc = cdb_sql_prepare(db->cat, "SELECT f.id, f.hash, p.phash" PHOTO_ROW_FROM
+                                             " WHERE f.state = 2 ORDER BY f.id", &st);
+    while (rc == CDB_OK && (s = sqlite3_step(st)) == SQLITE_ROW &&
+           (rc = keys_grow(out, *n, &cap)) == CDB_OK) {
+        cdb_db_copy_key *k = &(*out)[(*n)++];
+        memset(k, 0, sizeof *k);
+        k->file_id = sqlite3_column_int64(st, 0);
+        if (sqlite3_column_bytes(st, 1) == CDB_DB_HASH_BYTES) /* as cdb_photos_read_row */
+            memcpy(k->hash, sqlite3_column_blob(st, 1), CDB_DB_HASH_BYTES);
+        if ((k->has_phash = sqlite3_column_type(st, 2) != SQLITE_NULL))
+            k->phash = (uint64_t)sqlite3_column_int64(st, 2);
+    }
+    if (rc == CDB_OK && s != SQLITE_DONE) rc = cdb_sql_err(db->cat, s, "read copy keys");
+    sqlite3_finalize(st);
+    if (rc != CDB_OK) {
+        cdb_free(*out);
+        *out = NULL;
+        *n = 0;
+    }
+    return rc;
+}
+
 typedef struct select_ud {
     const cdb_db_photo_filter *f;
     int64_t **ids, *n, cap;

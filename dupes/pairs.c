@@ -45,6 +45,17 @@ static void masks_init(masks *ms)
         ms->m[at[__builtin_popcount(x)]++] = (uint16_t)x;
 }
 
+/* How many 16-bit masks have popcount <= r (masks.n_within[r]): sum of C(16, i), i <= r. */
+static size_t masks_within(int r)
+{
+    size_t sum = 0, c = 1;
+    for (int i = 0; i <= r; i++) {
+        sum += c;
+        c = c * (size_t)(16 - i) / (size_t)(i + 1);
+    }
+    return sum;
+}
+
 /* One band's table: the hashes with key k are order[start[k] .. start[k + 1]), ascending. */
 typedef struct band {
     uint32_t *start; /* KEYS + 1 */
@@ -192,15 +203,17 @@ static int run(const uint64_t *h, size_t n, int max_bits, pairs *ps)
         if (radius[b] > 16)
             radius[b] = 16;
     }
-    masks *ms = malloc(sizeof *ms);
+    masks *ms = NULL;
     band t[BANDS];
     memset(t, 0, sizeof t);
-    if (!ms)
-        return -1;
-    masks_init(ms);
     for (int b = 0; b < BANDS; b++)
-        lookups += radius[b] >= 0 ? ms->n_within[radius[b]] : 0;
+        lookups += radius[b] >= 0 ? masks_within(radius[b]) : 0;
     int indexed = lookups + n / KEYS * lookups < n;
+    /* the 65,536 masks only for the index: a few hashes (a search's copies) are compared */
+    if (indexed && !(ms = malloc(sizeof *ms)))
+        return -1;
+    if (indexed)
+        masks_init(ms);
     for (int b = 0; b < BANDS && rc == 0 && indexed; b++)
         if (radius[b] >= 0)
             rc = band_build(&t[b], h, n, b);

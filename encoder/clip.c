@@ -104,10 +104,10 @@ cleanup:
 ** output projection and MLP of the pooled rows alone. Each op's row arithmetic does
 ** not depend on how many rows it is given, so these are the rows run_block would
 ** give, bit for bit on the CPU, for 1/seq of its attention and MLP. A block loaded
-** with its in-projection split (the vision tower's: q_w, kv_w) also computes the
-** query of the pooled rows only (on the CPU, attention_q of one query is
-** attention_rows' row: test_backend_cpu); a causal (text) block keeps the one q|k|v
-** product. */
+** with its in-projection split (q_w, kv_w: a CLIP vision tower's, SigLIP's text
+** tower's) also computes the query of the pooled rows only (on the CPU, attention_q of
+** one query is attention_rows' row: test_backend_cpu); a causal (CLIP text) block keeps
+** the one q|k|v product. */
 static cdb_status run_last_block_pooled(cdb_k_backend *be, const cdb_clip_tower *t, scratch *s,
                                         int batch, int seq, int causal, const int32_t *pos,
                                         int32_t *rows) {
@@ -119,7 +119,7 @@ static cdb_status run_last_block_pooled(cdb_k_backend *be, const cdb_clip_tower 
     for (int i = 0; i < batch; i++) rows[i] = i * seq + pos[i];
     CK(cdb_k_layernorm(be, s->x, b->ln1_g, b->ln1_b, s->h, batch * seq, w, eps));
     if (b->q_w) {
-        if (causal) { /* the loader splits vision blocks only: attention_q is not causal */
+        if (causal) { /* the loader splits no causal block: attention_q is not causal */
             rc = cdb_seterr(CDB_INVALID, "a causal block with a split in-projection");
             goto cleanup;
         }

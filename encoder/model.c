@@ -812,9 +812,11 @@ static cdb_status load_blocks(load_ctx *c, int vision, const block_names *bn,
     x->mlp_width = 0;
     for (int i = 0; i < x->layers; i++) {
         snprintf(pre, sizeof pre, block_fmt, i);
-        /* the vision tower's last block computes its class token's query only (SigLIP's
-        ** head attends over every token: all of them go through every block) */
-        int split_q = vision && !c->siglip && i == x->layers - 1;
+        /* the last block computes its pooled rows' queries only: a CLIP vision tower's
+        ** class token, SigLIP's bidirectional text tower's last position (SigLIP's image
+        ** head attends over every token, and a causal CLIP text block keeps its one
+        ** q|k|v product) */
+        int split_q = i == x->layers - 1 && (vision ? !c->siglip : c->siglip);
         if ((rc = load_block(c, bn, pre, W, split_q, &x->blocks[i], &x->mlp_width)) != CDB_OK)
             return rc;
     }

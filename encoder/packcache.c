@@ -50,7 +50,7 @@
 #define PC_MAGIC "CDBPACK1"
 /* Bump when model.c changes which matrices it uploads, their order or their contents
 ** for the same weights (a transposition, a concatenation, a fold). */
-#define PC_FORMAT 1u
+#define PC_FORMAT 2u /* 2: SigLIP's text tower splits its last in-projection */
 #define PC_ALIGN 64
 #define PC_PAGE 4096
 #define PC_KEEP 4

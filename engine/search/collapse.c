@@ -328,6 +328,217 @@ cdb_status cdb_eng_groups_build(const eng_groups_part *parts, int n_parts, int d
     return CDB_OK;
 }
 
+/* ---- the groups of a page's hits ------------------------------------------------------- */
+
+/* A page's closure over one database: every ok file's copy keys, and what is known of
+** the few files the closure asks about. */
+typedef struct page {
+    const eng_groups_part *pt;
+    int dim, bits;
+    float min_cosine;
+    cdb_db_copy_key *k;  /* n: every ok file, ascending ids */
+    size_t n;
+    unsigned char *in;   /* n: 0 not joined, 1 joined and not asked about yet, 2 asked */
+    signed char *crowd;  /* n: -1 not counted yet, else 1 when crowded */
+    unsigned char *got;  /* n: 1 when its vector was read (vec[i] NULL: it has none) */
+    float **vec;         /* n: dim floats (heap) for the files whose vector was read */
+} page;
+
+static void page_free(page *pg) {
+    for (size_t i = 0; pg->vec && i < pg->n; i++) free(pg->vec[i]);
+    cdb_free(pg->k);
+    free(pg->in);
+    free(pg->crowd);
+    free(pg->got);
+    free(pg->vec);
+}
+
+/* 1 when file i's phash (it has one) is crowded among every file's: more than
+** CDB_DUPES_CROWD others within the near bound (cdb_dupes_phash_crowded's rule, which
+** mark_near applies through cdb_dupes_phash_pairs), counted by comparing it with each. */
+static int page_crowded(page *pg, size_t i) {
+    if (pg->crowd[i] < 0) {
+        int deg = 0;
+        for (size_t j = 0; j < pg->n && deg <= CDB_DUPES_CROWD; j++)
+            deg += j != i && pg->k[j].has_phash &&
+                   __builtin_popcountll(pg->k[i].phash ^ pg->k[j].phash) <= pg->bits;
+        pg->crowd[i] = deg > CDB_DUPES_CROWD;
+    }
+    return pg->crowd[i];
+}
+
+/* Reads the vectors of files idx[0..m) not read yet (read_vectors' call, 256 at a time). */
+static cdb_status page_vectors(page *pg, const size_t *idx, size_t m) {
+    size_t d = (size_t)pg->dim, at = 0;
+    int64_t ids[256];
+    size_t of[256];
+    uint8_t found[256];
+    float *v = malloc(sizeof *v * 256 * d);
+    cdb_status rc = v ? CDB_OK : cdb_seterr(CDB_NOMEM, "collapse: out of memory");
+    while (rc == CDB_OK && at < m) {
+        int c = 0;
+        for (; at < m && c < 256; at++)
+            if (!pg->got[idx[at]]) {
+                pg->got[idx[at]] = 1;
+                of[c] = idx[at];
+                ids[c++] = pg->k[idx[at]].file_id;
+            }
+        if (c) rc = cdb_db_vectors_get(pg->pt->db, pg->pt->model_id, ids, c, v, found);
+        for (int j = 0; rc == CDB_OK && j < c; j++) {
+            if (!found[j]) continue;
+            if (!(pg->vec[of[j]] = malloc(sizeof *v * d)))
+                rc = cdb_seterr(CDB_NOMEM, "collapse: out of memory");
+            else
+                memcpy(pg->vec[of[j]], v + (size_t)j * d, sizeof *v * d);
+        }
+    }
+    free(v);
+    return rc;
+}
+
+/* Keeps, of idx[0..*m), the files that can have a near edge: a phash that is not
+** crowded and a vector (read here). */
+static cdb_status page_near_only(page *pg, size_t *idx, size_t *m) {
+    size_t k = 0;
+    cdb_status rc;
+    for (size_t a = 0; a < *m; a++)
+        if (pg->k[idx[a]].has_phash && !page_crowded(pg, idx[a])) idx[k++] = idx[a];
+    rc = page_vectors(pg, idx, k);
+    *m = 0;
+    for (size_t a = 0; rc == CDB_OK && a < k; a++)
+        if (pg->vec[idx[a]]) idx[(*m)++] = idx[a];
+    return rc;
+}
+
+static int key_hash_cmp(const void *a, const void *b) {
+    return memcmp(a, b, CDB_DUPES_HASH_BYTES);
+}
+
+/* 1 when files i and j have a near edge (both page_near_only): phashes within the
+** bound and a cosine of at least the minimum, as cdb_dupes_find decides it. */
+static int page_near(const page *pg, size_t i, size_t j) {
+    return __builtin_popcountll(pg->k[i].phash ^ pg->k[j].phash) <= pg->bits &&
+           cdb_dupes_cosine(pg->vec[i], pg->vec[j], pg->dim) >= pg->min_cosine;
+}
+
+/* One step of the closure: the files joined last (in 1, then 2) are asked about; every
+** file not joined with the content hash of one of them joins (an exact edge), and every
+** one with a near edge to one (page_near). *n_new: how many joined. */
+static cdb_status page_step(page *pg, size_t *n_new) {
+    size_t nq = 0, m = 0, nc = 0;
+    *n_new = 0;
+    for (size_t i = 0; i < pg->n; i++) nq += pg->in[i] == 1;
+    size_t *q = malloc(sizeof *q * (nq ? nq : 1)), *cand = malloc(sizeof *cand * (pg->n + 1));
+    uint8_t(*h)[CDB_DUPES_HASH_BYTES] = malloc(sizeof *h * (nq ? nq : 1));
+    cdb_status rc = q && cand && h ? CDB_OK : cdb_seterr(CDB_NOMEM, "collapse: out of memory");
+    for (size_t i = 0; rc == CDB_OK && i < pg->n; i++)
+        if (pg->in[i] == 1) {
+            pg->in[i] = 2;
+            memcpy(h[m], pg->k[i].hash, sizeof h[m]);
+            q[m++] = i;
+        }
+    if (rc == CDB_OK) qsort(h, m, sizeof *h, key_hash_cmp);
+    for (size_t j = 0; rc == CDB_OK && j < pg->n; j++) /* exact */
+        if (!pg->in[j] && bsearch(pg->k[j].hash, h, m, sizeof *h, key_hash_cmp))
+            pg->in[j] = 1, ++*n_new;
+    if (rc == CDB_OK) rc = page_near_only(pg, q, &m);
+    for (size_t j = 0; rc == CDB_OK && m && j < pg->n; j++) { /* near: the phash first */
+        if (pg->in[j] || !pg->k[j].has_phash) continue;
+        for (size_t a = 0; a < m; a++)
+            if (__builtin_popcountll(pg->k[j].phash ^ pg->k[q[a]].phash) <= pg->bits) {
+                cand[nc++] = j;
+                break;
+            }
+    }
+    if (rc == CDB_OK) rc = page_near_only(pg, cand, &nc);
+    for (size_t c = 0; rc == CDB_OK && c < nc; c++)
+        for (size_t a = 0; a < m; a++)
+            if (page_near(pg, cand[c], q[a])) {
+                pg->in[cand[c]] = 1, ++*n_new;
+                break;
+            }
+    free(q);
+    free(cand);
+    free(h);
+    return rc;
+}
+
+/* The facts of the closure's files (in 2), ascending ids, as read_facts and read_vectors
+** give them: a vector where a near edge is possible. */
+static cdb_status page_facts(page *pg, facts *f) {
+    size_t m = 0, k = 0;
+    for (size_t i = 0; i < pg->n; i++) m += pg->in[i] != 0;
+    int64_t *ids = malloc(sizeof *ids * (m ? m : 1));
+    size_t *at = malloc(sizeof *at * (m ? m : 1));
+    cdb_db_photo *rows = malloc(sizeof *rows * (m ? m : 1));
+    uint8_t *found = malloc(m ? m : 1);
+    cdb_status rc = ids && at && rows && found ? CDB_OK
+                                               : cdb_seterr(CDB_NOMEM, "collapse: out of memory");
+    for (size_t i = 0; rc == CDB_OK && i < pg->n; i++)
+        if (pg->in[i]) at[k] = i, ids[k++] = pg->k[i].file_id;
+    if (rc == CDB_OK && m > INT32_MAX) rc = cdb_seterr(CDB_NOMEM, "collapse: too many copies");
+    if (rc == CDB_OK) rc = cdb_db_photos_get(pg->pt->db, ids, (int)m, rows, found);
+    for (k = 0; rc == CDB_OK && k < m; k++) {
+        if (!found[k]) continue; /* gone since the keys were read */
+        if (facts_grow(f)) {
+            rc = cdb_seterr(CDB_NOMEM, "collapse: out of memory");
+            break;
+        }
+        f->ids[f->n] = (eng_member){ids[k], 0};
+        facts_of_row(&rows[k], &f->cf[f->n]);
+        f->cf[f->n].id = ids[k];
+        item_of_facts(&f->cf[f->n], ids[k], &f->it[f->n]);
+        /* read when a near edge is possible (page_near_only), so NULL or the vector */
+        if (f->it[f->n].has_phash) f->it[f->n].vec = pg->vec[at[k]];
+        f->n++;
+    }
+    free(ids);
+    free(at);
+    free(rows);
+    free(found);
+    return rc;
+}
+
+static int key_id_cmp(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = ((const cdb_db_copy_key *)b)->file_id;
+    return (x > y) - (x < y);
+}
+
+cdb_status cdb_eng_groups_build_page(const eng_groups_part *part, int dim, const int64_t *ids,
+                                     int n, eng_groups **out) {
+    cdb_dupes_params p = cdb_dupes_params_default();
+    page pg = {part, dim, p.phash_bits, p.min_cosine, NULL, 0, NULL, NULL, NULL, NULL};
+    facts f;
+    size_t n_new = 1;
+    eng_groups *g = calloc(1, sizeof *g);
+    memset(&f, 0, sizeof f);
+    *out = NULL;
+    cdb_status rc = g && (g->key = calloc(1, sizeof *g->key))
+                        ? cdb_db_copy_keys(part->db, &pg.k, &pg.n)
+                        : cdb_seterr(CDB_NOMEM, "collapse: out of memory");
+    if (g) g->n_parts = 1, atomic_init(&g->refs, 1);
+    size_t m = pg.n ? pg.n : 1;
+    if (rc == CDB_OK && (!(pg.in = calloc(m, 1)) || !(pg.crowd = malloc(m)) ||
+                         !(pg.got = calloc(m, 1)) || !(pg.vec = calloc(m, sizeof *pg.vec))))
+        rc = cdb_seterr(CDB_NOMEM, "collapse: out of memory");
+    if (rc == CDB_OK) memset(pg.crowd, -1, m);
+    for (int i = 0; rc == CDB_OK && i < n; i++) { /* the hits: the first to ask about */
+        cdb_db_copy_key *k = bsearch(&ids[i], pg.k, pg.n, sizeof *pg.k, key_id_cmp);
+        if (k) pg.in[k - pg.k] = 1;
+    }
+    while (rc == CDB_OK && n_new) rc = page_step(&pg, &n_new);
+    if (rc == CDB_OK) rc = page_facts(&pg, &f);
+    if (rc == CDB_OK) rc = groups_of(&f, dim, g);
+    facts_free(&f);
+    page_free(&pg);
+    if (rc != CDB_OK) {
+        cdb_eng_groups_unref(g);
+        return cdb_eng_fail(rc, CDB_ENGINE_E_NONE, "cannot group the copies to collapse");
+    }
+    *out = g;
+    return CDB_OK;
+}
+
 /* ---- collapsing ----------------------------------------------------------------------- */
 
 /* The group of (db, id), or -1 (bsearch over the ascending members). */

@@ -1036,14 +1036,44 @@ cdb_status cdb_eng_groups_cached(cdb_engine *e, int64_t model_id, int many,
     return st;
 }
 
-/* The copy groups of the vector set for this search: its cached ones while the generation
-** and the count of files without a phash are those they were built for. */
+/* The copy groups of the vector set for this search: NULL (*out) for the first search of
+** the set on e that collapses copies, which groups its hits alone (collect_groups: a
+** one-shot search, the CLI's, reads no more); from the second on, the groups of the whole
+** set, cached while the generation and the count of files without a phash are those they
+** were built for (a server's searches share them). */
 static cdb_status groups_get(cdb_engine *e, cdb_db *db, int64_t model_id, int dim, int64_t gen,
                              eng_groups **out) {
+    eng_search_state *ss = search_state(e, model_id);
     eng_groups_part part = {db, model_id, {NULL, 0, 0}};
-    cdb_status st = cdb_eng_groups_key(e, db, gen, &part.key);
+    int first;
+    cdb_status st;
     *out = NULL;
+    if (!ss) return cdb_eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory", "cannot search");
+    pthread_mutex_lock(&ss->mu);
+    first = !ss->collapsed;
+    ss->collapsed = 1;
+    pthread_mutex_unlock(&ss->mu);
+    if (first) return CDB_OK;
+    st = cdb_eng_groups_key(e, db, gen, &part.key);
     return st == CDB_OK ? cdb_eng_groups_cached(e, model_id, 0, &part, 1, dim, out) : st;
+}
+
+/* Collapses hits[0..*n) of db's vector set model_id by g, or (g NULL) by the groups of
+** these hits alone (cdb_eng_groups_build_page: the same groups). */
+static cdb_status collapse_hits(cdb_db *db, int64_t model_id, int dim, const eng_groups *g,
+                                cdb_engine_hit *hits, int *n) {
+    eng_groups_part part = {db, model_id, {NULL, 0, 0}};
+    eng_groups *pg = NULL;
+    int64_t *ids = g ? NULL : malloc(sizeof *ids * (size_t)(*n ? *n : 1));
+    cdb_status st = CDB_OK;
+    if (!g && !ids) return cdb_eng_failw(CDB_NOMEM, CDB_ENGINE_E_NONE, "out of memory",
+                                         "cannot collapse the copies");
+    for (int i = 0; !g && i < *n; i++) ids[i] = hits[i].id;
+    if (!g) st = cdb_eng_groups_build_page(&part, dim, ids, *n, &pg);
+    if (st == CDB_OK) st = cdb_eng_collapse(g ? g : pg, hits, n);
+    cdb_eng_groups_unref(pg);
+    free(ids);
+    return st;
 }
 
 cdb_status cdb_eng_copy_index_get(cdb_engine *e, cdb_db *db, int64_t model_id,
@@ -1070,10 +1100,11 @@ cdb_status cdb_eng_copy_index_get(cdb_engine *e, cdb_db *db, int64_t model_id,
     return st;
 }
 
-/* The best `need` hits of q as collect_hits gives them, with copies collapsed when g is
-** set: hits are fetched 4x more each round until `need` groups are found or every hit
-** was seen, so that the collapsed list is the same one ordering for every page; at most
-** need (the time window sorts exactly the best sort_window groups). */
+/* The best `need` hits of q as collect_hits gives them, with copies collapsed when
+** p->collapse is set (by g, or NULL: collapse_hits): hits are fetched 4x more each round
+** until `need` groups are found or every hit was seen, so that the collapsed list is the
+** same one ordering for every page; at most need (the time window sorts exactly the best
+** sort_window groups). */
 static cdb_status collect_groups(cdb_engine *e, eng_vset *vs, cdb_db *db, int64_t model_id,
                                  const float *q, const cdb_engine_search_params *p,
                                  const eng_include *inc, int need, const eng_groups *g,
@@ -1083,10 +1114,11 @@ static cdb_status collect_groups(cdb_engine *e, eng_vset *vs, cdb_db *db, int64_
         int got;
         if ((st = collect_hits(e, vs, db, model_id, q, p, inc, (int)fetch, hits, n_hits)) !=
                 CDB_OK ||
-            !g)
+            !p->collapse)
             break;
         got = *n_hits;
-        if ((st = cdb_eng_collapse(g, *hits, n_hits)) != CDB_OK || *n_hits >= need ||
+        if ((st = collapse_hits(db, model_id, vs->dim, g, *hits, n_hits)) != CDB_OK ||
+            *n_hits >= need ||
             got < fetch || fetch * 4 > INT32_MAX / 4)
             break;
         for (int i = 0; i < *n_hits; i++) cdb_eng_hit_clear(&(*hits)[i]);

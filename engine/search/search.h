@@ -132,6 +132,8 @@ typedef struct eng_search_state {     /* per vector set searched */
     eng_groups *many;    /* those of the last search of several databases led by this one */
     eng_copy_index *copy_index; /* what cdb_engine_copies_of looks files up in (NULL: none
                                    built: only a server asked by a front builds one) */
+    int collapsed;       /* 1 once a search collapsed copies (groups_get: the first
+                            one groups its page's hits only) */
     int warned_ix;       /* the unusable index was warned about */
     struct eng_search_state *next;
 } eng_search_state;
@@ -165,6 +167,16 @@ typedef struct eng_groups_part {
 ** Refs 1. Reference counted and immutable: any thread may use one. */
 cdb_status cdb_eng_groups_build(const eng_groups_part *parts, int n_parts, int dim,
                                 eng_groups **out /* OUT */);
+/* The copy groups of the files ids[0..n) of part's database (its key unused) as
+** cdb_eng_groups_build would give them: each one's group whole, and nothing else. A
+** group is a component of the graph of exact and near edges (dupes.h), so it is found
+** from its files out: the closure over the edges (every ok file's copy keys read in one
+** statement, cdb_db_copy_keys; metadata and vectors of the closure's files only), then
+** the dupes rule over the closure alone, which splits a component as it does in the
+** whole library (its edges in the same order). What a one-shot search costs instead of
+** the whole library's groups. Refs 1; reference counted and immutable. */
+cdb_status cdb_eng_groups_build_page(const eng_groups_part *part, int dim, const int64_t *ids,
+                                     int n, eng_groups **out /* OUT */);
 eng_groups *cdb_eng_groups_ref(eng_groups *g);  /* NULL is fine; returns g */
 void cdb_eng_groups_unref(eng_groups *g);       /* NULL is fine */
 /* 1 when g was built for these keys (NULL g: 0). */
