@@ -698,6 +698,38 @@ cdb_status cdb_db_count_vectors(cdb_db *db, int64_t model_id, int64_t *n) {
     return rc;
 }
 
+static int count_one(int64_t id, void *ud) {
+    (void)id;
+    ++*(int64_t *)ud;
+    return 0;
+}
+
+/* The ok files without a vector of model_id (0: the default model): the files and the
+** model's claims merged in id order (the claims' primary key is (file_id, model_id)). */
+static cdb_status count_missing(cdb_db *db, int64_t model_id, int64_t *n) {
+    sqlite3_stmt *have = NULL;
+    int64_t id = 0;
+    cdb_status rc = model_or_default(db, model_id, &id);
+    *n = 0;
+    /* +model_id: the primary key's order, not vectors_seq's and a sort */
+    if (rc == CDB_OK)
+        rc = cdb_sql_prepare(db->cat, "SELECT file_id, NULL, 1 FROM vectors WHERE +model_id = ?1"
+                                      " ORDER BY file_id", &have);
+    if (rc != CDB_OK) return rc;
+    sqlite3_bind_int64(have, 1, id);
+    rc = cdb_sql_ok_files_lacking(db, 0, have, 0, count_one, n);
+    sqlite3_finalize(have);
+    return rc;
+}
+
+cdb_status cdb_db_count_missing(cdb_db *db, int64_t model_id, int64_t *n) {
+    cdb_status rc = cdb_sql_exec(db->cat, "BEGIN"); /* one read: the two scans agree */
+    if (rc != CDB_OK) return rc;
+    rc = count_missing(db, model_id, n);
+    sqlite3_exec(db->cat, "COMMIT", NULL, NULL, NULL);
+    return rc;
+}
+
 cdb_status cdb_db_get_counts(cdb_db *db, int64_t model_id, cdb_db_counts *out) {
     sqlite3_stmt *st = NULL;
     memset(out, 0, sizeof *out);
@@ -729,13 +761,7 @@ cdb_status cdb_db_get_counts(cdb_db *db, int64_t model_id, cdb_db_counts *out) {
     if (rc == CDB_OK)
         rc = cdb_sql_count(db, "SELECT count(*) FROM files WHERE state=1 AND error IS NOT NULL", 0,
                           &out->n_retry);
-    if (rc == CDB_OK)
-        rc = cdb_sql_count(db,
-                          "SELECT count(*) FROM files f WHERE f.state=2 AND NOT EXISTS("
-                          "SELECT 1 FROM vectors v WHERE v.file_id=f.id AND v.model_id ="
-                          " (CASE WHEN ?1 > 0 THEN ?1 ELSE (SELECT id FROM models WHERE"
-                          " is_default=1) END))",
-                          model_id, &out->n_missing);
+    if (rc == CDB_OK) rc = count_missing(db, model_id, &out->n_missing);
     if (rc == CDB_OK)
         rc = cdb_sql_count(db, "SELECT count(*) FROM walk_problems", 0, &out->n_walk_problems);
     sqlite3_exec(db->cat, "COMMIT", NULL, NULL, NULL);

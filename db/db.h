@@ -657,6 +657,9 @@ typedef struct cdb_db_counts {
     int64_t n_walk_problems;
 } cdb_db_counts;
 cdb_status cdb_db_get_counts(cdb_db *db, int64_t model_id, cdb_db_counts *out /* OUT */);
+/* cdb_db_get_counts' n_missing alone: the ok files without a vector of model_id (0: the
+** default model), without the other counts' scans. */
+cdb_status cdb_db_count_missing(cdb_db *db, int64_t model_id, int64_t *n /* OUT */);
 /* cdb_db_get_counts' n_vectors alone (what a search state checks itself against), without
 ** the scans the other counts take. */
 cdb_status cdb_db_count_vectors(cdb_db *db, int64_t model_id, int64_t *n /* OUT */);

@@ -170,24 +170,30 @@ static cdb_status push_id(int64_t **ids, int64_t *n, int64_t *cap, int64_t id) {
     return CDB_OK;
 }
 
+typedef struct id_array {
+    int64_t *ids, n, cap;
+    cdb_status rc;
+} id_array;
+
+static int push_missing(int64_t id, void *ud) {
+    id_array *a = ud;
+    return (a->rc = push_id(&a->ids, &a->n, &a->cap, id)) != CDB_OK;
+}
+
 cdb_status cdb_db_photos_missing(cdb_db *db, int64_t root_id, int64_t **ids, int64_t *n) {
-    sqlite3_stmt *st = NULL;
-    int64_t cap = 0;
-    int s;
+    sqlite3_stmt *have = NULL;
+    id_array a = {NULL, 0, 0, CDB_OK};
+    /* a current row: of the file's content, with its phash */
+    cdb_status rc = cdb_sql_prepare(db->cat, "SELECT file_id, hash, phash IS NOT NULL"
+                                             " FROM photo_meta ORDER BY file_id", &have);
     *ids = NULL;
     *n = 0;
-    cdb_status rc = cdb_sql_prepare(
-        db->cat,
-        "SELECT f.id FROM files f LEFT JOIN photo_meta p ON p.file_id = f.id AND p.hash = f.hash"
-        " WHERE f.state = 2 AND (p.file_id IS NULL OR p.phash IS NULL)"
-        " AND (?1 = 0 OR f.root_id = ?1) ORDER BY f.id",
-        &st);
     if (rc != CDB_OK) return rc;
-    sqlite3_bind_int64(st, 1, root_id);
-    while (rc == CDB_OK && (s = sqlite3_step(st)) == SQLITE_ROW)
-        rc = push_id(ids, n, &cap, sqlite3_column_int64(st, 0));
-    if (rc == CDB_OK && s != SQLITE_DONE) rc = cdb_sql_err(db->cat, s, "files without metadata");
-    sqlite3_finalize(st);
+    rc = cdb_sql_ok_files_lacking(db, root_id, have, 1, push_missing, &a);
+    sqlite3_finalize(have);
+    if (rc == CDB_OK) rc = a.rc;
+    *ids = a.ids;
+    *n = a.n;
     if (rc != CDB_OK) {
         cdb_free(*ids);
         *ids = NULL;

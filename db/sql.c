@@ -404,6 +404,45 @@ cdb_status cdb_sql_count(cdb_db *db, const char *sql, int64_t arg, int64_t *out)
     return rc;
 }
 
+/* 1 when have's row (on file id) vouches for the ok file whose row is ok. */
+static int vouches(sqlite3_stmt *have, sqlite3_stmt *ok, int64_t id, int by_hash) {
+    int n;
+    if (sqlite3_column_int64(have, 0) != id || !sqlite3_column_int(have, 2)) return 0;
+    if (!by_hash) return 1;
+    n = sqlite3_column_bytes(ok, 1);
+    return n > 0 && n == sqlite3_column_bytes(have, 1) &&
+           !memcmp(sqlite3_column_blob(ok, 1), sqlite3_column_blob(have, 1), (size_t)n);
+}
+
+cdb_status cdb_sql_ok_files_lacking(cdb_db *db, int64_t root_id, sqlite3_stmt *have, int by_hash,
+                                    int (*fn)(int64_t id, void *ud), void *ud) {
+    sqlite3_stmt *ok = NULL;
+    int s, h = SQLITE_DONE, on_row = 0, at_end = 0;
+    cdb_status rc = cdb_sql_prepare(db->cat,
+                                    "SELECT id, hash FROM files WHERE state = 2"
+                                    " AND (?1 = 0 OR root_id = ?1) ORDER BY id",
+                                    &ok);
+    if (rc != CDB_OK) return rc;
+    sqlite3_bind_int64(ok, 1, root_id);
+    while ((s = sqlite3_step(ok)) == SQLITE_ROW) {
+        int64_t id = sqlite3_column_int64(ok, 0);
+        while (!at_end && (!on_row || sqlite3_column_int64(have, 0) < id)) {
+            on_row = (h = sqlite3_step(have)) == SQLITE_ROW;
+            at_end = !on_row;
+        }
+        if (h != SQLITE_ROW && h != SQLITE_DONE) break;
+        if (!(on_row && vouches(have, ok, id, by_hash)) && fn(id, ud)) {
+            s = SQLITE_DONE;
+            break;
+        }
+    }
+    if (h != SQLITE_ROW && h != SQLITE_DONE) rc = cdb_sql_err(db->cat, h, "read beside the files");
+    else if (s != SQLITE_DONE) rc = cdb_sql_err(db->cat, s, "read the ok files");
+    sqlite3_finalize(ok);
+    sqlite3_reset(have);
+    return rc;
+}
+
 /* ---- durability ---------------------------------------------------------------------- */
 
 void cdb_sql_fsync_dir(const char *path) {

@@ -540,6 +540,17 @@ static int sum_prefix(int fd, uint64_t n, uint64_t *sum) {
     return rc;
 }
 
+/* Writes path's stamp (core.h's cdb_stamp: <path>.ok) for the file with stat st whose
+** body sums to sum, when path still names that file. Best effort: without a stamp the
+** next refresh loads the file to learn that it is current (cdb_index_file_head). */
+static void write_stamp(const char *path, const struct stat *st, uint64_t sum) {
+    char p[4200];
+    cdb_stamp due = cdb_stamp_of(st, (const uint64_t[2]){sum, 0});
+    if (cdb_stamp_path(path, p, sizeof p) != 0) return;
+    cdb_index_remove_stale_temps_(p);
+    (void)cdb_stamp_write(path, &due);
+}
+
 cdb_status cdb_index_save(const cdb_index *ix, const char *path) {
     char *tmp = NULL;
     FILE *f = NULL;
@@ -591,6 +602,10 @@ cdb_status cdb_index_save(const cdb_index *ix, const char *path) {
     f = NULL;
     if (rename(tmp, path) != 0) { rc = cdb_seterr(CDB_IO, "rename %s -> %s: %s", tmp, path, strerror(errno)); goto done; }
     rc = cdb_index_fsync_dir_(path);
+    if (rc == CDB_OK) { /* every byte was just written and summed: vouched for */
+        struct stat st;
+        if (stat(path, &st) == 0) write_stamp(path, &st, sum);
+    }
 done:
     if (f) fclose(f);
     if (rc != CDB_OK && tmp && *tmp) unlink(tmp);
@@ -626,7 +641,8 @@ static cdb_status open_with_header(const char *path, FILE **fp, file_hdr *h) {
 
 /* The whole file's sum against its last 8 bytes (FILE_VERSION 2), before FAISS reads a
 ** byte of it. */
-static cdb_status check_sum(const char *path, FILE *f, const file_hdr *h) {
+static cdb_status check_sum(const char *path, FILE *f, const file_hdr *h, struct stat *st_out,
+                            uint64_t *sum_out) {
     struct stat st;
     uint64_t want = 0, got = 0;
     if (h->version != FILE_VERSION)
@@ -639,6 +655,8 @@ static cdb_status check_sum(const char *path, FILE *f, const file_hdr *h) {
         return cdb_seterr(CDB_IO, "read %s: %s", path, strerror(errno));
     if (got != want)
         return cdb_seterr(CDB_CORRUPT, "%s: damaged (checksum mismatch)", path);
+    *st_out = st;
+    *sum_out = want;
     return CDB_OK;
 }
 
@@ -653,18 +671,53 @@ cdb_status cdb_index_file_kind(const char *path, cdb_index_kind *kind) {
     return CDB_OK;
 }
 
+cdb_status cdb_index_file_head(const char *path, cdb_index_head *out) {
+    FILE *f;
+    file_hdr h;
+    struct stat st;
+    uint64_t sum = 0;
+    cdb_status rc;
+    if (!path || !out) return cdb_seterr(CDB_INVALID, "cdb_index_file_head: bad arguments");
+    memset(out, 0, sizeof *out);
+    if ((rc = open_with_header(path, &f, &h)) != CDB_OK) return rc;
+    out->kind = (cdb_index_kind)h.kind;
+    out->dim = (int)h.dim;
+    out->nlist = h.nlist;
+    out->watermark = h.watermark;
+    out->n_covered = h.n_cov;
+    out->n_trained_for = h.n_trained_for;
+    /* the sum the file ends with, which its stamp must name too */
+    out->vouched = h.version == FILE_VERSION && fstat(fileno(f), &st) == 0 &&
+                   st.st_size >= (off_t)(sizeof h + 16) &&
+                   pread(fileno(f), &sum, 8, (off_t)st.st_size - 8) == 8 &&
+                   cdb_stamp_matches(path, &st, (const uint64_t[2]){sum, 0});
+    fclose(f);
+    return CDB_OK;
+}
+
+void cdb_index_stamp(const cdb_index *ix, const char *path) {
+    char p[4200];
+    if (!ix || !ix->has_loaded || !path || cdb_stamp_path(path, p, sizeof p) != 0) return;
+    cdb_index_remove_stale_temps_(p);
+    (void)cdb_stamp_write(path, &ix->loaded);
+}
+
 cdb_status cdb_index_load(const char *path, cdb_index **out) {
     FILE *f = NULL;
     cdb_index *ix = NULL;
     cdb_status rc = CDB_OK;
     file_hdr h;
+    struct stat st;
+    uint64_t sum = 0;
     char end[8];
     int frc;
     if (!path || !out) return cdb_seterr(CDB_INVALID, "cdb_index_load: bad arguments");
     *out = NULL;
     if ((rc = open_with_header(path, &f, &h)) != CDB_OK) return rc;
-    if ((rc = check_sum(path, f, &h)) != CDB_OK) goto done;
+    if ((rc = check_sum(path, f, &h, &st, &sum)) != CDB_OK) goto done;
     if (!(ix = cdb_calloc(1, sizeof *ix))) { rc = cdb_seterr(CDB_NOMEM, "load"); goto done; }
+    ix->loaded = cdb_stamp_of(&st, (const uint64_t[2]){sum, 0});
+    ix->has_loaded = 1;
     ix->info.kind = (cdb_index_kind)h.kind, ix->info.dim = (int)h.dim;
     memcpy(ix->info.factory, h.factory, sizeof h.factory);
     ix->info.nlist = h.nlist, ix->info.pq_m = h.pq_m, ix->info.nprobe = h.nprobe;

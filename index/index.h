@@ -215,6 +215,35 @@ cdb_status cdb_index_load(const char *path, cdb_index **out /* OUT */);
 ** cdb_index_load's). */
 cdb_status cdb_index_file_kind(const char *path, cdb_index_kind *kind /* OUT */);
 
+/* What a file written by cdb_index_save says of itself, read without FAISS (a header
+** and the file's last bytes): enough to learn that an index is current without loading
+** it (cdb_index_head_current). */
+typedef struct cdb_index_head {
+    cdb_index_kind kind;
+    int dim, nlist;
+    uint64_t watermark;
+    int64_t n_covered, n_trained_for;
+    /* 1: its stamp (<path>.ok, core.h's cdb_stamp, written by cdb_index_save and by
+    ** cdb_index_stamp) names this very file (device, inode, size, mtime, ctime) and the
+    ** checksum it ends with: every byte is as it was when it was last checked whole */
+    int vouched;
+} cdb_index_head;
+/* The head of the file at path (errors as cdb_index_load's, for its header). */
+cdb_status cdb_index_file_head(const char *path, cdb_index_head *out /* OUT */);
+/* Stamps the file at path that cdb_index_load read whole into ix and found intact, when
+** path still names that very file, so that cdb_index_file_head vouches for it. For a
+** writer of the index's folder; best effort (a stamp not written costs the next refresh
+** a load). */
+void cdb_index_stamp(const cdb_index *ix, const char *path);
+/* 1 when the index whose file has head h is current without a look inside: its stamp
+** vouches for it, its watermark is watermark_now (the caller's mark of now: nothing was
+** stored or removed since), it covers n_live ids, and its size calls for no rebuild (the
+** plan for n_live picks its kind, IVF lists trained for enough: as
+** cdb_index_refresh_decide). Deleted entries FAISS keeps (tombstones) are not known from
+** the head: they are judged at the next refresh that finds a change. Else 0, with why. */
+int cdb_index_head_current(const cdb_index_head *h, const cdb_index_params *p, int64_t n_live,
+                           uint64_t watermark_now, char *why, size_t why_size);
+
 /* ---- the vector snapshot (snapshot.c) ---------------------------------------------- */
 
 /* A vector set's stored fp16 vectors as of a caller-defined watermark (e.g. the store's

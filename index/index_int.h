@@ -16,6 +16,8 @@ struct cdb_index {
     int64_t *cov;           /* covered ids, sorted, distinct */
     int64_t n_cov, cap_cov;
     int64_t n_trained_for;  /* n_planned when trained (for refresh decisions) */
+    cdb_stamp loaded;       /* cdb_index_load: the file read whole and found intact */
+    int has_loaded;         /* loaded is set (cdb_index_stamp) */
 };
 
 /* IVF-HNSW-PQ's training (plan.c, applied in index.c): points per list in the sample,

@@ -277,11 +277,58 @@ static void say(char *why, size_t n, const char *fmt, ...) {
     va_end(ap);
 }
 
+/* 1 when an index of kind, with nlist lists trained for n_trained_for vectors, is to be
+** rebuilt for its size: the plan for n_live (p, the index's dim) picks another kind (unless
+** a kind or a factory was forced), or the IVF lists were trained for < a quarter of n_live.
+** *rc: the plan's failure. */
+static int size_calls_for_rebuild(const cdb_index_params *p, int dim, cdb_index_kind kind,
+                                  int nlist, int64_t n_trained_for, int64_t n_live,
+                                  cdb_status *rc, char *why, size_t why_size) {
+    cdb_index_params q = p ? *p : cdb_index_params_default();
+    cdb_index_info want;
+    q.dim = dim;
+    if ((*rc = cdb_index_plan(n_live, &q, &want)) != CDB_OK) return 0;
+    if (!(q.factory && *q.factory) && q.kind == CDB_INDEX_AUTO && kind != CDB_INDEX_CUSTOM &&
+        want.kind != kind) {
+        say(why, why_size, "%lld vectors now call for %s, the index is %s", (long long)n_live,
+            cdb_index_kind_name(want.kind), cdb_index_kind_name(kind));
+        return 1;
+    }
+    if (nlist && n_live > 4 * (n_trained_for > 0 ? n_trained_for : 1)) {
+        say(why, why_size, "grew to %lld vectors, > 4x the %lld the IVF lists were trained for",
+            (long long)n_live, (long long)n_trained_for);
+        return 1;
+    }
+    return 0;
+}
+
+int cdb_index_head_current(const cdb_index_head *h, const cdb_index_params *p, int64_t n_live,
+                           uint64_t watermark_now, char *why, size_t why_size) {
+    cdb_status rc = CDB_OK;
+    if (!h || !h->vouched) {
+        say(why, why_size, "the index file is not vouched for by its stamp");
+        return 0;
+    }
+    if (h->watermark != watermark_now || h->n_covered != n_live) {
+        say(why, why_size, "the store changed since the index was refreshed");
+        return 0;
+    }
+    if (size_calls_for_rebuild(p, h->dim, h->kind, h->nlist, h->n_trained_for, n_live, &rc, why,
+                               why_size))
+        return 0;
+    if (rc != CDB_OK) { /* the plan's failure: the load and cdb_index_refresh_decide say it */
+        say(why, why_size, "%s", cdb_errmsg());
+        cdb_clearerr();
+        return 0;
+    }
+    say(why, why_size, "index covers the store");
+    return 1;
+}
+
 cdb_status cdb_index_refresh_decide(const cdb_index *ix, const cdb_index_params *p,
                                     int64_t n_live, int64_t n_uncovered, int64_t n_stale,
                                     cdb_index_refresh_action *out, char *why, size_t why_size) {
-    cdb_index_info want;
-    cdb_status rc;
+    cdb_status rc = CDB_OK;
     if (!out) return cdb_seterr(CDB_INVALID, "refresh_decide: out is NULL");
     if (n_live < 0 || n_uncovered < 0 || n_stale < 0)
         return cdb_seterr(CDB_INVALID, "refresh_decide: negative counts");
@@ -290,18 +337,12 @@ cdb_status cdb_index_refresh_decide(const cdb_index *ix, const cdb_index_params 
         say(why, why_size, n_live > 0 ? "no index yet" : "empty store, nothing to index");
         return CDB_OK;
     }
-    {
-        cdb_index_params q = p ? *p : cdb_index_params_default();
-        q.dim = ix->info.dim;
-        if ((rc = cdb_index_plan(n_live, &q, &want)) != CDB_OK) return rc;
-        if (!(q.factory && *q.factory) && q.kind == CDB_INDEX_AUTO &&
-            ix->info.kind != CDB_INDEX_CUSTOM && want.kind != ix->info.kind) {
-            *out = CDB_INDEX_REFRESH_REBUILD;
-            say(why, why_size, "%lld vectors now call for %s, the index is %s", (long long)n_live,
-                cdb_index_kind_name(want.kind), cdb_index_kind_name(ix->info.kind));
-            return CDB_OK;
-        }
+    if (size_calls_for_rebuild(p, ix->info.dim, ix->info.kind, ix->info.nlist,
+                               ix->n_trained_for, n_live, &rc, why, why_size)) {
+        *out = CDB_INDEX_REFRESH_REBUILD;
+        return CDB_OK;
     }
+    if (rc != CDB_OK) return rc;
     int64_t tombstones = faiss_Index_ntotal(ix->fx) - ix->n_cov;
     if (tombstones < 0) tombstones = 0;
     if (n_stale + tombstones > 0 &&
@@ -309,12 +350,6 @@ cdb_status cdb_index_refresh_decide(const cdb_index *ix, const cdb_index_params 
         *out = CDB_INDEX_REFRESH_REBUILD;
         say(why, why_size, "%lld of %lld indexed vectors are deleted or changed (> 20%%)",
             (long long)(n_stale + tombstones), (long long)ix->n_cov);
-        return CDB_OK;
-    }
-    if (ix->info.nlist && n_live > 4 * (ix->n_trained_for > 0 ? ix->n_trained_for : 1)) {
-        *out = CDB_INDEX_REFRESH_REBUILD;
-        say(why, why_size, "grew to %lld vectors, > 4x the %lld the IVF lists were trained for",
-            (long long)n_live, (long long)ix->n_trained_for);
         return CDB_OK;
     }
     if (n_uncovered > 0 || n_stale > 0) {

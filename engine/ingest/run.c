@@ -270,13 +270,13 @@ static void fill_report(const run_plan *p, int stopped, cdb_engine_run_report *r
 ** partial: a reindex succeeds only when every set it ran is complete. */
 static cdb_status count_holes(cdb_engine *e, const run_plan *p, cdb_engine_run_report *r) {
     for (int i = 0; i < p->n && i < r->n_sets; i++) {
-        cdb_db_counts c;
+        int64_t n_missing = 0;
         cdb_status st;
         if (!p->s[i].ran) continue;
-        if ((st = cdb_db_get_counts(e->db, p->s[i].dm.id, &c)) != CDB_OK)
+        if ((st = cdb_db_count_missing(e->db, p->s[i].dm.id, &n_missing)) != CDB_OK)
             return step_fail(st, "cannot count the vectors of the sets");
-        r->sets[i].n_missing = c.n_missing;
-        r->partial |= c.n_missing > 0;
+        r->sets[i].n_missing = n_missing;
+        r->partial |= n_missing > 0;
     }
     return CDB_OK;
 }

@@ -371,6 +371,49 @@ static cdb_status add_uncovered(cdb_db *db, int64_t model_id, int dim, cdb_index
     return rc;
 }
 
+/* 1 when dir holds an inverted-lists file of the model's (an index whose lists are on
+** disk, or one a killed build left): its index is loaded to be judged, never vouched for
+** by its head alone, which says nothing of the lists. */
+static int has_lists_file(const char *dir, int64_t model_id) {
+    char prefix[64];
+    size_t np;
+    int found = 0;
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    if (!d) return 0;
+    np = (size_t)snprintf(prefix, sizeof prefix, "model_%lld.ivfdata.", (long long)model_id);
+    while (!found && (de = readdir(d))) found = !strncmp(de->d_name, prefix, np);
+    closedir(d);
+    return found;
+}
+
+/* 1 when the index at path is current, learnt from its head alone (cdb_index_head_current:
+** stamped, refreshed at generation gen, covering the n_vectors stored, of the kind the
+** plan picks), so it is not loaded: a no-change reindex reads a few hundred bytes of it
+** instead of all of it. res: filled as a refresh that found nothing to do. */
+static int current_unloaded(cdb_db *db, int64_t model_id, const char *path,
+                            const cdb_index_params *p, int64_t n_vectors, int64_t gen,
+                            eng_index_result *res) {
+    char dir[4096];
+    cdb_index_head h;
+    if (n_vectors <= 0 || gen < 0 || cdb_index_file_head(path, &h) != CDB_OK) {
+        cdb_clearerr();
+        return 0;
+    }
+    snprintf(dir, sizeof dir, "%s/index", cdb_db_dir(db));
+    if (!cdb_index_head_current(&h, p, n_vectors, (uint64_t)gen, res->why, sizeof res->why) ||
+        has_lists_file(dir, model_id))
+        return 0;
+    res->action = 0;
+    res->n_vectors = h.n_covered;
+    res->info.kind = h.kind;
+    res->info.dim = h.dim;
+    res->info.nlist = h.nlist;
+    res->info.watermark = h.watermark;
+    res->info.n_covered = h.n_covered;
+    return 1;
+}
+
 cdb_status cdb_eng_index_refresh(cdb_db *db, int64_t model_id, int dim, int force_rebuild,
                              eng_index_result *res) {
     char path[4096], dir[4096];
@@ -387,27 +430,34 @@ cdb_status cdb_eng_index_refresh(cdb_db *db, int64_t model_id, int dim, int forc
     memset(res, 0, sizeof *res);
     p.dim = dim;
     cdb_eng_index_path(db, model_id, path, sizeof path);
+    /* the stored vectors only (not cdb_db_get_counts: its count of the ok files without a
+    ** vector reads the whole catalog, a tenth of a no-change reindex) */
+    if ((rc = cdb_db_count_vectors(db, model_id, &n_vectors)) != CDB_OK) goto done;
+    if ((rc = cdb_db_generation(db, &gen)) != CDB_OK) goto done;
+    if (!force_rebuild && current_unloaded(db, model_id, path, &p, n_vectors, gen, res)) {
+        snap_write_or_warn(db, model_id, dim, 0); /* when missing, unusable or 1% dirty */
+        goto done;
+    }
     rc = cdb_index_load(path, &ix);
     if (rc != CDB_OK && rc != CDB_NOTFOUND) {
         /* a damaged index is rebuilt, never fatal: the store is the truth */
         CDB_LOG_WARN("index %s unusable (%s); rebuilding", path, cdb_errmsg());
         ix = NULL;
     }
+    rc = CDB_OK;
     on_disk = ix && cdb_index_on_disk(ix); /* kept by the refresh */
-    /* the stored vectors only (not cdb_db_get_counts: its count of the ok files without a
-    ** vector reads the whole catalog, a tenth of a no-change reindex) */
-    if ((rc = cdb_db_count_vectors(db, model_id, &n_vectors)) != CDB_OK) goto done;
-    if ((rc = cdb_db_generation(db, &gen)) != CDB_OK) goto done;
     if (n_vectors == 0 && !ix) {
         res->action = 0;
         snprintf(res->why, sizeof res->why, "no vectors yet");
         goto done;
     }
     if (n_vectors == 0) { /* everything was deleted or forgotten */
+        char stamp[4200];
         if (remove(path) != 0 && errno != ENOENT) {
             rc = cdb_seterr(CDB_IO, "remove %s: %s", path, strerror(errno));
             goto done;
         }
+        if (cdb_stamp_path(path, stamp, sizeof stamp) == 0) unlink(stamp);
         cdb_eng_snap_remove(db, model_id);
         snprintf(dir, sizeof dir, "%s/index", cdb_db_dir(db));
         remove_lists_files(dir, model_id, NULL);
@@ -445,6 +495,8 @@ cdb_status cdb_eng_index_refresh(cdb_db *db, int64_t model_id, int dim, int forc
                  force_rebuild ? "full rebuild asked" : "no index yet");
     }
     if (act == CDB_INDEX_REFRESH_NONE) {
+        /* read whole and current: the next refresh need not read it again to learn so */
+        if (!on_disk) cdb_index_stamp(ix, path);
         snap_write_or_warn(db, model_id, dim, 0); /* when missing, unusable or 1% dirty */
         res->action = 0;
         res->on_disk = on_disk;

@@ -11,7 +11,16 @@
 ** order, none of the names that are not there, and a name asked out of order too. Then
 ** cdb_db_thumbs_prune (a merge of two scans in id order) keeps exactly the thumbnails
 ** that a lookup of each file and of its thumbnail says are current.
+** The catalog-wide merges of the ok files with another table in id order
+** (cdb_sql_ok_files_lacking): the ok files without a vector of a model
+** (cdb_db_count_missing, cdb_db_get_counts' n_missing) and those without a current photo
+** row (cdb_db_photos_missing, of every root and of each) equal what a lookup of each file,
+** its claim and its photo row says: vectors of every file, of every third, of none; photo
+** rows current, of another hash, without a phash, or none; deleted files among them, and
+** a claim left to a deleted file by hand (it vouches for nothing).
 */
+#include <sqlite3.h>
+
 #include "cdb_test.h"
 #include "db/db.h"
 #include "db_test_util.h"
@@ -274,4 +283,122 @@ CDB_TEST(folder_rows_match_brute_force) {
     tu_close_rm(&db, dir);
 }
 
-CDB_TEST_MAIN(folder_rows_match_brute_force)
+/* The oracle of the merges: file id's row, claim of model and photo row, looked up one by
+** one. *hole: an ok file without a vector of model; *no_photo: an ok file without a photo
+** row of its content with a phash. */
+static void truth_of(cdb_test_ctx *cdb_t_, cdb_db *db, int64_t model, int64_t id, int *hole,
+                     int *no_photo) {
+    cdb_db_file f;
+    cdb_db_photo ph;
+    uint8_t found = 0;
+    int has = 0;
+    CHECK_OK(cdb_db_file_get(db, id, &f));
+    CHECK_OK(cdb_db_file_has_vector(db, model, id, &has));
+    CHECK_OK(cdb_db_photos_get(db, &id, 1, &ph, &found));
+    *hole = f.state == CDB_DB_OK && !has;
+    *no_photo = f.state == CDB_DB_OK && !(found && ph.read && ph.has_phash);
+    cdb_db_file_clear(&f);
+}
+
+CDB_TEST(ok_files_lacking_match_lookups) {
+    enum { N = 900 };
+    char dir[256];
+    cdb_db *db = NULL;
+    cdb_db_params prm = cdb_db_params_default();
+    int64_t m[3], roots[2], ids[N];
+    uint64_t seed = 7;
+    float v[DIM];
+    prm.sync = CDB_DB_SYNC_NORMAL;
+    CHECK_OK(tu_create(dir, sizeof dir, "lacking", prm, &db));
+    CHECK_OK(cdb_db_model_register(db, "hash-all", "all", DIM, "{}", &m[0]));
+    CHECK_OK(cdb_db_model_register(db, "hash-third", "third", DIM, "{}", &m[1]));
+    CHECK_OK(cdb_db_model_register(db, "hash-none", "none", DIM, "{}", &m[2]));
+    CHECK_OK(cdb_db_root_add(db, "/a", &roots[0]));
+    CHECK_OK(cdb_db_root_add(db, "/b", &roots[1]));
+    for (int k = 0; k < 2; k++) { /* model 0 stores every file, model 1 every third */
+        cdb_db_batch *b = NULL;
+        CHECK_OK(cdb_db_batch_new(db, m[k], &b));
+        for (int i = k ? 2 : 0; i < N; i += k ? 3 : 1) {
+            char rel[32];
+            cdb_db_file_meta fm = tu_meta(100 + i, 200 + i, (uint64_t)i);
+            snprintf(rel, sizeof rel, "d%d/f%04d.jpg", i % 7, i);
+            tu_vec((uint64_t)(i + k), 1.0f, v, DIM);
+            CHECK_OK(cdb_db_batch_put(b, roots[i % 5 == 0], rel, &fm, v, DIM));
+        }
+        CHECK_OK(cdb_db_batch_commit(b, NULL));
+        cdb_db_batch_free(b);
+    }
+    for (int i = 0; i < N; i++) {
+        char rel[32];
+        cdb_db_file f;
+        snprintf(rel, sizeof rel, "d%d/f%04d.jpg", i % 7, i);
+        CHECK_OK(cdb_db_file_lookup(db, roots[i % 5 == 0], rel, &f));
+        ids[i] = f.id;
+        cdb_db_file_clear(&f);
+    }
+    /* photo rows: current, of another hash, without a phash, or none */
+    for (int i = 0; i < N; i++) {
+        cdb_db_photo ph;
+        cdb_db_file f;
+        int kind = (int)(tu_splitmix(&seed) % 4);
+        if (kind == 3) continue;
+        CHECK_OK(cdb_db_file_get(db, ids[i], &f));
+        memset(&ph, 0, sizeof ph);
+        ph.file_id = ids[i];
+        memcpy(ph.hash, f.meta.hash, CDB_DB_HASH_BYTES);
+        if (kind == 1) ph.hash[3] ^= 1;
+        ph.has_phash = kind != 2;
+        ph.phash = (uint64_t)i;
+        CHECK_OK(cdb_db_photos_put(db, &ph, 1));
+        cdb_db_file_clear(&f);
+    }
+    { /* some deleted; one claim of a deleted file put back by hand */
+        cdb_db_batch *b = NULL;
+        sqlite3 *c = NULL;
+        char sql[200], cat[300];
+        CHECK_OK(cdb_db_batch_new(db, m[0], &b));
+        for (int i = 4; i < N; i += 13) CHECK_OK(cdb_db_batch_delete(b, ids[i]));
+        CHECK_OK(cdb_db_batch_commit(b, NULL));
+        cdb_db_batch_free(b);
+        snprintf(cat, sizeof cat, "%s/catalog.db", dir);
+        snprintf(sql, sizeof sql, "INSERT OR IGNORE INTO vectors(model_id, file_id, seq)"
+                                  " VALUES(%lld, %lld, 1)", (long long)m[2], (long long)ids[4]);
+        CHECK(sqlite3_open(cat, &c) == SQLITE_OK);
+        CHECK(sqlite3_exec(c, sql, NULL, NULL, NULL) == SQLITE_OK);
+        sqlite3_close(c);
+    }
+    for (int k = 0; k < 3; k++) {
+        int64_t want = 0, got = -1, want_photo[2] = {0, 0};
+        int64_t *miss = NULL, n_miss = 0, at = 0;
+        cdb_db_counts cn;
+        for (int i = 0; i < N; i++) {
+            int hole = 0, no_photo = 0;
+            truth_of(cdb_t_, db, m[k], ids[i], &hole, &no_photo);
+            want += hole;
+            want_photo[i % 5 == 0] += no_photo;
+        }
+        CHECK(want > 0 || k == 0);
+        CHECK_OK(cdb_db_count_missing(db, m[k], &got));
+        CHECK_EQ_INT(got, want);
+        CHECK_OK(cdb_db_get_counts(db, m[k], &cn));
+        CHECK_EQ_INT(cn.n_missing, want);
+        if (k) continue;
+        /* every root, then each: exactly the ids the lookups name, ascending */
+        for (int r = -1; r < 2; r++) {
+            CHECK_OK(cdb_db_photos_missing(db, r < 0 ? 0 : roots[r], &miss, &n_miss));
+            CHECK_EQ_INT(n_miss, r < 0 ? want_photo[0] + want_photo[1] : want_photo[r]);
+            at = 0;
+            for (int i = 0; i < N; i++) {
+                int hole = 0, no_photo = 0;
+                if (r >= 0 && (i % 5 == 0) != r) continue;
+                truth_of(cdb_t_, db, m[k], ids[i], &hole, &no_photo);
+                if (no_photo) CHECK(at < n_miss && miss[at++] == ids[i]);
+            }
+            cdb_free(miss);
+        }
+        CHECK(want_photo[0] > 0 && want_photo[1] > 0);
+    }
+    tu_close_rm(&db, dir);
+}
+
+CDB_TEST_MAIN(folder_rows_match_brute_force, ok_files_lacking_match_lookups)

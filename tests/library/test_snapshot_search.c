@@ -8,6 +8,9 @@
 ** watermark (the snapshot is left stale: the dirty ids come from the shards); a
 ** snapshot damaged on disk (ignored, reported by verify, rewritten by the next
 ** refresh); an IVF index whose lists are on disk (`index build --on-disk`), reopened.
+** And a refresh that finds nothing changed learns it from the index file's head and
+** stamp, without loading the file (shown on a file whose body no load accepts), while
+** one change or one deletion makes it load and bring the index up to date.
 ** No model is needed: the database is filled through db/ and searched with raw vectors.
 */
 #include <fcntl.h>
@@ -15,6 +18,9 @@
 #include <math.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 #include "cdb_test.h"
 #include "db/db.h"
@@ -322,6 +328,120 @@ CDB_TEST(damaged_snapshot_is_ignored_reported_rewritten) {
     fixture_close(&f);
 }
 
+/* Breaks the index file at path where only a load looks (its end mark: FAISS's bytes and
+** the header stay whole), then makes its checksum and stamp agree with the new bytes, as
+** cdb_index_save would have left them: only a load can tell this file from a good one. */
+static int forge_unloadable(const char *path) {
+    struct stat st;
+    unsigned char *buf = NULL;
+    uint64_t sum;
+    int fd = open(path, O_RDWR), ok = 0;
+    cdb_stamp due;
+    if (fd < 0 || fstat(fd, &st) != 0 || st.st_size < 64) goto out;
+    if (!(buf = malloc((size_t)st.st_size)) ||
+        pread(fd, buf, (size_t)st.st_size, 0) != st.st_size)
+        goto out;
+    memcpy(buf + st.st_size - 16, "NOTANEND", 8); /* the end mark */
+    sum = XXH3_64bits(buf, (size_t)st.st_size - 8);
+    memcpy(buf + st.st_size - 8, &sum, 8);
+    if (pwrite(fd, buf, (size_t)st.st_size, 0) != st.st_size || fsync(fd) != 0 ||
+        fstat(fd, &st) != 0)
+        goto out;
+    due = cdb_stamp_of(&st, (const uint64_t[2]){sum, 0});
+    ok = cdb_stamp_write(path, &due) == 0;
+out:
+    if (fd >= 0) close(fd);
+    free(buf);
+    return ok ? 0 : -1;
+}
+
+/* The index file as a refresh left it: its watermark is the generation now, it covers
+** what the store holds, and not id gone (when > 0). */
+static int index_current(fixture *f, int64_t gone) {
+    char path[PATH_MAX + 64];
+    cdb_index *ix = NULL;
+    int64_t gen = 0, n = 0;
+    int ok;
+    cdb_eng_index_path(f->db, f->model, path, sizeof path);
+    if (cdb_index_load(path, &ix) != CDB_OK || cdb_db_generation(f->db, &gen) != CDB_OK ||
+        cdb_db_count_vectors(f->db, f->model, &n) != CDB_OK)
+        return cdb_index_free(ix), 0;
+    ok = cdb_index_watermark(ix) == (uint64_t)gen && cdb_index_count(ix) == n &&
+         !(gone > 0 && cdb_index_covers(ix, gone));
+    if (!ok)
+        fprintf(stderr, "index: watermark %llu (generation %lld), %lld ids (%lld stored)%s\n",
+                (unsigned long long)cdb_index_watermark(ix), (long long)gen,
+                (long long)cdb_index_count(ix), (long long)n,
+                gone > 0 && cdb_index_covers(ix, gone) ? ", covers the deleted id" : "");
+    cdb_index_free(ix);
+    return ok;
+}
+
+CDB_TEST(no_change_refresh_reads_only_the_head) {
+    fixture f;
+    char path[PATH_MAX + 64];
+    cdb_index_head h;
+    eng_index_result res;
+    cdb_db_batch *b = NULL;
+    struct stat st0, st1;
+    memset(&f, 0, sizeof f);
+    CHECK(fixture_open(&f, "head") == 0);
+    CHECK_OK(build(&f, CDB_ENGINE_INDEX_AUTO, 0));
+    cdb_eng_index_path(f.db, f.model, path, sizeof path);
+    CHECK_OK(cdb_index_file_head(path, &h));
+    CHECK(h.vouched); /* the save stamped it */
+    CHECK_OK(cdb_eng_index_refresh(f.db, f.model, DIM, 0, &res));
+    CHECK_EQ_INT(res.action, 0);
+    /* nothing changed: a file no load accepts is taken as it is, untouched */
+    CHECK(forge_unloadable(path) == 0);
+    CHECK(stat(path, &st0) == 0);
+    CHECK_OK(cdb_eng_index_refresh(f.db, f.model, DIM, 0, &res));
+    CHECK_MSG(res.action == 0, "action %d (%s): the index was loaded", res.action, res.why);
+    CHECK(stat(path, &st1) == 0);
+    CHECK(st0.st_ino == st1.st_ino && st0.st_ctim.tv_nsec == st1.st_ctim.tv_nsec &&
+          st0.st_ctime == st1.st_ctime);
+    /* one file changed: loaded (the forged file refused: rebuilt) and current */
+    g_rng ^= 0x1234;
+    CHECK(put_files(&f, 7, 8) == 0);
+    CHECK_OK(cdb_eng_index_refresh(f.db, f.model, DIM, 0, &res));
+    CHECK_EQ_INT(res.action, 2);
+    CHECK(index_current(&f, 0));
+    /* one changed again, on a good index: brought up to date */
+    g_rng ^= 0x5678;
+    CHECK(put_files(&f, 8, 9) == 0);
+    CHECK_OK(cdb_eng_index_refresh(f.db, f.model, DIM, 0, &res));
+    CHECK(res.action != 0);
+    CHECK(index_current(&f, 0));
+    /* one deleted: its id leaves the index */
+    CHECK_OK(cdb_db_batch_new(f.db, f.model, &b));
+    CHECK_OK(cdb_db_batch_delete(b, 5));
+    CHECK_OK(cdb_db_batch_commit(b, NULL));
+    cdb_db_batch_free(b);
+    CHECK_OK(cdb_eng_index_refresh(f.db, f.model, DIM, 0, &res));
+    CHECK(res.action != 0);
+    CHECK(index_current(&f, 5));
+    CHECK_OK(cdb_index_file_head(path, &h));
+    CHECK(h.vouched);
+    CHECK_EQ_INT(searches_match(&f, 8), 0);
+    /* a bit of FAISS's part flipped, as a disk may (the head as it was, but the stamp no
+    ** longer names the file): loaded, refused, rebuilt */
+    {
+        int fd = open(path, O_RDWR);
+        unsigned char c = 0;
+        CHECK(fd >= 0 && stat(path, &st0) == 0);
+        CHECK(pread(fd, &c, 1, st0.st_size / 2) == 1);
+        c ^= 0x10;
+        CHECK(pwrite(fd, &c, 1, st0.st_size / 2) == 1);
+        close(fd);
+    }
+    CHECK_OK(cdb_index_file_head(path, &h));
+    CHECK(!h.vouched);
+    CHECK_OK(cdb_eng_index_refresh(f.db, f.model, DIM, 0, &res));
+    CHECK_EQ_INT(res.action, 2);
+    CHECK(index_current(&f, 5));
+    fixture_close(&f);
+}
+
 CDB_TEST(ivf_on_disk_reopened_equals_shards) {
     fixture f;
     cdb_engine *e = NULL;
@@ -374,4 +494,5 @@ CDB_TEST(ivf_on_disk_reopened_equals_shards) {
 }
 
 CDB_TEST_MAIN(flat_scan_through_snapshot_equals_shards,
-              damaged_snapshot_is_ignored_reported_rewritten, ivf_on_disk_reopened_equals_shards)
+              damaged_snapshot_is_ignored_reported_rewritten, no_change_refresh_reads_only_the_head,
+              ivf_on_disk_reopened_equals_shards)
