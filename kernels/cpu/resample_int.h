@@ -14,15 +14,6 @@ static inline uint8_t cdb_k_clip8(int32_t ss) {
     return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
 }
 
-void cdb_k_resample_h_u8_avx2(const uint8_t *planes, size_t plane_stride, int nch,
-                              const int *bounds, const int32_t *kk, int ksize, int n_out,
-                              uint8_t *out);
-void cdb_k_resample_v_u8_avx2(const uint8_t *src, size_t stride, const int32_t *k, int n,
-                              size_t len, uint8_t *out);
-void cdb_k_deinterleave_u8_avx2(const uint8_t *src, size_t n_px, int nch, uint8_t *planes,
-                                size_t plane_stride);
-
-void cdb_k_premul_deinterleave_u8_avx2(const uint8_t *src, size_t n_px, int nch,
-                                       uint8_t *planes, size_t plane_stride);
+CDB_K_RESAMPLE_DECLARE(avx2);
 
 #endif
