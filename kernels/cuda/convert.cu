@@ -16,8 +16,7 @@ struct to_f32 {
 /* dst[i] = Cvt()(src[i]) for i < n, grid-stride. */
 template <typename Cvt, typename S, typename D>
 static __global__ void k_convert(const S *__restrict__ src, D *__restrict__ dst, size_t n) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x)
+    CDB_KC_GRID_STRIDE(i, n)
         dst[i] = Cvt()(src[i]);
 }
 
@@ -27,8 +26,7 @@ template <typename Cvt, typename S, typename D>
 static cdb_status convert(cdb_kc_ctx *c, const S *src, D *dst, size_t n, const char *launch) {
     cudaError_t e;
     if (!n) return CDB_OK;
-    k_convert<Cvt><<<cdb_kc_blocks(n, 256) > 65536 ? 65536 : cdb_kc_blocks(n, 256), 256, 0,
-                     c->compute>>>(src, dst, n);
+    k_convert<Cvt><<<cdb_kc_grid(n, 256), 256, 0, c->compute>>>(src, dst, n);
     e = cudaGetLastError();
     return e == cudaSuccess ? CDB_OK : cdb_kc_cuda_fail(e, launch, __FILE__, __LINE__);
 }
