@@ -15,24 +15,21 @@ static inline uint8_t cdb_k_clip8(int32_t ss) {
     return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
 }
 
-/* One output of the horizontal pass: PIL's rounding bias plus the n taps k over the
+/* Defines cdb_k_resample_h_u8_<isa> (cdb_k_resample_h_u8's contract) around taps, that
+** ISA's static inline sum for one output: PIL's rounding bias plus the n taps k over the
 ** contiguous bytes p, before cdb_k_clip8. Each ISA sums them its own way, exactly. */
-typedef int32_t (*cdb_k_taps_fn)(const uint8_t *p, const int32_t *k, int n);
-
-/* The horizontal pass (cdb_k_resample_h_u8's contract) around one ISA's taps, which the
-** compiler inlines: each ISA's file passes its own static inline function. */
-static inline void cdb_k_resample_h_u8_with(cdb_k_taps_fn taps, const uint8_t *planes,
-                                            size_t plane_stride, int nch, const int *bounds,
-                                            const int32_t *kk, int ksize, int n_out,
-                                            uint8_t *out) {
-    for (int i = 0; i < n_out; i++) {
-        const int32_t *k = kk + (size_t)i * ksize;
-        int x0 = bounds[2 * i], n = bounds[2 * i + 1];
-        for (int c = 0; c < nch; c++)
-            out[(size_t)i * nch + c] =
-                cdb_k_clip8(taps(planes + (size_t)c * plane_stride + x0, k, n));
+#define CDB_K_RESAMPLE_H_DEFINE(isa, taps)                                                    \
+    void cdb_k_resample_h_u8_##isa(const uint8_t *planes, size_t plane_stride, int nch,        \
+                                   const int *bounds, const int32_t *kk, int ksize, int n_out, \
+                                   uint8_t *out) {                                            \
+        for (int i = 0; i < n_out; i++) {                                                     \
+            const int32_t *k = kk + (size_t)i * ksize;                                        \
+            int x0 = bounds[2 * i], n = bounds[2 * i + 1];                                    \
+            for (int c = 0; c < nch; c++)                                                     \
+                out[(size_t)i * nch + c] =                                                    \
+                    cdb_k_clip8(taps(planes + (size_t)c * plane_stride + x0, k, n));          \
+        }                                                                                     \
     }
-}
 
 CDB_K_RESAMPLE_DECLARE(avx2);
 

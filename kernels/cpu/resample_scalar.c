@@ -14,11 +14,7 @@ static inline int32_t dot_taps(const uint8_t *p, const int32_t *k, int n) {
     return ss;
 }
 
-void cdb_k_resample_h_u8_scalar(const uint8_t *planes, size_t plane_stride, int nch,
-                                const int *bounds, const int32_t *kk, int ksize, int n_out,
-                                uint8_t *out) {
-    cdb_k_resample_h_u8_with(dot_taps, planes, plane_stride, nch, bounds, kk, ksize, n_out, out);
-}
+CDB_K_RESAMPLE_H_DEFINE(scalar, dot_taps)
 
 void cdb_k_resample_v_u8_scalar(const uint8_t *src, size_t stride, const int32_t *k, int n,
                                 size_t len, uint8_t *out) {
