@@ -15,13 +15,13 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include <jpeglib.h>
 #if BENCH_HAVE_HEIF
 #include <libheif/heif.h>
 #endif
 
 #include "encoder/encoder.h"
 #include "kernels/kernels.h"
+#include "jpeg_test_util.h"
 
 /* stb_image_write (libstb-dev) makes the baseline JPEG. */
 #define STB_IMAGE_WRITE_IMPLEMENTATION
@@ -85,31 +85,10 @@ static int load(const char *path, membuf *m) {
 }
 
 static int progressive_jpeg(const char *path, int W, int H) {
-    struct jpeg_compress_struct c;
-    struct jpeg_error_mgr e;
     unsigned char *rgb = photo(W, H);
-    FILE *f = fopen(path, "wb");
-    if (!f || !rgb) return 0;
-    c.err = jpeg_std_error(&e);
-    jpeg_create_compress(&c);
-    jpeg_stdio_dest(&c, f);
-    c.image_width = (JDIMENSION)W;
-    c.image_height = (JDIMENSION)H;
-    c.input_components = 3;
-    c.in_color_space = JCS_RGB;
-    jpeg_set_defaults(&c);
-    jpeg_set_quality(&c, 90, TRUE);
-    jpeg_simple_progression(&c);
-    jpeg_start_compress(&c, TRUE);
-    while (c.next_scanline < c.image_height) {
-        JSAMPROW row = rgb + (size_t)c.next_scanline * W * 3;
-        jpeg_write_scanlines(&c, &row, 1);
-    }
-    jpeg_finish_compress(&c);
-    jpeg_destroy_compress(&c);
-    fclose(f);
+    int ok = rgb && cdb_test_jpeg_file(path, rgb, W, H, 3, 90, CDB_TJ_PROGRESSIVE) == 0;
     free(rgb);
-    return 1;
+    return ok;
 }
 
 #if BENCH_HAVE_HEIF

@@ -42,6 +42,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "cosine.h"
 #include "encoder/encoder.h"
 #include "ingest_child.h"
 #include "kernels/kernels.h"
@@ -261,12 +262,6 @@ static int child_preprocess(const char *dir, int reps) {
     printf("preprocess_total_ms %.3f isa %s\n", total, cdb_k_isa_name(cdb_k_cpu_isa()));
     free(px);
     return 0;
-}
-
-static double cosine(const float *a, const float *b, int d) {
-    double ab = 0, aa = 0, bb = 0;
-    for (int i = 0; i < d; i++) ab += (double)a[i] * b[i], aa += (double)a[i] * a[i], bb += (double)b[i] * b[i];
-    return ab / sqrt(aa * bb);
 }
 
 static double proc_cpu_ms(void) {

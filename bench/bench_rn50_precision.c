@@ -24,6 +24,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cosine.h"
 #include "encoder/encoder.h"
 #include "kernels/kernels.h"
 #include "bench_util.h"
@@ -37,15 +38,7 @@ static int run_cmd(const char *cmd) {
     return system(cmd);
 }
 
-static double one_minus_cos(const float *a, const float *b) {
-    double ab = 0, aa = 0, bb = 0;
-    for (int i = 0; i < E; i++) {
-        ab += (double)a[i] * b[i];
-        aa += (double)a[i] * a[i];
-        bb += (double)b[i] * b[i];
-    }
-    return 1.0 - ab / sqrt(aa * bb);
-}
+static double one_minus_cos(const float *a, const float *b) { return 1.0 - cosine(a, b, E); }
 
 static void row(const char *what, const float *a, const float *b, int n) {
     double *d = malloc((size_t)n * sizeof *d);

@@ -20,16 +20,15 @@
 #include <unistd.h>
 
 #include "engine/engine.h"
+#include "ingest_util.h"
 
 static int child_ingest(const char *model_path, const char *lib, const char *dir, int threads,
                         int batch, int decode) {
     cdb_engine *e = NULL;
     cdb_engine_params ep = cdb_engine_params_default();
     cdb_engine_run_params rp = cdb_engine_run_params_default();
-    cdb_engine_run_report *r = calloc(1, sizeof *r);
-    const char *paths[1] = {lib};
+    cdb_engine_summary sum;
     cdb_status rc;
-    if (!r) return 2;
     if ((rc = cdb_engine_create(dir, model_path, NULL)) != CDB_OK) goto fail;
     ep.writer = 1;
     ep.model_threads = threads; /* the encoder too: the same thread count as a baseline */
@@ -41,11 +40,9 @@ static int child_ingest(const char *model_path, const char *lib, const char *dir
     rp.threads = threads;
     rp.decode = decode;
     int64_t t0 = cdb_now_ns();
-    if ((rc = cdb_engine_ingest(e, paths, 1, &rp, r)) != CDB_OK) goto fail; /* run recorded + flush */
+    if ((rc = cdb_test_ingest(e, lib, &rp, &sum)) != CDB_OK) goto fail; /* run recorded + flush */
     int64_t total = cdb_now_ns() - t0;
-    const cdb_engine_summary sum = r->sets[0].sum;
     cdb_engine_close(e);
-    free(r);
     printf("RESULT total_ns=%lld load_ns=%lld added=%lld errors=%lld found=%lld walk=%lld "
            "read=%lld decode=%lld preprocess=%lld encode=%lld encode_wait=%lld store=%lld "
            "batches=%lld\n",
@@ -57,7 +54,6 @@ static int child_ingest(const char *model_path, const char *lib, const char *dir
 fail:
     fprintf(stderr, "ingest child: %s: %s\n", cdb_status_str(rc), cdb_errmsg());
     cdb_engine_close(e);
-    free(r);
     return 2;
 }
 

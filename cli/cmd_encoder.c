@@ -83,6 +83,14 @@ static void json_floats3(cdb_json *j, const char *key, const float *v) {
     cdb_json_end_array(j);
 }
 
+/* The size both towers report (width, layers, heads), closing the tower's object. */
+static void json_tower_end(cdb_json *j, int width, int layers, int heads) {
+    cdb_json_key(j, "width"); cdb_json_int(j, width);
+    cdb_json_key(j, "layers"); cdb_json_int(j, layers);
+    cdb_json_key(j, "heads"); cdb_json_int(j, heads);
+    cdb_json_end_object(j);
+}
+
 /* `models --json` of one model file: what it is, its towers and its preprocessing. */
 static void model_json(const cdb_model_info *mi, const char *path, const char *src) {
     const cdb_preprocess_params *pp = &mi->preprocess;
@@ -112,18 +120,12 @@ static void model_json(const cdb_model_info *mi, const char *path, const char *s
     cdb_json_key(&j, "family"); cdb_json_str(&j, mi->vision_family);
     cdb_json_key(&j, "image_size"); cdb_json_int(&j, mi->image_size);
     cdb_json_key(&j, "patch_size"); cdb_json_int(&j, mi->patch_size);
-    cdb_json_key(&j, "width"); cdb_json_int(&j, mi->vision_width);
-    cdb_json_key(&j, "layers"); cdb_json_int(&j, mi->vision_layers);
-    cdb_json_key(&j, "heads"); cdb_json_int(&j, mi->vision_heads);
-    cdb_json_end_object(&j);
+    json_tower_end(&j, mi->vision_width, mi->vision_layers, mi->vision_heads);
     cdb_json_key(&j, "text");
     cdb_json_begin_object(&j);
     cdb_json_key(&j, "context_length"); cdb_json_int(&j, mi->context_length);
     cdb_json_key(&j, "vocab_size"); cdb_json_int(&j, mi->vocab_size);
-    cdb_json_key(&j, "width"); cdb_json_int(&j, mi->text_width);
-    cdb_json_key(&j, "layers"); cdb_json_int(&j, mi->text_layers);
-    cdb_json_key(&j, "heads"); cdb_json_int(&j, mi->text_heads);
-    cdb_json_end_object(&j);
+    json_tower_end(&j, mi->text_width, mi->text_layers, mi->text_heads);
     cdb_json_key(&j, "preprocess");
     cdb_json_begin_object(&j);
     cdb_json_key(&j, "size"); cdb_json_int(&j, pp->size);

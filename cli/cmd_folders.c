@@ -140,9 +140,17 @@ static int not_a_root(const char *cmd, const char *container) {
     return CLI_EXIT_FAIL;
 }
 
+/* forget and move change the catalog: their options, and the writer they open (waiting
+** for another writer with --wait). */
+static const cli_optspec k_edit_spec[] = {{"db", 0, CLI_VALUE},  {"wait", 0, CLI_FLAG},
+                                          {"quiet", 'q', CLI_FLAG}, {"help", 'h', CLI_FLAG}, {0}};
+
+static int open_writer(cli_args *a, cdb_engine **e) {
+    return cdb_cli_engine_open(cdb_cli_get(a, "db"), 1, cdb_cli_has(a, "wait") > 0,
+                               CLI_DEVICE_CPU, 0, e);
+}
+
 int cdb_cli_cmd_forget(int argc, char **argv) {
-    static const cli_optspec spec[] = {{"db", 0, CLI_VALUE},  {"wait", 0, CLI_FLAG},
-                                       {"quiet", 'q', CLI_FLAG}, {"help", 'h', CLI_FLAG}, {0}};
     cli_args a;
     int rc;
     cdb_engine *e = NULL;
@@ -150,14 +158,12 @@ int cdb_cli_cmd_forget(int argc, char **argv) {
     char b[2][32];
     cdb_status st;
     memset(&r, 0, sizeof r);
-    if (!cdb_cli_begin("forget", &a, spec, argc, argv, &rc)) goto done;
+    if (!cdb_cli_begin("forget", &a, k_edit_spec, argc, argv, &rc)) goto done;
     if (a.n_pos != 1) {
         rc = cdb_cli_usage_error("forget", a.n_pos ? "one PATH at a time" : "no PATH given");
         goto done;
     }
-    if ((rc = cdb_cli_engine_open(cdb_cli_get(&a, "db"), 1, cdb_cli_has(&a, "wait") > 0,
-                                  CLI_DEVICE_CPU, 0, &e)) != CLI_EXIT_OK)
-        goto done;
+    if ((rc = open_writer(&a, &e)) != CLI_EXIT_OK) goto done;
     st = cdb_engine_forget(e, a.pos[0], &r);
     for (int i = 0; i < r.n_roots && !cdb_cli_quiet() && r.subfolder; i++)
         printf("Forgot %s (a folder in %s): %s file%s and %s; reindex and ingest of %s "
@@ -204,14 +210,12 @@ done:
 /* ---- move ------------------------------------------------------------------------------------ */
 
 int cdb_cli_cmd_move(int argc, char **argv) {
-    static const cli_optspec spec[] = {{"db", 0, CLI_VALUE},  {"wait", 0, CLI_FLAG},
-                                       {"quiet", 'q', CLI_FLAG}, {"help", 'h', CLI_FLAG}, {0}};
     cli_args a;
     int rc;
     cdb_engine *e = NULL;
     cdb_engine_move_report *r = NULL;
     char b[2][32];
-    if (!cdb_cli_begin("move", &a, spec, argc, argv, &rc)) goto done;
+    if (!cdb_cli_begin("move", &a, k_edit_spec, argc, argv, &rc)) goto done;
     if (a.n_pos != 2) {
         rc = cdb_cli_usage_error("move", "expected OLD and NEW");
         goto done;
@@ -228,9 +232,7 @@ int cdb_cli_cmd_move(int argc, char **argv) {
             goto done;
         }
     }
-    if ((rc = cdb_cli_engine_open(cdb_cli_get(&a, "db"), 1, cdb_cli_has(&a, "wait") > 0,
-                                  CLI_DEVICE_CPU, 0, &e)) != CLI_EXIT_OK)
-        goto done;
+    if ((rc = open_writer(&a, &e)) != CLI_EXIT_OK) goto done;
     if (cdb_engine_move(e, a.pos[0], a.pos[1], r) != CDB_OK) {
         cdb_engine_err code = cdb_engine_errcode();
         if (code == CDB_ENGINE_E_PART_OF_ROOT || code == CDB_ENGINE_E_NOT_A_ROOT)

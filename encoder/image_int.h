@@ -165,6 +165,20 @@ cdb_status cdb_img_heif_decode(const uint8_t *b, size_t n, img_fmt f, const img_
                                cdb_image **out);
 cdb_status cdb_img_raw_probe(const uint8_t *b, size_t n, int *w, int *h);
 cdb_status cdb_img_raw_decode(const uint8_t *b, size_t n, const img_opts *o, cdb_image **out);
+/* The probe and decode of format fmt (tiff, webp, raw) in a build without its library
+** (CDB_HAVE_<FMT> 0): both refuse with CDB_UNSUPPORTED, "<NAME>: this clipdb was built
+** without <lib>", the decode setting *out = NULL. HEIF's take the format as well. */
+#define CDB_IMG_BUILT_WITHOUT(fmt, NAME, lib)                                              \
+    cdb_status cdb_img_##fmt##_probe(const uint8_t *b, size_t n, int *w, int *h) {         \
+        (void)b, (void)n, (void)w, (void)h;                                               \
+        return cdb_seterr(CDB_UNSUPPORTED, NAME ": this clipdb was built without " lib);   \
+    }                                                                                     \
+    cdb_status cdb_img_##fmt##_decode(const uint8_t *b, size_t n, const img_opts *o,       \
+                                      cdb_image **out) {                                  \
+        (void)b, (void)n, (void)o;                                                        \
+        *out = NULL;                                                                      \
+        return cdb_seterr(CDB_UNSUPPORTED, NAME ": this clipdb was built without " lib);   \
+    }
 /* 1 when the TIFF-structured file is a camera RAW (DNG/CR2/NEF/ARW/...) that libraw
 ** should open rather than libtiff: a DNGVersion tag, a CR2 signature, or a maker
 ** name libraw knows in IFD0 with no usable strip/tile image of its own. */

@@ -226,13 +226,5 @@ void cdb_img_raw_meta(const uint8_t *b, size_t n, cdb_photo_meta *m) {
 
 void cdb_img_raw_meta(const uint8_t *b, size_t n, cdb_photo_meta *m) { (void)b, (void)n, (void)m; }
 
-cdb_status cdb_img_raw_probe(const uint8_t *b, size_t n, int *w, int *h) {
-    (void)b, (void)n, (void)w, (void)h;
-    return cdb_seterr(CDB_UNSUPPORTED, "RAW: this clipdb was built without libraw");
-}
-cdb_status cdb_img_raw_decode(const uint8_t *b, size_t n, const img_opts *o, cdb_image **out) {
-    (void)b, (void)n, (void)o;
-    *out = NULL;
-    return cdb_seterr(CDB_UNSUPPORTED, "RAW: this clipdb was built without libraw");
-}
+CDB_IMG_BUILT_WITHOUT(raw, "RAW", "libraw")
 #endif

@@ -538,16 +538,5 @@ void cdb_img_tiff_meta(const uint8_t *b, size_t n, cdb_photo_meta *m, uint8_t **
     *xmp_len = 0;
 }
 
-static cdb_status missing(void) {
-    return cdb_seterr(CDB_UNSUPPORTED, "TIFF: this clipdb was built without libtiff");
-}
-cdb_status cdb_img_tiff_probe(const uint8_t *b, size_t n, int *w, int *h) {
-    (void)b, (void)n, (void)w, (void)h;
-    return missing();
-}
-cdb_status cdb_img_tiff_decode(const uint8_t *b, size_t n, const img_opts *o, cdb_image **out) {
-    (void)b, (void)n, (void)o;
-    *out = NULL;
-    return missing();
-}
+CDB_IMG_BUILT_WITHOUT(tiff, "TIFF", "libtiff")
 #endif

@@ -162,16 +162,5 @@ done:
 
 #else /* !CDB_HAVE_WEBP */
 
-static cdb_status missing(void) {
-    return cdb_seterr(CDB_UNSUPPORTED, "WebP: this clipdb was built without libwebp");
-}
-cdb_status cdb_img_webp_probe(const uint8_t *b, size_t n, int *w, int *h) {
-    (void)b, (void)n, (void)w, (void)h;
-    return missing();
-}
-cdb_status cdb_img_webp_decode(const uint8_t *b, size_t n, const img_opts *o, cdb_image **out) {
-    (void)b, (void)n, (void)o;
-    *out = NULL;
-    return missing();
-}
+CDB_IMG_BUILT_WITHOUT(webp, "WebP", "libwebp")
 #endif

@@ -535,16 +535,20 @@ void cdb_k_deinterleave_u8(const uint8_t *src, size_t n_px, int nch,
 void cdb_k_premul_deinterleave_u8(const uint8_t *src, size_t n_px, int nch,
                                   uint8_t *planes /* OUT: nch * plane_stride */,
                                   size_t plane_stride);
-/* The scalar references, for differential tests. */
-void cdb_k_premul_deinterleave_u8_scalar(const uint8_t *src, size_t n_px, int nch,
-                                         uint8_t *planes, size_t plane_stride);
-void cdb_k_resample_h_u8_scalar(const uint8_t *planes, size_t plane_stride, int nch,
-                                const int *bounds, const int32_t *kk, int ksize, int n_out,
-                                uint8_t *out);
-void cdb_k_resample_v_u8_scalar(const uint8_t *src, size_t stride, const int32_t *k, int n,
-                                size_t len, uint8_t *out);
-void cdb_k_deinterleave_u8_scalar(const uint8_t *src, size_t n_px, int nch, uint8_t *planes,
-                                  size_t plane_stride);
+/* The four kernels above as implemented for one ISA (suffix isa: scalar, avx2), with the
+** same arguments. The scalar references are declared here, for differential tests; the
+** AVX2 ones in kernels/cpu/resample_int.h. */
+#define CDB_K_RESAMPLE_DECLARE(isa)                                                           \
+    void cdb_k_resample_h_u8_##isa(const uint8_t *planes, size_t plane_stride, int nch,        \
+                                   const int *bounds, const int32_t *kk, int ksize, int n_out, \
+                                   uint8_t *out);                                             \
+    void cdb_k_resample_v_u8_##isa(const uint8_t *src, size_t stride, const int32_t *k, int n, \
+                                   size_t len, uint8_t *out);                                 \
+    void cdb_k_deinterleave_u8_##isa(const uint8_t *src, size_t n_px, int nch,                 \
+                                     uint8_t *planes, size_t plane_stride);                   \
+    void cdb_k_premul_deinterleave_u8_##isa(const uint8_t *src, size_t n_px, int nch,          \
+                                            uint8_t *planes, size_t plane_stride)
+CDB_K_RESAMPLE_DECLARE(scalar);
 
 #ifdef __cplusplus
 }

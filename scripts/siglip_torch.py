@@ -113,16 +113,24 @@ class SiglipEncoderLayer(nn.Module):
         return residual + self.mlp(self.layer_norm2(hidden_states))
 
 
-class SiglipEncoder(nn.Module):
-    def __init__(self, width, layers, heads, mlp, act, eps):
+class Blocks(nn.Module):
+    """Blocks run in turn, kept under the attribute the checkpoint's keys name (Hugging
+    Face's "layers", OpenCLIP's "resblocks")."""
+    def __init__(self, attr, blocks):
         super().__init__()
-        self.layers = nn.ModuleList(
-            [SiglipEncoderLayer(width, heads, mlp, act, eps) for _ in range(layers)])
+        self.attr = attr
+        setattr(self, attr, nn.ModuleList(blocks))
 
     def forward(self, x):
-        for layer in self.layers:
-            x = layer(x)
+        for block in getattr(self, self.attr):
+            x = block(x)
         return x
+
+
+class SiglipEncoder(Blocks):
+    def __init__(self, width, layers, heads, mlp, act, eps):
+        super().__init__("layers", [SiglipEncoderLayer(width, heads, mlp, act, eps)
+                                    for _ in range(layers)])
 
 
 class SiglipMultiheadAttentionPoolingHead(nn.Module):
@@ -331,16 +339,10 @@ class ResidualAttentionBlock(nn.Module):  # open_clip.transformer
         return x + self.mlp(self.ln_2(x))
 
 
-class Transformer(nn.Module):
+class Transformer(Blocks):  # open_clip.transformer
     def __init__(self, width, layers, heads, mlp, act, eps):
-        super().__init__()
-        self.resblocks = nn.ModuleList(
-            [ResidualAttentionBlock(width, heads, mlp, act, eps) for _ in range(layers)])
-
-    def forward(self, x):
-        for r in self.resblocks:
-            x = r(x)
-        return x
+        super().__init__("resblocks", [ResidualAttentionBlock(width, heads, mlp, act, eps)
+                                       for _ in range(layers)])
 
 
 class TextTransformer(nn.Module):  # no_causal_mask, pool_type "last", proj_bias

@@ -1,6 +1,7 @@
 /*
-** jpeg_test_util.h: JPEGs written in memory by libjpeg-turbo for the tests that need a
-** JPEG of a given kind (the oracle of each kind: what libjpeg was asked to write).
+** jpeg_test_util.h: JPEGs written by libjpeg-turbo for the tests that need a JPEG of a
+** given kind (the oracle of each kind: what libjpeg was asked to write), in memory, or
+** to a file from given pixels (bench_image, tests/reference/make_fixture_files.c).
 ** Header-only test code; link PkgConfig::LIBJPEG.
 */
 #ifndef CDB_TESTS_JPEG_TEST_UTIL_H
@@ -16,8 +17,32 @@ enum {
     CDB_TJ_ARITH = 2,       /* arithmetic coding */
     CDB_TJ_OPTIMIZED = 4,   /* optimized Huffman tables (still SOF0) */
     CDB_TJ_ROTATED = 8,     /* an APP1 Exif block with Orientation = 6 */
-    CDB_TJ_444 = 16         /* no chroma subsampling (default: libjpeg's 4:2:0) */
+    CDB_TJ_444 = 16,        /* no chroma subsampling (default: libjpeg's 4:2:0) */
+    CDB_TJ_YCCK = 32        /* CMYK stored as Adobe's YCCK (jpeg_set_colorspace) */
 };
+
+/* ci created for a w x h image of comps (1 gray, 3 RGB, 4 CMYK) components at quality,
+** with the coding options flags name; the caller then names the destination and starts. */
+static inline void cdb_test_jpeg_setup(struct jpeg_compress_struct *ci,
+                                       struct jpeg_error_mgr *jerr, int w, int h, int comps,
+                                       int quality, int flags) {
+    ci->err = jpeg_std_error(jerr);
+    jpeg_create_compress(ci);
+    ci->image_width = (JDIMENSION)w;
+    ci->image_height = (JDIMENSION)h;
+    ci->input_components = comps;
+    ci->in_color_space = comps == 1 ? JCS_GRAYSCALE : comps == 4 ? JCS_CMYK : JCS_RGB;
+    jpeg_set_defaults(ci);
+    if (flags & CDB_TJ_YCCK) jpeg_set_colorspace(ci, JCS_YCCK);
+    jpeg_set_quality(ci, quality, TRUE);
+    if (flags & CDB_TJ_PROGRESSIVE) jpeg_simple_progression(ci);
+    if (flags & CDB_TJ_ARITH) ci->arith_code = TRUE;
+    if (flags & CDB_TJ_OPTIMIZED) ci->optimize_coding = TRUE;
+    if ((flags & CDB_TJ_444) && comps == 3) {
+        ci->comp_info[0].h_samp_factor = 1;
+        ci->comp_info[0].v_samp_factor = 1;
+    }
+}
 
 /* A w x h JPEG of comps (1 gray, 3 RGB, 4 CMYK) components, quality 90, as flags say,
 ** pixels a smooth pattern with texture; free with free(). NULL on failure. */
@@ -28,22 +53,8 @@ static inline unsigned char *cdb_test_jpeg(int w, int h, int comps, int flags,
     unsigned char *out = NULL, *row = malloc((size_t)w * comps);
     if (!row) return NULL;
     *n = 0;
-    ci.err = jpeg_std_error(&jerr);
-    jpeg_create_compress(&ci);
+    cdb_test_jpeg_setup(&ci, &jerr, w, h, comps, 90, flags);
     jpeg_mem_dest(&ci, &out, n);
-    ci.image_width = (JDIMENSION)w;
-    ci.image_height = (JDIMENSION)h;
-    ci.input_components = comps;
-    ci.in_color_space = comps == 1 ? JCS_GRAYSCALE : comps == 4 ? JCS_CMYK : JCS_RGB;
-    jpeg_set_defaults(&ci);
-    jpeg_set_quality(&ci, 90, TRUE);
-    if (flags & CDB_TJ_PROGRESSIVE) jpeg_simple_progression(&ci);
-    if (flags & CDB_TJ_ARITH) ci.arith_code = TRUE;
-    if (flags & CDB_TJ_OPTIMIZED) ci.optimize_coding = TRUE;
-    if ((flags & CDB_TJ_444) && comps == 3) {
-        ci.comp_info[0].h_samp_factor = 1;
-        ci.comp_info[0].v_samp_factor = 1;
-    }
     jpeg_start_compress(&ci, TRUE);
     if (flags & CDB_TJ_ROTATED) { /* little-endian TIFF, one entry: 0x0112 SHORT 1 = 6 */
         static const unsigned char exif[] = {'E', 'x', 'i', 'f', 0, 0, 'I', 'I', 42, 0, 8, 0,
@@ -61,6 +72,26 @@ static inline unsigned char *cdb_test_jpeg(int w, int h, int comps, int flags,
     jpeg_destroy_compress(&ci);
     free(row);
     return out;
+}
+
+/* Writes px (w x h pixels of comps bytes, rows packed) to path as a JPEG of that quality
+** and flags. 0, or -1 when path cannot be written. */
+static inline int cdb_test_jpeg_file(const char *path, const unsigned char *px, int w, int h,
+                                     int comps, int quality, int flags) {
+    struct jpeg_compress_struct ci;
+    struct jpeg_error_mgr jerr;
+    FILE *f = fopen(path, "wb");
+    if (!f) return -1;
+    cdb_test_jpeg_setup(&ci, &jerr, w, h, comps, quality, flags);
+    jpeg_stdio_dest(&ci, f);
+    jpeg_start_compress(&ci, TRUE);
+    while (ci.next_scanline < ci.image_height) {
+        JSAMPROW row = (JSAMPROW)px + (size_t)ci.next_scanline * w * comps;
+        jpeg_write_scanlines(&ci, &row, 1);
+    }
+    jpeg_finish_compress(&ci);
+    jpeg_destroy_compress(&ci);
+    return fclose(f) == 0 ? 0 : -1;
 }
 
 #endif

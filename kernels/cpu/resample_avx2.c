@@ -40,17 +40,7 @@ static inline int32_t dot_taps(const uint8_t *p, const int32_t *k, int n) {
     return ss;
 }
 
-void cdb_k_resample_h_u8_avx2(const uint8_t *planes, size_t plane_stride, int nch,
-                              const int *bounds, const int32_t *kk, int ksize, int n_out,
-                              uint8_t *out) {
-    for (int i = 0; i < n_out; i++) {
-        const int32_t *k = kk + (size_t)i * ksize;
-        int x0 = bounds[2 * i], n = bounds[2 * i + 1];
-        for (int c = 0; c < nch; c++)
-            out[(size_t)i * nch + c] =
-                cdb_k_clip8(dot_taps(planes + (size_t)c * plane_stride + x0, k, n));
-    }
-}
+CDB_K_RESAMPLE_H_DEFINE(avx2, dot_taps)
 
 /* 32 output bytes at a time: four 8-lane accumulators, one broadcast tap per row. */
 void cdb_k_resample_v_u8_avx2(const uint8_t *src, size_t stride, const int32_t *k, int n,

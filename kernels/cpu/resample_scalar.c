@@ -8,20 +8,13 @@
 */
 #include "kernels/cpu/resample_int.h"
 
-void cdb_k_resample_h_u8_scalar(const uint8_t *planes, size_t plane_stride, int nch,
-                                const int *bounds, const int32_t *kk, int ksize, int n_out,
-                                uint8_t *out) {
-    for (int i = 0; i < n_out; i++) {
-        const int32_t *k = kk + (size_t)i * ksize;
-        int x0 = bounds[2 * i], n = bounds[2 * i + 1];
-        for (int c = 0; c < nch; c++) {
-            const uint8_t *p = planes + (size_t)c * plane_stride + x0;
-            int32_t ss = 1 << (CDB_K_RESAMPLE_PRECISION - 1);
-            for (int x = 0; x < n; x++) ss += p[x] * k[x];
-            out[(size_t)i * nch + c] = cdb_k_clip8(ss);
-        }
-    }
+static inline int32_t dot_taps(const uint8_t *p, const int32_t *k, int n) {
+    int32_t ss = 1 << (CDB_K_RESAMPLE_PRECISION - 1);
+    for (int x = 0; x < n; x++) ss += p[x] * k[x];
+    return ss;
 }
+
+CDB_K_RESAMPLE_H_DEFINE(scalar, dot_taps)
 
 void cdb_k_resample_v_u8_scalar(const uint8_t *src, size_t stride, const int32_t *k, int n,
                                 size_t len, uint8_t *out) {

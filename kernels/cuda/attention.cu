@@ -16,8 +16,7 @@ static __global__ void k_split_heads(const void *__restrict__ qkv, int qkv_f32, 
                                      uint16_t *k, uint16_t *v, int batch, int seq, int heads,
                                      int hd) {
     size_t w = (size_t)heads * hd, n = (size_t)batch * seq * 3 * w;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
+    CDB_KC_GRID_STRIDE(i, n) {
         size_t row = i / (3 * w), col = i % (3 * w);
         int which = (int)(col / w), h = (int)((col % w) / hd), d = (int)(col % hd);
         int b = (int)(row / seq), t = (int)(row % seq);
@@ -30,8 +29,7 @@ static __global__ void k_split_heads(const void *__restrict__ qkv, int qkv_f32, 
 static __global__ void k_merge_heads(const uint16_t *__restrict__ o, uint16_t *__restrict__ out,
                                      int batch, int seq, int heads, int hd) {
     size_t w = (size_t)heads * hd, n = (size_t)batch * seq * w;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
+    CDB_KC_GRID_STRIDE(i, n) {
         size_t row = i / w, col = i % w;
         int h = (int)(col / hd), d = (int)(col % hd), b = (int)(row / seq), t = (int)(row % seq);
         out[i] = o[(((size_t)b * heads + h) * seq + t) * hd + d];
@@ -64,8 +62,7 @@ extern "C" cdb_status cdb_kc_attention(cdb_kc_ctx *c, const void *qkv, int qkv_f
                        "attention: batch %d seq %d heads %d head_dim %d", batch, seq, heads,
                        head_dim);
     if (!batch) return CDB_OK;
-    grid = cdb_kc_blocks(n, 256);
-    if (grid > 65536) grid = 65536;
+    grid = cdb_kc_grid(n, 256);
     k_split_heads<<<grid, 256, 0, c->compute>>>(qkv, qkv_f32, q, k, v, batch, seq, heads, head_dim);
     CDB_CUDA_CHECK_LAUNCH("k_split_heads");
     /* S_i [T,T] = q_i [T,D] . k_i [T,D]^T / sqrt(D) */
@@ -77,8 +74,7 @@ extern "C" cdb_status cdb_kc_attention(cdb_kc_ctx *c, const void *qkv, int qkv_f
     if ((rc = cdb_kc_gemm_batched(c, seq, head_dim, seq, pr, st_s, v, 0, st_qkv, o, 0, st_qkv,
                                   batch * heads, 1.f, 0.f)) != CDB_OK)
         goto done;
-    grid = cdb_kc_blocks(n / 3, 256);
-    if (grid > 65536) grid = 65536;
+    grid = cdb_kc_grid(n / 3, 256);
     k_merge_heads<<<grid, 256, 0, c->compute>>>(o, out, batch, seq, heads, head_dim);
     CDB_CUDA_CHECK_LAUNCH("k_merge_heads");
 done:

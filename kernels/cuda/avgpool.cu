@@ -7,8 +7,7 @@
 
 static __global__ void k_avgpool_nhwc(const void *__restrict__ x, int x_f32, int h, int w, int c,
                                       int s, int ho, int wo, size_t n, void *out, int out_f32) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
+    CDB_KC_GRID_STRIDE(i, n) {
         int ch = (int)(i % c), ox = (int)((i / c) % wo), oy = (int)((i / ((size_t)c * wo)) % ho);
         size_t b = i / ((size_t)c * wo * ho);
         float sum = 0.f;
@@ -30,8 +29,7 @@ extern "C" cdb_status cdb_kc_avgpool_nhwc(cdb_kc_ctx *c, const void *x, int x_f3
                        "avgpool_nhwc: bad shape");
     total = (size_t)n * (h / s) * (w / s) * ch;
     if (!total) return CDB_OK;
-    grid = cdb_kc_blocks(total, 256);
-    if (grid > 65536) grid = 65536;
+    grid = cdb_kc_grid(total, 256);
     k_avgpool_nhwc<<<grid, 256, 0, c->compute>>>(x, x_f32, h, w, ch, s, h / s, w / s, total, out,
                                                  out_f32);
     CDB_CUDA_CHECK_LAUNCH("k_avgpool_nhwc");

@@ -15,8 +15,7 @@ static __device__ __forceinline__ float apply_act(float v, int act) {
 
 static __global__ void k_bias_act(void *y, int y_f32, const float *__restrict__ bias, size_t n,
                                   int cols, int act) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
+    CDB_KC_GRID_STRIDE(i, n) {
         float v = cdb_kc_ld(y, y_f32, i);
         if (bias) v += bias[i % cols];
         cdb_kc_st(y, y_f32, i, apply_act(v, act));
@@ -26,8 +25,7 @@ static __global__ void k_bias_act(void *y, int y_f32, const float *__restrict__ 
 /* Vectorized common case: f16 storage, even column count (two halves per thread). */
 static __global__ void k_bias_act_h2(__half2 *y, const float *__restrict__ bias, size_t n2,
                                      int cols2, int act) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n2;
-         i += (size_t)gridDim.x * blockDim.x) {
+    CDB_KC_GRID_STRIDE(i, n2) {
         float2 v = __half22float2(y[i]);
         if (bias) {
             size_t c = (i % cols2) * 2;
@@ -41,20 +39,13 @@ static __global__ void k_bias_act_h2(__half2 *y, const float *__restrict__ bias,
 }
 
 static __global__ void k_add(void *y, int y_f32, const void *x, int x_f32, size_t n) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x)
+    CDB_KC_GRID_STRIDE(i, n)
         cdb_kc_st(y, y_f32, i, cdb_kc_ld(y, y_f32, i) + cdb_kc_ld(x, x_f32, i));
 }
 
 static __global__ void k_add_bias_f32(float *y, const float *__restrict__ bias, size_t n, int cols) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x)
+    CDB_KC_GRID_STRIDE(i, n)
         y[i] += bias[i % cols];
-}
-
-static unsigned grid_for(size_t n) {
-    unsigned b = cdb_kc_blocks(n, 256);
-    return b > 65536 ? 65536 : b;
 }
 
 extern "C" cdb_status cdb_kc_bias_act(cdb_kc_ctx *c, void *y, int y_f32, const float *bias,
@@ -63,11 +54,11 @@ extern "C" cdb_status cdb_kc_bias_act(cdb_kc_ctx *c, void *y, int y_f32, const f
     size_t n = (size_t)rows * cols;
     if (!n || (!bias && act == CDB_K_ACT_NONE)) return CDB_OK;
     if (!y_f32 && cols % 2 == 0 && ((uintptr_t)y & 3) == 0) {
-        k_bias_act_h2<<<grid_for(n / 2), 256, 0, c->compute>>>((__half2 *)y, bias, n / 2, cols / 2,
-                                                               (int)act);
+        k_bias_act_h2<<<cdb_kc_grid(n / 2, 256), 256, 0, c->compute>>>((__half2 *)y, bias, n / 2,
+                                                                        cols / 2, (int)act);
         CDB_CUDA_CHECK_LAUNCH("k_bias_act_h2");
     } else {
-        k_bias_act<<<grid_for(n), 256, 0, c->compute>>>(y, y_f32, bias, n, cols, (int)act);
+        k_bias_act<<<cdb_kc_grid(n, 256), 256, 0, c->compute>>>(y, y_f32, bias, n, cols, (int)act);
         CDB_CUDA_CHECK_LAUNCH("k_bias_act");
     }
 done:
@@ -78,7 +69,7 @@ extern "C" cdb_status cdb_kc_add(cdb_kc_ctx *c, void *y, int y_f32, const void *
                                  size_t n) {
     cdb_status rc = CDB_OK;
     if (!n) return CDB_OK;
-    k_add<<<grid_for(n), 256, 0, c->compute>>>(y, y_f32, x, x_f32, n);
+    k_add<<<cdb_kc_grid(n, 256), 256, 0, c->compute>>>(y, y_f32, x, x_f32, n);
     CDB_CUDA_CHECK_LAUNCH("k_add");
 done:
     return rc;
@@ -89,7 +80,7 @@ extern "C" cdb_status cdb_kc_add_bias_f32(cdb_kc_ctx *c, float *y, const float *
     cdb_status rc = CDB_OK;
     size_t n = (size_t)rows * cols;
     if (!n || !bias) return CDB_OK;
-    k_add_bias_f32<<<grid_for(n), 256, 0, c->compute>>>(y, bias, n, cols);
+    k_add_bias_f32<<<cdb_kc_grid(n, 256), 256, 0, c->compute>>>(y, bias, n, cols);
     CDB_CUDA_CHECK_LAUNCH("k_add_bias_f32");
 done:
     return rc;

@@ -75,6 +75,18 @@ static inline unsigned cdb_kc_blocks(size_t n, unsigned threads) {
     return (unsigned)(b ? b : 1);
 }
 
+/* The grid of a grid-stride kernel over n items at threads a block: the blocks that cover
+** n, at most 65536 (a thread then takes several items). */
+static inline unsigned cdb_kc_grid(size_t n, unsigned threads) {
+    unsigned b = cdb_kc_blocks(n, threads);
+    return b > 65536 ? 65536 : b;
+}
+
+/* The grid-stride loop of a kernel: i (size_t) over [0, n), in steps of the whole grid. */
+#define CDB_KC_GRID_STRIDE(i, n)                                                    \
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n);        \
+         i += (size_t)gridDim.x * blockDim.x)
+
 /* fp32 <-> fp16 on the device, bit-exact with kernels/cpu/fp16_scalar.c. */
 __device__ static inline float cdb_kc_h2f(uint16_t h) {
     if ((h & 0x7c00u) == 0x7c00u && (h & 0x3ffu)) /* NaN: keep sign and payload exactly */

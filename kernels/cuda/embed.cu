@@ -5,16 +5,10 @@
 */
 #include "kernels/cuda/cuda_common.cuh"
 
-static unsigned grid_for(size_t n) {
-    unsigned b = cdb_kc_blocks(n, 256);
-    return b > 65536 ? 65536 : b;
-}
-
 static __global__ void k_lookup_add(const void *__restrict__ table, int table_f32,
                                     const float *__restrict__ pos, const int32_t *__restrict__ ids,
                                     size_t n, int period, int width, float *__restrict__ out) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
+    CDB_KC_GRID_STRIDE(i, n) {
         size_t r = i / width;
         int col = (int)(i % width);
         float v = cdb_kc_ld(table, table_f32, (size_t)ids[r] * width + col);
@@ -25,8 +19,7 @@ static __global__ void k_lookup_add(const void *__restrict__ table, int table_f3
 static __global__ void k_prepend_add(const void *__restrict__ x, int x_f32,
                                      const float *__restrict__ head, const float *__restrict__ pos,
                                      size_t total, int n, int width, float *__restrict__ out) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
-         i += (size_t)gridDim.x * blockDim.x) {
+    CDB_KC_GRID_STRIDE(i, total) {
         size_t row = i / width;
         int col = (int)(i % width), t = (int)(row % (n + 1));
         size_t b = row / (n + 1);
@@ -37,8 +30,7 @@ static __global__ void k_prepend_add(const void *__restrict__ x, int x_f32,
 
 static __global__ void k_gather_rows(const char *__restrict__ x, const int32_t *__restrict__ rows,
                                      size_t n, size_t row_bytes, char *__restrict__ out) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
+    CDB_KC_GRID_STRIDE(i, n) {
         size_t r = i / row_bytes, b = i % row_bytes;
         out[i] = x[(size_t)rows[r] * row_bytes + b];
     }
@@ -51,8 +43,8 @@ extern "C" cdb_status cdb_kc_lookup_add(cdb_kc_ctx *c, const void *table, int ta
     size_t n = (size_t)n_rows * width;
     CDB_CUDA_CHECK_ARG(n_rows >= 0 && period > 0 && width > 0, "lookup_add: bad sizes");
     if (!n) return CDB_OK;
-    k_lookup_add<<<grid_for(n), 256, 0, c->compute>>>(table, table_f32, pos, d_ids, n, period,
-                                                      width, out);
+    k_lookup_add<<<cdb_kc_grid(n, 256), 256, 0, c->compute>>>(table, table_f32, pos, d_ids, n,
+                                                               period, width, out);
     CDB_CUDA_CHECK_LAUNCH("k_lookup_add");
 done:
     return rc;
@@ -65,8 +57,8 @@ extern "C" cdb_status cdb_kc_prepend_add(cdb_kc_ctx *c, const void *x, int x_f32
     size_t total = (size_t)batch * (n + 1) * width;
     CDB_CUDA_CHECK_ARG(batch >= 0 && n >= 0 && width > 0, "prepend_add: bad sizes");
     if (!total) return CDB_OK;
-    k_prepend_add<<<grid_for(total), 256, 0, c->compute>>>(x, x_f32, head, pos, total, n, width,
-                                                           out);
+    k_prepend_add<<<cdb_kc_grid(total, 256), 256, 0, c->compute>>>(x, x_f32, head, pos, total, n,
+                                                                    width, out);
     CDB_CUDA_CHECK_LAUNCH("k_prepend_add");
 done:
     return rc;
@@ -77,8 +69,8 @@ extern "C" cdb_status cdb_kc_gather_rows(cdb_kc_ctx *c, const void *x, const int
     cdb_status rc = CDB_OK;
     size_t row_bytes = (size_t)width * elem_bytes, total = (size_t)n * row_bytes;
     if (!total) return CDB_OK;
-    k_gather_rows<<<grid_for(total), 256, 0, c->compute>>>((const char *)x, d_rows, total,
-                                                          row_bytes, (char *)out);
+    k_gather_rows<<<cdb_kc_grid(total, 256), 256, 0, c->compute>>>((const char *)x, d_rows, total,
+                                                                    row_bytes, (char *)out);
     CDB_CUDA_CHECK_LAUNCH("k_gather_rows");
 done:
     return rc;

@@ -10,8 +10,7 @@ static __global__ void k_im2col_nhwc(const void *__restrict__ x, int x_f32, int 
                                      int k, int stride, int pad, int ho, int wo, size_t n,
                                      uint16_t *__restrict__ cols) {
     size_t kkc = (size_t)k * k * c;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
+    CDB_KC_GRID_STRIDE(i, n) {
         size_t row = i / kkc, col = i % kkc;
         int ch = (int)(col % c), kx = (int)((col / c) % k), ky = (int)(col / ((size_t)c * k));
         int ox = (int)(row % wo), oy = (int)((row / wo) % ho);
@@ -38,8 +37,7 @@ extern "C" cdb_status cdb_kc_im2col_nhwc(cdb_kc_ctx *c, const void *x, int x_f32
     wo = (w + 2 * pad - k) / stride + 1;
     total = (size_t)n * ho * wo * k * k * ch;
     if (!total) return CDB_OK;
-    grid = cdb_kc_blocks(total, 256);
-    if (grid > 65536) grid = 65536;
+    grid = cdb_kc_grid(total, 256);
     k_im2col_nhwc<<<grid, 256, 0, c->compute>>>(x, x_f32, h, w, ch, k, stride, pad, ho, wo, total,
                                                 cols);
     CDB_CUDA_CHECK_LAUNCH("k_im2col_nhwc");

@@ -11,8 +11,7 @@ static __global__ void k_patchify(const void *__restrict__ x, int x_f32, int c, 
                                   int p, int gh, int gw, size_t n,
                                   uint16_t *__restrict__ cols) {
     size_t cpp = (size_t)c * p * p;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
+    CDB_KC_GRID_STRIDE(i, n) {
         size_t row = i / cpp, col = i % cpp;
         int kx = (int)(col % p), ky = (int)((col / p) % p), ch = (int)(col / ((size_t)p * p));
         int gx = (int)(row % gw), gy = (int)((row / gw) % gh);
@@ -33,8 +32,7 @@ extern "C" cdb_status cdb_kc_patchify(cdb_kc_ctx *c, const void *x, int x_f32, i
     gw = w / p;
     total = (size_t)n * gh * gw * ch * p * p;
     if (!total) return CDB_OK;
-    grid = cdb_kc_blocks(total, 256);
-    if (grid > 65536) grid = 65536;
+    grid = cdb_kc_grid(total, 256);
     k_patchify<<<grid, 256, 0, c->compute>>>(x, x_f32, ch, h, w, p, gh, gw, total, cols);
     CDB_CUDA_CHECK_LAUNCH("k_patchify");
 done:

@@ -10,8 +10,7 @@ static __global__ void k_prepend_mean_add(const void *__restrict__ x, int x_f32,
                                           const float *__restrict__ pos, int batch, int n,
                                           int width, float *__restrict__ out) {
     size_t total = (size_t)batch * width, s = (size_t)n + 1;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
-         i += (size_t)gridDim.x * blockDim.x) {
+    CDB_KC_GRID_STRIDE(i, total) {
         size_t b = i / width;
         int j = (int)(i % width);
         float sum = 0.f;
@@ -33,8 +32,7 @@ extern "C" cdb_status cdb_kc_prepend_mean_add(cdb_kc_ctx *c, const void *x, int 
     CDB_CUDA_CHECK_ARG(batch >= 0 && n > 0 && width > 0, "prepend_mean_add: bad shape");
     total = (size_t)batch * width;
     if (!total) return CDB_OK;
-    grid = cdb_kc_blocks(total, 128);
-    if (grid > 65536) grid = 65536;
+    grid = cdb_kc_grid(total, 128);
     k_prepend_mean_add<<<grid, 128, 0, c->compute>>>(x, x_f32, pos, batch, n, width, out);
     CDB_CUDA_CHECK_LAUNCH("k_prepend_mean_add");
 done:

@@ -12,8 +12,7 @@
 static __global__ void k_pp_h(cdb_pp_geom g, const uint8_t *__restrict__ src,
                               uint8_t *__restrict__ tmp, size_t n) {
     size_t per_row = (size_t)g.size * g.nch;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
+    CDB_KC_GRID_STRIDE(i, n) {
         int r = (int)(i / per_row), x = (int)(i % per_row / g.nch), c = (int)(i % g.nch);
         tmp[i] = cdb_pp_tmp(&g, src, r, x, c);
     }
@@ -22,8 +21,7 @@ static __global__ void k_pp_h(cdb_pp_geom g, const uint8_t *__restrict__ src,
 static __global__ void k_pp_v_norm(cdb_pp_geom g, const uint8_t *__restrict__ src,
                                    const uint8_t *__restrict__ tmp, float *__restrict__ out,
                                    size_t n) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
+    CDB_KC_GRID_STRIDE(i, n) {
         int y = (int)(i / g.size), x = (int)(i % g.size);
         uint8_t px[3];
         for (int c = 0; c < g.nch; c++) px[c] = cdb_pp_crop(&g, src, tmp, y, x, c);
@@ -40,13 +38,11 @@ extern "C" cdb_status cdb_kc_pp_image(cdb_kc_ctx *c, const cdb_pp_geom *g, const
                            g->lut && (!g->kh || (tmp && g->rows > 0)),
                        "pp_image: bad geometry");
     if (n_h) {
-        grid = cdb_kc_blocks(n_h, 256);
-        if (grid > 65536) grid = 65536;
+        grid = cdb_kc_grid(n_h, 256);
         k_pp_h<<<grid, 256, 0, c->compute>>>(*g, src, tmp, n_h);
         CDB_CUDA_CHECK_LAUNCH("k_pp_h");
     }
-    grid = cdb_kc_blocks(n_v, 256);
-    if (grid > 65536) grid = 65536;
+    grid = cdb_kc_grid(n_v, 256);
     k_pp_v_norm<<<grid, 256, 0, c->compute>>>(*g, src, tmp, out, n_v);
     CDB_CUDA_CHECK_LAUNCH("k_pp_v_norm");
 done:

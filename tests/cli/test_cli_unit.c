@@ -23,6 +23,24 @@ static const cli_optspec spec[] = {
 #define ARGC(...) ((int)(sizeof((char *[]){__VA_ARGS__}) / sizeof(char *)))
 #define PARSE(a, ...) cdb_cli_args_parse(a, spec, ARGC(__VA_ARGS__), ARGV(__VA_ARGS__))
 
+/* The arguments parse, and option name's (last) value is then want. */
+#define CHECK_VALUE(name, want, ...)                                                        \
+    do {                                                                                    \
+        cli_args v_;                                                                        \
+        CHECK_EQ_INT(PARSE(&v_, __VA_ARGS__), 0);                                           \
+        CHECK_EQ_STR(cdb_cli_get(&v_, name), want);                                         \
+        cdb_cli_args_free(&v_);                                                             \
+    } while (0)
+
+/* The arguments are refused with an error that says why (contains why). */
+#define CHECK_REFUSED(why, ...)                                                             \
+    do {                                                                                    \
+        cli_args r_;                                                                        \
+        CHECK_EQ_INT(PARSE(&r_, __VA_ARGS__), -1);                                          \
+        CHECK(strstr(r_.err, why) != NULL);                                                 \
+        cdb_cli_args_free(&r_);                                                             \
+    } while (0)
+
 CDB_TEST(args_long_forms) {
     cli_args a;
     CHECK_EQ_INT(PARSE(&a, "--db=/x", "--k", "5", "cat", "--json", "dog"), 0);
@@ -43,18 +61,14 @@ CDB_TEST(args_short_forms) {
     CHECK_EQ_INT(cdb_cli_get_int(&a, "k", 10, 1, 100, &k), 0);
     CHECK_EQ_INT((int)k, 7);
     cdb_cli_args_free(&a);
-    CHECK_EQ_INT(PARSE(&a, "-k12"), 0);
-    CHECK_EQ_STR(cdb_cli_get(&a, "k"), "12");
-    cdb_cli_args_free(&a);
+    CHECK_VALUE("k", "12", "-k12");
     /* bundled flags, then a value-taking short option at the end of the bundle */
     CHECK_EQ_INT(PARSE(&a, "-qvk", "3"), 0);
     CHECK_EQ_INT(cdb_cli_has(&a, "quiet"), 1);
     CHECK_EQ_INT(cdb_cli_has(&a, "verbose"), 1);
     CHECK_EQ_STR(cdb_cli_get(&a, "k"), "3");
     cdb_cli_args_free(&a);
-    CHECK_EQ_INT(PARSE(&a, "-qk9"), 0);
-    CHECK_EQ_STR(cdb_cli_get(&a, "k"), "9");
-    cdb_cli_args_free(&a);
+    CHECK_VALUE("k", "9", "-qk9");
 }
 
 CDB_TEST(args_repeated_and_last_wins) {
@@ -84,13 +98,9 @@ CDB_TEST(args_double_dash_and_lone_dash) {
     CHECK_EQ_STR(a.pos[3], "-");
     cdb_cli_args_free(&a);
     /* a value that starts with a dash is still a value */
-    CHECK_EQ_INT(PARSE(&a, "--min-score", "-0.5"), 0);
-    CHECK_EQ_STR(cdb_cli_get(&a, "min-score"), "-0.5");
-    cdb_cli_args_free(&a);
+    CHECK_VALUE("min-score", "-0.5", "--min-score", "-0.5");
     /* an empty value is a value */
-    CHECK_EQ_INT(PARSE(&a, "--db="), 0);
-    CHECK_EQ_STR(cdb_cli_get(&a, "db"), "");
-    cdb_cli_args_free(&a);
+    CHECK_VALUE("db", "", "--db=");
 }
 
 CDB_TEST(args_errors) {
@@ -111,12 +121,8 @@ CDB_TEST(args_errors) {
     CHECK(strstr(a.err, "-k needs a value") != NULL);
     CHECK_EQ_INT(a.unknown_argi, -1); /* not an unknown option */
     cdb_cli_args_free(&a);
-    CHECK_EQ_INT(PARSE(&a, "--db"), -1);
-    CHECK(strstr(a.err, "--db needs a value") != NULL);
-    cdb_cli_args_free(&a);
-    CHECK_EQ_INT(PARSE(&a, "--json=yes"), -1);
-    CHECK(strstr(a.err, "--json takes no value") != NULL);
-    cdb_cli_args_free(&a);
+    CHECK_REFUSED("--db needs a value", "--db");
+    CHECK_REFUSED("--json takes no value", "--json=yes");
     /* a prefix of a long option is not accepted (no abbreviations) */
     CHECK_EQ_INT(PARSE(&a, "--jso"), -1);
     cdb_cli_args_free(&a);

@@ -4,7 +4,7 @@
 ** private temporary folder removed at exit, a safetensors writer whose data region
 ** is a hole (header written, then ftruncate: multi-GB models that use no disk),
 ** OpenAI-naming transformer blocks and towers, JSON configs, peak-RSS and page-cache probes,
-** fixture reading and cosines. Header-only (static functions); test code. Define
+** fixture reading, and cosine (cosine.h). Header-only (static functions); test code. Define
 ** CDB_TEST_TMP_TAG (a short name for the folder) before including it.
 */
 #ifndef CDB_TESTS_ENCODER_MODEL_TEST_UTIL_H
@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "cdb_test.h"
+#include "cosine.h"
 #include "encoder/encoder.h"
 #include "read_file.h"
 
@@ -306,16 +307,6 @@ static inline float *read_golden_f32(const char *dir, const char *name, const ch
     char path[1024];
     snprintf(path, sizeof path, "%s/%s.%s.f32", dir, name, kind);
     return test_read_file(path, n);
-}
-
-static inline double cosine(const float *a, const float *b, int n) {
-    double ab = 0, aa = 0, bb = 0;
-    for (int i = 0; i < n; i++) {
-        ab += (double)a[i] * b[i];
-        aa += (double)a[i] * a[i];
-        bb += (double)b[i] * b[i];
-    }
-    return ab / sqrt(aa * bb);
 }
 
 #endif

@@ -270,6 +270,26 @@ static const fcase k_cases[] = {
 };
 
 
+/* The architecture in reports f's shapes, a vocabulary of vocab and a context of CTX,
+** and preprocessing to f's image size. */
+static void check_shapes(cdb_test_ctx *cdb_t_, const cdb_model_info *in, const family *f,
+                         int vocab) {
+    CHECK_EQ_INT(in->image_size, f->image);
+    CHECK_EQ_INT(in->patch_size, f->patch);
+    CHECK_EQ_INT(in->vision_width, f->vw);
+    CHECK_EQ_INT(in->vision_layers, f->vl);
+    CHECK_EQ_INT(in->vision_heads, f->vheads);
+    CHECK_EQ_INT(in->vision_mlp_width, f->vmlp);
+    CHECK_EQ_INT(in->context_length, CTX);
+    CHECK_EQ_INT(in->vocab_size, vocab);
+    CHECK_EQ_INT(in->text_width, f->tw);
+    CHECK_EQ_INT(in->text_layers, f->tl);
+    CHECK_EQ_INT(in->text_heads, f->theads);
+    CHECK_EQ_INT(in->text_mlp_width, f->tmlp);
+    CHECK_EQ_INT(in->embed_dim, f->embed);
+    CHECK_EQ_INT(in->preprocess.size, f->image);
+}
+
 static void run_case(cdb_test_ctx *cdb_t_, const fcase *fc, int idx) {
     const family *f = &k_fam[fc->fam];
     char dir[512], file[600], file2[600];
@@ -311,20 +331,7 @@ static void run_case(cdb_test_ctx *cdb_t_, const fcase *fc, int idx) {
     CHECK_MSG(strstr(in->act_source, fc->act_src) != NULL, "%s: act_source '%s'", f->name,
               in->act_source);
     CHECK(in->has_vision && in->has_text);
-    CHECK_EQ_INT(in->image_size, f->image);
-    CHECK_EQ_INT(in->patch_size, f->patch);
-    CHECK_EQ_INT(in->vision_width, f->vw);
-    CHECK_EQ_INT(in->vision_layers, f->vl);
-    CHECK_EQ_INT(in->vision_heads, f->vheads);
-    CHECK_EQ_INT(in->vision_mlp_width, f->vmlp);
-    CHECK_EQ_INT(in->context_length, CTX);
-    CHECK_EQ_INT(in->vocab_size, VOCAB);
-    CHECK_EQ_INT(in->text_width, f->tw);
-    CHECK_EQ_INT(in->text_layers, f->tl);
-    CHECK_EQ_INT(in->text_heads, f->theads);
-    CHECK_EQ_INT(in->text_mlp_width, f->tmlp);
-    CHECK_EQ_INT(in->embed_dim, f->embed);
-    CHECK_EQ_INT(in->preprocess.size, f->image);
+    check_shapes(cdb_t_, in, f, VOCAB);
     CHECK_NEAR(in->preprocess.mean[0], k_openai_mean[0], 1e-7);
     CHECK_NEAR(in->preprocess.std[2], k_openai_std[2], 1e-7);
     CHECK_EQ_INT(in->preprocess.interp, CDB_INTERP_BICUBIC);
@@ -468,15 +475,12 @@ CDB_TEST(inspect_matches_full_open) {
 
 
 /* The shapes of tests/reference/make_family_fixtures.py. */
-#define FX_IMAGE 56
-#define FX_PATCH 14
-#define FX_VW 40
-#define FX_VHEADS 2 /* head width 20: 40 / 64 is not even an integer */
-#define FX_VMLP 196 /* int(40 * 4.9231), bigG's ratio */
-#define FX_TW 48
-#define FX_THEADS 6 /* head width 8: not 48 / 64 */
-#define FX_TMLP 160
-#define FX_EMBED 24
+static const family k_fx = {
+    .name = "make_family_fixtures.py", .patch = 14, .image = 56,
+    .vw = 40, .vl = 2, .vheads = 2, /* head width 20: 40 / 64 is not even an integer */
+    .vmlp = 196,                    /* int(40 * 4.9231), bigG's ratio */
+    .tw = 48, .tl = 2, .theads = 6, /* head width 8: not 48 / 64 */
+    .tmlp = 160, .embed = 24};
 #define FX_VOCAB 300
 
 static void run_family_fixture(cdb_test_ctx *cdb_t_, const char *name, const char *naming,
@@ -487,7 +491,7 @@ static void run_family_fixture(cdb_test_ctx *cdb_t_, const char *name, const cha
     size_t n_tok, n_px, n_et, n_ei;
     int32_t *tokens = NULL;
     float *pixels = NULL, *exp_t = NULL, *exp_i = NULL, *got = NULL;
-    int nt, ni, E = FX_EMBED;
+    int nt, ni, E = k_fx.embed;
     double min_t = 1, min_i = 1, min_other = 1;
     cdb_model_params p = cdb_model_params_default();
 
@@ -497,18 +501,7 @@ static void run_family_fixture(cdb_test_ctx *cdb_t_, const char *name, const cha
     in = cdb_model_get_info(m);
     CHECK_EQ_STR(in->naming, naming);
     CHECK_EQ_INT(in->act, act);
-    CHECK_EQ_INT(in->image_size, FX_IMAGE);
-    CHECK_EQ_INT(in->patch_size, FX_PATCH);
-    CHECK_EQ_INT(in->vision_width, FX_VW);
-    CHECK_EQ_INT(in->vision_heads, FX_VHEADS);
-    CHECK_EQ_INT(in->vision_mlp_width, FX_VMLP);
-    CHECK_EQ_INT(in->text_width, FX_TW);
-    CHECK_EQ_INT(in->text_heads, FX_THEADS);
-    CHECK_EQ_INT(in->text_mlp_width, FX_TMLP);
-    CHECK_EQ_INT(in->embed_dim, FX_EMBED);
-    CHECK_EQ_INT(in->vocab_size, FX_VOCAB);
-    CHECK_EQ_INT(in->context_length, 77);
-    CHECK_EQ_INT(in->preprocess.size, FX_IMAGE);
+    check_shapes(cdb_t_, in, &k_fx, FX_VOCAB);
 
     tokens = test_read_file(GOLD "/tokens.i32", &n_tok);
     pixels = test_read_file(GOLD "/fam_pixels.f32", &n_px);
@@ -520,7 +513,7 @@ static void run_family_fixture(cdb_test_ctx *cdb_t_, const char *name, const cha
         CDB_TEST_FAIL_("missing fixture files for %s (tests/golden/README.md)", name);
     }
     nt = (int)(n_tok / (4 * 77));
-    ni = (int)(n_px / (4 * 3 * FX_IMAGE * FX_IMAGE));
+    ni = (int)(n_px / (4 * 3 * k_fx.image * k_fx.image));
     got = malloc((size_t)(nt > ni ? nt : ni) * E * sizeof(float));
     if (n_et != (size_t)nt * E * 4 || n_ei != (size_t)ni * E * 4 || ni < 2 || !got) {
         free(tokens), free(pixels), free(exp_t), free(exp_i), free(got);

@@ -19,6 +19,7 @@
 
 #include "engine/engine.h"
 #include "fuzz_util.h"
+#include "ingest_util.h"
 #include "serve/serve_int.h"
 
 static cdb_engine *g_e;
@@ -74,28 +75,24 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     const char *tmp = fuzz_tmpdir("serve"), *model = bundled_model();
     cdb_engine_params ep = cdb_engine_params_default();
     cdb_engine_run_params rp = cdb_engine_run_params_default();
-    cdb_engine_run_report *r = calloc(1, sizeof *r);
-    const char *paths[1];
     (void)argc, (void)argv;
     fuzz_quiet();
-    if (!model || !r) {
+    if (!model) {
         fprintf(stderr, "fuzz_serve: no bundled model under %s/models\n", CDB_SOURCE_DIR);
         abort();
     }
     snprintf(g_lib, sizeof g_lib, "%s/photos", tmp);
     snprintf(db, sizeof db, "%s/db", tmp);
-    paths[0] = g_lib;
     ep.writer = 1;
     ep.device.kind = CDB_K_DEVICE_CPU;
     rp.threads = 1;
     if (write_pictures(g_lib, 12) != 0 || cdb_engine_create(db, model, NULL) != CDB_OK ||
         cdb_engine_open(db, &ep, &g_e) != CDB_OK ||
-        cdb_engine_ingest(g_e, paths, 1, &rp, r) != CDB_OK) {
+        cdb_test_ingest(g_e, g_lib, &rp, NULL) != CDB_OK) {
         fprintf(stderr, "fuzz_serve: cannot make the database: %s\n", cdb_errmsg());
         abort();
     }
     cdb_engine_close(g_e);
-    free(r);
     ep.writer = 0;
     if (cdb_engine_open(db, &ep, &g_e) != CDB_OK ||
         cdb_engine_load_model(g_e, NULL, 1, 1, &g_ctx.model) != CDB_OK) {

@@ -45,38 +45,35 @@ def clip_tensors(naming, W, layers=1, patch=2, grid=2, vocab=16, ctx=4, embed=4,
         t.append((f"{pre}{pj}.weight", [W, mlp]))
         t.append((f"{pre}{pj}.bias", [W]))
     hf = naming == "hf"
+
+    def tower(rows, blocks):
+        """rows: (HF name, OpenAI name, shape[, OpenAI shape]), in the naming's order; then
+        the tower's layers, each a block under prefix blocks[0] (HF) or blocks[1] (OpenAI)."""
+        for r in rows:
+            t.append((r[0], r[2]) if hf else (r[1], r[3] if len(r) > 3 else r[2]))
+        for i in range(layers):
+            blk(f"{blocks[0 if hf else 1]}{i}.")
     if vision:
-        if hf:
-            t += [("vision_model.embeddings.patch_embedding.weight", [W, 3, patch, patch]),
-                  ("vision_model.embeddings.position_embedding.weight", [grid * grid + 1, W]),
-                  ("vision_model.embeddings.class_embedding", [W]),
-                  ("vision_model.pre_layrnorm.weight", [W]), ("vision_model.pre_layrnorm.bias", [W]),
-                  ("vision_model.post_layernorm.weight", [W]), ("vision_model.post_layernorm.bias", [W]),
-                  ("visual_projection.weight", [embed, W])]
-            for i in range(layers):
-                blk(f"vision_model.encoder.layers.{i}.")
-        else:
-            t += [("visual.conv1.weight", [W, 3, patch, patch]),
-                  ("visual.positional_embedding", [grid * grid + 1, W]),
-                  ("visual.class_embedding", [W]),
-                  ("visual.ln_pre.weight", [W]), ("visual.ln_pre.bias", [W]),
-                  ("visual.ln_post.weight", [W]), ("visual.ln_post.bias", [W]),
-                  ("visual.proj", [W, embed])]
-            for i in range(layers):
-                blk(f"visual.transformer.resblocks.{i}.")
+        tower([("vision_model.embeddings.patch_embedding.weight", "visual.conv1.weight",
+                [W, 3, patch, patch]),
+               ("vision_model.embeddings.position_embedding.weight", "visual.positional_embedding",
+                [grid * grid + 1, W]),
+               ("vision_model.embeddings.class_embedding", "visual.class_embedding", [W]),
+               ("vision_model.pre_layrnorm.weight", "visual.ln_pre.weight", [W]),
+               ("vision_model.pre_layrnorm.bias", "visual.ln_pre.bias", [W]),
+               ("vision_model.post_layernorm.weight", "visual.ln_post.weight", [W]),
+               ("vision_model.post_layernorm.bias", "visual.ln_post.bias", [W]),
+               ("visual_projection.weight", "visual.proj", [embed, W], [W, embed])],
+              ("vision_model.encoder.layers.", "visual.transformer.resblocks."))
     if text:
-        if hf:
-            t += [("text_model.embeddings.token_embedding.weight", [vocab, W]),
-                  ("text_model.embeddings.position_embedding.weight", [ctx, W]),
-                  ("text_model.final_layer_norm.weight", [W]), ("text_model.final_layer_norm.bias", [W]),
-                  ("text_projection.weight", [embed, W])]
-            for i in range(layers):
-                blk(f"text_model.encoder.layers.{i}.")
-        else:
-            t += [("token_embedding.weight", [vocab, W]), ("positional_embedding", [ctx, W]),
-                  ("ln_final.weight", [W]), ("ln_final.bias", [W]), ("text_projection", [W, embed])]
-            for i in range(layers):
-                blk(f"transformer.resblocks.{i}.")
+        tower([("text_model.embeddings.token_embedding.weight", "token_embedding.weight",
+                [vocab, W]),
+               ("text_model.embeddings.position_embedding.weight", "positional_embedding",
+                [ctx, W]),
+               ("text_model.final_layer_norm.weight", "ln_final.weight", [W]),
+               ("text_model.final_layer_norm.bias", "ln_final.bias", [W]),
+               ("text_projection.weight", "text_projection", [embed, W], [W, embed])],
+              ("text_model.encoder.layers.", "transformer.resblocks."))
     return t
 
 

@@ -664,10 +664,9 @@ CDB_TEST(be_resnet_ops) {
             cdb_k_buf_free(be[i], bp), cdb_k_buf_free(be[i], by);
         }
         /* im2col writes fp16 (a GEMM operand); avgpool and ReLU keep fp32 here */
-        CHECK_MSG(nmse(o[0][0], o[1][0], ncol) < 1e-6, "im2col case %zu: nmse %g", t,
-                  nmse(o[0][0], o[1][0], ncol));
-        CHECK_MSG(nmse(o[0][1], o[1][1], npool) < 1e-12, "avgpool case %zu: nmse %g", t,
-                  nmse(o[0][1], o[1][1], npool));
+        double e_col = nmse(o[0][0], o[1][0], ncol), e_pool = nmse(o[0][1], o[1][1], npool);
+        CHECK_MSG(e_col < 1e-6, "im2col case %zu: nmse %g", t, e_col);
+        CHECK_MSG(e_pool < 1e-12, "avgpool case %zu: nmse %g", t, e_pool);
         CHECK(!memcmp(o[0][2], o[1][2], nin * sizeof(float)));
         for (int i = 0; i < 2; i++) free(o[i][0]), free(o[i][1]), free(o[i][2]);
         free(x);
@@ -692,10 +691,9 @@ CDB_TEST(be_resnet_ops) {
             cdb_k_buf_free(be[i], bq), cdb_k_buf_free(be[i], bkv);
             cdb_k_buf_free(be[i], bt), cdb_k_buf_free(be[i], bo);
         }
-        CHECK_MSG(nmse(o[0][0], o[1][0], ntok) < 1e-12, "prepend_mean_add case %zu: nmse %g", t,
-                  nmse(o[0][0], o[1][0], ntok));
-        CHECK_MSG(nmse(o[0][1], o[1][1], nq) < 2e-5, "attention_q case %zu: nmse %g", t,
-                  nmse(o[0][1], o[1][1], nq));
+        double e_tok = nmse(o[0][0], o[1][0], ntok), e_q = nmse(o[0][1], o[1][1], nq);
+        CHECK_MSG(e_tok < 1e-12, "prepend_mean_add case %zu: nmse %g", t, e_tok);
+        CHECK_MSG(e_q < 2e-5, "attention_q case %zu: nmse %g", t, e_q);
         for (int i = 0; i < 2; i++) free(o[i][0]), free(o[i][1]);
         free(x), free(pos), free(q), free(kv);
     }

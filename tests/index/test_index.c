@@ -105,6 +105,13 @@ static cdb_index_params params_for(int dim) {
     return p;
 }
 
+/* Options that re-rank k hits from s's stored vectors; the rest as the defaults. */
+static cdb_index_search_opts search_opts(store *s, int k) {
+    cdb_index_search_opts o = cdb_index_search_opts_default();
+    o.k = k, o.fetch = fetch, o.fetch_ctx = s;
+    return o;
+}
+
 CDB_TEST(plan_automatic_choice) {
     cdb_index_params p = params_for(512);
     cdb_index_info in;
@@ -156,8 +163,7 @@ CDB_TEST(scores_identical_across_index_types) {
     cdb_hit hits[4][10];
     int nh[4];
     float q[64];
-    cdb_index_search_opts o = cdb_index_search_opts_default();
-    o.k = k, o.fetch = fetch, o.fetch_ctx = s;
+    cdb_index_search_opts o = search_opts(s, k);
     for (int f = 0; f < 4; f++) {
         cdb_index_params p = params_for(dim);
         p.factory = factories[f];
@@ -230,11 +236,10 @@ CDB_TEST(ivf_on_small_database_equals_brute_force) {
     store *s = store_make(400, dim, 1, 5.0); /* spread out: neighbours in many lists */
     cdb_index *ix = NULL;
     cdb_index_params p = params_for(dim);
-    cdb_index_search_opts o = cdb_index_search_opts_default();
+    cdb_index_search_opts o = search_opts(s, k);
     cdb_hit hits[10];
     float q[64];
     int same = 0;
-    o.k = k, o.fetch = fetch, o.fetch_ctx = s;
     p.kind = CDB_INDEX_IVF_SQ;
     CHECK_OK(cdb_index_build_arrays(&p, s->ids, s->vecs, s->n, &ix));
     {
@@ -288,8 +293,7 @@ CDB_TEST(freshness_uncovered_deleted_changed) {
     cdb_hit hits[5];
     int n = 0;
     float q[32];
-    cdb_index_search_opts o = cdb_index_search_opts_default();
-    o.k = 5, o.fetch = fetch, o.fetch_ctx = s;
+    cdb_index_search_opts o = search_opts(s, 5);
     /* index covers the first 2500; the last 500 are "stored since" */
     CHECK_OK(cdb_index_build_arrays(&p, s->ids, s->vecs, 2500, &ix));
     CHECK(cdb_index_covers(ix, s->ids[0]) && cdb_index_covers(ix, s->ids[2499]));
@@ -362,10 +366,9 @@ CDB_TEST(persist_atomic_roundtrip) {
     cdb_hit a[8], b[8];
     int na, nb;
     float q[48];
-    cdb_index_search_opts o = cdb_index_search_opts_default();
+    cdb_index_search_opts o = search_opts(s, 8);
     cdb_index_info info;
     FILE *f;
-    o.k = 8, o.fetch = fetch, o.fetch_ctx = s;
     CHECK(mkdtemp(dir) != NULL);
     snprintf(path, sizeof path, "%s/model1.index", dir);
     CHECK_RC(cdb_index_load(path, &ld), CDB_NOTFOUND);
@@ -432,8 +435,7 @@ CDB_TEST(query_refuses_nan_inf_and_checks_dims) {
     cdb_hit hits[3];
     int n = 0;
     float q[16];
-    cdb_index_search_opts o = cdb_index_search_opts_default();
-    o.k = 3, o.fetch = fetch, o.fetch_ctx = s;
+    cdb_index_search_opts o = search_opts(s, 3);
     CHECK_OK(cdb_index_build_arrays(&p, s->ids, s->vecs, s->n, &ix));
     query_from(s, 1, q);
     q[5] = NAN;
@@ -604,10 +606,10 @@ CDB_TEST(filtered_search_is_top_k_of_the_set) {
             double want_sc[10];
             int n_want = ref_topk_in(s, q, k, in, min_score, want, want_sc);
             for (int path = 0; path < 2; path++) {
-                cdb_index_search_opts o = cdb_index_search_opts_default();
+                cdb_index_search_opts o = search_opts(s, k);
                 cdb_hit hits[10];
                 int nh = -1;
-                o.k = k, o.fetch = fetch, o.fetch_ctx = s, o.min_score = (float)min_score;
+                o.min_score = (float)min_score;
                 o.include_ids = inc, o.n_include = (size_t)n_inc;
                 o.scan_max = path == 0 ? 0 : 1;
                 CHECK_OK(cdb_index_search(ix, q, dim, &o, hits, &nh));
@@ -659,11 +661,10 @@ static cdb_index_source source_range(const store *s, int64_t lo, int64_t hi, ran
 /* Searches a and b for the same n_q queries: the same hits, ids and score bits. */
 static void same_hits(cdb_test_ctx *cdb_t_, const cdb_index *a, const cdb_index *b, store *s,
                       int n_q, int *compared) {
-    cdb_index_search_opts o = cdb_index_search_opts_default();
+    cdb_index_search_opts o = search_opts(s, 10);
     cdb_hit ha[10], hb[10];
     float q[64];
     int na, nb;
-    o.k = 10, o.fetch = fetch, o.fetch_ctx = s;
     for (int t = 0; t < n_q; t++) {
         query_from(s, (int64_t)(t * 7919 % s->n), q);
         CHECK_OK(cdb_index_search(a, q, s->dim, &o, ha, &na));
@@ -708,11 +709,10 @@ CDB_TEST(ivf_hnsw_pq_against_brute_force) {
     cdb_index_info in;
     store *s = store_make(20000, dim, 1000, 0.5); /* PQ8 cannot rank 500 near-twins */
     cdb_index_params p = params_for(dim);
-    cdb_index_search_opts o = cdb_index_search_opts_default();
+    cdb_index_search_opts o = search_opts(s, k);
     cdb_index *ix = NULL;
     p.kind = CDB_INDEX_IVF_HNSW_PQ;
     CHECK_OK(cdb_index_build_arrays(&p, s->ids, s->vecs, s->n, &ix));
-    o.k = k, o.fetch = fetch, o.fetch_ctx = s;
     cdb_index_get_info(ix, &in);
     CHECK_EQ_INT(in.kind, CDB_INDEX_IVF_HNSW_PQ);
     CHECK_EQ_INT(in.n_indexed, s->n);
@@ -743,14 +743,14 @@ CDB_TEST(ivf_hnsw_walk_equals_faiss_search) {
     float q[64];
     store *s = store_make(20000, dim, 1000, 0.5);
     cdb_index_params p = params_for(dim);
-    cdb_index_search_opts o = cdb_index_search_opts_default();
+    cdb_index_search_opts o = search_opts(s, k);
     cdb_index_info in;
     cdb_index *ix = NULL;
     p.kind = CDB_INDEX_IVF_HNSW_PQ;
     CHECK_OK(cdb_index_build_arrays(&p, s->ids, s->vecs, s->n, &ix));
     cdb_index_get_info(ix, &in);
     CHECK(in.nprobe < in.nlist); /* the walk chooses lists */
-    o.k = k, o.fetch = fetch, o.fetch_ctx = s, o.rerank_factor = 1;
+    o.rerank_factor = 1;
     for (int t = 0; t < n_q; t++) {
         cdb_hit a[10], b[10], c[10];
         int na = 0, nb = 0, nc = 0, eq = 1, eq_t = 1;

@@ -29,6 +29,7 @@
 #include "db/db.h"
 #include "encoder/encoder.h"
 #include "engine/engine.h"
+#include "ingest_util.h"
 #include "lib_util.h"
 
 #define N_PHOTOS 14
@@ -89,10 +90,7 @@ static cdb_status ingest(const char *db_dir, const char *lib, fault_plan *plan,
     cdb_engine *e = NULL;
     cdb_engine_params ep = cdb_engine_params_default();
     cdb_engine_run_params rp = cdb_engine_run_params_default();
-    cdb_engine_run_report *r = calloc(1, sizeof *r);
-    const char *paths[1] = {lib};
     cdb_status rc;
-    if (!r) return CDB_NOMEM;
     ep.writer = 1;
     ep.device.kind = CDB_K_DEVICE_CPU;
     rp.batch = BATCH;
@@ -101,12 +99,8 @@ static cdb_status ingest(const char *db_dir, const char *lib, fault_plan *plan,
     rp.decode_memory_mb = g_decode_mb;
     rp.encode = plan ? faulty_encode : NULL;
     rp.encode_ud = plan;
-    if ((rc = cdb_engine_open(db_dir, &ep, &e)) == CDB_OK) {
-        rc = cdb_engine_ingest(e, paths, 1, &rp, r);
-        if (rc == CDB_OK) *sum = r->sets[0].sum;
-    }
+    if ((rc = cdb_engine_open(db_dir, &ep, &e)) == CDB_OK) rc = cdb_test_ingest(e, lib, &rp, sum);
     cdb_engine_close(e);
-    free(r);
     return rc;
 }
 

@@ -16,8 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <jpeglib.h>
 #include <libheif/heif.h>
+
+#include "../jpeg_test_util.h"
 
 static unsigned char *read_all(size_t n) {
     unsigned char *b = malloc(n);
@@ -29,31 +30,10 @@ static unsigned char *read_all(size_t n) {
 }
 
 static int ycck(int w, int h, int q, const char *out) {
-    struct jpeg_compress_struct c;
-    struct jpeg_error_mgr e;
     unsigned char *px = read_all((size_t)w * h * 4);
-    FILE *f = fopen(out, "wb");
-    if (!f) return 1;
-    c.err = jpeg_std_error(&e);
-    jpeg_create_compress(&c);
-    jpeg_stdio_dest(&c, f);
-    c.image_width = (JDIMENSION)w;
-    c.image_height = (JDIMENSION)h;
-    c.input_components = 4;
-    c.in_color_space = JCS_CMYK;
-    jpeg_set_defaults(&c);
-    jpeg_set_colorspace(&c, JCS_YCCK);
-    jpeg_set_quality(&c, q, TRUE);
-    jpeg_start_compress(&c, TRUE);
-    while (c.next_scanline < c.image_height) {
-        JSAMPROW row = px + (size_t)c.next_scanline * w * 4;
-        jpeg_write_scanlines(&c, &row, 1);
-    }
-    jpeg_finish_compress(&c);
-    jpeg_destroy_compress(&c);
-    fclose(f);
+    int rc = cdb_test_jpeg_file(out, px, w, h, 4, q, CDB_TJ_YCCK);
     free(px);
-    return 0;
+    return rc ? 1 : 0;
 }
 
 #define HCHECK(x)                                                                    \

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "cdb_test.h"
+#include "cosine.h"
 #include "core/core.h"
 #include "encoder/encoder.h"
 #include "world/world.h"
@@ -84,16 +85,6 @@ static int golden_load(golden *g) {
     for (int i = 0; i < g->n_txt; i++)
         if (!g->texts[i]) return -1;
     return 1;
-}
-
-static double cosine(const float *a, const float *b, int n) {
-    double ab = 0, aa = 0, bb = 0;
-    for (int i = 0; i < n; i++) {
-        ab += (double)a[i] * b[i];
-        aa += (double)a[i] * a[i];
-        bb += (double)b[i] * b[i];
-    }
-    return ab / (sqrt(aa * bb) + 1e-30);
 }
 
 CDB_TEST(default_model_matches_pytorch) {
