@@ -171,6 +171,7 @@ static cdb_index *load_part(const eng_part_index *pi, const char *stamp, const i
                             char *why, size_t why_size) {
     char path[4300];
     cdb_index *ix = NULL;
+    cdb_index_info info;
     int64_t gen = 0, *want = NULL;
     cdb_status rc;
     cdb_eng_part_index_path(pi->dir, stamp, path, sizeof path);
@@ -195,9 +196,12 @@ static cdb_index *load_part(const eng_part_index *pi, const char *stamp, const i
         snprintf(why, why_size, "renaming its ids: %s", cdb_errmsg());
         goto fail;
     }
-    /* the renamed index must cover exactly the ids the merge took from this part */
-    if (cdb_index_count(ix) != g->n || !(want = malloc(sizeof *want * (size_t)(g->n + 1)))) {
-        snprintf(why, why_size, "its index holds %lld of the part's rows, the merge took %lld",
+    /* the renamed index must hold exactly the ids the merge took from this part, once */
+    cdb_index_get_info(ix, &info);
+    if (cdb_index_count(ix) != g->n || info.n_indexed != g->n ||
+        !(want = malloc(sizeof *want * (size_t)(g->n + 1)))) {
+        snprintf(why, why_size, "its index holds %lld entries (%lld ids) for the %lld rows "
+                 "the merge took from the part", (long long)info.n_indexed,
                  (long long)cdb_index_count(ix), (long long)g->n);
         goto fail;
     }
