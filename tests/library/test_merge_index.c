@@ -12,13 +12,14 @@
 ** some of a part's rows replaced by another part's, rows of no part): the merged lists,
 ** from the parts' indexes with their ids renamed, are checked against a single add of the
 ** merged store to the same trained index (every id in the same list) and the top 10 of
-** random queries against that build and brute force. A part changed since its add is
-** added again and the result still equals.
+** random queries against that build and brute force. A part changed since its add, or
+** whose index is gone, is added again and the result still equals.
 */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cdb_test.h"
 #include "../db/db_test_util.h"
@@ -215,7 +216,7 @@ static int entries(const cdb_index *ix, int64_t **pairs, int64_t *n) {
 }
 
 CDB_TEST(parts_own_indexes_renamed_equal_single_build) {
-    char dirs[N_PARTS][256], mdir[256], trained[300];
+    char dirs[N_PARTS][256], mdir[256], trained[300], part_ix[N_PARTS][4200];
     const char *dir_ptrs[N_PARTS];
     cdb_db *parts[N_PARTS] = {NULL}, *m = NULL;
     int64_t pmodel[N_PARTS], proot[N_PARTS], model = 0, root = 0, next_id = 1;
@@ -252,6 +253,7 @@ CDB_TEST(parts_own_indexes_renamed_equal_single_build) {
     for (int k = 0; k < N_PARTS; k++) {
         CHECK_OK(cdb_eng_part_index_add(parts[k], trained, &ar));
         CHECK_EQ_INT(ar.vectors, part_n[k]);
+        snprintf(part_ix[k], sizeof part_ix[k], "%s", ar.path);
     }
 
     /* the merged store: the extra rows first, then part 2, part 1, part 0 (without its
@@ -289,7 +291,7 @@ CDB_TEST(parts_own_indexes_renamed_equal_single_build) {
             qs[q * DIM + d] = pv[k][(size_t)i * DIM + d] + 0.05f * (tu_uniform(&seed) - 0.5f);
     }
 
-    for (int round = 0; round < 2; round++) {
+    for (int round = 0; round < 3; round++) {
         cdb_index *single = NULL, *tix = NULL, *merged = NULL;
         cdb_index_source src;
         int64_t *a = NULL, *b = NULL, na = 0, nb = 0;
@@ -299,8 +301,9 @@ CDB_TEST(parts_own_indexes_renamed_equal_single_build) {
                                            trained, pi, &res, &split));
         CHECK_EQ_INT(split.trained_file, 1);
         CHECK_EQ_INT(split.built_in, N_PARTS + 1); /* + the extra rows */
-        /* round 1: part 2 changed since its add: added again from the store */
-        CHECK_EQ_INT(split.from_files, round ? N_PARTS - 1 : N_PARTS);
+        /* round 1: part 2 changed since its add; round 2: part 1's index is gone too: those
+        ** parts are added again from the store */
+        CHECK_EQ_INT(split.from_files, N_PARTS - round);
         cdb_eng_index_path(m, model, path, sizeof path);
         CHECK_OK(cdb_index_load(path, &merged));
 
@@ -344,6 +347,7 @@ CDB_TEST(parts_own_indexes_renamed_equal_single_build) {
         cdb_index_free(single);
         cdb_index_free(tix);
         cdb_index_free(merged);
+        if (round == 1) CHECK(unlink(part_ix[1]) == 0);
         if (!round) { /* part 2 changes: a vector rewritten, its generation moves on */
             cdb_db_batch *bt = NULL;
             cdb_db_file_meta mt = tu_meta(5, 1700000000000000000LL, 5);
