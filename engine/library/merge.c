@@ -42,9 +42,11 @@
 ** ingesting the same roots with one reader thread gives it (test_cli_parts checks it).
 **
 ** Memory: the rows are streamed (pass_rows), never held; what grows with the files is
-** the part each database id came from (one byte per id, for the index) and SQLite's
-** caches up to their bounds (bench_merge: 33 bytes per file from 10^5 to 10^6 files,
-** 190 when the rows were held).
+** the part each database id came from (one byte per id, for the index), with a trained
+** index file each ok row's part id and database id (16 bytes, to rename the ids of the
+** parts' own indexes: merge_index.c), and SQLite's caches up to their bounds
+** (bench_merge, without one: 33 bytes per file from 10^5 to 10^6 files, 190 when the
+** rows were held).
 */
 #include <limits.h>
 #include <stdlib.h>
