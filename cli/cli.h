@@ -253,6 +253,10 @@ int cdb_cli_cmd_ingest(int argc, char **argv);
 int cdb_cli_cmd_reindex(int argc, char **argv);
 int cdb_cli_cmd_merge(int argc, char **argv);
 int cdb_cli_cmd_slurm(int argc, char **argv);
+/* `index train --out FILE PART...` and `index add-part --db PART --trained FILE`: the steps
+** of an index built in parts on a cluster (cmd_parts.c), from `index`'s parsed arguments. */
+int cdb_cli_index_train(cli_args *a, cdb_engine_index_kind kind);
+int cdb_cli_index_add_part(cli_args *a);
 int cdb_cli_cmd_search(int argc, char **argv);
 int cdb_cli_cmd_index(int argc, char **argv);
 int cdb_cli_cmd_stats(int argc, char **argv);

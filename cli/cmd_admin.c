@@ -113,10 +113,11 @@ done:
 }
 
 int cdb_cli_cmd_index(int argc, char **argv) {
-    static const cli_optspec spec[] = {{"db", 0, CLI_VALUE},     {"model", 0, CLI_VALUE},
-                                       {"type", 0, CLI_VALUE},   {"json", 0, CLI_FLAG},
-                                       {"on-disk", 0, CLI_FLAG}, {"quiet", 'q', CLI_FLAG},
-                                       {"help", 'h', CLI_FLAG},  {0}};
+    static const cli_optspec spec[] = {{"db", 0, CLI_VALUE},      {"model", 0, CLI_VALUE},
+                                       {"type", 0, CLI_VALUE},    {"json", 0, CLI_FLAG},
+                                       {"on-disk", 0, CLI_FLAG},  {"quiet", 'q', CLI_FLAG},
+                                       {"out", 0, CLI_VALUE},     {"trained", 0, CLI_VALUE},
+                                       {"help", 'h', CLI_FLAG},   {0}};
     /* kinds[i] is the cdb_engine_index_kind of types[i] */
     static const char *const types[] = {"auto",   "flat",        "hnsw", "ivf-sq",
                                         "ivf-pq", "ivf-hnsw-pq", NULL};
@@ -128,20 +129,25 @@ int cdb_cli_cmd_index(int argc, char **argv) {
     cdb_engine *e = NULL;
     if (!cdb_cli_begin("index", &a, spec, argc, argv, &rc)) goto done;
     if (a.n_pos == 0) {
-        rc = cdb_cli_usage_error("index", "missing subcommand (build or info)");
-        goto done;
-    }
-    if (strcmp(a.pos[0], "build") && strcmp(a.pos[0], "info")) {
-        rc = cdb_cli_usage_error("index", "unknown subcommand '%s' (expected build or info)",
-                                 a.pos[0]);
-        goto done;
-    }
-    if (a.n_pos > 1) {
-        rc = cdb_cli_usage_error("index", "unexpected argument '%s'", a.pos[1]);
+        rc = cdb_cli_usage_error("index", "missing subcommand (build, info, train or add-part)");
         goto done;
     }
     if ((type = cdb_cli_get_choice(&a, "type", types, 0)) < 0) {
         rc = cdb_cli_usage_error("index", "%s", a.err);
+        goto done;
+    }
+    if (!strcmp(a.pos[0], "train") || !strcmp(a.pos[0], "add-part")) { /* cmd_parts.c */
+        rc = !strcmp(a.pos[0], "train") ? cdb_cli_index_train(&a, kinds[type])
+                                        : cdb_cli_index_add_part(&a);
+        goto done;
+    }
+    if (strcmp(a.pos[0], "build") && strcmp(a.pos[0], "info")) {
+        rc = cdb_cli_usage_error("index", "unknown subcommand '%s' (expected build, info, "
+                                 "train or add-part)", a.pos[0]);
+        goto done;
+    }
+    if (a.n_pos > 1) {
+        rc = cdb_cli_usage_error("index", "unexpected argument '%s'", a.pos[1]);
         goto done;
     }
     if ((rc = cdb_cli_engine_open(cdb_cli_get(&a, "db"), 0, 0, CLI_DEVICE_CPU, 0, &e)) !=

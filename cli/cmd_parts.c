@@ -1,8 +1,11 @@
 /*
 ** cmd_parts.c: a library ingested in parts: `merge` (parts into one database, over
-** cdb_engine_merge) and `slurm ingest` (the job scripts of a partitioned ingest on a
-** Slurm cluster: an array of `ingest --part I/N` tasks, then a job that merges and
-** builds the index, written into the database folder and handed to sbatch).
+** cdb_engine_merge), `index train` and `index add-part` (an index built in parts: one
+** trained index for all parts, each part's vectors added to a copy of it) and `slurm
+** ingest` (the job scripts of a partitioned ingest on a Slurm cluster: an array of
+** `ingest --part I/N` tasks, a job that trains the index, an array of `index add-part`
+** tasks, then a job that merges the parts and their indexes' lists, written into the
+** database folder and handed to sbatch).
 **
 ** Exit codes: 0 done, 1 failed (a part that cannot be read, another model, sbatch
 ** failing), 2 usage.
@@ -52,6 +55,8 @@ static void merge_report(const cdb_engine_merge_report *r, int json) {
             cdb_json_key(&j, "kind"); cdb_json_str(&j, r->index_kind);
             cdb_json_key(&j, "vectors"); cdb_json_int(&j, r->indexed);
             cdb_json_key(&j, "built_in_parts"); cdb_json_int(&j, r->index_parts);
+            cdb_json_key(&j, "parts_from_own_index"); cdb_json_int(&j, r->index_part_files);
+            cdb_json_key(&j, "trained_file"); cdb_json_bool(&j, r->index_trained_file);
             cdb_json_end_object(&j);
         }
         cdb_json_end_object(&j);
@@ -63,8 +68,13 @@ static void merge_report(const cdb_engine_merge_report *r, int json) {
                cdb_out_fmt_count(r->vectors, b[1], 32), cdb_out_fmt_count(r->deleted, b[2], 32),
                cdb_out_fmt_count(r->thumbs, b[3], 32), cdb_out_fmt_count(r->photos, b[4], 32));
         if (r->index_parts)
-            printf("index: %s, %s vectors, built in %d parts from one trained quantizer\n",
-                   r->index_kind, cdb_out_fmt_count(r->indexed, b[0], 32), r->index_parts);
+            printf("index: %s, %s vectors, built in %d parts from one trained quantizer%s; "
+                   "%d part%s lists from %s own index%s\n",
+                   r->index_kind, cdb_out_fmt_count(r->indexed, b[0], 32), r->index_parts,
+                   r->index_trained_file ? " (the trained file)" : "", r->index_part_files,
+                   r->index_part_files == 1 ? "'s" : "s'",
+                   r->index_part_files == 1 ? "its" : "their",
+                   r->index_part_files == 1 ? "" : "es");
         else if (r->index_kind[0])
             printf("index: %s, %s vectors\n", r->index_kind,
                    cdb_out_fmt_count(r->indexed, b[0], 32));
@@ -76,7 +86,7 @@ int cdb_cli_cmd_merge(int argc, char **argv) {
     static const cli_optspec spec[] = {{"db", 0, CLI_VALUE},  {"wait", 0, CLI_FLAG},
                                        {"json", 0, CLI_FLAG}, {"quiet", 'q', CLI_FLAG},
                                        {"no-index", 0, CLI_FLAG}, {"help", 'h', CLI_FLAG},
-                                       {0}};
+                                       {"trained", 0, CLI_VALUE}, {0}};
     cli_args a;
     int rc;
     cdb_engine *e = NULL;
@@ -95,7 +105,7 @@ int cdb_cli_cmd_merge(int argc, char **argv) {
         goto done;
     if (cdb_engine_merge(e, a.pos, a.n_pos,
                          cdb_cli_has(&a, "no-index") > 0 ? CDB_ENGINE_MERGE_NO_INDEX : 0,
-                         &r) != CDB_OK) {
+                         cdb_cli_get(&a, "trained"), &r) != CDB_OK) {
         rc = cdb_cli_engine_fail(NULL);
         goto done;
     }
@@ -104,6 +114,83 @@ int cdb_cli_cmd_merge(int argc, char **argv) {
 done:
     cdb_engine_close(e);
     cdb_cli_args_free(&a);
+    return rc;
+}
+
+/* ---- index train, index add-part ------------------------------------------------------ */
+
+int cdb_cli_index_train(cli_args *a, cdb_engine_index_kind kind) {
+    cdb_engine_train_report r;
+    const char *out = cdb_cli_get(a, "out");
+    char b[2][32];
+    if (!out || !*out) return cdb_cli_usage_error("index", "index train: missing --out FILE");
+    if (a->n_pos < 2) return cdb_cli_usage_error("index", "index train: no PART given");
+    if (cdb_engine_index_train_parts(a->pos + 1, a->n_pos - 1, kind, out, &r) != CDB_OK)
+        return cdb_cli_engine_fail(NULL);
+    if (cdb_cli_has(a, "json")) {
+        cdb_json j;
+        cdb_cli_json_init(&j, stdout, 1);
+        cdb_json_begin_object(&j);
+        cdb_json_key(&j, "command"); cdb_json_str(&j, "index train");
+        cdb_json_key(&j, "type"); cdb_json_str(&j, r.kind);
+        cdb_json_key(&j, "vectors"); cdb_json_int(&j, r.vectors);
+        cdb_json_key(&j, "trained_on"); cdb_json_int(&j, r.n_train);
+        cdb_json_key(&j, "file");
+        if (r.written) cdb_json_str(&j, out);
+        else cdb_json_null(&j);
+        cdb_json_key(&j, "stamp"); cdb_json_str(&j, r.stamp);
+        cdb_json_end_object(&j);
+        cdb_json_done(&j);
+    } else if (!cdb_cli_quiet()) {
+        if (r.written)
+            printf("index train: %s for %s vectors, trained on %s; %s (stamp %s)\n", r.kind,
+                   cdb_out_fmt_count(r.vectors, b[0], 32), cdb_out_fmt_count(r.n_train, b[1], 32),
+                   out, r.stamp);
+        else
+            printf("index train: %s for %s vectors has no inverted lists: nothing trained, "
+                   "the merge builds it whole\n", r.kind, cdb_out_fmt_count(r.vectors, b[0], 32));
+    }
+    return cdb_cli_flush_stdout() ? CLI_EXIT_FAIL : CLI_EXIT_OK;
+}
+
+int cdb_cli_index_add_part(cli_args *a) {
+    cdb_engine_part_add_report r;
+    cdb_engine *e = NULL;
+    const char *trained = cdb_cli_get(a, "trained");
+    char b[32];
+    int rc;
+    if (!trained || !*trained)
+        return cdb_cli_usage_error("index", "index add-part: missing --trained FILE");
+    if (a->n_pos > 1) return cdb_cli_usage_error("index", "unexpected argument '%s'", a->pos[1]);
+    if ((rc = cdb_cli_engine_open(cdb_cli_get(a, "db"), 0, 0, CLI_DEVICE_CPU, 0, &e)) !=
+        CLI_EXIT_OK)
+        return rc;
+    if (cdb_engine_index_add_part(e, trained, &r) != CDB_OK) {
+        rc = cdb_cli_engine_fail(NULL);
+        goto done;
+    }
+    if (cdb_cli_has(a, "json")) {
+        cdb_json j;
+        cdb_cli_json_init(&j, stdout, 1);
+        cdb_json_begin_object(&j);
+        cdb_json_key(&j, "command"); cdb_json_str(&j, "index add-part");
+        cdb_json_key(&j, "vectors"); cdb_json_int(&j, r.vectors);
+        cdb_json_key(&j, "file");
+        if (r.trained_found) cdb_json_str(&j, r.path);
+        else cdb_json_null(&j);
+        cdb_json_end_object(&j);
+        cdb_json_done(&j);
+    } else if (!cdb_cli_quiet()) {
+        if (r.trained_found)
+            printf("index add-part: %s vectors into %s\n", cdb_out_fmt_count(r.vectors, b, 32),
+                   r.path);
+        else
+            printf("index add-part: no trained index at %s: nothing to add (the merge builds "
+                   "the index whole)\n", trained);
+    }
+    rc = cdb_cli_flush_stdout() ? CLI_EXIT_FAIL : CLI_EXIT_OK;
+done:
+    cdb_engine_close(e);
     return rc;
 }
 
@@ -130,13 +217,14 @@ static void sbatch_word(FILE *f, const char *s) {
     }
 }
 
-/* What the two scripts need. */
+/* What the scripts need. */
 typedef struct slurm_job {
     char exe[4096];        /* this clipdb, resolved */
     char db[4096];         /* the database folder, absolute */
     const char *model;     /* the model path every task uses (absolute when found) */
     char model_abs[4096];
     const char *device;    /* --device for the ingest tasks, or NULL */
+    const char *index_type; /* --index-type for the train job, or NULL (auto) */
     int parts;
     char **roots;          /* absolute */
     int n_roots;
@@ -171,19 +259,50 @@ static void write_ingest_script(FILE *f, const slurm_job *j) {
     fputs(" || rc=$?\n[ \"$rc\" -eq 0 ] || [ \"$rc\" -eq 3 ]\n", f);
 }
 
-/* The job that runs once every task succeeded: merge (which builds the index, an IVF
-** one from the parts' lists). */
-static void write_merge_script(FILE *f, const slurm_job *j) {
-    fputs("#!/bin/sh\n#SBATCH --job-name=clipdb-merge\n#SBATCH --output=", f);
+/* The start of a job script: its name, log, what it is, and $CLIPDB, $DB, $TRAINED. */
+static void script_head(FILE *f, const slurm_job *j, const char *name, const char *array,
+                        const char *log, const char *what) {
+    fprintf(f, "#!/bin/sh\n#SBATCH --job-name=clipdb-%s\n%s#SBATCH --output=", name, array);
     sbatch_word(f, j->db);
-    fputs("/slurm/merge.log\n", f);
-    fputs("# clipdb slurm ingest: after every part: merge them (and build the index)\n"
-          "set -eu\nCLIPDB=",
-          f);
+    fprintf(f, "/slurm/%s\n", log);
+    fprintf(f, "# clipdb slurm ingest: %s\nset -eu\nCLIPDB=", what);
     sh_word(f, j->exe);
     fputs("\nDB=", f);
     sh_word(f, j->db);
-    fputs("\n\"$CLIPDB\" merge --db \"$DB\" --quiet", f);
+    fputs("\nTRAINED=\"$DB/parts/trained.cdbidx\"\n", f);
+}
+
+/* After every ingest task: the index planned for all the parts' vectors, trained (empty)
+** on a sample of them, into $TRAINED; nothing (and no file) when the plan has no lists. */
+static void write_train_script(FILE *f, const slurm_job *j) {
+    script_head(f, j, "train", "", "train.log",
+                "after every part: train one index on a sample of them all");
+    fputs("\"$CLIPDB\" index train --out \"$TRAINED\" --quiet", f);
+    if (j->index_type) {
+        fputs(" --type ", f);
+        sh_word(f, j->index_type);
+    }
+    for (int i = 1; i <= j->parts; i++) fprintf(f, " \\\n    \"$DB/parts/%d\"", i);
+    fputs("\n", f);
+}
+
+/* After the train job: task I adds part I's vectors to a copy of the trained index, saved
+** in the part (its own file ids; the merge renames them). */
+static void write_add_script(FILE *f, const slurm_job *j) {
+    char array[64];
+    snprintf(array, sizeof array, "#SBATCH --array=1-%d\n", j->parts);
+    script_head(f, j, "add", array, "add-%a.log",
+                "part $SLURM_ARRAY_TASK_ID's vectors into a copy of the trained index");
+    fputs("\"$CLIPDB\" index add-part --db \"$DB/parts/$SLURM_ARRAY_TASK_ID\" "
+          "--trained \"$TRAINED\" --quiet\n", f);
+}
+
+/* After every add task: merge the parts and their indexes' lists (a part whose index is
+** missing or stale is added again, the log says which). */
+static void write_merge_script(FILE *f, const slurm_job *j) {
+    script_head(f, j, "merge", "", "merge.log",
+                "after every part's index: merge the parts and their inverted lists");
+    fputs("\"$CLIPDB\" merge --db \"$DB\" --trained \"$TRAINED\"", f);
     for (int i = 1; i <= j->parts; i++) fprintf(f, " \\\n    \"$DB/parts/%d\"", i);
     fputs("\n", f);
 }
@@ -324,6 +443,13 @@ static int slurm_job_init(cli_args *a, slurm_job *j, int *is_file) {
         return cdb_cli_error(NULL, "no model found: pass --model PATH");
     if (realpath(j->model, j->model_abs)) j->model = j->model_abs; /* else hf:ORG/NAME */
     j->device = cdb_cli_get(a, "device");
+    {
+        static const char *const types[] = {"auto",   "flat",        "hnsw", "ivf-sq",
+                                            "ivf-pq", "ivf-hnsw-pq", NULL};
+        int t = cdb_cli_get_choice(a, "index-type", types, 0);
+        if (t < 0) return cdb_cli_usage_error("slurm", "%s", a->err);
+        j->index_type = t ? types[t] : NULL;
+    }
     if (cdb_engine_check_paths(a->pos + 1, a->n_pos - 1, &abs, is_file) != CDB_OK)
         return cdb_cli_engine_fail(NULL);
     j->roots = abs;
@@ -331,13 +457,25 @@ static int slurm_job_init(cli_args *a, slurm_job *j, int *is_file) {
     return CLI_EXIT_OK;
 }
 
-/* --dry-run: both scripts on stdout. */
+/* The four job scripts, in the order they run: each after the one before succeeded. */
+static const struct slurm_step {
+    const char *name; /* <db>/slurm/<name>.sbatch */
+    void (*write)(FILE *, const slurm_job *);
+} slurm_steps[] = {{"ingest", write_ingest_script},
+                   {"train", write_train_script},
+                   {"add", write_add_script},
+                   {"merge", write_merge_script}};
+#define N_STEPS ((int)(sizeof slurm_steps / sizeof slurm_steps[0]))
+
+/* --dry-run: the scripts on stdout. */
 static int slurm_print(const slurm_job *j) {
-    printf("# %s/slurm/ingest.sbatch\n", j->db);
-    write_ingest_script(stdout, j);
-    printf("\n# %s/slurm/merge.sbatch (submitted with --dependency=afterok:<the array's id>)\n",
-           j->db);
-    write_merge_script(stdout, j);
+    for (int i = 0; i < N_STEPS; i++) {
+        printf("%s# %s/slurm/%s.sbatch", i ? "\n" : "", j->db, slurm_steps[i].name);
+        if (i) printf(" (submitted with --dependency=afterok:<the %s job's id>)",
+                      slurm_steps[i - 1].name);
+        printf("\n");
+        slurm_steps[i].write(stdout, j);
+    }
     return cdb_cli_flush_stdout() ? CLI_EXIT_FAIL : CLI_EXIT_OK;
 }
 
@@ -358,33 +496,41 @@ static int own_folder(const char *dir) {
     return CLI_EXIT_OK;
 }
 
-/* Writes the scripts into <db>/slurm/ and submits them. */
+/* Writes the scripts into <db>/slurm/ and submits them, each depending on the one before.
+** --sbatch goes to the ingest array (the GPU tasks), --merge-sbatch to the others. */
 static int slurm_submit(cli_args *a, const slurm_job *j) {
-    char dir[4200], ing[4300], mer[4300], id1[128], id2[128], dep[200];
+    char dir[4200], path[N_STEPS][4300], id[N_STEPS][128], dep[200];
     snprintf(dir, sizeof dir, "%s/slurm", j->db);
     if (own_folder(j->db) != CLI_EXIT_OK || own_folder(dir) != CLI_EXIT_OK) return CLI_EXIT_FAIL;
-    snprintf(ing, sizeof ing, "%s/ingest.sbatch", dir);
-    snprintf(mer, sizeof mer, "%s/merge.sbatch", dir);
-    if (write_script(ing, write_ingest_script, j) != 0)
-        return cdb_cli_error(strerror(errno), "cannot write %s", ing);
-    if (write_script(mer, write_merge_script, j) != 0)
-        return cdb_cli_error(strerror(errno), "cannot write %s", mer);
-    if (sbatch(cdb_cli_get(a, "sbatch"), NULL, ing, id1, sizeof id1)) return CLI_EXIT_FAIL;
-    snprintf(dep, sizeof dep, "--dependency=afterok:%s", id1);
-    if (sbatch(cdb_cli_get(a, "merge-sbatch"), dep, mer, id2, sizeof id2)) return CLI_EXIT_FAIL;
+    for (int i = 0; i < N_STEPS; i++) {
+        snprintf(path[i], sizeof path[i], "%s/%s.sbatch", dir, slurm_steps[i].name);
+        if (write_script(path[i], slurm_steps[i].write, j) != 0)
+            return cdb_cli_error(strerror(errno), "cannot write %s", path[i]);
+    }
+    for (int i = 0; i < N_STEPS; i++) {
+        if (i) snprintf(dep, sizeof dep, "--dependency=afterok:%s", id[i - 1]);
+        if (sbatch(cdb_cli_get(a, i ? "merge-sbatch" : "sbatch"), i ? dep : NULL, path[i], id[i],
+                   sizeof id[i]))
+            return CLI_EXIT_FAIL;
+    }
     if (cdb_cli_has(a, "json")) {
         cdb_json js;
+        char key[32];
         cdb_cli_json_init(&js, stdout, 1);
         cdb_json_begin_object(&js);
         cdb_json_key(&js, "command"); cdb_json_str(&js, "slurm ingest");
-        cdb_json_key(&js, "ingest_job"); cdb_json_str(&js, id1);
-        cdb_json_key(&js, "merge_job"); cdb_json_str(&js, id2);
+        for (int i = 0; i < N_STEPS; i++) {
+            snprintf(key, sizeof key, "%s_job", slurm_steps[i].name);
+            cdb_json_key(&js, key);
+            cdb_json_str(&js, id[i]);
+        }
         cdb_json_key(&js, "parts"); cdb_json_int(&js, j->parts);
         cdb_json_end_object(&js);
         cdb_json_done(&js);
     } else {
-        printf("slurm: ingest array job %s (%d tasks), merge job %s after it; scripts and logs "
-               "in %s\n", id1, j->parts, id2, dir);
+        printf("slurm: ingest array job %s (%d tasks), then train job %s, add array job %s "
+               "(%d tasks), merge job %s; scripts and logs in %s\n", id[0], j->parts, id[1],
+               id[2], j->parts, id[3], dir);
     }
     return cdb_cli_flush_stdout() ? CLI_EXIT_FAIL : CLI_EXIT_OK;
 }
@@ -394,7 +540,7 @@ int cdb_cli_cmd_slurm(int argc, char **argv) {
         {"db", 0, CLI_VALUE},     {"parts", 0, CLI_VALUE},        {"sbatch", 0, CLI_VALUE},
         {"model", 0, CLI_VALUE},  {"merge-sbatch", 0, CLI_VALUE}, {"device", 0, CLI_VALUE},
         {"dry-run", 0, CLI_FLAG}, {"json", 0, CLI_FLAG},          {"quiet", 'q', CLI_FLAG},
-        {"help", 'h', CLI_FLAG},  {0}};
+        {"help", 'h', CLI_FLAG},  {"index-type", 0, CLI_VALUE},   {0}};
     cli_args a;
     int rc, *is_file = NULL;
     slurm_job j;

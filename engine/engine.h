@@ -747,6 +747,9 @@ typedef struct cdb_engine_merge_report {
     int64_t indexed;        /* vectors in the default model's index, built by the merge */
     int index_parts;        /* the parts its IVF lists were built in (0: built whole) */
     char index_kind[16];    /* its kind ("flat", "ivf-sq", ...); "" when none was built */
+    int index_part_files;   /* of those, the parts whose lists came from their own index
+                               (cdb_engine_index_add_part): no vector of theirs added again */
+    int index_trained_file; /* 1: the index's quantizer came from the trained file */
 } cdb_engine_merge_report;
 /* Brings the databases parts[0..n) (each opened read-only; typically made by ingest
 ** --part I/N) into e's database (writer), as library/merge.c describes: roots, every
@@ -761,10 +764,17 @@ typedef struct cdb_engine_merge_report {
 ** Refused, nothing written: a part's default model is not the database's (CDB_INVALID),
 ** two parts are one database or the same part of one partition, or a part is the
 ** database itself (CDB_INVALID), a part is not a database (CDB_NOTFOUND), or a shard of
-** a part is missing or damaged (CDB_CORRUPT, naming the shard). */
+** a part is missing or damaged (CDB_CORRUPT, naming the shard).
+** trained (NULL: none): a file written by cdb_engine_index_train_parts. When it is there
+** and usable, the default model's index is made from it: each part's own index
+** (cdb_engine_index_add_part) has its ids renamed to the database's and its lists merged;
+** a part whose index is missing, stale or not the rows merged from it has its vectors
+** added again (a warning on the log says which and why). Absent or unusable: trained on
+** the merged store as without it (a warning when it is unusable). */
 #define CDB_ENGINE_MERGE_NO_INDEX 1u
 cdb_status cdb_engine_merge(cdb_engine *e, const char *const *parts, int n, unsigned flags,
-                            cdb_engine_merge_report *r /* OUT */);
+                            const char *trained, cdb_engine_merge_report *r /* OUT */);
+
 /* The checks cdb_engine_merge refuses by, made before the database at db_dir exists
 ** (the first part's default model stands for its model): CDB_OK, or the refusal with
 ** its message, and nothing is written anywhere. What `merge` runs before it creates
@@ -782,6 +792,36 @@ typedef enum cdb_engine_index_kind { /* cdb_index_kind values */
     CDB_ENGINE_INDEX_IVF_SQ, CDB_ENGINE_INDEX_IVF_PQ,
     CDB_ENGINE_INDEX_IVF_HNSW_PQ = 6 /* 5 is a custom factory, not offered here */
 } cdb_engine_index_kind;
+
+typedef struct cdb_engine_train_report {
+    char kind[16];     /* the kind planned for the parts' vectors together */
+    int64_t vectors;   /* the parts' vectors of the default model */
+    int64_t n_train;   /* the sample trained on (0: nothing trained) */
+    int written;       /* 1: the trained index was written; 0: the kind has no inverted
+                          lists (the merge builds it whole) and no file is left at out */
+    char stamp[17];    /* the written file's stamp (hex), which names the parts' indexes */
+} cdb_engine_train_report;
+/* Step one of building an index in parts on a cluster: plans the default model's index
+** for the vectors of the databases parts[0..n) together (kind: AUTO, or forced), and when
+** the kind is IVF trains it, empty, on an evenly spread sample of them and writes it to
+** out (atomically). Otherwise removes out. The parts are opened read-only; their default
+** models must be one (CDB_INVALID); no vectors: CDB_NOTFOUND. */
+cdb_status cdb_engine_index_train_parts(const char *const *parts, int n,
+                                        cdb_engine_index_kind kind, const char *out,
+                                        cdb_engine_train_report *r /* OUT */);
+
+typedef struct cdb_engine_part_add_report {
+    int trained_found; /* 0: no trained file (nothing done: the merge builds whole) */
+    int64_t vectors;   /* added */
+    char path[4200];   /* the part's index: <dir>/index/part.<stamp>.cdbidx */
+} cdb_engine_part_add_report;
+/* Step two, one per part (e is the part, a reader handle will do): adds the part's default
+** model's vectors, with the part's file ids, to a copy of the trained index at trained and
+** saves it in the part's folder under the trained file's stamp, with the part's generation
+** as its watermark (how the merge tells that it is stale). The part's older part indexes
+** are removed. An absent trained file is no error (trained_found 0). */
+cdb_status cdb_engine_index_add_part(cdb_engine *e, const char *trained,
+                                     cdb_engine_part_add_report *r /* OUT */);
 
 typedef struct cdb_engine_index_report {
     int action;            /* 0 none (up to date), 1 added, 2 rebuilt (or removed) */

@@ -192,6 +192,28 @@ cdb_status cdb_index_merge(cdb_index *dst, cdb_index *const *parts, int n_parts,
 cdb_status cdb_index_build_parts(const cdb_index *trained, const cdb_index_source *parts,
                                  int n_parts, const char *lists_path, cdb_index **out /* OUT */);
 
+/* Renames ix's ids (an IVF index, lists in memory): the entry and the coverage of id
+** from[i] become to[i]'s; entries of ids not in from are dropped (their vectors belong to
+** no one now). from[n] strictly ascending, to[n] distinct and >= 0 (CDB_INVALID
+** otherwise, nothing changed). What a part's index needs when its part's ids are renumbered
+** by a merge. On a FAISS failure ix is left half renamed: free it. */
+cdb_status cdb_index_remap_ids(cdb_index *ix, const int64_t *from, const int64_t *to, int64_t n);
+
+/* Every entry of an IVF index (not inside a pre-transform): *ids[*n] and the list each
+** lies in, *lists[*n], list by list in list order (an id added twice appears twice).
+** Both heap arrays are the caller's (cdb_free). For tests and checks: the entries of
+** two indexes compared. CDB_UNSUPPORTED for other kinds. */
+cdb_status cdb_index_list_of_ids(const cdb_index *ix, int64_t **ids /* OUT */,
+                                 int64_t **lists /* OUT */, int64_t *n /* OUT */);
+
+/* As cdb_index_build_parts, with filled[n_filled] first: copies of trained already holding
+** their vectors (a part's index saved by the process that added them, loaded, its ids
+** renamed with cdb_index_remap_ids), whose entries move into the result as cdb_index_merge
+** moves them (they are left empty: the caller frees them). n_filled + n_parts >= 1. */
+cdb_status cdb_index_build_parts_with(const cdb_index *trained, cdb_index *const *filled,
+                                      int n_filled, const cdb_index_source *parts, int n_parts,
+                                      const char *lists_path, cdb_index **out /* OUT */);
+
 /* Moves ix's inverted lists (IVF kinds) into a new OnDiskInvertedLists file at
 ** lists_path (as cdb_index_merge says), so that the index need not live in RAM: a
 ** loaded index maps that file (mmap) and pages in the lists a query probes.

@@ -85,6 +85,10 @@ cdb_status cdb_ivf_ondisk_check_(FaissIndex *fx);
 cdb_status cdb_ivf_set_training_(FaissIndex *fx, int niter, int min_per_centroid);
 /* A deep copy of fx (trained quantizer, codebooks and entries). */
 cdb_status cdb_ivf_clone_(FaissIndex *fx, FaissIndex **out /* OUT */);
+/* Renames the ids in fx's inverted lists: an entry with id from[i] gets to[i]; an entry
+** whose id is not in from (sorted ascending) is dropped. Entries keep their order. */
+cdb_status cdb_ivf_remap_ids_(FaissIndex *fx, const int64_t *from, const int64_t *to,
+                              size_t n);
 /* Moves the entries of parts[n] into dst (all IVF, same trained quantizer and codebooks:
 ** checked). lists_path NULL: into dst's lists in memory; else into a new
 ** OnDiskInvertedLists file at lists_path holding dst's entries and the parts', which

@@ -4,9 +4,9 @@
 ** an HNSW coarse quantizer with clipdb's dot kernel, the k-means settings of an IVF
 ** index's training, its inverted lists moved to an OnDiskInvertedLists file (mmapped
 ** when the index is read back), the merge of several parts' inverted lists into one
-** index (IndexIVF::merge_from in memory, OnDiskInvertedLists::merge_from on disk), and
-** copies of an index. The second C++ file in clipdb's own code, for the
-** same reason as encoder/tok_spm.cc: no C equivalent exists.
+** index (IndexIVF::merge_from in memory, OnDiskInvertedLists::merge_from on disk), the
+** renaming of a part's ids in its lists, and copies of an index. The second C++ file in
+** clipdb's own code, for the same reason as encoder/tok_spm.cc: no C equivalent exists.
 **
 ** A FaissIndex* of the C API is a faiss::Index* (the C API's casts are reinterpret
 ** casts). Every FAISS call is inside a try block: no C++ exception crosses into C; a
@@ -181,6 +181,45 @@ extern "C" cdb_status cdb_ivf_clone_(FaissIndex *fx, FaissIndex **out) {
             faiss::clone_index(reinterpret_cast<faiss::Index *>(fx)));
     } catch (const std::exception &e) {
         return fail("clone_index", e);
+    }
+    return CDB_OK;
+}
+
+extern "C" cdb_status cdb_ivf_remap_ids_(FaissIndex *fx, const int64_t *from, const int64_t *to,
+                                         size_t n) {
+    using idx_t = faiss::Index::idx_t;
+    faiss::IndexIVF *ivf = ivf_of(fx);
+    if (!ivf) return cdb_seterr(CDB_INVALID, "renaming ids: not an IVF index");
+    if (ivf->direct_map.type != faiss::DirectMap::NoMap)
+        return cdb_seterr(CDB_UNSUPPORTED, "renaming ids: the index keeps a direct map");
+    try {
+        faiss::InvertedLists *il = ivf->invlists;
+        size_t cs = il->code_size, kept = 0;
+        std::vector<idx_t> ids;
+        std::vector<uint8_t> codes;
+        for (size_t l = 0; l < il->nlist; l++) {
+            size_t sz = il->list_size(l);
+            if (!sz) continue;
+            ids.clear();
+            codes.clear();
+            { /* the kept entries, renamed, in their order */
+                faiss::InvertedLists::ScopedIds li(il, l);
+                faiss::InvertedLists::ScopedCodes lc(il, l);
+                for (size_t j = 0; j < sz; j++) {
+                    const int64_t *p = std::lower_bound(from, from + n, (int64_t)li[j]);
+                    if (p == from + n || *p != (int64_t)li[j]) continue;
+                    ids.push_back((idx_t)to[p - from]);
+                    codes.insert(codes.end(), lc.get() + j * cs, lc.get() + (j + 1) * cs);
+                }
+            }
+            if (!ids.empty()) il->update_entries(l, 0, ids.size(), ids.data(), codes.data());
+            if (ids.size() != sz) il->resize(l, ids.size());
+            kept += ids.size();
+        }
+        ivf->ntotal = (idx_t)kept;
+        sync_ntotal(fx);
+    } catch (const std::exception &e) {
+        return fail("renaming the ids of inverted lists", e);
     }
     return CDB_OK;
 }

@@ -13,6 +13,7 @@
 ** - folders.c:   listing, forgetting and moving roots.
 ** - create.c:    creating a database bound to a model (or like another database).
 ** - merge.c:     merging databases made in parts (ingest --part I/N).
+** - part_index.c: an index built in parts on a cluster: the trained index, each part's.
 ** - merge_index.c: the merged database's index, built in parts.
 ** - duplicates.c: the duplicate groups (dupes/dupes.h over the default model's vectors
 **                 and each photo's bytes).
@@ -55,16 +56,52 @@ int cdb_eng_same_file(const eng_ident *x, const eng_ident *y);
 
 /* ---- the index of a merged database (merge_index.c) --------------------------------- */
 
+/* A part's own index, for the merge (cdb_engine_index_add_part made it): where it is and
+** how the part's file ids became the database's. */
+typedef struct eng_part_index {
+    const char *dir;     /* the part's folder */
+    cdb_db *db;          /* the part (a reader): its generation says if the index is stale */
+    const int64_t *from; /* the part's file ids whose rows the merge took from it, ascending */
+    const int64_t *to;   /* the database's id of each */
+    int64_t n;
+} eng_part_index;
+
+/* What cdb_eng_index_build_split did. */
+typedef struct eng_split_result {
+    int built_in;      /* the parts an IVF index was built in, 0 when it was built whole */
+    int from_files;    /* of those, the parts whose lists came from their own index */
+    int trained_file;  /* 1: the quantizer came from the trained file */
+} eng_split_result;
+
 /* Builds and saves the model's index as cdb_eng_index_build does (kind: cdb_index_kind),
 ** except that an IVF kind is built in parts from one trained index: the stored vectors
 ** of file id i go to part part_of[i] - 1 (ids >= n_part_of or with 0: a last part of
 ** their own), each part into a copy of the trained index, whose inverted lists are then
-** merged (cdb_index_build_parts). Same entries as a single build. *built_in: the
-** number of parts an IVF index was built in, 0 when it was built whole. CDB_NOTFOUND
-** when the model has no vectors (nothing written). */
+** merged (cdb_index_build_parts). Same entries as a single build from that trained index.
+** trained (NULL: none) and pi[n_parts] (NULL: none): the trained index file and each
+** part's own index made from it (cdb_engine_index_add_part), whose ids are renamed
+** (pi's from -> to) and whose lists are merged instead of adding the part's vectors; a
+** part index that is missing, stale (its part's generation moved on) or whose ids are not
+** exactly that part's group is not used: its vectors are added again, with a warning on the
+** log. A trained file that is absent or unusable: trained here on the whole store (the
+** plan decides the kind), a warning when it was there. CDB_NOTFOUND when the model has no
+** vectors (nothing written). */
 cdb_status cdb_eng_index_build_split(cdb_db *db, int64_t model_id, int dim, int kind,
                                      const uint8_t *part_of, int64_t n_part_of, int n_parts,
-                                     eng_index_result *res /* OUT */, int *built_in /* OUT */);
+                                     const char *trained, const eng_part_index *pi,
+                                     eng_index_result *res /* OUT */,
+                                     eng_split_result *split /* OUT */);
+
+/* The stamp of the trained index file at path: FNV-1a of its bytes, 16 hex digits. */
+cdb_status cdb_eng_trained_stamp(const char *path, char stamp[17] /* OUT */);
+
+/* cdb_engine_index_add_part over the part's handle db (a reader will do). */
+cdb_status cdb_eng_part_index_add(cdb_db *db, const char *trained,
+                                  cdb_engine_part_add_report *r /* OUT */);
+
+/* <part_dir>/index/part.<stamp>.cdbidx: a part's index made from the trained index whose
+** file has that stamp. */
+void cdb_eng_part_index_path(const char *part_dir, const char *stamp, char *buf, size_t size);
 
 /* ---- paths and sizes (library.c, verify.c) ------------------------------------------ */
 

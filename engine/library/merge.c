@@ -42,9 +42,11 @@
 ** ingesting the same roots with one reader thread gives it (test_cli_parts checks it).
 **
 ** Memory: the rows are streamed (pass_rows), never held; what grows with the files is
-** the part each database id came from (one byte per id, for the index) and SQLite's
-** caches up to their bounds (bench_merge: 33 bytes per file from 10^5 to 10^6 files,
-** 190 when the rows were held).
+** the part each database id came from (one byte per id, for the index), with a trained
+** index file each ok row's part id and database id (16 bytes, to rename the ids of the
+** parts' own indexes: merge_index.c), and SQLite's caches up to their bounds
+** (bench_merge, without one: 33 bytes per file from 10^5 to 10^6 files, 190 when the
+** rows were held).
 */
 #include <limits.h>
 #include <stdlib.h>
@@ -89,6 +91,12 @@ typedef struct mpart {
     int n_roots;
 } mpart;
 
+/* A part's file ids and the database ids their rows became (pairs in from[i], to[i]). */
+typedef struct id_pairs {
+    int64_t *from, *to;
+    int64_t n, cap;
+} id_pairs;
+
 typedef struct merger {
     cdb_engine *e;
     cdb_db *db;
@@ -99,6 +107,9 @@ typedef struct merger {
     uint8_t *part_of;    /* database file id -> 1 + the part its row came from (0: none) */
     int64_t n_part_of;
     int no_index;        /* CDB_ENGINE_MERGE_NO_INDEX */
+    const char *trained; /* the trained index file, or NULL */
+    id_pairs *ids;       /* with trained: per part (the first 255), its file ids -> the
+                            database's, for the ok rows taken from it */
     cdb_engine_merge_report *r;
 } merger;
 
@@ -752,6 +763,25 @@ static cdb_status note_part(merger *m, int64_t id, int part) {
     return CDB_OK;
 }
 
+/* Notes that part's file part_id became the database's id (for its own index). */
+static cdb_status note_id(merger *m, int part, int64_t part_id, int64_t id) {
+    id_pairs *q;
+    if (!m->ids || part > 254) return CDB_OK;
+    q = &m->ids[part];
+    if (q->n == q->cap) {
+        int64_t nc = q->cap ? q->cap * 2 : 1024;
+        int64_t *f = realloc(q->from, sizeof *f * (size_t)nc), *t;
+        if (f) q->from = f;
+        if (!f || !(t = realloc(q->to, sizeof *t * (size_t)nc)))
+            return cdb_seterr(CDB_NOMEM, "out of memory");
+        q->to = t;
+        q->cap = nc;
+    }
+    q->from[q->n] = part_id;
+    q->to[q->n++] = id;
+    return CDB_OK;
+}
+
 /* Row r's thumbnail and metadata from its part, under the database's id, into x (and
 ** the part it came from noted). */
 static cdb_status extras_add(merger *m, const mrow *r, extras *x) {
@@ -765,6 +795,7 @@ static cdb_status extras_add(merger *m, const mrow *r, extras *x) {
     id = f.id;
     cdb_db_file_clear(&f);
     if ((rc = note_part(m, id, r->part)) != CDB_OK) return rc;
+    if ((rc = note_id(m, r->part, r->part_id, id)) != CDB_OK) return rc;
     if ((rc = cdb_db_thumb_get(pdb, r->part_id, &x->t[x->n_t])) == CDB_OK) {
         x->t[x->n_t++].file_id = id;
     } else if (rc == CDB_NOTFOUND) {
@@ -811,14 +842,57 @@ typedef struct index_ud {
     cdb_status rc;
 } index_ud;
 
-/* One vector set's index, built by part (merge_index.c). */
+static int cmp_pair(const void *a, const void *b) {
+    const int64_t *x = a, *y = b;
+    return (x[0] > y[0]) - (x[0] < y[0]);
+}
+
+/* Part k's pairs, sorted by the part's id, kept only where the database's row came from
+** part k in the end (a later part's row of the same path replaces it): the map its own
+** index is renamed by. */
+static cdb_status part_map(merger *m, int k, eng_part_index *pi) {
+    id_pairs *q = &m->ids[k];
+    int64_t *pair = malloc(sizeof *pair * 2 * (size_t)(q->n + 1)), n = 0;
+    if (!pair) return cdb_seterr(CDB_NOMEM, "out of memory");
+    for (int64_t i = 0; i < q->n; i++) {
+        int64_t to = q->to[i];
+        if (to < 0 || to >= m->n_part_of || m->part_of[to] != k + 1) continue;
+        pair[2 * n] = q->from[i];
+        pair[2 * n + 1] = to;
+        n++;
+    }
+    qsort(pair, (size_t)n, sizeof *pair * 2, cmp_pair);
+    q->n = 0; /* rewritten in place: from ascending, the last of equal ids kept */
+    for (int64_t i = 0; i < n; i++) {
+        if (q->n && q->from[q->n - 1] == pair[2 * i]) q->n--;
+        q->from[q->n] = pair[2 * i];
+        q->to[q->n++] = pair[2 * i + 1];
+    }
+    free(pair);
+    *pi = (eng_part_index){m->parts[k].dir, m->parts[k].db, q->from, q->to, q->n};
+    return CDB_OK;
+}
+
+/* One vector set's index, built by part (merge_index.c); the default set's from the
+** trained file and the parts' own indexes when the merge has them. */
 static int build_index(const cdb_db_model *dm, void *ud_) {
     index_ud *ud = ud_;
     merger *m = ud->m;
     eng_index_result res;
-    int n_groups = m->n_parts < 255 ? m->n_parts : 255, built_in = 0;
-    ud->rc = cdb_eng_index_build_split(m->db, dm->id, dm->dim, CDB_INDEX_AUTO, m->part_of,
-                                       m->n_part_of, n_groups, &res, &built_in);
+    eng_split_result split;
+    eng_part_index *pi = NULL;
+    int n_groups = m->n_parts < 255 ? m->n_parts : 255;
+    ud->rc = CDB_OK;
+    if (dm->is_default && m->trained && m->ids) {
+        if (!(pi = calloc((size_t)n_groups, sizeof *pi)))
+            ud->rc = cdb_seterr(CDB_NOMEM, "out of memory");
+        for (int k = 0; k < n_groups && ud->rc == CDB_OK; k++) ud->rc = part_map(m, k, &pi[k]);
+    }
+    if (ud->rc == CDB_OK)
+        ud->rc = cdb_eng_index_build_split(m->db, dm->id, dm->dim, CDB_INDEX_AUTO, m->part_of,
+                                           m->n_part_of, n_groups, pi ? m->trained : NULL, pi,
+                                           &res, &split);
+    free(pi);
     if (ud->rc == CDB_NOTFOUND) { /* no vectors in this set: no index */
         cdb_clearerr();
         ud->rc = CDB_OK;
@@ -826,7 +900,9 @@ static int build_index(const cdb_db_model *dm, void *ud_) {
     }
     if (ud->rc == CDB_OK && dm->is_default) {
         m->r->indexed = res.n_vectors;
-        m->r->index_parts = built_in;
+        m->r->index_parts = split.built_in;
+        m->r->index_part_files = split.from_files;
+        m->r->index_trained_file = split.trained_file;
         snprintf(m->r->index_kind, sizeof m->r->index_kind, "%s",
                  cdb_index_kind_name(res.info.kind));
     }
@@ -903,6 +979,11 @@ static void merger_free(merger *m) {
     free(m->parts);
     free(m->rank_root);
     free(m->part_of);
+    for (int i = 0; m->ids && i < m->n_parts && i < 255; i++) {
+        free(m->ids[i].from);
+        free(m->ids[i].to);
+    }
+    free(m->ids);
 }
 
 /* Every step of the merge, in order (see the top of the file). */
@@ -949,7 +1030,7 @@ cdb_status cdb_engine_merge_check(const char *db_dir, const char *const *parts, 
 }
 
 cdb_status cdb_engine_merge(cdb_engine *e, const char *const *parts, int n, unsigned flags,
-                            cdb_engine_merge_report *r) {
+                            const char *trained, cdb_engine_merge_report *r) {
     merger m;
     int64_t run_id = 0;
     cdb_status rc;
@@ -965,6 +1046,11 @@ cdb_status cdb_engine_merge(cdb_engine *e, const char *const *parts, int n, unsi
     m.r = r;
     r->n_parts = n;
     if (!(m.parts = calloc((size_t)n, sizeof *m.parts))) return cdb_seterr(CDB_NOMEM, "out of memory");
+    m.trained = m.no_index ? NULL : trained;
+    if (m.trained && !(m.ids = calloc((size_t)(n < 255 ? n : 255), sizeof *m.ids))) {
+        free(m.parts);
+        return cdb_seterr(CDB_NOMEM, "out of memory");
+    }
     rc = open_parts(&m, cdb_db_dir(m.db), parts);
     if (rc == CDB_OK) {
         cdb_db_run_begin(m.db, "merge", &run_id);

@@ -5,11 +5,14 @@
 # user: root in CI) in a temporary folder, from a generated key and slurm.conf, on
 # loopback ports of their own (no systemd, nothing of the system's configuration is
 # read or changed: SLURM_CONF names the generated file). Then runs a 4-task array
-# through `clipdb slurm ingest`, waits for it and for the merge job that depends on it,
-# and compares the merged database's export with the export of one process ingesting
-# the same folders (clipdb ingest --threads 1): vectors.npy, paths.txt, paths0.txt byte
-# for byte, photos.jsonl byte for byte once its "id" fields are cut (test_cli_parts.c
-# says why the ids are the one thing normalized).
+# through `clipdb slurm ingest`, waits for it and for the jobs that depend on it (the
+# train job, the 4-task add array, the merge job), and compares the merged database's
+# export with the export of one process ingesting the same folders (clipdb ingest
+# --threads 1): vectors.npy, paths.txt, paths0.txt byte for byte, photos.jsonl byte for
+# byte once its "id" fields are cut (test_cli_parts.c says why the ids are the one thing
+# normalized). The index is forced to IVF (--index-type ivf-sq): the merge log must say
+# that all 4 parts' lists came from their own indexes (none added again), and the top 10
+# of queries through it must equal those of the single database's index built whole.
 #
 # When the packages are missing or the daemons cannot start, the test FAILS and prints
 # the daemons' logs: it never skips. scripts/setup.sh installs slurm-wlm and munge.
@@ -132,18 +135,28 @@ ROOTS=("$T/lib/photos" "$T/two" "$ONE")
 
 # ---- the cluster: 4 tasks, then the merge -----------------------------------------------
 OUT=$(timeout 60 "$CLIPDB" slurm ingest --db "$T/db" --parts 4 --model "$MODEL" --device cpu --json \
-    --sbatch "--chdir=$T" --merge-sbatch "--chdir=$T" "${ROOTS[@]}") ||
+    --index-type ivf-sq --sbatch "--chdir=$T" --merge-sbatch "--chdir=$T" "${ROOTS[@]}") ||
     fail "clipdb slurm ingest failed: $OUT"
-J1=$(printf '%s' "$OUT" | sed -n 's/.*"ingest_job": *"\([0-9]*\)".*/\1/p')
-J2=$(printf '%s' "$OUT" | sed -n 's/.*"merge_job": *"\([0-9]*\)".*/\1/p')
-[ -n "$J1" ] && [ -n "$J2" ] || fail "no job ids in: $OUT"
-queued() { timeout 5 squeue -h -j "$J1,$J2" 2>&1 || echo "squeue failed"; }
+JOBS=
+for step in ingest train add merge; do
+    j=$(printf '%s' "$OUT" | sed -n "s/.*\"${step}_job\": *\"\\([0-9]*\\)\".*/\\1/p")
+    [ -n "$j" ] || fail "no $step job id in: $OUT"
+    JOBS=${JOBS:+$JOBS,}$j
+done
+queued() { timeout 5 squeue -h -j "$JOBS" 2>&1 || echo "squeue failed"; }
 end=$((SECONDS + 150))
 while [ $SECONDS -lt $end ] && [ -n "$(queued)" ]; do sleep 0.2; done
-[ -z "$(queued)" ] || fail "jobs $J1, $J2 not done after 150 s: $(queued)"
-for i in 1 2 3 4; do [ -e "$T/db/parts/$i/catalog.db" ] || fail "task $i made no part"; done
-grep -q . "$T/db/slurm/merge.log" 2>/dev/null && fail "the merge job printed something"
+[ -z "$(queued)" ] || fail "jobs $JOBS not done after 150 s: $(queued)"
+for i in 1 2 3 4; do
+    [ -e "$T/db/parts/$i/catalog.db" ] || fail "task $i made no part"
+    ls "$T"/db/parts/$i/index/part.*.cdbidx >/dev/null 2>&1 || fail "add task $i made no index"
+done
+[ -e "$T/db/parts/trained.cdbidx" ] || fail "the train job made no trained index"
 [ -e "$T/db/catalog.db" ] || fail "the merge job made no database"
+# the per-part path: every part's lists from its own index, no vector added again
+grep -q "from one trained quantizer (the trained file); 4 parts' lists from their own" \
+    "$T/db/slurm/merge.log" || fail "the merge did not merge the 4 parts' own lists"
+grep -q "added again" "$T/db/slurm/merge.log" && fail "the merge added a part again"
 
 # ---- the comparison ---------------------------------------------------------------------
 "$CLIPDB" export --db "$T/single" --out "$T/x1" -q || fail "export of the single database"
@@ -157,5 +170,17 @@ cmp "$T/x1/photos.noid" "$T/x2/photos.noid" || fail "photos.jsonl differs (ids c
 n=$(wc -l <"$T/x2/paths.txt")
 [ "$n" -ge 20 ] || fail "only $n photos exported"
 "$CLIPDB" verify --db "$T/db" -q || fail "verify of the merged database"
-"$CLIPDB" index info --db "$T/db" | grep -qi "vectors" || fail "no index after the merge job"
-echo "ok: 4 Slurm tasks and the merge job give the single-process export ($n photos)"
+"$CLIPDB" index info --db "$T/db" | grep -q "^kind: *ivf-sq" || fail "no IVF index after the merge"
+
+# ---- the index: its top 10 equal a single build's (ids, paths and scores) ------------
+"$CLIPDB" index build --db "$T/single" --type ivf-sq -q || fail "the single index build failed"
+for q in "a red circle" "a blue square" "a green triangle on white" "yellow"; do
+    "$CLIPDB" search --db "$T/single" -k 10 --json "$q" >"$T/s1.json" || fail "search single"
+    "$CLIPDB" search --db "$T/db" -k 10 --json "$q" >"$T/s2.json" || fail "search merged"
+    grep -q '"path"' "$T/s1.json" || fail "no hits for '$q'"
+    cmp -s <(grep -o '"id": [0-9]*\|"path": "[^"]*"\|"score": [-0-9.e]*' "$T/s1.json") \
+        <(grep -o '"id": [0-9]*\|"path": "[^"]*"\|"score": [-0-9.e]*' "$T/s2.json") ||
+        fail "the top 10 of '$q' differ: $(cat "$T/s1.json") against $(cat "$T/s2.json")"
+done
+echo "ok: 4 Slurm tasks, the train, add and merge jobs give the single-process export and" \
+    "top 10 ($n photos)"

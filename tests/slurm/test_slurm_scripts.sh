@@ -65,7 +65,12 @@ for i in 1 2; do
     (cd "$T" && SLURM_ARRAY_TASK_ID=$i sh "$DB/slurm/ingest.sbatch") ||
         fail "task $i's script failed"
 done
-(cd "$T" && sh "$DB/slurm/merge.sbatch") || fail "the merge script failed"
+(cd "$T" && sh "$DB/slurm/train.sbatch") || fail "the train script failed"
+for i in 1 2; do
+    (cd "$T" && SLURM_ARRAY_TASK_ID=$i sh "$DB/slurm/add.sbatch") ||
+        fail "add task $i's script failed"
+done
+(cd "$T" && sh "$DB/slurm/merge.sbatch" >/dev/null) || fail "the merge script failed"
 [ -e "$T/PWNED" ] && fail "a job script ran a command from the path"
 n=$("$CLIPDB" export --db "$DB" --out "$T/x" -q && wc -l <"$T/x/paths.txt")
 [ "$n" = 6 ] || fail "the merged database holds ${n:-no} photos, want 6"
