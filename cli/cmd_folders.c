@@ -50,10 +50,10 @@ static void print_folder(const cdb_engine_folder *f, cdb_json *j) {
             cdb_json_begin_object(j);
             cdb_json_key(j, "kind");
             cdb_json_strn(j, kind, (size_t)(base - kind));
-            cdb_json_key(j, "base");
-            cdb_json_strn(j, base + 1, (size_t)(pat - base - 1));
-            cdb_json_key(j, "pattern");
-            cdb_json_str(j, pat + 1);
+            *pat = '\0'; /* base as a string of its own; both hold a path's bytes */
+            cdb_json_path(j, "base", base + 1);
+            *pat = '\t';
+            cdb_json_path(j, "pattern", pat + 1);
             cdb_json_end_object(j);
         }
         cdb_json_end_array(j);
