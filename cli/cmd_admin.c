@@ -35,8 +35,9 @@ static int index_build(cdb_engine *e, const char *model, const cdb_engine_index_
         cdb_json_end_object(&j);
         cdb_json_done(&j);
     } else if (!cdb_cli_quiet()) {
-        printf("Built the index of model %s: %s (%s) over %s vector%s in %s%s\n", r.model,
-               r.kind, r.factory, cdb_out_fmt_count(r.n_vectors, cnt, sizeof cnt),
+        printf("Built the index of model %s: %s (%s) over %s vector%s in %s%s\n",
+               cdb_cli_esc(r.model), r.kind, r.factory,
+               cdb_out_fmt_count(r.n_vectors, cnt, sizeof cnt),
                r.n_vectors == 1 ? "" : "s", cdb_cli_fmt_duration(r.seconds, dur, sizeof dur),
                r.on_disk ? ", lists on disk" : "");
     }
@@ -64,7 +65,8 @@ static int index_info(cdb_engine *e, const char *model, int json) {
             cdb_json_end_object(&j);
             cdb_json_done(&j);
         } else {
-            printf("model %s: no index yet (searches scan every vector exactly)\n", in->model);
+            printf("model %s: no index yet (searches scan every vector exactly)\n",
+                   cdb_cli_esc(in->model));
         }
         cdb_cli_hint("'clipdb index build' creates one; 'clipdb reindex' keeps it fresh");
         goto done;
@@ -96,7 +98,7 @@ static int index_info(cdb_engine *e, const char *model, int json) {
         cdb_json_done(&j);
     } else {
         char b1[32], b2[32], b3[32];
-        printf("model %s: index %s\n%s%s", in->model, cdb_cli_esc(in->path), in->text,
+        printf("model %s: index %s\n%s%s", cdb_cli_esc(in->model), cdb_cli_esc(in->path), in->text,
                in->text[0] && in->text[strlen(in->text) - 1] != '\n' ? "\n" : "");
         if (in->nlist > 0) /* IVF kinds: where the inverted lists are */
             printf("lists: %s\n", in->on_disk ? "on disk (a file beside the index, mapped)"
@@ -184,8 +186,8 @@ static void print_model_stats(const cdb_engine_model_stats *m, cdb_json *j) {
         cdb_json_end_object(j);
         return;
     }
-    printf("  %s %s (%d dims): %s vector%s", m->model.is_default ? "*" : " ", m->model.name,
-           m->model.dim, cdb_out_fmt_count(m->n_vectors, b, sizeof b),
+    printf("  %s %s (%d dims): %s vector%s", m->model.is_default ? "*" : " ",
+           cdb_cli_esc(m->model.name), m->model.dim, cdb_out_fmt_count(m->n_vectors, b, sizeof b),
            m->n_vectors == 1 ? "" : "s");
     if (m->files_without_vector) /* 'clipdb reindex' completes the set */
         printf(" (%s file%s without one)", cdb_out_fmt_count(m->files_without_vector, b, sizeof b),
@@ -214,7 +216,8 @@ int cdb_cli_models_db(const char *db_flag, const char *make_default, int json) {
             rc = cdb_cli_engine_fail(make_default);
             goto done;
         }
-        if (!cdb_cli_quiet()) printf("The default model is now %s (%d dims)\n", m.name, m.dim);
+        if (!cdb_cli_quiet())
+            printf("The default model is now %s (%d dims)\n", cdb_cli_esc(m.name), m.dim);
         rc = CLI_EXIT_OK;
         goto done;
     }
@@ -831,7 +834,7 @@ int cdb_cli_cmd_export(int argc, char **argv) {
         char b[32];
         printf("Exported %s vector%s (%s, %d dims, model %s) to %s\n",
                cdb_out_fmt_count(x->n, b, sizeof b), x->n == 1 ? "" : "s",
-               x->jsonl ? "jsonl" : x->fp32 ? "fp32" : "fp16", dm.dim, dm.name,
+               x->jsonl ? "jsonl" : x->fp32 ? "fp32" : "fp16", dm.dim, cdb_cli_esc(dm.name),
                cdb_cli_esc(x->dir));
     }
 done:

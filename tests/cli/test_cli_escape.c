@@ -11,6 +11,8 @@
 **   - search --paths -0, duplicates --paths0, errors -0 and --json (path, or path_b64
 **     for bytes that are not UTF-8) give the exact bytes.
 ** Before the fix, the names reached the terminal raw. Skipped (77) without a model.
+** escape_random_bytes: cdb_cli_esc itself, in process, on random byte strings weighted
+** to the troublesome ranges: the same two properties (safe; unescaped, the input).
 */
 #include <jansson.h>
 #include <stdint.h>
@@ -20,6 +22,7 @@
 #include <sys/stat.h>
 
 #include "cdb_test.h"
+#include "cli/cli.h"
 #include "cli_run.h"
 
 /* The photos' names (all copies of one picture, so duplicates groups them all). */
@@ -277,11 +280,39 @@ CDB_TEST(folders_and_errors_escaped) {
     cli_run_free(&r);
 }
 
+/* cdb_cli_esc on random bytes: safe for a terminal, no newline or tab, and (inputs
+** without a backslash) unescaped back to the input. */
+CDB_TEST(escape_random_bytes) {
+    static const unsigned char pick[] = {0x00, 0x07, 0x09, 0x0a, 0x0d, 0x1b, 0x7f, 0x80, 0x9b,
+                                         0x9f, 0xa0, 0xc2, 0xc3, 0xe2, 0x80, 0xae, 0xa8, 0xef,
+                                         0xf0, 0xf4, 0xff, 'a', '[', '/', '.', ' '};
+    uint64_t st = 0x853c49e6748fea9bULL;
+    for (int it = 0; it < 20000; it++) {
+        char in[48], back[256];
+        int n = 0;
+        st = st * 6364136223846793005ULL + 1442695040888963407ULL;
+        for (int len = (int)(st >> 59); n < len; n++) {
+            st = st * 6364136223846793005ULL + 1442695040888963407ULL;
+            unsigned r = (unsigned)(st >> 33);
+            in[n] = (char)(r % 3 ? pick[(r >> 8) % sizeof pick] : (r >> 8) & 0xff);
+            if (!in[n] || in[n] == '\\') in[n] = 'x';
+        }
+        in[n] = '\0';
+        const char *out = cdb_cli_esc(in);
+        size_t len = strlen(out);
+        CHECK_MSG(!unsafe_at(out, len, 0) && !strchr(out, '\n'), "case %d", it);
+        unescape(out, len, back, sizeof back);
+        CHECK_MSG(!strcmp(back, in), "case %d: %s", it, out);
+        if (unsafe_at(out, len, 0) || strchr(out, '\n') || strcmp(back, in)) break;
+    }
+    CHECK_EQ_STR(cdb_cli_esc("a\\x1b\xc3\xa9"), "a\\x1b\xc3\xa9"); /* as it is */
+}
+
 static void rm_rf(const char *dir) {
     char cmd[700];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", dir);
 }
 
-CDB_TEST_MAIN_TMP(g_tmp, rm_rf, search_names_escaped, duplicates_names_escaped,
-                  folders_and_errors_escaped)
+CDB_TEST_MAIN_TMP(g_tmp, rm_rf, escape_random_bytes, search_names_escaped,
+                  duplicates_names_escaped, folders_and_errors_escaped)
