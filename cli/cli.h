@@ -98,9 +98,20 @@ int cdb_cli_get_choice(cli_args *a, const char *name, const char *const *choices
 
 /* Set once by main: colors on stderr when it is a terminal and NO_COLOR is unset. */
 void cdb_cli_output_init(int quiet);
-/* Every stderr line (errors, warnings, hints, the library's log) starts with the local
-** time, "2026-12-01T03:00:05+0100 ": --log-time or CLIPDB_LOG_TIME=1 (cron logs). */
+/* Called once by main: the library's log lines go through the CLI's (escaped as
+** cdb_cli_esc does), and with on every stderr line (errors, warnings, hints, the log)
+** starts with the local time, "2026-12-01T03:00:05+0100 ": --log-time or
+** CLIPDB_LOG_TIME=1 (cron logs). */
 void cdb_cli_output_log_time(int on);
+/* s as human output shows it, so that a file name cannot steer the terminal or forge a
+** line: C0 controls, DEL, C1 controls (U+0080..U+009F), line and paragraph separators
+** and bidirectional controls, and bytes that are not valid UTF-8, each byte as \xHH
+** (lowercase; \n, \r, \t by name); everything else, backslashes too, as it is. s
+** itself when it is printable ASCII; else a buffer of this thread's that stays valid
+** for the next 7 calls (enough for one printf). Error, warning and hint lines and the
+** library's log are escaped so by output.c itself. Machine output (--json, -0 and
+** --paths0 lists, export files) never is: it keeps the exact bytes. */
+const char *cdb_cli_esc(const char *s);
 /* fflush(stdout), remembering why the first failed write failed (errno is gone by
 ** the time main reports it). 0 or -1. */
 int cdb_cli_flush_stdout(void);

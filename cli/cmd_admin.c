@@ -35,8 +35,9 @@ static int index_build(cdb_engine *e, const char *model, const cdb_engine_index_
         cdb_json_end_object(&j);
         cdb_json_done(&j);
     } else if (!cdb_cli_quiet()) {
-        printf("Built the index of model %s: %s (%s) over %s vector%s in %s%s\n", r.model,
-               r.kind, r.factory, cdb_out_fmt_count(r.n_vectors, cnt, sizeof cnt),
+        printf("Built the index of model %s: %s (%s) over %s vector%s in %s%s\n",
+               cdb_cli_esc(r.model), r.kind, r.factory,
+               cdb_out_fmt_count(r.n_vectors, cnt, sizeof cnt),
                r.n_vectors == 1 ? "" : "s", cdb_cli_fmt_duration(r.seconds, dur, sizeof dur),
                r.on_disk ? ", lists on disk" : "");
     }
@@ -64,7 +65,8 @@ static int index_info(cdb_engine *e, const char *model, int json) {
             cdb_json_end_object(&j);
             cdb_json_done(&j);
         } else {
-            printf("model %s: no index yet (searches scan every vector exactly)\n", in->model);
+            printf("model %s: no index yet (searches scan every vector exactly)\n",
+                   cdb_cli_esc(in->model));
         }
         cdb_cli_hint("'clipdb index build' creates one; 'clipdb reindex' keeps it fresh");
         goto done;
@@ -96,7 +98,7 @@ static int index_info(cdb_engine *e, const char *model, int json) {
         cdb_json_done(&j);
     } else {
         char b1[32], b2[32], b3[32];
-        printf("model %s: index %s\n%s%s", in->model, in->path, in->text,
+        printf("model %s: index %s\n%s%s", cdb_cli_esc(in->model), cdb_cli_esc(in->path), in->text,
                in->text[0] && in->text[strlen(in->text) - 1] != '\n' ? "\n" : "");
         if (in->nlist > 0) /* IVF kinds: where the inverted lists are */
             printf("lists: %s\n", in->on_disk ? "on disk (a file beside the index, mapped)"
@@ -190,8 +192,8 @@ static void print_model_stats(const cdb_engine_model_stats *m, cdb_json *j) {
         cdb_json_end_object(j);
         return;
     }
-    printf("  %s %s (%d dims): %s vector%s", m->model.is_default ? "*" : " ", m->model.name,
-           m->model.dim, cdb_out_fmt_count(m->n_vectors, b, sizeof b),
+    printf("  %s %s (%d dims): %s vector%s", m->model.is_default ? "*" : " ",
+           cdb_cli_esc(m->model.name), m->model.dim, cdb_out_fmt_count(m->n_vectors, b, sizeof b),
            m->n_vectors == 1 ? "" : "s");
     if (m->files_without_vector) /* 'clipdb reindex' completes the set */
         printf(" (%s file%s without one)", cdb_out_fmt_count(m->files_without_vector, b, sizeof b),
@@ -220,7 +222,8 @@ int cdb_cli_models_db(const char *db_flag, const char *make_default, int json) {
             rc = cdb_cli_engine_fail(make_default);
             goto done;
         }
-        if (!cdb_cli_quiet()) printf("The default model is now %s (%d dims)\n", m.name, m.dim);
+        if (!cdb_cli_quiet())
+            printf("The default model is now %s (%d dims)\n", cdb_cli_esc(m.name), m.dim);
         rc = CLI_EXIT_OK;
         goto done;
     }
@@ -239,7 +242,7 @@ int cdb_cli_models_db(const char *db_flag, const char *make_default, int json) {
         cdb_json_end_object(&j);
         cdb_json_done(&j);
     } else {
-        printf("models of %s (* = default):\n", cdb_engine_dir(e));
+        printf("models of %s (* = default):\n", cdb_cli_esc(cdb_engine_dir(e)));
         for (int i = 0; i < s.n_models; i++) print_model_stats(&s.models[i], NULL);
     }
     rc = CLI_EXIT_OK;
@@ -306,7 +309,7 @@ int cdb_cli_cmd_stats(int argc, char **argv) {
         cdb_json_done(&j);
     } else {
         char b[6][32];
-        printf("database:  %s\n", cdb_engine_dir(e));
+        printf("database:  %s\n", cdb_cli_esc(cdb_engine_dir(e)));
         printf("files:     %s ok, %s pending, %s error%s, %s deleted",
                cdb_out_fmt_count(s.files[2], b[0], 32), cdb_out_fmt_count(s.files[1], b[1], 32),
                cdb_out_fmt_count(s.files[3], b[2], 32), s.files[3] == 1 ? "" : "s",
@@ -349,6 +352,12 @@ static void verify_json(const cdb_engine_verify_report *r, double sample) {
     cdb_json_key(&j, "vectors_lost"); cdb_json_int(&j, r->n_lost);
     cdb_json_key(&j, "files_lost"); cdb_json_int(&j, r->n_lost_files);
     cdb_json_key(&j, "problems_listed_all"); cdb_json_bool(&j, r->n_more == 0);
+    cdb_json_key(&j, "unfinished");
+    cdb_json_begin_object(&j);
+    cdb_json_key(&j, "files_pending"); cdb_json_int(&j, r->n_files_unfinished);
+    cdb_json_path(&j, "forget", r->unfinished_forget); /* null when none */
+    cdb_json_path(&j, "move", r->unfinished_move);
+    cdb_json_end_object(&j);
     if (r->deep) {
         cdb_json_key(&j, "deep");
         cdb_json_begin_object(&j);
@@ -382,15 +391,33 @@ static void verify_json(const cdb_engine_verify_report *r, double sample) {
     cdb_json_done(&j);
 }
 
+/* The unfinished work verify found, one line each with what finishes it: no damage. */
+static void verify_unfinished(const cdb_engine_verify_report *r) {
+    char b[32];
+    if (r->unfinished_forget)
+        printf("unfinished: the forget of %s (cut short, or running now); the next command "
+               "that writes to the database finishes it, e.g. 'clipdb reindex'\n",
+               cdb_cli_esc(r->unfinished_forget));
+    if (r->unfinished_move)
+        printf("unfinished: the move of %s (cut short, or running now); the next command "
+               "that writes to the database finishes it, e.g. 'clipdb reindex'\n",
+               cdb_cli_esc(r->unfinished_move));
+    if (r->n_files_unfinished > 0)
+        printf("unfinished: %s file%s pending (an ingest or reindex cut short, or running "
+               "now); 'clipdb reindex' finishes %s\n",
+               cdb_out_fmt_count(r->n_files_unfinished, b, sizeof b),
+               r->n_files_unfinished == 1 ? "" : "s", r->n_files_unfinished == 1 ? "it" : "them");
+}
+
 static void verify_text(const cdb_engine_verify_report *r) {
     char b1[32], b2[32];
     for (int i = 0; i < r->n_listed; i++) {
         const cdb_engine_problem *p = &r->problems[i];
         /* name the photo (the deep check's messages start with it already) */
         if (p->path && strcmp(p->kind, "file-changed") && strcmp(p->kind, "vector-mismatch"))
-            printf("%s: %s: %s\n", p->kind, p->path, p->msg);
+            printf("%s: %s: %s\n", p->kind, cdb_cli_esc(p->path), cdb_cli_esc(p->msg));
         else
-            printf("%s: %s\n", p->kind, p->msg);
+            printf("%s: %s\n", p->kind, cdb_cli_esc(p->msg));
     }
     if (r->n_more) printf("... and %lld more\n", (long long)r->n_more);
     if (r->n_lost)
@@ -412,11 +439,14 @@ static void verify_text(const cdb_engine_verify_report *r) {
                    cdb_out_fmt_count(r->n_unreadable, b1, sizeof b1));
         printf("\n");
     }
+    verify_unfinished(r);
     if (r->n_problems == 0 && !cdb_cli_quiet())
-        printf("ok: %s file%s, %s vector%s checked, no problems\n",
+        printf("ok: %s file%s, %s vector%s checked, no problems%s\n",
                cdb_out_fmt_count(r->n_files_ok, b1, sizeof b1), r->n_files_ok == 1 ? "" : "s",
                cdb_out_fmt_count(r->n_vectors_checked, b2, sizeof b2),
-               r->n_vectors_checked == 1 ? "" : "s");
+               r->n_vectors_checked == 1 ? "" : "s",
+               r->unfinished_forget || r->unfinished_move || r->n_files_unfinished
+                   ? " (work unfinished: above)" : "");
 }
 
 int cdb_cli_cmd_verify(int argc, char **argv) {
@@ -512,8 +542,9 @@ int cdb_cli_cmd_errors(int argc, char **argv) {
             }
             cdb_json_end_object(&j);
         } else {
-            printf("%s\t%s%s%c", x->path, strcmp(x->kind, "retry") ? "" : "will retry: ", x->reason,
-                   nul ? '\0' : '\n');
+            printf("%s\t%s%s%c", nul ? x->path : cdb_cli_esc(x->path),
+                   strcmp(x->kind, "retry") ? "" : "will retry: ",
+                   nul ? x->reason : cdb_cli_esc(x->reason), nul ? '\0' : '\n');
         }
     }
     if (json) {
@@ -809,7 +840,8 @@ int cdb_cli_cmd_export(int argc, char **argv) {
         char b[32];
         printf("Exported %s vector%s (%s, %d dims, model %s) to %s\n",
                cdb_out_fmt_count(x->n, b, sizeof b), x->n == 1 ? "" : "s",
-               x->jsonl ? "jsonl" : x->fp32 ? "fp32" : "fp16", dm.dim, dm.name, x->dir);
+               x->jsonl ? "jsonl" : x->fp32 ? "fp32" : "fp16", dm.dim, cdb_cli_esc(dm.name),
+               cdb_cli_esc(x->dir));
     }
 done:
     if (x) export_close(x);

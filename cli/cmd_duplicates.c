@@ -66,7 +66,7 @@ static void print_table(const cdb_engine_dups *d)
             const cdb_engine_dup_file *f = &dg->files[i];
             printf("  %s %5dx%-5d %9s  %-25s %s\n", f->id == dg->keep ? "keep" : "    ",
                    f->width, f->height, cdb_cli_fmt_bytes(f->bytes, b, sizeof b),
-                   f->taken[0] ? f->taken : "-", f->path);
+                   f->taken[0] ? cdb_cli_esc(f->taken) : "-", cdb_cli_esc(f->path));
         }
     }
     fprintf(stderr, "%d group%s among %lld files", d->n_groups, d->n_groups == 1 ? "" : "s",

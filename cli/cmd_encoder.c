@@ -142,9 +142,10 @@ static void model_json(const cdb_model_info *mi, const char *path, const char *s
 /* `models` of one model file, as text: one "field: value" line each. */
 static void model_text(const cdb_model_info *mi, const char *path, const char *src) {
     const cdb_preprocess_params *pp = &mi->preprocess;
-    printf("model:        %s (%s)\n", mi->name, src);
-    printf("path:         %s\n", path);
-    if (mi->description && *mi->description) printf("description:  %s\n", mi->description);
+    printf("model:        %s (%s)\n", cdb_cli_esc(mi->name), src);
+    printf("path:         %s\n", cdb_cli_esc(path));
+    if (mi->description && *mi->description)
+        printf("description:  %s\n", cdb_cli_esc(mi->description));
     printf("weights:      %s, %s naming, hash %s\n", mi->weights_dtype, mi->naming, mi->hash);
     printf("embedding:    %d dims\n", mi->embed_dim);
     if (!strcmp(mi->vision_family, "ResNet"))

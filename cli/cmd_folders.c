@@ -50,10 +50,10 @@ static void print_folder(const cdb_engine_folder *f, cdb_json *j) {
             cdb_json_begin_object(j);
             cdb_json_key(j, "kind");
             cdb_json_strn(j, kind, (size_t)(base - kind));
-            cdb_json_key(j, "base");
-            cdb_json_strn(j, base + 1, (size_t)(pat - base - 1));
-            cdb_json_key(j, "pattern");
-            cdb_json_str(j, pat + 1);
+            *pat = '\0'; /* base as a string of its own; both hold a path's bytes */
+            cdb_json_path(j, "base", base + 1);
+            *pat = '\t';
+            cdb_json_path(j, "pattern", pat + 1);
             cdb_json_end_object(j);
         }
         cdb_json_end_array(j);
@@ -65,22 +65,37 @@ static void print_folder(const cdb_engine_folder *f, cdb_json *j) {
             cdb_json_end_object(j);
         }
         cdb_json_end_array(j);
+        cdb_json_key(j, "not_walked");
+        cdb_json_begin_array(j);
+        for (int i = 0; i < f->n_not_walked; i++) {
+            cdb_json_begin_object(j);
+            cdb_json_path(j, "path", f->not_walked[i]);
+            cdb_json_key(j, "reason");
+            cdb_json_str(j, f->not_walked_why[i]);
+            cdb_json_end_object(j);
+        }
+        cdb_json_end_array(j);
         cdb_json_end_object(j);
     } else {
         printf("%-8s %-6s %9s %9s %9s  %-16s  %s%s%s\n", f->status, f->is_file ? "file" : "folder",
                cdb_out_fmt_count(f->files, b[0], 32), cdb_out_fmt_count(f->vectors, b[1], 32),
-               cdb_out_fmt_count(problems, b[2], 32), when, f->path,
+               cdb_out_fmt_count(problems, b[2], 32), when, cdb_cli_esc(f->path),
                f->follow_symlinks ? "  (follows links)" : "",
                f->no_exif ? "  (EXIF orientation ignored)" : "");
         for (int i = 0; i < f->n_excludes; i++) {
             char *kind = f->excludes[i], *base = strchr(kind, '\t'), *pat = strrchr(kind, '\t');
-            printf("%*s left out: %s%s%.*s%s  (%.*s)\n", 16, "", pat + 1,
-                   base + 1 == pat ? "" : "  below ", (int)(pat - base - 1), base + 1, "",
-                   (int)(base - kind), kind);
+            *pat = '\0'; /* base and pattern as strings of their own, for cdb_cli_esc */
+            printf("%*s left out: %s%s%s  (%.*s)\n", 16, "", cdb_cli_esc(pat + 1),
+                   base + 1 == pat ? "" : "  below ", cdb_cli_esc(base + 1), (int)(base - kind),
+                   kind);
+            *pat = '\t';
         }
         for (int i = 0; i < f->n_ignore_files; i++)
             printf("%*s left out: the rules in %s  (.clipdbignore)\n", 16, "",
-                   f->ignore_files[i]);
+                   cdb_cli_esc(f->ignore_files[i]));
+        for (int i = 0; i < f->n_not_walked; i++)
+            printf("%*s not walked: %s, since %s\n", 16, "", cdb_cli_esc(f->not_walked[i]),
+                   cdb_cli_esc(f->not_walked_why[i]));
     }
 }
 
@@ -167,11 +182,12 @@ int cdb_cli_cmd_forget(int argc, char **argv) {
     st = cdb_engine_forget(e, a.pos[0], &r);
     for (int i = 0; i < r.n_roots && !cdb_cli_quiet() && r.subfolder; i++)
         printf("Forgot %s (a folder in %s): %s file%s and %s; reindex and ingest of %s "
-               "leave it out from now on\n", r.roots[i].path, r.container,
-               cdb_out_fmt_count(r.roots[i].files, b[0], 32), r.roots[i].files == 1 ? "" : "s",
-               r.roots[i].files == 1 ? "its vectors" : "their vectors", r.container);
+               "leave it out from now on\n", cdb_cli_esc(r.roots[i].path),
+               cdb_cli_esc(r.container), cdb_out_fmt_count(r.roots[i].files, b[0], 32),
+               r.roots[i].files == 1 ? "" : "s",
+               r.roots[i].files == 1 ? "its vectors" : "their vectors", cdb_cli_esc(r.container));
     for (int i = 0; i < r.n_roots && !cdb_cli_quiet() && !r.subfolder; i++)
-        printf("Forgot %s (%s): %s file%s and %s\n", r.roots[i].path,
+        printf("Forgot %s (%s): %s file%s and %s\n", cdb_cli_esc(r.roots[i].path),
                r.roots[i].is_file ? "file" : "folder",
                cdb_out_fmt_count(r.roots[i].files, b[0], 32), r.roots[i].files == 1 ? "" : "s",
                r.roots[i].files == 1 ? "its vectors" : "their vectors");
@@ -184,13 +200,13 @@ int cdb_cli_cmd_forget(int argc, char **argv) {
     }
     rc = r.index_refresh_failed ? CLI_EXIT_PARTIAL : CLI_EXIT_OK;
     if (!cdb_cli_quiet() && r.already && r.left_out_by[0])
-        printf("%s is left out already: %s was forgotten; nothing to do\n", a.pos[0],
-               r.left_out_by);
+        printf("%s is left out already: %s was forgotten; nothing to do\n",
+               cdb_cli_esc(a.pos[0]), cdb_cli_esc(r.left_out_by));
     else if (!cdb_cli_quiet() && r.already && r.container[0])
-        printf("%s is left out already by an --exclude rule of %s; nothing to do\n", a.pos[0],
-               r.container);
+        printf("%s is left out already by an --exclude rule of %s; nothing to do\n",
+               cdb_cli_esc(a.pos[0]), cdb_cli_esc(r.container));
     else if (!cdb_cli_quiet() && r.already)
-        printf("%s was forgotten already: nothing to do\n", a.pos[0]);
+        printf("%s was forgotten already: nothing to do\n", cdb_cli_esc(a.pos[0]));
     if (!cdb_cli_quiet() && r.n_roots > 1)
         printf("%d folders, %s file%s in all\n", r.n_roots, cdb_out_fmt_count(r.files, b[0], 32),
                r.files == 1 ? "" : "s");
@@ -245,9 +261,10 @@ int cdb_cli_cmd_move(int argc, char **argv) {
         goto done;
     }
     if (!cdb_cli_quiet() && r->already) {
-        printf("%s was moved to %s already: nothing to do\n", r->old_path, r->new_path);
+        printf("%s was moved to %s already: nothing to do\n", cdb_cli_esc(r->old_path),
+               cdb_cli_esc(r->new_path));
     } else if (!cdb_cli_quiet()) {
-        printf("Moved %s -> %s: %s file%s", r->old_path, r->new_path,
+        printf("Moved %s -> %s: %s file%s", cdb_cli_esc(r->old_path), cdb_cli_esc(r->new_path),
                cdb_out_fmt_count(r->files, b[0], 32), r->files == 1 ? "" : "s");
         if (r->present < r->files)
             printf(" (%s not found there: the next reindex marks %s deleted)",

@@ -32,7 +32,7 @@ static void bar_progress(void *ud, const cdb_engine_hub_progress *p) {
         return;
     }
     el = (double)(now - b->t0_ns) / 1e9;
-    fprintf(stderr, "\r\033[Kget [%d/%d] %s: %s", p->index, p->count, p->file,
+    fprintf(stderr, "\r\033[Kget [%d/%d] %s: %s", p->index, p->count, cdb_cli_esc(p->file),
             cdb_cli_fmt_bytes(p->done, done, sizeof done));
     if (p->total >= 0) {
         fprintf(stderr, " / %s", cdb_cli_fmt_bytes(p->total, total, sizeof total));
@@ -216,12 +216,12 @@ int cdb_cli_cmd_models_get(int argc, char **argv) {
         cdb_cli_json_init(&j, stdout, 1);
         cdb_json_begin_object(&j);
         cdb_json_key(&j, "model"); cdb_json_str(&j, a.pos[0]);
-        cdb_json_key(&j, "folder"); cdb_json_str(&j, folder);
+        cdb_json_path(&j, "folder", folder);
         cdb_json_key(&j, "downloaded"); cdb_json_int(&j, p.n_fetched);
         cdb_json_end_object(&j);
         cdb_json_done(&j);
     } else {
-        printf("%s\n", folder);
+        printf("%s\n", cdb_cli_esc(folder));
     }
     rc = CLI_EXIT_OK;
 done:

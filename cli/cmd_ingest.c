@@ -115,8 +115,8 @@ int cdb_cli_cmd_init(int argc, char **argv) {
         }
         if (!cdb_cli_quiet()) {
             cdb_engine *e = NULL;
-            printf("Created the database %s (model %s, %d dimensions, %s)\n", dir, info.model_name,
-                   info.dim, msrc);
+            printf("Created the database %s (model %s, %d dimensions, %s)\n", cdb_cli_esc(dir),
+                   cdb_cli_esc(info.model_name), info.dim, msrc);
             cdb_cli_flush_stdout();
             if (cdb_engine_open(dir, NULL, &e) == CDB_OK) bundled_hint(e);
             cdb_engine_close(e);

@@ -138,12 +138,31 @@ static int split_images(const cli_args *a, const char **images, int n_img, const
     return CLI_EXIT_OK;
 }
 
-/* "key": [strings] (the query's example images and --not texts, as given). */
-static void json_strings(cdb_json *j, const char *key, const char *const *s, int n) {
+/* "key": [strings] (the query's example images and --not texts, as given). paths: the
+** strings are paths, under the path rule as a list: when one is not valid UTF-8,
+** "<key>_b64" follows, the exact bytes of each in base64 (null for the valid ones). */
+static void json_strings(cdb_json *j, const char *key, const char *const *s, int n,
+                         int paths) {
+    char k2[128];
+    int any = 0;
     if (!n) return;
     cdb_json_key(j, key);
     cdb_json_begin_array(j);
-    for (int i = 0; i < n; i++) cdb_json_str(j, s[i]);
+    for (int i = 0; i < n; i++) {
+        cdb_json_str(j, s[i]);
+        any |= paths && cdb_out_path_needs_b64(s[i]);
+    }
+    cdb_json_end_array(j);
+    if (!any) return;
+    cdb_json_key(j, cdb_out_path_b64_key(key, k2, sizeof k2));
+    cdb_json_begin_array(j);
+    for (int i = 0; i < n; i++) {
+        size_t len = strlen(s[i]);
+        char *b64 = cdb_out_path_needs_b64(s[i]) ? malloc(cdb_out_base64_len(len) + 1) : NULL;
+        if (b64) cdb_json_str(j, cdb_out_base64(s[i], len, b64));
+        else cdb_json_null(j); /* valid UTF-8 (or out of memory: then the text alone) */
+        free(b64);
+    }
     cdb_json_end_array(j);
 }
 
@@ -176,9 +195,9 @@ static void print_hits(const cdb_engine_result *res, int json, int paths, int nu
         cdb_json_begin_object(&j);
         cdb_json_key(&j, "query");
         cdb_json_str(&j, q->text ? q->text : "");
-        json_strings(&j, "images", images, n_img); /* as given: '-' for standard input */
-        json_strings(&j, "not", q->nots, q->n_nots);
-        if (n_db > 1) json_strings(&j, "databases", dbs, n_db);
+        json_strings(&j, "images", images, n_img, 1); /* as given: '-' for standard input */
+        json_strings(&j, "not", q->nots, q->n_nots, 0);
+        if (n_db > 1) json_strings(&j, "databases", dbs, n_db, 1);
         cdb_json_key(&j, "model");
         cdb_json_str(&j, res->model);
         cdb_json_key(&j, "count");
@@ -217,7 +236,8 @@ static void print_hits(const cdb_engine_result *res, int json, int paths, int nu
             fputc(nul ? '\0' : '\n', stdout);
         }
     } else {
-        for (int i = 0; i < n; i++) printf("%d\t%.4f\t%s\n", i + 1, (double)h[i].score, h[i].path);
+        for (int i = 0; i < n; i++)
+            printf("%d\t%.4f\t%s\n", i + 1, (double)h[i].score, cdb_cli_esc(h[i].path));
     }
     cdb_cli_flush_stdout();
 }

@@ -2,8 +2,9 @@
 ** output.c: everything clipdb says that is not a command's result: error, warning
 ** and hint lines (`clipdb: error: <what> (<why>)`), colors (stderr on a terminal,
 ** never with NO_COLOR), the live progress line, durations and sizes, and the --json
-** failure document. The JSON writer, the path / path_b64 rule and count formatting
-** are output/output.h's, shared with the server.
+** failure document, and the escaping of names in human output (cdb_cli_esc). The JSON
+** writer, the path / path_b64 rule and count formatting are output/output.h's, shared
+** with the server.
 */
 #include <errno.h>
 #include <math.h>
@@ -15,6 +16,76 @@
 #include "cli/cli.h"
 
 static int g_quiet, g_tty, g_color, g_log_time;
+
+/* ---- text for a terminal ------------------------------------------------------------- */
+
+/* 1 when the valid k-byte UTF-8 character at s must not reach a terminal raw: a C0
+** control, DEL, a C1 control (U+0080..U+009F: some terminals take U+009B as CSI), or a
+** character that reorders or breaks what is shown (U+200E, U+200F, U+2028..U+202E,
+** U+2066..U+2069: line and paragraph separators, bidirectional controls). */
+static int must_escape(const unsigned char *s, size_t k) {
+    uint32_t cp;
+    if (k == 1) return s[0] < 0x20 || s[0] == 0x7f;
+    if (k == 2) return (((uint32_t)(s[0] & 0x1f) << 6) | (s[1] & 0x3f)) <= 0x9f;
+    if (k != 3) return 0;
+    cp = ((uint32_t)(s[0] & 0x0f) << 12) | ((uint32_t)(s[1] & 0x3f) << 6) | (s[2] & 0x3f);
+    return cp == 0x200e || cp == 0x200f || (cp >= 0x2028 && cp <= 0x202e) ||
+           (cp >= 0x2066 && cp <= 0x2069);
+}
+
+/* s escaped into b (appended): each byte of a character must_escape names and each byte
+** that starts no valid UTF-8 sequence as \n, \r, \t or \xHH (lowercase hex); out of
+** memory: b->oom. */
+static void esc_into(cdb_buf *b, const char *s) {
+    const unsigned char *p = (const unsigned char *)s;
+    size_t n = strlen(s);
+    for (size_t i = 0, k; i < n; i += k) {
+        k = cdb_utf8_seq_len(p + i, n - i);
+        if (k && !must_escape(p + i, k)) {
+            cdb_buf_put(b, p + i, k);
+            continue;
+        }
+        for (size_t e = 0; e < (k ? k : 1); e++) {
+            unsigned char c = p[i + e];
+            if (c == '\n' || c == '\r' || c == '\t')
+                cdb_buf_put(b, c == '\n' ? "\\n" : c == '\r' ? "\\r" : "\\t", 2);
+            else
+                cdb_buf_printf(b, "\\x%02x", c);
+        }
+        if (!k) k = 1;
+    }
+}
+
+const char *cdb_cli_esc(const char *s) {
+    static _Thread_local cdb_buf ring[8];
+    static _Thread_local unsigned next;
+    const unsigned char *p = (const unsigned char *)s;
+    if (!s) return "(null)";
+    while (*p >= 0x20 && *p < 0x7f) p++;
+    if (!*p) return s; /* printable ASCII: shown as it is */
+    cdb_buf *b = &ring[next++ % 8];
+    cdb_buf_reset(b);
+    b->oom = 0;
+    esc_into(b, s);
+    return b->oom || !b->data ? "(a name that could not be shown: out of memory)" : b->data;
+}
+
+/* Writes s to f escaped as cdb_cli_esc does (a line of stderr: a message may name
+** paths from the disk). */
+static void put_esc(FILE *f, const char *s) {
+    cdb_buf b = {0};
+    esc_into(&b, s);
+    if (b.len) fwrite(b.data, 1, b.len, f);
+    cdb_buf_free(&b);
+}
+
+/* fmt formatted, then written to f escaped (put_esc); at most 16 KiB of it. */
+static void put_vesc(FILE *f, const char *fmt, va_list ap) CDB_PRINTF(2, 0);
+static void put_vesc(FILE *f, const char *fmt, va_list ap) {
+    char text[16384];
+    vsnprintf(text, sizeof text, fmt, ap);
+    put_esc(f, text);
+}
 
 /* --json on a failed run: the command asked for JSON, whether a JSON document was
 ** begun on stdout, and the first error line and hint said (cdb_cli_json_failure). */
@@ -48,8 +119,9 @@ static void log_sink(cdb_log_level lvl, const char *msg, void *ud) {
     static const char *names[] = {"debug", "info", "warning", "error"};
     (void)ud;
     stamp();
-    fprintf(stderr, "clipdb: %s: %s\n",
-            lvl >= 0 && lvl <= CDB_LOG_LEVEL_ERROR ? names[lvl] : "log", msg);
+    fprintf(stderr, "clipdb: %s: ", lvl >= 0 && lvl <= CDB_LOG_LEVEL_ERROR ? names[lvl] : "log");
+    put_esc(stderr, msg);
+    fputc('\n', stderr);
 }
 
 static int g_stdout_errno;
@@ -68,7 +140,7 @@ int cdb_cli_stdout_errno(void) { return g_stdout_errno; }
 
 void cdb_cli_output_log_time(int on) {
     g_log_time = on;
-    if (on) cdb_log_set(log_sink, NULL);
+    cdb_log_set(log_sink, NULL); /* the library's lines too: stamped, names escaped */
 }
 
 static void vline(const char *tag, const char *color, const char *fmt, va_list ap) {
@@ -77,7 +149,7 @@ static void vline(const char *tag, const char *color, const char *fmt, va_list a
         fprintf(stderr, "clipdb: %s%s:\033[0m ", color, tag);
     else
         fprintf(stderr, "clipdb: %s: ", tag);
-    vfprintf(stderr, fmt, ap);
+    put_vesc(stderr, fmt, ap);
 }
 
 /* The error line "what (why)", why less the contexts what says already (the path it
@@ -88,11 +160,13 @@ static int verror(const char *why, const char *fmt, va_list ap) {
     vsnprintf(what, sizeof what, fmt, ap);
     if (why) why = cdb_err_said_once(what, why, said, sizeof said);
     stamp();
-    if (g_color)
-        fprintf(stderr, "clipdb: \033[1;31merror:\033[0m %s", what);
-    else
-        fprintf(stderr, "clipdb: error: %s", what);
-    if (why && *why) fprintf(stderr, " (%s)", why);
+    fputs(g_color ? "clipdb: \033[1;31merror:\033[0m " : "clipdb: error: ", stderr);
+    put_esc(stderr, what);
+    if (why && *why) {
+        fputs(" (", stderr);
+        put_esc(stderr, why);
+        fputc(')', stderr);
+    }
     fputc('\n', stderr);
     if (!g_first_error[0])
         snprintf(g_first_error, sizeof g_first_error, "%.1500s%s%.500s%s", what,
@@ -131,7 +205,7 @@ void cdb_cli_hint(const char *fmt, ...) {
     stamp();
     fputs(g_color ? "\033[36mhint:\033[0m " : "hint: ", stderr);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    put_vesc(stderr, fmt, ap);
     va_end(ap);
     fputc('\n', stderr);
     if (g_first_error[0] && !g_first_hint[0]) { /* the hint of the first error */

@@ -923,11 +923,18 @@ typedef struct cdb_engine_verify_report {
     int deep;
     /* deep: */
     int64_t n_files, n_hashed, n_encoded, n_stale, n_gone, n_unreadable, max_ulp;
+    /* Unfinished work, which is no damage (not in n_problems): the path of a forget and
+    ** the old path of a move begun and not finished, by a run that was killed or runs
+    ** now (heap; NULL when none): the next command that writes to the database finishes
+    ** it; and the files pending without a failure (an ingest or reindex killed or
+    ** running now; those to retry are not counted): the next reindex finishes them. */
+    char *unfinished_forget, *unfinished_move;
+    int64_t n_files_unfinished;
 } cdb_engine_verify_report;
 /* Checks every vector against the catalog and the shards (and the default model's
 ** index against the store); deep: also re-reads every photo (its bytes against the
 ** stored hash) and re-encodes a sample (the same files every time) comparing vectors.
-** Problems are data: CDB_OK with out->n_problems > 0. */
+** Problems are data: CDB_OK with out->n_problems > 0; so is unfinished work. */
 cdb_status cdb_engine_verify(cdb_engine *e, int deep, double sample,
                              cdb_engine_verify_report *out /* OUT */);
 void cdb_engine_verify_report_free(cdb_engine_verify_report *r);
@@ -1021,6 +1028,13 @@ typedef struct cdb_engine_folder {
     ** themselves): absolute paths, byte order; heap, freed by cdb_engine_folders_free. */
     char **ignore_files;
     int n_ignore_files;
+    /* The folders the last scans did not walk because rules that govern them (their own
+    ** .clipdbignore or one above) could not be read in full: their recorded files were
+    ** kept as they were. not_walked[i]: the folder's absolute path; not_walked_why[i]: the
+    ** rules file's absolute path and what is wrong with it ("/p/a/.clipdbignore cannot be
+    ** read (Permission denied)"). Heap, freed by cdb_engine_folders_free. */
+    char **not_walked, **not_walked_why;
+    int n_not_walked;
 } cdb_engine_folder;
 /* The recorded roots in id order. *out: cdb_engine_folders_free. Concurrent calls OK. */
 cdb_status cdb_engine_folders(cdb_engine *e, cdb_engine_folder **out /* OUT */,
@@ -1061,20 +1075,26 @@ typedef struct cdb_engine_forget_report {
                               out of it (roots[0] is path) */
     char left_out_by[4096]; /* already, for a folder inside a root: the forgotten folder at
                                or above it ("" when an `ingest --exclude` rule covers it) */
+    char link_to[4096];    /* path is a symbolic link: where it leads (its real path, or
+                              the link's text when that is not there); "" when no link */
 } cdb_engine_forget_report;
 /* Removes the root at path, or every root inside it (path: a recorded folder or file;
 ** an unmounted one is matched by its absolute path), with their files, vectors and
-** thumbnails, gives the space back and refreshes the indexes. A folder inside a folder
-** root (path's real path: a trailing '/', "..", or a symlink to it are resolved first)
-** is left out of it instead: recorded as an exclusion of the root (cdb_engine_folders;
-** reindex and ingest of the root skip it, `ingest` of that folder itself brings it
-** back), its files, vectors, metadata and thumbnails removed (out->subfolder). It must
-** be a folder on the disk or hold recorded files (else E_NOT_A_ROOT); a file inside a
-** root is refused (E_PART_OF_ROOT); a folder left out already (by a forgotten folder
-** at or above it, or an --exclude rule) is out->already. Writer. Rerunnable: a forget
-** killed at any moment is finished by the next writer that opens the database, and
-** the same forget again returns CDB_OK with out->already. E_NOT_A_ROOT,
-** E_PART_OF_ROOT (out->container). *out: cdb_engine_forget_report_free. */
+** thumbnails, gives the space back and refreshes the indexes. path's folder is resolved
+** (realpath: "..", links above it) but not its last component when that is a symbolic
+** link: forget acts on the link itself, never on where it leads (out->link_to), so a
+** link planted in a library cannot make it drop another folder; a link holds nothing
+** recorded unless its root follows links (else E_NOT_A_ROOT). A folder inside a folder
+** root (a trailing '/' and ".." resolved first) is left out of it instead: recorded
+** as an exclusion of the root (cdb_engine_folders; reindex and ingest of the root skip
+** it, `ingest` of that folder itself brings it back), its files, vectors, metadata and
+** thumbnails removed (out->subfolder). It must be a folder on the disk or hold recorded
+** files (else E_NOT_A_ROOT); a file inside a root is refused (E_PART_OF_ROOT); a
+** folder left out already (by a forgotten folder at or above it, or an --exclude rule)
+** is out->already. Writer. Rerunnable: a forget killed at any moment is finished by the
+** next writer that opens the database, and the same forget again returns CDB_OK with
+** out->already. E_NOT_A_ROOT, E_PART_OF_ROOT (out->container). *out:
+** cdb_engine_forget_report_free. */
 cdb_status cdb_engine_forget(cdb_engine *e, const char *path,
                              cdb_engine_forget_report *out /* OUT */);
 void cdb_engine_forget_report_free(cdb_engine_forget_report *r);

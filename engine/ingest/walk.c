@@ -15,9 +15,14 @@
 ** of visited folders; never the list of all files.
 **
 ** Leaving out: the root's stored rules (opts.rules) and the .clipdbignore files met
-** (gitignore syntax, ignore/ignore.h; read at most 1 MiB each, without following a
-** link) decide per entry, on its path relative to the root; a left-out entry is counted
-** (n_excluded) and a left-out folder is not entered, so nothing below it is met.
+** (gitignore syntax, ignore/ignore.h) decide per entry, on its path relative to the
+** root; a left-out entry is counted (n_excluded) and a left-out folder is not entered,
+** so nothing below it is met. The rules fail closed: a .clipdbignore that is there but
+** cannot be read in full (no permission, an I/O error, over 1 MiB, not a regular file,
+** or a symbolic link, which is not followed, as git does not follow a linked
+** .gitignore) means the folder it governs is not walked: it is reported as a walk
+** problem (the scan keeps that folder's recorded rows, as for an unreadable folder)
+** whose reason starts with CDB_ENG_NOT_WALKED, so nothing it leaves out is taken in.
 **
 ** Classification: a file "claims to be an image" when its extension is an image
 ** extension (cdb_image_name_is_image) or its first bytes are an image signature
@@ -113,30 +118,102 @@ typedef struct walker {
     const char *prefix;      /* the walked folder relative to the root, "" for the root */
     void (*on_ignore_file)(const char *rel, void *ud); /* opts.on_ignore_file */
     void *ignore_ud;
+    char why[8400]; /* the reason of a rules file's problem, for the report's call */
 } walker;
 
-/* Adds the rules of dir/.clipdbignore (dir: a full path; rel: it relative to the root)
-** when it is a regular file; a missing or unreadable one adds nothing. */
-static void read_ignore_file(walker *w, const char *dir, const char *rel) {
-    char path[8300];
-    struct stat st;
-    snprintf(path, sizeof path, "%s/" IGNORE_FILE, dir);
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return;
-    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && w->on_ignore_file)
-        w->on_ignore_file(rel, w->ignore_ud);
-    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && w->found) {
-        size_t n = st.st_size > IGNORE_MAX_BYTES ? IGNORE_MAX_BYTES : (size_t)st.st_size, at = 0;
-        char *buf = malloc(n ? n : 1);
-        while (buf && at < n) {
-            ssize_t k = read(fd, buf + at, n - at);
-            if (k <= 0) break;
-            at += (size_t)k;
+static void report(walker *w, const char *rel, const char *what, int err, int dangling) {
+    eng_walk_entry e;
+    memset(&e, 0, sizeof e);
+    e.relpath = rel;
+    e.error = what;
+    e.err = err;
+    e.dangling = dangling;
+    w->st->n_errors++;
+    if (w->fn(&e, w->ud)) w->stop = 1;
+}
+
+/* Reads fd (a regular file) to its end into *buf (heap, free), *n bytes: 0, or -1 with
+** errno (EFBIG past IGNORE_MAX_BYTES: rules past a cut would be dropped). */
+static int read_all(int fd, size_t size_hint, char **buf, size_t *n) {
+    size_t cap = size_hint < IGNORE_MAX_BYTES ? size_hint + 1 : IGNORE_MAX_BYTES + 1;
+    char *b = malloc(cap);
+    *buf = NULL;
+    *n = 0;
+    if (!b) return -1;
+    for (;;) {
+        if (*n == cap) {
+            char *nb = cap > IGNORE_MAX_BYTES ? NULL : realloc(b, cap = IGNORE_MAX_BYTES + 1);
+            if (!nb) {
+                free(b);
+                errno = cap > IGNORE_MAX_BYTES ? EFBIG : ENOMEM;
+                return -1;
+            }
+            b = nb;
         }
-        if (buf) cdb_ignore_add(w->found, rel, buf, at);
-        free(buf);
+        ssize_t k = read(fd, b + *n, cap - *n);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) {
+            free(b);
+            return -1;
+        }
+        if (k == 0) break;
+        *n += (size_t)k;
     }
+    if (*n > IGNORE_MAX_BYTES) {
+        free(b);
+        errno = EFBIG;
+        return -1;
+    }
+    *buf = b;
+    return 0;
+}
+
+/* Adds the rules of dir/.clipdbignore (dir: a full path; rel: it relative to the root).
+** NULL when they were added, or when there is no such file; else what is wrong with the
+** file that is there (a static phrase, errno set): its rules are unknown, and the caller
+** must not walk what they govern (fails closed). */
+static const char *read_ignore_file(walker *w, const char *dir, const char *rel) {
+    char path[8300], *buf = NULL;
+    struct stat st;
+    size_t n = 0;
+    const char *bad = NULL;
+    int len = snprintf(path, sizeof path, "%s/" IGNORE_FILE, dir), fd;
+    if (len < 0 || (size_t)len >= sizeof path) return errno = ENAMETOOLONG, "cannot be read";
+    if ((fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)) < 0) {
+        if (errno == ENOENT || errno == ENOTDIR) return NULL; /* none (or gone since listed) */
+        return errno == ELOOP ? "is a symbolic link, which is not followed" : "cannot be read";
+    }
+    if (fstat(fd, &st) != 0)
+        bad = "cannot be read";
+    else if (!S_ISREG(st.st_mode))
+        bad = (errno = EINVAL, "is not a regular file");
+    else if (st.st_size > IGNORE_MAX_BYTES)
+        bad = (errno = EFBIG, "is larger than 1 MiB");
+    else if (read_all(fd, (size_t)st.st_size, &buf, &n) != 0)
+        bad = errno == EFBIG ? "is larger than 1 MiB" : "cannot be read";
+    else if (!w->found || cdb_ignore_add(w->found, rel, buf, n) != CDB_OK)
+        bad = (errno = ENOMEM, "cannot be read");
+    else if (w->on_ignore_file)
+        w->on_ignore_file(rel, w->ignore_ud);
+    int e = errno;
+    free(buf);
     close(fd);
+    errno = e;
+    return bad;
+}
+
+/* Reads the .clipdbignore of folder dir (a full path; rel: it relative to the root).
+** 0, or -1 when it is there but unusable: then reported as a problem of at (a path
+** relative to the walked folder: the folder not walked), and the caller walks nothing
+** below at. */
+static int rules_or_report(walker *w, const char *dir, const char *rel, const char *at) {
+    const char *bad = read_ignore_file(w, dir, rel);
+    if (!bad) return 0;
+    int e = errno;
+    snprintf(w->why, sizeof w->why, CDB_ENG_NOT_WALKED "%s%s" IGNORE_FILE " %s", rel,
+             *rel ? "/" : "", bad);
+    report(w, at, w->why, e, 0);
+    return -1;
 }
 
 /* The path relative to the root of `rel` (relative to the walked folder): heap. */
@@ -166,17 +243,6 @@ static int cmp_names(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static void report(walker *w, const char *rel, const char *what, int err, int dangling) {
-    eng_walk_entry e;
-    memset(&e, 0, sizeof e);
-    e.relpath = rel;
-    e.error = what;
-    e.err = err;
-    e.dangling = dangling;
-    w->st->n_errors++;
-    if (w->fn(&e, w->ud)) w->stop = 1;
-}
-
 /* Walks folder `rel` ("" for the root); path buffers are built per level. via_link:
 ** the walk came into this folder through a symbolic link. */
 static void walk_dir(walker *w, const char *rel, int depth, int via_link) {
@@ -199,8 +265,9 @@ static void walk_dir(walker *w, const char *rel, int depth, int via_link) {
         report(w, rel, "cannot open folder", errno, 0);
         return;
     }
-    int has_ignore = 0;
-    while ((de = readdir(d))) {
+    int has_ignore = 0, list_err = 0;
+    size_t n_walk;
+    for (errno = 0; (de = readdir(d)); errno = 0) {
         if (!strcmp(de->d_name, IGNORE_FILE)) has_ignore = 1;
         if (de->d_name[0] == '.') {
             if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) w->st->n_hidden++;
@@ -214,15 +281,22 @@ static void walk_dir(walker *w, const char *rel, int depth, int via_link) {
         if (!(names[n] = strdup(de->d_name))) break;
         n++;
     }
+    list_err = de ? ENOMEM : errno; /* stopped early, or readdir failed: a partial list */
     closedir(d);
-    if (has_ignore) {
+    n_walk = n;
+    if (list_err) { /* what it misses must not look deleted: the folder is not walked */
+        report(w, rel, "cannot list folder", list_err, 0);
+        n_walk = 0;
+    } else if (has_ignore) {
         char *dir = cdb_db_path_join(w->root, rel), *r = root_rel(w, rel);
-        if (dir && r) read_ignore_file(w, dir, r);
+        int closed = dir && r ? rules_or_report(w, dir, r, rel) : -1;
+        if (!dir || !r) report(w, rel, "cannot open folder", ENOMEM, 0);
         cdb_free(dir);
         free(r);
+        n_walk = closed ? 0 : n; /* its rules unknown: nothing in it is met (fails closed) */
     }
-    if (n > 1) qsort(names, n, sizeof *names, cmp_names); /* names is NULL when empty */
-    for (size_t i = 0; i < n && !w->stop; i++) {
+    if (n_walk > 1) qsort(names, n, sizeof *names, cmp_names); /* names: NULL when empty */
+    for (size_t i = 0; i < n_walk && !w->stop; i++) {
         char *child_rel;
         size_t rl = strlen(rel), nl = strlen(names[i]);
         struct stat st;
@@ -319,6 +393,25 @@ static void walk_dir(walker *w, const char *rel, int depth, int via_link) {
     free(names);
 }
 
+/* Reads the .clipdbignore files above the walked folder (w->root = top/prefix): in the
+** root (top) and each folder between it and the walked one. 0, or -1 when one is there
+** but unusable (reported as a problem of the walked folder, which is then not walked). */
+static int read_rules_above(walker *w) {
+    size_t rl = strlen(w->root), pl = strlen(w->prefix);
+    char *top = rl > pl ? strndup(w->root, rl - pl - 1) : NULL, *rel = strdup(w->prefix);
+    char dir[8300];
+    int rc = top && rel ? rules_or_report(w, top, "", "") : -1;
+    if (!top || !rel) report(w, "", "cannot open folder", ENOMEM, 0);
+    for (char *slash = rel; rc == 0 && (slash = strchr(slash, '/')); *slash++ = '/') {
+        *slash = '\0';
+        snprintf(dir, sizeof dir, "%s/%s", top, rel);
+        rc = rules_or_report(w, dir, rel, "");
+    }
+    free(top);
+    free(rel);
+    return rc;
+}
+
 int cdb_eng_path_inside(const char *path, const char *dir) {
     char rp[PATH_MAX], rd[PATH_MAX];
     return realpath(path, rp) && realpath(dir, rd) && cdb_eng_path_under(rp, rd, 1);
@@ -350,23 +443,6 @@ int cdb_eng_walk(const char *root, const eng_walk_opts *o, eng_walk_fn fn, void 
     w.on_ignore_file = o->on_ignore_file;
     w.ignore_ud = o->ignore_ud;
     if (cdb_ignore_new(&w.found) != CDB_OK) w.found = NULL;
-    if (*w.prefix && w.found) { /* the .clipdbignore files above the walked folder */
-        size_t rl = strlen(root), pl = strlen(w.prefix);
-        char *top = rl > pl ? strndup(root, rl - pl - 1) : NULL, *rel = strdup(w.prefix);
-        for (char *s = rel; top && rel && s;) {
-            char *slash = strchr(s, '/');
-            char dir[8300];
-            if (s == rel) read_ignore_file(&w, top, "");
-            if (!slash) break;
-            *slash = '\0';
-            snprintf(dir, sizeof dir, "%s/%s", top, rel);
-            read_ignore_file(&w, dir, rel);
-            *slash = '/';
-            s = slash + 1;
-        }
-        free(top);
-        free(rel);
-    }
     if (o->skip_dir) {
         struct stat ss;
         if (stat(o->skip_dir, &ss) == 0) {
@@ -387,7 +463,7 @@ int cdb_eng_walk(const char *root, const eng_walk_opts *o, eng_walk_fn fn, void 
         w.root_is_db = w.has_skip && (uint64_t)rs.st_dev == w.skip_dev &&
                        (uint64_t)rs.st_ino == w.skip_ino;
         st->n_dirs = 1;
-        walk_dir(&w, "", 0, 0);
+        if (!*w.prefix || read_rules_above(&w) == 0) walk_dir(&w, "", 0, 0);
         rc = w.stop ? 1 : 0;
     }
     int e = errno;

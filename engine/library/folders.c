@@ -49,6 +49,48 @@ static char *normalized_path(const char *path) {
     return out;
 }
 
+/* The path a forget acts on: normalized_path(path), except when its last component
+** (trailing slashes dropped) is a symbolic link: then its folder's real path joined with
+** the link's own name, and link_to (size bytes) gets where the link leads (its real
+** path, or its text when that is not there). A forget acts on a link itself, never on
+** where it leads. Heap (free); NULL out of memory or when the folder cannot be resolved
+** (errno). */
+static char *forget_path(const char *path, char *link_to, size_t size) {
+    char real[PATH_MAX], *p = strdup(path), *name, *out = NULL;
+    size_t n = p ? strlen(p) : 0;
+    struct stat sb;
+    link_to[0] = '\0';
+    if (!p) return NULL;
+    while (n > 1 && p[n - 1] == '/') p[--n] = '\0';
+    name = strrchr(p, '/') ? strrchr(p, '/') + 1 : p;
+    if (!*name || !strcmp(name, ".") || !strcmp(name, "..") || lstat(p, &sb) != 0 ||
+        !S_ISLNK(sb.st_mode)) {
+        free(p);
+        return normalized_path(path);
+    }
+    if (realpath(p, real)) {
+        snprintf(link_to, size, "%s", real);
+    } else {
+        ssize_t k = readlink(p, real, sizeof real - 1);
+        snprintf(link_to, size, "%.*s", k > 0 ? (int)k : 0, real);
+    }
+    if (name == p) {
+        out = normalized_path(".");
+    } else {
+        name[-1] = '\0';
+        out = normalized_path(name - 1 == p ? "/" : p);
+    }
+    if (out) {
+        size_t ol = strlen(out), nl = strlen(name);
+        char *joined = realloc(out, ol + nl + 2);
+        if (joined) snprintf(joined + ol, nl + 2, "%s%s", strcmp(joined, "/") ? "/" : "", name);
+        else free(out);
+        out = joined;
+    }
+    free(p);
+    return out;
+}
+
 static int within(const char *path, const char *dir) {
     size_t n = strlen(dir);
     return !strncmp(path, dir, n) && (path[n] == '\0' || path[n] == '/' || !strcmp(dir, "/"));
@@ -134,6 +176,37 @@ static cdb_status folder_ignore_files(cdb_db *db, cdb_engine_folder *f) {
     return rc;
 }
 
+typedef struct unwalked_ud {
+    cdb_engine_folder *f;
+    size_t cap, cap_why;
+    int oom;
+} unwalked_ud;
+
+/* A walk problem of a folder not walked for its rules (CDB_ENG_NOT_WALKED) into
+** f->not_walked (engine.h's format); other problems are `clipdb errors`' only. */
+static int on_unwalked(const cdb_db_walk_problem *p, void *ud_) {
+    unwalked_ud *ud = ud_;
+    cdb_engine_folder *f = ud->f;
+    size_t pl = strlen(CDB_ENG_NOT_WALKED);
+    if (strncmp(p->reason, CDB_ENG_NOT_WALKED, pl)) return 0;
+    char *dir = cdb_db_path_join(f->path, p->relpath);
+    char *why = cdb_db_path_join(f->path, p->reason + pl); /* the reason starts with the
+                                                              rules file's relpath */
+    if (dir && why &&
+        cdb_eng_grow((void **)&f->not_walked, &ud->cap, (size_t)f->n_not_walked,
+                     sizeof *f->not_walked) == 0 &&
+        cdb_eng_grow((void **)&f->not_walked_why, &ud->cap_why, (size_t)f->n_not_walked,
+                     sizeof *f->not_walked_why) == 0) {
+        f->not_walked[f->n_not_walked] = dir;
+        f->not_walked_why[f->n_not_walked++] = why;
+        return 0;
+    }
+    cdb_free(dir);
+    cdb_free(why);
+    ud->oom = 1;
+    return 1;
+}
+
 static int on_folder(const cdb_db_root *r, void *ud_) {
     folders_ud *ud = ud_;
     cdb_db_root_counts c;
@@ -164,7 +237,11 @@ static int on_folder(const cdb_db_root *r, void *ud_) {
     f->scanned_ns = r->scanned_ns;
     if ((ud->rc = folder_excludes(ud->db, f)) != CDB_OK) return 1;
     if ((ud->rc = folder_ignore_files(ud->db, f)) != CDB_OK) return 1;
-    return 0;
+    unwalked_ud uw = {f, 0, 0, 0};
+    if ((ud->rc = cdb_db_walk_problems_foreach(ud->db, r->id, on_unwalked, &uw)) == CDB_OK &&
+        uw.oom)
+        ud->rc = cdb_seterr(CDB_NOMEM, "out of memory");
+    return ud->rc != CDB_OK;
 }
 
 void cdb_engine_folders_free(cdb_engine_folder *f, int n) {
@@ -174,6 +251,12 @@ void cdb_engine_folders_free(cdb_engine_folder *f, int n) {
         free(f[i].excludes);
         for (int k = 0; k < f[i].n_ignore_files; k++) free(f[i].ignore_files[k]);
         free(f[i].ignore_files);
+        for (int k = 0; k < f[i].n_not_walked; k++) {
+            cdb_free(f[i].not_walked[k]);
+            cdb_free(f[i].not_walked_why[k]);
+        }
+        free(f[i].not_walked);
+        free(f[i].not_walked_why);
     }
     free(f);
 }
@@ -460,8 +543,17 @@ static cdb_status forget_sub(cdb_engine *e, const cdb_db_model *dm, const eng_ro
     return CDB_OK;
 }
 
+/* The failure of a forget of a symbolic link (out->link_to) that holds nothing recorded. */
+static cdb_status link_holds_nothing(const char *path, const cdb_engine_forget_report *out) {
+    return cdb_eng_failw(CDB_NOTFOUND, CDB_ENGINE_E_NOT_A_ROOT,
+                         "forget acts on a link itself, never on where it leads",
+                         "%s is a symbolic link to %s, and nothing is recorded at the link",
+                         path, out->link_to);
+}
+
 /* Before a subfolder forget begins: path (inside root r) must be a folder on the disk
-** or hold recorded files, and not be left out already (then out->already, and
+** or hold recorded files (a symbolic link: hold recorded files, as in a root that
+** follows links), and not be left out already (then out->already, and
 ** out->left_out_by the forgotten folder that covers it, if one does). */
 static cdb_status sub_check(cdb_engine *e, const eng_root *r, const char *path,
                             cdb_engine_forget_report *out) {
@@ -472,7 +564,12 @@ static cdb_status sub_check(cdb_engine *e, const eng_root *r, const char *path,
     int yes = 0;
     cdb_status st;
     snprintf(out->container, sizeof out->container, "%s", r->path);
-    if (lstat(path, &sb) == 0 && !S_ISDIR(sb.st_mode))
+    if (out->link_to[0]) { /* never what it leads to: only what was recorded through it */
+        if ((st = cdb_db_relpaths_under(e->db, r->id, rel, CDB_DB_MASK_OK | CDB_DB_MASK_PENDING |
+                                        CDB_DB_MASK_ERROR, any_file, &any)) != CDB_OK)
+            return cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot forget %s", path);
+        if (!any.found) return link_holds_nothing(path, out);
+    } else if (lstat(path, &sb) == 0 && !S_ISDIR(sb.st_mode))
         return cdb_eng_failw(CDB_INVALID, CDB_ENGINE_E_PART_OF_ROOT,
                              "forget leaves out folders; to leave a photo out, use 'clipdb "
                              "ingest --exclude' or a .clipdbignore file",
@@ -485,7 +582,7 @@ static cdb_status sub_check(cdb_engine *e, const eng_root *r, const char *path,
         free(by);
         return CDB_OK;
     }
-    if (lstat(path, &sb) != 0 &&
+    if (!out->link_to[0] && lstat(path, &sb) != 0 &&
         ((st = cdb_db_relpaths_under(e->db, r->id, rel, CDB_DB_MASK_OK | CDB_DB_MASK_PENDING |
                                      CDB_DB_MASK_ERROR, any_file, &any)) != CDB_OK ||
          !any.found))
@@ -628,7 +725,7 @@ cdb_status cdb_engine_forget(cdb_engine *e, const char *path_in, cdb_engine_forg
     memset(out, 0, sizeof *out);
     if ((st = cdb_eng_writer(e, "forget")) != CDB_OK) return st;
     disk_before = cdb_eng_disk_bytes(e->dir);
-    if (!(path = normalized_path(path_in)))
+    if (!(path = forget_path(path_in, out->link_to, sizeof out->link_to)))
         return cdb_eng_failw(CDB_IO, CDB_ENGINE_E_NONE, strerror(errno), "cannot forget %s",
                              path_in);
     snprintf(key, sizeof key, NOTE_FORGOTTEN "%s", path);
@@ -647,6 +744,8 @@ cdb_status cdb_engine_forget(cdb_engine *e, const char *path_in, cdb_engine_forg
             cdb_eng_clear();
             if ((st = sub_check(e, &lib.r[sub], path, out)) == CDB_OK && !out->already)
                 st = forget_sub_begin(e, &dm, &lib.r[sub], path, disk_before, out);
+        } else if (out->link_to[0]) {
+            st = link_holds_nothing(path, out);
         }
         goto done;
     }
@@ -749,6 +848,14 @@ static cdb_status finish_move(cdb_engine *e) {
     cdb_free(old);
     cdb_free(newp);
     cdb_eng_library_free(&lib);
+    return st;
+}
+
+cdb_status cdb_eng_leftovers(cdb_db *db, char **forget, char **move) {
+    cdb_status st;
+    *forget = *move = NULL;
+    if ((st = cdb_db_note_get(db, NOTE_FORGET, forget)) == CDB_OK)
+        st = cdb_db_note_get(db, NOTE_MOVE, move);
     return st;
 }
 

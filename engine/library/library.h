@@ -29,6 +29,16 @@
 ** which): the roots still at its path, then for a move the folding of roots, for a
 ** forget the indexes and the space. CDB_OK when there was none. Writer. */
 cdb_status cdb_eng_finish_leftovers(cdb_engine *e);
+/* What cdb_eng_finish_leftovers would finish: *forget the path of a forget, *move the
+** old path of a move, begun and not finished (heap, cdb_free; NULL when none). */
+cdb_status cdb_eng_leftovers(cdb_db *db, char **forget /* OUT */, char **move /* OUT */);
+
+/* ---- folders not walked (the ingest walk, folders.c) ------------------------------- */
+
+/* How the reason of a walk problem starts when a folder was not walked because its
+** rules (a .clipdbignore there or above it) could not be read in full: the walk
+** (ingest/walk.c) writes it, `folders` (cdb_engine_folder.not_walked) lists those. */
+#define CDB_ENG_NOT_WALKED "not walked: "
 
 /* ---- models (create.c) ---------------------------------------------------------------- */
 

@@ -4,7 +4,8 @@
 ** (deep.c: the photos themselves), and checks the default model's index against the
 ** store: it may cover no id that is neither stored nor removed since it was built,
 ** and must have the model's dimension; and that no file is recorded twice, under a root
-** and a root inside it (check_twice). cdb_engine_stats_get counts files by state,
+** and a root inside it (check_twice); unfinished work (a forget or move, files pending)
+** is reported apart, as no damage (unfinished). cdb_engine_stats_get counts files by state,
 ** roots, shards and each vector set, with its index when asked.
 */
 #include <dirent.h>
@@ -161,6 +162,20 @@ void cdb_engine_verify_report_free(cdb_engine_verify_report *r) {
     free(r->problems);
     r->problems = NULL;
     r->n_listed = 0;
+    cdb_free(r->unfinished_forget);
+    cdb_free(r->unfinished_move);
+    r->unfinished_forget = r->unfinished_move = NULL;
+}
+
+/* out's unfinished work: the notes a killed forget or move left, and the files pending
+** without a failure. */
+static cdb_status unfinished(cdb_db *db, cdb_engine_verify_report *out) {
+    cdb_db_counts c;
+    cdb_status st = cdb_eng_leftovers(db, &out->unfinished_forget, &out->unfinished_move);
+    memset(&c, 0, sizeof c);
+    if (st == CDB_OK) st = cdb_db_get_counts(db, 0, &c);
+    out->n_files_unfinished = c.files[CDB_DB_PENDING] - c.n_retry;
+    return st;
 }
 
 /* Files in state pending that the index covers: a commit killed between removing
@@ -380,7 +395,7 @@ cdb_status cdb_engine_verify(cdb_engine *e, int deep, double sample,
     }
     n_idx = check_index(e->db, idx_msg);
     if ((st = check_twice(e->db, &tw)) != CDB_OK ||
-        (st = check_same_file(e->db, &tw)) != CDB_OK) {
+        (st = check_same_file(e->db, &tw)) != CDB_OK || (st = unfinished(e->db, out)) != CDB_OK) {
         st = cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot verify the database");
         goto done;
     }
