@@ -160,6 +160,9 @@ const char *cdb_cli_fmt_bytes(int64_t n, char *buf, size_t size);
 ** with cdb_cli_json_init (cdb_json_init, and notes that a document was begun, which
 ** cdb_cli_json_failure needs). */
 void cdb_cli_json_init(cdb_json *j, FILE *f, int pretty);
+/* A command's JSON document on stdout: cdb_cli_json_init (pretty), its object begun, and
+** its first key "command": command unless command is NULL. */
+void cdb_cli_json_doc(cdb_json *j, const char *command);
 /* A photo's metadata as keys of the open object: "taken", "taken_source", and what it
 ** records of "make", "model", "lens", "lat", "lon", "alt" (search --json, export). */
 void cdb_cli_json_photo(cdb_json *j, const cdb_engine_photo *p);

@@ -23,8 +23,7 @@ static int index_build(cdb_engine *e, const char *model, const cdb_engine_index_
     if (cdb_engine_index_build(e, model, p, &r) != CDB_OK) return cdb_cli_engine_fail(model);
     if (json) {
         cdb_json j;
-        cdb_cli_json_init(&j, stdout, 1);
-        cdb_json_begin_object(&j);
+        cdb_cli_json_doc(&j, NULL);
         cdb_json_key(&j, "model"); cdb_json_str(&j, r.model);
         cdb_json_key(&j, "type"); cdb_json_str(&j, r.kind);
         cdb_json_key(&j, "factory"); cdb_json_str(&j, r.factory);
@@ -56,8 +55,7 @@ static int index_info(cdb_engine *e, const char *model, int json) {
     if (!in->has_index) {
         if (json) {
             cdb_json j;
-            cdb_cli_json_init(&j, stdout, 1);
-            cdb_json_begin_object(&j);
+            cdb_cli_json_doc(&j, NULL);
             cdb_json_key(&j, "model");
             cdb_json_str(&j, in->model);
             cdb_json_key(&j, "index");
@@ -73,8 +71,7 @@ static int index_info(cdb_engine *e, const char *model, int json) {
     }
     if (json) {
         cdb_json j;
-        cdb_cli_json_init(&j, stdout, 1);
-        cdb_json_begin_object(&j);
+        cdb_cli_json_doc(&j, NULL);
         cdb_json_key(&j, "model"); cdb_json_str(&j, in->model);
         cdb_json_key(&j, "index");
         cdb_json_begin_object(&j);
@@ -233,8 +230,7 @@ int cdb_cli_models_db(const char *db_flag, const char *make_default, int json) {
     }
     if (json) {
         cdb_json j;
-        cdb_cli_json_init(&j, stdout, 1);
-        cdb_json_begin_object(&j);
+        cdb_cli_json_doc(&j, NULL);
         cdb_json_key(&j, "models");
         cdb_json_begin_array(&j);
         for (int i = 0; i < s.n_models; i++) print_model_stats(&s.models[i], &j);
@@ -284,8 +280,7 @@ int cdb_cli_cmd_stats(int argc, char **argv) {
     }
     if (cdb_cli_has(&a, "json")) {
         cdb_json j;
-        cdb_cli_json_init(&j, stdout, 1);
-        cdb_json_begin_object(&j);
+        cdb_cli_json_doc(&j, NULL);
         cdb_json_path(&j, "database", cdb_engine_dir(e));
         cdb_json_key(&j, "files");
         cdb_json_begin_object(&j);
@@ -342,8 +337,7 @@ done:
 
 static void verify_json(const cdb_engine_verify_report *r, double sample) {
     cdb_json j;
-    cdb_cli_json_init(&j, stdout, 1);
-    cdb_json_begin_object(&j);
+    cdb_cli_json_doc(&j, NULL);
     cdb_json_key(&j, "ok"); cdb_json_bool(&j, r->n_problems == 0);
     cdb_json_key(&j, "problems_found"); cdb_json_int(&j, r->n_problems);
     cdb_json_key(&j, "vectors_checked"); cdb_json_int(&j, r->n_vectors_checked);
@@ -520,8 +514,7 @@ int cdb_cli_cmd_errors(int argc, char **argv) {
         goto done;
     }
     if (json) {
-        cdb_cli_json_init(&j, stdout, 1);
-        cdb_json_begin_object(&j);
+        cdb_cli_json_doc(&j, NULL);
         cdb_json_key(&j, "errors");
         cdb_json_begin_array(&j);
     }

@@ -14,8 +14,7 @@
 static void print_json(const cdb_engine_dups *d)
 {
     cdb_json j;
-    cdb_cli_json_init(&j, stdout, 1);
-    cdb_json_begin_object(&j);
+    cdb_cli_json_doc(&j, NULL);
     cdb_json_key(&j, "groups");
     cdb_json_begin_array(&j);
     for (int g = 0; g < d->n_groups; g++) {

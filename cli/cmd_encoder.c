@@ -95,8 +95,7 @@ static void json_tower_end(cdb_json *j, int width, int layers, int heads) {
 static void model_json(const cdb_model_info *mi, const char *path, const char *src) {
     const cdb_preprocess_params *pp = &mi->preprocess;
     cdb_json j;
-    cdb_cli_json_init(&j, stdout, 1);
-    cdb_json_begin_object(&j);
+    cdb_cli_json_doc(&j, NULL);
     cdb_json_key(&j, "name"); cdb_json_str(&j, mi->name);
     cdb_json_path(&j, "path", path);
     cdb_json_key(&j, "source"); cdb_json_str(&j, src);
@@ -264,8 +263,7 @@ static int tokenize_all(const cdb_tok *tok, int ctx, const char *const *texts, i
     cdb_json j;
     if (!ids) return cdb_cli_error("out of memory", "cannot tokenize");
     if (json) {
-        cdb_cli_json_init(&j, stdout, 1);
-        cdb_json_begin_object(&j);
+        cdb_cli_json_doc(&j, NULL);
         cdb_json_key(&j, "context_length");
         cdb_json_int(&j, ctx);
         cdb_json_key(&j, "texts");

@@ -118,8 +118,7 @@ int cdb_cli_cmd_folders(int argc, char **argv) {
     json = cdb_cli_has(&a, "json") > 0;
     cdb_status st = cdb_engine_folders(e, &f, &n);
     if (json) {
-        cdb_cli_json_init(&j, stdout, 1);
-        cdb_json_begin_object(&j);
+        cdb_cli_json_doc(&j, NULL);
         cdb_json_key(&j, "folders");
         cdb_json_begin_array(&j);
     } else {

@@ -213,8 +213,7 @@ int cdb_cli_cmd_models_get(int argc, char **argv) {
     }
     if (cdb_cli_has(&a, "json")) {
         cdb_json j;
-        cdb_cli_json_init(&j, stdout, 1);
-        cdb_json_begin_object(&j);
+        cdb_cli_json_doc(&j, NULL);
         cdb_json_key(&j, "model"); cdb_json_str(&j, a.pos[0]);
         cdb_json_path(&j, "folder", folder);
         cdb_json_key(&j, "downloaded"); cdb_json_int(&j, p.n_fetched);

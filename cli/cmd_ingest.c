@@ -273,9 +273,7 @@ static int report(const char *cmd, const cdb_engine_run_report *r, cdb_status rc
     const char *repair_note = r->repair_note[0] ? r->repair_note : NULL;
     if (json) {
         cdb_json j;
-        cdb_cli_json_init(&j, stdout, 1);
-        cdb_json_begin_object(&j);
-        cdb_json_key(&j, "command"); cdb_json_str(&j, cmd);
+        cdb_cli_json_doc(&j, cmd);
         cdb_json_key(&j, "status"); cdb_json_str(&j, status);
         cdb_json_key(&j, "exit_code"); cdb_json_int(&j, code);
         cdb_json_key(&j, "model"); cdb_json_str(&j, r->n_sets ? r->sets[0].model.name : "");

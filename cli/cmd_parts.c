@@ -39,9 +39,7 @@ static void merge_report(const cdb_engine_merge_report *r, int json) {
     char b[5][32];
     if (json) {
         cdb_json j;
-        cdb_cli_json_init(&j, stdout, 1);
-        cdb_json_begin_object(&j);
-        cdb_json_key(&j, "command"); cdb_json_str(&j, "merge");
+        cdb_cli_json_doc(&j, "merge");
         cdb_json_key(&j, "status"); cdb_json_str(&j, "ok");
         cdb_json_key(&j, "parts"); cdb_json_int(&j, r->n_parts);
         cdb_json_key(&j, "files"); cdb_json_int(&j, r->files);
@@ -129,9 +127,7 @@ int cdb_cli_index_train(cli_args *a, cdb_engine_index_kind kind) {
         return cdb_cli_engine_fail(NULL);
     if (cdb_cli_has(a, "json")) {
         cdb_json j;
-        cdb_cli_json_init(&j, stdout, 1);
-        cdb_json_begin_object(&j);
-        cdb_json_key(&j, "command"); cdb_json_str(&j, "index train");
+        cdb_cli_json_doc(&j, "index train");
         cdb_json_key(&j, "type"); cdb_json_str(&j, r.kind);
         cdb_json_key(&j, "vectors"); cdb_json_int(&j, r.vectors);
         cdb_json_key(&j, "trained_on"); cdb_json_int(&j, r.n_train);
@@ -171,9 +167,7 @@ int cdb_cli_index_add_part(cli_args *a) {
     }
     if (cdb_cli_has(a, "json")) {
         cdb_json j;
-        cdb_cli_json_init(&j, stdout, 1);
-        cdb_json_begin_object(&j);
-        cdb_json_key(&j, "command"); cdb_json_str(&j, "index add-part");
+        cdb_cli_json_doc(&j, "index add-part");
         cdb_json_key(&j, "vectors"); cdb_json_int(&j, r.vectors);
         cdb_json_key(&j, "file");
         if (r.trained_found) cdb_json_str(&j, r.path);
@@ -516,9 +510,7 @@ static int slurm_submit(cli_args *a, const slurm_job *j) {
     if (cdb_cli_has(a, "json")) {
         cdb_json js;
         char key[32];
-        cdb_cli_json_init(&js, stdout, 1);
-        cdb_json_begin_object(&js);
-        cdb_json_key(&js, "command"); cdb_json_str(&js, "slurm ingest");
+        cdb_cli_json_doc(&js, "slurm ingest");
         for (int i = 0; i < N_STEPS; i++) {
             snprintf(key, sizeof key, "%s_job", slurm_steps[i].name);
             cdb_json_key(&js, key);

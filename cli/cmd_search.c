@@ -191,8 +191,7 @@ static void print_hits(const cdb_engine_result *res, int json, int paths, int nu
     int n = res->n;
     if (json) {
         cdb_json j;
-        cdb_cli_json_init(&j, stdout, 1);
-        cdb_json_begin_object(&j);
+        cdb_cli_json_doc(&j, NULL);
         cdb_json_key(&j, "query");
         cdb_json_str(&j, q->text ? q->text : "");
         json_strings(&j, "images", images, n_img, 1); /* as given: '-' for standard input */

@@ -310,15 +310,21 @@ void cdb_cli_json_init(cdb_json *j, FILE *f, int pretty) {
     if (f == stdout) g_json_doc = 1;
 }
 
+void cdb_cli_json_doc(cdb_json *j, const char *command) {
+    cdb_cli_json_init(j, stdout, 1);
+    cdb_json_begin_object(j);
+    if (command) {
+        cdb_json_key(j, "command");
+        cdb_json_str(j, command);
+    }
+}
+
 void cdb_cli_json_requested(const char *cmd) { g_json_cmd = cmd; }
 
 void cdb_cli_json_failure(int rc) {
     cdb_json j;
     if (!g_json_cmd || rc == CLI_EXIT_OK || g_json_doc || g_stdout_errno) return;
-    cdb_cli_json_init(&j, stdout, 1);
-    cdb_json_begin_object(&j);
-    cdb_json_key(&j, "command"); /* the keys an ingest's summary starts with */
-    cdb_json_str(&j, g_json_cmd);
+    cdb_cli_json_doc(&j, g_json_cmd); /* the keys an ingest's summary starts with */
     cdb_json_key(&j, "status");
     cdb_json_str(&j, "error");
     cdb_json_key(&j, "exit_code");
