@@ -295,7 +295,8 @@ static uint8_t *dc_only_stream(const uint8_t *b, size_t n, size_t *out_n) {
 ** one, in the single- and the multi-scan paths alike) and the offset of output_buf from
 ** the first row pointer met in that iMCU row (a component's blocks are handed over top row
 ** first). Each block must be met exactly once, else the decode gives no hash. Cost: a few
-** instructions per 8x8 block of component 0 (bench_photos). */
+** instructions per 8x8 block of component 0, then the hash of a plane of w/8 x h/8
+** (bench_phash_jpeg). */
 typedef struct dc_tap {
     inverse_DCT_method_ptr idct; /* libjpeg's method for component 0 */
     uint16_t *plane;             /* w x h; 0xFFFF: not met yet */
