@@ -13,9 +13,10 @@
 **      fast <= 0.4x PIL.
 **   1b. the metadata read (cdb_photo_meta_read) on the same bytes, as a share of the
 **      exact decode + preprocess (the ratio printed). Bar: under 2%.
-**   1c. the perceptual hash of a JPEG (a 1/8 DCT decode + the hash), as a share of the
-**      JPEGs' exact decode + preprocess (what ingest would add if it computed it). `bench_photos --meta-only`:
-**      parts 1, 1b and 1c alone.
+**   1c. the perceptual hash of a JPEG by a decode of its own (a 1/8 DCT decode + the
+**      hash: what reindex and duplicates pay), as a share of the JPEGs' exact decode +
+**      preprocess (ingest takes it from its own decode instead: bench_phash_jpeg).
+**      `bench_photos --meta-only`: parts 1, 1b and 1c alone.
 **   2. the resample/crop/normalize step alone, AVX2 vs the scalar reference (a child
 **      run with CLIPDB_ISA=scalar), and which ISA path ran.
 **   3. fast vs exact: max/mean |difference| of the uint8 crops, and the embedding
@@ -204,10 +205,10 @@ static void meta_cost(int reps) {
            total < 0.02 * decode ? "met" : "MISSED", taken, camera, gps, g_n);
 }
 
-/* 1c. the perceptual hash (issue 28: engine/search/photos.c's cdb_eng_phash_of, a fast
-** decode to 64 px, scaled in the DCT domain, then cdb_image_phash) against the JPEGs'
-** exact decode + preprocess: what computing it at ingest would add (too much: ingest
-** leaves it to duplicates and reindex). */
+/* 1c. the perceptual hash by a decode of its own (issue 28: engine/search/photos.c's
+** cdb_eng_phash_of, a fast decode to 64 px, scaled in the DCT domain, then the hash:
+** what reindex and duplicates pay) against the JPEGs' exact decode + preprocess. Ingest
+** takes a JPEG's from its own decode instead (the DC tap, bench_phash_jpeg). */
 static void phash_cost(int reps) {
     double total = 0, decode = 0;
     int n = 0;

@@ -230,7 +230,8 @@ static const char k_schema_v8[] =
 ** with the metadata read from the same content (photo_meta.hash: never used once the
 ** file's content changed), with the format and full oriented size of the decode it came
 ** from; NULL until computed (by the first duplicates run that can write, or the
-** reindex that backfills it: ingest does not, see cdb_eng_phash_of). And the .clipdbignore files each root's last scan met (`folders`). */
+** reindex that backfills it; since v10 ingest stores a JPEG's). And the .clipdbignore
+** files each root's last scan met (`folders`). */
 static const char *const k_v9_columns[][3] = {
     {"photo_meta", "phash", "INTEGER"},
     {"photo_meta", "phash_format", "INTEGER"},
@@ -247,6 +248,16 @@ static cdb_status migrate_v9(cdb_db *db) {
         rc = add_column(db, k_v9_columns[i][0], k_v9_columns[i][1], k_v9_columns[i][2]);
     return rc == CDB_OK ? cdb_sql_exec(db->cat, k_schema_v9) : rc;
 }
+
+/* v10 (issue 28): a YCbCr or grayscale JPEG's phash is now its DC hash (encoder.h,
+** cdb_image_phash), which every decode of it gives, so ingest stores it; the hashes
+** stored before were cdb_image_phash of a 1/8 decode's RGB, a few bits away. Two
+** definitions must never be compared: the stored phashes of JPEG-like decodes
+** (phash_format 1: JPEG, HEIF, TIFF) are cleared, and the next reindex (or a duplicates
+** run that can write) recomputes them from the files' bytes, as for a v8 row. */
+static const char k_schema_v10[] =
+    "UPDATE photo_meta SET phash = NULL, phash_format = NULL, phash_width = NULL,"
+    " phash_height = NULL WHERE phash IS NOT NULL AND phash_format = 1;";
 
 cdb_status cdb_schema_migrate(cdb_db *db, int64_t from) {
     cdb_status rc = CDB_OK;
@@ -288,6 +299,8 @@ cdb_status cdb_schema_migrate(cdb_db *db, int64_t from) {
             rc = cdb_sql_exec(db->cat, k_schema_v8);
         } else if (v == 9) {
             rc = migrate_v9(db);
+        } else if (v == 10) {
+            rc = cdb_sql_exec(db->cat, k_schema_v10);
         }
         if (rc == CDB_OK) rc = cdb_sql_meta_set_int(db, "schema_version", v);
         if (rc == CDB_OK) rc = cdb_sql_meta_set_text(db, "last_writer", CDB_VERSION_STRING);

@@ -221,6 +221,9 @@ typedef struct cdb_image_params {
     ** libraw's half-size demosaic; WebP, HEIF and TIFF decode at full size (their
     ** libraries have no cheaper exact-enough path). Ignored in CDB_DECODE_EXACT. */
     int target_size;
+    /* 1: also the perceptual hash where this decode gives it for free (cdb_image.has_phash:
+    ** a YCbCr or grayscale JPEG, from the DC terms its own entropy decoding reads). */
+    int phash;
 } cdb_image_params;
 cdb_image_params cdb_image_params_default(void);
 
@@ -247,6 +250,8 @@ typedef struct cdb_image {
     const char *source; /* static: "decoded" (the file's own image), "embedded preview" or
                            "half-size demosaic" (camera RAW), "first frame" (animated
                            WebP/GIF...), "primary image" (HEIF/AVIF) */
+    int has_phash;      /* 1: phash is the file's perceptual hash (cdb_image_params.phash) */
+    uint64_t phash;     /* a JPEG's DC hash (see cdb_image_phash), whatever the decode's scale */
 } cdb_image;
 
 /* Reads the stored width/height from the header only (no pixel decode, no EXIF
@@ -356,6 +361,14 @@ char *cdb_photo_meta_taken_iso(const cdb_photo_meta *m, char *buf /* OUT */, siz
 ** as decoded with its EXIF orientation applied (the default), so a copy rotated
 ** through EXIF and the original agree. CDB_INVALID for a NULL or empty image. */
 cdb_status cdb_image_phash(const cdb_image *img, uint64_t *out /* OUT */);
+/* The perceptual hash of a YCbCr or grayscale JPEG (issue 28), one value whatever decodes
+** it: cdb_image_phash of its DC image, the first component's DC terms as libjpeg's 1/8
+** decode gives them (clamp(128 + round(DC * Q0 / 8)), one pixel per 8x8 block: the luma
+** plane of Image.draft at 1/8), with the EXIF orientation applied. Every libjpeg decode
+** reads those terms, so a decode asked for it (cdb_image_params.phash) at any scale,
+** exact or fast, computes it from its own entropy decoding (cdb_image.has_phash) at about
+** no cost, and so does a 1/8 decode (reindex, duplicates). Other JPEGs (RGB, CMYK, YCCK)
+** and other formats have none here (has_phash 0): theirs is cdb_image_phash of a decode. */
 /* Who decodes a file in a GPU ingest. */
 typedef enum cdb_decoder {
     CDB_DECODER_CPU = 0,   /* cdb_image_decode: libjpeg-turbo and the other libraries */

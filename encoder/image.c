@@ -397,6 +397,7 @@ cdb_status cdb_image_decode(const void *buf, size_t n, const cdb_image_params *p
     o.apply_exif = prm.apply_exif;
     o.fast = prm.decode == CDB_DECODE_FAST;
     o.target_size = prm.target_size ? prm.target_size : 224;
+    o.phash = prm.phash;
 
     f = cdb_img_sniff(b, n);
     switch (f) {

@@ -68,6 +68,7 @@ typedef struct img_opts {
     int apply_exif;
     int fast;           /* cdb_image_params.decode == CDB_DECODE_FAST */
     int target_size;    /* fast mode: the short side is never reduced below this */
+    int phash;          /* cdb_image_params.phash */
 } img_opts;
 
 /* Saturating w*h against max_pixels and the 2^24 side limit: CDB_TOO_LARGE with a

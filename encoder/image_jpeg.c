@@ -32,11 +32,13 @@
 ** Reentrant: all state lives in the call.
 */
 #include <setjmp.h>
+#include <stddef.h>
 #include <stdio.h> /* jpeglib.h needs FILE */
 #include <string.h>
 
 #include <jerror.h>
 #include <jpeglib.h>
+#include <jpegint.h> /* struct jpeg_inverse_dct: the DC tap below */
 
 #include "encoder/image_int.h"
 
@@ -284,6 +286,78 @@ static uint8_t *dc_only_stream(const uint8_t *b, size_t n, size_t *out_n) {
     return o;
 }
 
+/* ---- the DC tap: a JPEG's perceptual hash from the decode's own entropy decoding ----
+** (encoder.h, cdb_image_phash). libjpeg hands every block of coefficients to the
+** component's inverse DCT method (cinfo->idct, jpegint.h, set by jpeg_start_decompress);
+** the tap stands in front of component 0's, keeps the block's DC term as a pixel of the
+** 1/8 image and calls libjpeg's own. The block's place: its column from output_col, its
+** row from the iMCU row being output (jdcoefct.c: output_iMCU_row is advanced after each
+** one, in the single- and the multi-scan paths alike) and the offset of output_buf from
+** the first row pointer met in that iMCU row (a component's blocks are handed over top row
+** first). Each block must be met exactly once, else the decode gives no hash. Cost: a few
+** instructions per 8x8 block of component 0, then the hash of a plane of w/8 x h/8
+** (bench_phash_jpeg). */
+typedef struct dc_tap {
+    inverse_DCT_method_ptr idct; /* libjpeg's method for component 0 */
+    uint16_t *plane;             /* w x h; 0xFFFF: not met yet */
+    JDIMENSION w, h, imcu;       /* imcu: the iMCU row base is from */
+    JSAMPARRAY base;
+    size_t n_met;
+    int bad;                     /* a block out of place, or met twice */
+} dc_tap;
+
+static void dc_tap_idct(j_decompress_ptr ci, jpeg_component_info *c, JCOEFPTR blk,
+                        JSAMPARRAY out, JDIMENSION col) {
+    dc_tap *t = ci->client_data;
+    if (!t->base || ci->output_iMCU_row != t->imcu) t->base = out, t->imcu = ci->output_iMCU_row;
+    JDIMENSION x = col / (JDIMENSION)c->DCT_scaled_size;
+    ptrdiff_t r = (out - t->base) / c->DCT_scaled_size;
+    size_t y = (size_t)t->imcu * (size_t)c->v_samp_factor + (size_t)r;
+    if (r < 0 || r >= c->v_samp_factor || x >= t->w || y >= t->h ||
+        t->plane[y * t->w + x] != 0xFFFF || !c->quant_table) {
+        t->bad = 1;
+    } else { /* libjpeg's jpeg_idct_1x1: DESCALE(DC * Q0, 3) + 128, range-limited */
+        long v = (long)blk[0] * (long)c->quant_table->quantval[0];
+        v = (v + 4 >= 0 ? (v + 4) / 8 : -((-(v + 4) + 7) / 8)) + 128;
+        t->plane[y * t->w + x] = (uint16_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+        t->n_met++;
+    }
+    t->idct(ci, c, blk, out, col);
+}
+
+/* Puts the tap in front of component 0's IDCT (after jpeg_start_decompress) when the
+** JPEG's first component is its luma; else leaves t->plane NULL (no hash). */
+static void dc_tap_start(j_decompress_ptr ci, dc_tap *t) {
+    jpeg_component_info *c = &ci->comp_info[0];
+    size_t n = (size_t)c->width_in_blocks * c->height_in_blocks;
+    memset(t, 0, sizeof *t);
+    if ((ci->jpeg_color_space != JCS_YCbCr && ci->jpeg_color_space != JCS_GRAYSCALE) ||
+        !ci->idct || !ci->idct->inverse_DCT[0] || !c->component_needed || n == 0 ||
+        !(t->plane = cdb_malloc(n * sizeof *t->plane)))
+        return;
+    memset(t->plane, 0xFF, n * sizeof *t->plane);
+    t->w = c->width_in_blocks;
+    t->h = c->height_in_blocks;
+    t->idct = ci->idct->inverse_DCT[0];
+    ci->client_data = t;
+    ci->idct->inverse_DCT[0] = dc_tap_idct;
+}
+
+/* img->phash from the tap's plane, every block met: the DC image oriented as the decode
+** (orientation o when apply_exif), cdb_image_phash. The plane stays the caller's. */
+static void dc_tap_finish(dc_tap *t, cdb_image *img, int o, int apply_exif) {
+    cdb_image *dc = NULL;
+    size_t n = (size_t)t->w * t->h;
+    if (t->plane && !t->bad && t->n_met == n &&
+        cdb_img_new((int)t->w, (int)t->h, 1, 8, "JPEG", &dc) == CDB_OK) {
+        for (size_t i = 0; i < n; i++) ((uint8_t *)dc->pixels)[i] = (uint8_t)t->plane[i];
+        if ((!apply_exif || o < 2 || cdb_img_orient(dc, o) == CDB_OK) &&
+            cdb_image_phash(dc, &img->phash) == CDB_OK)
+            img->has_phash = 1;
+    }
+    cdb_image_free(dc);
+}
+
 /* PIL's draft scale: the largest s in {8, 4, 2} with min(w // t, h // t) >= s. */
 static int draft_scale(int64_t w, int64_t h, int t) {
     int64_t k;
@@ -299,6 +373,8 @@ cdb_status cdb_img_jpeg_decode(const uint8_t *b, size_t n, const img_opts *o,
     jprogress jp;
     img_jpeg_hdr hdr;
     uint8_t *volatile dc = NULL;
+    dc_tap tap;
+    uint16_t *volatile tap_plane = NULL; /* tap.plane, freed at done (also after a longjmp) */
     volatile size_t dc_n = 0;
     cdb_image *volatile img = NULL;
     volatile int created = 0;
@@ -306,6 +382,7 @@ cdb_status cdb_img_jpeg_decode(const uint8_t *b, size_t n, const img_opts *o,
     int scale;
 
     *out = NULL;
+    memset(&tap, 0, sizeof tap);
     if ((rc = cdb_img_jpeg_scan(b, n, &hdr)) != CDB_OK) return rc;
     if ((rc = cdb_img_check_size("JPEG", hdr.w, hdr.h, o->max_pixels)) != CDB_OK) return rc;
     /* libjpeg zero-fills nothing silently here (truncation is an error), but it would
@@ -356,6 +433,10 @@ cdb_status cdb_img_jpeg_decode(const uint8_t *b, size_t n, const img_opts *o,
     }
     if (dc) ci.do_block_smoothing = FALSE; /* see dc_only_stream */
     (void)jpeg_start_decompress(&ci);
+    if (o->phash) {
+        dc_tap_start(&ci, &tap);
+        tap_plane = tap.plane;
+    }
     if (ci.output_components != hdr.comps || ci.output_width == 0 || ci.output_height == 0) {
         rc = cdb_seterr(CDB_CORRUPT, "JPEG: decoder gives %ux%u with %d components",
                         ci.output_width, ci.output_height, ci.output_components);
@@ -395,9 +476,11 @@ cdb_status cdb_img_jpeg_decode(const uint8_t *b, size_t n, const img_opts *o,
         }
     }
     if (o->apply_exif && hdr.orientation >= 2) rc = cdb_img_orient(img, hdr.orientation);
+    if (rc == CDB_OK && tap.plane) dc_tap_finish(&tap, img, hdr.orientation, o->apply_exif);
 
 done:
     if (created) jpeg_destroy_decompress(&ci);
+    cdb_free(tap_plane);
     cdb_free(dc);
     if (rc != CDB_OK) {
         cdb_image_free(img);

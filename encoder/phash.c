@@ -45,9 +45,17 @@ static void reduce(const cdb_image *img, double out[SIDE][SIDE])
             if (x1 <= x0)
                 x1 = x0 + 1;
             double sum = 0;
-            for (int yy = y0; yy < y1; yy++)
-                for (int xx = x0; xx < x1; xx++)
-                    sum += luma(img, (size_t)yy * (size_t)w + (size_t)xx);
+            if (img->channels == 1 && img->bits == 8) { /* gray (a JPEG's DC plane): the */
+                const uint8_t *p = img->pixels;          /* same sum, exact, in integers */
+                int64_t s = 0;
+                for (int yy = y0; yy < y1; yy++)
+                    for (int xx = x0; xx < x1; xx++) s += p[(size_t)yy * (size_t)w + (size_t)xx];
+                sum = (double)s;
+            } else {
+                for (int yy = y0; yy < y1; yy++)
+                    for (int xx = x0; xx < x1; xx++)
+                        sum += luma(img, (size_t)yy * (size_t)w + (size_t)xx);
+            }
             out[y][x] = sum / ((double)(y1 - y0) * (double)(x1 - x0));
         }
     }

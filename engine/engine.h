@@ -497,6 +497,17 @@ cdb_status cdb_engine_copies_of(cdb_engine *e, const char *model,
                                 cdb_engine_copy_facts **out /* OUT */, int *n_out /* OUT */,
                                 uint16_t **vecs /* OUT */, int *dim /* OUT */);
 
+/* How many files of e's vector set (model; NULL: the default) have a phash within the near
+** bound of ph[i] (counts[i], at most CDB_ENGINE_CROWD_COUNT_MAX): what a front sums over
+** its servers to decide, as one database of all their files would, that a phash is
+** crowded (more than CDB_ENGINE_CROWD others within the bound: the sum less the file's
+** own count exceeds it), which no server can decide from its own files. Cost: every file's
+** phash compared with each of ph (a page's hits and their copies). Concurrent calls OK. */
+#define CDB_ENGINE_CROWD 64 /* dupes.h's CDB_DUPES_CROWD */
+#define CDB_ENGINE_CROWD_COUNT_MAX (CDB_ENGINE_CROWD + 2) /* enough to tell a crowd */
+cdb_status cdb_engine_phash_near_counts(cdb_engine *e, const char *model, const uint64_t *ph,
+                                        int n, int *counts /* OUT n */);
+
 /* Hits gathered from several answers (a front server's own databases and its peers),
 ** each answer's best hits by score, with facts[i] for hits[i]: sorts both by score
 ** (cdb_engine_hit_cmp_score) and, when truncated is set, cuts them after the first hit

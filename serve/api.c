@@ -42,7 +42,8 @@
 **                        "path", "width", "height", "bytes", "taken", "thumb"}]}],
 **                        "files", "unreadable"}; reads every photo (slow on big libraries)
 **   POST /api/copies_of {"items": [copy facts]}  this server's files the copy groups join
-**                        to them (copies.c; what a front asks its peers)
+**                        to them, and the near counts of their phashes (copies.c; what a
+**                        front asks its peers)
 **   POST /api/login {"token"}   sets the page's session cookie when a token is required
 **   POST /api/logout, GET /api/session   signs it out; says whether one is needed / held
 **   /knn-service, /metadata, /indices-list: clip_retrieval.c. GET /, /app.js, ...: the page.
@@ -66,6 +67,9 @@
 ** "copies_peer" (its peer's URL, null for this server's); a group that holds a file of
 ** this server's is shown as its best hit here, never a peer's (a peer's facts are claims).
 ** A search waits on each peer at most SRV_PEER_SEARCH_TIMEOUTS peer timeouts in all.
+** "copies_truncated" says that the search for copies stopped at a bound, "copies_bound"
+** which ("rounds" or "files"; null when not): a group may then miss files on other
+** servers.
 **
 ** "query" (and q=) is the CLI's language ("beach + sunset - people", "2*cat");
 ** "text" is one term as it is. Limits: k <= 1000, offset <= 100000, query text as in
@@ -526,7 +530,9 @@ static char *peer_body(const search_req *s, int want) {
     json_object_set_new(b, "k", json_integer(want));
     json_object_set_new(b, "offset", json_integer(0));
     json_object_set_new(b, "peers", json_false()); /* its own databases: ids it can serve */
-    json_object_set_new(b, "collapse", json_boolean(s->p.collapse));
+    /* the peers' hits uncollapsed: the front groups them (collapse_across); a peer's own
+    ** groups would hide files, its crowds being of its files only */
+    json_object_set_new(b, "collapse", json_false());
     if (s->p.collapse) json_object_set_new(b, "copy_facts", json_true()); /* to join them */
     if (s->p.min_score > -1.0f) json_object_set_new(b, "min_score", json_real(s->p.min_score));
     if (s->under_given) json_object_set_new(b, "under", json_string(s->under_given));
@@ -749,18 +755,21 @@ static cdb_status collapse_across(srv_ctx *c, const search_req *s, cdb_engine_re
 }
 
 /* The local databases' best hits (unpaged: cdb_engine_part_params) and the peers', merged
-** and paged into *out. With collapse, copies across them are one hit (collapse_across):
-** while the exact prefix of the merge holds fewer groups than the page needs, every part
-** is asked for 4x more, up to SRV_MAX_K (then the page is made of what was fetched),
-** each exchange within the peer timeout and each peer's all within the search's time
-** for it (SRV_PEER_SEARCH_TIMEOUTS): a peer that has used it up is not asked again (it
-** is missing) and the rest is answered. fo: the last round's peers. */
+** and paged into *out. With collapse, copies across them are one hit (collapse_across,
+** over every part's hits as they rank, none collapsed by its part: a part's groups, and
+** crowds, are of its own files only): while the exact prefix of the merge holds fewer
+** groups than the page needs, every part is asked for 4x more, up to SRV_MAX_K (then the
+** page is made of what was fetched), each exchange within the peer timeout and each
+** peer's all within the search's time for it (SRV_PEER_SEARCH_TIMEOUTS): a peer that has
+** used it up is not asked again (it is missing) and the rest is answered. fo: the last
+** round's peers. */
 static cdb_status search_fanout(srv_ctx *c, search_req *s, cdb_engine_result *out,
                                 fanout *fo) {
     cdb_engine_search_params pp = cdb_engine_part_params(&s->p);
     int need = pp.k, across = s->p.collapse && c->peers && !s->local_only;
     long *used = calloc((size_t)cdb_srv_peers_count(c->peers) + 1, sizeof *used);
     cdb_status st = used ? CDB_OK : cdb_seterr(CDB_NOMEM, "out of memory");
+    if (across) pp.collapse = 0; /* every part's hits as they rank: grouped here alone */
     for (int fetch = need; st == CDB_OK; fetch = fetch > SRV_MAX_K / 4 ? SRV_MAX_K : fetch * 4) {
         int more = 0;
         pp.k = fetch;
@@ -826,13 +835,21 @@ static void search(srv_ctx *c, const srv_req *r, srv_resp *o) {
         json_object_set_new(res, "missing", miss);
         json_object_set_new(res, "peers_busy", json_boolean(s.peers_busy));
         json_object_set_new(res, "dropped", json_integer(fo.ans.n_dropped));
+        if (s.p.collapse) { /* the copies closure stopped at a bound (copies.c) */
+            int b = fo.ans.copies_bound;
+            json_object_set_new(res, "copies_truncated", json_boolean(b != 0));
+            json_object_set_new(res, "copies_bound",
+                                b == SRV_COPIES_BOUND_ROUNDS  ? json_string("rounds")
+                                : b == SRV_COPIES_BOUND_FILES ? json_string("files")
+                                                              : json_null());
+        }
     }
     arr = json_array();
     for (int i = 0; i < out.n; i++)
         json_array_append_new(arr, hit_json(c, &out.hits[i], out.has_probability, fo.ans.remote,
                                             s.p.collapse, c->peers && !s.local_only));
     json_object_set_new(res, "results", arr);
-    if (s.copy_facts && s.p.collapse && answer_copy_facts(c, &s, &out, arr) != CDB_OK) {
+    if (s.copy_facts && answer_copy_facts(c, &s, &out, arr) != CDB_OK) {
         json_decref(res);
         cdb_srv_engine_error(o);
         goto done;

@@ -9,15 +9,21 @@
 **   fp16 vector in base64, little-endian: the front computes the cosine in fp32 from the
 **   same halves as the peer would).
 ** - POST /api/copies_of {"items": [facts...]} answers {"files": [{"id", "db",
-**   "copy_facts"}]}: every file of the server's databases that the groups join to an
-**   item, directly or through its other files (cdb_engine_copies_of).
+**   "copy_facts"}], "near_counts": [...]}: every file of the server's databases that the
+**   groups join to an item, directly or through its other files (cdb_engine_copies_of),
+**   and per item the server's files whose phash is within the near bound of its own.
 ** - The front (cdb_srv_copies_closure): after the merge of the peers' hits, asks its own
 **   databases and every peer for the copies of the hits' files, then of the files found,
 **   until none is new (at most SRV_COPIES_ROUNDS rounds and SRV_COPIES_MAX_FILES files
-**   past the hits; a peer is asked about that many at a time); the hits and the files
-**   found are then grouped together
+**   past the hits; a peer is asked about that many at a time; stopped at one of them with
+**   files not asked about, the answer says which: "copies_truncated", "copies_bound");
+**   the hits and the files found are then grouped together
 **   (cdb_engine_hits_collapse). A file that is no hit (another filter's, or ranked
-**   lower) can join two hits and is a copy as one database would list it.
+**   lower) can join two hits and is a copy as one database would list it. A phash that
+**   is crowded only over all the servers' files (the near counts summed, each file's
+**   asked once; those left by a bound in a last, count-only request) is near nothing,
+**   as in one database of them all; a peer's own closure may have joined through it:
+**   the front's grouping, which drops its near pairs, decides.
 **
 ** What a peer answers is untrusted: facts that are not well formed are dropped (the file
 ** is then never joined), vectors of another length or with a half that is not finite
@@ -125,6 +131,7 @@ void cdb_srv_copy_facts_parse(json_t *o, cdb_engine_copy_facts *f, uint16_t **ve
 /* Files by (src, id), each once, with the vectors their facts point into. */
 typedef struct file_set {
     cdb_engine_copy_facts *f;
+    int *cnt; /* n: the servers' files within the near bound of f[i]'s phash, summed */
     int n, cap;
     void **mem; /* the vectors' blocks (heap) */
     int n_mem, cap_mem;
@@ -134,6 +141,7 @@ static void set_free(file_set *s) {
     for (int i = 0; i < s->n_mem; i++) free(s->mem[i]);
     free(s->mem);
     free(s->f);
+    free(s->cnt);
     memset(s, 0, sizeof *s);
 }
 
@@ -149,10 +157,14 @@ static int set_add(file_set *s, const cdb_engine_copy_facts *f) {
     if (s->n == s->cap) {
         int nc = s->cap ? 2 * s->cap : 64;
         cdb_engine_copy_facts *nf = realloc(s->f, sizeof *nf * (size_t)nc);
+        int *ncnt;
         if (!nf) return -1;
         s->f = nf;
+        if (!(ncnt = realloc(s->cnt, sizeof *ncnt * (size_t)nc))) return -1;
+        s->cnt = ncnt;
         s->cap = nc;
     }
+    s->cnt[s->n] = 0;
     s->f[s->n++] = *f;
     return 1;
 }
@@ -174,6 +186,24 @@ static int set_keep(file_set *s, void *p) {
     return 0;
 }
 
+/* Adds this server's counts of files within the near bound of the phashes of
+** s->f[from..to) (cdb_engine_phash_near_counts, over all its databases) into s->cnt. */
+static cdb_status local_counts(srv_ctx *c, file_set *s, int from, int to) {
+    int n_es = c->n_es > 1 ? c->n_es : 1, m = to - from;
+    uint64_t *ph = malloc(sizeof *ph * (size_t)(m > 0 ? m : 1));
+    int *k = malloc(sizeof *k * (size_t)(m > 0 ? m : 1));
+    cdb_status st = ph && k ? CDB_OK : cdb_seterr(CDB_NOMEM, "out of memory");
+    for (int i = 0; st == CDB_OK && i < m; i++) ph[i] = s->f[from + i].phash;
+    for (int d = 0; st == CDB_OK && d < n_es; d++) {
+        st = cdb_engine_phash_near_counts(n_es > 1 ? c->es[d] : c->e, NULL, ph, m, k);
+        for (int i = 0; st == CDB_OK && i < m; i++)
+            if (s->f[from + i].has_phash) s->cnt[from + i] += k[i];
+    }
+    free(ph);
+    free(k);
+    return st;
+}
+
 /* ---- a peer's side: POST /api/copies_of ---------------------------------------------- */
 
 /* The vector set's dim on this server (its first database's default model), or 0. */
@@ -187,9 +217,9 @@ static int local_dim(srv_ctx *c) {
 }
 
 void cdb_srv_copies_of(srv_ctx *c, const srv_req *r, srv_resp *o) {
-    json_t *doc = cdb_srv_body_object(r, JSON_REJECT_DUPLICATES, o), *items, *files;
+    json_t *doc = cdb_srv_body_object(r, JSON_REJECT_DUPLICATES, o), *items, *files, *counts;
     file_set q;
-    int dim = local_dim(c), n_es = c->n_es > 1 ? c->n_es : 1;
+    int dim = local_dim(c), n_es = c->n_es > 1 ? c->n_es : 1, count_only;
     memset(&q, 0, sizeof q);
     if (!doc) return;
     items = json_object_get(doc, "items");
@@ -208,8 +238,13 @@ void cdb_srv_copies_of(srv_ctx *c, const srv_req *r, srv_resp *o) {
         f.id = (int64_t)i + 1; /* each item its own */
         if (set_keep(&q, vec) < 0 || set_add(&q, &f) < 0) goto oom; /* kept first: freed */
     }
+    count_only = json_is_true(json_object_get(doc, "count_only"));
+    if (local_counts(c, &q, 0, q.n) != CDB_OK) {
+        cdb_srv_engine_error(o);
+        goto done;
+    }
     files = json_array();
-    for (int d = 0; d < n_es; d++) {
+    for (int d = 0; !count_only && d < n_es; d++) {
         cdb_engine_copy_facts *found = NULL;
         uint16_t *vecs = NULL;
         int n = 0, fdim = 0;
@@ -229,9 +264,12 @@ void cdb_srv_copies_of(srv_ctx *c, const srv_req *r, srv_resp *o) {
         free(found);
         free(vecs);
     }
+    counts = json_array();
+    for (int i = 0; i < q.n; i++) json_array_append_new(counts, json_integer(q.cnt[i]));
     {
         json_t *res = json_object();
         json_object_set_new(res, "files", files);
+        json_object_set_new(res, "near_counts", counts);
         cdb_srv_json(o, 200, res);
         o->cache = "no-store";
     }
@@ -245,27 +283,37 @@ done:
 
 /* ---- the front's side: the closure -------------------------------------------------- */
 
-/* The body of /api/copies_of for files q->f[from..to) (heap, NULL without memory). */
-static char *copies_body(const file_set *q, int from, int to, int dim) {
+/* The body of /api/copies_of for files q->f[from..to) (heap, NULL without memory); with
+** count_only, only their phashes' near counts are asked for. */
+static char *copies_body(const file_set *q, int from, int to, int dim, int count_only) {
     json_t *b = json_object(), *items = json_array();
     char *s;
     for (int i = from; i < to; i++)
         json_array_append_new(items, cdb_srv_copy_facts_json(&q->f[i], dim));
     json_object_set_new(b, "items", items);
+    if (count_only) json_object_set_new(b, "count_only", json_true());
     s = json_dumps(b, JSON_COMPACT);
     json_decref(b);
     return s;
 }
 
 /* The files of a peer's answer (n bytes) not yet in found into it (src: base + its db
-** there) while found holds fewer than limit. 0, or -1 when it is not such an answer (or
-** no memory). */
-static int take_answer(const char *body, size_t n, int base, int dim, int limit,
-                       file_set *found) {
+** there) while found holds fewer than limit, and its "near_counts" for the m files asked
+** about added to counts[0..m) (each at most CDB_ENGINE_CROWD_COUNT_MAX; read before any
+** file is added, so counts may point into found). 0, or -1 when it is not such an answer
+** (or no memory). */
+static int take_answer(const char *body, size_t n, int base, int dim, int limit, int *counts,
+                       int m, file_set *found) {
     json_error_t err;
-    json_t *doc = json_loadb(body, n, JSON_REJECT_DUPLICATES, &err), *files;
+    json_t *doc = json_loadb(body, n, JSON_REJECT_DUPLICATES, &err), *files, *near;
     int rc = -1;
     if (!json_is_object(doc) || !json_is_array(files = json_object_get(doc, "files"))) goto done;
+    near = json_object_get(doc, "near_counts");
+    for (int i = 0; i < m && i < (int)json_array_size(near); i++) {
+        json_int_t k = json_integer_value(json_array_get(near, (size_t)i));
+        counts[i] += k < 0 ? 0 : k > CDB_ENGINE_CROWD_COUNT_MAX ? CDB_ENGINE_CROWD_COUNT_MAX
+                                                                 : (int)k;
+    }
     for (size_t i = 0; i < json_array_size(files); i++) {
         json_t *x = json_array_get(files, i), *id = json_object_get(x, "id"),
                *db = json_object_get(x, "db");
@@ -289,13 +337,16 @@ done:
     return rc;
 }
 
-int cdb_srv_copies_answer_parse(const char *body, size_t n, int base, int dim,
-                                cdb_engine_copy_facts **files, int *n_files, void **keep) {
+int cdb_srv_copies_answer_parse(const char *body, size_t n, int base, int dim, int n_asked,
+                                int *counts, cdb_engine_copy_facts **files, int *n_files,
+                                void **keep) {
     file_set *s = calloc(1, sizeof *s);
     *keep = s;
     *files = NULL;
     *n_files = 0;
-    if (!s || take_answer(body, n, base, dim, SRV_COPIES_MAX_FILES, s)) return -1;
+    for (int i = 0; i < n_asked; i++) counts[i] = 0;
+    if (!s || take_answer(body, n, base, dim, SRV_COPIES_MAX_FILES, counts, n_asked, s))
+        return -1;
     *files = s->f;
     *n_files = s->n;
     return 0;
@@ -324,11 +375,60 @@ static cdb_status local_round(srv_ctx *c, int from, int dim, file_set *found) {
     return CDB_OK;
 }
 
-cdb_status cdb_srv_copies_closure(srv_ctx *c, const cdb_engine_copy_facts *hits, int n_hits,
-                                  int dim, srv_peer_answers *ans, cdb_engine_copy_facts **others,
+/* A bound: def, or the test's lower value of environment variable env (1 .. def). */
+static int copies_bound(const char *env, int def) {
+    const char *v = getenv(env);
+    long x = v && *v ? strtol(v, NULL, 10) : 0;
+    return x >= 1 && x < def ? (int)x : def;
+}
+
+/* Asks every peer not missing about found->f[from..to), SRV_COPIES_MAX_FILES at a time:
+** the files their groups join to them into found (while it holds fewer than limit) and
+** their near counts; with count_only, the counts alone. A peer that does not answer usably
+** is missing from then on. answers, lens: the peers' scratch. */
+static cdb_status ask_peers(srv_ctx *c, file_set *found, int from, int to, int dim, int limit,
+                            int count_only, srv_peer_answers *ans, char **answers,
+                            size_t *lens) {
+    int np = cdb_srv_peers_count(c->peers), nd = c->n_es > 1 ? c->n_es : 1;
+    for (int at = from; np && at < to; at += SRV_COPIES_MAX_FILES) {
+        int end = to - at > SRV_COPIES_MAX_FILES ? at + SRV_COPIES_MAX_FILES : to;
+        char *body = copies_body(found, at, end, dim, count_only);
+        if (!body) return cdb_seterr(CDB_NOMEM, "out of memory");
+        /* a peer already missing is not waited on again (it hung, or was not asked) */
+        cdb_srv_peers_post(c->peers, "/api/copies_of", body, ans->missing, ans->used_ms,
+                           answers, lens);
+        free(body);
+        for (int p = 0; p < np; p++) {
+            if (ans->missing && ans->missing[p]) continue;
+            if (!answers[p] || take_answer(answers[p], lens[p], nd + p * CDB_SERVE_MAX_DBS, dim,
+                                           count_only ? 0 : limit, found->cnt + at, end - at,
+                                           found))
+                cdb_srv_peer_missing(ans, p);
+            free(answers[p]);
+            answers[p] = NULL;
+        }
+    }
+    return CDB_OK;
+}
+
+/* A phash is crowded over all the servers' files (engine.h, cdb_engine_phash_near_counts):
+** such a file is near nothing, as in one database of them all (each server decides only
+** over its own files). Clears has_phash of those in found and among hits[0..n_hits). */
+static void mark_crowded(file_set *found, cdb_engine_copy_facts *hits, int n_hits) {
+    for (int i = 0; i < found->n; i++) {
+        cdb_engine_copy_facts *f = &found->f[i];
+        if (!f->has_phash || found->cnt[i] - 1 <= CDB_ENGINE_CROWD) continue; /* - its own */
+        f->has_phash = 0;
+        for (int j = 0; j < n_hits; j++)
+            if (hits[j].src == f->src && hits[j].id == f->id) hits[j].has_phash = 0;
+    }
+}
+
+cdb_status cdb_srv_copies_closure(srv_ctx *c, cdb_engine_copy_facts *hits, int n_hits, int dim,
+                                  srv_peer_answers *ans, cdb_engine_copy_facts **others,
                                   int *n_others, void **keep) {
     file_set *found = calloc(1, sizeof *found);
-    int np = cdb_srv_peers_count(c->peers), from = 0, nd = c->n_es > 1 ? c->n_es : 1;
+    int np = cdb_srv_peers_count(c->peers), from = 0;
     char **answers = calloc((size_t)np + 1, sizeof *answers);
     size_t *lens = calloc((size_t)np + 1, sizeof *lens);
     cdb_status st = found && answers && lens ? CDB_OK : cdb_seterr(CDB_NOMEM, "out of memory");
@@ -339,35 +439,26 @@ cdb_status cdb_srv_copies_closure(srv_ctx *c, const cdb_engine_copy_facts *hits,
     for (int i = 0; st == CDB_OK && i < n_hits; i++)
         if (set_add(found, &hits[i]) < 0) st = cdb_seterr(CDB_NOMEM, "out of memory");
     int n_first = st == CDB_OK ? found->n : 0;
-    int limit = n_first + SRV_COPIES_MAX_FILES; /* the hits, and files found past them */
-    for (int round = 0; st == CDB_OK && round < SRV_COPIES_ROUNDS && from < found->n; round++) {
+    int rounds = copies_bound("CLIPDB_TEST_COPIES_ROUNDS", SRV_COPIES_ROUNDS);
+    /* the hits, and files found past them */
+    int limit = n_first + copies_bound("CLIPDB_TEST_COPIES_FILES", SRV_COPIES_MAX_FILES);
+    ans->copies_bound = 0;
+    for (int round = 0; st == CDB_OK && round < rounds && from < found->n; round++) {
         int to = found->n;
-        if ((st = local_round(c, from, dim, found)) != CDB_OK) break;
-        /* the peers are asked about at most SRV_COPIES_MAX_FILES files at a time */
-        for (int at = from; st == CDB_OK && np && at < to; at += SRV_COPIES_MAX_FILES) {
-            char *body = copies_body(found, at, to - at > SRV_COPIES_MAX_FILES
-                                                    ? at + SRV_COPIES_MAX_FILES : to, dim);
-            if (!body) {
-                st = cdb_seterr(CDB_NOMEM, "out of memory");
-                break;
-            }
-            /* a peer already missing is not waited on again (it hung, or was not asked) */
-            cdb_srv_peers_post(c->peers, "/api/copies_of", body, ans->missing, ans->used_ms,
-                               answers, lens);
-            free(body);
-            for (int p = 0; p < np; p++) {
-                if (ans->missing && ans->missing[p]) continue;
-                if (!answers[p] || take_answer(answers[p], lens[p], nd + p * CDB_SERVE_MAX_DBS,
-                                               dim, limit, found))
-                    cdb_srv_peer_missing(ans, p);
-                free(answers[p]);
-                answers[p] = NULL;
-            }
-        }
+        if ((st = local_round(c, from, dim, found)) != CDB_OK ||
+            (st = local_counts(c, found, from, to)) != CDB_OK ||
+            (st = ask_peers(c, found, from, to, dim, limit, 0, ans, answers, lens)) != CDB_OK)
+            break;
         from = to;
         if (found->n >= limit) break;
     }
+    if (st == CDB_OK && from < found->n) { /* files whose copies were not asked about */
+        ans->copies_bound = found->n >= limit ? SRV_COPIES_BOUND_FILES : SRV_COPIES_BOUND_ROUNDS;
+        if ((st = local_counts(c, found, from, found->n)) == CDB_OK) /* their crowds, still */
+            st = ask_peers(c, found, from, found->n, dim, 0, 1, ans, answers, lens);
+    }
     if (st == CDB_OK) { /* the files found that are no hits */
+        mark_crowded(found, hits, n_hits);
         *others = found->f + n_first;
         *n_others = found->n - n_first;
     }

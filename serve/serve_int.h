@@ -223,6 +223,8 @@ typedef struct srv_peer_answers {
     int n_dropped;             /* the peers' hits dropped (cdb_srv_peer_parse's *n_dropped) */
     long *used_ms;             /* the search's time waited on each peer (borrowed; NULL: not
                                   counted), which its later exchanges (copies) add to */
+    int copies_bound;          /* the copies closure stopped at a bound: 0 no, else
+                                  SRV_COPIES_BOUND_ROUNDS or SRV_COPIES_BOUND_FILES */
 } srv_peer_answers;
 
 /* POSTs body (a JSON /api/search request) to every peer at once, each within the
@@ -278,6 +280,11 @@ void cdb_srv_peer_proxy(srv_peers *ps, int peer, const char *kind, int64_t id, i
 ** its copies. */
 #define SRV_COPIES_MAX_FILES 4096
 #define SRV_COPIES_ROUNDS 4
+/* Which bound a closure stopped at, with files whose copies were not asked about left
+** (ans->copies_bound; the answer's "copies_bound": "rounds" or "files"). Tests lower the
+** bounds with CLIPDB_TEST_COPIES_ROUNDS / CLIPDB_TEST_COPIES_FILES (never above these). */
+#define SRV_COPIES_BOUND_ROUNDS 1
+#define SRV_COPIES_BOUND_FILES 2
 
 /* A hit's copy facts as a peer answers them: {"hash": 32 hex digits (absent when
 ** unknown), "phash": 16 hex digits or null, "camera", "shot_ms": ms or null, "vec": the
@@ -288,25 +295,35 @@ json_t *cdb_srv_copy_facts_json(const cdb_engine_copy_facts *f, int dim);
 ** finite; NULL when absent, malformed, longer than SRV_PEER_MAX_VEC_B64 allows). */
 void cdb_srv_copy_facts_parse(json_t *o, cdb_engine_copy_facts *f /* OUT */,
                               uint16_t **vec /* OUT */, int *vec_n /* OUT */);
-/* POST /api/copies_of: this server's files that the groups join to the items asked. */
+/* POST /api/copies_of: this server's files that the groups join to the items asked, and
+** "near_counts": per item, its files with a phash within the near bound of the item's
+** (cdb_engine_phash_near_counts over its databases; 0 without a phash); with
+** "count_only": true, the counts alone ("files" empty). */
 void cdb_srv_copies_of(srv_ctx *c, const srv_req *r, srv_resp *o);
 /* The files of this server's databases and of its peers that the groups join to the
 ** files of hits[0..n_hits) (their facts, vectors of dim halves), round by round (copies.c),
 ** without the hits': *others (*n_others; src: a local database's index, or n_dbs +
 ** peer * CDB_SERVE_MAX_DBS + its database there), their memory in *keep (free with
 ** cdb_srv_copies_free, also after a failure). A peer that does not answer usably is
-** missing in ans; one missing there already is not asked. CDB_OK, or the local failure. */
-cdb_status cdb_srv_copies_closure(srv_ctx *c, const cdb_engine_copy_facts *hits, int n_hits,
+** missing in ans; one missing there already is not asked. ans->copies_bound: the bound the
+** closure stopped at, if any (its groups may then miss files). Every server also counts
+** its files near each file's phash: a phash crowded over all of them (and only so) has its
+** has_phash cleared, in *others and in hits, as one database of all the files decides
+** (CDB_ENGINE_CROWD). CDB_OK, or the local failure. */
+cdb_status cdb_srv_copies_closure(srv_ctx *c, cdb_engine_copy_facts *hits, int n_hits,
                                   int dim, srv_peer_answers *ans,
                                   cdb_engine_copy_facts **others /* OUT */,
                                   int *n_others /* OUT */, void **keep /* OUT */);
 void cdb_srv_copies_free(void *keep);
 /* A peer's /api/copies_of answer (n bytes, untrusted): {"files": [{"id" > 0, "db" in
-** [0, CDB_SERVE_MAX_DBS), "copy_facts"}]}, the files (at most SRV_COPIES_MAX_FILES, each
-** (src, id) once: src = base + db; vec NULL unless dim halves) in *files (*n_files), their
-** memory in *keep (cdb_srv_copies_free, also after a failure). 0, or -1 when it is not
+** [0, CDB_SERVE_MAX_DBS), "copy_facts"}], "near_counts": [...]}, the files (at most
+** SRV_COPIES_MAX_FILES, each (src, id) once: src = base + db; vec NULL unless dim halves)
+** in *files (*n_files), their memory in *keep (cdb_srv_copies_free, also after a
+** failure), and the counts of the n_asked items asked about in counts (0 where absent or
+** not an integer, else within [0, CDB_ENGINE_CROWD_COUNT_MAX]). 0, or -1 when it is not
 ** such an answer. */
-int cdb_srv_copies_answer_parse(const char *body, size_t n, int base, int dim,
+int cdb_srv_copies_answer_parse(const char *body, size_t n, int base, int dim, int n_asked,
+                                int *counts /* OUT n_asked */,
                                 cdb_engine_copy_facts **files /* OUT */, int *n_files /* OUT */,
                                 void **keep /* OUT */);
 

@@ -44,33 +44,51 @@ static inline void cdb_test_jpeg_setup(struct jpeg_compress_struct *ci,
     }
 }
 
-/* A w x h JPEG of comps (1 gray, 3 RGB, 4 CMYK) components, quality 90, as flags say,
-** pixels a smooth pattern with texture; free with free(). NULL on failure. */
-static inline unsigned char *cdb_test_jpeg(int w, int h, int comps, int flags,
-                                           unsigned long *n) {
-    struct jpeg_compress_struct ci;
-    struct jpeg_error_mgr jerr;
-    unsigned char *out = NULL, *row = malloc((size_t)w * comps);
-    if (!row) return NULL;
-    *n = 0;
-    cdb_test_jpeg_setup(&ci, &jerr, w, h, comps, 90, flags);
-    jpeg_mem_dest(&ci, &out, n);
-    jpeg_start_compress(&ci, TRUE);
+/* Writes px (w x h pixels of comps bytes, rows packed) through ci (set up, its destination
+** named): the Exif orientation 6 block when flags has CDB_TJ_ROTATED, the rows, the end. */
+static inline void cdb_test_jpeg_write(struct jpeg_compress_struct *ci, const unsigned char *px,
+                                       int w, int comps, int flags) {
+    jpeg_start_compress(ci, TRUE);
     if (flags & CDB_TJ_ROTATED) { /* little-endian TIFF, one entry: 0x0112 SHORT 1 = 6 */
         static const unsigned char exif[] = {'E', 'x', 'i', 'f', 0, 0, 'I', 'I', 42, 0, 8, 0,
                                              0,   0,   1,   0,   0x12, 1, 3, 0, 1, 0, 0, 0,
                                              6,   0,   0,   0,   0,   0,   0,   0, 0, 0};
-        jpeg_write_marker(&ci, JPEG_APP0 + 1, exif, sizeof exif);
+        jpeg_write_marker(ci, JPEG_APP0 + 1, exif, sizeof exif);
     }
-    for (int y = 0; y < h; y++) {
-        JSAMPROW r = row;
+    while (ci->next_scanline < ci->image_height) {
+        JSAMPROW row = (JSAMPROW)px + (size_t)ci->next_scanline * (size_t)w * (size_t)comps;
+        jpeg_write_scanlines(ci, &row, 1);
+    }
+    jpeg_finish_compress(ci);
+    jpeg_destroy_compress(ci);
+}
+
+/* px (w x h pixels of comps bytes, rows packed) as a JPEG of that quality and flags, in
+** memory; free with free(). NULL on failure. */
+static inline unsigned char *cdb_test_jpeg_of(const unsigned char *px, int w, int h, int comps,
+                                              int quality, int flags, unsigned long *n) {
+    struct jpeg_compress_struct ci;
+    struct jpeg_error_mgr jerr;
+    unsigned char *out = NULL;
+    *n = 0;
+    cdb_test_jpeg_setup(&ci, &jerr, w, h, comps, quality, flags);
+    jpeg_mem_dest(&ci, &out, n);
+    cdb_test_jpeg_write(&ci, px, w, comps, flags);
+    return out;
+}
+
+/* A w x h JPEG of comps (1 gray, 3 RGB, 4 CMYK) components, quality 90, as flags say,
+** pixels a smooth pattern with texture; free with free(). NULL on failure. */
+static inline unsigned char *cdb_test_jpeg(int w, int h, int comps, int flags,
+                                           unsigned long *n) {
+    unsigned char *px = malloc((size_t)w * (size_t)h * (size_t)comps), *out;
+    if (!px) return NULL;
+    for (int y = 0; y < h; y++)
         for (int x = 0; x < w * comps; x++)
-            row[x] = (unsigned char)(x * 5 + y * 9 + ((x * 7919 + y * 104729) >> 3) % 23);
-        jpeg_write_scanlines(&ci, &r, 1);
-    }
-    jpeg_finish_compress(&ci);
-    jpeg_destroy_compress(&ci);
-    free(row);
+            px[(size_t)y * (size_t)w * (size_t)comps + (size_t)x] =
+                (unsigned char)(x * 5 + y * 9 + ((x * 7919 + y * 104729) >> 3) % 23);
+    out = cdb_test_jpeg_of(px, w, h, comps, 90, flags, n);
+    free(px);
     return out;
 }
 
@@ -84,13 +102,7 @@ static inline int cdb_test_jpeg_file(const char *path, const unsigned char *px, 
     if (!f) return -1;
     cdb_test_jpeg_setup(&ci, &jerr, w, h, comps, quality, flags);
     jpeg_stdio_dest(&ci, f);
-    jpeg_start_compress(&ci, TRUE);
-    while (ci.next_scanline < ci.image_height) {
-        JSAMPROW row = (JSAMPROW)px + (size_t)ci.next_scanline * w * comps;
-        jpeg_write_scanlines(&ci, &row, 1);
-    }
-    jpeg_finish_compress(&ci);
-    jpeg_destroy_compress(&ci);
+    cdb_test_jpeg_write(&ci, px, w, comps, flags);
     return fclose(f) == 0 ? 0 : -1;
 }
 

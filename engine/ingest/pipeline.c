@@ -166,9 +166,10 @@ static int to_nvjpeg(pipe_ctx *c, job *j, const unsigned char *buf) {
 /* The photo's metadata, from the bytes already read (never an error: a photo with
 ** broken metadata keeps its pixels and vector, cdb_photo_meta_read), and with_phash (a
 ** reindex's backfill of an unchanged file) its perceptual hash; a new or changed file's
-** comes from the ingest's own decode where that is the phash's decode (process), else
-** is left to the next reindex or duplicates run: a decode of its own would cost a
-** quarter of a large JPEG's (cdb_eng_phash_of says why). */
+** comes from the ingest's own decode where that gives it (process: every YCbCr or gray
+** JPEG, exact or fast, and the formats cdb_eng_phash_of_decoded names), else is left to
+** the next reindex or duplicates run: a decode of its own would cost a quarter of a large
+** JPEG's (cdb_eng_phash_of says why). */
 static void read_photo(job *j, const unsigned char *buf, size_t n, int with_phash) {
     j->has_photo = cdb_photo_meta_read(buf, n, &j->photo) == CDB_OK;
     if (j->has_photo && with_phash) cdb_eng_phash_of(buf, n, &j->phash);

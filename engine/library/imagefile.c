@@ -150,6 +150,7 @@ eng_readfail cdb_eng_decode_photo(const unsigned char *buf, size_t n, int apply_
     ip.decode = decode ? CDB_DECODE_FAST : CDB_DECODE_EXACT;
     ip.target_size = pp->size;
     ip.max_pixels = max_pixels > 0 ? max_pixels : 0;
+    ip.phash = ph != NULL; /* a JPEG's DC hash from this decode's entropy decoding */
     rc = cdb_image_decode(buf, n, &ip, &img);
     t1 = cdb_now_ns();
     if (ns) ns[0] += t1 - t0;

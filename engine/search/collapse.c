@@ -1133,3 +1133,31 @@ done:
     if (rc != CDB_OK) return cdb_eng_fail(rc, CDB_ENGINE_E_NONE, "cannot collapse the copies");
     return CDB_OK;
 }
+
+/* ---- crowdedness over several servers (issue 28: a front over its peers) --------------- */
+
+_Static_assert(CDB_ENGINE_CROWD == CDB_DUPES_CROWD, "engine.h's crowd is dupes.h's");
+
+cdb_status cdb_engine_phash_near_counts(cdb_engine *e, const char *model, const uint64_t *ph,
+                                        int n, int *counts) {
+    eng_reader *rd = NULL;
+    eng_model *mod = NULL;
+    eng_copy_index *x = NULL;
+    int bits = cdb_dupes_params_default().phash_bits;
+    cdb_status st;
+    cdb_eng_clear();
+    if (n < 0 || (n > 0 && (!ph || !counts)))
+        return cdb_eng_fail(CDB_INVALID, CDB_ENGINE_E_NONE, "phash_near_counts: bad arguments");
+    if ((st = cdb_eng_reader_get(e, &rd)) != CDB_OK) return st;
+    if ((st = cdb_eng_model_get(e, rd->db, model, 0, 0, -1, &mod)) == CDB_OK &&
+        (st = cdb_eng_copy_index_get(e, rd->db, mod->model_id, &x)) == CDB_OK)
+        for (int i = 0; i < n; i++) { /* every file with a phash, crowded here or not */
+            int k = 0;
+            for (size_t j = 0; j < x->n && k < CDB_ENGINE_CROWD_COUNT_MAX; j++)
+                k += (x->has[j] & 6) && __builtin_popcountll(x->phash[j] ^ ph[i]) <= bits;
+            counts[i] = k;
+        }
+    cdb_eng_copy_index_unref(x);
+    cdb_eng_reader_put(e, rd);
+    return st;
+}

@@ -26,8 +26,10 @@ int cdb_eng_phash_of(const unsigned char *buf, size_t n, eng_phash *out) {
     memset(out, 0, sizeof *out);
     ip.decode = CDB_DECODE_FAST; /* the hash looks at 32x32: a 1/8 JPEG decode is plenty */
     ip.target_size = 64;
+    ip.phash = 1; /* a JPEG's DC hash, whatever the scale (encoder.h) */
     if (cdb_image_decode(buf, n, &ip, &img) == CDB_OK &&
-        cdb_image_phash(img, &out->hash) == CDB_OK) {
+        (img->has_phash ? (out->hash = img->phash, CDB_OK)
+                        : cdb_image_phash(img, &out->hash)) == CDB_OK) {
         out->has = 1;
         out->format = format_of(img->format);
         out->width = img->full_width;
@@ -50,7 +52,10 @@ int cdb_eng_phash_of_decoded(const cdb_image *img, int fast, int target_size, in
         same |= !strcmp(img->format, whole[i]);
     if (!strcmp(img->format, "JPEG") || !strcmp(img->format, "WebP")) /* the draft scale */
         same = fast && (target_size == 64 || (target_size > 64 && img->scale_denom == 8));
-    if (!same || cdb_image_phash(img, &out->hash) != CDB_OK) return -1;
+    if (img->has_phash) /* a JPEG's DC hash: any decode's */
+        out->hash = img->phash;
+    else if (!same || cdb_image_phash(img, &out->hash) != CDB_OK)
+        return -1;
     out->has = 1;
     out->format = format_of(img->format);
     out->width = img->full_width;

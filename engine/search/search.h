@@ -264,19 +264,23 @@ typedef struct eng_phash {
     int width, height;
 } eng_phash;
 /* The one way a phash is made: a fast decode to 64 pixels (a JPEG scaled in the DCT
-** domain, a RAW's preview) with EXIF orientation, then cdb_image_phash; every stored and
-** every computed phash comes from here, so a cached one equals a fresh one. Not cheap
-** next to an ingest's own decode (bench_photos: a quarter of a large JPEG's exact decode,
-** the entropy decoding being whole), so ingest does not call it: it takes the hash of
-** its own decode where that is this decode (cdb_eng_phash_of_decoded) and leaves the
-** rest to reindex and duplicates. 0, or -1 when the bytes cannot be decoded (out->has 0). */
+** domain, a RAW's preview) with EXIF orientation, then cdb_image_phash, or for a YCbCr or
+** grayscale JPEG its DC hash (encoder.h: the same value from any libjpeg decode of it);
+** every stored and every computed phash is this one, so a cached one equals a fresh one.
+** Not cheap next to an ingest's own decode (bench_photos: a quarter of a large JPEG's
+** exact decode, the entropy decoding being whole), so ingest does not call it: it takes
+** the hash of its own decode where that gives this one (cdb_eng_phash_of_decoded: every
+** YCbCr JPEG, exact or fast) and leaves the rest to reindex and duplicates. 0, or -1
+** when the bytes cannot be decoded (out->has 0). */
 int cdb_eng_phash_of(const unsigned char *buf, size_t n, eng_phash *out);
-/* The phash of img, an image decoded with (fast, target_size, apply_exif), when that
-** decode gives cdb_eng_phash_of's pixels, so the hash equals its: EXIF applied, the full
-** image within the default pixel limit, and a format whose fast decode does not depend
-** on the target (PNG, GIF, BMP, TGA, PSD, PNM, TIFF: whole), or a JPEG or WebP decoded
-** fast at the same DCT scale (a target of 64, or 1/8 from a target of 64 or more). 0, or
-** -1 (out->has 0) for any other decode: HEIF, AVIF, RAW, an exact or a finer decode. */
+/* The phash of img, an image decoded with (fast, target_size, apply_exif) and
+** cdb_image_params.phash set, when that decode gives cdb_eng_phash_of's hash: EXIF
+** applied, the full image within the default pixel limit, and a JPEG whose DC hash the
+** decode kept (img->has_phash: any scale, exact or fast), a format whose fast decode does
+** not depend on the target (PNG, GIF, BMP, TGA, PSD, PNM, TIFF: whole), or another JPEG
+** or a WebP decoded fast at the same DCT scale (a target of 64, or 1/8 from a target of 64
+** or more). 0, or -1 (out->has 0) for any other decode: HEIF, AVIF, RAW, an exact or a
+** finer decode of those. */
 int cdb_eng_phash_of_decoded(const cdb_image *img, int fast, int target_size, int apply_exif,
                              eng_phash *out);
 

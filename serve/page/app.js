@@ -208,6 +208,9 @@ function status(r, ms, err) {
   if (S.under) el.append(' in ', b(S.under));
   if (S.min !== '') el.append(` scoring \u2265 ${S.min}`);
   el.append(` \u00b7 ${Math.round(ms)} ms`);
+  if (r.copies_truncated) { // the servers' search for copies stopped at a bound
+    el.append(` \u00b7 copies on other servers may be missing (the ${r.copies_bound} bound)`);
+  }
   if (!n) el.append(' \u00b7 try other words, or a lower minimum score');
 }
 

@@ -1339,7 +1339,8 @@ CDB_TEST(migrate_v8_to_v9) {
                         " FROM photo_meta; DROP TABLE photo_meta;"
                         " ALTER TABLE pm8 RENAME TO photo_meta; DROP TABLE ignore_files;"
                         " UPDATE meta SET value=8 WHERE key='schema_version';"));
-    CHECK_EQ_INT(tu_sql_int(cat, "SELECT value FROM meta WHERE key='schema_version'"), 9);
+    CHECK_EQ_INT(tu_sql_int(cat, "SELECT value FROM meta WHERE key='schema_version'"),
+                 CDB_DB_SCHEMA_VERSION);
     CHECK_EQ_INT(tu_sql_int(cat, "SELECT count(*) FROM ignore_files"), 0);
     CHECK_OK(cdb_db_photos_get(fx.db, &ids[1], 1, &got, NULL));
     CHECK_EQ_INT(got.read, 1);
@@ -1377,6 +1378,45 @@ CDB_TEST(migrate_v8_to_v9) {
     CHECK_OK(cdb_db_photos_get(fx.db, &ids[1], 1, &got, NULL));
     CHECK_EQ_INT(got.read, 0);
     CHECK_EQ_INT(got.has_phash, 0);
+    fx_close(&fx);
+}
+
+/* Schema 10: a JPEG's phash changed definition (its DC hash), so the phashes a v9
+** catalog holds for JPEG-like decodes (format 1) are cleared and count as missing (the
+** reindex recomputes them); the others (format 0 RAW, 2 other) are kept as they are. */
+CDB_TEST(migrate_v9_to_v10) {
+    fixture fx;
+    char cat[300];
+    int64_t ids[3], *missing = NULL, n = 0;
+    cdb_db_photo rows[3], got[3];
+    CHECK_OK(fx_open_with(&fx, "migrate10", 0, 3, ids));
+    for (int i = 0; i < 3; i++) {
+        cdb_db_file f;
+        memset(&rows[i], 0, sizeof rows[i]);
+        CHECK_OK(cdb_db_file_get(fx.db, ids[i], &f));
+        rows[i].file_id = f.id;
+        memcpy(rows[i].hash, f.meta.hash, CDB_DB_HASH_BYTES);
+        cdb_db_file_clear(&f);
+        rows[i].has_phash = 1;
+        rows[i].phash = 0x8000000000000001ULL + (uint64_t)i;
+        rows[i].phash_format = i; /* 0 RAW, 1 JPEG/HEIF/TIFF, 2 other */
+        rows[i].phash_width = 640;
+        rows[i].phash_height = 480;
+    }
+    CHECK_OK(cdb_db_photos_put(fx.db, rows, 3));
+    CHECK_OK(fx_migrate(&fx, cat, sizeof cat,
+                        "UPDATE meta SET value=9 WHERE key='schema_version';"));
+    CHECK_EQ_INT(tu_sql_int(cat, "SELECT value FROM meta WHERE key='schema_version'"), 10);
+    CHECK_OK(cdb_db_photos_get(fx.db, ids, 3, got, NULL));
+    for (int i = 0; i < 3; i++) {
+        CHECK_EQ_INT(got[i].read, 1);
+        CHECK_EQ_INT(got[i].has_phash, i != 1);
+        if (i != 1) CHECK(got[i].phash == rows[i].phash);
+    }
+    CHECK_OK(cdb_db_photos_missing(fx.db, 0, &missing, &n));
+    CHECK_EQ_INT(n, 1);
+    CHECK_EQ_INT(n == 1 ? missing[0] : 0, ids[1]);
+    cdb_free(missing);
     fx_close(&fx);
 }
 
@@ -1459,7 +1499,7 @@ CDB_TEST_MAIN(open_create_reopen, encode_matches_double_reference, encode_any_ma
               encode_refuses_bad, crud_put_lookup_read, odd_paths, quarantine_move_delete,
               models_side_by_side, generations, shard_rollover, schema_from_the_future,
               migrate_v1_to_v2, migrate_v2_to_v3, migrate_v3_to_v4, migrate_v7_to_v8,
-              migrate_v8_to_v9,
+              migrate_v8_to_v9, migrate_v9_to_v10,
               mixed_batch_runs,
               verify_missing_and_truncated_shard, verify_bad_and_orphan_vectors, runs_and_readonly, busy_is_retried_then_reported, classify_changes,
               interrupted_delete_keeps_claims_true, read_snapshot_holds_until_renewed,

@@ -11,7 +11,9 @@
 ** quickly (the default limit itself is exercised by tests/fuzz/test_hostile_image.c).
 ** Invariants: a decoded image has sane fields and is no larger than max_pixels;
 ** probe agrees with the decoded size (up to the EXIF transpose); preprocess either
-** succeeds with finite outputs inside the normalized [0,1] range or refuses cleanly.
+** succeeds with finite outputs inside the normalized [0,1] range or refuses cleanly; the
+** JPEG DC hash (asked for with EXIF applied) is one value whatever decodes it: the exact
+** decode's and the fast decode's agree when both give one, and only JPEGs give one.
 */
 #include <math.h>
 #include <stdint.h>
@@ -61,7 +63,8 @@ static void check_preprocess(const cdb_image *img, int size, cdb_interp interp) 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
     cdb_image_params ip = cdb_image_params_default();
     cdb_image *img = NULL;
-    int pw = -1, ph = -1, probed;
+    int pw = -1, ph = -1, probed, has_dc[3] = {0, 0, 0};
+    uint64_t dc[3] = {0, 0, 0};
     cdb_status rc;
 
     probed = cdb_image_probe(data, n, &pw, &ph) == CDB_OK;
@@ -84,6 +87,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
         ip.apply_exif = exif;
         ip.decode = fast ? CDB_DECODE_FAST : CDB_DECODE_EXACT;
         ip.target_size = 16;
+        ip.phash = exif; /* the DC tap of a JPEG's decode, exact (pass 1) and fast (2) */
         rc = cdb_image_decode(data, n, &ip, &img);
         if (rc != CDB_OK) {
             FUZZ_CHECK(img == NULL, "error %s left an image", cdb_status_str(rc));
@@ -103,6 +107,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
         FUZZ_CHECK(img->scale_denom >= 1 && img->scale_denom <= 8 && img->format && img->source,
                    "scale_denom %d, format/source set", img->scale_denom);
         FUZZ_CHECK(img->channels == 4 || !img->is_cmyk, "CMYK with %d channels", img->channels);
+        FUZZ_CHECK(!img->has_phash || (ip.phash && !strcmp(img->format, "JPEG")),
+                   "a DC hash not asked for, or of a %s", img->format);
+        has_dc[pass] = img->has_phash;
+        dc[pass] = img->phash;
         /* the full size is the probed one (up to the EXIF/irot transpose); camera
         ** RAW and HEIF previews may be smaller than the file's main image */
         if (probed && !fast && strcmp(img->format, "RAW"))
@@ -133,5 +141,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
         cdb_image_free(img);
         img = NULL;
     }
+    FUZZ_CHECK(!has_dc[1] || !has_dc[2] || dc[1] == dc[2],
+               "DC hash %016llx (exact decode) != %016llx (fast decode)",
+               (unsigned long long)dc[1], (unsigned long long)dc[2]);
     return 0;
 }

@@ -14,7 +14,8 @@
 ** frees them. Of the copy facts (each hit's, each file's): the id is its own, the camera
 ** NUL-terminated, a vector either absent or of 1..4,096 halves none of which is an
 ** infinity or a NaN (of the dim expected, for a copies_of file), and the facts written
-** again (cdb_srv_copy_facts_json) and read back are the same bits.
+** again (cdb_srv_copy_facts_json) and read back are the same bits. A copies_of answer's
+** near counts of the 8 items asked about are each within [0, CDB_ENGINE_CROWD_COUNT_MAX].
 */
 #include <math.h>
 #include <stdint.h>
@@ -61,12 +62,16 @@ static void check_facts(const cdb_engine_copy_facts *f, const uint16_t *vec, int
 static void copies_answer(const uint8_t *data, size_t n, int dim) {
     cdb_engine_copy_facts *files = NULL;
     void *keep = NULL;
-    int n_files = -1, base = 5;
-    if (cdb_srv_copies_answer_parse((const char *)data, n, base, dim, &files, &n_files, &keep)) {
+    int n_files = -1, base = 5, counts[8];
+    if (cdb_srv_copies_answer_parse((const char *)data, n, base, dim, 8, counts, &files,
+                                    &n_files, &keep)) {
         cdb_srv_copies_free(keep);
         return;
     }
     FUZZ_CHECK(n_files >= 0 && n_files <= SRV_COPIES_MAX_FILES, "%d files", n_files);
+    for (int i = 0; i < 8; i++)
+        FUZZ_CHECK(counts[i] >= 0 && counts[i] <= CDB_ENGINE_CROWD_COUNT_MAX, "count %d: %d", i,
+                   counts[i]);
     for (int i = 0; i < n_files; i++) {
         const cdb_engine_copy_facts *f = &files[i];
         FUZZ_CHECK(f->id > 0 && f->src >= base && f->src < base + CDB_SERVE_MAX_DBS,

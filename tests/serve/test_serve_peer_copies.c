@@ -7,7 +7,13 @@
 ** front give its hits, score bits and each hit's copies (as paths; a copy on a peer named
 ** by "copies_peer" and "copies_db", mapped to its path by that peer's own answer).
 ** The test fails with the front's collapse off (each peer's copies shown apart): the
-** check that copies on other servers were met is part of it.
+** check that copies on other servers were met is part of it. A crowd split across the
+** servers (N_CROWD flat pictures, each its own bytes, a third on each: crowded only when
+** all are counted together, dupes.h's CDB_DUPES_CROWD) is near nothing on the oracle, and
+** must be so through the front, whose peers each see too few of them to tell (fails when
+** the front decides crowdedness per server). Fronts whose copies closure may take one
+** round, or keep one file past the hits, say that they stopped there
+** ("copies_truncated", "copies_bound").
 */
 #include <limits.h>
 
@@ -19,6 +25,40 @@ static su_server g_oracle, g_peer[3], g_front;
 static int g_ready;
 static uint64_t g_rng = 2828;
 
+enum { N_CROWD = 75, N_FILES = 30 + N_CROWD }; /* lu_copy_fixtures' 30 */
+
+/* N_CROWD flat pictures, a third in each root, each its own colour (no exact copies):
+** their phashes are all one (a flat image's), so they are a crowd, of the union only.
+** Two are near copies (two reds a shade apart, on two servers): one database of all
+** never groups them (crowded); a front deciding the crowd per server, over the few
+** files its closure meets (the others: blue, green, grey, cyan, near neither), would. */
+static int write_crowd(void) {
+    char p[PATH_MAX + 64];
+    for (int i = 0; i < N_CROWD; i++) {
+        size_t n = 0;
+        unsigned char *b = lu_ppm(96, 72, 1, &n), c[3], *px;
+        int v = 100 + i;
+        if (!b) return -1;
+        if (i < 2)
+            c[0] = (unsigned char)(200 + 5 * i), c[1] = 30, c[2] = 30;
+        else if (i % 4 == 0)
+            c[0] = 30, c[1] = 30, c[2] = (unsigned char)v;
+        else if (i % 4 == 1)
+            c[0] = 30, c[1] = (unsigned char)v, c[2] = 30;
+        else if (i % 4 == 2)
+            c[0] = c[1] = c[2] = (unsigned char)v;
+        else
+            c[0] = 30, c[1] = c[2] = (unsigned char)v;
+        px = b + n - 96 * 72 * 3;
+        for (int k = 0; k < 96 * 72; k++) memcpy(px + 3 * k, c, 3);
+        snprintf(p, sizeof p, "%s/flat%02d.ppm", g_root[i % 3], i);
+        int rc = lu_write(p, b, n);
+        free(b);
+        if (rc) return -1;
+    }
+    return 0;
+}
+
 static uint32_t rnd(uint32_t n) {
     g_rng = g_rng * 6364136223846793005ull + 1442695040888963407ull;
     return (uint32_t)(g_rng >> 33) % n;
@@ -27,7 +67,11 @@ static uint32_t rnd(uint32_t n) {
 static int setup(void) {
     if (g_ready) return g_ready > 0 ? 0 : -1;
     g_ready = -1;
-    if (lu_setup() != 0 || lu_copy_fixtures(g_root, g_db, g_all) != 0) return -1;
+    if (lu_setup() != 0 || lu_copy_fixtures(g_root, g_db, g_all) != 0 || write_crowd()) return -1;
+    for (int r = 0; r < 4; r++)
+        if (lu_expect((const char *[]){"reindex", "--db", r < 3 ? g_db[r] : g_all, NULL}, 0,
+                      NULL))
+            return -1;
     lu_path(g_empty, sizeof g_empty, "empty.db");
     if (lu_init(g_empty) || su_start(&g_oracle, (const char *[]){"--db", g_all, "--quiet", NULL}))
         return -1;
@@ -142,7 +186,8 @@ CDB_TEST(front_collapses_copies_across_peers) {
         if (rnd(4) == 0) n += snprintf(q + n, sizeof q - (size_t)n, "&min_score=0.2");
         if (rnd(4) == 0) n += snprintf(q + n, sizeof q - (size_t)n, "&under=%s", g_root[rnd(3)]);
         if (rnd(4) == 0) snprintf(q + n, sizeof q - (size_t)n, "&sort=time");
-        if (t == 0) snprintf(q, sizeof q, "/api/search?q=red&k=100"); /* the whole library */
+        if (t == 0) snprintf(q, sizeof q, "/api/search?q=red&k=200"); /* the whole library */
+        if (t == 1) snprintf(q, sizeof q, "/api/search?q=red&k=4"); /* the crowd's reds */
         memset(&a, 0, sizeof a);
         memset(&b, 0, sizeof b);
         CHECK_EQ_INT(su_get(g_front.port, q, &a), 0);
@@ -161,9 +206,54 @@ CDB_TEST(front_collapses_copies_across_peers) {
         su_resp_free(&a);
         su_resp_free(&b);
     }
-    /* copies on other servers were met, and collapsing took copies out (30 files) */
+    /* copies on other servers were met, and collapsing took copies out (the crowd's
+    ** files are each a hit of their own) */
     CHECK_MSG(cross > 10, "only %d copies on another server than their hit's", cross);
-    CHECK_MSG(min_hits > 0 && min_hits <= 30 - 9, "%d collapsed hits of 30 files", min_hits);
+    CHECK_MSG(min_hits >= N_CROWD && min_hits <= N_FILES - 9, "%d collapsed hits of %d files",
+              min_hits, N_FILES);
+}
+
+/* The closure's bounds: a front whose closure may take one round, or keep one file past
+** the hits, says which bound it stopped at when a hit has copies on other servers; the
+** full front's closure of the same search ends within its bounds. */
+CDB_TEST(front_reports_the_closure_bounds) {
+    NEED_SETUP();
+    static const char *const env[2] = {"CLIPDB_TEST_COPIES_ROUNDS", "CLIPDB_TEST_COPIES_FILES"};
+    static const char *const bound[2] = {"rounds", "files"};
+    char q[64] = "";
+    su_resp r;
+    json_t *doc;
+    for (int w = 0; w < 10 && !q[0]; w++) { /* a search whose best hit has copies */
+        snprintf(q, sizeof q, "/api/search?q=%s&k=1", k_words[w]);
+        CHECK_EQ_INT(su_get(g_front.port, q, &r), 0);
+        CHECK((doc = su_json(&r)) != NULL);
+        if (!json_array_size(json_object_get(json_array_get(json_object_get(doc, "results"), 0),
+                                             "copies")))
+            q[0] = '\0';
+        else
+            CHECK(json_is_false(json_object_get(doc, "copies_truncated")) &&
+                  json_is_null(json_object_get(doc, "copies_bound")));
+        json_decref(doc);
+        su_resp_free(&r);
+    }
+    CHECK(q[0]);
+    for (int b = 0; b < 2; b++) {
+        su_server f;
+        int rc;
+        setenv(env[b], "1", 1); /* the front's process only */
+        rc = su_start(&f, (const char *[]){"--db", g_empty, "--quiet", "--peer", g_url[0],
+                                           "--peer", g_url[1], "--peer", g_url[2], NULL});
+        unsetenv(env[b]);
+        CHECK_EQ_INT(rc, 0);
+        CHECK_EQ_INT(su_get(f.port, q, &r), 0);
+        CHECK_EQ_INT(r.status, 200);
+        CHECK((doc = su_json(&r)) != NULL);
+        CHECK(json_is_true(json_object_get(doc, "copies_truncated")));
+        CHECK_EQ_STR(json_string_value(json_object_get(doc, "copies_bound")), bound[b]);
+        json_decref(doc);
+        su_resp_free(&r);
+        CHECK_EQ_INT(su_stop(&f), 0);
+    }
 }
 
 /* An ordinary client of a peer sees no copy facts; the front's request gets them, each
@@ -225,8 +315,8 @@ CDB_TEST(servers_exit_clean) {
 }
 
 int main(int argc, char **argv) {
-    CDB_TEST_LIST(tests, front_collapses_copies_across_peers, copy_facts_only_when_asked,
-                  front_with_a_peer_down, servers_exit_clean);
+    CDB_TEST_LIST(tests, front_collapses_copies_across_peers, front_reports_the_closure_bounds,
+                  copy_facts_only_when_asked, front_with_a_peer_down, servers_exit_clean);
     int rc = cdb_test_run_(tests, CDB_TEST_N(tests), argc, argv);
     su_stop(&g_oracle);
     su_stop(&g_front);
