@@ -401,7 +401,7 @@ static void add_compare(const cdb_index *trained, const cdb_index_source *src, i
     uint16_t *v = malloc((size_t)m * DIM * 2);
     uint8_t *ca = NULL, *cb = NULL;
     int same_lists = 0, nonempty = 0;
-    double t0, t_faiss, t_ours;
+    double t0, t_faiss, t_ours, c0, c_faiss, c_ours;
     if (cdb_index_clone_empty(trained, &a) != CDB_OK ||
         cdb_index_clone_empty(trained, &b) != CDB_OK ||
         src->read(src->ctx, 0, m, ids, v) != CDB_OK) {
@@ -409,12 +409,12 @@ static void add_compare(const cdb_index *trained, const cdb_index_source *src, i
         exit(1);
     }
     cdb_index_set_faiss_add(a, 1);
-    t0 = now_s();
+    t0 = now_s(), c0 = cpu_s();
     cdb_index_add(a, ids, v, m);
-    t_faiss = now_s() - t0;
-    t0 = now_s();
+    t_faiss = now_s() - t0, c_faiss = cpu_s() - c0;
+    t0 = now_s(), c0 = cpu_s();
     cdb_index_add(b, ids, v, m);
-    t_ours = now_s() - t0;
+    t_ours = now_s() - t0, c_ours = cpu_s() - c0;
     cdb_index_get_info(b, &info);
     ca = malloc((size_t)m * 256), cb = malloc((size_t)m * 256);
     for (int l = 0; l < info.nlist; l++) {
@@ -434,11 +434,13 @@ static void add_compare(const cdb_index *trained, const cdb_index_source *src, i
         same_lists += na == nb && !memcmp(ia, ib, (size_t)na * sizeof *ia) &&
                       !memcmp(ca, cb, (size_t)na * cs);
     }
-    printf("  add of the first %lld vectors (same run, %d threads): FAISS's own add %.0f a "
-           "second, clipdb's %.0f a second (%.1fx); in the list FAISS's add gives: %lld of "
-           "%lld; lists equal entry for entry (ids, order, code bytes): %d of %d\n",
-           (long long)m, omp_get_max_threads(), m / t_faiss, m / t_ours, t_faiss / t_ours,
-           (long long)same_list, (long long)m, same_lists, nonempty);
+    printf("  add of the first %lld vectors (same run, %d threads, load average %.2f): "
+           "FAISS's own add %.0f a second (%.1f CPU s), clipdb's %.0f a second (%.1f CPU s): "
+           "%.1fx the rate, %.1fx less CPU; in the list FAISS's add gives: %lld of %lld; "
+           "lists equal entry for entry (ids, order, code bytes): %d of %d\n",
+           (long long)m, omp_get_max_threads(), load1(), m / t_faiss, c_faiss, m / t_ours,
+           c_ours, t_faiss / t_ours, c_faiss / c_ours, (long long)same_list, (long long)m,
+           same_lists, nonempty);
     fflush(stdout);
     cdb_index_free(a), cdb_index_free(b);
     free(ids), free(ia), free(ib), free(v), free(ca), free(cb);
