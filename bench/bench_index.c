@@ -3,6 +3,7 @@
 **
 **   bench_index [N] [n_queries] [--kind ivf-hnsw-pq|ivf-pq|auto] [--factory F]... [--sweep]
 **               [--on-disk] [--no-baseline] [--no-opq] [--no-snapshot] [--no-exact]
+**               [--add-compare M] [--build-only]
 **   (default N = 1,000,000, 500 timed queries, dim 512, kind ivf-hnsw-pq)
 **
 ** Data: N unit vectors of dim 512 from a mixture of 1,000 Gaussian clusters with an
@@ -16,8 +17,12 @@
 ** For the candidate index (--kind; lists moved to a mapped file with --on-disk) and for
 ** today's plan at 10^6 (IVF4096,PQ64, nprobe 64, re-rank 10x: the baseline, measured in
 ** the same run):
-** - build time (training on a sample + adding in chunks, streamed from the shards), peak
-**   RSS of the process after the build, index file size (and lists file);
+** - build time (training on a sample, adding in chunks streamed from the shards, saving:
+**   each with its CPU seconds and the load average), peak RSS of the process after the
+**   build, index file size (and lists file);
+** - the add before and after clipdb's own (the first M = 65,536 vectors, --add-compare M,
+**   0: none): FAISS's add and clipdb's, each timed, and their lists compared (with
+**   --build-only the run ends there, after the candidate's build);
 ** - recall@10 after the exact re-rank vs an exact fp64 brute force over the store;
 ** - p50 / p99 of one query (FAISS candidates + fetch + fp32 re-rank), with the fetch of
 **   the re-rank's vectors from the shards broken out: through the engine's fetch
@@ -115,14 +120,35 @@ static void mixture_draw(const mixture *m, uint64_t *s, float *x) {
     cdb_k_normalize_f32(x, DIM, NULL);
 }
 
+/* The process's CPU seconds (user + system, every thread) and the machine's 1-minute
+** load average: printed beside each stage's wall time, so that a reader can tell a slow
+** stage from a shared machine. */
+static double cpu_s(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 + (double)ru.ru_stime.tv_sec +
+           ru.ru_stime.tv_usec * 1e-6;
+}
+
+static double load1(void) {
+    double l = -1;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &l) != 1) l = -1;
+        fclose(f);
+    }
+    return l;
+}
+
 /* Progress of a long stage (at 10^7 they take many minutes): a line at every 10^6 items
 ** with the rate so far and the time the rest would take at that rate. Quiet below 2M. */
 static void progress(const char *what, int64_t prev, int64_t done, int64_t n, double t0) {
     const int64_t step = 1000000;
     double el = now_s() - t0;
     if (n < 2000000 || done == 0 || done / step == prev / step) return;
-    printf("  %s: %lld of %lld in %.0f s (%.0f a second; the rest ~%.0f s at this rate)\n",
-           what, (long long)done, (long long)n, el, done / el, (double)(n - done) * el / done);
+    printf("  %s: %lld of %lld in %.0f s (%.0f a second; the rest ~%.0f s at this rate; "
+           "load average %.2f)\n", what, (long long)done, (long long)n, el, done / el,
+           (double)(n - done) * el / done, load1());
     fflush(stdout);
 }
 
@@ -349,34 +375,118 @@ static cdb_status progress_read(void *ctx, int64_t pos, int64_t n, int64_t *ids,
     return rc;
 }
 
-/* cdb_index_build's steps (new, train on the sample, add in chunks), each timed. */
+static int cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The ids of one list of ix, sorted (into ids; *n of them). */
+static void list_sorted(const cdb_index *ix, int l, int64_t *ids, int64_t *n) {
+    size_t cs = 0;
+    cdb_index_list_entries(ix, l, n, &cs, ids, NULL);
+    qsort(ids, (size_t)*n, sizeof *ids, cmp_i64);
+}
+
+/* The add before and after issue 29's fast add, in the same run: the first m vectors of
+** the store added to two empty copies of the trained index, by FAISS's own add
+** (IndexIVF::add_with_ids, the quantizer searched with Debian's scalar loop) and by
+** clipdb's (the walk with its dot kernel, the PQ codes computed by its kernel), each
+** timed; then the two compared list by list: the vectors in the same list, and the lists
+** whose entries are the same in the same order with the same code bytes. */
+static void add_compare(const cdb_index *trained, const cdb_index_source *src, int64_t m) {
+    cdb_index *a = NULL, *b = NULL;
+    cdb_index_info info;
+    int64_t *ids = malloc((size_t)m * sizeof *ids), *ia = malloc((size_t)m * sizeof *ia);
+    int64_t *ib = malloc((size_t)m * sizeof *ib), same_list = 0, na = 0, nb = 0;
+    uint16_t *v = malloc((size_t)m * DIM * 2);
+    uint8_t *ca = NULL, *cb = NULL;
+    int same_lists = 0, nonempty = 0;
+    double t0, t_faiss, t_ours, c0, c_faiss, c_ours;
+    if (cdb_index_clone_empty(trained, &a) != CDB_OK ||
+        cdb_index_clone_empty(trained, &b) != CDB_OK ||
+        src->read(src->ctx, 0, m, ids, v) != CDB_OK) {
+        fprintf(stderr, "bench_index: add comparison: %s\n", cdb_errmsg());
+        exit(1);
+    }
+    cdb_index_set_faiss_add(a, 1);
+    t0 = now_s(), c0 = cpu_s();
+    cdb_index_add(a, ids, v, m);
+    t_faiss = now_s() - t0, c_faiss = cpu_s() - c0;
+    t0 = now_s(), c0 = cpu_s();
+    cdb_index_add(b, ids, v, m);
+    t_ours = now_s() - t0, c_ours = cpu_s() - c0;
+    cdb_index_get_info(b, &info);
+    ca = malloc((size_t)m * 256), cb = malloc((size_t)m * 256);
+    for (int l = 0; l < info.nlist; l++) {
+        int64_t x = 0, y = 0;
+        size_t cs = 0;
+        list_sorted(a, l, ia, &na);
+        list_sorted(b, l, ib, &nb);
+        while (x < na && y < nb) { /* the ids both put in list l */
+            if (ia[x] == ib[y]) same_list++, x++, y++;
+            else if (ia[x] < ib[y]) x++;
+            else y++;
+        }
+        if (!na && !nb) continue;
+        nonempty++;
+        cdb_index_list_entries(a, l, &na, &cs, ia, ca);
+        cdb_index_list_entries(b, l, &nb, &cs, ib, cb);
+        same_lists += na == nb && !memcmp(ia, ib, (size_t)na * sizeof *ia) &&
+                      !memcmp(ca, cb, (size_t)na * cs);
+    }
+    printf("  add of the first %lld vectors (same run, %d threads, load average %.2f): "
+           "FAISS's own add %.0f a second (%.1f CPU s), clipdb's %.0f a second (%.1f CPU s): "
+           "%.1fx the rate, %.1fx less CPU; in the list FAISS's add gives: %lld of %lld; "
+           "lists equal entry for entry (ids, order, code bytes): %d of %d\n",
+           (long long)m, omp_get_max_threads(), load1(), m / t_faiss, c_faiss, m / t_ours,
+           c_ours, t_faiss / t_ours, c_faiss / c_ours, (long long)same_list, (long long)m,
+           same_lists, nonempty);
+    fflush(stdout);
+    cdb_index_free(a), cdb_index_free(b);
+    free(ids), free(ia), free(ib), free(v), free(ca), free(cb);
+}
+
+/* cdb_index_build's steps (new, train on the sample, add in chunks, save), each timed. */
 static cdb_index *build(const bench_store *st, cdb_index_params *p, const char *path,
-                        const char *lists, result *r) {
+                        const char *lists, int64_t add_cmp, result *r) {
     progress_src ps;
     cdb_index_source src;
     cdb_index *ix = NULL;
     cdb_index_info info;
     char buf[2048];
     struct stat sb;
-    double t0 = now_s(), t_train;
+    double t0 = now_s(), t_train, t_add, t_save, c0 = cpu_s(), c_train, c_add;
     if (cdb_eng_store_source_open(st->db, st->model, DIM, &ps.inner) != CDB_OK ||
         cdb_index_new(p, ps.inner.n, &ix) != CDB_OK ||
         cdb_index_train_source(ix, &ps.inner) != CDB_OK) {
         fprintf(stderr, "bench_index: training failed: %s\n", cdb_errmsg());
         exit(1);
     }
-    t_train = now_s() - t0;
-    printf("  trained in %.1f s (peak RSS so far %.0f MB)\n", t_train, peak_rss_mb());
+    t_train = now_s() - t0, c_train = cpu_s() - c0;
+    printf("  trained in %.1f s, %.1f CPU s (peak RSS so far %.0f MB; load average %.2f)\n",
+           t_train, c_train, peak_rss_mb(), load1());
     fflush(stdout);
+    if (add_cmp > 0) add_compare(ix, &ps.inner, add_cmp < ps.inner.n ? add_cmp : ps.inner.n);
     ps.done = 0, ps.t0 = now_s();
+    c0 = cpu_s();
     src = ps.inner, src.read = progress_read, src.ctx = &ps;
-    if (cdb_index_add_source(ix, &src) != CDB_OK ||
-        (lists && cdb_index_lists_to_disk(ix, lists) != CDB_OK) || cdb_index_save(ix, path)) {
-        fprintf(stderr, "bench_index: build failed: %s\n", cdb_errmsg());
+    if (cdb_index_add_source(ix, &src) != CDB_OK) {
+        fprintf(stderr, "bench_index: add failed: %s\n", cdb_errmsg());
         exit(1);
     }
+    t_add = now_s() - ps.t0, c_add = cpu_s() - c0;
+    printf("  added %lld vectors in %.1f s, %.1f CPU s (%.0f a second; peak RSS so far %.0f "
+           "MB; load average %.2f)\n", (long long)ps.inner.n, t_add, c_add,
+           ps.inner.n / t_add, peak_rss_mb(), load1());
+    fflush(stdout);
+    t_save = now_s();
+    if ((lists && cdb_index_lists_to_disk(ix, lists) != CDB_OK) || cdb_index_save(ix, path)) {
+        fprintf(stderr, "bench_index: save failed: %s\n", cdb_errmsg());
+        exit(1);
+    }
+    t_save = now_s() - t_save;
     cdb_eng_store_source_close(&ps.inner);
-    r->build_s = now_s() - t0;
+    r->build_s = t_train + t_add + t_save; /* the add comparison left out */
     r->peak_rss_mb = peak_rss_mb();
     r->file_mb = stat(path, &sb) == 0 ? sb.st_size / 1e6 : 0;
     r->lists_mb = lists && stat(lists, &sb) == 0 ? sb.st_size / 1e6 : 0;
@@ -385,9 +495,9 @@ static cdb_index *build(const bench_store *st, cdb_index_params *p, const char *
     r->nprobe = info.nprobe, r->rerank_factor = info.rerank_factor;
     cdb_index_info_format(&info, buf, sizeof buf);
     printf("---- %s ----\n%s", info.factory, buf);
-    printf("build: %.1f s (training %.1f s) streamed from the shards; peak RSS of the process "
-           "so far %.0f MB; index file %.1f MB%s", r->build_s, t_train, r->peak_rss_mb,
-           r->file_mb, lists ? "" : "\n");
+    printf("build: %.1f s (training %.1f s, add %.1f s, save %.1f s) streamed from the "
+           "shards; peak RSS of the process so far %.0f MB; index file %.1f MB%s", r->build_s,
+           t_train, t_add, t_save, r->peak_rss_mb, r->file_mb, lists ? "" : "\n");
     if (lists) printf(" + lists file %.1f MB (mapped at search)\n", r->lists_mb);
     fflush(stdout);
     if (lists) { /* searched as a reader would: loaded, lists mapped */
@@ -690,6 +800,8 @@ int main(int argc, char **argv) {
     int64_t n = 1000000;
     int n_lat = 500, n_gt = 100, n_batch = 32, on_disk = 0, baseline = 1, n_pos = 0, opq = 1;
     int exact = 1, use_snap = 1, do_sweep = 0, n_fac = 0;
+    int64_t add_cmp = 65536;
+    int build_only = 0;
     const char *fac[8];
     cdb_index_snap *snap = NULL;
     cdb_index_kind kind = CDB_INDEX_IVF_HNSW_PQ;
@@ -715,6 +827,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--no-exact")) exact = 0;
         else if (!strcmp(argv[i], "--no-snapshot")) use_snap = 0;
         else if (!strcmp(argv[i], "--sweep")) do_sweep = 1;
+        else if (!strcmp(argv[i], "--add-compare") && i + 1 < argc) add_cmp = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "--build-only")) build_only = 1;
         else if (!strcmp(argv[i], "--factory") && i + 1 < argc && n_fac < 8)
             fac[n_fac++] = argv[++i];
         else if (!strcmp(argv[i], "--kind") && i + 1 < argc) {
@@ -747,6 +861,7 @@ int main(int argc, char **argv) {
     }
     printf("store: %.1f s to fill (or reopen) %lld fp16 vectors in shards; peak RSS %.0f MB\n",
            now_s() - t0, (long long)n, peak_rss_mb());
+    fflush(stdout);
     /* the candidate: forced kind (ivf-hnsw-pq by default) or each --factory in turn,
     ** lists in RAM or on disk; cand is the first one's */
     for (int c = 0; c < (n_fac ? n_fac : 1); c++) {
@@ -758,7 +873,13 @@ int main(int argc, char **argv) {
         snprintf(path, sizeof path, "%s/cand.cdbidx", dir);
         snprintf(lists, sizeof lists, "%s/cand.ivfdata", dir);
         unlink(lists);
-        ix = build(&st, &p, path, on_disk ? lists : NULL, &r);
+        ix = build(&st, &p, path, on_disk ? lists : NULL, c == 0 ? add_cmp : 0, &r);
+        if (build_only) {
+            cdb_index_free(ix);
+            unlink(path), unlink(lists);
+            cdb_db_close(st.db);
+            return 0;
+        }
         if (c == 0) /* after the first build: at 10^7 its time and peak RSS come first */
             snap = truth_and_snapshot(&st, q + (size_t)n_lat * DIM, n_gt, use_snap, &tr, &all,
                                       &n_all);
@@ -790,7 +911,7 @@ int main(int argc, char **argv) {
         po.rerank_factor = cand.rerank_factor;
         snprintf(path, sizeof path, "%s/opq.cdbidx", dir);
         memset(&o, 0, sizeof o);
-        ix = build(&st, &po, path, NULL, &o);
+        ix = build(&st, &po, path, NULL, 0, &o);
         measure(ix, &st, snap, q, n_lat, &tr, &o);
         cdb_index_free(ix);
         unlink(path);
@@ -806,7 +927,7 @@ int main(int argc, char **argv) {
         cdb_index_params b = cdb_index_params_default();
         b.dim = DIM, b.factory = "IVF4096,PQ64np", b.nprobe = 64, b.rerank_factor = 10;
         snprintf(path, sizeof path, "%s/base.cdbidx", dir);
-        ix = build(&st, &b, path, NULL, &base);
+        ix = build(&st, &b, path, NULL, 0, &base);
         measure(ix, &st, NULL, q, n_lat, &tr, &base);
         cdb_index_free(ix);
         unlink(path);

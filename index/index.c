@@ -9,13 +9,16 @@
 **   "CDBIDX01" | u32 version | u32 dim | u32 kind | i32 nlist | i32 pq_m |
 **   i32 nprobe | i32 ef_search | i32 rerank | u64 watermark | i64 n_planned |
 **   i64 n_train | i64 n_trained_for | char factory[128] | i64 n_cov | i64 ids[n_cov] |
-**   FAISS index (faiss_write_index) | "CDBIDXND"
+**   FAISS index (faiss_write_index) | "CDBIDXND" | u64 XXH3-64 of the bytes before it
+** An index whose lists are on disk names its lists file by the file's name alone: it is
+** found at load in the index file's own folder, so a database folder can be moved.
 */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <libgen.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,10 +46,7 @@
 #define FILE_VERSION 2u
 #define ADD_CHUNK 65536
 
-/* FAISS's exception text without its C++ frame: "Error in void faiss::...() at
-** ./faiss/Clustering.cpp:277: Error: 'nx >= k' failed: Number of training points..."
-** becomes "Number of training points...". */
-static const char *faiss_reason(const char *m) {
+const char *cdb_index_faiss_reason_(const char *m) {
     const char *p = strstr(m, "Error: '");
     if (p && (p = strstr(p, "' failed: "))) return p + 10;
     if ((p = strstr(m, ": Error: "))) return p + 9;
@@ -59,7 +59,7 @@ cdb_status cdb_index_faiss_err_(int frc, const char *what) {
     if (!m) m = "(no message)";
     if (strstr(m, "bad_alloc") || strstr(m, "Cannot allocate"))
         return cdb_seterr(CDB_NOMEM, "faiss: %s: out of memory", what);
-    return cdb_seterr(CDB_ERROR, "faiss: %s failed: %s", what, faiss_reason(m));
+    return cdb_seterr(CDB_ERROR, "faiss: %s failed: %s", what, cdb_index_faiss_reason_(m));
 }
 
 /* ---- FAISS's own stderr lines ------------------------------------------------------------
@@ -254,17 +254,26 @@ cdb_status cdb_index_add(cdb_index *ix, const int64_t *ids, const uint16_t *vecs
         return cdb_seterr(CDB_INVALID, "index %s is not trained yet", ix->info.factory);
     for (int64_t i = 0; i < n; i++)
         if (ids[i] < 0) return cdb_seterr(CDB_INVALID, "id %lld < 0 at %lld", (long long)ids[i], (long long)i);
+    /* the threads FAISS's own add would take (OpenMP's), at most CLIPDB_THREADS */
+    int threads = omp_get_max_threads() < cdb_default_threads() ? omp_get_max_threads()
+                                                                   : cdb_default_threads();
     for (int64_t off = 0; off < n; off += ADD_CHUNK) {
         int64_t c = n - off < ADD_CHUNK ? n - off : ADD_CHUNK;
-        int frc;
+        int frc, handled = 0;
         if (!(x = widen(vecs + (size_t)off * (size_t)ix->info.dim, c, ix->info.dim)))
             return cdb_seterr(CDB_NOMEM, "add: %lld vectors", (long long)c);
-        frc = faiss_Index_add_with_ids(ix->fx, c, x, ids + off);
+        rc = ix->faiss_add ? CDB_OK : cdb_ivf_add_(ix->fx, c, x, ids + off, threads, &handled);
+        frc = rc == CDB_OK && !handled ? faiss_Index_add_with_ids(ix->fx, c, x, ids + off) : 0;
         cdb_free(x);
+        if (rc != CDB_OK) return rc;
         if (frc != 0) return cdb_index_faiss_err_(frc, "add_with_ids");
         if ((rc = cdb_index_cover_(ix, ids + off, c)) != CDB_OK) return rc;
     }
     return cdb_index_apply_params_(ix); /* nprobe follows the size */
+}
+
+void cdb_index_set_faiss_add(cdb_index *ix, int faiss_add) {
+    if (ix) ix->faiss_add = faiss_add != 0;
 }
 
 cdb_status cdb_index_remove(cdb_index *ix, const int64_t *ids, int64_t n) {
@@ -583,9 +592,13 @@ cdb_status cdb_index_save(const cdb_index *ix, const char *path) {
         rc = cdb_seterr(cdb_errno_status(errno), "write %s: %s", tmp, strerror(errno));
         goto done;
     }
+    char *lists_name = NULL; /* the lists file (on disk) named in the index's folder */
+    if ((rc = cdb_ivf_lists_name_(ix->fx, path, &lists_name)) != CDB_OK) goto done;
     errno = 0;
-    if ((frc = faiss_write_index(ix->fx, f)) != 0) {
-        int e = errno; /* FAISS's writer failed on fwrite: a full disk sets ENOSPC */
+    frc = faiss_write_index(ix->fx, f);
+    int e = errno; /* FAISS's writer failed on fwrite: a full disk sets ENOSPC */
+    cdb_ivf_lists_name_restore_(ix->fx, lists_name);
+    if (frc != 0) {
         cdb_index_faiss_err_(frc, "write_index");
         rc = cdb_errctx(e ? cdb_errno_status(e) : CDB_IO, "%s", tmp);
         goto done;
@@ -710,7 +723,6 @@ cdb_status cdb_index_load(const char *path, cdb_index **out) {
     struct stat st;
     uint64_t sum = 0;
     char end[8];
-    int frc;
     if (!path || !out) return cdb_seterr(CDB_INVALID, "cdb_index_load: bad arguments");
     *out = NULL;
     if ((rc = open_with_header(path, &f, &h)) != CDB_OK) return rc;
@@ -733,9 +745,8 @@ cdb_status cdb_index_load(const char *path, cdb_index **out) {
         }
         ix->n_cov = ix->cap_cov = h.n_cov;
     }
-    if ((frc = faiss_read_index(f, 0, &ix->fx)) != 0) {
+    if ((rc = cdb_ivf_read_(f, path, &ix->fx)) != CDB_OK) {
         ix->fx = NULL;
-        cdb_index_faiss_err_(frc, "read_index");
         rc = cdb_errctx(CDB_CORRUPT, "%s", path);
         goto done;
     }

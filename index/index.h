@@ -155,6 +155,12 @@ cdb_status cdb_index_train(cdb_index *ix, const uint16_t *vecs, int64_t n);
 ** (a changed file) is allowed: searches report each id once, scored from the
 ** store. Requires a trained index. */
 cdb_status cdb_index_add(cdb_index *ix, const int64_t *ids, const uint16_t *vecs, int64_t n);
+/* An IVF index with an HNSW quantizer (ivf-hnsw-pq) is added to by clipdb: each vector's
+** list found by the walk searches use (its dot kernel, the vectors shared out over the
+** build's threads: OpenMP's, at most CLIPDB_THREADS), its PQ code computed to FAISS's
+** bytes; the entries are FAISS's own add's. faiss_add 1: FAISS's own add
+** (IndexIVF::add_with_ids) instead: bench_index's baseline and the tests' oracle. */
+void cdb_index_set_faiss_add(cdb_index *ix, int faiss_add);
 
 /* Takes ids out of the index (deleted files; changed ones, before their new vector
 ** is added): they are no longer covered. Flat and IVF indexes drop the entries;
@@ -222,6 +228,14 @@ cdb_status cdb_index_lists_to_disk(cdb_index *ix, const char *lists_path);
 
 /* 1 when ix's inverted lists live in a file (cdb_index_lists_to_disk, cdb_index_merge). */
 int cdb_index_on_disk(const cdb_index *ix);
+/* The entries of an IVF index's list `list` (0 <= list < nlist), in their order: their
+** count into *n; with ids (and codes) not NULL, the ids (and the codes, code_size bytes
+** each) copied there, room for *n of them. *code_size: the bytes of one code. CDB_INVALID
+** for an index without lists or a list out of range. For tests and tools: a list's
+** entries are what two builds are compared by. */
+cdb_status cdb_index_list_entries(const cdb_index *ix, int list, int64_t *n /* OUT */,
+                                  size_t *code_size /* OUT */, int64_t *ids /* OUT */,
+                                  uint8_t *codes /* OUT */);
 
 /* ---- persistence ---------------------------------------------------------------- */
 

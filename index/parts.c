@@ -212,3 +212,10 @@ cdb_status cdb_index_lists_to_disk(cdb_index *ix, const char *lists_path) {
 }
 
 int cdb_index_on_disk(const cdb_index *ix) { return is_ivf(ix) && cdb_ivf_is_ondisk_(ix->fx); }
+
+cdb_status cdb_index_list_entries(const cdb_index *ix, int list, int64_t *n, size_t *code_size,
+                                  int64_t *ids, uint8_t *codes) {
+    if (!n || !code_size || !is_ivf(ix) || list < 0 || list >= ix->info.nlist)
+        return cdb_seterr(CDB_INVALID, "list %d: no such inverted list", list);
+    return cdb_ivf_list_(ix->fx, list, n, code_size, ids, codes);
+}

@@ -98,6 +98,13 @@ void cdb_k_dot_f16_f32_batch(const uint16_t *vecs, size_t n_vecs, const float *q
 ** batch and multi results are bit-identical to cdb_k_dot_f16_f32's (same ISA). */
 void cdb_k_dot_f16_f32_multi(const uint16_t *vecs, size_t n_vecs, const float *qs, size_t n_q,
                              size_t dim, float *out /* OUT: n_vecs * n_q */);
+/* The i < ny whose y_i is nearest to x[dim] in squared L2 distance, the ys given
+** transposed (yt[d * ny + i] is component d of y_i): each distance is summed as FAISS's
+** reference loop sums it (d = 0, 1, ...; each (x_d - y_d)^2 rounded, then added: no fused
+** multiply-add), the first minimum wins a tie, and 0 when none is below 1e20. So the
+** same index as FAISS 1.7.3's ProductQuantizer::compute_code on its generic build (a
+** product quantizer's sub-vector against its ksub centroids). */
+size_t cdb_k_nearest_l2_t_f32(const float *x, const float *yt, size_t ny, size_t dim);
 /* Euclidean norms (not squared), accumulated in double. */
 float cdb_k_l2norm_f32(const float *x, size_t n);
 float cdb_k_l2norm_f16(const uint16_t *x, size_t n);
@@ -120,6 +127,7 @@ cdb_status cdb_k_normalize_to_f16(const float *src, size_t n, uint16_t *out /* O
 float cdb_k_dot_f16_f32_scalar(const uint16_t *a, const float *q, size_t dim);
 float cdb_k_dot_f16_f16_scalar(const uint16_t *a, const uint16_t *b, size_t dim);
 float cdb_k_dot_f32_scalar(const float *a, const float *b, size_t dim);
+size_t cdb_k_nearest_l2_t_f32_scalar(const float *x, const float *yt, size_t ny, size_t dim);
 void cdb_k_dot_f16_f32_multi_scalar(const uint16_t *vecs, size_t n_vecs, const float *qs,
                                     size_t n_q, size_t dim, float *out /* OUT */);
 

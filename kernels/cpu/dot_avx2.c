@@ -136,3 +136,36 @@ void cdb_k_dot_f16_f32_multi_avx2(const uint16_t *vecs, size_t n_vecs, const flo
         if (j < n_q) o[j] = cdb_k_dot_f16_f32_avx2(v, qs + j * dim, dim);
     }
 }
+
+/* 8 ys at a time, one per lane: the lanes' sums run in dimension order with a separate
+** multiply and add (the scalar loop's roundings, so the same distances bit for bit);
+** each lane keeps its first minimum, and the lanes' minima are reduced to the first. */
+size_t cdb_k_nearest_l2_t_f32_avx2(const float *x, const float *yt, size_t ny, size_t dim) {
+    __m256 best_v = _mm256_set1_ps(1e20f);
+    __m256i best_ix = _mm256_setzero_si256(), ix = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i step = _mm256_set1_epi32(8);
+    size_t i = 0, best_i = 0;
+    float best = 1e20f;
+    for (; i + 8 <= ny && ny <= 0x7fffffff; i += 8, ix = _mm256_add_epi32(ix, step)) {
+        __m256 s = _mm256_setzero_ps();
+        for (size_t d = 0; d < dim; d++) {
+            __m256 t = _mm256_sub_ps(_mm256_set1_ps(x[d]), _mm256_loadu_ps(yt + d * ny + i));
+            s = _mm256_add_ps(s, _mm256_mul_ps(t, t));
+        }
+        __m256 lt = _mm256_cmp_ps(s, best_v, _CMP_LT_OQ);
+        best_v = _mm256_blendv_ps(best_v, s, lt);
+        best_ix = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(best_ix),
+                                                       _mm256_castsi256_ps(ix), lt));
+    }
+    if (i > 0) {
+        float v[8];
+        int32_t at[8];
+        _mm256_storeu_ps(v, best_v);
+        _mm256_storeu_si256((__m256i *)at, best_ix);
+        for (int l = 0; l < 8; l++)
+            if (v[l] < best || (v[l] == best && best < 1e20f && (size_t)at[l] < best_i))
+                best = v[l], best_i = (size_t)at[l];
+    }
+    cdb_k_nearest_l2_t_from(x, yt, ny, dim, i, &best, &best_i); /* the tail */
+    return best_i;
+}

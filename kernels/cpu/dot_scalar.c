@@ -64,6 +64,17 @@ void cdb_k_dot_f16_f32_multi(const uint16_t *vecs, size_t n_vecs, const float *q
     CDB_K_AVX2_OR_SCALAR(cdb_k_dot_f16_f32_multi, vecs, n_vecs, qs, n_q, dim, out);
 }
 
+size_t cdb_k_nearest_l2_t_f32_scalar(const float *x, const float *yt, size_t ny, size_t dim) {
+    size_t best_i = 0;
+    float best = 1e20f;
+    cdb_k_nearest_l2_t_from(x, yt, ny, dim, 0, &best, &best_i);
+    return best_i;
+}
+
+size_t cdb_k_nearest_l2_t_f32(const float *x, const float *yt, size_t ny, size_t dim) {
+    return CDB_K_AVX2_OR_SCALAR(cdb_k_nearest_l2_t_f32, x, yt, ny, dim);
+}
+
 /* Norms are not on the hot path (queries, ingest): double everywhere keeps them
 ** overflow-free for every finite fp32 input. */
 static double norm_f32_d(const float *x, size_t n) {

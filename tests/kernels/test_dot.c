@@ -231,6 +231,48 @@ CDB_TEST(normalize_refuses_nan_inf_zero) {
     CHECK(strstr(cdb_errmsg(), "zero") != NULL);
 }
 
+/* The nearest of ny transposed ys (a PQ sub-quantizer's centroids): the dispatched kernel
+** (AVX2 here) gives the index a brute force in long double gives, the first of equal
+** distances (ys repeated: exact ties), for ny with and without a tail of fewer than 8. */
+CDB_TEST(nearest_l2_transposed_is_first_minimum) {
+    enum { DIMS = 8, MAXY = 259 };
+    static float y[MAXY][DIMS], yt[DIMS * MAXY];
+    float x[DIMS];
+    const size_t nys[] = {256, 259, 5, 8};
+    int checked = 0;
+    for (int round = 0; round < 200; round++) {
+        size_t ny = nys[round % 4];
+        for (size_t i = 0; i < ny; i++)
+            for (int d = 0; d < DIMS; d++) y[i][d] = (float)rng_gauss();
+        for (size_t i = 1; i < ny; i += 3) memcpy(y[i], y[i / 2], sizeof y[i]); /* ties */
+        for (int d = 0; d < DIMS; d++) x[d] = (float)rng_gauss();
+        if (round % 5 == 0) memcpy(x, y[ny - 1], sizeof x); /* distance 0, at the end */
+        for (size_t i = 0; i < ny; i++)
+            for (int d = 0; d < DIMS; d++) yt[d * ny + i] = y[i][d];
+        size_t want = 0;
+        long double best = 1e30L;
+        for (size_t i = 0; i < ny; i++) {
+            long double s = 0;
+            for (int d = 0; d < DIMS; d++) s += ((long double)x[d] - y[i][d]) * (x[d] - y[i][d]);
+            if (s < best) best = s, want = i;
+        }
+        size_t got = cdb_k_nearest_l2_t_f32(x, yt, ny, DIMS);
+        size_t ref = cdb_k_nearest_l2_t_f32_scalar(x, yt, ny, DIMS);
+        CHECK_EQ_INT((long long)got, (long long)ref);
+        /* fp32 sums may order a near-tie otherwise than long double: then the two ys
+        ** must be as near as fp32 can tell */
+        if (got != want) {
+            long double s = 0;
+            for (int d = 0; d < DIMS; d++)
+                s += ((long double)x[d] - y[got][d]) * (x[d] - y[got][d]);
+            CHECK_MSG(s - best <= 1e-5L * (best + 1e-6L), "round %d: %zu vs %zu", round, got,
+                      want);
+        }
+        checked++;
+    }
+    CHECK_EQ_INT(checked, 200);
+}
+
 CDB_TEST_MAIN(dot_avx2_matches_scalar_random_dims, dot_multi_and_batch_match_single,
               precision_self_cosine_59136, precision_huge_magnitude_normalize,
-              normalize_refuses_nan_inf_zero)
+              normalize_refuses_nan_inf_zero, nearest_l2_transposed_is_first_minimum)

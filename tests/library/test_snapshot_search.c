@@ -126,6 +126,16 @@ static void brute_force(fixture *f, const float *q, int k, cdb_hit *out) {
     free(ids), free(v);
 }
 
+/* The top K for the raw vector q (no collapsing of duplicates). */
+static cdb_status search_k(cdb_engine *e, const float *q, cdb_engine_result *r) {
+    cdb_engine_query qu;
+    cdb_engine_search_params p = cdb_engine_search_params_default();
+    memset(&qu, 0, sizeof qu);
+    qu.vector = q, qu.vector_dim = DIM;
+    p.k = K, p.collapse = 0;
+    return cdb_engine_search(e, &qu, &p, r);
+}
+
 /* A one-shot search (a new engine handle, as the CLI makes) of n_q random queries. exact:
 ** the hits' ids and score bits equal the oracle's top K; else (an approximate index)
 ** each hit is a stored vector scored with the oracle's bits, and *recall (optional) gets
@@ -138,15 +148,10 @@ static int searches_check(fixture *f, int n_q, int exact, double *recall) {
     for (int j = 0; j < n_q; j++) {
         float q[DIM];
         const cdb_hit *want = all;
-        cdb_engine_query qu;
-        cdb_engine_search_params p = cdb_engine_search_params_default();
         cdb_engine_result r;
         draw(q);
-        memset(&qu, 0, sizeof qu);
-        qu.vector = q, qu.vector_dim = DIM;
-        p.k = K, p.collapse = 0;
         brute_force(f, q, 16384, all);
-        if (cdb_engine_search(e, &qu, &p, &r) != CDB_OK) {
+        if (search_k(e, q, &r) != CDB_OK) {
             fprintf(stderr, "search: %s\n", cdb_errmsg());
             bad++;
             continue;
@@ -493,6 +498,103 @@ CDB_TEST(ivf_on_disk_reopened_equals_shards) {
     fixture_close(&f);
 }
 
+static void count_warn(void *ud, const char *msg) {
+    (*(int *)ud)++;
+    fprintf(stderr, "warning: %s\n", msg);
+}
+
+/* n_q queries (drawn from seed) through one engine handle on dir, their K hits each into
+** out (n_q * K, id -1 past the end); the warnings it gave into *warns. */
+static int hits_of(const char *dir, int n_q, uint64_t seed, cdb_hit *out, int *warns) {
+    cdb_engine *e = NULL;
+    cdb_engine_params ep = cdb_engine_params_default();
+    uint64_t keep = g_rng;
+    int rc = 0;
+    *warns = 0;
+    ep.events.warn = count_warn, ep.events.ud = warns;
+    if (cdb_engine_open(dir, &ep, &e) != CDB_OK) return -1;
+    g_rng = seed;
+    for (int j = 0; j < n_q && rc == 0; j++) {
+        float q[DIM];
+        cdb_engine_result r;
+        memset(&r, 0, sizeof r);
+        draw(q);
+        if (search_k(e, q, &r) != CDB_OK) rc = -1;
+        for (int i = 0; rc == 0 && i < K; i++) {
+            out[j * K + i].id = i < r.n ? r.hits[i].id : -1;
+            out[j * K + i].score = i < r.n ? r.hits[i].score : 0;
+        }
+        cdb_engine_result_free(&r);
+    }
+    g_rng = keep;
+    cdb_engine_close(e);
+    return rc;
+}
+
+/* A database whose index has its lists on disk, moved to another folder (`mv`): the
+** index file names its lists file by its name in the index's own folder, so the moved
+** database loads its index (no warning: not the exact fallback) and its searches give
+** the hits, ids and score bits, they gave before the move. Its lists file removed: one
+** warning, and the searches go on exactly. */
+CDB_TEST(ivf_on_disk_found_after_the_folder_moves) {
+    enum { NQ = 8 };
+    fixture f;
+    cdb_engine *e = NULL;
+    cdb_engine_index_info in;
+    cdb_hit before[NQ * K], after[NQ * K], exact[K];
+    char moved[PATH_MAX], cmd[3 * PATH_MAX];
+    int warns = -1;
+    memset(&f, 0, sizeof f);
+    CHECK(fixture_open(&f, "ondisk") == 0);
+    CHECK_OK(build(&f, CDB_ENGINE_INDEX_IVF_PQ, 1));
+    CHECK_EQ_INT(hits_of(f.dir, NQ, 77, before, &warns), 0);
+    CHECK_EQ_INT(warns, 0);
+    cdb_db_close(f.db), f.db = NULL;
+    snprintf(moved, sizeof moved, "%s/moved", f.base);
+    snprintf(cmd, sizeof cmd, "mv '%s' '%s'", f.dir, moved);
+    CHECK(system(cmd) == 0);
+    snprintf(f.dir, sizeof f.dir, "%s", moved);
+    CHECK_OK(cdb_engine_open(f.dir, NULL, &e));
+    CHECK_OK(cdb_engine_index_describe(e, NULL, &in));
+    cdb_engine_close(e);
+    CHECK(in.on_disk && strncmp(in.path, moved, strlen(moved)) == 0);
+    {
+        cdb_index *ix = NULL;
+        CHECK_OK(cdb_index_load(in.path, &ix));
+        CHECK(cdb_index_on_disk(ix));
+        cdb_index_free(ix);
+    }
+    CHECK_EQ_INT(hits_of(f.dir, NQ, 77, after, &warns), 0);
+    CHECK_EQ_INT(warns, 0); /* the index was used */
+    for (int i = 0; i < NQ * K; i++)
+        CHECK_MSG(before[i].id == after[i].id &&
+                      !memcmp(&before[i].score, &after[i].score, sizeof(float)),
+                  "hit %d: %lld %.9g before the move, %lld %.9g after", i,
+                  (long long)before[i].id, before[i].score, (long long)after[i].id,
+                  after[i].score);
+    /* the lists file gone: the index is refused with one warning, searches go exact */
+    snprintf(cmd, sizeof cmd, "rm %s/index/model_%lld.ivfdata.*", f.dir, (long long)f.model);
+    CHECK(system(cmd) == 0);
+    CHECK_EQ_INT(hits_of(f.dir, NQ, 77, after, &warns), 0);
+    CHECK_EQ_INT(warns, 1);
+    {
+        cdb_db_params p = cdb_db_params_default();
+        CHECK_OK(cdb_db_open(f.dir, &p, &f.db));
+    }
+    for (int j = 0; j < NQ; j++) { /* the exact answer: brute force over the shards */
+        float q[DIM];
+        uint64_t keep = g_rng;
+        g_rng = 77;
+        for (int t = 0; t <= j; t++) draw(q);
+        g_rng = keep;
+        brute_force(&f, q, K, exact);
+        for (int i = 0; i < K; i++)
+            CHECK(after[j * K + i].id == exact[i].id &&
+                  !memcmp(&after[j * K + i].score, &exact[i].score, sizeof(float)));
+    }
+    fixture_close(&f);
+}
+
 CDB_TEST_MAIN(flat_scan_through_snapshot_equals_shards,
               damaged_snapshot_is_ignored_reported_rewritten, no_change_refresh_reads_only_the_head,
-              ivf_on_disk_reopened_equals_shards)
+              ivf_on_disk_reopened_equals_shards, ivf_on_disk_found_after_the_folder_moves)
