@@ -227,7 +227,7 @@ static void load(void) {
                 snprintf(pat, sizeof pat, "clipdb %s ", c->name);
                 if (!(s = strstr(c->d.blocks[0].lines[l], pat))) continue;
                 s += strlen(pat);
-                while (islower((unsigned char)s[n])) n++;
+                while (islower((unsigned char)s[n]) || (n && s[n] == '-')) n++; /* add-part */
                 if (!n || (s[n] && s[n] != ' ') || n >= sizeof c->subs[0]) continue;
                 int dup = 0;
                 for (int k = 0; k < c->n_subs; k++)

@@ -149,7 +149,7 @@ for c in $commands; do
   done
   grep -qF "'$c:" "$zshc" || fail "zsh: the completion lacks the command $c"
 done
-[ "$(completions clipdb index "" | tr '\n' ' ')" = "build info " ] || fail "bash: 'clipdb index <TAB>'"
+[ "$(completions clipdb index "" | tr '\n' ' ')" = "build info train add-part " ] || fail "bash: 'clipdb index <TAB>'"
 [ "$(completions clipdb search --device "" | tr '\n' ' ')" = "auto cpu cuda " ] ||
   fail "bash: 'clipdb search --device <TAB>'"
 grep -qx search <<<"$(completions clipdb --db "$tmp/db" "")" || fail "bash: 'clipdb --db DIR <TAB>'"
