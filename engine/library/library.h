@@ -47,23 +47,6 @@ cdb_status cdb_eng_leftovers(cdb_db *db, char **forget /* OUT */, char **move /*
 cdb_status cdb_eng_model_copy(cdb_db *from, const cdb_db_model *dm, cdb_db *to,
                               int64_t *id /* OUT */);
 
-/* ---- one file recorded at two paths (merge.c, verify.c) ------------------------------ */
-
-/* An ok row's file identity, as the ingest that read it recorded it. */
-typedef struct eng_ident {
-    uint64_t ino, dev;
-    int64_t size, id, root_id;
-    uint8_t hash[CDB_DB_HASH_BYTES];
-} eng_ident;
-/* The identities of db's ok rows of files recorded at more than one path
-** (cdb_db_files_same_identity, in its order: the rows of one file, cdb_eng_same_file,
-** together, by id): eng_ident rows in out (free out->v). */
-cdb_status cdb_eng_file_idents(cdb_db *db, eng_rows *out /* OUT */);
-/* 1 when x and y are one file: the same inode number, size and content. Not the device:
-** a shared filesystem can have another st_dev on each node that ingested a part. An
-** ingest never stores one file twice (hard links go in once: walk.c). */
-int cdb_eng_same_file(const eng_ident *x, const eng_ident *y);
-
 /* ---- the index of a merged database (merge_index.c) --------------------------------- */
 
 /* A part's own index, for the merge (cdb_engine_index_add_part made it): where it is and

@@ -29,7 +29,8 @@
 ** - one file held by two parts at two paths (it moved from one part's share to
 **   another's between their ingests: each part is the truth for its share only) keeps
 **   the row whose path the disk has it at (drop_moved; never guessed from a missing
-**   drive: then both stay, and verify reports the file recorded twice);
+**   drive: then both stay until a reindex finds the gone path, as after an ingest of
+**   one folder that a photo left for another);
 ** - thumbnails and photo metadata are copied after the batches that made their files
 **   ok (outside the write order, as an ingest stores them: a kill between the two
 **   leaves ok files without them, which the next merge copies); the thumbnails of files
@@ -642,6 +643,13 @@ static cdb_status drop_gone(merger *m, const mpart *p) {
 
 /* ---- one file at two paths ----------------------------------------------------------- */
 
+/* An ok row's file identity, as the ingest that read it recorded it. */
+typedef struct eng_ident {
+    uint64_t ino, dev;
+    int64_t size, id, root_id;
+    uint8_t hash[CDB_DB_HASH_BYTES];
+} eng_ident;
+
 static int add_ident(const cdb_db_file *f, void *ud) {
     eng_ident *r;
     if (!f->meta.ino || !f->meta.has_hash) return 0; /* recorded before identities were */
@@ -652,11 +660,16 @@ static int add_ident(const cdb_db_file *f, void *ud) {
     return 0;
 }
 
-int cdb_eng_same_file(const eng_ident *x, const eng_ident *y) {
+/* 1 when x and y are one file: the same inode number, size and content. Not the device:
+** a shared filesystem can have another st_dev on each node that ingested a part. */
+static int same_file(const eng_ident *x, const eng_ident *y) {
     return x->ino == y->ino && x->size == y->size && !memcmp(x->hash, y->hash, sizeof x->hash);
 }
 
-cdb_status cdb_eng_file_idents(cdb_db *db, eng_rows *out) {
+/* The identities of db's ok rows of files recorded at more than one path
+** (cdb_db_files_same_identity, in its order: the rows of one file together, by id):
+** eng_ident rows in out (free out->v). */
+static cdb_status file_idents(cdb_db *db, eng_rows *out) {
     cdb_status rc;
     memset(out, 0, sizeof *out);
     rc = cdb_db_files_same_identity(db, add_ident, out);
@@ -688,14 +701,15 @@ static cdb_status judge_group(merger *m, const eng_library *lib, const eng_ident
 /* A file that moved from one part's share to another's between the parts' ingests is
 ** held by both, at its old path and its new one (each part is the truth for its own
 ** share only). An ingest never stores one file twice (a file with several names,
-** hard links, goes in once: walk.c), so ok rows of the same file (cdb_eng_same_file) are the
+** hard links, goes in once: walk.c), so ok rows of the same file (same_file) are the
 ** same photo twice: the rows whose path is gone are marked deleted, when the disk
 ** confirms another row of the file at its path. Without a confirmation (the photos'
-** drive not mounted where the merge runs) every row stays, and verify reports them. */
+** drive not mounted where the merge runs) every row stays: a reindex that sees the disk
+** drops the gone one. */
 static cdb_status drop_moved(merger *m) {
     eng_rows rows, gone = {0};
     eng_library lib;
-    cdb_status rc = cdb_eng_file_idents(m->db, &rows);
+    cdb_status rc = file_idents(m->db, &rows);
     const eng_ident *v = rows.v;
     if (rc != CDB_OK || rows.n < 2) {
         free(rows.v);
@@ -707,7 +721,7 @@ static cdb_status drop_moved(merger *m) {
     }
     for (size_t i = 0, j; i < rows.n && rc == CDB_OK; i = j) {
         int live[8], n, confirmed = 0;
-        for (j = i + 1; j < rows.n && cdb_eng_same_file(&v[i], &v[j]); j++) {}
+        for (j = i + 1; j < rows.n && same_file(&v[i], &v[j]); j++) {}
         if ((n = (int)(j - i)) < 2) continue;
         if (n > 8) n = 8; /* more names than that: left to verify */
         rc = judge_group(m, &lib, v + i, n, live);

@@ -327,38 +327,6 @@ static cdb_status check_twice(cdb_db *db, twice_ud *ud) {
     return rc;
 }
 
-/* Counts (and lists the first of) ok rows of one file at two paths: the same inode on
-** the same device, size and content (cdb_eng_same_file), which no ingest records (a
-** merge of a part ingested before the file moved does, when the disk cannot tell it
-** which path is gone: merge.c's drop_moved). */
-static cdb_status check_same_file(cdb_db *db, twice_ud *ud) {
-    eng_rows rows;
-    cdb_status rc = cdb_eng_file_idents(db, &rows);
-    const eng_ident *v = rows.v;
-    for (size_t i = 1; rc == CDB_OK && i < rows.n; i++) {
-        char *first = NULL, *second = NULL, m[512];
-        int k;
-        if (!cdb_eng_same_file(&v[i - 1], &v[i]) || v[i - 1].dev != v[i].dev) continue;
-        if (ud->n++ >= TWICE_LISTED) continue;
-        k = ud->n_listed++;
-        ud->id[k] = v[i].id;
-        if ((rc = cdb_db_file_path(db, v[i - 1].id, &first)) == CDB_OK &&
-            (rc = cdb_db_file_path(db, v[i].id, &second)) == CDB_OK) {
-            snprintf(m, sizeof m, "recorded twice, as file %lld at %s and as file %lld here: "
-                     "one file (inode %llu, same bytes) at two paths, so one of them is gone "
-                     "('clipdb reindex' drops it)",
-                     (long long)v[i - 1].id, first, (long long)v[i].id,
-                     (unsigned long long)v[i].ino);
-            ud->msg[k] = strdup(m);
-            ud->path[k] = strdup(second);
-        }
-        cdb_free(first);
-        cdb_free(second);
-    }
-    free(rows.v);
-    return rc;
-}
-
 cdb_status cdb_engine_verify(cdb_engine *e, int deep, double sample,
                              cdb_engine_verify_report *out) {
     cdb_db_report *r = NULL;
@@ -394,8 +362,7 @@ cdb_status cdb_engine_verify(cdb_engine *e, int deep, double sample,
         goto done;
     }
     n_idx = check_index(e->db, idx_msg);
-    if ((st = check_twice(e->db, &tw)) != CDB_OK ||
-        (st = check_same_file(e->db, &tw)) != CDB_OK || (st = unfinished(e->db, out)) != CDB_OK) {
+    if ((st = check_twice(e->db, &tw)) != CDB_OK || (st = unfinished(e->db, out)) != CDB_OK) {
         st = cdb_eng_fail(st, CDB_ENGINE_E_NONE, "cannot verify the database");
         goto done;
     }
