@@ -22,6 +22,23 @@ static void fmt_time(int64_t ns, char *buf, size_t size) {
         snprintf(buf, size, "never");
 }
 
+
+/* key: an array of objects {"path" (the path rule), "reason" when reasons is not NULL}. */
+static void json_paths(cdb_json *j, const char *key, char *const *paths, char *const *reasons,
+                       int n) {
+    cdb_json_key(j, key);
+    cdb_json_begin_array(j);
+    for (int i = 0; i < n; i++) {
+        cdb_json_begin_object(j);
+        cdb_json_path(j, "path", paths[i]);
+        if (reasons) {
+            cdb_json_key(j, "reason");
+            cdb_json_str(j, reasons[i]);
+        }
+        cdb_json_end_object(j);
+    }
+    cdb_json_end_array(j);
+}
 static void print_folder(const cdb_engine_folder *f, cdb_json *j) {
     char when[40], b[4][32];
     int64_t problems = f->errors + f->to_retry + f->walk_problems;
@@ -57,24 +74,8 @@ static void print_folder(const cdb_engine_folder *f, cdb_json *j) {
             cdb_json_end_object(j);
         }
         cdb_json_end_array(j);
-        cdb_json_key(j, "ignore_files");
-        cdb_json_begin_array(j);
-        for (int i = 0; i < f->n_ignore_files; i++) {
-            cdb_json_begin_object(j);
-            cdb_json_path(j, "path", f->ignore_files[i]);
-            cdb_json_end_object(j);
-        }
-        cdb_json_end_array(j);
-        cdb_json_key(j, "not_walked");
-        cdb_json_begin_array(j);
-        for (int i = 0; i < f->n_not_walked; i++) {
-            cdb_json_begin_object(j);
-            cdb_json_path(j, "path", f->not_walked[i]);
-            cdb_json_key(j, "reason");
-            cdb_json_str(j, f->not_walked_why[i]);
-            cdb_json_end_object(j);
-        }
-        cdb_json_end_array(j);
+        json_paths(j, "ignore_files", f->ignore_files, NULL, f->n_ignore_files);
+        json_paths(j, "not_walked", f->not_walked, f->not_walked_why, f->n_not_walked);
         cdb_json_end_object(j);
     } else {
         printf("%-8s %-6s %9s %9s %9s  %-16s  %s%s%s\n", f->status, f->is_file ? "file" : "folder",
