@@ -9,7 +9,8 @@
 ** copies of each (exact, 50% resize, JPEG q=60, WebP, 2% crop, EXIF stripped, rotated
 ** with an EXIF orientation) and bursts (one object moved, one second apart, one
 ** camera), and truth.tsv. Each file is read, hashed (the catalog's content hash),
-** decoded with its orientation, phashed, its metadata read and its image encoded with
+** decoded with its orientation, phashed (as an ingest stores it: a JPEG's DC hash), its
+** metadata read and its image encoded with
 ** the bundled model; then cdb_dupes_find groups them. The baseline is what a CLIP-only
 ** duplicate finder does (Immich before #31286): the same cosine threshold, no phash,
 ** no metadata.
@@ -86,8 +87,11 @@ static int load(const char *dir, const file *fl, cdb_model *m, cdb_dupes_item *i
     cdb_image *img = NULL;
     cdb_photo_meta meta;
     const cdb_model_info *mi = cdb_model_get_info(m);
-    ok = ok && cdb_image_decode(buf, (size_t)n, NULL, &img) == CDB_OK &&
-         cdb_image_phash(img, &it->phash) == CDB_OK &&
+    cdb_image_params ip = cdb_image_params_default();
+    ip.phash = 1; /* a JPEG's DC hash, as an ingest stores it; else the pixels' */
+    ok = ok && cdb_image_decode(buf, (size_t)n, &ip, &img) == CDB_OK &&
+         (img->has_phash ? (it->phash = img->phash, CDB_OK) : cdb_image_phash(img, &it->phash)) ==
+             CDB_OK &&
          cdb_photo_meta_read(buf, (size_t)n, &meta) == CDB_OK &&
          cdb_image_preprocess(img, &mi->preprocess, pixels, NULL) == CDB_OK &&
          cdb_encode_pixels(m, pixels, 1, 1, vec) == CDB_OK;
