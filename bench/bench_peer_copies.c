@@ -11,7 +11,9 @@
 ** file a candidate for a near copy, as after a reindex). Each query is a raw query vector
 ** with k = 10; the facts asked about are its 10 hits' (cdb_engine_copy_facts_get).
 ** Printed: the median and p99 of R runs after a warm-up (which builds the groups) of
-** both, and their ratio.
+** both, and their ratio; then the crowd counts a server gives the front
+** (cdb_engine_phash_near_counts) for 10 and for 4,096 random phashes (the closure's most),
+** against the same search.
 **
 ** Usage: bench_peer_copies [--n N] [--runs R]
 */
@@ -70,6 +72,36 @@ static void stats(double *ms, int n, double *p50, double *p99) {
     *p99 = ms[(n * 99) / 100 < n ? (n * 99) / 100 : n - 1];
 }
 
+/* The crowd counts a server gives the front (/api/copies_of's near_counts): every file's
+** phash against each asked one, for a page's 10 hits and for the closure's most (4,096
+** files), p50 of runs against the collapsed search's p50 (base_ms). 0, or -1. */
+static int near_counts(cdb_engine *e, int runs, double base_ms) {
+    static const int sizes[2] = {10, 4096};
+    uint64_t *ph = malloc(sizeof *ph * 4096);
+    int *counts = malloc(sizeof *counts * 4096);
+    double *ms = malloc(sizeof *ms * (size_t)runs);
+    int rc = ph && counts && ms ? 0 : -1;
+    for (int s = 0; s < 2 && rc == 0; s++) {
+        double p50, p99;
+        for (int i = 0; i < runs && rc == 0; i++) {
+            for (int k = 0; k < sizes[s]; k++)
+                ph[k] = (uint64_t)(bench_rnd_normal() * 1e9) * 0x9E3779B97F4A7C15ULL ^
+                        (uint64_t)(k + 1) * 0xD1B54A32D192ED03ULL; /* as the stored ones */
+            int64_t t0 = cdb_now_ns();
+            rc = cdb_engine_phash_near_counts(e, NULL, ph, sizes[s], counts) == CDB_OK ? 0 : -1;
+            ms[i] = (double)(cdb_now_ns() - t0) / 1e6;
+        }
+        if (rc) break;
+        stats(ms, runs, &p50, &p99);
+        printf("near counts of %4d phashes (a crowd's): p50 %8.3f ms  p99 %8.3f ms   "
+               "ratio (p50) %.2fx the search\n", sizes[s], p50, p99, p50 / base_ms);
+    }
+    free(ph);
+    free(counts);
+    free(ms);
+    return rc;
+}
+
 static int bench(cdb_engine *e, int dim, int runs) {
     double *a = malloc(sizeof *a * (size_t)runs), *b = malloc(sizeof *b * (size_t)runs);
     float *q = malloc(sizeof *q * (size_t)dim);
@@ -118,7 +150,7 @@ static int bench(cdb_engine *e, int dim, int runs) {
                "ratio (p50) %.2fx\n", b50, b99, b50 / a50);
         printf("files found per round: %.1f (the hits themselves: 10)\n",
                (double)total_found / (runs + 1));
-        rc = 0;
+        rc = near_counts(e, runs, a50);
     }
 done:
     if (rc) fprintf(stderr, "bench_peer_copies: %s\n", cdb_errmsg());
