@@ -358,7 +358,7 @@ static int split_words(const char *s, char ***out, int *n) {
 ** id. 0, or -1 (printed). */
 static int sbatch(const char *extra, const char *dependency, const char *script, char *id,
                   size_t size) {
-    char **words = NULL, *argv[4096];
+    char **words = NULL, *argv[4096], drain[512];
     int n_words = 0, argc = 0, fds[2], st = -1;
     pid_t pid;
     ssize_t got = 0, r;
@@ -391,6 +391,8 @@ static int sbatch(const char *extra, const char *dependency, const char *script,
         if (r > 0) got += r;
         else if (errno != EINTR) break;
     id[got] = '\0';
+    while ((r = read(fds[0], drain, sizeof drain)) != 0) /* the rest: sbatch must not block */
+        if (r < 0 && errno != EINTR) break;
     close(fds[0]);
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
     id[strcspn(id, ";\r\n")] = '\0'; /* "jobid[;cluster]" */
@@ -478,12 +480,9 @@ static int slurm_print(const slurm_job *j) {
 ** as this user on every node, so no one else may swap or edit them before sbatch reads
 ** them. */
 static int own_folder(const char *dir) {
-    struct stat st;
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
         return cdb_cli_error(strerror(errno), "cannot create %s", dir);
-    if (lstat(dir, &st) != 0) return cdb_cli_error(strerror(errno), "cannot read %s", dir);
-    if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & S_IWOTH) ||
-        ((st.st_mode & S_IWGRP) && st.st_gid != getegid()))
+    if (!cdb_dir_private(dir))
         return cdb_cli_error(NULL, "%s is not a folder of this user's that only this user "
                              "can write to: its job scripts could be changed before they run",
                              dir);

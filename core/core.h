@@ -203,6 +203,10 @@ long cdb_tmp_owner_pid(const char *after_tmp);
 ** device (EINVAL, found by fstat after a non-blocking open, so a FIFO with no writer
 ** never blocks) give -1 with errno. The descriptor is blocking again and O_CLOEXEC. */
 int cdb_open_regular(const char *path, int extra_flags);
+/* 1 when dir is a folder (not a link) of this user's that no one else can write to (group
+** write only for this user's own group): a folder whose files clipdb trusts or runs, which
+** anyone else could otherwise forge, swap or redirect. 0 otherwise (errno from lstat). */
+int cdb_dir_private(const char *dir);
 
 /* ---- libraries loaded at run time (dynlib.c) ------------------------------------------
 ** Libraries clipdb opens with dlopen() on first use instead of linking: cuBLAS and nvJPEG

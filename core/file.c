@@ -65,3 +65,9 @@ int cdb_open_regular(const char *path, int extra_flags) {
     }
     return fd;
 }
+
+int cdb_dir_private(const char *dir) {
+    struct stat st;
+    return lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
+           !(st.st_mode & S_IWOTH) && (!(st.st_mode & S_IWGRP) || st.st_gid == getegid());
+}

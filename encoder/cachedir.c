@@ -32,16 +32,6 @@
 #define CD_STAMP_SUFFIX ".ok" /* cdb_stamp_path's */
 #define CD_MAX_FILES 64
 
-/* 1 when dir is a folder no one else can write to: not a link, ours, and writable by no
-** one else (group write only for our own group). A cache read from or written to a
-** folder someone else controls could be a forged file (its sums are not keys: they
-** catch damage, not tampering) or a link that makes us write or prune elsewhere. */
-static int dir_trusted(const char *dir) {
-    struct stat st;
-    return lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
-           !(st.st_mode & S_IWOTH) && (!(st.st_mode & S_IWGRP) || st.st_gid == getegid());
-}
-
 /* 1 when real (an absolute path) and every folder above it are folders, not links, that
 ** only we or root can change: owned by one of us, and writable by others (or by a group
 ** not ours) only with the sticky bit, which keeps them from renaming our entries. The
@@ -79,7 +69,7 @@ int cdb_cache_dir_make(const char *dir) {
             if (mkdir(p, 0777) != 0 && errno != EEXIST) return -1;
             p[i] = c;
         }
-    if (dir_trusted(dir) && chain_trusted(dir)) return 0;
+    if (cdb_dir_private(dir) && chain_trusted(dir)) return 0;
     errno = EPERM;
     return -1;
 }
@@ -130,7 +120,7 @@ int cdb_cache_dir_pick(const char *dir, char *out, size_t size) {
     struct stat st;
     if (dir_name(dir, name, sizeof name) != 0 || resolve_above(name, out, size) != 0) return -1;
     if (lstat(out, &st) != 0) return 0; /* not there: made (and checked) on a write */
-    return dir_trusted(out) ? 0 : -1;
+    return cdb_dir_private(out) ? 0 : -1;
 }
 
 static int64_t ts_ns(struct timespec t) { return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec; }
